@@ -1,0 +1,292 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// EnvController names the environment variable that holds the controller
+// address when --controller is not given.
+const EnvController = "GPUD_CONTROLLER"
+
+// Client talks to a gpud controller. It is safe for concurrent use.
+type Client struct {
+	base string
+	hc   *http.Client
+	// Token, when set, is sent as a bearer token (TCP connections).
+	Token string
+}
+
+// NewClient returns a client for addr: "unix:///path/to/gpud.sock",
+// "http://host:port" or "https://host:port".
+func NewClient(addr string) (*Client, error) {
+	if addr == "" {
+		return nil, spec.Errorf(spec.ErrInvalid, "no controller address; pass --controller or set %s (e.g. unix:///var/lib/gpud/gpud.sock)", EnvController)
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return nil, spec.Errorf(spec.ErrInvalid, "controller address %q: %v", addr, err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	c := &Client{hc: &http.Client{Transport: tr}}
+	switch u.Scheme {
+	case "unix":
+		path := u.Path
+		if path == "" {
+			path = u.Opaque
+		}
+		if path == "" {
+			return nil, spec.Errorf(spec.ErrInvalid, "controller address %q has no socket path (want unix:///path/gpud.sock)", addr)
+		}
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}
+		c.base = "http://gpud"
+	case "http", "https":
+		c.base = strings.TrimRight(u.Scheme+"://"+u.Host, "/")
+	default:
+		return nil, spec.Errorf(spec.ErrInvalid, "controller address %q: scheme %q not supported (use unix://, https:// or http://)", addr, u.Scheme)
+	}
+	return c, nil
+}
+
+// HTTPClient exposes the underlying client so callers can set TLS options.
+func (c *Client) HTTPClient() *http.Client { return c.hc }
+
+// Error is an API error with the controller's message; errors.Is matches
+// the spec kind its code maps to.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Is maps wire codes back to spec kinds.
+func (e *Error) Is(target error) bool { return target == CodeKind(e.Code) }
+
+// CodeKind maps a wire code to its spec error kind.
+func CodeKind(code string) error {
+	switch code {
+	case CodeNotFound:
+		return spec.ErrNotFound
+	case CodeInvalid:
+		return spec.ErrInvalid
+	case CodeConflict:
+		return spec.ErrConflict
+	case CodeUnavailable:
+		return spec.ErrUnavailable
+	case CodePermissionDenied:
+		return spec.ErrPermissionDenied
+	case CodeRefused:
+		return spec.ErrRefused
+	}
+	return nil
+}
+
+// KindCode maps an error to its wire code and HTTP status.
+func KindCode(err error) (code string, status int) {
+	switch {
+	case errors.Is(err, spec.ErrNotFound):
+		return CodeNotFound, http.StatusNotFound
+	case errors.Is(err, spec.ErrInvalid):
+		return CodeInvalid, http.StatusBadRequest
+	case errors.Is(err, spec.ErrConflict):
+		return CodeConflict, http.StatusConflict
+	case errors.Is(err, spec.ErrUnavailable):
+		return CodeUnavailable, http.StatusServiceUnavailable
+	case errors.Is(err, spec.ErrPermissionDenied):
+		return CodePermissionDenied, http.StatusForbidden
+	case errors.Is(err, spec.ErrRefused):
+		return CodeRefused, http.StatusUnprocessableEntity
+	}
+	return CodeInternal, http.StatusInternalServerError
+}
+
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	u := c.base + "/" + Version + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return spec.Errorf(spec.ErrUnavailable, "cannot reach the gpud controller: %v; is it running, and is %s right?", err, EnvController)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		var eb ErrorBody
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(b, &eb) != nil || eb.Error.Message == "" {
+			eb.Error.Message = fmt.Sprintf("controller answered %s: %s", resp.Status, strings.TrimSpace(string(b)))
+		}
+		return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode %s %s response: %w", method, path, err)
+	}
+	return nil
+}
+
+// Submit submits a job (or, with TestOnly, asks when it would start).
+func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResponse, error) {
+	var out SubmitResponse
+	err := c.do(ctx, http.MethodPost, "/jobs", nil, req, &out)
+	return out, err
+}
+
+// Jobs lists jobs matching f.
+func (c *Client) Jobs(ctx context.Context, f JobFilter) ([]spec.Job, error) {
+	q := url.Values{}
+	for _, id := range f.IDs {
+		q.Add("id", strconv.FormatUint(uint64(id), 10))
+	}
+	for _, u := range f.Users {
+		q.Add("user", u)
+	}
+	for _, a := range f.Accounts {
+		q.Add("account", a)
+	}
+	for _, p := range f.Partitions {
+		q.Add("partition", p)
+	}
+	for _, s := range f.States {
+		q.Add("state", string(s))
+	}
+	if f.All {
+		q.Set("all", "1")
+	}
+	var out JobsResponse
+	err := c.do(ctx, http.MethodGet, "/jobs", q, nil, &out)
+	return out.Jobs, err
+}
+
+// Job returns one job.
+func (c *Client) Job(ctx context.Context, id spec.JobID) (spec.Job, error) {
+	var out spec.Job
+	err := c.do(ctx, http.MethodGet, "/jobs/"+strconv.FormatUint(uint64(id), 10), nil, nil, &out)
+	return out, err
+}
+
+// WaitJob blocks until job id reaches a terminal state or ctx ends. It
+// long-polls so a controller restart in between only costs a retry.
+func (c *Client) WaitJob(ctx context.Context, id spec.JobID) (spec.Job, error) {
+	for {
+		var out spec.Job
+		q := url.Values{"timeout": {"30"}}
+		err := c.do(ctx, http.MethodGet, "/jobs/"+strconv.FormatUint(uint64(id), 10)+"/wait", q, nil, &out)
+		switch {
+		case err == nil && out.State.Terminal():
+			return out, nil
+		case err == nil:
+			continue
+		case errors.Is(err, spec.ErrUnavailable) && ctx.Err() == nil:
+			// The controller may be restarting; the job is durable, so wait.
+			select {
+			case <-ctx.Done():
+				return spec.Job{}, ctx.Err()
+			case <-time.After(time.Second):
+			}
+		default:
+			return out, err
+		}
+	}
+}
+
+// JobAction performs cancel, hold, release or requeue on a job.
+func (c *Client) JobAction(ctx context.Context, id spec.JobID, action string, req JobActionRequest) (spec.Job, error) {
+	var out spec.Job
+	err := c.do(ctx, http.MethodPost, "/jobs/"+strconv.FormatUint(uint64(id), 10)+"/"+action, nil, req, &out)
+	return out, err
+}
+
+// Nodes lists nodes.
+func (c *Client) Nodes(ctx context.Context) ([]spec.Node, error) {
+	var out NodesResponse
+	err := c.do(ctx, http.MethodGet, "/nodes", nil, nil, &out)
+	return out.Nodes, err
+}
+
+// NodeAction drains or resumes a node.
+func (c *Client) NodeAction(ctx context.Context, name, action string, req NodeActionRequest) (spec.Node, error) {
+	var out spec.Node
+	err := c.do(ctx, http.MethodPost, "/nodes/"+url.PathEscape(name)+"/"+action, nil, req, &out)
+	return out, err
+}
+
+// Reconfigure asks the controller to reload its configuration file.
+func (c *Client) Reconfigure(ctx context.Context) (ReconfigureResponse, error) {
+	var out ReconfigureResponse
+	err := c.do(ctx, http.MethodPost, "/reconfigure", nil, struct{}{}, &out)
+	return out, err
+}
+
+// Register registers (or re-registers) a node's inventory.
+func (c *Client) Register(ctx context.Context, inv spec.Inventory) (RegisterResponse, error) {
+	var out RegisterResponse
+	err := c.do(ctx, http.MethodPost, "/nodes/register", nil, RegisterRequest{Inventory: inv}, &out)
+	return out, err
+}
+
+// Heartbeat tells the controller the node is alive and what it runs.
+func (c *Client) Heartbeat(ctx context.Context, node string, running []string) error {
+	return c.do(ctx, http.MethodPost, "/nodes/"+url.PathEscape(node)+"/heartbeat", nil, HeartbeatRequest{Running: running}, nil)
+}
+
+// Assignments long-polls for the node's desired allocations newer than
+// generation after, waiting at most wait.
+func (c *Client) Assignments(ctx context.Context, node string, after uint64, wait time.Duration) (AssignmentsResponse, error) {
+	q := url.Values{
+		"after": {strconv.FormatUint(after, 10)},
+		"wait":  {strconv.Itoa(int(wait / time.Second))},
+	}
+	var out AssignmentsResponse
+	err := c.do(ctx, http.MethodGet, "/nodes/"+url.PathEscape(node)+"/assignments", q, nil, &out)
+	return out, err
+}
+
+// Events delivers allocation events from a node's outbox.
+func (c *Client) Events(ctx context.Context, node string, events []AllocEvent) (EventsResponse, error) {
+	var out EventsResponse
+	err := c.do(ctx, http.MethodPost, "/nodes/"+url.PathEscape(node)+"/events", nil, EventsRequest{Events: events}, &out)
+	return out, err
+}

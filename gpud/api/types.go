@@ -1,0 +1,163 @@
+package api
+
+import "github.com/gpud/gpud/gpud/spec"
+
+// Version is the path prefix of this API.
+const Version = "v1"
+
+// ErrorBody is the JSON body of every non-2xx response.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong. Code is one of the Code* constants and
+// maps back to a spec error kind on the client.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error codes on the wire.
+const (
+	CodeNotFound         = "not_found"
+	CodeInvalid          = "invalid"
+	CodeConflict         = "conflict"
+	CodeUnavailable      = "unavailable"
+	CodePermissionDenied = "permission_denied"
+	CodeRefused          = "refused"
+	CodeInternal         = "internal"
+)
+
+// SubmitRequest is POST /v1/jobs.
+type SubmitRequest struct {
+	Job spec.JobSpec `json:"job"`
+	// TestOnly validates and estimates without keeping the job.
+	TestOnly bool `json:"test_only,omitempty"`
+}
+
+// SubmitResponse answers a submission. IDs has one entry per array task
+// (or one for a plain job); ID is the first.
+type SubmitResponse struct {
+	ID  spec.JobID   `json:"id"`
+	IDs []spec.JobID `json:"ids,omitempty"`
+	// For TestOnly: when and where the job would start.
+	ExpectedStart spec.Time `json:"expected_start"`
+	Nodes         []string  `json:"nodes,omitempty"`
+	Message       string    `json:"message,omitempty"`
+}
+
+// JobFilter selects jobs for GET /v1/jobs. Zero fields match everything;
+// with no States, pending and active jobs are listed (like squeue).
+type JobFilter struct {
+	IDs        []spec.JobID    `json:"ids,omitempty"`
+	Users      []string        `json:"users,omitempty"`
+	Accounts   []string        `json:"accounts,omitempty"`
+	Partitions []string        `json:"partitions,omitempty"`
+	States     []spec.JobState `json:"states,omitempty"`
+	// All includes ended jobs the controller still remembers.
+	All bool `json:"all,omitempty"`
+}
+
+// JobsResponse is GET /v1/jobs.
+type JobsResponse struct {
+	Jobs []spec.Job `json:"jobs"`
+}
+
+// JobActionRequest is POST /v1/jobs/{id}/{cancel|hold|release|requeue}.
+type JobActionRequest struct {
+	Reason string `json:"reason,omitempty"`
+	// Signal, for cancel, sends this signal instead of ending the job
+	// (scancel --signal); empty means cancel.
+	Signal string `json:"signal,omitempty"`
+}
+
+// NodesResponse is GET /v1/nodes.
+type NodesResponse struct {
+	Nodes []spec.Node `json:"nodes"`
+}
+
+// NodeActionRequest is POST /v1/nodes/{name}/{drain|resume}.
+type NodeActionRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ReconfigureResponse is POST /v1/reconfigure.
+type ReconfigureResponse struct {
+	Message string `json:"message"`
+}
+
+// RegisterRequest is POST /v1/nodes/register, sent by a node agent at start
+// and whenever its inventory changes.
+type RegisterRequest struct {
+	Inventory spec.Inventory `json:"inventory"`
+}
+
+// RegisterResponse tells the agent how often to heartbeat.
+type RegisterResponse struct {
+	HeartbeatIntervalSec int `json:"heartbeat_interval_sec"`
+}
+
+// HeartbeatRequest is POST /v1/nodes/{name}/heartbeat. Running lists the
+// allocation IDs the agent has live containers for.
+type HeartbeatRequest struct {
+	Running []string `json:"running"`
+}
+
+// Assignment is the controller's desired state for one allocation on one
+// node. The node agent reconciles towards the full set: it starts what it
+// does not run, stops what is marked Stop, and kills any container whose
+// allocation is absent (fencing a job that was requeued elsewhere).
+type Assignment struct {
+	Job   spec.Job   `json:"job"`
+	Alloc spec.Alloc `json:"alloc"`
+	// Stop asks the node to end the allocation and report StopState
+	// (CANCELLED, PREEMPTED, REQUEUED, ...) with StopReason.
+	Stop       bool          `json:"stop,omitempty"`
+	StopState  spec.JobState `json:"stop_state,omitempty"`
+	StopReason string        `json:"stop_reason,omitempty"`
+	// Signal, when set, asks the node to deliver this signal once
+	// (identified by SignalSeq so a repeated watch does not resend it).
+	Signal    string `json:"signal,omitempty"`
+	SignalSeq int    `json:"signal_seq,omitempty"`
+}
+
+// AssignmentsResponse is GET /v1/nodes/{name}/assignments?after=GEN&wait=SECONDS:
+// a long poll that returns once the node's generation exceeds after, or when
+// wait elapses (with the unchanged set).
+type AssignmentsResponse struct {
+	Generation  uint64       `json:"generation"`
+	Assignments []Assignment `json:"assignments"`
+}
+
+// Event kinds a node reports.
+const (
+	EventStarted = "started"
+	EventExited  = "exited"
+)
+
+// AllocEvent is a state change of one allocation on one node. Nodes keep
+// events in an outbox until the controller acknowledges them; the
+// controller applies them idempotently (by node and Seq, and by state).
+type AllocEvent struct {
+	Seq     uint64     `json:"seq"`
+	Node    string     `json:"node"`
+	AllocID string     `json:"alloc_id"`
+	JobID   spec.JobID `json:"job_id"`
+	Kind    string     `json:"kind"`
+	Time    spec.Time  `json:"time"`
+	// For EventExited: the job's final state on this node.
+	State    spec.JobState `json:"state,omitempty"`
+	ExitCode int           `json:"exit_code"`
+	Signal   int           `json:"signal,omitempty"`
+	Reason   string        `json:"reason,omitempty"`
+}
+
+// EventsRequest is POST /v1/nodes/{name}/events.
+type EventsRequest struct {
+	Events []AllocEvent `json:"events"`
+}
+
+// EventsResponse acknowledges every event up to and including AckedSeq.
+type EventsResponse struct {
+	AckedSeq uint64 `json:"acked_seq"`
+}

@@ -1,0 +1,176 @@
+package spec
+
+// JobID identifies a job for its whole life, across requeues.
+type JobID uint64
+
+// JobState uses Slurm's state names; scripts compare against them.
+type JobState string
+
+// Job states.
+const (
+	StatePending     JobState = "PENDING"
+	StateRunning     JobState = "RUNNING"
+	StateSuspended   JobState = "SUSPENDED"
+	StateCompleting  JobState = "COMPLETING"
+	StateCompleted   JobState = "COMPLETED"
+	StateFailed      JobState = "FAILED"
+	StateCancelled   JobState = "CANCELLED"
+	StateTimeout     JobState = "TIMEOUT"
+	StatePreempted   JobState = "PREEMPTED"
+	StateNodeFail    JobState = "NODE_FAIL"
+	StateOutOfMemory JobState = "OUT_OF_MEMORY"
+	StateRequeued    JobState = "REQUEUED"
+)
+
+// AllJobStates lists every state, in the order gpuq documents them.
+var AllJobStates = []JobState{
+	StatePending, StateRunning, StateSuspended, StateCompleting, StateCompleted,
+	StateFailed, StateCancelled, StateTimeout, StatePreempted, StateNodeFail,
+	StateOutOfMemory, StateRequeued,
+}
+
+// Terminal reports whether a job in state s will never run again.
+func (s JobState) Terminal() bool {
+	switch s {
+	case StateCompleted, StateFailed, StateCancelled, StateTimeout, StateNodeFail, StateOutOfMemory:
+		return true
+	}
+	return false
+}
+
+// Active reports whether a job in state s holds resources on nodes.
+func (s JobState) Active() bool {
+	return s == StateRunning || s == StateCompleting || s == StateSuspended
+}
+
+// Pending reasons, shown by gpuq like squeue's REASON column.
+const (
+	ReasonNone                     = "None"
+	ReasonPriority                 = "Priority"
+	ReasonResources                = "Resources"
+	ReasonReservation              = "Reservation"
+	ReasonDependency               = "Dependency"
+	ReasonDependencyNeverSatisfied = "DependencyNeverSatisfied"
+	ReasonQOSLimit                 = "QOSLimit"
+	ReasonAccountLimit             = "AccountLimit"
+	ReasonPartitionDown            = "PartitionDown"
+	ReasonBeginTime                = "BeginTime"
+	ReasonHeld                     = "JobHeldUser"
+	ReasonHeldAdmin                = "JobHeldAdmin"
+	ReasonNodeDown                 = "NodeDown"
+	ReasonBadConstraints           = "BadConstraints"
+)
+
+// Resources is what a job asks for on each of its nodes. A job with
+// Nodes > 1 is a gang: every node gets the same per-node request, all or none.
+type Resources struct {
+	Nodes       int   `json:"nodes"`
+	CPUsPerNode int   `json:"cpus_per_node"`
+	MemMiB      int64 `json:"mem_mib_per_node"`
+	// GPUsPerNode whole GPUs on each node, of GPUModel when set ("h100").
+	GPUsPerNode int    `json:"gpus_per_node"`
+	GPUModel    string `json:"gpu_model,omitempty"`
+	// GPUProfile asks for MIG slices of this profile ("1g.10gb") instead of
+	// whole GPUs; GPUsPerNode then counts slices.
+	GPUProfile string `json:"gpu_profile,omitempty"`
+	// GPUFraction asks for a share of one non-MIG GPU (0 < f < 1).
+	GPUFraction float64 `json:"gpu_fraction,omitempty"`
+	// TotalGPUs is -G/--gpus: GPUs across all nodes. The controller turns it
+	// into GPUsPerNode when Nodes is known.
+	TotalGPUs  int      `json:"total_gpus,omitempty"`
+	Exclusive  bool     `json:"exclusive,omitempty"`
+	NodeList   []string `json:"nodelist,omitempty"`
+	Exclude    []string `json:"exclude,omitempty"`
+	Constraint string   `json:"constraint,omitempty"`
+}
+
+// JobSpec is what a user submits: everything gpusubmit learned from the
+// command line and the script's directives. Identity (user, uid, gid) is
+// not part of it; the server takes it from the connection.
+type JobSpec struct {
+	Name      string    `json:"name"`
+	Partition string    `json:"partition,omitempty"`
+	QOS       string    `json:"qos,omitempty"`
+	Account   string    `json:"account,omitempty"`
+	Resources Resources `json:"resources"`
+	TimeLimit Duration  `json:"time_limit"`
+	// Script is the batch script's text; Args follow it on its command line.
+	Script string   `json:"script"`
+	Args   []string `json:"args,omitempty"`
+	// Env is the environment the job starts with (after --export handling),
+	// as KEY=VALUE strings.
+	Env []string `json:"env,omitempty"`
+	// WorkDir is the job's working directory (-D, else the submit dir).
+	WorkDir   string `json:"work_dir"`
+	SubmitDir string `json:"submit_dir"`
+	// Output and Error are file patterns (%j %x %u %a %A %N %%), relative to
+	// WorkDir unless absolute. Empty Error means stderr goes with stdout.
+	Output string `json:"output,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// Image is "host" (the node's root filesystem, read-only) or an image
+	// reference known to the node's containerd.
+	Image     string   `json:"image,omitempty"`
+	Hold      bool     `json:"hold,omitempty"`
+	Nice      int      `json:"nice,omitempty"`
+	BeginTime Time     `json:"begin_time"`
+	Requeue   bool     `json:"requeue"`
+	Array     string   `json:"array,omitempty"`
+	Depend    string   `json:"dependency,omitempty"`
+	Signal    string   `json:"signal,omitempty"`
+	Ckpt      Duration `json:"checkpoint_interval,omitempty"`
+	Comment   string   `json:"comment,omitempty"`
+}
+
+// Job is a submitted job as the controller keeps and shows it.
+type Job struct {
+	ID JobID `json:"id"`
+	JobSpec
+	User  string `json:"user"`
+	UID   uint32 `json:"uid"`
+	GID   uint32 `json:"gid"`
+	State JobState `json:"state"`
+	// Reason is why a pending job waits, or why an ended one ended.
+	Reason     string `json:"reason"`
+	ExitCode   int    `json:"exit_code"`
+	Signal     int    `json:"exit_signal,omitempty"`
+	Priority   int64  `json:"priority"`
+	SubmitTime Time   `json:"submit_time"`
+	StartTime  Time   `json:"start_time"`
+	EndTime    Time   `json:"end_time"`
+	// Attempt counts starts: 0 before the first, 1 while the first runs,
+	// and so on across requeues.
+	Attempt int `json:"attempt"`
+	// Nodes and GPUs describe the current (or last) allocation: node names,
+	// and the allocated devices' UUIDs (MIG UUIDs for slices).
+	Nodes []string `json:"nodes"`
+	GPUs  []string `json:"gpus"`
+	Alloc *Alloc   `json:"alloc,omitempty"`
+	// StdoutPath and StderrPath are the resolved output files.
+	StdoutPath string `json:"stdout_path,omitempty"`
+	StderrPath string `json:"stderr_path,omitempty"`
+	// ExpectedStart is the scheduler's estimate for a pending job.
+	ExpectedStart Time `json:"expected_start"`
+}
+
+// Alloc is one attempt's placement of a job: which nodes, which devices.
+// Its ID is unique across attempts so a node never confuses a requeued
+// job's new run with its old one.
+type Alloc struct {
+	ID        string      `json:"id"`
+	JobID     JobID       `json:"job_id"`
+	Attempt   int         `json:"attempt"`
+	Nodes     []NodeAlloc `json:"nodes"`
+	StartTime Time        `json:"start_time"`
+}
+
+// NodeAlloc is the part of an allocation on one node.
+type NodeAlloc struct {
+	Node   string `json:"node"`
+	Rank   int    `json:"rank"`
+	CPUs   int    `json:"cpus"`
+	MemMiB int64  `json:"mem_mib"`
+	// GPUs are device UUIDs (MIG UUIDs for slices).
+	GPUs []string `json:"gpus,omitempty"`
+	// GPUFraction is set for a shared-GPU allocation (one entry in GPUs).
+	GPUFraction float64 `json:"gpu_fraction,omitempty"`
+}

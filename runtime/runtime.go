@@ -1,0 +1,105 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"time"
+)
+
+// ErrNotFound is returned when no task or container has the given ID.
+var ErrNotFound = errors.New("task not found")
+
+// ImageHost selects the node's own root filesystem (read-only) as a job's
+// root: what a Slurm user expects, with the host's tools and libraries.
+const ImageHost = "host"
+
+// Mount is a bind mount into the container.
+type Mount struct {
+	Source   string
+	Dest     string
+	ReadOnly bool
+}
+
+// TaskConfig describes one job container on one node. The node agent fills
+// it from an allocation; the runtime turns it into an OCI spec.
+type TaskConfig struct {
+	// ID is the container ID: unique per allocation attempt and node.
+	ID string
+	// Labels are stored on the container so a restarted agent can find and
+	// re-adopt it (job id, alloc id, user, start time, deadline).
+	Labels map[string]string
+	// Image is ImageHost or an image reference known to containerd.
+	Image string
+	// Args is the process to run; Args[0] must exist inside the root.
+	Args     []string
+	Env      []string // applied last: wins over anything CDI injects
+	Cwd      string
+	UID, GID uint32
+	// AdditionalGIDs are the user's supplementary groups.
+	AdditionalGIDs []uint32
+	Hostname       string
+	Mounts         []Mount
+	// CPUs limits CPU time (in cores; 0 = unlimited). MemoryBytes limits
+	// memory (0 = unlimited); exceeding it ends the task OOM-killed.
+	CPUs        float64
+	MemoryBytes int64
+	// CDIDevices are fully qualified CDI names ("nvidia.com/gpu=GPU-...")
+	// resolved against the runtime's CDI spec directories.
+	CDIDevices []string
+	// StdoutPath and StderrPath are host files the task's output is
+	// appended to, owned by UID/GID; equal paths mean one merged file. The
+	// files are written without the agent in the path, so output survives
+	// an agent restart.
+	StdoutPath string
+	StderrPath string
+}
+
+// ExitStatus is how a task ended.
+type ExitStatus struct {
+	Code int
+	// Signal is the signal that killed the task, 0 if it exited.
+	Signal syscall.Signal
+	// OOMKilled is true when the kernel's OOM killer ended the task.
+	OOMKilled bool
+	ExitedAt  time.Time
+}
+
+// TaskStatus is what List reports about one container.
+type TaskStatus string
+
+// Task statuses.
+const (
+	StatusCreated TaskStatus = "created" // container exists, task never started
+	StatusRunning TaskStatus = "running"
+	StatusExited  TaskStatus = "exited"
+	StatusUnknown TaskStatus = "unknown"
+)
+
+// TaskInfo describes an existing container.
+type TaskInfo struct {
+	ID     string
+	Labels map[string]string
+	Status TaskStatus
+	// Exit is set when Status is StatusExited.
+	Exit *ExitStatus
+}
+
+// Runtime runs job containers. All methods honour ctx cancellation and are
+// safe for concurrent use on different IDs.
+type Runtime interface {
+	// Start creates the container and starts its task. It fails with an
+	// error wrapping os.ErrExist if the ID is already in use.
+	Start(ctx context.Context, cfg TaskConfig) error
+	// Wait blocks until the task exits and returns its status; it works for
+	// tasks started by an earlier agent process, and returns at once for a
+	// task that already exited.
+	Wait(ctx context.Context, id string) (ExitStatus, error)
+	// Signal delivers sig to the task's init process.
+	Signal(ctx context.Context, id string, sig syscall.Signal) error
+	// Delete removes the task and container. Deleting a missing ID is not
+	// an error. A running task is killed first.
+	Delete(ctx context.Context, id string) error
+	// List returns every container this runtime manages.
+	List(ctx context.Context) ([]TaskInfo, error)
+}
