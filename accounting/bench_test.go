@@ -1,0 +1,96 @@
+package accounting
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// BenchmarkRecordJobs records batches of 1,000 new, ended two-GPU jobs, the
+// shape of a controller flushing a busy minute of job ends.
+func BenchmarkRecordJobs(b *testing.B) {
+	db := openTest(b)
+	ctx := context.Background()
+	const batch = 1000
+	next := spec.JobID(1)
+	jobs := make([]spec.Job, batch)
+	var recorded int
+	for b.Loop() {
+		for i := range jobs {
+			jobs[i] = MakeJob(next).User(fmt.Sprintf("u%d", next%100)).
+				Ran(1, 60, node(fmt.Sprintf("n%d", next%64), 8, fmt.Sprintf("GPU-%d-a", next), fmt.Sprintf("GPU-%d-b", next))).
+				End(3660, spec.StateCompleted).Obj()
+			next++
+		}
+		if err := db.RecordJobs(ctx, jobs); err != nil {
+			b.Fatal(err)
+		}
+		recorded += batch
+	}
+	b.ReportMetric(float64(recorded)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// bulkJobs is the number of jobs BenchmarkJobsUserFilter queries over, one
+// user in 1,000 (so a query returns 1,000 records).
+const bulkJobs, bulkUsers = 1_000_000, 1000
+
+// bulkLoad fills db with n ended one-GPU jobs, their attempts and usage,
+// generated inside SQLite: going through RecordJobs would take minutes.
+func bulkLoad(b *testing.B, db *DB, n int) {
+	b.Helper()
+	base := t0.Unix()
+	stmts := []string{
+		`WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < ?1)
+		INSERT INTO jobs (id, name, user, uid, account, "partition", qos, state, submit_time, eligible_time,
+			start_time, end_time, time_limit, nodes, gpus, gpu_count, gpu_model, cpus, mem_mib, attempts, work_dir)
+		SELECT x, 'job', 'u' || (x % ?3), 1000 + x % ?3, 'acct' || (x % 50), 'gpu', 'normal', 'COMPLETED',
+			?2 + x * 30, ?2 + x * 30, ?2 + x * 30 + 60, ?2 + x * 30 + 3660, 7200, 'n' || (x % 64), 'GPU-' || x,
+			1, 'h100', 8, 1024, 1, '/home/u' FROM c`,
+		`INSERT INTO attempts (job_id, attempt, alloc_id, nodes, cpus, mem_mib, start_time, end_time)
+		SELECT id, 1, 'a' || id, nodes, cpus, mem_mib, start_time, end_time FROM jobs`,
+		`INSERT INTO usage (job_id, attempt, node, gpu_uuid, gpu_model, mig_profile, fraction, gpu_seconds,
+			billed_units, start_time, end_time)
+		SELECT id, 1, nodes, gpus, 'h100', '', 1, end_time - start_time, end_time - start_time, start_time, end_time FROM jobs`,
+	}
+	tx, err := db.w.Begin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, s := range stmts {
+		if _, err := tx.Exec(s, n, base, bulkUsers); err != nil {
+			_ = tx.Rollback()
+			b.Fatalf("bulk load: %v", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.w.Exec(`ANALYZE`); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkJobsUserFilter lists one user's jobs (sacct -u) out of a million.
+func BenchmarkJobsUserFilter(b *testing.B) {
+	db := openTest(b)
+	start := time.Now()
+	bulkLoad(b, db, bulkJobs)
+	b.Logf("bulk loaded %d jobs in %v", bulkJobs, time.Since(start).Round(time.Millisecond))
+	ctx := context.Background()
+	f := Filter{Users: []string{"u42"}}
+	ops := 0
+	for b.Loop() {
+		rs, err := db.Jobs(ctx, f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rs) != bulkJobs/bulkUsers || rs[0].GPUHours != 1 {
+			b.Fatalf("Jobs(u42) = %d records (first %+v), want %d of 1 GPU-hour", len(rs), rs[0], bulkJobs/bulkUsers)
+		}
+		ops++
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(ops), "ms/op")
+}

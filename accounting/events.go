@@ -1,0 +1,125 @@
+package accounting
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// NodeEvent is a change of a node's availability: down, drain, resume, a
+// GPU drained for health. Times are kept to the second.
+type NodeEvent struct {
+	Time   time.Time `json:"time"`
+	Node   string    `json:"node"`
+	Event  string    `json:"event"`
+	Reason string    `json:"reason,omitempty"`
+	// Actor is who caused it: a user name for drain/resume, "gpud" for the
+	// controller's own health and heartbeat decisions.
+	Actor string `json:"actor,omitempty"`
+}
+
+// AuditEntry is one state-changing call: who did what to what, from where,
+// and how it ended. Times are kept to the second.
+type AuditEntry struct {
+	Time      time.Time `json:"time"`
+	ActorUID  uint32    `json:"actor_uid"`
+	ActorName string    `json:"actor_name"`
+	// Origin is where the call came from: "unix", an IP address, "node gpu-04".
+	Origin string `json:"origin"`
+	// Action is the operation ("job.cancel", "node.drain", "reconfigure").
+	Action string `json:"action"`
+	Target string `json:"target"`
+	// Result is "ok" or the error the caller was shown.
+	Result string `json:"result"`
+}
+
+// AddNodeEvent appends a node event.
+func (db *DB) AddNodeEvent(ctx context.Context, e NodeEvent) error {
+	if e.Time.IsZero() || e.Node == "" || e.Event == "" {
+		return spec.Errorf(spec.ErrInvalid, "add node event %+v: time, node and event are required", e)
+	}
+	if _, err := db.w.ExecContext(ctx, `INSERT INTO node_events (time, node, event, reason, actor) VALUES (?,?,?,?,?)`,
+		e.Time.Unix(), e.Node, e.Event, e.Reason, e.Actor); err != nil {
+		return fmt.Errorf("add node event %s for %s: %w", e.Event, e.Node, err)
+	}
+	return nil
+}
+
+// AddAudit appends an audit entry.
+func (db *DB) AddAudit(ctx context.Context, a AuditEntry) error {
+	if a.Time.IsZero() || a.Action == "" {
+		return spec.Errorf(spec.ErrInvalid, "add audit entry %+v: time and action are required", a)
+	}
+	if _, err := db.w.ExecContext(ctx, `INSERT INTO audit (time, actor_uid, actor_name, origin, action, target, result)
+		VALUES (?,?,?,?,?,?,?)`, a.Time.Unix(), a.ActorUID, a.ActorName, a.Origin, a.Action, a.Target, a.Result); err != nil {
+		return fmt.Errorf("add audit entry %s on %s by %s: %w", a.Action, a.Target, a.ActorName, err)
+	}
+	return nil
+}
+
+// bounds turns an optional [start, end] into unix seconds.
+func bounds(start, end time.Time) (int64, int64) {
+	s, e := int64(math.MinInt64), int64(math.MaxInt64)
+	if !start.IsZero() {
+		s = start.Unix()
+	}
+	if !end.IsZero() {
+		e = end.Unix()
+	}
+	return s, e
+}
+
+// NodeEvents lists node events in [start, end] (zero times are open ends),
+// of one node or, with node "", of all, oldest first.
+func (db *DB) NodeEvents(ctx context.Context, node string, start, end time.Time) ([]NodeEvent, error) {
+	s, e := bounds(start, end)
+	rows, err := db.r.QueryContext(ctx, `SELECT time, node, event, reason, actor FROM node_events
+		WHERE time BETWEEN ? AND ? AND (? = '' OR node = ?) ORDER BY time, id`, s, e, node, node)
+	if err != nil {
+		return nil, fmt.Errorf("list node events: %w", err)
+	}
+	defer rows.Close()
+	var out []NodeEvent
+	for rows.Next() {
+		var ev NodeEvent
+		var t int64
+		if err := rows.Scan(&t, &ev.Node, &ev.Event, &ev.Reason, &ev.Actor); err != nil {
+			return nil, fmt.Errorf("list node events: read row: %w", err)
+		}
+		ev.Time = time.Unix(t, 0).UTC()
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list node events: %w", err)
+	}
+	return out, nil
+}
+
+// Audit lists audit entries in [start, end] (zero times are open ends),
+// oldest first.
+func (db *DB) Audit(ctx context.Context, start, end time.Time) ([]AuditEntry, error) {
+	s, e := bounds(start, end)
+	rows, err := db.r.QueryContext(ctx, `SELECT time, actor_uid, actor_name, origin, action, target, result
+		FROM audit WHERE time BETWEEN ? AND ? ORDER BY time, id`, s, e)
+	if err != nil {
+		return nil, fmt.Errorf("list audit entries: %w", err)
+	}
+	defer rows.Close()
+	var out []AuditEntry
+	for rows.Next() {
+		var a AuditEntry
+		var t int64
+		if err := rows.Scan(&t, &a.ActorUID, &a.ActorName, &a.Origin, &a.Action, &a.Target, &a.Result); err != nil {
+			return nil, fmt.Errorf("list audit entries: read row: %w", err)
+		}
+		a.Time = time.Unix(t, 0).UTC()
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list audit entries: %w", err)
+	}
+	return out, nil
+}

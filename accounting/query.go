@@ -1,0 +1,264 @@
+package accounting
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// Filter selects jobs, with sacct's semantics. Empty lists and zero times
+// match everything.
+type Filter struct {
+	IDs        []spec.JobID
+	Users      []string
+	Accounts   []string
+	Partitions []string
+	States     []spec.JobState
+	// Start and End select jobs that were eligible or running at some
+	// instant in [Start, End]: eligible (submitted and past --begin) no later
+	// than End, and not ended before Start. Summary also clips usage to it.
+	Start, End time.Time
+	// Limit caps the number of records Jobs returns (the lowest job IDs);
+	// 0 means no cap. Summary ignores it.
+	Limit int
+}
+
+// Record is one job as accounting remembers it (gpuq acct, sacct).
+type Record struct {
+	ID           spec.JobID    `json:"id"`
+	Name         string        `json:"name"`
+	User         string        `json:"user"`
+	UID          uint32        `json:"uid"`
+	Account      string        `json:"account"`
+	Partition    string        `json:"partition"`
+	QOS          string        `json:"qos"`
+	State        spec.JobState `json:"state"`
+	Reason       string        `json:"reason"`
+	ExitCode     int           `json:"exit_code"`
+	Signal       int           `json:"exit_signal"`
+	SubmitTime   spec.Time     `json:"submit_time"`
+	EligibleTime spec.Time     `json:"eligible_time"`
+	StartTime    spec.Time     `json:"start_time"`
+	EndTime      spec.Time     `json:"end_time"`
+	TimeLimit    spec.Duration `json:"time_limit"`
+	Nodes        []string      `json:"nodes"`
+	// GPUs are the last attempt's device UUIDs (MIG UUIDs for slices).
+	GPUs        []string `json:"gpus"`
+	GPUCount    int      `json:"gpu_count"`
+	GPUModel    string   `json:"gpu_model"`
+	GPUProfile  string   `json:"gpu_profile"`
+	GPUFraction float64  `json:"gpu_fraction"`
+	CPUs        int      `json:"cpus"`
+	MemMiB      int64    `json:"mem_mib"`
+	Attempts    int      `json:"attempts"`
+	WorkDir     string   `json:"work_dir"`
+	// Elapsed is the last attempt's run time in seconds, up to now for a
+	// running job (sacct's Elapsed).
+	Elapsed int64 `json:"elapsed"`
+	// GPUHours and CPUHours sum every attempt, so work lost to a requeue
+	// still counts; a running attempt counts up to now.
+	GPUHours float64 `json:"gpu_hours"`
+	CPUHours float64 `json:"cpu_hours"`
+}
+
+// Group keys for Summary.
+const (
+	GroupByUser      = "user"
+	GroupByAccount   = "account"
+	GroupByPartition = "partition"
+	GroupByGPUModel  = "gpu_model"
+)
+
+var groupColumns = map[string]string{
+	GroupByUser:      "j.user",
+	GroupByAccount:   "j.account",
+	GroupByPartition: `j."partition"`,
+	GroupByGPUModel:  "j.gpu_model",
+}
+
+// SummaryRow is one group of a Summary (gpuq report).
+type SummaryRow struct {
+	// Group is the user, account, partition or GPU model.
+	Group    string  `json:"group"`
+	Jobs     int     `json:"jobs"`
+	GPUHours float64 `json:"gpu_hours"`
+	CPUHours float64 `json:"cpu_hours"`
+}
+
+// where builds the WHERE clause of f over jobs j.
+func (f *Filter) where() (string, []any) {
+	var conds []string
+	var args []any
+	in := func(col string, n int, arg func(i int) any) {
+		if n == 0 {
+			return
+		}
+		conds = append(conds, col+" IN ("+strings.TrimSuffix(strings.Repeat("?,", n), ",")+")")
+		for i := range n {
+			args = append(args, arg(i))
+		}
+	}
+	in("j.id", len(f.IDs), func(i int) any { return int64(f.IDs[i]) })
+	in("j.user", len(f.Users), func(i int) any { return f.Users[i] })
+	in("j.account", len(f.Accounts), func(i int) any { return f.Accounts[i] })
+	in(`j."partition"`, len(f.Partitions), func(i int) any { return f.Partitions[i] })
+	in("j.state", len(f.States), func(i int) any { return string(f.States[i]) })
+	if !f.End.IsZero() {
+		conds = append(conds, "j.eligible_time <= ?")
+		args = append(args, f.End.Unix())
+	}
+	if !f.Start.IsZero() {
+		conds = append(conds, "(j.end_time IS NULL OR j.end_time >= ?)")
+		args = append(args, f.Start.Unix())
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// usageSQL and cpuSQL sum a job's GPU- and CPU-seconds over its attempts,
+// clipped to [?, ?] and counting a running attempt up to ?now. Their three
+// parameters are now, window start, window end.
+const (
+	usageSQL = `(SELECT COALESCE(SUM(MAX(0, MIN(COALESCE(u.end_time, ?1), ?3) - MAX(u.start_time, ?2)) * u.fraction), 0)
+		FROM usage u WHERE u.job_id = j.id)`
+	cpuSQL = `(SELECT COALESCE(SUM(MAX(0, MIN(COALESCE(a.end_time, ?1), ?3) - MAX(a.start_time, ?2)) * a.cpus), 0)
+		FROM attempts a WHERE a.job_id = j.id)`
+)
+
+// Jobs lists the jobs f selects, ordered by job ID.
+func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
+	now := db.opts.now().Unix()
+	where, args := f.where()
+	// Records report whole jobs, so usage is not clipped to the window.
+	ws, we := bounds(time.Time{}, time.Time{})
+	args = append([]any{now, ws, we}, args...)
+	q := `SELECT j.id, j.name, j.user, j.uid, j.account, j."partition", j.qos, j.state, j.reason,
+		j.exit_code, j.signal, j.submit_time, j.eligible_time, j.start_time, j.end_time, j.time_limit,
+		j.nodes, j.gpus, j.gpu_count, j.gpu_model, j.gpu_profile, j.gpu_fraction, j.cpus, j.mem_mib,
+		j.attempts, j.work_dir, ` + usageSQL + `, ` + cpuSQL + `
+	FROM jobs j` + renumber(where, 4) + ` ORDER BY j.id`
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := db.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list accounted jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		var (
+			r                       Record
+			id                      int64
+			state, nodes, gpus      string
+			submit, elig, start, en sql.NullInt64
+			limit                   int64
+			gpuSec, cpuSec          float64
+		)
+		if err := rows.Scan(&id, &r.Name, &r.User, &r.UID, &r.Account, &r.Partition, &r.QOS, &state,
+			&r.Reason, &r.ExitCode, &r.Signal, &submit, &elig, &start, &en, &limit, &nodes, &gpus,
+			&r.GPUCount, &r.GPUModel, &r.GPUProfile, &r.GPUFraction, &r.CPUs, &r.MemMiB, &r.Attempts,
+			&r.WorkDir, &gpuSec, &cpuSec); err != nil {
+			return nil, fmt.Errorf("list accounted jobs: read row: %w", err)
+		}
+		r.ID, r.State = spec.JobID(id), spec.JobState(state)
+		r.SubmitTime, r.EligibleTime = fromUnix(submit), fromUnix(elig)
+		r.StartTime, r.EndTime = fromUnix(start), fromUnix(en)
+		r.TimeLimit = spec.Duration(time.Duration(limit) * time.Second)
+		r.Nodes, r.GPUs = splitList(nodes), splitList(gpus)
+		r.Elapsed = elapsed(r.State, start, en, now)
+		r.GPUHours, r.CPUHours = gpuSec/3600, cpuSec/3600
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list accounted jobs: %w", err)
+	}
+	return out, nil
+}
+
+// Summary totals the jobs f selects by groupBy (one of the GroupBy
+// constants), ordered by group. Like sreport, usage is clipped to
+// [f.Start, f.End]: a job that ran across the window's edge counts only its
+// hours inside it.
+func (db *DB) Summary(ctx context.Context, f Filter, groupBy string) ([]SummaryRow, error) {
+	col, ok := groupColumns[groupBy]
+	if !ok {
+		return nil, spec.Errorf(spec.ErrInvalid, "summarise accounted jobs: group by %q is not one of user, account, partition, gpu_model", groupBy)
+	}
+	now := db.opts.now().Unix()
+	ws, we := bounds(f.Start, f.End)
+	where, args := f.where()
+	args = append([]any{now, ws, we}, args...)
+	q := `SELECT g, COUNT(*), SUM(gs), SUM(cs) FROM (SELECT ` + col + ` AS g, ` + usageSQL + ` AS gs, ` + cpuSQL + ` AS cs
+	FROM jobs j` + renumber(where, 4) + `) GROUP BY g ORDER BY g`
+	rows, err := db.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("summarise accounted jobs by %s: %w", groupBy, err)
+	}
+	defer rows.Close()
+	var out []SummaryRow
+	for rows.Next() {
+		var s SummaryRow
+		var gpuSec, cpuSec float64
+		if err := rows.Scan(&s.Group, &s.Jobs, &gpuSec, &cpuSec); err != nil {
+			return nil, fmt.Errorf("summarise accounted jobs by %s: read row: %w", groupBy, err)
+		}
+		s.GPUHours, s.CPUHours = gpuSec/3600, cpuSec/3600
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("summarise accounted jobs by %s: %w", groupBy, err)
+	}
+	return out, nil
+}
+
+// renumber turns the plain ? placeholders of a WHERE clause into ?N, ?N+1,
+// ..., because SQLite numbers a bare ? after the highest ?N seen so far,
+// and the sub-selects before it use ?1-?3.
+func renumber(where string, first int) string {
+	var b strings.Builder
+	n := first
+	for _, c := range where {
+		if c == '?' {
+			fmt.Fprintf(&b, "?%d", n)
+			n++
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func elapsed(state spec.JobState, start, end sql.NullInt64, now int64) int64 {
+	switch {
+	case !start.Valid:
+		return 0
+	case end.Valid && end.Int64 >= start.Int64:
+		return end.Int64 - start.Int64
+	case state.Active():
+		return max(0, now-start.Int64)
+	}
+	return 0
+}
+
+func fromUnix(v sql.NullInt64) spec.Time {
+	if !v.Valid {
+		return spec.Time{}
+	}
+	return spec.NewTime(time.Unix(v.Int64, 0).UTC())
+}
+
+// splitList reads a comma list; empty is an empty, non-nil list so JSON
+// shows [] rather than null.
+func splitList(s string) []string {
+	if s == "" {
+		return []string{}
+	}
+	return strings.Split(s, ",")
+}

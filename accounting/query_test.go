@@ -1,0 +1,284 @@
+package accounting
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// history is a small cluster's day, in seconds after t0:
+//
+//	1 alice/ml/gpu     submit 0,   ran 100-3700, 2 GPUs, COMPLETED
+//	2 bob/ml/gpu       submit 0,   ran 5000-8600, 1 GPU, FAILED
+//	3 bob/physics/cpu  submit 200, ran 300-900, CPU only, COMPLETED
+//	4 carol/physics/gpu submit 0,  --begin 9000, still PENDING
+//	5 alice/ml/gpu     submit 7000, running since 8000 on 4 GPUs (a100)
+//	6 carol/physics/gpu submit 50, CANCELLED at 60 while pending
+func history() []spec.Job {
+	a100 := spec.Resources{Nodes: 1, CPUsPerNode: 8, GPUsPerNode: 4, GPUModel: "a100"}
+	cpu := spec.Resources{Nodes: 1, CPUsPerNode: 2}
+	return []spec.Job{
+		MakeJob(1).Ran(1, 100, node("n1", 8, "GPU-1", "GPU-2")).End(3700, spec.StateCompleted).Obj(),
+		MakeJob(2).User("bob").Ran(1, 5000, node("n1", 4, "GPU-3")).End(8600, spec.StateFailed).Obj(),
+		MakeJob(3).User("bob").Account("physics").Partition("cpu").Resources(cpu).Submit(200).
+			Ran(1, 300, node("c1", 2)).End(900, spec.StateCompleted).Obj(),
+		MakeJob(4).User("carol").Account("physics").Begin(9000).Obj(),
+		MakeJob(5).Resources(a100).Submit(7000).Ran(1, 8000, node("n2", 8, "GPU-5", "GPU-6", "GPU-7", "GPU-8")).Obj(),
+		MakeJob(6).User("carol").Account("physics").Submit(50).End(60, spec.StateCancelled).Obj(),
+	}
+}
+
+func ids(rs []Record) []spec.JobID {
+	out := []spec.JobID{}
+	for _, r := range rs {
+		out = append(out, r.ID)
+	}
+	return out
+}
+
+func TestJobsFilter(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(10000).Time }))
+	record(t, db, history()...)
+	tests := []struct {
+		name   string
+		filter Filter
+		want   []spec.JobID
+	}{
+		{name: "everything", filter: Filter{}, want: []spec.JobID{1, 2, 3, 4, 5, 6}},
+		{name: "ids", filter: Filter{IDs: []spec.JobID{5, 2, 99}}, want: []spec.JobID{2, 5}},
+		{name: "user", filter: Filter{Users: []string{"bob"}}, want: []spec.JobID{2, 3}},
+		{name: "users", filter: Filter{Users: []string{"bob", "carol"}}, want: []spec.JobID{2, 3, 4, 6}},
+		{name: "account", filter: Filter{Accounts: []string{"physics"}}, want: []spec.JobID{3, 4, 6}},
+		{name: "partition", filter: Filter{Partitions: []string{"cpu"}}, want: []spec.JobID{3}},
+		{name: "states", filter: Filter{States: []spec.JobState{spec.StateCompleted, spec.StateRunning}}, want: []spec.JobID{1, 3, 5}},
+		{name: "combined", filter: Filter{Users: []string{"bob"}, Accounts: []string{"ml"}}, want: []spec.JobID{2}},
+		{name: "limit", filter: Filter{Limit: 2}, want: []spec.JobID{1, 2}},
+		{name: "no match", filter: Filter{Users: []string{"nobody"}}, want: []spec.JobID{}},
+		// Jobs eligible or running at some instant of the window.
+		{name: "window in the first hour", filter: Filter{Start: at(1000).Time, End: at(2000).Time}, want: []spec.JobID{1, 2}},
+		{name: "window edges are inclusive", filter: Filter{Start: at(3700).Time, End: at(3700).Time}, want: []spec.JobID{1, 2}},
+		{name: "window after job 1 ended", filter: Filter{Start: at(3701).Time, End: at(4000).Time}, want: []spec.JobID{2}},
+		{name: "running and begin-time jobs late", filter: Filter{Start: at(9500).Time}, want: []spec.JobID{4, 5}},
+		{name: "before --begin is not eligible", filter: Filter{Start: at(8700).Time, End: at(8800).Time}, want: []spec.JobID{5}},
+		{name: "end only", filter: Filter{End: at(100).Time}, want: []spec.JobID{1, 2, 6}},
+		{name: "cancelled while pending", filter: Filter{Start: at(55).Time, End: at(58).Time}, want: []spec.JobID{1, 2, 6}},
+		{name: "window with user", filter: Filter{Users: []string{"alice"}, Start: at(9000).Time}, want: []spec.JobID{5}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tc.want, ids(jobs(t, db, tc.filter))); diff != "" {
+				t.Errorf("job IDs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestJobsRecordFields(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(10000).Time }))
+	record(t, db, history()...)
+	got := jobs(t, db, Filter{IDs: []spec.JobID{5}})
+	want := []Record{{
+		ID: 5, Name: "train", User: "alice", UID: 1000, Account: "ml", Partition: "gpu", QOS: "normal",
+		State: spec.StateRunning, SubmitTime: at(7000), EligibleTime: at(7000), StartTime: at(8000),
+		TimeLimit: spec.Duration(time.Hour), Nodes: []string{"n2"}, GPUs: []string{"GPU-5", "GPU-6", "GPU-7", "GPU-8"},
+		GPUCount: 4, GPUModel: "a100", CPUs: 8, MemMiB: 1024, Attempts: 1, WorkDir: "/home/alice",
+		Elapsed: 2000, GPUHours: 4 * 2000.0 / 3600, CPUHours: 8 * 2000.0 / 3600,
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("running job record (-want +got):\n%s", diff)
+	}
+}
+
+func TestSummary(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(10000).Time }))
+	record(t, db, history()...)
+	tests := []struct {
+		name    string
+		filter  Filter
+		groupBy string
+		want    []SummaryRow
+	}{{
+		name: "by user, all time", groupBy: GroupByUser,
+		want: []SummaryRow{
+			// 1: 2 GPUs × 1h, 8 CPUs × 1h; 5: 4 GPUs × 2000s so far, 8 CPUs.
+			{Group: "alice", Jobs: 2, GPUHours: 2 + 4*2000.0/3600, CPUHours: 8 + 8*2000.0/3600},
+			// 2: 1 GPU × 1h, 4 CPUs; 3: 2 CPUs × 600s.
+			{Group: "bob", Jobs: 2, GPUHours: 1, CPUHours: 4 + 2*600.0/3600},
+			{Group: "carol", Jobs: 2},
+		},
+	}, {
+		name: "by account", groupBy: GroupByAccount,
+		want: []SummaryRow{
+			{Group: "ml", Jobs: 3, GPUHours: 3 + 4*2000.0/3600, CPUHours: 12 + 8*2000.0/3600},
+			{Group: "physics", Jobs: 3, CPUHours: 2 * 600.0 / 3600},
+		},
+	}, {
+		name: "by partition", groupBy: GroupByPartition, filter: Filter{States: []spec.JobState{spec.StateCompleted}},
+		want: []SummaryRow{
+			{Group: "cpu", Jobs: 1, CPUHours: 2 * 600.0 / 3600},
+			{Group: "gpu", Jobs: 1, GPUHours: 2, CPUHours: 8},
+		},
+	}, {
+		name: "by GPU model", groupBy: GroupByGPUModel, filter: Filter{Accounts: []string{"ml"}},
+		want: []SummaryRow{
+			{Group: "a100", Jobs: 1, GPUHours: 4 * 2000.0 / 3600, CPUHours: 8 * 2000.0 / 3600},
+			{Group: "h100", Jobs: 2, GPUHours: 3, CPUHours: 12},
+		},
+	}, {
+		// Usage clipped to [1900, 5900]: job 1 contributes 1800s of its
+		// hour, job 2 900s; job 3 ended before the window.
+		name: "window clips usage", groupBy: GroupByUser, filter: Filter{Start: at(1900).Time, End: at(5900).Time},
+		want: []SummaryRow{
+			{Group: "alice", Jobs: 1, GPUHours: 2 * 1800.0 / 3600, CPUHours: 8 * 1800.0 / 3600},
+			{Group: "bob", Jobs: 1, GPUHours: 900.0 / 3600, CPUHours: 4 * 900.0 / 3600},
+		},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := db.Summary(context.Background(), tc.filter, tc.groupBy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("summary (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSummaryRejectsUnknownGroup(t *testing.T) {
+	t.Parallel()
+	db := openTest(t)
+	if _, err := db.Summary(context.Background(), Filter{}, "qos; DROP TABLE jobs"); !errors.Is(err, spec.ErrInvalid) {
+		t.Errorf("Summary with a bad group = %v, want ErrInvalid", err)
+	}
+}
+
+func TestNodeEventsAndAudit(t *testing.T) {
+	t.Parallel()
+	db := openTest(t)
+	ctx := context.Background()
+	events := []NodeEvent{
+		{Time: at(10).Time, Node: "n1", Event: "drain", Reason: "XID 79", Actor: "gpud"},
+		{Time: at(20).Time, Node: "n2", Event: "down", Reason: "missed heartbeats", Actor: "gpud"},
+		{Time: at(30).Time, Node: "n1", Event: "resume", Actor: "root"},
+	}
+	for _, e := range events {
+		if err := db.AddNodeEvent(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := db.NodeEvents(ctx, "n1", time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]NodeEvent{events[0], events[2]}, got); diff != "" {
+		t.Errorf("node events of n1 (-want +got):\n%s", diff)
+	}
+	got, err = db.NodeEvents(ctx, "", at(15).Time, at(30).Time)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(events[1:], got); diff != "" {
+		t.Errorf("node events in [15, 30] (-want +got):\n%s", diff)
+	}
+
+	entries := []AuditEntry{
+		{Time: at(5).Time, ActorUID: 0, ActorName: "root", Origin: "unix", Action: "node.drain", Target: "n1", Result: "ok"},
+		{Time: at(5).Time, ActorUID: 1001, ActorName: "bob", Origin: "10.0.0.7", Action: "job.cancel", Target: "12", Result: "permission denied"},
+	}
+	for _, a := range entries {
+		if err := db.AddAudit(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gotA, err := db.Audit(ctx, at(0).Time, at(5).Time)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(entries, gotA); diff != "" {
+		t.Errorf("audit entries (-want +got):\n%s", diff)
+	}
+
+	if err := db.AddNodeEvent(ctx, NodeEvent{Time: t0, Event: "drain"}); !errors.Is(err, spec.ErrInvalid) {
+		t.Errorf("AddNodeEvent without a node = %v, want ErrInvalid", err)
+	}
+	if err := db.AddAudit(ctx, AuditEntry{Action: "x"}); !errors.Is(err, spec.ErrInvalid) {
+		t.Errorf("AddAudit without a time = %v, want ErrInvalid", err)
+	}
+}
+
+// TestReadersWhileWriting records batches while readers list jobs: readers
+// never fail with SQLITE_BUSY and only ever see whole batches.
+func TestReadersWhileWriting(t *testing.T) {
+	t.Parallel()
+	db := openTest(t)
+	const batches, perBatch, readers = 40, 25, 3
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	errs := make(chan error, readers+1)
+	wg.Go(func() {
+		defer close(done)
+		for b := range batches {
+			var js []spec.Job
+			for i := range perBatch {
+				id := spec.JobID(b*perBatch + i + 1)
+				js = append(js, MakeJob(id).Ran(1, 0, node("n1", 1, "GPU-a")).End(3600, spec.StateCompleted).Obj())
+			}
+			if err := db.RecordJobs(ctx, js); err != nil {
+				errs <- err
+				return
+			}
+		}
+	})
+	for range readers {
+		wg.Go(func() {
+			last := 0
+			for reads := 0; ; reads++ {
+				select {
+				case <-done:
+					if reads > 0 {
+						return
+					}
+				default:
+				}
+				rs, err := db.Jobs(ctx, Filter{Users: []string{"alice"}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(rs)%perBatch != 0 || len(rs) < last {
+					errs <- errors.New("reader saw a partial or shrinking history")
+					return
+				}
+				for _, r := range rs {
+					if r.GPUHours != 1 {
+						errs <- errors.New("reader saw a job without its usage")
+						return
+					}
+				}
+				last = len(rs)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := len(jobs(t, db, Filter{})); n != batches*perBatch {
+		t.Errorf("jobs after writing = %d, want %d", n, batches*perBatch)
+	}
+}

@@ -1,0 +1,269 @@
+package accounting
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// RecordJobs writes the current state of jobs: the job rows, and for each
+// job with an allocation that has started, its attempt and one usage row
+// per allocated device. It is an idempotent upsert in one transaction:
+// recording the same job again (a retry, a repeated state) replaces rather
+// than adds, and a stale record arriving after a newer one (a RUNNING
+// record retried after the COMPLETED one landed) does not roll anything
+// back. The controller calls it at every state change, in particular when
+// an attempt ends, since Job carries only the newest attempt's allocation.
+func (db *DB) RecordJobs(ctx context.Context, jobs []spec.Job) (err error) {
+	if len(jobs) == 0 {
+		return nil
+	}
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("record %d jobs: begin: %w", len(jobs), err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback() // the error that made us roll back is the one to report
+		}
+	}()
+	st, err := prepareRecord(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("record %d jobs: %w", len(jobs), err)
+	}
+	defer st.close()
+	for i := range jobs {
+		if err := db.recordJob(ctx, st, &jobs[i]); err != nil {
+			return fmt.Errorf("record job %d: %w", jobs[i].ID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record %d jobs: commit: %w", len(jobs), err)
+	}
+	return nil
+}
+
+// terminalStates is the SQL list of spec.JobState.Terminal states.
+var terminalStates = func() string {
+	var q []string
+	for _, s := range spec.AllJobStates {
+		if s.Terminal() {
+			q = append(q, "'"+string(s)+"'")
+		}
+	}
+	return "(" + strings.Join(q, ",") + ")"
+}()
+
+// The upsert keeps the stored row when the incoming one is older: a lower
+// attempt, or the same attempt going from a terminal state back to a
+// non-terminal one.
+var upsertJobSQL = `INSERT INTO jobs (id, name, user, uid, account, "partition", qos, state, reason,
+	exit_code, signal, submit_time, eligible_time, start_time, end_time, time_limit, nodes, gpus,
+	gpu_count, gpu_model, gpu_profile, gpu_fraction, cpus, mem_mib, attempts, work_dir)
+VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT(id) DO UPDATE SET name=excluded.name, user=excluded.user, uid=excluded.uid,
+	account=excluded.account, "partition"=excluded."partition", qos=excluded.qos,
+	state=excluded.state, reason=excluded.reason, exit_code=excluded.exit_code,
+	signal=excluded.signal, submit_time=excluded.submit_time, eligible_time=excluded.eligible_time,
+	start_time=excluded.start_time, end_time=excluded.end_time, time_limit=excluded.time_limit,
+	nodes=excluded.nodes, gpus=excluded.gpus, gpu_count=excluded.gpu_count,
+	gpu_model=excluded.gpu_model, gpu_profile=excluded.gpu_profile,
+	gpu_fraction=excluded.gpu_fraction, cpus=excluded.cpus, mem_mib=excluded.mem_mib,
+	attempts=excluded.attempts, work_dir=excluded.work_dir
+WHERE excluded.attempts > jobs.attempts OR (excluded.attempts = jobs.attempts
+	AND NOT (jobs.state IN ` + terminalStates + ` AND excluded.state NOT IN ` + terminalStates + `))`
+
+// An ended attempt is never reopened by a stale record of it running.
+const upsertAttemptSQL = `INSERT INTO attempts (job_id, attempt, alloc_id, nodes, cpus, mem_mib, start_time, end_time)
+VALUES (?,?,?,?,?,?,?,?)
+ON CONFLICT(job_id, attempt) DO UPDATE SET alloc_id=excluded.alloc_id, nodes=excluded.nodes,
+	cpus=excluded.cpus, mem_mib=excluded.mem_mib, start_time=excluded.start_time,
+	end_time=excluded.end_time
+WHERE NOT (attempts.end_time IS NOT NULL AND excluded.end_time IS NULL)`
+
+type recordStmts struct {
+	job, attempt, delUsage, usage *sql.Stmt
+}
+
+func prepareRecord(ctx context.Context, tx *sql.Tx) (*recordStmts, error) {
+	var st recordStmts
+	for _, p := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{
+		{&st.job, upsertJobSQL},
+		{&st.attempt, upsertAttemptSQL},
+		{&st.delUsage, `DELETE FROM usage WHERE job_id = ? AND attempt = ?`},
+		{&st.usage, `INSERT INTO usage (job_id, attempt, node, gpu_uuid, gpu_model, mig_profile,
+			fraction, gpu_seconds, billed_units, start_time, end_time) VALUES (?,?,?,?,?,?,?,?,?,?,?)`},
+	} {
+		s, err := tx.PrepareContext(ctx, p.sql)
+		if err != nil {
+			st.close()
+			return nil, fmt.Errorf("prepare statement: %w", err)
+		}
+		*p.dst = s
+	}
+	return &st, nil
+}
+
+func (st *recordStmts) close() {
+	for _, s := range []*sql.Stmt{st.job, st.attempt, st.delUsage, st.usage} {
+		if s != nil {
+			_ = s.Close() // closing a prepared statement only frees memory
+		}
+	}
+}
+
+func (db *DB) recordJob(ctx context.Context, st *recordStmts, j *spec.Job) error {
+	r := &j.Resources
+	nodes, gpus := j.Nodes, j.GPUs
+	cpus, mem := r.CPUsPerNode*max(r.Nodes, 1), r.MemMiB*int64(max(r.Nodes, 1))
+	gpuCount := r.GPUsPerNode * max(r.Nodes, 1)
+	if gpuCount == 0 && r.TotalGPUs > 0 {
+		gpuCount = r.TotalGPUs
+	}
+	if gpuCount == 0 && r.GPUFraction > 0 {
+		gpuCount = max(r.Nodes, 1)
+	}
+	if a := j.Alloc; a != nil {
+		// The allocation is what the job really holds; the request is only
+		// what it asked for.
+		nodes, gpus, cpus, mem, gpuCount = nil, nil, 0, 0, 0
+		for _, n := range a.Nodes {
+			nodes = append(nodes, n.Node)
+			gpus = append(gpus, n.GPUs...)
+			cpus += n.CPUs
+			mem += n.MemMiB
+			gpuCount += len(n.GPUs)
+		}
+		if len(j.GPUs) > 0 {
+			gpus = j.GPUs
+		}
+	}
+	model := r.GPUModel
+	if db.opts.modelOf != nil && len(gpus) > 0 {
+		if m := db.opts.modelOf(gpus[0]); m != "" {
+			model = m
+		}
+	}
+	eligible := j.SubmitTime.Time
+	if j.BeginTime.After(eligible) {
+		eligible = j.BeginTime.Time
+	}
+	_, err := st.job.ExecContext(ctx, int64(j.ID), j.Name, j.User, j.UID, j.Account, j.Partition,
+		j.QOS, string(j.State), j.Reason, j.ExitCode, j.Signal, unixOrNull(j.SubmitTime.Time),
+		unixOrNull(eligible), unixOrNull(j.StartTime.Time), unixOrNull(j.EndTime.Time),
+		int64(j.TimeLimit.Std()/time.Second), strings.Join(nodes, ","), strings.Join(gpus, ","),
+		gpuCount, model, r.GPUProfile, r.GPUFraction, cpus, mem, j.Attempt, j.WorkDir)
+	if err != nil {
+		return fmt.Errorf("upsert job row: %w", err)
+	}
+	// A stale job row (the upsert kept the newer stored one) may still carry
+	// the only record of its attempt's end, so the attempt is written anyway
+	// under its own staleness rule.
+	if j.Alloc == nil {
+		return nil
+	}
+	return db.recordAttempt(ctx, st, j, nodes, cpus, mem)
+}
+
+// recordAttempt writes the attempt of j.Alloc and its usage rows, if it has
+// started.
+func (db *DB) recordAttempt(ctx context.Context, st *recordStmts, j *spec.Job, nodes []string, cpus int, mem int64) error {
+	a := j.Alloc
+	attempt := a.Attempt
+	if attempt == 0 {
+		attempt = j.Attempt
+	}
+	start := a.StartTime.Time
+	if start.IsZero() {
+		start = j.StartTime.Time
+	}
+	if start.IsZero() {
+		return nil // placed but not started: nothing used yet
+	}
+	startS := start.Unix()
+	var end sql.NullInt64
+	// EndTime before this attempt's start belongs to an earlier attempt.
+	if !j.EndTime.IsZero() && j.EndTime.Unix() >= startS {
+		end = sql.NullInt64{Int64: j.EndTime.Unix(), Valid: true}
+	}
+	res, err := st.attempt.ExecContext(ctx, int64(j.ID), attempt, a.ID, strings.Join(nodes, ","), cpus, mem, startS, end)
+	if err != nil {
+		return fmt.Errorf("upsert attempt %d: %w", attempt, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("upsert attempt %d: %w", attempt, err)
+	} else if n == 0 {
+		return nil // stale record of an attempt that has since ended
+	}
+	// Replace rather than upsert the usage rows, so a device no longer in
+	// the allocation does not linger.
+	if _, err := st.delUsage.ExecContext(ctx, int64(j.ID), attempt); err != nil {
+		return fmt.Errorf("replace usage of attempt %d: %w", attempt, err)
+	}
+	for _, n := range a.Nodes {
+		for _, uuid := range n.GPUs {
+			model := j.Resources.GPUModel
+			if db.opts.modelOf != nil {
+				if m := db.opts.modelOf(uuid); m != "" {
+					model = m
+				}
+			}
+			frac := db.fraction(&j.Resources, &n, model)
+			var gpuSec, billed float64
+			if end.Valid {
+				gpuSec = float64(end.Int64-startS) * frac
+				billed = gpuSec * db.opts.billingWeight(model, j.Resources.GPUProfile)
+			}
+			if _, err := st.usage.ExecContext(ctx, int64(j.ID), attempt, n.Node, uuid, model,
+				j.Resources.GPUProfile, frac, gpuSec, billed, startS, end); err != nil {
+				return fmt.Errorf("insert usage of attempt %d for %s on %s: %w", attempt, uuid, n.Node, err)
+			}
+		}
+	}
+	return nil
+}
+
+// fraction is the share of a whole GPU one allocated device of n stands for.
+func (db *DB) fraction(r *spec.Resources, n *spec.NodeAlloc, model string) float64 {
+	switch {
+	case n.GPUFraction > 0:
+		return n.GPUFraction
+	case r.GPUProfile != "":
+		return db.opts.sliceFraction(model, r.GPUProfile)
+	case r.GPUFraction > 0:
+		return r.GPUFraction
+	}
+	return 1
+}
+
+// DefaultSliceFraction is a MIG slice's share of its GPU from the profile's
+// compute slices: "3g.40gb" is 3 of the 7 slices of an A100/H100/H200/B200,
+// "2g.12gb" 2 of the 4 of an A30. A profile it cannot read counts as a
+// whole GPU, so unknown hardware is over- rather than under-billed.
+func DefaultSliceFraction(model, profile string) float64 {
+	g, _, ok := strings.Cut(profile, "g.")
+	n, err := strconv.Atoi(g)
+	if !ok || err != nil || n <= 0 {
+		return 1
+	}
+	total := 7
+	if strings.Contains(strings.ToLower(model), "a30") {
+		total = 4
+	}
+	return min(float64(n)/float64(total), 1)
+}
+
+func unixOrNull(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.Unix(), Valid: true}
+}

@@ -1,0 +1,280 @@
+package accounting
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+func TestGPUAndCPUHours(t *testing.T) {
+	t.Parallel()
+	shared := func(n spec.NodeAlloc, f float64) spec.NodeAlloc { n.GPUFraction = f; return n }
+	tests := []struct {
+		name      string
+		job       spec.Job
+		now       int64 // seconds after t0 the clock reads
+		wantGPUH  float64
+		wantCPUH  float64
+		wantElaps int64
+	}{{
+		name:     "whole GPUs: allocation × elapsed",
+		job:      MakeJob(1).Ran(1, 100, node("n1", 16, "GPU-a", "GPU-b")).End(100+3*3600, spec.StateCompleted).Obj(),
+		wantGPUH: 6, wantCPUH: 48, wantElaps: 3 * 3600,
+	}, {
+		name: "gang of two nodes",
+		job: MakeJob(2).Ran(1, 0, node("n1", 4, "GPU-a", "GPU-b", "GPU-c", "GPU-d"), node("n2", 4, "GPU-e", "GPU-f", "GPU-g", "GPU-h")).
+			End(1800, spec.StateFailed).Obj(),
+		wantGPUH: 4, wantCPUH: 4, wantElaps: 1800,
+	}, {
+		name: "fraction of a shared GPU from the allocation",
+		job: MakeJob(3).Resources(spec.Resources{Nodes: 1, GPUFraction: 0.25}).
+			Ran(1, 0, shared(node("n1", 2, "GPU-a"), 0.25)).End(7200, spec.StateCompleted).Obj(),
+		wantGPUH: 0.5, wantCPUH: 4, wantElaps: 7200,
+	}, {
+		name: "fraction from the request when the allocation omits it",
+		job: MakeJob(4).Resources(spec.Resources{Nodes: 1, GPUFraction: 0.5}).
+			Ran(1, 0, node("n1", 1, "GPU-a")).End(3600, spec.StateCompleted).Obj(),
+		wantGPUH: 0.5, wantCPUH: 1, wantElaps: 3600,
+	}, {
+		name: "MIG slices count their share of the GPU",
+		job: MakeJob(5).Resources(spec.Resources{Nodes: 1, GPUsPerNode: 2, GPUModel: "h100", GPUProfile: "1g.10gb"}).
+			Ran(1, 0, node("n1", 1, "MIG-a", "MIG-b")).End(7*3600, spec.StateCompleted).Obj(),
+		wantGPUH: 2, wantCPUH: 7, wantElaps: 7 * 3600,
+	}, {
+		name:     "running job counts up to now",
+		job:      MakeJob(6).Ran(1, 0, node("n1", 2, "GPU-a", "GPU-b")).Obj(),
+		now:      1800,
+		wantGPUH: 1, wantCPUH: 1, wantElaps: 1800,
+	}, {
+		name: "CPU-only job",
+		job: MakeJob(7).Resources(spec.Resources{Nodes: 1, CPUsPerNode: 3}).
+			Ran(1, 0, node("n1", 3)).End(3600, spec.StateCompleted).Obj(),
+		wantGPUH: 0, wantCPUH: 3, wantElaps: 3600,
+	}, {
+		name:     "pending job has used nothing",
+		job:      MakeJob(8).Obj(),
+		now:      5000,
+		wantGPUH: 0, wantCPUH: 0, wantElaps: 0,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := openTest(t, WithClock(func() time.Time { return at(tc.now).Time }))
+			record(t, db, tc.job)
+			got := jobs(t, db, Filter{})
+			if len(got) != 1 {
+				t.Fatalf("Jobs = %d records, want 1", len(got))
+			}
+			type hours struct {
+				GPU, CPU float64
+				Elapsed  int64
+			}
+			want := hours{tc.wantGPUH, tc.wantCPUH, tc.wantElaps}
+			if diff := cmp.Diff(want, hours{got[0].GPUHours, got[0].CPUHours, got[0].Elapsed}); diff != "" {
+				t.Errorf("hours (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+type usageRow struct {
+	Attempt              int
+	Node, UUID           string
+	Model, Profile       string
+	Fraction, GPUSeconds float64
+	Billed               float64
+	Start                int64
+	End                  *int64
+}
+
+func usageRows(t *testing.T, db *DB, id spec.JobID) []usageRow {
+	t.Helper()
+	rows, err := db.r.Query(`SELECT attempt, node, gpu_uuid, gpu_model, mig_profile, fraction, gpu_seconds,
+		billed_units, start_time, end_time FROM usage WHERE job_id = ? ORDER BY attempt, node, gpu_uuid`, int64(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []usageRow
+	for rows.Next() {
+		var u usageRow
+		if err := rows.Scan(&u.Attempt, &u.Node, &u.UUID, &u.Model, &u.Profile, &u.Fraction, &u.GPUSeconds,
+			&u.Billed, &u.Start, &u.End); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestUsageRowsPerDevice(t *testing.T) {
+	t.Parallel()
+	models := map[string]string{"MIG-a30": "a30"}
+	db := openTest(t,
+		WithModelLookup(func(uuid string) string { return models[uuid] }),
+		WithBillingWeight(func(model, profile string) float64 {
+			if model == "a30" {
+				return 0.5
+			}
+			return 2
+		}))
+	j := MakeJob(1).Resources(spec.Resources{Nodes: 2, GPUsPerNode: 1, GPUModel: "h100", GPUProfile: "2g.20gb"}).
+		Ran(1, 0, node("n1", 1, "MIG-h100"), node("n2", 1, "MIG-a30")).End(1400, spec.StateCompleted).Obj()
+	record(t, db, j)
+	s, e := t0.Unix(), t0.Unix()+1400
+	want := []usageRow{
+		// 2g on a 7-slice H100 is 2/7; its model comes from the request.
+		{Attempt: 1, Node: "n1", UUID: "MIG-h100", Model: "h100", Profile: "2g.20gb", Fraction: 2.0 / 7, GPUSeconds: 1400 * (2.0 / 7), Billed: 1400 * (2.0 / 7) * 2, Start: s, End: &e},
+		// 2g on a 4-slice A30 (model from the lookup) is 1/2.
+		{Attempt: 1, Node: "n2", UUID: "MIG-a30", Model: "a30", Profile: "2g.20gb", Fraction: 0.5, GPUSeconds: 700, Billed: 350, Start: s, End: &e},
+	}
+	if diff := cmp.Diff(want, usageRows(t, db, 1)); diff != "" {
+		t.Errorf("usage rows (-want +got):\n%s", diff)
+	}
+}
+
+func TestRecordJobsIsIdempotent(t *testing.T) {
+	t.Parallel()
+	db := openTest(t)
+	batch := []spec.Job{
+		MakeJob(1).Ran(1, 0, node("n1", 8, "GPU-a", "GPU-b")).End(3600, spec.StateCompleted).Obj(),
+		MakeJob(2).User("bob").Ran(1, 60, node("n2", 8, "GPU-c")).End(3660, spec.StateFailed).Obj(),
+		MakeJob(3).User("bob").Obj(),
+	}
+	record(t, db, batch...)
+	first := jobs(t, db, Filter{})
+	firstUsage := append(usageRows(t, db, 1), usageRows(t, db, 2)...)
+	// A retried batch, the same batch twice in one call, and one job alone.
+	record(t, db, batch...)
+	record(t, db, append(batch, batch...)...)
+	record(t, db, batch[0])
+	if diff := cmp.Diff(first, jobs(t, db, Filter{})); diff != "" {
+		t.Errorf("records after repeats (-first +now):\n%s", diff)
+	}
+	if diff := cmp.Diff(firstUsage, append(usageRows(t, db, 1), usageRows(t, db, 2)...)); diff != "" {
+		t.Errorf("usage rows after repeats (-first +now):\n%s", diff)
+	}
+	if got := first[0].GPUHours + first[1].GPUHours; got != 3 {
+		t.Errorf("total GPU-hours = %v, want 3", got)
+	}
+}
+
+func TestStaleRecordDoesNotRollBack(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(100000).Time }))
+	running := MakeJob(1).Ran(1, 0, node("n1", 8, "GPU-a"))
+	runningJob := running.Obj()
+	done := running.End(3600, spec.StateCompleted).Obj()
+	record(t, db, done)
+	want := jobs(t, db, Filter{})
+	record(t, db, runningJob) // the RUNNING record, retried late
+	if diff := cmp.Diff(want, jobs(t, db, Filter{})); diff != "" {
+		t.Errorf("after a stale RUNNING record (-want +got):\n%s", diff)
+	}
+}
+
+func TestRequeuedJobSumsAttempts(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(100000).Time }))
+	// Attempt 1 on n1 for an hour, requeued; attempt 2 on n2 for two hours.
+	b := MakeJob(1)
+	record(t, db, b.Ran(1, 0, node("n1", 4, "GPU-a", "GPU-b")).Obj())
+	record(t, db, b.End(3600, spec.StateRequeued).Obj())
+	pending := b.State(spec.StatePending).Obj()
+	pending.Alloc, pending.StartTime, pending.EndTime = nil, spec.Time{}, spec.Time{}
+	record(t, db, pending)
+	record(t, db, b.Ran(2, 4000, node("n2", 4, "GPU-c")).Obj())
+	// A late retry of attempt 1's end must not disturb attempt 2.
+	first := MakeJob(1).Ran(1, 0, node("n1", 4, "GPU-a", "GPU-b")).End(3600, spec.StateRequeued).Obj()
+	record(t, db, first)
+	record(t, db, b.End(4000+7200, spec.StateCompleted).Obj())
+
+	got := jobs(t, db, Filter{})
+	if len(got) != 1 {
+		t.Fatalf("Jobs = %d records, want 1", len(got))
+	}
+	r := got[0]
+	type summary struct {
+		State    spec.JobState
+		Attempts int
+		Nodes    []string
+		Elapsed  int64
+		GPUH     float64
+		CPUH     float64
+	}
+	want := summary{spec.StateCompleted, 2, []string{"n2"}, 7200, 2*1 + 1*2, 4*1 + 4*2}
+	if diff := cmp.Diff(want, summary{r.State, r.Attempts, r.Nodes, r.Elapsed, r.GPUHours, r.CPUHours}); diff != "" {
+		t.Errorf("requeued job (-want +got):\n%s", diff)
+	}
+	if n := len(usageRows(t, db, 1)); n != 3 {
+		t.Errorf("usage rows = %d, want 3 (2 devices in attempt 1, 1 in attempt 2)", n)
+	}
+}
+
+func TestRecordJSON(t *testing.T) {
+	t.Parallel()
+	db := openTest(t)
+	record(t, db, MakeJob(1).Obj())
+	got := jobs(t, db, Filter{})
+	b, err := json.Marshal(got[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	// A pending job: times null, lists empty, computed fields present.
+	for key, want := range map[string]any{
+		"id": 1.0, "user": "alice", "state": "PENDING", "start_time": nil, "end_time": nil,
+		"nodes": []any{}, "gpus": []any{}, "gpu_hours": 0.0, "cpu_hours": 0.0, "elapsed": 0.0,
+		"time_limit": 3600.0, "gpu_count": 1.0, "cpus": 8.0, "submit_time": "2025-03-01T00:00:00Z",
+	} {
+		if diff := cmp.Diff(want, m[key]); diff != "" {
+			t.Errorf("JSON %q (-want +got):\n%s", key, diff)
+		}
+	}
+}
+
+func TestDefaultSliceFraction(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		model, profile string
+		want           float64
+	}{
+		{"h100", "1g.10gb", 1.0 / 7},
+		{"a100", "3g.40gb", 3.0 / 7},
+		{"h200", "7g.141gb", 1},
+		{"a30", "2g.12gb", 0.5},
+		{"NVIDIA A30", "4g.24gb", 1},
+		{"h100", "1g.10gb+me", 1.0 / 7},
+		{"h100", "weird", 1},
+		{"h100", "0g.1gb", 1},
+	}
+	for _, tc := range tests {
+		if got := DefaultSliceFraction(tc.model, tc.profile); got != tc.want {
+			t.Errorf("DefaultSliceFraction(%q, %q) = %v, want %v", tc.model, tc.profile, got, tc.want)
+		}
+	}
+}
+
+func TestRecordJobsHonoursContext(t *testing.T) {
+	t.Parallel()
+	db := openTest(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := db.RecordJobs(ctx, []spec.Job{MakeJob(1).Obj()}); err == nil {
+		t.Error("RecordJobs with a cancelled context succeeded")
+	}
+	if got := jobs(t, db, Filter{}); len(got) != 0 {
+		t.Errorf("cancelled RecordJobs left %d jobs", len(got))
+	}
+}
