@@ -1,0 +1,438 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Controller is gpud.toml, the controller's configuration.
+type Controller struct {
+	Version int `toml:"version"`
+	// DefaultQOS is the QOS of jobs that name none.
+	DefaultQOS string `toml:"default_qos"`
+	// DefaultAccount is the account of users who name none and are listed
+	// in no account's users.
+	DefaultAccount string            `toml:"default_account"`
+	Controller     ControllerSection `toml:"controller"`
+	Scheduler      Scheduler         `toml:"scheduler"`
+	Fairshare      Fairshare         `toml:"fairshare"`
+	Accounting     Accounting        `toml:"accounting"`
+	Partitions     []Partition       `toml:"partition"`
+	QOS            []QOS             `toml:"qos"`
+	Accounts       []Account         `toml:"account"`
+}
+
+// ControllerSection is [controller]: where the controller listens and
+// keeps state, and how it judges node liveness.
+type ControllerSection struct {
+	ListenSocket string `toml:"listen_socket"`
+	// ListenTCP is host:port for remote users and nodes; empty disables.
+	ListenTCP string `toml:"listen_tcp"`
+	StateDir  string `toml:"state_dir"`
+	// NodeTimeout without a heartbeat marks a node DOWN.
+	NodeTimeout       Duration `toml:"node_timeout"`
+	HeartbeatInterval Duration `toml:"heartbeat_interval"`
+	AllowRootJobs     bool     `toml:"allow_root_jobs"`
+}
+
+// Scheduler is [scheduler].
+type Scheduler struct {
+	// Interval between full scheduling cycles; events trigger cycles too.
+	Interval        Duration `toml:"interval"`
+	MaxJobsPerCycle int      `toml:"max_jobs_per_cycle"`
+	// BackfillWindow is how far ahead backfill plans reservations.
+	BackfillWindow Duration `toml:"backfill_window"`
+	Priority       Priority `toml:"priority"`
+}
+
+// Priority is [scheduler.priority], Slurm's multifactor weights. Each
+// factor is normalised to [0,1] and multiplied by its weight.
+type Priority struct {
+	WeightAge       int64 `toml:"weight_age"`
+	WeightFairshare int64 `toml:"weight_fairshare"`
+	WeightJobSize   int64 `toml:"weight_job_size"`
+	WeightPartition int64 `toml:"weight_partition"`
+	WeightQOS       int64 `toml:"weight_qos"`
+	// MaxAge is the queue time at which the age factor reaches 1.
+	MaxAge Duration `toml:"max_age"`
+}
+
+// Fairshare is [fairshare].
+type Fairshare struct {
+	// DecayHalfLife halves past usage's weight every period.
+	DecayHalfLife Duration `toml:"decay_half_life"`
+}
+
+// Accounting is [accounting].
+type Accounting struct {
+	// Path of accounting.db; empty means accounting.db in the state dir
+	// (see Controller.AccountingPath).
+	Path string `toml:"path"`
+}
+
+// AllNodes in Partition.Nodes puts every node in the partition.
+const AllNodes = "ALL"
+
+// Partition states.
+const (
+	PartitionUp   = "UP"
+	PartitionDown = "DOWN"
+)
+
+// Partition is one [[partition]].
+type Partition struct {
+	Name string `toml:"name"`
+	// Nodes are node names, or ["ALL"].
+	Nodes   []string `toml:"nodes"`
+	Default bool     `toml:"default"`
+	// DefaultTime is the time limit of jobs that give none; MaxTime caps
+	// every job's (UNLIMITED for none).
+	DefaultTime  Duration `toml:"default_time"`
+	MaxTime      Duration `toml:"max_time"`
+	PriorityTier int      `toml:"priority_tier"`
+	// AllowAccounts limits who may submit; empty allows every account.
+	AllowAccounts []string `toml:"allow_accounts"`
+	State         string   `toml:"state"`
+}
+
+// Preempt modes: how jobs of the QOSes in QOS.Preempt are preempted.
+const (
+	PreemptRequeue    = "requeue"
+	PreemptCancel     = "cancel"
+	PreemptCheckpoint = "checkpoint"
+	PreemptOff        = "off"
+)
+
+var preemptModes = []string{PreemptRequeue, PreemptCancel, PreemptCheckpoint, PreemptOff}
+
+// QOS is one [[qos]].
+type QOS struct {
+	Name     string `toml:"name"`
+	Priority int64  `toml:"priority"`
+	// Per-user limits; 0 means no limit.
+	MaxGPUsPerUser int      `toml:"max_gpus_per_user"`
+	MaxJobsPerUser int      `toml:"max_jobs_per_user"`
+	MaxWall        Duration `toml:"max_wall"`
+	// Preempt lists the QOSes whose jobs this QOS's jobs may preempt, and
+	// PreemptMode how.
+	Preempt     []string `toml:"preempt"`
+	PreemptMode string   `toml:"preempt_mode"`
+}
+
+// RootAccount is the implicit root of the account tree; an account with
+// no parent hangs under it.
+const RootAccount = "root"
+
+// Account is one [[account]] of the fairshare tree.
+type Account struct {
+	Name   string   `toml:"name"`
+	Parent string   `toml:"parent"`
+	Shares int      `toml:"shares"`
+	Users  []string `toml:"users"`
+}
+
+// Defaults returns the controller configuration used when no file is
+// given; a file's keys override it, and a file's [[partition]], [[qos]]
+// or [[account]] tables replace the default lists as a whole.
+func Defaults() Controller {
+	return Controller{
+		Version:        Version,
+		DefaultQOS:     "normal",
+		DefaultAccount: "default",
+		Controller: ControllerSection{
+			ListenSocket:      "/run/gpud/gpud.sock",
+			StateDir:          "/var/lib/gpud",
+			NodeTimeout:       "30s",
+			HeartbeatInterval: "5s",
+			AllowRootJobs:     true,
+		},
+		Scheduler: Scheduler{
+			Interval:        "5s",
+			MaxJobsPerCycle: 1000,
+			BackfillWindow:  "24h",
+			Priority: Priority{
+				WeightAge:       1000,
+				WeightFairshare: 10000,
+				WeightJobSize:   1000,
+				WeightPartition: 1000,
+				WeightQOS:       10000,
+				MaxAge:          "7d",
+			},
+		},
+		Fairshare: Fairshare{DecayHalfLife: "7d"},
+		Partitions: []Partition{{
+			Name:        "gpu",
+			Nodes:       []string{AllNodes},
+			Default:     true,
+			DefaultTime: "1h",
+			MaxTime:     Unlimited,
+			State:       PartitionUp,
+		}},
+		QOS: []QOS{
+			{Name: "low", Priority: 0, PreemptMode: PreemptOff},
+			{Name: "normal", Priority: 100, PreemptMode: PreemptOff},
+			{Name: "high", Priority: 1000, Preempt: []string{"low"}, PreemptMode: PreemptRequeue},
+		},
+		Accounts: []Account{{Name: "default", Shares: 1}},
+	}
+}
+
+// LoadController reads gpud.toml at path over Defaults and validates it.
+// An empty path means the defaults alone; a path that does not exist is
+// an error.
+func LoadController(path string) (Controller, error) {
+	c := Defaults()
+	if err := load(path, &c); err != nil {
+		return Controller{}, err
+	}
+	if err := c.Validate(); err != nil {
+		if path != "" {
+			return Controller{}, fmt.Errorf("config %s: %w", path, err)
+		}
+		return Controller{}, err
+	}
+	return c, nil
+}
+
+// AccountingPath is where accounting.db lives.
+func (c Controller) AccountingPath() string {
+	if c.Accounting.Path != "" {
+		return c.Accounting.Path
+	}
+	return filepath.Join(c.Controller.StateDir, "accounting.db")
+}
+
+// DefaultPartition returns the partition marked default. Valid configs
+// have exactly one.
+func (c Controller) DefaultPartition() (Partition, bool) {
+	for _, p := range c.Partitions {
+		if p.Default {
+			return p, true
+		}
+	}
+	return Partition{}, false
+}
+
+// Validate returns every problem in c, joined, each naming its key.
+func (c Controller) Validate() error {
+	var p problems
+	if c.Version != Version {
+		p.addf("version: %d is not supported; this gpud reads version %d", c.Version, Version)
+	}
+
+	cs := c.Controller
+	if cs.ListenSocket == "" && cs.ListenTCP == "" {
+		p.addf("[controller] listen_socket: empty while listen_tcp is empty too; set at least one so clients can connect")
+	}
+	if cs.ListenSocket != "" && !filepath.IsAbs(cs.ListenSocket) {
+		p.addf("[controller] listen_socket: %q must be an absolute path", cs.ListenSocket)
+	}
+	if cs.ListenTCP != "" {
+		if host, port, ok := strings.Cut(cs.ListenTCP, ":"); !ok || port == "" || strings.Contains(host, "/") {
+			p.addf("[controller] listen_tcp: %q is not host:port (use e.g. \"0.0.0.0:6817\", or \"\" to disable)", cs.ListenTCP)
+		}
+	}
+	if cs.StateDir == "" || !filepath.IsAbs(cs.StateDir) {
+		p.addf("[controller] state_dir: %q must be an absolute path", cs.StateDir)
+	}
+	p.duration("[controller] node_timeout", cs.NodeTimeout, true)
+	p.duration("[controller] heartbeat_interval", cs.HeartbeatInterval, true)
+	if hb, nt := cs.HeartbeatInterval.Std(), cs.NodeTimeout.Std(); hb > 0 && nt > 0 && nt < 2*hb {
+		p.addf("[controller] node_timeout: %s must be at least twice heartbeat_interval (%s), or one late heartbeat marks a node DOWN",
+			cs.NodeTimeout, cs.HeartbeatInterval)
+	}
+
+	s := c.Scheduler
+	p.duration("[scheduler] interval", s.Interval, true)
+	if s.MaxJobsPerCycle < 1 {
+		p.addf("[scheduler] max_jobs_per_cycle: %d must be at least 1", s.MaxJobsPerCycle)
+	}
+	p.duration("[scheduler] backfill_window", s.BackfillWindow, true)
+	for _, w := range []struct {
+		key string
+		v   int64
+	}{
+		{"weight_age", s.Priority.WeightAge}, {"weight_fairshare", s.Priority.WeightFairshare},
+		{"weight_job_size", s.Priority.WeightJobSize}, {"weight_partition", s.Priority.WeightPartition},
+		{"weight_qos", s.Priority.WeightQOS},
+	} {
+		// Bounded so the weighted sum of five factors fits in an int64.
+		if w.v < 0 || w.v > 1<<32 {
+			p.addf("[scheduler.priority] %s: %d must be between 0 and %d", w.key, w.v, int64(1)<<32)
+		}
+	}
+	p.duration("[scheduler.priority] max_age", s.Priority.MaxAge, true)
+	p.duration("[fairshare] decay_half_life", c.Fairshare.DecayHalfLife, true)
+
+	accounts := c.validateAccounts(&p)
+	c.validatePartitions(&p, accounts)
+	c.validateQOS(&p)
+	if c.DefaultAccount != "" && !accounts[c.DefaultAccount] {
+		p.addf("default_account: %q is not an [[account]] (have %s)", c.DefaultAccount, quoteList(keys(accounts)))
+	}
+	return p.err()
+}
+
+func (c Controller) validatePartitions(p *problems, accounts map[string]bool) {
+	if len(c.Partitions) == 0 {
+		p.addf("[[partition]]: none defined; define at least one")
+		return
+	}
+	seen := map[string]bool{}
+	defaults := 0
+	for i, part := range c.Partitions {
+		key := itemKey("partition", i, part.Name)
+		p.name(key, part.Name, seen)
+		if part.Default {
+			defaults++
+		}
+		if len(part.Nodes) == 0 {
+			p.addf("%s nodes: empty; list node names or use [\"ALL\"]", key)
+		}
+		if slices.Contains(part.Nodes, AllNodes) && len(part.Nodes) > 1 {
+			p.addf("%s nodes: \"ALL\" must be the only entry", key)
+		}
+		for _, n := range part.Nodes {
+			if strings.TrimSpace(n) == "" || strings.ContainsAny(n, " ,") {
+				p.addf("%s nodes: %q is not a node name", key, n)
+			}
+		}
+		p.duration(key+" default_time", part.DefaultTime, false)
+		p.duration(key+" max_time", part.MaxTime, false)
+		if dt, mt := part.DefaultTime.Std(), part.MaxTime.Std(); mt > 0 && (dt == 0 || dt > mt) {
+			p.addf("%s default_time: %q exceeds max_time %q", key, part.DefaultTime, part.MaxTime)
+		}
+		if part.PriorityTier < 0 {
+			p.addf("%s priority_tier: %d must not be negative", key, part.PriorityTier)
+		}
+		for _, a := range part.AllowAccounts {
+			if !accounts[a] {
+				p.addf("%s allow_accounts: %q is not an [[account]] (have %s)", key, a, quoteList(keys(accounts)))
+			}
+		}
+		if part.State != PartitionUp && part.State != PartitionDown {
+			p.addf("%s state: %q is not allowed (use \"UP\" or \"DOWN\")", key, part.State)
+		}
+	}
+	if defaults != 1 {
+		p.addf("[[partition]] default: %d partitions are marked default = true; mark exactly one", defaults)
+	}
+}
+
+func (c Controller) validateQOS(p *problems) {
+	names := map[string]bool{}
+	for _, q := range c.QOS {
+		names[q.Name] = true
+	}
+	seen := map[string]bool{}
+	for i, q := range c.QOS {
+		key := itemKey("qos", i, q.Name)
+		p.name(key, q.Name, seen)
+		if q.Priority < 0 {
+			p.addf("%s priority: %d must not be negative", key, q.Priority)
+		}
+		if q.MaxGPUsPerUser < 0 {
+			p.addf("%s max_gpus_per_user: %d must not be negative (0 = no limit)", key, q.MaxGPUsPerUser)
+		}
+		if q.MaxJobsPerUser < 0 {
+			p.addf("%s max_jobs_per_user: %d must not be negative (0 = no limit)", key, q.MaxJobsPerUser)
+		}
+		p.duration(key+" max_wall", q.MaxWall, false)
+		if !slices.Contains(preemptModes, q.PreemptMode) {
+			p.addf("%s preempt_mode: %q is not allowed (use %s)", key, q.PreemptMode, quoteList(preemptModes))
+		}
+		for _, v := range q.Preempt {
+			switch {
+			case !names[v]:
+				p.addf("%s preempt: %q is not a [[qos]] (have %s)", key, v, quoteList(keys(names)))
+			case v == q.Name:
+				p.addf("%s preempt: a QOS cannot preempt itself", key)
+			}
+		}
+		if len(q.Preempt) > 0 && q.PreemptMode == PreemptOff {
+			p.addf("%s preempt_mode: \"off\" but preempt lists %s; choose requeue, cancel or checkpoint, or empty preempt", key, quoteList(q.Preempt))
+		}
+	}
+	if len(c.QOS) == 0 {
+		p.addf("[[qos]]: none defined; define at least one and name it in default_qos")
+	}
+	if !names[c.DefaultQOS] {
+		p.addf("default_qos: %q is not a [[qos]] (have %s)", c.DefaultQOS, quoteList(keys(names)))
+	}
+}
+
+// validateAccounts checks the account tree and returns the set of names.
+func (c Controller) validateAccounts(p *problems) map[string]bool {
+	names := map[string]bool{}
+	parent := map[string]string{}
+	for _, a := range c.Accounts {
+		names[a.Name] = true
+		parent[a.Name] = a.Parent
+	}
+	seen := map[string]bool{}
+	for i, a := range c.Accounts {
+		key := itemKey("account", i, a.Name)
+		p.name(key, a.Name, seen)
+		if a.Name == RootAccount {
+			p.addf("%s name: %q is the implicit root; give top-level accounts no parent", key, a.Name)
+		}
+		if a.Parent != "" && a.Parent != RootAccount && !names[a.Parent] {
+			p.addf("%s parent: %q is not an [[account]] (have %s)", key, a.Parent, quoteList(keys(names)))
+		}
+		if a.Shares < 1 {
+			p.addf("%s shares: %d must be at least 1", key, a.Shares)
+		}
+		// Walk up; a walk longer than the number of accounts is a cycle.
+		for cur, n := a.Parent, 0; cur != "" && cur != RootAccount && names[cur]; cur, n = parent[cur], n+1 {
+			if n > len(c.Accounts) || cur == a.Name {
+				p.addf("%s parent: %q makes a cycle in the account tree", key, a.Parent)
+				break
+			}
+		}
+	}
+	return names
+}
+
+// name checks an array-table entry's name: present, unique, no spaces.
+func (p *problems) name(key, name string, seen map[string]bool) {
+	switch {
+	case name == "":
+		p.addf("%s name: missing", key)
+	case strings.ContainsAny(name, " \t,=:/"):
+		p.addf("%s name: %q may not contain spaces, ',', '=', ':' or '/'", key, name)
+	case seen[name]:
+		p.addf("%s name: %q is defined twice", key, name)
+	}
+	seen[name] = true
+}
+
+// itemKey names the i-th [[table]] by its name, or its position when it
+// has none.
+func itemKey(table string, i int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("[[%s]] #%d", table, i+1)
+	}
+	return fmt.Sprintf("[[%s]] %q", table, name)
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func quoteList(items []string) string {
+	if len(items) == 0 {
+		return "none"
+	}
+	q := make([]string, len(items))
+	for i, s := range items {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,320 @@
+package gpu
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	oci "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/parser"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+)
+
+// CDIOptions says where and under which kind the node's CDI spec is written.
+type CDIOptions struct {
+	// Vendor and Class form the CDI kind ("nvidia.com/gpu"); empty means
+	// "nvidia.com" and "gpu".
+	Vendor string
+	Class  string
+	// Name is the spec file's stem, usually the node name, so that several
+	// node agents of one `gpud standalone` can share a CDI dir without
+	// overwriting each other's spec. Required.
+	Name string
+	// DevRoot is the host directory holding the device nodes: "/dev" for
+	// real GPUs, a per-node directory filled by MakeMockDeviceNodes for mock
+	// ones. Empty means "/dev".
+	DevRoot string
+}
+
+// Device node names the NVIDIA driver creates besides one nvidiaN per GPU.
+const (
+	devCtl      = "nvidiactl"
+	devUVM      = "nvidia-uvm"
+	devUVMTools = "nvidia-uvm-tools"
+)
+
+func (o CDIOptions) withDefaults() CDIOptions {
+	if o.Vendor == "" {
+		o.Vendor = "nvidia.com"
+	}
+	if o.Class == "" {
+		o.Class = "gpu"
+	}
+	if o.DevRoot == "" {
+		o.DevRoot = "/dev"
+	}
+	return o
+}
+
+// CDISpecPath is the file WriteCDISpec writes for opts in dir.
+func CDISpecPath(dir string, opts CDIOptions) string {
+	return filepath.Join(dir, opts.Name+".json")
+}
+
+// WriteCDISpec writes one CDI spec file into dir with one device per GPU,
+// named by its UUID, and returns each UUID's fully qualified CDI name
+// ("nvidia.com/gpu=GPU-..."). The control and UVM device nodes every CUDA
+// process needs are spec-level edits, so CDI adds them once whichever GPUs
+// a container gets. The file is replaced atomically: a container runtime
+// scanning dir sees the old spec or the new one, never half of one.
+//
+// Every GPU's device node and nvidiactl must exist under opts.DevRoot
+// (CDI stats them at injection time to learn their major/minor); the UVM
+// nodes are added only when present, because the driver creates them
+// lazily when nvidia-uvm is loaded.
+func WriteCDISpec(dir string, opts CDIOptions, devs []Device) (map[string]string, error) {
+	opts = opts.withDefaults()
+	if len(devs) == 0 {
+		// A node without GPUs ("--gpus=none") needs no spec and may have
+		// no driver nodes; drop a spec left from an earlier run so stale
+		// devices cannot be injected.
+		if _, err := buildCDISpecHeader(opts); err != nil {
+			return nil, err
+		}
+		if err := os.Remove(CDISpecPath(dir, opts)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("remove stale CDI spec: %w", err)
+		}
+		return map[string]string{}, nil
+	}
+	raw, names, err := buildCDISpec(opts, devs)
+	if err != nil {
+		return nil, err
+	}
+	// Lowest version that can express the spec, so older CDI readers
+	// (containerd, podman) accept it.
+	v, err := cdispec.MinimumRequiredVersion(raw)
+	if err != nil {
+		return nil, fmt.Errorf("compute CDI version for spec %s: %w", opts.Name, err)
+	}
+	raw.Version = v
+	data, err := json.MarshalIndent(raw, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode CDI spec %s: %w", opts.Name, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create CDI dir %s: %w", dir, err)
+	}
+	if err := writeFileAtomic(CDISpecPath(dir, opts), append(data, '\n')); err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
+// buildCDISpecHeader checks the kind and file name.
+func buildCDISpecHeader(opts CDIOptions) (*cdispec.Spec, error) {
+	var errs []error
+	if err := parser.ValidateVendorName(opts.Vendor); err != nil {
+		errs = append(errs, fmt.Errorf("CDI vendor %q: %w", opts.Vendor, err))
+	}
+	if err := parser.ValidateClassName(opts.Class); err != nil {
+		errs = append(errs, fmt.Errorf("CDI class %q: %w", opts.Class, err))
+	}
+	if opts.Name == "" || strings.ContainsAny(opts.Name, `/\`) || strings.HasPrefix(opts.Name, ".") {
+		errs = append(errs, fmt.Errorf("CDI spec name %q must be a plain file name stem such as the node name", opts.Name))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &cdispec.Spec{Kind: opts.Vendor + "/" + opts.Class}, nil
+}
+
+func buildCDISpec(opts CDIOptions, devs []Device) (*cdispec.Spec, map[string]string, error) {
+	raw, err := buildCDISpecHeader(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctl := filepath.Join(opts.DevRoot, devCtl)
+	if err := checkCharDevice(ctl); err != nil {
+		return nil, nil, fmt.Errorf("write CDI spec %s: %w; is the NVIDIA driver loaded (or, for mock GPUs, were mock device nodes made)?", opts.Name, err)
+	}
+	raw.ContainerEdits.DeviceNodes = append(raw.ContainerEdits.DeviceNodes, deviceNode(opts.DevRoot, devCtl))
+	for _, n := range []string{devUVM, devUVMTools} {
+		if checkCharDevice(filepath.Join(opts.DevRoot, n)) == nil {
+			raw.ContainerEdits.DeviceNodes = append(raw.ContainerEdits.DeviceNodes, deviceNode(opts.DevRoot, n))
+		}
+	}
+
+	names := make(map[string]string, len(devs))
+	for _, d := range devs {
+		if err := parser.ValidateDeviceName(d.UUID); err != nil {
+			return nil, nil, fmt.Errorf("write CDI spec %s: GPU %d UUID %q is not a valid CDI device name: %w", opts.Name, d.Index, d.UUID, err)
+		}
+		if _, dup := names[d.UUID]; dup {
+			return nil, nil, fmt.Errorf("write CDI spec %s: GPU UUID %s appears twice", opts.Name, d.UUID)
+		}
+		node := fmt.Sprintf("nvidia%d", d.Minor)
+		if err := checkCharDevice(filepath.Join(opts.DevRoot, node)); err != nil {
+			return nil, nil, fmt.Errorf("write CDI spec %s: GPU %d (%s): %w", opts.Name, d.Index, d.UUID, err)
+		}
+		raw.Devices = append(raw.Devices, cdispec.Device{
+			Name: d.UUID,
+			ContainerEdits: cdispec.ContainerEdits{
+				DeviceNodes: []*cdispec.DeviceNode{deviceNode(opts.DevRoot, node)},
+			},
+		})
+		names[d.UUID] = parser.QualifiedName(opts.Vendor, opts.Class, d.UUID)
+	}
+	return raw, names, nil
+}
+
+// deviceNode maps a host node under devRoot to /dev/<name> in the
+// container. Type and numbers are left out on purpose: CDI stats HostPath
+// when it injects, which is right for the real uvm node whose major the
+// kernel assigns at module load.
+func deviceNode(devRoot, name string) *cdispec.DeviceNode {
+	return &cdispec.DeviceNode{
+		Path:     "/dev/" + name,
+		HostPath: filepath.Join(devRoot, name),
+	}
+}
+
+func checkCharDevice(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("device node %s: %w", path, err)
+	}
+	if fi.Mode()&fs.ModeCharDevice == 0 {
+		return fmt.Errorf("device node %s is not a character device (mode %s)", path, fi.Mode())
+	}
+	return nil
+}
+
+// writeFileAtomic writes data to a temp file in path's directory, syncs it
+// and renames it over path.
+func writeFileAtomic(path string, data []byte) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("replace %s: %w", path, err)
+	}
+	return nil
+}
+
+// InjectCDIDevices applies the CDI edits for the fully qualified device
+// names to spec, reading specs only from dirs. It uses a private cache
+// without a file watcher, rather than CDI's process-wide default cache,
+// because one `gpud standalone` process runs several node agents, each
+// with its own CDI dir, and must start no goroutine it does not own.
+func InjectCDIDevices(spec *oci.Spec, dirs []string, names ...string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
+	if err != nil {
+		return fmt.Errorf("load CDI specs from %s: %w", strings.Join(dirs, ", "), err)
+	}
+	if unresolved, err := cache.InjectDevices(spec, names...); err != nil {
+		if len(unresolved) > 0 {
+			return fmt.Errorf("inject CDI devices: %s not found in %s (CDI spec errors: %v); was the node's CDI spec written?",
+				strings.Join(unresolved, ", "), strings.Join(dirs, ", "), cache.GetErrors())
+		}
+		return fmt.Errorf("inject CDI devices %s: %w", strings.Join(names, ", "), err)
+	}
+	return nil
+}
+
+// Driver device numbers. 195 is the NVIDIA driver's registered major for
+// /dev/nvidiaN and /dev/nvidiactl (minor 255). nvidia-uvm gets a dynamic
+// major at module load, so mock nodes use one the running kernel has not
+// registered: opening it then fails with ENXIO instead of reaching some
+// other driver.
+const (
+	nvidiaMajor = 195
+	ctlMinor    = 255
+)
+
+// MakeMockDeviceNodes creates the character device nodes a container of
+// mock GPUs expects under devRoot: nvidia<Minor> for each device,
+// nvidiactl, nvidia-uvm and nvidia-uvm-tools. Containers then really see
+// /dev/nvidia0 and friends; opening them fails without a driver, which is
+// what a mock should do. Existing nodes with the right numbers are kept, so
+// a restarted agent can call it again. Needs CAP_MKNOD (root).
+func MakeMockDeviceNodes(devRoot string, devs []Device) error {
+	if err := os.MkdirAll(devRoot, 0o755); err != nil {
+		return fmt.Errorf("create mock dev root %s: %w", devRoot, err)
+	}
+	uvmMajor, err := unusedCharMajor("/proc/devices")
+	if err != nil {
+		return fmt.Errorf("make mock device nodes in %s: %w", devRoot, err)
+	}
+	want := []struct {
+		name         string
+		major, minor uint32
+	}{
+		{devCtl, nvidiaMajor, ctlMinor},
+		{devUVM, uvmMajor, 0},
+		{devUVMTools, uvmMajor, 1},
+	}
+	for _, d := range devs {
+		if d.Minor < 0 || d.Minor >= ctlMinor {
+			return fmt.Errorf("make mock device node for GPU %d (%s): minor %d out of range 0-254", d.Index, d.UUID, d.Minor)
+		}
+		want = append(want, struct {
+			name         string
+			major, minor uint32
+		}{fmt.Sprintf("nvidia%d", d.Minor), nvidiaMajor, uint32(d.Minor)})
+	}
+	for _, w := range want {
+		path := filepath.Join(devRoot, w.name)
+		if w.name == devUVM || w.name == devUVMTools {
+			// The uvm major is chosen per boot; an existing char node from
+			// an earlier run is as good as a new one.
+			if checkCharDevice(path) == nil {
+				continue
+			}
+		}
+		if err := mknodChar(path, w.major, w.minor); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mknodChar(path string, major, minor uint32) error {
+	dev := unix.Mkdev(major, minor)
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err == nil {
+		if st.Mode&unix.S_IFMT == unix.S_IFCHR && uint64(st.Rdev) == dev {
+			return nil
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("replace %s: %w", path, err)
+		}
+	}
+	if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(dev)); err != nil {
+		return fmt.Errorf("mknod %s (char %d:%d): %w; mock device nodes need root (CAP_MKNOD)", path, major, minor, err)
+	}
+	// Mknod honours the umask; real NVIDIA nodes are 0666.
+	if err := os.Chmod(path, 0o666); err != nil {
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
+	return nil
+}
