@@ -1,0 +1,469 @@
+package containerd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	tasks "github.com/containerd/containerd/api/services/tasks/v1"
+	tasktypes "github.com/containerd/containerd/api/types/task"
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errgrpc"
+	"golang.org/x/sys/unix"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/gpud/gpud/runtime"
+	"github.com/gpud/gpud/runtime/ocispec"
+)
+
+// DefaultNamespace is the containerd namespace job containers live in.
+const DefaultNamespace = "gpud"
+
+// Snapshotter unpacks and snapshots images other than runtime.ImageHost.
+const Snapshotter = "overlayfs"
+
+// runcRuntime is the shim every job runs under; naming it avoids a
+// namespace-label lookup on every container create.
+const runcRuntime = "io.containerd.runc.v2"
+
+// cleanupTimeout bounds the cleanup of a half-started container, which runs
+// even when the caller's context is already done.
+const cleanupTimeout = 30 * time.Second
+
+// Options configure New.
+type Options struct {
+	// Address is containerd's socket ("/run/containerd/containerd.sock" or
+	// a Daemon's Address()).
+	Address string
+	// Namespace defaults to DefaultNamespace.
+	Namespace string
+	// CDISpecDirs are searched for CDI specs; none means CDI devices cannot
+	// be injected (a job asking for one fails to start).
+	CDISpecDirs []string
+}
+
+// Runtime runs job containers on containerd. It is safe for concurrent use.
+type Runtime struct {
+	client *client.Client
+	ns     string
+	cdi    *cdi.Cache
+	// cgroupRoot is where the cgroup hierarchies are mounted.
+	cgroupRoot string
+	// memlock is the jobs' RLIMIT_MEMLOCK (0: unlimited), see memlockLimit.
+	memlock uint64
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// New connects to containerd at opts.Address and checks that it serves.
+func New(ctx context.Context, opts Options) (*Runtime, error) {
+	if opts.Address == "" {
+		return nil, errors.New("connect to containerd: no socket address given; set the node's containerd socket")
+	}
+	ns := opts.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	c, err := client.New(opts.Address, client.WithDefaultNamespace(ns), client.WithDefaultRuntime(runcRuntime))
+	if err != nil {
+		return nil, fmt.Errorf("connect to containerd at %s: %w", opts.Address, err)
+	}
+	if _, err := c.Version(namespaces.WithNamespace(ctx, ns)); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("connect to containerd at %s: %w; is containerd running and is the socket right?", opts.Address, err)
+	}
+	r := &Runtime{client: c, ns: ns, cgroupRoot: "/sys/fs/cgroup", memlock: memlockLimit()}
+	if len(opts.CDISpecDirs) > 0 {
+		// An explicit cache, never CDI's global default: the node decides
+		// which directories count. No auto-refresh: it would start a file
+		// watcher goroutine we do not own; Start refreshes instead.
+		cache, err := cdi.NewCache(cdi.WithAutoRefresh(false), cdi.WithSpecDirs(opts.CDISpecDirs...))
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("load CDI specs from %s: %w", strings.Join(opts.CDISpecDirs, ", "), err)
+		}
+		r.cdi = cache
+	}
+	return r, nil
+}
+
+// Close closes the connection to containerd; containers keep running.
+func (r *Runtime) Close() error {
+	return r.client.Close()
+}
+
+func (r *Runtime) nsCtx(ctx context.Context) context.Context {
+	return namespaces.WithNamespace(ctx, r.ns)
+}
+
+// Start creates the container and starts its task.
+func (r *Runtime) Start(ctx context.Context, cfg runtime.TaskConfig) (retErr error) {
+	ctx = r.nsCtx(ctx)
+	if err := validate(cfg); err != nil {
+		return fmt.Errorf("start container %s: %w", cfg.ID, err)
+	}
+	if _, err := r.client.LoadContainer(ctx, cfg.ID); err == nil {
+		return fmt.Errorf("start container %s: %w", cfg.ID, os.ErrExist)
+	} else if !errdefs.IsNotFound(err) {
+		return fmt.Errorf("start container %s: %w", cfg.ID, err)
+	}
+	for _, p := range outputFiles(cfg) {
+		if err := createOutputFile(p, cfg.UID, cfg.GID); err != nil {
+			return fmt.Errorf("start container %s: %w", cfg.ID, err)
+		}
+	}
+
+	in := ocispec.Inputs{CDI: r.cdi, MemlockBytes: r.memlock}
+	copts := []client.NewContainerOpts{client.WithContainerLabels(cfg.Labels)}
+	if cfg.Image != runtime.ImageHost {
+		img, err := r.image(ctx, cfg.Image)
+		if err != nil {
+			return fmt.Errorf("start container %s: %w", cfg.ID, err)
+		}
+		imgSpec, err := img.Spec(ctx)
+		if err != nil {
+			return fmt.Errorf("start container %s: read config of image %s: %w", cfg.ID, cfg.Image, err)
+		}
+		in.ImageEnv, in.ImageCwd = imgSpec.Config.Env, imgSpec.Config.WorkingDir
+		copts = append(copts, client.WithImage(img), client.WithSnapshotter(Snapshotter), client.WithNewSnapshot(cfg.ID, img))
+	}
+	copts = append(copts, client.WithNewSpec(ocispec.Build(cfg, in)...))
+
+	ctr, err := r.client.NewContainer(ctx, cfg.ID, copts...)
+	if err != nil {
+		if errdefs.IsAlreadyExists(err) {
+			return fmt.Errorf("start container %s: %w", cfg.ID, os.ErrExist)
+		}
+		return fmt.Errorf("create container %s: %w", cfg.ID, err)
+	}
+	defer func() {
+		if retErr != nil {
+			// Leave nothing half-made behind, even when ctx is done.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			defer cancel()
+			if err := r.delete(cctx, cfg.ID); err != nil {
+				retErr = errors.Join(retErr, fmt.Errorf("clean up container %s: %w", cfg.ID, err))
+			}
+		}
+	}()
+	task, err := ctr.NewTask(ctx, cio.NullIO)
+	if err != nil {
+		return fmt.Errorf("create task %s: %w", cfg.ID, err)
+	}
+	if err := task.Start(ctx); err != nil {
+		return fmt.Errorf("start task %s: %w", cfg.ID, err)
+	}
+	return nil
+}
+
+func validate(cfg runtime.TaskConfig) error {
+	var errs []error
+	if cfg.ID == "" {
+		errs = append(errs, errors.New("ID is empty"))
+	}
+	if cfg.Image == "" {
+		errs = append(errs, fmt.Errorf("image is empty; use %q for the host's root or an image reference", runtime.ImageHost))
+	}
+	if len(cfg.Args) == 0 {
+		errs = append(errs, errors.New("no command (Args is empty)"))
+	}
+	return errors.Join(errs...)
+}
+
+func outputFiles(cfg runtime.TaskConfig) []string {
+	var ps []string
+	for _, p := range []string{cfg.StdoutPath, cfg.StderrPath} {
+		if p != "" && !slices.Contains(ps, p) {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// createOutputFile makes sure path is a regular file the job's user owns,
+// creating it if needed. It never follows a symlink in the last component:
+// the directory is usually the user's, and root must not be tricked into
+// handing the user some other file.
+func createOutputFile(path string, uid, gid uint32) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("create output file %q: path is not absolute", path)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
+	if err == nil {
+		defer f.Close()
+		if err := f.Chown(int(uid), int(gid)); err != nil {
+			return fmt.Errorf("create output file %s: %w", path, err)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create output file %s: %w", path, err)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("check output file %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("output file %s exists and is not a regular file (%s); choose another --output/--error path", path, fi.Mode().Type())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != uid {
+		return fmt.Errorf("output file %s exists and belongs to uid %d, not the job's uid %d; remove it or choose another --output/--error path", path, st.Uid, uid)
+	}
+	return nil
+}
+
+// image returns ref from the image store, unpacked into Snapshotter. Jobs
+// never pull: nodes may have no registry access, and a missing image is an
+// operator's decision.
+func (r *Runtime) image(ctx context.Context, ref string) (client.Image, error) {
+	img, err := r.client.GetImage(ctx, ref)
+	if errdefs.IsNotFound(err) {
+		return nil, fmt.Errorf("image %s not found in containerd namespace %s; import it with `ctr -n %s images import FILE`", ref, r.ns, r.ns)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up image %s: %w", ref, err)
+	}
+	ok, err := img.IsUnpacked(ctx, Snapshotter)
+	if err != nil {
+		return nil, fmt.Errorf("check image %s is unpacked: %w", ref, err)
+	}
+	if !ok {
+		if err := img.Unpack(ctx, Snapshotter); err != nil {
+			return nil, fmt.Errorf("unpack image %s into %s: %w", ref, Snapshotter, err)
+		}
+	}
+	return img, nil
+}
+
+// Wait blocks until the task exits and returns its status.
+func (r *Runtime) Wait(ctx context.Context, id string) (runtime.ExitStatus, error) {
+	ctx = r.nsCtx(ctx)
+	resp, err := r.client.TaskService().Wait(ctx, &tasks.WaitRequest{ContainerID: id})
+	if err != nil {
+		err = errgrpc.ToNative(err)
+		if errdefs.IsNotFound(err) {
+			return runtime.ExitStatus{}, fmt.Errorf("wait for task %s: %w", id, runtime.ErrNotFound)
+		}
+		return runtime.ExitStatus{}, fmt.Errorf("wait for task %s: %w", id, err)
+	}
+	es := exitStatus(resp.ExitStatus, resp.ExitedAt.AsTime())
+	es.OOMKilled = r.oomKilled(ctx, id)
+	return es, nil
+}
+
+// exitStatus converts a shim exit status: a process killed by signal N is
+// reported as 128+N, as a shell would. An exit code of 129-192 chosen by
+// the program itself reads as a signal too; the shim gives no way to tell.
+func exitStatus(code uint32, exitedAt time.Time) runtime.ExitStatus {
+	es := runtime.ExitStatus{Code: int(code), ExitedAt: exitedAt}
+	if code > 128 && code <= 128+64 {
+		es.Signal = syscall.Signal(code - 128)
+	}
+	return es
+}
+
+// oomKilled reports whether the kernel OOM-killed a process in the task's
+// memory cgroup. It is best effort: a missing cgroup (task deleted) reads as
+// false.
+func (r *Runtime) oomKilled(ctx context.Context, id string) bool {
+	ctr, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return false
+	}
+	spec, err := ctr.Spec(ctx)
+	if err != nil || spec.Linux == nil || spec.Linux.CgroupsPath == "" {
+		return false
+	}
+	n, err := oomKillCount(r.cgroupRoot, spec.Linux.CgroupsPath)
+	return err == nil && n > 0
+}
+
+// oomKillCount reads the oom_kill counter of a cgroupfs-driver cgroup path
+// ("/gpud/job-1"): memory.events on cgroup v2, memory.oom_control on v1.
+func oomKillCount(cgroupRoot, cgroupsPath string) (int, error) {
+	file := filepath.Join(cgroupRoot, "memory", cgroupsPath, "memory.oom_control")
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+		file = filepath.Join(cgroupRoot, cgroupsPath, "memory.events")
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return 0, fmt.Errorf("read OOM count: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && k == "oom_kill" {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return 0, fmt.Errorf("parse oom_kill in %s: %w", file, err)
+			}
+			return n, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read %s: %w", file, err)
+	}
+	return 0, fmt.Errorf("no oom_kill counter in %s", file)
+}
+
+// Signal delivers sig to every process of the task. Signalling a task that
+// already exited is not an error.
+func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
+	ctx = r.nsCtx(ctx)
+	// All processes, as Slurm does: the job's shell wrapper is PID 1 and
+	// ignores signals it has no handler for; the job itself must see them.
+	_, err := r.client.TaskService().Kill(ctx, &tasks.KillRequest{ContainerID: id, Signal: uint32(sig), All: true})
+	if err == nil {
+		return nil
+	}
+	err = errgrpc.ToNative(err)
+	if errdefs.IsNotFound(err) {
+		st, gerr := r.client.TaskService().Get(ctx, &tasks.GetRequest{ContainerID: id})
+		if gerr == nil && st.Process.Status == tasktypes.Status_STOPPED {
+			return nil
+		}
+		return fmt.Errorf("signal task %s with %v: %w", id, sig, runtime.ErrNotFound)
+	}
+	return fmt.Errorf("signal task %s with %v: %w", id, sig, err)
+}
+
+// Delete kills the task if it runs, deletes it and the container with its
+// snapshot. A missing ID is not an error.
+func (r *Runtime) Delete(ctx context.Context, id string) error {
+	if err := r.delete(r.nsCtx(ctx), id); err != nil {
+		return fmt.Errorf("delete container %s: %w", id, err)
+	}
+	return nil
+}
+
+func (r *Runtime) delete(ctx context.Context, id string) error {
+	ts := r.client.TaskService()
+	st, err := ts.Get(ctx, &tasks.GetRequest{ContainerID: id})
+	switch err = errgrpc.ToNative(err); {
+	case errdefs.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("get task: %w", err)
+	default:
+		if st.Process.Status != tasktypes.Status_STOPPED {
+			if _, err := ts.Kill(ctx, &tasks.KillRequest{ContainerID: id, Signal: uint32(syscall.SIGKILL), All: true}); err != nil {
+				if err := errgrpc.ToNative(err); !errdefs.IsNotFound(err) {
+					return fmt.Errorf("kill task: %w", err)
+				}
+			}
+			if _, err := ts.Wait(ctx, &tasks.WaitRequest{ContainerID: id}); err != nil {
+				if err := errgrpc.ToNative(err); !errdefs.IsNotFound(err) {
+					return fmt.Errorf("wait for killed task: %w", err)
+				}
+			}
+		}
+		if _, err := ts.Delete(ctx, &tasks.DeleteTaskRequest{ContainerID: id}); err != nil {
+			if err := errgrpc.ToNative(err); !errdefs.IsNotFound(err) {
+				return fmt.Errorf("delete task: %w", err)
+			}
+		}
+	}
+	ctr, err := r.client.LoadContainer(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("load container: %w", err)
+	}
+	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// List returns every container in the namespace, sorted by ID, with its
+// labels exactly as stored and its task's status.
+func (r *Runtime) List(ctx context.Context) ([]runtime.TaskInfo, error) {
+	ctx = r.nsCtx(ctx)
+	ctrs, err := r.client.Containers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list containers in namespace %s: %w", r.ns, err)
+	}
+	infos := make([]runtime.TaskInfo, 0, len(ctrs))
+	for _, c := range ctrs {
+		info, err := c.Info(ctx, client.WithoutRefreshedMetadata)
+		if err != nil {
+			return nil, fmt.Errorf("list containers: read container %s: %w", c.ID(), err)
+		}
+		ti := runtime.TaskInfo{ID: c.ID(), Labels: info.Labels}
+		st, err := r.client.TaskService().Get(ctx, &tasks.GetRequest{ContainerID: c.ID()})
+		switch err = errgrpc.ToNative(err); {
+		case errdefs.IsNotFound(err):
+			ti.Status = runtime.StatusCreated
+		case err != nil:
+			return nil, fmt.Errorf("list containers: get task %s: %w", c.ID(), err)
+		default:
+			ti.Status = taskStatus(st.Process.Status)
+			if ti.Status == runtime.StatusExited {
+				es := exitStatus(st.Process.ExitStatus, st.Process.ExitedAt.AsTime())
+				es.OOMKilled = r.oomKilled(ctx, c.ID())
+				ti.Exit = &es
+			}
+		}
+		infos = append(infos, ti)
+	}
+	slices.SortFunc(infos, func(a, b runtime.TaskInfo) int { return strings.Compare(a.ID, b.ID) })
+	return infos, nil
+}
+
+func taskStatus(s tasktypes.Status) runtime.TaskStatus {
+	switch s {
+	case tasktypes.Status_CREATED:
+		return runtime.StatusCreated
+	case tasktypes.Status_RUNNING, tasktypes.Status_PAUSED, tasktypes.Status_PAUSING:
+		return runtime.StatusRunning
+	case tasktypes.Status_STOPPED:
+		return runtime.StatusExited
+	default:
+		return runtime.StatusUnknown
+	}
+}
+
+// capSysResource is CAP_SYS_RESOURCE's bit in /proc/PID/status masks.
+const capSysResource = 24
+
+// memlockLimit returns the RLIMIT_MEMLOCK jobs get: unlimited (0) where this
+// process may raise limits (CAP_SYS_RESOURCE, as a root agent normally has),
+// else its own hard limit. The shim and runc descend from the same kind of
+// root process; asking runc for more than it may grant makes every task
+// fail to start ("error setting rlimit type 8"), which is worse than a
+// small limit that only RDMA jobs notice.
+func memlockLimit() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		v, ok := strings.CutPrefix(line, "CapEff:")
+		if !ok {
+			continue
+		}
+		caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		if err != nil || caps&(1<<capSysResource) != 0 {
+			return 0
+		}
+		var rl syscall.Rlimit
+		if err := syscall.Getrlimit(unix.RLIMIT_MEMLOCK, &rl); err != nil || rl.Max == unix.RLIM_INFINITY {
+			return 0
+		}
+		return rl.Max
+	}
+	return 0
+}

@@ -1,0 +1,209 @@
+package containerd
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	tasktypes "github.com/containerd/containerd/api/types/task"
+	"github.com/google/go-cmp/cmp"
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/gpud/gpud/runtime"
+)
+
+func TestExitStatus(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name string
+		code uint32
+		want runtime.ExitStatus
+	}{
+		{name: "success", code: 0, want: runtime.ExitStatus{ExitedAt: at}},
+		{name: "exit 3", code: 3, want: runtime.ExitStatus{Code: 3, ExitedAt: at}},
+		{name: "exit 128 is not a signal", code: 128, want: runtime.ExitStatus{Code: 128, ExitedAt: at}},
+		{name: "SIGTERM", code: 143, want: runtime.ExitStatus{Code: 143, Signal: syscall.SIGTERM, ExitedAt: at}},
+		{name: "SIGKILL", code: 137, want: runtime.ExitStatus{Code: 137, Signal: syscall.SIGKILL, ExitedAt: at}},
+		{name: "255 is beyond signals", code: 255, want: runtime.ExitStatus{Code: 255, ExitedAt: at}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, exitStatus(tc.code, at)); diff != "" {
+				t.Errorf("exitStatus(%d) (-want +got):\n%s", tc.code, diff)
+			}
+		})
+	}
+}
+
+func TestTaskStatus(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   tasktypes.Status
+		want runtime.TaskStatus
+	}{
+		{tasktypes.Status_CREATED, runtime.StatusCreated},
+		{tasktypes.Status_RUNNING, runtime.StatusRunning},
+		{tasktypes.Status_PAUSED, runtime.StatusRunning},
+		{tasktypes.Status_STOPPED, runtime.StatusExited},
+		{tasktypes.Status_UNKNOWN, runtime.StatusUnknown},
+	}
+	for _, tc := range tests {
+		if got := taskStatus(tc.in); got != tc.want {
+			t.Errorf("taskStatus(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestOOMKillCount(t *testing.T) {
+	t.Parallel()
+	write := func(t *testing.T, path, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		files   map[string]string
+		want    int
+		wantErr bool
+	}{
+		{
+			name:  "cgroup v1",
+			files: map[string]string{"memory/gpud/j1/memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"},
+			want:  2,
+		},
+		{
+			name: "cgroup v2",
+			files: map[string]string{
+				"cgroup.controllers":    "cpu memory\n",
+				"gpud/j1/memory.events": "low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n",
+			},
+			want: 1,
+		},
+		{name: "cgroup gone", files: map[string]string{}, wantErr: true},
+		{name: "old kernel without counter", files: map[string]string{"memory/gpud/j1/memory.oom_control": "oom_kill_disable 0\nunder_oom 0\n"}, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			for p, c := range tc.files {
+				write(t, filepath.Join(root, p), c)
+			}
+			got, err := oomKillCount(root, "/gpud/j1")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if got != tc.want {
+				t.Errorf("oomKillCount = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCreateOutputFile(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: chown to another user needs root")
+	}
+	dir := t.TempDir()
+	owned := func(path string) [2]uint32 {
+		fi, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		return [2]uint32{st.Uid, st.Gid}
+	}
+
+	fresh := filepath.Join(dir, "fresh.out")
+	if err := createOutputFile(fresh, 1234, 5678); err != nil {
+		t.Fatal(err)
+	}
+	if got := owned(fresh); got != [2]uint32{1234, 5678} {
+		t.Errorf("new file owned by %v, want 1234:5678", got)
+	}
+	if err := os.WriteFile(fresh, []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := createOutputFile(fresh, 1234, 5678); err != nil {
+		t.Errorf("existing file of the same user: %v", err)
+	}
+	if b, _ := os.ReadFile(fresh); string(b) != "kept" {
+		t.Errorf("existing file content = %q, want it kept for appending", b)
+	}
+
+	tests := []struct {
+		name    string
+		setup   func(path string)
+		wantErr string
+	}{
+		{name: "another user's file", setup: func(p string) { os.WriteFile(p, nil, 0o644) }, wantErr: "belongs to uid 0"},
+		{name: "symlink", setup: func(p string) { os.Symlink("/etc/shadow", p) }, wantErr: "not a regular file"},
+		{name: "directory", setup: func(p string) { os.Mkdir(p, 0o755) }, wantErr: "not a regular file"},
+		{name: "missing parent", setup: func(string) {}, wantErr: "no such file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_"))
+			if tc.name == "missing parent" {
+				p = filepath.Join(dir, "nope", "x.out")
+			}
+			tc.setup(p)
+			err := createOutputFile(p, 1234, 5678)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("err = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+	if fi, err := os.Lstat("/etc/shadow"); err == nil {
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid == 1234 {
+			t.Fatal("followed the symlink and chowned /etc/shadow")
+		}
+	}
+}
+
+func TestSocketPath(t *testing.T) {
+	t.Parallel()
+	if got := SocketPath("/var/lib/gpud/containerd"); got != "/var/lib/gpud/containerd/containerd.sock" {
+		t.Errorf("short dir: %s", got)
+	}
+	long := "/" + strings.Repeat("x", 120)
+	got := SocketPath(long)
+	if len(got) > maxSocketPath || strings.HasPrefix(got, long) || got != SocketPath(long) {
+		t.Errorf("long dir: %s (%d bytes), want a short, stable path elsewhere", got, len(got))
+	}
+	if SocketPath(long) == SocketPath(long+"y") {
+		t.Error("different dirs share a socket path")
+	}
+}
+
+func TestDaemonConfig(t *testing.T) {
+	t.Parallel()
+	var cfg struct {
+		Version         int                      `toml:"version"`
+		Root            string                   `toml:"root"`
+		State           string                   `toml:"state"`
+		DisabledPlugins []string                 `toml:"disabled_plugins"`
+		GRPC            struct{ Address string } `toml:"grpc"`
+		TTRPC           struct{ Address string } `toml:"ttrpc"`
+	}
+	dir := `/var/lib/g "q"`
+	if err := toml.Unmarshal([]byte(daemonConfig(dir, "/s/c.sock")), &cfg); err != nil {
+		t.Fatalf("config is not TOML: %v", err)
+	}
+	want := cfg
+	want.Version, want.Root, want.State = 2, dir+"/root", dir+"/state"
+	want.DisabledPlugins = []string{"io.containerd.grpc.v1.cri"}
+	want.GRPC.Address, want.TTRPC.Address = "/s/c.sock", "/s/c.sock.ttrpc"
+	if diff := cmp.Diff(want, cfg); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+}
