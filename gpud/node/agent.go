@@ -1,0 +1,561 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime"
+)
+
+// Agent is a node agent. Create it with New and run it with Run, once.
+type Agent struct {
+	cfg    Config
+	client *api.Client
+	rt     runtime.Runtime
+	log    *slog.Logger
+	clock  Clock
+	opts   options
+	gpus   map[string]spec.GPU // inventory by UUID
+
+	ran atomic.Bool
+	ob  *outbox // set by Run before any goroutine starts
+	// kick wakes the outbox sender; buffered so a send never blocks.
+	kick chan struct{}
+
+	mu      sync.Mutex
+	runners map[string]*runner // by alloc ID
+	// runnerWG counts runner goroutines; Run waits for it after its loops.
+	runnerWG sync.WaitGroup
+}
+
+// New checks cfg and returns an agent that will talk to the controller
+// through client and run jobs through rt.
+func New(cfg Config, client *api.Client, rt runtime.Runtime, opts ...Option) (*Agent, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("configure node agent: %w", err)
+	}
+	if client == nil || rt == nil {
+		return nil, errors.New("configure node agent: a controller client and a runtime are required")
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	o.fill()
+	gpus := make(map[string]spec.GPU, len(cfg.Inventory.GPUs))
+	for _, g := range cfg.Inventory.GPUs {
+		gpus[g.UUID] = g
+	}
+	return &Agent{
+		cfg:     cfg,
+		client:  client,
+		rt:      rt,
+		log:     o.log.With("node", cfg.Name),
+		clock:   o.clock,
+		opts:    o,
+		gpus:    gpus,
+		kick:    make(chan struct{}, 1),
+		runners: map[string]*runner{},
+	}, nil
+}
+
+// Name is the node's name.
+func (a *Agent) Name() string { return a.cfg.Name }
+
+// Running returns the IDs of the allocations the agent has runners for,
+// sorted: what it reports in heartbeats.
+func (a *Agent) Running() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ids := make([]string, 0, len(a.runners))
+	for id := range a.runners {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Run opens the outbox, recovers the containers an earlier agent left,
+// registers, and then heartbeats, follows assignments and delivers events
+// until ctx ends. It returns nil when ctx ends: job containers keep
+// running (shutting the agent down is not killing its jobs) and the next
+// agent re-adopts them. It returns an error only when it cannot start.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.ran.CompareAndSwap(false, true) {
+		return errors.New("run node agent: Run was already called; create a new Agent")
+	}
+	for _, d := range []string{a.cfg.StateDir, a.cfg.jobsDir()} {
+		// 0711: job directories below are owned by their users and must
+		// be reachable by them, but not listable.
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return fmt.Errorf("create node state directory %s: %w", d, err)
+		}
+	}
+	ob, err := openOutbox(ctx, a.cfg.StateDir, a.clock.Now())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	a.ob = ob
+	defer func() {
+		if err := ob.Close(); err != nil {
+			a.log.Warn("close outbox", "err", err)
+		}
+	}()
+	// Runners started by recovery or reconcile end when ctx ends; wait
+	// for them before the outbox closes, whatever happens below. An
+	// early error return cancels them first (as a shutdown: their
+	// containers keep running).
+	defer a.runnerWG.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	if err := a.recoverContainers(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+
+	var loops sync.WaitGroup
+	loops.Add(1)
+	go func() {
+		defer loops.Done()
+		a.sendLoop(ctx)
+	}()
+	interval := a.register(ctx)
+	if ctx.Err() == nil {
+		loops.Add(2)
+		go func() {
+			defer loops.Done()
+			a.heartbeatLoop(ctx, interval)
+		}()
+		go func() {
+			defer loops.Done()
+			a.assignmentsLoop(ctx)
+		}()
+	}
+	loops.Wait()
+	a.log.Info("node agent stopped; job containers keep running", "running", len(a.Running()))
+	return nil
+}
+
+// backoff paces retries: exponential between the agent's bounds, with
+// jitter so a restarted controller is not hit by every node at once.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (a *Agent) newBackoff() *backoff {
+	return &backoff{min: a.opts.backoffMin, max: a.opts.backoffMax}
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return b.cur + rand.N(b.cur/5+1)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// register registers the inventory, retrying until the controller
+// answers or ctx ends, and returns the heartbeat interval to use.
+func (a *Agent) register(ctx context.Context) time.Duration {
+	bo := a.newBackoff()
+	for {
+		resp, err := a.client.Register(ctx, a.cfg.Inventory)
+		if err == nil {
+			iv := a.cfg.HeartbeatInterval
+			if resp.HeartbeatIntervalSec > 0 {
+				iv = time.Duration(resp.HeartbeatIntervalSec) * time.Second
+			}
+			a.log.Info("node registered", "cpus", a.cfg.Inventory.CPUs, "mem_mib", a.cfg.Inventory.MemMiB,
+				"gpus", len(a.cfg.Inventory.GPUs), "heartbeat_interval", iv)
+			return iv
+		}
+		if ctx.Err() != nil {
+			return 0
+		}
+		d := bo.next()
+		a.log.Warn("register node with controller; retrying", "err", err, "retry_in", d)
+		if !sleep(ctx, d) {
+			return 0
+		}
+	}
+}
+
+func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := a.client.Heartbeat(ctx, a.cfg.Name, a.Running())
+		switch {
+		case err == nil:
+			if failing {
+				a.log.Info("heartbeats reach the controller again")
+			}
+			failing = false
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, spec.ErrNotFound):
+			// The controller does not know this node (its state was
+			// reset): register again.
+			a.log.Warn("controller does not know this node; registering again", "err", err)
+			if iv := a.register(ctx); iv > 0 && iv != interval {
+				interval = iv
+				t.Reset(iv)
+			}
+		default:
+			if !failing {
+				a.log.Warn("heartbeat to controller failed", "err", err)
+			}
+			failing = true
+		}
+	}
+}
+
+// assignmentsLoop long-polls the node's assignments and reconciles on
+// every answer, unchanged ones included (level-triggered: a missed or
+// failed action is retried by the next answer).
+func (a *Agent) assignmentsLoop(ctx context.Context) {
+	var after uint64
+	bo := a.newBackoff()
+	for {
+		resp, err := a.client.Assignments(ctx, a.cfg.Name, after, a.cfg.PollWait)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			d := bo.next()
+			a.log.Warn("poll assignments from controller; retrying", "err", err, "retry_in", d)
+			if !sleep(ctx, d) {
+				return
+			}
+			continue
+		}
+		bo.reset()
+		// A restarted controller starts again from generation 0 and
+		// answers at once; follow it down as well as up.
+		after = resp.Generation
+		// Only a successful answer reaches reconcile, so nothing is
+		// stopped or fenced before the agent knows what the controller
+		// wants.
+		a.reconcile(ctx, resp.Assignments)
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// reconcile moves the node towards the controller's desired set.
+func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
+	want := make(map[string]bool, len(asgs))
+	for i := range asgs {
+		asg := asgs[i]
+		id := asg.Alloc.ID
+		self, ok := nodeAllocOf(&asg.Alloc, a.cfg.Name)
+		if id == "" || !ok {
+			a.log.Warn("ignoring assignment that does not place the job on this node", "job_id", asg.Job.ID, "alloc_id", id)
+			continue
+		}
+		want[id] = true
+		a.mu.Lock()
+		r := a.runners[id]
+		a.mu.Unlock()
+		if r != nil {
+			if asg.Stop {
+				r.stop(stopState(asg), asg.StopReason)
+			} else if asg.Signal != "" {
+				r.signal(ctx, asg.Signal, asg.SignalSeq)
+			}
+			continue
+		}
+		rec, err := a.ob.alloc(ctx, id)
+		if err != nil {
+			a.log.Error("read outbox; will retry on the next assignments answer", "alloc_id", id, "err", err)
+			continue
+		}
+		if rec.Exited {
+			continue // ended here already; its exit is (being) reported
+		}
+		if asg.Stop {
+			// Never started here: it ends now, as asked.
+			ev := a.exitEvent(id, asg.Job.ID, stopState(asg), asg.StopReason, runtime.ExitStatus{})
+			if err := a.record(ctx, ev); err != nil {
+				a.log.Error("record exit of a stopped allocation; will retry", "alloc_id", id, "err", err)
+			}
+			continue
+		}
+		a.startRunner(ctx, newRunner(a, &asg, self, rec))
+	}
+	// Fence: a container whose allocation the controller no longer lists
+	// belongs to a job that was requeued or ended elsewhere.
+	a.mu.Lock()
+	var fence []*runner
+	for id, r := range a.runners {
+		if !want[id] {
+			fence = append(fence, r)
+		}
+	}
+	a.mu.Unlock()
+	for _, r := range fence {
+		r.stop(spec.StateCancelled, fmt.Sprintf("fenced: allocation %s is no longer assigned to node %s", r.allocID, a.cfg.Name))
+	}
+}
+
+func stopState(asg api.Assignment) spec.JobState {
+	if asg.StopState == "" {
+		return spec.StateCancelled
+	}
+	return asg.StopState
+}
+
+func nodeAllocOf(al *spec.Alloc, node string) (spec.NodeAlloc, bool) {
+	for _, n := range al.Nodes {
+		if n.Node == node {
+			return n, true
+		}
+	}
+	return spec.NodeAlloc{}, false
+}
+
+// startRunner registers r and starts its goroutine.
+func (a *Agent) startRunner(ctx context.Context, r *runner) {
+	a.mu.Lock()
+	a.runners[r.allocID] = r
+	a.mu.Unlock()
+	a.runnerWG.Add(1)
+	go func() {
+		defer a.runnerWG.Done()
+		defer close(r.done)
+		defer a.removeRunner(r)
+		r.run(ctx)
+	}()
+}
+
+func (a *Agent) removeRunner(r *runner) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.runners[r.allocID] == r {
+		delete(a.runners, r.allocID)
+	}
+}
+
+// exitEvent builds an exited event.
+func (a *Agent) exitEvent(allocID string, job spec.JobID, state spec.JobState, reason string, st runtime.ExitStatus) api.AllocEvent {
+	t := st.ExitedAt
+	if t.IsZero() {
+		t = a.clock.Now()
+	}
+	return api.AllocEvent{
+		Node: a.cfg.Name, AllocID: allocID, JobID: job, Kind: api.EventExited, Time: spec.NewTime(t),
+		State: state, ExitCode: st.Code, Signal: int(st.Signal), Reason: reason,
+	}
+}
+
+// record commits ev to the outbox and wakes the sender. The commit does
+// not honour ctx cancellation: an event observed is an event kept.
+func (a *Agent) record(ctx context.Context, ev api.AllocEvent) error {
+	seq, err := a.ob.record(context.WithoutCancel(ctx), ev)
+	if err != nil {
+		return err
+	}
+	a.log.Info("alloc "+ev.Kind, "seq", seq, "job_id", ev.JobID, "alloc_id", ev.AllocID, "state", ev.State,
+		"exit_code", ev.ExitCode, "reason", ev.Reason)
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// sendLoop delivers outbox events in seq order until ctx ends, retrying
+// with backoff while the controller is unreachable.
+func (a *Agent) sendLoop(ctx context.Context) {
+	bo := a.newBackoff()
+	var retry <-chan time.Time
+	for {
+		failed := false
+		for {
+			evs, err := a.ob.pending(ctx, 100)
+			if err != nil || len(evs) == 0 {
+				if err != nil && ctx.Err() == nil {
+					a.log.Error("read outbox", "err", err)
+					failed = true
+				}
+				break
+			}
+			resp, err := a.client.Events(ctx, a.cfg.Name, evs)
+			if err != nil {
+				if ctx.Err() == nil {
+					a.log.Warn("deliver events to controller; will retry", "events", len(evs), "first_seq", evs[0].Seq, "err", err)
+				}
+				failed = true
+				break
+			}
+			if resp.AckedSeq < evs[0].Seq {
+				a.log.Warn("controller acknowledged none of the events; will retry", "first_seq", evs[0].Seq, "acked_seq", resp.AckedSeq)
+				failed = true
+				break
+			}
+			if err := a.ob.ack(ctx, resp.AckedSeq); err != nil {
+				if ctx.Err() == nil {
+					a.log.Error("drop acknowledged events from outbox", "err", err)
+				}
+				failed = true
+				break
+			}
+			bo.reset()
+		}
+		retry = nil
+		if failed {
+			retry = time.After(bo.next())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.kick:
+		case <-retry:
+		}
+	}
+}
+
+// recoverContainers finds the containers this node's earlier agent left:
+// it re-adopts running ones and reports (then deletes) those that exited
+// meanwhile. It retries List until the runtime answers or ctx ends.
+func (a *Agent) recoverContainers(ctx context.Context) error {
+	var infos []runtime.TaskInfo
+	bo := a.newBackoff()
+	for {
+		var err error
+		infos, err = a.rt.List(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		d := bo.next()
+		a.log.Warn("list containers for recovery; retrying", "err", err, "retry_in", d)
+		if !sleep(ctx, d) {
+			return ctx.Err()
+		}
+	}
+	keep := map[string]bool{}
+	for _, ti := range infos {
+		if ti.Labels[LabelNode] != a.cfg.Name {
+			continue // another agent's (standalone mode shares containerd)
+		}
+		allocID := ti.Labels[LabelAlloc]
+		job, err := strconv.ParseUint(ti.Labels[LabelJob], 10, 64)
+		if allocID == "" || err != nil {
+			a.log.Warn("container has this node's label but no valid job or alloc label; leaving it alone", "container", ti.ID)
+			keep[ti.ID] = true
+			continue
+		}
+		rec, err := a.ob.alloc(ctx, allocID)
+		if err != nil {
+			return fmt.Errorf("recover container %s: %w", ti.ID, err)
+		}
+		log := a.log.With("job_id", job, "alloc_id", allocID, "container", ti.ID)
+		switch ti.Status {
+		case runtime.StatusExited:
+			if !rec.Exited {
+				st := runtime.ExitStatus{Code: -1}
+				if ti.Exit != nil {
+					st = *ti.Exit
+				}
+				state, reason := exitState(st, rec.StopState, rec.StopWhy)
+				if err := a.record(ctx, a.exitEvent(allocID, spec.JobID(job), state, reason, st)); err != nil {
+					return fmt.Errorf("recover container %s: %w", ti.ID, err)
+				}
+				log.Info("reported exit that happened while the agent was down", "state", state, "exit_code", st.Code)
+			}
+			a.cleanup(ctx, log, ti.ID)
+		case runtime.StatusCreated:
+			// Created but never started: nothing ran and no event was
+			// recorded; removing it lets reconcile start it afresh.
+			log.Info("removing container that never started")
+			a.cleanup(ctx, log, ti.ID)
+		default:
+			var deadline time.Time
+			if s := ti.Labels[LabelDeadline]; s != "" {
+				if deadline, err = time.Parse(time.RFC3339Nano, s); err != nil {
+					log.Warn("container has a bad deadline label; no time limit enforced", "deadline", s)
+				}
+			}
+			r := &runner{a: a, id: ti.ID, allocID: allocID, jobID: spec.JobID(job), deadline: deadline,
+				adopted: true, rec: rec, signalSeq: rec.SignalSeq, done: make(chan struct{}), stopCh: make(chan struct{}),
+				// A stop begun before the restart keeps its reason; the
+				// controller's next answer repeats the request itself.
+				stopState: rec.StopState, stopWhy: rec.StopWhy}
+			keep[ti.ID] = true
+			log.Info("re-adopting running container", "status", ti.Status)
+			a.startRunner(ctx, r)
+		}
+	}
+	// Job directories without a container are left from a start that
+	// never happened; the allocation will get a fresh one.
+	ents, err := os.ReadDir(a.cfg.jobsDir())
+	if err != nil {
+		return fmt.Errorf("list job directories in %s: %w", a.cfg.jobsDir(), err)
+	}
+	for _, e := range ents {
+		if !keep[e.Name()] {
+			if err := os.RemoveAll(filepath.Join(a.cfg.jobsDir(), e.Name())); err != nil {
+				a.log.Warn("remove stale job directory", "dir", e.Name(), "err", err)
+			}
+		}
+	}
+	return nil
+}
+
+// cleanup deletes container id and its job directory. A failure is only
+// logged: the exit is already recorded, so the next recovery retries.
+func (a *Agent) cleanup(ctx context.Context, log *slog.Logger, id string) {
+	if err := a.rt.Delete(ctx, id); err != nil {
+		if ctx.Err() == nil {
+			log.Warn("delete container; will retry at next agent start", "err", err)
+		}
+		return
+	}
+	if err := os.RemoveAll(filepath.Join(a.cfg.jobsDir(), id)); err != nil {
+		log.Warn("remove job directory", "err", err)
+	}
+}

@@ -1,0 +1,156 @@
+package node
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime"
+)
+
+// Config is the node agent's configuration. The caller (gpud main) builds
+// it from node.toml and flags, including the GPU inventory.
+type Config struct {
+	// Name is the node's name in the cluster; also the value of the
+	// gpud.node label on every container this agent owns.
+	Name string
+	// StateDir holds outbox.db and jobs/<container ID>/. It must survive
+	// agent restarts (it is how exits that happened meanwhile are known
+	// not to be reported twice).
+	StateDir string
+	// Inventory is what the agent registers. Name, Addr and Version are
+	// filled from the fields below when empty.
+	Inventory spec.Inventory
+	// KillGrace is how long a job has between SIGTERM and SIGKILL.
+	KillGrace time.Duration
+	// HeartbeatInterval is used when the controller does not say.
+	HeartbeatInterval time.Duration
+	// PollWait is how long one assignments long poll may wait.
+	PollWait time.Duration
+	// Hostname is the containers' hostname and, with Addr, what other
+	// ranks use as MASTER_ADDR when this node is rank 0.
+	Hostname string
+	// Addr is the address other nodes reach this one at (registered in
+	// the inventory); empty means Hostname.
+	Addr string
+	// DefaultImage is used for jobs that name no image.
+	DefaultImage string
+	// CheckpointRoot holds per-job checkpoint directories
+	// (<root>/<job id>/staging, sealed ckpt-<seq>). Empty means
+	// StateDir/checkpoints.
+	CheckpointRoot string
+	// Version of the agent, reported in the inventory.
+	Version string
+}
+
+// Defaults for Config fields left zero.
+const (
+	DefaultKillGrace         = 30 * time.Second
+	DefaultHeartbeatInterval = 10 * time.Second
+	DefaultPollWait          = 30 * time.Second
+)
+
+// withDefaults returns c with zero fields filled in.
+func (c Config) withDefaults() Config {
+	if c.KillGrace <= 0 {
+		c.KillGrace = DefaultKillGrace
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.PollWait <= 0 {
+		c.PollWait = DefaultPollWait
+	}
+	if c.Hostname == "" {
+		if h, err := os.Hostname(); err == nil {
+			c.Hostname = h
+		} else {
+			c.Hostname = c.Name
+		}
+	}
+	if c.Addr == "" {
+		c.Addr = c.Hostname
+	}
+	if c.DefaultImage == "" {
+		c.DefaultImage = runtime.ImageHost
+	}
+	if c.CheckpointRoot == "" && c.StateDir != "" {
+		c.CheckpointRoot = filepath.Join(c.StateDir, "checkpoints")
+	}
+	c.Inventory.GPUs = append([]spec.GPU(nil), c.Inventory.GPUs...)
+	if c.Inventory.Name == "" {
+		c.Inventory.Name = c.Name
+	}
+	if c.Inventory.Addr == "" {
+		c.Inventory.Addr = c.Addr
+	}
+	if c.Inventory.Version == "" {
+		c.Inventory.Version = c.Version
+	}
+	return c
+}
+
+// validate returns every problem with c.
+func (c Config) validate() error {
+	var errs []error
+	if c.Name == "" {
+		errs = append(errs, spec.Errorf(spec.ErrInvalid, "node name is empty; set it in node.toml or with --name"))
+	}
+	if c.Inventory.Name != c.Name {
+		errs = append(errs, spec.Errorf(spec.ErrInvalid, "inventory name %q differs from node name %q; leave the inventory name empty", c.Inventory.Name, c.Name))
+	}
+	if c.StateDir == "" {
+		errs = append(errs, spec.Errorf(spec.ErrInvalid, "node state directory is empty; set state_dir in node.toml"))
+	} else if !filepath.IsAbs(c.StateDir) {
+		errs = append(errs, spec.Errorf(spec.ErrInvalid, "node state directory %q is relative; give an absolute path", c.StateDir))
+	}
+	for i, g := range c.Inventory.GPUs {
+		if g.UUID == "" {
+			errs = append(errs, spec.Errorf(spec.ErrInvalid, "inventory GPU %d has no UUID", i))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Option configures an Agent beyond its Config.
+type Option func(*options)
+
+type options struct {
+	log        *slog.Logger
+	clock      Clock
+	backoffMin time.Duration
+	backoffMax time.Duration
+}
+
+// WithLogger sets the agent's logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithClock sets the clock for job time (deadlines, kill grace, event
+// times); tests pass a fake.
+func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithRetryBackoff sets the bounds of the exponential backoff between
+// failed calls to the controller or the runtime (default 500ms to 30s).
+func WithRetryBackoff(min, max time.Duration) Option {
+	return func(o *options) { o.backoffMin, o.backoffMax = min, max }
+}
+
+func (o *options) fill() {
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	if o.clock == nil {
+		o.clock = realClock{}
+	}
+	if o.backoffMin <= 0 {
+		o.backoffMin = 500 * time.Millisecond
+	}
+	if o.backoffMax < o.backoffMin {
+		o.backoffMax = max(30*time.Second, o.backoffMin)
+	}
+}
+
+func (c Config) jobsDir() string { return filepath.Join(c.StateDir, "jobs") }

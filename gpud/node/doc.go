@@ -1,0 +1,24 @@
+// Package node is the gpud node agent: it registers the node's inventory
+// with the controller, heartbeats, long-polls its assignments and
+// reconciles the node towards them, running one runner goroutine per
+// allocation that starts the job's container, enforces its time limit and
+// reports how it ended.
+//
+// What it owns:
+//   - the protocol side of a node (gpud/api's register, heartbeat,
+//     assignments, events), spoken only through *api.Client;
+//   - outbox.db in the state directory (SQLite): every started/exited event
+//     is committed there before anything happens because of it, and sent
+//     in order until the controller acknowledges it; it also remembers
+//     which allocations already ended here so they never start twice;
+//   - job directories (StateDir/jobs/<container ID>: script, tmp/);
+//   - turning an allocation into a runtime.TaskConfig (environment of
+//     DESIGN §7, mounts, limits, CDI devices, output paths);
+//   - recovery after a restart: containers labelled with this node's name
+//     are re-adopted, or their exits reported.
+//
+// What it must not import: gpud/controller, gpud/store, gpud/server or the
+// scheduler (the controller is reached over the API only), containerd or
+// go-nvml (it sees containers through runtime.Runtime and receives the GPU
+// inventory already built by its caller).
+package node

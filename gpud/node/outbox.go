@@ -1,0 +1,200 @@
+package node
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// outbox is the node's durable memory (outbox.db): events not yet
+// acknowledged by the controller, and per allocation whether it started,
+// ended, or was asked to stop here. Every write is one committed
+// transaction with synchronous=FULL, so once a method returns the fact
+// survives a crash or power loss.
+type outbox struct {
+	db *sql.DB
+}
+
+// allocRecord is what the outbox remembers about one allocation.
+type allocRecord struct {
+	Started   bool
+	Exited    bool
+	StopState spec.JobState // set once the agent began ending it on purpose
+	StopWhy   string
+	SignalSeq int
+}
+
+// exitedRetention is how long an ended allocation is remembered. The
+// controller stops re-sending an allocation once it has applied its exit,
+// which happens within seconds of delivery; a week covers any outage.
+const exitedRetention = 7 * 24 * time.Hour
+
+const schema = `
+CREATE TABLE IF NOT EXISTS events (
+	seq  INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused, even after deletes
+	body TEXT NOT NULL                      -- api.AllocEvent as JSON, seq omitted
+);
+CREATE TABLE IF NOT EXISTS allocs (
+	alloc_id   TEXT PRIMARY KEY,
+	job_id     INTEGER NOT NULL,
+	started    INTEGER NOT NULL DEFAULT 0,
+	exited     INTEGER NOT NULL DEFAULT 0,
+	stop_state TEXT NOT NULL DEFAULT '',
+	stop_why   TEXT NOT NULL DEFAULT '',
+	signal_seq INTEGER NOT NULL DEFAULT 0,
+	updated_ns INTEGER NOT NULL
+);
+`
+
+// openOutbox opens (creating if needed) stateDir/outbox.db and drops
+// allocations that ended longer than exitedRetention before now.
+func openOutbox(ctx context.Context, stateDir string, now time.Time) (*outbox, error) {
+	path := filepath.Join(stateDir, "outbox.db")
+	q := url.Values{
+		"_journal_mode": {"WAL"},
+		"_synchronous":  {"FULL"},
+		"_busy_timeout": {"10000"},
+		"_txlock":       {"immediate"},
+		"_foreign_keys": {"1"},
+	}
+	db, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open outbox %s: %w", path, err)
+	}
+	// One connection: writes are serialised anyway, and it keeps the
+	// pragmas applied to every statement.
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("create outbox schema in %s: %w", path, err)
+	}
+	cut := now.Add(-exitedRetention).UnixNano()
+	if _, err := db.ExecContext(ctx, `DELETE FROM allocs WHERE exited = 1 AND updated_ns < ?`, cut); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("prune outbox %s: %w", path, err)
+	}
+	return &outbox{db: db}, nil
+}
+
+func (o *outbox) Close() error { return o.db.Close() }
+
+// record commits ev (its Seq is assigned here) together with what it
+// means for the allocation: started, or exited. It returns the seq.
+func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) {
+	ev.Seq = 0
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return 0, fmt.Errorf("encode %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
+	}
+	tx, err := o.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("record %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	res, err := tx.ExecContext(ctx, `INSERT INTO events (body) VALUES (?)`, string(body))
+	if err != nil {
+		return 0, fmt.Errorf("record %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
+	}
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("record %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
+	}
+	col := "started"
+	if ev.Kind == api.EventExited {
+		col = "exited"
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO allocs (alloc_id, job_id, `+col+`, updated_ns) VALUES (?, ?, 1, ?)
+		ON CONFLICT(alloc_id) DO UPDATE SET `+col+` = 1, updated_ns = excluded.updated_ns`,
+		ev.AllocID, int64(ev.JobID), ev.Time.UnixNano()); err != nil {
+		return 0, fmt.Errorf("mark alloc %s %s: %w", ev.AllocID, ev.Kind, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("commit %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
+	}
+	return uint64(seq), nil
+}
+
+// markStopping remembers that the agent is ending alloc on purpose with
+// state, so an exit seen only after a restart still reports that state.
+func (o *outbox) markStopping(ctx context.Context, allocID string, job spec.JobID, state spec.JobState, why string, now time.Time) error {
+	_, err := o.db.ExecContext(ctx, `INSERT INTO allocs (alloc_id, job_id, stop_state, stop_why, updated_ns) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(alloc_id) DO UPDATE SET stop_state = excluded.stop_state, stop_why = excluded.stop_why, updated_ns = excluded.updated_ns
+		WHERE allocs.stop_state = ''`,
+		allocID, int64(job), string(state), why, now.UnixNano())
+	if err != nil {
+		return fmt.Errorf("remember stop of alloc %s: %w", allocID, err)
+	}
+	return nil
+}
+
+// markSignal remembers the last signal request delivered to alloc.
+func (o *outbox) markSignal(ctx context.Context, allocID string, job spec.JobID, seq int, now time.Time) error {
+	_, err := o.db.ExecContext(ctx, `INSERT INTO allocs (alloc_id, job_id, signal_seq, updated_ns) VALUES (?, ?, ?, ?)
+		ON CONFLICT(alloc_id) DO UPDATE SET signal_seq = excluded.signal_seq, updated_ns = excluded.updated_ns`,
+		allocID, int64(job), seq, now.UnixNano())
+	if err != nil {
+		return fmt.Errorf("remember signal %d of alloc %s: %w", seq, allocID, err)
+	}
+	return nil
+}
+
+// alloc returns what is known about allocID (the zero record if nothing).
+func (o *outbox) alloc(ctx context.Context, allocID string) (allocRecord, error) {
+	var r allocRecord
+	var state string
+	err := o.db.QueryRowContext(ctx, `SELECT started, exited, stop_state, stop_why, signal_seq FROM allocs WHERE alloc_id = ?`, allocID).
+		Scan(&r.Started, &r.Exited, &state, &r.StopWhy, &r.SignalSeq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return allocRecord{}, nil
+	}
+	if err != nil {
+		return allocRecord{}, fmt.Errorf("read outbox record of alloc %s: %w", allocID, err)
+	}
+	r.StopState = spec.JobState(state)
+	return r, nil
+}
+
+// pending returns up to limit unacknowledged events in seq order.
+func (o *outbox) pending(ctx context.Context, limit int) ([]api.AllocEvent, error) {
+	rows, err := o.db.QueryContext(ctx, `SELECT seq, body FROM events ORDER BY seq LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read outbox events: %w", err)
+	}
+	defer rows.Close()
+	var out []api.AllocEvent
+	for rows.Next() {
+		var seq int64
+		var body string
+		if err := rows.Scan(&seq, &body); err != nil {
+			return nil, fmt.Errorf("read outbox events: %w", err)
+		}
+		var ev api.AllocEvent
+		if err := json.Unmarshal([]byte(body), &ev); err != nil {
+			return nil, fmt.Errorf("decode outbox event %d: %w", seq, err)
+		}
+		ev.Seq = uint64(seq)
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read outbox events: %w", err)
+	}
+	return out, nil
+}
+
+// ack deletes every event up to and including seq.
+func (o *outbox) ack(ctx context.Context, seq uint64) error {
+	if _, err := o.db.ExecContext(ctx, `DELETE FROM events WHERE seq <= ?`, int64(seq)); err != nil {
+		return fmt.Errorf("delete events up to %d from outbox: %w", seq, err)
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+func TestOutboxDurableAndOrdered(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	ob, err := openOutbox(ctx, dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := []api.AllocEvent{
+		{Node: "n", AllocID: "a1", JobID: 1, Kind: api.EventStarted, Time: spec.NewTime(t0)},
+		{Node: "n", AllocID: "a2", JobID: 2, Kind: api.EventStarted, Time: spec.NewTime(t0)},
+		{Node: "n", AllocID: "a1", JobID: 1, Kind: api.EventExited, Time: spec.NewTime(t0), State: spec.StateFailed, ExitCode: 3, Reason: "exit code 3"},
+	}
+	for i, ev := range evs {
+		seq, err := ob.record(ctx, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seq != uint64(i+1) {
+			t.Errorf("seq of event %d = %d, want %d", i, seq, i+1)
+		}
+		evs[i].Seq = seq
+	}
+	if err := ob.markStopping(ctx, "a2", 2, spec.StatePreempted, "preempted", t0); err != nil {
+		t.Fatal(err)
+	}
+	// A second stop reason does not replace the first.
+	if err := ob.markStopping(ctx, "a2", 2, spec.StateCancelled, "cancelled", t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.ack(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Reopened, as after a crash: unacknowledged events, in order, and
+	// allocation records survive; seqs are never reused.
+	ob, err = openOutbox(ctx, dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	got, err := ob.pending(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(evs[1:], got); diff != "" {
+		t.Errorf("pending after reopen (-want +got):\n%s", diff)
+	}
+	if err := ob.ack(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	seq, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: "a3", JobID: 3, Kind: api.EventStarted, Time: spec.NewTime(t0)})
+	if err != nil || seq != 4 {
+		t.Errorf("seq after acking everything = %d, %v; want 4", seq, err)
+	}
+	for id, want := range map[string]allocRecord{
+		"a1": {Started: true, Exited: true},
+		"a2": {Started: true, StopState: spec.StatePreempted, StopWhy: "preempted"},
+		"a9": {},
+	} {
+		got, err := ob.alloc(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("alloc %s (-want +got):\n%s", id, diff)
+		}
+	}
+}
+
+func TestOutboxPrunesOldExits(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	ob, err := openOutbox(ctx, dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []api.AllocEvent{
+		{AllocID: "old", Kind: api.EventExited, Time: spec.NewTime(t0)},
+		{AllocID: "running", Kind: api.EventStarted, Time: spec.NewTime(t0)},
+	} {
+		if _, err := ob.record(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ob.Close()
+	ob, err = openOutbox(ctx, dir, t0.Add(exitedRetention+time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	if r, _ := ob.alloc(ctx, "old"); r.Exited {
+		t.Error("exit older than the retention is still remembered")
+	}
+	if r, _ := ob.alloc(ctx, "running"); !r.Started {
+		t.Error("a started allocation was pruned")
+	}
+}

@@ -1,0 +1,447 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime"
+)
+
+// runner owns one allocation's container on this node, from start (or
+// re-adoption) to its reported exit. It has two ways to end: the agent's
+// ctx (shutdown: return, leave the container running) and stop (kill:
+// SIGTERM, KillGrace, SIGKILL, report). done is closed when it returns.
+type runner struct {
+	a        *Agent
+	id       string // container ID
+	allocID  string
+	jobID    spec.JobID
+	asg      *api.Assignment // nil when adopted
+	self     spec.NodeAlloc
+	deadline time.Time // zero: no time limit
+	adopted  bool
+	rec      allocRecord // what the outbox knew when the runner was made
+
+	done     chan struct{}
+	stopCh   chan struct{}
+	stopOnce sync.Once
+
+	mu        sync.Mutex
+	stopState spec.JobState // why the agent is ending it; first reason wins
+	stopWhy   string
+	signalSeq int
+}
+
+func newRunner(a *Agent, asg *api.Assignment, self spec.NodeAlloc, rec allocRecord) *runner {
+	r := &runner{
+		a: a, allocID: asg.Alloc.ID, jobID: asg.Job.ID, asg: asg, self: self, rec: rec,
+		id:        ContainerID(asg.Job.ID, asg.Alloc.Attempt, a.cfg.Name),
+		signalSeq: rec.SignalSeq,
+		done:      make(chan struct{}),
+		stopCh:    make(chan struct{}),
+	}
+	if tl := asg.Job.TimeLimit.Std(); tl > 0 {
+		start := asg.Alloc.StartTime.Time
+		if start.IsZero() {
+			start = a.clock.Now()
+		}
+		r.deadline = start.Add(tl)
+	}
+	return r
+}
+
+// stop asks the runner to end the allocation and report state. Safe to
+// call any number of times from any goroutine; the first reason wins.
+func (r *runner) stop(state spec.JobState, why string) {
+	r.mu.Lock()
+	if r.stopState == "" {
+		r.stopState, r.stopWhy = state, why
+	}
+	r.mu.Unlock()
+	r.stopOnce.Do(func() { close(r.stopCh) })
+}
+
+// ending returns the state the agent is ending the job with, if any.
+func (r *runner) ending() (spec.JobState, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopState, r.stopWhy
+}
+
+// signal delivers a controller-requested signal once per seq.
+func (r *runner) signal(ctx context.Context, name string, seq int) {
+	// Only the reconcile goroutine calls signal, so checking and then
+	// updating signalSeq after delivery does not race with itself; a
+	// failed delivery (container not created yet) is retried by the
+	// next assignments answer.
+	r.mu.Lock()
+	last := r.signalSeq
+	r.mu.Unlock()
+	if seq <= last {
+		return
+	}
+	log := r.log()
+	sig, err := parseSignal(name)
+	if err != nil {
+		log.Warn("controller asked for an unknown signal; ignoring it", "signal", name, "err", err)
+		return
+	}
+	// Deliver before remembering: a crash in between resends it once,
+	// which a checkpoint signal tolerates better than never.
+	if err := r.a.rt.Signal(ctx, r.id, sig); err != nil {
+		log.Warn("signal job container", "signal", name, "err", err)
+		return
+	}
+	r.mu.Lock()
+	r.signalSeq = seq
+	r.mu.Unlock()
+	if err := r.a.ob.markSignal(ctx, r.allocID, r.jobID, seq, r.a.clock.Now()); err != nil {
+		log.Warn("remember delivered signal", "err", err)
+	}
+	log.Info("signal delivered", "signal", name, "signal_seq", seq)
+}
+
+func (r *runner) log() *slog.Logger {
+	return r.a.log.With("job_id", r.jobID, "alloc_id", r.allocID, "container", r.id)
+}
+
+func (r *runner) jobDir() string { return filepath.Join(r.a.cfg.jobsDir(), r.id) }
+
+func (r *runner) run(ctx context.Context) {
+	log := r.log()
+	if !r.adopted {
+		select {
+		case <-r.stopCh:
+			// Stopped before it started: nothing to kill.
+			state, why := r.ending()
+			r.finish(ctx, log, runtime.ExitStatus{}, state, why)
+			return
+		default:
+		}
+		if !r.start(ctx, log) {
+			return
+		}
+	}
+	if !r.rec.Started {
+		ev := api.AllocEvent{Node: r.a.cfg.Name, AllocID: r.allocID, JobID: r.jobID, Kind: api.EventStarted,
+			Time: spec.NewTime(r.a.clock.Now())}
+		if err := r.a.record(ctx, ev); err != nil {
+			// The exit event will still tell the controller it ran.
+			log.Error("record start of job", "err", err)
+		}
+	}
+	r.wait(ctx, log)
+}
+
+// start prepares the job directory and starts the container. It reports
+// whether the container runs; otherwise the runner is finished.
+func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
+	cfg, err := r.prepare()
+	if err == nil {
+		err = r.a.rt.Start(ctx, cfg)
+		if err != nil && !errors.Is(err, os.ErrExist) {
+			// Start may have created the container before failing.
+			if derr := r.a.rt.Delete(context.WithoutCancel(ctx), r.id); derr != nil {
+				log.Warn("delete container after failed start", "err", derr)
+			}
+		}
+	}
+	if err == nil {
+		log.Info("job container started", "image", cfg.Image, "uid", cfg.UID, "gpus", r.self.GPUs)
+		return true
+	}
+	if ctx.Err() != nil {
+		// The agent is shutting down, not the job failing: record
+		// nothing, so the next agent starts it again.
+		_ = os.RemoveAll(r.jobDir())
+		return false
+	}
+	log.Error("start job container", "err", err)
+	r.finish(ctx, log, runtime.ExitStatus{Code: 1}, spec.StateFailed,
+		fmt.Sprintf("start job %d on node %s: %v", r.jobID, r.a.cfg.Name, err))
+	return false
+}
+
+// prepare writes the job directory and returns the container config.
+func (r *runner) prepare() (runtime.TaskConfig, error) {
+	job := &r.asg.Job
+	dir := r.jobDir()
+	uid, gid := int(job.UID), int(job.GID)
+	if err := os.RemoveAll(dir); err != nil {
+		return runtime.TaskConfig{}, fmt.Errorf("clear job directory %s: %w", dir, err)
+	}
+	if err := mkdirOwned(dir, 0o700, uid, gid); err != nil {
+		return runtime.TaskConfig{}, err
+	}
+	if err := mkdirOwned(filepath.Join(dir, "tmp"), 0o700, uid, gid); err != nil {
+		return runtime.TaskConfig{}, err
+	}
+	script := filepath.Join(dir, "script")
+	if err := os.WriteFile(script, []byte(job.Script), 0o755); err != nil {
+		return runtime.TaskConfig{}, fmt.Errorf("write job script %s: %w", script, err)
+	}
+	if err := chown(script, uid, gid); err != nil {
+		return runtime.TaskConfig{}, err
+	}
+	ckpt := filepath.Join(r.a.cfg.CheckpointRoot, strconv.FormatUint(uint64(job.ID), 10))
+	if err := os.MkdirAll(r.a.cfg.CheckpointRoot, 0o711); err != nil {
+		return runtime.TaskConfig{}, fmt.Errorf("create checkpoint root %s: %w", r.a.cfg.CheckpointRoot, err)
+	}
+	if err := mkdirOwned(ckpt, 0o700, uid, gid); err != nil {
+		return runtime.TaskConfig{}, err
+	}
+	if err := mkdirOwned(filepath.Join(ckpt, "staging"), 0o700, uid, gid); err != nil {
+		return runtime.TaskConfig{}, err
+	}
+	groups, err := supplementaryGroups(job.UID, job.GID)
+	if err != nil {
+		r.log().Debug("no supplementary groups for job user", "uid", job.UID, "err", err)
+	}
+	in := taskInput{
+		Asg: *r.asg, Self: r.self, NodeName: r.a.cfg.Name, Hostname: r.a.cfg.Hostname, SelfAddr: r.a.cfg.Addr,
+		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, ContainerID: r.id, JobDir: dir,
+		ScriptPath: script, CkptDir: ckpt, RestartDir: newestCheckpoint(ckpt), GroupIDs: groups, Deadline: r.deadline,
+	}
+	return buildTask(in)
+}
+
+// mkdirOwned creates dir (if missing) with mode and gives it to uid:gid.
+func mkdirOwned(dir string, mode os.FileMode, uid, gid int) error {
+	if err := os.Mkdir(dir, mode); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create job directory %s: %w", dir, err)
+	}
+	return chown(dir, uid, gid)
+}
+
+// chown gives path to the job's user. Only root can; an unprivileged
+// agent (development) runs jobs as itself, so it skips this.
+func chown(path string, uid, gid int) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if err := os.Chown(path, uid, gid); err != nil {
+		return fmt.Errorf("give %s to uid %d: %w", path, uid, err)
+	}
+	return nil
+}
+
+// newestCheckpoint returns the sealed checkpoint ckpt-<seq> with the
+// highest seq in dir, or "" when there is none.
+func newestCheckpoint(dir string) string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	type ck struct {
+		seq  uint64
+		name string
+	}
+	var cks []ck
+	for _, e := range ents {
+		s, ok := strings.CutPrefix(e.Name(), "ckpt-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+			cks = append(cks, ck{n, e.Name()})
+		}
+	}
+	if len(cks) == 0 {
+		return ""
+	}
+	sort.Slice(cks, func(i, j int) bool { return cks[i].seq > cks[j].seq })
+	return filepath.Join(dir, cks[0].name)
+}
+
+type waitResult struct {
+	st  runtime.ExitStatus
+	err error
+}
+
+// wait follows the running container until it exits (then reports it) or
+// the agent shuts down (then leaves it running). It enforces the time
+// limit and carries out stop requests.
+func (r *runner) wait(ctx context.Context, log *slog.Logger) {
+	waitCtx, cancelWait := context.WithCancel(ctx)
+	resc := make(chan waitResult, 1)
+	var waiter sync.WaitGroup
+	startWait := func() {
+		waiter.Add(1)
+		go func() {
+			defer waiter.Done()
+			st, err := r.a.rt.Wait(waitCtx, r.id)
+			resc <- waitResult{st, err}
+		}()
+	}
+	defer waiter.Wait()
+	defer cancelWait()
+	startWait()
+
+	clock, grace := r.a.clock, r.a.cfg.KillGrace
+	var deadlineC, graceC, stuckC <-chan time.Time
+	if !r.deadline.IsZero() {
+		deadlineC = clock.After(r.deadline.Sub(clock.Now()))
+	}
+	stopCh := r.stopCh
+	bo := r.a.newBackoff()
+	terminate := func(state spec.JobState, why string) {
+		r.stop(state, why) // records the reason if it is the first
+		stopCh = nil       // the stop just closed it; it is being handled
+		state, why = r.ending()
+		if err := r.a.ob.markStopping(context.WithoutCancel(ctx), r.allocID, r.jobID, state, why, clock.Now()); err != nil {
+			log.Warn("remember why the job is being stopped", "err", err)
+		}
+		log.Info("stopping job", "state", state, "reason", why, "kill_grace", grace)
+		r.kill(ctx, log, syscall.SIGTERM)
+		if graceC == nil && stuckC == nil {
+			graceC = clock.After(grace)
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return // shutdown: the container keeps running
+		case res := <-resc:
+			if res.err == nil {
+				state, why := r.ending()
+				if state == "" {
+					state, why = r.rec.StopState, r.rec.StopWhy
+				}
+				state, why = exitState(res.st, state, why)
+				r.finish(ctx, log, res.st, state, why)
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(res.err, runtime.ErrNotFound) {
+				// Someone removed it behind the agent's back; it is not
+				// running, so report it as ended.
+				state, why := r.ending()
+				if state == "" {
+					state, why = spec.StateFailed, "job container disappeared from the runtime"
+				}
+				r.finish(ctx, log, runtime.ExitStatus{Code: -1}, state, why)
+				return
+			}
+			d := bo.next()
+			log.Warn("wait for job container; retrying", "err", res.err, "retry_in", d)
+			if !sleep(ctx, d) {
+				return
+			}
+			startWait()
+		case <-deadlineC:
+			deadlineC = nil
+			terminate(spec.StateTimeout, fmt.Sprintf("time limit %s reached", r.timeLimit()))
+		case <-stopCh:
+			state, why := r.ending()
+			terminate(state, why)
+		case <-graceC:
+			graceC = nil
+			log.Warn("job did not exit within the kill grace; sending SIGKILL", "kill_grace", grace)
+			r.kill(ctx, log, syscall.SIGKILL)
+			stuckC = clock.After(grace)
+		case <-stuckC:
+			stuckC = nil
+			// Nothing more the agent can do: the processes are likely
+			// in uninterruptible sleep. Keep waiting; the allocation
+			// stays reported as running so its GPUs are not reused.
+			log.Error("job container survived SIGKILL; still waiting for it to exit (check the node for stuck processes)")
+		}
+	}
+}
+
+func (r *runner) timeLimit() time.Duration {
+	if r.asg != nil {
+		return r.asg.Job.TimeLimit.Std()
+	}
+	return 0
+}
+
+// kill sends sig to the container, logging (not failing on) errors: a
+// task that already exited reports its status through Wait anyway.
+func (r *runner) kill(ctx context.Context, log *slog.Logger, sig syscall.Signal) {
+	if err := r.a.rt.Signal(ctx, r.id, sig); err != nil && !errors.Is(err, runtime.ErrNotFound) && ctx.Err() == nil {
+		log.Warn("signal job container", "signal", sig, "err", err)
+	}
+}
+
+// exitState maps how a task ended to the job's state on this node. A stop
+// the agent began (stopState) wins, since the exit is its consequence.
+func exitState(st runtime.ExitStatus, stopState spec.JobState, stopWhy string) (spec.JobState, string) {
+	switch {
+	case stopState != "":
+		return stopState, stopWhy
+	case st.OOMKilled:
+		return spec.StateOutOfMemory, "out of memory: the job exceeded its memory limit"
+	case st.Code == 0 && st.Signal == 0:
+		return spec.StateCompleted, ""
+	case st.Signal != 0:
+		return spec.StateFailed, "killed by signal " + signalName(st.Signal)
+	default:
+		return spec.StateFailed, fmt.Sprintf("exit code %d", st.Code)
+	}
+}
+
+// finish records the exit (committed before anything else), then deletes
+// the container and the job directory.
+func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitStatus, state spec.JobState, why string) {
+	if !r.rec.Exited {
+		ev := r.a.exitEvent(r.allocID, r.jobID, state, why, st)
+		bo := r.a.newBackoff()
+		for {
+			err := r.a.record(ctx, ev)
+			if err == nil {
+				break
+			}
+			// Without the record the container must stay: it is the only
+			// other evidence of the exit, and recovery reports from it.
+			log.Error("record job exit in outbox; retrying", "err", err)
+			if !sleep(ctx, bo.next()) {
+				return
+			}
+		}
+	}
+	r.a.cleanup(ctx, log, r.id)
+}
+
+var signalNames = map[string]syscall.Signal{
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
+	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM, "CONT": syscall.SIGCONT,
+	"STOP": syscall.SIGSTOP, "TSTP": syscall.SIGTSTP, "ALRM": syscall.SIGALRM, "URG": syscall.SIGURG,
+	"XCPU": syscall.SIGXCPU, "WINCH": syscall.SIGWINCH, "ABRT": syscall.SIGABRT, "SEGV": syscall.SIGSEGV,
+	"BUS": syscall.SIGBUS, "FPE": syscall.SIGFPE, "ILL": syscall.SIGILL, "PIPE": syscall.SIGPIPE,
+	"TRAP": syscall.SIGTRAP, "SYS": syscall.SIGSYS, "XFSZ": syscall.SIGXFSZ,
+}
+
+// parseSignal accepts "SIGUSR1", "USR1" or "10".
+func parseSignal(s string) (syscall.Signal, error) {
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n), nil
+	}
+	if sig, ok := signalNames[strings.TrimPrefix(strings.ToUpper(s), "SIG")]; ok {
+		return sig, nil
+	}
+	return 0, fmt.Errorf("signal %q is not a signal name or number (e.g. SIGUSR1, USR1, 10)", s)
+}
+
+func signalName(sig syscall.Signal) string {
+	for n, s := range signalNames {
+		if s == sig {
+			return "SIG" + n
+		}
+	}
+	return strconv.Itoa(int(sig))
+}

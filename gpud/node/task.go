@@ -1,0 +1,375 @@
+package node
+
+import (
+	"fmt"
+	"hash/fnv"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime"
+)
+
+// Container labels. The agent only ever touches containers whose LabelNode
+// is its own name: several agents share one containerd in standalone mode.
+const (
+	LabelNode     = "gpud.node"
+	LabelJob      = "gpud.job"
+	LabelAlloc    = "gpud.alloc"
+	LabelUser     = "gpud.user"
+	LabelStart    = "gpud.start"    // RFC 3339, the allocation's start
+	LabelDeadline = "gpud.deadline" // RFC 3339, empty when no time limit
+)
+
+// maxContainerID keeps IDs well inside containerd's limit (76 bytes).
+const maxContainerID = 76
+
+// ContainerID is the container ID of a job attempt on a node,
+// gpud-<jobid>-<attempt>-<node>, reduced to containerd's ID charset
+// ([A-Za-z0-9] runs joined by single '.', '_' or '-').
+func ContainerID(job spec.JobID, attempt int, node string) string {
+	raw := fmt.Sprintf("gpud-%d-%d-%s", job, attempt, node)
+	var b strings.Builder
+	sep := false // last written byte was a separator
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		switch {
+		case alnum:
+			b.WriteByte(c)
+			sep = false
+		case !sep && b.Len() > 0:
+			if c == '.' || c == '_' {
+				b.WriteByte(c)
+			} else {
+				b.WriteByte('-')
+			}
+			sep = true
+		}
+	}
+	id := strings.TrimRight(b.String(), "._-")
+	if len(id) > maxContainerID {
+		// Keep it unique: a long node name is cut and a hash of the full
+		// name appended.
+		h := fnv.New32a()
+		h.Write([]byte(raw))
+		suffix := fmt.Sprintf("-%08x", h.Sum32())
+		id = strings.TrimRight(id[:maxContainerID-len(suffix)], "._-") + suffix
+	}
+	return id
+}
+
+// patternVars are the values output patterns expand to.
+type patternVars struct {
+	JobID       spec.JobID
+	Name        string
+	User        string
+	ArrayJobID  spec.JobID // 0: not an array task
+	ArrayTaskID int
+	Node        string
+	Rank        int
+}
+
+// noArrayTask is what Slurm's %a expands to for a job that is not an
+// array task (NO_VAL); kept for scripts that parse it.
+const noArrayTask = "4294967294"
+
+// expandPattern expands Slurm's filename pattern letters: %j job id, %x
+// job name, %u user, %a array task id, %A array job id, %N node name, %n
+// node rank, %% a percent sign. A width between % and the letter
+// zero-pads numbers (%4a → 0007), as in sbatch. Unknown letters are kept
+// as written.
+func expandPattern(p string, v patternVars) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] != '%' || i+1 == len(p) {
+			b.WriteByte(p[i])
+			continue
+		}
+		j := i + 1
+		for j < len(p) && p[j] >= '0' && p[j] <= '9' {
+			j++
+		}
+		if j == len(p) {
+			b.WriteString(p[i:])
+			break
+		}
+		width, _ := strconv.Atoi(p[i+1 : j])
+		num := func(n uint64) string {
+			s := strconv.FormatUint(n, 10)
+			if len(s) < width {
+				s = strings.Repeat("0", width-len(s)) + s
+			}
+			return s
+		}
+		switch p[j] {
+		case '%':
+			b.WriteByte('%')
+		case 'j':
+			b.WriteString(num(uint64(v.JobID)))
+		case 'x':
+			b.WriteString(v.Name)
+		case 'u':
+			b.WriteString(v.User)
+		case 'a':
+			if v.ArrayJobID == 0 {
+				b.WriteString(noArrayTask)
+			} else {
+				b.WriteString(num(uint64(v.ArrayTaskID)))
+			}
+		case 'A':
+			if v.ArrayJobID == 0 {
+				b.WriteString(num(uint64(v.JobID)))
+			} else {
+				b.WriteString(num(uint64(v.ArrayJobID)))
+			}
+		case 'N':
+			b.WriteString(v.Node)
+		case 'n':
+			b.WriteString(num(uint64(v.Rank)))
+		default:
+			b.WriteString(p[i : j+1])
+		}
+		i = j
+	}
+	return b.String()
+}
+
+// outputPaths resolves a job's stdout and stderr files on this node.
+func outputPaths(job *spec.Job, node string, rank int) (stdout, stderr string) {
+	v := patternVars{JobID: job.ID, Name: job.Name, User: job.User, ArrayJobID: job.ArrayJobID,
+		ArrayTaskID: job.ArrayTaskID, Node: node, Rank: rank}
+	out := job.Output
+	if out == "" {
+		out = "gpud-%j.out"
+		if job.ArrayJobID != 0 {
+			out = "gpud-%A_%a.out"
+		}
+	}
+	resolve := func(p string) string {
+		p = expandPattern(p, v)
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(job.WorkDir, p)
+		}
+		return filepath.Clean(p)
+	}
+	stdout = resolve(out)
+	stderr = stdout
+	if job.Error != "" {
+		stderr = resolve(job.Error)
+	}
+	return stdout, stderr
+}
+
+// masterPort derives a port for MASTER_PORT from the job id: the same on
+// every rank without talking, in 20000–29999 (below Linux's ephemeral
+// range, so outgoing connections do not take it first).
+func masterPort(id spec.JobID) int { return 20000 + int(uint64(id)%10000) }
+
+// taskInput is everything buildTask needs, gathered by the runner.
+type taskInput struct {
+	Asg          api.Assignment
+	Self         spec.NodeAlloc
+	NodeName     string
+	Hostname     string
+	SelfAddr     string
+	DefaultImage string
+	GPUs         map[string]spec.GPU // inventory by UUID, for CDI names
+	ContainerID  string
+	JobDir       string
+	ScriptPath   string
+	CkptDir      string // this job's checkpoint directory (staging inside)
+	RestartDir   string // newest sealed checkpoint, "" if none
+	GroupIDs     []uint32
+	Deadline     time.Time
+}
+
+// buildTask turns an assignment into the container to run.
+func buildTask(in taskInput) (runtime.TaskConfig, error) {
+	job, alloc, self := &in.Asg.Job, &in.Asg.Alloc, in.Self
+	nodes := slices.Clone(alloc.Nodes)
+	sort.SliceStable(nodes, func(i, j int) bool { return nodes[i].Rank < nodes[j].Rank })
+	names := make([]string, len(nodes))
+	master := in.SelfAddr
+	for i, n := range nodes {
+		names[i] = n.Node
+		if i == 0 && n.Node != in.NodeName {
+			master = n.Addr
+			if master == "" {
+				master = n.Node
+			}
+		}
+	}
+	nodeList := strings.Join(names, ",")
+	gpus := strings.Join(self.GPUs, ",")
+	var cdi []string
+	for _, u := range self.GPUs {
+		g, ok := in.GPUs[u]
+		if !ok {
+			return runtime.TaskConfig{}, fmt.Errorf("GPU %s of alloc %s is not in this node's inventory; the controller and node disagree, re-register the node", u, alloc.ID)
+		}
+		if g.CDIName != "" {
+			cdi = append(cdi, g.CDIName)
+		}
+	}
+	visible := gpus
+	if visible == "" {
+		visible = "void"
+	}
+	stdout, stderr := outputPaths(job, in.NodeName, self.Rank)
+
+	id := strconv.FormatUint(uint64(job.ID), 10)
+	rank := strconv.Itoa(self.Rank)
+	nn := strconv.Itoa(len(nodes))
+	ours := []string{
+		"GPUD_JOB_ID=" + id,
+		"GPUD_NODELIST=" + nodeList,
+		"GPUD_NODEID=" + rank,
+		"GPUD_NNODES=" + nn,
+		"GPUD_GPUS=" + gpus,
+		"GPUD_CHECKPOINT_DIR=" + filepath.Join(in.CkptDir, "staging"),
+		"GPUD_RESTART_DIR=" + in.RestartDir,
+		"MASTER_ADDR=" + master,
+		"MASTER_PORT=" + strconv.Itoa(masterPort(job.ID)),
+		"WORLD_SIZE=" + nn,
+		"NODE_RANK=" + rank,
+		"SLURM_JOB_ID=" + id,
+		"SLURM_JOB_NODELIST=" + nodeList,
+		"SLURM_NODEID=" + rank,
+		"SLURM_NNODES=" + nn,
+		"SLURM_JOB_NUM_NODES=" + nn,
+		"SLURM_SUBMIT_DIR=" + job.SubmitDir,
+		"SLURM_JOB_NAME=" + job.Name,
+		"SLURM_JOB_USER=" + job.User,
+		"SLURM_JOB_PARTITION=" + job.Partition,
+		"SLURM_CPUS_ON_NODE=" + strconv.Itoa(self.CPUs),
+		"SLURM_MEM_PER_NODE=" + strconv.FormatInt(self.MemMiB, 10),
+		"CUDA_VISIBLE_DEVICES=" + gpus,
+		"NVIDIA_VISIBLE_DEVICES=" + visible,
+	}
+	if job.ArrayJobID != 0 {
+		tid := strconv.Itoa(job.ArrayTaskID)
+		ours = append(ours,
+			"GPUD_ARRAY_TASK_ID="+tid,
+			"SLURM_ARRAY_TASK_ID="+tid,
+			"SLURM_ARRAY_JOB_ID="+strconv.FormatUint(uint64(job.ArrayJobID), 10))
+	}
+
+	var mounts []runtime.Mount
+	seen := map[string]bool{}
+	rw := func(src, dst string) {
+		if src == "" || seen[src+"\x00"+dst] {
+			return
+		}
+		seen[src+"\x00"+dst] = true
+		mounts = append(mounts, runtime.Mount{Source: src, Dest: dst})
+	}
+	rw(job.WorkDir, job.WorkDir)
+	rw(job.SubmitDir, job.SubmitDir)
+	rw(in.JobDir, in.JobDir)
+	rw(filepath.Join(in.JobDir, "tmp"), "/tmp")
+	rw(filepath.Dir(stdout), filepath.Dir(stdout))
+	rw(filepath.Dir(stderr), filepath.Dir(stderr))
+	rw(in.CkptDir, in.CkptDir)
+
+	image := job.Image
+	if image == "" {
+		image = in.DefaultImage
+	}
+	deadline := ""
+	if !in.Deadline.IsZero() {
+		deadline = in.Deadline.UTC().Format(time.RFC3339Nano)
+	}
+	return runtime.TaskConfig{
+		ID: in.ContainerID,
+		Labels: map[string]string{
+			LabelNode:     in.NodeName,
+			LabelJob:      id,
+			LabelAlloc:    alloc.ID,
+			LabelUser:     job.User,
+			LabelStart:    allocStart(alloc).UTC().Format(time.RFC3339Nano),
+			LabelDeadline: deadline,
+		},
+		Image:          image,
+		Args:           append(scriptArgs(job.Script, in.ScriptPath), job.Args...),
+		Env:            mergeEnv(job.Env, ours),
+		Cwd:            job.WorkDir,
+		UID:            job.UID,
+		GID:            job.GID,
+		AdditionalGIDs: in.GroupIDs,
+		Hostname:       in.Hostname,
+		Mounts:         mounts,
+		CPUs:           float64(self.CPUs),
+		MemoryBytes:    self.MemMiB << 20,
+		CDIDevices:     cdi,
+		StdoutPath:     stdout,
+		StderrPath:     stderr,
+	}, nil
+}
+
+// scriptArgs runs the script directly when it names its interpreter with
+// a #! line, and with /bin/sh otherwise (as sbatch does).
+func scriptArgs(script, path string) []string {
+	if strings.HasPrefix(script, "#!") {
+		return []string{path}
+	}
+	return []string{"/bin/sh", path}
+}
+
+// allocStart is when the allocation began; deadlines count from it.
+func allocStart(a *spec.Alloc) time.Time { return a.StartTime.Time }
+
+// mergeEnv returns base then over, where a key in over replaces the same
+// key in base (so the variables the agent owns cannot be spoofed by
+// --export) and each key appears once.
+func mergeEnv(base, over []string) []string {
+	key := func(kv string) string { k, _, _ := strings.Cut(kv, "="); return k }
+	owned := map[string]bool{}
+	for _, kv := range over {
+		owned[key(kv)] = true
+	}
+	out := make([]string, 0, len(base)+len(over))
+	dup := map[string]int{}
+	for _, kv := range base {
+		k := key(kv)
+		if owned[k] {
+			continue
+		}
+		if i, ok := dup[k]; ok {
+			out[i] = kv // last one wins, as in a shell
+			continue
+		}
+		dup[k] = len(out)
+		out = append(out, kv)
+	}
+	return append(out, over...)
+}
+
+// supplementaryGroups returns uid's groups other than gid, or nil when the
+// user is unknown on this node (the job then runs with its primary group).
+func supplementaryGroups(uid, gid uint32) ([]uint32, error) {
+	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+	if err != nil {
+		return nil, err
+	}
+	ids, err := u.GroupIds()
+	if err != nil {
+		return nil, err
+	}
+	var out []uint32
+	for _, s := range ids {
+		g, err := strconv.ParseUint(s, 10, 32)
+		if err != nil || uint32(g) == gid {
+			continue
+		}
+		out = append(out, uint32(g))
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
