@@ -125,9 +125,9 @@ type JobSpec struct {
 type Job struct {
 	ID JobID `json:"id"`
 	JobSpec
-	User  string `json:"user"`
-	UID   uint32 `json:"uid"`
-	GID   uint32 `json:"gid"`
+	User  string   `json:"user"`
+	UID   uint32   `json:"uid"`
+	GID   uint32   `json:"gid"`
 	State JobState `json:"state"`
 	// Reason is why a pending job waits, or why an ended one ended.
 	Reason     string `json:"reason"`
@@ -140,11 +140,21 @@ type Job struct {
 	// Attempt counts starts: 0 before the first, 1 while the first runs,
 	// and so on across requeues.
 	Attempt int `json:"attempt"`
+	// ArrayJobID is the ID of the array this job is a task of (Slurm's
+	// %A, SLURM_ARRAY_JOB_ID), 0 for a job that is not an array task;
+	// ArrayTaskID is its index in the array (%a, SLURM_ARRAY_TASK_ID).
+	ArrayJobID  JobID `json:"array_job_id,omitempty"`
+	ArrayTaskID int   `json:"array_task_id,omitempty"`
 	// Nodes and GPUs describe the current (or last) allocation: node names,
 	// and the allocated devices' UUIDs (MIG UUIDs for slices).
 	Nodes []string `json:"nodes"`
 	GPUs  []string `json:"gpus"`
 	Alloc *Alloc   `json:"alloc,omitempty"`
+	// StopState, when set, is the controller's request that the running
+	// allocation stop and end in this state (CANCELLED, REQUEUED, ...), with
+	// StopReason; persisted so a controller restart does not forget it.
+	StopState  JobState `json:"stop_state,omitempty"`
+	StopReason string   `json:"stop_reason,omitempty"`
 	// StdoutPath and StderrPath are the resolved output files.
 	StdoutPath string `json:"stdout_path,omitempty"`
 	StderrPath string `json:"stderr_path,omitempty"`
@@ -165,12 +175,19 @@ type Alloc struct {
 
 // NodeAlloc is the part of an allocation on one node.
 type NodeAlloc struct {
-	Node   string `json:"node"`
-	Rank   int    `json:"rank"`
+	Node string `json:"node"`
+	Rank int    `json:"rank"`
+	// Addr is the node's registered address (spec.Inventory.Addr), so
+	// every rank can reach rank 0 (MASTER_ADDR); empty means use Node.
+	Addr   string `json:"addr,omitempty"`
 	CPUs   int    `json:"cpus"`
 	MemMiB int64  `json:"mem_mib"`
 	// GPUs are device UUIDs (MIG UUIDs for slices).
 	GPUs []string `json:"gpus,omitempty"`
 	// GPUFraction is set for a shared-GPU allocation (one entry in GPUs).
 	GPUFraction float64 `json:"gpu_fraction,omitempty"`
+	// Ended is the controller's record that this node's part has exited
+	// (or its node failed): its resources are free again. A job holds
+	// resources while any part of its current Alloc has not ended.
+	Ended bool `json:"ended,omitempty"`
 }
