@@ -1,0 +1,229 @@
+package fakectl
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// Request is one request the fake received.
+type Request struct {
+	Method string
+	Path   string
+	Query  string
+	Body   []byte
+}
+
+// Server is a fake controller. Set its fields before the CLI runs; they
+// are read under mu by the handlers.
+type Server struct {
+	// Addr is the controller address to pass to --controller.
+	Addr string
+
+	mu       sync.Mutex
+	requests []Request
+	nextID   spec.JobID
+
+	// Jobs are returned by GET /v1/jobs (filtered), /v1/jobs/{id} and
+	// /v1/jobs/{id}/wait.
+	Jobs []spec.Job
+	// Nodes are returned by GET /v1/nodes.
+	Nodes []spec.Node
+	// SubmitErr, when set, answers every submission with this error.
+	SubmitErr error
+	// SubmitResp, when its ID is set, answers every submission.
+	SubmitResp api.SubmitResponse
+	// ActionErr maps a job id or node name to the error its actions get.
+	ActionErr map[string]error
+}
+
+// New starts a fake controller on a unix socket in a short temporary
+// directory (socket paths are limited to ~108 bytes, which t.TempDir can
+// exceed) and stops it when the test ends.
+func New(t testing.TB) *Server {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gq")
+	if err != nil {
+		t.Fatalf("make socket dir: %v", err)
+	}
+	sock := filepath.Join(dir, "c.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatalf("listen on %s: %v", sock, err)
+	}
+	s := &Server{Addr: "unix://" + sock, nextID: 100}
+	hs := httptest.NewUnstartedServer(s.mux())
+	hs.Listener.Close()
+	hs.Listener = l
+	hs.Start()
+	t.Cleanup(func() {
+		hs.Close()
+		os.RemoveAll(dir)
+	})
+	return s
+}
+
+// Requests returns what the fake received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+// Submitted returns the submissions received, decoded.
+func (s *Server) Submitted(t testing.TB) []api.SubmitRequest {
+	t.Helper()
+	var out []api.SubmitRequest
+	for _, r := range s.Requests() {
+		if r.Method == http.MethodPost && r.Path == "/v1/jobs" {
+			var sr api.SubmitRequest
+			if err := json.Unmarshal(r.Body, &sr); err != nil {
+				t.Fatalf("decode submission %s: %v", r.Body, err)
+			}
+			out = append(out, sr)
+		}
+	}
+	return out
+}
+
+// Set replaces the fake's state under its lock.
+func (s *Server) Set(fn func(*Server)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s)
+}
+
+func (s *Server) mux() http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc("POST /v1/jobs", s.submit)
+	m.HandleFunc("GET /v1/jobs", s.list)
+	m.HandleFunc("GET /v1/jobs/{id}", s.job)
+	m.HandleFunc("GET /v1/jobs/{id}/wait", s.job)
+	m.HandleFunc("POST /v1/jobs/{id}/{action}", s.jobAction)
+	m.HandleFunc("GET /v1/nodes", s.nodes)
+	m.HandleFunc("POST /v1/nodes/{name}/{action}", s.nodeAction)
+	m.HandleFunc("POST /v1/reconfigure", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, api.ReconfigureResponse{Message: "configuration reloaded"}, nil)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: body})
+		s.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		m.ServeHTTP(w, r)
+	})
+}
+
+func reply(w http.ResponseWriter, v any, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		code, status := api.KindCode(err)
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: err.Error()}})
+		return
+	}
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	var req api.SubmitRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		reply(w, nil, spec.Errorf(spec.ErrInvalid, "decode submission: %v", err))
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.SubmitErr != nil {
+		reply(w, nil, s.SubmitErr)
+		return
+	}
+	if s.SubmitResp.ID != 0 {
+		reply(w, s.SubmitResp, nil)
+		return
+	}
+	s.nextID++
+	reply(w, api.SubmitResponse{ID: s.nextID, IDs: []spec.JobID{s.nextID}}, nil)
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	in := func(key, v string) bool { return len(q[key]) == 0 || slices.Contains(q[key], v) }
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []spec.Job{}
+	for _, j := range s.Jobs {
+		states := q["state"]
+		stateOK := slices.Contains(states, string(j.State)) || len(states) == 0 && (q.Get("all") == "1" || !j.State.Terminal())
+		if in("id", strconv.FormatUint(uint64(j.ID), 10)) && in("user", j.User) && in("account", j.Account) && in("partition", j.Partition) && stateOK {
+			out = append(out, j)
+		}
+	}
+	reply(w, api.JobsResponse{Jobs: out}, nil)
+}
+
+func (s *Server) find(idText string) (spec.Job, error) {
+	id, err := strconv.ParseUint(idText, 10, 64)
+	if err != nil {
+		return spec.Job{}, spec.Errorf(spec.ErrInvalid, "job id %q is not a number", idText)
+	}
+	for _, j := range s.Jobs {
+		if j.ID == spec.JobID(id) {
+			return j, nil
+		}
+	}
+	return spec.Job{}, spec.Errorf(spec.ErrNotFound, "job %d not found", id)
+}
+
+func (s *Server) job(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.find(r.PathValue("id"))
+	reply(w, j, err)
+}
+
+func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.ActionErr[r.PathValue("id")]; err != nil {
+		reply(w, nil, err)
+		return
+	}
+	j, err := s.find(r.PathValue("id"))
+	reply(w, j, err)
+}
+
+func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	reply(w, api.NodesResponse{Nodes: append([]spec.Node{}, s.Nodes...)}, nil)
+}
+
+func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := r.PathValue("name")
+	if err := s.ActionErr[name]; err != nil {
+		reply(w, nil, err)
+		return
+	}
+	for _, n := range s.Nodes {
+		if n.Name == name {
+			reply(w, n, nil)
+			return
+		}
+	}
+	reply(w, nil, spec.Errorf(spec.ErrNotFound, "node %s not found", name))
+}

@@ -1,0 +1,472 @@
+package format
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// stateCodes are squeue's compact state codes.
+var stateCodes = map[spec.JobState]string{
+	spec.StatePending:     "PD",
+	spec.StateRunning:     "R",
+	spec.StateSuspended:   "S",
+	spec.StateCompleting:  "CG",
+	spec.StateCompleted:   "CD",
+	spec.StateFailed:      "F",
+	spec.StateCancelled:   "CA",
+	spec.StateTimeout:     "TO",
+	spec.StatePreempted:   "PR",
+	spec.StateNodeFail:    "NF",
+	spec.StateOutOfMemory: "OOM",
+	spec.StateRequeued:    "RQ",
+}
+
+// StateCode returns squeue's short code for s ("PD", "R", ...).
+func StateCode(s spec.JobState) string {
+	if c, ok := stateCodes[s]; ok {
+		return c
+	}
+	return string(s)
+}
+
+// ParseState accepts a long name (running) or a short code (R), in any case.
+func ParseState(s string) (spec.JobState, error) {
+	u := strings.ToUpper(strings.TrimSpace(s))
+	for st, code := range stateCodes {
+		if u == string(st) || u == code {
+			return st, nil
+		}
+	}
+	names := make([]string, 0, len(spec.AllJobStates))
+	for _, st := range spec.AllJobStates {
+		names = append(names, StateCode(st)+"/"+string(st))
+	}
+	return "", fmt.Errorf("unknown job state %q; use one of %s, or all", s, strings.Join(names, ", "))
+}
+
+// DefaultJobFormat is gpuq's default listing, squeue's default columns.
+const DefaultJobFormat = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+
+// JobFields documents the --format field letters gpuq supports.
+var JobFields = []struct {
+	Letter byte
+	Header string
+	Help   string
+}{
+	{'i', "JOBID", "job id"},
+	{'P', "PARTITION", "partition"},
+	{'j', "NAME", "job name"},
+	{'u', "USER", "user name"},
+	{'a', "ACCOUNT", "account"},
+	{'q', "QOS", "quality of service"},
+	{'t', "ST", "state, short code (PD R CG CD F CA TO PR NF OOM RQ S)"},
+	{'T', "STATE", "state, long name"},
+	{'M', "TIME", "time used, [D-]H:MM:SS"},
+	{'l', "TIME_LIMIT", "time limit, or UNLIMITED"},
+	{'D', "NODES", "number of nodes"},
+	{'R', "NODELIST(REASON)", "nodes if running, (reason) if pending"},
+	{'N', "NODELIST", "allocated nodes"},
+	{'b', "TRES_PER_NODE", "GPUs asked per node (gpu:h100:2, gpu:1g.10gb:1, gpu:0.5)"},
+	{'Q', "PRIORITY", "priority"},
+	{'S', "START_TIME", "start time, or the expected start of a pending job"},
+	{'V', "SUBMIT_TIME", "submit time"},
+	{'r', "REASON", "pending reason, or why the job ended"},
+}
+
+type field struct {
+	lit   string // literal text before the field
+	verb  byte   // 0 for trailing literal only
+	width int
+	right bool
+}
+
+// JobFormat is a parsed --format specification.
+type JobFormat struct{ fields []field }
+
+// ParseJobFormat parses an squeue-style format: %[.][size]letter fields
+// and literal text; %% is a percent sign.
+func ParseJobFormat(s string) (JobFormat, error) {
+	var f JobFormat
+	var lit strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			lit.WriteByte(s[i])
+			continue
+		}
+		i++
+		if i < len(s) && s[i] == '%' {
+			lit.WriteByte('%')
+			continue
+		}
+		fl := field{}
+		if i < len(s) && s[i] == '.' {
+			fl.right = true
+			i++
+		}
+		start := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' && i-start < 4 {
+			i++
+		}
+		if i > start {
+			fl.width, _ = strconv.Atoi(s[start:i])
+		}
+		if i >= len(s) || !knownField(s[i]) {
+			return JobFormat{}, fmt.Errorf("bad format %q: field %d needs a letter from %s after %%[.][size]", s, len(f.fields)+1, fieldLetters())
+		}
+		fl.verb = s[i]
+		fl.lit = lit.String()
+		lit.Reset()
+		f.fields = append(f.fields, fl)
+	}
+	if lit.Len() > 0 {
+		f.fields = append(f.fields, field{lit: lit.String()})
+	}
+	return f, nil
+}
+
+func knownField(c byte) bool {
+	return slices.ContainsFunc(JobFields, func(f struct {
+		Letter byte
+		Header string
+		Help   string
+	}) bool {
+		return f.Letter == c
+	})
+}
+
+func fieldLetters() string {
+	var b strings.Builder
+	for _, f := range JobFields {
+		b.WriteByte('%')
+		b.WriteByte(f.Letter)
+		b.WriteByte(' ')
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func header(c byte) string {
+	for _, f := range JobFields {
+		if f.Letter == c {
+			return f.Header
+		}
+	}
+	return ""
+}
+
+// WriteJobs writes one line per job (and a header unless noHeader). now
+// is the clock reading for elapsed times. It buffers its output and reuses
+// one line buffer, so 100,000 jobs cost no per-row allocations that matter.
+func WriteJobs(w io.Writer, jobs []spec.Job, f JobFormat, now time.Time, noHeader bool) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	line := make([]byte, 0, 256)
+	if !noHeader {
+		for _, fl := range f.fields {
+			line = append(line, fl.lit...)
+			if fl.verb != 0 {
+				line = pad(line, []byte(header(fl.verb)), fl)
+			}
+		}
+		line = append(trimRight(line), '\n')
+		if _, err := bw.Write(line); err != nil {
+			return err
+		}
+	}
+	var val []byte
+	for i := range jobs {
+		j := &jobs[i]
+		line = line[:0]
+		for _, fl := range f.fields {
+			line = append(line, fl.lit...)
+			if fl.verb == 0 {
+				continue
+			}
+			val = appendJobField(val[:0], j, fl.verb, now)
+			line = pad(line, val, fl)
+		}
+		line = append(trimRight(line), '\n')
+		if _, err := bw.Write(line); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// pad appends v to b in fl's width: truncated when longer (like squeue),
+// right-justified with ".".
+func pad(b []byte, v []byte, fl field) []byte {
+	if fl.width == 0 {
+		return append(b, v...)
+	}
+	if len(v) > fl.width {
+		v = v[:fl.width]
+	}
+	spaces := fl.width - len(v)
+	if fl.right {
+		for range spaces {
+			b = append(b, ' ')
+		}
+		return append(b, v...)
+	}
+	b = append(b, v...)
+	for range spaces {
+		b = append(b, ' ')
+	}
+	return b
+}
+
+func trimRight(b []byte) []byte {
+	for len(b) > 0 && b[len(b)-1] == ' ' {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func orNA(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "N/A"...)
+	}
+	return append(b, s...)
+}
+
+func appendJobField(b []byte, j *spec.Job, verb byte, now time.Time) []byte {
+	switch verb {
+	case 'i':
+		return strconv.AppendUint(b, uint64(j.ID), 10)
+	case 'P':
+		return orNA(b, j.Partition)
+	case 'j':
+		return append(b, j.Name...)
+	case 'u':
+		return append(b, j.User...)
+	case 'a':
+		return orNA(b, j.Account)
+	case 'q':
+		return orNA(b, j.QOS)
+	case 't':
+		return append(b, StateCode(j.State)...)
+	case 'T':
+		return append(b, j.State...)
+	case 'M':
+		return AppendElapsed(b, Used(j, now))
+	case 'l':
+		if j.TimeLimit == 0 {
+			return append(b, "UNLIMITED"...)
+		}
+		return AppendElapsed(b, j.TimeLimit.Std())
+	case 'D':
+		n := len(j.Nodes)
+		if n == 0 {
+			n = j.Resources.Nodes
+		}
+		return strconv.AppendInt(b, int64(n), 10)
+	case 'R':
+		if j.State == spec.StatePending || len(j.Nodes) == 0 {
+			r := j.Reason
+			if r == "" {
+				r = spec.ReasonNone
+			}
+			b = append(b, '(')
+			b = append(b, r...)
+			return append(b, ')')
+		}
+		return append(b, CompressHosts(j.Nodes)...)
+	case 'N':
+		return append(b, CompressHosts(j.Nodes)...)
+	case 'b':
+		return orNA(b, GPURequest(j.Resources))
+	case 'Q':
+		return strconv.AppendInt(b, j.Priority, 10)
+	case 'S':
+		t := j.StartTime
+		if t.IsZero() {
+			t = j.ExpectedStart
+		}
+		return appendTime(b, t)
+	case 'V':
+		return appendTime(b, j.SubmitTime)
+	case 'r':
+		return orNA(b, j.Reason)
+	}
+	return b
+}
+
+// TimeLayout is how gpuq prints instants, local time like Slurm.
+const TimeLayout = "2006-01-02T15:04:05"
+
+func appendTime(b []byte, t spec.Time) []byte {
+	if t.IsZero() {
+		return append(b, "N/A"...)
+	}
+	return t.Local().AppendFormat(b, TimeLayout)
+}
+
+// Used is how long j has run in its current attempt: 0 before it starts,
+// up to now while it runs, up to its end afterwards.
+func Used(j *spec.Job, now time.Time) time.Duration {
+	if j.StartTime.IsZero() || j.State == spec.StatePending {
+		return 0
+	}
+	end := now
+	if !j.EndTime.IsZero() && j.EndTime.After(j.StartTime.Time) {
+		end = j.EndTime.Time
+	}
+	return max(end.Sub(j.StartTime.Time), 0)
+}
+
+// AppendElapsed writes d like squeue: M:SS, H:MM:SS or D-HH:MM:SS.
+func AppendElapsed(b []byte, d time.Duration) []byte {
+	s := int64(d / time.Second)
+	days, h, m, sec := s/86400, s/3600%24, s/60%60, s%60
+	two := func(b []byte, n int64) []byte {
+		if n < 10 {
+			b = append(b, '0')
+		}
+		return strconv.AppendInt(b, n, 10)
+	}
+	switch {
+	case days > 0:
+		b = strconv.AppendInt(b, days, 10)
+		b = append(b, '-')
+		b = two(b, h)
+		b = append(b, ':')
+	case h > 0:
+		b = strconv.AppendInt(b, h, 10)
+		b = append(b, ':')
+	default:
+		b = strconv.AppendInt(b, m, 10)
+		b = append(b, ':')
+		return two(b, sec)
+	}
+	b = two(b, m)
+	b = append(b, ':')
+	return two(b, sec)
+}
+
+// GPURequest renders a job's per-node GPU ask as Slurm TRES: gpu:h100:2,
+// gpu:1g.10gb:1, gpu:0.5; "" when it asks for none.
+func GPURequest(r spec.Resources) string {
+	kind := r.GPUModel
+	if r.GPUProfile != "" {
+		kind = r.GPUProfile
+	}
+	var count string
+	switch {
+	case r.GPUFraction > 0:
+		count = strconv.FormatFloat(r.GPUFraction, 'g', -1, 64)
+	case r.GPUsPerNode > 0:
+		count = strconv.Itoa(r.GPUsPerNode)
+	case r.TotalGPUs > 0:
+		count = strconv.Itoa(r.TotalGPUs) + "(total)"
+	default:
+		return ""
+	}
+	if kind == "" {
+		return "gpu:" + count
+	}
+	return "gpu:" + kind + ":" + count
+}
+
+// CompressHosts writes node names as a Slurm host list: gpu[01-03,07].
+// Names are grouped by prefix and digit width, in first-seen order.
+func CompressHosts(names []string) string {
+	if len(names) <= 1 {
+		return strings.Join(names, ",")
+	}
+	type group struct {
+		prefix string
+		width  int
+		nums   []int
+	}
+	var groups []*group
+	var plain []string
+	var order []any
+	for _, n := range names {
+		i := len(n)
+		for i > 0 && n[i-1] >= '0' && n[i-1] <= '9' {
+			i--
+		}
+		if i == len(n) || len(n)-i > 9 {
+			plain = append(plain, n)
+			order = append(order, n)
+			continue
+		}
+		num, _ := strconv.Atoi(n[i:])
+		var g *group
+		for _, cand := range groups {
+			if cand.prefix == n[:i] && cand.width == len(n)-i {
+				g = cand
+				break
+			}
+		}
+		if g == nil {
+			g = &group{prefix: n[:i], width: len(n) - i}
+			groups = append(groups, g)
+			order = append(order, g)
+		}
+		g.nums = append(g.nums, num)
+	}
+	var out []string
+	for _, o := range order {
+		switch v := o.(type) {
+		case string:
+			out = append(out, v)
+		case *group:
+			if len(v.nums) == 1 {
+				out = append(out, fmt.Sprintf("%s%0*d", v.prefix, v.width, v.nums[0]))
+				continue
+			}
+			slices.Sort(v.nums)
+			v.nums = slices.Compact(v.nums)
+			var parts []string
+			for i := 0; i < len(v.nums); {
+				j := i
+				for j+1 < len(v.nums) && v.nums[j+1] == v.nums[j]+1 {
+					j++
+				}
+				if i == j {
+					parts = append(parts, fmt.Sprintf("%0*d", v.width, v.nums[i]))
+				} else {
+					parts = append(parts, fmt.Sprintf("%0*d-%0*d", v.width, v.nums[i], v.width, v.nums[j]))
+				}
+				i = j + 1
+			}
+			out = append(out, v.prefix+"["+strings.Join(parts, ",")+"]")
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// WriteJSON writes v as indented JSON (gpuq show --json, gpuq nodes --json).
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// WriteJobsJSON streams jobs as a JSON array, one job per line, so a large
+// listing is never held twice in memory.
+func WriteJobsJSON(w io.Writer, jobs []spec.Job) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString("[")
+	for i := range jobs {
+		if i > 0 {
+			bw.WriteString(",")
+		}
+		bw.WriteString("\n")
+		b, err := json.Marshal(&jobs[i])
+		if err != nil {
+			return fmt.Errorf("encode job %d: %w", jobs[i].ID, err)
+		}
+		bw.Write(b)
+	}
+	bw.WriteString("\n]\n")
+	return bw.Flush()
+}

@@ -1,0 +1,98 @@
+package format
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// WriteJobShow writes j like scontrol show job: key=value pairs, grouped
+// on indented lines, "(null)" for unset values so scripts can split on
+// spaces.
+func WriteJobShow(w io.Writer, j *spec.Job, now time.Time) error {
+	bw := bufio.NewWriter(w)
+	null := func(s string) string {
+		if s == "" {
+			return "(null)"
+		}
+		return s
+	}
+	tm := func(t spec.Time) string {
+		if t.IsZero() {
+			return "Unknown"
+		}
+		return t.Local().Format(TimeLayout)
+	}
+	limit := "UNLIMITED"
+	if j.TimeLimit != 0 {
+		limit = string(AppendElapsed(nil, j.TimeLimit.Std()))
+	}
+	reason := j.Reason
+	if reason == "" {
+		reason = spec.ReasonNone
+	}
+	r := j.Resources
+	lines := [][]string{
+		{"JobId=" + strconv.FormatUint(uint64(j.ID), 10), "JobName=" + null(j.Name)},
+		{fmt.Sprintf("UserId=%s(%d)", null(j.User), j.UID), "GroupId=" + strconv.FormatUint(uint64(j.GID), 10), "Account=" + null(j.Account), "QOS=" + null(j.QOS)},
+		{"JobState=" + string(j.State), "Reason=" + reason, "Priority=" + strconv.FormatInt(j.Priority, 10), "Nice=" + strconv.Itoa(j.Nice), fmt.Sprintf("ExitCode=%d:%d", j.ExitCode, j.Signal)},
+		{"RunTime=" + string(AppendElapsed(nil, Used(j, now))), "TimeLimit=" + limit, "Requeue=" + boolNum(j.Requeue), "Restarts=" + strconv.Itoa(max(j.Attempt-1, 0)), "Hold=" + boolNum(j.Hold)},
+		{"SubmitTime=" + tm(j.SubmitTime), "BeginTime=" + tm(j.BeginTime), "StartTime=" + tm(j.StartTime), "EndTime=" + tm(j.EndTime)},
+		{"ExpectedStart=" + tm(j.ExpectedStart), "Dependency=" + null(j.Depend), "Array=" + null(j.Array)},
+		{"Partition=" + null(j.Partition), "NodeList=" + null(CompressHosts(j.Nodes)), "ReqNodeList=" + null(strings.Join(r.NodeList, ",")), "ExcNodeList=" + null(strings.Join(r.Exclude, ","))},
+		{"NumNodes=" + strconv.Itoa(r.Nodes), "CPUsPerNode=" + strconv.Itoa(r.CPUsPerNode), "MemPerNode=" + MiB(r.MemMiB), "TresPerNode=" + null(GPURequest(r)), "Exclusive=" + boolNum(r.Exclusive), "Features=" + null(r.Constraint)},
+		{"GPUs=" + null(strings.Join(j.GPUs, ","))},
+		{"WorkDir=" + null(j.WorkDir), "SubmitDir=" + null(j.SubmitDir)},
+		{"StdOut=" + null(firstNonEmpty(j.StdoutPath, j.Output)), "StdErr=" + null(firstNonEmpty(j.StderrPath, j.Error, j.StdoutPath, j.Output))},
+		{"Image=" + null(j.Image), "Signal=" + null(j.JobSpec.Signal), "CheckpointInterval=" + ckpt(j.Ckpt), "Comment=" + null(j.Comment)},
+	}
+	for i, l := range lines {
+		if i > 0 {
+			bw.WriteString("   ")
+		}
+		bw.WriteString(strings.Join(l, " "))
+		bw.WriteByte('\n')
+	}
+	return bw.Flush()
+}
+
+func ckpt(d spec.Duration) string {
+	if d == 0 {
+		return "(null)"
+	}
+	return d.Std().String()
+}
+
+func boolNum(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// MiB writes a memory size compactly: 512M, 4G, 1.5G, 2T.
+func MiB(mib int64) string {
+	switch {
+	case mib >= 1<<20 && mib%(1<<20) == 0:
+		return strconv.FormatInt(mib>>20, 10) + "T"
+	case mib >= 1024 && mib%1024 == 0:
+		return strconv.FormatInt(mib>>10, 10) + "G"
+	case mib >= 1024:
+		return strconv.FormatFloat(float64(mib)/1024, 'f', 1, 64) + "G"
+	}
+	return strconv.FormatInt(mib, 10) + "M"
+}

@@ -1,0 +1,247 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpuq/exitcode"
+	"github.com/gpud/gpud/gpusubmit/directive"
+	"github.com/urfave/cli/v2"
+)
+
+// DefaultController is the address used when neither --controller nor
+// GPUD_CONTROLLER is set.
+const DefaultController = "unix:///run/gpud/gpud.sock"
+
+// ControllerFlag is the --controller flag both CLIs share.
+func ControllerFlag() *cli.StringFlag {
+	return &cli.StringFlag{
+		Name:    "controller",
+		Usage:   "controller address: unix:///path/gpud.sock or https://host:port",
+		EnvVars: []string{api.EnvController},
+		Value:   DefaultController,
+	}
+}
+
+// maxScriptBytes bounds what is read and sent: a batch script is a few
+// kilobytes; megabytes mean a wrong file (a binary, a dataset).
+const maxScriptBytes = 4 << 20
+
+// New returns gpusubmit's cli.App.
+func New() *cli.App {
+	return &cli.App{
+		Name:      "gpusubmit",
+		Usage:     "submit a batch job to gpud",
+		UsageText: "gpusubmit [options] SCRIPT [ARGS...]\ngpusubmit [options] --wrap 'CMD'",
+		Description: "gpusubmit sends a batch script to the gpud controller, like sbatch. Options come from " +
+			"#GPU and #SBATCH directives at the top of the script (after the #! line, up to the first command) " +
+			"and from the command line, which wins. An option gpud cannot honour is an error, never ignored; " +
+			"--mail-type, --mail-user and --get-user-env are accepted with a warning. " +
+			"SCRIPT - reads the script from standard input.",
+		Flags:           flags(),
+		HideHelpCommand: true,
+		ExitErrHandler:  exitcode.NoExit,
+		OnUsageError:    exitcode.UsageError,
+		Action:          submit,
+	}
+}
+
+func flags() []cli.Flag {
+	fs := []cli.Flag{ControllerFlag()}
+	for _, d := range directive.Options {
+		var aliases []string
+		if d.Short != "" {
+			aliases = []string{d.Short}
+		}
+		if d.Bool {
+			fs = append(fs, &cli.BoolFlag{Name: d.Name, Aliases: aliases, Usage: d.Usage})
+			continue
+		}
+		fs = append(fs, &cli.StringFlag{Name: d.Name, Aliases: aliases, Usage: d.Usage})
+	}
+	return fs
+}
+
+func invalid(format string, args ...any) error { return spec.Errorf(spec.ErrInvalid, format, args...) }
+
+func submit(c *cli.Context) error {
+	name, text, args, err := readScript(c)
+	if err != nil {
+		return err
+	}
+	sc, err := directive.ParseScript(name, text)
+	if err != nil {
+		return err
+	}
+	opts := sc.Options
+	for _, d := range directive.Options {
+		if d.Name == "wrap" || !c.IsSet(d.Name) {
+			continue
+		}
+		v := c.String(d.Name)
+		if d.Bool {
+			v = fmt.Sprint(c.Bool(d.Name))
+		}
+		opts = append(opts, directive.Option{Name: d.Name, Value: v, Source: directive.CommandLine})
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("find the submit directory: %w; run gpusubmit from a directory that exists", err)
+	}
+	req, err := directive.Build(opts, directive.Env{Now: time.Now(), Cwd: cwd, Environ: os.Environ(), ScriptName: name})
+	if err != nil {
+		return err
+	}
+	for _, w := range append(sc.Warnings, req.Warnings...) {
+		fmt.Fprintf(c.App.ErrWriter, "gpusubmit: warning: %s\n", w)
+	}
+	req.Spec.Script = string(text)
+	req.Spec.Args = args
+
+	client, err := api.NewClient(c.String("controller"))
+	if err != nil {
+		return err
+	}
+	resp, err := client.Submit(c.Context, api.SubmitRequest{Job: req.Spec, TestOnly: req.TestOnly})
+	if err != nil {
+		return fmt.Errorf("submit %s: %w", name, err)
+	}
+	out := c.App.Writer
+	switch {
+	case req.TestOnly:
+		printTestOnly(c.App.ErrWriter, resp, req.Spec.Partition)
+		return nil
+	case req.Parsable:
+		fmt.Fprintln(out, resp.ID)
+	default:
+		fmt.Fprintf(out, "Submitted batch job %d\n", resp.ID)
+	}
+	if !req.Wait {
+		return nil
+	}
+	return wait(c, client, resp)
+}
+
+// readScript returns the script's name for messages, its text and the
+// arguments that follow it.
+func readScript(c *cli.Context) (string, []byte, []string, error) {
+	args := c.Args().Slice()
+	if c.IsSet("wrap") {
+		cmd := c.String("wrap")
+		if strings.TrimSpace(cmd) == "" {
+			return "", nil, nil, invalid("command line: --wrap needs a command, e.g. --wrap 'python train.py'")
+		}
+		if len(args) > 0 {
+			return "", nil, nil, invalid("command line: --wrap and a script (%s) are both given; use one", args[0])
+		}
+		return "wrap", []byte("#!/bin/sh\n" + cmd + "\n"), nil, nil
+	}
+	if len(args) == 0 {
+		return "", nil, nil, invalid("no batch script given; pass SCRIPT [ARGS...], - to read standard input, or --wrap 'CMD' (see gpusubmit --help)")
+	}
+	path := args[0]
+	var (
+		text []byte
+		err  error
+		name = filepath.Base(path)
+	)
+	if path == "-" {
+		name = "standard input"
+		text, err = io.ReadAll(io.LimitReader(c.App.Reader, maxScriptBytes+1))
+	} else {
+		text, err = readFileLimited(path)
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", nil, nil, invalid("batch script %s does not exist; check the path", path)
+	case err != nil:
+		return "", nil, nil, fmt.Errorf("read batch script %s: %w", path, err)
+	case len(text) > maxScriptBytes:
+		return "", nil, nil, invalid("batch script %s is larger than %d MiB; is it really a script? keep data in files the script reads", path, maxScriptBytes>>20)
+	}
+	return name, text, args[1:], nil
+}
+
+func readFileLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, invalid("batch script %s is a directory; pass a script file", path)
+	}
+	return io.ReadAll(io.LimitReader(f, maxScriptBytes+1))
+}
+
+func printTestOnly(w io.Writer, resp api.SubmitResponse, partition string) {
+	var b strings.Builder
+	if resp.ExpectedStart.IsZero() {
+		b.WriteString("gpusubmit: Job would be accepted; the controller gave no start estimate")
+	} else {
+		fmt.Fprintf(&b, "gpusubmit: Job would start at %s", resp.ExpectedStart.Local().Format("2006-01-02T15:04:05"))
+		if len(resp.Nodes) > 0 {
+			fmt.Fprintf(&b, " on %s", strings.Join(resp.Nodes, ","))
+		}
+		if partition != "" {
+			fmt.Fprintf(&b, " in partition %s", partition)
+		}
+	}
+	if resp.Message != "" {
+		fmt.Fprintf(&b, " (%s)", resp.Message)
+	}
+	fmt.Fprintln(w, b.String())
+}
+
+// wait blocks until every submitted job (all tasks of an array) ends and
+// returns the largest exit status, like sbatch --wait.
+func wait(c *cli.Context, client *api.Client, resp api.SubmitResponse) error {
+	ids := resp.IDs
+	if len(ids) == 0 {
+		ids = []spec.JobID{resp.ID}
+	}
+	code := 0
+	for _, id := range ids {
+		j, err := client.WaitJob(c.Context, id)
+		if err != nil {
+			if c.Context.Err() != nil {
+				return fmt.Errorf("stopped waiting for job %d, which keeps running; follow it with gpuq show %d", id, id)
+			}
+			return fmt.Errorf("wait for job %d: %w", id, err)
+		}
+		jc := JobExitCode(j)
+		if j.State != spec.StateCompleted {
+			note := fmt.Sprintf("gpusubmit: job %d ended %s", id, j.State)
+			if j.Reason != "" && j.Reason != spec.ReasonNone {
+				note += " (" + j.Reason + ")"
+			}
+			fmt.Fprintf(c.App.ErrWriter, "%s, exit code %d\n", note, j.ExitCode)
+		}
+		code = max(code, jc)
+	}
+	if code != 0 {
+		return cli.Exit("", code)
+	}
+	return nil
+}
+
+// JobExitCode is gpusubmit --wait's exit status for an ended job:
+// 0 for COMPLETED, else its exit code, or 1 when that is 0 (a job
+// cancelled or timed out did not succeed, whatever its last process said).
+func JobExitCode(j spec.Job) int {
+	if j.State == spec.StateCompleted {
+		return 0
+	}
+	if c := j.ExitCode & 0xff; c != 0 {
+		return c
+	}
+	return 1
+}

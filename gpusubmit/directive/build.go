@@ -1,0 +1,466 @@
+package directive
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// Env is what Build needs from the submitting process, passed in so Build
+// stays pure.
+type Env struct {
+	Now time.Time
+	// Cwd is the absolute directory gpusubmit runs in (the submit dir).
+	Cwd string
+	// Environ is the submitting environment as KEY=VALUE strings.
+	Environ []string
+	// ScriptName names the job when --job-name is absent: the script's
+	// base name, or "wrap".
+	ScriptName string
+}
+
+// Request is a submission: the job and how gpusubmit should behave.
+type Request struct {
+	Spec     spec.JobSpec
+	TestOnly bool
+	Parsable bool
+	Wait     bool
+	// Warnings name accepted options that have no effect.
+	Warnings []string
+}
+
+// DefaultOutput and DefaultArrayOutput are the --output patterns when none
+// is given; the node expands them.
+const (
+	DefaultOutput      = "gpud-%j.out"
+	DefaultArrayOutput = "gpud-%A_%a.out"
+)
+
+// Limits that keep arithmetic in range and catch typos.
+const (
+	maxCount = 1 << 20
+	maxCPUs  = 1 << 20
+	maxNice  = 2147483645
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// Build resolves opts (directives first, then command-line flags: later
+// wins) into a Request. Every problem is reported, joined, each of kind
+// spec.ErrInvalid and naming its source.
+func Build(opts []Option, env Env) (Request, error) {
+	var (
+		errs   []error
+		chosen = map[string]Option{}
+		owner  = map[string]Option{}
+	)
+	for _, o := range opts {
+		d, ok := Lookup(o.Name)
+		if !ok {
+			errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: %v", o.Source, unknownOption(o.Name)))
+			continue
+		}
+		if d.family != "" {
+			if prev, ok := owner[d.family]; ok && prev.Name != o.Name {
+				if (prev.Source.Line == 0) == (o.Source.Line == 0) {
+					errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: --%s conflicts with --%s (%s); give only one of them", o.Source, o.Name, prev.Name, prev.Source))
+					continue
+				}
+				delete(chosen, prev.Name) // the command line overrides the script
+			}
+			owner[d.family] = o
+		}
+		chosen[o.Name] = o
+	}
+	b := builder{chosen: chosen, env: env}
+	b.build()
+	errs = append(errs, b.errs...)
+	if len(errs) > 0 {
+		return Request{}, errors.Join(errs...)
+	}
+	return b.req, nil
+}
+
+type builder struct {
+	chosen map[string]Option
+	env    Env
+	req    Request
+	errs   []error
+}
+
+// get returns the chosen option name, if any.
+func (b *builder) get(name string) (Option, bool) {
+	o, ok := b.chosen[name]
+	return o, ok
+}
+
+func (b *builder) fail(o Option, err error) {
+	b.errs = append(b.errs, spec.Errorf(spec.ErrInvalid, "%s: --%s: %v", o.Source, o.Name, err))
+}
+
+// str returns a string option's value, checking it is not empty.
+func (b *builder) str(name string) (string, bool) {
+	o, ok := b.get(name)
+	if !ok {
+		return "", false
+	}
+	if strings.TrimSpace(o.Value) == "" || strings.ContainsAny(o.Value, "\n\x00") {
+		b.fail(o, errors.New("needs a non-empty one-line value"))
+		return "", false
+	}
+	return o.Value, true
+}
+
+// name reads a partition, QOS or account name.
+func (b *builder) name(opt string) string {
+	v, ok := b.str(opt)
+	if !ok {
+		return ""
+	}
+	if strings.Contains(v, ",") {
+		b.fail(b.chosen[opt], fmt.Errorf("%q lists several; gpud takes exactly one %s", v, opt))
+		return ""
+	}
+	if !nameRE.MatchString(v) {
+		b.fail(b.chosen[opt], fmt.Errorf("%q is not a valid name; use letters, digits, '.', '_' and '-'", v))
+		return ""
+	}
+	return v
+}
+
+func (b *builder) flag(name string, def bool) bool {
+	o, ok := b.get(name)
+	if !ok {
+		return def
+	}
+	v, err := parseBool(o.Value)
+	if err != nil {
+		b.fail(o, err)
+		return def
+	}
+	return v
+}
+
+func (b *builder) count(name string) (int, bool) {
+	o, ok := b.get(name)
+	if !ok {
+		return 0, false
+	}
+	n, err := parsePositive(o.Value, maxCount)
+	if err != nil {
+		b.fail(o, err)
+		return 0, false
+	}
+	return n, true
+}
+
+func (b *builder) build() {
+	js := &b.req.Spec
+	for _, d := range Options {
+		if o, ok := b.get(d.Name); ok && d.NoOp {
+			b.req.Warnings = append(b.req.Warnings, fmt.Sprintf("%s: --%s has no effect in gpud and is ignored", o.Source, d.Name))
+		}
+	}
+
+	js.Name = b.env.ScriptName
+	if v, ok := b.str("job-name"); ok {
+		js.Name = v
+	}
+	js.Partition = b.name("partition")
+	js.QOS = b.name("qos")
+	js.Account = b.name("account")
+
+	b.resources()
+
+	if o, ok := b.get("time"); ok {
+		d, err := ParseTime(o.Value)
+		if err != nil {
+			b.fail(o, err)
+		}
+		js.TimeLimit = spec.Duration(d)
+	}
+
+	js.SubmitDir = b.env.Cwd
+	js.WorkDir = b.env.Cwd
+	if v, ok := b.str("chdir"); ok {
+		if filepath.IsAbs(v) {
+			js.WorkDir = filepath.Clean(v)
+		} else {
+			js.WorkDir = filepath.Join(b.env.Cwd, v)
+		}
+	}
+	if v, ok := b.str("array"); ok {
+		if err := ValidateArray(v); err != nil {
+			b.fail(b.chosen["array"], err)
+		}
+		js.Array = v
+	}
+	js.Output = DefaultOutput
+	if js.Array != "" {
+		js.Output = DefaultArrayOutput
+	}
+	if v, ok := b.str("output"); ok {
+		js.Output = v
+	}
+	if v, ok := b.str("error"); ok {
+		js.Error = v
+	}
+	if v, ok := b.str("dependency"); ok {
+		if err := ValidateDependency(v); err != nil {
+			b.fail(b.chosen["dependency"], err)
+		}
+		js.Depend = v
+	}
+	js.Hold = b.flag("hold", false)
+	js.Requeue = !b.flag("no-requeue", false) && b.flag("requeue", true)
+	if o, ok := b.get("begin"); ok {
+		t, err := ParseBegin(o.Value, b.env.Now)
+		if err != nil {
+			b.fail(o, err)
+		}
+		js.BeginTime = spec.NewTime(t)
+	}
+	if o, ok := b.get("nice"); ok {
+		n, err := strconv.Atoi(o.Value)
+		if err != nil || n < -maxNice || n > maxNice {
+			b.fail(o, fmt.Errorf("bad nice value %q; use a whole number from %d to %d", o.Value, -maxNice, maxNice))
+		}
+		js.Nice = n
+	}
+	if v, ok := b.str("image"); ok {
+		js.Image = v
+	}
+	if o, ok := b.get("checkpoint"); ok {
+		d, err := ParseCheckpointInterval(o.Value)
+		if err != nil {
+			b.fail(o, err)
+		}
+		js.Ckpt = spec.Duration(d)
+	}
+	if o, ok := b.get("signal"); ok {
+		s, err := ParseSignal(o.Value)
+		if err != nil {
+			b.fail(o, err)
+		}
+		js.Signal = s
+	}
+	if o, ok := b.get("comment"); ok {
+		js.Comment = o.Value
+	}
+	b.export()
+
+	b.req.TestOnly = b.flag("test-only", false)
+	b.req.Parsable = b.flag("parsable", false)
+	b.req.Wait = b.flag("wait", false)
+	if b.req.TestOnly && b.req.Wait {
+		b.fail(b.chosen["wait"], errors.New("cannot be combined with --test-only, which submits nothing; drop one"))
+	}
+}
+
+// resources fills JobSpec.Resources from node, task, CPU, GPU and memory
+// options.
+func (b *builder) resources() {
+	r := &b.req.Spec.Resources
+	r.Nodes = 1
+	if o, ok := b.get("nodes"); ok {
+		n, err := ParseNodes(o.Value)
+		if err != nil {
+			b.fail(o, err)
+		} else {
+			r.Nodes = n
+		}
+	}
+
+	// GPUs first: CPUs and memory may be per GPU.
+	gpusPerNode := 0
+	var g GPURequest
+	var gopt Option
+	haveGPU := false
+	for _, name := range []string{"gres", "gpus-per-node", "gpus"} {
+		o, ok := b.get(name)
+		if !ok {
+			continue
+		}
+		var err error
+		if name == "gres" {
+			g, err = ParseGres(o.Value)
+		} else {
+			g, err = ParseGPUSpec(o.Value)
+		}
+		if err != nil {
+			b.fail(o, err)
+			continue
+		}
+		gopt, haveGPU = o, true
+	}
+	if haveGPU {
+		r.GPUModel, r.GPUProfile, r.GPUFraction = g.Model, g.Profile, g.Fraction
+		switch {
+		case g.Fraction > 0:
+			if r.Nodes > 1 && gopt.Name == "gpus" {
+				b.fail(gopt, fmt.Errorf("a GPU share is per node; with %d nodes use --gpus-per-node=%s", r.Nodes, gopt.Value))
+			}
+			gpusPerNode = 1
+		case gopt.Name == "gpus":
+			r.TotalGPUs = g.Count
+			if g.Count%r.Nodes != 0 {
+				b.fail(gopt, fmt.Errorf("%d GPUs cannot be split evenly over %d nodes (gpud gives every node the same); use --gpus-per-node", g.Count, r.Nodes))
+			} else {
+				r.GPUsPerNode = g.Count / r.Nodes
+			}
+			gpusPerNode = r.GPUsPerNode
+		default:
+			r.GPUsPerNode = g.Count
+			gpusPerNode = g.Count
+		}
+	}
+
+	tasksPerNode, sizedByTasks := 1, false
+	if n, ok := b.count("ntasks-per-node"); ok {
+		tasksPerNode, sizedByTasks = n, true
+	}
+	if n, ok := b.count("ntasks"); ok {
+		sizedByTasks = true
+		switch {
+		case n < r.Nodes:
+			b.fail(b.chosen["ntasks"], fmt.Errorf("%d tasks on %d nodes leaves nodes without a task; use -n >= -N", n, r.Nodes))
+		case b.has("ntasks-per-node"):
+			if n > tasksPerNode*r.Nodes {
+				b.fail(b.chosen["ntasks"], fmt.Errorf("%d tasks do not fit %d nodes × %d tasks per node; raise -N or --ntasks-per-node", n, r.Nodes, tasksPerNode))
+			}
+		default:
+			tasksPerNode = (n + r.Nodes - 1) / r.Nodes
+		}
+	}
+	if n, ok := b.count("cpus-per-gpu"); ok {
+		if gpusPerNode == 0 {
+			b.fail(b.chosen["cpus-per-gpu"], errors.New("needs a GPU request (--gpus, --gpus-per-node or --gres=gpu:N)"))
+		}
+		r.CPUsPerNode = n * gpusPerNode
+	} else if n, ok := b.count("cpus-per-task"); ok || sizedByTasks {
+		if !ok {
+			n = 1
+		}
+		r.CPUsPerNode = n * tasksPerNode
+	}
+	if r.CPUsPerNode > maxCPUs {
+		b.errs = append(b.errs, spec.Errorf(spec.ErrInvalid, "the job asks for %d CPUs per node, more than any node has; lower --cpus-per-task or the task count", r.CPUsPerNode))
+	}
+
+	for _, name := range []string{"mem", "mem-per-cpu", "mem-per-gpu"} {
+		o, ok := b.get(name)
+		if !ok {
+			continue
+		}
+		mib, err := ParseMem(o.Value)
+		if err != nil {
+			b.fail(o, err)
+			continue
+		}
+		switch name {
+		case "mem-per-cpu":
+			mib *= int64(max(r.CPUsPerNode, 1))
+		case "mem-per-gpu":
+			if gpusPerNode == 0 {
+				b.fail(o, errors.New("needs a GPU request (--gpus, --gpus-per-node or --gres=gpu:N); or use --mem"))
+			}
+			mib *= int64(max(gpusPerNode, 1))
+		}
+		if mib > maxMemMiB {
+			b.fail(o, fmt.Errorf("the job would need %d MiB per node, more than any node has", mib))
+		}
+		r.MemMiB = mib
+	}
+
+	r.Exclusive = b.flag("exclusive", false)
+	r.NodeList = b.hosts("nodelist")
+	r.Exclude = b.hosts("exclude")
+	if v, ok := b.str("constraint"); ok {
+		r.Constraint = v
+	}
+}
+
+func (b *builder) has(name string) bool {
+	_, ok := b.chosen[name]
+	return ok
+}
+
+func (b *builder) hosts(name string) []string {
+	v, ok := b.str(name)
+	if !ok {
+		return nil
+	}
+	if strings.Contains(v, "/") {
+		b.fail(b.chosen[name], fmt.Errorf("%q looks like a file; gpud takes node names only (gpu01,gpu02 or gpu[01-04])", v))
+		return nil
+	}
+	hs, err := ExpandHostList(v)
+	if err != nil {
+		b.fail(b.chosen[name], err)
+	}
+	return hs
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// export applies --export to the submitting environment.
+func (b *builder) export() {
+	js := &b.req.Spec
+	o, ok := b.get("export")
+	if !ok {
+		js.Env = append([]string(nil), b.env.Environ...)
+		return
+	}
+	lookup := func(k string) (string, bool) {
+		for _, kv := range b.env.Environ {
+			if name, v, ok := strings.Cut(kv, "="); ok && name == k {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	items := strings.Split(o.Value, ",")
+	switch strings.ToUpper(items[0]) {
+	case "NONE", "NIL":
+		if len(items) > 1 {
+			b.fail(o, fmt.Errorf("%s cannot be combined with variables; use VAR,VAR=value to pass only those", items[0]))
+		}
+		js.Env = []string{}
+		return
+	case "ALL":
+		js.Env = append([]string(nil), b.env.Environ...)
+		items = items[1:]
+	default:
+		js.Env = []string{}
+	}
+	set := func(kv string) {
+		k, _, _ := strings.Cut(kv, "=")
+		for i, e := range js.Env {
+			if name, _, _ := strings.Cut(e, "="); name == k {
+				js.Env[i] = kv
+				return
+			}
+		}
+		js.Env = append(js.Env, kv)
+	}
+	for _, it := range items {
+		k, v, hasValue := strings.Cut(it, "=")
+		if !envNameRE.MatchString(k) {
+			b.fail(o, fmt.Errorf("%q is not a variable name; use ALL, NONE, VAR or VAR=value separated by commas", it))
+			continue
+		}
+		if !hasValue {
+			var found bool
+			if v, found = lookup(k); !found {
+				continue // like sbatch: an unset variable is simply not passed
+			}
+		}
+		set(k + "=" + v)
+	}
+}

@@ -1,0 +1,210 @@
+package directive
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// Directive prefixes gpusubmit reads, in column 0 like sbatch.
+var prefixes = []string{"#GPU", "#SBATCH"}
+
+// Script is what ParseScript found in a batch script's header.
+type Script struct {
+	// Options are the directives in file order.
+	Options []Option
+	// Warnings are problems worth a line on stderr that do not stop the
+	// submission (directives after the first command, indented ones).
+	Warnings []string
+}
+
+// ParseScript checks that text is a batch script and reads the #GPU and
+// #SBATCH directives of its header: the lines after the #! line up to the
+// first line that is neither blank nor a comment. name is used in
+// messages ("line 7 of job.sh"). Every problem is returned, joined, each
+// of kind spec.ErrInvalid.
+func ParseScript(name string, text []byte) (Script, error) {
+	var s Script
+	if i := bytes.IndexByte(text, 0); i >= 0 {
+		return s, spec.Errorf(spec.ErrInvalid, "%s contains a NUL byte at offset %d: it is not a text script; pass a shell script or use --wrap 'CMD'", name, i)
+	}
+	if !utf8.Valid(text) {
+		line := 1 + bytes.Count(text[:firstInvalidUTF8(text)], []byte("\n"))
+		return s, spec.Errorf(spec.ErrInvalid, "line %d of %s is not valid UTF-8: it is not a text script; convert it (iconv -t UTF-8) or use --wrap 'CMD'", line, name)
+	}
+	if bytes.Contains(text, []byte("\r\n")) {
+		return s, spec.Errorf(spec.ErrInvalid, "%s has DOS line breaks (\\r\\n), which break its interpreter line; convert it with dos2unix", name)
+	}
+	if !bytes.HasPrefix(text, []byte("#!")) {
+		return s, spec.Errorf(spec.ErrInvalid, "%s does not start with #! and an interpreter; add a first line such as #!/bin/bash, or use --wrap 'CMD'", name)
+	}
+	var errs []error
+	header := true
+	firstCmd := 0
+	lines := strings.Split(string(text), "\n")
+	for i, line := range lines[1:] {
+		n := i + 2
+		src := Source{File: name, Line: n}
+		trimmed := strings.TrimLeft(line, " \t")
+		if trimmed == "" {
+			continue
+		}
+		rest, isDirective := cutPrefix(line)
+		if !isDirective && trimmed != line {
+			if _, indented := cutPrefix(trimmed); indented {
+				s.Warnings = append(s.Warnings, fmt.Sprintf("%s: indented %s is a comment, not a directive; start it in column 1", src, strings.Fields(trimmed)[0]))
+				continue
+			}
+		}
+		if !header {
+			if isDirective {
+				s.Warnings = append(s.Warnings, fmt.Sprintf("%s: directive after the first command (line %d) is ignored, as sbatch does; move it above line %d", src, firstCmd, firstCmd))
+			}
+			continue
+		}
+		if !isDirective {
+			if trimmed[0] != '#' {
+				header, firstCmd = false, n
+			}
+			continue
+		}
+		opts, err := parseDirective(src, rest)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.Options = append(s.Options, opts...)
+	}
+	return s, errors.Join(errs...)
+}
+
+// cutPrefix returns the text after a directive prefix at the start of
+// line. The prefix must be followed by a blank or the end of the line, so
+// "#GPUS" is a comment.
+func cutPrefix(line string) (string, bool) {
+	for _, p := range prefixes {
+		if rest, ok := strings.CutPrefix(line, p); ok && (rest == "" || rest[0] == ' ' || rest[0] == '\t') {
+			return rest, true
+		}
+	}
+	return "", false
+}
+
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
+}
+
+// parseDirective reads the options of one directive line.
+func parseDirective(src Source, text string) ([]Option, error) {
+	toks, err := tokenize(text)
+	if err != nil {
+		return nil, spec.Errorf(spec.ErrInvalid, "%s: %v", src, err)
+	}
+	var opts []Option
+	for i := 0; i < len(toks); i++ {
+		tok := toks[i]
+		var name, value string
+		hasValue := false
+		switch {
+		case strings.HasPrefix(tok, "--") && len(tok) > 2:
+			name, value, hasValue = strings.Cut(tok[2:], "=")
+		case len(tok) >= 2 && tok[0] == '-' && tok[1] != '-':
+			name = tok[1:2]
+			if len(tok) > 2 {
+				value, hasValue = tok[2:], true
+			}
+		default:
+			return nil, spec.Errorf(spec.ErrInvalid, "%s: %q is not an option; directives hold options only (#SBATCH --time=10)", src, tok)
+		}
+		def, ok := Lookup(name)
+		if !ok {
+			return nil, spec.Errorf(spec.ErrInvalid, "%s: %v", src, unknownOption(name))
+		}
+		if def.CommandLineOnly {
+			return nil, spec.Errorf(spec.ErrInvalid, "%s: --%s can only be given on the command line", src, def.Name)
+		}
+		switch {
+		case def.Bool && def.NoOp:
+			// --get-user-env[=timeout][mode]: any value, all ignored.
+			value = "true"
+		case def.Bool:
+			if hasValue {
+				if _, err := parseBool(value); err != nil {
+					return nil, spec.Errorf(spec.ErrInvalid, "%s: --%s %v; write it alone", src, def.Name, err)
+				}
+			} else {
+				value = "true"
+			}
+		case !hasValue:
+			if i+1 >= len(toks) {
+				return nil, spec.Errorf(spec.ErrInvalid, "%s: --%s needs a value (--%s=%s)", src, def.Name, def.Name, def.Value)
+			}
+			i++
+			value = toks[i]
+		}
+		opts = append(opts, Option{Name: def.Name, Value: value, Source: src})
+	}
+	return opts, nil
+}
+
+// tokenize splits a directive line like a shell would: blanks separate,
+// quotes group, a backslash escapes, and an unquoted # starting a word
+// begins a comment.
+func tokenize(s string) ([]string, error) {
+	var (
+		toks  []string
+		cur   strings.Builder
+		inTok bool
+		quote byte
+	)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			switch {
+			case c == quote:
+				quote = 0
+			case c == '\\' && quote == '"' && i+1 < len(s) && (s[i+1] == '"' || s[i+1] == '\\'):
+				i++
+				cur.WriteByte(s[i])
+			default:
+				cur.WriteByte(c)
+			}
+		case c == ' ' || c == '\t':
+			if inTok {
+				toks = append(toks, cur.String())
+				cur.Reset()
+				inTok = false
+			}
+		case c == '#' && !inTok:
+			return toks, nil
+		case c == '\'' || c == '"':
+			quote, inTok = c, true
+		case c == '\\' && i+1 < len(s):
+			i++
+			cur.WriteByte(s[i])
+			inTok = true
+		default:
+			cur.WriteByte(c)
+			inTok = true
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("unterminated %c quote; close it on the same line", quote)
+	}
+	if inTok {
+		toks = append(toks, cur.String())
+	}
+	return toks, nil
+}

@@ -1,0 +1,581 @@
+package directive
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxDuration bounds parsed time spans (100 years) so arithmetic on them
+// never overflows and absurd values are rejected with a message.
+const maxDuration = 100 * 365 * 24 * time.Hour
+
+// TimeForms lists the accepted --time forms for error messages.
+const TimeForms = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"
+
+// ParseTime parses a Slurm time limit. UNLIMITED, infinite and 0 return
+// 0, which gpud reads as "no limit of its own" (the partition's maximum
+// still applies).
+func ParseTime(s string) (time.Duration, error) {
+	bad := func(why string) (time.Duration, error) {
+		if why != "" {
+			why = " (" + why + ")"
+		}
+		return 0, fmt.Errorf("bad time %q%s; use %s", s, why, TimeForms)
+	}
+	switch strings.ToLower(s) {
+	case "unlimited", "infinite":
+		return 0, nil
+	case "":
+		return bad("empty")
+	}
+	days := int64(-1)
+	rest := s
+	if d, r, ok := strings.Cut(s, "-"); ok {
+		n, err := parseUint(d)
+		if err != nil {
+			return bad("days must be a number")
+		}
+		days, rest = n, r
+	}
+	parts := strings.Split(rest, ":")
+	nums := make([]int64, len(parts))
+	for i, p := range parts {
+		n, err := parseUint(p)
+		if err != nil {
+			return bad("")
+		}
+		nums[i] = n
+	}
+	var total int64 // seconds
+	if days >= 0 {
+		// D-HH, D-HH:MM, D-HH:MM:SS
+		if len(nums) > 3 {
+			return bad("")
+		}
+		if nums[0] > 23 {
+			return bad("hours after a day count must be 0-23")
+		}
+		mul := []int64{3600, 60, 1}
+		total = days * 86400
+		if days > int64(maxDuration/(24*time.Hour)) {
+			return bad("too long")
+		}
+		for i, n := range nums {
+			if i > 0 && n > 59 {
+				return bad("minutes and seconds must be 0-59")
+			}
+			total += n * mul[i]
+		}
+	} else {
+		var mul []int64
+		switch len(nums) {
+		case 1:
+			mul = []int64{60}
+		case 2:
+			mul = []int64{60, 1}
+		case 3:
+			mul = []int64{3600, 60, 1}
+		default:
+			return bad("")
+		}
+		if nums[0] > int64(maxDuration/time.Second)/mul[0] {
+			return bad("too long")
+		}
+		for i, n := range nums {
+			if i > 0 && n > 59 {
+				return bad("minutes and seconds must be 0-59")
+			}
+			total += n * mul[i]
+		}
+	}
+	d := time.Duration(total) * time.Second
+	if d > maxDuration {
+		return bad("too long")
+	}
+	return d, nil
+}
+
+// parseUint parses a non-empty run of ASCII digits that fits comfortably
+// in an int64 (at most 12 digits, so later multiplications cannot overflow).
+func parseUint(s string) (int64, error) {
+	if s == "" || len(s) > 12 {
+		return 0, errors.New("not a number")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, errors.New("not a number")
+		}
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// MemForms lists the accepted memory forms for error messages.
+const MemForms = "a whole number with an optional K, M, G or T suffix (500M, 4G, 1T; no suffix means MiB)"
+
+// maxMemMiB is 1 EiB: larger requests are typos.
+const maxMemMiB = 1 << 40
+
+// ParseMem parses a Slurm memory size and returns MiB, rounding K up.
+func ParseMem(s string) (int64, error) {
+	bad := func(why string) (int64, error) {
+		if why != "" {
+			why = " (" + why + ")"
+		}
+		return 0, fmt.Errorf("bad memory size %q%s; use %s", s, why, MemForms)
+	}
+	num, mul, div := s, int64(1), int64(1)
+	if s != "" {
+		suffix := true
+		switch s[len(s)-1] {
+		case 'k', 'K':
+			div = 1024
+		case 'm', 'M':
+		case 'g', 'G':
+			mul = 1024
+		case 't', 'T':
+			mul = 1024 * 1024
+		default:
+			suffix = false
+		}
+		if suffix {
+			num = s[:len(s)-1]
+		}
+	}
+	n, err := parseUint(num)
+	if err != nil {
+		return bad("")
+	}
+	if n > maxMemMiB*div/mul {
+		return bad("larger than 1 EiB")
+	}
+	mib := (n*mul + div - 1) / div
+	if mib == 0 {
+		return bad("0 asks Slurm for a whole node's memory, which gpud does not do; give a size, or use --exclusive")
+	}
+	return mib, nil
+}
+
+// GPURequest is a parsed GPU request: Count whole GPUs (or MIG slices of
+// Profile), or Fraction of one GPU.
+type GPURequest struct {
+	Model    string
+	Profile  string
+	Count    int
+	Fraction float64
+}
+
+// GPUForms lists the accepted GPU request forms for error messages.
+const GPUForms = "N, MODEL:N, PROFILE:N (MIG, e.g. 1g.10gb:2) or a fraction of one GPU (0.5, h100:0.5)"
+
+var (
+	migProfileRE = regexp.MustCompile(`^[0-9]+g\.[0-9]+gb(\+me)?$`)
+	gpuModelRE   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+)
+
+// IsMIGProfile reports whether s names a MIG profile ("1g.10gb").
+func IsMIGProfile(s string) bool { return migProfileRE.MatchString(strings.ToLower(s)) }
+
+// maxGPUs bounds a count: no node has more and a bigger number is a typo.
+const maxGPUs = 1 << 16
+
+// ParseGPUSpec parses --gpus/--gpus-per-node values: "2", "h100:2",
+// "1g.10gb:2", "0.5", "h100:0.5". A bare model or profile means one.
+func ParseGPUSpec(s string) (GPURequest, error) {
+	bad := func(why string) (GPURequest, error) {
+		if why != "" {
+			why = " (" + why + ")"
+		}
+		return GPURequest{}, fmt.Errorf("bad GPU request %q%s; use %s", s, why, GPUForms)
+	}
+	var r GPURequest
+	kind, count, hasKind := strings.Cut(s, ":")
+	if !hasKind {
+		if IsMIGProfile(s) || s != "" && (s[0] < '0' || s[0] > '9') && s[0] != '.' {
+			kind, count = s, "1"
+		} else {
+			kind, count = "", s
+		}
+	}
+	if hasKind || kind != "" {
+		k := strings.ToLower(kind)
+		switch {
+		case IsMIGProfile(k):
+			r.Profile = k
+		case gpuModelRE.MatchString(k):
+			r.Model = k
+		default:
+			return bad("type must be a GPU model like h100 or a MIG profile like 1g.10gb")
+		}
+	}
+	if n, err := parseUint(count); err == nil {
+		if n == 0 || n > maxGPUs {
+			return bad(fmt.Sprintf("count must be 1-%d", maxGPUs))
+		}
+		r.Count = int(n)
+		return r, nil
+	}
+	f, err := strconv.ParseFloat(count, 64)
+	if err != nil || strings.ContainsAny(count, "eEnNxXpP_+-") || math.IsNaN(f) {
+		return bad("")
+	}
+	if f <= 0 || f >= 1 {
+		return bad("a non-whole count must be a fraction between 0 and 1")
+	}
+	if r.Profile != "" {
+		return bad("a MIG slice cannot be shared; ask for whole slices")
+	}
+	r.Fraction = f
+	return r, nil
+}
+
+// ParseGres parses --gres. gpud schedules only the gpu resource, so any
+// other name is an error rather than silently dropped.
+func ParseGres(s string) (GPURequest, error) {
+	var out GPURequest
+	seen := false
+	for item := range strings.SplitSeq(s, ",") {
+		name, rest, _ := strings.Cut(item, ":")
+		if strings.ToLower(name) != "gpu" {
+			return GPURequest{}, fmt.Errorf("bad --gres %q: gpud schedules only gpu (use gpu, gpu:N or gpu:TYPE:N); remove %q", s, name)
+		}
+		if seen {
+			return GPURequest{}, fmt.Errorf("bad --gres %q: gpu is given twice; give one gpu[:TYPE]:N", s)
+		}
+		seen = true
+		if rest == "" {
+			rest = "1"
+		}
+		r, err := ParseGPUSpec(rest)
+		if err != nil {
+			return GPURequest{}, fmt.Errorf("bad --gres %q: %w", s, err)
+		}
+		out = r
+	}
+	return out, nil
+}
+
+// BeginForms lists the accepted --begin forms for error messages.
+const BeginForms = "now, now+N[seconds|minutes|hours|days|weeks], YYYY-MM-DD[THH:MM[:SS]], HH:MM[:SS], midnight, noon, teatime, today or tomorrow"
+
+// ParseBegin parses a Slurm --begin time relative to now (in now's
+// location). HH:MM[:SS] in the past means that time tomorrow, like sbatch.
+func ParseBegin(s string, now time.Time) (time.Time, error) {
+	bad := func() (time.Time, error) {
+		return time.Time{}, fmt.Errorf("bad begin time %q; use %s", s, BeginForms)
+	}
+	loc := now.Location()
+	day := func(t time.Time) time.Time { return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc) }
+	nextAt := func(h int) time.Time {
+		t := day(now).Add(time.Duration(h) * time.Hour)
+		if !t.After(now) {
+			t = t.AddDate(0, 0, 1)
+		}
+		return t
+	}
+	ls := strings.ToLower(s)
+	switch ls {
+	case "now":
+		return now, nil
+	case "today":
+		return day(now), nil
+	case "tomorrow":
+		return day(now).AddDate(0, 0, 1), nil
+	case "midnight":
+		return nextAt(0), nil
+	case "noon":
+		return nextAt(12), nil
+	case "teatime":
+		return nextAt(16), nil
+	}
+	if rel, ok := strings.CutPrefix(ls, "now+"); ok {
+		i := 0
+		for i < len(rel) && rel[i] >= '0' && rel[i] <= '9' {
+			i++
+		}
+		n, err := parseUint(rel[:i])
+		if err != nil {
+			return bad()
+		}
+		unit := time.Second
+		switch rel[i:] {
+		case "", "s", "sec", "secs", "second", "seconds":
+		case "m", "min", "mins", "minute", "minutes":
+			unit = time.Minute
+		case "h", "hour", "hours":
+			unit = time.Hour
+		case "d", "day", "days":
+			unit = 24 * time.Hour
+		case "w", "week", "weeks":
+			unit = 7 * 24 * time.Hour
+		default:
+			return bad()
+		}
+		if n > int64(maxDuration/unit) {
+			return bad()
+		}
+		return now.Add(time.Duration(n) * unit), nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, loc); err == nil {
+			return t, nil
+		}
+	}
+	for _, layout := range []string{"15:04:05", "15:04"} {
+		if t, err := time.ParseInLocation(layout, s, loc); err == nil {
+			at := time.Date(now.Year(), now.Month(), now.Day(), t.Hour(), t.Minute(), t.Second(), 0, loc)
+			if at.Before(now) {
+				at = at.AddDate(0, 0, 1)
+			}
+			return at, nil
+		}
+	}
+	return bad()
+}
+
+// ParseNodes parses -N/--nodes: "N" or "N-N". gpud allocates a fixed node
+// count, so a range with different ends is refused rather than guessed.
+func ParseNodes(s string) (int, error) {
+	lo, hi, isRange := strings.Cut(s, "-")
+	a, err := parseUint(lo)
+	if err != nil || a == 0 || a > 1<<20 {
+		return 0, fmt.Errorf("bad node count %q; use N or N-N with N >= 1", s)
+	}
+	if isRange {
+		b, err := parseUint(hi)
+		if err != nil || b != a {
+			return 0, fmt.Errorf("bad node count %q: gpud allocates a fixed number of nodes; use N (or N-N with equal ends)", s)
+		}
+	}
+	return int(a), nil
+}
+
+// parsePositive parses a count option (-n, -c, ...) in 1..max.
+func parsePositive(s string, max int64) (int, error) {
+	n, err := parseUint(s)
+	if err != nil || n < 1 || n > max {
+		return 0, fmt.Errorf("bad count %q; use a whole number from 1 to %d", s, max)
+	}
+	return int(n), nil
+}
+
+var arrayRE = regexp.MustCompile(`^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*(%[0-9]+)?$`)
+
+// ValidateArray checks an --array spec: "0-15", "1,3,5", "0-15:4", "0-99%10".
+func ValidateArray(s string) error {
+	const forms = "use N-M, N-M:STEP, comma lists of those, and an optional %MAX (e.g. 0-99:2%10)"
+	if !arrayRE.MatchString(s) {
+		return fmt.Errorf("bad array spec %q; %s", s, forms)
+	}
+	body, limit, _ := strings.Cut(s, "%")
+	if limit != "" {
+		if n, err := parseUint(limit); err != nil || n == 0 {
+			return fmt.Errorf("bad array spec %q: %%MAX must be at least 1; %s", s, forms)
+		}
+	}
+	for r := range strings.SplitSeq(body, ",") {
+		span, step, _ := strings.Cut(r, ":")
+		lo, hi, isRange := strings.Cut(span, "-")
+		a, err1 := parseUint(lo)
+		b := a
+		var err2 error
+		if isRange {
+			b, err2 = parseUint(hi)
+		}
+		if err1 != nil || err2 != nil || a > b || b > 1_000_000 {
+			return fmt.Errorf("bad array spec %q: range %q must be N-M with N <= M <= 1000000; %s", s, r, forms)
+		}
+		if step != "" {
+			if n, err := parseUint(step); err != nil || n == 0 {
+				return fmt.Errorf("bad array spec %q: step in %q must be at least 1; %s", s, r, forms)
+			}
+		}
+	}
+	return nil
+}
+
+var dependRE = regexp.MustCompile(`^(singleton|(after|afterany|afterok|afternotok|aftercorr|afterburstbuffer)(:[0-9]+(_[0-9]+)?(\+[0-9]+)?)+)$`)
+
+// ValidateDependency checks a --dependency spec: TYPE:ID[:ID...] items
+// joined by "," (all) or "?" (any), or singleton.
+func ValidateDependency(s string) error {
+	sep := ","
+	if strings.Contains(s, "?") {
+		if strings.Contains(s, ",") {
+			return fmt.Errorf("bad dependency %q: mix of , (all) and ? (any); use one", s)
+		}
+		sep = "?"
+	}
+	for item := range strings.SplitSeq(s, sep) {
+		if !dependRE.MatchString(item) {
+			return fmt.Errorf("bad dependency %q: %q is not TYPE:JOBID[:JOBID...]; TYPE is after, afterany, afterok, afternotok, aftercorr, or use singleton", s, item)
+		}
+	}
+	return nil
+}
+
+var signalNames = map[string]int{
+	"HUP": 1, "INT": 2, "QUIT": 3, "ABRT": 6, "KILL": 9, "USR1": 10, "USR2": 12,
+	"ALRM": 14, "TERM": 15, "CONT": 18, "STOP": 19, "TSTP": 20, "URG": 23, "XCPU": 24,
+	"XFSZ": 25, "VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29, "PWR": 30, "SYS": 31,
+}
+
+// ParseSignalName accepts USR1, SIGUSR1 or a number 1-64 and returns the
+// canonical name without SIG (or the number as text).
+func ParseSignalName(s string) (string, error) {
+	u := strings.TrimPrefix(strings.ToUpper(s), "SIG")
+	if _, ok := signalNames[u]; ok {
+		return u, nil
+	}
+	if n, err := parseUint(s); err == nil && n >= 1 && n <= 64 {
+		return strconv.FormatInt(n, 10), nil
+	}
+	return "", fmt.Errorf("bad signal %q; use a name like USR1, SIGTERM or a number 1-64", s)
+}
+
+// ParseSignal checks --signal=[B:]SIG[@SECONDS] and returns it in canonical
+// form ("B:USR1@120"). Seconds default to 60 like sbatch.
+func ParseSignal(s string) (string, error) {
+	const forms = "use [B:]SIG[@SECONDS], e.g. USR1@120 or B:SIGTERM@60"
+	rest := s
+	prefix := ""
+	if r, ok := strings.CutPrefix(rest, "B:"); ok {
+		prefix, rest = "B:", r
+	} else if strings.HasPrefix(rest, "R:") {
+		return "", fmt.Errorf("bad signal %q: R: (reservation end) is not supported by gpud; %s", s, forms)
+	}
+	sig, secs, hasSecs := strings.Cut(rest, "@")
+	name, err := ParseSignalName(sig)
+	if err != nil {
+		return "", fmt.Errorf("bad signal %q: %w; %s", s, err, forms)
+	}
+	n := int64(60)
+	if hasSecs {
+		n, err = parseUint(secs)
+		if err != nil || n > 65535 {
+			return "", fmt.Errorf("bad signal %q: seconds must be 0-65535; %s", s, forms)
+		}
+	}
+	return fmt.Sprintf("%s%s@%d", prefix, name, n), nil
+}
+
+// ParseCheckpointInterval accepts a Slurm time (minutes by default) or a
+// Go duration ("30m", "1h30m").
+func ParseCheckpointInterval(s string) (time.Duration, error) {
+	d, err := ParseTime(s)
+	if err != nil {
+		gd, gerr := time.ParseDuration(s)
+		if gerr != nil || gd <= 0 || gd > maxDuration {
+			return 0, fmt.Errorf("bad checkpoint interval %q; use a Slurm time (%s) or a duration like 30m or 1h30m", s, TimeForms)
+		}
+		d = gd
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("bad checkpoint interval %q: must be longer than 0; use e.g. 30 (minutes) or 1h", s)
+	}
+	if d < time.Minute {
+		return 0, fmt.Errorf("bad checkpoint interval %q: shorter than one minute; checkpoints that often cost more than they save", s)
+	}
+	return d, nil
+}
+
+var hostRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// maxHosts bounds a host list expansion ("n[0-999999999]" is a typo, not a cluster).
+const maxHosts = 100000
+
+// ExpandHostList expands a Slurm host list ("gpu[01-04,07],login1") into
+// names, keeping zero padding.
+func ExpandHostList(s string) ([]string, error) {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) {
+			switch s[i] {
+			case '[':
+				depth++
+				continue
+			case ']':
+				depth--
+				if depth < 0 {
+					return nil, fmt.Errorf("bad host list %q: unbalanced ]", s)
+				}
+				continue
+			case ',':
+				if depth > 0 {
+					continue
+				}
+			default:
+				continue
+			}
+		}
+		if depth != 0 {
+			return nil, fmt.Errorf("bad host list %q: unbalanced [", s)
+		}
+		item := s[start:i]
+		start = i + 1
+		if item == "" {
+			return nil, fmt.Errorf("bad host list %q: empty name; use name1,name2 or prefix[01-04]", s)
+		}
+		names, err := expandHost(item, maxHosts-len(out))
+		if err != nil {
+			return nil, fmt.Errorf("bad host list %q: %w", s, err)
+		}
+		out = append(out, names...)
+	}
+	return out, nil
+}
+
+func expandHost(item string, budget int) ([]string, error) {
+	open := strings.IndexByte(item, '[')
+	if open < 0 {
+		if !hostRE.MatchString(item) {
+			return nil, fmt.Errorf("%q is not a host name", item)
+		}
+		return []string{item}, nil
+	}
+	end := strings.IndexByte(item[open:], ']')
+	if end < 0 {
+		return nil, fmt.Errorf("%q has an unclosed [", item)
+	}
+	end += open
+	prefix, body, suffix := item[:open], item[open+1:end], item[end+1:]
+	if strings.ContainsAny(body, "[") {
+		return nil, fmt.Errorf("%q nests brackets", item)
+	}
+	rests, err := expandHost("x"+suffix, budget)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for r := range strings.SplitSeq(body, ",") {
+		lo, hi, isRange := strings.Cut(r, "-")
+		a, err1 := parseUint(lo)
+		b := a
+		var err2 error
+		if isRange {
+			b, err2 = parseUint(hi)
+		}
+		if err1 != nil || err2 != nil || a > b {
+			return nil, fmt.Errorf("%q: range %q must be N or N-M with N <= M", item, r)
+		}
+		if (b-a+1)*int64(len(rests)) > int64(budget-len(out)) {
+			return nil, fmt.Errorf("%q expands to more than %d hosts", item, maxHosts)
+		}
+		for n := a; n <= b; n++ {
+			num := fmt.Sprintf("%0*d", len(lo), n)
+			for _, rest := range rests {
+				name := prefix + num + rest[1:]
+				if !hostRE.MatchString(name) {
+					return nil, fmt.Errorf("%q is not a host name", name)
+				}
+				out = append(out, name)
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,345 @@
+package directive
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseTime(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    time.Duration
+		wantErr string
+	}{
+		{in: "10", want: 10 * time.Minute},
+		{in: "90", want: 90 * time.Minute},
+		{in: "10:30", want: 10*time.Minute + 30*time.Second},
+		{in: "2:00:00", want: 2 * time.Hour},
+		{in: "48:00:00", want: 48 * time.Hour},
+		{in: "1-12", want: 36 * time.Hour},
+		{in: "1-00:30", want: 24*time.Hour + 30*time.Minute},
+		{in: "1-00:00:00", want: 24 * time.Hour},
+		{in: "7-23:59:59", want: 8*24*time.Hour - time.Second},
+		{in: "UNLIMITED", want: 0},
+		{in: "infinite", want: 0},
+		{in: "0", want: 0},
+		{in: "", wantErr: "empty"},
+		{in: "abc", wantErr: "use MM"},
+		{in: "1:2:3:4", wantErr: "use MM"},
+		{in: "10:60", wantErr: "0-59"},
+		{in: "1-24", wantErr: "0-23"},
+		{in: "-5", wantErr: "days must be a number"},
+		{in: "1h", wantErr: "use MM"},
+		{in: "999999999999", wantErr: "too long"},
+		{in: "1-1:2:3:4", wantErr: "use MM"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseTime(tc.in)
+			checkErr(t, err, tc.wantErr)
+			if tc.wantErr == "" && got != tc.want {
+				t.Errorf("ParseTime(%q) = %v, want %v", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func checkErr(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("unexpected error: %v", err)
+	case want != "" && err == nil:
+		t.Fatalf("no error, want one containing %q", want)
+	case want != "" && !strings.Contains(err.Error(), want):
+		t.Fatalf("error %q does not contain %q", err, want)
+	}
+}
+
+func TestParseMem(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    int64
+		wantErr string
+	}{
+		{in: "500M", want: 500},
+		{in: "500m", want: 500},
+		{in: "4G", want: 4096},
+		{in: "1T", want: 1 << 20},
+		{in: "2048", want: 2048},
+		{in: "1024K", want: 1},
+		{in: "1K", want: 1},
+		{in: "1025k", want: 2},
+		{in: "0", wantErr: "whole node"},
+		{in: "", wantErr: "use a whole number"},
+		{in: "G", wantErr: "use a whole number"},
+		{in: "1.5G", wantErr: "use a whole number"},
+		{in: "4GB", wantErr: "use a whole number"},
+		{in: "-1G", wantErr: "use a whole number"},
+		{in: "99999999999T", wantErr: "1 EiB"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseMem(tc.in)
+			checkErr(t, err, tc.wantErr)
+			if tc.wantErr == "" && got != tc.want {
+				t.Errorf("ParseMem(%q) = %d, want %d", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseGPUSpec(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    GPURequest
+		wantErr string
+	}{
+		{in: "2", want: GPURequest{Count: 2}},
+		{in: "h100:2", want: GPURequest{Model: "h100", Count: 2}},
+		{in: "H100:2", want: GPURequest{Model: "h100", Count: 2}},
+		{in: "a100-80gb:1", want: GPURequest{Model: "a100-80gb", Count: 1}},
+		{in: "1g.10gb:2", want: GPURequest{Profile: "1g.10gb", Count: 2}},
+		{in: "3g.40gb", want: GPURequest{Profile: "3g.40gb", Count: 1}},
+		{in: "h100", want: GPURequest{Model: "h100", Count: 1}},
+		{in: "0.5", want: GPURequest{Fraction: 0.5}},
+		{in: ".25", want: GPURequest{Fraction: 0.25}},
+		{in: "h100:0.5", want: GPURequest{Model: "h100", Fraction: 0.5}},
+		{in: "0", wantErr: "count must be"},
+		{in: "1.5", wantErr: "between 0 and 1"},
+		{in: "1g.10gb:0.5", wantErr: "cannot be shared"},
+		{in: "h100:", wantErr: "use N"},
+		{in: ":2", wantErr: "type must be"},
+		{in: "h100:2:3", wantErr: "use N"},
+		{in: "h100:NaN", wantErr: "use N"},
+		{in: "1e-1", wantErr: "use N"},
+		{in: "h 100:1", wantErr: "type must be"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseGPUSpec(tc.in)
+			checkErr(t, err, tc.wantErr)
+			if diff := cmp.Diff(tc.want, got); tc.wantErr == "" && diff != "" {
+				t.Errorf("ParseGPUSpec(%q) (-want +got):\n%s", tc.in, diff)
+			}
+		})
+	}
+}
+
+func TestParseGres(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    GPURequest
+		wantErr string
+	}{
+		{in: "gpu", want: GPURequest{Count: 1}},
+		{in: "gpu:4", want: GPURequest{Count: 4}},
+		{in: "gpu:a100:2", want: GPURequest{Model: "a100", Count: 2}},
+		{in: "gpu:1g.10gb:3", want: GPURequest{Profile: "1g.10gb", Count: 3}},
+		{in: "shard:2", wantErr: "only gpu"},
+		{in: "gpu:2,nvme:1", wantErr: "only gpu"},
+		{in: "gpu:1,gpu:2", wantErr: "twice"},
+		{in: "gpu:x:y", wantErr: "bad --gres"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseGres(tc.in)
+			checkErr(t, err, tc.wantErr)
+			if diff := cmp.Diff(tc.want, got); tc.wantErr == "" && diff != "" {
+				t.Errorf("ParseGres(%q) (-want +got):\n%s", tc.in, diff)
+			}
+		})
+	}
+}
+
+func TestParseBegin(t *testing.T) {
+	t.Parallel()
+	loc := time.FixedZone("X", 2*3600)
+	now := time.Date(2025, 3, 14, 15, 9, 26, 0, loc)
+	at := func(y int, mo time.Month, d, h, mi, s int) time.Time { return time.Date(y, mo, d, h, mi, s, 0, loc) }
+	tests := []struct {
+		in      string
+		want    time.Time
+		wantErr string
+	}{
+		{in: "now", want: now},
+		{in: "now+1hour", want: now.Add(time.Hour)},
+		{in: "now+30minutes", want: now.Add(30 * time.Minute)},
+		{in: "now+60", want: now.Add(time.Minute)},
+		{in: "now+2days", want: now.Add(48 * time.Hour)},
+		{in: "NOW+1WEEK", want: now.Add(7 * 24 * time.Hour)},
+		{in: "2025-04-01", want: at(2025, 4, 1, 0, 0, 0)},
+		{in: "2025-04-01T08:30", want: at(2025, 4, 1, 8, 30, 0)},
+		{in: "2025-04-01T08:30:15", want: at(2025, 4, 1, 8, 30, 15)},
+		{in: "16:00", want: at(2025, 3, 14, 16, 0, 0)},
+		{in: "16:00:30", want: at(2025, 3, 14, 16, 0, 30)},
+		{in: "09:00", want: at(2025, 3, 15, 9, 0, 0)}, // passed today: tomorrow
+		{in: "midnight", want: at(2025, 3, 15, 0, 0, 0)},
+		{in: "noon", want: at(2025, 3, 15, 12, 0, 0)},
+		{in: "teatime", want: at(2025, 3, 14, 16, 0, 0)},
+		{in: "tomorrow", want: at(2025, 3, 15, 0, 0, 0)},
+		{in: "now+1fortnight", wantErr: "bad begin time"},
+		{in: "now+", wantErr: "bad begin time"},
+		{in: "2025-13-01", wantErr: "bad begin time"},
+		{in: "25:00", wantErr: "bad begin time"},
+		{in: "soon", wantErr: "bad begin time"},
+		{in: "now+99999999999weeks", wantErr: "bad begin time"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseBegin(tc.in, now)
+			checkErr(t, err, tc.wantErr)
+			if tc.wantErr == "" && !got.Equal(tc.want) {
+				t.Errorf("ParseBegin(%q) = %v, want %v", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSmallParsers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		fn      func() (any, error)
+		want    any
+		wantErr string
+	}{
+		{"nodes", func() (any, error) { return ParseNodes("4") }, 4, ""},
+		{"nodes range equal", func() (any, error) { return ParseNodes("2-2") }, 2, ""},
+		{"nodes range", func() (any, error) { return ParseNodes("2-4") }, 0, "fixed number"},
+		{"nodes zero", func() (any, error) { return ParseNodes("0") }, 0, "N >= 1"},
+		{"signal", func() (any, error) { return ParseSignal("USR1@120") }, "USR1@120", ""},
+		{"signal batch", func() (any, error) { return ParseSignal("B:SIGTERM") }, "B:TERM@60", ""},
+		{"signal number", func() (any, error) { return ParseSignal("10@5") }, "10@5", ""},
+		{"signal bad", func() (any, error) { return ParseSignal("FOO@1") }, "", "bad signal"},
+		{"signal R", func() (any, error) { return ParseSignal("R:USR1@1") }, "", "not supported"},
+		{"ckpt minutes", func() (any, error) { return ParseCheckpointInterval("30") }, 30 * time.Minute, ""},
+		{"ckpt go", func() (any, error) { return ParseCheckpointInterval("1h30m") }, 90 * time.Minute, ""},
+		{"ckpt short", func() (any, error) { return ParseCheckpointInterval("10s") }, time.Duration(0), "shorter than one minute"},
+		{"hosts", func() (any, error) { return ExpandHostList("gpu[01-03,07],login1") }, []string{"gpu01", "gpu02", "gpu03", "gpu07", "login1"}, ""},
+		{"hosts suffix", func() (any, error) { return ExpandHostList("r[1-2]n[1-2]") }, []string{"r1n1", "r1n2", "r2n1", "r2n2"}, ""},
+		{"hosts unbalanced", func() (any, error) { return ExpandHostList("gpu[01-03") }, []string(nil), "unbalanced"},
+		{"hosts huge", func() (any, error) { return ExpandHostList("n[0-999999999]") }, []string(nil), "more than"},
+		{"hosts empty", func() (any, error) { return ExpandHostList("a,,b") }, []string(nil), "empty name"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := tc.fn()
+			checkErr(t, err, tc.wantErr)
+			if diff := cmp.Diff(tc.want, got); tc.wantErr == "" && diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateArrayAndDependency(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		err     error
+		wantErr string
+	}{
+		{"array range", ValidateArray("0-15"), ""},
+		{"array list", ValidateArray("1,3,5"), ""},
+		{"array step limit", ValidateArray("0-99:2%10"), ""},
+		{"array reversed", ValidateArray("5-1"), "N <= M"},
+		{"array zero step", ValidateArray("0-9:0"), "at least 1"},
+		{"array zero limit", ValidateArray("0-9%0"), "at least 1"},
+		{"array junk", ValidateArray("a-b"), "bad array spec"},
+		{"dep ok", ValidateDependency("afterok:12:13,afterany:5"), ""},
+		{"dep any", ValidateDependency("afterok:12?afternotok:13"), ""},
+		{"dep array task", ValidateDependency("afterok:12_3"), ""},
+		{"dep singleton", ValidateDependency("singleton"), ""},
+		{"dep mixed", ValidateDependency("afterok:1,afterok:2?afterok:3"), "mix"},
+		{"dep junk", ValidateDependency("before:12"), "TYPE:JOBID"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			checkErr(t, tc.err, tc.wantErr)
+		})
+	}
+}
+
+// formatTime writes d in the D-HH:MM:SS form ParseTime accepts.
+func formatTime(d time.Duration) string {
+	s := int64(d / time.Second)
+	return fmt.Sprintf("%d-%02d:%02d:%02d", s/86400, s/3600%24, s/60%60, s%60)
+}
+
+func FuzzParseTime(f *testing.F) {
+	for _, s := range []string{"10", "1:30", "1:00:00", "1-12", "1-00:30", "2-03:04:05", "UNLIMITED", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseTime(s)
+		if err != nil {
+			return
+		}
+		if d < 0 || d > maxDuration || d%time.Second != 0 {
+			t.Fatalf("ParseTime(%q) = %v, out of range", s, d)
+		}
+		back, err := ParseTime(formatTime(d))
+		if err != nil || back != d {
+			t.Fatalf("round trip of %q via %q = %v, %v; want %v", s, formatTime(d), back, err, d)
+		}
+	})
+}
+
+func FuzzParseMem(f *testing.F) {
+	for _, s := range []string{"500M", "4G", "1T", "2048", "1K", "0", "1.5G"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		mib, err := ParseMem(s)
+		if err != nil {
+			return
+		}
+		if mib <= 0 || mib > maxMemMiB {
+			t.Fatalf("ParseMem(%q) = %d, out of range", s, mib)
+		}
+		if back, err := ParseMem(fmt.Sprint(mib)); err != nil || back != mib {
+			t.Fatalf("round trip of %q = %d, %v; want %d", s, back, err, mib)
+		}
+	})
+}
+
+func FuzzParseGPUSpec(f *testing.F) {
+	for _, s := range []string{"2", "h100:2", "1g.10gb:2", "0.5", "h100:0.5", "gpu:a100:2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, parse := range []func(string) (GPURequest, error){ParseGPUSpec, ParseGres} {
+			r, err := parse(s)
+			if err != nil {
+				continue
+			}
+			whole := r.Count > 0
+			frac := r.Fraction > 0 && r.Fraction < 1
+			if whole == frac || r.Count > maxGPUs {
+				t.Fatalf("%q parsed to %+v: want exactly one of a count or a fraction", s, r)
+			}
+			if r.Model != "" && r.Profile != "" {
+				t.Fatalf("%q parsed to %+v: model and profile both set", s, r)
+			}
+			if r.Profile != "" && frac {
+				t.Fatalf("%q parsed to a shared MIG slice %+v", s, r)
+			}
+		}
+	})
+}

@@ -1,0 +1,208 @@
+package man
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cpuguy83/go-md2man/v2/md2man"
+	gpuqapp "github.com/gpud/gpud/gpuq/app"
+	"github.com/gpud/gpud/gpusubmit/app"
+	"github.com/gpud/gpud/gpusubmit/directive"
+	"github.com/urfave/cli/v2"
+)
+
+//go:embed gpud.8.md
+var gpud8 string
+
+//go:embed gpud.toml.5.md
+var gpudToml5 string
+
+// Pages maps each generated file name to its Markdown source.
+func Pages() map[string]string {
+	return map[string]string{
+		"gpusubmit.1": cliPage(app.New(), 1, gpusubmitPlaceholder, gpusubmitExtra),
+		"gpuq.1":      cliPage(gpuqapp.New(), 1, nil, gpuqExtra),
+		"gpud.8":      gpud8,
+		"gpud.toml.5": gpudToml5,
+	}
+}
+
+// Generate writes every page, as roff, into dir.
+func Generate(dir string) error {
+	for name, md := range Pages() {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, md2man.Render([]byte(md)), 0o644); err != nil {
+			return fmt.Errorf("write man page %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+func gpusubmitPlaceholder(name string) string {
+	if d, ok := directive.Lookup(name); ok {
+		return d.Value
+	}
+	return ""
+}
+
+// cliPage renders a cli.App as a man page in Markdown.
+func cliPage(a *cli.App, section int, placeholder func(string) string, extra string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%% %s %d \"\" \"gpud\" \"gpud Manual\"\n\n", strings.ToUpper(a.Name), section)
+	fmt.Fprintf(&b, "# NAME\n\n%s - %s\n\n# SYNOPSIS\n\n", a.Name, a.Usage)
+	for _, l := range strings.Split(a.UsageText, "\n") {
+		fmt.Fprintf(&b, "%s\n\n", escape(l))
+	}
+	fmt.Fprintf(&b, "# DESCRIPTION\n\n%s\n\n# OPTIONS\n\n", escape(a.Description))
+	writeFlags(&b, a.Flags, placeholder)
+	if len(a.Commands) > 0 {
+		b.WriteString("# COMMANDS\n\n")
+		for _, c := range a.Commands {
+			if c.Hidden {
+				continue
+			}
+			fmt.Fprintf(&b, "## %s %s\n\n%s\n\n", c.Name, escape(c.ArgsUsage), escape(c.Usage))
+			writeFlags(&b, c.Flags, placeholder)
+		}
+	}
+	b.WriteString(extra)
+	return b.String()
+}
+
+func writeFlags(b *strings.Builder, flags []cli.Flag, placeholder func(string) string) {
+	for _, f := range flags {
+		names := f.Names()
+		df, _ := f.(cli.DocGenerationFlag)
+		value := ""
+		if df != nil && df.TakesValue() {
+			value = "VALUE"
+			if placeholder != nil && placeholder(names[0]) != "" {
+				value = placeholder(names[0])
+			}
+		}
+		var terms []string
+		for _, n := range names {
+			dash := "--"
+			if len(n) == 1 {
+				dash = "-"
+			}
+			t := "**" + dash + n + "**"
+			if value != "" {
+				t += " *" + escape(value) + "*"
+			}
+			terms = append(terms, t)
+		}
+		usage := ""
+		if df != nil {
+			usage = df.GetUsage()
+			if v := df.GetDefaultText(); v != "" && df.TakesValue() {
+				usage += " (default: " + v + ")"
+			}
+			if env := df.GetEnvVars(); len(env) > 0 {
+				usage += " [environment: " + strings.Join(env, ", ") + "]"
+			}
+		}
+		fmt.Fprintf(b, "%s\n: %s\n\n", strings.Join(terms, ", "), escape(usage))
+	}
+}
+
+// escape keeps Markdown from reading option text as markup.
+func escape(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `_`, `\_`, "`", "\\`", `[`, `\[`, `]`, `\]`, `<`, `\<`, `>`, `\>`)
+	return r.Replace(s)
+}
+
+const commonEnv = `# ENVIRONMENT
+
+GPUD\_CONTROLLER
+: controller address when **--controller** is not given: *unix:///path/gpud.sock* or *https://host:port*.
+
+`
+
+const exitStatus = `# EXIT STATUS
+
+0
+: success.
+
+1
+: runtime or connection error: the controller is unreachable or failed.
+
+2
+: usage error or invalid request: an unknown option, a bad value, an option gpud cannot honour, a bad job id.
+
+3
+: refused by policy: permission denied, an account or QOS limit, a closed partition.
+
+`
+
+const gpusubmitExtra = commonEnv + `# JOB ENVIRONMENT
+
+The job starts with the environment chosen by **--export**, plus GPUD\_JOB\_ID, GPUD\_ARRAY\_TASK\_ID,
+GPUD\_NODELIST, GPUD\_NODEID, GPUD\_NNODES, GPUD\_GPUS, GPUD\_CHECKPOINT\_DIR, GPUD\_RESTART\_DIR, MASTER\_ADDR,
+MASTER\_PORT, WORLD\_SIZE, NODE\_RANK and the Slurm equivalents SLURM\_JOB\_ID, SLURM\_ARRAY\_TASK\_ID,
+SLURM\_JOB\_NODELIST, SLURM\_NODEID, SLURM\_NNODES, SLURM\_SUBMIT\_DIR and SLURM\_JOB\_NAME. See **gpud**(8).
+
+# FILES
+
+/run/gpud/gpud.sock
+: default controller socket.
+
+gpud-%j.out
+: default output file in the working directory (gpud-%A\_%a.out for arrays).
+
+` + `# EXIT STATUS
+
+With **--wait**, gpusubmit exits with the job's status: 0 if it COMPLETED, otherwise its exit code, or 1 when
+that is 0; for an array, the largest. Otherwise:
+
+0
+: the job was submitted (or, with **--test-only**, would be accepted).
+
+1
+: runtime or connection error: the controller is unreachable or failed.
+
+2
+: usage error or invalid request: an unknown option, a bad value, an option gpud cannot honour (named with its source, such as "line 7 of job.sh"), a script that is not text.
+
+3
+: refused by policy: permission denied, an account or QOS limit, a closed partition.
+
+# EXAMPLES
+
+    #!/bin/bash
+    #SBATCH --job-name=train --partition=h100
+    #SBATCH --gres=gpu:h100:8 --ntasks-per-node=8 --cpus-per-task=8 --mem-per-cpu=4G
+    #SBATCH --time=1-00:00:00 --output=slurm-%j.out --checkpoint=30
+    torchrun --nnodes=$GPUD_NNODES --node_rank=$NODE_RANK train.py
+
+    gpusubmit -N 2 job.sh
+    gpusubmit --gpus=1g.10gb:1 --time=30 --wrap 'python notebook.py'
+    gpusubmit --parsable --wait job.sh
+
+# SEE ALSO
+
+**gpuq**(1), **gpud**(8), **gpud.toml**(5)
+`
+
+const gpuqExtra = commonEnv + `# FILES
+
+/run/gpud/gpud.sock
+: default controller socket.
+
+` + exitStatus + `**gpuq cancel**, **hold**, **release** and **requeue** act on every job given and exit 0 only if all succeeded.
+
+# EXAMPLES
+
+    gpuq -u alice -t all
+    gpuq --format '%.8i %.10T %.12b %R'
+    gpuq show 42 --json
+    gpuq cancel --signal USR1 42
+    gpuq drain gpu07 --reason 'XID 79 on GPU 3'
+
+# SEE ALSO
+
+**gpusubmit**(1), **gpud**(8), **gpud.toml**(5)
+`
