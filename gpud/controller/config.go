@@ -1,0 +1,209 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Partition states.
+const (
+	PartitionUp = "UP"
+	// PartitionDown accepts jobs but starts none.
+	PartitionDown = "DOWN"
+	// PartitionDrain refuses new jobs and still starts queued ones.
+	PartitionDrain = "DRAIN"
+	// PartitionInactive refuses new jobs and starts none.
+	PartitionInactive = "INACTIVE"
+)
+
+// Config is the controller's own configuration; gpud main maps the TOML
+// [controller] section onto it.
+type Config struct {
+	Partitions []Partition
+	QOS        []QOS
+	// DefaultQOS is applied to jobs that name none ("normal").
+	DefaultQOS string
+	// NodeTimeout: a node silent this long is marked DOWN and its jobs
+	// fail or requeue.
+	NodeTimeout time.Duration
+	// HeartbeatInterval is what registering nodes are told to use.
+	HeartbeatInterval time.Duration
+	// SchedInterval is the period of the background scheduling cycle;
+	// events (submit, job end, node change) trigger cycles sooner.
+	SchedInterval time.Duration
+	// AllowRootJobs lets uid 0 submit jobs.
+	AllowRootJobs bool
+	// MaxNodesPerJob bounds --nodes (default 1024).
+	MaxNodesPerJob int
+}
+
+// Partition is a named set of nodes with limits.
+type Partition struct {
+	Name string
+	// Nodes lists member node names; empty means every node.
+	Nodes   []string
+	Default bool
+	// DefaultTime is the time limit of jobs that give none; MaxTime the
+	// largest allowed (0: unlimited).
+	DefaultTime time.Duration
+	MaxTime     time.Duration
+	// State is one of PartitionUp (default when empty), PartitionDown,
+	// PartitionDrain, PartitionInactive.
+	State string
+}
+
+// QOS is a quality of service; Priority orders jobs (higher first).
+type QOS struct {
+	Name     string
+	Priority int
+}
+
+// DefaultConfig returns a config with one default partition "batch" over
+// every node and one QOS "normal".
+func DefaultConfig() Config {
+	return Config{
+		Partitions:        []Partition{{Name: "batch", Default: true, State: PartitionUp}},
+		QOS:               []QOS{{Name: "normal"}},
+		DefaultQOS:        "normal",
+		NodeTimeout:       30 * time.Second,
+		HeartbeatInterval: 5 * time.Second,
+		SchedInterval:     5 * time.Second,
+		MaxNodesPerJob:    1024,
+	}
+}
+
+// normalize fills defaults and checks the config, returning every problem.
+func (c *Config) normalize() error {
+	d := DefaultConfig()
+	if len(c.Partitions) == 0 {
+		c.Partitions = d.Partitions
+	}
+	if len(c.QOS) == 0 {
+		c.QOS = d.QOS
+	}
+	if c.DefaultQOS == "" {
+		c.DefaultQOS = d.DefaultQOS
+	}
+	if c.NodeTimeout == 0 {
+		c.NodeTimeout = d.NodeTimeout
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = d.HeartbeatInterval
+	}
+	if c.SchedInterval == 0 {
+		c.SchedInterval = d.SchedInterval
+	}
+	if c.MaxNodesPerJob == 0 {
+		c.MaxNodesPerJob = d.MaxNodesPerJob
+	}
+	var errs []error
+	c.Partitions = slices.Clone(c.Partitions)
+	seen := map[string]bool{}
+	defaults := 0
+	for i := range c.Partitions {
+		p := &c.Partitions[i]
+		if p.Name == "" {
+			errs = append(errs, fmt.Errorf("partition %d has no name", i))
+		}
+		if seen[p.Name] {
+			errs = append(errs, fmt.Errorf("partition %q is defined twice", p.Name))
+		}
+		seen[p.Name] = true
+		if p.State == "" {
+			p.State = PartitionUp
+		}
+		p.State = strings.ToUpper(p.State)
+		if !slices.Contains([]string{PartitionUp, PartitionDown, PartitionDrain, PartitionInactive}, p.State) {
+			errs = append(errs, fmt.Errorf("partition %q: state %q is not one of UP, DOWN, DRAIN, INACTIVE", p.Name, p.State))
+		}
+		if p.DefaultTime < 0 || p.MaxTime < 0 {
+			errs = append(errs, fmt.Errorf("partition %q: default_time and max_time must not be negative", p.Name))
+		}
+		if p.MaxTime > 0 && p.DefaultTime > p.MaxTime {
+			errs = append(errs, fmt.Errorf("partition %q: default_time %s exceeds max_time %s", p.Name, p.DefaultTime, p.MaxTime))
+		}
+		if p.Default {
+			defaults++
+		}
+	}
+	if defaults > 1 {
+		errs = append(errs, fmt.Errorf("%d partitions are marked default; mark exactly one", defaults))
+	}
+	if defaults == 0 && len(c.Partitions) > 0 {
+		c.Partitions[0].Default = true
+	}
+	qseen := map[string]bool{}
+	for _, q := range c.QOS {
+		if q.Name == "" || qseen[q.Name] {
+			errs = append(errs, fmt.Errorf("QOS %q is empty or defined twice", q.Name))
+		}
+		qseen[q.Name] = true
+	}
+	if !qseen[c.DefaultQOS] {
+		errs = append(errs, fmt.Errorf("default QOS %q is not defined (defined: %s)", c.DefaultQOS, strings.Join(c.qosNames(), ", ")))
+	}
+	if c.NodeTimeout < 0 || c.HeartbeatInterval < 0 || c.SchedInterval < 0 {
+		errs = append(errs, errors.New("node_timeout, heartbeat_interval and sched_interval must be positive"))
+	}
+	if c.HeartbeatInterval >= c.NodeTimeout {
+		errs = append(errs, fmt.Errorf("heartbeat_interval %s must be shorter than node_timeout %s", c.HeartbeatInterval, c.NodeTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) partition(name string) *Partition {
+	for i := range c.Partitions {
+		if c.Partitions[i].Name == name {
+			return &c.Partitions[i]
+		}
+	}
+	return nil
+}
+
+func (c *Config) defaultPartition() *Partition {
+	for i := range c.Partitions {
+		if c.Partitions[i].Default {
+			return &c.Partitions[i]
+		}
+	}
+	return nil
+}
+
+func (c *Config) partitionNames() []string {
+	var out []string
+	for _, p := range c.Partitions {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func (c *Config) qosNames() []string {
+	var out []string
+	for _, q := range c.QOS {
+		out = append(out, q.Name)
+	}
+	return out
+}
+
+func (c *Config) qos(name string) (QOS, bool) {
+	for _, q := range c.QOS {
+		if q.Name == name {
+			return q, true
+		}
+	}
+	return QOS{}, false
+}
+
+// partitionsOf lists the partitions node belongs to.
+func (c *Config) partitionsOf(node string) []string {
+	var out []string
+	for _, p := range c.Partitions {
+		if len(p.Nodes) == 0 || slices.Contains(p.Nodes, node) {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,421 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// Store persists the controller's state. The owner loop is its only
+// caller. gpud/store implements it.
+type Store interface {
+	// Load returns every stored job, every node and the next job id to
+	// hand out. Called once, at New, and again after a failed Apply to
+	// resynchronise memory with disk.
+	Load(ctx context.Context) (jobs []spec.Job, nodes []spec.Node, nextJobID spec.JobID, err error)
+	// Apply upserts jobs and nodes and, when nextJobID is not zero, the id
+	// counter, in ONE durable transaction: all of it or none of it. The
+	// controller acknowledges nothing in the batch before Apply returns nil.
+	// Nodes carry Inventory, State (IDLE, DOWN or DRAIN) and Reason.
+	Apply(ctx context.Context, jobs []*spec.Job, nodes []*spec.Node, nextJobID spec.JobID) error
+}
+
+// Recorder receives jobs that reached a terminal state (accounting). It is
+// called from a goroutine of its own, in batches, never from the owner
+// loop; a failing call is retried later with the same jobs, so RecordJobs
+// must be idempotent by job id and attempt.
+type Recorder interface {
+	RecordJobs(ctx context.Context, jobs []spec.Job) error
+}
+
+// Caller is who makes a request, from unix-socket peer credentials.
+type Caller struct {
+	UID, GID uint32
+	User     string
+	// Known is false when the transport gave no identity.
+	Known bool
+}
+
+func (c Caller) root() bool { return c.Known && c.UID == 0 }
+
+// Option configures a Controller.
+type Option func(*Controller)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *Controller) { c.log = l } }
+
+// WithClock replaces time.Now for every timestamp the controller takes
+// and every timeout it judges (tests pass a fake).
+func WithClock(now func() time.Time) Option { return func(c *Controller) { c.now = now } }
+
+// WithTicker replaces the controller's housekeeping ticker (1s): each
+// receive checks node timeouts and runs the periodic cycle when due.
+// Tests pass a channel they send to.
+func WithTicker(tick <-chan time.Time) Option { return func(c *Controller) { c.tick = tick } }
+
+// WithRecorder sets where terminal jobs are recorded (accounting).
+func WithRecorder(r Recorder) Option { return func(c *Controller) { c.recorder = r } }
+
+// WithReload sets the hook Reconfigure calls to obtain a new Config.
+func WithReload(f func() (Config, error)) Option { return func(c *Controller) { c.reload = f } }
+
+// Controller is the owner of all cluster state. Create it with New and
+// run it with Run; its methods are safe for concurrent use and fail with
+// spec.ErrUnavailable when Run is not running.
+type Controller struct {
+	log      *slog.Logger
+	store    Store
+	now      func() time.Time
+	tick     <-chan time.Time
+	recorder Recorder
+	reload   func() (Config, error)
+
+	ops     chan *op
+	started chan struct{} // closed when Run starts serving
+	stopped chan struct{} // closed when Run has stopped serving
+	runOnce sync.Once
+
+	// rec is the recorder's queue, shared with its goroutine.
+	recMu    sync.Mutex
+	recQueue []spec.Job
+	recWake  chan struct{}
+
+	// Owner state: touched only by the goroutine in Run (and New before it).
+	cfg   Config
+	st    *state
+	sched schedState
+}
+
+// op is one request to the owner. fn runs on the owner goroutine; done
+// is closed after the batch it ran in is committed.
+type op struct {
+	fn   func(tx *txn) error
+	err  error
+	done chan struct{}
+}
+
+// New loads the state from store and returns a controller ready to Run.
+func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, spec.Errorf(spec.ErrInvalid, "controller config: %v", err)
+	}
+	c := &Controller{
+		log:     slog.Default(),
+		store:   store,
+		now:     time.Now,
+		ops:     make(chan *op, 4096),
+		started: make(chan struct{}),
+		stopped: make(chan struct{}),
+		recWake: make(chan struct{}, 1),
+		cfg:     cfg,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	if err := c.load(context.Background()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// load replaces the in-memory state with the store's.
+func (c *Controller) load(ctx context.Context) error {
+	jobs, nodes, next, err := c.store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("load controller state: %w", err)
+	}
+	now := c.now()
+	st := newState(next, now)
+	for i := range nodes {
+		st.addNode(&nodes[i], now)
+	}
+	for i := range jobs {
+		rec := &jobRec{job: jobs[i]}
+		rec.publish()
+		st.addJob(rec)
+		if a := rec.job.Alloc; a != nil {
+			for _, p := range a.Nodes {
+				if p.Ended {
+					continue
+				}
+				n := st.nodes[p.Node]
+				if n == nil {
+					c.log.Warn("job allocated on a node the store does not know", "job_id", rec.job.ID, "node", p.Node)
+					continue
+				}
+				n.allocs[a.ID] = rec.job.ID
+			}
+		}
+	}
+	// Waiters of the old state (after a failed Apply) must re-query.
+	if c.st != nil {
+		for _, n := range c.st.nodes {
+			close(n.changed)
+		}
+		for _, ws := range c.st.waiters {
+			for _, w := range ws {
+				close(w)
+			}
+		}
+	}
+	c.st = st
+	c.sched.dirty = true
+	return nil
+}
+
+// Run serves requests until ctx ends. It may be called once.
+func (c *Controller) Run(ctx context.Context) error {
+	first := false
+	c.runOnce.Do(func() { first = true })
+	if !first {
+		return errors.New("controller: Run called twice")
+	}
+	var wg sync.WaitGroup
+	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
+	if c.recorder != nil {
+		wg.Go(func() { c.recordLoop(recCtx) })
+	}
+	defer func() {
+		c.drainOps()
+		close(c.stopped)
+		stopRec()
+		wg.Wait()
+	}()
+
+	tick := c.tick
+	if tick == nil {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		tick = t.C
+	}
+	cycleTimer := time.NewTimer(time.Hour)
+	cycleTimer.Stop()
+	defer cycleTimer.Stop()
+	close(c.started)
+	c.log.Info("controller serving", "jobs", len(c.st.jobs), "nodes", len(c.st.nodes), "next_job_id", c.st.nextID)
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case o := <-c.ops:
+			batch := []*op{o}
+		drain:
+			for len(batch) < cap(c.ops) {
+				select {
+				case o := <-c.ops:
+					batch = append(batch, o)
+				default:
+					break drain
+				}
+			}
+			c.runBatch(ctx, batch)
+		case <-tick:
+			c.housekeep(ctx)
+		case <-cycleTimer.C:
+		}
+		if wait := c.cycleDue(); wait == 0 {
+			c.cycle(ctx)
+		} else if wait > 0 {
+			cycleTimer.Reset(wait)
+		}
+	}
+}
+
+// drainOps fails every op still queued when Run stops.
+func (c *Controller) drainOps() {
+	for {
+		select {
+		case o := <-c.ops:
+			o.err = spec.Errorf(spec.ErrUnavailable, "the gpud controller is shutting down; retry when it is back")
+			close(o.done)
+		default:
+			return
+		}
+	}
+}
+
+// call runs fn on the owner and waits until its batch is committed.
+func (c *Controller) call(ctx context.Context, fn func(tx *txn) error) error {
+	o := &op{fn: fn, done: make(chan struct{})}
+	select {
+	case c.ops <- o:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.stopped:
+		return spec.Errorf(spec.ErrUnavailable, "the gpud controller is not running; retry when it is back")
+	}
+	select {
+	case <-o.done:
+		return o.err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.stopped:
+		// Ops drained at stop are closed before stopped is.
+		select {
+		case <-o.done:
+			return o.err
+		default:
+			return spec.Errorf(spec.ErrUnavailable, "the gpud controller stopped; retry when it is back")
+		}
+	}
+}
+
+// runBatch applies ops in order, commits their changes in one transaction
+// and only then replies to them.
+func (c *Controller) runBatch(ctx context.Context, batch []*op) {
+	tx := newTxn()
+	for _, o := range batch {
+		o.err = c.safely("request", func() error { return o.fn(tx) })
+	}
+	if err := c.commit(ctx, tx); err != nil {
+		for _, o := range batch {
+			if o.err == nil {
+				o.err = err
+			}
+		}
+	}
+	for _, o := range batch {
+		close(o.done)
+	}
+}
+
+// safely runs f, turning a panic into an error so one bad request or
+// cycle cannot take the controller down.
+func (c *Controller) safely(what string, f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("panic in controller "+what, "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("internal error in controller %s: %v", what, r)
+		}
+	}()
+	return f()
+}
+
+// commit persists tx, then publishes it: new job views, node generation
+// bumps (waking long-polls) and job waiters. On a store failure the state
+// is reloaded from disk, so memory never runs ahead of what is durable.
+func (c *Controller) commit(ctx context.Context, tx *txn) error {
+	if len(tx.persistJobs) > 0 || len(tx.persistNodes) > 0 || tx.counter {
+		jobs := make([]*spec.Job, 0, len(tx.persistJobs))
+		for _, rec := range tx.persistJobs {
+			jobs = append(jobs, &rec.job)
+		}
+		slices.SortFunc(jobs, func(a, b *spec.Job) int { return cmp.Compare(a.ID, b.ID) })
+		nodes := make([]*spec.Node, 0, len(tx.persistNodes))
+		for _, n := range tx.persistNodes {
+			nodes = append(nodes, n.record())
+		}
+		var next spec.JobID
+		if tx.counter {
+			next = c.st.nextID
+		}
+		if err := c.store.Apply(context.WithoutCancel(ctx), jobs, nodes, next); err != nil {
+			c.log.Error("state commit failed; reloading state from the store", "err", err)
+			if lerr := c.load(ctx); lerr != nil {
+				// Memory may now be ahead of disk; nothing else is safe.
+				panic(fmt.Sprintf("controller state commit failed (%v) and reload failed (%v)", err, lerr))
+			}
+			return spec.Errorf(spec.ErrUnavailable, "cannot save controller state: %v; check the state directory's disk", err)
+		}
+	}
+	for id, rec := range tx.touched {
+		rec.publish()
+		if ws := c.st.waiters[id]; ws != nil {
+			for _, w := range ws {
+				close(w)
+			}
+			delete(c.st.waiters, id)
+		}
+	}
+	for name := range tx.bump {
+		if n := c.st.nodes[name]; n != nil {
+			n.bump()
+		}
+	}
+	if len(tx.ended) > 0 {
+		c.enqueueRecords(tx.ended)
+	}
+	if tx.kick {
+		c.sched.dirty = true
+	}
+	return nil
+}
+
+// txn collects the effects of a batch of ops.
+type txn struct {
+	persistJobs  map[spec.JobID]*jobRec
+	persistNodes map[string]*nodeRec
+	counter      bool
+	// touched jobs get a new published view (superset of persistJobs).
+	touched map[spec.JobID]*jobRec
+	bump    map[string]bool
+	ended   []spec.Job
+	kick    bool
+}
+
+func newTxn() *txn {
+	return &txn{persistJobs: map[spec.JobID]*jobRec{}, persistNodes: map[string]*nodeRec{},
+		touched: map[spec.JobID]*jobRec{}, bump: map[string]bool{}}
+}
+
+// saveJob marks rec to be persisted and republished.
+func (tx *txn) saveJob(rec *jobRec) {
+	tx.persistJobs[rec.job.ID] = rec
+	tx.touched[rec.job.ID] = rec
+}
+
+func (tx *txn) saveNode(n *nodeRec) { tx.persistNodes[n.inv.Name] = n }
+
+// JobView is a published, immutable view of a job. Readers share it;
+// the owner replaces it when the job changes.
+type JobView struct {
+	job spec.Job
+	raw []byte
+}
+
+// Job returns a copy of the job. Its slices are shared and must not be
+// modified.
+func (v *JobView) Job() spec.Job { return v.job }
+
+// ListJSON returns the job's JSON encoding for listings (as spec.Job
+// marshals, but without Script, Args and Env, which can be kilobytes per
+// job and which no listing shows; GET /v1/jobs/{id} has them). It is
+// computed once when the view is published, so listing 100,000 jobs costs
+// no encoding.
+func (v *JobView) ListJSON() []byte { return v.raw }
+
+func newView(j *spec.Job) *JobView {
+	v := &JobView{job: *j}
+	if j.Alloc != nil {
+		a := cloneAlloc(j.Alloc)
+		v.job.Alloc = a
+	}
+	summary := v.job
+	summary.Script, summary.Args, summary.Env = "", nil, nil
+	raw, err := json.Marshal(&summary)
+	if err != nil {
+		// spec.Job has no types that can fail to encode.
+		panic(fmt.Sprintf("encode job %d: %v", j.ID, err))
+	}
+	v.raw = raw
+	return v
+}
+
+func cloneAlloc(a *spec.Alloc) *spec.Alloc {
+	if a == nil {
+		return nil
+	}
+	b := *a
+	b.Nodes = slices.Clone(a.Nodes)
+	return &b
+}

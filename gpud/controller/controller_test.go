@@ -1,0 +1,505 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeStore keeps what Apply wrote; failNext makes the next Apply fail.
+type fakeStore struct {
+	mu       sync.Mutex
+	jobs     map[spec.JobID]spec.Job
+	nodes    map[string]spec.Node
+	next     spec.JobID
+	failNext bool
+	applies  int
+}
+
+func newFakeStore() *fakeStore {
+	return &fakeStore{jobs: map[spec.JobID]spec.Job{}, nodes: map[string]spec.Node{}, next: 1}
+}
+
+func (s *fakeStore) Load(context.Context) ([]spec.Job, []spec.Node, spec.JobID, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var jobs []spec.Job
+	for id := spec.JobID(1); id < s.next; id++ {
+		if j, ok := s.jobs[id]; ok {
+			jobs = append(jobs, j)
+		}
+	}
+	var nodes []spec.Node
+	for _, n := range s.nodes {
+		nodes = append(nodes, n)
+	}
+	return jobs, nodes, s.next, nil
+}
+
+func (s *fakeStore) Apply(_ context.Context, jobs []*spec.Job, nodes []*spec.Node, next spec.JobID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failNext {
+		s.failNext = false
+		return errors.New("disk full")
+	}
+	s.applies++
+	for _, j := range jobs {
+		c := *j
+		c.Alloc = cloneAlloc(j.Alloc)
+		s.jobs[j.ID] = c
+	}
+	for _, n := range nodes {
+		s.nodes[n.Name] = *n
+	}
+	if next != 0 {
+		s.next = next
+	}
+	return nil
+}
+
+type fakeRecorder struct {
+	mu   sync.Mutex
+	jobs []spec.Job
+}
+
+func (r *fakeRecorder) RecordJobs(_ context.Context, jobs []spec.Job) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.jobs = append(r.jobs, jobs...)
+	return nil
+}
+
+// harness runs a controller with a fake clock and a manual ticker.
+type harness struct {
+	t     *testing.T
+	c     *Controller
+	store *fakeStore
+	rec   *fakeRecorder
+	mu    sync.Mutex
+	now   time.Time
+	tick  chan time.Time
+	stop  func()
+}
+
+var (
+	root  = Caller{UID: 0, User: "root", Known: true}
+	alice = Caller{UID: 1000, GID: 1000, User: "alice", Known: true}
+	bob   = Caller{UID: 1001, GID: 1001, User: "bob", Known: true}
+)
+
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newHarness(t *testing.T, store *fakeStore, cfgFn func(*Config)) *harness {
+	t.Helper()
+	return newHarnessAt(t, store, cfgFn, t0)
+}
+
+func newHarnessAt(t *testing.T, store *fakeStore, cfgFn func(*Config), now time.Time) *harness {
+	t.Helper()
+	h := &harness{t: t, store: store, rec: &fakeRecorder{}, now: now, tick: make(chan time.Time)}
+	cfg := DefaultConfig()
+	if cfgFn != nil {
+		cfgFn(&cfg)
+	}
+	c, err := New(cfg, store, WithClock(h.clock), WithTicker(h.tick), WithRecorder(h.rec),
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	h.c = c
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var once sync.Once
+	h.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) clock() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.now
+}
+
+// advance moves the clock and delivers one tick; the tick is received
+// (unbuffered) before advance returns, and the next call is served after it.
+func (h *harness) advance(d time.Duration) {
+	h.mu.Lock()
+	h.now = h.now.Add(d)
+	now := h.now
+	h.mu.Unlock()
+	h.tick <- now
+}
+
+// settle runs the pending scheduling cycle, if any, on the owner now,
+// rather than waiting for the loop's pacing.
+func (h *harness) settle() {
+	h.t.Helper()
+	err := h.c.query(context.Background(), func() error {
+		if h.c.sched.dirty {
+			h.c.cycle(context.Background())
+		}
+		return nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) submit(who Caller, mod func(*spec.JobSpec)) spec.JobID {
+	h.t.Helper()
+	js := spec.JobSpec{Name: "j", Script: "#!/bin/sh\ntrue\n", WorkDir: "/tmp"}
+	if mod != nil {
+		mod(&js)
+	}
+	id, err := h.c.Submit(context.Background(), who, js)
+	if err != nil {
+		h.t.Fatalf("Submit: %v", err)
+	}
+	return id
+}
+
+func (h *harness) job(id spec.JobID) spec.Job {
+	h.t.Helper()
+	h.settle()
+	j, err := h.c.Job(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return j
+}
+
+func (h *harness) register(name string, gpus int) {
+	h.t.Helper()
+	inv := spec.Inventory{Name: name, CPUs: 8, MemMiB: 1000}
+	for i := range gpus {
+		inv.GPUs = append(inv.GPUs, spec.GPU{UUID: fmt.Sprintf("GPU-%s-%d", name, i), Model: "h100"})
+	}
+	if _, err := h.c.Register(context.Background(), root, inv); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) exit(node string, j spec.Job, state spec.JobState, code int) {
+	h.t.Helper()
+	_, err := h.c.NodeEvents(context.Background(), root, node, []NodeEvent{{Seq: 1, AllocID: j.Alloc.ID, JobID: j.ID, Kind: EventExited, State: state, ExitCode: code}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) assignments(node string) []Assignment {
+	h.t.Helper()
+	h.settle()
+	_, as, err := h.c.Assignments(context.Background(), root, node, 0, 0)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return as
+}
+
+func TestHoldReleaseAndPermissions(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	ctx := context.Background()
+	id := h.submit(alice, func(j *spec.JobSpec) { j.Hold = true })
+	h.register("n1", 0)
+	if j := h.job(id); j.State != spec.StatePending || j.Reason != spec.ReasonHeld {
+		t.Fatalf("held job = %s/%s, want PENDING/%s", j.State, j.Reason, spec.ReasonHeld)
+	}
+	if _, err := h.c.JobAction(ctx, bob, id, ActionRelease, ""); !errors.Is(err, spec.ErrPermissionDenied) {
+		t.Fatalf("bob releasing alice's job: %v, want permission denied", err)
+	}
+	if _, err := h.c.JobAction(ctx, alice, id, ActionRelease, ""); err != nil {
+		t.Fatal(err)
+	}
+	if j := h.job(id); j.State != spec.StateRunning || j.User != "alice" || j.UID != 1000 {
+		t.Fatalf("released job = %s user %s uid %d, want RUNNING as alice/1000", j.State, j.User, j.UID)
+	}
+	if _, err := h.c.JobAction(ctx, alice, id, ActionHold, ""); !errors.Is(err, spec.ErrConflict) {
+		t.Fatalf("hold of a running job: %v, want conflict", err)
+	}
+	if _, err := h.c.JobAction(ctx, root, id, ActionCancel, ""); err != nil {
+		t.Fatalf("root cancelling alice's job: %v", err)
+	}
+	if _, err := h.c.Submit(ctx, root, spec.JobSpec{Script: "x", WorkDir: "/"}); !errors.Is(err, spec.ErrRefused) {
+		t.Fatalf("root submit without allow_root_jobs: %v, want refused", err)
+	}
+	if _, err := h.c.Submit(ctx, alice, spec.JobSpec{Script: "x", WorkDir: "/", Nice: -5}); !errors.Is(err, spec.ErrPermissionDenied) {
+		t.Fatalf("negative nice by a user: %v, want permission denied", err)
+	}
+}
+
+func TestPriorityOrderAndReasons(t *testing.T) {
+	h := newHarness(t, newFakeStore(), func(c *Config) {
+		c.QOS = []QOS{{Name: "normal"}, {Name: "high", Priority: 10}}
+	})
+	h.register("n1", 1)
+	// Keep the node busy so the rest queue up.
+	first := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
+	low := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1; j.Nice = 100 })
+	normal := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
+	high := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1; j.QOS = "high" })
+	h.settle()
+	got := map[spec.JobID]string{}
+	for _, id := range []spec.JobID{low, normal, high} {
+		got[id] = h.job(id).Reason
+	}
+	want := map[spec.JobID]string{high: spec.ReasonResources, normal: spec.ReasonPriority, low: spec.ReasonPriority}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("reasons (-want +got):\n%s", diff)
+	}
+	h.exit("n1", h.job(first), spec.StateCompleted, 0)
+	if j := h.job(high); j.State != spec.StateRunning {
+		t.Fatalf("after the node frees, high-QOS job is %s, want RUNNING", j.State)
+	}
+}
+
+func TestNodeTimeoutFailsOrRequeues(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	h.register("n1", 0)
+	keep := h.submit(alice, func(j *spec.JobSpec) { j.Requeue = true; j.Resources.CPUsPerNode = 4 })
+	lose := h.submit(alice, func(j *spec.JobSpec) { j.Resources.CPUsPerNode = 4 })
+	if h.job(keep).State != spec.StateRunning || h.job(lose).State != spec.StateRunning {
+		t.Fatal("jobs did not start")
+	}
+	firstAlloc := h.job(keep).Alloc.ID
+	h.advance(20 * time.Second)
+	if err := h.c.Heartbeat(context.Background(), root, "n1", nil); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(31 * time.Second) // silent since t+20s: 31s > 30s timeout
+	nodes, _ := h.c.Nodes(context.Background())
+	if nodes[0].State != spec.NodeDown || nodes[0].Reason != reasonNotResponding {
+		t.Fatalf("node = %s (%s), want DOWN (not responding)", nodes[0].State, nodes[0].Reason)
+	}
+	if j := h.job(lose); j.State != spec.StateNodeFail || j.EndTime.IsZero() {
+		t.Fatalf("non-requeue job = %s end %v, want NODE_FAIL with end time", j.State, j.EndTime)
+	}
+	if j := h.job(keep); j.State != spec.StatePending || j.Alloc != nil {
+		t.Fatalf("requeue job = %s alloc %v, want PENDING without an alloc", j.State, j.Alloc)
+	}
+	// The cycle since then shows why it waits now; the store has the cause.
+	h.store.mu.Lock()
+	stored := h.store.jobs[keep]
+	h.store.mu.Unlock()
+	if stored.State != spec.StatePending || stored.Reason != "NodeFail requeue" {
+		t.Fatalf("stored requeue job = %s/%s, want PENDING/NodeFail requeue", stored.State, stored.Reason)
+	}
+	// The node comes back; the requeued job starts with a new alloc id, and
+	// an exit event for the old alloc is ignored.
+	h.register("n1", 0)
+	j := h.job(keep)
+	if j.State != spec.StateRunning || j.Alloc.ID == firstAlloc || j.Attempt != 2 {
+		t.Fatalf("requeued job = %s alloc %s attempt %d, want RUNNING with a new alloc, attempt 2", j.State, j.Alloc.ID, j.Attempt)
+	}
+	if _, err := h.c.NodeEvents(context.Background(), root, "n1", []NodeEvent{{Seq: 9, AllocID: firstAlloc, JobID: keep, Kind: EventExited, State: spec.StateFailed}}); err != nil {
+		t.Fatal(err)
+	}
+	if j := h.job(keep); j.State != spec.StateRunning {
+		t.Fatalf("stale exit changed the job to %s", j.State)
+	}
+	h.rec.mu.Lock()
+	defer h.rec.mu.Unlock()
+	h.stop() // flushes the recorder
+	if len(h.rec.jobs) != 1 || h.rec.jobs[0].ID != lose {
+		t.Fatalf("recorded %v, want job %d only", h.rec.jobs, lose)
+	}
+}
+
+func TestGangFirstFailureEndsJobAndStopsPeers(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	h.register("a", 1)
+	h.register("b", 1)
+	id := h.submit(alice, func(j *spec.JobSpec) { j.Resources.Nodes = 2; j.Resources.GPUsPerNode = 1 })
+	j := h.job(id)
+	if j.State != spec.StateRunning || len(j.Alloc.Nodes) != 2 {
+		t.Fatalf("gang = %s on %v", j.State, j.Nodes)
+	}
+	h.exit("a", j, spec.StateFailed, 2)
+	if got := h.job(id); got.State != spec.StateFailed || got.ExitCode != 2 {
+		t.Fatalf("after rank failure: %s exit %d, want FAILED 2", got.State, got.ExitCode)
+	}
+	as := h.assignments("b")
+	if len(as) != 1 || !as[0].Stop || as[0].StopState != spec.StateCancelled {
+		t.Fatalf("peer assignments = %+v, want one Stop CANCELLED", as)
+	}
+	// Node b's GPU stays held until b reports: a new job cannot take it.
+	next := h.submit(alice, func(j *spec.JobSpec) { j.Resources.NodeList = []string{"b"}; j.Resources.GPUsPerNode = 1 })
+	if got := h.job(next); got.State != spec.StatePending {
+		t.Fatalf("job on b started while b still runs the gang (%s)", got.State)
+	}
+	h.exit("b", j, spec.StateCancelled, 0)
+	if got := h.job(id); got.State != spec.StateFailed {
+		t.Fatalf("peer exit changed the ended gang to %s", got.State)
+	}
+	if got := h.job(next); got.State != spec.StateRunning {
+		t.Fatalf("job on b = %s after the gang freed it, want RUNNING", got.State)
+	}
+}
+
+func TestRequeueAndCancelRunning(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	ctx := context.Background()
+	h.register("n1", 0)
+	id := h.submit(alice, nil)
+	j := h.job(id)
+	if _, err := h.c.JobAction(ctx, alice, id, ActionRequeue, ""); err != nil {
+		t.Fatal(err)
+	}
+	as := h.assignments("n1")
+	if len(as) != 1 || !as[0].Stop || as[0].StopState != spec.StateRequeued {
+		t.Fatalf("assignments = %+v, want Stop REQUEUED", as)
+	}
+	h.exit("n1", j, spec.StateCancelled, 0)
+	j2 := h.job(id)
+	if j2.State != spec.StateRunning || j2.Alloc.ID != fmt.Sprintf("%d.2", id) || !j2.SubmitTime.Equal(j.SubmitTime.Time) {
+		t.Fatalf("requeued job = %s alloc %v; want RUNNING again as %d.2 with the same submit time", j2.State, j2.Alloc, id)
+	}
+	if _, err := h.c.JobAction(ctx, alice, id, ActionCancel, "stop it"); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.job(id); got.State != spec.StateCompleting || got.StopState != spec.StateCancelled {
+		t.Fatalf("cancelled running job = %s/%s, want COMPLETING/CANCELLED", got.State, got.StopState)
+	}
+	h.exit("n1", j2, spec.StateCancelled, 0)
+	if got := h.job(id); got.State != spec.StateCancelled {
+		t.Fatalf("after exit: %s, want CANCELLED", got.State)
+	}
+}
+
+func TestRestartKeepsStopIntentAndGeneration(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, store, nil)
+	ctx := context.Background()
+	h.register("n1", 0)
+	id := h.submit(alice, nil)
+	h.settle()
+	if _, err := h.c.JobAction(ctx, alice, id, ActionCancel, ""); err != nil {
+		t.Fatal(err)
+	}
+	gen, _, err := h.c.Assignments(ctx, root, "n1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.stop()
+
+	// Long after: the node still gets a fresh timeout.
+	h2 := newHarnessAt(t, store, nil, h.clock().Add(time.Hour))
+	h2.advance(time.Second)
+	gen2, as, err := h2.c.Assignments(ctx, root, "n1", gen, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gen2 == gen || len(as) != 1 || !as[0].Stop || as[0].StopState != spec.StateCancelled {
+		t.Fatalf("after restart: gen %d (before %d), %+v; want a different gen at once and the cancel kept", gen2, gen, as)
+	}
+	nodes, _ := h2.c.Nodes(ctx)
+	if nodes[0].State == spec.NodeDown {
+		t.Fatal("node judged DOWN right after a controller restart")
+	}
+	if next := h2.submit(alice, nil); next != id+1 {
+		t.Fatalf("id after restart = %d, want %d", next, id+1)
+	}
+}
+
+func TestFailedCommitIsNotAcknowledged(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, store, nil)
+	ok := h.submit(alice, nil)
+	store.mu.Lock()
+	store.failNext = true
+	store.mu.Unlock()
+	_, err := h.c.Submit(context.Background(), alice, spec.JobSpec{Script: "x", WorkDir: "/"})
+	if !errors.Is(err, spec.ErrUnavailable) {
+		t.Fatalf("submit with failing store: %v, want unavailable", err)
+	}
+	// Memory was reloaded from the store: the failed job is gone and its
+	// id is handed out again (it was never acknowledged).
+	jobs, err := h.c.ListJobs(context.Background(), JobFilter{All: true})
+	if err != nil || len(jobs) != 1 || jobs[0].Job().ID != ok {
+		t.Fatalf("jobs after failed commit = %d (%v), want only job %d", len(jobs), err, ok)
+	}
+	if next := h.submit(alice, nil); next != ok+1 {
+		t.Fatalf("next id = %d, want %d", next, ok+1)
+	}
+}
+
+func TestWaitJobTimesOutAndWakes(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	ctx := context.Background()
+	id := h.submit(alice, nil)
+	j, err := h.c.WaitJob(ctx, id, time.Millisecond)
+	if err != nil || j.State != spec.StatePending {
+		t.Fatalf("WaitJob timeout = %s, %v; want PENDING", j.State, err)
+	}
+	done := make(chan spec.Job, 1)
+	go func() {
+		j, _ := h.c.WaitJob(ctx, id, time.Minute)
+		done <- j
+	}()
+	if _, err := h.c.JobAction(ctx, alice, id, ActionCancel, ""); err != nil {
+		t.Fatal(err)
+	}
+	if j := <-done; j.State != spec.StateCancelled {
+		t.Fatalf("waiter got %s, want CANCELLED", j.State)
+	}
+}
+
+func TestReconfigure(t *testing.T) {
+	store := newFakeStore()
+	var next Config
+	var reloadErr error
+	cfg := DefaultConfig()
+	c, err := New(cfg, store, WithReload(func() (Config, error) { return next, reloadErr }), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	reloadErr = errors.New("gpud.toml:3: unknown key")
+	if _, err := c.Reconfigure(ctx, root); err == nil {
+		t.Fatal("reconfigure with a bad file succeeded")
+	}
+	reloadErr = nil
+	next = DefaultConfig()
+	next.Partitions = []Partition{{Name: "gpu", Default: true}}
+	if _, err := c.Reconfigure(ctx, alice); !errors.Is(err, spec.ErrPermissionDenied) {
+		t.Fatalf("reconfigure by a user: %v", err)
+	}
+	msg, err := c.Reconfigure(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(msg)
+	id, err := c.Submit(ctx, alice, spec.JobSpec{Script: "x", WorkDir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := c.Job(ctx, id); j.Partition != "gpu" {
+		t.Fatalf("job partition after reconfigure = %q, want gpu", j.Partition)
+	}
+}

@@ -1,0 +1,335 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// JobFilter selects jobs (the fields of api.JobFilter). Zero fields match
+// everything; with no States and not All, pending and active jobs match.
+type JobFilter struct {
+	IDs        []spec.JobID
+	Users      []string
+	Accounts   []string
+	Partitions []string
+	States     []spec.JobState
+	All        bool
+}
+
+func (f *JobFilter) match(j *spec.Job) bool {
+	if len(f.Users) > 0 && !slices.Contains(f.Users, j.User) {
+		return false
+	}
+	if len(f.Accounts) > 0 && !slices.Contains(f.Accounts, j.Account) {
+		return false
+	}
+	if len(f.Partitions) > 0 && !slices.Contains(f.Partitions, j.Partition) {
+		return false
+	}
+	switch {
+	case len(f.States) > 0:
+		return slices.Contains(f.States, j.State)
+	case f.All || len(f.IDs) > 0:
+		return true
+	}
+	return !j.State.Terminal()
+}
+
+// ListJobs returns the published views of matching jobs, by id. The owner
+// only collects pointers; encoding happens in the caller.
+func (c *Controller) ListJobs(ctx context.Context, f JobFilter) ([]*JobView, error) {
+	var out []*JobView
+	err := c.query(ctx, func() error {
+		if len(f.IDs) > 0 {
+			ids := slices.Clone(f.IDs)
+			slices.Sort(ids)
+			for _, id := range slices.Compact(ids) {
+				if rec := c.st.jobs[id]; rec != nil && f.match(&rec.view.job) {
+					out = append(out, rec.view)
+				}
+			}
+			return nil
+		}
+		out = make([]*JobView, 0, len(c.st.pending)+64)
+		for _, id := range c.st.order {
+			if rec := c.st.jobs[id]; f.match(&rec.view.job) {
+				out = append(out, rec.view)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// query runs a read-only fn on the owner. It rides the same queue (and
+// group commit) as writes, so a reader never sees an uncommitted job.
+func (c *Controller) query(ctx context.Context, fn func() error) error {
+	return c.call(ctx, func(*txn) error { return fn() })
+}
+
+// Job returns one job.
+func (c *Controller) Job(ctx context.Context, id spec.JobID) (spec.Job, error) {
+	var j spec.Job
+	err := c.query(ctx, func() error {
+		rec := c.st.jobs[id]
+		if rec == nil {
+			return notFoundJob(id)
+		}
+		j = rec.view.job
+		return nil
+	})
+	return j, err
+}
+
+func notFoundJob(id spec.JobID) error {
+	return spec.Errorf(spec.ErrNotFound, "job %d not found; gpuq --all lists the jobs the controller knows", id)
+}
+
+// WaitJob returns the job once it is terminal, or as it is when timeout
+// passes or ctx ends (ctx's error is then returned).
+func (c *Controller) WaitJob(ctx context.Context, id spec.JobID, timeout time.Duration) (spec.Job, error) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		var j spec.Job
+		var ch chan struct{}
+		err := c.query(ctx, func() error {
+			rec := c.st.jobs[id]
+			if rec == nil {
+				return notFoundJob(id)
+			}
+			j = rec.view.job
+			if !j.State.Terminal() {
+				ch = make(chan struct{})
+				c.st.waiters[id] = append(c.st.waiters[id], ch)
+			}
+			return nil
+		})
+		if err != nil || ch == nil {
+			return j, err
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return c.Job(ctx, id)
+		case <-ctx.Done():
+			return j, ctx.Err()
+		case <-c.stopped:
+			return j, spec.Errorf(spec.ErrUnavailable, "the gpud controller stopped; retry when it is back")
+		}
+	}
+}
+
+// Job actions.
+const (
+	ActionCancel  = "cancel"
+	ActionHold    = "hold"
+	ActionRelease = "release"
+	ActionRequeue = "requeue"
+)
+
+// JobAction cancels, holds, releases or requeues a job on behalf of who.
+// Non-root callers may act on their own jobs only.
+func (c *Controller) JobAction(ctx context.Context, who Caller, id spec.JobID, action, reason string) (spec.Job, error) {
+	var out spec.Job
+	err := c.call(ctx, func(tx *txn) error {
+		rec := c.st.jobs[id]
+		if rec == nil {
+			return notFoundJob(id)
+		}
+		j := &rec.job
+		if !who.Known || (who.UID != 0 && who.UID != j.UID) {
+			return spec.Errorf(spec.ErrPermissionDenied, "job %d belongs to %s (uid %d); only its owner or root may %s it", id, j.User, j.UID, action)
+		}
+		if reason == "" {
+			reason = fmt.Sprintf("%s by %s", pastTense(action), orDefault(who.User, fmt.Sprint(who.UID)))
+		}
+		now := c.now()
+		switch action {
+		case ActionCancel:
+			switch {
+			case j.State.Terminal():
+				return spec.Errorf(spec.ErrConflict, "job %d already ended (%s)", id, j.State)
+			case j.State == spec.StatePending:
+				delete(c.st.pending, id)
+				c.finish(tx, rec, spec.StateCancelled, 0, 0, reason, now)
+			case len(rec.liveNodes()) == 0:
+				c.finish(tx, rec, spec.StateCancelled, 0, 0, reason, now)
+			default:
+				j.State = spec.StateCompleting
+				j.StopState, j.StopReason, j.Reason = spec.StateCancelled, reason, reason
+				c.bumpLive(tx, rec)
+			}
+		case ActionHold:
+			if j.State != spec.StatePending {
+				return spec.Errorf(spec.ErrConflict, "job %d is %s; only pending jobs can be held", id, j.State)
+			}
+			j.Hold, j.Reason = true, spec.ReasonHeld
+		case ActionRelease:
+			if j.State != spec.StatePending {
+				return spec.Errorf(spec.ErrConflict, "job %d is %s; only pending jobs can be released", id, j.State)
+			}
+			if j.Hold {
+				j.Hold, j.Reason = false, spec.ReasonNone
+				tx.kick = true
+			}
+		case ActionRequeue:
+			if j.State != spec.StateRunning && !(j.State == spec.StateCompleting && j.StopState == spec.StateRequeued) {
+				return spec.Errorf(spec.ErrConflict, "job %d is %s; only running jobs can be requeued", id, j.State)
+			}
+			if len(rec.liveNodes()) == 0 {
+				c.requeue(tx, rec, reason)
+			} else {
+				j.State = spec.StateCompleting
+				j.StopState, j.StopReason, j.Reason = spec.StateRequeued, reason, reason
+				c.bumpLive(tx, rec)
+			}
+		default:
+			return spec.Errorf(spec.ErrInvalid, "unknown job action %q; use cancel, hold, release or requeue", action)
+		}
+		tx.saveJob(rec)
+		out = *j
+		out.Alloc = cloneAlloc(j.Alloc)
+		return nil
+	})
+	return out, err
+}
+
+func pastTense(action string) string {
+	switch action {
+	case ActionCancel:
+		return "cancelled"
+	case ActionHold:
+		return "held"
+	case ActionRelease:
+		return "released"
+	case ActionRequeue:
+		return "requeued"
+	}
+	return action
+}
+
+// bumpLive wakes the long-polls of every node still running rec.
+func (c *Controller) bumpLive(tx *txn, rec *jobRec) {
+	for _, n := range rec.liveNodes() {
+		tx.bump[n] = true
+	}
+}
+
+// finish ends a job in a terminal state. Parts still live on nodes keep
+// their resources (and are told to stop) until those nodes report.
+func (c *Controller) finish(tx *txn, rec *jobRec, state spec.JobState, code, sig int, reason string, at time.Time) {
+	j := &rec.job
+	j.State, j.ExitCode, j.Signal = state, code, sig
+	j.EndTime = spec.NewTime(at)
+	if reason == "" {
+		reason = string(state)
+	}
+	j.Reason = reason
+	if len(rec.liveNodes()) > 0 {
+		if j.StopState == "" || j.StopState == spec.StateRequeued {
+			j.StopState = spec.StateCancelled
+			j.StopReason = fmt.Sprintf("job ended %s: %s", state, reason)
+		}
+		c.bumpLive(tx, rec)
+	} else {
+		j.StopState, j.StopReason = "", ""
+	}
+	delete(c.st.pending, j.ID)
+	tx.saveJob(rec)
+	tx.ended = append(tx.ended, *j)
+	tx.kick = true
+	c.log.Info("job ended", "job_id", j.ID, "state", state, "exit_code", code, "reason", reason)
+}
+
+// requeue puts a job whose parts have all ended back in the queue with
+// the same id and submit time; its next start gets a new alloc id.
+func (c *Controller) requeue(tx *txn, rec *jobRec, reason string) {
+	j := &rec.job
+	j.State, j.Reason = spec.StatePending, reason
+	j.StopState, j.StopReason = "", ""
+	j.ExitCode, j.Signal = 0, 0
+	j.StartTime, j.EndTime = spec.Time{}, spec.Time{}
+	j.Nodes, j.GPUs, j.Alloc = nil, nil, nil
+	c.st.pending[j.ID] = rec
+	tx.saveJob(rec)
+	tx.kick = true
+	c.log.Info("job requeued", "job_id", j.ID, "reason", reason)
+}
+
+// exitInfo is how one part of an allocation ended.
+type exitInfo struct {
+	state    spec.JobState
+	code     int
+	signal   int
+	reason   string
+	at       time.Time
+	nodeFail bool
+}
+
+// partEnded records that rec's part on node ended and decides the job's
+// fate: a gang ends at its first failure (peers are stopped), completes
+// when every part completed, and requeues once every part has stopped.
+func (c *Controller) partEnded(tx *txn, rec *jobRec, node string, ev exitInfo) {
+	j := &rec.job
+	a := cloneAlloc(j.Alloc)
+	for i := range a.Nodes {
+		if a.Nodes[i].Node == node {
+			a.Nodes[i].Ended = true
+		}
+	}
+	j.Alloc = a
+	if n := c.st.nodes[node]; n != nil {
+		delete(n.allocs, a.ID)
+	}
+	tx.bump[node] = true
+	tx.saveJob(rec)
+	tx.kick = true
+	live := len(rec.liveNodes())
+
+	if j.State.Terminal() || j.State == spec.StatePending {
+		return
+	}
+	if ev.state == "" {
+		ev.state = spec.StateCompleted
+		if ev.code != 0 || ev.signal != 0 {
+			ev.state = spec.StateFailed
+		}
+	}
+	requeue := j.StopState == spec.StateRequeued || j.StopState == spec.StatePreempted ||
+		ev.state == spec.StateRequeued || ev.state == spec.StatePreempted || (ev.nodeFail && j.Requeue)
+	switch {
+	case requeue:
+		reason := j.StopReason
+		switch {
+		case ev.nodeFail:
+			reason = "NodeFail requeue"
+		case reason == "":
+			reason = orDefault(ev.reason, "requeued")
+		}
+		if live == 0 {
+			c.requeue(tx, rec, reason)
+			return
+		}
+		j.State = spec.StateCompleting
+		if j.StopState == "" {
+			j.StopState, j.StopReason = spec.StateRequeued, reason
+		}
+		j.Reason = reason
+		c.bumpLive(tx, rec)
+	case ev.state != spec.StateCompleted || live == 0:
+		state := ev.state
+		if !state.Terminal() {
+			state = spec.StateFailed
+		}
+		reason := ev.reason
+		if reason == "" && live > 0 || reason == "" && len(a.Nodes) > 1 {
+			reason = fmt.Sprintf("%s on node %s", state, node)
+		}
+		c.finish(tx, rec, state, ev.code, ev.signal, reason, ev.at)
+	}
+}

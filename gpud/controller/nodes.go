@@ -1,0 +1,365 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// reasonNotResponding marks a node DOWN for missed heartbeats; a heartbeat
+// or registration brings such a node back by itself.
+const reasonNotResponding = "not responding"
+
+func requireRoot(who Caller, what string) error {
+	if who.root() {
+		return nil
+	}
+	return spec.Errorf(spec.ErrPermissionDenied, "%s needs root (you are uid %d); ask an operator", what, who.UID)
+}
+
+func (c *Controller) node(name string) (*nodeRec, error) {
+	n := c.st.nodes[name]
+	if n == nil {
+		return nil, spec.Errorf(spec.ErrNotFound, "node %q is not registered; the node agent must register first", name)
+	}
+	return n, nil
+}
+
+// Register creates or updates a node from its agent's inventory and
+// returns the heartbeat interval the agent must use. A DOWN node comes
+// back; a drained one stays drained.
+func (c *Controller) Register(ctx context.Context, who Caller, inv spec.Inventory) (time.Duration, error) {
+	if err := requireRoot(who, "registering a node"); err != nil {
+		return 0, err
+	}
+	if inv.Name == "" || strings.ContainsAny(inv.Name, "/ \t\n") {
+		return 0, spec.Errorf(spec.ErrInvalid, "node name %q is empty or has a slash or space; set the node's name in node.toml", inv.Name)
+	}
+	if inv.CPUs < 0 || inv.MemMiB < 0 {
+		return 0, spec.Errorf(spec.ErrInvalid, "node %s reports negative CPUs or memory", inv.Name)
+	}
+	var hb time.Duration
+	err := c.call(ctx, func(tx *txn) error {
+		n := c.st.nodes[inv.Name]
+		if n == nil {
+			n = c.st.addNode(&spec.Node{Inventory: inv, State: spec.NodeIdle}, c.now())
+		}
+		n.inv = inv
+		n.lastHB = c.now()
+		if n.down {
+			c.log.Info("node up", "node", inv.Name, "was", n.downReason)
+		}
+		n.down, n.downReason = false, ""
+		tx.saveNode(n)
+		tx.bump[inv.Name] = true
+		tx.kick = true
+		hb = c.cfg.HeartbeatInterval
+		return nil
+	})
+	return hb, err
+}
+
+// Heartbeat records that a node is alive. running (the alloc ids the agent
+// has containers for) is informational for now. A node marked DOWN for
+// silence comes back.
+func (c *Controller) Heartbeat(ctx context.Context, who Caller, name string, running []string) error {
+	if err := requireRoot(who, "a node heartbeat"); err != nil {
+		return err
+	}
+	return c.call(ctx, func(tx *txn) error {
+		n, err := c.node(name)
+		if err != nil {
+			return err
+		}
+		n.lastHB = c.now()
+		if n.down && n.downReason == reasonNotResponding {
+			c.log.Info("node responding again", "node", name)
+			n.down, n.downReason = false, ""
+			tx.saveNode(n)
+			tx.bump[name] = true
+			tx.kick = true
+		}
+		return nil
+	})
+}
+
+// Assignment is the desired state of one allocation on one node (the
+// fields of api.Assignment).
+type Assignment struct {
+	Job        spec.Job
+	Alloc      spec.Alloc
+	Stop       bool
+	StopState  spec.JobState
+	StopReason string
+}
+
+// Assignments returns the node's generation and every allocation it
+// should run or stop. It returns at once if the generation differs from
+// after (newer, or older: the controller restarted), else waits up to
+// wait for a change.
+func (c *Controller) Assignments(ctx context.Context, who Caller, name string, after uint64, wait time.Duration) (uint64, []Assignment, error) {
+	if err := requireRoot(who, "reading node assignments"); err != nil {
+		return 0, nil, err
+	}
+	var timer *time.Timer
+	for {
+		var gen uint64
+		var out []Assignment
+		var changed chan struct{}
+		err := c.query(ctx, func() error {
+			n, err := c.node(name)
+			if err != nil {
+				return err
+			}
+			gen = n.gen
+			if gen == after && timer == nil && wait > 0 {
+				changed = n.changed
+				return nil
+			}
+			out = c.assignments(n)
+			return nil
+		})
+		if err != nil || changed == nil {
+			return gen, out, err
+		}
+		timer = time.NewTimer(wait)
+		select {
+		case <-changed:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return 0, nil, ctx.Err()
+		case <-c.stopped:
+			timer.Stop()
+			return 0, nil, spec.Errorf(spec.ErrUnavailable, "the gpud controller stopped; retry when it is back")
+		}
+		timer.Stop()
+	}
+}
+
+func (c *Controller) assignments(n *nodeRec) []Assignment {
+	out := []Assignment{}
+	for _, allocID := range slices.Sorted(maps.Keys(n.allocs)) {
+		rec := c.st.jobs[n.allocs[allocID]]
+		if rec == nil || rec.job.Alloc == nil || rec.job.Alloc.ID != allocID {
+			continue
+		}
+		j := rec.view.job
+		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc)}
+		if rec.job.StopState != "" || rec.job.State.Terminal() {
+			a.Stop = true
+			a.StopState = cmp.Or(rec.job.StopState, spec.StateCancelled)
+			a.StopReason = cmp.Or(rec.job.StopReason, rec.job.Reason)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// NodeEvent is one allocation event from a node's outbox (the fields of
+// api.AllocEvent).
+type NodeEvent struct {
+	Seq      uint64
+	Node     string
+	AllocID  string
+	JobID    spec.JobID
+	Kind     string
+	Time     time.Time
+	State    spec.JobState
+	ExitCode int
+	Signal   int
+	Reason   string
+}
+
+// Node event kinds.
+const (
+	EventStarted = "started"
+	EventExited  = "exited"
+)
+
+// NodeEvents applies a node's events idempotently and returns the highest
+// seq processed, after their effects are durable. Events of allocations
+// that are not current (a requeued job's old run) are acknowledged and
+// ignored.
+func (c *Controller) NodeEvents(ctx context.Context, who Caller, name string, events []NodeEvent) (uint64, error) {
+	if err := requireRoot(who, "reporting node events"); err != nil {
+		return 0, err
+	}
+	for _, ev := range events {
+		if ev.Node != "" && ev.Node != name {
+			return 0, spec.Errorf(spec.ErrInvalid, "event %d names node %q but was posted for node %q", ev.Seq, ev.Node, name)
+		}
+	}
+	var acked uint64
+	err := c.call(ctx, func(tx *txn) error {
+		if _, err := c.node(name); err != nil {
+			return err
+		}
+		for _, ev := range events {
+			acked = max(acked, ev.Seq)
+			c.applyEvent(tx, name, ev)
+		}
+		return nil
+	})
+	return acked, err
+}
+
+func (c *Controller) applyEvent(tx *txn, node string, ev NodeEvent) {
+	rec := c.st.jobs[ev.JobID]
+	if rec == nil || rec.job.Alloc == nil || rec.job.Alloc.ID != ev.AllocID {
+		c.log.Debug("stale node event ignored", "node", node, "job_id", ev.JobID, "alloc_id", ev.AllocID, "kind", ev.Kind)
+		return
+	}
+	part, ok := rec.livePart(node)
+	if !ok {
+		return
+	}
+	at := ev.Time
+	if at.IsZero() {
+		at = c.now()
+	}
+	switch ev.Kind {
+	case EventStarted:
+		if part.Rank == 0 && !rec.job.State.Terminal() {
+			rec.job.StartTime = spec.NewTime(at)
+			tx.saveJob(rec)
+		}
+	case EventExited:
+		c.partEnded(tx, rec, node, exitInfo{state: ev.State, code: ev.ExitCode, signal: ev.Signal, reason: ev.Reason, at: at})
+	default:
+		c.log.Warn("unknown node event kind ignored", "node", node, "kind", ev.Kind, "job_id", ev.JobID)
+	}
+}
+
+// Nodes lists every node by name.
+func (c *Controller) Nodes(ctx context.Context) ([]spec.Node, error) {
+	var out []spec.Node
+	err := c.query(ctx, func() error {
+		out = make([]spec.Node, 0, len(c.st.nodes))
+		for _, name := range sortedKeys(c.st.nodes) {
+			out = append(out, c.nodeView(c.st.nodes[name]))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Node actions.
+const (
+	ActionDrain  = "drain"
+	ActionResume = "resume"
+)
+
+// NodeAction drains or resumes a node (root only). A drained node starts
+// no new jobs; its running jobs finish. Resume also clears DOWN.
+func (c *Controller) NodeAction(ctx context.Context, who Caller, name, action, reason string) (spec.Node, error) {
+	if err := requireRoot(who, action+" of a node"); err != nil {
+		return spec.Node{}, err
+	}
+	var out spec.Node
+	err := c.call(ctx, func(tx *txn) error {
+		n, err := c.node(name)
+		if err != nil {
+			return err
+		}
+		switch action {
+		case ActionDrain:
+			n.drain = true
+			n.drainReason = orDefault(reason, "drained by "+orDefault(who.User, "root"))
+		case ActionResume:
+			n.drain, n.drainReason = false, ""
+			n.down, n.downReason = false, ""
+			n.lastHB = c.now()
+			tx.bump[name] = true
+		default:
+			return spec.Errorf(spec.ErrInvalid, "unknown node action %q; use drain or resume", action)
+		}
+		c.log.Info("node "+action, "node", name, "reason", reason)
+		tx.saveNode(n)
+		tx.kick = true
+		out = c.nodeView(n)
+		return nil
+	})
+	return out, err
+}
+
+// Reconfigure reloads the configuration through the reload hook. On
+// success the new config applies at once; on error the old one stays.
+func (c *Controller) Reconfigure(ctx context.Context, who Caller) (string, error) {
+	if err := requireRoot(who, "reconfigure"); err != nil {
+		return "", err
+	}
+	if c.reload == nil {
+		return "", spec.Errorf(spec.ErrConflict, "this controller has no configuration file to reload; restart it with --config")
+	}
+	cfg, err := c.reload()
+	if err != nil {
+		return "", fmt.Errorf("reload configuration (the old one stays in effect): %w", err)
+	}
+	if err := cfg.normalize(); err != nil {
+		return "", spec.Errorf(spec.ErrInvalid, "new configuration rejected, the old one stays in effect: %v", err)
+	}
+	var msg string
+	err = c.call(ctx, func(tx *txn) error {
+		c.cfg = cfg
+		tx.kick = true
+		for name := range c.st.nodes {
+			tx.bump[name] = true
+		}
+		msg = fmt.Sprintf("configuration reloaded: %d partitions (%s), %d QOS", len(cfg.Partitions), strings.Join(cfg.partitionNames(), ", "), len(cfg.QOS))
+		c.log.Info(msg)
+		return nil
+	})
+	return msg, err
+}
+
+// housekeep runs on every tick: it marks silent nodes DOWN (failing or
+// requeuing their jobs) and flags the periodic scheduling cycle.
+func (c *Controller) housekeep(ctx context.Context) {
+	tx := newTxn()
+	err := c.safely("housekeeping", func() error {
+		now := c.now()
+		for _, name := range sortedKeys(c.st.nodes) {
+			n := c.st.nodes[name]
+			if n.down || now.Sub(n.lastHB) <= c.cfg.NodeTimeout {
+				continue
+			}
+			c.markDown(tx, n, reasonNotResponding, now)
+		}
+		if now.Sub(c.sched.lastPeriodic) >= c.cfg.SchedInterval {
+			c.sched.lastPeriodic = now
+			c.sched.dirty = true
+		}
+		return nil
+	})
+	if err == nil {
+		_ = c.commit(ctx, tx) // logged by commit; the next tick retries
+	}
+}
+
+// markDown takes a node out of service and ends its parts of every job:
+// NODE_FAIL, or back to the queue for jobs that allow requeue.
+func (c *Controller) markDown(tx *txn, n *nodeRec, reason string, now time.Time) {
+	c.log.Warn("node down", "node", n.inv.Name, "reason", reason, "jobs", len(n.allocs))
+	n.down, n.downReason = true, reason
+	tx.saveNode(n)
+	tx.bump[n.inv.Name] = true
+	for _, allocID := range slices.Sorted(maps.Keys(n.allocs)) {
+		rec := c.st.jobs[n.allocs[allocID]]
+		if rec == nil {
+			delete(n.allocs, allocID)
+			continue
+		}
+		c.partEnded(tx, rec, n.inv.Name, exitInfo{state: spec.StateNodeFail, reason: "node " + n.inv.Name + " " + reason, at: now, nodeFail: true})
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}

@@ -1,0 +1,208 @@
+package controller
+
+import (
+	"slices"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// state is everything the owner knows. Only the owner goroutine touches it.
+type state struct {
+	nextID spec.JobID
+	jobs   map[spec.JobID]*jobRec
+	// order holds every job id ascending (ids are monotonic, so appending
+	// keeps it sorted); listing walks it instead of sorting a map.
+	order   []spec.JobID
+	pending map[spec.JobID]*jobRec
+	nodes   map[string]*nodeRec
+	// waiters are closed when their job is next published.
+	waiters map[spec.JobID][]chan struct{}
+	// genBase makes node generations grow across controller restarts, so
+	// a node's long-poll from before a restart always sees a change.
+	genBase uint64
+}
+
+func newState(next spec.JobID, now time.Time) *state {
+	return &state{
+		nextID:  next,
+		jobs:    map[spec.JobID]*jobRec{},
+		pending: map[spec.JobID]*jobRec{},
+		nodes:   map[string]*nodeRec{},
+		waiters: map[spec.JobID][]chan struct{}{},
+		genBase: uint64(now.UnixNano()),
+	}
+}
+
+func (s *state) addJob(rec *jobRec) {
+	s.jobs[rec.job.ID] = rec
+	if n := len(s.order); n == 0 || s.order[n-1] < rec.job.ID {
+		s.order = append(s.order, rec.job.ID)
+	} else {
+		i, _ := slices.BinarySearch(s.order, rec.job.ID)
+		s.order = slices.Insert(s.order, i, rec.job.ID)
+	}
+	if rec.job.State == spec.StatePending {
+		s.pending[rec.job.ID] = rec
+	}
+}
+
+// addNode adds a node loaded from the store. It gets a fresh heartbeat
+// deadline: the controller was away, so the node's silence proves nothing.
+func (s *state) addNode(n *spec.Node, now time.Time) *nodeRec {
+	r := &nodeRec{inv: n.Inventory, lastHB: now, gen: s.genBase, changed: make(chan struct{}), allocs: map[string]spec.JobID{}}
+	switch n.State {
+	case spec.NodeDrain, spec.NodeDraining:
+		r.drain, r.drainReason = true, n.Reason
+	case spec.NodeDown:
+		r.down, r.downReason = true, n.Reason
+	}
+	s.nodes[n.Name] = r
+	return r
+}
+
+// jobRec is one job. job is the owner's copy: its slices and Alloc are
+// replaced, never modified in place, once published in view.
+type jobRec struct {
+	job  spec.Job
+	view *JobView
+}
+
+func (r *jobRec) publish() { r.view = newView(&r.job) }
+
+// livePart reports whether the current alloc has an unended part on node.
+func (r *jobRec) livePart(node string) (spec.NodeAlloc, bool) {
+	if r.job.Alloc == nil {
+		return spec.NodeAlloc{}, false
+	}
+	for _, p := range r.job.Alloc.Nodes {
+		if p.Node == node && !p.Ended {
+			return p, true
+		}
+	}
+	return spec.NodeAlloc{}, false
+}
+
+// liveNodes lists nodes of the current alloc whose part has not ended.
+func (r *jobRec) liveNodes() []string {
+	if r.job.Alloc == nil {
+		return nil
+	}
+	var out []string
+	for _, p := range r.job.Alloc.Nodes {
+		if !p.Ended {
+			out = append(out, p.Node)
+		}
+	}
+	return out
+}
+
+// nodeRec is one registered node.
+type nodeRec struct {
+	inv         spec.Inventory
+	down        bool
+	downReason  string
+	drain       bool
+	drainReason string
+	lastHB      time.Time
+	// gen counts changes to the node's assignments; changed is closed (and
+	// replaced) at each bump to wake long-polls.
+	gen     uint64
+	changed chan struct{}
+	// allocs maps each live allocation on the node to its job.
+	allocs map[string]spec.JobID
+}
+
+func (n *nodeRec) bump() {
+	n.gen++
+	close(n.changed)
+	n.changed = make(chan struct{})
+}
+
+// record is the node as the store keeps it: inventory, and the admin or
+// health state (DRAIN, DOWN, or IDLE for "up").
+func (n *nodeRec) record() *spec.Node {
+	r := &spec.Node{Inventory: n.inv, State: spec.NodeIdle}
+	switch {
+	case n.drain:
+		r.State, r.Reason = spec.NodeDrain, n.drainReason
+	case n.down:
+		r.State, r.Reason = spec.NodeDown, n.downReason
+	}
+	return r
+}
+
+// usage sums what the node's live allocations hold.
+type usage struct {
+	cpus int
+	mem  int64
+	gpus map[string]bool
+	jobs []spec.JobID
+}
+
+func (s *state) usage(n *nodeRec) usage {
+	u := usage{gpus: map[string]bool{}}
+	for _, id := range n.allocs {
+		rec := s.jobs[id]
+		if rec == nil {
+			continue
+		}
+		p, ok := rec.livePart(n.inv.Name)
+		if !ok {
+			continue
+		}
+		u.cpus += p.CPUs
+		u.mem += p.MemMiB
+		for _, g := range p.GPUs {
+			u.gpus[g] = true
+		}
+		u.jobs = append(u.jobs, id)
+	}
+	slices.Sort(u.jobs)
+	u.jobs = slices.Compact(u.jobs)
+	return u
+}
+
+// displayState is the node state gpuq shows and the scheduler sees.
+func (n *nodeRec) displayState(u usage) spec.NodeState {
+	switch {
+	case n.down:
+		return spec.NodeDown
+	case n.drain && len(u.jobs) > 0:
+		return spec.NodeDraining
+	case n.drain:
+		return spec.NodeDrain
+	case len(u.jobs) == 0:
+		return spec.NodeIdle
+	case u.cpus >= n.inv.CPUs || (len(n.inv.GPUs) > 0 && len(u.gpus) >= len(n.inv.GPUs)):
+		return spec.NodeAllocated
+	}
+	return spec.NodeMixed
+}
+
+// view returns the node as the API shows it.
+func (c *Controller) nodeView(n *nodeRec) spec.Node {
+	u := c.st.usage(n)
+	out := spec.Node{
+		Inventory:     n.inv,
+		State:         n.displayState(u),
+		LastHeartbeat: spec.NewTime(n.lastHB),
+		Partitions:    c.cfg.partitionsOf(n.inv.Name),
+		AllocCPUs:     u.cpus,
+		AllocMemMiB:   u.mem,
+		AllocGPUs:     []string{},
+		Jobs:          u.jobs,
+	}
+	switch {
+	case n.drain:
+		out.Reason = n.drainReason
+	case n.down:
+		out.Reason = n.downReason
+	}
+	for _, g := range n.inv.GPUs {
+		if u.gpus[g.UUID] {
+			out.AllocGPUs = append(out.AllocGPUs, g.UUID)
+		}
+	}
+	return out
+}

@@ -1,0 +1,379 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpud/gpud/gpud/sched"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+const (
+	maxNameLen = 256
+	maxNice    = 10000
+	// qosWeight spaces QOS priorities so nice only orders jobs within a QOS.
+	qosWeight = 100000
+)
+
+// Submit validates js, assigns the job an id and returns it once the job
+// is durably stored. Defaults are applied here: partition, QOS, time
+// limit, one node, one CPU.
+func (c *Controller) Submit(ctx context.Context, who Caller, js spec.JobSpec) (spec.JobID, error) {
+	var id spec.JobID
+	err := c.call(ctx, func(tx *txn) error {
+		j, err := c.newJob(who, js)
+		if err != nil {
+			return err
+		}
+		j.ID = c.st.nextID
+		c.st.nextID++
+		tx.counter = true
+		resolveOutput(j)
+		rec := &jobRec{job: *j}
+		c.st.addJob(rec)
+		tx.saveJob(rec)
+		tx.kick = true
+		id = j.ID
+		return nil
+	})
+	return id, err
+}
+
+// TestResult says what a --test-only submission would do now.
+type TestResult struct {
+	// Start is set when the job would start at once, on Nodes.
+	Start  time.Time
+	Nodes  []string
+	Reason string
+	// Message is a sentence for the user.
+	Message string
+}
+
+// TestSubmit validates js and runs a scheduling pass over the current
+// queue with the job added, without keeping anything.
+func (c *Controller) TestSubmit(ctx context.Context, who Caller, js spec.JobSpec) (TestResult, error) {
+	var res TestResult
+	err := c.call(ctx, func(tx *txn) error {
+		j, err := c.newJob(who, js)
+		if err != nil {
+			return err
+		}
+		j.ID = c.st.nextID // not consumed: the job is not kept
+		snap := c.snapshot()
+		snap.Jobs = append(snap.Jobs, c.schedJob(j))
+		now := c.now()
+		plan := sched.Schedule(snap, now, sched.Config{})
+		for _, s := range plan.Starts {
+			if s.JobID == j.ID {
+				res.Start = now
+				for _, a := range s.Nodes {
+					res.Nodes = append(res.Nodes, a.Node)
+				}
+				res.Message = fmt.Sprintf("job would start now on %s", strings.Join(res.Nodes, ","))
+				return nil
+			}
+		}
+		for _, p := range plan.Pending {
+			if p.JobID == j.ID {
+				res.Reason = p.Reason
+				res.Message = fmt.Sprintf("job would wait: %s (%s)", p.Reason, p.Detail)
+			}
+		}
+		return nil
+	})
+	return res, err
+}
+
+// newJob validates a submission and returns the job it makes, with every
+// problem named at once.
+func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
+	if !who.Known {
+		return nil, spec.Errorf(spec.ErrPermissionDenied, "cannot tell who is submitting: connect through the controller's unix socket")
+	}
+	if who.UID == 0 && !c.cfg.AllowRootJobs {
+		return nil, spec.Errorf(spec.ErrRefused, "jobs may not run as root; submit as a regular user (or set allow_root_jobs in gpud.toml)")
+	}
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, spec.Errorf(spec.ErrInvalid, format, args...)) }
+	refuse := func(kind error, format string, args ...any) { errs = append(errs, spec.Errorf(kind, format, args...)) }
+
+	if strings.TrimSpace(js.Script) == "" {
+		bad("script is empty; pass a batch script or --wrap 'CMD'")
+	}
+	if js.Name == "" {
+		js.Name = "job"
+	}
+	if len(js.Name) > maxNameLen {
+		bad("job name is %d characters; --job-name allows at most %d", len(js.Name), maxNameLen)
+	}
+	if js.WorkDir == "" {
+		js.WorkDir = js.SubmitDir
+	}
+	if js.WorkDir == "" || !path.IsAbs(js.WorkDir) {
+		bad("working directory %q is not an absolute path; pass --chdir /abs/dir", js.WorkDir)
+	}
+	if js.Array != "" {
+		bad("--array=%s: job arrays are not honoured yet (the scheduler issue brings them); submit the tasks as separate jobs", js.Array)
+	}
+	if js.Depend != "" {
+		bad("--dependency=%s: dependencies are not honoured yet (the scheduler issue brings them); submit the job when its dependency has ended", js.Depend)
+	}
+
+	// Partition.
+	var part *Partition
+	if js.Partition == "" {
+		part = c.cfg.defaultPartition()
+		if part != nil {
+			js.Partition = part.Name
+		}
+	} else {
+		part = c.cfg.partition(js.Partition)
+	}
+	if part == nil {
+		bad("partition %q does not exist; choose one of: %s", js.Partition, strings.Join(c.cfg.partitionNames(), ", "))
+	} else {
+		if part.State == PartitionDrain || part.State == PartitionInactive {
+			refuse(spec.ErrRefused, "partition %s is %s and takes no new jobs; choose another of: %s", part.Name, part.State, strings.Join(c.cfg.partitionNames(), ", "))
+		}
+		if js.TimeLimit == 0 {
+			js.TimeLimit = spec.Duration(part.DefaultTime)
+			if js.TimeLimit == 0 {
+				js.TimeLimit = spec.Duration(part.MaxTime)
+			}
+		}
+		if part.MaxTime > 0 && js.TimeLimit.Std() > part.MaxTime {
+			bad("--time=%s exceeds partition %s's limit of %s; ask for at most %s", fmtDur(js.TimeLimit.Std()), part.Name, fmtDur(part.MaxTime), fmtDur(part.MaxTime))
+		}
+	}
+	if js.TimeLimit < 0 {
+		bad("--time must not be negative (got %s)", fmtDur(js.TimeLimit.Std()))
+	}
+
+	// QOS.
+	if js.QOS == "" {
+		js.QOS = c.cfg.DefaultQOS
+	}
+	q, ok := c.cfg.qos(js.QOS)
+	if !ok {
+		bad("QOS %q does not exist; choose one of: %s", js.QOS, strings.Join(c.cfg.qosNames(), ", "))
+	}
+	if js.Nice < -maxNice || js.Nice > maxNice {
+		bad("--nice=%d is out of range; use -%d..%d", js.Nice, maxNice, maxNice)
+	} else if js.Nice < 0 && who.UID != 0 {
+		refuse(spec.ErrPermissionDenied, "--nice=%d: only root may raise a job's priority with a negative nice", js.Nice)
+	}
+
+	// Resources.
+	r := &js.Resources
+	switch {
+	case r.Nodes < 0:
+		bad("--nodes=%d must be at least 1", r.Nodes)
+	case r.Nodes == 0:
+		r.Nodes = 1
+	case r.Nodes > c.cfg.MaxNodesPerJob:
+		bad("--nodes=%d exceeds the limit of %d nodes per job", r.Nodes, c.cfg.MaxNodesPerJob)
+	}
+	switch {
+	case r.CPUsPerNode < 0:
+		bad("--cpus-per-task=%d must not be negative", r.CPUsPerNode)
+	case r.CPUsPerNode == 0:
+		r.CPUsPerNode = 1
+	}
+	if r.MemMiB < 0 {
+		bad("--mem=%dM must not be negative", r.MemMiB)
+	}
+	if r.GPUsPerNode < 0 || r.TotalGPUs < 0 {
+		bad("--gpus/--gpus-per-node must not be negative")
+	}
+	if r.TotalGPUs > 0 && r.Nodes > 0 {
+		if r.GPUsPerNode == 0 {
+			if r.TotalGPUs%r.Nodes != 0 {
+				bad("--gpus=%d does not divide evenly over %d nodes; use --gpus-per-node", r.TotalGPUs, r.Nodes)
+			}
+			r.GPUsPerNode = r.TotalGPUs / r.Nodes
+		} else if r.GPUsPerNode*r.Nodes != r.TotalGPUs {
+			bad("--gpus=%d contradicts --gpus-per-node=%d on %d nodes; give one of them", r.TotalGPUs, r.GPUsPerNode, r.Nodes)
+		}
+	}
+	if r.GPUProfile != "" {
+		bad("MIG slices (--gpus=%s:N) are not schedulable yet (the MIG scheduler issue brings them); ask for whole GPUs", r.GPUProfile)
+	}
+	if r.GPUFraction != 0 {
+		bad("shared GPU fractions are not schedulable yet (the MIG scheduler issue brings them); ask for whole GPUs")
+	}
+	if r.Constraint != "" && strings.ContainsAny(r.Constraint, "|[]*,") {
+		bad("--constraint=%q: only features joined by & are supported", r.Constraint)
+	}
+	r.Constraint = strings.ReplaceAll(r.Constraint, " ", "")
+	if len(errs) == 0 && part != nil {
+		if err := c.checkSatisfiable(part, r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+
+	now := spec.NewTime(c.now())
+	j := &spec.Job{
+		JobSpec:    js,
+		User:       who.User,
+		UID:        who.UID,
+		GID:        who.GID,
+		State:      spec.StatePending,
+		Reason:     spec.ReasonNone,
+		SubmitTime: now,
+		// Priority (documented in README): QOS priority first, then nice
+		// lowers it. The scheduler issue replaces this with multifactor.
+		Priority: int64(q.Priority)*qosWeight - int64(js.Nice),
+	}
+	if js.Hold {
+		j.Reason = spec.ReasonHeld
+	}
+	return j, nil
+}
+
+// checkSatisfiable refuses a request that no registered node of the
+// partition could ever hold, even empty. With no node registered yet
+// (a controller just started) everything is accepted.
+func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error {
+	var members []*nodeRec
+	for _, name := range sortedKeys(c.st.nodes) {
+		if slices.Contains(c.cfg.partitionsOf(name), part.Name) {
+			members = append(members, c.st.nodes[name])
+		}
+	}
+	if len(members) == 0 {
+		return nil
+	}
+	var unknown []string
+	for _, name := range r.NodeList {
+		if c.st.nodes[name] == nil || !slices.Contains(c.cfg.partitionsOf(name), part.Name) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) > 0 {
+		var names []string
+		for _, n := range members {
+			names = append(names, n.inv.Name)
+		}
+		return spec.Errorf(spec.ErrInvalid, "--nodelist names %s, not in partition %s (its nodes: %s)", strings.Join(unknown, ","), part.Name, strings.Join(names, ","))
+	}
+	fit := 0
+	var largest *nodeRec
+	for _, n := range members {
+		if len(r.NodeList) > 0 && !slices.Contains(r.NodeList, n.inv.Name) || slices.Contains(r.Exclude, n.inv.Name) {
+			continue
+		}
+		if !sched.HasFeatures(n.inv.Features, r.Constraint) {
+			continue
+		}
+		gpus := 0
+		for _, g := range n.inv.GPUs {
+			if !g.MIGEnabled && (r.GPUModel == "" || g.Model == r.GPUModel) {
+				gpus++
+			}
+		}
+		if largest == nil || gpus > countGPUs(largest, r.GPUModel) || n.inv.CPUs > largest.inv.CPUs {
+			largest = n
+		}
+		if gpus >= r.GPUsPerNode && n.inv.CPUs >= r.CPUsPerNode && n.inv.MemMiB >= r.MemMiB {
+			fit++
+		}
+	}
+	if fit >= r.Nodes {
+		return nil
+	}
+	want := fmt.Sprintf("%d CPUs", r.CPUsPerNode)
+	if r.MemMiB > 0 {
+		want += fmt.Sprintf(", %d MiB", r.MemMiB)
+	}
+	if r.GPUsPerNode > 0 {
+		want += fmt.Sprintf(", %d× %s", r.GPUsPerNode, orDefault(r.GPUModel, "gpu"))
+	}
+	if r.Constraint != "" {
+		want += ", features " + r.Constraint
+	}
+	largestDesc := "none matches the node list, exclusions and features"
+	if largest != nil {
+		largestDesc = fmt.Sprintf("largest: %s with %d× %s, %d CPUs, %d MiB", largest.inv.Name, countGPUs(largest, r.GPUModel), orDefault(r.GPUModel, "gpu"), largest.inv.CPUs, largest.inv.MemMiB)
+	}
+	return spec.Errorf(spec.ErrInvalid, "requested %d node(s) with %s per node exceeds every node of partition %s (%d could hold it; %s); ask for less",
+		r.Nodes, want, part.Name, fit, largestDesc)
+}
+
+func countGPUs(n *nodeRec, model string) int {
+	k := 0
+	for _, g := range n.inv.GPUs {
+		if !g.MIGEnabled && (model == "" || g.Model == model) {
+			k++
+		}
+	}
+	return k
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func fmtDur(d time.Duration) string {
+	if d%time.Minute == 0 {
+		h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+		return fmt.Sprintf("%d:%02d:00", h, m)
+	}
+	return d.String()
+}
+
+// resolveOutput fills StdoutPath and StderrPath from the Output and Error
+// patterns, expanding what is known at submit (%j %x %u %%); %N and
+// others stay for the node to expand.
+func resolveOutput(j *spec.Job) {
+	out := j.Output
+	if out == "" {
+		out = "gpud-%j.out"
+	}
+	j.StdoutPath = expand(out, j)
+	if j.Error != "" {
+		j.StderrPath = expand(j.Error, j)
+	} else {
+		j.StderrPath = j.StdoutPath
+	}
+}
+
+func expand(pat string, j *spec.Job) string {
+	var b strings.Builder
+	for i := 0; i < len(pat); i++ {
+		if pat[i] != '%' || i+1 == len(pat) {
+			b.WriteByte(pat[i])
+			continue
+		}
+		i++
+		switch pat[i] {
+		case 'j':
+			b.WriteString(strconv.FormatUint(uint64(j.ID), 10))
+		case 'x':
+			b.WriteString(j.Name)
+		case 'u':
+			b.WriteString(j.User)
+		case '%':
+			b.WriteByte('%')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(pat[i])
+		}
+	}
+	s := b.String()
+	if !path.IsAbs(s) && j.WorkDir != "" {
+		s = path.Join(j.WorkDir, s)
+	}
+	return s
+}

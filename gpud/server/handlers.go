@@ -1,0 +1,266 @@
+package server
+
+import (
+	"bufio"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/controller"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	v := "/" + api.Version
+	m.HandleFunc("POST "+v+"/jobs", s.submit)
+	m.HandleFunc("GET "+v+"/jobs", s.listJobs)
+	m.HandleFunc("GET "+v+"/jobs/{id}", s.getJob)
+	m.HandleFunc("GET "+v+"/jobs/{id}/wait", s.waitJob)
+	m.HandleFunc("POST "+v+"/jobs/{id}/{action}", s.jobAction)
+	m.HandleFunc("GET "+v+"/nodes", s.listNodes)
+	m.HandleFunc("POST "+v+"/nodes/register", s.register)
+	m.HandleFunc("POST "+v+"/nodes/{name}/heartbeat", s.heartbeat)
+	m.HandleFunc("GET "+v+"/nodes/{name}/assignments", s.assignments)
+	m.HandleFunc("POST "+v+"/nodes/{name}/events", s.events)
+	m.HandleFunc("POST "+v+"/nodes/{name}/{action}", s.nodeAction)
+	m.HandleFunc("POST "+v+"/reconfigure", s.reconfigure)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, spec.Errorf(spec.ErrNotFound, "no API endpoint %s %s; this controller serves /%s", r.Method, r.URL.Path, api.Version))
+	})
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	var req api.SubmitRequest
+	if err := decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.TestOnly {
+		res, err := s.c.TestSubmit(r.Context(), caller(r), req.Job)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.writeJSON(w, api.SubmitResponse{ExpectedStart: spec.NewTime(res.Start), Nodes: res.Nodes, Message: res.Message})
+		return
+	}
+	id, err := s.c.Submit(r.Context(), caller(r), req.Job)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, api.SubmitResponse{ID: id, IDs: []spec.JobID{id}})
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := controller.JobFilter{Users: q["user"], Accounts: q["account"], Partitions: q["partition"], All: q.Get("all") == "1" || q.Get("all") == "true"}
+	for _, v := range q["id"] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "id=%q is not a job id", v))
+			return
+		}
+		f.IDs = append(f.IDs, spec.JobID(n))
+	}
+	for _, v := range q["state"] {
+		st := spec.JobState(v)
+		valid := false
+		for _, k := range spec.AllJobStates {
+			valid = valid || k == st
+		}
+		if !valid {
+			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "state=%q is not a job state; use one of %v", v, spec.AllJobStates))
+			return
+		}
+		f.States = append(f.States, st)
+	}
+	views, err := s.c.ListJobs(r.Context(), f)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// Each view carries its listing JSON, encoded once when the job
+	// changed: listing 100,000 jobs is streaming bytes, not encoding.
+	w.Header().Set("Content-Type", "application/json")
+	bw := bufio.NewWriterSize(w, 256<<10)
+	_, _ = bw.WriteString(`{"jobs":[`)
+	for i, v := range views {
+		if i > 0 {
+			_ = bw.WriteByte(',')
+		}
+		_, _ = bw.Write(v.ListJSON())
+	}
+	_, _ = bw.WriteString("]}\n")
+	if err := bw.Flush(); err != nil {
+		s.log.Debug("write job list", "err", err)
+	}
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err == nil {
+		var j spec.Job
+		if j, err = s.c.Job(r.Context(), id); err == nil {
+			s.writeJSON(w, j)
+			return
+		}
+	}
+	s.writeError(w, r, err)
+}
+
+func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	timeout, err := seconds(r, "timeout", 30*time.Second)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	j, err := s.c.WaitJob(r.Context(), id, timeout)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, j)
+}
+
+func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req api.JobActionRequest
+	if err := decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Signal != "" {
+		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "cancel --signal=%s is not supported yet; cancel without --signal to end the job", req.Signal))
+		return
+	}
+	j, err := s.c.JobAction(r.Context(), caller(r), id, r.PathValue("action"), req.Reason)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, j)
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	nodes, err := s.c.Nodes(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, api.NodesResponse{Nodes: nodes})
+}
+
+func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
+	var req api.NodeActionRequest
+	if err := decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	n, err := s.c.NodeAction(r.Context(), caller(r), r.PathValue("name"), r.PathValue("action"), req.Reason)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, n)
+}
+
+func (s *Server) reconfigure(w http.ResponseWriter, r *http.Request) {
+	var req struct{}
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	msg, err := s.c.Reconfigure(r.Context(), caller(r))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, api.ReconfigureResponse{Message: msg})
+}
+
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	var req api.RegisterRequest
+	if err := decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	hb, err := s.c.Register(r.Context(), caller(r), req.Inventory)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, api.RegisterResponse{HeartbeatIntervalSec: max(int(hb/time.Second), 1)})
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var req api.HeartbeatRequest
+	if err := decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.c.Heartbeat(r.Context(), caller(r), r.PathValue("name"), req.Running); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, struct{}{})
+}
+
+func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
+	after, err := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+	if err != nil && r.URL.Query().Get("after") != "" {
+		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "after=%q is not a generation number", r.URL.Query().Get("after")))
+		return
+	}
+	wait, err := seconds(r, "wait", 0)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	gen, as, err := s.c.Assignments(r.Context(), caller(r), r.PathValue("name"), after, wait)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.AssignmentsResponse{Generation: gen, Assignments: make([]api.Assignment, 0, len(as))}
+	for _, a := range as {
+		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason})
+	}
+	s.writeJSON(w, out)
+}
+
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	var req api.EventsRequest
+	if err := decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	evs := make([]controller.NodeEvent, 0, len(req.Events))
+	for _, e := range req.Events {
+		evs = append(evs, controller.NodeEvent{Seq: e.Seq, Node: e.Node, AllocID: e.AllocID, JobID: e.JobID, Kind: e.Kind,
+			Time: e.Time.Time, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Reason: e.Reason})
+	}
+	acked, err := s.c.NodeEvents(r.Context(), caller(r), r.PathValue("name"), evs)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, api.EventsResponse{AckedSeq: acked})
+}

@@ -1,0 +1,224 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/controller"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// maxBody bounds request bodies; a batch script larger than this is a
+// mistake, not a job.
+const maxBody = 4 << 20
+
+// maxWait bounds long polls (assignments, job wait).
+const maxWait = 5 * time.Minute
+
+// Server serves the controller's API.
+type Server struct {
+	c     *controller.Controller
+	log   *slog.Logger
+	mux   *http.ServeMux
+	users sync.Map // uid → user name
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// New returns a server for c.
+func New(c *controller.Controller, opts ...Option) *Server {
+	s := &Server{c: c, log: slog.Default(), mux: http.NewServeMux()}
+	for _, o := range opts {
+		o(s)
+	}
+	s.routes()
+	return s
+}
+
+// Handler returns the HTTP handler (for tests and extra listeners).
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// ListenUnix listens on a unix socket at path, removing a stale socket
+// file first, with mode 0666: every local user may connect, and each is
+// identified by peer credentials.
+func ListenUnix(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("listen on %s: the path exists and is not a socket; remove it or choose another path", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("listen on %s: another controller is serving this socket; stop it first", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("make socket %s reachable by all users: %w", path, err)
+	}
+	return ln, nil
+}
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: long
+// polls are released at once, other requests get up to 5s to finish.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	hs := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ConnContext:       s.connContext,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve API on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	// Long polls watch the base context: end them first so Shutdown
+	// does not wait out their timeouts.
+	cancelBase()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if err != nil {
+		hs.Close()
+	}
+	<-errc // Serve returned ErrServerClosed
+	if err != nil {
+		return fmt.Errorf("shut down API server: %w", err)
+	}
+	return nil
+}
+
+type callerKey struct{}
+
+// connContext stores the peer's credentials for unix connections.
+func (s *Server) connContext(ctx context.Context, conn net.Conn) context.Context {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return ctx
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return ctx
+	}
+	var cred *syscall.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil || cerr != nil {
+		s.log.Warn("cannot read peer credentials", "err", errors.Join(err, cerr))
+		return ctx
+	}
+	who := controller.Caller{UID: cred.Uid, GID: cred.Gid, Known: true, User: s.userName(cred.Uid)}
+	return context.WithValue(ctx, callerKey{}, who)
+}
+
+func (s *Server) userName(uid uint32) string {
+	if v, ok := s.users.Load(uid); ok {
+		return v.(string)
+	}
+	name := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(name); err == nil {
+		name = u.Username
+	}
+	s.users.Store(uid, name)
+	return name
+}
+
+func caller(r *http.Request) controller.Caller {
+	who, _ := r.Context().Value(callerKey{}).(controller.Caller)
+	return who
+}
+
+// writeJSON writes v with status 200.
+func (s *Server) writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		s.log.Debug("write response", "err", err)
+	}
+}
+
+// writeError writes err as an api.ErrorBody with the status of its kind.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return // the client left
+	}
+	code, status := api.KindCode(err)
+	if status == http.StatusInternalServerError {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: err.Error()}})
+}
+
+// decode reads a JSON body strictly: unknown fields, trailing data and
+// bodies over 4 MiB are errors naming the problem.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return spec.Errorf(spec.ErrInvalid, "request body is over %d MiB; send a smaller script or stage large files on shared storage", maxBody>>20)
+		case errors.Is(err, io.EOF):
+			return spec.Errorf(spec.ErrInvalid, "request body is empty; send a JSON object")
+		}
+		return spec.Errorf(spec.ErrInvalid, "bad JSON in request body: %v", err)
+	}
+	if dec.More() {
+		return spec.Errorf(spec.ErrInvalid, "bad JSON in request body: data after the JSON object")
+	}
+	return nil
+}
+
+func seconds(r *http.Request, key string, def time.Duration) (time.Duration, error) {
+	v := r.URL.Query().Get(key)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, spec.Errorf(spec.ErrInvalid, "query parameter %s=%q is not a whole number of seconds", key, v)
+	}
+	return min(time.Duration(n)*time.Second, maxWait), nil
+}
+
+func jobID(r *http.Request) (spec.JobID, error) {
+	v := r.PathValue("id")
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n == 0 {
+		return 0, spec.Errorf(spec.ErrInvalid, "job id %q is not a positive number", v)
+	}
+	return spec.JobID(n), nil
+}
