@@ -1,6 +1,7 @@
 package ocispec
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -181,9 +182,17 @@ func WithJobNamespaces(hostname string) oci.SpecOpts {
 // WithBindMounts adds the job's bind mounts (submit dir, job dir, per-job
 // /tmp, site mounts) after the default ones, so they win on equal
 // destinations. Sources and destinations must be absolute.
+//
+// Mounts are applied shallowest destination first: a later mount over a
+// parent (a per-job /tmp, say) would otherwise hide an earlier one beneath
+// it (the job's own directory under /tmp).
 func WithBindMounts(mounts []runtime.Mount) oci.SpecOpts {
 	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
-		for _, m := range mounts {
+		ordered := slices.Clone(mounts)
+		slices.SortStableFunc(ordered, func(a, b runtime.Mount) int {
+			return cmp.Compare(pathDepth(a.Dest), pathDepth(b.Dest))
+		})
+		for _, m := range ordered {
 			if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Dest) {
 				return fmt.Errorf("add mount %s -> %s: source and destination must be absolute paths", m.Source, m.Dest)
 			}
@@ -191,6 +200,15 @@ func WithBindMounts(mounts []runtime.Mount) oci.SpecOpts {
 		}
 		return nil
 	}
+}
+
+// pathDepth counts the components of a cleaned absolute path ("/" is 0).
+func pathDepth(p string) int {
+	p = filepath.Clean(p)
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
 }
 
 func bindMount(src, dst string, readOnly bool) specs.Mount {

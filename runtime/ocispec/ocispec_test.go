@@ -159,11 +159,20 @@ func TestWithBindMounts(t *testing.T) {
 		wantErr string
 	}{
 		{
-			name:   "rw and ro",
+			name:   "rw and ro, shallowest first",
 			mounts: []runtime.Mount{{Source: "/home/u/sub/", Dest: "/home/u/sub"}, {Source: "/data", Dest: "/data", ReadOnly: true}},
 			want: []specs.Mount{
-				{Destination: "/home/u/sub", Type: "bind", Source: "/home/u/sub", Options: []string{"rbind", "rprivate", "nosuid", "nodev", "rw"}},
 				{Destination: "/data", Type: "bind", Source: "/data", Options: []string{"rbind", "rprivate", "nosuid", "nodev", "ro"}},
+				{Destination: "/home/u/sub", Type: "bind", Source: "/home/u/sub", Options: []string{"rbind", "rprivate", "nosuid", "nodev", "rw"}},
+			},
+		},
+		{
+			// A per-job /tmp must not hide the job dir mounted beneath it.
+			name:   "parent mounted before child",
+			mounts: []runtime.Mount{{Source: "/tmp/w", Dest: "/tmp/w"}, {Source: "/var/j/tmp", Dest: "/tmp"}},
+			want: []specs.Mount{
+				{Destination: "/tmp", Type: "bind", Source: "/var/j/tmp", Options: []string{"rbind", "rprivate", "nosuid", "nodev", "rw"}},
+				{Destination: "/tmp/w", Type: "bind", Source: "/tmp/w", Options: []string{"rbind", "rprivate", "nosuid", "nodev", "rw"}},
 			},
 		},
 		{name: "relative source", mounts: []runtime.Mount{{Source: "data", Dest: "/data"}}, wantErr: "must be absolute"},
