@@ -65,6 +65,9 @@ func cliPage(a *cli.App, section int, placeholder func(string) string, extra str
 				continue
 			}
 			fmt.Fprintf(&b, "## %s %s\n\n%s\n\n", c.Name, escape(c.ArgsUsage), escape(c.Usage))
+			if c.Description != "" {
+				fmt.Fprintf(&b, "%s\n\n", escape(c.Description))
+			}
 			writeFlags(&b, c.Flags, placeholder)
 		}
 	}
@@ -201,6 +204,8 @@ const gpuqExtra = commonEnv + `# FILES
     gpuq show 42 --json
     gpuq cancel --signal USR1 42
     gpuq drain gpu07 --reason 'XID 79 on GPU 3'
+    gpuq acct -S now-7days -s F,TO -o jobid,jobname,state,exitcode,gpu_hours
+    gpuq acct -j 42 --json
 
 # SEE ALSO
 

@@ -290,3 +290,37 @@ func (c *Client) Events(ctx context.Context, node string, events []AllocEvent) (
 	err := c.do(ctx, http.MethodPost, "/nodes/"+url.PathEscape(node)+"/events", nil, EventsRequest{Events: events}, &out)
 	return out, err
 }
+
+// AcctJobs lists jobs from accounting (sacct): GET
+// /v1/accounting/jobs?id=&user=&account=&partition=&state=&start=&end=&limit=,
+// times in RFC 3339.
+func (c *Client) AcctJobs(ctx context.Context, f AcctFilter) ([]AcctJob, error) {
+	q := url.Values{}
+	for _, id := range f.IDs {
+		q.Add("id", strconv.FormatUint(uint64(id), 10))
+	}
+	for _, u := range f.Users {
+		q.Add("user", u)
+	}
+	for _, a := range f.Accounts {
+		q.Add("account", a)
+	}
+	for _, p := range f.Partitions {
+		q.Add("partition", p)
+	}
+	for _, s := range f.States {
+		q.Add("state", string(s))
+	}
+	if !f.Start.IsZero() {
+		q.Set("start", f.Start.Format(time.RFC3339))
+	}
+	if !f.End.IsZero() {
+		q.Set("end", f.End.Format(time.RFC3339))
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var out AcctJobsResponse
+	err := c.do(ctx, http.MethodGet, "/accounting/jobs", q, nil, &out)
+	return out.Jobs, err
+}

@@ -1,6 +1,10 @@
 package api
 
-import "github.com/gpud/gpud/gpud/spec"
+import (
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
 
 // Version is the path prefix of this API.
 const Version = "v1"
@@ -160,4 +164,64 @@ type EventsRequest struct {
 // EventsResponse acknowledges every event up to and including AckedSeq.
 type EventsResponse struct {
 	AckedSeq uint64 `json:"acked_seq"`
+}
+
+// AcctJob is one job as accounting remembers it (gpuq acct, sacct). It is
+// the wire form of accounting.Record, field for field; a server test
+// decodes one into the other strictly so the two cannot drift.
+type AcctJob struct {
+	ID           spec.JobID    `json:"id"`
+	Name         string        `json:"name"`
+	User         string        `json:"user"`
+	UID          uint32        `json:"uid"`
+	Account      string        `json:"account"`
+	Partition    string        `json:"partition"`
+	QOS          string        `json:"qos"`
+	State        spec.JobState `json:"state"`
+	Reason       string        `json:"reason"`
+	ExitCode     int           `json:"exit_code"`
+	Signal       int           `json:"exit_signal"`
+	SubmitTime   spec.Time     `json:"submit_time"`
+	EligibleTime spec.Time     `json:"eligible_time"`
+	StartTime    spec.Time     `json:"start_time"`
+	EndTime      spec.Time     `json:"end_time"`
+	TimeLimit    spec.Duration `json:"time_limit"`
+	Nodes        []string      `json:"nodes"`
+	// GPUs are the last attempt's device UUIDs (MIG UUIDs for slices).
+	GPUs        []string `json:"gpus"`
+	GPUCount    int      `json:"gpu_count"`
+	GPUModel    string   `json:"gpu_model"`
+	GPUProfile  string   `json:"gpu_profile"`
+	GPUFraction float64  `json:"gpu_fraction"`
+	CPUs        int      `json:"cpus"`
+	MemMiB      int64    `json:"mem_mib"`
+	Attempts    int      `json:"attempts"`
+	WorkDir     string   `json:"work_dir"`
+	// Elapsed is the last attempt's run time in seconds, up to now for a
+	// running job (sacct's Elapsed).
+	Elapsed int64 `json:"elapsed"`
+	// GPUHours and CPUHours sum every attempt, requeued work included.
+	GPUHours float64 `json:"gpu_hours"`
+	CPUHours float64 `json:"cpu_hours"`
+}
+
+// AcctFilter selects jobs for GET /v1/accounting/jobs, with sacct's
+// semantics: empty lists and zero times match everything; Start and End
+// select jobs eligible or running at some instant in [Start, End]. Limit
+// caps the number of jobs (the lowest IDs); 0 means no cap. A caller who
+// is not root sees only their own jobs.
+type AcctFilter struct {
+	IDs        []spec.JobID    `json:"ids,omitempty"`
+	Users      []string        `json:"users,omitempty"`
+	Accounts   []string        `json:"accounts,omitempty"`
+	Partitions []string        `json:"partitions,omitempty"`
+	States     []spec.JobState `json:"states,omitempty"`
+	Start      time.Time       `json:"start,omitzero"`
+	End        time.Time       `json:"end,omitzero"`
+	Limit      int             `json:"limit,omitempty"`
+}
+
+// AcctJobsResponse is GET /v1/accounting/jobs.
+type AcctJobsResponse struct {
+	Jobs []AcctJob `json:"jobs"`
 }

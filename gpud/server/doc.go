@@ -3,7 +3,9 @@
 // identity from unix-socket peer credentials, calls gpud/controller and
 // maps error kinds to statuses with api.KindCode.
 //
-// It imports gpud/api, gpud/spec and gpud/controller; it must not import
-// gpud/store, database/sql or runtime/* (gpud main wires the store; the
-// servertest subpackage does it for tests).
+// It imports gpud/api, gpud/spec, gpud/controller and accounting (for the
+// Filter and Record types of its small Accounting interface, which gpud
+// main satisfies with *accounting.DB via WithAccounting); it must not
+// import gpud/store, database/sql or runtime/* directly (gpud main wires
+// the store; the servertest subpackage does it for tests).
 package server

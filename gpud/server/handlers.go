@@ -30,6 +30,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+v+"/nodes/{name}/events", s.events)
 	m.HandleFunc("POST "+v+"/nodes/{name}/{action}", s.nodeAction)
 	m.HandleFunc("POST "+v+"/reconfigure", s.reconfigure)
+	m.HandleFunc("GET "+v+"/accounting/jobs", s.acctJobs)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrNotFound, "no API endpoint %s %s; this controller serves /%s", r.Method, r.URL.Path, api.Version))
 	})

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/spec"
@@ -34,6 +35,15 @@ type Server struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	users sync.Map // uid → user name
+	acct  Accounting
+}
+
+// Accounting is the job history the server reads for GET
+// /v1/accounting/jobs (implemented by *accounting.DB).
+type Accounting interface {
+	// Jobs lists the jobs f selects, ordered by job ID. It only reads, is
+	// safe for concurrent use, and gives up when ctx ends.
+	Jobs(ctx context.Context, f accounting.Filter) ([]accounting.Record, error)
 }
 
 // Option configures a Server.
@@ -41,6 +51,10 @@ type Option func(*Server)
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithAccounting serves job history from a (gpuq acct). Without it the
+// accounting endpoints answer 503 unavailable.
+func WithAccounting(a Accounting) Option { return func(s *Server) { s.acct = a } }
 
 // New returns a server for c.
 func New(c *controller.Controller, opts ...Option) *Server {

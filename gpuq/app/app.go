@@ -90,6 +90,7 @@ func New() *cli.App {
 				Action: nodeAction("resume"),
 			},
 			{Name: "reconfigure", Usage: "ask the controller to reload its configuration file", Action: reconfigure},
+			acctCommand(),
 		},
 		HideHelpCommand: true,
 		ExitErrHandler:  exitcode.NoExit,

@@ -45,6 +45,11 @@ type Server struct {
 	SubmitErr error
 	// SubmitResp, when its ID is set, answers every submission.
 	SubmitResp api.SubmitResponse
+	// Acct is returned by GET /v1/accounting/jobs, filtered by id, user,
+	// account, partition and state (not by time: tests check the query).
+	Acct []api.AcctJob
+	// AcctErr, when set, answers GET /v1/accounting/jobs.
+	AcctErr error
 	// ActionErr maps a job id or node name to the error its actions get.
 	ActionErr map[string]error
 }
@@ -114,6 +119,7 @@ func (s *Server) mux() http.Handler {
 	m.HandleFunc("POST /v1/jobs/{id}/{action}", s.jobAction)
 	m.HandleFunc("GET /v1/nodes", s.nodes)
 	m.HandleFunc("POST /v1/nodes/{name}/{action}", s.nodeAction)
+	m.HandleFunc("GET /v1/accounting/jobs", s.acct)
 	m.HandleFunc("POST /v1/reconfigure", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, api.ReconfigureResponse{Message: "configuration reloaded"}, nil)
 	})
@@ -226,4 +232,23 @@ func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	reply(w, nil, spec.Errorf(spec.ErrNotFound, "node %s not found", name))
+}
+
+func (s *Server) acct(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	in := func(key, v string) bool { return len(q[key]) == 0 || slices.Contains(q[key], v) }
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.AcctErr != nil {
+		reply(w, nil, s.AcctErr)
+		return
+	}
+	out := []api.AcctJob{}
+	for _, j := range s.Acct {
+		if in("id", strconv.FormatUint(uint64(j.ID), 10)) && in("user", j.User) && in("account", j.Account) &&
+			in("partition", j.Partition) && in("state", string(j.State)) {
+			out = append(out, j)
+		}
+	}
+	reply(w, api.AcctJobsResponse{Jobs: out}, nil)
 }

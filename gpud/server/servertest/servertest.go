@@ -20,6 +20,8 @@ type Options struct {
 	Dir string
 	// Controller options (clock, ticker, recorder, reload).
 	ControllerOptions []controller.Option
+	// Server options (accounting).
+	ServerOptions []server.Option
 }
 
 // TestServer starts a controller with DefaultConfig (root jobs allowed,
@@ -74,7 +76,7 @@ func Start(t testing.TB, cfgFn func(*controller.Config), o Options) (addr string
 		st.Close()
 		t.Fatalf("servertest: %v", err)
 	}
-	srv := server.New(c, server.WithLogger(log))
+	srv := server.New(c, append([]server.Option{server.WithLogger(log)}, o.ServerOptions...)...)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := c.Run(ctx); err != nil {

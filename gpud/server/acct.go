@@ -1,0 +1,109 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/gpud/gpud/accounting"
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/controller"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// acctJobs serves GET /v1/accounting/jobs (gpuq acct).
+func (s *Server) acctJobs(w http.ResponseWriter, r *http.Request) {
+	if s.acct == nil {
+		s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "this controller keeps no job accounting; start it with an accounting database to use gpuq acct"))
+		return
+	}
+	f, err := acctFilter(r.URL.Query())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := scopeToCaller(caller(r), &f); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	recs, err := s.acct.Jobs(r.Context(), f)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.AcctJobsResponse{Jobs: make([]api.AcctJob, 0, len(recs))}
+	for i := range recs {
+		out.Jobs = append(out.Jobs, acctJob(&recs[i]))
+	}
+	s.writeJSON(w, out)
+}
+
+// acctFilter reads the query parameters; a bad value is an invalid
+// request naming the parameter.
+func acctFilter(q url.Values) (accounting.Filter, error) {
+	f := accounting.Filter{Users: q["user"], Accounts: q["account"], Partitions: q["partition"]}
+	for _, v := range q["id"] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n == 0 {
+			return f, spec.Errorf(spec.ErrInvalid, "query parameter id=%q is not a job id (a positive whole number)", v)
+		}
+		f.IDs = append(f.IDs, spec.JobID(n))
+	}
+	for _, v := range q["state"] {
+		st := spec.JobState(v)
+		if !slices.Contains(spec.AllJobStates, st) {
+			return f, spec.Errorf(spec.ErrInvalid, "query parameter state=%q is not a job state; use one of %v", v, spec.AllJobStates)
+		}
+		f.States = append(f.States, st)
+	}
+	for _, p := range []struct {
+		key string
+		dst *time.Time
+	}{{"start", &f.Start}, {"end", &f.End}} {
+		v := q.Get(p.key)
+		if v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return f, spec.Errorf(spec.ErrInvalid, "query parameter %s=%q is not an RFC 3339 time (e.g. 2025-03-14T00:00:00Z)", p.key, v)
+		}
+		*p.dst = t
+	}
+	if !f.Start.IsZero() && !f.End.IsZero() && f.End.Before(f.Start) {
+		return f, spec.Errorf(spec.ErrInvalid, "query parameter end=%s is before start=%s; pick an end after the start", q.Get("end"), q.Get("start"))
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return f, spec.Errorf(spec.ErrInvalid, "query parameter limit=%q is not a whole number (0 means no limit)", v)
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+// scopeToCaller keeps a caller who is not root to their own jobs: with no
+// user filter it adds theirs, and a filter on anyone else is refused.
+func scopeToCaller(who controller.Caller, f *accounting.Filter) error {
+	if who.Known && who.UID == 0 {
+		return nil
+	}
+	if !who.Known || who.User == "" {
+		return spec.Errorf(spec.ErrPermissionDenied, "job accounting needs an identified caller; connect over the controller's unix socket")
+	}
+	for _, u := range f.Users {
+		if u != who.User {
+			return spec.Errorf(spec.ErrPermissionDenied, "user %s may see only their own jobs, not those of user %s; ask root for other users' accounting", who.User, u)
+		}
+	}
+	f.Users = []string{who.User}
+	return nil
+}
+
+// acctJob converts a record to its wire form. The conversion compiles
+// only while the two structs have the same fields in the same order;
+// TestAcctJobMatchesRecord checks their JSON tags.
+func acctJob(r *accounting.Record) api.AcctJob { return api.AcctJob(*r) }

@@ -1,0 +1,201 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpud/gpud/accounting"
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/server"
+	"github.com/gpud/gpud/gpud/server/servertest"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// TestAcctJobMatchesRecord keeps api.AcctJob the wire form of
+// accounting.Record: a fully populated record decodes strictly into an
+// AcctJob and encodes back to the same JSON.
+func TestAcctJobMatchesRecord(t *testing.T) {
+	t.Parallel()
+	rec := accounting.Record{}
+	fill(reflect.ValueOf(&rec).Elem())
+	in, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(in))
+	dec.DisallowUnknownFields()
+	var job api.AcctJob
+	if err := dec.Decode(&job); err != nil {
+		t.Fatalf("accounting.Record does not decode into api.AcctJob: %v; keep their fields and JSON tags in step", err)
+	}
+	out, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(in), string(out)); diff != "" {
+		t.Errorf("api.AcctJob re-encodes accounting.Record differently (-record +acctjob):\n%s", diff)
+	}
+}
+
+// fill sets every field of v to a non-zero value, so an omitempty tag or a
+// field missing from one side shows in the JSON.
+func fill(v reflect.Value) {
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(v.Type().Field(i).Name)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(i + 1))
+		case reflect.Uint32, reflect.Uint64:
+			f.SetUint(uint64(i + 1))
+		case reflect.Float64:
+			f.SetFloat(float64(i) + 0.5)
+		case reflect.Slice:
+			f.Set(reflect.ValueOf([]string{"x", "y"}))
+		case reflect.Struct:
+			f.Set(reflect.ValueOf(spec.NewTime(time.Date(2025, 3, 14, 12, 0, i, 0, time.UTC))))
+		default:
+			panic("fill: add a case for " + f.Kind().String())
+		}
+	}
+}
+
+func openAcct(t *testing.T, jobs ...spec.Job) *accounting.DB {
+	t.Helper()
+	db, err := accounting.Open(filepath.Join(t.TempDir(), "accounting.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.RecordJobs(ctxT(t), jobs); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func TestAcctJobs(t *testing.T) {
+	t0 := time.Date(2025, 3, 14, 8, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) spec.Time { return spec.NewTime(t0.Add(d)) }
+	done := func(id spec.JobID, user, account string, state spec.JobState, start, end time.Duration) spec.Job {
+		return spec.Job{ID: id, JobSpec: spec.JobSpec{Name: "j", Account: account, Partition: "h100"}, User: user, UID: 1000,
+			State: state, SubmitTime: at(0), StartTime: at(start), EndTime: at(end), Attempt: 1, ExitCode: 3, Signal: 0,
+			Alloc: &spec.Alloc{ID: "a", JobID: id, Attempt: 1, StartTime: at(start), Nodes: []spec.NodeAlloc{{Node: "gpu01", CPUs: 4, GPUs: []string{"GPU-1", "GPU-2"}}}}}
+	}
+	db := openAcct(t,
+		done(1, "alice", "ml", spec.StateCompleted, time.Minute, time.Hour+time.Minute),
+		done(2, "bob", "ml", spec.StateFailed, 2*time.Hour, 3*time.Hour),
+		done(3, "alice", "physics", spec.StateCancelled, 5*time.Hour, 6*time.Hour),
+	)
+	addr, _, _ := servertest.Start(t, nil, servertest.Options{ServerOptions: []server.Option{server.WithAccounting(db)}})
+	c := client(t, addr)
+	ctx := ctxT(t)
+
+	tests := []struct {
+		name string
+		f    api.AcctFilter
+		want []spec.JobID
+	}{
+		{"everything (root sees all users)", api.AcctFilter{}, []spec.JobID{1, 2, 3}},
+		{"user", api.AcctFilter{Users: []string{"alice"}}, []spec.JobID{1, 3}},
+		{"account and state", api.AcctFilter{Accounts: []string{"ml"}, States: []spec.JobState{spec.StateFailed}}, []spec.JobID{2}},
+		{"ids", api.AcctFilter{IDs: []spec.JobID{3, 1}}, []spec.JobID{1, 3}},
+		{"window", api.AcctFilter{Start: t0.Add(90 * time.Minute), End: t0.Add(4 * time.Hour)}, []spec.JobID{2, 3}},
+		{"limit", api.AcctFilter{Limit: 1}, []spec.JobID{1}},
+		{"no match", api.AcctFilter{Partitions: []string{"cpu"}}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := c.AcctJobs(ctx, tc.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []spec.JobID
+			for _, j := range got {
+				ids = append(ids, j.ID)
+			}
+			if diff := cmp.Diff(tc.want, ids); diff != "" {
+				t.Errorf("job IDs (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	got, err := c.AcctJobs(ctx, api.AcctFilter{IDs: []spec.JobID{1}})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("AcctJobs(1) = %v, %v", got, err)
+	}
+	want := api.AcctJob{ID: 1, Name: "j", User: "alice", UID: 1000, Account: "ml", Partition: "h100", State: spec.StateCompleted,
+		ExitCode: 3, SubmitTime: at(0), EligibleTime: at(0), StartTime: at(time.Minute), EndTime: at(time.Hour + time.Minute),
+		Nodes: []string{"gpu01"}, GPUs: []string{"GPU-1", "GPU-2"}, GPUCount: 2, CPUs: 4, Attempts: 1, Elapsed: 3600, GPUHours: 2, CPUHours: 4}
+	if diff := cmp.Diff(want, got[0]); diff != "" {
+		t.Errorf("job 1 (-want +got):\n%s", diff)
+	}
+}
+
+func TestAcctJobsErrors(t *testing.T) {
+	db := openAcct(t)
+	addr, _, _ := servertest.Start(t, nil, servertest.Options{ServerOptions: []server.Option{server.WithAccounting(db)}})
+	bare, _ := servertest.TestServer(t, nil)
+	tests := []struct {
+		name, addr, query string
+		wantStatus        int
+		wantCode, wantMsg string
+	}{
+		{"bad id", addr, "id=x", 400, api.CodeInvalid, `id="x"`},
+		{"bad state", addr, "state=DONE", 400, api.CodeInvalid, `state="DONE"`},
+		{"bad start", addr, "start=yesterday", 400, api.CodeInvalid, `start="yesterday"`},
+		{"bad end", addr, "end=2025-03-14", 400, api.CodeInvalid, `end="2025-03-14"`},
+		{"end before start", addr, "start=2025-03-14T10:00:00Z&end=2025-03-14T09:00:00Z", 400, api.CodeInvalid, "end=2025-03-14T09:00:00Z is before start"},
+		{"bad limit", addr, "limit=-1", 400, api.CodeInvalid, `limit="-1"`},
+		{"no accounting", bare, "", 503, api.CodeUnavailable, "keeps no job accounting"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var body api.ErrorBody
+			status := getRaw(t, tc.addr, "/v1/accounting/jobs?"+tc.query, &body)
+			if status != tc.wantStatus || body.Error.Code != tc.wantCode || !strings.Contains(body.Error.Message, tc.wantMsg) {
+				t.Errorf("got %d %+v; want %d %s containing %q", status, body.Error, tc.wantStatus, tc.wantCode, tc.wantMsg)
+			}
+		})
+	}
+	_, err := client(t, bare).AcctJobs(ctxT(t), api.AcctFilter{})
+	if !errors.Is(err, spec.ErrUnavailable) {
+		t.Errorf("AcctJobs without accounting: %v, want an unavailable error", err)
+	}
+}
+
+// getRaw GETs path from the server at a unix:// addr and decodes the JSON
+// body into out, returning the status.
+func getRaw(t *testing.T, addr, path string, out any) int {
+	t.Helper()
+	sock := strings.TrimPrefix(addr, "unix://")
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, "http://gpud"+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatalf("decode %s response: %v", path, err)
+	}
+	return resp.StatusCode
+}

@@ -1,0 +1,181 @@
+package app
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpuq/format"
+	"github.com/urfave/cli/v2"
+)
+
+// now is the clock gpuq acct reads its default window and "now-1day" from.
+var now = time.Now
+
+func acctCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "acct",
+		Usage: "list finished and running jobs from accounting (sacct)",
+		Description: "Lists jobs that were eligible or running at some time between --starttime (default: midnight " +
+			"today, or the beginning of time with --jobs) and --endtime (default: now), with columns " +
+			"JobID JobName User Account Partition State ExitCode Elapsed GPUs GPUHours. ExitCode is code:signal. " +
+			"Users other than root see only their own jobs.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "jobs", Aliases: []string{"j"}, Usage: "only these job ids (comma list)"},
+			&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "only jobs of these users (comma list); others than your own need root"},
+			&cli.BoolFlag{Name: "allusers", Aliases: []string{"a"}, Usage: "jobs of all users (root's default; other users still see only their own)"},
+			&cli.StringFlag{Name: "account", Aliases: []string{"A"}, Usage: "only jobs of these accounts (comma list)"},
+			&cli.StringFlag{Name: "partition", Aliases: []string{"r"}, Usage: "only jobs in these partitions (comma list)"},
+			&cli.StringFlag{Name: "state", Aliases: []string{"s"}, Usage: "only jobs in these states: short or long names (comma list)"},
+			&cli.StringFlag{Name: "starttime", Aliases: []string{"S"}, Usage: "window start: YYYY-MM-DD[THH:MM[:SS]], midnight, now or now-N[seconds|minutes|hours|days|weeks], local time (default: midnight today)"},
+			&cli.StringFlag{Name: "endtime", Aliases: []string{"E"}, Usage: "window end, in the forms of --starttime (default: now)"},
+			&cli.StringFlag{Name: "format", Aliases: []string{"o"}, Usage: "columns, a comma list of " + format.AcctFieldNames() + " (default \"" + format.DefaultAcctFormat + "\")"},
+			&cli.BoolFlag{Name: "parsable", Aliases: []string{"p"}, Usage: "separate fields with | and end each line with one, unpadded"},
+			&cli.BoolFlag{Name: "csv", Usage: "print CSV"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON: an array of jobs with every accounting field"},
+			&cli.BoolFlag{Name: "noheader", Aliases: []string{"n"}, Usage: "print no header line"},
+		},
+		Action: acct,
+	}
+}
+
+func acct(c *cli.Context) error {
+	args, err := positionals(c)
+	if err != nil {
+		return err
+	}
+	if len(args) > 0 {
+		return invalid("gpuq acct takes no arguments, got %q; select jobs with -j", args[0])
+	}
+	outputs := 0
+	for _, o := range []string{"parsable", "csv", "json"} {
+		if c.Bool(o) {
+			outputs++
+		}
+	}
+	if outputs > 1 {
+		return invalid("choose one of --parsable, --csv and --json")
+	}
+	var f api.AcctFilter
+	if !c.Bool("allusers") {
+		f.Users = splitList(c.String("user"))
+	} else if c.IsSet("user") {
+		return invalid("--allusers and --user contradict each other; give one")
+	}
+	f.Accounts = splitList(c.String("account"))
+	f.Partitions = splitList(c.String("partition"))
+	for _, s := range splitList(c.String("jobs")) {
+		id, err := ParseJobID(s)
+		if err != nil {
+			return fmt.Errorf("--jobs: %w", err)
+		}
+		f.IDs = append(f.IDs, id)
+	}
+	for _, s := range splitList(c.String("state")) {
+		st, err := format.ParseState(s)
+		if err != nil {
+			return invalid("--state: %v", err)
+		}
+		f.States = append(f.States, st)
+	}
+	t := now()
+	if v := c.String("starttime"); v != "" {
+		if f.Start, err = ParseAcctTime(v, t); err != nil {
+			return invalid("--starttime: %v", err)
+		}
+	} else if len(f.IDs) == 0 {
+		f.Start = midnight(t)
+	}
+	if v := c.String("endtime"); v != "" {
+		if f.End, err = ParseAcctTime(v, t); err != nil {
+			return invalid("--endtime: %v", err)
+		}
+		if f.End.Before(f.Start) {
+			return invalid("--endtime %s is before the start of the window (%s); give a later --endtime or an earlier --starttime",
+				f.End.Format(format.TimeLayout), f.Start.Format(format.TimeLayout))
+		}
+	}
+	af := format.DefaultAcctFormat
+	if c.IsSet("format") {
+		af = c.String("format")
+	}
+	parsed, err := format.ParseAcctFormat(af)
+	if err != nil {
+		return invalid("--format: %v", err)
+	}
+	cl, err := client(c)
+	if err != nil {
+		return err
+	}
+	jobs, err := cl.AcctJobs(c.Context, f)
+	if err != nil {
+		return fmt.Errorf("list accounted jobs: %w", err)
+	}
+	switch {
+	case c.Bool("json"):
+		return format.WriteAcctJSON(c.App.Writer, jobs)
+	case c.Bool("csv"):
+		return format.WriteAcct(c.App.Writer, jobs, parsed, format.AcctCSV, c.Bool("noheader"))
+	case c.Bool("parsable"):
+		return format.WriteAcct(c.App.Writer, jobs, parsed, format.AcctParsable, c.Bool("noheader"))
+	}
+	return format.WriteAcct(c.App.Writer, jobs, parsed, format.AcctTable, c.Bool("noheader"))
+}
+
+func midnight(t time.Time) time.Time {
+	y, m, d := t.Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, t.Location())
+}
+
+var acctUnits = []struct {
+	names []string
+	d     time.Duration
+}{
+	{[]string{"", "s", "sec", "secs", "second", "seconds"}, time.Second},
+	{[]string{"m", "min", "mins", "minute", "minutes"}, time.Minute},
+	{[]string{"h", "hour", "hours"}, time.Hour},
+	{[]string{"d", "day", "days"}, 24 * time.Hour},
+	{[]string{"w", "week", "weeks"}, 7 * 24 * time.Hour},
+}
+
+// ParseAcctTime reads a time as sacct does, in now's location:
+// YYYY-MM-DD[THH:MM[:SS]], midnight, today, now, and
+// now[+|-]N[seconds|minutes|hours|days|weeks] (seconds by default).
+func ParseAcctTime(s string, now time.Time) (time.Time, error) {
+	v := strings.ToLower(strings.TrimSpace(s))
+	switch v {
+	case "now":
+		return now, nil
+	case "midnight", "today":
+		return midnight(now), nil
+	}
+	if rest, ok := strings.CutPrefix(v, "now"); ok && len(rest) > 1 && (rest[0] == '-' || rest[0] == '+') {
+		i := 1
+		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+			i++
+		}
+		n, err := strconv.Atoi(rest[1:i])
+		if err == nil {
+			for _, u := range acctUnits {
+				for _, name := range u.names {
+					if rest[i:] == name {
+						d := time.Duration(n) * u.d
+						if rest[0] == '-' {
+							d = -d
+						}
+						return now.Add(d), nil
+					}
+				}
+			}
+		}
+		return time.Time{}, fmt.Errorf("%q is not now-N or now+N with a unit of seconds, minutes, hours, days or weeks (e.g. now-1day)", s)
+	}
+	for _, layout := range []string{"2006-01-02", "2006-01-02T15:04", "2006-01-02T15:04:05"} {
+		if t, err := time.ParseInLocation(layout, strings.TrimSpace(s), now.Location()); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time; use YYYY-MM-DD[THH:MM[:SS]], midnight, now or now-N[seconds|minutes|hours|days|weeks] such as now-2hours", s)
+}

@@ -1,0 +1,179 @@
+package app
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpuq/fakectl"
+)
+
+var acctNow = time.Date(2025, 3, 14, 15, 30, 0, 0, time.UTC)
+
+func acctFixture(t *testing.T) *fakectl.Server {
+	t.Helper()
+	old := now
+	now = func() time.Time { return acctNow }
+	t.Cleanup(func() { now = old })
+	ctl := fakectl.New(t)
+	ctl.Set(func(s *fakectl.Server) {
+		s.Acct = []api.AcctJob{
+			{ID: 7, Name: "train", User: "alice", Account: "ml", Partition: "h100", State: spec.StateCompleted,
+				Nodes: []string{"gpu01", "gpu02"}, GPUCount: 16, Elapsed: 3723, GPUHours: 16.5},
+			{ID: 8, Name: "nb", User: "bob", Account: "edu", Partition: "a100", State: spec.StateFailed, ExitCode: 2,
+				GPUCount: 1, Elapsed: 59, GPUHours: 0.02},
+			{ID: 9, Name: "killed", User: "alice", Account: "ml", Partition: "h100", State: spec.StateCancelled, Signal: 15},
+		}
+	})
+	return ctl
+}
+
+func TestAcct(t *testing.T) {
+	tests := []struct {
+		name      string
+		args      []string
+		want      string
+		wantQuery url.Values
+	}{
+		{
+			name: "default columns, window from midnight",
+			args: []string{"acct"},
+			want: "JobID JobName User  Account Partition State     ExitCode Elapsed  GPUs GPUHours\n" +
+				"----- ------- ----- ------- --------- --------- -------- -------- ---- --------\n" +
+				"7     train   alice ml      h100      COMPLETED 0:0      01:02:03 16   16.50\n" +
+				"8     nb      bob   edu     a100      FAILED    2:0      00:00:59 1    0.02\n" +
+				"9     killed  alice ml      h100      CANCELLED 0:15     00:00:00 0    0.00\n",
+			wantQuery: url.Values{"start": {"2025-03-14T00:00:00Z"}},
+		},
+		{
+			name:      "filters, parsable, sacct short flags",
+			args:      []string{"acct", "-u", "alice", "-A", "ml", "-r", "h100", "-s", "ca,CD", "-p", "-o", "JobID,State,ExitCode,NodeList", "-S", "2025-03-01", "-E", "now-2hours"},
+			want:      "JobID|State|ExitCode|NodeList|\n7|COMPLETED|0:0|gpu[01-02]|\n9|CANCELLED|0:15|None assigned|\n",
+			wantQuery: url.Values{"user": {"alice"}, "account": {"ml"}, "partition": {"h100"}, "state": {"CANCELLED", "COMPLETED"}, "start": {"2025-03-01T00:00:00Z"}, "end": {"2025-03-14T13:30:00Z"}},
+		},
+		{
+			name:      "jobs drop the default start; csv without header",
+			args:      []string{"acct", "-j", "8,7", "--csv", "--noheader", "--format", "jobid,gpu_hours"},
+			want:      "7,16.50\n8,0.02\n",
+			wantQuery: url.Values{"id": {"8", "7"}},
+		},
+		{
+			name:      "allusers and time of day",
+			args:      []string{"acct", "-a", "--starttime", "now-1day", "--endtime", "2025-03-14T12:00", "-o", "jobid", "-n"},
+			want:      "7\n8\n9\n",
+			wantQuery: url.Values{"start": {"2025-03-13T15:30:00Z"}, "end": {"2025-03-14T12:00:00Z"}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctl := acctFixture(t)
+			got := run(t, ctl, tc.args...)
+			if got.code != 0 {
+				t.Fatalf("exit %d: %s", got.code, got.stderr)
+			}
+			if diff := cmp.Diff(tc.want, got.stdout); diff != "" {
+				t.Errorf("stdout (-want +got):\n%s", diff)
+			}
+			reqs := ctl.Requests()
+			last := reqs[len(reqs)-1]
+			if last.Path != "/v1/accounting/jobs" {
+				t.Fatalf("request path %s, want /v1/accounting/jobs", last.Path)
+			}
+			q, _ := url.ParseQuery(last.Query)
+			if diff := cmp.Diff(tc.wantQuery, q); diff != "" {
+				t.Errorf("query (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestAcctJSON(t *testing.T) {
+	ctl := acctFixture(t)
+	got := run(t, ctl, "acct", "--json", "-u", "bob")
+	var jobs []api.AcctJob
+	if err := json.Unmarshal([]byte(got.stdout), &jobs); err != nil || len(jobs) != 1 || jobs[0].ID != 8 || jobs[0].ExitCode != 2 {
+		t.Fatalf("--json = %+v, %v; stdout %s", jobs, err, got.stdout)
+	}
+	got = run(t, ctl, "acct", "--json", "-u", "nobody")
+	if strings.TrimSpace(got.stdout) != "[]" {
+		t.Errorf("empty --json = %q, want []", got.stdout)
+	}
+}
+
+func TestAcctErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		ctlErr   error
+		wantCode int
+		wantErr  string
+	}{
+		{name: "bad start", args: []string{"acct", "-S", "yesterday"}, wantCode: 2,
+			wantErr: "gpuq: --starttime: \"yesterday\" is not a time; use YYYY-MM-DD[THH:MM[:SS]], midnight, now or now-N[seconds|minutes|hours|days|weeks] such as now-2hours\n"},
+		{name: "bad unit", args: []string{"acct", "-E", "now-3fortnights"}, wantCode: 2,
+			wantErr: "gpuq: --endtime: \"now-3fortnights\" is not now-N or now+N with a unit of seconds, minutes, hours, days or weeks (e.g. now-1day)\n"},
+		{name: "end before start", args: []string{"acct", "-E", "2025-03-13"}, wantCode: 2,
+			wantErr: "gpuq: --endtime 2025-03-13T00:00:00 is before the start of the window (2025-03-14T00:00:00); give a later --endtime or an earlier --starttime\n"},
+		{name: "bad state", args: []string{"acct", "-s", "done"}, wantCode: 2},
+		{name: "bad field", args: []string{"acct", "--format", "jobid,cost"}, wantCode: 2},
+		{name: "two outputs", args: []string{"acct", "--csv", "--json"}, wantCode: 2, wantErr: "gpuq: choose one of --parsable, --csv and --json\n"},
+		{name: "allusers and user", args: []string{"acct", "-a", "-u", "bob"}, wantCode: 2, wantErr: "gpuq: --allusers and --user contradict each other; give one\n"},
+		{name: "positional", args: []string{"acct", "42"}, wantCode: 2, wantErr: "gpuq: gpuq acct takes no arguments, got \"42\"; select jobs with -j\n"},
+		{name: "other user refused", args: []string{"acct", "-u", "bob"}, wantCode: 3,
+			ctlErr:  spec.Errorf(spec.ErrPermissionDenied, "user alice may see only their own jobs, not those of user bob"),
+			wantErr: "gpuq: list accounted jobs: user alice may see only their own jobs, not those of user bob\n"},
+		{name: "no accounting", args: []string{"acct"}, wantCode: 1,
+			ctlErr:  spec.Errorf(spec.ErrUnavailable, "this controller keeps no job accounting"),
+			wantErr: "gpuq: list accounted jobs: this controller keeps no job accounting\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctl := acctFixture(t)
+			ctl.Set(func(s *fakectl.Server) { s.AcctErr = tc.ctlErr })
+			got := run(t, ctl, tc.args...)
+			if got.code != tc.wantCode {
+				t.Errorf("exit %d, want %d; stderr: %s", got.code, tc.wantCode, got.stderr)
+			}
+			if tc.wantErr != "" {
+				if diff := cmp.Diff(tc.wantErr, got.stderr); diff != "" {
+					t.Errorf("stderr (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+func TestParseAcctTime(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want time.Time
+	}{
+		{"now", acctNow},
+		{"NOW-1day", acctNow.Add(-24 * time.Hour)},
+		{"now-2hours", acctNow.Add(-2 * time.Hour)},
+		{"now+30", acctNow.Add(30 * time.Second)},
+		{"now-1week", acctNow.Add(-7 * 24 * time.Hour)},
+		{"now-15minutes", acctNow.Add(-15 * time.Minute)},
+		{"midnight", time.Date(2025, 3, 14, 0, 0, 0, 0, time.UTC)},
+		{"2025-01-02", time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC)},
+		{"2025-01-02T03:04", time.Date(2025, 1, 2, 3, 4, 0, 0, time.UTC)},
+		{"2025-01-02T03:04:05", time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)},
+	}
+	for _, tc := range tests {
+		got, err := ParseAcctTime(tc.in, acctNow)
+		if err != nil || !got.Equal(tc.want) {
+			t.Errorf("ParseAcctTime(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "now-", "now-x", "now-1year", "2025-13-01", "03/14", "2025-01-02 03:04"} {
+		if _, err := ParseAcctTime(bad, acctNow); err == nil {
+			t.Errorf("ParseAcctTime(%q) succeeded, want an error", bad)
+		}
+	}
+}

@@ -1,0 +1,235 @@
+package format
+
+import (
+	"bufio"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// AcctField is one gpuq acct --format field.
+type AcctField struct {
+	Name   string // what --format takes, matched ignoring case and "_"
+	Header string
+	Help   string
+	value  func(j *api.AcctJob) string
+}
+
+// AcctFields lists the gpuq acct --format fields, sacct's names where
+// sacct has one.
+var AcctFields = []AcctField{
+	{"jobid", "JobID", "job id", func(j *api.AcctJob) string { return strconv.FormatUint(uint64(j.ID), 10) }},
+	{"jobname", "JobName", "job name", func(j *api.AcctJob) string { return j.Name }},
+	{"user", "User", "user name", func(j *api.AcctJob) string { return j.User }},
+	{"account", "Account", "account", func(j *api.AcctJob) string { return j.Account }},
+	{"partition", "Partition", "partition", func(j *api.AcctJob) string { return j.Partition }},
+	{"qos", "QOS", "quality of service", func(j *api.AcctJob) string { return j.QOS }},
+	{"state", "State", "job state", func(j *api.AcctJob) string { return string(j.State) }},
+	{"exitcode", "ExitCode", "exit code and the signal that ended the job, code:signal", func(j *api.AcctJob) string {
+		return strconv.Itoa(j.ExitCode) + ":" + strconv.Itoa(j.Signal)
+	}},
+	{"submit", "Submit", "submit time", func(j *api.AcctJob) string { return acctTime(j.SubmitTime) }},
+	{"start", "Start", "start time of the last attempt", func(j *api.AcctJob) string { return acctTime(j.StartTime) }},
+	{"end", "End", "end time", func(j *api.AcctJob) string { return acctTime(j.EndTime) }},
+	{"elapsed", "Elapsed", "run time of the last attempt, [D-]HH:MM:SS", func(j *api.AcctJob) string { return AcctDuration(j.Elapsed) }},
+	{"timelimit", "Timelimit", "time limit, or UNLIMITED", func(j *api.AcctJob) string {
+		if j.TimeLimit == 0 {
+			return "UNLIMITED"
+		}
+		return AcctDuration(int64(j.TimeLimit.Std().Seconds()))
+	}},
+	{"nodelist", "NodeList", "nodes of the last attempt", func(j *api.AcctJob) string {
+		if len(j.Nodes) == 0 {
+			return "None assigned"
+		}
+		return CompressHosts(j.Nodes)
+	}},
+	{"ngpus", "GPUs", "number of GPUs (or MIG slices) allocated", func(j *api.AcctJob) string { return strconv.Itoa(j.GPUCount) }},
+	{"gpus", "GPUList", "allocated device UUIDs (MIG UUIDs for slices)", func(j *api.AcctJob) string { return strings.Join(j.GPUs, ",") }},
+	{"gpumodel", "GPUModel", "GPU model, with the MIG profile or fraction when the job used part of a GPU", func(j *api.AcctJob) string {
+		switch {
+		case j.GPUProfile != "":
+			return j.GPUModel + ":" + j.GPUProfile
+		case j.GPUFraction > 0 && j.GPUFraction < 1:
+			return j.GPUModel + ":" + strconv.FormatFloat(j.GPUFraction, 'g', -1, 64)
+		}
+		return j.GPUModel
+	}},
+	{"gpu_hours", "GPUHours", "GPU-hours over every attempt", func(j *api.AcctJob) string { return strconv.FormatFloat(j.GPUHours, 'f', 2, 64) }},
+	{"cpu_hours", "CPUHours", "CPU-hours over every attempt", func(j *api.AcctJob) string { return strconv.FormatFloat(j.CPUHours, 'f', 2, 64) }},
+	{"cpus", "CPUs", "CPUs allocated", func(j *api.AcctJob) string { return strconv.Itoa(j.CPUs) }},
+	{"mem", "Mem", "memory allocated", func(j *api.AcctJob) string { return MiB(j.MemMiB) }},
+	{"attempts", "Attempts", "attempts (more than 1 after a requeue)", func(j *api.AcctJob) string { return strconv.Itoa(j.Attempts) }},
+	{"reason", "Reason", "why the job ended or waits", func(j *api.AcctJob) string {
+		if j.Reason == "" {
+			return "None"
+		}
+		return j.Reason
+	}},
+}
+
+// DefaultAcctFormat is gpuq acct's default --format.
+const DefaultAcctFormat = "jobid,jobname,user,account,partition,state,exitcode,elapsed,ngpus,gpu_hours"
+
+// AcctFormat is a parsed gpuq acct --format.
+type AcctFormat struct{ fields []*AcctField }
+
+func normField(s string) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "_", "")
+}
+
+// ParseAcctFormat parses a comma list of field names, in any case.
+func ParseAcctFormat(s string) (AcctFormat, error) {
+	var f AcctFormat
+	for name := range strings.SplitSeq(s, ",") {
+		if strings.TrimSpace(name) == "" {
+			continue
+		}
+		var found *AcctField
+		for i := range AcctFields {
+			if normField(AcctFields[i].Name) == normField(name) {
+				found = &AcctFields[i]
+				break
+			}
+		}
+		if found == nil {
+			return AcctFormat{}, fmt.Errorf("unknown field %q; use a comma list of %s", strings.TrimSpace(name), AcctFieldNames())
+		}
+		f.fields = append(f.fields, found)
+	}
+	if len(f.fields) == 0 {
+		return AcctFormat{}, fmt.Errorf("no fields in %q; use a comma list of %s", s, AcctFieldNames())
+	}
+	return f, nil
+}
+
+// AcctFieldNames lists the --format field names, comma separated.
+func AcctFieldNames() string {
+	names := make([]string, 0, len(AcctFields))
+	for _, f := range AcctFields {
+		names = append(names, f.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// AcctStyle is how WriteAcct lays out rows.
+type AcctStyle int
+
+// Output styles of gpuq acct.
+const (
+	// AcctTable aligns columns under a header and a dashed rule, like sacct.
+	AcctTable AcctStyle = iota
+	// AcctParsable separates fields with "|" and ends each line with one
+	// (sacct --parsable).
+	AcctParsable
+	// AcctCSV writes RFC 4180 CSV.
+	AcctCSV
+)
+
+// WriteAcct writes jobs in f's columns (and a header unless noHeader).
+func WriteAcct(w io.Writer, jobs []api.AcctJob, f AcctFormat, style AcctStyle, noHeader bool) error {
+	rows := make([][]string, 0, len(jobs)+1)
+	if !noHeader {
+		h := make([]string, len(f.fields))
+		for i, fl := range f.fields {
+			h[i] = fl.Header
+		}
+		rows = append(rows, h)
+	}
+	for i := range jobs {
+		r := make([]string, len(f.fields))
+		for k, fl := range f.fields {
+			r[k] = fl.value(&jobs[i])
+		}
+		rows = append(rows, r)
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	switch style {
+	case AcctCSV:
+		cw := csv.NewWriter(bw)
+		if err := cw.WriteAll(rows); err != nil {
+			return err
+		}
+	case AcctParsable:
+		for _, r := range rows {
+			for _, v := range r {
+				bw.WriteString(v)
+				bw.WriteByte('|')
+			}
+			bw.WriteByte('\n')
+		}
+	default:
+		writeAligned(bw, rows, noHeader)
+	}
+	return bw.Flush()
+}
+
+// writeAligned pads every column to its widest value, with a dashed rule
+// under the header as sacct draws it.
+func writeAligned(w *bufio.Writer, rows [][]string, noHeader bool) {
+	if len(rows) == 0 {
+		return
+	}
+	width := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, v := range r {
+			width[i] = max(width[i], utf8.RuneCountInString(v))
+		}
+	}
+	line := func(r []string) {
+		var b strings.Builder
+		for i, v := range r {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(v)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", width[i]-utf8.RuneCountInString(v)))
+			}
+		}
+		w.WriteString(strings.TrimRight(b.String(), " "))
+		w.WriteByte('\n')
+	}
+	for n, r := range rows {
+		line(r)
+		if n == 0 && !noHeader {
+			rule := make([]string, len(width))
+			for i, wd := range width {
+				rule[i] = strings.Repeat("-", wd)
+			}
+			line(rule)
+		}
+	}
+}
+
+// WriteAcctJSON writes jobs as an indented JSON array ([] when empty).
+func WriteAcctJSON(w io.Writer, jobs []api.AcctJob) error {
+	if jobs == nil {
+		jobs = []api.AcctJob{}
+	}
+	return WriteJSON(w, jobs)
+}
+
+// AcctDuration writes seconds like sacct: HH:MM:SS, or D-HH:MM:SS from a
+// day on.
+func AcctDuration(s int64) string {
+	s = max(s, 0)
+	days, h, m, sec := s/86400, s/3600%24, s/60%60, s%60
+	if days > 0 {
+		return fmt.Sprintf("%d-%02d:%02d:%02d", days, h, m, sec)
+	}
+	return fmt.Sprintf("%02d:%02d:%02d", h, m, sec)
+}
+
+func acctTime(t spec.Time) string {
+	if t.IsZero() {
+		return "Unknown"
+	}
+	return t.Local().Format(TimeLayout)
+}
