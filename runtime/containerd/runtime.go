@@ -3,6 +3,8 @@ package containerd
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	tasks "github.com/containerd/containerd/api/services/tasks/v1"
+	runcoptions "github.com/containerd/containerd/api/types/runc/options"
 	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
@@ -52,6 +55,19 @@ type Options struct {
 	// CDISpecDirs are searched for CDI specs; none means CDI devices cannot
 	// be injected (a job asking for one fails to start).
 	CDISpecDirs []string
+	// RuncRoot is runc's state directory for our containers. Empty means
+	// one derived from Address: runc's default (/run/containerd/runc/<ns>)
+	// is shared by every containerd on the host, so two private daemons
+	// (two standalone clusters, a test beside a demo) would collide on
+	// container IDs, and a container orphaned by a kill -9 of one daemon
+	// would block the same ID in another.
+	RuncRoot string
+}
+
+// defaultRuncRoot gives each containerd address its own runc root.
+func defaultRuncRoot(address string) string {
+	sum := sha256.Sum256([]byte(address))
+	return filepath.Join("/run/gpud/runc", hex.EncodeToString(sum[:6]))
 }
 
 // Runtime runs job containers on containerd. It is safe for concurrent use.
@@ -61,6 +77,8 @@ type Runtime struct {
 	cdi    *cdi.Cache
 	// cgroupRoot is where the cgroup hierarchies are mounted.
 	cgroupRoot string
+	// runcRoot is runc's state directory (see Options.RuncRoot).
+	runcRoot string
 	// memlock is the jobs' RLIMIT_MEMLOCK (0: unlimited), see memlockLimit.
 	memlock uint64
 }
@@ -84,7 +102,11 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		c.Close()
 		return nil, fmt.Errorf("connect to containerd at %s: %w; is containerd running and is the socket right?", opts.Address, err)
 	}
-	r := &Runtime{client: c, ns: ns, cgroupRoot: "/sys/fs/cgroup", memlock: memlockLimit()}
+	runcRoot := opts.RuncRoot
+	if runcRoot == "" {
+		runcRoot = defaultRuncRoot(opts.Address)
+	}
+	r := &Runtime{client: c, ns: ns, cgroupRoot: "/sys/fs/cgroup", memlock: memlockLimit(), runcRoot: runcRoot}
 	if len(opts.CDISpecDirs) > 0 {
 		// An explicit cache, never CDI's global default: the node decides
 		// which directories count. No auto-refresh: it would start a file
@@ -126,7 +148,10 @@ func (r *Runtime) Start(ctx context.Context, cfg runtime.TaskConfig) (retErr err
 	}
 
 	in := ocispec.Inputs{CDI: r.cdi, MemlockBytes: r.memlock}
-	copts := []client.NewContainerOpts{client.WithContainerLabels(cfg.Labels)}
+	copts := []client.NewContainerOpts{
+		client.WithContainerLabels(cfg.Labels),
+		client.WithRuntime(runcRuntime, &runcoptions.Options{Root: r.runcRoot}),
+	}
 	if cfg.Image != runtime.ImageHost {
 		img, err := r.image(ctx, cfg.Image)
 		if err != nil {
