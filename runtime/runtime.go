@@ -10,6 +10,11 @@ import (
 // ErrNotFound is returned when no task or container has the given ID.
 var ErrNotFound = errors.New("task not found")
 
+// ErrIDInUse is returned by Start when the engine still holds state for
+// the ID that cannot be cleared (e.g. a task a kill -9 left half-created).
+// The caller should start under a fresh ID.
+var ErrIDInUse = errors.New("container ID held by stale engine state")
+
 // ImageHost selects the node's own root filesystem (read-only) as a job's
 // root: what a Slurm user expects, with the host's tools and libraries.
 const ImageHost = "host"

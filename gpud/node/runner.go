@@ -148,18 +148,33 @@ func (r *runner) run(ctx context.Context) {
 // start prepares the job directory and starts the container. It reports
 // whether the container runs; otherwise the runner is finished.
 func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
-	cfg, err := r.prepare()
-	if err == nil {
-		err = r.a.rt.Start(ctx, cfg)
-		if err != nil && !errors.Is(err, os.ErrExist) {
-			// Start may have created the container before failing.
-			if derr := r.a.rt.Delete(context.WithoutCancel(ctx), r.id); derr != nil {
-				log.Warn("delete container after failed start", "err", derr)
+	base := r.id
+	var err error
+	for try := 1; ; try++ {
+		var cfg runtime.TaskConfig
+		cfg, err = r.prepare()
+		if err == nil {
+			err = r.a.rt.Start(ctx, cfg)
+			if err != nil && !errors.Is(err, os.ErrExist) {
+				// Start may have created the container before failing.
+				if derr := r.a.rt.Delete(context.WithoutCancel(ctx), r.id); derr != nil {
+					log.Warn("delete container after failed start", "err", derr)
+				}
 			}
 		}
+		if !errors.Is(err, runtime.ErrIDInUse) || try == 3 {
+			if err == nil {
+				log.Info("job container started", "image", cfg.Image, "uid", cfg.UID, "gpus", r.self.GPUs)
+			}
+			break
+		}
+		// A kill -9 mid-create left engine state under this ID; nothing
+		// ran, so start under a fresh one (labels, not IDs, identify it).
+		_ = os.RemoveAll(r.jobDir())
+		r.id = fmt.Sprintf("%s-r%d", base, try)
+		log.Warn("container ID held by stale state; starting under a fresh ID", "container", r.id, "err", err)
 	}
 	if err == nil {
-		log.Info("job container started", "image", cfg.Image, "uid", cfg.UID, "gpus", r.self.GPUs)
 		return true
 	}
 	if ctx.Err() != nil {

@@ -407,3 +407,36 @@ func TestBusyboxImageRuns(t *testing.T) {
 	}
 	assertGone(t, rt, cfg.ID)
 }
+
+// A kill -9 of the agent (or containerd) between task create and start
+// leaves a created task; Delete must clear it so the same ID can start.
+func TestDeleteCreatedTaskFreesID(t *testing.T) {
+	addr := containerdtest.Start(t)
+	rt := newRuntime(t, addr)
+	dir := jobDir(t)
+	cfg := hostTask(t, dir, "/bin/sh", "-c", "echo ran")
+	rt.SetCreateOnly(true)
+	if err := rt.Start(context.Background(), cfg); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	tasks, err := rt.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) != 1 || tasks[0].Status != runtime.StatusCreated {
+		t.Fatalf("List = %+v, want one created task", tasks)
+	}
+	if err := rt.Delete(context.Background(), cfg.ID); err != nil {
+		t.Fatalf("Delete of a created task: %v", err)
+	}
+	rt.SetCreateOnly(false)
+	if err := rt.Start(context.Background(), cfg); err != nil {
+		t.Fatalf("start the same ID again: %v", err)
+	}
+	if st := wait(t, rt, cfg.ID); st.Code != 0 {
+		t.Fatalf("exit %+v", st)
+	}
+	if err := rt.Delete(context.Background(), cfg.ID); err != nil {
+		t.Fatal(err)
+	}
+}

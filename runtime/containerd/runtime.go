@@ -77,6 +77,9 @@ type Runtime struct {
 	cdi    *cdi.Cache
 	// cgroupRoot is where the cgroup hierarchies are mounted.
 	cgroupRoot string
+	// createOnly makes Start stop after creating the task, to test the
+	// state a kill -9 between create and start leaves behind.
+	createOnly bool
 	// runcRoot is runc's state directory (see Options.RuncRoot).
 	runcRoot string
 	// memlock is the jobs' RLIMIT_MEMLOCK (0: unlimited), see memlockLimit.
@@ -184,8 +187,25 @@ func (r *Runtime) Start(ctx context.Context, cfg runtime.TaskConfig) (retErr err
 		}
 	}()
 	task, err := ctr.NewTask(ctx, cio.NullIO)
+	// containerd 1.6 reports this one with code Unknown, so match the text.
+	if err != nil && (errdefs.IsAlreadyExists(errgrpc.ToNative(err)) || strings.Contains(err.Error(), "already exists")) {
+		// containerd killed mid-create reloads the half-made task from its
+		// bundle after restart, yet lists the container without it; the
+		// stale task blocks the ID until it is deleted.
+		if derr := r.deleteTask(ctx, cfg.ID); derr != nil {
+			return fmt.Errorf("create task %s: %w; removing the stale task failed: %v", cfg.ID, err, derr)
+		}
+		if task, err = ctr.NewTask(ctx, cio.NullIO); err != nil && strings.Contains(err.Error(), "already exists") {
+			// The bundle directory survives where the task does not; only a
+			// fresh ID gets past it.
+			return fmt.Errorf("create task %s: %w: %v", cfg.ID, runtime.ErrIDInUse, err)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("create task %s: %w", cfg.ID, err)
+	}
+	if r.createOnly {
+		return nil
 	}
 	if err := task.Start(ctx); err != nil {
 		return fmt.Errorf("start task %s: %w", cfg.ID, err)
@@ -375,6 +395,25 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 }
 
 func (r *Runtime) delete(ctx context.Context, id string) error {
+	if err := r.deleteTask(ctx, id); err != nil {
+		return err
+	}
+	ctr, err := r.client.LoadContainer(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("load container: %w", err)
+	}
+	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// deleteTask kills (if needed) and deletes the task of container id; a
+// missing task is not an error.
+func (r *Runtime) deleteTask(ctx context.Context, id string) error {
 	ts := r.client.TaskService()
 	st, err := ts.Get(ctx, &tasks.GetRequest{ContainerID: id})
 	switch err = errgrpc.ToNative(err); {
@@ -399,16 +438,6 @@ func (r *Runtime) delete(ctx context.Context, id string) error {
 				return fmt.Errorf("delete task: %w", err)
 			}
 		}
-	}
-	ctr, err := r.client.LoadContainer(ctx, id)
-	if errdefs.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("load container: %w", err)
-	}
-	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
-		return err
 	}
 	return nil
 }

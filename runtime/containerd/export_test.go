@@ -1,0 +1,4 @@
+package containerd
+
+// SetCreateOnly makes Start leave the task created but not started.
+func (r *Runtime) SetCreateOnly(v bool) { r.createOnly = v }
