@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gpud/gpud/accounting"
+	"github.com/gpud/gpud/gpud/config"
+	"github.com/gpud/gpud/gpud/controller"
+	"github.com/gpud/gpud/gpud/server"
+	"github.com/gpud/gpud/gpud/store"
+)
+
+// Compile-time checks that the implementations fit their consumers' seams;
+// they live here because implementations never import their consumers.
+var (
+	_ controller.Store    = (*store.Store)(nil)
+	_ controller.Recorder = (*accounting.DB)(nil)
+	_ server.Accounting   = (*accounting.DB)(nil)
+)
+
+const defaultControllerConfig = "/etc/gpud/gpud.toml"
+
+func controllerCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "controller",
+		Usage: "run the central controller (API, queue, scheduler, state)",
+		Flags: append(logFlags(),
+			&cli.StringFlag{Name: "config", Usage: "controller configuration file (TOML); the default path may be absent", Value: defaultControllerConfig},
+			&cli.StringFlag{Name: "state-dir", Usage: "directory of state.db and accounting.db (overrides [controller] state_dir)"},
+			&cli.StringFlag{Name: "listen-socket", Usage: "unix socket to serve the API on (overrides [controller] listen_socket)"},
+			&cli.StringFlag{Name: "listen-tcp", Usage: "host:port to serve the API on over TCP (overrides [controller] listen_tcp)"},
+		),
+		Action: func(c *cli.Context) error {
+			log, err := newLogger(c, os.Stderr)
+			if err != nil {
+				return err
+			}
+			path := c.String("config")
+			if !c.IsSet("config") {
+				if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+					path = "" // the default file may be absent: defaults apply
+				}
+			}
+			o := controllerOptions{
+				ConfigPath: path,
+				Override: func(cfg *config.Controller) {
+					if c.IsSet("state-dir") {
+						cfg.Controller.StateDir = c.String("state-dir")
+					}
+					if c.IsSet("listen-socket") {
+						cfg.Controller.ListenSocket = c.String("listen-socket")
+					}
+					if c.IsSet("listen-tcp") {
+						cfg.Controller.ListenTCP = c.String("listen-tcp")
+					}
+				},
+				Log: log,
+			}
+			d, err := startController(c.Context, o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "gpud controller listening on unix://%s\n", d.Socket)
+			return d.Wait()
+		},
+	}
+}
+
+// controllerOptions say how to build a controller daemon.
+type controllerOptions struct {
+	ConfigPath string
+	// Override applies flags over the file (and is reapplied on reload).
+	Override func(*config.Controller)
+	Log      *slog.Logger
+}
+
+// controllerDaemon is a running controller: owner loop, API server, stores.
+type controllerDaemon struct {
+	Socket string
+	Ctrl   *controller.Controller
+	g      *errgroup.Group
+	close  func()
+}
+
+// loadControllerConfig reads the file and applies the overrides.
+func loadControllerConfig(o controllerOptions) (config.Controller, error) {
+	cfg, err := config.LoadController(o.ConfigPath)
+	if err != nil {
+		return cfg, err
+	}
+	if o.Override != nil {
+		o.Override(&cfg)
+		if err := cfg.Validate(); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// controllerConfig maps the TOML schema onto the controller's own Config.
+func controllerConfig(c config.Controller) controller.Config {
+	cc := controller.Config{
+		DefaultQOS:        c.DefaultQOS,
+		NodeTimeout:       c.Controller.NodeTimeout.Std(),
+		HeartbeatInterval: c.Controller.HeartbeatInterval.Std(),
+		SchedInterval:     c.Scheduler.Interval.Std(),
+		AllowRootJobs:     c.Controller.AllowRootJobs,
+	}
+	for _, p := range c.Partitions {
+		nodes := p.Nodes
+		if slices.Contains(nodes, config.AllNodes) {
+			nodes = nil
+		}
+		cc.Partitions = append(cc.Partitions, controller.Partition{
+			Name:        p.Name,
+			Nodes:       nodes,
+			Default:     p.Default,
+			DefaultTime: p.DefaultTime.Std(),
+			MaxTime:     p.MaxTime.Std(),
+			State:       p.State,
+		})
+	}
+	for _, q := range c.QOS {
+		cc.QOS = append(cc.QOS, controller.QOS{Name: q.Name, Priority: int(q.Priority)})
+	}
+	return cc
+}
+
+// startController opens the stores, starts the owner loop and serves the
+// API. Wait returns when ctx ends (or something fails).
+func startController(ctx context.Context, o controllerOptions) (*controllerDaemon, error) {
+	cfg, err := loadControllerConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	stateDir := cfg.Controller.StateDir
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create state dir %s: %w", stateDir, err)
+	}
+	st, err := store.Open(ctx, filepath.Join(stateDir, "state.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open controller state: %w", err)
+	}
+	acct, err := accounting.Open(cfg.AccountingPath())
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("open accounting: %w", err)
+	}
+	reload := func() (controller.Config, error) {
+		c, err := loadControllerConfig(o)
+		if err != nil {
+			return controller.Config{}, err
+		}
+		return controllerConfig(c), nil
+	}
+	ctrl, err := controller.New(controllerConfig(cfg), st,
+		controller.WithLogger(o.Log),
+		controller.WithRecorder(acct),
+		controller.WithReload(reload))
+	if err != nil {
+		acct.Close()
+		st.Close()
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.Controller.ListenSocket), 0o755); err != nil {
+		acct.Close()
+		st.Close()
+		return nil, fmt.Errorf("create socket dir: %w", err)
+	}
+	ln, err := server.ListenUnix(cfg.Controller.ListenSocket)
+	if err != nil {
+		acct.Close()
+		st.Close()
+		return nil, err
+	}
+	srv := server.New(ctrl, server.WithLogger(o.Log), server.WithAccounting(acct))
+	var tcp net.Listener
+	if cfg.Controller.ListenTCP != "" {
+		if tcp, err = net.Listen("tcp", cfg.Controller.ListenTCP); err != nil {
+			ln.Close()
+			acct.Close()
+			st.Close()
+			return nil, fmt.Errorf("listen on %s: %w", cfg.Controller.ListenTCP, err)
+		}
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ctrl.Run(gctx) })
+	g.Go(func() error { return srv.Serve(gctx, ln) })
+	if tcp != nil {
+		g.Go(func() error { return srv.Serve(gctx, tcp) })
+	}
+	// SIGHUP reloads the configuration; a bad file is logged and the
+	// running configuration stays.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	g.Go(func() error {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-hup:
+				msg, err := ctrl.Reconfigure(gctx, controller.Caller{UID: 0, User: "root", Known: true})
+				if err != nil {
+					o.Log.Error("configuration reload rejected; the running configuration stays", "err", err)
+				} else {
+					o.Log.Info("configuration reloaded", "detail", msg)
+				}
+			}
+		}
+	})
+	o.Log.Info("controller started", "socket", cfg.Controller.ListenSocket, "state_dir", stateDir, "version", version)
+	return &controllerDaemon{
+		Socket: cfg.Controller.ListenSocket,
+		Ctrl:   ctrl,
+		g:      g,
+		close: func() {
+			acct.Close()
+			st.Close()
+		},
+	}, nil
+}
+
+// Wait blocks until the daemon stops and releases its stores.
+func (d *controllerDaemon) Wait() error {
+	err := d.g.Wait()
+	d.close()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

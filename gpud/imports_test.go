@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/gpud/gpud"
+
+// boundaries lists, per package pattern, imports it must never reach
+// (directly or transitively) and why. STYLE.md's allow-list in table form.
+var boundaries = []struct {
+	pkg       string // package path relative to the module; "/..." covers subpackages
+	forbidden []string
+	why       string
+}{
+	{"gpud/spec", []string{module + "/", "database/sql", "net/http"}, "spec is the leaf every layer shares"},
+	{"gpud/api", []string{module + "/gpud/controller", module + "/gpud/store", module + "/runtime", "database/sql", "github.com/containerd"}, "api is stdlib + spec only, so external tools can use it"},
+	{"gpud/sched/...", []string{"os", "net", "io/fs", "database/sql", "log/slog", "log", "math/rand", module + "/runtime", module + "/accounting", module + "/gpud/store", module + "/gpud/controller"}, "the scheduler core is pure: no I/O, no logging, no global randomness"},
+	{"runtime/...", []string{module + "/gpud/"}, "runtime never imports gpud/*: the node agent adapts"},
+	{"runtime", []string{"github.com/containerd", "github.com/NVIDIA"}, "the Runtime interface is engine-neutral"},
+	{"runtime/gpu", []string{"github.com/NVIDIA"}, "only runtime/gpu/nvml imports go-nvml"},
+	{"accounting/...", []string{module + "/gpud/controller", module + "/gpud/store", module + "/runtime"}, "accounting depends on spec only"},
+	{"gpusubmit/...", []string{"database/sql", "github.com/containerd", module + "/gpud/controller", module + "/gpud/node", module + "/runtime"}, "CLIs talk to the controller through gpud/api only"},
+	{"gpuq/...", []string{"database/sql", "github.com/containerd", module + "/gpud/controller", module + "/gpud/node", module + "/runtime"}, "CLIs talk to the controller through gpud/api only"},
+}
+
+// onlyImporter lists third-party modules that exactly one package tree may
+// import directly.
+var onlyImporter = map[string][]string{
+	"github.com/NVIDIA/go-nvml":           {"runtime/gpu/nvml"},
+	"github.com/containerd/containerd/v2": {"runtime/containerd", "runtime/ocispec"},
+}
+
+type listed struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func goList(t *testing.T, pattern string) []listed {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", "-deps=false", pattern).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("go list %s: %v\n%s", pattern, err, ee.Stderr)
+		}
+		t.Fatalf("go list %s: %v", pattern, err)
+	}
+	var pkgs []listed
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p listed
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func matches(path, forbidden string) bool {
+	if strings.HasSuffix(forbidden, "/") {
+		return strings.HasPrefix(path, forbidden)
+	}
+	return path == forbidden || strings.HasPrefix(path, forbidden+"/")
+}
+
+func isStdlib(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+func TestImportBoundaries(t *testing.T) {
+	for _, b := range boundaries {
+		pattern := "../" + b.pkg
+		for _, p := range goList(t, pattern) {
+			for _, f := range b.forbidden {
+				// The standard library reaches os and friends from fmt and
+				// time, so stdlib packages are checked as direct imports;
+				// everything else transitively.
+				deps := p.Deps
+				if isStdlib(f) {
+					deps = p.Imports
+				}
+				for _, dep := range deps {
+					if matches(dep, f) && !strings.HasPrefix(dep, p.ImportPath) {
+						t.Errorf("%s depends on %s: %s", p.ImportPath, dep, b.why)
+					}
+				}
+			}
+		}
+	}
+	all := goList(t, "../...")
+	for _, p := range all {
+		rel := strings.TrimPrefix(p.ImportPath, module+"/")
+		for _, imp := range p.Imports {
+			for mod, allowed := range onlyImporter {
+				if !matches(imp, mod) {
+					continue
+				}
+				ok := false
+				for _, a := range allowed {
+					if rel == a || strings.HasPrefix(rel, a+"/") {
+						ok = true
+					}
+				}
+				if !ok {
+					t.Errorf("%s imports %s; only %v may", p.ImportPath, imp, allowed)
+				}
+			}
+		}
+	}
+}

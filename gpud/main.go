@@ -1,0 +1,99 @@
+// Command gpud is the gpud daemon: `gpud controller`, `gpud node`,
+// `gpud standalone` and `gpud version`.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// version is set at build time with -ldflags -X main.version=....
+var version = "dev"
+
+func main() {
+	app := newApp()
+	// signal.NotifyContext before any slow init, so SIGTERM during start-up
+	// still shuts down cleanly.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := app.RunContext(ctx, os.Args)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gpud: %v\n", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitCode maps errors to the documented codes: 2 for usage and invalid
+// configuration, 1 for everything else.
+func exitCode(err error) int {
+	if errors.Is(err, spec.ErrInvalid) || errors.Is(err, errUsage) {
+		return 2
+	}
+	return 1
+}
+
+var errUsage = errors.New("usage")
+
+func usagef(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:    "gpud",
+		Usage:   "GPU cluster workload manager daemon",
+		Version: version,
+		Commands: []*cli.Command{
+			controllerCommand(),
+			nodeCommand(),
+			standaloneCommand(),
+			{
+				Name:  "version",
+				Usage: "print the version",
+				Action: func(c *cli.Context) error {
+					fmt.Fprintln(c.App.Writer, "gpud", version)
+					return nil
+				},
+			},
+		},
+		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usagef("%v", err)
+		},
+	}
+}
+
+// logFlags are shared by every daemon command.
+func logFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug, info, warn, error"},
+		&cli.StringFlag{Name: "log-format", Value: "json", Usage: "log format: json or text"},
+	}
+}
+
+// newLogger builds the daemon logger from the global flags.
+func newLogger(c *cli.Context, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, usagef("--log-level %q: use debug, info, warn or error", c.String("log-level"))
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(c.String("log-format")) {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, usagef("--log-format %q: use json or text", c.String("log-format"))
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gpud/gpud/gpud/config"
+	"github.com/gpud/gpud/runtime/containerd"
+)
+
+func standaloneCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "standalone",
+		Usage: "run a controller, N node agents and (unless --containerd is given) a private containerd in one process tree",
+		Flags: append(logFlags(),
+			&cli.StringFlag{Name: "state-dir", Usage: "directory for all state; the API listens on unix://DIR/gpud.sock", Required: true},
+			&cli.IntFlag{Name: "nodes", Usage: "number of node agents", Value: 2},
+			&cli.StringFlag{Name: "gpus", Usage: "GPU backend of every node: none, nvml, auto, mock:dgx-a100, mock:dgx-h100, mock:dgx-h200", Value: "mock:dgx-h100"},
+			&cli.StringFlag{Name: "containerd", Usage: "use this containerd socket instead of starting a private containerd"},
+			&cli.StringFlag{Name: "config", Usage: "controller configuration file (TOML); default: built-in defaults"},
+			&cli.IntFlag{Name: "cpus", Usage: "CPUs each node offers (0: the host's)"},
+			&cli.StringFlag{Name: "mem", Usage: "memory each node offers, e.g. 64G (default: the host's)"},
+			&cli.DurationFlag{Name: "kill-grace", Usage: "time between SIGTERM and SIGKILL when a job is stopped", Value: 30 * time.Second},
+		),
+		Action: func(c *cli.Context) error {
+			log, err := newLogger(c, os.Stderr)
+			if err != nil {
+				return err
+			}
+			n := c.Int("nodes")
+			if n < 0 || n > 64 {
+				return usagef("--nodes %d: use 0 to 64", n)
+			}
+			dir, err := filepath.Abs(c.String("state-dir"))
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("create state dir: %w", err)
+			}
+			nodeDefaults := config.DefaultNode()
+			nodeDefaults.Node.GPUs = c.String("gpus")
+			nodeDefaults.Node.CPUs = c.Int("cpus")
+			nodeDefaults.Node.Mem = c.String("mem")
+			nodeDefaults.Node.KillGrace = config.Duration(c.Duration("kill-grace").String())
+			nodeDefaults.Node.StateDir = filepath.Join(dir, "nodes")
+			nodeDefaults.Node.CDIDir = filepath.Join(dir, "cdi")
+			nodeDefaults.Node.CheckpointRoot = filepath.Join(dir, "checkpoints")
+			if err := nodeDefaults.Validate(); err != nil {
+				return err
+			}
+
+			ctx, cancel := context.WithCancel(c.Context)
+			defer cancel()
+
+			ctrdAddr := c.String("containerd")
+			var daemon *containerd.Daemon
+			if ctrdAddr == "" {
+				logf, err := os.OpenFile(filepath.Join(dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				if err != nil {
+					return err
+				}
+				defer logf.Close()
+				daemon, err = containerd.StartDaemon(ctx, containerd.DaemonOptions{Dir: filepath.Join(dir, "containerd"), Log: logf})
+				if err != nil {
+					return fmt.Errorf("start private containerd: %w", err)
+				}
+				ctrdAddr = daemon.Address()
+				log.Info("private containerd ready", "address", ctrdAddr, "reused", daemon.Reused, "log", filepath.Join(dir, "containerd.log"))
+			}
+
+			socket := filepath.Join(dir, "gpud.sock")
+			ctrl, err := startController(ctx, controllerOptions{
+				ConfigPath: c.String("config"),
+				Override: func(cfg *config.Controller) {
+					cfg.Controller.StateDir = dir
+					cfg.Controller.ListenSocket = socket
+					cfg.Accounting.Path = filepath.Join(dir, "accounting.db")
+				},
+				Log: log.With("component", "controller"),
+			})
+			if err != nil {
+				stopDaemon(daemon)
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "unix://%s\n", socket)
+
+			g, gctx := errgroup.WithContext(ctx)
+			g.Go(ctrl.Wait)
+			// A failing node agent stops the whole tree, controller included.
+			g.Go(func() error { <-gctx.Done(); cancel(); return nil })
+			for i := 1; i <= n; i++ {
+				name := fmt.Sprintf("node%d", i)
+				sec := nodeDefaults.Node
+				sec.Name = name
+				sec.StateDir = filepath.Join(dir, "nodes", name)
+				g.Go(func() error {
+					return runNode(gctx, nodeOptions{
+						Name:       name,
+						Controller: "unix://" + socket,
+						Containerd: ctrdAddr,
+						Section:    sec,
+						DevRoot:    filepath.Join(sec.StateDir, "dev"),
+						Log:        log.With("component", "node"),
+					})
+				})
+			}
+			err = g.Wait()
+			stopDaemon(daemon)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			log.Info("standalone stopped; job state stays in " + dir)
+			return nil
+		},
+	}
+}
+
+func stopDaemon(d *containerd.Daemon) {
+	if d == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_ = d.Stop(ctx)
+}
