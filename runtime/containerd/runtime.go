@@ -335,6 +335,36 @@ func (r *Runtime) oomKilled(ctx context.Context, id string) bool {
 	return err == nil && n > 0
 }
 
+// killCgroup SIGKILLs every process in the cgroup containerd gives
+// container id ("/<namespace>/<id>", cgroupfs driver) and waits until it is
+// empty. A missing cgroup is not an error.
+func (r *Runtime) killCgroup(id string) error {
+	procs := filepath.Join(r.cgroupRoot, "pids", r.ns, id, "cgroup.procs")
+	if _, err := os.Stat(filepath.Join(r.cgroupRoot, "cgroup.controllers")); err == nil {
+		procs = filepath.Join(r.cgroupRoot, r.ns, id, "cgroup.procs") // cgroup v2
+	}
+	for try := 0; try < 50; try++ {
+		data, err := os.ReadFile(procs)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		pids := strings.Fields(string(data))
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, p := range pids {
+			if pid, err := strconv.Atoi(p); err == nil && pid > 1 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("processes in %s survive SIGKILL", procs)
+}
+
 // oomKillCount reads the oom_kill counter of a cgroupfs-driver cgroup path
 // ("/gpud/job-1"): memory.events on cgroup v2, memory.oom_control on v1.
 func oomKillCount(cgroupRoot, cgroupsPath string) (int, error) {
@@ -418,6 +448,12 @@ func (r *Runtime) deleteTask(ctx context.Context, id string) error {
 	st, err := ts.Get(ctx, &tasks.GetRequest{ContainerID: id})
 	switch err = errgrpc.ToNative(err); {
 	case errdefs.IsNotFound(err):
+		// containerd may have lost a task whose processes still run (it was
+		// killed while starting it): fence them through the cgroup, so a
+		// job never runs twice at once.
+		if err := r.killCgroup(id); err != nil {
+			return fmt.Errorf("kill processes left in the cgroup of %s: %w", id, err)
+		}
 	case err != nil:
 		return fmt.Errorf("get task: %w", err)
 	default:

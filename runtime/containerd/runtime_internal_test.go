@@ -2,7 +2,9 @@ package containerd
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -205,5 +207,39 @@ func TestDaemonConfig(t *testing.T) {
 	want.GRPC.Address, want.TTRPC.Address = "/s/c.sock", "/s/c.sock.ttrpc"
 	if diff := cmp.Diff(want, cfg); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
+	}
+}
+
+// killCgroup must kill what is left in a container's cgroup and return
+// once the cgroup is empty.
+func TestKillCgroup(t *testing.T) {
+	root := t.TempDir()
+	procs := filepath.Join(root, "pids", "gpud", "job-1", "cgroup.procs")
+	if err := os.MkdirAll(filepath.Dir(procs), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(procs, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel empties cgroup.procs when the process dies; play kernel.
+	exited := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		_ = os.WriteFile(procs, nil, 0o644)
+		exited <- err
+	}()
+	r := &Runtime{cgroupRoot: root, ns: "gpud"}
+	if err := r.killCgroup("job-1"); err != nil {
+		t.Fatalf("killCgroup: %v", err)
+	}
+	if err := <-exited; err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("sleep ended with %v, want killed", err)
+	}
+	if err := r.killCgroup("no-such-job"); err != nil {
+		t.Fatalf("missing cgroup: %v", err)
 	}
 }
