@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// BenchmarkGpusubmitBinary runs the gpusubmit binary once per iteration,
+// the way a user's shell loop does, against a cluster whose jobs stay
+// pending (no nodes), and reports acknowledged submissions per second.
+func BenchmarkGpusubmitBinary(b *testing.B) {
+	c := startCluster(b, 0)
+	work := b.TempDir()
+	b.ResetTimer()
+	start := time.Now()
+	for b.Loop() {
+		r := c.cli(work, "gpusubmit", "--parsable", "--wrap", "true")
+		if r.code != 0 {
+			b.Fatalf("gpusubmit: exit %d: %s", r.code, r.stderr)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "submits/s")
+}
+
+// BenchmarkTrivialJobThroughput runs trivial jobs end to end (submit,
+// schedule, containerd container, exit, accounting) on two nodes and
+// reports finished jobs per second. Compare with runtime/containerd's
+// BenchmarkBareContainerd on the same machine.
+func BenchmarkTrivialJobThroughput(b *testing.B) {
+	c := startCluster(b, 2, "--cpus", "8")
+	work := b.TempDir()
+	cl := c.client()
+	ctx := context.Background()
+	js := spec.JobSpec{
+		Name:      "trivial",
+		Script:    "#!/bin/sh\ntrue\n",
+		WorkDir:   work,
+		SubmitDir: work,
+		Output:    filepath.Join(work, "t-%j.out"),
+		Requeue:   true,
+		TimeLimit: spec.Duration(time.Minute),
+	}
+	b.ResetTimer()
+	start := time.Now()
+	ids := make([]spec.JobID, 0, b.N)
+	for range b.N {
+		resp, err := cl.Submit(ctx, api.SubmitRequest{Job: js})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, resp.ID)
+	}
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			defer cancel()
+			j, err := cl.WaitJob(wctx, id)
+			if err != nil || j.State != spec.StateCompleted {
+				b.Errorf("job %d: %v %s %s", id, err, j.State, j.Reason)
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+}
+
+// BenchmarkGpuqList100k times the gpuq binary listing a queue of 100,000
+// pending jobs (the squeue-like default view) against gpud standalone.
+func BenchmarkGpuqList100k(b *testing.B) {
+	const n = 100000
+	c := startCluster(b, 0)
+	work := b.TempDir()
+	cl := c.client()
+	js := spec.JobSpec{Name: "queued", Script: "#!/bin/sh\ntrue\n", WorkDir: work, SubmitDir: work, Requeue: true}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for next.Add(1) <= n {
+				if _, err := cl.Submit(context.Background(), api.SubmitRequest{Job: js}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ResetTimer()
+	for b.Loop() {
+		r := c.cli(work, "gpuq", "--noheader")
+		if r.code != 0 {
+			b.Fatalf("gpuq: exit %d: %s", r.code, r.stderr)
+		}
+		if lines := strings.Count(r.stdout, "\n"); lines != n {
+			b.Fatalf("gpuq listed %d jobs, want %d", lines, n)
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+var gpuUUID = regexp.MustCompile(`GPU-[0-9a-fA-F-]{36}`)
+
+// TestGPUJobLifecycle walks the foundation issue's must-show list on one
+// two-node simulated DGX H100 cluster.
+func TestGPUJobLifecycle(t *testing.T) {
+	c := startCluster(t, 2, "--kill-grace", "2s")
+	work := t.TempDir()
+
+	t.Run("gpu job completes with its two GPUs", func(t *testing.T) {
+		writeScript(t, work, "gpus.sh", `
+#!/bin/bash
+#SBATCH --gpus-per-node=2
+#GPU --time=1
+#GPU --output=gpus-%j.out
+echo "visible=$CUDA_VISIBLE_DEVICES"
+echo "job=$SLURM_JOB_ID gpud=$GPUD_JOB_ID nodes=$SLURM_JOB_NODELIST"
+ls /dev | grep '^nvidia[0-9]' | tr '\n' ' '; echo
+`)
+		r := c.cli(work, "gpusubmit", "--wait", "gpus.sh")
+		if r.code != 0 {
+			t.Fatalf("gpusubmit --wait: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+		id := regexp.MustCompile(`Submitted batch job (\d+)`).FindStringSubmatch(r.stdout)
+		if id == nil {
+			t.Fatalf("gpusubmit printed %q; want 'Submitted batch job <id>'", r.stdout)
+		}
+		out, err := os.ReadFile(filepath.Join(work, "gpus-"+id[1]+".out"))
+		if err != nil {
+			t.Fatalf("output file: %v", err)
+		}
+		visible := regexp.MustCompile(`visible=(\S*)`).FindStringSubmatch(string(out))
+		if visible == nil || len(gpuUUID.FindAllString(visible[1], -1)) != 2 || strings.Count(visible[1], ",") != 1 {
+			t.Fatalf("CUDA_VISIBLE_DEVICES should hold two GPU UUIDs; output:\n%s", out)
+		}
+		if !strings.Contains(string(out), "job="+id[1]+" gpud="+id[1]) {
+			t.Errorf("job id env missing from output:\n%s", out)
+		}
+		// Exactly the two injected device nodes are visible.
+		devs := strings.Fields(strings.Split(string(out), "\n")[2])
+		if len(devs) != 2 {
+			t.Errorf("container should see 2 /dev/nvidiaN nodes, saw %v", devs)
+		}
+		j := c.showJob(id[1])
+		if j["state"] != "COMPLETED" || j["exit_code"] != float64(0) {
+			t.Fatalf("state=%v exit_code=%v, want COMPLETED 0", j["state"], j["exit_code"])
+		}
+		gpus, _ := j["gpus"].([]any)
+		if len(gpus) != 2 {
+			t.Fatalf("gpuq show --json gpus = %v, want 2 UUIDs", j["gpus"])
+		}
+		for _, g := range gpus {
+			if !strings.Contains(visible[1], g.(string)) {
+				t.Errorf("allocated GPU %v not in CUDA_VISIBLE_DEVICES %s", g, visible[1])
+			}
+		}
+		for _, key := range []string{"id", "name", "user", "account", "partition", "qos", "state", "reason", "exit_code", "submit_time", "start_time", "end_time", "time_limit", "priority", "nodes", "gpus"} {
+			if _, ok := j[key]; !ok {
+				t.Errorf("gpuq show --json lacks %q", key)
+			}
+		}
+	})
+
+	t.Run("exit 3 is FAILED with exit code 3", func(t *testing.T) {
+		r := c.cli(work, "gpusubmit", "--wait", "--parsable", "--wrap", "exit 3")
+		if r.code != 3 {
+			t.Fatalf("gpusubmit --wait exit %d, want 3 (stderr %s)", r.code, r.stderr)
+		}
+		j := c.showJob(strings.TrimSpace(r.stdout))
+		if j["state"] != "FAILED" || j["exit_code"] != float64(3) {
+			t.Fatalf("state=%v exit_code=%v, want FAILED 3", j["state"], j["exit_code"])
+		}
+	})
+
+	t.Run("cancel a sleeping job", func(t *testing.T) {
+		r := c.cli(work, "gpusubmit", "--parsable", "-G", "1", "--wrap", "sleep 600")
+		if r.code != 0 {
+			t.Fatalf("submit: %d %s", r.code, r.stderr)
+		}
+		id := strings.TrimSpace(r.stdout)
+		c.waitState(id, 60*time.Second, "RUNNING")
+		if r := c.cli(work, "gpuq", "cancel", id); r.code != 0 {
+			t.Fatalf("gpuq cancel: exit %d: %s", r.code, r.stderr)
+		}
+		c.waitState(id, 60*time.Second, "CANCELLED")
+		if n := c.containersOf(id); n != 0 {
+			t.Fatalf("%d containers of cancelled job %s still exist", n, id)
+		}
+	})
+
+	t.Run("time limit gives TIMEOUT", func(t *testing.T) {
+		r := c.cli(work, "gpusubmit", "--parsable", "--time", "0:03", "--wrap", "sleep 600")
+		if r.code != 0 {
+			t.Fatalf("submit: %d %s", r.code, r.stderr)
+		}
+		c.waitState(strings.TrimSpace(r.stdout), 90*time.Second, "TIMEOUT")
+	})
+
+	t.Run("bad directive exits 2 naming it", func(t *testing.T) {
+		writeScript(t, work, "bad.sh", `
+#!/bin/sh
+#SBATCH --gpus-per-node=2
+#SBATCH --frobnicate=yes
+echo never
+`)
+		r := c.cli(work, "gpusubmit", "bad.sh")
+		if r.code != 2 || !strings.Contains(r.stderr, "frobnicate") {
+			t.Fatalf("exit %d stderr %q; want 2 naming --frobnicate", r.code, r.stderr)
+		}
+	})
+}
+
+// containersOf counts containers labelled with the job id, across nodes.
+func (c *cluster) containersOf(id string) int {
+	c.t.Helper()
+	return countContainers(c.t, c.dir, id)
+}
+
+// TestKill9Resumes kills the whole standalone process tree while jobs are
+// pending and running, restarts it on the same state dir, and checks that
+// every acknowledged job is still there, running jobs were re-adopted or
+// ended with a true state, and no job runs twice.
+func TestKill9Resumes(t *testing.T) {
+	c := startCluster(t, 1, "--kill-grace", "2s")
+	work := t.TempDir()
+	var ids []string
+	// Eight GPUs on the node: two 4-GPU jobs run, the rest wait.
+	for i := 0; i < 5; i++ {
+		r := c.cli(work, "gpusubmit", "--parsable", "-G", "4", "--output", "k9-%j.out", "--wrap", "echo start $SLURM_JOB_ID; sleep 8; echo end $SLURM_JOB_ID")
+		if r.code != 0 {
+			t.Fatalf("submit: %d %s", r.code, r.stderr)
+		}
+		ids = append(ids, strings.TrimSpace(r.stdout))
+	}
+	c.waitState(ids[0], 60*time.Second, "RUNNING")
+	c.waitState(ids[1], 60*time.Second, "RUNNING")
+
+	c.stop(9)
+	killStrayDaemons(t, c.dir)
+	c.start(1)
+
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, id := range ids {
+		j := c.showJob(id) // every acknowledged job is still there
+		if j["state"] == nil {
+			t.Fatalf("job %s lost", id)
+		}
+	}
+	// Watch for double-running while everything drains.
+	for {
+		jobs, err := cl.Jobs(ctx, api.JobFilter{States: []spec.JobState{spec.StateRunning}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := 0
+		for _, j := range jobs {
+			used += len(j.GPUs)
+		}
+		if used > 8 {
+			t.Fatalf("%d GPUs in use on an 8-GPU node: a job runs twice", used)
+		}
+		all := true
+		for _, id := range ids {
+			if s := c.showJob(id)["state"]; s != "COMPLETED" {
+				all = false
+				if s == "FAILED" || s == "CANCELLED" || s == "NODE_FAIL" {
+					t.Fatalf("job %s ended %v after restart; want COMPLETED", id, s)
+				}
+			}
+		}
+		if all {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("jobs did not all complete after restart")
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	for _, id := range ids {
+		out, err := os.ReadFile(filepath.Join(work, "k9-"+id+".out"))
+		if err != nil {
+			t.Fatalf("job %s output: %v", id, err)
+		}
+		if n := strings.Count(string(out), "start "+id); n != 1 {
+			t.Errorf("job %s started %d times:\n%s", id, n, out)
+		}
+		if !strings.Contains(string(out), "end "+id) {
+			t.Errorf("job %s output lacks its end:\n%s", id, out)
+		}
+	}
+}
