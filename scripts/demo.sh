@@ -58,16 +58,18 @@ echo "Submitted batch job $id"
 sleep 2
 echo "==> gpuq (while it runs)"
 "$root/bin/gpuq"
-echo "==> waiting for job $id"
-rc=0
-"$root/bin/gpusubmit" --wait --parsable --wrap 'echo second job: $SLURM_JOB_ID' -G 1 --time 1 >/dev/null || rc=$?
-while ! "$root/bin/gpuq" show "$id" --json | grep -q '"state": *"\(COMPLETED\|FAILED\|CANCELLED\|TIMEOUT\|OUT_OF_MEMORY\|NODE_FAIL\)"'; do
+echo "==> waiting for job $id to end"
+until "$root/bin/gpuq" show "$id" --json | grep -Eq '"state": *"(COMPLETED|FAILED|CANCELLED|TIMEOUT|OUT_OF_MEMORY|NODE_FAIL)"'; do
 	sleep 0.5
 done
+echo "==> gpusubmit --wait --wrap 'exit 3' (exits with the job's exit code)"
+rc=0
+"$root/bin/gpusubmit" --wait -G 1 --time 1 --wrap 'echo on $(hostname) with $CUDA_VISIBLE_DEVICES; exit 3' || rc=$?
+echo "gpusubmit exited $rc"
 echo "==> output file gpu-hello-$id.out"
 cat "gpu-hello-$id.out"
 echo "==> gpuq show $id"
 "$root/bin/gpuq" show "$id"
 echo "==> gpuq acct"
-"$root/bin/gpuq" acct || true
+"$root/bin/gpuq" acct
 echo "==> demo finished; the cluster's state stays in $state"

@@ -163,7 +163,7 @@ func TestExitStates(t *testing.T) {
 		{"exit 0 completes", fake.Script{ExitAtOnce: true},
 			[]api.AllocEvent{started("a7", 7), exited("a7", 7, spec.StateCompleted, 0, 0, "")}, true},
 		{"exit 3 fails", fake.Script{ExitAtOnce: true, Exit: runtime.ExitStatus{Code: 3}},
-			[]api.AllocEvent{started("a7", 7), exited("a7", 7, spec.StateFailed, 3, 0, "exit code 3")}, true},
+			[]api.AllocEvent{started("a7", 7), exited("a7", 7, spec.StateFailed, 3, 0, "NonZeroExitCode")}, true},
 		{"signal fails", fake.Script{ExitAtOnce: true, Exit: runtime.ExitStatus{Code: 139, Signal: syscall.SIGSEGV}},
 			[]api.AllocEvent{started("a7", 7), exited("a7", 7, spec.StateFailed, 139, syscall.SIGSEGV, "killed by signal SIGSEGV")}, true},
 		{"oom", fake.Script{ExitAtOnce: true, Exit: runtime.ExitStatus{Code: 137, Signal: syscall.SIGKILL, OOMKilled: true}},
@@ -359,7 +359,7 @@ func TestEventsSurviveUnreachableController(t *testing.T) {
 	if diff := cmp.Diff([]api.AllocEvent{started("a7", 7), exited("a7", 7, spec.StateCompleted, 0, 0, "")}, e.eventsOf("a7")); diff != "" {
 		t.Errorf("a7 events (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]api.AllocEvent{started("a8", 8), exited("a8", 8, spec.StateFailed, 2, 0, "exit code 2")}, e.eventsOf("a8")); diff != "" {
+	if diff := cmp.Diff([]api.AllocEvent{started("a8", 8), exited("a8", 8, spec.StateFailed, 2, 0, "NonZeroExitCode")}, e.eventsOf("a8")); diff != "" {
 		t.Errorf("a8 events (-want +got):\n%s", diff)
 	}
 	waitFor(t, "outbox emptied by the ack", func() bool {
@@ -393,7 +393,7 @@ func TestRecovery(t *testing.T) {
 	// The exit that happened while the agent was down is reported.
 	got := e.waitExited(t, "a3")
 	got.Seq = 0
-	want := exited("a3", 3, spec.StateFailed, 7, 0, "exit code 7")
+	want := exited("a3", 3, spec.StateFailed, 7, 0, "NonZeroExitCode")
 	want.Time = spec.NewTime(t0.Add(-time.Minute))
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("a3 exited (-want +got):\n%s", diff)
@@ -440,7 +440,7 @@ func TestRestartAgent(t *testing.T) {
 	}, e.on()...)
 	e.fc.Fail(epEvents, false)
 	e.waitExited(t, "a7")
-	want := []api.AllocEvent{started("a7", 7), exited("a7", 7, spec.StateFailed, 4, 0, "exit code 4")}
+	want := []api.AllocEvent{started("a7", 7), exited("a7", 7, spec.StateFailed, 4, 0, "NonZeroExitCode")}
 	if diff := cmp.Diff(want, e.eventsOf("a7")); diff != "" {
 		t.Errorf("a7 events (-want +got):\n%s", diff)
 	}

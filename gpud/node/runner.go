@@ -406,7 +406,8 @@ func exitState(st runtime.ExitStatus, stopState spec.JobState, stopWhy string) (
 	case st.Signal != 0:
 		return spec.StateFailed, "killed by signal " + signalName(st.Signal)
 	default:
-		return spec.StateFailed, fmt.Sprintf("exit code %d", st.Code)
+		// Slurm's reason; the code itself is in exit_code.
+		return spec.StateFailed, "NonZeroExitCode"
 	}
 }
 

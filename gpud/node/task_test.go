@@ -128,7 +128,7 @@ func TestExitState(t *testing.T) {
 		wantWhy   string
 	}{
 		{"zero", runtime.ExitStatus{}, "", spec.StateCompleted, ""},
-		{"code", runtime.ExitStatus{Code: 2}, "", spec.StateFailed, "exit code 2"},
+		{"code", runtime.ExitStatus{Code: 2}, "", spec.StateFailed, "NonZeroExitCode"},
 		{"signal", runtime.ExitStatus{Code: 137, Signal: syscall.SIGKILL}, "", spec.StateFailed, "killed by signal SIGKILL"},
 		{"oom", runtime.ExitStatus{Code: 137, OOMKilled: true}, "", spec.StateOutOfMemory, "out of memory: the job exceeded its memory limit"},
 		{"stop wins", runtime.ExitStatus{Code: 0}, spec.StateCancelled, spec.StateCancelled, "why"},

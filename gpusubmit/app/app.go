@@ -219,11 +219,11 @@ func wait(c *cli.Context, client *api.Client, resp api.SubmitResponse) error {
 		}
 		jc := JobExitCode(j)
 		if j.State != spec.StateCompleted {
-			note := fmt.Sprintf("gpusubmit: job %d ended %s", id, j.State)
-			if j.Reason != "" && j.Reason != spec.ReasonNone {
+			note := fmt.Sprintf("gpusubmit: job %d ended %s with exit code %d", id, j.State, j.ExitCode)
+			if j.Reason != "" && j.Reason != spec.ReasonNone && j.Reason != "NonZeroExitCode" {
 				note += " (" + j.Reason + ")"
 			}
-			fmt.Fprintf(c.App.ErrWriter, "%s, exit code %d\n", note, j.ExitCode)
+			fmt.Fprintln(c.App.ErrWriter, note)
 		}
 		code = max(code, jc)
 	}

@@ -240,12 +240,12 @@ func TestWait(t *testing.T) {
 		wantErr  string
 	}{
 		{name: "completed", jobs: []spec.Job{{ID: 7, State: spec.StateCompleted}}, ids: []spec.JobID{7}},
-		{name: "failed keeps its code", jobs: []spec.Job{{ID: 7, State: spec.StateFailed, ExitCode: 42}}, ids: []spec.JobID{7}, wantCode: 42, wantErr: "gpusubmit: job 7 ended FAILED, exit code 42\n"},
-		{name: "timeout with 0 exits 1", jobs: []spec.Job{{ID: 7, State: spec.StateTimeout, Reason: "TimeLimit"}}, ids: []spec.JobID{7}, wantCode: 1, wantErr: "gpusubmit: job 7 ended TIMEOUT (TimeLimit), exit code 0\n"},
+		{name: "failed keeps its code", jobs: []spec.Job{{ID: 7, State: spec.StateFailed, ExitCode: 42}}, ids: []spec.JobID{7}, wantCode: 42, wantErr: "gpusubmit: job 7 ended FAILED with exit code 42\n"},
+		{name: "timeout with 0 exits 1", jobs: []spec.Job{{ID: 7, State: spec.StateTimeout, Reason: "TimeLimit"}}, ids: []spec.JobID{7}, wantCode: 1, wantErr: "gpusubmit: job 7 ended TIMEOUT with exit code 0 (TimeLimit)\n"},
 		{
 			name: "array: the largest code", ids: []spec.JobID{7, 8, 9},
 			jobs:     []spec.Job{{ID: 7, State: spec.StateCompleted}, {ID: 8, State: spec.StateFailed, ExitCode: 3}, {ID: 9, State: spec.StateOutOfMemory, ExitCode: 137}},
-			wantCode: 137, wantErr: "gpusubmit: job 8 ended FAILED, exit code 3\ngpusubmit: job 9 ended OUT_OF_MEMORY, exit code 137\n",
+			wantCode: 137, wantErr: "gpusubmit: job 8 ended FAILED with exit code 3\ngpusubmit: job 9 ended OUT_OF_MEMORY with exit code 137\n",
 		},
 	}
 	for _, tc := range tests {
