@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/gpud/gpud/gpuq/app"
@@ -14,6 +15,12 @@ import (
 )
 
 func main() {
+	// gpuq lives for one listing: most of its heap is the job list, live
+	// until exit, so collecting every time the heap doubles only re-marks
+	// it (a quarter of `gpuq` with 100,000 jobs). GOGC still wins if set.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := exitcode.Main(ctx, app.New(), os.Args, os.Stderr)
 	stop()

@@ -161,10 +161,48 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
 	}
+	if u, ok := out.(json.Unmarshaler); ok {
+		// Large bodies (job lists) decode in one pass over one buffer,
+		// sized from Content-Length, with the type's own fast decoder.
+		b, err := readBody(resp)
+		if err == nil {
+			err = u.UnmarshalJSON(b)
+		}
+		if err != nil {
+			return fmt.Errorf("decode %s %s response: %w", method, path, err)
+		}
+		return nil
+	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("decode %s %s response: %w", method, path, err)
 	}
 	return nil
+}
+
+// maxPresize caps the buffer readBody allocates up front on the server's
+// word; a longer body still reads, growing as it comes.
+const maxPresize = 1 << 30
+
+func readBody(resp *http.Response) ([]byte, error) {
+	n := resp.ContentLength
+	if n < 0 || n > maxPresize {
+		return io.ReadAll(resp.Body)
+	}
+	// One byte spare so the read that sees EOF needs no growth.
+	buf := make([]byte, 0, n+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		m, err := resp.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		switch {
+		case errors.Is(err, io.EOF):
+			return buf, nil
+		case err != nil:
+			return buf, err
+		}
+	}
 }
 
 // Submit submits a job (or, with TestOnly, asks when it would start).
@@ -194,6 +232,9 @@ func (c *Client) Jobs(ctx context.Context, f JobFilter) ([]spec.Job, error) {
 	}
 	if f.All {
 		q.Set("all", "1")
+	}
+	if f.View != ViewFull {
+		q.Set("view", f.View)
 	}
 	var out JobsResponse
 	err := c.do(ctx, http.MethodGet, "/jobs", q, nil, &out)

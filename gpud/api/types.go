@@ -60,7 +60,21 @@ type JobFilter struct {
 	States     []spec.JobState `json:"states,omitempty"`
 	// All includes ended jobs the controller still remembers.
 	All bool `json:"all,omitempty"`
+	// View is how much of each job comes back (query view=): ViewFull
+	// (the default) or ViewBrief.
+	View string `json:"view,omitempty"`
 }
+
+// Job list views (GET /v1/jobs?view=).
+const (
+	// ViewFull lists each job as spec.Job encodes, less its Script, Args
+	// and Env (GET /v1/jobs/{id} has those).
+	ViewFull = ""
+	// ViewBrief lists only what a queue table shows, zero values omitted
+	// (spec.Job.AppendBriefJSON): the gpuq --json contract fields, the
+	// GPU ask and the expected start. Other fields decode as zero.
+	ViewBrief = "brief"
+)
 
 // JobsResponse is GET /v1/jobs.
 type JobsResponse struct {

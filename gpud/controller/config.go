@@ -26,6 +26,8 @@ type Config struct {
 	QOS        []QOS
 	// DefaultQOS is applied to jobs that name none ("normal").
 	DefaultQOS string
+	// DefaultAccount is charged for jobs that name no account (-A).
+	DefaultAccount string
 	// NodeTimeout: a node silent this long is marked DOWN and its jobs
 	// fail or requeue.
 	NodeTimeout time.Duration

@@ -379,8 +379,9 @@ func (tx *txn) saveNode(n *nodeRec) { tx.persistNodes[n.inv.Name] = n }
 // JobView is a published, immutable view of a job. Readers share it;
 // the owner replaces it when the job changes.
 type JobView struct {
-	job spec.Job
-	raw []byte
+	job   spec.Job
+	raw   []byte
+	brief []byte
 }
 
 // Job returns a copy of the job. Its slices are shared and must not be
@@ -393,6 +394,11 @@ func (v *JobView) Job() spec.Job { return v.job }
 // computed once when the view is published, so listing 100,000 jobs costs
 // no encoding.
 func (v *JobView) ListJSON() []byte { return v.raw }
+
+// BriefJSON returns the job's brief listing encoding (spec.Job's
+// AppendBriefJSON: what gpuq's table shows, zero values omitted), also
+// computed once when the view is published.
+func (v *JobView) BriefJSON() []byte { return v.brief }
 
 func newView(j *spec.Job) *JobView {
 	v := &JobView{job: *j}
@@ -408,6 +414,8 @@ func newView(j *spec.Job) *JobView {
 		panic(fmt.Sprintf("encode job %d: %v", j.ID, err))
 	}
 	v.raw = raw
+	var scratch [512]byte
+	v.brief = slices.Clone(v.job.AppendBriefJSON(scratch[:0]))
 	return v
 }
 

@@ -319,9 +319,9 @@ func TestNodeTimeoutFailsOrRequeues(t *testing.T) {
 	if j := h.job(keep); j.State != spec.StateRunning {
 		t.Fatalf("stale exit changed the job to %s", j.State)
 	}
+	h.stop() // flushes the recorder; it takes rec.mu, so lock only after
 	h.rec.mu.Lock()
 	defer h.rec.mu.Unlock()
-	h.stop() // flushes the recorder
 	if len(h.rec.jobs) != 1 || h.rec.jobs[0].ID != lose {
 		t.Fatalf("recorded %v, want job %d only", h.rec.jobs, lose)
 	}

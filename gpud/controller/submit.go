@@ -155,6 +155,12 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		bad("--time must not be negative (got %s)", fmtDur(js.TimeLimit.Std()))
 	}
 
+	// Account: jobs that name none are charged to the default one, so
+	// accounting and fairshare always have someone to bill.
+	if js.Account == "" {
+		js.Account = c.cfg.DefaultAccount
+	}
+
 	// QOS.
 	if js.QOS == "" {
 		js.QOS = c.cfg.DefaultQOS

@@ -82,23 +82,40 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		}
 		f.States = append(f.States, st)
 	}
+	encoded := (*controller.JobView).ListJSON
+	switch view := q.Get("view"); view {
+	case api.ViewFull:
+	case api.ViewBrief:
+		encoded = (*controller.JobView).BriefJSON
+	default:
+		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "view=%q is not a job list view; use %q or leave it out for full jobs", view, api.ViewBrief))
+		return
+	}
 	views, err := s.c.ListJobs(r.Context(), f)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	// Each view carries its listing JSON, encoded once when the job
-	// changed: listing 100,000 jobs is streaming bytes, not encoding.
+	// changed: listing 100,000 jobs is streaming bytes, not encoding. The
+	// length is known up front, so the client can size its buffer once
+	// and the body goes out unchunked.
+	const head, tail = `{"jobs":[`, "]}\n"
+	size := len(head) + len(tail) + max(len(views)-1, 0)
+	for _, v := range views {
+		size += len(encoded(v))
+	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(size))
 	bw := bufio.NewWriterSize(w, 256<<10)
-	_, _ = bw.WriteString(`{"jobs":[`)
+	_, _ = bw.WriteString(head)
 	for i, v := range views {
 		if i > 0 {
 			_ = bw.WriteByte(',')
 		}
-		_, _ = bw.Write(v.ListJSON())
+		_, _ = bw.Write(encoded(v))
 	}
-	_, _ = bw.WriteString("]}\n")
+	_, _ = bw.WriteString(tail)
 	if err := bw.Flush(); err != nil {
 		s.log.Debug("write job list", "err", err)
 	}

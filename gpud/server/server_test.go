@@ -20,6 +20,7 @@ import (
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/server/servertest"
 	"github.com/gpud/gpud/gpud/spec"
+	gpuq "github.com/gpud/gpud/gpuq/app"
 )
 
 func client(t testing.TB, addr string) *api.Client {
@@ -47,6 +48,45 @@ func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+func TestListViews(t *testing.T) {
+	addr, _ := servertest.TestServer(t, nil)
+	c := client(t, addr)
+	ctx := ctxT(t)
+	for _, name := range []string{"a", "b"} {
+		if _, err := c.Submit(ctx, api.SubmitRequest{Job: jobSpec(name)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full, err := c.Jobs(ctx, api.JobFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	brief, err := c.Jobs(ctx, api.JobFilter{View: api.ViewBrief})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full) != 2 || len(brief) != 2 {
+		t.Fatalf("listed %d full and %d brief jobs, want 2 and 2", len(full), len(brief))
+	}
+	for i, f := range full {
+		// The brief view is the full one less what no table shows.
+		want := spec.Job{ID: f.ID, JobSpec: spec.JobSpec{Name: f.Name, Partition: f.Partition, QOS: f.QOS, Account: f.Account,
+			TimeLimit: f.TimeLimit, Resources: spec.Resources{Nodes: f.Resources.Nodes, GPUsPerNode: f.Resources.GPUsPerNode,
+				GPUModel: f.Resources.GPUModel, GPUProfile: f.Resources.GPUProfile, GPUFraction: f.Resources.GPUFraction, TotalGPUs: f.Resources.TotalGPUs}},
+			User: f.User, State: f.State, Reason: f.Reason, ExitCode: f.ExitCode, Priority: f.Priority, SubmitTime: f.SubmitTime,
+			StartTime: f.StartTime, EndTime: f.EndTime, ExpectedStart: f.ExpectedStart, Nodes: f.Nodes, GPUs: f.GPUs}
+		if diff := cmp.Diff(want, brief[i]); diff != "" {
+			t.Errorf("brief job %d (-want +got):\n%s", f.ID, diff)
+		}
+		if f.WorkDir != "/tmp" || f.Script != "" {
+			t.Errorf("full listing of job %d: work_dir %q, script %q; want /tmp and no script", f.ID, f.WorkDir, f.Script)
+		}
+	}
+	if _, err := c.Jobs(ctx, api.JobFilter{View: "tiny"}); !errors.Is(err, spec.ErrInvalid) {
+		t.Errorf("view=tiny: %v; want an invalid-request error", err)
+	}
 }
 
 func TestSubmitListShowCancel(t *testing.T) {
@@ -383,6 +423,59 @@ func BenchmarkListJobs100k(b *testing.B) {
 			b.Fatalf("listed %d jobs (%v), want %d", len(jobs), err, n)
 		}
 	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
+}
+
+// BenchmarkListJobs100kBrief is BenchmarkListJobs100k in the brief view
+// gpuq's table asks for.
+func BenchmarkListJobs100kBrief(b *testing.B) {
+	addr, ctl := servertest.TestServer(b, nil)
+	c := client(b, addr)
+	ctx := context.Background()
+	const n = 100000
+	submitMany(b, ctl, n)
+	b.ResetTimer()
+	for b.Loop() {
+		jobs, err := c.Jobs(ctx, api.JobFilter{View: api.ViewBrief})
+		if err != nil || len(jobs) != n {
+			b.Fatalf("listed %d jobs (%v), want %d", len(jobs), err, n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
+}
+
+// BenchmarkGpuqList100k runs gpuq itself (gpuq/app, output to io.Discard)
+// against a controller with 100,000 pending jobs: `gpuq` (the table) and
+// `gpuq --json`, end to end but for process start.
+func BenchmarkGpuqList100k(b *testing.B) {
+	addr, ctl := servertest.TestServer(b, nil)
+	const n = 100000
+	submitMany(b, ctl, n)
+	for _, bc := range []struct{ name, arg string }{{"table", "--noheader"}, {"json", "--json"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var out countWriter
+			for b.Loop() {
+				out = 0
+				a := gpuq.New()
+				a.Writer, a.ErrWriter = &out, io.Discard
+				if err := a.RunContext(context.Background(), []string{"gpuq", "--controller", addr, bc.arg}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if bc.name == "table" && out < n*40 {
+				b.Fatalf("gpuq wrote %d bytes for %d jobs", out, n)
+			}
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
+		})
+	}
+}
+
+// countWriter discards what it is given, counting the bytes.
+type countWriter int
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	*w += countWriter(len(p))
+	return len(p), nil
 }
 
 // BenchmarkListJobs100kRaw lists the same queue but only reads the bytes:

@@ -88,10 +88,12 @@ type Resources struct {
 // command line and the script's directives. Identity (user, uid, gid) is
 // not part of it; the server takes it from the connection.
 type JobSpec struct {
-	Name      string    `json:"name"`
-	Partition string    `json:"partition,omitempty"`
-	QOS       string    `json:"qos,omitempty"`
-	Account   string    `json:"account,omitempty"`
+	Name string `json:"name"`
+	// Partition, QOS and Account are always present in JSON: gpuq's
+	// contract lists them, and the controller fills defaults at submit.
+	Partition string    `json:"partition"`
+	QOS       string    `json:"qos"`
+	Account   string    `json:"account"`
 	Resources Resources `json:"resources"`
 	TimeLimit Duration  `json:"time_limit"`
 	// Script is the batch script's text; Args follow it on its command line.

@@ -61,19 +61,19 @@ func TestList(t *testing.T) {
 			want: "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)\n" +
 				"                 9      a100       nb      bob PD       0:00      1 (Priority)\n" +
 				"                12      h100    train    alice  R    1:02:03      2 gpu[01-02]\n",
-			wantQuery: url.Values{},
+			wantQuery: url.Values{"view": {"brief"}},
 		},
 		{
 			name:      "filters and format",
 			args:      []string{"-u", "alice", "-t", "all", "-p", "h100", "--noheader", "--format", "%i %t %N"},
 			want:      "3 CD gpu03\n12 R gpu[01-02]\n",
-			wantQuery: url.Values{"user": {"alice"}, "partition": {"h100"}, "all": {"1"}},
+			wantQuery: url.Values{"user": {"alice"}, "partition": {"h100"}, "all": {"1"}, "view": {"brief"}},
 		},
 		{
 			name:      "states and ids",
 			args:      []string{"-t", "pd,RUNNING", "-j", "9,12", "-A", "edu", "-o", "%i"},
 			want:      "JOBID\n9\n",
-			wantQuery: url.Values{"state": {"PENDING", "RUNNING"}, "id": {"9", "12"}, "account": {"edu"}},
+			wantQuery: url.Values{"state": {"PENDING", "RUNNING"}, "id": {"9", "12"}, "account": {"edu"}, "view": {"brief"}},
 		},
 	}
 	for _, tc := range tests {
@@ -108,6 +108,14 @@ func TestListJSON(t *testing.T) {
 	}
 	if diff := cmp.Diff([]spec.JobID{9, 12}, ids); diff != "" {
 		t.Errorf("ids (-want +got):\n%s", diff)
+	}
+	// --json prints whole jobs, so it asks for the full view.
+	reqs := ctl.Requests()
+	if q, _ := url.ParseQuery(reqs[len(reqs)-1].Query); q.Has("view") {
+		t.Errorf("gpuq --json asked for view=%s; want the full view", q.Get("view"))
+	}
+	if !strings.Contains(got.stdout, `"exit_code": 0`) && !strings.Contains(got.stdout, `"exit_code":0`) {
+		t.Errorf("gpuq --json output lacks exit_code: %s", got.stdout)
 	}
 }
 

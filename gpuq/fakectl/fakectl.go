@@ -177,6 +177,17 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 			out = append(out, j)
 		}
 	}
+	if q.Get("view") == api.ViewBrief {
+		// As the controller does: only what the table shows.
+		for i, j := range out {
+			var b spec.Job
+			if err := json.Unmarshal(j.AppendBriefJSON(nil), &b); err != nil {
+				reply(w, nil, err)
+				return
+			}
+			out[i] = b
+		}
+	}
 	reply(w, api.JobsResponse{Jobs: out}, nil)
 }
 
