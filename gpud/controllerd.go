@@ -113,6 +113,7 @@ func loadControllerConfig(o controllerOptions) (config.Controller, error) {
 func controllerConfig(c config.Controller) controller.Config {
 	cc := controller.Config{
 		DefaultQOS:        c.DefaultQOS,
+		DefaultAccount:    c.DefaultAccount,
 		NodeTimeout:       c.Controller.NodeTimeout.Std(),
 		HeartbeatInterval: c.Controller.HeartbeatInterval.Std(),
 		SchedInterval:     c.Scheduler.Interval.Std(),

@@ -205,3 +205,52 @@ func TestKill9Resumes(t *testing.T) {
 		}
 	}
 }
+
+// TestOOMAndReconfigure: a job over its --mem ends OUT_OF_MEMORY; gpuq
+// reconfigure rejects a bad config file (the old one stays) and applies a
+// good one without a restart.
+func TestOOMAndReconfigure(t *testing.T) {
+	dir := shortTempDir(t)
+	conf := filepath.Join(dir, "gpud.toml")
+	base, err := os.ReadFile("../../etc/gpud.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, base, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 1, "--config", conf, "--kill-grace", "2s")
+	work := t.TempDir()
+
+	r := c.cli(work, "gpusubmit", "--parsable", "--mem", "32M", "--wrap", "head -c 300m /dev/zero | tail")
+	if r.code != 0 {
+		t.Fatalf("submit: %d %s", r.code, r.stderr)
+	}
+	c.waitState(strings.TrimSpace(r.stdout), 60*time.Second, "OUT_OF_MEMORY")
+
+	// A partition the running config does not know is refused...
+	if r := c.cli(work, "gpusubmit", "-p", "debug", "--wrap", "true"); r.code != 2 || !strings.Contains(r.stderr, "debug") {
+		t.Fatalf("unknown partition: exit %d %q, want 2 naming it", r.code, r.stderr)
+	}
+	// ...a broken file is rejected with its reason and changes nothing...
+	if err := os.WriteFile(conf, append(append([]byte{}, base...), "\n[scheduler]\nbogus_key = 1\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.cli(work, "gpuq", "reconfigure"); r.code == 0 || !strings.Contains(r.stderr, "bogus_key") && !strings.Contains(r.stderr, "scheduler") {
+		t.Fatalf("bad config: gpuq reconfigure exit %d %q, want a failure naming the key", r.code, r.stderr)
+	}
+	if r := c.cli(work, "gpusubmit", "--parsable", "--wait", "--wrap", "true"); r.code != 0 {
+		t.Fatalf("after a rejected reload the old config should still run jobs: exit %d %s", r.code, r.stderr)
+	}
+	// ...and a good one applies without a restart.
+	debug := "\n[[partition]]\nname = \"debug\"\nnodes = [\"ALL\"]\ndefault_time = \"10m\"\nmax_time = \"1h\"\n"
+	if err := os.WriteFile(conf, append(append([]byte{}, base...), debug...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.cli(work, "gpuq", "reconfigure"); r.code != 0 {
+		t.Fatalf("gpuq reconfigure: exit %d %s", r.code, r.stderr)
+	}
+	if r := c.cli(work, "gpusubmit", "--wait", "-p", "debug", "--wrap", "true"); r.code != 0 {
+		t.Fatalf("job in the new partition: exit %d %s", r.code, r.stderr)
+	}
+}
