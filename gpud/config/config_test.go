@@ -99,6 +99,9 @@ default = true
 default_time = "30m"
 max_time = "2d"
 state = "UP"
+[[partition]]
+name = "debug"
+nodes = ["ALL"]
 [[qos]]
 name = "std"
 preempt_mode = "off"
@@ -110,7 +113,10 @@ preempt_mode = "off"
 	want := Defaults()
 	want.DefaultQOS = "std"
 	want.Scheduler.Interval = "1s"
-	want.Partitions = []Partition{{Name: "a100", Nodes: []string{"n1", "n2"}, Default: true, DefaultTime: "30m", MaxTime: "2d", State: "UP"}}
+	want.Partitions = []Partition{
+		{Name: "a100", Nodes: []string{"n1", "n2"}, Default: true, DefaultTime: "30m", MaxTime: "2d", State: "UP"},
+		{Name: "debug", Nodes: []string{"ALL"}}, // keys left out keep zero values: UP, no limits
+	}
 	want.QOS = []QOS{{Name: "std", PreemptMode: "off"}}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("loaded config (-want +got):\n%s", diff)

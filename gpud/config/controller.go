@@ -94,7 +94,8 @@ type Partition struct {
 	PriorityTier int      `toml:"priority_tier"`
 	// AllowAccounts limits who may submit; empty allows every account.
 	AllowAccounts []string `toml:"allow_accounts"`
-	State         string   `toml:"state"`
+	// State is "UP" or "DOWN"; left out, a partition is UP, as in Slurm.
+	State string `toml:"state"`
 }
 
 // Preempt modes: how jobs of the QOSes in QOS.Preempt are preempted.
@@ -312,7 +313,7 @@ func (c Controller) validatePartitions(p *problems, accounts map[string]bool) {
 				p.addf("%s allow_accounts: %q is not an [[account]] (have %s)", key, a, quoteList(keys(accounts)))
 			}
 		}
-		if part.State != PartitionUp && part.State != PartitionDown {
+		if part.State != "" && part.State != PartitionUp && part.State != PartitionDown {
 			p.addf("%s state: %q is not allowed (use \"UP\" or \"DOWN\")", key, part.State)
 		}
 	}
