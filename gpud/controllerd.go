@@ -47,12 +47,7 @@ func controllerCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			path := c.String("config")
-			if !c.IsSet("config") {
-				if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-					path = "" // the default file may be absent: defaults apply
-				}
-			}
+			path := configPath(c)
 			o := controllerOptions{
 				ConfigPath: path,
 				Override: func(cfg *config.Controller) {

@@ -82,6 +82,19 @@ func logFlags() []cli.Flag {
 	}
 }
 
+// configPath is the --config file to load: an absent default path means
+// built-in defaults (""), while an explicit path must exist (the loader
+// says so).
+func configPath(c *cli.Context) string {
+	path := c.String("config")
+	if !c.IsSet("config") {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return ""
+		}
+	}
+	return path
+}
+
 // newLogger builds the daemon logger from the global flags.
 func newLogger(c *cli.Context, w io.Writer) (*slog.Logger, error) {
 	var level slog.Level

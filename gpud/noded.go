@@ -43,12 +43,7 @@ func nodeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			path := c.String("config")
-			if !c.IsSet("config") {
-				if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-					path = ""
-				}
-			}
+			path := configPath(c)
 			cfg, err := config.LoadNode(path)
 			if err != nil {
 				return err
