@@ -150,7 +150,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		DefaultImage:   s.DefaultImage,
 		CheckpointRoot: s.CheckpointRoot,
 		Version:        version,
-	}, client, rt, node.WithLogger(log))
+	}, client, rt, node.WithLogger(o.Log)) // the agent adds node= itself
 	if err != nil {
 		return err
 	}

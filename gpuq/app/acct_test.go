@@ -45,9 +45,9 @@ func TestAcct(t *testing.T) {
 			args: []string{"acct"},
 			want: "JobID JobName User  Account Partition State     ExitCode Elapsed  GPUs GPUHours\n" +
 				"----- ------- ----- ------- --------- --------- -------- -------- ---- --------\n" +
-				"7     train   alice ml      h100      COMPLETED 0:0      01:02:03 16   16.50\n" +
-				"8     nb      bob   edu     a100      FAILED    2:0      00:00:59 1    0.02\n" +
-				"9     killed  alice ml      h100      CANCELLED 0:15     00:00:00 0    0.00\n",
+				"7     train   alice ml      h100      COMPLETED 0:0      01:02:03 16   16.5000\n" +
+				"8     nb      bob   edu     a100      FAILED    2:0      00:00:59 1    0.0200\n" +
+				"9     killed  alice ml      h100      CANCELLED 0:15     00:00:00 0    0.0000\n",
 			wantQuery: url.Values{"start": {"2025-03-14T00:00:00Z"}},
 		},
 		{
@@ -59,7 +59,7 @@ func TestAcct(t *testing.T) {
 		{
 			name:      "jobs drop the default start; csv without header",
 			args:      []string{"acct", "-j", "8,7", "--csv", "--noheader", "--format", "jobid,gpu_hours"},
-			want:      "7,16.50\n8,0.02\n",
+			want:      "7,16.5000\n8,0.0200\n",
 			wantQuery: url.Values{"id": {"8", "7"}},
 		},
 		{

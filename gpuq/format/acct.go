@@ -61,8 +61,8 @@ var AcctFields = []AcctField{
 		}
 		return j.GPUModel
 	}},
-	{"gpu_hours", "GPUHours", "GPU-hours over every attempt", func(j *api.AcctJob) string { return strconv.FormatFloat(j.GPUHours, 'f', 2, 64) }},
-	{"cpu_hours", "CPUHours", "CPU-hours over every attempt", func(j *api.AcctJob) string { return strconv.FormatFloat(j.CPUHours, 'f', 2, 64) }},
+	{"gpu_hours", "GPUHours", "GPU-hours over every attempt", func(j *api.AcctJob) string { return strconv.FormatFloat(j.GPUHours, 'f', 4, 64) }}, // 4 decimals: a short job still shows its 0.0033
+	{"cpu_hours", "CPUHours", "CPU-hours over every attempt", func(j *api.AcctJob) string { return strconv.FormatFloat(j.CPUHours, 'f', 4, 64) }},
 	{"cpus", "CPUs", "CPUs allocated", func(j *api.AcctJob) string { return strconv.Itoa(j.CPUs) }},
 	{"mem", "Mem", "memory allocated", func(j *api.AcctJob) string { return MiB(j.MemMiB) }},
 	{"attempts", "Attempts", "attempts (more than 1 after a requeue)", func(j *api.AcctJob) string { return strconv.Itoa(j.Attempts) }},
