@@ -110,6 +110,30 @@ ls /dev | grep '^nvidia[0-9]' | tr '\n' ' '; echo
 		c.waitState(strings.TrimSpace(r.stdout), 90*time.Second, "TIMEOUT")
 	})
 
+	t.Run("two-node gang runs one container per node with its rank", func(t *testing.T) {
+		r := c.cli(work, "gpusubmit", "--wait", "--parsable", "-N", "2", "--gpus-per-node", "1", "--output", "gang-%j.out",
+			"--wrap", "echo rank=$NODE_RANK/$SLURM_NODEID world=$WORLD_SIZE nodes=$SLURM_JOB_NODELIST master=$MASTER_ADDR gpus=$CUDA_VISIBLE_DEVICES")
+		if r.code != 0 {
+			t.Fatalf("gang job: exit %d: %s", r.code, r.stderr)
+		}
+		id := strings.TrimSpace(r.stdout)
+		out, err := os.ReadFile(filepath.Join(work, "gang-"+id+".out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rank := range []string{"rank=0/0 world=2", "rank=1/1 world=2"} {
+			if !strings.Contains(string(out), rank) {
+				t.Errorf("output lacks %q:\n%s", rank, out)
+			}
+		}
+		if n := len(gpuUUID.FindAllString(string(out), -1)); n != 2 {
+			t.Errorf("want one GPU per rank, saw %d:\n%s", n, out)
+		}
+		if j := c.showJob(id); len(j["nodes"].([]any)) != 2 {
+			t.Errorf("job nodes = %v, want 2", j["nodes"])
+		}
+	})
+
 	t.Run("bad directive exits 2 naming it", func(t *testing.T) {
 		writeScript(t, work, "bad.sh", `
 #!/bin/sh
