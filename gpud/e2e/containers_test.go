@@ -37,6 +37,25 @@ func countContainers(t testing.TB, stateDir, id string) int {
 	return n
 }
 
+// killStrayShims ends shims left by a containerd of this cluster that was
+// killed while creating a task: they hold no process, and the restarted
+// containerd (which cleans up after them) no longer talks to them.
+func killStrayShims(t testing.TB, stateDir string) {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(filepath.Join(p, "cmdline"))
+		if err != nil || !strings.HasPrefix(filepath.Base(strings.Split(string(cmdline), "\x00")[0]), "containerd-shim") ||
+			!strings.Contains(string(cmdline), stateDir) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(p)); err == nil {
+			t.Logf("ending stray shim %d: %s", pid, strings.ReplaceAll(string(cmdline), "\x00", " "))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
 // killStrayDaemons kill -9s the containerd that a standalone under
 // stateDir started (it runs in its own process group, so killing the
 // standalone's group leaves it). Shims are left alone: they hold the jobs.

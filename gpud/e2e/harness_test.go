@@ -102,6 +102,7 @@ func startCluster(t testing.TB, nodes int, extra ...string) *cluster {
 	t.Cleanup(func() {
 		c.cancelAll()
 		c.stop(syscall.SIGTERM)
+		killStrayShims(t, c.dir)
 		if t.Failed() {
 			t.Logf("gpud standalone log:\n%s", c.log.String())
 		}
