@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -86,21 +85,7 @@ func WriteCDISpec(dir string, opts CDIOptions, devs []Device) (map[string]string
 	if err != nil {
 		return nil, err
 	}
-	// Lowest version that can express the spec, so older CDI readers
-	// (containerd, podman) accept it.
-	v, err := cdispec.MinimumRequiredVersion(raw)
-	if err != nil {
-		return nil, fmt.Errorf("compute CDI version for spec %s: %w", opts.Name, err)
-	}
-	raw.Version = v
-	data, err := json.MarshalIndent(raw, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encode CDI spec %s: %w", opts.Name, err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create CDI dir %s: %w", dir, err)
-	}
-	if err := writeFileAtomic(CDISpecPath(dir, opts), append(data, '\n')); err != nil {
+	if err := writeCDISpecFile(CDISpecPath(dir, opts), opts, raw); err != nil {
 		return nil, err
 	}
 	return names, nil
@@ -129,15 +114,8 @@ func buildCDISpec(opts CDIOptions, devs []Device) (*cdispec.Spec, map[string]str
 	if err != nil {
 		return nil, nil, err
 	}
-	ctl := filepath.Join(opts.DevRoot, devCtl)
-	if err := checkCharDevice(ctl); err != nil {
-		return nil, nil, fmt.Errorf("write CDI spec %s: %w; is the NVIDIA driver loaded (or, for mock GPUs, were mock device nodes made)?", opts.Name, err)
-	}
-	raw.ContainerEdits.DeviceNodes = append(raw.ContainerEdits.DeviceNodes, deviceNode(opts.DevRoot, devCtl))
-	for _, n := range []string{devUVM, devUVMTools} {
-		if checkCharDevice(filepath.Join(opts.DevRoot, n)) == nil {
-			raw.ContainerEdits.DeviceNodes = append(raw.ContainerEdits.DeviceNodes, deviceNode(opts.DevRoot, n))
-		}
+	if err := addDriverNodes(raw, opts); err != nil {
+		return nil, nil, err
 	}
 
 	names := make(map[string]string, len(devs))

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpud/gpud/runtime/gpu"
 )
 
 var (
@@ -29,7 +31,17 @@ func (e *callError) Error() string {
 }
 
 func (e *callError) Is(target error) bool {
-	return target == ErrNotSupported && e.code == int(nvml.ERROR_NOT_SUPPORTED)
+	switch target {
+	case ErrNotSupported:
+		return e.code == int(nvml.ERROR_NOT_SUPPORTED)
+	case gpu.ErrInsufficientResources:
+		return e.code == int(nvml.ERROR_INSUFFICIENT_RESOURCES)
+	case gpu.ErrInUse:
+		return e.code == int(nvml.ERROR_IN_USE)
+	case gpu.ErrNotFound:
+		return e.code == int(nvml.ERROR_NOT_FOUND)
+	}
+	return false
 }
 
 // check converts an NVML return code into an error naming the call, or nil
@@ -62,6 +74,10 @@ func describe(ret nvml.Return) string {
 		return "libnvidia-ml.so.1 not found"
 	case nvml.ERROR_FUNCTION_NOT_FOUND:
 		return "function not found in the loaded library (driver too old)"
+	case nvml.ERROR_INSUFFICIENT_RESOURCES:
+		return "insufficient resources"
+	case nvml.ERROR_IN_USE:
+		return "in use"
 	case nvml.ERROR_GPU_IS_LOST:
 		return "GPU is lost"
 	case nvml.ERROR_UNKNOWN:

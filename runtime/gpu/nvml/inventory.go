@@ -30,6 +30,11 @@ type devices struct {
 	// numaFallback finds a NUMA node from the PCI bus ID when NVML cannot.
 	numaFallback func(busID string) int
 	shutdown     func() error
+	// migMinorsPath is the driver's nvidia-caps minor table; empty for
+	// mocks, which follow the driver's numbering.
+	migMinorsPath string
+	// mockMIGs is the MIG state of each mock GPU, for tests.
+	mockMIGs []*mockMIG
 
 	mu     sync.Mutex // serialises NVML use and guards closed
 	closed bool

@@ -110,22 +110,48 @@ func openReal(backend string, o options) (gpu.Devices, error) {
 			}
 			return ok
 		},
-		numaFallback: func(busID string) int { return sysfsNUMANode(o.sysfsRoot, busID) },
-		shutdown:     func() error { return check("shutdown", lib.Shutdown()) },
+		numaFallback:  func(busID string) int { return sysfsNUMANode(o.sysfsRoot, busID) },
+		shutdown:      func() error { return check("shutdown", lib.Shutdown()) },
+		migMinorsPath: "/proc/driver/nvidia-caps/mig-minors",
 	}, nil
 }
 
+// Mock topology. The go-nvml servers number GPUs 0000:00:00.0 upwards and
+// model neither NUMA nor NVLink; a DGX puts its eight GPUs on these buses,
+// the first four on CPU socket (NUMA node) 0, the rest on node 1, all
+// peers through NVSwitch. An RDMA test's fake sysfs places NICs next to
+// these bus IDs (see runtime/rdma).
+var mockBusIDs = map[string][]string{
+	// DGX A100 (its BIOS reports 8 NUMA nodes with NPS4; the mock keeps
+	// one node per socket).
+	BackendDGXA100: {"07", "0f", "47", "4e", "87", "90", "b7", "bd"},
+	BackendDGXH100: {"18", "2a", "3a", "5d", "9a", "ab", "ba", "db"},
+	BackendDGXH200: {"18", "2a", "3a", "5d", "9a", "ab", "ba", "db"},
+}
+
+// MockPCIBusID is the PCI bus ID ("0000:18:00.0") and NUMA node the mock
+// backend gives GPU index, for tests and fake sysfs trees that must agree
+// with the mock's topology.
+func MockPCIBusID(backend string, index int) (busID string, numa int) {
+	ids := mockBusIDs[backend]
+	if index < 0 || index >= len(ids) {
+		return fmt.Sprintf("0000:%02x:00.0", index), index / 4
+	}
+	return "0000:" + ids[index] + ":00.0", index / 4
+}
+
 // openMock prepares one of go-nvml's DGX servers: deterministic UUIDs,
-// PCI bus IDs in the form real NVML reports, and the topology of a DGX
-// (all GPUs peers over NVSwitch; GPUs 0-3 on NUMA node 0, 4-7 on node 1),
-// which the mocks do not model but placement tests need.
+// the DGX topology above (bus IDs in the form real NVML reports) and MIG
+// that behaves like hardware (mockMIG).
 func openMock(backend string, s *server.Server, o options) *devices {
+	var migs []*mockMIG
 	for i, d := range s.Devices {
 		md := d.(*server.Device)
 		if o.mockSeed != "" {
 			md.UUID = mockUUID(o.mockSeed, backend, i)
 		}
-		busID := md.PciBusID
+		busID, numa := MockPCIBusID(backend, i)
+		md.PciBusID = busID
 		pciDeviceID := md.Config.PciDeviceId
 		md.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
 			var p nvml.PciInfo
@@ -133,7 +159,6 @@ func openMock(backend string, s *server.Server, o options) *devices {
 			copyCString(p.BusId[:], "0000"+strings.ToUpper(busID))
 			return p, nvml.SUCCESS
 		}
-		numa := i / 4
 		md.GetNumaNodeIdFunc = func() (int, nvml.Return) { return numa, nvml.SUCCESS }
 		md.GetP2PStatusFunc = func(peer nvml.Device, idx nvml.GpuP2PCapsIndex) (nvml.GpuP2PStatus, nvml.Return) {
 			if idx == nvml.P2P_CAPS_INDEX_NVLINK && peer != d {
@@ -141,12 +166,14 @@ func openMock(backend string, s *server.Server, o options) *devices {
 			}
 			return nvml.P2P_STATUS_NOT_SUPPORTED, nvml.SUCCESS
 		}
+		migs = append(migs, installMockMIG(md))
 	}
 	return &devices{
 		backend:  backend,
 		lib:      s,
 		supports: mockSupports,
 		shutdown: func() error { return check("shutdown", s.Shutdown()) },
+		mockMIGs: migs,
 	}
 }
 

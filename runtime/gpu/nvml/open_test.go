@@ -37,6 +37,14 @@ func inventory(t *testing.T, backend string, opts ...Option) []gpu.Device {
 	return devs
 }
 
+func dgxBus(buses ...string) []string {
+	out := make([]string, len(buses))
+	for i, b := range buses {
+		out[i] = "0000:" + b + ":00.0"
+	}
+	return out
+}
+
 var uuidRE = regexp.MustCompile(`^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 func TestMockBackends(t *testing.T) {
@@ -45,10 +53,11 @@ func TestMockBackends(t *testing.T) {
 		wantName string
 		wantMod  string
 		wantMem  int64
+		wantBus  []string
 	}{
-		{BackendDGXA100, "Mock NVIDIA A100-SXM4-40GB", "a100", 40960},
-		{BackendDGXH100, "NVIDIA H100 80GB HBM3", "h100", 81920},
-		{BackendDGXH200, "NVIDIA H200 141GB HBM3e", "h200", 144384},
+		{BackendDGXA100, "Mock NVIDIA A100-SXM4-40GB", "a100", 40960, dgxBus("07", "0f", "47", "4e", "87", "90", "b7", "bd")},
+		{BackendDGXH100, "NVIDIA H100 80GB HBM3", "h100", 81920, dgxBus("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")},
+		{BackendDGXH200, "NVIDIA H200 141GB HBM3e", "h200", 144384, dgxBus("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.backend, func(t *testing.T) {
@@ -73,7 +82,7 @@ func TestMockBackends(t *testing.T) {
 				}
 				want := gpu.Device{
 					Index: i, UUID: d.UUID, Name: tc.wantName, Model: tc.wantMod, MemMiB: tc.wantMem,
-					PCIBusID: "0000:0" + string(rune('0'+i)) + ":00.0", NUMANode: i / 4, Minor: i,
+					PCIBusID: tc.wantBus[i], NUMANode: i / 4, Minor: i,
 					NVLinkPeers: peers,
 				}
 				if diff := cmp.Diff(want, d); diff != "" {

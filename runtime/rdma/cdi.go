@@ -1,0 +1,257 @@
+package rdma
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	"tags.cncf.io/container-device-interface/pkg/parser"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+)
+
+// CDIOptions says where and under which kind the node's RDMA CDI spec is
+// written.
+type CDIOptions struct {
+	// Vendor and Class form the kind; empty means "rdma" and "nic", so
+	// devices are "rdma/nic=mlx5_0".
+	Vendor string
+	Class  string
+	// Name is the spec file's stem, usually the node name. Required.
+	Name string
+	// DevRoot holds the device nodes: "/dev", or a mock node's directory
+	// filled by MakeMockDeviceNodes. Empty means "/dev".
+	DevRoot string
+}
+
+func (o CDIOptions) withDefaults() CDIOptions {
+	if o.Vendor == "" {
+		o.Vendor = "rdma"
+	}
+	if o.Class == "" {
+		o.Class = "nic"
+	}
+	if o.DevRoot == "" {
+		o.DevRoot = "/dev"
+	}
+	return o
+}
+
+// CDISpecPath is the file WriteCDISpec writes for opts in dir.
+func CDISpecPath(dir string, opts CDIOptions) string {
+	return filepath.Join(dir, opts.Name+".rdma.json")
+}
+
+// WriteCDISpec writes one CDI spec into dir with a device per NIC that has
+// a verbs node, named by the NIC ("rdma/nic=mlx5_0") and injecting its
+// /dev/infiniband/uverbsN; /dev/infiniband/rdma_cm (connection manager,
+// shared by all NICs) is a spec-level edit. It returns each NIC's
+// qualified name. The file is replaced atomically, and removed when no
+// NIC is usable.
+//
+// Memory locking: verbs pin their buffers, so a container using RDMA
+// needs RLIMIT_MEMLOCK unlimited. CDI cannot set rlimits; the container's
+// OCI spec must (runtime/ocispec sets it for jobs that get a NIC).
+func WriteCDISpec(dir string, opts CDIOptions, nics []NIC) (map[string]string, error) {
+	opts = opts.withDefaults()
+	var errs []error
+	if err := parser.ValidateVendorName(opts.Vendor); err != nil {
+		errs = append(errs, fmt.Errorf("CDI vendor %q: %w", opts.Vendor, err))
+	}
+	if err := parser.ValidateClassName(opts.Class); err != nil {
+		errs = append(errs, fmt.Errorf("CDI class %q: %w", opts.Class, err))
+	}
+	if opts.Name == "" || strings.ContainsAny(opts.Name, `/\`) || strings.HasPrefix(opts.Name, ".") {
+		errs = append(errs, fmt.Errorf("CDI spec name %q must be a plain file name stem such as the node name", opts.Name))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	path := CDISpecPath(dir, opts)
+	raw := &cdispec.Spec{Kind: opts.Vendor + "/" + opts.Class}
+	names := map[string]string{}
+	for _, n := range nics {
+		if n.Uverbs == "" {
+			continue
+		}
+		if err := parser.ValidateDeviceName(n.Name); err != nil {
+			return nil, fmt.Errorf("write RDMA CDI spec %s: NIC name %q is not a valid CDI device name: %w", opts.Name, n.Name, err)
+		}
+		if _, dup := names[n.Name]; dup {
+			return nil, fmt.Errorf("write RDMA CDI spec %s: NIC %s appears twice", opts.Name, n.Name)
+		}
+		node := devDir + "/" + n.Uverbs
+		if err := checkCharDevice(filepath.Join(opts.DevRoot, node)); err != nil {
+			return nil, fmt.Errorf("write RDMA CDI spec %s: NIC %s: %w; is ib_uverbs loaded (or, for a mock node, were mock nodes made)?", opts.Name, n.Name, err)
+		}
+		raw.Devices = append(raw.Devices, cdispec.Device{
+			Name:           n.Name,
+			ContainerEdits: cdispec.ContainerEdits{DeviceNodes: []*cdispec.DeviceNode{deviceNode(opts.DevRoot, node)}},
+		})
+		names[n.Name] = parser.QualifiedName(opts.Vendor, opts.Class, n.Name)
+	}
+	if len(raw.Devices) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("remove stale RDMA CDI spec: %w", err)
+		}
+		return names, nil
+	}
+	cm := devDir + "/" + devRDMCM
+	if err := checkCharDevice(filepath.Join(opts.DevRoot, cm)); err != nil {
+		return nil, fmt.Errorf("write RDMA CDI spec %s: %w; is rdma_ucm loaded?", opts.Name, err)
+	}
+	raw.ContainerEdits.DeviceNodes = []*cdispec.DeviceNode{deviceNode(opts.DevRoot, cm)}
+	v, err := cdispec.MinimumRequiredVersion(raw)
+	if err != nil {
+		return nil, fmt.Errorf("compute CDI version for spec %s: %w", opts.Name, err)
+	}
+	raw.Version = v
+	data, err := json.MarshalIndent(raw, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode RDMA CDI spec %s: %w", opts.Name, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create CDI dir %s: %w", dir, err)
+	}
+	if err := writeFileAtomic(path, append(data, '\n')); err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
+// deviceNode leaves type and numbers out: CDI stats HostPath when it
+// injects.
+func deviceNode(devRoot, name string) *cdispec.DeviceNode {
+	return &cdispec.DeviceNode{Path: "/dev/" + name, HostPath: filepath.Join(devRoot, name)}
+}
+
+func checkCharDevice(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("device node %s: %w", path, err)
+	}
+	if fi.Mode()&fs.ModeCharDevice == 0 {
+		return fmt.Errorf("device node %s is not a character device (mode %s)", path, fi.Mode())
+	}
+	return nil
+}
+
+// writeFileAtomic writes data to a temp file next to path, syncs it and
+// renames it over path. (runtime/gpu has the same helper; the packages
+// stay independent.)
+func writeFileAtomic(path string, data []byte) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("replace %s: %w", path, err)
+	}
+	return nil
+}
+
+// MakeMockDeviceNodes creates devRoot/infiniband/uverbsN for each NIC
+// with a verbs device, and rdma_cm, as character devices of a major the
+// running kernel has not registered (uverbs minor N, rdma_cm minor 255),
+// so a container sees the nodes but opening them fails with ENXIO.
+// Existing character nodes are kept. Needs CAP_MKNOD (root).
+func MakeMockDeviceNodes(devRoot string, nics []NIC) error {
+	dir := filepath.Join(devRoot, devDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create mock %s: %w", dir, err)
+	}
+	major, err := unusedCharMajor("/proc/devices")
+	if err != nil {
+		return fmt.Errorf("make mock RDMA device nodes in %s: %w", dir, err)
+	}
+	want := map[string]uint32{devRDMCM: 255}
+	for _, n := range nics {
+		if n.Uverbs == "" {
+			continue
+		}
+		minor, err := strconv.Atoi(strings.TrimPrefix(n.Uverbs, "uverbs"))
+		if err != nil || minor < 0 || minor > 254 {
+			return fmt.Errorf("make mock RDMA device node for %s: bad verbs device %q", n.Name, n.Uverbs)
+		}
+		want[n.Uverbs] = uint32(minor)
+	}
+	for name, minor := range want {
+		path := filepath.Join(dir, name)
+		if checkCharDevice(path) == nil {
+			continue
+		}
+		_ = os.Remove(path)
+		dev := unix.Mkdev(major, minor)
+		if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(dev)); err != nil {
+			return fmt.Errorf("mknod %s (char %d:%d): %w; mock device nodes need root (CAP_MKNOD)", path, major, minor, err)
+		}
+		if err := os.Chmod(path, 0o666); err != nil {
+			return fmt.Errorf("chmod %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// unusedCharMajor returns the highest character major in the kernel's
+// dynamic ranges (511..384, 254..234) that /proc/devices does not list.
+func unusedCharMajor(procDevices string) (uint32, error) {
+	f, err := os.Open(procDevices)
+	if err != nil {
+		return 0, fmt.Errorf("read registered device majors: %w", err)
+	}
+	defer f.Close()
+	used := map[uint32]bool{}
+	inChar := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "Character devices:":
+			inChar = true
+		case line == "" || strings.HasSuffix(line, "devices:"):
+			inChar = false
+		case inChar:
+			num, _, _ := strings.Cut(line, " ")
+			if m, err := strconv.ParseUint(num, 10, 32); err == nil {
+				used[uint32(m)] = true
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("parse %s: %w", procDevices, err)
+	}
+	for _, r := range [][2]uint32{{511, 384}, {254, 234}} {
+		for m := r[0]; m >= r[1]; m-- {
+			if !used[m] {
+				return m, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("no free character device major in the dynamic ranges")
+}
