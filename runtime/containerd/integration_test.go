@@ -33,8 +33,9 @@ func newRuntime(t *testing.T, address string, cdiDirs ...string) *containerd.Run
 	return rt
 }
 
-// jobDir returns a directory the nobody user can reach (t.TempDir's parents
-// are 0700, which a non-root job cannot traverse).
+// jobDir returns a directory of the nobody user, as a submit dir is its
+// user's (t.TempDir's parents are 0700, which a non-root job cannot
+// traverse, and output files are created by the job's user).
 func jobDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "gpudjob")
@@ -43,6 +44,9 @@ func jobDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, nobody, nobody); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -145,7 +146,7 @@ func (r *Runtime) Start(ctx context.Context, cfg runtime.TaskConfig) (retErr err
 		return fmt.Errorf("start container %s: %w", cfg.ID, err)
 	}
 	for _, p := range outputFiles(cfg) {
-		if err := createOutputFile(p, cfg.UID, cfg.GID); err != nil {
+		if err := createOutputFile(p, cfg.UID, cfg.GID, cfg.AdditionalGIDs); err != nil {
 			return fmt.Errorf("start container %s: %w", cfg.ID, err)
 		}
 	}
@@ -238,24 +239,47 @@ func outputFiles(cfg runtime.TaskConfig) []string {
 }
 
 // createOutputFile makes sure path is a regular file the job's user owns,
-// creating it if needed. It never follows a symlink in the last component:
-// the directory is usually the user's, and root must not be tricked into
-// handing the user some other file.
-func createOutputFile(path string, uid, gid uint32) error {
+// creating it if needed. For a non-root job the file is created by a child
+// process running as that user, so the kernel applies the user's own
+// permissions: root creating it and handing it over would let a user claim
+// any missing file in a directory they cannot write (--output
+// /etc/ld.so.preload). An existing file must be a regular file (never a
+// symlink) of the job's user.
+func createOutputFile(path string, uid, gid uint32, groups []uint32) error {
 	if !filepath.IsAbs(path) {
 		return fmt.Errorf("create output file %q: path is not absolute", path)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
-	if err == nil {
-		defer f.Close()
-		if err := f.Chown(int(uid), int(gid)); err != nil {
+	if _, err := os.Lstat(path); err == nil {
+		return checkOutputFile(path, uid)
+	}
+	if uid == 0 {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
+		if err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("create output file %s: %w", path, err)
 		}
-		return nil
+		if err == nil {
+			f.Close()
+		}
+	} else {
+		// umask 022 and >> (append, create): the same file the job's shell
+		// will append to. Following a symlink here reaches only what the
+		// user could write anyway; the check below refuses it regardless.
+		cmd := exec.Command("/bin/sh", "-c", `umask 022 && : >>"$1"`, "gpud-create-output", path)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			msg := strings.TrimSpace(string(out))
+			if i := strings.LastIndex(msg, ": "); i >= 0 {
+				msg = msg[i+2:]
+			}
+			return fmt.Errorf("create output file %s as uid %d: %s (%v); choose an --output/--error path the job's user can write", path, uid, msg, err)
+		}
 	}
-	if !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("create output file %s: %w", path, err)
-	}
+	return checkOutputFile(path, uid)
+}
+
+// checkOutputFile refuses anything but a regular file of uid.
+func checkOutputFile(path string, uid uint32) error {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return fmt.Errorf("check output file %s: %w", path, err)

@@ -115,7 +115,21 @@ func TestCreateOutputFile(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: chown to another user needs root")
 	}
+	// The user creates its own files: give uid 1234 a directory it owns,
+	// reachable through parents it may traverse.
 	dir := t.TempDir()
+	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(dir, 1234, 5678); err != nil {
+		t.Fatal(err)
+	}
+	rootOnly := t.TempDir() // like /etc: root's, 0755
+	if err := os.Chmod(rootOnly, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	owned := func(path string) [2]uint32 {
 		fi, err := os.Lstat(path)
 		if err != nil {
@@ -126,7 +140,7 @@ func TestCreateOutputFile(t *testing.T) {
 	}
 
 	fresh := filepath.Join(dir, "fresh.out")
-	if err := createOutputFile(fresh, 1234, 5678); err != nil {
+	if err := createOutputFile(fresh, 1234, 5678, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := owned(fresh); got != [2]uint32{1234, 5678} {
@@ -135,7 +149,7 @@ func TestCreateOutputFile(t *testing.T) {
 	if err := os.WriteFile(fresh, []byte("kept"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := createOutputFile(fresh, 1234, 5678); err != nil {
+	if err := createOutputFile(fresh, 1234, 5678, nil); err != nil {
 		t.Errorf("existing file of the same user: %v", err)
 	}
 	if b, _ := os.ReadFile(fresh); string(b) != "kept" {
@@ -150,20 +164,28 @@ func TestCreateOutputFile(t *testing.T) {
 		{name: "another user's file", setup: func(p string) { os.WriteFile(p, nil, 0o644) }, wantErr: "belongs to uid 0"},
 		{name: "symlink", setup: func(p string) { os.Symlink("/etc/shadow", p) }, wantErr: "not a regular file"},
 		{name: "directory", setup: func(p string) { os.Mkdir(p, 0o755) }, wantErr: "not a regular file"},
-		{name: "missing parent", setup: func(string) {}, wantErr: "no such file"},
+		{name: "missing parent", setup: func(string) {}, wantErr: "Directory nonexistent"},
+		// The escalation: root would create /etc/ld.so.preload for the user.
+		{name: "directory the user cannot write", setup: func(string) {}, wantErr: "Permission denied"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_"))
-			if tc.name == "missing parent" {
+			switch tc.name {
+			case "missing parent":
 				p = filepath.Join(dir, "nope", "x.out")
+			case "directory the user cannot write":
+				p = filepath.Join(rootOnly, "ld.so.preload")
 			}
 			tc.setup(p)
-			err := createOutputFile(p, 1234, 5678)
+			err := createOutputFile(p, 1234, 5678, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("err = %v, want one containing %q", err, tc.wantErr)
 			}
 		})
+	}
+	if _, err := os.Lstat(filepath.Join(rootOnly, "ld.so.preload")); err == nil {
+		t.Fatal("created a file in a directory the user cannot write")
 	}
 	if fi, err := os.Lstat("/etc/shadow"); err == nil {
 		if st := fi.Sys().(*syscall.Stat_t); st.Uid == 1234 {
