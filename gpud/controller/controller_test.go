@@ -257,6 +257,11 @@ func TestPriorityOrderAndReasons(t *testing.T) {
 	h.register("n1", 1)
 	// Keep the node busy so the rest queue up.
 	first := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
+	// Start it before the others arrive: a cycle that saw them all would
+	// rightly give the GPU to the high-QOS job instead.
+	if j := h.job(first); j.State != spec.StateRunning {
+		t.Fatalf("first job is %s, want RUNNING", j.State)
+	}
 	low := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1; j.Nice = 100 })
 	normal := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
 	high := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1; j.QOS = "high" })
