@@ -91,6 +91,10 @@ func New(root string, keep int, opts ...Option) (*Store, error) {
 // Root returns the store's absolute root directory.
 func (s *Store) Root() string { return s.root }
 
+// JobDir returns job id's directory, holding its staging directory and
+// sealed checkpoints: what the agent mounts into the job's container.
+func (s *Store) JobDir(id spec.JobID) string { return s.jobDir(id) }
+
 func (s *Store) jobDir(id spec.JobID) string {
 	return filepath.Join(s.root, strconv.FormatUint(uint64(id), 10))
 }

@@ -260,6 +260,14 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.str((*string)(&j.StopState))
 		case "stop_reason":
 			return d.str(&j.StopReason)
+		case "stop_checkpoint":
+			return d.bool(&j.StopCheckpoint)
+		case "checkpoints":
+			return d.int(&j.Checkpoints)
+		case "last_checkpoint":
+			return d.checkpointRef(&j.LastCheckpoint)
+		case "lost_work":
+			return d.duration(&j.LostWork)
 		case "stdout_path":
 			return d.str(&j.StdoutPath)
 		case "stderr_path":
@@ -300,6 +308,24 @@ func (d *jobsDecoder) resources(r *spec.Resources) bool {
 			return d.strs(&r.Exclude)
 		case "constraint":
 			return d.str(&r.Constraint)
+		}
+		return false
+	})
+}
+
+func (d *jobsDecoder) checkpointRef(c *spec.CheckpointRef) bool {
+	return d.object(func(key []byte) bool {
+		switch string(key) {
+		case "attempt":
+			return d.int(&c.Attempt)
+		case "seq":
+			return d.int(&c.Seq)
+		case "time":
+			return d.time(&c.Time)
+		case "bytes":
+			n, ok := d.int64()
+			c.Bytes = n
+			return ok
 		}
 		return false
 	})

@@ -137,6 +137,10 @@ type Assignment struct {
 	// (identified by SignalSeq so a repeated watch does not resend it).
 	Signal    string `json:"signal,omitempty"`
 	SignalSeq int    `json:"signal_seq,omitempty"`
+	// Checkpoint, with Stop, asks the node to checkpoint the job first:
+	// send its checkpoint signal, wait (bounded) for the job to finish
+	// and seal the checkpoint, and only then stop it.
+	Checkpoint bool `json:"checkpoint,omitempty"`
 }
 
 // AssignmentsResponse is GET /v1/nodes/{name}/assignments?after=GEN&wait=SECONDS:
@@ -151,6 +155,9 @@ type AssignmentsResponse struct {
 const (
 	EventStarted = "started"
 	EventExited  = "exited"
+	// EventCheckpointed reports a sealed checkpoint: CkptSeq, CkptBytes,
+	// and Time (when it was sealed).
+	EventCheckpointed = "checkpointed"
 )
 
 // AllocEvent is a state change of one allocation on one node. Nodes keep
@@ -168,6 +175,10 @@ type AllocEvent struct {
 	ExitCode int           `json:"exit_code"`
 	Signal   int           `json:"signal,omitempty"`
 	Reason   string        `json:"reason,omitempty"`
+	// For EventCheckpointed: the sealed checkpoint's sequence number
+	// (ckpt-<seq>) and the bytes of the job's files in it.
+	CkptSeq   int   `json:"ckpt_seq,omitempty"`
+	CkptBytes int64 `json:"ckpt_bytes,omitempty"`
 }
 
 // EventsRequest is POST /v1/nodes/{name}/events.

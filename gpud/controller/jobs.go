@@ -162,6 +162,7 @@ func (c *Controller) JobAction(ctx context.Context, who Caller, id spec.JobID, a
 			default:
 				j.State = spec.StateCompleting
 				j.StopState, j.StopReason, j.Reason = spec.StateCancelled, reason, reason
+				j.StopCheckpoint = false // a cancel does not wait for one
 				c.bumpLive(tx, rec)
 			}
 		case ActionHold:
@@ -186,6 +187,9 @@ func (c *Controller) JobAction(ctx context.Context, who Caller, id spec.JobID, a
 			} else {
 				j.State = spec.StateCompleting
 				j.StopState, j.StopReason, j.Reason = spec.StateRequeued, reason, reason
+				// A job that checkpoints is asked to do so first, so the
+				// next attempt resumes from now, not from the last interval.
+				j.StopCheckpoint = checkpoints(j)
 				c.bumpLive(tx, rec)
 			}
 		default:
@@ -198,6 +202,10 @@ func (c *Controller) JobAction(ctx context.Context, who Caller, id spec.JobID, a
 	})
 	return out, err
 }
+
+// checkpoints reports whether job j takes part in the checkpoint protocol:
+// it asked for periodic checkpoints or named its checkpoint signal.
+func checkpoints(j *spec.Job) bool { return j.Ckpt > 0 || j.JobSpec.Signal != "" }
 
 func pastTense(action string) string {
 	switch action {
@@ -234,10 +242,11 @@ func (c *Controller) finish(tx *txn, rec *jobRec, state spec.JobState, code, sig
 		if j.StopState == "" || j.StopState == spec.StateRequeued {
 			j.StopState = spec.StateCancelled
 			j.StopReason = fmt.Sprintf("job ended %s: %s", state, reason)
+			j.StopCheckpoint = false
 		}
 		c.bumpLive(tx, rec)
 	} else {
-		j.StopState, j.StopReason = "", ""
+		j.StopState, j.StopReason, j.StopCheckpoint = "", "", false
 	}
 	delete(c.st.pending, j.ID)
 	tx.saveJob(rec)
@@ -250,8 +259,17 @@ func (c *Controller) finish(tx *txn, rec *jobRec, state spec.JobState, code, sig
 // the same id and submit time; its next start gets a new alloc id.
 func (c *Controller) requeue(tx *txn, rec *jobRec, reason string) {
 	j := &rec.job
+	// Lost work: what the attempt computed after its newest checkpoint.
+	from := j.StartTime.Time
+	if lc := j.LastCheckpoint; j.Alloc != nil && lc.Attempt == j.Alloc.Attempt && lc.Time.After(from) {
+		from = lc.Time.Time
+	}
+	j.LostWork = 0
+	if now := c.now(); !from.IsZero() && now.After(from) {
+		j.LostWork = spec.Duration(now.Sub(from))
+	}
 	j.State, j.Reason = spec.StatePending, reason
-	j.StopState, j.StopReason = "", ""
+	j.StopState, j.StopReason, j.StopCheckpoint = "", "", false
 	j.ExitCode, j.Signal = 0, 0
 	j.StartTime, j.EndTime = spec.Time{}, spec.Time{}
 	j.Nodes, j.GPUs, j.Alloc = nil, nil, nil

@@ -97,6 +97,9 @@ type Assignment struct {
 	Stop       bool
 	StopState  spec.JobState
 	StopReason string
+	// Checkpoint, with Stop, asks the node to checkpoint the job before
+	// stopping it.
+	Checkpoint bool
 }
 
 // Assignments returns the node's generation and every allocation it
@@ -156,6 +159,7 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 			a.Stop = true
 			a.StopState = cmp.Or(rec.job.StopState, spec.StateCancelled)
 			a.StopReason = cmp.Or(rec.job.StopReason, rec.job.Reason)
+			a.Checkpoint = rec.job.StopCheckpoint && !rec.job.State.Terminal()
 		}
 		out = append(out, a)
 	}
@@ -175,12 +179,16 @@ type NodeEvent struct {
 	ExitCode int
 	Signal   int
 	Reason   string
+	// For EventCheckpointed.
+	CkptSeq   int
+	CkptBytes int64
 }
 
 // Node event kinds.
 const (
-	EventStarted = "started"
-	EventExited  = "exited"
+	EventStarted      = "started"
+	EventExited       = "exited"
+	EventCheckpointed = "checkpointed"
 )
 
 // NodeEvents applies a node's events idempotently and returns the highest
@@ -230,11 +238,28 @@ func (c *Controller) applyEvent(tx *txn, node string, ev NodeEvent) {
 			rec.job.StartTime = spec.NewTime(at)
 			tx.saveJob(rec)
 		}
+	case EventCheckpointed:
+		c.checkpointed(tx, rec, node, ev, at)
 	case EventExited:
 		c.partEnded(tx, rec, node, exitInfo{state: ev.State, code: ev.ExitCode, signal: ev.Signal, reason: ev.Reason, at: at})
 	default:
 		c.log.Warn("unknown node event kind ignored", "node", node, "kind", ev.Kind, "job_id", ev.JobID)
 	}
+}
+
+// checkpointed stores a sealed checkpoint a node reported as the job's
+// newest. A re-sent event (same or older attempt and seq) changes nothing.
+func (c *Controller) checkpointed(tx *txn, rec *jobRec, node string, ev NodeEvent, at time.Time) {
+	j := &rec.job
+	ref := spec.CheckpointRef{Attempt: rec.job.Alloc.Attempt, Seq: ev.CkptSeq, Time: spec.NewTime(at), Bytes: ev.CkptBytes}
+	last := j.LastCheckpoint
+	if ref.Attempt < last.Attempt || ref.Attempt == last.Attempt && ref.Seq <= last.Seq {
+		return
+	}
+	j.LastCheckpoint = ref
+	j.Checkpoints++
+	tx.saveJob(rec)
+	c.log.Info("job checkpointed", "job_id", j.ID, "node", node, "seq", ref.Seq, "bytes", ref.Bytes)
 }
 
 // Nodes lists every node by name.

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
@@ -31,6 +32,8 @@ type Agent struct {
 
 	ran atomic.Bool
 	ob  *outbox // set by Run before any goroutine starts
+	// ckpt holds the jobs' checkpoint directories; set by Run like ob.
+	ckpt *checkpoint.Store
 	// kick wakes the outbox sender; buffered so a send never blocks.
 	kick chan struct{}
 
@@ -104,6 +107,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			return fmt.Errorf("create node state directory %s: %w", d, err)
 		}
 	}
+	ckpt, err := checkpoint.New(a.cfg.CheckpointRoot, a.cfg.CheckpointKeep, checkpoint.WithClock(a.clock.Now))
+	if err != nil {
+		return fmt.Errorf("open checkpoint root of node %s: %w", a.cfg.Name, err)
+	}
+	a.ckpt = ckpt
 	ob, err := openOutbox(ctx, a.cfg.StateDir, a.clock.Now())
 	if err != nil {
 		if ctx.Err() != nil {
@@ -300,7 +308,7 @@ func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
 		a.mu.Unlock()
 		if r != nil {
 			if asg.Stop {
-				r.stop(stopState(asg), asg.StopReason)
+				r.stopAfter(stopState(asg), asg.StopReason, asg.Checkpoint)
 			} else if asg.Signal != "" {
 				r.signal(ctx, asg.Signal, asg.SignalSeq)
 			}

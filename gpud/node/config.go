@@ -42,6 +42,13 @@ type Config struct {
 	// (<root>/<job id>/staging, sealed ckpt-<seq>). Empty means
 	// StateDir/checkpoints.
 	CheckpointRoot string
+	// CheckpointKeep is how many sealed checkpoints of each job are kept.
+	CheckpointKeep int
+	// CheckpointTimeout bounds how long the agent waits for a job to
+	// complete a checkpoint after signalling it (touch .done, or exit
+	// with checkpoint.ExitCodeCheckpointed); a stop that asked for a
+	// checkpoint first then goes ahead without one.
+	CheckpointTimeout time.Duration
 	// Version of the agent, reported in the inventory.
 	Version string
 }
@@ -51,6 +58,8 @@ const (
 	DefaultKillGrace         = 30 * time.Second
 	DefaultHeartbeatInterval = 10 * time.Second
 	DefaultPollWait          = 30 * time.Second
+	DefaultCheckpointKeep    = 3
+	DefaultCheckpointTimeout = time.Minute
 )
 
 // withDefaults returns c with zero fields filled in.
@@ -63,6 +72,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PollWait <= 0 {
 		c.PollWait = DefaultPollWait
+	}
+	if c.CheckpointKeep <= 0 {
+		c.CheckpointKeep = DefaultCheckpointKeep
+	}
+	if c.CheckpointTimeout <= 0 {
+		c.CheckpointTimeout = DefaultCheckpointTimeout
 	}
 	if c.Hostname == "" {
 		if h, err := os.Hostname(); err == nil {

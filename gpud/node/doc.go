@@ -14,6 +14,13 @@
 //   - job directories (StateDir/jobs/<container ID>: script, tmp/);
 //   - turning an allocation into a runtime.TaskConfig (environment of
 //     DESIGN §7, mounts, limits, CDI devices, output paths);
+//   - driving the cooperative checkpoint protocol (DESIGN §4) through a
+//     checkpoint.Store under CheckpointRoot: the job's staging directory,
+//     its checkpoint signal every --checkpoint interval, --signal's SECS
+//     before the time limit and before a stop the controller marks
+//     Checkpoint (requeue), sealing on .done or exit code 85, a
+//     "checkpointed" outbox event per seal, and GPUD_RESTART_DIR set to
+//     the newest sealed checkpoint; rank 0 of a gang owns the directory;
 //   - recovery after a restart: containers labelled with this node's name
 //     are re-adopted, or their exits reported.
 //

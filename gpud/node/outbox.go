@@ -109,14 +109,20 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("record %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
 	}
-	col := "started"
-	if ev.Kind == api.EventExited {
+	col := ""
+	switch ev.Kind {
+	case api.EventStarted:
+		col = "started"
+	case api.EventExited:
 		col = "exited"
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO allocs (alloc_id, job_id, `+col+`, updated_ns) VALUES (?, ?, 1, ?)
-		ON CONFLICT(alloc_id) DO UPDATE SET `+col+` = 1, updated_ns = excluded.updated_ns`,
-		ev.AllocID, int64(ev.JobID), ev.Time.UnixNano()); err != nil {
-		return 0, fmt.Errorf("mark alloc %s %s: %w", ev.AllocID, ev.Kind, err)
+	// Other kinds (checkpointed) say nothing about the alloc's life.
+	if col != "" {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO allocs (alloc_id, job_id, `+col+`, updated_ns) VALUES (?, ?, 1, ?)
+			ON CONFLICT(alloc_id) DO UPDATE SET `+col+` = 1, updated_ns = excluded.updated_ns`,
+			ev.AllocID, int64(ev.JobID), ev.Time.UnixNano()); err != nil {
+			return 0, fmt.Errorf("mark alloc %s %s: %w", ev.AllocID, ev.Kind, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("commit %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)

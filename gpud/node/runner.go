@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
@@ -41,6 +41,7 @@ type runner struct {
 	mu        sync.Mutex
 	stopState spec.JobState // why the agent is ending it; first reason wins
 	stopWhy   string
+	ckptFirst bool // checkpoint before stopping (with the first reason)
 	signalSeq int
 }
 
@@ -64,13 +65,24 @@ func newRunner(a *Agent, asg *api.Assignment, self spec.NodeAlloc, rec allocReco
 
 // stop asks the runner to end the allocation and report state. Safe to
 // call any number of times from any goroutine; the first reason wins.
-func (r *runner) stop(state spec.JobState, why string) {
+func (r *runner) stop(state spec.JobState, why string) { r.stopAfter(state, why, false) }
+
+// stopAfter is stop that, when checkpointFirst is set (and the job
+// checkpoints), has the job checkpoint before it is stopped.
+func (r *runner) stopAfter(state spec.JobState, why string, checkpointFirst bool) {
 	r.mu.Lock()
 	if r.stopState == "" {
-		r.stopState, r.stopWhy = state, why
+		r.stopState, r.stopWhy, r.ckptFirst = state, why, checkpointFirst
 	}
 	r.mu.Unlock()
 	r.stopOnce.Do(func() { close(r.stopCh) })
+}
+
+// checkpointFirst reports whether the stop asked for a checkpoint first.
+func (r *runner) checkpointFirst() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ckptFirst
 }
 
 // ending returns the state the agent is ending the job with, if any.
@@ -210,14 +222,8 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 	if err := chown(script, uid, gid); err != nil {
 		return runtime.TaskConfig{}, err
 	}
-	ckpt := filepath.Join(r.a.cfg.CheckpointRoot, strconv.FormatUint(uint64(job.ID), 10))
-	if err := os.MkdirAll(r.a.cfg.CheckpointRoot, 0o711); err != nil {
-		return runtime.TaskConfig{}, fmt.Errorf("create checkpoint root %s: %w", r.a.cfg.CheckpointRoot, err)
-	}
-	if err := mkdirOwned(ckpt, 0o700, uid, gid); err != nil {
-		return runtime.TaskConfig{}, err
-	}
-	if err := mkdirOwned(filepath.Join(ckpt, "staging"), 0o700, uid, gid); err != nil {
+	ckpt, restart, err := r.prepareCheckpoints(job.UID, job.GID)
+	if err != nil {
 		return runtime.TaskConfig{}, err
 	}
 	groups, err := supplementaryGroups(job.UID, job.GID)
@@ -227,7 +233,7 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 	in := taskInput{
 		Asg: *r.asg, Self: r.self, NodeName: r.a.cfg.Name, Hostname: r.a.cfg.Hostname, SelfAddr: r.a.cfg.Addr,
 		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, ContainerID: r.id, JobDir: dir,
-		ScriptPath: script, CkptDir: ckpt, RestartDir: newestCheckpoint(ckpt), GroupIDs: groups, Deadline: r.deadline,
+		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
 	}
 	return buildTask(in)
 }
@@ -250,34 +256,6 @@ func chown(path string, uid, gid int) error {
 		return fmt.Errorf("give %s to uid %d: %w", path, uid, err)
 	}
 	return nil
-}
-
-// newestCheckpoint returns the sealed checkpoint ckpt-<seq> with the
-// highest seq in dir, or "" when there is none.
-func newestCheckpoint(dir string) string {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return ""
-	}
-	type ck struct {
-		seq  uint64
-		name string
-	}
-	var cks []ck
-	for _, e := range ents {
-		s, ok := strings.CutPrefix(e.Name(), "ckpt-")
-		if !ok || !e.IsDir() {
-			continue
-		}
-		if n, err := strconv.ParseUint(s, 10, 64); err == nil {
-			cks = append(cks, ck{n, e.Name()})
-		}
-	}
-	if len(cks) == 0 {
-		return ""
-	}
-	sort.Slice(cks, func(i, j int) bool { return cks[i].seq > cks[j].seq })
-	return filepath.Join(dir, cks[0].name)
 }
 
 type waitResult struct {
@@ -311,9 +289,48 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 	}
 	stopCh := r.stopCh
 	bo := r.a.newBackoff()
-	terminate := func(state spec.JobState, why string) {
+
+	// Checkpoints: one outstanding request at a time (ckptUntil is its
+	// deadline), polled for .done every checkpointPoll; stopWaits holds a
+	// stop that asked for a checkpoint first until that one ends.
+	plan := r.checkpointPlan()
+	var intervalC, beforeC, pollC <-chan time.Time
+	var ckptUntil time.Time
+	stopWaits := false
+	if plan != nil {
+		if plan.interval > 0 {
+			intervalC = clock.After(plan.interval)
+		}
+		if plan.before > 0 && !r.deadline.IsZero() {
+			beforeC = clock.After(r.deadline.Add(-plan.before).Sub(clock.Now()))
+		}
+	}
+	requestCheckpoint := func(why string) {
+		if r.a.ckpt.Ready(r.jobID) {
+			r.sealCheckpoint(ctx, log) // the job finished one unasked
+		}
+		if !ckptUntil.IsZero() {
+			return // the job is still writing the last one
+		}
+		log.Info("checkpoint requested", "signal", signalName(plan.sig), "why", why, "timeout", r.a.cfg.CheckpointTimeout)
+		r.kill(ctx, log, plan.sig)
+		ckptUntil = clock.Now().Add(r.a.cfg.CheckpointTimeout)
+		pollC = clock.After(checkpointPoll)
+	}
+
+	var terminate func(state spec.JobState, why string)
+	checkpointEnded := func() {
+		ckptUntil, pollC = time.Time{}, nil
+		if stopWaits {
+			stopWaits = false
+			state, why := r.ending()
+			terminate(state, why)
+		}
+	}
+	terminate = func(state spec.JobState, why string) {
 		r.stop(state, why) // records the reason if it is the first
 		stopCh = nil       // the stop just closed it; it is being handled
+		intervalC, beforeC, stopWaits = nil, nil, false
 		state, why = r.ending()
 		if err := r.a.ob.markStopping(context.WithoutCancel(ctx), r.allocID, r.jobID, state, why, clock.Now()); err != nil {
 			log.Warn("remember why the job is being stopped", "err", err)
@@ -333,6 +350,11 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 				state, why := r.ending()
 				if state == "" {
 					state, why = r.rec.StopState, r.rec.StopWhy
+				}
+				if r.checkpointAtExit(ctx, log, res.st) && state == "" {
+					// The job checkpointed and stopped by itself: run it
+					// again from that checkpoint instead of failing it.
+					state, why = spec.StateRequeued, fmt.Sprintf("job checkpointed and exited with code %d", checkpoint.ExitCodeCheckpointed)
 				}
 				state, why = exitState(res.st, state, why)
 				r.finish(ctx, log, res.st, state, why)
@@ -362,7 +384,34 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 			terminate(spec.StateTimeout, fmt.Sprintf("time limit %s reached", r.timeLimit()))
 		case <-stopCh:
 			state, why := r.ending()
+			if plan != nil && r.checkpointFirst() {
+				stopCh = nil
+				stopWaits = true
+				if err := r.a.ob.markStopping(context.WithoutCancel(ctx), r.allocID, r.jobID, state, why, clock.Now()); err != nil {
+					log.Warn("remember why the job is being stopped", "err", err)
+				}
+				requestCheckpoint(fmt.Sprintf("checkpoint before stop (%s)", state))
+				continue
+			}
 			terminate(state, why)
+		case <-intervalC:
+			intervalC = clock.After(plan.interval)
+			requestCheckpoint(fmt.Sprintf("every %s", plan.interval))
+		case <-beforeC:
+			beforeC = nil
+			requestCheckpoint(fmt.Sprintf("%s before the time limit", plan.before))
+		case <-pollC:
+			switch {
+			case r.a.ckpt.Ready(r.jobID):
+				r.sealCheckpoint(ctx, log)
+				checkpointEnded()
+			case !clock.Now().Before(ckptUntil):
+				log.Warn("job did not complete its checkpoint in time; it must write into $GPUD_CHECKPOINT_DIR and then touch .done there",
+					"timeout", r.a.cfg.CheckpointTimeout)
+				checkpointEnded()
+			default:
+				pollC = clock.After(checkpointPoll)
+			}
 		case <-graceC:
 			graceC = nil
 			log.Warn("job did not exit within the kill grace; sending SIGKILL", "kill_grace", grace)
@@ -391,6 +440,27 @@ func (r *runner) kill(ctx context.Context, log *slog.Logger, sig syscall.Signal)
 	if err := r.a.rt.Signal(ctx, r.id, sig); err != nil && !errors.Is(err, runtime.ErrNotFound) && ctx.Err() == nil {
 		log.Warn("signal job container", "signal", sig, "err", err)
 	}
+}
+
+// checkpointAtExit seals what the job left in its staging directory when
+// it exited: a checkpoint it marked ready, or everything there when it
+// exited with checkpoint.ExitCodeCheckpointed. It reports whether the job
+// exited with that code and its checkpoint was sealed.
+func (r *runner) checkpointAtExit(ctx context.Context, log *slog.Logger, st runtime.ExitStatus) bool {
+	if !r.ownsCheckpoints() {
+		return false
+	}
+	byCode := st.Code == checkpoint.ExitCodeCheckpointed && st.Signal == 0 && !st.OOMKilled
+	if byCode {
+		if err := r.a.ckpt.MarkReady(r.jobID); err != nil {
+			log.Warn("job exited with the checkpoint exit code but its staging directory cannot be sealed", "err", err)
+			return false
+		}
+	}
+	if !r.a.ckpt.Ready(r.jobID) {
+		return false
+	}
+	return r.sealCheckpoint(ctx, log) && byCode
 }
 
 // exitState maps how a task ended to the job's state on this node. A stop

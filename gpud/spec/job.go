@@ -157,11 +157,32 @@ type Job struct {
 	// StopReason; persisted so a controller restart does not forget it.
 	StopState  JobState `json:"stop_state,omitempty"`
 	StopReason string   `json:"stop_reason,omitempty"`
+	// StopCheckpoint asks the node to checkpoint the job (signal, wait
+	// for the seal) before it carries out the stop in StopState.
+	StopCheckpoint bool `json:"stop_checkpoint,omitempty"`
+	// Checkpoints counts the sealed checkpoints nodes reported, over all
+	// attempts; LastCheckpoint is the newest of them.
+	Checkpoints    int           `json:"checkpoints,omitempty"`
+	LastCheckpoint CheckpointRef `json:"last_checkpoint,omitzero"`
+	// LostWork is the compute the latest requeue threw away: from the
+	// newest sealed checkpoint (or the attempt's start, without one) to
+	// the requeue.
+	LostWork Duration `json:"lost_work,omitempty"`
 	// StdoutPath and StderrPath are the resolved output files.
 	StdoutPath string `json:"stdout_path,omitempty"`
 	StderrPath string `json:"stderr_path,omitempty"`
 	// ExpectedStart is the scheduler's estimate for a pending job.
 	ExpectedStart Time `json:"expected_start"`
+}
+
+// CheckpointRef identifies a sealed checkpoint of a job as its node
+// reported it: the attempt that wrote it, its sequence number in the job's
+// checkpoint directory (ckpt-<seq>), when it was sealed and its size.
+type CheckpointRef struct {
+	Attempt int   `json:"attempt"`
+	Seq     int   `json:"seq"`
+	Time    Time  `json:"time"`
+	Bytes   int64 `json:"bytes"`
 }
 
 // Alloc is one attempt's placement of a job: which nodes, which devices.

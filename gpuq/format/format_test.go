@@ -35,7 +35,9 @@ func testJobs() []spec.Job {
 				TimeLimit: spec.Duration(48 * time.Hour), Requeue: true, WorkDir: "/home/alice/llm", SubmitDir: "/home/alice/llm", Output: "gpud-%j.out"},
 			User: "alice", UID: 1000, GID: 1000, State: spec.StateRunning, Reason: spec.ReasonNone, Priority: 4242,
 			SubmitTime: at(-26 * time.Hour), StartTime: at(-25*time.Hour - 3*time.Minute - 4*time.Second), Attempt: 1,
-			Nodes: []string{"gpu01", "gpu02"}, GPUs: []string{"GPU-aaaa", "GPU-bbbb"}, StdoutPath: "/home/alice/llm/gpud-101.out",
+			Checkpoints: 5, LastCheckpoint: spec.CheckpointRef{Attempt: 1, Seq: 5, Time: at(-7*time.Minute - 30*time.Second), Bytes: 3 << 29},
+			LostWork: spec.Duration(4*time.Minute + 12*time.Second),
+			Nodes:    []string{"gpu01", "gpu02"}, GPUs: []string{"GPU-aaaa", "GPU-bbbb"}, StdoutPath: "/home/alice/llm/gpud-101.out",
 		},
 		{
 			ID: 102, JobSpec: spec.JobSpec{Name: "mig-notebook", Partition: "a100", Account: "edu",

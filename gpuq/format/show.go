@@ -42,6 +42,7 @@ func WriteJobShow(w io.Writer, j *spec.Job, now time.Time) error {
 		{fmt.Sprintf("UserId=%s(%d)", null(j.User), j.UID), "GroupId=" + strconv.FormatUint(uint64(j.GID), 10), "Account=" + null(j.Account), "QOS=" + null(j.QOS)},
 		{"JobState=" + string(j.State), "Reason=" + reason, "Priority=" + strconv.FormatInt(j.Priority, 10), "Nice=" + strconv.Itoa(j.Nice), fmt.Sprintf("ExitCode=%d:%d", j.ExitCode, j.Signal)},
 		{"RunTime=" + string(AppendElapsed(nil, Used(j, now))), "TimeLimit=" + limit, "Requeue=" + boolNum(j.Requeue), "Restarts=" + strconv.Itoa(max(j.Attempt-1, 0)), "Hold=" + boolNum(j.Hold)},
+		checkpointLine(j, now, tm),
 		{"SubmitTime=" + tm(j.SubmitTime), "BeginTime=" + tm(j.BeginTime), "StartTime=" + tm(j.StartTime), "EndTime=" + tm(j.EndTime)},
 		{"ExpectedStart=" + tm(j.ExpectedStart), "Dependency=" + null(j.Depend), "Array=" + null(j.Array)},
 		{"Partition=" + null(j.Partition), "NodeList=" + null(CompressHosts(j.Nodes)), "ReqNodeList=" + null(strings.Join(r.NodeList, ",")), "ExcNodeList=" + null(strings.Join(r.Exclude, ","))},
@@ -59,6 +60,39 @@ func WriteJobShow(w io.Writer, j *spec.Job, now time.Time) error {
 		bw.WriteByte('\n')
 	}
 	return bw.Flush()
+}
+
+// checkpointLine shows the attempt count and the newest sealed checkpoint:
+// SinceCheckpoint is the work a failure of the running attempt would lose
+// now, LostWork what the latest requeue lost.
+func checkpointLine(j *spec.Job, now time.Time, tm func(spec.Time) string) []string {
+	last, since := "(null)", "(null)"
+	if lc := j.LastCheckpoint; lc.Seq > 0 {
+		last = fmt.Sprintf("%d@%s(attempt=%d,%s)", lc.Seq, tm(lc.Time), lc.Attempt, bytesSize(lc.Bytes))
+		if j.State.Active() && lc.Attempt == j.Attempt && now.After(lc.Time.Time) {
+			since = string(AppendElapsed(nil, now.Sub(lc.Time.Time)))
+		}
+	}
+	lost := "(null)"
+	if j.LostWork > 0 {
+		lost = string(AppendElapsed(nil, j.LostWork.Std()))
+	}
+	return []string{"Attempt=" + strconv.Itoa(j.Attempt), "Checkpoints=" + strconv.Itoa(j.Checkpoints),
+		"LastCheckpoint=" + last, "SinceCheckpoint=" + since, "LostWork=" + lost}
+}
+
+// bytesSize writes a byte count compactly: 512B, 4.0K, 1.5M.
+func bytesSize(n int64) string {
+	if n < 1024 {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	f, unit := float64(n), "KMGTPE"
+	for i := 0; ; i++ {
+		f /= 1024
+		if f < 1024 || i == len(unit)-1 {
+			return strconv.FormatFloat(f, 'f', 1, 64) + unit[i:i+1]
+		}
+	}
 }
 
 func ckpt(d spec.Duration) string {

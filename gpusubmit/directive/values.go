@@ -477,8 +477,10 @@ func ParseCheckpointInterval(s string) (time.Duration, error) {
 	if d <= 0 {
 		return 0, fmt.Errorf("bad checkpoint interval %q: must be longer than 0; use e.g. 30 (minutes) or 1h", s)
 	}
-	if d < time.Minute {
-		return 0, fmt.Errorf("bad checkpoint interval %q: shorter than one minute; checkpoints that often cost more than they save", s)
+	// Seconds are allowed (demos, tests, jobs with tiny state); below one
+	// second the signal would arrive before the last seal finished.
+	if d < time.Second {
+		return 0, fmt.Errorf("bad checkpoint interval %q: shorter than one second; use e.g. 5s, 10m or 1h", s)
 	}
 	return d, nil
 }

@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// counterScript counts five times a second, checkpoints its counter on
+// SIGUSR1 (files first, then .done) and resumes from GPUD_RESTART_DIR.
+const counterScript = `#!/bin/bash
+#GPU --checkpoint=2s
+n=0
+if [ -n "$GPUD_RESTART_DIR" ] && [ -f "$GPUD_RESTART_DIR/counter" ]; then
+	n=$(cat "$GPUD_RESTART_DIR/counter")
+	echo "resumed from $n"
+else
+	echo "fresh start"
+fi
+checkpoint() {
+	echo "$n" > "$GPUD_CHECKPOINT_DIR/counter"
+	touch "$GPUD_CHECKPOINT_DIR/.done"
+	echo "checkpoint $n"
+}
+trap checkpoint USR1
+trap 'echo "stopped at $n"; exit 143' TERM
+while [ "$n" -lt 1000000 ]; do
+	n=$((n+1))
+	sleep 0.2
+done
+`
+
+// TestCheckpointRequeueResumes is the issue's must-show: a job that
+// checkpoints every 2s is requeued after two sealed checkpoints, is asked
+// to checkpoint once more before it stops, and its next attempt continues
+// from that counter instead of from 0.
+func TestCheckpointRequeueResumes(t *testing.T) {
+	c := startCluster(t, 2, "--kill-grace", "2s")
+	work := t.TempDir()
+	writeScript(t, work, "counter.sh", counterScript)
+	cl := c.client()
+	ctx := context.Background()
+	r := c.cli(work, "gpusubmit", "--parsable", "--time", "5", "--output", "ck-%j.out", "counter.sh")
+	if r.code != 0 {
+		t.Fatalf("gpusubmit: exit %d: %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		t.Fatalf("gpusubmit --parsable printed %q", r.stdout)
+	}
+	jid := spec.JobID(n)
+	out := filepath.Join(work, "ck-"+id+".out")
+	start := time.Now()
+
+	c.waitState(id, 30*time.Second, "RUNNING")
+	waitJob(t, cl, jid, 20*time.Second, "2 sealed checkpoints", func(j spec.Job) bool { return j.Checkpoints >= 2 })
+	before, _ := cl.Job(ctx, jid)
+	if r := c.cli(work, "gpuq", "requeue", id); r.code != 0 {
+		t.Fatalf("gpuq requeue %s: exit %d: %s", id, r.code, r.stderr)
+	}
+	j := waitJob(t, cl, jid, 20*time.Second, "attempt 2 running", func(j spec.Job) bool {
+		return j.Attempt == 2 && j.State == spec.StateRunning
+	})
+	// The requeue itself sealed one more checkpoint, so nothing since the
+	// last interval is lost.
+	if j.Checkpoints <= before.Checkpoints || j.LastCheckpoint.Attempt != 1 {
+		t.Errorf("checkpoints %d → %d (last %+v); want one more, sealed by attempt 1 at the requeue",
+			before.Checkpoints, j.Checkpoints, j.LastCheckpoint)
+	}
+	if j.LostWork.Std() > 2*time.Second {
+		t.Errorf("lost work %v, want under one interval (the requeue checkpointed first)", j.LostWork.Std())
+	}
+
+	var text string
+	waitFor(t, 10*time.Second, "resumed line in "+out, func() bool {
+		b, _ := os.ReadFile(out)
+		text = string(b)
+		return strings.Contains(text, "resumed from")
+	})
+	resumed := regexp.MustCompile(`resumed from (\d+)`).FindStringSubmatch(text)
+	head := text[:strings.Index(text, "resumed from")]
+	ckpts := regexp.MustCompile(`checkpoint (\d+)`).FindAllStringSubmatch(head, -1)
+	if !strings.HasPrefix(text, "fresh start\n") || len(ckpts) < 3 || !strings.Contains(head, "stopped at") {
+		t.Fatalf("want a fresh start, ≥ 3 checkpoints (2 periodic, 1 at requeue), a stop, then a resume; output:\n%s", text)
+	}
+	last := ckpts[len(ckpts)-1][1]
+	if resumed[1] != last || last == "0" {
+		t.Fatalf("resumed from %s, want the last checkpointed counter %s (not 0); output:\n%s", resumed[1], last, text)
+	}
+
+	show := c.cli(work, "gpuq", "show", id)
+	if show.code != 0 || !strings.Contains(show.stdout, "Attempt=2 ") ||
+		!strings.Contains(show.stdout, fmt.Sprintf("LastCheckpoint=%d@", j.LastCheckpoint.Seq)) {
+		t.Errorf("gpuq show lacks Attempt=2 or LastCheckpoint=%d@:\n%s", j.LastCheckpoint.Seq, show.stdout)
+	}
+	t.Logf("resumed from %s after %d checkpoints; lost work %v; %v end to end", last, j.Checkpoints, j.LostWork.Std(), time.Since(start).Round(time.Millisecond))
+}
+
+// waitJob polls job id through the API until cond holds.
+func waitJob(t *testing.T, cl *api.Client, id spec.JobID, timeout time.Duration, what string, cond func(spec.Job) bool) spec.Job {
+	t.Helper()
+	var j spec.Job
+	waitFor(t, timeout, what, func() bool {
+		var err error
+		j, err = cl.Job(context.Background(), id)
+		return err == nil && cond(j)
+	})
+	return j
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,138 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/gpud/gpud/checkpoint"
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// checkpointPoll is how often (on the agent's clock) a runner looks for
+// the .done file after sending the checkpoint signal.
+const checkpointPoll = 100 * time.Millisecond
+
+// ckptPlan is how a runner drives its job's cooperative checkpoints
+// (DESIGN §4): which signal, how often, and how long before the time limit.
+type ckptPlan struct {
+	sig      syscall.Signal
+	interval time.Duration // 0: no periodic checkpoints
+	before   time.Duration // signal this long before the deadline; 0: not
+}
+
+// ownsCheckpoints reports whether this runner manages the job's checkpoint
+// directory: creating staging, sealing and reporting. Only rank 0 does, so
+// the ranks of a gang sharing one checkpoint root do not race on it; an
+// adopted runner (no assignment, so no job spec) does not either.
+func (r *runner) ownsCheckpoints() bool {
+	return r.asg != nil && r.self.Rank == 0
+}
+
+// checkpointPlan returns the job's plan, or nil when the job does not
+// checkpoint (neither --checkpoint nor --signal) or this runner does not
+// own its checkpoints.
+func (r *runner) checkpointPlan() *ckptPlan {
+	if !r.ownsCheckpoints() {
+		return nil
+	}
+	job := &r.asg.Job
+	if job.Ckpt <= 0 && job.JobSpec.Signal == "" {
+		return nil
+	}
+	p := &ckptPlan{sig: checkpoint.DefaultSignal, interval: job.Ckpt.Std()}
+	if job.JobSpec.Signal != "" {
+		sig, secs, batchOnly, err := checkpoint.ParseSignal(job.JobSpec.Signal)
+		if err != nil {
+			r.log().Warn("job's --signal is not valid; checkpointing with the default signal", "signal", job.JobSpec.Signal, "err", err)
+		} else {
+			p.sig, p.before = sig, time.Duration(secs)*time.Second
+			if batchOnly {
+				// TODO(#5): the runtime signals every process of the
+				// container; B: (batch shell only) needs a runtime option.
+				r.log().Debug("--signal B: is delivered to every process of the job")
+			}
+		}
+	}
+	return p
+}
+
+// prepareCheckpoints creates the job's fresh staging directory (owner), or
+// (other ranks, which must not clear a staging directory rank 0 may be
+// using) only what is missing, and returns the job's checkpoint
+// directory and the newest sealed checkpoint to restart from ("" if none).
+func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err error) {
+	st := r.a.ckpt
+	dir = st.JobDir(r.jobID)
+	if r.ownsCheckpoints() {
+		if _, err := st.Staging(r.jobID); err != nil {
+			return "", "", err
+		}
+		if os.Geteuid() == 0 {
+			if err := st.Chown(r.jobID, uid, gid); err != nil {
+				return "", "", err
+			}
+		}
+	} else {
+		// Create what is missing (a node-local root), clear nothing.
+		if err := os.MkdirAll(dir, 0o711); err != nil {
+			return "", "", fmt.Errorf("create checkpoint dir of job %d: %w", r.jobID, err)
+		}
+		staging := filepath.Join(dir, "staging")
+		if err := os.Mkdir(staging, 0o700); err == nil {
+			if err := chown(staging, int(uid), int(gid)); err != nil {
+				return "", "", err
+			}
+		} else if !errors.Is(err, fs.ErrExist) {
+			return "", "", fmt.Errorf("create checkpoint staging dir of job %d: %w", r.jobID, err)
+		}
+	}
+	latest, ok, err := st.Latest(r.jobID)
+	if err != nil {
+		return "", "", err
+	}
+	if ok {
+		restart = latest.Dir
+		r.log().Info("job restarts from checkpoint", "seq", latest.Seq, "dir", latest.Dir, "bytes", latest.Bytes)
+	}
+	return dir, restart, nil
+}
+
+// sealCheckpoint seals the job's ready staging directory, gives the job a
+// fresh one, and records the checkpoint in the outbox. It reports whether
+// a checkpoint was sealed.
+func (r *runner) sealCheckpoint(ctx context.Context, log *slog.Logger) bool {
+	st := r.a.ckpt
+	ck, err := st.Seal(r.jobID)
+	if err != nil {
+		log.Warn("seal checkpoint; the job's staging directory is discarded", "err", err)
+	}
+	// A fresh staging directory for the next checkpoint; after a refused
+	// seal this also clears what the job left.
+	if _, serr := st.Staging(r.jobID); serr != nil {
+		log.Warn("re-create checkpoint staging directory", "err", serr)
+	} else if os.Geteuid() == 0 {
+		if cerr := st.Chown(r.jobID, r.asg.Job.UID, r.asg.Job.GID); cerr != nil {
+			log.Warn("give checkpoint staging directory to the job's user", "err", cerr)
+		}
+	}
+	if err != nil {
+		return false
+	}
+	ev := api.AllocEvent{Node: r.a.cfg.Name, AllocID: r.allocID, JobID: r.jobID, Kind: api.EventCheckpointed,
+		Time: spec.NewTime(ck.Created), CkptSeq: ck.Seq, CkptBytes: ck.Bytes}
+	if err := r.a.record(ctx, ev); err != nil {
+		// The checkpoint is sealed and will be offered for restart; only
+		// the controller's record of it is missing.
+		log.Error("record checkpoint in outbox", "seq", ck.Seq, "err", err)
+	}
+	log.Info("checkpoint sealed", "seq", ck.Seq, "bytes", ck.Bytes, "files", ck.Files, "dir", ck.Dir)
+	return true
+}

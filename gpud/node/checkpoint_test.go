@@ -1,0 +1,238 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpud/gpud/checkpoint"
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime"
+)
+
+// ckptAsg is a single-node (rank 0) assignment of job id that checkpoints
+// every interval, with alloc "a<id>" of the given attempt.
+func ckptAsg(id spec.JobID, dir string, interval time.Duration, attempt int) api.Assignment {
+	a := asg(id, dir)
+	a.Job.Ckpt = spec.Duration(interval)
+	a.Job.Attempt = attempt
+	a.Alloc.Attempt = attempt
+	a.Alloc.Nodes = []spec.NodeAlloc{{Node: "node-1", Rank: 0, CPUs: 4, MemMiB: 8192, GPUs: []string{"GPU-a"}}}
+	if attempt > 1 {
+		a.Alloc.ID += "-" + string(rune('0'+attempt))
+	}
+	return a
+}
+
+// writeCheckpoint plays the job's side: files into staging, then .done.
+func writeCheckpoint(t *testing.T, staging, counter string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(staging, "counter"), []byte(counter), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(staging, ".done"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hasSignal(sigs []syscall.Signal, sig syscall.Signal) int {
+	n := 0
+	for _, s := range sigs {
+		if s == sig {
+			n++
+		}
+	}
+	return n
+}
+
+func checkpointEvents(evs []api.AllocEvent) []api.AllocEvent {
+	var out []api.AllocEvent
+	for _, ev := range evs {
+		if ev.Kind == api.EventCheckpointed {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func TestCheckpointEveryInterval(t *testing.T) {
+	e := newEnv(t, nil)
+	const every = 10 * time.Minute
+	cid := ContainerID(7, 1, "node-1")
+	e.fc.Set(ckptAsg(7, e.dir, every, 1))
+	e.waitStarted(t, cid)
+	// The deadline and the first interval.
+	waitFor(t, "interval timer", func() bool { return e.clock.Waiters() == 2 }, e.on()...)
+
+	staging := filepath.Join(e.dir, "checkpoints", "7", "staging")
+	fi, err := os.Stat(staging)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); os.Geteuid() == 0 && (st.Uid != 1000 || st.Gid != 1000) {
+		t.Errorf("staging owned by %d:%d, want the job's 1000:1000", st.Uid, st.Gid)
+	}
+
+	e.clock.Advance(every - time.Second)
+	if n := hasSignal(e.rt.Signals(cid), syscall.SIGUSR1); n != 0 {
+		t.Fatalf("SIGUSR1 sent %d times before the first interval", n)
+	}
+	e.clock.Advance(time.Second)
+	// Signal sent; deadline, next interval and the .done poll wait.
+	waitFor(t, "first checkpoint signal", func() bool {
+		return hasSignal(e.rt.Signals(cid), syscall.SIGUSR1) == 1 && e.clock.Waiters() == 3
+	}, e.on()...)
+
+	writeCheckpoint(t, staging, "41")
+	e.clock.Advance(checkpointPoll)
+	waitFor(t, "checkpointed event", func() bool { return len(checkpointEvents(e.eventsOf("a7"))) == 1 }, e.on()...)
+	want := api.AllocEvent{Node: "node-1", AllocID: "a7", JobID: 7, Kind: api.EventCheckpointed,
+		Time: spec.NewTime(t0.Add(every + checkpointPoll)), CkptSeq: 1, CkptBytes: 2}
+	if diff := cmp.Diff(want, checkpointEvents(e.eventsOf("a7"))[0]); diff != "" {
+		t.Errorf("checkpointed event (-want +got):\n%s", diff)
+	}
+	got, err := os.ReadFile(filepath.Join(e.dir, "checkpoints", "7", "ckpt-00000001", "counter"))
+	if err != nil || string(got) != "41" {
+		t.Errorf("sealed counter = %q, %v; want 41", got, err)
+	}
+	if ents, err := os.ReadDir(staging); err != nil || len(ents) != 0 {
+		t.Errorf("staging after seal = %v, %v; want a fresh empty directory", ents, err)
+	}
+
+	// Second interval: the job never finishes; the agent gives up after
+	// CheckpointTimeout and signals again at the third.
+	waitFor(t, "poll done", func() bool { return e.clock.Waiters() == 2 }, e.on()...)
+	e.clock.Advance(every - checkpointPoll)
+	waitFor(t, "second checkpoint signal", func() bool {
+		return hasSignal(e.rt.Signals(cid), syscall.SIGUSR1) == 2 && e.clock.Waiters() == 3
+	}, e.on()...)
+	e.clock.Advance(DefaultCheckpointTimeout)
+	waitFor(t, "gave up on the second checkpoint", func() bool { return e.clock.Waiters() == 2 }, e.on()...)
+	e.clock.Advance(every - DefaultCheckpointTimeout)
+	waitFor(t, "third checkpoint signal", func() bool {
+		return hasSignal(e.rt.Signals(cid), syscall.SIGUSR1) == 3
+	}, e.on()...)
+	if n := len(checkpointEvents(e.eventsOf("a7"))); n != 1 {
+		t.Errorf("%d checkpointed events, want 1 (the second was never completed)", n)
+	}
+	if st, _ := e.rt.Status(cid); st != runtime.StatusRunning {
+		t.Errorf("container %s, want still running", st)
+	}
+}
+
+func TestRequeueCheckpointsFirstAndRestartsFromIt(t *testing.T) {
+	e := newEnv(t, nil)
+	cid := ContainerID(8, 1, "node-1")
+	a := ckptAsg(8, e.dir, time.Hour, 1)
+	e.fc.Set(a)
+	e.waitStarted(t, cid)
+	waitFor(t, "started event", func() bool { return len(e.eventsOf("a8")) == 1 }, e.on()...)
+
+	stop := a
+	stop.Stop, stop.StopState, stop.StopReason, stop.Checkpoint = true, spec.StateRequeued, "requeued by root", true
+	e.setAndWait(t, stop)
+	waitFor(t, "checkpoint signal before the stop", func() bool {
+		return hasSignal(e.rt.Signals(cid), syscall.SIGUSR1) == 1
+	}, e.on()...)
+	if n := hasSignal(e.rt.Signals(cid), syscall.SIGTERM); n != 0 {
+		t.Fatalf("SIGTERM sent before the checkpoint was sealed")
+	}
+	writeCheckpoint(t, filepath.Join(e.dir, "checkpoints", "8", "staging"), "99")
+	// Wait for the poll timer before advancing to it.
+	waitFor(t, "poll timer", func() bool { return e.clock.Waiters() == 3 }, e.on()...)
+	e.clock.Advance(checkpointPoll)
+	ex := e.waitExited(t, "a8")
+	if ex.State != spec.StateRequeued || ex.Reason != "requeued by root" {
+		t.Errorf("exit = %s %q, want REQUEUED %q", ex.State, ex.Reason, "requeued by root")
+	}
+	var kinds []string
+	for _, ev := range e.eventsOf("a8") {
+		kinds = append(kinds, ev.Kind)
+	}
+	if want := []string{api.EventStarted, api.EventCheckpointed, api.EventExited}; !slices.Equal(kinds, want) {
+		t.Errorf("events = %v, want %v (the checkpoint is recorded before the exit)", kinds, want)
+	}
+	sigs := e.rt.Signals(cid)
+	if i, j := slices.Index(sigs, syscall.SIGUSR1), slices.Index(sigs, syscall.SIGTERM); i < 0 || j < i {
+		t.Errorf("signals = %v, want SIGUSR1 then SIGTERM", sigs)
+	}
+
+	// The next attempt (the controller requeued it) restarts from it.
+	cid2 := ContainerID(8, 2, "node-1")
+	e.fc.Set(ckptAsg(8, e.dir, time.Hour, 2))
+	e.waitStarted(t, cid2)
+	cfg, _ := e.rt.Config(cid2)
+	restart := filepath.Join(e.dir, "checkpoints", "8", "ckpt-00000001")
+	if !slices.Contains(cfg.Env, "GPUD_RESTART_DIR="+restart) {
+		t.Errorf("env of the second attempt lacks GPUD_RESTART_DIR=%s: %v", restart, cfg.Env)
+	}
+	if got, err := os.ReadFile(filepath.Join(restart, "counter")); err != nil || string(got) != "99" {
+		t.Errorf("restart counter = %q, %v; want 99", got, err)
+	}
+}
+
+func TestCheckpointExitCodeSealsAndRequeues(t *testing.T) {
+	e := newEnv(t, nil)
+	cid := ContainerID(9, 1, "node-1")
+	e.fc.Set(ckptAsg(9, e.dir, time.Hour, 1))
+	e.waitStarted(t, cid)
+	// The job writes its checkpoint without .done and exits 85.
+	staging := filepath.Join(e.dir, "checkpoints", "9", "staging")
+	if err := os.WriteFile(filepath.Join(staging, "state"), []byte("abc"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.rt.Exit(cid, runtime.ExitStatus{Code: checkpoint.ExitCodeCheckpointed})
+	ex := e.waitExited(t, "a9")
+	if ex.State != spec.StateRequeued || ex.ExitCode != checkpoint.ExitCodeCheckpointed {
+		t.Errorf("exit = %s code %d, want REQUEUED code %d", ex.State, ex.ExitCode, checkpoint.ExitCodeCheckpointed)
+	}
+	cks := checkpointEvents(e.eventsOf("a9"))
+	if len(cks) != 1 || cks[0].CkptSeq != 1 || cks[0].CkptBytes != 3 {
+		t.Errorf("checkpointed events = %+v, want seq 1 with 3 bytes", cks)
+	}
+}
+
+func TestSignalBeforeTimeLimit(t *testing.T) {
+	e := newEnv(t, nil)
+	cid := ContainerID(10, 1, "node-1")
+	a := ckptAsg(10, e.dir, 0, 1) // no interval: --signal alone
+	a.Job.JobSpec.Signal = "USR2@120"
+	e.fc.Set(a)
+	e.waitStarted(t, cid)
+	waitFor(t, "deadline and signal timers", func() bool { return e.clock.Waiters() == 2 }, e.on()...)
+	e.clock.Advance(time.Hour - 121*time.Second)
+	e.clock.Advance(time.Second)
+	waitFor(t, "SIGUSR2 120s before the time limit", func() bool {
+		return hasSignal(e.rt.Signals(cid), syscall.SIGUSR2) == 1
+	}, e.on()...)
+	if n := hasSignal(e.rt.Signals(cid), syscall.SIGUSR1); n != 0 {
+		t.Errorf("default SIGUSR1 sent %d times; the job named USR2", n)
+	}
+}
+
+func TestNoCheckpointSignalsForPlainJobs(t *testing.T) {
+	e := newEnv(t, nil)
+	a := asg(11, e.dir)
+	a.Alloc.Nodes = []spec.NodeAlloc{{Node: "node-1", Rank: 0, CPUs: 1}}
+	cid := ContainerID(11, 1, "node-1")
+	e.fc.Set(a)
+	e.waitStarted(t, cid)
+	// Only the deadline: no interval timer for a job without --checkpoint.
+	waitFor(t, "deadline timer", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	stop := a
+	stop.Stop, stop.StopState, stop.Checkpoint = true, spec.StateRequeued, true
+	e.setAndWait(t, stop)
+	ex := e.waitExited(t, "a11")
+	if ex.State != spec.StateRequeued {
+		t.Errorf("exit state %s, want REQUEUED", ex.State)
+	}
+	if sigs := e.rt.Signals(cid); slices.Contains(sigs, syscall.SIGUSR1) {
+		t.Errorf("signals = %v; a job without checkpoints gets no checkpoint signal", sigs)
+	}
+}
