@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,11 +12,13 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gpud/gpud/accounting"
+	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/config"
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/server"
@@ -154,11 +157,13 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		st.Close()
 		return nil, fmt.Errorf("open accounting: %w", err)
 	}
+	var srv *server.Server // set below, before anything can reload
 	reload := func() (controller.Config, error) {
 		c, err := loadControllerConfig(o)
 		if err != nil {
 			return controller.Config{}, err
 		}
+		srv.SetRoles(c.Auth.Operators, c.Auth.Admins)
 		return controllerConfig(c), nil
 	}
 	ctrl, err := controller.New(controllerConfig(cfg), st,
@@ -181,9 +186,20 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		st.Close()
 		return nil, err
 	}
-	srv := server.New(ctrl, server.WithLogger(o.Log), server.WithAccounting(acct))
+	srvOpts := []server.Option{server.WithLogger(o.Log), server.WithAccounting(acct),
+		server.WithRoles(cfg.Auth.Operators, cfg.Auth.Admins),
+		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst)}
 	var tcp net.Listener
+	var tlsCfg *tls.Config
 	if cfg.Controller.ListenTCP != "" {
+		var keys *auth.Keys
+		if tlsCfg, keys, err = remoteAuth(cfg, o.Log); err != nil {
+			ln.Close()
+			acct.Close()
+			st.Close()
+			return nil, err
+		}
+		srvOpts = append(srvOpts, server.WithTokens(keys))
 		if tcp, err = net.Listen("tcp", cfg.Controller.ListenTCP); err != nil {
 			ln.Close()
 			acct.Close()
@@ -192,11 +208,13 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		}
 	}
 
+	srv = server.New(ctrl, srvOpts...)
+
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ctrl.Run(gctx) })
 	g.Go(func() error { return srv.Serve(gctx, ln) })
 	if tcp != nil {
-		g.Go(func() error { return srv.Serve(gctx, tcp) })
+		g.Go(func() error { return srv.ServeTLS(gctx, tcp, tlsCfg) })
 	}
 	// SIGHUP reloads the configuration; a bad file is logged and the
 	// running configuration stays.
@@ -228,6 +246,41 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 			st.Close()
 		},
 	}, nil
+}
+
+// remoteAuth prepares listen_tcp: the TLS configuration (the configured
+// certificate, else one signed by a CA generated under <state_dir>/tls)
+// and the token keys (made on first start).
+func remoteAuth(cfg config.Controller, log *slog.Logger) (*tls.Config, *auth.Keys, error) {
+	a := cfg.Auth
+	cert, key := a.TLSCert, a.TLSKey
+	if cert == "" {
+		hosts := []string{"localhost", "127.0.0.1", "::1"}
+		if h, err := os.Hostname(); err == nil && h != "" {
+			hosts = append(hosts, h)
+		}
+		if h, _, err := net.SplitHostPort(cfg.Controller.ListenTCP); err == nil && h != "" {
+			if ip := net.ParseIP(h); ip == nil || !ip.IsUnspecified() {
+				hosts = append(hosts, h)
+			}
+		}
+		hosts = append(hosts, a.TLSHosts...)
+		files, err := auth.EnsureTLS(cfg.TLSDir(), a.ClusterName, hosts, time.Now())
+		if err != nil {
+			return nil, nil, fmt.Errorf("prepare TLS for listen_tcp: %w", err)
+		}
+		cert, key = files.Cert, files.Key
+		log.Info("TLS ready; clients trust the CA in GPUD_CA or ~/.config/gpud/ca.pem", "ca", files.CA, "hosts", hosts)
+	}
+	tlsCfg, err := auth.ServerTLS(cert, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys, err := auth.LoadKeys(cfg.TokenKeyPath(), a.ClusterName, auth.WithSkew(a.ClockSkew.Std()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("load token key: %w", err)
+	}
+	return tlsCfg, keys, nil
 }
 
 // Wait blocks until the daemon stops and releases its stores.

@@ -1,5 +1,5 @@
 // Command gpud is the gpud daemon: `gpud controller`, `gpud node`,
-// `gpud standalone` and `gpud version`.
+// `gpud standalone`, `gpud simulate` and `gpud version`.
 package main
 
 import (
@@ -58,6 +58,7 @@ func newApp() *cli.App {
 			controllerCommand(),
 			nodeCommand(),
 			standaloneCommand(),
+			tokenCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",

@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 // TestManPageCoversFlags fails when a gpud flag or command is missing from
@@ -15,16 +17,22 @@ func TestManPageCoversFlags(t *testing.T) {
 	}
 	// go-md2man source escapes '-' nowhere but '_' as '\_'.
 	text := strings.ReplaceAll(string(page), `\_`, "_")
-	for _, cmd := range newApp().Commands {
-		if !strings.Contains(text, "gpud "+cmd.Name) {
-			t.Errorf("man/gpud.8.md does not document the command %q", cmd.Name)
-		}
-		for _, f := range cmd.Flags {
-			for _, name := range f.Names() {
-				if len(name) > 1 && !strings.Contains(text, "--"+name) {
-					t.Errorf("man/gpud.8.md does not document gpud %s --%s", cmd.Name, name)
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			name := prefix + " " + cmd.Name
+			if !strings.Contains(text, name) {
+				t.Errorf("man/gpud.8.md does not document the command %q", name)
+			}
+			for _, f := range cmd.Flags {
+				for _, flag := range f.Names() {
+					if len(flag) > 1 && !strings.Contains(text, "--"+flag) {
+						t.Errorf("man/gpud.8.md does not document %s --%s", name, flag)
+					}
 				}
 			}
+			walk(name, cmd.Subcommands)
 		}
 	}
+	walk("gpud", newApp().Commands)
 }

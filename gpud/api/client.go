@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -25,13 +29,44 @@ const EnvController = "GPUD_CONTROLLER"
 type Client struct {
 	base string
 	hc   *http.Client
-	// Token, when set, is sent as a bearer token (TCP connections).
+	// Token, when set, is sent as a bearer token; only over https (a unix
+	// socket identifies the caller by peer credentials, and plain http
+	// would leak it).
 	Token string
+	tls   bool
 }
 
-// NewClient returns a client for addr: "unix:///path/to/gpud.sock",
-// "http://host:port" or "https://host:port".
-func NewClient(addr string) (*Client, error) {
+// Environment variables and files for remote (https://) controllers.
+const (
+	// EnvCA names a PEM file of the CA that signed the controller's
+	// certificate (the controller's <state_dir>/tls/ca.pem).
+	EnvCA = "GPUD_CA"
+	// EnvToken holds a bearer token from `gpud token issue`.
+	EnvToken = "GPUD_TOKEN"
+)
+
+// ClientOptions are the TLS and token settings for https:// addresses;
+// zero fields fall back to the environment and the user's config dir.
+type ClientOptions struct {
+	// CAFile is the CA to trust (else $GPUD_CA, else
+	// ~/.config/gpud/ca.pem if it exists, else the system roots).
+	CAFile string
+	// Token is the bearer token (else $GPUD_TOKEN, else TokenFile).
+	Token string
+	// TokenFile holds the token (else ~/.config/gpud/token if it exists).
+	// The file must not be readable by group or others; the token is its
+	// first line that is neither empty nor a # comment.
+	TokenFile string
+}
+
+// NewClient returns a client for addr: "unix:///path/to/gpud.sock" (the
+// caller is its uid), "https://host:port" (TLS with a bearer token; see
+// ClientOptions for where the CA and token come from) or, for tests only,
+// "http://" to a loopback address.
+func NewClient(addr string) (*Client, error) { return NewClientWith(addr, ClientOptions{}) }
+
+// NewClientWith is NewClient with explicit TLS and token settings.
+func NewClientWith(addr string, o ClientOptions) (*Client, error) {
 	if addr == "" {
 		return nil, spec.Errorf(spec.ErrInvalid, "no controller address; pass --controller or set %s (e.g. unix:///var/lib/gpud/gpud.sock)", EnvController)
 	}
@@ -56,12 +91,111 @@ func NewClient(addr string) (*Client, error) {
 			return d.DialContext(ctx, "unix", path)
 		}
 		c.base = "http://gpud"
-	case "http", "https":
-		c.base = strings.TrimRight(u.Scheme+"://"+u.Host, "/")
+	case "http":
+		// The controller serves TCP with TLS only; plain http reaches
+		// only test servers on this machine.
+		if !loopback(u.Hostname()) {
+			return nil, spec.Errorf(spec.ErrInvalid, "controller address %q: plain http is allowed only to a loopback address (tests); use https://%s", addr, u.Host)
+		}
+		c.base = "http://" + u.Host
+	case "https":
+		cfg, err := clientTLS(o)
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig = cfg
+		c.base = "https://" + u.Host
+		c.tls = true
+		if c.Token, err = clientToken(o); err != nil {
+			return nil, err
+		}
 	default:
-		return nil, spec.Errorf(spec.ErrInvalid, "controller address %q: scheme %q not supported (use unix://, https:// or http://)", addr, u.Scheme)
+		return nil, spec.Errorf(spec.ErrInvalid, "controller address %q: scheme %q not supported (use unix:// or https://)", addr, u.Scheme)
 	}
 	return c, nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// userFile returns ~/.config/gpud/name ($XDG_CONFIG_HOME respected), or
+// "" when there is no config dir.
+func userFile(name string) string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "gpud", name)
+}
+
+func clientTLS(o ClientOptions) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	path := o.CAFile
+	if path == "" {
+		path = os.Getenv(EnvCA)
+	}
+	if path == "" {
+		path = userFile("ca.pem")
+		if _, err := os.Stat(path); path == "" || err != nil {
+			return cfg, nil // system roots: a site certificate
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, spec.Errorf(spec.ErrInvalid, "read the controller's CA certificate %s: %v; copy the controller's <state_dir>/tls/ca.pem there or set %s", path, err, EnvCA)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, spec.Errorf(spec.ErrInvalid, "CA file %s has no PEM certificate; use the controller's <state_dir>/tls/ca.pem", path)
+	}
+	cfg.RootCAs = pool
+	return cfg, nil
+}
+
+func clientToken(o ClientOptions) (string, error) {
+	if o.Token != "" {
+		return strings.TrimSpace(o.Token), nil
+	}
+	if t := os.Getenv(EnvToken); t != "" {
+		return strings.TrimSpace(t), nil
+	}
+	path := o.TokenFile
+	if path == "" {
+		path = userFile("token")
+		if _, err := os.Stat(path); path == "" || err != nil {
+			return "", nil // the server says how to get one
+		}
+	}
+	return ReadTokenFile(path)
+}
+
+// ReadTokenFile reads a token file: the first line that is neither empty
+// nor a # comment. A file that group or others may read is refused, as
+// ssh refuses such a key.
+func ReadTokenFile(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", spec.Errorf(spec.ErrInvalid, "read token file: %v; save the output of `gpud token issue` there or set %s", err, EnvToken)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", spec.Errorf(spec.ErrInvalid, "token file %s is mode %#o: others may read your token; chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", spec.Errorf(spec.ErrInvalid, "read token file: %v", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "#") {
+			return line, nil
+		}
+	}
+	return "", spec.Errorf(spec.ErrInvalid, "token file %s holds no token; save the output of `gpud token issue` there", path)
 }
 
 // HTTPClient exposes the underlying client so callers can set TLS options.
@@ -138,7 +272,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.Token != "" {
+	if c.Token != "" && c.tls {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	resp, err := c.hc.Do(req)

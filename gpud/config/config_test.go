@@ -157,7 +157,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name:    "unknown table",
 			content: "version = 1\n[scheduller]\ninterval = \"5s\"\n",
-			want:    []string{`line 2: unknown table "scheduller" at the top level (allowed: account, accounting, controller`},
+			want:    []string{`line 2: unknown table "scheduller" at the top level (allowed: account, accounting, api, auth, controller`},
 		},
 		{
 			name:    "wrong type names key",

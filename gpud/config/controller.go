@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Controller is gpud.toml, the controller's configuration.
@@ -19,6 +21,8 @@ type Controller struct {
 	Scheduler      Scheduler         `toml:"scheduler"`
 	Fairshare      Fairshare         `toml:"fairshare"`
 	Accounting     Accounting        `toml:"accounting"`
+	Auth           Auth              `toml:"auth"`
+	API            API               `toml:"api"`
 	Partitions     []Partition       `toml:"partition"`
 	QOS            []QOS             `toml:"qos"`
 	Accounts       []Account         `toml:"account"`
@@ -70,6 +74,52 @@ type Accounting struct {
 	// Path of accounting.db; empty means accounting.db in the state dir
 	// (see Controller.AccountingPath).
 	Path string `toml:"path"`
+}
+
+// Auth is [auth]: identity of remote callers (TLS on listen_tcp, signed
+// bearer tokens) and the roles of users.
+type Auth struct {
+	// ClusterName is the tokens' issuer ("iss"): a token from another
+	// cluster is refused.
+	ClusterName string `toml:"cluster_name"`
+	// TLSCert and TLSKey are the server certificate and key for
+	// listen_tcp; both empty means the controller makes (on first start) a
+	// CA and a server certificate under <state_dir>/tls.
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+	// TLSHosts are extra host names and IP addresses the generated server
+	// certificate covers (besides localhost, the machine's host name and
+	// listen_tcp's host).
+	TLSHosts []string `toml:"tls_hosts"`
+	// TokenKey is the token signing key file; empty means
+	// <state_dir>/auth/token.key (made on first start).
+	TokenKey string `toml:"token_key"`
+	// ClockSkew is tolerated on token expiry and not-before.
+	ClockSkew Duration `toml:"clock_skew"`
+	// Operators and Admins are user names with those roles; root is
+	// always admin, everyone else a user.
+	Operators []string `toml:"operators"`
+	Admins    []string `toml:"admins"`
+}
+
+// TLSDir is where the generated TLS material lives.
+func (c Controller) TLSDir() string { return filepath.Join(c.Controller.StateDir, "tls") }
+
+// TokenKeyPath is the token signing key file.
+func (c Controller) TokenKeyPath() string {
+	if c.Auth.TokenKey != "" {
+		return c.Auth.TokenKey
+	}
+	return filepath.Join(c.Controller.StateDir, "auth", "token.key")
+}
+
+// API is [api]: limits at the API edge.
+type API struct {
+	// SubmitRate is how many submissions per second each user may
+	// sustain (a token bucket of SubmitBurst); 0 turns the limit off.
+	// root is never limited.
+	SubmitRate  float64 `toml:"submit_rate"`
+	SubmitBurst int     `toml:"submit_burst"`
 }
 
 // AllNodes in Partition.Nodes puts every node in the partition.
@@ -163,6 +213,8 @@ func Defaults() Controller {
 			},
 		},
 		Fairshare: Fairshare{DecayHalfLife: "7d"},
+		Auth:      Auth{ClusterName: "gpud", ClockSkew: "2m"},
+		API:       API{SubmitRate: 20, SubmitBurst: 200},
 		Partitions: []Partition{{
 			Name:        "gpu",
 			Nodes:       []string{AllNodes},
@@ -267,6 +319,8 @@ func (c Controller) Validate() error {
 	p.duration("[scheduler.priority] max_age", s.Priority.MaxAge, true)
 	p.duration("[fairshare] decay_half_life", c.Fairshare.DecayHalfLife, true)
 
+	c.validateAuth(&p)
+
 	accounts := c.validateAccounts(&p)
 	c.validatePartitions(&p, accounts)
 	c.validateQOS(&p)
@@ -274,6 +328,46 @@ func (c Controller) Validate() error {
 		p.addf("default_account: %q is not an [[account]] (have %s)", c.DefaultAccount, quoteList(keys(accounts)))
 	}
 	return p.err()
+}
+
+func (c Controller) validateAuth(p *problems) {
+	a := c.Auth
+	if a.ClusterName == "" || strings.ContainsAny(a.ClusterName, " \t/") {
+		p.addf("[auth] cluster_name: %q must be a non-empty name without spaces or '/'", a.ClusterName)
+	}
+	if (a.TLSCert == "") != (a.TLSKey == "") {
+		p.addf("[auth] tls_cert and tls_key: set both (your own certificate) or neither (generated)")
+	}
+	for _, f := range []struct{ key, v string }{{"tls_cert", a.TLSCert}, {"tls_key", a.TLSKey}, {"token_key", a.TokenKey}} {
+		if f.v != "" && !filepath.IsAbs(f.v) {
+			p.addf("[auth] %s: %q must be an absolute path", f.key, f.v)
+		}
+	}
+	p.duration("[auth] clock_skew", a.ClockSkew, false)
+	if d := a.ClockSkew.Std(); d > time.Hour {
+		p.addf("[auth] clock_skew: %s is over 1h; fix the clocks (NTP) instead", a.ClockSkew)
+	}
+	for _, h := range a.TLSHosts {
+		if h == "" || strings.ContainsAny(h, " /:") && net.ParseIP(h) == nil {
+			p.addf("[auth] tls_hosts: %q is not a host name or IP address", h)
+		}
+	}
+	for _, l := range []struct {
+		key   string
+		names []string
+	}{{"operators", a.Operators}, {"admins", a.Admins}} {
+		for _, n := range l.names {
+			if strings.TrimSpace(n) == "" || strings.ContainsAny(n, " ,:") {
+				p.addf("[auth] %s: %q is not a user name", l.key, n)
+			}
+		}
+	}
+	if c.API.SubmitRate < 0 {
+		p.addf("[api] submit_rate: %g must not be negative (0 = no limit)", c.API.SubmitRate)
+	}
+	if c.API.SubmitRate > 0 && c.API.SubmitBurst < 1 {
+		p.addf("[api] submit_burst: %d must be at least 1 when submit_rate is set", c.API.SubmitBurst)
+	}
 }
 
 func (c Controller) validatePartitions(p *problems, accounts map[string]bool) {

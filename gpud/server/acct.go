@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -24,7 +25,16 @@ func (s *Server) acctJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := scopeToCaller(caller(r), &f); err != nil {
+	id := who(r)
+	if err := notNode(id, "job accounting"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	as := id.caller
+	if id.atLeast(auth.RoleOperator) {
+		as = id.privileged() // operators see every user's history
+	}
+	if err := scopeToCaller(as, &f); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

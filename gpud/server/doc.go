@@ -1,9 +1,22 @@
 // Package server is the controller's HTTP surface: it decodes api
-// requests (unknown fields rejected, 4 MiB limit), takes the caller's
-// identity from unix-socket peer credentials, calls gpud/controller and
-// maps error kinds to statuses with api.KindCode.
+// requests (unknown fields rejected, 4 MiB limit, UTF-8 only) and checks
+// them at the edge (input.go: NUL bytes, control characters, lengths,
+// '..' in output paths, absurd counts), takes the caller's identity from
+// unix-socket peer credentials or, over TCP, from a TLS connection's
+// bearer token (auth.go), enforces roles (user, operator, admin, node),
+// redacts other users' scripts, environment and paths, rate-limits
+// submissions per user, calls gpud/controller and maps error kinds to
+// statuses with api.KindCode.
 //
-// It imports gpud/api, gpud/spec, gpud/controller and accounting (for the
+// Role-only decisions are the server's: drain/resume and reconfigure need
+// operator; the node protocol needs root on the socket or a node token
+// bound to the node's name. Ownership (a user's own jobs) and cluster
+// rules stay in the controller. Because controller.Caller knows no roles,
+// an action the server authorised by role reaches the controller as uid 0
+// under the actor's name (identity.privileged).
+//
+// It imports gpud/api, gpud/spec, gpud/controller, gpud/auth (token
+// claims) and accounting (for the
 // Filter and Record types of its small Accounting interface, which gpud
 // main satisfies with *accounting.DB via WithAccounting); it must not
 // import gpud/store, database/sql or runtime/* directly (gpud main wires

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -37,13 +38,25 @@ func (s *Server) routes() {
 }
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	id := who(r)
+	if err := notNode(id, "submitting a job"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !s.limitSubmit(w, r, id) {
+		return
+	}
 	var req api.SubmitRequest
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := checkJobSpec(&req.Job); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if req.TestOnly {
-		res, err := s.c.TestSubmit(r.Context(), caller(r), req.Job)
+		res, err := s.c.TestSubmit(r.Context(), id.caller, req.Job)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -51,12 +64,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeJSON(w, api.SubmitResponse{ExpectedStart: spec.NewTime(res.Start), Nodes: res.Nodes, Message: res.Message})
 		return
 	}
-	id, err := s.c.Submit(r.Context(), caller(r), req.Job)
+	jid, err := s.c.Submit(r.Context(), id.caller, req.Job)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, api.SubmitResponse{ID: id, IDs: []spec.JobID{id}})
+	s.writeJSON(w, api.SubmitResponse{ID: jid, IDs: []spec.JobID{jid}})
 }
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
@@ -96,6 +109,16 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// Everyone sees every job, but another user's paths only in brief.
+	full := encoded
+	if id := who(r); !id.atLeast(auth.RoleOperator) || id.role == auth.RoleNode {
+		encoded = func(v *controller.JobView) []byte {
+			if j := v.Job(); ownsOrPrivileged(id, &j) {
+				return full(v)
+			}
+			return v.BriefJSON()
+		}
+	}
 	// Each view carries its listing JSON, encoded once when the job
 	// changed: listing 100,000 jobs is streaming bytes, not encoding. The
 	// length is known up front, so the client can size its buffer once
@@ -126,6 +149,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var j spec.Job
 		if j, err = s.c.Job(r.Context(), id); err == nil {
+			redact(who(r), &j)
 			s.writeJSON(w, j)
 			return
 		}
@@ -149,6 +173,7 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	redact(who(r), &j)
 	s.writeJSON(w, j)
 }
 
@@ -167,7 +192,20 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "cancel --signal=%s is not supported yet; cancel without --signal to end the job", req.Signal))
 		return
 	}
-	j, err := s.c.JobAction(r.Context(), caller(r), id, r.PathValue("action"), req.Reason)
+	ident := who(r)
+	if err := notNode(ident, "acting on a job"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := checkReason(req.Reason); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	as := ident.caller
+	if ident.atLeast(auth.RoleOperator) {
+		as = ident.privileged() // operators act on any job
+	}
+	j, err := s.c.JobAction(r.Context(), as, id, r.PathValue("action"), req.Reason)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -190,7 +228,16 @@ func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	n, err := s.c.NodeAction(r.Context(), caller(r), r.PathValue("name"), r.PathValue("action"), req.Reason)
+	id := who(r)
+	if err := requireRole(id, auth.RoleOperator, r.PathValue("action")+" of node "+quoteShort(r.PathValue("name"))); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := checkReason(req.Reason); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	n, err := s.c.NodeAction(r.Context(), id.privileged(), r.PathValue("name"), r.PathValue("action"), req.Reason)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -206,7 +253,12 @@ func (s *Server) reconfigure(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	msg, err := s.c.Reconfigure(r.Context(), caller(r))
+	id := who(r)
+	if err := requireRole(id, auth.RoleOperator, "reconfigure"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	msg, err := s.c.Reconfigure(r.Context(), id.privileged())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -220,7 +272,16 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	hb, err := s.c.Register(r.Context(), caller(r), req.Inventory)
+	if err := checkInventory(&req.Inventory); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	as, err := nodeCaller(who(r), req.Inventory.Name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	hb, err := s.c.Register(r.Context(), as, req.Inventory)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -234,7 +295,16 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.c.Heartbeat(r.Context(), caller(r), r.PathValue("name"), req.Running); err != nil {
+	if err := checkRunning(req.Running); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	as, err := nodeCaller(who(r), r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.c.Heartbeat(r.Context(), as, r.PathValue("name"), req.Running); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -242,6 +312,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
+	as, err := nodeCaller(who(r), r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	after, err := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
 	if err != nil && r.URL.Query().Get("after") != "" {
 		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "after=%q is not a generation number", r.URL.Query().Get("after")))
@@ -252,14 +327,15 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	gen, as, err := s.c.Assignments(r.Context(), caller(r), r.PathValue("name"), after, wait)
+	gen, list, err := s.c.Assignments(r.Context(), as, r.PathValue("name"), after, wait)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	out := api.AssignmentsResponse{Generation: gen, Assignments: make([]api.Assignment, 0, len(as))}
-	for _, a := range as {
-		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason})
+	out := api.AssignmentsResponse{Generation: gen, Assignments: make([]api.Assignment, 0, len(list))}
+	for _, a := range list {
+		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
+			Checkpoint: a.Checkpoint})
 	}
 	s.writeJSON(w, out)
 }
@@ -270,15 +346,36 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := checkEvents(req.Events); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// The controller applies an event only to an allocation with a live
+	// part on the posting node (and refuses events naming another node),
+	// so binding the path's node to the token is enough: a node cannot
+	// end another node's job.
+	as, err := nodeCaller(who(r), r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	evs := make([]controller.NodeEvent, 0, len(req.Events))
 	for _, e := range req.Events {
 		evs = append(evs, controller.NodeEvent{Seq: e.Seq, Node: e.Node, AllocID: e.AllocID, JobID: e.JobID, Kind: e.Kind,
-			Time: e.Time.Time, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Reason: e.Reason})
+			Time: e.Time.Time, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Reason: e.Reason,
+			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes})
 	}
-	acked, err := s.c.NodeEvents(r.Context(), caller(r), r.PathValue("name"), evs)
+	acked, err := s.c.NodeEvents(r.Context(), as, r.PathValue("name"), evs)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	s.writeJSON(w, api.EventsResponse{AckedSeq: acked})
+}
+
+// checkReason refuses a malformed --reason (shown in gpuq).
+func checkReason(reason string) error {
+	var c checker
+	c.name("--reason", reason, maxShort*4)
+	return c.err()
 }

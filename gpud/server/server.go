@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,8 +15,10 @@ import (
 	"os/user"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/api"
@@ -31,11 +35,16 @@ const maxWait = 5 * time.Minute
 
 // Server serves the controller's API.
 type Server struct {
-	c     *controller.Controller
-	log   *slog.Logger
-	mux   *http.ServeMux
-	users sync.Map // uid → user name
-	acct  Accounting
+	c       *controller.Controller
+	log     *slog.Logger
+	mux     *http.ServeMux
+	handler http.Handler // mux behind authenticate
+	users   sync.Map     // uid → user name
+	acct    Accounting
+	tokens  TokenVerifier
+	roles   atomic.Pointer[roleLists]
+	submits *rateLimiter
+	now     func() time.Time
 }
 
 // Accounting is the job history the server reads for GET
@@ -58,16 +67,31 @@ func WithAccounting(a Accounting) Option { return func(s *Server) { s.acct = a }
 
 // New returns a server for c.
 func New(c *controller.Controller, opts ...Option) *Server {
-	s := &Server{c: c, log: slog.Default(), mux: http.NewServeMux()}
+	s := &Server{c: c, log: slog.Default(), mux: http.NewServeMux(), now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}
 	s.routes()
+	s.handler = s.authenticate(s.mux)
 	return s
 }
 
-// Handler returns the HTTP handler (for tests and extra listeners).
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the HTTP handler (for tests and extra listeners). On a
+// connection that is not a unix socket it demands TLS and a bearer token.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// ServeTLS serves on ln with TLS (cfg from auth.ServerTLS) until ctx ends;
+// see Serve.
+func (s *Server) ServeTLS(ctx context.Context, ln net.Listener, cfg *tls.Config) error {
+	if cfg == nil || len(cfg.Certificates) == 0 && cfg.GetCertificate == nil {
+		return fmt.Errorf("serve API on %s: no TLS certificate", ln.Addr())
+	}
+	cfg = cfg.Clone()
+	cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS12)
+	// Served through net/http's Serve, not ServeTLS: HTTP/1.1 only.
+	cfg.NextProtos = []string{"http/1.1"}
+	return s.Serve(ctx, tls.NewListener(ln, cfg))
+}
 
 // ListenUnix listens on a unix socket at path, removing a stale socket
 // file first, with mode 0666: every local user may connect, and each is
@@ -102,8 +126,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
 	hs := &http.Server{
-		Handler:           s.mux,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second, // bounds the TLS handshake too
+		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		ConnContext:       s.connContext,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
@@ -167,11 +192,6 @@ func (s *Server) userName(uid uint32) string {
 	return name
 }
 
-func caller(r *http.Request) controller.Caller {
-	who, _ := r.Context().Value(callerKey{}).(controller.Caller)
-	return who
-}
-
 // writeJSON writes v with status 200.
 func (s *Server) writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -191,21 +211,44 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: err.Error()}})
+	s.writeBody(w, r, code, err.Error())
 }
 
-// decode reads a JSON body strictly: unknown fields, trailing data and
-// bodies over 4 MiB are errors naming the problem.
+func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, code, msg string) {
+	if err := json.NewEncoder(w).Encode(api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: msg}}); err != nil {
+		s.log.Debug("write error response", "path", r.URL.Path, "err", err)
+	}
+}
+
+// decode reads a JSON body strictly: bodies over 4 MiB, bytes that are
+// not UTF-8, unknown fields and trailing data are errors naming the
+// problem. (encoding/json would turn invalid UTF-8 into U+FFFD silently,
+// so a script would run with other bytes than were sent.)
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	dec := json.NewDecoder(r.Body)
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return spec.Errorf(spec.ErrInvalid, "request body is over %d MiB; send a smaller script or stage large files on shared storage", maxBody>>20)
+		}
+		return spec.Errorf(spec.ErrInvalid, "read request body: %v", err)
+	}
+	return decodeBytes(b, v)
+}
+
+// decodeBytes is decode after the body is read (the fuzz targets' entry).
+func decodeBytes(b []byte, v any) error {
+	if len(b) > maxBody {
+		return spec.Errorf(spec.ErrInvalid, "request body is over %d MiB; send a smaller script or stage large files on shared storage", maxBody>>20)
+	}
+	if !utf8.Valid(b) {
+		return spec.Errorf(spec.ErrInvalid, "request body is not valid UTF-8 (at byte %d); send scripts and names as UTF-8 text (convert with iconv)", invalidUTF8At(b))
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		switch {
-		case errors.As(err, &mbe):
-			return spec.Errorf(spec.ErrInvalid, "request body is over %d MiB; send a smaller script or stage large files on shared storage", maxBody>>20)
-		case errors.Is(err, io.EOF):
+		if errors.Is(err, io.EOF) {
 			return spec.Errorf(spec.ErrInvalid, "request body is empty; send a JSON object")
 		}
 		return spec.Errorf(spec.ErrInvalid, "bad JSON in request body: %v", err)
@@ -214,6 +257,17 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 		return spec.Errorf(spec.ErrInvalid, "bad JSON in request body: data after the JSON object")
 	}
 	return nil
+}
+
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 func seconds(r *http.Request, key string, def time.Duration) (time.Duration, error) {

@@ -2,7 +2,9 @@ package servertest
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -22,6 +24,10 @@ type Options struct {
 	ControllerOptions []controller.Option
 	// Server options (accounting).
 	ServerOptions []server.Option
+	// TLS, when set, also serves HTTPS on a loopback port; its
+	// "https://127.0.0.1:PORT" address is written to TLSAddr.
+	TLS     *tls.Config
+	TLSAddr *string
 }
 
 // TestServer starts a controller with DefaultConfig (root jobs allowed,
@@ -78,6 +84,22 @@ func Start(t testing.TB, cfgFn func(*controller.Config), o Options) (addr string
 	}
 	srv := server.New(c, append([]server.Option{server.WithLogger(log)}, o.ServerOptions...)...)
 	var wg sync.WaitGroup
+	if o.TLS != nil {
+		tcp, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			cancel()
+			st.Close()
+			t.Fatalf("servertest: %v", err)
+		}
+		if o.TLSAddr != nil {
+			*o.TLSAddr = "https://" + tcp.Addr().String()
+		}
+		wg.Go(func() {
+			if err := srv.ServeTLS(ctx, tcp, o.TLS); err != nil {
+				t.Errorf("servertest: TLS server: %v", err)
+			}
+		})
+	}
 	wg.Go(func() {
 		if err := c.Run(ctx); err != nil {
 			t.Errorf("servertest: controller: %v", err)

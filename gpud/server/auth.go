@@ -1,0 +1,317 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/controller"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// TokenVerifier checks a bearer token and returns its claims
+// (implemented by *auth.Keys). Safe for concurrent use.
+type TokenVerifier interface {
+	Verify(raw string) (auth.Claims, error)
+}
+
+// WithTokens accepts bearer tokens that v verifies on non-unix
+// connections. Without it every TCP request but /healthz gets 401.
+func WithTokens(v TokenVerifier) Option { return func(s *Server) { s.tokens = v } }
+
+// WithRoles grants the operator and admin roles to user names (root is
+// always admin); see SetRoles.
+func WithRoles(operators, admins []string) Option {
+	return func(s *Server) { s.SetRoles(operators, admins) }
+}
+
+// WithSubmitRate limits each user (but root) to perSec submissions per
+// second sustained, in bursts of burst; perSec 0 means no limit.
+func WithSubmitRate(perSec float64, burst int) Option {
+	return func(s *Server) { s.submits = newRateLimiter(perSec, burst, time.Now) }
+}
+
+// WithClock replaces time.Now for the rate limiter (tests).
+func WithClock(now func() time.Time) Option {
+	return func(s *Server) {
+		s.now = now
+		if s.submits != nil {
+			s.submits.now = now
+		}
+	}
+}
+
+type roleLists struct{ operators, admins []string }
+
+// SetRoles replaces the operator and admin lists (a configuration
+// reload); safe while serving.
+func (s *Server) SetRoles(operators, admins []string) {
+	s.roles.Store(&roleLists{operators: slices.Clone(operators), admins: slices.Clone(admins)})
+}
+
+// configRole is the role the configuration grants user (root: admin).
+func (s *Server) configRole(user string, uid uint32) string {
+	if uid == 0 || user == "root" {
+		return auth.RoleAdmin
+	}
+	if rl := s.roles.Load(); rl != nil {
+		switch {
+		case slices.Contains(rl.admins, user):
+			return auth.RoleAdmin
+		case slices.Contains(rl.operators, user):
+			return auth.RoleOperator
+		}
+	}
+	return auth.RoleUser
+}
+
+// identity is who makes a request and with what role.
+type identity struct {
+	caller controller.Caller
+	role   string
+	// node is the node a RoleNode token is bound to.
+	node string
+	// remote: the request came over TCP with a token.
+	remote bool
+}
+
+type identityKey struct{}
+
+func who(r *http.Request) identity {
+	id, _ := r.Context().Value(identityKey{}).(identity)
+	return id
+}
+
+// caller is the controller.Caller of the request (zero when unknown).
+func caller(r *http.Request) controller.Caller { return who(r).caller }
+
+// atLeast says whether id's role ranks at least role.
+func (id identity) atLeast(role string) bool { return auth.Rank(id.role) >= auth.Rank(role) }
+
+// privileged returns the caller the controller must see for an action the
+// server has already authorised by role: the controller knows only root
+// (uid 0) as privileged, so an operator's authorised action goes to it as
+// uid 0 under the operator's own name (which the controller writes into
+// reasons such as "drained by alice").
+// TODO(#8): pass the role to the controller (Caller.Role) instead.
+func (id identity) privileged() controller.Caller {
+	return controller.Caller{UID: 0, GID: 0, User: id.caller.User, Known: true}
+}
+
+func denied(format string, args ...any) error {
+	return spec.Errorf(spec.ErrPermissionDenied, format, args...)
+}
+
+// requireRole refuses id unless it has at least role (node tokens never do).
+func requireRole(id identity, role, what string) error {
+	if id.role != auth.RoleNode && id.atLeast(role) {
+		return nil
+	}
+	return denied("%s needs the %s role; %s has role %s (roles come from [auth] operators/admins in gpud.toml)", what, role, id.name(), id.role)
+}
+
+// notNode refuses node tokens outside the node protocol.
+func notNode(id identity, what string) error {
+	if id.role == auth.RoleNode {
+		return denied("%s: a node token (node %s) may only speak the node protocol; use a user token", what, id.node)
+	}
+	return nil
+}
+
+func (id identity) name() string {
+	if id.role == auth.RoleNode {
+		return "node " + id.node
+	}
+	if id.caller.User != "" {
+		return "user " + id.caller.User
+	}
+	return "uid " + strconv.FormatUint(uint64(id.caller.UID), 10)
+}
+
+// nodeCaller authorises a node-protocol request for node name: root on the
+// unix socket, or a node token bound to name.
+func nodeCaller(id identity, name string) (controller.Caller, error) {
+	switch {
+	case id.role == auth.RoleNode && id.node == name:
+		return controller.Caller{UID: 0, User: "node:" + name, Known: true}, nil
+	case id.role == auth.RoleNode:
+		return controller.Caller{}, denied("a token for node %s may not speak for node %s", id.node, name)
+	case !id.remote && id.caller.Known && id.caller.UID == 0:
+		return id.caller, nil
+	}
+	return controller.Caller{}, denied("the node protocol (node %s) needs root on the controller's socket or a node token (gpud token issue --role node --node %s); %s may not use it", name, name, id.name())
+}
+
+// authenticate puts the request's identity in its context: peer
+// credentials on the unix socket, a verified bearer token otherwise.
+// /healthz needs none.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if peer, ok := r.Context().Value(callerKey{}).(controller.Caller); ok {
+			id := identity{caller: peer, role: s.configRole(peer.User, peer.UID)}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+			return
+		}
+		if r.URL.Path == "/healthz" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.TLS == nil {
+			s.writeError(w, r, denied("this controller takes TCP requests over TLS only; use https://"))
+			return
+		}
+		id, err := s.verify(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gpud"`)
+			s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied, err.Error())
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+	})
+}
+
+const howToGetToken = "ask an admin for one (gpud token issue --user NAME on the controller) and save it in ~/.config/gpud/token (mode 600) or set " + api.EnvToken
+
+func (s *Server) verify(r *http.Request) (identity, error) {
+	if s.tokens == nil {
+		return identity{}, errors.New("this controller accepts no tokens over TCP; use its unix socket")
+	}
+	h := r.Header.Get("Authorization")
+	scheme, raw, _ := strings.Cut(h, " ")
+	if h == "" || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(raw) == "" {
+		return identity{}, fmt.Errorf("a bearer token is required over TCP; %s", howToGetToken)
+	}
+	c, err := s.tokens.Verify(strings.TrimSpace(raw))
+	switch {
+	case errors.Is(err, auth.ErrExpired):
+		return identity{}, fmt.Errorf("your token has expired; %s", howToGetToken)
+	case err != nil:
+		return identity{}, fmt.Errorf("token refused (%v); %s", err, howToGetToken)
+	}
+	id := identity{caller: controller.Caller{UID: c.UID, GID: c.GID, User: c.User, Known: true}, role: c.Role, remote: true}
+	if c.Role == auth.RoleNode {
+		id.node = c.Node
+		id.caller = controller.Caller{User: "node:" + c.Node} // no user identity
+		return id, nil
+	}
+	// The token's role is a ceiling; the configuration is the grant.
+	if granted := s.configRole(c.User, c.UID); auth.Rank(granted) < auth.Rank(c.Role) {
+		id.role = granted
+	}
+	return id, nil
+}
+
+// writeStatus writes an error body with an explicit status.
+func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	s.writeBody(w, r, code, msg)
+}
+
+// rateLimiter is a token bucket per key.
+type rateLimiter struct {
+	mu      sync.Mutex
+	rate    float64
+	burst   float64
+	now     func() time.Time
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// maxBuckets bounds the limiter's memory; full buckets are dropped first.
+const maxBuckets = 100000
+
+func newRateLimiter(perSec float64, burst int, now func() time.Time) *rateLimiter {
+	if perSec <= 0 {
+		return nil
+	}
+	return &rateLimiter{rate: perSec, burst: float64(max(burst, 1)), now: now, buckets: map[string]*bucket{}}
+}
+
+// take spends one token of key's bucket, or says how long until one is
+// there.
+func (l *rateLimiter) take(key string) (ok bool, retry time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	b := l.buckets[key]
+	if b == nil {
+		if len(l.buckets) >= maxBuckets {
+			l.prune(now)
+		}
+		b = &bucket{tokens: l.burst, last: now}
+		l.buckets[key] = b
+	}
+	if el := now.Sub(b.last).Seconds(); el > 0 {
+		b.tokens = math.Min(l.burst, b.tokens+el*l.rate)
+	}
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+}
+
+func (l *rateLimiter) prune(now time.Time) {
+	for k, b := range l.buckets {
+		if b.tokens+now.Sub(b.last).Seconds()*l.rate >= l.burst {
+			delete(l.buckets, k)
+		}
+	}
+}
+
+// limitSubmit applies the per-user submission rate; it writes 429 with
+// Retry-After and returns false when the caller is over it.
+func (s *Server) limitSubmit(w http.ResponseWriter, r *http.Request, id identity) bool {
+	if s.submits == nil || (id.caller.Known && id.caller.UID == 0 && !id.remote) {
+		return true
+	}
+	key := id.caller.User + "/" + strconv.FormatUint(uint64(id.caller.UID), 10)
+	ok, retry := s.submits.take(key)
+	if ok {
+		return true
+	}
+	secs := max(int(math.Ceil(retry.Seconds())), 1)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	s.writeStatus(w, r, http.StatusTooManyRequests, api.CodeRefused,
+		fmt.Sprintf("%s is over the submission rate limit (%g jobs/s, bursts of %g); retry in %ds, or submit fewer, larger jobs", id.name(), s.submits.rate, s.submits.burst, secs))
+	return false
+}
+
+// redact hides another user's script, arguments, environment and paths
+// from a caller below operator who does not own it (same uid, as the
+// controller judges ownership).
+func redact(id identity, j *spec.Job) {
+	if id.atLeast(auth.RoleOperator) && id.role != auth.RoleNode {
+		return
+	}
+	if id.caller.Known && id.caller.UID == j.UID {
+		return
+	}
+	j.Script, j.Args, j.Env = "", nil, nil
+	j.Output, j.Error, j.StdoutPath, j.StderrPath = "", "", "", ""
+	j.WorkDir, j.SubmitDir = "", ""
+	j.Comment = ""
+}
+
+// ownsOrPrivileged says whether id sees j's full listing entry.
+func ownsOrPrivileged(id identity, j *spec.Job) bool {
+	if id.atLeast(auth.RoleOperator) && id.role != auth.RoleNode {
+		return true
+	}
+	return id.caller.Known && id.caller.UID == j.UID
+}

@@ -1,0 +1,179 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// Limits on what a request may carry, checked at the edge before the
+// controller sees it. The server refuses what is malformed on the wire
+// (NUL bytes, control characters in names, absurd sizes and counts,
+// ".." in output paths); the controller refuses what breaks a rule of
+// the cluster (partition limits, max nodes per job, negative resources,
+// root jobs, relative --chdir).
+const (
+	maxShort   = 256      // names: job, partition, QOS, account, node, GPU model, ...
+	maxPath    = 4096     // PATH_MAX
+	maxText    = 64 << 10 // one argument, one environment entry, a comment
+	maxItems   = 4096     // args, env, nodelist, features, running allocs
+	maxEvents  = 1000     // events per POST (agents send 100)
+	maxCPUs    = 1 << 20
+	maxMemMiB  = 1 << 40 // 1 EiB
+	maxGPUs    = 1 << 12 // per node
+	maxGPUsAll = 1 << 20 // per job
+)
+
+// checker collects every problem of one request.
+type checker struct{ errs []error }
+
+func (c *checker) bad(format string, args ...any) {
+	c.errs = append(c.errs, spec.Errorf(spec.ErrInvalid, format, args...))
+}
+
+func (c *checker) err() error { return errors.Join(c.errs...) }
+
+// text checks a free-text field: no NUL, at most max bytes.
+func (c *checker) text(field, v string, limit int) bool {
+	switch {
+	case len(v) > limit:
+		c.bad("%s is %d bytes; at most %d are allowed", field, len(v), limit)
+	case strings.IndexByte(v, 0) >= 0:
+		c.bad("%s contains a NUL byte at offset %d; remove it", field, strings.IndexByte(v, 0))
+	default:
+		return true
+	}
+	return false
+}
+
+// name checks a one-line field shown in listings: also no control
+// characters (a job name must not carry terminal escapes into another
+// user's gpuq).
+func (c *checker) name(field, v string, limit int) {
+	if !c.text(field, v, limit) {
+		return
+	}
+	if i := strings.IndexFunc(v, isControl); i >= 0 {
+		c.bad("%s %s contains a control character at offset %d; use printable text", field, quoteShort(v), i)
+	}
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
+
+// quoteShort quotes v for a message, cut to 64 bytes.
+func quoteShort(v string) string {
+	if len(v) > 64 {
+		return fmt.Sprintf("%q…", v[:64])
+	}
+	return fmt.Sprintf("%q", v)
+}
+
+// path checks an output/working-directory path: a name, no ".."
+// component (an output path climbing out of the working directory is
+// refused outright, absolute or not).
+func (c *checker) path(field, v string) {
+	c.name(field, v, maxPath)
+	for _, part := range strings.Split(v, "/") {
+		if part == ".." {
+			c.bad("%s %s has a '..' component; give a path without '..' (absolute, or relative to --chdir)", field, quoteShort(v))
+			return
+		}
+	}
+}
+
+func (c *checker) list(field string, vs []string, each func(string, string)) {
+	if len(vs) > maxItems {
+		c.bad("%s has %d entries; at most %d are allowed", field, len(vs), maxItems)
+		return
+	}
+	for i, v := range vs {
+		each(fmt.Sprintf("%s[%d]", field, i), v)
+	}
+}
+
+func (c *checker) count(field string, v, limit int64) {
+	if v > limit {
+		c.bad("%s=%d is absurd; at most %d", field, v, limit)
+	}
+}
+
+// checkJobSpec refuses a malformed submission, naming every problem.
+func checkJobSpec(js *spec.JobSpec) error {
+	var c checker
+	c.name("--job-name", js.Name, maxShort)
+	c.name("--partition", js.Partition, maxShort)
+	c.name("--qos", js.QOS, maxShort)
+	c.name("--account", js.Account, maxShort)
+	c.text("script", js.Script, maxBody)
+	c.list("args", js.Args, func(f, v string) { c.text(f, v, maxText) })
+	c.list("env", js.Env, func(f, v string) {
+		if c.text(f, v, maxText) {
+			if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+				c.bad("%s %s is not KEY=VALUE", f, quoteShort(v))
+			}
+		}
+	})
+	c.path("--chdir", js.WorkDir)
+	c.path("submit dir", js.SubmitDir)
+	c.path("--output", js.Output)
+	c.path("--error", js.Error)
+	c.name("--image", js.Image, maxPath)
+	c.name("--array", js.Array, maxShort)
+	c.name("--dependency", js.Depend, maxPath)
+	c.name("--signal", js.Signal, maxShort)
+	c.text("--comment", js.Comment, maxText)
+	r := &js.Resources
+	c.count("--cpus-per-task", int64(r.CPUsPerNode), maxCPUs)
+	c.count("--mem (MiB)", r.MemMiB, maxMemMiB)
+	c.count("--gpus-per-node", int64(r.GPUsPerNode), maxGPUs)
+	c.count("--gpus", int64(r.TotalGPUs), maxGPUsAll)
+	c.name("GPU model", r.GPUModel, maxShort)
+	c.name("GPU profile", r.GPUProfile, maxShort)
+	c.name("--constraint", r.Constraint, maxText)
+	c.list("--nodelist", r.NodeList, func(f, v string) { c.name(f, v, maxShort) })
+	c.list("--exclude", r.Exclude, func(f, v string) { c.name(f, v, maxShort) })
+	return c.err()
+}
+
+// checkInventory refuses a malformed node registration.
+func checkInventory(inv *spec.Inventory) error {
+	var c checker
+	c.name("node name", inv.Name, maxShort)
+	c.name("node address", inv.Addr, maxShort)
+	c.name("agent version", inv.Version, maxShort)
+	c.count("cpus", int64(inv.CPUs), maxCPUs)
+	c.count("mem_mib", inv.MemMiB, maxMemMiB)
+	if len(inv.GPUs) > maxGPUs {
+		c.bad("node reports %d GPUs; at most %d", len(inv.GPUs), maxGPUs)
+	}
+	c.list("features", inv.Features, func(f, v string) { c.name(f, v, maxShort) })
+	return c.err()
+}
+
+// checkRunning refuses a malformed heartbeat.
+func checkRunning(running []string) error {
+	var c checker
+	c.list("running", running, func(f, v string) { c.name(f, v, maxShort) })
+	return c.err()
+}
+
+// checkEvents refuses a malformed batch of node events.
+func checkEvents(evs []api.AllocEvent) error {
+	var c checker
+	if len(evs) > maxEvents {
+		c.bad("%d events in one request; send at most %d", len(evs), maxEvents)
+		return c.err()
+	}
+	for i, e := range evs {
+		f := fmt.Sprintf("events[%d]", i)
+		c.name(f+".node", e.Node, maxShort)
+		c.name(f+".alloc_id", e.AllocID, maxShort)
+		c.name(f+".kind", e.Kind, maxShort)
+		c.name(f+".state", string(e.State), maxShort)
+		c.text(f+".reason", e.Reason, maxText)
+	}
+	return c.err()
+}
