@@ -3,70 +3,39 @@ package sched
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/gpud/sched/backfill"
+	"github.com/gpud/gpud/gpud/sched/fairshare"
+	"github.com/gpud/gpud/gpud/sched/preempt"
+	"github.com/gpud/gpud/gpud/sched/priority"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
-// Schedule decides which pending jobs start now and where, and why the
-// others wait.
+// Schedule decides which pending jobs start now and where, which running
+// jobs are preempted, when blocked jobs are expected to start, and why
+// the others wait.
 //
-// This first version is first-fit: jobs in (priority desc, submit time asc,
-// id asc) order each take the first nodes (by name) that fit, with whole
-// GPUs of the requested model, CPUs and memory. A job with Nodes > 1 is a
-// gang: it gets that many distinct nodes or none. There are no
-// reservations, so a lower job that fits starts even when a higher one
-// cannot; the first job that does not fit waits with ReasonResources and
-// later ones that do not fit with ReasonPriority.
+// Pipeline (README.md has the drawing): priority (multifactor with
+// fairshare when Config.Priority has weights, else Job.Priority) orders
+// the jobs (priority desc, submit time asc, id asc); each job in turn is
+// checked for holds, dependencies, QOS/account limits, then placed
+// first-fit by node name on a per-node time–resource profile, so a job
+// starts now only if it does not overlap any reservation made before it.
+// A job that cannot start may preempt lower-QOS work; otherwise it gets a
+// reservation at its earliest fit (up to BackfillDepth jobs, within
+// BackfillWindow). A job with Nodes > 1 is a gang: all nodes or none.
+//
+// With none of the optional Snapshot fields set this is the plain
+// first-fit scheduler: running work has no known end, so no reservation
+// can be made and a lower job that fits starts even when a higher one
+// cannot.
 func Schedule(snap *Snapshot, now time.Time, cfg Config) Plan {
-	nodes := make([]*workNode, 0, len(snap.Nodes))
-	for i := range snap.Nodes {
-		nodes = append(nodes, newWorkNode(&snap.Nodes[i]))
-	}
-	slices.SortFunc(nodes, func(a, b *workNode) int { return cmp.Compare(a.n.Name, b.n.Name) })
-
-	jobs := make([]*Job, 0, len(snap.Jobs))
-	for i := range snap.Jobs {
-		jobs = append(jobs, &snap.Jobs[i])
-	}
-	slices.SortFunc(jobs, Less)
-
-	var plan Plan
-	blocked := false
-	for _, j := range jobs {
-		switch {
-		case j.Held:
-			plan.Pending = append(plan.Pending, Pending{JobID: j.ID, Reason: spec.ReasonHeld})
-			continue
-		case j.BeginTime.After(now):
-			plan.Pending = append(plan.Pending, Pending{JobID: j.ID, Reason: spec.ReasonBeginTime,
-				Detail: "begins at " + j.BeginTime.UTC().Format(time.RFC3339)})
-			continue
-		case j.PartitionDown:
-			plan.Pending = append(plan.Pending, Pending{JobID: j.ID, Reason: spec.ReasonPartitionDown,
-				Detail: "partition " + j.Partition + " is not up"})
-			continue
-		case cfg.MaxStartsPerCycle > 0 && len(plan.Starts) >= cfg.MaxStartsPerCycle:
-			plan.Pending = append(plan.Pending, Pending{JobID: j.ID, Reason: spec.ReasonPriority,
-				Detail: "cycle start limit reached"})
-			continue
-		}
-		allocs, fitting := place(nodes, j)
-		if allocs == nil {
-			reason := spec.ReasonPriority
-			if !blocked {
-				reason = spec.ReasonResources
-				blocked = true
-			}
-			plan.Pending = append(plan.Pending, Pending{JobID: j.ID, Reason: reason,
-				Detail: fmt.Sprintf("needs %s; %d of %d nodes fit now", describe(j.Req), fitting, len(nodes))})
-			continue
-		}
-		plan.Starts = append(plan.Starts, Start{JobID: j.ID, Nodes: allocs})
-	}
-	return plan
+	c := newCycle(snap, now, cfg)
+	return c.run()
 }
 
 // Less orders jobs for scheduling: priority desc, submit time asc, id asc.
@@ -82,19 +51,1020 @@ func Less(a, b *Job) int {
 
 // workNode is a node's remaining capacity during one cycle.
 type workNode struct {
-	n        *Node
-	freeCPUs int
-	freeMem  int64
-	gpuFree  []bool
-	allocs   int
+	n *Node
+	// ok is the mask of GPUs that may be handed out whole.
+	ok   uint64
+	prof backfill.Profile
+	// phys is what is free now ignoring reservations.
+	phys backfill.Res
+	// reserved is set once a reservation holds part of the node.
+	reserved bool
+	running  []int // indexes into cycle.running
 }
 
-func newWorkNode(n *Node) *workNode {
-	w := &workNode{n: n, freeCPUs: n.FreeCPUs, freeMem: n.FreeMemMiB, allocs: n.Allocs, gpuFree: make([]bool, len(n.GPUs))}
-	for i, g := range n.GPUs {
-		w.gpuFree[i] = g.Free && !g.MIGEnabled && g.Profile == "" && !g.Unhealthy
+type runJob struct {
+	r        *RunningJob
+	qos      *QOS
+	end      int64 // offset from now; backfill.Forever if unknown
+	parts    []runPart
+	gone     bool
+	gpuCount int
+}
+
+// startRec is what a start or reservation holds, for State to undo.
+type startRec struct {
+	parts   []runPart
+	at, end int64
+}
+
+type runPart struct {
+	node int
+	res  backfill.Res
+}
+
+type wjob struct {
+	j    *Job
+	prio int64
+}
+
+// shape is what makes two requests interchangeable for fit memoisation.
+type shape struct {
+	partition, model, constraint string
+	gpus, cpus, nodes            int
+	mem                          int64
+	exclusive                    bool
+	qos                          string
+}
+
+// fitMemo is what a cycle learned about one shape. Within a cycle free
+// resources now only shrink and holds only delay, so failures and lower
+// bounds stay valid (preemption frees resources only for its preemptor's
+// reservation; it resets the reservation bounds of the nodes it frees).
+type fitMemo struct {
+	// nodes before physCursor do not fit the shape now, reservations aside
+	physCursor int
+	// placement fails for any duration ≥ failedDur
+	failed           bool
+	failedDur        int64
+	fitting, physFit int
+	// preemption fails for any duration ≥ noPreemptDur
+	noPreempt    bool
+	noPreemptDur int64
+	// key[i] is a lower bound on when node i can hold the shape at all
+	// (backfill.Forever: never within the window); heap orders the
+	// nodes by it, lazily (stale entries are skipped).
+	key  []int64
+	elig []bool
+	heap resvHeap
+}
+
+type hent struct {
+	t    int64
+	node int
+}
+
+// resvHeap is a binary min-heap of (t, node).
+type resvHeap []hent
+
+func (h resvHeap) less(i, j int) bool {
+	return h[i].t < h[j].t || (h[i].t == h[j].t && h[i].node < h[j].node)
+}
+
+func (h *resvHeap) push(e hent) {
+	*h = append(*h, e)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
 	}
-	return w
+}
+
+func (h *resvHeap) pop() hent {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && s.less(l, m) {
+			m = l
+		}
+		if r < n && s.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+type cycle struct {
+	snap    *Snapshot
+	now     time.Time
+	cfg     Config
+	nodes   []*workNode
+	byName  map[string]int
+	running []runJob
+	qos     map[string]*QOS
+	parts   map[string]*Partition
+	share   *fairshare.Report
+	horizon int64
+	memo    map[shape]*fitMemo
+	users   map[[2]string]*counter
+	accts   map[[2]string]*counter
+	limits  bool
+	plan    Plan
+	// priority inputs shared by all jobs; clusterGPUs < 0 until computed
+	clusterGPUs float64
+	maxTier     int
+	maxQOS      int64
+	// scratch
+	picked []pick
+	cands  []preempt.Candidate
+	// victimIdx caches victimNodes by preemptor QOS
+	victimIdx map[string][]victimNode
+	// queue is the pending jobs in scheduling order
+	queue   []wjob
+	blocked bool // a job already waits with ReasonResources
+	nresv   int  // reservations made (BackfillDepth)
+	// off is the current time as an offset from now (State events after
+	// the full cycle); 0 in a full cycle.
+	off int64
+	// track records starts and reservations for State.
+	track   bool
+	started map[spec.JobID]startRec
+	resv    map[spec.JobID]startRec
+}
+
+type counter struct{ gpus, jobs int }
+
+type pick struct {
+	node int
+	gpus uint64
+}
+
+func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
+	c := &cycle{snap: snap, now: now, cfg: cfg, horizon: backfill.Forever, memo: map[shape]*fitMemo{}, clusterGPUs: -1}
+	if cfg.BackfillWindow > 0 {
+		c.horizon = int64(cfg.BackfillWindow)
+	}
+	c.nodes = make([]*workNode, 0, len(snap.Nodes))
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		w := &workNode{n: n}
+		var free uint64
+		for k, g := range n.GPUs {
+			if k >= 64 {
+				break
+			}
+			if !g.MIGEnabled && g.Profile == "" && !g.Unhealthy {
+				w.ok |= 1 << k
+				if g.Free {
+					free |= 1 << k
+				}
+			}
+		}
+		w.phys = backfill.Res{GPUs: free, CPUs: n.FreeCPUs, MemMiB: n.FreeMemMiB, Allocs: n.Allocs}
+		w.prof = backfill.New(w.phys)
+		c.nodes = append(c.nodes, w)
+	}
+	slices.SortFunc(c.nodes, func(a, b *workNode) int { return cmp.Compare(a.n.Name, b.n.Name) })
+	if len(snap.QOS) > 0 {
+		c.qos = make(map[string]*QOS, len(snap.QOS))
+		for i := range snap.QOS {
+			q := &snap.QOS[i]
+			c.qos[q.Name] = q
+			if q.MaxGPUsPerUser > 0 || q.MaxJobsPerUser > 0 || q.MaxGPUsPerAccount > 0 || q.MaxJobsPerAccount > 0 {
+				c.limits = true
+			}
+		}
+	}
+	if len(snap.Partitions) > 0 {
+		c.parts = make(map[string]*Partition, len(snap.Partitions))
+		for i := range snap.Partitions {
+			c.parts[snap.Partitions[i].Name] = &snap.Partitions[i]
+		}
+	}
+	if c.limits {
+		c.users, c.accts = map[[2]string]*counter{}, map[[2]string]*counter{}
+	}
+	if len(snap.Running) > 0 {
+		c.byName = make(map[string]int, len(c.nodes))
+		for i, w := range c.nodes {
+			c.byName[w.n.Name] = i
+		}
+		c.running = make([]runJob, len(snap.Running))
+		for i := range snap.Running {
+			r := &snap.Running[i]
+			rj := runJob{r: r, qos: c.qos[r.QOS], end: backfill.Forever}
+			if r.TimeLimit > 0 {
+				rj.end = max(int64(r.Start.Add(r.TimeLimit).Sub(now)), 1)
+			}
+			for _, a := range r.Nodes {
+				ni, ok := c.byName[a.Node]
+				if !ok || a.Ended {
+					continue
+				}
+				w := c.nodes[ni]
+				res := backfill.Res{CPUs: a.CPUs, MemMiB: a.MemMiB, Allocs: 1}
+				for _, u := range a.GPUs {
+					for k, g := range w.n.GPUs {
+						if k < 64 && g.UUID == u && w.ok&(1<<k) != 0 && !g.Free {
+							res.GPUs |= 1 << k
+						}
+					}
+				}
+				rj.gpuCount += bits.OnesCount64(res.GPUs)
+				rj.parts = append(rj.parts, runPart{node: ni, res: res})
+				w.running = append(w.running, i)
+				if rj.end < backfill.Forever {
+					w.prof.Release(rj.end, res)
+				}
+			}
+			c.running[i] = rj
+			if c.limits {
+				c.count(r.QOS, r.User, r.Account, rj.gpuCount)
+			}
+		}
+	}
+	if snap.Fairshare != nil {
+		c.share = snap.Fairshare
+	} else if len(snap.Accounts.Accounts) > 0 && cfg.Priority.Weights.Fairshare != 0 {
+		c.share = fairshare.Compute(&snap.Accounts, snap.Usage, now, cfg.Fairshare)
+	}
+	return c
+}
+
+func (c *cycle) count(qos, user, account string, gpus int) {
+	for _, m := range []struct {
+		m map[[2]string]*counter
+		k [2]string
+	}{{c.users, [2]string{qos, user}}, {c.accts, [2]string{qos, account}}} {
+		ct := m.m[m.k]
+		if ct == nil {
+			ct = &counter{}
+			m.m[m.k] = ct
+		}
+		ct.gpus += gpus
+		ct.jobs++
+	}
+}
+
+// Priorities computes every pending job's multifactor priority and its
+// breakdown (gpuq prio), in scheduling order.
+func Priorities(snap *Snapshot, now time.Time, cfg Config) []JobPriority {
+	c := newCycle(snap, now, cfg)
+	out := make([]JobPriority, 0, len(snap.Jobs))
+	for _, w := range c.order() {
+		out = append(out, JobPriority{JobID: w.j.ID, Result: c.priority(w.j)})
+	}
+	return out
+}
+
+// JobPriority is one job's priority breakdown.
+type JobPriority struct {
+	JobID spec.JobID
+	priority.Result
+}
+
+// priority is j's multifactor priority, or Job.Priority when the
+// multifactor weights are all zero.
+func (c *cycle) priority(j *Job) priority.Result {
+	if c.cfg.Priority.Weights.Zero() {
+		return priority.Result{Total: j.Priority}
+	}
+	if c.clusterGPUs < 0 {
+		c.clusterGPUs = 0
+		for _, w := range c.nodes {
+			c.clusterGPUs += float64(bits.OnesCount64(w.ok))
+		}
+		for _, p := range c.snap.Partitions {
+			c.maxTier = max(c.maxTier, p.Tier)
+		}
+		for _, q := range c.snap.QOS {
+			c.maxQOS = max(c.maxQOS, q.Priority)
+		}
+	}
+	in := priority.Input{Submit: j.SubmitTime, Nice: j.Nice, ClusterGPUs: c.clusterGPUs, MaxTier: c.maxTier, MaxQOS: c.maxQOS,
+		GPUs: float64(max(j.Req.Nodes, 1) * j.Req.GPUsPerNode)}
+	if c.share != nil {
+		in.Fairshare = c.share.Factor(j.Account, j.User)
+	}
+	if p := c.parts[j.Partition]; p != nil {
+		in.Tier = p.Tier
+	}
+	if q := c.qos[j.QOS]; q != nil {
+		in.QOS = q.Priority
+	}
+	return priority.Compute(in, c.now, c.cfg.Priority)
+}
+
+func (c *cycle) order() []wjob {
+	jobs := make([]wjob, len(c.snap.Jobs))
+	for i := range c.snap.Jobs {
+		j := &c.snap.Jobs[i]
+		jobs[i] = wjob{j: j, prio: c.priority(j).Total}
+	}
+	slices.SortFunc(jobs, func(a, b wjob) int {
+		if x := cmp.Compare(b.prio, a.prio); x != 0 {
+			return x
+		}
+		if x := a.j.SubmitTime.Compare(b.j.SubmitTime); x != 0 {
+			return x
+		}
+		return cmp.Compare(a.j.ID, b.j.ID)
+	})
+	return jobs
+}
+
+func (c *cycle) pending(j *Job, reason, detail string) {
+	c.plan.Pending = append(c.plan.Pending, Pending{JobID: j.ID, Reason: reason, Detail: detail})
+}
+
+func (c *cycle) run() Plan {
+	c.queue = c.order()
+	for _, wj := range c.queue {
+		c.decide(wj, true)
+	}
+	return c.plan
+}
+
+// gate returns why j cannot be considered at all now, if so.
+func (c *cycle) gate(j *Job) (string, string) {
+	now := c.now.Add(time.Duration(c.off))
+	switch {
+	case j.Held:
+		return spec.ReasonHeld, ""
+	case j.BeginTime.After(now):
+		return spec.ReasonBeginTime, "begins at " + j.BeginTime.UTC().Format(time.RFC3339)
+	case j.PartitionDown:
+		return spec.ReasonPartitionDown, "partition " + j.Partition + " is not up"
+	case j.DependencyNeverSatisfied:
+		return spec.ReasonDependencyNeverSatisfied, "a dependency can never be satisfied"
+	case j.DependencyPending:
+		return spec.ReasonDependency, "waiting for dependencies"
+	}
+	return c.limit(j)
+}
+
+func durOf(j *Job) int64 {
+	if j.TimeLimit > 0 {
+		return int64(j.TimeLimit)
+	}
+	return backfill.Forever
+}
+
+// decide starts, preempts for, reserves for or explains one job.
+func (c *cycle) decide(wj wjob, mayPreempt bool) {
+	j := wj.j
+	if reason, detail := c.gate(j); reason != "" {
+		c.pending(j, reason, detail)
+		return
+	}
+	if c.cfg.MaxStartsPerCycle > 0 && len(c.plan.Starts) >= c.cfg.MaxStartsPerCycle {
+		c.pending(j, spec.ReasonPriority, "cycle start limit reached")
+		return
+	}
+	dur := durOf(j)
+	picks, fitting, physFit := c.placeNow(j, dur)
+	if picks != nil {
+		c.start(j, picks, dur)
+		return
+	}
+	want := max(j.Req.Nodes, 1)
+	detail := fmt.Sprintf("needs %s; %d of %d nodes fit now", describe(j.Req), fitting, len(c.nodes))
+	if mayPreempt && c.preempt(j, wj.prio, dur) {
+		return
+	}
+	p := Pending{JobID: j.ID, Detail: detail}
+	switch {
+	case physFit >= want:
+		p.Reason = spec.ReasonReservation
+		p.Detail = fmt.Sprintf("needs %s; %d nodes fit now but starting would delay a reservation", describe(j.Req), physFit)
+	case !c.blocked:
+		p.Reason = spec.ReasonResources
+		c.blocked = true
+	default:
+		p.Reason = spec.ReasonPriority
+	}
+	if c.cfg.BackfillDepth == 0 || c.nresv < c.cfg.BackfillDepth {
+		if at, ok := c.reserve(j, dur); ok {
+			c.nresv++
+			p.ExpectedStart = at
+		}
+	}
+	c.plan.Pending = append(c.plan.Pending, p)
+}
+
+// limit checks the job's QOS limits and wall time.
+func (c *cycle) limit(j *Job) (string, string) {
+	q := c.qos[j.QOS]
+	if q != nil && q.MaxWall > 0 && (j.TimeLimit == 0 || j.TimeLimit > q.MaxWall) {
+		return spec.ReasonQOSLimit, fmt.Sprintf("time limit over QOS %s max wall %s", q.Name, q.MaxWall)
+	}
+	if p := c.parts[j.Partition]; p != nil && p.MaxTime > 0 && (j.TimeLimit == 0 || j.TimeLimit > p.MaxTime) {
+		return spec.ReasonQOSLimit, fmt.Sprintf("time limit over partition %s max time %s", p.Name, p.MaxTime)
+	}
+	if !c.limits || q == nil {
+		return "", ""
+	}
+	gpus := max(j.Req.Nodes, 1) * j.Req.GPUsPerNode
+	if u := c.users[[2]string{q.Name, j.User}]; u != nil {
+		if q.MaxJobsPerUser > 0 && u.jobs+1 > q.MaxJobsPerUser {
+			return spec.ReasonQOSLimit, fmt.Sprintf("user %s at QOS %s max %d jobs", j.User, q.Name, q.MaxJobsPerUser)
+		}
+		if q.MaxGPUsPerUser > 0 && u.gpus+gpus > q.MaxGPUsPerUser {
+			return spec.ReasonQOSLimit, fmt.Sprintf("user %s would exceed QOS %s max %d GPUs", j.User, q.Name, q.MaxGPUsPerUser)
+		}
+	} else if q.MaxGPUsPerUser > 0 && gpus > q.MaxGPUsPerUser {
+		return spec.ReasonQOSLimit, fmt.Sprintf("job exceeds QOS %s max %d GPUs per user", q.Name, q.MaxGPUsPerUser)
+	}
+	if a := c.accts[[2]string{q.Name, j.Account}]; a != nil {
+		if q.MaxJobsPerAccount > 0 && a.jobs+1 > q.MaxJobsPerAccount {
+			return spec.ReasonAccountLimit, fmt.Sprintf("account %s at QOS %s max %d jobs", j.Account, q.Name, q.MaxJobsPerAccount)
+		}
+		if q.MaxGPUsPerAccount > 0 && a.gpus+gpus > q.MaxGPUsPerAccount {
+			return spec.ReasonAccountLimit, fmt.Sprintf("account %s would exceed QOS %s max %d GPUs", j.Account, q.Name, q.MaxGPUsPerAccount)
+		}
+	} else if q.MaxGPUsPerAccount > 0 && gpus > q.MaxGPUsPerAccount {
+		return spec.ReasonAccountLimit, fmt.Sprintf("job exceeds QOS %s max %d GPUs per account", q.Name, q.MaxGPUsPerAccount)
+	}
+	return "", ""
+}
+
+func shapeOf(j *Job) (shape, bool) {
+	r := &j.Req
+	if len(r.NodeList) > 0 || len(r.Exclude) > 0 {
+		return shape{}, false
+	}
+	return shape{partition: j.Partition, model: r.GPUModel, constraint: r.Constraint, gpus: r.GPUsPerNode, cpus: r.CPUsPerNode,
+		nodes: max(r.Nodes, 1), mem: r.MemMiB, exclusive: r.Exclusive, qos: j.QOS}, true
+}
+
+func (c *cycle) memoFor(j *Job) *fitMemo {
+	k, ok := shapeOf(j)
+	if !ok {
+		return &fitMemo{}
+	}
+	m := c.memo[k]
+	if m == nil {
+		m = &fitMemo{}
+		c.memo[k] = m
+	}
+	return m
+}
+
+// eligible is the static filter: node state, partition, node list,
+// exclusion, constraint, and total capacity.
+func (c *cycle) eligible(w *workNode, j *Job) bool {
+	r := &j.Req
+	n := w.n
+	if !schedulable(n.State) {
+		return false
+	}
+	if j.Partition != "" && !slices.Contains(n.Partitions, j.Partition) {
+		return false
+	}
+	if len(r.NodeList) > 0 && !slices.Contains(r.NodeList, n.Name) {
+		return false
+	}
+	if slices.Contains(r.Exclude, n.Name) {
+		return false
+	}
+	if !HasFeatures(n.Features, r.Constraint) {
+		return false
+	}
+	if r.GPUProfile != "" || r.GPUFraction > 0 {
+		// MIG slices and shared GPUs need the MIG-aware placement.
+		return false
+	}
+	return n.CPUs >= r.CPUsPerNode && n.MemMiB >= r.MemMiB && bits.OnesCount64(modelMask(w, r.GPUModel)) >= r.GPUsPerNode
+}
+
+func modelMask(w *workNode, model string) uint64 {
+	if model == "" {
+		return w.ok
+	}
+	var m uint64
+	for k, g := range w.n.GPUs {
+		if k < 64 && g.Model == model {
+			m |= 1 << k
+		}
+	}
+	return m & w.ok
+}
+
+// fitRes returns the GPUs j takes from free, or false.
+func fitRes(w *workNode, j *Job, free backfill.Res) (uint64, bool) {
+	r := &j.Req
+	if r.Exclusive {
+		if free.Allocs > 0 || free.GPUs&w.ok != w.ok || free.CPUs < r.CPUsPerNode || free.MemMiB < r.MemMiB {
+			return 0, false
+		}
+		return free.GPUs & w.ok, true
+	}
+	if free.CPUs < r.CPUsPerNode || free.MemMiB < r.MemMiB {
+		return 0, false
+	}
+	if r.GPUsPerNode == 0 {
+		return 0, true
+	}
+	avail := free.GPUs & w.ok
+	if r.GPUModel != "" {
+		avail &= modelMask(w, r.GPUModel)
+	}
+	if bits.OnesCount64(avail) < r.GPUsPerNode {
+		return 0, false
+	}
+	var got uint64
+	for range r.GPUsPerNode {
+		low := avail & -avail
+		got |= low
+		avail &^= low
+	}
+	return got, true
+}
+
+// placeNow finds the first nodes by name where j fits for dur from now
+// without overlapping a reservation. It returns nil when it does not fit,
+// with how many nodes fit and how many would fit ignoring reservations.
+func (c *cycle) placeNow(j *Job, dur int64) ([]pick, int, int) {
+	m := c.memoFor(j)
+	if m.failed && dur >= m.failedDur {
+		return nil, m.fitting, m.physFit
+	}
+	want := max(j.Req.Nodes, 1)
+	picks := c.picked[:0]
+	physFit := 0
+	first := -1
+	for i := m.physCursor; i < len(c.nodes); i++ {
+		w := c.nodes[i]
+		if !c.eligible(w, j) {
+			continue
+		}
+		if _, ok := fitRes(w, j, w.phys); !ok {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		physFit++
+		g, ok := fitRes(w, j, w.freeNow(c.off, dur))
+		if !ok {
+			continue
+		}
+		picks = append(picks, pick{node: i, gpus: g})
+		if len(picks) == want {
+			break
+		}
+	}
+	c.picked = picks
+	if first >= 0 {
+		m.physCursor = first
+	} else {
+		m.physCursor = len(c.nodes)
+	}
+	if len(picks) < want {
+		if !m.failed || dur < m.failedDur {
+			m.failed, m.failedDur = true, dur
+		}
+		m.fitting, m.physFit = len(picks), physFit
+		return nil, len(picks), physFit
+	}
+	return picks, len(picks), physFit
+}
+
+// freeNow is what a job starting now for dur may take on w: free now
+// (without what victims of this cycle will free) and not held by any
+// reservation during [off, off+dur).
+func (w *workNode) freeNow(off, dur int64) backfill.Res {
+	if !w.reserved {
+		return w.phys
+	}
+	a := w.prof.Avail(off, backfill.Add(off, dur))
+	return backfill.Res{GPUs: a.GPUs & w.phys.GPUs, CPUs: min(a.CPUs, w.phys.CPUs), MemMiB: min(a.MemMiB, w.phys.MemMiB),
+		Allocs: max(a.Allocs, w.phys.Allocs)}
+}
+
+func (c *cycle) alloc(w *workNode, j *Job, g uint64, rank int, free backfill.Res) spec.NodeAlloc {
+	a := spec.NodeAlloc{Node: w.n.Name, Rank: rank, CPUs: j.Req.CPUsPerNode, MemMiB: j.Req.MemMiB}
+	if j.Req.Exclusive {
+		a.CPUs, a.MemMiB = free.CPUs, free.MemMiB
+	}
+	for k := range bits.Len64(g) {
+		if g&(1<<k) != 0 {
+			a.GPUs = append(a.GPUs, w.n.GPUs[k].UUID)
+		}
+	}
+	return a
+}
+
+func (c *cycle) start(j *Job, picks []pick, dur int64) {
+	allocs := make([]spec.NodeAlloc, 0, len(picks))
+	var parts []runPart
+	for rank, p := range picks {
+		w := c.nodes[p.node]
+		a := c.alloc(w, j, p.gpus, rank, w.freeNow(c.off, dur))
+		res := backfill.Res{GPUs: p.gpus, CPUs: a.CPUs, MemMiB: a.MemMiB, Allocs: 1}
+		w.phys.GPUs &^= res.GPUs
+		w.phys.CPUs -= res.CPUs
+		w.phys.MemMiB -= res.MemMiB
+		w.phys.Allocs++
+		w.prof.Hold(c.off, backfill.Add(c.off, dur), res)
+		allocs = append(allocs, a)
+		parts = append(parts, runPart{node: p.node, res: res})
+	}
+	if c.track {
+		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur)}
+	}
+	c.plan.Starts = append(c.plan.Starts, Start{JobID: j.ID, Nodes: allocs})
+	if c.limits {
+		c.count(j.QOS, j.User, j.Account, len(picks)*j.Req.GPUsPerNode)
+	}
+}
+
+// reserve gives j a reservation at its earliest fit within the window.
+//
+// Each shape keeps a heap of nodes by a lower bound on when they can hold
+// it at all; nodes are popped in that order and their true earliest start
+// for j's duration computed, until no remaining bound can beat the best.
+// Holds only delay, so bounds stay valid across the cycle.
+func (c *cycle) reserve(j *Job, dur int64) (time.Time, bool) {
+	m := c.memoFor(j)
+	fits := func(w *workNode) func(backfill.Res) bool {
+		return func(r backfill.Res) bool { _, ok := fitRes(w, j, r); return ok }
+	}
+	if m.key == nil {
+		m.key = make([]int64, len(c.nodes))
+		m.elig = make([]bool, len(c.nodes))
+		for i, w := range c.nodes {
+			m.key[i] = backfill.Forever
+			if !c.eligible(w, j) {
+				continue
+			}
+			m.elig[i] = true
+			if t, ok := w.prof.Earliest(c.off, 1, c.horizon, fits(w)); ok {
+				m.key[i] = t
+				m.heap.push(hent{t, i})
+			}
+		}
+	}
+	want := max(j.Req.Nodes, 1)
+	type cand struct {
+		t    int64
+		node int
+	}
+	var found []cand // popped nodes with their earliest start for dur
+	var popped []int
+	bound := backfill.Forever // the want-th smallest start found
+	for len(m.heap) > 0 {
+		top := m.heap[0]
+		if m.key[top.node] != top.t {
+			m.heap.pop() // stale
+			continue
+		}
+		if top.t >= c.horizon || (len(found) >= want && top.t > bound) {
+			break
+		}
+		m.heap.pop()
+		m.key[top.node] = backfill.Forever
+		popped = append(popped, top.node)
+		w := c.nodes[top.node]
+		if t, ok := w.prof.Earliest(max(top.t, c.off), dur, c.horizon, fits(w)); ok {
+			k, _ := slices.BinarySearchFunc(found, cand{t, top.node}, func(a, b cand) int {
+				if x := cmp.Compare(a.t, b.t); x != 0 {
+					return x
+				}
+				return cmp.Compare(a.node, b.node)
+			})
+			found = slices.Insert(found, k, cand{t, top.node})
+			if len(found) >= want {
+				bound = found[want-1].t
+			}
+		}
+	}
+	defer func() {
+		// Popped nodes go back with fresh bounds.
+		for _, i := range popped {
+			w := c.nodes[i]
+			if t, ok := w.prof.Earliest(c.off, 1, c.horizon, fits(w)); ok {
+				m.key[i] = t
+				m.heap.push(hent{t, i})
+			}
+		}
+	}()
+	if len(found) < want {
+		return time.Time{}, false
+	}
+	var at int64
+	var chosen []int
+	if want == 1 {
+		at, chosen = found[0].t, []int{found[0].node}
+	} else {
+		// A gang starts on all nodes at once: the earliest candidate time
+		// at which want of the nodes fit together.
+		ok := false
+		for k := want - 1; k < len(found) && !ok; k++ {
+			if k > want-1 && found[k].t == found[k-1].t {
+				continue
+			}
+			t := found[k].t
+			chosen = chosen[:0]
+			for _, cd := range found[:k+1] {
+				w := c.nodes[cd.node]
+				if _, fit := fitRes(w, j, w.prof.Avail(t, backfill.Add(t, dur))); fit {
+					chosen = append(chosen, cd.node)
+				}
+			}
+			if len(chosen) >= want {
+				slices.Sort(chosen)
+				chosen, at, ok = chosen[:want], t, true
+			}
+		}
+		if !ok {
+			return time.Time{}, false
+		}
+	}
+	c.hold(j, chosen, at, dur)
+	return c.now.Add(time.Duration(at)), true
+}
+
+// hold commits a reservation of j on nodes from at for dur.
+func (c *cycle) hold(j *Job, nodes []int, at, dur int64) {
+	end := backfill.Add(at, dur)
+	rv := Reservation{JobID: j.ID, Start: c.now.Add(time.Duration(at))}
+	var parts []runPart
+	if end < backfill.Forever {
+		rv.End = c.now.Add(time.Duration(end))
+	}
+	for rank, ni := range nodes {
+		w := c.nodes[ni]
+		free := w.prof.Avail(at, end)
+		g, _ := fitRes(w, j, free)
+		a := c.alloc(w, j, g, rank, free)
+		res := backfill.Res{GPUs: g, CPUs: a.CPUs, MemMiB: a.MemMiB, Allocs: 1}
+		w.prof.Hold(at, end, res)
+		w.reserved = true
+		rv.Nodes = append(rv.Nodes, a)
+		parts = append(parts, runPart{node: ni, res: res})
+	}
+	if c.track {
+		c.resv[j.ID] = startRec{parts: parts, at: at, end: end}
+	}
+	c.plan.Reservations = append(c.plan.Reservations, rv)
+}
+
+// preempt tries to free resources for j by stopping lower-QOS running
+// jobs. On success the victims are in the plan and j holds a reservation
+// on the freed resources from when they are stopped.
+func (c *cycle) preempt(j *Job, prio int64, dur int64) bool {
+	q := c.qos[j.QOS]
+	if q == nil || len(q.Preempt) == 0 || len(c.running) == 0 {
+		return false
+	}
+	m := c.memoFor(j)
+	if m.noPreempt && dur >= m.noPreemptDur {
+		return false
+	}
+	eligibleVictim := func(rj *runJob) bool {
+		return !rj.gone && rj.qos != nil && slices.Contains(q.Preempt, rj.qos.Name) && rj.qos.Priority < q.Priority &&
+			rj.r.Priority < prio && c.now.Sub(rj.r.Start) >= c.cfg.PreemptMinRuntime
+	}
+	mode := q.PreemptMode
+	if mode == "" {
+		mode = preempt.ModeRequeue
+	}
+	var at int64
+	if mode == preempt.ModeCheckpoint {
+		at = int64(c.cfg.CheckpointGrace)
+	}
+	type option struct {
+		node    int
+		victims []preempt.Candidate
+		cost    preempt.Cost
+	}
+	want := max(j.Req.Nodes, 1)
+	// opts keeps the want cheapest options, by cost then node order.
+	opts := make([]option, 0, want+1)
+	// A single-node preemptor only looks at nodes running a QOS it may
+	// preempt; a gang may mix such nodes with free ones.
+	scan := c.victimNodes(q)
+	if want > 1 {
+		scan = nil
+	}
+	for si := 0; ; si++ {
+		var i int
+		if want > 1 {
+			if si >= len(c.nodes) {
+				break
+			}
+			i = si
+		} else {
+			if si >= len(scan) {
+				break
+			}
+			// Nodes come in order of a lower bound on their cost: once
+			// the bound passes the best option found, nothing can win.
+			if len(opts) == want {
+				best := opts[want-1].cost
+				if scan[si].prio > best.MaxPriority || (scan[si].prio == best.MaxPriority && scan[si].lost > best.Lost) {
+					break
+				}
+			}
+			i = scan[si].node
+		}
+		w := c.nodes[i]
+		cands := c.cands[:0]
+		for _, ri := range w.running {
+			rj := &c.running[ri]
+			if eligibleVictim(rj) {
+				cands = append(cands, preempt.Candidate{ID: rj.r.ID, Priority: rj.r.Priority, Start: rj.r.Start, LastCheckpoint: rj.r.LastCheckpoint, Index: ri})
+			}
+		}
+		c.cands = cands
+		if len(cands) == 0 && want == 1 {
+			continue
+		}
+		// Cheap bound: even with every candidate gone, does it fit now?
+		all := w.prof.Now()
+		for _, v := range cands {
+			for _, p := range c.running[v.Index].parts {
+				if p.node == i {
+					all.GPUs |= p.res.GPUs
+					all.CPUs += p.res.CPUs
+					all.MemMiB += p.res.MemMiB
+					all.Allocs -= p.res.Allocs
+				}
+			}
+		}
+		if _, ok := fitRes(w, j, all); !ok || !c.eligible(w, j) {
+			continue
+		}
+		victims, ok := preempt.Choose(cands, func(vs []preempt.Candidate) bool {
+			var free backfill.Res
+			if w.reserved {
+				p := c.without(w, i, vs)
+				free = p.Avail(at, backfill.Add(at, dur))
+			} else {
+				// Without reservations the profile only grows after now.
+				free = w.prof.Now()
+				for _, v := range vs {
+					for _, p := range c.running[v.Index].parts {
+						if p.node == i {
+							free.GPUs |= p.res.GPUs
+							free.CPUs += p.res.CPUs
+							free.MemMiB += p.res.MemMiB
+							free.Allocs -= p.res.Allocs
+						}
+					}
+				}
+			}
+			_, ok := fitRes(w, j, free)
+			return ok
+		})
+		if !ok {
+			continue
+		}
+		o := option{node: i, cost: preempt.CostOf(victims, c.now)}
+		k := len(opts)
+		for k > 0 && o.cost.Compare(opts[k-1].cost) < 0 {
+			k--
+		}
+		if k < want {
+			o.victims = slices.Clone(victims)
+			opts = slices.Insert(opts, k, o)
+			if len(opts) > want {
+				opts = opts[:want]
+			}
+		}
+	}
+	if len(opts) < want {
+		if !m.noPreempt || dur < m.noPreemptDur {
+			m.noPreempt, m.noPreemptDur = true, dur
+		}
+		return false
+	}
+	if opts[want-1].cost.Victims == 0 {
+		return false // fits without preemption: only reservations are in the way
+	}
+	seen := map[spec.JobID]bool{}
+	var nodes, freed []int
+	for _, o := range opts {
+		nodes = append(nodes, o.node)
+		for _, v := range o.victims {
+			if seen[v.ID] {
+				continue
+			}
+			seen[v.ID] = true
+			rj := &c.running[v.Index]
+			rj.gone = true
+			for _, p := range rj.parts {
+				freed = append(freed, p.node)
+				w := c.nodes[p.node]
+				w.prof.Release(0, p.res)
+				if rj.end < backfill.Forever {
+					w.prof.Hold(rj.end, backfill.Forever, p.res)
+				}
+				// phys keeps the victim's part: it is stopped after this
+				// cycle, so only the preemptor's reservation may use it.
+				w.reserved = true
+			}
+			c.plan.Preemptions = append(c.plan.Preemptions, Preemption{Victim: v.ID, Preemptor: j.ID, Mode: mode,
+				Reason: fmt.Sprintf("preempted by job %d (QOS %s)", j.ID, q.Name)})
+		}
+	}
+	slices.Sort(nodes)
+	// The victims' nodes have more free from now on (for reservations, not
+	// for starts now): reset their reservation bounds.
+	for _, m := range c.memo {
+		if m.key == nil {
+			continue
+		}
+		for _, ni := range freed {
+			if !m.elig[ni] {
+				continue
+			}
+			m.key[ni] = 0
+			m.heap.push(hent{0, ni})
+		}
+	}
+	c.hold(j, nodes, at, dur)
+	c.plan.Pending = append(c.plan.Pending, Pending{JobID: j.ID, Reason: spec.ReasonResources,
+		Detail: fmt.Sprintf("preempting %d job(s)", len(seen)), ExpectedStart: c.now.Add(time.Duration(at))})
+	return true
+}
+
+// victimNode is a node running work that q may preempt, with lower
+// bounds on the cost of any victim set there: the least priority and the
+// least lost work of those jobs.
+type victimNode struct {
+	node int
+	prio int64
+	lost time.Duration
+}
+
+// victimNodes lists (once per cycle and QOS) the nodes running a job of a
+// QOS that q may preempt, cheapest bound first, then in node order. The
+// bounds stay valid as victims are taken: a node's cost can only grow.
+func (c *cycle) victimNodes(q *QOS) []victimNode {
+	if nodes, ok := c.victimIdx[q.Name]; ok {
+		return nodes
+	}
+	var nodes []victimNode
+	for i, w := range c.nodes {
+		vn := victimNode{node: i, prio: 1<<63 - 1, lost: 1<<63 - 1}
+		any := false
+		for _, ri := range w.running {
+			rj := &c.running[ri]
+			if rq := rj.qos; rq != nil && slices.Contains(q.Preempt, rq.Name) && rq.Priority < q.Priority {
+				any = true
+				cd := preempt.Candidate{Start: rj.r.Start, LastCheckpoint: rj.r.LastCheckpoint}
+				vn.prio = min(vn.prio, rj.r.Priority)
+				vn.lost = min(vn.lost, cd.Lost(c.now))
+			}
+		}
+		if any {
+			nodes = append(nodes, vn)
+		}
+	}
+	slices.SortStableFunc(nodes, func(a, b victimNode) int {
+		if x := cmp.Compare(a.prio, b.prio); x != 0 {
+			return x
+		}
+		return cmp.Compare(a.lost, b.lost)
+	})
+	if c.victimIdx == nil {
+		c.victimIdx = map[string][]victimNode{}
+	}
+	c.victimIdx[q.Name] = nodes
+	return nodes
+}
+
+// without returns node w's profile with the victims' parts on it freed.
+func (c *cycle) without(w *workNode, ni int, vs []preempt.Candidate) *backfill.Profile {
+	p := w.prof.Clone()
+	for _, v := range vs {
+		rj := &c.running[v.Index]
+		for _, part := range rj.parts {
+			if part.node != ni {
+				continue
+			}
+			p.Release(0, part.res)
+			if rj.end < backfill.Forever {
+				p.Hold(rj.end, backfill.Forever, part.res)
+			}
+		}
+	}
+	return &p
 }
 
 func schedulable(s spec.NodeState) bool {
@@ -103,98 +1073,6 @@ func schedulable(s spec.NodeState) bool {
 		return false
 	}
 	return true
-}
-
-// place finds the job's nodes, commits them on the work nodes and returns
-// the allocation, or nil and how many nodes could take one part.
-func place(nodes []*workNode, j *Job) ([]spec.NodeAlloc, int) {
-	want := max(j.Req.Nodes, 1)
-	var picked []*workNode
-	var gpus [][]int
-	for _, w := range nodes {
-		g, ok := fits(w, j)
-		if !ok {
-			continue
-		}
-		picked = append(picked, w)
-		gpus = append(gpus, g)
-	}
-	if len(picked) < want {
-		return nil, len(picked)
-	}
-	allocs := make([]spec.NodeAlloc, 0, want)
-	for rank, w := range picked[:want] {
-		a := spec.NodeAlloc{Node: w.n.Name, Rank: rank, CPUs: j.Req.CPUsPerNode, MemMiB: j.Req.MemMiB}
-		if j.Req.Exclusive {
-			a.CPUs, a.MemMiB = w.freeCPUs, w.freeMem
-			for i, free := range w.gpuFree {
-				if free {
-					gpus[rank] = appendUnique(gpus[rank], i)
-				}
-			}
-		}
-		for _, i := range gpus[rank] {
-			w.gpuFree[i] = false
-			a.GPUs = append(a.GPUs, w.n.GPUs[i].UUID)
-		}
-		w.freeCPUs -= a.CPUs
-		w.freeMem -= a.MemMiB
-		w.allocs++
-		allocs = append(allocs, a)
-	}
-	return allocs, len(picked)
-}
-
-func appendUnique(s []int, v int) []int {
-	if slices.Contains(s, v) {
-		return s
-	}
-	return append(s, v)
-}
-
-// fits reports whether one part of j fits on w now, and which GPUs
-// (indexes into w.n.GPUs) it would take.
-func fits(w *workNode, j *Job) ([]int, bool) {
-	r := &j.Req
-	n := w.n
-	if !schedulable(n.State) {
-		return nil, false
-	}
-	if j.Partition != "" && !slices.Contains(n.Partitions, j.Partition) {
-		return nil, false
-	}
-	if len(r.NodeList) > 0 && !slices.Contains(r.NodeList, n.Name) {
-		return nil, false
-	}
-	if slices.Contains(r.Exclude, n.Name) {
-		return nil, false
-	}
-	if !HasFeatures(n.Features, r.Constraint) {
-		return nil, false
-	}
-	if r.Exclusive && w.allocs > 0 {
-		return nil, false
-	}
-	if r.GPUProfile != "" || r.GPUFraction > 0 {
-		// MIG slices and shared GPUs need the MIG-aware scheduler.
-		return nil, false
-	}
-	if w.freeCPUs < r.CPUsPerNode || w.freeMem < r.MemMiB {
-		return nil, false
-	}
-	var picked []int
-	for i, free := range w.gpuFree {
-		if len(picked) == r.GPUsPerNode {
-			break
-		}
-		if free && (r.GPUModel == "" || n.GPUs[i].Model == r.GPUModel) {
-			picked = append(picked, i)
-		}
-	}
-	if len(picked) < r.GPUsPerNode {
-		return nil, false
-	}
-	return picked, true
 }
 
 // HasFeatures reports whether features satisfy constraint, a list of

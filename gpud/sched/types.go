@@ -3,6 +3,8 @@ package sched
 import (
 	"time"
 
+	"github.com/gpud/gpud/gpud/sched/fairshare"
+	"github.com/gpud/gpud/gpud/sched/priority"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -14,6 +16,65 @@ type Snapshot struct {
 	Nodes []Node
 	// Jobs are the pending jobs, in any order: Schedule sorts them.
 	Jobs []Job
+
+	// The fields below are optional; left empty, Schedule is the plain
+	// first-fit scheduler (no reservations, no preemption, no limits).
+
+	// Running jobs hold what their nodes' Free fields already exclude; their
+	// expected ends (Start + TimeLimit) build the backfill profile, and they
+	// are the preemption candidates.
+	Running []RunningJob
+	// QOS definitions by name (jobs name theirs in Job.QOS).
+	QOS []QOS
+	// Partitions give the priority tier and maximum time.
+	Partitions []Partition
+	// Accounts and Usage feed fairshare; Fairshare, when set, is a report
+	// the controller computed (and may cache) and replaces them.
+	Accounts  fairshare.Tree
+	Usage     []fairshare.Usage
+	Fairshare *fairshare.Report
+}
+
+// RunningJob is a job holding resources now.
+type RunningJob struct {
+	ID spec.JobID
+	// Nodes with the devices, CPUs and memory held on each.
+	Nodes []spec.NodeAlloc
+	Start time.Time
+	// TimeLimit 0 means none: its resources are never expected back.
+	TimeLimit time.Duration
+	Priority  int64
+	QOS       string
+	Account   string
+	User      string
+	Partition string
+	// LastCheckpoint is zero when the job never checkpointed.
+	LastCheckpoint time.Time
+}
+
+// QOS is a quality of service: a priority, limits and what it preempts.
+type QOS struct {
+	Name     string
+	Priority int64
+	// Preempt lists the QOS this one may preempt (each must have a lower
+	// Priority); PreemptMode is preempt.ModeRequeue, ModeCancel or
+	// ModeCheckpoint ("" = requeue).
+	Preempt     []string
+	PreemptMode string
+	// Limits over the running jobs in this QOS; 0 means none.
+	MaxGPUsPerUser    int
+	MaxJobsPerUser    int
+	MaxGPUsPerAccount int
+	MaxJobsPerAccount int
+	MaxWall           time.Duration
+}
+
+// Partition is a partition's scheduling policy (its node set is on the
+// nodes).
+type Partition struct {
+	Name    string
+	Tier    int
+	MaxTime time.Duration
 }
 
 // Node is one node's capacity and what is still free on it.
@@ -65,18 +126,65 @@ type Job struct {
 	// Req is the per-node request, already normalised by the controller
 	// (Nodes ≥ 1, CPUsPerNode ≥ 1, TotalGPUs folded into GPUsPerNode).
 	Req spec.Resources
+
+	Account string
+	User    string
+	QOS     string
+	Nice    int
+	// TimeLimit 0 means none (the job never ends as far as backfill knows).
+	TimeLimit time.Duration
+	// The controller resolves dependencies: DependencyPending jobs wait
+	// with ReasonDependency, DependencyNeverSatisfied ones with
+	// ReasonDependencyNeverSatisfied; neither blocks other jobs.
+	DependencyPending        bool
+	DependencyNeverSatisfied bool
 }
 
 // Config tunes a cycle.
 type Config struct {
 	// MaxStartsPerCycle bounds the work of one cycle; 0 means no bound.
 	MaxStartsPerCycle int
+
+	// Priority: all weights zero keeps Job.Priority as given.
+	Priority  priority.Config
+	Fairshare fairshare.Config
+	// BackfillDepth is how many blocked jobs (in priority order) get a
+	// reservation; 0 means all. BackfillWindow is how far ahead a
+	// reservation may start; 0 means no limit.
+	BackfillDepth  int
+	BackfillWindow time.Duration
+	// PreemptMinRuntime protects a job from preemption until it has run
+	// this long. CheckpointGrace is how long a checkpoint-mode victim gets
+	// before it is stopped; the preemptor's reservation starts after it.
+	PreemptMinRuntime time.Duration
+	CheckpointGrace   time.Duration
 }
 
 // Plan is what a cycle decided.
 type Plan struct {
 	Starts  []Start
 	Pending []Pending
+	// Reservations hold future resources for blocked jobs (backfill) and
+	// for preemptors waiting for their victims to stop.
+	Reservations []Reservation
+	// Preemptions are applied before anything else in the plan.
+	Preemptions []Preemption
+}
+
+// Reservation is where and when a pending job is expected to start. End is
+// zero for a job without a time limit.
+type Reservation struct {
+	JobID      spec.JobID
+	Nodes      []spec.NodeAlloc
+	Start, End time.Time
+}
+
+// Preemption stops Victim (by Mode) so that Preemptor can start.
+type Preemption struct {
+	Victim    spec.JobID
+	Preemptor spec.JobID
+	Mode      string
+	Reason    string
 }
 
 // Start places a job. Nodes are in rank order.
@@ -90,4 +198,6 @@ type Pending struct {
 	JobID  spec.JobID
 	Reason string
 	Detail string
+	// ExpectedStart is the job's reservation start, zero when unknown.
+	ExpectedStart time.Time
 }

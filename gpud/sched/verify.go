@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
+	"github.com/gpud/gpud/gpud/sched/backfill"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -101,6 +103,131 @@ func Verify(snap *Snapshot, plan Plan) error {
 	for id := range jobs {
 		if !seen[id] {
 			errs = append(errs, fmt.Errorf("job %d neither started nor pending", id))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// VerifyPlan is Verify plus time and policy: with the running jobs' expected
+// ends, the starts (held for their time limits) and then the reservations
+// must fit on every node at every moment, so no start delays a
+// reservation and no reservation overlaps another; every gang start or
+// reservation has all its nodes; every preemption stops a running job of a
+// QOS the preemptor's QOS lists, with lower QOS priority and lower job
+// priority, that has run at least PreemptMinRuntime.
+func VerifyPlan(snap *Snapshot, now time.Time, cfg Config, plan Plan) error {
+	errs := []error{Verify(snap, plan)}
+	c := newCycle(&Snapshot{Nodes: snap.Nodes, QOS: snap.QOS, Partitions: snap.Partitions,
+		Accounts: snap.Accounts, Usage: snap.Usage, Fairshare: snap.Fairshare}, now, cfg)
+	jobs := map[spec.JobID]*Job{}
+	for i := range snap.Jobs {
+		jobs[snap.Jobs[i].ID] = &snap.Jobs[i]
+	}
+	running := map[spec.JobID]*RunningJob{}
+	for i := range snap.Running {
+		running[snap.Running[i].ID] = &snap.Running[i]
+	}
+	qos := map[string]*QOS{}
+	for i := range snap.QOS {
+		qos[snap.QOS[i].Name] = &snap.QOS[i]
+	}
+	victims := map[spec.JobID]bool{}
+	for _, p := range plan.Preemptions {
+		victims[p.Victim] = true
+		v, j := running[p.Victim], jobs[p.Preemptor]
+		if v == nil || j == nil {
+			errs = append(errs, fmt.Errorf("preemption %d by %d: victim not running or preemptor not pending", p.Victim, p.Preemptor))
+			continue
+		}
+		pq, vq := qos[j.QOS], qos[v.QOS]
+		switch {
+		case pq == nil || vq == nil || !slices.Contains(pq.Preempt, vq.Name):
+			errs = append(errs, fmt.Errorf("job %d (QOS %q) may not preempt job %d (QOS %q)", j.ID, j.QOS, v.ID, v.QOS))
+		case vq.Priority >= pq.Priority:
+			errs = append(errs, fmt.Errorf("job %d preempts job %d of a higher or equal QOS", j.ID, v.ID))
+		case v.Priority >= c.priority(j).Total:
+			errs = append(errs, fmt.Errorf("job %d preempts job %d of higher or equal priority", j.ID, v.ID))
+		case now.Sub(v.Start) < cfg.PreemptMinRuntime:
+			errs = append(errs, fmt.Errorf("job %d preempted before its minimum run time", v.ID))
+		}
+	}
+	byName := map[string]*workNode{}
+	uuid := map[string]map[string]int{}
+	for _, w := range c.nodes {
+		byName[w.n.Name] = w
+		m := map[string]int{}
+		for k, g := range w.n.GPUs {
+			m[g.UUID] = k
+		}
+		uuid[w.n.Name] = m
+	}
+	resOf := func(a spec.NodeAlloc) backfill.Res {
+		r := backfill.Res{CPUs: a.CPUs, MemMiB: a.MemMiB, Allocs: 1}
+		for _, u := range a.GPUs {
+			if k, ok := uuid[a.Node][u]; ok && k < 64 {
+				r.GPUs |= 1 << k
+			}
+		}
+		return r
+	}
+	for i := range snap.Running {
+		r := &snap.Running[i]
+		for _, a := range r.Nodes {
+			w := byName[a.Node]
+			if w == nil || a.Ended {
+				continue
+			}
+			res := resOf(a)
+			res.GPUs &= w.ok
+			switch {
+			case victims[r.ID]:
+				w.prof.Release(0, res)
+			case r.TimeLimit > 0:
+				w.prof.Release(max(int64(r.Start.Add(r.TimeLimit).Sub(now)), 1), res)
+			}
+		}
+	}
+	take := func(what string, id spec.JobID, a spec.NodeAlloc, from, to int64) {
+		w := byName[a.Node]
+		if w == nil {
+			return
+		}
+		res := resOf(a)
+		free := w.prof.Avail(from, to)
+		if free.GPUs&res.GPUs != res.GPUs || free.CPUs < res.CPUs || free.MemMiB < res.MemMiB {
+			errs = append(errs, fmt.Errorf("%s of job %d on %s at +%s overlaps earlier starts or reservations",
+				what, id, a.Node, time.Duration(from)))
+		}
+		w.prof.Hold(from, to, res)
+	}
+	for _, s := range plan.Starts {
+		dur := backfill.Forever
+		if j := jobs[s.JobID]; j != nil && j.TimeLimit > 0 {
+			dur = int64(j.TimeLimit)
+		}
+		for _, a := range s.Nodes {
+			take("start", s.JobID, a, 0, dur)
+		}
+	}
+	for _, r := range plan.Reservations {
+		j := jobs[r.JobID]
+		if j == nil {
+			errs = append(errs, fmt.Errorf("reservation for job %d, which is not pending", r.JobID))
+			continue
+		}
+		if len(r.Nodes) != max(j.Req.Nodes, 1) {
+			errs = append(errs, fmt.Errorf("reservation of job %d has %d nodes, wants %d", j.ID, len(r.Nodes), j.Req.Nodes))
+		}
+		from := int64(r.Start.Sub(now))
+		if from < 0 {
+			errs = append(errs, fmt.Errorf("reservation of job %d starts in the past", j.ID))
+		}
+		to := backfill.Forever
+		if !r.End.IsZero() {
+			to = int64(r.End.Sub(now))
+		}
+		for _, a := range r.Nodes {
+			take("reservation", r.JobID, a, from, to)
 		}
 	}
 	return errors.Join(errs...)

@@ -1,0 +1,195 @@
+// Package backfill holds the time–resource profile of one node: what is
+// free from now on, given running jobs' expected ends (start + time limit)
+// and the reservations and starts made so far in a cycle. Times are
+// offsets from the cycle's now; Forever is "no end known".
+package backfill
+
+import (
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// Forever is the end of a job without a time limit.
+const Forever = int64(math.MaxInt64)
+
+// Res is a node's resources at one moment: free GPUs as a bit mask of the
+// node's GPU indexes (GPU granularity; at most 64 GPUs a node), free CPUs
+// and memory, and how many allocations hold part of the node.
+type Res struct {
+	GPUs   uint64
+	CPUs   int
+	MemMiB int64
+	Allocs int
+}
+
+// NGPUs is how many GPUs r has free.
+func (r Res) NGPUs() int { return bits.OnesCount64(r.GPUs) }
+
+type step struct {
+	at   int64
+	free Res
+}
+
+// Profile is a step function of free resources over [0, Forever).
+type Profile struct {
+	steps []step
+}
+
+// New returns a profile with free resources now and no future change.
+func New(free Res) Profile { return Profile{steps: []step{{0, free}}} }
+
+// Add returns the end of a job of duration d starting at t, saturating.
+func Add(t, d int64) int64 {
+	if d >= Forever-t {
+		return Forever
+	}
+	return t + d
+}
+
+// split makes a step start at t and returns its index.
+func (p *Profile) split(t int64) int {
+	if t >= Forever {
+		return len(p.steps)
+	}
+	i, found := slices.BinarySearchFunc(p.steps, t, func(s step, t int64) int {
+		switch {
+		case s.at < t:
+			return -1
+		case s.at > t:
+			return 1
+		}
+		return 0
+	})
+	if found {
+		return i
+	}
+	p.steps = slices.Insert(p.steps, i, step{t, p.steps[i-1].free})
+	return i
+}
+
+// Release adds r from t on: a running job's expected end.
+func (p *Profile) Release(t int64, r Res) {
+	for i := p.split(max(t, 0)); i < len(p.steps); i++ {
+		f := &p.steps[i].free
+		f.GPUs |= r.GPUs
+		f.CPUs += r.CPUs
+		f.MemMiB += r.MemMiB
+		f.Allocs -= r.Allocs
+	}
+}
+
+// Hold takes r over [from, to): a start (from 0) or a reservation.
+func (p *Profile) Hold(from, to int64, r Res) {
+	i := p.split(max(from, 0))
+	end := p.split(to)
+	for ; i < end; i++ {
+		f := &p.steps[i].free
+		f.GPUs &^= r.GPUs
+		f.CPUs -= r.CPUs
+		f.MemMiB -= r.MemMiB
+		f.Allocs += r.Allocs
+	}
+}
+
+// Now is what is free at offset 0.
+func (p *Profile) Now() Res { return p.steps[0].free }
+
+// Steps is the number of steps (a cost measure for tests).
+func (p *Profile) Steps() int { return len(p.steps) }
+
+// Avail is what is free during all of [from, to): the GPUs free
+// throughout, the least CPUs and memory, the most allocations.
+func (p *Profile) Avail(from, to int64) Res {
+	i, _ := slices.BinarySearchFunc(p.steps, from, func(s step, t int64) int {
+		switch {
+		case s.at < t:
+			return -1
+		case s.at > t:
+			return 1
+		}
+		return 0
+	})
+	if i == len(p.steps) || p.steps[i].at > from {
+		i--
+	}
+	out := p.steps[i].free
+	for i++; i < len(p.steps) && p.steps[i].at < to; i++ {
+		f := p.steps[i].free
+		out.GPUs &= f.GPUs
+		out.CPUs = min(out.CPUs, f.CPUs)
+		out.MemMiB = min(out.MemMiB, f.MemMiB)
+		out.Allocs = max(out.Allocs, f.Allocs)
+	}
+	return out
+}
+
+// Earliest is the earliest start t in [from, horizon) at which
+// fits(Avail(t, t+d)) holds; candidates are from and the step times.
+func (p *Profile) Earliest(from, d, horizon int64, fits func(Res) bool) (int64, bool) {
+	st := p.steps
+	i := 0
+	for i+1 < len(st) && st[i+1].at <= from {
+		i++
+	}
+	for i < len(st) {
+		t := max(st[i].at, from)
+		if t >= horizon {
+			return 0, false
+		}
+		end := Add(t, d)
+		r := st[i].free
+		if !fits(r) {
+			i++
+			continue
+		}
+		ok, next := true, i+1
+		for k := i + 1; k < len(st) && st[k].at < end; k++ {
+			f := st[k].free
+			r.GPUs &= f.GPUs
+			r.CPUs = min(r.CPUs, f.CPUs)
+			r.MemMiB = min(r.MemMiB, f.MemMiB)
+			r.Allocs = max(r.Allocs, f.Allocs)
+			if !fits(r) {
+				ok = false
+				// A step that cannot hold the job alone rules out every
+				// start before it.
+				if !fits(f) {
+					next = k + 1
+				}
+				break
+			}
+		}
+		if ok {
+			return t, true
+		}
+		i = next
+	}
+	return 0, false
+}
+
+// Times returns the step times after from and before horizon.
+func (p *Profile) Times(from, horizon int64, out []int64) []int64 {
+	for _, s := range p.steps {
+		if s.at > from && s.at < horizon {
+			out = append(out, s.at)
+		}
+	}
+	return out
+}
+
+// Clone returns an independent copy.
+func (p *Profile) Clone() Profile { return Profile{steps: slices.Clone(p.steps)} }
+
+// Unhold gives back r over [from, to): the inverse of Hold.
+func (p *Profile) Unhold(from, to int64, r Res) {
+	i := p.split(max(from, 0))
+	end := p.split(to)
+	for ; i < end; i++ {
+		f := &p.steps[i].free
+		f.GPUs |= r.GPUs
+		f.CPUs += r.CPUs
+		f.MemMiB += r.MemMiB
+		f.Allocs -= r.Allocs
+	}
+}

@@ -1,0 +1,67 @@
+package fairshare
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func TestBilled(t *testing.T) {
+	t.Parallel()
+	cfg := Config{HalfLife: time.Hour, ModelWeights: map[string]float64{"h100": 2}, CPUWeight: 0.01}
+	tests := []struct {
+		name             string
+		u                Usage
+		wantRaw, wantDec float64
+	}{
+		{name: "one h100 for an hour, ended an hour ago", u: Usage{GPUs: 1, Model: "h100", Start: t0.Add(-2 * time.Hour), End: t0.Add(-time.Hour)},
+			wantRaw: 7200, wantDec: 2 * 3600 / math.Ln2 * (0.5 - 0.25)},
+		{name: "MIG 1g slice is 1/7 of a GPU", u: Usage{GPUs: 7, Profile: "1g.10gb", Model: "a100", Start: t0.Add(-time.Second)},
+			wantRaw: 1, wantDec: 3600 / math.Ln2 * (1 - math.Exp2(-1.0/3600))},
+		{name: "CPU weight", u: Usage{CPUs: 100, Start: t0.Add(-10 * time.Second), End: t0}, wantRaw: 10,
+			wantDec: 3600 / math.Ln2 * (1 - math.Exp2(-10.0/3600))},
+		{name: "future part ignored", u: Usage{GPUs: 1, Start: t0.Add(time.Hour)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			raw, dec := cfg.Billed(&tc.u, t0)
+			if math.Abs(raw-tc.wantRaw) > 1e-6 || math.Abs(dec-tc.wantDec) > 1e-6 {
+				t.Errorf("Billed = %v, %v; want %v, %v", raw, dec, tc.wantRaw, tc.wantDec)
+			}
+		})
+	}
+}
+
+func TestFairTree(t *testing.T) {
+	t.Parallel()
+	tree := &Tree{Accounts: []Account{
+		{Name: "a", Shares: 1, Users: []User{{Name: "u1", Shares: 1}, {Name: "u2", Shares: 1}}},
+		{Name: "b", Shares: 1, Users: []User{{Name: "u3", Shares: 1}}},
+	}}
+	usage := []Usage{
+		{Account: "a", User: "u1", GPUs: 8, Start: t0.Add(-10 * time.Hour), End: t0.Add(-9 * time.Hour)},
+		{Account: "b", User: "u3", GPUs: 1, Start: t0.Add(-10 * time.Hour), End: t0.Add(-9 * time.Hour)},
+	}
+	rep := Compute(tree, usage, t0, Config{HalfLife: 24 * time.Hour})
+	// b has less usage: its user ranks first; in a, u2 (no usage) before u1.
+	want := map[string]float64{"b\x00u3": 1, "a\x00u2": 2.0 / 3, "a\x00u1": 1.0 / 3}
+	for k, f := range want {
+		if got := rep.factors[k]; math.Abs(got-f) > 1e-9 {
+			t.Errorf("factor %q = %v, want %v (rows %+v)", k, got, f, rep.Rows)
+		}
+	}
+	if rep.Rows[0].Account != "b" || rep.Rows[0].User != "" {
+		t.Errorf("first row %+v, want account b", rep.Rows[0])
+	}
+	// Equal LevelFS users in one account share a rank.
+	rep = Compute(tree, nil, t0, Config{})
+	if rep.Factor("a", "u1") != rep.Factor("a", "u2") {
+		t.Errorf("idle users in one account: %v vs %v", rep.Factor("a", "u1"), rep.Factor("a", "u2"))
+	}
+	if rep.Factor("nobody", "x") != 0 {
+		t.Error("unknown association should get 0")
+	}
+}

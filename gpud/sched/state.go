@@ -1,0 +1,212 @@
+package sched
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/gpud/gpud/gpud/sched/backfill"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// State keeps a full cycle's work — the queue in priority order, every
+// node's time–resource profile with its starts and reservations, and the
+// per-shape fit memos and reservation heaps — so that an event-triggered
+// cycle after one submit or one end costs a small fraction of a full
+// cycle.
+//
+// The controller keeps one State between full cycles: after a full cycle
+// (NewState, on a timer or after many events) it answers a submit with
+// Submit and a job end with End, applies the returned (partial) Plan the
+// same way as a full one, and runs a new full cycle periodically; a node
+// change or config reload should trigger a full cycle. Each incremental
+// answer is safe — it never over-allocates and never delays a
+// reservation — but may be conservative:
+//   - Submit treats the new job as backfill: it starts if it fits now
+//     without delaying any reservation; otherwise it waits (and gets a
+//     reservation behind the existing ones). It never preempts; a job
+//     whose QOS may preempt should trigger a full cycle.
+//   - End frees the job's resources and offers them, in priority order, to
+//     pending single-node jobs; gangs and earlier reservations for other
+//     jobs wait for the next full cycle to move.
+//
+// A State is not safe for concurrent use; Plans it returns carry only
+// what changed.
+type State struct {
+	c    *cycle
+	done map[spec.JobID]bool // started since the full cycle
+	runs map[spec.JobID]int  // snapshot running job → index
+}
+
+// NewState runs a full cycle (the same Plan as Schedule) and keeps its
+// work for Submit and End.
+func NewState(snap *Snapshot, now time.Time, cfg Config) (*State, Plan) {
+	c := newCycle(snap, now, cfg)
+	c.track = true
+	c.started = map[spec.JobID]startRec{}
+	c.resv = map[spec.JobID]startRec{}
+	plan := c.run()
+	st := &State{c: c, done: map[spec.JobID]bool{}, runs: map[spec.JobID]int{}}
+	for _, s := range plan.Starts {
+		st.done[s.JobID] = true
+	}
+	for i := range c.running {
+		st.runs[c.running[i].r.ID] = i
+	}
+	return st, plan
+}
+
+func (st *State) at(now time.Time) {
+	st.c.plan = Plan{}
+	st.c.off = max(int64(now.Sub(st.c.now)), st.c.off)
+}
+
+// Submit schedules one newly submitted job at now.
+func (st *State) Submit(j Job, now time.Time) Plan {
+	c := st.c
+	st.at(now)
+	jp := &j
+	wj := wjob{j: jp, prio: c.priority(jp).Total}
+	i, _ := slices.BinarySearchFunc(c.queue, wj, func(a, b wjob) int {
+		if x := cmp.Compare(b.prio, a.prio); x != 0 {
+			return x
+		}
+		if x := a.j.SubmitTime.Compare(b.j.SubmitTime); x != 0 {
+			return x
+		}
+		return cmp.Compare(a.j.ID, b.j.ID)
+	})
+	c.queue = slices.Insert(c.queue, i, wj)
+	c.decide(wj, false)
+	for _, s := range c.plan.Starts {
+		st.done[s.JobID] = true
+	}
+	return c.plan
+}
+
+// End frees a running job's resources at now (it ended, was cancelled or
+// its node part exited) and starts the pending single-node jobs, in
+// priority order, that now fit on its nodes without delaying any
+// reservation.
+func (st *State) End(id spec.JobID, now time.Time) Plan {
+	c := st.c
+	st.at(now)
+	var freed []int
+	if rec, ok := c.started[id]; ok {
+		for _, p := range rec.parts {
+			w := c.nodes[p.node]
+			addPhys(w, p.res)
+			if rec.end > c.off {
+				w.prof.Unhold(max(rec.at, c.off), rec.end, p.res)
+			}
+			freed = append(freed, p.node)
+		}
+		delete(c.started, id)
+	} else if ri, ok := st.runs[id]; ok && !c.running[ri].gone {
+		rj := &c.running[ri]
+		rj.gone = true
+		for _, p := range rj.parts {
+			w := c.nodes[p.node]
+			addPhys(w, p.res)
+			if rj.end > c.off {
+				w.prof.Release(c.off, p.res)
+				if rj.end < backfill.Forever {
+					w.prof.Hold(rj.end, backfill.Forever, p.res)
+				}
+			}
+			freed = append(freed, p.node)
+		}
+		if c.limits {
+			c.uncount(rj.r.QOS, rj.r.User, rj.r.Account, rj.gpuCount)
+		}
+	} else {
+		return c.plan
+	}
+	slices.Sort(freed)
+	freed = slices.Compact(freed)
+	// Reservation bounds of the freed nodes may be earlier now.
+	for _, m := range c.memo {
+		if m.key == nil {
+			continue
+		}
+		for _, ni := range freed {
+			if m.elig[ni] {
+				m.key[ni] = c.off
+				m.heap.push(hent{c.off, ni})
+			}
+		}
+	}
+	for _, wj := range c.queue {
+		if !st.room(freed) {
+			break
+		}
+		j := wj.j
+		if st.done[j.ID] || max(j.Req.Nodes, 1) > 1 {
+			continue
+		}
+		if reason, _ := c.gate(j); reason != "" {
+			continue
+		}
+		dur := durOf(j)
+		rec, hasResv := c.resv[j.ID]
+		if hasResv {
+			st.unhold(rec)
+		}
+		started := false
+		for _, ni := range freed {
+			w := c.nodes[ni]
+			if !c.eligible(w, j) {
+				continue
+			}
+			if g, ok := fitRes(w, j, w.freeNow(c.off, dur)); ok {
+				c.start(j, []pick{{node: ni, gpus: g}}, dur)
+				st.done[j.ID] = true
+				delete(c.resv, j.ID)
+				started = true
+				break
+			}
+		}
+		if hasResv && !started {
+			st.rehold(rec)
+		}
+	}
+	return c.plan
+}
+
+// room reports whether any freed node still has a GPU or a CPU free now.
+func (st *State) room(freed []int) bool {
+	for _, ni := range freed {
+		if p := st.c.nodes[ni].phys; p.GPUs != 0 || p.CPUs > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (st *State) unhold(rec startRec) {
+	for _, p := range rec.parts {
+		st.c.nodes[p.node].prof.Unhold(rec.at, rec.end, p.res)
+	}
+}
+
+func (st *State) rehold(rec startRec) {
+	for _, p := range rec.parts {
+		st.c.nodes[p.node].prof.Hold(rec.at, rec.end, p.res)
+	}
+}
+
+func addPhys(w *workNode, r backfill.Res) {
+	w.phys.GPUs |= r.GPUs
+	w.phys.CPUs += r.CPUs
+	w.phys.MemMiB += r.MemMiB
+	w.phys.Allocs -= r.Allocs
+}
+
+func (c *cycle) uncount(qos, user, account string, gpus int) {
+	for _, ct := range []*counter{c.users[[2]string{qos, user}], c.accts[[2]string{qos, account}]} {
+		if ct != nil {
+			ct.gpus -= gpus
+			ct.jobs--
+		}
+	}
+}
