@@ -58,6 +58,7 @@ func newApp() *cli.App {
 			controllerCommand(),
 			nodeCommand(),
 			standaloneCommand(),
+			simulateCommand(),
 			tokenCommand(),
 			{
 				Name:  "version",
