@@ -29,8 +29,11 @@ type Store interface {
 	Apply(ctx context.Context, jobs []*spec.Job, nodes []*spec.Node, nextJobID spec.JobID) error
 }
 
-// Recorder receives jobs that reached a terminal state (accounting). It is
-// called from a goroutine of its own, in batches, never from the owner
+// Recorder receives jobs that reached a terminal state (accounting), and
+// jobs whose attempt ended with the job going back to PENDING (requeue,
+// preemption, node failure), with that attempt's Alloc, StartTime and
+// EndTime, so every attempt is billed. It is called from a goroutine of
+// its own, in batches, never from the owner
 // loop; a failing call is retried later with the same jobs, so RecordJobs
 // must be idempotent by job id and attempt.
 type Recorder interface {
@@ -62,7 +65,8 @@ func WithClock(now func() time.Time) Option { return func(c *Controller) { c.now
 // Tests pass a channel they send to.
 func WithTicker(tick <-chan time.Time) Option { return func(c *Controller) { c.tick = tick } }
 
-// WithRecorder sets where terminal jobs are recorded (accounting).
+// WithRecorder sets where terminal jobs and ended attempts are recorded
+// (accounting).
 func WithRecorder(r Recorder) Option { return func(c *Controller) { c.recorder = r } }
 
 // WithReload sets the hook Reconfigure calls to obtain a new Config.
@@ -77,6 +81,7 @@ type Controller struct {
 	now      func() time.Time
 	tick     <-chan time.Time
 	recorder Recorder
+	obs      Observer
 	reload   func() (Config, error)
 
 	ops     chan *op
@@ -116,6 +121,7 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		started: make(chan struct{}),
 		stopped: make(chan struct{}),
 		recWake: make(chan struct{}, 1),
+		obs:     nopObserver{},
 		cfg:     cfg,
 	}
 	for _, o := range opts {

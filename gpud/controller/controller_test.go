@@ -327,8 +327,68 @@ func TestNodeTimeoutFailsOrRequeues(t *testing.T) {
 	h.stop() // flushes the recorder; it takes rec.mu, so lock only after
 	h.rec.mu.Lock()
 	defer h.rec.mu.Unlock()
-	if len(h.rec.jobs) != 1 || h.rec.jobs[0].ID != lose {
-		t.Fatalf("recorded %v, want job %d only", h.rec.jobs, lose)
+	// The failed job, and the requeued job's first attempt (billed when it
+	// ended, ended by the node failure).
+	got := map[spec.JobID]spec.Job{}
+	for _, j := range h.rec.jobs {
+		got[j.ID] = j
+	}
+	if len(h.rec.jobs) != 2 || got[lose].State != spec.StateNodeFail {
+		t.Fatalf("recorded %v, want job %d (NODE_FAIL) and job %d's first attempt", h.rec.jobs, lose, keep)
+	}
+	if a := got[keep]; a.State != spec.StatePending || a.Alloc == nil || a.Alloc.ID != firstAlloc || a.EndTime.IsZero() {
+		t.Fatalf("recorded attempt of job %d = %s alloc %v end %v, want PENDING with alloc %s and an end time", keep, a.State, a.Alloc, a.EndTime, firstAlloc)
+	}
+}
+
+func TestEveryEndedAttemptIsRecorded(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	ctx := context.Background()
+	h.register("n1", 1)
+	id := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
+	first := h.job(id)
+	// Move the clock without a tick: a tick would find n1 silent and down.
+	skip := func(d time.Duration) { h.mu.Lock(); h.now = h.now.Add(d); h.mu.Unlock() }
+	skip(10 * time.Minute)
+	if _, err := h.c.JobAction(ctx, alice, id, ActionRequeue, "try again"); err != nil {
+		t.Fatal(err)
+	}
+	h.exit("n1", first, spec.StateCancelled, 0)
+	second := h.job(id)
+	if second.State != spec.StateRunning || second.Attempt != 2 {
+		t.Fatalf("requeued job = %s attempt %d, want RUNNING attempt 2", second.State, second.Attempt)
+	}
+	skip(5 * time.Minute)
+	h.exit("n1", second, spec.StateCompleted, 0)
+	if got := h.job(id); got.State != spec.StateCompleted {
+		t.Fatalf("job = %s, want COMPLETED", got.State)
+	}
+	h.stop() // flushes the recorder
+	h.rec.mu.Lock()
+	defer h.rec.mu.Unlock()
+	type rec struct {
+		State      spec.JobState
+		Attempt    int
+		AllocID    string
+		GPUs       []string
+		Start, End time.Time
+	}
+	var got []rec
+	for _, j := range h.rec.jobs {
+		r := rec{State: j.State, Attempt: j.Attempt, Start: j.StartTime.Time, End: j.EndTime.Time}
+		if j.Alloc != nil {
+			r.AllocID, r.GPUs = j.Alloc.ID, j.Alloc.Nodes[0].GPUs
+		}
+		got = append(got, r)
+	}
+	want := []rec{
+		{State: spec.StatePending, Attempt: 1, AllocID: fmt.Sprintf("%d.1", id), GPUs: []string{"GPU-n1-0"},
+			Start: first.StartTime.Time, End: t0.Add(10 * time.Minute)},
+		{State: spec.StateCompleted, Attempt: 2, AllocID: fmt.Sprintf("%d.2", id), GPUs: []string{"GPU-n1-0"},
+			Start: second.StartTime.Time, End: t0.Add(15 * time.Minute)},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("recorded attempts (-want +got):\n%s", diff)
 	}
 }
 
@@ -506,5 +566,29 @@ func TestReconfigure(t *testing.T) {
 	}
 	if j, _ := c.Job(ctx, id); j.Partition != "gpu" {
 		t.Fatalf("job partition after reconfigure = %q, want gpu", j.Partition)
+	}
+}
+
+// A node that reports NODE_FAIL for an allocation (the runtime killed it
+// while the agent was down) requeues the job when allowed, like a silent
+// node does, and ends it NODE_FAIL otherwise.
+func TestNodeReportedNodeFail(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	h.register("n1", 2)
+	keep := h.submit(alice, func(j *spec.JobSpec) { j.Requeue = true; j.Resources.GPUsPerNode = 1 })
+	lose := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
+	if h.job(keep).State != spec.StateRunning || h.job(lose).State != spec.StateRunning {
+		t.Fatal("jobs did not start")
+	}
+	first := h.job(keep).Alloc.ID
+	h.exit("n1", h.job(keep), spec.StateNodeFail, 137)
+	h.exit("n1", h.job(lose), spec.StateNodeFail, 137)
+	if j := h.job(lose); j.State != spec.StateNodeFail {
+		t.Errorf("--no-requeue job = %s, want NODE_FAIL", j.State)
+	}
+	// The requeued job is pending again or, the GPU being free, already
+	// running under a new allocation.
+	if j := h.job(keep); j.State.Terminal() || j.Alloc != nil && j.Alloc.ID == first {
+		t.Errorf("requeue job = %s alloc %v, want requeued with a new allocation", j.State, j.Alloc)
 	}
 }

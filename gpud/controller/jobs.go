@@ -252,6 +252,7 @@ func (c *Controller) finish(tx *txn, rec *jobRec, state spec.JobState, code, sig
 	tx.saveJob(rec)
 	tx.ended = append(tx.ended, *j)
 	tx.kick = true
+	c.obs.JobEnded(j.Partition, state)
 	c.log.Info("job ended", "job_id", j.ID, "state", state, "exit_code", code, "reason", reason)
 }
 
@@ -269,6 +270,16 @@ func (c *Controller) requeue(tx *txn, rec *jobRec, reason string) {
 		j.LostWork = spec.Duration(now.Sub(from))
 	}
 	j.State, j.Reason = spec.StatePending, reason
+	if j.Alloc != nil && !j.StartTime.IsZero() {
+		// The ended attempt is billed now: the job's next record carries
+		// only its next attempt's allocation. The record keeps this
+		// attempt's allocation and times, ended now, in state PENDING.
+		ended := *j
+		ended.Alloc = cloneAlloc(j.Alloc)
+		ended.EndTime = spec.NewTime(c.now())
+		ended.StopState, ended.StopReason, ended.StopCheckpoint = "", "", false
+		tx.ended = append(tx.ended, ended)
+	}
 	j.StopState, j.StopReason, j.StopCheckpoint = "", "", false
 	j.ExitCode, j.Signal = 0, 0
 	j.StartTime, j.EndTime = spec.Time{}, spec.Time{}
@@ -276,6 +287,7 @@ func (c *Controller) requeue(tx *txn, rec *jobRec, reason string) {
 	c.st.pending[j.ID] = rec
 	tx.saveJob(rec)
 	tx.kick = true
+	c.obs.JobRequeued(j.Partition, reason)
 	c.log.Info("job requeued", "job_id", j.ID, "reason", reason)
 }
 
@@ -318,13 +330,16 @@ func (c *Controller) partEnded(tx *txn, rec *jobRec, node string, ev exitInfo) {
 			ev.state = spec.StateFailed
 		}
 	}
+	// A node may report NODE_FAIL itself (a job the runtime killed while
+	// the agent was down): like a silent node, it requeues if allowed.
+	nodeFail := ev.nodeFail || ev.state == spec.StateNodeFail
 	requeue := j.StopState == spec.StateRequeued || j.StopState == spec.StatePreempted ||
-		ev.state == spec.StateRequeued || ev.state == spec.StatePreempted || (ev.nodeFail && j.Requeue)
+		ev.state == spec.StateRequeued || ev.state == spec.StatePreempted || (nodeFail && j.Requeue)
 	switch {
 	case requeue:
 		reason := j.StopReason
 		switch {
-		case ev.nodeFail:
+		case nodeFail:
 			reason = "NodeFail requeue"
 		case reason == "":
 			reason = orDefault(ev.reason, "requeued")

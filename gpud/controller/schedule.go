@@ -55,6 +55,7 @@ func (c *Controller) cycle(ctx context.Context) {
 	}
 	c.sched.lastDur = time.Since(start)
 	c.sched.lastEnd = time.Now()
+	c.obs.CycleDone(c.sched.lastDur)
 }
 
 // snapshot copies the state the scheduler needs.
@@ -126,6 +127,7 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 		j.Nodes, j.GPUs = names, gpus
 		delete(c.st.pending, j.ID)
 		tx.saveJob(rec)
+		c.obs.JobStarted(j.Partition)
 		c.log.Info("job started", "job_id", j.ID, "alloc_id", a.ID, "nodes", names)
 	}
 	for _, p := range plan.Pending {

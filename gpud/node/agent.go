@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gpud/gpud/checkpoint"
@@ -39,6 +41,9 @@ type Agent struct {
 
 	mu      sync.Mutex
 	runners map[string]*runner // by alloc ID
+	// owners is who each assigned allocation belongs to, from the last
+	// assignments answer (adopted runners learn it there too).
+	owners map[string]RunningJob
 	// runnerWG counts runner goroutines; Run waits for it after its loops.
 	runnerWG sync.WaitGroup
 }
@@ -72,6 +77,7 @@ func New(cfg Config, client *api.Client, rt runtime.Runtime, opts ...Option) (*A
 		gpus:    gpus,
 		kick:    make(chan struct{}, 1),
 		runners: map[string]*runner{},
+		owners:  map[string]RunningJob{},
 	}, nil
 }
 
@@ -89,6 +95,35 @@ func (a *Agent) Running() []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// RunningJob is one job running on this node, for the node's metrics.
+type RunningJob struct {
+	JobID   spec.JobID
+	AllocID string
+	User    string
+	Account string
+	// GPUs are the device UUIDs of this node's part (MIG UUIDs for slices).
+	GPUs []string
+}
+
+// RunningJobs lists the jobs the agent has runners for, by alloc ID. A
+// re-adopted container's user, account and GPUs are known once the
+// controller's next assignments answer names it; until then only its job
+// and alloc IDs are.
+func (a *Agent) RunningJobs() []RunningJob {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]RunningJob, 0, len(a.runners))
+	for id, r := range a.runners {
+		j, ok := a.owners[id]
+		if !ok {
+			j = RunningJob{JobID: r.jobID, AllocID: id}
+		}
+		out = append(out, j)
+	}
+	slices.SortFunc(out, func(x, y RunningJob) int { return strings.Compare(x.AllocID, y.AllocID) })
+	return out
 }
 
 // Run opens the outbox, recovers the containers an earlier agent left,
@@ -294,6 +329,12 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 // reconcile moves the node towards the controller's desired set.
 func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
 	want := make(map[string]bool, len(asgs))
+	owners := make(map[string]RunningJob, len(asgs))
+	defer func() {
+		a.mu.Lock()
+		a.owners = owners
+		a.mu.Unlock()
+	}()
 	for i := range asgs {
 		asg := asgs[i]
 		id := asg.Alloc.ID
@@ -303,6 +344,7 @@ func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
 			continue
 		}
 		want[id] = true
+		owners[id] = RunningJob{JobID: asg.Job.ID, AllocID: id, User: asg.Job.User, Account: asg.Job.Account, GPUs: self.GPUs}
 		a.mu.Lock()
 		r := a.runners[id]
 		a.mu.Unlock()
@@ -510,6 +552,13 @@ func (a *Agent) recoverContainers(ctx context.Context) error {
 					st = *ti.Exit
 				}
 				state, reason := exitState(st, rec.StopState, rec.StopWhy)
+				if !rec.Started && rec.StopState == "" && st.Signal == syscall.SIGKILL && !st.OOMKilled {
+					// Nobody here sent that SIGKILL and the start was never
+					// confirmed: containerd killed a task it was still
+					// creating when it died. The node failed the job, not
+					// the job itself; the controller requeues it if allowed.
+					state, reason = spec.StateNodeFail, "killed by the container runtime while the node agent was down, before its start was confirmed"
+				}
 				if err := a.record(ctx, a.exitEvent(allocID, spec.JobID(job), state, reason, st)); err != nil {
 					return fmt.Errorf("recover container %s: %w", ti.ID, err)
 				}

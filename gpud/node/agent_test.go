@@ -101,6 +101,10 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 	if diff := cmp.Diff([]api.AllocEvent{started("a7", 7)}, e.eventsOf("a7")); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
+	wantJobs := []RunningJob{{JobID: 7, AllocID: "a7", User: "alice", Account: a.Job.Account, GPUs: []string{"GPU-a", "GPU-b"}}}
+	if diff := cmp.Diff(wantJobs, e.agent.RunningJobs()); diff != "" {
+		t.Errorf("RunningJobs (-want +got):\n%s", diff)
+	}
 	reg := e.fc.Registered()
 	if len(reg) == 0 || reg[0].Name != "node-1" || reg[0].Addr != "10.0.0.2" || len(reg[0].GPUs) != 3 {
 		t.Errorf("registered inventory = %+v, want node-1 at 10.0.0.2 with 3 GPUs", reg)
@@ -383,6 +387,9 @@ func TestRecovery(t *testing.T) {
 			{planted("gpud-3-1-node-1", "node-1", "a3", "3", ""), runtime.StatusExited, runtime.ExitStatus{Code: 7, ExitedAt: t0.Add(-time.Minute)}},
 			{planted("gpud-4-1-node-1", "node-1", "a4", "4", deadline), runtime.StatusRunning, runtime.ExitStatus{}},
 			{planted("gpud-9-1-node-2", "node-2", "a9", "9", ""), runtime.StatusExited, runtime.ExitStatus{Code: 1}},
+			// SIGKILLed while the agent was down, start never recorded:
+			// containerd killed a task it was creating when it died.
+			{planted("gpud-5-1-node-1", "node-1", "a5", "5", ""), runtime.StatusExited, runtime.ExitStatus{Code: 137, Signal: syscall.SIGKILL, ExitedAt: t0.Add(-time.Minute)}},
 		} {
 			if err := e.rt.Add(p.cfg, p.status, p.exit); err != nil {
 				t.Fatal(err)
@@ -397,6 +404,9 @@ func TestRecovery(t *testing.T) {
 	want.Time = spec.NewTime(t0.Add(-time.Minute))
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("a3 exited (-want +got):\n%s", diff)
+	}
+	if got := e.waitExited(t, "a5"); got.State != spec.StateNodeFail {
+		t.Errorf("a5 exited = %+v, want NODE_FAIL (the runtime killed it, not the job)", got)
 	}
 	waitFor(t, "a3 deleted, stale dir removed", func() bool {
 		_, ok := e.rt.Status("gpud-3-1-node-1")

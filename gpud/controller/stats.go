@@ -1,0 +1,144 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// Observer is told of events worth counting for monitoring (gpud/metrics
+// implements it with Prometheus counters). Its methods are called on the
+// owner goroutine, after the change is committed or while applying it, so
+// they must be cheap and must not block or call back into the Controller.
+type Observer interface {
+	// CycleDone reports one scheduling cycle's wall-clock duration.
+	CycleDone(d time.Duration)
+	// JobStarted reports an attempt of a job in partition starting.
+	JobStarted(partition string)
+	// JobEnded reports a job reaching a terminal state.
+	JobEnded(partition string, state spec.JobState)
+	// JobRequeued reports an attempt ending with the job going back to
+	// PENDING (requeue, preemption, node failure); reason is the job's.
+	JobRequeued(partition, reason string)
+}
+
+// WithObserver sets who is told of cycles, starts, ends and requeues.
+func WithObserver(o Observer) Option { return func(c *Controller) { c.obs = o } }
+
+// nopObserver is the default Observer.
+type nopObserver struct{}
+
+func (nopObserver) CycleDone(time.Duration)         {}
+func (nopObserver) JobStarted(string)               {}
+func (nopObserver) JobEnded(string, spec.JobState)  {}
+func (nopObserver) JobRequeued(partition, _ string) {}
+
+// Stats is a point-in-time count of the controller's live state, for
+// monitoring. Ended jobs are not in it (Observer.JobEnded counts them): a
+// gauge over the whole history would grow without bound and cost a walk
+// over every job the controller remembers.
+type Stats struct {
+	// Jobs counts active jobs (pending, running, completing) by state
+	// and partition.
+	Jobs []JobCount
+	// Pending counts pending jobs by reason (Priority, Resources, ...).
+	Pending []ReasonCount
+	// Nodes counts nodes by the state gpuq nodes shows.
+	Nodes []NodeCount
+	// GPUs counts whole GPUs by model: present on up or down nodes, and
+	// held by a live allocation.
+	GPUs []GPUCount
+}
+
+// JobCount is one cell of Stats.Jobs.
+type JobCount struct {
+	State     spec.JobState
+	Partition string
+	N         int
+}
+
+// ReasonCount is one cell of Stats.Pending.
+type ReasonCount struct {
+	Reason string
+	N      int
+}
+
+// NodeCount is one cell of Stats.Nodes.
+type NodeCount struct {
+	State spec.NodeState
+	N     int
+}
+
+// GPUCount is one cell of Stats.GPUs.
+type GPUCount struct {
+	Model            string
+	Total, Allocated int
+}
+
+// Stats counts the live state in one query on the owner. The walk costs
+// O(pending jobs + nodes + live allocations), never the job history:
+// pending jobs have their own index and running ones are found through
+// the nodes' allocations. Cells are sorted, so output is stable.
+func (c *Controller) Stats(ctx context.Context) (Stats, error) {
+	var s Stats
+	err := c.query(ctx, func() error {
+		type jk struct {
+			state spec.JobState
+			part  string
+		}
+		jobs := map[jk]int{}
+		reasons := map[string]int{}
+		for _, rec := range c.st.pending {
+			jobs[jk{rec.job.State, rec.job.Partition}]++
+			reasons[orDefault(rec.job.Reason, "None")]++
+		}
+		seen := map[spec.JobID]bool{}
+		nodes := map[spec.NodeState]int{}
+		type gc struct{ total, alloc int }
+		gpus := map[string]*gc{}
+		for _, n := range c.st.nodes {
+			u := c.st.usage(n)
+			nodes[n.displayState(u)]++
+			for _, id := range u.jobs {
+				if rec := c.st.jobs[id]; rec != nil && !seen[id] && !rec.job.State.Terminal() && rec.job.State != spec.StatePending {
+					seen[id] = true
+					jobs[jk{rec.job.State, rec.job.Partition}]++
+				}
+			}
+			for _, g := range n.inv.GPUs {
+				m := gpus[g.Model]
+				if m == nil {
+					m = &gc{}
+					gpus[g.Model] = m
+				}
+				m.total++
+				if u.gpus[g.UUID] {
+					m.alloc++
+				}
+			}
+		}
+		for k, n := range jobs {
+			s.Jobs = append(s.Jobs, JobCount{State: k.state, Partition: k.part, N: n})
+		}
+		slices.SortFunc(s.Jobs, func(a, b JobCount) int {
+			return cmp.Or(cmp.Compare(a.State, b.State), cmp.Compare(a.Partition, b.Partition))
+		})
+		for r, n := range reasons {
+			s.Pending = append(s.Pending, ReasonCount{Reason: r, N: n})
+		}
+		slices.SortFunc(s.Pending, func(a, b ReasonCount) int { return cmp.Compare(a.Reason, b.Reason) })
+		for st, n := range nodes {
+			s.Nodes = append(s.Nodes, NodeCount{State: st, N: n})
+		}
+		slices.SortFunc(s.Nodes, func(a, b NodeCount) int { return cmp.Compare(a.State, b.State) })
+		for m, g := range gpus {
+			s.GPUs = append(s.GPUs, GPUCount{Model: m, Total: g.total, Allocated: g.alloc})
+		}
+		slices.SortFunc(s.GPUs, func(a, b GPUCount) int { return cmp.Compare(a.Model, b.Model) })
+		return nil
+	})
+	return s, err
+}
