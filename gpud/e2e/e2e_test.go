@@ -221,11 +221,12 @@ func TestKill9Resumes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("job %s output: %v", id, err)
 		}
-		// Each attempt starts the script once. A job whose container
+		// Each attempt runs the script at most once. A job whose container
 		// containerd killed while creating it when it died is requeued
-		// (NODE_FAIL, then a new attempt), never run twice at once.
+		// (NODE_FAIL, then a new attempt; the killed one may not have got
+		// as far as its first line), never run twice at once.
 		attempts := int(c.showJob(id)["attempt"].(float64))
-		if n := strings.Count(string(out), "start "+id); n != attempts {
+		if n := strings.Count(string(out), "start "+id); n < 1 || n > attempts {
 			t.Errorf("job %s started %d times in %d attempts:\n%s", id, n, attempts, out)
 		}
 		if n := strings.Count(string(out), "end "+id); n != 1 {
