@@ -3,6 +3,7 @@ package accounting
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -280,5 +281,48 @@ func TestReadersWhileWriting(t *testing.T) {
 	}
 	if n := len(jobs(t, db, Filter{})); n != batches*perBatch {
 		t.Errorf("jobs after writing = %d, want %d", n, batches*perBatch)
+	}
+}
+
+// TestSummaryTotalsMatchJobs checks that gpuq report's totals are the sum
+// of gpuq acct's GPU- and CPU-hours over the same jobs, for every grouping,
+// requeued attempts included. The window covers every attempt (Summary
+// clips to it; Jobs reports whole jobs, so the two agree only then).
+func TestSummaryTotalsMatchJobs(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(20000).Time }))
+	record(t, db, history()...)
+	// Job 7: attempt 1 ended by a requeue (recorded as the controller
+	// does, PENDING with that attempt's allocation), attempt 2 completed.
+	b := MakeJob(7).User("dave").Account("physics")
+	first := b.Ran(1, 1000, node("n3", 4, "GPU-x", "GPU-y")).End(4600, spec.StatePending).Obj()
+	record(t, db, first)
+	record(t, db, MakeJob(7).User("dave").Account("physics").Ran(2, 5000, node("n3", 4, "GPU-x")).End(12200, spec.StateCompleted).Obj())
+	for _, f := range []Filter{{}, {Start: at(0).Time, End: at(20000).Time}, {Users: []string{"alice", "dave"}}} {
+		recs := jobs(t, db, f)
+		var gpu, cpu float64
+		for _, r := range recs {
+			gpu += r.GPUHours
+			cpu += r.CPUHours
+		}
+		if r := recs[len(recs)-1]; r.ID == 7 && r.GPUHours != 2+2 {
+			t.Errorf("job 7 = %v GPU-hours, want 4 (2 GPUs × 1h, then 1 GPU × 2h)", r.GPUHours)
+		}
+		for _, g := range []string{GroupByUser, GroupByAccount, GroupByPartition, GroupByGPUModel} {
+			rows, err := db.Summary(context.Background(), f, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sg, sc float64
+			n := 0
+			for _, r := range rows {
+				sg += r.GPUHours
+				sc += r.CPUHours
+				n += r.Jobs
+			}
+			if n != len(recs) || math.Abs(sg-gpu) > 1e-9 || math.Abs(sc-cpu) > 1e-9 {
+				t.Errorf("filter %+v by %s: summary %d jobs %v GPU-h %v CPU-h; jobs %d, %v, %v", f, g, n, sg, sc, len(recs), gpu, cpu)
+			}
+		}
 	}
 }

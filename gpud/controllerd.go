@@ -21,6 +21,7 @@ import (
 	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/config"
 	"github.com/gpud/gpud/gpud/controller"
+	"github.com/gpud/gpud/gpud/metrics"
 	"github.com/gpud/gpud/gpud/server"
 	"github.com/gpud/gpud/gpud/store"
 )
@@ -166,9 +167,13 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		srv.SetRoles(c.Auth.Operators, c.Auth.Admins)
 		return controllerConfig(c), nil
 	}
+	// Metrics: the owner loop counts through the Observer; gauges are
+	// read from Stats once per scrape (gpud/metrics).
+	mets := metrics.NewController()
 	ctrl, err := controller.New(controllerConfig(cfg), st,
 		controller.WithLogger(o.Log),
 		controller.WithRecorder(acct),
+		controller.WithObserver(mets),
 		controller.WithReload(reload))
 	if err != nil {
 		acct.Close()
@@ -186,7 +191,9 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		st.Close()
 		return nil, err
 	}
+	mets.AddStats(ctrl)
 	srvOpts := []server.Option{server.WithLogger(o.Log), server.WithAccounting(acct),
+		server.WithMetrics(mets.Handler(), mets.ObserveRequest),
 		server.WithRoles(cfg.Auth.Operators, cfg.Auth.Admins),
 		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst)}
 	var tcp net.Listener

@@ -32,6 +32,9 @@ var boundaries = []struct {
 var onlyImporter = map[string][]string{
 	"github.com/NVIDIA/go-nvml":           {"runtime/gpu/nvml"},
 	"github.com/containerd/containerd/v2": {"runtime/containerd", "runtime/ocispec"},
+	// The daemons' packages offer plain counts and hooks; main wires them
+	// to Prometheus through gpud/metrics.
+	"github.com/prometheus/client_golang": {"gpud/metrics"},
 }
 
 type listed struct {

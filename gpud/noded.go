@@ -5,20 +5,29 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/config"
+	"github.com/gpud/gpud/gpud/controller"
+	"github.com/gpud/gpud/gpud/metrics"
 	"github.com/gpud/gpud/gpud/node"
 	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/containerd"
+	"github.com/gpud/gpud/runtime/gpu"
 )
 
-var _ runtime.Runtime = (*containerd.Runtime)(nil)
+var (
+	_ runtime.Runtime     = (*containerd.Runtime)(nil)
+	_ metrics.JobsSource  = (*node.Agent)(nil)
+	_ metrics.StatsSource = (*controller.Controller)(nil)
+)
 
 const defaultNodeConfig = "/etc/gpud/node.toml"
 
@@ -37,6 +46,7 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "containerd", Usage: "containerd socket"},
 			&cli.StringFlag{Name: "cdi-dir", Usage: "directory for the node's CDI spec"},
 			&cli.StringFlag{Name: "features", Usage: "comma-separated node features for --constraint"},
+			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus /metrics (per-GPU DCGM-style gauges) on this host:port; \"\" serves none"},
 		),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c, os.Stderr)
@@ -75,6 +85,9 @@ func nodeCommand() *cli.Command {
 			}
 			if c.IsSet("features") {
 				s.Features = splitList(c.String("features"))
+			}
+			if c.IsSet("metrics-listen") {
+				s.MetricsListen = c.String("metrics-listen")
 			}
 			if err := cfg.Validate(); err != nil {
 				return err
@@ -154,10 +167,27 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	if err != nil {
 		return err
 	}
-	log.Info("node agent started", "gpus", len(inv.GPUs), "cpus", inv.CPUs, "mem_mib", inv.MemMiB, "controller", o.Controller)
-	err = agent.Run(ctx)
-	if errors.Is(err, context.Canceled) {
-		return nil
+	g, gctx := errgroup.WithContext(ctx)
+	if s.MetricsListen != "" {
+		ln, err := net.Listen("tcp", s.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("listen for metrics on %s: %w; choose another [node] metrics_listen or --metrics-listen", s.MetricsListen, err)
+		}
+		// Backends without sampling (none) still serve job counts.
+		sampler, _ := devs.(gpu.Sampler)
+		// Hostname is the node's cluster name (the hostname by default),
+		// so GPU series join gpud's node names.
+		h := metrics.NewNode(o.Name, inv.GPUs, sampler, agent).Handler()
+		g.Go(func() error { return metrics.Serve(gctx, ln, h) })
+		log.Info("serving metrics", "addr", ln.Addr().String())
 	}
-	return err
+	log.Info("node agent started", "gpus", len(inv.GPUs), "cpus", inv.CPUs, "mem_mib", inv.MemMiB, "controller", o.Controller)
+	g.Go(func() error {
+		err := agent.Run(gctx)
+		if errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	})
+	return g.Wait()
 }

@@ -499,3 +499,29 @@ func (c *Client) AcctJobs(ctx context.Context, f AcctFilter) ([]AcctJob, error) 
 	err := c.do(ctx, http.MethodGet, "/accounting/jobs", q, nil, &out)
 	return out.Jobs, err
 }
+
+// AcctSummary totals accounted usage by group (one of the GroupBy
+// constants) for the jobs f selects (sreport): GET
+// /v1/accounting/summary?group=&user=&account=&partition=&start=&end=.
+// f.IDs, f.States and f.Limit are not sent.
+func (c *Client) AcctSummary(ctx context.Context, group string, f AcctFilter) (AcctSummaryResponse, error) {
+	q := url.Values{"group": {group}}
+	for _, u := range f.Users {
+		q.Add("user", u)
+	}
+	for _, a := range f.Accounts {
+		q.Add("account", a)
+	}
+	for _, p := range f.Partitions {
+		q.Add("partition", p)
+	}
+	if !f.Start.IsZero() {
+		q.Set("start", f.Start.Format(time.RFC3339))
+	}
+	if !f.End.IsZero() {
+		q.Set("end", f.End.Format(time.RFC3339))
+	}
+	var out AcctSummaryResponse
+	err := c.do(ctx, http.MethodGet, "/accounting/summary", q, nil, &out)
+	return out, err
+}

@@ -250,3 +250,34 @@ type AcctFilter struct {
 type AcctJobsResponse struct {
 	Jobs []AcctJob `json:"jobs"`
 }
+
+// AcctSummaryRow is one group of GET /v1/accounting/summary (gpuq report):
+// the wire form of accounting.SummaryRow, field for field (a server test
+// keeps them in step).
+type AcctSummaryRow struct {
+	// Group is the user, account, partition or GPU model.
+	Group    string  `json:"group"`
+	Jobs     int     `json:"jobs"`
+	GPUHours float64 `json:"gpu_hours"`
+	CPUHours float64 `json:"cpu_hours"`
+}
+
+// Group keys of GET /v1/accounting/summary.
+const (
+	GroupByUser      = "user"
+	GroupByAccount   = "account"
+	GroupByPartition = "partition"
+	GroupByGPUModel  = "gpu_model"
+)
+
+// AcctSummaryResponse is GET /v1/accounting/summary: usage in
+// [Start, End] grouped by Group, rows ordered by group. Like sreport,
+// hours are clipped to the window (a job running across its edge counts
+// only its hours inside); gpuq acct reports whole jobs. A caller who is
+// not root or an operator gets only their own usage.
+type AcctSummaryResponse struct {
+	Group string           `json:"group"`
+	Start time.Time        `json:"start,omitzero"`
+	End   time.Time        `json:"end,omitzero"`
+	Rows  []AcctSummaryRow `json:"rows"`
+}

@@ -342,6 +342,8 @@ func TestNodeValidate(t *testing.T) {
 			[]string{`[node] controller: "ctl:6817" is not an address`}},
 		{"relative unix socket", func(n *Node) { n.Node.Controller = "unix://gpud.sock" },
 			[]string{`[node] controller: "unix://gpud.sock" needs an absolute socket path`}},
+		{"metrics_listen", func(n *Node) { n.Node.MetricsListen = "9400" },
+			[]string{`[node] metrics_listen: "9400" is not host:port`}},
 		{"several at once", func(n *Node) {
 			n.Node.CPUs = -1
 			n.Node.KillGrace = "soon"

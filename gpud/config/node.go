@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,6 +45,9 @@ type NodeSection struct {
 	// KillGrace is the wait between SIGTERM and SIGKILL.
 	KillGrace      Duration `toml:"kill_grace"`
 	CheckpointRoot string   `toml:"checkpoint_root"`
+	// MetricsListen is the host:port the agent serves Prometheus /metrics
+	// on (per-GPU DCGM-style gauges); empty serves none.
+	MetricsListen string `toml:"metrics_listen"`
 }
 
 // Health is [health]: when a GPU counts as unhealthy.
@@ -157,6 +161,11 @@ func (n Node) Validate() error {
 		p.addf("[node] default_image: empty; use \"host\" or an image reference")
 	}
 	p.duration("[node] kill_grace", s.KillGrace, true)
+	if s.MetricsListen != "" {
+		if _, port, err := net.SplitHostPort(s.MetricsListen); err != nil || port == "" {
+			p.addf("[node] metrics_listen: %q is not host:port (use e.g. \":9400\" or \"127.0.0.1:9400\", or \"\" for no metrics)", s.MetricsListen)
+		}
+	}
 	if n.Health.GPUTempMaxC < 30 || n.Health.GPUTempMaxC > 120 {
 		p.addf("[health] gpu_temp_max_c: %d is outside 30-120", n.Health.GPUTempMaxC)
 	}

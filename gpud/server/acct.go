@@ -117,3 +117,59 @@ func scopeToCaller(who controller.Caller, f *accounting.Filter) error {
 // only while the two structs have the same fields in the same order;
 // TestAcctJobMatchesRecord checks their JSON tags.
 func acctJob(r *accounting.Record) api.AcctJob { return api.AcctJob(*r) }
+
+// acctSummary serves GET /v1/accounting/summary (gpuq report). The caller
+// rule is gpuq acct's: a caller below operator who is not root gets only
+// their own usage.
+func (s *Server) acctSummary(w http.ResponseWriter, r *http.Request) {
+	if s.acct == nil {
+		s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "this controller keeps no job accounting; start it with an accounting database to use gpuq report"))
+		return
+	}
+	q := r.URL.Query()
+	for _, k := range []string{"id", "state", "limit"} {
+		if q.Has(k) {
+			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "query parameter %s is not supported by the accounting summary; filter by user, account, partition, start and end", k))
+			return
+		}
+	}
+	group := q.Get("group")
+	if !slices.Contains([]string{api.GroupByUser, api.GroupByAccount, api.GroupByPartition, api.GroupByGPUModel}, group) {
+		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "query parameter group=%q is not one of %s, %s, %s, %s", group,
+			api.GroupByUser, api.GroupByAccount, api.GroupByPartition, api.GroupByGPUModel))
+		return
+	}
+	f, err := acctFilter(q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id := who(r)
+	if err := notNode(id, "job accounting"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	as := id.caller
+	if id.atLeast(auth.RoleOperator) {
+		as = id.privileged()
+	}
+	if err := scopeToCaller(as, &f); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rows, err := s.acct.Summary(r.Context(), f, group)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.AcctSummaryResponse{Group: group, Start: f.Start, End: f.End, Rows: make([]api.AcctSummaryRow, 0, len(rows))}
+	for _, row := range rows {
+		out.Rows = append(out.Rows, acctSummaryRow(row))
+	}
+	s.writeJSON(w, out)
+}
+
+// acctSummaryRow compiles only while api.AcctSummaryRow and
+// accounting.SummaryRow have the same fields; TestAcctSummaryRowMatches
+// checks their JSON tags.
+func acctSummaryRow(r accounting.SummaryRow) api.AcctSummaryRow { return api.AcctSummaryRow(r) }

@@ -199,3 +199,108 @@ func getRaw(t *testing.T, addr, path string, out any) int {
 	}
 	return resp.StatusCode
 }
+
+// TestAcctSummaryRowMatches keeps api.AcctSummaryRow the wire form of
+// accounting.SummaryRow, and the group keys the same.
+func TestAcctSummaryRowMatches(t *testing.T) {
+	t.Parallel()
+	row := accounting.SummaryRow{}
+	fill(reflect.ValueOf(&row).Elem())
+	in, err := json.Marshal(row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(in))
+	dec.DisallowUnknownFields()
+	var wire api.AcctSummaryRow
+	if err := dec.Decode(&wire); err != nil {
+		t.Fatalf("accounting.SummaryRow does not decode into api.AcctSummaryRow: %v; keep their fields and JSON tags in step", err)
+	}
+	out, err := json.Marshal(wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(in), string(out)); diff != "" {
+		t.Errorf("api.AcctSummaryRow re-encodes accounting.SummaryRow differently (-row +wire):\n%s", diff)
+	}
+	groups := [][2]string{
+		{api.GroupByUser, accounting.GroupByUser}, {api.GroupByAccount, accounting.GroupByAccount},
+		{api.GroupByPartition, accounting.GroupByPartition}, {api.GroupByGPUModel, accounting.GroupByGPUModel},
+	}
+	for _, g := range groups {
+		if g[0] != g[1] {
+			t.Errorf("api group %q != accounting group %q", g[0], g[1])
+		}
+	}
+}
+
+func TestAcctSummary(t *testing.T) {
+	t0 := time.Date(2025, 3, 14, 8, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) spec.Time { return spec.NewTime(t0.Add(d)) }
+	done := func(id spec.JobID, user, account string, gpus int, start, end time.Duration) spec.Job {
+		var uuids []string
+		for i := range gpus {
+			uuids = append(uuids, "GPU-"+string(rune('a'+i)))
+		}
+		return spec.Job{ID: id, JobSpec: spec.JobSpec{Name: "j", Account: account, Partition: "h100"}, User: user, UID: 1000,
+			State: spec.StateCompleted, SubmitTime: at(0), StartTime: at(start), EndTime: at(end), Attempt: 1,
+			Alloc: &spec.Alloc{ID: "a", JobID: id, Attempt: 1, StartTime: at(start), Nodes: []spec.NodeAlloc{{Node: "gpu01", CPUs: 2, GPUs: uuids}}}}
+	}
+	db := openAcct(t,
+		done(1, "alice", "ml", 2, 0, time.Hour),
+		done(2, "bob", "ml", 1, time.Hour, 3*time.Hour),
+		done(3, "alice", "physics", 4, 2*time.Hour, 3*time.Hour),
+	)
+	addr, _, _ := servertest.Start(t, nil, servertest.Options{ServerOptions: []server.Option{server.WithAccounting(db)}})
+	c := client(t, addr)
+	tests := []struct {
+		name  string
+		group string
+		f     api.AcctFilter
+		want  []api.AcctSummaryRow
+	}{
+		{"users", api.GroupByUser, api.AcctFilter{}, []api.AcctSummaryRow{
+			{Group: "alice", Jobs: 2, GPUHours: 6, CPUHours: 4}, {Group: "bob", Jobs: 1, GPUHours: 2, CPUHours: 4}}},
+		{"accounts in a window clip usage", api.GroupByAccount, api.AcctFilter{Start: t0.Add(30 * time.Minute), End: t0.Add(2 * time.Hour)},
+			// Job 3 was eligible in the window (submitted at 0) but ran after it.
+			[]api.AcctSummaryRow{{Group: "ml", Jobs: 2, GPUHours: 2, CPUHours: 3}, {Group: "physics", Jobs: 1}}},
+		{"one user's accounts", api.GroupByAccount, api.AcctFilter{Users: []string{"alice"}}, []api.AcctSummaryRow{
+			{Group: "ml", Jobs: 1, GPUHours: 2, CPUHours: 2}, {Group: "physics", Jobs: 1, GPUHours: 4, CPUHours: 2}}},
+		{"no match", api.GroupByPartition, api.AcctFilter{Partitions: []string{"cpu"}}, []api.AcctSummaryRow{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := c.AcctSummary(ctxT(t), tc.group, tc.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Group != tc.group || !got.Start.Equal(tc.f.Start) || !got.End.Equal(tc.f.End) {
+				t.Errorf("response names group %q window %v-%v; want %q %v-%v", got.Group, got.Start, got.End, tc.group, tc.f.Start, tc.f.End)
+			}
+			if diff := cmp.Diff(tc.want, got.Rows); diff != "" {
+				t.Errorf("rows (-want +got):\n%s", diff)
+			}
+		})
+	}
+	bare, _ := servertest.TestServer(t, nil)
+	errs := []struct {
+		name, addr, query string
+		wantStatus        int
+		wantCode, wantMsg string
+	}{
+		{"no group", addr, "", 400, api.CodeInvalid, `group=""`},
+		{"bad group", addr, "group=qos", 400, api.CodeInvalid, `group="qos" is not one of user, account, partition, gpu_model`},
+		{"ids not supported", addr, "group=user&id=1", 400, api.CodeInvalid, "query parameter id is not supported"},
+		{"bad start", addr, "group=user&start=yesterday", 400, api.CodeInvalid, `start="yesterday"`},
+		{"no accounting", bare, "group=user", 503, api.CodeUnavailable, "keeps no job accounting"},
+	}
+	for _, tc := range errs {
+		t.Run(tc.name, func(t *testing.T) {
+			var body api.ErrorBody
+			status := getRaw(t, tc.addr, "/v1/accounting/summary?"+tc.query, &body)
+			if status != tc.wantStatus || body.Error.Code != tc.wantCode || !strings.Contains(body.Error.Message, tc.wantMsg) {
+				t.Errorf("got %d %+v; want %d %s containing %q", status, body.Error, tc.wantStatus, tc.wantCode, tc.wantMsg)
+			}
+		})
+	}
+}

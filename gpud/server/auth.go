@@ -153,7 +153,7 @@ func nodeCaller(id identity, name string) (controller.Caller, error) {
 
 // authenticate puts the request's identity in its context: peer
 // credentials on the unix socket, a verified bearer token otherwise.
-// /healthz needs none.
+// /healthz and /metrics (when served) need none.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if peer, ok := r.Context().Value(callerKey{}).(controller.Caller); ok {
@@ -161,7 +161,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 			return
 		}
-		if r.URL.Path == "/healthz" {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" && s.metrics != nil {
 			next.ServeHTTP(w, r)
 			return
 		}

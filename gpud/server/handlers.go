@@ -18,6 +18,9 @@ func (s *Server) routes() {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	if s.metrics != nil {
+		m.Handle("GET /metrics", s.metrics)
+	}
 	v := "/" + api.Version
 	m.HandleFunc("POST "+v+"/jobs", s.submit)
 	m.HandleFunc("GET "+v+"/jobs", s.listJobs)
@@ -32,6 +35,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+v+"/nodes/{name}/{action}", s.nodeAction)
 	m.HandleFunc("POST "+v+"/reconfigure", s.reconfigure)
 	m.HandleFunc("GET "+v+"/accounting/jobs", s.acctJobs)
+	m.HandleFunc("GET "+v+"/accounting/summary", s.acctSummary)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrNotFound, "no API endpoint %s %s; this controller serves /%s", r.Method, r.URL.Path, api.Version))
 	})

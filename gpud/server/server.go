@@ -45,14 +45,21 @@ type Server struct {
 	roles   atomic.Pointer[roleLists]
 	submits *rateLimiter
 	now     func() time.Time
+	metrics http.Handler
+	observe func(route string, code int, d time.Duration)
 }
 
 // Accounting is the job history the server reads for GET
-// /v1/accounting/jobs (implemented by *accounting.DB).
+// /v1/accounting/jobs and /v1/accounting/summary (implemented by
+// *accounting.DB).
 type Accounting interface {
 	// Jobs lists the jobs f selects, ordered by job ID. It only reads, is
 	// safe for concurrent use, and gives up when ctx ends.
 	Jobs(ctx context.Context, f accounting.Filter) ([]accounting.Record, error)
+	// Summary totals the jobs f selects by groupBy (an accounting.GroupBy
+	// constant), clipping usage to [f.Start, f.End]; an unknown group is
+	// spec.ErrInvalid. Same concurrency and ctx contract as Jobs.
+	Summary(ctx context.Context, f accounting.Filter, groupBy string) ([]accounting.SummaryRow, error)
 }
 
 // Option configures a Server.
@@ -65,6 +72,16 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 // accounting endpoints answer 503 unavailable.
 func WithAccounting(a Accounting) Option { return func(s *Server) { s.acct = a } }
 
+// WithMetrics serves h at GET /metrics (Prometheus) and reports every
+// request that reaches the API's router to observe, with the route
+// pattern it matched ("GET /v1/jobs/{id}", "" for none), the status code
+// and the time taken. Like /healthz, /metrics needs no token on TCP (it
+// still needs TLS there); on the unix socket any local user may read it.
+// The counts it shows are cluster-wide, not per user.
+func WithMetrics(h http.Handler, observe func(route string, code int, d time.Duration)) Option {
+	return func(s *Server) { s.metrics, s.observe = h, observe }
+}
+
 // New returns a server for c.
 func New(c *controller.Controller, opts ...Option) *Server {
 	s := &Server{c: c, log: slog.Default(), mux: http.NewServeMux(), now: time.Now}
@@ -72,7 +89,7 @@ func New(c *controller.Controller, opts ...Option) *Server {
 		o(s)
 	}
 	s.routes()
-	s.handler = s.authenticate(s.mux)
+	s.handler = s.authenticate(s.instrument(s.mux))
 	return s
 }
 
@@ -290,3 +307,36 @@ func jobID(r *http.Request) (spec.JobID, error) {
 	}
 	return spec.JobID(n), nil
 }
+
+// instrument reports each request to s.observe. It wraps the mux directly
+// (inside authenticate) because the mux records the matched pattern on
+// the very *http.Request it is given; requests refused by authenticate
+// are not observed.
+func (s *Server) instrument(next http.Handler) http.Handler {
+	if s.observe == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		s.observe(r.Pattern, sw.code, time.Since(start))
+	})
+}
+
+// statusWriter remembers the status code written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	code        int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.code, w.wroteHeader = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

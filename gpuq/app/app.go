@@ -91,6 +91,7 @@ func New() *cli.App {
 			},
 			{Name: "reconfigure", Usage: "ask the controller to reload its configuration file", Action: reconfigure},
 			acctCommand(),
+			reportCommand(),
 		},
 		HideHelpCommand: true,
 		ExitErrHandler:  exitcode.NoExit,

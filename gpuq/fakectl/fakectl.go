@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
@@ -47,8 +49,10 @@ type Server struct {
 	SubmitResp api.SubmitResponse
 	// Acct is returned by GET /v1/accounting/jobs, filtered by id, user,
 	// account, partition and state (not by time: tests check the query).
+	// GET /v1/accounting/summary totals it by the group asked for, with the
+	// same filters and no clipping to the window.
 	Acct []api.AcctJob
-	// AcctErr, when set, answers GET /v1/accounting/jobs.
+	// AcctErr, when set, answers GET /v1/accounting/jobs and /summary.
 	AcctErr error
 	// ActionErr maps a job id or node name to the error its actions get.
 	ActionErr map[string]error
@@ -120,6 +124,7 @@ func (s *Server) mux() http.Handler {
 	m.HandleFunc("GET /v1/nodes", s.nodes)
 	m.HandleFunc("POST /v1/nodes/{name}/{action}", s.nodeAction)
 	m.HandleFunc("GET /v1/accounting/jobs", s.acct)
+	m.HandleFunc("GET /v1/accounting/summary", s.acctSummary)
 	m.HandleFunc("POST /v1/reconfigure", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, api.ReconfigureResponse{Message: "configuration reloaded"}, nil)
 	})
@@ -262,4 +267,46 @@ func (s *Server) acct(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	reply(w, api.AcctJobsResponse{Jobs: out}, nil)
+}
+
+func (s *Server) acctSummary(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	in := func(key, v string) bool { return len(q[key]) == 0 || slices.Contains(q[key], v) }
+	key := map[string]func(j *api.AcctJob) string{
+		api.GroupByUser:      func(j *api.AcctJob) string { return j.User },
+		api.GroupByAccount:   func(j *api.AcctJob) string { return j.Account },
+		api.GroupByPartition: func(j *api.AcctJob) string { return j.Partition },
+		api.GroupByGPUModel:  func(j *api.AcctJob) string { return j.GPUModel },
+	}[q.Get("group")]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.AcctErr != nil {
+		reply(w, nil, s.AcctErr)
+		return
+	}
+	if key == nil {
+		reply(w, nil, spec.Errorf(spec.ErrInvalid, "query parameter group=%q is not one of user, account, partition, gpu_model", q.Get("group")))
+		return
+	}
+	rows := map[string]*api.AcctSummaryRow{}
+	for i := range s.Acct {
+		j := &s.Acct[i]
+		if !in("user", j.User) || !in("account", j.Account) || !in("partition", j.Partition) {
+			continue
+		}
+		g := key(j)
+		if rows[g] == nil {
+			rows[g] = &api.AcctSummaryRow{Group: g}
+		}
+		rows[g].Jobs++
+		rows[g].GPUHours += j.GPUHours
+		rows[g].CPUHours += j.CPUHours
+	}
+	out := api.AcctSummaryResponse{Group: q.Get("group"), Rows: []api.AcctSummaryRow{}}
+	out.Start, _ = time.Parse(time.RFC3339, q.Get("start"))
+	out.End, _ = time.Parse(time.RFC3339, q.Get("end"))
+	for _, g := range slices.Sorted(maps.Keys(rows)) {
+		out.Rows = append(out.Rows, *rows[g])
+	}
+	reply(w, out, nil)
 }

@@ -210,6 +210,18 @@ func TestRealBackend(t *testing.T) {
 					t.Errorf("implausible real GPU %+v", g)
 				}
 			}
+			samples, err := d.(gpu.Sampler).Sample(context.Background())
+			if err != nil || len(samples) != len(devs) {
+				t.Fatalf("Sample = %d samples, %v; want %d", len(samples), err, len(devs))
+			}
+			for i, s := range samples {
+				t.Logf("sample %+v", s)
+				// Memory and temperature are read on every datacenter GPU.
+				if s.UUID != devs[i].UUID || !s.HasMem || !s.HasTemp || s.TempC <= 0 || s.MemUsedMiB > float64(devs[i].MemMiB) ||
+					s.HasUtil && s.UtilPct > 100 || s.HasPower && s.PowerW <= 0 {
+					t.Errorf("implausible real sample %+v of %+v", s, devs[i])
+				}
+			}
 		})
 	}
 }

@@ -1,0 +1,148 @@
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpud/gpud/gpud/controller"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// StatsSource is what the controller collector reads at each scrape
+// (implemented by *controller.Controller).
+type StatsSource interface {
+	// Stats counts the live state; it fails when the controller is not
+	// serving or ctx ends.
+	Stats(ctx context.Context) (controller.Stats, error)
+}
+
+// statsTimeout bounds one scrape's wait for the owner loop.
+const statsTimeout = 5 * time.Second
+
+// Controller holds the controller's metrics. It implements
+// controller.Observer; give it to controller.WithObserver, then AddStats
+// once the controller exists.
+type Controller struct {
+	reg      *prometheus.Registry
+	cycle    prometheus.Histogram
+	started  *prometheus.CounterVec
+	ended    *prometheus.CounterVec
+	requeued *prometheus.CounterVec
+	requests *prometheus.HistogramVec
+}
+
+var _ controller.Observer = (*Controller)(nil)
+
+// NewController returns the controller's metrics with Go runtime and
+// process collectors registered.
+func NewController() *Controller {
+	m := &Controller{
+		reg: prometheus.NewRegistry(),
+		cycle: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gpud_scheduler_cycle_duration_seconds",
+			Help: "Wall-clock duration of scheduling cycles (snapshot, schedule, apply, commit).",
+			// 100µs to ~6.5s.
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 9),
+		}),
+		started: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpud_jobs_started_total",
+			Help: "Job attempts started, by partition.",
+		}, []string{"partition"}),
+		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpud_jobs_ended_total",
+			Help: "Jobs that reached a terminal state, by partition and final state.",
+		}, []string{"partition", "state"}),
+		requeued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpud_jobs_requeued_total",
+			Help: "Job attempts ended with the job going back to PENDING (requeue, preemption, node failure), by partition.",
+		}, []string{"partition"}),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gpud_api_request_duration_seconds",
+			Help:    "API request latency by route pattern and HTTP status code (long polls included).",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route", "code"}),
+	}
+	m.reg.MustRegister(m.cycle, m.started, m.ended, m.requeued, m.requests,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// AddStats registers the gauges read from src at each scrape. Call it
+// once.
+func (m *Controller) AddStats(src StatsSource) { m.reg.MustRegister(&statsCollector{src: src}) }
+
+// Handler serves the metrics in Prometheus' text or protobuf formats. A
+// failing collector (the controller not serving) fails only its own
+// metrics, not the scrape.
+func (m *Controller) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// ObserveRequest records one API request: route is the mux pattern
+// ("GET /v1/jobs/{id}"), so IDs never become label values.
+func (m *Controller) ObserveRequest(route string, code int, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// CycleDone implements controller.Observer.
+func (m *Controller) CycleDone(d time.Duration) { m.cycle.Observe(d.Seconds()) }
+
+// JobStarted implements controller.Observer.
+func (m *Controller) JobStarted(partition string) { m.started.WithLabelValues(partition).Inc() }
+
+// JobEnded implements controller.Observer.
+func (m *Controller) JobEnded(partition string, state spec.JobState) {
+	m.ended.WithLabelValues(partition, string(state)).Inc()
+}
+
+// JobRequeued implements controller.Observer. The reason is not a label:
+// gpuq requeue takes free text.
+func (m *Controller) JobRequeued(partition, _ string) { m.requeued.WithLabelValues(partition).Inc() }
+
+var (
+	descJobs = prometheus.NewDesc("gpud_jobs", "Active jobs (pending, running, completing) by state and partition; ended jobs are in gpud_jobs_ended_total.",
+		[]string{"state", "partition"}, nil)
+	descPending = prometheus.NewDesc("gpud_jobs_pending", "Pending jobs by the reason they wait (Priority, Resources, ...).",
+		[]string{"reason"}, nil)
+	descNodes = prometheus.NewDesc("gpud_nodes", "Nodes by state, as gpuq nodes shows it.", []string{"state"}, nil)
+	descGPUs  = prometheus.NewDesc("gpud_gpus", "Whole GPUs registered, by model.", []string{"model"}, nil)
+	descAlloc = prometheus.NewDesc("gpud_gpus_allocated", "Whole GPUs held by a live allocation, by model.", []string{"model"}, nil)
+)
+
+// statsCollector turns one controller.Stats per scrape into gauges.
+type statsCollector struct{ src StatsSource }
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descJobs, descPending, descNodes, descGPUs, descAlloc} {
+		ch <- d
+	}
+}
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), statsTimeout)
+	defer cancel()
+	s, err := c.src.Stats(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descJobs, err)
+		return
+	}
+	for _, j := range s.Jobs {
+		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(j.N), string(j.State), j.Partition)
+	}
+	for _, p := range s.Pending {
+		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(p.N), p.Reason)
+	}
+	for _, n := range s.Nodes {
+		ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, float64(n.N), string(n.State))
+	}
+	for _, g := range s.GPUs {
+		ch <- prometheus.MustNewConstMetric(descGPUs, prometheus.GaugeValue, float64(g.Total), g.Model)
+		ch <- prometheus.MustNewConstMetric(descAlloc, prometheus.GaugeValue, float64(g.Allocated), g.Model)
+	}
+}

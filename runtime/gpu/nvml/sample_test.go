@@ -1,0 +1,69 @@
+package nvml
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpud/gpud/runtime/gpu"
+)
+
+func sample(t *testing.T, backend string, opts ...Option) []gpu.Sample {
+	t.Helper()
+	d, err := Open(context.Background(), backend, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	s, err := d.(gpu.Sampler).Sample(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestMockSamplesAreSyntheticAndStable(t *testing.T) {
+	t.Parallel()
+	a := sample(t, BackendDGXH100, WithMockSeed("node-a"))
+	if diff := cmp.Diff(a, sample(t, BackendDGXH100, WithMockSeed("node-a"))); diff != "" {
+		t.Errorf("same GPUs, different samples (-first +second):\n%s", diff)
+	}
+	devs := inventory(t, BackendDGXH100, WithMockSeed("node-a"))
+	if len(a) != len(devs) {
+		t.Fatalf("%d samples for %d GPUs", len(a), len(devs))
+	}
+	for i, s := range a {
+		if s.Index != i || s.UUID != devs[i].UUID || !s.HasUtil || !s.HasMem || !s.HasTemp || !s.HasPower || !s.HasXID ||
+			s.UtilPct < 0 || s.UtilPct >= 100 || s.MemUsedMiB >= 50*1024 || s.TempC < 30 || s.TempC >= 70 ||
+			s.PowerW < 70 || s.PowerW >= 370 || s.XID != 0 {
+			t.Errorf("sample %d = %+v; want GPU %s with every reading in its synthetic range", i, s, devs[i].UUID)
+		}
+	}
+}
+
+func TestNoneSamplesNothing(t *testing.T) {
+	t.Parallel()
+	if s := sample(t, BackendNone); s == nil || len(s) != 0 {
+		t.Errorf("none backend sampled %#v, want an empty non-nil list", s)
+	}
+}
+
+func TestClosedSample(t *testing.T) {
+	t.Parallel()
+	d, err := Open(context.Background(), BackendDGXH100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if _, err := d.(gpu.Sampler).Sample(context.Background()); err == nil {
+		t.Error("Sample after Close succeeded")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d2, _ := Open(context.Background(), BackendDGXH100)
+	defer d2.Close()
+	if _, err := d2.(gpu.Sampler).Sample(ctx); err == nil {
+		t.Error("Sample with a cancelled context succeeded")
+	}
+}
