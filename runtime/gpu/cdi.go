@@ -9,10 +9,11 @@ import (
 	"strings"
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpud/gpud/runtime/devnode"
 )
 
 // CDIOptions says where and under which kind the node's CDI spec is written.
@@ -127,73 +128,18 @@ func buildCDISpec(opts CDIOptions, devs []Device) (*cdispec.Spec, map[string]str
 			return nil, nil, fmt.Errorf("write CDI spec %s: GPU UUID %s appears twice", opts.Name, d.UUID)
 		}
 		node := fmt.Sprintf("nvidia%d", d.Minor)
-		if err := checkCharDevice(filepath.Join(opts.DevRoot, node)); err != nil {
+		if err := devnode.CheckChar(filepath.Join(opts.DevRoot, node)); err != nil {
 			return nil, nil, fmt.Errorf("write CDI spec %s: GPU %d (%s): %w", opts.Name, d.Index, d.UUID, err)
 		}
 		raw.Devices = append(raw.Devices, cdispec.Device{
 			Name: d.UUID,
 			ContainerEdits: cdispec.ContainerEdits{
-				DeviceNodes: []*cdispec.DeviceNode{deviceNode(opts.DevRoot, node)},
+				DeviceNodes: []*cdispec.DeviceNode{devnode.CDINode(opts.DevRoot, node)},
 			},
 		})
 		names[d.UUID] = parser.QualifiedName(opts.Vendor, opts.Class, d.UUID)
 	}
 	return raw, names, nil
-}
-
-// deviceNode maps a host node under devRoot to /dev/<name> in the
-// container. Type and numbers are left out on purpose: CDI stats HostPath
-// when it injects, which is right for the real uvm node whose major the
-// kernel assigns at module load.
-func deviceNode(devRoot, name string) *cdispec.DeviceNode {
-	return &cdispec.DeviceNode{
-		Path:     "/dev/" + name,
-		HostPath: filepath.Join(devRoot, name),
-	}
-}
-
-func checkCharDevice(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fmt.Errorf("device node %s: %w", path, err)
-	}
-	if fi.Mode()&fs.ModeCharDevice == 0 {
-		return fmt.Errorf("device node %s is not a character device (mode %s)", path, fi.Mode())
-	}
-	return nil
-}
-
-// writeFileAtomic writes data to a temp file in path's directory, syncs it
-// and renames it over path.
-func writeFileAtomic(path string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("replace %s: %w", path, err)
-	}
-	return nil
 }
 
 // InjectCDIDevices applies the CDI edits for the fully qualified device
@@ -239,7 +185,7 @@ func MakeMockDeviceNodes(devRoot string, devs []Device) error {
 	if err := os.MkdirAll(devRoot, 0o755); err != nil {
 		return fmt.Errorf("create mock dev root %s: %w", devRoot, err)
 	}
-	uvmMajor, err := unusedCharMajor("/proc/devices")
+	uvmMajor, err := devnode.UnusedCharMajor("/proc/devices")
 	if err != nil {
 		return fmt.Errorf("make mock device nodes in %s: %w", devRoot, err)
 	}
@@ -265,34 +211,13 @@ func MakeMockDeviceNodes(devRoot string, devs []Device) error {
 		if w.name == devUVM || w.name == devUVMTools {
 			// The uvm major is chosen per boot; an existing char node from
 			// an earlier run is as good as a new one.
-			if checkCharDevice(path) == nil {
+			if devnode.CheckChar(path) == nil {
 				continue
 			}
 		}
-		if err := mknodChar(path, w.major, w.minor); err != nil {
+		if err := devnode.Mknod(path, w.major, w.minor); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-func mknodChar(path string, major, minor uint32) error {
-	dev := unix.Mkdev(major, minor)
-	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err == nil {
-		if st.Mode&unix.S_IFMT == unix.S_IFCHR && uint64(st.Rdev) == dev {
-			return nil
-		}
-		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("replace %s: %w", path, err)
-		}
-	}
-	if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(dev)); err != nil {
-		return fmt.Errorf("mknod %s (char %d:%d): %w; mock device nodes need root (CAP_MKNOD)", path, major, minor, err)
-	}
-	// Mknod honours the umask; real NVIDIA nodes are 0666.
-	if err := os.Chmod(path, 0o666); err != nil {
-		return fmt.Errorf("chmod %s: %w", path, err)
 	}
 	return nil
 }

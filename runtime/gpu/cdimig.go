@@ -12,6 +12,8 @@ import (
 
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpud/gpud/runtime/devnode"
 )
 
 // MIGClass is the CDI class of MIG instances: "nvidia.com/mig=MIG-...".
@@ -74,10 +76,10 @@ func WriteMIGCDISpec(dir string, opts CDIOptions, migs []MIGDevice) (map[string]
 		}
 		var edits cdispec.ContainerEdits
 		for _, p := range migNodeNames(m) {
-			if err := checkCharDevice(filepath.Join(opts.DevRoot, p)); err != nil {
+			if err := devnode.CheckChar(filepath.Join(opts.DevRoot, p)); err != nil {
 				return nil, fmt.Errorf("write MIG CDI spec %s: MIG %s on GPU %d: %w", opts.Name, m.UUID, m.ParentIndex, err)
 			}
-			edits.DeviceNodes = append(edits.DeviceNodes, deviceNode(opts.DevRoot, p))
+			edits.DeviceNodes = append(edits.DeviceNodes, devnode.CDINode(opts.DevRoot, p))
 		}
 		raw.Devices = append(raw.Devices, cdispec.Device{Name: m.UUID, ContainerEdits: edits})
 		names[m.UUID] = parser.QualifiedName(opts.Vendor, opts.Class, m.UUID)
@@ -105,13 +107,13 @@ func migNodeNames(m MIGDevice) []string {
 // spec-level edits.
 func addDriverNodes(raw *cdispec.Spec, opts CDIOptions) error {
 	ctl := filepath.Join(opts.DevRoot, devCtl)
-	if err := checkCharDevice(ctl); err != nil {
+	if err := devnode.CheckChar(ctl); err != nil {
 		return fmt.Errorf("write CDI spec %s: %w; is the NVIDIA driver loaded (or, for mock GPUs, were mock device nodes made)?", opts.Name, err)
 	}
-	raw.ContainerEdits.DeviceNodes = append(raw.ContainerEdits.DeviceNodes, deviceNode(opts.DevRoot, devCtl))
+	raw.ContainerEdits.DeviceNodes = append(raw.ContainerEdits.DeviceNodes, devnode.CDINode(opts.DevRoot, devCtl))
 	for _, n := range []string{devUVM, devUVMTools} {
-		if checkCharDevice(filepath.Join(opts.DevRoot, n)) == nil {
-			raw.ContainerEdits.DeviceNodes = append(raw.ContainerEdits.DeviceNodes, deviceNode(opts.DevRoot, n))
+		if devnode.CheckChar(filepath.Join(opts.DevRoot, n)) == nil {
+			raw.ContainerEdits.DeviceNodes = append(raw.ContainerEdits.DeviceNodes, devnode.CDINode(opts.DevRoot, n))
 		}
 	}
 	return nil
@@ -132,7 +134,7 @@ func writeCDISpecFile(path string, opts CDIOptions, raw *cdispec.Spec) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("create CDI dir %s: %w", filepath.Dir(path), err)
 	}
-	return writeFileAtomic(path, append(data, '\n'))
+	return devnode.WriteFileAtomic(path, append(data, '\n'))
 }
 
 // MakeMockMIGDeviceNodes creates the nvidia-caps access nodes of migs
@@ -149,7 +151,7 @@ func MakeMockMIGDeviceNodes(devRoot string, migs []MIGDevice) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create mock nvidia-caps dir %s: %w", dir, err)
 	}
-	major, err := unusedCharMajor("/proc/devices")
+	major, err := devnode.UnusedCharMajor("/proc/devices")
 	if err != nil {
 		return fmt.Errorf("make mock MIG device nodes in %s: %w", dir, err)
 	}
@@ -159,10 +161,10 @@ func MakeMockMIGDeviceNodes(devRoot string, migs []MIGDevice) error {
 				return fmt.Errorf("make mock MIG device nodes for %s: cap minor %d out of range", m.UUID, minor)
 			}
 			path := filepath.Join(dir, "nvidia-cap"+strconv.Itoa(minor))
-			if checkCharDevice(path) == nil {
+			if devnode.CheckChar(path) == nil {
 				continue
 			}
-			if err := mknodChar(path, major, uint32(minor)); err != nil {
+			if err := devnode.Mknod(path, major, uint32(minor)); err != nil {
 				return err
 			}
 		}

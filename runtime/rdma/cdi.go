@@ -1,7 +1,6 @@
 package rdma
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,9 +10,10 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpud/gpud/runtime/devnode"
 )
 
 // CDIOptions says where and under which kind the node's RDMA CDI spec is
@@ -87,12 +87,12 @@ func WriteCDISpec(dir string, opts CDIOptions, nics []NIC) (map[string]string, e
 			return nil, fmt.Errorf("write RDMA CDI spec %s: NIC %s appears twice", opts.Name, n.Name)
 		}
 		node := devDir + "/" + n.Uverbs
-		if err := checkCharDevice(filepath.Join(opts.DevRoot, node)); err != nil {
+		if err := devnode.CheckChar(filepath.Join(opts.DevRoot, node)); err != nil {
 			return nil, fmt.Errorf("write RDMA CDI spec %s: NIC %s: %w; is ib_uverbs loaded (or, for a mock node, were mock nodes made)?", opts.Name, n.Name, err)
 		}
 		raw.Devices = append(raw.Devices, cdispec.Device{
 			Name:           n.Name,
-			ContainerEdits: cdispec.ContainerEdits{DeviceNodes: []*cdispec.DeviceNode{deviceNode(opts.DevRoot, node)}},
+			ContainerEdits: cdispec.ContainerEdits{DeviceNodes: []*cdispec.DeviceNode{devnode.CDINode(opts.DevRoot, node)}},
 		})
 		names[n.Name] = parser.QualifiedName(opts.Vendor, opts.Class, n.Name)
 	}
@@ -103,10 +103,10 @@ func WriteCDISpec(dir string, opts CDIOptions, nics []NIC) (map[string]string, e
 		return names, nil
 	}
 	cm := devDir + "/" + devRDMCM
-	if err := checkCharDevice(filepath.Join(opts.DevRoot, cm)); err != nil {
+	if err := devnode.CheckChar(filepath.Join(opts.DevRoot, cm)); err != nil {
 		return nil, fmt.Errorf("write RDMA CDI spec %s: %w; is rdma_ucm loaded?", opts.Name, err)
 	}
-	raw.ContainerEdits.DeviceNodes = []*cdispec.DeviceNode{deviceNode(opts.DevRoot, cm)}
+	raw.ContainerEdits.DeviceNodes = []*cdispec.DeviceNode{devnode.CDINode(opts.DevRoot, cm)}
 	v, err := cdispec.MinimumRequiredVersion(raw)
 	if err != nil {
 		return nil, fmt.Errorf("compute CDI version for spec %s: %w", opts.Name, err)
@@ -119,61 +119,10 @@ func WriteCDISpec(dir string, opts CDIOptions, nics []NIC) (map[string]string, e
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create CDI dir %s: %w", dir, err)
 	}
-	if err := writeFileAtomic(path, append(data, '\n')); err != nil {
+	if err := devnode.WriteFileAtomic(path, append(data, '\n')); err != nil {
 		return nil, err
 	}
 	return names, nil
-}
-
-// deviceNode leaves type and numbers out: CDI stats HostPath when it
-// injects.
-func deviceNode(devRoot, name string) *cdispec.DeviceNode {
-	return &cdispec.DeviceNode{Path: "/dev/" + name, HostPath: filepath.Join(devRoot, name)}
-}
-
-func checkCharDevice(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fmt.Errorf("device node %s: %w", path, err)
-	}
-	if fi.Mode()&fs.ModeCharDevice == 0 {
-		return fmt.Errorf("device node %s is not a character device (mode %s)", path, fi.Mode())
-	}
-	return nil
-}
-
-// writeFileAtomic writes data to a temp file next to path, syncs it and
-// renames it over path. (runtime/gpu has the same helper; the packages
-// stay independent.)
-func writeFileAtomic(path string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("replace %s: %w", path, err)
-	}
-	return nil
 }
 
 // MakeMockDeviceNodes creates devRoot/infiniband/uverbsN for each NIC
@@ -186,7 +135,7 @@ func MakeMockDeviceNodes(devRoot string, nics []NIC) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create mock %s: %w", dir, err)
 	}
-	major, err := unusedCharMajor("/proc/devices")
+	major, err := devnode.UnusedCharMajor("/proc/devices")
 	if err != nil {
 		return fmt.Errorf("make mock RDMA device nodes in %s: %w", dir, err)
 	}
@@ -203,55 +152,12 @@ func MakeMockDeviceNodes(devRoot string, nics []NIC) error {
 	}
 	for name, minor := range want {
 		path := filepath.Join(dir, name)
-		if checkCharDevice(path) == nil {
+		if devnode.CheckChar(path) == nil {
 			continue
 		}
-		_ = os.Remove(path)
-		dev := unix.Mkdev(major, minor)
-		if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(dev)); err != nil {
-			return fmt.Errorf("mknod %s (char %d:%d): %w; mock device nodes need root (CAP_MKNOD)", path, major, minor, err)
-		}
-		if err := os.Chmod(path, 0o666); err != nil {
-			return fmt.Errorf("chmod %s: %w", path, err)
+		if err := devnode.Mknod(path, major, minor); err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// unusedCharMajor returns the highest character major in the kernel's
-// dynamic ranges (511..384, 254..234) that /proc/devices does not list.
-func unusedCharMajor(procDevices string) (uint32, error) {
-	f, err := os.Open(procDevices)
-	if err != nil {
-		return 0, fmt.Errorf("read registered device majors: %w", err)
-	}
-	defer f.Close()
-	used := map[uint32]bool{}
-	inChar := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		switch {
-		case line == "Character devices:":
-			inChar = true
-		case line == "" || strings.HasSuffix(line, "devices:"):
-			inChar = false
-		case inChar:
-			num, _, _ := strings.Cut(line, " ")
-			if m, err := strconv.ParseUint(num, 10, 32); err == nil {
-				used[uint32(m)] = true
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("parse %s: %w", procDevices, err)
-	}
-	for _, r := range [][2]uint32{{511, 384}, {254, 234}} {
-		for m := r[0]; m >= r[1]; m-- {
-			if !used[m] {
-				return m, nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("no free character device major in the dynamic ranges")
 }
