@@ -49,14 +49,8 @@ func acct(c *cli.Context) error {
 	if len(args) > 0 {
 		return invalid("gpuq acct takes no arguments, got %q; select jobs with -j", args[0])
 	}
-	outputs := 0
-	for _, o := range []string{"parsable", "csv", "json"} {
-		if c.Bool(o) {
-			outputs++
-		}
-	}
-	if outputs > 1 {
-		return invalid("choose one of --parsable, --csv and --json")
+	if err := oneOutputStyle(c); err != nil {
+		return err
 	}
 	var f api.AcctFilter
 	if !c.Bool("allusers") {
@@ -80,22 +74,14 @@ func acct(c *cli.Context) error {
 		}
 		f.States = append(f.States, st)
 	}
+	// Like sacct: -j alone looks at those jobs whenever they ran.
 	t := now()
-	if v := c.String("starttime"); v != "" {
-		if f.Start, err = ParseAcctTime(v, t); err != nil {
-			return invalid("--starttime: %v", err)
-		}
-	} else if len(f.IDs) == 0 {
-		f.Start = midnight(t)
+	defStart := midnight(t)
+	if len(f.IDs) > 0 {
+		defStart = time.Time{}
 	}
-	if v := c.String("endtime"); v != "" {
-		if f.End, err = ParseAcctTime(v, t); err != nil {
-			return invalid("--endtime: %v", err)
-		}
-		if f.End.Before(f.Start) {
-			return invalid("--endtime %s is before the start of the window (%s); give a later --endtime or an earlier --starttime",
-				f.End.Format(format.TimeLayout), f.Start.Format(format.TimeLayout))
-		}
+	if f.Start, f.End, err = window(c, t, defStart, time.Time{}); err != nil {
+		return err
 	}
 	af := format.DefaultAcctFormat
 	if c.IsSet("format") {
@@ -178,4 +164,39 @@ func ParseAcctTime(s string, now time.Time) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("%q is not a time; use YYYY-MM-DD[THH:MM[:SS]], midnight, now or now-N[seconds|minutes|hours|days|weeks] such as now-2hours", s)
+}
+
+// oneOutputStyle refuses more than one of --parsable, --csv and --json.
+func oneOutputStyle(c *cli.Context) error {
+	outputs := 0
+	for _, o := range []string{"parsable", "csv", "json"} {
+		if c.Bool(o) {
+			outputs++
+		}
+	}
+	if outputs > 1 {
+		return invalid("choose one of --parsable, --csv and --json")
+	}
+	return nil
+}
+
+// window reads --starttime and --endtime (ParseAcctTime forms, relative to
+// t), falling back to defStart and defEnd; a zero end means open-ended.
+func window(c *cli.Context, t, defStart, defEnd time.Time) (start, end time.Time, err error) {
+	start, end = defStart, defEnd
+	if v := c.String("starttime"); v != "" {
+		if start, err = ParseAcctTime(v, t); err != nil {
+			return start, end, invalid("--starttime: %v", err)
+		}
+	}
+	if v := c.String("endtime"); v != "" {
+		if end, err = ParseAcctTime(v, t); err != nil {
+			return start, end, invalid("--endtime: %v", err)
+		}
+	}
+	if !end.IsZero() && end.Before(start) {
+		return start, end, invalid("--endtime %s is before the start of the window (%s); give a later --endtime or an earlier --starttime",
+			end.Format(format.TimeLayout), start.Format(format.TimeLayout))
+	}
+	return start, end, nil
 }

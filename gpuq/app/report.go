@@ -61,14 +61,8 @@ func report(c *cli.Context) error {
 			return invalid("gpuq report cannot group by %q; use users, accounts, partitions or models", args[0])
 		}
 	}
-	outputs := 0
-	for _, o := range []string{"parsable", "csv", "json"} {
-		if c.Bool(o) {
-			outputs++
-		}
-	}
-	if outputs > 1 {
-		return invalid("choose one of --parsable, --csv and --json")
+	if err := oneOutputStyle(c); err != nil {
+		return err
 	}
 	f := api.AcctFilter{
 		Users:      splitList(c.String("user")),
@@ -76,21 +70,8 @@ func report(c *cli.Context) error {
 		Partitions: splitList(c.String("partition")),
 	}
 	t := now()
-	f.Start = midnight(t)
-	if v := c.String("starttime"); v != "" {
-		if f.Start, err = ParseAcctTime(v, t); err != nil {
-			return invalid("--starttime: %v", err)
-		}
-	}
-	f.End = t
-	if v := c.String("endtime"); v != "" {
-		if f.End, err = ParseAcctTime(v, t); err != nil {
-			return invalid("--endtime: %v", err)
-		}
-	}
-	if f.End.Before(f.Start) {
-		return invalid("--endtime %s is before the start of the window (%s); give a later --endtime or an earlier --starttime",
-			f.End.Format(format.TimeLayout), f.Start.Format(format.TimeLayout))
+	if f.Start, f.End, err = window(c, t, midnight(t), t); err != nil {
+		return err
 	}
 	cl, err := client(c)
 	if err != nil {
