@@ -72,4 +72,6 @@ echo "==> gpuq show $id"
 "$root/bin/gpuq" show "$id"
 echo "==> gpuq acct"
 "$root/bin/gpuq" acct
+echo "==> gpuq report accounts"
+"$root/bin/gpuq" report accounts
 echo "==> demo finished; the cluster's state stays in $state"
