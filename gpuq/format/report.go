@@ -76,8 +76,8 @@ func WriteReport(w io.Writer, r Report, style AcctStyle, noHeader bool) error {
 		if g == "" {
 			g = "(none)"
 		}
-		return []string{g, strconv.Itoa(x.Jobs), strconv.FormatFloat(x.GPUHours, 'f', 2, 64),
-			strconv.FormatFloat(x.GPUShare, 'f', 1, 64), strconv.FormatFloat(x.CPUHours, 'f', 2, 64)}
+		return []string{g, strconv.Itoa(x.Jobs), strconv.FormatFloat(x.GPUHours, 'f', 4, 64), // 4 decimals, as gpuq acct
+			strconv.FormatFloat(x.GPUShare, 'f', 1, 64), strconv.FormatFloat(x.CPUHours, 'f', 4, 64)}
 	}
 	for _, x := range r.Rows {
 		rows = append(rows, line(x))
