@@ -117,6 +117,17 @@ func controllerConfig(c config.Controller) controller.Config {
 		HeartbeatInterval: c.Controller.HeartbeatInterval.Std(),
 		SchedInterval:     c.Scheduler.Interval.Std(),
 		AllowRootJobs:     c.Controller.AllowRootJobs,
+		BackfillWindow:    c.Scheduler.BackfillWindow.Std(),
+		Priority: controller.PriorityWeights{
+			Age:       c.Scheduler.Priority.WeightAge,
+			Fairshare: c.Scheduler.Priority.WeightFairshare,
+			JobSize:   c.Scheduler.Priority.WeightJobSize,
+			Partition: c.Scheduler.Priority.WeightPartition,
+			QOS:       c.Scheduler.Priority.WeightQOS,
+			MaxAge:    c.Scheduler.Priority.MaxAge.Std(),
+		},
+		// BackfillDepth, PreemptMinRuntime and CheckpointGrace have no
+		// gpud.toml keys yet: the controller's defaults apply.
 	}
 	for _, p := range c.Partitions {
 		nodes := p.Nodes
@@ -124,16 +135,25 @@ func controllerConfig(c config.Controller) controller.Config {
 			nodes = nil
 		}
 		cc.Partitions = append(cc.Partitions, controller.Partition{
-			Name:        p.Name,
-			Nodes:       nodes,
-			Default:     p.Default,
-			DefaultTime: p.DefaultTime.Std(),
-			MaxTime:     p.MaxTime.Std(),
-			State:       p.State,
+			Name:         p.Name,
+			Nodes:        nodes,
+			Default:      p.Default,
+			DefaultTime:  p.DefaultTime.Std(),
+			MaxTime:      p.MaxTime.Std(),
+			PriorityTier: p.PriorityTier,
+			State:        p.State,
 		})
 	}
 	for _, q := range c.QOS {
-		cc.QOS = append(cc.QOS, controller.QOS{Name: q.Name, Priority: int(q.Priority)})
+		cc.QOS = append(cc.QOS, controller.QOS{
+			Name:           q.Name,
+			Priority:       int(q.Priority),
+			Preempt:        q.Preempt,
+			PreemptMode:    q.PreemptMode,
+			MaxGPUsPerUser: q.MaxGPUsPerUser,
+			MaxJobsPerUser: q.MaxJobsPerUser,
+			MaxWall:        q.MaxWall.Std(),
+		})
 	}
 	return cc
 }

@@ -40,7 +40,53 @@ type Config struct {
 	AllowRootJobs bool
 	// MaxNodesPerJob bounds --nodes (default 1024).
 	MaxNodesPerJob int
+
+	// Priority is the multifactor job priority; all weights zero keeps
+	// the plain rule (QOS priority first, then nice).
+	Priority PriorityWeights
+	// BackfillDepth is how many blocked jobs, in priority order, get a
+	// reservation (an expected start) each cycle: 0 means the default
+	// 100, negative means all. Reserving for every blocked job is far too
+	// slow on a big queue (see gpud/sched/README.md), as in Slurm's
+	// bf_max_job_test.
+	BackfillDepth int
+	// BackfillWindow is how far ahead a reservation may start; 0 means
+	// no limit.
+	BackfillWindow time.Duration
+	// PreemptMinRuntime protects a running job from preemption until it
+	// has run this long.
+	PreemptMinRuntime time.Duration
+	// CheckpointGrace is how long a victim of a checkpoint-mode preemption
+	// is expected to take to checkpoint and stop; its preemptor's
+	// reservation starts after it.
+	CheckpointGrace time.Duration
 }
+
+// PriorityWeights are Slurm's multifactor weights: each factor is
+// normalised to [0,1] and multiplied by its weight. Nice always counts
+// one point per unit (as in Slurm) once any weight is set.
+type PriorityWeights struct {
+	Age, Fairshare, JobSize, Partition, QOS int64
+	// MaxAge is the queue time at which the age factor reaches 1
+	// (0: 7 days).
+	MaxAge time.Duration
+}
+
+// Preempt modes of a QOS.
+const (
+	// PreemptRequeue stops the victim and queues it again (PREEMPTED,
+	// then PENDING with the same id and submit time).
+	PreemptRequeue = "requeue"
+	// PreemptCancel stops the victim for good (CANCELLED).
+	PreemptCancel = "cancel"
+	// PreemptCheckpoint asks a checkpointing victim to checkpoint first,
+	// then requeues it.
+	PreemptCheckpoint = "checkpoint"
+	// PreemptOff (or empty) preempts nothing.
+	PreemptOff = "off"
+)
+
+const defaultBackfillDepth = 100
 
 // Partition is a named set of nodes with limits.
 type Partition struct {
@@ -52,6 +98,8 @@ type Partition struct {
 	// largest allowed (0: unlimited).
 	DefaultTime time.Duration
 	MaxTime     time.Duration
+	// PriorityTier feeds the partition factor of job priority.
+	PriorityTier int
 	// State is one of PartitionUp (default when empty), PartitionDown,
 	// PartitionDrain, PartitionInactive.
 	State string
@@ -61,6 +109,16 @@ type Partition struct {
 type QOS struct {
 	Name     string
 	Priority int
+	// Preempt lists the QOSes (of lower Priority) whose running jobs this
+	// QOS's jobs may stop to start; PreemptMode says how (PreemptRequeue
+	// when empty).
+	Preempt     []string
+	PreemptMode string
+	// Limits over a user's running jobs in this QOS and on each job's
+	// time limit; 0 means none.
+	MaxGPUsPerUser int
+	MaxJobsPerUser int
+	MaxWall        time.Duration
 }
 
 // DefaultConfig returns a config with one default partition "batch" over
@@ -100,6 +158,9 @@ func (c *Config) normalize() error {
 	}
 	if c.MaxNodesPerJob == 0 {
 		c.MaxNodesPerJob = d.MaxNodesPerJob
+	}
+	if c.BackfillDepth == 0 {
+		c.BackfillDepth = defaultBackfillDepth
 	}
 	var errs []error
 	c.Partitions = slices.Clone(c.Partitions)
@@ -143,6 +204,32 @@ func (c *Config) normalize() error {
 			errs = append(errs, fmt.Errorf("QOS %q is empty or defined twice", q.Name))
 		}
 		qseen[q.Name] = true
+	}
+	c.QOS = slices.Clone(c.QOS)
+	for i := range c.QOS {
+		q := &c.QOS[i]
+		switch q.PreemptMode {
+		case "", PreemptRequeue, PreemptCancel, PreemptCheckpoint:
+		case PreemptOff:
+			if len(q.Preempt) > 0 {
+				errs = append(errs, fmt.Errorf("QOS %q: preempt mode off but it preempts %s; choose requeue, cancel or checkpoint", q.Name, strings.Join(q.Preempt, ", ")))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("QOS %q: preempt mode %q is not one of requeue, cancel, checkpoint, off", q.Name, q.PreemptMode))
+		}
+		for _, v := range q.Preempt {
+			// A listed QOS of equal or higher priority is never preempted
+			// (the scheduler checks); an unknown one is a typo.
+			if _, ok := c.qos(v); !ok {
+				errs = append(errs, fmt.Errorf("QOS %q preempts QOS %q, which is not defined (defined: %s)", q.Name, v, strings.Join(c.qosNames(), ", ")))
+			}
+		}
+		if q.MaxGPUsPerUser < 0 || q.MaxJobsPerUser < 0 || q.MaxWall < 0 {
+			errs = append(errs, fmt.Errorf("QOS %q: limits must not be negative", q.Name))
+		}
+	}
+	if c.BackfillWindow < 0 || c.PreemptMinRuntime < 0 || c.CheckpointGrace < 0 || c.Priority.MaxAge < 0 {
+		errs = append(errs, errors.New("backfill window, preempt min runtime, checkpoint grace and priority max age must not be negative"))
 	}
 	if !qseen[c.DefaultQOS] {
 		errs = append(errs, fmt.Errorf("default QOS %q is not defined (defined: %s)", c.DefaultQOS, strings.Join(c.qosNames(), ", ")))

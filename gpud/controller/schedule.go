@@ -3,9 +3,11 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gpud/gpud/gpud/sched"
+	"github.com/gpud/gpud/gpud/sched/priority"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -19,6 +21,38 @@ type schedState struct {
 	lastDur      time.Duration
 	lastPeriodic time.Time // controller clock
 	snapID       uint64
+	// waiting maps a preemptor to its victims while it waits for them to
+	// stop; it may preempt nothing more meanwhile (see snapshot).
+	waiting map[spec.JobID][]spec.JobID
+}
+
+// stopGrace is how soon a job told to stop is expected to give its
+// resources back; the backfill profile uses it as the job's end.
+const stopGrace = time.Minute
+
+// waitingSuffix names the copy of a preempting QOS that a preemptor
+// waiting for its victims gets: same priority and limits, no preemption.
+const waitingSuffix = " (awaiting preempted jobs)"
+
+// schedConfig is the scheduler's view of the controller's config.
+func (c *Controller) schedConfig() sched.Config {
+	cfg := sched.Config{
+		BackfillDepth:     max(c.cfg.BackfillDepth, 0),
+		BackfillWindow:    c.cfg.BackfillWindow,
+		PreemptMinRuntime: c.cfg.PreemptMinRuntime,
+		CheckpointGrace:   c.cfg.CheckpointGrace,
+	}
+	if w := c.cfg.Priority; w.Age != 0 || w.Fairshare != 0 || w.JobSize != 0 || w.Partition != 0 || w.QOS != 0 {
+		// Nice weighs 2×maxNice so it moves the total by exactly one point
+		// per unit of nice, as Slurm subtracts nice from the priority.
+		cfg.Priority = priority.Config{
+			Weights: priority.Weights{Age: float64(w.Age), Fairshare: float64(w.Fairshare), JobSize: float64(w.JobSize),
+				Partition: float64(w.Partition), QOS: float64(w.QOS), Nice: 2 * maxNice},
+			MaxAge:  w.MaxAge,
+			MaxNice: maxNice,
+		}
+	}
+	return cfg
 }
 
 const maxCycleGap = time.Second
@@ -44,10 +78,15 @@ func (c *Controller) cycle(ctx context.Context) {
 	c.sched.dirty = false
 	tx := newTxn()
 	err := c.safely(fmt.Sprintf("scheduling cycle (snapshot %d)", c.sched.snapID+1), func() error {
-		snap := c.snapshot()
 		now := c.now()
-		plan := sched.Schedule(snap, now, sched.Config{})
-		c.apply(tx, plan, now)
+		snap := c.snapshot(now)
+		cfg := c.schedConfig()
+		plan := sched.Schedule(snap, now, cfg)
+		var prios []sched.JobPriority
+		if !cfg.Priority.Weights.Zero() {
+			prios = sched.Priorities(snap, now, cfg)
+		}
+		c.apply(tx, plan, prios, now)
 		return nil
 	})
 	if err == nil {
@@ -59,12 +98,14 @@ func (c *Controller) cycle(ctx context.Context) {
 }
 
 // snapshot copies the state the scheduler needs.
-func (c *Controller) snapshot() *sched.Snapshot {
+func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 	c.sched.snapID++
 	snap := &sched.Snapshot{ID: c.sched.snapID, Nodes: make([]sched.Node, 0, len(c.st.nodes)), Jobs: make([]sched.Job, 0, len(c.st.pending))}
+	var active []spec.JobID
 	for _, name := range sortedKeys(c.st.nodes) {
 		n := c.st.nodes[name]
 		u := c.st.usage(n)
+		active = append(active, u.jobs...)
 		sn := sched.Node{
 			Name:       name,
 			State:      n.displayState(u),
@@ -82,24 +123,103 @@ func (c *Controller) snapshot() *sched.Snapshot {
 		}
 		snap.Nodes = append(snap.Nodes, sn)
 	}
+	slices.Sort(active)
+	for _, id := range slices.Compact(active) {
+		if rec := c.st.jobs[id]; rec != nil && rec.job.Alloc != nil {
+			snap.Running = append(snap.Running, c.runningJob(&rec.job, now))
+		}
+	}
+	for _, q := range c.cfg.QOS {
+		sq := sched.QOS{Name: q.Name, Priority: int64(q.Priority), MaxGPUsPerUser: q.MaxGPUsPerUser,
+			MaxJobsPerUser: q.MaxJobsPerUser, MaxWall: q.MaxWall}
+		if q.PreemptMode != PreemptOff && len(q.Preempt) > 0 {
+			sq.Preempt, sq.PreemptMode = q.Preempt, q.PreemptMode
+			idle := sq
+			idle.Name, idle.Preempt, idle.PreemptMode = q.Name+waitingSuffix, nil, ""
+			snap.QOS = append(snap.QOS, idle)
+		}
+		snap.QOS = append(snap.QOS, sq)
+	}
+	for _, p := range c.cfg.Partitions {
+		snap.Partitions = append(snap.Partitions, sched.Partition{Name: p.Name, Tier: p.PriorityTier, MaxTime: p.MaxTime})
+	}
+	for id, victims := range c.sched.waiting {
+		if c.st.pending[id] == nil || !slices.ContainsFunc(victims, c.stopping) {
+			delete(c.sched.waiting, id)
+		}
+	}
 	for _, rec := range c.st.pending {
-		snap.Jobs = append(snap.Jobs, c.schedJob(&rec.job))
+		sj := c.schedJob(&rec.job)
+		if _, ok := c.sched.waiting[rec.job.ID]; ok {
+			// Its victims still hold what it needs: it waits for them
+			// rather than preempting more jobs meanwhile.
+			sj.QOS += waitingSuffix
+		}
+		snap.Jobs = append(snap.Jobs, sj)
 	}
 	return snap
 }
 
+// stopping reports whether job id still holds resources on some node.
+func (c *Controller) stopping(id spec.JobID) bool {
+	rec := c.st.jobs[id]
+	return rec != nil && rec.job.State != spec.StatePending && len(rec.liveNodes()) > 0
+}
+
+// runningJob is an active job as the scheduler sees it. A job already
+// told to stop is no victim (it has no QOS here) and is expected to give
+// its resources back within stopGrace (plus the checkpoint grace).
+func (c *Controller) runningJob(j *spec.Job, now time.Time) sched.RunningJob {
+	r := sched.RunningJob{ID: j.ID, Nodes: j.Alloc.Nodes, Start: j.StartTime.Time, TimeLimit: j.TimeLimit.Std(),
+		Priority: j.Priority, QOS: j.QOS, Account: j.Account, User: j.User, Partition: j.Partition}
+	if lc := j.LastCheckpoint; lc.Attempt == j.Alloc.Attempt && lc.Time.After(r.Start) {
+		r.LastCheckpoint = lc.Time.Time
+	}
+	if j.State != spec.StateRunning || j.StopState != "" {
+		grace := stopGrace
+		if j.StopCheckpoint {
+			grace += c.cfg.CheckpointGrace
+		}
+		r.QOS = ""
+		r.TimeLimit = max(now.Sub(r.Start), 0) + grace
+	}
+	return r
+}
+
 func (c *Controller) schedJob(j *spec.Job) sched.Job {
 	sj := sched.Job{ID: j.ID, Partition: j.Partition, Priority: j.Priority, SubmitTime: j.SubmitTime.Time,
-		BeginTime: j.BeginTime.Time, Held: j.Hold, Req: j.Resources}
+		BeginTime: j.BeginTime.Time, Held: j.Hold, Req: j.Resources,
+		Account: j.Account, User: j.User, QOS: j.QOS, Nice: j.Nice, TimeLimit: j.TimeLimit.Std()}
 	if p := c.cfg.partition(j.Partition); p == nil || p.State == PartitionDown || p.State == PartitionInactive {
 		sj.PartitionDown = true
 	}
 	return sj
 }
 
-// apply turns a plan into state: starts become RUNNING jobs with a new
-// alloc (id "<job>.<attempt>"), pending reasons are updated in memory.
-func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
+// apply turns a plan into state: new priorities first, then preemptions
+// stop their victims (as gpuq requeue or cancel would), starts become
+// RUNNING jobs with a new alloc (id "<job>.<attempt>"); pending reasons,
+// expected starts and priorities are updated in memory and published.
+func (c *Controller) apply(tx *txn, plan sched.Plan, prios []sched.JobPriority, now time.Time) {
+	for _, p := range prios {
+		// Shown, not persisted (like reasons); a start saves the job
+		// with the priority it started at.
+		if rec := c.st.pending[p.JobID]; rec != nil && rec.job.Priority != p.Total {
+			rec.job.Priority = p.Total
+			tx.touched[p.JobID] = rec
+		}
+	}
+	for _, p := range plan.Preemptions {
+		rec := c.st.jobs[p.Victim]
+		if rec == nil || rec.job.State != spec.StateRunning || rec.job.StopState != "" {
+			continue
+		}
+		c.preempt(tx, rec, p, now)
+		if c.sched.waiting == nil {
+			c.sched.waiting = map[spec.JobID][]spec.JobID{}
+		}
+		c.sched.waiting[p.Preemptor] = append(c.sched.waiting[p.Preemptor], p.Victim)
+	}
 	for _, s := range plan.Starts {
 		rec := c.st.pending[s.JobID]
 		if rec == nil {
@@ -124,19 +244,54 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 		j.State, j.Reason = spec.StateRunning, spec.ReasonNone
 		j.StopState, j.StopReason = "", ""
 		j.StartTime, j.EndTime = spec.NewTime(now), spec.Time{}
+		j.ExpectedStart = spec.Time{}
 		j.Nodes, j.GPUs = names, gpus
 		delete(c.st.pending, j.ID)
+		delete(c.sched.waiting, j.ID)
 		tx.saveJob(rec)
 		c.obs.JobStarted(j.Partition)
 		c.log.Info("job started", "job_id", j.ID, "alloc_id", a.ID, "nodes", names)
 	}
 	for _, p := range plan.Pending {
 		rec := c.st.pending[p.JobID]
-		if rec == nil || rec.job.Reason == p.Reason {
+		if rec == nil || rec.job.Reason == p.Reason && rec.job.ExpectedStart.Equal(p.ExpectedStart) {
 			continue
 		}
-		// Reasons are shown, not persisted: a restart recomputes them.
+		// Reasons and expected starts are shown, not persisted: a restart
+		// recomputes them.
 		rec.job.Reason = p.Reason
+		rec.job.ExpectedStart = spec.NewTime(p.ExpectedStart)
 		tx.touched[p.JobID] = rec
 	}
+}
+
+// preempt stops a running victim for its preemptor the way gpuq requeue
+// (or cancel) does: the node is told to stop it (PREEMPTED, so it is
+// queued again with its id and submit time, or CANCELLED), checkpointing
+// first in checkpoint mode when the job takes checkpoints.
+func (c *Controller) preempt(tx *txn, rec *jobRec, p sched.Preemption, now time.Time) {
+	j := &rec.job
+	reason := p.Reason
+	if reason == "" {
+		reason = fmt.Sprintf("preempted by job %d", p.Preemptor)
+	}
+	c.log.Info("job preempted", "job_id", j.ID, "preemptor", p.Preemptor, "mode", p.Mode, "reason", reason)
+	live := len(rec.liveNodes()) > 0
+	switch {
+	case p.Mode == PreemptCancel && !live:
+		c.finish(tx, rec, spec.StateCancelled, 0, 0, reason, now)
+		return
+	case p.Mode == PreemptCancel:
+		j.StopState, j.StopCheckpoint = spec.StateCancelled, false
+	case !live:
+		c.requeue(tx, rec, reason)
+		return
+	default:
+		j.StopState = spec.StatePreempted
+		j.StopCheckpoint = p.Mode == PreemptCheckpoint && checkpoints(j)
+	}
+	j.State = spec.StateCompleting
+	j.StopReason, j.Reason = reason, reason
+	c.bumpLive(tx, rec)
+	tx.saveJob(rec)
 }

@@ -47,7 +47,8 @@ func (c *Controller) Submit(ctx context.Context, who Caller, js spec.JobSpec) (s
 
 // TestResult says what a --test-only submission would do now.
 type TestResult struct {
-	// Start is set when the job would start at once, on Nodes.
+	// Start is set when the job would start at once, or when it would
+	// wait for a reservation (its expected start), on Nodes.
 	Start  time.Time
 	Nodes  []string
 	Reason string
@@ -65,10 +66,10 @@ func (c *Controller) TestSubmit(ctx context.Context, who Caller, js spec.JobSpec
 			return err
 		}
 		j.ID = c.st.nextID // not consumed: the job is not kept
-		snap := c.snapshot()
-		snap.Jobs = append(snap.Jobs, c.schedJob(j))
 		now := c.now()
-		plan := sched.Schedule(snap, now, sched.Config{})
+		snap := c.snapshot(now)
+		snap.Jobs = append(snap.Jobs, c.schedJob(j))
+		plan := sched.Schedule(snap, now, c.schedConfig())
 		for _, s := range plan.Starts {
 			if s.JobID == j.ID {
 				res.Start = now
@@ -83,6 +84,16 @@ func (c *Controller) TestSubmit(ctx context.Context, who Caller, js spec.JobSpec
 			if p.JobID == j.ID {
 				res.Reason = p.Reason
 				res.Message = fmt.Sprintf("job would wait: %s (%s)", p.Reason, p.Detail)
+				if !p.ExpectedStart.IsZero() {
+					res.Start = p.ExpectedStart
+				}
+			}
+		}
+		for _, r := range plan.Reservations {
+			if r.JobID == j.ID && !res.Start.IsZero() {
+				for _, a := range r.Nodes {
+					res.Nodes = append(res.Nodes, a.Node)
+				}
 			}
 		}
 		return nil
