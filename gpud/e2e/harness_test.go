@@ -43,6 +43,9 @@ func run(m *testing.M) int {
 	for _, b := range []string{"gpud", "gpusubmit", "gpuq"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "github.com/gpud/gpud/"+b)
 		cmd.Env = append(os.Environ(), "CGO_CFLAGS=-Wno-deprecated-declarations")
+		if b != "gpud" {
+			cmd.Env = append(cmd.Env, "CGO_ENABLED=0") // as make build: static CLIs
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: build %s: %v\n%s", b, err, out)
 			return 1

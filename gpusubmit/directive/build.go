@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -49,7 +48,7 @@ const (
 	maxNice  = 2147483645
 )
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+var nameRE = lazyRE(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // Build resolves opts (directives first, then command-line flags: later
 // wins) into a Request. Every problem is reported, joined, each of kind
@@ -127,7 +126,7 @@ func (b *builder) name(opt string) string {
 		b.fail(b.chosen[opt], fmt.Errorf("%q lists several; gpud takes exactly one %s", v, opt))
 		return ""
 	}
-	if !nameRE.MatchString(v) {
+	if !nameRE().MatchString(v) {
 		b.fail(b.chosen[opt], fmt.Errorf("%q is not a valid name; use letters, digits, '.', '_' and '-'", v))
 		return ""
 	}
@@ -407,7 +406,7 @@ func (b *builder) hosts(name string) []string {
 	return hs
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = lazyRE(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // export applies --export to the submitting environment.
 func (b *builder) export() {
@@ -451,7 +450,7 @@ func (b *builder) export() {
 	}
 	for _, it := range items {
 		k, v, hasValue := strings.Cut(it, "=")
-		if !envNameRE.MatchString(k) {
+		if !envNameRE().MatchString(k) {
 			b.fail(o, fmt.Errorf("%q is not a variable name; use ALL, NONE, VAR or VAR=value separated by commas", it))
 			continue
 		}
