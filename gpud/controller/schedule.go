@@ -1,9 +1,12 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpud/gpud/gpud/sched"
@@ -24,6 +27,15 @@ type schedState struct {
 	// waiting maps a preemptor to its victims while it waits for them to
 	// stop; it may preempt nothing more meanwhile (see snapshot).
 	waiting map[spec.JobID][]spec.JobID
+	// arrayLimited are the array tasks the last snapshot left out because
+	// their array runs its %MAX tasks already; apply gives them
+	// ReasonJobArrayTaskLimit.
+	arrayLimited []spec.JobID
+	// afterDeps is set when a pending job waits on another's start
+	// (after:ID): a cycle that starts jobs then triggers another.
+	afterDeps bool
+	// active lists the jobs holding resources at the last snapshot.
+	active []spec.JobID
 }
 
 // stopGrace is how soon a job told to stop is expected to give its
@@ -124,7 +136,8 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 		snap.Nodes = append(snap.Nodes, sn)
 	}
 	slices.Sort(active)
-	for _, id := range slices.Compact(active) {
+	c.sched.active = slices.Compact(active)
+	for _, id := range c.sched.active {
 		if rec := c.st.jobs[id]; rec != nil && rec.job.Alloc != nil {
 			snap.Running = append(snap.Running, c.runningJob(&rec.job, now))
 		}
@@ -148,6 +161,12 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 			delete(c.sched.waiting, id)
 		}
 	}
+	c.sched.arrayLimited = c.sched.arrayLimited[:0]
+	c.sched.afterDeps = false
+	single := c.singletons(snap)
+	// Pending tasks of arrays with a %MAX, held back until it is known
+	// how many may start.
+	var limited map[spec.JobID][]sched.Job
 	for _, rec := range c.st.pending {
 		sj := c.schedJob(&rec.job)
 		if _, ok := c.sched.waiting[rec.job.ID]; ok {
@@ -155,9 +174,71 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 			// rather than preempting more jobs meanwhile.
 			sj.QOS += waitingSuffix
 		}
+		if rec.job.Depend != "" {
+			c.depFlags(&sj, rec, single)
+		}
+		if arrayLimit(&rec.job) > 0 && !sj.Held && !sj.DependencyPending && !sj.DependencyNeverSatisfied {
+			if limited == nil {
+				limited = map[spec.JobID][]sched.Job{}
+			}
+			limited[rec.job.ArrayJobID] = append(limited[rec.job.ArrayJobID], sj)
+			continue
+		}
 		snap.Jobs = append(snap.Jobs, sj)
 	}
+	if limited != nil {
+		c.limitArrays(snap, limited)
+	}
 	return snap
+}
+
+// singletons returns a builder of the singleton index over snap, built
+// at most once and only when some job needs it.
+func (c *Controller) singletons(*sched.Snapshot) func() *singletonIndex {
+	var x *singletonIndex
+	return func() *singletonIndex {
+		if x == nil {
+			x = c.newSingletonIndex(c.sched.active)
+		}
+		return x
+	}
+}
+
+// depFlags sets sj's dependency flags from rec's dependency.
+func (c *Controller) depFlags(sj *sched.Job, rec *jobRec, single func() *singletonIndex) {
+	switch c.evalDepend(rec, single) {
+	case depWaiting:
+		sj.DependencyPending = true
+		if strings.Contains(rec.job.Depend, "after:") {
+			c.sched.afterDeps = true
+		}
+	case depNever:
+		sj.DependencyNeverSatisfied = true
+	}
+}
+
+// limitArrays adds to snap at most %MAX minus the running tasks of each
+// array, lowest task ids first; the rest wait with
+// ReasonJobArrayTaskLimit.
+func (c *Controller) limitArrays(snap *sched.Snapshot, limited map[spec.JobID][]sched.Job) {
+	running := map[spec.JobID]int{}
+	for _, id := range c.sched.active {
+		if rec := c.st.jobs[id]; rec != nil && rec.job.ArrayJobID != 0 {
+			if _, ok := limited[rec.job.ArrayJobID]; ok {
+				running[rec.job.ArrayJobID]++
+			}
+		}
+	}
+	for _, aid := range slices.Sorted(maps.Keys(limited)) {
+		tasks := limited[aid]
+		slices.SortFunc(tasks, func(a, b sched.Job) int { return cmp.Compare(a.ID, b.ID) })
+		free := max(arrayLimit(&c.st.jobs[tasks[0].ID].job)-running[aid], 0)
+		free = min(free, len(tasks))
+		snap.Jobs = append(snap.Jobs, tasks[:free]...)
+		for _, t := range tasks[free:] {
+			c.sched.arrayLimited = append(c.sched.arrayLimited, t.ID)
+		}
+	}
 }
 
 // stopping reports whether job id still holds resources on some node.
@@ -251,6 +332,18 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, prios []sched.JobPriority, 
 		tx.saveJob(rec)
 		c.obs.JobStarted(j.Partition)
 		c.log.Info("job started", "job_id", j.ID, "alloc_id", a.ID, "nodes", names)
+	}
+	if len(plan.Starts) > 0 && c.sched.afterDeps {
+		tx.kick = true // after:ID dependencies may now hold
+	}
+	for _, id := range c.sched.arrayLimited {
+		rec := c.st.pending[id]
+		if rec == nil || rec.job.Reason == spec.ReasonJobArrayTaskLimit && rec.job.ExpectedStart.IsZero() {
+			continue
+		}
+		rec.job.Reason = spec.ReasonJobArrayTaskLimit
+		rec.job.ExpectedStart = spec.Time{}
+		tx.touched[id] = rec
 	}
 	for _, p := range plan.Pending {
 		rec := c.st.pending[p.JobID]

@@ -66,6 +66,8 @@ func (s *state) addNode(n *spec.Node, now time.Time) *nodeRec {
 type jobRec struct {
 	job  spec.Job
 	view *JobView
+	// dep is job.Depend parsed, filled on first evaluation.
+	dep *dependency
 }
 
 func (r *jobRec) publish() { r.view = newView(&r.job) }

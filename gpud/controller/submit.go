@@ -23,26 +23,52 @@ const (
 
 // Submit validates js, assigns the job an id and returns it once the job
 // is durably stored. Defaults are applied here: partition, QOS, time
-// limit, one node, one CPU.
+// limit, one node, one CPU. For an array it returns the array job id.
 func (c *Controller) Submit(ctx context.Context, who Caller, js spec.JobSpec) (spec.JobID, error) {
-	var id spec.JobID
+	ids, err := c.SubmitAll(ctx, who, js)
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// SubmitAll is Submit returning every job made: one per task of an array
+// (--array), with consecutive ids, all stored in one transaction; the
+// first is the array job id. A plain job gives one id.
+func (c *Controller) SubmitAll(ctx context.Context, who Caller, js spec.JobSpec) ([]spec.JobID, error) {
+	var ids []spec.JobID
 	err := c.call(ctx, func(tx *txn) error {
+		ids = nil
 		j, err := c.newJob(who, js)
 		if err != nil {
 			return err
 		}
-		j.ID = c.st.nextID
-		c.st.nextID++
+		tasks := []int{-1}
+		if j.Array != "" {
+			tasks, _, err = parseArray(j.Array) // validated by newJob
+			if err != nil {
+				return err
+			}
+		}
+		first := c.st.nextID
+		for _, t := range tasks {
+			rec := &jobRec{job: *j}
+			nj := &rec.job
+			nj.ID = c.st.nextID
+			c.st.nextID++
+			if t >= 0 {
+				nj.ArrayJobID, nj.ArrayTaskID = first, t
+			}
+			resolveOutput(nj)
+			c.st.addJob(rec)
+			tx.saveJob(rec)
+			ids = append(ids, nj.ID)
+		}
 		tx.counter = true
-		resolveOutput(j)
-		rec := &jobRec{job: *j}
-		c.st.addJob(rec)
-		tx.saveJob(rec)
 		tx.kick = true
-		id = j.ID
 		return nil
 	})
-	return id, err
+	return ids, err
 }
 
 // TestResult says what a --test-only submission would do now.
@@ -68,7 +94,11 @@ func (c *Controller) TestSubmit(ctx context.Context, who Caller, js spec.JobSpec
 		j.ID = c.st.nextID // not consumed: the job is not kept
 		now := c.now()
 		snap := c.snapshot(now)
-		snap.Jobs = append(snap.Jobs, c.schedJob(j))
+		sj := c.schedJob(j)
+		if j.Depend != "" {
+			c.depFlags(&sj, &jobRec{job: *j}, c.singletons(snap))
+		}
+		snap.Jobs = append(snap.Jobs, sj)
 		plan := sched.Schedule(snap, now, c.schedConfig())
 		for _, s := range plan.Starts {
 			if s.JobID == j.ID {
@@ -130,10 +160,16 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		bad("working directory %q is not an absolute path; pass --chdir /abs/dir", js.WorkDir)
 	}
 	if js.Array != "" {
-		bad("--array=%s: job arrays are not honoured yet (the scheduler issue brings them); submit the tasks as separate jobs", js.Array)
+		if _, _, err := parseArray(js.Array); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if js.Depend != "" {
-		bad("--dependency=%s: dependencies are not honoured yet (the scheduler issue brings them); submit the job when its dependency has ended", js.Depend)
+		if d, err := parseDepend(js.Depend); err != nil {
+			errs = append(errs, err)
+		} else if err := c.checkDepend(js.Depend, d); err != nil {
+			errs = append(errs, err)
+		}
 	}
 
 	// Partition.
@@ -351,12 +387,15 @@ func fmtDur(d time.Duration) string {
 }
 
 // resolveOutput fills StdoutPath and StderrPath from the Output and Error
-// patterns, expanding what is known at submit (%j %x %u %%); %N and
+// patterns, expanding what is known at submit (%j %x %u %A %a %%); %N and
 // others stay for the node to expand.
 func resolveOutput(j *spec.Job) {
 	out := j.Output
 	if out == "" {
 		out = "gpud-%j.out"
+		if j.ArrayJobID != 0 {
+			out = "gpud-%A_%a.out"
+		}
 	}
 	j.StdoutPath = expand(out, j)
 	if j.Error != "" {
@@ -381,6 +420,18 @@ func expand(pat string, j *spec.Job) string {
 			b.WriteString(j.Name)
 		case 'u':
 			b.WriteString(j.User)
+		case 'A':
+			if j.ArrayJobID == 0 {
+				b.WriteString(strconv.FormatUint(uint64(j.ID), 10))
+			} else {
+				b.WriteString(strconv.FormatUint(uint64(j.ArrayJobID), 10))
+			}
+		case 'a':
+			if j.ArrayJobID == 0 {
+				b.WriteString("4294967294") // Slurm's NO_VAL, as the node writes it
+			} else {
+				b.WriteString(strconv.Itoa(j.ArrayTaskID))
+			}
 		case '%':
 			b.WriteByte('%')
 		default:

@@ -68,12 +68,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeJSON(w, api.SubmitResponse{ExpectedStart: spec.NewTime(res.Start), Nodes: res.Nodes, Message: res.Message})
 		return
 	}
-	jid, err := s.c.Submit(r.Context(), id.caller, req.Job)
+	ids, err := s.c.SubmitAll(r.Context(), id.caller, req.Job)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, api.SubmitResponse{ID: jid, IDs: []spec.JobID{jid}})
+	s.writeJSON(w, api.SubmitResponse{ID: ids[0], IDs: ids})
 }
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {

@@ -59,6 +59,8 @@ const (
 	ReasonHeldAdmin                = "JobHeldAdmin"
 	ReasonNodeDown                 = "NodeDown"
 	ReasonBadConstraints           = "BadConstraints"
+	// ReasonJobArrayTaskLimit: the array already runs its %MAX tasks.
+	ReasonJobArrayTaskLimit = "JobArrayTaskLimit"
 )
 
 // Resources is what a job asks for on each of its nodes. A job with
