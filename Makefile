@@ -9,7 +9,7 @@ export CGO_CFLAGS := -Wno-deprecated-declarations
 BINARIES := gpud gpusubmit gpuq
 PKGS := ./...
 
-.PHONY: help build test check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched clean
+.PHONY: help deps build test check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -22,7 +22,10 @@ build: ## Build bin/gpud, bin/gpusubmit and bin/gpuq.
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/gpusubmit ./gpusubmit
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/gpuq ./gpuq
 
-test: ## Run every test with -race: unit, real containerd integration and end-to-end (needs root).
+deps: ## Install containerd, runc, busybox-static and gcc when missing (Debian, root).
+	@./scripts/deps.sh
+
+test: deps ## Run every test with -race: unit, real containerd integration and end-to-end (needs root).
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 check: fmt vet check-imports check-man tidy-check ## Run every static check.

@@ -9,16 +9,7 @@ if [ "$(id -u)" != 0 ]; then
 	echo "demo: run as root (gpud starts a private containerd and runs jobs in containers)" >&2
 	exit 1
 fi
-missing=()
-command -v containerd >/dev/null || missing+=(containerd)
-command -v runc >/dev/null || missing+=(runc)
-[ -x /bin/busybox ] || missing+=(busybox-static)
-command -v gcc >/dev/null || missing+=(gcc libc6-dev)
-if [ ${#missing[@]} -gt 0 ]; then
-	echo "demo: installing ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
-fi
+./scripts/deps.sh
 
 make --no-print-directory build
 state=${GPUD_DEMO_STATE:-/tmp/gpud-demo}

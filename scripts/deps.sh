@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what gpud's demo and tests need on Debian when it is missing:
+# containerd and runc (jobs run as real containers), busybox-static (a
+# rootfs for image tests), gcc (cgo: SQLite and NVML), man-db (the man
+# page test renders every page). Needs root to
+# install; without root it only says what is missing.
+set -euo pipefail
+missing=()
+command -v containerd >/dev/null || missing+=(containerd)
+command -v runc >/dev/null || missing+=(runc)
+[ -x /bin/busybox ] || missing+=(busybox-static)
+command -v gcc >/dev/null || missing+=(gcc libc6-dev)
+command -v man >/dev/null || missing+=(man-db)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "deps: missing ${missing[*]}; run as root (or apt-get install them) — tests that need them will be skipped" >&2
+	exit 0
+fi
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${missing[@]}"
