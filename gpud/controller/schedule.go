@@ -131,7 +131,7 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 		}
 		for _, g := range n.inv.GPUs {
 			sn.GPUs = append(sn.GPUs, sched.GPU{UUID: g.UUID, Model: g.Model, Free: !u.gpus[g.UUID], MIGEnabled: g.MIGEnabled,
-				FreeFraction: 1, Unhealthy: g.Health != "" && g.Health != "ok"})
+				FreeFraction: u.freeFraction(g.UUID), Unhealthy: g.Health != "" && g.Health != "ok"})
 		}
 		snap.Nodes = append(snap.Nodes, sn)
 	}
@@ -155,6 +155,11 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 	}
 	for _, p := range c.cfg.Partitions {
 		snap.Partitions = append(snap.Partitions, sched.Partition{Name: p.Name, Tier: p.PriorityTier, MaxTime: p.MaxTime})
+	}
+	if c.cfg.Priority.Fairshare != 0 && len(c.cfg.Accounts) > 0 {
+		// Costs a walk over every job remembered (usage has no feed of
+		// its own yet); only when fairshare weighs in.
+		snap.Fairshare = c.fairshareReport(now)
 	}
 	for id, victims := range c.sched.waiting {
 		if c.st.pending[id] == nil || !slices.ContainsFunc(victims, c.stopping) {

@@ -139,7 +139,22 @@ type usage struct {
 	cpus int
 	mem  int64
 	gpus map[string]bool
-	jobs []spec.JobID
+	// shared is the share of each GPU held by fractional jobs (a GPU in
+	// shared is also in gpus: it counts as allocated).
+	shared map[string]float64
+	jobs   []spec.JobID
+}
+
+// freeFraction is the unallocated share of GPU uuid: 1 when idle, 0 when
+// held whole or fully shared.
+func (u usage) freeFraction(uuid string) float64 {
+	switch {
+	case !u.gpus[uuid]:
+		return 1
+	case u.shared[uuid] > 0:
+		return max(1-u.shared[uuid], 0)
+	}
+	return 0
 }
 
 func (s *state) usage(n *nodeRec) usage {
@@ -157,6 +172,12 @@ func (s *state) usage(n *nodeRec) usage {
 		u.mem += p.MemMiB
 		for _, g := range p.GPUs {
 			u.gpus[g] = true
+			if p.GPUFraction > 0 && p.GPUFraction < 1 {
+				if u.shared == nil {
+					u.shared = map[string]float64{}
+				}
+				u.shared[g] += p.GPUFraction
+			}
 		}
 		u.jobs = append(u.jobs, id)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"strconv"
@@ -257,8 +258,19 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	if r.GPUProfile != "" {
 		bad("MIG slices (--gpus=%s:N) are not schedulable yet (the MIG scheduler issue brings them); ask for whole GPUs", r.GPUProfile)
 	}
-	if r.GPUFraction != 0 {
-		bad("shared GPU fractions are not schedulable yet (the MIG scheduler issue brings them); ask for whole GPUs")
+	if f := r.GPUFraction; f != 0 {
+		// A share of one non-MIG GPU (best-effort isolation via CUDA MPS,
+		// set up by the node).
+		switch {
+		case math.IsNaN(f) || f <= 0 || f >= 1:
+			bad("--gpus=%g: a GPU fraction must be between 0 and 1 (exclusive); ask for whole GPUs with an integer count", f)
+		case r.GPUsPerNode != 0 || r.TotalGPUs != 0:
+			bad("a GPU fraction (%g) is a share of one GPU; it cannot be combined with a GPU count", f)
+		case r.Nodes > 1:
+			bad("a GPU fraction (%g) runs on one node; got --nodes=%d", f, r.Nodes)
+		case r.Exclusive:
+			bad("a GPU fraction (%g) shares a GPU; it cannot be combined with --exclusive", f)
+		}
 	}
 	if r.Constraint != "" && strings.ContainsAny(r.Constraint, "|[]*,") {
 		bad("--constraint=%q: only features joined by & are supported", r.Constraint)
@@ -336,7 +348,11 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 		if largest == nil || gpus > countGPUs(largest, r.GPUModel) || n.inv.CPUs > largest.inv.CPUs {
 			largest = n
 		}
-		if gpus >= r.GPUsPerNode && n.inv.CPUs >= r.CPUsPerNode && n.inv.MemMiB >= r.MemMiB {
+		need := r.GPUsPerNode
+		if r.GPUFraction > 0 {
+			need = 1 // a share of one GPU
+		}
+		if gpus >= need && n.inv.CPUs >= r.CPUsPerNode && n.inv.MemMiB >= r.MemMiB {
 			fit++
 		}
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"hash/fnv"
+	"math"
 	"os/user"
 	"path/filepath"
 	"slices"
@@ -252,6 +253,18 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		"SLURM_MEM_PER_NODE=" + strconv.FormatInt(self.MemMiB, 10),
 		"CUDA_VISIBLE_DEVICES=" + gpus,
 		"NVIDIA_VISIBLE_DEVICES=" + visible,
+	}
+	if f := self.GPUFraction; f > 0 && f < 1 && len(self.GPUs) == 1 {
+		// A share of one GPU: best-effort isolation through CUDA MPS. The
+		// MPS client honours a compute share and a pinned device memory
+		// cap, but only when an MPS control daemon serves the GPU and the
+		// program does not override these variables; nothing here stops a
+		// job that bypasses MPS from using the whole device.
+		ours = append(ours, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="+strconv.Itoa(int(math.Round(f*100))))
+		if g := in.GPUs[self.GPUs[0]]; g.MemMiB > 0 {
+			ours = append(ours, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="+self.GPUs[0]+"="+
+				strconv.FormatInt(int64(math.Floor(f*float64(g.MemMiB))), 10)+"M")
+		}
 	}
 	if job.ArrayJobID != 0 {
 		tid := strconv.Itoa(job.ArrayTaskID)

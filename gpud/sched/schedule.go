@@ -60,6 +60,13 @@ type workNode struct {
 	// reserved is set once a reservation holds part of the node.
 	reserved bool
 	running  []int // indexes into cycle.running
+	// Shared GPUs (fractional jobs): frac[k] is GPU k's free share now
+	// (1 when idle, 0 when held whole); fracEnd[k] is when the last
+	// fractional job on it is expected to end: the profile holds GPU k
+	// whole until then. resvGPUs are the GPUs some reservation holds.
+	frac     []float64
+	fracEnd  []int64
+	resvGPUs uint64
 }
 
 type runJob struct {
@@ -94,6 +101,7 @@ type shape struct {
 	mem                          int64
 	exclusive                    bool
 	qos                          string
+	fraction                     float64
 }
 
 // fitMemo is what a cycle learned about one shape. Within a cycle free
@@ -210,7 +218,12 @@ type counter struct{ gpus, jobs int }
 type pick struct {
 	node int
 	gpus uint64
+	// shared: a fractional job joins a GPU other fractional jobs use.
+	shared bool
 }
+
+// fracEps absorbs float rounding when shares are summed (0.1+0.2+0.7).
+const fracEps = 1e-9
 
 func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 	c := &cycle{snap: snap, now: now, cfg: cfg, horizon: backfill.Forever, memo: map[shape]*fitMemo{}, clusterGPUs: -1}
@@ -220,7 +233,7 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 	c.nodes = make([]*workNode, 0, len(snap.Nodes))
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
-		w := &workNode{n: n}
+		w := &workNode{n: n, frac: make([]float64, min(len(n.GPUs), 64)), fracEnd: make([]int64, min(len(n.GPUs), 64))}
 		var free uint64
 		for k, g := range n.GPUs {
 			if k >= 64 {
@@ -228,8 +241,14 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 			}
 			if !g.MIGEnabled && g.Profile == "" && !g.Unhealthy {
 				w.ok |= 1 << k
-				if g.Free {
+				switch {
+				case g.Free:
 					free |= 1 << k
+					w.frac[k] = 1
+				case g.FreeFraction > 0 && g.FreeFraction < 1:
+					// Partly held by fractional jobs.
+					w.frac[k] = g.FreeFraction
+					w.fracEnd[k] = backfill.Forever // lowered below from the running jobs
 				}
 			}
 		}
@@ -263,6 +282,9 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 			c.byName[w.n.Name] = i
 		}
 		c.running = make([]runJob, len(snap.Running))
+		// A shared GPU returns to the profile when its last fractional
+		// job is expected to end.
+		shareEnd := map[[2]int]int64{}
 		for i := range snap.Running {
 			r := &snap.Running[i]
 			rj := runJob{r: r, qos: c.qos[r.QOS], end: backfill.Forever}
@@ -279,6 +301,14 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 				for _, u := range a.GPUs {
 					for k, g := range w.n.GPUs {
 						if k < 64 && g.UUID == u && w.ok&(1<<k) != 0 && !g.Free {
+							if a.GPUFraction > 0 && a.GPUFraction < 1 {
+								// Not in res: ending or preempting one
+								// sharer does not free the GPU.
+								key := [2]int{ni, k}
+								shareEnd[key] = max(shareEnd[key], rj.end)
+								rj.gpuCount++
+								continue
+							}
 							res.GPUs |= 1 << k
 						}
 					}
@@ -293,6 +323,14 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 			c.running[i] = rj
 			if c.limits {
 				c.count(r.QOS, r.User, r.Account, rj.gpuCount)
+			}
+		}
+		for key, end := range shareEnd {
+			w := c.nodes[key[0]]
+			k := key[1]
+			w.fracEnd[k] = end
+			if end < backfill.Forever {
+				w.prof.Release(end, backfill.Res{GPUs: 1 << k})
 			}
 		}
 	}
@@ -477,7 +515,7 @@ func (c *cycle) limit(j *Job) (string, string) {
 	if !c.limits || q == nil {
 		return "", ""
 	}
-	gpus := max(j.Req.Nodes, 1) * j.Req.GPUsPerNode
+	gpus := jobGPUs(j)
 	if u := c.users[[2]string{q.Name, j.User}]; u != nil {
 		if q.MaxJobsPerUser > 0 && u.jobs+1 > q.MaxJobsPerUser {
 			return spec.ReasonQOSLimit, fmt.Sprintf("user %s at QOS %s max %d jobs", j.User, q.Name, q.MaxJobsPerUser)
@@ -507,7 +545,7 @@ func shapeOf(j *Job) (shape, bool) {
 		return shape{}, false
 	}
 	return shape{partition: j.Partition, model: r.GPUModel, constraint: r.Constraint, gpus: r.GPUsPerNode, cpus: r.CPUsPerNode,
-		nodes: max(r.Nodes, 1), mem: r.MemMiB, exclusive: r.Exclusive, qos: j.QOS}, true
+		nodes: max(r.Nodes, 1), mem: r.MemMiB, exclusive: r.Exclusive, qos: j.QOS, fraction: r.GPUFraction}, true
 }
 
 func (c *cycle) memoFor(j *Job) *fitMemo {
@@ -543,9 +581,12 @@ func (c *cycle) eligible(w *workNode, j *Job) bool {
 	if !HasFeatures(n.Features, r.Constraint) {
 		return false
 	}
-	if r.GPUProfile != "" || r.GPUFraction > 0 {
-		// MIG slices and shared GPUs need the MIG-aware placement.
+	if r.GPUProfile != "" {
+		// MIG slices need the MIG-aware placement.
 		return false
+	}
+	if isFrac(j) {
+		return n.CPUs >= r.CPUsPerNode && n.MemMiB >= r.MemMiB && modelMask(w, r.GPUModel) != 0
 	}
 	return n.CPUs >= r.CPUsPerNode && n.MemMiB >= r.MemMiB && bits.OnesCount64(modelMask(w, r.GPUModel)) >= r.GPUsPerNode
 }
@@ -563,9 +604,30 @@ func modelMask(w *workNode, model string) uint64 {
 	return m & w.ok
 }
 
-// fitRes returns the GPUs j takes from free, or false.
+// jobGPUs is the GPUs j counts against QOS limits: a share counts as one.
+func jobGPUs(j *Job) int {
+	if isFrac(j) {
+		return 1
+	}
+	return max(j.Req.Nodes, 1) * j.Req.GPUsPerNode
+}
+
+// isFrac reports whether j asks for a share of one GPU.
+func isFrac(j *Job) bool { return j.Req.GPUFraction > 0 && j.Req.GPUFraction < 1 }
+
+// fitRes returns the GPUs j takes from free, or false. A fractional job
+// takes a whole free GPU here (the backfill profile has GPU granularity,
+// so reservations are conservative); fitShared adds the partly used GPUs
+// for a start now.
 func fitRes(w *workNode, j *Job, free backfill.Res) (uint64, bool) {
 	r := &j.Req
+	if isFrac(j) {
+		if free.CPUs < r.CPUsPerNode || free.MemMiB < r.MemMiB {
+			return 0, false
+		}
+		avail := free.GPUs & modelMask(w, r.GPUModel)
+		return avail & -avail, avail != 0
+	}
 	if r.Exclusive {
 		if free.Allocs > 0 || free.GPUs&w.ok != w.ok || free.CPUs < r.CPUsPerNode || free.MemMiB < r.MemMiB {
 			return 0, false
@@ -594,6 +656,36 @@ func fitRes(w *workNode, j *Job, free backfill.Res) (uint64, bool) {
 	return got, true
 }
 
+// fitShared is where fractional j starts now on w: the most used GPU whose
+// free share suffices (to pack), else a whole free GPU from free. A shared
+// GPU qualifies when no reservation holds it or j ends before its other
+// sharers do, so j never delays a reservation.
+func fitShared(w *workNode, j *Job, free backfill.Res, end int64, phys bool) (pick, bool) {
+	r := &j.Req
+	if free.CPUs < r.CPUsPerNode || free.MemMiB < r.MemMiB {
+		return pick{}, false
+	}
+	best := -1
+	mask := modelMask(w, r.GPUModel)
+	for k := range w.frac {
+		fk := w.frac[k]
+		if mask&(1<<k) == 0 || fk >= 1 || fk+fracEps < r.GPUFraction {
+			continue
+		}
+		if !phys && w.resvGPUs&(1<<k) != 0 && end > w.fracEnd[k] {
+			continue
+		}
+		if best < 0 || fk < w.frac[best] {
+			best = k
+		}
+	}
+	if best >= 0 {
+		return pick{gpus: 1 << best, shared: true}, true
+	}
+	g, ok := fitRes(w, j, free)
+	return pick{gpus: g}, ok
+}
+
 // placeNow finds the first nodes by name where j fits for dur from now
 // without overlapping a reservation. It returns nil when it does not fit,
 // with how many nodes fit and how many would fit ignoring reservations.
@@ -611,18 +703,29 @@ func (c *cycle) placeNow(j *Job, dur int64) ([]pick, int, int) {
 		if !c.eligible(w, j) {
 			continue
 		}
-		if _, ok := fitRes(w, j, w.phys); !ok {
+		if isFrac(j) {
+			if _, ok := fitShared(w, j, w.phys, 0, true); !ok {
+				continue
+			}
+		} else if _, ok := fitRes(w, j, w.phys); !ok {
 			continue
 		}
 		if first < 0 {
 			first = i
 		}
 		physFit++
-		g, ok := fitRes(w, j, w.freeNow(c.off, dur))
+		var p pick
+		ok := false
+		if isFrac(j) {
+			p, ok = fitShared(w, j, w.freeNow(c.off, dur), backfill.Add(c.off, dur), false)
+		} else {
+			p.gpus, ok = fitRes(w, j, w.freeNow(c.off, dur))
+		}
 		if !ok {
 			continue
 		}
-		picks = append(picks, pick{node: i, gpus: g})
+		p.node = i
+		picks = append(picks, p)
 		if len(picks) == want {
 			break
 		}
@@ -657,7 +760,9 @@ func (w *workNode) freeNow(off, dur int64) backfill.Res {
 
 func (c *cycle) alloc(w *workNode, j *Job, g uint64, rank int, free backfill.Res) spec.NodeAlloc {
 	a := spec.NodeAlloc{Node: w.n.Name, Rank: rank, CPUs: j.Req.CPUsPerNode, MemMiB: j.Req.MemMiB}
-	if j.Req.Exclusive {
+	if isFrac(j) {
+		a.GPUFraction = j.Req.GPUFraction
+	} else if j.Req.Exclusive {
 		a.CPUs, a.MemMiB = free.CPUs, free.MemMiB
 	}
 	for k := range bits.Len64(g) {
@@ -675,6 +780,10 @@ func (c *cycle) start(j *Job, picks []pick, dur int64) {
 		w := c.nodes[p.node]
 		a := c.alloc(w, j, p.gpus, rank, w.freeNow(c.off, dur))
 		res := backfill.Res{GPUs: p.gpus, CPUs: a.CPUs, MemMiB: a.MemMiB, Allocs: 1}
+		if isFrac(j) {
+			c.takeShare(w, j, p, dur)
+			res.GPUs = 0 // the GPU is tracked per share, not per job
+		}
 		w.phys.GPUs &^= res.GPUs
 		w.phys.CPUs -= res.CPUs
 		w.phys.MemMiB -= res.MemMiB
@@ -688,8 +797,25 @@ func (c *cycle) start(j *Job, picks []pick, dur int64) {
 	}
 	c.plan.Starts = append(c.plan.Starts, Start{JobID: j.ID, Nodes: allocs})
 	if c.limits {
-		c.count(j.QOS, j.User, j.Account, len(picks)*j.Req.GPUsPerNode)
+		c.count(j.QOS, j.User, j.Account, jobGPUs(j))
 	}
+}
+
+// takeShare books fractional j's share of the GPU in p on w from now. The
+// profile holds the GPU whole until the last sharer's expected end.
+func (c *cycle) takeShare(w *workNode, j *Job, p pick, dur int64) {
+	k := bits.TrailingZeros64(p.gpus)
+	end := backfill.Add(c.off, dur)
+	bit := backfill.Res{GPUs: p.gpus}
+	if !p.shared {
+		w.phys.GPUs &^= p.gpus
+		w.prof.Hold(c.off, end, bit)
+		w.frac[k], w.fracEnd[k] = 1, end
+	} else if end > w.fracEnd[k] {
+		w.prof.Hold(w.fracEnd[k], end, bit)
+		w.fracEnd[k] = end
+	}
+	w.frac[k] = max(w.frac[k]-j.Req.GPUFraction, 0)
 }
 
 // reserve gives j a reservation at its earliest fit within the window.
@@ -814,6 +940,7 @@ func (c *cycle) hold(j *Job, nodes []int, at, dur int64) {
 		res := backfill.Res{GPUs: g, CPUs: a.CPUs, MemMiB: a.MemMiB, Allocs: 1}
 		w.prof.Hold(at, end, res)
 		w.reserved = true
+		w.resvGPUs |= g
 		rv.Nodes = append(rv.Nodes, a)
 		parts = append(parts, runPart{node: ni, res: res})
 	}
@@ -1101,6 +1228,12 @@ func describe(r spec.Resources) string {
 			model = "gpu"
 		}
 		fmt.Fprintf(&b, ", %d× %s", r.GPUsPerNode, model)
+	} else if r.GPUFraction > 0 {
+		model := r.GPUModel
+		if model == "" {
+			model = "gpu"
+		}
+		fmt.Fprintf(&b, ", %g of one %s", r.GPUFraction, model)
 	}
 	if r.Exclusive {
 		b.WriteString(", exclusive")

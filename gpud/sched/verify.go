@@ -27,9 +27,15 @@ func Verify(snap *Snapshot, plan Plan) error {
 	usedCPU := map[string]int{}
 	usedMem := map[string]int64{}
 	gpuTaken := map[string]spec.JobID{}
+	// shared is the used share of GPUs held by fractional jobs only.
+	shared := map[string]float64{}
 	for _, n := range snap.Nodes {
 		for _, g := range n.GPUs {
-			if !g.Free {
+			switch {
+			case g.Free:
+			case g.FreeFraction > 0 && g.FreeFraction < 1 && !g.MIGEnabled && g.Profile == "":
+				shared[g.UUID] = 1 - g.FreeFraction
+			default:
 				gpuTaken[g.UUID] = 0
 			}
 		}
@@ -68,9 +74,33 @@ func Verify(snap *Snapshot, plan Plan) error {
 			}
 			usedCPU[a.Node] += a.CPUs
 			usedMem[a.Node] += a.MemMiB
+			if f := a.GPUFraction; f != 0 || isFrac(j) {
+				if f != j.Req.GPUFraction || len(a.GPUs) != 1 {
+					errs = append(errs, fmt.Errorf("job %d wants %g of one GPU on %s, got %g of %d", j.ID, j.Req.GPUFraction, a.Node, f, len(a.GPUs)))
+					continue
+				}
+				u := a.GPUs[0]
+				i := slices.IndexFunc(n.GPUs, func(g GPU) bool { return g.UUID == u })
+				switch {
+				case i < 0:
+					errs = append(errs, fmt.Errorf("GPU %s given to job %d is not on node %s", u, j.ID, a.Node))
+				case n.GPUs[i].MIGEnabled || n.GPUs[i].Profile != "":
+					errs = append(errs, fmt.Errorf("job %d got a share of MIG GPU %s", j.ID, u))
+				}
+				if prev, taken := gpuTaken[u]; taken {
+					errs = append(errs, fmt.Errorf("GPU %s shared with job %d is held whole (by job %d; 0 = before the cycle)", u, j.ID, prev))
+				}
+				if shared[u]+f > 1+fracEps {
+					errs = append(errs, fmt.Errorf("GPU %s over-shared: job %d's %g on top of %g", u, j.ID, f, shared[u]))
+				}
+				shared[u] += f
+				continue
+			}
 			for _, u := range a.GPUs {
 				if prev, taken := gpuTaken[u]; taken {
 					errs = append(errs, fmt.Errorf("GPU %s given to job %d is already held (by job %d; 0 = before the cycle)", u, j.ID, prev))
+				} else if shared[u] > 0 {
+					errs = append(errs, fmt.Errorf("GPU %s given whole to job %d is shared by fractional jobs", u, j.ID))
 				}
 				gpuTaken[u] = j.ID
 				if !slices.ContainsFunc(n.GPUs, func(g GPU) bool { return g.UUID == u }) {
@@ -170,6 +200,8 @@ func VerifyPlan(snap *Snapshot, now time.Time, cfg Config, plan Plan) error {
 		}
 		return r
 	}
+	// A shared GPU comes back when its last sharer ends (victim or not).
+	shareEnd := map[*workNode]map[uint64]int64{}
 	for i := range snap.Running {
 		r := &snap.Running[i]
 		for _, a := range r.Nodes {
@@ -179,11 +211,44 @@ func VerifyPlan(snap *Snapshot, now time.Time, cfg Config, plan Plan) error {
 			}
 			res := resOf(a)
 			res.GPUs &= w.ok
+			end := backfill.Forever
 			switch {
 			case victims[r.ID]:
-				w.prof.Release(0, res)
+				end = 0
 			case r.TimeLimit > 0:
-				w.prof.Release(max(int64(r.Start.Add(r.TimeLimit).Sub(now)), 1), res)
+				end = max(int64(r.Start.Add(r.TimeLimit).Sub(now)), 1)
+			}
+			if a.GPUFraction > 0 && a.GPUFraction < 1 {
+				if shareEnd[w] == nil {
+					shareEnd[w] = map[uint64]int64{}
+				}
+				if res.GPUs != 0 {
+					if e, ok := shareEnd[w][res.GPUs]; !ok || end > e {
+						shareEnd[w][res.GPUs] = end
+					}
+				}
+				res.GPUs = 0
+			}
+			if end < backfill.Forever {
+				w.prof.Release(end, res)
+			}
+		}
+	}
+	for w, m := range shareEnd {
+		for g, end := range m {
+			if end < backfill.Forever {
+				w.prof.Release(end, backfill.Res{GPUs: g})
+			}
+		}
+	}
+	// sharedGPU: GPU bits already held for fractional starts of this plan
+	// or shared before it; a further share (checked by Verify) holds them
+	// on for its own duration without a new availability check.
+	sharedGPU := map[*workNode]uint64{}
+	for _, w := range c.nodes {
+		for k, g := range w.n.GPUs {
+			if k < 64 && !g.Free && g.FreeFraction > 0 && g.FreeFraction < 1 {
+				sharedGPU[w] |= 1 << k
 			}
 		}
 	}
@@ -194,6 +259,12 @@ func VerifyPlan(snap *Snapshot, now time.Time, cfg Config, plan Plan) error {
 		}
 		res := resOf(a)
 		free := w.prof.Avail(from, to)
+		if what == "start" && a.GPUFraction > 0 && a.GPUFraction < 1 {
+			if sharedGPU[w]&res.GPUs != 0 {
+				free.GPUs |= res.GPUs // the GPU's share was checked by Verify
+			}
+			sharedGPU[w] |= res.GPUs
+		}
 		if free.GPUs&res.GPUs != res.GPUs || free.CPUs < res.CPUs || free.MemMiB < res.MemMiB {
 			errs = append(errs, fmt.Errorf("%s of job %d on %s at +%s overlaps earlier starts or reservations",
 				what, id, a.Node, time.Duration(from)))

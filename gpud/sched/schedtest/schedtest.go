@@ -117,6 +117,7 @@ func (h *Harness) Snapshot() *sched.Snapshot {
 		cpus, allocs int
 		mem          int64
 		gpus         map[string]bool
+		frac         map[string]float64 // shares held by fractional jobs
 	}
 	use := map[string]*used{}
 	for _, id := range h.RunningIDs() {
@@ -125,14 +126,18 @@ func (h *Harness) Snapshot() *sched.Snapshot {
 		for _, a := range r.Nodes {
 			u := use[a.Node]
 			if u == nil {
-				u = &used{gpus: map[string]bool{}}
+				u = &used{gpus: map[string]bool{}, frac: map[string]float64{}}
 				use[a.Node] = u
 			}
 			u.cpus += a.CPUs
 			u.mem += a.MemMiB
 			u.allocs++
 			for _, g := range a.GPUs {
-				u.gpus[g] = true
+				if a.GPUFraction > 0 && a.GPUFraction < 1 {
+					u.frac[g] += a.GPUFraction
+				} else {
+					u.gpus[g] = true
+				}
 			}
 		}
 		snap.Usage = append(snap.Usage, h.usageOf(r, time.Time{}))
@@ -145,7 +150,14 @@ func (h *Harness) Snapshot() *sched.Snapshot {
 			n.FreeMemMiB -= u.mem
 			n.Allocs = u.allocs
 			for i := range n.GPUs {
-				n.GPUs[i].Free = !u.gpus[n.GPUs[i].UUID]
+				g := &n.GPUs[i]
+				g.Free = !u.gpus[g.UUID] && u.frac[g.UUID] == 0
+				switch {
+				case u.gpus[g.UUID]:
+					g.FreeFraction = 0
+				default:
+					g.FreeFraction = max(1-u.frac[g.UUID], 0)
+				}
 			}
 		}
 		snap.Nodes = append(snap.Nodes, n)
@@ -281,6 +293,7 @@ func MakeJob(id spec.JobID) *JobBuilder {
 // The setters below set the field they name and return b.
 
 func (b *JobBuilder) GPUs(n int) *JobBuilder             { b.j.Req.GPUsPerNode = n; return b }
+func (b *JobBuilder) Fraction(f float64) *JobBuilder     { b.j.Req.GPUFraction = f; return b }
 func (b *JobBuilder) Model(m string) *JobBuilder         { b.j.Req.GPUModel = m; return b }
 func (b *JobBuilder) CPUs(n int) *JobBuilder             { b.j.Req.CPUsPerNode = n; return b }
 func (b *JobBuilder) Mem(mib int64) *JobBuilder          { b.j.Req.MemMiB = mib; return b }
