@@ -144,6 +144,10 @@ func controllerConfig(c config.Controller) controller.Config {
 			State:        p.State,
 		})
 	}
+	cc.FairshareHalfLife = c.Fairshare.DecayHalfLife.Std()
+	for _, a := range c.Accounts {
+		cc.Accounts = append(cc.Accounts, controller.Account{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: a.Users})
+	}
 	for _, q := range c.QOS {
 		cc.QOS = append(cc.QOS, controller.QOS{
 			Name:           q.Name,

@@ -421,6 +421,22 @@ func (c *Client) Nodes(ctx context.Context) ([]spec.Node, error) {
 	return out.Nodes, err
 }
 
+// Priorities lists every pending job's priority and its factors (gpuq
+// prio), highest first.
+func (c *Client) Priorities(ctx context.Context) ([]JobPriority, error) {
+	var out PrioritiesResponse
+	err := c.do(ctx, http.MethodGet, "/priorities", nil, nil, &out)
+	return out.Jobs, err
+}
+
+// Fairshare returns the fairshare tree with shares, usage and factors
+// (gpuq share).
+func (c *Client) Fairshare(ctx context.Context) ([]FairshareRow, error) {
+	var out FairshareResponse
+	err := c.do(ctx, http.MethodGet, "/fairshare", nil, nil, &out)
+	return out.Rows, err
+}
+
 // NodeAction drains or resumes a node.
 func (c *Client) NodeAction(ctx context.Context, name, action string, req NodeActionRequest) (spec.Node, error) {
 	var out spec.Node

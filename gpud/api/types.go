@@ -281,3 +281,61 @@ type AcctSummaryResponse struct {
 	End   time.Time        `json:"end,omitzero"`
 	Rows  []AcctSummaryRow `json:"rows"`
 }
+
+// PriorityFactors are the multifactor priority's factors of one job.
+type PriorityFactors struct {
+	Age       float64 `json:"age"`
+	Fairshare float64 `json:"fairshare"`
+	JobSize   float64 `json:"job_size"`
+	Partition float64 `json:"partition"`
+	QOS       float64 `json:"qos"`
+	Nice      float64 `json:"nice"`
+}
+
+// JobPriority is one pending job's priority (gpuq prio): Priority is the
+// total, the sum of Weighted (rounded); Factors are each normalised to
+// [0,1] and Weighted are them times their configured weights. With every
+// weight zero the total is the plain priority and the factors are zero.
+type JobPriority struct {
+	JobID     spec.JobID      `json:"job_id"`
+	User      string          `json:"user"`
+	Account   string          `json:"account"`
+	Partition string          `json:"partition"`
+	QOS       string          `json:"qos"`
+	Nice      int             `json:"nice"`
+	Priority  int64           `json:"priority"`
+	Factors   PriorityFactors `json:"factors"`
+	Weighted  PriorityFactors `json:"weighted"`
+}
+
+// PrioritiesResponse is GET /v1/priorities: every pending job the
+// scheduler considers, highest priority first.
+type PrioritiesResponse struct {
+	Jobs []JobPriority `json:"jobs"`
+}
+
+// FairshareRow is one row of GET /v1/fairshare (gpuq share): an account
+// (User empty) or a user in it.
+type FairshareRow struct {
+	Account string `json:"account"`
+	User    string `json:"user,omitempty"`
+	// RawShares as configured; NormShares among the siblings.
+	RawShares  float64 `json:"raw_shares"`
+	NormShares float64 `json:"norm_shares"`
+	// RawUsage is billed GPU-seconds undecayed; EffectiveUsage decayed
+	// with the half-life; NormUsage is EffectiveUsage over the siblings'.
+	RawUsage       float64 `json:"raw_usage"`
+	EffectiveUsage float64 `json:"effective_usage"`
+	NormUsage      float64 `json:"norm_usage"`
+	// LevelFS is NormShares / NormUsage; null when there is no usage
+	// (infinite: ranks first).
+	LevelFS *float64 `json:"level_fs"`
+	// Factor is the Fair Tree factor in [0,1] (users; 0 for accounts).
+	Factor float64 `json:"factor"`
+}
+
+// FairshareResponse is GET /v1/fairshare: accounts in Fair Tree order,
+// each followed by its users.
+type FairshareResponse struct {
+	Rows []FairshareRow `json:"rows"`
+}

@@ -41,6 +41,13 @@ type Config struct {
 	// MaxNodesPerJob bounds --nodes (default 1024).
 	MaxNodesPerJob int
 
+	// Accounts is the fairshare tree ([[account]]): shares among the
+	// accounts and the users listed in each (gpuq share).
+	Accounts []Account
+	// FairshareHalfLife decays past usage ([fairshare] decay_half_life);
+	// 0 means no decay.
+	FairshareHalfLife time.Duration
+
 	// Priority is the multifactor job priority; all weights zero keeps
 	// the plain rule (QOS priority first, then nice).
 	Priority PriorityWeights
@@ -295,4 +302,14 @@ func (c *Config) partitionsOf(node string) []string {
 		}
 	}
 	return out
+}
+
+// Account is one [[account]] of the fairshare tree. Parent is kept for
+// the record; fairshare is computed over one level of accounts (see
+// Controller.Fairshare).
+type Account struct {
+	Name   string
+	Parent string
+	Shares int
+	Users  []string
 }

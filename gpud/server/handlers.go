@@ -34,6 +34,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+v+"/nodes/{name}/events", s.events)
 	m.HandleFunc("POST "+v+"/nodes/{name}/{action}", s.nodeAction)
 	m.HandleFunc("POST "+v+"/reconfigure", s.reconfigure)
+	m.HandleFunc("GET "+v+"/priorities", s.priorities)
+	m.HandleFunc("GET "+v+"/fairshare", s.fairshareTree)
 	m.HandleFunc("GET "+v+"/accounting/jobs", s.acctJobs)
 	m.HandleFunc("GET "+v+"/accounting/summary", s.acctSummary)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

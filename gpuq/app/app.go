@@ -92,6 +92,8 @@ func New() *cli.App {
 			{Name: "reconfigure", Usage: "ask the controller to reload its configuration file", Action: reconfigure},
 			acctCommand(),
 			reportCommand(),
+			prioCommand(),
+			shareCommand(),
 		},
 		HideHelpCommand: true,
 		ExitErrHandler:  exitcode.NoExit,

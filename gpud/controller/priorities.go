@@ -1,0 +1,173 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/gpud/gpud/gpud/sched"
+	"github.com/gpud/gpud/gpud/sched/fairshare"
+	"github.com/gpud/gpud/gpud/sched/priority"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// JobPriority is one pending job's priority and every factor of it
+// (gpuq prio), with what identifies the job to a reader.
+type JobPriority struct {
+	JobID     spec.JobID
+	User      string
+	Account   string
+	Partition string
+	QOS       string
+	Nice      int
+	priority.Result
+}
+
+// Priorities computes the priority of every pending job the scheduler
+// would consider now, in the order it would consider them (highest
+// first), from the same snapshot a cycle builds. Array tasks held back by
+// their array's %MAX limit are not in the snapshot and so not listed.
+// With every multifactor weight zero, Total is the plain job priority and
+// the factors are zero.
+func (c *Controller) Priorities(ctx context.Context) ([]JobPriority, error) {
+	var out []JobPriority
+	err := c.query(ctx, func() error {
+		// snapshot updates the scheduler's bookkeeping for the apply that
+		// follows it in a cycle; a query must leave it as it was.
+		saved := c.sched
+		saved.arrayLimited = slices.Clone(c.sched.arrayLimited)
+		saved.active = slices.Clone(c.sched.active)
+		defer func() { c.sched = saved }()
+		now := c.now()
+		snap := c.snapshot(now)
+		jobs := make(map[spec.JobID]*sched.Job, len(snap.Jobs))
+		for i := range snap.Jobs {
+			jobs[snap.Jobs[i].ID] = &snap.Jobs[i]
+		}
+		prios := sched.Priorities(snap, now, c.schedConfig())
+		out = make([]JobPriority, 0, len(prios))
+		for _, p := range prios {
+			jp := JobPriority{JobID: p.JobID, Result: p.Result}
+			if rec := c.st.jobs[p.JobID]; rec != nil {
+				j := &rec.job
+				jp.User, jp.Account, jp.Partition, jp.QOS, jp.Nice = j.User, j.Account, j.Partition, j.QOS, j.Nice
+			} else if j := jobs[p.JobID]; j != nil {
+				jp.User, jp.Account, jp.Partition, jp.QOS, jp.Nice = j.User, j.Account, j.Partition, j.QOS, j.Nice
+			}
+			out = append(out, jp)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Fairshare computes the fairshare report (gpuq share) now: the
+// configured accounts and their users with shares, raw and decayed usage
+// and the Fair Tree factor. Usage is the controller's own record of its
+// jobs' GPU-seconds (see fairshareUsage).
+func (c *Controller) Fairshare(ctx context.Context) (*fairshare.Report, error) {
+	var rep *fairshare.Report
+	err := c.query(ctx, func() error {
+		rep = c.fairshareReport(c.now())
+		return nil
+	})
+	return rep, err
+}
+
+// fairshareConfig is the billing and decay policy.
+func (c *Controller) fairshareConfig() fairshare.Config {
+	return fairshare.Config{HalfLife: max(c.cfg.FairshareHalfLife, 0)}
+}
+
+// fairshareReport builds the report from the account tree and the jobs
+// the controller remembers.
+func (c *Controller) fairshareReport(now time.Time) *fairshare.Report {
+	usage := c.fairshareUsage()
+	return fairshare.Compute(c.fairshareTree(usage), usage, now, c.fairshareConfig())
+}
+
+// fairshareTree maps the configured accounts onto the fairshare tree.
+// The tree has one level of accounts under root: an account's parent is
+// not (yet) a level of its own. Users listed in an account have one share
+// each; so does any other user with usage or a pending job in it (users
+// of the default account are usually listed nowhere).
+func (c *Controller) fairshareTree(usage []fairshare.Usage) *fairshare.Tree {
+	t := &fairshare.Tree{Accounts: make([]fairshare.Account, 0, len(c.cfg.Accounts))}
+	idx := make(map[string]int, len(c.cfg.Accounts))
+	seen := map[[2]string]bool{}
+	for _, a := range c.cfg.Accounts {
+		if _, dup := idx[a.Name]; dup {
+			continue
+		}
+		fa := fairshare.Account{Name: a.Name, Shares: float64(max(a.Shares, 1))}
+		for _, u := range a.Users {
+			if !seen[[2]string{a.Name, u}] {
+				seen[[2]string{a.Name, u}] = true
+				fa.Users = append(fa.Users, fairshare.User{Name: u, Shares: 1})
+			}
+		}
+		idx[a.Name] = len(t.Accounts)
+		t.Accounts = append(t.Accounts, fa)
+	}
+	add := func(account, user string) {
+		i, ok := idx[account]
+		if !ok || user == "" || seen[[2]string{account, user}] {
+			return
+		}
+		seen[[2]string{account, user}] = true
+		t.Accounts[i].Users = append(t.Accounts[i].Users, fairshare.User{Name: user, Shares: 1})
+	}
+	for i := range usage {
+		add(usage[i].Account, usage[i].User)
+	}
+	for _, rec := range c.st.pending {
+		add(rec.job.Account, rec.job.User)
+	}
+	for i := range t.Accounts {
+		slices.SortStableFunc(t.Accounts[i].Users, func(a, b fairshare.User) int {
+			switch {
+			case a.Name < b.Name:
+				return -1
+			case a.Name > b.Name:
+				return 1
+			}
+			return 0
+		})
+	}
+	return t
+}
+
+// fairshareUsage is the GPU usage of every job the controller remembers
+// that has started: its current (or last) attempt from its start to its
+// end, or to now while it runs. Earlier attempts of a requeued job and
+// jobs the controller has forgotten are not counted: there is no usage
+// feed from accounting yet. A MIG slice counts as a whole GPU and every
+// model weighs 1.
+func (c *Controller) fairshareUsage() []fairshare.Usage {
+	var out []fairshare.Usage
+	for _, rec := range c.st.jobs {
+		j := &rec.job
+		if j.StartTime.IsZero() || j.Alloc == nil || j.State == spec.StatePending {
+			continue
+		}
+		u := fairshare.Usage{Account: j.Account, User: j.User, Start: j.StartTime.Time}
+		if j.State.Terminal() {
+			u.End = j.EndTime.Time
+			if u.End.IsZero() {
+				continue
+			}
+		}
+		for _, n := range j.Alloc.Nodes {
+			if n.GPUFraction > 0 {
+				u.GPUs += n.GPUFraction
+			} else {
+				u.GPUs += float64(len(n.GPUs))
+			}
+		}
+		if u.GPUs > 0 {
+			out = append(out, u)
+		}
+	}
+	slices.SortFunc(out, func(a, b fairshare.Usage) int { return a.Start.Compare(b.Start) })
+	return out
+}
