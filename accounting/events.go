@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
@@ -27,12 +28,18 @@ type AuditEntry struct {
 	Time      time.Time `json:"time"`
 	ActorUID  uint32    `json:"actor_uid"`
 	ActorName string    `json:"actor_name"`
+	// Role is the role the actor acted with: user, operator, admin, node.
+	Role string `json:"role"`
 	// Origin is where the call came from: "unix", an IP address, "node gpu-04".
 	Origin string `json:"origin"`
-	// Action is the operation ("job.cancel", "node.drain", "reconfigure").
+	// Action is the operation: the API server records the route pattern
+	// with its verb filled in ("POST /v1/jobs/{id}/cancel").
 	Action string `json:"action"`
+	// Target is what was acted on: a job ID, a node name, the job IDs a
+	// submission created.
 	Target string `json:"target"`
-	// Result is "ok" or the error the caller was shown.
+	// Result is "ok" or the error the caller was shown (the API server
+	// prefixes the HTTP status: "200 ok", "403 permission denied: ...").
 	Result string `json:"result"`
 }
 
@@ -50,12 +57,38 @@ func (db *DB) AddNodeEvent(ctx context.Context, e NodeEvent) error {
 
 // AddAudit appends an audit entry.
 func (db *DB) AddAudit(ctx context.Context, a AuditEntry) error {
-	if a.Time.IsZero() || a.Action == "" {
-		return spec.Errorf(spec.ErrInvalid, "add audit entry %+v: time and action are required", a)
+	return db.AddAudits(ctx, []AuditEntry{a})
+}
+
+// AddAudits appends audit entries in one transaction: all or none. Every
+// entry needs a time and an action.
+func (db *DB) AddAudits(ctx context.Context, as []AuditEntry) error {
+	if len(as) == 0 {
+		return nil
 	}
-	if _, err := db.w.ExecContext(ctx, `INSERT INTO audit (time, actor_uid, actor_name, origin, action, target, result)
-		VALUES (?,?,?,?,?,?,?)`, a.Time.Unix(), a.ActorUID, a.ActorName, a.Origin, a.Action, a.Target, a.Result); err != nil {
-		return fmt.Errorf("add audit entry %s on %s by %s: %w", a.Action, a.Target, a.ActorName, err)
+	for _, a := range as {
+		if a.Time.IsZero() || a.Action == "" {
+			return spec.Errorf(spec.ErrInvalid, "add audit entry %+v: time and action are required", a)
+		}
+	}
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("add %d audit entries: %w", len(as), err)
+	}
+	defer tx.Rollback()
+	st, err := tx.PrepareContext(ctx, `INSERT INTO audit (time, actor_uid, actor_name, role, origin, action, target, result)
+		VALUES (?,?,?,?,?,?,?,?)`)
+	if err != nil {
+		return fmt.Errorf("add %d audit entries: %w", len(as), err)
+	}
+	defer st.Close()
+	for _, a := range as {
+		if _, err := st.ExecContext(ctx, a.Time.Unix(), a.ActorUID, a.ActorName, a.Role, a.Origin, a.Action, a.Target, a.Result); err != nil {
+			return fmt.Errorf("add audit entry %s on %s by %s: %w", a.Action, a.Target, a.ActorName, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("add %d audit entries: %w", len(as), err)
 	}
 	return nil
 }
@@ -98,12 +131,42 @@ func (db *DB) NodeEvents(ctx context.Context, node string, start, end time.Time)
 	return out, nil
 }
 
+// AuditFilter selects audit entries; zero fields select everything.
+type AuditFilter struct {
+	// Start and End bound the entries' times (inclusive).
+	Start, End time.Time
+	// Actor is an actor's user name or numeric uid.
+	Actor string
+	// Action is a substring of the action ("cancel", "POST /v1/nodes").
+	Action string
+	// Limit keeps only the newest Limit entries (still listed oldest
+	// first); 0 means no limit.
+	Limit int
+}
+
 // Audit lists audit entries in [start, end] (zero times are open ends),
 // oldest first.
 func (db *DB) Audit(ctx context.Context, start, end time.Time) ([]AuditEntry, error) {
-	s, e := bounds(start, end)
-	rows, err := db.r.QueryContext(ctx, `SELECT time, actor_uid, actor_name, origin, action, target, result
-		FROM audit WHERE time BETWEEN ? AND ? ORDER BY time, id`, s, e)
+	return db.AuditLog(ctx, AuditFilter{Start: start, End: end})
+}
+
+// AuditLog lists the audit entries f selects, oldest first.
+func (db *DB) AuditLog(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+	s, e := bounds(f.Start, f.End)
+	uid := int64(-1)
+	if n, err := strconv.ParseUint(f.Actor, 10, 32); err == nil {
+		uid = int64(n)
+	}
+	q := `SELECT time, actor_uid, actor_name, role, origin, action, target, result, id FROM audit
+		WHERE time BETWEEN ? AND ? AND (? = '' OR actor_name = ? OR actor_uid = ?) AND (? = '' OR instr(action, ?) > 0)`
+	args := []any{s, e, f.Actor, f.Actor, uid, f.Action, f.Action}
+	if f.Limit > 0 {
+		q = `SELECT * FROM (` + q + ` ORDER BY time DESC, id DESC LIMIT ?) ORDER BY time, id`
+		args = append(args, f.Limit)
+	} else {
+		q += ` ORDER BY time, id`
+	}
+	rows, err := db.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list audit entries: %w", err)
 	}
@@ -111,8 +174,8 @@ func (db *DB) Audit(ctx context.Context, start, end time.Time) ([]AuditEntry, er
 	var out []AuditEntry
 	for rows.Next() {
 		var a AuditEntry
-		var t int64
-		if err := rows.Scan(&t, &a.ActorUID, &a.ActorName, &a.Origin, &a.Action, &a.Target, &a.Result); err != nil {
+		var t, id int64
+		if err := rows.Scan(&t, &a.ActorUID, &a.ActorName, &a.Role, &a.Origin, &a.Action, &a.Target, &a.Result, &id); err != nil {
 			return nil, fmt.Errorf("list audit entries: read row: %w", err)
 		}
 		a.Time = time.Unix(t, 0).UTC()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -323,6 +324,45 @@ func TestSummaryTotalsMatchJobs(t *testing.T) {
 			if n != len(recs) || math.Abs(sg-gpu) > 1e-9 || math.Abs(sc-cpu) > 1e-9 {
 				t.Errorf("filter %+v by %s: summary %d jobs %v GPU-h %v CPU-h; jobs %d, %v, %v", f, g, n, sg, sc, len(recs), gpu, cpu)
 			}
+		}
+	}
+}
+
+func TestAddAuditsAndFilter(t *testing.T) {
+	t.Parallel()
+	db := openTest(t)
+	ctx := context.Background()
+	entries := []AuditEntry{
+		{Time: at(1).Time, ActorUID: 1000, ActorName: "alice", Role: "user", Origin: "unix", Action: "POST /v1/jobs", Target: "1", Result: "200 ok"},
+		{Time: at(2).Time, ActorUID: 1001, ActorName: "bob", Role: "user", Origin: "unix", Action: "POST /v1/jobs/{id}/cancel", Target: "1", Result: "403 permission denied"},
+		{Time: at(3).Time, ActorUID: 0, ActorName: "root", Role: "admin", Origin: "10.0.0.7:5555", Action: "POST /v1/jobs/{id}/cancel", Target: "1", Result: "200 ok"},
+		{Time: at(4).Time, ActorUID: 0, ActorName: "root", Role: "admin", Origin: "unix", Action: "POST /v1/nodes/{name}/drain", Target: "n1", Result: "200 ok"},
+	}
+	if err := db.AddAudits(ctx, entries); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddAudits(ctx, []AuditEntry{{Time: at(5).Time, Action: "x"}, {Action: "y"}}); !errors.Is(err, spec.ErrInvalid) {
+		t.Errorf("AddAudits with an entry without a time = %v, want ErrInvalid", err)
+	}
+	for _, tc := range []struct {
+		name string
+		f    AuditFilter
+		want []AuditEntry
+	}{
+		{"all", AuditFilter{}, entries},
+		{"actor name", AuditFilter{Actor: "bob"}, entries[1:2]},
+		{"actor uid", AuditFilter{Actor: "0"}, entries[2:]},
+		{"action substring", AuditFilter{Action: "cancel"}, entries[1:3]},
+		{"window", AuditFilter{Start: at(2).Time, End: at(3).Time}, entries[1:3]},
+		{"limit keeps newest", AuditFilter{Limit: 2}, entries[2:]},
+		{"combined", AuditFilter{Actor: "root", Action: "cancel", Limit: 5}, entries[2:3]},
+	} {
+		got, err := db.AuditLog(ctx, tc.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
 		}
 	}
 }

@@ -32,6 +32,7 @@ var (
 	_ controller.Store    = (*store.Store)(nil)
 	_ controller.Recorder = (*accounting.DB)(nil)
 	_ server.Accounting   = (*accounting.DB)(nil)
+	_ server.AuditLog     = (*accounting.DB)(nil)
 )
 
 const defaultControllerConfig = "/etc/gpud/gpud.toml"
@@ -216,7 +217,10 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		return nil, err
 	}
 	mets.AddStats(ctrl)
+	// The audit log is written in batches every 200 ms: a kill -9 loses
+	// at most that window of audit entries, never a job.
 	srvOpts := []server.Option{server.WithLogger(o.Log), server.WithAccounting(acct),
+		server.WithAudit(acct, mets.AuditDropped),
 		server.WithMetrics(mets.Handler(), mets.ObserveRequest),
 		server.WithRoles(cfg.Auth.Operators, cfg.Auth.Admins),
 		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst)}
@@ -273,6 +277,7 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		Ctrl:   ctrl,
 		g:      g,
 		close: func() {
+			srv.Close() // flush the audit log before closing accounting
 			acct.Close()
 			st.Close()
 		},

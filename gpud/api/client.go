@@ -541,3 +541,27 @@ func (c *Client) AcctSummary(ctx context.Context, group string, f AcctFilter) (A
 	err := c.do(ctx, http.MethodGet, "/accounting/summary", q, nil, &out)
 	return out, err
 }
+
+// Audit lists the audit log entries f selects, oldest first (operator or
+// admin only).
+func (c *Client) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+	q := url.Values{}
+	if !f.Start.IsZero() {
+		q.Set("start", f.Start.Format(time.RFC3339))
+	}
+	if !f.End.IsZero() {
+		q.Set("end", f.End.Format(time.RFC3339))
+	}
+	if f.Actor != "" {
+		q.Set("actor", f.Actor)
+	}
+	if f.Action != "" {
+		q.Set("action", f.Action)
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var out AuditResponse
+	err := c.do(ctx, http.MethodGet, "/audit", q, nil, &out)
+	return out.Entries, err
+}

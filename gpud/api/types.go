@@ -339,3 +339,36 @@ type FairshareRow struct {
 type FairshareResponse struct {
 	Rows []FairshareRow `json:"rows"`
 }
+
+// AuditEntry is one state-changing API call as the audit log keeps it
+// (gpuq audit): who (uid, name, role) did what (Action: the route pattern
+// with its verb, "POST /v1/jobs/{id}/cancel") to what (Target: job IDs, a
+// node name), from where (Origin: "unix" or the TCP peer address), and
+// how it ended (Result: the HTTP status and "ok" or the error message).
+// Its fields match accounting.AuditEntry's (TestAuditEntryMatches).
+type AuditEntry struct {
+	Time      time.Time `json:"time"`
+	ActorUID  uint32    `json:"actor_uid"`
+	ActorName string    `json:"actor_name"`
+	Role      string    `json:"role"`
+	Origin    string    `json:"origin"`
+	Action    string    `json:"action"`
+	Target    string    `json:"target"`
+	Result    string    `json:"result"`
+}
+
+// AuditFilter selects entries for GET /v1/audit; zero fields select all.
+type AuditFilter struct {
+	Start, End time.Time
+	// Actor is a user name or numeric uid.
+	Actor string
+	// Action is a substring of the action ("cancel", "/nodes/").
+	Action string
+	// Limit keeps the newest Limit entries (listed oldest first).
+	Limit int
+}
+
+// AuditResponse is GET /v1/audit: entries oldest first.
+type AuditResponse struct {
+	Entries []AuditEntry `json:"entries"`
+}

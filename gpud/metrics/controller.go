@@ -29,12 +29,13 @@ const statsTimeout = 5 * time.Second
 // controller.Observer; give it to controller.WithObserver, then AddStats
 // once the controller exists.
 type Controller struct {
-	reg      *prometheus.Registry
-	cycle    prometheus.Histogram
-	started  *prometheus.CounterVec
-	ended    *prometheus.CounterVec
-	requeued *prometheus.CounterVec
-	requests *prometheus.HistogramVec
+	reg        *prometheus.Registry
+	cycle      prometheus.Histogram
+	started    *prometheus.CounterVec
+	ended      *prometheus.CounterVec
+	requeued   *prometheus.CounterVec
+	requests   *prometheus.HistogramVec
+	auditDrops prometheus.Counter
 }
 
 var _ controller.Observer = (*Controller)(nil)
@@ -67,8 +68,12 @@ func NewController() *Controller {
 			Help:    "API request latency by route pattern and HTTP status code (long polls included).",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route", "code"}),
+		auditDrops: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gpud_audit_dropped_total",
+			Help: "Audit log entries dropped because the audit writer's buffer was full (the accounting database too slow).",
+		}),
 	}
-	m.reg.MustRegister(m.cycle, m.started, m.ended, m.requeued, m.requests,
+	m.reg.MustRegister(m.cycle, m.started, m.ended, m.requeued, m.requests, m.auditDrops,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -89,6 +94,9 @@ func (m *Controller) Handler() http.Handler {
 func (m *Controller) ObserveRequest(route string, code int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
 }
+
+// AuditDropped counts n audit entries dropped (server.WithAudit's onDrop).
+func (m *Controller) AuditDropped(n int) { m.auditDrops.Add(float64(n)) }
 
 // CycleDone implements controller.Observer.
 func (m *Controller) CycleDone(d time.Duration) { m.cycle.Observe(d.Seconds()) }

@@ -65,7 +65,12 @@ func fill(v reflect.Value) {
 		case reflect.Slice:
 			f.Set(reflect.ValueOf([]string{"x", "y"}))
 		case reflect.Struct:
-			f.Set(reflect.ValueOf(spec.NewTime(time.Date(2025, 3, 14, 12, 0, i, 0, time.UTC))))
+			t := time.Date(2025, 3, 14, 12, 0, i, 0, time.UTC)
+			if f.Type() == reflect.TypeFor[time.Time]() {
+				f.Set(reflect.ValueOf(t))
+			} else {
+				f.Set(reflect.ValueOf(spec.NewTime(t)))
+			}
 		default:
 			panic("fill: add a case for " + f.Kind().String())
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
@@ -38,6 +39,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+v+"/fairshare", s.fairshareTree)
 	m.HandleFunc("GET "+v+"/accounting/jobs", s.acctJobs)
 	m.HandleFunc("GET "+v+"/accounting/summary", s.acctSummary)
+	m.HandleFunc("GET "+v+"/audit", s.auditList)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrNotFound, "no API endpoint %s %s; this controller serves /%s", r.Method, r.URL.Path, api.Version))
 	})
@@ -75,6 +77,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	noteTarget(w, submitTarget(ids))
 	s.writeJSON(w, api.SubmitResponse{ID: ids[0], IDs: ids})
 }
 
@@ -384,4 +387,29 @@ func checkReason(reason string) error {
 	var c checker
 	c.name("--reason", reason, maxShort*4)
 	return c.err()
+}
+
+// submitTarget names a submission's jobs for the audit log: "job 7", or
+// "jobs 7-106" for an array (its IDs are consecutive), "jobs 7,9" otherwise.
+func submitTarget(ids []spec.JobID) string {
+	if len(ids) == 1 {
+		return "job " + strconv.FormatUint(uint64(ids[0]), 10)
+	}
+	consecutive := true
+	for i := 1; i < len(ids); i++ {
+		consecutive = consecutive && ids[i] == ids[i-1]+1
+	}
+	first, last := strconv.FormatUint(uint64(ids[0]), 10), strconv.FormatUint(uint64(ids[len(ids)-1]), 10)
+	if consecutive {
+		return "jobs " + first + "-" + last
+	}
+	var b strings.Builder
+	b.WriteString("jobs ")
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(uint64(id), 10))
+	}
+	return clip(b.String())
 }

@@ -47,6 +47,7 @@ type Server struct {
 	now     func() time.Time
 	metrics http.Handler
 	observe func(route string, code int, d time.Duration)
+	audit   *auditor
 }
 
 // Accounting is the job history the server reads for GET
@@ -89,7 +90,10 @@ func New(c *controller.Controller, opts ...Option) *Server {
 		o(s)
 	}
 	s.routes()
-	s.handler = s.authenticate(s.instrument(s.mux))
+	s.handler = s.authenticate(s.instrument(s.recordAudit(s.mux)))
+	if s.audit != nil {
+		go s.runAudit()
+	}
 	return s
 }
 
@@ -232,6 +236,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, code, msg string) {
+	noteError(w, msg)
 	if err := json.NewEncoder(w).Encode(api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: msg}}); err != nil {
 		s.log.Debug("write error response", "path", r.URL.Path, "err", err)
 	}

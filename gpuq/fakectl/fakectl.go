@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +55,10 @@ type Server struct {
 	Acct []api.AcctJob
 	// AcctErr, when set, answers GET /v1/accounting/jobs and /summary.
 	AcctErr error
+	// Audit is returned by GET /v1/audit, filtered by actor (name) and
+	// action (substring), not by time; AuditErr, when set, answers it.
+	Audit    []api.AuditEntry
+	AuditErr error
 	// ActionErr maps a job id or node name to the error its actions get.
 	ActionErr map[string]error
 }
@@ -125,6 +130,7 @@ func (s *Server) mux() http.Handler {
 	m.HandleFunc("POST /v1/nodes/{name}/{action}", s.nodeAction)
 	m.HandleFunc("GET /v1/accounting/jobs", s.acct)
 	m.HandleFunc("GET /v1/accounting/summary", s.acctSummary)
+	m.HandleFunc("GET /v1/audit", s.audit)
 	m.HandleFunc("POST /v1/reconfigure", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, api.ReconfigureResponse{Message: "configuration reloaded"}, nil)
 	})
@@ -309,4 +315,21 @@ func (s *Server) acctSummary(w http.ResponseWriter, r *http.Request) {
 		out.Rows = append(out.Rows, *rows[g])
 	}
 	reply(w, out, nil)
+}
+
+func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.AuditErr != nil {
+		reply(w, nil, s.AuditErr)
+		return
+	}
+	out := []api.AuditEntry{}
+	for _, e := range s.Audit {
+		if (q.Get("actor") == "" || q.Get("actor") == e.ActorName) && strings.Contains(e.Action, q.Get("action")) {
+			out = append(out, e)
+		}
+	}
+	reply(w, api.AuditResponse{Entries: out}, nil)
 }

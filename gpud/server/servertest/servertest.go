@@ -115,6 +115,7 @@ func Start(t testing.TB, cfgFn func(*controller.Config), o Options) (addr string
 		once.Do(func() {
 			cancel()
 			wg.Wait()
+			srv.Close() // flushes the audit log, if any
 			st.Close()
 		})
 	}

@@ -1,0 +1,188 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpud/gpud/accounting"
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/server"
+	"github.com/gpud/gpud/gpud/server/servertest"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// TestAuditEntryMatches keeps api.AuditEntry the wire form of
+// accounting.AuditEntry.
+func TestAuditEntryMatches(t *testing.T) {
+	t.Parallel()
+	e := accounting.AuditEntry{}
+	fill(reflect.ValueOf(&e).Elem())
+	in, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(in))
+	dec.DisallowUnknownFields()
+	var out api.AuditEntry
+	if err := dec.Decode(&out); err != nil {
+		t.Fatalf("accounting.AuditEntry does not decode into api.AuditEntry: %v; keep their fields and JSON tags in step", err)
+	}
+	back, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(in), string(back)); diff != "" {
+		t.Errorf("api.AuditEntry re-encodes accounting.AuditEntry differently (-accounting +api):\n%s", diff)
+	}
+}
+
+// waitAudit polls the audit log until it holds n entries (the writer
+// flushes every 200 ms).
+func waitAudit(t *testing.T, c *api.Client, n int) []api.AuditEntry {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := c.Audit(ctxT(t), api.AuditFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) >= n || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestAudit(t *testing.T) {
+	db := openAcct(t)
+	s := secureServer(t, server.WithAudit(db, nil))
+	ctx := ctxT(t)
+	root := client(t, s.unix)
+	alice := s.client(t, s.token(t, auth.Claims{User: "alice", UID: 1001, GID: 1001}, time.Hour))
+	bob := s.client(t, s.token(t, auth.Claims{User: "bob", UID: 1002, GID: 1002}, time.Hour))
+	olga := s.client(t, s.token(t, auth.Claims{User: "olga", UID: 1003, Role: auth.RoleOperator}, time.Hour))
+	n1 := s.client(t, s.token(t, auth.Claims{User: "n1", Role: auth.RoleNode, Node: "n1"}, time.Hour))
+
+	// The node protocol and reads are not recorded.
+	if _, err := root.Register(ctx, inventory("n1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Heartbeat(ctx, "n1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n1.Events(ctx, "n1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.Assignments(ctx, "n1", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	js := jobSpec("audited")
+	sub, err := alice.Submit(ctx, api.SubmitRequest{Job: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Job(ctx, sub.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Jobs(ctx, api.JobFilter{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = bob.JobAction(ctx, sub.ID, "cancel", api.JobActionRequest{})
+	wantStatus(t, "bob cancels alice's job", err, 403, spec.ErrPermissionDenied, "belongs to alice")
+	if _, err := alice.JobAction(ctx, sub.ID, "cancel", api.JobActionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.NodeAction(ctx, "n1", "drain", api.NodeActionRequest{Reason: "maint"}); err != nil {
+		t.Fatal(err)
+	}
+
+	got := waitAudit(t, root, 4)
+	for i := range got {
+		if got[i].Time.IsZero() {
+			t.Errorf("entry %d has no time", i)
+		}
+		got[i].Time = time.Time{}
+		if strings.HasPrefix(got[i].Origin, "127.0.0.1:") {
+			got[i].Origin = "127.0.0.1:PORT"
+		}
+		if strings.HasPrefix(got[i].Result, "403 ") && strings.Contains(got[i].Result, "belongs to alice") {
+			got[i].Result = "403 …belongs to alice…"
+		}
+	}
+	id := "job " + strconv.FormatUint(uint64(sub.ID), 10)
+	want := []api.AuditEntry{
+		{ActorUID: 1001, ActorName: "alice", Role: "user", Origin: "127.0.0.1:PORT", Action: "POST /v1/jobs", Target: id, Result: "200 ok"},
+		{ActorUID: 1002, ActorName: "bob", Role: "user", Origin: "127.0.0.1:PORT", Action: "POST /v1/jobs/{id}/cancel", Target: id, Result: "403 …belongs to alice…"},
+		{ActorUID: 1001, ActorName: "alice", Role: "user", Origin: "127.0.0.1:PORT", Action: "POST /v1/jobs/{id}/cancel", Target: id, Result: "200 ok"},
+		{ActorUID: 0, ActorName: "root", Role: "admin", Origin: "unix", Action: "POST /v1/nodes/{name}/drain", Target: "node n1", Result: "200 ok"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("audit log (-want +got):\n%s", diff)
+	}
+
+	// Filters, and who may read.
+	if got, err := olga.Audit(ctx, api.AuditFilter{Actor: "bob"}); err != nil || len(got) != 1 || got[0].ActorName != "bob" {
+		t.Errorf("operator lists bob's entries: %+v, %v", got, err)
+	}
+	if got, err := olga.Audit(ctx, api.AuditFilter{Action: "cancel", Limit: 1}); err != nil || len(got) != 1 || got[0].ActorName != "alice" {
+		t.Errorf("operator lists the last cancel: %+v, %v", got, err)
+	}
+	_, err = alice.Audit(ctx, api.AuditFilter{})
+	wantStatus(t, "user reads the audit log", err, 403, spec.ErrPermissionDenied, "operator role")
+	_, err = n1.Audit(ctx, api.AuditFilter{})
+	wantStatus(t, "node reads the audit log", err, 403, spec.ErrPermissionDenied, "operator role")
+	_, err = olga.Audit(ctx, api.AuditFilter{Start: time.Unix(100, 0), End: time.Unix(50, 0)})
+	wantStatus(t, "end before start", err, 400, spec.ErrInvalid, "before start")
+}
+
+func TestAuditUnavailable(t *testing.T) {
+	s := secureServer(t)
+	_, err := client(t, s.unix).Audit(ctxT(t), api.AuditFilter{})
+	wantStatus(t, "audit without a log", err, 503, spec.ErrUnavailable, "no audit log")
+}
+
+// BenchmarkSubmitParallel8Audited is BenchmarkSubmitParallel8 with the
+// audit log on: each submission queues an entry for the batching writer.
+func BenchmarkSubmitParallel8Audited(b *testing.B) {
+	db, err := accounting.Open(filepath.Join(b.TempDir(), "accounting.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	var dropped atomic.Int64
+	addr, _, _ := servertest.Start(b, nil, servertest.Options{ServerOptions: []server.Option{
+		server.WithAudit(db, func(n int) { dropped.Add(int64(n)) })}})
+	c := client(b, addr)
+	ctx := context.Background()
+	js := jobSpec("bench")
+	var next atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if _, err := c.Submit(ctx, api.SubmitRequest{Job: js}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "submits/s")
+	b.ReportMetric(float64(dropped.Load()), "dropped")
+}
