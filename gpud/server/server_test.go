@@ -59,13 +59,28 @@ func TestListViews(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	full, err := c.Jobs(ctx, api.JobFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	brief, err := c.Jobs(ctx, api.JobFilter{View: api.ViewBrief})
-	if err != nil {
-		t.Fatal(err)
+	// A scheduling cycle may update reasons and priorities between two
+	// calls: compare a brief listing only with a full one taken while
+	// nothing changed (the same full listing before and after it).
+	var full, brief []spec.Job
+	for try := 0; ; try++ {
+		before, err := c.Jobs(ctx, api.JobFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if brief, err = c.Jobs(ctx, api.JobFilter{View: api.ViewBrief}); err != nil {
+			t.Fatal(err)
+		}
+		if full, err = c.Jobs(ctx, api.JobFilter{}); err != nil {
+			t.Fatal(err)
+		}
+		if cmp.Equal(before, full) {
+			break
+		}
+		if try == 50 {
+			t.Fatal("the job list kept changing; no stable pair of listings to compare")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if len(full) != 2 || len(brief) != 2 {
 		t.Fatalf("listed %d full and %d brief jobs, want 2 and 2", len(full), len(brief))
