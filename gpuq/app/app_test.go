@@ -195,3 +195,25 @@ func TestSubcommands(t *testing.T) {
 		})
 	}
 }
+
+// runAndCheckQuery runs gpuq with args, expects exit 0 and stdout want,
+// and checks that its last request went to path with query wantQuery.
+func runAndCheckQuery(t *testing.T, ctl *fakectl.Server, args []string, want, path string, wantQuery url.Values) {
+	t.Helper()
+	got := run(t, ctl, args...)
+	if got.code != 0 {
+		t.Fatalf("exit %d: %s", got.code, got.stderr)
+	}
+	if diff := cmp.Diff(want, got.stdout); diff != "" {
+		t.Errorf("stdout (-want +got):\n%s", diff)
+	}
+	reqs := ctl.Requests()
+	last := reqs[len(reqs)-1]
+	if last.Path != path {
+		t.Fatalf("request path %s, want %s", last.Path, path)
+	}
+	q, _ := url.ParseQuery(last.Query)
+	if diff := cmp.Diff(wantQuery, q); diff != "" {
+		t.Errorf("query (-want +got):\n%s", diff)
+	}
+}

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpuq/fakectl"
@@ -54,22 +52,7 @@ func TestAudit(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctl := auditFixture(t)
-			got := run(t, ctl, tc.args...)
-			if got.code != 0 {
-				t.Fatalf("exit %d: %s", got.code, got.stderr)
-			}
-			if diff := cmp.Diff(tc.want, got.stdout); diff != "" {
-				t.Errorf("stdout (-want +got):\n%s", diff)
-			}
-			reqs := ctl.Requests()
-			last := reqs[len(reqs)-1]
-			if last.Path != "/v1/audit" {
-				t.Fatalf("request path %s, want /v1/audit", last.Path)
-			}
-			q, _ := url.ParseQuery(last.Query)
-			if diff := cmp.Diff(tc.wantQuery, q); diff != "" {
-				t.Errorf("query (-want +got):\n%s", diff)
-			}
+			runAndCheckQuery(t, ctl, tc.args, tc.want, "/v1/audit", tc.wantQuery)
 		})
 	}
 }
