@@ -2,13 +2,11 @@ package server_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -165,24 +163,6 @@ func BenchmarkSubmitParallel8Audited(b *testing.B) {
 	var dropped atomic.Int64
 	addr, _, _ := servertest.Start(b, nil, servertest.Options{ServerOptions: []server.Option{
 		server.WithAudit(db, func(n int) { dropped.Add(int64(n)) })}})
-	c := client(b, addr)
-	ctx := context.Background()
-	js := jobSpec("bench")
-	var next atomic.Int64
-	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				if _, err := c.Submit(ctx, api.SubmitRequest{Job: js}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "submits/s")
+	submitParallel8(b, addr)
 	b.ReportMetric(float64(dropped.Load()), "dropped")
 }

@@ -404,6 +404,12 @@ func TestRestartKeepsJobsAndCounter(t *testing.T) {
 
 func BenchmarkSubmitParallel8(b *testing.B) {
 	addr, _ := servertest.TestServer(b, nil)
+	submitParallel8(b, addr)
+}
+
+// submitParallel8 submits b.N jobs to addr from 8 concurrent clients and
+// reports acknowledged submissions per second.
+func submitParallel8(b *testing.B, addr string) {
 	c := client(b, addr)
 	ctx := context.Background()
 	js := jobSpec("bench")
