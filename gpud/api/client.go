@@ -377,8 +377,13 @@ func (c *Client) Jobs(ctx context.Context, f JobFilter) ([]spec.Job, error) {
 
 // Job returns one job.
 func (c *Client) Job(ctx context.Context, id spec.JobID) (spec.Job, error) {
+	return c.JobByRef(ctx, spec.JobRef{ID: id})
+}
+
+// JobByRef fetches a job or an array task ("42_7").
+func (c *Client) JobByRef(ctx context.Context, ref spec.JobRef) (spec.Job, error) {
 	var out spec.Job
-	err := c.do(ctx, http.MethodGet, "/jobs/"+strconv.FormatUint(uint64(id), 10), nil, nil, &out)
+	err := c.do(ctx, http.MethodGet, "/jobs/"+ref.String(), nil, nil, &out)
 	return out, err
 }
 
@@ -409,8 +414,14 @@ func (c *Client) WaitJob(ctx context.Context, id spec.JobID) (spec.Job, error) {
 
 // JobAction performs cancel, hold, release or requeue on a job.
 func (c *Client) JobAction(ctx context.Context, id spec.JobID, action string, req JobActionRequest) (spec.Job, error) {
+	return c.RefAction(ctx, spec.JobRef{ID: id}, action, req)
+}
+
+// RefAction is JobAction on "42" (a whole array when 42 is one) or on one
+// array task "42_7".
+func (c *Client) RefAction(ctx context.Context, ref spec.JobRef, action string, req JobActionRequest) (spec.Job, error) {
 	var out spec.Job
-	err := c.do(ctx, http.MethodPost, "/jobs/"+strconv.FormatUint(uint64(id), 10)+"/"+action, nil, req, &out)
+	err := c.do(ctx, http.MethodPost, "/jobs/"+ref.String()+"/"+action, nil, req, &out)
 	return out, err
 }
 

@@ -231,3 +231,73 @@ func TestDependencyOrAndArrayAndSingleton(t *testing.T) {
 		}
 	}
 }
+
+// TestArrayActions: a bare array id acts on every task (scancel 42), and
+// ARRAY_TASK acts on that task alone, even task 0 whose job id is the
+// array's.
+func TestArrayActions(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	h.register("n1", 1)
+	ctx := context.Background()
+	ids, err := h.c.SubmitAll(ctx, alice, spec.JobSpec{Name: "arr", Script: "x", WorkDir: "/tmp", Array: "1,3,5,7", Resources: spec.Resources{GPUsPerNode: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ids[0]
+	if j := h.job(a); j.State != spec.StateRunning {
+		t.Fatalf("task 1 = %s, want RUNNING on the only GPU", j.State)
+	}
+	// Holding the array holds the pending tasks and skips the running one.
+	if _, err := h.c.JobAction(ctx, alice, a, ActionHold, ""); err != nil {
+		t.Fatalf("hold array: %v", err)
+	}
+	for _, id := range ids[1:] {
+		if j := h.job(id); !j.Hold {
+			t.Fatalf("task %d not held after holding array %d", j.ArrayTaskID, a)
+		}
+	}
+	// Release task 5 alone.
+	if _, err := h.c.RefAction(ctx, alice, spec.JobRef{ID: a, Task: 5, IsTask: true}, ActionRelease, ""); err != nil {
+		t.Fatalf("release %d_5: %v", a, err)
+	}
+	if j3, j5 := h.job(ids[1]), h.job(ids[2]); !j3.Hold || j5.Hold {
+		t.Fatalf("after releasing %d_5: task 3 held=%v task 5 held=%v; want true, false", a, j3.Hold, j5.Hold)
+	}
+	// Task 1 alone (its job id is the array's) is cancelled, the rest not.
+	if _, err := h.c.RefAction(ctx, alice, spec.JobRef{ID: a, Task: 1, IsTask: true}, ActionCancel, ""); err != nil {
+		t.Fatalf("cancel %d_1: %v", a, err)
+	}
+	if j := h.job(ids[3]); j.State != spec.StatePending {
+		t.Fatalf("task 7 = %s after cancelling task 1 alone, want PENDING", j.State)
+	}
+	// Another user may not act on the array, and nothing changes.
+	if _, err := h.c.JobAction(ctx, bob, a, ActionCancel, ""); !errors.Is(err, spec.ErrPermissionDenied) {
+		t.Fatalf("bob cancels alice's array: %v, want permission denied", err)
+	}
+	if _, err := h.c.RefAction(ctx, alice, spec.JobRef{ID: a, Task: 2, IsTask: true}, ActionCancel, ""); !errors.Is(err, spec.ErrNotFound) || !strings.Contains(err.Error(), "1,3,5,7") {
+		t.Fatalf("cancel missing task 2: %v, want not found naming the tasks", err)
+	}
+	if _, err := h.c.RefAction(ctx, alice, spec.JobRef{ID: a + 1, Task: 0, IsTask: true}, ActionCancel, ""); !errors.Is(err, spec.ErrNotFound) {
+		t.Fatalf("task of a task id: %v, want not found", err)
+	}
+	// The whole array: every task that has not ended is cancelled.
+	if _, err := h.c.JobAction(ctx, alice, a, ActionCancel, ""); err != nil {
+		t.Fatalf("cancel array: %v", err)
+	}
+	h.settle()
+	for _, id := range ids {
+		if j := h.job(id); !j.State.Terminal() && j.State != spec.StateCompleting {
+			t.Fatalf("task %d = %s after cancelling the array", j.ArrayTaskID, j.State)
+		}
+	}
+	h.exit("n1", h.job(a), spec.StateCancelled, 0) // the node stops task 1
+	if j := h.job(a); j.State != spec.StateCancelled {
+		t.Fatalf("task 1 = %s after its container stopped, want CANCELLED", j.State)
+	}
+	if _, err := h.c.JobAction(ctx, alice, a, ActionCancel, ""); !errors.Is(err, spec.ErrConflict) {
+		t.Fatalf("cancel an ended array again: %v, want conflict", err)
+	}
+	if j, err := h.c.JobByRef(ctx, spec.JobRef{ID: a, Task: 7, IsTask: true}); err != nil || j.ID != ids[3] {
+		t.Fatalf("JobByRef(%d_7) = %d, %v; want job %d", a, j.ID, err, ids[3])
+	}
+}

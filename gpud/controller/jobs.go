@@ -73,13 +73,18 @@ func (c *Controller) query(ctx context.Context, fn func() error) error {
 
 // Job returns one job.
 func (c *Controller) Job(ctx context.Context, id spec.JobID) (spec.Job, error) {
+	return c.JobByRef(ctx, spec.JobRef{ID: id})
+}
+
+// JobByRef is Job for "42" or an array task "42_7".
+func (c *Controller) JobByRef(ctx context.Context, ref spec.JobRef) (spec.Job, error) {
 	var j spec.Job
 	err := c.query(ctx, func() error {
-		rec := c.st.jobs[id]
-		if rec == nil {
-			return notFoundJob(id)
+		recs, err := c.resolve(ref, false)
+		if err != nil {
+			return err
 		}
-		j = rec.view.job
+		j = recs[0].view.job
 		return nil
 	})
 	return j, err
@@ -133,74 +138,137 @@ const (
 )
 
 // JobAction cancels, holds, releases or requeues a job on behalf of who.
-// Non-root callers may act on their own jobs only.
+// Non-root callers may act on their own jobs only. The id of an array (its
+// first task's id) acts on every task of the array, like scancel; tasks
+// the action does not apply to (already ended, not pending) are skipped,
+// and it fails only when it applied to none.
 func (c *Controller) JobAction(ctx context.Context, who Caller, id spec.JobID, action, reason string) (spec.Job, error) {
+	return c.RefAction(ctx, who, spec.JobRef{ID: id}, action, reason)
+}
+
+// RefAction is JobAction on a job as users name it: "42" or "42_7".
+func (c *Controller) RefAction(ctx context.Context, who Caller, ref spec.JobRef, action, reason string) (spec.Job, error) {
 	var out spec.Job
 	err := c.call(ctx, func(tx *txn) error {
-		rec := c.st.jobs[id]
-		if rec == nil {
-			return notFoundJob(id)
+		recs, err := c.resolve(ref, true)
+		if err != nil {
+			return err
 		}
-		j := &rec.job
-		if !who.Known || (who.UID != 0 && who.UID != j.UID) {
-			return spec.Errorf(spec.ErrPermissionDenied, "job %d belongs to %s (uid %d); only its owner or root may %s it", id, j.User, j.UID, action)
+		var errs []error
+		for _, rec := range recs {
+			if err := c.act(tx, who, rec, action, reason); err != nil {
+				if len(recs) == 1 || spec.KindOf(err) != spec.ErrConflict {
+					return err
+				}
+				errs = append(errs, err)
+			}
 		}
-		if reason == "" {
-			reason = fmt.Sprintf("%s by %s", pastTense(action), orDefault(who.User, fmt.Sprint(who.UID)))
+		if len(errs) == len(recs) {
+			return spec.Errorf(spec.ErrConflict, "no task of array %d could be %s: %v", ref.ID, pastTense(action), errs[0])
 		}
-		now := c.now()
-		switch action {
-		case ActionCancel:
-			switch {
-			case j.State.Terminal():
-				return spec.Errorf(spec.ErrConflict, "job %d already ended (%s)", id, j.State)
-			case j.State == spec.StatePending:
-				delete(c.st.pending, id)
-				c.finish(tx, rec, spec.StateCancelled, 0, 0, reason, now)
-			case len(rec.liveNodes()) == 0:
-				c.finish(tx, rec, spec.StateCancelled, 0, 0, reason, now)
-			default:
-				j.State = spec.StateCompleting
-				j.StopState, j.StopReason, j.Reason = spec.StateCancelled, reason, reason
-				j.StopCheckpoint = false // a cancel does not wait for one
-				c.bumpLive(tx, rec)
-			}
-		case ActionHold:
-			if j.State != spec.StatePending {
-				return spec.Errorf(spec.ErrConflict, "job %d is %s; only pending jobs can be held", id, j.State)
-			}
-			j.Hold, j.Reason = true, spec.ReasonHeld
-		case ActionRelease:
-			if j.State != spec.StatePending {
-				return spec.Errorf(spec.ErrConflict, "job %d is %s; only pending jobs can be released", id, j.State)
-			}
-			if j.Hold {
-				j.Hold, j.Reason = false, spec.ReasonNone
-				tx.kick = true
-			}
-		case ActionRequeue:
-			if j.State != spec.StateRunning && !(j.State == spec.StateCompleting && j.StopState == spec.StateRequeued) {
-				return spec.Errorf(spec.ErrConflict, "job %d is %s; only running jobs can be requeued", id, j.State)
-			}
-			if len(rec.liveNodes()) == 0 {
-				c.requeue(tx, rec, reason)
-			} else {
-				j.State = spec.StateCompleting
-				j.StopState, j.StopReason, j.Reason = spec.StateRequeued, reason, reason
-				// A job that checkpoints is asked to do so first, so the
-				// next attempt resumes from now, not from the last interval.
-				j.StopCheckpoint = checkpoints(j)
-				c.bumpLive(tx, rec)
-			}
-		default:
-			return spec.Errorf(spec.ErrInvalid, "unknown job action %q; use cancel, hold, release or requeue", action)
-		}
-		tx.saveJob(rec)
-		out = *j
-		out.Alloc = cloneAlloc(j.Alloc)
+		out = recs[0].job
+		out.Alloc = cloneAlloc(out.Alloc)
 		return nil
 	})
 	return out, err
+}
+
+// resolve finds what ref names: one job, one array task, or (with whole
+// set and a bare array id) every task of the array still known.
+func (c *Controller) resolve(ref spec.JobRef, whole bool) ([]*jobRec, error) {
+	head := c.st.jobs[ref.ID]
+	if head == nil {
+		return nil, notFoundJob(ref.ID)
+	}
+	isArray := head.job.ArrayJobID == ref.ID
+	if !ref.IsTask && !(whole && isArray) {
+		return []*jobRec{head}, nil
+	}
+	if !isArray {
+		return nil, spec.Errorf(spec.ErrNotFound, "job %d is not a job array, so %s names no task; use %d", ref.ID, ref, ref.ID)
+	}
+	// Tasks have consecutive ids from the array's id (submit allocates them
+	// together); a task purged from memory leaves a hole, not an end.
+	tasks, _, err := parseArray(head.job.Array)
+	if err != nil {
+		return nil, err
+	}
+	var recs []*jobRec
+	for k := range tasks {
+		rec := c.st.jobs[ref.ID+spec.JobID(k)]
+		if rec == nil || rec.job.ArrayJobID != ref.ID {
+			continue
+		}
+		if ref.IsTask && rec.job.ArrayTaskID == ref.Task {
+			return []*jobRec{rec}, nil
+		}
+		recs = append(recs, rec)
+	}
+	if ref.IsTask {
+		return nil, spec.Errorf(spec.ErrNotFound, "array %d has no task %d (its tasks: %s)", ref.ID, ref.Task, head.job.Array)
+	}
+	return recs, nil
+}
+
+// act applies action to one job.
+func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string) error {
+	j := &rec.job
+	id := j.ID
+	if !who.Known || (who.UID != 0 && who.UID != j.UID) {
+		return spec.Errorf(spec.ErrPermissionDenied, "job %d belongs to %s (uid %d); only its owner or root may %s it", id, j.User, j.UID, action)
+	}
+	if reason == "" {
+		reason = fmt.Sprintf("%s by %s", pastTense(action), orDefault(who.User, fmt.Sprint(who.UID)))
+	}
+	now := c.now()
+	switch action {
+	case ActionCancel:
+		switch {
+		case j.State.Terminal():
+			return spec.Errorf(spec.ErrConflict, "job %d already ended (%s)", id, j.State)
+		case j.State == spec.StatePending:
+			delete(c.st.pending, id)
+			c.finish(tx, rec, spec.StateCancelled, 0, 0, reason, now)
+		case len(rec.liveNodes()) == 0:
+			c.finish(tx, rec, spec.StateCancelled, 0, 0, reason, now)
+		default:
+			j.State = spec.StateCompleting
+			j.StopState, j.StopReason, j.Reason = spec.StateCancelled, reason, reason
+			j.StopCheckpoint = false // a cancel does not wait for one
+			c.bumpLive(tx, rec)
+		}
+	case ActionHold:
+		if j.State != spec.StatePending {
+			return spec.Errorf(spec.ErrConflict, "job %d is %s; only pending jobs can be held", id, j.State)
+		}
+		j.Hold, j.Reason = true, spec.ReasonHeld
+	case ActionRelease:
+		if j.State != spec.StatePending {
+			return spec.Errorf(spec.ErrConflict, "job %d is %s; only pending jobs can be released", id, j.State)
+		}
+		if j.Hold {
+			j.Hold, j.Reason = false, spec.ReasonNone
+			tx.kick = true
+		}
+	case ActionRequeue:
+		if j.State != spec.StateRunning && !(j.State == spec.StateCompleting && j.StopState == spec.StateRequeued) {
+			return spec.Errorf(spec.ErrConflict, "job %d is %s; only running jobs can be requeued", id, j.State)
+		}
+		if len(rec.liveNodes()) == 0 {
+			c.requeue(tx, rec, reason)
+		} else {
+			j.State = spec.StateCompleting
+			j.StopState, j.StopReason, j.Reason = spec.StateRequeued, reason, reason
+			// A job that checkpoints is asked to do so first, so the
+			// next attempt resumes from now, not from the last interval.
+			j.StopCheckpoint = checkpoints(j)
+			c.bumpLive(tx, rec)
+		}
+	default:
+		return spec.Errorf(spec.ErrInvalid, "unknown job action %q; use cancel, hold, release or requeue", action)
+	}
+	tx.saveJob(rec)
+	return nil
 }
 
 // checkpoints reports whether job j takes part in the checkpoint protocol:

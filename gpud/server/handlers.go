@@ -154,10 +154,10 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
-	id, err := jobID(r)
+	ref, err := jobRef(r)
 	if err == nil {
 		var j spec.Job
-		if j, err = s.c.Job(r.Context(), id); err == nil {
+		if j, err = s.c.JobByRef(r.Context(), ref); err == nil {
 			redact(who(r), &j)
 			s.writeJSON(w, j)
 			return
@@ -187,7 +187,7 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
-	id, err := jobID(r)
+	ref, err := jobRef(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -214,7 +214,7 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 	if ident.atLeast(auth.RoleOperator) {
 		as = ident.privileged() // operators act on any job
 	}
-	j, err := s.c.JobAction(r.Context(), as, id, r.PathValue("action"), req.Reason)
+	j, err := s.c.RefAction(r.Context(), as, ref, r.PathValue("action"), req.Reason)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -313,6 +313,11 @@ func jobID(r *http.Request) (spec.JobID, error) {
 	return spec.JobID(n), nil
 }
 
+// jobRef is the {id} path segment as users write it: 42 or 42_7.
+func jobRef(r *http.Request) (spec.JobRef, error) {
+	return spec.ParseJobRef(r.PathValue("id"))
+}
+
 // instrument reports each request to s.observe. It wraps the mux directly
 // (inside authenticate) because the mux records the matched pattern on
 // the very *http.Request it is given; requests refused by authenticate

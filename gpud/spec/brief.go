@@ -26,6 +26,13 @@ func (j *Job) AppendBriefJSON(b []byte) []byte {
 		b = append(b, `,"exit_code":`...)
 		b = strconv.AppendInt(b, int64(j.ExitCode), 10)
 	}
+	if j.ArrayJobID != 0 {
+		// %i shows array tasks as ARRAYID_TASK.
+		b = append(b, `,"array_job_id":`...)
+		b = strconv.AppendUint(b, uint64(j.ArrayJobID), 10)
+		b = append(b, `,"array_task_id":`...)
+		b = strconv.AppendInt(b, int64(j.ArrayTaskID), 10)
+	}
 	if j.Priority != 0 {
 		b = append(b, `,"priority":`...)
 		b = strconv.AppendInt(b, j.Priority, 10)

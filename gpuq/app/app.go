@@ -50,6 +50,8 @@ func New() *cli.App {
 		Description: "Without a command, gpuq lists pending and running jobs like squeue: " +
 			"JOBID PARTITION NAME USER ST TIME NODES NODELIST(REASON). ST is Slurm's short state " +
 			"(PD R CG CD F CA TO PR NF OOM RQ S); a pending job shows why it waits in parentheses. " +
+			"A task of a job array shows as ARRAYID_TASK; the commands that take JOB accept that form, " +
+			"and a bare array id in cancel, hold, release or requeue acts on every task of the array (like scancel). " +
 			"--format fields: " + fieldHelp() + "; %[.][size] sets a width (. right-justifies, longer values are cut), %% is a percent sign.",
 		Flags: []cli.Flag{
 			controllerFlag(),
@@ -206,7 +208,7 @@ func show(c *cli.Context) error {
 	if len(args) != 1 {
 		return invalid("gpuq show takes one job id, got %d arguments; e.g. gpuq show 42", len(args))
 	}
-	id, err := ParseJobID(args[0])
+	ref, err := spec.ParseJobRef(args[0])
 	if err != nil {
 		return err
 	}
@@ -214,9 +216,9 @@ func show(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	j, err := cl.Job(c.Context, id)
+	j, err := cl.JobByRef(c.Context, ref)
 	if err != nil {
-		return fmt.Errorf("show job %d: %w", id, err)
+		return fmt.Errorf("show job %s: %w", ref, err)
 	}
 	if c.Bool("json") {
 		return format.WriteJSON(c.App.Writer, j)
@@ -235,13 +237,13 @@ func jobAction(action string) cli.ActionFunc {
 		if len(args) == 0 {
 			return invalid("gpuq %s needs at least one job id; e.g. gpuq %s 42 43", action, action)
 		}
-		var ids []spec.JobID
+		var refs []spec.JobRef
 		for _, a := range args {
-			id, err := ParseJobID(a)
+			ref, err := spec.ParseJobRef(a)
 			if err != nil {
 				return err
 			}
-			ids = append(ids, id)
+			refs = append(refs, ref)
 		}
 		req := api.JobActionRequest{}
 		if action == "cancel" && c.IsSet("signal") {
@@ -256,9 +258,9 @@ func jobAction(action string) cli.ActionFunc {
 			return err
 		}
 		var errs []error
-		for _, id := range ids {
-			if _, err := cl.JobAction(c.Context, id, action, req); err != nil {
-				errs = append(errs, fmt.Errorf("%s job %d: %w", action, id, err))
+		for _, ref := range refs {
+			if _, err := cl.RefAction(c.Context, ref, action, req); err != nil {
+				errs = append(errs, fmt.Errorf("%s job %s: %w", action, ref, err))
 			}
 		}
 		return errors.Join(errs...)

@@ -40,6 +40,8 @@ func fixture(t *testing.T) *fakectl.Server {
 				User: "bob", State: spec.StatePending, Reason: spec.ReasonPriority},
 			{ID: 3, JobSpec: spec.JobSpec{Name: "old", Partition: "h100", Resources: spec.Resources{Nodes: 1}},
 				User: "alice", State: spec.StateCompleted, Nodes: []string{"gpu03"}},
+			{ID: 23, JobSpec: spec.JobSpec{Name: "sweep", Partition: "h100", Array: "0-3", Resources: spec.Resources{Nodes: 1}},
+				User: "alice", State: spec.StatePending, Reason: spec.ReasonPriority, ArrayJobID: 20, ArrayTaskID: 3},
 		}
 		s.Nodes = []spec.Node{
 			{Inventory: spec.Inventory{Name: "gpu01", CPUs: 64, MemMiB: 262144, GPUs: []spec.GPU{{UUID: "GPU-1", Model: "h100"}, {UUID: "GPU-2", Model: "h100"}}},
@@ -60,13 +62,14 @@ func TestList(t *testing.T) {
 			name: "default squeue columns, sorted by id, ended jobs hidden",
 			want: "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)\n" +
 				"                 9      a100       nb      bob PD       0:00      1 (Priority)\n" +
-				"                12      h100    train    alice  R    1:02:03      2 gpu[01-02]\n",
+				"                12      h100    train    alice  R    1:02:03      2 gpu[01-02]\n" +
+				"              20_3      h100    sweep    alice PD       0:00      1 (Priority)\n",
 			wantQuery: url.Values{"view": {"brief"}},
 		},
 		{
 			name:      "filters and format",
-			args:      []string{"-u", "alice", "-t", "all", "-p", "h100", "--noheader", "--format", "%i %t %N"},
-			want:      "3 CD gpu03\n12 R gpu[01-02]\n",
+			args:      []string{"-u", "alice", "-t", "all", "-p", "h100", "--noheader", "--format", "%i %A %F %K %t %N"},
+			want:      "3 3 3 N/A CD gpu03\n12 12 12 N/A R gpu[01-02]\n20_3 23 20 3 PD\n",
 			wantQuery: url.Values{"user": {"alice"}, "partition": {"h100"}, "all": {"1"}, "view": {"brief"}},
 		},
 		{
@@ -106,7 +109,7 @@ func TestListJSON(t *testing.T) {
 	for _, j := range jobs {
 		ids = append(ids, j.ID)
 	}
-	if diff := cmp.Diff([]spec.JobID{9, 12}, ids); diff != "" {
+	if diff := cmp.Diff([]spec.JobID{9, 12, 23}, ids); diff != "" {
 		t.Errorf("ids (-want +got):\n%s", diff)
 	}
 	// --json prints whole jobs, so it asks for the full view.
@@ -133,7 +136,9 @@ func TestSubcommands(t *testing.T) {
 		{name: "show", args: []string{"show", "12"}, wantOut: "JobId=12 JobName=train\n   UserId=alice(0)", wantPath: "/v1/jobs/12"},
 		{name: "show json", args: []string{"show", "9", "--json"}, wantOut: `"reason": "Priority"`, wantPath: "/v1/jobs/9"},
 		{name: "show missing", args: []string{"show", "77"}, wantCode: 1, wantErr: "gpuq: show job 77: job 77 not found\n"},
-		{name: "show bad id", args: []string{"show", "x1"}, wantCode: 2, wantErr: "gpuq: \"x1\" is not a job id; job ids are positive whole numbers (see gpuq)\n"},
+		{name: "show bad id", args: []string{"show", "x1"}, wantCode: 2, wantErr: "gpuq: \"x1\" is not a job id; write a positive whole number (42) or an array task (42_7)\n"},
+		{name: "show bad task", args: []string{"show", "12_x"}, wantCode: 2, wantErr: "gpuq: \"12_x\": array task \"x\" is not a whole number ≥ 0; write ARRAYID_TASK, e.g. 42_7\n"},
+		{name: "hold one array task", args: []string{"hold", "20_3"}, wantPath: "/v1/jobs/20_3/hold", wantBody: `{}`},
 		{name: "cancel with signal", args: []string{"cancel", "--signal", "USR1", "12"}, wantPath: "/v1/jobs/12/cancel", wantBody: `{"signal":"USR1"}`},
 		{
 			name: "cancel reports every failure", args: []string{"cancel", "12", "77", "9"}, wantCode: 3,

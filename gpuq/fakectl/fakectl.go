@@ -203,16 +203,16 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) find(idText string) (spec.Job, error) {
-	id, err := strconv.ParseUint(idText, 10, 64)
+	ref, err := spec.ParseJobRef(idText)
 	if err != nil {
-		return spec.Job{}, spec.Errorf(spec.ErrInvalid, "job id %q is not a number", idText)
+		return spec.Job{}, err
 	}
 	for _, j := range s.Jobs {
-		if j.ID == spec.JobID(id) {
+		if !ref.IsTask && j.ID == ref.ID || ref.IsTask && j.ArrayJobID == ref.ID && j.ArrayTaskID == ref.Task {
 			return j, nil
 		}
 	}
-	return spec.Job{}, spec.Errorf(spec.ErrNotFound, "job %d not found", id)
+	return spec.Job{}, spec.Errorf(spec.ErrNotFound, "job %s not found", ref)
 }
 
 func (s *Server) job(w http.ResponseWriter, r *http.Request) {

@@ -61,7 +61,10 @@ var JobFields = []struct {
 	Header string
 	Help   string
 }{
-	{'i', "JOBID", "job id"},
+	{'i', "JOBID", "job id (ARRAYID_TASK for an array task, as gpuq cancel and show take it)"},
+	{'A', "JOBID", "job id, unique even for array tasks"},
+	{'F', "ARRAY_JOB_ID", "array id (the job id outside arrays)"},
+	{'K', "ARRAY_TASK_ID", "array task index (N/A outside arrays)"},
 	{'P', "PARTITION", "partition"},
 	{'j', "NAME", "job name"},
 	{'u', "USER", "user name"},
@@ -239,7 +242,24 @@ func orNA(b []byte, s string) []byte {
 func appendJobField(b []byte, j *spec.Job, verb byte, now time.Time) []byte {
 	switch verb {
 	case 'i':
+		if j.ArrayJobID != 0 {
+			b = strconv.AppendUint(b, uint64(j.ArrayJobID), 10)
+			b = append(b, '_')
+			return strconv.AppendInt(b, int64(j.ArrayTaskID), 10)
+		}
 		return strconv.AppendUint(b, uint64(j.ID), 10)
+	case 'A':
+		return strconv.AppendUint(b, uint64(j.ID), 10)
+	case 'F':
+		if j.ArrayJobID != 0 {
+			return strconv.AppendUint(b, uint64(j.ArrayJobID), 10)
+		}
+		return strconv.AppendUint(b, uint64(j.ID), 10)
+	case 'K':
+		if j.ArrayJobID == 0 {
+			return append(b, "N/A"...)
+		}
+		return strconv.AppendInt(b, int64(j.ArrayTaskID), 10)
 	case 'P':
 		return orNA(b, j.Partition)
 	case 'j':
