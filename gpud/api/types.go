@@ -319,6 +319,10 @@ type PrioritiesResponse struct {
 type FairshareRow struct {
 	Account string `json:"account"`
 	User    string `json:"user,omitempty"`
+	// Parent is an account's parent account (absent under the root);
+	// Depth the row's level below the root (1 for top-level accounts).
+	Parent string `json:"parent,omitempty"`
+	Depth  int    `json:"depth"`
 	// RawShares as configured; NormShares among the siblings.
 	RawShares  float64 `json:"raw_shares"`
 	NormShares float64 `json:"norm_shares"`

@@ -304,9 +304,8 @@ func (c *Config) partitionsOf(node string) []string {
 	return out
 }
 
-// Account is one [[account]] of the fairshare tree. Parent is kept for
-// the record; fairshare is computed over one level of accounts (see
-// Controller.Fairshare).
+// Account is one [[account]] of the fairshare tree; Parent "" or "root"
+// puts it at the top.
 type Account struct {
 	Name   string
 	Parent string

@@ -86,9 +86,8 @@ func (c *Controller) fairshareReport(now time.Time) *fairshare.Report {
 	return fairshare.Compute(c.fairshareTree(usage), usage, now, c.fairshareConfig())
 }
 
-// fairshareTree maps the configured accounts onto the fairshare tree.
-// The tree has one level of accounts under root: an account's parent is
-// not (yet) a level of its own. Users listed in an account have one share
+// fairshareTree maps the configured accounts onto the fairshare tree,
+// sub-accounts under their parents. Users listed in an account have one share
 // each; so does any other user with usage or a pending job in it (users
 // of the default account are usually listed nowhere).
 func (c *Controller) fairshareTree(usage []fairshare.Usage) *fairshare.Tree {
@@ -99,7 +98,7 @@ func (c *Controller) fairshareTree(usage []fairshare.Usage) *fairshare.Tree {
 		if _, dup := idx[a.Name]; dup {
 			continue
 		}
-		fa := fairshare.Account{Name: a.Name, Shares: float64(max(a.Shares, 1))}
+		fa := fairshare.Account{Name: a.Name, Parent: a.Parent, Shares: float64(max(a.Shares, 1))}
 		for _, u := range a.Users {
 			if !seen[[2]string{a.Name, u}] {
 				seen[[2]string{a.Name, u}] = true

@@ -60,7 +60,7 @@ func (s *Server) fairshareTree(w http.ResponseWriter, r *http.Request) {
 }
 
 func fairshareRow(r *fairshare.Row) api.FairshareRow {
-	row := api.FairshareRow{Account: r.Account, User: r.User, RawShares: r.RawShares, NormShares: r.NormShares,
+	row := api.FairshareRow{Account: r.Account, User: r.User, Parent: r.Parent, Depth: r.Depth, RawShares: r.RawShares, NormShares: r.NormShares,
 		RawUsage: r.RawUsage, EffectiveUsage: r.EffectiveUsage, NormUsage: r.NormUsage, Factor: r.Factor}
 	if !math.IsInf(r.LevelFS, 0) && !math.IsNaN(r.LevelFS) {
 		l := r.LevelFS

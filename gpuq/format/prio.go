@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/gpud/gpud/gpud/api"
@@ -36,9 +37,11 @@ func WriteFairshare(w io.Writer, rows []api.FairshareRow, noHeader bool) error {
 	}
 	for i := range rows {
 		r := &rows[i]
-		acct, fs := r.Account, ""
+		// Indented by depth like sshare; rows from an older controller
+		// have no depth and indent users by one.
+		acct, fs := strings.Repeat(" ", max(r.Depth-1, 0))+r.Account, ""
 		if r.User != "" {
-			acct, fs = " "+r.Account, fmt.Sprintf("\t%.6f", r.Factor)
+			acct, fs = strings.Repeat(" ", max(r.Depth-1, 1))+r.Account, fmt.Sprintf("\t%.6f", r.Factor)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.6f\t%d\t%.6f%s\n", acct, r.User, shares(r.RawShares), r.NormShares,
 			round(r.RawUsage), r.NormUsage, fs)

@@ -21,11 +21,12 @@ func testPriorities() []api.JobPriority {
 func testFairshare() []api.FairshareRow {
 	fs := func(x float64) *float64 { return &x }
 	return []api.FairshareRow{
-		{Account: "chemistry", RawShares: 1, NormShares: 0.5, LevelFS: nil},
-		{Account: "chemistry", User: "bob", RawShares: 1, NormShares: 1, Factor: 1},
-		{Account: "physics", RawShares: 1, NormShares: 0.5, RawUsage: 86400.4, EffectiveUsage: 43200, NormUsage: 1, LevelFS: fs(0.5)},
-		{Account: "physics", User: "alice", RawShares: 1, NormShares: 0.5, RawUsage: 86400.4, EffectiveUsage: 43200, NormUsage: 1, LevelFS: fs(0.5), Factor: 0.666667},
-		{Account: "physics", User: "carol", RawShares: 1, NormShares: 0.5, Factor: 0.333333},
+		{Account: "chemistry", Depth: 1, RawShares: 1, NormShares: 0.5, LevelFS: nil},
+		{Account: "chemistry", User: "bob", Depth: 2, RawShares: 1, NormShares: 1, Factor: 1},
+		{Account: "physics", Depth: 1, RawShares: 1, NormShares: 0.5, RawUsage: 86400.4, EffectiveUsage: 43200, NormUsage: 1, LevelFS: fs(0.5)},
+		{Account: "hep", Parent: "physics", Depth: 2, RawShares: 1, NormShares: 1, RawUsage: 86400.4, EffectiveUsage: 43200, NormUsage: 1, LevelFS: fs(1)},
+		{Account: "hep", User: "alice", Depth: 3, RawShares: 1, NormShares: 0.5, RawUsage: 86400.4, EffectiveUsage: 43200, NormUsage: 1, LevelFS: fs(0.5), Factor: 0.666667},
+		{Account: "hep", User: "carol", Depth: 3, RawShares: 1, NormShares: 0.5, Factor: 0.333333},
 	}
 }
 

@@ -1,5 +1,5 @@
-// Package fairshare computes hierarchical fairshare (root → accounts →
-// users) on billed GPU usage with exponential decay, ordered by Slurm's
+// Package fairshare computes hierarchical fairshare (root → accounts, to
+// any depth → users) on billed GPU usage with exponential decay, ordered by Slurm's
 // Fair Tree algorithm. It is pure: a function of the tree, the usage
 // records and the time given.
 package fairshare
@@ -19,8 +19,13 @@ type Tree struct {
 }
 
 // Account is one account with its shares among its siblings and its users.
+// An account's siblings are the other accounts and the users under the
+// same parent, as in Slurm.
 type Account struct {
-	Name   string
+	Name string
+	// Parent is the account this one is under; "" (or an account not in
+	// the tree) puts it under the root.
+	Parent string
 	Shares float64
 	Users  []User
 }
@@ -119,6 +124,10 @@ func (c *Config) Billed(u *Usage, now time.Time) (raw, decayed float64) {
 type Row struct {
 	Account string
 	User    string `json:",omitempty"`
+	// Parent is an account's parent account ("" under the root); Depth is
+	// the row's level below the root (1 for top-level accounts).
+	Parent string `json:",omitempty"`
+	Depth  int
 	// Shares as configured, and normalised among siblings.
 	RawShares  float64
 	NormShares float64
@@ -164,8 +173,44 @@ func Compute(t *Tree, usage []Usage, now time.Time, cfg Config) *Report {
 		eff[key{u.Account, ""}] += d
 	}
 	type node struct {
-		row   Row
-		users []*node
+		row  Row
+		kids []*node // sub-accounts and users, siblings of one another
+	}
+	accts := make(map[string]*node, len(t.Accounts))
+	order := make([]*node, 0, len(t.Accounts))
+	for _, a := range t.Accounts {
+		if _, dup := accts[a.Name]; dup {
+			continue
+		}
+		an := &node{row: Row{Account: a.Name, Parent: a.Parent, RawShares: a.Shares,
+			RawUsage: raw[key{a.Name, ""}], EffectiveUsage: eff[key{a.Name, ""}]}}
+		for _, u := range a.Users {
+			an.kids = append(an.kids, &node{row: Row{Account: a.Name, User: u.Name, RawShares: u.Shares,
+				RawUsage: raw[key{a.Name, u.Name}], EffectiveUsage: eff[key{a.Name, u.Name}]}})
+		}
+		accts[a.Name] = an
+		order = append(order, an)
+	}
+	// loops reports whether a's ancestry never reaches the root. Config
+	// validation refuses such trees; Compute must still terminate.
+	loops := func(a *node) bool {
+		seen := map[*node]bool{}
+		for n := a; n != nil; n = accts[n.row.Parent] {
+			if seen[n] {
+				return true
+			}
+			seen[n] = true
+		}
+		return false
+	}
+	root := &node{}
+	for _, an := range order {
+		p := accts[an.row.Parent]
+		if p == nil || loops(an) {
+			an.row.Parent = ""
+			p = root
+		}
+		p.kids = append(p.kids, an)
 	}
 	level := func(ns []*node) {
 		var shares, use float64
@@ -193,24 +238,40 @@ func Compute(t *Tree, usage []Usage, now time.Time, cfg Config) *Report {
 			return cmp.Compare(a.row.User+"\x00"+a.row.Account, b.row.User+"\x00"+b.row.Account)
 		})
 	}
-	accts := make([]*node, 0, len(t.Accounts))
-	for _, a := range t.Accounts {
-		an := &node{row: Row{Account: a.Name, RawShares: a.Shares, RawUsage: raw[key{a.Name, ""}], EffectiveUsage: eff[key{a.Name, ""}]}}
-		for _, u := range a.Users {
-			an.users = append(an.users, &node{row: Row{Account: a.Name, User: u.Name, RawShares: u.Shares,
-				RawUsage: raw[key{a.Name, u.Name}], EffectiveUsage: eff[key{a.Name, u.Name}]}})
+	// An account's usage is its own jobs' and its sub-accounts'; each
+	// level is then normalised among siblings.
+	var sum func(n *node, depth int)
+	sum = func(n *node, depth int) {
+		n.row.Depth = depth
+		for _, k := range n.kids {
+			if k.row.User == "" {
+				sum(k, depth+1)
+				n.row.RawUsage += k.row.RawUsage
+				n.row.EffectiveUsage += k.row.EffectiveUsage
+			} else {
+				k.row.Depth = depth + 1
+			}
 		}
-		level(an.users)
-		accts = append(accts, an)
+		level(n.kids)
 	}
-	level(accts)
+	sum(root, 0)
 	// Fair Tree: depth first in LevelFS order; users rank in visit order,
 	// users with equal LevelFS in the same account share a rank.
+	rep := &Report{}
 	var users []*node
-	for _, a := range accts {
-		users = append(users, a.users...)
+	var visit func(n *node)
+	visit = func(n *node) {
+		for _, k := range n.kids {
+			rep.Rows = append(rep.Rows, k.row)
+			if k.row.User != "" {
+				users = append(users, k)
+				continue
+			}
+			visit(k)
+		}
 	}
-	rep := &Report{factors: make(map[string]float64, len(users))}
+	visit(root)
+	rep.factors = make(map[string]float64, len(users))
 	n := float64(len(users))
 	rank := len(users)
 	for i, u := range users {
@@ -223,10 +284,12 @@ func Compute(t *Tree, usage []Usage, now time.Time, cfg Config) *Report {
 		u.row.Factor = float64(rank) / n
 		rep.factors[u.row.Account+"\x00"+u.row.User] = u.row.Factor
 	}
-	for _, a := range accts {
-		rep.Rows = append(rep.Rows, a.row)
-		for _, u := range a.users {
-			rep.Rows = append(rep.Rows, u.row)
+	// Rows were copied before the factors were known.
+	k := 0
+	for i := range rep.Rows {
+		if rep.Rows[i].User != "" {
+			rep.Rows[i].Factor = users[k].row.Factor
+			k++
 		}
 	}
 	return rep

@@ -1,7 +1,9 @@
 package fairshare
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -63,5 +65,48 @@ func TestFairTree(t *testing.T) {
 	}
 	if rep.Factor("nobody", "x") != 0 {
 		t.Error("unknown association should get 0")
+	}
+}
+
+// TestNestedAccounts: an account's usage includes its sub-accounts', each
+// level is ordered among its siblings, and Fair Tree visits depth first.
+func TestNestedAccounts(t *testing.T) {
+	t.Parallel()
+	tree := &Tree{Accounts: []Account{
+		{Name: "physics", Shares: 1},
+		{Name: "hep", Parent: "physics", Shares: 1, Users: []User{{Name: "u1", Shares: 1}}},
+		{Name: "theory", Parent: "physics", Shares: 1, Users: []User{{Name: "u2", Shares: 1}}},
+		{Name: "chem", Shares: 1, Users: []User{{Name: "u3", Shares: 1}}},
+		// A loop (refused by config validation) still ends up somewhere.
+		{Name: "x", Parent: "y", Shares: 1, Users: []User{{Name: "u4", Shares: 1}}},
+		{Name: "y", Parent: "x", Shares: 1},
+	}}
+	usage := []Usage{
+		{Account: "hep", User: "u1", GPUs: 8, Start: t0.Add(-2 * time.Hour), End: t0.Add(-time.Hour)},
+		{Account: "chem", User: "u3", GPUs: 1, Start: t0.Add(-2 * time.Hour), End: t0.Add(-time.Hour)},
+		{Account: "x", User: "u4", GPUs: 16, Start: t0.Add(-2 * time.Hour), End: t0.Add(-time.Hour)},
+	}
+	rep := Compute(tree, usage, t0, Config{})
+	var got []string
+	for _, r := range rep.Rows {
+		got = append(got, fmt.Sprintf("%d:%s/%s", r.Depth, r.Account, r.User))
+	}
+	// Equal shares at the top: chem (1 GPU-hour) before physics (8, all of
+	// it hep's) before x (16); inside physics theory (idle) before hep.
+	want := []string{"1:chem/", "2:chem/u3", "1:physics/", "2:theory/", "3:theory/u2", "2:hep/", "3:hep/u1",
+		"1:x/", "2:y/", "2:x/u4"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+	if r := rep.Rows[2]; r.RawUsage != 8*3600 || r.Parent != "" {
+		t.Errorf("physics = %+v, want the raw usage of hep (28800) under the root", r)
+	}
+	if r := rep.Rows[5]; r.Parent != "physics" || r.NormShares != 0.5 || r.NormUsage != 1 {
+		t.Errorf("hep = %+v, want half of physics' shares and all of its usage", r)
+	}
+	for i, u := range []string{"chem\x00u3", "theory\x00u2", "hep\x00u1", "x\x00u4"} {
+		if f, want := rep.factors[u], float64(4-i)/4; math.Abs(f-want) > 1e-9 {
+			t.Errorf("factor %q = %v, want %v", u, f, want)
+		}
 	}
 }
