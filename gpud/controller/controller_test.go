@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -590,5 +591,45 @@ func TestNodeReportedNodeFail(t *testing.T) {
 	// running under a new allocation.
 	if j := h.job(keep); j.State.Terminal() || j.Alloc != nil && j.Alloc.ID == first {
 		t.Errorf("requeue job = %s alloc %v, want requeued with a new allocation", j.State, j.Alloc)
+	}
+}
+
+// TestTimeLimits: no --time gets the partition's default, --time=UNLIMITED
+// its maximum (none when it has none), like Slurm.
+func TestTimeLimits(t *testing.T) {
+	h := newHarness(t, newFakeStore(), func(c *Config) {
+		c.Partitions = []Partition{
+			{Name: "short", Default: true, DefaultTime: time.Hour, MaxTime: 4 * time.Hour},
+			{Name: "long"},
+		}
+	})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		part      string
+		limit     time.Duration
+		unlimited bool
+		want      time.Duration
+		wantErr   string
+	}{
+		{part: "short", want: time.Hour},
+		{part: "short", unlimited: true, want: 4 * time.Hour},
+		{part: "short", limit: 2 * time.Hour, want: 2 * time.Hour},
+		{part: "long", unlimited: true, want: 0},
+		{part: "short", limit: time.Hour, unlimited: true, wantErr: "both given"},
+	} {
+		id, err := h.c.Submit(ctx, alice, spec.JobSpec{Script: "x", WorkDir: "/tmp", Partition: tc.part,
+			TimeLimit: spec.Duration(tc.limit), TimeUnlimited: tc.unlimited})
+		if tc.wantErr != "" {
+			if !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%+v: %v, want invalid containing %q", tc, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+		if got := h.job(id).TimeLimit.Std(); got != tc.want {
+			t.Errorf("%+v: time limit %v, want %v", tc, got, tc.want)
+		}
 	}
 }

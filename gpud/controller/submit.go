@@ -189,7 +189,14 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		if part.State == PartitionDrain || part.State == PartitionInactive {
 			refuse(spec.ErrRefused, "partition %s is %s and takes no new jobs; choose another of: %s", part.Name, part.State, strings.Join(c.cfg.partitionNames(), ", "))
 		}
-		if js.TimeLimit == 0 {
+		switch {
+		case js.TimeUnlimited:
+			// Slurm's --time=UNLIMITED: the partition's maximum.
+			if js.TimeLimit != 0 {
+				bad("--time=UNLIMITED and a time limit of %s were both given; send one", fmtDur(js.TimeLimit.Std()))
+			}
+			js.TimeLimit = spec.Duration(part.MaxTime)
+		case js.TimeLimit == 0:
 			js.TimeLimit = spec.Duration(part.DefaultTime)
 			if js.TimeLimit == 0 {
 				js.TimeLimit = spec.Duration(part.MaxTime)

@@ -98,6 +98,10 @@ type JobSpec struct {
 	Account   string    `json:"account"`
 	Resources Resources `json:"resources"`
 	TimeLimit Duration  `json:"time_limit"`
+	// TimeUnlimited is --time=UNLIMITED (or 0): the job sets no limit of
+	// its own, so it gets its partition's maximum (none if the partition
+	// has none) instead of the partition's default.
+	TimeUnlimited bool `json:"time_unlimited,omitempty"`
 	// Script is the batch script's text; Args follow it on its command line.
 	Script string   `json:"script"`
 	Args   []string `json:"args,omitempty"`

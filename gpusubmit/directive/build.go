@@ -179,10 +179,14 @@ func (b *builder) build() {
 
 	if o, ok := b.get("time"); ok {
 		d, err := ParseTime(o.Value)
-		if err != nil {
+		switch {
+		case err != nil:
 			b.fail(o, err)
+		case d == Unlimited:
+			js.TimeUnlimited = true
+		default:
+			js.TimeLimit = spec.Duration(d)
 		}
-		js.TimeLimit = spec.Duration(d)
 	}
 
 	js.SubmitDir = b.env.Cwd

@@ -71,6 +71,11 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
+			name: "UNLIMITED is no limit of the job's own",
+			opts: []Option{script(2, "time", "UNLIMITED")},
+			want: func(js *spec.JobSpec) { js.TimeUnlimited = true },
+		},
+		{
 			name: "total gpus over nodes, mem per gpu, cpus per gpu",
 			opts: []Option{cli("nodes", "2"), cli("gpus", "1g.10gb:4"), cli("mem-per-gpu", "10G"), cli("cpus-per-gpu", "3")},
 			want: func(js *spec.JobSpec) {

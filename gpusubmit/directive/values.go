@@ -18,9 +18,11 @@ const maxDuration = 100 * 365 * 24 * time.Hour
 // TimeForms lists the accepted --time forms for error messages.
 const TimeForms = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"
 
-// ParseTime parses a Slurm time limit. UNLIMITED, infinite and 0 return
-// 0, which gpud reads as "no limit of its own" (the partition's maximum
-// still applies).
+// Unlimited is what ParseTime returns for UNLIMITED, infinite and 0: no
+// limit of the job's own (the partition's maximum still applies).
+const Unlimited time.Duration = -1
+
+// ParseTime parses a Slurm time limit.
 func ParseTime(s string) (time.Duration, error) {
 	bad := func(why string) (time.Duration, error) {
 		if why != "" {
@@ -30,7 +32,7 @@ func ParseTime(s string) (time.Duration, error) {
 	}
 	switch strings.ToLower(s) {
 	case "unlimited", "infinite":
-		return 0, nil
+		return Unlimited, nil
 	case "":
 		return bad("empty")
 	}
@@ -97,6 +99,9 @@ func ParseTime(s string) (time.Duration, error) {
 	d := time.Duration(total) * time.Second
 	if d > maxDuration {
 		return bad("too long")
+	}
+	if d == 0 {
+		return Unlimited, nil // Slurm: a limit of zero imposes none
 	}
 	return d, nil
 }

@@ -25,9 +25,10 @@ func TestParseTime(t *testing.T) {
 		{in: "1-00:30", want: 24*time.Hour + 30*time.Minute},
 		{in: "1-00:00:00", want: 24 * time.Hour},
 		{in: "7-23:59:59", want: 8*24*time.Hour - time.Second},
-		{in: "UNLIMITED", want: 0},
-		{in: "infinite", want: 0},
-		{in: "0", want: 0},
+		{in: "UNLIMITED", want: Unlimited},
+		{in: "infinite", want: Unlimited},
+		{in: "0", want: Unlimited},
+		{in: "0:00", want: Unlimited},
 		{in: "", wantErr: "empty"},
 		{in: "abc", wantErr: "use MM"},
 		{in: "1:2:3:4", wantErr: "use MM"},
@@ -292,7 +293,10 @@ func FuzzParseTime(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if d < 0 || d > maxDuration || d%time.Second != 0 {
+		if d == Unlimited {
+			return
+		}
+		if d <= 0 || d > maxDuration || d%time.Second != 0 {
 			t.Fatalf("ParseTime(%q) = %v, out of range", s, d)
 		}
 		back, err := ParseTime(formatTime(d))
