@@ -64,9 +64,13 @@ func (c *Controller) SubmitAll(ctx context.Context, who Caller, js spec.JobSpec)
 			c.st.addJob(rec)
 			tx.saveJob(rec)
 			ids = append(ids, nj.ID)
+			if c.incrementalSubmit(nj) {
+				tx.submitted = append(tx.submitted, nj.ID)
+			} else {
+				tx.kick = true
+			}
 		}
 		tx.counter = true
-		tx.kick = true
 		return nil
 	})
 	return ids, err
@@ -315,8 +319,22 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 // partition could ever hold, even empty. With no node registered yet
 // (a controller just started) everything is accepted.
 func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error {
+	// Most jobs fit: stop at the first r.Nodes nodes that hold them, in
+	// map order. The sorted walk below only runs to explain a refusal (or
+	// check a node list), so a submission costs O(nodes) at worst, not a
+	// sort of every node name.
+	if len(r.NodeList) == 0 {
+		fit := 0
+		for name, n := range c.st.nodes {
+			if slices.Contains(c.cfg.partitionsOf(name), part.Name) && nodeHolds(n, r) {
+				if fit++; fit >= r.Nodes {
+					return nil
+				}
+			}
+		}
+	}
 	var members []*nodeRec
-	for _, name := range sortedKeys(c.st.nodes) {
+	for _, name := range c.st.nodeNames() {
 		if slices.Contains(c.cfg.partitionsOf(name), part.Name) {
 			members = append(members, c.st.nodes[name])
 		}
@@ -346,20 +364,10 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 		if !sched.HasFeatures(n.inv.Features, r.Constraint) {
 			continue
 		}
-		gpus := 0
-		for _, g := range n.inv.GPUs {
-			if !g.MIGEnabled && (r.GPUModel == "" || g.Model == r.GPUModel) {
-				gpus++
-			}
-		}
-		if largest == nil || gpus > countGPUs(largest, r.GPUModel) || n.inv.CPUs > largest.inv.CPUs {
+		if largest == nil || countGPUs(n, r.GPUModel) > countGPUs(largest, r.GPUModel) || n.inv.CPUs > largest.inv.CPUs {
 			largest = n
 		}
-		need := r.GPUsPerNode
-		if r.GPUFraction > 0 {
-			need = 1 // a share of one GPU
-		}
-		if gpus >= need && n.inv.CPUs >= r.CPUsPerNode && n.inv.MemMiB >= r.MemMiB {
+		if nodeHolds(n, r) {
 			fit++
 		}
 	}
@@ -382,6 +390,21 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 	}
 	return spec.Errorf(spec.ErrInvalid, "requested %d node(s) with %s per node exceeds every node of partition %s (%d could hold it; %s); ask for less",
 		r.Nodes, want, part.Name, fit, largestDesc)
+}
+
+// nodeHolds reports whether n could ever hold one node's share of r: its
+// node list, exclusions and features allow it, and it has the GPUs, CPUs
+// and memory.
+func nodeHolds(n *nodeRec, r *spec.Resources) bool {
+	if len(r.NodeList) > 0 && !slices.Contains(r.NodeList, n.inv.Name) || slices.Contains(r.Exclude, n.inv.Name) ||
+		!sched.HasFeatures(n.inv.Features, r.Constraint) {
+		return false
+	}
+	need := r.GPUsPerNode
+	if r.GPUFraction > 0 {
+		need = 1 // a share of one GPU
+	}
+	return countGPUs(n, r.GPUModel) >= need && n.inv.CPUs >= r.CPUsPerNode && n.inv.MemMiB >= r.MemMiB
 }
 
 func countGPUs(n *nodeRec, model string) int {
