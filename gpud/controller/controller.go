@@ -124,6 +124,7 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		obs:     nopObserver{},
 		cfg:     cfg,
 	}
+	c.sched.incMin = incMinFullCycle
 	for _, o := range opts {
 		o(c)
 	}
@@ -174,7 +175,7 @@ func (c *Controller) load(ctx context.Context) error {
 		}
 	}
 	c.st = st
-	c.sched.dirty = true
+	c.sched.dirty, c.sched.full = true, true
 	return nil
 }
 
@@ -352,7 +353,12 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 		c.enqueueRecords(tx.ended)
 	}
 	if tx.kick {
+		c.sched.dirty, c.sched.full = true, true
+	}
+	if len(tx.submitted)+len(tx.freed) > 0 {
 		c.sched.dirty = true
+		c.sched.submitted = append(c.sched.submitted, tx.submitted...)
+		c.sched.freed = append(c.sched.freed, tx.freed...)
 	}
 	return nil
 }
@@ -366,7 +372,11 @@ type txn struct {
 	touched map[spec.JobID]*jobRec
 	bump    map[string]bool
 	ended   []spec.Job
-	kick    bool
+	// kick asks for a full scheduling cycle; submitted (plain new pending
+	// jobs) and freed (jobs whose resources all came back) can be
+	// answered incrementally (see schedState.inc).
+	kick             bool
+	submitted, freed []spec.JobID
 }
 
 func newTxn() *txn {

@@ -27,6 +27,8 @@ type fakeStore struct {
 	next     spec.JobID
 	failNext bool
 	applies  int
+	// discard keeps nothing (benchmarks measure the controller's heap).
+	discard bool
 }
 
 func newFakeStore() *fakeStore {
@@ -57,6 +59,9 @@ func (s *fakeStore) Apply(_ context.Context, jobs []*spec.Job, nodes []*spec.Nod
 		return errors.New("disk full")
 	}
 	s.applies++
+	if s.discard {
+		return nil
+	}
 	for _, j := range jobs {
 		c := *j
 		c.Alloc = cloneAlloc(j.Alloc)
@@ -85,7 +90,7 @@ func (r *fakeRecorder) RecordJobs(_ context.Context, jobs []spec.Job) error {
 
 // harness runs a controller with a fake clock and a manual ticker.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	c     *Controller
 	store *fakeStore
 	rec   *fakeRecorder
@@ -103,20 +108,20 @@ var (
 
 var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func newHarness(t *testing.T, store *fakeStore, cfgFn func(*Config)) *harness {
+func newHarness(t testing.TB, store *fakeStore, cfgFn func(*Config)) *harness {
 	t.Helper()
 	return newHarnessAt(t, store, cfgFn, t0)
 }
 
-func newHarnessAt(t *testing.T, store *fakeStore, cfgFn func(*Config), now time.Time) *harness {
+func newHarnessAt(t testing.TB, store *fakeStore, cfgFn func(*Config), now time.Time, opts ...Option) *harness {
 	t.Helper()
 	h := &harness{t: t, store: store, rec: &fakeRecorder{}, now: now, tick: make(chan time.Time)}
 	cfg := DefaultConfig()
 	if cfgFn != nil {
 		cfgFn(&cfg)
 	}
-	c, err := New(cfg, store, WithClock(h.clock), WithTicker(h.tick), WithRecorder(h.rec),
-		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	c, err := New(cfg, store, append([]Option{WithClock(h.clock), WithTicker(h.tick), WithRecorder(h.rec),
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

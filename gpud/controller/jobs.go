@@ -242,6 +242,7 @@ func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string
 			return spec.Errorf(spec.ErrConflict, "job %d is %s; only pending jobs can be held", id, j.State)
 		}
 		j.Hold, j.Reason = true, spec.ReasonHeld
+		tx.kick = true // the last full cycle's queue still has it unheld
 	case ActionRelease:
 		if j.State != spec.StatePending {
 			return spec.Errorf(spec.ErrConflict, "job %d is %s; only pending jobs can be released", id, j.State)
@@ -319,7 +320,11 @@ func (c *Controller) finish(tx *txn, rec *jobRec, state spec.JobState, code, sig
 	delete(c.st.pending, j.ID)
 	tx.saveJob(rec)
 	tx.ended = append(tx.ended, *j)
-	tx.kick = true
+	if j.Alloc != nil && len(rec.liveNodes()) == 0 {
+		tx.freed = append(tx.freed, j.ID) // its resources are back
+	} else {
+		tx.kick = true
+	}
 	c.obs.JobEnded(j.Partition, state)
 	c.log.Info("job ended", "job_id", j.ID, "state", state, "exit_code", code, "reason", reason)
 }
@@ -386,9 +391,17 @@ func (c *Controller) partEnded(tx *txn, rec *jobRec, node string, ev exitInfo) {
 	}
 	tx.bump[node] = true
 	tx.saveJob(rec)
-	tx.kick = true
 	live := len(rec.liveNodes())
 
+	if j.State.Terminal() && live == 0 {
+		tx.freed = append(tx.freed, j.ID) // its last part gave its resources back
+		return
+	}
+	if live > 0 || j.State.Terminal() || j.State == spec.StatePending {
+		// A gang part ended while others run: what it freed is the
+		// full cycle's to place. (finish and requeue decide otherwise.)
+		tx.kick = true
+	}
 	if j.State.Terminal() || j.State == spec.StatePending {
 		return
 	}

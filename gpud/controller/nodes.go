@@ -267,7 +267,7 @@ func (c *Controller) Nodes(ctx context.Context) ([]spec.Node, error) {
 	var out []spec.Node
 	err := c.query(ctx, func() error {
 		out = make([]spec.Node, 0, len(c.st.nodes))
-		for _, name := range sortedKeys(c.st.nodes) {
+		for _, name := range c.st.nodeNames() {
 			out = append(out, c.nodeView(c.st.nodes[name]))
 		}
 		return nil
@@ -350,7 +350,7 @@ func (c *Controller) housekeep(ctx context.Context) {
 	tx := newTxn()
 	err := c.safely("housekeeping", func() error {
 		now := c.now()
-		for _, name := range sortedKeys(c.st.nodes) {
+		for _, name := range c.st.nodeNames() {
 			n := c.st.nodes[name]
 			if n.down || now.Sub(n.lastHB) <= c.cfg.NodeTimeout {
 				continue
@@ -359,7 +359,7 @@ func (c *Controller) housekeep(ctx context.Context) {
 		}
 		if now.Sub(c.sched.lastPeriodic) >= c.cfg.SchedInterval {
 			c.sched.lastPeriodic = now
-			c.sched.dirty = true
+			c.sched.dirty, c.sched.full = true, true
 		}
 		return nil
 	})
@@ -383,8 +383,4 @@ func (c *Controller) markDown(tx *txn, n *nodeRec, reason string, now time.Time)
 		}
 		c.partEnded(tx, rec, n.inv.Name, exitInfo{state: spec.StateNodeFail, reason: "node " + n.inv.Name + " " + reason, at: now, nodeFail: true})
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	return slices.Sorted(maps.Keys(m))
 }

@@ -36,6 +36,50 @@ type schedState struct {
 	afterDeps bool
 	// active lists the jobs holding resources at the last snapshot.
 	active []spec.JobID
+
+	// inc keeps the last full cycle's work so that a cycle triggered only
+	// by plain submissions and job ends answers them through sched.State
+	// (milliseconds at 100,000 jobs) instead of a full cycle. full asks
+	// for a full cycle: any other change (node, hold, release, requeue,
+	// config, timer) invalidates what inc knows. incOK is false when the
+	// full cycle saw something the incremental path cannot follow
+	// (dependencies, %MAX arrays, preemptors waiting).
+	anyDeps bool // some pending job has a dependency
+	inc     *sched.State
+	incAt   time.Time // controller clock of inc's full cycle
+	incOK   bool
+	fullDur time.Duration // wall time of inc's full cycle
+	// incMin is the full-cycle cost from which events are answered
+	// incrementally: below it a full cycle is cheap and keeps every
+	// pending reason and priority exact (tests lower it).
+	incMin           time.Duration
+	full             bool
+	submitted, freed []spec.JobID
+}
+
+// incMinFullCycle is schedState.incMin's default.
+const incMinFullCycle = 25 * time.Millisecond
+
+// maxIncEvents bounds the events one incremental cycle answers one by one;
+// beyond it a full cycle is cheaper.
+const maxIncEvents = 256
+
+// incremental reports whether the next cycle may use c.sched.inc.
+func (c *Controller) incremental(now time.Time) bool {
+	s := &c.sched
+	return s.inc != nil && s.incOK && !s.full && s.fullDur >= s.incMin &&
+		len(s.submitted)+len(s.freed) <= maxIncEvents && now.Sub(s.incAt) < c.cfg.SchedInterval
+}
+
+// incrementalSubmit reports whether a new pending job can be answered by
+// sched.State.Submit: nothing the controller resolves each full cycle
+// (dependency, %MAX array limit, hold, begin time) and no preemption.
+func (c *Controller) incrementalSubmit(j *spec.Job) bool {
+	if j.Depend != "" || j.Hold || arrayLimit(j) > 0 || !j.BeginTime.IsZero() {
+		return false
+	}
+	q, ok := c.cfg.qos(j.QOS)
+	return !ok || q.PreemptMode == PreemptOff || len(q.Preempt) == 0
 }
 
 // stopGrace is how soon a job told to stop is expected to give its
@@ -87,26 +131,61 @@ func (c *Controller) cycleDue() time.Duration {
 // that order).
 func (c *Controller) cycle(ctx context.Context) {
 	start := time.Now()
-	c.sched.dirty = false
+	s := &c.sched
+	s.dirty = false
 	tx := newTxn()
-	err := c.safely(fmt.Sprintf("scheduling cycle (snapshot %d)", c.sched.snapID+1), func() error {
+	err := c.safely(fmt.Sprintf("scheduling cycle (snapshot %d)", s.snapID+1), func() error {
 		now := c.now()
+		if c.incremental(now) {
+			c.cycleIncremental(tx, now)
+			return nil
+		}
+		s.inc, s.full, s.submitted, s.freed = nil, false, s.submitted[:0], s.freed[:0]
 		snap := c.snapshot(now)
 		cfg := c.schedConfig()
-		plan := sched.Schedule(snap, now, cfg)
-		var prios []sched.JobPriority
+		st, plan := sched.NewState(snap, now, cfg)
+		s.inc, s.incAt = st, now
+		s.incOK = !s.afterDeps && len(s.arrayLimited) == 0 && len(s.waiting) == 0 && !c.sched.anyDeps
 		if !cfg.Priority.Weights.Zero() {
-			prios = sched.Priorities(snap, now, cfg)
+			st.EachPriority(func(id spec.JobID, total int64) {
+				// Shown, not persisted (like reasons); a start saves the
+				// job with the priority it started at.
+				if rec := c.st.pending[id]; rec != nil && rec.job.Priority != total {
+					rec.job.Priority = total
+					tx.touched[id] = rec
+				}
+			})
 		}
-		c.apply(tx, plan, prios, now)
+		c.apply(tx, plan, now)
+		s.fullDur = time.Since(start)
 		return nil
 	})
-	if err == nil {
-		_ = c.commit(ctx, tx) // logged by commit; dirty stays for a retry
+	if err != nil {
+		s.inc = nil
+	} else if c.commit(ctx, tx) != nil {
+		s.inc = nil // logged by commit; inc may be ahead of the reloaded state
 	}
 	c.sched.lastDur = time.Since(start)
 	c.sched.lastEnd = time.Now()
 	c.obs.CycleDone(c.sched.lastDur)
+}
+
+// cycleIncremental answers the job ends and submissions since the last
+// cycle through the State of the last full cycle: ends first (they free
+// resources), then submissions in id order. Each answer is safe but may
+// be conservative; the next full cycle (timer or any other change)
+// revisits everything.
+func (c *Controller) cycleIncremental(tx *txn, now time.Time) {
+	s := &c.sched
+	for _, id := range s.freed {
+		c.apply(tx, s.inc.End(id, now), now)
+	}
+	for _, id := range s.submitted {
+		if rec := c.st.pending[id]; rec != nil {
+			c.apply(tx, s.inc.Submit(c.schedJob(&rec.job), now), now)
+		}
+	}
+	s.submitted, s.freed = s.submitted[:0], s.freed[:0]
 }
 
 // snapshot copies the state the scheduler needs.
@@ -114,7 +193,7 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 	c.sched.snapID++
 	snap := &sched.Snapshot{ID: c.sched.snapID, Nodes: make([]sched.Node, 0, len(c.st.nodes)), Jobs: make([]sched.Job, 0, len(c.st.pending))}
 	var active []spec.JobID
-	for _, name := range sortedKeys(c.st.nodes) {
+	for _, name := range c.st.nodeNames() {
 		n := c.st.nodes[name]
 		u := c.st.usage(n)
 		active = append(active, u.jobs...)
@@ -168,6 +247,7 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 	}
 	c.sched.arrayLimited = c.sched.arrayLimited[:0]
 	c.sched.afterDeps = false
+	c.sched.anyDeps = false
 	single := c.singletons(snap)
 	// Pending tasks of arrays with a %MAX, held back until it is known
 	// how many may start.
@@ -181,6 +261,7 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 		}
 		if rec.job.Depend != "" {
 			c.depFlags(&sj, rec, single)
+			c.sched.anyDeps = true
 		}
 		if arrayLimit(&rec.job) > 0 && !sj.Held && !sj.DependencyPending && !sj.DependencyNeverSatisfied {
 			if limited == nil {
@@ -282,19 +363,11 @@ func (c *Controller) schedJob(j *spec.Job) sched.Job {
 	return sj
 }
 
-// apply turns a plan into state: new priorities first, then preemptions
-// stop their victims (as gpuq requeue or cancel would), starts become
-// RUNNING jobs with a new alloc (id "<job>.<attempt>"); pending reasons,
-// expected starts and priorities are updated in memory and published.
-func (c *Controller) apply(tx *txn, plan sched.Plan, prios []sched.JobPriority, now time.Time) {
-	for _, p := range prios {
-		// Shown, not persisted (like reasons); a start saves the job
-		// with the priority it started at.
-		if rec := c.st.pending[p.JobID]; rec != nil && rec.job.Priority != p.Total {
-			rec.job.Priority = p.Total
-			tx.touched[p.JobID] = rec
-		}
-	}
+// apply turns a plan into state: preemptions stop their victims (as gpuq
+// requeue or cancel would), starts become RUNNING jobs with a new alloc
+// (id "<job>.<attempt>"); pending reasons and expected starts are updated
+// in memory and published.
+func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 	for _, p := range plan.Preemptions {
 		rec := c.st.jobs[p.Victim]
 		if rec == nil || rec.job.State != spec.StateRunning || rec.job.StopState != "" {

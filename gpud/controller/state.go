@@ -16,6 +16,9 @@ type state struct {
 	order   []spec.JobID
 	pending map[spec.JobID]*jobRec
 	nodes   map[string]*nodeRec
+	// names holds the node names sorted (nodes are only ever added), so a
+	// cycle does not sort 10,000 names each time.
+	names []string
 	// waiters are closed when their job is next published.
 	waiters map[spec.JobID][]chan struct{}
 	// genBase makes node generations grow across controller restarts, so
@@ -58,8 +61,13 @@ func (s *state) addNode(n *spec.Node, now time.Time) *nodeRec {
 		r.down, r.downReason = true, n.Reason
 	}
 	s.nodes[n.Name] = r
+	i, _ := slices.BinarySearch(s.names, n.Name)
+	s.names = slices.Insert(s.names, i, n.Name)
 	return r
 }
+
+// nodeNames is every node name in order. Callers must not modify it.
+func (s *state) nodeNames() []string { return s.names }
 
 // jobRec is one job. job is the owner's copy: its slices and Alloc are
 // replaced, never modified in place, once published in view.

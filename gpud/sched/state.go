@@ -56,6 +56,15 @@ func NewState(snap *Snapshot, now time.Time, cfg Config) (*State, Plan) {
 	return st, plan
 }
 
+// EachPriority calls fn with each job the full cycle ordered and its total
+// priority, in scheduling order (jobs it started included). It is the
+// same Total that Priorities computes, without a second pass.
+func (st *State) EachPriority(fn func(id spec.JobID, total int64)) {
+	for _, w := range st.c.queue {
+		fn(w.j.ID, w.prio)
+	}
+}
+
 func (st *State) at(now time.Time) {
 	st.c.plan = Plan{}
 	st.c.off = max(int64(now.Sub(st.c.now)), st.c.off)

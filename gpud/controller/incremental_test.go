@@ -1,0 +1,75 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// alwaysIncremental answers events incrementally however cheap the full
+// cycle was.
+func alwaysIncremental(c *Controller) { c.sched.incMin = 0 }
+
+// fullCycles is how many full cycles (snapshots) the controller has run.
+func (h *harness) fullCycles() uint64 {
+	h.t.Helper()
+	h.settle()
+	var n uint64
+	if err := h.c.query(context.Background(), func() error { n = h.c.sched.snapID; return nil }); err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// TestIncrementalCycles: after a full cycle, plain submissions and job ends
+// are answered through sched.State without a new snapshot, never giving a
+// GPU twice; anything else (a hold) brings back a full cycle.
+func TestIncrementalCycles(t *testing.T) {
+	h := newHarnessAt(t, newFakeStore(), nil, t0, alwaysIncremental)
+	h.register("n1", 2)
+	gpu := func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 }
+	a := h.submit(alice, gpu)
+	full := h.fullCycles()
+	b := h.submit(alice, gpu)
+	c := h.submit(alice, gpu)
+	if n := h.fullCycles(); n != full {
+		t.Fatalf("%d full cycles for two plain submissions, want 0", n-full)
+	}
+	ja, jb, jc := h.job(a), h.job(b), h.job(c)
+	if ja.State != spec.StateRunning || jb.State != spec.StateRunning || jc.State != spec.StatePending {
+		t.Fatalf("states %s %s %s, want RUNNING RUNNING PENDING", ja.State, jb.State, jc.State)
+	}
+	if ja.GPUs[0] == jb.GPUs[0] {
+		t.Fatalf("jobs %d and %d both got %s", a, b, ja.GPUs[0])
+	}
+	if jc.Reason == "" {
+		t.Fatalf("job %d pending without a reason", c)
+	}
+	// A job end frees its GPU; the waiting job takes exactly that one.
+	h.exit("n1", ja, spec.StateCompleted, 0)
+	if jc = h.job(c); jc.State != spec.StateRunning || jc.GPUs[0] != ja.GPUs[0] {
+		t.Fatalf("after %d ended: job %d %s on %v, want RUNNING on %s", a, c, jc.State, jc.GPUs, ja.GPUs[0])
+	}
+	if n := h.fullCycles(); n != full {
+		t.Fatalf("%d full cycles for a job end, want 0", n-full)
+	}
+	// A hold is not something the last full cycle knows: full cycle.
+	d := h.submit(alice, gpu)
+	if _, err := h.c.JobAction(context.Background(), alice, d, ActionHold, ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.fullCycles(); n == full {
+		t.Fatal("a hold did not bring a full cycle")
+	}
+	h.exit("n1", jb, spec.StateCompleted, 0)
+	if j := h.job(d); j.State != spec.StatePending || !j.Hold {
+		t.Fatalf("held job %d = %s (held %v) after a GPU freed, want PENDING and held", d, j.State, j.Hold)
+	}
+	// The timer's periodic cycle is a full one.
+	full = h.fullCycles()
+	h.advance(2 * DefaultConfig().SchedInterval)
+	if n := h.fullCycles(); n == full {
+		t.Fatal("no full cycle after the scheduling interval")
+	}
+}
