@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -147,7 +148,9 @@ func controllerConfig(c config.Controller) controller.Config {
 	}
 	cc.FairshareHalfLife = c.Fairshare.DecayHalfLife.Std()
 	for _, a := range c.Accounts {
-		cc.Accounts = append(cc.Accounts, controller.Account{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: a.Users})
+		cc.Accounts = append(cc.Accounts, controller.Account{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: a.Users,
+			Coordinators: a.Coordinators, MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
+			MaxWall: a.MaxWall.Std(), MaxGPUHours: a.MaxGPUHours, BudgetPeriod: a.Budget()})
 	}
 	for _, q := range c.QOS {
 		cc.QOS = append(cc.QOS, controller.QOS{
@@ -184,12 +187,16 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		return nil, fmt.Errorf("open accounting: %w", err)
 	}
 	var srv *server.Server // set below, before anything can reload
+	var current atomic.Pointer[config.Controller]
+	current.Store(&cfg)
 	reload := func() (controller.Config, error) {
 		c, err := loadControllerConfig(o)
 		if err != nil {
 			return controller.Config{}, err
 		}
 		srv.SetRoles(c.Auth.Operators, c.Auth.Admins)
+		srv.SetRevoked(c.Auth.RevokedTokens)
+		current.Store(&c)
 		return controllerConfig(c), nil
 	}
 	// Metrics: the owner loop counts through the Observer; gauges are
@@ -223,6 +230,7 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		server.WithAudit(acct, mets.AuditDropped),
 		server.WithMetrics(mets.Handler(), mets.ObserveRequest),
 		server.WithRoles(cfg.Auth.Operators, cfg.Auth.Admins),
+		server.WithRevoked(cfg.Auth.RevokedTokens),
 		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst)}
 	var tcp net.Listener
 	var tlsCfg *tls.Config
@@ -245,8 +253,22 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 
 	srv = server.New(ctrl, srvOpts...)
 
+	// Budgets are counted before the first submission is taken.
+	feedBudgets(ctx, acct, ctrl, current.Load(), o.Log)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ctrl.Run(gctx) })
+	g.Go(func() error {
+		t := time.NewTicker(budgetRefresh)
+		defer t.Stop()
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-t.C:
+				feedBudgets(gctx, acct, ctrl, current.Load(), o.Log)
+			}
+		}
+	})
 	g.Go(func() error { return srv.Serve(gctx, ln) })
 	if tcp != nil {
 		g.Go(func() error { return srv.ServeTLS(gctx, tcp, tlsCfg) })
@@ -263,10 +285,17 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 				return nil
 			case <-hup:
 				msg, err := ctrl.Reconfigure(gctx, controller.Caller{UID: 0, User: "root", Known: true})
+				result := "200 " + msg
 				if err != nil {
 					o.Log.Error("configuration reload rejected; the running configuration stays", "err", err)
+					result = "400 " + err.Error()
 				} else {
 					o.Log.Info("configuration reloaded", "detail", msg)
+				}
+				// A reload by signal is audited like one through the API.
+				if err := acct.AddAudits(gctx, []accounting.AuditEntry{{Time: time.Now(), ActorName: "root", Role: auth.RoleAdmin,
+					Origin: "signal", Action: "SIGHUP reconfigure", Target: "config", Result: result}}); err != nil {
+					o.Log.Error("write audit entry for the reload", "err", err)
 				}
 			}
 		}
@@ -282,6 +311,36 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 			st.Close()
 		},
 	}, nil
+}
+
+// budgetRefresh is how often the accounts' GPU-hour budgets are
+// recounted from accounting (a running job counts up to now).
+const budgetRefresh = 30 * time.Second
+
+// feedBudgets counts, in accounting, the GPU-hours of every account with
+// a max_gpu_hours budget over its budget period and hands them to the
+// controller. A failed query keeps the last counts (and is logged).
+func feedBudgets(ctx context.Context, acct *accounting.DB, ctrl *controller.Controller, cfg *config.Controller, log *slog.Logger) {
+	used := map[string]float64{}
+	now := time.Now()
+	for _, a := range cfg.Accounts {
+		if a.MaxGPUHours <= 0 {
+			continue
+		}
+		f := accounting.Filter{Accounts: []string{a.Name}, End: now}
+		if p := a.Budget(); p > 0 {
+			f.Start = now.Add(-p)
+		}
+		rows, err := acct.Summary(ctx, f, accounting.GroupByAccount)
+		if err != nil {
+			log.Warn("count GPU-hours for the account budget; keeping the last count", "account", a.Name, "err", err)
+			return
+		}
+		for _, r := range rows {
+			used[a.Name] += r.GPUHours
+		}
+	}
+	ctrl.SetBudgetUsage(used)
 }
 
 // remoteAuth prepares listen_tcp: the TLS configuration (the configured

@@ -82,6 +82,9 @@ func issueToken(c *cli.Context) error {
 	if auth.Rank(cl.Role) > auth.Rank(auth.RoleUser) && !granted(cfg.Auth, cl.User, cl.Role) {
 		fmt.Fprintf(c.App.ErrWriter, "gpud: warning: %s is not in [auth] %ss; the token acts as role user until the config grants it\n", cl.User, cl.Role)
 	}
+	if vc, err := keys.Verify(tok); err == nil {
+		fmt.Fprintf(c.App.ErrWriter, "gpud: token id %s (list it in [auth] revoked_tokens to revoke the token before it expires)\n", vc.ID)
+	}
 	fmt.Fprintln(c.App.Writer, tok)
 	return nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -49,8 +50,9 @@ const (
 // one goroutine drains, writing a batch every 200 ms or 500 entries. Close
 // flushes it. A crash (kill -9) loses at most the entries of the last
 // flush window, never a job (jobs live in the state store). Requests
-// refused before they have an identity (TCP without TLS or a valid
-// token) are not recorded: they have no actor.
+// refused before they have an identity (TCP without TLS, without a
+// token, with a bad, expired or revoked one) are recorded too, whatever
+// their method, with no actor and the remote address as origin.
 func WithAudit(a AuditLog, onDrop func(n int)) Option {
 	return func(s *Server) { s.audit = newAuditor(a, onDrop) }
 }
@@ -217,7 +219,8 @@ func noteTarget(w http.ResponseWriter, target string) {
 	}
 }
 
-// noteError keeps the error message the caller is shown for the audit log.
+// noteError keeps the message the caller is shown for the audit log: an
+// error, or what a successful call changed (a reload's limit changes).
 func noteError(w http.ResponseWriter, msg string) {
 	if aw := auditOf(w); aw != nil {
 		aw.msg = msg
@@ -242,6 +245,24 @@ func (s *Server) recordAudit(next http.Handler) http.Handler {
 			return // no route: nothing changed
 		}
 		s.audit.add(s.auditEntry(r, aw))
+	})
+}
+
+// auditRefusal records a request refused before it had an identity. The
+// action is the method and path as sent (clipped), since no route matched
+// yet.
+func (s *Server) auditRefusal(r *http.Request, code int, msg string) {
+	if s.audit == nil {
+		return
+	}
+	s.audit.add(accounting.AuditEntry{
+		Time: s.now(),
+		// No uid: 0 would read as root.
+		ActorUID:  math.MaxUint32,
+		ActorName: "unidentified",
+		Origin:    r.RemoteAddr,
+		Action:    clip(r.Method + " " + strings.ToValidUTF8(r.URL.Path, "?")),
+		Result:    strconv.Itoa(code) + " " + clip(msg),
 	})
 }
 
@@ -271,7 +292,7 @@ func (s *Server) auditEntry(r *http.Request, aw *auditWriter) accounting.AuditEn
 		}
 	}
 	e.Result = strconv.Itoa(aw.code) + " ok"
-	if aw.code >= 300 {
+	if aw.code >= 300 || aw.msg != "" {
 		e.Result = strconv.Itoa(aw.code) + " " + clip(aw.msg)
 	}
 	return e

@@ -50,6 +50,25 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithRevoked refuses tokens whose IDs ("jti") are in ids; see
+// SetRevoked.
+func WithRevoked(ids []string) Option { return func(s *Server) { s.SetRevoked(ids) } }
+
+// SetRevoked replaces the revoked token IDs (a configuration reload);
+// safe while serving.
+func (s *Server) SetRevoked(ids []string) {
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	s.revoked.Store(&m)
+}
+
+func (s *Server) isRevoked(jti string) bool {
+	m := s.revoked.Load()
+	return m != nil && jti != "" && (*m)[jti]
+}
+
 type roleLists struct{ operators, admins []string }
 
 // SetRoles replaces the operator and admin lists (a configuration
@@ -166,11 +185,14 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if r.TLS == nil {
-			s.writeError(w, r, denied("this controller takes TCP requests over TLS only; use https://"))
+			err := denied("this controller takes TCP requests over TLS only; use https://")
+			s.auditRefusal(r, http.StatusForbidden, err.Error())
+			s.writeError(w, r, err)
 			return
 		}
 		id, err := s.verify(r)
 		if err != nil {
+			s.auditRefusal(r, http.StatusUnauthorized, err.Error())
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gpud"`)
 			s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied, err.Error())
 			return
@@ -196,6 +218,8 @@ func (s *Server) verify(r *http.Request) (identity, error) {
 		return identity{}, fmt.Errorf("your token has expired; %s", howToGetToken)
 	case err != nil:
 		return identity{}, fmt.Errorf("token refused (%v); %s", err, howToGetToken)
+	case s.isRevoked(c.ID):
+		return identity{}, fmt.Errorf("token %s was revoked ([auth] revoked_tokens); %s", c.ID, howToGetToken)
 	}
 	id := identity{caller: controller.Caller{UID: c.UID, GID: c.GID, User: c.User, Known: true}, role: c.Role, remote: true}
 	if c.Role == auth.RoleNode {

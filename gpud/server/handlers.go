@@ -272,6 +272,7 @@ func (s *Server) reconfigure(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	noteError(w, msg) // the audit log keeps what changed (limits)
 	s.writeJSON(w, api.ReconfigureResponse{Message: msg})
 }
 
