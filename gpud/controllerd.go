@@ -236,13 +236,17 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	var tlsCfg *tls.Config
 	if cfg.Controller.ListenTCP != "" {
 		var keys *auth.Keys
-		if tlsCfg, keys, err = remoteAuth(cfg, o.Log); err != nil {
+		var join server.Option
+		if tlsCfg, keys, join, err = remoteAuth(cfg, o.Log); err != nil {
 			ln.Close()
 			acct.Close()
 			st.Close()
 			return nil, err
 		}
 		srvOpts = append(srvOpts, server.WithTokens(keys))
+		if join != nil {
+			srvOpts = append(srvOpts, join)
+		}
 		if tcp, err = net.Listen("tcp", cfg.Controller.ListenTCP); err != nil {
 			ln.Close()
 			acct.Close()
@@ -345,10 +349,14 @@ func feedBudgets(ctx context.Context, acct *accounting.DB, ctrl *controller.Cont
 
 // remoteAuth prepares listen_tcp: the TLS configuration (the configured
 // certificate, else one signed by a CA generated under <state_dir>/tls)
-// and the token keys (made on first start).
-func remoteAuth(cfg config.Controller, log *slog.Logger) (*tls.Config, *auth.Keys, error) {
+// and the token keys (made on first start). With the generated CA, nodes
+// may also join with the join token (made on first start) and then
+// authenticate with client certificates the CA signs: join is the server
+// option for that, nil with a configured certificate.
+func remoteAuth(cfg config.Controller, log *slog.Logger) (*tls.Config, *auth.Keys, server.Option, error) {
 	a := cfg.Auth
 	cert, key := a.TLSCert, a.TLSKey
+	var ca *auth.CA
 	if cert == "" {
 		hosts := []string{"localhost", "127.0.0.1", "::1"}
 		if h, err := os.Hostname(); err == nil && h != "" {
@@ -362,20 +370,39 @@ func remoteAuth(cfg config.Controller, log *slog.Logger) (*tls.Config, *auth.Key
 		hosts = append(hosts, a.TLSHosts...)
 		files, err := auth.EnsureTLS(cfg.TLSDir(), a.ClusterName, hosts, time.Now())
 		if err != nil {
-			return nil, nil, fmt.Errorf("prepare TLS for listen_tcp: %w", err)
+			return nil, nil, nil, fmt.Errorf("prepare TLS for listen_tcp: %w", err)
 		}
 		cert, key = files.Cert, files.Key
+		if ca, err = auth.LoadCA(files, time.Now); err != nil {
+			return nil, nil, nil, err
+		}
 		log.Info("TLS ready; clients trust the CA in GPUD_CA or ~/.config/gpud/ca.pem", "ca", files.CA, "hosts", hosts)
 	}
 	tlsCfg, err := auth.ServerTLS(cert, key)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	keys, err := auth.LoadKeys(cfg.TokenKeyPath(), a.ClusterName, auth.WithSkew(a.ClockSkew.Std()))
 	if err != nil {
-		return nil, nil, fmt.Errorf("load token key: %w", err)
+		return nil, nil, nil, fmt.Errorf("load token key: %w", err)
 	}
-	return tlsCfg, keys, nil
+	if ca == nil {
+		log.Info("nodes cannot join with a join token: [auth] tls_cert is set, so there is no gpud CA to sign node certificates; give node agents node tokens")
+		return tlsCfg, keys, nil, nil
+	}
+	joinToken, err := auth.LoadJoinToken(joinTokenPath(cfg))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// Clients may present a certificate; only node certificates signed by
+	// our CA pass the handshake, and users keep using bearer tokens.
+	tlsCfg.ClientAuth, tlsCfg.ClientCAs = tls.VerifyClientCertIfGiven, ca.Pool()
+	return tlsCfg, keys, server.WithNodeJoin(ca, joinToken), nil
+}
+
+// joinTokenPath is where the node join token lives.
+func joinTokenPath(cfg config.Controller) string {
+	return filepath.Join(cfg.Controller.StateDir, "auth", auth.JoinTokenFile)
 }
 
 // Wait blocks until the daemon stops and releases its stores.

@@ -41,7 +41,8 @@ const (
 )
 
 // WithAudit records every state-changing API call (any request but GET
-// and HEAD, except the node protocol: register, heartbeat, events) in a,
+// and HEAD, except successful node-protocol calls: register, heartbeat,
+// events) in a,
 // and serves GET /v1/audit to operators and admins (gpuq audit). onDrop,
 // if not nil, is told how many entries were dropped because the buffer
 // was full (a metric); drops are logged as well.
@@ -166,7 +167,8 @@ func (s *Server) Close() {
 }
 
 // unaudited are the node protocol's state-changing routes: too frequent
-// to record, and not user actions.
+// to record, and not user actions. Refused ones (a node speaking for
+// another, a user posing as a node) are recorded all the same.
 var unaudited = map[string]bool{
 	"POST /" + api.Version + "/nodes/register":         true,
 	"POST /" + api.Version + "/nodes/{name}/heartbeat": true,
@@ -241,8 +243,11 @@ func (s *Server) recordAudit(next http.Handler) http.Handler {
 		}
 		aw := &auditWriter{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(aw, r)
-		if r.Pattern == "" || r.Pattern == "/" || unaudited[r.Pattern] {
+		if r.Pattern == "" || r.Pattern == "/" {
 			return // no route: nothing changed
+		}
+		if unaudited[r.Pattern] && aw.code < 300 {
+			return
 		}
 		s.audit.add(s.auditEntry(r, aw))
 	})
@@ -279,6 +284,10 @@ func (s *Server) auditEntry(r *http.Request, aw *auditWriter) accounting.AuditEn
 	}
 	if id.remote {
 		e.Origin = r.RemoteAddr
+	}
+	if id.role == "" && !id.caller.Known && id.caller.User == "" {
+		// A join request: no identity yet (uid 0 would read as root).
+		e.ActorUID, e.ActorName = math.MaxUint32, "unidentified"
 	}
 	if v := r.PathValue("action"); v != "" && isWord(v) {
 		e.Action = strings.Replace(e.Action, "{action}", v, 1)

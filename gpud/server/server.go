@@ -44,6 +44,7 @@ type Server struct {
 	tokens  TokenVerifier
 	roles   atomic.Pointer[roleLists]
 	revoked atomic.Pointer[map[string]bool]
+	join    *nodeJoin
 	submits *rateLimiter
 	now     func() time.Time
 	metrics http.Handler
