@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -147,7 +148,9 @@ func controllerConfig(c config.Controller) controller.Config {
 	}
 	cc.FairshareHalfLife = c.Fairshare.DecayHalfLife.Std()
 	for _, a := range c.Accounts {
-		cc.Accounts = append(cc.Accounts, controller.Account{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: a.Users})
+		cc.Accounts = append(cc.Accounts, controller.Account{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: a.Users,
+			Coordinators: a.Coordinators, MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
+			MaxWall: a.MaxWall.Std(), MaxGPUHours: a.MaxGPUHours, BudgetPeriod: a.Budget()})
 	}
 	for _, q := range c.QOS {
 		cc.QOS = append(cc.QOS, controller.QOS{
@@ -184,12 +187,16 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		return nil, fmt.Errorf("open accounting: %w", err)
 	}
 	var srv *server.Server // set below, before anything can reload
+	var current atomic.Pointer[config.Controller]
+	current.Store(&cfg)
 	reload := func() (controller.Config, error) {
 		c, err := loadControllerConfig(o)
 		if err != nil {
 			return controller.Config{}, err
 		}
 		srv.SetRoles(c.Auth.Operators, c.Auth.Admins)
+		srv.SetRevoked(c.Auth.RevokedTokens)
+		current.Store(&c)
 		return controllerConfig(c), nil
 	}
 	// Metrics: the owner loop counts through the Observer; gauges are
@@ -223,18 +230,23 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		server.WithAudit(acct, mets.AuditDropped),
 		server.WithMetrics(mets.Handler(), mets.ObserveRequest),
 		server.WithRoles(cfg.Auth.Operators, cfg.Auth.Admins),
+		server.WithRevoked(cfg.Auth.RevokedTokens),
 		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst)}
 	var tcp net.Listener
 	var tlsCfg *tls.Config
 	if cfg.Controller.ListenTCP != "" {
 		var keys *auth.Keys
-		if tlsCfg, keys, err = remoteAuth(cfg, o.Log); err != nil {
+		var join server.Option
+		if tlsCfg, keys, join, err = remoteAuth(cfg, o.Log); err != nil {
 			ln.Close()
 			acct.Close()
 			st.Close()
 			return nil, err
 		}
 		srvOpts = append(srvOpts, server.WithTokens(keys))
+		if join != nil {
+			srvOpts = append(srvOpts, join)
+		}
 		if tcp, err = net.Listen("tcp", cfg.Controller.ListenTCP); err != nil {
 			ln.Close()
 			acct.Close()
@@ -245,8 +257,22 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 
 	srv = server.New(ctrl, srvOpts...)
 
+	// Budgets are counted before the first submission is taken.
+	feedBudgets(ctx, acct, ctrl, current.Load(), o.Log)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ctrl.Run(gctx) })
+	g.Go(func() error {
+		t := time.NewTicker(budgetRefresh)
+		defer t.Stop()
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-t.C:
+				feedBudgets(gctx, acct, ctrl, current.Load(), o.Log)
+			}
+		}
+	})
 	g.Go(func() error { return srv.Serve(gctx, ln) })
 	if tcp != nil {
 		g.Go(func() error { return srv.ServeTLS(gctx, tcp, tlsCfg) })
@@ -263,10 +289,17 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 				return nil
 			case <-hup:
 				msg, err := ctrl.Reconfigure(gctx, controller.Caller{UID: 0, User: "root", Known: true})
+				result := "200 " + msg
 				if err != nil {
 					o.Log.Error("configuration reload rejected; the running configuration stays", "err", err)
+					result = "400 " + err.Error()
 				} else {
 					o.Log.Info("configuration reloaded", "detail", msg)
+				}
+				// A reload by signal is audited like one through the API.
+				if err := acct.AddAudits(gctx, []accounting.AuditEntry{{Time: time.Now(), ActorName: "root", Role: auth.RoleAdmin,
+					Origin: "signal", Action: "SIGHUP reconfigure", Target: "config", Result: result}}); err != nil {
+					o.Log.Error("write audit entry for the reload", "err", err)
 				}
 			}
 		}
@@ -284,12 +317,46 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	}, nil
 }
 
+// budgetRefresh is how often the accounts' GPU-hour budgets are
+// recounted from accounting (a running job counts up to now).
+const budgetRefresh = 30 * time.Second
+
+// feedBudgets counts, in accounting, the GPU-hours of every account with
+// a max_gpu_hours budget over its budget period and hands them to the
+// controller. A failed query keeps the last counts (and is logged).
+func feedBudgets(ctx context.Context, acct *accounting.DB, ctrl *controller.Controller, cfg *config.Controller, log *slog.Logger) {
+	used := map[string]float64{}
+	now := time.Now()
+	for _, a := range cfg.Accounts {
+		if a.MaxGPUHours <= 0 {
+			continue
+		}
+		f := accounting.Filter{Accounts: []string{a.Name}, End: now}
+		if p := a.Budget(); p > 0 {
+			f.Start = now.Add(-p)
+		}
+		rows, err := acct.Summary(ctx, f, accounting.GroupByAccount)
+		if err != nil {
+			log.Warn("count GPU-hours for the account budget; keeping the last count", "account", a.Name, "err", err)
+			return
+		}
+		for _, r := range rows {
+			used[a.Name] += r.GPUHours
+		}
+	}
+	ctrl.SetBudgetUsage(used)
+}
+
 // remoteAuth prepares listen_tcp: the TLS configuration (the configured
 // certificate, else one signed by a CA generated under <state_dir>/tls)
-// and the token keys (made on first start).
-func remoteAuth(cfg config.Controller, log *slog.Logger) (*tls.Config, *auth.Keys, error) {
+// and the token keys (made on first start). With the generated CA, nodes
+// may also join with the join token (made on first start) and then
+// authenticate with client certificates the CA signs: join is the server
+// option for that, nil with a configured certificate.
+func remoteAuth(cfg config.Controller, log *slog.Logger) (*tls.Config, *auth.Keys, server.Option, error) {
 	a := cfg.Auth
 	cert, key := a.TLSCert, a.TLSKey
+	var ca *auth.CA
 	if cert == "" {
 		hosts := []string{"localhost", "127.0.0.1", "::1"}
 		if h, err := os.Hostname(); err == nil && h != "" {
@@ -303,20 +370,39 @@ func remoteAuth(cfg config.Controller, log *slog.Logger) (*tls.Config, *auth.Key
 		hosts = append(hosts, a.TLSHosts...)
 		files, err := auth.EnsureTLS(cfg.TLSDir(), a.ClusterName, hosts, time.Now())
 		if err != nil {
-			return nil, nil, fmt.Errorf("prepare TLS for listen_tcp: %w", err)
+			return nil, nil, nil, fmt.Errorf("prepare TLS for listen_tcp: %w", err)
 		}
 		cert, key = files.Cert, files.Key
+		if ca, err = auth.LoadCA(files, time.Now); err != nil {
+			return nil, nil, nil, err
+		}
 		log.Info("TLS ready; clients trust the CA in GPUD_CA or ~/.config/gpud/ca.pem", "ca", files.CA, "hosts", hosts)
 	}
 	tlsCfg, err := auth.ServerTLS(cert, key)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	keys, err := auth.LoadKeys(cfg.TokenKeyPath(), a.ClusterName, auth.WithSkew(a.ClockSkew.Std()))
 	if err != nil {
-		return nil, nil, fmt.Errorf("load token key: %w", err)
+		return nil, nil, nil, fmt.Errorf("load token key: %w", err)
 	}
-	return tlsCfg, keys, nil
+	if ca == nil {
+		log.Info("nodes cannot join with a join token: [auth] tls_cert is set, so there is no gpud CA to sign node certificates; give node agents node tokens")
+		return tlsCfg, keys, nil, nil
+	}
+	joinToken, err := auth.LoadJoinToken(joinTokenPath(cfg))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// Clients may present a certificate; only node certificates signed by
+	// our CA pass the handshake, and users keep using bearer tokens.
+	tlsCfg.ClientAuth, tlsCfg.ClientCAs = tls.VerifyClientCertIfGiven, ca.Pool()
+	return tlsCfg, keys, server.WithNodeJoin(ca, joinToken), nil
+}
+
+// joinTokenPath is where the node join token lives.
+func joinTokenPath(cfg config.Controller) string {
+	return filepath.Join(cfg.Controller.StateDir, "auth", auth.JoinTokenFile)
 }
 
 // Wait blocks until the daemon stops and releases its stores.

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/config"
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/metrics"
@@ -151,7 +152,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		return fmt.Errorf("connect to containerd at %s: %w", o.Containerd, err)
 	}
 	defer rt.Close()
-	client, err := api.NewClient(o.Controller)
+	client, err := nodeClient(ctx, o.Name, o.Controller, s, log)
 	if err != nil {
 		return err
 	}
@@ -190,4 +191,44 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		return err
 	})
 	return g.Wait()
+}
+
+// nodeClient connects the agent to the controller. Over https with a
+// join_token_file the agent authenticates with its node certificate
+// (state_dir/tls/node.pem), joining first if it has none; otherwise it
+// uses the unix socket's peer credentials or a node token (GPUD_TOKEN).
+func nodeClient(ctx context.Context, name, addr string, s config.NodeSection, log *slog.Logger) (*api.Client, error) {
+	if !strings.HasPrefix(addr, "https://") || s.JoinTokenFile == "" {
+		return api.NewClientWith(addr, api.ClientOptions{CAFile: s.CAFile})
+	}
+	dir := filepath.Join(s.StateDir, "tls")
+	certPath, keyPath := filepath.Join(dir, "node.pem"), filepath.Join(dir, "node-key.pem")
+	if _, err := os.Stat(certPath); errors.Is(err, os.ErrNotExist) {
+		if err := joinCluster(ctx, name, addr, s, keyPath, certPath); err != nil {
+			return nil, err
+		}
+		log.Info("joined the cluster: node certificate stored", "node", name, "cert", certPath)
+	}
+	return api.NewClientWith(addr, api.ClientOptions{CAFile: s.CAFile, CertFile: certPath, KeyFile: keyPath})
+}
+
+// joinCluster gets a node certificate for name with the join token.
+func joinCluster(ctx context.Context, name, addr string, s config.NodeSection, keyPath, certPath string) error {
+	tok, err := api.ReadTokenFile(s.JoinTokenFile)
+	if err != nil {
+		return fmt.Errorf("join the cluster: %w", err)
+	}
+	keyPEM, csrPEM, err := auth.NodeKey(name)
+	if err != nil {
+		return err
+	}
+	c, err := api.NewClientWith(addr, api.ClientOptions{CAFile: s.CAFile})
+	if err != nil {
+		return err
+	}
+	res, err := c.Join(ctx, api.JoinRequest{Node: name, JoinToken: tok, CSR: string(csrPEM)})
+	if err != nil {
+		return fmt.Errorf("join the cluster at %s as node %s: %w", addr, name, err)
+	}
+	return auth.WriteNodeCert(keyPath, certPath, keyPEM, []byte(res.Cert))
 }

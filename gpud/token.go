@@ -41,6 +41,33 @@ func tokenCommand() *cli.Command {
 				&cli.DurationFlag{Name: "ttl", Usage: "lifetime (at most 366 days)", Value: 24 * time.Hour},
 			},
 			Action: issueToken,
+		}, {
+			Name:  "join",
+			Usage: "print the join token node agents use to get their certificates (run as root on the controller host)",
+			Description: "Prints the cluster's join token (made on first use, in <state_dir>/auth/join.token). Put it in\n" +
+				"a file of mode 600 on each node and name that file in node.toml's join_token_file: on first\n" +
+				"start the agent gets a node certificate signed by the controller's CA and authenticates with\n" +
+				"it (mTLS) from then on. Whoever holds the token may join a node of any name: keep it secret;\n" +
+				"delete the file and restart the controller to change it.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "config", Usage: "controller configuration file (TOML)", Value: defaultControllerConfig},
+				&cli.StringFlag{Name: "state-dir", Usage: "controller state dir (overrides [controller] state_dir)"},
+			},
+			Action: func(c *cli.Context) error {
+				cfg, err := config.LoadController(configPath(c))
+				if err != nil {
+					return err
+				}
+				if c.IsSet("state-dir") {
+					cfg.Controller.StateDir = c.String("state-dir")
+				}
+				tok, err := auth.LoadJoinToken(joinTokenPath(cfg))
+				if err != nil {
+					return fmt.Errorf("token join: %w (run as root on the controller host)", err)
+				}
+				fmt.Fprintln(c.App.Writer, tok)
+				return nil
+			},
 		}},
 	}
 }
@@ -81,6 +108,9 @@ func issueToken(c *cli.Context) error {
 	}
 	if auth.Rank(cl.Role) > auth.Rank(auth.RoleUser) && !granted(cfg.Auth, cl.User, cl.Role) {
 		fmt.Fprintf(c.App.ErrWriter, "gpud: warning: %s is not in [auth] %ss; the token acts as role user until the config grants it\n", cl.User, cl.Role)
+	}
+	if vc, err := keys.Verify(tok); err == nil {
+		fmt.Fprintf(c.App.ErrWriter, "gpud: token id %s (list it in [auth] revoked_tokens to revoke the token before it expires)\n", vc.ID)
 	}
 	fmt.Fprintln(c.App.Writer, tok)
 	return nil

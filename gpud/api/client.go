@@ -57,6 +57,9 @@ type ClientOptions struct {
 	// The file must not be readable by group or others; the token is its
 	// first line that is neither empty nor a # comment.
 	TokenFile string
+	// CertFile and KeyFile are a client certificate to present (a node
+	// agent's, from joining); a connection with one needs no token.
+	CertFile, KeyFile string
 }
 
 // NewClient returns a client for addr: "unix:///path/to/gpud.sock" (the
@@ -102,6 +105,13 @@ func NewClientWith(addr string, o ClientOptions) (*Client, error) {
 		cfg, err := clientTLS(o)
 		if err != nil {
 			return nil, err
+		}
+		if o.CertFile != "" {
+			pair, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+			if err != nil {
+				return nil, spec.Errorf(spec.ErrInvalid, "load client certificate %s: %v", o.CertFile, err)
+			}
+			cfg.Certificates = []tls.Certificate{pair}
 		}
 		tr.TLSClientConfig = cfg
 		c.base = "https://" + u.Host
@@ -466,6 +476,14 @@ func (c *Client) Reconfigure(ctx context.Context) (ReconfigureResponse, error) {
 func (c *Client) Register(ctx context.Context, inv spec.Inventory) (RegisterResponse, error) {
 	var out RegisterResponse
 	err := c.do(ctx, http.MethodPost, "/nodes/register", nil, RegisterRequest{Inventory: inv}, &out)
+	return out, err
+}
+
+// Join asks for a node certificate with the cluster's join token (see
+// JoinRequest). Over https only.
+func (c *Client) Join(ctx context.Context, req JoinRequest) (JoinResponse, error) {
+	var out JoinResponse
+	err := c.do(ctx, http.MethodPost, "/nodes/join", nil, req, &out)
 	return out, err
 }
 

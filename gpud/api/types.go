@@ -104,6 +104,22 @@ type ReconfigureResponse struct {
 	Message string `json:"message"`
 }
 
+// JoinRequest is POST /v1/nodes/join: a node agent with the cluster's
+// join token asks for a client certificate for its name. It is the one
+// call over TCP that needs no bearer token or certificate.
+type JoinRequest struct {
+	Node      string `json:"node"`
+	JoinToken string `json:"join_token"`
+	// CSR is a PEM certificate request with CommonName Node.
+	CSR string `json:"csr"`
+}
+
+// JoinResponse carries the node's certificate and the CA (both PEM).
+type JoinResponse struct {
+	Cert string `json:"cert"`
+	CA   string `json:"ca"`
+}
+
 // RegisterRequest is POST /v1/nodes/register, sent by a node agent at start
 // and whenever its inventory changes.
 type RegisterRequest struct {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"path/filepath"
 	"slices"
@@ -100,6 +101,9 @@ type Auth struct {
 	// always admin, everyone else a user.
 	Operators []string `toml:"operators"`
 	Admins    []string `toml:"admins"`
+	// RevokedTokens are token IDs ("jti", shown by gpud token issue)
+	// refused before their expiry; a SIGHUP reload applies a change.
+	RevokedTokens []string `toml:"revoked_tokens"`
 }
 
 // TLSDir is where the generated TLS material lives.
@@ -182,6 +186,32 @@ type Account struct {
 	Parent string   `toml:"parent"`
 	Shares int      `toml:"shares"`
 	Users  []string `toml:"users"`
+	// Coordinators may cancel, hold, release and requeue the account's
+	// jobs (Slurm's account coordinators).
+	Coordinators []string `toml:"coordinators"`
+	// Limits over every QOS; 0 (or "" for durations) means none. MaxGPUs
+	// and MaxJobs cap running jobs (schedule time: AccountLimit);
+	// MaxSubmitJobs caps pending + running jobs and MaxWall the time
+	// limit (both refused at submit); MaxGPUHours is a GPU-hour budget
+	// over the last BudgetPeriod, refused at submit once spent.
+	MaxGPUs       int      `toml:"max_gpus"`
+	MaxJobs       int      `toml:"max_jobs"`
+	MaxSubmitJobs int      `toml:"max_submit_jobs"`
+	MaxWall       Duration `toml:"max_wall"`
+	MaxGPUHours   float64  `toml:"max_gpu_hours"`
+	BudgetPeriod  Duration `toml:"budget_period"`
+}
+
+// DefaultBudgetPeriod is an account's budget_period when it gives none.
+const DefaultBudgetPeriod = 30 * 24 * time.Hour
+
+// Budget returns a's budget window: budget_period, DefaultBudgetPeriod
+// when it is "", 0 (all history) when it is "UNLIMITED".
+func (a Account) Budget() time.Duration {
+	if a.BudgetPeriod == "" {
+		return DefaultBudgetPeriod
+	}
+	return a.BudgetPeriod.Std()
 }
 
 // Defaults returns the controller configuration used when no file is
@@ -478,6 +508,19 @@ func (c Controller) validateAccounts(p *problems) map[string]bool {
 		}
 		if a.Shares < 1 {
 			p.addf("%s shares: %d must be at least 1", key, a.Shares)
+		}
+		for _, l := range []struct {
+			k string
+			v int
+		}{{"max_gpus", a.MaxGPUs}, {"max_jobs", a.MaxJobs}, {"max_submit_jobs", a.MaxSubmitJobs}} {
+			if l.v < 0 {
+				p.addf("%s %s: %d must not be negative (0 = no limit)", key, l.k, l.v)
+			}
+		}
+		p.duration(key+" max_wall", a.MaxWall, false)
+		p.duration(key+" budget_period", a.BudgetPeriod, false)
+		if a.MaxGPUHours < 0 || math.IsNaN(a.MaxGPUHours) || math.IsInf(a.MaxGPUHours, 0) {
+			p.addf("%s max_gpu_hours: %g must be a number >= 0 (0 = no budget)", key, a.MaxGPUHours)
 		}
 		// Walk up; a walk longer than the number of accounts is a cycle.
 		for cur, n := a.Parent, 0; cur != "" && cur != RootAccount && names[cur]; cur, n = parent[cur], n+1 {

@@ -28,7 +28,14 @@ type NodeSection struct {
 	// Controller is the controller's address: unix:///path.sock or
 	// https://host:port.
 	Controller string `toml:"controller"`
-	StateDir   string `toml:"state_dir"`
+	// CAFile is the controller's CA certificate for https (empty: GPUD_CA
+	// or ~/.config/gpud/ca.pem, else the system roots).
+	CAFile string `toml:"ca_file"`
+	// JoinTokenFile holds the cluster's join token (gpud token join) with
+	// which the agent gets its node certificate on first start over https;
+	// the certificate is kept in state_dir/tls.
+	JoinTokenFile string `toml:"join_token_file"`
+	StateDir      string `toml:"state_dir"`
 	// GPUs selects the GPU backend, one of GPUBackends.
 	GPUs string `toml:"gpus"`
 	// CPUs offered to jobs; 0 detects.

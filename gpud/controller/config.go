@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -235,6 +236,11 @@ func (c *Config) normalize() error {
 			errs = append(errs, fmt.Errorf("QOS %q: limits must not be negative", q.Name))
 		}
 	}
+	for _, a := range c.Accounts {
+		if a.MaxGPUs < 0 || a.MaxJobs < 0 || a.MaxSubmitJobs < 0 || a.MaxWall < 0 || a.MaxGPUHours < 0 || math.IsNaN(a.MaxGPUHours) || a.BudgetPeriod < 0 {
+			errs = append(errs, fmt.Errorf("account %q: limits must not be negative", a.Name))
+		}
+	}
 	if c.BackfillWindow < 0 || c.PreemptMinRuntime < 0 || c.CheckpointGrace < 0 || c.Priority.MaxAge < 0 {
 		errs = append(errs, errors.New("backfill window, preempt min runtime, checkpoint grace and priority max age must not be negative"))
 	}
@@ -311,4 +317,32 @@ type Account struct {
 	Parent string
 	Shares int
 	Users  []string
+	// Coordinators may cancel, hold, release and requeue the account's
+	// jobs.
+	Coordinators []string
+	// Limits over every QOS; 0 means none. MaxGPUs and MaxJobs cap
+	// running jobs (AccountLimit at schedule time); MaxSubmitJobs (pending
+	// and running), MaxWall and a spent MaxGPUHours budget are refused at
+	// submit. The budget's use over the last BudgetPeriod comes from
+	// SetBudgetUsage.
+	MaxGPUs       int
+	MaxJobs       int
+	MaxSubmitJobs int
+	MaxWall       time.Duration
+	MaxGPUHours   float64
+	BudgetPeriod  time.Duration
+}
+
+// limited says whether a has any limit.
+func (a *Account) limited() bool {
+	return a.MaxGPUs > 0 || a.MaxJobs > 0 || a.MaxSubmitJobs > 0 || a.MaxWall > 0 || a.MaxGPUHours > 0
+}
+
+func (c *Config) account(name string) *Account {
+	for i := range c.Accounts {
+		if c.Accounts[i].Name == name {
+			return &c.Accounts[i]
+		}
+	}
+	return nil
 }

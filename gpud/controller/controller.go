@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
@@ -83,6 +84,9 @@ type Controller struct {
 	recorder Recorder
 	obs      Observer
 	reload   func() (Config, error)
+	// budget is each account's GPU-hours over its budget period, from
+	// SetBudgetUsage (nil until the first).
+	budget atomic.Pointer[map[string]float64]
 
 	ops     chan *op
 	started chan struct{} // closed when Run starts serving

@@ -214,8 +214,8 @@ func (c *Controller) resolve(ref spec.JobRef, whole bool) ([]*jobRec, error) {
 func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string) error {
 	j := &rec.job
 	id := j.ID
-	if !who.Known || (who.UID != 0 && who.UID != j.UID) {
-		return spec.Errorf(spec.ErrPermissionDenied, "job %d belongs to %s (uid %d); only its owner or root may %s it", id, j.User, j.UID, action)
+	if !who.Known || (who.UID != 0 && who.UID != j.UID && !c.cfg.coordinates(who.User, j.Account)) {
+		return spec.Errorf(spec.ErrPermissionDenied, "job %d belongs to %s (uid %d); only its owner, root, an operator or a coordinator of account %s may %s it", id, j.User, j.UID, j.Account, action)
 	}
 	if reason == "" {
 		reason = fmt.Sprintf("%s by %s", pastTense(action), orDefault(who.User, fmt.Sprint(who.UID)))

@@ -332,12 +332,16 @@ func (c *Controller) Reconfigure(ctx context.Context, who Caller) (string, error
 	}
 	var msg string
 	err = c.call(ctx, func(tx *txn) error {
+		changed := limitChanges(&c.cfg, &cfg)
 		c.cfg = cfg
 		tx.kick = true
 		for name := range c.st.nodes {
 			tx.bump[name] = true
 		}
 		msg = fmt.Sprintf("configuration reloaded: %d partitions (%s), %d QOS", len(cfg.Partitions), strings.Join(cfg.partitionNames(), ", "), len(cfg.QOS))
+		if len(changed) > 0 {
+			msg += "; limits changed: " + strings.Join(changed, "; ")
+		}
 		c.log.Info(msg)
 		return nil
 	})

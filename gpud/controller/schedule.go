@@ -235,6 +235,7 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 	for _, p := range c.cfg.Partitions {
 		snap.Partitions = append(snap.Partitions, sched.Partition{Name: p.Name, Tier: p.PriorityTier, MaxTime: p.MaxTime})
 	}
+	snap.AccountLimits = c.accountLimits()
 	if c.cfg.Priority.Fairshare != 0 && len(c.cfg.Accounts) > 0 {
 		// Costs a walk over every job remembered (usage has no feed of
 		// its own yet); only when fairshare weighs in.

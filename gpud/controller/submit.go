@@ -51,6 +51,9 @@ func (c *Controller) SubmitAll(ctx context.Context, who Caller, js spec.JobSpec)
 				return err
 			}
 		}
+		if err := c.checkAccountLimits(j, len(tasks)); err != nil {
+			return err
+		}
 		first := c.st.nextID
 		for _, t := range tasks {
 			rec := &jobRec{job: *j}
@@ -94,6 +97,9 @@ func (c *Controller) TestSubmit(ctx context.Context, who Caller, js spec.JobSpec
 	err := c.call(ctx, func(tx *txn) error {
 		j, err := c.newJob(who, js)
 		if err != nil {
+			return err
+		}
+		if err := c.checkAccountLimits(j, 1); err != nil {
 			return err
 		}
 		j.ID = c.st.nextID // not consumed: the job is not kept

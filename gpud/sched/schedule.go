@@ -189,8 +189,11 @@ type cycle struct {
 	memo    map[shape]*fitMemo
 	users   map[[2]string]*counter
 	accts   map[[2]string]*counter
-	limits  bool
-	plan    Plan
+	// alim are the account limits by account; running counts over every
+	// QOS live in accts under the QOS "" (no QOS has an empty name).
+	alim   map[string]*AccountLimit
+	limits bool
+	plan   Plan
 	// priority inputs shared by all jobs; clusterGPUs < 0 until computed
 	clusterGPUs float64
 	maxTier     int
@@ -263,6 +266,16 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 			q := &snap.QOS[i]
 			c.qos[q.Name] = q
 			if q.MaxGPUsPerUser > 0 || q.MaxJobsPerUser > 0 || q.MaxGPUsPerAccount > 0 || q.MaxJobsPerAccount > 0 {
+				c.limits = true
+			}
+		}
+	}
+	if len(snap.AccountLimits) > 0 {
+		c.alim = make(map[string]*AccountLimit, len(snap.AccountLimits))
+		for i := range snap.AccountLimits {
+			a := &snap.AccountLimits[i]
+			c.alim[a.Account] = a
+			if a.MaxGPUs > 0 || a.MaxJobs > 0 {
 				c.limits = true
 			}
 		}
@@ -346,7 +359,7 @@ func (c *cycle) count(qos, user, account string, gpus int) {
 	for _, m := range []struct {
 		m map[[2]string]*counter
 		k [2]string
-	}{{c.users, [2]string{qos, user}}, {c.accts, [2]string{qos, account}}} {
+	}{{c.users, [2]string{qos, user}}, {c.accts, [2]string{qos, account}}, {c.accts, [2]string{"", account}}} {
 		ct := m.m[m.k]
 		if ct == nil {
 			ct = &counter{}
@@ -513,7 +526,7 @@ func (c *cycle) limit(j *Job) (string, string) {
 		return spec.ReasonQOSLimit, fmt.Sprintf("time limit over partition %s max time %s", p.Name, p.MaxTime)
 	}
 	if !c.limits || q == nil {
-		return "", ""
+		return c.accountLimit(j)
 	}
 	gpus := jobGPUs(j)
 	if u := c.users[[2]string{q.Name, j.User}]; u != nil {
@@ -535,6 +548,37 @@ func (c *cycle) limit(j *Job) (string, string) {
 		}
 	} else if q.MaxGPUsPerAccount > 0 && gpus > q.MaxGPUsPerAccount {
 		return spec.ReasonAccountLimit, fmt.Sprintf("job exceeds QOS %s max %d GPUs per account", q.Name, q.MaxGPUsPerAccount)
+	}
+	return c.accountLimit(j)
+}
+
+// accountLimit checks j against its account's limits over every QOS.
+func (c *cycle) accountLimit(j *Job) (string, string) {
+	al := c.alim[j.Account]
+	if al == nil {
+		return "", ""
+	}
+	if al.MaxWall > 0 && (j.TimeLimit == 0 || j.TimeLimit > al.MaxWall) {
+		return spec.ReasonAccountLimit, fmt.Sprintf("time limit over account %s max wall %s", al.Account, al.MaxWall)
+	}
+	gpus := jobGPUs(j)
+	if al.MaxGPUHours > 0 && gpus > 0 {
+		if al.UsedGPUHours >= al.MaxGPUHours {
+			return spec.ReasonAccountLimit, fmt.Sprintf("account %s spent its GPU-hour budget (%.1f of %g)", al.Account, al.UsedGPUHours, al.MaxGPUHours)
+		}
+		if need := float64(gpus) * j.TimeLimit.Hours(); al.UsedGPUHours+need > al.MaxGPUHours {
+			return spec.ReasonAccountLimit, fmt.Sprintf("job needs up to %.1f GPU-hours; account %s has %.1f of its %g left", need, al.Account, al.MaxGPUHours-al.UsedGPUHours, al.MaxGPUHours)
+		}
+	}
+	var a counter
+	if ct := c.accts[[2]string{"", j.Account}]; ct != nil {
+		a = *ct
+	}
+	if al.MaxJobs > 0 && a.jobs+1 > al.MaxJobs {
+		return spec.ReasonAccountLimit, fmt.Sprintf("account %s at max %d running jobs", al.Account, al.MaxJobs)
+	}
+	if al.MaxGPUs > 0 && a.gpus+gpus > al.MaxGPUs {
+		return spec.ReasonAccountLimit, fmt.Sprintf("account %s would exceed max %d GPUs (%d running)", al.Account, al.MaxGPUs, a.gpus)
 	}
 	return "", ""
 }

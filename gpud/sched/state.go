@@ -212,7 +212,7 @@ func addPhys(w *workNode, r backfill.Res) {
 }
 
 func (c *cycle) uncount(qos, user, account string, gpus int) {
-	for _, ct := range []*counter{c.users[[2]string{qos, user}], c.accts[[2]string{qos, account}]} {
+	for _, ct := range []*counter{c.users[[2]string{qos, user}], c.accts[[2]string{qos, account}], c.accts[[2]string{"", account}]} {
 		if ct != nil {
 			ct.gpus -= gpus
 			ct.jobs--

@@ -33,6 +33,24 @@ type Snapshot struct {
 	Accounts  fairshare.Tree
 	Usage     []fairshare.Usage
 	Fairshare *fairshare.Report
+	// AccountLimits cap accounts across every QOS (jobs wait with
+	// ReasonAccountLimit); accounts not listed have none.
+	AccountLimits []AccountLimit
+}
+
+// AccountLimit is one account's limits; 0 means none. Running jobs and
+// GPUs are counted from Running (a MIG slice or GPU share counts as one
+// GPU, as for QOS limits).
+type AccountLimit struct {
+	Account string
+	MaxGPUs int
+	MaxJobs int
+	MaxWall time.Duration
+	// MaxGPUHours is a GPU-hour budget (like Slurm's GrpTRESMins); the
+	// controller fills UsedGPUHours from accounting. A job waits once the
+	// budget is spent or when its own GPUs × time limit would overrun it.
+	MaxGPUHours  float64
+	UsedGPUHours float64
 }
 
 // RunningJob is a job holding resources now.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -40,7 +41,8 @@ const (
 )
 
 // WithAudit records every state-changing API call (any request but GET
-// and HEAD, except the node protocol: register, heartbeat, events) in a,
+// and HEAD, except successful node-protocol calls: register, heartbeat,
+// events) in a,
 // and serves GET /v1/audit to operators and admins (gpuq audit). onDrop,
 // if not nil, is told how many entries were dropped because the buffer
 // was full (a metric); drops are logged as well.
@@ -49,8 +51,9 @@ const (
 // one goroutine drains, writing a batch every 200 ms or 500 entries. Close
 // flushes it. A crash (kill -9) loses at most the entries of the last
 // flush window, never a job (jobs live in the state store). Requests
-// refused before they have an identity (TCP without TLS or a valid
-// token) are not recorded: they have no actor.
+// refused before they have an identity (TCP without TLS, without a
+// token, with a bad, expired or revoked one) are recorded too, whatever
+// their method, with no actor and the remote address as origin.
 func WithAudit(a AuditLog, onDrop func(n int)) Option {
 	return func(s *Server) { s.audit = newAuditor(a, onDrop) }
 }
@@ -164,7 +167,8 @@ func (s *Server) Close() {
 }
 
 // unaudited are the node protocol's state-changing routes: too frequent
-// to record, and not user actions.
+// to record, and not user actions. Refused ones (a node speaking for
+// another, a user posing as a node) are recorded all the same.
 var unaudited = map[string]bool{
 	"POST /" + api.Version + "/nodes/register":         true,
 	"POST /" + api.Version + "/nodes/{name}/heartbeat": true,
@@ -217,7 +221,8 @@ func noteTarget(w http.ResponseWriter, target string) {
 	}
 }
 
-// noteError keeps the error message the caller is shown for the audit log.
+// noteError keeps the message the caller is shown for the audit log: an
+// error, or what a successful call changed (a reload's limit changes).
 func noteError(w http.ResponseWriter, msg string) {
 	if aw := auditOf(w); aw != nil {
 		aw.msg = msg
@@ -238,10 +243,31 @@ func (s *Server) recordAudit(next http.Handler) http.Handler {
 		}
 		aw := &auditWriter{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(aw, r)
-		if r.Pattern == "" || r.Pattern == "/" || unaudited[r.Pattern] {
+		if r.Pattern == "" || r.Pattern == "/" {
 			return // no route: nothing changed
 		}
+		if unaudited[r.Pattern] && aw.code < 300 {
+			return
+		}
 		s.audit.add(s.auditEntry(r, aw))
+	})
+}
+
+// auditRefusal records a request refused before it had an identity. The
+// action is the method and path as sent (clipped), since no route matched
+// yet.
+func (s *Server) auditRefusal(r *http.Request, code int, msg string) {
+	if s.audit == nil {
+		return
+	}
+	s.audit.add(accounting.AuditEntry{
+		Time: s.now(),
+		// No uid: 0 would read as root.
+		ActorUID:  math.MaxUint32,
+		ActorName: "unidentified",
+		Origin:    r.RemoteAddr,
+		Action:    clip(r.Method + " " + strings.ToValidUTF8(r.URL.Path, "?")),
+		Result:    strconv.Itoa(code) + " " + clip(msg),
 	})
 }
 
@@ -259,6 +285,10 @@ func (s *Server) auditEntry(r *http.Request, aw *auditWriter) accounting.AuditEn
 	if id.remote {
 		e.Origin = r.RemoteAddr
 	}
+	if id.role == "" && !id.caller.Known && id.caller.User == "" {
+		// A join request: no identity yet (uid 0 would read as root).
+		e.ActorUID, e.ActorName = math.MaxUint32, "unidentified"
+	}
 	if v := r.PathValue("action"); v != "" && isWord(v) {
 		e.Action = strings.Replace(e.Action, "{action}", v, 1)
 	}
@@ -271,7 +301,7 @@ func (s *Server) auditEntry(r *http.Request, aw *auditWriter) accounting.AuditEn
 		}
 	}
 	e.Result = strconv.Itoa(aw.code) + " ok"
-	if aw.code >= 300 {
+	if aw.code >= 300 || aw.msg != "" {
 		e.Result = strconv.Itoa(aw.code) + " " + clip(aw.msg)
 	}
 	return e

@@ -2,7 +2,11 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"math"
+	"net"
+	"net/http"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -165,4 +169,82 @@ func BenchmarkSubmitParallel8Audited(b *testing.B) {
 		server.WithAudit(db, func(n int) { dropped.Add(int64(n)) })}})
 	submitParallel8(b, addr)
 	b.ReportMetric(float64(dropped.Load()), "dropped")
+}
+
+// TestAuditRefusalsAndAppendOnly: requests refused before they have an
+// identity (plain HTTP on the TLS port is refused by TLS itself, so: no
+// token, a forged, an expired and a revoked token) are audited as
+// "unidentified" with their origin; the log cannot be changed through the
+// API.
+func TestAuditRefusalsAndAppendOnly(t *testing.T) {
+	db := openAcct(t)
+	alice := auth.Claims{User: "alice", UID: 1001, GID: 1001}
+	s := secureServer(t, server.WithAudit(db, nil), server.WithRevoked([]string{"not-a-real-id"}))
+	ctx := ctxT(t)
+	root := client(t, s.unix)
+
+	tok := s.token(t, alice, time.Hour)
+	vc, err := s.keys.Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked := vc.ID
+	other, _ := auth.NewKeys([]byte(strings.Repeat("x", 32)), "test")
+	forged, _ := other.Issue(alice, time.Hour)
+	for _, tc := range []struct{ what, tok, msg string }{
+		{"no token", "", "a bearer token is required"},
+		{"forged token", forged, "token refused"},
+		{"expired token", s.expired(t, alice), "expired"},
+	} {
+		_, err := s.client(t, tc.tok).Submit(ctx, api.SubmitRequest{Job: jobSpec("x")})
+		wantStatus(t, tc.what, err, 401, spec.ErrPermissionDenied, tc.msg)
+	}
+	got := waitAudit(t, root, 3)
+	if len(got) != 3 {
+		t.Fatalf("audit has %d entries, want 3: %+v", len(got), got)
+	}
+	for i, want := range []string{"a bearer token is required", "token refused", "expired"} {
+		e := got[i]
+		if e.ActorName != "unidentified" || e.ActorUID != math.MaxUint32 || !strings.HasPrefix(e.Origin, "127.0.0.1:") ||
+			e.Action != "POST /v1/jobs" || !strings.HasPrefix(e.Result, "401 ") || !strings.Contains(e.Result, want) {
+			t.Errorf("entry %d = %+v; want an unidentified 401 from 127.0.0.1 on POST /v1/jobs saying %q", i, e, want)
+		}
+	}
+
+	// Revoked: a valid token whose ID is listed is refused, and audited.
+	if _, err := s.client(t, tok).Jobs(ctx, api.JobFilter{}); err != nil {
+		t.Fatalf("before revocation: %v", err)
+	}
+	s.srv.SetRevoked([]string{revoked})
+	_, err = s.client(t, tok).Jobs(ctx, api.JobFilter{})
+	wantStatus(t, "revoked token", err, 401, spec.ErrPermissionDenied, "revoked")
+	if got := waitAudit(t, root, 4); len(got) != 4 || !strings.Contains(got[3].Result, "was revoked") || got[3].Action != "GET /v1/jobs" {
+		t.Errorf("revoked token audit = %+v", got)
+	}
+
+	// Append-only: no method but GET reaches the log, even for root.
+	for _, m := range []string{http.MethodDelete, http.MethodPost, http.MethodPut, http.MethodPatch} {
+		req, _ := http.NewRequestWithContext(ctx, m, "http://gpud/v1/audit", nil)
+		resp, err := unixHTTP(s.unix).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed && resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s /v1/audit as root: status %d, want 404 or 405 (no such route)", m, resp.StatusCode)
+		}
+	}
+	if got := waitAudit(t, root, 4); len(got) != 4 {
+		t.Errorf("audit changed to %d entries after write attempts", len(got))
+	}
+}
+
+// unixHTTP is an HTTP client that dials the unix socket of addr
+// ("unix:///path").
+func unixHTTP(addr string) *http.Client {
+	path := strings.TrimPrefix(addr, "unix://")
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}}}
 }

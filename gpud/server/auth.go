@@ -50,6 +50,79 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithRevoked refuses tokens whose IDs ("jti") are in ids; see
+// SetRevoked.
+func WithRevoked(ids []string) Option { return func(s *Server) { s.SetRevoked(ids) } }
+
+// SetRevoked replaces the revoked token IDs (a configuration reload);
+// safe while serving.
+func (s *Server) SetRevoked(ids []string) {
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	s.revoked.Store(&m)
+}
+
+func (s *Server) isRevoked(jti string) bool {
+	m := s.revoked.Load()
+	return m != nil && jti != "" && (*m)[jti]
+}
+
+// NodeSigner signs node certificates (implemented by *auth.CA).
+type NodeSigner interface {
+	// SignNode returns a PEM client certificate for node from a PEM
+	// certificate request with CommonName node.
+	SignNode(csrPEM []byte, node string) ([]byte, error)
+	// CertPEM is the CA certificate nodes must trust.
+	CertPEM() []byte
+}
+
+// WithNodeJoin lets node agents holding joinToken get a client
+// certificate signed by ca (POST /v1/nodes/join), with which they then
+// speak the node protocol for their own name. The TLS listener must ask
+// for client certificates signed by ca (tls.VerifyClientCertIfGiven).
+func WithNodeJoin(ca NodeSigner, joinToken string) Option {
+	return func(s *Server) { s.join = &nodeJoin{ca: ca, token: joinToken} }
+}
+
+type nodeJoin struct {
+	ca    NodeSigner
+	token string
+}
+
+const joinPath = "/" + api.Version + "/nodes/join"
+
+// joinNode answers POST /v1/nodes/join.
+func (s *Server) joinNode(w http.ResponseWriter, r *http.Request) {
+	if s.join == nil {
+		s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "this controller does not let nodes join over TCP; configure listen_tcp"))
+		return
+	}
+	var req api.JoinRequest
+	if err := decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	noteTarget(w, "node "+clip(req.Node))
+	if !auth.JoinTokenOK(req.JoinToken, s.join.token) {
+		s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied,
+			"wrong join token; copy it from `gpud token join` on the controller host into the node's join_token_file")
+		return
+	}
+	if !auth.ValidName(req.Node) {
+		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "node name %q is not valid (letters, digits, _ . @ -; at most 64)", req.Node))
+		return
+	}
+	cert, err := s.join.ca.SignNode([]byte(req.CSR), req.Node)
+	if err != nil {
+		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "join node %s: %v", req.Node, err))
+		return
+	}
+	s.log.Info("node joined: certificate issued", "node", req.Node, "remote", r.RemoteAddr)
+	s.writeJSON(w, api.JoinResponse{Cert: string(cert), CA: string(s.join.ca.CertPEM())})
+}
+
 type roleLists struct{ operators, admins []string }
 
 // SetRoles replaces the operator and admin lists (a configuration
@@ -165,12 +238,31 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if r.TLS != nil {
+			if node, ok := auth.NodeOf(r.TLS.VerifiedChains); ok {
+				// A node certificate from joining: the node's identity,
+				// bound to its name (nodeCaller checks each request).
+				id := identity{caller: controller.Caller{User: "node:" + node}, role: auth.RoleNode, node: node, remote: true}
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+				return
+			}
+			if r.URL.Path == joinPath && s.join != nil {
+				// Joining is how a node gets an identity: the handler
+				// checks the join token (and audits a wrong one).
+				id := identity{remote: true}
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+				return
+			}
+		}
 		if r.TLS == nil {
-			s.writeError(w, r, denied("this controller takes TCP requests over TLS only; use https://"))
+			err := denied("this controller takes TCP requests over TLS only; use https://")
+			s.auditRefusal(r, http.StatusForbidden, err.Error())
+			s.writeError(w, r, err)
 			return
 		}
 		id, err := s.verify(r)
 		if err != nil {
+			s.auditRefusal(r, http.StatusUnauthorized, err.Error())
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gpud"`)
 			s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied, err.Error())
 			return
@@ -196,6 +288,8 @@ func (s *Server) verify(r *http.Request) (identity, error) {
 		return identity{}, fmt.Errorf("your token has expired; %s", howToGetToken)
 	case err != nil:
 		return identity{}, fmt.Errorf("token refused (%v); %s", err, howToGetToken)
+	case s.isRevoked(c.ID):
+		return identity{}, fmt.Errorf("token %s was revoked ([auth] revoked_tokens); %s", c.ID, howToGetToken)
 	}
 	id := identity{caller: controller.Caller{UID: c.UID, GID: c.GID, User: c.User, Known: true}, role: c.Role, remote: true}
 	if c.Role == auth.RoleNode {

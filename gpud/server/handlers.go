@@ -30,6 +30,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+v+"/jobs/{id}/{action}", s.jobAction)
 	m.HandleFunc("GET "+v+"/nodes", s.listNodes)
 	m.HandleFunc("POST "+v+"/nodes/register", s.register)
+	m.HandleFunc("POST "+v+"/nodes/join", s.joinNode)
 	m.HandleFunc("POST "+v+"/nodes/{name}/heartbeat", s.heartbeat)
 	m.HandleFunc("GET "+v+"/nodes/{name}/assignments", s.assignments)
 	m.HandleFunc("POST "+v+"/nodes/{name}/events", s.events)
@@ -272,6 +273,7 @@ func (s *Server) reconfigure(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	noteError(w, msg) // the audit log keeps what changed (limits)
 	s.writeJSON(w, api.ReconfigureResponse{Message: msg})
 }
 

@@ -27,6 +27,7 @@ import (
 type secure struct {
 	unix, https, ca string
 	keys            *auth.Keys
+	srv             *server.Server
 }
 
 func secureServer(t *testing.T, opts ...server.Option) secure {
@@ -47,7 +48,7 @@ func secureServer(t *testing.T, opts ...server.Option) secure {
 	s := secure{ca: files.CA, keys: keys}
 	o := servertest.Options{
 		ServerOptions: append([]server.Option{server.WithTokens(keys), server.WithRoles([]string{"olga"}, nil)}, opts...),
-		TLS:           tlsCfg, TLSAddr: &s.https,
+		TLS:           tlsCfg, TLSAddr: &s.https, Server: &s.srv,
 	}
 	s.unix, _, _ = servertest.Start(t, nil, o)
 	return s

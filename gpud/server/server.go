@@ -43,6 +43,8 @@ type Server struct {
 	acct    Accounting
 	tokens  TokenVerifier
 	roles   atomic.Pointer[roleLists]
+	revoked atomic.Pointer[map[string]bool]
+	join    *nodeJoin
 	submits *rateLimiter
 	now     func() time.Time
 	metrics http.Handler

@@ -28,6 +28,9 @@ type Options struct {
 	// "https://127.0.0.1:PORT" address is written to TLSAddr.
 	TLS     *tls.Config
 	TLSAddr *string
+	// Server, when set, receives the started server (to change its
+	// roles or revoked tokens while it serves).
+	Server **server.Server
 }
 
 // TestServer starts a controller with DefaultConfig (root jobs allowed,
@@ -83,6 +86,9 @@ func Start(t testing.TB, cfgFn func(*controller.Config), o Options) (addr string
 		t.Fatalf("servertest: %v", err)
 	}
 	srv := server.New(c, append([]server.Option{server.WithLogger(log)}, o.ServerOptions...)...)
+	if o.Server != nil {
+		*o.Server = srv
+	}
 	var wg sync.WaitGroup
 	if o.TLS != nil {
 		tcp, err := net.Listen("tcp", "127.0.0.1:0")

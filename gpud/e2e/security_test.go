@@ -1,0 +1,435 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime/containerd"
+)
+
+// craftEnv makes the test binary, run as another user, send hand-made
+// API requests to the socket it names instead of running tests.
+const craftEnv = "GPUD_E2E_CRAFT_SOCKET"
+
+// craftRequests posts submissions that claim to be root's: one with the
+// identity inside the job, one beside it, one plain. It prints one line
+// per request: "<status> <body>".
+func craftRequests(sock string) int {
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	dir, _ := os.Getwd()
+	job := `"name":"crafted","script":"#!/bin/sh\nid -u\n","work_dir":"` + dir + `"`
+	for _, body := range []string{
+		`{"job":{` + job + `,"user":"root","uid":0}}`,
+		`{"job":{` + job + `},"user":"root","uid":0}`,
+		`{"job":{` + job + `}}`,
+	} {
+		resp, err := hc.Post("http://gpud/v1/jobs", "application/json", strings.NewReader(body))
+		if err != nil {
+			fmt.Println("000", err)
+			return 1
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return 0
+}
+
+// localUser is a throwaway local account made with useradd.
+type localUser struct {
+	name     string
+	uid, gid uint32
+	home     string // a work dir it owns
+}
+
+func addUser(t *testing.T) localUser {
+	t.Helper()
+	if _, err := exec.LookPath("useradd"); err != nil {
+		t.Skip("SKIP (loud): useradd not found; the multi-user test needs it (apt-get install passwd)")
+	}
+	name := fmt.Sprintf("gpude2e%d", os.Getpid()%100000)
+	if out, err := exec.Command("useradd", "--no-create-home", "--user-group", "--shell", "/bin/sh", name).CombinedOutput(); err != nil {
+		t.Fatalf("useradd %s: %v\n%s", name, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
+			t.Errorf("userdel %s: %v\n%s", name, err, out)
+		}
+	})
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	home := shortTempDir(t)
+	if err := os.Chmod(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(home, int(uid), int(gid)); err != nil {
+		t.Fatal(err)
+	}
+	return localUser{name: name, uid: uint32(uid), gid: uint32(gid), home: home}
+}
+
+// as runs bin/<name> (or an absolute path) as u in u's work dir, against
+// env (GPUD_CONTROLLER and friends).
+func (c *cluster) as(u localUser, env []string, name string, args ...string) result {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin := name
+	if !filepath.IsAbs(bin) {
+		bin = filepath.Join(binDir, name)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = u.home
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + u.home, api.EnvController + "=" + c.addr}, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid}}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		c.t.Fatalf("run %s %v as %s: %v", name, args, u.name, err)
+	}
+	return r
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func writePrivate(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMultiUserSecurity drives a real `gpud standalone` (with HTTPS on a
+// loopback port) as root and as a second local user made with useradd,
+// and attacks it: another user's job, crafted identities, TCP without
+// TLS or a valid token, a wrong join token, a node reporting another
+// node's job, account limits; then checks the audit log shows it all.
+func TestMultiUserSecurity(t *testing.T) {
+	requirePrereq(t)
+	u := addUser(t)
+	dir := shortTempDir(t)
+	port := freePort(t)
+	https := fmt.Sprintf("https://127.0.0.1:%d", port)
+	base, err := os.ReadFile("../../etc/gpud.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(base)
+	for old, new := range map[string]string{
+		`listen_tcp = ""`:   fmt.Sprintf("listen_tcp = \"127.0.0.1:%d\"", port),
+		`clock_skew = "2m"`: `clock_skew = "1s"`,
+	} {
+		if !strings.Contains(conf, old) {
+			t.Fatalf("etc/gpud.toml lacks %s", old)
+		}
+		conf = strings.Replace(conf, old, new, 1)
+	}
+	conf += "\n[[account]]\nname = \"lab\"\nshares = 1\nmax_gpus = 1\n" +
+		"\n[[account]]\nname = \"tiny\"\nshares = 1\nmax_gpu_hours = 1\n"
+	confPath := filepath.Join(dir, "gpud.toml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 1, "--config", confPath)
+	// Other users reach the socket through the state dir and run the
+	// binaries from binDir (both 0700 as made).
+	for _, d := range []string{c.dir, binDir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	work := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	// 1. root's job: the other user may not cancel or hold it, nor read
+	// its script.
+	r := c.cli(work, "gpusubmit", "--parsable", "--wrap", "echo SECRET-OF-ROOT; sleep 600")
+	if r.code != 0 {
+		t.Fatalf("root submit: %d %s", r.code, r.stderr)
+	}
+	rootJob := strings.TrimSpace(r.stdout)
+	c.waitState(rootJob, 60*time.Second, "RUNNING")
+	for _, action := range []string{"cancel", "hold"} {
+		if r := c.as(u, nil, "gpuq", action, rootJob); r.code != 3 || !strings.Contains(r.stderr, "belongs to root") {
+			t.Errorf("%s %s of root's job: exit %d %q; want 3 saying it belongs to root", u.name, action, r.code, r.stderr)
+		}
+	}
+	r = c.as(u, nil, "gpuq", "show", rootJob, "--json")
+	if r.code != 0 || strings.Contains(r.stdout, "SECRET-OF-ROOT") || !strings.Contains(r.stdout, `"script": ""`) {
+		t.Errorf("%s sees root's job: exit %d; want it without the script:\n%s%s", u.name, r.code, r.stdout, r.stderr)
+	}
+	if j := c.showJob(rootJob); j["state"] != "RUNNING" {
+		t.Errorf("root's job after the other user's attempts: %v, want RUNNING", j["state"])
+	}
+
+	// 2. The user's own job runs with the user's uid.
+	r = c.as(u, nil, "gpusubmit", "--parsable", "--wait", "--wrap", "id -u")
+	if r.code != 0 {
+		t.Fatalf("%s submits: exit %d %s", u.name, r.code, r.stderr)
+	}
+	own := strings.TrimSpace(r.stdout)
+	if out, err := os.ReadFile(filepath.Join(u.home, "gpud-"+own+".out")); err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(u.uid) {
+		t.Errorf("the user's job printed %q (%v); want its uid %d", out, err, u.uid)
+	}
+
+	// 3. Crafted API calls claiming to be root, sent by the user.
+	craft := filepath.Join(binDir, "e2e.test")
+	if self, err := os.Executable(); err != nil {
+		t.Fatal(err)
+	} else if b, err := os.ReadFile(self); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(craft, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = c.as(u, []string{craftEnv + "=" + filepath.Join(c.dir, "gpud.sock")}, craft)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) != 3 {
+		t.Fatalf("crafted requests: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for i, l := range lines[:2] {
+		if !strings.HasPrefix(l, "400 ") || !strings.Contains(l, `unknown field \"user\"`) {
+			t.Errorf("crafted body %d claiming user root: %s; want 400 unknown field user", i, l)
+		}
+	}
+	var sub api.SubmitResponse
+	if !strings.HasPrefix(lines[2], "200 ") || json.Unmarshal([]byte(strings.TrimPrefix(lines[2], "200 ")), &sub) != nil {
+		t.Fatalf("plain crafted submission: %s", lines[2])
+	}
+	if j := c.showJob(fmt.Sprint(sub.ID)); j["user"] != u.name || j["uid"] != float64(u.uid) {
+		t.Errorf("crafted job runs as %v (uid %v); want %s (%d)", j["user"], j["uid"], u.name, u.uid)
+	}
+
+	// 4. TCP: TLS only, and a valid, unexpired token. Users get a copy
+	// of the CA certificate (the controller's is root's only).
+	ca := filepath.Join(u.home, "ca.pem")
+	if b, err := os.ReadFile(filepath.Join(c.dir, "tls", "ca.pem")); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(ca, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/jobs", port)); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(b), "HTTPS") {
+			t.Errorf("plain HTTP to the TLS port: %d %s; want 400 from TLS", resp.StatusCode, b)
+		}
+	}
+	tcpEnv := []string{api.EnvController + "=" + https, api.EnvCA + "=" + ca}
+	if r := c.as(u, tcpEnv, "gpuq"); r.code != 3 || !strings.Contains(r.stderr, "bearer token is required") {
+		t.Errorf("gpuq over TCP without a token: exit %d %q; want 3", r.code, r.stderr)
+	}
+	issue := func(ttl string) string {
+		r := c.cli(work, "gpud", "token", "issue", "--config", confPath, "--state-dir", c.dir, "--user", u.name, "--ttl", ttl)
+		if r.code != 0 {
+			t.Fatalf("gpud token issue: %d %s", r.code, r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	short := issue("1s")
+	if r := c.as(u, append(tcpEnv, api.EnvToken+"="+issue("1h")), "gpuq"); r.code != 0 {
+		t.Errorf("gpuq over TCP with a valid token: exit %d %s", r.code, r.stderr)
+	}
+	time.Sleep(3 * time.Second) // past the 1s lifetime and the 1s skew
+	if r := c.as(u, append(tcpEnv, api.EnvToken+"="+short), "gpuq"); r.code != 3 || !strings.Contains(r.stderr, "expired") {
+		t.Errorf("gpuq over TCP with an expired token: exit %d %q; want 3 saying expired", r.code, r.stderr)
+	}
+
+	// 5. A node joins over TCP: a wrong join token gets nothing, the
+	// right one a certificate; the node then runs a job over TCP.
+	r = c.cli(work, "gpud", "token", "join", "--config", confPath, "--state-dir", c.dir)
+	if r.code != 0 {
+		t.Fatalf("gpud token join: %d %s", r.code, r.stderr)
+	}
+	joinToken := strings.TrimSpace(r.stdout)
+	joinFile := filepath.Join(dir, "join.token")
+	writePrivate(t, joinFile, "wrong-"+joinToken)
+	nodeDir := filepath.Join(dir, "tcpnode")
+	nodeConf := filepath.Join(dir, "node.toml")
+	if err := os.WriteFile(nodeConf, fmt.Appendf(nil, `version = 1
+[node]
+name = "tcpnode"
+controller = %q
+ca_file = %q
+join_token_file = %q
+state_dir = %q
+gpus = "none"
+cpus = 2
+mem = "1G"
+cdi_dir = %q
+checkpoint_root = %q
+containerd_address = %q
+`, https, ca, joinFile, nodeDir, filepath.Join(nodeDir, "cdi"), filepath.Join(nodeDir, "ckpt"),
+		containerd.SocketPath(filepath.Join(c.dir, "containerd"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The node's address comes from its config, not GPUD_CONTROLLER.
+	var nodeEnv []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, api.EnvController+"=") && !strings.HasPrefix(e, api.EnvToken+"=") {
+			nodeEnv = append(nodeEnv, e)
+		}
+	}
+	wrong := exec.CommandContext(ctx, filepath.Join(binDir, "gpud"), "node", "--config", nodeConf)
+	wrong.Env = nodeEnv
+	out, err := wrong.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "wrong join token") {
+		t.Errorf("node with a wrong join token: %v %s; want a failure saying so", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(nodeDir, "tls", "node.pem")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a node certificate exists after a refused join: %v", err)
+	}
+	writePrivate(t, joinFile, joinToken)
+	node := exec.Command(filepath.Join(binDir, "gpud"), "node", "--config", nodeConf)
+	node.Env = nodeEnv
+	var nodeLog bytes.Buffer
+	node.Stdout, node.Stderr = &nodeLog, &nodeLog
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	nodeDone := make(chan struct{})
+	go func() { _ = node.Wait(); close(nodeDone) }()
+	t.Cleanup(func() {
+		_ = node.Process.Signal(syscall.SIGTERM)
+		<-nodeDone
+		if t.Failed() {
+			t.Logf("tcpnode log:\n%s", nodeLog.String())
+		}
+	})
+	c.waitNodes(2)
+	r = c.as(u, nil, "gpusubmit", "--parsable", "--wait", "-w", "tcpnode", "--wrap", "echo over-tcp")
+	if r.code != 0 {
+		t.Fatalf("job on the node joined over TCP: exit %d %s", r.code, r.stderr)
+	}
+	if out, _ := os.ReadFile(filepath.Join(u.home, "gpud-"+strings.TrimSpace(r.stdout)+".out")); strings.TrimSpace(string(out)) != "over-tcp" {
+		t.Errorf("job on tcpnode printed %q; want over-tcp", out)
+	}
+
+	// 6. The joined node cannot report node1's job (root's, running).
+	tcpnode, err := api.NewClientWith(https, api.ClientOptions{CAFile: ca,
+		CertFile: filepath.Join(nodeDir, "tls", "node.pem"), KeyFile: filepath.Join(nodeDir, "tls", "node-key.pem")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rj, err := c.client().Job(ctx, spec.JobID(atoi(t, rootJob)))
+	if err != nil || rj.Alloc == nil {
+		t.Fatalf("root's job: %+v %v", rj, err)
+	}
+	ev := api.AllocEvent{Seq: 1, AllocID: rj.Alloc.ID, JobID: rj.ID, Kind: api.EventExited, State: spec.StateFailed, ExitCode: 1}
+	var ae *api.Error
+	if _, err := tcpnode.Events(ctx, "node1", []api.AllocEvent{ev}); !errors.As(err, &ae) || ae.Status != 403 {
+		t.Errorf("tcpnode reports for node1: %v; want 403", err)
+	}
+	if _, err := tcpnode.Events(ctx, "tcpnode", []api.AllocEvent{ev}); err != nil {
+		t.Errorf("tcpnode reports node1's job as its own event: %v; want it acknowledged and ignored", err)
+	}
+	if j := c.showJob(rootJob); j["state"] != "RUNNING" {
+		t.Errorf("root's job after tcpnode's forged events: %v, want RUNNING", j["state"])
+	}
+
+	// 7. Account limits: lab may hold 1 GPU; tiny's budget is 1 GPU-hour.
+	var lab []string
+	for range 2 {
+		r := c.as(u, nil, "gpusubmit", "--parsable", "-A", "lab", "-G", "1", "-w", "node1", "--wrap", "sleep 600")
+		if r.code != 0 {
+			t.Fatalf("lab job: exit %d %s", r.code, r.stderr)
+		}
+		lab = append(lab, strings.TrimSpace(r.stdout))
+	}
+	c.waitState(lab[0], 60*time.Second, "RUNNING")
+	deadline := time.Now().Add(30 * time.Second)
+	for c.showJob(lab[1])["reason"] != spec.ReasonAccountLimit && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if j := c.showJob(lab[1]); j["state"] != "PENDING" || j["reason"] != spec.ReasonAccountLimit {
+		t.Errorf("second lab job: %v/%v; want PENDING/%s", j["state"], j["reason"], spec.ReasonAccountLimit)
+	}
+	r = c.as(u, nil, "gpusubmit", "-A", "tiny", "-G", "2", "-t", "1:00:00", "--wrap", "true")
+	if r.code != 3 || !strings.Contains(r.stderr, "max_gpu_hours") {
+		t.Errorf("over-budget submission: exit %d %q; want 3 naming max_gpu_hours", r.code, r.stderr)
+	}
+	for _, id := range lab {
+		if r := c.as(u, nil, "gpuq", "cancel", id); r.code != 0 {
+			t.Errorf("%s cancels own job %s: exit %d %s", u.name, id, r.code, r.stderr)
+		}
+	}
+
+	// 8. The audit log shows each of the above with its actor.
+	r = c.cli(work, "gpuq", "audit", "--json")
+	if r.code != 0 {
+		t.Fatalf("gpuq audit: %d %s", r.code, r.stderr)
+	}
+	var entries []api.AuditEntry
+	if err := json.Unmarshal([]byte(r.stdout), &entries); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct{ actor, action, result string }{
+		{u.name, "POST /v1/jobs/{id}/cancel", "403"},
+		{u.name, "POST /v1/jobs/{id}/hold", "403"},
+		{u.name, "POST /v1/jobs", "400"},               // crafted identity
+		{u.name, "POST /v1/jobs", "422"},               // over budget
+		{"unidentified", "GET /v1/jobs", "401"},        // no token, expired token
+		{"unidentified", "POST /v1/nodes/join", "401"}, // wrong join token
+		{"unidentified", "POST /v1/nodes/join", "200"}, // the right one
+		{"node:tcpnode", "POST /v1/nodes/{name}/events", "403"},
+	} {
+		found := false
+		for _, e := range entries {
+			if e.ActorName == want.actor && e.Action == want.action && strings.HasPrefix(e.Result, want.result) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("audit log lacks %s %s → %s:\n%s", want.actor, want.action, want.result, r.stdout)
+		}
+	}
+}
+
+func atoi(t *testing.T, s string) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
