@@ -349,6 +349,7 @@ func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
 		r := a.runners[id]
 		a.mu.Unlock()
 		if r != nil {
+			r.learn(asg, self)
 			if asg.Stop {
 				r.stopAfter(stopState(asg), asg.StopReason, asg.Checkpoint)
 			} else if asg.Signal != "" {
@@ -579,6 +580,7 @@ func (a *Agent) recoverContainers(ctx context.Context) error {
 			}
 			r := &runner{a: a, id: ti.ID, allocID: allocID, jobID: spec.JobID(job), deadline: deadline,
 				adopted: true, rec: rec, signalSeq: rec.SignalSeq, done: make(chan struct{}), stopCh: make(chan struct{}),
+				learnC: make(chan learned, 1),
 				// A stop begun before the restart keeps its reason; the
 				// controller's next answer repeats the request itself.
 				stopState: rec.StopState, stopWhy: rec.StopWhy}
