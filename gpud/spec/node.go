@@ -36,6 +36,14 @@ type GPU struct {
 	Health string `json:"health,omitempty"`
 }
 
+// GPUProblem is a GPU a node agent found unhealthy (over a health limit
+// of node.toml's [health] for the sustain time, or a fatal XID/ECC error).
+type GPUProblem struct {
+	UUID string `json:"uuid"`
+	// Problem says what is wrong ("temperature 91C above 85C for 1m0s").
+	Problem string `json:"problem"`
+}
+
 // Inventory is what a node agent registers.
 type Inventory struct {
 	Name     string   `json:"name"`
