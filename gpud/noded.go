@@ -101,6 +101,7 @@ func nodeCommand() *cli.Command {
 				Controller: s.Controller,
 				Containerd: s.ContainerdAddress,
 				Section:    *s,
+				Health:     cfg.Health,
 				DevRoot:    filepath.Join(s.StateDir, "dev"),
 				Log:        log,
 			})
@@ -118,12 +119,17 @@ func splitList(s string) []string {
 	return out
 }
 
+// MockGPUHealthFile, in a node's state dir, overrides the readings of its
+// mock GPUs (JSON, e.g. {"3": {"temp_c": 90}}): the fault-injection hook.
+const MockGPUHealthFile = "mock-gpu-health.json"
+
 // nodeOptions say how to run one node agent.
 type nodeOptions struct {
 	Name       string
 	Controller string
 	Containerd string
 	Section    config.NodeSection
+	Health     config.Health
 	DevRoot    string // for mock GPUs
 	Log        *slog.Logger
 }
@@ -141,6 +147,8 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		Features: s.Features,
 		CDIDir:   s.CDIDir,
 		DevRoot:  o.DevRoot,
+		// Mock GPUs only: tests write it to make a GPU overheat or fail.
+		MockHealthFile: filepath.Join(s.StateDir, MockGPUHealthFile),
 	})
 	if err != nil {
 		return err
@@ -163,7 +171,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		DefaultImage:   s.DefaultImage,
 		CheckpointRoot: s.CheckpointRoot,
 		Version:        version,
-	}, client, rt, node.WithLogger(o.Log)) // the agent adds node= itself
+	}, client, rt, append(healthOption(devs, o.Health), node.WithLogger(o.Log))...) // the agent adds node= itself
 	if err != nil {
 		return err
 	}
@@ -190,4 +198,20 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		return err
 	})
 	return g.Wait()
+}
+
+// healthOption watches GPU health when the backend can sample its GPUs.
+func healthOption(devs gpu.Devices, h config.Health) []node.Option {
+	sampler, ok := devs.(gpu.Sampler)
+	if !ok {
+		return nil
+	}
+	return []node.Option{node.WithHealth(sampler, node.HealthLimits{
+		Interval:          h.Interval.Std(),
+		TempMaxC:          float64(h.GPUTempMaxC),
+		PowerMaxW:         float64(h.GPUPowerMaxW),
+		Sustain:           h.GPUTempSustain.Std(),
+		FatalXIDs:         h.FatalXIDs,
+		ECCUncorrectedMax: float64(h.ECCUncorrectedMax),
+	})}
 }

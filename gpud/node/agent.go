@@ -38,6 +38,8 @@ type Agent struct {
 	ckpt *checkpoint.Store
 	// kick wakes the outbox sender; buffered so a send never blocks.
 	kick chan struct{}
+	// health is nil unless WithHealth was given.
+	health *healthWatcher
 
 	mu      sync.Mutex
 	runners map[string]*runner // by alloc ID
@@ -181,6 +183,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer loops.Done()
 		a.sendLoop(ctx)
 	}()
+	if a.opts.sampler != nil {
+		a.health = newHealthWatcher(a)
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			a.health.run(ctx)
+		}()
+	}
 	interval := a.register(ctx)
 	if ctx.Err() == nil {
 		loops.Add(2)
@@ -261,13 +271,18 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	failing := false
+	var healthC <-chan struct{}
+	if a.health != nil {
+		healthC = a.health.changed
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-healthC: // a GPU just became unhealthy: tell at once
 		}
-		err := a.client.Heartbeat(ctx, a.cfg.Name, a.Running())
+		err := a.client.SendHeartbeat(ctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current()})
 		switch {
 		case err == nil:
 			if failing {
