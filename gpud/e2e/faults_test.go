@@ -327,7 +327,7 @@ func TestHotGPUDrainsAndMigrates(t *testing.T) {
 	}
 	last := checkResumed(t, work, id)
 	r := c.cli(work, "gpuq", "nodes")
-	if r.code != 0 || !regexp.MustCompile(hot.name + `.*GPU 3 temperature 90C at or above 85C`).MatchString(r.stdout) {
+	if r.code != 0 || !regexp.MustCompile(hot.name+`.*GPU 3 temperature 90C at or above 85C`).MatchString(r.stdout) {
 		t.Errorf("gpuq nodes does not show why %s's GPU 3 is out of service:\n%s%s", hot.name, r.stdout, r.stderr)
 	}
 	t.Logf("FAULT GPU 90C: moved to %s and running after %v (2s sustain), resumed from %s; lost work %v",

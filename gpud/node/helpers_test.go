@@ -385,7 +385,7 @@ type env struct {
 	clock *fakeClock
 	agent *Agent
 	stop  func()
-	dir   string // state dir
+	dir   string   // state dir
 	opts  []Option // extra agent options, set by prep
 }
 
