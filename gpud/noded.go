@@ -154,6 +154,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		return err
 	}
 	defer devs.Close()
+	inv.CRIU = detectCRIU(ctx)
 	rt, err := containerd.New(ctx, containerd.Options{Address: o.Containerd, CDISpecDirs: []string{s.CDIDir}})
 	if err != nil {
 		return fmt.Errorf("connect to containerd at %s: %w", o.Containerd, err)

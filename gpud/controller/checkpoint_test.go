@@ -207,3 +207,39 @@ func TestDrainCheckpointsJobsFirst(t *testing.T) {
 		t.Errorf("plain job %s, want RUNNING to its end", j.State)
 	}
 }
+
+// TestCRIUModeRefusedWithReason: --checkpoint-mode=criu is refused at
+// submit with each node's reason when no node of the partition passes
+// criu check.
+func TestCRIUModeRefusedWithReason(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	ctx := context.Background()
+	for _, n := range []spec.Inventory{
+		{Name: "n1", CPUs: 8, MemMiB: 1000, CRIU: "criu check failed: Could not initialize kernel features detection."},
+		{Name: "n2", CPUs: 8, MemMiB: 1000},
+	} {
+		if _, err := h.c.Register(ctx, root, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		mode string
+		want []string
+	}{
+		{"criu", []string{"no node of partition", "n1: criu check failed: Could not initialize", "n2: its agent does not report", "use --checkpoint"}},
+		{"magic", []string{`"magic" is not a checkpoint mode`}},
+	} {
+		_, err := h.c.Submit(ctx, alice, spec.JobSpec{Name: "j", Script: "#!/bin/sh\ntrue\n", WorkDir: "/tmp", CkptMode: tc.mode})
+		if !errors.Is(err, spec.ErrInvalid) {
+			t.Fatalf("mode %s: err = %v, want invalid", tc.mode, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("mode %s: error %q lacks %q", tc.mode, err, w)
+			}
+		}
+	}
+	if _, err := h.c.Submit(ctx, alice, spec.JobSpec{Name: "j", Script: "#!/bin/sh\ntrue\n", WorkDir: "/tmp", CkptMode: "cooperative"}); err != nil {
+		t.Errorf("cooperative mode refused: %v", err)
+	}
+}

@@ -224,6 +224,13 @@ func TestCheckpointPreemptionResumes(t *testing.T) {
 	c, _ := startFaultCluster(t, "node1")
 	cl := c.client()
 	work := t.TempDir()
+	// CRIU mode is refused with the node's reason (criu check fails or
+	// criu is absent on the test hosts).
+	if r := c.cli(work, "gpusubmit", "--checkpoint-mode=criu", "--wrap", "true"); r.code != 2 || !strings.Contains(r.stderr, "node1: criu") {
+		t.Errorf("--checkpoint-mode=criu: exit %d %q, want 2 with node1's reason", r.code, r.stderr)
+	} else {
+		t.Logf("criu refused: %s", strings.TrimSpace(r.stderr))
+	}
 	low := submitCounter(t, c, work, "-q", "low")
 	waitJob(t, cl, low, 60*time.Second, "1 sealed checkpoint", func(j spec.Job) bool { return j.Checkpoints >= 1 })
 	before, _ := cl.Job(context.Background(), low)

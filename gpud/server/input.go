@@ -125,6 +125,7 @@ func checkJobSpec(js *spec.JobSpec) error {
 	c.name("--dependency", js.Depend, maxPath)
 	c.name("--signal", js.Signal, maxShort)
 	c.text("--comment", js.Comment, maxText)
+	c.name("--checkpoint-mode", js.CkptMode, maxShort)
 	r := &js.Resources
 	c.count("--cpus-per-task", int64(r.CPUsPerNode), maxCPUs)
 	c.count("--mem (MiB)", r.MemMiB, maxMemMiB)

@@ -54,6 +54,10 @@ type Inventory struct {
 	Features []string `json:"features,omitempty"`
 	// Version of the agent binary, for gpuq nodes.
 	Version string `json:"version,omitempty"`
+	// CRIU is "ok" when `criu check` passes on the node, else why it
+	// cannot checkpoint processes with CRIU ("" from agents that do not
+	// say).
+	CRIU string `json:"criu,omitempty"`
 }
 
 // Node is a node as the controller shows it.
