@@ -25,12 +25,15 @@ type inventoryOptions struct {
 	// DevRoot holds the host device nodes: /dev for real GPUs; a private
 	// directory for mock GPUs, where fake char devices are made.
 	DevRoot string
+	// MockHealthFile overrides mock GPUs' readings (fault injection; see
+	// nvml.WithMockHealthFile).
+	MockHealthFile string
 }
 
 // buildInventory discovers the node's GPUs, writes their CDI spec and
 // returns what the agent registers. The caller closes devs.
 func buildInventory(ctx context.Context, o inventoryOptions) (spec.Inventory, gpu.Devices, error) {
-	devs, err := nvml.Open(ctx, o.Backend, nvml.WithMockSeed(o.Name))
+	devs, err := nvml.Open(ctx, o.Backend, nvml.WithMockSeed(o.Name), nvml.WithMockHealthFile(o.MockHealthFile))
 	if err != nil {
 		return spec.Inventory{}, nil, fmt.Errorf("open GPUs (%s): %w", o.Backend, err)
 	}

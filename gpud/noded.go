@@ -102,6 +102,7 @@ func nodeCommand() *cli.Command {
 				Controller: s.Controller,
 				Containerd: s.ContainerdAddress,
 				Section:    *s,
+				Health:     cfg.Health,
 				DevRoot:    filepath.Join(s.StateDir, "dev"),
 				Log:        log,
 			})
@@ -119,12 +120,17 @@ func splitList(s string) []string {
 	return out
 }
 
+// MockGPUHealthFile, in a node's state dir, overrides the readings of its
+// mock GPUs (JSON, e.g. {"3": {"temp_c": 90}}): the fault-injection hook.
+const MockGPUHealthFile = "mock-gpu-health.json"
+
 // nodeOptions say how to run one node agent.
 type nodeOptions struct {
 	Name       string
 	Controller string
 	Containerd string
 	Section    config.NodeSection
+	Health     config.Health
 	DevRoot    string // for mock GPUs
 	Log        *slog.Logger
 }
@@ -142,11 +148,14 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		Features: s.Features,
 		CDIDir:   s.CDIDir,
 		DevRoot:  o.DevRoot,
+		// Mock GPUs only: tests write it to make a GPU overheat or fail.
+		MockHealthFile: filepath.Join(s.StateDir, MockGPUHealthFile),
 	})
 	if err != nil {
 		return err
 	}
 	defer devs.Close()
+	inv.CRIU = detectCRIU(ctx)
 	rt, err := containerd.New(ctx, containerd.Options{Address: o.Containerd, CDISpecDirs: []string{s.CDIDir}})
 	if err != nil {
 		return fmt.Errorf("connect to containerd at %s: %w", o.Containerd, err)
@@ -164,7 +173,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		DefaultImage:   s.DefaultImage,
 		CheckpointRoot: s.CheckpointRoot,
 		Version:        version,
-	}, client, rt, node.WithLogger(o.Log)) // the agent adds node= itself
+	}, client, rt, append(healthOption(devs, o.Health), node.WithLogger(o.Log))...) // the agent adds node= itself
 	if err != nil {
 		return err
 	}
@@ -231,4 +240,20 @@ func joinCluster(ctx context.Context, name, addr string, s config.NodeSection, k
 		return fmt.Errorf("join the cluster at %s as node %s: %w", addr, name, err)
 	}
 	return auth.WriteNodeCert(keyPath, certPath, keyPEM, []byte(res.Cert))
+}
+
+// healthOption watches GPU health when the backend can sample its GPUs.
+func healthOption(devs gpu.Devices, h config.Health) []node.Option {
+	sampler, ok := devs.(gpu.Sampler)
+	if !ok {
+		return nil
+	}
+	return []node.Option{node.WithHealth(sampler, node.HealthLimits{
+		Interval:          h.Interval.Std(),
+		TempMaxC:          float64(h.GPUTempMaxC),
+		PowerMaxW:         float64(h.GPUPowerMaxW),
+		Sustain:           h.GPUTempSustain.Std(),
+		FatalXIDs:         h.FatalXIDs,
+		ECCUncorrectedMax: float64(h.ECCUncorrectedMax),
+	})}
 }

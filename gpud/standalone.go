@@ -28,6 +28,7 @@ func standaloneCommand() *cli.Command {
 			&cli.IntFlag{Name: "cpus", Usage: "CPUs each node offers (0: the host's)"},
 			&cli.StringFlag{Name: "mem", Usage: "memory each node offers, e.g. 64G (default: the host's)"},
 			&cli.DurationFlag{Name: "kill-grace", Usage: "time between SIGTERM and SIGKILL when a job is stopped", Value: 30 * time.Second},
+			&cli.StringFlag{Name: "node-config", Usage: "node configuration file (TOML) every node starts from, e.g. for [health]; flags given win, and state, CDI and checkpoint paths are under --state-dir"},
 		),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c, os.Stderr)
@@ -46,10 +47,26 @@ func standaloneCommand() *cli.Command {
 				return fmt.Errorf("create state dir: %w", err)
 			}
 			nodeDefaults := config.DefaultNode()
-			nodeDefaults.Node.GPUs = c.String("gpus")
-			nodeDefaults.Node.CPUs = c.Int("cpus")
-			nodeDefaults.Node.Mem = c.String("mem")
-			nodeDefaults.Node.KillGrace = config.Duration(c.Duration("kill-grace").String())
+			file := c.String("node-config")
+			if file != "" {
+				if nodeDefaults, err = config.LoadNode(file); err != nil {
+					return err
+				}
+			}
+			// With a file, a flag wins only when given.
+			flag := func(name string) bool { return file == "" || c.IsSet(name) }
+			if flag("gpus") {
+				nodeDefaults.Node.GPUs = c.String("gpus")
+			}
+			if flag("cpus") {
+				nodeDefaults.Node.CPUs = c.Int("cpus")
+			}
+			if flag("mem") {
+				nodeDefaults.Node.Mem = c.String("mem")
+			}
+			if flag("kill-grace") {
+				nodeDefaults.Node.KillGrace = config.Duration(c.Duration("kill-grace").String())
+			}
 			nodeDefaults.Node.StateDir = filepath.Join(dir, "nodes")
 			nodeDefaults.Node.CDIDir = filepath.Join(dir, "cdi")
 			nodeDefaults.Node.CheckpointRoot = filepath.Join(dir, "checkpoints")
@@ -107,6 +124,7 @@ func standaloneCommand() *cli.Command {
 						Controller: "unix://" + socket,
 						Containerd: ctrdAddr,
 						Section:    sec,
+						Health:     nodeDefaults.Health,
 						DevRoot:    filepath.Join(sec.StateDir, "dev"),
 						Log:        log.With("component", "node"),
 					})

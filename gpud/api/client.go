@@ -489,7 +489,12 @@ func (c *Client) Join(ctx context.Context, req JoinRequest) (JoinResponse, error
 
 // Heartbeat tells the controller the node is alive and what it runs.
 func (c *Client) Heartbeat(ctx context.Context, node string, running []string) error {
-	return c.do(ctx, http.MethodPost, "/nodes/"+url.PathEscape(node)+"/heartbeat", nil, HeartbeatRequest{Running: running}, nil)
+	return c.SendHeartbeat(ctx, node, HeartbeatRequest{Running: running})
+}
+
+// SendHeartbeat is Heartbeat with the whole request (GPU health too).
+func (c *Client) SendHeartbeat(ctx context.Context, node string, req HeartbeatRequest) error {
+	return c.do(ctx, http.MethodPost, "/nodes/"+url.PathEscape(node)+"/heartbeat", nil, req, nil)
 }
 
 // Assignments long-polls for the node's desired allocations newer than

@@ -214,6 +214,8 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.duration(&j.Ckpt)
 		case "comment":
 			return d.str(&j.Comment)
+		case "checkpoint_mode":
+			return d.str(&j.CkptMode)
 		case "user":
 			return d.str(&j.User)
 		case "uid":

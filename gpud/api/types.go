@@ -135,6 +135,9 @@ type RegisterResponse struct {
 // allocation IDs the agent has live containers for.
 type HeartbeatRequest struct {
 	Running []string `json:"running"`
+	// GPUProblems lists the node's GPUs that are unhealthy now; the
+	// controller takes each out of service and moves its jobs away.
+	GPUProblems []spec.GPUProblem `json:"gpu_problems,omitempty"`
 }
 
 // Assignment is the controller's desired state for one allocation on one

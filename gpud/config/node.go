@@ -62,6 +62,14 @@ type Health struct {
 	// GPUTempMaxC held for GPUTempSustain drains the GPU.
 	GPUTempMaxC    int      `toml:"gpu_temp_max_c"`
 	GPUTempSustain Duration `toml:"gpu_temp_sustain"`
+	// GPUPowerMaxW held for GPUTempSustain drains the GPU; 0: no limit.
+	GPUPowerMaxW int `toml:"gpu_power_max_w"`
+	// FatalXIDs drain a GPU at once; empty: every XID does.
+	FatalXIDs []int `toml:"fatal_xids"`
+	// ECCUncorrectedMax: more uncorrected ECC errors drain the GPU; -1: off.
+	ECCUncorrectedMax int `toml:"ecc_uncorrected_max"`
+	// Interval between GPU health samples.
+	Interval Duration `toml:"interval"`
 }
 
 // DefaultNode returns the node configuration used when no file is given.
@@ -79,7 +87,11 @@ func DefaultNode() Node {
 			KillGrace:         "30s",
 			CheckpointRoot:    "/var/lib/gpud/checkpoints",
 		},
-		Health: Health{GPUTempMaxC: 85, GPUTempSustain: "60s"},
+		Health: Health{GPUTempMaxC: 85, GPUTempSustain: "60s", Interval: "10s",
+			// NVIDIA's "reset the GPU" XIDs: memory page retirement and
+			// row-remapping failures, fallen off the bus, NVLink, fatal
+			// uncontained ECC.
+			FatalXIDs: []int{48, 63, 64, 74, 79, 92, 94, 95}},
 	}
 }
 
@@ -177,5 +189,17 @@ func (n Node) Validate() error {
 		p.addf("[health] gpu_temp_max_c: %d is outside 30-120", n.Health.GPUTempMaxC)
 	}
 	p.duration("[health] gpu_temp_sustain", n.Health.GPUTempSustain, true)
+	p.duration("[health] interval", n.Health.Interval, true)
+	if n.Health.GPUPowerMaxW < 0 {
+		p.addf("[health] gpu_power_max_w: %d must not be negative (0 = no limit)", n.Health.GPUPowerMaxW)
+	}
+	if n.Health.ECCUncorrectedMax < -1 {
+		p.addf("[health] ecc_uncorrected_max: %d must be -1 (off) or more", n.Health.ECCUncorrectedMax)
+	}
+	for _, x := range n.Health.FatalXIDs {
+		if x <= 0 {
+			p.addf("[health] fatal_xids: %d is not an XID (positive numbers, e.g. 79)", x)
+		}
+	}
 	return p.err()
 }

@@ -255,21 +255,28 @@ func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string
 		if j.State != spec.StateRunning && !(j.State == spec.StateCompleting && j.StopState == spec.StateRequeued) {
 			return spec.Errorf(spec.ErrConflict, "job %d is %s; only running jobs can be requeued", id, j.State)
 		}
-		if len(rec.liveNodes()) == 0 {
-			c.requeue(tx, rec, reason)
-		} else {
-			j.State = spec.StateCompleting
-			j.StopState, j.StopReason, j.Reason = spec.StateRequeued, reason, reason
-			// A job that checkpoints is asked to do so first, so the
-			// next attempt resumes from now, not from the last interval.
-			j.StopCheckpoint = checkpoints(j)
-			c.bumpLive(tx, rec)
-		}
+		c.stopToRequeue(tx, rec, reason)
 	default:
 		return spec.Errorf(spec.ErrInvalid, "unknown job action %q; use cancel, hold, release or requeue", action)
 	}
 	tx.saveJob(rec)
 	return nil
+}
+
+// stopToRequeue has a running job's nodes stop it so that it is queued
+// again (at once if no part is live).
+func (c *Controller) stopToRequeue(tx *txn, rec *jobRec, reason string) {
+	j := &rec.job
+	if len(rec.liveNodes()) == 0 {
+		c.requeue(tx, rec, reason)
+		return
+	}
+	j.State = spec.StateCompleting
+	j.StopState, j.StopReason, j.Reason = spec.StateRequeued, reason, reason
+	// A job that checkpoints is asked to do so first, so the next
+	// attempt resumes from now, not from the last interval.
+	j.StopCheckpoint = checkpoints(j)
+	c.bumpLive(tx, rec)
 }
 
 // checkpoints reports whether job j takes part in the checkpoint protocol:

@@ -50,7 +50,7 @@ func (c *Controller) Register(ctx context.Context, who Caller, inv spec.Inventor
 		if n == nil {
 			n = c.st.addNode(&spec.Node{Inventory: inv, State: spec.NodeIdle}, c.now())
 		}
-		n.inv = inv
+		n.inv = keepGPUHealth(n.inv, inv)
 		n.lastHB = c.now()
 		if n.down {
 			c.log.Info("node up", "node", inv.Name, "was", n.downReason)
@@ -87,6 +87,90 @@ func (c *Controller) Heartbeat(ctx context.Context, who Caller, name string, run
 		}
 		return nil
 	})
+}
+
+// keepGPUHealth returns inv with the health marks old had for the same
+// GPUs: a re-registering agent reports its GPUs afresh, but a GPU taken out
+// of service stays out until gpuq resume.
+func keepGPUHealth(old, inv spec.Inventory) spec.Inventory {
+	marks := map[string]string{}
+	for _, g := range old.GPUs {
+		if unhealthy(g) {
+			marks[g.UUID] = g.Health
+		}
+	}
+	if len(marks) == 0 {
+		return inv
+	}
+	inv.GPUs = slices.Clone(inv.GPUs)
+	for i := range inv.GPUs {
+		if h, ok := marks[inv.GPUs[i].UUID]; ok && !unhealthy(inv.GPUs[i]) {
+			inv.GPUs[i].Health = h
+		}
+	}
+	return inv
+}
+
+func unhealthy(g spec.GPU) bool { return g.Health != "" && g.Health != "ok" }
+
+// GPUHealth takes the GPUs a node reports unhealthy out of service: the
+// scheduler places nothing more on them (until gpuq resume), and the jobs
+// running on them are requeued to run elsewhere, checkpointing first when
+// they take checkpoints. A job submitted with --no-requeue keeps running.
+// Reporting a GPU that is already out of service changes nothing.
+func (c *Controller) GPUHealth(ctx context.Context, who Caller, name string, problems []spec.GPUProblem) error {
+	if err := requireRoot(who, "reporting GPU health"); err != nil {
+		return err
+	}
+	return c.call(ctx, func(tx *txn) error {
+		n, err := c.node(name)
+		if err != nil {
+			return err
+		}
+		for _, p := range problems {
+			i := slices.IndexFunc(n.inv.GPUs, func(g spec.GPU) bool { return g.UUID == p.UUID })
+			if i < 0 {
+				c.log.Warn("node reports a problem with a GPU it did not register; ignored", "node", name, "gpu_uuid", p.UUID, "problem", p.Problem)
+				continue
+			}
+			if unhealthy(n.inv.GPUs[i]) {
+				continue
+			}
+			n.inv.GPUs = slices.Clone(n.inv.GPUs) // published views share the old slice
+			g := &n.inv.GPUs[i]
+			g.Health = fmt.Sprintf("GPU %d %s", g.Index, orDefault(p.Problem, "unhealthy"))
+			c.log.Warn("GPU out of service", "node", name, "gpu_uuid", g.UUID, "problem", g.Health)
+			tx.saveNode(n)
+			tx.kick = true
+			uuid := g.UUID
+			c.moveJobs(tx, n, "node "+name+" "+g.Health, false, func(p spec.NodeAlloc) bool { return slices.Contains(p.GPUs, uuid) })
+		}
+		return nil
+	})
+}
+
+// moveJobs stops the running jobs that have a part on node n matching
+// onPart and queues them again (same id and submit time), asking them to
+// checkpoint first when they take checkpoints, the way gpuq requeue does.
+// Jobs submitted with --no-requeue keep running, and with onlyCheckpointing
+// so do jobs that do not checkpoint (they would lose their work).
+func (c *Controller) moveJobs(tx *txn, n *nodeRec, reason string, onlyCheckpointing bool, onPart func(spec.NodeAlloc) bool) {
+	for _, allocID := range slices.Sorted(maps.Keys(n.allocs)) {
+		rec := c.st.jobs[n.allocs[allocID]]
+		if rec == nil || rec.job.State != spec.StateRunning || !rec.job.Requeue {
+			continue
+		}
+		if onlyCheckpointing && !checkpoints(&rec.job) {
+			continue
+		}
+		part, ok := rec.livePart(n.inv.Name)
+		if !ok || !onPart(part) {
+			continue
+		}
+		c.log.Info("moving job off node", "job_id", rec.job.ID, "node", n.inv.Name, "reason", reason, "checkpoint_first", checkpoints(&rec.job))
+		c.stopToRequeue(tx, rec, reason)
+		tx.saveJob(rec)
+	}
 }
 
 // Assignment is the desired state of one allocation on one node (the
@@ -282,7 +366,9 @@ const (
 )
 
 // NodeAction drains or resumes a node (root only). A drained node starts
-// no new jobs; its running jobs finish. Resume also clears DOWN.
+// no new jobs; its running jobs that take checkpoints (and allow requeue)
+// checkpoint and are requeued to continue elsewhere, the others finish.
+// Resume also clears DOWN and puts GPUs marked unhealthy back in service.
 func (c *Controller) NodeAction(ctx context.Context, who Caller, name, action, reason string) (spec.Node, error) {
 	if err := requireRoot(who, action+" of a node"); err != nil {
 		return spec.Node{}, err
@@ -297,10 +383,15 @@ func (c *Controller) NodeAction(ctx context.Context, who Caller, name, action, r
 		case ActionDrain:
 			n.drain = true
 			n.drainReason = orDefault(reason, "drained by "+orDefault(who.User, "root"))
+			c.moveJobs(tx, n, "node "+name+" drained: "+n.drainReason, true, func(spec.NodeAlloc) bool { return true })
 		case ActionResume:
 			n.drain, n.drainReason = false, ""
 			n.down, n.downReason = false, ""
 			n.lastHB = c.now()
+			n.inv.GPUs = slices.Clone(n.inv.GPUs)
+			for i := range n.inv.GPUs {
+				n.inv.GPUs[i].Health = ""
+			}
 			tx.bump[name] = true
 		default:
 			return spec.Errorf(spec.ErrInvalid, "unknown node action %q; use drain or resume", action)

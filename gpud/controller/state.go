@@ -2,6 +2,7 @@ package controller
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
@@ -229,6 +230,16 @@ func (c *Controller) nodeView(n *nodeRec) spec.Node {
 		out.Reason = n.drainReason
 	case n.down:
 		out.Reason = n.downReason
+	}
+	var sick []string
+	for _, g := range n.inv.GPUs {
+		if unhealthy(g) {
+			sick = append(sick, g.Health)
+		}
+	}
+	if len(sick) > 0 {
+		// GPUs out of service show even on a node that is otherwise up.
+		out.Reason = strings.Join(append(slices.DeleteFunc([]string{out.Reason}, func(s string) bool { return s == "" }), sick...), "; ")
 	}
 	for _, g := range n.inv.GPUs {
 		if u.gpus[g.UUID] {

@@ -298,6 +298,9 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 			errs = append(errs, err)
 		}
 	}
+	if err := c.checkCkptMode(part, js.CkptMode); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -411,6 +414,46 @@ func nodeHolds(n *nodeRec, r *spec.Resources) bool {
 		need = 1 // a share of one GPU
 	}
 	return countGPUs(n, r.GPUModel) >= need && n.inv.CPUs >= r.CPUsPerNode && n.inv.MemMiB >= r.MemMiB
+}
+
+// checkCkptMode refuses a checkpoint mode the partition's nodes cannot
+// honour. CRIU needs `criu check` to pass on a node (each agent reports it
+// at registration); where none can, the reason of each is given.
+func (c *Controller) checkCkptMode(part *Partition, mode string) error {
+	switch mode {
+	case "", spec.CkptModeCooperative:
+		return nil
+	case spec.CkptModeCRIU:
+	default:
+		return spec.Errorf(spec.ErrInvalid, "--checkpoint-mode=%q is not a checkpoint mode; use cooperative (the default) or criu", mode)
+	}
+	if part == nil {
+		return nil // the partition error says what is wrong
+	}
+	var why []string
+	capable := 0
+	for _, name := range c.st.nodeNames() {
+		if !slices.Contains(c.cfg.partitionsOf(name), part.Name) {
+			continue
+		}
+		n := c.st.nodes[name]
+		if n.inv.CRIU == "ok" {
+			capable++
+			continue
+		}
+		why = append(why, fmt.Sprintf("%s: %s", name, orDefault(n.inv.CRIU, "its agent does not report CRIU support")))
+	}
+	if capable == 0 {
+		if len(why) == 0 {
+			why = []string{"no node registered"}
+		}
+		return spec.Errorf(spec.ErrInvalid, "--checkpoint-mode=criu: no node of partition %s can checkpoint with CRIU (%s); use --checkpoint (cooperative) instead",
+			part.Name, strings.Join(why, "; "))
+	}
+	// TODO(#5): checkpoint and restore through containerd's task
+	// checkpoint where criu check passes.
+	return spec.Errorf(spec.ErrInvalid, "--checkpoint-mode=criu: %d node(s) of partition %s pass criu check, but this gpud does not yet checkpoint through CRIU; use --checkpoint (cooperative) instead",
+		capable, part.Name)
 }
 
 func countGPUs(n *nodeRec, model string) int {

@@ -41,16 +41,16 @@ func TestKill9DuringSubmissionBurst(t *testing.T) {
 			}
 		})
 	}
-	// Kill once a few hundred are in, while the clients keep going.
+	// Kill once a thousand are in, while the clients keep going.
 	for {
 		mu.Lock()
 		n := len(acked)
 		mu.Unlock()
-		if n >= 300 {
+		if n >= 1000 {
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatal("fewer than 300 submissions acknowledged in a minute")
+			t.Fatal("fewer than 1000 submissions acknowledged in a minute")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -38,6 +38,8 @@ type Agent struct {
 	ckpt *checkpoint.Store
 	// kick wakes the outbox sender; buffered so a send never blocks.
 	kick chan struct{}
+	// health is nil unless WithHealth was given.
+	health *healthWatcher
 
 	mu      sync.Mutex
 	runners map[string]*runner // by alloc ID
@@ -181,6 +183,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer loops.Done()
 		a.sendLoop(ctx)
 	}()
+	if a.opts.sampler != nil {
+		a.health = newHealthWatcher(a)
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			a.health.run(ctx)
+		}()
+	}
 	interval := a.register(ctx)
 	if ctx.Err() == nil {
 		loops.Add(2)
@@ -261,13 +271,18 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	failing := false
+	var healthC <-chan struct{}
+	if a.health != nil {
+		healthC = a.health.changed
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-healthC: // a GPU just became unhealthy: tell at once
 		}
-		err := a.client.Heartbeat(ctx, a.cfg.Name, a.Running())
+		err := a.client.SendHeartbeat(ctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current()})
 		switch {
 		case err == nil:
 			if failing {
@@ -349,6 +364,7 @@ func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
 		r := a.runners[id]
 		a.mu.Unlock()
 		if r != nil {
+			r.learn(asg, self)
 			if asg.Stop {
 				r.stopAfter(stopState(asg), asg.StopReason, asg.Checkpoint)
 			} else if asg.Signal != "" {
@@ -579,6 +595,7 @@ func (a *Agent) recoverContainers(ctx context.Context) error {
 			}
 			r := &runner{a: a, id: ti.ID, allocID: allocID, jobID: spec.JobID(job), deadline: deadline,
 				adopted: true, rec: rec, signalSeq: rec.SignalSeq, done: make(chan struct{}), stopCh: make(chan struct{}),
+				learnC: make(chan learned, 1),
 				// A stop begun before the restart keeps its reason; the
 				// controller's next answer repeats the request itself.
 				stopState: rec.StopState, stopWhy: rec.StopWhy}

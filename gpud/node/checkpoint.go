@@ -26,28 +26,33 @@ type ckptPlan struct {
 	sig      syscall.Signal
 	interval time.Duration // 0: no periodic checkpoints
 	before   time.Duration // signal this long before the deadline; 0: not
+	// owner: this runner seals (rank 0); other ranks only signal their
+	// processes and wait for the checkpoint to appear.
+	owner bool
 }
 
 // ownsCheckpoints reports whether this runner manages the job's checkpoint
 // directory: creating staging, sealing and reporting. Only rank 0 does, so
 // the ranks of a gang sharing one checkpoint root do not race on it; an
-// adopted runner (no assignment, so no job spec) does not either.
+// adopted runner does once it has learnt its assignment (see learn).
 func (r *runner) ownsCheckpoints() bool {
 	return r.asg != nil && r.self.Rank == 0
 }
 
 // checkpointPlan returns the job's plan, or nil when the job does not
-// checkpoint (neither --checkpoint nor --signal) or this runner does not
-// own its checkpoints.
+// checkpoint (neither --checkpoint nor --signal) or the runner does not
+// know the job yet (adopted, before the controller's answer). Every rank
+// is signalled, since each rank's processes hold their own state; only
+// rank 0 seals.
 func (r *runner) checkpointPlan() *ckptPlan {
-	if !r.ownsCheckpoints() {
+	if r.asg == nil {
 		return nil
 	}
 	job := &r.asg.Job
 	if job.Ckpt <= 0 && job.JobSpec.Signal == "" {
 		return nil
 	}
-	p := &ckptPlan{sig: checkpoint.DefaultSignal, interval: job.Ckpt.Std()}
+	p := &ckptPlan{sig: checkpoint.DefaultSignal, interval: job.Ckpt.Std(), owner: r.ownsCheckpoints()}
 	if job.JobSpec.Signal != "" {
 		sig, secs, batchOnly, err := checkpoint.ParseSignal(job.JobSpec.Signal)
 		if err != nil {
@@ -62,6 +67,16 @@ func (r *runner) checkpointPlan() *ckptPlan {
 		}
 	}
 	return p
+}
+
+// newestSealed is the seq of the job's newest verified checkpoint, 0 if
+// none (or unreadable: a rank then waits for .done or its timeout).
+func (r *runner) newestSealed() int {
+	ck, ok, err := r.a.ckpt.Latest(r.jobID)
+	if err != nil || !ok {
+		return 0
+	}
+	return ck.Seq
 }
 
 // prepareCheckpoints creates the job's fresh staging directory (owner), or

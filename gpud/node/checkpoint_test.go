@@ -236,3 +236,115 @@ func TestNoCheckpointSignalsForPlainJobs(t *testing.T) {
 		t.Errorf("signals = %v; a job without checkpoints gets no checkpoint signal", sigs)
 	}
 }
+
+// TestAdoptedJobCheckpointsAgain: after an agent restart the re-adopted
+// container knows its job only once the controller names it; from then on
+// it is signalled every interval and its checkpoints are sealed again.
+func TestAdoptedJobCheckpointsAgain(t *testing.T) {
+	const every = 10 * time.Minute
+	cid := ContainerID(12, 1, "node-1")
+	e := newEnv(t, func(e *env) {
+		c := planted(cid, "node-1", "a12", "12", t0.Add(time.Hour).Format(time.RFC3339))
+		if err := e.rt.Add(c, runtime.StatusRunning, runtime.ExitStatus{}); err != nil {
+			t.Fatal(err)
+		}
+		// Staging left by the agent before the restart.
+		if err := os.MkdirAll(filepath.Join(e.dir, "checkpoints", "12", "staging"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	})
+	a := ckptAsg(12, e.dir, every, 1)
+	a.Alloc.ID = "a12"
+	e.setAndWait(t, a)
+	// The deadline (from the label) and the first interval.
+	waitFor(t, "deadline and interval timers", func() bool { return e.clock.Waiters() == 2 }, e.on()...)
+	if n := len(e.rt.Starts()); n != 0 {
+		t.Fatalf("starts = %d, want 0 (re-adopted)", n)
+	}
+	e.clock.Advance(every)
+	waitFor(t, "checkpoint signal to the re-adopted job", func() bool {
+		return hasSignal(e.rt.Signals(cid), syscall.SIGUSR1) == 1 && e.clock.Waiters() == 3
+	}, e.on()...)
+	writeCheckpoint(t, filepath.Join(e.dir, "checkpoints", "12", "staging"), "7")
+	e.clock.Advance(checkpointPoll)
+	waitFor(t, "checkpointed event", func() bool { return len(checkpointEvents(e.eventsOf("a12"))) == 1 }, e.on()...)
+}
+
+// TestOtherRanksSignalled: rank 1 of a gang gets the checkpoint signal
+// before a checkpoint-first stop and every interval, but does not seal
+// (rank 0's node does); it stops once rank 0's checkpoint is sealed.
+func TestOtherRanksSignalled(t *testing.T) {
+	e := newEnv(t, nil)
+	const every = 10 * time.Minute
+	a := asg(13, e.dir) // rank 1 of two
+	a.Job.Ckpt = spec.Duration(every)
+	cid := ContainerID(13, 1, "node-1")
+	e.fc.Set(a)
+	e.waitStarted(t, cid)
+	waitFor(t, "deadline and interval timers", func() bool { return e.clock.Waiters() == 2 }, e.on()...)
+
+	// A checkpoint-first stop signals rank 1 and waits for rank 0's seal.
+	stop := a
+	stop.Stop, stop.StopState, stop.StopReason, stop.Checkpoint = true, spec.StatePreempted, "preempted by job 99", true
+	e.setAndWait(t, stop)
+	waitFor(t, "checkpoint signal before the stop", func() bool {
+		return hasSignal(e.rt.Signals(cid), syscall.SIGUSR1) == 1 && e.clock.Waiters() == 3
+	}, e.on()...)
+	e.clock.Advance(checkpointPoll)
+	waitFor(t, "poll re-armed", func() bool { return e.clock.Waiters() == 3 }, e.on()...)
+	if n := hasSignal(e.rt.Signals(cid), syscall.SIGTERM); n != 0 {
+		t.Fatal("SIGTERM before the checkpoint")
+	}
+	// Rank 0's node seals it in the shared root.
+	st, err := checkpoint.New(filepath.Join(e.dir, "checkpoints"), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging, err := st.Staging(13)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeCheckpoint(t, staging, "6")
+	if _, err := st.Seal(13); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(checkpointPoll)
+	ex := e.waitExited(t, "a13")
+	if ex.State != spec.StatePreempted {
+		t.Errorf("exit state %s, want PREEMPTED", ex.State)
+	}
+	sigs := e.rt.Signals(cid)
+	if i, j := slices.Index(sigs, syscall.SIGUSR1), slices.Index(sigs, syscall.SIGTERM); i < 0 || j < i {
+		t.Errorf("signals = %v, want SIGUSR1 then SIGTERM", sigs)
+	}
+	if n := len(checkpointEvents(e.eventsOf("a13"))); n != 0 {
+		t.Errorf("rank 1 reported %d checkpoints; only rank 0 seals", n)
+	}
+
+	// Periodic: rank 1 is signalled every interval and leaves .done alone
+	// (a fresh agent, so no timer of the first job is still counted).
+	e = newEnv(t, nil)
+	b := asg(14, e.dir)
+	b.Job.Ckpt = spec.Duration(every)
+	cid = ContainerID(14, 1, "node-1")
+	e.fc.Set(b)
+	e.waitStarted(t, cid)
+	waitFor(t, "deadline and interval timers", func() bool { return e.clock.Waiters() == 2 }, e.on()...)
+	e.clock.Advance(every)
+	waitFor(t, "periodic signal to rank 1", func() bool {
+		return hasSignal(e.rt.Signals(cid), syscall.SIGUSR1) == 1 && e.clock.Waiters() == 3
+	}, e.on()...)
+	staging = filepath.Join(e.dir, "checkpoints", "14", "staging")
+	writeCheckpoint(t, staging, "5")
+	e.clock.Advance(checkpointPoll)
+	stop = b
+	stop.Stop, stop.StopState = true, spec.StateCancelled
+	e.setAndWait(t, stop)
+	e.waitExited(t, "a14")
+	if _, err := os.Stat(filepath.Join(staging, ".done")); err != nil {
+		t.Errorf("rank 1 sealed or cleared the staging directory: %v", err)
+	}
+	if n := len(checkpointEvents(e.eventsOf("a14"))); n != 0 {
+		t.Errorf("rank 1 reported %d checkpoints; only rank 0 seals", n)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
+	"github.com/gpud/gpud/runtime/gpu"
 )
 
 // Config is the node agent's configuration. The caller (gpud main) builds
@@ -138,6 +139,8 @@ type options struct {
 	clock      Clock
 	backoffMin time.Duration
 	backoffMax time.Duration
+	sampler    gpu.Sampler // nil: no health watching
+	health     HealthLimits
 }
 
 // WithLogger sets the agent's logger (default slog.Default()).

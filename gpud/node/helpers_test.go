@@ -385,7 +385,8 @@ type env struct {
 	clock *fakeClock
 	agent *Agent
 	stop  func()
-	dir   string // state dir
+	dir   string   // state dir
+	opts  []Option // extra agent options, set by prep
 }
 
 func (e *env) on() []changer { return []changer{e.fc, e.rt, e.clock} }
@@ -413,7 +414,7 @@ func (e *env) start(t *testing.T) {
 			{Index: 1, UUID: "GPU-b", Model: "h100", CDIName: "nvidia.com/gpu=GPU-b"},
 			{Index: 2, UUID: "GPU-c", Model: "h100", CDIName: "nvidia.com/gpu=GPU-c"},
 		}
-	}, e.fc.Client, e.rt, WithClock(e.clock))
+	}, e.fc.Client, e.rt, append([]Option{WithClock(e.clock)}, e.opts...)...)
 }
 
 // eventsOf returns the delivered events of alloc with Seq zeroed, for

@@ -43,6 +43,28 @@ type runner struct {
 	stopWhy   string
 	ckptFirst bool // checkpoint before stopping (with the first reason)
 	signalSeq int
+
+	// learnC (adopted runners only) carries the job's assignment, which
+	// container labels do not hold, from the first assignments answer
+	// that names the allocation to the runner goroutine, so a re-adopted
+	// job takes its periodic checkpoints again.
+	learnC    chan learned
+	learnOnce sync.Once
+}
+
+// learned is an adopted runner's assignment and its part of it.
+type learned struct {
+	asg  *api.Assignment
+	self spec.NodeAlloc
+}
+
+// learn hands an adopted runner its assignment; only the first call
+// counts, and runners that started the job themselves ignore it.
+func (r *runner) learn(asg api.Assignment, self spec.NodeAlloc) {
+	if r.learnC == nil {
+		return
+	}
+	r.learnOnce.Do(func() { r.learnC <- learned{asg: &asg, self: self} })
 }
 
 func newRunner(a *Agent, asg *api.Assignment, self spec.NodeAlloc, rec allocRecord) *runner {
@@ -293,11 +315,16 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 	// Checkpoints: one outstanding request at a time (ckptUntil is its
 	// deadline), polled for .done every checkpointPoll; stopWaits holds a
 	// stop that asked for a checkpoint first until that one ends.
-	plan := r.checkpointPlan()
+	var plan *ckptPlan
 	var intervalC, beforeC, pollC <-chan time.Time
 	var ckptUntil time.Time
 	stopWaits := false
-	if plan != nil {
+	peerBase := 0 // newest sealed seq when a non-owner rank signalled
+	schedule := func() {
+		plan = r.checkpointPlan()
+		if plan == nil {
+			return
+		}
 		if plan.interval > 0 {
 			intervalC = clock.After(plan.interval)
 		}
@@ -305,14 +332,29 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 			beforeC = clock.After(r.deadline.Add(-plan.before).Sub(clock.Now()))
 		}
 	}
+	schedule()
+	learnC := r.learnC
+	adopt := func(l learned) {
+		learnC = nil
+		r.asg, r.self = l.asg, l.self
+		if stopCh != nil { // not already stopping
+			schedule()
+		}
+		if plan != nil {
+			log.Info("re-adopted job takes its checkpoints again", "interval", plan.interval, "rank", r.self.Rank)
+		}
+	}
 	requestCheckpoint := func(why string) {
-		if r.a.ckpt.Ready(r.jobID) {
+		if plan.owner && r.a.ckpt.Ready(r.jobID) {
 			r.sealCheckpoint(ctx, log) // the job finished one unasked
 		}
 		if !ckptUntil.IsZero() {
 			return // the job is still writing the last one
 		}
-		log.Info("checkpoint requested", "signal", signalName(plan.sig), "why", why, "timeout", r.a.cfg.CheckpointTimeout)
+		if !plan.owner {
+			peerBase = r.newestSealed()
+		}
+		log.Info("checkpoint requested", "signal", signalName(plan.sig), "why", why, "timeout", r.a.cfg.CheckpointTimeout, "rank", r.self.Rank)
 		r.kill(ctx, log, plan.sig)
 		ckptUntil = clock.Now().Add(r.a.cfg.CheckpointTimeout)
 		pollC = clock.After(checkpointPoll)
@@ -342,9 +384,18 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 		}
 	}
 	for {
+		// An adopted runner learns its job before acting on a stop that
+		// came with the same assignments answer (checkpoint first).
+		select {
+		case l := <-learnC:
+			adopt(l)
+		default:
+		}
 		select {
 		case <-ctx.Done():
 			return // shutdown: the container keeps running
+		case l := <-learnC:
+			adopt(l)
 		case res := <-resc:
 			if res.err == nil {
 				state, why := r.ending()
@@ -402,8 +453,13 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 			requestCheckpoint(fmt.Sprintf("%s before the time limit", plan.before))
 		case <-pollC:
 			switch {
-			case r.a.ckpt.Ready(r.jobID):
+			case plan.owner && r.a.ckpt.Ready(r.jobID):
 				r.sealCheckpoint(ctx, log)
+				checkpointEnded()
+			case !plan.owner && (r.a.ckpt.Ready(r.jobID) || r.newestSealed() > peerBase):
+				// Rank 0's agent seals; this rank only needed its
+				// processes signalled and the checkpoint written.
+				log.Info("checkpoint of the job completed (sealed by rank 0's node)", "rank", r.self.Rank)
 				checkpointEnded()
 			case !clock.Now().Before(ckptUntil):
 				log.Warn("job did not complete its checkpoint in time; it must write into $GPUD_CHECKPOINT_DIR and then touch .done there",

@@ -310,6 +310,10 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := checkGPUProblems(req.GPUProblems); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	as, err := nodeCaller(who(r), r.PathValue("name"))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -318,6 +322,12 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	if err := s.c.Heartbeat(r.Context(), as, r.PathValue("name"), req.Running); err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if len(req.GPUProblems) > 0 {
+		if err := s.c.GPUHealth(r.Context(), as, r.PathValue("name"), req.GPUProblems); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	s.writeJSON(w, struct{}{})
 }

@@ -125,6 +125,7 @@ func checkJobSpec(js *spec.JobSpec) error {
 	c.name("--dependency", js.Depend, maxPath)
 	c.name("--signal", js.Signal, maxShort)
 	c.text("--comment", js.Comment, maxText)
+	c.name("--checkpoint-mode", js.CkptMode, maxShort)
 	r := &js.Resources
 	c.count("--cpus-per-task", int64(r.CPUsPerNode), maxCPUs)
 	c.count("--mem (MiB)", r.MemMiB, maxMemMiB)
@@ -159,6 +160,24 @@ func checkRunning(running []string) error {
 	c.list("running", running, func(f, v string) { c.name(f, v, maxShort) })
 	return c.err()
 }
+
+// checkGPUProblems refuses a malformed list of unhealthy GPUs.
+func checkGPUProblems(ps []spec.GPUProblem) error {
+	var c checker
+	if len(ps) > maxGPUProblems {
+		c.bad("%d GPU problems in one heartbeat; send at most %d", len(ps), maxGPUProblems)
+		return c.err()
+	}
+	for i, p := range ps {
+		f := fmt.Sprintf("gpu_problems[%d]", i)
+		c.name(f+".uuid", p.UUID, maxShort)
+		c.text(f+".problem", p.Problem, maxText)
+	}
+	return c.err()
+}
+
+// maxGPUProblems is more GPUs than any server holds.
+const maxGPUProblems = 256
 
 // checkEvents refuses a malformed batch of node events.
 func checkEvents(evs []api.AllocEvent) error {

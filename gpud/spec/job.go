@@ -126,8 +126,17 @@ type JobSpec struct {
 	Depend    string   `json:"dependency,omitempty"`
 	Signal    string   `json:"signal,omitempty"`
 	Ckpt      Duration `json:"checkpoint_interval,omitempty"`
-	Comment   string   `json:"comment,omitempty"`
+	// CkptMode is how the job is checkpointed: "" (cooperative, the
+	// default) or CkptModeCRIU.
+	CkptMode string `json:"checkpoint_mode,omitempty"`
+	Comment  string `json:"comment,omitempty"`
 }
+
+// Checkpoint modes of JobSpec.CkptMode.
+const (
+	CkptModeCooperative = "cooperative"
+	CkptModeCRIU        = "criu"
+)
 
 // Job is a submitted job as the controller keeps and shows it.
 type Job struct {

@@ -36,6 +36,14 @@ type GPU struct {
 	Health string `json:"health,omitempty"`
 }
 
+// GPUProblem is a GPU a node agent found unhealthy (over a health limit
+// of node.toml's [health] for the sustain time, or a fatal XID/ECC error).
+type GPUProblem struct {
+	UUID string `json:"uuid"`
+	// Problem says what is wrong ("temperature 91C above 85C for 1m0s").
+	Problem string `json:"problem"`
+}
+
 // Inventory is what a node agent registers.
 type Inventory struct {
 	Name     string   `json:"name"`
@@ -46,6 +54,10 @@ type Inventory struct {
 	Features []string `json:"features,omitempty"`
 	// Version of the agent binary, for gpuq nodes.
 	Version string `json:"version,omitempty"`
+	// CRIU is "ok" when `criu check` passes on the node, else why it
+	// cannot checkpoint processes with CRIU ("" from agents that do not
+	// say).
+	CRIU string `json:"criu,omitempty"`
 }
 
 // Node is a node as the controller shows it.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
+	"syscall"
 
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 
@@ -44,6 +46,13 @@ type Store struct {
 
 // Open opens (creating if needed) the state database at path.
 func Open(ctx context.Context, path string) (*Store, error) {
+	// SQLite's own error for a read-only directory is "unable to open
+	// database file: no such file or directory" (it cannot create the
+	// WAL); say what is really wrong.
+	const wOK = 2
+	if err := syscall.Access(filepath.Dir(path), wOK); err != nil {
+		return nil, fmt.Errorf("open state db %s: its directory is not writable (%w); the controller writes every job there: fix the mount or permissions", path, err)
+	}
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "FULL")

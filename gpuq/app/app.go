@@ -82,12 +82,12 @@ func New() *cli.App {
 				Flags: []cli.Flag{jsonFlag(), &cli.BoolFlag{Name: "noheader", Usage: "print no header line"}},
 			},
 			{
-				Name: "drain", Usage: "stop scheduling new jobs on a node; running jobs finish", ArgsUsage: "NODE",
+				Name: "drain", Usage: "stop scheduling new jobs on a node; running jobs that take checkpoints checkpoint and are requeued elsewhere, the others finish", ArgsUsage: "NODE",
 				Flags:  []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why the node is drained (required; shown by gpuq nodes)"}},
 				Action: nodeAction("drain"),
 			},
 			{
-				Name: "resume", Usage: "return a drained or down node to service", ArgsUsage: "NODE",
+				Name: "resume", Usage: "return a drained or down node, and GPUs taken out of service for health, to service", ArgsUsage: "NODE",
 				Flags:  []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why the node is resumed (kept in the audit log)"}},
 				Action: nodeAction("resume"),
 			},

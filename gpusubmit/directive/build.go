@@ -246,6 +246,14 @@ func (b *builder) build() {
 		}
 		js.Ckpt = spec.Duration(d)
 	}
+	if o, ok := b.get("checkpoint-mode"); ok {
+		switch o.Value {
+		case spec.CkptModeCooperative, spec.CkptModeCRIU:
+			js.CkptMode = o.Value
+		default:
+			b.fail(o, fmt.Errorf("bad checkpoint mode %q; use cooperative or criu", o.Value))
+		}
+	}
 	if o, ok := b.get("signal"); ok {
 		s, err := ParseSignal(o.Value)
 		if err != nil {

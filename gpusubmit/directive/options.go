@@ -64,6 +64,7 @@ var Options = []Def{
 	{Name: "image", Value: "IMAGE", Usage: "container image to run in, or host for the node's root filesystem (default: the node's default)"},
 	{Name: "checkpoint", Value: "INTERVAL", Usage: "ask the job to checkpoint every INTERVAL (minutes, a Slurm time, or 30m/1h); the job gets GPUD_CHECKPOINT_DIR"},
 	{Name: "signal", Value: "[B:]SIG[@SECONDS]", Usage: "send SIG this many seconds (default 60) before the time limit; also the checkpoint signal"},
+	{Name: "checkpoint-mode", Value: "MODE", Usage: "cooperative (default: the job saves its own state on the checkpoint signal) or criu (refused unless a node of the partition passes criu check)"},
 	{Name: "comment", Value: "TEXT", Usage: "free text kept with the job"},
 	{Name: "test-only", Bool: true, Usage: "do not submit; print when and where the job would start"},
 	{Name: "parsable", Bool: true, Usage: "print only the job id"},

@@ -43,8 +43,11 @@ type Sample struct {
 	PowerW float64
 	// XID is the last XID error seen (0: none).
 	XID float64
+	// ECCUncorrected counts uncorrected (double-bit) memory errors since
+	// the driver loaded (NVML's volatile counter).
+	ECCUncorrected float64
 
-	HasUtil, HasMem, HasTemp, HasPower, HasXID bool
+	HasUtil, HasMem, HasTemp, HasPower, HasXID, HasECC bool
 }
 
 // Sampler is implemented by Devices backends that can read utilisation,

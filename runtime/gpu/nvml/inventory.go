@@ -35,6 +35,9 @@ type devices struct {
 	migMinorsPath string
 	// mockMIGs is the MIG state of each mock GPU, for tests.
 	mockMIGs []*mockMIG
+	// mockHealth is a file of readings that override a mock GPU's
+	// synthetic ones (WithMockHealthFile); empty: none.
+	mockHealth string
 
 	mu     sync.Mutex // serialises NVML use and guards closed
 	closed bool

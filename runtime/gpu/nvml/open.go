@@ -45,7 +45,9 @@ type Option func(*options)
 type options struct {
 	mockSeed    string
 	libraryPath string
-	sysfsRoot   string
+	// mockHealth is the test hook of mock backends (see WithMockHealthFile).
+	mockHealth string
+	sysfsRoot  string
 }
 
 // WithMockSeed makes mock GPU UUIDs a function of seed and GPU index, so a
@@ -169,11 +171,12 @@ func openMock(backend string, s *server.Server, o options) *devices {
 		migs = append(migs, installMockMIG(md))
 	}
 	return &devices{
-		backend:  backend,
-		lib:      s,
-		supports: mockSupports,
-		shutdown: func() error { return check("shutdown", s.Shutdown()) },
-		mockMIGs: migs,
+		backend:    backend,
+		lib:        s,
+		supports:   mockSupports,
+		shutdown:   func() error { return check("shutdown", s.Shutdown()) },
+		mockMIGs:   migs,
+		mockHealth: o.mockHealth,
 	}
 }
 

@@ -32,10 +32,17 @@ func (d *devices) Sample(ctx context.Context) ([]gpu.Sample, error) {
 		return []gpu.Sample{}, nil
 	}
 	n, ret := d.lib.DeviceGetCount()
-	if err := check("DeviceGetCount", ret); err != nil {
+	err := check("DeviceGetCount", ret)
+	if err != nil {
 		return nil, fmt.Errorf("sample GPUs of backend %q: %w", d.backend, err)
 	}
 	out := make([]gpu.Sample, 0, n)
+	var over mockOverrides
+	if d.mockMIGs != nil {
+		if over, err = readMockHealth(d.mockHealth); err != nil {
+			return nil, fmt.Errorf("sample GPUs of backend %q: %w", d.backend, err)
+		}
+	}
 	for i := range n {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("sample GPUs of backend %q: %w", d.backend, err)
@@ -49,7 +56,7 @@ func (d *devices) Sample(ctx context.Context) ([]gpu.Sample, error) {
 			return nil, fmt.Errorf("sample GPU %d of backend %q: %w", i, d.backend, err)
 		}
 		if d.mockMIGs != nil {
-			out = append(out, syntheticSample(i, uuid))
+			out = append(out, over.apply(syntheticSample(i, uuid)))
 			continue
 		}
 		out = append(out, readSample(i, uuid, h))
@@ -72,11 +79,14 @@ func readSample(index int, uuid string, h nvml.Device) gpu.Sample {
 	if p, ret := h.GetPowerUsage(); ret == nvml.SUCCESS {
 		s.PowerW, s.HasPower = float64(p)/1000, true // milliwatts
 	}
+	if e, ret := h.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); ret == nvml.SUCCESS {
+		s.ECCUncorrected, s.HasECC = float64(e), true
+	}
 	return s
 }
 
 // syntheticSample is a mock GPU's fixed readings: utilisation 0-99%,
-// 0-49 GiB used, 30-69 C, 70-369 W, no XID.
+// 0-49 GiB used, 30-69 C, 70-369 W, no XID, no ECC error.
 func syntheticSample(index int, uuid string) gpu.Sample {
 	sum := sha256.Sum256([]byte(uuid))
 	v := func(i int) uint64 { return binary.BigEndian.Uint64(sum[8*i:]) }
@@ -84,6 +94,6 @@ func syntheticSample(index int, uuid string) gpu.Sample {
 		Index: index, UUID: uuid,
 		UtilPct: float64(v(0) % 100), MemUsedMiB: float64(v(1)%50) * 1024,
 		TempC: float64(30 + v(2)%40), PowerW: float64(70 + v(3)%300),
-		HasUtil: true, HasMem: true, HasTemp: true, HasPower: true, HasXID: true,
+		HasUtil: true, HasMem: true, HasTemp: true, HasPower: true, HasXID: true, HasECC: true,
 	}
 }

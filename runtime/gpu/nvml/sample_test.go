@@ -2,6 +2,10 @@ package nvml
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -65,5 +69,37 @@ func TestClosedSample(t *testing.T) {
 	defer d2.Close()
 	if _, err := d2.(gpu.Sampler).Sample(ctx); err == nil {
 		t.Error("Sample with a cancelled context succeeded")
+	}
+}
+
+func TestMockHealthFileOverridesReadings(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "health.json")
+	opts := []Option{WithMockSeed("node-a"), WithMockHealthFile(path)}
+	plain := sample(t, BackendDGXH100, opts...) // no file yet: synthetic
+	if diff := cmp.Diff(sample(t, BackendDGXH100, WithMockSeed("node-a")), plain); diff != "" {
+		t.Fatalf("absent hook file changed readings (-want +got):\n%s", diff)
+	}
+	body := `{"3": {"temp_c": 90}, "` + plain[5].UUID + `": {"xid": 79, "ecc_uncorrected": 2}}`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := sample(t, BackendDGXH100, opts...)
+	want := slices.Clone(plain)
+	want[3].TempC = 90
+	want[5].XID, want[5].ECCUncorrected = 79, 2
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("overridden samples (-want +got):\n%s", diff)
+	}
+	if err := os.WriteFile(path, []byte(`{"3": {"temperature": 90}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(context.Background(), BackendDGXH100, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.(gpu.Sampler).Sample(context.Background()); err == nil || !strings.Contains(err.Error(), "temp_c") {
+		t.Errorf("malformed hook file: err = %v, want one showing the format", err)
 	}
 }
