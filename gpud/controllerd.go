@@ -128,8 +128,10 @@ func controllerConfig(c config.Controller) controller.Config {
 			QOS:       c.Scheduler.Priority.WeightQOS,
 			MaxAge:    c.Scheduler.Priority.MaxAge.Std(),
 		},
-		// BackfillDepth, PreemptMinRuntime and CheckpointGrace have no
-		// gpud.toml keys yet: the controller's defaults apply.
+		MaxStartsPerCycle: c.Scheduler.MaxJobsPerCycle,
+		BackfillDepth:     c.Scheduler.BackfillDepth,
+		PreemptMinRuntime: c.Scheduler.PreemptMinRuntime.Std(),
+		CheckpointGrace:   c.Scheduler.CheckpointGrace.Std(),
 	}
 	for _, p := range c.Partitions {
 		nodes := p.Nodes

@@ -142,7 +142,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name:    "unknown key names key, table and allowed keys",
 			content: "version = 1\n[scheduler]\nintervall = \"5s\"\n",
-			want:    []string{`line 3: unknown key "intervall" in [scheduler]`, "allowed: backfill_window, interval, max_jobs_per_cycle, priority"},
+			want:    []string{`line 3: unknown key "intervall" in [scheduler]`, "allowed: backfill_depth, backfill_window, checkpoint_grace, interval, max_jobs_per_cycle, preempt_min_runtime, priority"},
 		},
 		{
 			name:    "unknown key in array table",
@@ -255,6 +255,10 @@ func TestControllerValidate(t *testing.T) {
 			[]string{`[controller] state_dir: "state" must be an absolute path`}},
 		{"max jobs", func(c *Controller) { c.Scheduler.MaxJobsPerCycle = 0 },
 			[]string{"[scheduler] max_jobs_per_cycle: 0 must be at least 1"}},
+		{"backfill and preemption", func(c *Controller) {
+			c.Scheduler.BackfillDepth, c.Scheduler.PreemptMinRuntime, c.Scheduler.CheckpointGrace = -2, "soon", "-1m"
+		}, []string{"[scheduler] backfill_depth: -2 must be at least 1, or -1 for every blocked job",
+			`[scheduler] preempt_min_runtime: "soon" is not a duration`, `[scheduler] checkpoint_grace: "-1m" is not a duration`}},
 		{"negative weight", func(c *Controller) { c.Scheduler.Priority.WeightQOS = -1 },
 			[]string{"[scheduler.priority] weight_qos: -1 must be between 0"}},
 		{"half life", func(c *Controller) { c.Fairshare.DecayHalfLife = "1w" },

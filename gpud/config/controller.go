@@ -45,11 +45,23 @@ type ControllerSection struct {
 // Scheduler is [scheduler].
 type Scheduler struct {
 	// Interval between full scheduling cycles; events trigger cycles too.
-	Interval        Duration `toml:"interval"`
-	MaxJobsPerCycle int      `toml:"max_jobs_per_cycle"`
+	Interval Duration `toml:"interval"`
+	// MaxJobsPerCycle bounds the jobs one cycle starts; the next cycle
+	// follows at once.
+	MaxJobsPerCycle int `toml:"max_jobs_per_cycle"`
+	// BackfillDepth is how many blocked jobs, highest priority first, get
+	// a reservation each cycle; -1 means all (slow on big queues).
+	BackfillDepth int `toml:"backfill_depth"`
 	// BackfillWindow is how far ahead backfill plans reservations.
 	BackfillWindow Duration `toml:"backfill_window"`
-	Priority       Priority `toml:"priority"`
+	// PreemptMinRuntime protects a running job from preemption until it
+	// has run this long, so jobs are not thrashed.
+	PreemptMinRuntime Duration `toml:"preempt_min_runtime"`
+	// CheckpointGrace is how long the scheduler expects a checkpoint-mode
+	// victim to take to checkpoint before it stops (the nodes' checkpoint
+	// timeout bounds it); its preemptor's expected start is after it.
+	CheckpointGrace Duration `toml:"checkpoint_grace"`
+	Priority        Priority `toml:"priority"`
 }
 
 // Priority is [scheduler.priority], Slurm's multifactor weights. Each
@@ -230,9 +242,12 @@ func Defaults() Controller {
 			AllowRootJobs:     true,
 		},
 		Scheduler: Scheduler{
-			Interval:        "5s",
-			MaxJobsPerCycle: 1000,
-			BackfillWindow:  "24h",
+			Interval:          "5s",
+			MaxJobsPerCycle:   1000,
+			BackfillDepth:     100,
+			BackfillWindow:    "24h",
+			PreemptMinRuntime: "0s",
+			CheckpointGrace:   "1m",
 			Priority: Priority{
 				WeightAge:       1000,
 				WeightFairshare: 10000,
@@ -333,6 +348,11 @@ func (c Controller) Validate() error {
 		p.addf("[scheduler] max_jobs_per_cycle: %d must be at least 1", s.MaxJobsPerCycle)
 	}
 	p.duration("[scheduler] backfill_window", s.BackfillWindow, true)
+	if s.BackfillDepth < -1 || s.BackfillDepth == 0 {
+		p.addf("[scheduler] backfill_depth: %d must be at least 1, or -1 for every blocked job", s.BackfillDepth)
+	}
+	p.duration("[scheduler] preempt_min_runtime", s.PreemptMinRuntime, false)
+	p.duration("[scheduler] checkpoint_grace", s.CheckpointGrace, false)
 	for _, w := range []struct {
 		key string
 		v   int64

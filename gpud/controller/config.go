@@ -68,6 +68,9 @@ type Config struct {
 	// is expected to take to checkpoint and stop; its preemptor's
 	// reservation starts after it.
 	CheckpointGrace time.Duration
+	// MaxStartsPerCycle bounds the jobs one cycle starts (0: no bound); a
+	// cycle that reaches it asks for the next at once.
+	MaxStartsPerCycle int
 }
 
 // PriorityWeights are Slurm's multifactor weights: each factor is

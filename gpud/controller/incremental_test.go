@@ -73,3 +73,38 @@ func TestIncrementalCycles(t *testing.T) {
 		t.Fatal("no full cycle after the scheduling interval")
 	}
 }
+
+// TestMaxStartsPerCycle: a cycle that reaches the start limit asks for the
+// next one, so every job starts, a limit's worth per cycle.
+func TestMaxStartsPerCycle(t *testing.T) {
+	h := newHarness(t, newFakeStore(), func(c *Config) { c.MaxStartsPerCycle = 2 })
+	h.register("n1", 5)
+	var ids []spec.JobID
+	for i := range 5 {
+		js := spec.JobSpec{Script: "x", WorkDir: "/tmp", Resources: spec.Resources{GPUsPerNode: 1}, Hold: i > 0}
+		id, err := h.c.Submit(context.Background(), alice, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	h.settle()
+	for _, id := range ids[1:] {
+		if _, err := h.c.JobAction(context.Background(), alice, id, ActionRelease, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.settle() // starts two
+	running := func() int {
+		n := 0
+		for _, id := range ids {
+			if h.job(id).State == spec.StateRunning { // job() settles: one more cycle each
+				n++
+			}
+		}
+		return n
+	}
+	if n := running(); n != 5 {
+		t.Fatalf("%d of 5 jobs running after the follow-up cycles, want 5", n)
+	}
+}

@@ -93,6 +93,7 @@ const waitingSuffix = " (awaiting preempted jobs)"
 // schedConfig is the scheduler's view of the controller's config.
 func (c *Controller) schedConfig() sched.Config {
 	cfg := sched.Config{
+		MaxStartsPerCycle: c.cfg.MaxStartsPerCycle,
 		BackfillDepth:     max(c.cfg.BackfillDepth, 0),
 		BackfillWindow:    c.cfg.BackfillWindow,
 		PreemptMinRuntime: c.cfg.PreemptMinRuntime,
@@ -157,6 +158,9 @@ func (c *Controller) cycle(ctx context.Context) {
 			})
 		}
 		c.apply(tx, plan, now)
+		if cfg.MaxStartsPerCycle > 0 && len(plan.Starts) >= cfg.MaxStartsPerCycle {
+			tx.kick = true // more may start: the next cycle follows at once
+		}
 		s.fullDur = time.Since(start)
 		return nil
 	})
