@@ -251,6 +251,8 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		"SLURM_JOB_PARTITION=" + job.Partition,
 		"SLURM_CPUS_ON_NODE=" + strconv.Itoa(self.CPUs),
 		"SLURM_MEM_PER_NODE=" + strconv.FormatInt(self.MemMiB, 10),
+		// Requeues and preemptions so far: a script can tell a rerun.
+		"SLURM_RESTART_COUNT=" + strconv.Itoa(max(alloc.Attempt-1, 0)),
 		"CUDA_VISIBLE_DEVICES=" + gpus,
 		"NVIDIA_VISIBLE_DEVICES=" + visible,
 	}

@@ -21,6 +21,7 @@ import (
 	runcoptions "github.com/containerd/containerd/api/types/runc/options"
 	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
@@ -78,6 +79,10 @@ type Runtime struct {
 	cdi    *cdi.Cache
 	// cgroupRoot is where the cgroup hierarchies are mounted.
 	cgroupRoot string
+	// scope tells this runtime's cgroups from those of another containerd
+	// on the same host (two clusters, or tests, using the same container
+	// ids): cgroups are host-wide, container ids only per containerd.
+	scope string
 	// createOnly makes Start stop after creating the task, to test the
 	// state a kill -9 between create and start leaves behind.
 	createOnly bool
@@ -110,7 +115,8 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if runcRoot == "" {
 		runcRoot = defaultRuncRoot(opts.Address)
 	}
-	r := &Runtime{client: c, ns: ns, cgroupRoot: "/sys/fs/cgroup", memlock: memlockLimit(), runcRoot: runcRoot}
+	r := &Runtime{client: c, ns: ns, cgroupRoot: "/sys/fs/cgroup", memlock: memlockLimit(), runcRoot: runcRoot,
+		scope: cgroupScope(runcRoot)}
 	if len(opts.CDISpecDirs) > 0 {
 		// An explicit cache, never CDI's global default: the node decides
 		// which directories count. No auto-refresh: it would start a file
@@ -168,7 +174,7 @@ func (r *Runtime) Start(ctx context.Context, cfg runtime.TaskConfig) (retErr err
 		in.ImageEnv, in.ImageCwd = imgSpec.Config.Env, imgSpec.Config.WorkingDir
 		copts = append(copts, client.WithImage(img), client.WithSnapshotter(Snapshotter), client.WithNewSnapshot(cfg.ID, img))
 	}
-	copts = append(copts, client.WithNewSpec(ocispec.Build(cfg, in)...))
+	copts = append(copts, client.WithNewSpec(append(ocispec.Build(cfg, in), oci.WithCgroup(r.cgroupsPath(cfg.ID)))...))
 
 	ctr, err := r.client.NewContainer(ctx, cfg.ID, copts...)
 	if err != nil {
@@ -359,13 +365,39 @@ func (r *Runtime) oomKilled(ctx context.Context, id string) bool {
 	return err == nil && n > 0
 }
 
-// killCgroup SIGKILLs every process in the cgroup containerd gives
-// container id ("/<namespace>/<id>", cgroupfs driver) and waits until it is
-// empty. A missing cgroup is not an error.
-func (r *Runtime) killCgroup(id string) error {
-	procs := filepath.Join(r.cgroupRoot, "pids", r.ns, id, "cgroup.procs")
+// cgroupScope names the cgroups of the runtime whose runc root is
+// runcRoot: each containerd (and so each cluster on a host) has its own.
+func cgroupScope(runcRoot string) string {
+	sum := sha256.Sum256([]byte(runcRoot))
+	return hex.EncodeToString(sum[:4])
+}
+
+// cgroupsPath is the cgroup (cgroupfs driver) of container id:
+// "/<namespace>/<scope>-<id>". containerd's default, "/<namespace>/<id>",
+// is shared by every containerd on the host that runs a container of that
+// id, so a kill or fence of one would hit the other's processes.
+func (r *Runtime) cgroupsPath(id string) string {
+	return "/" + r.ns + "/" + r.scope + "-" + id
+}
+
+// killCgroup SIGKILLs every process in the cgroup of container id (its
+// spec's, else cgroupsPath) and waits until it is empty. A missing cgroup
+// is not an error.
+func (r *Runtime) killCgroup(ctx context.Context, id string) error {
+	path := r.cgroupsPath(id)
+	if ctr, err := r.client.LoadContainer(ctx, id); err == nil {
+		if spec, err := ctr.Spec(ctx); err == nil && spec.Linux != nil && spec.Linux.CgroupsPath != "" {
+			path = spec.Linux.CgroupsPath
+		}
+	}
+	return r.killCgroupPath(path)
+}
+
+// killCgroupPath is killCgroup on a cgroupfs-driver path.
+func (r *Runtime) killCgroupPath(path string) error {
+	procs := filepath.Join(r.cgroupRoot, "pids", path, "cgroup.procs")
 	if _, err := os.Stat(filepath.Join(r.cgroupRoot, "cgroup.controllers")); err == nil {
-		procs = filepath.Join(r.cgroupRoot, r.ns, id, "cgroup.procs") // cgroup v2
+		procs = filepath.Join(r.cgroupRoot, path, "cgroup.procs") // cgroup v2
 	}
 	for try := 0; try < 50; try++ {
 		data, err := os.ReadFile(procs)
@@ -475,7 +507,7 @@ func (r *Runtime) deleteTask(ctx context.Context, id string) error {
 		// containerd may have lost a task whose processes still run (it was
 		// killed while starting it): fence them through the cgroup, so a
 		// job never runs twice at once.
-		if err := r.killCgroup(id); err != nil {
+		if err := r.killCgroup(ctx, id); err != nil {
 			return fmt.Errorf("kill processes left in the cgroup of %s: %w", id, err)
 		}
 	case err != nil:

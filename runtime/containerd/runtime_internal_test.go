@@ -236,7 +236,7 @@ func TestDaemonConfig(t *testing.T) {
 // once the cgroup is empty.
 func TestKillCgroup(t *testing.T) {
 	root := t.TempDir()
-	procs := filepath.Join(root, "pids", "gpud", "job-1", "cgroup.procs")
+	procs := filepath.Join(root, "pids", "gpud", "0a1b2c3d-job-1", "cgroup.procs")
 	if err := os.MkdirAll(filepath.Dir(procs), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -254,14 +254,28 @@ func TestKillCgroup(t *testing.T) {
 		_ = os.WriteFile(procs, nil, 0o644)
 		exited <- err
 	}()
-	r := &Runtime{cgroupRoot: root, ns: "gpud"}
-	if err := r.killCgroup("job-1"); err != nil {
+	r := &Runtime{cgroupRoot: root, ns: "gpud", scope: "0a1b2c3d"}
+	if err := r.killCgroupPath(r.cgroupsPath("job-1")); err != nil {
 		t.Fatalf("killCgroup: %v", err)
 	}
 	if err := <-exited; err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Fatalf("sleep ended with %v, want killed", err)
 	}
-	if err := r.killCgroup("no-such-job"); err != nil {
+	if err := r.killCgroupPath(r.cgroupsPath("no-such-job")); err != nil {
 		t.Fatalf("missing cgroup: %v", err)
+	}
+}
+
+// Two containerds on one host (two clusters, or a test beside a cluster)
+// may run containers of the same id; their cgroups must not be shared, or
+// killing one job would kill the other.
+func TestCgroupsPathPerRuntime(t *testing.T) {
+	a := &Runtime{ns: "gpud", scope: cgroupScope("/run/gpud/runc/a")}
+	b := &Runtime{ns: "gpud", scope: cgroupScope("/tmp/standalone/runc")}
+	if pa, pb := a.cgroupsPath("gpud-1-1-node1"), b.cgroupsPath("gpud-1-1-node1"); pa == pb || !strings.HasPrefix(pa, "/gpud/") {
+		t.Fatalf("cgroups %q and %q: want distinct paths under /gpud/", pa, pb)
+	}
+	if cgroupScope("/x") != cgroupScope("/x") {
+		t.Fatal("scope is not stable for one runc root")
 	}
 }

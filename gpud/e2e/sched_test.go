@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// submit runs gpusubmit with args in dir and returns the job id.
+func (c *cluster) submit(dir string, args ...string) string {
+	c.t.Helper()
+	r := c.cli(dir, "gpusubmit", args...)
+	if r.code != 0 {
+		c.t.Fatalf("gpusubmit %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+	}
+	m := regexp.MustCompile(`Submitted batch job (\d+)`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		c.t.Fatalf("gpusubmit printed %q; want 'Submitted batch job <id>'", r.stdout)
+	}
+	return m[1]
+}
+
+// waitReason polls until pending job id waits for reason.
+func (c *cluster) waitReason(id, reason string, timeout time.Duration) map[string]any {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last map[string]any
+	for time.Now().Before(deadline) {
+		if last = c.showJob(id); last["state"] == "PENDING" && last["reason"] == reason {
+			return last
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	c.t.Fatalf("job %s not PENDING (%s) after %v; last: state=%v reason=%v", id, reason, timeout, last["state"], last["reason"])
+	return nil
+}
+
+func timeField(t *testing.T, j map[string]any, key string) time.Time {
+	t.Helper()
+	s, _ := j[key].(string)
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("job %v: %s = %q: %v", j["id"], key, s, err)
+	}
+	return v
+}
+
+// TestBackfillReservationPreemption is the scheduler issue's first
+// must-show on one mock node of 8 GPUs: a big job waits for Resources with
+// an expected start at the running job's end, a short job backfills, a
+// long one waits for the Reservation, and a high-QOS job preempts a low
+// one by requeue; the low job later runs again under its own id.
+func TestBackfillReservationPreemption(t *testing.T) {
+	c := startCluster(t, 1, "--kill-grace", "2s")
+	work := t.TempDir()
+	low := c.submit(work, "--qos=low", "--gpus-per-node=4", "--time=10", "-o", "low.out", "--wrap",
+		`if [ "$SLURM_RESTART_COUNT" -gt 0 ]; then echo "rerun $SLURM_RESTART_COUNT"; exit 0; fi; sleep 600`)
+	jl := c.waitState(low, 30*time.Second, "RUNNING")
+	big := c.submit(work, "--gpus-per-node=8", "--time=10", "--wrap", "true")
+	jb := c.waitReason(big, "Resources", 30*time.Second)
+	end := timeField(t, jl, "start_time").Add(10 * time.Minute)
+	if d := timeField(t, jb, "expected_start").Sub(end); d < -time.Minute || d > time.Minute {
+		t.Errorf("8-GPU job expected to start %v from the running job's end, want within a minute", d)
+	}
+	short := c.submit(work, "--gpus-per-node=2", "--time=1", "--wrap", "sleep 600")
+	c.waitState(short, 30*time.Second, "RUNNING")
+	long := c.submit(work, "--gpus-per-node=2", "--time=60", "--wrap", "true")
+	c.waitReason(long, "Reservation", 30*time.Second)
+
+	high := c.submit(work, "--qos=high", "--gpus-per-node=4", "--time=10", "--wrap", "sleep 600")
+	c.waitState(high, 30*time.Second, "RUNNING")
+	jl = c.waitState(low, 30*time.Second, "PENDING")
+	if !strings.Contains(jl["reason"].(string)+" "+jl["stop_reason"].(string), "preempt") && jl["attempt"] != float64(1) {
+		t.Errorf("low job after preemption: reason %q, attempt %v", jl["reason"], jl["attempt"])
+	}
+	// The queue, as a user sees it: the pending jobs with their reasons.
+	r := c.cli(work, "gpuq", "-o", "%i %t %r")
+	if r.code != 0 || !strings.Contains(r.stdout, big+" PD ") || !strings.Contains(r.stdout, high+" R ") {
+		t.Errorf("gpuq:\n%s%s", r.stdout, r.stderr)
+	}
+	// Once the others are gone the low job runs again, same id, and ends.
+	for _, id := range []string{high, big, short, long} {
+		if r := c.cli(work, "gpuq", "cancel", id); r.code != 0 && !strings.Contains(r.stderr, "already ended") {
+			t.Fatalf("gpuq cancel %s: %s", id, r.stderr)
+		}
+	}
+	jl = c.waitState(low, 60*time.Second, "COMPLETED")
+	if jl["attempt"] != float64(2) {
+		t.Errorf("low job ended after attempt %v, want 2", jl["attempt"])
+	}
+	out, err := os.ReadFile(filepath.Join(work, "low.out"))
+	if err != nil || !strings.Contains(string(out), "rerun 1") {
+		t.Errorf("low job output %q (%v), want it to say rerun 1", out, err)
+	}
+}
+
+// TestArrayLimitAndDependencies: a 20-task array with %4 never has more
+// than 4 tasks running, an afterok chain runs in order, and afterok on a
+// failed job gives DependencyNeverSatisfied without blocking others.
+func TestArrayLimitAndDependencies(t *testing.T) {
+	c := startCluster(t, 1, "--kill-grace", "2s")
+	work := t.TempDir()
+	arr := c.submit(work, "--array=0-19%4", "--gpus-per-node=1", "--wrap", "sleep 1")
+	first, _ := strconv.Atoi(arr)
+	most := 0
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		r := c.cli(work, "gpuq", "-t", "all", "--noheader", "-o", "%i %T")
+		if r.code != 0 {
+			t.Fatalf("gpuq: %s", r.stderr)
+		}
+		running, done := 0, 0
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 2 || !strings.HasPrefix(f[0], arr+"_") {
+				continue
+			}
+			switch f[1] {
+			case "RUNNING":
+				running++
+			case "COMPLETED":
+				done++
+			}
+		}
+		if running > 4 {
+			t.Fatalf("%d tasks of array %s running at once, want at most 4:\n%s", running, arr, r.stdout)
+		}
+		most = max(most, running)
+		if done == 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("array %s: %d of 20 tasks done after 2 minutes", arr, done)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if most < 2 {
+		t.Errorf("at most %d tasks ever ran at once; the %%4 limit should let up to 4 run", most)
+	}
+	_ = first
+
+	// afterok chain.
+	a := c.submit(work, "--wrap", "sleep 2")
+	b := c.submit(work, "-d", "afterok:"+a, "--wrap", "sleep 1")
+	cc := c.submit(work, "-d", "afterok:"+b, "--wrap", "true")
+	ja := c.waitState(a, 30*time.Second, "COMPLETED")
+	jb := c.waitState(b, 30*time.Second, "COMPLETED")
+	jc := c.waitState(cc, 30*time.Second, "COMPLETED")
+	if timeField(t, jb, "start_time").Before(timeField(t, ja, "end_time")) || timeField(t, jc, "start_time").Before(timeField(t, jb, "end_time")) {
+		t.Errorf("afterok chain out of order: a ends %v, b %v–%v, c starts %v", ja["end_time"], jb["start_time"], jb["end_time"], jc["start_time"])
+	}
+
+	// afterok on a failed job never runs; others are not held up by it.
+	bad := c.submit(work, "--wrap", "exit 3")
+	never := c.submit(work, "-d", "afterok:"+bad, "--wrap", "true")
+	c.waitState(bad, 30*time.Second, "FAILED")
+	c.waitReason(never, "DependencyNeverSatisfied", 30*time.Second)
+	other := c.submit(work, "--wrap", "true")
+	c.waitState(other, 30*time.Second, "COMPLETED")
+}
