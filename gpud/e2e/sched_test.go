@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -162,4 +163,99 @@ func TestArrayLimitAndDependencies(t *testing.T) {
 	c.waitReason(never, "DependencyNeverSatisfied", 30*time.Second)
 	other := c.submit(work, "--wrap", "true")
 	c.waitState(other, 30*time.Second, "COMPLETED")
+}
+
+// TestFairshareOrdersAccounts: two accounts with equal shares, one with
+// heavy past GPU usage. With the node busy, a job of the other account is
+// ordered first, gpuq prio and gpuq share say why, and it starts first.
+func TestFairshareOrdersAccounts(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "gpud.toml")
+	if err := os.WriteFile(conf, []byte(`version = 1
+default_account = "ops"
+
+[[account]]
+name = "heavy"
+shares = 1
+users = ["root"]
+
+[[account]]
+name = "light"
+shares = 1
+users = ["root"]
+
+[[account]]
+name = "ops"
+shares = 1
+users = ["root"]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 1, "--kill-grace", "2s", "--cpus", "16", "--config", conf)
+	work := t.TempDir()
+	past := c.submit(work, "-A", "heavy", "--gpus-per-node=8", "--wrap", "sleep 3")
+	c.waitState(past, 30*time.Second, "COMPLETED")
+	blocker := c.submit(work, "-A", "ops", "--gpus-per-node=8", "--wrap", "sleep 600")
+	c.waitState(blocker, 30*time.Second, "RUNNING")
+	// The heavy account's job is submitted first: only fairshare can put
+	// the light one ahead.
+	heavy := c.submit(work, "-A", "heavy", "--gpus-per-node=8", "--wrap", "true")
+	light := c.submit(work, "-A", "light", "--gpus-per-node=8", "--wrap", "true")
+
+	var prios []struct {
+		JobID    json.Number `json:"job_id"`
+		Priority int64       `json:"priority"`
+		Factors  struct {
+			Fairshare float64 `json:"fairshare"`
+		} `json:"factors"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := c.cli(work, "gpuq", "prio", "--json")
+		if r.code != 0 {
+			t.Fatalf("gpuq prio --json: %s", r.stderr)
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &prios); err != nil {
+			t.Fatalf("gpuq prio --json: %v\n%s", err, r.stdout)
+		}
+		if len(prios) == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(prios) != 2 || prios[0].JobID.String() != light || prios[1].JobID.String() != heavy {
+		t.Fatalf("gpuq prio order %+v, want job %s (light) before %s (heavy)", prios, light, heavy)
+	}
+	if l, h := prios[0], prios[1]; l.Factors.Fairshare <= h.Factors.Fairshare || l.Priority <= h.Priority {
+		t.Errorf("light job fairshare %v priority %d, heavy %v %d: want the light account's higher", l.Factors.Fairshare, l.Priority, h.Factors.Fairshare, h.Priority)
+	}
+	r := c.cli(work, "gpuq", "share", "--json")
+	var share []struct {
+		Account  string  `json:"account"`
+		User     string  `json:"user"`
+		RawUsage float64 `json:"raw_usage"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &share); r.code != 0 || err != nil {
+		t.Fatalf("gpuq share --json: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	usage := map[string]float64{}
+	for _, row := range share {
+		if row.User == "" {
+			usage[row.Account] = row.RawUsage
+		}
+	}
+	// 8 GPUs for about 3 s: some 24 GPU-seconds (container start included).
+	if usage["heavy"] < 16 || usage["light"] != 0 {
+		t.Errorf("gpuq share raw usage heavy %v light %v; want heavy's ~24 GPU-seconds and light none\n%s", usage["heavy"], usage["light"], r.stdout)
+	}
+	if r := c.cli(work, "gpuq", "share"); r.code != 0 || !strings.Contains(r.stdout, "heavy") {
+		t.Errorf("gpuq share table:\n%s%s", r.stdout, r.stderr)
+	}
+	if r := c.cli(work, "gpuq", "cancel", blocker); r.code != 0 {
+		t.Fatalf("gpuq cancel %s: %s", blocker, r.stderr)
+	}
+	jl := c.waitState(light, 30*time.Second, "RUNNING", "COMPLETED")
+	if jh := c.showJob(heavy); jh["state"] != "PENDING" && timeField(t, jh, "start_time").Before(timeField(t, jl, "start_time")) {
+		t.Errorf("heavy account's job started at %v, before the light one's %v", jh["start_time"], jl["start_time"])
+	}
 }
