@@ -406,3 +406,38 @@ func TestControllerAwayNodesDeliver(t *testing.T) {
 	}
 	t.Logf("FAULT controller away %v: all %d exits delivered %v after it came back", away, len(ids), time.Since(start).Round(time.Millisecond))
 }
+
+// TestDrainMovesCheckpointingJob: gpuq drain checkpoints a checkpointing
+// job and requeues it onto the other node, where it resumes; gpuq nodes
+// shows the reason until gpuq resume.
+func TestDrainMovesCheckpointingJob(t *testing.T) {
+	c, _ := startFaultCluster(t, "node1", "node2")
+	cl := c.client()
+	work := t.TempDir()
+	id := submitCounter(t, c, work)
+	j := waitJob(t, cl, id, 60*time.Second, "1 sealed checkpoint", func(j spec.Job) bool { return j.Checkpoints >= 1 })
+	before, from := j.Checkpoints, j.Nodes[0]
+	start := time.Now()
+	if r := c.cli(work, "gpuq", "drain", from, "--reason", "swap PSU"); r.code != 0 {
+		t.Fatalf("gpuq drain: exit %d: %s", r.code, r.stderr)
+	}
+	j = waitJob(t, cl, id, 60*time.Second, "job running on the other node", func(j spec.Job) bool {
+		return j.Attempt == 2 && j.State == spec.StateRunning
+	})
+	moved := time.Since(start)
+	if j.Nodes[0] == from || j.Checkpoints <= before || j.LostWork.Std() > 2*time.Second {
+		t.Errorf("after drain: on %v, checkpoints %d → %d, lost %v; want the other node, one more checkpoint, under one interval lost",
+			j.Nodes, before, j.Checkpoints, j.LostWork.Std())
+	}
+	last := checkResumed(t, work, id)
+	if r := c.cli(work, "gpuq", "nodes"); !regexp.MustCompile(from + `\s+DRAIN\s.*swap PSU`).MatchString(r.stdout) {
+		t.Errorf("gpuq nodes does not show %s drained for 'swap PSU':\n%s", from, r.stdout)
+	}
+	if r := c.cli(work, "gpuq", "resume", from); r.code != 0 {
+		t.Fatalf("gpuq resume: exit %d: %s", r.code, r.stderr)
+	}
+	if r := c.cli(work, "gpuq", "nodes"); strings.Contains(r.stdout, "swap PSU") {
+		t.Errorf("reason still shown after resume:\n%s", r.stdout)
+	}
+	t.Logf("FAULT drain: moved to %s and running after %v, resumed from %s; lost work %v", j.Nodes[0], moved.Round(time.Millisecond), last, j.LostWork.Std())
+}
