@@ -441,3 +441,25 @@ func TestDrainMovesCheckpointingJob(t *testing.T) {
 	}
 	t.Logf("FAULT drain: moved to %s and running after %v, resumed from %s; lost work %v", j.Nodes[0], moved.Round(time.Millisecond), last, j.LostWork.Std())
 }
+
+// TestReadoptedJobKeepsCheckpointing: after kill -9 of its agent, a
+// checkpointing job is re-adopted (not restarted) and still checkpoints
+// every interval.
+func TestReadoptedJobKeepsCheckpointing(t *testing.T) {
+	c, nodes := startFaultCluster(t, "node1")
+	cl := c.client()
+	work := t.TempDir()
+	id := submitCounter(t, c, work)
+	j := waitJob(t, cl, id, 60*time.Second, "1 sealed checkpoint", func(j spec.Job) bool { return j.Checkpoints >= 1 })
+	nodes["node1"].stop(syscall.SIGKILL)
+	n := c.startNode(t, "node1", filepath.Join(c.dir, "node.toml"))
+	waitFor(t, 60*time.Second, "container re-adopted", func() bool { return strings.Contains(n.log.String(), "re-adopting running container") })
+	after := waitJob(t, cl, id, 30*time.Second, "two more checkpoints after the restart", func(x spec.Job) bool { return x.Checkpoints >= j.Checkpoints+2 })
+	if after.Attempt != 1 || after.State != spec.StateRunning {
+		t.Errorf("job attempt %d %s, want attempt 1 still RUNNING (re-adopted)", after.Attempt, after.State)
+	}
+	if !strings.Contains(n.log.String(), "re-adopted job takes its checkpoints again") {
+		t.Errorf("restarted agent did not log resuming checkpoints")
+	}
+	t.Logf("FAULT kill -9 agent of a checkpointing job: re-adopted; checkpoints %d → %d, attempt %d", j.Checkpoints, after.Checkpoints, after.Attempt)
+}
