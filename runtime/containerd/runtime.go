@@ -23,6 +23,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
 	"golang.org/x/sys/unix"
@@ -168,7 +169,7 @@ func (r *Runtime) Start(ctx context.Context, cfg runtime.TaskConfig) (retErr err
 		in.ImageEnv, in.ImageCwd = imgSpec.Config.Env, imgSpec.Config.WorkingDir
 		copts = append(copts, client.WithImage(img), client.WithSnapshotter(Snapshotter), client.WithNewSnapshot(cfg.ID, img))
 	}
-	copts = append(copts, client.WithNewSpec(ocispec.Build(cfg, in)...))
+	copts = append(copts, client.WithNewSpec(append(ocispec.Build(cfg, in), oci.WithCgroup(r.cgroupsPath(cfg.ID)))...))
 
 	ctr, err := r.client.NewContainer(ctx, cfg.ID, copts...)
 	if err != nil {
@@ -359,13 +360,27 @@ func (r *Runtime) oomKilled(ctx context.Context, id string) bool {
 	return err == nil && n > 0
 }
 
-// killCgroup SIGKILLs every process in the cgroup containerd gives
-// container id ("/<namespace>/<id>", cgroupfs driver) and waits until it is
-// empty. A missing cgroup is not an error.
+// cgroupsPath is container id's cgroup (cgroupfs driver):
+// /<namespace>/<runc root name>-<id>. Unlike runc's state, cgroups are
+// host-wide, and two containerds on one host (a standalone's and the
+// system's, or two test clusters) both run "gpud-1-1-node1"; runc's kill
+// --all signals every process in the cgroup, so a shared one would let a
+// stop of one job signal the other.
+func (r *Runtime) cgroupsPath(id string) string {
+	if r.runcRoot == "" {
+		return "/" + r.ns + "/" + id
+	}
+	return "/" + r.ns + "/" + filepath.Base(r.runcRoot) + "-" + id
+}
+
+// killCgroup SIGKILLs every process in container id's cgroup (see
+// cgroupsPath) and waits until it is empty. A missing cgroup is not an
+// error.
 func (r *Runtime) killCgroup(id string) error {
-	procs := filepath.Join(r.cgroupRoot, "pids", r.ns, id, "cgroup.procs")
+	cg := strings.TrimPrefix(r.cgroupsPath(id), "/")
+	procs := filepath.Join(r.cgroupRoot, "pids", cg, "cgroup.procs")
 	if _, err := os.Stat(filepath.Join(r.cgroupRoot, "cgroup.controllers")); err == nil {
-		procs = filepath.Join(r.cgroupRoot, r.ns, id, "cgroup.procs") // cgroup v2
+		procs = filepath.Join(r.cgroupRoot, cg, "cgroup.procs") // cgroup v2
 	}
 	for try := 0; try < 50; try++ {
 		data, err := os.ReadFile(procs)

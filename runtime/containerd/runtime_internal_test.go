@@ -265,3 +265,14 @@ func TestKillCgroup(t *testing.T) {
 		t.Fatalf("missing cgroup: %v", err)
 	}
 }
+
+// Two runtimes on one host (different containerds, so different runc
+// roots) never share a container's cgroup.
+func TestCgroupsPathPerDaemon(t *testing.T) {
+	a := &Runtime{ns: "gpud", runcRoot: defaultRuncRoot("/run/containerd/containerd.sock")}
+	b := &Runtime{ns: "gpud", runcRoot: defaultRuncRoot("/tmp/ge2e-1/containerd/containerd.sock")}
+	pa, pb := a.cgroupsPath("gpud-1-1-node1"), b.cgroupsPath("gpud-1-1-node1")
+	if pa == pb || !strings.HasPrefix(pa, "/gpud/") || !strings.HasSuffix(pa, "-gpud-1-1-node1") {
+		t.Errorf("cgroup paths %q and %q; want distinct paths under /gpud/ ending in the container ID", pa, pb)
+	}
+}
