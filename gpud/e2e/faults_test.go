@@ -463,3 +463,49 @@ func TestReadoptedJobKeepsCheckpointing(t *testing.T) {
 	}
 	t.Logf("FAULT kill -9 agent of a checkpointing job: re-adopted; checkpoints %d → %d, attempt %d", j.Checkpoints, after.Checkpoints, after.Attempt)
 }
+
+// gangScript: on SIGUSR1 every rank saves its own counter; rank 0 marks
+// the checkpoint done once both ranks' files are there.
+const gangScript = `#!/bin/bash
+#GPU --checkpoint=2s
+n=0
+checkpoint() {
+	echo "$n" > "$GPUD_CHECKPOINT_DIR/rank-$NODE_RANK"
+	if [ "$NODE_RANK" = 0 ]; then
+		for i in $(seq 50); do
+			[ -f "$GPUD_CHECKPOINT_DIR/rank-1" ] && break
+			sleep 0.1
+		done
+		touch "$GPUD_CHECKPOINT_DIR/.done"
+	fi
+}
+trap checkpoint USR1
+while [ "$n" -lt 1000000 ]; do
+	n=$((n+1))
+	sleep 0.2
+done
+`
+
+// TestGangRanksCheckpoint: both ranks of a two-node job are signalled, so
+// the sealed checkpoint holds each rank's state.
+func TestGangRanksCheckpoint(t *testing.T) {
+	c := startCluster(t, 2, "--kill-grace", "2s")
+	cl := c.client()
+	work := t.TempDir()
+	writeScript(t, work, "gang.sh", gangScript)
+	r := c.cli(work, "gpusubmit", "--parsable", "-N", "2", "--gpus-per-node", "1", "--time", "5", "gang.sh")
+	if r.code != 0 {
+		t.Fatalf("gpusubmit: exit %d: %s", r.code, r.stderr)
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(r.stdout), 10, 64)
+	if err != nil {
+		t.Fatalf("gpusubmit --parsable printed %q", r.stdout)
+	}
+	j := waitJob(t, cl, spec.JobID(n), 60*time.Second, "2 sealed checkpoints", func(j spec.Job) bool { return j.Checkpoints >= 2 })
+	dir := filepath.Join(c.dir, "checkpoints", fmt.Sprint(n), fmt.Sprintf("ckpt-%08d", j.LastCheckpoint.Seq))
+	for _, rank := range []string{"rank-0", "rank-1"} {
+		if _, err := os.Stat(filepath.Join(dir, rank)); err != nil {
+			t.Errorf("sealed checkpoint %s lacks %s: %v", dir, rank, err)
+		}
+	}
+}
