@@ -172,7 +172,10 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		KillGrace:      s.KillGrace.Std(),
 		DefaultImage:   s.DefaultImage,
 		CheckpointRoot: s.CheckpointRoot,
-		Version:        version,
+		// The grace of a checkpoint-first stop: requeue, checkpoint-mode
+		// preemption, drain, unhealthy GPU.
+		CheckpointTimeout: s.CheckpointTimeout.Std(),
+		Version:           version,
 	}, client, rt, append(healthOption(devs, o.Health), node.WithLogger(o.Log))...) // the agent adds node= itself
 	if err != nil {
 		return err

@@ -348,6 +348,17 @@ func TestNodeValidate(t *testing.T) {
 			[]string{`[node] controller: "unix://gpud.sock" needs an absolute socket path`}},
 		{"metrics_listen", func(n *Node) { n.Node.MetricsListen = "9400" },
 			[]string{`[node] metrics_listen: "9400" is not host:port`}},
+		{"health limits", func(n *Node) {
+			n.Health.Interval = "0s"
+			n.Health.GPUPowerMaxW = -5
+			n.Health.ECCUncorrectedMax = -2
+			n.Health.FatalXIDs = []int{79, 0}
+		}, []string{
+			`[health] interval: "0s" must be a positive duration`,
+			"[health] gpu_power_max_w: -5 must not be negative",
+			"[health] ecc_uncorrected_max: -2 must be -1 (off) or more",
+			"[health] fatal_xids: 0 is not an XID",
+		}},
 		{"several at once", func(n *Node) {
 			n.Node.CPUs = -1
 			n.Node.KillGrace = "soon"

@@ -52,6 +52,10 @@ type NodeSection struct {
 	// KillGrace is the wait between SIGTERM and SIGKILL.
 	KillGrace      Duration `toml:"kill_grace"`
 	CheckpointRoot string   `toml:"checkpoint_root"`
+	// CheckpointTimeout is how long a job has to complete a checkpoint
+	// after the signal; a checkpoint-first stop (requeue, checkpoint-mode
+	// preemption, drain) then goes ahead without one.
+	CheckpointTimeout Duration `toml:"checkpoint_timeout"`
 	// MetricsListen is the host:port the agent serves Prometheus /metrics
 	// on (per-GPU DCGM-style gauges); empty serves none.
 	MetricsListen string `toml:"metrics_listen"`
@@ -86,6 +90,7 @@ func DefaultNode() Node {
 			DefaultImage:      "host",
 			KillGrace:         "30s",
 			CheckpointRoot:    "/var/lib/gpud/checkpoints",
+			CheckpointTimeout: "60s",
 		},
 		Health: Health{GPUTempMaxC: 85, GPUTempSustain: "60s", Interval: "10s",
 			// NVIDIA's "reset the GPU" XIDs: memory page retirement and
@@ -180,6 +185,7 @@ func (n Node) Validate() error {
 		p.addf("[node] default_image: empty; use \"host\" or an image reference")
 	}
 	p.duration("[node] kill_grace", s.KillGrace, true)
+	p.duration("[node] checkpoint_timeout", s.CheckpointTimeout, true)
 	if s.MetricsListen != "" {
 		if _, port, err := net.SplitHostPort(s.MetricsListen); err != nil || port == "" {
 			p.addf("[node] metrics_listen: %q is not host:port (use e.g. \":9400\" or \"127.0.0.1:9400\", or \"\" for no metrics)", s.MetricsListen)

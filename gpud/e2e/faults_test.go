@@ -406,3 +406,106 @@ func TestControllerAwayNodesDeliver(t *testing.T) {
 	}
 	t.Logf("FAULT controller away %v: all %d exits delivered %v after it came back", away, len(ids), time.Since(start).Round(time.Millisecond))
 }
+
+// TestDrainMovesCheckpointingJob: gpuq drain checkpoints a checkpointing
+// job and requeues it onto the other node, where it resumes; gpuq nodes
+// shows the reason until gpuq resume.
+func TestDrainMovesCheckpointingJob(t *testing.T) {
+	c, _ := startFaultCluster(t, "node1", "node2")
+	cl := c.client()
+	work := t.TempDir()
+	id := submitCounter(t, c, work)
+	j := waitJob(t, cl, id, 60*time.Second, "1 sealed checkpoint", func(j spec.Job) bool { return j.Checkpoints >= 1 })
+	before, from := j.Checkpoints, j.Nodes[0]
+	start := time.Now()
+	if r := c.cli(work, "gpuq", "drain", from, "--reason", "swap PSU"); r.code != 0 {
+		t.Fatalf("gpuq drain: exit %d: %s", r.code, r.stderr)
+	}
+	j = waitJob(t, cl, id, 60*time.Second, "job running on the other node", func(j spec.Job) bool {
+		return j.Attempt == 2 && j.State == spec.StateRunning
+	})
+	moved := time.Since(start)
+	if j.Nodes[0] == from || j.Checkpoints <= before || j.LostWork.Std() > 2*time.Second {
+		t.Errorf("after drain: on %v, checkpoints %d → %d, lost %v; want the other node, one more checkpoint, under one interval lost",
+			j.Nodes, before, j.Checkpoints, j.LostWork.Std())
+	}
+	last := checkResumed(t, work, id)
+	if r := c.cli(work, "gpuq", "nodes"); !regexp.MustCompile(from + `\s+DRAIN\s.*swap PSU`).MatchString(r.stdout) {
+		t.Errorf("gpuq nodes does not show %s drained for 'swap PSU':\n%s", from, r.stdout)
+	}
+	if r := c.cli(work, "gpuq", "resume", from); r.code != 0 {
+		t.Fatalf("gpuq resume: exit %d: %s", r.code, r.stderr)
+	}
+	if r := c.cli(work, "gpuq", "nodes"); strings.Contains(r.stdout, "swap PSU") {
+		t.Errorf("reason still shown after resume:\n%s", r.stdout)
+	}
+	t.Logf("FAULT drain: moved to %s and running after %v, resumed from %s; lost work %v", j.Nodes[0], moved.Round(time.Millisecond), last, j.LostWork.Std())
+}
+
+// TestReadoptedJobKeepsCheckpointing: after kill -9 of its agent, a
+// checkpointing job is re-adopted (not restarted) and still checkpoints
+// every interval.
+func TestReadoptedJobKeepsCheckpointing(t *testing.T) {
+	c, nodes := startFaultCluster(t, "node1")
+	cl := c.client()
+	work := t.TempDir()
+	id := submitCounter(t, c, work)
+	j := waitJob(t, cl, id, 60*time.Second, "1 sealed checkpoint", func(j spec.Job) bool { return j.Checkpoints >= 1 })
+	nodes["node1"].stop(syscall.SIGKILL)
+	n := c.startNode(t, "node1", filepath.Join(c.dir, "node.toml"))
+	waitFor(t, 60*time.Second, "container re-adopted", func() bool { return strings.Contains(n.log.String(), "re-adopting running container") })
+	after := waitJob(t, cl, id, 30*time.Second, "two more checkpoints after the restart", func(x spec.Job) bool { return x.Checkpoints >= j.Checkpoints+2 })
+	if after.Attempt != 1 || after.State != spec.StateRunning {
+		t.Errorf("job attempt %d %s, want attempt 1 still RUNNING (re-adopted)", after.Attempt, after.State)
+	}
+	if !strings.Contains(n.log.String(), "re-adopted job takes its checkpoints again") {
+		t.Errorf("restarted agent did not log resuming checkpoints")
+	}
+	t.Logf("FAULT kill -9 agent of a checkpointing job: re-adopted; checkpoints %d → %d, attempt %d", j.Checkpoints, after.Checkpoints, after.Attempt)
+}
+
+// gangScript: on SIGUSR1 every rank saves its own counter; rank 0 marks
+// the checkpoint done once both ranks' files are there.
+const gangScript = `#!/bin/bash
+#GPU --checkpoint=2s
+n=0
+checkpoint() {
+	echo "$n" > "$GPUD_CHECKPOINT_DIR/rank-$NODE_RANK"
+	if [ "$NODE_RANK" = 0 ]; then
+		for i in $(seq 50); do
+			[ -f "$GPUD_CHECKPOINT_DIR/rank-1" ] && break
+			sleep 0.1
+		done
+		touch "$GPUD_CHECKPOINT_DIR/.done"
+	fi
+}
+trap checkpoint USR1
+while [ "$n" -lt 1000000 ]; do
+	n=$((n+1))
+	sleep 0.2
+done
+`
+
+// TestGangRanksCheckpoint: both ranks of a two-node job are signalled, so
+// the sealed checkpoint holds each rank's state.
+func TestGangRanksCheckpoint(t *testing.T) {
+	c := startCluster(t, 2, "--kill-grace", "2s")
+	cl := c.client()
+	work := t.TempDir()
+	writeScript(t, work, "gang.sh", gangScript)
+	r := c.cli(work, "gpusubmit", "--parsable", "-N", "2", "--gpus-per-node", "1", "--time", "5", "gang.sh")
+	if r.code != 0 {
+		t.Fatalf("gpusubmit: exit %d: %s", r.code, r.stderr)
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(r.stdout), 10, 64)
+	if err != nil {
+		t.Fatalf("gpusubmit --parsable printed %q", r.stdout)
+	}
+	j := waitJob(t, cl, spec.JobID(n), 60*time.Second, "2 sealed checkpoints", func(j spec.Job) bool { return j.Checkpoints >= 2 })
+	dir := filepath.Join(c.dir, "checkpoints", fmt.Sprint(n), fmt.Sprintf("ckpt-%08d", j.LastCheckpoint.Seq))
+	for _, rank := range []string{"rank-0", "rank-1"} {
+		if _, err := os.Stat(filepath.Join(dir, rank)); err != nil {
+			t.Errorf("sealed checkpoint %s lacks %s: %v", dir, rank, err)
+		}
+	}
+}

@@ -287,6 +287,12 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		case err == nil:
 			if failing {
 				a.log.Info("heartbeats reach the controller again")
+				// The sender may be in a long backoff: deliver what
+				// happened meanwhile now, not up to a backoff later.
+				select {
+				case a.kick <- struct{}{}:
+				default:
+				}
 			}
 			failing = false
 		case ctx.Err() != nil:

@@ -511,3 +511,22 @@ func TestStuckJobKeepsItsAllocation(t *testing.T) {
 		t.Errorf("exited = %+v, want CANCELLED", got)
 	}
 }
+
+// TestReconnectDeliversAtOnce: after the controller was unreachable long
+// enough for the event sender to back off far, the first heartbeat that
+// gets through makes it deliver at once, not a backoff later.
+func TestReconnectDeliversAtOnce(t *testing.T) {
+	e := newEnv(t, func(e *env) {
+		e.opts = []Option{WithRetryBackoff(time.Hour, time.Hour)}
+		e.fc.Fail(epEvents, true)
+		e.fc.Fail(epHeartbeat, true)
+	})
+	e.fc.Set(asg(7, e.dir))
+	e.waitStarted(t, cid)
+	waitFor(t, "a failed delivery and heartbeat", func() bool {
+		return e.fc.Calls(epEvents) >= 1 && e.fc.Calls(epHeartbeat) >= 1
+	}, e.on()...)
+	e.fc.Fail(epEvents, false)
+	e.fc.Fail(epHeartbeat, false)
+	waitFor(t, "started event delivered after the reconnect", func() bool { return len(e.eventsOf("a7")) == 1 }, e.on()...)
+}
