@@ -33,6 +33,22 @@ type Snapshot struct {
 	Accounts  fairshare.Tree
 	Usage     []fairshare.Usage
 	Fairshare *fairshare.Report
+	// Workload is the expected mix of requests the fgd placement weighs
+	// fragmentation against; empty, it is taken from the pending and
+	// running jobs of the snapshot.
+	Workload []Demand
+}
+
+// Demand is one kind of request in a workload mix, with its share of the
+// arrivals (weights need not sum to 1).
+type Demand struct {
+	// GPUs whole GPUs, or Fraction (0 < Fraction < 1) of one GPU.
+	GPUs     int
+	Fraction float64
+	CPUs     int
+	MemMiB   int64
+	Model    string
+	Weight   float64
 }
 
 // RunningJob is a job holding resources now.
@@ -75,6 +91,9 @@ type Partition struct {
 	Name    string
 	Tier    int
 	MaxTime time.Duration
+	// Placement chooses nodes and GPUs for the partition's jobs; ""
+	// means Config.Placement.
+	Placement Placement
 }
 
 // Node is one node's capacity and what is still free on it.
@@ -111,6 +130,13 @@ type GPU struct {
 	FreeFraction float64
 	// Healthy is false when the node reports a problem with the device.
 	Unhealthy bool
+	// NUMANode is the GPU's NUMA node (-1 or 0 when unknown).
+	// NVLinkGroup numbers the GPUs joined by NVLink/NVSwitch on the node:
+	// GPUs with the same positive group talk over NVLink; 0 means none.
+	// A multi-GPU job gets its GPUs inside one group, else one NUMA node,
+	// when it can.
+	NUMANode    int
+	NVLinkGroup int
 }
 
 // Job is a pending job as the scheduler sees it.
@@ -158,6 +184,9 @@ type Config struct {
 	// before it is stopped; the preemptor's reservation starts after it.
 	PreemptMinRuntime time.Duration
 	CheckpointGrace   time.Duration
+	// Placement is the default of partitions that set none; "" is
+	// PlacePack.
+	Placement Placement
 }
 
 // Plan is what a cycle decided.
