@@ -2,7 +2,9 @@ package sched
 
 import (
 	"cmp"
+	"math/bits"
 	"slices"
+	"time"
 
 	"github.com/gpud/gpud/gpud/sched/backfill"
 )
@@ -145,6 +147,42 @@ func (c *cycle) frag(w *workNode, shares []float64, cpus int, mem int64) float64
 	return f
 }
 
+// fgdState is what a node's fragmentation score depends on, for nodes
+// of up to 8 GPUs of one model and no reservation: nodes in equal states
+// score equally, so a placement scores each state once.
+type fgdState struct {
+	model  string
+	cpus   int
+	mem    int64
+	n      int
+	shares [8]float64
+}
+
+// fgdScore is a state's score for the job being placed: its
+// fragmentation increase and, for a share, the free share of the GPU it
+// goes on.
+type fgdScore struct {
+	d, share float64
+	shared   bool
+}
+
+// fgdStateOf returns w's state, or false when w is not memoisable.
+func fgdStateOf(w *workNode, before []float64) (fgdState, bool) {
+	n := len(before)
+	if n > 8 || w.reserved || n == 0 {
+		return fgdState{}, false
+	}
+	st := fgdState{model: w.n.GPUs[0].Model, cpus: w.phys.CPUs, mem: w.phys.MemMiB, n: n}
+	for k := 1; k < n; k++ {
+		if w.n.GPUs[k].Model != st.model {
+			return fgdState{}, false
+		}
+	}
+	copy(st.shares[:], before)
+	slices.Sort(st.shares[:n])
+	return st, true
+}
+
 // fgdPick scores p, a fit of j on w, by the fragmentation increase; for
 // a GPU share it first chooses the GPU that increases it least.
 func (c *cycle) fgdPick(w *workNode, j *Job, dur int64, p pick) (pick, float64) {
@@ -157,6 +195,33 @@ func (c *cycle) fgdPick(w *workNode, j *Job, dur int64, p pick) (pick, float64) 
 	for k := range n {
 		before[k] = w.share(k)
 	}
+	st, memo := fgdStateOf(w, before)
+	if memo {
+		if sc, ok := c.fgdMemo[st]; ok {
+			if !isFrac(j) {
+				return p, sc.d
+			}
+			for k := range n {
+				if before[k] == sc.share && modelMask(w, j.Req.GPUModel)&(1<<k) != 0 {
+					return pick{node: p.node, gpus: 1 << k, shared: sc.shared}, sc.d
+				}
+			}
+		}
+	}
+	p, d := c.fgdScore(w, j, dur, p, before, after)
+	if memo {
+		k := bits.TrailingZeros64(p.gpus)
+		sc := fgdScore{d: d, shared: p.shared}
+		if k < n {
+			sc.share = before[k]
+		}
+		c.fgdMemo[st] = sc
+	}
+	return p, d
+}
+
+func (c *cycle) fgdScore(w *workNode, j *Job, dur int64, p pick, before, after []float64) (pick, float64) {
+	n := len(before)
 	r := &j.Req
 	cpus, mem := w.phys.CPUs-r.CPUsPerNode, w.phys.MemMiB-r.MemMiB
 	f0 := c.frag(w, before, w.phys.CPUs, w.phys.MemMiB)
@@ -201,4 +266,21 @@ func (c *cycle) fgdPick(w *workNode, j *Job, dur int64, p pick) (pick, float64) 
 		return p, 1e18 // unreachable: p fits on w
 	}
 	return pick{node: p.node, gpus: 1 << best, shared: bestShared}, bestD
+}
+
+// Fragmentation is the cluster's expected GPU fragmentation against the
+// workload mix (in GPUs: the free capacity the mix's requests cannot use,
+// weighted by their shares) and its free GPU capacity; the FGD metric.
+func Fragmentation(nodes []Node, workload []Demand) (frag, free float64) {
+	c := newCycle(&Snapshot{Nodes: nodes, Workload: workload}, time.Time{}, Config{})
+	c.fgdWorkload()
+	for _, w := range c.nodes {
+		shares := make([]float64, len(w.frac))
+		for k := range shares {
+			shares[k] = w.share(k)
+			free += shares[k]
+		}
+		frag += c.frag(w, shares, w.phys.CPUs, w.phys.MemMiB)
+	}
+	return frag, free
 }

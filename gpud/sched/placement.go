@@ -3,6 +3,7 @@ package sched
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"strings"
@@ -143,6 +144,12 @@ func (c *cycle) placeBest(j *Job, dur int64, pol Placement, m *fitMemo) ([]pick,
 			}
 			return cmp.Compare(a.p.node, b.p.node)
 		}
+		if pol == PlaceFGD {
+			if c.fgdMemo == nil {
+				c.fgdMemo = map[fgdState]fgdScore{}
+			}
+			clear(c.fgdMemo) // scores are per job
+		}
 		for i := range c.nodes {
 			p, ok := try(i)
 			if !ok {
@@ -153,7 +160,8 @@ func (c *cycle) placeBest(j *Job, dur int64, pol Placement, m *fitMemo) ([]pick,
 			switch {
 			case pol == PlaceFGD:
 				p, sc.s1 = c.fgdPick(w, j, dur, p)
-				sc.p, sc.s2 = p, float64(freeCount(w))
+				// Equal increases (up to float noise) go best fit.
+				sc.p, sc.s1, sc.s2 = p, math.Round(sc.s1*1e9)/1e9, float64(freeCount(w))
 			case pol == PlaceSpread:
 				sc.s1 = -freeShare(w)
 			default: // pack

@@ -219,6 +219,7 @@ type cycle struct {
 	bucketOf []int8
 	fgd      []fgdGroup
 	shares   []float64
+	fgdMemo  map[fgdState]fgdScore
 }
 
 type counter struct{ gpus, jobs int }
