@@ -22,15 +22,16 @@ import (
 // Pipeline (README.md has the drawing): priority (multifactor with
 // fairshare when Config.Priority has weights, else Job.Priority) orders
 // the jobs (priority desc, submit time asc, id asc); each job in turn is
-// checked for holds, dependencies, QOS/account limits, then placed
-// first-fit by node name on a per-node time–resource profile, so a job
-// starts now only if it does not overlap any reservation made before it.
+// checked for holds, dependencies, QOS/account limits, then placed by its
+// partition's Placement (pack by default; placement.go) on a per-node
+// time–resource profile, so a job starts now only if it does not overlap
+// any reservation made before it.
 // A job that cannot start may preempt lower-QOS work; otherwise it gets a
 // reservation at its earliest fit (up to BackfillDepth jobs, within
 // BackfillWindow). A job with Nodes > 1 is a gang: all nodes or none.
 //
 // With none of the optional Snapshot fields set this is the plain
-// first-fit scheduler: running work has no known end, so no reservation
+// greedy scheduler: running work has no known end, so no reservation
 // can be made and a lower job that fits starts even when a higher one
 // cannot.
 func Schedule(snap *Snapshot, now time.Time, cfg Config) Plan {

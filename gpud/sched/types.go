@@ -18,7 +18,7 @@ type Snapshot struct {
 	Jobs []Job
 
 	// The fields below are optional; left empty, Schedule is the plain
-	// first-fit scheduler (no reservations, no preemption, no limits).
+	// scheduler (no reservations, no preemption, no limits).
 
 	// Running jobs hold what their nodes' Free fields already exclude; their
 	// expected ends (Start + TimeLimit) build the backfill profile, and they
