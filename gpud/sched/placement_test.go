@@ -215,3 +215,36 @@ func TestParsePlacement(t *testing.T) {
 		t.Errorf("bestfit: %v", err)
 	}
 }
+
+// Node lists, exclusions, constraints and --exclusive filter before any
+// placement ranks: pack would take b (2 free) every time.
+func TestPlacementHonoursFilters(t *testing.T) {
+	t.Parallel()
+	a, b, c := pnode("a", 8), pnode("b", 8, 0, 1, 2, 3, 4, 5), pnode("c", 8, 0, 1, 2, 3)
+	a.Features = []string{"ib"}
+	for _, tc := range []struct {
+		name string
+		mod  func(*spec.Resources)
+		want string
+	}{
+		{"none", func(*spec.Resources) {}, "b"},
+		{"nodelist", func(r *spec.Resources) { r.NodeList = []string{"a", "c"} }, "c"},
+		{"exclude", func(r *spec.Resources) { r.Exclude = []string{"b"} }, "c"},
+		{"constraint", func(r *spec.Resources) { r.Constraint = "ib" }, "a"},
+		{"exclusive", func(r *spec.Resources) { r.Exclusive = true }, "a"},
+	} {
+		for _, pol := range []sched.Placement{sched.PlacePack, sched.PlaceFGD} {
+			j := pjob(1, 1, 2)
+			tc.mod(&j.Req)
+			snap := &sched.Snapshot{Nodes: []sched.Node{a, b, c}, Jobs: []sched.Job{j}}
+			cfg := sched.Config{Placement: pol}
+			plan := sched.Schedule(snap, bt0, cfg)
+			if err := sched.VerifyPlan(snap, bt0, cfg, plan); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := placed(t, plan, 1); got[0] != tc.want {
+				t.Errorf("%s (%s): on %s, want %s", tc.name, pol, got[0], tc.want)
+			}
+		}
+	}
+}
