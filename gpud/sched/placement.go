@@ -103,7 +103,8 @@ func (c *cycle) placeBest(j *Job, dur int64, pol Placement, m *fitMemo) ([]pick,
 	want := max(j.Req.Nodes, 1)
 	picks := c.picked[:0]
 	physFit := 0
-	// try reports whether w can hold j now, reservations aside and not.
+	// try reports whether node i holds j now without overlapping a
+	// reservation; physFit counts the nodes that hold it ignoring them.
 	try := func(i int) (pick, bool) {
 		w := c.nodes[i]
 		if !c.eligible(w, j) {
@@ -130,9 +131,8 @@ func (c *cycle) placeBest(j *Job, dur int64, pol Placement, m *fitMemo) ([]pick,
 	if pol == PlaceFGD || isFrac(j) {
 		// Every eligible node is scored; the want best win.
 		type scored struct {
-			p        pick
-			s1, s2   float64
-			physOnly bool
+			p      pick
+			s1, s2 float64
 		}
 		var best []scored
 		better := func(a, b scored) int {
