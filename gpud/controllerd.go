@@ -23,6 +23,7 @@ import (
 	"github.com/gpud/gpud/gpud/config"
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/metrics"
+	"github.com/gpud/gpud/gpud/sched"
 	"github.com/gpud/gpud/gpud/server"
 	"github.com/gpud/gpud/gpud/store"
 )
@@ -146,6 +147,7 @@ func controllerConfig(c config.Controller) controller.Config {
 			MaxTime:      p.MaxTime.Std(),
 			PriorityTier: p.PriorityTier,
 			State:        p.State,
+			Placement:    sched.Placement(p.Placement),
 		})
 	}
 	cc.FairshareHalfLife = c.Fairshare.DecayHalfLife.Std()

@@ -24,7 +24,10 @@ func simulateCommand() *cli.Command {
 		Description: "Reads a trace (SWF, Philly, ITP, Tiresias or Alibaba openb; gzip too), builds a cluster from\n" +
 			"--cluster or --nodes, and runs each --policy: fcfs (strict, no backfill), fcfs-easy-sim and\n" +
 			"sjf-easy-sim (the simulator's EASY baseline, placements by sched.Schedule), sjf (oracle order),\n" +
-			"sched (alias multifactor: sched.Schedule exactly as the controller calls it, with --config).",
+			"sched (alias multifactor: sched.Schedule exactly as the controller calls it, with --config).\n" +
+			"With --fgd it runs the GPU-sharing allocation experiment of the FGD paper instead: tasks in a\n" +
+			"seeded random order, no departures, until the arrived GPU demand reaches --demand percent of the\n" +
+			"cluster; it reports the GPU allocation rate per --placement, averaged over --seed (e.g. 42..51).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "trace", Usage: "trace file (.gz is read transparently)", Required: true},
 			&cli.StringFlag{Name: "format", Usage: "swf, philly, philly-vc, itp, tiresias, openb or auto", Value: "auto"},
@@ -37,7 +40,11 @@ func simulateCommand() *cli.Command {
 			&cli.IntFlag{Name: "jobs", Usage: "jobs per run (0: all)"},
 			&cli.IntFlag{Name: "skip", Usage: "skip this many jobs first"},
 			&cli.IntFlag{Name: "windows", Usage: "run this many random windows of --jobs jobs (seeded by --seed) and average"},
-			&cli.Uint64Flag{Name: "seed", Usage: "seed for window choice", Value: 1},
+			&cli.StringFlag{Name: "seed", Usage: "seed for window choice; with --fgd seeds of the arrival order: N, A..B or a comma list", Value: "1"},
+			&cli.BoolFlag{Name: "fgd", Usage: "run the FGD allocation-rate experiment (shuffled arrivals, no departures) instead of a replay"},
+			&cli.StringSliceFlag{Name: "placement", Usage: "with --fgd, placements to compare (repeatable): " + placementList(),
+				Value: cli.NewStringSlice(string(sched.PlaceFirstFit), string(sched.PlacePack), string(sched.PlaceFGD))},
+			&cli.IntFlag{Name: "demand", Usage: "with --fgd, stop when the arrived GPU demand reaches this percent of the cluster's GPUs", Value: 100},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
 			&cli.StringFlag{Name: "plot", Usage: "write wait/JCT CDFs and utilisation over time as SVG into this directory"},
 		},
@@ -64,6 +71,16 @@ func runSimulate(c *cli.Context) error {
 		}
 	default:
 		return usagef("give the cluster: --cluster 100x8:h100 (or 256x1 for SWF processors) or --nodes FILE")
+	}
+	seeds, err := parseSeeds(c.String("seed"))
+	if err != nil {
+		return usagef("--seed: %v", err)
+	}
+	if c.Bool("fgd") {
+		return runFGD(c, nodes, seeds)
+	}
+	if len(seeds) > 1 {
+		return usagef("--seed %s: a replay takes one seed (several are for --fgd)", c.String("seed"))
 	}
 	cfg := config.Defaults()
 	if p := c.String("config"); p != "" {
@@ -100,7 +117,7 @@ func runSimulate(c *cli.Context) error {
 	}
 	starts := []int{0}
 	if k := c.Int("windows"); k > 0 {
-		starts = sim.WindowStarts(len(all), n, k, c.Uint64("seed"))
+		starts = sim.WindowStarts(len(all), n, k, seeds[0])
 	}
 
 	var rows []sim.Metrics

@@ -99,6 +99,7 @@ default = true
 default_time = "30m"
 max_time = "2d"
 state = "UP"
+placement = "spread"
 [[partition]]
 name = "debug"
 nodes = ["ALL"]
@@ -114,7 +115,7 @@ preempt_mode = "off"
 	want.DefaultQOS = "std"
 	want.Scheduler.Interval = "1s"
 	want.Partitions = []Partition{
-		{Name: "a100", Nodes: []string{"n1", "n2"}, Default: true, DefaultTime: "30m", MaxTime: "2d", State: "UP"},
+		{Name: "a100", Nodes: []string{"n1", "n2"}, Default: true, DefaultTime: "30m", MaxTime: "2d", State: "UP", Placement: "spread"},
 		{Name: "debug", Nodes: []string{"ALL"}}, // keys left out keep zero values: UP, no limits
 	}
 	want.QOS = []QOS{{Name: "std", PreemptMode: "off"}}
@@ -275,11 +276,13 @@ func TestControllerValidate(t *testing.T) {
 			p.DefaultTime = "2h"
 			p.State = "up"
 			p.AllowAccounts = []string{"physics"}
+			p.Placement = "bestfit"
 		}, []string{
 			`[[partition]] "gpu" nodes: "ALL" must be the only entry`,
 			`[[partition]] "gpu" default_time: "2h" exceeds max_time "1h"`,
 			`[[partition]] "gpu" state: "up" is not allowed (use "UP" or "DOWN")`,
 			`[[partition]] "gpu" allow_accounts: "physics" is not an [[account]] (have "default")`,
+			`[[partition]] "gpu" placement: "bestfit" is not a placement (use "pack", "spread", "first-fit", "fgd")`,
 		}},
 		{"duplicate and missing names", func(c *Controller) {
 			c.QOS = append(c.QOS, QOS{Name: "low", PreemptMode: "off"}, QOS{PreemptMode: "off"})

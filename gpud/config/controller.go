@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpud/gpud/gpud/sched"
 )
 
 // Controller is gpud.toml, the controller's configuration.
@@ -162,6 +164,9 @@ type Partition struct {
 	AllowAccounts []string `toml:"allow_accounts"`
 	// State is "UP" or "DOWN"; left out, a partition is UP, as in Slurm.
 	State string `toml:"state"`
+	// Placement is how jobs are put on nodes: "pack" (default), "spread",
+	// "first-fit" or "fgd" (sched.Placement).
+	Placement string `toml:"placement"`
 }
 
 // Preempt modes: how jobs of the QOSes in QOS.Preempt are preempted.
@@ -267,6 +272,7 @@ func Defaults() Controller {
 			DefaultTime: "1h",
 			MaxTime:     Unlimited,
 			State:       PartitionUp,
+			Placement:   string(sched.PlacePack),
 		}},
 		QOS: []QOS{
 			{Name: "low", Priority: 0, PreemptMode: PreemptOff},
@@ -459,6 +465,9 @@ func (c Controller) validatePartitions(p *problems, accounts map[string]bool) {
 		}
 		if part.State != "" && part.State != PartitionUp && part.State != PartitionDown {
 			p.addf("%s state: %q is not allowed (use \"UP\" or \"DOWN\")", key, part.State)
+		}
+		if _, err := sched.ParsePlacement(part.Placement); err != nil {
+			p.addf("%s placement: %v", key, err)
 		}
 	}
 	if defaults != 1 {

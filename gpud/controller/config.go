@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpud/gpud/gpud/sched"
 )
 
 // Partition states.
@@ -111,6 +113,8 @@ type Partition struct {
 	MaxTime     time.Duration
 	// PriorityTier feeds the partition factor of job priority.
 	PriorityTier int
+	// Placement chooses nodes and GPUs ("": sched.PlacePack).
+	Placement sched.Placement
 	// State is one of PartitionUp (default when empty), PartitionDown,
 	// PartitionDrain, PartitionInactive.
 	State string

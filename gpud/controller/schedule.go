@@ -212,9 +212,11 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 			FreeMemMiB: n.inv.MemMiB - u.mem,
 			Allocs:     len(u.jobs),
 		}
-		for _, g := range n.inv.GPUs {
+		groups := nvlinkGroups(n.inv.GPUs)
+		for i, g := range n.inv.GPUs {
 			sn.GPUs = append(sn.GPUs, sched.GPU{UUID: g.UUID, Model: g.Model, Free: !u.gpus[g.UUID], MIGEnabled: g.MIGEnabled,
-				FreeFraction: u.freeFraction(g.UUID), Unhealthy: g.Health != "" && g.Health != "ok"})
+				FreeFraction: u.freeFraction(g.UUID), Unhealthy: g.Health != "" && g.Health != "ok",
+				NUMANode: g.NUMANode, NVLinkGroup: groups[i]})
 		}
 		snap.Nodes = append(snap.Nodes, sn)
 	}
@@ -237,7 +239,8 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 		snap.QOS = append(snap.QOS, sq)
 	}
 	for _, p := range c.cfg.Partitions {
-		snap.Partitions = append(snap.Partitions, sched.Partition{Name: p.Name, Tier: p.PriorityTier, MaxTime: p.MaxTime})
+		snap.Partitions = append(snap.Partitions, sched.Partition{Name: p.Name, Tier: p.PriorityTier, MaxTime: p.MaxTime,
+			Placement: p.Placement})
 	}
 	snap.AccountLimits = c.accountLimits()
 	if c.cfg.Priority.Fairshare != 0 && len(c.cfg.Accounts) > 0 {
@@ -470,4 +473,50 @@ func (c *Controller) preempt(tx *txn, rec *jobRec, p sched.Preemption, now time.
 	j.StopReason, j.Reason = reason, reason
 	c.bumpLive(tx, rec)
 	tx.saveJob(rec)
+}
+
+// nvlinkGroups numbers the NVLink islands of a node's GPUs (1, 2, … in
+// GPU order; 0 for a GPU with no NVLink peer): GPUs are in one island
+// when a chain of reported peers joins them, since NVLink (or NVSwitch)
+// reachability is symmetric even when a node reports one direction.
+func nvlinkGroups(gpus []spec.GPU) []int {
+	idx := make(map[string]int, len(gpus))
+	for i, g := range gpus {
+		idx[g.UUID] = i
+	}
+	parent := make([]int, len(gpus))
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	linked := make([]bool, len(gpus))
+	for i, g := range gpus {
+		for _, p := range g.NVLinkPeers {
+			if j, ok := idx[p]; ok && j != i {
+				linked[i], linked[j] = true, true
+				a, b := find(i), find(j)
+				parent[max(a, b)] = min(a, b)
+			}
+		}
+	}
+	out := make([]int, len(gpus))
+	num := map[int]int{}
+	for i := range gpus {
+		if !linked[i] {
+			continue
+		}
+		r := find(i)
+		if num[r] == 0 {
+			num[r] = len(num) + 1
+		}
+		out[i] = num[r]
+	}
+	return out
 }

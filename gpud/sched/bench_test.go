@@ -111,6 +111,28 @@ func BenchmarkFullCycle(b *testing.B) {
 	}
 }
 
+// BenchmarkPlacement: a full cycle (BackfillDepth 100) per placement; fgd
+// scores every eligible node per start, so it runs on a tenth of the
+// cluster and queue.
+func BenchmarkPlacement(b *testing.B) {
+	for _, p := range sched.Placements {
+		nodes, pending := 10000, 100000
+		if p == sched.PlaceFGD {
+			nodes, pending = 1000, 10000
+		}
+		snap, cfg := benchCluster(nodes, pending)
+		cfg.BackfillDepth, cfg.Placement = 100, p
+		b.Run(fmt.Sprintf("%s/nodes=%d", p, nodes), func(b *testing.B) {
+			var plan sched.Plan
+			b.ReportAllocs()
+			for b.Loop() {
+				plan = sched.Schedule(snap, bt0, cfg)
+			}
+			b.ReportMetric(float64(len(plan.Starts)), "starts")
+		})
+	}
+}
+
 // BenchmarkIncremental: one event after a full cycle, through sched.State.
 func BenchmarkIncremental(b *testing.B) {
 	snap, cfg := benchCluster(10000, 100000)

@@ -22,15 +22,16 @@ import (
 // Pipeline (README.md has the drawing): priority (multifactor with
 // fairshare when Config.Priority has weights, else Job.Priority) orders
 // the jobs (priority desc, submit time asc, id asc); each job in turn is
-// checked for holds, dependencies, QOS/account limits, then placed
-// first-fit by node name on a per-node time–resource profile, so a job
-// starts now only if it does not overlap any reservation made before it.
+// checked for holds, dependencies, QOS/account limits, then placed by its
+// partition's Placement (pack by default; placement.go) on a per-node
+// time–resource profile, so a job starts now only if it does not overlap
+// any reservation made before it.
 // A job that cannot start may preempt lower-QOS work; otherwise it gets a
 // reservation at its earliest fit (up to BackfillDepth jobs, within
 // BackfillWindow). A job with Nodes > 1 is a gang: all nodes or none.
 //
 // With none of the optional Snapshot fields set this is the plain
-// first-fit scheduler: running work has no known end, so no reservation
+// greedy scheduler: running work has no known end, so no reservation
 // can be made and a lower job that fits starts even when a higher one
 // cannot.
 func Schedule(snap *Snapshot, now time.Time, cfg Config) Plan {
@@ -67,6 +68,9 @@ type workNode struct {
 	frac     []float64
 	fracEnd  []int64
 	resvGPUs uint64
+	// nvlink and numa are the masks of GPUs per NVLink group and NUMA
+	// node (nil: no topology to respect).
+	nvlink, numa []uint64
 }
 
 type runJob struct {
@@ -214,6 +218,12 @@ type cycle struct {
 	track   bool
 	started map[spec.JobID]startRec
 	resv    map[spec.JobID]startRec
+	// placement state (placement.go, fgd.go), built on first use
+	buckets  [][]uint64
+	bucketOf []int8
+	fgd      []fgdGroup
+	shares   []float64
+	fgdMemo  map[fgdState]fgdScore
 }
 
 type counter struct{ gpus, jobs int }
@@ -256,6 +266,7 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 			}
 		}
 		w.phys = backfill.Res{GPUs: free, CPUs: n.FreeCPUs, MemMiB: n.FreeMemMiB, Allocs: n.Allocs}
+		w.topology()
 		w.prof = backfill.New(w.phys)
 		c.nodes = append(c.nodes, w)
 	}
@@ -691,13 +702,7 @@ func fitRes(w *workNode, j *Job, free backfill.Res) (uint64, bool) {
 	if bits.OnesCount64(avail) < r.GPUsPerNode {
 		return 0, false
 	}
-	var got uint64
-	for range r.GPUsPerNode {
-		low := avail & -avail
-		got |= low
-		avail &^= low
-	}
-	return got, true
+	return pickGPUs(w, avail, r.GPUsPerNode), true
 }
 
 // fitShared is where fractional j starts now on w: the most used GPU whose
@@ -730,13 +735,17 @@ func fitShared(w *workNode, j *Job, free backfill.Res, end int64, phys bool) (pi
 	return pick{gpus: g}, ok
 }
 
-// placeNow finds the first nodes by name where j fits for dur from now
-// without overlapping a reservation. It returns nil when it does not fit,
+// placeNow finds where j fits for dur from now without overlapping a
+// reservation: the first nodes by name (PlaceFirstFit) or the best by the
+// partition's placement (placeBest). It returns nil when it does not fit,
 // with how many nodes fit and how many would fit ignoring reservations.
 func (c *cycle) placeNow(j *Job, dur int64) ([]pick, int, int) {
 	m := c.memoFor(j)
 	if m.failed && dur >= m.failedDur {
 		return nil, m.fitting, m.physFit
+	}
+	if pol := c.placement(j); pol != PlaceFirstFit {
+		return c.placeBest(j, dur, pol, m)
 	}
 	want := max(j.Req.Nodes, 1)
 	picks := c.picked[:0]
@@ -835,6 +844,7 @@ func (c *cycle) start(j *Job, picks []pick, dur int64) {
 		w.prof.Hold(c.off, backfill.Add(c.off, dur), res)
 		allocs = append(allocs, a)
 		parts = append(parts, runPart{node: p.node, res: res})
+		c.rebucket(p.node)
 	}
 	if c.track {
 		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur)}

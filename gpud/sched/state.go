@@ -105,6 +105,7 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 		for _, p := range rec.parts {
 			w := c.nodes[p.node]
 			addPhys(w, p.res)
+			c.rebucket(p.node)
 			if rec.end > c.off {
 				w.prof.Unhold(max(rec.at, c.off), rec.end, p.res)
 			}
@@ -117,6 +118,7 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 		for _, p := range rj.parts {
 			w := c.nodes[p.node]
 			addPhys(w, p.res)
+			c.rebucket(p.node)
 			if rj.end > c.off {
 				w.prof.Release(c.off, p.res)
 				if rj.end < backfill.Forever {

@@ -18,7 +18,7 @@ type Snapshot struct {
 	Jobs []Job
 
 	// The fields below are optional; left empty, Schedule is the plain
-	// first-fit scheduler (no reservations, no preemption, no limits).
+	// scheduler (no reservations, no preemption, no limits).
 
 	// Running jobs hold what their nodes' Free fields already exclude; their
 	// expected ends (Start + TimeLimit) build the backfill profile, and they
@@ -36,6 +36,10 @@ type Snapshot struct {
 	// AccountLimits cap accounts across every QOS (jobs wait with
 	// ReasonAccountLimit); accounts not listed have none.
 	AccountLimits []AccountLimit
+	// Workload is the expected mix of requests the fgd placement weighs
+	// fragmentation against; empty, it is taken from the pending and
+	// running jobs of the snapshot.
+	Workload []Demand
 }
 
 // AccountLimit is one account's limits; 0 means none. Running jobs and
@@ -51,6 +55,18 @@ type AccountLimit struct {
 	// budget is spent or when its own GPUs × time limit would overrun it.
 	MaxGPUHours  float64
 	UsedGPUHours float64
+}
+
+// Demand is one kind of request in a workload mix, with its share of the
+// arrivals (weights need not sum to 1).
+type Demand struct {
+	// GPUs whole GPUs, or Fraction (0 < Fraction < 1) of one GPU.
+	GPUs     int
+	Fraction float64
+	CPUs     int
+	MemMiB   int64
+	Model    string
+	Weight   float64
 }
 
 // RunningJob is a job holding resources now.
@@ -93,6 +109,9 @@ type Partition struct {
 	Name    string
 	Tier    int
 	MaxTime time.Duration
+	// Placement chooses nodes and GPUs for the partition's jobs; ""
+	// means Config.Placement.
+	Placement Placement
 }
 
 // Node is one node's capacity and what is still free on it.
@@ -129,6 +148,13 @@ type GPU struct {
 	FreeFraction float64
 	// Healthy is false when the node reports a problem with the device.
 	Unhealthy bool
+	// NUMANode is the GPU's NUMA node (-1 or 0 when unknown).
+	// NVLinkGroup numbers the GPUs joined by NVLink/NVSwitch on the node:
+	// GPUs with the same positive group talk over NVLink; 0 means none.
+	// A multi-GPU job gets its GPUs inside one group, else one NUMA node,
+	// when it can.
+	NUMANode    int
+	NVLinkGroup int
 }
 
 // Job is a pending job as the scheduler sees it.
@@ -176,6 +202,9 @@ type Config struct {
 	// before it is stopped; the preemptor's reservation starts after it.
 	PreemptMinRuntime time.Duration
 	CheckpointGrace   time.Duration
+	// Placement is the default of partitions that set none; "" is
+	// PlacePack.
+	Placement Placement
 }
 
 // Plan is what a cycle decided.

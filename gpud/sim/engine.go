@@ -68,6 +68,8 @@ type running struct {
 	cpus   []int
 	mem    []int64
 	estEnd time.Duration
+	// frac is the job's share of its one GPU; 0 for whole GPUs.
+	frac float64
 	// at is the index in engine.runList.
 	at int
 }
@@ -138,8 +140,7 @@ func (e *engine) buildNodes() {
 
 // markUnfittable asks Schedule, once per distinct request, whether the
 // job could start on the empty cluster. Jobs that cannot (bigger than the
-// cluster, a GPU model it lacks, a fraction while sched has no sharing)
-// would block FCFS forever; they are reported, not simulated.
+// cluster, a GPU model it lacks) would block FCFS forever; they are reported, not simulated.
 func (e *engine) markUnfittable() {
 	type reqKey struct {
 		nodes, cpus, gpus int
@@ -163,15 +164,7 @@ func (e *engine) markUnfittable() {
 
 // request is the job's per-node request as the controller normalises it
 // (Nodes ≥ 1, CPUsPerNode ≥ 1).
-func (e *engine) request(i int) spec.Resources {
-	j := &e.jobs[i]
-	r := spec.Resources{Nodes: max(j.Nodes, 1), CPUsPerNode: max(1, (j.CPUMilli+999)/1000), MemMiB: j.MemMiB,
-		GPUsPerNode: j.GPUsPerNode, GPUModel: j.Model}
-	if j.GPUMilli > 0 {
-		r.GPUFraction = float64(j.GPUMilli) / 1000
-	}
-	return r
-}
+func (e *engine) request(i int) spec.Resources { return request(&e.jobs[i], false) }
 
 // schedJob is the pending job as Schedule sees it (compare
 // controller.schedJob): the estimate is all it knows of the run time.
@@ -272,16 +265,28 @@ func (e *engine) apply(s sched.Start) {
 		n.Allocs++
 		for _, u := range na.GPUs {
 			g := e.gpuIx[u]
-			n.GPUs[g.gpu].Free = false // FreeFraction stays 1, as the controller reports it
+			gp := &n.GPUs[g.gpu]
+			if na.GPUFraction > 0 && na.GPUFraction < 1 {
+				// A share: the GPU counts as busy from its first sharer
+				// to its last.
+				r.frac = na.GPUFraction
+				if gp.Free {
+					e.busy[ni]++
+					e.busyGPUs++
+				}
+				gp.Free, gp.FreeFraction = false, max(gp.FreeFraction-na.GPUFraction, 0)
+			} else {
+				gp.Free = false // FreeFraction stays 1, as the controller reports it
+				e.busy[ni]++
+				e.busyGPUs++
+			}
 			r.gpus = append(r.gpus, g)
-			e.busy[ni]++
 		}
 		r.nodes = append(r.nodes, ni)
 		r.cpus = append(r.cpus, na.CPUs)
 		r.mem = append(r.mem, na.MemMiB)
 		e.setState(ni)
 	}
-	e.busyGPUs += len(r.gpus)
 	j := &e.jobs[i]
 	run := j.Runtime
 	est := e.estimate(i)
@@ -317,13 +322,19 @@ func (e *engine) finish(i int) {
 	}
 	for _, g := range r.gpus {
 		gp := &e.nodes[g.node].GPUs[g.gpu]
-		gp.Free = true
+		if r.frac > 0 {
+			gp.FreeFraction += r.frac
+			if gp.FreeFraction < 1-1e-9 {
+				continue // other sharers remain
+			}
+		}
+		gp.Free, gp.FreeFraction = true, 1
 		e.busy[g.node]--
+		e.busyGPUs--
 	}
 	for _, ni := range r.nodes {
 		e.setState(ni)
 	}
-	e.busyGPUs -= len(r.gpus)
 	e.version++
 }
 

@@ -24,8 +24,20 @@ func genCluster(t *rapid.T) *Harness {
 			b.Model("a100")
 		}
 		b.GPUs(rapid.IntRange(0, 8).Draw(t, "gpus"))
-		h.Nodes = append(h.Nodes, b.Obj())
+		n := b.Obj()
+		if rapid.Bool().Draw(t, "topology") {
+			// Two NUMA nodes; NVLink pairs on half the nodes.
+			pairs := rapid.Bool().Draw(t, "nvlink")
+			for k := range n.GPUs {
+				n.GPUs[k].NUMANode = 2 * k / max(len(n.GPUs), 1)
+				if pairs {
+					n.GPUs[k].NVLinkGroup = 1 + k/2
+				}
+			}
+		}
+		h.Nodes = append(h.Nodes, n)
 	}
+	h.Cfg.Placement = rapid.SampledFrom(sched.Placements).Draw(t, "placement")
 	h.QOS = qosSet()
 	if rapid.Bool().Draw(t, "checkpoint") {
 		h.QOS[2].PreemptMode = preempt.ModeCheckpoint
@@ -52,6 +64,8 @@ func genJob(t *rapid.T, id spec.JobID) (sched.Job, time.Duration) {
 	}
 	if rapid.IntRange(0, 9).Draw(t, "excl") == 0 {
 		b.Exclusive()
+	} else if rapid.IntRange(0, 5).Draw(t, "frac") == 0 {
+		b.GPUs(0).Nodes(1).Fraction(float64(rapid.IntRange(1, 9).Draw(t, "tenths")) / 10)
 	}
 	run := limit
 	if limit == 0 || rapid.Bool().Draw(t, "early") {

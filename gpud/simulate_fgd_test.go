@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseSeeds(t *testing.T) {
+	for in, want := range map[string][]uint64{"1": {1}, "42..45": {42, 43, 44, 45}, "1,3..4": {1, 3, 4}} {
+		if got, err := parseSeeds(in); err != nil || !slices.Equal(got, want) {
+			t.Errorf("parseSeeds(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "x", "5..4", "1..", "0..20000"} {
+		if _, err := parseSeeds(in); err == nil || !strings.Contains(err.Error(), "is not a seed") {
+			t.Errorf("parseSeeds(%q) error = %v, want one naming the bad part", in, err)
+		}
+	}
+}
+
+// gpud simulate --fgd on a tiny openb-format trace and node list.
+func TestSimulateFGD(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "pods.csv")
+	nl := filepath.Join(dir, "nodes.csv")
+	pods := "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n" +
+		"p0,4000,1024,1,600,,LS,Running,0,10,0\np1,2000,1024,1,1000,,LS,Running,1,10,1\np2,1000,512,0,0,,BE,Running,2,10,2\n"
+	nodes := "sn,cpu_milli,memory_mib,gpu,model\nn0,16000,65536,2,T4\nn1,32000,65536,4,V100M16\n"
+	if err := os.WriteFile(tr, []byte(pods), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(nl, []byte(nodes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		app := newApp()
+		var out bytes.Buffer
+		app.Writer, app.ErrWriter = &out, &out
+		err := app.Run(append([]string{"gpud", "simulate", "--fgd", "--trace", tr, "--nodes", nl}, args...))
+		return out.String(), err
+	}
+	out, err := run("--seed", "42..44", "--plot", filepath.Join(dir, "plot"))
+	if err != nil {
+		t.Fatalf("simulate --fgd: %v\n%s", err, out)
+	}
+	for _, want := range []string{"6 GPUs", "3 seed(s) 42..44", "first-fit", "pack", "fgd", "published (Weng et al."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "plot", "alloc_curve.svg")); err != nil {
+		t.Errorf("no allocation curve plot: %v", err)
+	}
+	if _, err := run("--placement", "bestfit"); err == nil || !strings.Contains(err.Error(), `"bestfit" is not a placement`) {
+		t.Errorf("--placement bestfit: error %v", err)
+	}
+	if _, err := run("--demand", "0"); err == nil || !strings.Contains(err.Error(), "--demand 0") {
+		t.Errorf("--demand 0: error %v", err)
+	}
+}
