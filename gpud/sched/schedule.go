@@ -211,6 +211,8 @@ type cycle struct {
 	track   bool
 	started map[spec.JobID]startRec
 	resv    map[spec.JobID]startRec
+	// mig is the MIG layout (mig.go), built for the first MIG job.
+	mig *migCycle
 }
 
 type counter struct{ gpus, jobs int }
@@ -239,7 +241,7 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 			if k >= 64 {
 				break
 			}
-			if !g.MIGEnabled && g.Profile == "" && !g.Unhealthy {
+			if (!g.MIGEnabled || migWholeOK(&g)) && g.Profile == "" && !g.Unhealthy {
 				w.ok |= 1 << k
 				switch {
 				case g.Free:
@@ -473,6 +475,10 @@ func (c *cycle) decide(wj wjob, mayPreempt bool) {
 		return
 	}
 	dur := durOf(j)
+	if j.Req.GPUProfile != "" {
+		c.decideMIG(j, dur) // mig.go
+		return
+	}
 	picks, fitting, physFit := c.placeNow(j, dur)
 	if picks != nil {
 		c.start(j, picks, dur)
@@ -582,7 +588,7 @@ func (c *cycle) eligible(w *workNode, j *Job) bool {
 		return false
 	}
 	if r.GPUProfile != "" {
-		// MIG slices need the MIG-aware placement.
+		// MIG jobs are placed by placeMIG (mig.go), not here.
 		return false
 	}
 	if isFrac(j) {

@@ -111,6 +111,8 @@ type GPU struct {
 	FreeFraction float64
 	// Healthy is false when the node reports a problem with the device.
 	Unhealthy bool
+	// MIG is set for a MIG-enabled GPU: its profile table and layout.
+	MIG *MIGGPU
 }
 
 // Job is a pending job as the scheduler sees it.

@@ -211,6 +211,9 @@ type NodeAlloc struct {
 	GPUs []string `json:"gpus,omitempty"`
 	// GPUFraction is set for a shared-GPU allocation (one entry in GPUs).
 	GPUFraction float64 `json:"gpu_fraction,omitempty"`
+	// MIG lists the MIG slices of a MIG job (GPUs is then empty): the node
+	// reuses an existing instance at each placement or creates one.
+	MIG []MIGSlice `json:"mig,omitempty"`
 	// Ended is the controller's record that this node's part has exited
 	// (or its node failed): its resources are free again. A job holds
 	// resources while any part of its current Alloc has not ended.
