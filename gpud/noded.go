@@ -46,6 +46,7 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "containerd", Usage: "containerd socket"},
 			&cli.StringFlag{Name: "cdi-dir", Usage: "directory for the node's CDI spec"},
 			&cli.StringFlag{Name: "features", Usage: "comma-separated node features for --constraint"},
+			&cli.StringFlag{Name: "mig", Usage: "MIG mode of the node's MIG-capable GPUs: off, static or dynamic (see [node] mig)"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus /metrics (per-GPU DCGM-style gauges) on this host:port; \"\" serves none"},
 		),
 		Action: func(c *cli.Context) error {
@@ -85,6 +86,9 @@ func nodeCommand() *cli.Command {
 			}
 			if c.IsSet("features") {
 				s.Features = splitList(c.String("features"))
+			}
+			if c.IsSet("mig") {
+				s.MIG = c.String("mig")
 			}
 			if c.IsSet("metrics-listen") {
 				s.MetricsListen = c.String("metrics-listen")
@@ -133,7 +137,7 @@ type nodeOptions struct {
 func runNode(ctx context.Context, o nodeOptions) error {
 	s := o.Section
 	log := o.Log.With("node", o.Name)
-	inv, devs, err := buildInventory(ctx, inventoryOptions{
+	inv, devs, mig, err := buildInventory(ctx, inventoryOptions{
 		Name:     o.Name,
 		Backend:  s.GPUs,
 		CPUs:     s.CPUs,
@@ -141,6 +145,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		Features: s.Features,
 		CDIDir:   s.CDIDir,
 		DevRoot:  o.DevRoot,
+		MIGMode:  s.MIGModeOf,
 	})
 	if err != nil {
 		return err
@@ -155,6 +160,10 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	if err != nil {
 		return err
 	}
+	opts := []node.Option{node.WithLogger(o.Log)} // the agent adds node= itself
+	if mig != nil {
+		opts = append(opts, node.WithMIG(*mig))
+	}
 	agent, err := node.New(node.Config{
 		Name:           o.Name,
 		StateDir:       s.StateDir,
@@ -163,7 +172,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		DefaultImage:   s.DefaultImage,
 		CheckpointRoot: s.CheckpointRoot,
 		Version:        version,
-	}, client, rt, node.WithLogger(o.Log)) // the agent adds node= itself
+	}, client, rt, opts...)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -48,6 +49,25 @@ type NodeSection struct {
 	// MetricsListen is the host:port the agent serves Prometheus /metrics
 	// on (per-GPU DCGM-style gauges); empty serves none.
 	MetricsListen string `toml:"metrics_listen"`
+	// MIG is the MIG mode of the node's MIG-capable GPUs, one of MIGModes:
+	// "off" leaves MIG mode as the driver has it and offers no slices;
+	// "static" offers the instances an admin made; "dynamic" lets the
+	// scheduler plan instances, which the node creates for each job and
+	// destroys after it.
+	MIG string `toml:"mig"`
+	// MIGGPUs overrides MIG per GPU index ("0" = "static").
+	MIGGPUs map[string]string `toml:"mig_gpus"`
+}
+
+// MIGModes are the values of [node] mig and mig_gpus.
+var MIGModes = []string{"off", "static", "dynamic"}
+
+// MIGModeOf returns the MIG mode of GPU index i. Valid after Validate.
+func (s NodeSection) MIGModeOf(i int) string {
+	if m, ok := s.MIGGPUs[strconv.Itoa(i)]; ok {
+		return m
+	}
+	return s.MIG
 }
 
 // Health is [health]: when a GPU counts as unhealthy.
@@ -71,6 +91,8 @@ func DefaultNode() Node {
 			DefaultImage:      "host",
 			KillGrace:         "30s",
 			CheckpointRoot:    "/var/lib/gpud/checkpoints",
+			MIG:               "off",
+			MIGGPUs:           map[string]string{},
 		},
 		Health: Health{GPUTempMaxC: 85, GPUTempSustain: "60s"},
 	}
@@ -164,6 +186,17 @@ func (n Node) Validate() error {
 	if s.MetricsListen != "" {
 		if _, port, err := net.SplitHostPort(s.MetricsListen); err != nil || port == "" {
 			p.addf("[node] metrics_listen: %q is not host:port (use e.g. \":9400\" or \"127.0.0.1:9400\", or \"\" for no metrics)", s.MetricsListen)
+		}
+	}
+	if !slices.Contains(MIGModes, s.MIG) {
+		p.addf("[node] mig: %q is not a MIG mode (use %s)", s.MIG, quoteList(MIGModes))
+	}
+	for k, v := range s.MIGGPUs {
+		if i, err := strconv.Atoi(k); err != nil || i < 0 {
+			p.addf("[node] mig_gpus: key %q is not a GPU index (use \"0\", \"1\", ...)", k)
+		}
+		if !slices.Contains(MIGModes, v) {
+			p.addf("[node] mig_gpus: GPU %s: %q is not a MIG mode (use %s)", k, v, quoteList(MIGModes))
 		}
 	}
 	if n.Health.GPUTempMaxC < 30 || n.Health.GPUTempMaxC > 120 {

@@ -131,7 +131,7 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 		}
 		for _, g := range n.inv.GPUs {
 			sn.GPUs = append(sn.GPUs, sched.GPU{UUID: g.UUID, Model: g.Model, Free: !u.gpus[g.UUID], MIGEnabled: g.MIGEnabled,
-				FreeFraction: u.freeFraction(g.UUID), Unhealthy: g.Health != "" && g.Health != "ok"})
+				FreeFraction: u.freeFraction(g.UUID), Unhealthy: g.Health != "" && g.Health != "ok", MIG: schedMIG(g, u)})
 		}
 		snap.Nodes = append(snap.Nodes, sn)
 	}

@@ -256,7 +256,12 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		}
 	}
 	if r.GPUProfile != "" {
-		bad("MIG slices (--gpus=%s:N) are not schedulable yet (the MIG scheduler issue brings them); ask for whole GPUs", r.GPUProfile)
+		switch {
+		case r.GPUFraction != 0:
+			bad("a MIG slice (%s) cannot be shared; ask for whole slices", r.GPUProfile)
+		case r.GPUsPerNode == 0:
+			r.GPUsPerNode = 1 // one slice
+		}
 	}
 	if f := r.GPUFraction; f != 0 {
 		// A share of one non-MIG GPU (best-effort isolation via CUDA MPS,
@@ -330,6 +335,9 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 		}
 		return spec.Errorf(spec.ErrInvalid, "--nodelist names %s, not in partition %s (its nodes: %s)", strings.Join(unknown, ","), part.Name, strings.Join(names, ","))
 	}
+	if r.GPUProfile != "" {
+		return checkProfile(members, r) // mig.go
+	}
 	fit := 0
 	var largest *nodeRec
 	for _, n := range members {
@@ -341,7 +349,7 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 		}
 		gpus := 0
 		for _, g := range n.inv.GPUs {
-			if !g.MIGEnabled && (r.GPUModel == "" || g.Model == r.GPUModel) {
+			if wholeCapable(g) && (r.GPUModel == "" || g.Model == r.GPUModel) {
 				gpus++
 			}
 		}
@@ -380,7 +388,7 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 func countGPUs(n *nodeRec, model string) int {
 	k := 0
 	for _, g := range n.inv.GPUs {
-		if !g.MIGEnabled && (model == "" || g.Model == model) {
+		if wholeCapable(g) && (model == "" || g.Model == model) {
 			k++
 		}
 	}

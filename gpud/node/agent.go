@@ -31,6 +31,9 @@ type Agent struct {
 	clock  Clock
 	opts   options
 	gpus   map[string]spec.GPU // inventory by UUID
+	// invMu guards cfg.Inventory, which refreshMIGLayout updates.
+	invMu sync.Mutex
+	migs  migDevs
 
 	ran atomic.Bool
 	ob  *outbox // set by Run before any goroutine starts
@@ -78,6 +81,7 @@ func New(cfg Config, client *api.Client, rt runtime.Runtime, opts ...Option) (*A
 		kick:    make(chan struct{}, 1),
 		runners: map[string]*runner{},
 		owners:  map[string]RunningJob{},
+		migs:    migDevs{whole: map[string]int{}},
 	}, nil
 }
 
@@ -231,12 +235,22 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// inventory copies cfg.Inventory; callers hold invMu.
+func (a *Agent) inventory() spec.Inventory {
+	inv := a.cfg.Inventory
+	inv.GPUs = slices.Clone(inv.GPUs)
+	return inv
+}
+
 // register registers the inventory, retrying until the controller
 // answers or ctx ends, and returns the heartbeat interval to use.
 func (a *Agent) register(ctx context.Context) time.Duration {
 	bo := a.newBackoff()
 	for {
-		resp, err := a.client.Register(ctx, a.cfg.Inventory)
+		a.invMu.Lock()
+		inv := a.inventory()
+		a.invMu.Unlock()
+		resp, err := a.client.Register(ctx, inv)
 		if err == nil {
 			iv := a.cfg.HeartbeatInterval
 			if resp.HeartbeatIntervalSec > 0 {

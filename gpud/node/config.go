@@ -138,6 +138,7 @@ type options struct {
 	clock      Clock
 	backoffMin time.Duration
 	backoffMax time.Duration
+	mig        *MIGConfig
 }
 
 // WithLogger sets the agent's logger (default slog.Default()).

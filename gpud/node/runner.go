@@ -33,6 +33,10 @@ type runner struct {
 	deadline time.Time // zero: no time limit
 	adopted  bool
 	rec      allocRecord // what the outbox knew when the runner was made
+	// mig are the MIG instances acquireDevices got for the job; acquired
+	// says releaseDevices has something to undo.
+	mig      []migDevice
+	acquired bool
 
 	done     chan struct{}
 	stopCh   chan struct{}
@@ -142,7 +146,7 @@ func (r *runner) run(ctx context.Context) {
 			return
 		default:
 		}
-		if !r.start(ctx, log) {
+		if !r.acquire(ctx, log) || !r.start(ctx, log) {
 			return
 		}
 	}
@@ -155,6 +159,26 @@ func (r *runner) run(ctx context.Context) {
 		}
 	}
 	r.wait(ctx, log)
+}
+
+// acquire makes the job's MIG instances (and switches MIG mode off for
+// whole GPUs that need it). A failure is the node's, not the job's: the
+// node reports its real MIG layout to the controller, then the job is
+// requeued so that it is planned again, not lost.
+func (r *runner) acquire(ctx context.Context, log *slog.Logger) bool {
+	devs, err := r.a.acquireDevices(ctx, log, r.self)
+	if err == nil {
+		r.mig, r.acquired = devs, true
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	log.Error("prepare MIG devices; requeueing the job", "err", err)
+	r.a.refreshMIGLayout(ctx, log)
+	r.finish(ctx, log, runtime.ExitStatus{Code: 1}, spec.StateRequeued,
+		fmt.Sprintf("prepare GPUs for job %d on node %s: %v", r.jobID, r.a.cfg.Name, err))
+	return false
 }
 
 // start prepares the job directory and starts the container. It reports
@@ -232,7 +256,7 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 	}
 	in := taskInput{
 		Asg: *r.asg, Self: r.self, NodeName: r.a.cfg.Name, Hostname: r.a.cfg.Hostname, SelfAddr: r.a.cfg.Addr,
-		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, ContainerID: r.id, JobDir: dir,
+		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, MIG: r.mig, ContainerID: r.id, JobDir: dir,
 		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
 	}
 	return buildTask(in)
@@ -501,6 +525,10 @@ func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitSt
 		}
 	}
 	r.a.cleanup(ctx, log, r.id)
+	if r.acquired {
+		r.a.releaseDevices(ctx, log, r.self)
+		r.acquired = false
+	}
 }
 
 var signalNames = map[string]syscall.Signal{

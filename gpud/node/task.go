@@ -182,6 +182,7 @@ type taskInput struct {
 	SelfAddr     string
 	DefaultImage string
 	GPUs         map[string]spec.GPU // inventory by UUID, for CDI names
+	MIG          []migDevice         // the job's MIG instances
 	ContainerID  string
 	JobDir       string
 	ScriptPath   string
@@ -208,8 +209,15 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		}
 	}
 	nodeList := strings.Join(names, ",")
-	gpus := strings.Join(self.GPUs, ",")
+	devs := slices.Clone(self.GPUs)
 	var cdi []string
+	for _, m := range in.MIG {
+		devs = append(devs, m.UUID)
+		if m.CDIName != "" {
+			cdi = append(cdi, m.CDIName)
+		}
+	}
+	gpus := strings.Join(devs, ",")
 	for _, u := range self.GPUs {
 		g, ok := in.GPUs[u]
 		if !ok {
