@@ -34,6 +34,9 @@ type Agent struct {
 	// invMu guards cfg.Inventory, which refreshMIGLayout updates.
 	invMu sync.Mutex
 	migs  migDevs
+	// pins places GPU jobs on cores of their GPUs' NUMA node; nil when
+	// the topology is unknown.
+	pins *cpuPins
 
 	ran atomic.Bool
 	ob  *outbox // set by Run before any goroutine starts
@@ -82,6 +85,7 @@ func New(cfg Config, client *api.Client, rt runtime.Runtime, opts ...Option) (*A
 		runners: map[string]*runner{},
 		owners:  map[string]RunningJob{},
 		migs:    migDevs{whole: map[string]int{}},
+		pins:    newCPUPins(cfg.SysfsRoot, o.log),
 	}, nil
 }
 

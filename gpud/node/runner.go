@@ -37,6 +37,8 @@ type runner struct {
 	// says releaseDevices has something to undo.
 	mig      []migDevice
 	acquired bool
+	// cpus and mems pin a GPU job to its GPUs' NUMA node ("" = not pinned).
+	cpus, mems string
 
 	done     chan struct{}
 	stopCh   chan struct{}
@@ -169,6 +171,9 @@ func (r *runner) acquire(ctx context.Context, log *slog.Logger) bool {
 	devs, err := r.a.acquireDevices(ctx, log, r.self)
 	if err == nil {
 		r.mig, r.acquired = devs, true
+		if numa := gpuNUMA(r.self, r.a.gpus); len(numa) > 0 {
+			r.cpus, r.mems = r.a.pins.pick(r.allocID, r.self.CPUs, numa)
+		}
 		return true
 	}
 	if ctx.Err() != nil {
@@ -257,6 +262,7 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 	in := taskInput{
 		Asg: *r.asg, Self: r.self, NodeName: r.a.cfg.Name, Hostname: r.a.cfg.Hostname, SelfAddr: r.a.cfg.Addr,
 		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, MIG: r.mig, ContainerID: r.id, JobDir: dir,
+		CPUSet: r.cpus, CPUMems: r.mems,
 		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
 	}
 	return buildTask(in)
@@ -527,6 +533,7 @@ func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitSt
 	r.a.cleanup(ctx, log, r.id)
 	if r.acquired {
 		r.a.releaseDevices(ctx, log, r.self)
+		r.a.pins.release(r.allocID)
 		r.acquired = false
 	}
 }

@@ -183,6 +183,8 @@ type taskInput struct {
 	DefaultImage string
 	GPUs         map[string]spec.GPU // inventory by UUID, for CDI names
 	MIG          []migDevice         // the job's MIG instances
+	CPUSet       string              // cores to pin to ("" = none)
+	CPUMems      string
 	ContainerID  string
 	JobDir       string
 	ScriptPath   string
@@ -328,6 +330,8 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		Mounts:         mounts,
 		CPUs:           float64(self.CPUs),
 		MemoryBytes:    self.MemMiB << 20,
+		CPUSet:         in.CPUSet,
+		CPUMems:        in.CPUMems,
 		CDIDevices:     cdi,
 		StdoutPath:     stdout,
 		StderrPath:     stderr,

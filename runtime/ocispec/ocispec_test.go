@@ -239,6 +239,23 @@ func TestWithLimits(t *testing.T) {
 	}
 }
 
+func TestWithCPUSet(t *testing.T) {
+	t.Parallel()
+	s := &oci.Spec{}
+	if err := apply(t, s, WithCPUSet("", "")); err != nil || s.Linux != nil {
+		t.Fatalf("empty cpuset: err %v, linux %+v; want no change", err, s.Linux)
+	}
+	if err := apply(t, s, WithCPUSet("4-7,12", "1")); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Linux.Resources.CPU; c == nil || c.Cpus != "4-7,12" || c.Mems != "1" {
+		t.Errorf("cpu resources = %+v, want cpus 4-7,12 mems 1", c)
+	}
+	if err := apply(t, &oci.Spec{}, WithCPUSet("0-3;rm", "")); err == nil {
+		t.Error("bad list: got no error")
+	}
+}
+
 func TestWithShmSize(t *testing.T) {
 	t.Parallel()
 	shm := func(opts ...string) []specs.Mount {
