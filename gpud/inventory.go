@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	goruntime "runtime"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime/gpu"
 	"github.com/gpud/gpud/runtime/gpu/nvml"
+	"github.com/gpud/gpud/runtime/rdma"
 )
 
 // inventoryOptions say where a node's GPUs come from and what it offers.
@@ -30,6 +32,9 @@ type inventoryOptions struct {
 	// MIGMode returns [node] mig (or its mig_gpus override) for a GPU
 	// index; nil means "off" for all.
 	MIGMode func(index int) string
+	// RDMASysfs is where NICs are discovered ("" skips RDMA); anything but
+	// /sys is a fake tree, whose device nodes are made under DevRoot.
+	RDMASysfs string
 }
 
 // buildInventory discovers the node's GPUs, writes their CDI spec,
@@ -42,6 +47,9 @@ func buildInventory(ctx context.Context, o inventoryOptions) (spec.Inventory, gp
 		return spec.Inventory{}, nil, nil, err
 	}
 	mc, err := setupMIG(ctx, o, devs, &inv)
+	if err == nil {
+		err = setupRDMA(ctx, o, &inv)
+	}
 	if err != nil {
 		devs.Close()
 		return spec.Inventory{}, nil, nil, err
@@ -219,4 +227,42 @@ func setupMIG(ctx context.Context, o inventoryOptions, devs gpu.Devices, inv *sp
 		}
 	}
 	return mc, nil
+}
+
+// setupRDMA discovers the RDMA NICs, pairs every GPU with the closest
+// active ones and writes the NICs' CDI spec.
+func setupRDMA(ctx context.Context, o inventoryOptions, inv *spec.Inventory) error {
+	if o.RDMASysfs == "" {
+		return nil
+	}
+	nics, err := rdma.Discover(ctx, o.RDMASysfs)
+	if err != nil {
+		return fmt.Errorf("[node] rdma_sysfs: %w", err)
+	}
+	if len(nics) == 0 {
+		return nil
+	}
+	devRoot := "/dev"
+	if filepath.Clean(o.RDMASysfs) != "/sys" && o.DevRoot != "" {
+		devRoot = o.DevRoot
+		if err := rdma.MakeMockDeviceNodes(devRoot, nics); err != nil {
+			return fmt.Errorf("make device nodes for fake RDMA NICs: %w", err)
+		}
+	}
+	names, err := rdma.WriteCDISpec(o.CDIDir, rdma.CDIOptions{Name: o.Name, DevRoot: devRoot}, nics)
+	if err != nil {
+		return fmt.Errorf("write RDMA CDI spec: %w", err)
+	}
+	for _, n := range nics {
+		inv.NICs = append(inv.NICs, spec.NIC{Name: n.Name, PCIBusID: n.PCIBusID, NUMANode: n.NUMANode, Switch: n.Switch,
+			Active: n.Active() && names[n.Name] != "", CDIName: names[n.Name]})
+	}
+	for i := range inv.GPUs {
+		g := &inv.GPUs[i]
+		// Without the GPU in sysfs (no PCIe path) pairing falls back to
+		// NVML's NUMA node.
+		loc, _ := rdma.Locate(o.RDMASysfs, g.PCIBusID, g.NUMANode)
+		g.NICs, _ = rdma.Closest(loc, nics)
+	}
+	return nil
 }

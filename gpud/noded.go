@@ -47,6 +47,7 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "cdi-dir", Usage: "directory for the node's CDI spec"},
 			&cli.StringFlag{Name: "features", Usage: "comma-separated node features for --constraint"},
 			&cli.StringFlag{Name: "mig", Usage: "MIG mode of the node's MIG-capable GPUs: off, static or dynamic (see [node] mig)"},
+			&cli.StringFlag{Name: "rdma-sysfs", Usage: "sysfs root to discover RDMA NICs in (default /sys; a fake tree for mock nodes)"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus /metrics (per-GPU DCGM-style gauges) on this host:port; \"\" serves none"},
 		),
 		Action: func(c *cli.Context) error {
@@ -89,6 +90,9 @@ func nodeCommand() *cli.Command {
 			}
 			if c.IsSet("mig") {
 				s.MIG = c.String("mig")
+			}
+			if c.IsSet("rdma-sysfs") {
+				s.RDMASysfs = c.String("rdma-sysfs")
 			}
 			if c.IsSet("metrics-listen") {
 				s.MetricsListen = c.String("metrics-listen")
@@ -138,14 +142,15 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	s := o.Section
 	log := o.Log.With("node", o.Name)
 	inv, devs, mig, err := buildInventory(ctx, inventoryOptions{
-		Name:     o.Name,
-		Backend:  s.GPUs,
-		CPUs:     s.CPUs,
-		MemMiB:   s.MemMiB(),
-		Features: s.Features,
-		CDIDir:   s.CDIDir,
-		DevRoot:  o.DevRoot,
-		MIGMode:  s.MIGModeOf,
+		Name:      o.Name,
+		Backend:   s.GPUs,
+		CPUs:      s.CPUs,
+		MemMiB:    s.MemMiB(),
+		Features:  s.Features,
+		CDIDir:    s.CDIDir,
+		DevRoot:   o.DevRoot,
+		MIGMode:   s.MIGModeOf,
+		RDMASysfs: s.RDMASysfs,
 	})
 	if err != nil {
 		return err

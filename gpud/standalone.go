@@ -28,6 +28,7 @@ func standaloneCommand() *cli.Command {
 			&cli.IntFlag{Name: "cpus", Usage: "CPUs each node offers (0: the host's)"},
 			&cli.StringFlag{Name: "mem", Usage: "memory each node offers, e.g. 64G (default: the host's)"},
 			&cli.StringFlag{Name: "mig", Usage: "MIG mode of every node's GPUs: off, static or dynamic", Value: "off"},
+			&cli.StringFlag{Name: "rdma-sysfs", Usage: "sysfs root every node discovers RDMA NICs in (a fake tree for mock nodes)", Value: "/sys"},
 			&cli.DurationFlag{Name: "kill-grace", Usage: "time between SIGTERM and SIGKILL when a job is stopped", Value: 30 * time.Second},
 		),
 		Action: func(c *cli.Context) error {
@@ -51,6 +52,7 @@ func standaloneCommand() *cli.Command {
 			nodeDefaults.Node.CPUs = c.Int("cpus")
 			nodeDefaults.Node.Mem = c.String("mem")
 			nodeDefaults.Node.MIG = c.String("mig")
+			nodeDefaults.Node.RDMASysfs = c.String("rdma-sysfs")
 			nodeDefaults.Node.KillGrace = config.Duration(c.Duration("kill-grace").String())
 			nodeDefaults.Node.StateDir = filepath.Join(dir, "nodes")
 			nodeDefaults.Node.CDIDir = filepath.Join(dir, "cdi")

@@ -57,6 +57,10 @@ type NodeSection struct {
 	MIG string `toml:"mig"`
 	// MIGGPUs overrides MIG per GPU index ("0" = "static").
 	MIGGPUs map[string]string `toml:"mig_gpus"`
+	// RDMASysfs is the sysfs root RDMA NICs and their PCIe/NUMA
+	// placement are read from: "/sys", or a fake tree for mock nodes
+	// (whose /dev/infiniband nodes are then made under the state dir).
+	RDMASysfs string `toml:"rdma_sysfs"`
 }
 
 // MIGModes are the values of [node] mig and mig_gpus.
@@ -93,6 +97,7 @@ func DefaultNode() Node {
 			CheckpointRoot:    "/var/lib/gpud/checkpoints",
 			MIG:               "off",
 			MIGGPUs:           map[string]string{},
+			RDMASysfs:         "/sys",
 		},
 		Health: Health{GPUTempMaxC: 85, GPUTempSustain: "60s"},
 	}
@@ -156,7 +161,7 @@ func (n Node) Validate() error {
 		p.addf("[node] controller: %q is not an address (use \"unix:///path.sock\" or \"https://host:port\")", s.Controller)
 	}
 	for _, d := range []struct{ key, v string }{
-		{"state_dir", s.StateDir}, {"cdi_dir", s.CDIDir}, {"checkpoint_root", s.CheckpointRoot},
+		{"state_dir", s.StateDir}, {"cdi_dir", s.CDIDir}, {"checkpoint_root", s.CheckpointRoot}, {"rdma_sysfs", s.RDMASysfs},
 	} {
 		if !filepath.IsAbs(d.v) {
 			p.addf("[node] %s: %q must be an absolute path", d.key, d.v)

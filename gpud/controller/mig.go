@@ -82,3 +82,14 @@ func checkProfile(members []*nodeRec, r *spec.Resources) error {
 // wholeCapable reports whether g can ever be handed out whole: a GPU not
 // in MIG mode, or a dynamic MIG GPU (whole while its layout is empty).
 func wholeCapable(g spec.GPU) bool { return !g.MIGEnabled || g.MIGMode == spec.MIGDynamic }
+
+// activeNICs names the node's usable RDMA NICs.
+func activeNICs(inv spec.Inventory) []string {
+	var out []string
+	for _, n := range inv.NICs {
+		if n.Active {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}

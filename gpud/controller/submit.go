@@ -263,6 +263,12 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 			r.GPUsPerNode = 1 // one slice
 		}
 	}
+	switch {
+	case r.RDMA < spec.RDMAPaired || r.RDMA > 64:
+		bad("--rdma=%d is out of range; give --rdma (the NICs paired with the job's GPUs) or --rdma=N with N from 1 to 64", r.RDMA)
+	case r.RDMA == spec.RDMAPaired && r.GPUsPerNode == 0 && r.TotalGPUs == 0 && r.GPUProfile == "" && r.GPUFraction == 0:
+		bad("--rdma pairs NICs with the job's GPUs, but the job asks for none; ask for GPUs or give --rdma=N")
+	}
 	if f := r.GPUFraction; f != 0 {
 		// A share of one non-MIG GPU (best-effort isolation via CUDA MPS,
 		// set up by the node).
@@ -360,6 +366,9 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 		if r.GPUFraction > 0 {
 			need = 1 // a share of one GPU
 		}
+		if r.RDMA != 0 && len(activeNICs(n.inv)) < max(r.RDMA, 1) {
+			continue
+		}
 		if gpus >= need && n.inv.CPUs >= r.CPUsPerNode && n.inv.MemMiB >= r.MemMiB {
 			fit++
 		}
@@ -376,6 +385,9 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 	}
 	if r.Constraint != "" {
 		want += ", features " + r.Constraint
+	}
+	if r.RDMA != 0 {
+		want += fmt.Sprintf(", %d RDMA NIC(s)", max(r.RDMA, 1))
 	}
 	largestDesc := "none matches the node list, exclusions and features"
 	if largest != nil {

@@ -31,6 +31,7 @@ type Agent struct {
 	clock  Clock
 	opts   options
 	gpus   map[string]spec.GPU // inventory by UUID
+	nics   map[string]spec.NIC // RDMA NICs by name
 	// invMu guards cfg.Inventory, which refreshMIGLayout updates.
 	invMu sync.Mutex
 	migs  migDevs
@@ -73,6 +74,10 @@ func New(cfg Config, client *api.Client, rt runtime.Runtime, opts ...Option) (*A
 	for _, g := range cfg.Inventory.GPUs {
 		gpus[g.UUID] = g
 	}
+	nics := make(map[string]spec.NIC, len(cfg.Inventory.NICs))
+	for _, n := range cfg.Inventory.NICs {
+		nics[n.Name] = n
+	}
 	return &Agent{
 		cfg:     cfg,
 		client:  client,
@@ -81,6 +86,7 @@ func New(cfg Config, client *api.Client, rt runtime.Runtime, opts ...Option) (*A
 		clock:   o.clock,
 		opts:    o,
 		gpus:    gpus,
+		nics:    nics,
 		kick:    make(chan struct{}, 1),
 		runners: map[string]*runner{},
 		owners:  map[string]RunningJob{},

@@ -261,7 +261,7 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 	}
 	in := taskInput{
 		Asg: *r.asg, Self: r.self, NodeName: r.a.cfg.Name, Hostname: r.a.cfg.Hostname, SelfAddr: r.a.cfg.Addr,
-		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, MIG: r.mig, ContainerID: r.id, JobDir: dir,
+		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, NICs: r.a.nics, MIG: r.mig, ContainerID: r.id, JobDir: dir,
 		CPUSet: r.cpus, CPUMems: r.mems,
 		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
 	}

@@ -227,7 +227,7 @@ func (c *cycle) migEligible(w *workNode, j *Job) bool {
 	n := w.n
 	if !schedulable(n.State) || j.Partition != "" && !slices.Contains(n.Partitions, j.Partition) ||
 		len(r.NodeList) > 0 && !slices.Contains(r.NodeList, n.Name) || slices.Contains(r.Exclude, n.Name) ||
-		!HasFeatures(n.Features, r.Constraint) {
+		!HasFeatures(n.Features, r.Constraint) || !rdmaFits(n, r) {
 		return false
 	}
 	return n.CPUs >= r.CPUsPerNode && n.MemMiB >= r.MemMiB
@@ -310,6 +310,7 @@ func (c *cycle) placeMIG(j *Job, dur int64) ([]spec.NodeAlloc, []int, int) {
 			}
 			a.MIG = append(a.MIG, sl)
 		}
+		a.NICs = pickNICs(w.n, &a, r.RDMA)
 		allocs = append(allocs, a)
 	}
 	return allocs, nodes, len(got)

@@ -102,6 +102,7 @@ type shape struct {
 	exclusive                    bool
 	qos                          string
 	fraction                     float64
+	rdma                         int
 }
 
 // fitMemo is what a cycle learned about one shape. Within a cycle free
@@ -551,7 +552,7 @@ func shapeOf(j *Job) (shape, bool) {
 		return shape{}, false
 	}
 	return shape{partition: j.Partition, model: r.GPUModel, constraint: r.Constraint, gpus: r.GPUsPerNode, cpus: r.CPUsPerNode,
-		nodes: max(r.Nodes, 1), mem: r.MemMiB, exclusive: r.Exclusive, qos: j.QOS, fraction: r.GPUFraction}, true
+		nodes: max(r.Nodes, 1), mem: r.MemMiB, exclusive: r.Exclusive, qos: j.QOS, fraction: r.GPUFraction, rdma: r.RDMA}, true
 }
 
 func (c *cycle) memoFor(j *Job) *fitMemo {
@@ -584,7 +585,7 @@ func (c *cycle) eligible(w *workNode, j *Job) bool {
 	if slices.Contains(r.Exclude, n.Name) {
 		return false
 	}
-	if !HasFeatures(n.Features, r.Constraint) {
+	if !HasFeatures(n.Features, r.Constraint) || !rdmaFits(n, r) {
 		return false
 	}
 	if r.GPUProfile != "" {
@@ -776,6 +777,7 @@ func (c *cycle) alloc(w *workNode, j *Job, g uint64, rank int, free backfill.Res
 			a.GPUs = append(a.GPUs, w.n.GPUs[k].UUID)
 		}
 	}
+	a.NICs = pickNICs(w.n, &a, j.Req.RDMA) // rdma.go
 	return a
 }
 

@@ -44,6 +44,24 @@ type GPU struct {
 	CDIName string `json:"cdi_name,omitempty"`
 	// Health is "ok" or what is wrong ("XID 79", "temperature 91C").
 	Health string `json:"health,omitempty"`
+	// NICs are the active RDMA NICs closest to the GPU: under its PCIe
+	// switch, else on its NUMA node.
+	NICs []string `json:"nics,omitempty"`
+}
+
+// RDMAPaired is Resources.RDMA for "the NICs paired with my GPUs".
+const RDMAPaired = -1
+
+// NIC is an RDMA device of a node.
+type NIC struct {
+	Name     string `json:"name"`
+	PCIBusID string `json:"pci_bus_id,omitempty"`
+	NUMANode int    `json:"numa_node"`
+	// Switch identifies the PCIe switch the NIC is behind ("" if none).
+	Switch string `json:"switch,omitempty"`
+	// Active: a port is ACTIVE and user-space verbs are available.
+	Active  bool   `json:"active"`
+	CDIName string `json:"cdi_name,omitempty"`
 }
 
 // Inventory is what a node agent registers.
@@ -53,6 +71,7 @@ type Inventory struct {
 	CPUs     int      `json:"cpus"`
 	MemMiB   int64    `json:"mem_mib"`
 	GPUs     []GPU    `json:"gpus"`
+	NICs     []NIC    `json:"nics,omitempty"`
 	Features []string `json:"features,omitempty"`
 	// Version of the agent binary, for gpuq nodes.
 	Version string `json:"version,omitempty"`
