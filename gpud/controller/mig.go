@@ -93,3 +93,38 @@ func activeNICs(inv spec.Inventory) []string {
 	}
 	return out
 }
+
+// migCreated records the MIG UUIDs a node reports for its part's slices
+// (it created them), so the job's GPUs, accounting and gpuq nodes name the
+// real instances. It reports whether anything changed.
+func (c *Controller) migCreated(rec *jobRec, node string, uuids []string) bool {
+	j := &rec.job
+	a := cloneAlloc(j.Alloc)
+	changed := false
+	for i := range a.Nodes {
+		p := &a.Nodes[i]
+		if p.Node != node || p.Ended || len(p.MIG) != len(uuids) {
+			continue
+		}
+		p.MIG = slices.Clone(p.MIG)
+		for k := range p.MIG {
+			if p.MIG[k].UUID != uuids[k] {
+				p.MIG[k].UUID, changed = uuids[k], true
+			}
+		}
+	}
+	if !changed {
+		return false
+	}
+	j.Alloc = a
+	j.GPUs = nil
+	for _, p := range a.Nodes {
+		j.GPUs = append(j.GPUs, p.GPUs...)
+		for _, m := range p.MIG {
+			if m.UUID != "" {
+				j.GPUs = append(j.GPUs, m.UUID)
+			}
+		}
+	}
+	return true
+}

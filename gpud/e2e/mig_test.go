@@ -50,6 +50,12 @@ func TestDynamicMIG(t *testing.T) {
 		if caps := strings.Fields(lines[2]); len(caps) != 4 {
 			t.Errorf("container sees nvidia-caps %v, want the 2 GI + 2 CI access nodes", caps)
 		}
+		// The node reported the instances it made: gpuq show names them.
+		j := c.showJob(strings.TrimSpace(r.stdout))
+		gpus, _ := j["gpus"].([]any)
+		if len(gpus) != 2 || !slices.Contains(uuids, gpus[0].(string)) || !slices.Contains(uuids, gpus[1].(string)) {
+			t.Errorf("gpuq show --json gpus = %v, want the MIG UUIDs %v", j["gpus"], uuids)
+		}
 	})
 
 	var ids []string
@@ -64,11 +70,27 @@ func TestDynamicMIG(t *testing.T) {
 		for _, id := range ids {
 			c.waitState(id, 60*time.Second, "RUNNING")
 		}
+		// The nodes report the instances they made just after starting.
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			named := 0
+			for _, g := range c.migGPUs() {
+				for _, s := range g.MIGSlices {
+					if s.UUID != "" {
+						named++
+					}
+				}
+			}
+			if named == 8 {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 		perGPU := map[int]int{}
 		for _, g := range c.migGPUs() {
 			for _, s := range g.MIGSlices {
-				if s.Job == 0 {
-					t.Errorf("GPU %d slice %+v held by no job", g.Index, s)
+				if s.Job == 0 || !migUUID.MatchString(s.UUID) {
+					t.Errorf("GPU %d slice %+v: want a holding job and its MIG UUID", g.Index, s)
 				}
 				perGPU[g.Index]++
 			}

@@ -98,7 +98,8 @@ type cpuPins struct {
 
 // pick pins n CPUs for alloc: free cores of the preferred NUMA nodes
 // first, then of the others, lowest ids first. It returns the cpuset and,
-// when every core came from the preferred nodes, their memory nodes; ""
+// when every core came from the preferred nodes, the memory nodes the
+// cores came from; ""
 // when the node cannot pin n free cores (the job then runs under its CFS
 // quota alone).
 func (p *cpuPins) pick(alloc string, n int, prefer []int) (cpus, mems string) {
@@ -121,7 +122,7 @@ func (p *cpuPins) pick(alloc string, n int, prefer []int) (cpus, mems string) {
 		}
 		return a - b
 	})
-	var got []int
+	var got, from []int // cores and the NUMA nodes they came from
 	onlyPreferred := true
 	for _, k := range numas {
 		for _, c := range p.topo[k] {
@@ -132,6 +133,9 @@ func (p *cpuPins) pick(alloc string, n int, prefer []int) (cpus, mems string) {
 				continue
 			}
 			got = append(got, c)
+			if !slices.Contains(from, k) {
+				from = append(from, k)
+			}
 			if !slices.Contains(prefer, k) {
 				onlyPreferred = false
 			}
@@ -144,10 +148,11 @@ func (p *cpuPins) pick(alloc string, n int, prefer []int) (cpus, mems string) {
 		p.owner[c] = alloc
 	}
 	slices.Sort(got)
-	if onlyPreferred && len(prefer) > 0 {
-		ms := slices.Clone(prefer)
-		slices.Sort(ms)
-		mems = formatCPUList(slices.Compact(ms))
+	if onlyPreferred {
+		// Only nodes that exist and gave cores: a GPU's NUMA node without
+		// CPUs (or unknown to sysfs) cannot be a memory binding.
+		slices.Sort(from)
+		mems = formatCPUList(from)
 	}
 	return formatCPUList(got), mems
 }

@@ -65,8 +65,10 @@ func TestCPUPins(t *testing.T) {
 		}
 	}
 	p.release("a")
-	if cpus, _ := p.pick("f", 2, []int{1}); cpus != "4-5" {
-		t.Errorf("after release, pick = %q, want 4-5", cpus)
+	// GPUs on nodes 1 and 3 (node 3 has no CPUs): bind only the memory
+	// node the cores came from.
+	if cpus, mems := p.pick("f", 2, []int{1, 3}); cpus != "4-5" || mems != "1" {
+		t.Errorf("after release, pick = %q, %q; want 4-5, 1", cpus, mems)
 	}
 }
 

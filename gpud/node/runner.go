@@ -155,6 +155,9 @@ func (r *runner) run(ctx context.Context) {
 	if !r.rec.Started {
 		ev := api.AllocEvent{Node: r.a.cfg.Name, AllocID: r.allocID, JobID: r.jobID, Kind: api.EventStarted,
 			Time: spec.NewTime(r.a.clock.Now())}
+		for _, m := range r.mig {
+			ev.MIG = append(ev.MIG, m.UUID)
+		}
 		if err := r.a.record(ctx, ev); err != nil {
 			// The exit event will still tell the controller it ran.
 			log.Error("record start of job", "err", err)
@@ -511,9 +514,17 @@ func exitState(st runtime.ExitStatus, stopState spec.JobState, stopWhy string) (
 	}
 }
 
-// finish records the exit (committed before anything else), then deletes
-// the container and the job directory.
+// finish releases the job's devices, records the exit (committed before
+// the container goes), then deletes the container and the job directory.
 func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitStatus, state spec.JobState, why string) {
+	if r.acquired {
+		// Before the exit is reported: once the controller hears of it,
+		// it may plan the same MIG placement (and cores) for the next job,
+		// which must not find this job's instance still there.
+		r.a.releaseDevices(ctx, log, r.self)
+		r.a.pins.release(r.allocID)
+		r.acquired = false
+	}
 	if !r.rec.Exited {
 		ev := r.a.exitEvent(r.allocID, r.jobID, state, why, st)
 		bo := r.a.newBackoff()
@@ -531,11 +542,6 @@ func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitSt
 		}
 	}
 	r.a.cleanup(ctx, log, r.id)
-	if r.acquired {
-		r.a.releaseDevices(ctx, log, r.self)
-		r.a.pins.release(r.allocID)
-		r.acquired = false
-	}
 }
 
 var signalNames = map[string]syscall.Signal{
