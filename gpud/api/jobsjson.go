@@ -300,6 +300,8 @@ func (d *jobsDecoder) resources(r *spec.Resources) bool {
 			return d.float(&r.GPUFraction)
 		case "total_gpus":
 			return d.int(&r.TotalGPUs)
+		case "rdma":
+			return d.int(&r.RDMA)
 		case "exclusive":
 			return d.bool(&r.Exclusive)
 		case "nodelist":
