@@ -122,10 +122,12 @@ func (a *Agent) acquireDevices(ctx context.Context, log *slog.Logger, self spec.
 // releaseDevices undoes acquireDevices after the job: instances on
 // dynamic GPUs are destroyed and MIG mode goes back on for a dynamic GPU
 // no job holds whole any more. Missing instances are fine (idempotent).
-func (a *Agent) releaseDevices(ctx context.Context, log *slog.Logger, self spec.NodeAlloc) {
+// It reports whether it destroyed an instance the registered inventory
+// lists (the controller's view is then stale until the node re-registers).
+func (a *Agent) releaseDevices(ctx context.Context, log *slog.Logger, self spec.NodeAlloc) (stale bool) {
 	m := a.opts.mig
 	if m == nil || len(self.MIG) == 0 && len(self.GPUs) == 0 {
-		return
+		return false
 	}
 	ctx = context.WithoutCancel(ctx)
 	a.migs.mu.Lock()
@@ -149,6 +151,7 @@ func (a *Agent) releaseDevices(ctx context.Context, log *slog.Logger, self spec.
 				continue
 			}
 			changed = true
+			stale = stale || a.registered(s.GPU, d.UUID)
 			log.Info("MIG instance destroyed", "gpu_uuid", s.GPU, "mig_profile", s.Profile, "mig_uuid", d.UUID)
 		}
 	}
@@ -167,6 +170,20 @@ func (a *Agent) releaseDevices(ctx context.Context, log *slog.Logger, self spec.
 			log.Warn("rewrite MIG CDI spec", "err", err)
 		}
 	}
+	return stale
+}
+
+// registered reports whether the inventory lists instance migUUID on GPU
+// gpuUUID.
+func (a *Agent) registered(gpuUUID, migUUID string) bool {
+	a.invMu.Lock()
+	defer a.invMu.Unlock()
+	for _, g := range a.cfg.Inventory.GPUs {
+		if g.UUID == gpuUUID && slices.ContainsFunc(g.MIGSlices, func(s spec.MIGSlice) bool { return s.UUID == migUUID }) {
+			return true
+		}
+	}
+	return false
 }
 
 // findInstance finds the instance at s's placement on s's GPU.

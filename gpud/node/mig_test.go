@@ -164,3 +164,30 @@ func TestMIGCreateFailureRequeues(t *testing.T) {
 		t.Errorf("re-registered MIG layout %+v, want the foreign instance at 4", got)
 	}
 }
+
+func TestMIGReusedRegisteredInstanceReportedGone(t *testing.T) {
+	e := newMIGEnv(t)
+	g0 := e.gpu[0].UUID
+	// An instance the node registered at start (say, left from before)
+	// is reused by a job and, the GPU being dynamic, destroyed after it:
+	// the node registers its layout again so the controller forgets it.
+	d, err := e.mig.CreateMIG(context.Background(), g0, "1g.10gb", 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.agent.refreshMIGLayout(context.Background(), e.agent.log)
+	before := len(e.fc.Registered())
+	a := asg(7, e.dir)
+	a.Alloc.Nodes = []spec.NodeAlloc{migAlloc(spec.MIGSlice{GPU: g0, Profile: "1g.10gb", Placement: spec.MIGPlacement{Start: 6, Size: 1}, UUID: d.UUID})}
+	e.fc.Set(a)
+	e.waitStarted(t, cid)
+	if insts := e.instances(t, g0); len(insts) != 1 || insts[0].UUID != d.UUID {
+		t.Fatalf("instances %+v, want the reused %s alone", insts, d.UUID)
+	}
+	e.rt.Exit(cid, runtime.ExitStatus{})
+	e.waitExited(t, "a7")
+	waitFor(t, "layout re-registered without the instance", func() bool {
+		regs := e.fc.Registered()
+		return len(regs) > before && len(regs[len(regs)-1].GPUs[0].MIGSlices) == 0
+	}, e.on()...)
+}

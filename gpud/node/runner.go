@@ -521,9 +521,12 @@ func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitSt
 		// Before the exit is reported: once the controller hears of it,
 		// it may plan the same MIG placement (and cores) for the next job,
 		// which must not find this job's instance still there.
-		r.a.releaseDevices(ctx, log, r.self)
+		stale := r.a.releaseDevices(ctx, log, r.self)
 		r.a.pins.release(r.allocID)
 		r.acquired = false
+		if stale {
+			r.a.refreshMIGLayout(ctx, log)
+		}
 	}
 	if !r.rec.Exited {
 		ev := r.a.exitEvent(r.allocID, r.jobID, state, why, st)
