@@ -94,6 +94,17 @@ func activeNICs(inv spec.Inventory) []string {
 	return out
 }
 
+// schedNICs is the scheduler's view of the node's usable NICs.
+func schedNICs(inv spec.Inventory) []sched.NIC {
+	var out []sched.NIC
+	for _, n := range inv.NICs {
+		if n.Active {
+			out = append(out, sched.NIC{Name: n.Name, NUMANode: n.NUMANode})
+		}
+	}
+	return out
+}
+
 // migCreated records the MIG UUIDs a node reports for its part's slices
 // (it created them), so the job's GPUs, accounting and gpuq nodes name the
 // real instances. It reports whether anything changed.

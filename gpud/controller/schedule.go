@@ -133,7 +133,7 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 			sn.GPUs = append(sn.GPUs, sched.GPU{UUID: g.UUID, Model: g.Model, Free: !u.gpus[g.UUID], MIGEnabled: g.MIGEnabled,
 				FreeFraction: u.freeFraction(g.UUID), Unhealthy: g.Health != "" && g.Health != "ok", MIG: schedMIG(g, u), NICs: g.NICs})
 		}
-		sn.NICs = activeNICs(n.inv)
+		sn.NICs = schedNICs(n.inv) // mig.go
 		snap.Nodes = append(snap.Nodes, sn)
 	}
 	slices.Sort(active)

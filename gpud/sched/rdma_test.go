@@ -14,7 +14,7 @@ import (
 // PCIe switch of two GPUs).
 func rdmaNode(name string) Node {
 	n := Node{Name: name, State: spec.NodeIdle, CPUs: 64, FreeCPUs: 64, MemMiB: 1 << 20, FreeMemMiB: 1 << 20,
-		NICs: []string{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"}}
+		NICs: []NIC{{"mlx5_0", 0}, {"mlx5_1", 0}, {"mlx5_2", 1}, {"mlx5_3", 1}}}
 	for k := range 8 {
 		n.GPUs = append(n.GPUs, GPU{UUID: fmt.Sprintf("g%d", k), Model: "h100", Free: true, FreeFraction: 1,
 			NICs: []string{fmt.Sprintf("mlx5_%d", k/2)}})
@@ -36,7 +36,8 @@ func TestRDMAPicksPairedNICs(t *testing.T) {
 		{"paired with the job's two GPUs", rdmaNode("n1"), spec.Resources{GPUsPerNode: 2, RDMA: spec.RDMAPaired}, []string{"mlx5_0"}},
 		{"four GPUs span two switches", rdmaNode("n1"), spec.Resources{GPUsPerNode: 4, RDMA: spec.RDMAPaired}, []string{"mlx5_0", "mlx5_1"}},
 		{"GPUs on NUMA node 1 get its NICs", busy, spec.Resources{GPUsPerNode: 2, RDMA: spec.RDMAPaired}, []string{"mlx5_2"}},
-		{"N NICs, nearest first", busy, spec.Resources{GPUsPerNode: 2, RDMA: 2}, []string{"mlx5_2", "mlx5_0"}},
+		{"N NICs: paired, then its NUMA node's", busy, spec.Resources{GPUsPerNode: 2, RDMA: 2}, []string{"mlx5_2", "mlx5_3"}},
+		{"N NICs: then the other NUMA node's", busy, spec.Resources{GPUsPerNode: 2, RDMA: 3}, []string{"mlx5_2", "mlx5_3", "mlx5_0"}},
 		{"more NICs than the node has", rdmaNode("n1"), spec.Resources{GPUsPerNode: 1, RDMA: 5}, nil},
 		{"no NICs on the node", Node{Name: "n1", State: spec.NodeIdle, CPUs: 8, FreeCPUs: 8, MemMiB: 100, FreeMemMiB: 100},
 			spec.Resources{RDMA: spec.RDMAPaired}, nil},

@@ -91,7 +91,7 @@ type Node struct {
 	FreeMemMiB int64
 	GPUs       []GPU
 	// NICs are the node's active RDMA NICs (rdma.go).
-	NICs []string
+	NICs []NIC
 	// Allocs counts the allocations running on the node; an exclusive job
 	// needs a node with none.
 	Allocs int

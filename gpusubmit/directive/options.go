@@ -59,7 +59,7 @@ var Options = []Def{
 	{Name: "no-requeue", Bool: true, Usage: "never requeue the job", family: "requeue"},
 	{Name: "begin", Value: "TIME", Usage: "do not start before " + BeginForms},
 	{Name: "nice", Value: "N", Usage: "lower the job's priority by N (negative raises it; needs operator rights)"},
-	{Name: "rdma", Value: "[N]", Optional: RDMAPaired, Usage: "RDMA NICs on each node for NCCL/MPI over InfiniBand or RoCE: alone, the NICs paired with the job's GPUs (same PCIe switch, else NUMA node); =N, N NICs, paired ones first. The job gets their /dev/infiniband devices, NCCL_IB_HCA naming them and unlimited locked memory"},
+	{Name: "rdma", Value: "[N]", Optional: RDMAPaired, Usage: "RDMA NICs on each node for NCCL/MPI over InfiniBand or RoCE: alone, the NICs paired with the job's GPUs (same PCIe switch, else NUMA node); =N, N NICs, paired ones first, then those on their NUMA node. The job gets their /dev/infiniband devices, NCCL_IB_HCA naming them and unlimited locked memory"},
 	{Name: "exclusive", Bool: true, Usage: "do not share nodes with other jobs"},
 	{Name: "nodelist", Short: "w", Value: "HOSTS", Usage: "run on these nodes: gpu01,gpu02 or gpu[01-04]"},
 	{Name: "exclude", Short: "x", Value: "HOSTS", Usage: "never run on these nodes, same forms as --nodelist"},
