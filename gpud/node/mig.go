@@ -96,7 +96,9 @@ func (a *Agent) acquireDevices(ctx context.Context, log *slog.Logger, self spec.
 		if a.migs.whole[u] == 0 {
 			if err := m.MIG.SetMIGMode(ctx, u, false); err != nil {
 				for _, s := range switched {
-					_ = m.MIG.SetMIGMode(context.WithoutCancel(ctx), s, true)
+					if err := m.MIG.SetMIGMode(context.WithoutCancel(ctx), s, true); err != nil {
+						log.Warn("switch MIG mode back on after a failed start", "gpu_uuid", s, "err", err)
+					}
 					a.migs.whole[s]--
 				}
 				undo()

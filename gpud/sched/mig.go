@@ -61,6 +61,8 @@ func placementMask(p spec.MIGPlacement) uint64 {
 	return (uint64(1)<<p.Size - 1) << p.Start
 }
 
+// migState returns the cycle's MIG view, building it from the snapshot on
+// first use (cycles without MIG jobs never pay for it).
 func (c *cycle) migState() *migCycle {
 	if c.mig != nil {
 		return c.mig
