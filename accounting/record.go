@@ -137,10 +137,12 @@ func (db *DB) recordJob(ctx context.Context, st *recordStmts, j *spec.Job) error
 		nodes, gpus, cpus, mem, gpuCount = nil, nil, 0, 0, 0
 		for _, n := range a.Nodes {
 			nodes = append(nodes, n.Node)
-			gpus = append(gpus, n.GPUs...)
+			for _, d := range devices(&n) {
+				gpus = append(gpus, d.id)
+			}
 			cpus += n.CPUs
 			mem += n.MemMiB
-			gpuCount += len(n.GPUs)
+			gpuCount += len(n.GPUs) + len(n.MIG)
 		}
 		if len(j.GPUs) > 0 {
 			gpus = j.GPUs
@@ -209,10 +211,11 @@ func (db *DB) recordAttempt(ctx context.Context, st *recordStmts, j *spec.Job, n
 		return fmt.Errorf("replace usage of attempt %d: %w", attempt, err)
 	}
 	for _, n := range a.Nodes {
-		for _, uuid := range n.GPUs {
+		for _, d := range devices(&n) {
+			uuid := d.id
 			model := j.Resources.GPUModel
 			if db.opts.modelOf != nil {
-				if m := db.opts.modelOf(uuid); m != "" {
+				if m := db.opts.modelOf(d.gpu); m != "" {
 					model = m
 				}
 			}
@@ -229,6 +232,25 @@ func (db *DB) recordAttempt(ctx context.Context, st *recordStmts, j *spec.Job, n
 		}
 	}
 	return nil
+}
+
+// device is one allocated device: a whole or shared GPU, or a MIG slice
+// (id its MIG UUID, or parent:start before the node created it) on GPU.
+type device struct{ id, gpu string }
+
+func devices(n *spec.NodeAlloc) []device {
+	out := make([]device, 0, len(n.GPUs)+len(n.MIG))
+	for _, u := range n.GPUs {
+		out = append(out, device{u, u})
+	}
+	for _, m := range n.MIG {
+		id := m.UUID
+		if id == "" {
+			id = m.GPU + ":" + strconv.Itoa(m.Placement.Start)
+		}
+		out = append(out, device{id, m.GPU})
+	}
+	return out
 }
 
 // fraction is the share of a whole GPU one allocated device of n stands for.

@@ -47,6 +47,8 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "containerd", Usage: "containerd socket"},
 			&cli.StringFlag{Name: "cdi-dir", Usage: "directory for the node's CDI spec"},
 			&cli.StringFlag{Name: "features", Usage: "comma-separated node features for --constraint"},
+			&cli.StringFlag{Name: "mig", Usage: "MIG mode of the node's MIG-capable GPUs: off, static or dynamic (see [node] mig)"},
+			&cli.StringFlag{Name: "rdma-sysfs", Usage: "sysfs root to discover RDMA NICs in (default /sys; a fake tree for mock nodes)"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus /metrics (per-GPU DCGM-style gauges) on this host:port; \"\" serves none"},
 		),
 		Action: func(c *cli.Context) error {
@@ -86,6 +88,12 @@ func nodeCommand() *cli.Command {
 			}
 			if c.IsSet("features") {
 				s.Features = splitList(c.String("features"))
+			}
+			if c.IsSet("mig") {
+				s.MIG = c.String("mig")
+			}
+			if c.IsSet("rdma-sysfs") {
+				s.RDMASysfs = c.String("rdma-sysfs")
 			}
 			if c.IsSet("metrics-listen") {
 				s.MetricsListen = c.String("metrics-listen")
@@ -140,14 +148,16 @@ type nodeOptions struct {
 func runNode(ctx context.Context, o nodeOptions) error {
 	s := o.Section
 	log := o.Log.With("node", o.Name)
-	inv, devs, err := buildInventory(ctx, inventoryOptions{
-		Name:     o.Name,
-		Backend:  s.GPUs,
-		CPUs:     s.CPUs,
-		MemMiB:   s.MemMiB(),
-		Features: s.Features,
-		CDIDir:   s.CDIDir,
-		DevRoot:  o.DevRoot,
+	inv, devs, mig, err := buildInventory(ctx, inventoryOptions{
+		Name:      o.Name,
+		Backend:   s.GPUs,
+		CPUs:      s.CPUs,
+		MemMiB:    s.MemMiB(),
+		Features:  s.Features,
+		CDIDir:    s.CDIDir,
+		DevRoot:   o.DevRoot,
+		MIGMode:   s.MIGModeOf,
+		RDMASysfs: s.RDMASysfs,
 		// Mock GPUs only: tests write it to make a GPU overheat or fail.
 		MockHealthFile: filepath.Join(s.StateDir, MockGPUHealthFile),
 	})
@@ -165,6 +175,10 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	if err != nil {
 		return err
 	}
+	opts := []node.Option{node.WithLogger(o.Log)} // the agent adds node= itself
+	if mig != nil {
+		opts = append(opts, node.WithMIG(*mig))
+	}
 	agent, err := node.New(node.Config{
 		Name:           o.Name,
 		StateDir:       s.StateDir,
@@ -176,7 +190,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		// preemption, drain, unhealthy GPU.
 		CheckpointTimeout: s.CheckpointTimeout.Std(),
 		Version:           version,
-	}, client, rt, append(healthOption(devs, o.Health), node.WithLogger(o.Log))...) // the agent adds node= itself
+	}, client, rt, append(opts, healthOption(devs, o.Health)...)...)
 	if err != nil {
 		return err
 	}

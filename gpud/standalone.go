@@ -27,6 +27,8 @@ func standaloneCommand() *cli.Command {
 			&cli.StringFlag{Name: "config", Usage: "controller configuration file (TOML); default: built-in defaults"},
 			&cli.IntFlag{Name: "cpus", Usage: "CPUs each node offers (0: the host's)"},
 			&cli.StringFlag{Name: "mem", Usage: "memory each node offers, e.g. 64G (default: the host's)"},
+			&cli.StringFlag{Name: "mig", Usage: "MIG mode of every node's GPUs: off, static or dynamic", Value: "off"},
+			&cli.StringFlag{Name: "rdma-sysfs", Usage: "sysfs root every node discovers RDMA NICs in (a fake tree for mock nodes)", Value: "/sys"},
 			&cli.DurationFlag{Name: "kill-grace", Usage: "time between SIGTERM and SIGKILL when a job is stopped", Value: 30 * time.Second},
 			&cli.StringFlag{Name: "node-config", Usage: "node configuration file (TOML) every node starts from, e.g. for [health]; flags given win, and state, CDI and checkpoint paths are under --state-dir"},
 		),
@@ -66,6 +68,12 @@ func standaloneCommand() *cli.Command {
 			}
 			if flag("kill-grace") {
 				nodeDefaults.Node.KillGrace = config.Duration(c.Duration("kill-grace").String())
+			}
+			if flag("mig") {
+				nodeDefaults.Node.MIG = c.String("mig")
+			}
+			if flag("rdma-sysfs") {
+				nodeDefaults.Node.RDMASysfs = c.String("rdma-sysfs")
 			}
 			nodeDefaults.Node.StateDir = filepath.Join(dir, "nodes")
 			nodeDefaults.Node.CDIDir = filepath.Join(dir, "cdi")

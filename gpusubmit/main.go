@@ -16,7 +16,7 @@ import (
 func main() {
 	// Ctrl-C while --wait blocks stops waiting; the job keeps running.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := exitcode.Main(ctx, app.New(), os.Args, os.Stderr)
+	code := exitcode.Main(ctx, app.New(), app.Args(os.Args), os.Stderr)
 	stop()
 	os.Exit(code)
 }

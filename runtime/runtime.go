@@ -49,6 +49,10 @@ type TaskConfig struct {
 	// memory (0 = unlimited); exceeding it ends the task OOM-killed.
 	CPUs        float64
 	MemoryBytes int64
+	// CPUSet pins the task to these cores ("0-3,8"; empty: any) and
+	// CPUMems to these memory nodes (empty: any).
+	CPUSet  string
+	CPUMems string
 	// CDIDevices are fully qualified CDI names ("nvidia.com/gpu=GPU-...")
 	// resolved against the runtime's CDI spec directories.
 	CDIDevices []string

@@ -180,6 +180,8 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.resources(&j.Resources)
 		case "time_limit":
 			return d.duration(&j.TimeLimit)
+		case "time_unlimited":
+			return d.bool(&j.TimeUnlimited)
 		case "script":
 			return d.str(&j.Script)
 		case "args":
@@ -302,6 +304,8 @@ func (d *jobsDecoder) resources(r *spec.Resources) bool {
 			return d.float(&r.GPUFraction)
 		case "total_gpus":
 			return d.int(&r.TotalGPUs)
+		case "rdma":
+			return d.int(&r.RDMA)
 		case "exclusive":
 			return d.bool(&r.Exclusive)
 		case "nodelist":

@@ -198,6 +198,9 @@ type AllocEvent struct {
 	// (ckpt-<seq>) and the bytes of the job's files in it.
 	CkptSeq   int   `json:"ckpt_seq,omitempty"`
 	CkptBytes int64 `json:"ckpt_bytes,omitempty"`
+	// For EventStarted: the MIG UUIDs of the node's slices, in the order
+	// of its NodeAlloc.MIG (the node creates them, so only it knows).
+	MIG []string `json:"mig,omitempty"`
 }
 
 // EventsRequest is POST /v1/nodes/{name}/events.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -59,6 +60,29 @@ type NodeSection struct {
 	// MetricsListen is the host:port the agent serves Prometheus /metrics
 	// on (per-GPU DCGM-style gauges); empty serves none.
 	MetricsListen string `toml:"metrics_listen"`
+	// MIG is the MIG mode of the node's MIG-capable GPUs, one of MIGModes:
+	// "off" leaves MIG mode as the driver has it and offers no slices;
+	// "static" offers the instances an admin made; "dynamic" lets the
+	// scheduler plan instances, which the node creates for each job and
+	// destroys after it.
+	MIG string `toml:"mig"`
+	// MIGGPUs overrides MIG per GPU index ("0" = "static").
+	MIGGPUs map[string]string `toml:"mig_gpus"`
+	// RDMASysfs is the sysfs root RDMA NICs and their PCIe/NUMA
+	// placement are read from: "/sys", or a fake tree for mock nodes
+	// (whose /dev/infiniband nodes are then made under the state dir).
+	RDMASysfs string `toml:"rdma_sysfs"`
+}
+
+// MIGModes are the values of [node] mig and mig_gpus.
+var MIGModes = []string{"off", "static", "dynamic"}
+
+// MIGModeOf returns the MIG mode of GPU index i. Valid after Validate.
+func (s NodeSection) MIGModeOf(i int) string {
+	if m, ok := s.MIGGPUs[strconv.Itoa(i)]; ok {
+		return m
+	}
+	return s.MIG
 }
 
 // Health is [health]: when a GPU counts as unhealthy.
@@ -91,6 +115,9 @@ func DefaultNode() Node {
 			KillGrace:         "30s",
 			CheckpointRoot:    "/var/lib/gpud/checkpoints",
 			CheckpointTimeout: "60s",
+			MIG:               "off",
+			MIGGPUs:           map[string]string{},
+			RDMASysfs:         "/sys",
 		},
 		Health: Health{GPUTempMaxC: 85, GPUTempSustain: "60s", Interval: "10s",
 			// NVIDIA's "reset the GPU" XIDs: memory page retirement and
@@ -158,7 +185,7 @@ func (n Node) Validate() error {
 		p.addf("[node] controller: %q is not an address (use \"unix:///path.sock\" or \"https://host:port\")", s.Controller)
 	}
 	for _, d := range []struct{ key, v string }{
-		{"state_dir", s.StateDir}, {"cdi_dir", s.CDIDir}, {"checkpoint_root", s.CheckpointRoot},
+		{"state_dir", s.StateDir}, {"cdi_dir", s.CDIDir}, {"checkpoint_root", s.CheckpointRoot}, {"rdma_sysfs", s.RDMASysfs},
 	} {
 		if !filepath.IsAbs(d.v) {
 			p.addf("[node] %s: %q must be an absolute path", d.key, d.v)
@@ -189,6 +216,17 @@ func (n Node) Validate() error {
 	if s.MetricsListen != "" {
 		if _, port, err := net.SplitHostPort(s.MetricsListen); err != nil || port == "" {
 			p.addf("[node] metrics_listen: %q is not host:port (use e.g. \":9400\" or \"127.0.0.1:9400\", or \"\" for no metrics)", s.MetricsListen)
+		}
+	}
+	if !slices.Contains(MIGModes, s.MIG) {
+		p.addf("[node] mig: %q is not a MIG mode (use %s)", s.MIG, quoteList(MIGModes))
+	}
+	for k, v := range s.MIGGPUs {
+		if i, err := strconv.Atoi(k); err != nil || i < 0 {
+			p.addf("[node] mig_gpus: key %q is not a GPU index (use \"0\", \"1\", ...)", k)
+		}
+		if !slices.Contains(MIGModes, v) {
+			p.addf("[node] mig_gpus: GPU %s: %q is not a MIG mode (use %s)", k, v, quoteList(MIGModes))
 		}
 	}
 	if n.Health.GPUTempMaxC < 30 || n.Health.GPUTempMaxC > 120 {

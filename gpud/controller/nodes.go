@@ -266,6 +266,8 @@ type NodeEvent struct {
 	// For EventCheckpointed.
 	CkptSeq   int
 	CkptBytes int64
+	// For EventStarted: the MIG UUIDs of the part's slices, in order.
+	MIG []string
 }
 
 // Node event kinds.
@@ -320,6 +322,9 @@ func (c *Controller) applyEvent(tx *txn, node string, ev NodeEvent) {
 	case EventStarted:
 		if part.Rank == 0 && !rec.job.State.Terminal() {
 			rec.job.StartTime = spec.NewTime(at)
+			tx.saveJob(rec)
+		}
+		if len(ev.MIG) > 0 && c.migCreated(rec, node, ev.MIG) { // mig.go
 			tx.saveJob(rec)
 		}
 	case EventCheckpointed:

@@ -216,8 +216,9 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 		for i, g := range n.inv.GPUs {
 			sn.GPUs = append(sn.GPUs, sched.GPU{UUID: g.UUID, Model: g.Model, Free: !u.gpus[g.UUID], MIGEnabled: g.MIGEnabled,
 				FreeFraction: u.freeFraction(g.UUID), Unhealthy: g.Health != "" && g.Health != "ok",
-				NUMANode: g.NUMANode, NVLinkGroup: groups[i]})
+				NUMANode: g.NUMANode, NVLinkGroup: groups[i], MIG: schedMIG(g, u), NICs: g.NICs})
 		}
+		sn.NICs = schedNICs(n.inv) // mig.go
 		snap.Nodes = append(snap.Nodes, sn)
 	}
 	slices.Sort(active)

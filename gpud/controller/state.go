@@ -151,7 +151,10 @@ type usage struct {
 	// shared is the share of each GPU held by fractional jobs (a GPU in
 	// shared is also in gpus: it counts as allocated).
 	shared map[string]float64
-	jobs   []spec.JobID
+	// mig are the MIG slices live allocations hold, by parent GPU (which
+	// is also in gpus: it is not free whole).
+	mig  map[string][]spec.MIGSlice
+	jobs []spec.JobID
 }
 
 // freeFraction is the unallocated share of GPU uuid: 1 when idle, 0 when
@@ -179,6 +182,7 @@ func (s *state) usage(n *nodeRec) usage {
 		}
 		u.cpus += p.CPUs
 		u.mem += p.MemMiB
+		u.addMIG(id, p.MIG)
 		for _, g := range p.GPUs {
 			u.gpus[g] = true
 			if p.GPUFraction > 0 && p.GPUFraction < 1 {
@@ -241,9 +245,13 @@ func (c *Controller) nodeView(n *nodeRec) spec.Node {
 		// GPUs out of service show even on a node that is otherwise up.
 		out.Reason = strings.Join(append(slices.DeleteFunc([]string{out.Reason}, func(s string) bool { return s == "" }), sick...), "; ")
 	}
-	for _, g := range n.inv.GPUs {
+	out.GPUs = slices.Clone(out.GPUs)
+	for i, g := range n.inv.GPUs {
 		if u.gpus[g.UUID] {
 			out.AllocGPUs = append(out.AllocGPUs, g.UUID)
+		}
+		if g.MIGMode != "" {
+			out.GPUs[i].MIGSlices = migLayout(g, u.mig[g.UUID]) // mig.go
 		}
 	}
 	return out

@@ -273,7 +273,18 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		}
 	}
 	if r.GPUProfile != "" {
-		bad("MIG slices (--gpus=%s:N) are not schedulable yet (the MIG scheduler issue brings them); ask for whole GPUs", r.GPUProfile)
+		switch {
+		case r.GPUFraction != 0:
+			bad("a MIG slice (%s) cannot be shared; ask for whole slices", r.GPUProfile)
+		case r.GPUsPerNode == 0:
+			r.GPUsPerNode = 1 // one slice
+		}
+	}
+	switch {
+	case r.RDMA < spec.RDMAPaired || r.RDMA > 64:
+		bad("--rdma=%d is out of range; give --rdma (the NICs paired with the job's GPUs) or --rdma=N with N from 1 to 64", r.RDMA)
+	case r.RDMA == spec.RDMAPaired && r.GPUsPerNode == 0 && r.TotalGPUs == 0 && r.GPUProfile == "" && r.GPUFraction == 0:
+		bad("--rdma pairs NICs with the job's GPUs, but the job asks for none; ask for GPUs or give --rdma=N")
 	}
 	if f := r.GPUFraction; f != 0 {
 		// A share of one non-MIG GPU (best-effort isolation via CUDA MPS,
@@ -332,7 +343,7 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 	// map order. The sorted walk below only runs to explain a refusal (or
 	// check a node list), so a submission costs O(nodes) at worst, not a
 	// sort of every node name.
-	if len(r.NodeList) == 0 {
+	if len(r.NodeList) == 0 && r.GPUProfile == "" { // MIG profiles are checked in checkProfile
 		fit := 0
 		for name, n := range c.st.nodes {
 			if slices.Contains(c.cfg.partitionsOf(name), part.Name) && nodeHolds(n, r) {
@@ -364,6 +375,9 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 		}
 		return spec.Errorf(spec.ErrInvalid, "--nodelist names %s, not in partition %s (its nodes: %s)", strings.Join(unknown, ","), part.Name, strings.Join(names, ","))
 	}
+	if r.GPUProfile != "" {
+		return checkProfile(members, r) // mig.go
+	}
 	fit := 0
 	var largest *nodeRec
 	for _, n := range members {
@@ -393,6 +407,9 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 	if r.Constraint != "" {
 		want += ", features " + r.Constraint
 	}
+	if r.RDMA != 0 {
+		want += fmt.Sprintf(", %d RDMA NIC(s)", max(r.RDMA, 1))
+	}
 	largestDesc := "none matches the node list, exclusions and features"
 	if largest != nil {
 		largestDesc = fmt.Sprintf("largest: %s with %d× %s, %d CPUs, %d MiB", largest.inv.Name, countGPUs(largest, r.GPUModel), orDefault(r.GPUModel, "gpu"), largest.inv.CPUs, largest.inv.MemMiB)
@@ -407,6 +424,9 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 func nodeHolds(n *nodeRec, r *spec.Resources) bool {
 	if len(r.NodeList) > 0 && !slices.Contains(r.NodeList, n.inv.Name) || slices.Contains(r.Exclude, n.inv.Name) ||
 		!sched.HasFeatures(n.inv.Features, r.Constraint) {
+		return false
+	}
+	if r.RDMA != 0 && len(activeNICs(n.inv)) < max(r.RDMA, 1) {
 		return false
 	}
 	need := r.GPUsPerNode
@@ -459,7 +479,7 @@ func (c *Controller) checkCkptMode(part *Partition, mode string) error {
 func countGPUs(n *nodeRec, model string) int {
 	k := 0
 	for _, g := range n.inv.GPUs {
-		if !g.MIGEnabled && (model == "" || g.Model == model) {
+		if wholeCapable(g) && (model == "" || g.Model == model) {
 			k++
 		}
 	}

@@ -31,6 +31,13 @@ type Agent struct {
 	clock  Clock
 	opts   options
 	gpus   map[string]spec.GPU // inventory by UUID
+	nics   map[string]spec.NIC // RDMA NICs by name
+	// invMu guards cfg.Inventory, which refreshMIGLayout updates.
+	invMu sync.Mutex
+	migs  migDevs
+	// pins places GPU jobs on cores of their GPUs' NUMA node; nil when
+	// the topology is unknown.
+	pins *cpuPins
 
 	ran atomic.Bool
 	ob  *outbox // set by Run before any goroutine starts
@@ -69,6 +76,10 @@ func New(cfg Config, client *api.Client, rt runtime.Runtime, opts ...Option) (*A
 	for _, g := range cfg.Inventory.GPUs {
 		gpus[g.UUID] = g
 	}
+	nics := make(map[string]spec.NIC, len(cfg.Inventory.NICs))
+	for _, n := range cfg.Inventory.NICs {
+		nics[n.Name] = n
+	}
 	return &Agent{
 		cfg:     cfg,
 		client:  client,
@@ -77,9 +88,12 @@ func New(cfg Config, client *api.Client, rt runtime.Runtime, opts ...Option) (*A
 		clock:   o.clock,
 		opts:    o,
 		gpus:    gpus,
+		nics:    nics,
 		kick:    make(chan struct{}, 1),
 		runners: map[string]*runner{},
 		owners:  map[string]RunningJob{},
+		migs:    migDevs{whole: map[string]int{}},
+		pins:    newCPUPins(cfg.SysfsRoot, o.log),
 	}, nil
 }
 
@@ -241,12 +255,22 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// inventory copies cfg.Inventory; callers hold invMu.
+func (a *Agent) inventory() spec.Inventory {
+	inv := a.cfg.Inventory
+	inv.GPUs = slices.Clone(inv.GPUs)
+	return inv
+}
+
 // register registers the inventory, retrying until the controller
 // answers or ctx ends, and returns the heartbeat interval to use.
 func (a *Agent) register(ctx context.Context) time.Duration {
 	bo := a.newBackoff()
 	for {
-		resp, err := a.client.Register(ctx, a.cfg.Inventory)
+		a.invMu.Lock()
+		inv := a.inventory()
+		a.invMu.Unlock()
+		resp, err := a.client.Register(ctx, inv)
 		if err == nil {
 			iv := a.cfg.HeartbeatInterval
 			if resp.HeartbeatIntervalSec > 0 {

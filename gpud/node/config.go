@@ -52,6 +52,9 @@ type Config struct {
 	CheckpointTimeout time.Duration
 	// Version of the agent, reported in the inventory.
 	Version string
+	// SysfsRoot is where the NUMA topology is read
+	// (<root>/devices/system/node); empty means /sys.
+	SysfsRoot string
 }
 
 // Defaults for Config fields left zero.
@@ -92,6 +95,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DefaultImage == "" {
 		c.DefaultImage = runtime.ImageHost
+	}
+	if c.SysfsRoot == "" {
+		c.SysfsRoot = "/sys"
 	}
 	if c.CheckpointRoot == "" && c.StateDir != "" {
 		c.CheckpointRoot = filepath.Join(c.StateDir, "checkpoints")
@@ -141,6 +147,7 @@ type options struct {
 	backoffMax time.Duration
 	sampler    gpu.Sampler // nil: no health watching
 	health     HealthLimits
+	mig        *MIGConfig
 }
 
 // WithLogger sets the agent's logger (default slog.Default()).

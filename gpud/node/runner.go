@@ -33,6 +33,12 @@ type runner struct {
 	deadline time.Time // zero: no time limit
 	adopted  bool
 	rec      allocRecord // what the outbox knew when the runner was made
+	// mig are the MIG instances acquireDevices got for the job; acquired
+	// says releaseDevices has something to undo.
+	mig      []migDevice
+	acquired bool
+	// cpus and mems pin a GPU job to its GPUs' NUMA node ("" = not pinned).
+	cpus, mems string
 
 	done     chan struct{}
 	stopCh   chan struct{}
@@ -164,19 +170,45 @@ func (r *runner) run(ctx context.Context) {
 			return
 		default:
 		}
-		if !r.start(ctx, log) {
+		if !r.acquire(ctx, log) || !r.start(ctx, log) {
 			return
 		}
 	}
 	if !r.rec.Started {
 		ev := api.AllocEvent{Node: r.a.cfg.Name, AllocID: r.allocID, JobID: r.jobID, Kind: api.EventStarted,
 			Time: spec.NewTime(r.a.clock.Now())}
+		for _, m := range r.mig {
+			ev.MIG = append(ev.MIG, m.UUID)
+		}
 		if err := r.a.record(ctx, ev); err != nil {
 			// The exit event will still tell the controller it ran.
 			log.Error("record start of job", "err", err)
 		}
 	}
 	r.wait(ctx, log)
+}
+
+// acquire makes the job's MIG instances (and switches MIG mode off for
+// whole GPUs that need it). A failure is the node's, not the job's: the
+// node reports its real MIG layout to the controller, then the job is
+// requeued so that it is planned again, not lost.
+func (r *runner) acquire(ctx context.Context, log *slog.Logger) bool {
+	devs, err := r.a.acquireDevices(ctx, log, r.self)
+	if err == nil {
+		r.mig, r.acquired = devs, true
+		if numa := gpuNUMA(r.self, r.a.gpus); len(numa) > 0 {
+			r.cpus, r.mems = r.a.pins.pick(r.allocID, r.self.CPUs, numa)
+		}
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	log.Error("prepare MIG devices; requeueing the job", "err", err)
+	r.a.refreshMIGLayout(ctx, log)
+	r.finish(ctx, log, runtime.ExitStatus{Code: 1}, spec.StateRequeued,
+		fmt.Sprintf("prepare GPUs for job %d on node %s: %v", r.jobID, r.a.cfg.Name, err))
+	return false
 }
 
 // start prepares the job directory and starts the container. It reports
@@ -254,7 +286,8 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 	}
 	in := taskInput{
 		Asg: *r.asg, Self: r.self, NodeName: r.a.cfg.Name, Hostname: r.a.cfg.Hostname, SelfAddr: r.a.cfg.Addr,
-		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, ContainerID: r.id, JobDir: dir,
+		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, NICs: r.a.nics, MIG: r.mig, ContainerID: r.id, JobDir: dir,
+		CPUSet: r.cpus, CPUMems: r.mems,
 		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
 	}
 	return buildTask(in)
@@ -537,9 +570,20 @@ func exitState(st runtime.ExitStatus, stopState spec.JobState, stopWhy string) (
 	}
 }
 
-// finish records the exit (committed before anything else), then deletes
-// the container and the job directory.
+// finish releases the job's devices, records the exit (committed before
+// the container goes), then deletes the container and the job directory.
 func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitStatus, state spec.JobState, why string) {
+	if r.acquired {
+		// Before the exit is reported: once the controller hears of it,
+		// it may plan the same MIG placement (and cores) for the next job,
+		// which must not find this job's instance still there.
+		stale := r.a.releaseDevices(ctx, log, r.self)
+		r.a.pins.release(r.allocID)
+		r.acquired = false
+		if stale {
+			r.a.refreshMIGLayout(ctx, log)
+		}
+	}
 	if !r.rec.Exited {
 		ev := r.a.exitEvent(r.allocID, r.jobID, state, why, st)
 		bo := r.a.newBackoff()

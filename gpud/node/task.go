@@ -182,6 +182,10 @@ type taskInput struct {
 	SelfAddr     string
 	DefaultImage string
 	GPUs         map[string]spec.GPU // inventory by UUID, for CDI names
+	NICs         map[string]spec.NIC // RDMA NICs by name, for CDI names
+	MIG          []migDevice         // the job's MIG instances
+	CPUSet       string              // cores to pin to ("" = none)
+	CPUMems      string
 	ContainerID  string
 	JobDir       string
 	ScriptPath   string
@@ -208,8 +212,15 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		}
 	}
 	nodeList := strings.Join(names, ",")
-	gpus := strings.Join(self.GPUs, ",")
+	devs := slices.Clone(self.GPUs)
 	var cdi []string
+	for _, m := range in.MIG {
+		devs = append(devs, m.UUID)
+		if m.CDIName != "" {
+			cdi = append(cdi, m.CDIName)
+		}
+	}
+	gpus := strings.Join(devs, ",")
 	for _, u := range self.GPUs {
 		g, ok := in.GPUs[u]
 		if !ok {
@@ -218,6 +229,13 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		if g.CDIName != "" {
 			cdi = append(cdi, g.CDIName)
 		}
+	}
+	for _, name := range self.NICs {
+		n, ok := in.NICs[name]
+		if !ok || n.CDIName == "" {
+			return runtime.TaskConfig{}, fmt.Errorf("RDMA NIC %s of alloc %s is not usable on this node; the controller and node disagree, re-register the node", name, alloc.ID)
+		}
+		cdi = append(cdi, n.CDIName)
 	}
 	visible := gpus
 	if visible == "" {
@@ -267,6 +285,11 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 			ours = append(ours, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="+self.GPUs[0]+"="+
 				strconv.FormatInt(int64(math.Floor(f*float64(g.MemMiB))), 10)+"M")
 		}
+	}
+	if len(self.NICs) > 0 {
+		// NCCL uses exactly these HCAs (and the locked-memory limit is
+		// unlimited for every job: runtime/ocispec).
+		ours = append(ours, "NCCL_IB_HCA="+strings.Join(self.NICs, ","))
 	}
 	if job.ArrayJobID != 0 {
 		tid := strconv.Itoa(job.ArrayTaskID)
@@ -322,6 +345,8 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		Mounts:         mounts,
 		CPUs:           float64(self.CPUs),
 		MemoryBytes:    self.MemMiB << 20,
+		CPUSet:         in.CPUSet,
+		CPUMems:        in.CPUMems,
 		CDIDevices:     cdi,
 		StdoutPath:     stdout,
 		StderrPath:     stderr,

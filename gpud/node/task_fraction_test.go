@@ -45,3 +45,30 @@ func TestBuildTaskFractionMPSEnv(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildTaskRDMA(t *testing.T) {
+	self := spec.NodeAlloc{Node: "n1", GPUs: []string{"GPU-a"}, NICs: []string{"mlx5_0", "mlx5_1"}, CPUs: 1}
+	in := taskInput{
+		Asg:      api.Assignment{Job: spec.Job{ID: 7}, Alloc: spec.Alloc{ID: "a7", JobID: 7, Nodes: []spec.NodeAlloc{self}}},
+		Self:     self,
+		NodeName: "n1",
+		GPUs:     map[string]spec.GPU{"GPU-a": {UUID: "GPU-a", CDIName: "nvidia.com/gpu=GPU-a"}},
+		NICs: map[string]spec.NIC{"mlx5_0": {Name: "mlx5_0", CDIName: "rdma/nic=mlx5_0"},
+			"mlx5_1": {Name: "mlx5_1", CDIName: "rdma/nic=mlx5_1"}},
+		JobDir: "/tmp/job",
+	}
+	tc, err := buildTask(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(tc.Env, "NCCL_IB_HCA=mlx5_0,mlx5_1") {
+		t.Errorf("env lacks NCCL_IB_HCA=mlx5_0,mlx5_1:\n%q", tc.Env)
+	}
+	if want := []string{"nvidia.com/gpu=GPU-a", "rdma/nic=mlx5_0", "rdma/nic=mlx5_1"}; !slices.Equal(tc.CDIDevices, want) {
+		t.Errorf("CDI devices %v, want %v", tc.CDIDevices, want)
+	}
+	in.Self.NICs = []string{"mlx5_9"}
+	if _, err := buildTask(in); err == nil {
+		t.Error("unknown NIC: no error")
+	}
+}

@@ -16,7 +16,8 @@ import (
 // TestAgent starts an agent for a test, talking to client and running jobs
 // through rt, and stops it (waiting for Run to return) in t.Cleanup. The
 // default Config names the node "node-1", keeps state in t.TempDir(), has
-// 8 CPUs, 16 GiB and no GPUs, a 1s kill grace and a 5s poll wait; cfgFn
+// 8 CPUs, 16 GiB and no GPUs, no NUMA topology (so no cpusets), a 1s kill
+// grace and a 5s poll wait; cfgFn
 // may change any of it. Logs go to t.Log. Extra options (a fake clock)
 // may follow.
 func TestAgent(t testing.TB, cfgFn func(*Config), client *api.Client, rt runtime.Runtime, opts ...Option) *Agent {
@@ -38,6 +39,8 @@ func startTestAgent(t testing.TB, cfgFn func(*Config), client *api.Client, rt ru
 		PollWait:          5 * time.Second,
 		Hostname:          "node-1.test",
 		Version:           "test",
+		// No NUMA topology: jobs are not pinned unless a test gives one.
+		SysfsRoot: t.TempDir(),
 	}
 	if cfgFn != nil {
 		cfgFn(&cfg)

@@ -106,6 +106,7 @@ type shape struct {
 	exclusive                    bool
 	qos                          string
 	fraction                     float64
+	rdma                         int
 }
 
 // fitMemo is what a cycle learned about one shape. Within a cycle free
@@ -224,6 +225,8 @@ type cycle struct {
 	fgd      []fgdGroup
 	shares   []float64
 	fgdMemo  map[fgdState]fgdScore
+	// mig is the MIG layout (mig.go), built for the first MIG job.
+	mig *migCycle
 }
 
 type counter struct{ gpus, jobs int }
@@ -252,7 +255,7 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 			if k >= 64 {
 				break
 			}
-			if !g.MIGEnabled && g.Profile == "" && !g.Unhealthy {
+			if (!g.MIGEnabled || migWholeOK(&g)) && g.Profile == "" && !g.Unhealthy {
 				w.ok |= 1 << k
 				switch {
 				case g.Free:
@@ -497,6 +500,10 @@ func (c *cycle) decide(wj wjob, mayPreempt bool) {
 		return
 	}
 	dur := durOf(j)
+	if j.Req.GPUProfile != "" {
+		c.decideMIG(j, dur) // mig.go
+		return
+	}
 	picks, fitting, physFit := c.placeNow(j, dur)
 	if picks != nil {
 		c.start(j, picks, dur)
@@ -600,7 +607,7 @@ func shapeOf(j *Job) (shape, bool) {
 		return shape{}, false
 	}
 	return shape{partition: j.Partition, model: r.GPUModel, constraint: r.Constraint, gpus: r.GPUsPerNode, cpus: r.CPUsPerNode,
-		nodes: max(r.Nodes, 1), mem: r.MemMiB, exclusive: r.Exclusive, qos: j.QOS, fraction: r.GPUFraction}, true
+		nodes: max(r.Nodes, 1), mem: r.MemMiB, exclusive: r.Exclusive, qos: j.QOS, fraction: r.GPUFraction, rdma: r.RDMA}, true
 }
 
 func (c *cycle) memoFor(j *Job) *fitMemo {
@@ -633,11 +640,11 @@ func (c *cycle) eligible(w *workNode, j *Job) bool {
 	if slices.Contains(r.Exclude, n.Name) {
 		return false
 	}
-	if !HasFeatures(n.Features, r.Constraint) {
+	if !HasFeatures(n.Features, r.Constraint) || !rdmaFits(n, r) {
 		return false
 	}
 	if r.GPUProfile != "" {
-		// MIG slices need the MIG-aware placement.
+		// MIG jobs are placed by placeMIG (mig.go), not here.
 		return false
 	}
 	if isFrac(j) {
@@ -823,6 +830,7 @@ func (c *cycle) alloc(w *workNode, j *Job, g uint64, rank int, free backfill.Res
 			a.GPUs = append(a.GPUs, w.n.GPUs[k].UUID)
 		}
 	}
+	a.NICs = pickNICs(w.n, &a, j.Req.RDMA) // rdma.go
 	return a
 }
 

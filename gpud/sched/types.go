@@ -127,6 +127,8 @@ type Node struct {
 	MemMiB     int64
 	FreeMemMiB int64
 	GPUs       []GPU
+	// NICs are the node's active RDMA NICs (rdma.go).
+	NICs []NIC
 	// Allocs counts the allocations running on the node; an exclusive job
 	// needs a node with none.
 	Allocs int
@@ -155,6 +157,11 @@ type GPU struct {
 	// when it can.
 	NUMANode    int
 	NVLinkGroup int
+	// MIG is set for a MIG-enabled GPU: its profile table and layout.
+	MIG *MIGGPU
+	// NICs are the RDMA NICs paired with the GPU (same PCIe switch, else
+	// NUMA node).
+	NICs []string
 }
 
 // Job is a pending job as the scheduler sees it.

@@ -40,6 +40,7 @@ func Verify(snap *Snapshot, plan Plan) error {
 			}
 		}
 	}
+	mv := newMIGVerifier(snap)
 	seen := map[spec.JobID]bool{}
 	var errs []error
 	for _, s := range plan.Starts {
@@ -69,11 +70,15 @@ func Verify(snap *Snapshot, plan Plan) error {
 				errs = append(errs, fmt.Errorf("job %d placed twice on node %s", j.ID, a.Node))
 			}
 			names = append(names, a.Node)
-			if len(a.GPUs) < j.Req.GPUsPerNode {
+			if j.Req.GPUProfile == "" && len(a.GPUs) < j.Req.GPUsPerNode {
 				errs = append(errs, fmt.Errorf("job %d got %d GPUs on %s, wants %d", j.ID, len(a.GPUs), a.Node, j.Req.GPUsPerNode))
 			}
 			usedCPU[a.Node] += a.CPUs
 			usedMem[a.Node] += a.MemMiB
+			if j.Req.GPUProfile != "" || len(a.MIG) > 0 {
+				errs = append(errs, mv.check(j, n, a, gpuTaken)...) // mig.go
+				continue
+			}
 			if f := a.GPUFraction; f != 0 || isFrac(j) {
 				if f != j.Req.GPUFraction || len(a.GPUs) != 1 {
 					errs = append(errs, fmt.Errorf("job %d wants %g of one GPU on %s, got %g of %d", j.ID, j.Req.GPUFraction, a.Node, f, len(a.GPUs)))
@@ -99,6 +104,8 @@ func Verify(snap *Snapshot, plan Plan) error {
 			for _, u := range a.GPUs {
 				if prev, taken := gpuTaken[u]; taken {
 					errs = append(errs, fmt.Errorf("GPU %s given to job %d is already held (by job %d; 0 = before the cycle)", u, j.ID, prev))
+				} else if mv.sliced[u] {
+					errs = append(errs, fmt.Errorf("GPU %s given whole to job %d carries MIG slices", u, j.ID))
 				} else if shared[u] > 0 {
 					errs = append(errs, fmt.Errorf("GPU %s given whole to job %d is shared by fractional jobs", u, j.ID))
 				}

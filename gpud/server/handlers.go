@@ -384,7 +384,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	for _, e := range req.Events {
 		evs = append(evs, controller.NodeEvent{Seq: e.Seq, Node: e.Node, AllocID: e.AllocID, JobID: e.JobID, Kind: e.Kind,
 			Time: e.Time.Time, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Reason: e.Reason,
-			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes})
+			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes, MIG: e.MIG})
 	}
 	acked, err := s.c.NodeEvents(r.Context(), as, r.PathValue("name"), evs)
 	if err != nil {

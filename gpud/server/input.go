@@ -180,6 +180,10 @@ func checkGPUProblems(ps []spec.GPUProblem) error {
 const maxGPUProblems = 256
 
 // checkEvents refuses a malformed batch of node events.
+// maxMIGPerEvent bounds the MIG UUIDs one started event may carry: 8 GPUs
+// of 7 instances each, with room to spare.
+const maxMIGPerEvent = 128
+
 func checkEvents(evs []api.AllocEvent) error {
 	var c checker
 	if len(evs) > maxEvents {
@@ -193,6 +197,12 @@ func checkEvents(evs []api.AllocEvent) error {
 		c.name(f+".kind", e.Kind, maxShort)
 		c.name(f+".state", string(e.State), maxShort)
 		c.text(f+".reason", e.Reason, maxText)
+		if len(e.MIG) > maxMIGPerEvent {
+			c.bad("%s.mig: %d MIG devices; a node has at most %d", f, len(e.MIG), maxMIGPerEvent)
+		}
+		for k, u := range e.MIG {
+			c.name(fmt.Sprintf("%s.mig[%d]", f, k), u, maxShort)
+		}
 	}
 	return c.err()
 }

@@ -79,7 +79,11 @@ type Resources struct {
 	GPUFraction float64 `json:"gpu_fraction,omitempty"`
 	// TotalGPUs is -G/--gpus: GPUs across all nodes. The controller turns it
 	// into GPUsPerNode when Nodes is known.
-	TotalGPUs  int      `json:"total_gpus,omitempty"`
+	TotalGPUs int `json:"total_gpus,omitempty"`
+	// RDMA asks for RDMA NICs on each node: RDMAPaired for the NICs
+	// paired with the job's GPUs, N > 0 for N NICs (nearest the GPUs
+	// first); 0 for none.
+	RDMA       int      `json:"rdma,omitempty"`
 	Exclusive  bool     `json:"exclusive,omitempty"`
 	NodeList   []string `json:"nodelist,omitempty"`
 	Exclude    []string `json:"exclude,omitempty"`
@@ -224,6 +228,12 @@ type NodeAlloc struct {
 	GPUs []string `json:"gpus,omitempty"`
 	// GPUFraction is set for a shared-GPU allocation (one entry in GPUs).
 	GPUFraction float64 `json:"gpu_fraction,omitempty"`
+	// MIG lists the MIG slices of a MIG job (GPUs is then empty): the node
+	// reuses an existing instance at each placement or creates one.
+	MIG []MIGSlice `json:"mig,omitempty"`
+	// NICs are the RDMA NICs ("mlx5_0") the job uses on the node. NICs
+	// are shared: the scheduler picks, it does not reserve them.
+	NICs []string `json:"nics,omitempty"`
 	// Ended is the controller's record that this node's part has exited
 	// (or its node failed): its resources are free again. A job holds
 	// resources while any part of its current Alloc has not ended.

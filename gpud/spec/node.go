@@ -29,11 +29,39 @@ type GPU struct {
 	// NVLinkPeers are UUIDs of GPUs reachable over NVLink/NVSwitch.
 	NVLinkPeers []string `json:"nvlink_peers,omitempty"`
 	MIGEnabled  bool     `json:"mig_enabled"`
+	// MIGMode is how the scheduler partitions a MIG-enabled GPU:
+	// MIGStatic (only the instances that exist) or MIGDynamic (it may plan
+	// instances to create; the node destroys them after the job). Empty
+	// for a GPU without MIG.
+	MIGMode string `json:"mig_mode,omitempty"`
+	// MIGProfiles is the GPU's profile table (with MIG on).
+	MIGProfiles []MIGProfile `json:"mig_profiles,omitempty"`
+	// MIGSlices is the GPU's MIG layout: the instances the node reported
+	// and, in the controller's view, the slices jobs hold (with the job).
+	MIGSlices []MIGSlice `json:"mig_slices,omitempty"`
 	// CDIName is the fully qualified CDI device name the node injects
 	// ("nvidia.com/gpu=GPU-...").
 	CDIName string `json:"cdi_name,omitempty"`
 	// Health is "ok" or what is wrong ("XID 79", "temperature 91C").
 	Health string `json:"health,omitempty"`
+	// NICs are the active RDMA NICs closest to the GPU: under its PCIe
+	// switch, else on its NUMA node.
+	NICs []string `json:"nics,omitempty"`
+}
+
+// RDMAPaired is Resources.RDMA for "the NICs paired with my GPUs".
+const RDMAPaired = -1
+
+// NIC is an RDMA device of a node.
+type NIC struct {
+	Name     string `json:"name"`
+	PCIBusID string `json:"pci_bus_id,omitempty"`
+	NUMANode int    `json:"numa_node"`
+	// Switch identifies the PCIe switch the NIC is behind ("" if none).
+	Switch string `json:"switch,omitempty"`
+	// Active: a port is ACTIVE and user-space verbs are available.
+	Active  bool   `json:"active"`
+	CDIName string `json:"cdi_name,omitempty"`
 }
 
 // GPUProblem is a GPU a node agent found unhealthy (over a health limit
@@ -51,6 +79,7 @@ type Inventory struct {
 	CPUs     int      `json:"cpus"`
 	MemMiB   int64    `json:"mem_mib"`
 	GPUs     []GPU    `json:"gpus"`
+	NICs     []NIC    `json:"nics,omitempty"`
 	Features []string `json:"features,omitempty"`
 	// Version of the agent binary, for gpuq nodes.
 	Version string `json:"version,omitempty"`
@@ -72,4 +101,48 @@ type Node struct {
 	AllocMemMiB int64    `json:"alloc_mem_mib"`
 	AllocGPUs   []string `json:"alloc_gpus"`
 	Jobs        []JobID  `json:"jobs,omitempty"`
+}
+
+// MIG modes of a GPU (GPU.MIGMode).
+const (
+	MIGStatic  = "static"
+	MIGDynamic = "dynamic"
+)
+
+// MIGPlacement is where a MIG instance sits on its GPU: memory slices
+// [Start, Start+Size).
+type MIGPlacement struct {
+	Start int `json:"start"`
+	Size  int `json:"size"`
+}
+
+// Overlaps reports whether p and q share a memory slice.
+func (p MIGPlacement) Overlaps(q MIGPlacement) bool {
+	return p.Start < q.Start+q.Size && q.Start < p.Start+p.Size
+}
+
+// MIGProfile is a GPU-instance profile a MIG-mode GPU offers.
+type MIGProfile struct {
+	// Name as nvidia-smi spells it ("1g.10gb").
+	Name string `json:"name"`
+	// Slices is the number of compute slices.
+	Slices int   `json:"slices"`
+	MemMiB int64 `json:"mem_mib"`
+	// MaxCount is how many instances fit on an empty GPU.
+	MaxCount int `json:"max_count"`
+	// Placements are every placement an instance may take.
+	Placements []MIGPlacement `json:"placements"`
+}
+
+// MIGSlice is one MIG instance on a GPU: one that exists, or (in a plan)
+// one the node creates before the job starts.
+type MIGSlice struct {
+	// GPU is the parent GPU's UUID.
+	GPU       string       `json:"gpu"`
+	Profile   string       `json:"profile"`
+	Placement MIGPlacement `json:"placement"`
+	// UUID is the MIG device UUID once the instance exists.
+	UUID string `json:"uuid,omitempty"`
+	// Job holds the slice (in the controller's node view); 0 when idle.
+	Job JobID `json:"job,omitempty"`
 }

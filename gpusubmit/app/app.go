@@ -54,6 +54,10 @@ func New() *cli.App {
 	}
 }
 
+// Args prepares os.Args for the App: an option with an optional value
+// given alone gets it (--rdma means --rdma=gpus).
+func Args(args []string) []string { return directive.ExpandOptional(args) }
+
 func flags() []cli.Flag {
 	fs := []cli.Flag{ControllerFlag()}
 	for _, d := range directive.Options {

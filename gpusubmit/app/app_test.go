@@ -26,7 +26,7 @@ func run(t *testing.T, ctl *fakectl.Server, args ...string) result {
 	var out, errb bytes.Buffer
 	a := New()
 	a.Writer, a.ErrWriter = &out, &errb
-	code := exitcode.Main(context.Background(), a, append([]string{"gpusubmit", "--controller", ctl.Addr}, args...), &errb)
+	code := exitcode.Main(context.Background(), a, Args(append([]string{"gpusubmit", "--controller", ctl.Addr}, args...)), &errb)
 	return result{code, out.String(), errb.String()}
 }
 
@@ -147,7 +147,7 @@ func TestSubmitOptions(t *testing.T) {
 			var out, errb bytes.Buffer
 			a := New()
 			a.Writer, a.ErrWriter, a.Reader = &out, &errb, strings.NewReader(tc.stdin)
-			code := exitcode.Main(context.Background(), a, append([]string{"gpusubmit", "--controller", ctl.Addr}, args...), &errb)
+			code := exitcode.Main(context.Background(), a, Args(append([]string{"gpusubmit", "--controller", ctl.Addr}, args...)), &errb)
 			if code != 0 {
 				t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
 			}

@@ -389,6 +389,19 @@ func (b *builder) resources() {
 		r.MemMiB = mib
 	}
 
+	if o, ok := b.get("rdma"); ok {
+		switch n, err := strconv.Atoi(o.Value); {
+		case o.Value == RDMAPaired:
+			r.RDMA = spec.RDMAPaired
+			if !haveGPU {
+				b.fail(o, fmt.Errorf("pairs NICs with the job's GPUs, but the job asks for none; ask for GPUs or give --rdma=N"))
+			}
+		case err != nil || n < 1:
+			b.fail(o, fmt.Errorf("takes no value (the NICs paired with the job's GPUs) or a number of NICs, like --rdma=2"))
+		default:
+			r.RDMA = n
+		}
+	}
 	r.Exclusive = b.flag("exclusive", false)
 	r.NodeList = b.hosts("nodelist")
 	r.Exclude = b.hosts("exclude")

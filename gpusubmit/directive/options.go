@@ -22,6 +22,9 @@ type Def struct {
 	NoOp bool
 	// CommandLineOnly options may not appear as script directives.
 	CommandLineOnly bool
+	// Optional is the value of an option given alone ("--rdma"); its own
+	// value must then be attached with "=" ("--rdma=2").
+	Optional string
 	// family groups mutually exclusive options (mem, gpu, cpus, requeue):
 	// a later source replaces an earlier one's choice, while two members
 	// from the same source are an error.
@@ -56,6 +59,7 @@ var Options = []Def{
 	{Name: "no-requeue", Bool: true, Usage: "never requeue the job", family: "requeue"},
 	{Name: "begin", Value: "TIME", Usage: "do not start before " + BeginForms},
 	{Name: "nice", Value: "N", Usage: "lower the job's priority by N (negative raises it; needs operator rights)"},
+	{Name: "rdma", Value: "[N]", Optional: RDMAPaired, Usage: "RDMA NICs on each node for NCCL/MPI over InfiniBand or RoCE: alone, the NICs paired with the job's GPUs (same PCIe switch, else NUMA node); =N, N NICs, paired ones first, then those on their NUMA node. The job gets their /dev/infiniband devices, NCCL_IB_HCA naming them and unlimited locked memory"},
 	{Name: "exclusive", Bool: true, Usage: "do not share nodes with other jobs"},
 	{Name: "nodelist", Short: "w", Value: "HOSTS", Usage: "run on these nodes: gpu01,gpu02 or gpu[01-04]"},
 	{Name: "exclude", Short: "x", Value: "HOSTS", Usage: "never run on these nodes, same forms as --nodelist"},
@@ -103,6 +107,42 @@ var unsupported = map[string]string{
 	"export-file":         "use --export",
 	"propagate":           "limits come from the allocation",
 	"kill-on-invalid-dep": "jobs with unsatisfiable dependencies stay pending with reason DependencyNeverSatisfied",
+}
+
+// RDMAPaired is --rdma given alone.
+const RDMAPaired = "gpus"
+
+// ExpandOptional rewrites a command line so that an option with an
+// Optional value given alone ("--rdma") carries it ("--rdma=gpus"); flag
+// parsing would otherwise take the next word as its value. It stops at
+// the script (the first word that is neither an option nor an option's
+// value) and at "--".
+func ExpandOptional(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		out = append(out, a)
+		if i == 0 {
+			continue // the program name
+		}
+		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
+			return append(out, args[i+1:]...)
+		}
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		d, ok := Lookup(name)
+		switch {
+		case !ok || d.Bool:
+		case d.Optional != "":
+			out[len(out)-1] = "--" + d.Name + "=" + d.Optional
+		case i+1 < len(args):
+			i++
+			out = append(out, args[i]) // the option's value
+		}
+	}
+	return out
 }
 
 // Lookup finds an option by its long name or short letter (without dashes).

@@ -146,6 +146,8 @@ func parseDirective(src Source, text string) ([]Option, error) {
 			} else {
 				value = "true"
 			}
+		case !hasValue && def.Optional != "":
+			value = def.Optional
 		case !hasValue:
 			if i+1 >= len(toks) {
 				return nil, spec.Errorf(spec.ErrInvalid, "%s: --%s needs a value (--%s=%s)", src, def.Name, def.Name, def.Value)

@@ -67,6 +67,7 @@ func Build(cfg runtime.TaskConfig, in Inputs) []oci.SpecOpts {
 		WithJobNamespaces(cfg.Hostname),
 		WithBindMounts(cfg.Mounts),
 		WithLimits(cfg.CPUs, cfg.MemoryBytes),
+		WithCPUSet(cfg.CPUSet, cfg.CPUMems),
 		WithShmSize(cfg.MemoryBytes),
 		WithMemlock(memlock),
 		WithCDIDevices(in.CDI, cfg.CDIDevices),
@@ -254,6 +255,29 @@ func WithLimits(cpus float64, memoryBytes int64) oci.SpecOpts {
 			s.Linux.Resources.Memory.Limit = &limit
 			s.Linux.Resources.Memory.Swap = &swap
 		}
+		return nil
+	}
+}
+
+// WithCPUSet pins the job to cores cpus and memory nodes mems (the
+// kernel's list format, "0-3,8"; empty leaves either unrestricted): the node
+// puts GPU jobs on cores of their GPUs' NUMA node.
+func WithCPUSet(cpus, mems string) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if cpus == "" && mems == "" {
+			return nil
+		}
+		for _, l := range []string{cpus, mems} {
+			if strings.Trim(l, "0123456789,-") != "" {
+				return fmt.Errorf("set cpuset: %q is not a CPU or memory node list like \"0-3,8\"", l)
+			}
+		}
+		ensureResources(s)
+		if s.Linux.Resources.CPU == nil {
+			s.Linux.Resources.CPU = &specs.LinuxCPU{}
+		}
+		s.Linux.Resources.CPU.Cpus = cpus
+		s.Linux.Resources.CPU.Mems = mems
 		return nil
 	}
 }

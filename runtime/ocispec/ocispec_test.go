@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -239,6 +240,23 @@ func TestWithLimits(t *testing.T) {
 	}
 }
 
+func TestWithCPUSet(t *testing.T) {
+	t.Parallel()
+	s := &oci.Spec{}
+	if err := apply(t, s, WithCPUSet("", "")); err != nil || s.Linux != nil {
+		t.Fatalf("empty cpuset: err %v, linux %+v; want no change", err, s.Linux)
+	}
+	if err := apply(t, s, WithCPUSet("4-7,12", "1")); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Linux.Resources.CPU; c == nil || c.Cpus != "4-7,12" || c.Mems != "1" {
+		t.Errorf("cpu resources = %+v, want cpus 4-7,12 mems 1", c)
+	}
+	if err := apply(t, &oci.Spec{}, WithCPUSet("0-3;rm", "")); err == nil {
+		t.Error("bad list: got no error")
+	}
+}
+
 func TestWithShmSize(t *testing.T) {
 	t.Parallel()
 	shm := func(opts ...string) []specs.Mount {
@@ -411,53 +429,171 @@ func TestWithEnvLast(t *testing.T) {
 	}
 }
 
-// TestBuildGolden pins the full spec of a representative GPU job on the
-// host image, from containerd's default spec through every option.
-func TestBuildGolden(t *testing.T) {
+// TestEveryOptionOnEmptySpec applies each option alone to a zero spec:
+// none may panic on missing sections, each fills what it owns.
+func TestEveryOptionOnEmptySpec(t *testing.T) {
+	t.Parallel()
 	cache, _ := testCDI(t)
-	cfg := runtime.TaskConfig{
-		ID:             "job-42-n1",
-		Labels:         map[string]string{"gpud.job": "42"},
-		Image:          runtime.ImageHost,
-		Args:           []string{"/bin/bash", "/home/alice/train.sh", "--epochs", "3"},
-		Env:            []string{"PATH=/usr/local/bin:/usr/bin:/bin", "NVIDIA_VISIBLE_DEVICES=GPU-0", "CUDA_VISIBLE_DEVICES=0", "GPUD_JOB_ID=42"},
-		Cwd:            "/home/alice/run",
-		UID:            1001,
-		GID:            1001,
-		AdditionalGIDs: []uint32{27, 100},
-		Hostname:       "gpu-01",
-		Mounts: []runtime.Mount{
-			{Source: "/home/alice/run", Dest: "/home/alice/run"},
-			{Source: "/var/lib/gpud/jobs/42", Dest: "/var/lib/gpud/jobs/42"},
-			{Source: "/var/lib/gpud/jobs/42/tmp", Dest: "/tmp"},
-		},
-		CPUs:        8,
-		MemoryBytes: 64 << 30,
-		CDIDevices:  []string{"gpud.test/gpu=g0"},
-		StdoutPath:  "/home/alice/run/gpud-42.out",
-		StderrPath:  "/home/alice/run/gpud-42.out",
+	for _, tc := range []struct {
+		name  string
+		opt   oci.SpecOpts
+		check func(*oci.Spec) bool
+	}{
+		{"WithHostRoot", WithHostRoot(), func(s *oci.Spec) bool { return s.Root != nil && s.Root.Readonly && len(s.Mounts) == 1 }},
+		{"WithProcess", WithProcess([]string{"/bin/true"}, ""), func(s *oci.Spec) bool { return s.Process.Cwd == "/" }},
+		{"WithUser", WithUser(1000, 1000, []uint32{27}), func(s *oci.Spec) bool { return s.Process.User.UID == 1000 }},
+		{"WithJobNamespaces", WithJobNamespaces("h"), func(s *oci.Spec) bool { return s.Hostname == "h" && len(s.Linux.Namespaces) == 4 }},
+		{"WithBindMounts", WithBindMounts([]runtime.Mount{{Source: "/a", Dest: "/b"}}), func(s *oci.Spec) bool { return len(s.Mounts) == 1 }},
+		{"WithLimits", WithLimits(2, 1<<30), func(s *oci.Spec) bool { return *s.Linux.Resources.Memory.Limit == 1<<30 }},
+		{"WithCPUSet", WithCPUSet("0-3", "0"), func(s *oci.Spec) bool { return s.Linux.Resources.CPU.Cpus == "0-3" }},
+		{"WithShmSize", WithShmSize(1 << 30), func(s *oci.Spec) bool { return len(s.Mounts) == 0 }}, // no /dev/shm to size
+		{"WithMemlock", WithMemlock(MemlockUnlimited), func(s *oci.Spec) bool { return len(s.Process.Rlimits) == 1 }},
+		{"WithCDIDevices", WithCDIDevices(cache, []string{"gpud.test/gpu=g0"}), func(s *oci.Spec) bool { return len(s.Linux.Devices) == 1 }},
+		{"WithEnvLast", WithEnvLast([]string{"A=1"}), func(s *oci.Spec) bool { return len(s.Process.Env) == 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &oci.Spec{}
+			if err := apply(t, s, tc.opt); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(s) {
+				t.Errorf("spec after %s alone: %+v", tc.name, s)
+			}
+		})
 	}
-	ctx := namespaces.WithNamespace(context.Background(), "gpud")
-	spec, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: cfg.ID}, Build(cfg, Inputs{CDI: cache})...)
-	if err != nil {
-		t.Fatalf("GenerateSpec: %v", err)
+	// The shell wrapper needs the process first; alone it says so.
+	if err := apply(t, &oci.Spec{}, WithShellWrapper("/o", "/o")); err == nil || !strings.Contains(err.Error(), "set the process first") {
+		t.Errorf("WithShellWrapper alone: %v", err)
 	}
-	got, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
-		t.Fatal(err)
+}
+
+// goldenCDI is a CDI cache with a GPU, two MIG instances and two RDMA NICs,
+// the kinds a node writes (under a test vendor).
+func goldenCDI(t *testing.T) *cdi.Cache {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"gpu.json": `{"cdiVersion":"0.6.0","kind":"gpud.test/gpu","containerEdits":{"deviceNodes":[{"path":"/dev/nvidiactl","hostPath":"/dev/null","type":"c","major":1,"minor":3}]},
+			"devices":[{"name":"GPU-0","containerEdits":{"deviceNodes":[{"path":"/dev/nvidia0","hostPath":"/dev/null","type":"c","major":1,"minor":3}]}},
+			{"name":"GPU-1","containerEdits":{"deviceNodes":[{"path":"/dev/nvidia1","hostPath":"/dev/zero","type":"c","major":1,"minor":5}]}}]}`,
+		"mig.json": `{"cdiVersion":"0.6.0","kind":"gpud.test/mig","containerEdits":{"deviceNodes":[{"path":"/dev/nvidiactl","hostPath":"/dev/null","type":"c","major":1,"minor":3}]},
+			"devices":[{"name":"MIG-a","containerEdits":{"deviceNodes":[{"path":"/dev/nvidia0","hostPath":"/dev/null","type":"c","major":1,"minor":3},
+				{"path":"/dev/nvidia-caps/nvidia-cap57","hostPath":"/dev/full","type":"c","major":1,"minor":7},{"path":"/dev/nvidia-caps/nvidia-cap58","hostPath":"/dev/random","type":"c","major":1,"minor":8}]}},
+			{"name":"MIG-b","containerEdits":{"deviceNodes":[{"path":"/dev/nvidia0","hostPath":"/dev/null","type":"c","major":1,"minor":3},
+				{"path":"/dev/nvidia-caps/nvidia-cap39","hostPath":"/dev/urandom","type":"c","major":1,"minor":9},{"path":"/dev/nvidia-caps/nvidia-cap40","hostPath":"/dev/tty","type":"c","major":5,"minor":0}]}}]}`,
+		"rdma.json": `{"cdiVersion":"0.6.0","kind":"gpud.test/nic","containerEdits":{"deviceNodes":[{"path":"/dev/infiniband/rdma_cm","hostPath":"/dev/null","type":"c","major":1,"minor":3}]},
+			"devices":[{"name":"mlx5_0","containerEdits":{"deviceNodes":[{"path":"/dev/infiniband/uverbs0","hostPath":"/dev/zero","type":"c","major":1,"minor":5}]}},
+			{"name":"mlx5_1","containerEdits":{"deviceNodes":[{"path":"/dev/infiniband/uverbs1","hostPath":"/dev/full","type":"c","major":1,"minor":7}]}}]}`,
 	}
-	got = append(got, '\n')
-	golden := filepath.Join("testdata", "host-gpu-job.json")
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want, err := os.ReadFile(golden)
+	cache, err := cdi.NewCache(cdi.WithAutoRefresh(false), cdi.WithSpecDirs(dir))
 	if err != nil {
-		t.Fatalf("read golden file (run go test -update to create it): %v", err)
+		t.Fatal(err)
 	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("spec differs from %s (-want +got); if intended, rerun with -update and review:\n%s", golden, diff)
+	return cache
+}
+
+// jobEnv is the environment the node agent gives rank rank of a job on
+// nodes n1,n2 with devs visible.
+func jobEnv(rank int, devs string, extra ...string) []string {
+	r := strconv.Itoa(rank)
+	return append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "GPUD_JOB_ID=42", "GPUD_NODELIST=n1,n2", "GPUD_NODEID=" + r,
+		"GPUD_NNODES=2", "GPUD_GPUS=" + devs, "MASTER_ADDR=10.0.0.1", "MASTER_PORT=20042", "WORLD_SIZE=2", "NODE_RANK=" + r,
+		"CUDA_VISIBLE_DEVICES=" + devs, "NVIDIA_VISIBLE_DEVICES=" + devs}, extra...)
+}
+
+// TestBuildGolden pins the full spec of representative jobs, from
+// containerd's default spec through every option: a whole-GPU job on the
+// host image, a MIG job, a fractional (MPS) job, an RDMA job pinned to a
+// NUMA node, and rank 1 of a two-node job in an image.
+func TestBuildGolden(t *testing.T) {
+	cache := goldenCDI(t)
+	base := func() runtime.TaskConfig {
+		return runtime.TaskConfig{
+			ID:             "gpud-42-1-n1",
+			Labels:         map[string]string{"gpud.job": "42"},
+			Image:          runtime.ImageHost,
+			Args:           []string{"/bin/bash", "/home/alice/train.sh", "--epochs", "3"},
+			Cwd:            "/home/alice/run",
+			UID:            1001,
+			GID:            1001,
+			AdditionalGIDs: []uint32{27, 100},
+			Hostname:       "n1",
+			Mounts: []runtime.Mount{
+				{Source: "/home/alice/run", Dest: "/home/alice/run"},
+				{Source: "/var/lib/gpud/jobs/42", Dest: "/var/lib/gpud/jobs/42"},
+				{Source: "/var/lib/gpud/jobs/42/tmp", Dest: "/tmp"},
+			},
+			CPUs:        8,
+			MemoryBytes: 64 << 30,
+			StdoutPath:  "/home/alice/run/gpud-42.out",
+			StderrPath:  "/home/alice/run/gpud-42.out",
+		}
+	}
+	for _, tc := range []struct {
+		file string
+		cfg  func(*runtime.TaskConfig)
+		in   Inputs
+	}{
+		{"host-gpu-job.json", func(c *runtime.TaskConfig) {
+			c.Env = jobEnv(0, "GPU-0,GPU-1")
+			c.CDIDevices = []string{"gpud.test/gpu=GPU-0", "gpud.test/gpu=GPU-1"}
+		}, Inputs{}},
+		{"mig-job.json", func(c *runtime.TaskConfig) {
+			c.Env = jobEnv(0, "MIG-a,MIG-b")
+			c.CDIDevices = []string{"gpud.test/mig=MIG-a", "gpud.test/mig=MIG-b"}
+			c.CPUs, c.MemoryBytes = 2, 16<<30
+		}, Inputs{}},
+		{"fraction-job.json", func(c *runtime.TaskConfig) {
+			c.Env = jobEnv(0, "GPU-1", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=GPU-1=20389M")
+			c.CDIDevices = []string{"gpud.test/gpu=GPU-1"}
+			c.CPUs, c.MemoryBytes = 1, 8<<30
+		}, Inputs{}},
+		{"rdma-job.json", func(c *runtime.TaskConfig) {
+			c.Env = jobEnv(0, "GPU-0,GPU-1", "NCCL_IB_HCA=mlx5_0,mlx5_1")
+			c.CDIDevices = []string{"gpud.test/gpu=GPU-0", "gpud.test/gpu=GPU-1", "gpud.test/nic=mlx5_0", "gpud.test/nic=mlx5_1"}
+			c.CPUSet, c.CPUMems = "0-7", "0"
+		}, Inputs{}},
+		{"image-rank1-job.json", func(c *runtime.TaskConfig) {
+			c.ID, c.Hostname = "gpud-42-1-n2", "n2"
+			c.Image = "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+			c.Env = jobEnv(1, "GPU-0")
+			c.CDIDevices = []string{"gpud.test/gpu=GPU-0"}
+		}, Inputs{ImageEnv: []string{"PATH=/opt/conda/bin:/usr/bin:/bin", "PYTORCH_VERSION=2.5.1"}, ImageCwd: "/workspace",
+			MemlockBytes: 8 << 20}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			cfg := base()
+			tc.cfg(&cfg)
+			in := tc.in
+			in.CDI = cache
+			ctx := namespaces.WithNamespace(context.Background(), "gpud")
+			spec, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: cfg.ID}, Build(cfg, in)...)
+			if err != nil {
+				t.Fatalf("GenerateSpec: %v", err)
+			}
+			got, err := json.MarshalIndent(spec, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			golden := filepath.Join("testdata", tc.file)
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read golden file (run go test -update to create it): %v", err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("spec differs from %s (-want +got); if intended, rerun with -update and review:\n%s", golden, diff)
+			}
+		})
 	}
 }
