@@ -24,21 +24,33 @@ func (x *xorshift) intn(n int) int {
 }
 
 // benchCluster is nodes × 8 H100s, about half held by running jobs
-// (ending within 8 h), and a queue of pending jobs: mostly 1, 2, 4 or 8
-// GPUs on one node, 5% gangs of 2–16 whole nodes, time limits 10 min–8 h,
-// 3 QOS (2% of pending jobs may preempt), 50 accounts × 4 users with past usage.
+// (ending within 8 h), every tenth node's GPUs empty and in dynamic MIG
+// mode, and a queue of pending jobs: mostly 1, 2, 4 or 8 GPUs on one node,
+// 5% gangs of 2–16 whole nodes, 10% one or two MIG slices (1g, 2g or 3g),
+// time limits 10 min–8 h, 3 QOS (2% of pending jobs may preempt), 50
+// accounts × 4 users with past usage. (Array tasks reach the core as
+// ordinary jobs; the controller applies %MAX before the snapshot.)
 func benchCluster(nodes, pending int) (*sched.Snapshot, sched.Config) {
 	rng := xorshift(88172645463325252)
+	migProfiles := benchMIGProfiles()
 	snap := &sched.Snapshot{QOS: []sched.QOS{{Name: "low", Priority: 0}, {Name: "normal", Priority: 100},
 		{Name: "high", Priority: 1000, Preempt: []string{"low"}}}}
 	var id spec.JobID
 	for i := range nodes {
 		n := sched.Node{Name: fmt.Sprintf("n%05d", i), State: spec.NodeMixed, Partitions: []string{"batch"},
 			CPUs: 128, FreeCPUs: 128, MemMiB: 2 << 20, FreeMemMiB: 2 << 20}
+		mig := i%10 == 9 // every tenth node: H100s in dynamic MIG mode, empty
 		for g := range 8 {
-			n.GPUs = append(n.GPUs, sched.GPU{UUID: fmt.Sprintf("GPU-%d-%d", i, g), Model: "h100", Free: true, FreeFraction: 1})
+			gpu := sched.GPU{UUID: fmt.Sprintf("GPU-%d-%d", i, g), Model: "h100", Free: true, FreeFraction: 1}
+			if mig {
+				gpu.MIGEnabled, gpu.MIG = true, &sched.MIGGPU{Dynamic: true, Profiles: migProfiles}
+			}
+			n.GPUs = append(n.GPUs, gpu)
 		}
 		held := []int{0, 2, 4, 4, 6, 8}[rng.intn(6)]
+		if mig {
+			held = 0
+		}
 		if held > 0 {
 			id++
 			a := spec.NodeAlloc{Node: n.Name, CPUs: 8 * held, MemMiB: int64(held) << 16}
@@ -72,8 +84,12 @@ func benchCluster(nodes, pending int) (*sched.Snapshot, sched.Config) {
 			User: fmt.Sprintf("u%d", rng.intn(4)), TimeLimit: time.Duration(10+rng.intn(470)) * time.Minute}
 		g := []int{1, 1, 2, 4, 8}[rng.intn(5)]
 		j.Req = spec.Resources{Nodes: 1, CPUsPerNode: 8 * g, MemMiB: int64(g) << 16, GPUsPerNode: g}
-		if rng.intn(20) == 0 {
+		switch rng.intn(20) {
+		case 0:
 			j.Req = spec.Resources{Nodes: 2 + rng.intn(15), CPUsPerNode: 64, MemMiB: 1 << 19, GPUsPerNode: 8}
+		case 1, 2:
+			j.Req = spec.Resources{Nodes: 1, CPUsPerNode: 4, MemMiB: 1 << 14, GPUsPerNode: 1 + rng.intn(2),
+				GPUProfile: []string{"1g.10gb", "2g.20gb", "3g.40gb"}[rng.intn(3)]}
 		}
 		snap.Jobs = append(snap.Jobs, j)
 	}

@@ -50,8 +50,17 @@ type migGPU struct {
 // placed.
 type migCycle struct {
 	gpus [][]*migGPU // by node index
-	// cursor[profile]: nodes before it have no room for the profile.
+	// nodes are the indices of the nodes with MIG GPUs, in node order;
+	// cursor[profile] indexes it: nodes before have no room for the
+	// profile.
+	nodes  []int
 	cursor map[string]int
+	// failed[shape] is the shortest duration a job of that shape failed to
+	// place with (longer ones fail too: slices, CPUs and memory only get
+	// taken within a cycle, and a longer hold meets more reservations);
+	// fitting how many nodes it found.
+	failed  map[shape]int64
+	fitting map[shape]int
 }
 
 func placementMask(p spec.MIGPlacement) uint64 {
@@ -67,7 +76,7 @@ func (c *cycle) migState() *migCycle {
 	if c.mig != nil {
 		return c.mig
 	}
-	m := &migCycle{gpus: make([][]*migGPU, len(c.nodes)), cursor: map[string]int{}}
+	m := &migCycle{gpus: make([][]*migGPU, len(c.nodes)), cursor: map[string]int{}, failed: map[shape]int64{}, fitting: map[shape]int{}}
 	for i, w := range c.nodes {
 		for k := range w.n.GPUs {
 			g := &w.n.GPUs[k]
@@ -86,6 +95,9 @@ func (c *cycle) migState() *migCycle {
 				}
 			}
 			m.gpus[i] = append(m.gpus[i], mg)
+		}
+		if len(m.gpus[i]) > 0 {
+			m.nodes = append(m.nodes, i)
 		}
 	}
 	c.mig = m
@@ -242,6 +254,10 @@ func (c *cycle) migEligible(w *workNode, j *Job) bool {
 func (c *cycle) placeMIG(j *Job, dur int64) ([]spec.NodeAlloc, []int, int) {
 	m := c.migState()
 	r := &j.Req
+	key, memo := shapeOf(j)
+	if d, ok := m.failed[key]; memo && ok && dur >= d {
+		return nil, nil, m.fitting[key]
+	}
 	want := max(r.Nodes, 1)
 	n := max(r.GPUsPerNode, 1)
 	cur := m.cursor[r.GPUProfile]
@@ -251,13 +267,14 @@ func (c *cycle) placeMIG(j *Job, dur int64) ([]spec.NodeAlloc, []int, int) {
 		slots []slot
 	}
 	var got []booked
-	for i := cur; i < len(c.nodes) && len(got) < want; i++ {
+	for x := cur; x < len(m.nodes) && len(got) < want; x++ {
+		i := m.nodes[x]
 		gs := m.gpus[i]
-		if len(gs) == 0 || !hasRoom(gs, r.GPUProfile) {
+		if !hasRoom(gs, r.GPUProfile) {
 			continue
 		}
 		if first < 0 {
-			first = i
+			first = x
 		}
 		w := c.nodes[i]
 		if !c.migEligible(w, j) {
@@ -287,7 +304,7 @@ func (c *cycle) placeMIG(j *Job, dur int64) ([]spec.NodeAlloc, []int, int) {
 	// Within a cycle slices only get taken, so nodes without room now
 	// stay without room (State.End does not return slices).
 	if first < 0 {
-		m.cursor[r.GPUProfile] = len(c.nodes)
+		m.cursor[r.GPUProfile] = len(m.nodes)
 	} else if first > cur {
 		m.cursor[r.GPUProfile] = first
 	}
@@ -296,6 +313,9 @@ func (c *cycle) placeMIG(j *Job, dur int64) ([]spec.NodeAlloc, []int, int) {
 			for _, s := range b.slots {
 				s.gpu.untake(s, r.GPUProfile)
 			}
+		}
+		if d, ok := m.failed[key]; memo && (!ok || dur < d) {
+			m.failed[key], m.fitting[key] = dur, len(got)
 		}
 		return nil, nil, len(got)
 	}

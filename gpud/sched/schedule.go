@@ -107,6 +107,7 @@ type shape struct {
 	qos                          string
 	fraction                     float64
 	rdma                         int
+	profile                      string // MIG profile
 }
 
 // fitMemo is what a cycle learned about one shape. Within a cycle free
@@ -607,7 +608,8 @@ func shapeOf(j *Job) (shape, bool) {
 		return shape{}, false
 	}
 	return shape{partition: j.Partition, model: r.GPUModel, constraint: r.Constraint, gpus: r.GPUsPerNode, cpus: r.CPUsPerNode,
-		nodes: max(r.Nodes, 1), mem: r.MemMiB, exclusive: r.Exclusive, qos: j.QOS, fraction: r.GPUFraction, rdma: r.RDMA}, true
+		nodes: max(r.Nodes, 1), mem: r.MemMiB, exclusive: r.Exclusive, qos: j.QOS, fraction: r.GPUFraction, rdma: r.RDMA,
+		profile: r.GPUProfile}, true
 }
 
 func (c *cycle) memoFor(j *Job) *fitMemo {
