@@ -94,3 +94,20 @@ func BenchmarkJobsUserFilter(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(ops), "ms/op")
 }
+
+// BenchmarkGPUUsageFull is the fairshare feed's full read (hourly, and at
+// start) over a million ended jobs.
+func BenchmarkGPUUsageFull(b *testing.B) {
+	db := openTest(b)
+	bulkLoad(b, db, bulkJobs)
+	ctx := context.Background()
+	for b.Loop() {
+		us, err := db.GPUUsage(ctx, time.Time{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(us) != bulkJobs {
+			b.Fatalf("GPUUsage = %d attempts, want %d", len(us), bulkJobs)
+		}
+	}
+}

@@ -29,10 +29,11 @@ import (
 // Compile-time checks that the implementations fit their consumers' seams;
 // they live here because implementations never import their consumers.
 var (
-	_ controller.Store    = (*store.Store)(nil)
-	_ controller.Recorder = (*accounting.DB)(nil)
-	_ server.Accounting   = (*accounting.DB)(nil)
-	_ server.AuditLog     = (*accounting.DB)(nil)
+	_ controller.Store       = (*store.Store)(nil)
+	_ controller.Recorder    = (*accounting.DB)(nil)
+	_ controller.UsageSource = (*accounting.DB)(nil)
+	_ server.Accounting      = (*accounting.DB)(nil)
+	_ server.AuditLog        = (*accounting.DB)(nil)
 )
 
 const defaultControllerConfig = "/etc/gpud/gpud.toml"
@@ -198,6 +199,7 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	ctrl, err := controller.New(controllerConfig(cfg), st,
 		controller.WithLogger(o.Log),
 		controller.WithRecorder(acct),
+		controller.WithUsageSource(acct),
 		controller.WithObserver(mets),
 		controller.WithReload(reload))
 	if err != nil {

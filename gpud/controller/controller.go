@@ -81,6 +81,8 @@ type Controller struct {
 	now      func() time.Time
 	tick     <-chan time.Time
 	recorder Recorder
+	feed     *usageFeed
+	feedWake chan struct{}
 	obs      Observer
 	reload   func() (Config, error)
 
@@ -114,15 +116,16 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		return nil, spec.Errorf(spec.ErrInvalid, "controller config: %v", err)
 	}
 	c := &Controller{
-		log:     slog.Default(),
-		store:   store,
-		now:     time.Now,
-		ops:     make(chan *op, 4096),
-		started: make(chan struct{}),
-		stopped: make(chan struct{}),
-		recWake: make(chan struct{}, 1),
-		obs:     nopObserver{},
-		cfg:     cfg,
+		log:      slog.Default(),
+		store:    store,
+		now:      time.Now,
+		ops:      make(chan *op, 4096),
+		started:  make(chan struct{}),
+		stopped:  make(chan struct{}),
+		recWake:  make(chan struct{}, 1),
+		feedWake: make(chan struct{}, 1),
+		obs:      nopObserver{},
+		cfg:      cfg,
 	}
 	for _, o := range opts {
 		o(c)
@@ -190,9 +193,16 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.recorder != nil {
 		wg.Go(func() { c.recordLoop(recCtx) })
 	}
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	if c.feed != nil {
+		c.loadFeed(ctx)
+		interval := c.cfg.SchedInterval
+		wg.Go(func() { c.feedLoop(feedCtx, interval) })
+	}
 	defer func() {
 		c.drainOps()
 		close(c.stopped)
+		stopFeed()
 		stopRec()
 		wg.Wait()
 	}()

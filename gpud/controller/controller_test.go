@@ -107,15 +107,16 @@ func newHarness(t *testing.T, store *fakeStore, cfgFn func(*Config)) *harness {
 	return newHarnessAt(t, store, cfgFn, t0)
 }
 
-func newHarnessAt(t *testing.T, store *fakeStore, cfgFn func(*Config), now time.Time) *harness {
+func newHarnessAt(t *testing.T, store *fakeStore, cfgFn func(*Config), now time.Time, opts ...Option) *harness {
 	t.Helper()
 	h := &harness{t: t, store: store, rec: &fakeRecorder{}, now: now, tick: make(chan time.Time)}
 	cfg := DefaultConfig()
 	if cfgFn != nil {
 		cfgFn(&cfg)
 	}
-	c, err := New(cfg, store, WithClock(h.clock), WithTicker(h.tick), WithRecorder(h.rec),
-		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	// opts come last, so a test can replace the fake recorder.
+	c, err := New(cfg, store, append([]Option{WithClock(h.clock), WithTicker(h.tick), WithRecorder(h.rec),
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

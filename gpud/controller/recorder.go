@@ -70,5 +70,6 @@ func (c *Controller) flushRecords(ctx context.Context) bool {
 		c.recMu.Unlock()
 		return false
 	}
+	c.wakeFeed()
 	return true
 }

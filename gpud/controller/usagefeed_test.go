@@ -1,0 +1,101 @@
+package controller
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/accounting"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// fairshareConfig: two accounts, no decay (so usage reads as plain
+// GPU-seconds) and fairshare in the priority.
+func fairshareConfig(c *Config) {
+	multifactor(c)
+	c.Accounts = []Account{{Name: "physics", Shares: 1, Users: []string{"alice"}}, {Name: "chemistry", Shares: 1, Users: []string{"bob"}}}
+	c.FairshareHalfLife = 0
+}
+
+func rawUsage(t *testing.T, h *harness) map[string]float64 {
+	t.Helper()
+	rep, err := h.c.Fairshare(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, r := range rep.Rows {
+		if r.User != "" {
+			out[r.User] = r.RawUsage
+		}
+	}
+	return out
+}
+
+// TestFairshareFromAccountingSurvivesRestart: fairshare usage comes from
+// accounting.db (every attempt, including one thrown away by a requeue)
+// plus the jobs running now, so a restarted controller, which has
+// forgotten nothing but recomputes everything, reports the same usage,
+// and the usage of ended jobs equals their GPU-hours in the report.
+func TestFairshareFromAccountingSurvivesRestart(t *testing.T) {
+	db, err := accounting.Open(t.TempDir() + "/accounting.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	store := newFakeStore()
+	h := newHarnessAt(t, store, fairshareConfig, t0, WithRecorder(db), WithUsageSource(db))
+	h.register("n1", 4)
+	skip := func(d time.Duration) { h.mu.Lock(); h.now = h.now.Add(d); h.mu.Unlock() }
+
+	// alice: 2 GPUs for an hour, requeued, then 30 minutes more.
+	a := h.submit(alice, func(j *spec.JobSpec) { j.Account = "physics"; j.Resources.GPUsPerNode = 2 })
+	first := h.job(a)
+	skip(time.Hour)
+	if _, err := h.c.JobAction(ctx, alice, a, ActionRequeue, "again"); err != nil {
+		t.Fatal(err)
+	}
+	h.exit("n1", first, spec.StateCancelled, 0)
+	second := h.job(a)
+	if second.State != spec.StateRunning || second.Attempt != 2 {
+		t.Fatalf("requeued job = %s attempt %d, want RUNNING attempt 2", second.State, second.Attempt)
+	}
+	// bob: 1 GPU, still running at the restart.
+	b := h.submit(bob, func(j *spec.JobSpec) { j.Account = "chemistry"; j.Resources.GPUsPerNode = 1 })
+	if j := h.job(b); j.State != spec.StateRunning {
+		t.Fatalf("bob's job = %s, want RUNNING", j.State)
+	}
+	skip(30 * time.Minute)
+	h.exit("n1", second, spec.StateCompleted, 0)
+	if j := h.job(a); j.State != spec.StateCompleted {
+		t.Fatalf("alice's job = %s, want COMPLETED", j.State)
+	}
+	h.stop() // flushes the recorder
+
+	wantAlice := 2 * (time.Hour + 30*time.Minute).Seconds()
+	// Restarted with the same state and accounting, 10 minutes later.
+	later := h.clock().Add(10 * time.Minute)
+	h2 := newHarnessAt(t, store, fairshareConfig, later, WithRecorder(db), WithUsageSource(db))
+	got := rawUsage(t, h2)
+	if math.Abs(got["alice"]-wantAlice) > 1e-6 {
+		t.Errorf("alice's usage after restart = %v GPU-s, want %v (both attempts, from accounting)", got["alice"], wantAlice)
+	}
+	if want := (40 * time.Minute).Seconds(); math.Abs(got["bob"]-want) > 1e-6 {
+		t.Errorf("bob's usage after restart = %v GPU-s, want %v (running, up to now)", got["bob"], want)
+	}
+	rows, err := db.Summary(ctx, accounting.Filter{Users: []string{"alice"}}, accounting.GroupByUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || math.Abs(rows[0].GPUHours*3600-got["alice"]) > 1e-6 {
+		t.Errorf("report %+v disagrees with fairshare usage %v GPU-s", rows, got["alice"])
+	}
+	// bob's pending job ranks before alice's: less usage per share.
+	pa := h2.submit(alice, func(j *spec.JobSpec) { j.Account = "physics"; j.Resources.GPUsPerNode = 4 })
+	pb := h2.submit(bob, func(j *spec.JobSpec) { j.Account = "chemistry"; j.Resources.GPUsPerNode = 4 })
+	if ja, jb := h2.job(pa), h2.job(pb); jb.Priority <= ja.Priority {
+		t.Errorf("priorities after restart: bob %d, alice %d; want bob's higher (less past usage)", jb.Priority, ja.Priority)
+	}
+}
