@@ -34,6 +34,8 @@ type options struct {
 	billingWeight func(model, profile string) float64
 	now           func() time.Time
 	readers       int
+	price         func(model string) float64
+	gridGPerKWh   float64
 }
 
 // WithModelLookup names the GPU model ("h100") of an allocated device by its
@@ -55,6 +57,18 @@ func WithSliceFraction(f func(model, profile string) float64) Option {
 // profile, "" for whole GPUs and shares); the default weight is 1.
 func WithBillingWeight(f func(model, profile string) float64) Option {
 	return func(o *options) { o.billingWeight = f }
+}
+
+// WithPrices sets the price of one GPU-hour of each model (gpuq acct's
+// cost); a model it returns 0 for is free.
+func WithPrices(price func(model string) float64) Option {
+	return func(o *options) { o.price = price }
+}
+
+// WithGridIntensity sets the electricity's carbon intensity in grams of
+// CO2e per kWh (gpuq acct's co2_kg).
+func WithGridIntensity(gPerKWh float64) Option {
+	return func(o *options) { o.gridGPerKWh = gPerKWh }
 }
 
 // WithClock sets the clock used for the usage of jobs still running; the

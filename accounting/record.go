@@ -100,7 +100,7 @@ func prepareRecord(ctx context.Context, tx *sql.Tx) (*recordStmts, error) {
 		{&st.attempt, upsertAttemptSQL},
 		{&st.delUsage, `DELETE FROM usage WHERE job_id = ? AND attempt = ?`},
 		{&st.usage, `INSERT INTO usage (job_id, attempt, node, gpu_uuid, gpu_model, mig_profile,
-			fraction, gpu_seconds, billed_units, start_time, end_time) VALUES (?,?,?,?,?,?,?,?,?,?,?)`},
+			fraction, gpu_seconds, billed_units, start_time, end_time, account, user) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`},
 	} {
 		s, err := tx.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -223,7 +223,7 @@ func (db *DB) recordAttempt(ctx context.Context, st *recordStmts, j *spec.Job, n
 				billed = gpuSec * db.opts.billingWeight(model, j.Resources.GPUProfile)
 			}
 			if _, err := st.usage.ExecContext(ctx, int64(j.ID), attempt, n.Node, uuid, model,
-				j.Resources.GPUProfile, frac, gpuSec, billed, startS, end); err != nil {
+				j.Resources.GPUProfile, frac, gpuSec, billed, startS, end, j.Account, j.User); err != nil {
 				return fmt.Errorf("insert usage of attempt %d for %s on %s: %w", attempt, uuid, n.Node, err)
 			}
 		}

@@ -179,7 +179,10 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	if err != nil {
 		return nil, fmt.Errorf("open controller state: %w", err)
 	}
-	acct, err := accounting.Open(cfg.AccountingPath())
+	prices := cfg.Accounting.GPUHourPrice
+	acct, err := accounting.Open(cfg.AccountingPath(),
+		accounting.WithPrices(func(model string) float64 { return prices[model] }),
+		accounting.WithGridIntensity(cfg.Accounting.GridIntensity))
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("open accounting: %w", err)
@@ -221,7 +224,7 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	mets.AddStats(ctrl)
 	// The audit log is written in batches every 200 ms: a kill -9 loses
 	// at most that window of audit entries, never a job.
-	srvOpts := []server.Option{server.WithLogger(o.Log), server.WithAccounting(acct),
+	srvOpts := []server.Option{server.WithLogger(o.Log), server.WithAccounting(acct), server.WithUsageRecorder(acct),
 		server.WithAudit(acct, mets.AuditDropped),
 		server.WithMetrics(mets.Handler(), mets.ObserveRequest),
 		server.WithRoles(cfg.Auth.Operators, cfg.Auth.Admins),

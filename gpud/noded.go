@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
@@ -155,6 +156,9 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	if err != nil {
 		return err
 	}
+	// Backends without sampling (none) still serve job counts and sample
+	// the jobs' cgroups.
+	sampler, _ := devs.(gpu.Sampler)
 	agent, err := node.New(node.Config{
 		Name:           o.Name,
 		StateDir:       s.StateDir,
@@ -163,7 +167,8 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		DefaultImage:   s.DefaultImage,
 		CheckpointRoot: s.CheckpointRoot,
 		Version:        version,
-	}, client, rt, node.WithLogger(o.Log)) // the agent adds node= itself
+		UsageInterval:  usageInterval(s.UsageInterval.Std()),
+	}, client, rt, node.WithLogger(o.Log), node.WithGPUSampler(sampler)) // the agent adds node= itself
 	if err != nil {
 		return err
 	}
@@ -173,8 +178,6 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		if err != nil {
 			return fmt.Errorf("listen for metrics on %s: %w; choose another [node] metrics_listen or --metrics-listen", s.MetricsListen, err)
 		}
-		// Backends without sampling (none) still serve job counts.
-		sampler, _ := devs.(gpu.Sampler)
 		// Hostname is the node's cluster name (the hostname by default),
 		// so GPU series join gpud's node names.
 		h := metrics.NewNode(o.Name, inv.GPUs, sampler, agent).Handler()
@@ -190,4 +193,13 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		return err
 	})
 	return g.Wait()
+}
+
+// usageInterval maps node.toml's usage_interval ("0s": never) onto the
+// agent's (negative: never; zero would mean its default).
+func usageInterval(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

@@ -28,6 +28,7 @@ func standaloneCommand() *cli.Command {
 			&cli.IntFlag{Name: "cpus", Usage: "CPUs each node offers (0: the host's)"},
 			&cli.StringFlag{Name: "mem", Usage: "memory each node offers, e.g. 64G (default: the host's)"},
 			&cli.DurationFlag{Name: "kill-grace", Usage: "time between SIGTERM and SIGKILL when a job is stopped", Value: 30 * time.Second},
+			&cli.DurationFlag{Name: "usage-interval", Usage: "how often the nodes sample each running job's usage for accounting (0 for never)", Value: 30 * time.Second},
 		),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c, os.Stderr)
@@ -50,6 +51,7 @@ func standaloneCommand() *cli.Command {
 			nodeDefaults.Node.CPUs = c.Int("cpus")
 			nodeDefaults.Node.Mem = c.String("mem")
 			nodeDefaults.Node.KillGrace = config.Duration(c.Duration("kill-grace").String())
+			nodeDefaults.Node.UsageInterval = config.Duration(c.Duration("usage-interval").String())
 			nodeDefaults.Node.StateDir = filepath.Join(dir, "nodes")
 			nodeDefaults.Node.CDIDir = filepath.Join(dir, "cdi")
 			nodeDefaults.Node.CheckpointRoot = filepath.Join(dir, "checkpoints")

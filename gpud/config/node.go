@@ -48,6 +48,10 @@ type NodeSection struct {
 	// MetricsListen is the host:port the agent serves Prometheus /metrics
 	// on (per-GPU DCGM-style gauges); empty serves none.
 	MetricsListen string `toml:"metrics_listen"`
+	// UsageInterval is how often each running job's usage (GPU
+	// utilisation, memory, power; cgroup CPU and memory) is sampled for
+	// accounting; "0s" samples nothing.
+	UsageInterval Duration `toml:"usage_interval"`
 }
 
 // Health is [health]: when a GPU counts as unhealthy.
@@ -71,6 +75,7 @@ func DefaultNode() Node {
 			DefaultImage:      "host",
 			KillGrace:         "30s",
 			CheckpointRoot:    "/var/lib/gpud/checkpoints",
+			UsageInterval:     "30s",
 		},
 		Health: Health{GPUTempMaxC: 85, GPUTempSustain: "60s"},
 	}
@@ -161,6 +166,7 @@ func (n Node) Validate() error {
 		p.addf("[node] default_image: empty; use \"host\" or an image reference")
 	}
 	p.duration("[node] kill_grace", s.KillGrace, true)
+	p.duration("[node] usage_interval", s.UsageInterval, false)
 	if s.MetricsListen != "" {
 		if _, port, err := net.SplitHostPort(s.MetricsListen); err != nil || port == "" {
 			p.addf("[node] metrics_listen: %q is not host:port (use e.g. \":9400\" or \"127.0.0.1:9400\", or \"\" for no metrics)", s.MetricsListen)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
+	"github.com/gpud/gpud/runtime/gpu"
 )
 
 // Config is the node agent's configuration. The caller (gpud main) builds
@@ -51,6 +52,9 @@ type Config struct {
 	CheckpointTimeout time.Duration
 	// Version of the agent, reported in the inventory.
 	Version string
+	// UsageInterval is how often the usage of each running job is sampled
+	// and sent to accounting; negative turns sampling off.
+	UsageInterval time.Duration
 }
 
 // Defaults for Config fields left zero.
@@ -60,6 +64,7 @@ const (
 	DefaultPollWait          = 30 * time.Second
 	DefaultCheckpointKeep    = 3
 	DefaultCheckpointTimeout = time.Minute
+	DefaultUsageInterval     = 30 * time.Second
 )
 
 // withDefaults returns c with zero fields filled in.
@@ -78,6 +83,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CheckpointTimeout <= 0 {
 		c.CheckpointTimeout = DefaultCheckpointTimeout
+	}
+	if c.UsageInterval == 0 {
+		c.UsageInterval = DefaultUsageInterval
 	}
 	if c.Hostname == "" {
 		if h, err := os.Hostname(); err == nil {
@@ -134,6 +142,7 @@ func (c Config) validate() error {
 type Option func(*options)
 
 type options struct {
+	sampler    gpu.Sampler
 	log        *slog.Logger
 	clock      Clock
 	backoffMin time.Duration
@@ -142,6 +151,10 @@ type options struct {
 
 // WithLogger sets the agent's logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithGPUSampler sets where usage samples read the GPUs from (the NVML
+// backend); without it samples carry only the cgroup's CPU and memory.
+func WithGPUSampler(s gpu.Sampler) Option { return func(o *options) { o.sampler = s } }
 
 // WithClock sets the clock for job time (deadlines, kill grace, event
 // times); tests pass a fake.
