@@ -135,3 +135,21 @@ func BenchmarkRecordUsageSamples(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
 }
+
+// BenchmarkSummaryAll is gpuq report (by user) over a window holding a
+// million jobs, the "month of 1,000,000 jobs": what the server
+// does for it.
+func BenchmarkSummaryAll(b *testing.B) {
+	db := openTest(b)
+	bulkLoad(b, db, bulkJobs)
+	ctx := context.Background()
+	for b.Loop() {
+		rows, err := db.Summary(ctx, Filter{}, GroupByUser)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rows) != bulkUsers {
+			b.Fatalf("Summary = %d users, want %d", len(rows), bulkUsers)
+		}
+	}
+}

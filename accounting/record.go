@@ -181,9 +181,13 @@ func (db *DB) recordAttempt(ctx context.Context, st *recordStmts, j *spec.Job, n
 	if attempt == 0 {
 		attempt = j.Attempt
 	}
+	// The job's start is when its container started (rank 0's report);
+	// the allocation's is when the controller placed it, a moment before.
+	// Usage runs from the former, as Elapsed does, when it is this
+	// attempt's: gpu_hours is then allocation × elapsed.
 	start := a.StartTime.Time
-	if start.IsZero() {
-		start = j.StartTime.Time
+	if js := j.StartTime.Time; start.IsZero() || !js.Before(start) {
+		start = js
 	}
 	if start.IsZero() {
 		return nil // placed but not started: nothing used yet
