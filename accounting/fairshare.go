@@ -3,6 +3,7 @@ package accounting
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
@@ -45,6 +46,38 @@ func (db *DB) GPUUsage(ctx context.Context, since time.Time) ([]spec.GPUUsage, e
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read GPU usage since %v: %w", since, err)
+	}
+	return out, nil
+}
+
+// RecordedTerminal returns, of ids, the jobs recorded in a terminal state,
+// with their recorded attempt: the controller checks at start that every
+// ended job it remembers reached accounting.
+func (db *DB) RecordedTerminal(ctx context.Context, ids []spec.JobID) (map[spec.JobID]int, error) {
+	out := make(map[spec.JobID]int, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = int64(id)
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT id, attempts FROM jobs WHERE state IN `+terminalStates+
+		` AND id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("check recorded jobs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var att int
+		if err := rows.Scan(&id, &att); err != nil {
+			return nil, fmt.Errorf("check recorded jobs: read row: %w", err)
+		}
+		out[spec.JobID(id)] = att
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("check recorded jobs: %w", err)
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -105,7 +106,14 @@ type SummaryRow struct {
 	EnergyKWh  float64 `json:"energy_kwh"`
 	CO2Kg      float64 `json:"co2_kg"`
 	Cost       float64 `json:"cost"`
+	// IdleGPUHours is allocated but idle: GPU-hours of usage samples whose
+	// mean utilisation was under IdleUtilPct.
+	IdleGPUHours float64 `json:"idle_gpu_hours"`
 }
+
+// IdleUtilPct is the utilisation under which a sampled GPU counts as idle
+// in IdleGPUHours.
+const IdleUtilPct = 5
 
 // where builds the WHERE clause of f over jobs j.
 func (f *Filter) where() (string, []any) {
@@ -157,6 +165,9 @@ const (
 	energySQL = `(SELECT COALESCE(SUM(s.energy_j), 0) FROM usage_samples s
 		WHERE s.job_id = j.id AND s.end_time BETWEEN ?2 AND ?3)`
 )
+
+var idleSQL = `(SELECT COALESCE(SUM(s.seconds * s.gpus), 0) FROM usage_samples s
+	WHERE s.job_id = j.id AND s.end_time BETWEEN ?2 AND ?3 AND s.gpu_util_avg < ` + strconv.Itoa(IdleUtilPct) + `)`
 
 // joules per kWh
 const jPerKWh = 3.6e6
@@ -246,8 +257,8 @@ func (db *DB) Summary(ctx context.Context, f Filter, groupBy string) ([]SummaryR
 	args = append([]any{now, ws, we}, args...)
 	// Cost needs each job's model, so the rows are grouped by model too
 	// and folded here.
-	q := `SELECT g, m, COUNT(*), SUM(gs), SUM(cs), SUM(ss), SUM(es) FROM (SELECT ` + col + ` AS g, j.gpu_model AS m,
-		` + usageSQL + ` AS gs, ` + cpuSQL + ` AS cs, ` + sliceSQL + ` AS ss, ` + energySQL + ` AS es
+	q := `SELECT g, m, COUNT(*), SUM(gs), SUM(cs), SUM(ss), SUM(es), SUM(isec) FROM (SELECT ` + col + ` AS g, j.gpu_model AS m,
+		` + usageSQL + ` AS gs, ` + cpuSQL + ` AS cs, ` + sliceSQL + ` AS ss, ` + energySQL + ` AS es, ` + idleSQL + ` AS isec
 	FROM jobs j` + renumber(where, 4) + `) GROUP BY g, m ORDER BY g, m`
 	rows, err := db.r.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -260,8 +271,9 @@ func (db *DB) Summary(ctx context.Context, f Filter, groupBy string) ([]SummaryR
 			g, model                      string
 			n                             int
 			gpuSec, cpuSec, sliceSec, enJ float64
+			idleSec                       float64
 		)
-		if err := rows.Scan(&g, &model, &n, &gpuSec, &cpuSec, &sliceSec, &enJ); err != nil {
+		if err := rows.Scan(&g, &model, &n, &gpuSec, &cpuSec, &sliceSec, &enJ, &idleSec); err != nil {
 			return nil, fmt.Errorf("summarise accounted jobs by %s: read row: %w", groupBy, err)
 		}
 		if len(out) == 0 || out[len(out)-1].Group != g {
@@ -275,6 +287,7 @@ func (db *DB) Summary(ctx context.Context, f Filter, groupBy string) ([]SummaryR
 		s.EnergyKWh += enJ / jPerKWh
 		s.CO2Kg += db.co2Of(enJ)
 		s.Cost += db.costOf(model, gpuSec)
+		s.IdleGPUHours += idleSec / 3600
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("summarise accounted jobs by %s: %w", groupBy, err)

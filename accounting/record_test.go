@@ -2,8 +2,8 @@ package accounting
 
 import (
 	"context"
-	"math"
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 

@@ -65,3 +65,25 @@ func TestUsageSamplesIntoRecords(t *testing.T) {
 		t.Errorf("summary %+v is not the sum of %+v and %+v", sum, r1, r2)
 	}
 }
+
+// TestIdleGPUHours: samples under IdleUtilPct count as allocated but idle
+// in the summary of their job's user.
+func TestIdleGPUHours(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(10000).Time }))
+	ctx := context.Background()
+	record(t, db, MakeJob(1).Ran(1, 0, node("n1", 8, "GPU-1", "GPU-2")).End(3600, spec.StateCompleted).Obj())
+	s := func(id string, start, end int64, util float64) UsageSample {
+		return UsageSample{ID: id, JobID: 1, Attempt: 1, Node: "n1", Start: at(start).Time, End: at(end).Time, GPUs: 2, GPUUtilAvg: util}
+	}
+	if err := db.RecordUsageSamples(ctx, []UsageSample{s("a", 0, 1800, 1), s("b", 1800, 3600, IdleUtilPct)}); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := db.Summary(ctx, Filter{}, GroupByUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum) != 1 || math.Abs(sum[0].IdleGPUHours-1) > 1e-9 {
+		t.Errorf("summary %+v; want alice with 1 idle GPU-hour (2 GPUs × 30 min under %d%%)", sum, IdleUtilPct)
+	}
+}

@@ -29,11 +29,12 @@ import (
 // Compile-time checks that the implementations fit their consumers' seams;
 // they live here because implementations never import their consumers.
 var (
-	_ controller.Store       = (*store.Store)(nil)
-	_ controller.Recorder    = (*accounting.DB)(nil)
-	_ controller.UsageSource = (*accounting.DB)(nil)
-	_ server.Accounting      = (*accounting.DB)(nil)
-	_ server.AuditLog        = (*accounting.DB)(nil)
+	_ controller.Store         = (*store.Store)(nil)
+	_ controller.Recorder      = (*accounting.DB)(nil)
+	_ controller.UsageSource   = (*accounting.DB)(nil)
+	_ controller.RecordChecker = (*accounting.DB)(nil)
+	_ server.Accounting        = (*accounting.DB)(nil)
+	_ server.AuditLog          = (*accounting.DB)(nil)
 )
 
 const defaultControllerConfig = "/etc/gpud/gpud.toml"

@@ -302,6 +302,8 @@ type AcctSummaryRow struct {
 	EnergyKWh  float64 `json:"energy_kwh"`
 	CO2Kg      float64 `json:"co2_kg"`
 	Cost       float64 `json:"cost"`
+	// IdleGPUHours is allocated but idle (sampled under 5% utilisation).
+	IdleGPUHours float64 `json:"idle_gpu_hours"`
 }
 
 // Group keys of GET /v1/accounting/summary.

@@ -191,7 +191,17 @@ func (c *Controller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
 	if c.recorder != nil {
-		wg.Go(func() { c.recordLoop(recCtx) })
+		chk, _ := c.recorder.(RecordChecker)
+		var ended []spec.JobID
+		if chk != nil {
+			ended = c.ended()
+		}
+		wg.Go(func() {
+			if chk != nil {
+				c.recheckRecords(recCtx, chk, ended)
+			}
+			c.recordLoop(recCtx)
+		})
 	}
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	if c.feed != nil {

@@ -99,3 +99,47 @@ func TestFairshareFromAccountingSurvivesRestart(t *testing.T) {
 		t.Errorf("priorities after restart: bob %d, alice %d; want bob's higher (less past usage)", jb.Priority, ja.Priority)
 	}
 }
+
+// TestRestartRecordsWhatAccountingLacks: a job that ended while
+// accounting did not get it (the recorder's queue died with a kill -9) is
+// recorded by the next controller, once.
+func TestRestartRecordsWhatAccountingLacks(t *testing.T) {
+	db, err := accounting.Open(t.TempDir() + "/accounting.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	store := newFakeStore()
+	h := newHarness(t, store, nil) // records into a fake: accounting never hears
+	h.register("n1", 2)
+	lost := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
+	kept := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
+	for _, id := range []spec.JobID{lost, kept} {
+		h.exit("n1", h.job(id), spec.StateCompleted, 0)
+	}
+	h.stop()
+	h.rec.mu.Lock()
+	for _, j := range h.rec.jobs {
+		if j.ID == kept {
+			if err := db.RecordJobs(ctx, []spec.Job{j}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h.rec.mu.Unlock()
+
+	newHarnessAt(t, store, nil, h.clock(), WithRecorder(db))
+	var rs []accounting.Record
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if rs, err = db.Jobs(ctx, accounting.Filter{}); err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) >= 2 {
+			break
+		}
+	}
+	if len(rs) != 2 || rs[0].ID != lost || rs[1].ID != kept || rs[0].State != spec.StateCompleted || rs[0].GPUHours < 0 {
+		t.Errorf("accounting after restart = %+v; want jobs %d and %d, COMPLETED, once each", rs, lost, kept)
+	}
+}
