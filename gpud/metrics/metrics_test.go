@@ -2,11 +2,14 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -238,5 +241,56 @@ func TestNodeScrapeMockDGX(t *testing.T) {
 	held := `DCGM_FI_DEV_GPU_UTIL{Hostname="gpu01",UUID="` + inv[3].UUID + `",account="ml",gpu="3",job_id="7",modelName="` + inv[3].Name + `",user="alice"}`
 	if !strings.Contains(body, held) {
 		t.Errorf("scrape lacks %s:\n%s", held, body)
+	}
+}
+
+// TestGrafanaDashboardUsesExportedNames: every gpud_ and DCGM_ series the
+// shipped dashboard (etc/grafana-dashboard.json) queries is one the
+// controller or a node exports.
+func TestGrafanaDashboardUsesExportedNames(t *testing.T) {
+	data, err := os.ReadFile("../../etc/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("etc/grafana-dashboard.json: %v", err)
+	}
+	m := NewController()
+	m.AddStats(&fakeStats{s: controller.Stats{Jobs: []controller.JobCount{{State: spec.StateRunning, Partition: "p", N: 1}},
+		Pending: []controller.ReasonCount{{Reason: "Priority", N: 1}}, Nodes: []controller.NodeCount{{State: spec.NodeIdle, N: 1}},
+		GPUs: []controller.GPUCount{{Model: "h100", Total: 1}}}})
+	m.JobStarted("p")
+	m.JobEnded("p", spec.StateCompleted)
+	m.JobRequeued("p", "")
+	m.CycleDone(time.Millisecond)
+	m.ObserveRequest("GET /v1/jobs", 200, time.Millisecond)
+	ctl := httptest.NewServer(m.Handler())
+	defer ctl.Close()
+	sampler := &fakeSampler{s: []gpu.Sample{{UUID: "GPU-1", HasUtil: true, HasMem: true, HasTemp: true, HasPower: true, HasXID: true}}}
+	nd := httptest.NewServer(NewNode("n", []spec.GPU{{UUID: "GPU-1"}}, sampler, fakeJobs{}).Handler())
+	defer nd.Close()
+	exported := scrape(t, ctl.URL) + scrape(t, nd.URL)
+	name := regexp.MustCompile(`\b(?:gpud|DCGM)_[A-Za-z0-9_]+`)
+	n := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, s := range name.FindAllString(tg.Expr, -1) {
+				n++
+				if !strings.Contains(exported, "\n"+s+"{") && !strings.Contains(exported, "\n"+s+" ") {
+					t.Errorf("panel %q queries %s, which neither daemon exports", p.Title, s)
+				}
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("the dashboard queries only %d series; want its panels built on gpud's names", n)
 	}
 }
