@@ -148,6 +148,7 @@ func controllerConfig(c config.Controller) controller.Config {
 		})
 	}
 	cc.FairshareHalfLife = c.Fairshare.DecayHalfLife.Std()
+	cc.FairshareModelWeights = c.Fairshare.GPUModelWeights
 	for _, a := range c.Accounts {
 		cc.Accounts = append(cc.Accounts, controller.Account{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: a.Users})
 	}

@@ -67,6 +67,9 @@ type Priority struct {
 type Fairshare struct {
 	// DecayHalfLife halves past usage's weight every period.
 	DecayHalfLife Duration `toml:"decay_half_life"`
+	// GPUModelWeights bills a GPU-second of a model ("h100" = 2) in
+	// fairshare usage; models not listed weigh 1.
+	GPUModelWeights map[string]float64 `toml:"gpu_model_weights"`
 }
 
 // Accounting is [accounting].
@@ -218,7 +221,7 @@ func Defaults() Controller {
 				MaxAge:          "7d",
 			},
 		},
-		Fairshare:  Fairshare{DecayHalfLife: "7d"},
+		Fairshare:  Fairshare{DecayHalfLife: "7d", GPUModelWeights: map[string]float64{}},
 		Accounting: Accounting{GPUHourPrice: map[string]float64{}},
 		Auth:       Auth{ClusterName: "gpud", ClockSkew: "2m"},
 		API:        API{SubmitRate: 20, SubmitBurst: 200},
@@ -325,6 +328,11 @@ func (c Controller) Validate() error {
 	}
 	p.duration("[scheduler.priority] max_age", s.Priority.MaxAge, true)
 	p.duration("[fairshare] decay_half_life", c.Fairshare.DecayHalfLife, true)
+	for m, w := range c.Fairshare.GPUModelWeights {
+		if w < 0 || m == "" {
+			p.addf("[fairshare] gpu_model_weights %q = %v: give a GPU model and a weight of 0 or more", m, w)
+		}
+	}
 	if g := c.Accounting.GridIntensity; g < 0 || g > 5000 {
 		p.addf("[accounting] grid_intensity_g_per_kwh: %v is outside 0-5000 (grams of CO2e per kWh; e.g. 400)", g)
 	}

@@ -369,6 +369,9 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 		}
 	}
 	if len(tx.ended) > 0 {
+		for i := range tx.ended {
+			c.recordModel(&tx.ended[i])
+		}
 		c.enqueueRecords(tx.ended)
 	}
 	if tx.kick {

@@ -76,7 +76,7 @@ func (c *Controller) Fairshare(ctx context.Context) (*fairshare.Report, error) {
 
 // fairshareConfig is the billing and decay policy.
 func (c *Controller) fairshareConfig() fairshare.Config {
-	return fairshare.Config{HalfLife: max(c.cfg.FairshareHalfLife, 0)}
+	return fairshare.Config{HalfLife: max(c.cfg.FairshareHalfLife, 0), ModelWeights: c.cfg.FairshareModelWeights}
 }
 
 // fairshareReport builds the report from the account tree, the feed's

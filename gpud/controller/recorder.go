@@ -127,6 +127,7 @@ func (c *Controller) recheckRecords(ctx context.Context, chk RecordChecker, ids 
 				}
 				j := rec.job
 				j.Alloc = cloneAlloc(rec.job.Alloc)
+				c.recordModel(&j)
 				jobs = append(jobs, j)
 			}
 			return nil
@@ -141,5 +142,14 @@ func (c *Controller) recheckRecords(ctx context.Context, chk RecordChecker, ids 
 	}
 	if redone > 0 {
 		c.log.Warn("recorded ended jobs accounting lacked (lost with the recorder's queue at the last stop)", "jobs", redone)
+	}
+}
+
+// recordModel sets the GPU model of a job record that asked for any model
+// to the model of the GPUs it got (owner only): accounting bills, prices
+// and weighs by it, and gpuq report groups by it.
+func (c *Controller) recordModel(j *spec.Job) {
+	if j.Resources.GPUModel == "" && j.Alloc != nil && len(j.Alloc.Nodes) > 0 {
+		j.Resources.GPUModel = c.gpuModel(j.Alloc.Nodes[0].Node, j.Alloc.Nodes[0].GPUs)
 	}
 }

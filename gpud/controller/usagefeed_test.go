@@ -143,3 +143,33 @@ func TestRestartRecordsWhatAccountingLacks(t *testing.T) {
 		t.Errorf("accounting after restart = %+v; want jobs %d and %d, COMPLETED, once each", rs, lost, kept)
 	}
 }
+
+// TestFairshareWeighsGPUModels: with h100 weighing 2, an hour on one h100
+// (the model the node reported; the job asked for any) is 2 GPU-hours of
+// fairshare usage, from accounting.
+func TestFairshareWeighsGPUModels(t *testing.T) {
+	db, err := accounting.Open(t.TempDir() + "/accounting.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	weights := func(c *Config) { fairshareConfig(c); c.FairshareModelWeights = map[string]float64{"h100": 2} }
+	store := newFakeStore()
+	h := newHarnessAt(t, store, weights, t0, WithRecorder(db), WithUsageSource(db))
+	h.register("n1", 1)
+	id := h.submit(alice, func(j *spec.JobSpec) { j.Account = "physics"; j.Resources.GPUsPerNode = 1 })
+	j := h.job(id)
+	h.mu.Lock()
+	h.now = h.now.Add(time.Hour)
+	h.mu.Unlock()
+	h.exit("n1", j, spec.StateCompleted, 0)
+	h.stop()
+	h2 := newHarnessAt(t, store, weights, h.clock(), WithRecorder(db), WithUsageSource(db))
+	if got, want := rawUsage(t, h2)["alice"], 2*3600.0; math.Abs(got-want) > 1e-6 {
+		t.Errorf("alice's usage = %v, want %v (one h100-hour weighing 2)", got, want)
+	}
+	rs, err := db.Jobs(context.Background(), accounting.Filter{})
+	if err != nil || len(rs) != 1 || rs[0].GPUModel != "h100" {
+		t.Errorf("accounting = %+v, %v; want the job billed as h100", rs, err)
+	}
+}
