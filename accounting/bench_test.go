@@ -96,19 +96,19 @@ func BenchmarkJobsUserFilter(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(ops), "ms/op")
 }
 
-// BenchmarkGPUUsageFull is the fairshare feed's full read (hourly, and at
-// start) over a million ended jobs.
-func BenchmarkGPUUsageFull(b *testing.B) {
+// BenchmarkGPUUsageTotalsFull is the fairshare feed's full read (hourly,
+// and at start) over a million ended jobs: daily totals per user.
+func BenchmarkGPUUsageTotalsFull(b *testing.B) {
 	db := openTest(b)
 	bulkLoad(b, db, bulkJobs)
 	ctx := context.Background()
 	for b.Loop() {
-		us, err := db.GPUUsage(ctx, time.Time{})
+		ts, err := db.GPUUsageTotals(ctx, time.Time{}, time.Now())
 		if err != nil {
 			b.Fatal(err)
 		}
-		if len(us) != bulkJobs {
-			b.Fatalf("GPUUsage = %d attempts, want %d", len(us), bulkJobs)
+		if len(ts) < bulkUsers {
+			b.Fatalf("GPUUsageTotals = %d rows, want at least one per user", len(ts))
 		}
 	}
 }

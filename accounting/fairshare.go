@@ -50,6 +50,44 @@ func (db *DB) GPUUsage(ctx context.Context, since time.Time) ([]spec.GPUUsage, e
 	return out, nil
 }
 
+// usageBucket is the span of end times GPUUsageTotals sums together.
+const usageBucket = 24 * time.Hour
+
+// GPUUsageTotals sums the GPU use of the attempts that ended in [since,
+// before) (zero since: from the start) per account, user, model and day
+// of end, for the controller's fairshare: a million attempts are read as
+// a few thousand rows, summed inside SQLite. Each total carries the
+// GPU-second-weighted midpoint of its attempts; decaying a day's usage
+// from it instead of from each attempt errs by under 0.1% at a half-life
+// of a week. It scans the table rather than the end-time index: it is
+// meant for (nearly) all of it, where a lookup per row costs more.
+func (db *DB) GPUUsageTotals(ctx context.Context, since, before time.Time) ([]spec.GPUUsageTotal, error) {
+	s, b := bounds(since, before)
+	rows, err := db.r.QueryContext(ctx, `SELECT account, user, gpu_model, SUM(gs), SUM(gs * mid) / SUM(gs) FROM (
+			SELECT account, user, gpu_model, end_time / ?3 AS day, fraction * (end_time - start_time) AS gs,
+				(start_time + end_time) / 2.0 AS mid
+			FROM usage WHERE end_time + 0 >= ?1 AND end_time + 0 < ?2 AND end_time > start_time)
+		GROUP BY account, user, gpu_model, day`, s, b, int64(usageBucket/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("sum GPU usage before %v: %w", before, err)
+	}
+	defer rows.Close()
+	var out []spec.GPUUsageTotal
+	for rows.Next() {
+		var u spec.GPUUsageTotal
+		var mid float64
+		if err := rows.Scan(&u.Account, &u.User, &u.Model, &u.GPUSeconds, &mid); err != nil {
+			return nil, fmt.Errorf("sum GPU usage: read row: %w", err)
+		}
+		u.Mid = time.Unix(0, int64(mid*1e9)).UTC()
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sum GPU usage before %v: %w", before, err)
+	}
+	return out, nil
+}
+
 // RecordedTerminal returns, of ids, the jobs recorded in a terminal state,
 // with their recorded attempt: the controller checks at start that every
 // ended job it remembers reached accounting.

@@ -19,6 +19,9 @@ type UsageSource interface {
 	// GPUUsage lists ended attempts that ended at or after since (zero:
 	// all), GPUs in whole-GPU equivalents.
 	GPUUsage(ctx context.Context, since time.Time) ([]spec.GPUUsage, error)
+	// GPUUsageTotals sums the attempts that ended in [since, before) by
+	// account, user, model and day, each with its usage's midpoint.
+	GPUUsageTotals(ctx context.Context, since, before time.Time) ([]spec.GPUUsageTotal, error)
 }
 
 // WithUsageSource feeds fairshare from s; without it the controller bills
@@ -30,7 +33,8 @@ func WithUsageSource(s UsageSource) Option {
 // Feed tuning. A refresh reads only the attempts that ended since the
 // last one (less feedOverlap, for records that reach accounting late);
 // every feedFullEvery it rereads the whole horizon, which also picks up
-// anything recorded later than the overlap.
+// anything recorded later than the overlap: as daily totals summed in
+// SQLite up to feedOverlap ago, and attempt by attempt after that.
 const (
 	feedOverlap   = 10 * time.Minute
 	feedFullEvery = time.Hour
@@ -55,6 +59,7 @@ type usageFeed struct {
 	totals   map[[2]string]*fairshare.Past
 	seen     map[usageKey]time.Time // end times of the attempts in the overlap
 	mark     time.Time              // latest end time read
+	floor    time.Time              // the last full read's totals end here
 	lastFull time.Time
 }
 
@@ -77,24 +82,49 @@ func (f *usageFeed) past() []fairshare.Past {
 // new totals decayed to now.
 func (f *usageFeed) refresh(ctx context.Context, now time.Time, cfg fairshare.Config) error {
 	full := f.totals == nil || now.Sub(f.lastFull) >= feedFullEvery || !sameBilling(f.cfg, cfg)
-	since := f.mark.Add(-feedOverlap)
-	if full {
-		since = time.Time{}
-		if cfg.HalfLife > 0 {
-			since = now.Add(-feedHorizon * cfg.HalfLife)
-		}
-	}
 	rctx, cancel := context.WithTimeout(ctx, feedTimeout)
 	defer cancel()
+	var totals []spec.GPUUsageTotal
+	since := f.mark.Add(-feedOverlap)
+	if f.floor.After(since) {
+		since = f.floor // before it, the totals counted everything
+	}
+	if full {
+		from := time.Time{}
+		if cfg.HalfLife > 0 {
+			from = now.Add(-feedHorizon * cfg.HalfLife)
+		}
+		since = now.Add(-feedOverlap)
+		var err error
+		if totals, err = f.src.GPUUsageTotals(rctx, from, since); err != nil {
+			return err
+		}
+	}
 	rows, err := f.src.GPUUsage(rctx, since)
 	if err != nil {
 		return err
 	}
 	if full {
-		f.totals, f.seen, f.mark, f.lastFull, f.cfg = map[[2]string]*fairshare.Past{}, map[usageKey]time.Time{}, time.Time{}, now, cfg
+		f.totals, f.seen, f.mark, f.floor, f.lastFull, f.cfg = map[[2]string]*fairshare.Past{}, map[usageKey]time.Time{}, since, since, now, cfg
 	}
 	for _, p := range f.totals {
 		p.DecayTo(now, &f.cfg)
+	}
+	past := func(account, user string) *fairshare.Past {
+		ak := [2]string{account, user}
+		p := f.totals[ak]
+		if p == nil {
+			p = &fairshare.Past{Account: account, User: user, At: now}
+			f.totals[ak] = p
+		}
+		return p
+	}
+	for i := range totals {
+		t := &totals[i]
+		// A day's usage as one GPU-second-weighted second at its midpoint.
+		half := 500 * time.Millisecond
+		past(t.Account, t.User).Add(&fairshare.Usage{Account: t.Account, User: t.User, Model: t.Model, GPUs: t.GPUSeconds,
+			Start: t.Mid.Add(-half), End: t.Mid.Add(half)}, &f.cfg)
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -106,15 +136,9 @@ func (f *usageFeed) refresh(ctx context.Context, now time.Time, cfg fairshare.Co
 		if r.End.After(f.mark) {
 			f.mark = r.End
 		}
-		ak := [2]string{r.Account, r.User}
-		p := f.totals[ak]
-		if p == nil {
-			p = &fairshare.Past{Account: r.Account, User: r.User, At: now}
-			f.totals[ak] = p
-		}
 		// An end after now (a clock step back) is billed up to now; the
 		// next full read bills the rest.
-		p.Add(&fairshare.Usage{Account: r.Account, User: r.User, Model: r.Model, GPUs: r.GPUs, Start: r.Start, End: r.End}, &f.cfg)
+		past(r.Account, r.User).Add(&fairshare.Usage{Account: r.Account, User: r.User, Model: r.Model, GPUs: r.GPUs, Start: r.Start, End: r.End}, &f.cfg)
 	}
 	for k, end := range f.seen {
 		if end.Before(f.mark.Add(-feedOverlap)) {

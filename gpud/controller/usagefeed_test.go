@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/accounting"
+	"github.com/gpud/gpud/gpud/sched/fairshare"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -171,5 +172,98 @@ func TestFairshareWeighsGPUModels(t *testing.T) {
 	rs, err := db.Jobs(context.Background(), accounting.Filter{})
 	if err != nil || len(rs) != 1 || rs[0].GPUModel != "h100" {
 		t.Errorf("accounting = %+v, %v; want the job billed as h100", rs, err)
+	}
+}
+
+// TestUsageFeedRefreshesCountOnce: a full read (daily totals up to the
+// overlap, attempts after) and the incremental reads after it count every
+// attempt once, and a newly ended attempt is picked up.
+func TestUsageFeedRefreshesCountOnce(t *testing.T) {
+	db, err := accounting.Open(t.TempDir() + "/accounting.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	job := func(id spec.JobID, user string, start, end time.Duration) spec.Job {
+		return spec.Job{ID: id, JobSpec: spec.JobSpec{Account: "physics"}, User: user, State: spec.StateCompleted, Attempt: 1,
+			StartTime: spec.NewTime(t0.Add(start)), EndTime: spec.NewTime(t0.Add(end)),
+			Alloc: &spec.Alloc{ID: "a", JobID: id, Attempt: 1, StartTime: spec.NewTime(t0.Add(start)),
+				Nodes: []spec.NodeAlloc{{Node: "n1", GPUs: []string{"G1", "G2"}}}}}
+	}
+	// Days ago, an hour ago, and 5 minutes ago (inside the overlap).
+	if err := db.RecordJobs(ctx, []spec.Job{job(1, "alice", 0, time.Hour), job(2, "alice", 70*time.Hour, 71*time.Hour),
+		job(3, "bob", 71*time.Hour+50*time.Minute, 71*time.Hour+55*time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	f := &usageFeed{src: db}
+	cfg := fairshare.Config{}
+	now := t0.Add(72 * time.Hour)
+	sum := func() map[string]float64 {
+		out := map[string]float64{}
+		for _, p := range f.past() {
+			out[p.User] += p.Raw
+		}
+		return out
+	}
+	want := map[string]float64{"alice": 2 * 2 * 3600, "bob": 2 * 300}
+	for i, at := range []time.Time{now, now.Add(time.Minute), now.Add(2 * time.Minute)} {
+		if err := f.refresh(ctx, at, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if got := sum(); math.Abs(got["alice"]-want["alice"]) > 1e-6 || math.Abs(got["bob"]-want["bob"]) > 1e-6 {
+			t.Fatalf("refresh %d: usage %v, want %v", i, got, want)
+		}
+	}
+	if err := db.RecordJobs(ctx, []spec.Job{job(4, "bob", 72*time.Hour, 72*time.Hour+time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.refresh(ctx, now.Add(3*time.Minute), cfg); err != nil {
+		t.Fatal(err)
+	}
+	want["bob"] += 2 * 60
+	if got := sum(); math.Abs(got["bob"]-want["bob"]) > 1e-6 || math.Abs(got["alice"]-want["alice"]) > 1e-6 {
+		t.Errorf("after a new attempt: usage %v, want %v", got, want)
+	}
+}
+
+// TestUsageTotalsDecayLikeAttempts: decaying a day's usage from its
+// weighted midpoint, as the full read does, is within 0.1% of decaying
+// each attempt, at a half-life of a week.
+func TestUsageTotalsDecayLikeAttempts(t *testing.T) {
+	db, err := accounting.Open(t.TempDir() + "/accounting.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	var jobs []spec.Job
+	for i := range 48 { // a day of attempts of 10 minutes to 6 hours
+		start := time.Duration(i) * 30 * time.Minute
+		end := start + time.Duration(10+i*7)*time.Minute
+		jobs = append(jobs, spec.Job{ID: spec.JobID(i + 1), User: "alice", State: spec.StateCompleted, Attempt: 1,
+			StartTime: spec.NewTime(t0.Add(start)), EndTime: spec.NewTime(t0.Add(end)),
+			Alloc: &spec.Alloc{ID: "a", Attempt: 1, StartTime: spec.NewTime(t0.Add(start)), Nodes: []spec.NodeAlloc{{Node: "n", GPUs: []string{"G"}}}}})
+	}
+	if err := db.RecordJobs(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fairshare.Config{HalfLife: 7 * 24 * time.Hour}
+	now := t0.Add(3 * 24 * time.Hour)
+	exact := fairshare.Past{At: now}
+	attempts, err := db.GPUUsage(ctx, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range attempts {
+		exact.Add(&fairshare.Usage{GPUs: a.GPUs, Start: a.Start, End: a.End}, &cfg)
+	}
+	f := &usageFeed{src: db}
+	if err := f.refresh(ctx, now, cfg); err != nil {
+		t.Fatal(err)
+	}
+	got := f.past()
+	if len(got) != 1 || math.Abs(got[0].Raw-exact.Raw) > 1e-6 || math.Abs(got[0].Decayed-exact.Decayed) > 1e-3*exact.Decayed {
+		t.Errorf("feed %+v; per attempt raw %v decayed %v: want raw equal, decayed within 0.1%%", got, exact.Raw, exact.Decayed)
 	}
 }

@@ -15,3 +15,14 @@ type GPUUsage struct {
 	GPUs       float64
 	Start, End time.Time
 }
+
+// GPUUsageTotal is the GPU use of many ended attempts of an (account,
+// user) on one model, summed: the fairshare feed's read of old history.
+type GPUUsageTotal struct {
+	Account, User, Model string
+	// GPUSeconds is in whole-GPU equivalents, as GPUUsage.GPUs.
+	GPUSeconds float64
+	// Mid is the GPU-second-weighted mean of the attempts' midpoints,
+	// where their decay is reckoned.
+	Mid time.Time
+}
