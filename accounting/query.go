@@ -257,8 +257,14 @@ func (db *DB) Summary(ctx context.Context, f Filter, groupBy string) ([]SummaryR
 	args = append([]any{now, ws, we}, args...)
 	// Cost needs each job's model, so the rows are grouped by model too
 	// and folded here.
+	// A job wholly inside the window (submitted in it, ended in it) counts
+	// its totals from its row; others sum their attempts, clipped.
+	whole := func(col, sum string) string {
+		return `CASE WHEN j.` + col + ` IS NOT NULL AND j.submit_time >= ?2 AND j.end_time <= ?3 THEN j.` + col + ` ELSE ` + sum + ` END`
+	}
 	q := `SELECT g, m, COUNT(*), SUM(gs), SUM(cs), SUM(ss), SUM(es), SUM(isec) FROM (SELECT ` + col + ` AS g, j.gpu_model AS m,
-		` + usageSQL + ` AS gs, ` + cpuSQL + ` AS cs, ` + sliceSQL + ` AS ss, ` + energySQL + ` AS es, ` + idleSQL + ` AS isec
+		` + whole("gpu_seconds", usageSQL) + ` AS gs, ` + whole("cpu_seconds", cpuSQL) + ` AS cs,
+		` + whole("slice_seconds", sliceSQL) + ` AS ss, ` + energySQL + ` AS es, ` + idleSQL + ` AS isec
 	FROM jobs j` + renumber(where, 4) + `) GROUP BY g, m ORDER BY g, m`
 	rows, err := db.r.QueryContext(ctx, q, args...)
 	if err != nil {

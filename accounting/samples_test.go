@@ -87,3 +87,27 @@ func TestIdleGPUHours(t *testing.T) {
 		t.Errorf("summary %+v; want alice with 1 idle GPU-hour (2 GPUs × 30 min under %d%%)", sum, IdleUtilPct)
 	}
 }
+
+// TestJobTotalsKept: an ended job's row carries the totals of all its
+// attempts, and a requeued job (back to pending) none, since its next
+// attempt will add to them.
+func TestJobTotalsKept(t *testing.T) {
+	t.Parallel()
+	db := openTest(t)
+	ctx := context.Background()
+	totals := func(id spec.JobID) (g, c, s *float64) {
+		t.Helper()
+		if err := db.r.QueryRowContext(ctx, `SELECT gpu_seconds, cpu_seconds, slice_seconds FROM jobs WHERE id = ?`, int64(id)).Scan(&g, &c, &s); err != nil {
+			t.Fatal(err)
+		}
+		return g, c, s
+	}
+	record(t, db, MakeJob(1).Ran(1, 0, node("n1", 8, "GPU-1")).End(600, spec.StatePending).Obj())
+	if g, _, _ := totals(1); g != nil {
+		t.Errorf("requeued job: gpu_seconds %v, want NULL", *g)
+	}
+	record(t, db, MakeJob(1).Ran(2, 1000, node("n1", 8, "GPU-2", "GPU-3")).End(1300, spec.StateCompleted).Obj())
+	if g, c, s := totals(1); g == nil || c == nil || s == nil || *g != 600+2*300 || *c != 8*600+8*300 || *s != 0 {
+		t.Errorf("ended job totals = %v %v %v; want 1200 GPU-s, 7200 CPU-s, 0 slice-s", g, c, s)
+	}
+}
