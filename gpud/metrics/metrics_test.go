@@ -53,6 +53,7 @@ func TestControllerScrape(t *testing.T) {
 	m.JobStarted("h100")
 	m.JobEnded("h100", spec.StateCompleted)
 	m.JobRequeued("h100", "free text the user typed")
+	m.JobPreempted("h100", "requeue")
 	m.CycleDone(3 * time.Millisecond)
 	m.ObserveRequest("GET /v1/jobs", 200, 20*time.Millisecond)
 
@@ -97,6 +98,7 @@ gpud_nodes{state="MIXED"} 1
 	body := scrape(t, srv.URL)
 	for _, s := range []string{
 		"gpud_scheduler_cycle_duration_seconds_count 1",
+		`gpud_jobs_preempted_total{mode="requeue",partition="h100"} 1`,
 		`gpud_api_request_duration_seconds_count{code="200",route="GET /v1/jobs"} 1`,
 		"go_goroutines",
 	} {
@@ -270,6 +272,7 @@ func TestGrafanaDashboardUsesExportedNames(t *testing.T) {
 	m.JobStarted("p")
 	m.JobEnded("p", spec.StateCompleted)
 	m.JobRequeued("p", "")
+	m.JobPreempted("p", "requeue")
 	m.CycleDone(time.Millisecond)
 	m.ObserveRequest("GET /v1/jobs", 200, time.Millisecond)
 	ctl := httptest.NewServer(m.Handler())
