@@ -95,15 +95,16 @@ type recordStmts struct {
 
 // totalsSQL keeps a job's totals (migration 007): the sums over its
 // attempts once it has ended and none is open, NULL otherwise.
-var totalsSQL = `UPDATE jobs SET
-	gpu_seconds = CASE WHEN ended THEN (SELECT COALESCE(SUM((u.end_time - u.start_time) * u.fraction), 0) FROM usage u WHERE u.job_id = jobs.id) END,
-	cpu_seconds = CASE WHEN ended THEN (SELECT COALESCE(SUM((a.end_time - a.start_time) * a.cpus), 0) FROM attempts a WHERE a.job_id = jobs.id) END,
-	slice_seconds = CASE WHEN ended THEN (SELECT COALESCE(SUM(u.end_time - u.start_time), 0) FROM usage u WHERE u.job_id = jobs.id AND u.mig_profile != '') END
-FROM (SELECT state IN ` + terminalStates + `
+var totalsSQL = func() string {
+	ended := `jobs.state IN ` + terminalStates + `
 		AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = ?1 AND a.end_time IS NULL)
-		AND NOT EXISTS (SELECT 1 FROM usage u WHERE u.job_id = ?1 AND u.end_time IS NULL) AS ended
-	FROM jobs WHERE id = ?1) AS t
-WHERE jobs.id = ?1`
+		AND NOT EXISTS (SELECT 1 FROM usage u WHERE u.job_id = ?1 AND u.end_time IS NULL)`
+	return `UPDATE jobs SET
+	gpu_seconds = CASE WHEN ` + ended + ` THEN (SELECT COALESCE(SUM((u.end_time - u.start_time) * u.fraction), 0) FROM usage u WHERE u.job_id = ?1) END,
+	cpu_seconds = CASE WHEN ` + ended + ` THEN (SELECT COALESCE(SUM((a.end_time - a.start_time) * a.cpus), 0) FROM attempts a WHERE a.job_id = ?1) END,
+	slice_seconds = CASE WHEN ` + ended + ` THEN (SELECT COALESCE(SUM(u.end_time - u.start_time), 0) FROM usage u WHERE u.job_id = ?1 AND u.mig_profile != '') END
+WHERE id = ?1`
+}()
 
 func prepareRecord(ctx context.Context, tx *sql.Tx) (*recordStmts, error) {
 	var st recordStmts
