@@ -99,8 +99,14 @@ ls /dev | grep '^nvidia[0-9]' | tr '\n' ' '; echo
 			t.Fatalf("gpuq cancel: exit %d: %s", r.code, r.stderr)
 		}
 		c.waitState(id, 60*time.Second, "CANCELLED")
-		if n := c.containersOf(id); n != 0 {
-			t.Fatalf("%d containers of cancelled job %s still exist", n, id)
+		// The agent reports the exit, then deletes the container: the
+		// state can flip a moment before the container is gone.
+		n := c.containersOf(id)
+		for deadline := time.Now().Add(10 * time.Second); n != 0 && time.Now().Before(deadline); n = c.containersOf(id) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if n != 0 {
+			t.Fatalf("%d containers of cancelled job %s still exist 10s after it ended", n, id)
 		}
 	})
 
