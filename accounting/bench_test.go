@@ -52,8 +52,11 @@ func bulkLoad(b *testing.B, db *DB, n int) {
 		`INSERT INTO attempts (job_id, attempt, alloc_id, nodes, cpus, mem_mib, start_time, end_time)
 		SELECT id, 1, 'a' || id, nodes, cpus, mem_mib, start_time, end_time FROM jobs`,
 		`INSERT INTO usage (job_id, attempt, node, gpu_uuid, gpu_model, mig_profile, fraction, gpu_seconds,
-			billed_units, start_time, end_time)
-		SELECT id, 1, nodes, gpus, 'h100', '', 1, end_time - start_time, end_time - start_time, start_time, end_time FROM jobs`,
+			billed_units, start_time, end_time, account, user)
+		SELECT id, 1, nodes, gpus, 'h100', '', 1, end_time - start_time, end_time - start_time, start_time, end_time,
+			account, user FROM jobs`,
+		// The totals RecordJobs keeps for ended jobs (migration 007).
+		`UPDATE jobs SET gpu_seconds = end_time - start_time, cpu_seconds = (end_time - start_time) * cpus, slice_seconds = 0`,
 	}
 	tx, err := db.w.Begin()
 	if err != nil {
@@ -93,4 +96,62 @@ func BenchmarkJobsUserFilter(b *testing.B) {
 		ops++
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(ops), "ms/op")
+}
+
+// BenchmarkGPUUsageTotalsFull is the fairshare feed's full read (hourly,
+// and at start) over a million ended jobs: daily totals per user.
+func BenchmarkGPUUsageTotalsFull(b *testing.B) {
+	db := openTest(b)
+	bulkLoad(b, db, bulkJobs)
+	ctx := context.Background()
+	for b.Loop() {
+		ts, err := db.GPUUsageTotals(ctx, time.Time{}, time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(ts) < bulkUsers {
+			b.Fatalf("GPUUsageTotals = %d rows, want at least one per user", len(ts))
+		}
+	}
+}
+
+// BenchmarkRecordUsageSamples stores batches of 1,000 samples: a
+// controller taking one 30 s round of samples from 125 eight-GPU nodes.
+func BenchmarkRecordUsageSamples(b *testing.B) {
+	db := openTest(b)
+	ctx := context.Background()
+	const batch = 1000
+	samples := make([]UsageSample, batch)
+	var n int64
+	for b.Loop() {
+		for i := range samples {
+			n++
+			end := t0.Add(time.Duration(n) * time.Second)
+			samples[i] = UsageSample{ID: fmt.Sprintf("n%d/%d.1/%d", n%125, n/125, end.UnixNano()), JobID: spec.JobID(n/125 + 1),
+				Attempt: 1, Node: fmt.Sprintf("n%d", n%125), Start: end.Add(-30 * time.Second), End: end, GPUs: 8,
+				GPUUtilAvg: 55, GPUUtilMax: 90, GPUMemMiB: 8 * 40960, PowerW: 8 * 500, EnergyJ: 8 * 500 * 30, CPUSeconds: 30 * 16, MemMiB: 65536}
+		}
+		if err := db.RecordUsageSamples(ctx, samples); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkSummaryAll is gpuq report (by user) over a window holding a
+// million jobs, the issue's "month of 1,000,000 jobs": what the server
+// does for it.
+func BenchmarkSummaryAll(b *testing.B) {
+	db := openTest(b)
+	bulkLoad(b, db, bulkJobs)
+	ctx := context.Background()
+	for b.Loop() {
+		rows, err := db.Summary(ctx, Filter{}, GroupByUser)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rows) != bulkUsers {
+			b.Fatalf("Summary = %d users, want %d", len(rows), bulkUsers)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,6 +64,18 @@ type Record struct {
 	// still counts; a running attempt counts up to now.
 	GPUHours float64 `json:"gpu_hours"`
 	CPUHours float64 `json:"cpu_hours"`
+	// SliceHours is MIG slice-hours, each slice counting 1 (GPUHours bills
+	// a slice at its fraction of the GPU); 0 for whole GPUs and shares.
+	SliceHours float64 `json:"slice_hours"`
+	// GPUUtil is the mean utilisation (percent) of the job's GPUs over the
+	// nodes' usage samples; 0 without samples.
+	GPUUtil float64 `json:"gpu_util"`
+	// EnergyKWh is the GPUs' energy from the samples; CO2Kg is it at the
+	// grid's carbon intensity, Cost the GPU-hours at the model's price
+	// (both 0 where not configured).
+	EnergyKWh float64 `json:"energy_kwh"`
+	CO2Kg     float64 `json:"co2_kg"`
+	Cost      float64 `json:"cost"`
 }
 
 // Group keys for Summary.
@@ -87,7 +100,20 @@ type SummaryRow struct {
 	Jobs     int     `json:"jobs"`
 	GPUHours float64 `json:"gpu_hours"`
 	CPUHours float64 `json:"cpu_hours"`
+	// SliceHours, EnergyKWh, CO2Kg and Cost total the jobs' (see Record),
+	// clipped to the window like the hours.
+	SliceHours float64 `json:"slice_hours"`
+	EnergyKWh  float64 `json:"energy_kwh"`
+	CO2Kg      float64 `json:"co2_kg"`
+	Cost       float64 `json:"cost"`
+	// IdleGPUHours is allocated but idle: GPU-hours of usage samples whose
+	// mean utilisation was under IdleUtilPct.
+	IdleGPUHours float64 `json:"idle_gpu_hours"`
 }
+
+// IdleUtilPct is the utilisation under which a sampled GPU counts as idle
+// in IdleGPUHours.
+const IdleUtilPct = 5
 
 // where builds the WHERE clause of f over jobs j.
 func (f *Filter) where() (string, []any) {
@@ -129,7 +155,35 @@ const (
 		FROM usage u WHERE u.job_id = j.id)`
 	cpuSQL = `(SELECT COALESCE(SUM(MAX(0, MIN(COALESCE(a.end_time, ?1), ?3) - MAX(a.start_time, ?2)) * a.cpus), 0)
 		FROM attempts a WHERE a.job_id = j.id)`
+	sliceSQL = `(SELECT COALESCE(SUM(MAX(0, MIN(COALESCE(u.end_time, ?1), ?3) - MAX(u.start_time, ?2))), 0)
+		FROM usage u WHERE u.job_id = j.id AND u.mig_profile != '')`
+	// Samples count when they end inside the window.
+	utilSQL = `(SELECT COALESCE(SUM(s.gpu_util_avg * s.seconds * s.gpus), 0) FROM usage_samples s
+		WHERE s.job_id = j.id AND s.end_time BETWEEN ?2 AND ?3)`
+	utilWeightSQL = `(SELECT COALESCE(SUM(s.seconds * s.gpus), 0) FROM usage_samples s
+		WHERE s.job_id = j.id AND s.end_time BETWEEN ?2 AND ?3)`
+	energySQL = `(SELECT COALESCE(SUM(s.energy_j), 0) FROM usage_samples s
+		WHERE s.job_id = j.id AND s.end_time BETWEEN ?2 AND ?3)`
 )
+
+var idleSQL = `(SELECT COALESCE(SUM(s.seconds * s.gpus), 0) FROM usage_samples s
+	WHERE s.job_id = j.id AND s.end_time BETWEEN ?2 AND ?3 AND s.gpu_util_avg < ` + strconv.Itoa(IdleUtilPct) + `)`
+
+// joules per kWh
+const jPerKWh = 3.6e6
+
+// costOf is the price of gpuSec GPU-seconds of model.
+func (db *DB) costOf(model string, gpuSec float64) float64 {
+	if db.opts.price == nil {
+		return 0
+	}
+	return db.opts.price(model) * gpuSec / 3600
+}
+
+// co2Of is the kilograms of CO2e of energyJ joules.
+func (db *DB) co2Of(energyJ float64) float64 {
+	return energyJ / jPerKWh * db.opts.gridGPerKWh / 1000
+}
 
 // Jobs lists the jobs f selects, ordered by job ID.
 func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
@@ -141,7 +195,8 @@ func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
 	q := `SELECT j.id, j.name, j.user, j.uid, j.account, j."partition", j.qos, j.state, j.reason,
 		j.exit_code, j.signal, j.submit_time, j.eligible_time, j.start_time, j.end_time, j.time_limit,
 		j.nodes, j.gpus, j.gpu_count, j.gpu_model, j.gpu_profile, j.gpu_fraction, j.cpus, j.mem_mib,
-		j.attempts, j.work_dir, ` + usageSQL + `, ` + cpuSQL + `
+		j.attempts, j.work_dir, ` + usageSQL + `, ` + cpuSQL + `, ` + sliceSQL + `, ` + utilSQL + `,
+		` + utilWeightSQL + `, ` + energySQL + `
 	FROM jobs j` + renumber(where, 4) + ` ORDER BY j.id`
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
@@ -154,17 +209,18 @@ func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
 	var out []Record
 	for rows.Next() {
 		var (
-			r                       Record
-			id                      int64
-			state, nodes, gpus      string
-			submit, elig, start, en sql.NullInt64
-			limit                   int64
-			gpuSec, cpuSec          float64
+			r                        Record
+			id                       int64
+			state, nodes, gpus       string
+			submit, elig, start, en  sql.NullInt64
+			limit                    int64
+			gpuSec, cpuSec, sliceSec float64
+			util, utilW, energyJ     float64
 		)
 		if err := rows.Scan(&id, &r.Name, &r.User, &r.UID, &r.Account, &r.Partition, &r.QOS, &state,
 			&r.Reason, &r.ExitCode, &r.Signal, &submit, &elig, &start, &en, &limit, &nodes, &gpus,
 			&r.GPUCount, &r.GPUModel, &r.GPUProfile, &r.GPUFraction, &r.CPUs, &r.MemMiB, &r.Attempts,
-			&r.WorkDir, &gpuSec, &cpuSec); err != nil {
+			&r.WorkDir, &gpuSec, &cpuSec, &sliceSec, &util, &utilW, &energyJ); err != nil {
 			return nil, fmt.Errorf("list accounted jobs: read row: %w", err)
 		}
 		r.ID, r.State = spec.JobID(id), spec.JobState(state)
@@ -173,7 +229,11 @@ func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
 		r.TimeLimit = spec.Duration(time.Duration(limit) * time.Second)
 		r.Nodes, r.GPUs = splitList(nodes), splitList(gpus)
 		r.Elapsed = elapsed(r.State, start, en, now)
-		r.GPUHours, r.CPUHours = gpuSec/3600, cpuSec/3600
+		r.GPUHours, r.CPUHours, r.SliceHours = gpuSec/3600, cpuSec/3600, sliceSec/3600
+		if utilW > 0 {
+			r.GPUUtil = util / utilW
+		}
+		r.EnergyKWh, r.CO2Kg, r.Cost = energyJ/jPerKWh, db.co2Of(energyJ), db.costOf(r.GPUModel, gpuSec)
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -195,8 +255,17 @@ func (db *DB) Summary(ctx context.Context, f Filter, groupBy string) ([]SummaryR
 	ws, we := bounds(f.Start, f.End)
 	where, args := f.where()
 	args = append([]any{now, ws, we}, args...)
-	q := `SELECT g, COUNT(*), SUM(gs), SUM(cs) FROM (SELECT ` + col + ` AS g, ` + usageSQL + ` AS gs, ` + cpuSQL + ` AS cs
-	FROM jobs j` + renumber(where, 4) + `) GROUP BY g ORDER BY g`
+	// Cost needs each job's model, so the rows are grouped by model too
+	// and folded here.
+	// A job wholly inside the window (submitted in it, ended in it) counts
+	// its totals from its row; others sum their attempts, clipped.
+	whole := func(col, sum string) string {
+		return `CASE WHEN j.` + col + ` IS NOT NULL AND j.submit_time >= ?2 AND j.end_time <= ?3 THEN j.` + col + ` ELSE ` + sum + ` END`
+	}
+	q := `SELECT g, m, COUNT(*), SUM(gs), SUM(cs), SUM(ss), SUM(es), SUM(isec) FROM (SELECT ` + col + ` AS g, j.gpu_model AS m,
+		` + whole("gpu_seconds", usageSQL) + ` AS gs, ` + whole("cpu_seconds", cpuSQL) + ` AS cs,
+		` + whole("slice_seconds", sliceSQL) + ` AS ss, ` + energySQL + ` AS es, ` + idleSQL + ` AS isec
+	FROM jobs j` + renumber(where, 4) + `) GROUP BY g, m ORDER BY g, m`
 	rows, err := db.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("summarise accounted jobs by %s: %w", groupBy, err)
@@ -204,13 +273,27 @@ func (db *DB) Summary(ctx context.Context, f Filter, groupBy string) ([]SummaryR
 	defer rows.Close()
 	var out []SummaryRow
 	for rows.Next() {
-		var s SummaryRow
-		var gpuSec, cpuSec float64
-		if err := rows.Scan(&s.Group, &s.Jobs, &gpuSec, &cpuSec); err != nil {
+		var (
+			g, model                      string
+			n                             int
+			gpuSec, cpuSec, sliceSec, enJ float64
+			idleSec                       float64
+		)
+		if err := rows.Scan(&g, &model, &n, &gpuSec, &cpuSec, &sliceSec, &enJ, &idleSec); err != nil {
 			return nil, fmt.Errorf("summarise accounted jobs by %s: read row: %w", groupBy, err)
 		}
-		s.GPUHours, s.CPUHours = gpuSec/3600, cpuSec/3600
-		out = append(out, s)
+		if len(out) == 0 || out[len(out)-1].Group != g {
+			out = append(out, SummaryRow{Group: g})
+		}
+		s := &out[len(out)-1]
+		s.Jobs += n
+		s.GPUHours += gpuSec / 3600
+		s.CPUHours += cpuSec / 3600
+		s.SliceHours += sliceSec / 3600
+		s.EnergyKWh += enJ / jPerKWh
+		s.CO2Kg += db.co2Of(enJ)
+		s.Cost += db.costOf(model, gpuSec)
+		s.IdleGPUHours += idleSec / 3600
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("summarise accounted jobs by %s: %w", groupBy, err)

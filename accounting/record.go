@@ -41,6 +41,9 @@ func (db *DB) RecordJobs(ctx context.Context, jobs []spec.Job) (err error) {
 		if err := db.recordJob(ctx, st, &jobs[i]); err != nil {
 			return fmt.Errorf("record job %d: %w", jobs[i].ID, err)
 		}
+		if _, err := st.totals.ExecContext(ctx, int64(jobs[i].ID)); err != nil {
+			return fmt.Errorf("record job %d: total its attempts: %w", jobs[i].ID, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("record %d jobs: commit: %w", len(jobs), err)
@@ -87,8 +90,21 @@ ON CONFLICT(job_id, attempt) DO UPDATE SET alloc_id=excluded.alloc_id, nodes=exc
 WHERE NOT (attempts.end_time IS NOT NULL AND excluded.end_time IS NULL)`
 
 type recordStmts struct {
-	job, attempt, delUsage, usage *sql.Stmt
+	job, attempt, delUsage, usage, totals *sql.Stmt
 }
+
+// totalsSQL keeps a job's totals (migration 007): the sums over its
+// attempts once it has ended and none is open, NULL otherwise.
+var totalsSQL = func() string {
+	ended := `jobs.state IN ` + terminalStates + `
+		AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = ?1 AND a.end_time IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM usage u WHERE u.job_id = ?1 AND u.end_time IS NULL)`
+	return `UPDATE jobs SET
+	gpu_seconds = CASE WHEN ` + ended + ` THEN (SELECT COALESCE(SUM((u.end_time - u.start_time) * u.fraction), 0) FROM usage u WHERE u.job_id = ?1) END,
+	cpu_seconds = CASE WHEN ` + ended + ` THEN (SELECT COALESCE(SUM((a.end_time - a.start_time) * a.cpus), 0) FROM attempts a WHERE a.job_id = ?1) END,
+	slice_seconds = CASE WHEN ` + ended + ` THEN (SELECT COALESCE(SUM(u.end_time - u.start_time), 0) FROM usage u WHERE u.job_id = ?1 AND u.mig_profile != '') END
+WHERE id = ?1`
+}()
 
 func prepareRecord(ctx context.Context, tx *sql.Tx) (*recordStmts, error) {
 	var st recordStmts
@@ -99,8 +115,9 @@ func prepareRecord(ctx context.Context, tx *sql.Tx) (*recordStmts, error) {
 		{&st.job, upsertJobSQL},
 		{&st.attempt, upsertAttemptSQL},
 		{&st.delUsage, `DELETE FROM usage WHERE job_id = ? AND attempt = ?`},
+		{&st.totals, totalsSQL},
 		{&st.usage, `INSERT INTO usage (job_id, attempt, node, gpu_uuid, gpu_model, mig_profile,
-			fraction, gpu_seconds, billed_units, start_time, end_time) VALUES (?,?,?,?,?,?,?,?,?,?,?)`},
+			fraction, gpu_seconds, billed_units, start_time, end_time, account, user) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`},
 	} {
 		s, err := tx.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -113,7 +130,7 @@ func prepareRecord(ctx context.Context, tx *sql.Tx) (*recordStmts, error) {
 }
 
 func (st *recordStmts) close() {
-	for _, s := range []*sql.Stmt{st.job, st.attempt, st.delUsage, st.usage} {
+	for _, s := range []*sql.Stmt{st.job, st.attempt, st.delUsage, st.usage, st.totals} {
 		if s != nil {
 			_ = s.Close() // closing a prepared statement only frees memory
 		}
@@ -183,9 +200,13 @@ func (db *DB) recordAttempt(ctx context.Context, st *recordStmts, j *spec.Job, n
 	if attempt == 0 {
 		attempt = j.Attempt
 	}
+	// The job's start is when its container started (rank 0's report);
+	// the allocation's is when the controller placed it, a moment before.
+	// Usage runs from the former, as Elapsed does, when it is this
+	// attempt's: gpu_hours is then allocation × elapsed.
 	start := a.StartTime.Time
-	if start.IsZero() {
-		start = j.StartTime.Time
+	if js := j.StartTime.Time; start.IsZero() || !js.Before(start) {
+		start = js
 	}
 	if start.IsZero() {
 		return nil // placed but not started: nothing used yet
@@ -226,7 +247,7 @@ func (db *DB) recordAttempt(ctx context.Context, st *recordStmts, j *spec.Job, n
 				billed = gpuSec * db.opts.billingWeight(model, j.Resources.GPUProfile)
 			}
 			if _, err := st.usage.ExecContext(ctx, int64(j.ID), attempt, n.Node, uuid, model,
-				j.Resources.GPUProfile, frac, gpuSec, billed, startS, end); err != nil {
+				j.Resources.GPUProfile, frac, gpuSec, billed, startS, end, j.Account, j.User); err != nil {
 				return fmt.Errorf("insert usage of attempt %d for %s on %s: %w", attempt, uuid, n.Node, err)
 			}
 		}

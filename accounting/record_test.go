@@ -3,6 +3,7 @@ package accounting
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -276,5 +277,20 @@ func TestRecordJobsHonoursContext(t *testing.T) {
 	}
 	if got := jobs(t, db, Filter{}); len(got) != 0 {
 		t.Errorf("cancelled RecordJobs left %d jobs", len(got))
+	}
+}
+
+// TestUsageRunsFromContainerStart: an attempt is billed from the job's
+// start (its container's) when it is this attempt's, so GPU-hours are the
+// allocation × Elapsed, not from the placement a moment earlier.
+func TestUsageRunsFromContainerStart(t *testing.T) {
+	t.Parallel()
+	db := openTest(t)
+	j := MakeJob(1).Ran(1, 100, node("n1", 8, "GPU-1", "GPU-2")).End(200, spec.StateCompleted).Obj()
+	j.StartTime = at(103)
+	record(t, db, j)
+	r := jobs(t, db, Filter{})[0]
+	if r.Elapsed != 97 || math.Abs(r.GPUHours*3600-2*97) > 1e-9 {
+		t.Errorf("elapsed %ds, %v GPU-s; want 97s and 2 × 97", r.Elapsed, r.GPUHours*3600)
 	}
 }

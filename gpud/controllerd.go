@@ -31,10 +31,12 @@ import (
 // Compile-time checks that the implementations fit their consumers' seams;
 // they live here because implementations never import their consumers.
 var (
-	_ controller.Store    = (*store.Store)(nil)
-	_ controller.Recorder = (*accounting.DB)(nil)
-	_ server.Accounting   = (*accounting.DB)(nil)
-	_ server.AuditLog     = (*accounting.DB)(nil)
+	_ controller.Store         = (*store.Store)(nil)
+	_ controller.Recorder      = (*accounting.DB)(nil)
+	_ controller.UsageSource   = (*accounting.DB)(nil)
+	_ controller.RecordChecker = (*accounting.DB)(nil)
+	_ server.Accounting        = (*accounting.DB)(nil)
+	_ server.AuditLog          = (*accounting.DB)(nil)
 )
 
 const defaultControllerConfig = "/etc/gpud/gpud.toml"
@@ -151,6 +153,7 @@ func controllerConfig(c config.Controller) controller.Config {
 		})
 	}
 	cc.FairshareHalfLife = c.Fairshare.DecayHalfLife.Std()
+	cc.FairshareModelWeights = c.Fairshare.GPUModelWeights
 	for _, a := range c.Accounts {
 		cc.Accounts = append(cc.Accounts, controller.Account{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: a.Users,
 			Coordinators: a.Coordinators, MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
@@ -185,7 +188,10 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	if err != nil {
 		return nil, fmt.Errorf("open controller state: %w", err)
 	}
-	acct, err := accounting.Open(cfg.AccountingPath())
+	prices := cfg.Accounting.GPUHourPrice
+	acct, err := accounting.Open(cfg.AccountingPath(),
+		accounting.WithPrices(func(model string) float64 { return prices[model] }),
+		accounting.WithGridIntensity(cfg.Accounting.GridIntensity))
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("open accounting: %w", err)
@@ -209,6 +215,7 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	ctrl, err := controller.New(controllerConfig(cfg), st,
 		controller.WithLogger(o.Log),
 		controller.WithRecorder(acct),
+		controller.WithUsageSource(acct),
 		controller.WithObserver(mets),
 		controller.WithReload(reload))
 	if err != nil {
@@ -230,7 +237,7 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	mets.AddStats(ctrl)
 	// The audit log is written in batches every 200 ms: a kill -9 loses
 	// at most that window of audit entries, never a job.
-	srvOpts := []server.Option{server.WithLogger(o.Log), server.WithAccounting(acct),
+	srvOpts := []server.Option{server.WithLogger(o.Log), server.WithAccounting(acct), server.WithUsageRecorder(acct),
 		server.WithAudit(acct, mets.AuditDropped),
 		server.WithMetrics(mets.Handler(), mets.ObserveRequest),
 		server.WithRoles(cfg.Auth.Operators, cfg.Auth.Admins),

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
@@ -175,7 +176,10 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	if err != nil {
 		return err
 	}
-	opts := []node.Option{node.WithLogger(o.Log)} // the agent adds node= itself
+	// Backends without sampling (none) still serve job counts and sample
+	// the jobs' cgroups.
+	sampler, _ := devs.(gpu.Sampler)
+	opts := []node.Option{node.WithLogger(o.Log), node.WithGPUSampler(sampler)} // the agent adds node= itself
 	if mig != nil {
 		opts = append(opts, node.WithMIG(*mig))
 	}
@@ -190,6 +194,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		// preemption, drain, unhealthy GPU.
 		CheckpointTimeout: s.CheckpointTimeout.Std(),
 		Version:           version,
+		UsageInterval:     usageInterval(s.UsageInterval.Std()),
 	}, client, rt, append(opts, healthOption(devs, o.Health)...)...)
 	if err != nil {
 		return err
@@ -200,8 +205,6 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		if err != nil {
 			return fmt.Errorf("listen for metrics on %s: %w; choose another [node] metrics_listen or --metrics-listen", s.MetricsListen, err)
 		}
-		// Backends without sampling (none) still serve job counts.
-		sampler, _ := devs.(gpu.Sampler)
 		// Hostname is the node's cluster name (the hostname by default),
 		// so GPU series join gpud's node names.
 		h := metrics.NewNode(o.Name, inv.GPUs, sampler, agent).Handler()
@@ -273,4 +276,13 @@ func healthOption(devs gpu.Devices, h config.Health) []node.Option {
 		FatalXIDs:         h.FatalXIDs,
 		ECCUncorrectedMax: float64(h.ECCUncorrectedMax),
 	})}
+}
+
+// usageInterval maps node.toml's usage_interval ("0s": never) onto the
+// agent's (negative: never; zero would mean its default).
+func usageInterval(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

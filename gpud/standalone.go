@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -31,6 +33,8 @@ func standaloneCommand() *cli.Command {
 			&cli.StringFlag{Name: "rdma-sysfs", Usage: "sysfs root every node discovers RDMA NICs in (a fake tree for mock nodes)", Value: "/sys"},
 			&cli.DurationFlag{Name: "kill-grace", Usage: "time between SIGTERM and SIGKILL when a job is stopped", Value: 30 * time.Second},
 			&cli.StringFlag{Name: "node-config", Usage: "node configuration file (TOML) every node starts from, e.g. for [health]; flags given win, and state, CDI and checkpoint paths are under --state-dir"},
+			&cli.StringFlag{Name: "metrics-listen", Usage: "host:port of node1's Prometheus /metrics; node N serves on port+N-1 (\"\": none)"},
+			&cli.DurationFlag{Name: "usage-interval", Usage: "how often the nodes sample each running job's usage for accounting (0 for never)", Value: 30 * time.Second},
 		),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c, os.Stderr)
@@ -47,6 +51,15 @@ func standaloneCommand() *cli.Command {
 			}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return fmt.Errorf("create state dir: %w", err)
+			}
+			metricsHost, metricsPort := "", 0
+			if ml := c.String("metrics-listen"); ml != "" {
+				h, p, err := net.SplitHostPort(ml)
+				port, perr := strconv.Atoi(p)
+				if err != nil || perr != nil || port <= 0 || port+n-1 > 65535 {
+					return usagef("--metrics-listen %q: give host:port with a port from 1 to %d (node N listens on port+N-1)", ml, 65536-max(n, 1))
+				}
+				metricsHost, metricsPort = h, port
 			}
 			nodeDefaults := config.DefaultNode()
 			file := c.String("node-config")
@@ -74,6 +87,9 @@ func standaloneCommand() *cli.Command {
 			}
 			if flag("rdma-sysfs") {
 				nodeDefaults.Node.RDMASysfs = c.String("rdma-sysfs")
+			}
+			if flag("usage-interval") {
+				nodeDefaults.Node.UsageInterval = config.Duration(c.Duration("usage-interval").String())
 			}
 			nodeDefaults.Node.StateDir = filepath.Join(dir, "nodes")
 			nodeDefaults.Node.CDIDir = filepath.Join(dir, "cdi")
@@ -126,6 +142,9 @@ func standaloneCommand() *cli.Command {
 				sec := nodeDefaults.Node
 				sec.Name = name
 				sec.StateDir = filepath.Join(dir, "nodes", name)
+				if metricsPort > 0 {
+					sec.MetricsListen = net.JoinHostPort(metricsHost, strconv.Itoa(metricsPort+i-1))
+				}
 				g.Go(func() error {
 					return runNode(gctx, nodeOptions{
 						Name:       name,

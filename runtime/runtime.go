@@ -112,3 +112,18 @@ type Runtime interface {
 	// List returns every container this runtime manages.
 	List(ctx context.Context) ([]TaskInfo, error)
 }
+
+// TaskUsage is what a task's cgroup has used so far.
+type TaskUsage struct {
+	// CPUSeconds is CPU time used since the task started.
+	CPUSeconds float64
+	// MemBytes is memory in use now.
+	MemBytes int64
+}
+
+// UsageReader is implemented by runtimes that can read a running task's
+// cgroup usage. It is optional: the node agent type-asserts a Runtime for
+// it and samples GPUs only when it is missing.
+type UsageReader interface {
+	TaskUsage(ctx context.Context, id string) (TaskUsage, error)
+}

@@ -2,7 +2,9 @@
 # Installs what gpud's demo and tests need on Debian when it is missing:
 # containerd and runc (jobs run as real containers), busybox-static (a
 # rootfs for image tests), gcc (cgo: SQLite and NVML), man-db (the man
-# page test renders every page). Needs root to
+# page test renders every page), prometheus (the e2e test that scrapes
+# gpud with a real Prometheus; it runs its own on loopback, never the
+# package's service). Needs root to
 # install; without root it only says what is missing.
 set -euo pipefail
 missing=()
@@ -11,6 +13,7 @@ command -v runc >/dev/null || missing+=(runc)
 [ -x /bin/busybox ] || missing+=(busybox-static)
 command -v gcc >/dev/null || missing+=(gcc libc6-dev)
 command -v man >/dev/null || missing+=(man-db)
+command -v prometheus >/dev/null || missing+=(prometheus)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "deps: missing ${missing[*]}; run as root (or apt-get install them) — tests that need them will be skipped" >&2

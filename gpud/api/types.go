@@ -177,7 +177,34 @@ const (
 	// EventCheckpointed reports a sealed checkpoint: CkptSeq, CkptBytes,
 	// and Time (when it was sealed).
 	EventCheckpointed = "checkpointed"
+	// EventUsage carries a usage sample of the allocation (Usage).
+	EventUsage = "usage"
 )
+
+// UsageSample is what one allocation used on one node over (Start, End]:
+// its GPUs as NVML reads them, its cgroup's CPU time and memory. ID is
+// unique per node and allocation and travels with every retry, so the
+// controller stores a sample once however often it is delivered.
+type UsageSample struct {
+	ID      string    `json:"id"`
+	Attempt int       `json:"attempt"`
+	Start   spec.Time `json:"start"`
+	End     spec.Time `json:"end"`
+	// GPUs is how many of the allocation's GPUs the readings cover.
+	GPUs int `json:"gpus"`
+	// GPUUtilAvg and GPUUtilMax are percentages over those GPUs.
+	GPUUtilAvg float64 `json:"gpu_util_avg"`
+	GPUUtilMax float64 `json:"gpu_util_max"`
+	// GPUMemMiB and PowerW are summed over the GPUs (a GPU share counts
+	// its fraction of the power); EnergyJ is PowerW over the interval.
+	GPUMemMiB float64 `json:"gpu_mem_mib"`
+	PowerW    float64 `json:"power_w"`
+	EnergyJ   float64 `json:"energy_j"`
+	// CPUSeconds is CPU time used in the interval; MemMiB is memory in use
+	// at End (both from the job's cgroup; 0 where unreadable).
+	CPUSeconds float64 `json:"cpu_seconds"`
+	MemMiB     float64 `json:"mem_mib"`
+}
 
 // AllocEvent is a state change of one allocation on one node. Nodes keep
 // events in an outbox until the controller acknowledges them; the
@@ -201,6 +228,8 @@ type AllocEvent struct {
 	// For EventStarted: the MIG UUIDs of the node's slices, in the order
 	// of its NodeAlloc.MIG (the node creates them, so only it knows).
 	MIG []string `json:"mig,omitempty"`
+	// For EventUsage: the sample.
+	Usage *UsageSample `json:"usage,omitempty"`
 }
 
 // EventsRequest is POST /v1/nodes/{name}/events.
@@ -250,6 +279,15 @@ type AcctJob struct {
 	// GPUHours and CPUHours sum every attempt, requeued work included.
 	GPUHours float64 `json:"gpu_hours"`
 	CPUHours float64 `json:"cpu_hours"`
+	// SliceHours is MIG slice-hours (a slice counts 1; GPUHours bills its
+	// fraction). GPUUtil is the mean GPU utilisation (percent) and
+	// EnergyKWh the GPUs' energy, from the nodes' usage samples; CO2Kg and
+	// Cost follow gpud.toml's [accounting] grid intensity and prices.
+	SliceHours float64 `json:"slice_hours"`
+	GPUUtil    float64 `json:"gpu_util"`
+	EnergyKWh  float64 `json:"energy_kwh"`
+	CO2Kg      float64 `json:"co2_kg"`
+	Cost       float64 `json:"cost"`
 }
 
 // AcctFilter selects jobs for GET /v1/accounting/jobs, with sacct's
@@ -278,10 +316,16 @@ type AcctJobsResponse struct {
 // keeps them in step).
 type AcctSummaryRow struct {
 	// Group is the user, account, partition or GPU model.
-	Group    string  `json:"group"`
-	Jobs     int     `json:"jobs"`
-	GPUHours float64 `json:"gpu_hours"`
-	CPUHours float64 `json:"cpu_hours"`
+	Group      string  `json:"group"`
+	Jobs       int     `json:"jobs"`
+	GPUHours   float64 `json:"gpu_hours"`
+	CPUHours   float64 `json:"cpu_hours"`
+	SliceHours float64 `json:"slice_hours"`
+	EnergyKWh  float64 `json:"energy_kwh"`
+	CO2Kg      float64 `json:"co2_kg"`
+	Cost       float64 `json:"cost"`
+	// IdleGPUHours is allocated but idle (sampled under 5% utilisation).
+	IdleGPUHours float64 `json:"idle_gpu_hours"`
 }
 
 // Group keys of GET /v1/accounting/summary.

@@ -82,6 +82,9 @@ type Priority struct {
 type Fairshare struct {
 	// DecayHalfLife halves past usage's weight every period.
 	DecayHalfLife Duration `toml:"decay_half_life"`
+	// GPUModelWeights bills a GPU-second of a model ("h100" = 2) in
+	// fairshare usage; models not listed weigh 1.
+	GPUModelWeights map[string]float64 `toml:"gpu_model_weights"`
 }
 
 // Accounting is [accounting].
@@ -89,6 +92,12 @@ type Accounting struct {
 	// Path of accounting.db; empty means accounting.db in the state dir
 	// (see Controller.AccountingPath).
 	Path string `toml:"path"`
+	// GridIntensity is the electricity's carbon intensity in grams of
+	// CO2e per kWh, for gpuq acct/report's co2_kg; 0 reports none.
+	GridIntensity float64 `toml:"grid_intensity_g_per_kwh"`
+	// GPUHourPrice is the price of one GPU-hour by GPU model ("h100" =
+	// 2.5), for gpuq acct/report's cost; a model not listed costs 0.
+	GPUHourPrice map[string]float64 `toml:"gpu_hour_price"`
 }
 
 // Auth is [auth]: identity of remote callers (TLS on listen_tcp, signed
@@ -262,9 +271,10 @@ func Defaults() Controller {
 				MaxAge:          "7d",
 			},
 		},
-		Fairshare: Fairshare{DecayHalfLife: "7d"},
-		Auth:      Auth{ClusterName: "gpud", ClockSkew: "2m"},
-		API:       API{SubmitRate: 20, SubmitBurst: 200},
+		Fairshare:  Fairshare{DecayHalfLife: "7d", GPUModelWeights: map[string]float64{}},
+		Accounting: Accounting{GPUHourPrice: map[string]float64{}},
+		Auth:       Auth{ClusterName: "gpud", ClockSkew: "2m"},
+		API:        API{SubmitRate: 20, SubmitBurst: 200},
 		Partitions: []Partition{{
 			Name:        "gpu",
 			Nodes:       []string{AllNodes},
@@ -374,6 +384,19 @@ func (c Controller) Validate() error {
 	}
 	p.duration("[scheduler.priority] max_age", s.Priority.MaxAge, true)
 	p.duration("[fairshare] decay_half_life", c.Fairshare.DecayHalfLife, true)
+	for m, w := range c.Fairshare.GPUModelWeights {
+		if w < 0 || m == "" {
+			p.addf("[fairshare] gpu_model_weights %q = %v: give a GPU model and a weight of 0 or more", m, w)
+		}
+	}
+	if g := c.Accounting.GridIntensity; g < 0 || g > 5000 {
+		p.addf("[accounting] grid_intensity_g_per_kwh: %v is outside 0-5000 (grams of CO2e per kWh; e.g. 400)", g)
+	}
+	for m, price := range c.Accounting.GPUHourPrice {
+		if price < 0 || m == "" {
+			p.addf("[accounting.gpu_hour_price] %q = %v: give a GPU model and a price of 0 or more per GPU-hour", m, price)
+		}
+	}
 
 	c.validateAuth(&p)
 

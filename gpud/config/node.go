@@ -72,6 +72,10 @@ type NodeSection struct {
 	// placement are read from: "/sys", or a fake tree for mock nodes
 	// (whose /dev/infiniband nodes are then made under the state dir).
 	RDMASysfs string `toml:"rdma_sysfs"`
+	// UsageInterval is how often each running job's usage (GPU
+	// utilisation, memory, power; cgroup CPU and memory) is sampled for
+	// accounting; "0s" samples nothing.
+	UsageInterval Duration `toml:"usage_interval"`
 }
 
 // MIGModes are the values of [node] mig and mig_gpus.
@@ -118,6 +122,7 @@ func DefaultNode() Node {
 			MIG:               "off",
 			MIGGPUs:           map[string]string{},
 			RDMASysfs:         "/sys",
+			UsageInterval:     "30s",
 		},
 		Health: Health{GPUTempMaxC: 85, GPUTempSustain: "60s", Interval: "10s",
 			// NVIDIA's "reset the GPU" XIDs: memory page retirement and
@@ -213,6 +218,7 @@ func (n Node) Validate() error {
 	}
 	p.duration("[node] kill_grace", s.KillGrace, true)
 	p.duration("[node] checkpoint_timeout", s.CheckpointTimeout, true)
+	p.duration("[node] usage_interval", s.UsageInterval, false)
 	if s.MetricsListen != "" {
 		if _, port, err := net.SplitHostPort(s.MetricsListen); err != nil || port == "" {
 			p.addf("[node] metrics_listen: %q is not host:port (use e.g. \":9400\" or \"127.0.0.1:9400\", or \"\" for no metrics)", s.MetricsListen)

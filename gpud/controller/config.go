@@ -50,6 +50,9 @@ type Config struct {
 	// FairshareHalfLife decays past usage ([fairshare] decay_half_life);
 	// 0 means no decay.
 	FairshareHalfLife time.Duration
+	// FairshareModelWeights bills a GPU-second of a model ([fairshare]
+	// gpu_model_weights); models not listed weigh 1.
+	FairshareModelWeights map[string]float64
 
 	// Priority is the multifactor job priority; all weights zero keeps
 	// the plain rule (QOS priority first, then nice).

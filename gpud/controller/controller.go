@@ -82,6 +82,8 @@ type Controller struct {
 	now      func() time.Time
 	tick     <-chan time.Time
 	recorder Recorder
+	feed     *usageFeed
+	feedWake chan struct{}
 	obs      Observer
 	reload   func() (Config, error)
 	// budget is each account's GPU-hours over its budget period, from
@@ -118,15 +120,16 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		return nil, spec.Errorf(spec.ErrInvalid, "controller config: %v", err)
 	}
 	c := &Controller{
-		log:     slog.Default(),
-		store:   store,
-		now:     time.Now,
-		ops:     make(chan *op, 4096),
-		started: make(chan struct{}),
-		stopped: make(chan struct{}),
-		recWake: make(chan struct{}, 1),
-		obs:     nopObserver{},
-		cfg:     cfg,
+		log:      slog.Default(),
+		store:    store,
+		now:      time.Now,
+		ops:      make(chan *op, 4096),
+		started:  make(chan struct{}),
+		stopped:  make(chan struct{}),
+		recWake:  make(chan struct{}, 1),
+		feedWake: make(chan struct{}, 1),
+		obs:      nopObserver{},
+		cfg:      cfg,
 	}
 	c.sched.incMin = incMinFullCycle
 	for _, o := range opts {
@@ -193,11 +196,28 @@ func (c *Controller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
 	if c.recorder != nil {
-		wg.Go(func() { c.recordLoop(recCtx) })
+		chk, _ := c.recorder.(RecordChecker)
+		var ended []spec.JobID
+		if chk != nil {
+			ended = c.ended()
+		}
+		wg.Go(func() {
+			if chk != nil {
+				c.recheckRecords(recCtx, chk, ended)
+			}
+			c.recordLoop(recCtx)
+		})
+	}
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	if c.feed != nil {
+		c.loadFeed(ctx)
+		interval := c.cfg.SchedInterval
+		wg.Go(func() { c.feedLoop(feedCtx, interval) })
 	}
 	defer func() {
 		c.drainOps()
 		close(c.stopped)
+		stopFeed()
 		stopRec()
 		wg.Wait()
 	}()
@@ -354,6 +374,9 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 		}
 	}
 	if len(tx.ended) > 0 {
+		for i := range tx.ended {
+			c.recordModel(&tx.ended[i])
+		}
 		c.enqueueRecords(tx.ended)
 	}
 	if tx.kick {

@@ -120,6 +120,7 @@ func newHarnessAt(t testing.TB, store *fakeStore, cfgFn func(*Config), now time.
 	if cfgFn != nil {
 		cfgFn(&cfg)
 	}
+	// opts come last, so a test can replace the fake recorder.
 	c, err := New(cfg, store, append([]Option{WithClock(h.clock), WithTicker(h.tick), WithRecorder(h.rec),
 		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
 	if err != nil {

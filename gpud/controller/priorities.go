@@ -63,8 +63,8 @@ func (c *Controller) Priorities(ctx context.Context) ([]JobPriority, error) {
 
 // Fairshare computes the fairshare report (gpuq share) now: the
 // configured accounts and their users with shares, raw and decayed usage
-// and the Fair Tree factor. Usage is the controller's own record of its
-// jobs' GPU-seconds (see fairshareUsage).
+// and the Fair Tree factor. Usage is every ended attempt in accounting
+// plus the jobs running now (see fairshareUsage).
 func (c *Controller) Fairshare(ctx context.Context) (*fairshare.Report, error) {
 	var rep *fairshare.Report
 	err := c.query(ctx, func() error {
@@ -76,21 +76,25 @@ func (c *Controller) Fairshare(ctx context.Context) (*fairshare.Report, error) {
 
 // fairshareConfig is the billing and decay policy.
 func (c *Controller) fairshareConfig() fairshare.Config {
-	return fairshare.Config{HalfLife: max(c.cfg.FairshareHalfLife, 0)}
+	return fairshare.Config{HalfLife: max(c.cfg.FairshareHalfLife, 0), ModelWeights: c.cfg.FairshareModelWeights}
 }
 
-// fairshareReport builds the report from the account tree and the jobs
-// the controller remembers.
+// fairshareReport builds the report from the account tree, the feed's
+// ended usage and the jobs running now.
 func (c *Controller) fairshareReport(now time.Time) *fairshare.Report {
+	var past []fairshare.Past
+	if c.feed != nil {
+		past = c.feed.past()
+	}
 	usage := c.fairshareUsage()
-	return fairshare.Compute(c.fairshareTree(usage), usage, now, c.fairshareConfig())
+	return fairshare.ComputeWithPast(c.fairshareTree(past, usage), past, usage, now, c.fairshareConfig())
 }
 
 // fairshareTree maps the configured accounts onto the fairshare tree,
 // sub-accounts under their parents. Users listed in an account have one share
 // each; so does any other user with usage or a pending job in it (users
 // of the default account are usually listed nowhere).
-func (c *Controller) fairshareTree(usage []fairshare.Usage) *fairshare.Tree {
+func (c *Controller) fairshareTree(past []fairshare.Past, usage []fairshare.Usage) *fairshare.Tree {
 	t := &fairshare.Tree{Accounts: make([]fairshare.Account, 0, len(c.cfg.Accounts))}
 	idx := make(map[string]int, len(c.cfg.Accounts))
 	seen := map[[2]string]bool{}
@@ -116,6 +120,9 @@ func (c *Controller) fairshareTree(usage []fairshare.Usage) *fairshare.Tree {
 		seen[[2]string{account, user}] = true
 		t.Accounts[i].Users = append(t.Accounts[i].Users, fairshare.User{Name: user, Shares: 1})
 	}
+	for i := range past {
+		add(past[i].Account, past[i].User)
+	}
 	for i := range usage {
 		add(usage[i].Account, usage[i].User)
 	}
@@ -136,20 +143,42 @@ func (c *Controller) fairshareTree(usage []fairshare.Usage) *fairshare.Tree {
 	return t
 }
 
-// fairshareUsage is the GPU usage of every job the controller remembers
-// that has started: its current (or last) attempt from its start to its
-// end, or to now while it runs. Earlier attempts of a requeued job and
-// jobs the controller has forgotten are not counted: there is no usage
-// feed from accounting yet. A MIG slice counts as a whole GPU and every
-// model weighs 1.
+// fairshareUsage is the GPU usage the feed does not cover: the current
+// attempt of every job holding resources now, from its start to now,
+// found through the nodes' allocations. Without a feed (no accounting)
+// it is also every ended job the controller remembers, by its last
+// attempt only. GPUs count as accounting bills them: a MIG slice by its
+// profile's fraction, a share by its fraction, the model the node
+// reported for the device.
 func (c *Controller) fairshareUsage() []fairshare.Usage {
+	var ids []spec.JobID
+	if c.feed != nil {
+		for _, n := range c.st.nodes {
+			for _, id := range n.allocs {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+	} else {
+		ids = make([]spec.JobID, 0, len(c.st.jobs))
+		for id := range c.st.jobs {
+			ids = append(ids, id)
+		}
+	}
 	var out []fairshare.Usage
-	for _, rec := range c.st.jobs {
-		j := &rec.job
-		if j.StartTime.IsZero() || j.Alloc == nil || j.State == spec.StatePending {
+	for _, id := range ids {
+		rec := c.st.jobs[id]
+		if rec == nil {
 			continue
 		}
-		u := fairshare.Usage{Account: j.Account, User: j.User, Start: j.StartTime.Time}
+		j := &rec.job
+		if j.StartTime.IsZero() || j.Alloc == nil || j.State == spec.StatePending ||
+			(c.feed != nil && j.State.Terminal()) {
+			continue
+		}
+		u := fairshare.Usage{Account: j.Account, User: j.User, Start: j.StartTime.Time,
+			Model: j.Resources.GPUModel, Profile: j.Resources.GPUProfile}
 		if j.State.Terminal() {
 			u.End = j.EndTime.Time
 			if u.End.IsZero() {
@@ -158,15 +187,33 @@ func (c *Controller) fairshareUsage() []fairshare.Usage {
 		}
 		for _, n := range j.Alloc.Nodes {
 			if n.GPUFraction > 0 {
-				u.GPUs += n.GPUFraction
+				u.Fraction += n.GPUFraction
 			} else {
 				u.GPUs += float64(len(n.GPUs))
 			}
+			if m := c.gpuModel(n.Node, n.GPUs); m != "" {
+				u.Model = m
+			}
 		}
-		if u.GPUs > 0 {
+		if u.GPUs > 0 || u.Fraction > 0 {
 			out = append(out, u)
 		}
 	}
 	slices.SortFunc(out, func(a, b fairshare.Usage) int { return a.Start.Compare(b.Start) })
 	return out
+}
+
+// gpuModel is the model node reported for the first of uuids ("" if
+// unknown).
+func (c *Controller) gpuModel(node string, uuids []string) string {
+	n := c.st.nodes[node]
+	if n == nil || len(uuids) == 0 {
+		return ""
+	}
+	for _, g := range n.inv.GPUs {
+		if g.UUID == uuids[0] {
+			return g.Model
+		}
+	}
+	return ""
 }

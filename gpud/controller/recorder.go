@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
@@ -70,5 +71,85 @@ func (c *Controller) flushRecords(ctx context.Context) bool {
 		c.recMu.Unlock()
 		return false
 	}
+	c.wakeFeed()
 	return true
+}
+
+// RecordChecker is implemented by a Recorder that can say which jobs it
+// already holds in a terminal state. At start the controller asks it
+// about every ended job it remembers and records again the ones missing
+// or stale: a kill -9 loses the recorder's in-memory queue, and the state
+// store is what remembers those jobs.
+type RecordChecker interface {
+	// RecordedTerminal returns, of ids, those recorded in a terminal
+	// state, with the attempt recorded.
+	RecordedTerminal(ctx context.Context, ids []spec.JobID) (map[spec.JobID]int, error)
+}
+
+// recheckChunk is how many jobs one RecordedTerminal call and one owner
+// query cover.
+const recheckChunk = 500
+
+// ended lists the terminal jobs the controller remembers (owner only).
+func (c *Controller) ended() []spec.JobID {
+	var ids []spec.JobID
+	for id, rec := range c.st.jobs {
+		if rec.job.State.Terminal() {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// recheckRecords records again the jobs of ids that accounting lacks or
+// holds with an older attempt. It runs on the recorder's goroutine before
+// its loop; a failure is logged and leaves the jobs as they are.
+func (c *Controller) recheckRecords(ctx context.Context, chk RecordChecker, ids []spec.JobID) {
+	redone := 0
+	for len(ids) > 0 && ctx.Err() == nil {
+		chunk := ids[:min(len(ids), recheckChunk)]
+		ids = ids[len(chunk):]
+		have, err := chk.RecordedTerminal(ctx, chunk)
+		if err != nil {
+			c.log.Warn("checking accounting for ended jobs failed; those not recorded before the last stop may be missing", "err", err)
+			return
+		}
+		var jobs []spec.Job
+		err = c.query(ctx, func() error {
+			for _, id := range chunk {
+				rec := c.st.jobs[id]
+				if rec == nil || !rec.job.State.Terminal() {
+					continue
+				}
+				if att, ok := have[id]; ok && att >= rec.job.Attempt {
+					continue
+				}
+				j := rec.job
+				j.Alloc = cloneAlloc(rec.job.Alloc)
+				c.recordModel(&j)
+				jobs = append(jobs, j)
+			}
+			return nil
+		})
+		if err != nil {
+			return // stopping
+		}
+		if len(jobs) > 0 {
+			redone += len(jobs)
+			c.enqueueRecords(jobs)
+		}
+	}
+	if redone > 0 {
+		c.log.Warn("recorded ended jobs accounting lacked (lost with the recorder's queue at the last stop)", "jobs", redone)
+	}
+}
+
+// recordModel sets the GPU model of a job record that asked for any model
+// to the model of the GPUs it got (owner only): accounting bills, prices
+// and weighs by it, and gpuq report groups by it.
+func (c *Controller) recordModel(j *spec.Job) {
+	if j.Resources.GPUModel == "" && j.Alloc != nil && len(j.Alloc.Nodes) > 0 {
+		j.Resources.GPUModel = c.gpuModel(j.Alloc.Nodes[0].Node, j.Alloc.Nodes[0].GPUs)
+	}
 }

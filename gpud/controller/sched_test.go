@@ -32,6 +32,10 @@ func gpus(n int, limit time.Duration, qos string) func(*spec.JobSpec) {
 
 func TestHighQOSPreemptsLowByRequeue(t *testing.T) {
 	h := newHarness(t, newFakeStore(), multifactor)
+	obs := &fakeObserver{started: map[string]int{}, ended: map[spec.JobState]int{}, requeued: map[string]int{}}
+	if err := h.c.query(context.Background(), func() error { h.c.obs = obs; return nil }); err != nil {
+		t.Fatal(err)
+	}
 	h.register("n1", 8)
 	low := h.submit(alice, gpus(8, time.Hour, "low"))
 	lowJob := h.job(low)
@@ -54,6 +58,11 @@ func TestHighQOSPreemptsLowByRequeue(t *testing.T) {
 	if len(as) != 1 || !as[0].Stop || as[0].StopState != spec.StatePreempted {
 		t.Fatalf("assignments = %+v, want the low job told to stop PREEMPTED", as)
 	}
+	obs.mu.Lock()
+	if n := obs.preempts["batch/"+PreemptRequeue]; n != 1 {
+		t.Errorf("observer saw preemptions %v, want 1 in batch by requeue", obs.preempts)
+	}
+	obs.mu.Unlock()
 	// More cycles while the victim stops preempt nothing else and start
 	// nothing on its GPUs.
 	h.advance(10 * time.Second)

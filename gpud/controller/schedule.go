@@ -383,6 +383,7 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 			continue
 		}
 		c.preempt(tx, rec, p, now)
+		c.obs.JobPreempted(rec.job.Partition, p.Mode)
 		if c.sched.waiting == nil {
 			c.sched.waiting = map[spec.JobID][]spec.JobID{}
 		}

@@ -23,6 +23,10 @@ type Observer interface {
 	// JobRequeued reports an attempt ending with the job going back to
 	// PENDING (requeue, preemption, node failure); reason is the job's.
 	JobRequeued(partition, reason string)
+	// JobPreempted reports the scheduler stopping a running job of
+	// partition for a higher-priority one (mode: requeue, cancel or
+	// checkpoint, as the QOS says).
+	JobPreempted(partition, mode string)
 }
 
 // WithObserver sets who is told of cycles, starts, ends and requeues.
@@ -35,6 +39,7 @@ func (nopObserver) CycleDone(time.Duration)         {}
 func (nopObserver) JobStarted(string)               {}
 func (nopObserver) JobEnded(string, spec.JobState)  {}
 func (nopObserver) JobRequeued(partition, _ string) {}
+func (nopObserver) JobPreempted(string, string)     {}
 
 // Stats is a point-in-time count of the controller's live state, for
 // monitoring. Ended jobs are not in it (Observer.JobEnded counts them): a

@@ -17,6 +17,7 @@ type fakeObserver struct {
 	started  map[string]int
 	ended    map[spec.JobState]int
 	requeued map[string]int
+	preempts map[string]int // by partition/mode
 }
 
 func (o *fakeObserver) CycleDone(time.Duration) { o.mu.Lock(); o.cycles++; o.mu.Unlock() }
@@ -27,6 +28,14 @@ func (o *fakeObserver) JobEnded(_ string, s spec.JobState) {
 	o.mu.Unlock()
 }
 func (o *fakeObserver) JobRequeued(_, r string) { o.mu.Lock(); o.requeued[r]++; o.mu.Unlock() }
+func (o *fakeObserver) JobPreempted(p, m string) {
+	o.mu.Lock()
+	if o.preempts == nil {
+		o.preempts = map[string]int{}
+	}
+	o.preempts[p+"/"+m]++
+	o.mu.Unlock()
+}
 
 func TestStatsAndObserver(t *testing.T) {
 	obs := &fakeObserver{started: map[string]int{}, ended: map[spec.JobState]int{}, requeued: map[string]int{}}

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -231,6 +233,32 @@ func TestKill9Resumes(t *testing.T) {
 		}
 		if n := strings.Count(string(out), "end "+id); n != 1 {
 			t.Errorf("job %s ended %d times:\n%s", id, n, out)
+		}
+	}
+	// Accounting lost and doubled nothing across the kill: every job once,
+	// COMPLETED, with all its attempts (recorded asynchronously, so wait).
+	var recs []api.AcctJob
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		r := c.cli(work, "gpuq", "acct", "-S", "2020-01-01", "--json", "-s", "COMPLETED")
+		recs = nil
+		if err := json.Unmarshal([]byte(r.stdout), &recs); r.code != 0 || err != nil {
+			t.Fatalf("gpuq acct: exit %d, %v: %s", r.code, err, r.stderr)
+		}
+		if len(recs) >= len(ids) || time.Now().After(deadline) {
+			break
+		}
+	}
+	seen := map[string]int{}
+	for _, j := range recs {
+		id := strconv.FormatUint(uint64(j.ID), 10)
+		seen[id]++
+		if want := int(c.showJob(id)["attempt"].(float64)); j.Attempts != want || j.GPUHours*3600 < 4*float64(j.Elapsed) {
+			t.Errorf("accounting of job %s: %d attempts, %v GPU-s over %ds; want %d attempts and at least 4 GPUs × elapsed", id, j.Attempts, j.GPUHours*3600, j.Elapsed, want)
+		}
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("job %s is in accounting %d times, want once", id, seen[id])
 		}
 	}
 }

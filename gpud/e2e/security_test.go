@@ -121,16 +121,6 @@ func (c *cluster) as(u localUser, env []string, name string, args ...string) res
 	return r
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 func writePrivate(t *testing.T, path, text string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text+"\n"), 0o600); err != nil {

@@ -34,6 +34,7 @@ type Controller struct {
 	started    *prometheus.CounterVec
 	ended      *prometheus.CounterVec
 	requeued   *prometheus.CounterVec
+	preempted  *prometheus.CounterVec
 	requests   *prometheus.HistogramVec
 	auditDrops prometheus.Counter
 }
@@ -63,6 +64,10 @@ func NewController() *Controller {
 			Name: "gpud_jobs_requeued_total",
 			Help: "Job attempts ended with the job going back to PENDING (requeue, preemption, node failure), by partition.",
 		}, []string{"partition"}),
+		preempted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpud_jobs_preempted_total",
+			Help: "Running jobs the scheduler preempted for higher-priority ones, by partition and preemption mode.",
+		}, []string{"partition", "mode"}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "gpud_api_request_duration_seconds",
 			Help:    "API request latency by route pattern and HTTP status code (long polls included).",
@@ -73,7 +78,7 @@ func NewController() *Controller {
 			Help: "Audit log entries dropped because the audit writer's buffer was full (the accounting database too slow).",
 		}),
 	}
-	m.reg.MustRegister(m.cycle, m.started, m.ended, m.requeued, m.requests, m.auditDrops,
+	m.reg.MustRegister(m.cycle, m.started, m.ended, m.requeued, m.preempted, m.requests, m.auditDrops,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -107,6 +112,11 @@ func (m *Controller) JobStarted(partition string) { m.started.WithLabelValues(pa
 // JobEnded implements controller.Observer.
 func (m *Controller) JobEnded(partition string, state spec.JobState) {
 	m.ended.WithLabelValues(partition, string(state)).Inc()
+}
+
+// JobPreempted implements controller.Observer.
+func (m *Controller) JobPreempted(partition, mode string) {
+	m.preempted.WithLabelValues(partition, mode).Inc()
 }
 
 // JobRequeued implements controller.Observer. The reason is not a label:

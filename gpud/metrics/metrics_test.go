@@ -2,11 +2,14 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +53,7 @@ func TestControllerScrape(t *testing.T) {
 	m.JobStarted("h100")
 	m.JobEnded("h100", spec.StateCompleted)
 	m.JobRequeued("h100", "free text the user typed")
+	m.JobPreempted("h100", "requeue")
 	m.CycleDone(3 * time.Millisecond)
 	m.ObserveRequest("GET /v1/jobs", 200, 20*time.Millisecond)
 
@@ -94,6 +98,7 @@ gpud_nodes{state="MIXED"} 1
 	body := scrape(t, srv.URL)
 	for _, s := range []string{
 		"gpud_scheduler_cycle_duration_seconds_count 1",
+		`gpud_jobs_preempted_total{mode="requeue",partition="h100"} 1`,
 		`gpud_api_request_duration_seconds_count{code="200",route="GET /v1/jobs"} 1`,
 		"go_goroutines",
 	} {
@@ -238,5 +243,57 @@ func TestNodeScrapeMockDGX(t *testing.T) {
 	held := `DCGM_FI_DEV_GPU_UTIL{Hostname="gpu01",UUID="` + inv[3].UUID + `",account="ml",gpu="3",job_id="7",modelName="` + inv[3].Name + `",user="alice"}`
 	if !strings.Contains(body, held) {
 		t.Errorf("scrape lacks %s:\n%s", held, body)
+	}
+}
+
+// TestGrafanaDashboardUsesExportedNames: every gpud_ and DCGM_ series the
+// shipped dashboard (etc/grafana-dashboard.json) queries is one the
+// controller or a node exports.
+func TestGrafanaDashboardUsesExportedNames(t *testing.T) {
+	data, err := os.ReadFile("../../etc/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("etc/grafana-dashboard.json: %v", err)
+	}
+	m := NewController()
+	m.AddStats(&fakeStats{s: controller.Stats{Jobs: []controller.JobCount{{State: spec.StateRunning, Partition: "p", N: 1}},
+		Pending: []controller.ReasonCount{{Reason: "Priority", N: 1}}, Nodes: []controller.NodeCount{{State: spec.NodeIdle, N: 1}},
+		GPUs: []controller.GPUCount{{Model: "h100", Total: 1}}}})
+	m.JobStarted("p")
+	m.JobEnded("p", spec.StateCompleted)
+	m.JobRequeued("p", "")
+	m.JobPreempted("p", "requeue")
+	m.CycleDone(time.Millisecond)
+	m.ObserveRequest("GET /v1/jobs", 200, time.Millisecond)
+	ctl := httptest.NewServer(m.Handler())
+	defer ctl.Close()
+	sampler := &fakeSampler{s: []gpu.Sample{{UUID: "GPU-1", HasUtil: true, HasMem: true, HasTemp: true, HasPower: true, HasXID: true}}}
+	nd := httptest.NewServer(NewNode("n", []spec.GPU{{UUID: "GPU-1"}}, sampler, fakeJobs{}).Handler())
+	defer nd.Close()
+	exported := scrape(t, ctl.URL) + scrape(t, nd.URL)
+	name := regexp.MustCompile(`\b(?:gpud|DCGM)_[A-Za-z0-9_]+`)
+	n := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, s := range name.FindAllString(tg.Expr, -1) {
+				n++
+				if !strings.Contains(exported, "\n"+s+"{") && !strings.Contains(exported, "\n"+s+" ") {
+					t.Errorf("panel %q queries %s, which neither daemon exports", p.Title, s)
+				}
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("the dashboard queries only %d series; want its panels built on gpud's names", n)
 	}
 }

@@ -121,6 +121,12 @@ type RunningJob struct {
 	Account string
 	// GPUs are the device UUIDs of this node's part (MIG UUIDs for slices).
 	GPUs []string
+	// Attempt, Start (the allocation's start as the controller placed it)
+	// and GPUFraction (a share of one GPU; 0 for whole GPUs) come with the
+	// user, from the controller's answer.
+	Attempt     int
+	Start       time.Time
+	GPUFraction float64
 }
 
 // RunningJobs lists the jobs the agent has runners for, by alloc ID. A
@@ -197,7 +203,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer loops.Done()
 		a.sendLoop(ctx)
 	}()
-	if a.opts.sampler != nil {
+	if a.opts.healthSampler != nil {
 		a.health = newHealthWatcher(a)
 		loops.Add(1)
 		go func() {
@@ -207,10 +213,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	interval := a.register(ctx)
 	if ctx.Err() == nil {
-		loops.Add(2)
+		loops.Add(3)
 		go func() {
 			defer loops.Done()
 			a.heartbeatLoop(ctx, interval)
+		}()
+		go func() {
+			defer loops.Done()
+			a.usageLoop(ctx)
 		}()
 		go func() {
 			defer loops.Done()
@@ -389,7 +399,8 @@ func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
 			continue
 		}
 		want[id] = true
-		owners[id] = RunningJob{JobID: asg.Job.ID, AllocID: id, User: asg.Job.User, Account: asg.Job.Account, GPUs: self.GPUs}
+		owners[id] = RunningJob{JobID: asg.Job.ID, AllocID: id, User: asg.Job.User, Account: asg.Job.Account, GPUs: self.GPUs,
+			Attempt: asg.Alloc.Attempt, Start: asg.Alloc.StartTime.Time, GPUFraction: self.GPUFraction}
 		a.mu.Lock()
 		r := a.runners[id]
 		a.mu.Unlock()

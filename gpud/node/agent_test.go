@@ -101,7 +101,8 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 	if diff := cmp.Diff([]api.AllocEvent{started("a7", 7)}, e.eventsOf("a7")); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	wantJobs := []RunningJob{{JobID: 7, AllocID: "a7", User: "alice", Account: a.Job.Account, GPUs: []string{"GPU-a", "GPU-b"}}}
+	wantJobs := []RunningJob{{JobID: 7, AllocID: "a7", User: "alice", Account: a.Job.Account, GPUs: []string{"GPU-a", "GPU-b"},
+		Attempt: 1, Start: t0}}
 	if diff := cmp.Diff(wantJobs, e.agent.RunningJobs()); diff != "" {
 		t.Errorf("RunningJobs (-want +got):\n%s", diff)
 	}

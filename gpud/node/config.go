@@ -55,6 +55,9 @@ type Config struct {
 	// SysfsRoot is where the NUMA topology is read
 	// (<root>/devices/system/node); empty means /sys.
 	SysfsRoot string
+	// UsageInterval is how often the usage of each running job is sampled
+	// and sent to accounting; negative turns sampling off.
+	UsageInterval time.Duration
 }
 
 // Defaults for Config fields left zero.
@@ -64,6 +67,7 @@ const (
 	DefaultPollWait          = 30 * time.Second
 	DefaultCheckpointKeep    = 3
 	DefaultCheckpointTimeout = time.Minute
+	DefaultUsageInterval     = 30 * time.Second
 )
 
 // withDefaults returns c with zero fields filled in.
@@ -82,6 +86,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CheckpointTimeout <= 0 {
 		c.CheckpointTimeout = DefaultCheckpointTimeout
+	}
+	if c.UsageInterval == 0 {
+		c.UsageInterval = DefaultUsageInterval
 	}
 	if c.Hostname == "" {
 		if h, err := os.Hostname(); err == nil {
@@ -141,17 +148,24 @@ func (c Config) validate() error {
 type Option func(*options)
 
 type options struct {
+	sampler    gpu.Sampler
 	log        *slog.Logger
 	clock      Clock
 	backoffMin time.Duration
 	backoffMax time.Duration
-	sampler    gpu.Sampler // nil: no health watching
-	health     HealthLimits
-	mig        *MIGConfig
+	// healthSampler watches GPU health (nil: none); sampler feeds usage
+	// samples. Both are the node's GPU backend when it can sample.
+	healthSampler gpu.Sampler
+	health        HealthLimits
+	mig           *MIGConfig
 }
 
 // WithLogger sets the agent's logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithGPUSampler sets where usage samples read the GPUs from (the NVML
+// backend); without it samples carry only the cgroup's CPU and memory.
+func WithGPUSampler(s gpu.Sampler) Option { return func(o *options) { o.sampler = s } }
 
 // WithClock sets the clock for job time (deadlines, kill grace, event
 // times); tests pass a fake.

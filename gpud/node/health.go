@@ -38,7 +38,7 @@ const DefaultHealthInterval = 10 * time.Second
 // with its heartbeats (the controller moves their jobs away). Without it
 // the agent reports no GPU problems.
 func WithHealth(s gpu.Sampler, limits HealthLimits) Option {
-	return func(o *options) { o.sampler, o.health = s, limits }
+	return func(o *options) { o.healthSampler, o.health = s, limits }
 }
 
 // healthWatcher samples the node's GPUs and keeps the current problems.
@@ -63,7 +63,7 @@ func newHealthWatcher(a *Agent) *healthWatcher {
 	if l.Interval <= 0 {
 		l.Interval = DefaultHealthInterval
 	}
-	return &healthWatcher{sampler: a.opts.sampler, limits: l, clock: a.clock, a: a,
+	return &healthWatcher{sampler: a.opts.healthSampler, limits: l, clock: a.clock, a: a,
 		over: map[string]time.Time{}, changed: make(chan struct{}, 1)}
 }
 

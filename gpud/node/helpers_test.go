@@ -385,8 +385,12 @@ type env struct {
 	clock *fakeClock
 	agent *Agent
 	stop  func()
-	dir   string   // state dir
-	opts  []Option // extra agent options, set by prep
+	dir   string // state dir
+	// rtOverride, cfgExtra and opts, set by prep, replace the runtime the
+	// agent gets and add to its Config and options.
+	rtOverride runtime.Runtime
+	cfgExtra   func(*Config)
+	opts       []Option
 }
 
 func (e *env) on() []changer { return []changer{e.fc, e.rt, e.clock} }
@@ -406,6 +410,10 @@ func newEnv(t *testing.T, prep func(e *env)) *env {
 
 func (e *env) start(t *testing.T) {
 	t.Helper()
+	var rt runtime.Runtime = e.rt
+	if e.rtOverride != nil {
+		rt = e.rtOverride
+	}
 	e.agent, e.stop = startTestAgent(t, func(c *Config) {
 		c.StateDir = e.dir
 		c.Addr = "10.0.0.2"
@@ -414,7 +422,10 @@ func (e *env) start(t *testing.T) {
 			{Index: 1, UUID: "GPU-b", Model: "h100", CDIName: "nvidia.com/gpu=GPU-b"},
 			{Index: 2, UUID: "GPU-c", Model: "h100", CDIName: "nvidia.com/gpu=GPU-c"},
 		}
-	}, e.fc.Client, e.rt, append([]Option{WithClock(e.clock)}, e.opts...)...)
+		if e.cfgExtra != nil {
+			e.cfgExtra(c)
+		}
+	}, e.fc.Client, rt, append([]Option{WithClock(e.clock)}, e.opts...)...)
 }
 
 // eventsOf returns the delivered events of alloc with Seq zeroed, for

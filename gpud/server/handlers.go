@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/controller"
@@ -381,7 +382,20 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	evs := make([]controller.NodeEvent, 0, len(req.Events))
+	var samples []accounting.UsageSample
+	var usageSeq uint64
 	for _, e := range req.Events {
+		if e.Kind == api.EventUsage {
+			// Samples are accounting's, not the controller's state: stored
+			// before the acknowledgement, so none acknowledged is lost.
+			u := e.Usage
+			samples = append(samples, accounting.UsageSample{ID: u.ID, JobID: e.JobID, Attempt: u.Attempt,
+				Node: r.PathValue("name"), Start: u.Start.Time, End: u.End.Time, GPUs: u.GPUs,
+				GPUUtilAvg: u.GPUUtilAvg, GPUUtilMax: u.GPUUtilMax, GPUMemMiB: u.GPUMemMiB, PowerW: u.PowerW,
+				EnergyJ: u.EnergyJ, CPUSeconds: u.CPUSeconds, MemMiB: u.MemMiB})
+			usageSeq = max(usageSeq, e.Seq)
+			continue
+		}
 		evs = append(evs, controller.NodeEvent{Seq: e.Seq, Node: e.Node, AllocID: e.AllocID, JobID: e.JobID, Kind: e.Kind,
 			Time: e.Time.Time, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Reason: e.Reason,
 			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes, MIG: e.MIG})
@@ -391,7 +405,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, api.EventsResponse{AckedSeq: acked})
+	if len(samples) > 0 && s.usage != nil {
+		if err := s.usage.RecordUsageSamples(r.Context(), samples); err != nil {
+			s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "store %d usage samples: %v; the node retries", len(samples), err))
+			return
+		}
+	}
+	s.writeJSON(w, api.EventsResponse{AckedSeq: max(acked, usageSeq)})
 }
 
 // checkReason refuses a malformed --reason (shown in gpuq).

@@ -203,6 +203,17 @@ func checkEvents(evs []api.AllocEvent) error {
 		for k, u := range e.MIG {
 			c.name(fmt.Sprintf("%s.mig[%d]", f, k), u, maxShort)
 		}
+		if e.Kind == api.EventUsage {
+			u := e.Usage
+			if u == nil {
+				c.bad("%s is a usage event without a usage sample; send the sample in usage", f)
+				continue
+			}
+			c.name(f+".usage.id", u.ID, maxShort)
+			if u.ID == "" || u.Start.IsZero() || u.End.Before(u.Start.Time) {
+				c.bad("%s.usage needs an id and an interval with start no later than end (got id %q, %v to %v)", f, u.ID, u.Start, u.End)
+			}
+		}
 	}
 	return c.err()
 }

@@ -41,6 +41,7 @@ type Server struct {
 	handler http.Handler // mux behind authenticate
 	users   sync.Map     // uid → user name
 	acct    Accounting
+	usage   UsageRecorder
 	tokens  TokenVerifier
 	roles   atomic.Pointer[roleLists]
 	revoked atomic.Pointer[map[string]bool]
@@ -65,6 +66,13 @@ type Accounting interface {
 	Summary(ctx context.Context, f accounting.Filter, groupBy string) ([]accounting.SummaryRow, error)
 }
 
+// UsageRecorder stores the usage samples nodes send with their events
+// (accounting). A sample already stored (same ID) must be left as it is:
+// a node re-sends what was not acknowledged.
+type UsageRecorder interface {
+	RecordUsageSamples(ctx context.Context, samples []accounting.UsageSample) error
+}
+
 // Option configures a Server.
 type Option func(*Server)
 
@@ -74,6 +82,11 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 // WithAccounting serves job history from a (gpuq acct). Without it the
 // accounting endpoints answer 503 unavailable.
 func WithAccounting(a Accounting) Option { return func(s *Server) { s.acct = a } }
+
+// WithUsageRecorder stores the nodes' usage samples in u before their
+// events are acknowledged. Without it samples are acknowledged and
+// dropped.
+func WithUsageRecorder(u UsageRecorder) Option { return func(s *Server) { s.usage = u } }
 
 // WithMetrics serves h at GET /metrics (Prometheus) and reports every
 // request that reaches the API's router to observe, with the route

@@ -105,7 +105,7 @@ func TestAcctErrors(t *testing.T) {
 		{name: "end before start", args: []string{"acct", "-E", "2025-03-13"}, wantCode: 2,
 			wantErr: "gpuq: --endtime 2025-03-13T00:00:00 is before the start of the window (2025-03-14T00:00:00); give a later --endtime or an earlier --starttime\n"},
 		{name: "bad state", args: []string{"acct", "-s", "done"}, wantCode: 2},
-		{name: "bad field", args: []string{"acct", "--format", "jobid,cost"}, wantCode: 2},
+		{name: "bad field", args: []string{"acct", "--format", "jobid,costs"}, wantCode: 2},
 		{name: "two outputs", args: []string{"acct", "--csv", "--json"}, wantCode: 2, wantErr: "gpuq: choose one of --parsable, --csv and --json\n"},
 		{name: "allusers and user", args: []string{"acct", "-a", "-u", "bob"}, wantCode: 2, wantErr: "gpuq: --allusers and --user contradict each other; give one\n"},
 		{name: "positional", args: []string{"acct", "42"}, wantCode: 2, wantErr: "gpuq: gpuq acct takes no arguments, got \"42\"; select jobs with -j\n"},

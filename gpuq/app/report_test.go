@@ -20,23 +20,25 @@ func TestReport(t *testing.T) {
 		{
 			name: "users by default, window from midnight to now",
 			args: []string{"report"},
-			want: "User  Jobs GPUHours GPUShare% CPUHours\n" +
-				"----- ---- -------- --------- --------\n" +
-				"alice 2    16.5000  99.9      0.0000\n" +
-				"bob   1    0.0200   0.1       0.0000\n" +
-				"TOTAL 3    16.5200  100.0     0.0000\n",
+			want: "User  Jobs GPUHours GPUShare% CPUHours IdleGPUHours SliceHours EnergyKWh CO2kg  Cost\n" +
+				"----- ---- -------- --------- -------- ------------ ---------- --------- ------ ----\n" +
+				"alice 2    16.5000  99.9      0.0000   0.0000       0.0000     0.0000    0.0000 0.00\n" +
+				"bob   1    0.0200   0.1       0.0000   0.0000       0.0000     0.0000    0.0000 0.00\n" +
+				"TOTAL 3    16.5200  100.0     0.0000   0.0000       0.0000     0.0000    0.0000 0.00\n",
 			wantQuery: url.Values{"group": {"user"}, "start": {"2025-03-14T00:00:00Z"}, "end": {"2025-03-14T15:30:00Z"}},
 		},
 		{
-			name:      "accounts, filters, parsable",
-			args:      []string{"report", "accounts", "-u", "alice", "-r", "h100", "-S", "2025-03-01", "-E", "now-2hours", "-p"},
-			want:      "Account|Jobs|GPUHours|GPUShare%|CPUHours|\nml|2|16.5000|100.0|0.0000|\nTOTAL|2|16.5000|100.0|0.0000|\n",
+			name: "accounts, filters, parsable",
+			args: []string{"report", "accounts", "-u", "alice", "-r", "h100", "-S", "2025-03-01", "-E", "now-2hours", "-p"},
+			want: "Account|Jobs|GPUHours|GPUShare%|CPUHours|IdleGPUHours|SliceHours|EnergyKWh|CO2kg|Cost|\n" +
+				"ml|2|16.5000|100.0|0.0000|0.0000|0.0000|0.0000|0.0000|0.00|\nTOTAL|2|16.5000|100.0|0.0000|0.0000|0.0000|0.0000|0.0000|0.00|\n",
 			wantQuery: url.Values{"group": {"account"}, "user": {"alice"}, "partition": {"h100"}, "start": {"2025-03-01T00:00:00Z"}, "end": {"2025-03-14T13:30:00Z"}},
 		},
 		{
-			name:      "partitions as csv without header",
-			args:      []string{"report", "partitions", "--csv", "-n"},
-			want:      "a100,1,0.0200,0.1,0.0000\nh100,2,16.5000,99.9,0.0000\nTOTAL,3,16.5200,100.0,0.0000\n",
+			name: "partitions as csv without header",
+			args: []string{"report", "partitions", "--csv", "-n"},
+			want: "a100,1,0.0200,0.1,0.0000,0.0000,0.0000,0.0000,0.0000,0.00\n" +
+				"h100,2,16.5000,99.9,0.0000,0.0000,0.0000,0.0000,0.0000,0.00\nTOTAL,3,16.5200,100.0,0.0000,0.0000,0.0000,0.0000,0.0000,0.00\n",
 			wantQuery: url.Values{"group": {"partition"}, "start": {"2025-03-14T00:00:00Z"}, "end": {"2025-03-14T15:30:00Z"}},
 		},
 	}

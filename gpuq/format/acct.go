@@ -63,6 +63,13 @@ var AcctFields = []AcctField{
 	}},
 	{"gpu_hours", "GPUHours", "GPU-hours over every attempt", func(j *api.AcctJob) string { return strconv.FormatFloat(j.GPUHours, 'f', 4, 64) }}, // 4 decimals: a short job still shows its 0.0033
 	{"cpu_hours", "CPUHours", "CPU-hours over every attempt", func(j *api.AcctJob) string { return strconv.FormatFloat(j.CPUHours, 'f', 4, 64) }},
+	{"slice_hours", "SliceHours", "MIG slice-hours, a slice counting 1 (gpu_hours bills it at its fraction of the GPU)", func(j *api.AcctJob) string {
+		return strconv.FormatFloat(j.SliceHours, 'f', 4, 64)
+	}},
+	{"gpu_util", "GPUUtil%", "mean GPU utilisation from the nodes' usage samples", func(j *api.AcctJob) string { return strconv.FormatFloat(j.GPUUtil, 'f', 1, 64) }},
+	{"energy_kwh", "EnergyKWh", "GPU energy from the nodes' usage samples", func(j *api.AcctJob) string { return strconv.FormatFloat(j.EnergyKWh, 'f', 4, 64) }},
+	{"co2_kg", "CO2kg", "CO2e of that energy at gpud.toml's grid intensity", func(j *api.AcctJob) string { return strconv.FormatFloat(j.CO2Kg, 'f', 4, 64) }},
+	{"cost", "Cost", "GPU-hours at gpud.toml's price per GPU-hour of the model", func(j *api.AcctJob) string { return strconv.FormatFloat(j.Cost, 'f', 2, 64) }},
 	{"cpus", "CPUs", "CPUs allocated", func(j *api.AcctJob) string { return strconv.Itoa(j.CPUs) }},
 	{"mem", "Mem", "memory allocated", func(j *api.AcctJob) string { return MiB(j.MemMiB) }},
 	{"attempts", "Attempts", "attempts (more than 1 after a requeue)", func(j *api.AcctJob) string { return strconv.Itoa(j.Attempts) }},

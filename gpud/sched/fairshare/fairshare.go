@@ -159,11 +159,50 @@ func (r *Report) Factor(account, user string) float64 {
 	return r.factors[account+"\x00"+user]
 }
 
+// Past is the billed usage of an (account, user) over stretches that
+// have ended, summed by the caller and decayed to At: ended usage only
+// decays from there on, so a caller can keep it between reports instead
+// of handing over every stretch of history each time.
+type Past struct {
+	Account, User string
+	// Raw is billed units undecayed, Decayed the same decayed to At.
+	Raw, Decayed float64
+	At           time.Time
+}
+
+// Add bills u (which must have ended by p.At) into p.
+func (p *Past) Add(u *Usage, cfg *Config) {
+	r, d := cfg.Billed(u, p.At)
+	p.Raw += r
+	p.Decayed += d
+}
+
+// DecayTo moves p's decayed usage forward to t.
+func (p *Past) DecayTo(t time.Time, cfg *Config) {
+	if cfg.HalfLife > 0 && t.After(p.At) {
+		p.Decayed *= math.Exp2(-t.Sub(p.At).Seconds() / cfg.HalfLife.Seconds())
+	}
+	p.At = t
+}
+
 // Compute builds the report at now.
 func Compute(t *Tree, usage []Usage, now time.Time, cfg Config) *Report {
+	return ComputeWithPast(t, nil, usage, now, cfg)
+}
+
+// ComputeWithPast builds the report at now from past (ended usage already
+// billed, decayed further to now here) and usage.
+func ComputeWithPast(t *Tree, past []Past, usage []Usage, now time.Time, cfg Config) *Report {
 	type key struct{ a, u string }
 	raw := map[key]float64{}
 	eff := map[key]float64{}
+	for _, p := range past {
+		p.DecayTo(now, &cfg)
+		raw[key{p.Account, p.User}] += p.Raw
+		eff[key{p.Account, p.User}] += p.Decayed
+		raw[key{p.Account, ""}] += p.Raw
+		eff[key{p.Account, ""}] += p.Decayed
+	}
 	for i := range usage {
 		u := &usage[i]
 		r, d := cfg.Billed(u, now)

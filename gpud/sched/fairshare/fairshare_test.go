@@ -110,3 +110,38 @@ func TestNestedAccounts(t *testing.T) {
 		}
 	}
 }
+
+// TestPastEqualsStretches: usage billed into a Past early and decayed
+// later gives the report that the stretches themselves give.
+func TestPastEqualsStretches(t *testing.T) {
+	t.Parallel()
+	cfg := Config{HalfLife: 3 * time.Hour, ModelWeights: map[string]float64{"h100": 2}}
+	tree := &Tree{Accounts: []Account{{Name: "ml", Shares: 1, Users: []User{{Name: "a", Shares: 1}, {Name: "b", Shares: 1}}}}}
+	ended := []Usage{
+		{Account: "ml", User: "a", GPUs: 2, Model: "h100", Start: t0.Add(-5 * time.Hour), End: t0.Add(-4 * time.Hour)},
+		{Account: "ml", User: "a", GPUs: 1, Profile: "3g.40gb", Start: t0.Add(-3 * time.Hour), End: t0.Add(-time.Hour)},
+		{Account: "ml", User: "b", GPUs: 1, Start: t0.Add(-90 * time.Minute), End: t0.Add(-30 * time.Minute)},
+	}
+	running := []Usage{{Account: "ml", User: "b", GPUs: 4, Start: t0.Add(-10 * time.Minute)}}
+	now := t0.Add(2 * time.Hour)
+	want := Compute(tree, append(append([]Usage(nil), ended...), running...), now, cfg)
+
+	past := map[string]*Past{}
+	for i := range ended {
+		u := &ended[i]
+		p := past[u.User]
+		if p == nil {
+			p = &Past{Account: u.Account, User: u.User, At: t0}
+			past[u.User] = p
+		}
+		p.Add(u, &cfg)
+	}
+	got := ComputeWithPast(tree, []Past{*past["a"], *past["b"]}, running, now, cfg)
+	for i := range want.Rows {
+		w, g := want.Rows[i], got.Rows[i]
+		if w.Account != g.Account || w.User != g.User || math.Abs(w.RawUsage-g.RawUsage) > 1e-6 ||
+			math.Abs(w.EffectiveUsage-g.EffectiveUsage) > 1e-6 || w.Factor != g.Factor {
+			t.Errorf("row %d = %+v, want %+v", i, g, w)
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpud/gpud/gpud/sched/fairshare"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// UsageSource is where the fairshare usage of ended attempts comes from
+// (accounting.db): every attempt of every job, including the ones a
+// requeue threw away and the ones the controller has forgotten, so
+// fairshare survives a restart and agrees with gpuq report.
+type UsageSource interface {
+	// GPUUsage lists ended attempts that ended at or after since (zero:
+	// all), GPUs in whole-GPU equivalents.
+	GPUUsage(ctx context.Context, since time.Time) ([]spec.GPUUsage, error)
+	// GPUUsageTotals sums the attempts that ended in [since, before) by
+	// account, user, model and day, each with its usage's midpoint.
+	GPUUsageTotals(ctx context.Context, since, before time.Time) ([]spec.GPUUsageTotal, error)
+}
+
+// WithUsageSource feeds fairshare from s; without it the controller bills
+// only the jobs it remembers, each by its latest attempt.
+func WithUsageSource(s UsageSource) Option {
+	return func(c *Controller) { c.feed = &usageFeed{src: s} }
+}
+
+// Feed tuning. A refresh reads only the attempts that ended since the
+// last one (less feedOverlap, for records that reach accounting late);
+// every feedFullEvery it rereads the whole horizon, which also picks up
+// anything recorded later than the overlap: as daily totals summed in
+// SQLite up to feedOverlap ago, and attempt by attempt after that.
+const (
+	feedOverlap   = 10 * time.Minute
+	feedFullEvery = time.Hour
+	// feedHorizon, in half-lives, is how far back usage is read: beyond
+	// it usage weighs under 2^-30 of its first value.
+	feedHorizon = 30
+	// feedTimeout bounds one read, so a stuck database cannot hold the
+	// first cycle back for long.
+	feedTimeout = 30 * time.Second
+)
+
+// usageFeed keeps the billed and decayed usage of ended attempts per
+// (account, user), refreshed by its own goroutine once per scheduling
+// interval, so a cycle adds only the usage of the jobs running now and
+// does no I/O. The owner reads the published totals.
+type usageFeed struct {
+	src       UsageSource
+	published atomic.Pointer[[]fairshare.Past]
+
+	// The rest belongs to the refreshing goroutine.
+	cfg      fairshare.Config
+	totals   map[[2]string]*fairshare.Past
+	seen     map[usageKey]time.Time // end times of the attempts in the overlap
+	mark     time.Time              // latest end time read
+	floor    time.Time              // the last full read's totals end here
+	lastFull time.Time
+}
+
+type usageKey struct {
+	job     spec.JobID
+	attempt int
+	model   string
+}
+
+// past is the latest published usage (nil before the first read).
+func (f *usageFeed) past() []fairshare.Past {
+	if p := f.published.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// refresh reads what ended since the last read (or everything in the
+// horizon, when due or when the billing policy changed) and publishes the
+// new totals decayed to now.
+func (f *usageFeed) refresh(ctx context.Context, now time.Time, cfg fairshare.Config) error {
+	full := f.totals == nil || now.Sub(f.lastFull) >= feedFullEvery || !sameBilling(f.cfg, cfg)
+	rctx, cancel := context.WithTimeout(ctx, feedTimeout)
+	defer cancel()
+	var totals []spec.GPUUsageTotal
+	since := f.mark.Add(-feedOverlap)
+	if f.floor.After(since) {
+		since = f.floor // before it, the totals counted everything
+	}
+	if full {
+		from := time.Time{}
+		if cfg.HalfLife > 0 {
+			from = now.Add(-feedHorizon * cfg.HalfLife)
+		}
+		since = now.Add(-feedOverlap)
+		var err error
+		if totals, err = f.src.GPUUsageTotals(rctx, from, since); err != nil {
+			return err
+		}
+	}
+	rows, err := f.src.GPUUsage(rctx, since)
+	if err != nil {
+		return err
+	}
+	if full {
+		f.totals, f.seen, f.mark, f.floor, f.lastFull, f.cfg = map[[2]string]*fairshare.Past{}, map[usageKey]time.Time{}, since, since, now, cfg
+	}
+	for _, p := range f.totals {
+		p.DecayTo(now, &f.cfg)
+	}
+	past := func(account, user string) *fairshare.Past {
+		ak := [2]string{account, user}
+		p := f.totals[ak]
+		if p == nil {
+			p = &fairshare.Past{Account: account, User: user, At: now}
+			f.totals[ak] = p
+		}
+		return p
+	}
+	for i := range totals {
+		t := &totals[i]
+		// A day's usage as one GPU-second-weighted second at its midpoint.
+		half := 500 * time.Millisecond
+		past(t.Account, t.User).Add(&fairshare.Usage{Account: t.Account, User: t.User, Model: t.Model, GPUs: t.GPUSeconds,
+			Start: t.Mid.Add(-half), End: t.Mid.Add(half)}, &f.cfg)
+	}
+	for i := range rows {
+		r := &rows[i]
+		k := usageKey{r.JobID, r.Attempt, r.Model}
+		if _, dup := f.seen[k]; dup {
+			continue
+		}
+		f.seen[k] = r.End
+		if r.End.After(f.mark) {
+			f.mark = r.End
+		}
+		// An end after now (a clock step back) is billed up to now; the
+		// next full read bills the rest.
+		past(r.Account, r.User).Add(&fairshare.Usage{Account: r.Account, User: r.User, Model: r.Model, GPUs: r.GPUs, Start: r.Start, End: r.End}, &f.cfg)
+	}
+	for k, end := range f.seen {
+		if end.Before(f.mark.Add(-feedOverlap)) {
+			delete(f.seen, k)
+		}
+	}
+	out := make([]fairshare.Past, 0, len(f.totals))
+	for _, p := range f.totals {
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(a, b fairshare.Past) int {
+		return cmp.Or(cmp.Compare(a.Account, b.Account), cmp.Compare(a.User, b.User))
+	})
+	f.published.Store(&out)
+	return nil
+}
+
+// sameBilling reports whether usage billed under a is still right under b.
+func sameBilling(a, b fairshare.Config) bool {
+	if a.HalfLife != b.HalfLife || len(a.ModelWeights) != len(b.ModelWeights) {
+		return false
+	}
+	for m, w := range a.ModelWeights {
+		if bw, ok := b.ModelWeights[m]; !ok || bw != w {
+			return false
+		}
+	}
+	return true
+}
+
+// feedLoop refreshes the usage feed every scheduling interval and after
+// each batch the recorder wrote, until ctx ends. The first read happened
+// before Run started serving (loadFeed).
+func (c *Controller) feedLoop(ctx context.Context, interval time.Duration) {
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.feedWake:
+		}
+		var cfg fairshare.Config
+		var now time.Time
+		err := c.query(ctx, func() error {
+			cfg, now, interval = c.fairshareConfig(), c.now(), c.cfg.SchedInterval
+			return nil
+		})
+		if err == nil {
+			if err := c.feed.refresh(ctx, now, cfg); err != nil && ctx.Err() == nil {
+				c.log.Warn("reading fairshare usage from accounting failed; using the last read", "err", err)
+			}
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(interval)
+	}
+}
+
+// loadFeed is the feed's first read, on the owner before it serves: the
+// first cycle after a restart must see the usage from before it.
+func (c *Controller) loadFeed(ctx context.Context) {
+	if err := c.feed.refresh(ctx, c.now(), c.fairshareConfig()); err != nil {
+		c.log.Warn("reading fairshare usage from accounting failed; fairshare counts running jobs only until the next read", "err", err)
+	}
+}
+
+// wakeFeed asks for a refresh soon (ended attempts were just recorded).
+func (c *Controller) wakeFeed() {
+	if c.feed == nil {
+		return
+	}
+	select {
+	case c.feedWake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+)
+
+// TestAccountingMatchesAllocations runs whole-GPU, fractional, failing,
+// cancelled and requeued jobs on gpud standalone, with the nodes sampling
+// usage every second, and checks what accounting says: GPU-seconds are
+// allocation × elapsed within 1% (every attempt of the requeued job),
+// energy was sampled, gpuq report's total is the sum of the jobs, and
+// gpuq acct's CSV says what its JSON says.
+func TestAccountingMatchesAllocations(t *testing.T) {
+	c := startCluster(t, 1, "--kill-grace", "2s", "--usage-interval", "1s")
+	work := t.TempDir()
+	submit := func(args ...string) string {
+		t.Helper()
+		r := c.cli(work, "gpusubmit", append([]string{"--parsable"}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("gpusubmit %v: exit %d: %s", args, r.code, r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	gpuq := func(args ...string) string {
+		t.Helper()
+		r := c.cli(work, "gpuq", args...)
+		if r.code != 0 {
+			t.Fatalf("gpuq %v: exit %d: %s", args, r.code, r.stderr)
+		}
+		return r.stdout
+	}
+	// GPUs each job holds (whole-GPU equivalents).
+	want := map[string]float64{}
+	whole := submit("-G", "2", "--wrap", "sleep 4")
+	want[whole] = 2
+	frac := submit("--gpus", "0.5", "--wrap", "sleep 4")
+	want[frac] = 0.5
+	failed := submit("-G", "1", "--wrap", "sleep 3; exit 3")
+	want[failed] = 1
+	cancelled := submit("-G", "1", "--wrap", "sleep 600")
+	want[cancelled] = 1
+	requeued := submit("-G", "1", "--wrap", "sleep 3")
+	want[requeued] = 1
+
+	c.waitState(cancelled, 60*time.Second, "RUNNING")
+	time.Sleep(3 * time.Second)
+	gpuq("cancel", cancelled)
+	c.waitState(requeued, 60*time.Second, "RUNNING")
+	time.Sleep(2 * time.Second)
+	gpuq("requeue", requeued)
+	for id, states := range map[string][]string{whole: {"COMPLETED"}, frac: {"COMPLETED"}, failed: {"FAILED"},
+		cancelled: {"CANCELLED"}, requeued: {"COMPLETED"}} {
+		c.waitState(id, 90*time.Second, states...)
+	}
+
+	// Ended jobs reach accounting through the recorder, asynchronously.
+	var jobs []api.AcctJob
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		jobs = nil
+		if err := json.Unmarshal([]byte(gpuq("acct", "-S", "2020-01-01", "--json")), &jobs); err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) == len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(jobs) != len(want) {
+		t.Fatalf("gpuq acct lists %d jobs, want %d: %+v", len(jobs), len(want), jobs)
+	}
+	var sum float64
+	for _, j := range jobs {
+		id := strconv.FormatUint(uint64(j.ID), 10)
+		gpuSec := j.GPUHours * 3600
+		sum += j.GPUHours
+		if id == requeued {
+			// Two attempts: more than the last one's, and both billed.
+			if j.Attempts != 2 || gpuSec < want[id]*float64(j.Elapsed)+1 {
+				t.Errorf("requeued job %s: %d attempts, %v GPU-s over a last attempt of %ds; want 2 attempts billed", id, j.Attempts, gpuSec, j.Elapsed)
+			}
+			continue
+		}
+		if exp := want[id] * float64(j.Elapsed); math.Abs(gpuSec-exp) > 0.01*exp || j.Elapsed == 0 {
+			t.Errorf("job %s (%s): %v GPU-s, want %v GPUs × %ds = %v within 1%%", id, j.State, gpuSec, want[id], j.Elapsed, exp)
+		}
+		if j.Elapsed >= 3 && (j.EnergyKWh <= 0 || j.GPUUtil < 0 || j.GPUUtil > 100) {
+			t.Errorf("job %s ran %ds: energy %v kWh, utilisation %v%%; want samples with energy", id, j.Elapsed, j.EnergyKWh, j.GPUUtil)
+		}
+	}
+
+	var rep struct {
+		Total struct {
+			Jobs     int     `json:"jobs"`
+			GPUHours float64 `json:"gpu_hours"`
+		} `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(gpuq("report", "-S", "2020-01-01", "-E", "now", "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Total.Jobs != len(jobs) || math.Abs(rep.Total.GPUHours-sum) > 1e-9 {
+		t.Errorf("report total = %d jobs, %v GPU-hours; want the sum of gpuq acct: %d, %v", rep.Total.Jobs, rep.Total.GPUHours, len(jobs), sum)
+	}
+
+	rows, err := csv.NewReader(strings.NewReader(gpuq("acct", "-S", "2020-01-01", "--csv", "--noheader",
+		"--format", "jobid,state,gpu_hours,energy_kwh,attempts"))).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(jobs) {
+		t.Fatalf("CSV has %d rows, JSON %d jobs", len(rows), len(jobs))
+	}
+	for i, j := range jobs {
+		wantRow := []string{strconv.FormatUint(uint64(j.ID), 10), string(j.State), strconv.FormatFloat(j.GPUHours, 'f', 4, 64),
+			strconv.FormatFloat(j.EnergyKWh, 'f', 4, 64), strconv.Itoa(j.Attempts)}
+		if strings.Join(rows[i], ",") != strings.Join(wantRow, ",") {
+			t.Errorf("CSV row %v, JSON says %v", rows[i], wantRow)
+		}
+	}
+}

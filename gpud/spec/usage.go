@@ -1,0 +1,28 @@
+package spec
+
+import "time"
+
+// GPUUsage is one ended attempt's GPU use, as accounting bills it: the
+// fairshare feed from accounting.db to the controller.
+type GPUUsage struct {
+	JobID         JobID
+	Attempt       int
+	Account, User string
+	// Model is the GPU model of the devices ("h100").
+	Model string
+	// GPUs is in whole-GPU equivalents: a MIG slice counts its share of
+	// the GPU's compute slices, a GPU share its fraction.
+	GPUs       float64
+	Start, End time.Time
+}
+
+// GPUUsageTotal is the GPU use of many ended attempts of an (account,
+// user) on one model, summed: the fairshare feed's read of old history.
+type GPUUsageTotal struct {
+	Account, User, Model string
+	// GPUSeconds is in whole-GPU equivalents, as GPUUsage.GPUs.
+	GPUSeconds float64
+	// Mid is the GPU-second-weighted mean of the attempts' midpoints,
+	// where their decay is reckoned.
+	Mid time.Time
+}
