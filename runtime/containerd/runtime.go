@@ -208,6 +208,12 @@ func (r *Runtime) Start(ctx context.Context, cfg runtime.TaskConfig) (retErr err
 			return fmt.Errorf("create task %s: %w: %v", cfg.ID, runtime.ErrIDInUse, err)
 		}
 	}
+	if err != nil && staleBundle(err, r.ns, cfg.ID) {
+		// The same leftover, seen by the shim manager: containerd killed
+		// mid-create left the bundle directory, and a restarted one
+		// neither reloads nor removes it.
+		return fmt.Errorf("create task %s: %w: %v", cfg.ID, runtime.ErrIDInUse, err)
+	}
 	if err != nil {
 		return fmt.Errorf("create task %s: %w", cfg.ID, err)
 	}
@@ -218,6 +224,15 @@ func (r *Runtime) Start(ctx context.Context, cfg runtime.TaskConfig) (retErr err
 		return fmt.Errorf("start task %s: %w", cfg.ID, err)
 	}
 	return nil
+}
+
+// staleBundle reports whether err is a shim start failing because
+// container id's bundle directory already exists ("failed to start shim:
+// mkdir .../io.containerd.runtime.v2.task/<ns>/<id>: file exists").
+func staleBundle(err error, ns, id string) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "file exists") &&
+		strings.Contains(msg, "io.containerd.runtime.v2.task/"+ns+"/"+id+":")
 }
 
 func validate(cfg runtime.TaskConfig) error {

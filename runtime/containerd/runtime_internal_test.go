@@ -1,6 +1,7 @@
 package containerd
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -277,5 +278,22 @@ func TestCgroupsPathPerRuntime(t *testing.T) {
 	}
 	if cgroupScope("/x") != cgroupScope("/x") {
 		t.Fatal("scope is not stable for one runc root")
+	}
+}
+
+// A restarted containerd leaves the bundle of a task it was creating when
+// killed; the shim error names it, and only a fresh ID gets past it.
+func TestStaleBundle(t *testing.T) {
+	err := errors.New("failed to start shim: mkdir /tmp/x/containerd/state/io.containerd.runtime.v2.task/gpud/gpud-1-1-node1: file exists: unknown")
+	if !staleBundle(err, "gpud", "gpud-1-1-node1") {
+		t.Error("the shim's mkdir of this container's bundle is a stale bundle")
+	}
+	for _, other := range []struct{ ns, id string }{{"gpud", "gpud-1-1-node"}, {"other", "gpud-1-1-node1"}} {
+		if staleBundle(err, other.ns, other.id) {
+			t.Errorf("bundle of %s/%s matched another container's error", other.ns, other.id)
+		}
+	}
+	if staleBundle(errors.New("permission denied"), "gpud", "gpud-1-1-node1") {
+		t.Error("an unrelated error matched")
 	}
 }
