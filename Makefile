@@ -9,7 +9,7 @@ export CGO_CFLAGS := -Wno-deprecated-declarations
 BINARIES := gpud gpusubmit gpuq
 PKGS := ./...
 
-.PHONY: help deps build test check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched clean
+.PHONY: help deps build test check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -56,13 +56,23 @@ tidy-check: ## Fail if go.mod/go.sum are not tidy.
 demo: ## Install what is missing, start a 2-node simulated H100 cluster, run an example job, show queue and accounting.
 	./scripts/demo.sh
 
-bench: bench-api bench-sched ## Run the benchmarks that print the issue's figures.
+bench: bench-api bench-sched bench-controller bench-acct bench-sim ## Run the benchmarks that print the issues' figures.
 
 bench-api: build ## Submissions/s (API, 8 clients; gpusubmit loop), gpuq latency at 100k jobs, job throughput vs bare containerd.
 	./scripts/bench.sh
 
-bench-sched: ## Scheduling cycle benchmark.
+bench-sched: ## Scheduler core: full cycle at 100k jobs x 10k nodes, incremental submit/end, placements, MIG.
 	$(GO) test -run '^$$' -bench . -benchmem ./gpud/sched/...
+
+bench-controller: ## Controller at 100k pending jobs: full and event cycles, heap per pending job.
+	$(GO) test -run '^$$' -bench Controller100k -benchtime 3x ./gpud/controller/
+
+bench-acct: ## Accounting: usage-sample inserts, acct and report over 1M jobs, checkpoint sealing.
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./accounting/
+	$(GO) test -run '^$$' -bench . ./checkpoint/
+
+bench-sim: ## Simulator: Lublin, KTH-SP2, Philly and the Alibaba FGD experiment (needs ../shared/traces).
+	./scripts/bench-sim.sh
 
 clean: ## Remove build outputs.
 	rm -rf bin
