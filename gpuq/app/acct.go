@@ -33,7 +33,7 @@ func acctCommand() *cli.Command {
 			&cli.StringFlag{Name: "state", Aliases: []string{"s"}, Usage: "only jobs in these states: short or long names (comma list)"},
 			&cli.StringFlag{Name: "starttime", Aliases: []string{"S"}, Usage: "window start: YYYY-MM-DD[THH:MM[:SS]], midnight, now or now-N[seconds|minutes|hours|days|weeks], local time (default: midnight today)"},
 			&cli.StringFlag{Name: "endtime", Aliases: []string{"E"}, Usage: "window end, in the forms of --starttime (default: now)"},
-			&cli.StringFlag{Name: "format", Aliases: []string{"o"}, Usage: "columns, a comma list of " + format.AcctFieldNames() + " (default \"" + format.DefaultAcctFormat + "\")"},
+			&cli.StringFlag{Name: "format", Aliases: []string{"o"}, Usage: "columns (default \"" + format.DefaultAcctFormat + "\"), a comma list of " + format.AcctFieldNames()},
 			&cli.BoolFlag{Name: "parsable", Aliases: []string{"p"}, Usage: "separate fields with | and end each line with one, unpadded"},
 			&cli.BoolFlag{Name: "csv", Usage: "print CSV"},
 			&cli.BoolFlag{Name: "duplicates", Aliases: []string{"D"}, Usage: "one row per attempt of a requeued job, with that attempt's start, end, elapsed, nodes, state and reason (with --json: each job's attempt_history)"},

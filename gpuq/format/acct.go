@@ -74,12 +74,6 @@ var AcctFields = []AcctField{
 	{"cpus", "CPUs", "CPUs allocated", func(j *api.AcctJob) string { return strconv.Itoa(j.CPUs) }},
 	{"mem", "Mem", "memory allocated", func(j *api.AcctJob) string { return MiB(j.MemMiB) }},
 	{"attempts", "Attempts", "attempts (more than 1 after a requeue)", func(j *api.AcctJob) string { return strconv.Itoa(j.Attempts) }},
-	{"reason", "Reason", "why the job ended or waits", func(j *api.AcctJob) string {
-		if j.Reason == "" {
-			return "None"
-		}
-		return j.Reason
-	}},
 	{"attempt", "Attempt", "attempt number: the last one, or with -D the row's", func(j *api.AcctJob) string {
 		if n := len(j.AttemptHistory); n > 0 {
 			return strconv.Itoa(j.AttemptHistory[n-1].Attempt)
@@ -100,6 +94,12 @@ var AcctFields = []AcctField{
 			s += a.LostWork
 		}
 		return AcctDuration(s)
+	}},
+	{"reason", "Reason", "why the job ended or waits", func(j *api.AcctJob) string {
+		if j.Reason == "" {
+			return "None"
+		}
+		return j.Reason
 	}},
 }
 
