@@ -49,8 +49,8 @@ func bulkLoad(b *testing.B, db *DB, n int) {
 		SELECT x, 'job', 'u' || (x % ?3), 1000 + x % ?3, 'acct' || (x % 50), 'gpu', 'normal', 'COMPLETED',
 			?2 + x * 30, ?2 + x * 30, ?2 + x * 30 + 60, ?2 + x * 30 + 3660, 7200, 'n' || (x % 64), 'GPU-' || x,
 			1, 'h100', 8, 1024, 1, '/home/u' FROM c`,
-		`INSERT INTO attempts (job_id, attempt, alloc_id, nodes, cpus, mem_mib, start_time, end_time)
-		SELECT id, 1, 'a' || id, nodes, cpus, mem_mib, start_time, end_time FROM jobs`,
+		`INSERT INTO attempts (job_id, attempt, alloc_id, nodes, cpus, mem_mib, start_time, end_time, state, reason)
+		SELECT id, 1, 'a' || id, nodes, cpus, mem_mib, start_time, end_time, state, state FROM jobs`,
 		`INSERT INTO usage (job_id, attempt, node, gpu_uuid, gpu_model, mig_profile, fraction, gpu_seconds,
 			billed_units, start_time, end_time, account, user)
 		SELECT id, 1, nodes, gpus, 'h100', '', 1, end_time - start_time, end_time - start_time, start_time, end_time,
@@ -96,6 +96,32 @@ func BenchmarkJobsUserFilter(b *testing.B) {
 		ops++
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(ops), "ms/op")
+}
+
+// BenchmarkJobsWithAttempts is gpuq acct -u u42 -D over a million jobs:
+// one user's 1,000 jobs, then their attempts.
+func BenchmarkJobsWithAttempts(b *testing.B) {
+	db := openTest(b)
+	bulkLoad(b, db, bulkJobs)
+	ctx := context.Background()
+	f := Filter{Users: []string{"u42"}}
+	for b.Loop() {
+		rs, err := db.Jobs(ctx, f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids := make([]spec.JobID, len(rs))
+		for i := range rs {
+			ids[i] = rs[i].ID
+		}
+		as, err := db.Attempts(ctx, ids)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(as) != bulkJobs/bulkUsers || as[ids[0]][0].State != spec.StateCompleted {
+			b.Fatalf("Attempts = %d jobs (first %+v), want %d COMPLETED", len(as), as[ids[0]], bulkJobs/bulkUsers)
+		}
+	}
 }
 
 // BenchmarkGPUUsageTotalsFull is the fairshare feed's full read (hourly,

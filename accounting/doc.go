@@ -1,9 +1,11 @@
 // Package accounting owns gpud's job history: accounting.db, an SQLite
 // database (WAL, synchronous=FULL) holding one row per job, one row per
-// attempt (a requeued job runs several), one usage row per allocated GPU
+// attempt (a requeued job runs several, each with its own state, reason,
+// checkpoint and lost work), one usage row per allocated GPU
 // device per attempt, node events (down, drain, resume) and the audit log of
-// state-changing calls. It answers sacct-style listings (Jobs) and
-// sreport-style rollups (Summary) from that history.
+// state-changing calls. It answers sacct-style listings (Jobs, and
+// Attempts for sacct --duplicates) and sreport-style rollups (Summary) from
+// that history.
 //
 // Schema changes are numbered SQL files in migrations/, embedded in the
 // binary and applied in order, each in its own transaction, when Open finds

@@ -127,6 +127,78 @@ func TestMigrateFromV1(t *testing.T) {
 	}
 }
 
+// TestMigrateAttemptHistory upgrades a v7 database: a job requeued once
+// then completed, and one requeued and pending again. Attempts before the
+// last were requeued; the last takes the job's state, REQUEUED while the
+// job waits; checkpoints and lost work were never kept.
+func TestMigrateAttemptHistory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := t.TempDir() + "/accounting.db"
+	raw, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:7] {
+		if err := applyMigration(ctx, raw, m, 7); err != nil {
+			t.Fatalf("build a v7 database: %v", err)
+		}
+	}
+	s := t0.Unix()
+	for _, q := range []string{
+		`INSERT INTO jobs (id, user, state, reason, submit_time, attempts) VALUES
+			(7, 'carol', 'COMPLETED', 'COMPLETED', ?1, 2), (8, 'carol', 'PENDING', 'preempted by job 9', ?1, 1)`,
+		`INSERT INTO attempts (job_id, attempt, nodes, cpus, start_time, end_time) VALUES
+			(7, 1, 'n1', 4, ?1, ?1 + 60), (7, 2, 'n2', 4, ?1 + 100, ?1 + 160), (8, 1, 'n1', 2, ?1, ?1 + 30)`,
+	} {
+		if _, err := raw.Exec(q, s); err != nil {
+			t.Fatalf("fill the v7 database: %v", err)
+		}
+	}
+	if err := raw.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open v7 database: %v", err)
+	}
+	defer db.Close()
+	got, err := db.Attempts(ctx, []spec.JobID{7, 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type brief struct {
+		Attempt       int
+		State         spec.JobState
+		Reason        string
+		Elapsed       int64
+		CheckpointSeq int
+		LostWork      int64
+	}
+	var briefs []brief
+	for _, id := range []spec.JobID{7, 8} {
+		for _, a := range got[id] {
+			briefs = append(briefs, brief{a.Attempt, a.State, a.Reason, a.Elapsed, a.CheckpointSeq, a.LostWork})
+		}
+	}
+	want := []brief{
+		{1, spec.StateRequeued, "", 60, 0, 0},
+		{2, spec.StateCompleted, "COMPLETED", 60, 0, 0},
+		{1, spec.StateRequeued, "preempted by job 9", 30, 0, 0},
+	}
+	if diff := cmp.Diff(want, briefs); diff != "" {
+		t.Errorf("attempts after migration (-want +got):\n%s", diff)
+	}
+}
+
 func TestOpenRefusesNewerSchema(t *testing.T) {
 	t.Parallel()
 	path := t.TempDir() + "/accounting.db"

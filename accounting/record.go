@@ -82,11 +82,14 @@ WHERE excluded.attempts > jobs.attempts OR (excluded.attempts = jobs.attempts
 	AND NOT (jobs.state IN ` + terminalStates + ` AND excluded.state NOT IN ` + terminalStates + `))`
 
 // An ended attempt is never reopened by a stale record of it running.
-const upsertAttemptSQL = `INSERT INTO attempts (job_id, attempt, alloc_id, nodes, cpus, mem_mib, start_time, end_time)
-VALUES (?,?,?,?,?,?,?,?)
+const upsertAttemptSQL = `INSERT INTO attempts (job_id, attempt, alloc_id, nodes, cpus, mem_mib, start_time, end_time,
+	state, reason, checkpoint_seq, checkpoint_time, lost_work)
+VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(job_id, attempt) DO UPDATE SET alloc_id=excluded.alloc_id, nodes=excluded.nodes,
 	cpus=excluded.cpus, mem_mib=excluded.mem_mib, start_time=excluded.start_time,
-	end_time=excluded.end_time
+	end_time=excluded.end_time, state=excluded.state, reason=excluded.reason,
+	checkpoint_seq=excluded.checkpoint_seq, checkpoint_time=excluded.checkpoint_time,
+	lost_work=excluded.lost_work
 WHERE NOT (attempts.end_time IS NOT NULL AND excluded.end_time IS NULL)`
 
 type recordStmts struct {
@@ -217,7 +220,19 @@ func (db *DB) recordAttempt(ctx context.Context, st *recordStmts, j *spec.Job, n
 	if !j.EndTime.IsZero() && j.EndTime.Unix() >= startS {
 		end = sql.NullInt64{Int64: j.EndTime.Unix(), Valid: true}
 	}
-	res, err := st.attempt.ExecContext(ctx, int64(j.ID), attempt, a.ID, strings.Join(nodes, ","), cpus, mem, startS, end)
+	// The controller records a requeued attempt with its job back in the
+	// queue (PENDING). LostWork is the latest requeue's and stays on the
+	// job, so only the requeued attempt's record may claim it.
+	state, lost := j.State, int64(0)
+	if state == spec.StatePending || state == spec.StateRequeued {
+		state, lost = spec.StateRequeued, int64(j.LostWork.Std()/time.Second)
+	}
+	var ckptSeq, ckptTime sql.NullInt64
+	if lc := j.LastCheckpoint; lc.Seq > 0 && lc.Attempt == attempt {
+		ckptSeq, ckptTime = sql.NullInt64{Int64: int64(lc.Seq), Valid: true}, unixOrNull(lc.Time.Time)
+	}
+	res, err := st.attempt.ExecContext(ctx, int64(j.ID), attempt, a.ID, strings.Join(nodes, ","), cpus, mem, startS, end,
+		string(state), j.Reason, ckptSeq, ckptTime, lost)
 	if err != nil {
 		return fmt.Errorf("upsert attempt %d: %w", attempt, err)
 	}

@@ -294,3 +294,73 @@ func TestUsageRunsFromContainerStart(t *testing.T) {
 		t.Errorf("elapsed %ds, %v GPU-s; want 97s and 2 × 97", r.Elapsed, r.GPUHours*3600)
 	}
 }
+
+// TestAttemptHistory: a checkpointed attempt requeued by a preemption,
+// then a second that completes, keep each its own state, reason,
+// checkpoint and lost work, as the controller records them (the requeued
+// attempt with its job back to PENDING, LostWork left on the job).
+func TestAttemptHistory(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(100000).Time }))
+	b := MakeJob(1)
+	b.Ran(1, 0, node("n1", 4, "GPU-a"))
+	b.j.Checkpoints = 2
+	b.j.LastCheckpoint = spec.CheckpointRef{Attempt: 1, Seq: 2, Time: at(3000), Bytes: 1 << 20}
+	b.j.LostWork = spec.Duration(600 * time.Second)
+	b.j.State, b.j.Reason, b.j.EndTime = spec.StatePending, "preempted by job 5", at(3600)
+	requeued := b.Obj()
+	record(t, db, requeued)
+	// Attempt 2 resumes from ckpt 2 and completes without a checkpoint of
+	// its own; LostWork and attempt 1's checkpoint stay on the job.
+	b.Ran(2, 4000, node("n2", 4, "GPU-c"))
+	b.j.Reason = ""
+	record(t, db, b.End(5000, spec.StateCompleted).Obj())
+	// A late retry of attempt 1's record changes nothing.
+	record(t, db, requeued)
+
+	got, err := db.Attempts(context.Background(), []spec.JobID{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[spec.JobID][]Attempt{1: {{
+		Attempt: 1, AllocID: "a1", State: spec.StateRequeued, Reason: "preempted by job 5",
+		Nodes: []string{"n1"}, CPUs: 4, MemMiB: 1024, StartTime: at(0), EndTime: at(3600), Elapsed: 3600,
+		CheckpointSeq: 2, CheckpointTime: at(3000), LostWork: 600,
+	}, {
+		Attempt: 2, AllocID: "a2", State: spec.StateCompleted, Reason: "",
+		Nodes: []string{"n2"}, CPUs: 4, MemMiB: 1024, StartTime: at(4000), EndTime: at(5000), Elapsed: 1000,
+	}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("attempts (-want +got):\n%s", diff)
+	}
+	// The job row is the last attempt's, totals still over both.
+	r := jobs(t, db, Filter{})[0]
+	if r.State != spec.StateCompleted || r.Attempts != 2 || r.GPUHours != 1+1000.0/3600 {
+		t.Errorf("job = %s, %d attempts, %v GPU-h; want COMPLETED, 2, %v", r.State, r.Attempts, r.GPUHours, 1+1000.0/3600)
+	}
+}
+
+// TestAttemptsRunningAndMany: a running attempt's elapsed counts up to now,
+// and more ids than one query binds all come back.
+func TestAttemptsRunningAndMany(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(900).Time }))
+	var batch []spec.Job
+	var ids []spec.JobID
+	for id := spec.JobID(1); id <= attemptsChunk+3; id++ {
+		batch = append(batch, MakeJob(id).Ran(1, 0, node("n1", 1, "GPU-a")).Obj())
+		ids = append(ids, id)
+	}
+	record(t, db, batch...)
+	got, err := db.Attempts(context.Background(), append(ids, 99999))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(ids) {
+		t.Fatalf("Attempts = %d jobs, want %d", len(got), len(ids))
+	}
+	last := got[spec.JobID(attemptsChunk+3)]
+	if len(last) != 1 || last[0].State != spec.StateRunning || last[0].Elapsed != 900 || !last[0].EndTime.IsZero() {
+		t.Errorf("running attempt = %+v, want RUNNING, 900s elapsed, no end", last)
+	}
+}

@@ -517,7 +517,7 @@ func (c *Client) Events(ctx context.Context, node string, events []AllocEvent) (
 }
 
 // AcctJobs lists jobs from accounting (sacct): GET
-// /v1/accounting/jobs?id=&user=&account=&partition=&state=&start=&end=&limit=,
+// /v1/accounting/jobs?id=&user=&account=&partition=&state=&start=&end=&limit=&attempt_history=,
 // times in RFC 3339.
 func (c *Client) AcctJobs(ctx context.Context, f AcctFilter) ([]AcctJob, error) {
 	q := url.Values{}
@@ -544,6 +544,9 @@ func (c *Client) AcctJobs(ctx context.Context, f AcctFilter) ([]AcctJob, error) 
 	}
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.AttemptHistory {
+		q.Set("attempt_history", "true")
 	}
 	var out AcctJobsResponse
 	err := c.do(ctx, http.MethodGet, "/accounting/jobs", q, nil, &out)

@@ -288,6 +288,35 @@ type AcctJob struct {
 	EnergyKWh  float64 `json:"energy_kwh"`
 	CO2Kg      float64 `json:"co2_kg"`
 	Cost       float64 `json:"cost"`
+	// AttemptHistory is every start of the job, oldest first (sacct
+	// --duplicates); only when AcctFilter.AttemptHistory asked for it,
+	// and then [] for a job that never started.
+	AttemptHistory []AcctAttempt `json:"attempt_history,omitzero"`
+}
+
+// AcctAttempt is one start of a job in accounting: the wire form of
+// accounting.Attempt, field for field.
+type AcctAttempt struct {
+	Attempt int    `json:"attempt"`
+	AllocID string `json:"alloc_id"`
+	// State is REQUEUED for an attempt that was requeued, else the job's
+	// state; Reason says why it ended (e.g. "preempted by job 5").
+	State     spec.JobState `json:"state"`
+	Reason    string        `json:"reason"`
+	Nodes     []string      `json:"nodes"`
+	CPUs      int           `json:"cpus"`
+	MemMiB    int64         `json:"mem_mib"`
+	StartTime spec.Time     `json:"start_time"`
+	EndTime   spec.Time     `json:"end_time"`
+	// Elapsed is the attempt's run time in seconds, up to now while it runs.
+	Elapsed int64 `json:"elapsed"`
+	// CheckpointSeq and CheckpointTime are the newest sealed checkpoint the
+	// attempt wrote (ckpt-<seq>); 0 and null without one.
+	CheckpointSeq  int       `json:"checkpoint_seq"`
+	CheckpointTime spec.Time `json:"checkpoint_time"`
+	// LostWork is the seconds of compute the attempt's requeue threw away,
+	// from its checkpoint (or its start); 0 if it was not requeued.
+	LostWork int64 `json:"lost_work"`
 }
 
 // AcctFilter selects jobs for GET /v1/accounting/jobs, with sacct's
@@ -304,6 +333,8 @@ type AcctFilter struct {
 	Start      time.Time       `json:"start,omitzero"`
 	End        time.Time       `json:"end,omitzero"`
 	Limit      int             `json:"limit,omitempty"`
+	// AttemptHistory asks for each job's AttemptHistory too.
+	AttemptHistory bool `json:"attempt_history,omitempty"`
 }
 
 // AcctJobsResponse is GET /v1/accounting/jobs.

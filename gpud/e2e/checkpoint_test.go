@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -102,6 +103,31 @@ func TestCheckpointRequeueResumes(t *testing.T) {
 	if show.code != 0 || !strings.Contains(show.stdout, "Attempt=2 ") ||
 		!strings.Contains(show.stdout, fmt.Sprintf("LastCheckpoint=%d@", j.LastCheckpoint.Seq)) {
 		t.Errorf("gpuq show lacks Attempt=2 or LastCheckpoint=%d@:\n%s", j.LastCheckpoint.Seq, show.stdout)
+	}
+
+	// Accounting keeps both attempts (sacct -D): attempt 1 REQUEUED with
+	// the checkpoint it sealed at the requeue and its lost work, attempt 2
+	// once it ends. Records reach accounting asynchronously, so poll.
+	if r := c.cli(work, "gpuq", "cancel", id); r.code != 0 {
+		t.Fatalf("gpuq cancel %s: exit %d: %s", id, r.code, r.stderr)
+	}
+	var hist []api.AcctAttempt
+	waitFor(t, 30*time.Second, "two attempts of job "+id+" in gpuq acct -D --json", func() bool {
+		r := c.cli(work, "gpuq", "acct", "-j", id, "-D", "--json")
+		var recs []api.AcctJob
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &recs) != nil || len(recs) != 1 {
+			return false
+		}
+		hist = recs[0].AttemptHistory
+		return len(hist) == 2 && !hist[1].EndTime.IsZero()
+	})
+	a1, a2 := hist[0], hist[1]
+	if a1.Attempt != 1 || a1.State != spec.StateRequeued || a1.CheckpointSeq != j.LastCheckpoint.Seq ||
+		a1.CheckpointTime.IsZero() || a1.LostWork != int64(j.LostWork.Std()/time.Second) || a1.EndTime.IsZero() {
+		t.Errorf("accounting's attempt 1 = %+v; want REQUEUED with checkpoint %d and %v lost", a1, j.LastCheckpoint.Seq, j.LostWork.Std())
+	}
+	if a2.Attempt != 2 || a2.State != spec.StateCancelled || a2.LostWork != 0 || a2.StartTime.Before(a1.EndTime.Time) {
+		t.Errorf("accounting's attempt 2 = %+v; want CANCELLED after attempt 1, no lost work", a2)
 	}
 	t.Logf("resumed from %s after %d checkpoints; lost work %v; %v end to end", last, j.Checkpoints, j.LostWork.Std(), time.Since(start).Round(time.Millisecond))
 }

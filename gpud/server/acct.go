@@ -20,10 +20,18 @@ func (s *Server) acctJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "this controller keeps no job accounting; start it with an accounting database to use gpuq acct"))
 		return
 	}
-	f, err := acctFilter(r.URL.Query())
+	q := r.URL.Query()
+	f, err := acctFilter(q)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	history := false
+	if v := q.Get("attempt_history"); v != "" {
+		if history, err = strconv.ParseBool(v); err != nil {
+			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "query parameter attempt_history=%q is not true or false", v))
+			return
+		}
 	}
 	id := who(r)
 	if err := notNode(id, "job accounting"); err != nil {
@@ -43,11 +51,39 @@ func (s *Server) acctJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// The attempts are of the jobs already scoped and filtered above, so
+	// they need no permission check of their own.
+	var attempts map[spec.JobID][]accounting.Attempt
+	if history && len(recs) > 0 {
+		ids := make([]spec.JobID, len(recs))
+		for i := range recs {
+			ids[i] = recs[i].ID
+		}
+		if attempts, err = s.acct.Attempts(r.Context(), ids); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	out := api.AcctJobsResponse{Jobs: make([]api.AcctJob, 0, len(recs))}
 	for i := range recs {
-		out.Jobs = append(out.Jobs, acctJob(&recs[i]))
+		j := acctJob(&recs[i])
+		if history {
+			j.AttemptHistory = acctAttempts(attempts[j.ID])
+		}
+		out.Jobs = append(out.Jobs, j)
 	}
 	s.writeJSON(w, out)
+}
+
+// acctAttempts converts attempts to their wire form; never nil, so a job
+// asked for with its history shows "attempt_history": [] when it has none.
+func acctAttempts(as []accounting.Attempt) []api.AcctAttempt {
+	out := make([]api.AcctAttempt, len(as))
+	for i, a := range as {
+		// Compiles only while the two structs have the same fields.
+		out[i] = api.AcctAttempt(a)
+	}
+	return out
 }
 
 // acctFilter reads the query parameters; a bad value is an invalid
@@ -113,10 +149,21 @@ func scopeToCaller(who controller.Caller, f *accounting.Filter) error {
 	return nil
 }
 
-// acctJob converts a record to its wire form. The conversion compiles
-// only while the two structs have the same fields in the same order;
-// TestAcctJobMatchesRecord checks their JSON tags.
-func acctJob(r *accounting.Record) api.AcctJob { return api.AcctJob(*r) }
+// acctJob converts a record to its wire form, without its attempt
+// history. TestAcctJobMatchesRecord checks that every field of the record
+// reaches the wire under the same JSON name.
+func acctJob(r *accounting.Record) api.AcctJob {
+	return api.AcctJob{
+		ID: r.ID, Name: r.Name, User: r.User, UID: r.UID, Account: r.Account, Partition: r.Partition,
+		QOS: r.QOS, State: r.State, Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal,
+		SubmitTime: r.SubmitTime, EligibleTime: r.EligibleTime, StartTime: r.StartTime, EndTime: r.EndTime,
+		TimeLimit: r.TimeLimit, Nodes: r.Nodes, GPUs: r.GPUs, GPUCount: r.GPUCount, GPUModel: r.GPUModel,
+		GPUProfile: r.GPUProfile, GPUFraction: r.GPUFraction, CPUs: r.CPUs, MemMiB: r.MemMiB,
+		Attempts: r.Attempts, WorkDir: r.WorkDir, Elapsed: r.Elapsed, GPUHours: r.GPUHours,
+		CPUHours: r.CPUHours, SliceHours: r.SliceHours, GPUUtil: r.GPUUtil, EnergyKWh: r.EnergyKWh,
+		CO2Kg: r.CO2Kg, Cost: r.Cost,
+	}
+}
 
 // acctSummary serves GET /v1/accounting/summary (gpuq report). The caller
 // rule is gpuq acct's: a caller below operator who is not root gets only
@@ -127,7 +174,7 @@ func (s *Server) acctSummary(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	for _, k := range []string{"id", "state", "limit"} {
+	for _, k := range []string{"id", "state", "limit", "attempt_history"} {
 		if q.Has(k) {
 			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "query parameter %s is not supported by the accounting summary; filter by user, account, partition, start and end", k))
 			return

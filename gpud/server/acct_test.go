@@ -46,6 +46,36 @@ func TestAcctJobMatchesRecord(t *testing.T) {
 	if diff := cmp.Diff(string(in), string(out)); diff != "" {
 		t.Errorf("api.AcctJob re-encodes accounting.Record differently (-record +acctjob):\n%s", diff)
 	}
+	// The server's conversion copies every field.
+	conv, err := json.Marshal(server.AcctJob(&rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(in), string(conv)); diff != "" {
+		t.Errorf("the server's conversion loses fields of accounting.Record (-record +wire):\n%s", diff)
+	}
+}
+
+// TestAcctAttemptMatches: likewise for accounting.Attempt and
+// api.AcctAttempt, and an asked-for empty history is [] on the wire.
+func TestAcctAttemptMatches(t *testing.T) {
+	t.Parallel()
+	a := accounting.Attempt{}
+	fill(reflect.ValueOf(&a).Elem())
+	in, err := json.Marshal([]accounting.Attempt{a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(server.AcctAttempts([]accounting.Attempt{a}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(in), string(out)); diff != "" {
+		t.Errorf("api.AcctAttempt encodes accounting.Attempt differently (-record +wire):\n%s", diff)
+	}
+	if b, _ := json.Marshal(server.AcctAttempts(nil)); string(b) != "[]" {
+		t.Errorf("no attempts encode as %s, want []", b)
+	}
 }
 
 // fill sets every field of v to a non-zero value, so an omitempty tag or a
@@ -148,6 +178,49 @@ func TestAcctJobs(t *testing.T) {
 	}
 }
 
+// TestAcctJobsAttemptHistory: attempt_history=true adds each job's
+// attempts, a requeued one and the one that completed; without it there
+// is none.
+func TestAcctJobsAttemptHistory(t *testing.T) {
+	t0 := time.Date(2025, 3, 14, 8, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) spec.Time { return spec.NewTime(t0.Add(d)) }
+	job := spec.Job{ID: 1, JobSpec: spec.JobSpec{Name: "j", Partition: "h100"}, User: "alice", UID: 1000,
+		State: spec.StatePending, Reason: "preempted by job 5", SubmitTime: at(0), StartTime: at(0), EndTime: at(time.Hour),
+		Attempt: 1, LastCheckpoint: spec.CheckpointRef{Attempt: 1, Seq: 3, Time: at(50 * time.Minute)},
+		LostWork: spec.Duration(10 * time.Minute),
+		Alloc:    &spec.Alloc{ID: "a1", JobID: 1, Attempt: 1, StartTime: at(0), Nodes: []spec.NodeAlloc{{Node: "gpu01", CPUs: 4, GPUs: []string{"GPU-1"}}}}}
+	requeued := job
+	job.State, job.Reason, job.Attempt = spec.StateCompleted, "COMPLETED", 2
+	job.StartTime, job.EndTime = at(2*time.Hour), at(3*time.Hour)
+	job.Alloc = &spec.Alloc{ID: "a2", JobID: 1, Attempt: 2, StartTime: at(2 * time.Hour), Nodes: []spec.NodeAlloc{{Node: "gpu02", CPUs: 4, GPUs: []string{"GPU-2"}}}}
+	never := spec.Job{ID: 2, User: "alice", State: spec.StateCancelled, SubmitTime: at(0), EndTime: at(time.Minute)}
+	db := openAcct(t, requeued, job, never)
+	addr, _, _ := servertest.Start(t, nil, servertest.Options{ServerOptions: []server.Option{server.WithAccounting(db)}})
+	c := client(t, addr)
+
+	got, err := c.AcctJobs(ctxT(t), api.AcctFilter{AttemptHistory: true})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("AcctJobs = %v, %v; want 2 jobs", got, err)
+	}
+	want := []api.AcctAttempt{{
+		Attempt: 1, AllocID: "a1", State: spec.StateRequeued, Reason: "preempted by job 5", Nodes: []string{"gpu01"}, CPUs: 4,
+		StartTime: at(0), EndTime: at(time.Hour), Elapsed: 3600, CheckpointSeq: 3, CheckpointTime: at(50 * time.Minute), LostWork: 600,
+	}, {
+		Attempt: 2, AllocID: "a2", State: spec.StateCompleted, Reason: "COMPLETED", Nodes: []string{"gpu02"}, CPUs: 4,
+		StartTime: at(2 * time.Hour), EndTime: at(3 * time.Hour), Elapsed: 3600,
+	}}
+	if diff := cmp.Diff(want, got[0].AttemptHistory); diff != "" {
+		t.Errorf("attempts of job 1 (-want +got):\n%s", diff)
+	}
+	if h := got[1].AttemptHistory; h == nil || len(h) != 0 {
+		t.Errorf("attempts of a job that never started = %#v, want empty", h)
+	}
+	plain, err := c.AcctJobs(ctxT(t), api.AcctFilter{IDs: []spec.JobID{1}})
+	if err != nil || len(plain) != 1 || plain[0].AttemptHistory != nil {
+		t.Errorf("AcctJobs without attempt_history = %+v, %v; want job 1 without attempts", plain, err)
+	}
+}
+
 func TestAcctJobsErrors(t *testing.T) {
 	db := openAcct(t)
 	addr, _, _ := servertest.Start(t, nil, servertest.Options{ServerOptions: []server.Option{server.WithAccounting(db)}})
@@ -163,6 +236,7 @@ func TestAcctJobsErrors(t *testing.T) {
 		{"bad end", addr, "end=2025-03-14", 400, api.CodeInvalid, `end="2025-03-14"`},
 		{"end before start", addr, "start=2025-03-14T10:00:00Z&end=2025-03-14T09:00:00Z", 400, api.CodeInvalid, "end=2025-03-14T09:00:00Z is before start"},
 		{"bad limit", addr, "limit=-1", 400, api.CodeInvalid, `limit="-1"`},
+		{"bad attempt_history", addr, "attempt_history=all", 400, api.CodeInvalid, `attempt_history="all" is not true or false`},
 		{"no accounting", bare, "", 503, api.CodeUnavailable, "keeps no job accounting"},
 	}
 	for _, tc := range tests {

@@ -64,6 +64,9 @@ type Accounting interface {
 	// constant), clipping usage to [f.Start, f.End]; an unknown group is
 	// spec.ErrInvalid. Same concurrency and ctx contract as Jobs.
 	Summary(ctx context.Context, f accounting.Filter, groupBy string) ([]accounting.SummaryRow, error)
+	// Attempts returns the attempts of the jobs ids, each job's oldest
+	// first (sacct --duplicates). Same concurrency and ctx contract as Jobs.
+	Attempts(ctx context.Context, ids []spec.JobID) (map[spec.JobID][]accounting.Attempt, error)
 }
 
 // UsageRecorder stores the usage samples nodes send with their events

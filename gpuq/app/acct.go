@@ -21,6 +21,8 @@ func acctCommand() *cli.Command {
 		Description: "Lists jobs that were eligible or running at some time between --starttime (default: midnight " +
 			"today, or the beginning of time with --jobs) and --endtime (default: now), with columns " +
 			"JobID JobName User Account Partition State ExitCode Elapsed GPUs GPUHours. ExitCode is code:signal. " +
+			"With -D, a requeued job shows one row per attempt, like sacct --duplicates; the attempt, checkpoint " +
+			"and lost_work fields show each attempt's number, newest sealed checkpoint and the work its requeue threw away. " +
 			"Users other than root see only their own jobs.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "jobs", Aliases: []string{"j"}, Usage: "only these job ids (comma list)"},
@@ -31,9 +33,10 @@ func acctCommand() *cli.Command {
 			&cli.StringFlag{Name: "state", Aliases: []string{"s"}, Usage: "only jobs in these states: short or long names (comma list)"},
 			&cli.StringFlag{Name: "starttime", Aliases: []string{"S"}, Usage: "window start: YYYY-MM-DD[THH:MM[:SS]], midnight, now or now-N[seconds|minutes|hours|days|weeks], local time (default: midnight today)"},
 			&cli.StringFlag{Name: "endtime", Aliases: []string{"E"}, Usage: "window end, in the forms of --starttime (default: now)"},
-			&cli.StringFlag{Name: "format", Aliases: []string{"o"}, Usage: "columns, a comma list of " + format.AcctFieldNames() + " (default \"" + format.DefaultAcctFormat + "\")"},
+			&cli.StringFlag{Name: "format", Aliases: []string{"o"}, Usage: "columns (default \"" + format.DefaultAcctFormat + "\"), a comma list of " + format.AcctFieldNames()},
 			&cli.BoolFlag{Name: "parsable", Aliases: []string{"p"}, Usage: "separate fields with | and end each line with one, unpadded"},
 			&cli.BoolFlag{Name: "csv", Usage: "print CSV"},
+			&cli.BoolFlag{Name: "duplicates", Aliases: []string{"D"}, Usage: "one row per attempt of a requeued job, with that attempt's start, end, elapsed, nodes, state and reason (with --json: each job's attempt_history)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON: an array of jobs with every accounting field"},
 			&cli.BoolFlag{Name: "noheader", Aliases: []string{"n"}, Usage: "print no header line"},
 		},
@@ -91,6 +94,8 @@ func acct(c *cli.Context) error {
 	if err != nil {
 		return invalid("--format: %v", err)
 	}
+	dup := c.Bool("duplicates")
+	f.AttemptHistory = dup || !c.Bool("json") && parsed.NeedsAttempts()
 	cl, err := client(c)
 	if err != nil {
 		return err
@@ -99,9 +104,13 @@ func acct(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("list accounted jobs: %w", err)
 	}
-	switch {
-	case c.Bool("json"):
+	if c.Bool("json") {
 		return format.WriteAcctJSON(c.App.Writer, jobs)
+	}
+	if dup {
+		jobs = format.ExpandAttempts(jobs)
+	}
+	switch {
 	case c.Bool("csv"):
 		return format.WriteAcct(c.App.Writer, jobs, parsed, format.AcctCSV, c.Bool("noheader"))
 	case c.Bool("parsable"):

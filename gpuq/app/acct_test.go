@@ -24,7 +24,14 @@ func acctFixture(t *testing.T) *fakectl.Server {
 	ctl.Set(func(s *fakectl.Server) {
 		s.Acct = []api.AcctJob{
 			{ID: 7, Name: "train", User: "alice", Account: "ml", Partition: "h100", State: spec.StateCompleted,
-				Nodes: []string{"gpu01", "gpu02"}, GPUCount: 16, Elapsed: 3723, GPUHours: 16.5},
+				Nodes: []string{"gpu01", "gpu02"}, GPUCount: 16, Elapsed: 3723, GPUHours: 16.5, Attempts: 2,
+				AttemptHistory: []api.AcctAttempt{
+					{Attempt: 1, State: spec.StateRequeued, Reason: "preempted by job 12", Nodes: []string{"gpu03"},
+						StartTime: spec.NewTime(acctNow.Add(-3 * time.Hour)), EndTime: spec.NewTime(acctNow.Add(-2 * time.Hour)), Elapsed: 3600,
+						CheckpointSeq: 4, CheckpointTime: spec.NewTime(acctNow.Add(-130 * time.Minute)), LostWork: 600},
+					{Attempt: 2, State: spec.StateCompleted, Reason: "COMPLETED", Nodes: []string{"gpu01", "gpu02"},
+						StartTime: spec.NewTime(acctNow.Add(-90 * time.Minute)), EndTime: spec.NewTime(acctNow.Add(-90*time.Minute + 3723*time.Second)), Elapsed: 3723},
+				}},
 			{ID: 8, Name: "nb", User: "bob", Account: "edu", Partition: "a100", State: spec.StateFailed, ExitCode: 2,
 				GPUCount: 1, Elapsed: 59, GPUHours: 0.02},
 			{ID: 9, Name: "killed", User: "alice", Account: "ml", Partition: "h100", State: spec.StateCancelled, Signal: 15},
@@ -87,6 +94,74 @@ func TestAcctJSON(t *testing.T) {
 	got = run(t, ctl, "acct", "--json", "-u", "nobody")
 	if strings.TrimSpace(got.stdout) != "[]" {
 		t.Errorf("empty --json = %q, want []", got.stdout)
+	}
+}
+
+// TestAcctDuplicates: -D asks for the attempt history and prints a row
+// per attempt, sacct --duplicates style, and one for a job waiting again;
+// the attempt fields ask for the history without -D too.
+func TestAcctDuplicates(t *testing.T) {
+	tests := []struct {
+		name      string
+		args      []string
+		want      string
+		wantQuery url.Values
+	}{
+		{
+			name: "a row per attempt",
+			args: []string{"acct", "-D", "-j", "7,8,10", "-o", "jobid,attempt,state,start,end,elapsed,nodelist,checkpoint,lost_work,reason"},
+			want: "JobID Attempt State     Start               End                 Elapsed  NodeList      Checkpoint            LostWork Reason\n" +
+				"----- ------- --------- ------------------- ------------------- -------- ------------- --------------------- -------- -------------------\n" +
+				"7     1       REQUEUED  2025-03-14T12:30:00 2025-03-14T13:30:00 01:00:00 gpu03         4@2025-03-14T13:20:00 00:10:00 preempted by job 12\n" +
+				"7     2       COMPLETED 2025-03-14T14:00:00 2025-03-14T15:02:03 01:02:03 gpu[01-02]    None                  00:00:00 COMPLETED\n" +
+				"8     0       FAILED    Unknown             Unknown             00:00:59 None assigned None                  00:00:00 None\n" +
+				"10    1       REQUEUED  2025-03-14T14:30:00 2025-03-14T15:00:00 00:30:00 gpu05         None                  00:30:00 NodeFail requeue\n" +
+				"10    2       PENDING   Unknown             Unknown             00:00:00 None assigned None                  00:00:00 NodeFail requeue\n",
+			wantQuery: url.Values{"id": {"7", "8", "10"}, "attempt_history": {"true"}},
+		},
+		{
+			name:      "attempt fields without -D show the job's totals",
+			args:      []string{"acct", "-j", "7", "-p", "-o", "jobid,state,attempt,checkpoint,lost_work"},
+			want:      "JobID|State|Attempt|Checkpoint|LostWork|\n7|COMPLETED|2|4@2025-03-14T13:20:00|00:10:00|\n",
+			wantQuery: url.Values{"id": {"7"}, "attempt_history": {"true"}},
+		},
+		{
+			name:      "other fields do not ask for attempts",
+			args:      []string{"acct", "-j", "7", "-p", "-o", "jobid,state"},
+			want:      "JobID|State|\n7|COMPLETED|\n",
+			wantQuery: url.Values{"id": {"7"}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("TZ", "UTC")
+			ctl := acctFixture(t)
+			ctl.Set(func(s *fakectl.Server) {
+				s.Acct = append(s.Acct, api.AcctJob{ID: 10, Name: "waits", User: "carol", Account: "ml", Partition: "h100", State: spec.StatePending,
+					Reason: "NodeFail requeue", Attempts: 1, AttemptHistory: []api.AcctAttempt{
+						{Attempt: 1, State: spec.StateRequeued, Reason: "NodeFail requeue", Nodes: []string{"gpu05"},
+							StartTime: spec.NewTime(acctNow.Add(-time.Hour)), EndTime: spec.NewTime(acctNow.Add(-30 * time.Minute)), Elapsed: 1800, LostWork: 1800},
+					}})
+			})
+			runAndCheckQuery(t, ctl, tc.args, tc.want, "/v1/accounting/jobs", tc.wantQuery)
+		})
+	}
+}
+
+func TestAcctDuplicatesJSON(t *testing.T) {
+	ctl := acctFixture(t)
+	var jobs []api.AcctJob
+	got := run(t, ctl, "acct", "-D", "--json", "-j", "7")
+	if err := json.Unmarshal([]byte(got.stdout), &jobs); err != nil || len(jobs) != 1 {
+		t.Fatalf("-D --json = %+v, %v; stdout %s", jobs, err, got.stdout)
+	}
+	h := jobs[0].AttemptHistory
+	if len(h) != 2 || h[0].State != spec.StateRequeued || h[0].CheckpointSeq != 4 || h[0].LostWork != 600 || h[1].State != spec.StateCompleted {
+		t.Errorf("-D --json attempt_history = %+v; want attempt 1 REQUEUED at ckpt 4 with 600s lost, attempt 2 COMPLETED", h)
+	}
+	got = run(t, ctl, "acct", "--json", "-j", "7")
+	if strings.Contains(got.stdout, "attempt_history") {
+		t.Errorf("--json without -D shows attempt_history:\n%s", got.stdout)
 	}
 }
 

@@ -51,7 +51,9 @@ type Server struct {
 	// Acct is returned by GET /v1/accounting/jobs, filtered by id, user,
 	// account, partition and state (not by time: tests check the query).
 	// GET /v1/accounting/summary totals it by the group asked for, with the
-	// same filters and no clipping to the window.
+	// same filters and no clipping to the window. Jobs keep their
+	// AttemptHistory ([] when nil) only when the query asks for
+	// attempt_history, as the controller does.
 	Acct []api.AcctJob
 	// AcctErr, when set, answers GET /v1/accounting/jobs and /summary.
 	AcctErr error
@@ -269,6 +271,11 @@ func (s *Server) acct(w http.ResponseWriter, r *http.Request) {
 	for _, j := range s.Acct {
 		if in("id", strconv.FormatUint(uint64(j.ID), 10)) && in("user", j.User) && in("account", j.Account) &&
 			in("partition", j.Partition) && in("state", string(j.State)) {
+			if q.Get("attempt_history") != "true" {
+				j.AttemptHistory = nil
+			} else if j.AttemptHistory == nil {
+				j.AttemptHistory = []api.AcctAttempt{}
+			}
 			out = append(out, j)
 		}
 	}

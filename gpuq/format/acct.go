@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -73,12 +74,84 @@ var AcctFields = []AcctField{
 	{"cpus", "CPUs", "CPUs allocated", func(j *api.AcctJob) string { return strconv.Itoa(j.CPUs) }},
 	{"mem", "Mem", "memory allocated", func(j *api.AcctJob) string { return MiB(j.MemMiB) }},
 	{"attempts", "Attempts", "attempts (more than 1 after a requeue)", func(j *api.AcctJob) string { return strconv.Itoa(j.Attempts) }},
+	{"attempt", "Attempt", "attempt number: the last one, or with -D the row's", func(j *api.AcctJob) string {
+		if n := len(j.AttemptHistory); n > 0 {
+			return strconv.Itoa(j.AttemptHistory[n-1].Attempt)
+		}
+		return strconv.Itoa(j.Attempts)
+	}},
+	{"checkpoint", "Checkpoint", "newest sealed checkpoint, seq@time, or None: the job's, or with -D the attempt's", func(j *api.AcctJob) string {
+		for i := len(j.AttemptHistory) - 1; i >= 0; i-- {
+			if a := &j.AttemptHistory[i]; a.CheckpointSeq > 0 {
+				return strconv.Itoa(a.CheckpointSeq) + "@" + acctTime(a.CheckpointTime)
+			}
+		}
+		return "None"
+	}},
+	{"lost_work", "LostWork", "compute requeues threw away (from the checkpoint or start to the requeue): the job's total, or with -D the attempt's", func(j *api.AcctJob) string {
+		var s int64
+		for _, a := range j.AttemptHistory {
+			s += a.LostWork
+		}
+		return AcctDuration(s)
+	}},
 	{"reason", "Reason", "why the job ended or waits", func(j *api.AcctJob) string {
 		if j.Reason == "" {
 			return "None"
 		}
 		return j.Reason
 	}},
+}
+
+// AttemptFields are the --format fields read from a job's attempt
+// history, which gpuq acct then asks for.
+var AttemptFields = []string{"attempt", "checkpoint", "lost_work"}
+
+// NeedsAttempts reports whether f shows one of AttemptFields.
+func (f AcctFormat) NeedsAttempts() bool {
+	for _, fl := range f.fields {
+		if slices.Contains(AttemptFields, fl.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// ExpandAttempts turns each job into one row per attempt for gpuq acct
+// -D, as sacct --duplicates lists each requeued record: the job's fields
+// with the attempt's start, end, elapsed, nodes, CPUs, memory, state and
+// reason, and AttemptHistory holding that attempt alone. A job that never
+// started stays one row; one waiting again after a requeue gets a last
+// PENDING row for the attempt to come. Device UUIDs are known for the
+// last attempt only, so earlier rows list none.
+func ExpandAttempts(jobs []api.AcctJob) []api.AcctJob {
+	out := make([]api.AcctJob, 0, len(jobs))
+	for _, j := range jobs {
+		hist := j.AttemptHistory
+		if len(hist) == 0 {
+			out = append(out, j)
+			continue
+		}
+		for i, a := range hist {
+			r := j
+			r.StartTime, r.EndTime, r.Elapsed = a.StartTime, a.EndTime, a.Elapsed
+			r.Nodes, r.CPUs, r.MemMiB = a.Nodes, a.CPUs, a.MemMiB
+			r.State, r.Reason = a.State, a.Reason
+			r.AttemptHistory = hist[i : i+1 : i+1]
+			if i < len(hist)-1 {
+				r.GPUs = nil
+			}
+			out = append(out, r)
+		}
+		if last := hist[len(hist)-1]; j.State == spec.StatePending && last.State == spec.StateRequeued {
+			r := j
+			r.StartTime, r.EndTime, r.Elapsed = spec.Time{}, spec.Time{}, 0
+			r.Nodes, r.GPUs = nil, nil
+			r.AttemptHistory = []api.AcctAttempt{{Attempt: last.Attempt + 1, State: spec.StatePending, Reason: j.Reason}}
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // DefaultAcctFormat is gpuq acct's default --format.

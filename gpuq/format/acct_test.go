@@ -89,3 +89,29 @@ func TestAcctDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestExpandAttempts: earlier attempts keep the job's fields but not its
+// last attempt's device UUIDs; a job without attempts stays one row.
+func TestExpandAttempts(t *testing.T) {
+	t.Parallel()
+	jobs := testAcctJobs()
+	jobs[0].AttemptHistory = []api.AcctAttempt{
+		{Attempt: 1, State: spec.StateRequeued, Reason: "node gpu03 down", Nodes: []string{"gpu03"}, CPUs: 64, Elapsed: 60, LostWork: 60},
+		{Attempt: 2, State: spec.StateCompleted, Nodes: []string{"gpu01", "gpu02"}, CPUs: 128, Elapsed: 24 * 3600},
+	}
+	got := ExpandAttempts(jobs)
+	if len(got) != 4 {
+		t.Fatalf("ExpandAttempts = %d rows, want 4 (2 attempts of 101, then 102 and 104)", len(got))
+	}
+	first, second := got[0], got[1]
+	if first.ID != 101 || first.State != spec.StateRequeued || first.Reason != "node gpu03 down" || first.CPUs != 64 ||
+		first.GPUs != nil || first.Name != "train-llm-70b" || len(first.AttemptHistory) != 1 || first.AttemptHistory[0].Attempt != 1 {
+		t.Errorf("row of attempt 1 = %+v", first)
+	}
+	if second.State != spec.StateCompleted || len(second.GPUs) != 2 || second.AttemptHistory[0].Attempt != 2 {
+		t.Errorf("row of attempt 2 = %+v", second)
+	}
+	if got[2].ID != 102 || got[3].ID != 104 || got[2].AttemptHistory != nil {
+		t.Errorf("jobs without attempts = %+v, %+v; want 102 and 104 unchanged", got[2], got[3])
+	}
+}
