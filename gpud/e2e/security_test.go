@@ -68,6 +68,7 @@ func addUser(t *testing.T) localUser {
 		t.Skip("SKIP (loud): useradd not found; the multi-user test needs it (apt-get install passwd)")
 	}
 	name := fmt.Sprintf("gpude2e%d", os.Getpid()%100000)
+	_ = exec.Command("userdel", name).Run() // left by a killed run, if any
 	if out, err := exec.Command("useradd", "--no-create-home", "--user-group", "--shell", "/bin/sh", name).CombinedOutput(); err != nil {
 		t.Fatalf("useradd %s: %v\n%s", name, err, out)
 	}
