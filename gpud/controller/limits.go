@@ -92,6 +92,30 @@ func (c *Controller) accountLimits() []sched.AccountLimit {
 	return out
 }
 
+// checkAccountAccess refuses a submission charged to an account that does
+// not exist, or to one whose users list leaves who out (an account with
+// no users list is open to all, like the default one). root and the
+// account's coordinators may charge it. Without configured accounts there
+// is nothing to check.
+func (c *Controller) checkAccountAccess(who Caller, account string) error {
+	if len(c.cfg.Accounts) == 0 || account == "" {
+		return nil
+	}
+	a := c.cfg.account(account)
+	if a == nil {
+		names := make([]string, 0, len(c.cfg.Accounts))
+		for _, x := range c.cfg.Accounts {
+			names = append(names, x.Name)
+		}
+		return spec.Errorf(spec.ErrInvalid, "account %q does not exist; choose one of: %s", account, strings.Join(names, ", "))
+	}
+	if len(a.Users) == 0 || who.UID == 0 || slices.Contains(a.Users, who.User) || slices.Contains(a.Coordinators, who.User) {
+		return nil
+	}
+	return spec.Errorf(spec.ErrPermissionDenied, "user %s may not charge account %s (its users: %s); submit with another -A/--account or ask an admin to add you to its users in gpud.toml",
+		orDefault(who.User, fmt.Sprint(who.UID)), a.Name, strings.Join(a.Users, ", "))
+}
+
 // coordinates says whether user coordinates account.
 func (c *Config) coordinates(user, account string) bool {
 	a := c.account(account)

@@ -109,3 +109,36 @@ func TestLimitChanges(t *testing.T) {
 		t.Errorf("limitChanges:\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestAccountAccess: an account with a users list may be charged only by
+// them, its coordinators and root; an unknown account is an error naming
+// the real ones.
+func TestAccountAccess(t *testing.T) {
+	h := newHarness(t, newFakeStore(), func(c *Config) {
+		c.AllowRootJobs = true
+		c.Accounts = []Account{{Name: "lab", Shares: 1, Users: []string{"alice"}, Coordinators: []string{"carol"}}, {Name: "open", Shares: 1}}
+	})
+	carol := Caller{UID: 1002, GID: 1002, User: "carol", Known: true}
+	for _, tc := range []struct {
+		name    string
+		who     Caller
+		account string
+		kind    error
+		msg     string
+	}{
+		{"listed user", alice, "lab", nil, ""},
+		{"coordinator", carol, "lab", nil, ""},
+		{"root", root, "lab", nil, ""},
+		{"anyone, open account", bob, "open", nil, ""},
+		{"unlisted user", bob, "lab", spec.ErrPermissionDenied, "user bob may not charge account lab (its users: alice)"},
+		{"unknown account", alice, "labb", spec.ErrInvalid, `account "labb" does not exist; choose one of: lab, open`},
+	} {
+		_, err := h.c.Submit(context.Background(), tc.who, spec.JobSpec{Name: "j", Script: "x", WorkDir: "/", Account: tc.account})
+		switch {
+		case tc.kind == nil && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.kind != nil && (!errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.msg)):
+			t.Errorf("%s: err = %v; want %v with %q", tc.name, err, tc.kind, tc.msg)
+		}
+	}
+}

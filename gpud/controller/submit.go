@@ -225,6 +225,9 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	if js.Account == "" {
 		js.Account = c.cfg.DefaultAccount
 	}
+	if err := c.checkAccountAccess(who, js.Account); err != nil {
+		errs = append(errs, err)
+	}
 
 	// QOS.
 	if js.QOS == "" {

@@ -201,3 +201,37 @@ func TestBenchClusterInvariants(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAccountLimits is a full cycle (backfill depth 100) over 1000
+// nodes and 10000 pending jobs without and with limits on all 50 accounts
+// (running GPUs about twice what each holds, running jobs, max wall, a
+// GPU-hour budget partly spent): the cost of the AccountLimit checks, and
+// how many jobs they hold back.
+func BenchmarkAccountLimits(b *testing.B) {
+	base, cfg := benchCluster(1000, 10000)
+	cfg.BackfillDepth = 100
+	for _, limited := range []bool{false, true} {
+		b.Run(fmt.Sprintf("limits=%v", limited), func(b *testing.B) {
+			snap := *base
+			if limited {
+				for a := range 50 {
+					snap.AccountLimits = append(snap.AccountLimits, sched.AccountLimit{Account: fmt.Sprintf("acct%d", a),
+						MaxGPUs: 150, MaxJobs: 60, MaxWall: 7 * time.Hour, MaxGPUHours: 20000, UsedGPUHours: float64(a * 400)})
+				}
+			}
+			var plan sched.Plan
+			b.ReportAllocs()
+			for b.Loop() {
+				plan = sched.Schedule(&snap, bt0, cfg)
+			}
+			held := 0
+			for _, p := range plan.Pending {
+				if p.Reason == spec.ReasonAccountLimit {
+					held++
+				}
+			}
+			b.ReportMetric(float64(len(plan.Starts)), "starts")
+			b.ReportMetric(float64(held), "account-limited")
+		})
+	}
+}
