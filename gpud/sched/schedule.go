@@ -859,7 +859,7 @@ func (c *cycle) start(j *Job, picks []pick, dur int64) {
 	if c.track {
 		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur)}
 	}
-	c.plan.Starts = append(c.plan.Starts, Start{JobID: j.ID, Nodes: allocs})
+	c.plan.Starts = append(c.plan.Starts, Start{JobID: j.ID, Nodes: allocs, Backfilled: c.reserving()})
 	if c.limits {
 		c.count(j.QOS, j.User, j.Account, jobGPUs(j))
 	}
@@ -987,6 +987,11 @@ func (c *cycle) reserve(j *Job, dur int64) (time.Time, bool) {
 	c.hold(j, chosen, at, dur)
 	return c.now.Add(time.Duration(at)), true
 }
+
+// reserving reports whether a reservation is held now: one made earlier
+// in this cycle (for a job ordered before the one being placed) or, in an
+// incremental State call, one the last full cycle made.
+func (c *cycle) reserving() bool { return len(c.plan.Reservations) > 0 || len(c.resv) > 0 }
 
 // hold commits a reservation of j on nodes from at for dur.
 func (c *cycle) hold(j *Job, nodes []int, at, dur int64) {

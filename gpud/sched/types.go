@@ -245,6 +245,10 @@ type Preemption struct {
 type Start struct {
 	JobID spec.JobID
 	Nodes []spec.NodeAlloc
+	// Backfilled is set when the job starts while a reservation is held
+	// for a job ordered before it: it fits only because it does not delay
+	// that job (gpud_backfill_starts_total counts these).
+	Backfilled bool
 }
 
 // Pending says why a job waits. Detail is a short human explanation.
