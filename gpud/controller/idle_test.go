@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +185,60 @@ func TestStatsFairshareFactors(t *testing.T) {
 	// alice has used GPUs for an hour, bob nothing: bob ranks first.
 	if !(f["bob"] > f["alice"]) {
 		t.Errorf("factors %v; want bob's above alice's", f)
+	}
+}
+
+// BenchmarkObserveUsage is the idle-GPU policy's cost on the owner: 1,000
+// nodes × 8 one-GPU jobs under a policy, each node posting one sample per
+// job per op (one events request per node, as the server hands them on).
+// ns/op is per node request of 8 samples.
+//
+//	go test -run '^$' -bench ObserveUsage ./gpud/controller/
+func BenchmarkObserveUsage(b *testing.B) {
+	const nodes, perNode = 1000, 8
+	store := newFakeStore()
+	store.discard = true
+	h := newHarnessAt(b, store, func(c *Config) {
+		c.Partitions[0].Idle = IdlePolicy{GPUUtil: 5, After: 24 * time.Hour, Action: IdleFlag}
+	}, t0)
+	ctx := context.Background()
+	for i := range nodes {
+		h.register(fmt.Sprintf("n%04d", i), perNode)
+	}
+	for range nodes / 100 * perNode {
+		js := spec.JobSpec{Name: "j", Script: "x", WorkDir: "/tmp", Array: "0-99", Resources: spec.Resources{Nodes: 1, GPUsPerNode: 1}}
+		if _, err := h.c.SubmitAll(ctx, alice, js); err != nil {
+			b.Fatal(err)
+		}
+	}
+	h.settle()
+	byNode := map[string][]UsageSeen{}
+	jobs, err := h.c.ListJobs(ctx, JobFilter{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, v := range jobs {
+		j := v.Job()
+		if j.State == spec.StateRunning {
+			byNode[j.Nodes[0]] = append(byNode[j.Nodes[0]], UsageSeen{JobID: j.ID, Attempt: j.Attempt, GPUs: 1, GPUUtilMax: 1})
+		}
+	}
+	if len(byNode) != nodes {
+		b.Fatalf("%d nodes run jobs, want %d", len(byNode), nodes)
+	}
+	names := make([]string, 0, nodes)
+	for n := range byNode {
+		names = append(names, n)
+	}
+	for i := 0; b.Loop(); i++ {
+		n := names[i%nodes]
+		end := t0.Add(time.Duration(i+1) * time.Second)
+		s := byNode[n]
+		for k := range s {
+			s[k].Start, s[k].End = end.Add(-time.Second), end
+		}
+		if err := h.c.ObserveUsage(ctx, n, s); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
