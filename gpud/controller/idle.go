@@ -89,7 +89,12 @@ func (c *Controller) observeUsage(tx *txn, node string, s UsageSeen) {
 	}
 	pol := c.cfg.idlePolicy(j.Partition, j.QOS)
 	if pol.Action == "" {
+		// No policy (or a reload removed it): nothing to track or show.
 		delete(c.st.idle, j.ID)
+		if j.IdleGPU != "" {
+			j.IdleGPU = ""
+			tx.saveJob(rec)
+		}
 		return
 	}
 	ij := c.st.idle[j.ID]
@@ -142,9 +147,10 @@ func (c *Controller) observeUsage(tx *txn, node string, s UsageSeen) {
 	if until.Sub(since) < pol.After {
 		return
 	}
-	reason := idleReason(pol)
+	desc := idleDesc(pol)
+	reason := "idle GPUs: " + desc
 	if j.IdleGPU == "" {
-		j.IdleGPU = reason[len("idle GPUs: "):]
+		j.IdleGPU = desc
 		tx.saveJob(rec)
 		c.obs.JobIdle(j.Partition, pol.Action)
 		c.log.Info("job GPUs idle", "job_id", j.ID, "partition", j.Partition, "account", j.Account,
@@ -161,14 +167,14 @@ func (c *Controller) observeUsage(tx *txn, node string, s UsageSeen) {
 	}
 }
 
-// idleReason is what a flagged job shows and a cancelled job's reason:
-// "idle GPUs: below 5% for 30 min".
-func idleReason(p IdlePolicy) string {
+// idleDesc is what a flagged job shows, "below 5% for 30 min"; a
+// cancelled job's reason is "idle GPUs: " and that.
+func idleDesc(p IdlePolicy) string {
 	d := p.After.String()
 	if p.After%time.Minute == 0 {
 		d = strconv.FormatInt(int64(p.After/time.Minute), 10) + " min"
 	}
-	return fmt.Sprintf("idle GPUs: below %s%% for %s", strconv.FormatFloat(p.GPUUtil, 'g', -1, 64), d)
+	return fmt.Sprintf("below %s%% for %s", strconv.FormatFloat(p.GPUUtil, 'g', -1, 64), d)
 }
 
 // forgetIdle drops a job's idle tracking when its attempt ends.
