@@ -246,8 +246,9 @@ type Start struct {
 	JobID spec.JobID
 	Nodes []spec.NodeAlloc
 	// Backfilled is set when the job starts while a reservation is held
-	// for a job ordered before it: it fits only because it does not delay
-	// that job (gpud_backfill_starts_total counts these).
+	// for another job (in a full cycle, always one ordered before it): it
+	// starts only because it does not delay that job
+	// (gpud_backfill_starts_total counts these).
 	Backfilled bool
 }
 
