@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -150,6 +151,7 @@ func controllerConfig(c config.Controller) controller.Config {
 			PriorityTier: p.PriorityTier,
 			State:        p.State,
 			Placement:    sched.Placement(p.Placement),
+			Idle:         idlePolicy(p.IdlePolicy),
 		})
 	}
 	cc.FairshareHalfLife = c.Fairshare.DecayHalfLife.Std()
@@ -168,9 +170,15 @@ func controllerConfig(c config.Controller) controller.Config {
 			MaxGPUsPerUser: q.MaxGPUsPerUser,
 			MaxJobsPerUser: q.MaxJobsPerUser,
 			MaxWall:        q.MaxWall.Std(),
+			Idle:           idlePolicy(q.IdlePolicy),
 		})
 	}
 	return cc
+}
+
+func idlePolicy(p config.IdlePolicy) controller.IdlePolicy {
+	return controller.IdlePolicy{GPUUtil: p.IdleGPUUtil, After: p.IdleAfter.Std(), Action: p.IdleAction,
+		Hook: strings.Fields(p.IdleHook)}
 }
 
 // startController opens the stores, starts the owner loop and serves the
@@ -217,6 +225,7 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		controller.WithRecorder(acct),
 		controller.WithUsageSource(acct),
 		controller.WithObserver(mets),
+		controller.WithIdleHook(runIdleHook),
 		controller.WithReload(reload))
 	if err != nil {
 		acct.Close()

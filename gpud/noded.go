@@ -207,7 +207,11 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		}
 		// Hostname is the node's cluster name (the hostname by default),
 		// so GPU series join gpud's node names.
-		h := metrics.NewNode(o.Name, inv.GPUs, sampler, agent).Handler()
+		var mopts []metrics.NodeOption
+		if m, ok := devs.(gpu.MIG); ok {
+			mopts = append(mopts, metrics.WithMIG(m))
+		}
+		h := metrics.NewNode(o.Name, inv.GPUs, sampler, agent, mopts...).Handler()
 		g.Go(func() error { return metrics.Serve(gctx, ln, h) })
 		log.Info("serving metrics", "addr", ln.Addr().String())
 	}

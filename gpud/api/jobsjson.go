@@ -278,6 +278,8 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.str(&j.StderrPath)
 		case "expected_start":
 			return d.time(&j.ExpectedStart)
+		case "idle_gpu":
+			return d.str(&j.IdleGPU)
 		}
 		return false
 	})

@@ -297,6 +297,18 @@ func TestControllerValidate(t *testing.T) {
 			[]string{`[[qos]] "high" preempt_mode: "off" but preempt lists "low"`}},
 		{"qos limits", func(c *Controller) { c.QOS[0].MaxGPUsPerUser = -1; c.QOS[0].MaxWall = "forever" },
 			[]string{`[[qos]] "low" max_gpus_per_user: -1`, `[[qos]] "low" max_wall: "forever" is not a duration`}},
+		{"idle policy problems all reported", func(c *Controller) {
+			c.Partitions[0].IdlePolicy = IdlePolicy{IdleGPUUtil: 120, IdleAfter: "0", IdleAction: "kill", IdleHook: "notify.sh"}
+			c.QOS[0].IdlePolicy = IdlePolicy{IdleGPUUtil: 5, IdleAfter: "30m", IdleAction: "hook"}
+			c.QOS[1].IdlePolicy = IdlePolicy{IdleAfter: "30m"}
+		}, []string{
+			`[[partition]] "gpu" idle_action: "kill" is not allowed (use "flag", "hook", "cancel", or "" for off)`,
+			`[[partition]] "gpu" idle_gpu_util: 120 must be a percentage above 0 and at most 100`,
+			`[[partition]] "gpu" idle_after: "0" must be a positive duration`,
+			`[[partition]] "gpu" idle_hook: "notify.sh" is not an absolute path`,
+			`[[qos]] "low" idle_hook: missing; idle_action = "hook" needs a program`,
+			`[[qos]] "normal" idle_action: empty (policy off) but idle_gpu_util, idle_after or idle_hook is set`,
+		}},
 		{"default qos", func(c *Controller) { c.DefaultQOS = "normall" },
 			[]string{`default_qos: "normall" is not a [[qos]]`}},
 		{"account tree", func(c *Controller) {

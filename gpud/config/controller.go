@@ -176,6 +176,58 @@ type Partition struct {
 	// Placement is how jobs are put on nodes: "pack" (default), "spread",
 	// "first-fit" or "fgd" (sched.Placement).
 	Placement string `toml:"placement"`
+	IdlePolicy
+}
+
+// Idle actions: what happens to a job whose GPUs stay idle.
+const (
+	// IdleFlag marks the job (gpuq shows it).
+	IdleFlag = "flag"
+	// IdleHook marks it and runs idle_hook once.
+	IdleHook = "hook"
+	// IdleCancel cancels it (after idle_hook, if one is set).
+	IdleCancel = "cancel"
+)
+
+var idleActions = []string{IdleFlag, IdleHook, IdleCancel}
+
+// IdlePolicy is the idle-GPU policy of a [[partition]] or a [[qos]] (a
+// job's QOS policy wins over its partition's when it sets idle_action): a
+// running job whose GPUs all stay below IdleGPUUtil percent for IdleAfter
+// is acted on. An empty IdleAction turns the policy off.
+type IdlePolicy struct {
+	IdleGPUUtil float64  `toml:"idle_gpu_util"`
+	IdleAfter   Duration `toml:"idle_after"`
+	IdleAction  string   `toml:"idle_action"`
+	// IdleHook is a program (absolute path, then arguments) run once per
+	// idle job with the job id, user and reason appended and in
+	// GPUD_JOB_ID, GPUD_JOB_USER, GPUD_JOB_ACCOUNT, GPUD_IDLE_REASON.
+	IdleHook string `toml:"idle_hook"`
+}
+
+// validate adds the policy's problems under key.
+func (ip IdlePolicy) validate(p *problems, key string) {
+	set := ip.IdleGPUUtil != 0 || ip.IdleAfter != "" || ip.IdleHook != ""
+	if ip.IdleAction == "" {
+		if set {
+			p.addf("%s idle_action: empty (policy off) but idle_gpu_util, idle_after or idle_hook is set; choose %s, or remove them", key, quoteList(idleActions))
+		}
+		return
+	}
+	if !slices.Contains(idleActions, ip.IdleAction) {
+		p.addf("%s idle_action: %q is not allowed (use %s, or \"\" for off)", key, ip.IdleAction, quoteList(idleActions))
+	}
+	if ip.IdleGPUUtil <= 0 || ip.IdleGPUUtil > 100 {
+		p.addf("%s idle_gpu_util: %g must be a percentage above 0 and at most 100 (e.g. 5)", key, ip.IdleGPUUtil)
+	}
+	p.duration(key+" idle_after", ip.IdleAfter, true)
+	hook := strings.Fields(ip.IdleHook)
+	switch {
+	case ip.IdleAction == IdleHook && len(hook) == 0:
+		p.addf("%s idle_hook: missing; idle_action = \"hook\" needs a program to run (absolute path)", key)
+	case len(hook) > 0 && !filepath.IsAbs(hook[0]):
+		p.addf("%s idle_hook: %q is not an absolute path; name the program as /path/to/program", key, hook[0])
+	}
 }
 
 // Preempt modes: how jobs of the QOSes in QOS.Preempt are preempted.
@@ -200,6 +252,7 @@ type QOS struct {
 	// PreemptMode how.
 	Preempt     []string `toml:"preempt"`
 	PreemptMode string   `toml:"preempt_mode"`
+	IdlePolicy
 }
 
 // RootAccount is the implicit root of the account tree; an account with
@@ -492,6 +545,7 @@ func (c Controller) validatePartitions(p *problems, accounts map[string]bool) {
 		if _, err := sched.ParsePlacement(part.Placement); err != nil {
 			p.addf("%s placement: %v", key, err)
 		}
+		part.IdlePolicy.validate(p, key)
 	}
 	if defaults != 1 {
 		p.addf("[[partition]] default: %d partitions are marked default = true; mark exactly one", defaults)
@@ -531,6 +585,7 @@ func (c Controller) validateQOS(p *problems) {
 		if len(q.Preempt) > 0 && q.PreemptMode == PreemptOff {
 			p.addf("%s preempt_mode: \"off\" but preempt lists %s; choose requeue, cancel or checkpoint, or empty preempt", key, quoteList(q.Preempt))
 		}
+		q.IdlePolicy.validate(p, key)
 	}
 	if len(c.QOS) == 0 {
 		p.addf("[[qos]]: none defined; define at least one and name it in default_qos")

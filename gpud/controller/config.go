@@ -121,6 +121,29 @@ type Partition struct {
 	// State is one of PartitionUp (default when empty), PartitionDown,
 	// PartitionDrain, PartitionInactive.
 	State string
+	// Idle is the idle-GPU policy of the partition's jobs.
+	Idle IdlePolicy
+}
+
+// Idle actions (IdlePolicy.Action).
+const (
+	IdleFlag   = "flag"
+	IdleHook   = "hook"
+	IdleCancel = "cancel"
+)
+
+// IdlePolicy acts on a running job whose GPUs all stay below GPUUtil
+// percent for After, judged on the nodes' usage samples. An empty Action
+// is no policy.
+type IdlePolicy struct {
+	GPUUtil float64
+	After   time.Duration
+	// Action is IdleFlag (mark the job), IdleHook (mark it and run Hook
+	// once) or IdleCancel (run Hook, if any, and cancel the job).
+	Action string
+	// Hook is a program and its arguments; the job id, user and reason
+	// are appended (see WithIdleHook).
+	Hook []string
 }
 
 // QOS is a quality of service; Priority orders jobs (higher first).
@@ -137,6 +160,9 @@ type QOS struct {
 	MaxGPUsPerUser int
 	MaxJobsPerUser int
 	MaxWall        time.Duration
+	// Idle is the idle-GPU policy of the QOS's jobs; when its Action is
+	// set it wins over the partition's.
+	Idle IdlePolicy
 }
 
 // DefaultConfig returns a config with one default partition "batch" over
@@ -151,6 +177,37 @@ func DefaultConfig() Config {
 		SchedInterval:     5 * time.Second,
 		MaxNodesPerJob:    1024,
 	}
+}
+
+// check refuses a policy the controller cannot apply (gpud/config names
+// the TOML keys; this guards other callers).
+func (p IdlePolicy) check() error {
+	switch p.Action {
+	case "":
+		return nil
+	case IdleFlag, IdleHook, IdleCancel:
+	default:
+		return fmt.Errorf("idle action %q is not one of flag, hook, cancel", p.Action)
+	}
+	if p.GPUUtil <= 0 || p.GPUUtil > 100 || p.After <= 0 {
+		return fmt.Errorf("idle policy needs a GPU utilisation in (0, 100] and a positive duration (have %g%%, %s)", p.GPUUtil, p.After)
+	}
+	if p.Action == IdleHook && len(p.Hook) == 0 {
+		return errors.New("idle action hook needs a hook program")
+	}
+	return nil
+}
+
+// idlePolicy is the policy for a job of partition part and QOS qos: the
+// QOS's when it has one, else the partition's.
+func (c *Config) idlePolicy(part, qos string) IdlePolicy {
+	if q, ok := c.qos(qos); ok && q.Idle.Action != "" {
+		return q.Idle
+	}
+	if p := c.partition(part); p != nil {
+		return p.Idle
+	}
+	return IdlePolicy{}
 }
 
 // normalize fills defaults and checks the config, returning every problem.
@@ -209,6 +266,9 @@ func (c *Config) normalize() error {
 		if p.Default {
 			defaults++
 		}
+		if err := p.Idle.check(); err != nil {
+			errs = append(errs, fmt.Errorf("partition %q: %w", p.Name, err))
+		}
 	}
 	if defaults > 1 {
 		errs = append(errs, fmt.Errorf("%d partitions are marked default; mark exactly one", defaults))
@@ -244,6 +304,9 @@ func (c *Config) normalize() error {
 		}
 		if q.MaxGPUsPerUser < 0 || q.MaxJobsPerUser < 0 || q.MaxWall < 0 {
 			errs = append(errs, fmt.Errorf("QOS %q: limits must not be negative", q.Name))
+		}
+		if err := q.Idle.check(); err != nil {
+			errs = append(errs, fmt.Errorf("QOS %q: %w", q.Name, err))
 		}
 	}
 	for _, a := range c.Accounts {

@@ -86,6 +86,9 @@ type Controller struct {
 	feedWake chan struct{}
 	obs      Observer
 	reload   func() (Config, error)
+	// runHook runs idle_hook programs (WithIdleHook) from hookLoop.
+	runHook   func(ctx context.Context, ev IdleEvent) error
+	hookQueue chan IdleEvent
 	// budget is each account's GPU-hours over its budget period, from
 	// SetBudgetUsage (nil until the first).
 	budget atomic.Pointer[map[string]float64]
@@ -120,16 +123,17 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		return nil, spec.Errorf(spec.ErrInvalid, "controller config: %v", err)
 	}
 	c := &Controller{
-		log:      slog.Default(),
-		store:    store,
-		now:      time.Now,
-		ops:      make(chan *op, 4096),
-		started:  make(chan struct{}),
-		stopped:  make(chan struct{}),
-		recWake:  make(chan struct{}, 1),
-		feedWake: make(chan struct{}, 1),
-		obs:      nopObserver{},
-		cfg:      cfg,
+		log:       slog.Default(),
+		store:     store,
+		now:       time.Now,
+		ops:       make(chan *op, 4096),
+		started:   make(chan struct{}),
+		stopped:   make(chan struct{}),
+		recWake:   make(chan struct{}, 1),
+		feedWake:  make(chan struct{}, 1),
+		obs:       nopObserver{},
+		hookQueue: make(chan IdleEvent, idleHookQueue),
+		cfg:       cfg,
 	}
 	c.sched.incMin = incMinFullCycle
 	for _, o := range opts {
@@ -209,6 +213,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		})
 	}
 	feedCtx, stopFeed := context.WithCancel(ctx)
+	if c.runHook != nil {
+		wg.Go(func() { c.hookLoop(feedCtx) })
+	}
 	if c.feed != nil {
 		c.loadFeed(ctx)
 		interval := c.cfg.SchedInterval
@@ -379,6 +386,7 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 		}
 		c.enqueueRecords(tx.ended)
 	}
+	c.queueHooks(tx.hooks)
 	if tx.kick {
 		c.sched.dirty, c.sched.full = true, true
 	}
@@ -404,6 +412,8 @@ type txn struct {
 	// answered incrementally (see schedState.inc).
 	kick             bool
 	submitted, freed []spec.JobID
+	// hooks are idle_hook runs, started once the batch is committed.
+	hooks []IdleEvent
 }
 
 func newTxn() *txn {

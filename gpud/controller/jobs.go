@@ -325,6 +325,7 @@ func (c *Controller) finish(tx *txn, rec *jobRec, state spec.JobState, code, sig
 		j.StopState, j.StopReason, j.StopCheckpoint = "", "", false
 	}
 	delete(c.st.pending, j.ID)
+	c.forgetIdle(j.ID)
 	tx.saveJob(rec)
 	tx.ended = append(tx.ended, *j)
 	if j.Alloc != nil && len(rec.liveNodes()) == 0 {
@@ -364,6 +365,8 @@ func (c *Controller) requeue(tx *txn, rec *jobRec, reason string) {
 	j.ExitCode, j.Signal = 0, 0
 	j.StartTime, j.EndTime = spec.Time{}, spec.Time{}
 	j.Nodes, j.GPUs, j.Alloc = nil, nil, nil
+	j.IdleGPU = ""
+	c.forgetIdle(j.ID)
 	c.st.pending[j.ID] = rec
 	tx.saveJob(rec)
 	tx.kick = true

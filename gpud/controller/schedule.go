@@ -419,7 +419,10 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 		delete(c.sched.waiting, j.ID)
 		tx.saveJob(rec)
 		c.obs.JobStarted(j.Partition)
-		c.log.Info("job started", "job_id", j.ID, "alloc_id", a.ID, "nodes", names)
+		if s.Backfilled {
+			c.obs.JobBackfilled(j.Partition)
+		}
+		c.log.Info("job started", "job_id", j.ID, "alloc_id", a.ID, "nodes", names, "backfilled", s.Backfilled)
 	}
 	if len(plan.Starts) > 0 && c.sched.afterDeps {
 		tx.kick = true // after:ID dependencies may now hold

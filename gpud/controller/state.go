@@ -22,6 +22,8 @@ type state struct {
 	names []string
 	// waiters are closed when their job is next published.
 	waiters map[spec.JobID][]chan struct{}
+	// idle tracks running jobs' GPU idleness for the idle-GPU policy.
+	idle map[spec.JobID]*idleJob
 	// genBase makes node generations grow across controller restarts, so
 	// a node's long-poll from before a restart always sees a change.
 	genBase uint64
@@ -34,6 +36,7 @@ func newState(next spec.JobID, now time.Time) *state {
 		pending: map[spec.JobID]*jobRec{},
 		nodes:   map[string]*nodeRec{},
 		waiters: map[spec.JobID][]chan struct{}{},
+		idle:    map[spec.JobID]*idleJob{},
 		genBase: uint64(now.UnixNano()),
 	}
 }

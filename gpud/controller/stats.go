@@ -27,6 +27,12 @@ type Observer interface {
 	// partition for a higher-priority one (mode: requeue, cancel or
 	// checkpoint, as the QOS says).
 	JobPreempted(partition, mode string)
+	// JobBackfilled reports a start the scheduler made while a
+	// higher-priority job held a reservation (a backfill start).
+	JobBackfilled(partition string)
+	// JobIdle reports a running job flagged by the idle-GPU policy, with
+	// the policy's action (flag, hook or cancel).
+	JobIdle(partition, action string)
 }
 
 // WithObserver sets who is told of cycles, starts, ends and requeues.
@@ -40,6 +46,8 @@ func (nopObserver) JobStarted(string)               {}
 func (nopObserver) JobEnded(string, spec.JobState)  {}
 func (nopObserver) JobRequeued(partition, _ string) {}
 func (nopObserver) JobPreempted(string, string)     {}
+func (nopObserver) JobBackfilled(string)            {}
+func (nopObserver) JobIdle(string, string)          {}
 
 // Stats is a point-in-time count of the controller's live state, for
 // monitoring. Ended jobs are not in it (Observer.JobEnded counts them): a
@@ -56,6 +64,16 @@ type Stats struct {
 	// GPUs counts whole GPUs by model: present on up or down nodes, and
 	// held by a live allocation.
 	GPUs []GPUCount
+	// Fairshare is each user's fairshare factor per account, in Fair Tree
+	// order, at most MaxFairshareSeries; FairshareDropped counts the rest.
+	Fairshare        []FairshareFactor
+	FairshareDropped int
+}
+
+// FairshareFactor is one user's Fair Tree factor in [0,1] in an account.
+type FairshareFactor struct {
+	Account, User string
+	Factor        float64
 }
 
 // JobCount is one cell of Stats.Jobs.
@@ -143,7 +161,32 @@ func (c *Controller) Stats(ctx context.Context) (Stats, error) {
 			s.GPUs = append(s.GPUs, GPUCount{Model: m, Total: g.total, Allocated: g.alloc})
 		}
 		slices.SortFunc(s.GPUs, func(a, b GPUCount) int { return cmp.Compare(a.Model, b.Model) })
+		s.Fairshare, s.FairshareDropped = c.fairshareFactors()
 		return nil
 	})
 	return s, err
+}
+
+// MaxFairshareSeries bounds Stats.Fairshare, so a site with many users
+// cannot blow up the metrics' cardinality; the rows past it are counted
+// in Stats.FairshareDropped.
+const MaxFairshareSeries = 1000
+
+// fairshareFactors lists the users' fairshare factors in Fair Tree order
+// (the order gpuq share shows), at most MaxFairshareSeries of them.
+func (c *Controller) fairshareFactors() ([]FairshareFactor, int) {
+	rep := c.fairshareReport(c.now())
+	var out []FairshareFactor
+	dropped := 0
+	for _, r := range rep.Rows {
+		if r.User == "" {
+			continue
+		}
+		if len(out) == MaxFairshareSeries {
+			dropped++
+			continue
+		}
+		out = append(out, FairshareFactor{Account: r.Account, User: r.User, Factor: r.Factor})
+	}
+	return out, dropped
 }

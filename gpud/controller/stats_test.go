@@ -18,6 +18,26 @@ type fakeObserver struct {
 	ended    map[spec.JobState]int
 	requeued map[string]int
 	preempts map[string]int // by partition/mode
+	backfill map[string]int
+	idle     map[string]int // by partition/action
+}
+
+func (o *fakeObserver) JobBackfilled(p string) {
+	o.mu.Lock()
+	if o.backfill == nil {
+		o.backfill = map[string]int{}
+	}
+	o.backfill[p]++
+	o.mu.Unlock()
+}
+
+func (o *fakeObserver) JobIdle(p, a string) {
+	o.mu.Lock()
+	if o.idle == nil {
+		o.idle = map[string]int{}
+	}
+	o.idle[p+"/"+a]++
+	o.mu.Unlock()
 }
 
 func (o *fakeObserver) CycleDone(time.Duration) { o.mu.Lock(); o.cycles++; o.mu.Unlock() }

@@ -35,6 +35,8 @@ type Controller struct {
 	ended      *prometheus.CounterVec
 	requeued   *prometheus.CounterVec
 	preempted  *prometheus.CounterVec
+	backfilled *prometheus.CounterVec
+	idle       *prometheus.CounterVec
 	requests   *prometheus.HistogramVec
 	auditDrops prometheus.Counter
 }
@@ -68,6 +70,14 @@ func NewController() *Controller {
 			Name: "gpud_jobs_preempted_total",
 			Help: "Running jobs the scheduler preempted for higher-priority ones, by partition and preemption mode.",
 		}, []string{"partition", "mode"}),
+		backfilled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpud_backfill_starts_total",
+			Help: "Job starts made while a higher-priority job held a reservation (backfill), by partition.",
+		}, []string{"partition"}),
+		idle: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpud_jobs_idle_gpu_total",
+			Help: "Running jobs the idle-GPU policy flagged, by partition and action (flag, hook, cancel).",
+		}, []string{"partition", "action"}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "gpud_api_request_duration_seconds",
 			Help:    "API request latency by route pattern and HTTP status code (long polls included).",
@@ -78,7 +88,7 @@ func NewController() *Controller {
 			Help: "Audit log entries dropped because the audit writer's buffer was full (the accounting database too slow).",
 		}),
 	}
-	m.reg.MustRegister(m.cycle, m.started, m.ended, m.requeued, m.preempted, m.requests, m.auditDrops,
+	m.reg.MustRegister(m.cycle, m.started, m.ended, m.requeued, m.preempted, m.backfilled, m.idle, m.requests, m.auditDrops,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -119,6 +129,14 @@ func (m *Controller) JobPreempted(partition, mode string) {
 	m.preempted.WithLabelValues(partition, mode).Inc()
 }
 
+// JobBackfilled implements controller.Observer.
+func (m *Controller) JobBackfilled(partition string) { m.backfilled.WithLabelValues(partition).Inc() }
+
+// JobIdle implements controller.Observer.
+func (m *Controller) JobIdle(partition, action string) {
+	m.idle.WithLabelValues(partition, action).Inc()
+}
+
 // JobRequeued implements controller.Observer. The reason is not a label:
 // gpuq requeue takes free text.
 func (m *Controller) JobRequeued(partition, _ string) { m.requeued.WithLabelValues(partition).Inc() }
@@ -131,13 +149,16 @@ var (
 	descNodes = prometheus.NewDesc("gpud_nodes", "Nodes by state, as gpuq nodes shows it.", []string{"state"}, nil)
 	descGPUs  = prometheus.NewDesc("gpud_gpus", "Whole GPUs registered, by model.", []string{"model"}, nil)
 	descAlloc = prometheus.NewDesc("gpud_gpus_allocated", "Whole GPUs held by a live allocation, by model.", []string{"model"}, nil)
+	descFS    = prometheus.NewDesc("gpud_fairshare_factor", "Fair Tree fairshare factor in [0,1] of each user in each account (as gpuq share shows it); at most 1000 series.",
+		[]string{"account", "user"}, nil)
+	descFSDropped = prometheus.NewDesc("gpud_fairshare_factor_dropped", "Users whose gpud_fairshare_factor series were left out to bound cardinality.", nil, nil)
 )
 
 // statsCollector turns one controller.Stats per scrape into gauges.
 type statsCollector struct{ src StatsSource }
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descPending, descNodes, descGPUs, descAlloc} {
+	for _, d := range []*prometheus.Desc{descJobs, descPending, descNodes, descGPUs, descAlloc, descFS, descFSDropped} {
 		ch <- d
 	}
 }
@@ -163,4 +184,8 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descGPUs, prometheus.GaugeValue, float64(g.Total), g.Model)
 		ch <- prometheus.MustNewConstMetric(descAlloc, prometheus.GaugeValue, float64(g.Allocated), g.Model)
 	}
+	for _, f := range s.Fairshare {
+		ch <- prometheus.MustNewConstMetric(descFS, prometheus.GaugeValue, f.Factor, f.Account, f.User)
+	}
+	ch <- prometheus.MustNewConstMetric(descFSDropped, prometheus.GaugeValue, float64(s.FairshareDropped))
 }

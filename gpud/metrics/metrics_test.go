@@ -136,6 +136,10 @@ type fakeSampler struct {
 
 func (f *fakeSampler) Sample(context.Context) ([]gpu.Sample, error) { return f.s, f.err }
 
+type fakeMIG []gpu.MIGGPU
+
+func (f fakeMIG) MIGState(context.Context) ([]gpu.MIGGPU, error) { return f, nil }
+
 type fakeJobs []node.RunningJob
 
 func (f fakeJobs) RunningJobs() []node.RunningJob { return f }
@@ -147,34 +151,46 @@ func TestNodeScrape(t *testing.T) {
 		// A GPU whose driver reads no power and no XID.
 		{Index: 1, UUID: "GPU-1", UtilPct: 0, MemUsedMiB: 0, TempC: 33, HasUtil: true, HasMem: true, HasTemp: true},
 	}}
-	jobs := fakeJobs{{JobID: 42, AllocID: "42.1", User: "alice", Account: "ml", GPUs: []string{"GPU-0"}}, {JobID: 43, AllocID: "43.1", User: "bob"}}
-	m := NewNode("gpu01", gpus, sampler, jobs)
+	jobs := fakeJobs{{JobID: 42, AllocID: "42.1", User: "alice", Account: "ml", GPUs: []string{"GPU-0"}, CPUSeconds: 12.5, MemBytes: 1 << 30, HasUsage: true},
+		{JobID: 43, AllocID: "43.1", User: "bob", GPUs: []string{"MIG-x"}}}
+	// GPU-1 is in MIG mode; job 43 holds one 1g.10gb instance (GI 7).
+	mig := fakeMIG{{Index: 1, UUID: "GPU-1", Capable: true, Instances: []gpu.MIGDevice{
+		{UUID: "MIG-x", ParentUUID: "GPU-1", Profile: "1g.10gb", GI: 7}, {UUID: "MIG-idle", ParentUUID: "GPU-1", Profile: "1g.10gb", GI: 8}}}}
+	m := NewNode("gpu01", gpus, sampler, jobs, WithMIG(mig))
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	want := `
 # HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).
 # TYPE DCGM_FI_DEV_FB_USED gauge
-DCGM_FI_DEV_FB_USED{Hostname="gpu01",UUID="GPU-0",account="ml",gpu="0",job_id="42",modelName="NVIDIA H100 80GB HBM3",user="alice"} 40960
-DCGM_FI_DEV_FB_USED{Hostname="gpu01",UUID="GPU-1",account="",gpu="1",job_id="",modelName="NVIDIA H100 80GB HBM3",user=""} 0
+DCGM_FI_DEV_FB_USED{GPU_I_ID="",GPU_I_PROFILE="",Hostname="gpu01",UUID="GPU-0",account="ml",gpu="0",job_id="42",modelName="NVIDIA H100 80GB HBM3",user="alice"} 40960
+DCGM_FI_DEV_FB_USED{GPU_I_ID="",GPU_I_PROFILE="",Hostname="gpu01",UUID="GPU-1",account="",gpu="1",job_id="",modelName="NVIDIA H100 80GB HBM3",user=""} 0
 # HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).
 # TYPE DCGM_FI_DEV_GPU_TEMP gauge
-DCGM_FI_DEV_GPU_TEMP{Hostname="gpu01",UUID="GPU-0",account="ml",gpu="0",job_id="42",modelName="NVIDIA H100 80GB HBM3",user="alice"} 61
-DCGM_FI_DEV_GPU_TEMP{Hostname="gpu01",UUID="GPU-1",account="",gpu="1",job_id="",modelName="NVIDIA H100 80GB HBM3",user=""} 33
+DCGM_FI_DEV_GPU_TEMP{GPU_I_ID="",GPU_I_PROFILE="",Hostname="gpu01",UUID="GPU-0",account="ml",gpu="0",job_id="42",modelName="NVIDIA H100 80GB HBM3",user="alice"} 61
+DCGM_FI_DEV_GPU_TEMP{GPU_I_ID="",GPU_I_PROFILE="",Hostname="gpu01",UUID="GPU-1",account="",gpu="1",job_id="",modelName="NVIDIA H100 80GB HBM3",user=""} 33
+DCGM_FI_DEV_GPU_TEMP{GPU_I_ID="7",GPU_I_PROFILE="1g.10gb",Hostname="gpu01",UUID="GPU-1",account="",gpu="1",job_id="43",modelName="NVIDIA H100 80GB HBM3",user="bob"} 33
 # HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).
 # TYPE DCGM_FI_DEV_GPU_UTIL gauge
-DCGM_FI_DEV_GPU_UTIL{Hostname="gpu01",UUID="GPU-0",account="ml",gpu="0",job_id="42",modelName="NVIDIA H100 80GB HBM3",user="alice"} 87
-DCGM_FI_DEV_GPU_UTIL{Hostname="gpu01",UUID="GPU-1",account="",gpu="1",job_id="",modelName="NVIDIA H100 80GB HBM3",user=""} 0
+DCGM_FI_DEV_GPU_UTIL{GPU_I_ID="",GPU_I_PROFILE="",Hostname="gpu01",UUID="GPU-0",account="ml",gpu="0",job_id="42",modelName="NVIDIA H100 80GB HBM3",user="alice"} 87
+DCGM_FI_DEV_GPU_UTIL{GPU_I_ID="",GPU_I_PROFILE="",Hostname="gpu01",UUID="GPU-1",account="",gpu="1",job_id="",modelName="NVIDIA H100 80GB HBM3",user=""} 0
 # HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).
 # TYPE DCGM_FI_DEV_POWER_USAGE gauge
-DCGM_FI_DEV_POWER_USAGE{Hostname="gpu01",UUID="GPU-0",account="ml",gpu="0",job_id="42",modelName="NVIDIA H100 80GB HBM3",user="alice"} 512.5
+DCGM_FI_DEV_POWER_USAGE{GPU_I_ID="",GPU_I_PROFILE="",Hostname="gpu01",UUID="GPU-0",account="ml",gpu="0",job_id="42",modelName="NVIDIA H100 80GB HBM3",user="alice"} 512.5
 # HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.
 # TYPE DCGM_FI_DEV_XID_ERRORS gauge
-DCGM_FI_DEV_XID_ERRORS{Hostname="gpu01",UUID="GPU-0",account="ml",gpu="0",job_id="42",modelName="NVIDIA H100 80GB HBM3",user="alice"} 0
+DCGM_FI_DEV_XID_ERRORS{GPU_I_ID="",GPU_I_PROFILE="",Hostname="gpu01",UUID="GPU-0",account="ml",gpu="0",job_id="42",modelName="NVIDIA H100 80GB HBM3",user="alice"} 0
 # HELP gpud_node_jobs_running Jobs (allocations) running on this node.
 # TYPE gpud_node_jobs_running gauge
 gpud_node_jobs_running{Hostname="gpu01"} 2
+# HELP gpud_job_cpu_seconds_total CPU time a running job's cgroup used since its start, as the usage sampler last read it.
+# TYPE gpud_job_cpu_seconds_total counter
+gpud_job_cpu_seconds_total{Hostname="gpu01",account="ml",job_id="42",user="alice"} 12.5
+# HELP gpud_job_memory_bytes Memory in use by a running job's cgroup, as the usage sampler last read it.
+# TYPE gpud_job_memory_bytes gauge
+gpud_job_memory_bytes{Hostname="gpu01",account="ml",job_id="42",user="alice"} 1.073741824e+09
 `
-	names := []string{"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_XID_ERRORS", "gpud_node_jobs_running"}
+	names := []string{"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_XID_ERRORS",
+		"gpud_node_jobs_running", "gpud_job_cpu_seconds_total", "gpud_job_memory_bytes"}
 	if err := testutil.ScrapeAndCompare(srv.URL, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
@@ -240,7 +256,7 @@ func TestNodeScrapeMockDGX(t *testing.T) {
 	if n := strings.Count(body, "DCGM_FI_DEV_GPU_UTIL{"); n != 8 {
 		t.Errorf("%d GPU utilisation series, want 8:\n%s", n, body)
 	}
-	held := `DCGM_FI_DEV_GPU_UTIL{Hostname="gpu01",UUID="` + inv[3].UUID + `",account="ml",gpu="3",job_id="7",modelName="` + inv[3].Name + `",user="alice"}`
+	held := `DCGM_FI_DEV_GPU_UTIL{GPU_I_ID="",GPU_I_PROFILE="",Hostname="gpu01",UUID="` + inv[3].UUID + `",account="ml",gpu="3",job_id="7",modelName="` + inv[3].Name + `",user="alice"}`
 	if !strings.Contains(body, held) {
 		t.Errorf("scrape lacks %s:\n%s", held, body)
 	}
@@ -268,17 +284,20 @@ func TestGrafanaDashboardUsesExportedNames(t *testing.T) {
 	m := NewController()
 	m.AddStats(&fakeStats{s: controller.Stats{Jobs: []controller.JobCount{{State: spec.StateRunning, Partition: "p", N: 1}},
 		Pending: []controller.ReasonCount{{Reason: "Priority", N: 1}}, Nodes: []controller.NodeCount{{State: spec.NodeIdle, N: 1}},
-		GPUs: []controller.GPUCount{{Model: "h100", Total: 1}}}})
+		GPUs:      []controller.GPUCount{{Model: "h100", Total: 1}},
+		Fairshare: []controller.FairshareFactor{{Account: "lab", User: "alice", Factor: 0.5}}}})
 	m.JobStarted("p")
 	m.JobEnded("p", spec.StateCompleted)
 	m.JobRequeued("p", "")
 	m.JobPreempted("p", "requeue")
+	m.JobBackfilled("p")
+	m.JobIdle("p", "flag")
 	m.CycleDone(time.Millisecond)
 	m.ObserveRequest("GET /v1/jobs", 200, time.Millisecond)
 	ctl := httptest.NewServer(m.Handler())
 	defer ctl.Close()
 	sampler := &fakeSampler{s: []gpu.Sample{{UUID: "GPU-1", HasUtil: true, HasMem: true, HasTemp: true, HasPower: true, HasXID: true}}}
-	nd := httptest.NewServer(NewNode("n", []spec.GPU{{UUID: "GPU-1"}}, sampler, fakeJobs{}).Handler())
+	nd := httptest.NewServer(NewNode("n", []spec.GPU{{UUID: "GPU-1"}}, sampler, fakeJobs{{JobID: 1, HasUsage: true}}).Handler())
 	defer nd.Close()
 	exported := scrape(t, ctl.URL) + scrape(t, nd.URL)
 	name := regexp.MustCompile(`\b(?:gpud|DCGM)_[A-Za-z0-9_]+`)

@@ -24,19 +24,40 @@ type JobsSource interface {
 	RunningJobs() []node.RunningJob
 }
 
+// MIGSource lists the node's MIG instances (implemented by the gpu.MIG
+// backends).
+type MIGSource interface {
+	MIGState(ctx context.Context) ([]gpu.MIGGPU, error)
+}
+
+// NodeOption configures NewNode.
+type NodeOption func(*nodeCollector)
+
+// WithMIG labels MIG instances: each instance a job holds gets the parent
+// GPU's temperature and XID series with GPU_I_PROFILE and GPU_I_ID (the GPU
+// instance id) and the job's labels, as DCGM exporter labels MIG entities.
+// Utilisation, memory and power stay per parent GPU: NVML has no
+// per-instance utilisation, and splitting power would be a guess.
+func WithMIG(src MIGSource) NodeOption { return func(c *nodeCollector) { c.mig = src } }
+
 // Node holds a node agent's metrics.
 type Node struct{ reg *prometheus.Registry }
 
 // NewNode returns the node's metrics: per-GPU gauges from sampler (nil
 // for a node without a sampling backend: then only job counts), labelled
-// with the GPUs of inv and the jobs of jobs, on host hostname.
-func NewNode(hostname string, gpus []spec.GPU, sampler gpu.Sampler, jobs JobsSource) *Node {
+// with the GPUs of inv and the jobs of jobs, on host hostname, and each
+// running job's cgroup CPU time and memory.
+func NewNode(hostname string, gpus []spec.GPU, sampler gpu.Sampler, jobs JobsSource, opts ...NodeOption) *Node {
 	reg := prometheus.NewRegistry()
 	byUUID := make(map[string]spec.GPU, len(gpus))
 	for _, g := range gpus {
 		byUUID[g.UUID] = g
 	}
-	reg.MustRegister(&nodeCollector{host: hostname, gpus: byUUID, sampler: sampler, jobs: jobs},
+	nc := &nodeCollector{host: hostname, gpus: byUUID, sampler: sampler, jobs: jobs}
+	for _, o := range opts {
+		o(nc)
+	}
+	reg.MustRegister(nc,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return &Node{reg: reg}
 }
@@ -47,8 +68,9 @@ func (n *Node) Handler() http.Handler {
 	return promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// gpuLabels are DCGM exporter's, then the job's.
-var gpuLabels = []string{"gpu", "UUID", "modelName", "Hostname", "job_id", "user", "account"}
+// gpuLabels are DCGM exporter's (GPU_I_PROFILE and GPU_I_ID empty but on
+// a MIG instance's series), then the job's.
+var gpuLabels = []string{"gpu", "UUID", "modelName", "Hostname", "GPU_I_PROFILE", "GPU_I_ID", "job_id", "user", "account"}
 
 func gpuDesc(name, help string) *prometheus.Desc {
 	return prometheus.NewDesc(name, help, gpuLabels, nil)
@@ -61,6 +83,10 @@ var (
 	descPower    = gpuDesc("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).")
 	descXID      = gpuDesc("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.")
 	descNodeJobs = prometheus.NewDesc("gpud_node_jobs_running", "Jobs (allocations) running on this node.", []string{"Hostname"}, nil)
+	descJobCPU   = prometheus.NewDesc("gpud_job_cpu_seconds_total", "CPU time a running job's cgroup used since its start, as the usage sampler last read it.",
+		[]string{"Hostname", "job_id", "user", "account"}, nil)
+	descJobMem = prometheus.NewDesc("gpud_job_memory_bytes", "Memory in use by a running job's cgroup, as the usage sampler last read it.",
+		[]string{"Hostname", "job_id", "user", "account"}, nil)
 )
 
 type nodeCollector struct {
@@ -68,10 +94,11 @@ type nodeCollector struct {
 	gpus    map[string]spec.GPU
 	sampler gpu.Sampler
 	jobs    JobsSource
+	mig     MIGSource
 }
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUtil, descFB, descTemp, descPower, descXID, descNodeJobs} {
+	for _, d := range []*prometheus.Desc{descUtil, descFB, descTemp, descPower, descXID, descNodeJobs, descJobCPU, descJobMem} {
 		ch <- d
 	}
 }
@@ -79,6 +106,14 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	running := c.jobs.RunningJobs()
 	ch <- prometheus.MustNewConstMetric(descNodeJobs, prometheus.GaugeValue, float64(len(running)), c.host)
+	for _, j := range running {
+		if !j.HasUsage {
+			continue
+		}
+		id := strconv.FormatUint(uint64(j.JobID), 10)
+		ch <- prometheus.MustNewConstMetric(descJobCPU, prometheus.CounterValue, j.CPUSeconds, c.host, id, j.User, j.Account)
+		ch <- prometheus.MustNewConstMetric(descJobMem, prometheus.GaugeValue, float64(j.MemBytes), c.host, id, j.User, j.Account)
+	}
 	if c.sampler == nil {
 		return
 	}
@@ -101,7 +136,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		if held {
 			jobID = strconv.FormatUint(uint64(j.JobID), 10)
 		}
-		labels := []string{strconv.Itoa(s.Index), s.UUID, c.gpus[s.UUID].Name, c.host, jobID, j.User, j.Account}
+		labels := []string{strconv.Itoa(s.Index), s.UUID, c.gpus[s.UUID].Name, c.host, "", "", jobID, j.User, j.Account}
 		for _, v := range []struct {
 			d   *prometheus.Desc
 			has bool
@@ -112,6 +147,43 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		} {
 			if v.has {
 				ch <- prometheus.MustNewConstMetric(v.d, prometheus.GaugeValue, v.v, labels...)
+			}
+		}
+	}
+	if c.mig != nil {
+		c.collectMIG(ctx, ch, samples, owner)
+	}
+}
+
+// collectMIG emits, for each MIG instance a job holds, its parent GPU's
+// temperature and XID labelled with the instance and the job.
+func (c *nodeCollector) collectMIG(ctx context.Context, ch chan<- prometheus.Metric, samples []gpu.Sample, owner map[string]node.RunningJob) {
+	state, err := c.mig.MIGState(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descTemp, fmt.Errorf("read MIG instances: %w", err))
+		return
+	}
+	byUUID := make(map[string]gpu.Sample, len(samples))
+	for _, s := range samples {
+		byUUID[s.UUID] = s
+	}
+	for _, g := range state {
+		s, ok := byUUID[g.UUID]
+		if !ok {
+			continue
+		}
+		for _, in := range g.Instances {
+			j, held := owner[in.UUID]
+			if !held {
+				continue
+			}
+			labels := []string{strconv.Itoa(g.Index), g.UUID, c.gpus[g.UUID].Name, c.host, in.Profile, strconv.Itoa(in.GI),
+				strconv.FormatUint(uint64(j.JobID), 10), j.User, j.Account}
+			if s.HasTemp {
+				ch <- prometheus.MustNewConstMetric(descTemp, prometheus.GaugeValue, s.TempC, labels...)
+			}
+			if s.HasXID {
+				ch <- prometheus.MustNewConstMetric(descXID, prometheus.GaugeValue, s.XID, labels...)
 			}
 		}
 	}

@@ -53,6 +53,9 @@ type Agent struct {
 	// owners is who each assigned allocation belongs to, from the last
 	// assignments answer (adopted runners learn it there too).
 	owners map[string]RunningJob
+	// cgroups is each running allocation's last cgroup reading, taken by
+	// the usage sampler (RunningJob.CPUSeconds, MemBytes).
+	cgroups map[string]runtime.TaskUsage
 	// runnerWG counts runner goroutines; Run waits for it after its loops.
 	runnerWG sync.WaitGroup
 }
@@ -92,6 +95,7 @@ func New(cfg Config, client *api.Client, rt runtime.Runtime, opts ...Option) (*A
 		kick:    make(chan struct{}, 1),
 		runners: map[string]*runner{},
 		owners:  map[string]RunningJob{},
+		cgroups: map[string]runtime.TaskUsage{},
 		migs:    migDevs{whole: map[string]int{}},
 		pins:    newCPUPins(cfg.SysfsRoot, o.log),
 	}, nil
@@ -127,6 +131,11 @@ type RunningJob struct {
 	Attempt     int
 	Start       time.Time
 	GPUFraction float64
+	// CPUSeconds (since the task started) and MemBytes (in use) are the
+	// job's cgroup as the usage sampler last read it, when HasUsage.
+	CPUSeconds float64
+	MemBytes   int64
+	HasUsage   bool
 }
 
 // RunningJobs lists the jobs the agent has runners for, by alloc ID. A
@@ -141,6 +150,9 @@ func (a *Agent) RunningJobs() []RunningJob {
 		j, ok := a.owners[id]
 		if !ok {
 			j = RunningJob{JobID: r.jobID, AllocID: id}
+		}
+		if u, ok := a.cgroups[id]; ok {
+			j.CPUSeconds, j.MemBytes, j.HasUsage = u.CPUSeconds, u.MemBytes, true
 		}
 		out = append(out, j)
 	}

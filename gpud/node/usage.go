@@ -77,6 +77,10 @@ func (a *Agent) sampleUsage(ctx context.Context, last map[string]usagePoint) {
 				var err error
 				if tu, err = reader.TaskUsage(ctx, id); err != nil {
 					a.log.Debug("read cgroup usage", "alloc_id", j.AllocID, "err", err)
+				} else {
+					a.mu.Lock()
+					a.cgroups[j.AllocID] = tu
+					a.mu.Unlock()
 				}
 			}
 		}
@@ -101,6 +105,13 @@ func (a *Agent) sampleUsage(ctx context.Context, last map[string]usagePoint) {
 			delete(last, id)
 		}
 	}
+	a.mu.Lock()
+	for id := range a.cgroups {
+		if !live[id] {
+			delete(a.cgroups, id)
+		}
+	}
+	a.mu.Unlock()
 	select {
 	case a.kick <- struct{}{}:
 	default:

@@ -89,6 +89,16 @@ func TestUsageSamples(t *testing.T) {
 	if got[0].Usage.ID == got[1].Usage.ID {
 		t.Errorf("two samples share the ID %s", got[0].Usage.ID)
 	}
+	// The node's metrics read the last cgroup reading per running job.
+	var seen []RunningJob
+	for _, j := range e.agent.RunningJobs() {
+		if j.AllocID == "a7" {
+			seen = append(seen, j)
+		}
+	}
+	if len(seen) != 1 || !seen[0].HasUsage || seen[0].CPUSeconds != 40 || seen[0].MemBytes != 512<<20 {
+		t.Errorf("RunningJobs a7 = %+v; want the last cgroup reading, 40 CPU-s and 512 MiB", seen)
+	}
 	e.rt.Exit(cid, runtime.ExitStatus{Code: 0})
 	e.waitExited(t, "a7")
 	e.clock.Advance(10 * time.Second)

@@ -387,7 +387,7 @@ func (c *cycle) startMIG(j *Job, allocs []spec.NodeAlloc, nodes []int, dur int64
 	if c.track {
 		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur)}
 	}
-	c.plan.Starts = append(c.plan.Starts, Start{JobID: j.ID, Nodes: allocs})
+	c.plan.Starts = append(c.plan.Starts, Start{JobID: j.ID, Nodes: allocs, Backfilled: c.reserving(j)})
 	if c.limits {
 		c.count(j.QOS, j.User, j.Account, jobGPUs(j))
 	}

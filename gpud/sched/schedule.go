@@ -86,6 +86,9 @@ type runJob struct {
 type startRec struct {
 	parts   []runPart
 	at, end int64
+	// who is the reserved job in scheduling order (reservations only),
+	// so a later start can tell whether it backfills under it.
+	who wjob
 }
 
 type runPart struct {
@@ -440,15 +443,7 @@ func (c *cycle) order() []wjob {
 		j := &c.snap.Jobs[i]
 		jobs[i] = wjob{j: j, prio: c.priority(j).Total}
 	}
-	slices.SortFunc(jobs, func(a, b wjob) int {
-		if x := cmp.Compare(b.prio, a.prio); x != 0 {
-			return x
-		}
-		if x := a.j.SubmitTime.Compare(b.j.SubmitTime); x != 0 {
-			return x
-		}
-		return cmp.Compare(a.j.ID, b.j.ID)
-	})
+	slices.SortFunc(jobs, queueOrder)
 	return jobs
 }
 
@@ -859,7 +854,7 @@ func (c *cycle) start(j *Job, picks []pick, dur int64) {
 	if c.track {
 		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur)}
 	}
-	c.plan.Starts = append(c.plan.Starts, Start{JobID: j.ID, Nodes: allocs})
+	c.plan.Starts = append(c.plan.Starts, Start{JobID: j.ID, Nodes: allocs, Backfilled: c.reserving(j)})
 	if c.limits {
 		c.count(j.QOS, j.User, j.Account, jobGPUs(j))
 	}
@@ -988,6 +983,38 @@ func (c *cycle) reserve(j *Job, dur int64) (time.Time, bool) {
 	return c.now.Add(time.Duration(at)), true
 }
 
+// reserving reports whether a job ordered before j holds a reservation
+// now: one made earlier in this cycle (jobs are decided in order, so any)
+// or, in an incremental State call, one the last full cycle made for a job
+// ahead of j in the queue.
+func (c *cycle) reserving(j *Job) bool {
+	if len(c.plan.Reservations) > 0 {
+		return true
+	}
+	if len(c.resv) == 0 {
+		return false
+	}
+	me := wjob{j: j, prio: c.priority(j).Total}
+	for _, r := range c.resv {
+		if r.who.j != nil && r.who.j.ID != j.ID && queueOrder(r.who, me) < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// queueOrder is the scheduling order: priority descending, then submit
+// time, then job ID.
+func queueOrder(a, b wjob) int {
+	if x := cmp.Compare(b.prio, a.prio); x != 0 {
+		return x
+	}
+	if x := a.j.SubmitTime.Compare(b.j.SubmitTime); x != 0 {
+		return x
+	}
+	return cmp.Compare(a.j.ID, b.j.ID)
+}
+
 // hold commits a reservation of j on nodes from at for dur.
 func (c *cycle) hold(j *Job, nodes []int, at, dur int64) {
 	end := backfill.Add(at, dur)
@@ -1009,7 +1036,7 @@ func (c *cycle) hold(j *Job, nodes []int, at, dur int64) {
 		parts = append(parts, runPart{node: ni, res: res})
 	}
 	if c.track {
-		c.resv[j.ID] = startRec{parts: parts, at: at, end: end}
+		c.resv[j.ID] = startRec{parts: parts, at: at, end: end, who: wjob{j: j, prio: c.priority(j).Total}}
 	}
 	c.plan.Reservations = append(c.plan.Reservations, rv)
 }

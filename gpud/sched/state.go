@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"cmp"
 	"slices"
 	"time"
 
@@ -76,15 +75,7 @@ func (st *State) Submit(j Job, now time.Time) Plan {
 	st.at(now)
 	jp := &j
 	wj := wjob{j: jp, prio: c.priority(jp).Total}
-	i, _ := slices.BinarySearchFunc(c.queue, wj, func(a, b wjob) int {
-		if x := cmp.Compare(b.prio, a.prio); x != 0 {
-			return x
-		}
-		if x := a.j.SubmitTime.Compare(b.j.SubmitTime); x != 0 {
-			return x
-		}
-		return cmp.Compare(a.j.ID, b.j.ID)
-	})
+	i, _ := slices.BinarySearchFunc(c.queue, wj, queueOrder)
 	c.queue = slices.Insert(c.queue, i, wj)
 	c.decide(wj, false)
 	for _, s := range c.plan.Starts {

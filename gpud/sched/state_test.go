@@ -28,8 +28,8 @@ func TestStateSubmitAndEnd(t *testing.T) {
 		t.Fatalf("reservations %+v, want job 2 at +10m", plan.Reservations)
 	}
 	p := st.Submit(job(3, 1, 2, func(j *Job) { j.TimeLimit = time.Minute; j.SubmitTime = now }), now)
-	if len(p.Starts) != 1 || p.Starts[0].JobID != 3 {
-		t.Errorf("submit of a short job: %+v, want it started", p)
+	if len(p.Starts) != 1 || p.Starts[0].JobID != 3 || !p.Starts[0].Backfilled {
+		t.Errorf("submit of a short job: %+v, want it started, backfilled under job 2's reservation", p)
 	}
 	p = st.Submit(job(4, 1, 2, func(j *Job) { j.TimeLimit = time.Hour; j.SubmitTime = now }), now)
 	if len(p.Starts) != 0 || len(p.Pending) != 1 || p.Pending[0].Reason != spec.ReasonReservation {
@@ -41,7 +41,7 @@ func TestStateSubmitAndEnd(t *testing.T) {
 		t.Errorf("end of job 1 started %+v while job 3 holds 2 GPUs", p.Starts)
 	}
 	p = st.End(3, now.Add(2*time.Second))
-	if len(p.Starts) != 1 || p.Starts[0].JobID != 2 || len(p.Starts[0].Nodes[0].GPUs) != 8 {
-		t.Errorf("end of job 3: %+v, want job 2 on 8 GPUs", p)
+	if len(p.Starts) != 1 || p.Starts[0].JobID != 2 || len(p.Starts[0].Nodes[0].GPUs) != 8 || p.Starts[0].Backfilled {
+		t.Errorf("end of job 3: %+v, want job 2 on 8 GPUs, not backfilled (its own reservation)", p)
 	}
 }

@@ -245,6 +245,11 @@ type Preemption struct {
 type Start struct {
 	JobID spec.JobID
 	Nodes []spec.NodeAlloc
+	// Backfilled is set when the job starts while a reservation is held
+	// for another job (in a full cycle, always one ordered before it): it
+	// starts only because it does not delay that job
+	// (gpud_backfill_starts_total counts these).
+	Backfilled bool
 }
 
 // Pending says why a job waits. Detail is a short human explanation.

@@ -383,6 +383,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	evs := make([]controller.NodeEvent, 0, len(req.Events))
 	var samples []accounting.UsageSample
+	var seen []controller.UsageSeen
 	var usageSeq uint64
 	for _, e := range req.Events {
 		if e.Kind == api.EventUsage {
@@ -393,6 +394,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				Node: r.PathValue("name"), Start: u.Start.Time, End: u.End.Time, GPUs: u.GPUs,
 				GPUUtilAvg: u.GPUUtilAvg, GPUUtilMax: u.GPUUtilMax, GPUMemMiB: u.GPUMemMiB, PowerW: u.PowerW,
 				EnergyJ: u.EnergyJ, CPUSeconds: u.CPUSeconds, MemMiB: u.MemMiB})
+			seen = append(seen, controller.UsageSeen{JobID: e.JobID, Attempt: u.Attempt, Start: u.Start.Time, End: u.End.Time,
+				GPUs: u.GPUs, GPUUtilMax: u.GPUUtilMax})
 			usageSeq = max(usageSeq, e.Seq)
 			continue
 		}
@@ -410,6 +413,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "store %d usage samples: %v; the node retries", len(samples), err))
 			return
 		}
+	}
+	// The idle-GPU policy judges the samples once they are stored; a
+	// failure here loses no sample, only delays a flag to the next ones.
+	if err := s.c.ObserveUsage(r.Context(), r.PathValue("name"), seen); err != nil {
+		s.log.Warn("idle-GPU policy did not see usage samples", "node", r.PathValue("name"), "err", err)
 	}
 	s.writeJSON(w, api.EventsResponse{AckedSeq: max(acked, usageSeq)})
 }

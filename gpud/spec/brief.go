@@ -22,6 +22,7 @@ func (j *Job) AppendBriefJSON(b []byte) []byte {
 	b = appendStringField(b, `,"qos":`, j.QOS)
 	b = appendStringField(b, `,"state":`, string(j.State))
 	b = appendStringField(b, `,"reason":`, j.Reason)
+	b = appendStringField(b, `,"idle_gpu":`, j.IdleGPU)
 	if j.ExitCode != 0 {
 		b = append(b, `,"exit_code":`...)
 		b = strconv.AppendInt(b, int64(j.ExitCode), 10)

@@ -15,7 +15,7 @@ func TestAppendBriefJSON(t *testing.T) {
 			GPUFraction: 0.25, TotalGPUs: 8, Exclusive: true, NodeList: []string{"n1"}},
 		TimeLimit: Duration(time.Hour), Script: "x", Env: []string{"A=1"}, WorkDir: "/w", Comment: "c"},
 		User: "jürgen", UID: 7, State: StateRunning, Reason: ReasonNone, ExitCode: 3, Priority: -5,
-		SubmitTime: at, StartTime: at, EndTime: at, ExpectedStart: at, Attempt: 2,
+		SubmitTime: at, StartTime: at, EndTime: at, ExpectedStart: at, Attempt: 2, IdleGPU: "below 5% for 30 min",
 		Nodes: []string{"gpu01", "gpu02"}, GPUs: []string{"GPU-1", "MIG-2"}}
 	// What the brief view keeps: the gpuq --json contract fields and what
 	// the table shows.
@@ -23,7 +23,7 @@ func TestAppendBriefJSON(t *testing.T) {
 		Resources: Resources{Nodes: 2, GPUsPerNode: 4, GPUModel: "h100", GPUProfile: "1g.10gb", GPUFraction: 0.25, TotalGPUs: 8},
 		TimeLimit: Duration(time.Hour)},
 		User: "jürgen", State: StateRunning, Reason: ReasonNone, ExitCode: 3, Priority: -5,
-		SubmitTime: at, StartTime: at, EndTime: at, ExpectedStart: at,
+		SubmitTime: at, StartTime: at, EndTime: at, ExpectedStart: at, IdleGPU: "below 5% for 30 min",
 		Nodes: []string{"gpu01", "gpu02"}, GPUs: []string{"GPU-1", "MIG-2"}}
 	for _, tc := range []struct {
 		name     string

@@ -192,6 +192,10 @@ type Job struct {
 	StderrPath string `json:"stderr_path,omitempty"`
 	// ExpectedStart is the scheduler's estimate for a pending job.
 	ExpectedStart Time `json:"expected_start"`
+	// IdleGPU is set while the running job's GPUs have stayed below its
+	// idle-GPU policy's utilisation for the policy's time ("below 5% for
+	// 30 min"); cleared when they get busy again. gpuq shows it.
+	IdleGPU string `json:"idle_gpu,omitempty"`
 }
 
 // CheckpointRef identifies a sealed checkpoint of a job as its node

@@ -82,6 +82,7 @@ var JobFields = []struct {
 	{'S', "START_TIME", "start time, or the expected start of a pending job"},
 	{'V', "SUBMIT_TIME", "submit time"},
 	{'r', "REASON", "pending reason, or why the job ended"},
+	{'G', "IDLE_GPU", "IdleGPU when the job's GPUs sat below its idle-GPU policy's utilisation for its time, else empty"},
 }
 
 type field struct {
@@ -314,6 +315,11 @@ func appendJobField(b []byte, j *spec.Job, verb byte, now time.Time) []byte {
 		return appendTime(b, j.SubmitTime)
 	case 'r':
 		return orNA(b, j.Reason)
+	case 'G':
+		if j.IdleGPU != "" {
+			return append(b, "IdleGPU"...)
+		}
+		return b
 	}
 	return b
 }

@@ -47,7 +47,7 @@ func WriteJobShow(w io.Writer, j *spec.Job, now time.Time) error {
 		{"ExpectedStart=" + tm(j.ExpectedStart), "Dependency=" + null(j.Depend), "Array=" + null(j.Array)},
 		{"Partition=" + null(j.Partition), "NodeList=" + null(CompressHosts(j.Nodes)), "ReqNodeList=" + null(strings.Join(r.NodeList, ",")), "ExcNodeList=" + null(strings.Join(r.Exclude, ","))},
 		{"NumNodes=" + strconv.Itoa(r.Nodes), "CPUsPerNode=" + strconv.Itoa(r.CPUsPerNode), "MemPerNode=" + MiB(r.MemMiB), "TresPerNode=" + null(GPURequest(r)), "Exclusive=" + boolNum(r.Exclusive), "Features=" + null(r.Constraint)},
-		{"GPUs=" + null(strings.Join(j.GPUs, ","))},
+		{"GPUs=" + null(strings.Join(j.GPUs, ",")), "IdleGPU=" + null(j.IdleGPU)},
 		{"WorkDir=" + null(j.WorkDir), "SubmitDir=" + null(j.SubmitDir)},
 		{"StdOut=" + null(firstNonEmpty(j.StdoutPath, j.Output)), "StdErr=" + null(firstNonEmpty(j.StderrPath, j.Error, j.StdoutPath, j.Output))},
 		{"Image=" + null(j.Image), "Signal=" + null(j.JobSpec.Signal), "CheckpointInterval=" + ckpt(j.Ckpt), "Comment=" + null(j.Comment)},

@@ -21,7 +21,9 @@ func TestBackfillMustShow(t *testing.T) {
 	t.Parallel()
 	h := New(t, MakeNode("n1").GPUs(8).Obj())
 	h.Submit(MakeJob(1).GPUs(4).Time(10 * time.Minute).Obj())
-	h.Cycle()
+	if first := h.Cycle(); len(first.Starts) != 1 || first.Starts[0].Backfilled {
+		t.Errorf("first cycle starts %+v; want job 1, not backfilled (no reservation held)", first.Starts)
+	}
 	if !h.IsRunning(1) {
 		t.Fatal("job 1 did not start")
 	}
@@ -37,6 +39,11 @@ func TestBackfillMustShow(t *testing.T) {
 	}
 	if !h.IsRunning(3) {
 		t.Errorf("job 3 (2 GPUs, 1 min) did not backfill; plan %+v", plan)
+	}
+	for _, s := range plan.Starts {
+		if !s.Backfilled || s.JobID != 3 {
+			t.Errorf("start %d: Backfilled = %v; want only job 3's start, made under job 2's reservation", s.JobID, s.Backfilled)
+		}
 	}
 	if got, want := h.Reason(4), spec.ReasonReservation; got != want {
 		t.Errorf("job 4 reason = %q, want %q", got, want)

@@ -80,13 +80,13 @@ func TestMockHealthFileOverridesReadings(t *testing.T) {
 	if diff := cmp.Diff(sample(t, BackendDGXH100, WithMockSeed("node-a")), plain); diff != "" {
 		t.Fatalf("absent hook file changed readings (-want +got):\n%s", diff)
 	}
-	body := `{"3": {"temp_c": 90}, "` + plain[5].UUID + `": {"xid": 79, "ecc_uncorrected": 2}}`
+	body := `{"3": {"temp_c": 90, "util": 1.5}, "` + plain[5].UUID + `": {"xid": 79, "ecc_uncorrected": 2}}`
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	got := sample(t, BackendDGXH100, opts...)
 	want := slices.Clone(plain)
-	want[3].TempC = 90
+	want[3].TempC, want[3].UtilPct = 90, 1.5
 	want[5].XID, want[5].ECCUncorrected = 79, 2
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("overridden samples (-want +got):\n%s", diff)
