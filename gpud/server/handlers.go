@@ -41,6 +41,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+v+"/fairshare", s.fairshareTree)
 	m.HandleFunc("GET "+v+"/accounting/jobs", s.acctJobs)
 	m.HandleFunc("GET "+v+"/accounting/summary", s.acctSummary)
+	m.HandleFunc("GET "+v+"/accounting/cluster", s.acctCluster)
 	m.HandleFunc("GET "+v+"/audit", s.auditList)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrNotFound, "no API endpoint %s %s; this controller serves /%s", r.Method, r.URL.Path, api.Version))
