@@ -212,7 +212,7 @@ func (s *Server) acctCluster(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "the window %s to %s is empty; pick an end after the start", f.Start.Format(time.RFC3339), f.End.Format(time.RFC3339)))
 		return
 	}
-	bucket := max(time.Minute, (f.End.Sub(f.Start)/100).Truncate(time.Second))
+	bucket := max(time.Minute, (f.End.Sub(f.Start) / 100).Truncate(time.Second))
 	if v := q.Get("bucket"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
