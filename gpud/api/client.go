@@ -596,6 +596,14 @@ func (c *Client) AcctCluster(ctx context.Context, start, end time.Time, bucket t
 	return out, err
 }
 
+// LatestUsage lists the newest usage sample of each job on each node
+// from the last few minutes (gpuq top): GET /v1/usage/latest.
+func (c *Client) LatestUsage(ctx context.Context) ([]LatestUsage, error) {
+	var out LatestUsageResponse
+	err := c.do(ctx, http.MethodGet, "/usage/latest", nil, nil, &out)
+	return out.Samples, err
+}
+
 // Audit lists the audit log entries f selects, oldest first (operator or
 // admin only).
 func (c *Client) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {

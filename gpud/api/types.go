@@ -386,6 +386,28 @@ type AcctClusterResponse struct {
 	Series []AcctUtilPoint  `json:"series"`
 }
 
+// LatestUsage is the newest usage sample of a job on a node (GET
+// /v1/usage/latest, gpuq top): the UsageSample fields a live view needs.
+type LatestUsage struct {
+	Node    string     `json:"node"`
+	JobID   spec.JobID `json:"job_id"`
+	Attempt int        `json:"attempt"`
+	End     spec.Time  `json:"end"`
+	GPUs    int        `json:"gpus"`
+	// GPUUtilAvg and GPUUtilMax are percentages over the job's GPUs on
+	// the node; GPUMemMiB and PowerW are summed over them.
+	GPUUtilAvg float64 `json:"gpu_util_avg"`
+	GPUUtilMax float64 `json:"gpu_util_max"`
+	GPUMemMiB  float64 `json:"gpu_mem_mib"`
+	PowerW     float64 `json:"power_w"`
+}
+
+// LatestUsageResponse is GET /v1/usage/latest: the newest sample of each
+// job on each node from the last five minutes, by node and job.
+type LatestUsageResponse struct {
+	Samples []LatestUsage `json:"samples"`
+}
+
 // PriorityFactors are the multifactor priority's factors of one job.
 type PriorityFactors struct {
 	Age       float64 `json:"age"`

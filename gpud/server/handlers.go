@@ -42,6 +42,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+v+"/accounting/jobs", s.acctJobs)
 	m.HandleFunc("GET "+v+"/accounting/summary", s.acctSummary)
 	m.HandleFunc("GET "+v+"/accounting/cluster", s.acctCluster)
+	m.HandleFunc("GET "+v+"/usage/latest", s.usageLatest)
 	m.HandleFunc("GET "+v+"/audit", s.auditList)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrNotFound, "no API endpoint %s %s; this controller serves /%s", r.Method, r.URL.Path, api.Version))
@@ -412,6 +413,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	s.latest.add(samples)
 	s.writeJSON(w, api.EventsResponse{AckedSeq: max(acked, usageSeq)})
 }
 
