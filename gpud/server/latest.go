@@ -59,7 +59,9 @@ func (l *latestUsage) list(now time.Time) []api.LatestUsage {
 		}
 		out = append(out, u)
 	}
-	slices.SortFunc(out, func(a, b api.LatestUsage) int { return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.JobID, b.JobID)) })
+	slices.SortFunc(out, func(a, b api.LatestUsage) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.JobID, b.JobID))
+	})
 	return out
 }
 
