@@ -62,6 +62,8 @@ type Server struct {
 	// Cluster is returned by GET /v1/accounting/cluster, with the window
 	// of the query (tests check the query for the rest).
 	Cluster api.AcctClusterResponse
+	// Latest is returned by GET /v1/usage/latest.
+	Latest []api.LatestUsage
 	// Fairshare is returned by GET /v1/fairshare.
 	Fairshare []api.FairshareRow
 	// ActionErr maps a job id or node name to the error its actions get.
@@ -147,6 +149,11 @@ func (s *Server) mux() http.Handler {
 		out.Start, _ = time.Parse(time.RFC3339, r.URL.Query().Get("start"))
 		out.End, _ = time.Parse(time.RFC3339, r.URL.Query().Get("end"))
 		reply(w, out, nil)
+	})
+	m.HandleFunc("GET /v1/usage/latest", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		reply(w, api.LatestUsageResponse{Samples: append([]api.LatestUsage{}, s.Latest...)}, nil)
 	})
 	m.HandleFunc("GET /v1/fairshare", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
