@@ -112,27 +112,59 @@ func (db *DB) ClusterUsage(ctx context.Context, start, end time.Time, bucket tim
 		series[i].CapacityGPUHours = float64(sumGPUs(gpus)) * float64(min(e, bs+width)-bs) / 3600
 	}
 
-	rs, err := db.r.QueryContext(ctx, `SELECT gpu_model, mig_profile, start_time, COALESCE(end_time, ?1), fraction FROM usage
-		WHERE start_time <= ?3 AND (end_time IS NULL OR end_time >= ?2)`, now, s, e)
-	if err != nil {
-		return ClusterUsage{}, fmt.Errorf("cluster usage: %w", err)
-	}
-	defer rs.Close()
-	for rs.Next() {
+	// The sums run inside SQLite (a million rows cost a cgo call each if
+	// read out): totals by model and profile, the allocation of rows that
+	// begin and end in one bucket by bucket, and only the rows that cross a
+	// bucket's edge are read and spread here. Rows overlap the window
+	// when they end in or after it or still run: two searches of
+	// usage_end_time (an OR of the two is planned as a scan of
+	// usage_start_time, all of history before the window's end).
+	const cols = `gpu_model, mig_profile, start_time, end_time, fraction`
+	const overlapping = `(SELECT ` + cols + ` FROM usage WHERE end_time >= ?2 AND start_time <= ?3
+		UNION ALL SELECT ` + cols + ` FROM usage WHERE end_time IS NULL AND start_time <= ?3)`
+	const clipped = `MAX(0, MIN(COALESCE(end_time, ?1), ?3) - MAX(start_time, ?2))`
+	const firstB, lastB = `((MAX(start_time, ?2) - ?2) / ?4)`, `((MIN(COALESCE(end_time, ?1), ?3) - 1 - ?2) / ?4)`
+	args := []any{now, s, e, width}
+	err := db.scan(ctx, `SELECT gpu_model, mig_profile, SUM(`+clipped+` * fraction) FROM `+overlapping+`
+		GROUP BY gpu_model, mig_profile`, args, func(sc func(...any) error) error {
 		var model, profile string
-		var a, b int64
-		var frac float64
-		if err := rs.Scan(&model, &profile, &a, &b, &frac); err != nil {
-			return ClusterUsage{}, fmt.Errorf("cluster usage: read row: %w", err)
+		var sec float64
+		if err := sc(&model, &profile, &sec); err != nil {
+			return err
 		}
-		h := float64(max(0, min(b, e)-max(a, s))) * frac / 3600
-		row(model, "").AllocatedGPUHours += h
+		row(model, "").AllocatedGPUHours += sec / 3600
 		if profile != "" {
-			row(model, profile).AllocatedGPUHours += h
+			row(model, profile).AllocatedGPUHours += sec / 3600
 		}
-		spread(a, b, frac, func(p *UtilPoint, h float64) { p.AllocatedGPUHours += h })
+		return nil
+	})
+	if err == nil {
+		err = db.scan(ctx, `SELECT `+firstB+`, SUM(`+clipped+` * fraction) FROM `+overlapping+`
+			WHERE `+firstB+` = `+lastB+` GROUP BY 1`, args, func(sc func(...any) error) error {
+			var k int
+			var sec float64
+			if err := sc(&k, &sec); err != nil {
+				return err
+			}
+			if k >= 0 && k < nb {
+				series[k].AllocatedGPUHours += sec / 3600
+			}
+			return nil
+		})
 	}
-	if err := rs.Err(); err != nil {
+	if err == nil {
+		err = db.scan(ctx, `SELECT start_time, COALESCE(end_time, ?1), fraction FROM `+overlapping+`
+			WHERE `+firstB+` != `+lastB, args, func(sc func(...any) error) error {
+			var a, b int64
+			var frac float64
+			if err := sc(&a, &b, &frac); err != nil {
+				return err
+			}
+			spread(a, b, frac, func(p *UtilPoint, h float64) { p.AllocatedGPUHours += h })
+			return nil
+		})
+	}
+	if err != nil {
 		return ClusterUsage{}, fmt.Errorf("cluster usage: %w", err)
 	}
 
@@ -241,4 +273,20 @@ func (db *DB) downIntervals(ctx context.Context, start, end time.Time) (map[stri
 		}
 	}
 	return out, nil
+}
+
+// scan runs a query on the read pool and calls each for every row with
+// the row's Scan.
+func (db *DB) scan(ctx context.Context, q string, args []any, each func(scan func(...any) error) error) error {
+	rows, err := db.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows.Scan); err != nil {
+			return fmt.Errorf("read row: %w", err)
+		}
+	}
+	return rows.Err()
 }
