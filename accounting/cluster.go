@@ -168,27 +168,24 @@ func (db *DB) ClusterUsage(ctx context.Context, start, end time.Time, bucket tim
 		return ClusterUsage{}, fmt.Errorf("cluster usage: %w", err)
 	}
 
-	// Samples carry no model: their job's does.
-	is, err := db.r.QueryContext(ctx, `SELECT j.gpu_model, j.gpu_profile, SUM(s.seconds * s.gpus) FROM usage_samples s
-		JOIN jobs j ON j.id = s.job_id
+	// A sample covers its attempt's devices on its node: each counts at
+	// its fraction of a GPU (a MIG slice its share), as allocation does.
+	err = db.scan(ctx, `SELECT u.gpu_model, u.mig_profile, SUM(s.seconds * u.fraction) FROM usage_samples s
+		JOIN usage u ON u.job_id = s.job_id AND u.attempt = s.attempt AND u.node = s.node
 		WHERE s.end_time BETWEEN ? AND ? AND s.gpu_util_avg < `+strconv.Itoa(IdleUtilPct)+`
-		GROUP BY j.gpu_model, j.gpu_profile`, s, e)
-	if err != nil {
-		return ClusterUsage{}, fmt.Errorf("cluster usage: idle samples: %w", err)
-	}
-	defer is.Close()
-	for is.Next() {
+		GROUP BY u.gpu_model, u.mig_profile`, []any{s, e}, func(sc func(...any) error) error {
 		var model, profile string
 		var sec float64
-		if err := is.Scan(&model, &profile, &sec); err != nil {
-			return ClusterUsage{}, fmt.Errorf("cluster usage: read idle row: %w", err)
+		if err := sc(&model, &profile, &sec); err != nil {
+			return err
 		}
 		row(model, "").IdleGPUHours += sec / 3600
 		if profile != "" {
 			row(model, profile).IdleGPUHours += sec / 3600
 		}
-	}
-	if err := is.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return ClusterUsage{}, fmt.Errorf("cluster usage: idle samples: %w", err)
 	}
 

@@ -17,10 +17,14 @@ func TestClusterUsage(t *testing.T) {
 	a100 := spec.Resources{Nodes: 1, CPUsPerNode: 1, GPUsPerNode: 1, GPUModel: "a100"}
 	record(t, db,
 		MakeJob(1).Ran(1, 0, node("n1", 8, "GPU-1", "GPU-2")).End(3600, spec.StateCompleted).Obj(),
-		MakeJob(2).Resources(a100).Ran(1, 7200, node("n2", 1, "GPU-9")).Obj()) // still running at now
+		MakeJob(2).Resources(a100).Ran(1, 7200, node("n2", 1, "GPU-9")).Obj(), // still running at now
+		// Two 1g.10gb slices (1/7 of a GPU each) for an hour.
+		MakeJob(3).Resources(spec.Resources{Nodes: 1, GPUsPerNode: 2, GPUModel: "h100", GPUProfile: "1g.10gb"}).
+			Ran(1, 3600, node("n1", 1, "MIG-a", "MIG-b")).End(7200, spec.StateCompleted).Obj())
 	if err := db.RecordUsageSamples(ctx, []UsageSample{
 		{ID: "s1", JobID: 1, Attempt: 1, Node: "n1", Start: at(1800).Time, End: at(3600).Time, GPUs: 2, GPUUtilAvg: 1},
 		{ID: "s2", JobID: 1, Attempt: 1, Node: "n1", Start: at(0).Time, End: at(1800).Time, GPUs: 2, GPUUtilAvg: 90},
+		{ID: "s3", JobID: 3, Attempt: 1, Node: "n1", Start: at(3600).Time, End: at(7200).Time, GPUs: 2, GPUUtilAvg: 0},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +45,8 @@ func TestClusterUsage(t *testing.T) {
 	}
 	want := []ClusterRow{
 		{Model: "a100", GPUs: 2, TotalGPUHours: 8, AllocatedGPUHours: 2, DownGPUHours: 1},
-		{Model: "h100", GPUs: 4, TotalGPUHours: 16, AllocatedGPUHours: 2, IdleGPUHours: 1, DownGPUHours: 2},
+		{Model: "h100", GPUs: 4, TotalGPUHours: 16, AllocatedGPUHours: 2 + 2.0/7, IdleGPUHours: 1 + 2.0/7, DownGPUHours: 2},
+		{Model: "h100", Profile: "1g.10gb", AllocatedGPUHours: 2.0 / 7, IdleGPUHours: 2.0 / 7},
 	}
 	if len(got.Rows) != len(want) {
 		t.Fatalf("rows = %+v, want %+v", got.Rows, want)
@@ -56,7 +61,7 @@ func TestClusterUsage(t *testing.T) {
 	}
 	wantSeries := []UtilPoint{
 		{Time: at(0).Time, CapacityGPUHours: 6, AllocatedGPUHours: 2, DownGPUHours: 2},
-		{Time: at(3600).Time, CapacityGPUHours: 6, DownGPUHours: 1},
+		{Time: at(3600).Time, CapacityGPUHours: 6, AllocatedGPUHours: 2.0 / 7, DownGPUHours: 1},
 		{Time: at(7200).Time, CapacityGPUHours: 6, AllocatedGPUHours: 1},
 		{Time: at(10800).Time, CapacityGPUHours: 6, AllocatedGPUHours: 1},
 	}
