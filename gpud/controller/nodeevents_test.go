@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,4 +60,46 @@ func TestNodeEventsReachAccounting(t *testing.T) {
 			t.Errorf("event %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}
+}
+
+// failingEvents refuses its first node-event batch.
+type failingEvents struct {
+	fakeRecorder
+	mu    sync.Mutex
+	fails int
+	evs   []spec.NodeEvent
+}
+
+func (r *failingEvents) RecordNodeEvents(_ context.Context, evs []spec.NodeEvent) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fails > 0 {
+		r.fails--
+		return errors.New("database is locked")
+	}
+	r.evs = append(r.evs, evs...)
+	return nil
+}
+
+// A batch the recorder refuses is retried, not lost, and the request that
+// caused it does not wait for it.
+func TestNodeEventsRetried(t *testing.T) {
+	rec := &failingEvents{fails: 1}
+	h := newHarnessAt(t, newFakeStore(), nil, t0, WithRecorder(rec))
+	h.register("n1", 1)
+	if _, err := h.c.NodeAction(context.Background(), root, "n1", ActionDrain, "x"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		rec.mu.Lock()
+		n, fails := len(rec.evs), rec.fails
+		rec.mu.Unlock()
+		if n > 0 {
+			if n != 1 || fails != 0 {
+				t.Fatalf("%d events recorded after %d failures left; want the drain once after the failure", n, fails)
+			}
+			return
+		}
+	}
+	t.Fatal("the drain event was not recorded after the recorder's failure")
 }
