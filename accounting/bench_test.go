@@ -3,6 +3,7 @@ package accounting
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -179,5 +180,40 @@ func BenchmarkSummaryAll(b *testing.B) {
 		if len(rows) != bulkUsers {
 			b.Fatalf("Summary = %d users, want %d", len(rows), bulkUsers)
 		}
+	}
+}
+
+// BenchmarkClusterUsage is gpuq report cluster (and --plot) over the whole
+// span of a million jobs (~347 days, one-day buckets) and over one week:
+// one scan of the usage rows overlapping the window.
+func BenchmarkClusterUsage(b *testing.B) {
+	db := openTest(b)
+	bulkLoad(b, db, bulkJobs)
+	ctx := context.Background()
+	var inv []NodeGPUs
+	for i := range 64 {
+		inv = append(inv, NodeGPUs{Node: "n" + strconv.Itoa(i), Model: "h100", GPUs: 8})
+	}
+	start := t0
+	end := t0.Add(bulkJobs * 30 * time.Second).Add(2 * time.Hour)
+	for _, w := range []struct {
+		name       string
+		start, end time.Time
+		bucket     time.Duration
+	}{
+		{"all_1M_jobs", start, end, 24 * time.Hour},
+		{"one_week", end.Add(-7 * 24 * time.Hour), end, time.Hour},
+	} {
+		b.Run(w.name, func(b *testing.B) {
+			for b.Loop() {
+				u, err := db.ClusterUsage(ctx, w.start, w.end, w.bucket, inv)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(u.Rows) != 1 || u.Rows[0].AllocatedGPUHours <= 0 {
+					b.Fatalf("ClusterUsage = %+v", u.Rows)
+				}
+			}
+		})
 	}
 }

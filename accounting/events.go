@@ -10,17 +10,10 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 )
 
-// NodeEvent is a change of a node's availability: down, drain, resume, a
-// GPU drained for health. Times are kept to the second.
-type NodeEvent struct {
-	Time   time.Time `json:"time"`
-	Node   string    `json:"node"`
-	Event  string    `json:"event"`
-	Reason string    `json:"reason,omitempty"`
-	// Actor is who caused it: a user name for drain/resume, "gpud" for the
-	// controller's own health and heartbeat decisions.
-	Actor string `json:"actor,omitempty"`
-}
+// NodeEvent is a change of a node's availability (spec.NodeEvent): the
+// controller records them, and gpuq report cluster derives down
+// GPU-hours from them.
+type NodeEvent = spec.NodeEvent
 
 // AuditEntry is one state-changing call: who did what to what, from where,
 // and how it ended. Times are kept to the second.
@@ -51,6 +44,34 @@ func (db *DB) AddNodeEvent(ctx context.Context, e NodeEvent) error {
 	if _, err := db.w.ExecContext(ctx, `INSERT INTO node_events (time, node, event, reason, actor) VALUES (?,?,?,?,?)`,
 		e.Time.Unix(), e.Node, e.Event, e.Reason, e.Actor); err != nil {
 		return fmt.Errorf("add node event %s for %s: %w", e.Event, e.Node, err)
+	}
+	return nil
+}
+
+// RecordNodeEvents appends node events in one transaction: all or none
+// (the controller's recorder retries a failed batch whole).
+func (db *DB) RecordNodeEvents(ctx context.Context, evs []spec.NodeEvent) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	for _, e := range evs {
+		if e.Time.IsZero() || e.Node == "" || e.Event == "" {
+			return spec.Errorf(spec.ErrInvalid, "record node event %+v: time, node and event are required", e)
+		}
+	}
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("record %d node events: %w", len(evs), err)
+	}
+	defer tx.Rollback()
+	for _, e := range evs {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO node_events (time, node, event, reason, actor) VALUES (?,?,?,?,?)`,
+			e.Time.Unix(), e.Node, e.Event, e.Reason, e.Actor); err != nil {
+			return fmt.Errorf("record node event %s for %s: %w", e.Event, e.Node, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("record %d node events: %w", len(evs), err)
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ var boundaries = []struct {
 	{"runtime/...", []string{module + "/gpud/"}, "runtime never imports gpud/*: the node agent adapts"},
 	{"runtime", []string{"github.com/containerd", "github.com/NVIDIA"}, "the Runtime interface is engine-neutral"},
 	{"runtime/gpu", []string{"github.com/NVIDIA"}, "only runtime/gpu/nvml imports go-nvml"},
+	{"gpud/plot", []string{module + "/"}, "plot is a leaf the simulator and gpuq share"},
 	{"accounting/...", []string{module + "/gpud/controller", module + "/gpud/store", module + "/runtime"}, "accounting depends on spec only"},
 	{"gpusubmit/...", []string{"database/sql", "github.com/containerd", module + "/gpud/controller", module + "/gpud/node", module + "/runtime"}, "CLIs talk to the controller through gpud/api only"},
 	{"gpuq/...", []string{"database/sql", "github.com/containerd", module + "/gpud/controller", module + "/gpud/node", module + "/runtime"}, "CLIs talk to the controller through gpud/api only"},
@@ -35,6 +36,8 @@ var onlyImporter = map[string][]string{
 	// The daemons' packages offer plain counts and hooks; main wires them
 	// to Prometheus through gpud/metrics.
 	"github.com/prometheus/client_golang": {"gpud/metrics"},
+	// PNG text (a fixed font) for gpud/plot.
+	"golang.org/x/image": {"gpud/plot"},
 }
 
 type listed struct {

@@ -579,6 +579,34 @@ func (c *Client) AcctSummary(ctx context.Context, group string, f AcctFilter) (A
 	return out, err
 }
 
+// AcctCluster reports the cluster's allocated, idle and down GPU-hours by
+// GPU model and MIG profile over [start, end], with a series in buckets
+// of bucket (0: the server's choice): GET
+// /v1/accounting/cluster?start=&end=&bucket=.
+func (c *Client) AcctCluster(ctx context.Context, start, end time.Time, bucket time.Duration) (AcctClusterResponse, error) {
+	q := url.Values{}
+	if !start.IsZero() {
+		q.Set("start", start.Format(time.RFC3339))
+	}
+	if !end.IsZero() {
+		q.Set("end", end.Format(time.RFC3339))
+	}
+	if bucket > 0 {
+		q.Set("bucket", strconv.FormatInt(int64(bucket/time.Second), 10))
+	}
+	var out AcctClusterResponse
+	err := c.do(ctx, http.MethodGet, "/accounting/cluster", q, nil, &out)
+	return out, err
+}
+
+// LatestUsage lists the newest usage sample of each job on each node
+// from the last few minutes (gpuq top): GET /v1/usage/latest.
+func (c *Client) LatestUsage(ctx context.Context) ([]LatestUsage, error) {
+	var out LatestUsageResponse
+	err := c.do(ctx, http.MethodGet, "/usage/latest", nil, nil, &out)
+	return out.Samples, err
+}
+
 // Audit lists the audit log entries f selects, oldest first (operator or
 // admin only).
 func (c *Client) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {

@@ -379,6 +379,66 @@ type AcctSummaryResponse struct {
 	Rows  []AcctSummaryRow `json:"rows"`
 }
 
+// AcctClusterRow is one line of GET /v1/accounting/cluster (gpuq report
+// cluster): the wire form of accounting.ClusterRow, field for field. A
+// row with Profile "" is a GPU model's total; rows with a Profile break
+// its MIG use down.
+type AcctClusterRow struct {
+	Model         string  `json:"model"`
+	Profile       string  `json:"profile,omitempty"`
+	GPUs          int     `json:"gpus"`
+	TotalGPUHours float64 `json:"total_gpu_hours"`
+	// AllocatedGPUHours is what jobs held; IdleGPUHours the part of it
+	// sampled under 5% utilisation; DownGPUHours the hours of GPUs on
+	// nodes DOWN or drained.
+	AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
+	IdleGPUHours      float64 `json:"idle_gpu_hours"`
+	DownGPUHours      float64 `json:"down_gpu_hours"`
+}
+
+// AcctUtilPoint is one bucket of GET /v1/accounting/cluster's series
+// (accounting.UtilPoint).
+type AcctUtilPoint struct {
+	Time              time.Time `json:"time"`
+	CapacityGPUHours  float64   `json:"capacity_gpu_hours"`
+	AllocatedGPUHours float64   `json:"allocated_gpu_hours"`
+	DownGPUHours      float64   `json:"down_gpu_hours"`
+}
+
+// AcctClusterResponse is GET /v1/accounting/cluster?start=&end=&bucket=:
+// the cluster's GPU-hours by model and MIG profile over [Start, End],
+// and the same in buckets of Bucket seconds from Start (for plots).
+// Capacity is the GPUs the controller knows now.
+type AcctClusterResponse struct {
+	Start  time.Time        `json:"start"`
+	End    time.Time        `json:"end"`
+	Bucket int64            `json:"bucket_seconds"`
+	Rows   []AcctClusterRow `json:"rows"`
+	Series []AcctUtilPoint  `json:"series"`
+}
+
+// LatestUsage is the newest usage sample of a job on a node (GET
+// /v1/usage/latest, gpuq top): the UsageSample fields a live view needs.
+type LatestUsage struct {
+	Node    string     `json:"node"`
+	JobID   spec.JobID `json:"job_id"`
+	Attempt int        `json:"attempt"`
+	End     spec.Time  `json:"end"`
+	GPUs    int        `json:"gpus"`
+	// GPUUtilAvg and GPUUtilMax are percentages over the job's GPUs on
+	// the node; GPUMemMiB and PowerW are summed over them.
+	GPUUtilAvg float64 `json:"gpu_util_avg"`
+	GPUUtilMax float64 `json:"gpu_util_max"`
+	GPUMemMiB  float64 `json:"gpu_mem_mib"`
+	PowerW     float64 `json:"power_w"`
+}
+
+// LatestUsageResponse is GET /v1/usage/latest: the newest sample of each
+// job on each node from the last five minutes, by node and job.
+type LatestUsageResponse struct {
+	Samples []LatestUsage `json:"samples"`
+}
+
 // PriorityFactors are the multifactor priority's factors of one job.
 type PriorityFactors struct {
 	Age       float64 `json:"age"`

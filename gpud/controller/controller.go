@@ -102,6 +102,7 @@ type Controller struct {
 	recMu    sync.Mutex
 	recQueue []spec.Job
 	recWake  chan struct{}
+	evQueue  []spec.NodeEvent
 
 	// Owner state: touched only by the goroutine in Run (and New before it).
 	cfg   Config
@@ -387,6 +388,7 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 		c.enqueueRecords(tx.ended)
 	}
 	c.queueHooks(tx.hooks)
+	c.enqueueNodeEvents(tx.nodeEvents)
 	if tx.kick {
 		c.sched.dirty, c.sched.full = true, true
 	}
@@ -407,6 +409,8 @@ type txn struct {
 	touched map[spec.JobID]*jobRec
 	bump    map[string]bool
 	ended   []spec.Job
+	// nodeEvents go to the recorder after the commit, like ended.
+	nodeEvents []spec.NodeEvent
 	// kick asks for a full scheduling cycle; submitted (plain new pending
 	// jobs) and freed (jobs whose resources all came back) can be
 	// answered incrementally (see schedState.inc).

@@ -54,6 +54,7 @@ func (c *Controller) Register(ctx context.Context, who Caller, inv spec.Inventor
 		n.lastHB = c.now()
 		if n.down {
 			c.log.Info("node up", "node", inv.Name, "was", n.downReason)
+			c.nodeEvent(tx, inv.Name, spec.NodeEventUp, "registered", "gpud")
 		}
 		n.down, n.downReason = false, ""
 		tx.saveNode(n)
@@ -80,6 +81,7 @@ func (c *Controller) Heartbeat(ctx context.Context, who Caller, name string, run
 		n.lastHB = c.now()
 		if n.down && n.downReason == reasonNotResponding {
 			c.log.Info("node responding again", "node", name)
+			c.nodeEvent(tx, name, spec.NodeEventUp, "responding again", "gpud")
 			n.down, n.downReason = false, ""
 			tx.saveNode(n)
 			tx.bump[name] = true
@@ -389,6 +391,7 @@ func (c *Controller) NodeAction(ctx context.Context, who Caller, name, action, r
 			n.drain = true
 			n.drainReason = orDefault(reason, "drained by "+orDefault(who.User, "root"))
 			c.moveJobs(tx, n, "node "+name+" drained: "+n.drainReason, true, func(spec.NodeAlloc) bool { return true })
+			c.nodeEvent(tx, name, spec.NodeEventDrain, n.drainReason, orDefault(who.User, "root"))
 		case ActionResume:
 			n.drain, n.drainReason = false, ""
 			n.down, n.downReason = false, ""
@@ -398,6 +401,7 @@ func (c *Controller) NodeAction(ctx context.Context, who Caller, name, action, r
 				n.inv.GPUs[i].Health = ""
 			}
 			tx.bump[name] = true
+			c.nodeEvent(tx, name, spec.NodeEventResume, reason, orDefault(who.User, "root"))
 		default:
 			return spec.Errorf(spec.ErrInvalid, "unknown node action %q; use drain or resume", action)
 		}
@@ -473,6 +477,7 @@ func (c *Controller) housekeep(ctx context.Context) {
 func (c *Controller) markDown(tx *txn, n *nodeRec, reason string, now time.Time) {
 	c.log.Warn("node down", "node", n.inv.Name, "reason", reason, "jobs", len(n.allocs))
 	n.down, n.downReason = true, reason
+	c.nodeEvent(tx, n.inv.Name, spec.NodeEventDown, reason, "gpud")
 	tx.saveNode(n)
 	tx.bump[n.inv.Name] = true
 	for _, allocID := range slices.Sorted(maps.Keys(n.allocs)) {

@@ -56,7 +56,65 @@ func (c *Controller) recordLoop(ctx context.Context) {
 	}
 }
 
+// NodeEventRecorder is implemented by a Recorder that keeps node
+// availability events (down, up, drain, resume): gpuq report cluster
+// derives down GPU-hours from them.
+type NodeEventRecorder interface {
+	RecordNodeEvents(ctx context.Context, evs []spec.NodeEvent) error
+}
+
+// nodeEvent notes a change of n's availability for the recorder; it
+// reaches it after tx commits, off the owner loop.
+func (c *Controller) nodeEvent(tx *txn, node, event, reason, actor string) {
+	tx.nodeEvents = append(tx.nodeEvents, spec.NodeEvent{Time: c.now(), Node: node, Event: event, Reason: reason, Actor: actor})
+}
+
+func (c *Controller) enqueueNodeEvents(evs []spec.NodeEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	if _, ok := c.recorder.(NodeEventRecorder); !ok {
+		return
+	}
+	c.recMu.Lock()
+	c.evQueue = append(c.evQueue, evs...)
+	if over := len(c.evQueue) - maxRecordQueue; over > 0 {
+		c.log.Error("accounting recorder is behind; dropping node events from its queue", "dropped", over)
+		c.evQueue = append([]spec.NodeEvent(nil), c.evQueue[over:]...)
+	}
+	c.recMu.Unlock()
+	select {
+	case c.recWake <- struct{}{}:
+	default:
+	}
+}
+
+// flushNodeEvents hands the queued node events to the recorder; a failed
+// batch goes back to the front of the queue.
+func (c *Controller) flushNodeEvents(ctx context.Context) bool {
+	c.recMu.Lock()
+	batch := c.evQueue
+	c.evQueue = nil
+	c.recMu.Unlock()
+	if len(batch) == 0 {
+		return true
+	}
+	if err := c.recorder.(NodeEventRecorder).RecordNodeEvents(ctx, batch); err != nil {
+		c.log.Warn("recording node events failed; will retry", "events", len(batch), "err", err)
+		c.recMu.Lock()
+		c.evQueue = append(batch, c.evQueue...)
+		c.recMu.Unlock()
+		return false
+	}
+	return true
+}
+
 func (c *Controller) flushRecords(ctx context.Context) bool {
+	evOK := c.flushNodeEvents(ctx)
+	return c.flushJobRecords(ctx) && evOK
+}
+
+func (c *Controller) flushJobRecords(ctx context.Context) bool {
 	c.recMu.Lock()
 	batch := c.recQueue
 	c.recQueue = nil

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -220,3 +222,85 @@ func (s *Server) acctSummary(w http.ResponseWriter, r *http.Request) {
 // accounting.SummaryRow have the same fields; TestAcctSummaryRowMatches
 // checks their JSON tags.
 func acctSummaryRow(r accounting.SummaryRow) api.AcctSummaryRow { return api.AcctSummaryRow(r) }
+
+// ClusterAccounting is implemented by an Accounting that reports the
+// cluster's use by GPU model (*accounting.DB): GET /v1/accounting/cluster.
+type ClusterAccounting interface {
+	ClusterUsage(ctx context.Context, start, end time.Time, bucket time.Duration, inv []accounting.NodeGPUs) (accounting.ClusterUsage, error)
+}
+
+// acctCluster serves GET /v1/accounting/cluster (gpuq report cluster).
+// Any identified caller may read it: it shows cluster totals, no user's
+// usage (as sreport cluster utilization). The window defaults to the last
+// 24 hours and the bucket to a hundredth of it, at least a minute.
+func (s *Server) acctCluster(w http.ResponseWriter, r *http.Request) {
+	ca, ok := s.acct.(ClusterAccounting)
+	if !ok {
+		s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "this controller keeps no cluster accounting; start it with an accounting database to use gpuq report cluster"))
+		return
+	}
+	if err := notNode(who(r), "cluster accounting"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	f, err := acctFilter(url.Values{"start": q["start"], "end": q["end"]})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if f.End.IsZero() {
+		f.End = s.now().Truncate(time.Second)
+	}
+	if f.Start.IsZero() {
+		f.Start = f.End.Add(-24 * time.Hour)
+	}
+	if !f.End.After(f.Start) {
+		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "the window %s to %s is empty; pick an end after the start", f.Start.Format(time.RFC3339), f.End.Format(time.RFC3339)))
+		return
+	}
+	bucket := max(time.Minute, (f.End.Sub(f.Start) / 100).Truncate(time.Second))
+	if v := q.Get("bucket"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "query parameter bucket=%q is not a positive number of seconds", v))
+			return
+		}
+		bucket = time.Duration(n) * time.Second
+	}
+	nodes, err := s.c.Nodes(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	usage, err := ca.ClusterUsage(r.Context(), f.Start, f.End, bucket, nodeGPUs(nodes))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.AcctClusterResponse{Start: f.Start, End: f.End, Bucket: int64(bucket / time.Second),
+		Rows: make([]api.AcctClusterRow, 0, len(usage.Rows)), Series: make([]api.AcctUtilPoint, 0, len(usage.Series))}
+	for _, row := range usage.Rows {
+		out.Rows = append(out.Rows, api.AcctClusterRow(row))
+	}
+	for _, p := range usage.Series {
+		out.Series = append(out.Series, api.AcctUtilPoint(p))
+	}
+	s.writeJSON(w, out)
+}
+
+// nodeGPUs counts each node's whole GPUs by model: the capacity cluster
+// usage is measured against.
+func nodeGPUs(nodes []spec.Node) []accounting.NodeGPUs {
+	var out []accounting.NodeGPUs
+	for _, n := range nodes {
+		by := map[string]int{}
+		for _, g := range n.GPUs {
+			by[g.Model]++
+		}
+		for _, m := range slices.Sorted(maps.Keys(by)) {
+			out = append(out, accounting.NodeGPUs{Node: n.Name, Model: m, GPUs: by[m]})
+		}
+	}
+	return out
+}

@@ -41,6 +41,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+v+"/fairshare", s.fairshareTree)
 	m.HandleFunc("GET "+v+"/accounting/jobs", s.acctJobs)
 	m.HandleFunc("GET "+v+"/accounting/summary", s.acctSummary)
+	m.HandleFunc("GET "+v+"/accounting/cluster", s.acctCluster)
+	m.HandleFunc("GET "+v+"/usage/latest", s.usageLatest)
 	m.HandleFunc("GET "+v+"/audit", s.auditList)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrNotFound, "no API endpoint %s %s; this controller serves /%s", r.Method, r.URL.Path, api.Version))
@@ -419,6 +421,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if err := s.c.ObserveUsage(r.Context(), r.PathValue("name"), seen); err != nil {
 		s.log.Warn("idle-GPU policy did not see usage samples", "node", r.PathValue("name"), "err", err)
 	}
+	s.latest.add(samples)
 	s.writeJSON(w, api.EventsResponse{AckedSeq: max(acked, usageSeq)})
 }
 

@@ -51,6 +51,7 @@ type Server struct {
 	metrics http.Handler
 	observe func(route string, code int, d time.Duration)
 	audit   *auditor
+	latest  latestUsage
 }
 
 // Accounting is the job history the server reads for GET

@@ -26,3 +26,23 @@ type GPUUsageTotal struct {
 	// where their decay is reckoned.
 	Mid time.Time
 }
+
+// NodeEvent is a change of a node's availability: down, up, drain,
+// resume. Times are kept to the second in accounting.
+type NodeEvent struct {
+	Time   time.Time `json:"time"`
+	Node   string    `json:"node"`
+	Event  string    `json:"event"`
+	Reason string    `json:"reason,omitempty"`
+	// Actor is who caused it: a user name for drain/resume, "gpud" for the
+	// controller's own health and heartbeat decisions.
+	Actor string `json:"actor,omitempty"`
+}
+
+// Node events the controller records.
+const (
+	NodeEventDown   = "down"   // missed heartbeats
+	NodeEventUp     = "up"     // back after a down, by heartbeat or registration
+	NodeEventDrain  = "drain"  // gpuq drain
+	NodeEventResume = "resume" // gpuq resume: clears drain and down
+)

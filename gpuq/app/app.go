@@ -94,6 +94,7 @@ func New() *cli.App {
 			{Name: "reconfigure", Usage: "ask the controller to reload its configuration file", Action: reconfigure},
 			acctCommand(),
 			reportCommand(),
+			topCommand(),
 			auditCommand(),
 			prioCommand(),
 			shareCommand(),

@@ -68,7 +68,7 @@ func TestReportErrors(t *testing.T) {
 		wantErr  string
 	}{
 		{name: "bad group", args: []string{"report", "qos"}, wantCode: 2,
-			wantErr: "gpuq: gpuq report cannot group by \"qos\"; use users, accounts, partitions or models\n"},
+			wantErr: "gpuq: gpuq report has no view \"qos\"; use users, accounts, partitions, models, cluster or tree\n"},
 		{name: "end before start", args: []string{"report", "-E", "2025-03-13"}, wantCode: 2,
 			wantErr: "gpuq: --endtime 2025-03-13T00:00:00 is before the start of the window (2025-03-14T00:00:00); give a later --endtime or an earlier --starttime\n"},
 		{name: "two outputs", args: []string{"report", "--csv", "--json"}, wantCode: 2, wantErr: "gpuq: choose one of --parsable, --csv and --json\n"},

@@ -61,6 +61,13 @@ type Server struct {
 	// action (substring), not by time; AuditErr, when set, answers it.
 	Audit    []api.AuditEntry
 	AuditErr error
+	// Cluster is returned by GET /v1/accounting/cluster, with the window
+	// of the query (tests check the query for the rest).
+	Cluster api.AcctClusterResponse
+	// Latest is returned by GET /v1/usage/latest.
+	Latest []api.LatestUsage
+	// Fairshare is returned by GET /v1/fairshare.
+	Fairshare []api.FairshareRow
 	// ActionErr maps a job id or node name to the error its actions get.
 	ActionErr map[string]error
 }
@@ -133,6 +140,28 @@ func (s *Server) mux() http.Handler {
 	m.HandleFunc("GET /v1/accounting/jobs", s.acct)
 	m.HandleFunc("GET /v1/accounting/summary", s.acctSummary)
 	m.HandleFunc("GET /v1/audit", s.audit)
+	m.HandleFunc("GET /v1/accounting/cluster", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.AcctErr != nil {
+			reply(w, nil, s.AcctErr)
+			return
+		}
+		out := s.Cluster
+		out.Start, _ = time.Parse(time.RFC3339, r.URL.Query().Get("start"))
+		out.End, _ = time.Parse(time.RFC3339, r.URL.Query().Get("end"))
+		reply(w, out, nil)
+	})
+	m.HandleFunc("GET /v1/usage/latest", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		reply(w, api.LatestUsageResponse{Samples: append([]api.LatestUsage{}, s.Latest...)}, nil)
+	})
+	m.HandleFunc("GET /v1/fairshare", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		reply(w, api.FairshareResponse{Rows: append([]api.FairshareRow{}, s.Fairshare...)}, nil)
+	})
 	m.HandleFunc("POST /v1/reconfigure", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, api.ReconfigureResponse{Message: "configuration reloaded"}, nil)
 	})
