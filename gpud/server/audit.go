@@ -343,6 +343,9 @@ func (s *Server) auditList(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "this controller keeps no audit log; start it with an accounting database to use gpuq audit"))
 		return
 	}
+	// Entries are written in batches; a reader sees every call answered
+	// before its own (an operator checking what just happened, a test).
+	s.FlushAudit()
 	q := r.URL.Query()
 	f := accounting.AuditFilter{Actor: q.Get("actor"), Action: q.Get("action")}
 	for _, p := range []struct {
