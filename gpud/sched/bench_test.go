@@ -32,7 +32,7 @@ func (x *xorshift) intn(n int) int {
 // ordinary jobs; the controller applies %MAX before the snapshot.)
 func benchCluster(nodes, pending int) (*sched.Snapshot, sched.Config) {
 	rng := xorshift(88172645463325252)
-	migProfiles := benchMIGProfiles()
+	migProfiles := sched.H100MIGProfiles()
 	snap := &sched.Snapshot{QOS: []sched.QOS{{Name: "low", Priority: 0}, {Name: "normal", Priority: 100},
 		{Name: "high", Priority: 1000, Preempt: []string{"low"}}}}
 	var id spec.JobID

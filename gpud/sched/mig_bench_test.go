@@ -9,28 +9,9 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 )
 
-// benchMIGProfiles is an H100's MIG profile table (memory-slice
-// placements), as the go-nvml mock reports it.
-func benchMIGProfiles() []spec.MIGProfile {
-	pl := func(size int, starts ...int) []spec.MIGPlacement {
-		var out []spec.MIGPlacement
-		for _, s := range starts {
-			out = append(out, spec.MIGPlacement{Start: s, Size: size})
-		}
-		return out
-	}
-	return []spec.MIGProfile{
-		{Name: "1g.10gb", Slices: 1, MemMiB: 10240, MaxCount: 7, Placements: pl(1, 0, 1, 2, 3, 4, 5, 6)},
-		{Name: "2g.20gb", Slices: 2, MemMiB: 20480, MaxCount: 3, Placements: pl(2, 0, 2, 4)},
-		{Name: "3g.40gb", Slices: 3, MemMiB: 40960, MaxCount: 2, Placements: pl(3, 0, 4)},
-		{Name: "4g.40gb", Slices: 4, MemMiB: 40960, MaxCount: 1, Placements: pl(4, 0)},
-		{Name: "7g.80gb", Slices: 7, MemMiB: 81920, MaxCount: 1, Placements: pl(7, 0)},
-	}
-}
-
 // migBenchCluster is nodes × 8 H100s in dynamic MIG mode, all empty.
 func migBenchCluster(nodes int) []sched.Node {
-	profiles := benchMIGProfiles()
+	profiles := sched.H100MIGProfiles()
 	out := make([]sched.Node, 0, nodes)
 	for i := range nodes {
 		n := sched.Node{Name: fmt.Sprintf("n%05d", i), State: spec.NodeIdle, CPUs: 256, FreeCPUs: 256, MemMiB: 2 << 20, FreeMemMiB: 2 << 20}
