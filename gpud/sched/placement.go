@@ -282,6 +282,24 @@ func pickGPUs(w *workNode, avail uint64, n int) uint64 {
 // topology fills w's NVLink-group and NUMA masks (left nil when the node
 // reports a single group or none).
 func (w *workNode) topology() {
+	// Most nodes have one NUMA node for all their GPUs and no NVLink
+	// groups reported: nothing to respect, and no maps to build every
+	// cycle for them.
+	flat, seen, numa0 := true, false, 0
+	for k, g := range w.n.GPUs {
+		if k >= 64 || w.ok&(1<<k) == 0 {
+			continue
+		}
+		if g.NVLinkGroup > 0 || seen && g.NUMANode != numa0 {
+			flat = false
+			break
+		}
+		seen, numa0 = true, g.NUMANode
+	}
+	if flat {
+		w.nvlink, w.numa = nil, nil
+		return
+	}
 	var nvl, numa map[int]uint64
 	for k, g := range w.n.GPUs {
 		if k >= 64 || w.ok&(1<<k) == 0 {

@@ -251,9 +251,19 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 		c.horizon = int64(cfg.BackfillWindow)
 	}
 	c.nodes = make([]*workNode, 0, len(snap.Nodes))
+	// One backing array for every node's share state: a cycle runs for
+	// every event in the simulator, and per-node slices were most of its
+	// allocations.
+	total := 0
+	for i := range snap.Nodes {
+		total += min(len(snap.Nodes[i].GPUs), 64)
+	}
+	fracs, ends := make([]float64, total), make([]int64, total)
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
-		w := &workNode{n: n, frac: make([]float64, min(len(n.GPUs), 64)), fracEnd: make([]int64, min(len(n.GPUs), 64))}
+		g := min(len(n.GPUs), 64)
+		w := &workNode{n: n, frac: fracs[:g:g], fracEnd: ends[:g:g]}
+		fracs, ends = fracs[g:], ends[g:]
 		var free uint64
 		for k, g := range n.GPUs {
 			if k >= 64 {
@@ -329,19 +339,31 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 				}
 				w := c.nodes[ni]
 				res := backfill.Res{CPUs: a.CPUs, MemMiB: a.MemMiB, Allocs: 1}
+				// UUIDs are unique on a node and allocations list them in
+				// the node's order, so each search starts after the last
+				// match: linear in the node's GPUs, not quadratic.
+				from, ng := 0, min(len(w.n.GPUs), 64)
 				for _, u := range a.GPUs {
-					for k, g := range w.n.GPUs {
-						if k < 64 && g.UUID == u && w.ok&(1<<k) != 0 && !g.Free {
-							if a.GPUFraction > 0 && a.GPUFraction < 1 {
-								// Not in res: ending or preempting one
-								// sharer does not free the GPU.
-								key := [2]int{ni, k}
-								shareEnd[key] = max(shareEnd[key], rj.end)
-								rj.gpuCount++
-								continue
-							}
-							res.GPUs |= 1 << k
+					for x := range ng {
+						k := (from + x) % ng
+						g := &w.n.GPUs[k]
+						if g.UUID != u {
+							continue
 						}
+						from = k + 1
+						if w.ok&(1<<k) == 0 || g.Free {
+							break
+						}
+						if a.GPUFraction > 0 && a.GPUFraction < 1 {
+							// Not in res: ending or preempting one
+							// sharer does not free the GPU.
+							key := [2]int{ni, k}
+							shareEnd[key] = max(shareEnd[key], rj.end)
+							rj.gpuCount++
+							break
+						}
+						res.GPUs |= 1 << k
+						break
 					}
 				}
 				rj.gpuCount += bits.OnesCount64(res.GPUs)
