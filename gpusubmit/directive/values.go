@@ -123,8 +123,10 @@ func parseUint(s string) (int64, error) {
 // MemForms lists the accepted memory forms for error messages.
 const MemForms = "a whole number with an optional K, M, G or T suffix (500M, 4G, 1T; no suffix means MiB)"
 
-// maxMemMiB is 1 EiB: larger requests are typos.
-const maxMemMiB = 1 << 40
+// maxMemMiB is 1 PiB per node: larger requests are typos. It also keeps
+// every accepted size writable as plain MiB (at most 12 digits, which
+// parseUint takes), so sizes round-trip.
+const maxMemMiB = 1 << 30
 
 // ParseMem parses a Slurm memory size and returns MiB, rounding K up.
 func ParseMem(s string) (int64, error) {
@@ -157,7 +159,7 @@ func ParseMem(s string) (int64, error) {
 		return bad("")
 	}
 	if n > maxMemMiB*div/mul {
-		return bad("larger than 1 EiB")
+		return bad("larger than 1 PiB")
 	}
 	mib := (n*mul + div - 1) / div
 	if mib == 0 {

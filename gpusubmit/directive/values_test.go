@@ -84,7 +84,9 @@ func TestParseMem(t *testing.T) {
 		{in: "1.5G", wantErr: "use a whole number"},
 		{in: "4GB", wantErr: "use a whole number"},
 		{in: "-1G", wantErr: "use a whole number"},
-		{in: "99999999999T", wantErr: "1 EiB"},
+		{in: "99999999999T", wantErr: "1 PiB"},
+		{in: "1025T", wantErr: "1 PiB"},
+		{in: "1024T", want: 1 << 30},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
