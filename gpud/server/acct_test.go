@@ -29,23 +29,7 @@ func TestAcctJobMatchesRecord(t *testing.T) {
 	t.Parallel()
 	rec := accounting.Record{}
 	fill(reflect.ValueOf(&rec).Elem())
-	in, err := json.Marshal(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(in))
-	dec.DisallowUnknownFields()
-	var job api.AcctJob
-	if err := dec.Decode(&job); err != nil {
-		t.Fatalf("accounting.Record does not decode into api.AcctJob: %v; keep their fields and JSON tags in step", err)
-	}
-	out, err := json.Marshal(job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(in), string(out)); diff != "" {
-		t.Errorf("api.AcctJob re-encodes accounting.Record differently (-record +acctjob):\n%s", diff)
-	}
+	in := sameWire[api.AcctJob](t, rec)
 	// The server's conversion copies every field.
 	conv, err := json.Marshal(server.AcctJob(&rec))
 	if err != nil {
@@ -76,6 +60,31 @@ func TestAcctAttemptMatches(t *testing.T) {
 	if b, _ := json.Marshal(server.AcctAttempts(nil)); string(b) != "[]" {
 		t.Errorf("no attempts encode as %s, want []", b)
 	}
+}
+
+// sameWire fails t unless src (filled by fill) decodes strictly into W, the
+// API's form of it, and W encodes back to the same JSON. It returns src's
+// JSON.
+func sameWire[W any](t *testing.T, src any) []byte {
+	t.Helper()
+	in, err := json.Marshal(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(in))
+	dec.DisallowUnknownFields()
+	var wire W
+	if err := dec.Decode(&wire); err != nil {
+		t.Fatalf("%T does not decode into %T: %v; keep their fields and JSON tags in step", src, wire, err)
+	}
+	out, err := json.Marshal(wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(in), string(out)); diff != "" {
+		t.Errorf("%T re-encodes %T differently (-source +wire):\n%s", wire, src, diff)
+	}
+	return in
 }
 
 // fill sets every field of v to a non-zero value, so an omitempty tag or a
@@ -285,23 +294,7 @@ func TestAcctSummaryRowMatches(t *testing.T) {
 	t.Parallel()
 	row := accounting.SummaryRow{}
 	fill(reflect.ValueOf(&row).Elem())
-	in, err := json.Marshal(row)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(in))
-	dec.DisallowUnknownFields()
-	var wire api.AcctSummaryRow
-	if err := dec.Decode(&wire); err != nil {
-		t.Fatalf("accounting.SummaryRow does not decode into api.AcctSummaryRow: %v; keep their fields and JSON tags in step", err)
-	}
-	out, err := json.Marshal(wire)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(in), string(out)); diff != "" {
-		t.Errorf("api.AcctSummaryRow re-encodes accounting.SummaryRow differently (-row +wire):\n%s", diff)
-	}
+	sameWire[api.AcctSummaryRow](t, row)
 	groups := [][2]string{
 		{api.GroupByUser, accounting.GroupByUser}, {api.GroupByAccount, accounting.GroupByAccount},
 		{api.GroupByPartition, accounting.GroupByPartition}, {api.GroupByGPUModel, accounting.GroupByGPUModel},

@@ -1,9 +1,7 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"math"
 	"net"
 	"net/http"
@@ -31,23 +29,7 @@ func TestAuditEntryMatches(t *testing.T) {
 	t.Parallel()
 	e := accounting.AuditEntry{}
 	fill(reflect.ValueOf(&e).Elem())
-	in, err := json.Marshal(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(in))
-	dec.DisallowUnknownFields()
-	var out api.AuditEntry
-	if err := dec.Decode(&out); err != nil {
-		t.Fatalf("accounting.AuditEntry does not decode into api.AuditEntry: %v; keep their fields and JSON tags in step", err)
-	}
-	back, err := json.Marshal(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(in), string(back)); diff != "" {
-		t.Errorf("api.AuditEntry re-encodes accounting.AuditEntry differently (-accounting +api):\n%s", diff)
-	}
+	sameWire[api.AuditEntry](t, e)
 }
 
 // waitAudit polls the audit log until it holds n entries (the writer

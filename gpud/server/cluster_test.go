@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -23,20 +21,7 @@ func TestAcctClusterRowMatches(t *testing.T) {
 	t.Parallel()
 	row := accounting.ClusterRow{}
 	fill(reflect.ValueOf(&row).Elem())
-	in, err := json.Marshal(row)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(in))
-	dec.DisallowUnknownFields()
-	var wire api.AcctClusterRow
-	if err := dec.Decode(&wire); err != nil {
-		t.Fatalf("accounting.ClusterRow does not decode into api.AcctClusterRow: %v; keep their fields and JSON tags in step", err)
-	}
-	out, _ := json.Marshal(wire)
-	if diff := cmp.Diff(string(in), string(out)); diff != "" {
-		t.Errorf("api.AcctClusterRow re-encodes accounting.ClusterRow differently (-row +wire):\n%s", diff)
-	}
+	sameWire[api.AcctClusterRow](t, row)
 }
 
 // The cluster report measures capacity and down hours against the nodes
