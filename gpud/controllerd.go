@@ -137,6 +137,7 @@ func controllerConfig(c config.Controller) controller.Config {
 		BackfillDepth:     c.Scheduler.BackfillDepth,
 		PreemptMinRuntime: c.Scheduler.PreemptMinRuntime.Std(),
 		CheckpointGrace:   c.Scheduler.CheckpointGrace.Std(),
+		SecretEnv:         c.Auth.SecretEnv,
 	}
 	for _, p := range c.Partitions {
 		nodes := p.Nodes
@@ -254,6 +255,8 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		}
 		srv.SetRoles(c.Auth.Operators, c.Auth.Admins)
 		srv.SetRevoked(c.Auth.RevokedTokens)
+		srv.SetRevokedNodeCerts(c.Auth.RevokedNodeCerts)
+		srv.SetSecretEnv(c.Auth.SecretEnv)
 		current.Store(&c)
 		return controllerConfig(c), nil
 	}
@@ -288,7 +291,12 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	// at most that window of audit entries, never a job.
 	srvOpts := []server.Option{server.WithLogger(o.Log), server.WithAccounting(acct), server.WithUsageRecorder(acct),
 		server.WithAudit(acct, mets.AuditDropped),
-		server.WithMetrics(mets.Handler(), mets.ObserveRequest),
+		// Per-user series (user and account labels) only for operators,
+		// admins and root: see server.WithOperatorMetrics.
+		server.WithMetrics(mets.PublicHandler(), mets.ObserveRequest),
+		server.WithOperatorMetrics(mets.Handler()),
+		server.WithRevokedNodeCerts(cfg.Auth.RevokedNodeCerts),
+		server.WithSecretEnv(cfg.Auth.SecretEnv),
 		server.WithRoles(cfg.Auth.Operators, cfg.Auth.Admins),
 		server.WithRevoked(cfg.Auth.RevokedTokens),
 		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst)}

@@ -52,6 +52,7 @@ type Server struct {
 	observe func(route string, code int, d time.Duration)
 	audit   *auditor
 	latest  latestUsage
+	sec     secState // secstate.go
 }
 
 // Accounting is the job history the server reads for GET
