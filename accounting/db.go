@@ -13,6 +13,7 @@ import (
 	"github.com/mattn/go-sqlite3"
 
 	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpud/statefile"
 )
 
 // DB is an open accounting.db. Its methods are safe for concurrent use:
@@ -113,6 +114,11 @@ func Open(path string, opts ...Option) (*DB, error) {
 	// containing one would silently open a different file.
 	if path == "" || strings.ContainsRune(path, '?') {
 		return nil, spec.Errorf(spec.ErrInvalid, "open accounting db %q: path must be non-empty and contain no '?'", path)
+	}
+	// 0600 before SQLite sees it (SQLite gives -wal and -shm the main
+	// file's mode): job names, users and accounts are in it.
+	if _, err := statefile.DB(path); err != nil {
+		return nil, fmt.Errorf("open accounting db: %w", err)
 	}
 	bt := busyTimeout.Milliseconds()
 	// synchronous=FULL: with NORMAL, WAL commits survive a process crash but

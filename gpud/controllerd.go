@@ -26,6 +26,7 @@ import (
 	"github.com/gpud/gpud/gpud/metrics"
 	"github.com/gpud/gpud/gpud/sched"
 	"github.com/gpud/gpud/gpud/server"
+	"github.com/gpud/gpud/gpud/statefile"
 	"github.com/gpud/gpud/gpud/store"
 )
 
@@ -136,6 +137,7 @@ func controllerConfig(c config.Controller) controller.Config {
 		BackfillDepth:     c.Scheduler.BackfillDepth,
 		PreemptMinRuntime: c.Scheduler.PreemptMinRuntime.Std(),
 		CheckpointGrace:   c.Scheduler.CheckpointGrace.Std(),
+		SecretEnv:         c.Auth.SecretEnv,
 	}
 	for _, p := range c.Partitions {
 		nodes := p.Nodes
@@ -181,6 +183,45 @@ func idlePolicy(p config.IdlePolicy) controller.IdlePolicy {
 		Hook: strings.Fields(p.IdleHook)}
 }
 
+// secureStateFiles makes the controller's state private before anything
+// opens it, and tightens (with a log line each) what an older gpud left
+// open: state.db and accounting.db with their -wal/-shm 0600, the state
+// directory 0700.
+//
+// The exception is a state directory that holds the API socket (gpud
+// standalone's unix://DIR/gpud.sock, or a site that puts listen_socket
+// there): every local user must reach the socket, so the directory is
+// 0711 (traversable, not listable) and the databases stay unreadable by
+// their own 0600 mode, owned by root. Moving them into a 0700 subdirectory
+// would break existing state directories for no gain: a 0600 root file
+// in a 0711 directory cannot be read, listed or replaced by a user.
+func secureStateFiles(cfg config.Controller, log *slog.Logger) error {
+	stateDir := cfg.Controller.StateDir
+	mode := os.FileMode(0o700)
+	if sock := cfg.Controller.ListenSocket; sock != "" && pathWithin(filepath.Dir(sock), stateDir) {
+		mode = 0o711
+	}
+	fixes, err := statefile.Dir(stateDir, mode)
+	if err != nil {
+		return err
+	}
+	for _, db := range []string{filepath.Join(stateDir, "state.db"), cfg.AccountingPath()} {
+		f, err := statefile.DB(db)
+		if err != nil {
+			return err
+		}
+		fixes = append(fixes, f...)
+	}
+	statefile.Log(log, fixes)
+	return nil
+}
+
+// pathWithin says whether p is dir or below it (both clean and absolute).
+func pathWithin(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
 // startController opens the stores, starts the owner loop and serves the
 // API. Wait returns when ctx ends (or something fails).
 func startController(ctx context.Context, o controllerOptions) (*controllerDaemon, error) {
@@ -189,8 +230,8 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		return nil, err
 	}
 	stateDir := cfg.Controller.StateDir
-	if err := os.MkdirAll(stateDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create state dir %s: %w", stateDir, err)
+	if err := secureStateFiles(cfg, o.Log); err != nil {
+		return nil, err
 	}
 	st, err := store.Open(ctx, filepath.Join(stateDir, "state.db"))
 	if err != nil {
@@ -214,6 +255,8 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		}
 		srv.SetRoles(c.Auth.Operators, c.Auth.Admins)
 		srv.SetRevoked(c.Auth.RevokedTokens)
+		srv.SetRevokedNodeCerts(c.Auth.RevokedNodeCerts)
+		srv.SetSecretEnv(c.Auth.SecretEnv)
 		current.Store(&c)
 		return controllerConfig(c), nil
 	}
@@ -248,7 +291,12 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	// at most that window of audit entries, never a job.
 	srvOpts := []server.Option{server.WithLogger(o.Log), server.WithAccounting(acct), server.WithUsageRecorder(acct),
 		server.WithAudit(acct, mets.AuditDropped),
-		server.WithMetrics(mets.Handler(), mets.ObserveRequest),
+		// Per-user series (user and account labels) only for operators,
+		// admins and root: see server.WithOperatorMetrics.
+		server.WithMetrics(mets.PublicHandler(), mets.ObserveRequest),
+		server.WithOperatorMetrics(mets.Handler()),
+		server.WithRevokedNodeCerts(cfg.Auth.RevokedNodeCerts),
+		server.WithSecretEnv(cfg.Auth.SecretEnv),
 		server.WithRoles(cfg.Auth.Operators, cfg.Auth.Admins),
 		server.WithRevoked(cfg.Auth.RevokedTokens),
 		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst)}

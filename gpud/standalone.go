@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gpud/gpud/gpud/config"
+	"github.com/gpud/gpud/gpud/statefile"
 	"github.com/gpud/gpud/runtime/containerd"
 )
 
@@ -49,9 +51,14 @@ func standaloneCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if err := os.MkdirAll(dir, 0o755); err != nil {
+			// The socket's directory: 0711, so every user reaches
+			// gpud.sock but none lists or reads the state beside it
+			// (0600 files; see secureStateFiles).
+			fixes, err := statefile.Dir(dir, 0o711)
+			if err != nil {
 				return fmt.Errorf("create state dir: %w", err)
 			}
+			statefile.Log(log, fixes)
 			metricsHost, metricsPort := "", 0
 			if ml := c.String("metrics-listen"); ml != "" {
 				h, p, err := net.SplitHostPort(ml)
@@ -104,11 +111,14 @@ func standaloneCommand() *cli.Command {
 			ctrdAddr := c.String("containerd")
 			var daemon *containerd.Daemon
 			if ctrdAddr == "" {
-				logf, err := os.OpenFile(filepath.Join(dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				logf, err := os.OpenFile(filepath.Join(dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 				if err != nil {
 					return err
 				}
 				defer logf.Close()
+				if err := logf.Chmod(0o600); err != nil { // an older gpud made it 0644
+					return fmt.Errorf("make %s private: %w", logf.Name(), err)
+				}
 				daemon, err = containerd.StartDaemon(ctx, containerd.DaemonOptions{Dir: filepath.Join(dir, "containerd"), Log: logf})
 				if err != nil {
 					return fmt.Errorf("start private containerd: %w", err)

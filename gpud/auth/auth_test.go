@@ -70,7 +70,7 @@ func TestVerifyRefuses(t *testing.T) {
 	tampered := parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(forged)) + "." + parts[2]
 	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + parts[1] + "."
 	noExp, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "iss": "c1", "role": "user"}).SignedString(k.key)
-	badRole, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "iss": "c1", "role": "god", "exp": t0.Add(time.Hour).Unix()}).SignedString(k.key)
+	badRole, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "iss": "c1", "role": "god", "exp": t0.Add(time.Hour).Unix(), "jti": "j1", "iat": t0.Unix()}).SignedString(k.key)
 	hs512, _ := jwt.NewWithClaims(jwt.SigningMethodHS512, jwt.MapClaims{"sub": "alice", "iss": "c1", "role": "user", "exp": t0.Add(time.Hour).Unix()}).SignedString(k.key)
 	for name, tok := range map[string]string{
 		"empty":          "",
@@ -82,13 +82,33 @@ func TestVerifyRefuses(t *testing.T) {
 		"unknown role":   badRole,
 		"other alg":      hs512,
 		"huge":           strings.Repeat("a", MaxTokenLen+1),
-		"node w/o name":  mustRaw(t, k, jwt.MapClaims{"sub": "n1", "iss": "c1", "role": "node", "exp": t0.Add(time.Hour).Unix()}),
-		"user with node": mustRaw(t, k, jwt.MapClaims{"sub": "a", "iss": "c1", "role": "user", "node": "n1", "exp": t0.Add(time.Hour).Unix()}),
-		"bad user name":  mustRaw(t, k, jwt.MapClaims{"sub": "../x", "iss": "c1", "role": "user", "exp": t0.Add(time.Hour).Unix()}),
+		"node w/o name":  mustRaw(t, k, jwt.MapClaims{"sub": "n1", "iss": "c1", "role": "node", "exp": t0.Add(time.Hour).Unix(), "jti": "j1", "iat": t0.Unix()}),
+		"user with node": mustRaw(t, k, jwt.MapClaims{"sub": "a", "iss": "c1", "role": "user", "node": "n1", "exp": t0.Add(time.Hour).Unix(), "jti": "j1", "iat": t0.Unix()}),
+		// No jti: it could never be revoked. No iat: its lifetime is
+		// unknown. Longer than MaxTTL, either way.
+		"no jti":        mustRaw(t, k, jwt.MapClaims{"sub": "alice", "iss": "c1", "role": "user", "iat": t0.Unix(), "exp": t0.Add(time.Hour).Unix()}),
+		"empty jti":     mustRaw(t, k, jwt.MapClaims{"sub": "alice", "iss": "c1", "role": "user", "jti": "", "iat": t0.Unix(), "exp": t0.Add(time.Hour).Unix()}),
+		"no iat":        mustRaw(t, k, jwt.MapClaims{"sub": "alice", "iss": "c1", "role": "user", "jti": "j1", "exp": t0.Add(time.Hour).Unix()}),
+		"100 years":     mustRaw(t, k, jwt.MapClaims{"sub": "alice", "iss": "c1", "role": "user", "jti": "j1", "iat": t0.Unix(), "exp": t0.AddDate(100, 0, 0).Unix()}),
+		"367 days":      mustRaw(t, k, jwt.MapClaims{"sub": "alice", "iss": "c1", "role": "user", "jti": "j1", "iat": t0.Unix(), "exp": t0.Add(MaxTTL + 24*time.Hour).Unix()}),
+		"backdated iat": mustRaw(t, k, jwt.MapClaims{"sub": "alice", "iss": "c1", "role": "user", "jti": "j1", "iat": t0.Add(-time.Hour).Unix(), "exp": t0.Add(MaxTTL).Unix()}),
+		"bad user name": mustRaw(t, k, jwt.MapClaims{"sub": "../x", "iss": "c1", "role": "user", "exp": t0.Add(time.Hour).Unix(), "jti": "j1", "iat": t0.Unix()}),
 	} {
 		if c, err := k.Verify(tok); err == nil {
 			t.Errorf("%s: accepted, claims %+v", name, c)
 		}
+	}
+}
+
+// TestVerifyLifetimeBoundary: a hand-made token with a jti, an iat and
+// exactly MaxTTL to live is accepted (the lifetime checks refuse only
+// what TestVerifyRefuses lists).
+func TestVerifyLifetimeBoundary(t *testing.T) {
+	now := t0
+	k := testKeys(t, "c1", &now)
+	tok := mustRaw(t, k, jwt.MapClaims{"sub": "alice", "iss": "c1", "role": "user", "uid": 1001, "jti": "j1", "iat": t0.Unix(), "exp": t0.Add(MaxTTL).Unix()})
+	if c, err := k.Verify(tok); err != nil || c.ID != "j1" {
+		t.Errorf("366-day token with jti: %+v, %v; want accepted", c, err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"slices"
 	"strings"
@@ -162,6 +163,35 @@ func NodeOf(chains [][]*x509.Certificate) (string, bool) {
 		return "", false
 	}
 	return leaf.Subject.CommonName, true
+}
+
+// ParseSerial reads a certificate serial number written in hex, with or
+// without colons between byte pairs (as openssl x509 -serial and gpud
+// print it), and returns it in the canonical form Serial gives.
+func ParseSerial(s string) (string, bool) {
+	h := strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), ":", ""))
+	h = strings.TrimPrefix(h, "0x")
+	if h == "" || len(h) > 64 {
+		return "", false
+	}
+	n, ok := new(big.Int).SetString(h, 16)
+	if !ok || n.Sign() < 0 {
+		return "", false
+	}
+	return n.Text(16), true
+}
+
+// Serial is the canonical form of a certificate's serial number
+// (lowercase hex, no colons): what [auth] revoked_node_certs compares.
+func Serial(c *x509.Certificate) string { return c.SerialNumber.Text(16) }
+
+// NodeCertOf returns the leaf of a verified node certificate chain (see
+// NodeOf), or nil.
+func NodeCertOf(chains [][]*x509.Certificate) *x509.Certificate {
+	if _, ok := NodeOf(chains); !ok {
+		return nil
+	}
+	return chains[0][0]
 }
 
 // NodeKey makes a node's private key (PEM) and a certificate request for

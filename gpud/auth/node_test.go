@@ -146,3 +146,16 @@ func FuzzSignNode(f *testing.F) {
 		}
 	})
 }
+
+func TestParseSerial(t *testing.T) {
+	for in, want := range map[string]string{"0A:1B:FF": "a1bff", "a1bff": "a1bff", " 00:a1:bf:f ": "a1bff", "0x10": "10"} {
+		if got, ok := ParseSerial(in); !ok || got != want {
+			t.Errorf("ParseSerial(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "xyz", "-1", strings.Repeat("f", 65)} {
+		if got, ok := ParseSerial(in); ok {
+			t.Errorf("ParseSerial(%q) = %q; want refused", in, got)
+		}
+	}
+}

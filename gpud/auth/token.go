@@ -203,8 +203,9 @@ func (k *Keys) Issue(c Claims, ttl time.Duration) (string, error) {
 var ErrExpired = jwt.ErrTokenExpired
 
 // Verify checks raw's signature (HS256 only: "none" and every other
-// algorithm are refused), issuer, expiry and not-before (with the skew)
-// and its identity fields, and returns its claims.
+// algorithm are refused), issuer, expiry and not-before (with the skew),
+// that it has an ID (jti) and lives at most MaxTTL, and its identity
+// fields, and returns its claims.
 func (k *Keys) Verify(raw string) (Claims, error) {
 	if len(raw) > MaxTokenLen {
 		return Claims{}, fmt.Errorf("token is %d bytes; at most %d", len(raw), MaxTokenLen)
@@ -221,11 +222,38 @@ func (k *Keys) Verify(raw string) (Claims, error) {
 	if err != nil {
 		return Claims{}, err
 	}
+	if err := k.checkLifetime(&c); err != nil {
+		return Claims{}, err
+	}
 	c.User = c.Subject
 	if err := c.check(); err != nil {
 		return Claims{}, err
 	}
 	return c, nil
+}
+
+// maxJTI bounds a token ID (Issue makes 16 characters).
+const maxJTI = 64
+
+// checkLifetime refuses a token that could not be revoked (no "jti") or
+// that lives longer than MaxTTL: by its own iat-to-exp span, or by an
+// expiry more than MaxTTL (and the skew) from now. Issue never makes
+// one; whoever holds the key could.
+func (k *Keys) checkLifetime(c *Claims) error {
+	if c.ID == "" || len(c.ID) > maxJTI {
+		return fmt.Errorf("token has no usable ID (jti, at most %d characters), so it could not be revoked; get a new one from gpud token issue", maxJTI)
+	}
+	if c.IssuedAt == nil {
+		return errors.New("token has no issue time (iat); get a new one from gpud token issue")
+	}
+	exp := c.ExpiresAt.Time // required by the parser
+	if life := exp.Sub(c.IssuedAt.Time); life > MaxTTL {
+		return fmt.Errorf("token lives %s from issue to expiry; at most %s: get a new one from gpud token issue", life.Round(time.Hour), MaxTTL)
+	}
+	if left := exp.Sub(k.now()); left > MaxTTL+k.skew {
+		return fmt.Errorf("token expires in %s; at most %s: get a new one from gpud token issue", left.Round(time.Hour), MaxTTL)
+	}
+	return nil
 }
 
 // writePrivate writes b to path with mode 0600 (its directory 0700),

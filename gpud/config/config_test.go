@@ -254,6 +254,10 @@ func TestControllerValidate(t *testing.T) {
 			[]string{`[controller] listen_tcp: "6817" is not host:port`}},
 		{"relative state dir", func(c *Controller) { c.Controller.StateDir = "state" },
 			[]string{`[controller] state_dir: "state" must be an absolute path`}},
+		{"secret env and revoked node certs", func(c *Controller) {
+			c.Auth.SecretEnv, c.Auth.RevokedNodeCerts = []string{"AWS_SECRET_ACCESS_KEY", "VAULT_*", "A B", "*"}, []string{"0A:1b:ff", "xyz"}
+		}, []string{`[auth] secret_env: "A B" is not a variable name or a prefix ending in '*'`, `[auth] secret_env: "*" is not a variable name`,
+			`[auth] revoked_node_certs: "xyz" is not a certificate serial number`}},
 		{"max jobs", func(c *Controller) { c.Scheduler.MaxJobsPerCycle = 0 },
 			[]string{"[scheduler] max_jobs_per_cycle: 0 must be at least 1"}},
 		{"backfill and preemption", func(c *Controller) {

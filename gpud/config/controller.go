@@ -5,10 +5,12 @@ import (
 	"math"
 	"net"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/sched"
 )
 
@@ -127,6 +129,15 @@ type Auth struct {
 	// RevokedTokens are token IDs ("jti", shown by gpud token issue)
 	// refused before their expiry; a SIGHUP reload applies a change.
 	RevokedTokens []string `toml:"revoked_tokens"`
+	// RevokedNodeCerts are serial numbers (hex, as gpud prints them at
+	// join and openssl x509 -serial shows them) of node certificates
+	// refused from now on; a SIGHUP reload applies a change.
+	RevokedNodeCerts []string `toml:"revoked_node_certs"`
+	// SecretEnv lists environment variables (exact names, or prefixes
+	// ending in '*') that never travel with a job, besides the GPUD_*
+	// credentials (GPUD_TOKEN, ...), which never do: dropped at
+	// submission, masked where an operator views an older job.
+	SecretEnv []string `toml:"secret_env"`
 }
 
 // TLSDir is where the generated TLS material lives.
@@ -462,6 +473,8 @@ func (c Controller) Validate() error {
 	return p.err()
 }
 
+var secretEnvPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*\*?$`)
+
 func (c Controller) validateAuth(p *problems) {
 	a := c.Auth
 	if a.ClusterName == "" || strings.ContainsAny(a.ClusterName, " \t/") {
@@ -492,6 +505,16 @@ func (c Controller) validateAuth(p *problems) {
 			if strings.TrimSpace(n) == "" || strings.ContainsAny(n, " ,:") {
 				p.addf("[auth] %s: %q is not a user name", l.key, n)
 			}
+		}
+	}
+	for _, v := range a.SecretEnv {
+		if !secretEnvPattern.MatchString(v) {
+			p.addf("[auth] secret_env: %q is not a variable name or a prefix ending in '*' (e.g. \"AWS_SECRET_ACCESS_KEY\", \"VAULT_*\")", v)
+		}
+	}
+	for _, sn := range a.RevokedNodeCerts {
+		if _, ok := auth.ParseSerial(sn); !ok {
+			p.addf("[auth] revoked_node_certs: %q is not a certificate serial number (hex digits, colons allowed)", sn)
 		}
 	}
 	if c.API.SubmitRate < 0 {

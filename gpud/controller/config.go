@@ -76,6 +76,10 @@ type Config struct {
 	// MaxStartsPerCycle bounds the jobs one cycle starts (0: no bound); a
 	// cycle that reaches it asks for the next at once.
 	MaxStartsPerCycle int
+	// SecretEnv lists the site's secret environment variables (names, or
+	// prefixes ending in '*'): dropped from every job's environment at
+	// submission, like the GPUD_* credentials (spec.SecretEnv).
+	SecretEnv []string
 }
 
 // PriorityWeights are Slurm's multifactor weights: each factor is

@@ -159,6 +159,10 @@ func (c *Controller) load(ctx context.Context) error {
 	}
 	for i := range jobs {
 		rec := &jobRec{job: jobs[i]}
+		// A job stored by an older gpud may carry a credential; it is not
+		// given to the job (nor shown) and leaves state.db at the job's
+		// next save.
+		rec.job.Env, _ = spec.DropSecretEnv(rec.job.Env, c.cfg.SecretEnv)
 		rec.publish()
 		st.addJob(rec)
 		if a := rec.job.Alloc; a != nil {

@@ -308,12 +308,20 @@ func (c *Controller) NodeEvents(ctx context.Context, who Caller, name string, ev
 
 func (c *Controller) applyEvent(tx *txn, node string, ev NodeEvent) {
 	rec := c.st.jobs[ev.JobID]
-	if rec == nil || rec.job.Alloc == nil || rec.job.Alloc.ID != ev.AllocID {
+	if rec == nil {
+		// A node speaks only for its own allocations.
+		c.log.Warn("node event for a job that does not exist refused", "node", node, "job_id", ev.JobID, "alloc_id", ev.AllocID, "kind", ev.Kind)
+		return
+	}
+	if rec.job.Alloc == nil || rec.job.Alloc.ID != ev.AllocID {
 		c.log.Debug("stale node event ignored", "node", node, "job_id", ev.JobID, "alloc_id", ev.AllocID, "kind", ev.Kind)
 		return
 	}
 	part, ok := rec.livePart(node)
 	if !ok {
+		if !slices.ContainsFunc(rec.job.Alloc.Nodes, func(p spec.NodeAlloc) bool { return p.Node == node }) {
+			c.log.Warn("node event for a job not allocated to this node refused", "node", node, "job_id", ev.JobID, "alloc_id", ev.AllocID, "kind", ev.Kind)
+		}
 		return
 	}
 	at := ev.Time

@@ -158,6 +158,12 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	if strings.TrimSpace(js.Script) == "" {
 		bad("script is empty; pass a batch script or --wrap 'CMD'")
 	}
+	// Credentials never travel with a job, whatever the client sent: the
+	// environment is stored, shown to operators and given to the job.
+	if kept, dropped := spec.DropSecretEnv(js.Env, c.cfg.SecretEnv); len(dropped) > 0 {
+		c.log.Debug("secret variables dropped from a submitted job's environment", "user", who.User, "vars", strings.Join(dropped, ","))
+		js.Env = kept
+	}
 	if js.Name == "" {
 		js.Name = "job"
 	}

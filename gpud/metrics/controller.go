@@ -3,12 +3,14 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/spec"
@@ -102,6 +104,38 @@ func (m *Controller) AddStats(src StatsSource) { m.reg.MustRegister(&statsCollec
 // metrics, not the scrape.
 func (m *Controller) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// privateLabels mark a series as saying who uses the cluster.
+var privateLabels = []string{"user", "account"}
+
+// PublicHandler is Handler without the series that name users or
+// accounts (gpud_fairshare_factor): what any local user, or any TCP
+// client without an operator's token, may scrape. Whole families are
+// left out, never just their labels, so no two series collide.
+func (m *Controller) PublicHandler() http.Handler {
+	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, err := m.reg.Gather()
+		out := mfs[:0]
+		for _, mf := range mfs {
+			if !namesPeople(mf) {
+				out = append(out, mf)
+			}
+		}
+		return out, err
+	})
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+func namesPeople(mf *dto.MetricFamily) bool {
+	for _, m := range mf.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if slices.Contains(privateLabels, l.GetName()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ObserveRequest records one API request: route is the mux pattern

@@ -19,6 +19,7 @@ import (
 	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpud/statefile"
 	"github.com/gpud/gpud/runtime"
 )
 
@@ -172,16 +173,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	for _, d := range []string{a.cfg.StateDir, a.cfg.jobsDir()} {
 		// 0711: job directories below are owned by their users and must
 		// be reachable by them, but not listable.
-		if err := os.MkdirAll(d, 0o711); err != nil {
+		// An older agent made them 0755: tightened, with a log line.
+		fixes, err := statefile.Dir(d, 0o711)
+		if err != nil {
 			return fmt.Errorf("create node state directory %s: %w", d, err)
 		}
+		statefile.Log(a.log, fixes)
 	}
 	ckpt, err := checkpoint.New(a.cfg.CheckpointRoot, a.cfg.CheckpointKeep, checkpoint.WithClock(a.clock.Now))
 	if err != nil {
 		return fmt.Errorf("open checkpoint root of node %s: %w", a.cfg.Name, err)
 	}
 	a.ckpt = ckpt
-	ob, err := openOutbox(ctx, a.cfg.StateDir, a.clock.Now())
+	ob, err := openOutbox(ctx, a.log, a.cfg.StateDir, a.clock.Now())
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

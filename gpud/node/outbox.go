@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"path/filepath"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpud/statefile"
 )
 
 // outbox is the node's durable memory (outbox.db): events not yet
@@ -58,8 +60,15 @@ CREATE TABLE IF NOT EXISTS allocs (
 
 // openOutbox opens (creating if needed) stateDir/outbox.db and drops
 // allocations that ended longer than exitedRetention before now.
-func openOutbox(ctx context.Context, stateDir string, now time.Time) (*outbox, error) {
+func openOutbox(ctx context.Context, log *slog.Logger, stateDir string, now time.Time) (*outbox, error) {
 	path := filepath.Join(stateDir, "outbox.db")
+	// 0600 before SQLite sees it (SQLite gives -wal and -shm the main
+	// file's mode); an older agent's 0644 files are tightened and logged.
+	fixes, err := statefile.DB(path)
+	if err != nil {
+		return nil, fmt.Errorf("open outbox: %w", err)
+	}
+	statefile.Log(log, fixes)
 	q := url.Values{
 		"_journal_mode": {"WAL"},
 		"_synchronous":  {"FULL"},

@@ -1,6 +1,11 @@
 package node
 
 import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +19,7 @@ func TestOutboxDurableAndOrdered(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dir := t.TempDir()
-	ob, err := openOutbox(ctx, dir, t0)
+	ob, err := openOutbox(ctx, slog.Default(), dir, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +54,7 @@ func TestOutboxDurableAndOrdered(t *testing.T) {
 
 	// Reopened, as after a crash: unacknowledged events, in order, and
 	// allocation records survive; seqs are never reused.
-	ob, err = openOutbox(ctx, dir, t0)
+	ob, err = openOutbox(ctx, slog.Default(), dir, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +92,7 @@ func TestOutboxPrunesOldExits(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dir := t.TempDir()
-	ob, err := openOutbox(ctx, dir, t0)
+	ob, err := openOutbox(ctx, slog.Default(), dir, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +105,7 @@ func TestOutboxPrunesOldExits(t *testing.T) {
 		}
 	}
 	ob.Close()
-	ob, err = openOutbox(ctx, dir, t0.Add(exitedRetention+time.Hour))
+	ob, err = openOutbox(ctx, slog.Default(), dir, t0.Add(exitedRetention+time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,5 +115,43 @@ func TestOutboxPrunesOldExits(t *testing.T) {
 	}
 	if r, _ := ob.alloc(ctx, "running"); !r.Started {
 		t.Error("a started allocation was pruned")
+	}
+}
+
+// TestOutboxPrivate: outbox.db and its -wal and -shm are 0600 (they hold
+// every job's events); files an older agent left 0644 are tightened at
+// open with a log line. Before statefile.DB they were 0644.
+func TestOutboxPrivate(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "outbox.db")
+	for _, p := range []string{path, path + "-wal"} {
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs bytes.Buffer
+	ob, err := openOutbox(ctx, slog.New(slog.NewTextHandler(&logs, nil)), dir, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	if _, err := ob.record(ctx, api.AllocEvent{Kind: api.EventStarted, AllocID: "a1", JobID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode().Perm(); m != 0o600 {
+			t.Errorf("%s mode %#o, want 0600", filepath.Base(p), m)
+		}
+	}
+	if !strings.Contains(logs.String(), "made it private") || !strings.Contains(logs.String(), path+"-wal") {
+		t.Errorf("log = %q; want a line for each file tightened", logs.String())
 	}
 }

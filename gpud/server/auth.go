@@ -119,7 +119,7 @@ func (s *Server) joinNode(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "join node %s: %v", req.Node, err))
 		return
 	}
-	s.log.Info("node joined: certificate issued", "node", req.Node, "remote", r.RemoteAddr)
+	s.log.Info("node joined: certificate issued", "node", req.Node, "serial", certSerial(cert), "remote", r.RemoteAddr)
 	s.writeJSON(w, api.JoinResponse{Cert: string(cert), CA: string(s.join.ca.CertPEM())})
 }
 
@@ -234,12 +234,21 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 			return
 		}
-		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" && s.metrics != nil {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" && s.metrics != nil && r.Header.Get("Authorization") == "" {
+			// /metrics without a token: the view without per-user series
+			// (serveMetrics); with one, the token decides below.
 			next.ServeHTTP(w, r)
 			return
 		}
 		if r.TLS != nil {
 			if node, ok := auth.NodeOf(r.TLS.VerifiedChains); ok {
+				if leaf := auth.NodeCertOf(r.TLS.VerifiedChains); s.certRevoked(leaf) {
+					msg := fmt.Sprintf("node certificate %s of node %s was revoked ([auth] revoked_node_certs); an admin must rotate the join token and join the node again", auth.Serial(leaf), node)
+					s.log.Warn("revoked node certificate refused", "node", node, "serial", auth.Serial(leaf), "remote", r.RemoteAddr)
+					s.auditRefusal(r, http.StatusUnauthorized, msg)
+					s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied, msg)
+					return
+				}
 				// A node certificate from joining: the node's identity,
 				// bound to its name (nodeCaller checks each request).
 				id := identity{caller: controller.Caller{User: "node:" + node}, role: auth.RoleNode, node: node, remote: true}

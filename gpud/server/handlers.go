@@ -21,7 +21,7 @@ func (s *Server) routes() {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	if s.metrics != nil {
-		m.Handle("GET /metrics", s.metrics)
+		m.HandleFunc("GET /metrics", s.serveMetrics)
 	}
 	v := "/" + api.Version
 	m.HandleFunc("POST "+v+"/jobs", s.submit)
@@ -163,6 +163,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 		var j spec.Job
 		if j, err = s.c.JobByRef(r.Context(), ref); err == nil {
 			redact(who(r), &j)
+			s.maskSecrets(who(r), &j)
 			s.writeJSON(w, j)
 			return
 		}
@@ -187,6 +188,7 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	redact(who(r), &j)
+	s.maskSecrets(who(r), &j)
 	s.writeJSON(w, j)
 }
 
@@ -404,6 +406,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		evs = append(evs, controller.NodeEvent{Seq: e.Seq, Node: e.Node, AllocID: e.AllocID, JobID: e.JobID, Kind: e.Kind,
 			Time: e.Time.Time, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Reason: e.Reason,
 			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes, MIG: e.MIG})
+	}
+	// A node speaks only for its own allocations, usage included: judged
+	// before the events apply (an exit in this batch may end the attempt).
+	if samples, seen, err = s.ownUsage(r.Context(), r.PathValue("name"), samples, seen); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	acked, err := s.c.NodeEvents(r.Context(), as, r.PathValue("name"), evs)
 	if err != nil {

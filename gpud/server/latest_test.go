@@ -18,6 +18,16 @@ func TestUsageLatest(t *testing.T) {
 	if _, err := c.Register(ctx, inventory("n1", 2)); err != nil {
 		t.Fatal(err)
 	}
+	// Jobs 7 and 8 run on n1: a node reports usage only for its own
+	// allocations.
+	for range 8 {
+		if _, err := c.Submit(ctx, api.SubmitRequest{Job: jobSpec("j")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []spec.JobID{7, 8} {
+		waitAssignment(t, c, "n1", func(a api.Assignment) bool { return a.Job.ID == id })
+	}
 	now := time.Now().Truncate(time.Second)
 	sample := func(seq uint64, job spec.JobID, ago time.Duration, util float64) api.AllocEvent {
 		end := now.Add(-ago)

@@ -52,6 +52,7 @@ type Server struct {
 	observe func(route string, code int, d time.Duration)
 	audit   *auditor
 	latest  latestUsage
+	sec     secState // secstate.go
 }
 
 // Accounting is the job history the server reads for GET
@@ -97,7 +98,8 @@ func WithUsageRecorder(u UsageRecorder) Option { return func(s *Server) { s.usag
 // pattern it matched ("GET /v1/jobs/{id}", "" for none), the status code
 // and the time taken. Like /healthz, /metrics needs no token on TCP (it
 // still needs TLS there); on the unix socket any local user may read it.
-// The counts it shows are cluster-wide, not per user.
+// So h must show cluster-wide counts only: WithOperatorMetrics serves
+// the series that name users or accounts to operators.
 func WithMetrics(h http.Handler, observe func(route string, code int, d time.Duration)) Option {
 	return func(s *Server) { s.metrics, s.observe = h, observe }
 }

@@ -27,6 +27,12 @@ func TestUsageEventsStoredOnce(t *testing.T) {
 	if _, err := c.Register(ctx, inventory("n1", 1)); err != nil {
 		t.Fatal(err)
 	}
+	// The controller's job 1 runs on n1 (alloc 1.1): a node may report
+	// usage only for its own allocations.
+	if sub, err := c.Submit(ctx, api.SubmitRequest{Job: jobSpec("j")}); err != nil || sub.ID != 1 {
+		t.Fatalf("submit = %+v, %v; want job 1", sub, err)
+	}
+	waitAssignment(t, c, "n1", func(a api.Assignment) bool { return a.Alloc.ID == "1.1" })
 	sample := func(seq uint64, id string, start, end time.Duration, util float64) api.AllocEvent {
 		return api.AllocEvent{Seq: seq, Node: "n1", AllocID: "1.1", JobID: 1, Kind: api.EventUsage, Time: spec.NewTime(t0.Add(end)),
 			Usage: &api.UsageSample{ID: id, Attempt: 1, Start: spec.NewTime(t0.Add(start)), End: spec.NewTime(t0.Add(end)), GPUs: 1,

@@ -13,6 +13,7 @@ import (
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 
 	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpud/statefile"
 )
 
 // schemaVersion is the version this code writes. A database with a newer
@@ -52,6 +53,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	const wOK = 2
 	if err := syscall.Access(filepath.Dir(path), wOK); err != nil {
 		return nil, fmt.Errorf("open state db %s: its directory is not writable (%w); the controller writes every job there: fix the mount or permissions", path, err)
+	}
+	// 0600 before SQLite sees it: SQLite gives -wal and -shm the main
+	// file's mode, and every job's script and environment is in them.
+	if _, err := statefile.DB(path); err != nil {
+		return nil, fmt.Errorf("open state db: %w", err)
 	}
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")

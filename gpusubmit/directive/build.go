@@ -265,6 +265,14 @@ func (b *builder) build() {
 		js.Comment = o.Value
 	}
 	b.export()
+	// Credentials never travel with a job (the controller drops them too,
+	// with the site's [auth] secret_env): a token in the job's environment
+	// is readable by whoever reads the job. Asked for by name, it is said.
+	var dropped []string
+	js.Env, dropped = spec.DropSecretEnv(js.Env, nil)
+	if o, ok := b.get("export"); ok && len(dropped) > 0 && strings.Contains(o.Value, "GPUD_") {
+		b.req.Warnings = append(b.req.Warnings, fmt.Sprintf("%s: --export: %s not passed: gpud credentials never travel with a job", o.Source, strings.Join(dropped, ", ")))
+	}
 
 	b.req.TestOnly = b.flag("test-only", false)
 	b.req.Parsable = b.flag("parsable", false)

@@ -2,6 +2,8 @@ package directive
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,6 +191,38 @@ func TestBuildErrors(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, err.Error()); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestExportDropsCredentials: gpusubmit's default export (and ALL, and a
+// name asked for) never carries GPUD_TOKEN or any other GPUD_* credential
+// into the job; before this a job's stored environment held the
+// submitter's token.
+func TestExportDropsCredentials(t *testing.T) {
+	env := testEnv
+	env.Environ = []string{"PATH=/usr/bin", "GPUD_TOKEN=eyJ.secret", "GPUD_CONTROLLER=https://c:8443", "GPUD_JOIN_TOKEN=j"}
+	for _, tc := range []struct {
+		name     string
+		opts     []Option
+		want     []string
+		wantWarn bool
+	}{
+		{"default", nil, []string{"PATH=/usr/bin", "GPUD_CONTROLLER=https://c:8443"}, false},
+		{"ALL", []Option{cli("export", "ALL")}, []string{"PATH=/usr/bin", "GPUD_CONTROLLER=https://c:8443"}, false},
+		{"by name", []Option{cli("export", "PATH,GPUD_TOKEN,GPUD_API_KEY=x")}, []string{"PATH=/usr/bin"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := Build(append(tc.opts, script(1, "job-name", "x")), env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(req.Spec.Env, tc.want) {
+				t.Errorf("env = %q, want %q", req.Spec.Env, tc.want)
+			}
+			if got := len(req.Warnings) > 0 && strings.Contains(strings.Join(req.Warnings, "\n"), "GPUD_TOKEN"); got != tc.wantWarn {
+				t.Errorf("warnings %q; want a warning naming GPUD_TOKEN: %v", req.Warnings, tc.wantWarn)
 			}
 		})
 	}
