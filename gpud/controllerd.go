@@ -136,6 +136,9 @@ func controllerConfig(c config.Controller) controller.Config {
 		BackfillDepth:     c.Scheduler.BackfillDepth,
 		PreemptMinRuntime: c.Scheduler.PreemptMinRuntime.Std(),
 		CheckpointGrace:   c.Scheduler.CheckpointGrace.Std(),
+
+		MaxSubmitBytes:       c.Limits.MaxSubmitBytes(),
+		MaxSubmitJobsPerUser: c.Limits.MaxSubmitJobsPerUser,
 	}
 	for _, p := range c.Partitions {
 		nodes := p.Nodes
@@ -159,7 +162,7 @@ func controllerConfig(c config.Controller) controller.Config {
 	for _, a := range c.Accounts {
 		cc.Accounts = append(cc.Accounts, controller.Account{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: a.Users,
 			Coordinators: a.Coordinators, MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
-			MaxWall: a.MaxWall.Std(), MaxGPUHours: a.MaxGPUHours, BudgetPeriod: a.Budget()})
+			MaxWall: a.MaxWall.Std(), MaxGPUHours: a.MaxGPUHours, BudgetPeriod: a.Budget(), MaxSubmitJobsPerUser: a.MaxSubmitJobsPerUser})
 	}
 	for _, q := range c.QOS {
 		cc.QOS = append(cc.QOS, controller.QOS{
@@ -171,6 +174,8 @@ func controllerConfig(c config.Controller) controller.Config {
 			MaxJobsPerUser: q.MaxJobsPerUser,
 			MaxWall:        q.MaxWall.Std(),
 			Idle:           idlePolicy(q.IdlePolicy),
+
+			MaxSubmitJobsPerUser: q.MaxSubmitJobsPerUser,
 		})
 	}
 	return cc

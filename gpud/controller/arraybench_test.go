@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,6 +55,7 @@ func BenchmarkArraySubmit(b *testing.B) {
 					b.Fatal(err)
 				}
 				cfg := DefaultConfig()
+				cfg.MaxSubmitJobsPerUser = 0
 				c, err := New(cfg, st, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 				if err != nil {
 					b.Fatal(err)
@@ -123,6 +126,72 @@ func BenchmarkArraySubmit(b *testing.B) {
 				b.ReportMetric(float64(other[len(other)-1].Microseconds())/1000, "other-max-ms")
 			}
 			b.ReportMetric(slices.Max(dbMB), "db+wal-MB")
+		})
+	}
+}
+
+// BenchmarkPendingJobHeap is issue 12's hole 10 measurement: the
+// controller's heap per pending job at 100,000 held jobs of one user,
+// submitted one by one (each with its own copy of a 60-variable, ~3 KiB
+// environment, as gpusubmit exports by default) or as arrays of 1,000
+// tasks (which share the script and environment). The store keeps
+// nothing, so this is the controller's own memory: jobs, views, queues.
+//
+//	go test -run '^$' -bench PendingJobHeap -benchtime 1x ./gpud/controller/
+func BenchmarkPendingJobHeap(b *testing.B) {
+	const pending = 100000
+	for _, tc := range []struct {
+		name  string
+		array int
+	}{{"plain", 0}, {"array1000", 1000}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var perJob float64
+			for b.Loop() {
+				store := newFakeStore()
+				store.discard = true
+				h := newHarness(b, store, func(c *Config) { c.MaxSubmitJobsPerUser = 0 })
+				ctx := context.Background()
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				mkEnv := func() []string {
+					env := make([]string, 60)
+					for i := range env {
+						env[i] = fmt.Sprintf("VAR_%02d=%s", i, strings.Repeat("v", 40))
+					}
+					return env
+				}
+				var wg sync.WaitGroup
+				var next atomic.Int64
+				per := max(tc.array, 1)
+				for range 4 {
+					wg.Go(func() {
+						for next.Add(int64(per)) <= pending {
+							js := spec.JobSpec{Name: "held", Script: "#!/bin/sh\n#SBATCH --gpus=1\nsrun python train.py --epochs 10\n",
+								Env: mkEnv(), WorkDir: "/home/alice/work", SubmitDir: "/home/alice/work", Hold: true}
+							if tc.array > 0 {
+								js.Array = fmt.Sprintf("0-%d", tc.array-1)
+							}
+							if _, err := h.c.SubmitAll(ctx, alice, js); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				h.settle()
+				n := 0
+				_ = h.c.query(ctx, func() error { n = len(h.c.st.pending); return nil })
+				if n != pending {
+					b.Fatalf("%d jobs pending, want %d", n, pending)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perJob = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
+				h.stop()
+			}
+			b.ReportMetric(perJob, "heapB/pending-job")
 		})
 	}
 }

@@ -27,6 +27,58 @@ type state struct {
 	// genBase makes node generations grow across controller restarts, so
 	// a node's long-poll from before a restart always sees a change.
 	genBase uint64
+	// active counts pending and running (not yet ended) jobs, for the
+	// submit limits (limits.go).
+	active activeCounts
+}
+
+// activeCounts counts jobs that have not ended, by user (uid), by user
+// and QOS, by user and account, and by account.
+type activeCounts struct {
+	user        map[uint32]int
+	userQOS     map[scoped]int
+	userAccount map[scoped]int
+	account     map[string]int
+}
+
+type scoped struct {
+	uid  uint32
+	name string
+}
+
+func newActiveCounts() activeCounts {
+	return activeCounts{user: map[uint32]int{}, userQOS: map[scoped]int{}, userAccount: map[scoped]int{}, account: map[string]int{}}
+}
+
+func (a *activeCounts) add(j *spec.Job, d int) {
+	bump(a.user, j.UID, d)
+	bump(a.userQOS, scoped{j.UID, j.QOS}, d)
+	bump(a.userAccount, scoped{j.UID, j.Account}, d)
+	bump(a.account, j.Account, d)
+}
+
+func bump[K comparable](m map[K]int, k K, d int) {
+	if n := m[k] + d; n > 0 {
+		m[k] = n
+	} else {
+		delete(m, k)
+	}
+}
+
+// countActive counts rec as not ended (once); uncountActive undoes it
+// when it ends.
+func (s *state) countActive(rec *jobRec) {
+	if !rec.active {
+		rec.active = true
+		s.active.add(&rec.job, 1)
+	}
+}
+
+func (s *state) uncountActive(rec *jobRec) {
+	if rec.active {
+		rec.active = false
+		s.active.add(&rec.job, -1)
+	}
 }
 
 func newState(next spec.JobID, now time.Time) *state {
@@ -38,6 +90,7 @@ func newState(next spec.JobID, now time.Time) *state {
 		waiters: map[spec.JobID][]chan struct{}{},
 		idle:    map[spec.JobID]*idleJob{},
 		genBase: uint64(now.UnixNano()),
+		active:  newActiveCounts(),
 	}
 }
 
@@ -51,6 +104,9 @@ func (s *state) addJob(rec *jobRec) {
 	}
 	if rec.job.State == spec.StatePending {
 		s.pending[rec.job.ID] = rec
+	}
+	if !rec.job.State.Terminal() {
+		s.countActive(rec)
 	}
 }
 
@@ -80,6 +136,8 @@ type jobRec struct {
 	view *JobView
 	// dep is job.Depend parsed, filled on first evaluation.
 	dep *dependency
+	// active says the job is counted in state.active.
+	active bool
 }
 
 func (r *jobRec) publish() { r.view = newView(&r.job) }

@@ -54,6 +54,12 @@ func (c *Controller) SubmitAll(ctx context.Context, who Caller, js spec.JobSpec)
 		if err := c.checkAccountLimits(j, len(tasks)); err != nil {
 			return err
 		}
+		if err := c.checkUserSubmitLimit(who, j, len(tasks)); err != nil {
+			return err
+		}
+		if err := c.checkSubmitSize(j, len(tasks)); err != nil {
+			return err
+		}
 		first := c.st.nextID
 		for _, t := range tasks {
 			rec := &jobRec{job: *j}
@@ -100,6 +106,9 @@ func (c *Controller) TestSubmit(ctx context.Context, who Caller, js spec.JobSpec
 			return err
 		}
 		if err := c.checkAccountLimits(j, 1); err != nil {
+			return err
+		}
+		if err := c.checkUserSubmitLimit(who, j, 1); err != nil {
 			return err
 		}
 		j.ID = c.st.nextID // not consumed: the job is not kept
