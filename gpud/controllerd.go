@@ -137,8 +137,9 @@ func controllerConfig(c config.Controller) controller.Config {
 		PreemptMinRuntime: c.Scheduler.PreemptMinRuntime.Std(),
 		CheckpointGrace:   c.Scheduler.CheckpointGrace.Std(),
 
-		MaxSubmitBytes:       c.Limits.MaxSubmitBytes(),
-		MaxSubmitJobsPerUser: c.Limits.MaxSubmitJobsPerUser,
+		MaxSubmitBytes:        c.Limits.MaxSubmitBytes(),
+		MaxSubmitJobsPerUser:  c.Limits.MaxSubmitJobsPerUser,
+		MaxSubmitBytesPerUser: c.Limits.MaxSubmitBytesPerUser(),
 	}
 	for _, p := range c.Partitions {
 		nodes := p.Nodes

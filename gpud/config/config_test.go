@@ -302,8 +302,8 @@ func TestControllerValidate(t *testing.T) {
 			"[limits] max_submit_jobs_per_user: -1 must not be negative (0 = no limit)",
 			`[[qos]] "low" max_submit_jobs_per_user: -2 must not be negative`,
 			`[[account]] "default" max_submit_jobs_per_user: -3 must not be negative`}},
-		{"submit size too big", func(c *Controller) { c.Limits.MaxSubmitSize = "2T" },
-			[]string{`[limits] max_submit_size: "2T" is not a size from 1M to 1T`}},
+		{"submit size too big", func(c *Controller) { c.Limits.MaxSubmitSize, c.Limits.MaxSubmitSizePerUser = "2T", "-5M" },
+			[]string{`[limits] max_submit_size: "2T" is not a size from 1M to 1T`, `[limits] max_submit_size_per_user: "-5M" is not a size`}},
 		{"qos limits", func(c *Controller) { c.QOS[0].MaxGPUsPerUser = -1; c.QOS[0].MaxWall = "forever" },
 			[]string{`[[qos]] "low" max_gpus_per_user: -1`, `[[qos]] "low" max_wall: "forever" is not a duration`}},
 		{"idle policy problems all reported", func(c *Controller) {
@@ -490,9 +490,12 @@ func TestParseMemMiB(t *testing.T) {
 }
 
 func TestMaxSubmitBytes(t *testing.T) {
-	for in, want := range map[string]int64{"64M": 64 << 20, "1G": 1 << 30, "512": 512 << 20, "UNLIMITED": 0, "0": 0, "unlimited": 0} {
+	for in, want := range map[string]int64{"64M": 64 << 20, "1G": 1 << 30, "512": 512 << 20, "UNLIMITED": 0, "0": 0, "unlimited": 0, "": 0} {
 		if got := (Limits{MaxSubmitSize: in}).MaxSubmitBytes(); got != want {
 			t.Errorf("max_submit_size %q = %d bytes, want %d", in, got, want)
+		}
+		if got := (Limits{MaxSubmitSizePerUser: in}).MaxSubmitBytesPerUser(); got != want {
+			t.Errorf("max_submit_size_per_user %q = %d bytes, want %d", in, got, want)
 		}
 	}
 	c := Defaults()

@@ -162,6 +162,11 @@ type Limits struct {
 	// tasks count) unless the job's QOS, or else its account, sets its
 	// own max_submit_jobs_per_user; 0 means none. root is not limited.
 	MaxSubmitJobsPerUser int `toml:"max_submit_jobs_per_user"`
+	// MaxSubmitSizePerUser caps what one user's pending + running jobs
+	// store (each plain job's or array's payload once, and each job's
+	// record); a size or "UNLIMITED", as MaxSubmitSize. root is not
+	// limited.
+	MaxSubmitSizePerUser string `toml:"max_submit_size_per_user"`
 }
 
 // DefaultMaxSubmitJobsPerUser is [limits] max_submit_jobs_per_user's
@@ -171,23 +176,30 @@ const DefaultMaxSubmitJobsPerUser = 10000
 
 // MaxSubmitBytes is max_submit_size in bytes, 0 for no limit (or an
 // invalid value, which Validate reports).
-func (l Limits) MaxSubmitBytes() int64 {
-	s := strings.TrimSpace(l.MaxSubmitSize)
-	if s == "0" || strings.EqualFold(s, Unlimited) {
-		return 0
+func (l Limits) MaxSubmitBytes() int64 { n, _ := sizeBytes(l.MaxSubmitSize); return n }
+
+// MaxSubmitBytesPerUser is max_submit_size_per_user in bytes, 0 for no
+// limit (or an invalid value, which Validate reports).
+func (l Limits) MaxSubmitBytesPerUser() int64 { n, _ := sizeBytes(l.MaxSubmitSizePerUser); return n }
+
+// sizeBytes reads a size limit: "64M", "1G" (binary units, a bare
+// number is MiB, at most 1T), or "UNLIMITED", "0" or "" for none (0).
+func sizeBytes(s string) (int64, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "0" || strings.EqualFold(s, Unlimited) {
+		return 0, true
 	}
 	mib, err := parseMemMiB(s)
-	if err != nil {
-		return 0
+	if err != nil || mib > 1<<20 {
+		return 0, false
 	}
-	return mib << 20
+	return mib << 20, true
 }
 
 func (l Limits) validate(p *problems) {
-	s := strings.TrimSpace(l.MaxSubmitSize)
-	if s != "0" && !strings.EqualFold(s, Unlimited) {
-		if mib, err := parseMemMiB(s); err != nil || mib > 1<<20 {
-			p.addf("[limits] max_submit_size: %q is not a size from 1M to 1T (e.g. \"64M\", \"1G\"), or \"UNLIMITED\"", l.MaxSubmitSize)
+	for _, f := range []struct{ key, v string }{{"max_submit_size", l.MaxSubmitSize}, {"max_submit_size_per_user", l.MaxSubmitSizePerUser}} {
+		if _, ok := sizeBytes(f.v); !ok {
+			p.addf("[limits] %s: %q is not a size from 1M to 1T (e.g. \"64M\", \"1G\"), or \"UNLIMITED\"", f.key, f.v)
 		}
 	}
 	if l.MaxSubmitJobsPerUser < 0 {
@@ -381,7 +393,7 @@ func Defaults() Controller {
 		Accounting: Accounting{GPUHourPrice: map[string]float64{}},
 		Auth:       Auth{ClusterName: "gpud", ClockSkew: "2m"},
 		API:        API{SubmitRate: 20, SubmitBurst: 200},
-		Limits:     Limits{MaxSubmitSize: "64M", MaxSubmitJobsPerUser: DefaultMaxSubmitJobsPerUser},
+		Limits:     Limits{MaxSubmitSize: "64M", MaxSubmitJobsPerUser: DefaultMaxSubmitJobsPerUser, MaxSubmitSizePerUser: "1G"},
 		Partitions: []Partition{{
 			Name:        "gpu",
 			Nodes:       []string{AllNodes},

@@ -84,12 +84,17 @@ type Config struct {
 	// tasks count) where the job's QOS and account set no
 	// MaxSubmitJobsPerUser; 0 means no cap. root is not capped.
 	MaxSubmitJobsPerUser int
+	// MaxSubmitBytesPerUser caps what a user's pending + running jobs
+	// store: each plain job's or array's payload once, and each job's
+	// record; 0 means no cap. root is not capped.
+	MaxSubmitBytesPerUser int64
 }
 
 // Defaults of the submission limits (gpud.toml [limits]).
 const (
-	DefaultMaxSubmitBytes       = 64 << 20
-	DefaultMaxSubmitJobsPerUser = 10000
+	DefaultMaxSubmitBytes        = 64 << 20
+	DefaultMaxSubmitJobsPerUser  = 10000
+	DefaultMaxSubmitBytesPerUser = 1 << 30
 )
 
 // PriorityWeights are Slurm's multifactor weights: each factor is
@@ -195,8 +200,9 @@ func DefaultConfig() Config {
 		SchedInterval:     5 * time.Second,
 		MaxNodesPerJob:    1024,
 
-		MaxSubmitBytes:       DefaultMaxSubmitBytes,
-		MaxSubmitJobsPerUser: DefaultMaxSubmitJobsPerUser,
+		MaxSubmitBytes:        DefaultMaxSubmitBytes,
+		MaxSubmitJobsPerUser:  DefaultMaxSubmitJobsPerUser,
+		MaxSubmitBytesPerUser: DefaultMaxSubmitBytesPerUser,
 	}
 }
 
@@ -335,8 +341,8 @@ func (c *Config) normalize() error {
 			errs = append(errs, fmt.Errorf("account %q: limits must not be negative", a.Name))
 		}
 	}
-	if c.MaxSubmitBytes < 0 || c.MaxSubmitJobsPerUser < 0 {
-		errs = append(errs, errors.New("max submit bytes and max submit jobs per user must not be negative (0: no limit)"))
+	if c.MaxSubmitBytes < 0 || c.MaxSubmitJobsPerUser < 0 || c.MaxSubmitBytesPerUser < 0 {
+		errs = append(errs, errors.New("max submit bytes, max submit jobs per user and max submit bytes per user must not be negative (0: no limit)"))
 	}
 	if c.BackfillWindow < 0 || c.PreemptMinRuntime < 0 || c.CheckpointGrace < 0 || c.Priority.MaxAge < 0 {
 		errs = append(errs, errors.New("backfill window, preempt min runtime, checkpoint grace and priority max age must not be negative"))

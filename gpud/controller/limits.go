@@ -102,12 +102,7 @@ func (c *Controller) checkUserSubmitLimit(who Caller, j *spec.Job, n int) error 
 // (and holds in memory): the payload (script, args, environment,
 // comment), kept once per array, and each task's record.
 func submitSize(j *spec.Job, n int) (payload, perTask int64) {
-	payload = int64(len(j.Script) + len(j.Comment))
-	for _, l := range [][]string{j.Args, j.Env} {
-		for _, s := range l {
-			payload += int64(len(s))
-		}
-	}
+	payload = payloadBytes(j)
 	rec := *j
 	rec.Script, rec.Args, rec.Env, rec.Comment = "", nil, nil, ""
 	rec.ID, rec.ArrayJobID, rec.ArrayTaskID = math.MaxUint32, math.MaxUint32, n
@@ -129,6 +124,23 @@ func (c *Controller) checkSubmitSize(j *spec.Job, n int) error {
 			fmtBytes(total), fmtBytes(payload), fmtBytes(perTask), n, fmtBytes(limit))
 	}
 	return nil
+}
+
+// checkUserSubmitSize refuses a submission of n jobs like j that would
+// take what its user's pending and running jobs store (activeCounts.bytes)
+// past MaxSubmitBytesPerUser. root is not limited.
+func (c *Controller) checkUserSubmitSize(who Caller, j *spec.Job, n int) error {
+	limit := c.cfg.MaxSubmitBytesPerUser
+	if limit <= 0 || who.UID == 0 {
+		return nil
+	}
+	have := c.st.active.bytes[j.UID]
+	adds := payloadBytes(j) + int64(n)*recordBytes(j)
+	if have+adds <= limit {
+		return nil
+	}
+	return spec.Errorf(spec.ErrRefused, "user %s's pending and running jobs store %s (scripts, environments and job records) and [limits] max_submit_size_per_user is %s; this submission would add %s. Wait for jobs to end, cancel some, submit arrays instead of many single jobs (an array stores its script once), shorten the environment (--export=NONE), or ask an administrator to raise the limit in gpud.toml",
+		orDefault(j.User, fmt.Sprint(j.UID)), fmtBytes(have), fmtBytes(limit), fmtBytes(adds))
 }
 
 // fmtBytes writes a size in binary units ("64 MiB", "1.5 KiB").
@@ -212,7 +224,8 @@ func limitChanges(old, new *Config) []string {
 			m["qos "+q.Name] = kv{"max_gpus_per_user": fmt.Sprint(q.MaxGPUsPerUser), "max_jobs_per_user": fmt.Sprint(q.MaxJobsPerUser),
 				"max_wall": fmtDur(q.MaxWall), "max_submit_jobs_per_user": fmt.Sprint(q.MaxSubmitJobsPerUser)}
 		}
-		m["limits"] = kv{"max_submit_size": fmtBytes(c.MaxSubmitBytes), "max_submit_jobs_per_user": fmt.Sprint(c.MaxSubmitJobsPerUser)}
+		m["limits"] = kv{"max_submit_size": fmtBytes(c.MaxSubmitBytes), "max_submit_jobs_per_user": fmt.Sprint(c.MaxSubmitJobsPerUser),
+			"max_submit_size_per_user": fmtBytes(c.MaxSubmitBytesPerUser)}
 		return m
 	}
 	o, n := lim(old), lim(new)

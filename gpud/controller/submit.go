@@ -60,6 +60,9 @@ func (c *Controller) SubmitAll(ctx context.Context, who Caller, js spec.JobSpec)
 		if err := c.checkSubmitSize(j, len(tasks)); err != nil {
 			return err
 		}
+		if err := c.checkUserSubmitSize(who, j, len(tasks)); err != nil {
+			return err
+		}
 		first := c.st.nextID
 		for _, t := range tasks {
 			rec := &jobRec{job: *j}

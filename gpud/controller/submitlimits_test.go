@@ -156,3 +156,68 @@ func TestMaxSubmitBytes(t *testing.T) {
 		t.Fatalf("no cap: %v", err)
 	}
 }
+
+// What one user's pending and running jobs store is capped too: without
+// it the job cap alone let one user keep 10,000 jobs of a 4 MiB script
+// each (40 GB). An array's script counts once, while any task is left.
+func TestUserSubmitSize(t *testing.T) {
+	store := newFakeStore()
+	cfg := func(c *Config) { c.MaxSubmitBytesPerUser, c.MaxSubmitJobsPerUser, c.MaxSubmitBytes = 1<<20, 0, 0 }
+	h := newHarness(t, store, cfg)
+	ctx := context.Background()
+	script := "#!/bin/sh\n" + strings.Repeat("# padding\n", 30<<10) // 300 KiB
+	sub := func(who Caller, array string) ([]spec.JobID, error) {
+		return h.c.SubmitAll(ctx, who, spec.JobSpec{Script: script, WorkDir: "/tmp", Array: array, Hold: true})
+	}
+	var plain []spec.JobID
+	for range 3 {
+		ids, err := sub(alice, "")
+		if err != nil {
+			t.Fatalf("plain job of a 300 KiB script: %v", err)
+		}
+		plain = append(plain, ids...)
+	}
+	_, err := sub(alice, "")
+	if !errors.Is(err, spec.ErrRefused) || !strings.Contains(err.Error(), "user alice's pending and running jobs store 903.1 KiB (scripts, environments and job records) and [limits] max_submit_size_per_user is 1 MiB; this submission would add 301 KiB") {
+		t.Fatalf("4th 300 KiB job: %v; want refused naming what alice's jobs store and the limit", err)
+	}
+	// An array of 100 tasks of the same script counts it once.
+	arr, err := sub(bob, "0-99")
+	if err != nil {
+		t.Fatalf("bob's 100 tasks of a 300 KiB script: %v; want accepted (about 400 KiB)", err)
+	}
+	// Cancelling a job makes room.
+	if _, err := h.c.JobAction(ctx, alice, plain[0], ActionCancel, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub(alice, ""); err != nil {
+		t.Fatalf("after cancelling one: %v", err)
+	}
+	bytes := func(who Caller) int64 {
+		var n int64
+		_ = h.c.query(ctx, func() error { n = h.c.st.active.bytes[who.UID]; return nil })
+		return n
+	}
+	// The array's script is released with its last task only.
+	for _, id := range arr[1:] { // arr[0], the array's id, would cancel them all
+		if _, err := h.c.JobAction(ctx, bob, id, ActionCancel, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := bytes(bob); n < int64(len(script)) {
+		t.Errorf("bob's one task left counts %d bytes; want its script (%d) and record", n, len(script))
+	}
+	// A restart counts the same from the stored jobs.
+	before := bytes(alice)
+	h.stop()
+	h = newHarness(t, store, cfg)
+	if n := bytes(alice); n != before {
+		t.Errorf("alice's jobs count %d bytes after a restart, %d before", n, before)
+	}
+	if _, err := h.c.JobAction(ctx, bob, arr[0], ActionCancel, ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes(bob); n != 0 {
+		t.Errorf("bob has no job left but counts %d bytes", n)
+	}
+}
