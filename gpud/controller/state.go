@@ -30,6 +30,29 @@ type state struct {
 	// active counts pending and running (not yet ended) jobs, for the
 	// submit limits (limits.go).
 	active activeCounts
+	// last is each user's last submitted script and environment, which
+	// the next submission shares when they are equal (share).
+	last map[uint32]shared
+}
+
+type shared struct {
+	script string
+	env    []string
+}
+
+// share makes j use the script and environment of its user's previous
+// submission when they are equal, so a user's many jobs from one shell
+// hold one copy (a 60-variable environment is ~3 KiB a job). Slices are
+// never modified in place, so sharing them is safe.
+func (s *state) share(j *spec.Job) {
+	p, ok := s.last[j.UID]
+	if ok && p.script == j.Script {
+		j.Script = p.script
+	}
+	if ok && slices.Equal(p.env, j.Env) {
+		j.Env = p.env
+	}
+	s.last[j.UID] = shared{j.Script, j.Env}
 }
 
 // activeCounts counts jobs that have not ended, by user (uid), by user
@@ -140,6 +163,7 @@ func newState(next spec.JobID, now time.Time) *state {
 		idle:    map[spec.JobID]*idleJob{},
 		genBase: uint64(now.UnixNano()),
 		active:  newActiveCounts(),
+		last:    map[uint32]shared{},
 	}
 }
 

@@ -63,6 +63,7 @@ func (c *Controller) SubmitAll(ctx context.Context, who Caller, js spec.JobSpec)
 		if err := c.checkUserSubmitSize(who, j, len(tasks)); err != nil {
 			return err
 		}
+		c.st.share(j)
 		first := c.st.nextID
 		for _, t := range tasks {
 			rec := &jobRec{job: *j}

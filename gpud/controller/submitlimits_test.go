@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -219,5 +221,30 @@ func TestUserSubmitSize(t *testing.T) {
 	}
 	if n := bytes(bob); n != 0 {
 		t.Errorf("bob has no job left but counts %d bytes", n)
+	}
+}
+
+// A user's consecutive submissions with an equal script and environment
+// share one copy in memory; a different one is kept as given.
+func TestSubmissionsShareEqualScriptAndEnv(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	ctx := context.Background()
+	mk := func(script string, env ...string) spec.JobID {
+		id, err := h.c.Submit(ctx, alice, spec.JobSpec{Script: strings.Clone(script), Env: slices.Clone(env), WorkDir: "/tmp", Hold: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	a := mk("#!/bin/sh\ntrue\n", "A=1", "B=2")
+	b := mk("#!/bin/sh\ntrue\n", "A=1", "B=2")
+	c := mk("#!/bin/sh\nfalse\n", "A=1", "B=3")
+	var ja, jb, jc spec.Job
+	_ = h.c.query(ctx, func() error { ja, jb, jc = h.c.st.jobs[a].job, h.c.st.jobs[b].job, h.c.st.jobs[c].job; return nil })
+	if &ja.Env[0] != &jb.Env[0] || unsafe.StringData(ja.Script) != unsafe.StringData(jb.Script) {
+		t.Errorf("equal submissions hold separate copies of the script or environment")
+	}
+	if jc.Script != "#!/bin/sh\nfalse\n" || !slices.Equal(jc.Env, []string{"A=1", "B=3"}) {
+		t.Errorf("a different submission got script %q env %v", jc.Script, jc.Env)
 	}
 }
