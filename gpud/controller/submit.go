@@ -115,6 +115,12 @@ func (c *Controller) TestSubmit(ctx context.Context, who Caller, js spec.JobSpec
 		if err := c.checkUserSubmitLimit(who, j, 1); err != nil {
 			return err
 		}
+		if err := c.checkSubmitSize(j, 1); err != nil {
+			return err
+		}
+		if err := c.checkUserSubmitSize(who, j, 1); err != nil {
+			return err
+		}
 		j.ID = c.st.nextID // not consumed: the job is not kept
 		now := c.now()
 		snap := c.snapshot(now)
