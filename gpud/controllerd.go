@@ -138,6 +138,10 @@ func controllerConfig(c config.Controller) controller.Config {
 		PreemptMinRuntime: c.Scheduler.PreemptMinRuntime.Std(),
 		CheckpointGrace:   c.Scheduler.CheckpointGrace.Std(),
 		SecretEnv:         c.Auth.SecretEnv,
+
+		MaxSubmitBytes:        c.Limits.MaxSubmitBytes(),
+		MaxSubmitJobsPerUser:  c.Limits.MaxSubmitJobsPerUser,
+		MaxSubmitBytesPerUser: c.Limits.MaxSubmitBytesPerUser(),
 	}
 	for _, p := range c.Partitions {
 		nodes := p.Nodes
@@ -161,7 +165,7 @@ func controllerConfig(c config.Controller) controller.Config {
 	for _, a := range c.Accounts {
 		cc.Accounts = append(cc.Accounts, controller.Account{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: a.Users,
 			Coordinators: a.Coordinators, MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
-			MaxWall: a.MaxWall.Std(), MaxGPUHours: a.MaxGPUHours, BudgetPeriod: a.Budget()})
+			MaxWall: a.MaxWall.Std(), MaxGPUHours: a.MaxGPUHours, BudgetPeriod: a.Budget(), MaxSubmitJobsPerUser: a.MaxSubmitJobsPerUser})
 	}
 	for _, q := range c.QOS {
 		cc.QOS = append(cc.QOS, controller.QOS{
@@ -173,6 +177,8 @@ func controllerConfig(c config.Controller) controller.Config {
 			MaxJobsPerUser: q.MaxJobsPerUser,
 			MaxWall:        q.MaxWall.Std(),
 			Idle:           idlePolicy(q.IdlePolicy),
+
+			MaxSubmitJobsPerUser: q.MaxSubmitJobsPerUser,
 		})
 	}
 	return cc

@@ -299,6 +299,15 @@ func TestControllerValidate(t *testing.T) {
 			[]string{`[[qos]] "high" preempt_mode: "suspend" is not allowed (use "requeue", "cancel", "checkpoint", "off")`}},
 		{"qos preempt off with list", func(c *Controller) { c.QOS[2].PreemptMode = "off" },
 			[]string{`[[qos]] "high" preempt_mode: "off" but preempt lists "low"`}},
+		{"submit limits", func(c *Controller) {
+			c.Limits.MaxSubmitSize, c.Limits.MaxSubmitJobsPerUser = "64X", -1
+			c.QOS[0].MaxSubmitJobsPerUser, c.Accounts[0].MaxSubmitJobsPerUser = -2, -3
+		}, []string{`[limits] max_submit_size: "64X" is not a size from 1M to 1T (e.g. "64M", "1G"), or "UNLIMITED"`,
+			"[limits] max_submit_jobs_per_user: -1 must not be negative (0 = no limit)",
+			`[[qos]] "low" max_submit_jobs_per_user: -2 must not be negative`,
+			`[[account]] "default" max_submit_jobs_per_user: -3 must not be negative`}},
+		{"submit size too big", func(c *Controller) { c.Limits.MaxSubmitSize, c.Limits.MaxSubmitSizePerUser = "2T", "-5M" },
+			[]string{`[limits] max_submit_size: "2T" is not a size from 1M to 1T`, `[limits] max_submit_size_per_user: "-5M" is not a size`}},
 		{"qos limits", func(c *Controller) { c.QOS[0].MaxGPUsPerUser = -1; c.QOS[0].MaxWall = "forever" },
 			[]string{`[[qos]] "low" max_gpus_per_user: -1`, `[[qos]] "low" max_wall: "forever" is not a duration`}},
 		{"idle policy problems all reported", func(c *Controller) {
@@ -481,5 +490,21 @@ func TestParseMemMiB(t *testing.T) {
 		if (err != nil) != tc.wantErr || got != tc.want {
 			t.Errorf("parseMemMiB(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.wantErr)
 		}
+	}
+}
+
+func TestMaxSubmitBytes(t *testing.T) {
+	for in, want := range map[string]int64{"64M": 64 << 20, "1G": 1 << 30, "512": 512 << 20, "UNLIMITED": 0, "0": 0, "unlimited": 0, "": 0} {
+		if got := (Limits{MaxSubmitSize: in}).MaxSubmitBytes(); got != want {
+			t.Errorf("max_submit_size %q = %d bytes, want %d", in, got, want)
+		}
+		if got := (Limits{MaxSubmitSizePerUser: in}).MaxSubmitBytesPerUser(); got != want {
+			t.Errorf("max_submit_size_per_user %q = %d bytes, want %d", in, got, want)
+		}
+	}
+	c := Defaults()
+	c.Limits.MaxSubmitSize = "UNLIMITED"
+	if err := c.Validate(); err != nil {
+		t.Errorf("max_submit_size = \"UNLIMITED\": %v", err)
 	}
 }

@@ -28,6 +28,7 @@ type Controller struct {
 	Accounting     Accounting        `toml:"accounting"`
 	Auth           Auth              `toml:"auth"`
 	API            API               `toml:"api"`
+	Limits         Limits            `toml:"limits"`
 	Partitions     []Partition       `toml:"partition"`
 	QOS            []QOS             `toml:"qos"`
 	Accounts       []Account         `toml:"account"`
@@ -160,6 +161,63 @@ type API struct {
 	SubmitBurst int     `toml:"submit_burst"`
 }
 
+// Limits is [limits]: how much one request, and one user, may add to the
+// controller's state (state.db and memory).
+type Limits struct {
+	// MaxSubmitSize caps what one submission stores: its script,
+	// arguments, environment and comment once, plus each task's record
+	// (an array's tasks each have one). A size like "64M" or "1G" (binary
+	// units, a bare number is MiB); "UNLIMITED" (or "0") for none.
+	MaxSubmitSize string `toml:"max_submit_size"`
+	// MaxSubmitJobsPerUser caps one user's pending + running jobs (array
+	// tasks count) unless the job's QOS, or else its account, sets its
+	// own max_submit_jobs_per_user; 0 means none. root is not limited.
+	MaxSubmitJobsPerUser int `toml:"max_submit_jobs_per_user"`
+	// MaxSubmitSizePerUser caps what one user's pending + running jobs
+	// store (each plain job's or array's payload once, and each job's
+	// record); a size or "UNLIMITED", as MaxSubmitSize. root is not
+	// limited.
+	MaxSubmitSizePerUser string `toml:"max_submit_size_per_user"`
+}
+
+// DefaultMaxSubmitJobsPerUser is [limits] max_submit_jobs_per_user's
+// default: one array of the largest size (10,000 tasks, as Slurm's
+// default MaxJobCount), at about 1 KiB of controller heap per pending job.
+const DefaultMaxSubmitJobsPerUser = 10000
+
+// MaxSubmitBytes is max_submit_size in bytes, 0 for no limit (or an
+// invalid value, which Validate reports).
+func (l Limits) MaxSubmitBytes() int64 { n, _ := sizeBytes(l.MaxSubmitSize); return n }
+
+// MaxSubmitBytesPerUser is max_submit_size_per_user in bytes, 0 for no
+// limit (or an invalid value, which Validate reports).
+func (l Limits) MaxSubmitBytesPerUser() int64 { n, _ := sizeBytes(l.MaxSubmitSizePerUser); return n }
+
+// sizeBytes reads a size limit: "64M", "1G" (binary units, a bare
+// number is MiB, at most 1T), or "UNLIMITED", "0" or "" for none (0).
+func sizeBytes(s string) (int64, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "0" || strings.EqualFold(s, Unlimited) {
+		return 0, true
+	}
+	mib, err := parseMemMiB(s)
+	if err != nil || mib > 1<<20 {
+		return 0, false
+	}
+	return mib << 20, true
+}
+
+func (l Limits) validate(p *problems) {
+	for _, f := range []struct{ key, v string }{{"max_submit_size", l.MaxSubmitSize}, {"max_submit_size_per_user", l.MaxSubmitSizePerUser}} {
+		if _, ok := sizeBytes(f.v); !ok {
+			p.addf("[limits] %s: %q is not a size from 1M to 1T (e.g. \"64M\", \"1G\"), or \"UNLIMITED\"", f.key, f.v)
+		}
+	}
+	if l.MaxSubmitJobsPerUser < 0 {
+		p.addf("[limits] max_submit_jobs_per_user: %d must not be negative (0 = no limit)", l.MaxSubmitJobsPerUser)
+	}
+}
+
 // AllNodes in Partition.Nodes puts every node in the partition.
 const AllNodes = "ALL"
 
@@ -259,6 +317,9 @@ type QOS struct {
 	MaxGPUsPerUser int      `toml:"max_gpus_per_user"`
 	MaxJobsPerUser int      `toml:"max_jobs_per_user"`
 	MaxWall        Duration `toml:"max_wall"`
+	// MaxSubmitJobsPerUser caps a user's pending + running jobs in this
+	// QOS, replacing [limits] max_submit_jobs_per_user for its jobs.
+	MaxSubmitJobsPerUser int `toml:"max_submit_jobs_per_user"`
 	// Preempt lists the QOSes whose jobs this QOS's jobs may preempt, and
 	// PreemptMode how.
 	Preempt     []string `toml:"preempt"`
@@ -290,6 +351,10 @@ type Account struct {
 	MaxWall       Duration `toml:"max_wall"`
 	MaxGPUHours   float64  `toml:"max_gpu_hours"`
 	BudgetPeriod  Duration `toml:"budget_period"`
+	// MaxSubmitJobsPerUser caps each user's pending + running jobs in
+	// this account, replacing [limits] max_submit_jobs_per_user for its
+	// jobs unless their QOS sets its own.
+	MaxSubmitJobsPerUser int `toml:"max_submit_jobs_per_user"`
 }
 
 // DefaultBudgetPeriod is an account's budget_period when it gives none.
@@ -339,6 +404,7 @@ func Defaults() Controller {
 		Accounting: Accounting{GPUHourPrice: map[string]float64{}},
 		Auth:       Auth{ClusterName: "gpud", ClockSkew: "2m"},
 		API:        API{SubmitRate: 20, SubmitBurst: 200},
+		Limits:     Limits{MaxSubmitSize: "64M", MaxSubmitJobsPerUser: DefaultMaxSubmitJobsPerUser, MaxSubmitSizePerUser: "1G"},
 		Partitions: []Partition{{
 			Name:        "gpu",
 			Nodes:       []string{AllNodes},
@@ -463,6 +529,7 @@ func (c Controller) Validate() error {
 	}
 
 	c.validateAuth(&p)
+	c.Limits.validate(&p)
 
 	accounts := c.validateAccounts(&p)
 	c.validatePartitions(&p, accounts)
@@ -593,6 +660,9 @@ func (c Controller) validateQOS(p *problems) {
 		if q.MaxJobsPerUser < 0 {
 			p.addf("%s max_jobs_per_user: %d must not be negative (0 = no limit)", key, q.MaxJobsPerUser)
 		}
+		if q.MaxSubmitJobsPerUser < 0 {
+			p.addf("%s max_submit_jobs_per_user: %d must not be negative (0 = [limits] max_submit_jobs_per_user)", key, q.MaxSubmitJobsPerUser)
+		}
 		p.duration(key+" max_wall", q.MaxWall, false)
 		if !slices.Contains(preemptModes, q.PreemptMode) {
 			p.addf("%s preempt_mode: %q is not allowed (use %s)", key, q.PreemptMode, quoteList(preemptModes))
@@ -642,7 +712,7 @@ func (c Controller) validateAccounts(p *problems) map[string]bool {
 		for _, l := range []struct {
 			k string
 			v int
-		}{{"max_gpus", a.MaxGPUs}, {"max_jobs", a.MaxJobs}, {"max_submit_jobs", a.MaxSubmitJobs}} {
+		}{{"max_gpus", a.MaxGPUs}, {"max_jobs", a.MaxJobs}, {"max_submit_jobs", a.MaxSubmitJobs}, {"max_submit_jobs_per_user", a.MaxSubmitJobsPerUser}} {
 			if l.v < 0 {
 				p.addf("%s %s: %d must not be negative (0 = no limit)", key, l.k, l.v)
 			}

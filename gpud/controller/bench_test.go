@@ -24,6 +24,7 @@ func BenchmarkController100k(b *testing.B) {
 	store.discard = true
 	h := newHarnessAt(b, store, func(c *Config) {
 		c.Priority = PriorityWeights{Age: 1000, JobSize: 500, QOS: 2000}
+		c.MaxSubmitJobsPerUser = 0 // 110,000 jobs of one user
 		c.QOS = []QOS{{Name: "normal"}, {Name: "high", Priority: 100}}
 	}, t0)
 	ctx := context.Background()

@@ -80,7 +80,26 @@ type Config struct {
 	// prefixes ending in '*'): dropped from every job's environment at
 	// submission, like the GPUD_* credentials (spec.SecretEnv).
 	SecretEnv []string
+
+	// MaxSubmitBytes caps what one submission stores (submitSize): its
+	// payload once plus each task's record; 0 means no cap.
+	MaxSubmitBytes int64
+	// MaxSubmitJobsPerUser caps a user's pending + running jobs (array
+	// tasks count) where the job's QOS and account set no
+	// MaxSubmitJobsPerUser; 0 means no cap. root is not capped.
+	MaxSubmitJobsPerUser int
+	// MaxSubmitBytesPerUser caps what a user's pending + running jobs
+	// store: each plain job's or array's payload once, and each job's
+	// record; 0 means no cap. root is not capped.
+	MaxSubmitBytesPerUser int64
 }
+
+// Defaults of the submission limits (gpud.toml [limits]).
+const (
+	DefaultMaxSubmitBytes        = 64 << 20
+	DefaultMaxSubmitJobsPerUser  = 10000
+	DefaultMaxSubmitBytesPerUser = 1 << 30
+)
 
 // PriorityWeights are Slurm's multifactor weights: each factor is
 // normalised to [0,1] and multiplied by its weight. Nice always counts
@@ -164,6 +183,10 @@ type QOS struct {
 	MaxGPUsPerUser int
 	MaxJobsPerUser int
 	MaxWall        time.Duration
+	// MaxSubmitJobsPerUser caps a user's pending + running jobs in this
+	// QOS (refused at submit), replacing Config.MaxSubmitJobsPerUser for
+	// them; 0 means the Config's applies.
+	MaxSubmitJobsPerUser int
 	// Idle is the idle-GPU policy of the QOS's jobs; when its Action is
 	// set it wins over the partition's.
 	Idle IdlePolicy
@@ -180,6 +203,10 @@ func DefaultConfig() Config {
 		HeartbeatInterval: 5 * time.Second,
 		SchedInterval:     5 * time.Second,
 		MaxNodesPerJob:    1024,
+
+		MaxSubmitBytes:        DefaultMaxSubmitBytes,
+		MaxSubmitJobsPerUser:  DefaultMaxSubmitJobsPerUser,
+		MaxSubmitBytesPerUser: DefaultMaxSubmitBytesPerUser,
 	}
 }
 
@@ -306,7 +333,7 @@ func (c *Config) normalize() error {
 				errs = append(errs, fmt.Errorf("QOS %q preempts QOS %q, which is not defined (defined: %s)", q.Name, v, strings.Join(c.qosNames(), ", ")))
 			}
 		}
-		if q.MaxGPUsPerUser < 0 || q.MaxJobsPerUser < 0 || q.MaxWall < 0 {
+		if q.MaxGPUsPerUser < 0 || q.MaxJobsPerUser < 0 || q.MaxWall < 0 || q.MaxSubmitJobsPerUser < 0 {
 			errs = append(errs, fmt.Errorf("QOS %q: limits must not be negative", q.Name))
 		}
 		if err := q.Idle.check(); err != nil {
@@ -314,9 +341,12 @@ func (c *Config) normalize() error {
 		}
 	}
 	for _, a := range c.Accounts {
-		if a.MaxGPUs < 0 || a.MaxJobs < 0 || a.MaxSubmitJobs < 0 || a.MaxWall < 0 || a.MaxGPUHours < 0 || math.IsNaN(a.MaxGPUHours) || a.BudgetPeriod < 0 {
+		if a.MaxGPUs < 0 || a.MaxJobs < 0 || a.MaxSubmitJobs < 0 || a.MaxSubmitJobsPerUser < 0 || a.MaxWall < 0 || a.MaxGPUHours < 0 || math.IsNaN(a.MaxGPUHours) || a.BudgetPeriod < 0 {
 			errs = append(errs, fmt.Errorf("account %q: limits must not be negative", a.Name))
 		}
+	}
+	if c.MaxSubmitBytes < 0 || c.MaxSubmitJobsPerUser < 0 || c.MaxSubmitBytesPerUser < 0 {
+		errs = append(errs, errors.New("max submit bytes, max submit jobs per user and max submit bytes per user must not be negative (0: no limit)"))
 	}
 	if c.BackfillWindow < 0 || c.PreemptMinRuntime < 0 || c.CheckpointGrace < 0 || c.Priority.MaxAge < 0 {
 		errs = append(errs, errors.New("backfill window, preempt min runtime, checkpoint grace and priority max age must not be negative"))
@@ -408,6 +438,10 @@ type Account struct {
 	MaxWall       time.Duration
 	MaxGPUHours   float64
 	BudgetPeriod  time.Duration
+	// MaxSubmitJobsPerUser caps each user's pending + running jobs in the
+	// account (refused at submit) for jobs whose QOS sets none, replacing
+	// Config.MaxSubmitJobsPerUser for them; 0 means none of its own.
+	MaxSubmitJobsPerUser int
 }
 
 // limited says whether a has any limit.

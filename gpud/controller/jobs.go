@@ -325,6 +325,7 @@ func (c *Controller) finish(tx *txn, rec *jobRec, state spec.JobState, code, sig
 		j.StopState, j.StopReason, j.StopCheckpoint = "", "", false
 	}
 	delete(c.st.pending, j.ID)
+	c.st.uncountActive(rec)
 	c.forgetIdle(j.ID)
 	tx.saveJob(rec)
 	tx.ended = append(tx.ended, *j)
@@ -368,6 +369,7 @@ func (c *Controller) requeue(tx *txn, rec *jobRec, reason string) {
 	j.IdleGPU = ""
 	c.forgetIdle(j.ID)
 	c.st.pending[j.ID] = rec
+	c.st.countActive(rec)
 	tx.saveJob(rec)
 	tx.kick = true
 	c.obs.JobRequeued(j.Partition, reason)

@@ -1,9 +1,12 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gpud/gpud/gpud/sched"
@@ -44,13 +47,7 @@ func (c *Controller) checkAccountLimits(j *spec.Job, n int) error {
 		return spec.Errorf(spec.ErrRefused, "--time=%s exceeds account %s's max_wall of %s; ask for at most %s", asked, a.Name, fmtDur(a.MaxWall), fmtDur(a.MaxWall))
 	}
 	if a.MaxSubmitJobs > 0 {
-		queued := 0
-		for _, rec := range c.st.jobs {
-			if rec.job.Account == a.Name && !rec.job.State.Terminal() {
-				queued++
-			}
-		}
-		if queued+n > a.MaxSubmitJobs {
+		if queued := c.st.active.account[a.Name]; queued+n > a.MaxSubmitJobs {
 			return spec.Errorf(spec.ErrRefused, "account %s has %d jobs pending or running and its max_submit_jobs is %d (this submission adds %d); wait for some to end or cancel some", a.Name, queued, a.MaxSubmitJobs, n)
 		}
 	}
@@ -69,6 +66,93 @@ func (c *Controller) checkAccountLimits(j *spec.Job, n int) error {
 		}
 	}
 	return nil
+}
+
+// checkUserSubmitLimit refuses a submission of n jobs like j (array
+// tasks count one each) that would take its user past the
+// max_submit_jobs_per_user that applies: the job's QOS's, else its
+// account's (each counting the user's jobs there), else the controller's
+// default (counting all the user's jobs). Like Slurm's MaxSubmitJobs it
+// counts pending and running jobs; root is not limited.
+func (c *Controller) checkUserSubmitLimit(who Caller, j *spec.Job, n int) error {
+	if who.UID == 0 {
+		return nil
+	}
+	limit, have := c.cfg.MaxSubmitJobsPerUser, c.st.active.user[j.UID]
+	key, where := "[limits] max_submit_jobs_per_user", ""
+	if q, ok := c.cfg.qos(j.QOS); ok && q.MaxSubmitJobsPerUser > 0 {
+		limit, have = q.MaxSubmitJobsPerUser, c.st.active.userQOS[scoped{j.UID, j.QOS}]
+		key, where = fmt.Sprintf("QOS %s's max_submit_jobs_per_user", q.Name), " in QOS "+q.Name
+	} else if a := c.cfg.account(j.Account); a != nil && a.MaxSubmitJobsPerUser > 0 {
+		limit, have = a.MaxSubmitJobsPerUser, c.st.active.userAccount[scoped{j.UID, j.Account}]
+		key, where = fmt.Sprintf("account %s's max_submit_jobs_per_user", a.Name), " in account "+a.Name
+	}
+	if limit <= 0 || have+n <= limit {
+		return nil
+	}
+	what := "this job"
+	if n > 1 {
+		what = fmt.Sprintf("these %d jobs", n)
+	}
+	return spec.Errorf(spec.ErrRefused, "user %s has %d jobs pending or running%s and %s is %d, so %s would exceed it; wait for some to end, cancel some (gpuq cancel), submit fewer array tasks, or ask an administrator to raise the limit in gpud.toml",
+		orDefault(j.User, fmt.Sprint(j.UID)), have, where, key, limit, what)
+}
+
+// submitSize is what a submission of n jobs like j stores in state.db
+// (and holds in memory): the payload (script, args, environment,
+// comment), kept once per array, and each task's record.
+func submitSize(j *spec.Job, n int) (payload, perTask int64) {
+	payload = payloadBytes(j)
+	rec := *j
+	rec.Script, rec.Args, rec.Env, rec.Comment = "", nil, nil, ""
+	rec.ID, rec.ArrayJobID, rec.ArrayTaskID = math.MaxUint32, math.MaxUint32, n
+	resolveOutput(&rec)
+	raw, _ := json.Marshal(&rec)
+	return payload, int64(len(raw))
+}
+
+// checkSubmitSize refuses a submission of n jobs like j that would store
+// more than MaxSubmitBytes.
+func (c *Controller) checkSubmitSize(j *spec.Job, n int) error {
+	limit := c.cfg.MaxSubmitBytes
+	if limit <= 0 {
+		return nil
+	}
+	payload, perTask := submitSize(j, n)
+	if total := payload + int64(n)*perTask; total > limit {
+		return spec.Errorf(spec.ErrRefused, "this submission would store %s (script, arguments, environment and comment %s, plus %s for each of its %d jobs), more than the controller's max_submit_size of %s; split the array into smaller ones, shorten the environment (--export=NONE or a list of variables) or the script (run a program kept in a file), or ask an administrator to raise [limits] max_submit_size in gpud.toml",
+			fmtBytes(total), fmtBytes(payload), fmtBytes(perTask), n, fmtBytes(limit))
+	}
+	return nil
+}
+
+// checkUserSubmitSize refuses a submission of n jobs like j that would
+// take what its user's pending and running jobs store (activeCounts.bytes)
+// past MaxSubmitBytesPerUser. root is not limited.
+func (c *Controller) checkUserSubmitSize(who Caller, j *spec.Job, n int) error {
+	limit := c.cfg.MaxSubmitBytesPerUser
+	if limit <= 0 || who.UID == 0 {
+		return nil
+	}
+	have := c.st.active.bytes[j.UID]
+	adds := payloadBytes(j) + int64(n)*recordBytes(j)
+	if have+adds <= limit {
+		return nil
+	}
+	return spec.Errorf(spec.ErrRefused, "user %s's pending and running jobs store %s (scripts, environments and job records) and [limits] max_submit_size_per_user is %s; this submission would add %s. Wait for jobs to end, cancel some, submit arrays instead of many single jobs (an array stores its script once), shorten the environment (--export=NONE), or ask an administrator to raise the limit in gpud.toml",
+		orDefault(j.User, fmt.Sprint(j.UID)), fmtBytes(have), fmtBytes(limit), fmtBytes(adds))
+}
+
+// fmtBytes writes a size in binary units ("64 MiB", "1.5 KiB").
+func fmtBytes(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, u := float64(n)/1024, 0
+	for f >= 1024 && u < 5 {
+		f, u = f/1024, u+1
+	}
+	return strings.TrimSuffix(strconv.FormatFloat(f, 'f', 1, 64), ".0") + " " + "KMGTPE"[u:u+1] + "iB"
 }
 
 func budgetWindow(a *Account) string {
@@ -133,12 +217,15 @@ func limitChanges(old, new *Config) []string {
 			m["account "+a.Name] = kv{"max_gpus": fmt.Sprint(a.MaxGPUs), "max_jobs": fmt.Sprint(a.MaxJobs),
 				"max_submit_jobs": fmt.Sprint(a.MaxSubmitJobs), "max_wall": fmtDur(a.MaxWall),
 				"max_gpu_hours": fmt.Sprint(a.MaxGPUHours), "budget_period": fmtDur(a.BudgetPeriod),
-				"coordinators": strings.Join(a.Coordinators, ",")}
+				"max_submit_jobs_per_user": fmt.Sprint(a.MaxSubmitJobsPerUser),
+				"coordinators":             strings.Join(a.Coordinators, ",")}
 		}
 		for _, q := range c.QOS {
 			m["qos "+q.Name] = kv{"max_gpus_per_user": fmt.Sprint(q.MaxGPUsPerUser), "max_jobs_per_user": fmt.Sprint(q.MaxJobsPerUser),
-				"max_wall": fmtDur(q.MaxWall)}
+				"max_wall": fmtDur(q.MaxWall), "max_submit_jobs_per_user": fmt.Sprint(q.MaxSubmitJobsPerUser)}
 		}
+		m["limits"] = kv{"max_submit_size": fmtBytes(c.MaxSubmitBytes), "max_submit_jobs_per_user": fmt.Sprint(c.MaxSubmitJobsPerUser),
+			"max_submit_size_per_user": fmtBytes(c.MaxSubmitBytesPerUser)}
 		return m
 	}
 	o, n := lim(old), lim(new)

@@ -27,6 +27,130 @@ type state struct {
 	// genBase makes node generations grow across controller restarts, so
 	// a node's long-poll from before a restart always sees a change.
 	genBase uint64
+	// active counts pending and running (not yet ended) jobs, for the
+	// submit limits (limits.go).
+	active activeCounts
+	// last is each user's last submitted script and environment, which
+	// the next submission shares when they are equal (share).
+	last map[uint32]shared
+}
+
+type shared struct {
+	script string
+	env    []string
+}
+
+// share makes j use the script and environment of its user's previous
+// submission when they are equal, so a user's many jobs from one shell
+// hold one copy (a 60-variable environment is ~3 KiB a job). Slices are
+// never modified in place, so sharing them is safe.
+func (s *state) share(j *spec.Job) {
+	p, ok := s.last[j.UID]
+	if ok && p.script == j.Script {
+		j.Script = p.script
+	}
+	if ok && slices.Equal(p.env, j.Env) {
+		j.Env = p.env
+	}
+	s.last[j.UID] = shared{j.Script, j.Env}
+}
+
+// activeCounts counts jobs that have not ended, by user (uid), by user
+// and QOS, by user and account, and by account, and the bytes each
+// user's such jobs store.
+type activeCounts struct {
+	user        map[uint32]int
+	userQOS     map[scoped]int
+	userAccount map[scoped]int
+	account     map[string]int
+	// bytes is payloadBytes once per plain job or array (while any of its
+	// tasks has not ended), plus each job's recordBytes, by uid.
+	bytes map[uint32]int64
+	// arrays counts each array's tasks that have not ended.
+	arrays map[spec.JobID]int
+}
+
+type scoped struct {
+	uid  uint32
+	name string
+}
+
+func newActiveCounts() activeCounts {
+	return activeCounts{user: map[uint32]int{}, userQOS: map[scoped]int{}, userAccount: map[scoped]int{}, account: map[string]int{},
+		bytes: map[uint32]int64{}, arrays: map[spec.JobID]int{}}
+}
+
+// add counts j (d = 1) or uncounts it (d = -1); record is its
+// recordBytes as counted.
+func (a *activeCounts) add(j *spec.Job, d int, record int64) {
+	bump(a.user, j.UID, d)
+	bump(a.userQOS, scoped{j.UID, j.QOS}, d)
+	bump(a.userAccount, scoped{j.UID, j.Account}, d)
+	bump(a.account, j.Account, d)
+	b := record
+	if j.ArrayJobID == 0 {
+		b += payloadBytes(j)
+	} else {
+		was := a.arrays[j.ArrayJobID]
+		bump(a.arrays, j.ArrayJobID, d)
+		if d > 0 && was == 0 || d < 0 && was == 1 {
+			b += payloadBytes(j) // the array's first task in, or last out
+		}
+	}
+	bump(a.bytes, j.UID, int64(d)*b)
+}
+
+// payloadBytes is what a job's script, args, environment and comment
+// take: stored once per array (gpud/store's payloads).
+func payloadBytes(j *spec.Job) int64 {
+	n := int64(len(j.Script) + len(j.Comment))
+	for _, l := range [][]string{j.Args, j.Env} {
+		for _, s := range l {
+			n += int64(len(s))
+		}
+	}
+	return n
+}
+
+// recordBytes estimates what one job's own record takes (its row in
+// state.db, and about as much again in memory): 1 KiB of fixed fields
+// plus its variable strings.
+func recordBytes(j *spec.Job) int64 {
+	n := 1024
+	for _, s := range []string{j.Name, j.WorkDir, j.SubmitDir, j.Output, j.Error, j.StdoutPath, j.StderrPath, j.Image,
+		j.Depend, j.Array, j.JobSpec.Signal, j.Resources.Constraint, j.Resources.GPUModel, j.Resources.GPUProfile} {
+		n += len(s)
+	}
+	for _, l := range [][]string{j.Resources.NodeList, j.Resources.Exclude} {
+		for _, s := range l {
+			n += len(s) + 3
+		}
+	}
+	return int64(n)
+}
+
+func bump[K comparable, V int | int64](m map[K]V, k K, d V) {
+	if n := m[k] + d; n > 0 {
+		m[k] = n
+	} else {
+		delete(m, k)
+	}
+}
+
+// countActive counts rec as not ended (once); uncountActive undoes it
+// when it ends.
+func (s *state) countActive(rec *jobRec) {
+	if rec.charged == 0 {
+		rec.charged = recordBytes(&rec.job)
+		s.active.add(&rec.job, 1, rec.charged)
+	}
+}
+
+func (s *state) uncountActive(rec *jobRec) {
+	if rec.charged != 0 {
+		s.active.add(&rec.job, -1, rec.charged)
+		rec.charged = 0
+	}
 }
 
 func newState(next spec.JobID, now time.Time) *state {
@@ -38,6 +162,8 @@ func newState(next spec.JobID, now time.Time) *state {
 		waiters: map[spec.JobID][]chan struct{}{},
 		idle:    map[spec.JobID]*idleJob{},
 		genBase: uint64(now.UnixNano()),
+		active:  newActiveCounts(),
+		last:    map[uint32]shared{},
 	}
 }
 
@@ -51,6 +177,9 @@ func (s *state) addJob(rec *jobRec) {
 	}
 	if rec.job.State == spec.StatePending {
 		s.pending[rec.job.ID] = rec
+	}
+	if !rec.job.State.Terminal() {
+		s.countActive(rec)
 	}
 }
 
@@ -80,6 +209,9 @@ type jobRec struct {
 	view *JobView
 	// dep is job.Depend parsed, filled on first evaluation.
 	dep *dependency
+	// charged is the recordBytes the job is counted with in state.active
+	// while it has not ended (0: not counted).
+	charged int64
 }
 
 func (r *jobRec) publish() { r.view = newView(&r.job) }

@@ -54,6 +54,16 @@ func (c *Controller) SubmitAll(ctx context.Context, who Caller, js spec.JobSpec)
 		if err := c.checkAccountLimits(j, len(tasks)); err != nil {
 			return err
 		}
+		if err := c.checkUserSubmitLimit(who, j, len(tasks)); err != nil {
+			return err
+		}
+		if err := c.checkSubmitSize(j, len(tasks)); err != nil {
+			return err
+		}
+		if err := c.checkUserSubmitSize(who, j, len(tasks)); err != nil {
+			return err
+		}
+		c.st.share(j)
 		first := c.st.nextID
 		for _, t := range tasks {
 			rec := &jobRec{job: *j}
@@ -100,6 +110,15 @@ func (c *Controller) TestSubmit(ctx context.Context, who Caller, js spec.JobSpec
 			return err
 		}
 		if err := c.checkAccountLimits(j, 1); err != nil {
+			return err
+		}
+		if err := c.checkUserSubmitLimit(who, j, 1); err != nil {
+			return err
+		}
+		if err := c.checkSubmitSize(j, 1); err != nil {
+			return err
+		}
+		if err := c.checkUserSubmitSize(who, j, 1); err != nil {
 			return err
 		}
 		j.ID = c.st.nextID // not consumed: the job is not kept

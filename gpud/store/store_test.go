@@ -2,9 +2,14 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -147,5 +152,219 @@ func BenchmarkApply8(b *testing.B) {
 		if err := s.Apply(ctx, batch, nil, id); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// arrayJobs makes an array of n tasks sharing one spec, as the controller
+// does (the tasks share the script's and environment's memory).
+func arrayJobs(first spec.JobID, n int, js spec.JobSpec) []*spec.Job {
+	var out []*spec.Job
+	for i := range n {
+		out = append(out, &spec.Job{ID: first + spec.JobID(i), JobSpec: js, User: "alice", UID: 1000,
+			State: spec.StatePending, ArrayJobID: first, ArrayTaskID: i})
+	}
+	return out
+}
+
+func dbBytes(t *testing.T, path string) int64 {
+	t.Helper()
+	var n int64
+	for _, f := range []string{path, path + "-wal"} {
+		if fi, err := os.Stat(f); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// Issue 12 hole 4: an array stored a full copy of its script in every
+// task's row (4 MiB × 500 tasks was 2 GB of state.db and a 4 GB WAL).
+// The script is stored once per array; failed before the fix (1000 × 256
+// KiB came to about 500 MiB), passes after it.
+func TestArrayStoresPayloadOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := open(t, path)
+	script := "#!/bin/sh\n" + strings.Repeat("echo some line of a long script\n", 8<<10) // 256 KiB
+	env := []string{"HOME=/home/alice", "PATH=/usr/bin:/bin", "BIG=" + strings.Repeat("e", 32<<10)}
+	jobs := arrayJobs(10, 1000, spec.JobSpec{Name: "a", Script: script, Env: env, Args: []string{"x"}, Comment: "c"})
+	plain := &spec.Job{ID: 1010, JobSpec: spec.JobSpec{Name: "p", Script: script}, User: "bob", State: spec.StatePending}
+	if err := s.Apply(ctx, append(jobs, plain), nil, 1011); err != nil {
+		t.Fatal(err)
+	}
+	// A state change rewrites the row, not the script.
+	started := *jobs[3]
+	started.State, started.Attempt = spec.StateRunning, 1
+	if err := s.Apply(ctx, []*spec.Job{&started}, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := dbBytes(t, path); n > 8<<20 {
+		t.Errorf("state.db and its WAL hold %d MiB for 1000 tasks of a %d KiB script; the script must be stored once (want under 8 MiB)", n>>20, len(script)>>10)
+	}
+	var payloads int
+	if err := s.db.QueryRow(`SELECT count(*) FROM payloads`).Scan(&payloads); err != nil || payloads != 2 {
+		t.Errorf("payload rows = %d (%v), want 2 (the array's and the plain job's)", payloads, err)
+	}
+	s.Close()
+
+	s2 := open(t, path)
+	got, _, _, err := s2.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []spec.Job{}
+	for _, j := range jobs {
+		want = append(want, *j)
+	}
+	want[3] = started
+	want = append(want, *plain)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("loaded jobs differ (-want +got):\n%s", diff)
+	}
+	// Loaded tasks share one copy in memory too.
+	if unsafe.StringData(got[0].Script) != unsafe.StringData(got[999].Script) || &got[0].Env[0] != &got[999].Env[0] {
+		t.Errorf("loaded tasks of one array hold separate copies of the script or environment")
+	}
+}
+
+// A task whose payload differs from its array's (nothing does this today)
+// keeps its own, rather than being silently given the array's.
+func TestPayloadThatDiffersStaysWithItsJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := open(t, path)
+	jobs := arrayJobs(1, 3, spec.JobSpec{Script: "A", Env: []string{"X=1"}})
+	jobs[1].Script = "B"
+	jobs[2].Env = []string{"X=2"}
+	if err := s.Apply(ctx, jobs, nil, 4); err != nil {
+		t.Fatal(err)
+	}
+	odd := *jobs[0]
+	odd.Comment = "changed"
+	if err := s.Apply(ctx, []*spec.Job{&odd}, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []*Store{s, open(t, path)} {
+		got, _, _, err := st.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]spec.Job{odd, *jobs[1], *jobs[2]}, got); diff != "" {
+			t.Errorf("jobs (-want +got):\n%s", diff)
+		}
+	}
+}
+
+// Deleting jobs deletes their payload once no job refers to it.
+func TestDeleteJobsDropsUnusedPayloads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "state.db"))
+	if err := s.Apply(ctx, arrayJobs(1, 3, spec.JobSpec{Script: "A"}), nil, 4); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		var n int
+		if err := s.db.QueryRow(`SELECT count(*) FROM payloads`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if err := s.DeleteJobs(ctx, []spec.JobID{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("payload rows after deleting 2 of 3 tasks = %d, want 1 (task 3 still needs it)", n)
+	}
+	if err := s.DeleteJobs(ctx, []spec.JobID{3}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("payload rows after deleting every task = %d, want 0", n)
+	}
+	// A job saved again after its payload went is stored whole.
+	j := arrayJobs(1, 1, spec.JobSpec{Script: "A"})[0]
+	if err := s.Apply(ctx, []*spec.Job{j}, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _, err := s.Load(ctx)
+	if err != nil || len(got) != 1 || got[0].Script != "A" {
+		t.Fatalf("Load = %+v, %v; want job 1 with its script", got, err)
+	}
+}
+
+// A state.db written by schema 1 (every row holding its whole job) is
+// upgraded in place: its rows load unchanged, and a row updated after the
+// upgrade moves its payload out.
+func TestMigrateSchema1(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := arrayJobs(7, 3, spec.JobSpec{Name: "old", Script: "#!/bin/sh\necho v1\n", Env: []string{"A=1"}, Comment: "from v1"})
+	old = append(old, &spec.Job{ID: 10, JobSpec: spec.JobSpec{Name: "plain", Script: "plain"}, User: "bob", State: spec.StateCompleted})
+	for _, stmt := range []string{
+		`CREATE TABLE schema_version (version INTEGER NOT NULL)`, `INSERT INTO schema_version VALUES (1)`,
+		`CREATE TABLE jobs (id INTEGER PRIMARY KEY, state TEXT NOT NULL, user TEXT NOT NULL, job TEXT NOT NULL)`,
+		`CREATE INDEX jobs_state ON jobs(state)`,
+		`CREATE TABLE nodes (name TEXT PRIMARY KEY, state TEXT NOT NULL, reason TEXT NOT NULL, inventory TEXT NOT NULL)`,
+		`CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)`, `INSERT INTO meta VALUES ('next_job_id', 11)`,
+	} {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(stmt, err)
+		}
+	}
+	for _, j := range old {
+		raw, _ := json.Marshal(j)
+		if _, err := db.Exec(`INSERT INTO jobs VALUES (?, ?, ?, ?)`, int64(j.ID), string(j.State), j.User, raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	want := func() []spec.Job {
+		var out []spec.Job
+		for _, j := range old {
+			out = append(out, *j)
+		}
+		return out
+	}
+	s := open(t, path)
+	got, _, next, err := s.Load(ctx)
+	if err != nil {
+		t.Fatalf("Load after upgrade: %v", err)
+	}
+	if diff := cmp.Diff(want(), got); diff != "" || next != 11 {
+		t.Fatalf("schema-1 jobs after upgrade (next id %d, want 11) (-want +got):\n%s", next, diff)
+	}
+	var v int
+	if err := s.db.QueryRow(`SELECT version FROM schema_version`).Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("schema version = %d (%v), want %d", v, err, schemaVersion)
+	}
+	// Update one task: its row refers to the payload; the others stay inline.
+	old[1].State = spec.StateRunning
+	if err := s.Apply(ctx, []*spec.Job{old[1]}, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	var raw string
+	var key sql.NullInt64
+	if err := s.db.QueryRow(`SELECT job, payload FROM jobs WHERE id = 8`).Scan(&raw, &key); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(raw, "echo v1") || key.Int64 != 7 {
+		t.Errorf("updated schema-1 row: payload %v and job %s; want payload 7 and no script in the row", key, raw)
+	}
+	s.Close()
+	got, _, _, err = open(t, path).Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want(), got); diff != "" {
+		t.Fatalf("jobs after update and reopen (-want +got):\n%s", diff)
 	}
 }
