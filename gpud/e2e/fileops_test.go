@@ -137,10 +137,11 @@ func checkUntouched(t *testing.T, path, text string, mode os.FileMode) {
 	}
 }
 
-// TestJobDirSymlinkRace: while jobs start, their user loops for 12s
-// planting script -> a root-owned file and tmp -> a root-owned directory
-// into the predictable job directory. Root must never write or chown
-// either, and the jobs still run.
+// TestJobDirSymlinkRace: while jobs start, their user (the only one who
+// could ever write into their job directories) loops for 12s planting
+// script -> a root-owned file and tmp -> a root-owned directory into the
+// predictable job directories. Root must never write or chown either, the
+// user must not manage to add any entry, and the jobs still run.
 func TestJobDirSymlinkRace(t *testing.T) {
 	c := openCluster(t, false)
 	u := addUser(t)
@@ -176,6 +177,10 @@ func TestJobDirSymlinkRace(t *testing.T) {
 		if j["state"] != "COMPLETED" {
 			t.Errorf("job %d: %v (%v); want COMPLETED: planting must not break a job", id, j["state"], j["reason"])
 		}
+	}
+	// The job directory stays root's: the user cannot add entries at all.
+	if !strings.HasPrefix(r.stdout, "planted 0 ") {
+		t.Errorf("the user planted entries in its job directories: %s", strings.TrimSpace(r.stdout))
 	}
 	checkUntouched(t, target, "root:x:0:0::/root:/bin/sh\n", 0o644)
 	checkUntouched(t, elsewhere, "", os.ModeDir|0o755)

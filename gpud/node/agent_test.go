@@ -83,20 +83,25 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 	if err != nil || string(script) != a.Job.Script {
 		t.Errorf("script = %q, %v; want %q", script, err, a.Job.Script)
 	}
-	for path, mode := range map[string]os.FileMode{
-		filepath.Join(jobDir, "script"): 0o755,
-		filepath.Join(jobDir, "tmp"):    os.ModeDir | 0o700,
-		jobDir:                          os.ModeDir | 0o700,
+	// The job's user gets the script and tmp/; the directory stays root's,
+	// so the user can never swap an entry root or the runtime uses.
+	for path, want := range map[string]struct {
+		mode os.FileMode
+		uid  uint32
+	}{
+		filepath.Join(jobDir, "script"): {0o700, 1000},
+		filepath.Join(jobDir, "tmp"):    {os.ModeDir | 0o700, 1000},
+		jobDir:                          {os.ModeDir | 0o711, 0},
 	} {
-		fi, err := os.Stat(path)
+		fi, err := os.Lstat(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fi.Mode() != mode {
-			t.Errorf("%s mode = %v, want %v", path, fi.Mode(), mode)
+		if fi.Mode() != want.mode {
+			t.Errorf("%s mode = %v, want %v", path, fi.Mode(), want.mode)
 		}
-		if st := fi.Sys().(*syscall.Stat_t); os.Geteuid() == 0 && (st.Uid != 1000 || st.Gid != 1000) {
-			t.Errorf("%s owned by %d:%d, want 1000:1000", path, st.Uid, st.Gid)
+		if st := fi.Sys().(*syscall.Stat_t); os.Geteuid() == 0 && (st.Uid != want.uid || st.Gid != want.uid) {
+			t.Errorf("%s owned by %d:%d, want %d:%d", path, st.Uid, st.Gid, want.uid, want.uid)
 		}
 	}
 	if diff := cmp.Diff([]api.AllocEvent{started("a7", 7)}, e.eventsOf("a7")); diff != "" {

@@ -284,10 +284,12 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 
 // makeJobDir makes the job directory afresh: jobs/<container ID>/ with
 // tmp/ and script. The user can traverse jobs/ and knows the name, so
-// everything is made while the directory is root's and 0700, through
-// descriptors (safefs: nothing exists that was not just made, nothing is
-// followed), and handed to uid:gid with fchown only when complete, the
-// directory itself last. Root writes nothing there afterwards.
+// everything is made through descriptors (safefs: nothing is reused that
+// was not just made, nothing is followed) while only root can write there;
+// tmp/ and script are handed to uid:gid with fchown once complete. The
+// directory itself stays root's (0711): the user can never add, rename or
+// swap an entry in it, so neither root's later removal nor the runtime's
+// bind mounts of tmp/ and the script can be pointed elsewhere.
 func (r *runner) makeJobDir(script string, uid, gid int) error {
 	jobs, err := safefs.OpenDir(r.a.cfg.jobsDir())
 	if err != nil {
@@ -297,7 +299,7 @@ func (r *runner) makeJobDir(script string, uid, gid int) error {
 	if err := jobs.RemoveAll(r.id); err != nil {
 		return fmt.Errorf("clear job directory: %w", err)
 	}
-	d, err := jobs.Mkdir(r.id, 0o700)
+	d, err := jobs.Mkdir(r.id, 0o711)
 	if err != nil {
 		return fmt.Errorf("create job directory: %w", err)
 	}
@@ -309,22 +311,16 @@ func (r *runner) makeJobDir(script string, uid, gid int) error {
 	defer tmp.Close()
 	// Only root can give files away; an unprivileged agent (development)
 	// runs jobs as itself and keeps them.
-	root := os.Geteuid() == 0
 	owner := -1
-	if root {
+	if os.Geteuid() == 0 {
 		owner = uid
+		if err := tmp.Chown(uid, gid); err != nil {
+			return fmt.Errorf("give job directory to uid %d: %w", uid, err)
+		}
 	}
-	if err := d.WriteFile("script", []byte(script), 0o755, owner, gid); err != nil {
+	// 0700: readable by the job's user only (the path is predictable).
+	if err := d.WriteFile("script", []byte(script), 0o700, owner, gid); err != nil {
 		return fmt.Errorf("write job script: %w", err)
-	}
-	if !root {
-		return nil
-	}
-	if err := tmp.Chown(uid, gid); err != nil {
-		return fmt.Errorf("give job directory to uid %d: %w", uid, err)
-	}
-	if err := d.Chown(uid, gid); err != nil {
-		return fmt.Errorf("give job directory to uid %d: %w", uid, err)
 	}
 	return nil
 }
