@@ -168,3 +168,27 @@ func TestSealDoesNotFollowPlantedLinks(t *testing.T) {
 		t.Fatalf("Seal wrote the manifest through a planted symlink (%v)", err)
 	}
 }
+
+// TestSealRefusesOthersFiles: a file in staging that is not the job's (a
+// hard link to another user's file, where the kernel allows one) must not
+// be hashed into the manifest.
+func TestSealRefusesOthersFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a file of another uid")
+	}
+	s := newTestStore(t, 3)
+	st, err := s.Staging(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, st, map[string]string{"mine": "1", "theirs": "secret"})
+	if err := os.Chown(filepath.Join(st, "theirs"), 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkReady(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Seal(1); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Fatalf("Seal with another uid's file: %v; want it refused", err)
+	}
+}

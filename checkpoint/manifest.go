@@ -82,16 +82,22 @@ func scan(dir string) (*manifest, error) {
 		return nil, err
 	}
 	defer d.Close()
+	top, err := d.Stat()
+	if err != nil {
+		return nil, err
+	}
 	m := &manifest{Files: []manifestFile{}}
-	if err := scanDir(d, ".", m, make([]byte, copyBufBytes), 0); err != nil {
+	if err := scanDir(d, ".", top.UID, m, make([]byte, copyBufBytes), 0); err != nil {
 		return nil, fmt.Errorf("scan %s: %w", dir, err)
 	}
 	return m, nil
 }
 
 // scanDir adds directory d (at rel in the checkpoint) to m, in lexical
-// order, and fsyncs it after its entries.
-func scanDir(d *safefs.Dir, rel string, m *manifest, buf []byte, depth int) error {
+// order, and fsyncs it after its entries. Regular files must belong to
+// owner (the staging directory's, the job's uid): a hard link to someone
+// else's file would otherwise have root hash it into the manifest.
+func scanDir(d *safefs.Dir, rel string, owner uint32, m *manifest, buf []byte, depth int) error {
 	if depth > maxScanDepth {
 		return spec.Errorf(spec.ErrInvalid, "%s is nested deeper than %d directories; flatten the checkpoint", rel, maxScanDepth)
 	}
@@ -112,7 +118,7 @@ func scanDir(d *safefs.Dir, rel string, m *manifest, buf []byte, depth int) erro
 			if err != nil {
 				return err
 			}
-			err = scanDir(sub, p, m, buf, depth+1)
+			err = scanDir(sub, p, owner, m, buf, depth+1)
 			sub.Close()
 			if err != nil {
 				return err
@@ -124,6 +130,14 @@ func scanDir(d *safefs.Dir, rel string, m *manifest, buf []byte, depth int) erro
 			f, err := d.OpenRegular(n)
 			if err != nil {
 				return notRegular(p, err)
+			}
+			if fi, err := f.Stat(); err != nil || fi.Sys().(*syscall.Stat_t).Uid != owner {
+				f.Close()
+				if err != nil {
+					return err
+				}
+				return spec.Errorf(spec.ErrInvalid, "%s belongs to uid %d, not the job's uid %d; a checkpoint holds only the job's own files (copy it instead of linking it)",
+					p, fi.Sys().(*syscall.Stat_t).Uid, owner)
 			}
 			mf, err := sealFile(f, p, buf)
 			f.Close()

@@ -33,10 +33,24 @@ func ckptAsg(id spec.JobID, dir string, interval time.Duration, attempt int) api
 // writeCheckpoint plays the job's side: files into staging, then .done.
 func writeCheckpoint(t *testing.T, staging, counter string) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(staging, "counter"), []byte(counter), 0o600); err != nil {
+	writeAsJob(t, staging, "counter", counter)
+	writeAsJob(t, staging, ".done", "")
+}
+
+// writeAsJob writes a file into staging owned, as the job's would be, by
+// the staging directory's owner (sealing refuses anyone else's files).
+func writeAsJob(t *testing.T, staging, name, text string) {
+	t.Helper()
+	p := filepath.Join(staging, name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(staging, ".done"), nil, 0o600); err != nil {
+	fi, err := os.Stat(staging)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if err := os.Lchown(p, int(st.Uid), int(st.Gid)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -184,9 +198,7 @@ func TestCheckpointExitCodeSealsAndRequeues(t *testing.T) {
 	e.waitStarted(t, cid)
 	// The job writes its checkpoint without .done and exits 85.
 	staging := filepath.Join(e.dir, "checkpoints", "9", "staging")
-	if err := os.WriteFile(filepath.Join(staging, "state"), []byte("abc"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeAsJob(t, staging, "state", "abc")
 	e.rt.Exit(cid, runtime.ExitStatus{Code: checkpoint.ExitCodeCheckpointed})
 	ex := e.waitExited(t, "a9")
 	if ex.State != spec.StateRequeued || ex.ExitCode != checkpoint.ExitCodeCheckpointed {

@@ -257,6 +257,15 @@ func (d *Dir) Lstat(name string) (Stat, error) {
 	return Stat{Mode: st.Mode, UID: st.Uid, GID: st.Gid, Size: st.Size}, nil
 }
 
+// Stat describes the directory itself (fstat on its descriptor).
+func (d *Dir) Stat() (Stat, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(d.fd, &st); err != nil {
+		return Stat{}, &fs.PathError{Op: "stat", Path: d.path, Err: err}
+	}
+	return Stat{Mode: st.Mode, UID: st.Uid, GID: st.Gid, Size: st.Size}, nil
+}
+
 // Stat is what Lstat reports.
 type Stat struct {
 	Mode     uint32 // st_mode: type and permission bits
