@@ -12,10 +12,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime/safefs"
 )
 
 // ErrCorrupt is wrapped by every error that says a checkpoint does not match
@@ -64,39 +66,88 @@ func (m *manifest) checkpoint(dir string) Checkpoint {
 	return Checkpoint{Seq: m.Seq, Dir: dir, Created: m.Created, Bytes: m.Bytes, Files: len(m.Files)}
 }
 
+// maxScanDepth bounds how deep a staging directory may nest (scan holds one
+// descriptor per level).
+const maxScanDepth = 256
+
 // scan walks a staging directory, hashing and fsyncing every regular file
 // and fsyncing every directory, and returns a manifest of its contents
-// (without the header fields). It works through an os.Root so that a job
-// swapping a directory for a symlink mid-walk cannot lead it outside.
+// (without the header fields). The job owns the directory and may change it
+// while gpud reads, so the walk goes through descriptors (safefs): it never
+// follows a symlink (it records it), never opens anything but a directory
+// or a regular file, and never blocks on a FIFO swapped in meanwhile.
 func scan(dir string) (*manifest, error) {
-	r, err := os.OpenRoot(dir)
+	d, err := safefs.OpenDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
+	defer d.Close()
+	top, err := d.Stat()
+	if err != nil {
+		return nil, err
+	}
 	m := &manifest{Files: []manifestFile{}}
-	var dirs []string
-	buf := make([]byte, copyBufBytes)
-	err = fs.WalkDir(r.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+	if err := scanDir(d, ".", top.UID, m, make([]byte, copyBufBytes), 0); err != nil {
+		return nil, fmt.Errorf("scan %s: %w", dir, err)
+	}
+	return m, nil
+}
+
+// scanDir adds directory d (at rel in the checkpoint) to m, in lexical
+// order, and fsyncs it after its entries. Regular files must belong to
+// owner (the staging directory's, the job's uid): a hard link to someone
+// else's file would otherwise have root hash it into the manifest.
+func scanDir(d *safefs.Dir, rel string, owner uint32, m *manifest, buf []byte, depth int) error {
+	if depth > maxScanDepth {
+		return spec.Errorf(spec.ErrInvalid, "%s is nested deeper than %d directories; flatten the checkpoint", rel, maxScanDepth)
+	}
+	names, err := d.Names()
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		p := path.Join(rel, n)
+		st, err := d.Lstat(n)
 		if err != nil {
 			return err
 		}
-		t := d.Type()
 		switch {
-		case t.IsDir():
-			dirs = append(dirs, p)
-		case t.IsRegular():
-			if p == manifestName {
-				return spec.Errorf(spec.ErrInvalid, "%s: the name %s is reserved for gpud's manifest; rename the file", p, manifestName)
-			}
-			f, err := sealFile(r, p, buf)
+		case st.IsDir():
+			sub, err := d.OpenDir(n)
 			if err != nil {
 				return err
 			}
-			m.Files = append(m.Files, f)
-			m.Bytes += f.Size
-		case t&fs.ModeSymlink != 0:
-			target, err := r.Readlink(p)
+			err = scanDir(sub, p, owner, m, buf, depth+1)
+			sub.Close()
+			if err != nil {
+				return err
+			}
+		case st.IsRegular():
+			if p == manifestName {
+				return spec.Errorf(spec.ErrInvalid, "%s: the name %s is reserved for gpud's manifest; rename the file", p, manifestName)
+			}
+			f, err := d.OpenRegular(n)
+			if err != nil {
+				return notRegular(p, err)
+			}
+			if fi, err := f.Stat(); err != nil || fi.Sys().(*syscall.Stat_t).Uid != owner {
+				f.Close()
+				if err != nil {
+					return err
+				}
+				return spec.Errorf(spec.ErrInvalid, "%s belongs to uid %d, not the job's uid %d; a checkpoint holds only the job's own files (copy it instead of linking it)",
+					p, fi.Sys().(*syscall.Stat_t).Uid, owner)
+			}
+			mf, err := sealFile(f, p, buf)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			m.Files = append(m.Files, mf)
+			m.Bytes += mf.Size
+		case st.Type() == "symlink":
+			target, err := d.Readlink(n)
 			if err != nil {
 				return err
 			}
@@ -105,34 +156,29 @@ func scan(dir string) (*manifest, error) {
 			}
 			m.Links = append(m.Links, manifestLink{Path: p, Target: target})
 		default:
-			return spec.Errorf(spec.ErrInvalid, "%s is a %s; a checkpoint holds only regular files, directories and symlinks inside it", p, describeType(t))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("scan %s: %w", dir, err)
-	}
-	for _, d := range dirs {
-		f, err := r.Open(d)
-		if err != nil {
-			return nil, fmt.Errorf("fsync %s: %w", d, err)
-		}
-		err = f.Sync()
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("fsync %s: %w", d, err)
+			return spec.Errorf(spec.ErrInvalid, "%s is a %s; a checkpoint holds only regular files, directories and symlinks inside it", p, st.Type())
 		}
 	}
-	return m, nil
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", rel, err)
+	}
+	return nil
 }
 
-// sealFile hashes and fsyncs one regular file.
-func sealFile(r *os.Root, p string, buf []byte) (manifestFile, error) {
-	f, sum, n, err := hashFile(r, p, buf)
+// notRegular words a refused open of what was listed as a regular file.
+func notRegular(p string, err error) error {
+	if safefs.IsNotRegular(err) {
+		return spec.Errorf(spec.ErrInvalid, "%s was replaced while sealing (%v); the job must not change its checkpoint after touching %s", p, err, doneName)
+	}
+	return err
+}
+
+// sealFile hashes and fsyncs one open regular file.
+func sealFile(f *os.File, p string, buf []byte) (manifestFile, error) {
+	sum, n, err := hashOpen(f, p, buf)
 	if err != nil {
 		return manifestFile{}, err
 	}
-	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		return manifestFile{}, err
@@ -150,29 +196,47 @@ func sealFile(r *os.Root, p string, buf []byte) (manifestFile, error) {
 // hashFile opens a regular file inside r and returns it (for the caller to
 // close) with its sha256 and length.
 func hashFile(r *os.Root, p string, buf []byte) (*os.File, string, int64, error) {
-	// O_NONBLOCK: if the job swapped the file for a fifo after we listed it,
-	// the open must fail the type check below rather than hang the agent.
-	f, err := r.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := openRegular(r, p)
 	if err != nil {
 		return nil, "", 0, err
+	}
+	sum, n, err := hashOpen(f, p, buf)
+	if err != nil {
+		f.Close()
+		return nil, "", 0, err
+	}
+	return f, sum, n, nil
+}
+
+// openRegular opens p inside r for reading, refusing anything but a
+// regular file. O_NONBLOCK: if the job swapped the file for a FIFO, the
+// open must fail the type check rather than hang the agent.
+func openRegular(r *os.Root, p string) (*os.File, error) {
+	f, err := r.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, "", 0, err
+		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, "", 0, spec.Errorf(spec.ErrInvalid, "%s is a %s, not a regular file", p, describeType(fi.Mode().Type()))
+		return nil, spec.Errorf(spec.ErrInvalid, "%s is a %s, not a regular file", p, describeType(fi.Mode().Type()))
 	}
+	return f, nil
+}
+
+// hashOpen returns the sha256 and length of what f holds from its offset.
+func hashOpen(f *os.File, p string, buf []byte) (string, int64, error) {
 	h := sha256.New()
 	// Wrap f so io.CopyBuffer uses buf rather than File.WriteTo's own path.
 	n, err := io.CopyBuffer(h, struct{ io.Reader }{f}, buf)
 	if err != nil {
-		f.Close()
-		return nil, "", 0, fmt.Errorf("read %s: %w", p, err)
+		return "", 0, fmt.Errorf("read %s: %w", p, err)
 	}
-	return f, hex.EncodeToString(h.Sum(nil)), n, nil
+	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // checkLink accepts a symlink target only if it is relative and, resolved
@@ -208,19 +272,20 @@ func describeType(t fs.FileMode) string {
 	return "special file"
 }
 
-// writeManifest writes MANIFEST.json into dir and fsyncs it and dir.
+// writeManifest writes MANIFEST.json into dir and fsyncs it and dir. The
+// job owns dir: the file is created with O_EXCL|O_NOFOLLOW (safefs), so
+// nothing the job put there is written through.
 func writeManifest(dir string, m *manifest) error {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
-	r, err := os.OpenRoot(dir)
+	d, err := safefs.OpenDir(dir)
 	if err != nil {
 		return fmt.Errorf("write manifest in %s: %w", dir, err)
 	}
-	defer r.Close()
-	// O_EXCL: the job owns dir; never write through something it put there.
-	f, err := r.OpenFile(manifestName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	defer d.Close()
+	f, err := d.Create(manifestName, 0o444)
 	if err != nil {
 		return fmt.Errorf("write manifest in %s: %w", dir, err)
 	}
@@ -235,7 +300,7 @@ func writeManifest(dir string, m *manifest) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write manifest in %s: %w", dir, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := d.Sync(); err != nil {
 		return fmt.Errorf("write manifest in %s: %w", dir, err)
 	}
 	return nil
@@ -270,7 +335,9 @@ func verify(dir string, full bool) (*manifest, error) {
 }
 
 func readManifest(r *os.Root) (*manifest, error) {
-	f, err := r.Open(manifestName)
+	// The job owns the checkpoint: a FIFO or device there must not hang
+	// or be opened for real.
+	f, err := openRegular(r, manifestName)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w: %w", manifestName, ErrCorrupt, err)
 	}

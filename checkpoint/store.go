@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime/safefs"
 )
 
 const (
@@ -125,71 +126,168 @@ func parseCkptName(name string) (int, bool) {
 	return n, true
 }
 
+// The store's root and each job's directory are the agent's (0711: jobs
+// traverse them); each staging directory, and so each sealed checkpoint
+// made from one, is the job's user's. Everything the store does inside
+// those goes through descriptors (safefs), never by following a path the
+// user could have changed.
+
+// openJob opens job id's directory, creating it (0711) when create is set.
+func (s *Store) openJob(id spec.JobID, create bool) (*safefs.Dir, error) {
+	root, err := safefs.OpenDir(s.root)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	name := strconv.FormatUint(uint64(id), 10)
+	jd, err := root.OpenDir(name)
+	if err == nil || !create || !errors.Is(err, fs.ErrNotExist) {
+		return jd, err
+	}
+	jd, err = root.Mkdir(name, 0o711)
+	if errors.Is(err, fs.ErrExist) {
+		return root.OpenDir(name) // made by another rank's agent meanwhile
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The job directory must survive a crash, or so would nothing in it.
+	if err := root.Sync(); err != nil {
+		jd.Close()
+		return nil, err
+	}
+	return jd, nil
+}
+
 // Staging creates an empty staging directory for job id and returns its
 // path, to be given to the job as GPUD_CHECKPOINT_DIR. Whatever an earlier,
 // unsealed attempt left there is removed: without a seal it was never a
 // checkpoint. Call Chown next so the job's user can write into it.
 func (s *Store) Staging(id spec.JobID) (string, error) {
-	jd := s.jobDir(id)
-	switch err := os.Mkdir(jd, 0o711); {
-	case err == nil:
-		// Mkdir applies the umask; the job must still be able to traverse.
-		if err := os.Chmod(jd, 0o711); err != nil {
-			return "", fmt.Errorf("create checkpoint dir of job %d: %w", id, err)
-		}
-		// The job directory must survive a crash, or so would nothing in it.
-		if err := syncDir(s.root); err != nil {
-			return "", fmt.Errorf("create checkpoint dir of job %d: %w", id, err)
-		}
-	case errors.Is(err, fs.ErrExist):
-	default:
+	jd, err := s.openJob(id, true)
+	if err != nil {
 		return "", fmt.Errorf("create checkpoint dir of job %d: %w", id, err)
 	}
-	st := s.stagingDir(id)
-	// RemoveAll does not follow symlinks, so a job cannot aim it elsewhere.
-	if err := os.RemoveAll(st); err != nil {
+	defer jd.Close()
+	if err := jd.RemoveAll(stagingName); err != nil {
 		return "", fmt.Errorf("clear staging dir of job %d: %w", id, err)
 	}
 	// 0700: only the job's uid (after Chown) writes here, not its group,
 	// which is often shared by every user.
-	if err := os.Mkdir(st, 0o700); err != nil {
+	st, err := jd.Mkdir(stagingName, 0o700)
+	if err != nil {
 		return "", fmt.Errorf("create staging dir of job %d: %w", id, err)
 	}
-	if err := syncDir(jd); err != nil {
+	st.Close()
+	if err := jd.Sync(); err != nil {
 		return "", fmt.Errorf("create staging dir of job %d: %w", id, err)
 	}
-	return st, nil
+	return s.stagingDir(id), nil
+}
+
+// Join is Staging for the ranks of a gang other than the one that seals:
+// it creates job id's directory and staging directory if missing (giving
+// a new staging directory to uid:gid unless uid is negative) and clears
+// nothing, since the sealing rank may be using it. It returns the staging
+// directory's path.
+func (s *Store) Join(id spec.JobID, uid, gid int) (string, error) {
+	jd, err := s.openJob(id, true)
+	if err != nil {
+		return "", fmt.Errorf("create checkpoint dir of job %d: %w", id, err)
+	}
+	defer jd.Close()
+	st, err := jd.Mkdir(stagingName, 0o700)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return s.stagingDir(id), nil
+	case err != nil:
+		return "", fmt.Errorf("create staging dir of job %d: %w", id, err)
+	}
+	defer st.Close()
+	if uid >= 0 {
+		if err := st.Chown(uid, gid); err != nil {
+			return "", fmt.Errorf("chown staging dir of job %d to %d:%d: %w", id, uid, gid, err)
+		}
+	}
+	return s.stagingDir(id), nil
 }
 
 // Chown gives job id's staging directory to the job's uid and gid so the job
 // can write into it. The job directory above it stays the agent's, so the job
 // cannot rename or delete sealed checkpoints.
 func (s *Store) Chown(id spec.JobID, uid, gid uint32) error {
-	if err := os.Lchown(s.stagingDir(id), int(uid), int(gid)); err != nil {
+	st, err := s.openStaging(id)
+	if err == nil {
+		err = st.Chown(int(uid), int(gid))
+		st.Close()
+	}
+	if err != nil {
 		return fmt.Errorf("chown staging dir of job %d to %d:%d: %w", id, uid, gid, err)
 	}
 	return nil
 }
 
+// openStaging opens job id's staging directory.
+func (s *Store) openStaging(id spec.JobID) (*safefs.Dir, error) {
+	jd, err := s.openJob(id, false)
+	if err != nil {
+		return nil, err
+	}
+	defer jd.Close()
+	return jd.OpenDir(stagingName)
+}
+
 // Ready reports whether job id has marked its staging directory complete by
 // creating a regular file named .done in it.
 func (s *Store) Ready(id spec.JobID) bool {
-	fi, err := os.Lstat(filepath.Join(s.stagingDir(id), doneName))
-	return err == nil && fi.Mode().IsRegular()
+	st, err := s.openStaging(id)
+	if err != nil {
+		return false
+	}
+	defer st.Close()
+	fi, err := st.Lstat(doneName)
+	return err == nil && fi.IsRegular()
 }
+
+// ErrRefused is wrapped by MarkReady's error when the job left something
+// other than a regular file at .done.
+var ErrRefused = errors.New("checkpoint refused")
 
 // MarkReady creates .done in job id's staging directory on the job's behalf.
 // The agent calls it when the job exited with ExitCodeCheckpointed: the job
-// can no longer write, so what is in staging is final.
+// can no longer write, so what is in staging is final. The job owns the
+// directory: an existing regular .done is accepted as is, anything else
+// there (a symlink, FIFO, device or directory) is refused, never opened,
+// and a new .done is created with O_EXCL|O_NOFOLLOW.
 func (s *Store) MarkReady(id spec.JobID) error {
-	f, err := os.OpenFile(filepath.Join(s.stagingDir(id), doneName), os.O_WRONLY|os.O_CREATE, 0o600)
+	st, err := s.openStaging(id)
 	if err != nil {
 		return fmt.Errorf("mark staging dir of job %d ready: %w", id, err)
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("mark staging dir of job %d ready: %w", id, err)
+	defer st.Close()
+	for try := 0; ; try++ {
+		fi, err := st.Lstat(doneName)
+		switch {
+		case err == nil && fi.IsRegular():
+			return nil
+		case err == nil:
+			return fmt.Errorf("mark staging dir of job %d ready: %w: %s is a %s, not a regular file; a job marks its checkpoint complete with a plain file (touch \"$GPUD_CHECKPOINT_DIR/%s\") or by exiting %d",
+				id, ErrRefused, filepath.Join(st.Path(), doneName), fi.Type(), doneName, ExitCodeCheckpointed)
+		case !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("mark staging dir of job %d ready: %w", id, err)
+		}
+		f, err := st.Create(doneName, 0o600)
+		if errors.Is(err, fs.ErrExist) && try == 0 {
+			continue // appeared meanwhile: look at what it is
+		}
+		if err != nil {
+			return fmt.Errorf("mark staging dir of job %d ready: %w", id, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("mark staging dir of job %d ready: %w", id, err)
+		}
+		return nil
 	}
-	return nil
 }
 
 // Seal turns job id's staging directory into the next numbered checkpoint:
@@ -204,7 +302,6 @@ func (s *Store) MarkReady(id spec.JobID) error {
 // next Staging to clear. After Seal the job has no staging directory until
 // Staging is called again.
 func (s *Store) Seal(id spec.JobID) (Checkpoint, error) {
-	jd := s.jobDir(id)
 	st := s.stagingDir(id)
 	if !s.Ready(id) {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w: %s has no %s; the job must touch it after writing its files (or exit %d)",
@@ -212,7 +309,12 @@ func (s *Store) Seal(id spec.JobID) (Checkpoint, error) {
 	}
 	// .done is protocol, not data: it must not be in the manifest or the
 	// restart directory, where a restarted job would take it for its own.
-	if err := os.Remove(filepath.Join(st, doneName)); err != nil {
+	jd, err := s.openJob(id, false)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
+	}
+	defer jd.Close()
+	if err := removeDone(jd); err != nil {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
 	}
 	existing, err := listSeqs(jd)
@@ -236,14 +338,14 @@ func (s *Store) Seal(id spec.JobID) (Checkpoint, error) {
 	if err := writeManifest(st, m); err != nil {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
 	}
-	dst := filepath.Join(jd, ckptName(seq))
-	if err := os.Rename(st, dst); err != nil {
+	dst := filepath.Join(s.jobDir(id), ckptName(seq))
+	if err := jd.Rename(stagingName, jd, ckptName(seq)); err != nil {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
 	}
-	if err := syncDir(jd); err != nil {
+	if err := jd.Sync(); err != nil {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
 	}
-	kept, err := s.prune(id)
+	kept, err := s.prune(id, jd)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
 	}
@@ -279,7 +381,12 @@ func (s *Store) List(id spec.JobID) ([]Checkpoint, error) {
 // Remove deletes everything the store holds for job id. Removing a job that
 // has nothing stored is not an error.
 func (s *Store) Remove(id spec.JobID) error {
-	if err := os.RemoveAll(s.jobDir(id)); err != nil {
+	root, err := safefs.OpenDir(s.root)
+	if err == nil {
+		err = root.RemoveAll(strconv.FormatUint(uint64(id), 10))
+		root.Close()
+	}
+	if err != nil {
 		return fmt.Errorf("remove checkpoints of job %d: %w", id, err)
 	}
 	return nil
@@ -288,14 +395,21 @@ func (s *Store) Remove(id spec.JobID) error {
 // scanJob quick-verifies every ckpt-* directory of job id and returns the
 // valid ones oldest first, and the names of the rest.
 func (s *Store) scanJob(id spec.JobID) (valid []Checkpoint, invalid []string, err error) {
-	jd := s.jobDir(id)
+	jd, err := s.openJob(id, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("list checkpoints of job %d: %w", id, err)
+	}
 	seqs, err := listSeqs(jd)
+	jd.Close()
 	if err != nil {
 		return nil, nil, fmt.Errorf("list checkpoints of job %d: %w", id, err)
 	}
 	slices.Sort(seqs)
 	for _, seq := range seqs {
-		dir := filepath.Join(jd, ckptName(seq))
+		dir := filepath.Join(s.jobDir(id), ckptName(seq))
 		m, err := verify(dir, false)
 		if err == nil && m.JobID != id {
 			err = fmt.Errorf("manifest is for job %d: %w", m.JobID, ErrCorrupt)
@@ -311,16 +425,15 @@ func (s *Store) scanJob(id spec.JobID) (valid []Checkpoint, invalid []string, er
 
 // prune removes leftovers of interrupted deletions, every checkpoint that
 // does not verify, and all but the newest keep that do. It returns the kept
-// ones, oldest first.
-func (s *Store) prune(id spec.JobID) ([]Checkpoint, error) {
-	jd := s.jobDir(id)
-	entries, err := os.ReadDir(jd)
+// ones, oldest first. jd is job id's open directory.
+func (s *Store) prune(id spec.JobID, jd *safefs.Dir) ([]Checkpoint, error) {
+	names, err := jd.Names()
 	if err != nil {
 		return nil, fmt.Errorf("prune checkpoints: %w", err)
 	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), trashPrefix) {
-			if err := os.RemoveAll(filepath.Join(jd, e.Name())); err != nil {
+	for _, n := range names {
+		if strings.HasPrefix(n, trashPrefix) {
+			if err := jd.RemoveAll(n); err != nil {
 				return nil, fmt.Errorf("prune checkpoints: %w", err)
 			}
 		}
@@ -339,51 +452,49 @@ func (s *Store) prune(id spec.JobID) ([]Checkpoint, error) {
 	for _, name := range drop {
 		// Rename first so that a crash halfway through RemoveAll leaves a
 		// trash-* directory, not a ckpt-* with some files missing.
-		trash := filepath.Join(jd, trashPrefix+name)
-		if err := os.Rename(filepath.Join(jd, name), trash); err != nil {
+		trash := trashPrefix + name
+		if err := jd.Rename(name, jd, trash); err != nil {
 			return nil, fmt.Errorf("prune checkpoint %s: %w", name, err)
 		}
-		if err := os.RemoveAll(trash); err != nil {
+		if err := jd.RemoveAll(trash); err != nil {
 			return nil, fmt.Errorf("prune checkpoint %s: %w", name, err)
 		}
 	}
 	if len(drop) > 0 {
-		if err := syncDir(jd); err != nil {
+		if err := jd.Sync(); err != nil {
 			return nil, fmt.Errorf("prune checkpoints: %w", err)
 		}
 	}
 	return valid, nil
 }
 
-// listSeqs returns the sequence numbers of the ckpt-* directories in jobDir,
-// in directory order; a missing jobDir has none.
-func listSeqs(jobDir string) ([]int, error) {
-	entries, err := os.ReadDir(jobDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+// listSeqs returns the sequence numbers of the ckpt-* directories in job
+// directory jd, in directory order.
+func listSeqs(jd *safefs.Dir) ([]int, error) {
+	names, err := jd.Names()
 	if err != nil {
 		return nil, err
 	}
 	var seqs []int
-	for _, e := range entries {
-		if seq, ok := parseCkptName(e.Name()); ok && e.IsDir() {
+	for _, n := range names {
+		seq, ok := parseCkptName(n)
+		if !ok {
+			continue
+		}
+		if fi, err := jd.Lstat(n); err == nil && fi.IsDir() {
 			seqs = append(seqs, seq)
 		}
 	}
 	return seqs, nil
 }
 
-// syncDir fsyncs a directory so that entries created, renamed or removed in
-// it survive a crash.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
+// removeDone removes .done from jd's staging directory (whatever it is: an
+// unlink never follows a symlink).
+func removeDone(jd *safefs.Dir) error {
+	st, err := jd.OpenDir(stagingName)
 	if err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return f.Close()
+	defer st.Close()
+	return st.Remove(doneName)
 }

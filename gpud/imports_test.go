@@ -21,6 +21,7 @@ var boundaries = []struct {
 	{"gpud/sched/...", []string{"os", "net", "io/fs", "database/sql", "log/slog", "log", "math/rand", module + "/runtime", module + "/accounting", module + "/gpud/store", module + "/gpud/controller"}, "the scheduler core is pure: no I/O, no logging, no global randomness"},
 	{"runtime/...", []string{module + "/gpud/"}, "runtime never imports gpud/*: the node agent adapts"},
 	{"runtime", []string{"github.com/containerd", "github.com/NVIDIA"}, "the Runtime interface is engine-neutral"},
+	{"runtime/safefs", []string{module + "/", "github.com/containerd"}, "safefs is a leaf (stdlib and x/sys): gpud/node, checkpoint and runtime do every root file operation under a user-controlled directory through it"},
 	{"runtime/gpu", []string{"github.com/NVIDIA"}, "only runtime/gpu/nvml imports go-nvml"},
 	{"gpud/plot", []string{module + "/"}, "plot is a leaf the simulator and gpuq share"},
 	{"gpud/statefile", []string{module + "/"}, "statefile is a leaf the daemons and their stores share"},

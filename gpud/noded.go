@@ -142,6 +142,9 @@ type nodeOptions struct {
 	Health     config.Health
 	DevRoot    string // for mock GPUs
 	Log        *slog.Logger
+	// HidePaths are directories of daemon state jobs must not see, besides
+	// the node's own state and checkpoint roots (node.Config.HidePaths).
+	HidePaths []string
 }
 
 // runNode discovers the node, connects to containerd and runs the agent
@@ -195,6 +198,10 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		CheckpointTimeout: s.CheckpointTimeout.Std(),
 		Version:           version,
 		UsageInterval:     usageInterval(s.UsageInterval.Std()),
+		// The controller's state, should it run on this host (a missing
+		// directory is skipped), and its socket stays reachable.
+		HidePaths: append([]string{config.Defaults().Controller.StateDir}, o.HidePaths...),
+		ShowPaths: unixSocket(o.Controller),
 	}, client, rt, append(opts, healthOption(devs, o.Health)...)...)
 	if err != nil {
 		return err
@@ -224,6 +231,14 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		return err
 	})
 	return g.Wait()
+}
+
+// unixSocket returns the socket path of a unix:// address, as a list.
+func unixSocket(addr string) []string {
+	if p, ok := strings.CutPrefix(addr, "unix://"); ok && p != "" {
+		return []string{p}
+	}
+	return nil
 }
 
 // nodeClient connects the agent to the controller. Over https with a

@@ -164,6 +164,8 @@ func standaloneCommand() *cli.Command {
 						Health:     nodeDefaults.Health,
 						DevRoot:    filepath.Join(sec.StateDir, "dev"),
 						Log:        log.With("component", "node"),
+						// Everything under --state-dir is daemon state.
+						HidePaths: []string{dir},
 					})
 				})
 			}

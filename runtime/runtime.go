@@ -19,11 +19,16 @@ var ErrIDInUse = errors.New("container ID held by stale engine state")
 // root: what a Slurm user expects, with the host's tools and libraries.
 const ImageHost = "host"
 
-// Mount is a bind mount into the container.
+// Mount is a bind mount into the container, or with Hide an empty tmpfs
+// over Dest that keeps what the host has there (daemon state) out of the
+// job's view. Mounts apply shallowest Dest first, a Hide before a bind at
+// the same depth, so binds below a hidden directory stay visible.
 type Mount struct {
 	Source   string
 	Dest     string
 	ReadOnly bool
+	// Hide covers Dest with an empty root-owned tmpfs (Source unused).
+	Hide bool
 }
 
 // TaskConfig describes one job container on one node. The node agent fills

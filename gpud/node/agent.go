@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpud/statefile"
 	"github.com/gpud/gpud/runtime"
+	"github.com/gpud/gpud/runtime/safefs"
 )
 
 // Agent is a node agent. Create it with New and run it with Run, once.
@@ -669,12 +669,29 @@ func (a *Agent) recoverContainers(ctx context.Context) error {
 	}
 	for _, e := range ents {
 		if !keep[e.Name()] {
-			if err := os.RemoveAll(filepath.Join(a.cfg.jobsDir(), e.Name())); err != nil {
-				a.log.Warn("remove stale job directory", "dir", e.Name(), "err", err)
-			}
+			a.removeJobDir(a.log, e.Name())
 		}
 	}
 	return nil
+}
+
+// hidden are the directories of daemon state kept out of jobs' view: the
+// agent's state and checkpoint roots and Config.HidePaths.
+func (a *Agent) hidden() []string {
+	return hiddenPaths(append([]string{a.cfg.StateDir, a.cfg.CheckpointRoot}, a.cfg.HidePaths...))
+}
+
+// removeJobDir removes job directory id (jobs/<id>, which its user owns)
+// without following anything the user put there. A failure is logged.
+func (a *Agent) removeJobDir(log *slog.Logger, id string) {
+	jobs, err := safefs.OpenDir(a.cfg.jobsDir())
+	if err == nil {
+		err = jobs.RemoveAll(id)
+		jobs.Close()
+	}
+	if err != nil {
+		log.Warn("remove job directory; the next agent start retries", "dir", id, "err", err)
+	}
 }
 
 // cleanup deletes container id and its job directory. A failure is only
@@ -686,7 +703,5 @@ func (a *Agent) cleanup(ctx context.Context, log *slog.Logger, id string) {
 		}
 		return
 	}
-	if err := os.RemoveAll(filepath.Join(a.cfg.jobsDir(), id)); err != nil {
-		log.Warn("remove job directory", "err", err)
-	}
+	a.removeJobDir(log, id)
 }

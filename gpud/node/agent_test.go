@@ -32,14 +32,14 @@ func exited(alloc string, job spec.JobID, state spec.JobState, code int, sig sys
 
 func TestStartBuildsTaskConfig(t *testing.T) {
 	e := newEnv(t, nil)
-	a := asg(7, e.dir)
+	a := asg(7, e.home)
 	e.fc.Set(a)
 	e.waitStarted(t, cid)
 	waitFor(t, "started event", func() bool { return len(e.fc.Events()) == 1 }, e.on()...)
 
 	jobDir := filepath.Join(e.dir, "jobs", cid)
 	ckpt := filepath.Join(e.dir, "checkpoints", "7")
-	work := filepath.Join(e.dir, "work")
+	work := filepath.Join(e.home, "work")
 	want := runtime.TaskConfig{
 		ID: cid,
 		Labels: map[string]string{
@@ -54,15 +54,16 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 			"GPUD_GPUS=GPU-a,GPU-b", "GPUD_CHECKPOINT_DIR=" + filepath.Join(ckpt, "staging"), "GPUD_RESTART_DIR=",
 			"MASTER_ADDR=10.0.0.1", "MASTER_PORT=20007", "WORLD_SIZE=2", "NODE_RANK=1",
 			"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=node-0,node-1", "SLURM_NODEID=1", "SLURM_NNODES=2",
-			"SLURM_JOB_NUM_NODES=2", "SLURM_SUBMIT_DIR=" + filepath.Join(e.dir, "submit"), "SLURM_JOB_NAME=train",
+			"SLURM_JOB_NUM_NODES=2", "SLURM_SUBMIT_DIR=" + filepath.Join(e.home, "submit"), "SLURM_JOB_NAME=train",
 			"SLURM_JOB_USER=alice", "SLURM_JOB_PARTITION=gpu", "SLURM_CPUS_ON_NODE=4", "SLURM_MEM_PER_NODE=8192", "SLURM_RESTART_COUNT=0",
 			"CUDA_VISIBLE_DEVICES=GPU-a,GPU-b", "NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b",
 		},
 		Cwd: work, UID: 1000, GID: 1000,
 		Hostname: "node-1.test",
 		Mounts: []runtime.Mount{
+			{Dest: e.dir, Hide: true}, // the state dir, checkpoints inside
 			{Source: work, Dest: work},
-			{Source: filepath.Join(e.dir, "submit"), Dest: filepath.Join(e.dir, "submit")},
+			{Source: filepath.Join(e.home, "submit"), Dest: filepath.Join(e.home, "submit")},
 			{Source: jobDir, Dest: jobDir},
 			{Source: filepath.Join(jobDir, "tmp"), Dest: "/tmp"},
 			{Source: filepath.Join(work, "logs"), Dest: filepath.Join(work, "logs")},
@@ -82,20 +83,25 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 	if err != nil || string(script) != a.Job.Script {
 		t.Errorf("script = %q, %v; want %q", script, err, a.Job.Script)
 	}
-	for path, mode := range map[string]os.FileMode{
-		filepath.Join(jobDir, "script"): 0o755,
-		filepath.Join(jobDir, "tmp"):    os.ModeDir | 0o700,
-		jobDir:                          os.ModeDir | 0o700,
+	// The job's user gets the script and tmp/; the directory stays root's,
+	// so the user can never swap an entry root or the runtime uses.
+	for path, want := range map[string]struct {
+		mode os.FileMode
+		uid  uint32
+	}{
+		filepath.Join(jobDir, "script"): {0o700, 1000},
+		filepath.Join(jobDir, "tmp"):    {os.ModeDir | 0o700, 1000},
+		jobDir:                          {os.ModeDir | 0o711, 0},
 	} {
-		fi, err := os.Stat(path)
+		fi, err := os.Lstat(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fi.Mode() != mode {
-			t.Errorf("%s mode = %v, want %v", path, fi.Mode(), mode)
+		if fi.Mode() != want.mode {
+			t.Errorf("%s mode = %v, want %v", path, fi.Mode(), want.mode)
 		}
-		if st := fi.Sys().(*syscall.Stat_t); os.Geteuid() == 0 && (st.Uid != 1000 || st.Gid != 1000) {
-			t.Errorf("%s owned by %d:%d, want 1000:1000", path, st.Uid, st.Gid)
+		if st := fi.Sys().(*syscall.Stat_t); os.Geteuid() == 0 && (st.Uid != want.uid || st.Gid != want.uid) {
+			t.Errorf("%s owned by %d:%d, want %d:%d", path, st.Uid, st.Gid, want.uid, want.uid)
 		}
 	}
 	if diff := cmp.Diff([]api.AllocEvent{started("a7", 7)}, e.eventsOf("a7")); diff != "" {
@@ -122,7 +128,7 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 
 func TestStartWithoutGPUsOrShebang(t *testing.T) {
 	e := newEnv(t, nil)
-	a := asg(7, e.dir)
+	a := asg(7, e.home)
 	a.Job.Script = "echo no shebang\n"
 	a.Job.Image = "docker.io/library/busybox:latest"
 	a.Job.Error = "/abs/err-%j.txt"
@@ -150,7 +156,7 @@ func TestStartWithoutGPUsOrShebang(t *testing.T) {
 		t.Errorf("Args (-want +got):\n%s", diff)
 	}
 	if got.Image != a.Job.Image || len(got.CDIDevices) != 0 || got.StderrPath != "/abs/err-7.txt" ||
-		got.StdoutPath != filepath.Join(e.dir, "work", "logs", "train-7.out") {
+		got.StdoutPath != filepath.Join(e.home, "work", "logs", "train-7.out") {
 		t.Errorf("image %q, CDI %v, stdout %q, stderr %q", got.Image, got.CDIDevices, got.StdoutPath, got.StderrPath)
 	}
 	if !slices.Contains(got.Mounts, runtime.Mount{Source: "/abs", Dest: "/abs"}) {
@@ -180,7 +186,7 @@ func TestExitStates(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, func(e *env) { e.rt.SetScript(cid, tc.script) })
-			e.fc.Set(asg(7, e.dir))
+			e.fc.Set(asg(7, e.home))
 			e.waitExited(t, "a7")
 			if diff := cmp.Diff(tc.wantEvents, e.eventsOf("a7")); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
@@ -195,8 +201,8 @@ func TestExitStates(t *testing.T) {
 			}
 			// The controller keeps sending the finished assignment until
 			// it applies the exit: the agent must not run it again.
-			e.setAndWait(t, asg(7, e.dir))
-			e.setAndWait(t, asg(7, e.dir))
+			e.setAndWait(t, asg(7, e.home))
+			e.setAndWait(t, asg(7, e.home))
 			if got := len(e.rt.Starts()) + e.rt.StartErrors(); got != 1 {
 				t.Errorf("start attempts = %d, want 1", got)
 			}
@@ -219,7 +225,7 @@ func TestTimeLimit(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, func(e *env) { e.rt.SetScript(cid, tc.script) })
-			e.fc.Set(asg(7, e.dir))
+			e.fc.Set(asg(7, e.home))
 			e.waitStarted(t, cid)
 			waitFor(t, "deadline timer", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
 			e.clock.Advance(time.Hour - time.Second)
@@ -252,7 +258,7 @@ func TestTimeLimit(t *testing.T) {
 func TestStop(t *testing.T) {
 	t.Run("running job is cancelled", func(t *testing.T) {
 		e := newEnv(t, nil)
-		a := asg(7, e.dir)
+		a := asg(7, e.home)
 		e.fc.Set(a)
 		e.waitStarted(t, cid)
 		a.Stop, a.StopState, a.StopReason = true, spec.StateCancelled, "cancelled by alice"
@@ -265,7 +271,7 @@ func TestStop(t *testing.T) {
 	})
 	t.Run("preempted job that ignores SIGTERM", func(t *testing.T) {
 		e := newEnv(t, func(e *env) { e.rt.SetScript(cid, fake.Script{IgnoreSIGTERM: true}) })
-		a := asg(7, e.dir)
+		a := asg(7, e.home)
 		e.fc.Set(a)
 		e.waitStarted(t, cid)
 		waitFor(t, "deadline timer", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
@@ -285,7 +291,7 @@ func TestStop(t *testing.T) {
 	})
 	t.Run("never started here", func(t *testing.T) {
 		e := newEnv(t, nil)
-		a := asg(7, e.dir)
+		a := asg(7, e.home)
 		a.Stop, a.StopState, a.StopReason = true, spec.StateRequeued, "requeued by admin"
 		e.fc.Set(a)
 		e.waitExited(t, "a7")
@@ -341,7 +347,7 @@ func TestFencing(t *testing.T) {
 
 func TestEventsSurviveUnreachableController(t *testing.T) {
 	e := newEnv(t, func(e *env) { e.fc.Fail(epEvents, true) })
-	e.fc.Set(asg(7, e.dir), asg(8, e.dir))
+	e.fc.Set(asg(7, e.home), asg(8, e.home))
 	e.waitStarted(t, "gpud-8-1-node-1")
 	e.waitStarted(t, cid)
 	e.rt.Exit(cid, runtime.ExitStatus{Code: 0})
@@ -397,7 +403,7 @@ func TestRecovery(t *testing.T) {
 			}
 		}
 	})
-	e.fc.Set(asg(4, e.dir))
+	e.fc.Set(asg(4, e.home))
 	// The exit that happened while the agent was down is reported.
 	got := e.waitExited(t, "a3")
 	got.Seq = 0
@@ -431,7 +437,7 @@ func TestRecovery(t *testing.T) {
 
 func TestRestartAgent(t *testing.T) {
 	e := newEnv(t, nil)
-	e.fc.Set(asg(7, e.dir), asg(8, e.dir))
+	e.fc.Set(asg(7, e.home), asg(8, e.home))
 	e.waitStarted(t, cid)
 	e.waitStarted(t, "gpud-8-1-node-1")
 	e.rt.Exit("gpud-8-1-node-1", runtime.ExitStatus{})
@@ -457,7 +463,7 @@ func TestRestartAgent(t *testing.T) {
 	}
 	// Both allocations are still assigned (the controller has not caught
 	// up); neither runs again.
-	e.setAndWait(t, asg(7, e.dir), asg(8, e.dir))
+	e.setAndWait(t, asg(7, e.home), asg(8, e.home))
 	if n := len(e.rt.Starts()); n != 2 {
 		t.Errorf("starts = %d, want 2", n)
 	}
@@ -468,7 +474,7 @@ func TestRestartAgent(t *testing.T) {
 
 func TestSignalDeliveredOnce(t *testing.T) {
 	e := newEnv(t, nil)
-	a := asg(7, e.dir)
+	a := asg(7, e.home)
 	e.fc.Set(a)
 	e.waitStarted(t, cid)
 	a.Signal, a.SignalSeq = "SIGUSR1", 1
@@ -488,7 +494,7 @@ func TestSignalDeliveredOnce(t *testing.T) {
 
 func TestStuckJobKeepsItsAllocation(t *testing.T) {
 	e := newEnv(t, func(e *env) { e.rt.SetScript(cid, fake.Script{HangOnStop: true}) })
-	a := asg(7, e.dir)
+	a := asg(7, e.home)
 	e.fc.Set(a)
 	e.waitStarted(t, cid)
 	waitFor(t, "deadline timer", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
@@ -522,7 +528,7 @@ func TestReconnectDeliversAtOnce(t *testing.T) {
 		e.fc.Fail(epEvents, true)
 		e.fc.Fail(epHeartbeat, true)
 	})
-	e.fc.Set(asg(7, e.dir))
+	e.fc.Set(asg(7, e.home))
 	e.waitStarted(t, cid)
 	waitFor(t, "a failed delivery and heartbeat", func() bool {
 		return e.fc.Calls(epEvents) >= 1 && e.fc.Calls(epHeartbeat) >= 1

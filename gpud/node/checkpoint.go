@@ -2,12 +2,8 @@ package node
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -97,16 +93,12 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 		}
 	} else {
 		// Create what is missing (a node-local root), clear nothing.
-		if err := os.MkdirAll(dir, 0o711); err != nil {
-			return "", "", fmt.Errorf("create checkpoint dir of job %d: %w", r.jobID, err)
+		owner := -1
+		if os.Geteuid() == 0 {
+			owner = int(uid)
 		}
-		staging := filepath.Join(dir, "staging")
-		if err := os.Mkdir(staging, 0o700); err == nil {
-			if err := chown(staging, int(uid), int(gid)); err != nil {
-				return "", "", err
-			}
-		} else if !errors.Is(err, fs.ErrExist) {
-			return "", "", fmt.Errorf("create checkpoint staging dir of job %d: %w", r.jobID, err)
+		if _, err := st.Join(r.jobID, owner, int(gid)); err != nil {
+			return "", "", err
 		}
 	}
 	latest, ok, err := st.Latest(r.jobID)
@@ -121,9 +113,9 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 }
 
 // sealCheckpoint seals the job's ready staging directory, gives the job a
-// fresh one, and records the checkpoint in the outbox. It reports whether
-// a checkpoint was sealed.
-func (r *runner) sealCheckpoint(ctx context.Context, log *slog.Logger) bool {
+// fresh one, and records the checkpoint in the outbox. It returns why no
+// checkpoint was sealed, or nil.
+func (r *runner) sealCheckpoint(ctx context.Context, log *slog.Logger) error {
 	st := r.a.ckpt
 	ck, err := st.Seal(r.jobID)
 	if err != nil {
@@ -139,7 +131,7 @@ func (r *runner) sealCheckpoint(ctx context.Context, log *slog.Logger) bool {
 		}
 	}
 	if err != nil {
-		return false
+		return err
 	}
 	ev := api.AllocEvent{Node: r.a.cfg.Name, AllocID: r.allocID, JobID: r.jobID, Kind: api.EventCheckpointed,
 		Time: spec.NewTime(ck.Created), CkptSeq: ck.Seq, CkptBytes: ck.Bytes}
@@ -149,5 +141,5 @@ func (r *runner) sealCheckpoint(ctx context.Context, log *slog.Logger) bool {
 		log.Error("record checkpoint in outbox", "seq", ck.Seq, "err", err)
 	}
 	log.Info("checkpoint sealed", "seq", ck.Seq, "bytes", ck.Bytes, "files", ck.Files, "dir", ck.Dir)
-	return true
+	return nil
 }

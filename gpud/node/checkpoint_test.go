@@ -33,10 +33,24 @@ func ckptAsg(id spec.JobID, dir string, interval time.Duration, attempt int) api
 // writeCheckpoint plays the job's side: files into staging, then .done.
 func writeCheckpoint(t *testing.T, staging, counter string) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(staging, "counter"), []byte(counter), 0o600); err != nil {
+	writeAsJob(t, staging, "counter", counter)
+	writeAsJob(t, staging, ".done", "")
+}
+
+// writeAsJob writes a file into staging owned, as the job's would be, by
+// the staging directory's owner (sealing refuses anyone else's files).
+func writeAsJob(t *testing.T, staging, name, text string) {
+	t.Helper()
+	p := filepath.Join(staging, name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(staging, ".done"), nil, 0o600); err != nil {
+	fi, err := os.Stat(staging)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if err := os.Lchown(p, int(st.Uid), int(st.Gid)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -65,7 +79,7 @@ func TestCheckpointEveryInterval(t *testing.T) {
 	e := newEnv(t, nil)
 	const every = 10 * time.Minute
 	cid := ContainerID(7, 1, "node-1")
-	e.fc.Set(ckptAsg(7, e.dir, every, 1))
+	e.fc.Set(ckptAsg(7, e.home, every, 1))
 	e.waitStarted(t, cid)
 	// The deadline and the first interval.
 	waitFor(t, "interval timer", func() bool { return e.clock.Waiters() == 2 }, e.on()...)
@@ -129,7 +143,7 @@ func TestCheckpointEveryInterval(t *testing.T) {
 func TestRequeueCheckpointsFirstAndRestartsFromIt(t *testing.T) {
 	e := newEnv(t, nil)
 	cid := ContainerID(8, 1, "node-1")
-	a := ckptAsg(8, e.dir, time.Hour, 1)
+	a := ckptAsg(8, e.home, time.Hour, 1)
 	e.fc.Set(a)
 	e.waitStarted(t, cid)
 	waitFor(t, "started event", func() bool { return len(e.eventsOf("a8")) == 1 }, e.on()...)
@@ -165,7 +179,7 @@ func TestRequeueCheckpointsFirstAndRestartsFromIt(t *testing.T) {
 
 	// The next attempt (the controller requeued it) restarts from it.
 	cid2 := ContainerID(8, 2, "node-1")
-	e.fc.Set(ckptAsg(8, e.dir, time.Hour, 2))
+	e.fc.Set(ckptAsg(8, e.home, time.Hour, 2))
 	e.waitStarted(t, cid2)
 	cfg, _ := e.rt.Config(cid2)
 	restart := filepath.Join(e.dir, "checkpoints", "8", "ckpt-00000001")
@@ -180,13 +194,11 @@ func TestRequeueCheckpointsFirstAndRestartsFromIt(t *testing.T) {
 func TestCheckpointExitCodeSealsAndRequeues(t *testing.T) {
 	e := newEnv(t, nil)
 	cid := ContainerID(9, 1, "node-1")
-	e.fc.Set(ckptAsg(9, e.dir, time.Hour, 1))
+	e.fc.Set(ckptAsg(9, e.home, time.Hour, 1))
 	e.waitStarted(t, cid)
 	// The job writes its checkpoint without .done and exits 85.
 	staging := filepath.Join(e.dir, "checkpoints", "9", "staging")
-	if err := os.WriteFile(filepath.Join(staging, "state"), []byte("abc"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeAsJob(t, staging, "state", "abc")
 	e.rt.Exit(cid, runtime.ExitStatus{Code: checkpoint.ExitCodeCheckpointed})
 	ex := e.waitExited(t, "a9")
 	if ex.State != spec.StateRequeued || ex.ExitCode != checkpoint.ExitCodeCheckpointed {
@@ -201,7 +213,7 @@ func TestCheckpointExitCodeSealsAndRequeues(t *testing.T) {
 func TestSignalBeforeTimeLimit(t *testing.T) {
 	e := newEnv(t, nil)
 	cid := ContainerID(10, 1, "node-1")
-	a := ckptAsg(10, e.dir, 0, 1) // no interval: --signal alone
+	a := ckptAsg(10, e.home, 0, 1) // no interval: --signal alone
 	a.Job.JobSpec.Signal = "USR2@120"
 	e.fc.Set(a)
 	e.waitStarted(t, cid)
@@ -218,7 +230,7 @@ func TestSignalBeforeTimeLimit(t *testing.T) {
 
 func TestNoCheckpointSignalsForPlainJobs(t *testing.T) {
 	e := newEnv(t, nil)
-	a := asg(11, e.dir)
+	a := asg(11, e.home)
 	a.Alloc.Nodes = []spec.NodeAlloc{{Node: "node-1", Rank: 0, CPUs: 1}}
 	cid := ContainerID(11, 1, "node-1")
 	e.fc.Set(a)
@@ -253,7 +265,7 @@ func TestAdoptedJobCheckpointsAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	a := ckptAsg(12, e.dir, every, 1)
+	a := ckptAsg(12, e.home, every, 1)
 	a.Alloc.ID = "a12"
 	e.setAndWait(t, a)
 	// The deadline (from the label) and the first interval.
@@ -276,7 +288,7 @@ func TestAdoptedJobCheckpointsAgain(t *testing.T) {
 func TestOtherRanksSignalled(t *testing.T) {
 	e := newEnv(t, nil)
 	const every = 10 * time.Minute
-	a := asg(13, e.dir) // rank 1 of two
+	a := asg(13, e.home) // rank 1 of two
 	a.Job.Ckpt = spec.Duration(every)
 	cid := ContainerID(13, 1, "node-1")
 	e.fc.Set(a)
@@ -324,7 +336,7 @@ func TestOtherRanksSignalled(t *testing.T) {
 	// Periodic: rank 1 is signalled every interval and leaves .done alone
 	// (a fresh agent, so no timer of the first job is still counted).
 	e = newEnv(t, nil)
-	b := asg(14, e.dir)
+	b := asg(14, e.home)
 	b.Job.Ckpt = spec.Duration(every)
 	cid = ContainerID(14, 1, "node-1")
 	e.fc.Set(b)

@@ -58,6 +58,16 @@ type Config struct {
 	// UsageInterval is how often the usage of each running job is sampled
 	// and sent to accounting; negative turns sampling off.
 	UsageInterval time.Duration
+	// HidePaths are directories of daemon state that jobs running on the
+	// host's root must not see, besides StateDir and CheckpointRoot, which
+	// are always hidden: the controller's state directory when it runs on
+	// this host, say. Each is covered by an empty tmpfs in the container;
+	// the job's own directory, its checkpoint directory and its work and
+	// output directories are bound back on top.
+	HidePaths []string
+	// ShowPaths are files under a hidden directory that jobs still see at
+	// their path: the controller's unix socket, so jobs can submit jobs.
+	ShowPaths []string
 }
 
 // Defaults for Config fields left zero.

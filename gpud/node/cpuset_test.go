@@ -84,7 +84,7 @@ func TestGPUJobPinnedToItsGPUsNUMANode(t *testing.T) {
 			{Index: 1, UUID: "GPU-b", Model: "h100", NUMANode: 1, CDIName: "nvidia.com/gpu=GPU-b"},
 		}
 	}, e.fc.Client, e.rt, WithClock(e.clock))
-	e.fc.Set(asg(7, e.dir)) // 4 CPUs, GPUs a and b
+	e.fc.Set(asg(7, e.home)) // 4 CPUs, GPUs a and b
 	e.waitStarted(t, cid)
 	got, _ := e.rt.Config(cid)
 	if got.CPUSet != "8-11" || got.CPUMems != "1" {

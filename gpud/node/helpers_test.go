@@ -386,6 +386,7 @@ type env struct {
 	agent *Agent
 	stop  func()
 	dir   string // state dir
+	home  string // the job user's work and submit dirs, outside the state dir
 	// rtOverride, cfgExtra and opts, set by prep, replace the runtime the
 	// agent gets and add to its Config and options.
 	rtOverride runtime.Runtime
@@ -399,7 +400,7 @@ func (e *env) on() []changer { return []changer{e.fc, e.rt, e.clock} }
 // agent named node-1 with two GPUs. prep runs before the agent starts.
 func newEnv(t *testing.T, prep func(e *env)) *env {
 	t.Helper()
-	e := &env{fc: newFakeController(t), rt: fake.New(), clock: newFakeClock(), dir: t.TempDir()}
+	e := &env{fc: newFakeController(t), rt: fake.New(), clock: newFakeClock(), dir: t.TempDir(), home: t.TempDir()}
 	e.rt.SetClock(e.clock.Now)
 	if prep != nil {
 		prep(e)

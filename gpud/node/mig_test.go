@@ -86,7 +86,7 @@ func migAlloc(slices ...spec.MIGSlice) spec.NodeAlloc {
 func TestMIGInstancesMadeForTheJobAndDestroyedAfter(t *testing.T) {
 	e := newMIGEnv(t)
 	g0 := e.gpu[0].UUID
-	a := asg(7, e.dir)
+	a := asg(7, e.home)
 	a.Alloc.Nodes = []spec.NodeAlloc{migAlloc(
 		spec.MIGSlice{GPU: g0, Profile: "1g.10gb", Placement: spec.MIGPlacement{Start: 6, Size: 1}},
 		spec.MIGSlice{GPU: g0, Profile: "1g.10gb", Placement: spec.MIGPlacement{Start: 4, Size: 1}})}
@@ -140,7 +140,7 @@ func TestMIGCreateFailureRequeues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := asg(7, e.dir)
+	a := asg(7, e.home)
 	a.Alloc.Nodes = []spec.NodeAlloc{migAlloc(
 		spec.MIGSlice{GPU: g0, Profile: "1g.10gb", Placement: spec.MIGPlacement{Start: 6, Size: 1}},
 		spec.MIGSlice{GPU: g0, Profile: "2g.20gb", Placement: spec.MIGPlacement{Start: 4, Size: 2}})}
@@ -177,7 +177,7 @@ func TestMIGReusedRegisteredInstanceReportedGone(t *testing.T) {
 	}
 	e.agent.refreshMIGLayout(context.Background(), e.agent.log)
 	before := len(e.fc.Registered())
-	a := asg(7, e.dir)
+	a := asg(7, e.home)
 	a.Alloc.Nodes = []spec.NodeAlloc{migAlloc(spec.MIGSlice{GPU: g0, Profile: "1g.10gb", Placement: spec.MIGPlacement{Start: 6, Size: 1}, UUID: d.UUID})}
 	e.fc.Set(a)
 	e.waitStarted(t, cid)

@@ -17,6 +17,7 @@ import (
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
+	"github.com/gpud/gpud/runtime/safefs"
 )
 
 // runner owns one allocation's container on this node, from start (or
@@ -236,7 +237,7 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 		}
 		// A kill -9 mid-create left engine state under this ID; nothing
 		// ran, so start under a fresh one (labels, not IDs, identify it).
-		_ = os.RemoveAll(r.jobDir())
+		r.a.removeJobDir(log, r.id)
 		r.id = fmt.Sprintf("%s-r%d", base, try)
 		log.Warn("container ID held by stale state; starting under a fresh ID", "container", r.id, "err", err)
 	}
@@ -246,7 +247,7 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 	if ctx.Err() != nil {
 		// The agent is shutting down, not the job failing: record
 		// nothing, so the next agent starts it again.
-		_ = os.RemoveAll(r.jobDir())
+		r.a.removeJobDir(log, r.id)
 		return false
 	}
 	log.Error("start job container", "err", err)
@@ -259,23 +260,10 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 func (r *runner) prepare() (runtime.TaskConfig, error) {
 	job := &r.asg.Job
 	dir := r.jobDir()
-	uid, gid := int(job.UID), int(job.GID)
-	if err := os.RemoveAll(dir); err != nil {
-		return runtime.TaskConfig{}, fmt.Errorf("clear job directory %s: %w", dir, err)
-	}
-	if err := mkdirOwned(dir, 0o700, uid, gid); err != nil {
-		return runtime.TaskConfig{}, err
-	}
-	if err := mkdirOwned(filepath.Join(dir, "tmp"), 0o700, uid, gid); err != nil {
+	if err := r.makeJobDir(job.Script, int(job.UID), int(job.GID)); err != nil {
 		return runtime.TaskConfig{}, err
 	}
 	script := filepath.Join(dir, "script")
-	if err := os.WriteFile(script, []byte(job.Script), 0o755); err != nil {
-		return runtime.TaskConfig{}, fmt.Errorf("write job script %s: %w", script, err)
-	}
-	if err := chown(script, uid, gid); err != nil {
-		return runtime.TaskConfig{}, err
-	}
 	ckpt, restart, err := r.prepareCheckpoints(job.UID, job.GID)
 	if err != nil {
 		return runtime.TaskConfig{}, err
@@ -289,26 +277,50 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, NICs: r.a.nics, MIG: r.mig, ContainerID: r.id, JobDir: dir,
 		CPUSet: r.cpus, CPUMems: r.mems,
 		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
+		Hide: r.a.hidden(), Show: r.a.cfg.ShowPaths,
 	}
 	return buildTask(in)
 }
 
-// mkdirOwned creates dir (if missing) with mode and gives it to uid:gid.
-func mkdirOwned(dir string, mode os.FileMode, uid, gid int) error {
-	if err := os.Mkdir(dir, mode); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("create job directory %s: %w", dir, err)
+// makeJobDir makes the job directory afresh: jobs/<container ID>/ with
+// tmp/ and script. The user can traverse jobs/ and knows the name, so
+// everything is made through descriptors (safefs: nothing is reused that
+// was not just made, nothing is followed) while only root can write there;
+// tmp/ and script are handed to uid:gid with fchown once complete. The
+// directory itself stays root's (0711): the user can never add, rename or
+// swap an entry in it, so neither root's later removal nor the runtime's
+// bind mounts of tmp/ and the script can be pointed elsewhere.
+func (r *runner) makeJobDir(script string, uid, gid int) error {
+	jobs, err := safefs.OpenDir(r.a.cfg.jobsDir())
+	if err != nil {
+		return fmt.Errorf("open job directories: %w", err)
 	}
-	return chown(dir, uid, gid)
-}
-
-// chown gives path to the job's user. Only root can; an unprivileged
-// agent (development) runs jobs as itself, so it skips this.
-func chown(path string, uid, gid int) error {
-	if os.Geteuid() != 0 {
-		return nil
+	defer jobs.Close()
+	if err := jobs.RemoveAll(r.id); err != nil {
+		return fmt.Errorf("clear job directory: %w", err)
 	}
-	if err := os.Chown(path, uid, gid); err != nil {
-		return fmt.Errorf("give %s to uid %d: %w", path, uid, err)
+	d, err := jobs.Mkdir(r.id, 0o711)
+	if err != nil {
+		return fmt.Errorf("create job directory: %w", err)
+	}
+	defer d.Close()
+	tmp, err := d.Mkdir("tmp", 0o700)
+	if err != nil {
+		return fmt.Errorf("create job directory: %w", err)
+	}
+	defer tmp.Close()
+	// Only root can give files away; an unprivileged agent (development)
+	// runs jobs as itself and keeps them.
+	owner := -1
+	if os.Geteuid() == 0 {
+		owner = uid
+		if err := tmp.Chown(uid, gid); err != nil {
+			return fmt.Errorf("give job directory to uid %d: %w", uid, err)
+		}
+	}
+	// 0700: readable by the job's user only (the path is predictable).
+	if err := d.WriteFile("script", []byte(script), 0o700, owner, gid); err != nil {
+		return fmt.Errorf("write job script: %w", err)
 	}
 	return nil
 }
@@ -379,7 +391,7 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 	}
 	requestCheckpoint := func(why string) {
 		if plan.owner && r.a.ckpt.Ready(r.jobID) {
-			r.sealCheckpoint(ctx, log) // the job finished one unasked
+			_ = r.sealCheckpoint(ctx, log) // the job finished one unasked (logged)
 		}
 		if !ckptUntil.IsZero() {
 			return // the job is still writing the last one
@@ -435,10 +447,15 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 				if state == "" {
 					state, why = r.rec.StopState, r.rec.StopWhy
 				}
-				if r.checkpointAtExit(ctx, log, res.st) && state == "" {
+				sealed, refused := r.checkpointAtExit(ctx, log, res.st)
+				switch {
+				case state != "":
+				case sealed:
 					// The job checkpointed and stopped by itself: run it
 					// again from that checkpoint instead of failing it.
 					state, why = spec.StateRequeued, fmt.Sprintf("job checkpointed and exited with code %d", checkpoint.ExitCodeCheckpointed)
+				case refused != "":
+					state, why = spec.StateFailed, refused
 				}
 				state, why = exitState(res.st, state, why)
 				r.finish(ctx, log, res.st, state, why)
@@ -487,7 +504,7 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 		case <-pollC:
 			switch {
 			case plan.owner && r.a.ckpt.Ready(r.jobID):
-				r.sealCheckpoint(ctx, log)
+				_ = r.sealCheckpoint(ctx, log) // logged
 				checkpointEnded()
 			case !plan.owner && (r.a.ckpt.Ready(r.jobID) || r.newestSealed() > peerBase):
 				// Rank 0's agent seals; this rank only needed its
@@ -534,22 +551,27 @@ func (r *runner) kill(ctx context.Context, log *slog.Logger, sig syscall.Signal)
 // checkpointAtExit seals what the job left in its staging directory when
 // it exited: a checkpoint it marked ready, or everything there when it
 // exited with checkpoint.ExitCodeCheckpointed. It reports whether the job
-// exited with that code and its checkpoint was sealed.
-func (r *runner) checkpointAtExit(ctx context.Context, log *slog.Logger, st runtime.ExitStatus) bool {
+// exited with that code and its checkpoint was sealed, and otherwise, for
+// such a job, why its checkpoint was refused ("" when it was not refused).
+func (r *runner) checkpointAtExit(ctx context.Context, log *slog.Logger, st runtime.ExitStatus) (sealed bool, refused string) {
 	if !r.ownsCheckpoints() {
-		return false
+		return false, ""
 	}
 	byCode := st.Code == checkpoint.ExitCodeCheckpointed && st.Signal == 0 && !st.OOMKilled
 	if byCode {
 		if err := r.a.ckpt.MarkReady(r.jobID); err != nil {
 			log.Warn("job exited with the checkpoint exit code but its staging directory cannot be sealed", "err", err)
-			return false
+			return false, fmt.Sprintf("exited with code %d but its checkpoint was refused: %v", checkpoint.ExitCodeCheckpointed, err)
 		}
 	}
 	if !r.a.ckpt.Ready(r.jobID) {
-		return false
+		return false, ""
 	}
-	return r.sealCheckpoint(ctx, log) && byCode
+	err := r.sealCheckpoint(ctx, log)
+	if byCode && err != nil {
+		return false, fmt.Sprintf("exited with code %d but its checkpoint was refused: %v", checkpoint.ExitCodeCheckpointed, err)
+	}
+	return err == nil && byCode, ""
 }
 
 // exitState maps how a task ended to the job's state on this node. A stop

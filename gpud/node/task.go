@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"os"
 	"os/user"
 	"path/filepath"
 	"slices"
@@ -193,6 +194,9 @@ type taskInput struct {
 	RestartDir   string // newest sealed checkpoint, "" if none
 	GroupIDs     []uint32
 	Deadline     time.Time
+	// Hide are the directories of daemon state to keep out of the job's
+	// view (see Config.HidePaths); Show the files below them it keeps.
+	Hide, Show []string
 }
 
 // buildTask turns an assignment into the container to run.
@@ -308,18 +312,41 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		seen[src+"\x00"+dst] = true
 		mounts = append(mounts, runtime.Mount{Source: src, Dest: dst})
 	}
-	rw(job.WorkDir, job.WorkDir)
-	rw(job.SubmitDir, job.SubmitDir)
-	rw(in.JobDir, in.JobDir)
-	rw(filepath.Join(in.JobDir, "tmp"), "/tmp")
-	rw(filepath.Dir(stdout), filepath.Dir(stdout))
-	rw(filepath.Dir(stderr), filepath.Dir(stderr))
-	rw(in.CkptDir, in.CkptDir)
-
 	image := job.Image
 	if image == "" {
 		image = in.DefaultImage
 	}
+	// The user names these; the node adds the rest.
+	userDirs := []string{job.WorkDir, job.SubmitDir, filepath.Dir(stdout), filepath.Dir(stderr)}
+	if job.UID != 0 {
+		for _, d := range userDirs {
+			if h := insideAny(d, in.Hide); h != "" {
+				return runtime.TaskConfig{}, spec.Errorf(spec.ErrInvalid,
+					"directory %s of job %d is inside %s, gpud's state, which jobs may not see; use a work, submit and output directory elsewhere", d, job.ID, h)
+			}
+		}
+	}
+	if image == runtime.ImageHost {
+		// Only a job on the host's root sees the host's files.
+		for _, h := range in.Hide {
+			mounts = append(mounts, runtime.Mount{Dest: h, Hide: true})
+		}
+		for _, p := range in.Show {
+			if insideAny(p, in.Hide) != "" {
+				rw(p, p)
+			}
+		}
+	}
+	for _, d := range userDirs[:2] {
+		rw(d, d)
+	}
+	rw(in.JobDir, in.JobDir)
+	rw(filepath.Join(in.JobDir, "tmp"), "/tmp")
+	for _, d := range userDirs[2:] {
+		rw(d, d)
+	}
+	rw(in.CkptDir, in.CkptDir)
+
 	deadline := ""
 	if !in.Deadline.IsZero() {
 		deadline = in.Deadline.UTC().Format(time.RFC3339Nano)
@@ -389,6 +416,58 @@ func mergeEnv(base, over []string) []string {
 		out = append(out, kv)
 	}
 	return append(out, over...)
+}
+
+// insideAny returns the entry of dirs that p is (lexically, or after
+// resolving symlinks in p) equal to or below, or "".
+func insideAny(p string, dirs []string) string {
+	if p == "" {
+		return ""
+	}
+	p = filepath.Clean(p)
+	cands := []string{p}
+	// Resolve the longest existing prefix: runc follows symlinks in a
+	// bind's source, and the rest need not exist yet.
+	for dir, rest := p, ""; ; {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			cands = append(cands, filepath.Join(real, rest))
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir, rest = parent, filepath.Join(filepath.Base(dir), rest)
+	}
+	for _, d := range dirs {
+		for _, c := range cands {
+			if rel, err := filepath.Rel(d, c); err == nil && filepath.IsLocal(rel) || c == d {
+				return d
+			}
+		}
+	}
+	return ""
+}
+
+// hiddenPaths turns the directories to hide into the list to mount: clean,
+// existing directories, none below another.
+func hiddenPaths(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if p == "" || !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
+			continue
+		}
+		p = filepath.Clean(p)
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			continue // nothing there to hide (and no mount point for it)
+		}
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	return slices.DeleteFunc(out, func(p string) bool {
+		return insideAny(p, slices.DeleteFunc(slices.Clone(out), func(q string) bool { return q == p })) != ""
+	})
 }
 
 // supplementaryGroups returns uid's groups other than gid, or nil when the

@@ -51,7 +51,7 @@ func TestUsageSamples(t *testing.T) {
 			{Index: 2, UUID: "GPU-c", UtilPct: 99, MemUsedMiB: 9, PowerW: 999, HasUtil: true, HasMem: true, HasPower: true},
 		}})}
 	})
-	e.fc.Set(asg(7, e.dir)) // GPU-a and GPU-b, started at t0
+	e.fc.Set(asg(7, e.home)) // GPU-a and GPU-b, started at t0
 	e.waitStarted(t, cid)
 	usage := func() []api.AllocEvent {
 		var out []api.AllocEvent

@@ -181,7 +181,8 @@ func WithJobNamespaces(hostname string) oci.SpecOpts {
 }
 
 // WithBindMounts adds the job's bind mounts (submit dir, job dir, per-job
-// /tmp, site mounts) after the default ones, so they win on equal
+// /tmp, site mounts) and hidden directories (runtime.Mount.Hide: an empty
+// tmpfs over daemon state) after the default ones, so they win on equal
 // destinations. Sources and destinations must be absolute.
 //
 // Mounts are applied shallowest destination first: a later mount over a
@@ -191,9 +192,21 @@ func WithBindMounts(mounts []runtime.Mount) oci.SpecOpts {
 	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
 		ordered := slices.Clone(mounts)
 		slices.SortStableFunc(ordered, func(a, b runtime.Mount) int {
-			return cmp.Compare(pathDepth(a.Dest), pathDepth(b.Dest))
+			if c := cmp.Compare(pathDepth(a.Dest), pathDepth(b.Dest)); c != 0 {
+				return c
+			}
+			// A hidden directory first, so a bind at the same path (a
+			// root job's work dir that is the state dir) stays visible.
+			return cmp.Compare(hideRank(b), hideRank(a))
 		})
 		for _, m := range ordered {
+			if m.Hide {
+				if !filepath.IsAbs(m.Dest) {
+					return fmt.Errorf("hide %s: the path must be absolute", m.Dest)
+				}
+				s.Mounts = append(s.Mounts, hideMount(m.Dest))
+				continue
+			}
 			if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Dest) {
 				return fmt.Errorf("add mount %s -> %s: source and destination must be absolute paths", m.Source, m.Dest)
 			}
@@ -210,6 +223,25 @@ func pathDepth(p string) int {
 		return 0
 	}
 	return strings.Count(p, "/")
+}
+
+func hideRank(m runtime.Mount) int {
+	if m.Hide {
+		return 1
+	}
+	return 0
+}
+
+// hideMount is an empty tmpfs over dst: root's, 0755 (the job traverses it
+// to the binds below) and small, since a non-root job cannot write to it
+// and runc only makes mount points in it.
+func hideMount(dst string) specs.Mount {
+	return specs.Mount{
+		Destination: filepath.Clean(dst),
+		Type:        "tmpfs",
+		Source:      "tmpfs",
+		Options:     []string{"nosuid", "nodev", "noexec", "mode=0755", "size=1m"},
+	}
 }
 
 func bindMount(src, dst string, readOnly bool) specs.Mount {

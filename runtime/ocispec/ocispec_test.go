@@ -176,6 +176,22 @@ func TestWithBindMounts(t *testing.T) {
 				{Destination: "/tmp/w", Type: "bind", Source: "/tmp/w", Options: []string{"rbind", "rprivate", "nosuid", "nodev", "rw"}},
 			},
 		},
+		{
+			// Daemon state is hidden by a tmpfs; the job's own directories
+			// below it, and a bind at the same path, land on top of it.
+			name: "hidden state dir under the job's binds",
+			mounts: []runtime.Mount{
+				{Source: "/var/lib/gpud/node/jobs/j", Dest: "/var/lib/gpud/node/jobs/j"},
+				{Source: "/var/lib/gpud", Dest: "/var/lib/gpud"},
+				{Dest: "/var/lib/gpud", Hide: true},
+			},
+			want: []specs.Mount{
+				{Destination: "/var/lib/gpud", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=0755", "size=1m"}},
+				{Destination: "/var/lib/gpud", Type: "bind", Source: "/var/lib/gpud", Options: []string{"rbind", "rprivate", "nosuid", "nodev", "rw"}},
+				{Destination: "/var/lib/gpud/node/jobs/j", Type: "bind", Source: "/var/lib/gpud/node/jobs/j", Options: []string{"rbind", "rprivate", "nosuid", "nodev", "rw"}},
+			},
+		},
+		{name: "relative hide", mounts: []runtime.Mount{{Dest: "state", Hide: true}}, wantErr: "must be absolute"},
 		{name: "relative source", mounts: []runtime.Mount{{Source: "data", Dest: "/data"}}, wantErr: "must be absolute"},
 		{name: "relative dest", mounts: []runtime.Mount{{Source: "/data", Dest: "data"}}, wantErr: "must be absolute"},
 	}

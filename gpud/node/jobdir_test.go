@@ -1,0 +1,66 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// TestJobDirIgnoresPlantedEntries: a job directory left behind with
+// script and tmp pointing elsewhere (an earlier agent's, or planted) is
+// cleared without following anything, and the new one is made afresh:
+// the targets keep their content, owner and mode.
+func TestJobDirIgnoresPlantedEntries(t *testing.T) {
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "passwd")
+	if err := os.WriteFile(victim, []byte("root:x:0:0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(e *env) {
+		dir := filepath.Join(e.dir, "jobs", cid)
+		if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		for name, target := range map[string]string{"script": victim, "tmp": outside, "sub/up": outside} {
+			if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	a := asg(7, e.home)
+	e.fc.Set(a)
+	e.waitStarted(t, cid)
+
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "root:x:0:0\n" {
+		t.Fatalf("victim now %q (%v)", b, err)
+	}
+	for _, p := range []string{victim, outside} {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != os.Geteuid() {
+			t.Errorf("%s given to uid %d", p, st.Uid)
+		}
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("victim removed: %v", err)
+	}
+	dir := filepath.Join(e.dir, "jobs", cid)
+	for name, dirWant := range map[string]bool{"script": false, "tmp": true} {
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode()&os.ModeSymlink != 0 || fi.IsDir() != dirWant {
+			t.Errorf("%s is %v; want a fresh %s", name, fi.Mode(), map[bool]string{true: "directory", false: "file"}[dirWant])
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "script")); err != nil || string(b) != a.Job.Script {
+		t.Errorf("script = %q (%v)", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "sub")); !os.IsNotExist(err) {
+		t.Errorf("leftover sub/ still there: %v", err)
+	}
+}

@@ -1,0 +1,441 @@
+// Package safefs is how a root daemon touches a directory a user can write
+// or traverse: job directories, checkpoint staging and sealed checkpoints.
+//
+// A Dir is an open directory descriptor. Every operation names one entry of
+// it (no "/" and no ".."), and is done with the *at system calls relative to
+// that descriptor with O_NOFOLLOW / AT_SYMLINK_NOFOLLOW, so a symlink a user
+// planted is never followed and a directory swapped under the daemon cannot
+// lead it elsewhere. Files are created with O_EXCL (never opened if they
+// exist), opened with O_NONBLOCK (a FIFO cannot hang the daemon) and checked
+// with fstat before use; ownership and modes are set with fchown and fchmod
+// on the open descriptor, never by path.
+//
+// The directory a caller opens with OpenDir must itself be reached through
+// directories only root can change (the daemon's state and checkpoint
+// roots); everything below it may be hostile.
+package safefs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotRegular is wrapped by errors about an entry that is not a regular
+// file (a symlink, FIFO, device, socket or directory) where one is needed.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ErrNotOwned is wrapped by errors about a directory the daemon just made
+// that turns out to belong to someone else (it was swapped meanwhile).
+var ErrNotOwned = errors.New("not owned by this process")
+
+// Dir is an open directory. It is not safe for concurrent Close and use.
+type Dir struct {
+	fd   int
+	path string // for messages only; never used to reach the directory
+}
+
+// OpenDir opens the directory at path, refusing a symlink as its last
+// component. The components before it are resolved normally, so they must
+// be directories only root can change.
+func OpenDir(path string) (*Dir, error) {
+	fd, err := openDirAt(unix.AT_FDCWD, path)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open directory", Path: path, Err: err}
+	}
+	return &Dir{fd: fd, path: filepath.Clean(path)}, nil
+}
+
+func openDirAt(dirfd int, name string) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return fd, err
+	}
+}
+
+// Path is the path the directory was opened at, for messages.
+func (d *Dir) Path() string { return d.path }
+
+// Close releases the descriptor.
+func (d *Dir) Close() error {
+	if d.fd < 0 {
+		return nil
+	}
+	err := unix.Close(d.fd)
+	d.fd = -1
+	return err
+}
+
+// checkName accepts a single directory entry name.
+func (d *Dir) checkName(op, name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') || strings.ContainsRune(name, 0) {
+		return &fs.PathError{Op: op, Path: filepath.Join(d.path, name), Err: fmt.Errorf("%q is not a single file name: %w", name, fs.ErrInvalid)}
+	}
+	return nil
+}
+
+func (d *Dir) pathErr(op, name string, err error) error {
+	return &fs.PathError{Op: op, Path: filepath.Join(d.path, name), Err: err}
+}
+
+// OpenDir opens the subdirectory name, refusing a symlink or anything that
+// is not a directory (without blocking on a FIFO).
+func (d *Dir) OpenDir(name string) (*Dir, error) {
+	if err := d.checkName("open directory", name); err != nil {
+		return nil, err
+	}
+	fd, err := openDirAt(d.fd, name)
+	if err != nil {
+		return nil, d.pathErr("open directory", name, err)
+	}
+	return &Dir{fd: fd, path: filepath.Join(d.path, name)}, nil
+}
+
+// Mkdir creates the subdirectory name with mode perm (exactly: the umask
+// does not apply) and returns it open. An existing entry of that name, of
+// any type, is an error wrapping fs.ErrExist: it is never reused, chowned or
+// followed. The new directory is checked to be the one made (a directory of
+// this process's uid) before it is returned.
+func (d *Dir) Mkdir(name string, perm fs.FileMode) (*Dir, error) {
+	if err := d.checkName("mkdir", name); err != nil {
+		return nil, err
+	}
+	if err := unix.Mkdirat(d.fd, name, 0o700); err != nil {
+		return nil, d.pathErr("mkdir", name, err)
+	}
+	sub, err := d.OpenDir(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := sub.checkOwn(); err != nil {
+		sub.Close()
+		return nil, err
+	}
+	if err := unix.Fchmod(sub.fd, uint32(perm.Perm())); err != nil {
+		sub.Close()
+		return nil, d.pathErr("chmod", name, err)
+	}
+	return sub, nil
+}
+
+// checkOwn refuses a directory not owned by this process's euid.
+func (d *Dir) checkOwn() error {
+	var st unix.Stat_t
+	if err := unix.Fstat(d.fd, &st); err != nil {
+		return &fs.PathError{Op: "stat", Path: d.path, Err: err}
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return &fs.PathError{Op: "mkdir", Path: d.path, Err: fmt.Errorf("the new directory belongs to uid %d: %w", st.Uid, ErrNotOwned)}
+	}
+	return nil
+}
+
+// Chown gives the directory itself to uid:gid (fchown on its descriptor).
+func (d *Dir) Chown(uid, gid int) error {
+	if err := unix.Fchown(d.fd, uid, gid); err != nil {
+		return &fs.PathError{Op: "chown", Path: d.path, Err: err}
+	}
+	return nil
+}
+
+// Chmod sets the directory's own mode (fchmod on its descriptor).
+func (d *Dir) Chmod(perm fs.FileMode) error {
+	if err := unix.Fchmod(d.fd, uint32(perm.Perm())); err != nil {
+		return &fs.PathError{Op: "chmod", Path: d.path, Err: err}
+	}
+	return nil
+}
+
+// Sync fsyncs the directory, so entries made, renamed or removed in it
+// survive a crash.
+func (d *Dir) Sync() error {
+	if err := unix.Fsync(d.fd); err != nil {
+		return &fs.PathError{Op: "fsync", Path: d.path, Err: err}
+	}
+	return nil
+}
+
+// Create creates the regular file name with mode perm (exactly: the umask
+// does not apply) and returns it open for writing. It never opens an
+// existing entry (O_EXCL), so it cannot write through a symlink, into a
+// FIFO or a device, or into a file someone else placed there.
+func (d *Dir) Create(name string, perm fs.FileMode) (*os.File, error) {
+	if err := d.checkName("create", name); err != nil {
+		return nil, err
+	}
+	fd, err := openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, d.pathErr("create", name, err)
+	}
+	f := os.NewFile(uintptr(fd), filepath.Join(d.path, name))
+	if err := f.Chmod(perm.Perm()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// WriteFile creates name (see Create) holding data with mode perm and, when
+// uid is not negative, gives it to uid:gid with fchown. The file is fsynced.
+func (d *Dir) WriteFile(name string, data []byte, perm fs.FileMode, uid, gid int) error {
+	f, err := d.Create(name, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if uid >= 0 {
+		if err := f.Chown(uid, gid); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// OpenRegular opens the regular file name for reading without following a
+// symlink or blocking on a FIFO, and checks with fstat that what it opened
+// is a regular file (an error wrapping ErrNotRegular otherwise).
+func (d *Dir) OpenRegular(name string) (*os.File, error) {
+	if err := d.checkName("open", name); err != nil {
+		return nil, err
+	}
+	fd, err := openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err == unix.ELOOP {
+		return nil, d.pathErr("open", name, fmt.Errorf("is a symlink: %w", ErrNotRegular))
+	}
+	if err != nil {
+		return nil, d.pathErr("open", name, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, d.pathErr("stat", name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, d.pathErr("open", name, fmt.Errorf("is a %s: %w", TypeName(st.Mode), ErrNotRegular))
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(d.path, name)), nil
+}
+
+func openat(dirfd int, name string, flags int, perm uint32) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, flags, perm)
+		if err == unix.EINTR {
+			continue
+		}
+		return fd, err
+	}
+}
+
+// Lstat describes the entry name itself (a symlink is not followed). A
+// missing entry is an error wrapping fs.ErrNotExist.
+func (d *Dir) Lstat(name string) (Stat, error) {
+	if err := d.checkName("lstat", name); err != nil {
+		return Stat{}, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return Stat{}, d.pathErr("lstat", name, err)
+	}
+	return Stat{Mode: st.Mode, UID: st.Uid, GID: st.Gid, Size: st.Size}, nil
+}
+
+// Stat describes the directory itself (fstat on its descriptor).
+func (d *Dir) Stat() (Stat, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(d.fd, &st); err != nil {
+		return Stat{}, &fs.PathError{Op: "stat", Path: d.path, Err: err}
+	}
+	return Stat{Mode: st.Mode, UID: st.Uid, GID: st.Gid, Size: st.Size}, nil
+}
+
+// Stat is what Lstat reports.
+type Stat struct {
+	Mode     uint32 // st_mode: type and permission bits
+	UID, GID uint32
+	Size     int64
+}
+
+// IsRegular reports whether the entry is a regular file.
+func (s Stat) IsRegular() bool { return s.Mode&unix.S_IFMT == unix.S_IFREG }
+
+// IsDir reports whether the entry is a directory.
+func (s Stat) IsDir() bool { return s.Mode&unix.S_IFMT == unix.S_IFDIR }
+
+// Type names the entry's type ("symlink", "named pipe", ...).
+func (s Stat) Type() string { return TypeName(s.Mode) }
+
+// TypeName names the file type in an st_mode.
+func TypeName(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "regular file"
+	case unix.S_IFDIR:
+		return "directory"
+	case unix.S_IFLNK:
+		return "symlink"
+	case unix.S_IFIFO:
+		return "named pipe"
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFCHR:
+		return "character device"
+	case unix.S_IFBLK:
+		return "block device"
+	}
+	return "special file"
+}
+
+// Readlink returns the target of the symlink name.
+func (d *Dir) Readlink(name string) (string, error) {
+	if err := d.checkName("readlink", name); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Readlinkat(d.fd, name, buf)
+		if err != nil {
+			return "", d.pathErr("readlink", name, err)
+		}
+		if n < len(buf) {
+			return string(buf[:n]), nil
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// Names lists the directory's entries (without "." and ".."), in
+// directory order.
+func (d *Dir) Names() ([]string, error) {
+	fd, err := openDirAt(d.fd, ".")
+	if err != nil {
+		return nil, &fs.PathError{Op: "open directory", Path: d.path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.path)
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// Remove removes the entry name if it is not a directory, or the empty
+// directory name. A symlink is removed itself, never its target. A missing
+// entry is an error wrapping fs.ErrNotExist.
+func (d *Dir) Remove(name string) error {
+	if err := d.checkName("remove", name); err != nil {
+		return err
+	}
+	err := unix.Unlinkat(d.fd, name, 0)
+	if err == unix.EISDIR || err == unix.EPERM {
+		// Linux says EISDIR for a directory; EPERM is POSIX's word.
+		if err2 := unix.Unlinkat(d.fd, name, unix.AT_REMOVEDIR); err2 != unix.ENOTDIR {
+			err = err2
+		}
+	}
+	if err != nil {
+		return d.pathErr("remove", name, err)
+	}
+	return nil
+}
+
+// RemoveAll removes name and everything below it without following any
+// symlink; a missing name is not an error. Entries a user keeps adding
+// while it runs can make it fail, never make it leave the tree.
+func (d *Dir) RemoveAll(name string) error {
+	if err := d.checkName("remove", name); err != nil {
+		return err
+	}
+	return d.removeAll(name, 0)
+}
+
+// maxRemoveDepth bounds the recursion (one descriptor per level).
+const maxRemoveDepth = 512
+
+func (d *Dir) removeAll(name string, depth int) error {
+	for try := 0; ; try++ {
+		err := unix.Unlinkat(d.fd, name, 0)
+		if err == nil || err == unix.ENOENT {
+			return nil
+		}
+		if err != unix.EISDIR && err != unix.EPERM {
+			return d.pathErr("remove", name, err)
+		}
+		if depth >= maxRemoveDepth {
+			return d.pathErr("remove", name, fmt.Errorf("deeper than %d directories", maxRemoveDepth))
+		}
+		sub, err := d.OpenDir(name)
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			return nil
+		case errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP):
+			// Swapped for a file or symlink since the unlink: unlink that.
+			if try < 3 {
+				continue
+			}
+			return err
+		case err != nil:
+			return err
+		}
+		names, err := sub.Names()
+		if err == nil {
+			for _, n := range names {
+				if err = sub.removeAll(n, depth+1); err != nil {
+					break
+				}
+			}
+		}
+		sub.Close()
+		if err != nil {
+			return err
+		}
+		err = unix.Unlinkat(d.fd, name, unix.AT_REMOVEDIR)
+		if err == nil || err == unix.ENOENT {
+			return nil
+		}
+		if (err == unix.ENOTEMPTY || err == unix.EEXIST) && try < 3 {
+			continue // something was added meanwhile
+		}
+		return d.pathErr("remove", name, err)
+	}
+}
+
+// Rename renames the entry old of d to new in dir to (renameat: neither
+// name is followed if it is a symlink). An existing new is replaced as
+// rename(2) does.
+func (d *Dir) Rename(old string, to *Dir, new string) error {
+	if err := d.checkName("rename", old); err != nil {
+		return err
+	}
+	if err := to.checkName("rename", new); err != nil {
+		return err
+	}
+	if err := unix.Renameat(d.fd, old, to.fd, new); err != nil {
+		return &os.LinkError{Op: "rename", Old: filepath.Join(d.path, old), New: filepath.Join(to.path, new), Err: err}
+	}
+	return nil
+}
+
+// Fd is the directory's descriptor, for system calls this package lacks.
+// It stays owned by d.
+func (d *Dir) Fd() int { return d.fd }
+
+// IsNotRegular reports whether err says an entry was not a regular file
+// (including a symlink refused by O_NOFOLLOW).
+func IsNotRegular(err error) bool {
+	return errors.Is(err, ErrNotRegular) || errors.Is(err, syscall.ELOOP)
+}

@@ -1,0 +1,265 @@
+package safefs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// setup returns an open Dir over a fresh directory and a file outside it
+// that no operation may touch.
+func setup(t *testing.T) (*Dir, string, string) {
+	t.Helper()
+	base := t.TempDir()
+	dir := filepath.Join(base, "user")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(base, "victim")
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, dir, victim
+}
+
+func checkVictim(t *testing.T, victim string) {
+	t.Helper()
+	b, err := os.ReadFile(victim)
+	if err != nil || string(b) != "precious\n" {
+		t.Fatalf("victim %s changed: %q %v", victim, b, err)
+	}
+	fi, err := os.Stat(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != os.Geteuid() || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("victim %s owner/mode changed: uid %d mode %v", victim, st.Uid, fi.Mode())
+	}
+}
+
+// withTimeout fails the test if f does not return in time (a FIFO open
+// that blocks would otherwise hang the test run).
+func withTimeout(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s blocked for 5s", what)
+	}
+}
+
+func TestCreateNeverOpensExisting(t *testing.T) {
+	d, dir, victim := setup(t)
+	if err := os.Symlink(victim, filepath.Join(dir, "script")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "plain"), nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"script", "fifo", "plain"} {
+		withTimeout(t, "WriteFile over "+name, func() {
+			err := d.WriteFile(name, []byte("#!/bin/sh\n"), 0o755, os.Geteuid(), os.Getegid())
+			if !errors.Is(err, fs.ErrExist) {
+				t.Errorf("WriteFile over existing %s: %v, want fs.ErrExist", name, err)
+			}
+		})
+	}
+	checkVictim(t, victim)
+}
+
+func TestWriteFileModeAndOwner(t *testing.T) {
+	d, dir, _ := setup(t)
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	uid, gid := os.Geteuid(), os.Getegid()
+	if uid == 0 {
+		uid, gid = 65534, 65534 // nobody: fchown really hands it over
+	}
+	if err := d.WriteFile("script", []byte("echo hi\n"), 0o755, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Lstat(filepath.Join(dir, "script"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode() != 0o755 || int(st.Uid) != uid || int(st.Gid) != gid {
+		t.Fatalf("script: mode %v uid %d gid %d; want -rwxr-xr-x %d:%d despite umask 077", fi.Mode(), st.Uid, st.Gid, uid, gid)
+	}
+}
+
+func TestMkdirRefusesExisting(t *testing.T) {
+	d, dir, victim := setup(t)
+	if err := os.Symlink(filepath.Dir(victim), filepath.Join(dir, "tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "made"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"tmp", "made"} {
+		if sub, err := d.Mkdir(name, 0o700); !errors.Is(err, fs.ErrExist) {
+			if sub != nil {
+				sub.Close()
+			}
+			t.Errorf("Mkdir over existing %s: %v, want fs.ErrExist", name, err)
+		}
+	}
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	sub, err := d.Mkdir("new", 0o711)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if fi, err := os.Lstat(filepath.Join(dir, "new")); err != nil || fi.Mode() != fs.ModeDir|0o711 {
+		t.Fatalf("new dir: %v %v; want drwx--x--x despite umask 077", fi.Mode(), err)
+	}
+	checkVictim(t, victim)
+}
+
+func TestOpenDirRefusesSymlinkAndFIFO(t *testing.T) {
+	d, dir, victim := setup(t)
+	if err := os.Symlink(filepath.Dir(victim), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"link", "fifo"} {
+		withTimeout(t, "OpenDir "+name, func() {
+			if sub, err := d.OpenDir(name); err == nil {
+				sub.Close()
+				t.Errorf("OpenDir(%s) succeeded; want it refused", name)
+			}
+		})
+	}
+	if _, err := OpenDir(filepath.Join(dir, "link")); err == nil {
+		t.Error("package OpenDir followed a symlink as its last component")
+	}
+	for _, bad := range []string{"", ".", "..", "a/b", "../victim"} {
+		if _, err := d.OpenRegular(bad); !errors.Is(err, fs.ErrInvalid) {
+			t.Errorf("OpenRegular(%q): %v, want fs.ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestOpenRegularRefusesSpecial(t *testing.T) {
+	d, dir, victim := setup(t)
+	if err := os.Symlink(victim, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, "dev")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"link": "symlink", "fifo": "named pipe", "dev": "symlink", "sub": "directory"} {
+		withTimeout(t, "OpenRegular "+name, func() {
+			f, err := d.OpenRegular(name)
+			if err == nil {
+				f.Close()
+				t.Errorf("OpenRegular(%s) succeeded", name)
+				return
+			}
+			if !IsNotRegular(err) || !strings.Contains(err.Error(), want) {
+				t.Errorf("OpenRegular(%s): %v; want ErrNotRegular naming %q", name, err, want)
+			}
+		})
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data"), []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := d.OpenRegular("data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || string(b) != "abc" {
+		t.Fatalf("read data: %q %v", b, err)
+	}
+}
+
+func TestRemoveAllStaysInside(t *testing.T) {
+	d, dir, victim := setup(t)
+	outside := filepath.Dir(victim)
+	tree := filepath.Join(dir, "job")
+	for _, p := range []string{"a/b/c", "d"} {
+		if err := os.MkdirAll(filepath.Join(tree, p), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{"a/up": outside, "a/b/v": victim, "e": "/"} {
+		if err := os.Symlink(target, filepath.Join(tree, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(tree, "a/b/c/fifo"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, "d/f"), []byte("x"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	withTimeout(t, "RemoveAll", func() {
+		if err := d.RemoveAll("job"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := os.Lstat(tree); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("job tree still there: %v", err)
+	}
+	if err := d.RemoveAll("job"); err != nil {
+		t.Fatalf("RemoveAll of a missing entry: %v", err)
+	}
+	checkVictim(t, victim)
+	if _, err := os.Stat(filepath.Join(outside, "user")); err != nil {
+		t.Fatalf("RemoveAll reached outside: %v", err)
+	}
+}
+
+func TestRemoveAndRenameDoNotFollow(t *testing.T) {
+	d, dir, victim := setup(t)
+	if err := os.Symlink(victim, filepath.Join(dir, ".done")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Remove(".done"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, "l")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Rename("l", d, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if target, err := d.Readlink("m"); err != nil || target != victim {
+		t.Fatalf("renamed link: %q %v", target, err)
+	}
+	st, err := d.Lstat("m")
+	if err != nil || st.Type() != "symlink" {
+		t.Fatalf("Lstat(m): %+v %v; want a symlink", st, err)
+	}
+	if _, err := d.Lstat("gone"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Lstat of a missing entry: %v", err)
+	}
+	checkVictim(t, victim)
+}
