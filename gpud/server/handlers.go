@@ -326,6 +326,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	for i := range req.GPUProblems {
+		req.GPUProblems[i].Problem = sanitize(req.GPUProblems[i].Problem)
+	}
 	if len(req.GPUProblems) > 0 {
 		if err := s.c.GPUHealth(r.Context(), as, r.PathValue("name"), req.GPUProblems); err != nil {
 			s.writeError(w, r, err)
@@ -402,7 +405,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		evs = append(evs, controller.NodeEvent{Seq: e.Seq, Node: e.Node, AllocID: e.AllocID, JobID: e.JobID, Kind: e.Kind,
-			Time: e.Time.Time, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Reason: e.Reason,
+			Time: e.Time.Time, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Reason: sanitize(e.Reason),
 			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes, MIG: e.MIG})
 	}
 	acked, err := s.c.NodeEvents(r.Context(), as, r.PathValue("name"), evs)

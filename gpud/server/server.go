@@ -320,7 +320,7 @@ func seconds(r *http.Request, key string, def time.Duration) (time.Duration, err
 	if err != nil || n < 0 {
 		return 0, spec.Errorf(spec.ErrInvalid, "query parameter %s=%q is not a whole number of seconds", key, v)
 	}
-	return min(time.Duration(n)*time.Second, maxWait), nil
+	return time.Duration(min(n, int(maxWait/time.Second))) * time.Second, nil // capped before the multiply, which could wrap
 }
 
 func jobID(r *http.Request) (spec.JobID, error) {
