@@ -93,21 +93,36 @@ type nodeJoin struct {
 
 const joinPath = "/" + api.Version + "/nodes/join"
 
+// joinReadTimeout bounds reading a join request's body (a CSR).
+const joinReadTimeout = 10 * time.Second
+
 // joinNode answers POST /v1/nodes/join.
 func (s *Server) joinNode(w http.ResponseWriter, r *http.Request) {
 	if s.join == nil {
 		s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "this controller does not let nodes join over TCP; configure listen_tcp"))
 		return
 	}
+	// The token comes in a header (agents since issue 12), checked
+	// before the body is read; older agents send it in the small body,
+	// read under a short deadline.
+	wrong := func() {
+		s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied,
+			"wrong join token; copy it from `gpud token join` on the controller host into the node's join_token_file")
+	}
+	hdr := r.Header.Get(api.JoinTokenHeader)
+	if hdr != "" && !auth.JoinTokenOK(hdr, s.join.token) {
+		wrong()
+		return
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(joinReadTimeout))
 	var req api.JoinRequest
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	noteTarget(w, "node "+clip(req.Node))
-	if !auth.JoinTokenOK(req.JoinToken, s.join.token) {
-		s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied,
-			"wrong join token; copy it from `gpud token join` on the controller host into the node's join_token_file")
+	if hdr == "" && !auth.JoinTokenOK(req.JoinToken, s.join.token) || hdr != "" && req.JoinToken != "" && req.JoinToken != hdr {
+		wrong()
 		return
 	}
 	if !auth.ValidName(req.Node) {
@@ -255,6 +270,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			}
 		}
 		if r.TLS == nil {
+			w.Header().Set("Connection", "close")
 			err := denied("this controller takes TCP requests over TLS only; use https://")
 			s.auditRefusal(r, http.StatusForbidden, err.Error())
 			s.writeError(w, r, err)
@@ -305,7 +321,11 @@ func (s *Server) verify(r *http.Request) (identity, error) {
 }
 
 // writeStatus writes an error body with an explicit status.
+// A 401 closes the connection after the answer.
 func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	if status == http.StatusUnauthorized {
+		w.Header().Set("Connection", "close")
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	s.writeBody(w, r, code, msg)
