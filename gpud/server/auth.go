@@ -93,9 +93,6 @@ type nodeJoin struct {
 
 const joinPath = "/" + api.Version + "/nodes/join"
 
-// joinReadTimeout bounds reading a join request's body (a CSR).
-const joinReadTimeout = 10 * time.Second
-
 // joinNode answers POST /v1/nodes/join.
 func (s *Server) joinNode(w http.ResponseWriter, r *http.Request) {
 	if s.join == nil {
@@ -103,8 +100,8 @@ func (s *Server) joinNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The token comes in a header (agents since issue 12), checked
-	// before the body is read; older agents send it in the small body,
-	// read under a short deadline.
+	// before the body is read; older agents send it in the body, at most
+	// 16 KiB read within [api] read_timeout.
 	wrong := func() {
 		s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied,
 			"wrong join token; copy it from `gpud token join` on the controller host into the node's join_token_file")
@@ -114,7 +111,6 @@ func (s *Server) joinNode(w http.ResponseWriter, r *http.Request) {
 		wrong()
 		return
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(joinReadTimeout))
 	var req api.JoinRequest
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
@@ -270,7 +266,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			}
 		}
 		if r.TLS == nil {
-			w.Header().Set("Connection", "close")
+			closeAfter(w, r)
 			err := denied("this controller takes TCP requests over TLS only; use https://")
 			s.auditRefusal(r, http.StatusForbidden, err.Error())
 			s.writeError(w, r, err)
@@ -324,7 +320,7 @@ func (s *Server) verify(r *http.Request) (identity, error) {
 // A 401 closes the connection after the answer.
 func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
 	if status == http.StatusUnauthorized {
-		w.Header().Set("Connection", "close")
+		closeAfter(w, r)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -43,7 +43,7 @@ func (s *Server) edge(next http.Handler) http.Handler {
 		_ = rc.SetWriteDeadline(time.Now().Add(l.WriteTimeout))
 		limit := bodyLimit(r)
 		if r.ContentLength > limit {
-			w.Header().Set("Connection", "close")
+			closeAfter(w, r)
 			s.writeStatus(w, r, http.StatusRequestEntityTooLarge, api.CodeInvalid, tooLarge(limit).Error())
 			return
 		}
@@ -74,4 +74,14 @@ func (b *readBody) Read(p []byte) (int, error) {
 // longPoll gives a long poll of up to wait its own write deadline.
 func (s *Server) longPoll(w http.ResponseWriter, wait time.Duration) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + s.limits.Load().WriteTimeout))
+}
+
+// closeAfter makes the connection close after this response, at once:
+// net/http would otherwise read up to 256 KiB of an unread body (for up
+// to read_timeout) hoping to reuse the connection.
+func closeAfter(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
 }

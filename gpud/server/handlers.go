@@ -452,9 +452,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // the connection after the answer: the unread body is not drained, and
 // a refused client does not keep the connection.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	if r.ContentLength != 0 {
-		w.Header().Set("Connection", "close")
-	}
+	closeAfter(w, r)
 	s.writeError(w, r, err)
 }
 
