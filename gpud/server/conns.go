@@ -175,7 +175,15 @@ func (ln *limitListener) Accept() (net.Conn, error) {
 			perKey = l.PerUser
 		}
 		if ok, why := ln.s.conns.acquire(key, perKey, l.Total); !ok {
-			go ln.refuse(c, why)
+			select {
+			case ln.s.refusing <- struct{}{}:
+				go func() {
+					ln.refuse(c, why)
+					<-ln.s.refusing
+				}()
+			default: // already answering many: just close
+				c.Close()
+			}
 			ln.s.logRefused()
 			continue
 		}
@@ -213,6 +221,10 @@ func (ln *limitListener) classify(lc *limitedConn) (key string, exempt bool) {
 	return "address " + addr.String(), false
 }
 
+// maxRefusing bounds the refused connections being answered at once, so
+// a flood costs at most this many descriptors over the caps.
+const maxRefusing = 32
+
 // refuse answers a refused connection and closes it. On the unix socket
 // the client reads a 503 saying why; over TCP (TLS not yet spoken) it is
 // only closed.
@@ -223,6 +235,11 @@ func (ln *limitListener) refuse(c net.Conn, why string) {
 	}
 	msg := why + "; close some (or wait for them to end) and retry"
 	body := `{"error":{"code":"` + api.CodeUnavailable + `","message":` + strconv.Quote(msg) + "}}\n"
+	// Take what the client has sent (its request head, usually there
+	// already): a client still writing when the socket closes sees only
+	// a broken pipe, not the answer.
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = c.Read(make([]byte, 4096))
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 }

@@ -35,25 +35,26 @@ const maxWait = 5 * time.Minute
 
 // Server serves the controller's API.
 type Server struct {
-	c       *controller.Controller
-	log     *slog.Logger
-	mux     *http.ServeMux
-	handler http.Handler // mux behind authenticate
-	users   sync.Map     // uid → user name
-	acct    Accounting
-	usage   UsageRecorder
-	tokens  TokenVerifier
-	roles   atomic.Pointer[roleLists]
-	revoked atomic.Pointer[map[string]bool]
-	join    *nodeJoin
-	submits *rateLimiter
-	now     func() time.Time
-	metrics http.Handler
-	observe func(route string, code int, d time.Duration)
-	audit   *auditor
-	latest  latestUsage
-	limits  atomic.Pointer[Limits]
-	conns   connCounter
+	c        *controller.Controller
+	log      *slog.Logger
+	mux      *http.ServeMux
+	handler  http.Handler // mux behind authenticate
+	users    sync.Map     // uid → user name
+	acct     Accounting
+	usage    UsageRecorder
+	tokens   TokenVerifier
+	roles    atomic.Pointer[roleLists]
+	revoked  atomic.Pointer[map[string]bool]
+	join     *nodeJoin
+	submits  *rateLimiter
+	now      func() time.Time
+	metrics  http.Handler
+	observe  func(route string, code int, d time.Duration)
+	audit    *auditor
+	latest   latestUsage
+	limits   atomic.Pointer[Limits]
+	conns    connCounter
+	refusing chan struct{} // refused connections being answered
 }
 
 // Accounting is the job history the server reads for GET
@@ -106,7 +107,7 @@ func WithMetrics(h http.Handler, observe func(route string, code int, d time.Dur
 
 // New returns a server for c.
 func New(c *controller.Controller, opts ...Option) *Server {
-	s := &Server{c: c, log: slog.Default(), mux: http.NewServeMux(), now: time.Now}
+	s := &Server{c: c, log: slog.Default(), mux: http.NewServeMux(), now: time.Now, refusing: make(chan struct{}, maxRefusing)}
 	s.SetLimits(Limits{})
 	for _, o := range opts {
 		o(s)
