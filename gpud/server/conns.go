@@ -154,8 +154,15 @@ type limitListener struct {
 }
 
 func (s *Server) limitListener(ln net.Listener) net.Listener {
-	_, unix := ln.(*net.UnixListener)
-	return &limitListener{Listener: ln, s: s, unix: unix}
+	switch ln.(type) {
+	case *net.UnixListener:
+		return &limitListener{Listener: ln, s: s, unix: true}
+	case *net.TCPListener:
+		return &limitListener{Listener: ln, s: s}
+	}
+	// Anything else (a TLS listener a caller made): wrapping its
+	// connections would hide *tls.Conn from net/http; use ServeTLS.
+	return ln
 }
 
 func (ln *limitListener) Accept() (net.Conn, error) {

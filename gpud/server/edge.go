@@ -35,7 +35,9 @@ func bodyLimit(r *http.Request) int64 {
 // a body over its endpoint's limit is refused from its Content-Length
 // (or cut where it crosses the limit), the server's ReadTimeout bounds
 // reading it and is lifted once it is read (so long polls and slow
-// handlers are not cut), and the response gets WriteTimeout.
+// handlers are not cut: net/http, as of Go 1.26, also clears it when it
+// starts its background read after the body; lifting it here keeps that
+// explicit), and the response gets WriteTimeout.
 func (s *Server) edge(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l := s.limits.Load()
