@@ -184,7 +184,9 @@ func (ln *limitListener) Accept() (net.Conn, error) {
 		if ok, why := ln.s.conns.acquire(key, perKey, l.Total); !ok {
 			select {
 			case ln.s.refusing <- struct{}{}:
+				ln.s.refusals.Add(1) // serve waits for them
 				go func() {
+					defer ln.s.refusals.Done()
 					ln.refuse(c, why)
 					<-ln.s.refusing
 				}()

@@ -54,7 +54,8 @@ type Server struct {
 	latest   latestUsage
 	limits   atomic.Pointer[Limits]
 	conns    connCounter
-	refusing chan struct{} // refused connections being answered
+	refusing chan struct{}  // refused connections being answered
+	refusals sync.WaitGroup // their goroutines
 }
 
 // Accounting is the job history the server reads for GET
@@ -207,6 +208,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 		hs.Close()
 	}
 	<-errc // Serve returned ErrServerClosed
+	s.refusals.Wait()
 	if err != nil {
 		return fmt.Errorf("shut down API server: %w", err)
 	}
