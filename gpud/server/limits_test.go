@@ -232,3 +232,57 @@ func TestPerAddressCap(t *testing.T) {
 		t.Errorf("exempt address with 11 connections open: %v", err)
 	}
 }
+
+// TestNodeCertificatesLeaveTheAddressCap: node agents behind one address
+// (NAT) each hold a long poll; once a connection shows a node
+// certificate it no longer counts against the per-address cap, so four
+// nodes and a user fit under a cap of 2. Four users' connections do not.
+func TestNodeCertificatesLeaveTheAddressCap(t *testing.T) {
+	roomy := shortLimits
+	roomy.PerIP = 100 // while the nodes join
+	s := joinServer(t, "tok", server.WithLimits(roomy))
+	var nodes []*api.Client
+	for i := range 4 {
+		c, err := s.join(t, fmt.Sprintf("n%d", i), "tok")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Register(ctxT(t), inventory(fmt.Sprintf("n%d", i), 1)); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, c)
+	}
+	time.Sleep(1500 * time.Millisecond) // idle_timeout closes the joins' connections
+	l := shortLimits
+	l.PerIP = 2
+	s.srv.SetLimits(l)
+	errc := make(chan error, len(nodes))
+	for i, c := range nodes {
+		go func() {
+			_, err := c.Assignments(ctxT(t), fmt.Sprintf("n%d", i), 1<<40, 2*time.Second)
+			errc <- err
+		}()
+		time.Sleep(200 * time.Millisecond) // handshake and first request: released
+	}
+	alice := s.client(t, s.token(t, auth.Claims{User: "alice", UID: 1001}, time.Hour))
+	if _, err := alice.Nodes(ctxT(t)); err != nil {
+		t.Errorf("a user beside 4 nodes' long polls under a per-address cap of 2: %v", err)
+	}
+	for range nodes {
+		if err := <-errc; err != nil {
+			t.Errorf("node long poll under a per-address cap of 2: %v", err)
+		}
+	}
+	// Without certificates, the third connection is closed at accept
+	// (once alice's keep-alive has been closed as idle).
+	time.Sleep(1500 * time.Millisecond)
+	var open []net.Conn
+	for range 2 {
+		open = append(open, tlsDial(t, s.https))
+	}
+	if c, err := tls.Dial("tcp", strings.TrimPrefix(s.https, "https://"), &tls.Config{InsecureSkipVerify: true}); err == nil { //nolint:gosec // a test's own server
+		c.Close()
+		t.Errorf("a third uncertified connection from one address completed TLS under a cap of 2")
+	}
+	_ = open
+}
