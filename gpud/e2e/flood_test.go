@@ -429,4 +429,36 @@ func TestJoinSlowlorisMemory(t *testing.T) {
 	if cut < len(held) {
 		t.Errorf("only %d of %d held join connections were cut by read_timeout within 20 s", cut, len(held))
 	}
+
+	// Idle keep-alives and 401s are closed: 100 connections each make
+	// one request, half with a forged token, and stay open.
+	var conns []net.Conn
+	for i := range 100 {
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // our own test server
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		req := "GET /healthz HTTP/1.1\r\nHost: gpud\r\n\r\n"
+		if i%2 == 1 {
+			req = "GET /v1/jobs HTTP/1.1\r\nHost: gpud\r\nAuthorization: Bearer forged\r\n\r\n"
+		}
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	start = time.Now()
+	closed := 0
+	for _, c := range conns {
+		_ = c.SetReadDeadline(start.Add(10 * time.Second))
+		if _, err := io.ReadAll(c); err == nil {
+			closed++
+		}
+	}
+	t.Logf("%d of 100 connections (50 idle after a request, 50 after a 401) closed by the server within %v (idle_timeout 2s)",
+		closed, time.Since(start).Round(100*time.Millisecond))
+	if closed < 100 {
+		t.Errorf("%d of 100 idle or 401'd connections still open after 10 s; want all closed (idle_timeout 2s)", 100-closed)
+	}
 }
