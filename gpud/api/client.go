@@ -79,6 +79,9 @@ func NewClientWith(addr string, o ClientOptions) (*Client, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
+	// Close idle connections before the controller does ([api]
+	// idle_timeout, 60s by default), so a request never races its close.
+	tr.IdleConnTimeout = 30 * time.Second
 	c := &Client{hc: &http.Client{Transport: tr}}
 	switch u.Scheme {
 	case "unix":
