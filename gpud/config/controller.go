@@ -533,11 +533,11 @@ func (c Controller) validateAuth(p *problems) {
 	for _, d := range []struct {
 		key    string
 		v      Duration
-		lo, hi time.Duration
-	}{{"read_timeout", c.API.ReadTimeout, time.Second, time.Hour}, {"idle_timeout", c.API.IdleTimeout, time.Second, time.Hour},
-		{"write_timeout", c.API.WriteTimeout, 10 * time.Second, 24 * time.Hour}} {
+		lo, hi Duration
+	}{{"read_timeout", c.API.ReadTimeout, "1s", "1h"}, {"idle_timeout", c.API.IdleTimeout, "1s", "1h"},
+		{"write_timeout", c.API.WriteTimeout, "10s", "24h"}} {
 		p.duration("[api] "+d.key, d.v, true)
-		if v := d.v.Std(); v != 0 && (v < d.lo || v > d.hi) {
+		if v := d.v.Std(); v != 0 && (v < d.lo.Std() || v > d.hi.Std()) {
 			p.addf("[api] %s: %s is out of range; give %s to %s", d.key, d.v, d.lo, d.hi)
 		}
 	}
