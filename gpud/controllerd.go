@@ -263,6 +263,7 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		srv.SetRevoked(c.Auth.RevokedTokens)
 		srv.SetRevokedNodeCerts(c.Auth.RevokedNodeCerts)
 		srv.SetSecretEnv(c.Auth.SecretEnv)
+		srv.SetLimits(apiLimits(c.API))
 		current.Store(&c)
 		return controllerConfig(c), nil
 	}
@@ -305,7 +306,9 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		server.WithSecretEnv(cfg.Auth.SecretEnv),
 		server.WithRoles(cfg.Auth.Operators, cfg.Auth.Admins),
 		server.WithRevoked(cfg.Auth.RevokedTokens),
-		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst)}
+		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst),
+		server.WithLimits(apiLimits(cfg.API))}
+	logOpenFileLimit(o.Log)
 	var tcp net.Listener
 	var tlsCfg *tls.Config
 	if cfg.Controller.ListenTCP != "" {
@@ -487,4 +490,25 @@ func (d *controllerDaemon) Wait() error {
 		return nil
 	}
 	return err
+}
+
+// apiLimits is the API server's connection limits from [api].
+func apiLimits(a config.API) server.Limits {
+	return server.Limits{ReadTimeout: a.ReadTimeout.Std(), IdleTimeout: a.IdleTimeout.Std(), WriteTimeout: a.WriteTimeout.Std(),
+		PerUser: a.MaxConnsPerUser, PerIP: a.MaxConnsPerIP, Total: a.MaxConns, Exempt: a.ExemptPrefixes()}
+}
+
+// logOpenFileLimit logs the open-file limit the connection caps work
+// within. Go raised the soft limit to the hard one at start; a low hard
+// limit (systemd LimitNOFILE) is worth a warning.
+func logOpenFileLimit(log *slog.Logger) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return
+	}
+	if rl.Cur < 8192 {
+		log.Warn("the open-file limit is low for a controller; raise it (LimitNOFILE= in the systemd unit) so floods of connections hit [api] caps, not the limit", "soft", rl.Cur, "hard", rl.Max)
+		return
+	}
+	log.Debug("open-file limit", "soft", rl.Cur, "hard", rl.Max)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpud/gpud/gpuq/app"
 	"github.com/gpud/gpud/gpuq/exitcode"
+	"github.com/gpud/gpud/gpuq/termsafe"
 )
 
 func main() {
@@ -22,7 +23,7 @@ func main() {
 		debug.SetGCPercent(400)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := exitcode.Main(ctx, app.New(), os.Args, os.Stderr)
+	code := exitcode.Main(ctx, app.New(), os.Args, termsafe.New(os.Stderr))
 	stop()
 	os.Exit(code)
 }

@@ -10,13 +10,14 @@ import (
 	"syscall"
 
 	"github.com/gpud/gpud/gpuq/exitcode"
+	"github.com/gpud/gpud/gpuq/termsafe"
 	"github.com/gpud/gpud/gpusubmit/app"
 )
 
 func main() {
 	// Ctrl-C while --wait blocks stops waiting; the job keeps running.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := exitcode.Main(ctx, app.New(), app.Args(os.Args), os.Stderr)
+	code := exitcode.Main(ctx, app.New(), app.Args(os.Args), termsafe.New(os.Stderr))
 	stop()
 	os.Exit(code)
 }

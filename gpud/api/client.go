@@ -79,6 +79,9 @@ func NewClientWith(addr string, o ClientOptions) (*Client, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
+	// Close idle connections before the controller does ([api]
+	// idle_timeout, 60s by default), so a request never races its close.
+	tr.IdleConnTimeout = 30 * time.Second
 	c := &Client{hc: &http.Client{Transport: tr}}
 	switch u.Scheme {
 	case "unix":
@@ -263,6 +266,11 @@ func KindCode(err error) (code string, status int) {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	return c.doWith(ctx, method, path, q, nil, in, out)
+}
+
+// doWith is do with extra request headers.
+func (c *Client) doWith(ctx context.Context, method, path string, q url.Values, hdr http.Header, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -278,6 +286,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return err
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -483,7 +494,8 @@ func (c *Client) Register(ctx context.Context, inv spec.Inventory) (RegisterResp
 // JoinRequest). Over https only.
 func (c *Client) Join(ctx context.Context, req JoinRequest) (JoinResponse, error) {
 	var out JoinResponse
-	err := c.do(ctx, http.MethodPost, "/nodes/join", nil, req, &out)
+	// The token in a header is checked before the body is read.
+	err := c.doWith(ctx, http.MethodPost, "/nodes/join", nil, http.Header{JoinTokenHeader: {req.JoinToken}}, req, &out)
 	return out, err
 }
 

@@ -108,11 +108,17 @@ type ReconfigureResponse struct {
 // join token asks for a client certificate for its name. It is the one
 // call over TCP that needs no bearer token or certificate.
 type JoinRequest struct {
+	// Node and JoinToken; Client.Join also sends the token in the
+	// JoinTokenHeader header, which the controller checks before it
+	// reads the body.
 	Node      string `json:"node"`
 	JoinToken string `json:"join_token"`
 	// CSR is a PEM certificate request with CommonName Node.
 	CSR string `json:"csr"`
 }
+
+// JoinTokenHeader carries a join request's token (see JoinRequest).
+const JoinTokenHeader = "X-Gpud-Join-Token"
 
 // JoinResponse carries the node's certificate and the CA (both PEM).
 type JoinResponse struct {

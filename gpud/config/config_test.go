@@ -166,6 +166,25 @@ func TestLoadErrors(t *testing.T) {
 			want:    []string{"line 3: [scheduler] max_jobs_per_cycle: got a TOML string, want an integer"},
 		},
 		{
+			name: "api connection limits out of range, all reported",
+			content: "version = 1\n[api]\nread_timeout = \"0s\"\nidle_timeout = \"2h\"\nwrite_timeout = \"5s\"\n" +
+				"max_conns_per_user = 0\nmax_conns_per_ip = -1\nmax_conns = 10\nconn_limit_exempt = [\"10.0.0.0/8\", \"nodes\"]\nmax_conn = 1\n",
+			want: []string{`unknown key "max_conn" in [api]`},
+		},
+		{
+			name: "api connection limits validated",
+			content: "version = 1\n[api]\nread_timeout = \"0s\"\nidle_timeout = \"2h\"\nwrite_timeout = \"5s\"\n" +
+				"max_conns_per_user = 0\nmax_conns_per_ip = -1\nmax_conns = 10\nconn_limit_exempt = [\"10.0.0.0/8\", \"nodes\"]\n",
+			want: []string{`[api] read_timeout: "0s" must be a positive duration`, "[api] idle_timeout: 2h is out of range; give 1s to 1h",
+				"[api] write_timeout: 5s is out of range", "[api] max_conns_per_user: 0 is out of range; give 1 to 1048576",
+				"[api] max_conns_per_ip: -1 is out of range", `[api] conn_limit_exempt: "nodes" is not a network; write it as CIDR`},
+		},
+		{
+			name:    "api total cap below a per-user cap",
+			content: "version = 1\n[api]\nmax_conns = 10\n",
+			want:    []string{"[api] max_conns: 10 is below a per-user or per-address cap"},
+		},
+		{
 			name:    "duration as number",
 			content: "version = 1\n[scheduler]\ninterval = 5\n",
 			want:    []string{`[scheduler] interval: got a TOML integer, want a duration string such as "30s"`},

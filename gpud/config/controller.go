@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -159,6 +160,34 @@ type API struct {
 	// root is never limited.
 	SubmitRate  float64 `toml:"submit_rate"`
 	SubmitBurst int     `toml:"submit_burst"`
+	// ReadTimeout bounds reading one request (headers and body);
+	// IdleTimeout closes a keep-alive connection left without a request;
+	// WriteTimeout bounds writing one response (long polls get their
+	// wait on top).
+	ReadTimeout  Duration `toml:"read_timeout"`
+	IdleTimeout  Duration `toml:"idle_timeout"`
+	WriteTimeout Duration `toml:"write_timeout"`
+	// MaxConnsPerUser caps one uid's open connections on the unix socket
+	// (root is never capped); MaxConnsPerIP one address's TCP connections
+	// until they show a node certificate. MaxConns caps all capped
+	// connections together; 0 means three quarters of the open-file
+	// limit. ConnLimitExempt lists networks (CIDR) never capped: node
+	// networks behind one NAT address.
+	MaxConnsPerUser int      `toml:"max_conns_per_user"`
+	MaxConnsPerIP   int      `toml:"max_conns_per_ip"`
+	MaxConns        int      `toml:"max_conns"`
+	ConnLimitExempt []string `toml:"conn_limit_exempt"`
+}
+
+// ExemptPrefixes parses ConnLimitExempt (validated: errors are skipped).
+func (a API) ExemptPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, c := range a.ConnLimitExempt {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }
 
 // Limits is [limits]: how much one request, and one user, may add to the
@@ -403,8 +432,9 @@ func Defaults() Controller {
 		Fairshare:  Fairshare{DecayHalfLife: "7d", GPUModelWeights: map[string]float64{}},
 		Accounting: Accounting{GPUHourPrice: map[string]float64{}},
 		Auth:       Auth{ClusterName: "gpud", ClockSkew: "2m"},
-		API:        API{SubmitRate: 20, SubmitBurst: 200},
-		Limits:     Limits{MaxSubmitSize: "64M", MaxSubmitJobsPerUser: DefaultMaxSubmitJobsPerUser, MaxSubmitSizePerUser: "1G"},
+		API: API{SubmitRate: 20, SubmitBurst: 200, ReadTimeout: "30s", IdleTimeout: "60s", WriteTimeout: "10m",
+			MaxConnsPerUser: 128, MaxConnsPerIP: 256},
+		Limits: Limits{MaxSubmitSize: "64M", MaxSubmitJobsPerUser: DefaultMaxSubmitJobsPerUser, MaxSubmitSizePerUser: "1G"},
 		Partitions: []Partition{{
 			Name:        "gpu",
 			Nodes:       []string{AllNodes},
@@ -589,6 +619,33 @@ func (c Controller) validateAuth(p *problems) {
 	}
 	if c.API.SubmitRate > 0 && c.API.SubmitBurst < 1 {
 		p.addf("[api] submit_burst: %d must be at least 1 when submit_rate is set", c.API.SubmitBurst)
+	}
+	for _, d := range []struct {
+		key    string
+		v      Duration
+		lo, hi Duration
+	}{{"read_timeout", c.API.ReadTimeout, "1s", "1h"}, {"idle_timeout", c.API.IdleTimeout, "1s", "1h"},
+		{"write_timeout", c.API.WriteTimeout, "10s", "24h"}} {
+		p.duration("[api] "+d.key, d.v, true)
+		if v := d.v.Std(); v != 0 && (v < d.lo.Std() || v > d.hi.Std()) {
+			p.addf("[api] %s: %s is out of range; give %s to %s", d.key, d.v, d.lo, d.hi)
+		}
+	}
+	for _, n := range []struct {
+		key    string
+		v, min int
+	}{{"max_conns_per_user", c.API.MaxConnsPerUser, 1}, {"max_conns_per_ip", c.API.MaxConnsPerIP, 1}, {"max_conns", c.API.MaxConns, 0}} {
+		if n.v < n.min || n.v > 1<<20 {
+			p.addf("[api] %s: %d is out of range; give %d to %d", n.key, n.v, n.min, 1<<20)
+		}
+	}
+	if c.API.MaxConns > 0 && c.API.MaxConns < max(c.API.MaxConnsPerUser, c.API.MaxConnsPerIP) {
+		p.addf("[api] max_conns: %d is below a per-user or per-address cap; raise it or set 0 (three quarters of the open-file limit)", c.API.MaxConns)
+	}
+	for _, e := range c.API.ConnLimitExempt {
+		if _, err := netip.ParsePrefix(e); err != nil {
+			p.addf("[api] conn_limit_exempt: %q is not a network; write it as CIDR (10.1.0.0/16, fd00::/8, 10.1.2.3/32)", e)
+		}
 	}
 }
 

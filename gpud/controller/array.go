@@ -11,6 +11,9 @@ import (
 // maxArrayTasks caps the tasks one --array submission may create.
 const maxArrayTasks = 10000
 
+// maxArrayIndex is the largest task index (Slurm's MaxArraySize limit).
+const maxArrayIndex = 4000000
+
 // arrayForms describes the --array syntax for error messages.
 const arrayForms = "use N-M, N-M:STEP, comma lists of those, and an optional %MAX (e.g. 0-99:2%10)"
 
@@ -45,6 +48,10 @@ func parseArray(s string) ([]int, int, error) {
 		}
 		if err1 != nil || err2 != nil || err3 != nil || lo < 0 || hi < lo || step < 1 || hasStep && !isRange {
 			return nil, 0, spec.Errorf(spec.ErrInvalid, "--array=%s: %q is not N, N-M or N-M:STEP with 0 <= N <= M and STEP >= 1; %s", s, r, arrayForms)
+		}
+		if hi > maxArrayIndex || step > maxArrayIndex {
+			// Bounded so i += step below cannot wrap around.
+			return nil, 0, spec.Errorf(spec.ErrInvalid, "--array=%s: %q goes past %d, the largest task index (and step); number tasks from 0", s, r, maxArrayIndex)
 		}
 		for i := lo; i <= hi; i += step {
 			if len(idx) >= maxArrayTasks {

@@ -33,6 +33,17 @@ func TestParseArray(t *testing.T) {
 			t.Errorf("parseArray(%q) error = %v, want invalid", bad, err)
 		}
 	}
+	// Indices and steps near MaxInt once wrapped i += step around (a
+	// "too many tasks" error naming negative indices); now they are
+	// refused as out of range.
+	for _, bad := range []string{"9223372036854775807", "9223372036854775806-9223372036854775807:9223372036854775807", "0-4:9223372036854775807", "4000001"} {
+		if _, _, err := parseArray(bad); !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), "largest task index") {
+			t.Errorf("parseArray(%q) error = %v, want invalid naming the largest task index", bad, err)
+		}
+	}
+	if got, _, err := parseArray("4000000"); err != nil || !equalInts(got, []int{4000000}) {
+		t.Errorf("parseArray(4000000) = %v, %v; want [4000000]", got, err)
+	}
 }
 
 func equalInts(a, b []int) bool {

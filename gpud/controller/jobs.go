@@ -210,12 +210,38 @@ func (c *Controller) resolve(ref spec.JobRef, whole bool) ([]*jobRec, error) {
 	return recs, nil
 }
 
+// MayAct says whether who may act on the jobs ref names (their owner,
+// root, or a coordinator of their account); the server asks before it
+// reads a request's body, so a stranger's request costs no body read.
+// RefAction checks again.
+func (c *Controller) MayAct(ctx context.Context, who Caller, ref spec.JobRef, action string) error {
+	return c.query(ctx, func() error {
+		recs, err := c.resolve(ref, true)
+		if err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			if err := c.mayAct(who, &rec.job, action); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (c *Controller) mayAct(who Caller, j *spec.Job, action string) error {
+	if !who.Known || (who.UID != 0 && who.UID != j.UID && !c.cfg.coordinates(who.User, j.Account)) {
+		return spec.Errorf(spec.ErrPermissionDenied, "job %d belongs to %s (uid %d); only its owner, root, an operator or a coordinator of account %s may %s it", j.ID, j.User, j.UID, j.Account, action)
+	}
+	return nil
+}
+
 // act applies action to one job.
 func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string) error {
 	j := &rec.job
 	id := j.ID
-	if !who.Known || (who.UID != 0 && who.UID != j.UID && !c.cfg.coordinates(who.User, j.Account)) {
-		return spec.Errorf(spec.ErrPermissionDenied, "job %d belongs to %s (uid %d); only its owner, root, an operator or a coordinator of account %s may %s it", id, j.User, j.UID, j.Account, action)
+	if err := c.mayAct(who, j, action); err != nil {
+		return err
 	}
 	if reason == "" {
 		reason = fmt.Sprintf("%s by %s", pastTense(action), orDefault(who.User, fmt.Sprint(who.UID)))

@@ -33,6 +33,9 @@ func run(m *testing.M) int {
 	if arg := os.Getenv(plantEnv); arg != "" {
 		return plantSymlinks(arg) // a child run as another user
 	}
+	if sock := os.Getenv(floodEnv); sock != "" {
+		return floodConns(sock) // a child run as another user
+	}
 	if reason := missingPrereq(); reason != "" {
 		if os.Getenv("CI") == "true" {
 			fmt.Fprintf(os.Stderr, "e2e: %s (required in CI)\n", reason)

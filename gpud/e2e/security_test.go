@@ -62,12 +62,16 @@ type localUser struct {
 	home     string // a work dir it owns
 }
 
-func addUser(t *testing.T) localUser {
+func addUser(t testing.TB) localUser { return addUserTag(t, "") }
+
+// addUserTag is addUser for a second (third...) user: tag makes the name
+// differ.
+func addUserTag(t testing.TB, tag string) localUser {
 	t.Helper()
 	if _, err := exec.LookPath("useradd"); err != nil {
 		t.Skip("SKIP (loud): useradd not found; the multi-user test needs it (apt-get install passwd)")
 	}
-	name := fmt.Sprintf("gpude2e%d", os.Getpid()%100000)
+	name := fmt.Sprintf("gpude2e%d%s", os.Getpid()%100000, tag)
 	_ = exec.Command("userdel", name).Run() // left by a killed run, if any
 	if out, err := exec.Command("useradd", "--no-create-home", "--user-group", "--shell", "/bin/sh", name).CombinedOutput(); err != nil {
 		t.Fatalf("useradd %s: %v\n%s", name, err, out)

@@ -99,15 +99,26 @@ func (s *Server) joinNode(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "this controller does not let nodes join over TCP; configure listen_tcp"))
 		return
 	}
+	// The token comes in a header (agents since issue 12), checked
+	// before the body is read; older agents send it in the body, at most
+	// 16 KiB read within [api] read_timeout.
+	wrong := func() {
+		s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied,
+			"wrong join token; copy it from `gpud token join` on the controller host into the node's join_token_file")
+	}
+	hdr := r.Header.Get(api.JoinTokenHeader)
+	if hdr != "" && !auth.JoinTokenOK(hdr, s.join.token) {
+		wrong()
+		return
+	}
 	var req api.JoinRequest
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	noteTarget(w, "node "+clip(req.Node))
-	if !auth.JoinTokenOK(req.JoinToken, s.join.token) {
-		s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied,
-			"wrong join token; copy it from `gpud token join` on the controller host into the node's join_token_file")
+	if hdr == "" && !auth.JoinTokenOK(req.JoinToken, s.join.token) || hdr != "" && req.JoinToken != "" && req.JoinToken != hdr {
+		wrong()
 		return
 	}
 	if !auth.ValidName(req.Node) {
@@ -264,6 +275,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			}
 		}
 		if r.TLS == nil {
+			closeAfter(w, r)
 			err := denied("this controller takes TCP requests over TLS only; use https://")
 			s.auditRefusal(r, http.StatusForbidden, err.Error())
 			s.writeError(w, r, err)
@@ -314,7 +326,11 @@ func (s *Server) verify(r *http.Request) (identity, error) {
 }
 
 // writeStatus writes an error body with an explicit status.
+// A 401 closes the connection after the answer.
 func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	if status == http.StatusUnauthorized {
+		closeAfter(w, r)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	s.writeBody(w, r, code, msg)

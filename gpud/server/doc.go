@@ -8,6 +8,16 @@
 // submissions per user, calls gpud/controller and maps error kinds to
 // statuses with api.KindCode.
 //
+// Before any of that, it defends itself (conns.go, edge.go; see Limits):
+// connections are capped at accept per uid on the socket (root never)
+// and per address on TCP (released once a node certificate is shown),
+// and in total; reading a request has a deadline, lifted once its body is
+// read so long polls are not cut; idle keep-alives are closed; bodies are
+// limited by endpoint from their Content-Length before any read; who may
+// act (role, job ownership via Controller.MayAct, the join token in its
+// header) is checked before the body is read, and such refusals and every
+// 401 close the connection.
+//
 // Role-only decisions are the server's: drain/resume and reconfigure need
 // operator; the node protocol needs root on the socket or a node token
 // bound to the node's name. Ownership (a user's own jobs) and cluster

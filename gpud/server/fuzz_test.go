@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/spec"
 )
 
 // The fuzz targets run every API request decoder and its edge checks on
@@ -17,6 +18,9 @@ import (
 func FuzzDecodeSubmit(f *testing.F) {
 	f.Add([]byte(`{"job":{"name":"a","script":"echo hi\n","work_dir":"/tmp","resources":{"nodes":2,"gpus_per_node":8}}}`))
 	f.Add([]byte(`{"job":{"name":"a\u0000","output":"../x"},"test_only":true}`))
+	f.Add([]byte(`{"job":{"time_limit":9223372036854775807,"checkpoint_interval":18000000000,"nice":-2147483648}}`))
+	f.Add([]byte(`{"job":{"time_limit":3155760000,"begin_time":"2199-12-31T23:59:59Z","resources":{"mem_mib_per_node":1073741824,"nodes":2147483648}}}`))
+	f.Add([]byte(`{"job":{"comment":"\u001b]0;x\u0007","args":["a\nb","\u009b"],"resources":{"gpu_fraction":1e308}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var req api.SubmitRequest
 		if decodeBytes(b, &req) != nil {
@@ -39,7 +43,51 @@ func FuzzDecodeSubmit(f *testing.F) {
 		if len(js.Name) > maxShort || strings.IndexFunc(js.Name, isControl) >= 0 {
 			t.Fatalf("accepted name %q", js.Name)
 		}
+		for _, v := range []string{js.Comment, js.Name, js.Partition, js.Account, js.QOS, js.Output, js.Error, js.WorkDir, js.Image,
+			js.Array, js.Depend, js.Signal, js.Resources.Constraint, js.Resources.GPUModel} {
+			if strings.IndexFunc(v, isControl) >= 0 {
+				t.Fatalf("accepted a control character in %q", v)
+			}
+		}
+		checkRanges(t, &js)
 	})
+}
+
+// checkRanges asserts that an accepted job's numbers are in range and
+// convert without overflow: durations to time.Duration and back to the
+// same whole seconds, sizes to bytes, the begin time to UnixNano.
+func checkRanges(t *testing.T, js *spec.JobSpec) {
+	t.Helper()
+	for name, d := range map[string]spec.Duration{"time_limit": js.TimeLimit, "checkpoint_interval": js.Ckpt} {
+		std := d.Std()
+		if std < 0 || std > maxSeconds*time.Second || std%time.Second != 0 {
+			t.Fatalf("accepted %s = %v", name, std)
+		}
+		// Added to any accepted begin time it stays a later instant.
+		if end := maxBegin.Add(std); end.Before(maxBegin) || end.Year() > 2400 {
+			t.Fatalf("%s = %v overflows after a begin time", name, std)
+		}
+	}
+	r := js.Resources
+	if r.MemMiB > maxMemMiB || r.MemMiB < -maxMemMiB || r.MemMiB<<20>>20 != r.MemMiB {
+		t.Fatalf("accepted mem_mib_per_node = %d, whose bytes overflow", r.MemMiB)
+	}
+	// A job's total memory in MiB (nodes × per node) fits an int64.
+	if n := int64(r.Nodes); n > maxNodes || n < -maxNodes || (n*maxMemMiB)/maxMemMiB != n {
+		t.Fatalf("accepted nodes = %d", r.Nodes)
+	}
+	for name, v := range map[string]struct{ v, limit int64 }{"cpus": {int64(r.CPUsPerNode), maxCPUs}, "gpus_per_node": {int64(r.GPUsPerNode), maxGPUs},
+		"total_gpus": {int64(r.TotalGPUs), maxGPUsAll}, "rdma": {int64(r.RDMA), maxRDMA}, "nice": {int64(js.Nice), maxNice}} {
+		if v.v > v.limit || v.v < -v.limit {
+			t.Fatalf("accepted %s = %d", name, v.v)
+		}
+	}
+	if f := r.GPUFraction; f != f || f < 0 || f > maxGPUs {
+		t.Fatalf("accepted gpu_fraction = %g", f)
+	}
+	if b := js.BeginTime; !b.IsZero() && (b.Before(minBegin) || !b.Before(maxBegin) || b.UnixNano() < 0) {
+		t.Fatalf("accepted begin_time = %v", b)
+	}
 }
 
 func FuzzDecodeJobAction(f *testing.F) {

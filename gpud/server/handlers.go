@@ -182,6 +182,7 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.longPoll(w, timeout)
 	j, err := s.c.WaitJob(r.Context(), id, timeout)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -195,7 +196,22 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
 func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 	ref, err := jobRef(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.refuse(w, r, err)
+		return
+	}
+	// Who may act, and on which job, is known from the URL: checked
+	// before the body is read, so a stranger's request costs no read.
+	ident := who(r)
+	if err := notNode(ident, "acting on a job"); err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	as := ident.caller
+	if ident.atLeast(auth.RoleOperator) {
+		as = ident.privileged() // operators act on any job
+	}
+	if err := s.c.MayAct(r.Context(), as, ref, r.PathValue("action")); err != nil {
+		s.refuse(w, r, err)
 		return
 	}
 	var req api.JobActionRequest
@@ -204,21 +220,12 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Signal != "" {
-		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "cancel --signal=%s is not supported yet; cancel without --signal to end the job", req.Signal))
-		return
-	}
-	ident := who(r)
-	if err := notNode(ident, "acting on a job"); err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "cancel --signal=%q is not supported yet; cancel without --signal to end the job", req.Signal))
 		return
 	}
 	if err := checkReason(req.Reason); err != nil {
 		s.writeError(w, r, err)
 		return
-	}
-	as := ident.caller
-	if ident.atLeast(auth.RoleOperator) {
-		as = ident.privileged() // operators act on any job
 	}
 	j, err := s.c.RefAction(r.Context(), as, ref, r.PathValue("action"), req.Reason)
 	if err != nil {
@@ -238,13 +245,13 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
-	var req api.NodeActionRequest
-	if err := decode(w, r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	id := who(r)
 	if err := requireRole(id, auth.RoleOperator, r.PathValue("action")+" of node "+quoteShort(r.PathValue("name"))); err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	var req api.NodeActionRequest
+	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -261,17 +268,17 @@ func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) reconfigure(w http.ResponseWriter, r *http.Request) {
+	id := who(r)
+	if err := requireRole(id, auth.RoleOperator, "reconfigure"); err != nil {
+		s.refuse(w, r, err)
+		return
+	}
 	var req struct{}
 	if r.ContentLength != 0 {
 		if err := decode(w, r, &req); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-	}
-	id := who(r)
-	if err := requireRole(id, auth.RoleOperator, "reconfigure"); err != nil {
-		s.writeError(w, r, err)
-		return
 	}
 	msg, err := s.c.Reconfigure(r.Context(), id.privileged())
 	if err != nil {
@@ -283,6 +290,10 @@ func (s *Server) reconfigure(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	if err := mayBeNode(who(r)); err != nil {
+		s.refuse(w, r, err)
+		return
+	}
 	var req api.RegisterRequest
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
@@ -306,6 +317,10 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	if _, err := nodeCaller(who(r), r.PathValue("name")); err != nil {
+		s.refuse(w, r, err)
+		return
+	}
 	var req api.HeartbeatRequest
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
@@ -327,6 +342,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	if err := s.c.Heartbeat(r.Context(), as, r.PathValue("name"), req.Running); err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	for i := range req.GPUProblems {
+		req.GPUProblems[i].Problem = sanitize(req.GPUProblems[i].Problem)
 	}
 	if len(req.GPUProblems) > 0 {
 		if err := s.c.GPUHealth(r.Context(), as, r.PathValue("name"), req.GPUProblems); err != nil {
@@ -353,6 +371,7 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.longPoll(w, wait)
 	gen, list, err := s.c.Assignments(r.Context(), as, r.PathValue("name"), after, wait)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -367,6 +386,10 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	if _, err := nodeCaller(who(r), r.PathValue("name")); err != nil {
+		s.refuse(w, r, err)
+		return
+	}
 	var req api.EventsRequest
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
@@ -404,7 +427,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		evs = append(evs, controller.NodeEvent{Seq: e.Seq, Node: e.Node, AllocID: e.AllocID, JobID: e.JobID, Kind: e.Kind,
-			Time: e.Time.Time, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Reason: e.Reason,
+			Time: e.Time.Time, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Reason: sanitize(e.Reason),
 			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes, MIG: e.MIG})
 	}
 	// A node speaks only for its own allocations, usage included: judged
@@ -431,6 +454,24 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	s.latest.add(samples)
 	s.writeJSON(w, api.EventsResponse{AckedSeq: max(acked, usageSeq)})
+}
+
+// refuse answers a request refused before its body was read, and closes
+// the connection after the answer: the unread body is not drained, and
+// a refused client does not keep the connection.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	closeAfter(w, r)
+	s.writeError(w, r, err)
+}
+
+// mayBeNode refuses, before the body names the node, a caller that
+// cannot speak the node protocol for any node.
+func mayBeNode(id identity) error {
+	if id.role == auth.RoleNode || !id.remote && id.caller.Known && id.caller.UID == 0 {
+		return nil
+	}
+	_, err := nodeCaller(id, "")
+	return err
 }
 
 // checkReason refuses a malformed --reason (shown in gpuq).

@@ -3,7 +3,10 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
@@ -22,9 +25,23 @@ const (
 	maxItems   = 4096     // args, env, nodelist, features, running allocs
 	maxEvents  = 1000     // events per POST (agents send 100)
 	maxCPUs    = 1 << 20
-	maxMemMiB  = 1 << 40 // 1 EiB
+	maxMemMiB  = 1 << 30 // 1 PiB per node (as gpusubmit caps it): 2^50 bytes, far from overflowing int64
 	maxGPUs    = 1 << 12 // per node
 	maxGPUsAll = 1 << 20 // per job
+	maxNodes   = 1 << 31 // per job: the controller's max_nodes_per_job is the real limit
+	maxNice    = 1 << 31 // beyond Slurm's ±2147483645 (the controller allows ±10000)
+	maxRDMA    = 1 << 10 // NICs per node
+	// maxSeconds bounds every duration in a request (time limit,
+	// checkpoint interval): 100 years, so adding one to any time the
+	// cluster sees stays far inside time.Duration and time.Time.
+	maxSeconds = 100 * 366 * 24 * 3600
+)
+
+// Begin times outside [minBegin, maxBegin) are refused: every instant in
+// between has a UnixNano (which ends in 2262), and none is absurd.
+var (
+	minBegin = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxBegin = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
 // checker collects every problem of one request.
@@ -63,6 +80,37 @@ func (c *checker) name(field, v string, limit int) {
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
 
+// multiline checks a free-text field that may span lines (a command-line
+// argument): no control characters but newline and tab.
+func (c *checker) multiline(field, v string, limit int) {
+	if !c.text(field, v, limit) {
+		return
+	}
+	if i := strings.IndexFunc(v, func(r rune) bool { return isControl(r) && r != '\n' && r != '\t' }); i >= 0 {
+		c.bad("%s %s contains a control character at offset %d; only newline and tab are allowed", field, quoteShort(v), i)
+	}
+}
+
+// sanitize replaces control characters but newline and tab in text a
+// node reports (event reasons, GPU problems) with their Go escapes:
+// refusing them would make the node resend the batch for ever, and they
+// are shown in other users' gpuq.
+func sanitize(v string) string {
+	if strings.IndexFunc(v, func(r rune) bool { return isControl(r) && r != '\n' && r != '\t' }) < 0 {
+		return v
+	}
+	var b strings.Builder
+	for _, r := range v {
+		if isControl(r) && r != '\n' && r != '\t' {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // quoteShort quotes v for a message, cut to 64 bytes.
 func quoteShort(v string) string {
 	if len(v) > 64 {
@@ -100,6 +148,24 @@ func (c *checker) count(field string, v, limit int64) {
 	}
 }
 
+// between checks lo <= v <= hi.
+func (c *checker) between(field string, v, lo, hi int64) {
+	switch {
+	case v > hi:
+		c.bad("%s=%d is absurd; at most %d", field, v, hi)
+	case v < lo:
+		c.bad("%s=%d is out of range; give %d to %d", field, v, lo, hi)
+	}
+}
+
+// duration checks a duration of a request: whole seconds from 0 to
+// maxSeconds.
+func (c *checker) duration(field string, d spec.Duration) {
+	if d < 0 || d.Std() > maxSeconds*time.Second {
+		c.bad("%s=%ds is out of range; give 0 to %d seconds (100 years)", field, int64(d.Std()/time.Second), int64(maxSeconds))
+	}
+}
+
 // checkJobSpec refuses a malformed submission, naming every problem.
 func checkJobSpec(js *spec.JobSpec) error {
 	var c checker
@@ -107,8 +173,9 @@ func checkJobSpec(js *spec.JobSpec) error {
 	c.name("--partition", js.Partition, maxShort)
 	c.name("--qos", js.QOS, maxShort)
 	c.name("--account", js.Account, maxShort)
+	// The script may hold any text but NUL; gpuq escapes it when shown.
 	c.text("script", js.Script, maxBody)
-	c.list("args", js.Args, func(f, v string) { c.text(f, v, maxText) })
+	c.list("args", js.Args, func(f, v string) { c.multiline(f, v, maxText) })
 	c.list("env", js.Env, func(f, v string) {
 		if c.text(f, v, maxText) {
 			if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
@@ -124,13 +191,26 @@ func checkJobSpec(js *spec.JobSpec) error {
 	c.name("--array", js.Array, maxShort)
 	c.name("--dependency", js.Depend, maxPath)
 	c.name("--signal", js.Signal, maxShort)
-	c.text("--comment", js.Comment, maxText)
+	c.name("--comment", js.Comment, maxText)
 	c.name("--checkpoint-mode", js.CkptMode, maxShort)
+	c.duration("--time", js.TimeLimit)
+	c.duration("--checkpoint-interval", js.Ckpt)
+	c.between("--nice", int64(js.Nice), -maxNice, maxNice)
+	if b := js.BeginTime; !b.IsZero() && (b.Before(minBegin) || !b.Before(maxBegin)) {
+		c.bad("--begin=%s is out of range; give a time from %d to %d", b.UTC().Format(time.RFC3339), minBegin.Year(), maxBegin.Year()-1)
+	}
 	r := &js.Resources
-	c.count("--cpus-per-task", int64(r.CPUsPerNode), maxCPUs)
-	c.count("--mem (MiB)", r.MemMiB, maxMemMiB)
-	c.count("--gpus-per-node", int64(r.GPUsPerNode), maxGPUs)
-	c.count("--gpus", int64(r.TotalGPUs), maxGPUsAll)
+	// Negative values the controller explains (it fills defaults); the
+	// edge bounds them so no arithmetic on them can overflow.
+	c.between("--nodes", int64(r.Nodes), -maxNodes, maxNodes)
+	c.between("--cpus-per-task", int64(r.CPUsPerNode), -maxCPUs, maxCPUs)
+	c.between("--mem (MiB)", r.MemMiB, -maxMemMiB, maxMemMiB)
+	c.between("--gpus-per-node", int64(r.GPUsPerNode), -maxGPUs, maxGPUs)
+	c.between("--gpus", int64(r.TotalGPUs), -maxGPUsAll, maxGPUsAll)
+	c.between("--rdma", int64(r.RDMA), -maxRDMA, maxRDMA)
+	if f := r.GPUFraction; math.IsNaN(f) || f < 0 || f > maxGPUs {
+		c.bad("GPU fraction %g is out of range; give a share between 0 and 1", f)
+	}
 	c.name("GPU model", r.GPUModel, maxShort)
 	c.name("GPU profile", r.GPUProfile, maxShort)
 	c.name("--constraint", r.Constraint, maxText)
@@ -145,10 +225,18 @@ func checkInventory(inv *spec.Inventory) error {
 	c.name("node name", inv.Name, maxShort)
 	c.name("node address", inv.Addr, maxShort)
 	c.name("agent version", inv.Version, maxShort)
-	c.count("cpus", int64(inv.CPUs), maxCPUs)
-	c.count("mem_mib", inv.MemMiB, maxMemMiB)
+	c.between("cpus", int64(inv.CPUs), 0, maxCPUs)
+	c.between("mem_mib", inv.MemMiB, 0, maxMemMiB)
 	if len(inv.GPUs) > maxGPUs {
 		c.bad("node reports %d GPUs; at most %d", len(inv.GPUs), maxGPUs)
+		return c.err()
+	}
+	for i, g := range inv.GPUs {
+		f := fmt.Sprintf("gpus[%d]", i)
+		c.name(f+".uuid", g.UUID, maxShort)
+		c.name(f+".name", g.Name, maxShort)
+		c.name(f+".model", g.Model, maxShort)
+		c.between(f+".mem_mib", g.MemMiB, 0, maxMemMiB)
 	}
 	c.list("features", inv.Features, func(f, v string) { c.name(f, v, maxShort) })
 	return c.err()

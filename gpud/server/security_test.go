@@ -334,7 +334,7 @@ func TestHostileInput(t *testing.T) {
 		want             string
 	}{
 		{"unknown field", "/v1/jobs", job(`,"uid":0`), 400, "unknown field"},
-		{"10 MB name", "/v1/jobs", job(`,"name":"` + strings.Repeat("a", 10<<20) + `"`), 400, "over 4 MiB"},
+		{"10 MB name", "/v1/jobs", job(`,"name":"` + strings.Repeat("a", 10<<20) + `"`), 413, "over 4 MiB"},
 		{"1 KB name", "/v1/jobs", job(`,"name":"` + strings.Repeat("a", 1024) + `"`), 400, "at most 256"},
 		{"NUL in name", "/v1/jobs", job(`,"name":"a\u0000b"`), 400, "NUL byte"},
 		{"NUL in script", "/v1/jobs", `{"job":{"script":"echo\u0000hi","work_dir":"/tmp"}}`, 400, "NUL byte"},
@@ -351,7 +351,30 @@ func TestHostileInput(t *testing.T) {
 		{"two objects", "/v1/jobs", job(``) + job(``), 400, "data after"},
 		{"node name with NUL", "/v1/nodes/register", `{"inventory":{"name":"n\u0000","cpus":1}}`, 400, "NUL byte"},
 		{"10^6 events", "/v1/nodes/n1/events", `{"events":[` + strings.Repeat(`{},`, 1001) + `{}]}`, 400, "at most 1000"},
-		{"reason escape", "/v1/jobs/1/cancel", `{"reason":"\u001b[2J"}`, 400, "control character"},
+		// No such job: refused before the body is read.
+		{"reason escape, no job", "/v1/jobs/1/cancel", `{"reason":"\u001b[2J"}`, 404, "not found"},
+		// Hole 6: the comment carried ESC and BEL into gpuq show.
+		{"escape in comment", "/v1/jobs", job(`,"comment":"\u001b]0;pwned\u0007"`), 400, "--comment"},
+		{"C1 CSI in comment", "/v1/jobs", job(`,"comment":"a\u009b2J"`), 400, "control character"},
+		{"newline in comment", "/v1/jobs", job(`,"comment":"a\nb"`), 400, "control character"},
+		{"escape in argument", "/v1/jobs", job(`,"args":["ok","\u001b[2J"]`), 400, "args[1]"},
+		{"escape in constraint", "/v1/jobs", job(`,"resources":{"constraint":"a\u001b"}`), 400, "control character"},
+		{"escape in GPU model of a node", "/v1/nodes/register", `{"inventory":{"name":"n1","cpus":1,"gpus":[{"uuid":"GPU-1","model":"h\u001b[2J"}]}}`, 400, "control character"},
+		{"drain reason escape", "/v1/nodes/n1/drain", `{"reason":"\u0007"}`, 400, "control character"},
+		// Hole 10: a time limit of 2^63-1 seconds wrapped to -1s.
+		{"time limit 2^63-1 s", "/v1/jobs", job(`,"time_limit":9223372036854775807`), 400, "out of range"},
+		{"time limit 1.8e10 s", "/v1/jobs", job(`,"time_limit":18000000000`), 400, "out of range"},
+		{"time limit 200 years", "/v1/jobs", job(`,"time_limit":6311520000`), 400, "--time=6311520000s is out of range"},
+		{"negative time limit", "/v1/jobs", job(`,"time_limit":-60`), 400, "--time=-60s is out of range"},
+		{"checkpoint interval 2^40 s", "/v1/jobs", job(`,"checkpoint_interval":1099511627776`), 400, "checkpoint_interval of type spec.Duration"},
+		{"checkpoint interval 10^10 s", "/v1/jobs", job(`,"checkpoint_interval":9000000000`), 400, "--checkpoint-interval=9000000000s is out of range"},
+		{"begin in year 9999", "/v1/jobs", job(`,"begin_time":"9999-01-01T00:00:00Z"`), 400, "--begin"},
+		{"begin before 1970", "/v1/jobs", job(`,"begin_time":"0001-01-01T00:00:01Z"`), 400, "--begin"},
+		{"nice 2^40", "/v1/jobs", job(`,"nice":1099511627776`), 400, "--nice"},
+		{"mem 2^50 MiB", "/v1/jobs", job(`,"resources":{"mem_mib_per_node":1125899906842624}`), 400, "--mem"},
+		{"rdma 2^40", "/v1/jobs", job(`,"resources":{"rdma":1099511627776}`), 400, "--rdma"},
+		{"array index 2^63-1", "/v1/jobs", job(`,"array":"9223372036854775807"`), 400, "largest task index"},
+		{"node mem 2^50 MiB", "/v1/nodes/register", `{"inventory":{"name":"n1","cpus":1,"mem_mib":1125899906842624}}`, 400, "mem_mib"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, err := hc.Post("http://gpud"+tc.path, "application/json", bytes.NewReader([]byte(tc.body)))

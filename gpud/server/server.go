@@ -35,24 +35,28 @@ const maxWait = 5 * time.Minute
 
 // Server serves the controller's API.
 type Server struct {
-	c       *controller.Controller
-	log     *slog.Logger
-	mux     *http.ServeMux
-	handler http.Handler // mux behind authenticate
-	users   sync.Map     // uid → user name
-	acct    Accounting
-	usage   UsageRecorder
-	tokens  TokenVerifier
-	roles   atomic.Pointer[roleLists]
-	revoked atomic.Pointer[map[string]bool]
-	join    *nodeJoin
-	submits *rateLimiter
-	now     func() time.Time
-	metrics http.Handler
-	observe func(route string, code int, d time.Duration)
-	audit   *auditor
-	latest  latestUsage
-	sec     secState // secstate.go
+	c        *controller.Controller
+	log      *slog.Logger
+	mux      *http.ServeMux
+	handler  http.Handler // mux behind authenticate
+	users    sync.Map     // uid → user name
+	acct     Accounting
+	usage    UsageRecorder
+	tokens   TokenVerifier
+	roles    atomic.Pointer[roleLists]
+	revoked  atomic.Pointer[map[string]bool]
+	join     *nodeJoin
+	submits  *rateLimiter
+	now      func() time.Time
+	metrics  http.Handler
+	observe  func(route string, code int, d time.Duration)
+	audit    *auditor
+	latest   latestUsage
+	limits   atomic.Pointer[Limits]
+	conns    connCounter
+	refusing chan struct{}  // refused connections being answered
+	refusals sync.WaitGroup // their goroutines
+	sec      secState       // secstate.go
 }
 
 // Accounting is the job history the server reads for GET
@@ -106,12 +110,13 @@ func WithMetrics(h http.Handler, observe func(route string, code int, d time.Dur
 
 // New returns a server for c.
 func New(c *controller.Controller, opts ...Option) *Server {
-	s := &Server{c: c, log: slog.Default(), mux: http.NewServeMux(), now: time.Now}
+	s := &Server{c: c, log: slog.Default(), mux: http.NewServeMux(), now: time.Now, refusing: make(chan struct{}, maxRefusing)}
+	s.SetLimits(Limits{})
 	for _, o := range opts {
 		o(s)
 	}
 	s.routes()
-	s.handler = s.authenticate(s.instrument(s.recordAudit(s.mux)))
+	s.handler = s.edge(s.authenticate(s.instrument(s.recordAudit(s.mux))))
 	if s.audit != nil {
 		go s.runAudit()
 	}
@@ -132,7 +137,8 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener, cfg *tls.Config)
 	cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS12)
 	// Served through net/http's Serve, not ServeTLS: HTTP/1.1 only.
 	cfg.NextProtos = []string{"http/1.1"}
-	return s.Serve(ctx, tls.NewListener(ln, cfg))
+	// Connections are capped below TLS: a refused one costs no handshake.
+	return s.serve(ctx, tls.NewListener(s.limitListener(ln), cfg))
 }
 
 // ListenUnix listens on a unix socket at path, removing a stale socket
@@ -164,16 +170,28 @@ func ListenUnix(path string) (net.Listener, error) {
 
 // Serve serves on ln until ctx ends, then shuts down gracefully: long
 // polls are released at once, other requests get up to 5s to finish.
+// Connections are capped per peer (uid on a unix socket, address on TCP)
+// at accept; see Limits.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return s.serve(ctx, s.limitListener(ln))
+}
+
+func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
+	l := s.limits.Load()
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second, // bounds the TLS handshake too
-		MaxHeaderBytes:    64 << 10,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-		ConnContext:       s.connContext,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		// Reading the body: edge lifts it once the body is read, so
+		// handlers (long polls) are not cut by it.
+		ReadTimeout:    l.ReadTimeout,
+		IdleTimeout:    l.IdleTimeout,
+		MaxHeaderBytes: 64 << 10,
+		BaseContext:    func(net.Listener) context.Context { return baseCtx },
+		ConnContext:    s.connContext,
+		ConnState:      s.connState,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -192,6 +210,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		hs.Close()
 	}
 	<-errc // Serve returned ErrServerClosed
+	s.refusals.Wait()
 	if err != nil {
 		return fmt.Errorf("shut down API server: %w", err)
 	}
@@ -202,20 +221,17 @@ type callerKey struct{}
 
 // connContext stores the peer's credentials for unix connections.
 func (s *Server) connContext(ctx context.Context, conn net.Conn) context.Context {
-	uc, ok := conn.(*net.UnixConn)
-	if !ok {
-		return ctx
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return ctx
-	}
 	var cred *syscall.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	}); err != nil || cerr != nil {
-		s.log.Warn("cannot read peer credentials", "err", errors.Join(err, cerr))
+	switch c := conn.(type) {
+	case *limitedConn:
+		cred = c.cred // read at accept
+	case *net.UnixConn:
+		var err error
+		if cred, err = peerCred(c); err != nil {
+			s.log.Warn("cannot read peer credentials", "err", err)
+		}
+	}
+	if cred == nil {
 		return ctx
 	}
 	who := controller.Caller{UID: cred.Uid, GID: cred.Gid, Known: true, User: s.userName(cred.Uid)}
@@ -273,11 +289,18 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return spec.Errorf(spec.ErrInvalid, "request body is over %d MiB; send a smaller script or stage large files on shared storage", maxBody>>20)
+			return tooLarge(mbe.Limit)
 		}
 		return spec.Errorf(spec.ErrInvalid, "read request body: %v", err)
 	}
 	return decodeBytes(b, v)
+}
+
+func tooLarge(limit int64) error {
+	if limit >= 1<<20 {
+		return spec.Errorf(spec.ErrInvalid, "request body is over %d MiB; send a smaller script or stage large files on shared storage", limit>>20)
+	}
+	return spec.Errorf(spec.ErrInvalid, "request body is over %d KiB, the most this endpoint takes", limit>>10)
 }
 
 // decodeBytes is decode after the body is read (the fuzz targets' entry).
@@ -322,7 +345,7 @@ func seconds(r *http.Request, key string, def time.Duration) (time.Duration, err
 	if err != nil || n < 0 {
 		return 0, spec.Errorf(spec.ErrInvalid, "query parameter %s=%q is not a whole number of seconds", key, v)
 	}
-	return min(time.Duration(n)*time.Second, maxWait), nil
+	return time.Duration(min(n, int(maxWait/time.Second))) * time.Second, nil // capped before the multiply, which could wrap
 }
 
 func jobID(r *http.Request) (spec.JobID, error) {

@@ -2,6 +2,9 @@ package spec
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
 	"strconv"
 	"time"
 )
@@ -135,18 +138,27 @@ func (d Duration) AppendJSON(b []byte) []byte {
 // UnmarshalJSON implements json.Unmarshaler. A plain integer (what
 // MarshalJSON writes) is parsed directly; anything else goes through
 // encoding/json, which keeps its errors and its handling of null.
+// A number of seconds outside ±MaxDurationSeconds is an error: it has no
+// time.Duration (2^63-1 seconds would wrap to a negative span).
 func (d *Duration) UnmarshalJSON(b []byte) error {
-	if secs, ok := parseInt(b); ok {
-		*d = Duration(time.Duration(secs) * time.Second)
-		return nil
+	secs, ok := parseInt(b)
+	if !ok {
+		if err := json.Unmarshal(b, &secs); err != nil {
+			return err
+		}
 	}
-	var secs int64
-	if err := json.Unmarshal(b, &secs); err != nil {
-		return err
+	if secs > MaxDurationSeconds || secs < -MaxDurationSeconds {
+		// An UnmarshalTypeError gets the field's name from encoding/json.
+		return &json.UnmarshalTypeError{Value: fmt.Sprintf("%d seconds (out of range: a duration is at most %d seconds, about 292 years)", secs, MaxDurationSeconds),
+			Type: reflect.TypeFor[Duration]()}
 	}
 	*d = Duration(time.Duration(secs) * time.Second)
 	return nil
 }
+
+// MaxDurationSeconds is the largest whole number of seconds a Duration
+// holds.
+const MaxDurationSeconds = int64(math.MaxInt64 / time.Second)
 
 // parseInt parses an optionally negative run of at most 18 decimal digits
 // (so it cannot overflow), no leading zeros; ok is false otherwise.

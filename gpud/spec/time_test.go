@@ -2,6 +2,7 @@ package spec
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -134,10 +135,16 @@ func FuzzTimeRoundTrip(f *testing.F) {
 func TestDurationJSON(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{`0`, `3600`, `-5`, `null`, `007`, `1e3`, `1.5`, `"3"`, `922337203685`, `9223372036854775807`,
-		`99999999999999999999`, `-`, ``, `-0`, `123456789012345678`, `1234567890123456789`} {
+		`99999999999999999999`, `-`, ``, `-0`, `123456789012345678`, `1234567890123456789`,
+		`9223372036`, `9223372037`, `-9223372037`, `18000000000`} {
 		var old int64
 		oldErr := json.Unmarshal([]byte(in), &old)
 		want := Duration(time.Duration(old) * time.Second)
+		// Seconds with no time.Duration are refused, not wrapped (a
+		// time limit of 2^63-1 seconds once became -1s).
+		if old > MaxDurationSeconds || old < -MaxDurationSeconds {
+			oldErr = fmt.Errorf("out of range")
+		}
 		var got Duration
 		err := got.UnmarshalJSON([]byte(in))
 		if (err != nil) != (oldErr != nil) || (err == nil && got != want) {

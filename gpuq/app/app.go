@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"github.com/gpud/gpud/gpuq/termsafe"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +40,13 @@ func fieldHelp() string {
 	return b.String()
 }
 
+// escapeOutput makes everything the app prints go through termsafe.
+func escapeOutput(c *cli.Context) error {
+	c.App.Writer = termsafe.New(c.App.Writer)
+	c.App.ErrWriter = termsafe.New(c.App.ErrWriter)
+	return nil
+}
+
 // New returns gpuq's cli.App.
 func New() *cli.App {
 	// A fresh flag per command: urfave/cli flags keep per-parse state.
@@ -53,6 +61,9 @@ func New() *cli.App {
 			"A task of a job array shows as ARRAYID_TASK; the commands that take JOB accept that form, " +
 			"and a bare array id in cancel, hold, release or requeue acts on every task of the array (like scancel). " +
 			"--format fields: " + fieldHelp() + "; %[.][size] sets a width (. right-justifies, longer values are cut), %% is a percent sign.",
+		// Text from other users (names, comments, reasons) and old
+		// records may hold control characters: escaped when printed.
+		Before: escapeOutput,
 		Flags: []cli.Flag{
 			controllerFlag(),
 			&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "only jobs of these users (comma list)"},

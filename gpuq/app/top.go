@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"github.com/gpud/gpud/gpuq/termsafe"
 	"io"
 	"os"
 	"time"
@@ -77,7 +78,7 @@ func top(c *cli.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		fmt.Fprint(c.App.Writer, "\x1b[H\x1b[2J") // home, clear screen
+		fmt.Fprint(termsafe.Raw(c.App.Writer), "\x1b[H\x1b[2J") // home, clear screen: ours, not escaped
 		if err != nil {
 			fmt.Fprintf(c.App.Writer, "gpuq top - %s: %v (retrying every %s)\n", now().Format("15:04:05"), err, c.Duration("interval"))
 		} else if err := format.WriteTop(c.App.Writer, f); err != nil {

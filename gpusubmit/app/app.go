@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"github.com/gpud/gpud/gpuq/termsafe"
 	"io"
 	"io/fs"
 	"os"
@@ -48,9 +49,15 @@ func New() *cli.App {
 			"SCRIPT - reads the script from standard input.",
 		Flags:           flags(),
 		HideHelpCommand: true,
-		ExitErrHandler:  exitcode.NoExit,
-		OnUsageError:    exitcode.UsageError,
-		Action:          submit,
+		// Messages echo text from the controller: escaped when printed.
+		Before: func(c *cli.Context) error {
+			c.App.Writer = termsafe.New(c.App.Writer)
+			c.App.ErrWriter = termsafe.New(c.App.ErrWriter)
+			return nil
+		},
+		ExitErrHandler: exitcode.NoExit,
+		OnUsageError:   exitcode.UsageError,
+		Action:         submit,
 	}
 }
 
