@@ -190,6 +190,8 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		if part != nil {
 			js.Partition = part.Name
 		}
+	} else if strings.Contains(js.Partition, ",") {
+		part = c.pickPartition(&js)
 	} else {
 		part = c.cfg.partition(js.Partition)
 	}
@@ -400,6 +402,9 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 	if fit >= r.Nodes {
 		return nil
 	}
+	if r.GPUModel != "" && !slices.ContainsFunc(members, func(n *nodeRec) bool { return countGPUs(n, r.GPUModel) > 0 }) {
+		return spec.Errorf(spec.ErrInvalid, "no node of partition %s has GPU model %s; this cluster has: %s", part.Name, r.GPUModel, strings.Join(c.gpuModels(), ", "))
+	}
 	want := fmt.Sprintf("%d CPUs", r.CPUsPerNode)
 	if r.MemMiB > 0 {
 		want += fmt.Sprintf(", %d MiB", r.MemMiB)
@@ -419,6 +424,53 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 	}
 	return spec.Errorf(spec.ErrInvalid, "requested %d node(s) with %s per node exceeds every node of partition %s (%d could hold it; %s); ask for less",
 		r.Nodes, want, part.Name, fit, largestDesc)
+}
+
+// gpuModels lists the GPU models of every registered node, sorted.
+func (c *Controller) gpuModels() []string {
+	var models []string
+	for _, n := range c.st.nodes {
+		for _, g := range n.inv.GPUs {
+			if g.Model != "" && !slices.Contains(models, g.Model) {
+				models = append(models, g.Model)
+			}
+		}
+	}
+	if len(models) == 0 {
+		return []string{"none"}
+	}
+	slices.Sort(models)
+	return models
+}
+
+// pickPartition resolves sbatch's -p a,b: the first listed partition that
+// exists, takes jobs, admits the job's time limit and has nodes that could
+// hold it. Slurm takes the partition that can start the job first; gpud
+// takes the first that fits, in the order given (docs/slurm-compat.md).
+// With none, the first is returned so the usual checks explain why.
+func (c *Controller) pickPartition(js *spec.JobSpec) *Partition {
+	names := strings.Split(js.Partition, ",")
+	r := js.Resources
+	r.Nodes = max(r.Nodes, 1)
+	if r.TotalGPUs > 0 && r.GPUsPerNode == 0 {
+		r.GPUsPerNode = r.TotalGPUs / r.Nodes
+	}
+	for _, name := range names {
+		p := c.cfg.partition(name)
+		if p == nil || p.State == PartitionDrain || p.State == PartitionInactive {
+			continue
+		}
+		if p.MaxTime > 0 && js.TimeLimit.Std() > p.MaxTime {
+			continue
+		}
+		if c.checkSatisfiable(p, &r) != nil {
+			continue
+		}
+		js.Partition = p.Name
+		return p
+	}
+	js.Partition = names[0]
+	return c.cfg.partition(names[0])
 }
 
 // nodeHolds reports whether n could ever hold one node's share of r: its

@@ -69,6 +69,9 @@ type Resources struct {
 	Nodes       int   `json:"nodes"`
 	CPUsPerNode int   `json:"cpus_per_node"`
 	MemMiB      int64 `json:"mem_mib_per_node"`
+	// MemWholeNode is Slurm's --mem=0: all the memory of each node (MemMiB
+	// is then 0). A node whose memory is partly allocated cannot take it.
+	MemWholeNode bool `json:"mem_whole_node,omitempty"`
 	// GPUsPerNode whole GPUs on each node, of GPUModel when set ("h100").
 	GPUsPerNode int    `json:"gpus_per_node"`
 	GPUModel    string `json:"gpu_model,omitempty"`
@@ -134,7 +137,31 @@ type JobSpec struct {
 	// default) or CkptModeCRIU.
 	CkptMode string `json:"checkpoint_mode,omitempty"`
 	Comment  string `json:"comment,omitempty"`
+	// Tasks is the job's task layout as sbatch gave it (--ntasks,
+	// --ntasks-per-node, --cpus-per-task, --gpus-per-task); steps use it.
+	// Zero values mean not given.
+	Tasks Tasks `json:"tasks,omitzero"`
+	// OpenMode is how the output files are opened: "" or OpenTruncate
+	// (the default) or OpenAppend (--open-mode=append).
+	OpenMode string `json:"open_mode,omitempty"`
+	// WCKey is the workload characterisation key (--wckey), kept for
+	// accounting.
+	WCKey string `json:"wckey,omitempty"`
 }
+
+// Tasks is a job's task layout (JobSpec.Tasks).
+type Tasks struct {
+	NTasks        int `json:"ntasks,omitempty"`
+	NTasksPerNode int `json:"ntasks_per_node,omitempty"`
+	CPUsPerTask   int `json:"cpus_per_task,omitempty"`
+	GPUsPerTask   int `json:"gpus_per_task,omitempty"`
+}
+
+// Output open modes (JobSpec.OpenMode).
+const (
+	OpenTruncate = "truncate"
+	OpenAppend   = "append"
+)
 
 // Checkpoint modes of JobSpec.CkptMode.
 const (
