@@ -1,0 +1,300 @@
+package slurm
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpuq/format"
+	"github.com/gpud/gpud/gpuq/getopt"
+)
+
+var sacctSet = &getopt.Set{Opts: append([]getopt.Opt{
+	{Long: "jobs", Short: 'j', Arg: getopt.Required},
+	{Long: "format", Short: 'o', Arg: getopt.Required},
+	{Long: "parsable2", Short: 'P'},
+	{Long: "parsable", Short: 'p'},
+	{Long: "noheader", Short: 'n'},
+	{Long: "allocations", Short: 'X'},
+	{Long: "starttime", Short: 'S', Arg: getopt.Required},
+	{Long: "endtime", Short: 'E', Arg: getopt.Required},
+	{Long: "user", Short: 'u', Arg: getopt.Required},
+	{Long: "state", Short: 's', Arg: getopt.Required},
+	{Long: "allusers", Short: 'a'},
+	{Long: "accounts", Short: 'A', Arg: getopt.Required},
+	{Long: "partition", Short: 'r', Arg: getopt.Required},
+	{Long: "name", Arg: getopt.Required},
+	{Long: "json"},
+	{Long: "brief", Short: 'b'},
+	{Long: "long", Short: 'l'},
+	{Long: "duplicates", Short: 'D'},
+	{Long: "units", Arg: getopt.Required},
+	{Long: "delimiter", Arg: getopt.Required},
+}, common...)}
+
+// sacctField is one --format field: Slurm's name, its default width, its
+// value.
+type sacctField struct {
+	name  string
+	width int
+	value func(j *api.AcctJob) string
+}
+
+func sacctTime(t spec.Time) string {
+	if t.IsZero() {
+		return "Unknown"
+	}
+	return t.Local().Format(format.TimeLayout)
+}
+
+func elapsed(secs int64) string {
+	s := secs
+	if s < 0 {
+		s = 0
+	}
+	d, h, m, sec := s/86400, s/3600%24, s/60%60, s%60
+	if d > 0 {
+		return fmt.Sprintf("%d-%02d:%02d:%02d", d, h, m, sec)
+	}
+	return fmt.Sprintf("%02d:%02d:%02d", h, m, sec)
+}
+
+func tres(j *api.AcctJob) string {
+	s := fmt.Sprintf("billing=%d,cpu=%d", j.CPUs, j.CPUs)
+	if j.GPUCount > 0 {
+		if j.GPUModel != "" {
+			s += fmt.Sprintf(",gres/gpu:%s=%d", j.GPUModel, j.GPUCount)
+		}
+		s += fmt.Sprintf(",gres/gpu=%d", j.GPUCount)
+	}
+	if j.MemMiB > 0 {
+		s += ",mem=" + format.MiB(j.MemMiB)
+	}
+	return s + fmt.Sprintf(",node=%d", max(len(j.Nodes), 1))
+}
+
+var sacctFields = []sacctField{
+	{"JobID", 12, func(j *api.AcctJob) string { return strconv.FormatUint(uint64(j.ID), 10) }},
+	{"JobIDRaw", 12, func(j *api.AcctJob) string { return strconv.FormatUint(uint64(j.ID), 10) }},
+	{"JobName", 10, func(j *api.AcctJob) string { return j.Name }},
+	{"State", 10, func(j *api.AcctJob) string { return string(j.State) }},
+	{"ExitCode", 8, func(j *api.AcctJob) string { return fmt.Sprintf("%d:%d", j.ExitCode, j.Signal) }},
+	{"Elapsed", 10, func(j *api.AcctJob) string { return elapsed(j.Elapsed) }},
+	{"ElapsedRaw", 10, func(j *api.AcctJob) string { return strconv.FormatInt(j.Elapsed, 10) }},
+	{"NodeList", 15, func(j *api.AcctJob) string {
+		if len(j.Nodes) == 0 {
+			return "None assigned"
+		}
+		return format.CompressHosts(j.Nodes)
+	}},
+	{"AllocTRES", 10, func(j *api.AcctJob) string {
+		if j.StartTime.IsZero() {
+			return ""
+		}
+		return tres(j)
+	}},
+	{"ReqTRES", 10, tres},
+	{"Account", 10, func(j *api.AcctJob) string { return j.Account }},
+	{"User", 9, func(j *api.AcctJob) string { return j.User }},
+	{"UID", 6, func(j *api.AcctJob) string { return strconv.FormatUint(uint64(j.UID), 10) }},
+	{"Partition", 10, func(j *api.AcctJob) string { return j.Partition }},
+	{"QOS", 10, func(j *api.AcctJob) string { return j.QOS }},
+	{"Submit", 19, func(j *api.AcctJob) string { return sacctTime(j.SubmitTime) }},
+	{"Eligible", 19, func(j *api.AcctJob) string { return sacctTime(j.EligibleTime) }},
+	{"Start", 19, func(j *api.AcctJob) string { return sacctTime(j.StartTime) }},
+	{"End", 19, func(j *api.AcctJob) string { return sacctTime(j.EndTime) }},
+	{"AllocCPUS", 10, func(j *api.AcctJob) string { return strconv.Itoa(j.CPUs) }},
+	{"ReqCPUS", 8, func(j *api.AcctJob) string { return strconv.Itoa(j.CPUs) }},
+	{"NNodes", 8, func(j *api.AcctJob) string { return strconv.Itoa(max(len(j.Nodes), 1)) }},
+	{"NTasks", 8, func(j *api.AcctJob) string { return "" }},
+	{"ReqMem", 10, func(j *api.AcctJob) string { return format.MiB(j.MemMiB) }},
+	{"Timelimit", 10, func(j *api.AcctJob) string {
+		if j.TimeLimit == 0 {
+			return "UNLIMITED"
+		}
+		return string(format.AppendElapsed(nil, j.TimeLimit.Std()))
+	}},
+	{"WorkDir", 10, func(j *api.AcctJob) string { return j.WorkDir }},
+	{"Reason", 10, func(j *api.AcctJob) string { return orDefault(j.Reason, "None") }},
+	{"WCKey", 10, func(j *api.AcctJob) string { return "" }},
+}
+
+// sacctDefault is sacct's default --format.
+const sacctDefault = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
+
+type sacctCol struct {
+	f     *sacctField
+	width int
+}
+
+func parseSacctFormat(s string) ([]sacctCol, error) {
+	var cols []sacctCol
+	var names []string
+	for i := range sacctFields {
+		names = append(names, sacctFields[i].name)
+	}
+	for _, item := range splitList(s) {
+		name, w, hasW := strings.Cut(item, "%")
+		i := slices.IndexFunc(sacctFields, func(f sacctField) bool { return strings.EqualFold(f.name, name) })
+		if i < 0 {
+			hint := ""
+			if m := getopt.SuggestFrom(name, names); m != "" {
+				hint = "did you mean " + m + "? "
+			}
+			return nil, invalid("--format: unknown field %q; %sgpud has: %s", name, hint, strings.Join(names, ","))
+		}
+		col := sacctCol{f: &sacctFields[i], width: sacctFields[i].width}
+		if hasW {
+			n, err := strconv.Atoi(w)
+			if err != nil || n < 1 {
+				return nil, invalid("--format: bad width in %q; write Field%%N", item)
+			}
+			col.width = n
+		}
+		cols = append(cols, col)
+	}
+	return cols, nil
+}
+
+// parseSacctTime reads -S/-E: now, YYYY-MM-DD[THH:MM[:SS]], MM/DD[/YY].
+func parseSacctTime(s string, now time.Time) (time.Time, error) {
+	if strings.EqualFold(s, "now") {
+		return now, nil
+	}
+	for _, l := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02", "01/02/06", "15:04:05", "15:04"} {
+		if t, err := time.ParseInLocation(l, s, now.Location()); err == nil {
+			if strings.HasPrefix(l, "15") {
+				t = time.Date(now.Year(), now.Month(), now.Day(), t.Hour(), t.Minute(), t.Second(), 0, now.Location())
+			}
+			return t, nil
+		}
+	}
+	return time.Time{}, invalid("bad time %q; use now, YYYY-MM-DD[THH:MM[:SS]], MM/DD/YY or HH:MM[:SS]", s)
+}
+
+func (c *Cmd) sacct(ctx context.Context) error {
+	ps, rest, err := c.parse(sacctSet)
+	if done, err := c.handled(err, "[-j JOBS] [-o FIELDS] [-P|-p] [-n] [-X] [-S TIME] [-E TIME] [-u USERS|-a] [-s STATES] [--json]"); done || err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return invalid("unrecognized argument %q; give job ids with -j", rest[0])
+	}
+	var f api.AcctFilter
+	sels, err := parseSels(getopt.All(ps, "jobs"))
+	if err != nil {
+		return err
+	}
+	for _, s := range sels {
+		f.IDs = append(f.IDs, s.ref.ID)
+	}
+	if f.States, _, err = parseStates(getopt.All(ps, "state")); err != nil {
+		return err
+	}
+	f.Users = splitList(getopt.All(ps, "user")...)
+	if len(f.Users) == 0 && !getopt.Has(ps, "allusers") && len(sels) == 0 && c.User != "" && c.User != "root" {
+		f.Users = []string{c.User}
+	}
+	f.Accounts = splitList(getopt.All(ps, "accounts")...)
+	f.Partitions = splitList(getopt.All(ps, "partition")...)
+	if v, ok := getopt.Last(ps, "starttime"); ok {
+		if f.Start, err = parseSacctTime(v, c.Now); err != nil {
+			return err
+		}
+	} else if len(sels) == 0 {
+		// sacct's default window starts at midnight today.
+		y, m, d := c.Now.Date()
+		f.Start = time.Date(y, m, d, 0, 0, 0, 0, c.Now.Location())
+	}
+	if v, ok := getopt.Last(ps, "endtime"); ok {
+		if f.End, err = parseSacctTime(v, c.Now); err != nil {
+			return err
+		}
+	}
+	fmtStr := sacctDefault
+	if getopt.Has(ps, "long") {
+		fmtStr = "JobID,JobIDRaw,JobName,Partition,QOS,Account,UID,User,Submit,Eligible,Start,End,Elapsed,ElapsedRaw,AllocCPUS,ReqCPUS,ReqMem,NNodes,NodeList,State,ExitCode,AllocTRES,ReqTRES"
+	}
+	if getopt.Has(ps, "brief") {
+		fmtStr = "JobID,State,ExitCode"
+	}
+	if v, ok := getopt.Last(ps, "format"); ok {
+		fmtStr = v
+	}
+	cols, err := parseSacctFormat(fmtStr)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	jobs, err := cl.AcctJobs(ctx, f)
+	if err != nil {
+		return fmt.Errorf("read accounting: %w", err)
+	}
+	if names := splitList(getopt.All(ps, "name")...); len(names) > 0 {
+		jobs = slices.DeleteFunc(jobs, func(j api.AcctJob) bool { return !slices.Contains(names, j.Name) })
+	}
+	if getopt.Has(ps, "json") {
+		return format.WriteJSON(c.Stdout, map[string]any{"jobs": jobs})
+	}
+	w := bufio.NewWriterSize(c.Stdout, 64<<10)
+	delim := "|"
+	if v, ok := getopt.Last(ps, "delimiter"); ok {
+		delim = v
+	}
+	parsable := getopt.Has(ps, "parsable2") || getopt.Has(ps, "parsable")
+	trailing := getopt.Has(ps, "parsable") && !getopt.Has(ps, "parsable2")
+	row := func(vals []string) {
+		if parsable {
+			w.WriteString(strings.Join(vals, delim))
+			if trailing {
+				w.WriteString(delim)
+			}
+			w.WriteByte('\n')
+			return
+		}
+		for i, v := range vals {
+			if i > 0 {
+				w.WriteByte(' ')
+			}
+			w.WriteString(sacctPad(v, cols[i].width))
+		}
+		w.WriteByte('\n')
+	}
+	if !getopt.Has(ps, "noheader") {
+		var hs, dashes []string
+		for _, col := range cols {
+			hs = append(hs, col.f.name)
+			dashes = append(dashes, strings.Repeat("-", col.width))
+		}
+		row(hs)
+		if !parsable {
+			w.WriteString(strings.Join(dashes, " ") + "\n")
+		}
+	}
+	vals := make([]string, len(cols))
+	for i := range jobs {
+		for k, col := range cols {
+			vals[k] = col.f.value(&jobs[i])
+		}
+		row(vals)
+	}
+	return w.Flush()
+}
+
+// sacctPad right-justifies v in width, cutting a longer value to width-1
+// characters and a '+', as sacct does.
+func sacctPad(v string, width int) string {
+	if len(v) > width {
+		return v[:width-1] + "+"
+	}
+	return strings.Repeat(" ", width-len(v)) + v
+}

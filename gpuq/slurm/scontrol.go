@@ -1,0 +1,309 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpuq/format"
+	"github.com/gpud/gpud/gpuq/getopt"
+	"github.com/gpud/gpud/gpusubmit/directive"
+)
+
+var scontrolSet = &getopt.Set{Opts: append([]getopt.Opt{
+	{Long: "details", Short: 'd'},
+	{Long: "oneliner", Short: 'o'},
+	{Long: "all", Short: 'a'},
+	{Long: "json"},
+}, common...)}
+
+func (c *Cmd) scontrol(ctx context.Context) error {
+	ps, rest, err := c.parse(scontrolSet)
+	if done, err := c.handled(err, "[-d] [-o] show job|node|partition|hostnames|hostlist [ID] | hold|release|requeue JOBID... | ping"); done || err != nil {
+		return err
+	}
+	if len(rest) == 0 {
+		return invalid("no command given; use show job N, show node, show partition, show hostnames LIST, show hostlist LIST, hold, release, requeue or ping")
+	}
+	one := getopt.Has(ps, "oneliner")
+	cmd, args := strings.ToLower(rest[0]), rest[1:]
+	switch cmd {
+	case "show":
+		if len(args) == 0 {
+			return invalid("show needs an entity: job, node, partition, hostnames or hostlist")
+		}
+		what, arg := strings.ToLower(args[0]), strings.Join(args[1:], ",")
+		switch {
+		case strings.HasPrefix("jobs", what) && what != "":
+			return c.showJobs(ctx, arg, one, getopt.Has(ps, "json"))
+		case strings.HasPrefix("nodes", what) && what != "":
+			return c.showNodes(ctx, arg, one)
+		case strings.HasPrefix("partitions", what) && len(what) >= 2:
+			return c.showPartitions(ctx, arg, one)
+		case what == "hostnames":
+			if arg == "" {
+				arg = os.Getenv("SLURM_JOB_NODELIST")
+			}
+			hs, err := directive.ExpandHostList(arg)
+			if err != nil {
+				return invalid("%v", err)
+			}
+			for _, h := range hs {
+				fmt.Fprintln(c.Stdout, h)
+			}
+			return nil
+		case what == "hostlist" || what == "hostlistsorted":
+			hs, err := directive.ExpandHostList(arg)
+			if err != nil {
+				return invalid("%v", err)
+			}
+			if what == "hostlistsorted" {
+				slices.Sort(hs)
+			}
+			fmt.Fprintln(c.Stdout, format.CompressHosts(hs))
+			return nil
+		}
+		return invalid("show %s is not supported; use job, node, partition, hostnames or hostlist", what)
+	case "hold", "uhold", "release", "requeue", "requeuehold":
+		action := map[string]string{"hold": "hold", "uhold": "hold", "release": "release", "requeue": "requeue", "requeuehold": "requeue"}[cmd]
+		if len(args) == 0 {
+			return invalid("%s needs job ids", cmd)
+		}
+		sels, err := parseSels(args)
+		if err != nil {
+			return err
+		}
+		cl, err := c.client()
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, s := range sels {
+			if _, err := cl.RefAction(ctx, s.ref, action, api.JobActionRequest{}); err != nil {
+				errs = append(errs, fmt.Errorf("%s job %s: %w", cmd, s.ref, err))
+			}
+		}
+		return errors.Join(errs...)
+	case "ping":
+		cl, err := c.client()
+		if err != nil {
+			return err
+		}
+		if _, err := cl.Nodes(ctx); err != nil {
+			fmt.Fprintf(c.Stdout, "Slurmctld(primary) at %s is DOWN\n", c.Controller)
+			return err
+		}
+		fmt.Fprintf(c.Stdout, "Slurmctld(primary) at %s is UP\n", c.Controller)
+		return nil
+	case "update":
+		return invalid("update is not supported yet: gpud changes a pending job only by hold, release and requeue; cancel and resubmit to change its limits")
+	}
+	return invalid("unknown command %q; use show, hold, release, requeue or ping", cmd)
+}
+
+// oneLine joins a multi-line key=value block into one line (-o).
+func oneLine(b []byte) []byte {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return []byte(strings.Join(lines, " ") + "\n")
+}
+
+func (c *Cmd) showJobs(ctx context.Context, arg string, one, json bool) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var jobs []spec.Job
+	if arg == "" {
+		if jobs, err = cl.Jobs(ctx, api.JobFilter{All: true}); err != nil {
+			return fmt.Errorf("list jobs: %w", err)
+		}
+	} else {
+		for _, a := range splitList(arg) {
+			s, err := parseSel(a)
+			if err != nil {
+				return err
+			}
+			j, err := cl.JobByRef(ctx, s.ref)
+			if err != nil {
+				return fmt.Errorf("show job %s: %w", s.ref, err)
+			}
+			jobs = append(jobs, j)
+		}
+	}
+	if json {
+		return format.WriteJobsJSON(c.Stdout, jobs)
+	}
+	if len(jobs) == 0 {
+		fmt.Fprintln(c.Stdout, "No jobs in the system")
+		return nil
+	}
+	for i := range jobs {
+		var b bytes.Buffer
+		if err := format.WriteJobShow(&b, &jobs[i], c.Now); err != nil {
+			return err
+		}
+		out := b.Bytes()
+		if one {
+			out = oneLine(out)
+		} else {
+			out = append(out, '\n')
+		}
+		if _, err := c.Stdout.Write(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cmd) nodes(ctx context.Context) ([]spec.Node, error) {
+	cl, err := c.client()
+	if err != nil {
+		return nil, err
+	}
+	ns, err := cl.Nodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	slices.SortFunc(ns, func(a, b spec.Node) int { return strings.Compare(a.Name, b.Name) })
+	return ns, nil
+}
+
+func (c *Cmd) showNodes(ctx context.Context, arg string, one bool) error {
+	ns, err := c.nodes(ctx)
+	if err != nil {
+		return err
+	}
+	want, err := directive.ExpandHostList(arg)
+	if arg != "" && err != nil {
+		return invalid("%v", err)
+	}
+	for i := range ns {
+		n := &ns[i]
+		if arg != "" && !slices.Contains(want, n.Name) {
+			continue
+		}
+		gres := "(null)"
+		if len(n.GPUs) > 0 {
+			gres = "gpu:" + orNull(n.GPUs[0].Model) + ":" + strconv.Itoa(len(n.GPUs))
+		}
+		reason := ""
+		if n.Reason != "" {
+			reason = "Reason=" + n.Reason
+		}
+		lines := [][]string{
+			{"NodeName=" + n.Name, "Arch=x86_64"},
+			{"CPUAlloc=" + strconv.Itoa(n.AllocCPUs), "CPUTot=" + strconv.Itoa(n.CPUs)},
+			{"AvailableFeatures=" + orNull(strings.Join(n.Features, ",")), "ActiveFeatures=" + orNull(strings.Join(n.Features, ","))},
+			{"Gres=" + gres},
+			{"NodeAddr=" + orDefault(n.Addr, n.Name), "NodeHostName=" + n.Name},
+			{"RealMemory=" + strconv.FormatInt(n.MemMiB, 10), "AllocMem=" + strconv.FormatInt(n.AllocMemMiB, 10)},
+			{"State=" + string(n.State), "Partitions=" + strings.Join(n.Partitions, ",")},
+			{"AllocTRES=" + allocTRES(n)},
+		}
+		if reason != "" {
+			lines = append(lines, []string{reason})
+		}
+		var b bytes.Buffer
+		for k, l := range lines {
+			if k > 0 {
+				b.WriteString("   ")
+			}
+			b.WriteString(strings.Join(l, " "))
+			b.WriteByte('\n')
+		}
+		out := b.Bytes()
+		if one {
+			out = oneLine(out)
+		} else {
+			out = append(out, '\n')
+		}
+		c.Stdout.Write(out)
+	}
+	return nil
+}
+
+func allocTRES(n *spec.Node) string {
+	if n.AllocCPUs == 0 && n.AllocMemMiB == 0 && len(n.AllocGPUs) == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("cpu=%d,mem=%s", n.AllocCPUs, format.MiB(n.AllocMemMiB))
+	if len(n.AllocGPUs) > 0 {
+		s += fmt.Sprintf(",gres/gpu=%d", len(n.AllocGPUs))
+	}
+	return s
+}
+
+func orNull(s string) string { return orDefault(s, "(null)") }
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// partitions groups nodes by partition, in name order.
+func partitions(ns []spec.Node) ([]string, map[string][]*spec.Node) {
+	by := map[string][]*spec.Node{}
+	var names []string
+	for i := range ns {
+		for _, p := range ns[i].Partitions {
+			if _, ok := by[p]; !ok {
+				names = append(names, p)
+			}
+			by[p] = append(by[p], &ns[i])
+		}
+	}
+	slices.Sort(names)
+	return names, by
+}
+
+func (c *Cmd) showPartitions(ctx context.Context, arg string, one bool) error {
+	ns, err := c.nodes(ctx)
+	if err != nil {
+		return err
+	}
+	names, by := partitions(ns)
+	for _, p := range names {
+		if arg != "" && p != arg {
+			continue
+		}
+		var hosts []string
+		cpus := 0
+		for _, n := range by[p] {
+			hosts = append(hosts, n.Name)
+			cpus += n.CPUs
+		}
+		lines := [][]string{
+			{"PartitionName=" + p},
+			{"State=UP", "TotalCPUs=" + strconv.Itoa(cpus), "TotalNodes=" + strconv.Itoa(len(hosts))},
+			{"Nodes=" + format.CompressHosts(hosts)},
+		}
+		var b bytes.Buffer
+		for k, l := range lines {
+			if k > 0 {
+				b.WriteString("   ")
+			}
+			b.WriteString(strings.Join(l, " "))
+			b.WriteByte('\n')
+		}
+		out := b.Bytes()
+		if one {
+			out = oneLine(out)
+		} else {
+			out = append(out, '\n')
+		}
+		c.Stdout.Write(out)
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpuq/exitcode"
+	"github.com/gpud/gpud/gpuq/fakectl"
+)
+
+var now = time.Date(2025, 3, 14, 15, 0, 0, 0, time.Local)
+
+func fixture(t *testing.T) *fakectl.Server {
+	ctl := fakectl.New(t)
+	ctl.Set(func(s *fakectl.Server) {
+		s.Jobs = []spec.Job{
+			{ID: 7, JobSpec: spec.JobSpec{Name: "train", Partition: "gpu", Account: "ml", Resources: spec.Resources{Nodes: 2}, TimeLimit: spec.Duration(time.Hour)},
+				User: "alice", State: spec.StateRunning, Nodes: []string{"gpu01", "gpu02"}, StartTime: spec.NewTime(now.Add(-90 * time.Second)), Priority: 5},
+			{ID: 8, JobSpec: spec.JobSpec{Name: "sweep", Partition: "gpu", Account: "ml", Resources: spec.Resources{Nodes: 1}},
+				User: "bob", State: spec.StatePending, Reason: "Priority", ArrayJobID: 8, ArrayTaskID: 0, Priority: 9},
+			{ID: 9, JobSpec: spec.JobSpec{Name: "sweep", Partition: "debug", Account: "ml", Resources: spec.Resources{Nodes: 1}},
+				User: "bob", State: spec.StatePending, Reason: "Resources", ArrayJobID: 8, ArrayTaskID: 1, Priority: 1},
+		}
+		s.Nodes = []spec.Node{
+			{Inventory: spec.Inventory{Name: "gpu01", CPUs: 64, MemMiB: 512000, GPUs: []spec.GPU{{Model: "h100"}, {Model: "h100"}}}, State: spec.NodeAllocated, Partitions: []string{"gpu"}},
+			{Inventory: spec.Inventory{Name: "gpu02", CPUs: 64, MemMiB: 512000}, State: spec.NodeAllocated, Partitions: []string{"gpu"}},
+			{Inventory: spec.Inventory{Name: "gpu03", CPUs: 64, MemMiB: 512000}, State: spec.NodeIdle, Partitions: []string{"gpu", "debug"}},
+		}
+		s.Acct = []api.AcctJob{
+			{ID: 5, Name: "prep", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateCompleted, CPUs: 4, Elapsed: 3725,
+				Nodes: []string{"gpu03"}, StartTime: spec.NewTime(now.Add(-time.Hour)), GPUCount: 1, GPUModel: "h100", MemMiB: 4096},
+			{ID: 6, Name: "a-very-long-job-name", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateFailed, ExitCode: 1, CPUs: 1},
+		}
+	})
+	return ctl
+}
+
+func run(t *testing.T, ctl *fakectl.Server, name string, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	c := &Cmd{Name: name, Args: args, Stdout: &out, Stderr: &errb, Now: now, Controller: ctl.Addr, User: "alice"}
+	err := c.Run(context.Background())
+	exitcode.Print(&errb, name, err)
+	return out.String(), errb.String(), exitcode.Code(err)
+}
+
+// TestGolden checks each command's output against Slurm's documented
+// formats: squeue's default and -o/-O columns, sacct's default table and
+// --parsable2, sinfo's default view, scontrol's key=value blocks.
+func TestGolden(t *testing.T) {
+	ctl := fixture(t)
+	for _, tc := range []struct {
+		name string
+		cmd  string
+		args []string
+		want string
+	}{
+		{"squeue default", "squeue", nil, "" +
+			"             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)\n" +
+			"                 7       gpu    train    alice  R       1:30      2 gpu[01-02]\n" +
+			"               8_0       gpu    sweep      bob PD       0:00      1 (Priority)\n" +
+			"               8_1     debug    sweep      bob PD       0:00      1 (Resources)\n"},
+		{"squeue -h -o, prefix and bundle", "squeue", []string{"-hu", "bob", "--form", "%i|%T|%r"}, "8_0|PENDING|Priority\n8_1|PENDING|Resources\n"},
+		{"squeue -j array, -O", "squeue", []string{"-j", "8", "-O", "JobID:6,State:.9", "--noheader"}, "8_0     PENDING\n8_1     PENDING\n"},
+		{"squeue --me -l", "squeue", []string{"--me", "-l", "-h"}, "                 7       gpu    train    alice  RUNNING       1:30   1:00:00      2 gpu[01-02]\n"},
+		{"squeue -S -Q", "squeue", []string{"-S", "-Q", "-ho", "%i"}, "8_0\n7\n8_1\n"},
+		{"squeue -t, -n, -p", "squeue", []string{"-t", "PD", "-n", "sweep", "-p", "debug", "-h", "-o", "%i"}, "8_1\n"},
+		{"sacct default", "sacct", []string{"-j", "5,6"}, "" +
+			"       JobID    JobName  Partition    Account  AllocCPUS      State ExitCode\n" +
+			"------------ ---------- ---------- ---------- ---------- ---------- --------\n" +
+			"           5       prep        gpu         ml          4  COMPLETED      0:0\n" +
+			"           6 a-very-lo+        gpu         ml          1     FAILED      1:0\n"},
+		{"sacct -P -o", "sacct", []string{"-P", "-j", "5", "-j", "6", "--format=JobID,State,Elapsed,NodeList,AllocTRES"}, "" +
+			"JobID|State|Elapsed|NodeList|AllocTRES\n" +
+			"5|COMPLETED|01:02:05|gpu03|billing=4,cpu=4,gres/gpu:h100=1,gres/gpu=1,mem=4G,node=1\n" +
+			"6|FAILED|00:00:00|None assigned|\n"},
+		{"sacct -p -n widths ignored", "sacct", []string{"-pn", "-j", "5", "-o", "JobID%3,JobName%30"}, "5|prep|\n"},
+		{"sacct width", "sacct", []string{"-n", "-j", "6", "-o", "JobName%25"}, "     a-very-long-job-name\n"},
+		{"sinfo default", "sinfo", nil, "" +
+			"PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST\n" +
+			"debug        up   infinite      1   idle gpu03\n" +
+			"gpu          up   infinite      2  alloc gpu[01-02]\n" +
+			"gpu          up   infinite      1   idle gpu03\n"},
+		{"sinfo -o", "sinfo", []string{"-h", "-p", "gpu", "-o", "%P %D %t %G"}, "gpu 2 alloc gpu:h100:2\ngpu 1 idle (null)\n"},
+		{"sinfo -N", "sinfo", []string{"-N", "-p", "debug"}, "NODELIST    NODES PARTITION STATE\ngpu03           1 debug     idle\n"},
+		{"scontrol show hostnames", "scontrol", []string{"show", "hostnames", "gpu[01-03],login1"}, "gpu01\ngpu02\ngpu03\nlogin1\n"},
+		{"scontrol show hostlist", "scontrol", []string{"show", "hostlist", "gpu01,gpu02,gpu03"}, "gpu[01-03]\n"},
+		{"scontrol show partition", "scontrol", []string{"-o", "show", "partition", "debug"}, "PartitionName=debug State=UP TotalCPUs=64 TotalNodes=1 Nodes=gpu03\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errs, code := run(t, ctl, tc.cmd, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if diff := cmp.Diff(tc.want, out); diff != "" {
+				t.Errorf("%s %q (-want +got):\n%s", tc.cmd, tc.args, diff)
+			}
+		})
+	}
+}
+
+// TestScontrolShowJob: the keys scripts read (JobId, JobState, NodeList,
+// StdOut...) are there, on one line with -o.
+func TestScontrolShowJob(t *testing.T) {
+	ctl := fixture(t)
+	out, errs, code := run(t, ctl, "scontrol", "show", "job", "7", "-dd", "-o")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	if strings.Count(out, "\n") != 1 {
+		t.Errorf("-o gave %d lines:\n%s", strings.Count(out, "\n"), out)
+	}
+	for _, k := range []string{"JobId=7 ", "JobName=train ", "UserId=alice(", "JobState=RUNNING ", "NodeList=gpu[01-02] ", "NumNodes=2 ", "TimeLimit=1:00:00 ", "Partition=gpu "} {
+		if !strings.Contains(out, k) {
+			t.Errorf("missing %q in %s", k, out)
+		}
+	}
+}
+
+// TestScancel: ids, arrays and filters reach the controller as cancels
+// of the right jobs; steps are refused.
+func TestScancel(t *testing.T) {
+	ctl := fixture(t)
+	if _, errs, code := run(t, ctl, "scancel", "-u", "bob", "-p", "debug", "--signal=USR1"); code != 0 {
+		t.Fatal(errs)
+	}
+	if _, errs, code := run(t, ctl, "scancel", "8_0", "7"); code != 0 {
+		t.Fatal(errs)
+	}
+	var got []string
+	for _, r := range ctl.Requests() {
+		if r.Method == "POST" {
+			got = append(got, r.Path+" "+strings.TrimSpace(string(r.Body)))
+		}
+	}
+	want := []string{`/v1/jobs/9/cancel {"signal":"USR1"}`, `/v1/jobs/8_0/cancel {}`, `/v1/jobs/7/cancel {}`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	if _, errs, code := run(t, ctl, "scancel", "7.0"); code != 2 || !strings.Contains(errs, "no steps") {
+		t.Errorf("scancel 7.0: exit %d, %q", code, errs)
+	}
+	if _, errs, code := run(t, ctl, "scancel"); code != 2 || !strings.Contains(errs, "no job identification") {
+		t.Errorf("scancel: exit %d, %q", code, errs)
+	}
+}
+
+// TestUsageErrors go to stderr with getopt's words, never to stdout.
+func TestUsageErrors(t *testing.T) {
+	ctl := fixture(t)
+	out, errs, code := run(t, ctl, "squeue", "--frmat=%i", "-Z")
+	if out != "" || code != 2 {
+		t.Errorf("stdout %q, exit %d", out, code)
+	}
+	for _, w := range []string{"squeue: unrecognized option '--frmat'; did you mean --format?", "squeue: invalid option -- 'Z'"} {
+		if !strings.Contains(errs, w) {
+			t.Errorf("stderr %q lacks %q", errs, w)
+		}
+	}
+	if _, errs, _ := run(t, ctl, "sacct", "-o", "JobNme"); !strings.Contains(errs, "did you mean JobName?") {
+		t.Errorf("sacct -o JobNme: %q", errs)
+	}
+}
