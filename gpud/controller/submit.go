@@ -557,8 +557,8 @@ func fmtDur(d time.Duration) string {
 }
 
 // resolveOutput fills StdoutPath and StderrPath from the Output and Error
-// patterns, expanding what is known at submit (%j %x %u %A %a %%); %N and
-// others stay for the node to expand.
+// patterns, expanding what is known at submit (%j %J %s %x %u %A %a %%);
+// %N %n %t stay for the node to expand.
 func resolveOutput(j *spec.Job) {
 	out := j.Output
 	if out == "" {
@@ -584,8 +584,10 @@ func expand(pat string, j *spec.Job) string {
 		}
 		i++
 		switch pat[i] {
-		case 'j':
+		case 'j', 'J': // %J is jobid.stepid; the batch script's output is the job's
 			b.WriteString(strconv.FormatUint(uint64(j.ID), 10))
+		case 's':
+			b.WriteString("batch")
 		case 'x':
 			b.WriteString(j.Name)
 		case 'u':
