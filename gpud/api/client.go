@@ -435,6 +435,13 @@ func (c *Client) RefAction(ctx context.Context, ref spec.JobRef, action string, 
 	return out, err
 }
 
+// CancelJobs cancels every job req's filter matches, in one call.
+func (c *Client) CancelJobs(ctx context.Context, req CancelJobsRequest) (CancelJobsResponse, error) {
+	var out CancelJobsResponse
+	err := c.do(ctx, http.MethodPost, "/jobs/cancel", nil, req, &out)
+	return out, err
+}
+
 // Nodes lists nodes.
 func (c *Client) Nodes(ctx context.Context) ([]spec.Node, error) {
 	var out NodesResponse

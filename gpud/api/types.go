@@ -533,3 +533,22 @@ type AuditFilter struct {
 type AuditResponse struct {
 	Entries []AuditEntry `json:"entries"`
 }
+
+// CancelJobsRequest is POST /v1/jobs/cancel: cancel every job the filter
+// matches, in one call and one transaction (scancel -u/-t/-n/-p/-A). The
+// filter must name at least one criterion; jobs the caller may not cancel
+// are skipped and counted.
+type CancelJobsRequest struct {
+	Filter JobFilter `json:"filter"`
+	// Names and QOS narrow the filter to these job names and QOS.
+	Names  []string `json:"names,omitempty"`
+	QOS    []string `json:"qos,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+}
+
+// CancelJobsResponse lists the jobs cancelled and how many matching jobs
+// were skipped (another user's, or already ending).
+type CancelJobsResponse struct {
+	Cancelled []spec.JobID `json:"cancelled"`
+	Skipped   int          `json:"skipped,omitempty"`
+}

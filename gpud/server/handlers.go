@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+v+"/jobs", s.listJobs)
 	m.HandleFunc("GET "+v+"/jobs/{id}", s.getJob)
 	m.HandleFunc("GET "+v+"/jobs/{id}/wait", s.waitJob)
+	m.HandleFunc("POST "+v+"/jobs/cancel", s.cancelJobs)
 	m.HandleFunc("POST "+v+"/jobs/{id}/{action}", s.jobAction)
 	m.HandleFunc("GET "+v+"/nodes", s.listNodes)
 	m.HandleFunc("POST "+v+"/nodes/register", s.register)
@@ -224,6 +226,46 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, j)
+}
+
+// cancelJobs is POST /v1/jobs/cancel: scancel by filter, one call and one
+// transaction for any number of jobs.
+func (s *Server) cancelJobs(w http.ResponseWriter, r *http.Request) {
+	var req api.CancelJobsRequest
+	if err := decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ident := who(r)
+	if err := notNode(ident, "cancelling jobs"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := checkReason(req.Reason); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	for _, st := range req.Filter.States {
+		if !slices.Contains(spec.AllJobStates, st) {
+			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "state %q is not a job state; use one of %v", st, spec.AllJobStates))
+			return
+		}
+	}
+	as := ident.caller
+	if ident.atLeast(auth.RoleOperator) {
+		as = ident.privileged()
+	}
+	f := controller.CancelFilter{JobFilter: controller.JobFilter{IDs: req.Filter.IDs, Users: req.Filter.Users, Accounts: req.Filter.Accounts,
+		Partitions: req.Filter.Partitions, States: req.Filter.States}, Names: req.Names, QOS: req.QOS}
+	ids, skipped, err := s.c.CancelJobs(r.Context(), as, f, req.Reason)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if ids == nil {
+		ids = []spec.JobID{}
+	}
+	s.writeJSON(w, api.CancelJobsResponse{Cancelled: ids, Skipped: skipped})
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {

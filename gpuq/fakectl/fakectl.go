@@ -132,6 +132,7 @@ func (s *Server) mux() http.Handler {
 	m := http.NewServeMux()
 	m.HandleFunc("POST /v1/jobs", s.submit)
 	m.HandleFunc("GET /v1/jobs", s.list)
+	m.HandleFunc("POST /v1/jobs/cancel", s.cancelJobs)
 	m.HandleFunc("GET /v1/jobs/{id}", s.job)
 	m.HandleFunc("GET /v1/jobs/{id}/wait", s.job)
 	m.HandleFunc("POST /v1/jobs/{id}/{action}", s.jobAction)
@@ -262,6 +263,30 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 	}
 	j, err := s.find(r.PathValue("id"))
 	reply(w, j, err)
+}
+
+// cancelJobs answers POST /v1/jobs/cancel with the ids of the pending or
+// running Jobs the filter matches (the fake changes no state).
+func (s *Server) cancelJobs(w http.ResponseWriter, r *http.Request) {
+	var req api.CancelJobsRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		reply(w, nil, err)
+		return
+	}
+	in := func(list []string, v string) bool { return len(list) == 0 || slices.Contains(list, v) }
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	resp := api.CancelJobsResponse{Cancelled: []spec.JobID{}}
+	f := req.Filter
+	for _, j := range s.Jobs {
+		if (len(f.IDs) > 0 && !slices.Contains(f.IDs, j.ID)) || !in(f.Users, j.User) || !in(f.Accounts, j.Account) ||
+			!in(f.Partitions, j.Partition) || !in(req.Names, j.Name) || !in(req.QOS, j.QOS) ||
+			(len(f.States) > 0 && !slices.Contains(f.States, j.State)) || j.State.Terminal() {
+			continue
+		}
+		resp.Cancelled = append(resp.Cancelled, j.ID)
+	}
+	reply(w, resp, nil)
 }
 
 func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {

@@ -73,6 +73,22 @@ func (c *Cmd) scancel(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if filtered && req.Signal == "" && len(nodes) == 0 && !slices.ContainsFunc(sels, func(s jobSel) bool { return s.ref.IsTask }) {
+		// One call and one transaction on the controller, however many
+		// jobs match (bare ids here are jobs or whole arrays' first ids).
+		f := api.JobFilter{Users: users, Partitions: parts, Accounts: accts, States: states}
+		for _, s := range sels {
+			f.IDs = append(f.IDs, s.ref.ID)
+		}
+		resp, err := cl.CancelJobs(ctx, api.CancelJobsRequest{Filter: f, Names: names, QOS: qos})
+		if err != nil {
+			return fmt.Errorf("cancel jobs: %w", err)
+		}
+		if resp.Skipped > 0 && getopt.Has(ps, "verbose") {
+			c.warn("%d matching jobs were not cancelled (another user's, or already ending)", resp.Skipped)
+		}
+		return nil
+	}
 	var refs []spec.JobRef
 	if !filtered {
 		for _, s := range sels {

@@ -130,6 +130,10 @@ func TestScancel(t *testing.T) {
 	if _, errs, code := run(t, ctl, "scancel", "-u", "bob", "-p", "debug", "--signal=USR1"); code != 0 {
 		t.Fatal(errs)
 	}
+	// A filter without a signal is one call, whatever it matches.
+	if _, errs, code := run(t, ctl, "scancel", "--me", "-t", "R,PD", "-n", "train"); code != 0 {
+		t.Fatal(errs)
+	}
 	if _, errs, code := run(t, ctl, "scancel", "8_0", "7"); code != 0 {
 		t.Fatal(errs)
 	}
@@ -139,7 +143,9 @@ func TestScancel(t *testing.T) {
 			got = append(got, r.Path+" "+strings.TrimSpace(string(r.Body)))
 		}
 	}
-	want := []string{`/v1/jobs/9/cancel {"signal":"USR1"}`, `/v1/jobs/8_0/cancel {}`, `/v1/jobs/7/cancel {}`}
+	want := []string{`/v1/jobs/9/cancel {"signal":"USR1"}`,
+		`/v1/jobs/cancel {"filter":{"users":["alice"],"states":["RUNNING","PENDING"]},"names":["train"]}`,
+		`/v1/jobs/8_0/cancel {}`, `/v1/jobs/7/cancel {}`}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}

@@ -1,0 +1,45 @@
+package server_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/server/servertest"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// TestCancelJobsByFilter: POST /v1/jobs/cancel ends the matching jobs in
+// one call (scancel -n NAME -t PD), and refuses an empty filter.
+func TestCancelJobsByFilter(t *testing.T) {
+	addr, _ := servertest.TestServer(t, nil)
+	c := client(t, addr)
+	ctx := ctxT(t)
+	var want []spec.JobID
+	for _, name := range []string{"a", "b", "a", "a"} {
+		r, err := c.Submit(ctx, api.SubmitRequest{Job: jobSpec(name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "a" {
+			want = append(want, r.ID)
+		}
+	}
+	resp, err := c.CancelJobs(ctx, api.CancelJobsRequest{Filter: api.JobFilter{States: []spec.JobState{spec.StatePending}}, Names: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(resp.Cancelled, want) {
+		t.Errorf("cancelled %v, want %v", resp.Cancelled, want)
+	}
+	left, err := c.Jobs(ctx, api.JobFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0].Name != "b" {
+		t.Errorf("left %v, want job b only", left)
+	}
+	if _, err := c.CancelJobs(ctx, api.CancelJobsRequest{}); err == nil {
+		t.Error("empty filter accepted")
+	}
+}
