@@ -45,7 +45,12 @@ func New() *cli.App {
 			"#GPU and #SBATCH directives at the top of the script (after the #! line, up to the first command) " +
 			"and from the command line, which wins. An option gpud cannot honour is an error, never ignored; " +
 			"--mail-type, --mail-user and --get-user-env are accepted with a warning. " +
-			"SCRIPT - reads the script from standard input.",
+			"SCRIPT - reads the script from standard input. " +
+			"Run as sbatch (a link made by make build and make install), it is Slurm's sbatch: options are read as getopt_long reads them " +
+			"(unique prefixes such as --out, bundled short options, --opt value), the default output is slurm-%j.out, and every problem " +
+			"is reported in one pass with line numbers. A missing output directory is created as the user, unlike Slurm, because gpud starts " +
+			"jobs within milliseconds, before a client that makes it after submitting has done so. docs/slurm-compat.md lists each sbatch option " +
+			"as honoured, accepted with a warning (and why) or refused (and why).",
 		Flags:           flags(),
 		HideHelpCommand: true,
 		ExitErrHandler:  exitcode.NoExit,
