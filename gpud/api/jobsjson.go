@@ -220,6 +220,12 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.str(&j.CkptMode)
 		case "tasks":
 			return d.tasks(&j.Tasks)
+		case "signal_alloc":
+			return d.str(&j.SignalAlloc)
+		case "signal_name":
+			return d.str(&j.SignalName)
+		case "signal_seq":
+			return d.int(&j.SignalSeq)
 		case "open_mode":
 			return d.str(&j.OpenMode)
 		case "wckey":

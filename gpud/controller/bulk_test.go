@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/gpud/gpud/gpud/spec"
@@ -55,5 +56,44 @@ func TestCancelJobs(t *testing.T) {
 	}
 	if _, _, err := h.c.CancelJobs(ctx, alice, CancelFilter{}, ""); !errors.Is(err, spec.ErrInvalid) {
 		t.Errorf("empty filter: %v, want invalid", err)
+	}
+}
+
+// TestSignalJob: scancel --signal on a running job reaches its node's
+// assignment once per request, only for the current allocation; a pending
+// job or a bad signal is refused.
+func TestSignalJob(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	ctx := context.Background()
+	pending := h.submit(alice, func(js *spec.JobSpec) { js.Hold = true })
+	if _, err := h.c.JobAction(ctx, alice, pending, ActionSignal, "USR1"); !errors.Is(err, spec.ErrConflict) {
+		t.Errorf("signalling a pending job: %v, want conflict", err)
+	}
+	h.register("n1", 1)
+	id := h.submit(alice, nil)
+	j := h.job(id)
+	if j.State != spec.StateRunning {
+		t.Fatalf("job is %s, want RUNNING", j.State)
+	}
+	if _, err := h.c.JobAction(ctx, alice, id, ActionSignal, "sigusr2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c.JobAction(ctx, bob, id, ActionSignal, "USR2"); !errors.Is(err, spec.ErrPermissionDenied) {
+		t.Errorf("bob signalling alice's job: %v, want permission denied", err)
+	}
+	if _, err := h.c.JobAction(ctx, alice, id, ActionSignal, "NOPE"); !errors.Is(err, spec.ErrInvalid) {
+		t.Errorf("bad signal: %v, want invalid", err)
+	}
+	var got []string
+	for _, a := range h.assignments("n1") {
+		if a.Job.ID == id {
+			got = append(got, a.Signal+"#"+strconv.Itoa(a.SignalSeq))
+		}
+	}
+	if !slices.Equal(got, []string{"USR2#1"}) {
+		t.Errorf("assignments carry %v, want [USR2#1]", got)
+	}
+	if j := h.job(id); j.State != spec.StateRunning {
+		t.Errorf("signalled job is %s, want still RUNNING", j.State)
 	}
 }

@@ -186,6 +186,9 @@ type Assignment struct {
 	// Checkpoint, with Stop, asks the node to checkpoint the job before
 	// stopping it.
 	Checkpoint bool
+	// Signal, sent once per SignalSeq, is a user's scancel --signal.
+	Signal    string
+	SignalSeq int
 }
 
 // Assignments returns the node's generation and every allocation it
@@ -246,6 +249,8 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 			a.StopState = cmp.Or(rec.job.StopState, spec.StateCancelled)
 			a.StopReason = cmp.Or(rec.job.StopReason, rec.job.Reason)
 			a.Checkpoint = rec.job.StopCheckpoint && !rec.job.State.Terminal()
+		} else if rec.job.SignalName != "" && rec.job.SignalAlloc == allocID {
+			a.Signal, a.SignalSeq = rec.job.SignalName, rec.job.SignalSeq
 		}
 		out = append(out, a)
 	}

@@ -203,10 +203,6 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if req.Signal != "" {
-		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "cancel --signal=%s is not supported yet; cancel without --signal to end the job", req.Signal))
-		return
-	}
 	ident := who(r)
 	if err := notNode(ident, "acting on a job"); err != nil {
 		s.writeError(w, r, err)
@@ -220,7 +216,15 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 	if ident.atLeast(auth.RoleOperator) {
 		as = ident.privileged() // operators act on any job
 	}
-	j, err := s.c.RefAction(r.Context(), as, ref, r.PathValue("action"), req.Reason)
+	action, reason := r.PathValue("action"), req.Reason
+	if req.Signal != "" {
+		if action != controller.ActionCancel {
+			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "a signal goes with cancel only (scancel --signal), not %s", action))
+			return
+		}
+		action, reason = controller.ActionSignal, req.Signal
+	}
+	j, err := s.c.RefAction(r.Context(), as, ref, action, reason)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -401,7 +405,7 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	out := api.AssignmentsResponse{Generation: gen, Assignments: make([]api.Assignment, 0, len(list))}
 	for _, a := range list {
 		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
-			Checkpoint: a.Checkpoint})
+			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq})
 	}
 	s.writeJSON(w, out)
 }

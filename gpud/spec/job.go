@@ -219,6 +219,13 @@ type Job struct {
 	StderrPath string `json:"stderr_path,omitempty"`
 	// ExpectedStart is the scheduler's estimate for a pending job.
 	ExpectedStart Time `json:"expected_start"`
+	// SignalAlloc, SignalName and SignalSeq are the latest signal a user
+	// asked for (scancel --signal): the node delivers SignalName once per
+	// SignalSeq to the allocation SignalAlloc only, so a requeued attempt
+	// never receives its predecessor's signal.
+	SignalAlloc string `json:"signal_alloc,omitempty"`
+	SignalName  string `json:"signal_name,omitempty"`
+	SignalSeq   int    `json:"signal_seq,omitempty"`
 	// IdleGPU is set while the running job's GPUs have stayed below its
 	// idle-GPU policy's utilisation for the policy's time ("below 5% for
 	// 30 min"); cleared when they get busy again. gpuq shows it.
