@@ -442,6 +442,13 @@ func (c *Client) CancelJobs(ctx context.Context, req CancelJobsRequest) (CancelJ
 	return out, err
 }
 
+// Partitions lists the partitions, in configuration order.
+func (c *Client) Partitions(ctx context.Context) ([]Partition, error) {
+	var out PartitionsResponse
+	err := c.do(ctx, http.MethodGet, "/partitions", nil, nil, &out)
+	return out.Partitions, err
+}
+
 // Nodes lists nodes.
 func (c *Client) Nodes(ctx context.Context) ([]spec.Node, error) {
 	var out NodesResponse

@@ -552,3 +552,22 @@ type CancelJobsResponse struct {
 	Cancelled []spec.JobID `json:"cancelled"`
 	Skipped   int          `json:"skipped,omitempty"`
 }
+
+// Partition is one partition as GET /v1/partitions shows it (sinfo,
+// scontrol show partition).
+type Partition struct {
+	Name    string `json:"name"`
+	Default bool   `json:"default,omitempty"`
+	// State is UP, DOWN, DRAIN or INACTIVE.
+	State string `json:"state"`
+	// DefaultTime and MaxTime are the time limits (0: none).
+	DefaultTime spec.Duration `json:"default_time"`
+	MaxTime     spec.Duration `json:"max_time"`
+	// Nodes are the member nodes registered now, by name.
+	Nodes []string `json:"nodes"`
+}
+
+// PartitionsResponse is GET /v1/partitions.
+type PartitionsResponse struct {
+	Partitions []Partition `json:"partitions"`
+}

@@ -494,3 +494,34 @@ func (c *Controller) markDown(tx *txn, n *nodeRec, reason string, now time.Time)
 		c.partEnded(tx, rec, n.inv.Name, exitInfo{state: spec.StateNodeFail, reason: "node " + n.inv.Name + " " + reason, at: now, nodeFail: true})
 	}
 }
+
+// PartitionView is a partition as clients see it: its configuration and
+// its member nodes registered now.
+type PartitionView struct {
+	Name        string
+	Default     bool
+	State       string
+	DefaultTime time.Duration
+	MaxTime     time.Duration
+	Members     []string
+}
+
+// Partitions lists the partitions in configuration order, each with its
+// registered member nodes by name.
+func (c *Controller) Partitions(ctx context.Context) ([]PartitionView, error) {
+	var out []PartitionView
+	err := c.query(ctx, func() error {
+		for _, p := range c.cfg.Partitions {
+			v := PartitionView{Name: p.Name, Default: p.Default, State: strings.ToUpper(cmp.Or(p.State, PartitionUp)),
+				DefaultTime: p.DefaultTime, MaxTime: p.MaxTime, Members: []string{}}
+			for _, name := range c.st.nodeNames() {
+				if len(p.Nodes) == 0 || slices.Contains(p.Nodes, name) {
+					v.Members = append(v.Members, name)
+				}
+			}
+			out = append(out, v)
+		}
+		return nil
+	})
+	return out, err
+}

@@ -43,3 +43,16 @@ func TestCancelJobsByFilter(t *testing.T) {
 		t.Error("empty filter accepted")
 	}
 }
+
+// TestPartitions: GET /v1/partitions serves the configured partitions with
+// their default, state, limits and registered members (sinfo's data).
+func TestPartitions(t *testing.T) {
+	addr, _ := servertest.TestServer(t, nil)
+	ps, err := client(t, addr).Partitions(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) == 0 || ps[0].Name != "batch" || !ps[0].Default || ps[0].State != "UP" || ps[0].Nodes == nil {
+		t.Errorf("partitions %+v, want the default batch partition, UP, with a (possibly empty) node list", ps)
+	}
+}

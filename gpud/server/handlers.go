@@ -32,6 +32,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+v+"/jobs/cancel", s.cancelJobs)
 	m.HandleFunc("POST "+v+"/jobs/{id}/{action}", s.jobAction)
 	m.HandleFunc("GET "+v+"/nodes", s.listNodes)
+	m.HandleFunc("GET "+v+"/partitions", s.listPartitions)
 	m.HandleFunc("POST "+v+"/nodes/register", s.register)
 	m.HandleFunc("POST "+v+"/nodes/join", s.joinNode)
 	m.HandleFunc("POST "+v+"/nodes/{name}/heartbeat", s.heartbeat)
@@ -270,6 +271,20 @@ func (s *Server) cancelJobs(w http.ResponseWriter, r *http.Request) {
 		ids = []spec.JobID{}
 	}
 	s.writeJSON(w, api.CancelJobsResponse{Cancelled: ids, Skipped: skipped})
+}
+
+func (s *Server) listPartitions(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.c.Partitions(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.PartitionsResponse{Partitions: make([]api.Partition, 0, len(ps))}
+	for _, p := range ps {
+		out.Partitions = append(out.Partitions, api.Partition{Name: p.Name, Default: p.Default, State: p.State,
+			DefaultTime: spec.Duration(p.DefaultTime), MaxTime: spec.Duration(p.MaxTime), Nodes: p.Members})
+	}
+	s.writeJSON(w, out)
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {

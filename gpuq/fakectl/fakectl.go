@@ -44,6 +44,8 @@ type Server struct {
 	Jobs []spec.Job
 	// Nodes are returned by GET /v1/nodes.
 	Nodes []spec.Node
+	// Partitions are returned by GET /v1/partitions.
+	Partitions []api.Partition
 	// SubmitErr, when set, answers every submission with this error.
 	SubmitErr error
 	// SubmitResp, when its ID is set, answers every submission.
@@ -137,6 +139,11 @@ func (s *Server) mux() http.Handler {
 	m.HandleFunc("GET /v1/jobs/{id}/wait", s.job)
 	m.HandleFunc("POST /v1/jobs/{id}/{action}", s.jobAction)
 	m.HandleFunc("GET /v1/nodes", s.nodes)
+	m.HandleFunc("GET /v1/partitions", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		reply(w, api.PartitionsResponse{Partitions: append([]api.Partition{}, s.Partitions...)}, nil)
+	})
 	m.HandleFunc("POST /v1/nodes/{name}/{action}", s.nodeAction)
 	m.HandleFunc("GET /v1/accounting/jobs", s.acct)
 	m.HandleFunc("GET /v1/accounting/summary", s.acctSummary)

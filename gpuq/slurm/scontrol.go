@@ -252,8 +252,8 @@ func orDefault(s, d string) string {
 	return s
 }
 
-// partitions groups nodes by partition, in name order.
-func partitions(ns []spec.Node) ([]string, map[string][]*spec.Node) {
+// partitionsOfNodes groups nodes by the partitions they list, in name order.
+func partitionsOfNodes(ns []spec.Node) ([]string, map[string][]*spec.Node) {
 	by := map[string][]*spec.Node{}
 	var names []string
 	for i := range ns {
@@ -273,21 +273,36 @@ func (c *Cmd) showPartitions(ctx context.Context, arg string, one bool) error {
 	if err != nil {
 		return err
 	}
-	names, by := partitions(ns)
-	for _, p := range names {
-		if arg != "" && p != arg {
+	parts, err := c.partitions(ctx, ns)
+	if err != nil {
+		return err
+	}
+	cpusOf := map[string]int{}
+	for _, n := range ns {
+		cpusOf[n.Name] = n.CPUs
+	}
+	for _, p := range parts {
+		if arg != "" && p.Name != arg {
 			continue
 		}
-		var hosts []string
 		cpus := 0
-		for _, n := range by[p] {
-			hosts = append(hosts, n.Name)
-			cpus += n.CPUs
+		for _, h := range p.Nodes {
+			cpus += cpusOf[h]
+		}
+		def := "NO"
+		if p.Default {
+			def = "YES"
+		}
+		defTime := "NONE"
+		if p.DefaultTime != 0 {
+			defTime = timeLimit(p.DefaultTime)
 		}
 		lines := [][]string{
-			{"PartitionName=" + p},
-			{"State=UP", "TotalCPUs=" + strconv.Itoa(cpus), "TotalNodes=" + strconv.Itoa(len(hosts))},
-			{"Nodes=" + format.CompressHosts(hosts)},
+			{"PartitionName=" + p.Name},
+			{"AllowGroups=ALL", "AllowAccounts=ALL", "AllowQos=ALL"},
+			{"Default=" + def, "DefaultTime=" + defTime, "MaxTime=" + strings.ToUpper(timeLimit(p.MaxTime))},
+			{"Nodes=" + orNull(format.CompressHosts(p.Nodes))},
+			{"State=" + orDefault(strings.ToUpper(p.State), "UP"), "TotalCPUs=" + strconv.Itoa(cpus), "TotalNodes=" + strconv.Itoa(len(p.Nodes))},
 		}
 		var b bytes.Buffer
 		for k, l := range lines {

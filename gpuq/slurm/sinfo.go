@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpuq/format"
 	"github.com/gpud/gpud/gpuq/getopt"
@@ -35,7 +37,7 @@ const (
 
 // sinfoRow is one line: a partition's nodes in one state (or one node).
 type sinfoRow struct {
-	part  string
+	part  *api.Partition
 	state spec.NodeState
 	nodes []*spec.Node
 }
@@ -77,15 +79,27 @@ func (c *Cmd) sinfo(ctx context.Context) error {
 	if v, ok := getopt.Last(ps, "format"); ok {
 		f = v
 	}
-	names, by := partitions(ns)
+	parts, err := c.partitions(ctx, ns)
+	if err != nil {
+		return err
+	}
+	byName := map[string]*spec.Node{}
+	for i := range ns {
+		byName[ns[i].Name] = &ns[i]
+	}
 	var rows []sinfoRow
-	for _, p := range names {
-		if len(wantParts) > 0 && !contains(wantParts, p) {
+	for i := range parts {
+		p := &parts[i]
+		if len(wantParts) > 0 && !contains(wantParts, p.Name) {
 			continue
 		}
 		var order []spec.NodeState
 		groups := map[spec.NodeState][]*spec.Node{}
-		for _, n := range by[p] {
+		for _, name := range p.Nodes {
+			n := byName[name]
+			if n == nil {
+				continue
+			}
 			if len(wantNodes) > 0 && !contains(wantNodes, n.Name) {
 				continue
 			}
@@ -100,6 +114,9 @@ func (c *Cmd) sinfo(ctx context.Context) error {
 		}
 		for _, st := range order {
 			rows = append(rows, sinfoRow{part: p, state: st, nodes: groups[st]})
+		}
+		if len(p.Nodes) == 0 && !byNode {
+			rows = append(rows, sinfoRow{part: p, state: "n/a"})
 		}
 	}
 	fields, err := parseSinfoFormat(f)
@@ -130,6 +147,51 @@ func (c *Cmd) sinfo(ctx context.Context) error {
 	return w.Flush()
 }
 
+// partAvail is sinfo's AVAIL: up, down, drain or inact.
+func partAvail(state string) string {
+	switch strings.ToUpper(state) {
+	case "", "UP":
+		return "up"
+	case "INACTIVE":
+		return "inact"
+	}
+	return strings.ToLower(state)
+}
+
+// timeLimit writes a partition limit as sinfo does: infinite, M:SS,
+// H:MM:SS or D-HH:MM:SS.
+func timeLimit(d spec.Duration) string {
+	if d == 0 {
+		return "infinite"
+	}
+	return string(format.AppendElapsed(nil, d.Std()))
+}
+
+// partitions returns the controller's partitions; an older controller
+// without GET /v1/partitions gets them derived from the nodes.
+func (c *Cmd) partitions(ctx context.Context, ns []spec.Node) ([]api.Partition, error) {
+	cl, err := c.client()
+	if err != nil {
+		return nil, err
+	}
+	ps, err := cl.Partitions(ctx)
+	if err == nil {
+		return ps, nil
+	}
+	if spec.KindOf(err) != spec.ErrNotFound {
+		return nil, fmt.Errorf("list partitions: %w", err)
+	}
+	names, by := partitionsOfNodes(ns)
+	for _, n := range names {
+		p := api.Partition{Name: n, State: "UP"}
+		for _, node := range by[n] {
+			p.Nodes = append(p.Nodes, node.Name)
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -147,22 +209,29 @@ var sinfoHeader = map[byte]string{
 }
 
 func sinfoValue(r sinfoRow, verb byte) string {
-	n0 := r.nodes[0]
+	n0 := &spec.Node{}
+	if len(r.nodes) > 0 {
+		n0 = r.nodes[0]
+	}
 	switch verb {
 	case 'P':
-		// The default partition is not served by gpud's API yet, so none
-		// is starred (docs/slurm-compat.md).
-		return r.part
+		if r.part.Default {
+			return r.part.Name + "*"
+		}
+		return r.part.Name
 	case 'R':
-		return r.part
+		return r.part.Name
 	case 'a':
-		return "up"
+		return partAvail(r.part.State)
 	case 'l':
-		return "infinite"
+		return timeLimit(r.part.MaxTime)
 	case 'D':
 		return strconv.Itoa(len(r.nodes))
 	case 't':
-		return shortNodeState[r.state]
+		if s, ok := shortNodeState[r.state]; ok {
+			return s
+		}
+		return string(r.state)
 	case 'T':
 		return strings.ToLower(string(r.state))
 	case 'N', 'n':

@@ -32,6 +32,10 @@ func fixture(t *testing.T) *fakectl.Server {
 			{Inventory: spec.Inventory{Name: "gpu02", CPUs: 64, MemMiB: 512000}, State: spec.NodeAllocated, Partitions: []string{"gpu"}},
 			{Inventory: spec.Inventory{Name: "gpu03", CPUs: 64, MemMiB: 512000}, State: spec.NodeIdle, Partitions: []string{"gpu", "debug"}},
 		}
+		s.Partitions = []api.Partition{
+			{Name: "gpu", Default: true, State: "UP", MaxTime: spec.Duration(24 * time.Hour), Nodes: []string{"gpu01", "gpu02", "gpu03"}},
+			{Name: "debug", State: "UP", DefaultTime: spec.Duration(10 * time.Minute), MaxTime: spec.Duration(30 * time.Minute), Nodes: []string{"gpu03"}},
+		}
 		s.Acct = []api.AcctJob{
 			{ID: 5, Name: "prep", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateCompleted, CPUs: 4, Elapsed: 3725,
 				Nodes: []string{"gpu03"}, StartTime: spec.NewTime(now.Add(-time.Hour)), GPUCount: 1, GPUModel: "h100", MemMiB: 4096},
@@ -84,14 +88,14 @@ func TestGolden(t *testing.T) {
 		{"sacct width", "sacct", []string{"-n", "-j", "6", "-o", "JobName%25"}, "     a-very-long-job-name\n"},
 		{"sinfo default", "sinfo", nil, "" +
 			"PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST\n" +
-			"debug        up   infinite      1   idle gpu03\n" +
-			"gpu          up   infinite      2  alloc gpu[01-02]\n" +
-			"gpu          up   infinite      1   idle gpu03\n"},
-		{"sinfo -o", "sinfo", []string{"-h", "-p", "gpu", "-o", "%P %D %t %G"}, "gpu 2 alloc gpu:h100:2\ngpu 1 idle (null)\n"},
+			"gpu*         up 1-00:00:00      2  alloc gpu[01-02]\n" +
+			"gpu*         up 1-00:00:00      1   idle gpu03\n" +
+			"debug        up      30:00      1   idle gpu03\n"},
+		{"sinfo -o", "sinfo", []string{"-h", "-p", "gpu", "-o", "%P %a %l %D %t %G"}, "gpu* up 1-00:00:00 2 alloc gpu:h100:2\ngpu* up 1-00:00:00 1 idle (null)\n"},
 		{"sinfo -N", "sinfo", []string{"-N", "-p", "debug"}, "NODELIST    NODES PARTITION STATE\ngpu03           1 debug     idle\n"},
 		{"scontrol show hostnames", "scontrol", []string{"show", "hostnames", "gpu[01-03],login1"}, "gpu01\ngpu02\ngpu03\nlogin1\n"},
 		{"scontrol show hostlist", "scontrol", []string{"show", "hostlist", "gpu01,gpu02,gpu03"}, "gpu[01-03]\n"},
-		{"scontrol show partition", "scontrol", []string{"-o", "show", "partition", "debug"}, "PartitionName=debug State=UP TotalCPUs=64 TotalNodes=1 Nodes=gpu03\n"},
+		{"scontrol show partition", "scontrol", []string{"-o", "show", "partition", "debug"}, "PartitionName=debug AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL Default=NO DefaultTime=10:00 MaxTime=30:00 Nodes=gpu03 State=UP TotalCPUs=64 TotalNodes=1\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errs, code := run(t, ctl, tc.cmd, tc.args...)
