@@ -273,6 +273,12 @@ type AcctJob struct {
 	MemMiB      int64    `json:"mem_mib"`
 	Attempts    int      `json:"attempts"`
 	WorkDir     string   `json:"work_dir"`
+	// ArrayJobID and ArrayTaskID place an array task (sacct's A_T; 0 and
+	// 0 outside arrays); WCKey is --wckey and NTasks the task count.
+	ArrayJobID  spec.JobID `json:"array_job_id,omitempty"`
+	ArrayTaskID int        `json:"array_task_id,omitempty"`
+	WCKey       string     `json:"wckey,omitempty"`
+	NTasks      int        `json:"ntasks,omitempty"`
 	// Elapsed is the last attempt's run time in seconds, up to now for a
 	// running job (sacct's Elapsed).
 	Elapsed int64 `json:"elapsed"`

@@ -80,7 +80,12 @@ func tres(j *api.AcctJob) string {
 }
 
 var sacctFields = []sacctField{
-	{"JobID", 12, func(j *api.AcctJob) string { return strconv.FormatUint(uint64(j.ID), 10) }},
+	{"JobID", 12, func(j *api.AcctJob) string {
+		if j.ArrayJobID != 0 {
+			return strconv.FormatUint(uint64(j.ArrayJobID), 10) + "_" + strconv.Itoa(j.ArrayTaskID)
+		}
+		return strconv.FormatUint(uint64(j.ID), 10)
+	}},
 	{"JobIDRaw", 12, func(j *api.AcctJob) string { return strconv.FormatUint(uint64(j.ID), 10) }},
 	{"JobName", 10, func(j *api.AcctJob) string { return j.Name }},
 	{"State", 10, func(j *api.AcctJob) string { return string(j.State) }},
@@ -112,7 +117,12 @@ var sacctFields = []sacctField{
 	{"AllocCPUS", 10, func(j *api.AcctJob) string { return strconv.Itoa(j.CPUs) }},
 	{"ReqCPUS", 8, func(j *api.AcctJob) string { return strconv.Itoa(j.CPUs) }},
 	{"NNodes", 8, func(j *api.AcctJob) string { return strconv.Itoa(max(len(j.Nodes), 1)) }},
-	{"NTasks", 8, func(j *api.AcctJob) string { return "" }},
+	{"NTasks", 8, func(j *api.AcctJob) string {
+		if j.NTasks == 0 {
+			return ""
+		}
+		return strconv.Itoa(j.NTasks)
+	}},
 	{"ReqMem", 10, func(j *api.AcctJob) string { return format.MiB(j.MemMiB) }},
 	{"Timelimit", 10, func(j *api.AcctJob) string {
 		if j.TimeLimit == 0 {
@@ -122,7 +132,7 @@ var sacctFields = []sacctField{
 	}},
 	{"WorkDir", 10, func(j *api.AcctJob) string { return j.WorkDir }},
 	{"Reason", 10, func(j *api.AcctJob) string { return orDefault(j.Reason, "None") }},
-	{"WCKey", 10, func(j *api.AcctJob) string { return "" }},
+	{"WCKey", 10, func(j *api.AcctJob) string { return j.WCKey }},
 }
 
 // sacctDefault is sacct's default --format.
@@ -191,8 +201,10 @@ func (c *Cmd) sacct(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	arrays := false
 	for _, s := range sels {
 		f.IDs = append(f.IDs, s.ref.ID)
+		arrays = arrays || s.ref.IsTask
 	}
 	if f.States, _, err = parseStates(getopt.All(ps, "state")); err != nil {
 		return err
@@ -238,6 +250,26 @@ func (c *Cmd) sacct(ctx context.Context) error {
 	jobs, err := cl.AcctJobs(ctx, f)
 	if err != nil {
 		return fmt.Errorf("read accounting: %w", err)
+	}
+	for _, j := range jobs {
+		arrays = arrays || j.ArrayJobID != 0 && slices.ContainsFunc(sels, func(s jobSel) bool { return s.ref.ID == j.ArrayJobID })
+	}
+	if arrays {
+		// An array's id or an A_T names tasks whose job ids differ: read
+		// without the id filter and select the tasks here.
+		all := f
+		all.IDs = nil
+		if jobs, err = cl.AcctJobs(ctx, all); err != nil {
+			return fmt.Errorf("read accounting: %w", err)
+		}
+		jobs = slices.DeleteFunc(jobs, func(j api.AcctJob) bool {
+			return !slices.ContainsFunc(sels, func(s jobSel) bool {
+				if s.ref.IsTask {
+					return j.ArrayJobID == s.ref.ID && j.ArrayTaskID == s.ref.Task
+				}
+				return j.ID == s.ref.ID || j.ArrayJobID == s.ref.ID
+			})
+		})
 	}
 	if names := splitList(getopt.All(ps, "name")...); len(names) > 0 {
 		jobs = slices.DeleteFunc(jobs, func(j api.AcctJob) bool { return !slices.Contains(names, j.Name) })

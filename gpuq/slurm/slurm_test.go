@@ -40,6 +40,8 @@ func fixture(t *testing.T) *fakectl.Server {
 			{ID: 5, Name: "prep", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateCompleted, CPUs: 4, Elapsed: 3725,
 				Nodes: []string{"gpu03"}, StartTime: spec.NewTime(now.Add(-time.Hour)), GPUCount: 1, GPUModel: "h100", MemMiB: 4096},
 			{ID: 6, Name: "a-very-long-job-name", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateFailed, ExitCode: 1, CPUs: 1},
+			{ID: 10, Name: "sw", User: "alice", Account: "ml", State: spec.StateCompleted, ArrayJobID: 10, ArrayTaskID: 0, WCKey: "k", NTasks: 4},
+			{ID: 11, Name: "sw", User: "alice", Account: "ml", State: spec.StateCompleted, ArrayJobID: 10, ArrayTaskID: 3, WCKey: "k", NTasks: 4},
 		}
 	})
 	return ctl
@@ -86,6 +88,8 @@ func TestGolden(t *testing.T) {
 			"6|FAILED|00:00:00|None assigned|\n"},
 		{"sacct -p -n widths ignored", "sacct", []string{"-pn", "-j", "5", "-o", "JobID%3,JobName%30"}, "5|prep|\n"},
 		{"sacct width", "sacct", []string{"-n", "-j", "6", "-o", "JobName%25"}, "     a-very-long-job-name\n"},
+		{"sacct array tasks", "sacct", []string{"-P", "-n", "-j", "10", "-o", "JobID,JobIDRaw,WCKey,NTasks"}, "10_0|10|k|4\n10_3|11|k|4\n"},
+		{"sacct A_T", "sacct", []string{"-P", "-n", "-j", "10_3", "-o", "JobID"}, "10_3\n"},
 		{"sinfo default", "sinfo", nil, "" +
 			"PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST\n" +
 			"gpu*         up 1-00:00:00      2  alloc gpu[01-02]\n" +
