@@ -442,6 +442,13 @@ func (c *Client) CancelJobs(ctx context.Context, req CancelJobsRequest) (CancelJ
 	return out, err
 }
 
+// UpdateJob changes a job (scontrol update JobId=N ...).
+func (c *Client) UpdateJob(ctx context.Context, ref spec.JobRef, req JobUpdateRequest) (spec.Job, error) {
+	var out spec.Job
+	err := c.do(ctx, http.MethodPatch, "/jobs/"+ref.String(), nil, req, &out)
+	return out, err
+}
+
 // Partitions lists the partitions, in configuration order.
 func (c *Client) Partitions(ctx context.Context) ([]Partition, error) {
 	var out PartitionsResponse

@@ -577,3 +577,14 @@ type Partition struct {
 type PartitionsResponse struct {
 	Partitions []Partition `json:"partitions"`
 }
+
+// JobUpdateRequest is PATCH /v1/jobs/{id} (scontrol update JobId=N): the
+// fields to change; absent ones stay.
+type JobUpdateRequest struct {
+	TimeLimit *spec.Duration `json:"time_limit,omitempty"`
+	Partition *string        `json:"partition,omitempty"`
+	QOS       *string        `json:"qos,omitempty"`
+	Nice      *int           `json:"nice,omitempty"`
+	Name      *string        `json:"name,omitempty"`
+	Comment   *string        `json:"comment,omitempty"`
+}

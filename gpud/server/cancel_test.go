@@ -56,3 +56,24 @@ func TestPartitions(t *testing.T) {
 		t.Errorf("partitions %+v, want the default batch partition, UP, with a (possibly empty) node list", ps)
 	}
 }
+
+// TestUpdateJobRoute: PATCH /v1/jobs/{id} (scontrol update) reaches the
+// controller's policy.
+func TestUpdateJobRoute(t *testing.T) {
+	addr, _ := servertest.TestServer(t, nil)
+	c := client(t, addr)
+	ctx := ctxT(t)
+	r, err := c.Submit(ctx, api.SubmitRequest{Job: jobSpec("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, nice := "b", 4
+	j, err := c.UpdateJob(ctx, spec.JobRef{ID: r.ID}, api.JobUpdateRequest{Name: &name, Nice: &nice})
+	if err != nil || j.Name != "b" || j.Nice != 4 {
+		t.Fatalf("update: %v, job name %q nice %d", err, j.Name, j.Nice)
+	}
+	bad := "x\x01"
+	if _, err := c.UpdateJob(ctx, spec.JobRef{ID: r.ID}, api.JobUpdateRequest{Partition: &bad}); err == nil {
+		t.Error("control character in Partition accepted")
+	}
+}

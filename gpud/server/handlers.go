@@ -30,6 +30,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+v+"/jobs/{id}", s.getJob)
 	m.HandleFunc("GET "+v+"/jobs/{id}/wait", s.waitJob)
 	m.HandleFunc("POST "+v+"/jobs/cancel", s.cancelJobs)
+	m.HandleFunc("PATCH "+v+"/jobs/{id}", s.updateJob)
 	m.HandleFunc("POST "+v+"/jobs/{id}/{action}", s.jobAction)
 	m.HandleFunc("GET "+v+"/nodes", s.listNodes)
 	m.HandleFunc("GET "+v+"/partitions", s.listPartitions)
@@ -230,6 +231,54 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.writeJSON(w, j)
+}
+
+// updateJob is PATCH /v1/jobs/{id}: scontrol update JobId=N.
+func (s *Server) updateJob(w http.ResponseWriter, r *http.Request) {
+	ref, err := jobRef(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req api.JobUpdateRequest
+	if err := decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ident := who(r)
+	if err := notNode(ident, "updating a job"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var c checker
+	for field, v := range map[string]*string{"Partition": req.Partition, "QOS": req.QOS, "JobName": req.Name} {
+		if v != nil {
+			c.name(field, *v, maxShort)
+		}
+	}
+	if req.Comment != nil {
+		c.text("Comment", *req.Comment, maxText)
+	}
+	if err := c.err(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	as := ident.caller
+	if ident.atLeast(auth.RoleOperator) {
+		as = ident.privileged()
+	}
+	u := controller.JobUpdate{Partition: req.Partition, QOS: req.QOS, Nice: req.Nice, Name: req.Name, Comment: req.Comment}
+	if req.TimeLimit != nil {
+		d := req.TimeLimit.Std()
+		u.TimeLimit = &d
+	}
+	j, err := s.c.UpdateJob(r.Context(), as, ref, u)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	redact(ident, &j)
 	s.writeJSON(w, j)
 }
 

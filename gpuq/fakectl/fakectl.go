@@ -135,6 +135,7 @@ func (s *Server) mux() http.Handler {
 	m.HandleFunc("POST /v1/jobs", s.submit)
 	m.HandleFunc("GET /v1/jobs", s.list)
 	m.HandleFunc("POST /v1/jobs/cancel", s.cancelJobs)
+	m.HandleFunc("PATCH /v1/jobs/{id}", s.jobAction) // scontrol update: answered with the job as it is
 	m.HandleFunc("GET /v1/jobs/{id}", s.job)
 	m.HandleFunc("GET /v1/jobs/{id}/wait", s.job)
 	m.HandleFunc("POST /v1/jobs/{id}/{action}", s.jobAction)

@@ -103,7 +103,7 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 		fmt.Fprintf(c.Stdout, "Slurmctld(primary) at %s is UP\n", c.Controller)
 		return nil
 	case "update":
-		return invalid("update is not supported yet: gpud changes a pending job only by hold, release and requeue; cancel and resubmit to change its limits")
+		return c.update(ctx, args)
 	}
 	return invalid("unknown command %q; use show, hold, release, requeue or ping", cmd)
 }
@@ -321,4 +321,74 @@ func (c *Cmd) showPartitions(ctx context.Context, arg string, one bool) error {
 		c.Stdout.Write(out)
 	}
 	return nil
+}
+
+// update is scontrol update JobId=N Key=Value...: TimeLimit, Partition,
+// QOS, Nice, JobName and Comment, as the controller's policy allows.
+func (c *Cmd) update(ctx context.Context, args []string) error {
+	var (
+		ids []string
+		req api.JobUpdateRequest
+		n   int
+	)
+	for _, w := range args {
+		k, v, ok := strings.Cut(w, "=")
+		if !ok {
+			return invalid("update: %q is not Key=Value; e.g. scontrol update JobId=42 TimeLimit=1:00:00", w)
+		}
+		v2 := v
+		switch strings.ToLower(k) {
+		case "jobid", "job":
+			ids = append(ids, splitList(v)...)
+			continue
+		case "timelimit":
+			d, err := directive.ParseTime(v)
+			if err != nil {
+				return invalid("update: TimeLimit: %v", err)
+			}
+			if d == directive.Unlimited {
+				return invalid("update: TimeLimit=%s: give a limit; gpud does not lift one", v)
+			}
+			sd := spec.Duration(d)
+			req.TimeLimit = &sd
+		case "partition":
+			req.Partition = &v2
+		case "qos":
+			req.QOS = &v2
+		case "nice":
+			x, err := strconv.Atoi(v)
+			if err != nil {
+				return invalid("update: Nice=%q is not a whole number", v)
+			}
+			req.Nice = &x
+		case "jobname", "name":
+			req.Name = &v2
+		case "comment":
+			req.Comment = &v2
+		default:
+			return invalid("update: %s cannot be changed by gpud; it changes TimeLimit, Partition, QOS, Nice, JobName and Comment", k)
+		}
+		n++
+	}
+	if len(ids) == 0 {
+		return invalid("update needs JobId=N; e.g. scontrol update JobId=42 TimeLimit=30:00")
+	}
+	if n == 0 {
+		return invalid("update JobId=%s: nothing to change; give TimeLimit=, Partition=, QOS=, Nice=, JobName= or Comment=", strings.Join(ids, ","))
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		s, err := parseSel(id)
+		if err != nil {
+			return err
+		}
+		if _, err := cl.UpdateJob(ctx, s.ref, req); err != nil {
+			errs = append(errs, fmt.Errorf("update job %s: %w", s.ref, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -181,3 +181,25 @@ func TestUsageErrors(t *testing.T) {
 		t.Errorf("sacct -o JobNme: %q", errs)
 	}
 }
+
+// TestScontrolUpdate: Key=Value words become one typed update request;
+// keys gpud cannot change are refused before any call.
+func TestScontrolUpdate(t *testing.T) {
+	ctl := fixture(t)
+	if _, errs, code := run(t, ctl, "scontrol", "update", "JobId=8_1", "TimeLimit=30", "Partition=debug", "nice=3"); code != 0 {
+		t.Fatal(errs)
+	}
+	var got []string
+	for _, r := range ctl.Requests() {
+		if r.Method == "PATCH" {
+			got = append(got, r.Path+" "+strings.TrimSpace(string(r.Body)))
+		}
+	}
+	want := []string{`/v1/jobs/8_1 {"time_limit":1800,"partition":"debug","nice":3}`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	if _, errs, code := run(t, ctl, "scontrol", "update", "JobId=7", "NumNodes=4"); code != 2 || !strings.Contains(errs, "NumNodes cannot be changed") {
+		t.Errorf("NumNodes: exit %d, %q", code, errs)
+	}
+}
