@@ -449,6 +449,13 @@ func (c *Client) UpdateJob(ctx context.Context, ref spec.JobRef, req JobUpdateRe
 	return out, err
 }
 
+// Associations returns the accounts, users and QOS (sacctmgr list).
+func (c *Client) Associations(ctx context.Context) (AssociationsResponse, error) {
+	var out AssociationsResponse
+	err := c.do(ctx, http.MethodGet, "/associations", nil, nil, &out)
+	return out, err
+}
+
 // Partitions lists the partitions, in configuration order.
 func (c *Client) Partitions(ctx context.Context) ([]Partition, error) {
 	var out PartitionsResponse

@@ -588,3 +588,38 @@ type JobUpdateRequest struct {
 	Name      *string        `json:"name,omitempty"`
 	Comment   *string        `json:"comment,omitempty"`
 }
+
+// AssocAccount is one account of GET /v1/associations (sacctmgr).
+type AssocAccount struct {
+	Name          string        `json:"name"`
+	Parent        string        `json:"parent,omitempty"`
+	Shares        int           `json:"shares"`
+	Users         []string      `json:"users"`
+	Coordinators  []string      `json:"coordinators,omitempty"`
+	MaxGPUs       int           `json:"max_gpus,omitempty"`
+	MaxJobs       int           `json:"max_jobs,omitempty"`
+	MaxSubmitJobs int           `json:"max_submit_jobs,omitempty"`
+	MaxWall       spec.Duration `json:"max_wall,omitempty"`
+	MaxGPUHours   float64       `json:"max_gpu_hours,omitempty"`
+}
+
+// AssocQOS is one QOS of GET /v1/associations.
+type AssocQOS struct {
+	Name           string        `json:"name"`
+	Priority       int           `json:"priority"`
+	Preempt        []string      `json:"preempt,omitempty"`
+	PreemptMode    string        `json:"preempt_mode,omitempty"`
+	MaxGPUsPerUser int           `json:"max_gpus_per_user,omitempty"`
+	MaxJobsPerUser int           `json:"max_jobs_per_user,omitempty"`
+	MaxWall        spec.Duration `json:"max_wall,omitempty"`
+}
+
+// AssociationsResponse is GET /v1/associations: the accounting
+// associations of gpud.toml, read-only (sacctmgr list; admins edit the
+// TOML).
+type AssociationsResponse struct {
+	Accounts       []AssocAccount `json:"accounts"`
+	QOS            []AssocQOS     `json:"qos"`
+	DefaultAccount string         `json:"default_account,omitempty"`
+	DefaultQOS     string         `json:"default_qos,omitempty"`
+}

@@ -525,3 +525,16 @@ func (c *Controller) Partitions(ctx context.Context) ([]PartitionView, error) {
 	})
 	return out, err
 }
+
+// ConfigView returns a copy of the accounting part of the configuration
+// (accounts, QOS, defaults) as it is now, for read-only listings
+// (sacctmgr).
+func (c *Controller) ConfigView(ctx context.Context) (Config, error) {
+	var out Config
+	err := c.query(ctx, func() error {
+		out = Config{DefaultAccount: c.cfg.DefaultAccount, DefaultQOS: c.cfg.DefaultQOS,
+			Accounts: slices.Clone(c.cfg.Accounts), QOS: slices.Clone(c.cfg.QOS)}
+		return nil
+	})
+	return out, err
+}

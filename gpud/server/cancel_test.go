@@ -77,3 +77,16 @@ func TestUpdateJobRoute(t *testing.T) {
 		t.Error("control character in Partition accepted")
 	}
 }
+
+// TestAssociations: GET /v1/associations serves the configured accounts
+// and QOS read-only (sacctmgr list).
+func TestAssociations(t *testing.T) {
+	addr, _ := servertest.TestServer(t, nil)
+	as, err := client(t, addr).Associations(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if as.DefaultQOS != "normal" || len(as.QOS) == 0 || as.QOS[0].Name != "normal" || as.Accounts == nil {
+		t.Errorf("associations %+v, want QOS normal as the default and an account list", as)
+	}
+}

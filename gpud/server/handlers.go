@@ -34,6 +34,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+v+"/jobs/{id}/{action}", s.jobAction)
 	m.HandleFunc("GET "+v+"/nodes", s.listNodes)
 	m.HandleFunc("GET "+v+"/partitions", s.listPartitions)
+	m.HandleFunc("GET "+v+"/associations", s.associations)
 	m.HandleFunc("POST "+v+"/nodes/register", s.register)
 	m.HandleFunc("POST "+v+"/nodes/join", s.joinNode)
 	m.HandleFunc("POST "+v+"/nodes/{name}/heartbeat", s.heartbeat)
@@ -320,6 +321,27 @@ func (s *Server) cancelJobs(w http.ResponseWriter, r *http.Request) {
 		ids = []spec.JobID{}
 	}
 	s.writeJSON(w, api.CancelJobsResponse{Cancelled: ids, Skipped: skipped})
+}
+
+// associations is GET /v1/associations (sacctmgr list): the configured
+// accounts with their users and limits, and the QOS, read-only.
+func (s *Server) associations(w http.ResponseWriter, r *http.Request) {
+	cfg, err := s.c.ConfigView(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.AssociationsResponse{Accounts: []api.AssocAccount{}, QOS: []api.AssocQOS{}, DefaultAccount: cfg.DefaultAccount, DefaultQOS: cfg.DefaultQOS}
+	for _, a := range cfg.Accounts {
+		out.Accounts = append(out.Accounts, api.AssocAccount{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: append([]string{}, a.Users...),
+			Coordinators: a.Coordinators, MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
+			MaxWall: spec.Duration(a.MaxWall), MaxGPUHours: a.MaxGPUHours})
+	}
+	for _, q := range cfg.QOS {
+		out.QOS = append(out.QOS, api.AssocQOS{Name: q.Name, Priority: q.Priority, Preempt: q.Preempt, PreemptMode: q.PreemptMode,
+			MaxGPUsPerUser: q.MaxGPUsPerUser, MaxJobsPerUser: q.MaxJobsPerUser, MaxWall: spec.Duration(q.MaxWall)})
+	}
+	s.writeJSON(w, out)
 }
 
 func (s *Server) listPartitions(w http.ResponseWriter, r *http.Request) {

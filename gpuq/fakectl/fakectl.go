@@ -46,6 +46,10 @@ type Server struct {
 	Nodes []spec.Node
 	// Partitions are returned by GET /v1/partitions.
 	Partitions []api.Partition
+	// Associations is returned by GET /v1/associations.
+	Associations api.AssociationsResponse
+	// Priorities is returned by GET /v1/priorities.
+	Priorities []api.JobPriority
 	// SubmitErr, when set, answers every submission with this error.
 	SubmitErr error
 	// SubmitResp, when its ID is set, answers every submission.
@@ -140,6 +144,16 @@ func (s *Server) mux() http.Handler {
 	m.HandleFunc("GET /v1/jobs/{id}/wait", s.job)
 	m.HandleFunc("POST /v1/jobs/{id}/{action}", s.jobAction)
 	m.HandleFunc("GET /v1/nodes", s.nodes)
+	m.HandleFunc("GET /v1/priorities", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		reply(w, api.PrioritiesResponse{Jobs: append([]api.JobPriority{}, s.Priorities...)}, nil)
+	})
+	m.HandleFunc("GET /v1/associations", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		reply(w, s.Associations, nil)
+	})
 	m.HandleFunc("GET /v1/partitions", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		defer s.mu.Unlock()

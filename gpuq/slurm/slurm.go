@@ -23,7 +23,7 @@ import (
 const DefaultController = "unix:///run/gpud/gpud.sock"
 
 // Names are the Slurm command names this package runs.
-var Names = []string{"squeue", "scancel", "sacct", "scontrol", "sinfo"}
+var Names = []string{"squeue", "scancel", "sacct", "scontrol", "sinfo", "sacctmgr", "sprio", "sshare"}
 
 // Is reports whether name is one of Names.
 func Is(name string) bool { return slices.Contains(Names, name) }
@@ -70,6 +70,12 @@ func (c *Cmd) Run(ctx context.Context) error {
 		return c.scontrol(ctx)
 	case "sinfo":
 		return c.sinfo(ctx)
+	case "sacctmgr":
+		return c.sacctmgr(ctx)
+	case "sprio":
+		return c.sprio(ctx)
+	case "sshare":
+		return c.sshare(ctx)
 	}
 	return fmt.Errorf("unknown command %s", c.Name)
 }

@@ -36,6 +36,24 @@ func fixture(t *testing.T) *fakectl.Server {
 			{Name: "gpu", Default: true, State: "UP", MaxTime: spec.Duration(24 * time.Hour), Nodes: []string{"gpu01", "gpu02", "gpu03"}},
 			{Name: "debug", State: "UP", DefaultTime: spec.Duration(10 * time.Minute), MaxTime: spec.Duration(30 * time.Minute), Nodes: []string{"gpu03"}},
 		}
+		s.Associations = api.AssociationsResponse{
+			Accounts: []api.AssocAccount{
+				{Name: "ml", Shares: 10, Users: []string{"alice", "bob"}, MaxGPUs: 16},
+				{Name: "vision", Parent: "ml", Shares: 5, Users: []string{"alice"}},
+			},
+			QOS:            []api.AssocQOS{{Name: "normal"}, {Name: "high", Priority: 100, Preempt: []string{"normal"}, MaxWall: spec.Duration(2 * time.Hour)}},
+			DefaultAccount: "ml", DefaultQOS: "normal",
+		}
+		s.Priorities = []api.JobPriority{
+			{JobID: 9, User: "bob", Account: "ml", Partition: "debug", Priority: 1500, Factors: api.PriorityFactors{Age: 0.5, Fairshare: 0.25},
+				Weighted: api.PriorityFactors{Age: 500, Fairshare: 1000}},
+			{JobID: 8, User: "bob", Account: "ml", Partition: "gpu", Priority: 900, Weighted: api.PriorityFactors{QOS: 900}, Factors: api.PriorityFactors{QOS: 0.9}},
+		}
+		s.Fairshare = []api.FairshareRow{
+			{Account: "ml", Depth: 1, RawShares: 10, NormShares: 1, RawUsage: 7200, EffectiveUsage: 1},
+			{Account: "ml", User: "alice", Depth: 1, RawShares: 1, NormShares: 0.5, RawUsage: 3600, EffectiveUsage: 0.5, Factor: 0.75},
+			{Account: "ml", User: "bob", Depth: 1, RawShares: 1, NormShares: 0.5, RawUsage: 3600, EffectiveUsage: 0.5, Factor: 0.25},
+		}
 		s.Acct = []api.AcctJob{
 			{ID: 5, Name: "prep", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateCompleted, CPUs: 4, Elapsed: 3725,
 				Nodes: []string{"gpu03"}, StartTime: spec.NewTime(now.Add(-time.Hour)), GPUCount: 1, GPUModel: "h100", MemMiB: 4096},
@@ -201,5 +219,48 @@ func TestScontrolUpdate(t *testing.T) {
 	}
 	if _, errs, code := run(t, ctl, "scontrol", "update", "JobId=7", "NumNodes=4"); code != 2 || !strings.Contains(errs, "NumNodes cannot be changed") {
 		t.Errorf("NumNodes: exit %d, %q", code, errs)
+	}
+}
+
+// TestSacctmgrSprioSshare: the read-only accounting views in Slurm's
+// formats, including the call Snakemake's executor makes to guess an
+// account (sacctmgr -n -s list user NAME format=account).
+func TestSacctmgrSprioSshare(t *testing.T) {
+	ctl := fixture(t)
+	for _, tc := range []struct {
+		name string
+		cmd  string
+		args []string
+		want string
+	}{
+		{"snakemake's account guess", "sacctmgr", []string{"-n", "-s", "list", "user", "alice", "format=account%256"}, strings.Repeat(" ", 254) + "ml\n" + strings.Repeat(" ", 250) + "vision\n"},
+		{"users parsable", "sacctmgr", []string{"-P", "show", "users"}, "User|Def Acct|Admin\nalice|ml|None\nbob|ml|None\n"},
+		{"accounts", "sacctmgr", []string{"list", "accounts"}, "" +
+			"   Account                Descr                  Org\n" +
+			"---------- -------------------- --------------------\n" +
+			"        ml                   ml                   ml\n" +
+			"    vision               vision                   ml\n"},
+		{"associations where", "sacctmgr", []string{"-nP", "list", "assoc", "where", "account=ml", "format=Account,User,Share,GrpTRES"}, "ml||10|gres/gpu=16\nml|alice|1|\nml|bob|1|\n"},
+		{"qos", "sacctmgr", []string{"-P", "show", "qos", "format=Name,Priority,Preempt,MaxWall"}, "Name|Priority|Preempt|MaxWall\nnormal|0||\nhigh|100|normal|2:00:00\n"},
+		{"sprio", "sprio", nil, "" +
+			"          JOBID PARTITION   PRIORITY       SITE        AGE  FAIRSHARE    JOBSIZE  PARTITION        QOS\n" +
+			"              8 gpu              900          0          0          0          0          0        900\n" +
+			"              9 debug           1500          0        500       1000          0          0          0\n"},
+		{"sprio -n -j", "sprio", []string{"-hn", "-j", "9"}, "              9 debug      0.0000000          0  0.5000000  0.2500000  0.0000000  0.0000000  0.0000000\n"},
+		{"sshare", "sshare", []string{"-P", "-a"}, "Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare\nml||10|1.000000|7200|1.000000|\n ml|alice|1|0.500000|3600|0.500000|0.750000\n ml|bob|1|0.500000|3600|0.500000|0.250000\n"},
+		{"sshare own rows", "sshare", []string{"-nP"}, "ml||10|1.000000|7200|1.000000|\n ml|alice|1|0.500000|3600|0.500000|0.750000\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errs, code := run(t, ctl, tc.cmd, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if diff := cmp.Diff(tc.want, out); diff != "" {
+				t.Errorf("%s %q (-want +got):\n%s", tc.cmd, tc.args, diff)
+			}
+		})
+	}
+	if _, errs, code := run(t, ctl, "sacctmgr", "add", "user", "eve"); code != 2 || !strings.Contains(errs, "read-only") {
+		t.Errorf("sacctmgr add: exit %d, %q", code, errs)
 	}
 }
