@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -271,6 +272,11 @@ func (c *Cmd) sacct(ctx context.Context) error {
 			})
 		})
 	}
+	// Accounting holds ended jobs; sacct also lists pending and running
+	// ones, so they come from the controller's queue.
+	if jobs, err = c.withLive(ctx, cl, jobs, f, sels); err != nil {
+		return err
+	}
 	if names := splitList(getopt.All(ps, "name")...); len(names) > 0 {
 		jobs = slices.DeleteFunc(jobs, func(j api.AcctJob) bool { return !slices.Contains(names, j.Name) })
 	}
@@ -320,6 +326,60 @@ func (c *Cmd) sacct(ctx context.Context) error {
 		row(vals)
 	}
 	return w.Flush()
+}
+
+// withLive adds the controller's pending and running jobs that f and
+// sels select to the accounting records (a live job replaces a record of
+// the same id: the record is of an earlier, requeued attempt).
+func (c *Cmd) withLive(ctx context.Context, cl *api.Client, jobs []api.AcctJob, f api.AcctFilter, sels []jobSel) ([]api.AcctJob, error) {
+	live, err := cl.Jobs(ctx, api.JobFilter{Users: f.Users, Accounts: f.Accounts, Partitions: f.Partitions})
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	byID := map[spec.JobID]int{}
+	for i, j := range jobs {
+		byID[j.ID] = i
+	}
+	for i := range live {
+		j := &live[i]
+		if j.State.Terminal() {
+			continue
+		}
+		if len(sels) > 0 && !slices.ContainsFunc(sels, func(s jobSel) bool { return s.matches(j) }) {
+			continue
+		}
+		if len(f.States) > 0 && !slices.Contains(f.States, j.State) {
+			continue
+		}
+		a := liveAcct(j, c.Now)
+		if k, ok := byID[j.ID]; ok {
+			jobs[k] = a
+			continue
+		}
+		jobs = append(jobs, a)
+	}
+	slices.SortStableFunc(jobs, func(a, b api.AcctJob) int { return cmp.Compare(a.ID, b.ID) })
+	return jobs, nil
+}
+
+// liveAcct is a queued job as an accounting record.
+func liveAcct(j *spec.Job, now time.Time) api.AcctJob {
+	r := j.Resources
+	nodes := max(len(j.Nodes), r.Nodes, 1)
+	a := api.AcctJob{ID: j.ID, Name: j.Name, User: j.User, UID: j.UID, Account: j.Account, Partition: j.Partition,
+		QOS: j.QOS, State: j.State, Reason: j.Reason, SubmitTime: j.SubmitTime, EligibleTime: j.SubmitTime,
+		StartTime: j.StartTime, TimeLimit: j.TimeLimit, Nodes: j.Nodes, GPUs: j.GPUs, GPUModel: r.GPUModel,
+		GPUProfile: r.GPUProfile, GPUFraction: r.GPUFraction, GPUCount: r.GPUsPerNode * nodes,
+		CPUs: r.CPUsPerNode * nodes, MemMiB: r.MemMiB * int64(nodes), Attempts: j.Attempt, WorkDir: j.WorkDir,
+		Elapsed: int64(format.Used(j, now) / time.Second), ArrayJobID: j.ArrayJobID, ArrayTaskID: j.ArrayTaskID,
+		WCKey: j.WCKey, NTasks: j.Tasks.NTasks}
+	if j.BeginTime.After(j.SubmitTime.Time) {
+		a.EligibleTime = j.BeginTime
+	}
+	if a.NTasks == 0 && j.Tasks.NTasksPerNode > 0 {
+		a.NTasks = j.Tasks.NTasksPerNode * nodes
+	}
+	return a
 }
 
 // sacctPad right-justifies v in width, cutting a longer value to width-1

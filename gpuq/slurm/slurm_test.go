@@ -107,6 +107,7 @@ func TestGolden(t *testing.T) {
 		{"sacct -p -n widths ignored", "sacct", []string{"-pn", "-j", "5", "-o", "JobID%3,JobName%30"}, "5|prep|\n"},
 		{"sacct width", "sacct", []string{"-n", "-j", "6", "-o", "JobName%25"}, "     a-very-long-job-name\n"},
 		{"sacct array tasks", "sacct", []string{"-P", "-n", "-j", "10", "-o", "JobID,JobIDRaw,WCKey,NTasks"}, "10_0|10|k|4\n10_3|11|k|4\n"},
+		{"sacct includes pending and running jobs", "sacct", []string{"-P", "-n", "-j", "7,8_1,5", "-o", "JobID,State,NodeList,Elapsed"}, "5|COMPLETED|gpu03|01:02:05\n7|RUNNING|gpu[01-02]|00:01:30\n8_1|PENDING|None assigned|00:00:00\n"},
 		{"sacct A_T", "sacct", []string{"-P", "-n", "-j", "10_3", "-o", "JobID"}, "10_3\n"},
 		{"sinfo default", "sinfo", nil, "" +
 			"PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST\n" +
