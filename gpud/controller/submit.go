@@ -158,6 +158,14 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	if strings.TrimSpace(js.Script) == "" {
 		bad("script is empty; pass a batch script or --wrap 'CMD'")
 	}
+	switch js.OpenMode {
+	case "", spec.OpenAppend, spec.OpenTruncate:
+	default:
+		bad("--open-mode=%q: use append or truncate", js.OpenMode)
+	}
+	if t := js.Tasks; t.NTasks < 0 || t.NTasksPerNode < 0 || t.CPUsPerTask < 0 || t.GPUsPerTask < 0 {
+		bad("task counts must not be negative (ntasks %d, per node %d, CPUs per task %d, GPUs per task %d)", t.NTasks, t.NTasksPerNode, t.CPUsPerTask, t.GPUsPerTask)
+	}
 	if js.Name == "" {
 		js.Name = "job"
 	}

@@ -51,3 +51,21 @@ func TestUpdateJob(t *testing.T) {
 		t.Errorf("job: partition %s limit %v nice %d name %s; want long 2h 5 renamed", j.Partition, j.TimeLimit.Std(), j.Nice, j.Name)
 	}
 }
+
+// TestSubmitChecksSlurmFields: an open mode other than append or
+// truncate, or a negative task count, is refused at submit.
+func TestSubmitChecksSlurmFields(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	ctx := context.Background()
+	for _, js := range []spec.JobSpec{
+		{Script: "x", WorkDir: "/tmp", OpenMode: "rw"},
+		{Script: "x", WorkDir: "/tmp", Tasks: spec.Tasks{NTasks: -1}},
+	} {
+		if _, err := h.c.Submit(ctx, alice, js); !errors.Is(err, spec.ErrInvalid) {
+			t.Errorf("%+v: %v, want invalid", js.Tasks, err)
+		}
+	}
+	if _, err := h.c.Submit(ctx, alice, spec.JobSpec{Script: "x", WorkDir: "/tmp", OpenMode: spec.OpenAppend, WCKey: "k", Tasks: spec.Tasks{NTasks: 2}}); err != nil {
+		t.Error(err)
+	}
+}

@@ -126,6 +126,12 @@ func checkJobSpec(js *spec.JobSpec) error {
 	c.name("--signal", js.Signal, maxShort)
 	c.text("--comment", js.Comment, maxText)
 	c.name("--checkpoint-mode", js.CkptMode, maxShort)
+	c.name("--open-mode", js.OpenMode, maxShort)
+	c.name("--wckey", js.WCKey, maxShort)
+	c.count("--ntasks", int64(js.Tasks.NTasks), maxCPUs)
+	c.count("--ntasks-per-node", int64(js.Tasks.NTasksPerNode), maxCPUs)
+	c.count("--cpus-per-task", int64(js.Tasks.CPUsPerTask), maxCPUs)
+	c.count("--gpus-per-task", int64(js.Tasks.GPUsPerTask), maxGPUs)
 	r := &js.Resources
 	c.count("--cpus-per-task", int64(r.CPUsPerNode), maxCPUs)
 	c.count("--mem (MiB)", r.MemMiB, maxMemMiB)
