@@ -90,3 +90,26 @@ func TestAssociations(t *testing.T) {
 		t.Errorf("associations %+v, want QOS normal as the default and an account list", as)
 	}
 }
+
+// BenchmarkCancelJobsByFilter5000: scancel -n NAME over 5,000 pending jobs
+// through the API with the real store: one call, one transaction. Each op
+// submits 5,000 held jobs (not timed) and cancels them by name.
+func BenchmarkCancelJobsByFilter5000(b *testing.B) {
+	addr, _ := servertest.TestServer(b, nil)
+	c := client(b, addr)
+	ctx := ctxT(b)
+	for range b.N {
+		b.StopTimer()
+		js := jobSpec("bulk")
+		js.Hold = true
+		js.Array = "0-4999"
+		if _, err := c.Submit(ctx, api.SubmitRequest{Job: js}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		resp, err := c.CancelJobs(ctx, api.CancelJobsRequest{Names: []string{"bulk"}, Filter: api.JobFilter{States: []spec.JobState{spec.StatePending}}})
+		if err != nil || len(resp.Cancelled) != 5000 {
+			b.Fatalf("cancelled %d: %v", len(resp.Cancelled), err)
+		}
+	}
+}
