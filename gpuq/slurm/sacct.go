@@ -173,10 +173,43 @@ func parseSacctFormat(s string) ([]sacctCol, error) {
 	return cols, nil
 }
 
-// parseSacctTime reads -S/-E: now, YYYY-MM-DD[THH:MM[:SS]], MM/DD[/YY].
+// parseSacctTime reads -S/-E: now, now[+|-]N[seconds|minutes|hours|days|
+// weeks] (Snakemake asks for now-2days), YYYY-MM-DD[THH:MM[:SS]],
+// MM/DD/YY, HH:MM[:SS].
 func parseSacctTime(s string, now time.Time) (time.Time, error) {
-	if strings.EqualFold(s, "now") {
+	ls := strings.ToLower(s)
+	if ls == "now" {
 		return now, nil
+	}
+	if rel, ok := strings.CutPrefix(ls, "now"); ok && rel != "" && (rel[0] == '-' || rel[0] == '+') {
+		sign := time.Duration(1)
+		if rel[0] == '-' {
+			sign = -1
+		}
+		rel = rel[1:]
+		i := 0
+		for i < len(rel) && rel[i] >= '0' && rel[i] <= '9' {
+			i++
+		}
+		n, err := strconv.Atoi(rel[:i])
+		if err == nil && i <= 9 {
+			unit := time.Duration(0)
+			switch rel[i:] {
+			case "", "s", "sec", "secs", "second", "seconds":
+				unit = time.Second
+			case "m", "min", "mins", "minute", "minutes":
+				unit = time.Minute
+			case "h", "hour", "hours":
+				unit = time.Hour
+			case "d", "day", "days":
+				unit = 24 * time.Hour
+			case "w", "week", "weeks":
+				unit = 7 * 24 * time.Hour
+			}
+			if unit != 0 {
+				return now.Add(sign * time.Duration(n) * unit), nil
+			}
+		}
 	}
 	for _, l := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02", "01/02/06", "15:04:05", "15:04"} {
 		if t, err := time.ParseInLocation(l, s, now.Location()); err == nil {
@@ -186,7 +219,7 @@ func parseSacctTime(s string, now time.Time) (time.Time, error) {
 			return t, nil
 		}
 	}
-	return time.Time{}, invalid("bad time %q; use now, YYYY-MM-DD[THH:MM[:SS]], MM/DD/YY or HH:MM[:SS]", s)
+	return time.Time{}, invalid("bad time %q; use now, now-Ndays (seconds, minutes, hours, days, weeks), YYYY-MM-DD[THH:MM[:SS]], MM/DD/YY or HH:MM[:SS]", s)
 }
 
 func (c *Cmd) sacct(ctx context.Context) error {

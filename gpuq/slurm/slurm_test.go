@@ -265,3 +265,35 @@ func TestSacctmgrSprioSshare(t *testing.T) {
 		t.Errorf("sacctmgr add: exit %d, %q", code, errs)
 	}
 }
+
+// TestSacctTimes: -S/-E forms, including Snakemake's now-2days.
+func TestSacctTimes(t *testing.T) {
+	for in, want := range map[string]time.Time{
+		"now": now, "now-2days": now.Add(-48 * time.Hour), "NOW+1hour": now.Add(time.Hour), "now-30minutes": now.Add(-30 * time.Minute),
+		"2025-03-01": time.Date(2025, 3, 1, 0, 0, 0, 0, time.Local), "2025-03-01T10:20": time.Date(2025, 3, 1, 10, 20, 0, 0, time.Local),
+		"08:00": time.Date(2025, 3, 14, 8, 0, 0, 0, time.Local),
+	} {
+		got, err := parseSacctTime(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("parseSacctTime(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"now-2fortnights", "yesterday-ish", "now-"} {
+		if _, err := parseSacctTime(in, now); err == nil {
+			t.Errorf("parseSacctTime(%q) accepted", in)
+		}
+	}
+}
+
+// TestSnakemakeStatusQuery: the status call Snakemake's Slurm executor
+// makes parses and selects by name.
+func TestSnakemakeStatusQuery(t *testing.T) {
+	ctl := fixture(t)
+	out, errs, code := run(t, ctl, "sacct", "-X", "--parsable2", "--noheader", "--format=JobIdRaw,State", "--starttime", "now-2days", "--endtime", "now", "--name", "train")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	if out != "7|RUNNING\n" {
+		t.Errorf("got %q, want the running job 7", out)
+	}
+}
