@@ -176,6 +176,9 @@ func readScript(c *cli.Context) (string, []byte, []string, error) {
 		}
 		return "wrap", []byte("#!/bin/sh\n" + cmd + "\n"), nil, nil
 	}
+	if len(args) == 0 && c.App.Name == "sbatch" {
+		args = []string{"-"} // sbatch reads the script from standard input when none is named
+	}
 	if len(args) == 0 {
 		return "", nil, nil, invalid("no batch script given; pass SCRIPT [ARGS...], - to read standard input, or --wrap 'CMD' (see gpusubmit --help)")
 	}

@@ -340,3 +340,19 @@ func TestEveryProblemInOnePass(t *testing.T) {
 		t.Errorf("stderr (-want +got):\n%s", diff)
 	}
 }
+
+// TestSbatchReadsStandardInput: sbatch with no script reads it from
+// standard input, as Slurm's does (sbatch <<EOF ... EOF).
+func TestSbatchReadsStandardInput(t *testing.T) {
+	ctl := fakectl.New(t)
+	var out, errb bytes.Buffer
+	a := ForName("sbatch")
+	a.Writer, a.ErrWriter = &out, &errb
+	a.Reader = strings.NewReader("#!/bin/sh\n#SBATCH -J piped\ntrue\n")
+	if code := exitcode.Main(context.Background(), a, Args([]string{"sbatch", "--controller", ctl.Addr, "--parsable"}), &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if js := ctl.Submitted(t)[0].Job; js.Name != "piped" {
+		t.Errorf("job name %q, want piped", js.Name)
+	}
+}
