@@ -48,13 +48,9 @@ func (c *Cmd) scancel(ctx context.Context) error {
 	if v, ok := getopt.Last(ps, "signal"); ok {
 		req.Signal = v
 	}
-	if getopt.Has(ps, "batch") || getopt.Has(ps, "full") {
-		// gpud signals every process of the job: -b and -f change nothing
-		// until jobs have steps.
-		if req.Signal == "" {
-			req.Signal = "KILL"
-		}
-	}
+	// -b/--batch and -f/--full choose which processes get a signal; gpud
+	// signals every process of the job until jobs have steps (issue 13),
+	// so they change nothing here, and without --signal they cancel.
 	users := c.users(ps)
 	states, _, err := parseStates(getopt.All(ps, "state"))
 	if err != nil {

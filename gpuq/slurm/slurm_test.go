@@ -161,7 +161,7 @@ func TestScancel(t *testing.T) {
 	if _, errs, code := run(t, ctl, "scancel", "--me", "-t", "R,PD", "-n", "train"); code != 0 {
 		t.Fatal(errs)
 	}
-	if _, errs, code := run(t, ctl, "scancel", "8_0", "7"); code != 0 {
+	if _, errs, code := run(t, ctl, "scancel", "-bf", "8_0", "7"); code != 0 {
 		t.Fatal(errs)
 	}
 	var got []string
