@@ -137,7 +137,24 @@ func (c *Cmd) showJobs(ctx context.Context, arg string, one, json bool) error {
 			if err != nil {
 				return fmt.Errorf("show job %s: %w", s.ref, err)
 			}
-			jobs = append(jobs, j)
+			if s.ref.IsTask || j.ArrayJobID != j.ID {
+				jobs = append(jobs, j)
+				continue
+			}
+			// A bare array id shows every task, as scontrol does.
+			all, err := cl.Jobs(ctx, api.JobFilter{All: true})
+			if err != nil {
+				return fmt.Errorf("show job %s: %w", s.ref, err)
+			}
+			for i := range all {
+				if all[i].ArrayJobID == j.ID {
+					task, err := cl.Job(ctx, all[i].ID)
+					if err != nil {
+						return fmt.Errorf("show job %d: %w", all[i].ID, err)
+					}
+					jobs = append(jobs, task)
+				}
+			}
 		}
 	}
 	if json {

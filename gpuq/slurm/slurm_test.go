@@ -297,3 +297,15 @@ func TestSnakemakeStatusQuery(t *testing.T) {
 		t.Errorf("got %q, want the running job 7", out)
 	}
 }
+
+// TestScontrolShowArray: a bare array id shows every task.
+func TestScontrolShowArray(t *testing.T) {
+	ctl := fixture(t)
+	out, errs, code := run(t, ctl, "scontrol", "-o", "show", "job", "8")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	if strings.Count(out, "\n") != 2 || !strings.Contains(out, "JobId=8 ArrayJobId=8 ArrayTaskId=0 JobName=sweep") || !strings.Contains(out, "JobId=9 ArrayJobId=8 ArrayTaskId=1 ") {
+		t.Errorf("got:\n%s\nwant the two tasks 8 and 9", out)
+	}
+}
