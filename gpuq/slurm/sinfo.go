@@ -124,6 +124,9 @@ func (c *Cmd) sinfo(ctx context.Context) error {
 		return err
 	}
 	w := bufio.NewWriter(c.Stdout)
+	if getopt.Has(ps, "long") && !getopt.Has(ps, "noheader") {
+		w.WriteString(c.Now.Format(longDate) + "\n") // sinfo -l starts with the time
+	}
 	if !getopt.Has(ps, "noheader") {
 		var b strings.Builder
 		for _, fl := range fields {
@@ -265,8 +268,10 @@ func sinfoValue(r sinfoRow, verb byte) string {
 		return strconv.Itoa(a) + "/" + strconv.Itoa(t-a) + "/0/" + strconv.Itoa(t)
 	case 's':
 		return "1-infinite"
-	case 'r', 'h':
+	case 'r':
 		return "no"
+	case 'h':
+		return "NO"
 	case 'g':
 		return "all"
 	case 'z', 'd', 'w', 'O', 'e':

@@ -93,6 +93,9 @@ func TestGolden(t *testing.T) {
 		{"squeue -h -o, prefix and bundle", "squeue", []string{"-hu", "bob", "--form", "%i|%T|%r"}, "8_0|PENDING|Priority\n8_1|PENDING|Resources\n"},
 		{"squeue -j array, -O", "squeue", []string{"-j", "8", "-O", "JobID:6,State:.9", "--noheader"}, "8_0     PENDING\n8_1     PENDING\n"},
 		{"squeue --me -l", "squeue", []string{"--me", "-l", "-h"}, "                 7       gpu    train    alice  RUNNING       1:30   1:00:00      2 gpu[01-02]\n"},
+		{"squeue -l prints the time first", "squeue", []string{"-l", "-u", "alice"}, "Fri Mar 14 15:00:00 2025\n" +
+			"             JOBID PARTITION     NAME     USER    STATE       TIME TIME_LIMI  NODES NODELIST(REASON)\n" +
+			"                 7       gpu    train    alice  RUNNING       1:30   1:00:00      2 gpu[01-02]\n"},
 		{"squeue -S -Q", "squeue", []string{"-S", "-Q", "-ho", "%i"}, "8_0\n7\n8_1\n"},
 		{"squeue -t, -n, -p", "squeue", []string{"-t", "PD", "-n", "sweep", "-p", "debug", "-h", "-o", "%i"}, "8_1\n"},
 		{"sacct default", "sacct", []string{"-j", "5,6"}, "" +
@@ -115,6 +118,9 @@ func TestGolden(t *testing.T) {
 			"gpu*         up 1-00:00:00      1   idle gpu03\n" +
 			"debug        up      30:00      1   idle gpu03\n"},
 		{"sinfo -o", "sinfo", []string{"-h", "-p", "gpu", "-o", "%P %a %l %D %t %G"}, "gpu* up 1-00:00:00 2 alloc gpu:h100:2\ngpu* up 1-00:00:00 1 idle (null)\n"},
+		{"sinfo -l", "sinfo", []string{"-l", "-p", "debug"}, "Fri Mar 14 15:00:00 2025\n" +
+			"PARTITION AVAIL  TIMELIMIT   JOB_SIZE ROOT OVERSUBS     GROUPS  NODES       STATE NODELIST\n" +
+			"debug        up      30:00 1-infinite   no       NO        all      1        idle gpu03\n"},
 		{"sinfo -N", "sinfo", []string{"-N", "-p", "debug"}, "NODELIST    NODES PARTITION STATE\ngpu03           1 debug     idle\n"},
 		{"scontrol show hostnames", "scontrol", []string{"show", "hostnames", "gpu[01-03],login1"}, "gpu01\ngpu02\ngpu03\nlogin1\n"},
 		{"scontrol show hostlist", "scontrol", []string{"show", "hostlist", "gpu01,gpu02,gpu03"}, "gpu[01-03]\n"},

@@ -14,6 +14,9 @@ import (
 	"github.com/gpud/gpud/gpuq/getopt"
 )
 
+// longDate is the time line -l prints first, as ctime(3) writes it.
+const longDate = "Mon Jan _2 15:04:05 2006"
+
 // squeue's default formats (man squeue: the default and -l).
 const (
 	squeueDefault = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
@@ -165,6 +168,9 @@ func (c *Cmd) squeue(ctx context.Context) error {
 	}
 	if json {
 		return format.WriteJobsJSON(c.Stdout, jobs)
+	}
+	if getopt.Has(ps, "long") && !getopt.Has(ps, "noheader") {
+		fmt.Fprintln(c.Stdout, c.Now.Format(longDate)) // squeue -l starts with the time
 	}
 	return format.WriteJobs(c.Stdout, jobs, parsed, c.Now, getopt.Has(ps, "noheader"))
 }

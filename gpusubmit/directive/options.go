@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/gpud/gpud/gpuq/getopt"
 )
@@ -124,8 +125,16 @@ var unsupportedShort = map[string]byte{"oversubscribe": 's', "clusters": 'M', "c
 
 // OptionSet is the getopt table of gpusubmit and sbatch: every option of
 // Options, the refused ones (so their values are stepped over and the
-// refusal says why), and cliOnly.
+// refusal says why), and cliOnly. It is built once per process; each call
+// returns its own Set over the shared, read-only table.
 func OptionSet() *getopt.Set {
+	s := *optionSet()
+	return &s
+}
+
+var optionSet = sync.OnceValue(buildOptionSet)
+
+func buildOptionSet() *getopt.Set {
 	s := &getopt.Set{Mode: getopt.StopAtFirst}
 	for _, d := range Options {
 		o := getopt.Opt{Long: d.Name, Arg: getopt.Required}
