@@ -87,11 +87,11 @@ func TestGolden(t *testing.T) {
 	}{
 		{"squeue default", "squeue", nil, "" +
 			"             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)\n" +
-			"                 7       gpu    train    alice  R       1:30      2 gpu[01-02]\n" +
+			"               8_1     debug    sweep      bob PD       0:00      1 (Resources)\n" +
 			"               8_0       gpu    sweep      bob PD       0:00      1 (Priority)\n" +
-			"               8_1     debug    sweep      bob PD       0:00      1 (Resources)\n"},
-		{"squeue -h -o, prefix and bundle", "squeue", []string{"-hu", "bob", "--form", "%i|%T|%r"}, "8_0|PENDING|Priority\n8_1|PENDING|Resources\n"},
-		{"squeue -j array, -O", "squeue", []string{"-j", "8", "-O", "JobID:6,State:.9", "--noheader"}, "8_0     PENDING\n8_1     PENDING\n"},
+			"                 7       gpu    train    alice  R       1:30      2 gpu[01-02]\n"},
+		{"squeue -h -o, prefix and bundle", "squeue", []string{"-hu", "bob", "--form", "%i|%T|%r"}, "8_1|PENDING|Resources\n8_0|PENDING|Priority\n"},
+		{"squeue -j array, -O", "squeue", []string{"-j", "8", "-O", "JobID:6,State:.9", "--noheader", "-S", "i"}, "8_0     PENDING\n8_1     PENDING\n"},
 		{"squeue --me -l", "squeue", []string{"--me", "-l", "-h"}, "                 7       gpu    train    alice  RUNNING       1:30   1:00:00      2 gpu[01-02]\n"},
 		{"squeue -l prints the time first", "squeue", []string{"-l", "-u", "alice"}, "Fri Mar 14 15:00:00 2025\n" +
 			"             JOBID PARTITION     NAME     USER    STATE       TIME TIME_LIMI  NODES NODELIST(REASON)\n" +

@@ -14,6 +14,10 @@ import (
 	"github.com/gpud/gpud/gpuq/getopt"
 )
 
+// squeueDefaultSort is squeue's default order: partition, then state (in
+// Slurm's state order: pending first), then priority, highest first.
+const squeueDefaultSort = "P,t,-p"
+
 // longDate is the time line -l prints first, as ctime(3) writes it.
 const longDate = "Mon Jan _2 15:04:05 2006"
 
@@ -163,7 +167,11 @@ func (c *Cmd) squeue(ctx context.Context) error {
 			return len(nodes) > 0 && !slices.ContainsFunc(j.Nodes, func(n string) bool { return slices.Contains(nodes, n) })
 		})
 	}
-	if err := c.sortJobs(jobs, getopt.All(ps, "sort")); err != nil {
+	sortKeys := getopt.All(ps, "sort")
+	if len(sortKeys) == 0 {
+		sortKeys = []string{squeueDefaultSort}
+	}
+	if err := c.sortJobs(jobs, sortKeys); err != nil {
 		return err
 	}
 	if json {
@@ -175,9 +183,9 @@ func (c *Cmd) squeue(ctx context.Context) error {
 	return format.WriteJobs(c.Stdout, jobs, parsed, c.Now, getopt.Has(ps, "noheader"))
 }
 
-// sortJobs applies -S: field letters, '-' for descending. Without -S,
-// jobs stay in id order as the controller lists them (squeue's default
-// sorts by state then priority; gpud keeps submission order, documented).
+// sortJobs applies -S: field letters, '-' for descending ('p' is the
+// priority, as %Q; 't' and 'T' order states as Slurm's enumeration does).
+// Ties keep id order.
 func (c *Cmd) sortJobs(jobs []spec.Job, keys []string) error {
 	var ks []string
 	for _, k := range keys {
@@ -194,6 +202,9 @@ func (c *Cmd) sortJobs(jobs []spec.Job, keys []string) error {
 	for _, k := range ks {
 		desc := strings.HasPrefix(k, "-")
 		k = strings.TrimLeft(k, "+-")
+		if k == "p" {
+			k = "Q" // squeue's %p is the normalised priority: the same order
+		}
 		if len(k) != 1 || !format.KnownJobField(k[0]) {
 			return invalid("--sort: %q is not a field letter; use the letters of --format (i, P, u, t, M, Q, V, ...), - for descending", k)
 		}
@@ -213,6 +224,16 @@ func (c *Cmd) sortJobs(jobs []spec.Job, keys []string) error {
 				r = a.SubmitTime.Compare(b.SubmitTime.Time)
 			case 'S':
 				r = a.StartTime.Compare(b.StartTime.Time)
+			case 'P':
+				r = strings.Compare(a.Partition, b.Partition)
+			case 'u':
+				r = strings.Compare(a.User, b.User)
+			case 'j':
+				r = strings.Compare(a.Name, b.Name)
+			case 'a':
+				r = strings.Compare(a.Account, b.Account)
+			case 't', 'T':
+				r = cmp.Compare(slices.Index(spec.AllJobStates, a.State), slices.Index(spec.AllJobStates, b.State))
 			default:
 				r = strings.Compare(format.JobField(&a, k.verb, c.Now), format.JobField(&b, k.verb, c.Now))
 			}
