@@ -17,6 +17,7 @@ import (
 )
 
 var sacctSet = &getopt.Set{Opts: append([]getopt.Opt{
+	{Long: "help", Short: 'h'}, // in this command -h is --help
 	{Long: "jobs", Short: 'j', Arg: getopt.Required},
 	{Long: "format", Short: 'o', Arg: getopt.Required},
 	{Long: "parsable2", Short: 'P'},

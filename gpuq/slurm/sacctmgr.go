@@ -14,6 +14,7 @@ import (
 )
 
 var sacctmgrSet = &getopt.Set{Opts: append([]getopt.Opt{
+	{Long: "help", Short: 'h'}, // in this command -h is --help
 	{Long: "noheader", Short: 'n'},
 	{Long: "parsable2", Short: 'P'},
 	{Long: "parsable", Short: 'p'},

@@ -18,6 +18,7 @@ import (
 )
 
 var scontrolSet = &getopt.Set{Opts: append([]getopt.Opt{
+	{Long: "help", Short: 'h'}, // in this command -h is --help
 	{Long: "details", Short: 'd'},
 	{Long: "oneliner", Short: 'o'},
 	{Long: "all", Short: 'a'},

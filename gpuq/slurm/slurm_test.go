@@ -315,3 +315,18 @@ func TestScontrolShowArray(t *testing.T) {
 		t.Errorf("got:\n%s\nwant the two tasks 8 and 9", out)
 	}
 }
+
+// TestHelpShortOption: -h is --help in sacct, scontrol and sacctmgr, and
+// noheader in squeue, sinfo and sprio, as in Slurm.
+func TestHelpShortOption(t *testing.T) {
+	ctl := fixture(t)
+	for _, cmd := range []string{"sacct", "scontrol", "sacctmgr"} {
+		out, errs, code := run(t, ctl, cmd, "-h")
+		if code != 0 || !strings.HasPrefix(out, "Usage: "+cmd) {
+			t.Errorf("%s -h: exit %d, %q %q", cmd, code, out, errs)
+		}
+	}
+	if out, _, _ := run(t, ctl, "squeue", "-h", "-o", "%i", "-j", "7"); out != "7\n" {
+		t.Errorf("squeue -h: %q", out)
+	}
+}
