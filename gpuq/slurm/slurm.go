@@ -23,7 +23,7 @@ import (
 const DefaultController = "unix:///run/gpud/gpud.sock"
 
 // Names are the Slurm command names this package runs.
-var Names = []string{"squeue", "scancel", "sacct", "scontrol", "sinfo", "sacctmgr", "sprio", "sshare"}
+var Names = []string{"squeue", "scancel", "sacct", "scontrol", "sinfo", "sacctmgr", "sprio", "sshare", "sreport"}
 
 // Is reports whether name is one of Names.
 func Is(name string) bool { return slices.Contains(Names, name) }
@@ -76,6 +76,8 @@ func (c *Cmd) Run(ctx context.Context) error {
 		return c.sprio(ctx)
 	case "sshare":
 		return c.sshare(ctx)
+	case "sreport":
+		return c.sreport(ctx)
 	}
 	return fmt.Errorf("unknown command %s", c.Name)
 }

@@ -330,3 +330,38 @@ func TestHelpShortOption(t *testing.T) {
 		t.Errorf("squeue -h: %q", out)
 	}
 }
+
+// TestSreport: the three reports in Slurm's layout (banner, header, rule),
+// in TRES minutes of gres/gpu by default.
+func TestSreport(t *testing.T) {
+	ctl := fixture(t)
+	ctl.Set(func(s *fakectl.Server) {
+		s.Cluster = api.AcctClusterResponse{Rows: []api.AcctClusterRow{{Model: "h100", GPUs: 2, TotalGPUHours: 48, AllocatedGPUHours: 12, DownGPUHours: 6}}}
+		s.Acct[0].GPUHours, s.Acct[1].GPUHours = 2, 0.5 // alice's jobs 5 and 6
+		s.Acct = append(s.Acct, api.AcctJob{ID: 20, User: "bob", Account: "vision", GPUHours: 4, State: spec.StateCompleted})
+	})
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"cluster utilization", []string{"cluster", "utilization", "start=2025-03-13", "end=2025-03-14"}, "" +
+			strings.Repeat("-", 80) + "\nCluster Utilization 2025-03-13T00:00:00 - 2025-03-13T23:59:59\nUsage reported in TRES Minutes\n" + strings.Repeat("-", 80) + "\n" +
+			"  Cluster      TRES Name     Allocated          Down     PLND Down          Idle    Planned       Reported\n" +
+			"--------- -------------- ------------- ------------- ------------- ------------- ---------- --------------\n" +
+			"     gpud       gres/gpu           720           360             0          1800          0           2880\n"},
+		{"cluster utilization percent, parsable", []string{"-nP", "-t", "percent", "cluster", "utilization"}, "gpud|gres/gpu|25.00%|12.50%|0.00%|62.50%|0.00%|100.00%\n"},
+		{"user topusage", []string{"-nP", "-t", "hours", "user", "topusage", "topcount=1"}, "gpud|bob|bob|4|0\n"},
+		{"account by user", []string{"-nP", "cluster", "AccountUtilizationByUser"}, "gpud|ml|||150|0\ngpud|ml|alice|alice|150|0\ngpud|vision|||240|0\ngpud|vision|bob|bob|240|0\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errs, code := run(t, ctl, "sreport", tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if diff := cmp.Diff(tc.want, out); diff != "" {
+				t.Errorf("sreport %q (-want +got):\n%s", tc.args, diff)
+			}
+		})
+	}
+}
