@@ -366,7 +366,20 @@ func (c *Cmd) sacct(ctx context.Context) error {
 // sels select to the accounting records (a live job replaces a record of
 // the same id: the record is of an earlier, requeued attempt).
 func (c *Cmd) withLive(ctx context.Context, cl *api.Client, jobs []api.AcctJob, f api.AcctFilter, sels []jobSel) ([]api.AcctJob, error) {
-	live, err := cl.Jobs(ctx, api.JobFilter{Users: f.Users, Accounts: f.Accounts, Partitions: f.Partitions})
+	lf := api.JobFilter{Users: f.Users, Accounts: f.Accounts, Partitions: f.Partitions}
+	byIDs := len(sels) > 0 && !slices.ContainsFunc(sels, func(s jobSel) bool { return s.ref.IsTask })
+	if byIDs {
+		// -j with job ids: ask for those only, not the whole queue.
+		for _, s := range sels {
+			lf.IDs = append(lf.IDs, s.ref.ID)
+		}
+	}
+	live, err := cl.Jobs(ctx, lf)
+	if err == nil && byIDs && slices.ContainsFunc(live, func(j spec.Job) bool { return j.ArrayJobID != 0 && j.ArrayJobID == j.ID }) {
+		// An array's id names all its tasks, whose ids differ.
+		lf.IDs = nil
+		live, err = cl.Jobs(ctx, lf)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}

@@ -365,3 +365,25 @@ func TestSreport(t *testing.T) {
 		})
 	}
 }
+
+// TestSacctAsksForLiveJobsByID: sacct -j N lists only those live jobs from
+// the controller (not the whole queue), unless N is an array.
+func TestSacctAsksForLiveJobsByID(t *testing.T) {
+	ctl := fixture(t)
+	if _, errs, code := run(t, ctl, "sacct", "-j", "7", "-n"); code != 0 {
+		t.Fatal(errs)
+	}
+	var got []string
+	for _, r := range ctl.Requests() {
+		if r.Method == "GET" && r.Path == "/v1/jobs" {
+			got = append(got, r.Query)
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "id=7") {
+		t.Errorf("job list queries %q, want one with id=7", got)
+	}
+	out, errs, code := run(t, ctl, "sacct", "-P", "-n", "-j", "8", "-o", "JobID,State")
+	if code != 0 || out != "8_0|PENDING\n8_1|PENDING\n" {
+		t.Errorf("sacct -j 8 (an array): exit %d, %q %s", code, out, errs)
+	}
+}
