@@ -423,6 +423,16 @@ func liveAcct(j *spec.Job, now time.Time) api.AcctJob {
 	if j.BeginTime.After(j.SubmitTime.Time) {
 		a.EligibleTime = j.BeginTime
 	}
+	if al := j.Alloc; al != nil && len(al.Nodes) > 0 {
+		// A running job's allocation is what it holds (--mem=0: the
+		// node's whole memory; --exclusive: all of it).
+		a.CPUs, a.MemMiB, a.GPUCount = 0, 0, 0
+		for _, n := range al.Nodes {
+			a.CPUs += n.CPUs
+			a.MemMiB += n.MemMiB
+			a.GPUCount += len(n.GPUs) + len(n.MIG)
+		}
+	}
 	if a.NTasks == 0 && j.Tasks.NTasksPerNode > 0 {
 		a.NTasks = j.Tasks.NTasksPerNode * nodes
 	}

@@ -20,8 +20,9 @@ func fixture(t *testing.T) *fakectl.Server {
 	ctl := fakectl.New(t)
 	ctl.Set(func(s *fakectl.Server) {
 		s.Jobs = []spec.Job{
-			{ID: 7, JobSpec: spec.JobSpec{Name: "train", Partition: "gpu", Account: "ml", Resources: spec.Resources{Nodes: 2}, TimeLimit: spec.Duration(time.Hour)},
-				User: "alice", State: spec.StateRunning, Nodes: []string{"gpu01", "gpu02"}, StartTime: spec.NewTime(now.Add(-90 * time.Second)), Priority: 5},
+			{ID: 7, JobSpec: spec.JobSpec{Name: "train", Partition: "gpu", Account: "ml", Resources: spec.Resources{Nodes: 2, MemWholeNode: true}, TimeLimit: spec.Duration(time.Hour)},
+				User: "alice", State: spec.StateRunning, Nodes: []string{"gpu01", "gpu02"}, StartTime: spec.NewTime(now.Add(-90 * time.Second)), Priority: 5,
+				Alloc: &spec.Alloc{ID: "7.1", Nodes: []spec.NodeAlloc{{Node: "gpu01", CPUs: 4, MemMiB: 512000, GPUs: []string{"g0"}}, {Node: "gpu02", Rank: 1, CPUs: 4, MemMiB: 512000, GPUs: []string{"g1"}}}}},
 			{ID: 8, JobSpec: spec.JobSpec{Name: "sweep", Partition: "gpu", Account: "ml", Resources: spec.Resources{Nodes: 1}},
 				User: "bob", State: spec.StatePending, Reason: "Priority", ArrayJobID: 8, ArrayTaskID: 0, Priority: 9},
 			{ID: 9, JobSpec: spec.JobSpec{Name: "sweep", Partition: "debug", Account: "ml", Resources: spec.Resources{Nodes: 1}},
@@ -110,7 +111,7 @@ func TestGolden(t *testing.T) {
 		{"sacct -p -n widths ignored", "sacct", []string{"-pn", "-j", "5", "-o", "JobID%3,JobName%30"}, "5|prep|\n"},
 		{"sacct width", "sacct", []string{"-n", "-j", "6", "-o", "JobName%25"}, "     a-very-long-job-name\n"},
 		{"sacct array tasks", "sacct", []string{"-P", "-n", "-j", "10", "-o", "JobID,JobIDRaw,WCKey,NTasks"}, "10_0|10|k|4\n10_3|11|k|4\n"},
-		{"sacct includes pending and running jobs", "sacct", []string{"-P", "-n", "-j", "7,8_1,5", "-o", "JobID,State,NodeList,Elapsed"}, "5|COMPLETED|gpu03|01:02:05\n7|RUNNING|gpu[01-02]|00:01:30\n8_1|PENDING|None assigned|00:00:00\n"},
+		{"sacct includes pending and running jobs", "sacct", []string{"-P", "-n", "-j", "7,8_1,5", "-o", "JobID,State,NodeList,Elapsed,AllocTRES"}, "5|COMPLETED|gpu03|01:02:05|billing=4,cpu=4,gres/gpu:h100=1,gres/gpu=1,mem=4G,node=1\n7|RUNNING|gpu[01-02]|00:01:30|billing=8,cpu=8,gres/gpu=2,mem=1000G,node=2\n8_1|PENDING|None assigned|00:00:00|\n"},
 		{"sacct A_T", "sacct", []string{"-P", "-n", "-j", "10_3", "-o", "JobID"}, "10_3\n"},
 		{"sinfo default", "sinfo", nil, "" +
 			"PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST\n" +
