@@ -57,6 +57,12 @@ type Record struct {
 	MemMiB      int64    `json:"mem_mib"`
 	Attempts    int      `json:"attempts"`
 	WorkDir     string   `json:"work_dir"`
+	// ArrayJobID and ArrayTaskID place an array task (sacct's A_T); 0 and
+	// 0 outside arrays. WCKey is --wckey; NTasks the job's task count.
+	ArrayJobID  spec.JobID `json:"array_job_id,omitempty"`
+	ArrayTaskID int        `json:"array_task_id,omitempty"`
+	WCKey       string     `json:"wckey,omitempty"`
+	NTasks      int        `json:"ntasks,omitempty"`
 	// Elapsed is the last attempt's run time in seconds, up to now for a
 	// running job (sacct's Elapsed).
 	Elapsed int64 `json:"elapsed"`
@@ -195,7 +201,7 @@ func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
 	q := `SELECT j.id, j.name, j.user, j.uid, j.account, j."partition", j.qos, j.state, j.reason,
 		j.exit_code, j.signal, j.submit_time, j.eligible_time, j.start_time, j.end_time, j.time_limit,
 		j.nodes, j.gpus, j.gpu_count, j.gpu_model, j.gpu_profile, j.gpu_fraction, j.cpus, j.mem_mib,
-		j.attempts, j.work_dir, ` + usageSQL + `, ` + cpuSQL + `, ` + sliceSQL + `, ` + utilSQL + `,
+		j.attempts, j.work_dir, j.array_job_id, j.array_task_id, j.wckey, j.ntasks, ` + usageSQL + `, ` + cpuSQL + `, ` + sliceSQL + `, ` + utilSQL + `,
 		` + utilWeightSQL + `, ` + energySQL + `
 	FROM jobs j` + renumber(where, 4) + ` ORDER BY j.id`
 	if f.Limit > 0 {
@@ -216,14 +222,15 @@ func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
 			limit                    int64
 			gpuSec, cpuSec, sliceSec float64
 			util, utilW, energyJ     float64
+			arrayID                  int64
 		)
 		if err := rows.Scan(&id, &r.Name, &r.User, &r.UID, &r.Account, &r.Partition, &r.QOS, &state,
 			&r.Reason, &r.ExitCode, &r.Signal, &submit, &elig, &start, &en, &limit, &nodes, &gpus,
 			&r.GPUCount, &r.GPUModel, &r.GPUProfile, &r.GPUFraction, &r.CPUs, &r.MemMiB, &r.Attempts,
-			&r.WorkDir, &gpuSec, &cpuSec, &sliceSec, &util, &utilW, &energyJ); err != nil {
+			&r.WorkDir, &arrayID, &r.ArrayTaskID, &r.WCKey, &r.NTasks, &gpuSec, &cpuSec, &sliceSec, &util, &utilW, &energyJ); err != nil {
 			return nil, fmt.Errorf("list accounted jobs: read row: %w", err)
 		}
-		r.ID, r.State = spec.JobID(id), spec.JobState(state)
+		r.ID, r.State, r.ArrayJobID = spec.JobID(id), spec.JobState(state), spec.JobID(arrayID)
 		r.SubmitTime, r.EligibleTime = fromUnix(submit), fromUnix(elig)
 		r.StartTime, r.EndTime = fromUnix(start), fromUnix(en)
 		r.TimeLimit = spec.Duration(time.Duration(limit) * time.Second)

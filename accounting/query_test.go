@@ -366,3 +366,22 @@ func TestAddAuditsAndFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsSlurmFields: an array task's ids, --wckey and the task count
+// are kept for sacct (JobID A_T, WCKey, NTasks).
+func TestJobsSlurmFields(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(10000).Time }))
+	j := MakeJob(7).Obj()
+	j.ArrayJobID, j.ArrayTaskID, j.WCKey = 5, 2, "proj-x"
+	j.Tasks = spec.Tasks{NTasksPerNode: 4}
+	j.Resources.Nodes = 2
+	record(t, db, j)
+	rs, err := db.Jobs(context.Background(), Filter{IDs: []spec.JobID{7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].ArrayJobID != 5 || rs[0].ArrayTaskID != 2 || rs[0].WCKey != "proj-x" || rs[0].NTasks != 8 {
+		t.Errorf("record %+v, want array 5_2, wckey proj-x, 8 tasks", rs)
+	}
+}

@@ -67,8 +67,9 @@ var terminalStates = func() string {
 // non-terminal one.
 var upsertJobSQL = `INSERT INTO jobs (id, name, user, uid, account, "partition", qos, state, reason,
 	exit_code, signal, submit_time, eligible_time, start_time, end_time, time_limit, nodes, gpus,
-	gpu_count, gpu_model, gpu_profile, gpu_fraction, cpus, mem_mib, attempts, work_dir)
-VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+	gpu_count, gpu_model, gpu_profile, gpu_fraction, cpus, mem_mib, attempts, work_dir,
+	array_job_id, array_task_id, wckey, ntasks)
+VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(id) DO UPDATE SET name=excluded.name, user=excluded.user, uid=excluded.uid,
 	account=excluded.account, "partition"=excluded."partition", qos=excluded.qos,
 	state=excluded.state, reason=excluded.reason, exit_code=excluded.exit_code,
@@ -77,7 +78,8 @@ ON CONFLICT(id) DO UPDATE SET name=excluded.name, user=excluded.user, uid=exclud
 	nodes=excluded.nodes, gpus=excluded.gpus, gpu_count=excluded.gpu_count,
 	gpu_model=excluded.gpu_model, gpu_profile=excluded.gpu_profile,
 	gpu_fraction=excluded.gpu_fraction, cpus=excluded.cpus, mem_mib=excluded.mem_mib,
-	attempts=excluded.attempts, work_dir=excluded.work_dir
+	attempts=excluded.attempts, work_dir=excluded.work_dir, array_job_id=excluded.array_job_id,
+	array_task_id=excluded.array_task_id, wckey=excluded.wckey, ntasks=excluded.ntasks
 WHERE excluded.attempts > jobs.attempts OR (excluded.attempts = jobs.attempts
 	AND NOT (jobs.state IN ` + terminalStates + ` AND excluded.state NOT IN ` + terminalStates + `))`
 
@@ -182,7 +184,8 @@ func (db *DB) recordJob(ctx context.Context, st *recordStmts, j *spec.Job) error
 		j.QOS, string(j.State), j.Reason, j.ExitCode, j.Signal, unixOrNull(j.SubmitTime.Time),
 		unixOrNull(eligible), unixOrNull(j.StartTime.Time), unixOrNull(j.EndTime.Time),
 		int64(j.TimeLimit.Std()/time.Second), strings.Join(nodes, ","), strings.Join(gpus, ","),
-		gpuCount, model, r.GPUProfile, r.GPUFraction, cpus, mem, j.Attempt, j.WorkDir)
+		gpuCount, model, r.GPUProfile, r.GPUFraction, cpus, mem, j.Attempt, j.WorkDir,
+		int64(j.ArrayJobID), j.ArrayTaskID, j.WCKey, ntasks(j))
 	if err != nil {
 		return fmt.Errorf("upsert job row: %w", err)
 	}
@@ -324,4 +327,17 @@ func unixOrNull(t time.Time) sql.NullInt64 {
 		return sql.NullInt64{}
 	}
 	return sql.NullInt64{Int64: t.Unix(), Valid: true}
+}
+
+// ntasks is the job's task count as the job asked for it: --ntasks, or
+// tasks per node times nodes; 0 when it gave neither.
+func ntasks(j *spec.Job) int {
+	t := j.Tasks
+	switch {
+	case t.NTasks > 0:
+		return t.NTasks
+	case t.NTasksPerNode > 0:
+		return t.NTasksPerNode * max(j.Resources.Nodes, 1)
+	}
+	return 0
 }

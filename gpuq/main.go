@@ -7,11 +7,13 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"syscall"
 
 	"github.com/gpud/gpud/gpuq/app"
 	"github.com/gpud/gpud/gpuq/exitcode"
+	"github.com/gpud/gpud/gpuq/slurm"
 	"github.com/gpud/gpud/gpuq/termsafe"
 )
 
@@ -23,7 +25,16 @@ func main() {
 		debug.SetGCPercent(400)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := exitcode.Main(ctx, app.New(), os.Args, termsafe.New(os.Stderr))
+	var code int
+	if name := filepath.Base(os.Args[0]); slurm.Is(name) {
+		// Run as squeue, scancel, sacct, scontrol or sinfo (links made
+		// by make build and make install): Slurm's flags and formats.
+		// Text from other users and old records may hold control
+		// characters: escaped when printed, as by gpuq.
+		code = slurm.Main(ctx, name, os.Args, termsafe.New(os.Stdout), termsafe.New(os.Stderr))
+	} else {
+		code = exitcode.Main(ctx, app.New(), os.Args, termsafe.New(os.Stderr))
+	}
 	stop()
 	os.Exit(code)
 }

@@ -1,5 +1,6 @@
 // Command gpusubmit submits a batch script to the gpud controller, like
-// sbatch. The work is in package app; this file only wires signals and the
+// sbatch; run under the name sbatch (a link made by make build and make
+// install) it is sbatch, with sbatch's default output file. The work is in package app; this file only wires signals and the
 // exit status.
 package main
 
@@ -7,6 +8,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/gpud/gpud/gpuq/exitcode"
@@ -17,7 +19,7 @@ import (
 func main() {
 	// Ctrl-C while --wait blocks stops waiting; the job keeps running.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := exitcode.Main(ctx, app.New(), app.Args(os.Args), termsafe.New(os.Stderr))
+	code := exitcode.Main(ctx, app.ForName(filepath.Base(os.Args[0])), app.Args(os.Args), termsafe.New(os.Stderr))
 	stop()
 	os.Exit(code)
 }

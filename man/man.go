@@ -77,6 +77,9 @@ func cliPage(a *cli.App, section int, placeholder func(string) string, extra str
 
 func writeFlags(b *strings.Builder, flags []cli.Flag, placeholder func(string) string) {
 	for _, f := range flags {
+		if vf, ok := f.(cli.VisibleFlag); ok && !vf.IsVisible() {
+			continue
+		}
 		names := f.Names()
 		df, _ := f.(cli.DocGenerationFlag)
 		value := ""

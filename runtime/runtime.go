@@ -67,6 +67,10 @@ type TaskConfig struct {
 	// an agent restart.
 	StdoutPath string
 	StderrPath string
+	// TruncateOutput empties the output files before the task starts
+	// (sbatch's --open-mode=truncate, its default, on a job's first
+	// start); otherwise output is appended to what they hold.
+	TruncateOutput bool
 }
 
 // ExitStatus is how a task ended.

@@ -446,6 +446,34 @@ func (c *Client) RefAction(ctx context.Context, ref spec.JobRef, action string, 
 	return out, err
 }
 
+// CancelJobs cancels every job req's filter matches, in one call.
+func (c *Client) CancelJobs(ctx context.Context, req CancelJobsRequest) (CancelJobsResponse, error) {
+	var out CancelJobsResponse
+	err := c.do(ctx, http.MethodPost, "/jobs/cancel", nil, req, &out)
+	return out, err
+}
+
+// UpdateJob changes a job (scontrol update JobId=N ...).
+func (c *Client) UpdateJob(ctx context.Context, ref spec.JobRef, req JobUpdateRequest) (spec.Job, error) {
+	var out spec.Job
+	err := c.do(ctx, http.MethodPatch, "/jobs/"+ref.String(), nil, req, &out)
+	return out, err
+}
+
+// Associations returns the accounts, users and QOS (sacctmgr list).
+func (c *Client) Associations(ctx context.Context) (AssociationsResponse, error) {
+	var out AssociationsResponse
+	err := c.do(ctx, http.MethodGet, "/associations", nil, nil, &out)
+	return out, err
+}
+
+// Partitions lists the partitions, in configuration order.
+func (c *Client) Partitions(ctx context.Context) ([]Partition, error) {
+	var out PartitionsResponse
+	err := c.do(ctx, http.MethodGet, "/partitions", nil, nil, &out)
+	return out.Partitions, err
+}
+
 // Nodes lists nodes.
 func (c *Client) Nodes(ctx context.Context) ([]spec.Node, error) {
 	var out NodesResponse

@@ -218,6 +218,18 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.str(&j.Comment)
 		case "checkpoint_mode":
 			return d.str(&j.CkptMode)
+		case "tasks":
+			return d.tasks(&j.Tasks)
+		case "signal_alloc":
+			return d.str(&j.SignalAlloc)
+		case "signal_name":
+			return d.str(&j.SignalName)
+		case "signal_seq":
+			return d.int(&j.SignalSeq)
+		case "open_mode":
+			return d.str(&j.OpenMode)
+		case "wckey":
+			return d.str(&j.WCKey)
 		case "user":
 			return d.str(&j.User)
 		case "uid":
@@ -296,6 +308,8 @@ func (d *jobsDecoder) resources(r *spec.Resources) bool {
 			n, ok := d.int64()
 			r.MemMiB = n
 			return ok
+		case "mem_whole_node":
+			return d.bool(&r.MemWholeNode)
 		case "gpus_per_node":
 			return d.int(&r.GPUsPerNode)
 		case "gpu_model":
@@ -316,6 +330,22 @@ func (d *jobsDecoder) resources(r *spec.Resources) bool {
 			return d.strs(&r.Exclude)
 		case "constraint":
 			return d.str(&r.Constraint)
+		}
+		return false
+	})
+}
+
+func (d *jobsDecoder) tasks(t *spec.Tasks) bool {
+	return d.object(func(key []byte) bool {
+		switch string(key) {
+		case "ntasks":
+			return d.int(&t.NTasks)
+		case "ntasks_per_node":
+			return d.int(&t.NTasksPerNode)
+		case "cpus_per_task":
+			return d.int(&t.CPUsPerTask)
+		case "gpus_per_task":
+			return d.int(&t.GPUsPerTask)
 		}
 		return false
 	})

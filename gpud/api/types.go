@@ -279,6 +279,12 @@ type AcctJob struct {
 	MemMiB      int64    `json:"mem_mib"`
 	Attempts    int      `json:"attempts"`
 	WorkDir     string   `json:"work_dir"`
+	// ArrayJobID and ArrayTaskID place an array task (sacct's A_T; 0 and
+	// 0 outside arrays); WCKey is --wckey and NTasks the task count.
+	ArrayJobID  spec.JobID `json:"array_job_id,omitempty"`
+	ArrayTaskID int        `json:"array_task_id,omitempty"`
+	WCKey       string     `json:"wckey,omitempty"`
+	NTasks      int        `json:"ntasks,omitempty"`
 	// Elapsed is the last attempt's run time in seconds, up to now for a
 	// running job (sacct's Elapsed).
 	Elapsed int64 `json:"elapsed"`
@@ -538,4 +544,88 @@ type AuditFilter struct {
 // AuditResponse is GET /v1/audit: entries oldest first.
 type AuditResponse struct {
 	Entries []AuditEntry `json:"entries"`
+}
+
+// CancelJobsRequest is POST /v1/jobs/cancel: cancel every job the filter
+// matches, in one call and one transaction (scancel -u/-t/-n/-p/-A). The
+// filter must name at least one criterion; jobs the caller may not cancel
+// are skipped and counted.
+type CancelJobsRequest struct {
+	Filter JobFilter `json:"filter"`
+	// Names and QOS narrow the filter to these job names and QOS.
+	Names  []string `json:"names,omitempty"`
+	QOS    []string `json:"qos,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+}
+
+// CancelJobsResponse lists the jobs cancelled and how many matching jobs
+// were skipped (another user's, or already ending).
+type CancelJobsResponse struct {
+	Cancelled []spec.JobID `json:"cancelled"`
+	Skipped   int          `json:"skipped,omitempty"`
+}
+
+// Partition is one partition as GET /v1/partitions shows it (sinfo,
+// scontrol show partition).
+type Partition struct {
+	Name    string `json:"name"`
+	Default bool   `json:"default,omitempty"`
+	// State is UP, DOWN, DRAIN or INACTIVE.
+	State string `json:"state"`
+	// DefaultTime and MaxTime are the time limits (0: none).
+	DefaultTime spec.Duration `json:"default_time"`
+	MaxTime     spec.Duration `json:"max_time"`
+	// Nodes are the member nodes registered now, by name.
+	Nodes []string `json:"nodes"`
+}
+
+// PartitionsResponse is GET /v1/partitions.
+type PartitionsResponse struct {
+	Partitions []Partition `json:"partitions"`
+}
+
+// JobUpdateRequest is PATCH /v1/jobs/{id} (scontrol update JobId=N): the
+// fields to change; absent ones stay.
+type JobUpdateRequest struct {
+	TimeLimit *spec.Duration `json:"time_limit,omitempty"`
+	Partition *string        `json:"partition,omitempty"`
+	QOS       *string        `json:"qos,omitempty"`
+	Nice      *int           `json:"nice,omitempty"`
+	Name      *string        `json:"name,omitempty"`
+	Comment   *string        `json:"comment,omitempty"`
+}
+
+// AssocAccount is one account of GET /v1/associations (sacctmgr).
+type AssocAccount struct {
+	Name          string        `json:"name"`
+	Parent        string        `json:"parent,omitempty"`
+	Shares        int           `json:"shares"`
+	Users         []string      `json:"users"`
+	Coordinators  []string      `json:"coordinators,omitempty"`
+	MaxGPUs       int           `json:"max_gpus,omitempty"`
+	MaxJobs       int           `json:"max_jobs,omitempty"`
+	MaxSubmitJobs int           `json:"max_submit_jobs,omitempty"`
+	MaxWall       spec.Duration `json:"max_wall,omitempty"`
+	MaxGPUHours   float64       `json:"max_gpu_hours,omitempty"`
+}
+
+// AssocQOS is one QOS of GET /v1/associations.
+type AssocQOS struct {
+	Name           string        `json:"name"`
+	Priority       int           `json:"priority"`
+	Preempt        []string      `json:"preempt,omitempty"`
+	PreemptMode    string        `json:"preempt_mode,omitempty"`
+	MaxGPUsPerUser int           `json:"max_gpus_per_user,omitempty"`
+	MaxJobsPerUser int           `json:"max_jobs_per_user,omitempty"`
+	MaxWall        spec.Duration `json:"max_wall,omitempty"`
+}
+
+// AssociationsResponse is GET /v1/associations: the accounting
+// associations of gpud.toml, read-only (sacctmgr list; admins edit the
+// TOML).
+type AssociationsResponse struct {
+	Accounts       []AssocAccount `json:"accounts"`
+	QOS            []AssocQOS     `json:"qos"`
+	DefaultAccount string         `json:"default_account,omitempty"`
+	DefaultQOS     string         `json:"default_qos,omitempty"`
 }

@@ -639,3 +639,37 @@ func TestTimeLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionList: sbatch -p a,b takes the first listed partition the
+// job fits (here by time limit); an unknown GPU model names the cluster's.
+func TestPartitionList(t *testing.T) {
+	h := newHarness(t, newFakeStore(), func(c *Config) {
+		c.Partitions = []Partition{
+			{Name: "short", Default: true, MaxTime: time.Hour},
+			{Name: "long"},
+		}
+	})
+	h.register("n1", 2)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		limit time.Duration
+		parts string
+		want  string
+	}{
+		{30 * time.Minute, "short,long", "short"},
+		{2 * time.Hour, "short,long", "long"},
+		{30 * time.Minute, "nosuch,long", "long"},
+	} {
+		id, err := h.c.Submit(ctx, alice, spec.JobSpec{Script: "x", WorkDir: "/tmp", Partition: tc.parts, TimeLimit: spec.Duration(tc.limit)})
+		if err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+		if got := h.job(id).Partition; got != tc.want {
+			t.Errorf("%+v: partition %q, want %q", tc, got, tc.want)
+		}
+	}
+	if _, err := h.c.Submit(ctx, alice, spec.JobSpec{Script: "x", WorkDir: "/tmp", Partition: "short,long", TimeLimit: spec.Duration(time.Minute),
+		Resources: spec.Resources{GPUsPerNode: 1, GPUModel: "v100"}}); err == nil || !strings.Contains(err.Error(), "has GPU model v100; this cluster has: h100") {
+		t.Errorf("v100 job: %v, want the cluster's models named", err)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
@@ -135,6 +137,9 @@ const (
 	ActionHold    = "hold"
 	ActionRelease = "release"
 	ActionRequeue = "requeue"
+	// ActionSignal sends a signal (its reason argument) to a running
+	// job's processes on every node: scancel --signal.
+	ActionSignal = "signal"
 )
 
 // JobAction cancels, holds, releases or requeues a job on behalf of who.
@@ -243,6 +248,20 @@ func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string
 	if err := c.mayAct(who, j, action); err != nil {
 		return err
 	}
+	if action == ActionSignal {
+		sig, err := canonicalSignal(reason)
+		if err != nil {
+			return err
+		}
+		if j.State != spec.StateRunning || j.Alloc == nil {
+			return spec.Errorf(spec.ErrConflict, "job %d is %s; only running jobs can be signalled (cancel it without --signal)", id, j.State)
+		}
+		j.SignalAlloc, j.SignalName = j.Alloc.ID, sig
+		j.SignalSeq++
+		c.bumpLive(tx, rec)
+		tx.saveJob(rec)
+		return nil
+	}
 	if reason == "" {
 		reason = fmt.Sprintf("%s by %s", pastTense(action), orDefault(who.User, fmt.Sprint(who.UID)))
 	}
@@ -283,7 +302,7 @@ func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string
 		}
 		c.stopToRequeue(tx, rec, reason)
 	default:
-		return spec.Errorf(spec.ErrInvalid, "unknown job action %q; use cancel, hold, release or requeue", action)
+		return spec.Errorf(spec.ErrInvalid, "unknown job action %q; use cancel, hold, release, requeue or cancel with a signal", action)
 	}
 	tx.saveJob(rec)
 	return nil
@@ -319,6 +338,8 @@ func pastTense(action string) string {
 		return "released"
 	case ActionRequeue:
 		return "requeued"
+	case ActionSignal:
+		return "signalled"
 	}
 	return action
 }
@@ -484,4 +505,25 @@ func (c *Controller) partEnded(tx *txn, rec *jobRec, node string, ev exitInfo) {
 		}
 		c.finish(tx, rec, state, ev.code, ev.signal, reason, ev.at)
 	}
+}
+
+// signalNumbers are the signals scancel --signal names, as the node
+// agent's table (gpud/node) delivers them.
+var signalNumbers = map[string]int{
+	"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7, "FPE": 8, "KILL": 9, "USR1": 10,
+	"SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15, "CONT": 18, "STOP": 19, "TSTP": 20,
+	"URG": 23, "XCPU": 24, "XFSZ": 25, "WINCH": 28, "SYS": 31,
+}
+
+// canonicalSignal accepts USR1, SIGUSR1 or 1-64 and returns the name the
+// node agent takes (USR1, or the number).
+func canonicalSignal(s string) (string, error) {
+	u := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(s)), "SIG")
+	if _, ok := signalNumbers[u]; ok {
+		return u, nil
+	}
+	if n, err := strconv.Atoi(s); err == nil && n >= 1 && n <= 64 {
+		return strconv.Itoa(n), nil
+	}
+	return "", spec.Errorf(spec.ErrInvalid, "%q is not a signal; use a name like USR1 or SIGTERM, or a number 1-64", s)
 }

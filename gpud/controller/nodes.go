@@ -186,6 +186,9 @@ type Assignment struct {
 	// Checkpoint, with Stop, asks the node to checkpoint the job before
 	// stopping it.
 	Checkpoint bool
+	// Signal, sent once per SignalSeq, is a user's scancel --signal.
+	Signal    string
+	SignalSeq int
 }
 
 // Assignments returns the node's generation and every allocation it
@@ -246,6 +249,8 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 			a.StopState = cmp.Or(rec.job.StopState, spec.StateCancelled)
 			a.StopReason = cmp.Or(rec.job.StopReason, rec.job.Reason)
 			a.Checkpoint = rec.job.StopCheckpoint && !rec.job.State.Terminal()
+		} else if rec.job.SignalName != "" && rec.job.SignalAlloc == allocID {
+			a.Signal, a.SignalSeq = rec.job.SignalName, rec.job.SignalSeq
 		}
 		out = append(out, a)
 	}
@@ -496,4 +501,48 @@ func (c *Controller) markDown(tx *txn, n *nodeRec, reason string, now time.Time)
 		}
 		c.partEnded(tx, rec, n.inv.Name, exitInfo{state: spec.StateNodeFail, reason: "node " + n.inv.Name + " " + reason, at: now, nodeFail: true})
 	}
+}
+
+// PartitionView is a partition as clients see it: its configuration and
+// its member nodes registered now.
+type PartitionView struct {
+	Name        string
+	Default     bool
+	State       string
+	DefaultTime time.Duration
+	MaxTime     time.Duration
+	Members     []string
+}
+
+// Partitions lists the partitions in configuration order, each with its
+// registered member nodes by name.
+func (c *Controller) Partitions(ctx context.Context) ([]PartitionView, error) {
+	var out []PartitionView
+	err := c.query(ctx, func() error {
+		for _, p := range c.cfg.Partitions {
+			v := PartitionView{Name: p.Name, Default: p.Default, State: strings.ToUpper(cmp.Or(p.State, PartitionUp)),
+				DefaultTime: p.DefaultTime, MaxTime: p.MaxTime, Members: []string{}}
+			for _, name := range c.st.nodeNames() {
+				if len(p.Nodes) == 0 || slices.Contains(p.Nodes, name) {
+					v.Members = append(v.Members, name)
+				}
+			}
+			out = append(out, v)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ConfigView returns a copy of the accounting part of the configuration
+// (accounts, QOS, defaults) as it is now, for read-only listings
+// (sacctmgr).
+func (c *Controller) ConfigView(ctx context.Context) (Config, error) {
+	var out Config
+	err := c.query(ctx, func() error {
+		out = Config{DefaultAccount: c.cfg.DefaultAccount, DefaultQOS: c.cfg.DefaultQOS,
+			Accounts: slices.Clone(c.cfg.Accounts), QOS: slices.Clone(c.cfg.QOS)}
+		return nil
+	})
+	return out, err
 }

@@ -183,6 +183,14 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		c.log.Debug("secret variables dropped from a submitted job's environment", "user", who.User, "vars", strings.Join(dropped, ","))
 		js.Env = kept
 	}
+	switch js.OpenMode {
+	case "", spec.OpenAppend, spec.OpenTruncate:
+	default:
+		bad("--open-mode=%q: use append or truncate", js.OpenMode)
+	}
+	if t := js.Tasks; t.NTasks < 0 || t.NTasksPerNode < 0 || t.CPUsPerTask < 0 || t.GPUsPerTask < 0 {
+		bad("task counts must not be negative (ntasks %d, per node %d, CPUs per task %d, GPUs per task %d)", t.NTasks, t.NTasksPerNode, t.CPUsPerTask, t.GPUsPerTask)
+	}
 	if js.Name == "" {
 		js.Name = "job"
 	}
@@ -215,6 +223,8 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		if part != nil {
 			js.Partition = part.Name
 		}
+	} else if strings.Contains(js.Partition, ",") {
+		part = c.pickPartition(&js)
 	} else {
 		part = c.cfg.partition(js.Partition)
 	}
@@ -425,6 +435,9 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 	if fit >= r.Nodes {
 		return nil
 	}
+	if r.GPUModel != "" && !slices.ContainsFunc(members, func(n *nodeRec) bool { return countGPUs(n, r.GPUModel) > 0 }) {
+		return spec.Errorf(spec.ErrInvalid, "no node of partition %s has GPU model %s; this cluster has: %s", part.Name, r.GPUModel, strings.Join(c.gpuModels(), ", "))
+	}
 	want := fmt.Sprintf("%d CPUs", r.CPUsPerNode)
 	if r.MemMiB > 0 {
 		want += fmt.Sprintf(", %d MiB", r.MemMiB)
@@ -444,6 +457,53 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 	}
 	return spec.Errorf(spec.ErrInvalid, "requested %d node(s) with %s per node exceeds every node of partition %s (%d could hold it; %s); ask for less",
 		r.Nodes, want, part.Name, fit, largestDesc)
+}
+
+// gpuModels lists the GPU models of every registered node, sorted.
+func (c *Controller) gpuModels() []string {
+	var models []string
+	for _, n := range c.st.nodes {
+		for _, g := range n.inv.GPUs {
+			if g.Model != "" && !slices.Contains(models, g.Model) {
+				models = append(models, g.Model)
+			}
+		}
+	}
+	if len(models) == 0 {
+		return []string{"none"}
+	}
+	slices.Sort(models)
+	return models
+}
+
+// pickPartition resolves sbatch's -p a,b: the first listed partition that
+// exists, takes jobs, admits the job's time limit and has nodes that could
+// hold it. Slurm takes the partition that can start the job first; gpud
+// takes the first that fits, in the order given (docs/slurm-compat.md).
+// With none, the first is returned so the usual checks explain why.
+func (c *Controller) pickPartition(js *spec.JobSpec) *Partition {
+	names := strings.Split(js.Partition, ",")
+	r := js.Resources
+	r.Nodes = max(r.Nodes, 1)
+	if r.TotalGPUs > 0 && r.GPUsPerNode == 0 {
+		r.GPUsPerNode = r.TotalGPUs / r.Nodes
+	}
+	for _, name := range names {
+		p := c.cfg.partition(name)
+		if p == nil || p.State == PartitionDrain || p.State == PartitionInactive {
+			continue
+		}
+		if p.MaxTime > 0 && js.TimeLimit.Std() > p.MaxTime {
+			continue
+		}
+		if c.checkSatisfiable(p, &r) != nil {
+			continue
+		}
+		js.Partition = p.Name
+		return p
+	}
+	js.Partition = names[0]
+	return c.cfg.partition(names[0])
 }
 
 // nodeHolds reports whether n could ever hold one node's share of r: its
@@ -530,8 +590,8 @@ func fmtDur(d time.Duration) string {
 }
 
 // resolveOutput fills StdoutPath and StderrPath from the Output and Error
-// patterns, expanding what is known at submit (%j %x %u %A %a %%); %N and
-// others stay for the node to expand.
+// patterns, expanding what is known at submit (%j %J %s %x %u %A %a %%);
+// %N %n %t stay for the node to expand.
 func resolveOutput(j *spec.Job) {
 	out := j.Output
 	if out == "" {
@@ -557,8 +617,10 @@ func expand(pat string, j *spec.Job) string {
 		}
 		i++
 		switch pat[i] {
-		case 'j':
+		case 'j', 'J': // %J is jobid.stepid; the batch script's output is the job's
 			b.WriteString(strconv.FormatUint(uint64(j.ID), 10))
+		case 's':
+			b.WriteString("batch")
 		case 'x':
 			b.WriteString(j.Name)
 		case 'u':

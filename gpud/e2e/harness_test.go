@@ -61,6 +61,13 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
+	// Slurm's names, linked as make build links them.
+	for link, target := range map[string]string{"sbatch": "gpusubmit", "squeue": "gpuq", "scancel": "gpuq", "sacct": "gpuq", "scontrol": "gpuq", "sinfo": "gpuq", "sacctmgr": "gpuq", "sprio": "gpuq", "sshare": "gpuq", "sreport": "gpuq"} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	binDir = dir
 	return m.Run()
 }

@@ -82,9 +82,10 @@ type patternVars struct {
 // array task (NO_VAL); kept for scripts that parse it.
 const noArrayTask = "4294967294"
 
-// expandPattern expands Slurm's filename pattern letters: %j job id, %x
-// job name, %u user, %a array task id, %A array job id, %N node name, %n
-// node rank, %% a percent sign. A width between % and the letter
+// expandPattern expands Slurm's filename pattern letters: %j and %J job
+// id, %s step ("batch"), %x job name, %u user, %a array task id, %A array
+// job id, %N node name, %n node rank, %t task id (the rank: one task per
+// node), %% a percent sign. A width between % and the letter
 // zero-pads numbers (%4a → 0007), as in sbatch. Unknown letters are kept
 // as written.
 func expandPattern(p string, v patternVars) string {
@@ -113,8 +114,15 @@ func expandPattern(p string, v patternVars) string {
 		switch p[j] {
 		case '%':
 			b.WriteByte('%')
-		case 'j':
+		case 'j', 'J':
+			// %J is jobid.stepid; the batch script is the job's own
+			// output, so it is the job id (as sbatch writes it).
 			b.WriteString(num(uint64(v.JobID)))
+		case 's':
+			b.WriteString("batch")
+		case 't':
+			// The task id: gpud runs one task per node, so its rank.
+			b.WriteString(num(uint64(v.Rank)))
 		case 'x':
 			b.WriteString(v.Name)
 		case 'u':
@@ -156,6 +164,9 @@ func outputPaths(job *spec.Job, node string, rank int) (stdout, stderr string) {
 	}
 	resolve := func(p string) string {
 		p = expandPattern(p, v)
+		if p == os.DevNull {
+			return "" // -o /dev/null discards, as in Slurm
+		}
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(job.WorkDir, p)
 		}
@@ -317,7 +328,12 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		image = in.DefaultImage
 	}
 	// The user names these; the node adds the rest.
-	userDirs := []string{job.WorkDir, job.SubmitDir, filepath.Dir(stdout), filepath.Dir(stderr)}
+	userDirs := []string{job.WorkDir, job.SubmitDir}
+	for _, p := range []string{stdout, stderr} {
+		if p != "" { // "": discarded (-o /dev/null)
+			userDirs = append(userDirs, filepath.Dir(p))
+		}
+	}
 	if job.UID != 0 {
 		for _, d := range userDirs {
 			if h := insideAny(d, in.Hide); h != "" {
@@ -377,6 +393,10 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		CDIDevices:     cdi,
 		StdoutPath:     stdout,
 		StderrPath:     stderr,
+		// Truncate on the first start only (Slurm appends once a job is
+		// requeued), and from rank 0 only, so a node starting late cannot
+		// empty a file another node already writes.
+		TruncateOutput: job.OpenMode != spec.OpenAppend && job.Attempt <= 1 && self.Rank == 0,
 	}, nil
 }
 

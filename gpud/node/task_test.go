@@ -29,6 +29,7 @@ func TestExpandPattern(t *testing.T) {
 		{"percent", "100%%-%j", plain, "100%-42"},
 		{"padding", "%4a-%3j-%2n", array, "0002-042-03"},
 		{"padding shorter than value", "%1j", plain, "42"},
+		{"Slurm's %J %s %t (dask-jobqueue's workers)", "w-%J.%s.%t-%2t.out", plain, "w-42.batch.3-03.out"},
 		{"unknown letter kept", "%q%5z", plain, "%q%5z"},
 		{"trailing percent", "out%", plain, "out%"},
 		{"trailing width", "out%12", plain, "out%12"},
@@ -62,6 +63,8 @@ func TestOutputPaths(t *testing.T) {
 		{"array default", job("", "", true), "/home/a/w/gpud-40_2.out", "/home/a/w/gpud-40_2.out"},
 		{"relative and absolute", job("o/%j.out", "/tmp/%N.err", false), "/home/a/w/o/42.out", "/tmp/n1.err"},
 		{"cleaned", job("../logs/./%j.out", "", false), "/home/a/logs/42.out", "/home/a/logs/42.out"},
+		{"/dev/null discards both", job("/dev/null", "", false), "", ""},
+		{"/dev/null discards stderr only", job("%j.out", "/dev/null", false), "/home/a/w/42.out", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

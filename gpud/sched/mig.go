@@ -281,7 +281,7 @@ func (c *cycle) placeMIG(j *Job, dur int64) ([]spec.NodeAlloc, []int, int) {
 			continue
 		}
 		free := w.freeNow(c.off, dur)
-		if free.CPUs < r.CPUsPerNode || free.MemMiB < r.MemMiB || r.Exclusive && free.Allocs > 0 {
+		if free.CPUs < r.CPUsPerNode || free.MemMiB < memNeed(w, r) || r.Exclusive && free.Allocs > 0 {
 			continue
 		}
 		var ss []slot
@@ -324,7 +324,7 @@ func (c *cycle) placeMIG(j *Job, dur int64) ([]spec.NodeAlloc, []int, int) {
 	for rank, b := range got {
 		nodes = append(nodes, b.node)
 		w := c.nodes[b.node]
-		a := spec.NodeAlloc{Node: w.n.Name, Rank: rank, CPUs: r.CPUsPerNode, MemMiB: r.MemMiB}
+		a := spec.NodeAlloc{Node: w.n.Name, Rank: rank, CPUs: r.CPUsPerNode, MemMiB: memNeed(w, r)}
 		for _, s := range b.slots {
 			sl := spec.MIGSlice{GPU: w.n.GPUs[s.gpu.k].UUID, Profile: r.GPUProfile, Placement: s.pl}
 			if s.reuse != nil {
@@ -398,6 +398,9 @@ func describeMIG(r spec.Resources) string {
 	fmt.Fprintf(&b, "%d node(s) with %d CPUs", max(r.Nodes, 1), r.CPUsPerNode)
 	if r.MemMiB > 0 {
 		fmt.Fprintf(&b, ", %d MiB", r.MemMiB)
+	}
+	if r.MemWholeNode {
+		b.WriteString(", all its memory")
 	}
 	fmt.Fprintf(&b, ", %d× MIG %s", max(r.GPUsPerNode, 1), r.GPUProfile)
 	return b.String()

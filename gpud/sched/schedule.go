@@ -106,6 +106,7 @@ type shape struct {
 	partition, model, constraint string
 	gpus, cpus, nodes            int
 	mem                          int64
+	memWhole                     bool
 	exclusive                    bool
 	qos                          string
 	fraction                     float64
@@ -625,7 +626,7 @@ func shapeOf(j *Job) (shape, bool) {
 		return shape{}, false
 	}
 	return shape{partition: j.Partition, model: r.GPUModel, constraint: r.Constraint, gpus: r.GPUsPerNode, cpus: r.CPUsPerNode,
-		nodes: max(r.Nodes, 1), mem: r.MemMiB, exclusive: r.Exclusive, qos: j.QOS, fraction: r.GPUFraction, rdma: r.RDMA,
+		nodes: max(r.Nodes, 1), mem: r.MemMiB, memWhole: r.MemWholeNode, exclusive: r.Exclusive, qos: j.QOS, fraction: r.GPUFraction, rdma: r.RDMA,
 		profile: r.GPUProfile}, true
 }
 
@@ -693,6 +694,15 @@ func jobGPUs(j *Job) int {
 	return max(j.Req.Nodes, 1) * j.Req.GPUsPerNode
 }
 
+// memNeed is the memory j's request r takes on w: all of the node's for
+// --mem=0 (MemWholeNode), else its MemMiB.
+func memNeed(w *workNode, r *spec.Resources) int64 {
+	if r.MemWholeNode {
+		return w.n.MemMiB
+	}
+	return r.MemMiB
+}
+
 // isFrac reports whether j asks for a share of one GPU.
 func isFrac(j *Job) bool { return j.Req.GPUFraction > 0 && j.Req.GPUFraction < 1 }
 
@@ -703,19 +713,19 @@ func isFrac(j *Job) bool { return j.Req.GPUFraction > 0 && j.Req.GPUFraction < 1
 func fitRes(w *workNode, j *Job, free backfill.Res) (uint64, bool) {
 	r := &j.Req
 	if isFrac(j) {
-		if free.CPUs < r.CPUsPerNode || free.MemMiB < r.MemMiB {
+		if free.CPUs < r.CPUsPerNode || free.MemMiB < memNeed(w, r) {
 			return 0, false
 		}
 		avail := free.GPUs & modelMask(w, r.GPUModel)
 		return avail & -avail, avail != 0
 	}
 	if r.Exclusive {
-		if free.Allocs > 0 || free.GPUs&w.ok != w.ok || free.CPUs < r.CPUsPerNode || free.MemMiB < r.MemMiB {
+		if free.Allocs > 0 || free.GPUs&w.ok != w.ok || free.CPUs < r.CPUsPerNode || free.MemMiB < memNeed(w, r) {
 			return 0, false
 		}
 		return free.GPUs & w.ok, true
 	}
-	if free.CPUs < r.CPUsPerNode || free.MemMiB < r.MemMiB {
+	if free.CPUs < r.CPUsPerNode || free.MemMiB < memNeed(w, r) {
 		return 0, false
 	}
 	if r.GPUsPerNode == 0 {
@@ -737,7 +747,7 @@ func fitRes(w *workNode, j *Job, free backfill.Res) (uint64, bool) {
 // sharers do, so j never delays a reservation.
 func fitShared(w *workNode, j *Job, free backfill.Res, end int64, phys bool) (pick, bool) {
 	r := &j.Req
-	if free.CPUs < r.CPUsPerNode || free.MemMiB < r.MemMiB {
+	if free.CPUs < r.CPUsPerNode || free.MemMiB < memNeed(w, r) {
 		return pick{}, false
 	}
 	best := -1
@@ -838,7 +848,7 @@ func (w *workNode) freeNow(off, dur int64) backfill.Res {
 }
 
 func (c *cycle) alloc(w *workNode, j *Job, g uint64, rank int, free backfill.Res) spec.NodeAlloc {
-	a := spec.NodeAlloc{Node: w.n.Name, Rank: rank, CPUs: j.Req.CPUsPerNode, MemMiB: j.Req.MemMiB}
+	a := spec.NodeAlloc{Node: w.n.Name, Rank: rank, CPUs: j.Req.CPUsPerNode, MemMiB: memNeed(w, &j.Req)}
 	if isFrac(j) {
 		a.GPUFraction = j.Req.GPUFraction
 	} else if j.Req.Exclusive {
@@ -1334,6 +1344,9 @@ func describe(r spec.Resources) string {
 	fmt.Fprintf(&b, "%d node(s) with %d CPUs", max(r.Nodes, 1), r.CPUsPerNode)
 	if r.MemMiB > 0 {
 		fmt.Fprintf(&b, ", %d MiB", r.MemMiB)
+	}
+	if r.MemWholeNode {
+		b.WriteString(", all its memory")
 	}
 	if r.GPUsPerNode > 0 {
 		model := r.GPUModel

@@ -134,6 +134,22 @@ func TestSchedule(t *testing.T) {
 				{JobID: 2, Reason: spec.ReasonPriority, Detail: "needs 1 node(s) with 1 CPUs, 2000 MiB, 1× gpu; 0 of 1 nodes fit now"},
 			},
 		},
+		{
+			// --mem=0: all of a node's memory, so only a node with none
+			// of it allocated takes the job, which then holds all of it.
+			name:  "mem=0 takes a node's whole memory",
+			nodes: []Node{func() Node { n := node("a", 8, 1000, "", 0); n.FreeMemMiB = 600; return n }(), node("b", 8, 2000, "", 0)},
+			jobs: []Job{
+				job(1, 1, 0, func(j *Job) { j.Req.MemWholeNode = true }),
+				job(2, 1, 0, func(j *Job) { j.Req.MemWholeNode = true }),
+				job(3, 1, 0, func(j *Job) { j.Req.MemMiB = 600 }),
+			},
+			wantStarts: []Start{
+				{JobID: 1, Nodes: []spec.NodeAlloc{{Node: "b", CPUs: 1, MemMiB: 2000}}},
+				{JobID: 3, Nodes: []spec.NodeAlloc{{Node: "a", CPUs: 1, MemMiB: 600}}},
+			},
+			wantPending: []Pending{{JobID: 2, Reason: spec.ReasonResources, Detail: "needs 1 node(s) with 1 CPUs, all its memory; 0 of 2 nodes fit now"}},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

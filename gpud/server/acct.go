@@ -163,7 +163,8 @@ func acctJob(r *accounting.Record) api.AcctJob {
 		GPUProfile: r.GPUProfile, GPUFraction: r.GPUFraction, CPUs: r.CPUs, MemMiB: r.MemMiB,
 		Attempts: r.Attempts, WorkDir: r.WorkDir, Elapsed: r.Elapsed, GPUHours: r.GPUHours,
 		CPUHours: r.CPUHours, SliceHours: r.SliceHours, GPUUtil: r.GPUUtil, EnergyKWh: r.EnergyKWh,
-		CO2Kg: r.CO2Kg, Cost: r.Cost,
+		CO2Kg: r.CO2Kg, Cost: r.Cost, ArrayJobID: r.ArrayJobID, ArrayTaskID: r.ArrayTaskID, WCKey: r.WCKey,
+		NTasks: r.NTasks,
 	}
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,8 +29,12 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+v+"/jobs", s.listJobs)
 	m.HandleFunc("GET "+v+"/jobs/{id}", s.getJob)
 	m.HandleFunc("GET "+v+"/jobs/{id}/wait", s.waitJob)
+	m.HandleFunc("POST "+v+"/jobs/cancel", s.cancelJobs)
+	m.HandleFunc("PATCH "+v+"/jobs/{id}", s.updateJob)
 	m.HandleFunc("POST "+v+"/jobs/{id}/{action}", s.jobAction)
 	m.HandleFunc("GET "+v+"/nodes", s.listNodes)
+	m.HandleFunc("GET "+v+"/partitions", s.listPartitions)
+	m.HandleFunc("GET "+v+"/associations", s.associations)
 	m.HandleFunc("POST "+v+"/nodes/register", s.register)
 	m.HandleFunc("POST "+v+"/nodes/join", s.joinNode)
 	m.HandleFunc("POST "+v+"/nodes/{name}/heartbeat", s.heartbeat)
@@ -219,20 +224,149 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := checkReason(req.Reason); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	action, reason := r.PathValue("action"), req.Reason
 	if req.Signal != "" {
-		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "cancel --signal=%q is not supported yet; cancel without --signal to end the job", req.Signal))
+		if action != controller.ActionCancel {
+			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "a signal goes with cancel only (scancel --signal), not %s", action))
+			return
+		}
+		action, reason = controller.ActionSignal, req.Signal
+	}
+	j, err := s.c.RefAction(r.Context(), as, ref, action, reason)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, j)
+}
+
+// updateJob is PATCH /v1/jobs/{id}: scontrol update JobId=N.
+func (s *Server) updateJob(w http.ResponseWriter, r *http.Request) {
+	ref, err := jobRef(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// Checked before the body is read (see jobAction).
+	ident := who(r)
+	if err := notNode(ident, "updating a job"); err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	var req api.JobUpdateRequest
+	if err := decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var c checker
+	for field, v := range map[string]*string{"Partition": req.Partition, "QOS": req.QOS, "JobName": req.Name} {
+		if v != nil {
+			c.name(field, *v, maxShort)
+		}
+	}
+	if req.Comment != nil {
+		c.name("Comment", *req.Comment, maxText)
+	}
+	if err := c.err(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	as := ident.caller
+	if ident.atLeast(auth.RoleOperator) {
+		as = ident.privileged()
+	}
+	u := controller.JobUpdate{Partition: req.Partition, QOS: req.QOS, Nice: req.Nice, Name: req.Name, Comment: req.Comment}
+	if req.TimeLimit != nil {
+		d := req.TimeLimit.Std()
+		u.TimeLimit = &d
+	}
+	j, err := s.c.UpdateJob(r.Context(), as, ref, u)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	redact(ident, &j)
+	s.writeJSON(w, j)
+}
+
+// cancelJobs is POST /v1/jobs/cancel: scancel by filter, one call and one
+// transaction for any number of jobs.
+func (s *Server) cancelJobs(w http.ResponseWriter, r *http.Request) {
+	// Checked before the body is read (see jobAction).
+	ident := who(r)
+	if err := notNode(ident, "cancelling jobs"); err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	var req api.CancelJobsRequest
+	if err := decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	if err := checkReason(req.Reason); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	j, err := s.c.RefAction(r.Context(), as, ref, r.PathValue("action"), req.Reason)
+	for _, st := range req.Filter.States {
+		if !slices.Contains(spec.AllJobStates, st) {
+			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "state %q is not a job state; use one of %v", st, spec.AllJobStates))
+			return
+		}
+	}
+	as := ident.caller
+	if ident.atLeast(auth.RoleOperator) {
+		as = ident.privileged()
+	}
+	f := controller.CancelFilter{JobFilter: controller.JobFilter{IDs: req.Filter.IDs, Users: req.Filter.Users, Accounts: req.Filter.Accounts,
+		Partitions: req.Filter.Partitions, States: req.Filter.States}, Names: req.Names, QOS: req.QOS}
+	ids, skipped, err := s.c.CancelJobs(r.Context(), as, f, req.Reason)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, j)
+	if ids == nil {
+		ids = []spec.JobID{}
+	}
+	s.writeJSON(w, api.CancelJobsResponse{Cancelled: ids, Skipped: skipped})
+}
+
+// associations is GET /v1/associations (sacctmgr list): the configured
+// accounts with their users and limits, and the QOS, read-only.
+func (s *Server) associations(w http.ResponseWriter, r *http.Request) {
+	cfg, err := s.c.ConfigView(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.AssociationsResponse{Accounts: []api.AssocAccount{}, QOS: []api.AssocQOS{}, DefaultAccount: cfg.DefaultAccount, DefaultQOS: cfg.DefaultQOS}
+	for _, a := range cfg.Accounts {
+		out.Accounts = append(out.Accounts, api.AssocAccount{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: append([]string{}, a.Users...),
+			Coordinators: a.Coordinators, MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
+			MaxWall: spec.Duration(a.MaxWall), MaxGPUHours: a.MaxGPUHours})
+	}
+	for _, q := range cfg.QOS {
+		out.QOS = append(out.QOS, api.AssocQOS{Name: q.Name, Priority: q.Priority, Preempt: q.Preempt, PreemptMode: q.PreemptMode,
+			MaxGPUsPerUser: q.MaxGPUsPerUser, MaxJobsPerUser: q.MaxJobsPerUser, MaxWall: spec.Duration(q.MaxWall)})
+	}
+	s.writeJSON(w, out)
+}
+
+func (s *Server) listPartitions(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.c.Partitions(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.PartitionsResponse{Partitions: make([]api.Partition, 0, len(ps))}
+	for _, p := range ps {
+		out.Partitions = append(out.Partitions, api.Partition{Name: p.Name, Default: p.Default, State: p.State,
+			DefaultTime: spec.Duration(p.DefaultTime), MaxTime: spec.Duration(p.MaxTime), Nodes: p.Members})
+	}
+	s.writeJSON(w, out)
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
@@ -380,7 +514,7 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	out := api.AssignmentsResponse{Generation: gen, Assignments: make([]api.Assignment, 0, len(list))}
 	for _, a := range list {
 		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
-			Checkpoint: a.Checkpoint})
+			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq})
 	}
 	s.writeJSON(w, out)
 }

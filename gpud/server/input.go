@@ -199,6 +199,12 @@ func checkJobSpec(js *spec.JobSpec) error {
 	if b := js.BeginTime; !b.IsZero() && (b.Before(minBegin) || !b.Before(maxBegin)) {
 		c.bad("--begin=%s is out of range; give a time from %d to %d", b.UTC().Format(time.RFC3339), minBegin.Year(), maxBegin.Year()-1)
 	}
+	c.name("--open-mode", js.OpenMode, maxShort)
+	c.name("--wckey", js.WCKey, maxShort)
+	c.count("--ntasks", int64(js.Tasks.NTasks), maxCPUs)
+	c.count("--ntasks-per-node", int64(js.Tasks.NTasksPerNode), maxCPUs)
+	c.count("--cpus-per-task", int64(js.Tasks.CPUsPerTask), maxCPUs)
+	c.count("--gpus-per-task", int64(js.Tasks.GPUsPerTask), maxGPUs)
 	r := &js.Resources
 	// Negative values the controller explains (it fills defaults); the
 	// edge bounds them so no arithmetic on them can overflow.

@@ -69,6 +69,9 @@ type Resources struct {
 	Nodes       int   `json:"nodes"`
 	CPUsPerNode int   `json:"cpus_per_node"`
 	MemMiB      int64 `json:"mem_mib_per_node"`
+	// MemWholeNode is Slurm's --mem=0: all the memory of each node (MemMiB
+	// is then 0). A node whose memory is partly allocated cannot take it.
+	MemWholeNode bool `json:"mem_whole_node,omitempty"`
 	// GPUsPerNode whole GPUs on each node, of GPUModel when set ("h100").
 	GPUsPerNode int    `json:"gpus_per_node"`
 	GPUModel    string `json:"gpu_model,omitempty"`
@@ -134,7 +137,31 @@ type JobSpec struct {
 	// default) or CkptModeCRIU.
 	CkptMode string `json:"checkpoint_mode,omitempty"`
 	Comment  string `json:"comment,omitempty"`
+	// Tasks is the job's task layout as sbatch gave it (--ntasks,
+	// --ntasks-per-node, --cpus-per-task, --gpus-per-task); steps use it.
+	// Zero values mean not given.
+	Tasks Tasks `json:"tasks,omitzero"`
+	// OpenMode is how the output files are opened: "" or OpenTruncate
+	// (the default) or OpenAppend (--open-mode=append).
+	OpenMode string `json:"open_mode,omitempty"`
+	// WCKey is the workload characterisation key (--wckey), kept for
+	// accounting.
+	WCKey string `json:"wckey,omitempty"`
 }
+
+// Tasks is a job's task layout (JobSpec.Tasks).
+type Tasks struct {
+	NTasks        int `json:"ntasks,omitempty"`
+	NTasksPerNode int `json:"ntasks_per_node,omitempty"`
+	CPUsPerTask   int `json:"cpus_per_task,omitempty"`
+	GPUsPerTask   int `json:"gpus_per_task,omitempty"`
+}
+
+// Output open modes (JobSpec.OpenMode).
+const (
+	OpenTruncate = "truncate"
+	OpenAppend   = "append"
+)
 
 // Checkpoint modes of JobSpec.CkptMode.
 const (
@@ -192,6 +219,13 @@ type Job struct {
 	StderrPath string `json:"stderr_path,omitempty"`
 	// ExpectedStart is the scheduler's estimate for a pending job.
 	ExpectedStart Time `json:"expected_start"`
+	// SignalAlloc, SignalName and SignalSeq are the latest signal a user
+	// asked for (scancel --signal): the node delivers SignalName once per
+	// SignalSeq to the allocation SignalAlloc only, so a requeued attempt
+	// never receives its predecessor's signal.
+	SignalAlloc string `json:"signal_alloc,omitempty"`
+	SignalName  string `json:"signal_name,omitempty"`
+	SignalSeq   int    `json:"signal_seq,omitempty"`
 	// IdleGPU is set while the running job's GPUs have stayed below its
 	// idle-GPU policy's utilisation for the policy's time ("below 5% for
 	// 30 min"); cleared when they get busy again. gpuq shows it.

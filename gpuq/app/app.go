@@ -60,7 +60,9 @@ func New() *cli.App {
 			"(PD R CG CD F CA TO PR NF OOM RQ S); a pending job shows why it waits in parentheses. " +
 			"A task of a job array shows as ARRAYID_TASK; the commands that take JOB accept that form, " +
 			"and a bare array id in cancel, hold, release or requeue acts on every task of the array (like scancel). " +
-			"--format fields: " + fieldHelp() + "; %[.][size] sets a width (. right-justifies, longer values are cut), %% is a percent sign.",
+			"--format fields: " + fieldHelp() + "; %[.][size] sets a width (. right-justifies, longer values are cut), %% is a percent sign. " +
+			"Run as squeue, scancel, sacct, scontrol or sinfo (links made by make build and make install), gpuq takes that Slurm command's " +
+			"flags and prints its formats; docs/slurm-compat.md lists each flag, field and state as honoured, accepted with a warning or refused, and why.",
 		// Text from other users (names, comments, reasons) and old
 		// records may hold control characters: escaped when printed.
 		Before: escapeOutput,

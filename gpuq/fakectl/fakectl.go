@@ -44,6 +44,12 @@ type Server struct {
 	Jobs []spec.Job
 	// Nodes are returned by GET /v1/nodes.
 	Nodes []spec.Node
+	// Partitions are returned by GET /v1/partitions.
+	Partitions []api.Partition
+	// Associations is returned by GET /v1/associations.
+	Associations api.AssociationsResponse
+	// Priorities is returned by GET /v1/priorities.
+	Priorities []api.JobPriority
 	// SubmitErr, when set, answers every submission with this error.
 	SubmitErr error
 	// SubmitResp, when its ID is set, answers every submission.
@@ -132,10 +138,27 @@ func (s *Server) mux() http.Handler {
 	m := http.NewServeMux()
 	m.HandleFunc("POST /v1/jobs", s.submit)
 	m.HandleFunc("GET /v1/jobs", s.list)
+	m.HandleFunc("POST /v1/jobs/cancel", s.cancelJobs)
+	m.HandleFunc("PATCH /v1/jobs/{id}", s.jobAction) // scontrol update: answered with the job as it is
 	m.HandleFunc("GET /v1/jobs/{id}", s.job)
 	m.HandleFunc("GET /v1/jobs/{id}/wait", s.job)
 	m.HandleFunc("POST /v1/jobs/{id}/{action}", s.jobAction)
 	m.HandleFunc("GET /v1/nodes", s.nodes)
+	m.HandleFunc("GET /v1/priorities", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		reply(w, api.PrioritiesResponse{Jobs: append([]api.JobPriority{}, s.Priorities...)}, nil)
+	})
+	m.HandleFunc("GET /v1/associations", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		reply(w, s.Associations, nil)
+	})
+	m.HandleFunc("GET /v1/partitions", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		reply(w, api.PartitionsResponse{Partitions: append([]api.Partition{}, s.Partitions...)}, nil)
+	})
 	m.HandleFunc("POST /v1/nodes/{name}/{action}", s.nodeAction)
 	m.HandleFunc("GET /v1/accounting/jobs", s.acct)
 	m.HandleFunc("GET /v1/accounting/summary", s.acctSummary)
@@ -262,6 +285,30 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 	}
 	j, err := s.find(r.PathValue("id"))
 	reply(w, j, err)
+}
+
+// cancelJobs answers POST /v1/jobs/cancel with the ids of the pending or
+// running Jobs the filter matches (the fake changes no state).
+func (s *Server) cancelJobs(w http.ResponseWriter, r *http.Request) {
+	var req api.CancelJobsRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		reply(w, nil, err)
+		return
+	}
+	in := func(list []string, v string) bool { return len(list) == 0 || slices.Contains(list, v) }
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	resp := api.CancelJobsResponse{Cancelled: []spec.JobID{}}
+	f := req.Filter
+	for _, j := range s.Jobs {
+		if (len(f.IDs) > 0 && !slices.Contains(f.IDs, j.ID)) || !in(f.Users, j.User) || !in(f.Accounts, j.Account) ||
+			!in(f.Partitions, j.Partition) || !in(req.Names, j.Name) || !in(req.QOS, j.QOS) ||
+			(len(f.States) > 0 && !slices.Contains(f.States, j.State)) || j.State.Terminal() {
+			continue
+		}
+		resp.Cancelled = append(resp.Cancelled, j.ID)
+	}
+	reply(w, resp, nil)
 }
 
 func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {

@@ -496,3 +496,12 @@ func WriteJobsJSON(w io.Writer, jobs []spec.Job) error {
 	bw.WriteString("\n]\n")
 	return bw.Flush()
 }
+
+// JobField is one squeue field of j as text (letters of JobFields), for
+// sorting and filtering by the Slurm-named commands.
+func JobField(j *spec.Job, verb byte, now time.Time) string {
+	return string(appendJobField(nil, j, verb, now))
+}
+
+// KnownJobField reports whether c is a field letter of JobFields.
+func KnownJobField(c byte) bool { return knownField(c) }

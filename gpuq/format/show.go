@@ -52,6 +52,11 @@ func WriteJobShow(w io.Writer, j *spec.Job, now time.Time) error {
 		{"StdOut=" + null(firstNonEmpty(j.StdoutPath, j.Output)), "StdErr=" + null(firstNonEmpty(j.StderrPath, j.Error, j.StdoutPath, j.Output))},
 		{"Image=" + null(j.Image), "Signal=" + null(j.JobSpec.Signal), "CheckpointInterval=" + ckpt(j.Ckpt), "Comment=" + null(j.Comment)},
 	}
+	if j.ArrayJobID != 0 {
+		// An array task names its array, as scontrol does.
+		lines[0] = append(lines[0][:1:1], "ArrayJobId="+strconv.FormatUint(uint64(j.ArrayJobID), 10),
+			"ArrayTaskId="+strconv.Itoa(j.ArrayTaskID), lines[0][1])
+	}
 	for i, l := range lines {
 		if i > 0 {
 			bw.WriteString("   ")

@@ -46,7 +46,12 @@ func New() *cli.App {
 			"#GPU and #SBATCH directives at the top of the script (after the #! line, up to the first command) " +
 			"and from the command line, which wins. An option gpud cannot honour is an error, never ignored; " +
 			"--mail-type, --mail-user and --get-user-env are accepted with a warning. " +
-			"SCRIPT - reads the script from standard input.",
+			"SCRIPT - reads the script from standard input. " +
+			"Run as sbatch (a link made by make build and make install), it is Slurm's sbatch: options are read as getopt_long reads them " +
+			"(unique prefixes such as --out, bundled short options, --opt value), the default output is slurm-%j.out, and every problem " +
+			"is reported in one pass with line numbers. A missing output directory is created as the user, unlike Slurm, because gpud starts " +
+			"jobs within milliseconds, before a client that makes it after submitting has done so. docs/slurm-compat.md lists each sbatch option " +
+			"as honoured, accepted with a warning (and why) or refused (and why).",
 		Flags:           flags(),
 		HideHelpCommand: true,
 		// Messages echo text from the controller: escaped when printed.
@@ -58,15 +63,29 @@ func New() *cli.App {
 		ExitErrHandler: exitcode.NoExit,
 		OnUsageError:   exitcode.UsageError,
 		Action:         submit,
+		// Problems carried by the hidden flag contain commas.
+		DisableSliceFlagSeparator: true,
 	}
 }
 
-// Args prepares os.Args for the App: an option with an optional value
-// given alone gets it (--rdma means --rdma=gpus).
-func Args(args []string) []string { return directive.ExpandOptional(args) }
+// ForName returns the App for the name the program was run as: sbatch
+// (Slurm's name, a link to gpusubmit) or gpusubmit.
+func ForName(name string) *cli.App {
+	a := New()
+	if name == "sbatch" {
+		a.Name = "sbatch"
+		a.UsageText = "sbatch [options] SCRIPT [ARGS...]\nsbatch [options] --wrap 'CMD'"
+	}
+	return a
+}
+
+// Args prepares os.Args for the App: it reads them as sbatch's
+// getopt_long does (unique prefixes, bundled short options, optional
+// values) and hands urfave/cli canonical --name=value words.
+func Args(args []string) []string { return directive.Normalize(args) }
 
 func flags() []cli.Flag {
-	fs := []cli.Flag{ControllerFlag()}
+	fs := []cli.Flag{ControllerFlag(), &cli.StringSliceFlag{Name: directive.ProblemFlag, Hidden: true}}
 	for _, d := range directive.Options {
 		var aliases []string
 		if d.Short != "" {
@@ -84,13 +103,19 @@ func flags() []cli.Flag {
 func invalid(format string, args ...any) error { return spec.Errorf(spec.ErrInvalid, format, args...) }
 
 func submit(c *cli.Context) error {
+	// Every problem is reported in one pass: the command line's, the
+	// script's directives' and the options' values together.
+	var errs []error
+	for _, p := range c.StringSlice(directive.ProblemFlag) {
+		errs = append(errs, invalid("command line: %s", p))
+	}
 	name, text, args, err := readScript(c)
 	if err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
 	sc, err := directive.ParseScript(name, text)
 	if err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	opts := sc.Options
 	for _, d := range directive.Options {
@@ -107,12 +132,15 @@ func submit(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("find the submit directory: %w; run gpusubmit from a directory that exists", err)
 	}
-	req, err := directive.Build(opts, directive.Env{Now: time.Now(), Cwd: cwd, Environ: os.Environ(), ScriptName: name})
+	req, err := directive.Build(opts, directive.Env{Now: time.Now(), Cwd: cwd, Environ: os.Environ(), ScriptName: name, Slurm: c.App.Name == "sbatch"})
 	if err != nil {
-		return err
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	for _, w := range append(sc.Warnings, req.Warnings...) {
-		fmt.Fprintf(c.App.ErrWriter, "gpusubmit: warning: %s\n", w)
+		fmt.Fprintf(c.App.ErrWriter, "%s: warning: %s\n", c.App.Name, w)
 	}
 	req.Spec.Script = string(text)
 	req.Spec.Args = args
@@ -154,6 +182,9 @@ func readScript(c *cli.Context) (string, []byte, []string, error) {
 			return "", nil, nil, invalid("command line: --wrap and a script (%s) are both given; use one", args[0])
 		}
 		return "wrap", []byte("#!/bin/sh\n" + cmd + "\n"), nil, nil
+	}
+	if len(args) == 0 && c.App.Name == "sbatch" {
+		args = []string{"-"} // sbatch reads the script from standard input when none is named
 	}
 	if len(args) == 0 {
 		return "", nil, nil, invalid("no batch script given; pass SCRIPT [ARGS...], - to read standard input, or --wrap 'CMD' (see gpusubmit --help)")

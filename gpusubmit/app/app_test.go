@@ -77,6 +77,7 @@ func TestSubmitSlurmScript(t *testing.T) {
 		WorkDir:   cwd,
 		SubmitDir: cwd,
 		Output:    "slurm-%j.out",
+		Tasks:     spec.Tasks{NTasksPerNode: 4, CPUsPerTask: 8},
 		Requeue:   true,
 	}
 	if diff := cmp.Diff(api.SubmitRequest{Job: want}, subs[0]); diff != "" {
@@ -182,11 +183,11 @@ func TestSubmitErrors(t *testing.T) {
 		},
 		{
 			name: "bad flag value", script: "#!/bin/sh\ntrue\n", args: []string{"--mem=lots"},
-			wantCode: 2, wantErr: `gpusubmit: command line: --mem: bad memory size "lots"; use a whole number with an optional K, M, G or T suffix (500M, 4G, 1T; no suffix means MiB)` + "\n",
+			wantCode: 2, wantErr: `gpusubmit: command line: --mem: bad memory size "lots"; use a whole number with an optional K, M, G or T suffix, B or iB allowed (500M, 4G, 8gb, 1T; no suffix means MiB)` + "\n",
 		},
 		{
 			name: "unknown flag", script: "#!/bin/sh\ntrue\n", args: []string{"--frobnicate"},
-			wantCode: 2, wantErr: "gpusubmit: command line: flag provided but not defined: -frobnicate; see gpusubmit --help\n",
+			wantCode: 2, wantErr: "gpusubmit: command line: unknown option --frobnicate; see gpusubmit --help for the options gpud honours\n",
 		},
 		{
 			name: "binary script", script: "\x7fELF\x00\x00",
@@ -284,5 +285,74 @@ func TestTestOnly(t *testing.T) {
 	}
 	if subs := ctl.Submitted(t); len(subs) != 1 || !subs[0].TestOnly {
 		t.Errorf("submissions %+v, want one with TestOnly", subs)
+	}
+}
+
+// TestSbatchName: run as sbatch, gpusubmit reads options as getopt_long
+// does, defaults the output to slurm-%j.out and names itself in messages.
+func TestSbatchName(t *testing.T) {
+	ctl := fakectl.New(t)
+	path := writeScript(t, "#!/bin/sh\n#SBATCH --hint=nomultithread\n#SBATCH --tasks=2 --gpus-per-task=1\ntrue\n")
+	var out, errb bytes.Buffer
+	a := ForName("sbatch")
+	a.Writer, a.ErrWriter = &out, &errb
+	code := exitcode.Main(context.Background(), a, Args([]string{"sbatch", "--contr", ctl.Addr, "--out=o-%j.log", "-HJtrain", path}), &errb)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
+	}
+	if want := "sbatch: warning: line 2 of job.sh: --hint has no effect in gpud and is ignored: gpud allocates whole cores and does not schedule hardware threads\n"; errb.String() != want {
+		t.Errorf("stderr %q, want %q", errb.String(), want)
+	}
+	js := ctl.Submitted(t)[0].Job
+	if js.Output != "o-%j.log" || js.Name != "train" || !js.Hold || js.Resources.GPUsPerNode != 2 || js.Tasks.NTasksPerNode != 2 {
+		t.Errorf("got output %q name %q hold %v GPUs/node %d tasks %+v", js.Output, js.Name, js.Hold, js.Resources.GPUsPerNode, js.Tasks)
+	}
+
+	out.Reset()
+	errb.Reset()
+	a = ForName("sbatch")
+	a.Writer, a.ErrWriter = &out, &errb
+	plain := writeScript(t, "#!/bin/sh\ntrue\n")
+	if code := exitcode.Main(context.Background(), a, Args([]string{"sbatch", "--controller", ctl.Addr, plain}), &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if js := ctl.Submitted(t)[1].Job; js.Output != "slurm-%j.out" {
+		t.Errorf("default output %q, want slurm-%%j.out", js.Output)
+	}
+}
+
+// TestEveryProblemInOnePass: the command line's and every directive's
+// problems come back together, with line numbers and "did you mean".
+func TestEveryProblemInOnePass(t *testing.T) {
+	ctl := fakectl.New(t)
+	path := writeScript(t, "#!/bin/sh\n#SBATCH --tme=10\n#SBATCH --mem=lots --cpu-bind=cores\n#SBATCH hetjob\n#SBATCH --nodes=0\ntrue\n")
+	got := run(t, ctl, "--partiton=a", path)
+	want := "gpusubmit: command line: unknown option --partiton; did you mean --partition? see gpusubmit --help for the options gpud honours\n" +
+		"gpusubmit: line 2 of job.sh: unknown option --tme; did you mean --time? see gpusubmit --help for the options gpud honours\n" +
+		"gpusubmit: line 3 of job.sh: --cpu-bind is an sbatch option gpud cannot honour (the node does not bind tasks to CPUs); remove it\n" +
+		"gpusubmit: line 4 of job.sh: heterogeneous jobs (#SBATCH hetjob) are not supported by gpud; submit each component as its own job, linked with --dependency=after:JOBID if they must start in order\n" +
+		"gpusubmit: line 5 of job.sh: --nodes: bad node count \"0\"; use N or N-N with N >= 1\n" +
+		"gpusubmit: line 3 of job.sh: --mem: bad memory size \"lots\"; use a whole number with an optional K, M, G or T suffix, B or iB allowed (500M, 4G, 8gb, 1T; no suffix means MiB)\n"
+	if got.code != 2 {
+		t.Errorf("exit %d, want 2", got.code)
+	}
+	if diff := cmp.Diff(want, got.stderr); diff != "" {
+		t.Errorf("stderr (-want +got):\n%s", diff)
+	}
+}
+
+// TestSbatchReadsStandardInput: sbatch with no script reads it from
+// standard input, as Slurm's does (sbatch <<EOF ... EOF).
+func TestSbatchReadsStandardInput(t *testing.T) {
+	ctl := fakectl.New(t)
+	var out, errb bytes.Buffer
+	a := ForName("sbatch")
+	a.Writer, a.ErrWriter = &out, &errb
+	a.Reader = strings.NewReader("#!/bin/sh\n#SBATCH -J piped\ntrue\n")
+	if code := exitcode.Main(context.Background(), a, Args([]string{"sbatch", "--controller", ctl.Addr, "--parsable"}), &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if js := ctl.Submitted(t)[0].Job; js.Name != "piped" {
+		t.Errorf("job name %q, want piped", js.Name)
 	}
 }

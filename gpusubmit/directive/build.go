@@ -22,6 +22,9 @@ type Env struct {
 	// ScriptName names the job when --job-name is absent: the script's
 	// base name, or "wrap".
 	ScriptName string
+	// Slurm is set when the command runs as sbatch: the default output
+	// file is then Slurm's slurm-%j.out (slurm-%A_%a.out for arrays).
+	Slurm bool
 }
 
 // Request is a submission: the job and how gpusubmit should behave.
@@ -39,6 +42,10 @@ type Request struct {
 const (
 	DefaultOutput      = "gpud-%j.out"
 	DefaultArrayOutput = "gpud-%A_%a.out"
+	// SlurmOutput and SlurmArrayOutput are sbatch's defaults, used when
+	// gpusubmit runs under the name sbatch.
+	SlurmOutput      = "slurm-%j.out"
+	SlurmArrayOutput = "slurm-%A_%a.out"
 )
 
 // Limits that keep arithmetic in range and catch typos.
@@ -48,7 +55,7 @@ const (
 	maxNice  = 2147483645
 )
 
-var nameRE = lazyRE(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+var nameRE = lazyRE(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$`)
 
 // Build resolves opts (directives first, then command-line flags: later
 // wins) into a Request. Every problem is reported, joined, each of kind
@@ -116,11 +123,22 @@ func (b *builder) str(name string) (string, bool) {
 	return o.Value, true
 }
 
-// name reads a partition, QOS or account name.
+// name reads a partition, QOS or account name (accounts may hold '@',
+// as site accounts like proj@site do). A partition may be a comma list:
+// the controller takes the first listed partition the job fits.
 func (b *builder) name(opt string) string {
 	v, ok := b.str(opt)
 	if !ok {
 		return ""
+	}
+	if opt == "partition" && strings.Contains(v, ",") {
+		for p := range strings.SplitSeq(v, ",") {
+			if !nameRE().MatchString(p) {
+				b.fail(b.chosen[opt], fmt.Errorf("%q is not a valid partition list; use names of letters, digits, '.', '_' and '-' separated by commas", v))
+				return ""
+			}
+		}
+		return v
 	}
 	if strings.Contains(v, ",") {
 		b.fail(b.chosen[opt], fmt.Errorf("%q lists several; gpud takes exactly one %s", v, opt))
@@ -163,7 +181,11 @@ func (b *builder) build() {
 	js := &b.req.Spec
 	for _, d := range Options {
 		if o, ok := b.get(d.Name); ok && d.NoOp {
-			b.req.Warnings = append(b.req.Warnings, fmt.Sprintf("%s: --%s has no effect in gpud and is ignored", o.Source, d.Name))
+			w := fmt.Sprintf("%s: --%s has no effect in gpud and is ignored", o.Source, d.Name)
+			if d.Warn != "" {
+				w += ": " + d.Warn
+			}
+			b.req.Warnings = append(b.req.Warnings, w)
 		}
 	}
 
@@ -207,6 +229,12 @@ func (b *builder) build() {
 	js.Output = DefaultOutput
 	if js.Array != "" {
 		js.Output = DefaultArrayOutput
+	}
+	if b.env.Slurm {
+		js.Output = SlurmOutput
+		if js.Array != "" {
+			js.Output = SlurmArrayOutput
+		}
 	}
 	if v, ok := b.str("output"); ok {
 		js.Output = v
@@ -264,6 +292,19 @@ func (b *builder) build() {
 	if o, ok := b.get("comment"); ok {
 		js.Comment = o.Value
 	}
+	if o, ok := b.get("open-mode"); ok {
+		switch strings.ToLower(o.Value) {
+		case "append", "a":
+			js.OpenMode = spec.OpenAppend
+		case "truncate", "t":
+			js.OpenMode = spec.OpenTruncate
+		default:
+			b.fail(o, fmt.Errorf("bad open mode %q; use append or truncate", o.Value))
+		}
+	}
+	if v, ok := b.str("wckey"); ok {
+		js.WCKey = v
+	}
 	b.export()
 	// Credentials never travel with a job (the controller drops them too,
 	// with the site's [auth] secret_env): a token in the job's environment
@@ -296,50 +337,6 @@ func (b *builder) resources() {
 		}
 	}
 
-	// GPUs first: CPUs and memory may be per GPU.
-	gpusPerNode := 0
-	var g GPURequest
-	var gopt Option
-	haveGPU := false
-	for _, name := range []string{"gres", "gpus-per-node", "gpus"} {
-		o, ok := b.get(name)
-		if !ok {
-			continue
-		}
-		var err error
-		if name == "gres" {
-			g, err = ParseGres(o.Value)
-		} else {
-			g, err = ParseGPUSpec(o.Value)
-		}
-		if err != nil {
-			b.fail(o, err)
-			continue
-		}
-		gopt, haveGPU = o, true
-	}
-	if haveGPU {
-		r.GPUModel, r.GPUProfile, r.GPUFraction = g.Model, g.Profile, g.Fraction
-		switch {
-		case g.Fraction > 0:
-			if r.Nodes > 1 && gopt.Name == "gpus" {
-				b.fail(gopt, fmt.Errorf("a GPU share is per node; with %d nodes use --gpus-per-node=%s", r.Nodes, gopt.Value))
-			}
-			gpusPerNode = 1
-		case gopt.Name == "gpus":
-			r.TotalGPUs = g.Count
-			if g.Count%r.Nodes != 0 {
-				b.fail(gopt, fmt.Errorf("%d GPUs cannot be split evenly over %d nodes (gpud gives every node the same); use --gpus-per-node", g.Count, r.Nodes))
-			} else {
-				r.GPUsPerNode = g.Count / r.Nodes
-			}
-			gpusPerNode = r.GPUsPerNode
-		default:
-			r.GPUsPerNode = g.Count
-			gpusPerNode = g.Count
-		}
-	}
-
 	tasksPerNode, sizedByTasks := 1, false
 	if n, ok := b.count("ntasks-per-node"); ok {
 		tasksPerNode, sizedByTasks = n, true
@@ -357,6 +354,74 @@ func (b *builder) resources() {
 			tasksPerNode = (n + r.Nodes - 1) / r.Nodes
 		}
 	}
+	tasks := &b.req.Spec.Tasks
+	if b.has("ntasks-per-node") {
+		tasks.NTasksPerNode = tasksPerNode
+	}
+	if n, ok := b.count("ntasks"); ok {
+		tasks.NTasks = n
+	}
+
+	// GPUs before CPUs and memory, which may be per GPU.
+	gpusPerNode := 0
+	var g GPURequest
+	var gopt Option
+	haveGPU := false
+	for _, name := range []string{"gres", "gpus-per-node", "gpus", "gpus-per-task"} {
+		o, ok := b.get(name)
+		if !ok {
+			continue
+		}
+		var err error
+		if name == "gres" {
+			g, err = ParseGres(o.Value)
+		} else {
+			g, err = ParseGPUSpec(o.Value)
+		}
+		if err != nil {
+			b.fail(o, err)
+			continue
+		}
+		gopt, haveGPU = o, true
+	}
+	if haveGPU && g.Count == 0 && g.Fraction == 0 {
+		haveGPU = false // --gres=gpu:0: no GPUs, as in Slurm
+	}
+	if haveGPU {
+		r.GPUModel, r.GPUProfile, r.GPUFraction = g.Model, g.Profile, g.Fraction
+		switch {
+		case g.Fraction > 0:
+			if r.Nodes > 1 && gopt.Name == "gpus" {
+				b.fail(gopt, fmt.Errorf("a GPU share is per node; with %d nodes use --gpus-per-node=%s", r.Nodes, gopt.Value))
+			}
+			gpusPerNode = 1
+		case gopt.Name == "gpus-per-task":
+			if g.Profile != "" {
+				b.fail(gopt, errors.New("MIG slices per task are not supported; use --gpus-per-node=PROFILE:N"))
+			}
+			b.req.Spec.Tasks.GPUsPerTask = g.Count
+			nt := b.req.Spec.Tasks.NTasks
+			switch {
+			case nt > 0 && !b.has("ntasks-per-node") && nt%r.Nodes != 0:
+				b.fail(gopt, fmt.Errorf("%d tasks cannot be split evenly over %d nodes, so neither can their GPUs (gpud gives every node the same); use --ntasks-per-node", nt, r.Nodes))
+			default:
+				r.GPUsPerNode = g.Count * tasksPerNode
+			}
+			gpusPerNode = r.GPUsPerNode
+		case gopt.Name == "gpus":
+			r.TotalGPUs = g.Count
+			if g.Count%r.Nodes != 0 {
+				b.fail(gopt, fmt.Errorf("%d GPUs cannot be split evenly over %d nodes (gpud gives every node the same); use --gpus-per-node", g.Count, r.Nodes))
+			} else {
+				r.GPUsPerNode = g.Count / r.Nodes
+			}
+			gpusPerNode = r.GPUsPerNode
+		default:
+			r.GPUsPerNode = g.Count
+			gpusPerNode = g.Count
+		}
+	}
+
 	if n, ok := b.count("cpus-per-gpu"); ok {
 		if gpusPerNode == 0 {
 			b.fail(b.chosen["cpus-per-gpu"], errors.New("needs a GPU request (--gpus, --gpus-per-node or --gres=gpu:N)"))
@@ -367,6 +432,12 @@ func (b *builder) resources() {
 			n = 1
 		}
 		r.CPUsPerNode = n * tasksPerNode
+		if ok {
+			tasks.CPUsPerTask = n
+		}
+	}
+	if n, ok := b.count("mincpus"); ok && n > r.CPUsPerNode {
+		r.CPUsPerNode = n
 	}
 	if r.CPUsPerNode > maxCPUs {
 		b.errs = append(b.errs, spec.Errorf(spec.ErrInvalid, "the job asks for %d CPUs per node, more than any node has; lower --cpus-per-task or the task count", r.CPUsPerNode))
@@ -380,6 +451,14 @@ func (b *builder) resources() {
 		mib, err := ParseMem(o.Value)
 		if err != nil {
 			b.fail(o, err)
+			continue
+		}
+		if mib == WholeNodeMem {
+			if name != "mem" {
+				b.fail(o, fmt.Errorf("0 is not a size; --mem=0 asks for each node's whole memory, --%s needs a size", name))
+				continue
+			}
+			r.MemWholeNode, r.MemMiB = true, 0
 			continue
 		}
 		switch name {

@@ -55,6 +55,7 @@ func TestBuild(t *testing.T) {
 			},
 			want: func(js *spec.JobSpec) {
 				js.Resources = spec.Resources{Nodes: 1, CPUsPerNode: 32, MemMiB: 32 * 4096, GPUsPerNode: 2, GPUModel: "a100"}
+				js.Tasks = spec.Tasks{NTasksPerNode: 4, CPUsPerTask: 8}
 				js.TimeLimit = spec.Duration(24 * time.Hour)
 				js.Output = "slurm-%j.out"
 			},
@@ -92,7 +93,10 @@ func TestBuild(t *testing.T) {
 		{
 			name: "ntasks spread over nodes",
 			opts: []Option{cli("nodes", "3"), cli("ntasks", "7"), cli("cpus-per-task", "2")},
-			want: func(js *spec.JobSpec) { js.Resources.Nodes, js.Resources.CPUsPerNode = 3, 6 },
+			want: func(js *spec.JobSpec) {
+				js.Resources.Nodes, js.Resources.CPUsPerNode = 3, 6
+				js.Tasks = spec.Tasks{NTasks: 7, CPUsPerTask: 2}
+			},
 		},
 		{
 			name: "array output default, chdir, places",
@@ -127,6 +131,43 @@ func TestBuild(t *testing.T) {
 		{
 			name: "export ALL plus", opts: []Option{cli("export", "ALL,X=new,Z=3")},
 			want: func(js *spec.JobSpec) { js.Env = []string{"PATH=/usr/bin", "HOME=/home/alice", "X=new", "Z=3"} },
+		},
+		{
+			// Options real Slurm scripts use (issue 14).
+			name: "gpus per task over ntasks per node",
+			opts: []Option{script(2, "nodes", "2"), script(3, "ntasks-per-node", "4"), script(4, "gpus-per-task", "1"), script(5, "cpus-per-task", "6")},
+			want: func(js *spec.JobSpec) {
+				js.Resources = spec.Resources{Nodes: 2, CPUsPerNode: 24, GPUsPerNode: 4}
+				js.Tasks = spec.Tasks{NTasksPerNode: 4, CPUsPerTask: 6, GPUsPerTask: 1}
+			},
+		},
+		{
+			name: "gpus per task over ntasks",
+			opts: []Option{cli("ntasks", "2"), cli("gpus-per-task", "h100:2")},
+			want: func(js *spec.JobSpec) {
+				js.Resources = spec.Resources{Nodes: 1, CPUsPerNode: 2, GPUsPerNode: 4, GPUModel: "h100"}
+				js.Tasks = spec.Tasks{NTasks: 2, GPUsPerTask: 2}
+			},
+		},
+		{
+			name: "mem=0, gres=gpu:0, mincpus, open-mode, wckey, @ account, partition list",
+			opts: []Option{script(2, "mem", "0"), script(3, "gres", "gpu:0"), script(4, "mincpus", "8"), script(5, "open-mode", "append"),
+				script(6, "wckey", "proj-x"), script(7, "account", "alice@lab"), script(8, "partition", "h100,a100")},
+			want: func(js *spec.JobSpec) {
+				js.Resources = spec.Resources{Nodes: 1, CPUsPerNode: 8, MemWholeNode: true}
+				js.OpenMode, js.WCKey, js.Account, js.Partition = spec.OpenAppend, "proj-x", "alice@lab", "h100,a100"
+			},
+		},
+		{
+			name: "memory with a B suffix",
+			opts: []Option{cli("mem", "20GB")},
+			want: func(js *spec.JobSpec) { js.Resources.MemMiB = 20 << 10 },
+		},
+		{
+			name:     "accepted with a warning that says why",
+			opts:     []Option{script(2, "hint", "nomultithread"), script(3, "distribution", "block:block")},
+			want:     func(*spec.JobSpec) {},
+			wantWarn: []string{"line 2 of job.sh: --hint has no effect in gpud and is ignored: gpud allocates whole cores and does not schedule hardware threads", "line 3 of job.sh: --distribution has no effect in gpud and is ignored: tasks are laid out in blocks, Slurm's default"},
 		},
 		{
 			name: "behaviour flags and no-op warning",
@@ -166,12 +207,15 @@ func TestBuildErrors(t *testing.T) {
 		want string
 	}{
 		{"bad time names its line", []Option{script(7, "time", "soon")}, `line 7 of job.sh: --time: bad time "soon"; use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED`},
-		{"bad mem on the command line", []Option{cli("mem", "lots")}, `command line: --mem: bad memory size "lots"; use a whole number with an optional K, M, G or T suffix (500M, 4G, 1T; no suffix means MiB)`},
+		{"bad mem on the command line", []Option{cli("mem", "lots")}, `command line: --mem: bad memory size "lots"; use a whole number with an optional K, M, G or T suffix, B or iB allowed (500M, 4G, 8gb, 1T; no suffix means MiB)`},
 		{"family clash in one source", []Option{script(2, "mem", "1G"), script(3, "mem-per-cpu", "1G")}, "line 3 of job.sh: --mem-per-cpu conflicts with --mem (line 2 of job.sh); give only one of them"},
 		{"family clash on the command line", []Option{cli("gpus", "2"), cli("gres", "gpu:2")}, "command line: --gres conflicts with --gpus (command line); give only one of them"},
 		{"uneven gpus", []Option{cli("nodes", "2"), cli("gpus", "3")}, "command line: --gpus: 3 GPUs cannot be split evenly over 2 nodes (gpud gives every node the same); use --gpus-per-node"},
 		{"mem per gpu without gpu", []Option{cli("mem-per-gpu", "1G")}, "command line: --mem-per-gpu: needs a GPU request (--gpus, --gpus-per-node or --gres=gpu:N); or use --mem"},
-		{"two partitions", []Option{cli("partition", "a,b")}, `command line: --partition: "a,b" lists several; gpud takes exactly one partition`},
+		{"mem-per-cpu of zero", []Option{cli("mem-per-cpu", "0")}, "command line: --mem-per-cpu: 0 is not a size; --mem=0 asks for each node's whole memory, --mem-per-cpu needs a size"},
+		{"bad open mode", []Option{cli("open-mode", "rw")}, `command line: --open-mode: bad open mode "rw"; use append or truncate`},
+		{"uneven gpus per task", []Option{cli("nodes", "2"), cli("ntasks", "3"), cli("gpus-per-task", "1")}, "command line: --gpus-per-task: 3 tasks cannot be split evenly over 2 nodes, so neither can their GPUs (gpud gives every node the same); use --ntasks-per-node"},
+		{"bad partition list", []Option{cli("partition", "a,,b")}, `command line: --partition: "a,,b" is not a valid partition list; use names of letters, digits, '.', '_' and '-' separated by commas`},
 		{"fewer tasks than nodes", []Option{cli("nodes", "4"), cli("ntasks", "2")}, "command line: --ntasks: 2 tasks on 4 nodes leaves nodes without a task; use -n >= -N"},
 		{"bad export name", []Option{cli("export", "ALL,1X=2")}, `command line: --export: "1X=2" is not a variable name; use ALL, NONE, VAR or VAR=value separated by commas`},
 		{"nodelist file", []Option{cli("nodelist", "./hosts")}, `command line: --nodelist: "./hosts" looks like a file; gpud takes node names only (gpu01,gpu02 or gpu[01-04])`},

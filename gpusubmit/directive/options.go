@@ -2,7 +2,11 @@ package directive
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
+
+	"github.com/gpud/gpud/gpuq/getopt"
 )
 
 // Def describes one gpusubmit option. The same table drives directive
@@ -20,6 +24,9 @@ type Def struct {
 	// NoOp options are accepted with a warning because they only change
 	// notification or are already what gpud does.
 	NoOp bool
+	// Warn, for a NoOp option, says why ignoring it changes no result; it
+	// ends the warning.
+	Warn string
 	// CommandLineOnly options may not appear as script directives.
 	CommandLineOnly bool
 	// Optional is the value of an option given alone ("--rdma"); its own
@@ -74,36 +81,143 @@ var Options = []Def{
 	{Name: "parsable", Bool: true, Usage: "print only the job id"},
 	{Name: "wait", Short: "W", Bool: true, Usage: "wait for the job to end and exit with its exit code"},
 	{Name: "wrap", Value: "CMD", Usage: "run CMD with /bin/sh instead of a script", CommandLineOnly: true},
+	{Name: "gpus-per-task", Value: "[TYPE:]N", Usage: "GPUs for each task: times the tasks on a node (--ntasks-per-node, or -n spread over -N) gives the GPUs per node", family: "gpu"},
+	{Name: "open-mode", Value: "MODE", Usage: "append to or truncate (the default) the --output and --error files"},
+	{Name: "wckey", Value: "KEY", Usage: "workload characterisation key, kept with the job and shown by gpuq acct and sacct"},
+	{Name: "mincpus", Value: "N", Usage: "at least N CPUs on each node: raises the CPUs per node to N when fewer were asked"},
 	{Name: "mail-type", Value: "TYPE", Usage: "accepted for Slurm scripts and ignored: gpud sends no mail", NoOp: true},
 	{Name: "mail-user", Value: "ADDR", Usage: "accepted for Slurm scripts and ignored: gpud sends no mail", NoOp: true},
 	{Name: "get-user-env", Bool: true, Usage: "accepted for Slurm scripts and ignored: --export=ALL already passes your environment", NoOp: true},
+	{Name: "hint", Value: "HINT", Usage: "accepted and ignored: gpud allocates whole cores and does not schedule hardware threads, so the hint changes nothing", NoOp: true, Warn: "gpud allocates whole cores and does not schedule hardware threads"},
+	{Name: "ntasks-per-core", Value: "N", Usage: "accepted and ignored: gpud does not schedule hardware threads; CPUs come from --ntasks and --cpus-per-task", NoOp: true, Warn: "gpud does not schedule hardware threads; CPUs come from --ntasks and --cpus-per-task"},
+	{Name: "gres-flags", Value: "FLAGS", Usage: "accepted and ignored: the node places GPUs next to their NUMA node's CPUs where it can", NoOp: true, Warn: "the node places GPUs next to their NUMA node's CPUs where it can"},
+	{Name: "wait-all-nodes", Value: "0|1", Usage: "accepted and ignored: every node of a gpud job starts together, so the script always sees them all", NoOp: true, Warn: "every node of a gpud job starts together"},
+	{Name: "overcommit", Short: "O", Bool: true, Usage: "accepted and ignored: gpud never gives a job fewer CPUs than it asks for", NoOp: true, Warn: "gpud never gives a job fewer CPUs than it asks for"},
+	{Name: "distribution", Short: "m", Value: "DIST", Usage: "accepted and ignored: tasks are laid out in blocks over the nodes, Slurm's default", NoOp: true, Warn: "tasks are laid out in blocks, Slurm's default"},
+	{Name: "licenses", Short: "L", Value: "LICENSES", Usage: "accepted and ignored: gpud schedules no licenses, so the job may start while none is free", NoOp: true, Warn: "gpud schedules no licenses; the job may start while none is free"},
+	{Name: "time-min", Value: "TIME", Usage: "accepted and ignored: the job is scheduled with its full --time", NoOp: true, Warn: "the job is scheduled with its full --time"},
+	{Name: "reservation", Value: "NAME", Usage: "accepted and ignored: gpud has no advance reservations; the job runs wherever its partition allows", NoOp: true, Warn: "gpud has no advance reservations; the job runs wherever its partition allows"},
+	{Name: "gpu-bind", Value: "TYPE", Usage: "accepted and ignored: the node binds GPUs itself (NVLink and NUMA aware)", NoOp: true, Warn: "the node binds GPUs itself (NVLink and NUMA aware)"},
+	{Name: "ntasks-per-gpu", Value: "N", Usage: "accepted and ignored: the job's GPUs come from --gpus, --gpus-per-node or --gpus-per-task", NoOp: true, Warn: "the job's GPUs come from --gpus, --gpus-per-node or --gpus-per-task"},
+}
+
+// aliases are other long names sbatch takes for options of the table.
+var aliases = map[string]string{
+	"tasks-per-node": "ntasks-per-node",
+	"workdir":        "chdir",
+}
+
+// cliOnly are the options the commands take besides Options: the
+// controller address and help. They are not directives.
+var cliOnly = []getopt.Opt{
+	{Long: "controller", Arg: getopt.Required},
+	{Long: "help", Short: 'h'},
+	{Long: "usage"},
+	{Long: "version", Short: 'V'},
+}
+
+// unsupportedNoArg are the refused options that take no value, so parsing
+// steps over the others' values and reports every problem at once.
+var unsupportedNoArg = map[string]bool{"oversubscribe": true, "contiguous": true, "ignore-pbs": true, "no-kill": true, "quiet": true, "verbose": true, "spread-job": true, "use-min-nodes": true, "x11": true}
+
+// unsupportedShort are the letters of refused options.
+var unsupportedShort = map[string]byte{"oversubscribe": 's', "clusters": 'M', "core-spec": 'S', "extra-node-info": 'B', "nodefile": 'F', "input": 'i', "no-kill": 'k', "quiet": 'Q', "verbose": 'v'}
+
+// OptionSet is the getopt table of gpusubmit and sbatch: every option of
+// Options, the refused ones (so their values are stepped over and the
+// refusal says why), and cliOnly. It is built once per process; each call
+// returns its own Set over the shared, read-only table.
+func OptionSet() *getopt.Set {
+	s := *optionSet()
+	return &s
+}
+
+var optionSet = sync.OnceValue(buildOptionSet)
+
+func buildOptionSet() *getopt.Set {
+	s := &getopt.Set{Mode: getopt.StopAtFirst}
+	for _, d := range Options {
+		o := getopt.Opt{Long: d.Name, Arg: getopt.Required}
+		if d.Short != "" {
+			o.Short = d.Short[0]
+		}
+		switch {
+		case d.Name == "exclusive" || d.Name == "get-user-env":
+			o.Arg = getopt.Optional // --exclusive[=user|mcs], --get-user-env[=timeout]
+		case d.Bool:
+			o.Arg = getopt.Optional // --hold=no is read as gpusubmit always has
+		case d.Optional != "":
+			o.Arg = getopt.Optional
+		}
+		s.Opts = append(s.Opts, o)
+	}
+	for name := range unsupported {
+		o := getopt.Opt{Long: name, Arg: getopt.Required, Short: unsupportedShort[name]}
+		if unsupportedNoArg[name] {
+			o.Arg = getopt.NoArg
+		}
+		if name == "propagate" {
+			o.Arg = getopt.Optional
+		}
+		s.Opts = append(s.Opts, o)
+	}
+	for alias, name := range aliases {
+		d, _ := Lookup(name)
+		arg := getopt.Required
+		if d.Bool {
+			arg = getopt.Optional
+		}
+		s.Opts = append(s.Opts, getopt.Opt{Long: alias, Arg: arg})
+	}
+	s.Opts = append(s.Opts, cliOnly...)
+	// Map order must not decide the order of "possibilities" in messages.
+	slices.SortStableFunc(s.Opts, func(a, b getopt.Opt) int { return strings.Compare(a.Long, b.Long) })
+	return s
 }
 
 // unsupported are sbatch options real scripts use that gpud cannot honour;
 // naming them gives a better message than "unknown option".
 var unsupported = map[string]string{
-	"reservation":         "gpud has no advance reservations",
-	"licenses":            "gpud schedules no licenses",
-	"open-mode":           "output files are always truncated",
-	"gpu-bind":            "the node binds GPUs itself (NVLink/NUMA aware)",
 	"cpu-bind":            "the node does not bind tasks to CPUs",
-	"distribution":        "gpud starts one process per node, not tasks",
-	"gpus-per-task":       "gpud starts one process per node; use --gpus-per-node",
-	"ntasks-per-gpu":      "gpud starts one process per node; use --gpus-per-node and --ntasks-per-node",
-	"mincpus":             "use --cpus-per-task",
 	"tmp":                 "gpud does not schedule local disk",
-	"overcommit":          "gpud never overcommits CPUs",
 	"oversubscribe":       "use --exclusive or nothing",
 	"threads-per-core":    "gpud does not schedule hardware threads",
-	"hint":                "gpud does not schedule hardware threads",
 	"mem-bind":            "the node does not bind memory",
+	"cores-per-socket":    "gpud does not schedule sockets; use --cpus-per-task",
+	"sockets-per-node":    "gpud does not schedule sockets; use --cpus-per-task",
+	"extra-node-info":     "gpud does not schedule sockets, cores or threads; use --cpus-per-task",
+	"core-spec":           "gpud does not reserve cores for the system",
+	"thread-spec":         "gpud does not reserve threads for the system",
+	"nodefile":            "use --nodelist",
+	"input":               "batch jobs read no standard input in gpud",
+	"no-kill":             "a gpud job ends when one of its nodes fails, and is requeued if it may be",
+	"contiguous":          "gpud does not order nodes by network position",
+	"priority":            "priority comes from the fairshare and QOS policy; use --nice",
+	"network":             "use --rdma for RDMA NICs",
+	"profile":             "gpud samples every job's GPU, CPU and memory use already (gpuq acct)",
+	"acctg-freq":          "the node agent's sampling interval is set by the site",
+	"gpu-freq":            "gpud does not set GPU clocks",
+	"cpu-freq":            "gpud does not set CPU clocks",
+	"bb":                  "gpud has no burst buffers",
+	"bbf":                 "gpud has no burst buffers",
+	"container":           "use --image",
+	"x11":                 "batch jobs have no display",
+	"quiet":               "gpusubmit prints only the job id line and warnings already",
+	"verbose":             "gpud logs submissions on the controller",
+	"spread-job":          "gpud places multi-node jobs by GPU affinity",
+	"use-min-nodes":       "gpud allocates a fixed number of nodes",
+	"delay-boot":          "gpud nodes do not reboot for jobs",
+	"mcs-label":           "gpud has no MCS labels",
+	"power":               "gpud does not manage power",
+	"tres-per-task":       "use --cpus-per-task and --gpus-per-task",
+	"cluster-constraint":  "gpud manages one cluster",
+	"ignore-pbs":          "gpud reads only #SBATCH and #GPU directives",
 	"switches":            "gpud places by NVLink/NUMA/RDMA affinity, not switch counts",
 	"uid":                 "jobs run as the submitting user",
 	"gid":                 "jobs run as the submitting user",
 	"clusters":            "gpud manages one cluster",
 	"batch":               "gpud has no batch features",
 	"deadline":            "use --time",
-	"time-min":            "gpud schedules with the full --time",
 	"export-file":         "use --export",
 	"propagate":           "limits come from the allocation",
 	"kill-on-invalid-dep": "jobs with unsatisfiable dependencies stay pending with reason DependencyNeverSatisfied",
@@ -112,41 +226,78 @@ var unsupported = map[string]string{
 // RDMAPaired is --rdma given alone.
 const RDMAPaired = "gpus"
 
-// ExpandOptional rewrites a command line so that an option with an
-// Optional value given alone ("--rdma") carries it ("--rdma=gpus"); flag
-// parsing would otherwise take the next word as its value. It stops at
-// the script (the first word that is neither an option nor an option's
-// value) and at "--".
-func ExpandOptional(args []string) []string {
-	out := make([]string, 0, len(args))
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		out = append(out, a)
-		if i == 0 {
-			continue // the program name
-		}
-		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
-			return append(out, args[i+1:]...)
-		}
-		name := strings.TrimLeft(a, "-")
-		if strings.Contains(name, "=") {
-			continue
-		}
+// ProblemFlag is the hidden flag Normalize hands command-line problems to
+// the app by, which reports them with the script's in one pass.
+const ProblemFlag = "x-gpud-problem"
+
+// Normalize rewrites a command line (args[0] is the program) the way
+// getopt_long reads it into canonical words urfave/cli takes: every option
+// as --name or --name=value (prefixes resolved, short options unbundled,
+// optional values filled), then "--" and the script with its arguments.
+// Unknown and refused options become --x-gpud-problem=MESSAGE, so they are
+// reported together with every other problem.
+func Normalize(args []string) []string {
+	if len(args) == 0 {
+		return args
+	}
+	ps, rest, errs := OptionSet().Parse(args[1:])
+	out := make([]string, 0, len(args)+2)
+	out = append(out, args[0])
+	problem := func(msg string) { out = append(out, "--"+ProblemFlag+"="+msg) }
+	for _, e := range errs {
+		problem(UsageMessage(e))
+	}
+	for _, p := range ps {
+		name := p.Name()
 		d, ok := Lookup(name)
 		switch {
-		case !ok || d.Bool:
-		case d.Optional != "":
-			out[len(out)-1] = "--" + d.Name + "=" + d.Optional
-		case i+1 < len(args):
-			i++
-			out = append(out, args[i]) // the option's value
+		case name == "help" || name == "usage":
+			out = append(out, "--help")
+		case name == "version":
+			out = append(out, "--version")
+		case name == "controller":
+			out = append(out, "--controller="+p.Value)
+		case !ok:
+			problem(unknownOption(name).Error())
+		case d.Bool && d.NoOp, d.Bool && !p.HasValue:
+			out = append(out, "--"+d.Name)
+		case d.Bool:
+			v, err := parseBool(p.Value)
+			if err != nil {
+				problem(fmt.Sprintf("%s %v; write it alone", p.As, err))
+				continue
+			}
+			out = append(out, fmt.Sprintf("--%s=%t", d.Name, v))
+		case !p.HasValue:
+			out = append(out, "--"+d.Name+"="+d.Optional)
+		default:
+			out = append(out, "--"+d.Name+"="+p.Value)
 		}
 	}
-	return out
+	out = append(out, "--")
+	return append(out, rest...)
 }
 
-// Lookup finds an option by its long name or short letter (without dashes).
+// UsageMessage words a getopt error for gpusubmit: unknown options get
+// the refusal's reason or "did you mean", missing values the form.
+func UsageMessage(e *getopt.Error) string {
+	switch e.Kind {
+	case getopt.Unknown:
+		return unknownOption(e.Name).Error()
+	case getopt.NeedsValue:
+		if d, ok := Lookup(e.Name); ok {
+			return fmt.Sprintf("--%s needs a value (--%s=%s)", d.Name, d.Name, d.Value)
+		}
+	}
+	return e.Msg
+}
+
+// Lookup finds an option by its long name, an alias, or its short letter
+// (without dashes).
 func Lookup(name string) (*Def, bool) {
+	if a, ok := aliases[name]; ok {
+		name = a
+	}
 	for i := range Options {
 		if Options[i].Name == name || (len(name) == 1 && Options[i].Short == name) {
 			return &Options[i], true
@@ -164,7 +315,13 @@ func unknownOption(name string) error {
 	if len(name) == 1 {
 		dash = "-"
 	}
-	return fmt.Errorf("unknown option %s%s; see gpusubmit --help for the options gpud honours", dash, name)
+	hint := ""
+	if len(name) > 1 {
+		if m := OptionSet().Suggest(name); m != "" {
+			hint = "did you mean --" + m + "? "
+		}
+	}
+	return fmt.Errorf("unknown option %s%s; %ssee gpusubmit --help for the options gpud honours", dash, name, hint)
 }
 
 // Source says where an option came from, for messages.

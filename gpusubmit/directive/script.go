@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpuq/getopt"
 )
 
 // Directive prefixes gpusubmit reads, in column 0 like sbatch.
@@ -75,7 +76,6 @@ func ParseScript(name string, text []byte) (Script, error) {
 		opts, err := parseDirective(src, rest)
 		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
 		s.Options = append(s.Options, opts...)
 	}
@@ -105,59 +105,63 @@ func firstInvalidUTF8(b []byte) int {
 	return len(b)
 }
 
-// parseDirective reads the options of one directive line.
+// parseDirective reads the options of one directive line as sbatch does,
+// with getopt_long: unique prefixes, bundled short options, "--opt value".
+// Every problem on the line is reported.
 func parseDirective(src Source, text string) ([]Option, error) {
 	toks, err := tokenize(text)
 	if err != nil {
 		return nil, spec.Errorf(spec.ErrInvalid, "%s: %v", src, err)
 	}
+	set := OptionSet()
+	set.Mode = getopt.Permute
+	ps, rest, perrs := set.Parse(toks)
+	var errs []error
+	for _, e := range perrs {
+		errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: %s", src, UsageMessage(e)))
+	}
+	for _, w := range rest {
+		if w == "hetjob" || w == "packjob" || w == ":" {
+			errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: heterogeneous jobs (#SBATCH %s) are not supported by gpud; submit each component as its own job, linked with --dependency=after:JOBID if they must start in order", src, w))
+			continue
+		}
+		errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: %q is not an option; directives hold options only (#SBATCH --time=10)", src, w))
+	}
 	var opts []Option
-	for i := 0; i < len(toks); i++ {
-		tok := toks[i]
-		var name, value string
-		hasValue := false
-		switch {
-		case strings.HasPrefix(tok, "--") && len(tok) > 2:
-			name, value, hasValue = strings.Cut(tok[2:], "=")
-		case len(tok) >= 2 && tok[0] == '-' && tok[1] != '-':
-			name = tok[1:2]
-			if len(tok) > 2 {
-				value, hasValue = tok[2:], true
-			}
-		default:
-			return nil, spec.Errorf(spec.ErrInvalid, "%s: %q is not an option; directives hold options only (#SBATCH --time=10)", src, tok)
-		}
+	for _, p := range ps {
+		name := p.Name()
 		def, ok := Lookup(name)
-		if !ok {
-			return nil, spec.Errorf(spec.ErrInvalid, "%s: %v", src, unknownOption(name))
+		switch {
+		case name == "controller" || name == "help" || name == "usage" || name == "version":
+			errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: --%s can only be given on the command line", src, name))
+			continue
+		case !ok:
+			errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: %v", src, unknownOption(name)))
+			continue
+		case def.CommandLineOnly:
+			errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: --%s can only be given on the command line", src, def.Name))
+			continue
 		}
-		if def.CommandLineOnly {
-			return nil, spec.Errorf(spec.ErrInvalid, "%s: --%s can only be given on the command line", src, def.Name)
-		}
+		value := p.Value
 		switch {
 		case def.Bool && def.NoOp:
 			// --get-user-env[=timeout][mode]: any value, all ignored.
 			value = "true"
 		case def.Bool:
-			if hasValue {
+			if p.HasValue {
 				if _, err := parseBool(value); err != nil {
-					return nil, spec.Errorf(spec.ErrInvalid, "%s: --%s %v; write it alone", src, def.Name, err)
+					errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: --%s %v; write it alone", src, def.Name, err))
+					continue
 				}
 			} else {
 				value = "true"
 			}
-		case !hasValue && def.Optional != "":
+		case !p.HasValue:
 			value = def.Optional
-		case !hasValue:
-			if i+1 >= len(toks) {
-				return nil, spec.Errorf(spec.ErrInvalid, "%s: --%s needs a value (--%s=%s)", src, def.Name, def.Name, def.Value)
-			}
-			i++
-			value = toks[i]
 		}
 		opts = append(opts, Option{Name: def.Name, Value: value, Source: src})
 	}
-	return opts, nil
+	return opts, errors.Join(errs...)
 }
 
 // tokenize splits a directive line like a shell would: blanks separate,

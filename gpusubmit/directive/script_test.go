@@ -58,7 +58,7 @@ func TestParseScript(t *testing.T) {
 			want: []Option{{Name: "mail-type", Value: "ALL", Source: src(2)}, {Name: "get-user-env", Value: "true", Source: src(2)}},
 		},
 		{name: "unknown option", text: "#!/bin/sh\n#SBATCH --foo=1\n", wantErr: "line 2 of job.sh: unknown option --foo"},
-		{name: "unhonourable option", text: "#!/bin/sh\n\n#SBATCH --reservation=maint\n", wantErr: "line 3 of job.sh: --reservation is an sbatch option gpud cannot honour"},
+		{name: "unhonourable option", text: "#!/bin/sh\n\n#SBATCH --cpu-bind=cores\n", wantErr: "line 3 of job.sh: --cpu-bind is an sbatch option gpud cannot honour"},
 		{name: "missing value", text: "#!/bin/sh\n#SBATCH --time\n", wantErr: "line 2 of job.sh: --time needs a value (--time=TIME)"},
 		{name: "switch with value", text: "#!/bin/sh\n#SBATCH --hold=maybe\n", wantErr: "--hold takes no value"},
 		{name: "bare word", text: "#!/bin/sh\n#SBATCH time=5\n", wantErr: "not an option"},

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
 )
 
 // maxDuration bounds parsed time spans (100 years) so arithmetic on them
@@ -121,49 +123,28 @@ func parseUint(s string) (int64, error) {
 }
 
 // MemForms lists the accepted memory forms for error messages.
-const MemForms = "a whole number with an optional K, M, G or T suffix (500M, 4G, 1T; no suffix means MiB)"
+const MemForms = "a whole number with an optional K, M, G or T suffix, B or iB allowed (500M, 4G, 8gb, 1T; no suffix means MiB)"
 
-// maxMemMiB is 1 PiB per node: larger requests are typos. It also keeps
-// every accepted size writable as plain MiB (at most 12 digits, which
-// parseUint takes), so sizes round-trip.
-const maxMemMiB = 1 << 30
+// maxMemMiB is 1 PiB per node: larger requests are typos.
+const maxMemMiB = spec.MaxMemMiB
 
-// ParseMem parses a Slurm memory size and returns MiB, rounding K up.
+// WholeNodeMem is what ParseMem returns for 0: as in Slurm, --mem=0 asks
+// for all the memory of each node.
+const WholeNodeMem int64 = -1
+
+// ParseMem parses a Slurm memory size and returns MiB, rounding K up; 0
+// gives WholeNodeMem.
 func ParseMem(s string) (int64, error) {
-	bad := func(why string) (int64, error) {
-		if why != "" {
-			why = " (" + why + ")"
+	mib, err := spec.ParseMemSize(s)
+	if err != nil {
+		why := ""
+		if strings.Contains(err.Error(), "PiB") {
+			why = " (" + err.Error() + ")"
 		}
 		return 0, fmt.Errorf("bad memory size %q%s; use %s", s, why, MemForms)
 	}
-	num, mul, div := s, int64(1), int64(1)
-	if s != "" {
-		suffix := true
-		switch s[len(s)-1] {
-		case 'k', 'K':
-			div = 1024
-		case 'm', 'M':
-		case 'g', 'G':
-			mul = 1024
-		case 't', 'T':
-			mul = 1024 * 1024
-		default:
-			suffix = false
-		}
-		if suffix {
-			num = s[:len(s)-1]
-		}
-	}
-	n, err := parseUint(num)
-	if err != nil {
-		return bad("")
-	}
-	if n > maxMemMiB*div/mul {
-		return bad("larger than 1 PiB")
-	}
-	mib := (n*mul + div - 1) / div
 	if mib == 0 {
-		return bad("0 asks Slurm for a whole node's memory, which gpud does not do; give a size, or use --exclusive")
+		return WholeNodeMem, nil
 	}
 	return mib, nil
 }
@@ -257,6 +238,9 @@ func ParseGres(s string) (GPURequest, error) {
 		seen = true
 		if rest == "" {
 			rest = "1"
+		}
+		if rest == "0" || strings.HasSuffix(rest, ":0") {
+			continue // gpu:0 or gpu:TYPE:0 asks for no GPUs, as in Slurm
 		}
 		r, err := ParseGPUSpec(rest)
 		if err != nil {

@@ -78,11 +78,16 @@ func TestParseMem(t *testing.T) {
 		{in: "1024K", want: 1},
 		{in: "1K", want: 1},
 		{in: "1025k", want: 2},
-		{in: "0", wantErr: "whole node"},
+		{in: "0", want: WholeNodeMem},
+		{in: "8gb", want: 8192},
+		{in: "20GB", want: 20480},
+		{in: "954M", want: 954},
+		{in: "512GiB", want: 512 << 10},
 		{in: "", wantErr: "use a whole number"},
 		{in: "G", wantErr: "use a whole number"},
 		{in: "1.5G", wantErr: "use a whole number"},
-		{in: "4GB", wantErr: "use a whole number"},
+		{in: "4GB", want: 4096},
+		{in: "4BG", wantErr: "use a whole number"},
 		{in: "-1G", wantErr: "use a whole number"},
 		{in: "99999999999T", wantErr: "1 PiB"},
 		{in: "1025T", wantErr: "1 PiB"},
@@ -315,6 +320,9 @@ func FuzzParseMem(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		mib, err := ParseMem(s)
 		if err != nil {
+			return
+		}
+		if mib == WholeNodeMem {
 			return
 		}
 		if mib <= 0 || mib > maxMemMiB {

@@ -141,7 +141,7 @@ func TestCreateOutputFile(t *testing.T) {
 	}
 
 	fresh := filepath.Join(dir, "fresh.out")
-	if err := createOutputFile(fresh, 1234, 5678, nil); err != nil {
+	if err := createOutputFile(fresh, 1234, 5678, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := owned(fresh); got != [2]uint32{1234, 5678} {
@@ -150,11 +150,31 @@ func TestCreateOutputFile(t *testing.T) {
 	if err := os.WriteFile(fresh, []byte("kept"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := createOutputFile(fresh, 1234, 5678, nil); err != nil {
+	if err := createOutputFile(fresh, 1234, 5678, nil, false); err != nil {
 		t.Errorf("existing file of the same user: %v", err)
 	}
 	if b, _ := os.ReadFile(fresh); string(b) != "kept" {
 		t.Errorf("existing file content = %q, want it kept for appending", b)
+	}
+
+	// --open-mode=truncate on a first start empties the file, as the user.
+	if err := createOutputFile(fresh, 1234, 5678, nil, true); err != nil {
+		t.Fatalf("truncate: %v", err)
+	}
+	if b, _ := os.ReadFile(fresh); len(b) != 0 {
+		t.Errorf("truncated file holds %q", b)
+	}
+	// A missing directory is made as the user (issue 14: jobs start
+	// before a client makes the folder), never where the user cannot.
+	nested := filepath.Join(dir, "logs", "deep", "x.out")
+	if err := createOutputFile(nested, 1234, 5678, nil, false); err != nil {
+		t.Fatalf("missing directory: %v", err)
+	}
+	if got := owned(filepath.Dir(nested)); got != [2]uint32{1234, 5678} {
+		t.Errorf("made directory owned by %v, want 1234:5678", got)
+	}
+	if err := createOutputFile(filepath.Join(rootOnly, "sub", "x.out"), 1234, 5678, nil, false); err == nil || !strings.Contains(err.Error(), "Permission denied") {
+		t.Errorf("directory under a root-only one: %v, want Permission denied", err)
 	}
 
 	tests := []struct {
@@ -165,7 +185,6 @@ func TestCreateOutputFile(t *testing.T) {
 		{name: "another user's file", setup: func(p string) { os.WriteFile(p, nil, 0o644) }, wantErr: "belongs to uid 0"},
 		{name: "symlink", setup: func(p string) { os.Symlink("/etc/shadow", p) }, wantErr: "not a regular file"},
 		{name: "directory", setup: func(p string) { os.Mkdir(p, 0o755) }, wantErr: "not a regular file"},
-		{name: "missing parent", setup: func(string) {}, wantErr: "Directory nonexistent"},
 		// The escalation: root would create /etc/ld.so.preload for the user.
 		{name: "directory the user cannot write", setup: func(string) {}, wantErr: "Permission denied"},
 	}
@@ -173,13 +192,11 @@ func TestCreateOutputFile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_"))
 			switch tc.name {
-			case "missing parent":
-				p = filepath.Join(dir, "nope", "x.out")
 			case "directory the user cannot write":
 				p = filepath.Join(rootOnly, "ld.so.preload")
 			}
 			tc.setup(p)
-			err := createOutputFile(p, 1234, 5678, nil)
+			err := createOutputFile(p, 1234, 5678, nil, false)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("err = %v, want one containing %q", err, tc.wantErr)
 			}

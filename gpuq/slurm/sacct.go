@@ -1,0 +1,449 @@
+package slurm
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpuq/format"
+	"github.com/gpud/gpud/gpuq/getopt"
+)
+
+var sacctSet = &getopt.Set{Opts: append([]getopt.Opt{
+	{Long: "help", Short: 'h'}, // in this command -h is --help
+	{Long: "jobs", Short: 'j', Arg: getopt.Required},
+	{Long: "format", Short: 'o', Arg: getopt.Required},
+	{Long: "parsable2", Short: 'P'},
+	{Long: "parsable", Short: 'p'},
+	{Long: "noheader", Short: 'n'},
+	{Long: "allocations", Short: 'X'},
+	{Long: "starttime", Short: 'S', Arg: getopt.Required},
+	{Long: "endtime", Short: 'E', Arg: getopt.Required},
+	{Long: "user", Short: 'u', Arg: getopt.Required},
+	{Long: "state", Short: 's', Arg: getopt.Required},
+	{Long: "allusers", Short: 'a'},
+	{Long: "accounts", Short: 'A', Arg: getopt.Required},
+	{Long: "partition", Short: 'r', Arg: getopt.Required},
+	{Long: "name", Arg: getopt.Required},
+	{Long: "json"},
+	{Long: "brief", Short: 'b'},
+	{Long: "long", Short: 'l'},
+	{Long: "duplicates", Short: 'D'},
+	{Long: "units", Arg: getopt.Required},
+	{Long: "delimiter", Arg: getopt.Required},
+}, common...)}
+
+// sacctField is one --format field: Slurm's name, its default width, its
+// value.
+type sacctField struct {
+	name  string
+	width int
+	value func(j *api.AcctJob) string
+}
+
+func sacctTime(t spec.Time) string {
+	if t.IsZero() {
+		return "Unknown"
+	}
+	return t.Local().Format(format.TimeLayout)
+}
+
+func elapsed(secs int64) string {
+	s := secs
+	if s < 0 {
+		s = 0
+	}
+	d, h, m, sec := s/86400, s/3600%24, s/60%60, s%60
+	if d > 0 {
+		return fmt.Sprintf("%d-%02d:%02d:%02d", d, h, m, sec)
+	}
+	return fmt.Sprintf("%02d:%02d:%02d", h, m, sec)
+}
+
+func tres(j *api.AcctJob) string {
+	s := fmt.Sprintf("billing=%d,cpu=%d", j.CPUs, j.CPUs)
+	if j.GPUCount > 0 {
+		if j.GPUModel != "" {
+			s += fmt.Sprintf(",gres/gpu:%s=%d", j.GPUModel, j.GPUCount)
+		}
+		s += fmt.Sprintf(",gres/gpu=%d", j.GPUCount)
+	}
+	if j.MemMiB > 0 {
+		s += ",mem=" + format.MiB(j.MemMiB)
+	}
+	return s + fmt.Sprintf(",node=%d", max(len(j.Nodes), 1))
+}
+
+var sacctFields = []sacctField{
+	{"JobID", 12, func(j *api.AcctJob) string {
+		if j.ArrayJobID != 0 {
+			return strconv.FormatUint(uint64(j.ArrayJobID), 10) + "_" + strconv.Itoa(j.ArrayTaskID)
+		}
+		return strconv.FormatUint(uint64(j.ID), 10)
+	}},
+	{"JobIDRaw", 12, func(j *api.AcctJob) string { return strconv.FormatUint(uint64(j.ID), 10) }},
+	{"JobName", 10, func(j *api.AcctJob) string { return j.Name }},
+	{"State", 10, func(j *api.AcctJob) string { return string(j.State) }},
+	{"ExitCode", 8, func(j *api.AcctJob) string { return fmt.Sprintf("%d:%d", j.ExitCode, j.Signal) }},
+	{"Elapsed", 10, func(j *api.AcctJob) string { return elapsed(j.Elapsed) }},
+	{"ElapsedRaw", 10, func(j *api.AcctJob) string { return strconv.FormatInt(j.Elapsed, 10) }},
+	{"NodeList", 15, func(j *api.AcctJob) string {
+		if len(j.Nodes) == 0 {
+			return "None assigned"
+		}
+		return format.CompressHosts(j.Nodes)
+	}},
+	{"AllocTRES", 10, func(j *api.AcctJob) string {
+		if j.StartTime.IsZero() {
+			return ""
+		}
+		return tres(j)
+	}},
+	{"ReqTRES", 10, tres},
+	{"Account", 10, func(j *api.AcctJob) string { return j.Account }},
+	{"User", 9, func(j *api.AcctJob) string { return j.User }},
+	{"UID", 6, func(j *api.AcctJob) string { return strconv.FormatUint(uint64(j.UID), 10) }},
+	{"Partition", 10, func(j *api.AcctJob) string { return j.Partition }},
+	{"QOS", 10, func(j *api.AcctJob) string { return j.QOS }},
+	{"Submit", 19, func(j *api.AcctJob) string { return sacctTime(j.SubmitTime) }},
+	{"Eligible", 19, func(j *api.AcctJob) string { return sacctTime(j.EligibleTime) }},
+	{"Start", 19, func(j *api.AcctJob) string { return sacctTime(j.StartTime) }},
+	{"End", 19, func(j *api.AcctJob) string { return sacctTime(j.EndTime) }},
+	{"AllocCPUS", 10, func(j *api.AcctJob) string { return strconv.Itoa(j.CPUs) }},
+	{"ReqCPUS", 8, func(j *api.AcctJob) string { return strconv.Itoa(j.CPUs) }},
+	{"NNodes", 8, func(j *api.AcctJob) string { return strconv.Itoa(max(len(j.Nodes), 1)) }},
+	{"NTasks", 8, func(j *api.AcctJob) string {
+		if j.NTasks == 0 {
+			return ""
+		}
+		return strconv.Itoa(j.NTasks)
+	}},
+	{"ReqMem", 10, func(j *api.AcctJob) string { return format.MiB(j.MemMiB) }},
+	{"Timelimit", 10, func(j *api.AcctJob) string {
+		if j.TimeLimit == 0 {
+			return "UNLIMITED"
+		}
+		return string(format.AppendElapsed(nil, j.TimeLimit.Std()))
+	}},
+	{"WorkDir", 10, func(j *api.AcctJob) string { return j.WorkDir }},
+	{"Reason", 10, func(j *api.AcctJob) string { return orDefault(j.Reason, "None") }},
+	{"WCKey", 10, func(j *api.AcctJob) string { return j.WCKey }},
+}
+
+// sacctDefault is sacct's default --format.
+const sacctDefault = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
+
+type sacctCol struct {
+	f     *sacctField
+	width int
+}
+
+func parseSacctFormat(s string) ([]sacctCol, error) {
+	var cols []sacctCol
+	var names []string
+	for i := range sacctFields {
+		names = append(names, sacctFields[i].name)
+	}
+	for _, item := range splitList(s) {
+		name, w, hasW := strings.Cut(item, "%")
+		i := slices.IndexFunc(sacctFields, func(f sacctField) bool { return strings.EqualFold(f.name, name) })
+		if i < 0 {
+			hint := ""
+			if m := getopt.SuggestFrom(name, names); m != "" {
+				hint = "did you mean " + m + "? "
+			}
+			return nil, invalid("--format: unknown field %q; %sgpud has: %s", name, hint, strings.Join(names, ","))
+		}
+		col := sacctCol{f: &sacctFields[i], width: sacctFields[i].width}
+		if hasW {
+			n, err := strconv.Atoi(w)
+			if err != nil || n < 1 {
+				return nil, invalid("--format: bad width in %q; write Field%%N", item)
+			}
+			col.width = n
+		}
+		cols = append(cols, col)
+	}
+	return cols, nil
+}
+
+// parseSacctTime reads -S/-E: now, now[+|-]N[seconds|minutes|hours|days|
+// weeks] (Snakemake asks for now-2days), YYYY-MM-DD[THH:MM[:SS]],
+// MM/DD/YY, HH:MM[:SS].
+func parseSacctTime(s string, now time.Time) (time.Time, error) {
+	ls := strings.ToLower(s)
+	if ls == "now" {
+		return now, nil
+	}
+	if rel, ok := strings.CutPrefix(ls, "now"); ok && rel != "" && (rel[0] == '-' || rel[0] == '+') {
+		sign := time.Duration(1)
+		if rel[0] == '-' {
+			sign = -1
+		}
+		rel = rel[1:]
+		i := 0
+		for i < len(rel) && rel[i] >= '0' && rel[i] <= '9' {
+			i++
+		}
+		n, err := strconv.Atoi(rel[:i])
+		if err == nil && i <= 9 {
+			unit := time.Duration(0)
+			switch rel[i:] {
+			case "", "s", "sec", "secs", "second", "seconds":
+				unit = time.Second
+			case "m", "min", "mins", "minute", "minutes":
+				unit = time.Minute
+			case "h", "hour", "hours":
+				unit = time.Hour
+			case "d", "day", "days":
+				unit = 24 * time.Hour
+			case "w", "week", "weeks":
+				unit = 7 * 24 * time.Hour
+			}
+			if unit != 0 {
+				return now.Add(sign * time.Duration(n) * unit), nil
+			}
+		}
+	}
+	for _, l := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02", "01/02/06", "15:04:05", "15:04"} {
+		if t, err := time.ParseInLocation(l, s, now.Location()); err == nil {
+			if strings.HasPrefix(l, "15") {
+				t = time.Date(now.Year(), now.Month(), now.Day(), t.Hour(), t.Minute(), t.Second(), 0, now.Location())
+			}
+			return t, nil
+		}
+	}
+	return time.Time{}, invalid("bad time %q; use now, now-Ndays (seconds, minutes, hours, days, weeks), YYYY-MM-DD[THH:MM[:SS]], MM/DD/YY or HH:MM[:SS]", s)
+}
+
+func (c *Cmd) sacct(ctx context.Context) error {
+	ps, rest, err := c.parse(sacctSet)
+	if done, err := c.handled(err, "[-j JOBS] [-o FIELDS] [-P|-p] [-n] [-X] [-S TIME] [-E TIME] [-u USERS|-a] [-s STATES] [--json]"); done || err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return invalid("unrecognized argument %q; give job ids with -j", rest[0])
+	}
+	var f api.AcctFilter
+	sels, err := parseSels(getopt.All(ps, "jobs"))
+	if err != nil {
+		return err
+	}
+	arrays := false
+	for _, s := range sels {
+		f.IDs = append(f.IDs, s.ref.ID)
+		arrays = arrays || s.ref.IsTask
+	}
+	if f.States, _, err = parseStates(getopt.All(ps, "state")); err != nil {
+		return err
+	}
+	f.Users = splitList(getopt.All(ps, "user")...)
+	if len(f.Users) == 0 && !getopt.Has(ps, "allusers") && len(sels) == 0 && c.User != "" && c.User != "root" {
+		f.Users = []string{c.User}
+	}
+	f.Accounts = splitList(getopt.All(ps, "accounts")...)
+	f.Partitions = splitList(getopt.All(ps, "partition")...)
+	if v, ok := getopt.Last(ps, "starttime"); ok {
+		if f.Start, err = parseSacctTime(v, c.Now); err != nil {
+			return err
+		}
+	} else if len(sels) == 0 {
+		// sacct's default window starts at midnight today.
+		y, m, d := c.Now.Date()
+		f.Start = time.Date(y, m, d, 0, 0, 0, 0, c.Now.Location())
+	}
+	if v, ok := getopt.Last(ps, "endtime"); ok {
+		if f.End, err = parseSacctTime(v, c.Now); err != nil {
+			return err
+		}
+	}
+	fmtStr := sacctDefault
+	if getopt.Has(ps, "long") {
+		fmtStr = "JobID,JobIDRaw,JobName,Partition,QOS,Account,UID,User,Submit,Eligible,Start,End,Elapsed,ElapsedRaw,AllocCPUS,ReqCPUS,ReqMem,NNodes,NodeList,State,ExitCode,AllocTRES,ReqTRES"
+	}
+	if getopt.Has(ps, "brief") {
+		fmtStr = "JobID,State,ExitCode"
+	}
+	if v, ok := getopt.Last(ps, "format"); ok {
+		fmtStr = v
+	}
+	cols, err := parseSacctFormat(fmtStr)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	jobs, err := cl.AcctJobs(ctx, f)
+	if err != nil {
+		return fmt.Errorf("read accounting: %w", err)
+	}
+	for _, j := range jobs {
+		arrays = arrays || j.ArrayJobID != 0 && slices.ContainsFunc(sels, func(s jobSel) bool { return s.ref.ID == j.ArrayJobID })
+	}
+	if arrays {
+		// An array's id or an A_T names tasks whose job ids differ: read
+		// without the id filter and select the tasks here.
+		all := f
+		all.IDs = nil
+		if jobs, err = cl.AcctJobs(ctx, all); err != nil {
+			return fmt.Errorf("read accounting: %w", err)
+		}
+		jobs = slices.DeleteFunc(jobs, func(j api.AcctJob) bool {
+			return !slices.ContainsFunc(sels, func(s jobSel) bool {
+				if s.ref.IsTask {
+					return j.ArrayJobID == s.ref.ID && j.ArrayTaskID == s.ref.Task
+				}
+				return j.ID == s.ref.ID || j.ArrayJobID == s.ref.ID
+			})
+		})
+	}
+	// Accounting holds ended jobs; sacct also lists pending and running
+	// ones, so they come from the controller's queue.
+	if jobs, err = c.withLive(ctx, cl, jobs, f, sels); err != nil {
+		return err
+	}
+	if names := splitList(getopt.All(ps, "name")...); len(names) > 0 {
+		jobs = slices.DeleteFunc(jobs, func(j api.AcctJob) bool { return !slices.Contains(names, j.Name) })
+	}
+	if getopt.Has(ps, "json") {
+		return format.WriteJSON(c.Stdout, map[string]any{"jobs": jobs})
+	}
+	w := bufio.NewWriterSize(c.Stdout, 64<<10)
+	delim := "|"
+	if v, ok := getopt.Last(ps, "delimiter"); ok {
+		delim = v
+	}
+	parsable := getopt.Has(ps, "parsable2") || getopt.Has(ps, "parsable")
+	trailing := getopt.Has(ps, "parsable") && !getopt.Has(ps, "parsable2")
+	row := func(vals []string) {
+		if parsable {
+			w.WriteString(strings.Join(vals, delim))
+			if trailing {
+				w.WriteString(delim)
+			}
+			w.WriteByte('\n')
+			return
+		}
+		for i, v := range vals {
+			if i > 0 {
+				w.WriteByte(' ')
+			}
+			w.WriteString(sacctPad(v, cols[i].width))
+		}
+		w.WriteByte('\n')
+	}
+	if !getopt.Has(ps, "noheader") {
+		var hs, dashes []string
+		for _, col := range cols {
+			hs = append(hs, col.f.name)
+			dashes = append(dashes, strings.Repeat("-", col.width))
+		}
+		row(hs)
+		if !parsable {
+			w.WriteString(strings.Join(dashes, " ") + "\n")
+		}
+	}
+	vals := make([]string, len(cols))
+	for i := range jobs {
+		for k, col := range cols {
+			vals[k] = col.f.value(&jobs[i])
+		}
+		row(vals)
+	}
+	return w.Flush()
+}
+
+// withLive adds the controller's pending and running jobs that f and
+// sels select to the accounting records (a live job replaces a record of
+// the same id: the record is of an earlier, requeued attempt).
+func (c *Cmd) withLive(ctx context.Context, cl *api.Client, jobs []api.AcctJob, f api.AcctFilter, sels []jobSel) ([]api.AcctJob, error) {
+	lf := api.JobFilter{Users: f.Users, Accounts: f.Accounts, Partitions: f.Partitions}
+	byIDs := len(sels) > 0 && !slices.ContainsFunc(sels, func(s jobSel) bool { return s.ref.IsTask })
+	if byIDs {
+		// -j with job ids: ask for those only, not the whole queue.
+		for _, s := range sels {
+			lf.IDs = append(lf.IDs, s.ref.ID)
+		}
+	}
+	live, err := cl.Jobs(ctx, lf)
+	if err == nil && byIDs && slices.ContainsFunc(live, func(j spec.Job) bool { return j.ArrayJobID != 0 && j.ArrayJobID == j.ID }) {
+		// An array's id names all its tasks, whose ids differ.
+		lf.IDs = nil
+		live, err = cl.Jobs(ctx, lf)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	byID := map[spec.JobID]int{}
+	for i, j := range jobs {
+		byID[j.ID] = i
+	}
+	for i := range live {
+		j := &live[i]
+		if j.State.Terminal() {
+			continue
+		}
+		if len(sels) > 0 && !slices.ContainsFunc(sels, func(s jobSel) bool { return s.matches(j) }) {
+			continue
+		}
+		if len(f.States) > 0 && !slices.Contains(f.States, j.State) {
+			continue
+		}
+		a := liveAcct(j, c.Now)
+		if k, ok := byID[j.ID]; ok {
+			jobs[k] = a
+			continue
+		}
+		jobs = append(jobs, a)
+	}
+	slices.SortStableFunc(jobs, func(a, b api.AcctJob) int { return cmp.Compare(a.ID, b.ID) })
+	return jobs, nil
+}
+
+// liveAcct is a queued job as an accounting record.
+func liveAcct(j *spec.Job, now time.Time) api.AcctJob {
+	r := j.Resources
+	nodes := max(len(j.Nodes), r.Nodes, 1)
+	a := api.AcctJob{ID: j.ID, Name: j.Name, User: j.User, UID: j.UID, Account: j.Account, Partition: j.Partition,
+		QOS: j.QOS, State: j.State, Reason: j.Reason, SubmitTime: j.SubmitTime, EligibleTime: j.SubmitTime,
+		StartTime: j.StartTime, TimeLimit: j.TimeLimit, Nodes: j.Nodes, GPUs: j.GPUs, GPUModel: r.GPUModel,
+		GPUProfile: r.GPUProfile, GPUFraction: r.GPUFraction, GPUCount: r.GPUsPerNode * nodes,
+		CPUs: r.CPUsPerNode * nodes, MemMiB: r.MemMiB * int64(nodes), Attempts: j.Attempt, WorkDir: j.WorkDir,
+		Elapsed: int64(format.Used(j, now) / time.Second), ArrayJobID: j.ArrayJobID, ArrayTaskID: j.ArrayTaskID,
+		WCKey: j.WCKey, NTasks: j.Tasks.NTasks}
+	if j.BeginTime.After(j.SubmitTime.Time) {
+		a.EligibleTime = j.BeginTime
+	}
+	if al := j.Alloc; al != nil && len(al.Nodes) > 0 {
+		// A running job's allocation is what it holds (--mem=0: the
+		// node's whole memory; --exclusive: all of it).
+		a.CPUs, a.MemMiB, a.GPUCount = 0, 0, 0
+		for _, n := range al.Nodes {
+			a.CPUs += n.CPUs
+			a.MemMiB += n.MemMiB
+			a.GPUCount += len(n.GPUs) + len(n.MIG)
+		}
+	}
+	if a.NTasks == 0 && j.Tasks.NTasksPerNode > 0 {
+		a.NTasks = j.Tasks.NTasksPerNode * nodes
+	}
+	return a
+}
+
+// sacctPad right-justifies v in width, cutting a longer value to width-1
+// characters and a '+', as sacct does.
+func sacctPad(v string, width int) string {
+	if len(v) > width {
+		return v[:width-1] + "+"
+	}
+	return strings.Repeat(" ", width-len(v)) + v
+}

@@ -1,0 +1,116 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpuq/getopt"
+)
+
+var scancelSet = &getopt.Set{Opts: append([]getopt.Opt{
+	{Long: "user", Short: 'u', Arg: getopt.Required},
+	{Long: "me"},
+	{Long: "state", Short: 't', Arg: getopt.Required},
+	{Long: "name", Short: 'n', Arg: getopt.Required},
+	{Long: "jobname", Arg: getopt.Required},
+	{Long: "partition", Short: 'p', Arg: getopt.Required},
+	{Long: "account", Short: 'A', Arg: getopt.Required},
+	{Long: "qos", Short: 'q', Arg: getopt.Required},
+	{Long: "signal", Short: 's', Arg: getopt.Required},
+	{Long: "batch", Short: 'b'},
+	{Long: "full", Short: 'f'},
+	{Long: "interactive", Short: 'i'},
+	{Long: "nodelist", Short: 'w', Arg: getopt.Required},
+}, common...)}
+
+func (c *Cmd) scancel(ctx context.Context) error {
+	ps, rest, err := c.parse(scancelSet)
+	if done, err := c.handled(err, "[-s SIGNAL] [-u USER|--me] [-t STATE] [-n NAME] [-p PART] [-A ACCT] [JOBID[_TASK]...]"); done || err != nil {
+		return err
+	}
+	if getopt.Has(ps, "interactive") {
+		return invalid("--interactive is not supported; list the jobs with squeue and name them")
+	}
+	sels, err := parseSels(rest)
+	if err != nil {
+		return err
+	}
+	for _, s := range sels {
+		if s.step != "" {
+			return invalid("%s.%s: gpud jobs have no steps yet; cancel the job %s", s.ref, s.step, s.ref)
+		}
+	}
+	req := api.JobActionRequest{}
+	if v, ok := getopt.Last(ps, "signal"); ok {
+		req.Signal = v
+	}
+	// -b/--batch and -f/--full choose which processes get a signal; gpud
+	// signals every process of the job until jobs have steps (issue 13),
+	// so they change nothing here, and without --signal they cancel.
+	users := c.users(ps)
+	states, _, err := parseStates(getopt.All(ps, "state"))
+	if err != nil {
+		return err
+	}
+	names := splitList(append(getopt.All(ps, "name"), getopt.All(ps, "jobname")...)...)
+	parts := splitList(getopt.All(ps, "partition")...)
+	accts := splitList(getopt.All(ps, "account")...)
+	qos := splitList(getopt.All(ps, "qos")...)
+	nodes := splitList(getopt.All(ps, "nodelist")...)
+	filtered := len(users) > 0 || len(states) > 0 || len(names) > 0 || len(parts) > 0 || len(accts) > 0 || len(qos) > 0 || len(nodes) > 0
+	if len(sels) == 0 && !filtered {
+		return invalid("no job identification provided; give job ids or a filter (-u, --me, -t, -n, -p, -A)")
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	if filtered && req.Signal == "" && len(nodes) == 0 && !slices.ContainsFunc(sels, func(s jobSel) bool { return s.ref.IsTask }) {
+		// One call and one transaction on the controller, however many
+		// jobs match (bare ids here are jobs or whole arrays' first ids).
+		f := api.JobFilter{Users: users, Partitions: parts, Accounts: accts, States: states}
+		for _, s := range sels {
+			f.IDs = append(f.IDs, s.ref.ID)
+		}
+		resp, err := cl.CancelJobs(ctx, api.CancelJobsRequest{Filter: f, Names: names, QOS: qos})
+		if err != nil {
+			return fmt.Errorf("cancel jobs: %w", err)
+		}
+		if resp.Skipped > 0 && getopt.Has(ps, "verbose") {
+			c.warn("%d matching jobs were not cancelled (another user's, or already ending)", resp.Skipped)
+		}
+		return nil
+	}
+	var refs []spec.JobRef
+	if !filtered {
+		for _, s := range sels {
+			refs = append(refs, s.ref)
+		}
+	} else {
+		jobs, err := cl.Jobs(ctx, api.JobFilter{Users: users, Partitions: parts, Accounts: accts, States: states, View: api.ViewBrief})
+		if err != nil {
+			return fmt.Errorf("list jobs: %w", err)
+		}
+		for i := range jobs {
+			j := &jobs[i]
+			if len(sels) > 0 && !slices.ContainsFunc(sels, func(s jobSel) bool { return s.matches(j) }) ||
+				len(names) > 0 && !slices.Contains(names, j.Name) || len(qos) > 0 && !slices.Contains(qos, j.QOS) ||
+				len(nodes) > 0 && !slices.ContainsFunc(j.Nodes, func(n string) bool { return slices.Contains(nodes, n) }) {
+				continue
+			}
+			refs = append(refs, spec.JobRef{ID: j.ID})
+		}
+	}
+	action := "cancel"
+	var errs []error
+	for _, ref := range refs {
+		if _, err := cl.RefAction(ctx, ref, action, req); err != nil {
+			errs = append(errs, fmt.Errorf("Kill job error on job id %s: %w", ref, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,390 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpuq/exitcode"
+	"github.com/gpud/gpud/gpuq/fakectl"
+)
+
+var now = time.Date(2025, 3, 14, 15, 0, 0, 0, time.Local)
+
+func fixture(t *testing.T) *fakectl.Server {
+	ctl := fakectl.New(t)
+	ctl.Set(func(s *fakectl.Server) {
+		s.Jobs = []spec.Job{
+			{ID: 7, JobSpec: spec.JobSpec{Name: "train", Partition: "gpu", Account: "ml", Resources: spec.Resources{Nodes: 2, MemWholeNode: true}, TimeLimit: spec.Duration(time.Hour)},
+				User: "alice", State: spec.StateRunning, Nodes: []string{"gpu01", "gpu02"}, StartTime: spec.NewTime(now.Add(-90 * time.Second)), Priority: 5,
+				Alloc: &spec.Alloc{ID: "7.1", Nodes: []spec.NodeAlloc{{Node: "gpu01", CPUs: 4, MemMiB: 512000, GPUs: []string{"g0"}}, {Node: "gpu02", Rank: 1, CPUs: 4, MemMiB: 512000, GPUs: []string{"g1"}}}}},
+			{ID: 8, JobSpec: spec.JobSpec{Name: "sweep", Partition: "gpu", Account: "ml", Resources: spec.Resources{Nodes: 1}},
+				User: "bob", State: spec.StatePending, Reason: "Priority", ArrayJobID: 8, ArrayTaskID: 0, Priority: 9},
+			{ID: 9, JobSpec: spec.JobSpec{Name: "sweep", Partition: "debug", Account: "ml", Resources: spec.Resources{Nodes: 1}},
+				User: "bob", State: spec.StatePending, Reason: "Resources", ArrayJobID: 8, ArrayTaskID: 1, Priority: 1},
+		}
+		s.Nodes = []spec.Node{
+			{Inventory: spec.Inventory{Name: "gpu01", CPUs: 64, MemMiB: 512000, GPUs: []spec.GPU{{Model: "h100"}, {Model: "h100"}}}, State: spec.NodeAllocated, Partitions: []string{"gpu"}},
+			{Inventory: spec.Inventory{Name: "gpu02", CPUs: 64, MemMiB: 512000}, State: spec.NodeAllocated, Partitions: []string{"gpu"}},
+			{Inventory: spec.Inventory{Name: "gpu03", CPUs: 64, MemMiB: 512000}, State: spec.NodeIdle, Partitions: []string{"gpu", "debug"}},
+		}
+		s.Partitions = []api.Partition{
+			{Name: "gpu", Default: true, State: "UP", MaxTime: spec.Duration(24 * time.Hour), Nodes: []string{"gpu01", "gpu02", "gpu03"}},
+			{Name: "debug", State: "UP", DefaultTime: spec.Duration(10 * time.Minute), MaxTime: spec.Duration(30 * time.Minute), Nodes: []string{"gpu03"}},
+		}
+		s.Associations = api.AssociationsResponse{
+			Accounts: []api.AssocAccount{
+				{Name: "ml", Shares: 10, Users: []string{"alice", "bob"}, MaxGPUs: 16},
+				{Name: "vision", Parent: "ml", Shares: 5, Users: []string{"alice"}},
+			},
+			QOS:            []api.AssocQOS{{Name: "normal"}, {Name: "high", Priority: 100, Preempt: []string{"normal"}, MaxWall: spec.Duration(2 * time.Hour)}},
+			DefaultAccount: "ml", DefaultQOS: "normal",
+		}
+		s.Priorities = []api.JobPriority{
+			{JobID: 9, User: "bob", Account: "ml", Partition: "debug", Priority: 1500, Factors: api.PriorityFactors{Age: 0.5, Fairshare: 0.25},
+				Weighted: api.PriorityFactors{Age: 500, Fairshare: 1000}},
+			{JobID: 8, User: "bob", Account: "ml", Partition: "gpu", Priority: 900, Weighted: api.PriorityFactors{QOS: 900}, Factors: api.PriorityFactors{QOS: 0.9}},
+		}
+		s.Fairshare = []api.FairshareRow{
+			{Account: "ml", Depth: 1, RawShares: 10, NormShares: 1, RawUsage: 7200, EffectiveUsage: 1},
+			{Account: "ml", User: "alice", Depth: 1, RawShares: 1, NormShares: 0.5, RawUsage: 3600, EffectiveUsage: 0.5, Factor: 0.75},
+			{Account: "ml", User: "bob", Depth: 1, RawShares: 1, NormShares: 0.5, RawUsage: 3600, EffectiveUsage: 0.5, Factor: 0.25},
+		}
+		s.Acct = []api.AcctJob{
+			{ID: 5, Name: "prep", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateCompleted, CPUs: 4, Elapsed: 3725,
+				Nodes: []string{"gpu03"}, StartTime: spec.NewTime(now.Add(-time.Hour)), GPUCount: 1, GPUModel: "h100", MemMiB: 4096},
+			{ID: 6, Name: "a-very-long-job-name", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateFailed, ExitCode: 1, CPUs: 1},
+			{ID: 10, Name: "sw", User: "alice", Account: "ml", State: spec.StateCompleted, ArrayJobID: 10, ArrayTaskID: 0, WCKey: "k", NTasks: 4},
+			{ID: 11, Name: "sw", User: "alice", Account: "ml", State: spec.StateCompleted, ArrayJobID: 10, ArrayTaskID: 3, WCKey: "k", NTasks: 4},
+		}
+	})
+	return ctl
+}
+
+func run(t *testing.T, ctl *fakectl.Server, name string, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	c := &Cmd{Name: name, Args: args, Stdout: &out, Stderr: &errb, Now: now, Controller: ctl.Addr, User: "alice"}
+	err := c.Run(context.Background())
+	exitcode.Print(&errb, name, err)
+	return out.String(), errb.String(), exitcode.Code(err)
+}
+
+// TestGolden checks each command's output against Slurm's documented
+// formats: squeue's default and -o/-O columns, sacct's default table and
+// --parsable2, sinfo's default view, scontrol's key=value blocks.
+func TestGolden(t *testing.T) {
+	ctl := fixture(t)
+	for _, tc := range []struct {
+		name string
+		cmd  string
+		args []string
+		want string
+	}{
+		{"squeue default", "squeue", nil, "" +
+			"             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)\n" +
+			"               8_1     debug    sweep      bob PD       0:00      1 (Resources)\n" +
+			"               8_0       gpu    sweep      bob PD       0:00      1 (Priority)\n" +
+			"                 7       gpu    train    alice  R       1:30      2 gpu[01-02]\n"},
+		{"squeue -h -o, prefix and bundle", "squeue", []string{"-hu", "bob", "--form", "%i|%T|%r"}, "8_1|PENDING|Resources\n8_0|PENDING|Priority\n"},
+		{"squeue -j array, -O", "squeue", []string{"-j", "8", "-O", "JobID:6,State:.9", "--noheader", "-S", "i"}, "8_0     PENDING\n8_1     PENDING\n"},
+		{"squeue --me -l", "squeue", []string{"--me", "-l", "-h"}, "                 7       gpu    train    alice  RUNNING       1:30   1:00:00      2 gpu[01-02]\n"},
+		{"squeue -l prints the time first", "squeue", []string{"-l", "-u", "alice"}, "Fri Mar 14 15:00:00 2025\n" +
+			"             JOBID PARTITION     NAME     USER    STATE       TIME TIME_LIMI  NODES NODELIST(REASON)\n" +
+			"                 7       gpu    train    alice  RUNNING       1:30   1:00:00      2 gpu[01-02]\n"},
+		{"squeue -S -Q", "squeue", []string{"-S", "-Q", "-ho", "%i"}, "8_0\n7\n8_1\n"},
+		{"squeue -t, -n, -p", "squeue", []string{"-t", "PD", "-n", "sweep", "-p", "debug", "-h", "-o", "%i"}, "8_1\n"},
+		{"sacct default", "sacct", []string{"-j", "5,6"}, "" +
+			"       JobID    JobName  Partition    Account  AllocCPUS      State ExitCode\n" +
+			"------------ ---------- ---------- ---------- ---------- ---------- --------\n" +
+			"           5       prep        gpu         ml          4  COMPLETED      0:0\n" +
+			"           6 a-very-lo+        gpu         ml          1     FAILED      1:0\n"},
+		{"sacct -P -o", "sacct", []string{"-P", "-j", "5", "-j", "6", "--format=JobID,State,Elapsed,NodeList,AllocTRES"}, "" +
+			"JobID|State|Elapsed|NodeList|AllocTRES\n" +
+			"5|COMPLETED|01:02:05|gpu03|billing=4,cpu=4,gres/gpu:h100=1,gres/gpu=1,mem=4G,node=1\n" +
+			"6|FAILED|00:00:00|None assigned|\n"},
+		{"sacct -p -n widths ignored", "sacct", []string{"-pn", "-j", "5", "-o", "JobID%3,JobName%30"}, "5|prep|\n"},
+		{"sacct width", "sacct", []string{"-n", "-j", "6", "-o", "JobName%25"}, "     a-very-long-job-name\n"},
+		{"sacct array tasks", "sacct", []string{"-P", "-n", "-j", "10", "-o", "JobID,JobIDRaw,WCKey,NTasks"}, "10_0|10|k|4\n10_3|11|k|4\n"},
+		{"sacct includes pending and running jobs", "sacct", []string{"-P", "-n", "-j", "7,8_1,5", "-o", "JobID,State,NodeList,Elapsed,AllocTRES"}, "5|COMPLETED|gpu03|01:02:05|billing=4,cpu=4,gres/gpu:h100=1,gres/gpu=1,mem=4G,node=1\n7|RUNNING|gpu[01-02]|00:01:30|billing=8,cpu=8,gres/gpu=2,mem=1000G,node=2\n8_1|PENDING|None assigned|00:00:00|\n"},
+		{"sacct A_T", "sacct", []string{"-P", "-n", "-j", "10_3", "-o", "JobID"}, "10_3\n"},
+		{"sinfo default", "sinfo", nil, "" +
+			"PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST\n" +
+			"gpu*         up 1-00:00:00      2  alloc gpu[01-02]\n" +
+			"gpu*         up 1-00:00:00      1   idle gpu03\n" +
+			"debug        up      30:00      1   idle gpu03\n"},
+		{"sinfo -o", "sinfo", []string{"-h", "-p", "gpu", "-o", "%P %a %l %D %t %G"}, "gpu* up 1-00:00:00 2 alloc gpu:h100:2\ngpu* up 1-00:00:00 1 idle (null)\n"},
+		{"sinfo -l", "sinfo", []string{"-l", "-p", "debug"}, "Fri Mar 14 15:00:00 2025\n" +
+			"PARTITION AVAIL  TIMELIMIT   JOB_SIZE ROOT OVERSUBS     GROUPS  NODES       STATE NODELIST\n" +
+			"debug        up      30:00 1-infinite   no       NO        all      1        idle gpu03\n"},
+		{"sinfo -N", "sinfo", []string{"-N", "-p", "debug"}, "NODELIST    NODES PARTITION STATE\ngpu03           1 debug     idle\n"},
+		{"scontrol show hostnames", "scontrol", []string{"show", "hostnames", "gpu[01-03],login1"}, "gpu01\ngpu02\ngpu03\nlogin1\n"},
+		{"scontrol show hostlist", "scontrol", []string{"show", "hostlist", "gpu01,gpu02,gpu03"}, "gpu[01-03]\n"},
+		{"scontrol show partition", "scontrol", []string{"-o", "show", "partition", "debug"}, "PartitionName=debug AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL Default=NO DefaultTime=10:00 MaxTime=30:00 Nodes=gpu03 State=UP TotalCPUs=64 TotalNodes=1\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errs, code := run(t, ctl, tc.cmd, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if diff := cmp.Diff(tc.want, out); diff != "" {
+				t.Errorf("%s %q (-want +got):\n%s", tc.cmd, tc.args, diff)
+			}
+		})
+	}
+}
+
+// TestScontrolShowJob: the keys scripts read (JobId, JobState, NodeList,
+// StdOut...) are there, on one line with -o.
+func TestScontrolShowJob(t *testing.T) {
+	ctl := fixture(t)
+	out, errs, code := run(t, ctl, "scontrol", "show", "job", "7", "-dd", "-o")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	if strings.Count(out, "\n") != 1 {
+		t.Errorf("-o gave %d lines:\n%s", strings.Count(out, "\n"), out)
+	}
+	for _, k := range []string{"JobId=7 ", "JobName=train ", "UserId=alice(", "JobState=RUNNING ", "NodeList=gpu[01-02] ", "NumNodes=2 ", "TimeLimit=1:00:00 ", "Partition=gpu "} {
+		if !strings.Contains(out, k) {
+			t.Errorf("missing %q in %s", k, out)
+		}
+	}
+}
+
+// TestScancel: ids, arrays and filters reach the controller as cancels
+// of the right jobs; steps are refused.
+func TestScancel(t *testing.T) {
+	ctl := fixture(t)
+	if _, errs, code := run(t, ctl, "scancel", "-u", "bob", "-p", "debug", "--signal=USR1"); code != 0 {
+		t.Fatal(errs)
+	}
+	// A filter without a signal is one call, whatever it matches.
+	if _, errs, code := run(t, ctl, "scancel", "--me", "-t", "R,PD", "-n", "train"); code != 0 {
+		t.Fatal(errs)
+	}
+	if _, errs, code := run(t, ctl, "scancel", "-bf", "8_0", "7"); code != 0 {
+		t.Fatal(errs)
+	}
+	var got []string
+	for _, r := range ctl.Requests() {
+		if r.Method == "POST" {
+			got = append(got, r.Path+" "+strings.TrimSpace(string(r.Body)))
+		}
+	}
+	want := []string{`/v1/jobs/9/cancel {"signal":"USR1"}`,
+		`/v1/jobs/cancel {"filter":{"users":["alice"],"states":["RUNNING","PENDING"]},"names":["train"]}`,
+		`/v1/jobs/8_0/cancel {}`, `/v1/jobs/7/cancel {}`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	if _, errs, code := run(t, ctl, "scancel", "7.0"); code != 2 || !strings.Contains(errs, "no steps") {
+		t.Errorf("scancel 7.0: exit %d, %q", code, errs)
+	}
+	if _, errs, code := run(t, ctl, "scancel"); code != 2 || !strings.Contains(errs, "no job identification") {
+		t.Errorf("scancel: exit %d, %q", code, errs)
+	}
+}
+
+// TestUsageErrors go to stderr with getopt's words, never to stdout.
+func TestUsageErrors(t *testing.T) {
+	ctl := fixture(t)
+	out, errs, code := run(t, ctl, "squeue", "--frmat=%i", "-Z")
+	if out != "" || code != 2 {
+		t.Errorf("stdout %q, exit %d", out, code)
+	}
+	for _, w := range []string{"squeue: unrecognized option '--frmat'; did you mean --format?", "squeue: invalid option -- 'Z'"} {
+		if !strings.Contains(errs, w) {
+			t.Errorf("stderr %q lacks %q", errs, w)
+		}
+	}
+	if _, errs, _ := run(t, ctl, "sacct", "-o", "JobNme"); !strings.Contains(errs, "did you mean JobName?") {
+		t.Errorf("sacct -o JobNme: %q", errs)
+	}
+}
+
+// TestScontrolUpdate: Key=Value words become one typed update request;
+// keys gpud cannot change are refused before any call.
+func TestScontrolUpdate(t *testing.T) {
+	ctl := fixture(t)
+	if _, errs, code := run(t, ctl, "scontrol", "update", "JobId=8_1", "TimeLimit=30", "Partition=debug", "nice=3"); code != 0 {
+		t.Fatal(errs)
+	}
+	var got []string
+	for _, r := range ctl.Requests() {
+		if r.Method == "PATCH" {
+			got = append(got, r.Path+" "+strings.TrimSpace(string(r.Body)))
+		}
+	}
+	want := []string{`/v1/jobs/8_1 {"time_limit":1800,"partition":"debug","nice":3}`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	if _, errs, code := run(t, ctl, "scontrol", "update", "JobId=7", "NumNodes=4"); code != 2 || !strings.Contains(errs, "NumNodes cannot be changed") {
+		t.Errorf("NumNodes: exit %d, %q", code, errs)
+	}
+}
+
+// TestSacctmgrSprioSshare: the read-only accounting views in Slurm's
+// formats, including the call Snakemake's executor makes to guess an
+// account (sacctmgr -n -s list user NAME format=account).
+func TestSacctmgrSprioSshare(t *testing.T) {
+	ctl := fixture(t)
+	for _, tc := range []struct {
+		name string
+		cmd  string
+		args []string
+		want string
+	}{
+		{"snakemake's account guess", "sacctmgr", []string{"-n", "-s", "list", "user", "alice", "format=account%256"}, strings.Repeat(" ", 254) + "ml\n" + strings.Repeat(" ", 250) + "vision\n"},
+		{"users parsable", "sacctmgr", []string{"-P", "show", "users"}, "User|Def Acct|Admin\nalice|ml|None\nbob|ml|None\n"},
+		{"accounts", "sacctmgr", []string{"list", "accounts"}, "" +
+			"   Account                Descr                  Org\n" +
+			"---------- -------------------- --------------------\n" +
+			"        ml                   ml                   ml\n" +
+			"    vision               vision                   ml\n"},
+		{"associations where", "sacctmgr", []string{"-nP", "list", "assoc", "where", "account=ml", "format=Account,User,Share,GrpTRES"}, "ml||10|gres/gpu=16\nml|alice|1|\nml|bob|1|\n"},
+		{"qos", "sacctmgr", []string{"-P", "show", "qos", "format=Name,Priority,Preempt,MaxWall"}, "Name|Priority|Preempt|MaxWall\nnormal|0||\nhigh|100|normal|2:00:00\n"},
+		{"sprio", "sprio", nil, "" +
+			"          JOBID PARTITION   PRIORITY       SITE        AGE  FAIRSHARE    JOBSIZE  PARTITION        QOS\n" +
+			"              8 gpu              900          0          0          0          0          0        900\n" +
+			"              9 debug           1500          0        500       1000          0          0          0\n"},
+		{"sprio -n -j", "sprio", []string{"-hn", "-j", "9"}, "              9 debug      0.0000000          0  0.5000000  0.2500000  0.0000000  0.0000000  0.0000000\n"},
+		{"sshare", "sshare", []string{"-P", "-a"}, "Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare\nml||10|1.000000|7200|1.000000|\n ml|alice|1|0.500000|3600|0.500000|0.750000\n ml|bob|1|0.500000|3600|0.500000|0.250000\n"},
+		{"sshare own rows", "sshare", []string{"-nP"}, "ml||10|1.000000|7200|1.000000|\n ml|alice|1|0.500000|3600|0.500000|0.750000\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errs, code := run(t, ctl, tc.cmd, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if diff := cmp.Diff(tc.want, out); diff != "" {
+				t.Errorf("%s %q (-want +got):\n%s", tc.cmd, tc.args, diff)
+			}
+		})
+	}
+	if _, errs, code := run(t, ctl, "sacctmgr", "add", "user", "eve"); code != 2 || !strings.Contains(errs, "read-only") {
+		t.Errorf("sacctmgr add: exit %d, %q", code, errs)
+	}
+}
+
+// TestSacctTimes: -S/-E forms, including Snakemake's now-2days.
+func TestSacctTimes(t *testing.T) {
+	for in, want := range map[string]time.Time{
+		"now": now, "now-2days": now.Add(-48 * time.Hour), "NOW+1hour": now.Add(time.Hour), "now-30minutes": now.Add(-30 * time.Minute),
+		"2025-03-01": time.Date(2025, 3, 1, 0, 0, 0, 0, time.Local), "2025-03-01T10:20": time.Date(2025, 3, 1, 10, 20, 0, 0, time.Local),
+		"08:00": time.Date(2025, 3, 14, 8, 0, 0, 0, time.Local),
+	} {
+		got, err := parseSacctTime(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("parseSacctTime(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"now-2fortnights", "yesterday-ish", "now-"} {
+		if _, err := parseSacctTime(in, now); err == nil {
+			t.Errorf("parseSacctTime(%q) accepted", in)
+		}
+	}
+}
+
+// TestSnakemakeStatusQuery: the status call Snakemake's Slurm executor
+// makes parses and selects by name.
+func TestSnakemakeStatusQuery(t *testing.T) {
+	ctl := fixture(t)
+	out, errs, code := run(t, ctl, "sacct", "-X", "--parsable2", "--noheader", "--format=JobIdRaw,State", "--starttime", "now-2days", "--endtime", "now", "--name", "train")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	if out != "7|RUNNING\n" {
+		t.Errorf("got %q, want the running job 7", out)
+	}
+}
+
+// TestScontrolShowArray: a bare array id shows every task.
+func TestScontrolShowArray(t *testing.T) {
+	ctl := fixture(t)
+	out, errs, code := run(t, ctl, "scontrol", "-o", "show", "job", "8")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	if strings.Count(out, "\n") != 2 || !strings.Contains(out, "JobId=8 ArrayJobId=8 ArrayTaskId=0 JobName=sweep") || !strings.Contains(out, "JobId=9 ArrayJobId=8 ArrayTaskId=1 ") {
+		t.Errorf("got:\n%s\nwant the two tasks 8 and 9", out)
+	}
+}
+
+// TestHelpShortOption: -h is --help in sacct, scontrol and sacctmgr, and
+// noheader in squeue, sinfo and sprio, as in Slurm.
+func TestHelpShortOption(t *testing.T) {
+	ctl := fixture(t)
+	for _, cmd := range []string{"sacct", "scontrol", "sacctmgr"} {
+		out, errs, code := run(t, ctl, cmd, "-h")
+		if code != 0 || !strings.HasPrefix(out, "Usage: "+cmd) {
+			t.Errorf("%s -h: exit %d, %q %q", cmd, code, out, errs)
+		}
+	}
+	if out, _, _ := run(t, ctl, "squeue", "-h", "-o", "%i", "-j", "7"); out != "7\n" {
+		t.Errorf("squeue -h: %q", out)
+	}
+}
+
+// TestSreport: the three reports in Slurm's layout (banner, header, rule),
+// in TRES minutes of gres/gpu by default.
+func TestSreport(t *testing.T) {
+	ctl := fixture(t)
+	ctl.Set(func(s *fakectl.Server) {
+		s.Cluster = api.AcctClusterResponse{Rows: []api.AcctClusterRow{{Model: "h100", GPUs: 2, TotalGPUHours: 48, AllocatedGPUHours: 12, DownGPUHours: 6}}}
+		s.Acct[0].GPUHours, s.Acct[1].GPUHours = 2, 0.5 // alice's jobs 5 and 6
+		s.Acct = append(s.Acct, api.AcctJob{ID: 20, User: "bob", Account: "vision", GPUHours: 4, State: spec.StateCompleted})
+	})
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"cluster utilization", []string{"cluster", "utilization", "start=2025-03-13", "end=2025-03-14"}, "" +
+			strings.Repeat("-", 80) + "\nCluster Utilization 2025-03-13T00:00:00 - 2025-03-13T23:59:59\nUsage reported in TRES Minutes\n" + strings.Repeat("-", 80) + "\n" +
+			"  Cluster      TRES Name     Allocated          Down     PLND Down          Idle    Planned       Reported\n" +
+			"--------- -------------- ------------- ------------- ------------- ------------- ---------- --------------\n" +
+			"     gpud       gres/gpu           720           360             0          1800          0           2880\n"},
+		{"cluster utilization percent, parsable", []string{"-nP", "-t", "percent", "cluster", "utilization"}, "gpud|gres/gpu|25.00%|12.50%|0.00%|62.50%|0.00%|100.00%\n"},
+		{"user topusage", []string{"-nP", "-t", "hours", "user", "topusage", "topcount=1"}, "gpud|bob|bob|4|0\n"},
+		{"account by user", []string{"-nP", "cluster", "AccountUtilizationByUser"}, "gpud|ml|||150|0\ngpud|ml|alice|alice|150|0\ngpud|vision|||240|0\ngpud|vision|bob|bob|240|0\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errs, code := run(t, ctl, "sreport", tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if diff := cmp.Diff(tc.want, out); diff != "" {
+				t.Errorf("sreport %q (-want +got):\n%s", tc.args, diff)
+			}
+		})
+	}
+}
+
+// TestSacctAsksForLiveJobsByID: sacct -j N lists only those live jobs from
+// the controller (not the whole queue), unless N is an array.
+func TestSacctAsksForLiveJobsByID(t *testing.T) {
+	ctl := fixture(t)
+	if _, errs, code := run(t, ctl, "sacct", "-j", "7", "-n"); code != 0 {
+		t.Fatal(errs)
+	}
+	var got []string
+	for _, r := range ctl.Requests() {
+		if r.Method == "GET" && r.Path == "/v1/jobs" {
+			got = append(got, r.Query)
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "id=7") {
+		t.Errorf("job list queries %q, want one with id=7", got)
+	}
+	out, errs, code := run(t, ctl, "sacct", "-P", "-n", "-j", "8", "-o", "JobID,State")
+	if code != 0 || out != "8_0|PENDING\n8_1|PENDING\n" {
+		t.Errorf("sacct -j 8 (an array): exit %d, %q %s", code, out, errs)
+	}
+}
