@@ -10,8 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -24,7 +22,6 @@ import (
 	"github.com/gpud/gpud/gpud/config"
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/metrics"
-	"github.com/gpud/gpud/gpud/sched"
 	"github.com/gpud/gpud/gpud/server"
 	"github.com/gpud/gpud/gpud/store"
 )
@@ -114,77 +111,14 @@ func loadControllerConfig(o controllerOptions) (config.Controller, error) {
 	return cfg, nil
 }
 
-// controllerConfig maps the TOML schema onto the controller's own Config.
-func controllerConfig(c config.Controller) controller.Config {
-	cc := controller.Config{
-		DefaultQOS:        c.DefaultQOS,
-		DefaultAccount:    c.DefaultAccount,
-		NodeTimeout:       c.Controller.NodeTimeout.Std(),
-		HeartbeatInterval: c.Controller.HeartbeatInterval.Std(),
-		SchedInterval:     c.Scheduler.Interval.Std(),
-		AllowRootJobs:     c.Controller.AllowRootJobs,
-		BackfillWindow:    c.Scheduler.BackfillWindow.Std(),
-		Priority: controller.PriorityWeights{
-			Age:       c.Scheduler.Priority.WeightAge,
-			Fairshare: c.Scheduler.Priority.WeightFairshare,
-			JobSize:   c.Scheduler.Priority.WeightJobSize,
-			Partition: c.Scheduler.Priority.WeightPartition,
-			QOS:       c.Scheduler.Priority.WeightQOS,
-			MaxAge:    c.Scheduler.Priority.MaxAge.Std(),
-		},
-		MaxStartsPerCycle: c.Scheduler.MaxJobsPerCycle,
-		BackfillDepth:     c.Scheduler.BackfillDepth,
-		PreemptMinRuntime: c.Scheduler.PreemptMinRuntime.Std(),
-		CheckpointGrace:   c.Scheduler.CheckpointGrace.Std(),
-	}
-	for _, p := range c.Partitions {
-		nodes := p.Nodes
-		if slices.Contains(nodes, config.AllNodes) {
-			nodes = nil
-		}
-		cc.Partitions = append(cc.Partitions, controller.Partition{
-			Name:         p.Name,
-			Nodes:        nodes,
-			Default:      p.Default,
-			DefaultTime:  p.DefaultTime.Std(),
-			MaxTime:      p.MaxTime.Std(),
-			PriorityTier: p.PriorityTier,
-			State:        p.State,
-			Placement:    sched.Placement(p.Placement),
-			Idle:         idlePolicy(p.IdlePolicy),
-		})
-	}
-	cc.FairshareHalfLife = c.Fairshare.DecayHalfLife.Std()
-	cc.FairshareModelWeights = c.Fairshare.GPUModelWeights
-	for _, a := range c.Accounts {
-		cc.Accounts = append(cc.Accounts, controller.Account{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: a.Users,
-			Coordinators: a.Coordinators, MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
-			MaxWall: a.MaxWall.Std(), MaxGPUHours: a.MaxGPUHours, BudgetPeriod: a.Budget()})
-	}
-	for _, q := range c.QOS {
-		cc.QOS = append(cc.QOS, controller.QOS{
-			Name:           q.Name,
-			Priority:       int(q.Priority),
-			Preempt:        q.Preempt,
-			PreemptMode:    q.PreemptMode,
-			MaxGPUsPerUser: q.MaxGPUsPerUser,
-			MaxJobsPerUser: q.MaxJobsPerUser,
-			MaxWall:        q.MaxWall.Std(),
-			Idle:           idlePolicy(q.IdlePolicy),
-		})
-	}
-	return cc
-}
-
-func idlePolicy(p config.IdlePolicy) controller.IdlePolicy {
-	return controller.IdlePolicy{GPUUtil: p.IdleGPUUtil, After: p.IdleAfter.Std(), Action: p.IdleAction,
-		Hook: strings.Fields(p.IdleHook)}
-}
-
 // startController opens the stores, starts the owner loop and serves the
 // API. Wait returns when ctx ends (or something fails).
 func startController(ctx context.Context, o controllerOptions) (*controllerDaemon, error) {
 	cfg, err := loadControllerConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	ccfg, err := controller.FromConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -212,15 +146,19 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		if err != nil {
 			return controller.Config{}, err
 		}
+		cc, err := controller.FromConfig(c)
+		if err != nil {
+			return controller.Config{}, err
+		}
 		srv.SetRoles(c.Auth.Operators, c.Auth.Admins)
 		srv.SetRevoked(c.Auth.RevokedTokens)
 		current.Store(&c)
-		return controllerConfig(c), nil
+		return cc, nil
 	}
 	// Metrics: the owner loop counts through the Observer; gauges are
 	// read from Stats once per scrape (gpud/metrics).
 	mets := metrics.NewController()
-	ctrl, err := controller.New(controllerConfig(cfg), st,
+	ctrl, err := controller.New(ccfg, st,
 		controller.WithLogger(o.Log),
 		controller.WithRecorder(acct),
 		controller.WithUsageSource(acct),
