@@ -23,6 +23,7 @@ var boundaries = []struct {
 	{"runtime", []string{"github.com/containerd", "github.com/NVIDIA"}, "the Runtime interface is engine-neutral"},
 	{"runtime/gpu", []string{"github.com/NVIDIA"}, "only runtime/gpu/nvml imports go-nvml"},
 	{"gpud/plot", []string{module + "/"}, "plot is a leaf the simulator and gpuq share"},
+	{"gpud/hostlist", []string{module + "/"}, "hostlist is a leaf the CLIs and the daemons share"},
 	{"gpud/config", []string{module + "/", "database/sql", "net/http"}, "config reads and validates files; gpud/controller maps it onto the scheduler"},
 	{"accounting/...", []string{module + "/gpud/controller", module + "/gpud/store", module + "/runtime"}, "accounting depends on spec only"},
 	{"gpusubmit/...", []string{"database/sql", "github.com/containerd", module + "/gpud/controller", module + "/gpud/node", module + "/runtime"}, "CLIs talk to the controller through gpud/api only"},
