@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxDuration bounds parsed time spans (100 years) so arithmetic on them
@@ -426,17 +428,11 @@ func ValidateDependency(s string) error {
 	return nil
 }
 
-var signalNames = map[string]int{
-	"HUP": 1, "INT": 2, "QUIT": 3, "ABRT": 6, "KILL": 9, "USR1": 10, "USR2": 12,
-	"ALRM": 14, "TERM": 15, "CONT": 18, "STOP": 19, "TSTP": 20, "URG": 23, "XCPU": 24,
-	"XFSZ": 25, "VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29, "PWR": 30, "SYS": 31,
-}
-
 // ParseSignalName accepts USR1, SIGUSR1 or a number 1-64 and returns the
 // canonical name without SIG (or the number as text).
 func ParseSignalName(s string) (string, error) {
 	u := strings.TrimPrefix(strings.ToUpper(s), "SIG")
-	if _, ok := signalNames[u]; ok {
+	if unix.SignalNum("SIG"+u) != 0 { // the kernel's names (golang.org/x/sys/unix)
 		return u, nil
 	}
 	if n, err := parseUint(s); err == nil && n >= 1 && n <= 64 {
