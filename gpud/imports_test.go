@@ -25,7 +25,7 @@ var boundaries = []struct {
 	{"gpud/plot", []string{module + "/"}, "plot is a leaf the simulator and gpuq share"},
 	{"gpud/hostlist", []string{module + "/"}, "hostlist is a leaf the CLIs and the daemons share"},
 	{"gpud/config", []string{module + "/", "database/sql", "net/http"}, "config reads and validates files; gpud/controller maps it onto the scheduler"},
-	{"accounting/...", []string{module + "/gpud/controller", module + "/gpud/store", module + "/runtime"}, "accounting depends on spec only"},
+	{"accounting/...", []string{module + "/gpud/controller", module + "/gpud/store", module + "/runtime"}, "accounting depends on spec and api only (its row types are the API's)"},
 	{"gpusubmit/...", []string{"database/sql", "github.com/containerd", module + "/gpud/controller", module + "/gpud/node", module + "/runtime"}, "CLIs talk to the controller through gpud/api only"},
 	{"gpuq/...", []string{"database/sql", "github.com/containerd", module + "/gpud/controller", module + "/gpud/node", module + "/runtime"}, "CLIs talk to the controller through gpud/api only"},
 }
