@@ -141,7 +141,9 @@ type nodeOptions struct {
 	Section    config.NodeSection
 	Health     config.Health
 	DevRoot    string // for mock GPUs
-	Log        *slog.Logger
+	// StopJobs ends the node's running jobs when it stops cleanly.
+	StopJobs bool
+	Log      *slog.Logger
 }
 
 // runNode discovers the node, connects to containerd and runs the agent
@@ -188,6 +190,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		StateDir:       s.StateDir,
 		Inventory:      inv,
 		KillGrace:      s.KillGrace.Std(),
+		StopJobsOnStop: o.StopJobs,
 		DefaultImage:   s.DefaultImage,
 		CheckpointRoot: s.CheckpointRoot,
 		// The grace of a checkpoint-first stop: requeue, checkpoint-mode

@@ -27,6 +27,11 @@ type Config struct {
 	Inventory spec.Inventory
 	// KillGrace is how long a job has between SIGTERM and SIGKILL.
 	KillGrace time.Duration
+	// StopJobsOnStop makes a clean stop of the agent end its running jobs
+	// too (SIGTERM, KillGrace, SIGKILL; recorded NODE_FAIL, so the
+	// controller requeues those that allow it) instead of leaving them
+	// running for the next agent to re-adopt: gpud standalone --stop-jobs.
+	StopJobsOnStop bool
 	// HeartbeatInterval is used when the controller does not say.
 	HeartbeatInterval time.Duration
 	// PollWait is how long one assignments long poll may wait.
