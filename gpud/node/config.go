@@ -163,6 +163,8 @@ type options struct {
 	healthSampler gpu.Sampler
 	health        HealthLimits
 	mig           *MIGConfig
+	// usageTicks paces usage sampling instead of a real ticker.
+	usageTicks <-chan time.Time
 }
 
 // WithLogger sets the agent's logger (default slog.Default()).
@@ -175,6 +177,12 @@ func WithGPUSampler(s gpu.Sampler) Option { return func(o *options) { o.sampler 
 // WithClock sets the clock for job time (deadlines, kill grace, event
 // times); tests pass a fake.
 func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithUsageTicks paces usage sampling by ticks instead of a ticker of
+// Config.UsageInterval: one sample round per tick received, so a test
+// knows when one ran (a second send returns only after the first round
+// is done). The samples' times stay the Clock's.
+func WithUsageTicks(ticks <-chan time.Time) Option { return func(o *options) { o.usageTicks = ticks } }
 
 // WithRetryBackoff sets the bounds of the exponential backoff between
 // failed calls to the controller or the runtime (default 500ms to 30s).
