@@ -44,7 +44,16 @@ func TestStandaloneCleanStopLeavesNoShims(t *testing.T) {
 	}
 	long := c.submit(work, "--output", "long-%j.out", "--wrap", "sleep 600")
 	c.waitState(long, 60*time.Second, "RUNNING")
-	for deadline := time.Now().Add(10 * time.Second); len(shimsOf(c.dir)) == 0; time.Sleep(100 * time.Millisecond) {
+	// Its own shim, not a finished job's on its way out.
+	own := func() bool {
+		for _, s := range shimsOf(c.dir) {
+			if strings.Contains(s, " -id gpud-"+long+"-") {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(10 * time.Second); !own(); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no shim for the running job; the check below would prove nothing")
 		}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"syscall"
 	"time"
@@ -49,15 +50,17 @@ func (a *Agent) stopCleanly() {
 		case m.allocID == "" || err != nil:
 		case ti.Status == runtime.StatusExited:
 			exited = append(exited, m)
-		case ti.Status == runtime.StatusRunning && a.cfg.StopJobsOnStop:
+		case a.cfg.StopJobsOnStop:
+			// Running, or a start still in flight when the runner
+			// returned (created, unknown): ended the same way.
 			if err := a.rt.Signal(ctx, ti.ID, syscall.SIGTERM); err != nil {
 				a.log.Warn("signal job at stop", "container", ti.ID, "err", err)
 			}
 			running = append(running, m)
 		}
 	}
-	// grace closes when the kill grace is over, for every waiter at once.
 	a.log.Info("clean stop: ending what no runner watches", "containers", len(infos), "exited", len(exited), "stopping", len(running))
+	// grace closes when the kill grace is over, for every waiter at once.
 	grace := make(chan struct{})
 	if len(running) > 0 {
 		go func() {
@@ -71,6 +74,12 @@ func (a *Agent) stopCleanly() {
 	for _, m := range running {
 		log := a.log.With("job_id", m.job, "alloc_id", m.allocID, "container", m.ti.ID)
 		st, err := a.waitOrKill(ctx, m.ti.ID, grace)
+		if errors.Is(err, runtime.ErrNotFound) {
+			// A container whose task was never created: nothing ran,
+			// and, as recovery does, it is removed without an event.
+			a.cleanup(ctx, log, m.ti.ID)
+			continue
+		}
 		if err != nil {
 			log.Warn("stop job at agent stop; it stays for the next start", "err", err)
 			continue
