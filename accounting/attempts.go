@@ -6,34 +6,14 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
 // Attempt is one start of a job as accounting remembers it (sacct
-// --duplicates): a requeued job has one per start.
-type Attempt struct {
-	Attempt int    `json:"attempt"`
-	AllocID string `json:"alloc_id"`
-	// State is REQUEUED for an attempt that was requeued, else the job's
-	// state; Reason says why it ended (e.g. "preempted by job 5").
-	State     spec.JobState `json:"state"`
-	Reason    string        `json:"reason"`
-	Nodes     []string      `json:"nodes"`
-	CPUs      int           `json:"cpus"`
-	MemMiB    int64         `json:"mem_mib"`
-	StartTime spec.Time     `json:"start_time"`
-	EndTime   spec.Time     `json:"end_time"`
-	// Elapsed is the attempt's run time in seconds, up to now while it runs.
-	Elapsed int64 `json:"elapsed"`
-	// CheckpointSeq and CheckpointTime are the newest sealed checkpoint
-	// this attempt wrote (ckpt-<seq>); 0 and null without one.
-	CheckpointSeq  int       `json:"checkpoint_seq"`
-	CheckpointTime spec.Time `json:"checkpoint_time"`
-	// LostWork is the seconds of compute a requeue of this attempt threw
-	// away: from its checkpoint (or its start) to the requeue. 0 for an
-	// attempt that was not requeued.
-	LostWork int64 `json:"lost_work"`
-}
+// --duplicates): a requeued job has one per start. It is the API's type,
+// so accounting and the wire cannot drift apart.
+type Attempt = api.AcctAttempt
 
 // attemptsChunk bounds the job ids of one query, under SQLite's limit on
 // bound parameters.

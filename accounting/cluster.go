@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -21,33 +22,12 @@ type NodeGPUs struct {
 	GPUs  int
 }
 
-// ClusterRow is one line of gpuq report cluster. A row with Profile ""
-// is a GPU model's total (MIG slices count their share of a GPU); rows
-// with a Profile break its MIG use down.
-type ClusterRow struct {
-	Model   string `json:"model"`
-	Profile string `json:"profile,omitempty"`
-	// GPUs is the model's whole GPUs in the inventory, TotalGPUHours them
-	// over the window (0 on profile rows).
-	GPUs          int     `json:"gpus"`
-	TotalGPUHours float64 `json:"total_gpu_hours"`
-	// AllocatedGPUHours is what jobs held; IdleGPUHours the part of it the
-	// nodes sampled under IdleUtilPct; DownGPUHours the GPUs' hours on
-	// nodes DOWN or drained (from node events).
-	AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
-	IdleGPUHours      float64 `json:"idle_gpu_hours"`
-	DownGPUHours      float64 `json:"down_gpu_hours"`
-}
-
-// UtilPoint is one bucket of the cluster's use over time.
-type UtilPoint struct {
-	Time time.Time `json:"time"` // the bucket's start
-	// CapacityGPUHours is the inventory's GPUs over the bucket (clipped
-	// to the window); Allocated and Down as in ClusterRow.
-	CapacityGPUHours  float64 `json:"capacity_gpu_hours"`
-	AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
-	DownGPUHours      float64 `json:"down_gpu_hours"`
-}
+// ClusterRow is one line of gpuq report cluster and UtilPoint one bucket
+// of the cluster's use over time; both are the API's types.
+type (
+	ClusterRow = api.AcctClusterRow
+	UtilPoint  = api.AcctUtilPoint
+)
 
 // ClusterUsage is the cluster's use over a window.
 type ClusterUsage struct {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -99,23 +100,9 @@ var groupColumns = map[string]string{
 	GroupByGPUModel:  "j.gpu_model",
 }
 
-// SummaryRow is one group of a Summary (gpuq report).
-type SummaryRow struct {
-	// Group is the user, account, partition or GPU model.
-	Group    string  `json:"group"`
-	Jobs     int     `json:"jobs"`
-	GPUHours float64 `json:"gpu_hours"`
-	CPUHours float64 `json:"cpu_hours"`
-	// SliceHours, EnergyKWh, CO2Kg and Cost total the jobs' (see Record),
-	// clipped to the window like the hours.
-	SliceHours float64 `json:"slice_hours"`
-	EnergyKWh  float64 `json:"energy_kwh"`
-	CO2Kg      float64 `json:"co2_kg"`
-	Cost       float64 `json:"cost"`
-	// IdleGPUHours is allocated but idle: GPU-hours of usage samples whose
-	// mean utilisation was under IdleUtilPct.
-	IdleGPUHours float64 `json:"idle_gpu_hours"`
-}
+// SummaryRow is one group of a Summary (gpuq report); it is the API's
+// type.
+type SummaryRow = api.AcctSummaryRow
 
 // IdleUtilPct is the utilisation under which a sampled GPU counts as idle
 // in IdleGPUHours.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -31,20 +33,6 @@ const maxSignalSeconds = 65535
 
 // signalForm is quoted in every ParseSignal error.
 const signalForm = "want [B:]SIG[@SECONDS], e.g. USR1, SIGTERM@120 or B:10@300"
-
-// signalNames are the signals a job may name; numbers reach the others.
-var signalNames = map[string]syscall.Signal{
-	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT,
-	"ILL": syscall.SIGILL, "TRAP": syscall.SIGTRAP, "ABRT": syscall.SIGABRT,
-	"BUS": syscall.SIGBUS, "FPE": syscall.SIGFPE, "KILL": syscall.SIGKILL,
-	"USR1": syscall.SIGUSR1, "SEGV": syscall.SIGSEGV, "USR2": syscall.SIGUSR2,
-	"PIPE": syscall.SIGPIPE, "ALRM": syscall.SIGALRM, "TERM": syscall.SIGTERM,
-	"CHLD": syscall.SIGCHLD, "CONT": syscall.SIGCONT, "STOP": syscall.SIGSTOP,
-	"TSTP": syscall.SIGTSTP, "TTIN": syscall.SIGTTIN, "TTOU": syscall.SIGTTOU,
-	"URG": syscall.SIGURG, "XCPU": syscall.SIGXCPU, "XFSZ": syscall.SIGXFSZ,
-	"VTALRM": syscall.SIGVTALRM, "PROF": syscall.SIGPROF, "WINCH": syscall.SIGWINCH,
-	"IO": syscall.SIGIO, "SYS": syscall.SIGSYS,
-}
 
 // maxSignal is the highest Linux signal number (SIGRTMAX).
 const maxSignal = 64
@@ -88,9 +76,10 @@ func ParseSignal(s string) (sig syscall.Signal, secondsBefore int, batchOnly boo
 		}
 		sig = syscall.Signal(n)
 	} else {
-		var known bool
-		sig, known = signalNames[strings.TrimPrefix(strings.ToUpper(name), "SIG")]
-		if !known {
+		// Names are the kernel's (golang.org/x/sys/unix), with or without
+		// SIG, in any case.
+		sig = unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(name), "SIG"))
+		if sig == 0 {
 			return bad("unknown signal %q", name)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -24,7 +23,6 @@ import (
 	"github.com/gpud/gpud/gpud/config"
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/metrics"
-	"github.com/gpud/gpud/gpud/sched"
 	"github.com/gpud/gpud/gpud/server"
 	"github.com/gpud/gpud/gpud/statefile"
 	"github.com/gpud/gpud/gpud/store"
@@ -115,80 +113,6 @@ func loadControllerConfig(o controllerOptions) (config.Controller, error) {
 	return cfg, nil
 }
 
-// controllerConfig maps the TOML schema onto the controller's own Config.
-func controllerConfig(c config.Controller) controller.Config {
-	cc := controller.Config{
-		DefaultQOS:        c.DefaultQOS,
-		DefaultAccount:    c.DefaultAccount,
-		NodeTimeout:       c.Controller.NodeTimeout.Std(),
-		HeartbeatInterval: c.Controller.HeartbeatInterval.Std(),
-		SchedInterval:     c.Scheduler.Interval.Std(),
-		AllowRootJobs:     c.Controller.AllowRootJobs,
-		BackfillWindow:    c.Scheduler.BackfillWindow.Std(),
-		Priority: controller.PriorityWeights{
-			Age:       c.Scheduler.Priority.WeightAge,
-			Fairshare: c.Scheduler.Priority.WeightFairshare,
-			JobSize:   c.Scheduler.Priority.WeightJobSize,
-			Partition: c.Scheduler.Priority.WeightPartition,
-			QOS:       c.Scheduler.Priority.WeightQOS,
-			MaxAge:    c.Scheduler.Priority.MaxAge.Std(),
-		},
-		MaxStartsPerCycle: c.Scheduler.MaxJobsPerCycle,
-		BackfillDepth:     c.Scheduler.BackfillDepth,
-		PreemptMinRuntime: c.Scheduler.PreemptMinRuntime.Std(),
-		CheckpointGrace:   c.Scheduler.CheckpointGrace.Std(),
-		SecretEnv:         c.Auth.SecretEnv,
-
-		MaxSubmitBytes:        c.Limits.MaxSubmitBytes(),
-		MaxSubmitJobsPerUser:  c.Limits.MaxSubmitJobsPerUser,
-		MaxSubmitBytesPerUser: c.Limits.MaxSubmitBytesPerUser(),
-	}
-	for _, p := range c.Partitions {
-		nodes := p.Nodes
-		if slices.Contains(nodes, config.AllNodes) {
-			nodes = nil
-		}
-		cc.Partitions = append(cc.Partitions, controller.Partition{
-			Name:         p.Name,
-			Nodes:        nodes,
-			Default:      p.Default,
-			DefaultTime:  p.DefaultTime.Std(),
-			MaxTime:      p.MaxTime.Std(),
-			PriorityTier: p.PriorityTier,
-			State:        p.State,
-			Placement:    sched.Placement(p.Placement),
-			Idle:         idlePolicy(p.IdlePolicy),
-		})
-	}
-	cc.FairshareHalfLife = c.Fairshare.DecayHalfLife.Std()
-	cc.FairshareModelWeights = c.Fairshare.GPUModelWeights
-	for _, a := range c.Accounts {
-		cc.Accounts = append(cc.Accounts, controller.Account{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: a.Users,
-			Coordinators: a.Coordinators, MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
-			MaxWall: a.MaxWall.Std(), MaxGPUHours: a.MaxGPUHours, BudgetPeriod: a.Budget(), MaxSubmitJobsPerUser: a.MaxSubmitJobsPerUser})
-	}
-	for _, q := range c.QOS {
-		cc.QOS = append(cc.QOS, controller.QOS{
-			Name:           q.Name,
-			Priority:       int(q.Priority),
-			Preempt:        q.Preempt,
-			PreemptMode:    q.PreemptMode,
-			MaxGPUsPerUser: q.MaxGPUsPerUser,
-			MaxJobsPerUser: q.MaxJobsPerUser,
-			MaxWall:        q.MaxWall.Std(),
-			Idle:           idlePolicy(q.IdlePolicy),
-
-			MaxSubmitJobsPerUser: q.MaxSubmitJobsPerUser,
-		})
-	}
-	return cc
-}
-
-func idlePolicy(p config.IdlePolicy) controller.IdlePolicy {
-	return controller.IdlePolicy{GPUUtil: p.IdleGPUUtil, After: p.IdleAfter.Std(), Action: p.IdleAction,
-		Hook: strings.Fields(p.IdleHook)}
-}
-
 // secureStateFiles makes the controller's state private before anything
 // opens it, and tightens (with a log line each) what an older gpud left
 // open: state.db and accounting.db with their -wal/-shm 0600, the state
@@ -235,6 +159,10 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	if err != nil {
 		return nil, err
 	}
+	ccfg, err := controller.FromConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	stateDir := cfg.Controller.StateDir
 	if err := secureStateFiles(cfg, o.Log); err != nil {
 		return nil, err
@@ -259,18 +187,22 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		if err != nil {
 			return controller.Config{}, err
 		}
+		cc, err := controller.FromConfig(c)
+		if err != nil {
+			return controller.Config{}, err
+		}
 		srv.SetRoles(c.Auth.Operators, c.Auth.Admins)
 		srv.SetRevoked(c.Auth.RevokedTokens)
 		srv.SetRevokedNodeCerts(c.Auth.RevokedNodeCerts)
 		srv.SetSecretEnv(c.Auth.SecretEnv)
 		srv.SetLimits(apiLimits(c.API))
 		current.Store(&c)
-		return controllerConfig(c), nil
+		return cc, nil
 	}
 	// Metrics: the owner loop counts through the Observer; gauges are
 	// read from Stats once per scrape (gpud/metrics).
 	mets := metrics.NewController()
-	ctrl, err := controller.New(controllerConfig(cfg), st,
+	ctrl, err := controller.New(ccfg, st,
 		controller.WithLogger(o.Log),
 		controller.WithRecorder(acct),
 		controller.WithUsageSource(acct),

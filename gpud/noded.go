@@ -141,7 +141,9 @@ type nodeOptions struct {
 	Section    config.NodeSection
 	Health     config.Health
 	DevRoot    string // for mock GPUs
-	Log        *slog.Logger
+	// StopJobs ends the node's running jobs when it stops cleanly.
+	StopJobs bool
+	Log      *slog.Logger
 	// HidePaths are directories of daemon state jobs must not see, besides
 	// the node's own state and checkpoint roots (node.Config.HidePaths).
 	HidePaths []string
@@ -191,6 +193,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		StateDir:       s.StateDir,
 		Inventory:      inv,
 		KillGrace:      s.KillGrace.Std(),
+		StopJobsOnStop: o.StopJobs,
 		DefaultImage:   s.DefaultImage,
 		CheckpointRoot: s.CheckpointRoot,
 		// The grace of a checkpoint-first stop: requeue, checkpoint-mode

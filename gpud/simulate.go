@@ -11,8 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpud/gpud/gpud/config"
+	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/sched"
-	"github.com/gpud/gpud/gpud/sched/priority"
 	"github.com/gpud/gpud/gpud/sim"
 	"github.com/gpud/gpud/gpud/sim/trace"
 )
@@ -88,13 +88,9 @@ func runSimulate(c *cli.Context) error {
 			return err
 		}
 	}
-	var policies []sim.Policy
-	for _, name := range c.StringSlice("policy") {
-		p, err := sim.Named(name, schedConfig(&cfg), controllerPriority(&cfg))
-		if err != nil {
-			return usagef("--policy: %v", err)
-		}
-		policies = append(policies, p)
+	policies, err := simPolicies(cfg, c.StringSlice("policy"))
+	if err != nil {
+		return err
 	}
 
 	f, err := trace.Open(c.String("trace"), trace.Format(c.String("format")))
@@ -193,31 +189,28 @@ func plotResults(dir string, r *sim.Result) error {
 	return nil
 }
 
-// schedConfig maps [scheduler] onto sched.Config for the sched
-// (multifactor) policy: priority weights and max age, backfill window.
-// Fairshare has no account tree in a trace, so its factor is whatever
-// sched gives an empty tree. TODO(#7): share this mapping with the
-// controller once it passes more than sched.Config{}.
-func schedConfig(cfg *config.Controller) sched.Config {
-	p := cfg.Scheduler.Priority
-	sc := sched.Config{Priority: priority.Config{Weights: priority.Weights{
-		Age: float64(p.WeightAge), Fairshare: float64(p.WeightFairshare), JobSize: float64(p.WeightJobSize),
-		Partition: float64(p.WeightPartition), QOS: float64(p.WeightQOS),
-	}}}
-	sc.Priority.MaxAge = p.MaxAge.Std()
-	sc.BackfillWindow = cfg.Scheduler.BackfillWindow.Std()
-	return sc
-}
-
-// controllerPriority is the controller's priority rule for a trace job: the
-// default QOS's priority (trace jobs carry no QOS or nice value), so every
-// job ties and Schedule orders by submit time.
-func controllerPriority(cfg *config.Controller) func(*sim.Job, time.Duration) int64 {
-	var p int64
-	for _, q := range cfg.QOS {
-		if q.Name == cfg.DefaultQOS {
-			p = q.Priority
-		}
+// simPolicies returns the named policies under cfg. The sched policy
+// (alias multifactor) is the controller's: cfg maps onto gpud/sched
+// through controller.FromConfig and Config.SchedPolicy, exactly as the
+// controller's cycles get it, and every trace job runs in the default QOS
+// and partition. Fairshare has no account tree in a trace, so its factor
+// is whatever sched gives an empty tree.
+func simPolicies(cfg config.Controller, names []string) ([]sim.Policy, error) {
+	cc, err := controller.FromConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
-	return func(*sim.Job, time.Duration) int64 { return p }
+	sp := cc.SchedPolicy()
+	var policies []sim.Policy
+	for _, name := range names {
+		p, err := sim.Named(name, sp.Config, func(*sim.Job, time.Duration) int64 { return sp.JobPriority })
+		if err != nil {
+			return nil, usagef("--policy: %v", err)
+		}
+		if p.Order == sim.OrderPriority {
+			p.QOS, p.Partitions, p.JobQOS, p.JobPartition = sp.QOS, sp.Partitions, sp.JobQOS, sp.JobPartition
+		}
+		policies = append(policies, p)
+	}
+	return policies, nil
 }

@@ -37,6 +37,7 @@ func standaloneCommand() *cli.Command {
 			&cli.StringFlag{Name: "node-config", Usage: "node configuration file (TOML) every node starts from, e.g. for [health]; flags given win, and state, CDI and checkpoint paths are under --state-dir"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "host:port of node1's Prometheus /metrics; node N serves on port+N-1 (\"\": none)"},
 			&cli.DurationFlag{Name: "usage-interval", Usage: "how often the nodes sample each running job's usage for accounting (0 for never)", Value: 30 * time.Second},
+			&cli.BoolFlag{Name: "stop-jobs", Usage: "on a clean stop (SIGTERM, SIGINT) end the running jobs too (SIGTERM, --kill-grace, SIGKILL; they end NODE_FAIL and requeue if allowed) instead of leaving them running for the next start"},
 		),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c, os.Stderr)
@@ -163,6 +164,7 @@ func standaloneCommand() *cli.Command {
 						Section:    sec,
 						Health:     nodeDefaults.Health,
 						DevRoot:    filepath.Join(sec.StateDir, "dev"),
+						StopJobs:   c.Bool("stop-jobs"),
 						Log:        log.With("component", "node"),
 						// Everything under --state-dir is daemon state.
 						HidePaths: []string{dir},

@@ -306,8 +306,8 @@ type AcctJob struct {
 	AttemptHistory []AcctAttempt `json:"attempt_history,omitzero"`
 }
 
-// AcctAttempt is one start of a job in accounting: the wire form of
-// accounting.Attempt, field for field.
+// AcctAttempt is one start of a job in accounting (accounting.Attempt is
+// this type).
 type AcctAttempt struct {
 	Attempt int    `json:"attempt"`
 	AllocID string `json:"alloc_id"`
@@ -354,15 +354,16 @@ type AcctJobsResponse struct {
 	Jobs []AcctJob `json:"jobs"`
 }
 
-// AcctSummaryRow is one group of GET /v1/accounting/summary (gpuq report):
-// the wire form of accounting.SummaryRow, field for field (a server test
-// keeps them in step).
+// AcctSummaryRow is one group of GET /v1/accounting/summary (gpuq report);
+// accounting.SummaryRow is this type.
 type AcctSummaryRow struct {
 	// Group is the user, account, partition or GPU model.
-	Group      string  `json:"group"`
-	Jobs       int     `json:"jobs"`
-	GPUHours   float64 `json:"gpu_hours"`
-	CPUHours   float64 `json:"cpu_hours"`
+	Group    string  `json:"group"`
+	Jobs     int     `json:"jobs"`
+	GPUHours float64 `json:"gpu_hours"`
+	CPUHours float64 `json:"cpu_hours"`
+	// SliceHours, EnergyKWh, CO2Kg and Cost total the jobs' (see AcctJob),
+	// clipped to the window like the hours.
 	SliceHours float64 `json:"slice_hours"`
 	EnergyKWh  float64 `json:"energy_kwh"`
 	CO2Kg      float64 `json:"co2_kg"`
@@ -392,12 +393,14 @@ type AcctSummaryResponse struct {
 }
 
 // AcctClusterRow is one line of GET /v1/accounting/cluster (gpuq report
-// cluster): the wire form of accounting.ClusterRow, field for field. A
-// row with Profile "" is a GPU model's total; rows with a Profile break
-// its MIG use down.
+// cluster); accounting.ClusterRow is this type. A row with Profile "" is a
+// GPU model's total (MIG slices count their share of a GPU); rows with a
+// Profile break its MIG use down.
 type AcctClusterRow struct {
-	Model         string  `json:"model"`
-	Profile       string  `json:"profile,omitempty"`
+	Model   string `json:"model"`
+	Profile string `json:"profile,omitempty"`
+	// GPUs is the model's whole GPUs in the inventory, TotalGPUHours them
+	// over the window (0 on profile rows).
 	GPUs          int     `json:"gpus"`
 	TotalGPUHours float64 `json:"total_gpu_hours"`
 	// AllocatedGPUHours is what jobs held; IdleGPUHours the part of it
@@ -408,13 +411,15 @@ type AcctClusterRow struct {
 	DownGPUHours      float64 `json:"down_gpu_hours"`
 }
 
-// AcctUtilPoint is one bucket of GET /v1/accounting/cluster's series
-// (accounting.UtilPoint).
+// AcctUtilPoint is one bucket of GET /v1/accounting/cluster's series;
+// accounting.UtilPoint is this type.
 type AcctUtilPoint struct {
-	Time              time.Time `json:"time"`
-	CapacityGPUHours  float64   `json:"capacity_gpu_hours"`
-	AllocatedGPUHours float64   `json:"allocated_gpu_hours"`
-	DownGPUHours      float64   `json:"down_gpu_hours"`
+	Time time.Time `json:"time"` // the bucket's start
+	// CapacityGPUHours is the inventory's GPUs over the bucket (clipped
+	// to the window); Allocated and Down as in AcctClusterRow.
+	CapacityGPUHours  float64 `json:"capacity_gpu_hours"`
+	AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
+	DownGPUHours      float64 `json:"down_gpu_hours"`
 }
 
 // AcctClusterResponse is GET /v1/accounting/cluster?start=&end=&bucket=:

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/auth"
-	"github.com/gpud/gpud/gpud/sched"
 )
 
 // Controller is gpud.toml, the controller's configuration.
@@ -271,11 +270,17 @@ type Partition struct {
 	AllowAccounts []string `toml:"allow_accounts"`
 	// State is "UP" or "DOWN"; left out, a partition is UP, as in Slurm.
 	State string `toml:"state"`
-	// Placement is how jobs are put on nodes: "pack" (default), "spread",
-	// "first-fit" or "fgd" (sched.Placement).
+	// Placement is how jobs are put on nodes: one of Placements, "pack"
+	// by default (gpud/controller maps it onto sched.Placement).
 	Placement string `toml:"placement"`
 	IdlePolicy
 }
+
+// Placements are the placement names a partition may give ("" is
+// "pack"). The names are gpud/sched's (sched.Placements); gpud/config
+// keeps its own list so that it imports no scheduler, and a controller
+// test checks that the two lists agree.
+var Placements = []string{"pack", "spread", "first-fit", "fgd"}
 
 // Idle actions: what happens to a job whose GPUs stay idle.
 const (
@@ -442,7 +447,7 @@ func Defaults() Controller {
 			DefaultTime: "1h",
 			MaxTime:     Unlimited,
 			State:       PartitionUp,
-			Placement:   string(sched.PlacePack),
+			Placement:   Placements[0],
 		}},
 		QOS: []QOS{
 			{Name: "low", Priority: 0, PreemptMode: PreemptOff},
@@ -689,8 +694,8 @@ func (c Controller) validatePartitions(p *problems, accounts map[string]bool) {
 		if part.State != "" && part.State != PartitionUp && part.State != PartitionDown {
 			p.addf("%s state: %q is not allowed (use \"UP\" or \"DOWN\")", key, part.State)
 		}
-		if _, err := sched.ParsePlacement(part.Placement); err != nil {
-			p.addf("%s placement: %v", key, err)
+		if part.Placement != "" && !slices.Contains(Placements, part.Placement) {
+			p.addf("%s placement: %q is not a placement (use %s)", key, part.Placement, quoteList(Placements))
 		}
 		part.IdlePolicy.validate(p, key)
 	}

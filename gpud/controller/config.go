@@ -1,9 +1,6 @@
 package controller
 
 import (
-	"errors"
-	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -210,25 +207,6 @@ func DefaultConfig() Config {
 	}
 }
 
-// check refuses a policy the controller cannot apply (gpud/config names
-// the TOML keys; this guards other callers).
-func (p IdlePolicy) check() error {
-	switch p.Action {
-	case "":
-		return nil
-	case IdleFlag, IdleHook, IdleCancel:
-	default:
-		return fmt.Errorf("idle action %q is not one of flag, hook, cancel", p.Action)
-	}
-	if p.GPUUtil <= 0 || p.GPUUtil > 100 || p.After <= 0 {
-		return fmt.Errorf("idle policy needs a GPU utilisation in (0, 100] and a positive duration (have %g%%, %s)", p.GPUUtil, p.After)
-	}
-	if p.Action == IdleHook && len(p.Hook) == 0 {
-		return errors.New("idle action hook needs a hook program")
-	}
-	return nil
-}
-
 // idlePolicy is the policy for a job of partition part and QOS qos: the
 // QOS's when it has one, else the partition's.
 func (c *Config) idlePolicy(part, qos string) IdlePolicy {
@@ -241,8 +219,11 @@ func (c *Config) idlePolicy(part, qos string) IdlePolicy {
 	return IdlePolicy{}
 }
 
-// normalize fills defaults and checks the config, returning every problem.
-func (c *Config) normalize() error {
+// normalize fills defaults. It checks nothing: a configuration file is
+// validated once, by gpud/config (every problem, named by its key),
+// before FromConfig maps it; a Config built in Go is the caller's to get
+// right.
+func (c *Config) normalize() {
 	d := DefaultConfig()
 	if len(c.Partitions) == 0 {
 		c.Partitions = d.Partitions
@@ -268,99 +249,19 @@ func (c *Config) normalize() error {
 	if c.BackfillDepth == 0 {
 		c.BackfillDepth = defaultBackfillDepth
 	}
-	var errs []error
 	c.Partitions = slices.Clone(c.Partitions)
-	seen := map[string]bool{}
-	defaults := 0
+	def := slices.IndexFunc(c.Partitions, func(p Partition) bool { return p.Default })
 	for i := range c.Partitions {
 		p := &c.Partitions[i]
-		if p.Name == "" {
-			errs = append(errs, fmt.Errorf("partition %d has no name", i))
-		}
-		if seen[p.Name] {
-			errs = append(errs, fmt.Errorf("partition %q is defined twice", p.Name))
-		}
-		seen[p.Name] = true
 		if p.State == "" {
 			p.State = PartitionUp
 		}
 		p.State = strings.ToUpper(p.State)
-		if !slices.Contains([]string{PartitionUp, PartitionDown, PartitionDrain, PartitionInactive}, p.State) {
-			errs = append(errs, fmt.Errorf("partition %q: state %q is not one of UP, DOWN, DRAIN, INACTIVE", p.Name, p.State))
-		}
-		if p.DefaultTime < 0 || p.MaxTime < 0 {
-			errs = append(errs, fmt.Errorf("partition %q: default_time and max_time must not be negative", p.Name))
-		}
-		if p.MaxTime > 0 && p.DefaultTime > p.MaxTime {
-			errs = append(errs, fmt.Errorf("partition %q: default_time %s exceeds max_time %s", p.Name, p.DefaultTime, p.MaxTime))
-		}
-		if p.Default {
-			defaults++
-		}
-		if err := p.Idle.check(); err != nil {
-			errs = append(errs, fmt.Errorf("partition %q: %w", p.Name, err))
-		}
 	}
-	if defaults > 1 {
-		errs = append(errs, fmt.Errorf("%d partitions are marked default; mark exactly one", defaults))
-	}
-	if defaults == 0 && len(c.Partitions) > 0 {
+	if def < 0 {
 		c.Partitions[0].Default = true
 	}
-	qseen := map[string]bool{}
-	for _, q := range c.QOS {
-		if q.Name == "" || qseen[q.Name] {
-			errs = append(errs, fmt.Errorf("QOS %q is empty or defined twice", q.Name))
-		}
-		qseen[q.Name] = true
-	}
 	c.QOS = slices.Clone(c.QOS)
-	for i := range c.QOS {
-		q := &c.QOS[i]
-		switch q.PreemptMode {
-		case "", PreemptRequeue, PreemptCancel, PreemptCheckpoint:
-		case PreemptOff:
-			if len(q.Preempt) > 0 {
-				errs = append(errs, fmt.Errorf("QOS %q: preempt mode off but it preempts %s; choose requeue, cancel or checkpoint", q.Name, strings.Join(q.Preempt, ", ")))
-			}
-		default:
-			errs = append(errs, fmt.Errorf("QOS %q: preempt mode %q is not one of requeue, cancel, checkpoint, off", q.Name, q.PreemptMode))
-		}
-		for _, v := range q.Preempt {
-			// A listed QOS of equal or higher priority is never preempted
-			// (the scheduler checks); an unknown one is a typo.
-			if _, ok := c.qos(v); !ok {
-				errs = append(errs, fmt.Errorf("QOS %q preempts QOS %q, which is not defined (defined: %s)", q.Name, v, strings.Join(c.qosNames(), ", ")))
-			}
-		}
-		if q.MaxGPUsPerUser < 0 || q.MaxJobsPerUser < 0 || q.MaxWall < 0 || q.MaxSubmitJobsPerUser < 0 {
-			errs = append(errs, fmt.Errorf("QOS %q: limits must not be negative", q.Name))
-		}
-		if err := q.Idle.check(); err != nil {
-			errs = append(errs, fmt.Errorf("QOS %q: %w", q.Name, err))
-		}
-	}
-	for _, a := range c.Accounts {
-		if a.MaxGPUs < 0 || a.MaxJobs < 0 || a.MaxSubmitJobs < 0 || a.MaxSubmitJobsPerUser < 0 || a.MaxWall < 0 || a.MaxGPUHours < 0 || math.IsNaN(a.MaxGPUHours) || a.BudgetPeriod < 0 {
-			errs = append(errs, fmt.Errorf("account %q: limits must not be negative", a.Name))
-		}
-	}
-	if c.MaxSubmitBytes < 0 || c.MaxSubmitJobsPerUser < 0 || c.MaxSubmitBytesPerUser < 0 {
-		errs = append(errs, errors.New("max submit bytes, max submit jobs per user and max submit bytes per user must not be negative (0: no limit)"))
-	}
-	if c.BackfillWindow < 0 || c.PreemptMinRuntime < 0 || c.CheckpointGrace < 0 || c.Priority.MaxAge < 0 {
-		errs = append(errs, errors.New("backfill window, preempt min runtime, checkpoint grace and priority max age must not be negative"))
-	}
-	if !qseen[c.DefaultQOS] {
-		errs = append(errs, fmt.Errorf("default QOS %q is not defined (defined: %s)", c.DefaultQOS, strings.Join(c.qosNames(), ", ")))
-	}
-	if c.NodeTimeout < 0 || c.HeartbeatInterval < 0 || c.SchedInterval < 0 {
-		errs = append(errs, errors.New("node_timeout, heartbeat_interval and sched_interval must be positive"))
-	}
-	if c.HeartbeatInterval >= c.NodeTimeout {
-		errs = append(errs, fmt.Errorf("heartbeat_interval %s must be shorter than node_timeout %s", c.HeartbeatInterval, c.NodeTimeout))
-	}
-	return errors.Join(errs...)
 }
 
 func (c *Config) partition(name string) *Partition {

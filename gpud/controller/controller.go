@@ -105,7 +105,9 @@ type Controller struct {
 	evQueue  []spec.NodeEvent
 
 	// Owner state: touched only by the goroutine in Run (and New before it).
-	cfg   Config
+	cfg Config
+	// pol is cfg.SchedPolicy(), kept in step with cfg.
+	pol   SchedPolicy
 	st    *state
 	sched schedState
 }
@@ -120,9 +122,7 @@ type op struct {
 
 // New loads the state from store and returns a controller ready to Run.
 func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
-	if err := cfg.normalize(); err != nil {
-		return nil, spec.Errorf(spec.ErrInvalid, "controller config: %v", err)
-	}
+	cfg.normalize()
 	c := &Controller{
 		log:       slog.Default(),
 		store:     store,
@@ -135,6 +135,7 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		obs:       nopObserver{},
 		hookQueue: make(chan IdleEvent, idleHookQueue),
 		cfg:       cfg,
+		pol:       cfg.SchedPolicy(),
 	}
 	c.sched.incMin = incMinFullCycle
 	for _, o := range opts {

@@ -138,27 +138,6 @@ func TestIdlePolicyQOSCancelsAndHooksOnce(t *testing.T) {
 	}
 }
 
-func TestIdlePolicyRefusedWhenIncomplete(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		pol  IdlePolicy
-		want string
-	}{
-		{"action", IdlePolicy{GPUUtil: 5, After: time.Minute, Action: "kill"}, `idle action "kill" is not one of flag, hook, cancel`},
-		{"threshold", IdlePolicy{After: time.Minute, Action: IdleFlag}, "needs a GPU utilisation in (0, 100]"},
-		{"hook", IdlePolicy{GPUUtil: 5, After: time.Minute, Action: IdleHook}, "needs a hook program"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.Partitions[0].Idle = tc.pol
-			_, err := New(cfg, newFakeStore())
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("New: %v; want an error containing %q", err, tc.want)
-			}
-		})
-	}
-}
-
 func TestStatsFairshareFactors(t *testing.T) {
 	h := newHarness(t, newFakeStore(), func(c *Config) {
 		c.Accounts = []Account{{Name: "lab", Shares: 1, Users: []string{"alice", "bob"}}}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
+	"golang.org/x/sys/unix"
 )
 
 // JobFilter selects jobs (the fields of api.JobFilter). Zero fields match
@@ -507,19 +508,11 @@ func (c *Controller) partEnded(tx *txn, rec *jobRec, node string, ev exitInfo) {
 	}
 }
 
-// signalNumbers are the signals scancel --signal names, as the node
-// agent's table (gpud/node) delivers them.
-var signalNumbers = map[string]int{
-	"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7, "FPE": 8, "KILL": 9, "USR1": 10,
-	"SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15, "CONT": 18, "STOP": 19, "TSTP": 20,
-	"URG": 23, "XCPU": 24, "XFSZ": 25, "WINCH": 28, "SYS": 31,
-}
-
 // canonicalSignal accepts USR1, SIGUSR1 or 1-64 and returns the name the
 // node agent takes (USR1, or the number).
 func canonicalSignal(s string) (string, error) {
 	u := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(s)), "SIG")
-	if _, ok := signalNumbers[u]; ok {
+	if unix.SignalNum("SIG"+u) != 0 { // the kernel's names, as the node agent's
 		return u, nil
 	}
 	if n, err := strconv.Atoi(s); err == nil && n >= 1 && n <= 64 {

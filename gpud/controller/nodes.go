@@ -440,13 +440,11 @@ func (c *Controller) Reconfigure(ctx context.Context, who Caller) (string, error
 	if err != nil {
 		return "", fmt.Errorf("reload configuration (the old one stays in effect): %w", err)
 	}
-	if err := cfg.normalize(); err != nil {
-		return "", spec.Errorf(spec.ErrInvalid, "new configuration rejected, the old one stays in effect: %v", err)
-	}
+	cfg.normalize()
 	var msg string
 	err = c.call(ctx, func(tx *txn) error {
 		changed := limitChanges(&c.cfg, &cfg)
-		c.cfg = cfg
+		c.cfg, c.pol = cfg, cfg.SchedPolicy()
 		tx.kick = true
 		for name := range c.st.nodes {
 			tx.bump[name] = true

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/sched"
-	"github.com/gpud/gpud/gpud/sched/priority"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -91,26 +90,7 @@ const stopGrace = time.Minute
 const waitingSuffix = " (awaiting preempted jobs)"
 
 // schedConfig is the scheduler's view of the controller's config.
-func (c *Controller) schedConfig() sched.Config {
-	cfg := sched.Config{
-		MaxStartsPerCycle: c.cfg.MaxStartsPerCycle,
-		BackfillDepth:     max(c.cfg.BackfillDepth, 0),
-		BackfillWindow:    c.cfg.BackfillWindow,
-		PreemptMinRuntime: c.cfg.PreemptMinRuntime,
-		CheckpointGrace:   c.cfg.CheckpointGrace,
-	}
-	if w := c.cfg.Priority; w.Age != 0 || w.Fairshare != 0 || w.JobSize != 0 || w.Partition != 0 || w.QOS != 0 {
-		// Nice weighs 2×maxNice so it moves the total by exactly one point
-		// per unit of nice, as Slurm subtracts nice from the priority.
-		cfg.Priority = priority.Config{
-			Weights: priority.Weights{Age: float64(w.Age), Fairshare: float64(w.Fairshare), JobSize: float64(w.JobSize),
-				Partition: float64(w.Partition), QOS: float64(w.QOS), Nice: 2 * maxNice},
-			MaxAge:  w.MaxAge,
-			MaxNice: maxNice,
-		}
-	}
-	return cfg
-}
+func (c *Controller) schedConfig() sched.Config { return c.pol.Config }
 
 const maxCycleGap = time.Second
 
@@ -228,21 +208,15 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 			snap.Running = append(snap.Running, c.runningJob(&rec.job, now))
 		}
 	}
-	for _, q := range c.cfg.QOS {
-		sq := sched.QOS{Name: q.Name, Priority: int64(q.Priority), MaxGPUsPerUser: q.MaxGPUsPerUser,
-			MaxJobsPerUser: q.MaxJobsPerUser, MaxWall: q.MaxWall}
-		if q.PreemptMode != PreemptOff && len(q.Preempt) > 0 {
-			sq.Preempt, sq.PreemptMode = q.Preempt, q.PreemptMode
+	for _, sq := range c.pol.QOS {
+		if len(sq.Preempt) > 0 {
 			idle := sq
-			idle.Name, idle.Preempt, idle.PreemptMode = q.Name+waitingSuffix, nil, ""
+			idle.Name, idle.Preempt, idle.PreemptMode = sq.Name+waitingSuffix, nil, ""
 			snap.QOS = append(snap.QOS, idle)
 		}
 		snap.QOS = append(snap.QOS, sq)
 	}
-	for _, p := range c.cfg.Partitions {
-		snap.Partitions = append(snap.Partitions, sched.Partition{Name: p.Name, Tier: p.PriorityTier, MaxTime: p.MaxTime,
-			Placement: p.Placement})
-	}
+	snap.Partitions = c.pol.Partitions
 	snap.AccountLimits = c.accountLimits()
 	if c.cfg.Priority.Fairshare != 0 && len(c.cfg.Accounts) > 0 {
 		// Costs a walk over every job remembered (usage has no feed of

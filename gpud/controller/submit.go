@@ -364,8 +364,8 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		Reason:     spec.ReasonNone,
 		SubmitTime: now,
 		// Priority (documented in README): QOS priority first, then nice
-		// lowers it. The scheduler issue replaces this with multifactor.
-		Priority: int64(q.Priority)*qosWeight - int64(js.Nice),
+		// lowers it; the multifactor weights, when set, replace it.
+		Priority: c.cfg.basePriority(q.Name, js.Nice),
 	}
 	if js.Hold {
 		j.Reason = spec.ReasonHeld

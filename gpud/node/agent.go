@@ -198,6 +198,14 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Warn("close outbox", "err", err)
 		}
 	}()
+	// A clean stop (ctx ended, after the runners returned) leaves no
+	// exited task behind (stop.go).
+	clean := false
+	defer func() {
+		if clean {
+			a.stopCleanly()
+		}
+	}()
 	// Runners started by recovery or reconcile end when ctx ends; wait
 	// for them before the outbox closes, whatever happens below. An
 	// early error return cancels them first (as a shutdown: their
@@ -244,7 +252,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	loops.Wait()
-	a.log.Info("node agent stopped; job containers keep running", "running", len(a.Running()))
+	clean = true
+	if a.cfg.StopJobsOnStop {
+		a.log.Info("node agent stopping; its job containers are stopped too", "running", len(a.Running()))
+	} else {
+		a.log.Info("node agent stopped; job containers keep running", "running", len(a.Running()))
+	}
 	return nil
 }
 
@@ -619,23 +632,8 @@ func (a *Agent) recoverContainers(ctx context.Context) error {
 		log := a.log.With("job_id", job, "alloc_id", allocID, "container", ti.ID)
 		switch ti.Status {
 		case runtime.StatusExited:
-			if !rec.Exited {
-				st := runtime.ExitStatus{Code: -1}
-				if ti.Exit != nil {
-					st = *ti.Exit
-				}
-				state, reason := exitState(st, rec.StopState, rec.StopWhy)
-				if !rec.Started && rec.StopState == "" && st.Signal == syscall.SIGKILL && !st.OOMKilled {
-					// Nobody here sent that SIGKILL and the start was never
-					// confirmed: containerd killed a task it was still
-					// creating when it died. The node failed the job, not
-					// the job itself; the controller requeues it if allowed.
-					state, reason = spec.StateNodeFail, "killed by the container runtime while the node agent was down, before its start was confirmed"
-				}
-				if err := a.record(ctx, a.exitEvent(allocID, spec.JobID(job), state, reason, st)); err != nil {
-					return fmt.Errorf("recover container %s: %w", ti.ID, err)
-				}
-				log.Info("reported exit that happened while the agent was down", "state", state, "exit_code", st.Code)
+			if err := a.recordExit(ctx, log, ti, allocID, spec.JobID(job), rec); err != nil {
+				return fmt.Errorf("recover container %s: %w", ti.ID, err)
 			}
 			a.cleanup(ctx, log, ti.ID)
 		case runtime.StatusCreated:
@@ -692,6 +690,32 @@ func (a *Agent) removeJobDir(log *slog.Logger, id string) {
 	if err != nil {
 		log.Warn("remove job directory; the next agent start retries", "dir", id, "err", err)
 	}
+}
+
+// recordExit records the exit of ti, a container of allocID whose task
+// exited while no runner watched it (the agent was down or stopping),
+// unless the outbox has it already.
+func (a *Agent) recordExit(ctx context.Context, log *slog.Logger, ti runtime.TaskInfo, allocID string, job spec.JobID, rec allocRecord) error {
+	if rec.Exited {
+		return nil
+	}
+	st := runtime.ExitStatus{Code: -1}
+	if ti.Exit != nil {
+		st = *ti.Exit
+	}
+	state, reason := exitState(st, rec.StopState, rec.StopWhy)
+	if !rec.Started && rec.StopState == "" && st.Signal == syscall.SIGKILL && !st.OOMKilled {
+		// Nobody here sent that SIGKILL and the start was never
+		// confirmed: containerd killed a task it was still
+		// creating when it died. The node failed the job, not
+		// the job itself; the controller requeues it if allowed.
+		state, reason = spec.StateNodeFail, "killed by the container runtime while the node agent was down, before its start was confirmed"
+	}
+	if err := a.record(ctx, a.exitEvent(allocID, job, state, reason, st)); err != nil {
+		return err
+	}
+	log.Info("reported exit that no runner saw", "state", state, "exit_code", st.Code)
+	return nil
 }
 
 // cleanup deletes container id and its job directory. A failure is only

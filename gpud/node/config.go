@@ -27,6 +27,11 @@ type Config struct {
 	Inventory spec.Inventory
 	// KillGrace is how long a job has between SIGTERM and SIGKILL.
 	KillGrace time.Duration
+	// StopJobsOnStop makes a clean stop of the agent end its running jobs
+	// too (SIGTERM, KillGrace, SIGKILL; recorded NODE_FAIL, so the
+	// controller requeues those that allow it) instead of leaving them
+	// running for the next agent to re-adopt: gpud standalone --stop-jobs.
+	StopJobsOnStop bool
 	// HeartbeatInterval is used when the controller does not say.
 	HeartbeatInterval time.Duration
 	// PollWait is how long one assignments long poll may wait.
@@ -168,6 +173,8 @@ type options struct {
 	healthSampler gpu.Sampler
 	health        HealthLimits
 	mig           *MIGConfig
+	// usageTicks paces usage sampling instead of a real ticker.
+	usageTicks <-chan time.Time
 }
 
 // WithLogger sets the agent's logger (default slog.Default()).
@@ -180,6 +187,12 @@ func WithGPUSampler(s gpu.Sampler) Option { return func(o *options) { o.sampler 
 // WithClock sets the clock for job time (deadlines, kill grace, event
 // times); tests pass a fake.
 func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithUsageTicks paces usage sampling by ticks instead of a ticker of
+// Config.UsageInterval: one sample round per tick received, so a test
+// knows when one ran (a second send returns only after the first round
+// is done). The samples' times stay the Clock's.
+func WithUsageTicks(ticks <-chan time.Time) Option { return func(o *options) { o.usageTicks = ticks } }
 
 // WithRetryBackoff sets the bounds of the exponential backoff between
 // failed calls to the controller or the runtime (default 500ms to 30s).

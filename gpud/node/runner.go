@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
@@ -625,31 +627,22 @@ func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitSt
 	r.a.cleanup(ctx, log, r.id)
 }
 
-var signalNames = map[string]syscall.Signal{
-	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
-	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM, "CONT": syscall.SIGCONT,
-	"STOP": syscall.SIGSTOP, "TSTP": syscall.SIGTSTP, "ALRM": syscall.SIGALRM, "URG": syscall.SIGURG,
-	"XCPU": syscall.SIGXCPU, "WINCH": syscall.SIGWINCH, "ABRT": syscall.SIGABRT, "SEGV": syscall.SIGSEGV,
-	"BUS": syscall.SIGBUS, "FPE": syscall.SIGFPE, "ILL": syscall.SIGILL, "PIPE": syscall.SIGPIPE,
-	"TRAP": syscall.SIGTRAP, "SYS": syscall.SIGSYS, "XFSZ": syscall.SIGXFSZ,
-}
-
-// parseSignal accepts "SIGUSR1", "USR1" or "10".
+// parseSignal accepts "SIGUSR1", "USR1" or "10"; names are the kernel's
+// (golang.org/x/sys/unix).
 func parseSignal(s string) (syscall.Signal, error) {
 	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
 		return syscall.Signal(n), nil
 	}
-	if sig, ok := signalNames[strings.TrimPrefix(strings.ToUpper(s), "SIG")]; ok {
+	if sig := unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(s), "SIG")); sig != 0 {
 		return sig, nil
 	}
 	return 0, fmt.Errorf("signal %q is not a signal name or number (e.g. SIGUSR1, USR1, 10)", s)
 }
 
+// signalName is "SIGUSR1", or the number of a signal without a name.
 func signalName(sig syscall.Signal) string {
-	for n, s := range signalNames {
-		if s == sig {
-			return "SIG" + n
-		}
+	if n := unix.SignalName(sig); n != "" {
+		return n
 	}
 	return strconv.Itoa(int(sig))
 }

@@ -25,16 +25,20 @@ func (a *Agent) usageLoop(ctx context.Context) {
 	if a.cfg.UsageInterval < 0 {
 		return
 	}
-	// Paced in real time, like heartbeats; the samples' times are job
-	// time (a.clock).
-	t := time.NewTicker(a.cfg.UsageInterval)
-	defer t.Stop()
+	// Paced in real time, like heartbeats (or by the ticks a test
+	// injects); the samples' times are job time (a.clock).
+	ticks := a.opts.usageTicks
+	if ticks == nil {
+		t := time.NewTicker(a.cfg.UsageInterval)
+		defer t.Stop()
+		ticks = t.C
+	}
 	last := map[string]usagePoint{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-ticks:
 		}
 		a.sampleUsage(ctx, last)
 	}

@@ -41,11 +41,14 @@ func (r *cgroupRuntime) setCPU(v float64) { r.mu.Lock(); r.cpu = v; r.mu.Unlock(
 // sample has its own ID, and samples stop when the job ends.
 func TestUsageSamples(t *testing.T) {
 	var crt *cgroupRuntime
+	// Sampling rounds run when the test ticks: tick returns once the
+	// round it started is over.
+	ticks := make(chan time.Time)
+	tick := func() { ticks <- time.Time{}; ticks <- time.Time{} }
 	e := newEnv(t, func(e *env) {
 		crt = &cgroupRuntime{Runtime: e.rt}
 		e.rtOverride = crt
-		e.cfgExtra = func(c *Config) { c.UsageInterval = 10 * time.Millisecond }
-		e.opts = []Option{WithGPUSampler(fixedSampler{[]gpu.Sample{
+		e.opts = []Option{WithUsageTicks(ticks), WithGPUSampler(fixedSampler{[]gpu.Sample{
 			{Index: 0, UUID: "GPU-a", UtilPct: 20, MemUsedMiB: 1000, PowerW: 100, HasUtil: true, HasMem: true, HasPower: true},
 			{Index: 1, UUID: "GPU-b", UtilPct: 60, MemUsedMiB: 3000, PowerW: 300, HasUtil: true, HasMem: true, HasPower: true},
 			{Index: 2, UUID: "GPU-c", UtilPct: 99, MemUsedMiB: 9, PowerW: 999, HasUtil: true, HasMem: true, HasPower: true},
@@ -64,9 +67,11 @@ func TestUsageSamples(t *testing.T) {
 	}
 	crt.setCPU(30)
 	e.clock.Advance(30 * time.Second)
+	tick()
 	waitFor(t, "first usage sample", func() bool { return len(usage()) == 1 }, e.on()...)
 	crt.setCPU(40)
 	e.clock.Advance(10 * time.Second)
+	tick()
 	waitFor(t, "second usage sample", func() bool { return len(usage()) == 2 }, e.on()...)
 
 	got := usage()
@@ -102,7 +107,11 @@ func TestUsageSamples(t *testing.T) {
 	e.rt.Exit(cid, runtime.ExitStatus{Code: 0})
 	e.waitExited(t, "a7")
 	e.clock.Advance(10 * time.Second)
-	time.Sleep(50 * time.Millisecond) // several sampling periods
+	tick() // a whole round after the end: nothing to sample
+	// Events are delivered in outbox order: once a later event (a8's
+	// start) has arrived, a sample of that round would have too.
+	e.fc.Set(asg(8, e.dir))
+	waitFor(t, "a8 started and reported", func() bool { return len(e.eventsOf("a8")) == 1 }, e.on()...)
 	if n := len(usage()); n != 2 {
 		t.Errorf("%d usage samples after the job ended, want still 2", n)
 	}

@@ -80,12 +80,10 @@ func (s *Server) acctJobs(w http.ResponseWriter, r *http.Request) {
 // acctAttempts converts attempts to their wire form; never nil, so a job
 // asked for with its history shows "attempt_history": [] when it has none.
 func acctAttempts(as []accounting.Attempt) []api.AcctAttempt {
-	out := make([]api.AcctAttempt, len(as))
-	for i, a := range as {
-		// Compiles only while the two structs have the same fields.
-		out[i] = api.AcctAttempt(a)
+	if as == nil {
+		return []api.AcctAttempt{}
 	}
-	return out
+	return as // the same type
 }
 
 // acctFilter reads the query parameters; a bad value is an invalid
@@ -214,15 +212,10 @@ func (s *Server) acctSummary(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.AcctSummaryResponse{Group: group, Start: f.Start, End: f.End, Rows: make([]api.AcctSummaryRow, 0, len(rows))}
 	for _, row := range rows {
-		out.Rows = append(out.Rows, acctSummaryRow(row))
+		out.Rows = append(out.Rows, row) // accounting.SummaryRow is api.AcctSummaryRow
 	}
 	s.writeJSON(w, out)
 }
-
-// acctSummaryRow compiles only while api.AcctSummaryRow and
-// accounting.SummaryRow have the same fields; TestAcctSummaryRowMatches
-// checks their JSON tags.
-func acctSummaryRow(r accounting.SummaryRow) api.AcctSummaryRow { return api.AcctSummaryRow(r) }
 
 // ClusterAccounting is implemented by an Accounting that reports the
 // cluster's use by GPU model (*accounting.DB): GET /v1/accounting/cluster.
@@ -281,12 +274,9 @@ func (s *Server) acctCluster(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.AcctClusterResponse{Start: f.Start, End: f.End, Bucket: int64(bucket / time.Second),
 		Rows: make([]api.AcctClusterRow, 0, len(usage.Rows)), Series: make([]api.AcctUtilPoint, 0, len(usage.Series))}
-	for _, row := range usage.Rows {
-		out.Rows = append(out.Rows, api.AcctClusterRow(row))
-	}
-	for _, p := range usage.Series {
-		out.Series = append(out.Series, api.AcctUtilPoint(p))
-	}
+	// accounting's rows and points are the API's types.
+	out.Rows = append(out.Rows, usage.Rows...)
+	out.Series = append(out.Series, usage.Series...)
 	s.writeJSON(w, out)
 }
 

@@ -1,28 +1,17 @@
 package server_test
 
 import (
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/server"
 	"github.com/gpud/gpud/gpud/server/servertest"
 	"github.com/gpud/gpud/gpud/spec"
 )
-
-// TestAcctClusterRowMatches keeps api.AcctClusterRow the wire form of
-// accounting.ClusterRow.
-func TestAcctClusterRowMatches(t *testing.T) {
-	t.Parallel()
-	row := accounting.ClusterRow{}
-	fill(reflect.ValueOf(&row).Elem())
-	sameWire[api.AcctClusterRow](t, row)
-}
 
 // The cluster report measures capacity and down hours against the nodes
 // the controller knows.

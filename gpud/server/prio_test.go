@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,10 +20,16 @@ import (
 // running job; the other's pending job ranks first, and GET /v1/fairshare
 // and /v1/priorities (and gpuq prio/share) show why.
 func TestPrioritiesAndFairshare(t *testing.T) {
-	addr, _ := servertest.TestServer(t, func(c *controller.Config) {
+	// The controller's clock is the test's: usage and age come from it,
+	// not from how long the test happens to take.
+	var mu sync.Mutex
+	now := time.Date(2025, 6, 1, 8, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	addr, _, _ := servertest.Start(t, func(c *controller.Config) {
 		c.Priority = controller.PriorityWeights{Age: 1000, Fairshare: 10000, JobSize: 1000}
 		c.Accounts = []controller.Account{{Name: "physics", Shares: 1, Users: []string{"alice"}}, {Name: "chemistry", Shares: 1}}
-	})
+		c.NodeTimeout = 1000 * time.Hour // the clock jumps; the node stays up
+	}, servertest.Options{ControllerOptions: []controller.Option{controller.WithClock(clock)}})
 	c := client(t, addr)
 	ctx := ctxT(t)
 	if _, err := c.Register(ctx, inventory("n1", 2)); err != nil {
@@ -53,7 +60,9 @@ func TestPrioritiesAndFairshare(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(50 * time.Millisecond) // some usage for physics
+	mu.Lock()
+	now = now.Add(time.Hour) // an hour of usage for physics
+	mu.Unlock()
 	phys := submit("p", "physics")
 	chem := submit("c", "chemistry")
 

@@ -20,6 +20,9 @@ type Options struct {
 	Nodes    []NodeSpec
 	Estimate Estimate
 	Policy   Policy
+	// OnPlan, when set, sees every plan the BackfillSched policies apply,
+	// at virtual time now (tests compare them with the controller's).
+	OnPlan func(now time.Duration, plan sched.Plan)
 }
 
 // JobResult is what happened to one job.
@@ -128,6 +131,9 @@ func (e *engine) buildNodes() {
 	e.busy = make([]int, len(e.opts.Nodes))
 	for i, ns := range e.opts.Nodes {
 		n := sched.Node{Name: ns.Name, State: spec.NodeIdle, CPUs: ns.CPUs, FreeCPUs: ns.CPUs, MemMiB: ns.MemMiB, FreeMemMiB: ns.MemMiB}
+		if p := e.opts.Policy.JobPartition; p != "" {
+			n.Partitions = []string{p}
+		}
 		for g := range ns.GPUs {
 			uuid := ns.Name + "-gpu" + strconv.Itoa(g)
 			n.GPUs = append(n.GPUs, sched.GPU{UUID: uuid, Model: ns.Model, Free: true, FreeFraction: 1})
@@ -175,6 +181,7 @@ func (e *engine) schedJob(i int) sched.Job {
 	if e.opts.Policy.Backfill == BackfillSched {
 		sj.TimeLimit = e.limit(i)
 	}
+	sj.QOS, sj.Partition = e.opts.Policy.JobQOS, e.opts.Policy.JobPartition
 	return sj
 }
 
@@ -226,6 +233,7 @@ func (e *engine) snapshot(jobs []sched.Job) *sched.Snapshot {
 	if e.opts.Policy.Backfill == BackfillSched {
 		snap.Running = e.runList
 	}
+	snap.QOS, snap.Partitions = e.opts.Policy.QOS, e.opts.Policy.Partitions
 	return snap
 }
 
@@ -297,7 +305,8 @@ func (e *engine) apply(s sched.Start) {
 	r.estEnd = e.now + est
 	r.at = len(e.runList)
 	e.runList = append(e.runList, sched.RunningJob{ID: s.JobID, Nodes: s.Nodes, Start: Epoch.Add(e.now), TimeLimit: e.limit(i),
-		User: j.User, Account: j.Account})
+		User: j.User, Account: j.Account, QOS: e.opts.Policy.JobQOS, Partition: e.opts.Policy.JobPartition,
+		Priority: e.opts.Policy.priority(j, e.now, e.estimate(i))})
 	e.runOf = append(e.runOf, i)
 	e.res[i].Start, e.res[i].End, e.res[i].Started = e.now, e.now+run, true
 	e.run[i] = r

@@ -60,6 +60,13 @@ type Policy struct {
 	// Priority is OrderPriority's job priority at virtual time now; nil
 	// gives every job 0.
 	Priority func(j *Job, now time.Duration) int64
+	// QOS and Partitions are the tables every snapshot carries, and
+	// JobQOS and JobPartition the QOS and partition of every trace job
+	// (all nodes are in it): with the controller's (controller.SchedPolicy)
+	// its QOS limits, tiers and placement apply as they would there.
+	QOS                  []sched.QOS
+	Partitions           []sched.Partition
+	JobQOS, JobPartition string
 }
 
 // Policies lists the named policies of Named.
@@ -159,14 +166,25 @@ func (e *engine) cycle() {
 	jobs := e.pendingJobs()
 	switch e.opts.Policy.Backfill {
 	case BackfillSched:
-		plan := e.call(nil, jobs)
-		e.preempt(plan)
-		started := map[int]bool{}
-		for _, s := range plan.Starts {
-			e.apply(s)
-			started[int(s.JobID)-1] = true
+		for {
+			plan := e.call(nil, jobs)
+			if e.opts.OnPlan != nil {
+				e.opts.OnPlan(e.now, plan)
+			}
+			e.preempt(plan)
+			started := map[int]bool{}
+			for _, s := range plan.Starts {
+				e.apply(s)
+				started[int(s.JobID)-1] = true
+			}
+			e.removePending(started)
+			// A cycle that reaches MaxStartsPerCycle is followed at once by
+			// the next, as in the controller.
+			if most := e.opts.Policy.Config.MaxStartsPerCycle; most <= 0 || len(plan.Starts) < most || len(e.pending) == 0 {
+				break
+			}
+			jobs = e.pendingJobs()
 		}
-		e.removePending(started)
 	case BackfillNone:
 		started := map[int]bool{}
 		e.strict(jobs, started)

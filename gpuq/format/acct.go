@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -49,7 +50,7 @@ var AcctFields = []AcctField{
 		if len(j.Nodes) == 0 {
 			return "None assigned"
 		}
-		return CompressHosts(j.Nodes)
+		return hostlist.Compress(j.Nodes)
 	}},
 	{"ngpus", "GPUs", "number of GPUs (or MIG slices) allocated", func(j *api.AcctJob) string { return strconv.Itoa(j.GPUCount) }},
 	{"gpus", "GPUList", "allocated device UUIDs (MIG UUIDs for slices)", func(j *api.AcctJob) string { return strings.Join(j.GPUs, ",") }},

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -298,9 +299,9 @@ func appendJobField(b []byte, j *spec.Job, verb byte, now time.Time) []byte {
 			b = append(b, r...)
 			return append(b, ')')
 		}
-		return append(b, CompressHosts(j.Nodes)...)
+		return append(b, hostlist.Compress(j.Nodes)...)
 	case 'N':
-		return append(b, CompressHosts(j.Nodes)...)
+		return append(b, hostlist.Compress(j.Nodes)...)
 	case 'b':
 		return orNA(b, GPURequest(j.Resources))
 	case 'Q':
@@ -398,76 +399,6 @@ func GPURequest(r spec.Resources) string {
 		return "gpu:" + count
 	}
 	return "gpu:" + kind + ":" + count
-}
-
-// CompressHosts writes node names as a Slurm host list: gpu[01-03,07].
-// Names are grouped by prefix and digit width, in first-seen order.
-func CompressHosts(names []string) string {
-	if len(names) <= 1 {
-		return strings.Join(names, ",")
-	}
-	type group struct {
-		prefix string
-		width  int
-		nums   []int
-	}
-	var groups []*group
-	var plain []string
-	var order []any
-	for _, n := range names {
-		i := len(n)
-		for i > 0 && n[i-1] >= '0' && n[i-1] <= '9' {
-			i--
-		}
-		if i == len(n) || len(n)-i > 9 {
-			plain = append(plain, n)
-			order = append(order, n)
-			continue
-		}
-		num, _ := strconv.Atoi(n[i:])
-		var g *group
-		for _, cand := range groups {
-			if cand.prefix == n[:i] && cand.width == len(n)-i {
-				g = cand
-				break
-			}
-		}
-		if g == nil {
-			g = &group{prefix: n[:i], width: len(n) - i}
-			groups = append(groups, g)
-			order = append(order, g)
-		}
-		g.nums = append(g.nums, num)
-	}
-	var out []string
-	for _, o := range order {
-		switch v := o.(type) {
-		case string:
-			out = append(out, v)
-		case *group:
-			if len(v.nums) == 1 {
-				out = append(out, fmt.Sprintf("%s%0*d", v.prefix, v.width, v.nums[0]))
-				continue
-			}
-			slices.Sort(v.nums)
-			v.nums = slices.Compact(v.nums)
-			var parts []string
-			for i := 0; i < len(v.nums); {
-				j := i
-				for j+1 < len(v.nums) && v.nums[j+1] == v.nums[j]+1 {
-					j++
-				}
-				if i == j {
-					parts = append(parts, fmt.Sprintf("%0*d", v.width, v.nums[i]))
-				} else {
-					parts = append(parts, fmt.Sprintf("%0*d-%0*d", v.width, v.nums[i], v.width, v.nums[j]))
-				}
-				i = j + 1
-			}
-			out = append(out, v.prefix+"["+strings.Join(parts, ",")+"]")
-		}
-	}
-	return strings.Join(out, ",")
 }
 
 // WriteJSON writes v as indented JSON (gpuq show --json, gpuq nodes --json).

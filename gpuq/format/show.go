@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -45,7 +46,7 @@ func WriteJobShow(w io.Writer, j *spec.Job, now time.Time) error {
 		checkpointLine(j, now, tm),
 		{"SubmitTime=" + tm(j.SubmitTime), "BeginTime=" + tm(j.BeginTime), "StartTime=" + tm(j.StartTime), "EndTime=" + tm(j.EndTime)},
 		{"ExpectedStart=" + tm(j.ExpectedStart), "Dependency=" + null(j.Depend), "Array=" + null(j.Array)},
-		{"Partition=" + null(j.Partition), "NodeList=" + null(CompressHosts(j.Nodes)), "ReqNodeList=" + null(strings.Join(r.NodeList, ",")), "ExcNodeList=" + null(strings.Join(r.Exclude, ","))},
+		{"Partition=" + null(j.Partition), "NodeList=" + null(hostlist.Compress(j.Nodes)), "ReqNodeList=" + null(strings.Join(r.NodeList, ",")), "ExcNodeList=" + null(strings.Join(r.Exclude, ","))},
 		{"NumNodes=" + strconv.Itoa(r.Nodes), "CPUsPerNode=" + strconv.Itoa(r.CPUsPerNode), "MemPerNode=" + MiB(r.MemMiB), "TresPerNode=" + null(GPURequest(r)), "Exclusive=" + boolNum(r.Exclusive), "Features=" + null(r.Constraint)},
 		{"GPUs=" + null(strings.Join(j.GPUs, ",")), "IdleGPU=" + null(j.IdleGPU)},
 		{"WorkDir=" + null(j.WorkDir), "SubmitDir=" + null(j.SubmitDir)},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -104,7 +105,7 @@ func WriteTop(w io.Writer, f TopFrame) error {
 			p := mean(a.sum, a.gpus)
 			util = fmt.Sprintf("%s %3.0f%%", Bar(p, barWidth/2), p)
 		}
-		where := CompressHosts(j.Nodes)
+		where := hostlist.Compress(j.Nodes)
 		if j.State == spec.StatePending {
 			where = "(" + j.Reason + ")"
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpuq/format"
 	"github.com/gpud/gpud/gpuq/getopt"
@@ -98,7 +99,7 @@ var sacctFields = []sacctField{
 		if len(j.Nodes) == 0 {
 			return "None assigned"
 		}
-		return format.CompressHosts(j.Nodes)
+		return hostlist.Compress(j.Nodes)
 	}},
 	{"AllocTRES", 10, func(j *api.AcctJob) string {
 		if j.StartTime.IsZero() {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpuq/format"
 	"github.com/gpud/gpud/gpuq/getopt"
@@ -52,7 +53,7 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 			if arg == "" {
 				arg = os.Getenv("SLURM_JOB_NODELIST")
 			}
-			hs, err := directive.ExpandHostList(arg)
+			hs, err := hostlist.Expand(arg)
 			if err != nil {
 				return invalid("%v", err)
 			}
@@ -61,14 +62,14 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 			}
 			return nil
 		case what == "hostlist" || what == "hostlistsorted":
-			hs, err := directive.ExpandHostList(arg)
+			hs, err := hostlist.Expand(arg)
 			if err != nil {
 				return invalid("%v", err)
 			}
 			if what == "hostlistsorted" {
 				slices.Sort(hs)
 			}
-			fmt.Fprintln(c.Stdout, format.CompressHosts(hs))
+			fmt.Fprintln(c.Stdout, hostlist.Compress(hs))
 			return nil
 		}
 		return invalid("show %s is not supported; use job, node, partition, hostnames or hostlist", what)
@@ -201,7 +202,7 @@ func (c *Cmd) showNodes(ctx context.Context, arg string, one bool) error {
 	if err != nil {
 		return err
 	}
-	want, err := directive.ExpandHostList(arg)
+	want, err := hostlist.Expand(arg)
 	if arg != "" && err != nil {
 		return invalid("%v", err)
 	}
@@ -319,7 +320,7 @@ func (c *Cmd) showPartitions(ctx context.Context, arg string, one bool) error {
 			{"PartitionName=" + p.Name},
 			{"AllowGroups=ALL", "AllowAccounts=ALL", "AllowQos=ALL"},
 			{"Default=" + def, "DefaultTime=" + defTime, "MaxTime=" + strings.ToUpper(timeLimit(p.MaxTime))},
-			{"Nodes=" + orNull(format.CompressHosts(p.Nodes))},
+			{"Nodes=" + orNull(hostlist.Compress(p.Nodes))},
 			{"State=" + orDefault(strings.ToUpper(p.State), "UP"), "TotalCPUs=" + strconv.Itoa(cpus), "TotalNodes=" + strconv.Itoa(len(p.Nodes))},
 		}
 		var b bytes.Buffer

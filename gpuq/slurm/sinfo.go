@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpuq/format"
 	"github.com/gpud/gpud/gpuq/getopt"
@@ -245,7 +246,7 @@ func sinfoValue(r sinfoRow, verb byte) string {
 		if verb == 'n' {
 			return strings.Join(hs, ",")
 		}
-		return format.CompressHosts(hs)
+		return hostlist.Compress(hs)
 	case 'G':
 		if len(n0.GPUs) == 0 {
 			return "(null)"

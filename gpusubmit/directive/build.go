@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -511,7 +512,7 @@ func (b *builder) hosts(name string) []string {
 		b.fail(b.chosen[name], fmt.Errorf("%q looks like a file; gpud takes node names only (gpu01,gpu02 or gpu[01-04])", v))
 		return nil
 	}
-	hs, err := ExpandHostList(v)
+	hs, err := hostlist.Expand(v)
 	if err != nil {
 		b.fail(b.chosen[name], err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
+	"golang.org/x/sys/unix"
 )
 
 // maxDuration bounds parsed time spans (100 years) so arithmetic on them
@@ -410,17 +411,11 @@ func ValidateDependency(s string) error {
 	return nil
 }
 
-var signalNames = map[string]int{
-	"HUP": 1, "INT": 2, "QUIT": 3, "ABRT": 6, "KILL": 9, "USR1": 10, "USR2": 12,
-	"ALRM": 14, "TERM": 15, "CONT": 18, "STOP": 19, "TSTP": 20, "URG": 23, "XCPU": 24,
-	"XFSZ": 25, "VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29, "PWR": 30, "SYS": 31,
-}
-
 // ParseSignalName accepts USR1, SIGUSR1 or a number 1-64 and returns the
 // canonical name without SIG (or the number as text).
 func ParseSignalName(s string) (string, error) {
 	u := strings.TrimPrefix(strings.ToUpper(s), "SIG")
-	if _, ok := signalNames[u]; ok {
+	if unix.SignalNum("SIG"+u) != 0 { // the kernel's names (golang.org/x/sys/unix)
 		return u, nil
 	}
 	if n, err := parseUint(s); err == nil && n >= 1 && n <= 64 {
@@ -475,103 +470,6 @@ func ParseCheckpointInterval(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("bad checkpoint interval %q: shorter than one second; use e.g. 5s, 10m or 1h", s)
 	}
 	return d, nil
-}
-
-var hostRE = lazyRE(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
-
-// maxHosts bounds a host list expansion ("n[0-999999999]" is a typo, not a cluster).
-const maxHosts = 100000
-
-// ExpandHostList expands a Slurm host list ("gpu[01-04,07],login1") into
-// names, keeping zero padding.
-func ExpandHostList(s string) ([]string, error) {
-	var out []string
-	depth, start := 0, 0
-	for i := 0; i <= len(s); i++ {
-		if i < len(s) {
-			switch s[i] {
-			case '[':
-				depth++
-				continue
-			case ']':
-				depth--
-				if depth < 0 {
-					return nil, fmt.Errorf("bad host list %q: unbalanced ]", s)
-				}
-				continue
-			case ',':
-				if depth > 0 {
-					continue
-				}
-			default:
-				continue
-			}
-		}
-		if depth != 0 {
-			return nil, fmt.Errorf("bad host list %q: unbalanced [", s)
-		}
-		item := s[start:i]
-		start = i + 1
-		if item == "" {
-			return nil, fmt.Errorf("bad host list %q: empty name; use name1,name2 or prefix[01-04]", s)
-		}
-		names, err := expandHost(item, maxHosts-len(out))
-		if err != nil {
-			return nil, fmt.Errorf("bad host list %q: %w", s, err)
-		}
-		out = append(out, names...)
-	}
-	return out, nil
-}
-
-func expandHost(item string, budget int) ([]string, error) {
-	open := strings.IndexByte(item, '[')
-	if open < 0 {
-		if !hostRE().MatchString(item) {
-			return nil, fmt.Errorf("%q is not a host name", item)
-		}
-		return []string{item}, nil
-	}
-	end := strings.IndexByte(item[open:], ']')
-	if end < 0 {
-		return nil, fmt.Errorf("%q has an unclosed [", item)
-	}
-	end += open
-	prefix, body, suffix := item[:open], item[open+1:end], item[end+1:]
-	if strings.ContainsAny(body, "[") {
-		return nil, fmt.Errorf("%q nests brackets", item)
-	}
-	rests, err := expandHost("x"+suffix, budget)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for r := range strings.SplitSeq(body, ",") {
-		lo, hi, isRange := strings.Cut(r, "-")
-		a, err1 := parseUint(lo)
-		b := a
-		var err2 error
-		if isRange {
-			b, err2 = parseUint(hi)
-		}
-		if err1 != nil || err2 != nil || a > b {
-			return nil, fmt.Errorf("%q: range %q must be N or N-M with N <= M", item, r)
-		}
-		if (b-a+1)*int64(len(rests)) > int64(budget-len(out)) {
-			return nil, fmt.Errorf("%q expands to more than %d hosts", item, maxHosts)
-		}
-		for n := a; n <= b; n++ {
-			num := fmt.Sprintf("%0*d", len(lo), n)
-			for _, rest := range rests {
-				name := prefix + num + rest[1:]
-				if !hostRE().MatchString(name) {
-					return nil, fmt.Errorf("%q is not a host name", name)
-				}
-				out = append(out, name)
-			}
-		}
-	}
-	return out, nil
 }
 
 // lazyRE compiles a pattern on first use: gpusubmit runs once per

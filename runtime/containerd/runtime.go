@@ -47,6 +47,10 @@ const runcRuntime = "io.containerd.runc.v2"
 // even when the caller's context is already done.
 const cleanupTimeout = 30 * time.Second
 
+// startTimeout bounds creating and starting a task once its container
+// exists; the caller's context no longer cuts it short (see Start).
+const startTimeout = 2 * time.Minute
+
 // Options configure New.
 type Options struct {
 	// Address is containerd's socket ("/run/containerd/containerd.sock" or
@@ -193,6 +197,14 @@ func (r *Runtime) Start(ctx context.Context, cfg runtime.TaskConfig) (retErr err
 			}
 		}
 	}()
+	// From here the start runs to its end even when ctx ends (an agent
+	// shutting down): a task creation cut short on our side goes on in
+	// containerd, and the cleanup above would delete the container while
+	// its shim and task come up, leaving a shim that no container record
+	// knows and nothing ever reaps. A finished start is a running task the
+	// agent's stop or its next recovery deals with.
+	ctx, cancelStart := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancelStart()
 	task, err := ctr.NewTask(ctx, cio.NullIO)
 	// containerd 1.6 reports this one with code Unknown, so match the text.
 	if err != nil && (errdefs.IsAlreadyExists(errgrpc.ToNative(err)) || strings.Contains(err.Error(), "already exists")) {

@@ -1,17 +1,13 @@
 package gpu
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
-	"tags.cncf.io/container-device-interface/pkg/parser"
-	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpud/gpud/runtime/devnode"
 )
@@ -70,76 +66,27 @@ func CDISpecPath(dir string, opts CDIOptions) string {
 // lazily when nvidia-uvm is loaded.
 func WriteCDISpec(dir string, opts CDIOptions, devs []Device) (map[string]string, error) {
 	opts = opts.withDefaults()
-	if len(devs) == 0 {
-		// A node without GPUs ("--gpus=none") needs no spec and may have
-		// no driver nodes; drop a spec left from an earlier run so stale
-		// devices cannot be injected.
-		if _, err := buildCDISpecHeader(opts); err != nil {
+	spec, err := devnode.NewCDISpec(opts.Vendor, opts.Class, opts.Name, opts.DevRoot)
+	if err != nil {
+		return nil, err
+	}
+	// A node without GPUs ("--gpus=none") needs no spec and may have no
+	// driver nodes; writing the empty spec drops one left from an earlier
+	// run, so stale devices cannot be injected.
+	if len(devs) > 0 {
+		if err := addDriverNodes(spec, opts); err != nil {
 			return nil, err
 		}
-		if err := os.Remove(CDISpecPath(dir, opts)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("remove stale CDI spec: %w", err)
-		}
-		return map[string]string{}, nil
 	}
-	raw, names, err := buildCDISpec(opts, devs)
-	if err != nil {
-		return nil, err
-	}
-	if err := writeCDISpecFile(CDISpecPath(dir, opts), opts, raw); err != nil {
-		return nil, err
-	}
-	return names, nil
-}
-
-// buildCDISpecHeader checks the kind and file name.
-func buildCDISpecHeader(opts CDIOptions) (*cdispec.Spec, error) {
-	var errs []error
-	if err := parser.ValidateVendorName(opts.Vendor); err != nil {
-		errs = append(errs, fmt.Errorf("CDI vendor %q: %w", opts.Vendor, err))
-	}
-	if err := parser.ValidateClassName(opts.Class); err != nil {
-		errs = append(errs, fmt.Errorf("CDI class %q: %w", opts.Class, err))
-	}
-	if opts.Name == "" || strings.ContainsAny(opts.Name, `/\`) || strings.HasPrefix(opts.Name, ".") {
-		errs = append(errs, fmt.Errorf("CDI spec name %q must be a plain file name stem such as the node name", opts.Name))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return &cdispec.Spec{Kind: opts.Vendor + "/" + opts.Class}, nil
-}
-
-func buildCDISpec(opts CDIOptions, devs []Device) (*cdispec.Spec, map[string]string, error) {
-	raw, err := buildCDISpecHeader(opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := addDriverNodes(raw, opts); err != nil {
-		return nil, nil, err
-	}
-
-	names := make(map[string]string, len(devs))
 	for _, d := range devs {
-		if err := parser.ValidateDeviceName(d.UUID); err != nil {
-			return nil, nil, fmt.Errorf("write CDI spec %s: GPU %d UUID %q is not a valid CDI device name: %w", opts.Name, d.Index, d.UUID, err)
+		if err := spec.AddDevice(d.UUID, fmt.Sprintf("nvidia%d", d.Minor)); err != nil {
+			return nil, fmt.Errorf("write CDI spec %s: GPU %d (UUID %s): %w", opts.Name, d.Index, d.UUID, err)
 		}
-		if _, dup := names[d.UUID]; dup {
-			return nil, nil, fmt.Errorf("write CDI spec %s: GPU UUID %s appears twice", opts.Name, d.UUID)
-		}
-		node := fmt.Sprintf("nvidia%d", d.Minor)
-		if err := devnode.CheckChar(filepath.Join(opts.DevRoot, node)); err != nil {
-			return nil, nil, fmt.Errorf("write CDI spec %s: GPU %d (%s): %w", opts.Name, d.Index, d.UUID, err)
-		}
-		raw.Devices = append(raw.Devices, cdispec.Device{
-			Name: d.UUID,
-			ContainerEdits: cdispec.ContainerEdits{
-				DeviceNodes: []*cdispec.DeviceNode{devnode.CDINode(opts.DevRoot, node)},
-			},
-		})
-		names[d.UUID] = parser.QualifiedName(opts.Vendor, opts.Class, d.UUID)
 	}
-	return raw, names, nil
+	if err := spec.Write(CDISpecPath(dir, opts)); err != nil {
+		return nil, err
+	}
+	return spec.Names(), nil
 }
 
 // InjectCDIDevices applies the CDI edits for the fully qualified device

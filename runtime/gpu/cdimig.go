@@ -1,17 +1,11 @@
 package gpu
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"tags.cncf.io/container-device-interface/pkg/parser"
-	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpud/gpud/runtime/devnode"
 )
@@ -46,8 +40,7 @@ func MIGCDISpecPath(dir string, opts CDIOptions) string {
 func WriteMIGCDISpec(dir string, opts CDIOptions, migs []MIGDevice) (map[string]string, error) {
 	opts = opts.withDefaults()
 	opts.Class = MIGClass
-	path := MIGCDISpecPath(dir, opts)
-	raw, err := buildCDISpecHeader(opts)
+	spec, err := devnode.NewCDISpec(opts.Vendor, opts.Class, opts.Name, opts.DevRoot)
 	if err != nil {
 		return nil, err
 	}
@@ -57,37 +50,20 @@ func WriteMIGCDISpec(dir string, opts CDIOptions, migs []MIGDevice) (map[string]
 			usable = append(usable, m)
 		}
 	}
-	if len(usable) == 0 {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("remove stale MIG CDI spec: %w", err)
+	if len(usable) > 0 {
+		if err := addDriverNodes(spec, opts); err != nil {
+			return nil, err
 		}
-		return map[string]string{}, nil
 	}
-	if err := addDriverNodes(raw, opts); err != nil {
-		return nil, err
-	}
-	names := make(map[string]string, len(usable))
 	for _, m := range usable {
-		if err := parser.ValidateDeviceName(m.UUID); err != nil {
-			return nil, fmt.Errorf("write MIG CDI spec %s: MIG UUID %q is not a valid CDI device name: %w", opts.Name, m.UUID, err)
+		if err := spec.AddDevice(m.UUID, migNodeNames(m)...); err != nil {
+			return nil, fmt.Errorf("write MIG CDI spec %s: MIG %s on GPU %d: %w", opts.Name, m.UUID, m.ParentIndex, err)
 		}
-		if _, dup := names[m.UUID]; dup {
-			return nil, fmt.Errorf("write MIG CDI spec %s: MIG UUID %s appears twice", opts.Name, m.UUID)
-		}
-		var edits cdispec.ContainerEdits
-		for _, p := range migNodeNames(m) {
-			if err := devnode.CheckChar(filepath.Join(opts.DevRoot, p)); err != nil {
-				return nil, fmt.Errorf("write MIG CDI spec %s: MIG %s on GPU %d: %w", opts.Name, m.UUID, m.ParentIndex, err)
-			}
-			edits.DeviceNodes = append(edits.DeviceNodes, devnode.CDINode(opts.DevRoot, p))
-		}
-		raw.Devices = append(raw.Devices, cdispec.Device{Name: m.UUID, ContainerEdits: edits})
-		names[m.UUID] = parser.QualifiedName(opts.Vendor, opts.Class, m.UUID)
 	}
-	if err := writeCDISpecFile(path, opts, raw); err != nil {
+	if err := spec.Write(MIGCDISpecPath(dir, opts)); err != nil {
 		return nil, err
 	}
-	return names, nil
+	return spec.Names(), nil
 }
 
 // migNodeNames are an instance's device nodes relative to the dev root.
@@ -105,36 +81,16 @@ func migNodeNames(m MIGDevice) []string {
 
 // addDriverNodes adds nvidiactl and, where present, the UVM nodes as
 // spec-level edits.
-func addDriverNodes(raw *cdispec.Spec, opts CDIOptions) error {
-	ctl := filepath.Join(opts.DevRoot, devCtl)
-	if err := devnode.CheckChar(ctl); err != nil {
+func addDriverNodes(spec *devnode.CDISpec, opts CDIOptions) error {
+	if err := spec.AddCommon(devCtl, false); err != nil {
 		return fmt.Errorf("write CDI spec %s: %w; is the NVIDIA driver loaded (or, for mock GPUs, were mock device nodes made)?", opts.Name, err)
 	}
-	raw.ContainerEdits.DeviceNodes = append(raw.ContainerEdits.DeviceNodes, devnode.CDINode(opts.DevRoot, devCtl))
 	for _, n := range []string{devUVM, devUVMTools} {
-		if devnode.CheckChar(filepath.Join(opts.DevRoot, n)) == nil {
-			raw.ContainerEdits.DeviceNodes = append(raw.ContainerEdits.DeviceNodes, devnode.CDINode(opts.DevRoot, n))
+		if err := spec.AddCommon(n, true); err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// writeCDISpecFile stamps the lowest CDI version that can express raw and
-// replaces path atomically.
-func writeCDISpecFile(path string, opts CDIOptions, raw *cdispec.Spec) error {
-	v, err := cdispec.MinimumRequiredVersion(raw)
-	if err != nil {
-		return fmt.Errorf("compute CDI version for spec %s: %w", opts.Name, err)
-	}
-	raw.Version = v
-	data, err := json.MarshalIndent(raw, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode CDI spec %s: %w", opts.Name, err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create CDI dir %s: %w", filepath.Dir(path), err)
-	}
-	return devnode.WriteFileAtomic(path, append(data, '\n'))
 }
 
 // MakeMockMIGDeviceNodes creates the nvidia-caps access nodes of migs

@@ -1,17 +1,11 @@
 package rdma
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"tags.cncf.io/container-device-interface/pkg/parser"
-	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpud/gpud/runtime/devnode"
 )
@@ -60,69 +54,29 @@ func CDISpecPath(dir string, opts CDIOptions) string {
 // OCI spec must (runtime/ocispec sets it for jobs that get a NIC).
 func WriteCDISpec(dir string, opts CDIOptions, nics []NIC) (map[string]string, error) {
 	opts = opts.withDefaults()
-	var errs []error
-	if err := parser.ValidateVendorName(opts.Vendor); err != nil {
-		errs = append(errs, fmt.Errorf("CDI vendor %q: %w", opts.Vendor, err))
-	}
-	if err := parser.ValidateClassName(opts.Class); err != nil {
-		errs = append(errs, fmt.Errorf("CDI class %q: %w", opts.Class, err))
-	}
-	if opts.Name == "" || strings.ContainsAny(opts.Name, `/\`) || strings.HasPrefix(opts.Name, ".") {
-		errs = append(errs, fmt.Errorf("CDI spec name %q must be a plain file name stem such as the node name", opts.Name))
-	}
-	if err := errors.Join(errs...); err != nil {
+	spec, err := devnode.NewCDISpec(opts.Vendor, opts.Class, opts.Name, opts.DevRoot)
+	if err != nil {
 		return nil, err
 	}
-	path := CDISpecPath(dir, opts)
-	raw := &cdispec.Spec{Kind: opts.Vendor + "/" + opts.Class}
-	names := map[string]string{}
+	usable := 0
 	for _, n := range nics {
 		if n.Uverbs == "" {
 			continue
 		}
-		if err := parser.ValidateDeviceName(n.Name); err != nil {
-			return nil, fmt.Errorf("write RDMA CDI spec %s: NIC name %q is not a valid CDI device name: %w", opts.Name, n.Name, err)
-		}
-		if _, dup := names[n.Name]; dup {
-			return nil, fmt.Errorf("write RDMA CDI spec %s: NIC %s appears twice", opts.Name, n.Name)
-		}
-		node := devDir + "/" + n.Uverbs
-		if err := devnode.CheckChar(filepath.Join(opts.DevRoot, node)); err != nil {
+		if err := spec.AddDevice(n.Name, devDir+"/"+n.Uverbs); err != nil {
 			return nil, fmt.Errorf("write RDMA CDI spec %s: NIC %s: %w; is ib_uverbs loaded (or, for a mock node, were mock nodes made)?", opts.Name, n.Name, err)
 		}
-		raw.Devices = append(raw.Devices, cdispec.Device{
-			Name:           n.Name,
-			ContainerEdits: cdispec.ContainerEdits{DeviceNodes: []*cdispec.DeviceNode{devnode.CDINode(opts.DevRoot, node)}},
-		})
-		names[n.Name] = parser.QualifiedName(opts.Vendor, opts.Class, n.Name)
+		usable++
 	}
-	if len(raw.Devices) == 0 {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("remove stale RDMA CDI spec: %w", err)
+	if usable > 0 {
+		if err := spec.AddCommon(devDir+"/"+devRDMCM, false); err != nil {
+			return nil, fmt.Errorf("write RDMA CDI spec %s: %w; is rdma_ucm loaded?", opts.Name, err)
 		}
-		return names, nil
 	}
-	cm := devDir + "/" + devRDMCM
-	if err := devnode.CheckChar(filepath.Join(opts.DevRoot, cm)); err != nil {
-		return nil, fmt.Errorf("write RDMA CDI spec %s: %w; is rdma_ucm loaded?", opts.Name, err)
-	}
-	raw.ContainerEdits.DeviceNodes = []*cdispec.DeviceNode{devnode.CDINode(opts.DevRoot, cm)}
-	v, err := cdispec.MinimumRequiredVersion(raw)
-	if err != nil {
-		return nil, fmt.Errorf("compute CDI version for spec %s: %w", opts.Name, err)
-	}
-	raw.Version = v
-	data, err := json.MarshalIndent(raw, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encode RDMA CDI spec %s: %w", opts.Name, err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create CDI dir %s: %w", dir, err)
-	}
-	if err := devnode.WriteFileAtomic(path, append(data, '\n')); err != nil {
+	if err := spec.Write(CDISpecPath(dir, opts)); err != nil {
 		return nil, err
 	}
-	return names, nil
+	return spec.Names(), nil
 }
 
 // MakeMockDeviceNodes creates devRoot/infiniband/uverbsN for each NIC
