@@ -47,7 +47,7 @@ func TestSimulateFGD(t *testing.T) {
 	if err != nil {
 		t.Fatalf("simulate --fgd: %v\n%s", err, out)
 	}
-	for _, want := range []string{"6 GPUs", "3 seed(s) 42..44", "first-fit", "pack", "fgd", "published (Weng et al."} {
+	for _, want := range []string{"6 GPUs", "3 seed(s) 42..44", "random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd", "sched:fgd", "published (Weng et al."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -55,8 +55,11 @@ func TestSimulateFGD(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "plot", "alloc_curve.svg")); err != nil {
 		t.Errorf("no allocation curve plot: %v", err)
 	}
-	if _, err := run("--placement", "bestfit"); err == nil || !strings.Contains(err.Error(), `"bestfit" is not a placement`) {
-		t.Errorf("--placement bestfit: error %v", err)
+	if _, err := run("--placement", "best-fit"); err == nil || !strings.Contains(err.Error(), `"best-fit" is not a placement`) {
+		t.Errorf("--placement best-fit: error %v", err)
+	}
+	if _, err := run("--placement", "sched:tetris"); err == nil || !strings.Contains(err.Error(), `"tetris" is not a placement`) {
+		t.Errorf("--placement sched:tetris: error %v", err)
 	}
 	if _, err := run("--demand", "0"); err == nil || !strings.Contains(err.Error(), "--demand 0") {
 		t.Errorf("--demand 0: error %v", err)
