@@ -6,9 +6,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"slices"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
