@@ -33,7 +33,7 @@ import (
 //     arrived, nothing is allocated for it.
 //   - Each arrival is scored on every node that fits by one policy (integer
 //     scores 0..100, as the Kubernetes scheduling framework keeps them); the
-//     best node wins and ties are broken uniformly at random.
+//     best node wins, ties going to the smallest node name.
 //   - Metric: after each arrival, arrived = Σ GPU requests of the tasks so
 //     far (failed ones included), used = Σ GPU milli allocated. The curve
 //     value at k is the mean of used/total over the arrivals whose arrived
@@ -114,6 +114,7 @@ func (t *pTask) tag() int {
 
 // pNode is a node's state.
 type pNode struct {
+	name  string
 	model int
 	cpu   int64 // free
 	mem   int64 // free
@@ -223,7 +224,7 @@ func newPaperSetup(jobs []Job, specs []NodeSpec) (*paperSetup, error) {
 			modelID[ns.Model] = id
 			s.models = append(s.models, ns.Model)
 		}
-		n := pNode{model: id, cpu: int64(ns.CPUs) * 1000, mem: ns.MemMiB, n: ns.GPUs, dirty: true}
+		n := pNode{name: ns.Name, model: id, cpu: int64(ns.CPUs) * 1000, mem: ns.MemMiB, n: ns.GPUs, dirty: true}
 		for g := range ns.GPUs {
 			n.left[g] = 1000
 		}
@@ -610,17 +611,12 @@ func (r *paperRun) best(t *pTask) (int, int) {
 	if r.pol == PaperBestFit {
 		normalize(r.score)
 	}
-	top, ties := int64(math.MinInt64), 0
-	pick := -1
+	// The published simulator's scheduler breaks ties by the smallest
+	// node name (its fork of kube-scheduler; upstream picks at random).
+	top, pick := int64(math.MinInt64), -1
 	for k, sc := range r.score {
-		switch {
-		case sc > top:
-			top, ties, pick = sc, 1, k
-		case sc == top:
-			ties++
-			if r.rng.IntN(ties) == 0 {
-				pick = k
-			}
+		if sc > top || sc == top && r.nodes[r.cand[k]].name < r.nodes[r.cand[pick]].name {
+			top, pick = sc, k
 		}
 	}
 	return r.cand[pick], gpus[pick]
