@@ -33,7 +33,8 @@ import (
 //     arrived, nothing is allocated for it.
 //   - Each arrival is scored on every node that fits by one policy (integer
 //     scores 0..100, as the Kubernetes scheduling framework keeps them); the
-//     best node wins, ties going to the smallest node name.
+//     best node wins, ties going to the smallest node name; the simulator
+//     names the nodes with a random rank in front, drawn per seed.
 //   - Metric: after each arrival, arrived = Σ GPU requests of the tasks so
 //     far (failed ones included), used = Σ GPU milli allocated. The curve
 //     value at k is the mean of used/total over the arrivals whose arrived
@@ -391,9 +392,26 @@ func (s *paperSetup) nodeFrag(model int, cpu int64, left []int64) float64 {
 	return f
 }
 
-// Arrivals returns the published arrival sequence for seed: indexes into
-// the name-sorted task list.
-func (s *paperSetup) arrivals(seed uint64) []int {
+// arrivals returns the published arrival sequence for seed (indexes into
+// the name-sorted task list) and the nodes' tie-break ranks: the
+// published simulator prefixes each node's name with a random rank drawn
+// from the same generator right after the arrivals, and its scheduler
+// breaks ties by the smallest name, so by the smallest rank.
+func (s *paperSetup) arrivals(seed uint64) ([]int, []int) {
+	order, r := s.arrivalOrder(seed)
+	byName := make([]int, len(s.nodes))
+	for i := range byName {
+		byName[i] = i
+	}
+	slices.SortStableFunc(byName, func(a, b int) int { return strings.Compare(s.nodes[a].name, s.nodes[b].name) })
+	rank := make([]int, len(s.nodes))
+	for i, p := range r.Perm(len(s.nodes)) {
+		rank[byName[i]] = p
+	}
+	return order, rank
+}
+
+func (s *paperSetup) arrivalOrder(seed uint64) ([]int, *mrand.Rand) {
 	r := mrand.New(mrand.NewSource(int64(seed)))
 	r.Int() // the published simulator logs one draw after seeding
 	order := make([]int, len(s.tasks))
@@ -410,7 +428,7 @@ func (s *paperSetup) arrivals(seed uint64) []int {
 			sum -= s.tasks[order[k]].gpuMilli()
 			order = append(order[:k], order[k+1:]...)
 		}
-		return order
+		return order, r
 	}
 	for {
 		k := r.Intn(len(s.tasks))
@@ -423,7 +441,7 @@ func (s *paperSetup) arrivals(seed uint64) []int {
 		sum += t.gpuMilli()
 		order = append(order, k)
 	}
-	return order
+	return order, r
 }
 
 // curve turns per-arrival (arrived, used) milli-GPUs into the published
@@ -506,8 +524,8 @@ func (s *paperSetup) run(pol PaperPolicy, opts PaperOptions) (*PaperResult, erro
 	if maxK <= 0 {
 		maxK = paperMaxKPoint
 	}
-	order := s.arrivals(opts.Seed)
-	r := &paperRun{s: s, pol: pol, nodes: slices.Clone(s.nodes), rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed))}
+	order, rank := s.arrivals(opts.Seed)
+	r := &paperRun{s: s, pol: pol, nodes: slices.Clone(s.nodes), rank: rank, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed))}
 	res := &PaperResult{Policy: string(pol), Seed: opts.Seed, TotalGPUs: int(s.total / 1000)}
 	limit := int64(math.Ceil(float64(maxK+1) / 100 * float64(s.total)))
 	var arrived, used int64
@@ -535,6 +553,7 @@ type paperRun struct {
 	s     *paperSetup
 	pol   PaperPolicy
 	nodes []pNode
+	rank  []int // tie-break order of the nodes
 	rng   *rand.Rand
 	cand  []int
 	score []int64
@@ -612,10 +631,11 @@ func (r *paperRun) best(t *pTask) (int, int) {
 		normalize(r.score)
 	}
 	// The published simulator's scheduler breaks ties by the smallest
-	// node name (its fork of kube-scheduler; upstream picks at random).
+	// node name (its fork of kube-scheduler; upstream picks at random),
+	// and the names it gives the nodes start with a seeded random rank.
 	top, pick := int64(math.MinInt64), -1
 	for k, sc := range r.score {
-		if sc > top || sc == top && r.nodes[r.cand[k]].name < r.nodes[r.cand[pick]].name {
+		if sc > top || sc == top && r.rank[r.cand[k]] < r.rank[r.cand[pick]] {
 			top, pick = sc, k
 		}
 	}

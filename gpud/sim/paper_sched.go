@@ -25,7 +25,7 @@ func (p *PaperSetup) RunSched(pl sched.Placement, opts PaperOptions) (*PaperResu
 	if maxK <= 0 {
 		maxK = paperMaxKPoint
 	}
-	order := s.arrivals(opts.Seed)
+	order, _ := s.arrivals(opts.Seed)
 	limit := int64(float64(maxK+1) / 100 * float64(s.total))
 	var sum int64
 	for i, ti := range order {
