@@ -133,7 +133,7 @@ func (c *cycle) frag(w *workNode, shares []float64, cpus int, mem int64) float64
 		}
 		usable, lost := 0, 0.0
 		for k, s := range shares {
-			if s+fracEps >= need && (g.model == "" || w.n.GPUs[k].Model == g.model) {
+			if s+fracEps >= need && (g.model == "" || modelMatch(g.model, w.n.GPUs[k].Model)) {
 				usable++
 			} else {
 				lost += s

@@ -247,7 +247,7 @@ func newPaperSetup(jobs []Job, specs []NodeSpec) (*paperSetup, error) {
 		if t.spec != "" {
 			t.mask = 0
 			for m := range strings.SplitSeq(t.spec, "|") {
-				if id, ok := modelID[m]; ok {
+				if id, ok := modelID[strings.ToLower(m)]; ok { // node lists are read lower-cased
 					t.mask |= 1 << id
 				}
 			}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gpud/gpud/gpud/sched"
@@ -71,7 +72,7 @@ func (p *PaperSetup) RunSched(pl sched.Placement, opts PaperOptions) (*PaperResu
 // request is t as the controller would normalise it (CPUs in thousandths
 // of a core, as the cluster's nodes are given here).
 func (t *pTask) request() spec.Resources {
-	r := spec.Resources{Nodes: 1, CPUsPerNode: max(1, int(t.cpu)), MemMiB: t.mem, GPUModel: t.spec}
+	r := spec.Resources{Nodes: 1, CPUsPerNode: max(1, int(t.cpu)), MemMiB: t.mem, GPUModel: strings.ToLower(t.spec)}
 	switch {
 	case t.share():
 		r.GPUFraction = float64(t.milli) / 1000
