@@ -149,7 +149,11 @@ func runFGD(c *cli.Context, nodes []sim.NodeSpec, seeds []uint64) error {
 	if len(jobs) == 0 {
 		return fmt.Errorf("trace %s has no tasks", c.String("trace"))
 	}
-	setup, err := sim.NewPaperSetup(jobs, nodes)
+	variant, err := sim.ParseVariant(c.StringSlice("vary"))
+	if err != nil {
+		return usagef("--vary: %v", err)
+	}
+	setup, err := sim.NewPaperSetup(jobs, nodes, c.Bool("cpu-nodes"))
 	if err != nil {
 		return err
 	}
@@ -161,7 +165,7 @@ func runFGD(c *cli.Context, nodes []sim.NodeSpec, seeds []uint64) error {
 	for _, p := range pls {
 		row := fgdRow{Placement: p.name, AllocMin: math.Inf(1), AllocMax: math.Inf(-1)}
 		for _, seed := range seeds {
-			opts := sim.PaperOptions{Seed: seed, MaxK: maxK}
+			opts := sim.PaperOptions{Seed: seed, MaxK: maxK, Variant: variant}
 			var r *sim.PaperResult
 			if p.paper != "" {
 				r, err = setup.Run(p.paper, opts)
@@ -214,8 +218,14 @@ func runFGD(c *cli.Context, nodes []sim.NodeSpec, seeds []uint64) error {
 		return enc.Encode(map[string]any{"trace": c.String("trace"), "tasks": len(jobs), "nodes": setup.Nodes(),
 			"gpus": setup.TotalGPUs(), "seeds": seeds, "demand_percent": demand, "placements": rows})
 	}
-	fmt.Fprintf(out, "FGD experiment (as the paper's simulator runs it): trace %s (%d tasks), %d GPU nodes, %d GPUs; seeded shuffle, tuned to 130%% of GPUs, no departures; %d seed(s) %s\n",
+	fmt.Fprintf(out, "FGD experiment (as the paper's simulator runs it): trace %s (%d tasks), %d nodes, %d GPUs; seeded shuffle, tuned to 130%% of GPUs, no departures; %d seed(s) %s\n",
 		c.String("trace"), len(jobs), setup.Nodes(), setup.TotalGPUs(), len(seeds), c.String("seed"))
+	if vs := c.StringSlice("vary"); len(vs) > 0 || c.Bool("cpu-nodes") {
+		if c.Bool("cpu-nodes") {
+			vs = append(vs, "cpu-nodes")
+		}
+		fmt.Fprintf(out, "varied from the paper's setup: %s\n", strings.Join(vs, ", "))
+	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if pub != nil {
 		fmt.Fprintf(tw, "placement\talloc@%d%%\tmin\tmax\tpaper@%d%%\tmin\tmax\tgap@%d%%\tmax |gap|\tat k\twall/run\t\n", demand, demand, demand)

@@ -146,8 +146,8 @@ func (n *pNode) fullyFree() int {
 }
 
 // fits is the published filter: CPU, memory, GPU model and GPU room.
-func (n *pNode) fits(t *pTask) bool {
-	if n.cpu < t.cpu || n.mem < t.mem {
+func (n *pNode) fits(t *pTask, noMem bool) bool {
+	if n.cpu < t.cpu || n.mem < t.mem && !noMem {
 		return false
 	}
 	if t.gpuMilli() <= 0 {
@@ -184,6 +184,48 @@ type PaperOptions struct {
 	Seed  uint64
 	// MaxK is the last demand point (percent of GPUs) to report; ≤ 0 is 130.
 	MaxK int
+	// Variant replays some of the experiment's choices differently, to
+	// measure what each is worth (docs/simulator.md); zero is the paper's.
+	Variant PaperVariant
+}
+
+// PaperVariant lists experiment choices that gpud's earlier setup made
+// differently from the published one.
+type PaperVariant struct {
+	// TieBreak: "" (the published seeded node rank), "name" (node name
+	// order) or "random" (uniform, as upstream kube-scheduler).
+	TieBreak string
+	// Arrivals: "" (the published seeded shuffle and tune step) or
+	// "reshuffle" (gpud's earlier order: a PCG permutation of the trace,
+	// a new one per pass, until the demand is reached).
+	Arrivals string
+	// Metric: "" (mean over the arrivals whose demand rounds to k) or
+	// "first" (the rate when the demand first reaches k).
+	Metric string
+	// IgnoreMemory leaves memory out of the fit test.
+	IgnoreMemory bool
+}
+
+// ParseVariant reads KEY=VALUE settings: tie=rank|name|random,
+// arrivals=published|reshuffle, metric=window|first, memory=on|off.
+func ParseVariant(kvs []string) (PaperVariant, error) {
+	var v PaperVariant
+	for _, kv := range kvs {
+		k, val, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "tie" && (val == "rank" || val == "name" || val == "random"):
+			v.TieBreak = strings.TrimPrefix(val, "rank")
+		case k == "arrivals" && (val == "published" || val == "reshuffle"):
+			v.Arrivals = strings.TrimPrefix(val, "published")
+		case k == "metric" && (val == "window" || val == "first"):
+			v.Metric = strings.TrimPrefix(val, "window")
+		case k == "memory" && (val == "on" || val == "off"):
+			v.IgnoreMemory = val == "off"
+		default:
+			return v, fmt.Errorf("%q is not tie=rank|name|random, arrivals=published|reshuffle, metric=window|first or memory=on|off", kv)
+		}
+	}
+	return v, nil
 }
 
 // PaperResult is one run: Alloc[k] is the allocation rate (percent) at
@@ -206,12 +248,16 @@ type paperSetup struct {
 	total  int64 // cluster milli-GPUs
 }
 
-func newPaperSetup(jobs []Job, specs []NodeSpec) (*paperSetup, error) {
+func newPaperSetup(jobs []Job, specs []NodeSpec, cpuNodes bool) (*paperSetup, error) {
 	s := &paperSetup{}
 	modelID := map[string]int{}
 	for _, ns := range specs {
 		if ns.GPUs == 0 {
-			continue // the published cluster holds the GPU nodes only
+			// The published cluster holds the GPU nodes only.
+			if cpuNodes {
+				s.nodes = append(s.nodes, pNode{name: ns.Name, cpu: int64(ns.CPUs) * 1000, mem: ns.MemMiB, dirty: true})
+			}
+			continue
 		}
 		if ns.GPUs > 8 {
 			return nil, fmt.Errorf("node %s has %d GPUs; the FGD experiment models nodes of up to 8", ns.Name, ns.GPUs)
@@ -397,8 +443,11 @@ func (s *paperSetup) nodeFrag(model int, cpu int64, left []int64) float64 {
 // published simulator prefixes each node's name with a random rank drawn
 // from the same generator right after the arrivals, and its scheduler
 // breaks ties by the smallest name, so by the smallest rank.
-func (s *paperSetup) arrivals(seed uint64) ([]int, []int) {
+func (s *paperSetup) arrivals(seed uint64, v PaperVariant) ([]int, []int) {
 	order, r := s.arrivalOrder(seed)
+	if v.Arrivals == "reshuffle" {
+		order = s.reshuffled(seed)
+	}
 	byName := make([]int, len(s.nodes))
 	for i := range byName {
 		byName[i] = i
@@ -409,6 +458,29 @@ func (s *paperSetup) arrivals(seed uint64) ([]int, []int) {
 		rank[byName[i]] = p
 	}
 	return order, rank
+}
+
+// reshuffled is gpud's earlier arrival order: a seeded PCG permutation
+// of the tasks, a new one for each pass, until the GPU requests reach
+// the tune target.
+func (s *paperSetup) reshuffled(seed uint64) []int {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	target := paperTune * float64(s.total)
+	var out []int
+	sum := int64(0)
+	for float64(sum) < target {
+		for _, i := range r.Perm(len(s.tasks)) {
+			if float64(sum) >= target {
+				break
+			}
+			out = append(out, i)
+			sum += s.tasks[i].gpuMilli()
+		}
+		if sum == 0 {
+			break
+		}
+	}
+	return out
 }
 
 func (s *paperSetup) arrivalOrder(seed uint64) ([]int, *mrand.Rand) {
@@ -446,7 +518,21 @@ func (s *paperSetup) arrivalOrder(seed uint64) ([]int, *mrand.Rand) {
 
 // curve turns per-arrival (arrived, used) milli-GPUs into the published
 // per-k allocation rates.
-func curve(arrived, used []int64, total int64, maxK int) []float64 {
+func curve(arrived, used []int64, total int64, maxK int, first bool) []float64 {
+	if first {
+		out := make([]float64, maxK+1)
+		k := 0
+		for i := range arrived {
+			for k <= maxK && float64(arrived[i]) >= float64(k)/100*float64(total) {
+				out[k] = 100 * float64(used[i]) / float64(total)
+				k++
+			}
+		}
+		for ; k <= maxK; k++ {
+			out[k] = math.NaN()
+		}
+		return out
+	}
 	sums := make([]float64, maxK+1)
 	ns := make([]int, maxK+1)
 	keys := make([]int, len(arrived))
@@ -485,7 +571,7 @@ func curve(arrived, used []int64, total int64, maxK int) []float64 {
 // RunPaper runs the paper's experiment once: policy pol, seed opts.Seed,
 // on jobs (the trace).
 func RunPaper(jobs []Job, pol PaperPolicy, opts PaperOptions) (*PaperResult, error) {
-	s, err := newPaperSetup(jobs, opts.Nodes)
+	s, err := newPaperSetup(jobs, opts.Nodes, false)
 	if err != nil {
 		return nil, err
 	}
@@ -495,9 +581,10 @@ func RunPaper(jobs []Job, pol PaperPolicy, opts PaperOptions) (*PaperResult, err
 // PaperSetup is a prepared trace and cluster, for many runs.
 type PaperSetup struct{ s *paperSetup }
 
-// NewPaperSetup prepares jobs and nodes for RunPaper-style runs.
-func NewPaperSetup(jobs []Job, nodes []NodeSpec) (*PaperSetup, error) {
-	s, err := newPaperSetup(jobs, nodes)
+// NewPaperSetup prepares jobs and nodes for RunPaper-style runs; with
+// cpuNodes the nodes without GPUs take part too (the paper leaves them out).
+func NewPaperSetup(jobs []Job, nodes []NodeSpec, cpuNodes bool) (*PaperSetup, error) {
+	s, err := newPaperSetup(jobs, nodes, cpuNodes)
 	if err != nil {
 		return nil, err
 	}
@@ -524,8 +611,8 @@ func (s *paperSetup) run(pol PaperPolicy, opts PaperOptions) (*PaperResult, erro
 	if maxK <= 0 {
 		maxK = paperMaxKPoint
 	}
-	order, rank := s.arrivals(opts.Seed)
-	r := &paperRun{s: s, pol: pol, nodes: slices.Clone(s.nodes), rank: rank, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed))}
+	order, rank := s.arrivals(opts.Seed, opts.Variant)
+	r := &paperRun{s: s, pol: pol, nodes: slices.Clone(s.nodes), rank: rank, v: opts.Variant, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed))}
 	res := &PaperResult{Policy: string(pol), Seed: opts.Seed, TotalGPUs: int(s.total / 1000)}
 	limit := int64(math.Ceil(float64(maxK+1) / 100 * float64(s.total)))
 	var arrived, used int64
@@ -543,7 +630,7 @@ func (s *paperSetup) run(pol PaperPolicy, opts PaperOptions) (*PaperResult, erro
 			break
 		}
 	}
-	res.Alloc = curve(arr, use, s.total, maxK)
+	res.Alloc = curve(arr, use, s.total, maxK, opts.Variant.Metric == "first")
 	res.Wall = time.Since(start)
 	return res, nil
 }
@@ -554,6 +641,7 @@ type paperRun struct {
 	pol   PaperPolicy
 	nodes []pNode
 	rank  []int // tie-break order of the nodes
+	v     PaperVariant
 	rng   *rand.Rand
 	cand  []int
 	score []int64
@@ -576,7 +664,7 @@ type fgdMemoVal struct {
 func (r *paperRun) place(t *pTask) bool {
 	r.cand = r.cand[:0]
 	for i := range r.nodes {
-		if r.nodes[i].fits(t) {
+		if r.nodes[i].fits(t, r.v.IgnoreMemory) {
 			r.cand = append(r.cand, i)
 		}
 	}
@@ -633,10 +721,29 @@ func (r *paperRun) best(t *pTask) (int, int) {
 	// The published simulator's scheduler breaks ties by the smallest
 	// node name (its fork of kube-scheduler; upstream picks at random),
 	// and the names it gives the nodes start with a seeded random rank.
-	top, pick := int64(math.MinInt64), -1
+	top, pick, ties := int64(math.MinInt64), -1, 0
 	for k, sc := range r.score {
-		if sc > top || sc == top && r.rank[r.cand[k]] < r.rank[r.cand[pick]] {
-			top, pick = sc, k
+		if sc > top {
+			top, pick, ties = sc, k, 1
+			continue
+		}
+		if sc < top {
+			continue
+		}
+		ties++
+		switch r.v.TieBreak {
+		case "name":
+			if r.nodes[r.cand[k]].name < r.nodes[r.cand[pick]].name {
+				pick = k
+			}
+		case "random":
+			if r.rng.IntN(ties) == 0 {
+				pick = k
+			}
+		default:
+			if r.rank[r.cand[k]] < r.rank[r.cand[pick]] {
+				pick = k
+			}
 		}
 	}
 	return r.cand[pick], gpus[pick]

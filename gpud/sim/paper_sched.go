@@ -26,7 +26,7 @@ func (p *PaperSetup) RunSched(pl sched.Placement, opts PaperOptions) (*PaperResu
 	if maxK <= 0 {
 		maxK = paperMaxKPoint
 	}
-	order, _ := s.arrivals(opts.Seed)
+	order, _ := s.arrivals(opts.Seed, opts.Variant)
 	limit := int64(float64(maxK+1) / 100 * float64(s.total))
 	var sum int64
 	for i, ti := range order {
@@ -64,7 +64,7 @@ func (p *PaperSetup) RunSched(pl sched.Placement, opts PaperOptions) (*PaperResu
 		}
 		arr[i], use[i] = arrived, used
 	}
-	res.Alloc = curve(arr, use, s.total, maxK)
+	res.Alloc = curve(arr, use, s.total, maxK, opts.Variant.Metric == "first")
 	res.Wall = time.Since(start)
 	return res, nil
 }
