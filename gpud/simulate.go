@@ -46,6 +46,7 @@ func simulateCommand() *cli.Command {
 				Value: cli.NewStringSlice(defaultPlacements()...)},
 			&cli.IntFlag{Name: "demand", Usage: "with --fgd, the arrived GPU demand (percent of the cluster's GPUs) to report at", Value: 100},
 			&cli.StringFlag{Name: "compare", Usage: "with --fgd, the FGD paper's published curves (fgd_expected_analysis_allo_discrete.csv) to compare against at every k"},
+			&cli.BoolFlag{Name: "markdown", Usage: "with --fgd, print the results as a Markdown table (the README's, with --compare)"},
 			&cli.BoolFlag{Name: "cpu-nodes", Usage: "with --fgd, let the node list's CPU-only nodes take part (the paper leaves them out)"},
 			&cli.StringSliceFlag{Name: "vary", Usage: "with --fgd, replay one experiment choice as gpud's earlier setup made it (docs/simulator.md): tie=name|random, arrivals=reshuffle, metric=first, memory=off"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -218,6 +219,9 @@ func runFGD(c *cli.Context, nodes []sim.NodeSpec, seeds []uint64) error {
 		return enc.Encode(map[string]any{"trace": c.String("trace"), "tasks": len(jobs), "nodes": setup.Nodes(),
 			"gpus": setup.TotalGPUs(), "seeds": seeds, "demand_percent": demand, "placements": rows})
 	}
+	if c.Bool("markdown") {
+		return writeFGDMarkdown(out, rows, demand, seeds)
+	}
 	fmt.Fprintf(out, "FGD experiment (as the paper's simulator runs it): trace %s (%d tasks), %d nodes, %d GPUs; seeded shuffle, tuned to 130%% of GPUs, no departures; %d seed(s) %s\n",
 		c.String("trace"), len(jobs), setup.Nodes(), setup.TotalGPUs(), len(seeds), c.String("seed"))
 	if vs := c.StringSlice("vary"); len(vs) > 0 || c.Bool("cpu-nodes") {
@@ -331,6 +335,40 @@ func writeFGDPlots(dir string, rows []fgdRow, demand int, compare bool) error {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "compare.csv"), []byte(csvb.String()), 0o644); err != nil {
 		return fmt.Errorf("write compare.csv: %w", err)
+	}
+	return nil
+}
+
+// paperNames are the published policies' names as the paper writes them.
+var paperNames = map[string]string{"01-Random": "Random", "02-DotProd": "DotProd", "03-GpuClustering": "GpuClustering",
+	"04-GpuPacking": "GpuPacking", "05-BestFit": "BestFit", "06-FGD": "FGD"}
+
+// writeFGDMarkdown prints the rows as the README's table: each policy at
+// --demand, paper against gpud, mean and min–max over the seeds. Rows
+// without a published counterpart (sched:P) are compared with the paper's
+// best policy.
+func writeFGDMarkdown(out io.Writer, rows []fgdRow, demand int, seeds []uint64) error {
+	best, bestName := math.Inf(-1), ""
+	for _, r := range rows {
+		if r.PubEnd != nil && *r.PubEnd > best {
+			best, bestName = *r.PubEnd, paperNames[r.published]
+		}
+	}
+	seedText := fmt.Sprintf("%d seeds", len(seeds))
+	if len(seeds) > 0 {
+		seedText = fmt.Sprintf("seeds %d–%d", seeds[0], seeds[len(seeds)-1])
+	}
+	fmt.Fprintf(out, "| placement (k = %d%%, %s) | paper: mean (min–max) | gpud: mean (min–max) | gpud − paper |\n|---|---|---|---|\n", demand, seedText)
+	for _, r := range rows {
+		ours := fmt.Sprintf("%.2f (%.2f–%.2f)", r.AllocEnd, r.AllocMin, r.AllocMax)
+		switch {
+		case r.PubEnd != nil:
+			fmt.Fprintf(out, "| %s (`%s`) | %.2f (%.2f–%.2f) | %s | %+.2f |\n", paperNames[r.published], r.Placement, *r.PubEnd, *r.PubMin, *r.PubMax, ours, r.AllocEnd-*r.PubEnd)
+		case bestName != "":
+			fmt.Fprintf(out, "| gpud's own, `%s` through `sched.Schedule` | best: %s %.2f | %s | %+.2f over %s |\n", r.Placement, bestName, best, ours, r.AllocEnd-best, bestName)
+		default:
+			fmt.Fprintf(out, "| `%s` | – | %s | – |\n", r.Placement, ours)
+		}
 	}
 	return nil
 }

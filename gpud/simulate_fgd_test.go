@@ -87,6 +87,10 @@ func TestSimulateFGD(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "cmp", "compare.svg")); err != nil {
 		t.Errorf("no comparison plot: %v", err)
 	}
+	out, err = run("--seed", "42..43", "--demand", "2", "--compare", pub, "--placement", "bestfit", "--placement", "sched:fgd", "--markdown")
+	if err != nil || !strings.Contains(out, "| BestFit (`bestfit`) | 21.00 (20.00–22.00) |") || !strings.Contains(out, "over BestFit |") {
+		t.Errorf("--markdown (%v):\n%s", err, out)
+	}
 	if _, err := run("--compare", filepath.Join(dir, "pods.csv")); err == nil || !strings.Contains(err.Error(), "lacks") {
 		t.Errorf("--compare with a pod list: error %v", err)
 	}
