@@ -359,13 +359,19 @@ func writeFGDMarkdown(out io.Writer, rows []fgdRow, demand int, seeds []uint64) 
 		seedText = fmt.Sprintf("seeds %d–%d", seeds[0], seeds[len(seeds)-1])
 	}
 	fmt.Fprintf(out, "| placement (k = %d%%, %s) | paper: mean (min–max) | gpud: mean (min–max) | gpud − paper |\n|---|---|---|---|\n", demand, seedText)
+	gap := func(d float64) float64 { // no "-0.00"
+		if math.Abs(d) < 0.005 {
+			return 0
+		}
+		return d
+	}
 	for _, r := range rows {
 		ours := fmt.Sprintf("%.2f (%.2f–%.2f)", r.AllocEnd, r.AllocMin, r.AllocMax)
 		switch {
 		case r.PubEnd != nil:
-			fmt.Fprintf(out, "| %s (`%s`) | %.2f (%.2f–%.2f) | %s | %+.2f |\n", paperNames[r.published], r.Placement, *r.PubEnd, *r.PubMin, *r.PubMax, ours, r.AllocEnd-*r.PubEnd)
+			fmt.Fprintf(out, "| %s (`%s`) | %.2f (%.2f–%.2f) | %s | %+.2f |\n", paperNames[r.published], r.Placement, *r.PubEnd, *r.PubMin, *r.PubMax, ours, gap(r.AllocEnd-*r.PubEnd))
 		case bestName != "":
-			fmt.Fprintf(out, "| gpud's own, `%s` through `sched.Schedule` | best: %s %.2f | %s | %+.2f over %s |\n", r.Placement, bestName, best, ours, r.AllocEnd-best, bestName)
+			fmt.Fprintf(out, "| gpud's own, `%s` through `sched.Schedule` | best: %s %.2f | %s | %+.2f over %s |\n", r.Placement, bestName, best, ours, gap(r.AllocEnd-best), bestName)
 		default:
 			fmt.Fprintf(out, "| `%s` | – | %s | – |\n", r.Placement, ours)
 		}
