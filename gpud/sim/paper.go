@@ -40,8 +40,8 @@ import (
 //     value at k is the mean of used/total over the arrivals whose arrived
 //     share rounds to k percent.
 //
-// It reproduces the paper's six baselines; gpud's own placement runs the
-// same arrivals, cluster and metric through sched.Schedule (RunPaperSched).
+// It reproduces the paper's six baselines; gpud's own placements run the
+// same arrivals, cluster and metric through sched.Schedule (RunSched).
 
 // PaperPolicy is one of the FGD paper's six placement policies.
 type PaperPolicy string
@@ -568,20 +568,10 @@ func curve(arrived, used []int64, total int64, maxK int, first bool) []float64 {
 	return out
 }
 
-// RunPaper runs the paper's experiment once: policy pol, seed opts.Seed,
-// on jobs (the trace).
-func RunPaper(jobs []Job, pol PaperPolicy, opts PaperOptions) (*PaperResult, error) {
-	s, err := newPaperSetup(jobs, opts.Nodes, false)
-	if err != nil {
-		return nil, err
-	}
-	return s.run(pol, opts)
-}
-
 // PaperSetup is a prepared trace and cluster, for many runs.
 type PaperSetup struct{ s *paperSetup }
 
-// NewPaperSetup prepares jobs and nodes for RunPaper-style runs; with
+// NewPaperSetup prepares jobs and nodes for Run and RunSched; with
 // cpuNodes the nodes without GPUs take part too (the paper leaves them out).
 func NewPaperSetup(jobs []Job, nodes []NodeSpec, cpuNodes bool) (*PaperSetup, error) {
 	s, err := newPaperSetup(jobs, nodes, cpuNodes)
