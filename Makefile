@@ -85,7 +85,7 @@ bench-acct: ## Accounting: usage-sample inserts, acct and report over 1M jobs, c
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./accounting/
 	$(GO) test -run '^$$' -bench . ./checkpoint/
 
-bench-sim: ## Simulator: Lublin, KTH-SP2, Philly and the Alibaba FGD experiment (needs ../shared/traces).
+bench-sim: ## Simulator: the FGD paper's table on Alibaba openb (README), Lublin, KTH-SP2, Philly (needs ../shared/traces).
 	./scripts/bench-sim.sh
 
 clean: ## Remove build outputs.

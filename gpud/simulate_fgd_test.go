@@ -47,7 +47,7 @@ func TestSimulateFGD(t *testing.T) {
 	if err != nil {
 		t.Fatalf("simulate --fgd: %v\n%s", err, out)
 	}
-	for _, want := range []string{"6 GPUs", "3 seed(s) 42..44", "first-fit", "pack", "fgd", "published (Weng et al."} {
+	for _, want := range []string{"6 GPUs", "3 seed(s) 42..44", "random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd", "sched:fgd", "published (Weng et al."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -55,10 +55,46 @@ func TestSimulateFGD(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "plot", "alloc_curve.svg")); err != nil {
 		t.Errorf("no allocation curve plot: %v", err)
 	}
-	if _, err := run("--placement", "bestfit"); err == nil || !strings.Contains(err.Error(), `"bestfit" is not a placement`) {
-		t.Errorf("--placement bestfit: error %v", err)
+	if _, err := run("--placement", "best-fit"); err == nil || !strings.Contains(err.Error(), `"best-fit" is not a placement`) {
+		t.Errorf("--placement best-fit: error %v", err)
+	}
+	if _, err := run("--placement", "sched:tetris"); err == nil || !strings.Contains(err.Error(), `"tetris" is not a placement`) {
+		t.Errorf("--placement sched:tetris: error %v", err)
 	}
 	if _, err := run("--demand", "0"); err == nil || !strings.Contains(err.Error(), "--demand 0") {
 		t.Errorf("--demand 0: error %v", err)
+	}
+
+	// --compare: published curves for this workload ("pods"), k = 0..2 only.
+	pub := filepath.Join(dir, "pub.csv")
+	if err := os.WriteFile(pub, []byte("workload,sc_policy,tune,seed,total_gpus,0,1,2\n"+
+		"pods,05-BestFit,1.3,42,6,0.0,10.0,20.0\npods,05-BestFit,1.3,43,6,0.0,12.0,22.0\nother,06-FGD,1.3,42,6,1,2,3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run("--seed", "42..43", "--demand", "2", "--compare", pub, "--placement", "bestfit", "--placement", "fgd", "--plot", filepath.Join(dir, "cmp"))
+	if err != nil {
+		t.Fatalf("simulate --fgd --compare: %v\n%s", err, out)
+	}
+	for _, want := range []string{"paper@2%", "max |gap|", "21.00", "compare.csv"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--compare output lacks %q:\n%s", want, out)
+		}
+	}
+	csv, err := os.ReadFile(filepath.Join(dir, "cmp", "compare.csv"))
+	if err != nil || !strings.Contains(string(csv), "bestfit,05-BestFit,1,") || strings.Contains(string(csv), "06-FGD") {
+		t.Errorf("compare.csv (%v):\n%s", err, csv)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cmp", "compare.svg")); err != nil {
+		t.Errorf("no comparison plot: %v", err)
+	}
+	out, err = run("--seed", "42..43", "--demand", "2", "--compare", pub, "--placement", "bestfit", "--placement", "sched:fgd", "--markdown")
+	if err != nil || !strings.Contains(out, "| BestFit (`bestfit`) | 21.00 (20.00–22.00) |") || !strings.Contains(out, "over BestFit |") {
+		t.Errorf("--markdown (%v):\n%s", err, out)
+	}
+	if _, err := run("--compare", filepath.Join(dir, "pods.csv")); err == nil || !strings.Contains(err.Error(), "lacks") {
+		t.Errorf("--compare with a pod list: error %v", err)
+	}
+	if _, err := run("--vary", "tie=first"); err == nil || !strings.Contains(err.Error(), "tie=rank|name|random") {
+		t.Errorf("--vary tie=first: error %v", err)
 	}
 }

@@ -17,6 +17,11 @@ import (
 // expected fragmentation weighs this over the workload's mix; a job goes
 // where it increases that the least.
 
+// fgdQuantum is the resolution, in GPUs, at which fragmentation increases
+// are compared: smaller differences are noise in the workload estimate, and
+// the tie-break (the node with the least free share of its GPUs) decides.
+const fgdQuantum = 0.05
+
 // fgdGroup is the workload's requests with one GPU shape, with their
 // CPU and memory needs and weights (normalised over the whole mix).
 type fgdGroup struct {
@@ -133,7 +138,7 @@ func (c *cycle) frag(w *workNode, shares []float64, cpus int, mem int64) float64
 		}
 		usable, lost := 0, 0.0
 		for k, s := range shares {
-			if s+fracEps >= need && (g.model == "" || w.n.GPUs[k].Model == g.model) {
+			if s+fracEps >= need && (g.model == "" || modelMatch(g.model, w.n.GPUs[k].Model)) {
 				usable++
 			} else {
 				lost += s

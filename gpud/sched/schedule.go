@@ -673,13 +673,30 @@ func (c *cycle) eligible(w *workNode, j *Job) bool {
 	return n.CPUs >= r.CPUsPerNode && n.MemMiB >= r.MemMiB && bits.OnesCount64(modelMask(w, r.GPUModel)) >= r.GPUsPerNode
 }
 
+// modelMatch reports whether a GPU of model have satisfies a request for
+// want: one model name, or several separated by "|" (any of them).
+func modelMatch(want, have string) bool {
+	if want == have {
+		return true
+	}
+	if !strings.Contains(want, "|") {
+		return false
+	}
+	for m := range strings.SplitSeq(want, "|") {
+		if m == have {
+			return true
+		}
+	}
+	return false
+}
+
 func modelMask(w *workNode, model string) uint64 {
 	if model == "" {
 		return w.ok
 	}
 	var m uint64
 	for k, g := range w.n.GPUs {
-		if k < 64 && g.Model == model {
+		if k < 64 && modelMatch(model, g.Model) {
 			m |= 1 << k
 		}
 	}

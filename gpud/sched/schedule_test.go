@@ -71,6 +71,21 @@ func TestSchedule(t *testing.T) {
 			},
 		},
 		{
+			// The openb trace's gpu_spec lists the models a task may use.
+			name:  "GPU model list: any of the models separated by |",
+			nodes: []Node{node("a", 8, 1000, "t4", 4), node("b", 8, 1000, "v100m32", 1), node("c", 8, 1000, "g2", 8)},
+			jobs: []Job{
+				job(1, 1, 1, func(j *Job) { j.Req.GPUModel = "v100m16|v100m32" }),
+				job(2, 1, 1, func(j *Job) { j.Req.GPUModel = "p100|v100m16" }),
+			},
+			wantStarts: []Start{
+				{JobID: 1, Nodes: []spec.NodeAlloc{{Node: "b", CPUs: 1, GPUs: []string{"GPU-b-0"}}}},
+			},
+			wantPending: []Pending{
+				{JobID: 2, Reason: spec.ReasonResources, Detail: "needs 1 node(s) with 1 CPUs, 1× p100|v100m16; 0 of 3 nodes fit now"},
+			},
+		},
+		{
 			name:  "gang takes N distinct nodes or none",
 			nodes: []Node{node("a", 8, 1000, "h100", 1), node("b", 8, 1000, "h100", 1), node("c", 8, 1000, "h100", 0)},
 			jobs: []Job{

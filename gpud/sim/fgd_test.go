@@ -45,7 +45,7 @@ func fgdCluster() []NodeSpec {
 }
 
 // One Schedule call over the whole arrival sequence decides every task as
-// one call per arrival, applied in turn, would (RunFGD relies on it).
+// one call per arrival, applied in turn, would (RunSched relies on it).
 func TestFGDBatchEqualsSequential(t *testing.T) {
 	t.Parallel()
 	nodes := fgdCluster()
@@ -83,32 +83,6 @@ func TestFGDBatchEqualsSequential(t *testing.T) {
 				t.Errorf("batch vs sequential starts (-batch +sequential):\n%s", diff)
 			}
 		})
-	}
-}
-
-// Identical 0.6-GPU tasks on two 1-GPU nodes: each GPU takes one, so the
-// allocation rate stops at 60% while the arrived demand grows to 120%.
-func TestRunFGDCurve(t *testing.T) {
-	t.Parallel()
-	nodes := []NodeSpec{{Name: "a", GPUs: 1, CPUs: 8, MemMiB: 1 << 20}, {Name: "b", GPUs: 1, CPUs: 8, MemMiB: 1 << 20}}
-	jobs := []Job{{Name: "x", Nodes: 1, GPUsPerNode: 1, GPUMilli: 600, CPUMilli: 1000, TraceWait: -1}}
-	for _, pol := range sched.Placements {
-		r, err := RunFGD(jobs, FGDOptions{Nodes: nodes, Placement: pol, Seed: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Arrived != 4 || r.Placed != 2 || len(r.Alloc) != 101 {
-			t.Fatalf("%s: arrived %d placed %d, %d curve points; want 4, 2, 101", pol, r.Arrived, r.Placed, len(r.Alloc))
-		}
-		for k, want := range map[int]float64{0: 0, 1: 30, 30: 30, 31: 60, 60: 60, 90: 60, 100: 60} {
-			if got := r.Alloc[k]; got < want-1e-9 || got > want+1e-9 {
-				t.Errorf("%s: allocation at %d%% arrived = %g, want %g", pol, k, got, want)
-			}
-		}
-		// 0.4 of each GPU is left, and no 0.6 task fits there.
-		if r.Frag < 40-1e-9 || r.Frag > 40+1e-9 {
-			t.Errorf("%s: fragmentation %g%%, want 40%%", pol, r.Frag)
-		}
 	}
 }
 

@@ -26,7 +26,8 @@ var csvColumns = map[Format][]string{
 	FormatPhillyVC: {"job_id", "submit_time", "num_gpu", "duration"},
 	FormatITP:      {"job_id", "submission_time", "duration", "num_gpu"},
 	FormatTiresias: {"job_id", "num_gpu", "submit_time", "duration"},
-	FormatOpenB:    {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time"},
+	// The FGD paper's workload variants (multigpuNN) carry no times.
+	FormatOpenB: {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"},
 }
 
 func newCSV(r io.Reader, format Format, skipped *int) (*csvTrace, error) {
@@ -76,8 +77,8 @@ func (t *csvTrace) Next() (sim.Job, error) {
 }
 
 func (t *csvTrace) field(rec []string, name string) string {
-	i := t.col[name]
-	if i >= len(rec) {
+	i, ok := t.col[name]
+	if !ok || i >= len(rec) {
 		return ""
 	}
 	return strings.TrimSpace(rec[i])
@@ -153,7 +154,8 @@ func (t *csvTrace) job(rec []string) (sim.Job, bool, error) {
 		if gs := t.field(rec, "gpu_spec"); gs != "" {
 			j.Model = gs
 		}
-		return j, v[4] >= 0, nil
+		_, timed := t.col["creation_time"]
+		return j, v[4] >= 0 || !timed, nil
 	}
 	if j.Runtime < 0 || j.Submit < 0 || j.GPUsPerNode < 0 {
 		return j, false, nil
