@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpud/gpud/gpud/config"
 	"github.com/gpud/gpud/gpud/controller"
-	"github.com/gpud/gpud/gpud/sched"
 	"github.com/gpud/gpud/gpud/sim"
 	"github.com/gpud/gpud/gpud/sim/trace"
 )
