@@ -13,7 +13,7 @@ GPUQ_NAMES := squeue scancel sacct scontrol sinfo sacctmgr sprio sshare sreport
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim clean
+.PHONY: help deps build install test check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -70,7 +70,7 @@ tidy-check: ## Fail if go.mod/go.sum are not tidy.
 demo: ## Install what is missing, start a 2-node simulated H100 cluster, run an example job, show queue and accounting.
 	./scripts/demo.sh
 
-bench: bench-api bench-sched bench-controller bench-acct bench-sim ## Run the benchmarks that print the issues' figures.
+bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces ## Run the benchmarks that print the issues' figures.
 
 bench-api: build ## Submissions/s (API, 8 clients; gpusubmit loop), gpuq latency at 100k jobs, job throughput vs bare containerd.
 	./scripts/bench.sh
@@ -85,8 +85,11 @@ bench-acct: ## Accounting: usage-sample inserts, acct and report over 1M jobs, c
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./accounting/
 	$(GO) test -run '^$$' -bench . ./checkpoint/
 
-bench-sim: ## Simulator: the FGD paper's table on Alibaba openb (README), Lublin, KTH-SP2, Philly (needs ../shared/traces).
+bench-sim: ## Simulator: the FGD paper's table on Alibaba openb and its --compare plots (README; needs ../shared/traces).
 	./scripts/bench-sim.sh
+
+bench-sim-traces: ## Simulator: the queueing traces too (Lublin, KTH-SP2, Philly through sched.Schedule).
+	BENCH_SIM_TRACES=1 ./scripts/bench-sim.sh
 
 clean: ## Remove build outputs.
 	rm -rf bin

@@ -25,6 +25,10 @@ if [ -n "${BENCH_SIM_VARIANTS:-}" ]; then
 	done
 fi
 
+# BENCH_SIM_TRACES=1 adds the queueing-trace replays (make bench-sim-traces: Lublin, KTH-SP2,
+# Philly; several minutes on 2 cores, mostly Philly).
+[ -n "${BENCH_SIM_TRACES:-}" ] || exit 0
+
 run bin/gpud simulate --trace $t/hpc/lublin_256.swf --cluster 256x1 --jobs 1024 --windows 10 --seed 1 \
 	--policy fcfs --policy fcfs-easy --policy sjf-easy
 run bin/gpud simulate --trace $t/hpc/KTH-SP2-1996-2.1-cln.swf.gz --cluster 100x1 --runtime-estimate user \
