@@ -36,6 +36,9 @@ func run(m *testing.M) int {
 	if sock := os.Getenv(floodEnv); sock != "" {
 		return floodConns(sock) // a child run as another user
 	}
+	if sock := os.Getenv(hostileEnv); sock != "" {
+		return postHostile(sock) // a child run as another user
+	}
 	if reason := missingPrereq(); reason != "" {
 		if os.Getenv("CI") == "true" {
 			fmt.Fprintf(os.Stderr, "e2e: %s (required in CI)\n", reason)
