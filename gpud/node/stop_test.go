@@ -38,7 +38,7 @@ func TestCleanStopDeletesExitedTask(t *testing.T) {
 		rt = &exitOnStop{Runtime: e.rt}
 		e.rtOverride = rt
 	})
-	e.fc.Set(asg(7, e.dir))
+	e.fc.Set(asg(7, e.home))
 	e.waitStarted(t, cid)
 	e.fc.Fail(epEvents, true) // the exit must travel through the outbox
 	rt.stopping.Store(true)
@@ -62,7 +62,7 @@ func TestStopJobsOnStop(t *testing.T) {
 		e.cfgExtra = func(c *Config) { c.StopJobsOnStop, c.KillGrace = true, 30*time.Second }
 		e.rt.SetScript("gpud-8-1-node-1", fake.Script{IgnoreSIGTERM: true})
 	})
-	e.fc.Set(asg(7, e.dir), asg(8, e.dir))
+	e.fc.Set(asg(7, e.home), asg(8, e.home))
 	e.waitStarted(t, cid)
 	e.waitStarted(t, "gpud-8-1-node-1")
 	e.fc.Fail(epEvents, true)
