@@ -136,6 +136,9 @@ func startMultiHost(t *testing.T) *multiHost {
 		if !strings.Contains(n.log.String(), "joined the cluster") {
 			t.Fatalf("node %s is up but did not join with the join token:\n%s", name, n.log.String())
 		}
+		if _, err := os.Stat(filepath.Join(n.dir, "state", "tls", "node.pem")); err != nil {
+			t.Fatalf("node %s joined but keeps no node certificate for mTLS: %v", name, err)
+		}
 	}
 
 	mh.user = addUser(t)
@@ -556,6 +559,9 @@ func (mh *multiHost) testControllerRestart(t *testing.T) {
 	}
 	<-mh.ctrlEnd
 	time.Sleep(2 * time.Second) // the nodes carry on alone
+	if n := countContainersAt(t, mh.nodes[j.Nodes[0]].socket(), fmt.Sprint(id)); n != 1 {
+		t.Fatalf("with the controller down, %s runs %d containers of job %d, want 1", j.Nodes[0], n, id)
+	}
 	mh.startController()
 	j = waitJob(t, mh.c.client(), id, 60*time.Second, "job ended", func(j spec.Job) bool { return j.State.Terminal() })
 	out, _ := os.ReadFile(filepath.Join(mh.work, fmt.Sprintf("cr-%d.out", id)))
