@@ -204,17 +204,6 @@ usage_interval = "0s"
 	return p
 }
 
-func copyFile(t *testing.T, from, to string, mode os.FileMode) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, b, mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // gpudOn runs a short gpud command on host and returns its trimmed stdout.
 func (mh *multiHost) gpudOn(h *testHost, args ...string) string {
 	mh.t.Helper()
@@ -581,7 +570,7 @@ func (mh *multiHost) testControllerRestart(t *testing.T) {
 func (mh *multiHost) testRefused(t *testing.T) {
 	mh.sub(t)
 	other := filepath.Join(mh.dir, "other-ca.pem")
-	writeSelfSignedCA(t, other)
+	mhForeignCA(t, other)
 	if r := mh.loginRun(other, mh.token, "gpuq", "nodes"); r.code == 0 || !strings.Contains(r.stderr, "certificate") {
 		t.Errorf("gpuq trusting another CA: exit %d %q, want a certificate error", r.code, r.stderr)
 	}
@@ -623,16 +612,16 @@ func (mh *multiHost) testRefused(t *testing.T) {
 	if s := mh.nodeState("login"); s != "" {
 		t.Errorf("a node with a wrong join token is registered (%s)", s)
 	}
-	t.Logf("wrong join token refused: %s", lastLine(n.log.String()))
+	t.Logf("wrong join token refused: %s", mhLastLine(n.log.String()))
 }
 
-func lastLine(s string) string {
+func mhLastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
 }
 
-// writeSelfSignedCA writes a CA certificate unrelated to the cluster's.
-func writeSelfSignedCA(t *testing.T, path string) {
+// mhForeignCA writes a CA certificate unrelated to the cluster's.
+func mhForeignCA(t *testing.T, path string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
