@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,6 +48,7 @@ func TestMultiHost(t *testing.T) {
 	t.Run("LinkCut", mh.testLinkCut)
 	t.Run("ControllerRestart", mh.testControllerRestart)
 	t.Run("Refused", mh.testRefused)
+	t.Run("RestartOnCertificate", mh.testRestartOnCertificate)
 	t.Logf("multi-host e2e took %v", time.Since(start).Round(time.Millisecond))
 }
 
@@ -84,7 +87,9 @@ type mhNode struct {
 
 func startMultiHost(t *testing.T) *multiHost {
 	t.Helper()
-	mh := &multiHost{t: t, net: newTestNet(t), dir: shortTempDir(t), nodes: map[string]*mhNode{}}
+	// The user first: its userdel then runs after every job has ended.
+	u := addUser(t)
+	mh := &multiHost{t: t, net: newTestNet(t), dir: shortTempDir(t), nodes: map[string]*mhNode{}, user: u, work: u.home}
 	if err := os.Chmod(mh.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -141,8 +146,6 @@ func startMultiHost(t *testing.T) *multiHost {
 		}
 	}
 
-	mh.user = addUser(t)
-	mh.work = mh.user.home
 	mh.token = mh.gpudOn(mh.ctrl, "token", "issue", "--config", mh.conf, "--user", mh.user.name, "--ttl", "1h")
 	return mh
 }
@@ -497,6 +500,9 @@ func (mh *multiHost) testLinkCut(t *testing.T) {
 	cl := mh.c.client()
 	j := waitJob(t, cl, id, 60*time.Second, "2 sealed checkpoints", func(j spec.Job) bool { return j.Checkpoints >= 2 })
 	victim := mh.nodes[j.Nodes[0]]
+	out := filepath.Join(mh.work, fmt.Sprintf("ck-%d.out", id))
+	b, _ := os.ReadFile(out)
+	before := mhCheckpointCounters(string(b))
 	start := time.Now()
 	mh.net.setLink(victim.host, false)
 	linkUp := false
@@ -513,7 +519,23 @@ func (mh *multiHost) testLinkCut(t *testing.T) {
 	if j.Nodes[0] == victim.host.name {
 		t.Fatalf("requeued onto the cut-off node %s", victim.host.name)
 	}
-	last := checkResumed(t, mh.work, id)
+	// The cut-off host cannot hear the controller, so its agent runs the
+	// first attempt on and may seal more checkpoints after the requeue
+	// (nothing stops a partitioned node). The second attempt must resume
+	// from a checkpoint the first attempt wrote, no older than the last
+	// one written before the cut.
+	var text string
+	waitFor(t, 20*time.Second, "resumed line in "+out, func() bool {
+		b, _ := os.ReadFile(out)
+		text = string(b)
+		return strings.Contains(text, "resumed from")
+	})
+	m := regexp.MustCompile(`resumed from (\d+)`).FindStringSubmatch(text)
+	last, _ := strconv.Atoi(m[1])
+	written := mhCheckpointCounters(text[:strings.Index(text, "resumed from")])
+	if len(before) == 0 || last < before[len(before)-1] || !slices.Contains(written, last) {
+		t.Fatalf("resumed from %d; want a checkpoint the first attempt wrote (%v), at least the last one before the cut (%v); output:\n%s", last, written, before, text)
+	}
 	moved := time.Since(start)
 
 	mh.net.setLink(victim.host, true)
@@ -531,7 +553,7 @@ func (mh *multiHost) testLinkCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJob(t, cl, id, 30*time.Second, "cancelled", func(j spec.Job) bool { return j.State.Terminal() })
-	t.Logf("link cut: %s DOWN after %v; job on %s from checkpoint %s after %v; rejoined %v after the link returned",
+	t.Logf("link cut: %s DOWN after %v; job on %s from checkpoint %d after %v; rejoined %v after the link returned",
 		victim.host.name, down.Round(time.Millisecond), j.Nodes[0], last, moved.Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
 }
 
@@ -669,4 +691,49 @@ func countContainersAt(t *testing.T, socket, id string) int {
 		}
 	}
 	return n
+}
+
+// testRestartOnCertificate: a node that joined needs the join token no
+// more: its agent, restarted with a wrong token in join_token_file, comes
+// back on its node certificate (mTLS) alone.
+func (mh *multiHost) testRestartOnCertificate(t *testing.T) {
+	mh.sub(t)
+	n := mh.nodes["gpu3"]
+	n.stopAgent(syscall.SIGTERM)
+	if err := os.WriteFile(filepath.Join(n.dir, "join.token"), []byte("not-the-join-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.startAgent(t, mh)
+	waitFor(t, 30*time.Second, "gpu3's agent started again", func() bool {
+		select {
+		case <-n.done:
+			t.Fatalf("gpu3's agent exited after a restart on its certificate:\n%s", n.log.String())
+		default:
+		}
+		return strings.Contains(n.log.String(), "node agent started")
+	})
+	// Longer than node_timeout (4s): heartbeats go through.
+	time.Sleep(5 * time.Second)
+	if s := mh.nodeState("gpu3"); s == "" || s == spec.NodeDown || s == spec.NodeUnknown {
+		t.Fatalf("gpu3 is %q after restarting on its certificate:\n%s", s, n.log.String())
+	}
+	if strings.Contains(n.log.String(), "joined the cluster") {
+		t.Errorf("gpu3 joined again instead of using its certificate")
+	}
+	id := mh.submit("-w", "gpu3", "-G", "8", "--time", "1", "--output", "cert-%j.out", "--wrap", "echo on gpu3")
+	j := waitJob(t, mh.c.client(), id, 30*time.Second, "job on gpu3 ended", func(j spec.Job) bool { return j.State.Terminal() })
+	if j.State != spec.StateCompleted || len(j.Nodes) != 1 || j.Nodes[0] != "gpu3" {
+		t.Fatalf("job %d is %s on %v, want COMPLETED on gpu3", id, j.State, j.Nodes)
+	}
+}
+
+// mhCheckpointCounters returns the counters of counterScript's
+// "checkpoint N" lines in text, in order.
+func mhCheckpointCounters(text string) []int {
+	var ns []int
+	for _, m := range regexp.MustCompile(`(?m)^checkpoint (\d+)$`).FindAllStringSubmatch(text, -1) {
+		n, _ := strconv.Atoi(m[1])
+		ns = append(ns, n)
+	}
+	return ns
 }
