@@ -557,28 +557,39 @@ func (mh *multiHost) testLinkCut(t *testing.T) {
 		victim.host.name, down.Round(time.Millisecond), j.Nodes[0], last, moved.Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
 }
 
-// testControllerRestart: kill -9 of the controller while a job runs; the
-// nodes keep running it, the restarted controller learns its end.
+// testControllerRestart: kill -9 of the controller while jobs run; the
+// nodes keep running them. One job ends while the controller is down (its
+// exit waits in the node's outbox), the other after the restart: the
+// restarted controller records both ends with their true exit codes.
 func (mh *multiHost) testControllerRestart(t *testing.T) {
 	mh.sub(t)
-	id := mh.submit("-G", "8", "--time", "2", "--output", "cr-%j.out", "--wrap", "echo begin; sleep 8; echo end; exit 0")
+	long := mh.submit("-G", "8", "--time", "2", "--output", "cr-%j.out", "--wrap", "echo begin; sleep 8; echo end; exit 0")
+	short := mh.submit("-G", "8", "--time", "2", "--output", "cr-%j.out", "--wrap", "echo begin; sleep 2; echo end; exit 3")
 	cl := mh.c.client()
-	j := waitJob(t, cl, id, 60*time.Second, "running", func(j spec.Job) bool { return j.State == spec.StateRunning })
-	time.Sleep(time.Second)
+	j := waitJob(t, cl, long, 60*time.Second, "running", func(j spec.Job) bool { return j.State == spec.StateRunning })
+	waitJob(t, cl, short, 60*time.Second, "running", func(j spec.Job) bool { return j.State == spec.StateRunning })
 	if err := syscall.Kill(-mh.ctrlCmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-mh.ctrlEnd
-	time.Sleep(2 * time.Second) // the nodes carry on alone
-	if n := countContainersAt(t, mh.nodes[j.Nodes[0]].socket(), fmt.Sprint(id)); n != 1 {
-		t.Fatalf("with the controller down, %s runs %d containers of job %d, want 1", j.Nodes[0], n, id)
+	down := time.Now()
+	time.Sleep(3 * time.Second) // the nodes carry on alone; the short job ends
+	if n := countContainersAt(t, mh.nodes[j.Nodes[0]].socket(), fmt.Sprint(long)); n != 1 {
+		t.Fatalf("with the controller down, %s runs %d containers of job %d, want 1", j.Nodes[0], n, long)
 	}
 	mh.startController()
-	j = waitJob(t, mh.c.client(), id, 60*time.Second, "job ended", func(j spec.Job) bool { return j.State.Terminal() })
-	out, _ := os.ReadFile(filepath.Join(mh.work, fmt.Sprintf("cr-%d.out", id)))
-	if j.State != spec.StateCompleted || j.ExitCode != 0 || j.Attempt != 1 || string(out) != "begin\nend\n" {
-		t.Fatalf("after the controller restart job %d is %s exit %d attempt %d, output %q; want COMPLETED 0 in its first attempt with begin and end",
-			id, j.State, j.ExitCode, j.Attempt, out)
+	t.Logf("controller down for %v", time.Since(down).Round(time.Millisecond))
+	for _, c := range []struct {
+		id    spec.JobID
+		state spec.JobState
+		exit  int
+	}{{short, spec.StateFailed, 3}, {long, spec.StateCompleted, 0}} {
+		j := waitJob(t, mh.c.client(), c.id, 60*time.Second, "job ended", func(j spec.Job) bool { return j.State.Terminal() })
+		out, _ := os.ReadFile(filepath.Join(mh.work, fmt.Sprintf("cr-%d.out", c.id)))
+		if j.State != c.state || j.ExitCode != c.exit || j.Attempt != 1 || string(out) != "begin\nend\n" {
+			t.Errorf("after the controller restart job %d is %s exit %d attempt %d, output %q; want %s %d in its first attempt with begin and end",
+				c.id, j.State, j.ExitCode, j.Attempt, out, c.state, c.exit)
+		}
 	}
 	for name := range mh.nodes {
 		if s := mh.nodeState(name); s == spec.NodeDown {
