@@ -169,21 +169,35 @@ func (s *Store) Staging(id spec.JobID) (string, error) {
 		return "", fmt.Errorf("create checkpoint dir of job %d: %w", id, err)
 	}
 	defer jd.Close()
-	if err := jd.RemoveAll(stagingName); err != nil {
-		return "", fmt.Errorf("clear staging dir of job %d: %w", id, err)
+	// On a shared checkpoint root the other ranks of a gang Join at the
+	// same time: one may make the directory between the clear and the
+	// make. It is new and empty, so clear it again (bounded: Join makes it
+	// at most once per rank).
+	for try := 0; ; try++ {
+		if err := jd.RemoveAll(stagingName); err != nil {
+			return "", fmt.Errorf("clear staging dir of job %d: %w", id, err)
+		}
+		// 0700: only the job's uid (after Chown) writes here, not its group,
+		// which is often shared by every user.
+		st, err := jd.Mkdir(stagingName, 0o700)
+		if errors.Is(err, fs.ErrExist) && try < raceRetries {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("create staging dir of job %d: %w", id, err)
+		}
+		st.Close()
+		break
 	}
-	// 0700: only the job's uid (after Chown) writes here, not its group,
-	// which is often shared by every user.
-	st, err := jd.Mkdir(stagingName, 0o700)
-	if err != nil {
-		return "", fmt.Errorf("create staging dir of job %d: %w", id, err)
-	}
-	st.Close()
 	if err := jd.Sync(); err != nil {
 		return "", fmt.Errorf("create staging dir of job %d: %w", id, err)
 	}
 	return s.stagingDir(id), nil
 }
+
+// raceRetries bounds how often Staging and Join try again after losing a
+// race with each other on a checkpoint root shared by a gang's nodes.
+const raceRetries = 100
 
 // Join is Staging for the ranks of a gang other than the one that seals:
 // it creates job id's directory and staging directory if missing (giving
@@ -196,7 +210,16 @@ func (s *Store) Join(id spec.JobID, uid, gid int) (string, error) {
 		return "", fmt.Errorf("create checkpoint dir of job %d: %w", id, err)
 	}
 	defer jd.Close()
-	st, err := jd.Mkdir(stagingName, 0o700)
+	var st *safefs.Dir
+	for try := 0; ; try++ {
+		st, err = jd.Mkdir(stagingName, 0o700)
+		// The sealing rank's Staging may clear the directory just made,
+		// before it is opened; it makes its own next, so look again.
+		if errors.Is(err, fs.ErrNotExist) && try < raceRetries {
+			continue
+		}
+		break
+	}
 	switch {
 	case errors.Is(err, fs.ErrExist):
 		return s.stagingDir(id), nil

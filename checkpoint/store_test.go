@@ -688,3 +688,37 @@ func TestLatestAndRemove(t *testing.T) {
 		t.Errorf("root after Remove(77) (-want +got):\n%s", diff)
 	}
 }
+
+// TestStagingJoinRace: the ranks of a gang start on several nodes at once
+// and share the checkpoint root, so rank 0's Staging (clear, then create)
+// runs while other ranks' Join creates what is missing. Neither may fail:
+// a Join whose new directory the owner cleared before Join opened it, and
+// a Staging that finds a directory a Join made after the clear, both try
+// again. Failed before the fix within a few hundred rounds ("open
+// directory ... staging: no such file or directory", found by the
+// multi-host e2e test's 2-node job).
+func TestStagingJoinRace(t *testing.T) {
+	root := t.TempDir()
+	owner, err := New(root, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := New(root, 2) // another node's store on the same root
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2000 {
+		id := spec.JobID(i + 1)
+		errs := make(chan error, 2)
+		go func() { _, err := owner.Staging(id); errs <- err }()
+		go func() { _, err := other.Join(id, -1, -1); errs <- err }()
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", i, err)
+			}
+		}
+		if _, err := os.Stat(owner.stagingDir(id)); err != nil {
+			t.Fatalf("round %d: no staging dir after Staging and Join: %v", i, err)
+		}
+	}
+}

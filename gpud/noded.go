@@ -41,6 +41,7 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "config", Usage: "node configuration file (TOML); the default path may be absent", Value: defaultNodeConfig},
 			&cli.StringFlag{Name: "name", Usage: "node name in the cluster (default: hostname)"},
 			&cli.StringFlag{Name: "controller", Usage: "controller address, unix:///path.sock or https://host:port", EnvVars: []string{api.EnvController}},
+			&cli.StringFlag{Name: "address", Usage: "address other nodes reach this one at: the MASTER_ADDR of jobs whose rank 0 runs here (default: hostname)"},
 			&cli.StringFlag{Name: "gpus", Usage: "GPU backend: auto, nvml, none, mock:dgx-a100, mock:dgx-h100, mock:dgx-h200"},
 			&cli.IntFlag{Name: "cpus", Usage: "CPUs offered to jobs (0: detect)"},
 			&cli.StringFlag{Name: "mem", Usage: "memory offered to jobs, e.g. 512G (default: detect)"},
@@ -68,6 +69,9 @@ func nodeCommand() *cli.Command {
 			}
 			if c.IsSet("controller") {
 				s.Controller = c.String("controller")
+			}
+			if c.IsSet("address") {
+				s.Address = c.String("address")
 			}
 			if c.IsSet("gpus") {
 				s.GPUs = c.String("gpus")
@@ -196,6 +200,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		StopJobsOnStop: o.StopJobs,
 		DefaultImage:   s.DefaultImage,
 		CheckpointRoot: s.CheckpointRoot,
+		Addr:           s.Address,
 		// The grace of a checkpoint-first stop: requeue, checkpoint-mode
 		// preemption, drain, unhealthy GPU.
 		CheckpointTimeout: s.CheckpointTimeout.Std(),

@@ -29,6 +29,9 @@ type NodeSection struct {
 	// Controller is the controller's address: unix:///path.sock or
 	// https://host:port.
 	Controller string `toml:"controller"`
+	// Address is where other nodes reach this one (a job's MASTER_ADDR
+	// when this node is its rank 0); empty means the hostname.
+	Address string `toml:"address"`
 	// CAFile is the controller's CA certificate for https (empty: GPUD_CA
 	// or ~/.config/gpud/ca.pem, else the system roots).
 	CAFile string `toml:"ca_file"`
