@@ -208,6 +208,10 @@ type taskInput struct {
 	// Hide are the directories of daemon state to keep out of the job's
 	// view (see Config.HidePaths); Show the files below them it keeps.
 	Hide, Show []string
+	// Home is the job user's home directory on this node ("" if none):
+	// a job on the host's root gets it read-write, as on a Slurm node
+	// (caches such as ~/.cache, pip's and conda's user dirs).
+	Home string
 }
 
 // buildTask turns an assignment into the container to run.
@@ -353,6 +357,9 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 			}
 		}
 	}
+	if image == runtime.ImageHost && in.Home != "" && in.Home != "/" && insideAny(in.Home, in.Hide) == "" {
+		rw(in.Home, in.Home)
+	}
 	for _, d := range userDirs[:2] {
 		rw(d, d)
 	}
@@ -488,6 +495,19 @@ func hiddenPaths(paths []string) []string {
 	return slices.DeleteFunc(out, func(p string) bool {
 		return insideAny(p, slices.DeleteFunc(slices.Clone(out), func(q string) bool { return q == p })) != ""
 	})
+}
+
+// homeDir is uid's home directory on this node when it is an existing
+// absolute directory other than /, else "".
+func homeDir(uid uint32) string {
+	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+	if err != nil || !filepath.IsAbs(u.HomeDir) || filepath.Clean(u.HomeDir) == "/" {
+		return ""
+	}
+	if fi, err := os.Stat(u.HomeDir); err != nil || !fi.IsDir() {
+		return ""
+	}
+	return filepath.Clean(u.HomeDir)
 }
 
 // supplementaryGroups returns uid's groups other than gid, or nil when the
