@@ -4,7 +4,8 @@
 # rootfs for image tests), gcc (cgo: SQLite and NVML), man-db (the man
 # page test renders every page), prometheus (the e2e test that scrapes
 # gpud with a real Prometheus; it runs its own on loopback, never the
-# package's service). Needs root to
+# package's service), python3-cloudpickle (submitit, the Python client
+# the e2e tests drive, needs it). Needs root to
 # install; without root it only says what is missing.
 set -euo pipefail
 missing=()
@@ -14,6 +15,7 @@ command -v runc >/dev/null || missing+=(runc)
 command -v gcc >/dev/null || missing+=(gcc libc6-dev)
 command -v man >/dev/null || missing+=(man-db)
 command -v prometheus >/dev/null || missing+=(prometheus)
+/usr/bin/python3 -c 'import cloudpickle' 2>/dev/null || missing+=(python3-cloudpickle)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "deps: missing ${missing[*]}; run as root (or apt-get install them) — tests that need them will be skipped" >&2
