@@ -51,4 +51,22 @@ func TestBuildTaskHome(t *testing.T) {
 			t.Errorf("home %q image %q: bound read-write %v, want %v (mounts %+v)", tc.home, tc.image, got, tc.want, cfg.Mounts)
 		}
 	}
+	// The site's shared filesystems: read-write in host jobs, not in
+	// image jobs, never inside gpud's state.
+	scratch := filepath.Join(base, "scratch")
+	withMounts := func(image string) taskInput {
+		x := in("", image)
+		x.Mounts = []string{scratch, filepath.Join(state, "shared")}
+		return x
+	}
+	cfg, err := buildTask(withMounts(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !has(cfg.Mounts, scratch) || has(cfg.Mounts, filepath.Join(state, "shared")) {
+		t.Errorf("host job mounts %+v: want %s read-write and nothing inside the state", cfg.Mounts, scratch)
+	}
+	if cfg, err = buildTask(withMounts("docker.io/library/busybox:latest")); err != nil || has(cfg.Mounts, scratch) {
+		t.Errorf("image job mounts %+v (%v): want no site mounts", cfg.Mounts, err)
+	}
 }

@@ -280,6 +280,7 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 		CPUSet: r.cpus, CPUMems: r.mems,
 		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
 		Hide: r.a.hidden(), Show: r.a.cfg.ShowPaths, Home: homeDir(job.UID),
+		Mounts: existingDirs(r.a.cfg.Mounts),
 	}
 	return buildTask(in)
 }

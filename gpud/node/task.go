@@ -208,6 +208,9 @@ type taskInput struct {
 	// Hide are the directories of daemon state to keep out of the job's
 	// view (see Config.HidePaths); Show the files below them it keeps.
 	Hide, Show []string
+	// Mounts are the site's shared filesystems that exist on this node,
+	// bound read-write into a job on the host's root (node.toml mounts).
+	Mounts []string
 	// Home is the job user's home directory on this node ("" if none):
 	// a job on the host's root gets it read-write, as on a Slurm node
 	// (caches such as ~/.cache, pip's and conda's user dirs).
@@ -357,8 +360,15 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 			}
 		}
 	}
-	if image == runtime.ImageHost && in.Home != "" && in.Home != "/" && insideAny(in.Home, in.Hide) == "" {
-		rw(in.Home, in.Home)
+	if image == runtime.ImageHost {
+		for _, m := range in.Mounts {
+			if insideAny(m, in.Hide) == "" {
+				rw(m, m)
+			}
+		}
+		if in.Home != "" && in.Home != "/" && insideAny(in.Home, in.Hide) == "" {
+			rw(in.Home, in.Home)
+		}
 	}
 	for _, d := range userDirs[:2] {
 		rw(d, d)
@@ -508,6 +518,17 @@ func homeDir(uid uint32) string {
 		return ""
 	}
 	return filepath.Clean(u.HomeDir)
+}
+
+// existingDirs keeps the paths that are directories on this node.
+func existingDirs(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // supplementaryGroups returns uid's groups other than gid, or nil when the
