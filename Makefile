@@ -13,7 +13,7 @@ GPUQ_NAMES := squeue scancel sacct scontrol sinfo sacctmgr sprio sshare sreport
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces clean
+.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -41,6 +41,11 @@ deps: ## Install containerd, runc, busybox-static and gcc when missing (Debian, 
 
 test: deps ## Run every test with -race: unit, real containerd integration and end-to-end (needs root).
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+test-clients: deps ## Run real Slurm clients unchanged against gpud standalone: Snakemake's --slurm executor (installs Debian's snakemake when missing; root).
+	@command -v snakemake >/dev/null || { echo "test-clients: installing snakemake"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq snakemake; }
+	GPUD_TEST_CLIENTS=1 $(GO) test -count=1 -timeout 20m -run 'TestSnakemakeSlurm' -v ./gpud/e2e/
 
 check: fmt vet check-imports check-man tidy-check ## Run every static check.
 

@@ -210,6 +210,8 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		// directory is skipped), and its socket stays reachable.
 		HidePaths: append([]string{config.Defaults().Controller.StateDir}, o.HidePaths...),
 		ShowPaths: unixSocket(o.Controller),
+		// The site's shared filesystems, read-write in host jobs.
+		Mounts: s.Mounts,
 	}, client, rt, append(opts, healthOption(devs, o.Health)...)...)
 	if err != nil {
 		return err

@@ -406,6 +406,13 @@ func TestNodeValidate(t *testing.T) {
 			"[health] ecc_uncorrected_max: -2 must be -1 (off) or more",
 			"[health] fatal_xids: 0 is not an XID",
 		}},
+		{"mounts", func(n *Node) {
+			n.Node.Mounts = []string{"/scratch", "home", "/", "/data/"}
+		}, []string{
+			`[node] mounts: "home" must be a clean absolute path other than /`,
+			`[node] mounts: "/" must be a clean absolute path other than /`,
+			`[node] mounts: "/data/" must be a clean absolute path other than /`,
+		}},
 		{"several at once", func(n *Node) {
 			n.Node.CPUs = -1
 			n.Node.KillGrace = "soon"

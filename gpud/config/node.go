@@ -47,6 +47,9 @@ type NodeSection struct {
 	// Mem offered to jobs, like "512G"; empty detects (see MemMiB).
 	Mem      string   `toml:"mem"`
 	Features []string `toml:"features"`
+	// Mounts are the site's shared filesystems ("/home", "/scratch"),
+	// bound read-write at their own path into jobs on the host's root.
+	Mounts []string `toml:"mounts"`
 	// CDIDir is where the node writes the CDI spec of its GPUs.
 	CDIDir            string `toml:"cdi_dir"`
 	ContainerdAddress string `toml:"containerd_address"`
@@ -116,6 +119,7 @@ func DefaultNode() Node {
 			StateDir:          "/var/lib/gpud/node",
 			GPUs:              "auto",
 			Features:          []string{},
+			Mounts:            []string{},
 			CDIDir:            "/var/run/cdi",
 			ContainerdAddress: "/run/containerd/containerd.sock",
 			DefaultImage:      "host",
@@ -211,6 +215,11 @@ func (n Node) Validate() error {
 	for _, f := range s.Features {
 		if f == "" || strings.ContainsAny(f, " \t,&|[]()*") {
 			p.addf("[node] features: %q is not a feature name (letters, digits, '-', '_', '.')", f)
+		}
+	}
+	for _, m := range s.Mounts {
+		if !filepath.IsAbs(m) || filepath.Clean(m) != m || m == "/" {
+			p.addf("[node] mounts: %q must be a clean absolute path other than / (e.g. \"/home\", \"/scratch\")", m)
 		}
 	}
 	if s.ContainerdAddress == "" {

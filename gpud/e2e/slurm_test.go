@@ -57,11 +57,12 @@ echo finished
 	}
 	quiet := strings.TrimSpace(r.stdout)
 	c.waitState(quiet, 60*time.Second, "COMPLETED")
-	r = c.cli(work, "sacct", "-P", "-n", "-j", id+","+quiet, "-o", "JobID,JobName,State")
+	r = c.cli(work, "sacct", "-P", "-n", "-j", id+","+quiet, "-o", "JobID,JobName,State,ExitCode")
 	if r.code != 0 {
 		t.Fatalf("sacct: exit %d: %s", r.code, r.stderr)
 	}
-	want := id + "|trapper|CANCELLED\n" + quiet + "|wrap|COMPLETED\n"
+	// A job killed by SIGTERM reads 0:15, as in Slurm (it read 143:15).
+	want := id + "|trapper|CANCELLED|0:15\n" + quiet + "|wrap|COMPLETED|0:0\n"
 	if r.stdout != want {
 		t.Errorf("sacct -P:\n%s\nwant:\n%s", r.stdout, want)
 	}

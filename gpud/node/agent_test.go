@@ -74,6 +74,11 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 		StdoutPath: filepath.Join(work, "logs", "train-7.out"),
 		StderrPath: filepath.Join(work, "logs", "train-7.out"),
 	}
+	if h := homeDir(1000); h != "" {
+		// uid 1000's home on this host, bound read-write after the hidden
+		// state (TestBuildTaskHome covers the bind itself).
+		want.Mounts = slices.Insert(want.Mounts, 1, runtime.Mount{Source: h, Dest: h})
+	}
 	got, _ := e.rt.Config(cid)
 	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("TaskConfig (-want +got):\n%s", diff)

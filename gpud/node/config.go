@@ -73,6 +73,10 @@ type Config struct {
 	// ShowPaths are files under a hidden directory that jobs still see at
 	// their path: the controller's unix socket, so jobs can submit jobs.
 	ShowPaths []string
+	// Mounts are the site's shared filesystems (node.toml mounts): each
+	// that exists on this node is bound read-write at its own path into
+	// jobs on the host's root, whose root is otherwise read-only.
+	Mounts []string
 }
 
 // Defaults for Config fields left zero.

@@ -279,7 +279,8 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, NICs: r.a.nics, MIG: r.mig, ContainerID: r.id, JobDir: dir,
 		CPUSet: r.cpus, CPUMems: r.mems,
 		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
-		Hide: r.a.hidden(), Show: r.a.cfg.ShowPaths,
+		Hide: r.a.hidden(), Show: r.a.cfg.ShowPaths, Home: homeDir(job.UID),
+		Mounts: existingDirs(r.a.cfg.Mounts),
 	}
 	return buildTask(in)
 }

@@ -208,6 +208,13 @@ type taskInput struct {
 	// Hide are the directories of daemon state to keep out of the job's
 	// view (see Config.HidePaths); Show the files below them it keeps.
 	Hide, Show []string
+	// Mounts are the site's shared filesystems that exist on this node,
+	// bound read-write into a job on the host's root (node.toml mounts).
+	Mounts []string
+	// Home is the job user's home directory on this node ("" if none):
+	// a job on the host's root gets it read-write, as on a Slurm node
+	// (caches such as ~/.cache, pip's and conda's user dirs).
+	Home string
 }
 
 // buildTask turns an assignment into the container to run.
@@ -353,6 +360,16 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 			}
 		}
 	}
+	if image == runtime.ImageHost {
+		for _, m := range in.Mounts {
+			if insideAny(m, in.Hide) == "" {
+				rw(m, m)
+			}
+		}
+		if in.Home != "" && in.Home != "/" && insideAny(in.Home, in.Hide) == "" {
+			rw(in.Home, in.Home)
+		}
+	}
 	for _, d := range userDirs[:2] {
 		rw(d, d)
 	}
@@ -488,6 +505,30 @@ func hiddenPaths(paths []string) []string {
 	return slices.DeleteFunc(out, func(p string) bool {
 		return insideAny(p, slices.DeleteFunc(slices.Clone(out), func(q string) bool { return q == p })) != ""
 	})
+}
+
+// homeDir is uid's home directory on this node when it is an existing
+// absolute directory other than /, else "".
+func homeDir(uid uint32) string {
+	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+	if err != nil || !filepath.IsAbs(u.HomeDir) || filepath.Clean(u.HomeDir) == "/" {
+		return ""
+	}
+	if fi, err := os.Stat(u.HomeDir); err != nil || !fi.IsDir() {
+		return ""
+	}
+	return filepath.Clean(u.HomeDir)
+}
+
+// existingDirs keeps the paths that are directories on this node.
+func existingDirs(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // supplementaryGroups returns uid's groups other than gid, or nil when the

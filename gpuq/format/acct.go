@@ -34,7 +34,7 @@ var AcctFields = []AcctField{
 	{"qos", "QOS", "quality of service", func(j *api.AcctJob) string { return j.QOS }},
 	{"state", "State", "job state", func(j *api.AcctJob) string { return string(j.State) }},
 	{"exitcode", "ExitCode", "exit code and the signal that ended the job, code:signal", func(j *api.AcctJob) string {
-		return strconv.Itoa(j.ExitCode) + ":" + strconv.Itoa(j.Signal)
+		return ExitCode(j.ExitCode, j.Signal)
 	}},
 	{"submit", "Submit", "submit time", func(j *api.AcctJob) string { return acctTime(j.SubmitTime) }},
 	{"start", "Start", "start time of the last attempt", func(j *api.AcctJob) string { return acctTime(j.StartTime) }},

@@ -41,7 +41,7 @@ func WriteJobShow(w io.Writer, j *spec.Job, now time.Time) error {
 	lines := [][]string{
 		{"JobId=" + strconv.FormatUint(uint64(j.ID), 10), "JobName=" + null(j.Name)},
 		{fmt.Sprintf("UserId=%s(%d)", null(j.User), j.UID), "GroupId=" + strconv.FormatUint(uint64(j.GID), 10), "Account=" + null(j.Account), "QOS=" + null(j.QOS)},
-		{"JobState=" + string(j.State), "Reason=" + reason, "Priority=" + strconv.FormatInt(j.Priority, 10), "Nice=" + strconv.Itoa(j.Nice), fmt.Sprintf("ExitCode=%d:%d", j.ExitCode, j.Signal)},
+		{"JobState=" + string(j.State), "Reason=" + reason, "Priority=" + strconv.FormatInt(j.Priority, 10), "Nice=" + strconv.Itoa(j.Nice), "ExitCode=" + ExitCode(j.ExitCode, j.Signal)},
 		{"RunTime=" + string(AppendElapsed(nil, Used(j, now))), "TimeLimit=" + limit, "Requeue=" + boolNum(j.Requeue), "Restarts=" + strconv.Itoa(max(j.Attempt-1, 0)), "Hold=" + boolNum(j.Hold)},
 		checkpointLine(j, now, tm),
 		{"SubmitTime=" + tm(j.SubmitTime), "BeginTime=" + tm(j.BeginTime), "StartTime=" + tm(j.StartTime), "EndTime=" + tm(j.EndTime)},

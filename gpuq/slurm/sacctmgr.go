@@ -277,19 +277,30 @@ func (c *Cmd) sacctmgr(ctx context.Context) error {
 	return c.writeMgr(ps, cols, rows)
 }
 
+// charges says whether user may charge account a: a lists the user, or
+// lists nobody (open to everyone, as gpud's default account).
+func charges(a *api.AssocAccount, user string) bool {
+	return len(a.Users) == 0 || slices.Contains(a.Users, user)
+}
+
 // defaultAccount is the user's default account: gpud's default account
-// when the user may charge it, else the first account listing the user.
+// when the user may charge it, else the first account listing the user,
+// else (a user listed nowhere) gpud's default account.
 func defaultAccount(as *api.AssociationsResponse, user string) string {
 	first := ""
-	for _, a := range as.Accounts {
-		if slices.Contains(a.Users, user) {
+	for i := range as.Accounts {
+		a := &as.Accounts[i]
+		if charges(a, user) {
 			if a.Name == as.DefaultAccount {
 				return a.Name
 			}
-			if first == "" {
+			if first == "" && slices.Contains(a.Users, user) {
 				first = a.Name
 			}
 		}
+	}
+	if first == "" {
+		return as.DefaultAccount
 	}
 	return first
 }
@@ -334,6 +345,16 @@ func mgrRows(as *api.AssociationsResponse, entity string, withAssoc bool, names,
 				}
 			}
 		}
+		// A user named in the query and listed in no account's users
+		// charges the accounts open to everyone: those are their
+		// associations (Snakemake checks -A this way).
+		if slices.ContainsFunc(as.Accounts, func(a api.AssocAccount) bool { return len(a.Users) == 0 }) {
+			for _, u := range users {
+				if !slices.Contains(all, u) {
+					all = append(all, u)
+				}
+			}
+		}
 		slices.Sort(all)
 		for _, u := range all {
 			if !want(users, u) {
@@ -345,7 +366,7 @@ func mgrRows(as *api.AssociationsResponse, entity string, withAssoc bool, names,
 			}
 			for i := range as.Accounts {
 				a := &as.Accounts[i]
-				if slices.Contains(a.Users, u) && want(accounts, a.Name) {
+				if charges(a, u) && want(accounts, a.Name) {
 					rows = append(rows, &assocRow{acct: a, user: u, defAcct: defaultAccount(as, u), assoc: as})
 				}
 			}

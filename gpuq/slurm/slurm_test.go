@@ -388,3 +388,31 @@ func TestSacctAsksForLiveJobsByID(t *testing.T) {
 		t.Errorf("sacct -j 8 (an array): exit %d, %q %s", code, out, errs)
 	}
 }
+
+// TestSacctmgrOpenAccount: a user listed in no account's users charges
+// the accounts open to everyone, so `sacctmgr -n -s list user NAME
+// format=account` lists them (Snakemake checks -A with it; before, the
+// listing was empty and Snakemake refused the account).
+func TestSacctmgrOpenAccount(t *testing.T) {
+	ctl := fakectl.New(t)
+	ctl.Set(func(s *fakectl.Server) {
+		s.Associations = api.AssociationsResponse{
+			Accounts:       []api.AssocAccount{{Name: "default", Shares: 1}, {Name: "ml", Shares: 1, Users: []string{"bob"}}},
+			DefaultAccount: "default",
+		}
+	})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-n", "-s", "list", "user", "carol", "format=account%20"}, "             default\n"},
+		{[]string{"-nP", "-s", "list", "user", "bob", "format=account"}, "default\nml\n"},
+		{[]string{"-nP", "list", "user", "carol"}, "carol|default|None\n"},
+		{[]string{"-nP", "list", "users"}, "bob|default|None\n"},
+	} {
+		out, errs, code := run(t, ctl, "sacctmgr", tc.args...)
+		if code != 0 || out != tc.want {
+			t.Errorf("sacctmgr %q: exit %d, %q (%s); want %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+}
