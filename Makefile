@@ -9,7 +9,7 @@ export CGO_CFLAGS := -Wno-deprecated-declarations
 BINARIES := gpud gpusubmit gpuq
 PKGS := ./...
 
-.PHONY: help deps build test check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim clean
+.PHONY: help deps build test check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-fleet clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -73,6 +73,13 @@ bench-acct: ## Accounting: usage-sample inserts, acct and report over 1M jobs, c
 
 bench-sim: ## Simulator: Lublin, KTH-SP2, Philly and the Alibaba FGD experiment (needs ../shared/traces).
 	./scripts/bench-sim.sh
+
+# A modest fleet that finishes in a few minutes on a 2-core machine; FLEET.md
+# has the flags of the big runs (1,000 nodes x 8 GPUs with 100,000 jobs;
+# 10,000 nodes heartbeating at 10 s).
+FLEET_FLAGS ?= --nodes 200 --gpus-per-node 8 --jobs 20000 --submitters 8 --job-duration 2s --heartbeat 5s --usage-interval 10s --hold 30s
+bench-fleet: build ## Fleet harness: 200 simulated nodes x 8 GPUs, 20,000-job burst over TLS to a real controller; plot in bench-fleet.svg.
+	nice -n 10 bin/gpud loadtest $(FLEET_FLAGS) --plot bench-fleet.svg
 
 clean: ## Remove build outputs.
 	rm -rf bin
