@@ -18,6 +18,7 @@ type ltSample struct {
 	acked, started, freed, heartbeats, usage int64
 	cpu                                      float64 // controller CPU seconds so far
 	rss, written, stateDB, acctDB            int64
+	harnessRSS                               int64 // this process (the agents)
 }
 
 // ltSampler takes an ltSample every second.
@@ -35,10 +36,11 @@ func newSampler(lt *loadtest, ctl *ltController) *ltSampler {
 
 func (s *ltSampler) take() {
 	cpu, rss, wr := procStat(s.ctl.cmd.Process.Pid)
+	_, hrss, _ := procStat(os.Getpid())
 	dir := s.ctl.cfg.Controller.StateDir
 	s.samples = append(s.samples, ltSample{at: time.Now(), acked: s.lt.acked.Load(), started: s.lt.started.Load(),
 		freed: s.lt.freed.Load(), heartbeats: s.lt.heartbeats.Load(), usage: s.lt.usage.Load(),
-		cpu: cpu, rss: rss, written: wr, stateDB: dbSize(filepath.Join(dir, "state.db")), acctDB: dbSize(s.ctl.cfg.AccountingPath())})
+		cpu: cpu, rss: rss, harnessRSS: hrss, written: wr, stateDB: dbSize(filepath.Join(dir, "state.db")), acctDB: dbSize(s.ctl.cfg.AccountingPath())})
 }
 
 func (s *ltSampler) run(ctx context.Context) {
@@ -83,6 +85,8 @@ type ltReport struct {
 	StateGrowth, AcctGrowth                   float64 // bytes/s of the databases (with WAL)
 	StateDB, AcctDB                           int64   // bytes at the end
 	Workload, Hold                            time.Duration
+	HarnessGoroutines                         int
+	HarnessRSSIdle, HarnessRSSPeak            int64
 	Accounted                                 int
 	Lost                                      []string
 	NotUp                                     []string
@@ -151,6 +155,7 @@ func (lt *loadtest) report(s *ltSampler, wl, subDone, drained time.Time) *ltRepo
 			r.CPUPeak5s = max(r.CPUPeak5s, (b.cpu-c.cpu)/b.at.Sub(c.at).Seconds())
 		}
 		r.RSSPeak = max(r.RSSPeak, b.rss)
+		r.HarnessRSSPeak = max(r.HarnessRSSPeak, b.harnessRSS)
 	}
 	if len(busy) > 0 {
 		sum := 0.0
@@ -198,6 +203,9 @@ func (r *ltReport) print(w io.Writer) {
 	fmt.Fprintf(w, "controller writes            %.1f MiB/s to storage; state.db %+.1f KiB/s, accounting.db %+.1f KiB/s (with WAL)\n",
 		r.WrittenPerSec/(1<<20), r.StateGrowth/1024, r.AcctGrowth/1024)
 	fmt.Fprintf(w, "database sizes at the end    state.db %.1f MiB, accounting.db %.1f MiB (with WAL)\n", mib(r.StateDB), mib(r.AcctDB))
+	fmt.Fprintf(w, "harness (agents in-process)  %d goroutines (%.1f/node) and %.0f MiB RSS (%.0f KiB/node) with the fleet idle, %.0f MiB peak\n",
+		r.HarnessGoroutines, float64(r.HarnessGoroutines)/float64(max(r.Nodes, 1)), mib(r.HarnessRSSIdle),
+		float64(r.HarnessRSSIdle)/1024/float64(max(r.Nodes, 1)), mib(r.HarnessRSSPeak))
 	if len(r.NotUp) > 0 {
 		fmt.Fprintf(w, "nodes not idle at the end    %d: %v\n", len(r.NotUp), r.NotUp[:min(len(r.NotUp), 10)])
 	} else {
