@@ -57,6 +57,7 @@ func loadtestCommand() *cli.Command {
 			&cli.IntFlag{Name: "submitters", Value: 4, Usage: "concurrent submitting API clients"},
 			&cli.DurationFlag{Name: "job-duration", Value: 2 * time.Second, Usage: "how long each burst job runs"},
 			&cli.IntFlag{Name: "job-gpus", Value: 1, Usage: "GPUs each burst job asks for"},
+			&cli.BoolFlag{Name: "preload", Usage: "submit the whole burst with the partition DOWN, then bring it UP (SIGHUP): measures how fast the controller starts a full queue"},
 			&cli.StringFlag{Name: "trace", Usage: "replay this trace's arrivals instead of a burst (formats of gpud simulate)"},
 			&cli.Float64Flag{Name: "trace-speed", Value: 1000, Usage: "speed-up of --trace (arrivals and run times)"},
 			&cli.DurationFlag{Name: "hold", Usage: "keep the fleet running this long after the workload (heartbeat soak)"},
@@ -87,7 +88,7 @@ func loadtestCommand() *cli.Command {
 				Heartbeat: c.Duration("heartbeat"), NodeTimeout: c.Duration("node-timeout"),
 				UsageInterval: c.Duration("usage-interval"), SchedInterval: c.Duration("sched-interval"),
 				MaxJobsPerCycle: c.Int("max-jobs-per-cycle"), Ramp: c.Duration("ramp"), Timeout: c.Duration("timeout"),
-				Dir: c.String("dir"), AgentDir: c.String("agent-dir"), Keep: c.Bool("keep"), MemoryOutbox: c.Bool("memory-outbox"), Gpud: c.String("gpud"),
+				Dir: c.String("dir"), AgentDir: c.String("agent-dir"), Keep: c.Bool("keep"), MemoryOutbox: c.Bool("memory-outbox"), Preload: c.Bool("preload"), Gpud: c.String("gpud"),
 				Plot: c.String("plot"), Log: log, Out: c.App.Writer,
 			}
 			if p := c.String("cpuprofile"); p != "" {
@@ -127,7 +128,7 @@ type loadtestOptions struct {
 	MaxJobsPerCycle                               int
 	Ramp, Timeout                                 time.Duration
 	Dir, AgentDir, Gpud, Plot                     string
-	Keep, MemoryOutbox                            bool
+	Keep, MemoryOutbox, Preload                   bool
 	Log                                           *slog.Logger
 	Out                                           io.Writer
 }
@@ -330,6 +331,12 @@ func runLoadtest(ctx context.Context, o loadtestOptions) (*ltReport, error) {
 	wl := time.Now()
 	total, err := lt.submitAll(ctx, ctl, userTok)
 	subDone := time.Now()
+	opened := wl
+	if err == nil && o.Preload {
+		fmt.Fprintf(o.Out, "loadtest: %d jobs queued in %s (%.0f/s); bringing the partition UP\n", total, subDone.Sub(wl).Round(time.Millisecond), float64(total)/subDone.Sub(wl).Seconds())
+		err = ctl.openPartition()
+		opened = time.Now()
+	}
 	if err == nil {
 		err = lt.waitEnded(ctx, total)
 	}
@@ -342,7 +349,7 @@ func runLoadtest(ctx context.Context, o loadtestOptions) (*ltReport, error) {
 	}
 	stopSamp()
 	<-sampDone
-	rep := lt.report(samp, wl, subDone, drained)
+	rep := lt.report(samp, wl, opened, subDone, drained)
 	rep.RSSBare = rssBare
 	rep.HarnessGoroutines, rep.HarnessRSSIdle = goroutines, harnessIdle
 	downs, derr := nodesNotIdle(context.WithoutCancel(ctx), user)
@@ -735,6 +742,8 @@ func (lt *loadtest) checkAccounting(ctx context.Context, cl *api.Client, rep *lt
 type ltController struct {
 	cmd   *exec.Cmd
 	cfg   config.Controller
+	path  string // gpud.toml
+	toml  string // its text, %s for the partition's state
 	addr  string // host:port
 	ca    string
 	done  chan struct{}
@@ -766,10 +775,20 @@ interval = %q
 max_jobs_per_cycle = %d
 [api]
 submit_rate = 0
+[[partition]]
+name = "gpu"
+nodes = ["ALL"]
+default = true
+default_time = "1h"
+state = "%%s"
 `, filepath.Join(o.Dir, "gpud.sock"), addr, stateDir, o.Heartbeat.String(), o.NodeTimeout.String(),
 		o.SchedInterval.String(), o.MaxJobsPerCycle)
 	path := filepath.Join(o.Dir, "gpud.toml")
-	if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
+	state := config.PartitionUp
+	if o.Preload {
+		state = config.PartitionDown
+	}
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(toml, state)), 0o600); err != nil {
 		return nil, err
 	}
 	cfg, err := config.LoadController(path)
@@ -787,7 +806,7 @@ submit_rate = 0
 		logf.Close()
 		return nil, fmt.Errorf("loadtest: start %s controller: %w", o.Gpud, err)
 	}
-	c := &ltController{cmd: cmd, cfg: cfg, addr: addr, ca: filepath.Join(cfg.TLSDir(), "ca.pem"),
+	c := &ltController{cmd: cmd, cfg: cfg, addr: addr, path: path, toml: toml, ca: filepath.Join(cfg.TLSDir(), "ca.pem"),
 		done: make(chan struct{}), log: logf, start: time.Now()}
 	go func() { c.err = cmd.Wait(); close(c.done) }()
 	for {
@@ -808,6 +827,18 @@ submit_rate = 0
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// openPartition rewrites gpud.toml with the partition UP and reloads the
+// controller (SIGHUP), then waits until the reload has taken.
+func (c *ltController) openPartition() error {
+	if err := os.WriteFile(c.path, []byte(fmt.Sprintf(c.toml, config.PartitionUp)), 0o600); err != nil {
+		return err
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		return fmt.Errorf("loadtest: reload the controller: %w", err)
+	}
+	return nil
 }
 
 // stop ends the controller with SIGTERM (SIGKILL after 30s) and waits.

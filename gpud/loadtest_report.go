@@ -101,9 +101,10 @@ func pct(ds []time.Duration) [3]time.Duration {
 	return [3]time.Duration{at(0.50), at(0.99), ds[len(ds)-1]}
 }
 
-// report sums up the run: wl is when the workload began, subDone when the
+// report sums up the run: wl is when the workload began, opened when jobs
+// could start (later than wl with --preload), subDone when the
 // last submission was acknowledged, drained when the last exit was.
-func (lt *loadtest) report(s *ltSampler, wl, subDone, drained time.Time) *ltReport {
+func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time) *ltReport {
 	o := lt.o
 	r := &ltReport{Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Acked: lt.acked.Load(), Rejected: lt.rejected.Load(),
 		HeartbeatErrors: lt.hbErrors.Load(), UsageSamples: lt.usage.Load()}
@@ -147,7 +148,7 @@ func (lt *loadtest) report(s *ltSampler, wl, subDone, drained time.Time) *ltRepo
 		a, b := s.samples[i-1], s.samples[i]
 		rate := float64(b.started-a.started) / b.at.Sub(a.at).Seconds()
 		r.StartsPeak = max(r.StartsPeak, rate)
-		if a.acked-a.started > 0 && b.acked-b.started > 0 {
+		if a.acked-a.started > 0 && b.acked-b.started > 0 && !a.at.Before(opened) {
 			busy = append(busy, rate)
 		}
 		if i >= 5 {
