@@ -2,13 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/node"
+	"github.com/gpud/gpud/gpud/spec"
 )
 
 // envLoadtestChild makes this test binary act as gpud (the controller
@@ -66,5 +73,52 @@ func TestLoadtestNothingLost(t *testing.T) {
 	}
 	if fi, err := os.Stat(svg); err != nil || fi.Size() < 1000 {
 		t.Errorf("plot %s: %v (size %v)", svg, err, fi)
+	}
+}
+
+// TestLoadtestCheckFindsProblems feeds the accounting check an
+// accounting answer with every kind of problem: an acknowledged job
+// missing, one that did not complete, one never acknowledged, and one
+// started twice. Each must be reported; the clean job must count.
+func TestLoadtestCheckFindsProblems(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/accounting/jobs" {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(api.AcctJobsResponse{Jobs: []api.AcctJob{
+			{ID: 1, State: spec.StateCompleted},
+			{ID: 2, State: spec.StateNodeFail, Reason: "node lt00001 not responding"},
+			{ID: 4, State: spec.StateCompleted},
+			{ID: 5, State: spec.StateCompleted},
+		}})
+	}))
+	defer srv.Close()
+	cl, err := api.NewClient(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	lt := &loadtest{jobs: map[spec.JobID]*ltJob{
+		1: {sentAt: now, ackAt: now, starts: 1},
+		2: {sentAt: now, ackAt: now, starts: 1},
+		3: {sentAt: now, ackAt: now, starts: 1}, // not in accounting
+		5: {sentAt: now, ackAt: now, starts: 2}, // requeued
+	}}
+	rep := &ltReport{}
+	if err := lt.checkAccounting(t.Context(), cl, rep); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"acknowledged job 3 is not in accounting",
+		"job 2 ended NODE_FAIL (node lt00001 not responding), not COMPLETED",
+		"job 4 is in accounting but was never acknowledged",
+		"job 5 started 2 times",
+	}
+	if diff := cmp.Diff(want, rep.Lost); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	if rep.Accounted != 3 {
+		t.Errorf("accounted once = %d, want 3 (jobs 1, 2 and 5 are there once)", rep.Accounted)
 	}
 }
