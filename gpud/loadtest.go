@@ -188,6 +188,8 @@ type loadtest struct {
 	usage      atomic.Int64
 	submitErrs atomic.Int64
 	rejected   atomic.Int64 // 429s and other refused submissions (retried)
+	// longest is the workload's longest job: no exit for that long is no stall.
+	longest time.Duration
 }
 
 func (lt *loadtest) job(id spec.JobID) *ltJob {
@@ -554,6 +556,9 @@ func (lt *loadtest) submitAll(ctx context.Context, ctl *ltController, tok string
 	if err != nil {
 		return 0, err
 	}
+	for _, w := range work {
+		lt.longest = max(lt.longest, w.run)
+	}
 	fmt.Fprintf(lt.o.Out, "loadtest: submitting %d jobs from %d clients\n", len(work), lt.o.Submitters)
 	var next atomic.Int64
 	start := time.Now()
@@ -632,7 +637,8 @@ func (lt *loadtest) submit(ctx context.Context, cl *api.Client, w ltWork) error 
 	}
 }
 
-// ltStall is waitEnded giving up: no exit acknowledged for a minute.
+// ltStall is waitEnded giving up: no exit acknowledged for a minute more
+// than the longest job runs.
 type ltStall struct {
 	freed           int64
 	want            int
@@ -640,7 +646,7 @@ type ltStall struct {
 }
 
 func (e *ltStall) Error() string {
-	return fmt.Sprintf("stalled: %d of %d jobs' exits acknowledged, none more for a minute (started %d, exited %d)",
+	return fmt.Sprintf("stalled: %d of %d jobs' exits acknowledged, none more for a minute beyond the longest job (started %d, exited %d)",
 		e.freed, e.want, e.started, e.exited)
 }
 
@@ -670,7 +676,7 @@ func (lt *loadtest) waitEnded(ctx context.Context, cl *api.Client, n int) error 
 		}
 		if f != last {
 			last, lastChange = f, time.Now()
-		} else if time.Since(lastChange) > time.Minute {
+		} else if time.Since(lastChange) > time.Minute+lt.longest {
 			return &ltStall{freed: f, want: n, started: lt.started.Load(), exited: lt.exited.Load()}
 		}
 		if !ltSleep(ctx, 100*time.Millisecond) {
