@@ -13,7 +13,7 @@ GPUQ_NAMES := squeue scancel sacct scontrol sinfo sacctmgr sprio sshare sreport
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces clean
+.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -75,7 +75,7 @@ tidy-check: ## Fail if go.mod/go.sum are not tidy.
 demo: ## Install what is missing, start a 2-node simulated H100 cluster, run an example job, show queue and accounting.
 	./scripts/demo.sh
 
-bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces ## Run the benchmarks that print the issues' figures.
+bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet ## Run the benchmarks that print the issues' figures.
 
 bench-api: build ## Submissions/s (API, 8 clients; gpusubmit loop), gpuq latency at 100k jobs, job throughput vs bare containerd.
 	./scripts/bench.sh
@@ -95,6 +95,13 @@ bench-sim: ## Simulator: the FGD paper's table on Alibaba openb and its --compar
 
 bench-sim-traces: ## Simulator: the queueing traces too (Lublin, KTH-SP2, Philly through sched.Schedule).
 	BENCH_SIM_TRACES=1 ./scripts/bench-sim.sh
+
+# A modest fleet that finishes in a few minutes on a 2-core machine; docs/fleet.md
+# has the flags of the big runs (1,000 nodes x 8 GPUs with 100,000 jobs;
+# 10,000 nodes heartbeating at 10 s).
+FLEET_FLAGS ?= --nodes 200 --gpus-per-node 8 --jobs 20000 --submitters 8 --job-duration 2s --heartbeat 5s --usage-interval 10s --hold 30s
+bench-fleet: build ## Fleet harness: 200 simulated nodes x 8 GPUs, 20,000-job burst over TLS to a real controller; plot in bench-fleet.svg.
+	nice -n 10 bin/gpud loadtest $(FLEET_FLAGS) --plot bench-fleet.svg
 
 clean: ## Remove build outputs.
 	rm -rf bin

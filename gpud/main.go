@@ -1,5 +1,6 @@
 // Command gpud is the gpud daemon: `gpud controller`, `gpud node`,
-// `gpud standalone`, `gpud simulate` and `gpud version`.
+// `gpud standalone`, `gpud simulate`, `gpud token`, `gpud loadtest` and
+// `gpud version`.
 package main
 
 import (
@@ -60,6 +61,7 @@ func newApp() *cli.App {
 			standaloneCommand(),
 			simulateCommand(),
 			tokenCommand(),
+			loadtestCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",

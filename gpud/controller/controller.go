@@ -92,6 +92,10 @@ type Controller struct {
 	// budget is each account's GPU-hours over its budget period, from
 	// SetBudgetUsage (nil until the first).
 	budget atomic.Pointer[map[string]float64]
+	// heard is when each node's last heartbeat arrived (node name →
+	// *atomic.Int64 of Unix nanoseconds), noted by Heartbeat before it
+	// waits for the owner loop: see Controller.lastHeard.
+	heard sync.Map
 
 	ops     chan *op
 	started chan struct{} // closed when Run starts serving

@@ -227,6 +227,60 @@ func TestUsageFeedRefreshesCountOnce(t *testing.T) {
 	}
 }
 
+// TestUsageFeedLateRecordCountedOnce: most refreshes reread only a short
+// overlap; an attempt that reaches accounting later than that (its end
+// well before the latest end read) is counted at the next read of the
+// whole overlap, exactly once.
+func TestUsageFeedLateRecordCountedOnce(t *testing.T) {
+	db, err := accounting.Open(t.TempDir() + "/accounting.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	job := func(id spec.JobID, end time.Duration) spec.Job {
+		start := end - time.Minute
+		return spec.Job{ID: id, JobSpec: spec.JobSpec{Account: "physics"}, User: "carol", State: spec.StateCompleted, Attempt: 1,
+			StartTime: spec.NewTime(t0.Add(start)), EndTime: spec.NewTime(t0.Add(end)),
+			Alloc: &spec.Alloc{ID: "a", JobID: id, Attempt: 1, StartTime: spec.NewTime(t0.Add(start)),
+				Nodes: []spec.NodeAlloc{{Node: "n1", GPUs: []string{"G1"}}}}}
+	}
+	if err := db.RecordJobs(ctx, []spec.Job{job(1, 10*time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	f := &usageFeed{src: db}
+	cfg := fairshare.Config{}
+	now := t0.Add(10*time.Minute + time.Second)
+	sum := func() float64 {
+		s := 0.0
+		for _, p := range f.past() {
+			s += p.Raw
+		}
+		return s
+	}
+	if err := f.refresh(ctx, now, cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Job 2 ended 2 minutes before job 1 but is recorded only now.
+	if err := db.RecordJobs(ctx, []spec.Job{job(2, 8*time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.refresh(ctx, now.Add(time.Second), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := sum(); math.Abs(got-60) > 1e-6 {
+		t.Errorf("a short read: usage %g, want 60 (job 2 is outside the short overlap)", got)
+	}
+	for i, at := range []time.Time{now.Add(feedOverlapEvery), now.Add(feedOverlapEvery + time.Second), now.Add(2 * feedOverlapEvery)} {
+		if err := f.refresh(ctx, at, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if got := sum(); math.Abs(got-120) > 1e-6 {
+			t.Errorf("refresh %d after the overlap's reread: usage %g, want 120 (both jobs, once)", i, got)
+		}
+	}
+}
+
 // TestUsageTotalsDecayLikeAttempts: decaying a day's usage from its
 // weighted midpoint, as the full read does, is within 0.1% of decaying
 // each attempt, at a half-life of a week.

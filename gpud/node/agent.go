@@ -185,7 +185,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("open checkpoint root of node %s: %w", a.cfg.Name, err)
 	}
 	a.ckpt = ckpt
-	ob, err := openOutbox(ctx, a.log, a.cfg.StateDir, a.clock.Now())
+	open := openOutbox
+	if a.opts.memOutbox {
+		open = func(ctx context.Context, _ *slog.Logger, _ string, now time.Time) (*outbox, error) {
+			return openMemoryOutbox(ctx, a.cfg.Name, now)
+		}
+	}
+	ob, err := open(ctx, a.log, a.cfg.StateDir, a.clock.Now())
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

@@ -179,7 +179,18 @@ type options struct {
 	mig           *MIGConfig
 	// usageTicks paces usage sampling instead of a real ticker.
 	usageTicks <-chan time.Time
+	// memOutbox keeps the outbox in memory (gpud loadtest's many agents).
+	memOutbox bool
 }
+
+// WithMemoryOutbox keeps the outbox in an in-memory SQLite database
+// instead of StateDir/outbox.db. It is for gpud loadtest only, which runs
+// thousands of simulated agents in one process: an on-disk outbox holds
+// three file descriptors (database, WAL, shared memory) and a container's
+// open-files limit then caps the process at a few thousand agents. An
+// in-memory outbox survives no restart, so a real node must never use it;
+// the protocol (record, send in order, acknowledge) is the same.
+func WithMemoryOutbox() Option { return func(o *options) { o.memOutbox = true } }
 
 // WithLogger sets the agent's logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }

@@ -76,13 +76,25 @@ func openOutbox(ctx context.Context, log *slog.Logger, stateDir string, now time
 		"_txlock":       {"immediate"},
 		"_foreign_keys": {"1"},
 	}
-	db, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	return openOutboxDSN(ctx, path, "file:"+path+"?"+q.Encode(), now)
+}
+
+// openMemoryOutbox opens an outbox that lives in memory only (see
+// WithMemoryOutbox): it survives nothing, not even the agent.
+func openMemoryOutbox(ctx context.Context, name string, now time.Time) (*outbox, error) {
+	q := url.Values{"mode": {"memory"}, "cache": {"shared"}, "_txlock": {"immediate"}, "_foreign_keys": {"1"}}
+	return openOutboxDSN(ctx, "memory outbox of "+name, "file:outbox-"+url.PathEscape(name)+"?"+q.Encode(), now)
+}
+
+func openOutboxDSN(ctx context.Context, path, dsn string, now time.Time) (*outbox, error) {
+	db, err := sql.Open("sqlite3", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open outbox %s: %w", path, err)
 	}
 	// One connection: writes are serialised anyway, and it keeps the
 	// pragmas applied to every statement.
 	db.SetMaxOpenConns(1)
+	db.SetConnMaxLifetime(0) // an in-memory outbox lives as long as its connection
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("create outbox schema in %s: %w", path, err)

@@ -155,3 +155,41 @@ func TestOutboxPrivate(t *testing.T) {
 		t.Errorf("log = %q; want a line for each file tightened", logs.String())
 	}
 }
+
+// TestMemoryOutboxKeepsOrderAndIsolation checks the loadtest's in-memory
+// outbox: events in seq order until acknowledged, allocation records, and
+// two agents' outboxes apart (one shared-cache database per node name).
+func TestMemoryOutboxKeepsOrderAndIsolation(t *testing.T) {
+	ctx := t.Context()
+	a, err := openMemoryOutbox(ctx, "mem-a", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := openMemoryOutbox(ctx, "mem-b", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for i, id := range []string{"a1", "a2"} {
+		if _, err := a.record(ctx, api.AllocEvent{Node: "mem-a", AllocID: id, JobID: spec.JobID(i + 1), Kind: api.EventStarted, Time: spec.NewTime(t0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.ack(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.pending(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Seq != 2 || got[0].AllocID != "a2" {
+		t.Errorf("pending after ack 1 = %+v, want only a2 at seq 2", got)
+	}
+	if rec, err := a.alloc(ctx, "a1"); err != nil || !rec.Started {
+		t.Errorf("alloc a1 = %+v, %v; want started", rec, err)
+	}
+	if got, err := b.pending(ctx, 10); err != nil || len(got) != 0 {
+		t.Errorf("other node's outbox has %d events (%v); want none", len(got), err)
+	}
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/gpud/gpud/gpud/plot"
+)
+
+// ltSample is the fleet and the controller at one second of the run.
+type ltSample struct {
+	at                                       time.Time
+	acked, started, freed, heartbeats, usage int64
+	cpu                                      float64 // controller CPU seconds so far
+	rss, written, stateDB, acctDB            int64
+	harnessRSS                               int64 // this process (the agents)
+}
+
+// ltSampler takes an ltSample every second.
+type ltSampler struct {
+	lt      *loadtest
+	ctl     *ltController
+	samples []ltSample
+}
+
+func newSampler(lt *loadtest, ctl *ltController) *ltSampler {
+	s := &ltSampler{lt: lt, ctl: ctl}
+	s.take()
+	return s
+}
+
+func (s *ltSampler) take() {
+	cpu, rss, wr := procStat(s.ctl.cmd.Process.Pid)
+	_, hrss, _ := procStat(os.Getpid())
+	dir := s.ctl.cfg.Controller.StateDir
+	s.samples = append(s.samples, ltSample{at: time.Now(), acked: s.lt.acked.Load(), started: s.lt.started.Load(),
+		freed: s.lt.freed.Load(), heartbeats: s.lt.heartbeats.Load(), usage: s.lt.usage.Load(),
+		cpu: cpu, rss: rss, harnessRSS: hrss, written: wr, stateDB: dbSize(filepath.Join(dir, "state.db")), acctDB: dbSize(s.ctl.cfg.AccountingPath())})
+}
+
+func (s *ltSampler) run(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.take()
+			return
+		case <-t.C:
+			s.take()
+		}
+	}
+}
+
+// window returns the first and last samples within [from, to].
+func (s *ltSampler) window(from, to time.Time) (a, b ltSample, ok bool) {
+	i := slices.IndexFunc(s.samples, func(x ltSample) bool { return !x.at.Before(from) })
+	if i < 0 {
+		return a, b, false
+	}
+	j := i
+	for j+1 < len(s.samples) && !s.samples[j+1].at.After(to) {
+		j++
+	}
+	return s.samples[i], s.samples[j], j > i
+}
+
+// ltReport is what a run measured.
+type ltReport struct {
+	Nodes, GPUsPerNode, Jobs                  int
+	Acked, Rejected                           int64
+	SubmitPerSec                              float64
+	StartsPerSec, StartsPeak, StartsSustained float64
+	SubmitStart, EndFree                      [3]time.Duration // p50, p99, max
+	HeartbeatsPerSec, HeartbeatsExpected      float64
+	HeartbeatErrors, UsageSamples             int64
+	CPUWork, CPUHold, CPUPeak5s               float64 // controller cores
+	RSSBare, RSSIdle, RSSPeak, RSSEnd         int64
+	WrittenPerSec                             float64 // controller bytes/s to storage
+	StateGrowth, AcctGrowth                   float64 // bytes/s of the databases (with WAL)
+	StateDB, AcctDB                           int64   // bytes at the end
+	Workload, Hold                            time.Duration
+	HarnessGoroutines                         int
+	HarnessRSSIdle, HarnessRSSPeak            int64
+	Accounted                                 int
+	Lost                                      []string
+	NotUp                                     []string
+}
+
+func pct(ds []time.Duration) [3]time.Duration {
+	if len(ds) == 0 {
+		return [3]time.Duration{}
+	}
+	slices.Sort(ds)
+	at := func(p float64) time.Duration { return ds[min(len(ds)-1, int(p*float64(len(ds))))] }
+	return [3]time.Duration{at(0.50), at(0.99), ds[len(ds)-1]}
+}
+
+// report sums up the run: wl is when the workload began, opened when jobs
+// could start (later than wl with --preload), subDone when the
+// last submission was acknowledged, drained when the last exit was.
+func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time) *ltReport {
+	o := lt.o
+	r := &ltReport{Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Acked: lt.acked.Load(), Rejected: lt.rejected.Load(),
+		HeartbeatErrors: lt.hbErrors.Load(), UsageSamples: lt.usage.Load()}
+	end := s.samples[len(s.samples)-1].at
+	r.Workload, r.Hold = drained.Sub(wl), end.Sub(drained)
+	if d := subDone.Sub(wl).Seconds(); d > 0 {
+		r.SubmitPerSec = float64(r.Acked) / d
+	}
+	var ss, ef []time.Duration
+	var firstStart, lastStart time.Time
+	lt.mu.Lock()
+	r.Jobs = len(lt.jobs)
+	for _, j := range lt.jobs {
+		if j.starts == 0 {
+			continue
+		}
+		if !j.sentAt.IsZero() {
+			ss = append(ss, j.startAt.Sub(j.sentAt))
+		}
+		if firstStart.IsZero() || j.startAt.Before(firstStart) {
+			firstStart = j.startAt
+		}
+		if j.startAt.After(lastStart) {
+			lastStart = j.startAt
+		}
+	}
+	for _, a := range lt.allocs {
+		if !a.exitAt.IsZero() && !a.freeAt.IsZero() {
+			ef = append(ef, a.freeAt.Sub(a.exitAt))
+		}
+	}
+	lt.mu.Unlock()
+	r.SubmitStart, r.EndFree = pct(ss), pct(ef)
+	if d := lastStart.Sub(firstStart).Seconds(); d > 0 {
+		r.StartsPerSec = float64(lt.started.Load()) / d
+	}
+	// Per-second starts while jobs were queued: the rate the controller
+	// holds when it has work, not limited by submissions.
+	var busy []float64
+	for i := 1; i < len(s.samples); i++ {
+		a, b := s.samples[i-1], s.samples[i]
+		rate := float64(b.started-a.started) / b.at.Sub(a.at).Seconds()
+		r.StartsPeak = max(r.StartsPeak, rate)
+		if a.acked-a.started > 0 && b.acked-b.started > 0 && !a.at.Before(opened) {
+			busy = append(busy, rate)
+		}
+		if i >= 5 {
+			c := s.samples[i-5]
+			r.CPUPeak5s = max(r.CPUPeak5s, (b.cpu-c.cpu)/b.at.Sub(c.at).Seconds())
+		}
+		r.RSSPeak = max(r.RSSPeak, b.rss)
+		r.HarnessRSSPeak = max(r.HarnessRSSPeak, b.harnessRSS)
+	}
+	if len(busy) > 0 {
+		sum := 0.0
+		for _, b := range busy {
+			sum += b
+		}
+		r.StartsSustained = sum / float64(len(busy))
+	}
+	first := s.samples[0]
+	r.RSSIdle, r.RSSEnd = first.rss, s.samples[len(s.samples)-1].rss
+	if a, b, ok := s.window(wl, drained); ok {
+		d := b.at.Sub(a.at).Seconds()
+		r.CPUWork = (b.cpu - a.cpu) / d
+		r.WrittenPerSec = float64(b.written-a.written) / d
+		r.StateGrowth = float64(b.stateDB-a.stateDB) / d
+		r.AcctGrowth = float64(b.acctDB-a.acctDB) / d
+	}
+	hbFrom := wl
+	if a, b, ok := s.window(drained, end); ok && r.Hold >= 5*time.Second {
+		d := b.at.Sub(a.at).Seconds()
+		r.CPUHold = (b.cpu - a.cpu) / d
+		hbFrom = drained
+		r.HeartbeatsPerSec = float64(b.heartbeats-a.heartbeats) / d
+	} else if a, b, ok := s.window(hbFrom, end); ok {
+		r.HeartbeatsPerSec = float64(b.heartbeats-a.heartbeats) / b.at.Sub(a.at).Seconds()
+	}
+	r.HeartbeatsExpected = float64(o.Nodes) / o.Heartbeat.Seconds()
+	return r
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func (r *ltReport) print(w io.Writer) {
+	fmt.Fprintf(w, "\n== gpud loadtest: %d nodes × %d GPUs, %d jobs acknowledged (%d refusals retried)\n", r.Nodes, r.GPUsPerNode, r.Acked, r.Rejected)
+	fmt.Fprintf(w, "workload %s, then hold %s\n", r.Workload.Round(time.Millisecond), r.Hold.Round(time.Millisecond))
+	fmt.Fprintf(w, "submissions/s acknowledged   %.0f\n", r.SubmitPerSec)
+	fmt.Fprintf(w, "job starts/s                 %.0f mean (first to last start), %.0f sustained (mean of the seconds with jobs queued), %.0f peak 1-s\n",
+		r.StartsPerSec, r.StartsSustained, r.StartsPeak)
+	fmt.Fprintf(w, "submit→start                 p50 %s  p99 %s  max %s\n", r.SubmitStart[0].Round(time.Millisecond), r.SubmitStart[1].Round(time.Millisecond), r.SubmitStart[2].Round(time.Millisecond))
+	fmt.Fprintf(w, "end→node-free                p50 %s  p99 %s  max %s\n", r.EndFree[0].Round(time.Millisecond), r.EndFree[1].Round(time.Millisecond), r.EndFree[2].Round(time.Millisecond))
+	fmt.Fprintf(w, "heartbeats/s held            %.0f (expected %.0f), %d failed; %d usage samples taken\n", r.HeartbeatsPerSec, r.HeartbeatsExpected, r.HeartbeatErrors, r.UsageSamples)
+	fmt.Fprintf(w, "controller CPU               %.2f cores during the workload, %.2f during the hold, %.2f peak 5-s\n", r.CPUWork, r.CPUHold, r.CPUPeak5s)
+	fmt.Fprintf(w, "controller RSS               %.0f MiB before the fleet, %.0f MiB with it idle (%.1f KiB/node), %.0f MiB peak (%.1f KiB/job over idle), %.0f MiB at the end\n",
+		mib(r.RSSBare), mib(r.RSSIdle), float64(r.RSSIdle-r.RSSBare)/1024/float64(max(r.Nodes, 1)), mib(r.RSSPeak), float64(r.RSSPeak-r.RSSIdle)/1024/float64(max(r.Acked, 1)), mib(r.RSSEnd))
+	fmt.Fprintf(w, "controller writes            %.1f MiB/s to storage; state.db %+.1f KiB/s, accounting.db %+.1f KiB/s (with WAL)\n",
+		r.WrittenPerSec/(1<<20), r.StateGrowth/1024, r.AcctGrowth/1024)
+	fmt.Fprintf(w, "database sizes at the end    state.db %.1f MiB, accounting.db %.1f MiB (with WAL)\n", mib(r.StateDB), mib(r.AcctDB))
+	fmt.Fprintf(w, "harness (agents in-process)  %d goroutines (%.1f/node) and %.0f MiB RSS (%.0f KiB/node) with the fleet idle, %.0f MiB peak\n",
+		r.HarnessGoroutines, float64(r.HarnessGoroutines)/float64(max(r.Nodes, 1)), mib(r.HarnessRSSIdle),
+		float64(r.HarnessRSSIdle)/1024/float64(max(r.Nodes, 1)), mib(r.HarnessRSSPeak))
+	if len(r.NotUp) > 0 {
+		fmt.Fprintf(w, "nodes not idle at the end    %d: %v\n", len(r.NotUp), r.NotUp[:min(len(r.NotUp), 10)])
+	} else {
+		fmt.Fprintf(w, "nodes not idle at the end    none\n")
+	}
+	if len(r.Lost) == 0 {
+		fmt.Fprintf(w, "nothing lost: all %d acknowledged jobs ended exactly once in accounting (COMPLETED)\n", r.Accounted)
+		return
+	}
+	fmt.Fprintf(w, "PROBLEMS: %d (%d of %d acknowledged jobs accounted once):\n", len(r.Lost), r.Accounted, r.Acked)
+	for _, l := range r.Lost[:min(len(r.Lost), 20)] {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
+}
+
+// plot writes starts/s and queue depth (acknowledged, not started) over
+// the run.
+func (s *ltSampler) plot(path string) error {
+	var t, starts, queue []float64
+	t0 := s.samples[0].at
+	for i := 1; i < len(s.samples); i++ {
+		a, b := s.samples[i-1], s.samples[i]
+		x := b.at.Sub(t0).Seconds()
+		t = append(t, x)
+		starts = append(starts, float64(b.started-a.started)/b.at.Sub(a.at).Seconds())
+		queue = append(queue, float64(b.acked-b.started))
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = plot.Write(f, path,
+		plot.Lines{Title: fmt.Sprintf("gpud loadtest: job starts per second (%d nodes)", s.lt.o.Nodes), XLabel: "seconds", YLabel: "starts/s",
+			Series: []plot.Series{{Name: "starts/s", X: t, Y: starts}}},
+		plot.Lines{Title: "queue depth (acknowledged, not started)", XLabel: "seconds", YLabel: "jobs",
+			Series: []plot.Series{{Name: "queued", X: t, Y: queue}}})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/node"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// envLoadtestChild makes this test binary act as gpud (the controller
+// child of TestLoadtestNothingLost) instead of running tests.
+const envLoadtestChild = "GPUD_TEST_AS_GPUD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envLoadtestChild) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestLoadtestNothingLost runs `gpud loadtest` end to end at a small size:
+// a real controller child process over TLS on loopback, 20 real node
+// agents with fake runtimes, 500 jobs from 4 submitters. Every
+// acknowledged job must end exactly once in accounting, COMPLETED, and
+// every node must be idle at the end.
+func TestLoadtestNothingLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a controller and 20 agents")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envLoadtestChild, "1") // for the controller child only
+	dir := t.TempDir()
+	svg := filepath.Join(dir, "run.svg")
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := runLoadtest(ctx, loadtestOptions{
+		Nodes: 20, GPUsPerNode: 8, Jobs: 500, Submitters: 4, JobGPUs: 1, JobDuration: time.Second,
+		Heartbeat: time.Second, UsageInterval: time.Second, SchedInterval: time.Second, MaxJobsPerCycle: 1000,
+		Timeout: 3 * time.Minute, Dir: filepath.Join(dir, "work"), AgentDir: filepath.Join(dir, "agents"),
+		Gpud: exe, Plot: svg, Log: node.TestLogger(t), Out: &out,
+	})
+	if rep != nil {
+		rep.print(&out)
+	}
+	t.Log(out.String())
+	if err != nil {
+		t.Fatalf("loadtest: %v", err)
+	}
+	if rep.Acked != 500 || rep.Accounted != 500 || len(rep.Lost) > 0 {
+		t.Errorf("acknowledged %d, accounted once %d of 500; problems: %v", rep.Acked, rep.Accounted, rep.Lost)
+	}
+	if len(rep.NotUp) > 0 {
+		t.Errorf("nodes not idle at the end: %v", rep.NotUp)
+	}
+	if rep.HeartbeatsPerSec <= 0 || rep.SubmitStart[0] <= 0 || rep.EndFree[0] <= 0 {
+		t.Errorf("heartbeats/s %g, submit→start p50 %s, end→free p50 %s: want all measured", rep.HeartbeatsPerSec, rep.SubmitStart[0], rep.EndFree[0])
+	}
+	if fi, err := os.Stat(svg); err != nil || fi.Size() < 1000 {
+		t.Errorf("plot %s: %v (size %v)", svg, err, fi)
+	}
+}
+
+// TestLoadtestCheckFindsProblems feeds the accounting check an
+// accounting answer with every kind of problem: an acknowledged job
+// missing, one that did not complete, one never acknowledged, and one
+// started twice. Each must be reported; the clean job must count.
+func TestLoadtestCheckFindsProblems(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/accounting/jobs" {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(api.AcctJobsResponse{Jobs: []api.AcctJob{
+			{ID: 1, State: spec.StateCompleted},
+			{ID: 2, State: spec.StateNodeFail, Reason: "node lt00001 not responding"},
+			{ID: 4, State: spec.StateCompleted},
+			{ID: 5, State: spec.StateCompleted},
+		}})
+	}))
+	defer srv.Close()
+	cl, err := api.NewClient(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	lt := &loadtest{jobs: map[spec.JobID]*ltJob{
+		1: {sentAt: now, ackAt: now, starts: 1},
+		2: {sentAt: now, ackAt: now, starts: 1},
+		3: {sentAt: now, ackAt: now, starts: 1}, // not in accounting
+		5: {sentAt: now, ackAt: now, starts: 2}, // requeued
+	}}
+	rep := &ltReport{}
+	if err := lt.checkAccounting(t.Context(), cl, rep); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"acknowledged job 3 is not in accounting",
+		"job 2 ended NODE_FAIL (node lt00001 not responding), not COMPLETED",
+		"job 4 is in accounting but was never acknowledged",
+		"job 5 started 2 times",
+	}
+	if diff := cmp.Diff(want, rep.Lost); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	if rep.Accounted != 3 {
+		t.Errorf("accounted once = %d, want 3 (jobs 1, 2 and 5 are there once)", rep.Accounted)
+	}
+}
