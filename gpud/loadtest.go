@@ -819,6 +819,10 @@ interval = %q
 max_jobs_per_cycle = %d
 [api]
 submit_rate = 0
+# The simulated nodes authenticate with node tokens, not certificates, so
+# their connections would count against max_conns (two per node): exempt
+# their addresses (hostAddr), as a site with token nodes does.
+conn_limit_exempt = ["127.10.0.0/16"]
 [[partition]]
 name = "gpu"
 nodes = ["ALL"]
