@@ -85,10 +85,6 @@ func (c *Controller) incrementalSubmit(j *spec.Job) bool {
 // resources back; the backfill profile uses it as the job's end.
 const stopGrace = time.Minute
 
-// waitingSuffix names the copy of a preempting QOS that a preemptor
-// waiting for its victims gets: same priority and limits, no preemption.
-const waitingSuffix = " (awaiting preempted jobs)"
-
 // schedConfig is the scheduler's view of the controller's config.
 func (c *Controller) schedConfig() sched.Config { return c.pol.Config }
 
@@ -208,14 +204,7 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 			snap.Running = append(snap.Running, c.runningJob(&rec.job, now))
 		}
 	}
-	for _, sq := range c.pol.QOS {
-		if len(sq.Preempt) > 0 {
-			idle := sq
-			idle.Name, idle.Preempt, idle.PreemptMode = sq.Name+waitingSuffix, nil, ""
-			snap.QOS = append(snap.QOS, idle)
-		}
-		snap.QOS = append(snap.QOS, sq)
-	}
+	snap.QOS = c.pol.QOS
 	snap.Partitions = c.pol.Partitions
 	snap.AccountLimits = c.accountLimits()
 	if c.cfg.Priority.Fairshare != 0 && len(c.cfg.Accounts) > 0 {
@@ -240,7 +229,7 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 		if _, ok := c.sched.waiting[rec.job.ID]; ok {
 			// Its victims still hold what it needs: it waits for them
 			// rather than preempting more jobs meanwhile.
-			sj.QOS += waitingSuffix
+			sj.AwaitingVictims = true
 		}
 		if rec.job.Depend != "" {
 			c.depFlags(&sj, rec, single)

@@ -1095,7 +1095,7 @@ func (c *cycle) hold(j *Job, nodes []int, at, dur int64) {
 // on the freed resources from when they are stopped.
 func (c *cycle) preempt(j *Job, prio int64, dur int64) bool {
 	q := c.qos[j.QOS]
-	if q == nil || len(q.Preempt) == 0 || len(c.running) == 0 {
+	if q == nil || len(q.Preempt) == 0 || len(c.running) == 0 || j.AwaitingVictims {
 		return false
 	}
 	m := c.memoFor(j)
