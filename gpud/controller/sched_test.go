@@ -241,3 +241,23 @@ func TestWaitingPreemptorKeepsQOSLimits(t *testing.T) {
 		t.Fatalf("preemptor is %s (%s) with its limit free, want RUNNING", j.State, j.Reason)
 	}
 }
+
+// A pending job shown alone says why each node does not run it.
+func TestPendingJobNodeReasons(t *testing.T) {
+	h := newHarness(t, newFakeStore(), multifactor)
+	h.register("n1", 8)
+	h.register("n2", 8)
+	h.submit(alice, gpus(8, time.Hour, "normal"))
+	h.submit(alice, gpus(8, time.Hour, "normal"))
+	if _, err := h.c.NodeAction(context.Background(), root, "n2", "drain", "maint"); err != nil {
+		t.Fatal(err)
+	}
+	id := h.submit(bob, gpus(4, time.Hour, "normal"))
+	j := h.job(id)
+	if want := "2 nodes: 1 drain, 1 insufficient free GPUs"; j.State != spec.StatePending || j.NodeReasons != want {
+		t.Errorf("pending job: %s, node reasons %q; want PENDING, %q", j.State, j.NodeReasons, want)
+	}
+	if r := h.job(1); r.NodeReasons != "" {
+		t.Errorf("running job has node reasons %q; want none", r.NodeReasons)
+	}
+}

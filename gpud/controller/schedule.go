@@ -174,27 +174,8 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 	snap := &sched.Snapshot{ID: c.sched.snapID, Nodes: make([]sched.Node, 0, len(c.st.nodes)), Jobs: make([]sched.Job, 0, len(c.st.pending))}
 	var active []spec.JobID
 	for _, name := range c.st.nodeNames() {
-		n := c.st.nodes[name]
-		u := c.st.usage(n)
-		active = append(active, u.jobs...)
-		sn := sched.Node{
-			Name:       name,
-			State:      n.displayState(u),
-			Features:   n.inv.Features,
-			Partitions: c.cfg.partitionsOf(name),
-			CPUs:       n.inv.CPUs,
-			FreeCPUs:   n.inv.CPUs - u.cpus,
-			MemMiB:     n.inv.MemMiB,
-			FreeMemMiB: n.inv.MemMiB - u.mem,
-			Allocs:     len(u.jobs),
-		}
-		groups := nvlinkGroups(n.inv.GPUs)
-		for i, g := range n.inv.GPUs {
-			sn.GPUs = append(sn.GPUs, sched.GPU{UUID: g.UUID, Model: g.Model, Free: !u.gpus[g.UUID], MIGEnabled: g.MIGEnabled,
-				FreeFraction: u.freeFraction(g.UUID), Unhealthy: g.Health != "" && g.Health != "ok",
-				NUMANode: g.NUMANode, NVLinkGroup: groups[i], MIG: schedMIG(g, u), NICs: g.NICs})
-		}
-		sn.NICs = schedNICs(n.inv) // mig.go
+		sn, jobs := c.schedNode(name)
+		active = append(active, jobs...)
 		snap.Nodes = append(snap.Nodes, sn)
 	}
 	slices.Sort(active)
@@ -323,6 +304,42 @@ func (c *Controller) runningJob(j *spec.Job, now time.Time) sched.RunningJob {
 		r.TimeLimit = max(now.Sub(r.Start), 0) + grace
 	}
 	return r
+}
+
+// schedNode is node name as the scheduler sees it, and the jobs on it.
+func (c *Controller) schedNode(name string) (sched.Node, []spec.JobID) {
+	n := c.st.nodes[name]
+	u := c.st.usage(n)
+	sn := sched.Node{
+		Name:       name,
+		State:      n.displayState(u),
+		Features:   n.inv.Features,
+		Partitions: c.cfg.partitionsOf(name),
+		CPUs:       n.inv.CPUs,
+		FreeCPUs:   n.inv.CPUs - u.cpus,
+		MemMiB:     n.inv.MemMiB,
+		FreeMemMiB: n.inv.MemMiB - u.mem,
+		Allocs:     len(u.jobs),
+	}
+	groups := nvlinkGroups(n.inv.GPUs)
+	for i, g := range n.inv.GPUs {
+		sn.GPUs = append(sn.GPUs, sched.GPU{UUID: g.UUID, Model: g.Model, Free: !u.gpus[g.UUID], MIGEnabled: g.MIGEnabled,
+			FreeFraction: u.freeFraction(g.UUID), Unhealthy: g.Health != "" && g.Health != "ok",
+			NUMANode: g.NUMANode, NVLinkGroup: groups[i], MIG: schedMIG(g, u), NICs: g.NICs})
+	}
+	sn.NICs = schedNICs(n.inv) // mig.go
+	return sn, u.jobs
+}
+
+// nodeReasons says why no node runs pending job j now, per reason
+// (gpuq show); "" for MIG jobs.
+func (c *Controller) nodeReasons(j *spec.Job) string {
+	snap := &sched.Snapshot{Nodes: make([]sched.Node, 0, len(c.st.nodes))}
+	for _, name := range c.st.nodeNames() {
+		sn, _ := c.schedNode(name)
+		snap.Nodes = append(snap.Nodes, sn)
+	}
+	return sched.FormatNodeCounts(sched.Explain(snap, c.schedJob(j), c.now()))
 }
 
 func (c *Controller) schedJob(j *spec.Job) sched.Job {
