@@ -114,6 +114,69 @@ func (db *DB) AddAudits(ctx context.Context, as []AuditEntry) error {
 	return nil
 }
 
+// AuditWrite is one write in WriteAudits: a new entry (ID 0; WriteAudits
+// sets ID to its row) or the outcome of an entry written before (ID set:
+// its action, target and result replace the row's).
+type AuditWrite struct {
+	ID    int64
+	Entry AuditEntry
+}
+
+// WriteAudits applies ws in one transaction, all or none: the API server
+// writes a call's entry before carrying the call out and its outcome
+// after, so each is durable (synchronous=FULL) when this returns.
+func (db *DB) WriteAudits(ctx context.Context, ws []AuditWrite) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	for _, w := range ws {
+		if w.ID == 0 && (w.Entry.Time.IsZero() || w.Entry.Action == "") {
+			return spec.Errorf(spec.ErrInvalid, "add audit entry %+v: time and action are required", w.Entry)
+		}
+	}
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("write %d audit entries: %w", len(ws), err)
+	}
+	defer tx.Rollback()
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO audit (time, actor_uid, actor_name, role, origin, action, target, result)
+		VALUES (?,?,?,?,?,?,?,?)`)
+	if err != nil {
+		return fmt.Errorf("write %d audit entries: %w", len(ws), err)
+	}
+	defer ins.Close()
+	ids := make([]int64, len(ws))
+	for i, w := range ws {
+		a := w.Entry
+		if w.ID != 0 {
+			res, err := tx.ExecContext(ctx, `UPDATE audit SET action = ?, target = ?, result = ? WHERE id = ?`, a.Action, a.Target, a.Result, w.ID)
+			if err != nil {
+				return fmt.Errorf("record the outcome of audit entry %d (%s by %s): %w", w.ID, a.Action, a.ActorName, err)
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				return fmt.Errorf("record the outcome of audit entry %d (%s by %s): no such entry", w.ID, a.Action, a.ActorName)
+			}
+			continue
+		}
+		res, err := ins.ExecContext(ctx, a.Time.Unix(), a.ActorUID, a.ActorName, a.Role, a.Origin, a.Action, a.Target, a.Result)
+		if err != nil {
+			return fmt.Errorf("add audit entry %s on %s by %s: %w", a.Action, a.Target, a.ActorName, err)
+		}
+		if ids[i], err = res.LastInsertId(); err != nil {
+			return fmt.Errorf("add audit entry %s by %s: %w", a.Action, a.ActorName, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("write %d audit entries: %w", len(ws), err)
+	}
+	for i := range ws {
+		if ws[i].ID == 0 {
+			ws[i].ID = ids[i]
+		}
+	}
+	return nil
+}
+
 // bounds turns an optional [start, end] into unix seconds.
 func bounds(start, end time.Time) (int64, int64) {
 	s, e := int64(math.MinInt64), int64(math.MaxInt64)

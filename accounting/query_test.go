@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -383,5 +384,41 @@ func TestJobsSlurmFields(t *testing.T) {
 	}
 	if len(rs) != 1 || rs[0].ArrayJobID != 5 || rs[0].ArrayTaskID != 2 || rs[0].WCKey != "proj-x" || rs[0].NTasks != 8 {
 		t.Errorf("record %+v, want array 5_2, wckey proj-x, 8 tasks", rs)
+	}
+}
+
+// TestWriteAudits: an entry written before its call, then its outcome;
+// an outcome for no entry fails the whole transaction.
+func TestWriteAudits(t *testing.T) {
+	t.Parallel()
+	db := openTest(t)
+	ctx := context.Background()
+	ws := []AuditWrite{
+		{Entry: AuditEntry{Time: at(1).Time, ActorName: "alice", Action: "POST /v1/jobs", Result: "in progress"}},
+		{Entry: AuditEntry{Time: at(1).Time, ActorName: "bob", Action: "POST /v1/jobs/{id}/{action}", Target: "job 1", Result: "in progress"}},
+	}
+	if err := db.WriteAudits(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	if ws[0].ID == 0 || ws[1].ID == 0 || ws[0].ID == ws[1].ID {
+		t.Fatalf("ids %d, %d; want two distinct rows", ws[0].ID, ws[1].ID)
+	}
+	out := []AuditWrite{{ID: ws[1].ID, Entry: AuditEntry{ActorName: "bob", Action: "POST /v1/jobs/{id}/cancel", Target: "job 1", Result: "200 ok"}}}
+	if err := db.WriteAudits(ctx, out); err != nil {
+		t.Fatal(err)
+	}
+	bad := []AuditWrite{
+		{Entry: AuditEntry{Time: at(2).Time, Action: "POST /v1/jobs"}},
+		{ID: 9999, Entry: AuditEntry{Action: "x", Result: "200 ok"}},
+	}
+	if err := db.WriteAudits(ctx, bad); err == nil || !strings.Contains(err.Error(), "no such entry") {
+		t.Errorf("outcome of a missing entry = %v, want an error saying so", err)
+	}
+	got, err := db.AuditLog(ctx, AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Result != "in progress" || got[1].Action != "POST /v1/jobs/{id}/cancel" || got[1].Result != "200 ok" || got[1].Time.IsZero() {
+		t.Errorf("audit log = %+v; want alice's in progress, bob's cancel done (and nothing of the failed write)", got)
 	}
 }

@@ -290,6 +290,8 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.str(&j.StderrPath)
 		case "expected_start":
 			return d.time(&j.ExpectedStart)
+		case "node_reasons":
+			return d.str(&j.NodeReasons)
 		case "idle_gpu":
 			return d.str(&j.IdleGPU)
 		}

@@ -99,8 +99,8 @@ func idleFromConfig(p config.IdlePolicy) IdlePolicy {
 type SchedPolicy struct {
 	// Config is what every cycle passes to sched.
 	Config sched.Config
-	// QOS and Partitions are the tables every snapshot carries (the
-	// controller adds the QOS copies of preemptors waiting for victims).
+	// QOS and Partitions are the tables every snapshot carries (shared:
+	// sched only reads them).
 	QOS        []sched.QOS
 	Partitions []sched.Partition
 	// JobQOS and JobPartition are those of a job that names none, and

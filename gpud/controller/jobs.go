@@ -88,6 +88,9 @@ func (c *Controller) JobByRef(ctx context.Context, ref spec.JobRef) (spec.Job, e
 			return err
 		}
 		j = recs[0].view.job
+		if j.State == spec.StatePending {
+			j.NodeReasons = c.nodeReasons(&j)
+		}
 		return nil
 	})
 	return j, err

@@ -201,3 +201,63 @@ func TestBackfillAndExpectedStart(t *testing.T) {
 		t.Errorf("test-only start = %v, want a reservation at or after %v", res.Start, end)
 	}
 }
+
+// TestWaitingPreemptorKeepsQOSLimits: a preemptor waiting for its victims
+// to stop is held to its QOS's per-user limits like any job of that QOS,
+// and its reasons name the QOS as configured. (It used to run under a
+// renamed copy of the QOS, "high (awaiting preempted jobs)", whose
+// per-user counters were empty: it started on other free GPUs past
+// MaxJobsPerUser.)
+func TestWaitingPreemptorKeepsQOSLimits(t *testing.T) {
+	h := newHarness(t, newFakeStore(), func(c *Config) {
+		multifactor(c)
+		c.QOS[2].MaxJobsPerUser = 1
+	})
+	h.register("n1", 8)
+	lowJob := h.job(h.submit(alice, gpus(8, time.Hour, "low")))
+	h.advance(time.Minute)
+	a := h.submit(bob, gpus(8, 10*time.Minute, "high"))
+	if got := h.job(lowJob.ID); got.StopState != spec.StatePreempted {
+		t.Fatalf("low job stop state %q, want it preempted by job %d", got.StopState, a)
+	}
+	// While the victim stops, bob's second high job starts on a new node:
+	// bob is at high's limit of 1 running job.
+	h.register("n2", 1)
+	b := h.submit(bob, gpus(1, 10*time.Minute, "high"))
+	if j := h.job(b); j.State != spec.StateRunning {
+		t.Fatalf("bob's second high job is %s (%s), want RUNNING", j.State, j.Reason)
+	}
+	// Room for the waiting preemptor appears elsewhere; the limit holds.
+	h.register("n3", 8)
+	h.advance(10 * time.Second)
+	j := h.job(a)
+	if j.State != spec.StatePending || j.Reason != spec.ReasonQOSLimit {
+		t.Fatalf("waiting preemptor is %s (%s); want PENDING for %s: bob runs high's maximum of 1 job", j.State, j.Reason, spec.ReasonQOSLimit)
+	}
+	// Its victim has stopped and bob's other job ended: it starts.
+	h.exit("n1", lowJob, spec.StatePreempted, 0)
+	h.exit("n2", h.job(b), spec.StateCompleted, 0)
+	if j := h.job(a); j.State != spec.StateRunning {
+		t.Fatalf("preemptor is %s (%s) with its limit free, want RUNNING", j.State, j.Reason)
+	}
+}
+
+// A pending job shown alone says why each node does not run it.
+func TestPendingJobNodeReasons(t *testing.T) {
+	h := newHarness(t, newFakeStore(), multifactor)
+	h.register("n1", 8)
+	h.register("n2", 8)
+	h.submit(alice, gpus(8, time.Hour, "normal"))
+	h.submit(alice, gpus(8, time.Hour, "normal"))
+	if _, err := h.c.NodeAction(context.Background(), root, "n2", "drain", "maint"); err != nil {
+		t.Fatal(err)
+	}
+	id := h.submit(bob, gpus(4, time.Hour, "normal"))
+	j := h.job(id)
+	if want := "2 nodes: 1 drain, 1 insufficient free GPUs"; j.State != spec.StatePending || j.NodeReasons != want {
+		t.Errorf("pending job: %s, node reasons %q; want PENDING, %q", j.State, j.NodeReasons, want)
+	}
+	if r := h.job(1); r.NodeReasons != "" {
+		t.Errorf("running job has node reasons %q; want none", r.NodeReasons)
+	}
+}

@@ -85,10 +85,6 @@ func (c *Controller) incrementalSubmit(j *spec.Job) bool {
 // resources back; the backfill profile uses it as the job's end.
 const stopGrace = time.Minute
 
-// waitingSuffix names the copy of a preempting QOS that a preemptor
-// waiting for its victims gets: same priority and limits, no preemption.
-const waitingSuffix = " (awaiting preempted jobs)"
-
 // schedConfig is the scheduler's view of the controller's config.
 func (c *Controller) schedConfig() sched.Config { return c.pol.Config }
 
@@ -178,27 +174,8 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 	snap := &sched.Snapshot{ID: c.sched.snapID, Nodes: make([]sched.Node, 0, len(c.st.nodes)), Jobs: make([]sched.Job, 0, len(c.st.pending))}
 	var active []spec.JobID
 	for _, name := range c.st.nodeNames() {
-		n := c.st.nodes[name]
-		u := c.st.usage(n)
-		active = append(active, u.jobs...)
-		sn := sched.Node{
-			Name:       name,
-			State:      n.displayState(u),
-			Features:   n.inv.Features,
-			Partitions: c.cfg.partitionsOf(name),
-			CPUs:       n.inv.CPUs,
-			FreeCPUs:   n.inv.CPUs - u.cpus,
-			MemMiB:     n.inv.MemMiB,
-			FreeMemMiB: n.inv.MemMiB - u.mem,
-			Allocs:     len(u.jobs),
-		}
-		groups := nvlinkGroups(n.inv.GPUs)
-		for i, g := range n.inv.GPUs {
-			sn.GPUs = append(sn.GPUs, sched.GPU{UUID: g.UUID, Model: g.Model, Free: !u.gpus[g.UUID], MIGEnabled: g.MIGEnabled,
-				FreeFraction: u.freeFraction(g.UUID), Unhealthy: g.Health != "" && g.Health != "ok",
-				NUMANode: g.NUMANode, NVLinkGroup: groups[i], MIG: schedMIG(g, u), NICs: g.NICs})
-		}
-		sn.NICs = schedNICs(n.inv) // mig.go
+		sn, jobs := c.schedNode(name)
+		active = append(active, jobs...)
 		snap.Nodes = append(snap.Nodes, sn)
 	}
 	slices.Sort(active)
@@ -208,14 +185,7 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 			snap.Running = append(snap.Running, c.runningJob(&rec.job, now))
 		}
 	}
-	for _, sq := range c.pol.QOS {
-		if len(sq.Preempt) > 0 {
-			idle := sq
-			idle.Name, idle.Preempt, idle.PreemptMode = sq.Name+waitingSuffix, nil, ""
-			snap.QOS = append(snap.QOS, idle)
-		}
-		snap.QOS = append(snap.QOS, sq)
-	}
+	snap.QOS = c.pol.QOS
 	snap.Partitions = c.pol.Partitions
 	snap.AccountLimits = c.accountLimits()
 	if c.cfg.Priority.Fairshare != 0 && len(c.cfg.Accounts) > 0 {
@@ -240,7 +210,7 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 		if _, ok := c.sched.waiting[rec.job.ID]; ok {
 			// Its victims still hold what it needs: it waits for them
 			// rather than preempting more jobs meanwhile.
-			sj.QOS += waitingSuffix
+			sj.AwaitingVictims = true
 		}
 		if rec.job.Depend != "" {
 			c.depFlags(&sj, rec, single)
@@ -334,6 +304,42 @@ func (c *Controller) runningJob(j *spec.Job, now time.Time) sched.RunningJob {
 		r.TimeLimit = max(now.Sub(r.Start), 0) + grace
 	}
 	return r
+}
+
+// schedNode is node name as the scheduler sees it, and the jobs on it.
+func (c *Controller) schedNode(name string) (sched.Node, []spec.JobID) {
+	n := c.st.nodes[name]
+	u := c.st.usage(n)
+	sn := sched.Node{
+		Name:       name,
+		State:      n.displayState(u),
+		Features:   n.inv.Features,
+		Partitions: c.cfg.partitionsOf(name),
+		CPUs:       n.inv.CPUs,
+		FreeCPUs:   n.inv.CPUs - u.cpus,
+		MemMiB:     n.inv.MemMiB,
+		FreeMemMiB: n.inv.MemMiB - u.mem,
+		Allocs:     len(u.jobs),
+	}
+	groups := nvlinkGroups(n.inv.GPUs)
+	for i, g := range n.inv.GPUs {
+		sn.GPUs = append(sn.GPUs, sched.GPU{UUID: g.UUID, Model: g.Model, Free: !u.gpus[g.UUID], MIGEnabled: g.MIGEnabled,
+			FreeFraction: u.freeFraction(g.UUID), Unhealthy: g.Health != "" && g.Health != "ok",
+			NUMANode: g.NUMANode, NVLinkGroup: groups[i], MIG: schedMIG(g, u), NICs: g.NICs})
+	}
+	sn.NICs = schedNICs(n.inv) // mig.go
+	return sn, u.jobs
+}
+
+// nodeReasons says why no node runs pending job j now, per reason
+// (gpuq show); "" for MIG jobs.
+func (c *Controller) nodeReasons(j *spec.Job) string {
+	snap := &sched.Snapshot{Nodes: make([]sched.Node, 0, len(c.st.nodes))}
+	for _, name := range c.st.nodeNames() {
+		sn, _ := c.schedNode(name)
+		snap.Nodes = append(snap.Nodes, sn)
+	}
+	return sched.FormatNodeCounts(sched.Explain(snap, c.schedJob(j), c.now()))
 }
 
 func (c *Controller) schedJob(j *spec.Job) sched.Job {

@@ -64,6 +64,10 @@ func TestBackfillReservationPreemption(t *testing.T) {
 	jl := c.waitState(low, 30*time.Second, "RUNNING")
 	big := c.submit(work, "--gpus-per-node=8", "--time=10", "--wrap", "true")
 	jb := c.waitReason(big, "Resources", 30*time.Second)
+	// gpuq show counts the nodes per reason they do not run it.
+	if r := c.cli(work, "gpuq", "show", big); !strings.Contains(r.stdout, "\n   NodeReasons=1 node: 1 insufficient free GPUs\n") {
+		t.Errorf("gpuq show of the waiting 8-GPU job lacks NodeReasons=1 node: 1 insufficient free GPUs:\n%s", r.stdout)
+	}
 	end := timeField(t, jl, "start_time").Add(10 * time.Minute)
 	if d := timeField(t, jb, "expected_start").Sub(end); d < -time.Minute || d > time.Minute {
 		t.Errorf("8-GPU job expected to start %v from the running job's end, want within a minute", d)

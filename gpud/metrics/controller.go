@@ -87,7 +87,7 @@ func NewController() *Controller {
 		}, []string{"route", "code"}),
 		auditDrops: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gpud_audit_dropped_total",
-			Help: "Audit log entries dropped because the audit writer's buffer was full (the accounting database too slow).",
+			Help: "Audit log entries lost: not written at shutdown, or refusals held beyond the queue while the accounting database failed (calls are refused, not dropped).",
 		}),
 	}
 	m.reg.MustRegister(m.cycle, m.started, m.ended, m.requeued, m.preempted, m.backfilled, m.idle, m.requests, m.auditDrops,
@@ -144,7 +144,7 @@ func (m *Controller) ObserveRequest(route string, code int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
 }
 
-// AuditDropped counts n audit entries dropped (server.WithAudit's onDrop).
+// AuditDropped counts n audit entries lost (server.WithAudit's onDrop).
 func (m *Controller) AuditDropped(n int) { m.auditDrops.Add(float64(n)) }
 
 // CycleDone implements controller.Observer.

@@ -645,32 +645,60 @@ func (c *cycle) memoFor(j *Job) *fitMemo {
 
 // eligible is the static filter: node state, partition, node list,
 // exclusion, constraint, and total capacity.
-func (c *cycle) eligible(w *workNode, j *Job) bool {
+func (c *cycle) eligible(w *workNode, j *Job) bool { return filter(w, j) == filterPass }
+
+// filterReason is why the placement filter turned a node down for a job
+// (filterPass: it did not). Explain counts them.
+type filterReason uint8
+
+const (
+	filterPass filterReason = iota
+	filterState
+	filterPartition
+	filterNodeList
+	filterExclude
+	filterConstraint
+	filterRDMA
+	filterMIG
+	filterCPUs
+	filterMem
+	filterGPUs
+)
+
+// filter is the placement filter: whether node w could ever hold j
+// (state, partition, lists, features, capacity), and if not, why.
+func filter(w *workNode, j *Job) filterReason {
 	r := &j.Req
 	n := w.n
-	if !schedulable(n.State) {
-		return false
-	}
-	if j.Partition != "" && !slices.Contains(n.Partitions, j.Partition) {
-		return false
-	}
-	if len(r.NodeList) > 0 && !slices.Contains(r.NodeList, n.Name) {
-		return false
-	}
-	if slices.Contains(r.Exclude, n.Name) {
-		return false
-	}
-	if !HasFeatures(n.Features, r.Constraint) || !rdmaFits(n, r) {
-		return false
-	}
-	if r.GPUProfile != "" {
+	switch {
+	case !schedulable(n.State):
+		return filterState
+	case j.Partition != "" && !slices.Contains(n.Partitions, j.Partition):
+		return filterPartition
+	case len(r.NodeList) > 0 && !slices.Contains(r.NodeList, n.Name):
+		return filterNodeList
+	case slices.Contains(r.Exclude, n.Name):
+		return filterExclude
+	case !HasFeatures(n.Features, r.Constraint):
+		return filterConstraint
+	case !rdmaFits(n, r):
+		return filterRDMA
+	case r.GPUProfile != "":
 		// MIG jobs are placed by placeMIG (mig.go), not here.
-		return false
+		return filterMIG
+	case n.CPUs < r.CPUsPerNode:
+		return filterCPUs
+	case n.MemMiB < r.MemMiB:
+		return filterMem
 	}
 	if isFrac(j) {
-		return n.CPUs >= r.CPUsPerNode && n.MemMiB >= r.MemMiB && modelMask(w, r.GPUModel) != 0
+		if modelMask(w, r.GPUModel) == 0 {
+			return filterGPUs
+		}
+	} else if bits.OnesCount64(modelMask(w, r.GPUModel)) < r.GPUsPerNode {
+		return filterGPUs
 	}
-	return n.CPUs >= r.CPUsPerNode && n.MemMiB >= r.MemMiB && bits.OnesCount64(modelMask(w, r.GPUModel)) >= r.GPUsPerNode
+	return filterPass
 }
 
 // modelMatch reports whether a GPU of model have satisfies a request for
@@ -1095,7 +1123,7 @@ func (c *cycle) hold(j *Job, nodes []int, at, dur int64) {
 // on the freed resources from when they are stopped.
 func (c *cycle) preempt(j *Job, prio int64, dur int64) bool {
 	q := c.qos[j.QOS]
-	if q == nil || len(q.Preempt) == 0 || len(c.running) == 0 {
+	if q == nil || len(q.Preempt) == 0 || len(c.running) == 0 || j.AwaitingVictims {
 		return false
 	}
 	m := c.memoFor(j)

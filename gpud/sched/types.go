@@ -189,6 +189,10 @@ type Job struct {
 	// ReasonDependencyNeverSatisfied; neither blocks other jobs.
 	DependencyPending        bool
 	DependencyNeverSatisfied bool
+	// AwaitingVictims: the job preempted jobs that are still stopping; it
+	// waits for what they free and preempts no more meanwhile. It keeps
+	// its QOS (priority, limits) in every other way.
+	AwaitingVictims bool
 }
 
 // Config tunes a cycle.

@@ -178,6 +178,8 @@ func VerifyPlan(snap *Snapshot, now time.Time, cfg Config, plan Plan) error {
 		}
 		pq, vq := qos[j.QOS], qos[v.QOS]
 		switch {
+		case j.AwaitingVictims:
+			errs = append(errs, fmt.Errorf("job %d preempts job %d while it awaits the jobs it preempted before", j.ID, v.ID))
 		case pq == nil || vq == nil || !slices.Contains(pq.Preempt, vq.Name):
 			errs = append(errs, fmt.Errorf("job %d (QOS %q) may not preempt job %d (QOS %q)", j.ID, j.QOS, v.ID, v.QOS))
 		case vq.Priority >= pq.Priority:

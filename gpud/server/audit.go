@@ -1,13 +1,15 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -20,102 +22,189 @@ import (
 // AuditLog is where the server writes and reads the audit log
 // (implemented by *accounting.DB).
 type AuditLog interface {
-	// AddAudits appends entries in one transaction. It is called from one
-	// goroutine at a time.
-	AddAudits(ctx context.Context, entries []accounting.AuditEntry) error
+	// WriteAudits applies writes in one transaction, durably, setting
+	// the ID of each new entry. It is called from one goroutine at a time.
+	WriteAudits(ctx context.Context, ws []accounting.AuditWrite) error
 	// AuditLog lists the entries f selects, oldest first; safe for
 	// concurrent use.
 	AuditLog(ctx context.Context, f accounting.AuditFilter) ([]accounting.AuditEntry, error)
 }
 
-// Audit writer tuning: entries wait in a buffer of auditBuffer and are
-// written in one transaction every auditFlushEvery or auditBatch entries,
-// whichever comes first.
+// Audit writer tuning: writes wait in a queue of auditBuffer (callers
+// block when it is full) and go to the database in one transaction of up
+// to auditBatch, as soon as the previous one is done (group commit).
+// Writes that failed and must not be lost (outcomes, refusals) are
+// retried every auditRetryEvery.
 const (
 	auditBuffer     = 8192
 	auditBatch      = 500
-	auditFlushEvery = 200 * time.Millisecond
+	auditRetryEvery = time.Second
 	// auditMaxField bounds each text field of an entry (a path value or an
 	// error message chosen by the caller).
 	auditMaxField = 256
+	// auditInProgress is the result of an entry whose call is being
+	// carried out. It stays so only if the controller stopped (or could
+	// not write the outcome) during the call.
+	auditInProgress = "in progress"
 )
+
+// errAuditClosed answers calls that reach the audit writer after Close.
+var errAuditClosed = errors.New("the audit writer is stopped (the controller is shutting down)")
 
 // WithAudit records every state-changing API call (any request but GET
 // and HEAD, except successful node-protocol calls: register, heartbeat,
-// events) in a,
-// and serves GET /v1/audit to operators and admins (gpuq audit). onDrop,
-// if not nil, is told how many entries were dropped because the buffer
-// was full (a metric); drops are logged as well.
+// events) in a, and serves GET /v1/audit to operators and admins (gpuq
+// audit).
 //
-// Recording never blocks a request: entries go to a buffered channel that
-// one goroutine drains, writing a batch every 200 ms or 500 entries. Close
-// flushes it. A crash (kill -9) loses at most the entries of the last
-// flush window, never a job (jobs live in the state store). Requests
-// refused before they have an identity (TCP without TLS, without a
-// token, with a bad, expired or revoked one) are recorded too, whatever
-// their method, with no actor and the remote address as origin.
+// Nothing is dropped: a call's entry is written durably (one
+// transaction, shared with the calls arriving at the same time) before
+// the call is carried out, and its outcome before the response leaves.
+// A call whose entry cannot be written is not carried out: the caller
+// gets 503 saying why. When the queue is full callers wait for room
+// (backpressure). An outcome that cannot be written is kept and retried,
+// and meanwhile its entry reads "in progress". Requests refused before
+// they have an identity (TCP without TLS, without a token, with a bad,
+// expired or revoked one) are recorded too, whatever their method, with
+// no actor and the remote address as origin; they are queued without
+// holding the refusal back. onDrop, if not nil, is told how many entries
+// were lost anyway: refusals beyond auditBuffer held while the database
+// fails, and what Close could not write (a metric); losses are logged as
+// well.
 func WithAudit(a AuditLog, onDrop func(n int)) Option {
-	return func(s *Server) { s.audit = newAuditor(a, onDrop) }
+	return func(s *Server) { s.audit = &auditor{store: a, onDrop: onDrop} }
 }
 
-// auditor is the batching writer behind WithAudit.
+// auditOp is one write queued for the audit writer.
+type auditOp struct {
+	w accounting.AuditWrite
+	// intent: the entry of a call not yet carried out; a failed write
+	// fails the call instead of being retried.
+	intent bool
+	// done, if not nil, receives the write's result once (buffered).
+	done chan error
+}
+
+// auditor is the group-committing writer behind WithAudit.
 type auditor struct {
-	store   AuditLog
-	onDrop  func(int)
-	ch      chan accounting.AuditEntry
-	flushc  chan chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	dropped atomic.Int64 // since the last report
+	store  AuditLog
+	onDrop func(int)
+	ch     chan *auditOp
+	flushc chan chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
 }
 
-func newAuditor(a AuditLog, onDrop func(int)) *auditor {
-	return &auditor{store: a, onDrop: onDrop, ch: make(chan accounting.AuditEntry, auditBuffer),
-		flushc: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+// start makes the queue of n (auditBuffer if 0) and starts the writer.
+func (s *Server) startAudit(n int) {
+	if n <= 0 {
+		n = auditBuffer
+	}
+	a := s.audit
+	a.ch, a.flushc = make(chan *auditOp, n), make(chan chan struct{})
+	a.stop, a.done = make(chan struct{}), make(chan struct{})
+	go s.runAudit()
 }
 
-// add queues e without blocking; a full buffer drops it.
-func (a *auditor) add(e accounting.AuditEntry) {
+// write queues op, waiting for room (backpressure) until ctx ends, and
+// with wait, for its write. It fails only for an intent or after Close.
+func (a *auditor) write(ctx context.Context, op *auditOp, wait bool) error {
+	// The writer clears op.done once it has answered: wait on a copy.
+	var done chan error
+	if wait {
+		done = make(chan error, 1)
+		op.done = done
+	}
 	select {
-	case a.ch <- e:
-	default:
-		a.dropped.Add(1)
+	case a.ch <- op:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for room in the audit queue: %w", context.Cause(ctx))
+	case <-a.stop:
+		return errAuditClosed
+	}
+	if !wait {
+		return nil
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-a.done:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return errAuditClosed
+		}
 	}
 }
 
 func (s *Server) runAudit() {
 	a := s.audit
 	defer close(a.done)
-	tick := time.NewTicker(auditFlushEvery)
+	tick := time.NewTicker(auditRetryEvery)
 	defer tick.Stop()
-	batch := make([]accounting.AuditEntry, 0, auditBatch)
+	var (
+		held    []*auditOp // failed writes kept for retry
+		batch   = make([]*auditOp, 0, auditBatch)
+		ws      = make([]accounting.AuditWrite, 0, auditBatch)
+		failing bool
+	)
 	write := func() {
-		if n := a.dropped.Swap(0); n > 0 {
-			s.log.Warn("audit buffer full: entries dropped; the accounting database is too slow for the request rate", "dropped", n)
+		ops := append(held, batch...)
+		held, batch = nil, batch[:0]
+		for len(ops) > 0 {
+			n := min(len(ops), auditBatch)
+			ws = ws[:0]
+			for _, op := range ops[:n] {
+				ws = append(ws, op.w)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := a.store.WriteAudits(ctx, ws)
+			cancel()
+			if err == nil && failing {
+				failing = false
+				s.log.Info("audit log writable again; state-changing calls are accepted")
+			} else if err != nil && !failing {
+				failing = true
+				s.log.Error("write audit log; state-changing calls are refused until it can be written", "err", err)
+			}
+			for i, op := range ops[:n] {
+				if err == nil {
+					op.w.ID = ws[i].ID
+				} else if !op.intent {
+					held = append(held, op)
+				}
+				if op.done != nil {
+					op.done <- err
+					op.done = nil
+				}
+			}
+			ops = ops[n:]
+		}
+		// Outcomes are bounded by the calls in flight (no new call starts
+		// while writes fail); refusals are not, so they are capped.
+		if over := len(held) - cap(a.ch); over > 0 {
+			kept := held[:0]
+			for _, op := range held {
+				if over > 0 && op.w.ID == 0 {
+					over--
+					continue
+				}
+				kept = append(kept, op)
+			}
+			lost := len(held) - len(kept)
+			held = kept
+			s.log.Error("audit log unwritable: refusals held for it dropped", "dropped", lost)
 			if a.onDrop != nil {
-				a.onDrop(int(n))
+				a.onDrop(lost)
 			}
 		}
-		if len(batch) == 0 {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := a.store.AddAudits(ctx, batch); err != nil {
-			s.log.Error("write audit entries; they are lost", "entries", len(batch), "err", err)
-		}
-		cancel()
-		clear(batch)
-		batch = batch[:0]
 	}
-	drain := func() {
-		for {
+	gather := func() {
+		for len(batch) < auditBatch {
 			select {
-			case e := <-a.ch:
-				batch = append(batch, e)
-				if len(batch) >= auditBatch {
-					write()
-				}
+			case op := <-a.ch:
+				batch = append(batch, op)
 			default:
 				return
 			}
@@ -123,27 +212,43 @@ func (s *Server) runAudit() {
 	}
 	for {
 		select {
-		case e := <-a.ch:
-			batch = append(batch, e)
-			if len(batch) >= auditBatch {
+		case op := <-a.ch:
+			batch = append(batch, op)
+			gather()
+			write()
+		case <-tick.C:
+			if len(held) > 0 {
 				write()
 			}
-		case <-tick.C:
-			write()
 		case reply := <-a.flushc:
-			drain()
+			gather()
 			write()
 			close(reply)
 		case <-a.stop:
-			drain()
-			write()
+			for {
+				gather()
+				if len(batch) == 0 {
+					break
+				}
+				write()
+			}
+			if len(held) > 0 {
+				write()
+			}
+			if n := len(held); n > 0 {
+				s.log.Error("audit entries not written at shutdown: their outcome (or the refusal) is lost", "entries", n)
+				if a.onDrop != nil {
+					a.onDrop(n)
+				}
+			}
 			return
 		}
 	}
 }
 
-// FlushAudit writes the audit entries of requests already answered. It
-// returns at once without WithAudit or after Close.
+// FlushAudit writes the audit entries queued so far (refusals; calls'
+// entries are written before they are answered). It returns at once
+// without WithAudit or after Close.
 func (s *Server) FlushAudit() {
 	if s.audit == nil {
 		return
@@ -157,7 +262,7 @@ func (s *Server) FlushAudit() {
 }
 
 // Close stops the audit writer after writing what it holds. Call it once
-// every Serve has returned; requests answered later are not recorded.
+// every Serve has returned; calls made later are refused.
 func (s *Server) Close() {
 	if s.audit == nil {
 		return
@@ -176,24 +281,48 @@ var unaudited = map[string]bool{
 }
 
 // auditWriter notes the status, error message and target of an audited
-// request.
+// request; with hold it keeps the response until release (the outcome is
+// written first). Headers go to the real writer's map, sent at release.
 type auditWriter struct {
 	http.ResponseWriter
 	code        int
 	wroteHeader bool
+	hold        bool
+	body        bytes.Buffer
 	msg, target string
 }
 
 func (w *auditWriter) WriteHeader(code int) {
 	if !w.wroteHeader {
 		w.code, w.wroteHeader = code, true
+		if !w.hold {
+			w.ResponseWriter.WriteHeader(code)
+		}
 	}
-	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *auditWriter) Write(b []byte) (int, error) {
-	w.wroteHeader = true
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.hold {
+		return w.body.Write(b)
+	}
 	return w.ResponseWriter.Write(b)
+}
+
+// release sends the held response.
+func (w *auditWriter) release() {
+	if !w.hold {
+		return
+	}
+	w.hold = false
+	if w.wroteHeader {
+		w.ResponseWriter.WriteHeader(w.code)
+	}
+	if w.body.Len() > 0 {
+		_, _ = w.ResponseWriter.Write(w.body.Bytes())
+	}
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.
@@ -229,9 +358,10 @@ func noteError(w http.ResponseWriter, msg string) {
 	}
 }
 
-// recordAudit wraps the mux (inside authenticate, like instrument, since
-// the mux sets the route pattern and path values on the request it is
-// given) and queues an audit entry for each state-changing call.
+// recordAudit wraps each route's handler (inside the mux, so the route
+// pattern and path values are set) and records each state-changing call:
+// its entry is written before next runs (or next does not run), its
+// outcome before the response leaves.
 func (s *Server) recordAudit(next http.Handler) http.Handler {
 	if s.audit == nil {
 		return next
@@ -241,16 +371,43 @@ func (s *Server) recordAudit(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		aw := &auditWriter{ResponseWriter: w, code: http.StatusOK}
-		next.ServeHTTP(aw, r)
-		if r.Pattern == "" || r.Pattern == "/" {
-			return // no route: nothing changed
-		}
-		if unaudited[r.Pattern] && aw.code < 300 {
+		if unaudited[r.Pattern] {
+			// Recorded only when refused (no state changed): after the
+			// fact, without holding the refusal back.
+			aw := &auditWriter{ResponseWriter: w, code: http.StatusOK}
+			next.ServeHTTP(aw, r)
+			if aw.code >= 300 {
+				s.queueAudit(r.Context(), s.auditEntry(r, aw))
+			}
 			return
 		}
-		s.audit.add(s.auditEntry(r, aw))
+		aw := &auditWriter{ResponseWriter: w, code: http.StatusOK, hold: true}
+		op := &auditOp{w: accounting.AuditWrite{Entry: s.auditEntry(r, aw)}, intent: true}
+		op.w.Entry.Result = auditInProgress
+		if err := s.audit.write(r.Context(), op, true); err != nil {
+			s.log.Error("state-changing call refused: its audit entry cannot be written", "action", op.w.Entry.Action,
+				"actor", op.w.Entry.ActorName, "err", err)
+			s.writeError(w, r, spec.Errorf(spec.ErrUnavailable,
+				"%s was not carried out: every state-changing call is recorded in the audit log first, and it cannot be written (%v); "+
+					"the call can be retried once the controller's accounting database is writable (check its disk)", r.Pattern, err))
+			return
+		}
+		defer aw.release()
+		next.ServeHTTP(aw, r)
+		out := &auditOp{w: accounting.AuditWrite{ID: op.w.ID, Entry: s.auditEntry(r, aw)}}
+		// The call is done: its outcome is written even if the caller left
+		// (only Close stops it); a failed write is kept and retried.
+		if err := s.audit.write(context.WithoutCancel(r.Context()), out, true); err != nil {
+			s.log.Error("write the outcome of an audited call; retrying", "id", op.w.ID, "action", out.w.Entry.Action, "err", err)
+		}
 	})
+}
+
+// queueAudit queues e, waiting for room in the queue but not for the write.
+func (s *Server) queueAudit(ctx context.Context, e accounting.AuditEntry) {
+	if err := s.audit.write(ctx, &auditOp{w: accounting.AuditWrite{Entry: e}}, false); err != nil {
+		s.log.Error("audit entry not recorded", "action", e.Action, "actor", e.ActorName, "result", e.Result, "err", err)
+	}
 }
 
 // auditRefusal records a request refused before it had an identity. The
@@ -260,7 +417,7 @@ func (s *Server) auditRefusal(r *http.Request, code int, msg string) {
 	if s.audit == nil {
 		return
 	}
-	s.audit.add(accounting.AuditEntry{
+	s.queueAudit(r.Context(), accounting.AuditEntry{
 		Time: s.now(),
 		// No uid: 0 would read as root.
 		ActorUID:  math.MaxUint32,
@@ -343,8 +500,8 @@ func (s *Server) auditList(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "this controller keeps no audit log; start it with an accounting database to use gpuq audit"))
 		return
 	}
-	// Entries are written in batches; a reader sees every call answered
-	// before its own (an operator checking what just happened, a test).
+	// Refusals are queued; a reader sees every one answered before its
+	// own call (an operator checking what just happened, a test).
 	s.FlushAudit()
 	q := r.URL.Query()
 	f := accounting.AuditFilter{Actor: q.Get("actor"), Action: q.Get("action")}

@@ -139,7 +139,8 @@ func TestAuditUnavailable(t *testing.T) {
 }
 
 // BenchmarkSubmitParallel8Audited is BenchmarkSubmitParallel8 with the
-// audit log on: each submission queues an entry for the batching writer.
+// audit log on: each submission waits for its entry and its outcome to be
+// written (group commit).
 func BenchmarkSubmitParallel8Audited(b *testing.B) {
 	db, err := accounting.Open(filepath.Join(b.TempDir(), "accounting.db"))
 	if err != nil {

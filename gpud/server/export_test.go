@@ -6,3 +6,6 @@ var (
 	AcctJob      = acctJob
 	AcctAttempts = acctAttempts
 )
+
+// WithAuditBuffer sizes the audit queue (to fill it in a test).
+func WithAuditBuffer(n int) Option { return func(s *Server) { s.auditBuffer = n } }

@@ -17,6 +17,8 @@ import (
 
 func (s *Server) routes() {
 	m := s.mux
+	// handle records the route's state-changing calls in the audit log.
+	handle := func(pattern string, h http.HandlerFunc) { m.Handle(pattern, s.recordAudit(h)) }
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
@@ -25,23 +27,23 @@ func (s *Server) routes() {
 		m.HandleFunc("GET /metrics", s.serveMetrics)
 	}
 	v := "/" + api.Version
-	m.HandleFunc("POST "+v+"/jobs", s.submit)
+	handle("POST "+v+"/jobs", s.submit)
 	m.HandleFunc("GET "+v+"/jobs", s.listJobs)
 	m.HandleFunc("GET "+v+"/jobs/{id}", s.getJob)
 	m.HandleFunc("GET "+v+"/jobs/{id}/wait", s.waitJob)
-	m.HandleFunc("POST "+v+"/jobs/cancel", s.cancelJobs)
-	m.HandleFunc("PATCH "+v+"/jobs/{id}", s.updateJob)
-	m.HandleFunc("POST "+v+"/jobs/{id}/{action}", s.jobAction)
+	handle("POST "+v+"/jobs/cancel", s.cancelJobs)
+	handle("PATCH "+v+"/jobs/{id}", s.updateJob)
+	handle("POST "+v+"/jobs/{id}/{action}", s.jobAction)
 	m.HandleFunc("GET "+v+"/nodes", s.listNodes)
 	m.HandleFunc("GET "+v+"/partitions", s.listPartitions)
 	m.HandleFunc("GET "+v+"/associations", s.associations)
-	m.HandleFunc("POST "+v+"/nodes/register", s.register)
-	m.HandleFunc("POST "+v+"/nodes/join", s.joinNode)
-	m.HandleFunc("POST "+v+"/nodes/{name}/heartbeat", s.heartbeat)
+	handle("POST "+v+"/nodes/register", s.register)
+	handle("POST "+v+"/nodes/join", s.joinNode)
+	handle("POST "+v+"/nodes/{name}/heartbeat", s.heartbeat)
 	m.HandleFunc("GET "+v+"/nodes/{name}/assignments", s.assignments)
-	m.HandleFunc("POST "+v+"/nodes/{name}/events", s.events)
-	m.HandleFunc("POST "+v+"/nodes/{name}/{action}", s.nodeAction)
-	m.HandleFunc("POST "+v+"/reconfigure", s.reconfigure)
+	handle("POST "+v+"/nodes/{name}/events", s.events)
+	handle("POST "+v+"/nodes/{name}/{action}", s.nodeAction)
+	handle("POST "+v+"/reconfigure", s.reconfigure)
 	m.HandleFunc("GET "+v+"/priorities", s.priorities)
 	m.HandleFunc("GET "+v+"/fairshare", s.fairshareTree)
 	m.HandleFunc("GET "+v+"/accounting/jobs", s.acctJobs)

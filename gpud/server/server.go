@@ -57,6 +57,9 @@ type Server struct {
 	refusing chan struct{}  // refused connections being answered
 	refusals sync.WaitGroup // their goroutines
 	sec      secState       // secstate.go
+
+	// auditBuffer sizes the audit queue (0: auditBuffer; tests set it).
+	auditBuffer int
 }
 
 // Accounting is the job history the server reads for GET
@@ -116,9 +119,9 @@ func New(c *controller.Controller, opts ...Option) *Server {
 		o(s)
 	}
 	s.routes()
-	s.handler = s.edge(s.authenticate(s.instrument(s.recordAudit(s.mux))))
+	s.handler = s.edge(s.authenticate(s.instrument(s.mux)))
 	if s.audit != nil {
-		go s.runAudit()
+		s.startAudit(s.auditBuffer)
 	}
 	return s
 }

@@ -219,6 +219,11 @@ type Job struct {
 	StderrPath string `json:"stderr_path,omitempty"`
 	// ExpectedStart is the scheduler's estimate for a pending job.
 	ExpectedStart Time `json:"expected_start"`
+	// NodeReasons says, for a pending job shown alone (gpuq show), why
+	// each node does not run it now, counted per reason: "10 nodes: 6
+	// insufficient free h100 GPUs, 3 constraint ib, 1 drain". Computed
+	// when asked, never stored.
+	NodeReasons string `json:"node_reasons,omitempty"`
 	// SignalAlloc, SignalName and SignalSeq are the latest signal a user
 	// asked for (scancel --signal): the node delivers SignalName once per
 	// SignalSeq to the allocation SignalAlloc only, so a requeued attempt

@@ -43,7 +43,7 @@ func testJobs() []spec.Job {
 			ID: 102, JobSpec: spec.JobSpec{Name: "mig-notebook", Partition: "a100", Account: "edu",
 				Resources: spec.Resources{Nodes: 1, GPUsPerNode: 1, GPUProfile: "1g.10gb"}, TimeLimit: spec.Duration(90 * time.Minute)},
 			User: "bob", State: spec.StatePending, Reason: spec.ReasonResources, Priority: 17,
-			SubmitTime: at(-5 * time.Minute), ExpectedStart: at(2 * time.Hour),
+			SubmitTime: at(-5 * time.Minute), ExpectedStart: at(2 * time.Hour), NodeReasons: "4 nodes: 3 not in partition a100, 1 insufficient free MIG slices",
 		},
 		{
 			ID: 103, JobSpec: spec.JobSpec{Name: "sweep", Partition: "h100", Array: "0-9%2",

@@ -58,6 +58,11 @@ func WriteJobShow(w io.Writer, j *spec.Job, now time.Time) error {
 		lines[0] = append(lines[0][:1:1], "ArrayJobId="+strconv.FormatUint(uint64(j.ArrayJobID), 10),
 			"ArrayTaskId="+strconv.Itoa(j.ArrayTaskID), lines[0][1])
 	}
+	if j.NodeReasons != "" {
+		// Why no node runs the pending job now; the last line, as its
+		// value has spaces.
+		lines = append(lines, []string{"NodeReasons=" + j.NodeReasons})
+	}
 	for i, l := range lines {
 		if i > 0 {
 			bw.WriteString("   ")

@@ -275,3 +275,23 @@ func TestPendingReasons(t *testing.T) {
 		t.Errorf("reasons (-want +got):\n%s", diff)
 	}
 }
+
+// A preemptor awaiting the victims it stopped preempts no more, whatever
+// its QOS allows; it keeps its QOS otherwise.
+func TestAwaitingVictimsPreemptsNoMore(t *testing.T) {
+	t.Parallel()
+	h := New(t, MakeNode("n1").GPUs(8).Obj())
+	h.QOS = qosSet()
+	h.Submit(qjob(1, "low", 8, 2*time.Hour).Obj())
+	h.Cycle()
+	h.Advance(10 * time.Minute)
+	j := qjob(2, "high", 4, 30*time.Minute).Obj()
+	j.AwaitingVictims = true
+	h.Submit(j)
+	if plan := h.Cycle(); len(plan.Preemptions) != 0 {
+		t.Fatalf("preemptions %+v by a job awaiting its victims; want none", plan.Preemptions)
+	}
+	if got := h.Reason(2); got != spec.ReasonResources {
+		t.Errorf("job 2 reason %q, want %q", got, spec.ReasonResources)
+	}
+}
