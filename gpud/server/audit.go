@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,7 +57,7 @@ var errAuditClosed = errors.New("the audit writer is stopped (the controller is 
 //
 // Nothing is dropped: a call's entry is written durably (one
 // transaction, shared with the calls arriving at the same time) before
-// the call is carried out, and its outcome before the response leaves.
+// the call is carried out, and its outcome is queued once it answered.
 // A call whose entry cannot be written is not carried out: the caller
 // gets 503 saying why. When the queue is full callers wait for room
 // (backpressure). An outcome that cannot be written is kept and retried,
@@ -281,23 +280,18 @@ var unaudited = map[string]bool{
 }
 
 // auditWriter notes the status, error message and target of an audited
-// request; with hold it keeps the response until release (the outcome is
-// written first). Headers go to the real writer's map, sent at release.
+// request on its way to the real writer.
 type auditWriter struct {
 	http.ResponseWriter
 	code        int
 	wroteHeader bool
-	hold        bool
-	body        bytes.Buffer
 	msg, target string
 }
 
 func (w *auditWriter) WriteHeader(code int) {
 	if !w.wroteHeader {
 		w.code, w.wroteHeader = code, true
-		if !w.hold {
-			w.ResponseWriter.WriteHeader(code)
-		}
+		w.ResponseWriter.WriteHeader(code)
 	}
 }
 
@@ -305,24 +299,7 @@ func (w *auditWriter) Write(b []byte) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.hold {
-		return w.body.Write(b)
-	}
 	return w.ResponseWriter.Write(b)
-}
-
-// release sends the held response.
-func (w *auditWriter) release() {
-	if !w.hold {
-		return
-	}
-	w.hold = false
-	if w.wroteHeader {
-		w.ResponseWriter.WriteHeader(w.code)
-	}
-	if w.body.Len() > 0 {
-		_, _ = w.ResponseWriter.Write(w.body.Bytes())
-	}
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.
@@ -361,7 +338,7 @@ func noteError(w http.ResponseWriter, msg string) {
 // recordAudit wraps each route's handler (inside the mux, so the route
 // pattern and path values are set) and records each state-changing call:
 // its entry is written before next runs (or next does not run), its
-// outcome before the response leaves.
+// outcome queued once next has answered.
 func (s *Server) recordAudit(next http.Handler) http.Handler {
 	if s.audit == nil {
 		return next
@@ -381,7 +358,7 @@ func (s *Server) recordAudit(next http.Handler) http.Handler {
 			}
 			return
 		}
-		aw := &auditWriter{ResponseWriter: w, code: http.StatusOK, hold: true}
+		aw := &auditWriter{ResponseWriter: w, code: http.StatusOK}
 		op := &auditOp{w: accounting.AuditWrite{Entry: s.auditEntry(r, aw)}, intent: true}
 		op.w.Entry.Result = auditInProgress
 		if err := s.audit.write(r.Context(), op, true); err != nil {
@@ -392,12 +369,14 @@ func (s *Server) recordAudit(next http.Handler) http.Handler {
 					"the call can be retried once the controller's accounting database is writable (check its disk)", r.Pattern, err))
 			return
 		}
-		defer aw.release()
 		next.ServeHTTP(aw, r)
 		out := &auditOp{w: accounting.AuditWrite{ID: op.w.ID, Entry: s.auditEntry(r, aw)}}
-		// The call is done: its outcome is written even if the caller left
-		// (only Close stops it); a failed write is kept and retried.
-		if err := s.audit.write(context.WithoutCancel(r.Context()), out, true); err != nil {
+		// The call is done and already on record (the intent above): its
+		// outcome is queued, not waited for, so an answer costs one
+		// durable commit, not two; the writer keeps and retries a failed
+		// outcome, and only Close (or a kill) can leave the row "in
+		// progress", never a call unrecorded.
+		if err := s.audit.write(context.WithoutCancel(r.Context()), out, false); err != nil {
 			s.log.Error("write the outcome of an audited call; retrying", "id", op.w.ID, "action", out.w.Entry.Action, "err", err)
 		}
 	})
