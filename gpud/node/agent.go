@@ -185,6 +185,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("open checkpoint root of node %s: %w", a.cfg.Name, err)
 	}
 	a.ckpt = ckpt
+	if a.opts.peers != nil {
+		a.opts.peers.add(a)
+		defer a.opts.peers.remove(a)
+	}
 	ob, err := openOutbox(ctx, a.log, a.cfg.StateDir, a.clock.Now())
 	if err != nil {
 		if ctx.Err() != nil {

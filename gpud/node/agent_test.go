@@ -47,7 +47,9 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 			LabelStart: "2025-03-04T05:06:07Z", LabelDeadline: "2025-03-04T06:06:07Z",
 		},
 		Image: runtime.ImageHost,
-		Args:  []string{filepath.Join(jobDir, "script"), "--lr", "0.1"},
+		// node-1 is rank 1: it holds its share for steps; the batch
+		// script runs on rank 0 only (TestBatchOnFirstNode).
+		Args: []string{"/bin/sh", "-c", holderScript},
 		Env: []string{
 			"FOO=baz",
 			"GPUD_JOB_ID=7", "GPUD_NODELIST=node-0,node-1", "GPUD_NODEID=1", "GPUD_NNODES=2",
@@ -57,6 +59,7 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 			"SLURM_JOB_NUM_NODES=2", "SLURM_SUBMIT_DIR=" + filepath.Join(e.home, "submit"), "SLURM_JOB_NAME=train",
 			"SLURM_JOB_USER=alice", "SLURM_JOB_PARTITION=gpu", "SLURM_CPUS_ON_NODE=4", "SLURM_MEM_PER_NODE=8192", "SLURM_RESTART_COUNT=0",
 			"CUDA_VISIBLE_DEVICES=GPU-a,GPU-b", "NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b",
+			"SLURMD_NODENAME=node-1", "GPUD_STEP_SOCKET=" + filepath.Join(jobDir, "step.sock"),
 		},
 		Cwd: work, UID: 1000, GID: 1000,
 		Hostname: "node-1.test",
@@ -66,13 +69,11 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 			{Source: filepath.Join(e.home, "submit"), Dest: filepath.Join(e.home, "submit")},
 			{Source: jobDir, Dest: jobDir},
 			{Source: filepath.Join(jobDir, "tmp"), Dest: "/tmp"},
-			{Source: filepath.Join(work, "logs"), Dest: filepath.Join(work, "logs")},
 			{Source: ckpt, Dest: ckpt},
 		},
 		CPUs: 4, MemoryBytes: 8192 << 20,
 		CDIDevices: []string{"nvidia.com/gpu=GPU-a", "nvidia.com/gpu=GPU-b"},
-		StdoutPath: filepath.Join(work, "logs", "train-7.out"),
-		StderrPath: filepath.Join(work, "logs", "train-7.out"),
+		// A holder writes nothing: no output file on this node.
 	}
 	got, _ := e.rt.Config(cid)
 	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {

@@ -44,6 +44,10 @@ type Config struct {
 	Addr string
 	// DefaultImage is used for jobs that name no image.
 	DefaultImage string
+	// ToolsDir holds srun and gpud's other CLIs (with Slurm's names); it is
+	// mounted read-only into every job at its own path and put first on
+	// the job's PATH. Empty: jobs get no tools.
+	ToolsDir string
 	// CheckpointRoot holds per-job checkpoint directories
 	// (<root>/<job id>/staging, sealed ckpt-<seq>). Empty means
 	// StateDir/checkpoints.
@@ -175,7 +179,13 @@ type options struct {
 	mig           *MIGConfig
 	// usageTicks paces usage sampling instead of a real ticker.
 	usageTicks <-chan time.Time
+	// peers finds the other nodes' agents for steps (nil: this node only).
+	peers *Peers
 }
+
+// WithPeers has the agent join reg, through which the agents of one
+// allocation start each other's parts of a step (see step.go).
+func WithPeers(reg *Peers) Option { return func(o *options) { o.peers = reg } }
 
 // WithLogger sets the agent's logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }

@@ -208,6 +208,8 @@ type taskInput struct {
 	// Hide are the directories of daemon state to keep out of the job's
 	// view (see Config.HidePaths); Show the files below them it keeps.
 	Hide, Show []string
+	// ToolsDir is Config.ToolsDir ("" = none).
+	ToolsDir string
 }
 
 // buildTask turns an assignment into the container to run.
@@ -257,6 +259,12 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		visible = "void"
 	}
 	stdout, stderr := outputPaths(job, in.NodeName, self.Rank)
+	// The batch script runs once, on the first node (step "batch"); the
+	// other nodes hold their share and run steps' tasks only (step.go).
+	batch := self.Rank == 0
+	if !batch {
+		stdout, stderr = "", ""
+	}
 
 	id := strconv.FormatUint(uint64(job.ID), 10)
 	rank := strconv.Itoa(self.Rank)
@@ -288,6 +296,17 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		"SLURM_RESTART_COUNT=" + strconv.Itoa(max(alloc.Attempt-1, 0)),
 		"CUDA_VISIBLE_DEVICES=" + gpus,
 		"NVIDIA_VISIBLE_DEVICES=" + visible,
+		"SLURMD_NODENAME=" + in.NodeName,
+		api.EnvStepSocket + "=" + filepath.Join(in.JobDir, stepSocketName),
+	}
+	if in.ToolsDir != "" {
+		path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+		for _, kv := range job.Env {
+			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+				path = v
+			}
+		}
+		ours = append(ours, "PATH="+in.ToolsDir+":"+path)
 	}
 	if f := self.GPUFraction; f > 0 && f < 1 && len(self.GPUs) == 1 {
 		// A share of one GPU: best-effort isolation through CUDA MPS. The
@@ -362,7 +381,14 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		rw(d, d)
 	}
 	rw(in.CkptDir, in.CkptDir)
+	if in.ToolsDir != "" && !seen[in.ToolsDir+"\x00"+in.ToolsDir] {
+		mounts = append(mounts, runtime.Mount{Source: in.ToolsDir, Dest: in.ToolsDir, ReadOnly: true})
+	}
 
+	args := append(scriptArgs(job.Script, in.ScriptPath), job.Args...)
+	if !batch {
+		args = []string{"/bin/sh", "-c", holderScript}
+	}
 	deadline := ""
 	if !in.Deadline.IsZero() {
 		deadline = in.Deadline.UTC().Format(time.RFC3339Nano)
@@ -378,7 +404,7 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 			LabelDeadline: deadline,
 		},
 		Image:          image,
-		Args:           append(scriptArgs(job.Script, in.ScriptPath), job.Args...),
+		Args:           args,
 		Env:            mergeEnv(job.Env, ours),
 		Cwd:            job.WorkDir,
 		UID:            job.UID,
@@ -396,7 +422,7 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		// Truncate on the first start only (Slurm appends once a job is
 		// requeued), and from rank 0 only, so a node starting late cannot
 		// empty a file another node already writes.
-		TruncateOutput: job.OpenMode != spec.OpenAppend && job.Attempt <= 1 && self.Rank == 0,
+		TruncateOutput: job.OpenMode != spec.OpenAppend && job.Attempt <= 1 && batch,
 	}, nil
 }
 

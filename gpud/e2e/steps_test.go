@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// stepsScript is the issue's two-node script: the batch part runs once,
+// srun fans out over both nodes (labelled), and four tasks each get
+// their own GPU. Then a step whose task exits 3, a -K step, and two
+// concurrent steps that can only finish if they run at the same time.
+const stepsScript = `#!/bin/bash
+echo once
+srun -l hostname
+srun -l printenv SLURMD_NODENAME
+srun --ntasks-per-node=2 --gpus-per-task=1 bash -c 'echo task $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURM_NTASKS $SLURM_STEP_ID $CUDA_VISIBLE_DEVICES'
+srun -n2 bash -c 'exit $((SLURM_PROCID * 3))'
+echo "rc=$?"
+start=$SECONDS
+srun -K -n2 bash -c 'if [ $SLURM_PROCID = 1 ]; then exit 4; fi; sleep 60'
+echo "krc=$? took=$((SECONDS - start))"
+srun -n1 --overlap bash -c 'for i in $(seq 200); do [ -f /tmp/b ] && break; sleep 0.1; done; [ -f /tmp/b ] && echo concurrent-A' &
+srun -n1 --overlap bash -c 'touch /tmp/b; echo concurrent-B' &
+wait
+`
+
+// TestSteps runs the issue's "Must show" two-node script on a real gpud
+// standalone with two nodes: the script once, steps over both nodes.
+func TestSteps(t *testing.T) {
+	c := startCluster(t, 2)
+	work := t.TempDir()
+	writeScript(t, work, "steps.sh", stepsScript)
+	r := c.cli(work, "gpusubmit", "--wait", "--parsable", "-N", "2", "--gpus-per-node", "2", "--output", "steps-%j.out", "steps.sh")
+	id := strings.TrimSpace(r.stdout)
+	out, err := os.ReadFile(filepath.Join(work, "steps-"+id+".out"))
+	if err != nil {
+		t.Fatalf("job %s (exit %d, %s): %v", id, r.code, r.stderr, err)
+	}
+	text := string(out)
+	t.Logf("job output:\n%s", text)
+	if r.code != 0 {
+		t.Fatalf("job exit %d: %s", r.code, r.stderr)
+	}
+	if n := strings.Count(text, "once\n"); n != 1 {
+		t.Errorf("'once' printed %d times, want 1 (the batch script runs on the first node only)", n)
+	}
+	// srun -l hostname: one labelled line per task, one task per node
+	// (standalone's nodes share the host's name, so the nodes are told
+	// apart by SLURMD_NODENAME).
+	host, _ := os.Hostname()
+	for _, want := range []string{"0: " + host + "\n", "1: " + host + "\n", "0: node1\n", "1: node2\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks the labelled line %q", want)
+		}
+	}
+	// Four tasks, PROCIDs 0-3, LOCALIDs 0,1 per node, each its own GPU.
+	tasks := regexp.MustCompile(`(?m)^task (\d) (\d) (\d) 4 2 (\S+)$`).FindAllStringSubmatch(text, -1)
+	procs, gpus := map[string]bool{}, map[string]bool{}
+	for _, m := range tasks {
+		procs[m[1]] = true
+		gpus[m[4]] = true
+		if want := map[string]string{"0": "0 0", "1": "1 0", "2": "0 1", "3": "1 1"}[m[1]]; m[2]+" "+m[3] != want {
+			t.Errorf("task %s: LOCALID NODEID = %s %s, want %s", m[1], m[2], m[3], want)
+		}
+		if strings.Contains(m[4], ",") || !gpuUUID.MatchString(m[4]) {
+			t.Errorf("task %s: CUDA_VISIBLE_DEVICES=%s, want one GPU", m[1], m[4])
+		}
+	}
+	if len(procs) != 4 || len(gpus) != 4 {
+		t.Errorf("want PROCIDs 0-3 each with its own GPU; saw %d tasks, %d GPUs: %q", len(procs), len(gpus), tasks)
+	}
+	if !strings.Contains(text, "rc=3\n") {
+		t.Errorf("srun with a task exiting 3 did not exit 3")
+	}
+	if m := regexp.MustCompile(`krc=(\d+) took=(\d+)`).FindStringSubmatch(text); m == nil || m[1] == "0" || len(m[2]) > 1 && m[2] >= "30" {
+		t.Errorf("srun -K: %v; want a failing exit well before the other task's 60 s sleep", m)
+	}
+	if !strings.Contains(text, "concurrent-A") || !strings.Contains(text, "concurrent-B") {
+		t.Errorf("two steps started with & did not run at the same time")
+	}
+}
