@@ -308,27 +308,34 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	var parts []*stepPart
+	// Every node starts its tasks at once (each exec is a runc run).
+	parts := make([]*stepPart, len(l.nodes))
+	errs := make([]error, len(l.nodes))
+	var startWG sync.WaitGroup
 	for i, nd := range l.nodes {
-		p, err := r.a.peer(nd.Node)
-		if err == nil {
-			var part *stepPart
-			part, err = p.startTasks(sctx, r.allocID, stepTasks{
-				Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUsPerTask: req.GPUsPerTask,
-				Args: req.Args, Env: mergeEnv(req.Env, stepEnv), Cwd: req.Cwd,
-			}, out)
+		startWG.Add(1)
+		go func() {
+			defer startWG.Done()
+			p, err := r.a.peer(nd.Node)
 			if err == nil {
-				parts = append(parts, part)
+				parts[i], err = p.startTasks(sctx, r.allocID, stepTasks{
+					Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUsPerTask: req.GPUsPerTask,
+					Args: req.Args, Env: mergeEnv(req.Env, stepEnv), Cwd: req.Cwd,
+				}, out)
 			}
-		}
-		if err != nil {
-			for _, p := range parts {
+			errs[i] = err
+		}()
+	}
+	startWG.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, p := range parts {
+			if p != nil {
 				p.signal(syscall.SIGKILL)
 				p.wait()
 			}
-			out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("start step %d.%d: %v", r.jobID, step, err)})
-			return
 		}
+		out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("start step %d.%d: %v", r.jobID, step, err)})
+		return
 	}
 	log.Info("step started", "step", step, "tasks", nt, "nodes", names)
 	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names})
@@ -447,50 +454,68 @@ func (a *Agent) startTasks(ctx context.Context, allocID string, st stepTasks, ou
 	gpus := strings.FieldsFunc(own["CUDA_VISIBLE_DEVICES"], func(r rune) bool { return r == ',' })
 	part := &stepPart{exits: make(chan api.StepMsg, len(st.Tasks))}
 	var wg sync.WaitGroup
+	execErrs := make([]error, len(st.Tasks))
+	var startWG sync.WaitGroup
 	for local, task := range st.Tasks {
-		over := []string{
-			"SLURM_PROCID=" + strconv.Itoa(task),
-			"SLURM_LOCALID=" + strconv.Itoa(local),
-			"SLURM_NODEID=" + strconv.Itoa(st.NodeIndex),
-			"SLURM_GPUS_ON_NODE=" + strconv.Itoa(len(gpus)),
-		}
-		for _, k := range nodeEnvKeys {
-			if v, ok := own[k]; ok && k != "SLURM_NODEID" {
-				over = append(over, k+"="+v)
-			}
-		}
-		if g := st.GPUsPerTask; g > 0 && (local+1)*g <= len(gpus) {
-			mine := strings.Join(gpus[local*g:(local+1)*g], ",")
-			over = append(over, "CUDA_VISIBLE_DEVICES="+mine, "SLURM_GPUS_ON_NODE="+strconv.Itoa(g))
-		}
-		proc, err := ex.Exec(ctx, r.id, runtime.ExecConfig{
-			ID:   fmt.Sprintf("step%d-task%d", st.Step, task),
-			Args: st.Args, Env: mergeEnv(st.Env, over), Cwd: st.Cwd,
-			Stdout: taskWriter{out, api.StepStdout, task}, Stderr: taskWriter{out, api.StepStderr, task},
-		})
-		if err != nil {
-			part.signal(syscall.SIGKILL)
-			wg.Wait()
-			return nil, fmt.Errorf("task %d on node %s: %w", task, a.cfg.Name, err)
-		}
-		part.mu.Lock()
-		part.procs = append(part.procs, proc)
-		part.mu.Unlock()
-		wg.Add(1)
+		startWG.Add(1)
 		go func() {
-			defer wg.Done()
-			m := api.StepMsg{Kind: api.StepExit, Task: task, Node: a.cfg.Name}
-			st, err := proc.Wait(context.WithoutCancel(ctx))
-			if err != nil {
-				m.Code = 1
-				m.Error = err.Error()
-			} else {
-				m.Code, m.Signal = st.Code, int(st.Signal)
-			}
-			_ = proc.Delete(context.WithoutCancel(ctx))
-			part.exits <- m
+			defer startWG.Done()
+			execErrs[local] = a.startTask(ctx, ex, r.id, st, local, task, own, gpus, out, part, &wg)
 		}()
+	}
+	startWG.Wait()
+	if err := errors.Join(execErrs...); err != nil {
+		part.signal(syscall.SIGKILL)
+		wg.Wait()
+		return nil, err
 	}
 	go func() { wg.Wait(); close(part.exits) }()
 	return part, nil
+}
+
+// startTask execs one task of a step and has a goroutine report its exit
+// on part.exits.
+func (a *Agent) startTask(ctx context.Context, ex runtime.Execer, ctr string, st stepTasks, local, task int,
+	own map[string]string, gpus []string, out *stepStream, part *stepPart, wg *sync.WaitGroup) error {
+	over := []string{
+		"SLURM_PROCID=" + strconv.Itoa(task),
+		"SLURM_LOCALID=" + strconv.Itoa(local),
+		"SLURM_NODEID=" + strconv.Itoa(st.NodeIndex),
+		"SLURM_GPUS_ON_NODE=" + strconv.Itoa(len(gpus)),
+	}
+	for _, k := range nodeEnvKeys {
+		if v, ok := own[k]; ok && k != "SLURM_NODEID" {
+			over = append(over, k+"="+v)
+		}
+	}
+	if g := st.GPUsPerTask; g > 0 && (local+1)*g <= len(gpus) {
+		mine := strings.Join(gpus[local*g:(local+1)*g], ",")
+		over = append(over, "CUDA_VISIBLE_DEVICES="+mine, "SLURM_GPUS_ON_NODE="+strconv.Itoa(g))
+	}
+	proc, err := ex.Exec(ctx, ctr, runtime.ExecConfig{
+		ID:   fmt.Sprintf("step%d-task%d", st.Step, task),
+		Args: st.Args, Env: mergeEnv(st.Env, over), Cwd: st.Cwd,
+		Stdout: taskWriter{out, api.StepStdout, task}, Stderr: taskWriter{out, api.StepStderr, task},
+	})
+	if err != nil {
+		return fmt.Errorf("task %d on node %s: %w", task, a.cfg.Name, err)
+	}
+	part.mu.Lock()
+	part.procs = append(part.procs, proc)
+	part.mu.Unlock()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m := api.StepMsg{Kind: api.StepExit, Task: task, Node: a.cfg.Name}
+		st, err := proc.Wait(context.WithoutCancel(ctx))
+		if err != nil {
+			m.Code = 1
+			m.Error = err.Error()
+		} else {
+			m.Code, m.Signal = st.Code, int(st.Signal)
+		}
+		_ = proc.Delete(context.WithoutCancel(ctx))
+		part.exits <- m
+	}()
+	return nil
 }
