@@ -13,7 +13,7 @@ import (
 // their own GPU. Then a step whose task exits 3, a -K step, and two
 // concurrent steps that can only finish if they run at the same time.
 const stepsScript = `#!/bin/bash
-echo once
+echo once nodelist=$SLURM_JOB_NODELIST
 srun -l hostname
 srun -l printenv SLURMD_NODENAME
 srun --ntasks-per-node=2 --gpus-per-task=1 bash -c 'echo task $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURM_NTASKS $SLURM_STEP_ID $CUDA_VISIBLE_DEVICES'
@@ -44,7 +44,7 @@ func TestSteps(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("job exit %d: %s", r.code, r.stderr)
 	}
-	if n := strings.Count(text, "once\n"); n != 1 {
+	if n := strings.Count(text, "once nodelist=node[1-2]\n"); n != 1 {
 		t.Errorf("'once' printed %d times, want 1 (the batch script runs on the first node only)", n)
 	}
 	// srun -l hostname: one labelled line per task, one task per node

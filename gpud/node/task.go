@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 )
@@ -282,7 +283,8 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		"WORLD_SIZE=" + nn,
 		"NODE_RANK=" + rank,
 		"SLURM_JOB_ID=" + id,
-		"SLURM_JOB_NODELIST=" + nodeList,
+		"SLURM_JOB_NODELIST=" + hostlist.Compress(names),
+		"SLURM_NODELIST=" + hostlist.Compress(names),
 		"SLURM_NODEID=" + rank,
 		"SLURM_NNODES=" + nn,
 		"SLURM_JOB_NUM_NODES=" + nn,
@@ -297,6 +299,7 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		"CUDA_VISIBLE_DEVICES=" + gpus,
 		"NVIDIA_VISIBLE_DEVICES=" + visible,
 		"SLURMD_NODENAME=" + in.NodeName,
+		"SLURM_GPUS_ON_NODE=" + strconv.Itoa(len(devs)),
 		api.EnvStepSocket + "=" + filepath.Join(in.JobDir, stepSocketName),
 	}
 	if in.ToolsDir != "" {
@@ -319,6 +322,30 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 			ours = append(ours, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="+self.GPUs[0]+"="+
 				strconv.FormatInt(int64(math.Floor(f*float64(g.MemMiB))), 10)+"M")
 		}
+	}
+	// The job's task layout, as sbatch sets it; srun takes its defaults
+	// from these.
+	if t := job.Tasks; t.NTasks > 0 || t.NTasksPerNode > 0 {
+		nt := t.NTasks
+		if nt == 0 {
+			nt = t.NTasksPerNode * len(nodes)
+		}
+		ours = append(ours, "SLURM_NTASKS="+strconv.Itoa(nt), "SLURM_NPROCS="+strconv.Itoa(nt))
+		if t.NTasksPerNode > 0 {
+			ours = append(ours, "SLURM_NTASKS_PER_NODE="+strconv.Itoa(t.NTasksPerNode))
+		}
+		if l, err := stepLayout(nodes, api.StepRequest{NTasks: nt, NTasksPerNode: t.NTasksPerNode}); err == nil {
+			ours = append(ours, "SLURM_TASKS_PER_NODE="+tasksPerNode(l))
+		}
+	}
+	if t := job.Tasks; t.CPUsPerTask > 0 {
+		ours = append(ours, "SLURM_CPUS_PER_TASK="+strconv.Itoa(t.CPUsPerTask))
+	}
+	if t := job.Tasks; t.GPUsPerTask > 0 {
+		ours = append(ours, "SLURM_GPUS_PER_TASK="+strconv.Itoa(t.GPUsPerTask))
+	}
+	if g := job.Resources.GPUsPerNode; g > 0 {
+		ours = append(ours, "SLURM_GPUS_PER_NODE="+strconv.Itoa(g))
 	}
 	if len(self.NICs) > 0 {
 		// NCCL uses exactly these HCAs (and the locked-memory limit is

@@ -34,6 +34,25 @@ type options struct {
 	label          bool
 	output, errout string
 	export         string
+	// given are the options named on the command line.
+	given map[string]bool
+}
+
+// envDefaults fills what the command line left out from the job's
+// layout, as Slurm's srun reads SLURM_NTASKS and friends: the task counts
+// only when none of -n, -N and --ntasks-per-node was given.
+func (o *options) envDefaults(getenv func(string) string) {
+	num := func(k string) int { n, _ := strconv.Atoi(getenv(k)); return max(n, 0) }
+	if !o.given["n"] && !o.given["N"] && !o.given["ntasks-per-node"] {
+		o.req.NTasks = num("SLURM_NTASKS")
+		o.req.NTasksPerNode = num("SLURM_NTASKS_PER_NODE")
+	}
+	if !o.given["c"] {
+		o.req.CPUsPerTask = num("SLURM_CPUS_PER_TASK")
+	}
+	if !o.given["gpus-per-task"] {
+		o.req.GPUsPerTask = num("SLURM_GPUS_PER_TASK")
+	}
 }
 
 // Usage is srun's short help.
@@ -57,8 +76,8 @@ const Usage = `usage: srun [options] COMMAND [ARGS...]
 // parse reads srun's options; the command starts at the first argument
 // that is not an option (or after --).
 func parse(args []string) (options, error) {
-	var o options
-	o.export = "ALL"
+	o := options{export: "ALL", given: map[string]bool{}}
+	long := map[string]string{"ntasks": "n", "nodes": "N", "cpus-per-task": "c"}
 	num := func(name, v string) (int, error) {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
@@ -68,6 +87,11 @@ func parse(args []string) (options, error) {
 	}
 	set := func(name, v string) error {
 		var err error
+		if short, ok := long[name]; ok {
+			o.given[short] = true
+		} else {
+			o.given[name] = true
+		}
 		switch name {
 		case "n", "ntasks":
 			o.req.NTasks, err = num("--ntasks", v)
@@ -220,6 +244,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "srun: not inside a gpud job (%s is not set): srun starts steps in a job's allocation; submit a job with sbatch (allocations from srun and salloc outside a job are not built yet)\n", api.EnvStepSocket)
 		return exitError
 	}
+	o.envDefaults(os.Getenv)
 	if o.req.Cwd == "" {
 		o.req.Cwd, _ = os.Getwd()
 	}
