@@ -6,6 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
 )
 
 // stepsScript is the two-node script: the batch part runs once,
@@ -81,4 +84,50 @@ func TestSteps(t *testing.T) {
 	if !strings.Contains(text, "concurrent-A") || !strings.Contains(text, "concurrent-B") {
 		t.Errorf("two steps started with & did not run at the same time")
 	}
+}
+
+// TestStepInOtherJobRefused: a job's step socket admits only its own
+// job. Another user's job cannot even see it (the node's state is hidden
+// from jobs), and from the host the socket refuses other users.
+func TestStepInOtherJobRefused(t *testing.T) {
+	c := openCluster(t, true)
+	alice, bob := addUserTag(t, "a"), addUserTag(t, "b")
+	r := c.as(alice, nil, "gpusubmit", "--parsable", "--wrap", "sleep 300")
+	if r.code != 0 {
+		t.Fatalf("alice's job: exit %d: %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	c.waitState(id, 60*time.Second, "RUNNING")
+	sock := filepath.Join(c.dir, "nodes", "node1", "jobs", "gpud-"+id+"-1-node1", "step.sock")
+	env := []string{api.EnvStepSocket + "=" + sock}
+	// Alice's own steps work, from her job's socket.
+	var own result
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if own = c.as(alice, env, "srun", "echo", "alice-step"); own.code == 0 {
+			break
+		}
+	}
+	if own.code != 0 || own.stdout != "alice-step\n" {
+		t.Fatalf("alice's step in her own job: exit %d %q %s", own.code, own.stdout, own.stderr)
+	}
+	// Bob, on the host, is refused by the socket's owner and mode.
+	if r := c.as(bob, env, "srun", "echo", "bob-step"); r.code == 0 || strings.Contains(r.stdout, "bob-step") ||
+		!strings.Contains(r.stderr, "permission denied") {
+		t.Errorf("bob's srun on alice's job socket: exit %d %q %q; want refused (permission denied)", r.code, r.stdout, r.stderr)
+	}
+	// Bob's job does not see alice's socket at all.
+	r = c.as(bob, nil, "gpusubmit", "--wait", "--parsable", "--output", "bob.out",
+		"--wrap", api.EnvStepSocket+"="+sock+" srun echo bob-step; echo rc=$?")
+	out, err := os.ReadFile(filepath.Join(bob.home, "bob.out"))
+	if err != nil {
+		t.Fatalf("bob's job (exit %d %s): %v", r.code, r.stderr, err)
+	}
+	if strings.Contains(string(out), "bob-step") || !strings.Contains(string(out), "rc=1") {
+		t.Errorf("bob's job reached alice's step socket:\n%s", out)
+	}
+	t.Logf("bob's job: %s", out)
+	// End alice's job before her user is removed.
+	c.cancelAll()
+	c.waitState(id, 60*time.Second, "CANCELLED")
+	waitFor(t, 30*time.Second, "alice's container removed", func() bool { return c.containersOf(id) == 0 })
 }
