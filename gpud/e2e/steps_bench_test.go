@@ -15,7 +15,7 @@ import (
 
 // stepJob starts a job holding nodes nodes (sleeping) and returns the
 // path of its step socket on the first node, as srun inside it sees it.
-func stepJob(b *testing.B, c *cluster, nodes int) string {
+func stepJob(b testing.TB, c *cluster, nodes int) string {
 	b.Helper()
 	work := b.TempDir()
 	r := c.cli(work, "gpusubmit", "--parsable", "-N", fmt.Sprint(nodes), "--wrap", "sleep 600")
@@ -25,14 +25,20 @@ func stepJob(b *testing.B, c *cluster, nodes int) string {
 	id := strings.TrimSpace(r.stdout)
 	c.waitState(id, 60*time.Second, "RUNNING")
 	sock := filepath.Join(c.dir, "nodes", "node1", "jobs", "gpud-"+id+"-1-node1", "step.sock")
-	// The socket is there before the containers start: wait for a step
-	// to run.
+	waitStep(b, sock, nodes)
+	return sock
+}
+
+// waitStep waits until a step over nodes nodes runs through sock (the
+// socket is there before the containers start).
+func waitStep(b testing.TB, sock string, nodes int) {
+	b.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		out, err := srunCmd(sock, "-N", fmt.Sprint(nodes), "true").CombinedOutput()
 		if err == nil {
-			return sock
+			return
 		} else if time.Now().After(deadline) {
-			b.Fatalf("no step ran in job %s: %v: %s", id, err, out)
+			b.Fatalf("no step ran through %s: %v: %s", sock, err, out)
 		}
 	}
 }

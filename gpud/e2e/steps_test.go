@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,4 +131,19 @@ func TestStepInOtherJobRefused(t *testing.T) {
 	c.cancelAll()
 	c.waitState(id, 60*time.Second, "CANCELLED")
 	waitFor(t, 30*time.Second, "alice's container removed", func() bool { return c.containersOf(id) == 0 })
+}
+
+// TestStepsAfterAgentRestart: after kill -9 of the whole gpud tree and a
+// restart, the agents re-adopt a running two-node job and srun starts
+// steps in it again, on both nodes.
+func TestStepsAfterAgentRestart(t *testing.T) {
+	c := startCluster(t, 2)
+	sock := stepJob(t, c, 2)
+	c.stop(syscall.SIGKILL)
+	c.start(2)
+	waitStep(t, sock, 2)
+	out, err := srunCmd(sock, "-l", "printenv", "SLURMD_NODENAME").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "0: node1\n") || !strings.Contains(string(out), "1: node2\n") {
+		t.Errorf("srun after the restart: %v: %q; want a task on each node", err, out)
+	}
 }

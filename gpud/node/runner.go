@@ -397,6 +397,7 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 	adopt := func(l learned) {
 		learnC = nil
 		r.asg, r.self = l.asg, l.self
+		r.resumeSteps(ctx, log)
 		if stopCh != nil { // not already stopping
 			schedule()
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -137,6 +138,30 @@ func (r *runner) serveSteps(ctx context.Context) (stop func()) {
 	}()
 	var once sync.Once
 	return func() { once.Do(func() { close(stopC) }) }
+}
+
+// resumeSteps serves steps again in a job this agent re-adopted (an
+// agent restart), once it knows the job's assignment: it rebuilds the
+// node's part of the container's environment and listens on the job's
+// step socket again. Steps that were running when the old agent died are
+// not re-adopted: their srun reports the lost connection.
+func (r *runner) resumeSteps(ctx context.Context, log *slog.Logger) {
+	groups, _ := supplementaryGroups(r.asg.Job.UID, r.asg.Job.GID)
+	cfg, err := buildTask(taskInput{
+		Asg: *r.asg, Self: r.self, NodeName: r.a.cfg.Name, Hostname: r.a.cfg.Hostname, SelfAddr: r.a.cfg.Addr,
+		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, NICs: r.a.nics, MIG: r.mig, ContainerID: r.id, JobDir: r.jobDir(),
+		ScriptPath: filepath.Join(r.jobDir(), "script"), GroupIDs: groups, Hide: r.a.hidden(), Show: r.a.cfg.ShowPaths,
+		ToolsDir: r.a.cfg.ToolsDir,
+	})
+	if err != nil {
+		log.Warn("re-adopted job: srun will not work in it", "err", err)
+		return
+	}
+	r.mu.Lock()
+	r.env = cfg.Env
+	r.mu.Unlock()
+	r.serveSteps(ctx)
+	log.Info("re-adopted job serves steps again")
 }
 
 // layout is where a step's tasks run: per node (in step order) the
