@@ -14,8 +14,9 @@ import (
 
 // stepsScript is the issue's two-node script: the batch part runs once,
 // srun fans out over both nodes (labelled), and four tasks each get
-// their own GPU. Then a step whose task exits 3, a -K step, and two
-// concurrent steps that can only finish if they run at the same time.
+// their own GPU. Then a step whose task exits 3, a -K step, two
+// concurrent steps that can only finish if they run at the same time, a
+// step larger than the allocation, and SIGTERM to srun reaching its tasks.
 const stepsScript = `#!/bin/bash
 echo once nodelist=$SLURM_JOB_NODELIST
 srun -l hostname
@@ -29,6 +30,15 @@ echo "krc=$? took=$((SECONDS - start))"
 srun -n1 --overlap bash -c 'for i in $(seq 200); do [ -f /tmp/b ] && break; sleep 0.1; done; [ -f /tmp/b ] && echo concurrent-A' &
 srun -n1 --overlap bash -c 'touch /tmp/b; echo concurrent-B' &
 wait
+srun -N3 true 2>&1
+echo "big=$?"
+srun bash -c 'trap "echo got-TERM-$SLURM_PROCID; exit 0" TERM; echo ready-$SLURM_PROCID; sleep 30 & wait' > /tmp/sig.out &
+pid=$!
+for i in $(seq 200); do [ "$(grep -c ready /tmp/sig.out)" = 2 ] && break; sleep 0.1; done
+kill -TERM $pid
+wait $pid
+echo "sigrc=$?"
+cat /tmp/sig.out
 `
 
 // TestSteps runs the issue's "Must show" two-node script on a real gpud
@@ -84,6 +94,12 @@ func TestSteps(t *testing.T) {
 	}
 	if !strings.Contains(text, "concurrent-A") || !strings.Contains(text, "concurrent-B") {
 		t.Errorf("two steps started with & did not run at the same time")
+	}
+	if !strings.Contains(text, "step asks for 3 nodes but the allocation has 2 node(s): node1") || !strings.Contains(text, "big=1\n") {
+		t.Errorf("srun -N3 in a 2-node allocation: want exit 1 and an error naming what the allocation has")
+	}
+	if !strings.Contains(text, "got-TERM-0") || !strings.Contains(text, "got-TERM-1") || !strings.Contains(text, "sigrc=0\n") {
+		t.Errorf("SIGTERM to srun did not reach both tasks (or srun did not exit 0 with them)")
 	}
 }
 
