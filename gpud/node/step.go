@@ -250,10 +250,9 @@ func tasksPerNode(l layout) string {
 	return strings.Join(parts, ",")
 }
 
-// stepStream writes StepMsg values to srun; safe for concurrent use.
+// stepStream writes StepMsg frames to srun; safe for concurrent use.
 type stepStream struct {
 	mu  sync.Mutex
-	enc *json.Encoder
 	bw  *bufio.Writer
 	err error
 }
@@ -264,12 +263,12 @@ func (s *stepStream) send(m api.StepMsg) {
 	if s.err != nil {
 		return
 	}
-	if s.err = s.enc.Encode(m); s.err == nil {
+	if s.err = api.WriteStepMsg(s.bw, m); s.err == nil {
 		s.err = s.bw.Flush()
 	}
 }
 
-// taskWriter turns a task's output into StepMsg values.
+// taskWriter turns a task's output into output frames.
 type taskWriter struct {
 	s    *stepStream
 	kind string
@@ -277,7 +276,15 @@ type taskWriter struct {
 }
 
 func (w taskWriter) Write(p []byte) (int, error) {
-	w.s.send(api.StepMsg{Kind: w.kind, Task: w.task, Data: slices.Clone(p)})
+	s := w.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		if s.err = api.WriteStepOutput(s.bw, w.kind, w.task, p); s.err == nil {
+			s.err = s.bw.Flush()
+		}
+	}
+	// srun gone: the output is dropped, the task runs on until killed.
 	return len(p), nil
 }
 
@@ -286,7 +293,7 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	log := r.log()
 	bw := bufio.NewWriter(c)
-	out := &stepStream{enc: json.NewEncoder(bw), bw: bw}
+	out := &stepStream{bw: bw}
 	dec := json.NewDecoder(bufio.NewReader(c))
 	var req api.StepRequest
 	if err := dec.Decode(&req); err != nil {

@@ -305,11 +305,11 @@ func run(c net.Conn, o options, stdout, stderr io.Writer) int {
 		files[p] = f
 		return f, nil
 	}
-	dec := json.NewDecoder(bufio.NewReader(c))
+	br := bufio.NewReaderSize(c, 256<<10)
 	worst := 0
 	for {
-		var m api.StepMsg
-		if err := dec.Decode(&m); err != nil {
+		m, err := api.ReadStepFrame(br)
+		if err != nil {
 			out.flush()
 			errs.flush()
 			fmt.Fprintf(stderr, "srun: lost the connection to the node agent before the step ended: %v\n", err)
