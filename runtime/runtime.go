@@ -150,6 +150,9 @@ type ExecConfig struct {
 	// Stdout and Stderr receive the process's output while the caller
 	// holds the Process; nil discards it.
 	Stdout, Stderr io.Writer
+	// Stdin, when set, is the process's input until it returns EOF; nil
+	// gives the process no input.
+	Stdin io.Reader
 }
 
 // Process is a process started by Exec.

@@ -22,14 +22,16 @@ const EnvStepSocket = "GPUD_STEP_SOCKET"
 // StepRequest asks for a step: ntasks processes laid out in blocks over
 // the allocation's nodes. Zero values take Slurm's defaults.
 type StepRequest struct {
-	NTasks        int      `json:"ntasks,omitempty"`
-	Nodes         int      `json:"nodes,omitempty"`
-	NTasksPerNode int      `json:"ntasks_per_node,omitempty"`
-	CPUsPerTask   int      `json:"cpus_per_task,omitempty"`
-	GPUsPerTask   int      `json:"gpus_per_task,omitempty"`
-	KillOnBadExit bool     `json:"kill_on_bad_exit,omitempty"`
-	Overlap       bool     `json:"overlap,omitempty"`
-	Args          []string `json:"args"`
+	NTasks        int  `json:"ntasks,omitempty"`
+	Nodes         int  `json:"nodes,omitempty"`
+	NTasksPerNode int  `json:"ntasks_per_node,omitempty"`
+	CPUsPerTask   int  `json:"cpus_per_task,omitempty"`
+	GPUsPerTask   int  `json:"gpus_per_task,omitempty"`
+	KillOnBadExit bool `json:"kill_on_bad_exit,omitempty"`
+	Overlap       bool `json:"overlap,omitempty"`
+	// Stdin says srun sends its input (StepStdin) for task 0.
+	Stdin bool     `json:"stdin,omitempty"`
+	Args  []string `json:"args"`
 	// Env is the tasks' environment (srun's, filtered by --export); the
 	// agent adds the node's and the step's variables over it.
 	Env []string `json:"env"`
@@ -45,6 +47,7 @@ const (
 	StepDone    = "done"    // Code: the highest task exit code
 	StepError   = "error"   // Error: the step could not run
 	StepSignal  = "signal"  // srun to agent: Signal for every task
+	StepStdin   = "in"      // srun to agent: Data for task 0's stdin; empty Data is EOF
 )
 
 // StepMsg is one message of a step stream.

@@ -30,6 +30,7 @@ echo "krc=$? took=$((SECONDS - start))"
 srun -n1 --overlap bash -c 'for i in $(seq 200); do [ -f /tmp/b ] && break; sleep 0.1; done; [ -f /tmp/b ] && echo concurrent-A' &
 srun -n1 --overlap bash -c 'touch /tmp/b; echo concurrent-B' &
 wait
+echo piped-in | srun -n2 -l cat
 srun -N3 true 2>&1
 echo "big=$?"
 srun bash -c 'trap "echo got-TERM-$SLURM_PROCID; exit 0" TERM; echo ready-$SLURM_PROCID; sleep 30 & wait' > /tmp/sig.out &
@@ -94,6 +95,9 @@ func TestSteps(t *testing.T) {
 	}
 	if !strings.Contains(text, "concurrent-A") || !strings.Contains(text, "concurrent-B") {
 		t.Errorf("two steps started with & did not run at the same time")
+	}
+	if n := strings.Count(text, "piped-in"); n != 1 || !strings.Contains(text, "0: piped-in\n") {
+		t.Errorf("srun's stdin reached %d tasks; want task 0 only", n)
 	}
 	if !strings.Contains(text, "step asks for 3 nodes but the allocation has 2 node(s): node1") || !strings.Contains(text, "big=1\n") {
 		t.Errorf("srun -N3 in a 2-node allocation: want exit 1 and an error naming what the allocation has")

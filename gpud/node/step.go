@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -340,6 +341,26 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	// srun's stdin goes to task 0 (on the first node of the step).
+	stdinR, stdinW := io.Pipe()
+	defer stdinW.Close()
+	stdinC := make(chan []byte, 64)
+	go func() {
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case b := <-stdinC:
+				if b == nil {
+					stdinW.Close()
+					continue
+				}
+				_, _ = stdinW.Write(b) // task 0 gone: its input is dropped
+			}
+		}
+	}()
+	// At the end a write blocked on a task that never read is released.
+	endStdin := func() { stdinW.Close(); stdinR.Close() }
 	// Every node starts its tasks at once (each exec is a runc run).
 	parts := make([]*stepPart, len(l.nodes))
 	errs := make([]error, len(l.nodes))
@@ -350,10 +371,14 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 			defer startWG.Done()
 			p, err := r.a.peer(nd.Node)
 			if err == nil {
-				parts[i], err = p.startTasks(sctx, r.allocID, stepTasks{
+				st := stepTasks{
 					Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUsPerTask: req.GPUsPerTask,
 					Args: req.Args, Env: mergeEnv(req.Env, stepEnv), Cwd: req.Cwd,
-				}, out)
+				}
+				if i == 0 && req.Stdin {
+					st.Stdin = stdinR
+				}
+				parts[i], err = p.startTasks(sctx, r.allocID, st, out)
 			}
 			errs[i] = err
 		}()
@@ -389,8 +414,20 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 				}
 				return
 			}
-			if m.Kind == api.StepSignal && m.Signal > 0 && m.Signal < 65 {
+			switch {
+			case m.Kind == api.StepSignal && m.Signal > 0 && m.Signal < 65:
 				signalAll(syscall.Signal(m.Signal))
+			case m.Kind == api.StepStdin && len(m.Data) == 0:
+				select {
+				case stdinC <- nil:
+				case <-sctx.Done():
+				}
+			case m.Kind == api.StepStdin:
+				// Backpressure once 64 chunks wait for task 0 to read.
+				select {
+				case stdinC <- m.Data:
+				case <-sctx.Done():
+				}
 			}
 		}
 	}()
@@ -415,6 +452,7 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 	}
 	wg.Wait()
 	cancel()
+	endStdin()
 	log.Info("step ended", "step", step, "exit_code", worst)
 	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
 }
@@ -427,6 +465,8 @@ type stepTasks struct {
 	GPUsPerTask int
 	Args, Env   []string
 	Cwd         string
+	// Stdin is task 0's input (on the node that runs task 0).
+	Stdin io.Reader
 }
 
 // stepPart is one node's running tasks of a step.
@@ -528,6 +568,7 @@ func (a *Agent) startTask(ctx context.Context, ex runtime.Execer, ctr string, st
 		ID:   fmt.Sprintf("step%d-task%d", st.Step, task),
 		Args: st.Args, Env: mergeEnv(st.Env, over), Cwd: st.Cwd,
 		Stdout: taskWriter{out, api.StepStdout, task}, Stderr: taskWriter{out, api.StepStderr, task},
+		Stdin: stdinOf(st, local),
 	})
 	if err != nil {
 		return fmt.Errorf("task %d on node %s: %w", task, a.cfg.Name, err)
@@ -549,5 +590,14 @@ func (a *Agent) startTask(ctx context.Context, ex runtime.Execer, ctr string, st
 		_ = proc.Delete(context.WithoutCancel(ctx))
 		part.exits <- m
 	}()
+	return nil
+}
+
+// stdinOf is the input of a node's local task: the step's stdin for the
+// step's task 0, none for the others.
+func stdinOf(st stepTasks, local int) io.Reader {
+	if st.Stdin != nil && st.NodeIndex == 0 && local == 0 {
+		return st.Stdin
+	}
 	return nil
 }

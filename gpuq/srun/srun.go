@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -245,6 +246,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	o.envDefaults(os.Getenv)
+	o.req.Stdin = hasInput(os.Stdin)
 	if o.req.Cwd == "" {
 		o.req.Cwd, _ = os.Getwd()
 	}
@@ -318,6 +320,9 @@ func run(c net.Conn, o options, stdout, stderr io.Writer) int {
 		switch m.Kind {
 		case api.StepStarted:
 			step = m.Step
+			if o.req.Stdin {
+				go sendStdin(os.Stdin, send)
+			}
 		case api.StepStdout, api.StepStderr:
 			pattern, s := o.output, out
 			if m.Kind == api.StepStderr {
@@ -444,5 +449,33 @@ func (s *sink) flushTask(task int) {
 func (s *sink) flush() {
 	for t := range s.partial {
 		s.flushTask(t)
+	}
+}
+
+// hasInput reports whether srun's stdin may hold input for task 0: not
+// /dev/null (a batch script's stdin) and not closed.
+func hasInput(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
+}
+
+// sendStdin passes srun's input to task 0 and then its end (empty Data).
+func sendStdin(r io.Reader, send func(any) error) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if send(api.StepMsg{Kind: api.StepStdin, Data: slices.Clone(buf[:n])}) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = send(api.StepMsg{Kind: api.StepStdin})
+			return
+		}
 	}
 }

@@ -52,7 +52,15 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	proc, err := task.Exec(ctx, cfg.ID, &p, cio.NewCreator(cio.WithStreams(nil, stdout, stderr)))
+	var stdin io.Reader
+	var stdinDone chan struct{}
+	if cfg.Stdin != nil {
+		// containerd closes the FIFO at EOF but not the process's end:
+		// that takes CloseIO once the copy is over (as ctr does).
+		stdinDone = make(chan struct{})
+		stdin = eofReader{cfg.Stdin, stdinDone}
+	}
+	proc, err := task.Exec(ctx, cfg.ID, &p, cio.NewCreator(cio.WithStreams(stdin, stdout, stderr)))
 	if err != nil {
 		return nil, fmt.Errorf("exec %q in %s: %w", cfg.Args[0], id, err)
 	}
@@ -67,7 +75,33 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 		_, _ = proc.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
 		return nil, fmt.Errorf("start %q in %s: %w", cfg.Args[0], id, err)
 	}
+	if stdinDone != nil {
+		// The caller ends Stdin (EOF) at the latest when the process is
+		// waited for; CloseIO on an exited process fails harmlessly.
+		go func() {
+			<-stdinDone
+			_ = proc.CloseIO(context.WithoutCancel(ctx), client.WithStdinCloser)
+		}()
+	}
 	return &execProc{r: r, proc: proc, statusC: statusC}, nil
+}
+
+// eofReader closes done when its reader is exhausted.
+type eofReader struct {
+	r    io.Reader
+	done chan struct{}
+}
+
+func (e eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		select {
+		case <-e.done:
+		default:
+			close(e.done)
+		}
+	}
+	return n, err
 }
 
 type execProc struct {
