@@ -151,6 +151,23 @@ type nodeOptions struct {
 	// HidePaths are directories of daemon state jobs must not see, besides
 	// the node's own state and checkpoint roots (node.Config.HidePaths).
 	HidePaths []string
+	// Peers joins the agent to the other in-process agents for job steps
+	// (gpud standalone); nil: steps stay on this node.
+	Peers *node.Peers
+}
+
+// toolsDir is the directory of gpud's own binary when srun is there too
+// (make build's bin/, an install's bin/): mounted into jobs for srun.
+func toolsDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	dir := filepath.Dir(exe)
+	if _, err := os.Stat(filepath.Join(dir, "srun")); err != nil {
+		return ""
+	}
+	return dir
 }
 
 // runNode discovers the node, connects to containerd and runs the agent
@@ -192,6 +209,9 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	if mig != nil {
 		opts = append(opts, node.WithMIG(*mig))
 	}
+	if o.Peers != nil {
+		opts = append(opts, node.WithPeers(o.Peers))
+	}
 	agent, err := node.New(node.Config{
 		Name:           o.Name,
 		StateDir:       s.StateDir,
@@ -199,6 +219,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		KillGrace:      s.KillGrace.Std(),
 		StopJobsOnStop: o.StopJobs,
 		DefaultImage:   s.DefaultImage,
+		ToolsDir:       toolsDir(),
 		CheckpointRoot: s.CheckpointRoot,
 		Addr:           s.Address,
 		// The grace of a checkpoint-first stop: requeue, checkpoint-mode

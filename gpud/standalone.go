@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gpud/gpud/gpud/config"
+	"github.com/gpud/gpud/gpud/node"
 	"github.com/gpud/gpud/gpud/statefile"
 	"github.com/gpud/gpud/runtime/containerd"
 )
@@ -148,6 +149,7 @@ func standaloneCommand() *cli.Command {
 			g.Go(ctrl.Wait)
 			// A failing node agent stops the whole tree, controller included.
 			g.Go(func() error { <-gctx.Done(); cancel(); return nil })
+			peers := node.NewPeers()
 			for i := 1; i <= n; i++ {
 				name := fmt.Sprintf("node%d", i)
 				sec := nodeDefaults.Node
@@ -168,6 +170,7 @@ func standaloneCommand() *cli.Command {
 						Log:        log.With("component", "node"),
 						// Everything under --state-dir is daemon state.
 						HidePaths: []string{dir},
+						Peers:     peers,
 					})
 				})
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/gpud/gpud/gpuq/app"
 	"github.com/gpud/gpud/gpuq/exitcode"
 	"github.com/gpud/gpud/gpuq/slurm"
+	"github.com/gpud/gpud/gpuq/srun"
 	"github.com/gpud/gpud/gpuq/termsafe"
 )
 
@@ -23,6 +24,10 @@ func main() {
 	// it (a quarter of `gpuq` with 100,000 jobs). GOGC still wins if set.
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
+	}
+	if filepath.Base(os.Args[0]) == "srun" {
+		// srun handles its signals itself: they go to the step's tasks.
+		os.Exit(srun.Main(os.Args, os.Stdout, os.Stderr))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var code int

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"io"
 	"syscall"
 	"time"
 )
@@ -135,4 +136,37 @@ type TaskUsage struct {
 // it and samples GPUs only when it is missing.
 type UsageReader interface {
 	TaskUsage(ctx context.Context, id string) (TaskUsage, error)
+}
+
+// ExecConfig is a process to start inside a running container: a step
+// task. It runs as the container's user, with its devices, cgroup and
+// mounts; Args, Env and Cwd replace the container process's.
+type ExecConfig struct {
+	// ID names the process within its container (unique while it runs).
+	ID   string
+	Args []string
+	Env  []string
+	Cwd  string
+	// Stdout and Stderr receive the process's output while the caller
+	// holds the Process; nil discards it.
+	Stdout, Stderr io.Writer
+	// Stdin, when set, is the process's input until it returns EOF; nil
+	// gives the process no input.
+	Stdin io.Reader
+}
+
+// Process is a process started by Exec.
+type Process interface {
+	// Wait blocks until the process exits and all its output was copied.
+	Wait(ctx context.Context) (ExitStatus, error)
+	// Signal delivers sig to the process.
+	Signal(ctx context.Context, sig syscall.Signal) error
+	// Delete releases the engine's record of an exited process.
+	Delete(ctx context.Context) error
+}
+
+// Execer is implemented by runtimes that can start processes inside a
+// running container (job steps). It is optional, like UsageReader.
+type Execer interface {
+	Exec(ctx context.Context, containerID string, cfg ExecConfig) (Process, error)
 }

@@ -443,9 +443,11 @@ type exitInfo struct {
 func (c *Controller) partEnded(tx *txn, rec *jobRec, node string, ev exitInfo) {
 	j := &rec.job
 	a := cloneAlloc(j.Alloc)
+	batch := false // the node that ran the batch script (rank 0)
 	for i := range a.Nodes {
 		if a.Nodes[i].Node == node {
 			a.Nodes[i].Ended = true
+			batch = a.Nodes[i].Rank == 0
 		}
 	}
 	j.Alloc = a
@@ -498,7 +500,9 @@ func (c *Controller) partEnded(tx *txn, rec *jobRec, node string, ev exitInfo) {
 		}
 		j.Reason = reason
 		c.bumpLive(tx, rec)
-	case ev.state != spec.StateCompleted || live == 0:
+	case ev.state != spec.StateCompleted || live == 0 || batch:
+		// The batch script (rank 0) ending ends the job: the other
+		// nodes only hold the allocation for its steps (DESIGN §7).
 		state := ev.state
 		if !state.Terminal() {
 			state = spec.StateFailed

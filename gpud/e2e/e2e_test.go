@@ -112,9 +112,9 @@ ls /dev | grep '^nvidia[0-9]' | tr '\n' ' '; echo
 		c.waitState(strings.TrimSpace(r.stdout), 90*time.Second, "TIMEOUT")
 	})
 
-	t.Run("two-node gang runs one container per node with its rank", func(t *testing.T) {
+	t.Run("two-node gang runs the script once and srun's tasks on each node with its rank", func(t *testing.T) {
 		r := c.cli(work, "gpusubmit", "--wait", "--parsable", "-N", "2", "--gpus-per-node", "1", "--output", "gang-%j.out",
-			"--wrap", "echo rank=$NODE_RANK/$SLURM_NODEID world=$WORLD_SIZE nodes=$SLURM_JOB_NODELIST master=$MASTER_ADDR gpus=$CUDA_VISIBLE_DEVICES")
+			"--wrap", "echo batch-once; srun sh -c 'echo rank=$NODE_RANK/$SLURM_NODEID world=$WORLD_SIZE nodes=$SLURM_JOB_NODELIST master=$MASTER_ADDR gpus=$CUDA_VISIBLE_DEVICES'")
 		if r.code != 0 {
 			t.Fatalf("gang job: exit %d: %s", r.code, r.stderr)
 		}
@@ -127,6 +127,9 @@ ls /dev | grep '^nvidia[0-9]' | tr '\n' ' '; echo
 			if !strings.Contains(string(out), rank) {
 				t.Errorf("output lacks %q:\n%s", rank, out)
 			}
+		}
+		if n := strings.Count(string(out), "batch-once"); n != 1 {
+			t.Errorf("batch script ran %d times, want once (on the first node):\n%s", n, out)
 		}
 		if n := len(gpuUUID.FindAllString(string(out), -1)); n != 2 {
 			t.Errorf("want one GPU per rank, saw %d:\n%s", n, out)

@@ -464,10 +464,17 @@ func TestReadoptedJobKeepsCheckpointing(t *testing.T) {
 	t.Logf("FAULT kill -9 agent of a checkpointing job: re-adopted; checkpoints %d → %d, attempt %d", j.Checkpoints, after.Checkpoints, after.Attempt)
 }
 
-// gangScript: on SIGUSR1 every rank saves its own counter; rank 0 marks
-// the checkpoint done once both ranks' files are there.
+// gangScript runs gangWorker as one task per node (a step); the batch
+// shell ignores the checkpoint signal, which reaches the step's tasks.
 const gangScript = `#!/bin/bash
 #GPU --checkpoint=2s
+trap '' USR1
+srun --ntasks-per-node=1 bash gang-worker.sh
+`
+
+// gangWorker: on SIGUSR1 every rank saves its own counter; rank 0 marks
+// the checkpoint done once both ranks' files are there.
+const gangWorker = `#!/bin/bash
 n=0
 checkpoint() {
 	echo "$n" > "$GPUD_CHECKPOINT_DIR/rank-$NODE_RANK"
@@ -493,6 +500,7 @@ func TestGangRanksCheckpoint(t *testing.T) {
 	cl := c.client()
 	work := t.TempDir()
 	writeScript(t, work, "gang.sh", gangScript)
+	writeScript(t, work, "gang-worker.sh", gangWorker)
 	r := c.cli(work, "gpusubmit", "--parsable", "-N", "2", "--gpus-per-node", "1", "--time", "5", "gang.sh")
 	if r.code != 0 {
 		t.Fatalf("gpusubmit: exit %d: %s", r.code, r.stderr)

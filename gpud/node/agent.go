@@ -185,6 +185,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("open checkpoint root of node %s: %w", a.cfg.Name, err)
 	}
 	a.ckpt = ckpt
+	if a.opts.peers != nil {
+		a.opts.peers.add(a)
+		defer a.opts.peers.remove(a)
+	}
 	open := openOutbox
 	if a.opts.memOutbox {
 		open = func(ctx context.Context, _ *slog.Logger, _ string, now time.Time) (*outbox, error) {

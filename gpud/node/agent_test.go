@@ -47,16 +47,21 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 			LabelStart: "2025-03-04T05:06:07Z", LabelDeadline: "2025-03-04T06:06:07Z",
 		},
 		Image: runtime.ImageHost,
-		Args:  []string{filepath.Join(jobDir, "script"), "--lr", "0.1"},
+		// node-1 is rank 1, but this agent cannot reach node-0 for
+		// steps (no Peers): the script runs on every node, as before
+		// steps (taskInput.EveryNode). With peers, rank 1 holds its
+		// share and the script runs on rank 0 only (TestBatchOnFirstNode).
+		Args: []string{filepath.Join(jobDir, "script"), "--lr", "0.1"},
 		Env: []string{
 			"FOO=baz",
 			"GPUD_JOB_ID=7", "GPUD_NODELIST=node-0,node-1", "GPUD_NODEID=1", "GPUD_NNODES=2",
 			"GPUD_GPUS=GPU-a,GPU-b", "GPUD_CHECKPOINT_DIR=" + filepath.Join(ckpt, "staging"), "GPUD_RESTART_DIR=",
 			"MASTER_ADDR=10.0.0.1", "MASTER_PORT=20007", "WORLD_SIZE=2", "NODE_RANK=1",
-			"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=node-0,node-1", "SLURM_NODEID=1", "SLURM_NNODES=2",
+			"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=node-[0-1]", "SLURM_NODELIST=node-[0-1]", "SLURM_NODEID=1", "SLURM_NNODES=2",
 			"SLURM_JOB_NUM_NODES=2", "SLURM_SUBMIT_DIR=" + filepath.Join(e.home, "submit"), "SLURM_JOB_NAME=train",
 			"SLURM_JOB_USER=alice", "SLURM_JOB_PARTITION=gpu", "SLURM_CPUS_ON_NODE=4", "SLURM_MEM_PER_NODE=8192", "SLURM_RESTART_COUNT=0",
 			"CUDA_VISIBLE_DEVICES=GPU-a,GPU-b", "NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b",
+			"SLURMD_NODENAME=node-1", "SLURM_GPUS_ON_NODE=2", "GPUD_STEP_SOCKET=" + filepath.Join(jobDir, "step.sock"),
 		},
 		Cwd: work, UID: 1000, GID: 1000,
 		Hostname: "node-1.test",

@@ -44,6 +44,10 @@ type Config struct {
 	Addr string
 	// DefaultImage is used for jobs that name no image.
 	DefaultImage string
+	// ToolsDir holds srun and gpud's other CLIs (with Slurm's names); it is
+	// mounted read-only into every job at its own path and put first on
+	// the job's PATH. Empty: jobs get no tools.
+	ToolsDir string
 	// CheckpointRoot holds per-job checkpoint directories
 	// (<root>/<job id>/staging, sealed ckpt-<seq>). Empty means
 	// StateDir/checkpoints.
@@ -181,6 +185,8 @@ type options struct {
 	usageTicks <-chan time.Time
 	// memOutbox keeps the outbox in memory (gpud loadtest's many agents).
 	memOutbox bool
+	// peers finds the other nodes' agents for steps (nil: this node only).
+	peers *Peers
 }
 
 // WithMemoryOutbox keeps the outbox in an in-memory SQLite database
@@ -191,6 +197,10 @@ type options struct {
 // in-memory outbox survives no restart, so a real node must never use it;
 // the protocol (record, send in order, acknowledge) is the same.
 func WithMemoryOutbox() Option { return func(o *options) { o.memOutbox = true } }
+
+// WithPeers has the agent join reg, through which the agents of one
+// allocation start each other's parts of a step (see step.go).
+func WithPeers(reg *Peers) Option { return func(o *options) { o.peers = reg } }
 
 // WithLogger sets the agent's logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }

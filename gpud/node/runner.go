@@ -59,6 +59,11 @@ type runner struct {
 	// job takes its periodic checkpoints again.
 	learnC    chan learned
 	learnOnce sync.Once
+
+	// env is the container's environment (nil until started here), for
+	// step tasks; nextStep numbers the steps srun starts here.
+	env      []string
+	nextStep int
 }
 
 // learned is an adopted runner's assignment and its part of it.
@@ -223,7 +228,15 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 		var cfg runtime.TaskConfig
 		cfg, err = r.prepare()
 		if err == nil {
+			// Listen before the job starts: its first line may be srun.
+			r.mu.Lock()
+			r.env = cfg.Env
+			r.mu.Unlock()
+			stopServe := r.serveSteps(ctx)
 			err = r.a.rt.Start(ctx, cfg)
+			if err != nil {
+				stopServe()
+			}
 			if err != nil && !errors.Is(err, os.ErrExist) {
 				// Start may have created the container before failing.
 				if derr := r.a.rt.Delete(context.WithoutCancel(ctx), r.id); derr != nil {
@@ -280,7 +293,8 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 		CPUSet: r.cpus, CPUMems: r.mems,
 		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
 		Hide: r.a.hidden(), Show: r.a.cfg.ShowPaths, Home: homeDir(job.UID),
-		Mounts: existingDirs(r.a.cfg.Mounts),
+		Mounts: existingDirs(r.a.cfg.Mounts), ToolsDir: r.a.cfg.ToolsDir,
+		EveryNode: !r.a.reachesAll(r.asg.Alloc.Nodes),
 	}
 	return buildTask(in)
 }
@@ -385,6 +399,7 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 	adopt := func(l learned) {
 		learnC = nil
 		r.asg, r.self = l.asg, l.self
+		r.resumeSteps(ctx, log)
 		if stopCh != nil { // not already stopping
 			schedule()
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 )
@@ -215,6 +216,14 @@ type taskInput struct {
 	// a job on the host's root gets it read-write, as on a Slurm node
 	// (caches such as ~/.cache, pip's and conda's user dirs).
 	Home string
+	// ToolsDir is Config.ToolsDir ("" = none).
+	ToolsDir string
+	// EveryNode runs the batch script on every node of the allocation,
+	// as gpud did before steps: set where this agent cannot reach the
+	// allocation's other nodes for steps (separate hosts, until the
+	// agent-to-agent transport exists), so a multi-node job there still
+	// uses all its nodes instead of holding them idle.
+	EveryNode bool
 }
 
 // buildTask turns an assignment into the container to run.
@@ -264,6 +273,13 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		visible = "void"
 	}
 	stdout, stderr := outputPaths(job, in.NodeName, self.Rank)
+	// The batch script runs once, on the first node (step "batch"); the
+	// other nodes hold their share and run steps' tasks only (step.go),
+	// unless they cannot be reached for steps (EveryNode).
+	batch := self.Rank == 0 || in.EveryNode
+	if !batch {
+		stdout, stderr = "", ""
+	}
 
 	id := strconv.FormatUint(uint64(job.ID), 10)
 	rank := strconv.Itoa(self.Rank)
@@ -281,7 +297,8 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		"WORLD_SIZE=" + nn,
 		"NODE_RANK=" + rank,
 		"SLURM_JOB_ID=" + id,
-		"SLURM_JOB_NODELIST=" + nodeList,
+		"SLURM_JOB_NODELIST=" + hostlist.Compress(names),
+		"SLURM_NODELIST=" + hostlist.Compress(names),
 		"SLURM_NODEID=" + rank,
 		"SLURM_NNODES=" + nn,
 		"SLURM_JOB_NUM_NODES=" + nn,
@@ -295,6 +312,18 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		"SLURM_RESTART_COUNT=" + strconv.Itoa(max(alloc.Attempt-1, 0)),
 		"CUDA_VISIBLE_DEVICES=" + gpus,
 		"NVIDIA_VISIBLE_DEVICES=" + visible,
+		"SLURMD_NODENAME=" + in.NodeName,
+		"SLURM_GPUS_ON_NODE=" + strconv.Itoa(len(devs)),
+		api.EnvStepSocket + "=" + filepath.Join(in.JobDir, stepSocketName),
+	}
+	if in.ToolsDir != "" {
+		path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+		for _, kv := range job.Env {
+			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+				path = v
+			}
+		}
+		ours = append(ours, "PATH="+in.ToolsDir+":"+path)
 	}
 	if f := self.GPUFraction; f > 0 && f < 1 && len(self.GPUs) == 1 {
 		// A share of one GPU: best-effort isolation through CUDA MPS. The
@@ -307,6 +336,30 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 			ours = append(ours, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="+self.GPUs[0]+"="+
 				strconv.FormatInt(int64(math.Floor(f*float64(g.MemMiB))), 10)+"M")
 		}
+	}
+	// The job's task layout, as sbatch sets it; srun takes its defaults
+	// from these.
+	if t := job.Tasks; t.NTasks > 0 || t.NTasksPerNode > 0 {
+		nt := t.NTasks
+		if nt == 0 {
+			nt = t.NTasksPerNode * len(nodes)
+		}
+		ours = append(ours, "SLURM_NTASKS="+strconv.Itoa(nt), "SLURM_NPROCS="+strconv.Itoa(nt))
+		if t.NTasksPerNode > 0 {
+			ours = append(ours, "SLURM_NTASKS_PER_NODE="+strconv.Itoa(t.NTasksPerNode))
+		}
+		if l, err := stepLayout(nodes, api.StepRequest{NTasks: nt, NTasksPerNode: t.NTasksPerNode}); err == nil {
+			ours = append(ours, "SLURM_TASKS_PER_NODE="+tasksPerNode(l))
+		}
+	}
+	if t := job.Tasks; t.CPUsPerTask > 0 {
+		ours = append(ours, "SLURM_CPUS_PER_TASK="+strconv.Itoa(t.CPUsPerTask))
+	}
+	if t := job.Tasks; t.GPUsPerTask > 0 {
+		ours = append(ours, "SLURM_GPUS_PER_TASK="+strconv.Itoa(t.GPUsPerTask))
+	}
+	if g := job.Resources.GPUsPerNode; g > 0 {
+		ours = append(ours, "SLURM_GPUS_PER_NODE="+strconv.Itoa(g))
 	}
 	if len(self.NICs) > 0 {
 		// NCCL uses exactly these HCAs (and the locked-memory limit is
@@ -379,7 +432,14 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		rw(d, d)
 	}
 	rw(in.CkptDir, in.CkptDir)
+	if in.ToolsDir != "" && !seen[in.ToolsDir+"\x00"+in.ToolsDir] {
+		mounts = append(mounts, runtime.Mount{Source: in.ToolsDir, Dest: in.ToolsDir, ReadOnly: true})
+	}
 
+	args := append(scriptArgs(job.Script, in.ScriptPath), job.Args...)
+	if !batch {
+		args = []string{"/bin/sh", "-c", holderScript}
+	}
 	deadline := ""
 	if !in.Deadline.IsZero() {
 		deadline = in.Deadline.UTC().Format(time.RFC3339Nano)
@@ -395,7 +455,7 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 			LabelDeadline: deadline,
 		},
 		Image:          image,
-		Args:           append(scriptArgs(job.Script, in.ScriptPath), job.Args...),
+		Args:           args,
 		Env:            mergeEnv(job.Env, ours),
 		Cwd:            job.WorkDir,
 		UID:            job.UID,

@@ -1,0 +1,145 @@
+package api
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// Job steps: srun inside a job talks to its node agent over the job's own
+// unix socket (EnvStepSocket, bind-mounted into the allocation container),
+// so the socket a request arrives on names the allocation; a job cannot
+// reach another job's socket. srun sends JSON, one value per line: a
+// StepRequest, then StepMsg values of kind StepSignal. The agent answers
+// with frames (ReadStepFrame): StepMsg values as JSON, and the tasks'
+// output as raw bytes; it ends with StepDone or StepError.
+
+// EnvStepSocket names the job's step socket inside the job.
+const EnvStepSocket = "GPUD_STEP_SOCKET"
+
+// StepRequest asks for a step: ntasks processes laid out in blocks over
+// the allocation's nodes. Zero values take Slurm's defaults.
+type StepRequest struct {
+	NTasks        int  `json:"ntasks,omitempty"`
+	Nodes         int  `json:"nodes,omitempty"`
+	NTasksPerNode int  `json:"ntasks_per_node,omitempty"`
+	CPUsPerTask   int  `json:"cpus_per_task,omitempty"`
+	GPUsPerTask   int  `json:"gpus_per_task,omitempty"`
+	KillOnBadExit bool `json:"kill_on_bad_exit,omitempty"`
+	Overlap       bool `json:"overlap,omitempty"`
+	// Stdin says srun sends its input (StepStdin) for task 0.
+	Stdin bool     `json:"stdin,omitempty"`
+	Args  []string `json:"args"`
+	// Env is the tasks' environment (srun's, filtered by --export); the
+	// agent adds the node's and the step's variables over it.
+	Env []string `json:"env"`
+	Cwd string   `json:"cwd,omitempty"`
+}
+
+// Step message kinds.
+const (
+	StepStarted = "started" // Step, NTasks, Nodes: the step runs
+	StepStdout  = "out"     // Task, Data
+	StepStderr  = "err"     // Task, Data
+	StepExit    = "exit"    // Task, Node, Code, Signal
+	StepDone    = "done"    // Code: the highest task exit code
+	StepError   = "error"   // Error: the step could not run
+	StepSignal  = "signal"  // srun to agent: Signal for every task
+	StepStdin   = "in"      // srun to agent: Data for task 0's stdin; empty Data is EOF
+)
+
+// StepMsg is one message of a step stream.
+type StepMsg struct {
+	Kind   string   `json:"kind"`
+	Step   int      `json:"step,omitempty"`
+	Task   int      `json:"task,omitempty"`
+	NTasks int      `json:"ntasks,omitempty"`
+	Nodes  []string `json:"nodes,omitempty"`
+	Node   string   `json:"node,omitempty"`
+	Data   []byte   `json:"data,omitempty"`
+	Code   int      `json:"code,omitempty"`
+	Signal int      `json:"signal,omitempty"`
+	Error  string   `json:"error,omitempty"`
+}
+
+// Frame types of the agent's answer stream.
+const (
+	frameJSON   = 'J' // a StepMsg as one JSON line
+	frameStdout = 'O' // task (4 bytes, big endian), length (4 bytes), data
+	frameStderr = 'E'
+)
+
+// maxStepData bounds one output frame's data.
+const maxStepData = 1 << 20
+
+// WriteStepMsg writes m as a frame to w.
+func WriteStepMsg(w io.Writer, m StepMsg) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	b = append(append([]byte{frameJSON}, b...), '\n')
+	_, err = w.Write(b)
+	return err
+}
+
+// WriteStepOutput writes task's output data as frames to w (kind is
+// StepStdout or StepStderr).
+func WriteStepOutput(w io.Writer, kind string, task int, data []byte) error {
+	t := byte(frameStdout)
+	if kind == StepStderr {
+		t = frameStderr
+	}
+	for len(data) > 0 {
+		n := min(len(data), maxStepData)
+		var h [9]byte
+		h[0] = t
+		binary.BigEndian.PutUint32(h[1:5], uint32(task))
+		binary.BigEndian.PutUint32(h[5:9], uint32(n))
+		if _, err := w.Write(h[:]); err != nil {
+			return err
+		}
+		if _, err := w.Write(data[:n]); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// ReadStepFrame reads the next frame of an answer stream as a StepMsg
+// (output frames as StepStdout or StepStderr with Task and Data).
+func ReadStepFrame(r *bufio.Reader) (StepMsg, error) {
+	var m StepMsg
+	t, err := r.ReadByte()
+	if err != nil {
+		return m, err
+	}
+	switch t {
+	case frameJSON:
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			return m, err
+		}
+		return m, json.Unmarshal(line, &m)
+	case frameStdout, frameStderr:
+		var h [8]byte
+		if _, err := io.ReadFull(r, h[:]); err != nil {
+			return m, err
+		}
+		n := binary.BigEndian.Uint32(h[4:])
+		if n > maxStepData {
+			return m, fmt.Errorf("step output frame of %d bytes exceeds %d", n, maxStepData)
+		}
+		m.Kind, m.Task, m.Data = StepStdout, int(binary.BigEndian.Uint32(h[:4])), make([]byte, n)
+		if t == frameStderr {
+			m.Kind = StepStderr
+		}
+		_, err := io.ReadFull(r, m.Data)
+		return m, err
+	default:
+		return m, fmt.Errorf("bad step frame type %q", t)
+	}
+}

@@ -1,0 +1,481 @@
+// Package srun is the srun command (gpuq run as srun): inside a job it
+// starts a job step through the job's node agent and streams the tasks'
+// output back (DESIGN §7 "Allocations and steps").
+package srun
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/gpud/gpud/gpud/api"
+)
+
+// Exit codes beyond the tasks' own.
+const (
+	exitUsage = 2
+	exitError = 1
+)
+
+// options is what srun's command line asks for.
+type options struct {
+	req            api.StepRequest
+	label          bool
+	output, errout string
+	export         string
+	// given are the options named on the command line.
+	given map[string]bool
+}
+
+// envDefaults fills what the command line left out from the job's
+// layout, as Slurm's srun reads SLURM_NTASKS and friends: the task counts
+// only when none of -n, -N and --ntasks-per-node was given.
+func (o *options) envDefaults(getenv func(string) string) {
+	num := func(k string) int { n, _ := strconv.Atoi(getenv(k)); return max(n, 0) }
+	if !o.given["n"] && !o.given["N"] && !o.given["ntasks-per-node"] {
+		o.req.NTasks = num("SLURM_NTASKS")
+		o.req.NTasksPerNode = num("SLURM_NTASKS_PER_NODE")
+	}
+	if !o.given["c"] {
+		o.req.CPUsPerTask = num("SLURM_CPUS_PER_TASK")
+	}
+	if !o.given["gpus-per-task"] {
+		o.req.GPUsPerTask = num("SLURM_GPUS_PER_TASK")
+	}
+}
+
+// Usage is srun's short help.
+const Usage = `usage: srun [options] COMMAND [ARGS...]
+  -n, --ntasks=N            tasks to run (default: one per node)
+  -N, --nodes=N             nodes to use (default: all of the allocation's, or as -n needs)
+      --ntasks-per-node=N   tasks on each node
+  -c, --cpus-per-task=N     CPUs each task needs
+      --gpus-per-task=N     GPUs of each task (its own CUDA_VISIBLE_DEVICES)
+  -l, --label               prefix each output line with its task number
+  -u, --unbuffered          accepted: output is never buffered by srun
+  -o, --output=FILE         tasks' stdout to FILE (%j job, %s step, %t task, %N node, %%)
+  -e, --error=FILE          tasks' stderr to FILE
+  -K, --kill-on-bad-exit    end the step when a task exits non-zero
+      --export=ALL|NONE|VARS  environment of the tasks (default ALL)
+      --overlap             share the allocation's resources with other steps
+      --mpi=none            accepted (no MPI plugin)
+  -D, --chdir=DIR           tasks' working directory
+`
+
+// parse reads srun's options; the command starts at the first argument
+// that is not an option (or after --).
+func parse(args []string) (options, error) {
+	o := options{export: "ALL", given: map[string]bool{}}
+	long := map[string]string{"ntasks": "n", "nodes": "N", "cpus-per-task": "c"}
+	num := func(name, v string) (int, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("srun: %s wants a number, not %q", name, v)
+		}
+		return n, nil
+	}
+	set := func(name, v string) error {
+		var err error
+		if short, ok := long[name]; ok {
+			o.given[short] = true
+		} else {
+			o.given[name] = true
+		}
+		switch name {
+		case "n", "ntasks":
+			o.req.NTasks, err = num("--ntasks", v)
+		case "N", "nodes":
+			o.req.Nodes, err = num("--nodes", v)
+		case "ntasks-per-node":
+			o.req.NTasksPerNode, err = num("--ntasks-per-node", v)
+		case "c", "cpus-per-task":
+			o.req.CPUsPerTask, err = num("--cpus-per-task", v)
+		case "gpus-per-task":
+			o.req.GPUsPerTask, err = num("--gpus-per-task", v)
+		case "o", "output":
+			o.output = v
+		case "e", "error":
+			o.errout = v
+		case "export":
+			o.export = v
+		case "D", "chdir":
+			o.req.Cwd = v
+		case "mpi":
+			if v != "none" {
+				return fmt.Errorf("srun: --mpi=%s: gpud has no MPI plugins; use --mpi=none and start MPI ranks as tasks (SLURM_PROCID)", v)
+			}
+		default:
+			return fmt.Errorf("srun: unknown option %s; see srun --help", optName(name))
+		}
+		return err
+	}
+	flag := func(name string) (bool, error) {
+		switch name {
+		case "l", "label":
+			o.label = true
+		case "u", "unbuffered":
+		case "K", "kill-on-bad-exit":
+			o.req.KillOnBadExit = true
+		case "overlap":
+			o.req.Overlap = true
+		default:
+			return false, nil
+		}
+		return true, nil
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			o.req.Args = args[i+1:]
+			return o, nil
+		case strings.HasPrefix(a, "--"):
+			name, v, hasV := strings.Cut(a[2:], "=")
+			if ok, _ := flag(name); ok {
+				if hasV {
+					return o, fmt.Errorf("srun: %s takes no value", optName(name))
+				}
+				continue
+			}
+			if !hasV {
+				if i+1 == len(args) {
+					return o, fmt.Errorf("srun: %s needs a value", optName(name))
+				}
+				i++
+				v = args[i]
+			}
+			if err := set(name, v); err != nil {
+				return o, err
+			}
+		case len(a) > 1 && a[0] == '-':
+			// Short options: flags may be grouped (-lK); one that takes a
+			// value takes the rest of the word or the next argument.
+			for j := 1; j < len(a); j++ {
+				name := a[j : j+1]
+				if ok, _ := flag(name); ok {
+					continue
+				}
+				v := a[j+1:]
+				if v == "" {
+					if i+1 == len(args) {
+						return o, fmt.Errorf("srun: -%s needs a value", name)
+					}
+					i++
+					v = args[i]
+				}
+				if err := set(name, v); err != nil {
+					return o, err
+				}
+				break
+			}
+		default:
+			o.req.Args = args[i:]
+			return o, nil
+		}
+	}
+	return o, errors.New("srun: no command given\n" + Usage)
+}
+
+func optName(n string) string {
+	if len(n) == 1 {
+		return "-" + n
+	}
+	return "--" + n
+}
+
+// exportEnv is the tasks' environment under --export: ALL (srun's
+// environment, plus VAR=value items), NONE (only what the agent sets), or
+// a list of variables to pass on (with SLURM_* always passed, as Slurm).
+func exportEnv(spec string, env []string) []string {
+	items := strings.Split(spec, ",")
+	var out []string
+	all := false
+	var names []string
+	var extra []string
+	for _, it := range items {
+		switch {
+		case it == "ALL":
+			all = true
+		case it == "NONE" || it == "":
+		case strings.Contains(it, "="):
+			extra = append(extra, it)
+		default:
+			names = append(names, it)
+		}
+	}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		pass := all || strings.HasPrefix(k, "SLURM_") || strings.HasPrefix(k, "GPUD_")
+		for _, n := range names {
+			pass = pass || n == k
+		}
+		if pass {
+			out = append(out, kv)
+		}
+	}
+	return append(out, extra...)
+}
+
+// Main runs srun with args (args[0] is the program name) and returns its
+// exit code: the highest task exit code, or 1 / 2 for srun's own errors.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 1 && (args[1] == "--help" || args[1] == "-h") {
+		_, _ = io.WriteString(stdout, Usage)
+		return 0
+	}
+	o, err := parse(args[1:])
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	sock := os.Getenv(api.EnvStepSocket)
+	if sock == "" {
+		fmt.Fprintf(stderr, "srun: not inside a gpud job (%s is not set): srun starts steps in a job's allocation; submit a job with sbatch (allocations from srun and salloc outside a job are not built yet)\n", api.EnvStepSocket)
+		return exitError
+	}
+	o.envDefaults(os.Getenv)
+	o.req.Stdin = hasInput(os.Stdin)
+	if o.req.Cwd == "" {
+		o.req.Cwd, _ = os.Getwd()
+	}
+	o.req.Env = exportEnv(o.export, os.Environ())
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		fmt.Fprintf(stderr, "srun: reach this job's node agent at %s: %v\n", sock, err)
+		return exitError
+	}
+	defer c.Close()
+	return run(c, o, stdout, stderr)
+}
+
+// run sends the request over c and follows the step to its end.
+func run(c net.Conn, o options, stdout, stderr io.Writer) int {
+	var wmu sync.Mutex
+	enc := json.NewEncoder(c)
+	send := func(v any) error { wmu.Lock(); defer wmu.Unlock(); return enc.Encode(v) }
+	// Catch the signals first: one that comes before the step runs must
+	// not kill srun and leave its tasks behind.
+	sigC := make(chan os.Signal, 8)
+	signal.Notify(sigC, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT)
+	defer signal.Stop(sigC)
+	if err := send(o.req); err != nil {
+		fmt.Fprintf(stderr, "srun: send step request: %v\n", err)
+		return exitError
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case s := <-sigC:
+				_ = send(api.StepMsg{Kind: api.StepSignal, Signal: int(s.(syscall.Signal))})
+			}
+		}
+	}()
+	out := newSink(stdout, o.label)
+	errs := newSink(stderr, o.label)
+	step := 0
+	files := map[string]*os.File{}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	fileFor := func(pattern string, task int) (io.Writer, error) {
+		p := expand(pattern, step, task)
+		if f, ok := files[p]; ok {
+			return f, nil
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		files[p] = f
+		return f, nil
+	}
+	br := bufio.NewReaderSize(c, 256<<10)
+	worst := 0
+	for {
+		m, err := api.ReadStepFrame(br)
+		if err != nil {
+			out.flush()
+			errs.flush()
+			fmt.Fprintf(stderr, "srun: lost the connection to the node agent before the step ended: %v\n", err)
+			return exitError
+		}
+		switch m.Kind {
+		case api.StepStarted:
+			step = m.Step
+			if o.req.Stdin {
+				go sendStdin(os.Stdin, send)
+			}
+		case api.StepStdout, api.StepStderr:
+			pattern, s := o.output, out
+			if m.Kind == api.StepStderr {
+				pattern, s = o.errout, errs
+				if pattern == "" {
+					pattern = o.output
+				}
+			}
+			if pattern != "" && pattern != "none" {
+				w, err := fileFor(pattern, m.Task)
+				if err != nil {
+					fmt.Fprintf(stderr, "srun: open output file: %v\n", err)
+					return exitError
+				}
+				_, _ = w.Write(m.Data)
+				continue
+			}
+			s.write(m.Task, m.Data)
+		case api.StepExit:
+			out.flushTask(m.Task)
+			errs.flushTask(m.Task)
+			switch {
+			case m.Error != "":
+				fmt.Fprintf(stderr, "srun: error: task %d on %s: %s\n", m.Task, m.Node, m.Error)
+			case m.Signal != 0:
+				fmt.Fprintf(stderr, "srun: error: %s: task %d: %s\n", m.Node, m.Task, sigName(m.Signal))
+			case m.Code != 0:
+				fmt.Fprintf(stderr, "srun: error: %s: task %d: Exited with exit code %d\n", m.Node, m.Task, m.Code)
+			}
+			worst = max(worst, m.Code)
+		case api.StepDone:
+			out.flush()
+			errs.flush()
+			return max(worst, m.Code)
+		case api.StepError:
+			fmt.Fprintf(stderr, "srun: error: %s\n", m.Error)
+			return exitError
+		}
+	}
+}
+
+func sigName(n int) string {
+	if s := syscall.Signal(n).String(); s != "" {
+		return s
+	}
+	return "signal " + strconv.Itoa(n)
+}
+
+// expand is srun's output pattern: %j job, %s step, %t task, %N node
+// name (this host), %% a percent sign.
+func expand(p string, step, task int) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] != '%' || i+1 == len(p) {
+			b.WriteByte(p[i])
+			continue
+		}
+		i++
+		switch p[i] {
+		case 'j', 'J':
+			b.WriteString(os.Getenv("SLURM_JOB_ID"))
+			if p[i] == 'J' {
+				b.WriteString("." + strconv.Itoa(step))
+			}
+		case 's':
+			b.WriteString(strconv.Itoa(step))
+		case 't':
+			b.WriteString(strconv.Itoa(task))
+		case 'N':
+			h, _ := os.Hostname()
+			b.WriteString(h)
+		case 'x':
+			b.WriteString(os.Getenv("SLURM_JOB_NAME"))
+		case 'u':
+			b.WriteString(os.Getenv("USER"))
+		case '%':
+			b.WriteByte('%')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(p[i])
+		}
+	}
+	return filepath.Clean(b.String())
+}
+
+// sink writes tasks' output; with labels it writes whole lines, each
+// prefixed "TASK: ", keeping each task's partial line until it ends.
+type sink struct {
+	w       io.Writer
+	label   bool
+	partial map[int][]byte
+}
+
+func newSink(w io.Writer, label bool) *sink {
+	return &sink{w: w, label: label, partial: map[int][]byte{}}
+}
+
+func (s *sink) write(task int, data []byte) {
+	if !s.label {
+		_, _ = s.w.Write(data)
+		return
+	}
+	buf := append(s.partial[task], data...)
+	var out bytes.Buffer
+	for {
+		i := bytes.IndexByte(buf, '\n')
+		if i < 0 {
+			break
+		}
+		fmt.Fprintf(&out, "%d: %s\n", task, buf[:i])
+		buf = buf[i+1:]
+	}
+	s.partial[task] = buf
+	_, _ = s.w.Write(out.Bytes())
+}
+
+func (s *sink) flushTask(task int) {
+	if b := s.partial[task]; len(b) > 0 {
+		fmt.Fprintf(s.w, "%d: %s\n", task, b)
+	}
+	delete(s.partial, task)
+}
+
+func (s *sink) flush() {
+	for t := range s.partial {
+		s.flushTask(t)
+	}
+}
+
+// hasInput reports whether srun's stdin may hold input for task 0: not
+// /dev/null (a batch script's stdin) and not closed.
+func hasInput(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
+}
+
+// sendStdin passes srun's input to task 0 and then its end (empty Data).
+func sendStdin(r io.Reader, send func(any) error) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if send(api.StepMsg{Kind: api.StepStdin, Data: slices.Clone(buf[:n])}) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = send(api.StepMsg{Kind: api.StepStdin})
+			return
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package srun
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpud/gpud/gpud/api"
+)
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want api.StepRequest
+		lab  bool
+		err  string
+	}{
+		{args: []string{"-l", "hostname"}, want: api.StepRequest{Args: []string{"hostname"}}, lab: true},
+		{args: []string{"--ntasks-per-node=2", "--gpus-per-task=1", "bash", "-c", "echo -n"},
+			want: api.StepRequest{NTasksPerNode: 2, GPUsPerTask: 1, Args: []string{"bash", "-c", "echo -n"}}},
+		{args: []string{"-n4", "-N", "2", "-lK", "-c2", "--overlap", "--", "-x"},
+			want: api.StepRequest{NTasks: 4, Nodes: 2, CPUsPerTask: 2, KillOnBadExit: true, Overlap: true, Args: []string{"-x"}}, lab: true},
+		{args: []string{"--mpi=pmix", "true"}, err: "no MPI plugins"},
+		{args: []string{"--frob", "1", "true"}, err: "unknown option --frob"},
+		{args: []string{"-n", "x", "true"}, err: "wants a number"},
+		{args: []string{"-l"}, err: "no command given"},
+	} {
+		o, err := parse(tc.args)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: err %v, want %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if o.label != tc.lab || !slices.Equal(o.req.Args, tc.want.Args) {
+			t.Errorf("%q: label %v args %q", tc.args, o.label, o.req.Args)
+		}
+		o.req.Args, tc.want.Args = nil, nil
+		if o.req.NTasks != tc.want.NTasks || o.req.Nodes != tc.want.Nodes || o.req.NTasksPerNode != tc.want.NTasksPerNode ||
+			o.req.CPUsPerTask != tc.want.CPUsPerTask || o.req.GPUsPerTask != tc.want.GPUsPerTask ||
+			o.req.KillOnBadExit != tc.want.KillOnBadExit || o.req.Overlap != tc.want.Overlap {
+			t.Errorf("%q: %+v, want %+v", tc.args, o.req, tc.want)
+		}
+	}
+}
+
+// TestEnvDefaults: srun takes the job's layout from SLURM_NTASKS and
+// friends unless the command line names a task count.
+func TestEnvDefaults(t *testing.T) {
+	env := map[string]string{"SLURM_NTASKS": "8", "SLURM_NTASKS_PER_NODE": "4", "SLURM_CPUS_PER_TASK": "2"}
+	o, _ := parse([]string{"true"})
+	o.envDefaults(func(k string) string { return env[k] })
+	if o.req.NTasks != 8 || o.req.NTasksPerNode != 4 || o.req.CPUsPerTask != 2 {
+		t.Errorf("defaults from the job: %+v", o.req)
+	}
+	o, _ = parse([]string{"-N1", "--cpus-per-task=1", "true"})
+	o.envDefaults(func(k string) string { return env[k] })
+	if o.req.NTasks != 0 || o.req.NTasksPerNode != 0 || o.req.Nodes != 1 || o.req.CPUsPerTask != 1 {
+		t.Errorf("-N1 -c1 must not take the job's task counts: %+v", o.req)
+	}
+}
+
+func TestLabelSink(t *testing.T) {
+	var b strings.Builder
+	s := newSink(&b, true)
+	s.write(1, []byte("a\nb"))
+	s.write(0, []byte("x\n"))
+	s.write(1, []byte("c\n"))
+	s.write(1, []byte("tail"))
+	s.flushTask(1)
+	if got, want := b.String(), "1: a\n0: x\n1: bc\n1: tail\n"; got != want {
+		t.Errorf("labelled output %q, want %q", got, want)
+	}
+}
+
+func TestExportEnv(t *testing.T) {
+	env := []string{"A=1", "SLURM_JOB_ID=7", "B=2"}
+	if got := exportEnv("NONE", env); !slices.Equal(got, []string{"SLURM_JOB_ID=7"}) {
+		t.Errorf("NONE: %q", got)
+	}
+	if got := exportEnv("B,C=3", env); !slices.Equal(got, []string{"SLURM_JOB_ID=7", "B=2", "C=3"}) {
+		t.Errorf("B,C=3: %q", got)
+	}
+	if got := exportEnv("ALL,C=3", env); !slices.Equal(got, append(slices.Clone(env), "C=3")) {
+		t.Errorf("ALL,C=3: %q", got)
+	}
+}

@@ -1,0 +1,149 @@
+package containerd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"syscall"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errgrpc"
+
+	"github.com/gpud/gpud/runtime"
+)
+
+// Exec starts a process inside the running container id (containerd's
+// task Exec, which containerd 1.6 serves too): a step task. It inherits
+// the container process's user, groups, capabilities and rlimits; its
+// output is copied to cfg.Stdout and cfg.Stderr through FIFOs.
+func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (runtime.Process, error) {
+	ctx = r.nsCtx(ctx)
+	if len(cfg.Args) == 0 {
+		return nil, fmt.Errorf("exec in %s: no command given", id)
+	}
+	ctr, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		if errdefs.IsNotFound(errgrpc.ToNative(err)) {
+			return nil, fmt.Errorf("exec in %s: %w", id, runtime.ErrNotFound)
+		}
+		return nil, fmt.Errorf("exec in %s: %w", id, err)
+	}
+	task, err := ctr.Task(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("exec in %s: the container has no running task: %w", id, err)
+	}
+	spec, err := ctr.Spec(ctx)
+	if err != nil || spec.Process == nil {
+		return nil, fmt.Errorf("exec in %s: read container spec: %v", id, err)
+	}
+	p := *spec.Process
+	p.Terminal = false
+	p.Args = cfg.Args
+	p.Env = cfg.Env
+	if cfg.Cwd != "" {
+		p.Cwd = cfg.Cwd
+	}
+	stdout, stderr := cfg.Stdout, cfg.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	var stdin io.Reader
+	var stdinDone chan struct{}
+	if cfg.Stdin != nil {
+		// containerd closes the FIFO at EOF but not the process's end:
+		// that takes CloseIO once the copy is over (as ctr does).
+		stdinDone = make(chan struct{})
+		stdin = eofReader{cfg.Stdin, stdinDone}
+	}
+	proc, err := task.Exec(ctx, cfg.ID, &p, cio.NewCreator(cio.WithStreams(stdin, stdout, stderr)))
+	if err != nil {
+		return nil, fmt.Errorf("exec %q in %s: %w", cfg.Args[0], id, err)
+	}
+	// The status channel must exist before the process starts; it
+	// outlives the caller's ctx (the process is waited for later).
+	statusC, err := proc.Wait(context.WithoutCancel(ctx))
+	if err != nil {
+		_, _ = proc.Delete(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("exec %q in %s: %w", cfg.Args[0], id, err)
+	}
+	if err := proc.Start(ctx); err != nil {
+		_, _ = proc.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
+		return nil, fmt.Errorf("start %q in %s: %w", cfg.Args[0], id, err)
+	}
+	if stdinDone != nil {
+		// The caller ends Stdin (EOF) at the latest when the process is
+		// waited for; CloseIO on an exited process fails harmlessly.
+		go func() {
+			<-stdinDone
+			_ = proc.CloseIO(context.WithoutCancel(ctx), client.WithStdinCloser)
+		}()
+	}
+	return &execProc{r: r, proc: proc, statusC: statusC}, nil
+}
+
+// eofReader closes done when its reader is exhausted.
+type eofReader struct {
+	r    io.Reader
+	done chan struct{}
+}
+
+func (e eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		select {
+		case <-e.done:
+		default:
+			close(e.done)
+		}
+	}
+	return n, err
+}
+
+type execProc struct {
+	r       *Runtime
+	proc    client.Process
+	statusC <-chan client.ExitStatus
+	st      *runtime.ExitStatus
+}
+
+func (e *execProc) Wait(ctx context.Context) (runtime.ExitStatus, error) {
+	if e.st != nil {
+		return *e.st, nil
+	}
+	select {
+	case <-ctx.Done():
+		return runtime.ExitStatus{}, ctx.Err()
+	case s := <-e.statusC:
+		code, at, err := s.Result()
+		if err != nil {
+			return runtime.ExitStatus{}, fmt.Errorf("wait for process %s: %w", e.proc.ID(), err)
+		}
+		if io := e.proc.IO(); io != nil {
+			io.Wait() // all output copied
+		}
+		st := exitStatus(code, at)
+		e.st = &st
+		return st, nil
+	}
+}
+
+func (e *execProc) Signal(ctx context.Context, sig syscall.Signal) error {
+	err := e.proc.Kill(e.r.nsCtx(ctx), sig)
+	if err != nil && errdefs.IsNotFound(errgrpc.ToNative(err)) {
+		return fmt.Errorf("signal process %s: %w", e.proc.ID(), runtime.ErrNotFound)
+	}
+	return err
+}
+
+func (e *execProc) Delete(ctx context.Context) error {
+	_, err := e.proc.Delete(e.r.nsCtx(ctx), client.WithProcessKill)
+	if err != nil && errdefs.IsNotFound(errgrpc.ToNative(err)) {
+		return nil
+	}
+	return err
+}
