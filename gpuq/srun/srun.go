@@ -71,6 +71,7 @@ const Usage = `usage: srun [options] COMMAND [ARGS...]
       --export=ALL|NONE|VARS  environment of the tasks (default ALL)
       --overlap             share the allocation's resources with other steps
       --mpi=none            accepted (no MPI plugin)
+      --cpu-bind=q|v|none   accepted (tasks share the job's pinned cores; other bindings are refused)
   -D, --chdir=DIR           tasks' working directory
 `
 
@@ -112,6 +113,17 @@ func parse(args []string) (options, error) {
 			o.export = v
 		case "D", "chdir":
 			o.req.Cwd = v
+		case "cpu-bind":
+			// Verbosity alone (Snakemake passes q) changes no result:
+			// accepted. Binding each task is not built: the tasks share
+			// the cores the node pinned the allocation to.
+			for w := range strings.SplitSeq(v, ",") {
+				switch w {
+				case "q", "quiet", "v", "verbose", "none", "no":
+				default:
+					return fmt.Errorf("srun: --cpu-bind=%s: gpud does not bind each task; the step's tasks share the cores the node pinned the job to; use --cpu-bind=none (or q)", v)
+				}
+			}
 		case "mpi":
 			if v != "none" {
 				return fmt.Errorf("srun: --mpi=%s: gpud has no MPI plugins; use --mpi=none and start MPI ranks as tasks (SLURM_PROCID)", v)

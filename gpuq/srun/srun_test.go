@@ -21,6 +21,8 @@ func TestParse(t *testing.T) {
 		{args: []string{"-n4", "-N", "2", "-lK", "-c2", "--overlap", "--", "-x"},
 			want: api.StepRequest{NTasks: 4, Nodes: 2, CPUsPerTask: 2, KillOnBadExit: true, Overlap: true, Args: []string{"-x"}}, lab: true},
 		{args: []string{"--mpi=pmix", "true"}, err: "no MPI plugins"},
+		{args: []string{"-n1", "--cpu-bind=q", "true"}, want: api.StepRequest{NTasks: 1, Args: []string{"true"}}},
+		{args: []string{"--cpu-bind=cores", "true"}, err: "does not bind each task"},
 		{args: []string{"--frob", "1", "true"}, err: "unknown option --frob"},
 		{args: []string{"-n", "x", "true"}, err: "wants a number"},
 		{args: []string{"-l"}, err: "no command given"},
