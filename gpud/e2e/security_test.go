@@ -111,19 +111,7 @@ func (c *cluster) as(u localUser, env []string, name string, args ...string) res
 	cmd.Dir = u.home
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + u.home, api.EnvController + "=" + c.addr}, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid}}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		c.t.Fatalf("run %s %v as %s: %v", name, args, u.name, err)
-	}
-	return r
+	return runCommand(c.t, cmd, fmt.Sprintf("%s %v as %s", name, args, u.name))
 }
 
 func writePrivate(t *testing.T, path, text string) {
