@@ -30,7 +30,8 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 )
 
-// secureServerWith is secureServer with a controller config change.
+// secureServerWith is secureServer with a controller config change
+// (cfgFn nil: the defaults); secureServer calls it with nil.
 func secureServerWith(t *testing.T, cfgFn func(*controller.Config), opts ...server.Option) secure {
 	t.Helper()
 	dir := t.TempDir()
