@@ -32,17 +32,26 @@ const craftEnv = "GPUD_E2E_CRAFT_SOCKET"
 // identity inside the job, one beside it, one plain. It prints one line
 // per request: "<status> <body>".
 func craftRequests(sock string) int {
+	dir, _ := os.Getwd()
+	job := `"name":"crafted","script":"#!/bin/sh\nid -u\n","work_dir":"` + dir + `"`
+	return postJobBodies(sock, []string{
+		`{"job":{` + job + `,"user":"root","uid":0}}`,
+		`{"job":{` + job + `},"user":"root","uid":0}`,
+		`{"job":{` + job + `}}`,
+	})
+}
+
+// postJobBodies posts each raw body to POST /v1/jobs over the unix socket
+// sock and prints one line per request, "<status> <body>"; it stops with
+// "000 <error>" and returns 1 when a request cannot be sent. The test
+// binary runs it as another user (craftRequests, postHostile), so the
+// parent test reads exactly what the API told that user.
+func postJobBodies(sock string, bodies []string) int {
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", sock)
 	}}}
-	dir, _ := os.Getwd()
-	job := `"name":"crafted","script":"#!/bin/sh\nid -u\n","work_dir":"` + dir + `"`
-	for _, body := range []string{
-		`{"job":{` + job + `,"user":"root","uid":0}}`,
-		`{"job":{` + job + `},"user":"root","uid":0}`,
-		`{"job":{` + job + `}}`,
-	} {
+	for _, body := range bodies {
 		resp, err := hc.Post("http://gpud/v1/jobs", "application/json", strings.NewReader(body))
 		if err != nil {
 			fmt.Println("000", err)
