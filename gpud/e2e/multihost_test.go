@@ -340,18 +340,7 @@ func (n *mhNode) stopAgent(sig syscall.Signal) {
 	if n.agent == nil || n.agent.Process == nil {
 		return
 	}
-	select {
-	case <-n.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(n.agent.Process.Pid, sig)
-	select {
-	case <-n.done:
-	case <-time.After(30 * time.Second):
-		_ = syscall.Kill(n.agent.Process.Pid, syscall.SIGKILL)
-		<-n.done
-	}
+	stopProcess(n.agent.Process, n.done, sig)
 }
 
 // nodeState is the controller's view of node name.
