@@ -73,14 +73,10 @@ func BenchmarkTrivialJobThroughput(b *testing.B) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
 }
 
-// BenchmarkGpuqList100k times the gpuq binary listing a queue of 100,000
-// pending jobs (the squeue-like default view) against gpud standalone.
-func BenchmarkGpuqList100k(b *testing.B) {
-	const n = 100000
-	c := startCluster(b, 0)
-	work := b.TempDir()
-	cl := c.client()
-	js := spec.JobSpec{Name: "queued", Script: "#!/bin/sh\ntrue\n", WorkDir: work, SubmitDir: work, Requeue: true}
+// submitConcurrently submits n copies of js over the API from 8
+// goroutines, as many clients at once would; a refused submission fails
+// the benchmark. The benchmarks that need a large queue fill it alike.
+func submitConcurrently(b *testing.B, cl *api.Client, js spec.JobSpec, n int64) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
@@ -94,6 +90,17 @@ func BenchmarkGpuqList100k(b *testing.B) {
 		})
 	}
 	wg.Wait()
+}
+
+// BenchmarkGpuqList100k times the gpuq binary listing a queue of 100,000
+// pending jobs (the squeue-like default view) against gpud standalone.
+func BenchmarkGpuqList100k(b *testing.B) {
+	const n = 100000
+	c := startCluster(b, 0)
+	work := b.TempDir()
+	cl := c.client()
+	js := spec.JobSpec{Name: "queued", Script: "#!/bin/sh\ntrue\n", WorkDir: work, SubmitDir: work, Requeue: true}
+	submitConcurrently(b, cl, js, n)
 	b.ResetTimer()
 	for b.Loop() {
 		r := c.cli(work, "gpuq", "--noheader")

@@ -42,17 +42,9 @@ func countContainers(t testing.TB, stateDir, id string) int {
 // containerd (which cleans up after them) no longer talks to them.
 func killStrayShims(t testing.TB, stateDir string) {
 	t.Helper()
-	procs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, p := range procs {
-		cmdline, err := os.ReadFile(filepath.Join(p, "cmdline"))
-		if err != nil || !strings.HasPrefix(filepath.Base(strings.Split(string(cmdline), "\x00")[0]), "containerd-shim") ||
-			!strings.Contains(string(cmdline), stateDir) {
-			continue
-		}
-		if pid, err := strconv.Atoi(filepath.Base(p)); err == nil {
-			t.Logf("ending stray shim %d: %s", pid, strings.ReplaceAll(string(cmdline), "\x00", " "))
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+	for _, sh := range shimProcs(stateDir) {
+		t.Logf("ending stray shim %d: %s", sh.pid, sh.cmdline)
+		_ = syscall.Kill(sh.pid, syscall.SIGKILL)
 	}
 }
 

@@ -161,17 +161,26 @@ func (c *cluster) startNode(t *testing.T, name, conf string) *extNode {
 
 // stop signals the agent and waits for it to exit (kill -9 after 30s).
 func (n *extNode) stop(sig syscall.Signal) {
+	stopProcess(n.cmd.Process, n.done, sig)
+}
+
+// stopProcess sends sig to the process p, unless done (closed when p has
+// been waited for) says it has already exited, and waits for done; a
+// process still running after 30s is killed with SIGKILL so that a test
+// never hangs on an agent that ignores sig. The in-cluster and the
+// multi-host agents stop alike through it.
+func stopProcess(p *os.Process, done <-chan struct{}, sig syscall.Signal) {
 	select {
-	case <-n.done:
+	case <-done:
 		return
 	default:
 	}
-	_ = syscall.Kill(n.cmd.Process.Pid, sig)
+	_ = syscall.Kill(p.Pid, sig)
 	select {
-	case <-n.done:
+	case <-done:
 	case <-time.After(30 * time.Second):
-		_ = syscall.Kill(n.cmd.Process.Pid, syscall.SIGKILL)
-		<-n.done
+		_ = syscall.Kill(p.Pid, syscall.SIGKILL)
+		<-done
 	}
 }
 

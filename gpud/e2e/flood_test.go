@@ -366,20 +366,10 @@ func BenchmarkGpuqUnderFlood(b *testing.B) {
 	}
 }
 
+// rssMiB is vmRSS (rss_bench_test.go) in MiB.
 func rssMiB(tb testing.TB, pid int) float64 {
 	tb.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			return float64(kb) / 1024
-		}
-	}
-	tb.Fatalf("no VmRSS in /proc/%d/status", pid)
-	return 0
+	return float64(vmRSS(tb, pid)) / (1 << 20)
 }
 
 // TestJoinSlowlorisMemory: hole 8. 100 unauthenticated join requests

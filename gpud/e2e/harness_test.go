@@ -229,14 +229,13 @@ type result struct {
 	code           int
 }
 
-// cli runs bin/<name> with args in dir against the cluster.
-func (c *cluster) cli(dir, name string, args ...string) result {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, name), args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), api.EnvController+"="+c.addr)
+// runCommand runs cmd and returns what it wrote and its exit status; a
+// command that exits non-zero is a result to check, not a failure. It fails
+// the test only when cmd could not run at all (what names it in the
+// message). The cluster's, a local user's and the login host's command
+// runners all share it, so that they report exit codes alike.
+func runCommand(t testing.TB, cmd *exec.Cmd, what string) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -247,9 +246,20 @@ func (c *cluster) cli(dir, name string, args ...string) result {
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	default:
-		c.t.Fatalf("run %s %v: %v", name, args, err)
+		t.Fatalf("run %s: %v", what, err)
 	}
 	return r
+}
+
+// cli runs bin/<name> with args in dir against the cluster.
+func (c *cluster) cli(dir, name string, args ...string) result {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, name), args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), api.EnvController+"="+c.addr)
+	return runCommand(c.t, cmd, fmt.Sprintf("%s %v", name, args))
 }
 
 // showJob returns `gpuq show ID --json` decoded.

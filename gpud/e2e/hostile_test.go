@@ -3,10 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,23 +29,12 @@ var hostileBodies = []struct{ field, job string }{
 
 // postHostile posts each of hostileBodies and prints "<status> <body>".
 func postHostile(sock string) int {
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
-	}}}
 	dir, _ := os.Getwd()
+	var bodies []string
 	for _, b := range hostileBodies {
-		body := `{"job":{"script":"#!/bin/sh\ntrue\n","work_dir":"` + dir + `","hold":true,` + b.job + `}}`
-		resp, err := hc.Post("http://gpud/v1/jobs", "application/json", strings.NewReader(body))
-		if err != nil {
-			fmt.Println("000", err)
-			return 1
-		}
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		fmt.Println(resp.StatusCode, strings.TrimSpace(string(out)))
+		bodies = append(bodies, `{"job":{"script":"#!/bin/sh\ntrue\n","work_dir":"`+dir+`","hold":true,`+b.job+`}}`)
 	}
-	return 0
+	return postJobBodies(sock, bodies)
 }
 
 // TestHostileTextAndBounds: as an unprivileged user against a real

@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"os"
@@ -341,18 +340,7 @@ func (n *mhNode) stopAgent(sig syscall.Signal) {
 	if n.agent == nil || n.agent.Process == nil {
 		return
 	}
-	select {
-	case <-n.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(n.agent.Process.Pid, sig)
-	select {
-	case <-n.done:
-	case <-time.After(30 * time.Second):
-		_ = syscall.Kill(n.agent.Process.Pid, syscall.SIGKILL)
-		<-n.done
-	}
+	stopProcess(n.agent.Process, n.done, sig)
 }
 
 // nodeState is the controller's view of node name.
@@ -401,19 +389,7 @@ func (mh *multiHost) loginRun(ca, token, name string, args ...string) result {
 		env = append(env, api.EnvToken+"="+token)
 	}
 	cmd.Env = env
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		mh.t.Fatalf("run %s %v on the login host: %v", name, args, err)
-	}
-	return r
+	return runCommand(mh.t, cmd, fmt.Sprintf("%s %v on the login host", name, args))
 }
 
 // submit runs gpusubmit --parsable on the login host as the user.

@@ -1,17 +1,13 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
-	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -58,19 +54,7 @@ func BenchmarkControllerRSS100k(b *testing.B) {
 			WorkDir: work, SubmitDir: work, Hold: true}
 		before := vmRSS(b, c.cmd.Process.Pid)
 		b.StartTimer()
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Go(func() {
-				for next.Add(1) <= n {
-					if _, err := cl.Submit(context.Background(), api.SubmitRequest{Job: js}); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
+		submitConcurrently(b, cl, js, n)
 		b.StopTimer()
 		after := vmRSS(b, c.cmd.Process.Pid)
 		var db int64

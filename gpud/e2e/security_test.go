@@ -32,17 +32,26 @@ const craftEnv = "GPUD_E2E_CRAFT_SOCKET"
 // identity inside the job, one beside it, one plain. It prints one line
 // per request: "<status> <body>".
 func craftRequests(sock string) int {
+	dir, _ := os.Getwd()
+	job := `"name":"crafted","script":"#!/bin/sh\nid -u\n","work_dir":"` + dir + `"`
+	return postJobBodies(sock, []string{
+		`{"job":{` + job + `,"user":"root","uid":0}}`,
+		`{"job":{` + job + `},"user":"root","uid":0}`,
+		`{"job":{` + job + `}}`,
+	})
+}
+
+// postJobBodies posts each raw body to POST /v1/jobs over the unix socket
+// sock and prints one line per request, "<status> <body>"; it stops with
+// "000 <error>" and returns 1 when a request cannot be sent. The test
+// binary runs it as another user (craftRequests, postHostile), so the
+// parent test reads exactly what the API told that user.
+func postJobBodies(sock string, bodies []string) int {
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", sock)
 	}}}
-	dir, _ := os.Getwd()
-	job := `"name":"crafted","script":"#!/bin/sh\nid -u\n","work_dir":"` + dir + `"`
-	for _, body := range []string{
-		`{"job":{` + job + `,"user":"root","uid":0}}`,
-		`{"job":{` + job + `},"user":"root","uid":0}`,
-		`{"job":{` + job + `}}`,
-	} {
+	for _, body := range bodies {
 		resp, err := hc.Post("http://gpud/v1/jobs", "application/json", strings.NewReader(body))
 		if err != nil {
 			fmt.Println("000", err)
@@ -111,19 +120,7 @@ func (c *cluster) as(u localUser, env []string, name string, args ...string) res
 	cmd.Dir = u.home
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + u.home, api.EnvController + "=" + c.addr}, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid}}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		c.t.Fatalf("run %s %v as %s: %v", name, args, u.name, err)
-	}
-	return r
+	return runCommand(c.t, cmd, fmt.Sprintf("%s %v as %s", name, args, u.name))
 }
 
 func writePrivate(t *testing.T, path, text string) {

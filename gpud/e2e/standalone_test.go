@@ -11,9 +11,28 @@ import (
 )
 
 // shimsOf lists the containerd-shim processes of the private containerd
-// under stateDir (their command line names its socket).
+// under stateDir as "<pid>: <command line>".
 func shimsOf(stateDir string) []string {
 	var out []string
+	for _, sh := range shimProcs(stateDir) {
+		out = append(out, strconv.Itoa(sh.pid)+": "+sh.cmdline)
+	}
+	return out
+}
+
+// shimProc is a containerd-shim process: its pid and its command line
+// with the arguments joined by spaces.
+type shimProc struct {
+	pid     int
+	cmdline string
+}
+
+// shimProcs finds the containerd-shim processes of the private containerd
+// under stateDir (their command line names its socket) in /proc. Both the
+// check that a stop leaves none (shimsOf) and the clean-up of stray ones
+// (killStrayShims) look for them alike through it.
+func shimProcs(stateDir string) []shimProc {
+	var out []shimProc
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
 		cmdline, err := os.ReadFile(filepath.Join(p, "cmdline"))
@@ -21,8 +40,8 @@ func shimsOf(stateDir string) []string {
 			!strings.Contains(string(cmdline), stateDir) {
 			continue
 		}
-		if _, err := strconv.Atoi(filepath.Base(p)); err == nil {
-			out = append(out, filepath.Base(p)+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		if pid, err := strconv.Atoi(filepath.Base(p)); err == nil {
+			out = append(out, shimProc{pid, strings.ReplaceAll(string(cmdline), "\x00", " ")})
 		}
 	}
 	return out

@@ -19,24 +19,12 @@ import (
 // and lets nodes with joinToken join; it returns the secure addresses.
 func joinServer(t *testing.T, joinToken string, opts ...server.Option) secure {
 	t.Helper()
-	dir := t.TempDir()
-	files, err := auth.EnsureTLS(filepath.Join(dir, "tls"), "test", []string{"127.0.0.1"}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsCfg, err := auth.ServerTLS(files.Cert, files.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files, tlsCfg, keys := testTLS(t)
 	ca, err := auth.LoadCA(files, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tlsCfg.ClientAuth, tlsCfg.ClientCAs = tls.VerifyClientCertIfGiven, ca.Pool()
-	keys, err := auth.LoadKeys(filepath.Join(dir, "token.key"), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := secure{ca: files.CA, keys: keys}
 	o := servertest.Options{
 		ServerOptions: append([]server.Option{server.WithTokens(keys), server.WithNodeJoin(ca, joinToken)}, opts...),

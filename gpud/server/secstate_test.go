@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
@@ -30,8 +31,11 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 )
 
-// secureServerWith is secureServer with a controller config change.
-func secureServerWith(t *testing.T, cfgFn func(*controller.Config), opts ...server.Option) secure {
+// testTLS makes, in a fresh temporary directory, what a secure test
+// server needs: the cluster CA and a server certificate for 127.0.0.1
+// (files, and the server's TLS config from them) and the token signing
+// keys. secureServerWith and joinServer set up alike through it.
+func testTLS(t *testing.T) (auth.Files, *tls.Config, *auth.Keys) {
 	t.Helper()
 	dir := t.TempDir()
 	files, err := auth.EnsureTLS(filepath.Join(dir, "tls"), "test", []string{"127.0.0.1"}, time.Now())
@@ -46,6 +50,14 @@ func secureServerWith(t *testing.T, cfgFn func(*controller.Config), opts ...serv
 	if err != nil {
 		t.Fatal(err)
 	}
+	return files, tlsCfg, keys
+}
+
+// secureServerWith is secureServer with a controller config change
+// (cfgFn nil: the defaults); secureServer calls it with nil.
+func secureServerWith(t *testing.T, cfgFn func(*controller.Config), opts ...server.Option) secure {
+	t.Helper()
+	files, tlsCfg, keys := testTLS(t)
 	s := secure{ca: files.CA, keys: keys}
 	o := servertest.Options{
 		ServerOptions: append([]server.Option{server.WithTokens(keys), server.WithRoles([]string{"olga"}, nil)}, opts...),

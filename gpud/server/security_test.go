@@ -32,26 +32,7 @@ type secure struct {
 
 func secureServer(t *testing.T, opts ...server.Option) secure {
 	t.Helper()
-	dir := t.TempDir()
-	files, err := auth.EnsureTLS(filepath.Join(dir, "tls"), "test", []string{"127.0.0.1"}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsCfg, err := auth.ServerTLS(files.Cert, files.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := auth.LoadKeys(filepath.Join(dir, "token.key"), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := secure{ca: files.CA, keys: keys}
-	o := servertest.Options{
-		ServerOptions: append([]server.Option{server.WithTokens(keys), server.WithRoles([]string{"olga"}, nil)}, opts...),
-		TLS:           tlsCfg, TLSAddr: &s.https, Server: &s.srv,
-	}
-	s.unix, _, _ = servertest.Start(t, nil, o)
-	return s
+	return secureServerWith(t, nil, opts...)
 }
 
 func (s secure) token(t *testing.T, c auth.Claims, ttl time.Duration) string {

@@ -323,42 +323,17 @@ func (c *Cmd) sacct(ctx context.Context) error {
 	if v, ok := getopt.Last(ps, "delimiter"); ok {
 		delim = v
 	}
-	parsable := getopt.Has(ps, "parsable2") || getopt.Has(ps, "parsable")
-	trailing := getopt.Has(ps, "parsable") && !getopt.Has(ps, "parsable2")
-	row := func(vals []string) {
-		if parsable {
-			w.WriteString(strings.Join(vals, delim))
-			if trailing {
-				w.WriteString(delim)
-			}
-			w.WriteByte('\n')
-			return
-		}
-		for i, v := range vals {
-			if i > 0 {
-				w.WriteByte(' ')
-			}
-			w.WriteString(sacctPad(v, cols[i].width))
-		}
-		w.WriteByte('\n')
+	names, widths := make([]string, len(cols)), make([]int, len(cols))
+	for i, col := range cols {
+		names[i], widths[i] = col.f.name, col.width
 	}
-	if !getopt.Has(ps, "noheader") {
-		var hs, dashes []string
-		for _, col := range cols {
-			hs = append(hs, col.f.name)
-			dashes = append(dashes, strings.Repeat("-", col.width))
-		}
-		row(hs)
-		if !parsable {
-			w.WriteString(strings.Join(dashes, " ") + "\n")
-		}
-	}
+	t := newSacctTable(w, ps, delim, names, widths)
 	vals := make([]string, len(cols))
 	for i := range jobs {
 		for k, col := range cols {
 			vals[k] = col.f.value(&jobs[i])
 		}
-		row(vals)
+		t.row(vals)
 	}
 	return w.Flush()
 }
@@ -438,6 +413,61 @@ func liveAcct(j *spec.Job, now time.Time) api.AcctJob {
 		a.NTasks = j.Tasks.NTasksPerNode * nodes
 	}
 	return a
+}
+
+// sacctTable writes the table that sacct and sacctmgr print alike, so
+// their --parsable, --parsable2 and --noheader cannot drift apart: with
+// --parsable2 the fields joined by delim, with --parsable a trailing delim
+// as well; otherwise each field right-justified in its column's width
+// (sacctPad) under a header and a dashed rule, unless --noheader.
+type sacctTable struct {
+	w                  *bufio.Writer
+	delim              string
+	widths             []int
+	parsable, trailing bool
+}
+
+// newSacctTable writes the header of columns names (unless --noheader)
+// and returns the table to write rows to.
+func newSacctTable(w *bufio.Writer, ps []getopt.Parsed, delim string, names []string, widths []int) *sacctTable {
+	t := &sacctTable{
+		w:        w,
+		delim:    delim,
+		widths:   widths,
+		parsable: getopt.Has(ps, "parsable2") || getopt.Has(ps, "parsable"),
+		trailing: getopt.Has(ps, "parsable") && !getopt.Has(ps, "parsable2"),
+	}
+	if !getopt.Has(ps, "noheader") {
+		dashes := make([]string, len(widths))
+		for i, n := range widths {
+			dashes[i] = strings.Repeat("-", n)
+		}
+		t.row(names)
+		if !t.parsable {
+			w.WriteString(strings.Join(dashes, " ") + "\n")
+		}
+	}
+	return t
+}
+
+// row writes one row of values, one per column.
+func (t *sacctTable) row(vals []string) {
+	w := t.w
+	if t.parsable {
+		w.WriteString(strings.Join(vals, t.delim))
+		if t.trailing {
+			w.WriteString(t.delim)
+		}
+		w.WriteByte('\n')
+		return
+	}
+	for i, v := range vals {
+		if i > 0 {
+			w.WriteByte(' ')
+		}
+		w.WriteString(sacctPad(v, t.widths[i]))
+	}
+	w.WriteByte('\n')
 }
 
 // sacctPad right-justifies v in width, cutting a longer value to width-1

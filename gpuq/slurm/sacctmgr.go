@@ -437,42 +437,17 @@ func parseMgrFormat(s string) ([]mgrCol, error) {
 
 func (c *Cmd) writeMgr(ps []getopt.Parsed, cols []mgrCol, rows []*assocRow) error {
 	w := bufio.NewWriter(c.Stdout)
-	parsable := getopt.Has(ps, "parsable2") || getopt.Has(ps, "parsable")
-	trailing := getopt.Has(ps, "parsable") && !getopt.Has(ps, "parsable2")
-	line := func(vals []string) {
-		if parsable {
-			w.WriteString(strings.Join(vals, "|"))
-			if trailing {
-				w.WriteString("|")
-			}
-			w.WriteByte('\n')
-			return
-		}
-		for i, v := range vals {
-			if i > 0 {
-				w.WriteByte(' ')
-			}
-			w.WriteString(sacctPad(v, cols[i].width))
-		}
-		w.WriteByte('\n')
+	names, widths := make([]string, len(cols)), make([]int, len(cols))
+	for i, col := range cols {
+		names[i], widths[i] = col.f.name, col.width
 	}
-	if !getopt.Has(ps, "noheader") {
-		var hs, dashes []string
-		for _, col := range cols {
-			hs = append(hs, col.f.name)
-			dashes = append(dashes, strings.Repeat("-", col.width))
-		}
-		line(hs)
-		if !parsable {
-			w.WriteString(strings.Join(dashes, " ") + "\n")
-		}
-	}
+	t := newSacctTable(w, ps, "|", names, widths)
 	vals := make([]string, len(cols))
 	for _, r := range rows {
 		for i, col := range cols {
 			vals[i] = col.f.value(r)
 		}
-		line(vals)
+		t.row(vals)
 	}
 	return w.Flush()
 }

@@ -119,6 +119,29 @@ func oneLine(b []byte) []byte {
 	return []byte(strings.Join(lines, " ") + "\n")
 }
 
+// writeShowRecord prints one node or partition record of scontrol show
+// the way Slurm lays it out: each group of key=value fields on its own
+// line, continuation lines indented three spaces and a blank line after the
+// record, or with -o (one) the whole record on one line. Nodes and
+// partitions share it so that the two layouts cannot drift apart.
+func (c *Cmd) writeShowRecord(lines [][]string, one bool) {
+	var b bytes.Buffer
+	for k, l := range lines {
+		if k > 0 {
+			b.WriteString("   ")
+		}
+		b.WriteString(strings.Join(l, " "))
+		b.WriteByte('\n')
+	}
+	out := b.Bytes()
+	if one {
+		out = oneLine(out)
+	} else {
+		out = append(out, '\n')
+	}
+	c.Stdout.Write(out)
+}
+
 func (c *Cmd) showJobs(ctx context.Context, arg string, one, json bool) error {
 	cl, err := c.client()
 	if err != nil {
@@ -232,21 +255,7 @@ func (c *Cmd) showNodes(ctx context.Context, arg string, one bool) error {
 		if reason != "" {
 			lines = append(lines, []string{reason})
 		}
-		var b bytes.Buffer
-		for k, l := range lines {
-			if k > 0 {
-				b.WriteString("   ")
-			}
-			b.WriteString(strings.Join(l, " "))
-			b.WriteByte('\n')
-		}
-		out := b.Bytes()
-		if one {
-			out = oneLine(out)
-		} else {
-			out = append(out, '\n')
-		}
-		c.Stdout.Write(out)
+		c.writeShowRecord(lines, one)
 	}
 	return nil
 }
@@ -323,21 +332,7 @@ func (c *Cmd) showPartitions(ctx context.Context, arg string, one bool) error {
 			{"Nodes=" + orNull(hostlist.Compress(p.Nodes))},
 			{"State=" + orDefault(strings.ToUpper(p.State), "UP"), "TotalCPUs=" + strconv.Itoa(cpus), "TotalNodes=" + strconv.Itoa(len(p.Nodes))},
 		}
-		var b bytes.Buffer
-		for k, l := range lines {
-			if k > 0 {
-				b.WriteString("   ")
-			}
-			b.WriteString(strings.Join(l, " "))
-			b.WriteByte('\n')
-		}
-		out := b.Bytes()
-		if one {
-			out = oneLine(out)
-		} else {
-			out = append(out, '\n')
-		}
-		c.Stdout.Write(out)
+		c.writeShowRecord(lines, one)
 	}
 	return nil
 }

@@ -310,6 +310,11 @@ func parseSinfoFormat(s string) ([]sinfoField, error) {
 		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
 			i++
 		}
+		if i-st > 4 {
+			// As squeue's: a width is at most 4 digits, so a format
+			// cannot make sinfo write gigabytes of padding.
+			return nil, invalid("--format %q: field width %s is too wide; give at most 4 digits", s, s[st:i])
+		}
 		f.width, _ = strconv.Atoi(s[st:i])
 		if i >= len(s) {
 			return nil, invalid("--format %q ends inside a field", s)

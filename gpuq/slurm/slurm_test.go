@@ -206,6 +206,11 @@ func TestUsageErrors(t *testing.T) {
 	if _, errs, _ := run(t, ctl, "sacct", "-o", "JobNme"); !strings.Contains(errs, "did you mean JobName?") {
 		t.Errorf("sacct -o JobNme: %q", errs)
 	}
+	// A width is at most 4 digits, as in squeue: before, sinfo padded
+	// %.1000000000P out to 4 GB.
+	if out, errs, code := run(t, ctl, "sinfo", "-o", "%.1000000000P"); out != "" || code != 2 || !strings.Contains(errs, "at most 4 digits") {
+		t.Errorf("sinfo -o %%.1000000000P: stdout %d bytes, exit %d, stderr %q", len(out), code, errs)
+	}
 }
 
 // TestScontrolUpdate: Key=Value words become one typed update request;
