@@ -65,7 +65,7 @@ const Usage = `usage: srun [options] COMMAND [ARGS...]
       --gpus-per-task=N     GPUs of each task (its own CUDA_VISIBLE_DEVICES)
   -l, --label               prefix each output line with its task number
   -u, --unbuffered          accepted: output is never buffered by srun
-  -o, --output=FILE         tasks' stdout to FILE (%j job, %s step, %t task, %N node, %%)
+  -o, --output=FILE         tasks' stdout to FILE (%j job, %s step, %t task, %N node, %A %a array, %%)
   -e, --error=FILE          tasks' stderr to FILE
   -K, --kill-on-bad-exit    end the step when a task exits non-zero
       --export=ALL|NONE|VARS  environment of the tasks (default ALL)
@@ -383,8 +383,9 @@ func sigName(n int) string {
 	return "signal " + strconv.Itoa(n)
 }
 
-// expand is srun's output pattern: %j job, %s step, %t task, %N node
-// name (this host), %% a percent sign.
+// expand is srun's output pattern: %j job, %J job.step, %s step, %t
+// task, %N node name (this host), %A array job, %a array task, %x job
+// name, %u user, %% a percent sign.
 func expand(p string, step, task int) string {
 	var b strings.Builder
 	for i := 0; i < len(p); i++ {
@@ -406,6 +407,18 @@ func expand(p string, step, task int) string {
 		case 'N':
 			h, _ := os.Hostname()
 			b.WriteString(h)
+		case 'A': // the array's job id, or the job's own outside an array
+			if a := os.Getenv("SLURM_ARRAY_JOB_ID"); a != "" {
+				b.WriteString(a)
+			} else {
+				b.WriteString(os.Getenv("SLURM_JOB_ID"))
+			}
+		case 'a': // the array task, or Slurm's NO_VAL outside an array (as sbatch's)
+			if a := os.Getenv("SLURM_ARRAY_TASK_ID"); a != "" {
+				b.WriteString(a)
+			} else {
+				b.WriteString("4294967294")
+			}
 		case 'x':
 			b.WriteString(os.Getenv("SLURM_JOB_NAME"))
 		case 'u':

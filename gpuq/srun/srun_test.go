@@ -91,3 +91,20 @@ func TestExportEnv(t *testing.T) {
 		t.Errorf("ALL,C=3: %q", got)
 	}
 }
+
+// TestExpandArrayPatterns: %A and %a are the array's job and task (what
+// submitit's map_array names its logs by), the job's own id and Slurm's
+// NO_VAL outside an array; before, srun wrote them literally.
+func TestExpandArrayPatterns(t *testing.T) {
+	t.Setenv("SLURM_JOB_ID", "12")
+	t.Setenv("SLURM_ARRAY_JOB_ID", "")
+	t.Setenv("SLURM_ARRAY_TASK_ID", "")
+	if got := expand("/l/%A_%a/%j_%t.out", 0, 1); got != "/l/12_4294967294/12_1.out" {
+		t.Errorf("outside an array: %s", got)
+	}
+	t.Setenv("SLURM_ARRAY_JOB_ID", "10")
+	t.Setenv("SLURM_ARRAY_TASK_ID", "2")
+	if got := expand("/l/%A_%a/%A_%a_%t_log.out", 0, 0); got != "/l/10_2/10_2_0_log.out" {
+		t.Errorf("in an array: %s", got)
+	}
+}
