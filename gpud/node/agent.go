@@ -148,6 +148,9 @@ func (a *Agent) RunningJobs() []RunningJob {
 	defer a.mu.Unlock()
 	out := make([]RunningJob, 0, len(a.runners))
 	for id, r := range a.runners {
+		if r.ended {
+			continue // its exit is (being) recorded: no sample may follow it
+		}
 		j, ok := a.owners[id]
 		if !ok {
 			j = RunningJob{JobID: r.jobID, AllocID: id}

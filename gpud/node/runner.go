@@ -36,6 +36,10 @@ type runner struct {
 	deadline time.Time // zero: no time limit
 	adopted  bool
 	rec      allocRecord // what the outbox knew when the runner was made
+	// ended (guarded by a.mu) is set before the exit is recorded: from
+	// then on the job is not running, and RunningJobs (usage samples,
+	// metrics) leaves it out though the runner is still cleaning up.
+	ended bool
 	// mig are the MIG instances acquireDevices got for the job; acquired
 	// says releaseDevices has something to undo.
 	mig      []migDevice
@@ -624,6 +628,9 @@ func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitSt
 			r.a.refreshMIGLayout(ctx, log)
 		}
 	}
+	r.a.mu.Lock()
+	r.ended = true
+	r.a.mu.Unlock()
 	if !r.rec.Exited {
 		ev := r.a.exitEvent(r.allocID, r.jobID, state, why, st)
 		bo := r.a.newBackoff()
