@@ -242,6 +242,8 @@ func CodeKind(code string) error {
 		return spec.ErrPermissionDenied
 	case CodeRefused:
 		return spec.ErrRefused
+	case CodeNotLeader:
+		return spec.ErrNotLeader
 	}
 	return nil
 }
@@ -261,6 +263,8 @@ func KindCode(err error) (code string, status int) {
 		return CodePermissionDenied, http.StatusForbidden
 	case errors.Is(err, spec.ErrRefused):
 		return CodeRefused, http.StatusUnprocessableEntity
+	case errors.Is(err, spec.ErrNotLeader):
+		return CodeNotLeader, http.StatusMisdirectedRequest
 	}
 	return CodeInternal, http.StatusInternalServerError
 }

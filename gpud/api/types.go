@@ -30,7 +30,50 @@ const (
 	CodePermissionDenied = "permission_denied"
 	CodeRefused          = "refused"
 	CodeInternal         = "internal"
+	// CodeNotLeader (HTTP 421 Misdirected Request) answers a write or a
+	// node-protocol call sent to a controller that is not the Raft leader.
+	// HeaderLeader names the leader's API address when one is known (empty
+	// during an election); the client retries there, or at the next address
+	// of its list.
+	CodeNotLeader = "not_leader"
 )
+
+// Headers of an HA controller group (issue 16).
+const (
+	// HeaderLeader is the leader's API address (e.g. https://10.0.0.1:6817)
+	// on a not_leader answer, and on every answer of a follower.
+	HeaderLeader = "Gpud-Leader"
+	// HeaderStale is "true" on reads a follower answered from its replica,
+	// which may lag the leader.
+	HeaderStale = "Gpud-Stale"
+)
+
+// ControllersResponse is GET /v1/controllers: the members of the
+// controller group and the leader. A single controller (no [ha]) lists
+// itself as the leader.
+type ControllersResponse struct {
+	// Leader is the ID of the member that is leader, "" during an election.
+	Leader  string             `json:"leader"`
+	Members []ControllerMember `json:"members"`
+}
+
+// ControllerMember is one controller as the answering member sees it.
+type ControllerMember struct {
+	ID          string `json:"id"`
+	RaftAddress string `json:"raft_address,omitempty"`
+	APIAddress  string `json:"api_address"`
+	// State is leader, follower, candidate, or unreachable (a member the
+	// answering one cannot reach).
+	State string `json:"state"`
+	// Voter is false for a non-voting member catching up.
+	Voter        bool   `json:"voter"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	// LastContact is the leader's last contact with this member (RFC 3339),
+	// "" for the leader itself or when unknown.
+	LastContact string `json:"last_contact,omitempty"`
+}
 
 // SubmitRequest is POST /v1/jobs.
 type SubmitRequest struct {

@@ -17,6 +17,9 @@ var (
 	// ErrRefused is a policy refusal that is not about identity: a limit,
 	// a closed partition, a full state disk.
 	ErrRefused = errors.New("refused by policy")
+	// ErrNotLeader is a write sent to a controller that is not the Raft
+	// leader (issue 16): the client retries at the leader it names.
+	ErrNotLeader = errors.New("not the leader")
 )
 
 // kindError carries a message and a kind; errors.Is matches the kind while
@@ -37,7 +40,7 @@ func Errorf(kind error, format string, args ...any) error {
 
 // KindOf returns the kind of err, or nil if it has none of ours.
 func KindOf(err error) error {
-	for _, k := range []error{ErrNotFound, ErrInvalid, ErrConflict, ErrUnavailable, ErrPermissionDenied, ErrRefused} {
+	for _, k := range []error{ErrNotFound, ErrInvalid, ErrConflict, ErrUnavailable, ErrPermissionDenied, ErrRefused, ErrNotLeader} {
 		if errors.Is(err, k) {
 			return k
 		}
