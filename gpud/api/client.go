@@ -60,16 +60,29 @@ type ClientOptions struct {
 	// CertFile and KeyFile are a client certificate to present (a node
 	// agent's, from joining); a connection with one needs no token.
 	CertFile, KeyFile string
+	// FailoverTimeout bounds the retries of one call over a list of
+	// controllers (0: DefaultFailoverTimeout); see failover.go.
+	FailoverTimeout time.Duration
 }
 
 // NewClient returns a client for addr: "unix:///path/to/gpud.sock" (the
 // caller is its uid), "https://host:port" (TLS with a bearer token; see
 // ClientOptions for where the CA and token come from) or, for tests only,
-// "http://" to a loopback address.
+// "http://" to a loopback address. A comma-separated list of such
+// addresses is a controller group whose leader the client follows
+// (failover.go).
 func NewClient(addr string) (*Client, error) { return NewClientWith(addr, ClientOptions{}) }
 
 // NewClientWith is NewClient with explicit TLS and token settings.
 func NewClientWith(addr string, o ClientOptions) (*Client, error) {
+	switch addrs := SplitControllers(addr); len(addrs) {
+	case 0:
+		addr = ""
+	case 1:
+		addr = addrs[0]
+	default:
+		return newGroupClient(addrs, o)
+	}
 	if addr == "" {
 		return nil, spec.Errorf(spec.ErrInvalid, "no controller address; pass --controller or set %s (e.g. unix:///var/lib/gpud/gpud.sock)", EnvController)
 	}
@@ -313,6 +326,9 @@ func (c *Client) doWith(ctx context.Context, method, path string, q url.Values, 
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if json.Unmarshal(b, &eb) != nil || eb.Error.Message == "" {
 			eb.Error.Message = fmt.Sprintf("controller answered %s: %s", resp.Status, strings.TrimSpace(string(b)))
+		}
+		if eb.Error.Code == CodeNotLeader {
+			eb.Error.Message = c.notLeaderMessage(eb.Error.Message, resp.Header.Get(HeaderLeader))
 		}
 		return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
 	}

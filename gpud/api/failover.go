@@ -1,0 +1,347 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// A controller group (issue 16): GPUD_CONTROLLER, --controller and
+// node.toml's controller take a comma-separated list of addresses, e.g.
+// "https://c1:6817,https://c2:6817,https://c3:6817". Only the Raft leader
+// takes writes and node-protocol calls; a follower answers them with 421
+// not_leader naming the leader (HeaderLeader). A client over a list
+// follows the leader with the failover transport below; a client over one
+// address behaves exactly as before (no retries), so a single controller
+// that is down is reported at once.
+
+// DefaultFailoverTimeout bounds how long a client over several addresses
+// keeps retrying one call after its first failure (a connection error, a
+// not_leader answer, a 503 to a read): long enough to ride out an
+// election, short enough that a group with no leader is reported.
+const DefaultFailoverTimeout = 12 * time.Second
+
+// Backoff between rounds of attempts over every address.
+const (
+	failoverBackoffMin = 50 * time.Millisecond
+	failoverBackoffMax = time.Second
+)
+
+// SplitControllers splits a controller address list on commas, trimming
+// spaces and dropping empty items: "https://c1:6817, https://c2:6817".
+func SplitControllers(s string) []string {
+	var out []string
+	for a := range strings.SplitSeq(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// newGroupClient returns a client over addrs (two or more), each one a
+// client of its own as NewClientWith makes for a single address, behind
+// one failover transport.
+func newGroupClient(addrs []string, o ClientOptions) (*Client, error) {
+	f := &failover{timeout: o.FailoverTimeout}
+	if f.timeout <= 0 {
+		f.timeout = DefaultFailoverTimeout
+	}
+	g := &Client{base: "http://gpud-controllers"}
+	seen := map[string]string{}
+	for _, a := range addrs {
+		m, err := NewClientWith(a, o)
+		if err != nil {
+			return nil, err
+		}
+		k := addrKey(a)
+		if prev, dup := seen[k]; dup {
+			return nil, spec.Errorf(spec.ErrInvalid, "controller address %q repeats %q; list each controller once", a, prev)
+		}
+		seen[k] = a
+		u, _ := url.Parse(m.base)
+		f.members = append(f.members, member{addr: a, key: k, scheme: u.Scheme, host: u.Host, rt: m.hc.Transport, tls: m.tls})
+		if m.tls {
+			g.tls, g.Token = true, m.Token
+		}
+	}
+	f.addrs = strings.Join(addrs, ",")
+	g.hc = &http.Client{Transport: f}
+	return g, nil
+}
+
+// addrKey is an address in a form two spellings of it share: lower-case
+// scheme and host, the default port made explicit, a clean socket path.
+func addrKey(addr string) string {
+	u, err := url.Parse(strings.TrimSpace(addr))
+	if err != nil {
+		return addr
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme == "unix" {
+		p := u.Path
+		if p == "" {
+			p = u.Opaque
+		}
+		return "unix://" + path.Clean(p)
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443", "http": "80"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+// member is one controller of the group.
+type member struct {
+	addr   string // as configured
+	key    string // addrKey(addr)
+	scheme string // of the requests sent to it ("http" for a unix socket)
+	host   string
+	rt     http.RoundTripper
+	tls    bool
+}
+
+// failover is the transport of a client over several controllers. It
+// sends each request to the controller that answered last and, while the
+// group fails over, to the others:
+//   - a not_leader answer (421) is retried at the leader it names when
+//     that is one of the configured addresses (a token never goes to an
+//     address the user did not give), else at the next address: the
+//     follower did not apply the call, so writes are retried too;
+//   - a connection error is retried at the next address for reads (GET,
+//     HEAD) always, for writes only when the request was not sent (the
+//     dial failed): a write that may have reached a leader is not sent
+//     again, since the caller cannot tell whether it was applied;
+//   - a 503 to a read is retried at the next address; when every address
+//     answered 503 it is the answer;
+//
+// backing off between rounds over every address, for at most timeout
+// after the first failure.
+type failover struct {
+	members []member
+	addrs   string // the configured list, for messages
+	timeout time.Duration
+	cur     atomic.Int32 // index of the member that answered last
+}
+
+// CloseIdleConnections closes every member's idle connections (what
+// http.Client.CloseIdleConnections calls).
+func (f *failover) CloseIdleConnections() {
+	for _, m := range f.members {
+		if c, ok := m.rt.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
+		}
+	}
+}
+
+// verdict is what one attempt calls for.
+type verdict int
+
+const (
+	answered verdict = iota // return the response
+	retryNext               // try the next address
+	retryAt                 // try the address the 421 named
+	giveUp                  // return the error
+)
+
+func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	read := req.Method == http.MethodGet || req.Method == http.MethodHead
+	n := len(f.members)
+	i := int(f.cur.Load())
+	var (
+		deadline  time.Time // set by the first failure
+		backoff   = failoverBackoffMin
+		attempts  int // since the last success or backoff
+		only503   = true
+		lastResp  *http.Response
+		lastErr   error
+		lastIndex int
+	)
+	for {
+		m := &f.members[i]
+		resp, err := m.send(req)
+		v, next := answered, (i+1)%n
+		switch {
+		case err != nil:
+			v = retryNext
+			if ctx.Err() != nil || permanent(err) || (!read && !notSent(err)) {
+				v = giveUp
+			}
+			only503 = false
+		case resp.StatusCode == http.StatusMisdirectedRequest:
+			v = retryNext
+			if j := f.index(ctx, resp.Header.Get(HeaderLeader)); j >= 0 && j != i {
+				v, next = retryAt, j
+			}
+			only503 = false
+		case resp.StatusCode == http.StatusServiceUnavailable && read:
+			v = retryNext
+		}
+		if v == answered {
+			f.cur.Store(int32(i))
+			return resp, nil
+		}
+		if v == giveUp {
+			if ctx.Err() == nil && !read && !notSent(err) && !permanent(err) {
+				return nil, fmt.Errorf("%s: %w (the controller may have applied this %s before the connection failed: check before sending it again)", m.addr, err, req.Method)
+			}
+			return nil, fmt.Errorf("%s: %w", m.addr, err)
+		}
+		// Keep this failure's answer, in case it is the last.
+		if resp != nil {
+			lastResp, lastErr = buffered(resp), nil
+		} else {
+			lastResp, lastErr = nil, err
+		}
+		lastIndex = i
+		if req.Body != nil && req.GetBody == nil {
+			break // the body is spent and cannot be sent again
+		}
+		now := time.Now()
+		if deadline.IsZero() {
+			deadline = now.Add(f.timeout)
+		}
+		attempts++
+		if attempts >= n {
+			// A round over every address failed.
+			if only503 {
+				break // every controller says unavailable: that is the answer
+			}
+			if now.Add(backoff).After(deadline) {
+				break
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			case <-t.C:
+			}
+			backoff = min(2*backoff, failoverBackoffMax)
+			attempts, only503 = 0, true
+		} else if now.After(deadline) {
+			break
+		}
+		i = next
+	}
+	if lastResp != nil {
+		return lastResp, nil
+	}
+	return nil, fmt.Errorf("no controller of %s answered within %s (last, %s: %w)", f.addrs, f.timeout, f.members[lastIndex].addr, lastErr)
+}
+
+// send sends req to m: the request is cloned with m's address (and
+// without the token unless m is https), its body rewound.
+func (m *member) send(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.URL.Scheme, r.URL.Host, r.Host = m.scheme, m.host, ""
+	if !m.tls {
+		r.Header.Del("Authorization")
+	}
+	if req.Body != nil && req.GetBody != nil {
+		b, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = b
+	}
+	return m.rt.RoundTrip(r)
+}
+
+// index returns the member whose address is leader (as a 421 names it),
+// or -1. A leader named by another spelling of a configured host (an IP
+// address for a host name) matches when the name resolves to it; the
+// request still goes to the address as configured.
+func (f *failover) index(ctx context.Context, leader string) int {
+	leader = strings.TrimSpace(leader)
+	if leader == "" {
+		return -1
+	}
+	k := addrKey(leader)
+	for i, m := range f.members {
+		if m.key == k {
+			return i
+		}
+	}
+	u, err := url.Parse(k)
+	if err != nil || u.Scheme == "unix" || net.ParseIP(u.Hostname()) == nil {
+		return -1
+	}
+	ip := net.ParseIP(u.Hostname())
+	for i, m := range f.members {
+		mu, err := url.Parse(m.key)
+		if err != nil || mu.Scheme != u.Scheme || mu.Port() != u.Port() || net.ParseIP(mu.Hostname()) != nil {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		ips, err := net.DefaultResolver.LookupIP(rctx, "ip", mu.Hostname())
+		cancel()
+		for _, a := range ips {
+			if err == nil && a.Equal(ip) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// buffered reads resp's body into memory (a small error answer) so resp
+// can be returned after the connection is released.
+func buffered(resp *http.Response) *http.Response {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	resp.ContentLength = int64(len(b))
+	return resp
+}
+
+// notSent reports whether err shows that the request never left: the
+// connection was refused or could not be made.
+func notSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)
+}
+
+// permanent reports whether err is a configuration problem that another
+// try cannot mend: a certificate the CA does not vouch for.
+func permanent(err error) bool {
+	var (
+		verify  *tls.CertificateVerificationError
+		unknown x509.UnknownAuthorityError
+		host    x509.HostnameError
+		inval   x509.CertificateInvalidError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &inval)
+}
+
+// notLeaderMessage says what to do about a not_leader answer that reached
+// the caller: a single address is a follower (list them all), a group
+// found no leader in time.
+func (c *Client) notLeaderMessage(msg, leader string) string {
+	if f, ok := c.hc.Transport.(*failover); ok {
+		return fmt.Sprintf("%s; no controller of %s took the call within %s: is a majority of the group up? (gpuq controllers)", msg, f.addrs, f.timeout)
+	}
+	if leader != "" {
+		return fmt.Sprintf("%s; the leader is %s: list every controller in --controller or %s, comma-separated, to follow the leader", msg, leader, EnvController)
+	}
+	return fmt.Sprintf("%s; the group is electing a leader: retry, and list every controller in --controller or %s, comma-separated, to follow the leader", msg, EnvController)
+}
