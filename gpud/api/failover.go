@@ -153,10 +153,10 @@ func (f *failover) CloseIdleConnections() {
 type verdict int
 
 const (
-	answered verdict = iota // return the response
-	retryNext               // try the next address
-	retryAt                 // try the address the 421 named
-	giveUp                  // return the error
+	answered  verdict = iota // return the response
+	retryNext                // try the next address
+	retryAt                  // try the address the 421 named
+	giveUp                   // return the error
 )
 
 func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
