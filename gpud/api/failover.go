@@ -345,3 +345,12 @@ func (c *Client) notLeaderMessage(msg, leader string) string {
 	}
 	return fmt.Sprintf("%s; the group is electing a leader: retry, and list every controller in --controller or %s, comma-separated, to follow the leader", msg, EnvController)
 }
+
+// Controllers lists the controller group's members and its leader, as the
+// controller that answers sees them (gpuq controllers, scontrol ping): GET
+// /v1/controllers. A single controller lists itself as the leader.
+func (c *Client) Controllers(ctx context.Context) (ControllersResponse, error) {
+	var out ControllersResponse
+	err := c.do(ctx, http.MethodGet, "/controllers", nil, nil, &out)
+	return out, err
+}

@@ -51,6 +51,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+v+"/accounting/cluster", s.acctCluster)
 	m.HandleFunc("GET "+v+"/usage/latest", s.usageLatest)
 	m.HandleFunc("GET "+v+"/audit", s.auditList)
+	m.HandleFunc("GET "+v+"/controllers", s.controllers)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrNotFound, "no API endpoint %s %s; this controller serves /%s", r.Method, r.URL.Path, api.Version))
 	})

@@ -60,6 +60,10 @@ type Server struct {
 
 	// auditBuffer sizes the audit queue (0: auditBuffer; tests set it).
 	auditBuffer int
+
+	// group answers GET /v1/controllers (controllers.go); nil: a single
+	// controller.
+	group ControllerGroup
 }
 
 // Accounting is the job history the server reads for GET
