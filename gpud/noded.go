@@ -40,7 +40,7 @@ func nodeCommand() *cli.Command {
 		Flags: append(logFlags(),
 			&cli.StringFlag{Name: "config", Usage: "node configuration file (TOML); the default path may be absent", Value: defaultNodeConfig},
 			&cli.StringFlag{Name: "name", Usage: "node name in the cluster (default: hostname)"},
-			&cli.StringFlag{Name: "controller", Usage: "controller address, unix:///path.sock or https://host:port", EnvVars: []string{api.EnvController}},
+			&cli.StringFlag{Name: "controller", Usage: "controller address, unix:///path.sock or https://host:port, or a comma-separated list of an HA group's controllers (the agent follows the leader)", EnvVars: []string{api.EnvController}},
 			&cli.StringFlag{Name: "address", Usage: "address other nodes reach this one at: the MASTER_ADDR of jobs whose rank 0 runs here (default: hostname)"},
 			&cli.StringFlag{Name: "gpus", Usage: "GPU backend: auto, nvml, none, mock:dgx-a100, mock:dgx-h100, mock:dgx-h200"},
 			&cli.IntFlag{Name: "cpus", Usage: "CPUs offered to jobs (0: detect)"},

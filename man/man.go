@@ -124,7 +124,7 @@ func escape(s string) string {
 const commonEnv = `# ENVIRONMENT
 
 GPUD\_CONTROLLER
-: controller address when **--controller** is not given: *unix:///path/gpud.sock* or *https://host:port*.
+: controller address when **--controller** is not given: *unix:///path/gpud.sock* or *https://host:port*, or a comma-separated list of the controllers of an HA group (*https://c1:6817,https://c2:6817,https://c3:6817*): the client sends to the leader, follows a not-leader answer to another listed address, and rides out a failover for up to 12 seconds; a submission that may have reached a leader that then failed is reported, not sent twice.
 
 `
 

@@ -76,6 +76,9 @@ type Server struct {
 	Fairshare []api.FairshareRow
 	// ActionErr maps a job id or node name to the error its actions get.
 	ActionErr map[string]error
+	// Controllers, when set, is returned by GET /v1/controllers; nil
+	// answers 404, as a controller from before the endpoint did.
+	Controllers *api.ControllersResponse
 }
 
 // New starts a fake controller on a unix socket in a short temporary
@@ -184,6 +187,15 @@ func (s *Server) mux() http.Handler {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		reply(w, api.FairshareResponse{Rows: append([]api.FairshareRow{}, s.Fairshare...)}, nil)
+	})
+	m.HandleFunc("GET /v1/controllers", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.Controllers == nil {
+			reply(w, nil, spec.Errorf(spec.ErrNotFound, "no API endpoint GET /v1/controllers"))
+			return
+		}
+		reply(w, s.Controllers, nil)
 	})
 	m.HandleFunc("POST /v1/reconfigure", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, api.ReconfigureResponse{Message: "configuration reloaded"}, nil)

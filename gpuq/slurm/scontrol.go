@@ -94,16 +94,7 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 		}
 		return errors.Join(errs...)
 	case "ping":
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
-		if _, err := cl.Nodes(ctx); err != nil {
-			fmt.Fprintf(c.Stdout, "Slurmctld(primary) at %s is DOWN\n", c.Controller)
-			return err
-		}
-		fmt.Fprintf(c.Stdout, "Slurmctld(primary) at %s is UP\n", c.Controller)
-		return nil
+		return c.ping(ctx)
 	case "update":
 		return c.update(ctx, args)
 	}

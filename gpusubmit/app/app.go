@@ -26,7 +26,7 @@ const DefaultController = "unix:///run/gpud/gpud.sock"
 func ControllerFlag() *cli.StringFlag {
 	return &cli.StringFlag{
 		Name:    "controller",
-		Usage:   "controller address: unix:///path/gpud.sock or https://host:port",
+		Usage:   "controller address: unix:///path/gpud.sock or https://host:port; a comma-separated list for a controller group (https://c1:6817,https://c2:6817,https://c3:6817), whose leader gpusubmit follows",
 		EnvVars: []string{api.EnvController},
 		Value:   DefaultController,
 	}
