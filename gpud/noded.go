@@ -264,20 +264,26 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	return g.Wait()
 }
 
-// unixSocket returns the socket path of a unix:// address, as a list.
+// unixSocket returns the socket paths of the unix:// addresses in a
+// controller address list.
 func unixSocket(addr string) []string {
-	if p, ok := strings.CutPrefix(addr, "unix://"); ok && p != "" {
-		return []string{p}
+	var out []string
+	for _, a := range api.SplitControllers(addr) {
+		if p, ok := strings.CutPrefix(a, "unix://"); ok && p != "" {
+			out = append(out, p)
+		}
 	}
-	return nil
+	return out
 }
 
 // nodeClient connects the agent to the controller. Over https with a
 // join_token_file the agent authenticates with its node certificate
 // (state_dir/tls/node.pem), joining first if it has none; otherwise it
 // uses the unix socket's peer credentials or a node token (GPUD_TOKEN).
+// addr may list a controller group's members: the client follows the
+// leader, and joins through it.
 func nodeClient(ctx context.Context, name, addr string, s config.NodeSection, log *slog.Logger) (*api.Client, error) {
-	if !strings.HasPrefix(addr, "https://") || s.JoinTokenFile == "" {
+	if !strings.Contains(addr, "https://") || s.JoinTokenFile == "" {
 		return api.NewClientWith(addr, api.ClientOptions{CAFile: s.CAFile})
 	}
 	dir := filepath.Join(s.StateDir, "tls")

@@ -393,6 +393,8 @@ func TestNodeValidate(t *testing.T) {
 			[]string{`[node] controller: "ctl:6817" is not an address`}},
 		{"relative unix socket", func(n *Node) { n.Node.Controller = "unix://gpud.sock" },
 			[]string{`[node] controller: "unix://gpud.sock" needs an absolute socket path`}},
+		{"controller list", func(n *Node) { n.Node.Controller = "https://c1:6817, c2:6817,https://" },
+			[]string{`[node] controller: "c2:6817" is not an address`, `[node] controller: "https://" has no host`}},
 		{"metrics_listen", func(n *Node) { n.Node.MetricsListen = "9400" },
 			[]string{`[node] metrics_listen: "9400" is not host:port`}},
 		{"health limits", func(n *Node) {
@@ -532,5 +534,15 @@ func TestMaxSubmitBytes(t *testing.T) {
 	c.Limits.MaxSubmitSize = "UNLIMITED"
 	if err := c.Validate(); err != nil {
 		t.Errorf("max_submit_size = \"UNLIMITED\": %v", err)
+	}
+}
+
+// [node] controller takes a comma-separated list of a controller group's
+// addresses, each checked as a single one is.
+func TestNodeControllerList(t *testing.T) {
+	n := DefaultNode()
+	n.Node.Controller = "https://c1:6817, https://c2:6817,https://c3:6817"
+	if err := n.Validate(); err != nil {
+		t.Errorf("a list of three https addresses: %v", err)
 	}
 }

@@ -27,7 +27,8 @@ type NodeSection struct {
 	// (see NodeName).
 	Name string `toml:"name"`
 	// Controller is the controller's address: unix:///path.sock or
-	// https://host:port.
+	// https://host:port, or a comma-separated list of the addresses of
+	// an HA controller group, whose leader the agent follows.
 	Controller string `toml:"controller"`
 	// Address is where other nodes reach this one (a job's MASTER_ADDR
 	// when this node is its rank 0); empty means the hostname.
@@ -184,17 +185,23 @@ func (n Node) Validate() error {
 	if strings.ContainsAny(s.Name, " \t,=:/") {
 		p.addf("[node] name: %q may not contain spaces, ',', '=', ':' or '/'", s.Name)
 	}
-	switch {
-	case strings.HasPrefix(s.Controller, "unix://"):
-		if !filepath.IsAbs(strings.TrimPrefix(s.Controller, "unix://")) {
-			p.addf("[node] controller: %q needs an absolute socket path (unix:///run/gpud/gpud.sock)", s.Controller)
+	addrs := controllerList(s.Controller)
+	if len(addrs) == 0 {
+		addrs = []string{s.Controller}
+	}
+	for _, a := range addrs {
+		switch {
+		case strings.HasPrefix(a, "unix://"):
+			if !filepath.IsAbs(strings.TrimPrefix(a, "unix://")) {
+				p.addf("[node] controller: %q needs an absolute socket path (unix:///run/gpud/gpud.sock)", a)
+			}
+		case strings.HasPrefix(a, "https://"), strings.HasPrefix(a, "http://"):
+			if strings.TrimLeft(strings.SplitN(a, "://", 2)[1], "/") == "" {
+				p.addf("[node] controller: %q has no host (use e.g. \"https://ctl:6817\")", a)
+			}
+		default:
+			p.addf("[node] controller: %q is not an address (use \"unix:///path.sock\", \"https://host:port\", or a comma-separated list of a controller group's addresses)", a)
 		}
-	case strings.HasPrefix(s.Controller, "https://"), strings.HasPrefix(s.Controller, "http://"):
-		if strings.TrimLeft(strings.SplitN(s.Controller, "://", 2)[1], "/") == "" {
-			p.addf("[node] controller: %q has no host (use e.g. \"https://ctl:6817\")", s.Controller)
-		}
-	default:
-		p.addf("[node] controller: %q is not an address (use \"unix:///path.sock\" or \"https://host:port\")", s.Controller)
 	}
 	for _, d := range []struct{ key, v string }{
 		{"state_dir", s.StateDir}, {"cdi_dir", s.CDIDir}, {"checkpoint_root", s.CheckpointRoot}, {"rdma_sysfs", s.RDMASysfs},
@@ -264,4 +271,16 @@ func (n Node) Validate() error {
 		}
 	}
 	return p.err()
+}
+
+// controllerList splits [node] controller on commas (what api.NewClient
+// reads), dropping empty items.
+func controllerList(s string) []string {
+	var out []string
+	for a := range strings.SplitSeq(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
