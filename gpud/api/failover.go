@@ -129,6 +129,9 @@ type member struct {
 //     again, since the caller cannot tell whether it was applied;
 //   - a 503 to a read is retried at the next address; when every address
 //     answered 503 it is the answer;
+//   - a read a follower answered from its replica (HeaderStale) is asked
+//     again of the leader it names, if configured, so that a client reads
+//     its own writes; the follower's answer stands if the leader fails;
 //
 // backing off between rounds over every address, for at most timeout
 // after the first failure.
@@ -172,6 +175,10 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		lastResp  *http.Response
 		lastErr   error
 		lastIndex int
+		// staleFrom is the follower whose replica answered a read while
+		// the leader is asked (-1: none); staleOK takes its answer.
+		staleFrom = -1
+		staleOK   bool
 	)
 	for {
 		m := &f.members[i]
@@ -193,9 +200,27 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		case resp.StatusCode == http.StatusServiceUnavailable && read:
 			v = retryNext
 		}
+		if v == answered && read && !staleOK && resp.Header.Get(HeaderStale) == "true" {
+			// A follower's replica may lag the leader: a job just
+			// submitted may be missing. Ask the leader it names, once;
+			// should that fail, the follower's answer will do.
+			if j := f.index(ctx, resp.Header.Get(HeaderLeader)); j >= 0 && j != i {
+				resp.Body.Close()
+				staleFrom, i = i, j
+				continue
+			}
+		}
 		if v == answered {
 			f.cur.Store(int32(i))
 			return resp, nil
+		}
+		if staleFrom >= 0 && v != giveUp {
+			// The leader failed: take the follower's answer after all.
+			if resp != nil {
+				resp.Body.Close()
+			}
+			i, staleFrom, staleOK = staleFrom, -1, true
+			continue
 		}
 		if v == giveUp {
 			if ctx.Err() == nil && !read && !notSent(err) && !permanent(err) {

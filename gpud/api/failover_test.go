@@ -455,3 +455,35 @@ func TestControllerLists(t *testing.T) {
 		}
 	}
 }
+
+// A read a follower answers from its replica is asked again of the leader,
+// so a client reads its own writes; with the leader down the follower's
+// (possibly stale) answer stands.
+func TestFailoverReadsFromLeader(t *testing.T) {
+	leader := newCtl(t, "leader", false)
+	follower := newCtl(t, "follower", false)
+	follower.set("follower", leader.URL)
+	cl, err := api.NewClient(list(follower.URL, leader.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		nodes, err := cl.Nodes(ctxT(t))
+		if err != nil || len(nodes) != 1 || nodes[0].Name != "from-"+leader.URL {
+			t.Fatalf("read: %v %v; want the leader's answer", nodes, err)
+		}
+	}
+	if f, l := follower.count(), leader.count(); f != 1 || l != 2 {
+		t.Errorf("follower got %d reads, leader %d; want 1 and 2 (the leader remembered)", f, l)
+	}
+
+	leader.srv.Close()
+	cl, err = api.NewClient(list(follower.URL, leader.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := cl.Nodes(ctxT(t))
+	if err != nil || len(nodes) != 1 || nodes[0].Name != "from-"+follower.URL {
+		t.Fatalf("read with the leader down: %v %v; want the follower's answer", nodes, err)
+	}
+}
