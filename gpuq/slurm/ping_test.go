@@ -59,3 +59,12 @@ func TestScontrolPing(t *testing.T) {
 		t.Errorf("down: %d %q %q; want exit 1, %q and the reason", code, out, errs, want)
 	}
 }
+
+// The Slurm names take GPUD_CONTROLLER's list too.
+func TestControllerList(t *testing.T) {
+	ctl := fixture(t)
+	out, errs, code := run(t, &fakectl.Server{Addr: "unix:///nonexistent/gpud.sock," + ctl.Addr}, "squeue", "-h", "-o", "%i")
+	if code != 0 || out != "8_1\n8_0\n7\n" {
+		t.Errorf("squeue over [down, up]: exit %d, %q, %q", code, out, errs)
+	}
+}
