@@ -224,7 +224,7 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if v == giveUp {
 			if ctx.Err() == nil && !read && !notSent(err) && !permanent(err) {
-				return nil, fmt.Errorf("%s: %w (the controller may have applied this %s before the connection failed: check before sending it again)", m.addr, err, req.Method)
+				return nil, fmt.Errorf("%s: %w; the controller may have carried out this %s %s before the connection broke, so it was not sent again: check (gpuq, squeue) before repeating it", m.addr, err, req.Method, req.URL.Path)
 			}
 			return nil, fmt.Errorf("%s: %w", m.addr, err)
 		}

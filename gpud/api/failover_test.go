@@ -317,7 +317,7 @@ func TestFailoverDoesNotResendWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = submit(t, cl)
-	if err == nil || !strings.Contains(err.Error(), "may have applied") {
+	if err == nil || !strings.Contains(err.Error(), "may have carried out this POST /v1/jobs") {
 		t.Errorf("submission to a controller that died answering: %v; want an error saying it may have been applied", err)
 	}
 	if n := next.count(); n != 0 {
