@@ -487,3 +487,47 @@ func TestFailoverReadsFromLeader(t *testing.T) {
 		t.Fatalf("read with the leader down: %v %v; want the follower's answer", nodes, err)
 	}
 }
+
+// BenchmarkSubmit measures a submission's round trip over loopback through
+// a single-address client and through a group client whose remembered
+// member is the leader: the failover transport's cost per call (a request
+// clone and a body rewind).
+func BenchmarkSubmit(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, api.SubmitResponse{ID: 42, IDs: []spec.JobID{42}})
+	}))
+	defer srv.Close()
+	down := downAddrB(b)
+	for _, tc := range []struct{ name, addr string }{
+		{"single", srv.URL},
+		{"group", list(down, srv.URL, downAddrB(b))},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			cl, err := api.NewClient(tc.addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := api.SubmitRequest{Job: spec.JobSpec{Name: "j", Script: "#!/bin/sh\ntrue\n"}}
+			ctx := context.Background()
+			if _, err := cl.Submit(ctx, req); err != nil { // finds the leader
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := cl.Submit(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func downAddrB(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := ln.Addr().String()
+	ln.Close()
+	return "http://" + a
+}
