@@ -172,6 +172,7 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		backoff   = failoverBackoffMin
 		attempts  int // since the last success or backoff
 		only503   = true
+		foreign   int // 421s this round naming a leader not in the list
 		lastResp  *http.Response
 		lastErr   error
 		lastIndex int
@@ -193,8 +194,11 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			only503 = false
 		case resp.StatusCode == http.StatusMisdirectedRequest:
 			v = retryNext
-			if j := f.index(ctx, resp.Header.Get(HeaderLeader)); j >= 0 && j != i {
+			leader := resp.Header.Get(HeaderLeader)
+			if j := f.index(ctx, leader); j >= 0 && j != i {
 				v, next = retryAt, j
+			} else if j < 0 && strings.TrimSpace(leader) != "" {
+				foreign++
 			}
 			only503 = false
 		case resp.StatusCode == http.StatusServiceUnavailable && read:
@@ -248,6 +252,9 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			if only503 {
 				break // every controller says unavailable: that is the answer
 			}
+			if foreign >= n {
+				break // the leader is at an address the user did not list
+			}
 			if now.Add(backoff).After(deadline) {
 				break
 			}
@@ -259,7 +266,7 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			case <-t.C:
 			}
 			backoff = min(2*backoff, failoverBackoffMax)
-			attempts, only503 = 0, true
+			attempts, only503, foreign = 0, true, 0
 		} else if now.After(deadline) {
 			break
 		}
@@ -363,6 +370,9 @@ func permanent(err error) bool {
 // found no leader in time.
 func (c *Client) notLeaderMessage(msg, leader string) string {
 	if f, ok := c.hc.Transport.(*failover); ok {
+		if leader != "" && f.index(context.Background(), leader) < 0 {
+			return fmt.Sprintf("%s; the leader is %s, which is not in the controller list %s: add it to --controller or %s", msg, leader, f.addrs, EnvController)
+		}
 		return fmt.Sprintf("%s; no controller of %s took the call within %s: is a majority of the group up? (gpuq controllers)", msg, f.addrs, f.timeout)
 	}
 	if leader != "" {

@@ -222,6 +222,25 @@ func TestFailoverIgnoresUnconfiguredLeader(t *testing.T) {
 	if n := stranger.count(); n != 0 {
 		t.Errorf("stranger got %d requests; want none", n)
 	}
+
+	// Every member names the unlisted leader: reported at once, saying
+	// to add it, not retried for the failover time.
+	leader.set("follower", stranger.URL)
+	cl, err = api.NewClientWith(list(follower.URL, leader.URL), api.ClientOptions{CAFile: ca, Token: "tok", FailoverTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = submit(t, cl)
+	if !errors.Is(err, spec.ErrNotLeader) || !strings.Contains(err.Error(), "not in the controller list") {
+		t.Errorf("leader outside the list: %v; want not_leader saying to add it", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s; want it reported after one round", d)
+	}
+	if n := stranger.count(); n != 0 {
+		t.Errorf("stranger got %d requests; want none", n)
+	}
 }
 
 // A controller that is down is skipped for reads and for writes (the dial
