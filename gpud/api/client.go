@@ -318,6 +318,7 @@ func (c *Client) doWith(ctx context.Context, method, path string, q url.Values, 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		err = c.groupErr(err)
 		return spec.Errorf(spec.ErrUnavailable, "cannot reach the gpud controller: %v; is it running, and is %s right?", err, EnvController)
 	}
 	defer resp.Body.Close()

@@ -389,3 +389,14 @@ func (c *Client) Controllers(ctx context.Context) (ControllersResponse, error) {
 	err := c.do(ctx, http.MethodGet, "/controllers", nil, nil, &out)
 	return out, err
 }
+
+// groupErr drops the URL a group client's error is wrapped in: it names
+// no controller (the failover transport's error names the one that
+// failed).
+func (c *Client) groupErr(err error) error {
+	var ue *url.Error
+	if _, ok := c.hc.Transport.(*failover); ok && errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
