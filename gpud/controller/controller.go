@@ -97,6 +97,12 @@ type Controller struct {
 	// waits for the owner loop: see Controller.lastHeard.
 	heard sync.Map
 
+	// following is true on a member of an HA group that is not the
+	// leader (leader.go): no housekeeping, no cycles, no recorder.
+	following bool
+	// recCtx is the recorder goroutine's context, for Lead's recheck.
+	recCtx context.Context
+
 	ops     chan *op
 	started chan struct{} // closed when Run starts serving
 	stopped chan struct{} // closed when Run has stopped serving
@@ -209,9 +215,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
+	c.recCtx = recCtx
 	if c.recorder != nil {
 		chk, _ := c.recorder.(RecordChecker)
 		var ended []spec.JobID
+		if c.following {
+			chk = nil // Lead rechecks
+		}
 		if chk != nil {
 			ended = c.ended()
 		}
@@ -268,8 +278,13 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 			c.runBatch(ctx, batch)
 		case <-tick:
-			c.housekeep(ctx)
+			if !c.following {
+				c.housekeep(ctx)
+			}
 		case <-cycleTimer.C:
+		}
+		if c.following {
+			continue
 		}
 		if wait := c.cycleDue(); wait == 0 {
 			c.cycle(ctx)
@@ -372,6 +387,9 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 			if lerr := c.load(ctx); lerr != nil {
 				// Memory may now be ahead of disk; nothing else is safe.
 				panic(fmt.Sprintf("controller state commit failed (%v) and reload failed (%v)", err, lerr))
+			}
+			if isNotLeader(err) {
+				return err
 			}
 			return spec.Errorf(spec.ErrUnavailable, "cannot save controller state: %v; check the state directory's disk", err)
 		}

@@ -427,3 +427,24 @@ func (s *Store) DeleteJobs(ctx context.Context, ids []spec.JobID) error {
 	}
 	return nil
 }
+
+// Snapshot writes a consistent copy of the database to path (which must
+// not exist): an HA group's Raft snapshot.
+func (s *Store) Snapshot(ctx context.Context, path string) error {
+	if err := statefile.CopyOut(ctx, s.db, path); err != nil {
+		return fmt.Errorf("snapshot state db %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Restore replaces the whole content of the database with that of the
+// file at path (a Snapshot), in one transaction. Load reads it back.
+func (s *Store) Restore(ctx context.Context, path string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := statefile.CopyIn(ctx, s.db, path); err != nil {
+		return fmt.Errorf("restore state db %s: %w", s.path, err)
+	}
+	s.payloads = map[int64]payload{}
+	return nil
+}
