@@ -167,7 +167,7 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	if err := secureStateFiles(cfg, o.Log); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, filepath.Join(stateDir, "state.db"))
+	st, err := store.Open(ctx, filepath.Join(stateDir, "state.db"), haStoreOptions(cfg)...)
 	if err != nil {
 		return nil, fmt.Errorf("open controller state: %w", err)
 	}

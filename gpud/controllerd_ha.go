@@ -85,6 +85,15 @@ func startHA(cfg config.Controller, st *store.Store, acct *accounting.DB, mets *
 	return &haMember{g: g}, nil
 }
 
+// haStoreOptions: an HA member's state.db is rebuilt from the Raft
+// snapshot and log at every start, so its commits need no fsync.
+func haStoreOptions(cfg config.Controller) []store.Option {
+	if !cfg.HA.Enabled() {
+		return nil
+	}
+	return []store.Option{store.Replica()}
+}
+
 // store is the controller's Store: the group's log, or state.db itself.
 func (m *haMember) store(st *store.Store) controller.Store {
 	if m == nil {

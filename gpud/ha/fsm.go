@@ -275,3 +275,52 @@ func writeFile(path string, r io.Reader, size int64) error {
 	}
 	return err
 }
+
+// startFrom makes state.db and accounting.db what Raft's replay at start
+// expects. Raft rebuilds the FSM at every start: it restores the latest
+// snapshot (Restore replaces both databases) and applies the log after it.
+// With no snapshot yet the whole log is replayed, so both databases are
+// emptied first (the log holds all they had). A member with no Raft state
+// at all must start empty: its state would be on no other member.
+func (f *fsm) startFrom(hasState bool, snaps raft.SnapshotStore) error {
+	ctx := context.Background()
+	if !hasState {
+		jobs, nodes, _, err := f.state.Load(ctx)
+		if err != nil {
+			return err
+		}
+		if len(jobs)+len(nodes) > 0 {
+			return fmt.Errorf("state.db holds %d jobs and %d nodes but this member has no Raft state: an HA member starts from an empty state dir (the others would never see them); move state.db and accounting.db away, or drain the queue in single-controller mode first", len(jobs), len(nodes))
+		}
+		return nil
+	}
+	list, err := snaps.List()
+	if err != nil {
+		return fmt.Errorf("list raft snapshots: %w", err)
+	}
+	if len(list) > 0 {
+		return nil
+	}
+	if err := os.MkdirAll(f.dir, 0o700); err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp(f.dir, "empty-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	es, err := store.Open(ctx, filepath.Join(work, "state.db"), store.Replica())
+	if err != nil {
+		return err
+	}
+	es.Close()
+	ea, err := accounting.Open(filepath.Join(work, "accounting.db"))
+	if err != nil {
+		return err
+	}
+	ea.Close()
+	if err := f.state.Restore(ctx, filepath.Join(work, "state.db")); err != nil {
+		return err
+	}
+	return f.acct.Restore(ctx, filepath.Join(work, "accounting.db"))
+}

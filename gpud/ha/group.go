@@ -69,13 +69,13 @@ type Config struct {
 
 // Defaults for Config's zero fields: on a LAN, a dead leader is noticed
 // within 1-2 heartbeat timeouts and replaced within an election timeout
-// more. The lease is a third of the heartbeat timeout, so a leader cut off
+// more. The lease is half the heartbeat timeout, so a leader cut off
 // from the majority steps down (and stops dispatching) well before the
 // others start an election.
 const (
 	DefaultHeartbeatTimeout   = 1000 * time.Millisecond
 	DefaultElectionTimeout    = 1000 * time.Millisecond
-	DefaultLeaderLeaseTimeout = 300 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 500 * time.Millisecond
 	DefaultApplyTimeout       = 10 * time.Second
 	DefaultSnapshotThreshold  = 8192
 	DefaultTrailingLogs       = 10240
@@ -175,6 +175,11 @@ func Open(cfg Config, state *store.Store, acct Accounting) (*Group, error) {
 		logs.Close()
 		return nil, err
 	}
+	if err := f.startFrom(has, snaps); err != nil {
+		trans.Close()
+		logs.Close()
+		return nil, err
+	}
 	if !has && !cfg.Join {
 		var servers []raft.Server
 		for _, p := range cfg.Peers {
@@ -237,12 +242,16 @@ func (g *Group) Close() error {
 // Run drives m until ctx ends: Lead when this member becomes leader (after
 // a barrier, so state.db holds every committed entry), Follow the moment
 // it stops being leader, and, while following, Refresh after entries were
-// applied (at most every refresh interval).
+// applied. A refresh reloads the whole state from state.db, so it runs at
+// most every refreshMin, and at most a tenth of the time: a follower
+// with 100,000 jobs spends its CPU on neither more nor less than that,
+// and its reads lag by about as much.
 func (g *Group) Run(ctx context.Context, m Member) error {
-	const refresh = 250 * time.Millisecond
-	t := time.NewTicker(refresh)
+	const refreshMin = time.Second
+	t := time.NewTicker(refreshMin / 4)
 	defer t.Stop()
 	var seen uint64
+	var next time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -261,15 +270,17 @@ func (g *Group) Run(ctx context.Context, m Member) error {
 			} else {
 				g.follow(ctx, m)
 			}
-		case <-t.C:
-			if g.isLeading() {
+		case now := <-t.C:
+			if g.isLeading() || now.Before(next) {
 				continue
 			}
 			if n := g.fsm.applied.Load(); n != seen {
 				seen = n
+				start := time.Now()
 				if err := m.Refresh(ctx); err != nil && ctx.Err() == nil {
 					g.log.Warn("reloading this follower's view of the state failed; reads may be stale until the next", "err", err)
 				}
+				next = time.Now().Add(max(refreshMin, 10*time.Since(start)))
 			}
 		}
 	}

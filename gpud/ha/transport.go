@@ -16,6 +16,9 @@ type tlsStream struct {
 	net.Listener
 	client    *tls.Config
 	advertise net.Addr
+	// local is where dials leave from: raft_listen's address when it
+	// names one (a host with several addresses talks Raft from one).
+	local net.Addr
 }
 
 func newTLSStream(listen, advertise string, server, client *tls.Config) (*tlsStream, error) {
@@ -28,14 +31,18 @@ func newTLSStream(listen, advertise string, server, client *tls.Config) (*tlsStr
 		ln.Close()
 		return nil, fmt.Errorf("resolve raft address %s: %w", advertise, err)
 	}
-	return &tlsStream{Listener: tls.NewListener(ln, server), client: client, advertise: adv}, nil
+	t := &tlsStream{Listener: tls.NewListener(ln, server), client: client, advertise: adv}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsUnspecified() {
+		t.local = &net.TCPAddr{IP: a.IP}
+	}
+	return t, nil
 }
 
 // Addr is the address the other members reach this one at.
 func (t *tlsStream) Addr() net.Addr { return t.advertise }
 
 func (t *tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: t.client}
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout, LocalAddr: t.local}, Config: t.client}
 	c, err := d.Dial("tcp", string(addr))
 	if err != nil {
 		return nil, fmt.Errorf("dial HA member at %s: %w", addr, err)
