@@ -74,7 +74,7 @@ func startHA(cfg config.Controller, st *store.Store, acct *accounting.DB, mets *
 		Dir:              filepath.Join(cfg.Controller.StateDir, "raft"),
 		HeartbeatTimeout: h.HeartbeatTimeout.Std(), ElectionTimeout: h.ElectionTimeout.Std(),
 		LeaderLeaseTimeout: h.LeaderLeaseTimeout.Std(), ApplyTimeout: h.ApplyTimeout.Std(),
-		SnapshotThreshold: h.SnapshotThreshold, TrailingLogs: h.TrailingLogs,
+		SnapshotThreshold: h.SnapshotThreshold, TrailingLogs: h.TrailingLogs, SnapshotInterval: h.SnapshotInterval.Std(),
 		ServerTLS: serverTLS, ClientTLS: clientTLS, Log: log.With("component", "ha"), Observe: observe,
 	}, st, acct)
 	if err != nil {

@@ -30,6 +30,8 @@ type HA struct {
 	// (the log is compacted to TrailingLogs); 0 takes 8192 and 10240.
 	SnapshotThreshold uint64 `toml:"snapshot_threshold"`
 	TrailingLogs      uint64 `toml:"trailing_logs"`
+	// SnapshotInterval is how often the threshold is checked ("" = 2m).
+	SnapshotInterval Duration `toml:"snapshot_interval"`
 }
 
 // HAPeer is one [[ha.peers]] entry (or an inline table of peers).
@@ -84,6 +86,7 @@ func (c Controller) validateHA(p *problems) {
 	p.duration("[ha] election_timeout", h.ElectionTimeout, false)
 	p.duration("[ha] leader_lease_timeout", h.LeaderLeaseTimeout, false)
 	p.duration("[ha] apply_timeout", h.ApplyTimeout, false)
+	p.duration("[ha] snapshot_interval", h.SnapshotInterval, false)
 	if l, hb := h.LeaderLeaseTimeout.Std(), h.HeartbeatTimeout.Std(); l > 0 && hb > 0 && l >= hb {
 		p.addf("[ha] leader_lease_timeout: %s must be below heartbeat_timeout (%s), so a cut-off leader stops before the others elect a new one", h.LeaderLeaseTimeout, h.HeartbeatTimeout)
 	}

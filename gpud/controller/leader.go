@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -25,7 +26,7 @@ func WithFollower() Option { return func(c *Controller) { c.following = true } }
 // (the old leader's recorder queue died with it) are recorded again.
 func (c *Controller) Lead(ctx context.Context) error {
 	var ended []spec.JobID
-	err := c.call(ctx, func(*txn) error {
+	err := c.roleCall(ctx, func() error {
 		if err := c.load(ctx); err != nil {
 			return err
 		}
@@ -48,8 +49,12 @@ func (c *Controller) Lead(ctx context.Context) error {
 // Follow stops scheduling, housekeeping and recording at once; reads keep
 // being served from the store's replica.
 func (c *Controller) Follow(ctx context.Context) error {
-	err := c.call(ctx, func(*txn) error {
+	err := c.roleCall(ctx, func() error {
 		c.following = true
+		// Long polls come back now, to be told where the leader is.
+		for _, n := range c.st.nodes {
+			n.bump()
+		}
 		return nil
 	})
 	// What the recorder still holds is recorded again by the next
@@ -62,12 +67,30 @@ func (c *Controller) Follow(ctx context.Context) error {
 
 // Refresh reloads a follower's state from its store (no-op while leading).
 func (c *Controller) Refresh(ctx context.Context) error {
-	return c.call(ctx, func(*txn) error {
+	return c.roleCall(ctx, func() error {
 		if !c.following {
 			return nil
 		}
 		return c.load(ctx)
 	})
+}
+
+// roleCall runs fn on the owner in a batch of its own (see Run): a
+// change of role never shares a commit with requests that were applied
+// to the state it replaces.
+func (c *Controller) roleCall(ctx context.Context, fn func() error) error {
+	return c.callOn(ctx, c.roles, func(*txn) error { return fn() })
+}
+
+// refuseFollowerCommit undoes a batch a follower applied: a request that
+// reached a follower's owner loop (the server refuses writes there, but a
+// request can cross a change of role) changed memory that no commit may
+// follow.
+func (c *Controller) refuseFollowerCommit(ctx context.Context) error {
+	if err := c.load(ctx); err != nil {
+		panic(fmt.Sprintf("controller: reload after a refused follower commit failed: %v", err))
+	}
+	return spec.Errorf(spec.ErrNotLeader, "this controller is not the leader of its HA group; retry at the leader")
 }
 
 // isNotLeader reports whether a store failure is the HA group's "not

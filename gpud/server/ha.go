@@ -51,7 +51,14 @@ func (s *Server) leaderGate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		poll := strings.HasPrefix(p, v+"nodes/") && strings.HasSuffix(p, "/assignments")
 		leading, leader := s.ha.Leader()
+		if leading && poll {
+			// A long poll may outlast the leadership: its answer is
+			// checked again when it is written.
+			next.ServeHTTP(&fenced{ResponseWriter: w, s: s, r: r}, r)
+			return
+		}
 		if leading {
 			next.ServeHTTP(w, r)
 			return
@@ -60,17 +67,56 @@ func (s *Server) leaderGate(next http.Handler) http.Handler {
 			w.Header().Set(api.HeaderLeader, leader)
 		}
 		read := r.Method == http.MethodGet || r.Method == http.MethodHead
-		if read && !(strings.HasPrefix(p, v+"nodes/") && strings.HasSuffix(p, "/assignments")) {
+		if read && !poll {
 			w.Header().Set(api.HeaderStale, "true")
 			next.ServeHTTP(w, r)
 			return
 		}
-		where := "no leader is elected yet; retry in a second"
-		if leader != "" {
-			where = "the leader is " + leader
-		}
-		s.writeError(w, r, spec.Errorf(spec.ErrNotLeader, "this controller is a follower of its HA group and does not take %s %s: %s", r.Method, p, where))
+		s.notLeader(w, r, leader)
 	})
+}
+
+func (s *Server) notLeader(w http.ResponseWriter, r *http.Request, leader string) {
+	where := "no leader is elected yet; retry in a second"
+	if leader != "" {
+		w.Header().Set(api.HeaderLeader, leader)
+		where = "the leader is " + leader
+	}
+	s.writeError(w, r, spec.Errorf(spec.ErrNotLeader, "this controller is a follower of its HA group and does not take %s %s: %s", r.Method, r.URL.Path, where))
+}
+
+// fenced answers a node's long poll only if this member still leads
+// when the answer is written; otherwise not_leader: a deposed leader
+// hands out no assignment.
+type fenced struct {
+	http.ResponseWriter
+	s                *Server
+	r                *http.Request
+	decided, refused bool
+}
+
+func (f *fenced) decide() bool {
+	if !f.decided {
+		f.decided = true
+		if ok, leader := f.s.ha.Leader(); !ok {
+			f.refused = true
+			f.s.notLeader(f.ResponseWriter, f.r, leader)
+		}
+	}
+	return !f.refused
+}
+
+func (f *fenced) WriteHeader(code int) {
+	if f.decide() {
+		f.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (f *fenced) Write(b []byte) (int, error) {
+	if f.decide() {
+		return f.ResponseWriter.Write(b)
+	}
+	return len(b), nil
 }
 
 func (s *Server) controllers(w http.ResponseWriter, r *http.Request) {
