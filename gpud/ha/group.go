@@ -289,7 +289,11 @@ func (g *Group) Run(ctx context.Context, m Member) error {
 func (g *Group) lead(ctx context.Context, m Member) {
 	start := time.Now()
 	if err := g.r.Barrier(g.cfg.ApplyTimeout).Error(); err != nil {
-		g.log.Warn("elected, but the barrier failed; not leading", "err", err)
+		// A leader that cannot lead must not keep the others from it.
+		g.log.Warn("elected, but the barrier failed; handing the leadership on", "err", err)
+		if g.r.State() == raft.Leader {
+			g.r.LeadershipTransfer()
+		}
 		return
 	}
 	if g.r.State() != raft.Leader {

@@ -66,15 +66,24 @@ func CopyIn(ctx context.Context, db *sql.DB, path string) error {
 	if err != nil {
 		return fmt.Errorf("restore database from %s: list its tables: %w", path, err)
 	}
+	// The copy is consistent as a whole, not table by table: foreign keys
+	// are off while the tables are replaced (the pragma is per connection
+	// and must be set outside a transaction), then as they were.
+	var fk int
+	if err := conn.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil {
+		return fmt.Errorf("restore database from %s: %w", path, err)
+	}
+	if fk != 0 {
+		if _, err := conn.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
+			return fmt.Errorf("restore database from %s: %w", path, err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA foreign_keys = ON`) //nolint:errcheck // runs before DETACH; a failure leaves a closed connection
+	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("restore database from %s: %w", path, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	// Foreign keys are checked at commit, when every table is whole.
-	if _, err := tx.ExecContext(ctx, `PRAGMA defer_foreign_keys = ON`); err != nil {
-		return fmt.Errorf("restore database from %s: %w", path, err)
-	}
 	for t := range mine {
 		q := `"` + t + `"`
 		if _, err := tx.ExecContext(ctx, `DELETE FROM main.`+q); err != nil {
