@@ -448,3 +448,54 @@ func BenchmarkFailover(b *testing.B) {
 	b.ReportMetric(q(0.9), "p90-ms")
 	b.ReportMetric(q(1), "max-ms")
 }
+
+// An admin adds a fourth member at the leader (it started with join =
+// true and an empty state dir) and it receives the state; removing it
+// leaves three, and a follower refuses membership changes.
+func TestAddRemoveMember(t *testing.T) {
+	g := startGroup(t, 3, nil)
+	l := g.leader(10 * time.Second)
+	submit(t, l, 10)
+	d := &member{t: t, id: "d", dir: shortDir(t), ca: g.members[0].ca,
+		peers: append(slices.Clone(g.members[0].peers), ha.Peer{ID: "d", Raft: freeAddr(t), API: "https://d.example:6817"}),
+		tune:  func(c *ha.Config) { c.Join = true }}
+	d.start()
+	t.Cleanup(d.stop)
+	var f *member
+	for _, m := range g.members {
+		if m != l {
+			f = m
+		}
+	}
+	self := d.peers[len(d.peers)-1]
+	add := api.ControllerMember{ID: self.ID, RaftAddress: self.Raft, APIAddress: self.API}
+	if err := f.g.AddMember(context.Background(), add); !errors.Is(err, spec.ErrNotLeader) {
+		t.Errorf("AddMember at a follower: %v; want not_leader", err)
+	}
+	if err := l.g.AddMember(context.Background(), add); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the new member has the 10 jobs", func() bool { return len(replicaJobs(t, d)) == 10 })
+	cs, err := d.g.Controllers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs.Members) != 4 || cs.Leader != l.id {
+		t.Fatalf("the new member sees %+v; want 4 members led by %s", cs, l.id)
+	}
+	for _, m := range cs.Members {
+		if m.ID == l.id && m.APIAddress != "https://"+l.id+".example:6817" {
+			t.Errorf("the new member knows the leader's API address as %q", m.APIAddress)
+		}
+	}
+	if err := l.g.RemoveMember(context.Background(), "d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.g.RemoveMember(context.Background(), "nope"); !errors.Is(err, spec.ErrNotFound) {
+		t.Errorf("removing an unknown member: %v; want not found", err)
+	}
+	cs, err = l.g.Controllers(context.Background())
+	if err != nil || len(cs.Members) != 3 {
+		t.Fatalf("after the removal: %+v, %v; want 3 members", cs, err)
+	}
+}
