@@ -515,7 +515,10 @@ func TestHAKillLeaderDuringBurst(t *testing.T) {
 	var mu sync.Mutex
 	var acked []spec.JobID
 	ackedAt := map[spec.JobID]time.Time{}
-	var killed time.Time
+	// killed is when SIGKILL was sent, dead when the process was reaped:
+	// the first acknowledgement of a request sent after dead came from
+	// the new leader (one sent before may still be the old leader's).
+	var killed, dead time.Time
 	var firstAfter time.Time
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -529,6 +532,7 @@ func TestHAKillLeaderDuringBurst(t *testing.T) {
 				if enough {
 					return
 				}
+				sent := time.Now()
 				rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
 				resp, err := cl.Submit(rctx, api.SubmitRequest{Job: burst})
 				rcancel()
@@ -540,7 +544,7 @@ func TestHAKillLeaderDuringBurst(t *testing.T) {
 				mu.Lock()
 				acked = append(acked, resp.ID)
 				ackedAt[resp.ID] = now
-				if !killed.IsZero() && firstAfter.IsZero() && now.After(killed) {
+				if !dead.IsZero() && firstAfter.IsZero() && sent.After(dead) {
 					firstAfter = now
 				}
 				mu.Unlock()
@@ -566,9 +570,15 @@ func TestHAKillLeaderDuringBurst(t *testing.T) {
 	killed = time.Now()
 	mu.Unlock()
 	h.stop(old, syscall.SIGKILL)
+	mu.Lock()
+	dead = time.Now()
+	mu.Unlock()
 	wg.Wait()
 	if ctx.Err() != nil {
 		t.Fatalf("the burst did not finish: %v", ctx.Err())
+	}
+	if firstAfter.IsZero() {
+		t.Fatal("no submission sent after the kill was acknowledged")
 	}
 	gap := firstAfter.Sub(killed)
 	nl, since := h.proxy.current()
