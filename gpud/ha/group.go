@@ -356,7 +356,15 @@ func (g *Group) apply(c *command) error {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 			return spec.Errorf(spec.ErrNotLeader, "this controller lost the leadership of its HA group (%v); retry at the leader", err)
 		default:
-			return spec.Errorf(spec.ErrUnavailable, "the HA group did not commit the change: %v; retry", err)
+			// The entry may still commit. The controller reloads state.db
+			// after this error: a barrier first makes state.db hold the
+			// entry if it did, so memory and disk agree; a leader that
+			// cannot even do that steps aside.
+			if berr := g.r.Barrier(g.cfg.ApplyTimeout).Error(); berr != nil && g.r.State() == raft.Leader {
+				g.log.Error("a commit and the barrier after it failed; handing the leadership on", "err", err, "barrier", berr)
+				g.r.LeadershipTransfer()
+			}
+			return spec.Errorf(spec.ErrUnavailable, "the HA group did not commit the change in time (%v); retry", err)
 		}
 	}
 	if g.cfg.Observe != nil {
