@@ -13,7 +13,7 @@ GPUQ_NAMES := srun squeue scancel sacct scontrol sinfo sacctmgr sprio sshare sre
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet clean
+.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-ha clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -75,7 +75,7 @@ tidy-check: ## Fail if go.mod/go.sum are not tidy.
 demo: ## Install what is missing, start a 2-node simulated H100 cluster, run an example job, show queue and accounting.
 	./scripts/demo.sh
 
-bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet ## Run the benchmarks that print the issues' figures.
+bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-ha ## Run the benchmarks that print the issues' figures.
 
 bench-api: build ## Submissions/s (API, 8 clients; gpusubmit loop), gpuq latency at 100k jobs, job throughput vs bare containerd.
 	./scripts/bench.sh
@@ -102,6 +102,11 @@ bench-sim-traces: ## Simulator: the queueing traces too (Lublin, KTH-SP2, Philly
 FLEET_FLAGS ?= --nodes 200 --gpus-per-node 8 --jobs 20000 --submitters 8 --job-duration 2s --heartbeat 5s --usage-interval 10s --hold 30s
 bench-fleet: build ## Fleet harness: 200 simulated nodes x 8 GPUs, 20,000-job burst over TLS to a real controller; plot in bench-fleet.svg.
 	nice -n 10 bin/gpud loadtest $(FLEET_FLAGS) --plot bench-fleet.svg
+
+bench-ha: ## HA (issue 16): submissions/s from 8 clients, 3-member Raft group vs single controller; failover time over 20 leader stops.
+	$(GO) test -run '^$$' -bench 'SubmitParallel8$$' -benchtime 5000x ./gpud/server/
+	$(GO) test -run '^$$' -bench 'SubmitParallel8HA' -benchtime 5000x ./gpud/ha/
+	$(GO) test -run '^$$' -bench 'Failover' -benchtime 20x ./gpud/ha/
 
 clean: ## Remove build outputs.
 	rm -rf bin

@@ -167,7 +167,7 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	if err := secureStateFiles(cfg, o.Log); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, filepath.Join(stateDir, "state.db"))
+	st, err := store.Open(ctx, filepath.Join(stateDir, "state.db"), haStoreOptions(cfg)...)
 	if err != nil {
 		return nil, fmt.Errorf("open controller state: %w", err)
 	}
@@ -202,14 +202,21 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	// Metrics: the owner loop counts through the Observer; gauges are
 	// read from Stats once per scrape (gpud/metrics).
 	mets := metrics.NewController()
-	ctrl, err := controller.New(ccfg, st,
+	hm, err := startHA(cfg, st, acct, mets, o.Log) // nil without [ha]
+	if err != nil {
+		acct.Close()
+		st.Close()
+		return nil, err
+	}
+	ctrl, err := controller.New(ccfg, hm.store(st), append([]controller.Option{
 		controller.WithLogger(o.Log),
-		controller.WithRecorder(acct),
+		controller.WithRecorder(hm.recorder(acct)),
 		controller.WithUsageSource(acct),
 		controller.WithObserver(mets),
 		controller.WithIdleHook(runIdleHook),
-		controller.WithReload(reload))
+		controller.WithReload(reload)}, hm.controllerOptions()...)...)
 	if err != nil {
+		hm.close()
 		acct.Close()
 		st.Close()
 		return nil, err
@@ -228,7 +235,7 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	mets.AddStats(ctrl)
 	// The audit log is written in batches every 200 ms: a kill -9 loses
 	// at most that window of audit entries, never a job.
-	srvOpts := []server.Option{server.WithLogger(o.Log), server.WithAccounting(acct), server.WithUsageRecorder(acct),
+	srvOpts := []server.Option{server.WithLogger(o.Log), server.WithAccounting(acct), server.WithUsageRecorder(hm.usage(acct)),
 		server.WithAudit(acct, mets.AuditDropped),
 		// Per-user series (user and account labels) only for operators,
 		// admins and root: see server.WithOperatorMetrics.
@@ -264,12 +271,13 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		}
 	}
 
-	srv = server.New(ctrl, srvOpts...)
+	srv = server.New(ctrl, append(srvOpts, hm.serverOptions()...)...)
 
 	// Budgets are counted before the first submission is taken.
 	feedBudgets(ctx, acct, ctrl, current.Load(), o.Log)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ctrl.Run(gctx) })
+	g.Go(func() error { return hm.run(gctx, ctrl) })
 	g.Go(func() error {
 		t := time.NewTicker(budgetRefresh)
 		defer t.Stop()
@@ -320,6 +328,7 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		g:      g,
 		close: func() {
 			srv.Close() // flush the audit log before closing accounting
+			hm.close()
 			acct.Close()
 			st.Close()
 		},

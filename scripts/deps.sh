@@ -5,7 +5,8 @@
 # page test renders every page), prometheus (the e2e test that scrapes
 # gpud with a real Prometheus; it runs its own on loopback, never the
 # package's service), iproute2 and util-linux's nsenter (the multi-host
-# e2e test puts each host in a network namespace), python3-cloudpickle
+# e2e test puts each host in a network namespace), iptables (the HA e2e
+# test cuts a controller off its peers on loopback), python3-cloudpickle
 # (submitit, the Python client the e2e tests drive, needs it). Needs root to
 # install; without root it only says what is missing.
 set -euo pipefail
@@ -18,6 +19,7 @@ command -v man >/dev/null || missing+=(man-db)
 command -v prometheus >/dev/null || missing+=(prometheus)
 command -v ip >/dev/null || missing+=(iproute2)
 command -v nsenter >/dev/null || missing+=(util-linux)
+command -v iptables >/dev/null || missing+=(iptables)
 /usr/bin/python3 -c 'import cloudpickle' 2>/dev/null || missing+=(python3-cloudpickle)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then

@@ -32,6 +32,8 @@ type Controller struct {
 	Partitions     []Partition       `toml:"partition"`
 	QOS            []QOS             `toml:"qos"`
 	Accounts       []Account         `toml:"account"`
+	// HA is [ha] (ha.go); absent, the controller runs alone.
+	HA HA `toml:"ha"`
 }
 
 // ControllerSection is [controller]: where the controller listens and
@@ -564,6 +566,7 @@ func (c Controller) Validate() error {
 	}
 
 	c.validateAuth(&p)
+	c.validateHA(&p)
 	c.Limits.validate(&p)
 
 	accounts := c.validateAccounts(&p)

@@ -97,7 +97,15 @@ type Controller struct {
 	// waits for the owner loop: see Controller.lastHeard.
 	heard sync.Map
 
-	ops     chan *op
+	// following is true on a member of an HA group that is not the
+	// leader (leader.go): no housekeeping, no cycles, no recorder.
+	following bool
+	// recCtx is the recorder goroutine's context, for Lead's recheck.
+	recCtx context.Context
+
+	ops chan *op
+	// roles carries Lead, Follow and Refresh (leader.go), each run alone.
+	roles   chan *op
 	started chan struct{} // closed when Run starts serving
 	stopped chan struct{} // closed when Run has stopped serving
 	runOnce sync.Once
@@ -132,6 +140,7 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		store:     store,
 		now:       time.Now,
 		ops:       make(chan *op, 4096),
+		roles:     make(chan *op),
 		started:   make(chan struct{}),
 		stopped:   make(chan struct{}),
 		recWake:   make(chan struct{}, 1),
@@ -209,9 +218,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
+	c.recCtx = recCtx
 	if c.recorder != nil {
 		chk, _ := c.recorder.(RecordChecker)
 		var ended []spec.JobID
+		if c.following {
+			chk = nil // Lead rechecks
+		}
 		if chk != nil {
 			ended = c.ended()
 		}
@@ -267,9 +280,16 @@ func (c *Controller) Run(ctx context.Context) error {
 				}
 			}
 			c.runBatch(ctx, batch)
+		case o := <-c.roles:
+			c.runBatch(ctx, []*op{o})
 		case <-tick:
-			c.housekeep(ctx)
+			if !c.following {
+				c.housekeep(ctx)
+			}
 		case <-cycleTimer.C:
+		}
+		if c.following {
+			continue
 		}
 		if wait := c.cycleDue(); wait == 0 {
 			c.cycle(ctx)
@@ -294,9 +314,13 @@ func (c *Controller) drainOps() {
 
 // call runs fn on the owner and waits until its batch is committed.
 func (c *Controller) call(ctx context.Context, fn func(tx *txn) error) error {
+	return c.callOn(ctx, c.ops, fn)
+}
+
+func (c *Controller) callOn(ctx context.Context, ops chan<- *op, fn func(tx *txn) error) error {
 	o := &op{fn: fn, done: make(chan struct{})}
 	select {
-	case c.ops <- o:
+	case ops <- o:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.stopped:
@@ -354,6 +378,9 @@ func (c *Controller) safely(what string, f func() error) (err error) {
 // is reloaded from disk, so memory never runs ahead of what is durable.
 func (c *Controller) commit(ctx context.Context, tx *txn) error {
 	if len(tx.persistJobs) > 0 || len(tx.persistNodes) > 0 || tx.counter {
+		if c.following {
+			return c.refuseFollowerCommit(ctx)
+		}
 		jobs := make([]*spec.Job, 0, len(tx.persistJobs))
 		for _, rec := range tx.persistJobs {
 			jobs = append(jobs, &rec.job)
@@ -372,6 +399,9 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 			if lerr := c.load(ctx); lerr != nil {
 				// Memory may now be ahead of disk; nothing else is safe.
 				panic(fmt.Sprintf("controller state commit failed (%v) and reload failed (%v)", err, lerr))
+			}
+			if isNotLeader(err) {
+				return err
 			}
 			return spec.Errorf(spec.ErrUnavailable, "cannot save controller state: %v; check the state directory's disk", err)
 		}

@@ -57,6 +57,7 @@ type Server struct {
 	refusing chan struct{}  // refused connections being answered
 	refusals sync.WaitGroup // their goroutines
 	sec      secState       // secstate.go
+	ha       HA             // ha.go; nil for a single controller
 
 	// auditBuffer sizes the audit queue (0: auditBuffer; tests set it).
 	auditBuffer int
@@ -123,7 +124,8 @@ func New(c *controller.Controller, opts ...Option) *Server {
 		o(s)
 	}
 	s.routes()
-	s.handler = s.edge(s.authenticate(s.instrument(s.mux)))
+	s.haRoutes()
+	s.handler = s.edge(s.authenticate(s.instrument(s.leaderGate(s.mux))))
 	if s.audit != nil {
 		s.startAudit(s.auditBuffer)
 	}

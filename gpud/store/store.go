@@ -102,8 +102,23 @@ type Store struct {
 	payloads map[int64]payload
 }
 
+// Option configures Open.
+type Option func(*options)
+
+type options struct{ synchronous string }
+
+// Replica makes every commit durable against a crash of the process but
+// not of the machine (SQLite synchronous=NORMAL, no fsync per commit): for
+// an HA member (gpud/ha), whose state.db is rebuilt from its Raft snapshot
+// and log at every start, so the log is what must be on disk.
+func Replica() Option { return func(o *options) { o.synchronous = "NORMAL" } }
+
 // Open opens (creating if needed) the state database at path.
-func Open(ctx context.Context, path string) (*Store, error) {
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	o := options{synchronous: "FULL"}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	// SQLite's own error for a read-only directory is "unable to open
 	// database file: no such file or directory" (it cannot create the
 	// WAL); say what is really wrong.
@@ -118,7 +133,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
-	q.Set("_synchronous", "FULL")
+	q.Set("_synchronous", o.synchronous)
 	q.Set("_busy_timeout", "10000")
 	q.Set("_txlock", "immediate")
 	db, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
@@ -425,5 +440,26 @@ func (s *Store) DeleteJobs(ctx context.Context, ids []spec.JobID) error {
 	for _, key := range gone {
 		delete(s.payloads, key)
 	}
+	return nil
+}
+
+// Snapshot writes a consistent copy of the database to path (which must
+// not exist): an HA group's Raft snapshot.
+func (s *Store) Snapshot(ctx context.Context, path string) error {
+	if err := statefile.CopyOut(ctx, s.db, path); err != nil {
+		return fmt.Errorf("snapshot state db %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Restore replaces the whole content of the database with that of the
+// file at path (a Snapshot), in one transaction. Load reads it back.
+func (s *Store) Restore(ctx context.Context, path string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := statefile.CopyIn(ctx, s.db, path); err != nil {
+		return fmt.Errorf("restore state db %s: %w", s.path, err)
+	}
+	s.payloads = map[int64]payload{}
 	return nil
 }

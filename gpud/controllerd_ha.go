@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpud/gpud/accounting"
+	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/config"
+	"github.com/gpud/gpud/gpud/controller"
+	"github.com/gpud/gpud/gpud/ha"
+	"github.com/gpud/gpud/gpud/metrics"
+	"github.com/gpud/gpud/gpud/server"
+	"github.com/gpud/gpud/gpud/store"
+)
+
+var (
+	_ controller.Store         = (*ha.Group)(nil)
+	_ controller.Recorder      = (*ha.Group)(nil)
+	_ controller.RecordChecker = (*ha.Group)(nil)
+	_ server.UsageRecorder     = (*ha.Group)(nil)
+	_ server.HA                = (*ha.Group)(nil)
+	_ ha.Member                = (*controller.Controller)(nil)
+	_ ha.Accounting            = (*accounting.DB)(nil)
+)
+
+// haMember is this controller's part in an HA group ([ha]); nil when it
+// runs alone, and then every method gives what a single controller uses.
+type haMember struct{ g *ha.Group }
+
+// startHA starts this controller's Raft member when [ha] is set: its log
+// in <state_dir>/raft, its Raft traffic on raft_listen under mutual TLS
+// with member certificates of the cluster CA in <state_dir>/tls (made on
+// the first member's first start; every member must hold the same one).
+func startHA(cfg config.Controller, st *store.Store, acct *accounting.DB, mets *metrics.Controller, log *slog.Logger) (*haMember, error) {
+	h := cfg.HA
+	if !h.Enabled() {
+		return nil, nil
+	}
+	// The CA, token key and join token exist from here on (remoteAuth
+	// runs again to serve listen_tcp; it finds them).
+	if _, _, _, err := remoteAuth(cfg, log); err != nil {
+		return nil, err
+	}
+	dir := cfg.TLSDir()
+	ca, err := auth.LoadCA(auth.Files{CA: filepath.Join(dir, auth.CAFile), CAKey: filepath.Join(dir, auth.CAKeyFile)}, time.Now)
+	if err != nil {
+		return nil, fmt.Errorf("[ha]: %w; every member needs the cluster CA in %s (copy it from the first member)", err, dir)
+	}
+	serverTLS, clientTLS, err := ca.MemberTLS(h.ID)
+	if err != nil {
+		return nil, err
+	}
+	var peers []ha.Peer
+	for _, p := range h.Peers {
+		peers = append(peers, ha.Peer{ID: p.ID, Raft: p.Raft, API: p.API})
+	}
+	var group atomic.Pointer[ha.Group]
+	observe := mets.AddRaft(func() metrics.RaftStats {
+		g := group.Load()
+		if g == nil {
+			return metrics.RaftStats{State: "shutdown"}
+		}
+		s := g.Stats()
+		return metrics.RaftStats{State: s.State, Term: s.Term, CommitIndex: s.CommitIndex, AppliedIndex: s.AppliedIndex,
+			LastLogIndex: s.LastLogIndex, LastContact: s.LastContact}
+	})
+	g, err := ha.Open(ha.Config{
+		ID: h.ID, RaftListen: h.RaftListen, Peers: peers, Join: h.Join,
+		Dir:              filepath.Join(cfg.Controller.StateDir, "raft"),
+		HeartbeatTimeout: h.HeartbeatTimeout.Std(), ElectionTimeout: h.ElectionTimeout.Std(),
+		LeaderLeaseTimeout: h.LeaderLeaseTimeout.Std(), ApplyTimeout: h.ApplyTimeout.Std(),
+		SnapshotThreshold: h.SnapshotThreshold, TrailingLogs: h.TrailingLogs, SnapshotInterval: h.SnapshotInterval.Std(),
+		ServerTLS: serverTLS, ClientTLS: clientTLS, Log: log.With("component", "ha"), Observe: observe,
+	}, st, acct)
+	if err != nil {
+		return nil, err
+	}
+	group.Store(g)
+	log.Info("HA member started; the controller follows until it is elected", "id", h.ID, "raft_listen", h.RaftListen, "peers", len(peers))
+	return &haMember{g: g}, nil
+}
+
+// haStoreOptions: an HA member's state.db is rebuilt from the Raft
+// snapshot and log at every start, so its commits need no fsync.
+func haStoreOptions(cfg config.Controller) []store.Option {
+	if !cfg.HA.Enabled() {
+		return nil
+	}
+	return []store.Option{store.Replica()}
+}
+
+// store is the controller's Store: the group's log, or state.db itself.
+func (m *haMember) store(st *store.Store) controller.Store {
+	if m == nil {
+		return st
+	}
+	return m.g
+}
+
+// recorder is where ended jobs go: through the log into every member's
+// accounting.db, or accounting.db itself.
+func (m *haMember) recorder(acct *accounting.DB) controller.Recorder {
+	if m == nil {
+		return acct
+	}
+	return m.g
+}
+
+// usage is where the nodes' usage samples go (like recorder).
+func (m *haMember) usage(acct *accounting.DB) server.UsageRecorder {
+	if m == nil {
+		return acct
+	}
+	return m.g
+}
+
+// controllerOptions: a member starts following.
+func (m *haMember) controllerOptions() []controller.Option {
+	if m == nil {
+		return nil
+	}
+	return []controller.Option{controller.WithFollower()}
+}
+
+// serverOptions: a follower refuses writes and the node protocol.
+func (m *haMember) serverOptions() []server.Option {
+	if m == nil {
+		return nil
+	}
+	return []server.Option{server.WithHA(m.g)}
+}
+
+// run drives the controller from the group's leadership until ctx ends.
+func (m *haMember) run(ctx context.Context, ctrl *controller.Controller) error {
+	if m == nil {
+		return nil
+	}
+	return m.g.Run(ctx, ctrl)
+}
+
+// close stops the Raft member (before the stores it applies to close).
+func (m *haMember) close() {
+	if m != nil {
+		m.g.Close() //nolint:errcheck // stopping; raft logs its own failures
+	}
+}

@@ -1,0 +1,877 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime/containerd"
+)
+
+// The HA suite (issue 16): three `gpud controller` processes on loopback,
+// each with its own state dir, its own loopback address (127.77.0.N, so
+// iptables can cut one off) and its own ports, forming a Raft group.
+// Node agents are separate `gpud node` processes sharing one private
+// containerd. They reach the group through leaderProxy, a unix socket that
+// forwards each connection to whichever member serves as leader (as a
+// node agent that follows the leader's hint would): the test's clients
+// use it too, and also talk to each member directly through its own
+// socket.
+
+// haMember is one controller of the group.
+type haMember struct {
+	id, ip    string
+	raft, api string // host:port
+	dir       string // gpud.toml, gpud.sock, state/
+	sock      string
+	conf      string
+	cmd       *exec.Cmd
+	log       *syncBuffer
+	done      chan struct{}
+}
+
+func (m *haMember) stateDir() string { return filepath.Join(m.dir, "state") }
+
+// alive reports whether the process is running.
+func (m *haMember) alive() bool {
+	if m.done == nil {
+		return false
+	}
+	select {
+	case <-m.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (m *haMember) client(t testing.TB) *api.Client {
+	t.Helper()
+	cl, err := api.NewClient("unix://" + m.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// http is a plain HTTP client on the member's socket (for headers).
+func (m *haMember) http() *http.Client {
+	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", m.sock)
+	}}}
+}
+
+// serves says whether the member answers as leader right now: a read
+// without Gpud-Stale (a follower marks every read it serves).
+func (m *haMember) serves() bool {
+	if !m.alive() {
+		return false
+	}
+	resp, err := m.http().Get("http://gpud/v1/partitions")
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, resp.Body) //nolint:errcheck // a probe
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK && resp.Header.Get(api.HeaderStale) == ""
+}
+
+// refusesNodes says whether the member refuses the node protocol
+// (not_leader), probing with a long poll for a node that does not exist:
+// the leader answers 404 at once, a follower 421.
+func (m *haMember) refusesNodes() bool {
+	resp, err := m.http().Get("http://gpud/v1/nodes/ha-probe/assignments?wait=0")
+	if err != nil {
+		return true
+	}
+	io.Copy(io.Discard, resp.Body) //nolint:errcheck // a probe
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusMisdirectedRequest
+}
+
+func (m *haMember) controllers(t testing.TB) api.ControllersResponse {
+	t.Helper()
+	resp, err := m.http().Get("http://gpud/v1/controllers")
+	if err != nil {
+		t.Fatalf("GET /v1/controllers on %s: %v", m.id, err)
+	}
+	defer resp.Body.Close()
+	var out api.ControllersResponse
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("GET /v1/controllers on %s: %v", m.id, err)
+	}
+	return out
+}
+
+// haGroup is the running group.
+type haGroup struct {
+	t       *testing.T
+	dir     string
+	members []*haMember
+	proxy   *leaderProxy
+	c       *cluster // through the proxy: the group as one controller
+	ctrd    *containerd.Daemon
+}
+
+// startHAGroup starts three members (tune: extra gpud.toml replacements)
+// and the leader proxy, and waits for a leader. The first member makes
+// the CA, token key and join token; the others get copies, as an operator
+// would copy <state_dir>/tls and <state_dir>/auth.
+func startHAGroup(t *testing.T, tune [][2]string) *haGroup {
+	t.Helper()
+	requirePrereq(t)
+	h := &haGroup{t: t, dir: shortTempDir(t)}
+	for i := range 3 {
+		m := &haMember{id: fmt.Sprintf("c%d", i+1), ip: fmt.Sprintf("127.77.0.%d", i+1)}
+		m.raft = fmt.Sprintf("%s:%d", m.ip, freePort(t))
+		m.api = fmt.Sprintf("%s:%d", m.ip, freePort(t))
+		m.dir = filepath.Join(h.dir, m.id)
+		m.sock = filepath.Join(m.dir, "gpud.sock")
+		if err := os.MkdirAll(m.dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		h.members = append(h.members, m)
+	}
+	for _, m := range h.members {
+		m.conf = h.config(m, tune)
+	}
+	t.Cleanup(func() {
+		h.c.cancelAll()
+		for _, m := range h.members {
+			h.stop(m, syscall.SIGTERM)
+			if t.Failed() {
+				t.Logf("gpud controller %s log:\n%s", m.id, m.log.String())
+			}
+		}
+		if h.proxy != nil {
+			h.proxy.close()
+		}
+		if h.ctrd != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = h.ctrd.Stop(ctx)
+			cancel()
+		}
+		killStrayShims(t, h.dir)
+	})
+	first := h.members[0]
+	h.start(first)
+	waitFor(t, 30*time.Second, "the first member's CA and keys", func() bool {
+		for _, p := range []string{"tls/ca-key.pem", "tls/ca.pem", "auth/token.key", "auth/join.token"} {
+			if _, err := os.Stat(filepath.Join(first.stateDir(), p)); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	for _, m := range h.members[1:] {
+		h.copyCredentials(first, m)
+		h.start(m)
+	}
+	h.proxy = newLeaderProxy(t, h, filepath.Join(h.dir, "leader.sock"))
+	h.c = &cluster{t: t, dir: h.dir, addr: "unix://" + h.proxy.path, log: &bytes.Buffer{}}
+	h.leader(30 * time.Second)
+	return h
+}
+
+// copyCredentials copies the CA, token key and join token from one
+// member's state dir to another's.
+func (h *haGroup) copyCredentials(from, to *haMember) {
+	h.t.Helper()
+	if err := os.MkdirAll(to.stateDir(), 0o700); err != nil {
+		h.t.Fatal(err)
+	}
+	for _, d := range []string{"tls", "auth"} {
+		if out, err := exec.Command("cp", "-a", filepath.Join(from.stateDir(), d), to.stateDir()+"/").CombinedOutput(); err != nil {
+			h.t.Fatalf("copy %s to %s: %v: %s", d, to.id, err, out)
+		}
+	}
+}
+
+// config is etc/gpud.toml for m: its socket, address and state dir, 1s
+// node heartbeats with a 10s timeout, 1s scheduling, and [ha].
+func (h *haGroup) config(m *haMember, tune [][2]string) string {
+	t := h.t
+	base, err := os.ReadFile("../../etc/gpud.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peers []string
+	for _, p := range h.members {
+		peers = append(peers, fmt.Sprintf("{id = %q, raft = %q, api = %q}", p.id, p.raft, "https://"+p.api))
+	}
+	s := string(base)
+	for _, r := range append([][2]string{
+		{`listen_socket = "/run/gpud/gpud.sock"`, fmt.Sprintf("listen_socket = %q", m.sock)},
+		{`listen_tcp = ""`, fmt.Sprintf("listen_tcp = %q", m.api)},
+		{`state_dir = "/var/lib/gpud"`, fmt.Sprintf("state_dir = %q", m.stateDir())},
+		{`node_timeout = "30s"`, `node_timeout = "10s"`},
+		{`heartbeat_interval = "5s"`, `heartbeat_interval = "1s"`},
+		{`interval = "5s"`, `interval = "1s"`},
+		{"\nid = \"\"\n", fmt.Sprintf("\nid = %q\n", m.id)},
+		{`raft_listen = ""`, fmt.Sprintf("raft_listen = %q", m.raft)},
+		{"\npeers = []\n", "\npeers = [" + strings.Join(peers, ", ") + "]\n"},
+	}, tune...) {
+		if !strings.Contains(s, r[0]) {
+			t.Fatalf("etc/gpud.toml no longer has %q; update the HA test", r[0])
+		}
+		s = strings.Replace(s, r[0], r[1], 1)
+	}
+	p := filepath.Join(m.dir, "gpud.toml")
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// start starts m's controller process and waits until its socket answers.
+func (h *haGroup) start(m *haMember) {
+	t := h.t
+	t.Helper()
+	m.log = &syncBuffer{}
+	m.cmd = exec.Command(filepath.Join(binDir, "gpud"), "controller", "--config", m.conf, "--log-format", "text")
+	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := m.cmd.Start(); err != nil {
+		t.Fatalf("start gpud controller %s: %v", m.id, err)
+	}
+	done := make(chan struct{})
+	m.done = done
+	cmd := m.cmd
+	go func() { _ = cmd.Wait(); close(done) }()
+	waitFor(t, 30*time.Second, "controller "+m.id+" answering", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("gpud controller %s exited early:\n%s", m.id, m.log.String())
+		default:
+		}
+		resp, err := m.http().Get("http://gpud/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// stop signals m's process group and waits for it.
+func (h *haGroup) stop(m *haMember, sig syscall.Signal) {
+	if !m.alive() {
+		return
+	}
+	_ = syscall.Kill(-m.cmd.Process.Pid, sig)
+	select {
+	case <-m.done:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+		<-m.done
+	}
+}
+
+// leader waits for exactly one member to serve as leader.
+func (h *haGroup) leader(within time.Duration) *haMember {
+	h.t.Helper()
+	var l *haMember
+	waitFor(h.t, within, "one leader", func() bool {
+		var found []*haMember
+		for _, m := range h.members {
+			if m.serves() {
+				found = append(found, m)
+			}
+		}
+		if len(found) == 1 {
+			l = found[0]
+			return true
+		}
+		return false
+	})
+	return l
+}
+
+// startContainerd starts the private containerd the node agents share.
+func (h *haGroup) startContainerd() {
+	h.t.Helper()
+	logf, err := os.Create(filepath.Join(h.dir, "containerd.log"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer logf.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := containerd.StartDaemon(ctx, containerd.DaemonOptions{Dir: filepath.Join(h.dir, "containerd"), Log: logf})
+	if err != nil {
+		h.t.Fatalf("start containerd: %v", err)
+	}
+	h.ctrd = d
+}
+
+// jobsOn lists every job m holds (a follower from its replica).
+func jobsOn(t testing.TB, m *haMember) map[spec.JobID]spec.JobState {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	jobs, err := m.client(t).Jobs(ctx, api.JobFilter{All: true, View: api.ViewBrief})
+	if err != nil {
+		t.Fatalf("list jobs on %s: %v", m.id, err)
+	}
+	out := map[spec.JobID]spec.JobState{}
+	for _, j := range jobs {
+		if _, dup := out[j.ID]; dup {
+			t.Errorf("%s lists job %d twice", m.id, j.ID)
+		}
+		out[j.ID] = j.State
+	}
+	return out
+}
+
+// leaderProxy forwards each connection on its unix socket to the member
+// serving as leader, found by probing every 50ms; when the leader changes,
+// connections to the old one are closed (their clients reconnect).
+type leaderProxy struct {
+	t    testing.TB
+	h    *haGroup
+	path string
+	ln   net.Listener
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu     sync.Mutex
+	leader *haMember
+	since  time.Time // when leader was first seen
+	conns  map[net.Conn]*haMember
+}
+
+func newLeaderProxy(t testing.TB, h *haGroup, path string) *leaderProxy {
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &leaderProxy{t: t, h: h, path: path, ln: ln, stop: make(chan struct{}), conns: map[net.Conn]*haMember{}}
+	p.wg.Go(p.watch)
+	p.wg.Go(p.accept)
+	return p
+}
+
+func (p *leaderProxy) close() {
+	close(p.stop)
+	p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func (p *leaderProxy) watch() {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		var l *haMember
+		for _, m := range p.h.members {
+			if m.serves() {
+				l = m
+				break
+			}
+		}
+		p.mu.Lock()
+		if l != p.leader {
+			p.leader, p.since = l, time.Now()
+			for c, m := range p.conns {
+				if m != l {
+					c.Close()
+				}
+			}
+		}
+		p.mu.Unlock()
+	}
+}
+
+// current is the leader the proxy knows and since when.
+func (p *leaderProxy) current() (*haMember, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leader, p.since
+}
+
+func (p *leaderProxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Go(func() { p.serve(c) })
+	}
+}
+
+func (p *leaderProxy) serve(c net.Conn) {
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	var l *haMember
+	for {
+		if l, _ = p.current(); l != nil || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-p.stop:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if l == nil {
+		return
+	}
+	b, err := net.Dial("unix", l.sock)
+	if err != nil {
+		return
+	}
+	defer b.Close()
+	p.mu.Lock()
+	if p.leader != l {
+		p.mu.Unlock()
+		return
+	}
+	p.conns[c] = l
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.conns, c)
+		p.mu.Unlock()
+	}()
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(b, c); b.Close(); done <- struct{}{} }() //nolint:errcheck // ends with either side
+	go func() { io.Copy(c, b); c.Close(); done <- struct{}{} }() //nolint:errcheck // ends with either side
+	<-done
+	<-done
+}
+
+// longJob is a job holding gpus GPUs that sleeps for ten minutes.
+func longJob(work string, gpus int) spec.JobSpec {
+	return spec.JobSpec{Name: "long", Script: "#!/bin/sh\nsleep 600\n", WorkDir: work, SubmitDir: work,
+		Output: filepath.Join(work, "long-%j.out"), Resources: spec.Resources{Nodes: 1, GPUsPerNode: gpus}}
+}
+
+func submitJob(t testing.TB, cl *api.Client, js spec.JobSpec) spec.JobID {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := cl.Submit(ctx, api.SubmitRequest{Job: js})
+	if err != nil {
+		t.Fatalf("submit %s: %v", js.Name, err)
+	}
+	return r.ID
+}
+
+// TestHAKillLeaderDuringBurst kills the leader with SIGKILL in the middle
+// of a burst of submissions from 8 clients, with jobs running on two
+// nodes: a new leader serves within 5s, every acknowledged job is there
+// exactly once (on the new leader and on the surviving follower's
+// replica), the running jobs keep running (same attempt, no restart), jobs
+// that were pending start under the new leader, and jobs that ended just
+// before the kill are in every member's accounting exactly once.
+func TestHAKillLeaderDuringBurst(t *testing.T) {
+	h := startHAGroup(t, nil)
+	h.startContainerd()
+	nodeConf := faultNodeConfig(t, h.c)
+	for _, n := range []string{"n1", "n2"} {
+		h.c.startNode(t, n, nodeConf)
+	}
+	work := t.TempDir()
+	cl := h.c.client()
+	var running []spec.JobID
+	for range 2 {
+		running = append(running, submitJob(t, cl, longJob(work, 8)))
+	}
+	before := map[spec.JobID]spec.Job{}
+	for _, id := range running {
+		before[id] = waitJob(t, cl, id, time.Minute, "running", func(j spec.Job) bool { return j.State == spec.StateRunning })
+	}
+	old, _ := h.proxy.current()
+
+	// The burst: 8-GPU jobs that stay pending behind the two long ones.
+	const total = 2000
+	burst := spec.JobSpec{Name: "burst", Script: "#!/bin/sh\ntrue\n", WorkDir: work, SubmitDir: work,
+		Output: filepath.Join(work, "b-%j.out"), Resources: spec.Resources{Nodes: 1, GPUsPerNode: 8}}
+	var mu sync.Mutex
+	var acked []spec.JobID
+	ackedAt := map[spec.JobID]time.Time{}
+	// killed is when SIGKILL was sent, dead when the process was reaped:
+	// the first acknowledgement of a request sent after dead came from
+	// the new leader (one sent before may still be the old leader's).
+	var killed, dead time.Time
+	var firstAfter time.Time
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				mu.Lock()
+				enough := len(acked) >= total
+				mu.Unlock()
+				if enough {
+					return
+				}
+				sent := time.Now()
+				rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+				resp, err := cl.Submit(rctx, api.SubmitRequest{Job: burst})
+				rcancel()
+				if err != nil {
+					time.Sleep(20 * time.Millisecond) // not acknowledged: try again
+					continue
+				}
+				now := time.Now()
+				mu.Lock()
+				acked = append(acked, resp.ID)
+				ackedAt[resp.ID] = now
+				if !dead.IsZero() && firstAfter.IsZero() && sent.After(dead) {
+					firstAfter = now
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	waitFor(t, 2*time.Minute, "600 submissions acknowledged", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) >= 600
+	})
+	// Jobs that end just before the kill: their accounting records may
+	// still be in the old leader's recorder queue.
+	mu.Lock()
+	endedEarly := slices.Clone(acked[:50])
+	mu.Unlock()
+	for _, id := range endedEarly {
+		if _, err := cl.JobAction(ctx, id, "cancel", api.JobActionRequest{}); err != nil {
+			t.Fatalf("cancel %d: %v", id, err)
+		}
+	}
+	mu.Lock()
+	killed = time.Now()
+	mu.Unlock()
+	h.stop(old, syscall.SIGKILL)
+	mu.Lock()
+	dead = time.Now()
+	mu.Unlock()
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("the burst did not finish: %v", ctx.Err())
+	}
+	if firstAfter.IsZero() {
+		t.Fatal("no submission sent after the kill was acknowledged")
+	}
+	gap := firstAfter.Sub(killed)
+	nl, since := h.proxy.current()
+	if nl == nil || nl == old {
+		t.Fatalf("no new leader after the kill")
+	}
+	t.Logf("leader %s killed; %s elected and serving %v later; first submission acknowledged %v after the kill",
+		old.id, nl.id, since.Sub(killed).Round(time.Millisecond), gap.Round(time.Millisecond))
+	if gap > 5*time.Second {
+		t.Errorf("the first submission after the kill was acknowledged %v later; want a leader serving within 5s", gap)
+	}
+
+	// Every acknowledged job exactly once, on the new leader and on the
+	// surviving follower's replica (which refreshes within seconds).
+	var follower *haMember
+	for _, m := range h.members {
+		if m != old && m != nl {
+			follower = m
+		}
+	}
+	for _, m := range []*haMember{nl, follower} {
+		waitFor(t, 30*time.Second, "every acknowledged job on "+m.id, func() bool {
+			have := jobsOn(t, m)
+			for _, id := range acked {
+				if _, ok := have[id]; !ok {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	if len(acked) != len(slices.Compact(slices.Sorted(slices.Values(acked)))) {
+		t.Errorf("an id was acknowledged twice")
+	}
+
+	// The running jobs kept running: same attempt, same allocation.
+	for _, id := range running {
+		j, err := cl.Job(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := before[id]
+		if j.State != spec.StateRunning || j.Attempt != b.Attempt || j.Alloc == nil || j.Alloc.ID != b.Alloc.ID {
+			t.Errorf("job %d across the failover: %s attempt %d; before: %s attempt %d alloc %s", id, j.State, j.Attempt, b.State, b.Attempt, b.Alloc.ID)
+		}
+	}
+
+	// Pending jobs start under the new leader: make room for two of those
+	// acknowledged before the kill.
+	var keep []spec.JobID
+	var drop []spec.JobID
+	for _, id := range acked {
+		switch {
+		case slices.Contains(endedEarly, id):
+		case len(keep) < 2 && ackedAt[id].Before(killed):
+			keep = append(keep, id)
+		default:
+			drop = append(drop, id)
+		}
+	}
+	if _, err := cl.CancelJobs(ctx, api.CancelJobsRequest{Filter: api.JobFilter{IDs: append(drop, running...)}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range keep {
+		j := waitJob(t, cl, id, 2*time.Minute, "completed under the new leader", func(j spec.Job) bool { return j.State.Terminal() })
+		if j.State != spec.StateCompleted || !j.StartTime.After(killed) {
+			t.Errorf("job %d (pending at the kill): %s, started %v; want COMPLETED, started after the kill at %v", id, j.State, j.StartTime, killed)
+		}
+	}
+
+	// Jobs that ended just before the kill: in accounting once, on both.
+	for _, m := range []*haMember{nl, follower} {
+		waitFor(t, 30*time.Second, "accounting of the jobs cancelled before the kill on "+m.id, func() bool {
+			recs, err := m.client(t).AcctJobs(ctx, api.AcctFilter{IDs: endedEarly})
+			if err != nil {
+				t.Fatalf("accounting on %s: %v", m.id, err)
+			}
+			seen := map[spec.JobID]int{}
+			for _, r := range recs {
+				seen[r.ID]++
+				if seen[r.ID] > 1 {
+					t.Fatalf("%s accounts job %d twice", m.id, r.ID)
+				}
+			}
+			return len(seen) == len(endedEarly)
+		})
+	}
+}
+
+// iptables runs iptables with args.
+func iptables(t testing.TB, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
+		t.Fatalf("iptables %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// cut drops every packet between a and b (both directions) and returns
+// the function that heals it.
+func cut(t testing.TB, a, b string) func() {
+	t.Helper()
+	rules := [][]string{
+		{"INPUT", "-s", a, "-d", b, "-j", "DROP", "-m", "comment", "--comment", "gpud-ha-e2e"},
+		{"INPUT", "-s", b, "-d", a, "-j", "DROP", "-m", "comment", "--comment", "gpud-ha-e2e"},
+	}
+	for _, r := range rules {
+		iptables(t, append([]string{"-I"}, r...)...)
+	}
+	healed := false
+	heal := func() {
+		if healed {
+			return
+		}
+		healed = true
+		for _, r := range rules {
+			iptables(t, append([]string{"-D"}, r...)...)
+		}
+	}
+	t.Cleanup(heal)
+	return heal
+}
+
+// TestHAMinorityPartition cuts the leader off from the other two members
+// with iptables while it keeps running: it stops answering the node
+// protocol (and takes no submission) before the majority has a new leader,
+// the majority elects one within 5s that carries on (the running job keeps
+// running, a new job starts), and after the heal the old leader rejoins as
+// a follower holding the same jobs as the others.
+func TestHAMinorityPartition(t *testing.T) {
+	if _, err := exec.LookPath("iptables"); err != nil {
+		t.Skip("SKIP (loud): iptables not found (apt-get install iptables; scripts/deps.sh installs it)")
+	}
+	h := startHAGroup(t, nil)
+	h.startContainerd()
+	h.c.startNode(t, "n1", faultNodeConfig(t, h.c))
+	work := t.TempDir()
+	cl := h.c.client()
+	a := submitJob(t, cl, longJob(work, 4))
+	aBefore := waitJob(t, cl, a, time.Minute, "running", func(j spec.Job) bool { return j.State == spec.StateRunning })
+	old, _ := h.proxy.current()
+
+	// Probe every member every 20ms: when did the old leader first refuse
+	// the node protocol, when did another first answer it?
+	var mu sync.Mutex
+	var oldDown, newUp time.Time
+	var newLeader *haMember
+	stopProbe := make(chan struct{})
+	var pwg sync.WaitGroup
+	pwg.Go(func() {
+		for {
+			select {
+			case <-stopProbe:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			for _, m := range h.members {
+				refuses := m.refusesNodes()
+				now := time.Now()
+				mu.Lock()
+				switch {
+				case m == old && refuses && oldDown.IsZero():
+					oldDown = now
+				case m != old && !refuses && newUp.IsZero():
+					newUp, newLeader = now, m
+				}
+				mu.Unlock()
+			}
+		}
+	})
+	defer func() { close(stopProbe); pwg.Wait() }()
+
+	start := time.Now()
+	var heals []func()
+	for _, m := range h.members {
+		if m != old {
+			heals = append(heals, cut(t, old.ip, m.ip))
+		}
+	}
+	waitFor(t, 10*time.Second, "a new leader among the majority", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !newUp.IsZero() && !oldDown.IsZero()
+	})
+	mu.Lock()
+	t.Logf("cut at 0; old leader %s refused nodes at %v; %s answered them at %v",
+		old.id, oldDown.Sub(start).Round(time.Millisecond), newLeader.id, newUp.Sub(start).Round(time.Millisecond))
+	if !oldDown.Before(newUp) {
+		t.Errorf("the old leader still answered nodes at %v, after the new one started at %v: both could dispatch", oldDown.Sub(start), newUp.Sub(start))
+	}
+	if newUp.Sub(start) > 5*time.Second {
+		t.Errorf("the majority took %v to elect a serving leader; want within 5s", newUp.Sub(start))
+	}
+	nl := newLeader
+	mu.Unlock()
+
+	// The cut-off member takes no submission.
+	if _, err := old.client(t).Submit(context.Background(), api.SubmitRequest{Job: longJob(work, 1)}); !errors.Is(err, spec.ErrNotLeader) {
+		t.Errorf("a submission to the cut-off old leader: %v; want not_leader", err)
+	}
+	// The majority carries on: the running job runs, a new one starts.
+	waitFor(t, 30*time.Second, "the proxy follows the new leader", func() bool {
+		l, _ := h.proxy.current()
+		return l == nl
+	})
+	b := submitJob(t, cl, longJob(work, 4))
+	waitJob(t, cl, b, time.Minute, "running under the new leader", func(j spec.Job) bool { return j.State == spec.StateRunning })
+	if j, err := cl.Job(context.Background(), a); err != nil || j.State != spec.StateRunning || j.Attempt != aBefore.Attempt {
+		t.Errorf("job %d after the partition: %v %s attempt %d; want still RUNNING, attempt %d", a, err, j.State, j.Attempt, aBefore.Attempt)
+	}
+
+	for _, heal := range heals {
+		heal()
+	}
+	waitFor(t, 30*time.Second, "the old leader rejoins as a follower", func() bool {
+		cs := old.controllers(t)
+		for _, m := range cs.Members {
+			if m.ID == old.id {
+				return cs.Leader == nl.id && m.State == "follower"
+			}
+		}
+		return false
+	})
+	if l := h.leader(10 * time.Second); l != nl {
+		t.Errorf("after the heal %s leads; want %s", l.id, nl.id)
+	}
+	want := jobsOn(t, nl)
+	waitFor(t, 30*time.Second, "every member holds the same jobs", func() bool {
+		for _, m := range h.members {
+			if !mapsEqual(jobsOn(t, m), want) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestHAReplaceMember replaces a member by one started from an empty
+// state dir (only the copied CA and keys): the log it would need is
+// compacted away, so it catches up from a snapshot, and then holds what
+// the leader holds.
+func TestHAReplaceMember(t *testing.T) {
+	h := startHAGroup(t, [][2]string{
+		{"snapshot_threshold = 0", "snapshot_threshold = 32"},
+		{"trailing_logs = 0", "trailing_logs = 8"},
+		{`snapshot_interval = ""`, `snapshot_interval = "500ms"`},
+	})
+	work := t.TempDir()
+	cl := h.c.client()
+	js := spec.JobSpec{Name: "q", Script: "#!/bin/sh\ntrue\n", WorkDir: work, SubmitDir: work, Resources: spec.Resources{Nodes: 1, GPUsPerNode: 8}}
+	for range 100 {
+		submitJob(t, cl, js)
+	}
+	l, _ := h.proxy.current()
+	var f *haMember
+	for _, m := range h.members {
+		if m != l {
+			f = m
+		}
+	}
+	h.stop(f, syscall.SIGKILL)
+	if err := os.RemoveAll(f.stateDir()); err != nil {
+		t.Fatal(err)
+	}
+	h.copyCredentials(l, f)
+	for range 200 {
+		submitJob(t, cl, js)
+	}
+	waitFor(t, 30*time.Second, "a snapshot on the leader", func() bool {
+		snaps, _ := filepath.Glob(filepath.Join(l.stateDir(), "raft", "snapshots", "*", "state.bin"))
+		return len(snaps) > 0
+	})
+	h.start(f)
+	want := jobsOn(t, l)
+	waitFor(t, 60*time.Second, "the new member holds the leader's 300 jobs", func() bool {
+		return len(want) == 300 && mapsEqual(jobsOn(t, f), want)
+	})
+	if !strings.Contains(f.log.String(), "HA snapshot restored") {
+		t.Errorf("the new member caught up without installing a snapshot; its log:\n%s", f.log.String())
+	}
+	cs := f.controllers(t)
+	if cs.Leader != l.id || len(cs.Members) != 3 {
+		t.Errorf("GET /v1/controllers on the new member: %+v; want 3 members led by %s", cs, l.id)
+	}
+}

@@ -1,0 +1,529 @@
+// Package ha runs a controller as one member of a Raft group
+// (github.com/hashicorp/raft): every commit of the owner loop is a log
+// entry that every member's FSM applies to its own state.db, accounting
+// writes are entries too, snapshots are SQLite copies of both databases,
+// and only the leader's controller schedules and dispatches. See
+// docs/ha.md.
+package ha
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/gpud/gpud/accounting"
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpud/store"
+)
+
+// Peer is one member of the group.
+type Peer struct {
+	ID string `json:"id"`
+	// Raft is host:port of its Raft traffic (mutual TLS).
+	Raft string `json:"raft"`
+	// API is the base URL of its API (https://host:port): the leader hint
+	// followers give clients.
+	API string `json:"api"`
+}
+
+// Config is one member's [ha] section, resolved.
+type Config struct {
+	ID string
+	// RaftListen is where this member accepts Raft traffic; its address in
+	// Peers is what the others dial.
+	RaftListen string
+	Peers      []Peer
+	// Join: start without bootstrapping a group; wait to be added
+	// (POST /v1/controllers on the leader).
+	Join bool
+	// Dir holds raft.db and the snapshots (<state_dir>/raft).
+	Dir string
+
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+	// ApplyTimeout bounds one commit's wait for a majority.
+	ApplyTimeout time.Duration
+	// SnapshotThreshold is how many entries since the last snapshot make
+	// a new one; TrailingLogs how many stay after it (for slow followers).
+	SnapshotThreshold, TrailingLogs uint64
+	SnapshotInterval                time.Duration
+
+	// ServerTLS and ClientTLS are the Raft traffic's mutual TLS
+	// (auth.CA.MemberTLS).
+	ServerTLS, ClientTLS *tls.Config
+	Log                  *slog.Logger
+	// Observe is told each commit's wait (nil: not measured).
+	Observe func(d time.Duration)
+}
+
+// Defaults for Config's zero fields: on a LAN, a dead leader is noticed
+// within 1-2 heartbeat timeouts and replaced within an election timeout
+// more. The lease is half the heartbeat timeout, so a leader cut off
+// from the majority steps down (and stops dispatching) well before the
+// others start an election.
+const (
+	DefaultHeartbeatTimeout   = 1000 * time.Millisecond
+	DefaultElectionTimeout    = 1000 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 500 * time.Millisecond
+	DefaultApplyTimeout       = 10 * time.Second
+	DefaultSnapshotThreshold  = 8192
+	DefaultTrailingLogs       = 10240
+	DefaultSnapshotInterval   = 2 * time.Minute
+)
+
+// Member is the controller a group drives (*controller.Controller).
+type Member interface {
+	Lead(ctx context.Context) error
+	Follow(ctx context.Context) error
+	Refresh(ctx context.Context) error
+}
+
+// Group is this member's Raft node and the replicated stores around it.
+type Group struct {
+	cfg   Config
+	log   *slog.Logger
+	r     *raft.Raft
+	fsm   *fsm
+	logs  *logStore
+	trans *raft.NetworkTransport
+	state *store.Store
+	acct  Accounting
+	notes chan bool
+
+	// leading is true from the moment Lead returned until leadership
+	// is lost: the server's gate (Leader) reads it.
+	mu      sync.Mutex
+	leading bool
+}
+
+// Open starts this member's Raft node over state and acct (this member's
+// own databases). A member with no Raft state yet bootstraps the group
+// from Peers (every initial member does, with the same list), unless Join.
+func Open(cfg Config, state *store.Store, acct Accounting) (*Group, error) {
+	cfg.defaults()
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create raft directory: %w", err)
+	}
+	self, ok := cfg.peer(cfg.ID)
+	if !ok && !cfg.Join {
+		return nil, fmt.Errorf("[ha] id %q is not in [ha] peers; list every member (this one included), or set join = true to be added later", cfg.ID)
+	}
+	if !ok {
+		self = Peer{ID: cfg.ID, Raft: cfg.RaftListen}
+	}
+	f := &fsm{log: cfg.Log, state: state, acct: acct, dir: filepath.Join(cfg.Dir, "snapwork"), apis: map[string]string{}}
+	apis := map[string]string{}
+	for _, p := range cfg.Peers {
+		apis[p.ID] = p.API
+	}
+	f.setAPIs(apis)
+	os.RemoveAll(f.dir) // scratch of a snapshot cut short
+
+	logs, err := openLogStore(filepath.Join(cfg.Dir, "raft.db"))
+	if err != nil {
+		return nil, err
+	}
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{cfg.Log}})
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
+	if err != nil {
+		logs.Close()
+		return nil, fmt.Errorf("open raft snapshots in %s: %w", cfg.Dir, err)
+	}
+	stream, err := newTLSStream(cfg.RaftListen, self.Raft, cfg.ServerTLS, cfg.ClientTLS)
+	if err != nil {
+		logs.Close()
+		return nil, err
+	}
+	trans := raft.NewNetworkTransportWithLogger(stream, 3, 5*time.Second, hlog)
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.Logger = hlog
+	notes := make(chan bool, 16)
+	rc.NotifyCh = notes
+	if err := raft.ValidateConfig(rc); err != nil {
+		trans.Close()
+		logs.Close()
+		return nil, fmt.Errorf("[ha] timeouts: %w", err)
+	}
+	cached, err := raft.NewLogCache(1024, logs)
+	if err != nil {
+		trans.Close()
+		logs.Close()
+		return nil, err
+	}
+	has, err := raft.HasExistingState(cached, logs, snaps)
+	if err != nil {
+		trans.Close()
+		logs.Close()
+		return nil, err
+	}
+	if err := f.startFrom(has, snaps); err != nil {
+		trans.Close()
+		logs.Close()
+		return nil, err
+	}
+	if !has && !cfg.Join {
+		var servers []raft.Server
+		for _, p := range cfg.Peers {
+			servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Raft), Suffrage: raft.Voter})
+		}
+		if err := raft.BootstrapCluster(rc, cached, logs, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
+			trans.Close()
+			logs.Close()
+			return nil, fmt.Errorf("bootstrap the HA group: %w", err)
+		}
+	}
+	r, err := raft.NewRaft(rc, f, cached, logs, snaps, trans)
+	if err != nil {
+		trans.Close()
+		logs.Close()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	return &Group{cfg: cfg, log: cfg.Log, r: r, fsm: f, logs: logs, trans: trans, state: state, acct: acct, notes: notes}, nil
+}
+
+func (c *Config) defaults() {
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	set := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	set(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	set(&c.ElectionTimeout, DefaultElectionTimeout)
+	set(&c.LeaderLeaseTimeout, DefaultLeaderLeaseTimeout)
+	set(&c.ApplyTimeout, DefaultApplyTimeout)
+	set(&c.SnapshotInterval, DefaultSnapshotInterval)
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = DefaultTrailingLogs
+	}
+}
+
+func (c *Config) peer(id string) (Peer, bool) {
+	for _, p := range c.Peers {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return Peer{}, false
+}
+
+// Close stops the Raft node (a leader hands nothing over: the others elect
+// one after the heartbeat timeout) and closes raft.db.
+func (g *Group) Close() error {
+	err := g.r.Shutdown().Error()
+	g.trans.Close()
+	return errors.Join(err, g.logs.Close())
+}
+
+// Run drives m until ctx ends: Lead when this member becomes leader (after
+// a barrier, so state.db holds every committed entry), Follow the moment
+// it stops being leader, and, while following, Refresh after entries were
+// applied. A refresh reloads the whole state from state.db, so it runs at
+// most every refreshMin, and at most a tenth of the time: a follower
+// with 100,000 jobs spends its CPU on neither more nor less than that,
+// and its reads lag by about as much.
+func (g *Group) Run(ctx context.Context, m Member) error {
+	const refreshMin = time.Second
+	t := time.NewTicker(refreshMin / 4)
+	defer t.Stop()
+	var seen uint64
+	var next time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case leader := <-g.notes:
+			// Only the latest note matters.
+			for more := true; more; {
+				select {
+				case leader = <-g.notes:
+				default:
+					more = false
+				}
+			}
+			if leader {
+				g.lead(ctx, m)
+			} else {
+				g.follow(ctx, m)
+			}
+		case now := <-t.C:
+			if g.isLeading() || now.Before(next) {
+				continue
+			}
+			if n := g.fsm.applied.Load(); n != seen {
+				seen = n
+				start := time.Now()
+				if err := m.Refresh(ctx); err != nil && ctx.Err() == nil {
+					g.log.Warn("reloading this follower's view of the state failed; reads may be stale until the next", "err", err)
+				}
+				next = time.Now().Add(max(refreshMin, 10*time.Since(start)))
+			}
+		}
+	}
+}
+
+func (g *Group) lead(ctx context.Context, m Member) {
+	start := time.Now()
+	if err := g.r.Barrier(g.cfg.ApplyTimeout).Error(); err != nil {
+		// A leader that cannot lead must not keep the others from it.
+		g.log.Warn("elected, but the barrier failed; handing the leadership on", "err", err)
+		if g.r.State() == raft.Leader {
+			g.r.LeadershipTransfer()
+		}
+		return
+	}
+	if g.r.State() != raft.Leader {
+		return
+	}
+	if err := m.Lead(ctx); err != nil {
+		g.log.Error("elected, but the controller could not take over; stepping down", "err", err)
+		g.r.LeadershipTransfer()
+		return
+	}
+	g.mu.Lock()
+	g.leading = true
+	g.mu.Unlock()
+	g.log.Info("HA member is the leader", "id", g.cfg.ID, "term", g.r.CurrentTerm(), "took", time.Since(start))
+}
+
+func (g *Group) follow(ctx context.Context, m Member) {
+	g.mu.Lock()
+	g.leading = false
+	g.mu.Unlock()
+	if err := m.Follow(ctx); err != nil && ctx.Err() == nil {
+		g.log.Error("stopping the controller's scheduling failed", "err", err)
+	}
+	g.log.Info("HA member follows", "id", g.cfg.ID, "leader", g.leaderID())
+}
+
+func (g *Group) isLeading() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.leading
+}
+
+func (g *Group) leaderID() string {
+	_, id := g.r.LeaderWithID()
+	return string(id)
+}
+
+// Leader says whether this member is the leader and serves writes and the
+// node protocol (elected, caught up, controller in charge, and Raft still
+// in the Leader state, which it leaves LeaderLeaseTimeout after losing
+// contact with the majority), and otherwise the leader's API address
+// ("" during an election).
+func (g *Group) Leader() (bool, string) {
+	if g.isLeading() && g.r.State() == raft.Leader {
+		return true, ""
+	}
+	return false, g.fsm.apiOf(g.leaderID())
+}
+
+// apply commits c through the log and returns its FSM result.
+func (g *Group) apply(c *command) error {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encode HA log entry: %w", err)
+	}
+	start := time.Now()
+	fut := g.r.Apply(data, g.cfg.ApplyTimeout)
+	if err := fut.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return spec.Errorf(spec.ErrNotLeader, "this controller lost the leadership of its HA group (%v); retry at the leader", err)
+		default:
+			// The entry may still commit. The controller reloads state.db
+			// after this error: a barrier first makes state.db hold the
+			// entry if it did, so memory and disk agree; a leader that
+			// cannot even do that steps aside.
+			if berr := g.r.Barrier(g.cfg.ApplyTimeout).Error(); berr != nil && g.r.State() == raft.Leader {
+				g.log.Error("a commit and the barrier after it failed; handing the leadership on", "err", err, "barrier", berr)
+				g.r.LeadershipTransfer()
+			}
+			return spec.Errorf(spec.ErrUnavailable, "the HA group did not commit the change in time (%v); retry", err)
+		}
+	}
+	if g.cfg.Observe != nil {
+		g.cfg.Observe(time.Since(start))
+	}
+	if err, ok := fut.Response().(error); ok && err != nil {
+		return err
+	}
+	return nil
+}
+
+// Load reads this member's state.db (the controller's Store).
+func (g *Group) Load(ctx context.Context) ([]spec.Job, []spec.Node, spec.JobID, error) {
+	return g.state.Load(ctx)
+}
+
+// Apply commits one owner-loop commit through the log: it returns once a
+// majority has the entry and this member's FSM applied it to state.db
+// (the controller's Store).
+func (g *Group) Apply(_ context.Context, jobs []*spec.Job, nodes []*spec.Node, nextJobID spec.JobID) error {
+	if len(jobs) == 0 && len(nodes) == 0 && nextJobID == 0 {
+		return nil
+	}
+	return g.apply(&command{Kind: kindState, Jobs: jobs, Nodes: nodes, NextID: nextJobID})
+}
+
+// RecordJobs replicates ended jobs into every member's accounting.db (the
+// controller's Recorder; idempotent by job and attempt, as accounting is).
+func (g *Group) RecordJobs(_ context.Context, jobs []spec.Job) error {
+	return g.apply(&command{Kind: kindRecords, Records: jobs})
+}
+
+// RecordNodeEvents replicates node availability events.
+func (g *Group) RecordNodeEvents(_ context.Context, evs []spec.NodeEvent) error {
+	return g.apply(&command{Kind: kindEvents, Events: evs})
+}
+
+// RecordUsageSamples replicates the nodes' usage samples (the server's
+// UsageRecorder).
+func (g *Group) RecordUsageSamples(_ context.Context, samples []accounting.UsageSample) error {
+	return g.apply(&command{Kind: kindUsage, Usage: samples})
+}
+
+// RecordedTerminal reads this member's accounting.db (RecordChecker).
+func (g *Group) RecordedTerminal(ctx context.Context, ids []spec.JobID) (map[spec.JobID]int, error) {
+	return g.acct.RecordedTerminal(ctx, ids)
+}
+
+// Controllers lists the members as this one sees them. Term and indexes
+// are this member's own; for the others they are known only to them
+// (ask each: GET /v1/controllers at its API address).
+func (g *Group) Controllers(context.Context) (api.ControllersResponse, error) {
+	fut := g.r.GetConfiguration()
+	if err := fut.Error(); err != nil {
+		return api.ControllersResponse{}, spec.Errorf(spec.ErrUnavailable, "read the HA group's members: %v", err)
+	}
+	leaderAddr, leaderID := g.r.LeaderWithID()
+	_ = leaderAddr
+	resp := api.ControllersResponse{Leader: string(leaderID)}
+	for _, s := range fut.Configuration().Servers {
+		m := api.ControllerMember{ID: string(s.ID), RaftAddress: string(s.Address), APIAddress: g.fsm.apiOf(string(s.ID)),
+			Voter: s.Suffrage == raft.Voter, State: "follower"}
+		if s.ID == leaderID {
+			m.State = "leader"
+		}
+		if string(s.ID) == g.cfg.ID {
+			m.State = stateName(g.r.State())
+			m.Term, m.CommitIndex, m.AppliedIndex = g.r.CurrentTerm(), g.r.CommitIndex(), g.r.AppliedIndex()
+			if lc := g.r.LastContact(); !lc.IsZero() && g.r.State() != raft.Leader {
+				m.LastContact = lc.UTC().Format(time.RFC3339Nano)
+			}
+		}
+		resp.Members = append(resp.Members, m)
+	}
+	return resp, nil
+}
+
+func stateName(s raft.RaftState) string {
+	switch s {
+	case raft.Leader:
+		return "leader"
+	case raft.Candidate:
+		return "candidate"
+	case raft.Follower:
+		return "follower"
+	}
+	return "shutdown"
+}
+
+// AddMember adds p as a voter (leader only): it catches up from a
+// snapshot and the log, then votes.
+func (g *Group) AddMember(_ context.Context, m api.ControllerMember) error {
+	p := Peer{ID: m.ID, Raft: m.RaftAddress, API: m.APIAddress}
+	if ok, _ := g.Leader(); !ok {
+		return spec.Errorf(spec.ErrNotLeader, "members are added at the leader")
+	}
+	if p.ID == "" || p.Raft == "" || p.API == "" {
+		return spec.Errorf(spec.ErrInvalid, "a member needs id, raft_address and api_address")
+	}
+	if err := g.apply(&command{Kind: kindMember, Member: &p}); err != nil {
+		return err
+	}
+	if err := g.r.AddVoter(raft.ServerID(p.ID), raft.ServerAddress(p.Raft), 0, g.cfg.ApplyTimeout).Error(); err != nil {
+		return spec.Errorf(spec.ErrUnavailable, "add HA member %s: %v", p.ID, err)
+	}
+	return nil
+}
+
+// RemoveMember removes member id (leader only; removing the leader itself
+// makes the others elect a new one).
+func (g *Group) RemoveMember(_ context.Context, id string) error {
+	if ok, _ := g.Leader(); !ok {
+		return spec.Errorf(spec.ErrNotLeader, "members are removed at the leader")
+	}
+	fut := g.r.GetConfiguration()
+	if err := fut.Error(); err != nil {
+		return spec.Errorf(spec.ErrUnavailable, "read the HA group's members: %v", err)
+	}
+	found := false
+	for _, s := range fut.Configuration().Servers {
+		found = found || string(s.ID) == id
+	}
+	if !found {
+		return spec.Errorf(spec.ErrNotFound, "no HA member %q", id)
+	}
+	if err := g.r.RemoveServer(raft.ServerID(id), 0, g.cfg.ApplyTimeout).Error(); err != nil {
+		return spec.Errorf(spec.ErrUnavailable, "remove HA member %s: %v", id, err)
+	}
+	return nil
+}
+
+// Stats are the figures gpud/metrics exports.
+type Stats struct {
+	State                                         string
+	Term, CommitIndex, AppliedIndex, LastLogIndex uint64
+	LastContact                                   time.Time
+	Leader                                        bool
+}
+
+// Stats reads the Raft node's figures now.
+func (g *Group) Stats() Stats {
+	leading, _ := g.Leader()
+	return Stats{State: stateName(g.r.State()), Term: g.r.CurrentTerm(), CommitIndex: g.r.CommitIndex(),
+		AppliedIndex: g.r.AppliedIndex(), LastLogIndex: g.r.LastIndex(), LastContact: g.r.LastContact(), Leader: leading}
+}
+
+// slogWriter carries raft's log lines into the daemon's log.
+type slogWriter struct{ log *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.log.Warn("raft", "msg", string(trimNL(p)))
+	return len(p), nil
+}
+
+func trimNL(p []byte) []byte {
+	for len(p) > 0 && (p[len(p)-1] == '\n' || p[len(p)-1] == '\r') {
+		p = p[:len(p)-1]
+	}
+	return p
+}
+
+var _ io.Writer = slogWriter{}

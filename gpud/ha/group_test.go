@@ -1,0 +1,501 @@
+package ha_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/accounting"
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/controller"
+	"github.com/gpud/gpud/gpud/ha"
+	"github.com/gpud/gpud/gpud/server"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpud/store"
+)
+
+// member is one in-process member of a test group: its own state.db,
+// accounting.db, Raft node (real TLS on loopback), controller and API on
+// a unix socket.
+type member struct {
+	t     testing.TB
+	id    string
+	dir   string
+	sock  string
+	peers []ha.Peer
+	tune  func(*ha.Config)
+	ca    *auth.CA
+
+	st     *store.Store
+	acct   *accounting.DB
+	g      *ha.Group
+	ctrl   *controller.Controller
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	up     bool
+}
+
+// group is a test group of n members.
+type group struct {
+	t       testing.TB
+	members []*member
+}
+
+func newCA(t testing.TB) *auth.CA {
+	t.Helper()
+	files, err := auth.EnsureTLS(t.TempDir(), "test", []string{"localhost"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := auth.LoadCA(files, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func shortDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "gha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func startGroup(t testing.TB, n int, tune func(*ha.Config)) *group {
+	t.Helper()
+	ca := newCA(t)
+	var peers []ha.Peer
+	for i := range n {
+		id := string(rune('a' + i))
+		peers = append(peers, ha.Peer{ID: id, Raft: freeAddr(t), API: "https://" + id + ".example:6817"})
+	}
+	g := &group{t: t}
+	for _, p := range peers {
+		m := &member{t: t, id: p.ID, dir: shortDir(t), peers: peers, tune: tune, ca: ca}
+		g.members = append(g.members, m)
+	}
+	for _, m := range g.members {
+		m.start()
+	}
+	t.Cleanup(func() {
+		for _, m := range g.members {
+			m.stop()
+		}
+	})
+	return g
+}
+
+func (m *member) start() {
+	t := m.t
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	var err error
+	if m.st, err = store.Open(ctx, filepath.Join(m.dir, "state.db"), store.Replica()); err != nil {
+		t.Fatal(err)
+	}
+	if m.acct, err = accounting.Open(filepath.Join(m.dir, "accounting.db")); err != nil {
+		t.Fatal(err)
+	}
+	srvTLS, cliTLS, err := m.ca.MemberTLS(m.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var self ha.Peer
+	for _, p := range m.peers {
+		if p.ID == m.id {
+			self = p
+		}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("member", m.id)
+	cfg := ha.Config{ID: m.id, RaftListen: self.Raft, Peers: m.peers, Dir: filepath.Join(m.dir, "raft"),
+		ServerTLS: srvTLS, ClientTLS: cliTLS, Log: log}
+	if m.tune != nil {
+		m.tune(&cfg)
+	}
+	if m.g, err = ha.Open(cfg, m.st, m.acct); err != nil {
+		t.Fatal(err)
+	}
+	ccfg := controller.DefaultConfig()
+	ccfg.AllowRootJobs = true
+	if m.ctrl, err = controller.New(ccfg, m.g, controller.WithLogger(log), controller.WithRecorder(m.g), controller.WithFollower()); err != nil {
+		t.Fatal(err)
+	}
+	m.sock = filepath.Join(m.dir, "gpud.sock")
+	ln, err := server.ListenUnix(m.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(m.ctrl, server.WithLogger(log), server.WithHA(m.g), server.WithUsageRecorder(m.g), server.WithAccounting(m.acct))
+	m.wg.Go(func() { _ = m.ctrl.Run(ctx) })
+	m.wg.Go(func() { _ = m.g.Run(ctx, m.ctrl) })
+	m.wg.Go(func() { _ = srv.Serve(ctx, ln) })
+	m.up = true
+}
+
+// stop stops the member as a crash would look to the others (its Raft
+// traffic ends at once); its files stay.
+func (m *member) stop() {
+	if !m.up {
+		return
+	}
+	m.up = false
+	m.g.Close()
+	m.cancel()
+	m.wg.Wait()
+	m.acct.Close()
+	m.st.Close()
+}
+
+func (m *member) client() *api.Client {
+	c, err := api.NewClient("unix://" + m.sock)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return c
+}
+
+// leader waits (at most within) for exactly one running member to serve
+// as leader, and returns it.
+func (g *group) leader(within time.Duration) *member {
+	g.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		var found []*member
+		for _, m := range g.members {
+			if m.up {
+				if ok, _ := m.g.Leader(); ok {
+					found = append(found, m)
+				}
+			}
+		}
+		if len(found) == 1 {
+			return found[0]
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	g.t.Fatalf("no single leader within %v", within)
+	return nil
+}
+
+func js(name string) spec.JobSpec {
+	return spec.JobSpec{Name: name, Script: "#!/bin/sh\necho hi\n", WorkDir: "/tmp", Requeue: true}
+}
+
+func submit(t testing.TB, m *member, n int) []spec.JobID {
+	t.Helper()
+	var ids []spec.JobID
+	for range n {
+		r, err := m.client().Submit(context.Background(), api.SubmitRequest{Job: js("j")})
+		if err != nil {
+			t.Fatalf("submit to %s: %v", m.id, err)
+		}
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+// replicaJobs lists the jobs m's own state.db holds.
+func replicaJobs(t testing.TB, m *member) map[spec.JobID]spec.JobState {
+	t.Helper()
+	jobs, _, _, err := m.st.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[spec.JobID]spec.JobState{}
+	for _, j := range jobs {
+		out[j.ID] = j.State
+	}
+	return out
+}
+
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A group elects one leader; what it acknowledges is in every member's
+// state.db; a follower refuses writes naming the leader and marks its
+// reads stale; when the leader dies another takes over with every
+// acknowledged job and never reuses an id.
+func TestGroupReplicatesAndFailsOver(t *testing.T) {
+	g := startGroup(t, 3, nil)
+	l := g.leader(10 * time.Second)
+	ids := submit(t, l, 20)
+	for _, m := range g.members {
+		waitFor(t, 5*time.Second, "member "+m.id+" has the 20 jobs", func() bool { return len(replicaJobs(t, m)) == 20 })
+	}
+
+	var f *member
+	for _, m := range g.members {
+		if m != l {
+			f = m
+		}
+	}
+	_, err := f.client().Submit(context.Background(), api.SubmitRequest{Job: js("x")})
+	if !errors.Is(err, spec.ErrNotLeader) {
+		t.Fatalf("submit to follower %s: %v; want not_leader", f.id, err)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", f.sock)
+	}}}
+	resp, err := hc.Post("http://gpud/v1/jobs", "application/json", strings.NewReader(`{"job":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest || resp.Header.Get(api.HeaderLeader) != "https://"+l.id+".example:6817" {
+		t.Errorf("follower answered a write %d with %s %q; want 421 naming the leader", resp.StatusCode, api.HeaderLeader, resp.Header.Get(api.HeaderLeader))
+	}
+	waitFor(t, 5*time.Second, "follower view refreshed", func() bool {
+		resp, err := hc.Get("http://gpud/v1/jobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.Header.Get(api.HeaderStale) != "true" {
+			t.Fatalf("follower read without %s: true", api.HeaderStale)
+		}
+		jobs, err := f.client().Jobs(context.Background(), api.JobFilter{All: true})
+		return err == nil && len(jobs) == 20
+	})
+	resp, err = hc.Get("http://gpud/v1/controllers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/controllers on a follower: %d", resp.StatusCode)
+	}
+
+	start := time.Now()
+	l.stop()
+	nl := g.leader(5 * time.Second)
+	t.Logf("new leader %s serving %v after the old one stopped", nl.id, time.Since(start).Round(time.Millisecond))
+	more := submit(t, nl, 5)
+	for _, id := range more {
+		for _, old := range ids {
+			if id <= old {
+				t.Fatalf("new leader gave id %d, not above the old leader's %d", id, old)
+			}
+		}
+	}
+	have := replicaJobs(t, nl)
+	for _, id := range append(ids, more...) {
+		if _, ok := have[id]; !ok {
+			t.Errorf("job %d missing on the new leader", id)
+		}
+	}
+}
+
+// Ended jobs reach every member's accounting.db once, through the log.
+func TestAccountingReplicated(t *testing.T) {
+	g := startGroup(t, 3, nil)
+	l := g.leader(10 * time.Second)
+	ids := submit(t, l, 5)
+	for _, id := range ids {
+		if _, err := l.client().JobAction(context.Background(), id, "cancel", api.JobActionRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range g.members {
+		waitFor(t, 10*time.Second, "member "+m.id+" accounts the 5 cancelled jobs", func() bool {
+			recs, err := m.acct.Jobs(context.Background(), accounting.Filter{IDs: ids})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[spec.JobID]int{}
+			for _, r := range recs {
+				seen[r.ID]++
+				if seen[r.ID] > 1 {
+					t.Fatalf("member %s accounts job %d twice", m.id, r.ID)
+				}
+			}
+			return len(seen) == 5
+		})
+	}
+}
+
+// A member that lost its whole state directory catches up from a
+// snapshot: the leader has compacted the log it would need.
+func TestEmptyMemberCatchesUpFromSnapshot(t *testing.T) {
+	tune := func(c *ha.Config) {
+		c.SnapshotThreshold, c.TrailingLogs, c.SnapshotInterval = 16, 4, 50*time.Millisecond
+	}
+	g := startGroup(t, 3, tune)
+	l := g.leader(10 * time.Second)
+	var f *member
+	for _, m := range g.members {
+		if m != l {
+			f = m
+		}
+	}
+	submit(t, l, 50)
+	f.stop()
+	if err := os.RemoveAll(f.dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(f.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	submit(t, l, 50)
+	waitFor(t, 10*time.Second, "a snapshot on the leader", func() bool {
+		snaps, _ := filepath.Glob(filepath.Join(l.dir, "raft", "snapshots", "*", "state.bin"))
+		return len(snaps) > 0
+	})
+	f.start()
+	want := replicaJobs(t, l)
+	waitFor(t, 15*time.Second, "the new member has all 100 jobs", func() bool { return len(replicaJobs(t, f)) == len(want) && len(want) == 100 })
+	if snaps, _ := filepath.Glob(filepath.Join(f.dir, "raft", "snapshots", "*", "state.bin")); len(snaps) == 0 {
+		t.Error("the new member caught up without installing a snapshot; the test no longer shows snapshot catch-up")
+	}
+	for id, st := range replicaJobs(t, f) {
+		if want[id] != st {
+			t.Errorf("job %d: %s on the new member, %s on the leader", id, st, want[id])
+		}
+	}
+}
+
+// BenchmarkSubmitParallel8HA is gpud/server's BenchmarkSubmitParallel8
+// against the leader of a 3-member group in this process: acknowledged
+// submissions per second from 8 clients, each acknowledged only once a
+// majority has it on disk.
+func BenchmarkSubmitParallel8HA(b *testing.B) {
+	var commits, waited atomic.Int64
+	g := startGroup(b, 3, func(c *ha.Config) {
+		c.Observe = func(d time.Duration) { commits.Add(1); waited.Add(int64(d)) }
+	})
+	l := g.leader(10 * time.Second)
+	c := l.client()
+	var next atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if _, err := c.Submit(context.Background(), api.SubmitRequest{Job: js("bench")}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "submits/s")
+	if n := commits.Load(); n > 0 {
+		b.ReportMetric(float64(b.N)/float64(n), "submits/commit")
+		b.ReportMetric(float64(waited.Load())/float64(n)/1e6, "ms/commit")
+	}
+}
+
+// BenchmarkFailover stops the leader of a 3-member group b.N times (its
+// Raft traffic ends at once, as at a crash; the member is then restarted
+// on its files) and reports how long the others took to have a new leader
+// serving, as a distribution: p50, p90 and max in ms.
+func BenchmarkFailover(b *testing.B) {
+	g := startGroup(b, 3, nil)
+	var took []time.Duration
+	for b.Loop() {
+		l := g.leader(30 * time.Second)
+		start := time.Now()
+		l.stop()
+		nl := g.leader(30 * time.Second)
+		took = append(took, time.Since(start))
+		if nl == l {
+			b.Fatal("the stopped member leads")
+		}
+		l.start()
+		// Let it catch up and settle as a follower before the next kill.
+		waitFor(b, 30*time.Second, "restarted member following", func() bool {
+			cs, err := l.g.Controllers(context.Background())
+			return err == nil && cs.Leader == nl.id
+		})
+	}
+	slices.Sort(took)
+	q := func(p float64) float64 { return float64(took[int(p*float64(len(took)-1))]) / 1e6 }
+	b.ReportMetric(q(0.5), "p50-ms")
+	b.ReportMetric(q(0.9), "p90-ms")
+	b.ReportMetric(q(1), "max-ms")
+}
+
+// An admin adds a fourth member at the leader (it started with join =
+// true and an empty state dir) and it receives the state; removing it
+// leaves three, and a follower refuses membership changes.
+func TestAddRemoveMember(t *testing.T) {
+	g := startGroup(t, 3, nil)
+	l := g.leader(10 * time.Second)
+	submit(t, l, 10)
+	d := &member{t: t, id: "d", dir: shortDir(t), ca: g.members[0].ca,
+		peers: append(slices.Clone(g.members[0].peers), ha.Peer{ID: "d", Raft: freeAddr(t), API: "https://d.example:6817"}),
+		tune:  func(c *ha.Config) { c.Join = true }}
+	d.start()
+	t.Cleanup(d.stop)
+	var f *member
+	for _, m := range g.members {
+		if m != l {
+			f = m
+		}
+	}
+	self := d.peers[len(d.peers)-1]
+	add := api.ControllerMember{ID: self.ID, RaftAddress: self.Raft, APIAddress: self.API}
+	if err := f.g.AddMember(context.Background(), add); !errors.Is(err, spec.ErrNotLeader) {
+		t.Errorf("AddMember at a follower: %v; want not_leader", err)
+	}
+	if err := l.g.AddMember(context.Background(), add); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the new member has the 10 jobs", func() bool { return len(replicaJobs(t, d)) == 10 })
+	cs, err := d.g.Controllers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs.Members) != 4 || cs.Leader != l.id {
+		t.Fatalf("the new member sees %+v; want 4 members led by %s", cs, l.id)
+	}
+	for _, m := range cs.Members {
+		if m.ID == l.id && m.APIAddress != "https://"+l.id+".example:6817" {
+			t.Errorf("the new member knows the leader's API address as %q", m.APIAddress)
+		}
+	}
+	if err := l.g.RemoveMember(context.Background(), "d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.g.RemoveMember(context.Background(), "nope"); !errors.Is(err, spec.ErrNotFound) {
+		t.Errorf("removing an unknown member: %v; want not found", err)
+	}
+	cs, err = l.g.Controllers(context.Background())
+	if err != nil || len(cs.Members) != 3 {
+		t.Fatalf("after the removal: %+v, %v; want 3 members", cs, err)
+	}
+}
