@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/gpud/gpud/gpud/api"
@@ -29,11 +28,10 @@ type HA interface {
 // naming the leader in api.HeaderLeader, and its reads, served from its
 // replica, carry api.HeaderStale. The client retries at the leader: a
 // redirect, not a forward (docs/ha.md says why).
-func WithHA(h HA) Option { return func(s *Server) { s.ha = h } }
+func WithHA(h HA) Option { return func(s *Server) { s.ha, s.group = h, h } }
 
 func (s *Server) haRoutes() {
 	v := "/" + api.Version
-	s.mux.HandleFunc("GET "+v+"/controllers", s.controllers)
 	s.mux.Handle("POST "+v+"/controllers", s.recordAudit(http.HandlerFunc(s.addController)))
 	s.mux.Handle("DELETE "+v+"/controllers/{id}", s.recordAudit(http.HandlerFunc(s.removeController)))
 }
@@ -117,24 +115,6 @@ func (f *fenced) Write(b []byte) (int, error) {
 		return f.ResponseWriter.Write(b)
 	}
 	return len(b), nil
-}
-
-func (s *Server) controllers(w http.ResponseWriter, r *http.Request) {
-	if s.ha == nil {
-		// A single controller is its own leader.
-		name, _ := os.Hostname()
-		if name == "" {
-			name = "controller"
-		}
-		s.writeJSON(w, api.ControllersResponse{Leader: name, Members: []api.ControllerMember{{ID: name, State: "leader", Voter: true}}})
-		return
-	}
-	resp, err := s.ha.Controllers(r.Context())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.writeJSON(w, resp)
 }
 
 func (s *Server) addController(w http.ResponseWriter, r *http.Request) {

@@ -14,7 +14,7 @@ import (
 
 // A single controller (no [ha]) lists itself as the leader, serves
 // writes without HA headers, and refuses membership changes.
-func TestControllersSingle(t *testing.T) {
+func TestHASingleControllerAnswers(t *testing.T) {
 	addr, _ := servertest.TestServer(t, nil)
 	sock := strings.TrimPrefix(addr, "unix://")
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
