@@ -21,7 +21,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/runtime/containerd"
+	"github.com/gpud/gpud/runtime/containerd/containerdtest"
 )
 
 // craftEnv makes the test binary, run as another user, send hand-made
@@ -231,6 +231,7 @@ func TestMultiUserSecurity(t *testing.T) {
 		stepWrongJoin   = "node joins with a wrong join token"
 		stepRightJoin   = "node joins with the right join token and runs a job over TCP"
 		stepForged      = "joined node reports another node's job"
+		stepCtdState    = "root job on a node reads containerd's state"
 		stepGPULimit    = "second job over the account's GPU limit"
 		stepBudget      = "submission over the account's GPU-hour budget"
 		stepOtherAcct   = "charging an account that does not list the user"
@@ -336,6 +337,10 @@ func TestMultiUserSecurity(t *testing.T) {
 		t.Fatalf("gpud token join: %d %s", r.code, r.stderr)
 	}
 	joinToken := strings.TrimSpace(r.stdout)
+	// tcpnode's own containerd, as a production node has, with its root
+	// and state outside /tmp and /run (every job gets its own of those),
+	// so that only the node's hiding keeps them from jobs.
+	tcpCtd := containerdtest.StartIn(t, "/var/tmp")
 	joinFile := filepath.Join(dir, "join.token")
 	nodeDir := filepath.Join(dir, "tcpnode")
 	nodeConf := filepath.Join(dir, "node.toml")
@@ -352,8 +357,7 @@ mem = "1G"
 cdi_dir = %q
 checkpoint_root = %q
 containerd_address = %q
-`, https, ca, joinFile, nodeDir, filepath.Join(nodeDir, "cdi"), filepath.Join(nodeDir, "ckpt"),
-		containerd.SocketPath(filepath.Join(c.dir, "containerd"))), 0o644); err != nil {
+`, https, ca, joinFile, nodeDir, filepath.Join(nodeDir, "cdi"), filepath.Join(nodeDir, "ckpt"), tcpCtd), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The node's address comes from its config, not GPUD_CONTROLLER.
@@ -429,6 +433,32 @@ containerd_address = %q
 		}
 		if j := c.showJob(rootJob); j["state"] != "RUNNING" {
 			t.Errorf("root's job after tcpnode's forged events: %v (%v), want RUNNING", j["state"], j["reason"])
+		}
+	})
+
+	// containerd's root (meta.db: every container's spec, environment
+	// included) and state (the bundles) are hidden from jobs on the host's
+	// root, even from root's.
+	step(stepCtdState, func(t *testing.T, c *cluster) {
+		if !joined {
+			t.Skipf("needs tcpnode, joined by %q, which failed or did not run", stepRightJoin)
+		}
+		ctd := filepath.Dir(tcpCtd) // containerdtest keeps root/ and state/ beside the socket
+		metaDB := filepath.Join(ctd, "root", "io.containerd.metadata.v1.bolt", "meta.db")
+		bundles := filepath.Join(ctd, "state", "io.containerd.runtime.v2.task", "gpud")
+		for _, p := range []string{metaDB, bundles} {
+			if _, err := os.Stat(p); err != nil {
+				t.Fatalf("containerd's %s is not there to hide: %v", p, err)
+			}
+		}
+		r := c.cli(work, "gpusubmit", "--parsable", "--wait", "-w", "tcpnode", "--wrap",
+			fmt.Sprintf(`head -c 1 %q >/dev/null 2>&1 && echo "READABLE %[1]s"; [ -n "$(ls -A %q 2>/dev/null)" ] && echo "LISTED %[2]s"; echo END`, metaDB, bundles))
+		if r.code != 0 {
+			t.Fatalf("root's job on tcpnode: exit %d %s", r.code, r.stderr)
+		}
+		out, err := os.ReadFile(filepath.Join(work, "gpud-"+strings.TrimSpace(r.stdout)+".out"))
+		if err != nil || strings.Contains(string(out), "READABLE") || strings.Contains(string(out), "LISTED") || !strings.Contains(string(out), "END") {
+			t.Errorf("root's job on tcpnode sees containerd's state (%v):\n%s", err, out)
 		}
 	})
 
