@@ -127,19 +127,16 @@ func daemonFlags(pid int) (root, state string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	cwd, err := os.Readlink(filepath.Join(proc, "cwd"))
-	if err != nil {
-		return "", "", err
-	}
+	cwd := func() (string, error) { return os.Readlink(filepath.Join(proc, "cwd")) }
 	return parseDaemonArgs(strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00"), cwd, os.ReadFile)
 }
 
 // parseDaemonArgs finds containerd's root and state in its command line
 // args (args[0] is the program) and the config file they name (relative
-// to cwd, the daemon's working directory; default
+// to cwd(), the daemon's working directory; default
 // /etc/containerd/config.toml, which may be missing): a flag wins over the
 // file; "" where neither says, which means containerd's default.
-func parseDaemonArgs(args []string, cwd string, readFile func(string) ([]byte, error)) (root, state string, err error) {
+func parseDaemonArgs(args []string, cwd func() (string, error), readFile func(string) ([]byte, error)) (root, state string, err error) {
 	configPath := ""
 	for i := 1; i < len(args); i++ {
 		name, val, hasVal := strings.Cut(args[i], "=")
@@ -165,7 +162,11 @@ func parseDaemonArgs(args []string, cwd string, readFile func(string) ([]byte, e
 		configPath = defaultDaemonConfig
 	}
 	if !filepath.IsAbs(configPath) {
-		configPath = filepath.Join(cwd, configPath)
+		dir, err := cwd()
+		if err != nil {
+			return "", "", fmt.Errorf("resolve containerd's config %s: %w", configPath, err)
+		}
+		configPath = filepath.Join(dir, configPath)
 	}
 	var cfg struct {
 		Root  string `toml:"root"`

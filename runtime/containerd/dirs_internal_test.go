@@ -45,7 +45,7 @@ func TestParseDaemonArgs(t *testing.T) {
 		{name: "flag without value", args: []string{"containerd", "--state"}, read: noDefault},
 	}
 	for _, tc := range tests {
-		root, state, err := parseDaemonArgs(tc.args, "/opt/ctd", tc.read)
+		root, state, err := parseDaemonArgs(tc.args, func() (string, error) { return "/opt/ctd", nil }, tc.read)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%s: err %v, want one naming %q", tc.name, err, tc.wantErr)
