@@ -1,12 +1,12 @@
 package checkpoint
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/gpud/gpud/gpud/signame"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -33,9 +33,6 @@ const maxSignalSeconds = 65535
 
 // signalForm is quoted in every ParseSignal error.
 const signalForm = "want [B:]SIG[@SECONDS], e.g. USR1, SIGTERM@120 or B:10@300"
-
-// maxSignal is the highest Linux signal number (SIGRTMAX).
-const maxSignal = 64
 
 // ParseSignal parses Slurm's --signal=[B:]SIG[@SECONDS]: the signal by name
 // (USR1 or SIGUSR1, any case) or number, sent SECONDS (default 60) before
@@ -70,21 +67,16 @@ func ParseSignal(s string) (sig syscall.Signal, secondsBefore int, batchOnly boo
 	if name == "" {
 		return bad("no signal given")
 	}
-	if n, ok := parseDigits(name); ok {
-		if n < 1 || n > maxSignal {
-			return bad("signal number %d is out of range 1-%d", n, maxSignal)
-		}
-		sig = syscall.Signal(n)
-	} else {
-		// Names are the kernel's (golang.org/x/sys/unix), with or without
-		// SIG, in any case.
-		sig = unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(name), "SIG"))
-		if sig == 0 {
-			return bad("unknown signal %q", name)
-		}
+	// Names are the kernel's, with or without SIG, in any case; numbers
+	// run from 1 to SIGRTMAX (gpud/signame).
+	sig, err = signame.Parse(name)
+	if errors.Is(err, signame.ErrRange) {
+		return bad("signal number %s is out of range 1-%d", name, signame.Max)
+	} else if err != nil {
+		return bad("unknown signal %q", name)
 	}
 	if sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
-		return bad("%s cannot be caught, so a job cannot checkpoint on it; use USR1 (the default), USR2 or TERM", sig)
+		return bad("%s cannot be caught, so a job cannot checkpoint on it; use USR1 (the default), USR2 or TERM", signame.Full(sig))
 	}
 	return sig, secondsBefore, batchOnly, nil
 }

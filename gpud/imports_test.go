@@ -26,6 +26,7 @@ var boundaries = []struct {
 	{"gpud/plot", []string{module + "/"}, "plot is a leaf the simulator and gpuq share"},
 	{"gpud/statefile", []string{module + "/"}, "statefile is a leaf the daemons and their stores share"},
 	{"gpud/hostlist", []string{module + "/"}, "hostlist is a leaf the CLIs and the daemons share"},
+	{"gpud/signame", []string{module + "/", "github.com/containerd"}, "signame is a leaf (stdlib and x/sys) the CLIs, the controller, the node agent and checkpoint share"},
 	{"gpud/config", []string{module + "/gpud/sched", module + "/gpud/controller", module + "/gpud/server", module + "/gpud/store", module + "/gpud/node",
 		module + "/accounting", module + "/runtime", "database/sql", "net/http"},
 		"config reads and validates files with the leaves' parsers (spec's sizes, auth's serials); gpud/controller maps it onto the scheduler"},

@@ -198,6 +198,11 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		return fmt.Errorf("connect to containerd at %s: %w", o.Containerd, err)
 	}
 	defer rt.Close()
+	// containerd's root and state and runc's: every job's spec is there.
+	daemonDirs, err := rt.DaemonDirs(ctx)
+	if err != nil {
+		return fmt.Errorf("find the state directories of containerd at %s, to hide them from jobs: %w", o.Containerd, err)
+	}
 	client, err := nodeClient(ctx, o.Name, o.Controller, s, log)
 	if err != nil {
 		return err
@@ -228,8 +233,9 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		Version:           version,
 		UsageInterval:     usageInterval(s.UsageInterval.Std()),
 		// The controller's state, should it run on this host (a missing
-		// directory is skipped), and its socket stays reachable.
-		HidePaths: append([]string{config.Defaults().Controller.StateDir}, o.HidePaths...),
+		// directory is skipped), and containerd's; the controller's socket
+		// stays reachable.
+		HidePaths: append(append([]string{config.Defaults().Controller.StateDir}, o.HidePaths...), daemonDirs...),
 		ShowPaths: unixSocket(o.Controller),
 		// The site's shared filesystems, read-write in host jobs.
 		Mounts: s.Mounts,

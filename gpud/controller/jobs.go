@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/gpud/signame"
 	"github.com/gpud/gpud/gpud/spec"
-	"golang.org/x/sys/unix"
 )
 
 // JobFilter selects jobs (the fields of api.JobFilter). Zero fields match
@@ -516,14 +515,11 @@ func (c *Controller) partEnded(tx *txn, rec *jobRec, node string, ev exitInfo) {
 }
 
 // canonicalSignal accepts USR1, SIGUSR1 or 1-64 and returns the name the
-// node agent takes (USR1, or the number).
+// node agent takes (USR1, or the number of a signal without a name).
 func canonicalSignal(s string) (string, error) {
-	u := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(s)), "SIG")
-	if unix.SignalNum("SIG"+u) != 0 { // the kernel's names, as the node agent's
-		return u, nil
+	sig, err := signame.Parse(strings.TrimSpace(s))
+	if err != nil {
+		return "", spec.Errorf(spec.ErrInvalid, "%q is not a signal; use a name like USR1 or SIGTERM, or a number 1-64", s)
 	}
-	if n, err := strconv.Atoi(s); err == nil && n >= 1 && n <= 64 {
-		return strconv.Itoa(n), nil
-	}
-	return "", spec.Errorf(spec.ErrInvalid, "%q is not a signal; use a name like USR1 or SIGTERM, or a number 1-64", s)
+	return signame.Name(sig), nil
 }

@@ -234,9 +234,9 @@ func TestCheckpointDoneAttacks(t *testing.T) {
 }
 
 // TestJobsCannotSeeDaemonState: a job, as a useradd user and as root,
-// looks for the controller's and the node's databases and keys. None may
-// be visible; the job's own checkpoint dir, job dir and the controller's
-// socket must be.
+// looks for the controller's and the node's databases and keys, and
+// containerd's and runc's state. None may be visible; the job's own
+// checkpoint dir, job dir and the controller's socket must be.
 func TestJobsCannotSeeDaemonState(t *testing.T) {
 	c := openCluster(t, true)
 	u := addUser(t)
@@ -254,6 +254,11 @@ func TestJobsCannotSeeDaemonState(t *testing.T) {
 	script := "#!/bin/sh\n"
 	for _, p := range secrets {
 		script += fmt.Sprintf("[ -e %[1]q ] && echo \"VISIBLE %[1]s\"\nhead -c 64 %[1]q >/dev/null 2>&1 && echo \"READABLE %[1]s\"\n", p)
+	}
+	// runc's state (each container's state.json, its spec inside) and the
+	// host's own containerd's state: lists, when hidden, as an empty tmpfs.
+	for _, d := range []string{"/run/gpud/runc", "/run/containerd"} {
+		script += fmt.Sprintf("[ -n \"$(ls -A %[1]q 2>/dev/null)\" ] && echo \"VISIBLE %[1]s\"\n", d)
 	}
 	// The path down to the job's own directory exists; nothing beside it.
 	script += `[ "$(ls -A ` + filepath.Join(node, "jobs") + `)" = "$(basename "$(dirname "$0")")" ] && echo JOBS-ONLY-OWN

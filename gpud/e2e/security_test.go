@@ -21,7 +21,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/runtime/containerd"
+	"github.com/gpud/gpud/runtime/containerd/containerdtest"
 )
 
 // craftEnv makes the test binary, run as another user, send hand-made
@@ -130,11 +130,24 @@ func writePrivate(t *testing.T, path, text string) {
 	}
 }
 
+// forT is c with its helpers (cli, showJob, waitState...) failing t, a
+// subtest, instead of the test that started the cluster: a subtest must
+// not call FailNow on its parent.
+func (c *cluster) forT(t testing.TB) *cluster {
+	cc := *c
+	cc.t = t
+	return &cc
+}
+
 // TestMultiUserSecurity drives a real `gpud standalone` (with HTTPS on a
 // loopback port) as root and as a second local user made with useradd,
-// and attacks it: another user's job, crafted identities, TCP without
-// TLS or a valid token, a wrong join token, a node reporting another
-// node's job, account limits; then checks the audit log shows it all.
+// and attacks it, one subtest per attack, so a failure names the attack
+// that succeeded: another user's job, crafted identities, TCP without TLS
+// or a valid token, a wrong join token, a node reporting another node's
+// job, account limits; then it checks the audit log shows each attack
+// that ran. The subtests are steps of one scenario on one cluster: later
+// ones use what earlier ones made (the joined node, the lab jobs) and say
+// so when run alone with -run.
 func TestMultiUserSecurity(t *testing.T) {
 	requirePrereq(t)
 	u := addUser(t)
@@ -177,8 +190,7 @@ func TestMultiUserSecurity(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	// 1. root's job: the other user may not cancel or hold it, nor read
-	// its script.
+	// root's running job, the target of several attacks.
 	// It ignores SIGUSR1/2 and SIGHUP: a process elsewhere on a shared test
 	// host has been seen signalling it (exit "killed by signal SIGUSR1"),
 	// which this test must not mistake for a forged node report.
@@ -188,100 +200,148 @@ func TestMultiUserSecurity(t *testing.T) {
 	}
 	rootJob := strings.TrimSpace(r.stdout)
 	c.waitState(rootJob, 60*time.Second, "RUNNING")
-	for _, action := range []string{"cancel", "hold"} {
-		if r := c.as(u, nil, "gpuq", action, rootJob); r.code != 3 || !strings.Contains(r.stderr, "belongs to root") {
-			t.Errorf("%s %s of root's job: exit %d %q; want 3 saying it belongs to root", u.name, action, r.code, r.stderr)
-		}
-	}
-	r = c.as(u, nil, "gpuq", "show", rootJob, "--json")
-	if r.code != 0 || strings.Contains(r.stdout, "SECRET-OF-ROOT") || !strings.Contains(r.stdout, `"script": ""`) {
-		t.Errorf("%s sees root's job: exit %d; want it without the script:\n%s%s", u.name, r.code, r.stdout, r.stderr)
-	}
-	if j := c.showJob(rootJob); j["state"] != "RUNNING" {
-		t.Errorf("root's job after the other user's attempts: %v, want RUNNING", j["state"])
-	}
 
-	// 2. The user's own job runs with the user's uid.
-	r = c.as(u, nil, "gpusubmit", "--parsable", "--wait", "--wrap", "id -u")
-	if r.code != 0 {
-		t.Fatalf("%s submits: exit %d %s", u.name, r.code, r.stderr)
-	}
-	own := strings.TrimSpace(r.stdout)
-	if out, err := os.ReadFile(filepath.Join(u.home, "gpud-"+own+".out")); err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(u.uid) {
-		t.Errorf("the user's job printed %q (%v); want its uid %d", out, err, u.uid)
-	}
-
-	// 3. Crafted API calls claiming to be root, sent by the user.
-	craft := filepath.Join(binDir, "e2e.test")
-	if self, err := os.Executable(); err != nil {
-		t.Fatal(err)
-	} else if b, err := os.ReadFile(self); err != nil {
-		t.Fatal(err)
-	} else if err := os.WriteFile(craft, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r = c.as(u, []string{craftEnv + "=" + filepath.Join(c.dir, "gpud.sock")}, craft)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if r.code != 0 || len(lines) != 3 {
-		t.Fatalf("crafted requests: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	for i, l := range lines[:2] {
-		if !strings.HasPrefix(l, "400 ") || !strings.Contains(l, `unknown field \"user\"`) {
-			t.Errorf("crafted body %d claiming user root: %s; want 400 unknown field user", i, l)
-		}
-	}
-	var sub api.SubmitResponse
-	if !strings.HasPrefix(lines[2], "200 ") || json.Unmarshal([]byte(strings.TrimPrefix(lines[2], "200 ")), &sub) != nil {
-		t.Fatalf("plain crafted submission: %s", lines[2])
-	}
-	if j := c.showJob(fmt.Sprint(sub.ID)); j["user"] != u.name || j["uid"] != float64(u.uid) {
-		t.Errorf("crafted job runs as %v (uid %v); want %s (%d)", j["user"], j["uid"], u.name, u.uid)
-	}
-
-	// 4. TCP: TLS only, and a valid, unexpired token. Users get a copy
-	// of the CA certificate (the controller's is root's only).
+	// Users get a copy of the CA certificate (the controller's is root's
+	// only) for TCP.
 	ca := filepath.Join(u.home, "ca.pem")
 	if b, err := os.ReadFile(filepath.Join(c.dir, "tls", "ca.pem")); err != nil {
 		t.Fatal(err)
 	} else if err := os.WriteFile(ca, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/jobs", port)); err == nil {
+	tcpEnv := []string{api.EnvController + "=" + https, api.EnvCA + "=" + ca}
+
+	// ran records the subtests that ran, so the audit subtest looks only
+	// for their entries; step runs one.
+	ran := map[string]bool{}
+	step := func(name string, f func(t *testing.T, c *cluster)) bool {
+		return t.Run(name, func(t *testing.T) {
+			ran[name] = true
+			f(t, c.forT(t))
+		})
+	}
+	const (
+		stepOtherUser   = "another user cancels, holds or reads root's job"
+		stepOwnJob      = "a user's job runs with the user's uid"
+		stepCrafted     = "crafted requests claim to be root"
+		stepPlainHTTP   = "plain HTTP to the TLS port"
+		stepNoToken     = "TCP without a token"
+		stepValidToken  = "TCP with a valid token"
+		stepExpired     = "TCP with an expired token"
+		stepWrongJoin   = "node joins with a wrong join token"
+		stepRightJoin   = "node joins with the right join token and runs a job over TCP"
+		stepForged      = "joined node reports another node's job"
+		stepCtdState    = "root job on a node reads containerd's state"
+		stepGPULimit    = "second job over the account's GPU limit"
+		stepBudget      = "submission over the account's GPU-hour budget"
+		stepOtherAcct   = "charging an account that does not list the user"
+		stepAuditLogged = "audit log shows each attack with its actor"
+	)
+
+	step(stepOtherUser, func(t *testing.T, c *cluster) {
+		for _, action := range []string{"cancel", "hold"} {
+			if r := c.as(u, nil, "gpuq", action, rootJob); r.code != 3 || !strings.Contains(r.stderr, "belongs to root") {
+				t.Errorf("%s %s of root's job: exit %d %q; want 3 saying it belongs to root", u.name, action, r.code, r.stderr)
+			}
+		}
+		r := c.as(u, nil, "gpuq", "show", rootJob, "--json")
+		if r.code != 0 || strings.Contains(r.stdout, "SECRET-OF-ROOT") || !strings.Contains(r.stdout, `"script": ""`) {
+			t.Errorf("%s sees root's job: exit %d; want it without the script:\n%s%s", u.name, r.code, r.stdout, r.stderr)
+		}
+		if j := c.showJob(rootJob); j["state"] != "RUNNING" {
+			t.Errorf("root's job after the other user's attempts: %v, want RUNNING", j["state"])
+		}
+	})
+
+	step(stepOwnJob, func(t *testing.T, c *cluster) {
+		r := c.as(u, nil, "gpusubmit", "--parsable", "--wait", "--wrap", "id -u")
+		if r.code != 0 {
+			t.Fatalf("%s submits: exit %d %s", u.name, r.code, r.stderr)
+		}
+		own := strings.TrimSpace(r.stdout)
+		if out, err := os.ReadFile(filepath.Join(u.home, "gpud-"+own+".out")); err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(u.uid) {
+			t.Errorf("the user's job printed %q (%v); want its uid %d", out, err, u.uid)
+		}
+	})
+
+	step(stepCrafted, func(t *testing.T, c *cluster) {
+		craft := filepath.Join(binDir, "e2e.test")
+		if self, err := os.Executable(); err != nil {
+			t.Fatal(err)
+		} else if b, err := os.ReadFile(self); err != nil {
+			t.Fatal(err)
+		} else if err := os.WriteFile(craft, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r := c.as(u, []string{craftEnv + "=" + filepath.Join(c.dir, "gpud.sock")}, craft)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if r.code != 0 || len(lines) != 3 {
+			t.Fatalf("crafted requests: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		for i, l := range lines[:2] {
+			if !strings.HasPrefix(l, "400 ") || !strings.Contains(l, `unknown field \"user\"`) {
+				t.Errorf("crafted body %d claiming user root: %s; want 400 unknown field user", i, l)
+			}
+		}
+		var sub api.SubmitResponse
+		if !strings.HasPrefix(lines[2], "200 ") || json.Unmarshal([]byte(strings.TrimPrefix(lines[2], "200 ")), &sub) != nil {
+			t.Fatalf("plain crafted submission: %s", lines[2])
+		}
+		if j := c.showJob(fmt.Sprint(sub.ID)); j["user"] != u.name || j["uid"] != float64(u.uid) {
+			t.Errorf("crafted job runs as %v (uid %v); want %s (%d)", j["user"], j["uid"], u.name, u.uid)
+		}
+	})
+
+	// TCP: TLS only, and a valid, unexpired token.
+	step(stepPlainHTTP, func(t *testing.T, c *cluster) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/jobs", port))
+		if err != nil {
+			return // the connection was refused outright: nothing served
+		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 400 || !strings.Contains(string(b), "HTTPS") {
 			t.Errorf("plain HTTP to the TLS port: %d %s; want 400 from TLS", resp.StatusCode, b)
 		}
-	}
-	tcpEnv := []string{api.EnvController + "=" + https, api.EnvCA + "=" + ca}
-	if r := c.as(u, tcpEnv, "gpuq"); r.code != 3 || !strings.Contains(r.stderr, "bearer token is required") {
-		t.Errorf("gpuq over TCP without a token: exit %d %q; want 3", r.code, r.stderr)
-	}
-	issue := func(ttl string) string {
-		r := c.cli(work, "gpud", "token", "issue", "--config", confPath, "--state-dir", c.dir, "--user", u.name, "--ttl", ttl)
+	})
+	step(stepNoToken, func(t *testing.T, c *cluster) {
+		if r := c.as(u, tcpEnv, "gpuq"); r.code != 3 || !strings.Contains(r.stderr, "bearer token is required") {
+			t.Errorf("gpuq over TCP without a token: exit %d %q; want 3", r.code, r.stderr)
+		}
+	})
+	issue := func(t *testing.T, ttl string) string {
+		t.Helper()
+		r := c.forT(t).cli(work, "gpud", "token", "issue", "--config", confPath, "--state-dir", c.dir, "--user", u.name, "--ttl", ttl)
 		if r.code != 0 {
 			t.Fatalf("gpud token issue: %d %s", r.code, r.stderr)
 		}
 		return strings.TrimSpace(r.stdout)
 	}
-	short := issue("1s")
-	if r := c.as(u, append(tcpEnv, api.EnvToken+"="+issue("1h")), "gpuq"); r.code != 0 {
-		t.Errorf("gpuq over TCP with a valid token: exit %d %s", r.code, r.stderr)
-	}
-	time.Sleep(3 * time.Second) // past the 1s lifetime and the 1s skew
-	if r := c.as(u, append(tcpEnv, api.EnvToken+"="+short), "gpuq"); r.code != 3 || !strings.Contains(r.stderr, "expired") {
-		t.Errorf("gpuq over TCP with an expired token: exit %d %q; want 3 saying expired", r.code, r.stderr)
-	}
+	step(stepValidToken, func(t *testing.T, c *cluster) {
+		if r := c.as(u, append(tcpEnv, api.EnvToken+"="+issue(t, "1h")), "gpuq"); r.code != 0 {
+			t.Errorf("gpuq over TCP with a valid token: exit %d %s", r.code, r.stderr)
+		}
+	})
+	step(stepExpired, func(t *testing.T, c *cluster) {
+		short := issue(t, "1s")
+		time.Sleep(3 * time.Second) // past the 1s lifetime and the 1s skew
+		if r := c.as(u, append(tcpEnv, api.EnvToken+"="+short), "gpuq"); r.code != 3 || !strings.Contains(r.stderr, "expired") {
+			t.Errorf("gpuq over TCP with an expired token: exit %d %q; want 3 saying expired", r.code, r.stderr)
+		}
+	})
 
-	// 5. A node joins over TCP: a wrong join token gets nothing, the
-	// right one a certificate; the node then runs a job over TCP.
+	// A node joins over TCP: a wrong join token gets nothing, the right
+	// one a certificate; the node then runs a job over TCP.
 	r = c.cli(work, "gpud", "token", "join", "--config", confPath, "--state-dir", c.dir)
 	if r.code != 0 {
 		t.Fatalf("gpud token join: %d %s", r.code, r.stderr)
 	}
 	joinToken := strings.TrimSpace(r.stdout)
+	// tcpnode's own containerd, as a production node has, with its root
+	// and state outside /tmp and /run (every job gets its own of those),
+	// so that only the node's hiding keeps them from jobs.
+	tcpCtd := containerdtest.StartIn(t, "/var/tmp")
 	joinFile := filepath.Join(dir, "join.token")
-	writePrivate(t, joinFile, "wrong-"+joinToken)
 	nodeDir := filepath.Join(dir, "tcpnode")
 	nodeConf := filepath.Join(dir, "node.toml")
 	if err := os.WriteFile(nodeConf, fmt.Appendf(nil, `version = 1
@@ -297,8 +357,7 @@ mem = "1G"
 cdi_dir = %q
 checkpoint_root = %q
 containerd_address = %q
-`, https, ca, joinFile, nodeDir, filepath.Join(nodeDir, "cdi"), filepath.Join(nodeDir, "ckpt"),
-		containerd.SocketPath(filepath.Join(c.dir, "containerd"))), 0o644); err != nil {
+`, https, ca, joinFile, nodeDir, filepath.Join(nodeDir, "cdi"), filepath.Join(nodeDir, "ckpt"), tcpCtd), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The node's address comes from its config, not GPUD_CONTROLLER.
@@ -308,139 +367,204 @@ containerd_address = %q
 			nodeEnv = append(nodeEnv, e)
 		}
 	}
-	wrong := exec.CommandContext(ctx, filepath.Join(binDir, "gpud"), "node", "--config", nodeConf)
-	wrong.Env = nodeEnv
-	out, err := wrong.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "wrong join token") {
-		t.Errorf("node with a wrong join token: %v %s; want a failure saying so", err, out)
-	}
-	if _, err := os.Stat(filepath.Join(nodeDir, "tls", "node.pem")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a node certificate exists after a refused join: %v", err)
-	}
-	writePrivate(t, joinFile, joinToken)
-	node := exec.Command(filepath.Join(binDir, "gpud"), "node", "--config", nodeConf)
-	node.Env = nodeEnv
-	var nodeLog bytes.Buffer
-	node.Stdout, node.Stderr = &nodeLog, &nodeLog
-	if err := node.Start(); err != nil {
-		t.Fatal(err)
-	}
-	nodeDone := make(chan struct{})
-	go func() { _ = node.Wait(); close(nodeDone) }()
-	t.Cleanup(func() {
-		_ = node.Process.Signal(syscall.SIGTERM)
-		<-nodeDone
-		if t.Failed() {
-			t.Logf("tcpnode log:\n%s", nodeLog.String())
+	step(stepWrongJoin, func(t *testing.T, c *cluster) {
+		writePrivate(t, joinFile, "wrong-"+joinToken)
+		wrong := exec.CommandContext(ctx, filepath.Join(binDir, "gpud"), "node", "--config", nodeConf)
+		wrong.Env = nodeEnv
+		out, err := wrong.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "wrong join token") {
+			t.Errorf("node with a wrong join token: %v %s; want a failure saying so", err, out)
+		}
+		if _, err := os.Stat(filepath.Join(nodeDir, "tls", "node.pem")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a node certificate exists after a refused join: %v", err)
 		}
 	})
-	c.waitNodes(2)
-	r = c.as(u, nil, "gpusubmit", "--parsable", "--wait", "-w", "tcpnode", "--wrap", "echo over-tcp")
-	if r.code != 0 {
-		t.Fatalf("job on the node joined over TCP: exit %d %s", r.code, r.stderr)
-	}
-	if out, _ := os.ReadFile(filepath.Join(u.home, "gpud-"+strings.TrimSpace(r.stdout)+".out")); strings.TrimSpace(string(out)) != "over-tcp" {
-		t.Errorf("job on tcpnode printed %q; want over-tcp", out)
-	}
-
-	// 6. The joined node cannot report node1's job (root's, running).
-	tcpnode, err := api.NewClientWith(https, api.ClientOptions{CAFile: ca,
-		CertFile: filepath.Join(nodeDir, "tls", "node.pem"), KeyFile: filepath.Join(nodeDir, "tls", "node-key.pem")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rj, err := c.client().Job(ctx, spec.JobID(atoi(t, rootJob)))
-	if err != nil || rj.Alloc == nil {
-		t.Fatalf("root's job: %+v %v", rj, err)
-	}
-	ev := api.AllocEvent{Seq: 1, AllocID: rj.Alloc.ID, JobID: rj.ID, Kind: api.EventExited, State: spec.StateFailed, ExitCode: 1}
-	var ae *api.Error
-	if _, err := tcpnode.Events(ctx, "node1", []api.AllocEvent{ev}); !errors.As(err, &ae) || ae.Status != 403 {
-		t.Errorf("tcpnode reports for node1: %v; want 403", err)
-	}
-	if _, err := tcpnode.Events(ctx, "tcpnode", []api.AllocEvent{ev}); err != nil {
-		t.Errorf("tcpnode reports node1's job as its own event: %v; want it acknowledged and ignored", err)
-	}
-	if j := c.showJob(rootJob); j["state"] != "RUNNING" {
-		t.Errorf("root's job after tcpnode's forged events: %v (%v), want RUNNING", j["state"], j["reason"])
-	}
-
-	// 7. Account limits: lab may hold 1 GPU; tiny's budget is 1 GPU-hour.
-	var lab []string
-	for range 2 {
-		r := c.as(u, nil, "gpusubmit", "--parsable", "-A", "lab", "-G", "1", "-w", "node1", "--wrap", "sleep 600")
-		if r.code != 0 {
-			t.Fatalf("lab job: exit %d %s", r.code, r.stderr)
-		}
-		lab = append(lab, strings.TrimSpace(r.stdout))
-	}
-	c.waitState(lab[0], 60*time.Second, "RUNNING")
-	deadline := time.Now().Add(30 * time.Second)
-	for c.showJob(lab[1])["reason"] != spec.ReasonAccountLimit && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-	}
-	if j := c.showJob(lab[1]); j["state"] != "PENDING" || j["reason"] != spec.ReasonAccountLimit {
-		t.Errorf("second lab job: %v/%v; want PENDING/%s", j["state"], j["reason"], spec.ReasonAccountLimit)
-	}
-	r = c.as(u, nil, "gpusubmit", "-A", "tiny", "-G", "2", "-t", "1:00:00", "--wrap", "true")
-	if r.code != 3 || !strings.Contains(r.stderr, "max_gpu_hours") {
-		t.Errorf("over-budget submission: exit %d %q; want 3 naming max_gpu_hours", r.code, r.stderr)
-	}
-	r = c.as(u, nil, "gpusubmit", "-A", "private", "--wrap", "true")
-	if r.code != 3 || !strings.Contains(r.stderr, "may not charge account private") {
-		t.Errorf("charging an account that does not list the user: exit %d %q; want 3", r.code, r.stderr)
-	}
-	for _, id := range lab {
-		if r := c.as(u, nil, "gpuq", "cancel", id); r.code != 0 {
-			t.Errorf("%s cancels own job %s: exit %d %s", u.name, id, r.code, r.stderr)
-		}
-	}
-
-	// 8. The audit log shows each of the above with its actor. It is
-	// written in batches every 200 ms: read until the last call is in.
-	var entries []api.AuditEntry
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		r = c.cli(work, "gpuq", "audit", "--json")
-		if r.code != 0 {
-			t.Fatalf("gpuq audit: %d %s", r.code, r.stderr)
-		}
-		entries = nil
-		if err := json.Unmarshal([]byte(r.stdout), &entries); err != nil {
+	parent := t
+	joined := step(stepRightJoin, func(t *testing.T, c *cluster) {
+		writePrivate(t, joinFile, joinToken)
+		node := exec.Command(filepath.Join(binDir, "gpud"), "node", "--config", nodeConf)
+		node.Env = nodeEnv
+		var nodeLog bytes.Buffer
+		node.Stdout, node.Stderr = &nodeLog, &nodeLog
+		if err := node.Start(); err != nil {
 			t.Fatal(err)
 		}
-		n := 0
-		for _, e := range entries {
-			if e.ActorName == u.name && e.Action == "POST /v1/jobs/{id}/cancel" && strings.HasPrefix(e.Result, "200") {
-				n++
+		nodeDone := make(chan struct{})
+		go func() { _ = node.Wait(); close(nodeDone) }()
+		// The node serves the later subtests: it stops with the test.
+		parent.Cleanup(func() {
+			_ = node.Process.Signal(syscall.SIGTERM)
+			<-nodeDone
+			if parent.Failed() {
+				parent.Logf("tcpnode log:\n%s", nodeLog.String())
+			}
+		})
+		c.waitNodes(2)
+		r := c.as(u, nil, "gpusubmit", "--parsable", "--wait", "-w", "tcpnode", "--wrap", "echo over-tcp")
+		if r.code != 0 {
+			t.Fatalf("job on the node joined over TCP: exit %d %s", r.code, r.stderr)
+		}
+		if out, _ := os.ReadFile(filepath.Join(u.home, "gpud-"+strings.TrimSpace(r.stdout)+".out")); strings.TrimSpace(string(out)) != "over-tcp" {
+			t.Errorf("job on tcpnode printed %q; want over-tcp", out)
+		}
+	}) && ran[stepRightJoin]
+
+	step(stepForged, func(t *testing.T, c *cluster) {
+		if !joined {
+			delete(ran, stepForged) // no attack, so no audit entry
+			t.Skipf("needs tcpnode, joined by %q, which failed or did not run", stepRightJoin)
+		}
+		tcpnode, err := api.NewClientWith(https, api.ClientOptions{CAFile: ca,
+			CertFile: filepath.Join(nodeDir, "tls", "node.pem"), KeyFile: filepath.Join(nodeDir, "tls", "node-key.pem")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rj, err := c.client().Job(ctx, spec.JobID(atoi(t, rootJob)))
+		if err != nil || rj.Alloc == nil {
+			t.Fatalf("root's job: %+v %v", rj, err)
+		}
+		ev := api.AllocEvent{Seq: 1, AllocID: rj.Alloc.ID, JobID: rj.ID, Kind: api.EventExited, State: spec.StateFailed, ExitCode: 1}
+		var ae *api.Error
+		if _, err := tcpnode.Events(ctx, "node1", []api.AllocEvent{ev}); !errors.As(err, &ae) || ae.Status != 403 {
+			t.Errorf("tcpnode reports for node1: %v; want 403", err)
+		}
+		if _, err := tcpnode.Events(ctx, "tcpnode", []api.AllocEvent{ev}); err != nil {
+			t.Errorf("tcpnode reports node1's job as its own event: %v; want it acknowledged and ignored", err)
+		}
+		if j := c.showJob(rootJob); j["state"] != "RUNNING" {
+			t.Errorf("root's job after tcpnode's forged events: %v (%v), want RUNNING", j["state"], j["reason"])
+		}
+	})
+
+	// containerd's root (meta.db: every container's spec, environment
+	// included) and state (the bundles) are hidden from jobs on the host's
+	// root, even from root's.
+	step(stepCtdState, func(t *testing.T, c *cluster) {
+		if !joined {
+			t.Skipf("needs tcpnode, joined by %q, which failed or did not run", stepRightJoin)
+		}
+		ctd := filepath.Dir(tcpCtd) // containerdtest keeps root/ and state/ beside the socket
+		metaDB := filepath.Join(ctd, "root", "io.containerd.metadata.v1.bolt", "meta.db")
+		bundles := filepath.Join(ctd, "state", "io.containerd.runtime.v2.task", "gpud")
+		for _, p := range []string{metaDB, bundles} {
+			if _, err := os.Stat(p); err != nil {
+				t.Fatalf("containerd's %s is not there to hide: %v", p, err)
 			}
 		}
-		if n == len(lab) || time.Now().After(deadline) {
-			break
+		r := c.cli(work, "gpusubmit", "--parsable", "--wait", "-w", "tcpnode", "--wrap",
+			fmt.Sprintf(`head -c 1 %q >/dev/null 2>&1 && echo "READABLE %[1]s"; [ -n "$(ls -A %q 2>/dev/null)" ] && echo "LISTED %[2]s"; echo END`, metaDB, bundles))
+		if r.code != 0 {
+			t.Fatalf("root's job on tcpnode: exit %d %s", r.code, r.stderr)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for _, want := range []struct{ actor, action, result string }{
-		{u.name, "POST /v1/jobs/{id}/cancel", "403"},
-		{u.name, "POST /v1/jobs/{id}/hold", "403"},
-		{u.name, "POST /v1/jobs", "400"},               // crafted identity
-		{u.name, "POST /v1/jobs", "422"},               // over budget
-		{u.name, "POST /v1/jobs", "403"},               // an account that does not list the user
-		{"unidentified", "GET /v1/jobs", "401"},        // no token, expired token
-		{"unidentified", "POST /v1/nodes/join", "401"}, // wrong join token
-		{"unidentified", "POST /v1/nodes/join", "200"}, // the right one
-		{"node:tcpnode", "POST /v1/nodes/{name}/events", "403"},
-	} {
-		found := false
-		for _, e := range entries {
-			if e.ActorName == want.actor && e.Action == want.action && strings.HasPrefix(e.Result, want.result) {
-				found = true
+		out, err := os.ReadFile(filepath.Join(work, "gpud-"+strings.TrimSpace(r.stdout)+".out"))
+		if err != nil || strings.Contains(string(out), "READABLE") || strings.Contains(string(out), "LISTED") || !strings.Contains(string(out), "END") {
+			t.Errorf("root's job on tcpnode sees containerd's state (%v):\n%s", err, out)
+		}
+	})
+
+	// Account limits: lab may hold 1 GPU; tiny's budget is 1 GPU-hour.
+	var lab []string // the user cancels them; the audit subtest counts the cancels
+	step(stepGPULimit, func(t *testing.T, c *cluster) {
+		defer func() {
+			for _, id := range lab {
+				if r := c.as(u, nil, "gpuq", "cancel", id); r.code != 0 {
+					t.Errorf("%s cancels own job %s: exit %d %s", u.name, id, r.code, r.stderr)
+				}
+			}
+		}()
+		for range 2 {
+			r := c.as(u, nil, "gpusubmit", "--parsable", "-A", "lab", "-G", "1", "-w", "node1", "--wrap", "sleep 600")
+			if r.code != 0 {
+				t.Fatalf("lab job: exit %d %s", r.code, r.stderr)
+			}
+			lab = append(lab, strings.TrimSpace(r.stdout))
+		}
+		c.waitState(lab[0], 60*time.Second, "RUNNING")
+		deadline := time.Now().Add(30 * time.Second)
+		for c.showJob(lab[1])["reason"] != spec.ReasonAccountLimit && time.Now().Before(deadline) {
+			time.Sleep(200 * time.Millisecond)
+		}
+		if j := c.showJob(lab[1]); j["state"] != "PENDING" || j["reason"] != spec.ReasonAccountLimit {
+			t.Errorf("second lab job: %v/%v; want PENDING/%s", j["state"], j["reason"], spec.ReasonAccountLimit)
+		}
+	})
+	step(stepBudget, func(t *testing.T, c *cluster) {
+		r := c.as(u, nil, "gpusubmit", "-A", "tiny", "-G", "2", "-t", "1:00:00", "--wrap", "true")
+		if r.code != 3 || !strings.Contains(r.stderr, "max_gpu_hours") {
+			t.Errorf("over-budget submission: exit %d %q; want 3 naming max_gpu_hours", r.code, r.stderr)
+		}
+	})
+	step(stepOtherAcct, func(t *testing.T, c *cluster) {
+		r := c.as(u, nil, "gpusubmit", "-A", "private", "--wrap", "true")
+		if r.code != 3 || !strings.Contains(r.stderr, "may not charge account private") {
+			t.Errorf("charging an account that does not list the user: exit %d %q; want 3", r.code, r.stderr)
+		}
+	})
+
+	// The audit log shows each of the above with its actor. It is written
+	// in batches every 200 ms: read until the last call is in.
+	step(stepAuditLogged, func(t *testing.T, c *cluster) {
+		var entries []api.AuditEntry
+		var r result
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			r = c.cli(work, "gpuq", "audit", "--json")
+			if r.code != 0 {
+				t.Fatalf("gpuq audit: %d %s", r.code, r.stderr)
+			}
+			entries = nil
+			if err := json.Unmarshal([]byte(r.stdout), &entries); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, e := range entries {
+				if e.ActorName == u.name && e.Action == "POST /v1/jobs/{id}/cancel" && strings.HasPrefix(e.Result, "200") {
+					n++
+				}
+			}
+			if n == len(lab) || time.Now().After(deadline) {
 				break
 			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if !found {
-			t.Errorf("audit log lacks %s %s → %s:\n%s", want.actor, want.action, want.result, r.stdout)
+		type entry struct{ actor, action, result string }
+		wants := []struct {
+			step string
+			entry
+		}{
+			{stepOtherUser, entry{u.name, "POST /v1/jobs/{id}/cancel", "403"}},
+			{stepOtherUser, entry{u.name, "POST /v1/jobs/{id}/hold", "403"}},
+			{stepCrafted, entry{u.name, "POST /v1/jobs", "400"}},                 // crafted identity
+			{stepBudget, entry{u.name, "POST /v1/jobs", "422"}},                  // over budget
+			{stepOtherAcct, entry{u.name, "POST /v1/jobs", "403"}},               // an account that does not list the user
+			{stepNoToken, entry{"unidentified", "GET /v1/jobs", "401"}},          // no token
+			{stepExpired, entry{"unidentified", "GET /v1/jobs", "401"}},          // expired token
+			{stepWrongJoin, entry{"unidentified", "POST /v1/nodes/join", "401"}}, // wrong join token
+			{stepRightJoin, entry{"unidentified", "POST /v1/nodes/join", "200"}}, // the right one
+			{stepForged, entry{"node:tcpnode", "POST /v1/nodes/{name}/events", "403"}},
 		}
-	}
+		// Two attacks may leave alike entries (no token, expired token):
+		// the log holds at least as many as the attacks that ran.
+		need := map[entry]int{}
+		for _, w := range wants {
+			if ran[w.step] {
+				need[w.entry]++
+			}
+		}
+		for _, want := range wants {
+			if !ran[want.step] {
+				continue
+			}
+			found := 0
+			for _, e := range entries {
+				if e.ActorName == want.actor && e.Action == want.action && strings.HasPrefix(e.Result, want.result) {
+					found++
+				}
+			}
+			if found < need[want.entry] {
+				t.Errorf("audit log has %d of %d entries %s %s → %s (one from %q):\n%s", found, need[want.entry], want.actor, want.action, want.result, want.step, r.stdout)
+			}
+		}
+	})
 }
 
 func atoi(t *testing.T, s string) uint64 {

@@ -7,16 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/signame"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/safefs"
@@ -145,7 +142,7 @@ func (r *runner) signal(ctx context.Context, name string, seq int) {
 		return
 	}
 	log := r.log()
-	sig, err := parseSignal(name)
+	sig, err := signame.Parse(name)
 	if err != nil {
 		log.Warn("controller asked for an unknown signal; ignoring it", "signal", name, "err", err)
 		return
@@ -421,7 +418,7 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 		if !plan.owner {
 			peerBase = r.newestSealed()
 		}
-		log.Info("checkpoint requested", "signal", signalName(plan.sig), "why", why, "timeout", r.a.cfg.CheckpointTimeout, "rank", r.self.Rank)
+		log.Info("checkpoint requested", "signal", signame.Full(plan.sig), "why", why, "timeout", r.a.cfg.CheckpointTimeout, "rank", r.self.Rank)
 		r.kill(ctx, log, plan.sig)
 		ckptUntil = clock.Now().Add(r.a.cfg.CheckpointTimeout)
 		pollC = clock.After(checkpointPoll)
@@ -607,7 +604,7 @@ func exitState(st runtime.ExitStatus, stopState spec.JobState, stopWhy string) (
 	case st.Code == 0 && st.Signal == 0:
 		return spec.StateCompleted, ""
 	case st.Signal != 0:
-		return spec.StateFailed, "killed by signal " + signalName(st.Signal)
+		return spec.StateFailed, "killed by signal " + signame.Full(st.Signal)
 	default:
 		// Slurm's reason; the code itself is in exit_code.
 		return spec.StateFailed, "NonZeroExitCode"
@@ -648,24 +645,4 @@ func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitSt
 		}
 	}
 	r.a.cleanup(ctx, log, r.id)
-}
-
-// parseSignal accepts "SIGUSR1", "USR1" or "10"; names are the kernel's
-// (golang.org/x/sys/unix).
-func parseSignal(s string) (syscall.Signal, error) {
-	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
-		return syscall.Signal(n), nil
-	}
-	if sig := unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(s), "SIG")); sig != 0 {
-		return sig, nil
-	}
-	return 0, fmt.Errorf("signal %q is not a signal name or number (e.g. SIGUSR1, USR1, 10)", s)
-}
-
-// signalName is "SIGUSR1", or the number of a signal without a name.
-func signalName(sig syscall.Signal) string {
-	if n := unix.SignalName(sig); n != "" {
-		return n
-	}
-	return strconv.Itoa(int(sig))
 }

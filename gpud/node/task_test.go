@@ -147,20 +147,6 @@ func TestExitState(t *testing.T) {
 	}
 }
 
-func TestParseSignal(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]syscall.Signal{"SIGUSR1": syscall.SIGUSR1, "usr2": syscall.SIGUSR2, "15": syscall.SIGTERM} {
-		if got, err := parseSignal(in); err != nil || got != want {
-			t.Errorf("parseSignal(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "SIGNOPE", "0", "99"} {
-		if _, err := parseSignal(in); err == nil {
-			t.Errorf("parseSignal(%q) succeeded, want error", in)
-		}
-	}
-}
-
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	fc := newFakeController(t)

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpud/gpud/gpud/signame"
 	"github.com/gpud/gpud/gpud/spec"
-	"golang.org/x/sys/unix"
 )
 
 // maxDuration bounds parsed time spans (100 years) so arithmetic on them
@@ -412,16 +412,14 @@ func ValidateDependency(s string) error {
 }
 
 // ParseSignalName accepts USR1, SIGUSR1 or a number 1-64 and returns the
-// canonical name without SIG (or the number as text).
+// canonical name without SIG ("10" gives USR1; a signal without a name
+// stays a number), as gpud/signame writes it.
 func ParseSignalName(s string) (string, error) {
-	u := strings.TrimPrefix(strings.ToUpper(s), "SIG")
-	if unix.SignalNum("SIG"+u) != 0 { // the kernel's names (golang.org/x/sys/unix)
-		return u, nil
+	sig, err := signame.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("bad signal %q; use a name like USR1, SIGTERM or a number 1-64", s)
 	}
-	if n, err := parseUint(s); err == nil && n >= 1 && n <= 64 {
-		return strconv.FormatInt(n, 10), nil
-	}
-	return "", fmt.Errorf("bad signal %q; use a name like USR1, SIGTERM or a number 1-64", s)
+	return signame.Name(sig), nil
 }
 
 // ParseSignal checks --signal=[B:]SIG[@SECONDS] and returns it in canonical

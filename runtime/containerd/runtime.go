@@ -70,17 +70,22 @@ type Options struct {
 	RuncRoot string
 }
 
+// runcRoots holds the default runc roots, one per containerd address.
+const runcRoots = "/run/gpud/runc"
+
 // defaultRuncRoot gives each containerd address its own runc root.
 func defaultRuncRoot(address string) string {
 	sum := sha256.Sum256([]byte(address))
-	return filepath.Join("/run/gpud/runc", hex.EncodeToString(sum[:6]))
+	return filepath.Join(runcRoots, hex.EncodeToString(sum[:6]))
 }
 
 // Runtime runs job containers on containerd. It is safe for concurrent use.
 type Runtime struct {
 	client *client.Client
-	ns     string
-	cdi    *cdi.Cache
+	// address is containerd's socket (DaemonDirs asks who serves it).
+	address string
+	ns      string
+	cdi     *cdi.Cache
 	// cgroupRoot is where the cgroup hierarchies are mounted.
 	cgroupRoot string
 	// scope tells this runtime's cgroups from those of another containerd
@@ -119,7 +124,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if runcRoot == "" {
 		runcRoot = defaultRuncRoot(opts.Address)
 	}
-	r := &Runtime{client: c, ns: ns, cgroupRoot: "/sys/fs/cgroup", memlock: memlockLimit(), runcRoot: runcRoot,
+	r := &Runtime{client: c, address: opts.Address, ns: ns, cgroupRoot: "/sys/fs/cgroup", memlock: memlockLimit(), runcRoot: runcRoot,
 		scope: cgroupScope(runcRoot)}
 	if len(opts.CDISpecDirs) > 0 {
 		// An explicit cache, never CDI's global default: the node decides

@@ -59,10 +59,19 @@ func Require(t testing.TB) {
 // where a missing prerequisite fails the test.
 func Start(t testing.TB) string {
 	t.Helper()
+	return StartIn(t, "")
+}
+
+// StartIn is Start with the daemon's directory made in parent ("": the
+// system's temporary directory): a test whose jobs must be able to reach
+// containerd's files puts them outside /tmp and /run, which every job
+// gets its own of.
+func StartIn(t testing.TB, parent string) string {
+	t.Helper()
 	Require(t)
 	// os.MkdirTemp, not t.TempDir: the socket path must stay under 108
 	// bytes whatever the test's name.
-	dir, err := os.MkdirTemp("", "ctd")
+	dir, err := os.MkdirTemp(parent, "ctd")
 	if err != nil {
 		t.Fatalf("create containerd directory: %v", err)
 	}
