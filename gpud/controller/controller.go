@@ -445,9 +445,10 @@ func (tx *txn) saveNode(n *nodeRec) { tx.persistNodes[n.inv.Name] = n }
 // JobView is a published, immutable view of a job. Readers share it;
 // the owner replaces it when the job changes.
 type JobView struct {
-	job   spec.Job
-	raw   []byte
-	brief []byte
+	job     spec.Job
+	rawOnce sync.Once
+	raw     []byte
+	brief   []byte
 }
 
 // Job returns a copy of the job. Its slices are shared and must not be
@@ -457,13 +458,27 @@ func (v *JobView) Job() spec.Job { return v.job }
 // ListJSON returns the job's JSON encoding for listings (as spec.Job
 // marshals, but without Script, Args and Env, which can be kilobytes per
 // job and which no listing shows; GET /v1/jobs/{id} has them). It is
-// computed once when the view is published, so listing 100,000 jobs costs
-// no encoding.
-func (v *JobView) ListJSON() []byte { return v.raw }
+// computed once per view, by the first listing that asks for it, and then
+// shared: a view replaced before anyone lists it in full (each of the
+// 5,000 jobs a bulk cancel ends, each step of a job's life) costs no
+// encoding, and listing 100,000 unchanged jobs costs none either.
+func (v *JobView) ListJSON() []byte {
+	v.rawOnce.Do(func() {
+		summary := v.job
+		summary.Script, summary.Args, summary.Env = "", nil, nil
+		raw, err := json.Marshal(&summary)
+		if err != nil {
+			// spec.Job has no types that can fail to encode.
+			panic(fmt.Sprintf("encode job %d: %v", v.job.ID, err))
+		}
+		v.raw = raw
+	})
+	return v.raw
+}
 
 // BriefJSON returns the job's brief listing encoding (spec.Job's
-// AppendBriefJSON: what gpuq's table shows, zero values omitted), also
-// computed once when the view is published.
+// AppendBriefJSON: what gpuq's table shows, zero values omitted),
+// computed when the view is published (squeue's listing reads it).
 func (v *JobView) BriefJSON() []byte { return v.brief }
 
 func newView(j *spec.Job) *JobView {
@@ -472,14 +487,6 @@ func newView(j *spec.Job) *JobView {
 		a := cloneAlloc(j.Alloc)
 		v.job.Alloc = a
 	}
-	summary := v.job
-	summary.Script, summary.Args, summary.Env = "", nil, nil
-	raw, err := json.Marshal(&summary)
-	if err != nil {
-		// spec.Job has no types that can fail to encode.
-		panic(fmt.Sprintf("encode job %d: %v", j.ID, err))
-	}
-	v.raw = raw
 	var scratch [512]byte
 	v.brief = slices.Clone(v.job.AppendBriefJSON(scratch[:0]))
 	return v
