@@ -105,6 +105,16 @@ func TestGolden(t *testing.T) {
 			"------------ ---------- ---------- ---------- ---------- ---------- --------\n" +
 			"           5       prep        gpu         ml          4  COMPLETED      0:0\n" +
 			"           6 a-very-lo+        gpu         ml          1     FAILED      1:0\n"},
+		{"sacct -P default fields", "sacct", []string{"-P", "-j", "5,6"}, "" +
+			"JobID|JobName|Partition|Account|AllocCPUS|State|ExitCode\n" +
+			"5|prep|gpu|ml|4|COMPLETED|0:0\n" +
+			"6|a-very-long-job-name|gpu|ml|1|FAILED|1:0\n"},
+		{"sacct -p keeps the trailing delimiter", "sacct", []string{"-p", "-j", "5"}, "" +
+			"JobID|JobName|Partition|Account|AllocCPUS|State|ExitCode|\n" +
+			"5|prep|gpu|ml|4|COMPLETED|0:0|\n"},
+		{"sacct -P field names as Slurm spells them", "sacct", []string{"-P", "-X", "-j", "5", "-o", "jobid,jobidraw,state,exitcode,elapsed,nnodes,alloccpus,reqmem"}, "" +
+			"JobID|JobIDRaw|State|ExitCode|Elapsed|NNodes|AllocCPUS|ReqMem\n" +
+			"5|5|COMPLETED|0:0|01:02:05|1|4|4G\n"},
 		{"sacct -P -o", "sacct", []string{"-P", "-j", "5", "-j", "6", "--format=JobID,State,Elapsed,NodeList,AllocTRES"}, "" +
 			"JobID|State|Elapsed|NodeList|AllocTRES\n" +
 			"5|COMPLETED|01:02:05|gpu03|billing=4,cpu=4,gres/gpu:h100=1,gres/gpu=1,mem=4G,node=1\n" +
