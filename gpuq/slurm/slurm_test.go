@@ -525,3 +525,20 @@ func TestSacctmgrOpenAccount(t *testing.T) {
 		}
 	}
 }
+
+// TestPendingPartitionList: a pending job submitted with -p a,b shows its
+// partitions, as Slurm shows them until the job starts in one (squeue's
+// %P reads the brief listing, scontrol the full job).
+func TestPendingPartitionList(t *testing.T) {
+	ctl := fixture(t)
+	ctl.Set(func(s *fakectl.Server) {
+		s.Jobs = append(s.Jobs, spec.Job{ID: 14, JobSpec: spec.JobSpec{Name: "either", Partition: "gpu", Resources: spec.Resources{Nodes: 1}},
+			User: "alice", State: spec.StatePending, Reason: "Resources", Partitions: []string{"gpu", "debug"}})
+	})
+	if out, errs, code := run(t, ctl, "squeue", "-h", "-j", "14", "-o", "%i %P"); code != 0 || out != "14 gpu,debug\n" {
+		t.Errorf("squeue: exit %d, %q, %s; want \"14 gpu,debug\"", code, out, errs)
+	}
+	if out, errs, code := run(t, ctl, "scontrol", "show", "job", "14"); code != 0 || !strings.Contains(out, " Partition=gpu,debug ") {
+		t.Errorf("scontrol show job 14: exit %d, %s\n%s", code, errs, out)
+	}
+}
