@@ -721,6 +721,19 @@ func TestPartitionListStartsWhereItCan(t *testing.T) {
 	if j := h.job(sub("b")); j.Partitions != nil {
 		t.Errorf("a job of one partition lists partitions %v", j.Partitions)
 	}
+	// The pending job of a,b is listed under b too; the running job that
+	// started in a is not.
+	views, err := h.c.ListJobs(context.Background(), JobFilter{Partitions: []string{"b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inB []spec.JobID
+	for _, v := range views {
+		inB = append(inB, v.Job().ID)
+	}
+	if !slices.Contains(inB, third) || slices.Contains(inB, first) || !slices.Contains(inB, second) {
+		t.Errorf("jobs listed in partition b: %v; want %d (running there) and %d (pending, a or b), not %d (running in a)", inB, second, third, first)
+	}
 }
 
 // TestPartitionList: sbatch -p a,b takes the first listed partition the
