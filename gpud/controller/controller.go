@@ -458,10 +458,11 @@ func (v *JobView) Job() spec.Job { return v.job }
 // ListJSON returns the job's JSON encoding for listings (as spec.Job
 // marshals, but without Script, Args and Env, which can be kilobytes per
 // job and which no listing shows; GET /v1/jobs/{id} has them). It is
-// computed once per view, by the first listing that asks for it, and then
-// shared: a view replaced before anyone lists it in full (each of the
-// 5,000 jobs a bulk cancel ends, each step of a job's life) costs no
-// encoding, and listing 100,000 unchanged jobs costs none either.
+// computed once per view and shared: when the view of a pending or
+// running job is published (what listings show by default, so listing
+// 100,000 of them costs no encoding), and for an ended job's view by the
+// first listing that asks for it, so the 5,000 jobs a bulk cancel ends
+// cost no encoding unless someone lists them.
 func (v *JobView) ListJSON() []byte {
 	v.rawOnce.Do(func() {
 		summary := v.job
@@ -489,6 +490,9 @@ func newView(j *spec.Job) *JobView {
 	}
 	var scratch [512]byte
 	v.brief = slices.Clone(v.job.AppendBriefJSON(scratch[:0]))
+	if !j.State.Terminal() {
+		v.ListJSON()
+	}
 	return v
 }
 
