@@ -13,7 +13,7 @@ GPUQ_NAMES := srun squeue scancel sacct scontrol sinfo sacctmgr sprio sshare sre
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-ha clean
+.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-ha bench-sbatch clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -76,6 +76,9 @@ demo: ## Install what is missing, start a 2-node simulated H100 cluster, run an 
 	./scripts/demo.sh
 
 bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-ha ## Run the benchmarks that print the issues' figures.
+
+bench-sbatch: build ## sbatch in a shell loop (one submitter, held jobs): submissions/s over a few runs, and sbatch's start cost.
+	./scripts/bench-sbatch.sh
 
 bench-api: build ## Submissions/s (API, 8 clients; gpusubmit loop), gpuq latency at 100k jobs, job throughput vs bare containerd.
 	./scripts/bench.sh

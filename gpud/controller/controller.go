@@ -475,9 +475,10 @@ func (tx *txn) saveNode(n *nodeRec) { tx.persistNodes[n.inv.Name] = n }
 // JobView is a published, immutable view of a job. Readers share it;
 // the owner replaces it when the job changes.
 type JobView struct {
-	job   spec.Job
-	raw   []byte
-	brief []byte
+	job     spec.Job
+	rawOnce sync.Once
+	raw     []byte
+	brief   []byte
 }
 
 // Job returns a copy of the job. Its slices are shared and must not be
@@ -487,13 +488,28 @@ func (v *JobView) Job() spec.Job { return v.job }
 // ListJSON returns the job's JSON encoding for listings (as spec.Job
 // marshals, but without Script, Args and Env, which can be kilobytes per
 // job and which no listing shows; GET /v1/jobs/{id} has them). It is
-// computed once when the view is published, so listing 100,000 jobs costs
-// no encoding.
-func (v *JobView) ListJSON() []byte { return v.raw }
+// computed once per view and shared: when the view of a pending or
+// running job is published (what listings show by default, so listing
+// 100,000 of them costs no encoding), and for an ended job's view by the
+// first listing that asks for it, so the 5,000 jobs a bulk cancel ends
+// cost no encoding unless someone lists them.
+func (v *JobView) ListJSON() []byte {
+	v.rawOnce.Do(func() {
+		summary := v.job
+		summary.Script, summary.Args, summary.Env = "", nil, nil
+		raw, err := json.Marshal(&summary)
+		if err != nil {
+			// spec.Job has no types that can fail to encode.
+			panic(fmt.Sprintf("encode job %d: %v", v.job.ID, err))
+		}
+		v.raw = raw
+	})
+	return v.raw
+}
 
 // BriefJSON returns the job's brief listing encoding (spec.Job's
-// AppendBriefJSON: what gpuq's table shows, zero values omitted), also
-// computed once when the view is published.
+// AppendBriefJSON: what gpuq's table shows, zero values omitted),
+// computed when the view is published (squeue's listing reads it).
 func (v *JobView) BriefJSON() []byte { return v.brief }
 
 func newView(j *spec.Job) *JobView {
@@ -502,16 +518,11 @@ func newView(j *spec.Job) *JobView {
 		a := cloneAlloc(j.Alloc)
 		v.job.Alloc = a
 	}
-	summary := v.job
-	summary.Script, summary.Args, summary.Env = "", nil, nil
-	raw, err := json.Marshal(&summary)
-	if err != nil {
-		// spec.Job has no types that can fail to encode.
-		panic(fmt.Sprintf("encode job %d: %v", j.ID, err))
-	}
-	v.raw = raw
 	var scratch [512]byte
 	v.brief = slices.Clone(v.job.AppendBriefJSON(scratch[:0]))
+	if !j.State.Terminal() {
+		v.ListJSON()
+	}
 	return v
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -682,6 +683,56 @@ func TestTimeLimits(t *testing.T) {
 		if got := h.job(id).TimeLimit.Std(); got != tc.want {
 			t.Errorf("%+v: time limit %v, want %v", tc, got, tc.want)
 		}
+	}
+}
+
+// TestPartitionListStartsWhereItCan: Slurm's rule for sbatch -p a,b. A
+// job whose first partition is full starts in the other, which it then
+// shows; one whose first partition has room stays there; a partition
+// whose maximum time the job exceeds is not among its choices.
+func TestPartitionListStartsWhereItCan(t *testing.T) {
+	h := newHarness(t, newFakeStore(), func(c *Config) {
+		c.Partitions = []Partition{
+			{Name: "a", Default: true, Nodes: []string{"n1"}},
+			{Name: "b", Nodes: []string{"n2"}},
+			{Name: "short", Nodes: []string{"n3"}, MaxTime: time.Minute},
+		}
+	})
+	h.register("n1", 2)
+	h.register("n2", 2)
+	h.register("n3", 2)
+	sub := func(parts string) spec.JobID {
+		return h.submit(alice, func(js *spec.JobSpec) {
+			js.Partition, js.TimeLimit, js.Resources.GPUsPerNode = parts, spec.Duration(time.Hour), 2
+		})
+	}
+	first := sub("a,short,b")
+	if j := h.job(first); j.State != spec.StateRunning || j.Partition != "a" || !slices.Equal(j.Partitions, []string{"a", "b"}) {
+		t.Fatalf("job %d: %s in %q on %v, partitions %v; want running in a, choices [a b] (short admits no hour)", first, j.State, j.Partition, j.Nodes, j.Partitions)
+	}
+	second := sub("a,b")
+	if j := h.job(second); j.State != spec.StateRunning || j.Partition != "b" || !slices.Equal(j.Nodes, []string{"n2"}) {
+		t.Fatalf("job %d: %s in %q on %v; want running in b on n2 (a is full)", second, j.State, j.Partition, j.Nodes)
+	}
+	third := sub("a,b")
+	if j := h.job(third); j.State != spec.StatePending || j.Partition != "a" {
+		t.Fatalf("job %d: %s in %q; want pending in a (both full)", third, j.State, j.Partition)
+	}
+	if j := h.job(sub("b")); j.Partitions != nil {
+		t.Errorf("a job of one partition lists partitions %v", j.Partitions)
+	}
+	// The pending job of a,b is listed under b too; the running job that
+	// started in a is not.
+	views, err := h.c.ListJobs(context.Background(), JobFilter{Partitions: []string{"b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inB []spec.JobID
+	for _, v := range views {
+		inB = append(inB, v.Job().ID)
+	}
+	if !slices.Contains(inB, third) || slices.Contains(inB, first) || !slices.Contains(inB, second) {
+		t.Errorf("jobs listed in partition b: %v; want %d (running there) and %d (pending, a or b), not %d (running in a)", inB, second, third, first)
 	}
 }
 

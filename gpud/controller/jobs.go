@@ -29,7 +29,10 @@ func (f *JobFilter) match(j *spec.Job) bool {
 	if len(f.Accounts) > 0 && !slices.Contains(f.Accounts, j.Account) {
 		return false
 	}
-	if len(f.Partitions) > 0 && !slices.Contains(f.Partitions, j.Partition) {
+	if len(f.Partitions) > 0 && !slices.Contains(f.Partitions, j.Partition) &&
+		// A pending job of -p a,b is in each of its partitions until it
+		// starts in one (squeue -p b and scancel -p b find it, as Slurm's).
+		!(j.State == spec.StatePending && slices.ContainsFunc(j.Partitions, func(p string) bool { return slices.Contains(f.Partitions, p) })) {
 		return false
 	}
 	switch {

@@ -349,6 +349,12 @@ func (c *Controller) schedJob(j *spec.Job) sched.Job {
 	if p := c.cfg.partition(j.Partition); p == nil || p.State == PartitionDown || p.State == PartitionInactive {
 		sj.PartitionDown = true
 	}
+	// -p a,b: the job's other partitions that are up now.
+	for _, name := range j.Partitions {
+		if p := c.cfg.partition(name); name != j.Partition && p != nil && p.State != PartitionDown && p.State != PartitionInactive {
+			sj.Alternatives = append(sj.Alternatives, name)
+		}
+	}
 	return sj
 }
 
@@ -375,6 +381,9 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 			continue
 		}
 		j := &rec.job
+		if s.Partition != "" && slices.Contains(j.Partitions, s.Partition) {
+			j.Partition = s.Partition // -p a,b: it starts in this one
+		}
 		attempt := j.Attempt + 1
 		a := &spec.Alloc{ID: fmt.Sprintf("%d.%d", j.ID, attempt), JobID: j.ID, Attempt: attempt, StartTime: spec.NewTime(now)}
 		var names, gpus []string

@@ -217,6 +217,7 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	}
 
 	// Partition.
+	listed := js.Partition // -p a,b: the others are kept for the scheduler
 	var part *Partition
 	if js.Partition == "" {
 		part = c.cfg.defaultPartition()
@@ -370,6 +371,7 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	if js.Hold {
 		j.Reason = spec.ReasonHeld
 	}
+	j.Partitions = c.partitionChoices(listed, j)
 	return j, nil
 }
 
@@ -489,21 +491,52 @@ func (c *Controller) pickPartition(js *spec.JobSpec) *Partition {
 		r.GPUsPerNode = r.TotalGPUs / r.Nodes
 	}
 	for _, name := range names {
-		p := c.cfg.partition(name)
-		if p == nil || p.State == PartitionDrain || p.State == PartitionInactive {
-			continue
+		if p := c.partitionFits(name, js.TimeLimit.Std(), &r); p != nil {
+			js.Partition = p.Name
+			return p
 		}
-		if p.MaxTime > 0 && js.TimeLimit.Std() > p.MaxTime {
-			continue
-		}
-		if c.checkSatisfiable(p, &r) != nil {
-			continue
-		}
-		js.Partition = p.Name
-		return p
 	}
 	js.Partition = names[0]
 	return c.cfg.partition(names[0])
+}
+
+// partitionFits returns partition name when it exists, takes jobs, admits
+// the time limit and has nodes that could hold r, else nil.
+func (c *Controller) partitionFits(name string, limit time.Duration, r *spec.Resources) *Partition {
+	p := c.cfg.partition(name)
+	if p == nil || p.State == PartitionDrain || p.State == PartitionInactive {
+		return nil
+	}
+	if p.MaxTime > 0 && limit > p.MaxTime {
+		return nil
+	}
+	if c.checkSatisfiable(p, r) != nil {
+		return nil
+	}
+	return p
+}
+
+// partitionChoices lists the partitions of -p a,b (listed) that could run
+// the job j, its own first, then the others in the order given; nil when
+// fewer than two could. The scheduler starts the job in whichever can
+// start it first.
+func (c *Controller) partitionChoices(listed string, j *spec.Job) []string {
+	if !strings.Contains(listed, ",") {
+		return nil
+	}
+	out := []string{j.Partition}
+	for _, name := range strings.Split(listed, ",") {
+		if name == j.Partition || slices.Contains(out, name) {
+			continue
+		}
+		if c.partitionFits(name, j.TimeLimit.Std(), &j.Resources) != nil {
+			out = append(out, name)
+		}
+	}
+	if len(out) < 2 {
+		return nil
+	}
+	return out
 }
 
 // nodeHolds reports whether n could ever hold one node's share of r: its

@@ -212,11 +212,29 @@ func submititDir() string {
 	return ""
 }
 
+// submititFlows are the flows of testdata/submitit_flows.py, each run as a
+// subtest of its own, and whether each runs without srun
+// (slurm_use_srun=False). Without srun a job has no steps: a 2-node x
+// 2-task job is one task, and submitit's --signal=USR2@N (no B:) has, as in
+// Slurm, no step to reach, so its timeout and preemption handlers never
+// run there.
+var submititFlows = []struct {
+	name   string
+	nosrun bool
+}{
+	{"result", true}, {"exception", true}, {"map_array", true}, {"cancel", true},
+	{"ranks", false}, {"checkpoint", false}, {"interrupt", false},
+}
+
 // TestSubmitit drives submitit's AutoExecutor(cluster="slurm") through
-// gpud's Slurm names: a function's result, an exception's traceback,
-// map_array over 4 items with array_parallelism=2, and job.cancel() —
-// with the function run through srun (submitit's default) and in the batch
-// script itself (slurm_use_srun=False).
+// gpud's Slurm names on a 2-node gpud standalone: a function's result, an
+// exception's traceback, map_array over 4 items with array_parallelism=2,
+// job.cancel(), a 2-node x 2-task job whose JobEnvironment shows ranks 0-3,
+// a Checkpointable job that times out (USR2 signal_delay_s before its
+// limit), checkpoints, requeues itself from inside the job (scontrol
+// requeue) and resumes, and job._interrupt() (scancel --signal TERM, then
+// USR2) — with the function run through srun (submitit's default) and in
+// the batch script itself (slurm_use_srun=False).
 //
 // submitit's SlurmExecutor refuses to start unless shutil.which("srun")
 // finds srun, whichever mode: without srun nothing of submitit's Slurm
@@ -237,25 +255,34 @@ func TestSubmitit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := startCluster(t, 1, "--kill-grace", "2s")
+	// The state directory (and so the controller's socket) is under /tmp,
+	// which every job sees as its own private /tmp: scontrol requeue from
+	// inside a job reaches the controller only through the socket the
+	// agents bind back into jobs.
+	c := startCluster(t, 2, "--kill-grace", "2s")
 	bin := clientBin(t)
 	for _, mode := range []string{"srun", "nosrun"} {
 		t.Run(mode, func(t *testing.T) {
-			work := t.TempDir()
-			env := c.clientEnv(bin, "PYTHONPATH="+src)
-			out, err := runClient(t, work, env, 5*time.Minute, "/usr/bin/python3", flows, filepath.Join(work, "logs", "%j"), "gpu", mode)
-			if err != nil {
-				logs, _ := filepath.Glob(filepath.Join(work, "logs", "*", "*.err"))
-				for _, p := range logs {
-					b, _ := os.ReadFile(p)
-					t.Logf("%s:\n%s", p, b)
+			for _, f := range submititFlows {
+				if mode == "nosrun" && !f.nosrun {
+					continue
 				}
-				t.Fatalf("submitit flows (%s): %v\n%s", mode, err, out)
-			}
-			for _, f := range []string{"result", "exception", "map_array", "cancel"} {
-				if !strings.Contains(out, "ok "+f+" ") {
-					t.Errorf("flow %s did not pass:\n%s", f, out)
-				}
+				t.Run(f.name, func(t *testing.T) {
+					work := t.TempDir()
+					env := c.clientEnv(bin, "PYTHONPATH="+src)
+					out, err := runClient(t, work, env, 5*time.Minute, "/usr/bin/python3", flows, filepath.Join(work, "logs", "%j"), "gpu", mode, f.name)
+					if err != nil {
+						logs, _ := filepath.Glob(filepath.Join(work, "logs", "*", "*.err"))
+						for _, p := range logs {
+							b, _ := os.ReadFile(p)
+							t.Logf("%s:\n%s", p, b)
+						}
+						t.Fatalf("submitit flow %s (%s): %v\n%s", f.name, mode, err, out)
+					}
+					if !strings.Contains(out, "ok "+f.name+" ") {
+						t.Errorf("flow %s did not pass:\n%s", f.name, out)
+					}
+				})
 			}
 		})
 	}

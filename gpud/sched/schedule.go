@@ -528,6 +528,10 @@ func (c *cycle) decide(wj wjob, mayPreempt bool) {
 		c.start(j, picks, dur)
 		return
 	}
+	if alt, picks := c.placeAlternative(j, dur); picks != nil {
+		c.start(alt, picks, dur)
+		return
+	}
 	want := max(j.Req.Nodes, 1)
 	detail := fmt.Sprintf("needs %s; %d of %d nodes fit now", describe(j.Req), fitting, len(c.nodes))
 	if mayPreempt && c.preempt(j, wj.prio, dur) {
@@ -551,6 +555,37 @@ func (c *cycle) decide(wj wjob, mayPreempt bool) {
 		}
 	}
 	c.plan.Pending = append(c.plan.Pending, p)
+}
+
+// choices are the ways to place j: j itself, then a copy of j in each of
+// its Alternatives that admits its time limit, in the order given.
+func (c *cycle) choices(j *Job) []*Job {
+	out := []*Job{j}
+	for _, p := range j.Alternatives {
+		if p == j.Partition {
+			continue
+		}
+		if part := c.parts[p]; part != nil && part.MaxTime > 0 && (j.TimeLimit == 0 || j.TimeLimit > part.MaxTime) {
+			continue
+		}
+		alt := *j
+		alt.Partition, alt.Alternatives, alt.alt = p, nil, true
+		out = append(out, &alt)
+	}
+	return out
+}
+
+// placeAlternative is Slurm's rule for a job listed in several partitions
+// (-p a,b) that cannot start now in its own: it starts in whichever of its
+// Alternatives can start it now, the first in the order given. It returns
+// the copy of j placed there and where, or nil.
+func (c *cycle) placeAlternative(j *Job, dur int64) (*Job, []pick) {
+	for _, alt := range c.choices(j)[1:] {
+		if picks, _, _ := c.placeNow(alt, dur); picks != nil {
+			return alt, picks
+		}
+	}
+	return nil, nil
 }
 
 // limit checks the job's QOS limits and wall time.
@@ -931,7 +966,11 @@ func (c *cycle) start(j *Job, picks []pick, dur int64) {
 	if c.track {
 		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur)}
 	}
-	c.plan.Starts = append(c.plan.Starts, Start{JobID: j.ID, Nodes: allocs, Backfilled: c.reserving(j)})
+	st := Start{JobID: j.ID, Nodes: allocs, Backfilled: c.reserving(j)}
+	if j.alt {
+		st.Partition = j.Partition
+	}
+	c.plan.Starts = append(c.plan.Starts, st)
 	if c.limits {
 		c.count(j.QOS, j.User, j.Account, jobGPUs(j))
 	}

@@ -155,17 +155,21 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 			st.unhold(rec)
 		}
 		started := false
-		for _, ni := range freed {
-			w := c.nodes[ni]
-			if !c.eligible(w, j) {
-				continue
-			}
-			if g, ok := fitRes(w, j, w.freeNow(c.off, dur)); ok {
-				c.start(j, []pick{{node: ni, gpus: g}}, dur)
-				st.done[j.ID] = true
-				delete(c.resv, j.ID)
-				started = true
-				break
+		// In its own partition first, then its alternatives (-p a,b).
+	choices:
+		for _, cj := range c.choices(j) {
+			for _, ni := range freed {
+				w := c.nodes[ni]
+				if !c.eligible(w, cj) {
+					continue
+				}
+				if g, ok := fitRes(w, cj, w.freeNow(c.off, dur)); ok {
+					c.start(cj, []pick{{node: ni, gpus: g}}, dur)
+					st.done[j.ID] = true
+					delete(c.resv, j.ID)
+					started = true
+					break choices
+				}
 			}
 		}
 		if hasResv && !started {

@@ -166,8 +166,17 @@ type GPU struct {
 
 // Job is a pending job as the scheduler sees it.
 type Job struct {
-	ID         spec.JobID
-	Partition  string
+	ID        spec.JobID
+	Partition string
+	// Alternatives are further partitions the job may start in (Slurm's
+	// sbatch -p a,b), in the order given: a job that cannot start now in
+	// Partition starts in the first of them that can start it now, and the
+	// Start says which. Partition gives its priority tier, limits and
+	// reservation; the controller lists only partitions that are up and
+	// admit the job's time limit.
+	Alternatives []string
+	// alt marks a copy of a job placed in one of its Alternatives.
+	alt        bool
 	Priority   int64
 	SubmitTime time.Time
 	BeginTime  time.Time
@@ -249,6 +258,9 @@ type Preemption struct {
 type Start struct {
 	JobID spec.JobID
 	Nodes []spec.NodeAlloc
+	// Partition is set when the job starts in one of its Alternatives:
+	// the partition it runs in. "" means Job.Partition.
+	Partition string
 	// Backfilled is set when the job starts while a reservation is held
 	// for another job (in a full cycle, always one ordered before it): it
 	// starts only because it does not delay that job

@@ -56,6 +56,15 @@ func Verify(snap *Snapshot, plan Plan) error {
 		if len(s.Nodes) != max(j.Req.Nodes, 1) {
 			errs = append(errs, fmt.Errorf("job %d wants %d nodes, got %d", j.ID, j.Req.Nodes, len(s.Nodes)))
 		}
+		// Every node is in the partition the job starts in: its own, or
+		// one of its Alternatives named by the Start.
+		part := j.Partition
+		if s.Partition != "" {
+			if !slices.Contains(j.Alternatives, s.Partition) {
+				errs = append(errs, fmt.Errorf("job %d started in partition %s, not one of its own (%s, %v)", j.ID, s.Partition, j.Partition, j.Alternatives))
+			}
+			part = s.Partition
+		}
 		var names []string
 		for _, a := range s.Nodes {
 			n, ok := nodes[a.Node]
@@ -65,6 +74,9 @@ func Verify(snap *Snapshot, plan Plan) error {
 			}
 			if !schedulable(n.State) {
 				errs = append(errs, fmt.Errorf("job %d placed on %s node %s", j.ID, n.State, n.Name))
+			}
+			if part != "" && !slices.Contains(n.Partitions, part) {
+				errs = append(errs, fmt.Errorf("job %d placed on node %s, which is not in partition %s", j.ID, n.Name, part))
 			}
 			if slices.Contains(names, a.Node) {
 				errs = append(errs, fmt.Errorf("job %d placed twice on node %s", j.ID, a.Node))

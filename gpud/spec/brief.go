@@ -19,6 +19,7 @@ func (j *Job) AppendBriefJSON(b []byte) []byte {
 	b = appendStringField(b, `,"user":`, j.User)
 	b = appendStringField(b, `,"account":`, j.Account)
 	b = appendStringField(b, `,"partition":`, j.Partition)
+	b = appendStringsField(b, `,"partitions":`, j.Partitions)
 	b = appendStringField(b, `,"qos":`, j.QOS)
 	b = appendStringField(b, `,"state":`, string(j.State))
 	b = appendStringField(b, `,"reason":`, j.Reason)

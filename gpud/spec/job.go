@@ -219,6 +219,12 @@ type Job struct {
 	StderrPath string `json:"stderr_path,omitempty"`
 	// ExpectedStart is the scheduler's estimate for a pending job.
 	ExpectedStart Time `json:"expected_start"`
+	// Partitions are the partitions of sbatch -p a,b that could ever run
+	// the job, in the order given, when it listed more than one: the
+	// scheduler starts it in whichever of them can start it first (Slurm's
+	// rule), and Partition becomes that one. Empty for a job of one
+	// partition.
+	Partitions []string `json:"partitions,omitempty"`
 	// NodeReasons says, for a pending job shown alone (gpuq show), why
 	// each node does not run it now, counted per reason: "10 nodes: 6
 	// insufficient free h100 GPUs, 3 constraint ib, 1 drain". Computed

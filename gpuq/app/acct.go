@@ -20,7 +20,7 @@ func acctCommand() *cli.Command {
 		Usage: "list finished and running jobs from accounting (sacct)",
 		Description: "Lists jobs that were eligible or running at some time between --starttime (default: midnight " +
 			"today, or the beginning of time with --jobs) and --endtime (default: now), with columns " +
-			"JobID JobName User Account Partition State ExitCode Elapsed GPUs GPUHours. ExitCode is code:signal, 0:N for a job killed by signal N as in Slurm (0:15: cancelled). " +
+			"JobID JobName User Account Partition State ExitCode Elapsed GPUs GPUHours. ExitCode is code:signal, 0:N for a job killed by signal N as in Slurm (0:15: cancelled), and 0:125 for an OUT_OF_MEMORY job, as Slurm shows it. " +
 			"With -D, a requeued job shows one row per attempt, like sacct --duplicates; the attempt, checkpoint " +
 			"and lost_work fields show each attempt's number, newest sealed checkpoint and the work its requeue threw away. " +
 			"Users other than root see only their own jobs.",

@@ -33,8 +33,8 @@ var AcctFields = []AcctField{
 	{"partition", "Partition", "partition", func(j *api.AcctJob) string { return j.Partition }},
 	{"qos", "QOS", "quality of service", func(j *api.AcctJob) string { return j.QOS }},
 	{"state", "State", "job state", func(j *api.AcctJob) string { return string(j.State) }},
-	{"exitcode", "ExitCode", "exit code and the signal that ended the job, code:signal", func(j *api.AcctJob) string {
-		return ExitCode(j.ExitCode, j.Signal)
+	{"exitcode", "ExitCode", "exit code and the signal that ended the job, code:signal (0:125 for OUT_OF_MEMORY, as Slurm)", func(j *api.AcctJob) string {
+		return StateExitCode(j.State, j.ExitCode, j.Signal)
 	}},
 	{"submit", "Submit", "submit time", func(j *api.AcctJob) string { return acctTime(j.SubmitTime) }},
 	{"start", "Start", "start time of the last attempt", func(j *api.AcctJob) string { return acctTime(j.StartTime) }},

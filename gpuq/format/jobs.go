@@ -263,7 +263,7 @@ func appendJobField(b []byte, j *spec.Job, verb byte, now time.Time) []byte {
 		}
 		return strconv.AppendInt(b, int64(j.ArrayTaskID), 10)
 	case 'P':
-		return orNA(b, j.Partition)
+		return orNA(b, JobPartition(j))
 	case 'j':
 		return append(b, j.Name...)
 	case 'u':
@@ -436,3 +436,13 @@ func JobField(j *spec.Job, verb byte, now time.Time) string {
 
 // KnownJobField reports whether c is a field letter of JobFields.
 func KnownJobField(c byte) bool { return knownField(c) }
+
+// JobPartition is the partition squeue and scontrol show for j: a pending
+// job submitted to several (sbatch -p a,b) shows them all, as in Slurm,
+// until it starts in one.
+func JobPartition(j *spec.Job) string {
+	if j.State == spec.StatePending && len(j.Partitions) > 1 {
+		return strings.Join(j.Partitions, ",")
+	}
+	return j.Partition
+}

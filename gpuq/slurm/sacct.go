@@ -92,7 +92,7 @@ var sacctFields = []sacctField{
 	{"JobIDRaw", 12, func(j *api.AcctJob) string { return strconv.FormatUint(uint64(j.ID), 10) }},
 	{"JobName", 10, func(j *api.AcctJob) string { return j.Name }},
 	{"State", 10, func(j *api.AcctJob) string { return string(j.State) }},
-	{"ExitCode", 8, func(j *api.AcctJob) string { return format.ExitCode(j.ExitCode, j.Signal) }},
+	{"ExitCode", 8, func(j *api.AcctJob) string { return format.StateExitCode(j.State, j.ExitCode, j.Signal) }},
 	{"Elapsed", 10, func(j *api.AcctJob) string { return elapsed(j.Elapsed) }},
 	{"ElapsedRaw", 10, func(j *api.AcctJob) string { return strconv.FormatInt(j.Elapsed, 10) }},
 	{"NodeList", 15, func(j *api.AcctJob) string {

@@ -44,7 +44,7 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 		what, arg := strings.ToLower(args[0]), strings.Join(args[1:], ",")
 		switch {
 		case strings.HasPrefix("jobs", what) && what != "":
-			return c.showJobs(ctx, arg, one, getopt.Has(ps, "json"))
+			return c.showJobs(ctx, arg, one, getopt.Has(ps, "json"), len(getopt.All(ps, "details")))
 		case strings.HasPrefix("nodes", what) && what != "":
 			return c.showNodes(ctx, arg, one)
 		case strings.HasPrefix("partitions", what) && len(what) >= 2:
@@ -133,7 +133,9 @@ func (c *Cmd) writeShowRecord(lines [][]string, one bool) {
 	c.Stdout.Write(out)
 }
 
-func (c *Cmd) showJobs(ctx context.Context, arg string, one, json bool) error {
+// showJobs is scontrol show job: each job in Slurm's layout (see
+// writeJobShow), with detail -d's count.
+func (c *Cmd) showJobs(ctx context.Context, arg string, one, json bool, detail int) error {
 	cl, err := c.client()
 	if err != nil {
 		return err
@@ -182,9 +184,7 @@ func (c *Cmd) showJobs(ctx context.Context, arg string, one, json bool) error {
 	}
 	for i := range jobs {
 		var b bytes.Buffer
-		if err := format.WriteJobShow(&b, &jobs[i], c.Now); err != nil {
-			return err
-		}
+		writeJobShow(&b, &jobs[i], c.Now, detail)
 		out := b.Bytes()
 		if one {
 			out = oneLine(out)

@@ -61,6 +61,7 @@ func fixture(t *testing.T) *fakectl.Server {
 			{ID: 6, Name: "a-very-long-job-name", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateFailed, ExitCode: 1, CPUs: 1},
 			{ID: 10, Name: "sw", User: "alice", Account: "ml", State: spec.StateCompleted, ArrayJobID: 10, ArrayTaskID: 0, WCKey: "k", NTasks: 4},
 			{ID: 11, Name: "sw", User: "alice", Account: "ml", State: spec.StateCompleted, ArrayJobID: 10, ArrayTaskID: 3, WCKey: "k", NTasks: 4},
+			{ID: 13, Name: "oom", User: "alice", Account: "ml", State: spec.StateOutOfMemory, ExitCode: 137, Signal: 9, CPUs: 1},
 		}
 	})
 	return ctl
@@ -104,6 +105,16 @@ func TestGolden(t *testing.T) {
 			"------------ ---------- ---------- ---------- ---------- ---------- --------\n" +
 			"           5       prep        gpu         ml          4  COMPLETED      0:0\n" +
 			"           6 a-very-lo+        gpu         ml          1     FAILED      1:0\n"},
+		{"sacct -P default fields", "sacct", []string{"-P", "-j", "5,6"}, "" +
+			"JobID|JobName|Partition|Account|AllocCPUS|State|ExitCode\n" +
+			"5|prep|gpu|ml|4|COMPLETED|0:0\n" +
+			"6|a-very-long-job-name|gpu|ml|1|FAILED|1:0\n"},
+		{"sacct -p keeps the trailing delimiter", "sacct", []string{"-p", "-j", "5"}, "" +
+			"JobID|JobName|Partition|Account|AllocCPUS|State|ExitCode|\n" +
+			"5|prep|gpu|ml|4|COMPLETED|0:0|\n"},
+		{"sacct -P field names as Slurm spells them", "sacct", []string{"-P", "-X", "-j", "5", "-o", "jobid,jobidraw,state,exitcode,elapsed,nnodes,alloccpus,reqmem"}, "" +
+			"JobID|JobIDRaw|State|ExitCode|Elapsed|NNodes|AllocCPUS|ReqMem\n" +
+			"5|5|COMPLETED|0:0|01:02:05|1|4|4G\n"},
 		{"sacct -P -o", "sacct", []string{"-P", "-j", "5", "-j", "6", "--format=JobID,State,Elapsed,NodeList,AllocTRES"}, "" +
 			"JobID|State|Elapsed|NodeList|AllocTRES\n" +
 			"5|COMPLETED|01:02:05|gpu03|billing=4,cpu=4,gres/gpu:h100=1,gres/gpu=1,mem=4G,node=1\n" +
@@ -112,6 +123,7 @@ func TestGolden(t *testing.T) {
 		{"sacct width", "sacct", []string{"-n", "-j", "6", "-o", "JobName%25"}, "     a-very-long-job-name\n"},
 		{"sacct array tasks", "sacct", []string{"-P", "-n", "-j", "10", "-o", "JobID,JobIDRaw,WCKey,NTasks"}, "10_0|10|k|4\n10_3|11|k|4\n"},
 		{"sacct includes pending and running jobs", "sacct", []string{"-P", "-n", "-j", "7,8_1,5", "-o", "JobID,State,NodeList,Elapsed,AllocTRES"}, "5|COMPLETED|gpu03|01:02:05|billing=4,cpu=4,gres/gpu:h100=1,gres/gpu=1,mem=4G,node=1\n7|RUNNING|gpu[01-02]|00:01:30|billing=8,cpu=8,gres/gpu=2,mem=1000G,node=2\n8_1|PENDING|None assigned|00:00:00|\n"},
+		{"sacct OUT_OF_MEMORY reads 0:125", "sacct", []string{"-P", "-n", "-j", "13", "-o", "JobID,State,ExitCode"}, "13|OUT_OF_MEMORY|0:125\n"},
 		{"sacct A_T", "sacct", []string{"-P", "-n", "-j", "10_3", "-o", "JobID"}, "10_3\n"},
 		{"sinfo default", "sinfo", nil, "" +
 			"PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST\n" +
@@ -139,18 +151,110 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// TestScontrolShowJob: the keys scripts read (JobId, JobState, NodeList,
-// StdOut...) are there, on one line with -o.
+// TestScontrolShowJob: scontrol show job in Slurm 22.05's layout: its
+// keys in its order and groups (JobId ... Power=), durations as
+// secs2time_str writes them (00:01:30, 01:00:00), TRES in TRES id order;
+// -d adds DerivedExitCode and a line per allocated node, -dd the batch
+// script; -o puts each job on one line. An OUT_OF_MEMORY job's ExitCode
+// reads 0:125, as Slurm shows it.
 func TestScontrolShowJob(t *testing.T) {
 	ctl := fixture(t)
-	out, errs, code := run(t, ctl, "scontrol", "show", "job", "7", "-dd", "-o")
+	ctl.Set(func(s *fakectl.Server) {
+		s.Jobs = append(s.Jobs, spec.Job{ID: 12, JobSpec: spec.JobSpec{Name: "big", Partition: "gpu", Account: "ml", QOS: "normal",
+			Resources: spec.Resources{Nodes: 1, CPUsPerNode: 4, MemMiB: 2048, GPUsPerNode: 1, GPUModel: "h100"}, TimeLimit: spec.Duration(36 * time.Hour),
+			Script: "#!/bin/sh\n#SBATCH -G1\npython big.py\n", WorkDir: "/home/alice", Output: "/home/alice/slurm-12.out", WCKey: "k",
+			Tasks: spec.Tasks{NTasks: 2, CPUsPerTask: 2}},
+			User: "alice", State: spec.StateOutOfMemory, Reason: "out of memory", ExitCode: 137, Signal: 9, Nodes: []string{"gpu03"},
+			SubmitTime: spec.NewTime(now.Add(-2 * time.Hour)), StartTime: spec.NewTime(now.Add(-time.Hour)), EndTime: spec.NewTime(now.Add(-time.Minute)),
+			Attempt: 1, Alloc: &spec.Alloc{Nodes: []spec.NodeAlloc{{Node: "gpu03", CPUs: 4, MemMiB: 2048, GPUs: []string{"0"}}}}})
+	})
+	tm := func(d time.Duration) string { return now.Add(d).Format("2006-01-02T15:04:05") }
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"show", "job", "7"}, "" +
+			"JobId=7 JobName=train\n" +
+			"   UserId=alice(0) GroupId=" + groupName(0) + "(0) MCS_label=N/A\n" +
+			"   Priority=5 Nice=0 Account=ml QOS=(null)\n" +
+			"   JobState=RUNNING Reason=None Dependency=(null)\n" +
+			"   Requeue=0 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0\n" +
+			"   RunTime=00:01:30 TimeLimit=01:00:00 TimeMin=N/A\n" +
+			"   SubmitTime=Unknown EligibleTime=Unknown\n" +
+			"   AccrueTime=Unknown\n" +
+			"   StartTime=" + tm(-90*time.Second) + " EndTime=" + tm(time.Hour-90*time.Second) + " Deadline=N/A\n" +
+			"   SuspendTime=None SecsPreSuspend=0 LastSchedEval=Unknown Scheduler=Main\n" +
+			"   Partition=gpu AllocNode:Sid=(null):0\n" +
+			"   ReqNodeList=(null) ExcNodeList=(null)\n" +
+			"   NodeList=gpu[01-02]\n" +
+			"   BatchHost=gpu01\n" +
+			"   NumNodes=2 NumCPUs=8 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:*\n" +
+			"   TRES=cpu=8,mem=1000G,node=2,billing=8,gres/gpu=2\n" +
+			"   Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*\n" +
+			"   MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0\n" +
+			"   Features=(null) DelayBoot=00:00:00\n" +
+			"   OverSubscribe=OK Contiguous=0 Licenses=(null) Network=(null)\n" +
+			"   Command=train\n" +
+			"   WorkDir=(null)\n" +
+			"   StdErr=(null)\n" +
+			"   StdIn=/dev/null\n" +
+			"   StdOut=(null)\n" +
+			"   Power=\n" +
+			"   SubmitDir=(null) Image=(null) Signal=(null) Hold=0\n" +
+			"   Attempt=0 Checkpoints=0 IdleGPU=(null)\n\n"},
+		{[]string{"show", "job", "-dd", "12"}, "" +
+			"JobId=12 JobName=big\n" +
+			"   UserId=alice(0) GroupId=" + groupName(0) + "(0) MCS_label=N/A\n" +
+			"   Priority=0 Nice=0 Account=ml QOS=normal WCKey=*k\n" +
+			"   JobState=OUT_OF_MEMORY Reason=out of memory Dependency=(null)\n" +
+			"   Requeue=0 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:125\n" +
+			"   DerivedExitCode=0:125\n" +
+			"   RunTime=00:59:00 TimeLimit=1-12:00:00 TimeMin=N/A\n" +
+			"   SubmitTime=" + tm(-2*time.Hour) + " EligibleTime=" + tm(-2*time.Hour) + "\n" +
+			"   AccrueTime=" + tm(-2*time.Hour) + "\n" +
+			"   StartTime=" + tm(-time.Hour) + " EndTime=" + tm(-time.Minute) + " Deadline=N/A\n" +
+			"   SuspendTime=None SecsPreSuspend=0 LastSchedEval=" + tm(-2*time.Hour) + " Scheduler=Main\n" +
+			"   Partition=gpu AllocNode:Sid=(null):0\n" +
+			"   ReqNodeList=(null) ExcNodeList=(null)\n" +
+			"   NodeList=gpu03\n" +
+			"   BatchHost=gpu03\n" +
+			"   NumNodes=1 NumCPUs=4 NumTasks=2 CPUs/Task=2 ReqB:S:C:T=0:0:*:*\n" +
+			"   TRES=cpu=4,mem=2G,node=1,billing=4,gres/gpu=1\n" +
+			"   Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*\n" +
+			"   JOB_GRES=gpu:h100:1\n" +
+			"     Nodes=gpu03 CPUs=4 Mem=2048 GRES=gpu:1(IDX:0)\n" +
+			"   MinCPUsNode=4 MinMemoryNode=2G MinTmpDiskNode=0\n" +
+			"   Features=(null) DelayBoot=00:00:00\n" +
+			"   OverSubscribe=OK Contiguous=0 Licenses=(null) Network=(null)\n" +
+			"   Command=big\n" +
+			"   WorkDir=/home/alice\n" +
+			"   StdErr=/home/alice/slurm-12.out\n" +
+			"   StdIn=/dev/null\n" +
+			"   StdOut=/home/alice/slurm-12.out\n" +
+			"   TresPerNode=gres:gpu:h100:1\n" +
+			"   Power=\n" +
+			"   SubmitDir=(null) Image=(null) Signal=(null) Hold=0\n" +
+			"   Attempt=1 Checkpoints=0 IdleGPU=(null)\n" +
+			"   BatchScript=\n" +
+			"#!/bin/sh\n#SBATCH -G1\npython big.py\n\n"},
+	} {
+		out, errs, code := run(t, ctl, "scontrol", tc.args...)
+		if code != 0 {
+			t.Fatalf("scontrol %q: exit %d: %s", tc.args, code, errs)
+		}
+		if diff := cmp.Diff(tc.want, out); diff != "" {
+			t.Errorf("scontrol %q (-want +got):\n%s", tc.args, diff)
+		}
+	}
+	out, errs, code := run(t, ctl, "scontrol", "show", "job", "7", "-d", "-o")
 	if code != 0 {
 		t.Fatal(errs)
 	}
 	if strings.Count(out, "\n") != 1 {
 		t.Errorf("-o gave %d lines:\n%s", strings.Count(out, "\n"), out)
 	}
-	for _, k := range []string{"JobId=7 ", "JobName=train ", "UserId=alice(", "JobState=RUNNING ", "NodeList=gpu[01-02] ", "NumNodes=2 ", "TimeLimit=1:00:00 ", "Partition=gpu "} {
+	for _, k := range []string{"JobId=7 ", "JobName=train ", "UserId=alice(", "JobState=RUNNING ", "NodeList=gpu[01-02] ", "NumNodes=2 ", "TimeLimit=01:00:00 ",
+		"Partition=gpu ", "DerivedExitCode=0:0 ", "Nodes=gpu01 CPUs=4 Mem=512000 GRES=gpu:1(IDX:g0) "} {
 		if !strings.Contains(out, k) {
 			t.Errorf("missing %q in %s", k, out)
 		}
@@ -419,5 +523,22 @@ func TestSacctmgrOpenAccount(t *testing.T) {
 		if code != 0 || out != tc.want {
 			t.Errorf("sacctmgr %q: exit %d, %q (%s); want %q", tc.args, code, out, errs, tc.want)
 		}
+	}
+}
+
+// TestPendingPartitionList: a pending job submitted with -p a,b shows its
+// partitions, as Slurm shows them until the job starts in one (squeue's
+// %P reads the brief listing, scontrol the full job).
+func TestPendingPartitionList(t *testing.T) {
+	ctl := fixture(t)
+	ctl.Set(func(s *fakectl.Server) {
+		s.Jobs = append(s.Jobs, spec.Job{ID: 14, JobSpec: spec.JobSpec{Name: "either", Partition: "gpu", Resources: spec.Resources{Nodes: 1}},
+			User: "alice", State: spec.StatePending, Reason: "Resources", Partitions: []string{"gpu", "debug"}})
+	})
+	if out, errs, code := run(t, ctl, "squeue", "-h", "-j", "14", "-o", "%i %P"); code != 0 || out != "14 gpu,debug\n" {
+		t.Errorf("squeue: exit %d, %q, %s; want \"14 gpu,debug\"", code, out, errs)
+	}
+	if out, errs, code := run(t, ctl, "scontrol", "show", "job", "14"); code != 0 || !strings.Contains(out, " Partition=gpu,debug ") {
+		t.Errorf("scontrol show job 14: exit %d, %s\n%s", code, errs, out)
 	}
 }

@@ -356,3 +356,20 @@ func TestSbatchReadsStandardInput(t *testing.T) {
 		t.Errorf("job name %q, want piped", js.Name)
 	}
 }
+
+// BenchmarkSbatchClient is the client's share of one `sbatch --hold
+// --parsable --wrap true` in a shell loop, process start aside: reading
+// the arguments as getopt_long does, the App, the options, the request and
+// its answer (from fakectl, over its unix socket).
+func BenchmarkSbatchClient(b *testing.B) {
+	ctl := fakectl.New(b)
+	args := Args([]string{"sbatch", "--controller", ctl.Addr, "--hold", "--parsable", "--wrap", "true"})
+	for range b.N {
+		var out, errb bytes.Buffer
+		a := ForName("sbatch")
+		a.Writer, a.ErrWriter = &out, &errb
+		if code := exitcode.Main(context.Background(), a, args, &errb); code != 0 {
+			b.Fatalf("exit %d: %s", code, errb.String())
+		}
+	}
+}

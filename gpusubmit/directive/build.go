@@ -126,7 +126,7 @@ func (b *builder) str(name string) (string, bool) {
 
 // name reads a partition, QOS or account name (accounts may hold '@',
 // as site accounts like proj@site do). A partition may be a comma list:
-// the controller takes the first listed partition the job fits.
+// the job starts in whichever listed partition can start it first.
 func (b *builder) name(opt string) string {
 	v, ok := b.str(opt)
 	if !ok {

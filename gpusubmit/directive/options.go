@@ -41,7 +41,7 @@ type Def struct {
 // Options is gpusubmit's option table, in help order.
 var Options = []Def{
 	{Name: "job-name", Short: "J", Value: "NAME", Usage: "job name (default: the script's file name, or \"wrap\")"},
-	{Name: "partition", Short: "p", Value: "PARTITION", Usage: "partition to run in (default: the controller's default partition)"},
+	{Name: "partition", Short: "p", Value: "PARTITION", Usage: "partition to run in (default: the controller's default partition); a comma list a,b starts the job in whichever can start it first, as Slurm"},
 	{Name: "qos", Short: "q", Value: "QOS", Usage: "quality of service (default: the account's default QOS)"},
 	{Name: "account", Short: "A", Value: "ACCOUNT", Usage: "account charged for the job (default: your default account)"},
 	{Name: "nodes", Short: "N", Value: "N", Usage: "number of nodes, all started together (N, or N-N); default 1"},

@@ -295,3 +295,51 @@ func TestAwaitingVictimsPreemptsNoMore(t *testing.T) {
 		t.Errorf("job 2 reason %q, want %q", got, spec.ReasonResources)
 	}
 }
+
+// TestPartitionAlternatives: Slurm's sbatch -p a,b. A job that cannot
+// start now in its first partition starts in the first of its others that
+// can start it now, and the Start names it; one that can start in its
+// first stays there; a partition whose maximum time the job exceeds is
+// skipped; with none able to start it, it waits in its first partition.
+// Every plan passes sched.Verify, which checks that each node is in the
+// partition the job starts in.
+func TestPartitionAlternatives(t *testing.T) {
+	t.Parallel()
+	h := New(t, MakeNode("a1").GPUs(4).Partitions("a").Obj(), MakeNode("b1").GPUs(4).Partitions("b").Obj(),
+		MakeNode("c1").GPUs(8).Partitions("c").Obj())
+	h.Partitions = []sched.Partition{{Name: "a"}, {Name: "b"}, {Name: "c", MaxTime: 10 * time.Minute}}
+	h.Submit(MakeJob(1).GPUs(4).Time(time.Hour).Partition("a").Obj())
+	h.Cycle()
+	if !h.IsRunning(1) {
+		t.Fatal("job 1 did not start in partition a")
+	}
+	// a is full: job 2 (a,c,b) starts in b; c admits no hour-long job.
+	h.Submit(MakeJob(2).GPUs(4).Time(time.Hour).Partition("a").Alternatives("c", "b").Obj())
+	plan := h.Cycle()
+	if len(plan.Starts) != 1 || plan.Starts[0].Partition != "b" || plan.Starts[0].Nodes[0].Node != "b1" {
+		t.Fatalf("job 2 starts %+v, want one start in partition b on b1", plan.Starts)
+	}
+	if got := h.Job(2).Partition; got != "b" {
+		t.Errorf("job 2 runs in partition %q, want b", got)
+	}
+	// Both full: job 3 (a,b) waits in a, for Resources.
+	h.Submit(MakeJob(3).GPUs(4).Time(time.Hour).Partition("a").Alternatives("b").Obj())
+	h.Cycle()
+	if h.IsRunning(3) || h.Reason(3) != spec.ReasonResources {
+		t.Fatalf("job 3: running %v, reason %q; want pending for Resources", h.IsRunning(3), h.Reason(3))
+	}
+	// A short job listing c last still starts in c, the one that can.
+	h.Submit(MakeJob(4).GPUs(4).Time(5*time.Minute).Partition("a").Alternatives("b", "c").Obj())
+	plan = h.Cycle()
+	if len(plan.Starts) != 1 || plan.Starts[0].JobID != 4 || plan.Starts[0].Partition != "c" {
+		t.Fatalf("job 4 starts %+v, want one start in partition c", plan.Starts)
+	}
+	// A job whose first partition can start it stays there: the Start
+	// names no alternative.
+	h2 := New(t, MakeNode("a1").GPUs(4).Partitions("a").Obj(), MakeNode("b1").GPUs(4).Partitions("b").Obj())
+	h2.Submit(MakeJob(5).GPUs(2).Time(time.Hour).Partition("a").Alternatives("b").Obj())
+	plan = h2.Cycle()
+	if len(plan.Starts) != 1 || plan.Starts[0].Partition != "" || plan.Starts[0].Nodes[0].Node != "a1" {
+		t.Fatalf("job 5 starts %+v, want one start on a1 in its own partition", plan.Starts)
+	}
+}

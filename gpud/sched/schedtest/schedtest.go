@@ -217,6 +217,9 @@ func (h *Harness) Cycle() sched.Plan {
 		if run == 0 {
 			run = j.TimeLimit
 		}
+		if s.Partition != "" {
+			j.Partition = s.Partition // started in one of its -p a,b alternatives
+		}
 		r := &Running{Job: *j, RunningJob: sched.RunningJob{ID: j.ID, Nodes: s.Nodes, Start: h.Now, TimeLimit: j.TimeLimit,
 			Priority: prio, QOS: j.QOS, Account: j.Account, User: j.User, Partition: j.Partition}}
 		if run > 0 {
@@ -304,11 +307,14 @@ func (b *JobBuilder) QOS(q string) *JobBuilder           { b.j.QOS = q; return b
 func (b *JobBuilder) Account(a, user string) *JobBuilder { b.j.Account, b.j.User = a, user; return b }
 func (b *JobBuilder) Priority(p int64) *JobBuilder       { b.j.Priority = p; return b }
 func (b *JobBuilder) Partition(p string) *JobBuilder     { b.j.Partition = p; return b }
-func (b *JobBuilder) Submit(t time.Time) *JobBuilder     { b.j.SubmitTime = t; return b }
-func (b *JobBuilder) Nice(n int) *JobBuilder             { b.j.Nice = n; return b }
-func (b *JobBuilder) Held() *JobBuilder                  { b.j.Held = true; return b }
-func (b *JobBuilder) Begin(t time.Time) *JobBuilder      { b.j.BeginTime = t; return b }
-func (b *JobBuilder) DependencyPending() *JobBuilder     { b.j.DependencyPending = true; return b }
+
+// Alternatives are the job's further partitions (sbatch -p a,b).
+func (b *JobBuilder) Alternatives(p ...string) *JobBuilder { b.j.Alternatives = p; return b }
+func (b *JobBuilder) Submit(t time.Time) *JobBuilder       { b.j.SubmitTime = t; return b }
+func (b *JobBuilder) Nice(n int) *JobBuilder               { b.j.Nice = n; return b }
+func (b *JobBuilder) Held() *JobBuilder                    { b.j.Held = true; return b }
+func (b *JobBuilder) Begin(t time.Time) *JobBuilder        { b.j.BeginTime = t; return b }
+func (b *JobBuilder) DependencyPending() *JobBuilder       { b.j.DependencyPending = true; return b }
 func (b *JobBuilder) DependencyNeverSatisfied() *JobBuilder {
 	b.j.DependencyNeverSatisfied = true
 	return b
