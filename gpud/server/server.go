@@ -57,6 +57,7 @@ type Server struct {
 	refusing chan struct{}  // refused connections being answered
 	refusals sync.WaitGroup // their goroutines
 	sec      secState       // secstate.go
+	steps    stepTickets    // steps.go
 
 	// auditBuffer sizes the audit queue (0: auditBuffer; tests set it).
 	auditBuffer int

@@ -1,0 +1,239 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// The step listener (api.StepHello): agents on separate hosts start each
+// other's shares of a step over TLS with their node certificates, and
+// srun outside the job's containers starts steps with the allocation's
+// step ticket. A peer may act only on an allocation the controller
+// assigned to both nodes (this agent runs a part of it and the
+// allocation lists the peer); a ticket admits steps only in its own
+// allocation.
+
+// StepNet is a node's part in steps across hosts: where it listens, and
+// its node certificate and the cluster CA for the peers' TLS.
+type StepNet struct {
+	// Listener accepts the step connections (TCP); the agent wraps it in
+	// TLS and closes it when Run returns.
+	Listener net.Listener
+	// Cert is the node's certificate (from joining the cluster), CA the
+	// cluster's CA: both ends of a peer connection check each other's.
+	Cert tls.Certificate
+	CA   *x509.CertPool
+}
+
+// WithStepNet has the agent serve steps to peers and srun on sn.Listener
+// and reach peers on other hosts with sn's identity.
+func WithStepNet(sn StepNet) Option { return func(o *options) { o.stepNet = &sn } }
+
+// stepHelloTimeout bounds a connection's TLS handshake and first line.
+const stepHelloTimeout = 10 * time.Second
+
+// maxStepHello bounds the first line (a step's argv and environment).
+const maxStepHello = 4 << 20
+
+// serveStepNet accepts step connections until ctx ends or stop is called.
+func (a *Agent) serveStepNet(ctx context.Context) (stop func()) {
+	sn := a.opts.stepNet
+	ln := tls.NewListener(sn.Listener, auth.StepServerTLS(sn.Cert, sn.CA))
+	a.log.Info("serving steps to peers and srun", "addr", sn.Listener.Addr().String())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+					a.log.Warn("step listener stopped", "err", err)
+				}
+				return
+			}
+			go a.serveStepConn(ctx, c.(*tls.Conn))
+		}
+	}()
+	stopC := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stopC:
+		}
+		ln.Close()
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(stopC); wg.Wait() }) }
+}
+
+// serveStepConn reads one connection's hello and serves it.
+func (a *Agent) serveStepConn(ctx context.Context, c *tls.Conn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(stepHelloTimeout))
+	out := &stepStream{bw: bufio.NewWriter(c)}
+	if err := c.HandshakeContext(ctx); err != nil {
+		a.log.Debug("step connection: TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	br := bufio.NewReader(io.LimitReader(c, maxStepHello))
+	line, err := br.ReadBytes('\n')
+	var h api.StepHello
+	if err == nil {
+		err = json.Unmarshal(line, &h)
+	}
+	if err != nil {
+		out.send(api.StepMsg{Kind: api.StepError, Error: "bad step hello: " + err.Error()})
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	// What follows the hello (signals, stdin) is not bounded by the
+	// hello's limit.
+	dec := json.NewDecoder(io.MultiReader(br, c))
+	peer, isNode := auth.NodeOf(c.ConnectionState().VerifiedChains)
+	r, err := a.stepRunner(h, peer, isNode)
+	if err != nil {
+		a.log.Warn("step connection refused", "remote", c.RemoteAddr().String(), "peer", peer, "alloc_id", h.Alloc, "err", err)
+		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+		return
+	}
+	switch {
+	case h.Part != nil:
+		a.servePart(ctx, r, *h.Part, dec, out)
+	default:
+		if len(h.Step.Args) == 0 {
+			out.send(api.StepMsg{Kind: api.StepError, Error: "srun: no command given"})
+			return
+		}
+		r.runStep(ctx, *h.Step, dec, out)
+	}
+}
+
+// stepRunner checks who may do what the hello asks and returns the
+// runner of its allocation.
+func (a *Agent) stepRunner(h api.StepHello, peer string, isNode bool) (*runner, error) {
+	if (h.Part == nil) == (h.Step == nil) {
+		return nil, errors.New("a step hello asks for either a node's part (peer) or a step (srun with a ticket)")
+	}
+	a.mu.Lock()
+	r := a.runners[h.Alloc]
+	a.mu.Unlock()
+	if r == nil {
+		return nil, fmt.Errorf("node %s runs no part of allocation %q (ended, or never assigned here)", a.cfg.Name, h.Alloc)
+	}
+	r.mu.Lock()
+	ready := r.env != nil
+	r.mu.Unlock()
+	if !ready {
+		return nil, fmt.Errorf("node %s has not started (or, after an agent restart, not re-learned) its part of allocation %s; retry in a moment", a.cfg.Name, h.Alloc)
+	}
+	asg := r.asg // set before env (under r.mu above)
+	if h.Part != nil {
+		if !isNode {
+			return nil, errors.New("only a node agent with its node certificate may start a node's part of a step")
+		}
+		if !slices.ContainsFunc(asg.Alloc.Nodes, func(n spec.NodeAlloc) bool { return n.Node == peer }) {
+			return nil, fmt.Errorf("node %s is not in allocation %s; a node may start tasks only in allocations the controller assigned to it", peer, h.Alloc)
+		}
+		return r, nil
+	}
+	if asg.StepTicket == "" {
+		return nil, fmt.Errorf("allocation %s has no step ticket (the controller is older than this agent); start steps from inside the job", h.Alloc)
+	}
+	if !auth.StepTicketOK(h.Ticket, asg.StepTicket) {
+		return nil, fmt.Errorf("wrong step ticket for allocation %s: only its job's owner (or root) gets it, with gpuq/srun from the controller", h.Alloc)
+	}
+	return r, nil
+}
+
+// servePart runs a peer's share of a step on this node: the tasks' output
+// and exits go back as frames, its signals and stdin come in, and a lost
+// connection kills the tasks (no one reads their output or exit).
+func (a *Agent) servePart(ctx context.Context, r *runner, p api.StepPart, dec *json.Decoder, out *stepStream) {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	st := stepTasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUsPerTask: p.GPUsPerTask,
+		Args: p.Args, Env: p.Env, Cwd: p.Cwd}
+	// Task 0's input: a chunk queue, so a task that does not read blocks
+	// neither the signals nor the other messages (64 chunks wait).
+	var stdinC chan []byte
+	if p.Stdin {
+		stdinR, stdinW := io.Pipe()
+		defer stdinR.Close()
+		st.Stdin = stdinR
+		stdinC = make(chan []byte, 64)
+		go func() {
+			defer stdinW.Close()
+			for {
+				select {
+				case <-sctx.Done():
+					return
+				case b, ok := <-stdinC:
+					if !ok {
+						return
+					}
+					_, _ = stdinW.Write(b) // task gone: its input is dropped
+				}
+			}
+		}()
+	}
+	inOpen := stdinC != nil // only the reader below touches it
+	endStdin := func() {
+		if inOpen {
+			close(stdinC)
+			inOpen = false
+		}
+	}
+	part, err := a.startTasks(sctx, r.allocID, st, out)
+	if err != nil {
+		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+		return
+	}
+	out.send(api.StepMsg{Kind: api.StepStarted, Step: p.Step, NTasks: len(p.Tasks)})
+	go func() {
+		for {
+			var m api.StepMsg
+			if err := dec.Decode(&m); err != nil {
+				select {
+				case <-sctx.Done():
+				default:
+					part.signal(syscall.SIGKILL)
+				}
+				endStdin()
+				return
+			}
+			switch {
+			case m.Kind == api.StepSignal && m.Signal > 0 && m.Signal < 65:
+				part.signal(syscall.Signal(m.Signal))
+			case m.Kind == api.StepStdin && inOpen && len(m.Data) == 0:
+				endStdin()
+			case m.Kind == api.StepStdin && inOpen:
+				select {
+				case stdinC <- m.Data:
+				case <-sctx.Done():
+				}
+			}
+		}
+	}()
+	worst := 0
+	for ex := range part.exits {
+		worst = max(worst, ex.Code)
+		out.send(ex)
+	}
+	out.send(api.StepMsg{Kind: api.StepDone, Step: p.Step, Code: worst})
+}
