@@ -21,7 +21,8 @@ import (
 //   - srun outside the job's containers (a login host, a salloc shell),
 //     presenting the allocation's step ticket (StepHello.Ticket, from
 //     POST /v1/jobs/{id}/step-ticket, which only the job's owner or root
-//     may call) and a StepRequest, exactly as on the job's step socket.
+//     may call); then it speaks exactly as on the job's step socket: a
+//     StepRequest line (unless StepHello.Step carries it), and so on.
 //
 // A caller verifies the listener's certificate against the cluster CA
 // and checks it names the node it meant to reach.
@@ -40,6 +41,10 @@ type StepHello struct {
 	Step *StepRequest `json:"step,omitempty"`
 	// Part is a peer's request: this node's tasks of a step.
 	Part *StepPart `json:"part,omitempty"`
+	// Probe (with Ticket) asks whether every node of the allocation can
+	// run tasks yet: the answer is StepDone once a `true` ran on each, or
+	// StepError (srun and salloc wait for a new allocation with it).
+	Probe bool `json:"probe,omitempty"`
 }
 
 // StepPart is one node's share of a step, as the step's first agent asks

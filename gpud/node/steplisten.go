@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -115,11 +116,26 @@ func (a *Agent) serveStepConn(ctx context.Context, c *tls.Conn) {
 	switch {
 	case h.Part != nil:
 		a.servePart(ctx, r, *h.Part, dec, out)
+	case h.Probe:
+		a.probeAlloc(ctx, r, out)
 	default:
+		if h.Step == nil {
+			h.Step = new(api.StepRequest)
+			if err := dec.Decode(h.Step); err != nil {
+				out.send(api.StepMsg{Kind: api.StepError, Error: "bad step request: " + err.Error()})
+				return
+			}
+		}
 		if len(h.Step.Args) == 0 {
 			out.send(api.StepMsg{Kind: api.StepError, Error: "srun: no command given"})
 			return
 		}
+		// srun outside the containers brings the login host's
+		// environment; the job's own variables (its id, nodes, rendezvous)
+		// come from the allocation, as inside it.
+		r.mu.Lock()
+		h.Step.Env = mergeEnv(h.Step.Env, jobVars(r.env))
+		r.mu.Unlock()
 		r.runStep(ctx, *h.Step, dec, out)
 	}
 }
@@ -127,8 +143,8 @@ func (a *Agent) serveStepConn(ctx context.Context, c *tls.Conn) {
 // stepRunner checks who may do what the hello asks and returns the
 // runner of its allocation.
 func (a *Agent) stepRunner(h api.StepHello, peer string, isNode bool) (*runner, error) {
-	if (h.Part == nil) == (h.Step == nil) {
-		return nil, errors.New("a step hello asks for either a node's part (peer) or a step (srun with a ticket)")
+	if h.Part != nil && (h.Step != nil || h.Probe || h.Ticket != "") {
+		return nil, errors.New("a step hello asks for either a node's part (peer) or a step (srun with a ticket), not both")
 	}
 	a.mu.Lock()
 	r := a.runners[h.Alloc]
@@ -236,4 +252,54 @@ func (a *Agent) servePart(ctx context.Context, r *runner, p api.StepPart, dec *j
 		out.send(ex)
 	}
 	out.send(api.StepMsg{Kind: api.StepDone, Step: p.Step, Code: worst})
+}
+
+// probeAlloc runs `true` on every node of r's allocation, as a step's
+// tasks run but outside the step count and with no output, and answers
+// StepDone when all ran, else StepError saying which node is not ready.
+func (a *Agent) probeAlloc(ctx context.Context, r *runner, out *stepStream) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	nodes := r.asg.Alloc.Nodes
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, nd := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := a.peer(nd)
+			if err == nil {
+				sink := &stepStream{bw: bufio.NewWriter(io.Discard)}
+				var part *stepPart
+				part, err = p.startTasks(pctx, r.allocID, stepTasks{Step: -1, NodeIndex: i, Tasks: []int{i}, Args: []string{"true"}}, sink)
+				if err == nil {
+					for ex := range part.exits {
+						if ex.Error != "" {
+							err = fmt.Errorf("node %s: %s", nd.Node, ex.Error)
+						}
+					}
+				}
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+		return
+	}
+	out.send(api.StepMsg{Kind: api.StepDone})
+}
+
+// jobVars are the job's own variables of a container environment.
+func jobVars(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "GPUD_") || strings.HasPrefix(k, "SLURM_") || k == "MASTER_ADDR" || k == "MASTER_PORT" ||
+			k == "WORLD_SIZE" || k == "NODE_RANK" {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
