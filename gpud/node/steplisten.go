@@ -89,7 +89,7 @@ func (a *Agent) serveStepConn(ctx context.Context, c *tls.Conn) {
 	_ = c.SetDeadline(time.Now().Add(stepHelloTimeout))
 	out := &stepStream{bw: bufio.NewWriter(c)}
 	if err := c.HandshakeContext(ctx); err != nil {
-		a.log.Debug("step connection: TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		a.log.Info("step connection: TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
 		return
 	}
 	br := bufio.NewReader(io.LimitReader(c, maxStepHello))
@@ -271,7 +271,8 @@ func (a *Agent) probeAlloc(ctx context.Context, r *runner, out *stepStream) {
 			if err == nil {
 				sink := &stepStream{bw: bufio.NewWriter(io.Discard)}
 				var part *stepPart
-				part, err = p.startTasks(pctx, r.allocID, stepTasks{Step: -1, NodeIndex: i, Tasks: []int{i}, Args: []string{"true"}}, sink)
+				part, err = p.startTasks(pctx, r.allocID, stepTasks{Step: -1, NodeIndex: i, Tasks: []int{i},
+					Args: []string{"/bin/sh", "-c", ":"}, Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"}}, sink)
 				if err == nil {
 					for ex := range part.exits {
 						if ex.Error != "" {

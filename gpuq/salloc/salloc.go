@@ -164,10 +164,20 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	// The terminal's ^C is the command's (an interactive shell's), not
 	// salloc's: salloc stays to release the allocation.
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
+	// SIGTERM and SIGHUP go on to the command; salloc releases the
+	// allocation once it ends.
+	sigC := make(chan os.Signal, 2)
+	signal.Notify(sigC, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigC)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "salloc: run %s: %v\n", cmdArgs[0], err)
 		return exitError
 	}
+	go func() {
+		for s := range sigC {
+			_ = cmd.Process.Signal(s)
+		}
+	}()
 	// The allocation ending first (time limit, scancel) hangs the command
 	// up, as Slurm's salloc does.
 	wctx, cancel := context.WithCancel(ctx)
