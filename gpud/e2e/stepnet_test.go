@@ -134,3 +134,15 @@ func TestStepTicketOtherUserRefused(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "alice's container removed", func() bool { return c.containersOf(id) == 0 })
 }
+
+// stepsExtra are extra gpud standalone flags for TestSteps.
+var stepsExtra []string
+
+// TestStepsOverNetwork is TestSteps with the nodes starting each other's
+// tasks over their step listeners (TLS, node certificates) instead of in
+// process: output relayed, stdin to task 0, -K, signals, exit codes.
+func TestStepsOverNetwork(t *testing.T) {
+	stepsExtra = []string{"--steps-over-network"}
+	defer func() { stepsExtra = nil }()
+	TestSteps(t)
+}

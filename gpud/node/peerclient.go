@@ -69,8 +69,18 @@ func (p *remotePeer) startTasks(ctx context.Context, allocID string, st stepTask
 		return nil, fmt.Errorf("ask node %s for its tasks: %w", p.node, err)
 	}
 	br := bufio.NewReaderSize(c, 256<<10)
+	// The peer's tasks may write before its started answer is sent:
+	// their output waits here for it.
+	var early []api.StepMsg
 	_ = c.SetReadDeadline(time.Now().Add(2 * stepDialTimeout))
-	m, err := api.ReadStepFrame(br)
+	var m api.StepMsg
+	for {
+		m, err = api.ReadStepFrame(br)
+		if err != nil || (m.Kind != api.StepStdout && m.Kind != api.StepStderr) {
+			break
+		}
+		early = append(early, m)
+	}
 	_ = c.SetReadDeadline(time.Time{})
 	switch {
 	case err != nil:
@@ -82,6 +92,9 @@ func (p *remotePeer) startTasks(ctx context.Context, allocID string, st stepTask
 	case m.Kind != api.StepStarted:
 		c.Close()
 		return nil, fmt.Errorf("node %s answered %q to start its tasks", p.node, m.Kind)
+	}
+	for _, m := range early {
+		_, _ = taskWriter{out, m.Kind, m.Task}.Write(m.Data)
 	}
 	sp := &stepPart{exits: make(chan api.StepMsg, len(st.Tasks))}
 	sp.remote = func(sig syscall.Signal) { _ = send(api.StepMsg{Kind: api.StepSignal, Signal: int(sig)}) }
