@@ -146,3 +146,41 @@ func TestStepsOverNetwork(t *testing.T) {
 	defer func() { stepsExtra = nil }()
 	TestSteps(t)
 }
+
+// TestStepsNeedJoinedNodes: node agents that talk to the controller
+// without a node certificate (here root on its unix socket; node tokens
+// alike) serve no step listener, so a step across two of them is refused
+// with an error that says how to fix it; the script still runs once.
+func TestStepsNeedJoinedNodes(t *testing.T) {
+	c, _ := startFaultCluster(t, "node1", "node2")
+	work := t.TempDir()
+	writeScript(t, work, "span.sh", "#!/bin/bash\necho once\nsrun -l hostname\necho rc=$?\nsrun -N1 -l echo local-ok\n")
+	r := c.cli(work, "gpusubmit", "--wait", "--parsable", "-N", "2", "--gpus-per-node", "1", "--output", "span-%j.out", "span.sh")
+	id := strings.TrimSpace(r.stdout)
+	out, err := os.ReadFile(filepath.Join(work, "span-"+id+".out"))
+	if err != nil {
+		t.Fatalf("job %s (exit %d %s): %v", id, r.code, r.stderr, err)
+	}
+	text := string(out)
+	t.Logf("job output:\n%s", text)
+	if n := strings.Count(text, "once\n"); n != 1 {
+		t.Errorf("the script ran %d times, want once", n)
+	}
+	if !strings.Contains(text, "has no step listener") || !strings.Contains(text, "join_token_file") || !strings.Contains(text, "rc=1\n") {
+		t.Errorf("a step across nodes without certificates: want exit 1 and an error saying to join them with the join token")
+	}
+	if strings.Contains(text, "0: "+hostname(t)+"\n") {
+		t.Errorf("a task of the refused step ran")
+	}
+	if !strings.Contains(text, "0: local-ok\n") {
+		t.Errorf("a step on the script's own node should still run")
+	}
+}
+
+func hostname(t *testing.T) string {
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

@@ -323,6 +323,13 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
 		return
 	}
+	// A node steps cannot reach refuses the step before any task runs.
+	for _, nd := range l.nodes {
+		if _, err := r.a.peer(nd); err != nil {
+			out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+			return
+		}
+	}
 	r.mu.Lock()
 	step := r.nextStep
 	r.nextStep++
