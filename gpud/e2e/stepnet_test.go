@@ -82,6 +82,33 @@ func TestSrunOutsideAndSalloc(t *testing.T) {
 		t.Fatalf("salloc -N2 with srun inside: exit %d %q %q; want the command's exit 5, its variables and steps on both nodes", r.code, r.stdout, r.stderr)
 	}
 	c.waitState(m[1], 30*time.Second, "CANCELLED", "COMPLETED")
+
+	// ^C while the request waits cancels it: every GPU is taken first.
+	r = c.cli(work, "gpusubmit", "--parsable", "-N2", "--gpus-per-node=8", "--wrap", "sleep 300")
+	hog := strings.TrimSpace(r.stdout)
+	c.waitState(hog, 30*time.Second, "RUNNING")
+	sa := exec.Command(filepath.Join(binDir, "salloc"), "-N1", "--gpus-per-node=1", "true")
+	sa.Dir, sa.Env = work, c.loginEnv()
+	var saOut syncBuffer
+	sa.Stdout, sa.Stderr = &saOut, &saOut
+	if err := sa.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pending string
+	waitFor(t, 30*time.Second, "salloc waiting for resources", func() bool {
+		m := regexp.MustCompile(`job (\d+) queued and waiting for resources`).FindStringSubmatch(saOut.String())
+		if m != nil {
+			pending = m[1]
+		}
+		return m != nil
+	})
+	_ = sa.Process.Signal(syscall.SIGINT)
+	err := sa.Wait()
+	c.waitState(pending, 30*time.Second, "CANCELLED")
+	if err == nil || !strings.Contains(saOut.String(), "revoked") {
+		t.Errorf("salloc interrupted while pending: %v\n%s; want a failing exit saying the request was revoked", err, saOut.String())
+	}
+	c.cli(work, "gpuq", "cancel", hog)
 }
 
 // TestStepTicketOtherUserRefused: srun from outside reaches a job's
