@@ -96,6 +96,9 @@ func Allocate(ctx context.Context, client *api.Client, prog, name string, opts [
 	}
 	js := req.Spec
 	js.Interactive = true
+	// A requeued allocation would come back without its command: it
+	// ends instead (preemption, node failure), and salloc hangs up.
+	js.Requeue = false
 	js.Output, js.Error = "", ""
 	js.Script = "#!/bin/sh\n# interactive allocation (" + prog + "): steps come from outside; the nodes hold\n"
 	resp, err := client.Submit(ctx, api.SubmitRequest{Job: js})
