@@ -51,7 +51,9 @@ func (a *Agent) remotePeer(nd spec.NodeAlloc) (stepPeer, error) {
 // and the part's signals go to the peer.
 func (p *remotePeer) startTasks(ctx context.Context, allocID string, st stepTasks, out *stepStream) (*stepPart, error) {
 	sn := p.a.opts.stepNet
-	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: stepDialTimeout}, Config: auth.StepClientTLS(sn.CA, p.node, &sn.Cert)}
+	cfg := auth.StepClientTLS(sn.CA, p.node, &sn.Cert)
+	cfg.ClientSessionCache = sn.sessions
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: stepDialTimeout}, Config: cfg}
 	dctx, cancel := context.WithTimeout(ctx, stepDialTimeout)
 	nc, err := d.DialContext(dctx, "tcp", p.addr)
 	cancel()

@@ -39,11 +39,19 @@ type StepNet struct {
 	// cluster's CA: both ends of a peer connection check each other's.
 	Cert tls.Certificate
 	CA   *x509.CertPool
+	// sessions resumes TLS sessions with peers (a step's start costs no
+	// full handshake after the first with each peer).
+	sessions tls.ClientSessionCache
 }
 
 // WithStepNet has the agent serve steps to peers and srun on sn.Listener
 // and reach peers on other hosts with sn's identity.
-func WithStepNet(sn StepNet) Option { return func(o *options) { o.stepNet = &sn } }
+func WithStepNet(sn StepNet) Option {
+	return func(o *options) {
+		sn.sessions = tls.NewLRUClientSessionCache(256)
+		o.stepNet = &sn
+	}
+}
 
 // stepHelloTimeout bounds a connection's TLS handshake and first line.
 const stepHelloTimeout = 10 * time.Second

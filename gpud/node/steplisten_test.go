@@ -107,6 +107,29 @@ func TestStepListenerRefuses(t *testing.T) {
 		}
 	}
 
+	// A resumed TLS session (peers cache them) still names the peer: the
+	// listener judges it as on the first connection.
+	cache := tls.NewLRUClientSessionCache(4)
+	for i := range 2 {
+		cfg := auth.StepClientTLS(ca.pool, "node-1", &peer9)
+		cfg.ClientSessionCache = cache
+		c, err := tls.Dial("tcp", addr, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_ = json.NewEncoder(c).Encode(api.StepHello{Alloc: "a7", Part: part})
+		m, err := api.ReadStepFrame(bufio.NewReader(c))
+		resumed := c.ConnectionState().DidResume
+		c.Close()
+		if err != nil || !strings.Contains(m.Error, "node node-9 is not in allocation a7") {
+			t.Errorf("connection %d (resumed %v): %+v, %v; want node-9 refused", i, resumed, m, err)
+		}
+		if i == 1 && !resumed {
+			t.Errorf("the second connection did not resume the TLS session")
+		}
+	}
+
 	// A peer certificate from another CA fails the handshake.
 	other := newTestCA(t)
 	bad := other.nodeCert(t, "node-0")
