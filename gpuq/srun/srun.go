@@ -77,6 +77,9 @@ const Usage = `usage: srun [options] COMMAND [ARGS...]
       --mpi=none            accepted (no MPI plugin)
       --cpu-bind=q|v|none   accepted (tasks share the job's pinned cores; other bindings are refused)
   -D, --chdir=DIR           tasks' working directory
+Outside a job srun runs in the allocation of a salloc shell (SLURM_JOB_ID), or
+makes one for this step from its options (sbatch's: -N -n -c --gpus-per-node
+-G -t -p --mem -J -A -q -C -w -x ...) and releases it when the step ends.
 `
 
 // parse reads srun's options; the command starts at the first argument
