@@ -152,6 +152,18 @@ func TestStepTicketOtherUserRefused(t *testing.T) {
 	if r.code == 0 || strings.Contains(r.stdout, "bob-step") || !strings.Contains(r.stderr, "only its owner or root may start steps") {
 		t.Errorf("bob's srun in alice's allocation: exit %d %q %q; want refused (not the owner)", r.code, r.stdout, r.stderr)
 	}
+	// Bob's job, asking the controller for alice's ticket from inside
+	// his container, is refused the same way.
+	r = c.as(bob, nil, "gpusubmit", "--wait", "--parsable", "--output", "bob.out",
+		"--wrap", "env -u "+api.EnvStepSocket+" SLURM_JOB_ID="+id+" srun echo bob-step; echo rc=$?")
+	out, err := os.ReadFile(filepath.Join(bob.home, "bob.out"))
+	if err != nil {
+		t.Fatalf("bob's job (exit %d %s): %v", r.code, r.stderr, err)
+	}
+	if strings.Contains(string(out), "bob-step") || !strings.Contains(string(out), "rc=1") || !strings.Contains(string(out), "only its owner or root") {
+		t.Errorf("bob's job started a step in alice's allocation, or was not told why not:\n%s", out)
+	}
+	t.Logf("bob's job: %s", out)
 	// Alice's salloc ends on SIGTERM and releases the allocation.
 	_ = sa.Process.Signal(syscall.SIGTERM)
 	_ = sa.Wait()
