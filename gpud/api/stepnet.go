@@ -60,10 +60,14 @@ type StepPart struct {
 	// Stdin says StepStdin messages follow for the part's task 0 (the
 	// step's task 0).
 	Stdin bool `json:"stdin,omitempty"`
-	// Flags are request options the peer passes on unchanged (so a new
-	// step kind, such as a TTY, needs no new call).
+	// Flags name what a new kind of step needs of each node (a TTY, say)
+	// without a new call; an agent refuses a part with a flag it does not
+	// know (StepPartFlags), so an older peer never runs it half-way.
 	Flags []string `json:"flags,omitempty"`
 }
+
+// StepPartFlags are the StepPart flags this agent knows (none yet).
+var StepPartFlags = []string{}
 
 // StepTicketResponse is POST /v1/jobs/{id}/step-ticket: what srun outside
 // the job needs to start steps in its allocation.

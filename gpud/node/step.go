@@ -81,7 +81,7 @@ func (p *Peers) get(name string) *Agent {
 
 // stepPeer runs one node's share of a step: that node's agent, in this
 // process (the agent itself, or Peers under gpud standalone) or over the
-// network (remotePeer, steplisten.go).
+// network (remotePeer, peerclient.go).
 type stepPeer interface {
 	startTasks(ctx context.Context, allocID string, st stepTasks, out *stepStream) (*stepPart, error)
 }

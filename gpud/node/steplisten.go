@@ -189,6 +189,12 @@ func (a *Agent) stepRunner(h api.StepHello, peer string, isNode bool) (*runner, 
 // and exits go back as frames, its signals and stdin come in, and a lost
 // connection kills the tasks (no one reads their output or exit).
 func (a *Agent) servePart(ctx context.Context, r *runner, p api.StepPart, dec *json.Decoder, out *stepStream) {
+	for _, f := range p.Flags {
+		if !slices.Contains(api.StepPartFlags, f) {
+			out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("node %s's agent (version %s) does not know step flag %q; upgrade it", a.cfg.Name, a.cfg.Version, f)})
+			return
+		}
+	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	st := stepTasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUsPerTask: p.GPUsPerTask,

@@ -96,6 +96,7 @@ func TestStepListenerRefuses(t *testing.T) {
 	}{
 		{"peer not in the allocation", &peer9, api.StepHello{Alloc: "a7", Part: part}, "node node-9 is not in allocation a7"},
 		{"allocation not on this node", &peer0, api.StepHello{Alloc: "a8", Part: part}, "runs no part of allocation \"a8\""},
+		{"part with a flag this agent does not know", &peer0, api.StepHello{Alloc: "a7", Part: &api.StepPart{Tasks: []int{0}, Args: []string{"true"}, Flags: []string{"warp-drive"}}}, `does not know step flag "warp-drive"`},
 		{"part without a node certificate", nil, api.StepHello{Alloc: "a7", Part: part}, "only a node agent with its node certificate"},
 		{"wrong ticket", nil, api.StepHello{Alloc: "a7", Ticket: "guess", Step: &api.StepRequest{Args: []string{"true"}}}, "wrong step ticket for allocation a7"},
 		{"no ticket", nil, api.StepHello{Alloc: "a7", Step: &api.StepRequest{Args: []string{"true"}}}, "wrong step ticket"},
