@@ -59,6 +59,11 @@ const stepHelloTimeout = 10 * time.Second
 // maxStepHello bounds the first line (a step's argv and environment).
 const maxStepHello = 4 << 20
 
+// maxStepGreetings bounds the connections in their handshake or hello at
+// once: the listener is on the network, and a caller is known only after
+// both; more are closed at once.
+const maxStepGreetings = 128
+
 // serveStepNet accepts step connections until ctx ends or stop is called.
 func (a *Agent) serveStepNet(ctx context.Context) (stop func()) {
 	sn := a.opts.stepNet
@@ -66,6 +71,7 @@ func (a *Agent) serveStepNet(ctx context.Context) (stop func()) {
 	a.log.Info("serving steps to peers and srun", "addr", sn.Listener.Addr().String())
 	var wg sync.WaitGroup
 	wg.Add(1)
+	greeting := make(chan struct{}, maxStepGreetings)
 	go func() {
 		defer wg.Done()
 		for {
@@ -76,7 +82,14 @@ func (a *Agent) serveStepNet(ctx context.Context) (stop func()) {
 				}
 				return
 			}
-			go a.serveStepConn(ctx, c.(*tls.Conn))
+			select {
+			case greeting <- struct{}{}:
+			default:
+				a.log.Warn("step connection closed: too many connections still in their handshake", "remote", c.RemoteAddr().String(), "max", maxStepGreetings)
+				c.Close()
+				continue
+			}
+			go a.serveStepConn(ctx, c.(*tls.Conn), func() { <-greeting })
 		}
 	}()
 	stopC := make(chan struct{})
@@ -92,8 +105,12 @@ func (a *Agent) serveStepNet(ctx context.Context) (stop func()) {
 }
 
 // serveStepConn reads one connection's hello and serves it.
-func (a *Agent) serveStepConn(ctx context.Context, c *tls.Conn) {
+// greeted is called once the hello is read (or the connection failed
+// before).
+func (a *Agent) serveStepConn(ctx context.Context, c *tls.Conn, greeted func()) {
 	defer c.Close()
+	greetDone := sync.OnceFunc(greeted)
+	defer greetDone()
 	_ = c.SetDeadline(time.Now().Add(stepHelloTimeout))
 	out := &stepStream{bw: bufio.NewWriter(c)}
 	if err := c.HandshakeContext(ctx); err != nil {
@@ -111,6 +128,7 @@ func (a *Agent) serveStepConn(ctx context.Context, c *tls.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
+	greetDone()
 	// What follows the hello (signals, stdin) is not bounded by the
 	// hello's limit.
 	dec := json.NewDecoder(io.MultiReader(br, c))

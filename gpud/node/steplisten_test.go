@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +150,57 @@ func TestStepListenerRefuses(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), `is node "node-1"'s`) {
 		t.Errorf("dialling node-0 but reaching node-1: %v; want refused", err)
+	}
+}
+
+// TestStepListenerGreetingCap: connections that never finish their
+// handshake hold at most maxStepGreetings places; one more is closed at
+// once, and the places come back when they go.
+func TestStepListenerGreetingCap(t *testing.T) {
+	ca := newTestCA(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	newEnv(t, func(e *env) {
+		e.opts = append(e.opts, WithStepNet(StepNet{Listener: ln, Cert: ca.nodeCert(t, "node-1"), CA: ca.pool}))
+	})
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range maxStepGreetings {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := extra.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("connection %d beyond the cap: read %d, %v; want it closed at once", maxStepGreetings+1, n, err)
+	}
+	extra.Close()
+	for _, c := range idle {
+		c.Close()
+	}
+	idle = nil
+	// The places come back: a peer's connection is served again.
+	peer := ca.nodeCert(t, "node-0")
+	var m api.StepMsg
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m, err = stepAnswer(t, addr, ca.pool, &peer, api.StepHello{Alloc: "none", Part: &api.StepPart{Tasks: []int{0}, Args: []string{"true"}}}); err == nil {
+			break
+		}
+	}
+	if err != nil || !strings.Contains(m.Error, "runs no part") {
+		t.Errorf("after the idle connections closed: %+v, %v; want the peer served (and refused: no such allocation)", m, err)
 	}
 }
