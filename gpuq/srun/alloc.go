@@ -129,9 +129,14 @@ func Allocate(ctx context.Context, client *api.Client, prog, name string, opts [
 	return al, nil
 }
 
+// readyTimeout bounds the wait for a granted allocation's nodes to start
+// tasks.
+const readyTimeout = 2 * time.Minute
+
 // waitReady waits until the allocation runs and its nodes start tasks.
 func (al *Allocation) waitReady(ctx context.Context) error {
 	said := false
+	var granted time.Time
 	for delay := 20 * time.Millisecond; ; delay = min(delay*2, 500*time.Millisecond) {
 		j, err := al.client.Job(ctx, al.Job)
 		switch {
@@ -140,9 +145,9 @@ func (al *Allocation) waitReady(ctx context.Context) error {
 		case j.State.Terminal():
 			return fmt.Errorf("%s: job allocation %d ended %s before it ran (%s)", al.prog, al.Job, j.State, j.Reason)
 		case j.State == spec.StateRunning:
-			if !said {
+			if granted.IsZero() {
 				fmt.Fprintf(al.stderr, "%s: Granted job allocation %d\n", al.prog, al.Job)
-				said = true
+				said, granted = true, time.Now()
 			}
 			err := Probe(ctx, al.client, al.Job)
 			if err == nil {
@@ -151,6 +156,11 @@ func (al *Allocation) waitReady(ctx context.Context) error {
 			var nr notReady
 			if !errors.As(err, &nr) {
 				return err
+			}
+			// Containers start in a second or so; a node that still
+			// cannot start a task is broken, not slow.
+			if time.Since(granted) > readyTimeout {
+				return fmt.Errorf("%s: job allocation %d's nodes cannot start tasks after %v: %v", al.prog, al.Job, readyTimeout, err)
 			}
 		case !said && j.Reason != "" && j.Reason != spec.ReasonNone:
 			// Slurm's line while the request waits.
