@@ -9,7 +9,7 @@ export CGO_CFLAGS := -Wno-deprecated-declarations
 BINARIES := gpud gpusubmit gpuq
 # Slurm's command names: links to the CLIs, which act by the name they run as.
 SBATCH_NAMES := sbatch
-GPUQ_NAMES := srun squeue scancel sacct scontrol sinfo sacctmgr sprio sshare sreport
+GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio sshare sreport
 PREFIX ?= /usr/local
 PKGS := ./...
 

@@ -271,7 +271,17 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		}
 	}
 
-	srv = server.New(ctrl, append(srvOpts, hm.serverOptions()...)...)
+	stepOpt, err := stepTicketOption(cfg)
+	if err != nil {
+		if tcp != nil {
+			tcp.Close()
+		}
+		ln.Close()
+		acct.Close()
+		st.Close()
+		return nil, err
+	}
+	srv = server.New(ctrl, append(append(srvOpts, hm.serverOptions()...), stepOpt)...)
 
 	// Budgets are counted before the first submission is taken.
 	feedBudgets(ctx, acct, ctrl, current.Load(), o.Log)

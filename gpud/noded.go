@@ -154,6 +154,9 @@ type nodeOptions struct {
 	// Peers joins the agent to the other in-process agents for job steps
 	// (gpud standalone); nil: steps stay on this node.
 	Peers *node.Peers
+	// StepNet, when set, is the step listener and identity to use instead
+	// of the joined certificate's ([node] step_listen; gpud standalone).
+	StepNet *node.StepNet
 }
 
 // toolsDir is the directory of gpud's own binary when srun is there too
@@ -216,6 +219,17 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	}
 	if o.Peers != nil {
 		opts = append(opts, node.WithPeers(o.Peers))
+	}
+	sn := o.StepNet
+	if sn == nil {
+		if sn, err = stepNet(s, log); err != nil {
+			return err
+		}
+	}
+	if sn != nil {
+		defer sn.Listener.Close() // the agent closes it too; this covers a failed start
+		opts = append(opts, node.WithStepNet(*sn))
+		inv.StepPort = stepPort(sn)
 	}
 	agent, err := node.New(node.Config{
 		Name:           o.Name,
@@ -292,8 +306,7 @@ func nodeClient(ctx context.Context, name, addr string, s config.NodeSection, lo
 	if !strings.Contains(addr, "https://") || s.JoinTokenFile == "" {
 		return api.NewClientWith(addr, api.ClientOptions{CAFile: s.CAFile})
 	}
-	dir := filepath.Join(s.StateDir, "tls")
-	certPath, keyPath := filepath.Join(dir, "node.pem"), filepath.Join(dir, "node-key.pem")
+	certPath, keyPath := nodeCertPaths(s)
 	if _, err := os.Stat(certPath); errors.Is(err, os.ErrNotExist) {
 		if err := joinCluster(ctx, name, addr, s, keyPath, certPath); err != nil {
 			return nil, err

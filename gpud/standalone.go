@@ -38,6 +38,7 @@ func standaloneCommand() *cli.Command {
 			&cli.StringFlag{Name: "node-config", Usage: "node configuration file (TOML) every node starts from, e.g. for [health]; flags given win, and state, CDI and checkpoint paths are under --state-dir"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "host:port of node1's Prometheus /metrics; node N serves on port+N-1 (\"\": none)"},
 			&cli.DurationFlag{Name: "usage-interval", Usage: "how often the nodes sample each running job's usage for accounting (0 for never)", Value: 30 * time.Second},
+			&cli.BoolFlag{Name: "steps-over-network", Usage: "the nodes start each other's shares of job steps over their step listeners (TLS with node certificates), as separate hosts do, instead of in process"},
 			&cli.BoolFlag{Name: "stop-jobs", Usage: "on a clean stop (SIGTERM, SIGINT) end the running jobs too (SIGTERM, --kill-grace, SIGKILL; they end NODE_FAIL and requeue if allowed) instead of leaving them running for the next start"},
 		),
 		Action: func(c *cli.Context) error {
@@ -129,6 +130,14 @@ func standaloneCommand() *cli.Command {
 				log.Info("private containerd ready", "address", ctrdAddr, "reused", daemon.Reused, "log", filepath.Join(dir, "containerd.log"))
 			}
 
+			// The nodes' identities for steps (srun from outside a job,
+			// and peers with --steps-over-network): node certificates from
+			// a CA under --state-dir, which the controller hands to srun.
+			ca, err := standaloneCA(dir)
+			if err != nil {
+				stopDaemon(daemon)
+				return err
+			}
 			socket := filepath.Join(dir, "gpud.sock")
 			ctrl, err := startController(ctx, controllerOptions{
 				ConfigPath: c.String("config"),
@@ -150,6 +159,9 @@ func standaloneCommand() *cli.Command {
 			// A failing node agent stops the whole tree, controller included.
 			g.Go(func() error { <-gctx.Done(); cancel(); return nil })
 			peers := node.NewPeers()
+			if c.Bool("steps-over-network") {
+				peers = nil
+			}
 			for i := 1; i <= n; i++ {
 				name := fmt.Sprintf("node%d", i)
 				sec := nodeDefaults.Node
@@ -157,6 +169,13 @@ func standaloneCommand() *cli.Command {
 				sec.StateDir = filepath.Join(dir, "nodes", name)
 				if metricsPort > 0 {
 					sec.MetricsListen = net.JoinHostPort(metricsHost, strconv.Itoa(metricsPort+i-1))
+				}
+				sn, err := standaloneStepNet(ca, name)
+				if err != nil {
+					cancel()
+					_ = g.Wait()
+					stopDaemon(daemon)
+					return err
 				}
 				g.Go(func() error {
 					return runNode(gctx, nodeOptions{
@@ -171,6 +190,7 @@ func standaloneCommand() *cli.Command {
 						// Everything under --state-dir is daemon state.
 						HidePaths: []string{dir},
 						Peers:     peers,
+						StepNet:   sn,
 					})
 				})
 			}

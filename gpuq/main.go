@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpud/gpud/gpuq/app"
 	"github.com/gpud/gpud/gpuq/exitcode"
+	"github.com/gpud/gpud/gpuq/salloc"
 	"github.com/gpud/gpud/gpuq/slurm"
 	"github.com/gpud/gpud/gpuq/srun"
 	"github.com/gpud/gpud/gpuq/termsafe"
@@ -28,6 +29,10 @@ func main() {
 	if filepath.Base(os.Args[0]) == "srun" {
 		// srun handles its signals itself: they go to the step's tasks.
 		os.Exit(srun.Main(os.Args, os.Stdout, os.Stderr))
+	}
+	if filepath.Base(os.Args[0]) == "salloc" {
+		// salloc leaves ^C to the command it runs.
+		os.Exit(salloc.Main(os.Args, os.Stdout, os.Stderr))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var code int

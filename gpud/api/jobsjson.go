@@ -230,6 +230,8 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.str(&j.OpenMode)
 		case "wckey":
 			return d.str(&j.WCKey)
+		case "interactive":
+			return d.bool(&j.Interactive)
 		case "user":
 			return d.str(&j.User)
 		case "uid":

@@ -209,6 +209,9 @@ type Assignment struct {
 	// send its checkpoint signal, wait (bounded) for the job to finish
 	// and seal the checkpoint, and only then stop it.
 	Checkpoint bool `json:"checkpoint,omitempty"`
+	// StepTicket admits steps in the allocation at the node's step
+	// listener (srun outside the job's containers; see StepHello).
+	StepTicket string `json:"step_ticket,omitempty"`
 }
 
 // AssignmentsResponse is GET /v1/nodes/{name}/assignments?after=GEN&wait=SECONDS:

@@ -67,6 +67,13 @@ type NodeSection struct {
 	// MetricsListen is the host:port the agent serves Prometheus /metrics
 	// on (per-GPU DCGM-style gauges); empty serves none.
 	MetricsListen string `toml:"metrics_listen"`
+	// StepListen is the host:port of the agent's step listener (TLS with
+	// the node certificate): peer agents start their shares of steps
+	// there, and srun from outside a job's containers starts steps with
+	// the allocation's step ticket. Served only by a node that joined
+	// with the join token (its certificate is its identity); "" serves
+	// none (steps then stay within this node). Port 0 picks a free one.
+	StepListen string `toml:"step_listen"`
 	// MIG is the MIG mode of the node's MIG-capable GPUs, one of MIGModes:
 	// "off" leaves MIG mode as the driver has it and offers no slices;
 	// "static" offers the instances an admin made; "dynamic" lets the
@@ -131,6 +138,7 @@ func DefaultNode() Node {
 			MIGGPUs:           map[string]string{},
 			RDMASysfs:         "/sys",
 			UsageInterval:     "30s",
+			StepListen:        ":6818",
 		},
 		Health: Health{GPUTempMaxC: 85, GPUTempSustain: "60s", Interval: "10s",
 			// NVIDIA's "reset the GPU" XIDs: memory page retirement and
@@ -238,6 +246,11 @@ func (n Node) Validate() error {
 	p.duration("[node] kill_grace", s.KillGrace, true)
 	p.duration("[node] checkpoint_timeout", s.CheckpointTimeout, true)
 	p.duration("[node] usage_interval", s.UsageInterval, false)
+	if s.StepListen != "" {
+		if _, port, err := net.SplitHostPort(s.StepListen); err != nil || port == "" {
+			p.addf("[node] step_listen: %q is not host:port (use e.g. \":6818\", or \"\" for no steps across hosts)", s.StepListen)
+		}
+	}
 	if s.MetricsListen != "" {
 		if _, port, err := net.SplitHostPort(s.MetricsListen); err != nil || port == "" {
 			p.addf("[node] metrics_listen: %q is not host:port (use e.g. \":9400\" or \"127.0.0.1:9400\", or \"\" for no metrics)", s.MetricsListen)

@@ -389,7 +389,7 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 		var names, gpus []string
 		for _, p := range s.Nodes {
 			if n := c.st.nodes[p.Node]; n != nil {
-				p.Addr = n.inv.Addr
+				p.Addr, p.StepPort = n.inv.Addr, n.inv.StepPort
 				n.allocs[a.ID] = j.ID
 			}
 			a.Nodes = append(a.Nodes, p)

@@ -65,7 +65,7 @@ func run(m *testing.M) int {
 		}
 	}
 	// Slurm's names, linked as make build links them.
-	for link, target := range map[string]string{"sbatch": "gpusubmit", "srun": "gpuq", "squeue": "gpuq", "scancel": "gpuq", "sacct": "gpuq", "scontrol": "gpuq", "sinfo": "gpuq", "sacctmgr": "gpuq", "sprio": "gpuq", "sshare": "gpuq", "sreport": "gpuq"} {
+	for link, target := range map[string]string{"sbatch": "gpusubmit", "srun": "gpuq", "salloc": "gpuq", "squeue": "gpuq", "scancel": "gpuq", "sacct": "gpuq", "scontrol": "gpuq", "sinfo": "gpuq", "sacctmgr": "gpuq", "sprio": "gpuq", "sshare": "gpuq", "sreport": "gpuq"} {
 		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

@@ -44,6 +44,7 @@ func TestMultiHost(t *testing.T) {
 	t.Logf("multi-host cluster up in %v", time.Since(start).Round(time.Millisecond))
 
 	t.Run("GangRendezvous", mh.testGangRendezvous)
+	t.Run("SrunFromLogin", mh.testSrunFromLogin)
 	t.Run("LinkCut", mh.testLinkCut)
 	t.Run("ControllerRestart", mh.testControllerRestart)
 	t.Run("Refused", mh.testRefused)
@@ -89,8 +90,12 @@ func startMultiHost(t *testing.T) *multiHost {
 	// The user first: its userdel then runs after every job has ended.
 	u := addUser(t)
 	mh := &multiHost{t: t, net: newTestNet(t), dir: shortTempDir(t), nodes: map[string]*mhNode{}, user: u, work: u.home}
-	if err := os.Chmod(mh.dir, 0o755); err != nil {
-		t.Fatal(err)
+	// The user's jobs run srun from the binaries' directory (the node
+	// binds it into every job).
+	for _, d := range []string{mh.dir, binDir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mh.ctrl = mh.net.addHost("ctl", 1)
 	mh.login = mh.net.addHost("login", 2)
@@ -445,25 +450,57 @@ echo "rank $NODE_RANK: no rendezvous with $MASTER_ADDR:$MASTER_PORT" >&2
 exit 1
 `
 
-// testGangRendezvous: a 2-node gang job whose two parts, on two hosts,
-// meet over the bridge at rank 0's address.
+// rdvBatch is the gang job's batch script: it runs once, on the first
+// host, and srun starts the rendezvous as a step with one task per host
+// (the second host's task through its agent's step listener, over the
+// bridge with the nodes' certificates).
+const rdvBatch = `#!/bin/bash
+echo "once on $(hostname -I 2>/dev/null | cut -d' ' -f1) nodes=$SLURM_JOB_NODELIST"
+srun -l bash rdv.sh
+echo "srun rc=$?"
+`
+
+// testGangRendezvous: a 2-node gang job whose script runs once and whose
+// step's two tasks, on two hosts, meet over the bridge at rank 0's
+// address (MASTER_ADDR:MASTER_PORT), as torchrun's do.
 func (mh *multiHost) testGangRendezvous(t *testing.T) {
 	mh.sub(t)
 	mh.writeScript("rdv.sh", rendezvousScript)
-	id := mh.submit("-N", "2", "-G", "8", "--time", "2", "--output", "rdv-%j-%t.out", "rdv.sh")
+	mh.writeScript("rdv-batch.sh", rdvBatch)
+	id := mh.submit("-N", "2", "-G", "8", "--time", "2", "--output", "rdv-%j.out", "rdv-batch.sh")
 	cl := mh.c.client()
 	j := waitJob(t, cl, id, 90*time.Second, "gang job ended", func(j spec.Job) bool { return j.State.Terminal() })
-	out0, _ := os.ReadFile(filepath.Join(mh.work, fmt.Sprintf("rdv-%d-0.out", id)))
-	out1, _ := os.ReadFile(filepath.Join(mh.work, fmt.Sprintf("rdv-%d-1.out", id)))
+	b, _ := os.ReadFile(filepath.Join(mh.work, fmt.Sprintf("rdv-%d.out", id)))
+	out := string(b)
 	if j.State != spec.StateCompleted || len(j.Nodes) != 2 || j.Nodes[0] == j.Nodes[1] {
-		t.Fatalf("gang job %s on %v exit %d, want COMPLETED on two hosts\nrank 0:\n%s\nrank 1:\n%s", j.State, j.Nodes, j.ExitCode, out0, out1)
+		t.Fatalf("gang job %s on %v exit %d, want COMPLETED on two hosts\n%s", j.State, j.Nodes, j.ExitCode, out)
+	}
+	if n := strings.Count(out, "once on "); n != 1 {
+		t.Errorf("the batch script ran %d times, want once (on the first host):\n%s", n, out)
 	}
 	master := mh.nodes[j.Nodes[0]].host.addr
-	if !strings.Contains(string(out0), "rank0 got: hello from rank 1") || !strings.Contains(string(out0), "master "+master+":") ||
-		!strings.Contains(string(out1), "rank1 got: welcome from rank0") {
-		t.Fatalf("no rendezvous at %s over the bridge\nrank 0:\n%s\nrank 1:\n%s", master, out0, out1)
+	if !strings.Contains(out, "0: rank0 got: hello from rank 1") || !strings.Contains(out, "master "+master+":") ||
+		!strings.Contains(out, "1: rank1 got: welcome from rank0") || !strings.Contains(out, "srun rc=0") {
+		t.Fatalf("no rendezvous at %s over the bridge between srun's tasks:\n%s", master, out)
 	}
-	t.Logf("gang job %d on %v met at %s", id, j.Nodes, master)
+	t.Logf("gang job %d on %v: one batch script, a 2-host step met at %s:\n%s", id, j.Nodes, master, out)
+}
+
+// testSrunFromLogin: srun on the login host (HTTPS with the user's
+// token) makes a 2-host allocation, runs a step on both hosts through the
+// first host's step listener with the allocation's ticket (the listener
+// checked against the CA the controller hands out) and releases it.
+func (mh *multiHost) testSrunFromLogin(t *testing.T) {
+	mh.sub(t)
+	r := mh.loginRun(mh.ca, mh.token, "srun", "-N2", "--gpus-per-node=1", "--time=2", "-l", "printenv", "SLURMD_NODENAME")
+	lines := strings.Fields(r.stdout)
+	if r.code != 0 || len(lines) != 4 || lines[1] == lines[3] || !strings.Contains(r.stderr, "Relinquishing job allocation") {
+		t.Fatalf("srun -N2 from the login host: exit %d %q %q; want one task on each of two hosts, then the allocation released", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("srun from the login host:\n%s%s", r.stdout, r.stderr)
+	m := regexp.MustCompile(`Granted job allocation (\d+)`).FindStringSubmatch(r.stderr)
+	id, _ := strconv.ParseUint(m[1], 10, 64)
+	waitJob(t, mh.c.client(), spec.JobID(id), 60*time.Second, "allocation released", func(j spec.Job) bool { return j.State.Terminal() })
 }
 
 // testLinkCut: the link of the host running a checkpointing job goes

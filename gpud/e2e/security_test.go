@@ -357,6 +357,7 @@ mem = "1G"
 cdi_dir = %q
 checkpoint_root = %q
 containerd_address = %q
+step_listen = "127.0.0.1:0"
 `, https, ca, joinFile, nodeDir, filepath.Join(nodeDir, "cdi"), filepath.Join(nodeDir, "ckpt"), tcpCtd), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ cat /tmp/sig.out
 // TestSteps runs the "Must show" two-node script on a real gpud
 // standalone with two nodes: the script once, steps over both nodes.
 func TestSteps(t *testing.T) {
-	c := startCluster(t, 2)
+	c := startCluster(t, 2, stepsExtra...)
 	work := t.TempDir()
 	writeScript(t, work, "steps.sh", stepsScript)
 	r := c.cli(work, "gpusubmit", "--wait", "--parsable", "-N", "2", "--gpus-per-node", "2", "--output", "steps-%j.out", "steps.sh")

@@ -192,6 +192,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.opts.peers.add(a)
 		defer a.opts.peers.remove(a)
 	}
+	if a.opts.stepNet != nil {
+		stop := a.serveStepNet(ctx)
+		defer stop()
+	}
 	open := openOutbox
 	if a.opts.memOutbox {
 		open = func(ctx context.Context, _ *slog.Logger, _ string, now time.Time) (*outbox, error) {

@@ -47,11 +47,10 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 			LabelStart: "2025-03-04T05:06:07Z", LabelDeadline: "2025-03-04T06:06:07Z",
 		},
 		Image: runtime.ImageHost,
-		// node-1 is rank 1, but this agent cannot reach node-0 for
-		// steps (no Peers): the script runs on every node, as before
-		// steps (taskInput.EveryNode). With peers, rank 1 holds its
-		// share and the script runs on rank 0 only (TestBatchOnFirstNode).
-		Args: []string{filepath.Join(jobDir, "script"), "--lr", "0.1"},
+		// node-1 is rank 1: it holds its share for steps and the script
+		// runs on rank 0 only (TestBatchOnFirstNode), whether or not
+		// steps can reach node-0 (no Peers, no step listener here).
+		Args: []string{"/bin/sh", "-c", holderScript},
 		Env: []string{
 			"FOO=baz",
 			"GPUD_JOB_ID=7", "GPUD_NODELIST=node-0,node-1", "GPUD_NODEID=1", "GPUD_NNODES=2",
@@ -71,13 +70,11 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 			{Source: filepath.Join(e.home, "submit"), Dest: filepath.Join(e.home, "submit")},
 			{Source: jobDir, Dest: jobDir},
 			{Source: filepath.Join(jobDir, "tmp"), Dest: "/tmp"},
-			{Source: filepath.Join(work, "logs"), Dest: filepath.Join(work, "logs")},
+			// No output directory: a holder writes no output file.
 			{Source: ckpt, Dest: ckpt},
 		},
 		CPUs: 4, MemoryBytes: 8192 << 20,
 		CDIDevices: []string{"nvidia.com/gpu=GPU-a", "nvidia.com/gpu=GPU-b"},
-		StdoutPath: filepath.Join(work, "logs", "train-7.out"),
-		StderrPath: filepath.Join(work, "logs", "train-7.out"),
 	}
 	if h := homeDir(1000); h != "" {
 		// uid 1000's home on this host, bound read-write after the hidden

@@ -187,6 +187,9 @@ type options struct {
 	memOutbox bool
 	// peers finds the other nodes' agents for steps (nil: this node only).
 	peers *Peers
+	// stepNet is the step listener and the node's identity for peers on
+	// other hosts (nil: none; steplisten.go).
+	stepNet *StepNet
 }
 
 // WithMemoryOutbox keeps the outbox in an in-memory SQLite database

@@ -295,7 +295,6 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
 		Hide: r.a.hidden(), Show: r.a.cfg.ShowPaths, Home: homeDir(job.UID),
 		Mounts: existingDirs(r.a.cfg.Mounts), ToolsDir: r.a.cfg.ToolsDir,
-		EveryNode: !r.a.reachesAll(r.asg.Alloc.Nodes),
 	}
 	return buildTask(in)
 }

@@ -34,12 +34,11 @@ import (
 // container (stepPeer). Output and exits stream back through the first
 // agent to srun.
 //
-// Peers: agents reach each other through a Peers registry. Under `gpud
-// standalone` every agent is in one process and the registry holds them
-// all; the agent-to-agent transport over the nodes' mTLS identities, for
-// agents on separate hosts, speaks the same startTasks/signal/wait calls
-// but is not built yet: a step that needs a node the registry lacks is
-// refused with an error that says so.
+// Peers: under `gpud standalone` every agent is in one process and a
+// Peers registry holds them all; agents on separate hosts reach each
+// other's step listeners over TLS with their node certificates
+// (steplisten.go), with the same three calls: start a node's tasks,
+// signal them, stream their output and exits back.
 
 // stepSocketName is the step socket in the job directory.
 const stepSocketName = "step.sock"
@@ -80,31 +79,25 @@ func (p *Peers) get(name string) *Agent {
 	return p.agents[name]
 }
 
-// peer returns the agent running node name's part of steps.
-func (a *Agent) peer(name string) (*Agent, error) {
-	if name == a.cfg.Name {
+// stepPeer runs one node's share of a step: that node's agent, in this
+// process (the agent itself, or Peers under gpud standalone) or over the
+// network (remotePeer, peerclient.go).
+type stepPeer interface {
+	startTasks(ctx context.Context, allocID string, st stepTasks, out *stepStream) (*stepPart, error)
+}
+
+// peer returns the agent running node nd's part of steps: this one, an
+// in-process peer, or the node's step listener.
+func (a *Agent) peer(nd spec.NodeAlloc) (stepPeer, error) {
+	if nd.Node == a.cfg.Name {
 		return a, nil
 	}
 	if a.opts.peers != nil {
-		if p := a.opts.peers.get(name); p != nil {
+		if p := a.opts.peers.get(nd.Node); p != nil {
 			return p, nil
 		}
 	}
-	return nil, fmt.Errorf("node %s of the allocation is not reachable from node %s for steps: steps across separate hosts need the agent-to-agent transport, which gpud does not have yet (run steps within one node, or under gpud standalone)", name, a.cfg.Name)
-}
-
-// reachesAll says whether every node of an allocation can run steps'
-// tasks for this agent (peer). Where one cannot, the job runs its script
-// on every node instead (taskInput.EveryNode); each agent of the
-// allocation decides alike, since under standalone all share one Peers
-// and separate hosts have none.
-func (a *Agent) reachesAll(nodes []spec.NodeAlloc) bool {
-	for _, n := range nodes {
-		if _, err := a.peer(n.Node); err != nil {
-			return false
-		}
-	}
-	return true
+	return a.remotePeer(nd)
 }
 
 // stepSocket is the step socket path of a runner's job directory.
@@ -306,9 +299,7 @@ func (w taskWriter) Write(p []byte) (int, error) {
 // serveStep runs one srun's step from request to done.
 func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 	defer c.Close()
-	log := r.log()
-	bw := bufio.NewWriter(c)
-	out := &stepStream{bw: bw}
+	out := &stepStream{bw: bufio.NewWriter(c)}
 	dec := json.NewDecoder(bufio.NewReader(c))
 	var req api.StepRequest
 	if err := dec.Decode(&req); err != nil {
@@ -319,10 +310,25 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 		out.send(api.StepMsg{Kind: api.StepError, Error: "srun: no command given"})
 		return
 	}
+	r.runStep(ctx, req, dec, out)
+}
+
+// runStep runs srun's step req, whose later messages (signals, stdin)
+// come from dec and whose frames go to out: from the job's step socket or
+// from the node's step listener (srun with the allocation's ticket).
+func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Decoder, out *stepStream) {
+	log := r.log()
 	l, err := stepLayout(r.asg.Alloc.Nodes, req)
 	if err != nil {
 		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
 		return
+	}
+	// A node steps cannot reach refuses the step before any task runs.
+	for _, nd := range l.nodes {
+		if _, err := r.a.peer(nd); err != nil {
+			out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+			return
+		}
 	}
 	r.mu.Lock()
 	step := r.nextStep
@@ -383,7 +389,7 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 		startWG.Add(1)
 		go func() {
 			defer startWG.Done()
-			p, err := r.a.peer(nd.Node)
+			p, err := r.a.peer(nd)
 			if err == nil {
 				st := stepTasks{
 					Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUsPerTask: req.GPUsPerTask,
@@ -488,9 +494,15 @@ type stepPart struct {
 	mu    sync.Mutex
 	procs []runtime.Process
 	exits chan api.StepMsg // one per task, then closed
+	// remote signals the tasks of a part on another host (remotePeer).
+	remote func(syscall.Signal)
 }
 
 func (p *stepPart) signal(sig syscall.Signal) {
+	if p.remote != nil {
+		p.remote(sig)
+		return
+	}
 	p.mu.Lock()
 	procs := slices.Clone(p.procs)
 	p.mu.Unlock()

@@ -218,12 +218,6 @@ type taskInput struct {
 	Home string
 	// ToolsDir is Config.ToolsDir ("" = none).
 	ToolsDir string
-	// EveryNode runs the batch script on every node of the allocation,
-	// as gpud did before steps: set where this agent cannot reach the
-	// allocation's other nodes for steps (separate hosts, until the
-	// agent-to-agent transport exists), so a multi-node job there still
-	// uses all its nodes instead of holding them idle.
-	EveryNode bool
 }
 
 // buildTask turns an assignment into the container to run.
@@ -274,9 +268,10 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 	}
 	stdout, stderr := outputPaths(job, in.NodeName, self.Rank)
 	// The batch script runs once, on the first node (step "batch"); the
-	// other nodes hold their share and run steps' tasks only (step.go),
-	// unless they cannot be reached for steps (EveryNode).
-	batch := self.Rank == 0 || in.EveryNode
+	// other nodes hold their share and run steps' tasks only (step.go).
+	// An interactive allocation (srun or salloc outside a job) runs no
+	// script: every node holds, and steps come from outside.
+	batch := self.Rank == 0 && !job.Interactive
 	if !batch {
 		stdout, stderr = "", ""
 	}

@@ -34,6 +34,7 @@ func (s *Server) routes() {
 	handle("POST "+v+"/jobs/cancel", s.cancelJobs)
 	handle("PATCH "+v+"/jobs/{id}", s.updateJob)
 	handle("POST "+v+"/jobs/{id}/{action}", s.jobAction)
+	handle("POST "+v+"/jobs/{id}/step-ticket", s.stepTicket)
 	m.HandleFunc("GET "+v+"/nodes", s.listNodes)
 	m.HandleFunc("GET "+v+"/partitions", s.listPartitions)
 	m.HandleFunc("GET "+v+"/associations", s.associations)
@@ -517,7 +518,7 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	out := api.AssignmentsResponse{Generation: gen, Assignments: make([]api.Assignment, 0, len(list))}
 	for _, a := range list {
 		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
-			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq})
+			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, StepTicket: s.steps.ticket(a.Alloc.ID)})
 	}
 	s.writeJSON(w, out)
 }

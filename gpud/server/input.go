@@ -230,6 +230,7 @@ func checkInventory(inv *spec.Inventory) error {
 	var c checker
 	c.name("node name", inv.Name, maxShort)
 	c.name("node address", inv.Addr, maxShort)
+	c.between("step_port", int64(inv.StepPort), 0, 65535)
 	c.name("agent version", inv.Version, maxShort)
 	c.between("cpus", int64(inv.CPUs), 0, maxCPUs)
 	c.between("mem_mib", inv.MemMiB, 0, maxMemMiB)

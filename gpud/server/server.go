@@ -58,6 +58,7 @@ type Server struct {
 	refusals sync.WaitGroup // their goroutines
 	sec      secState       // secstate.go
 	ha       HA             // ha.go; nil for a single controller
+	steps    stepTickets    // steps.go
 
 	// auditBuffer sizes the audit queue (0: auditBuffer; tests set it).
 	auditBuffer int

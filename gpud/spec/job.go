@@ -147,6 +147,11 @@ type JobSpec struct {
 	// WCKey is the workload characterisation key (--wckey), kept for
 	// accounting.
 	WCKey string `json:"wckey,omitempty"`
+	// Interactive makes the job an allocation for steps from outside
+	// (srun or salloc on a login host): no batch script runs, every node
+	// holds its share until the allocation is released (cancelled) or
+	// its time is up.
+	Interactive bool `json:"interactive,omitempty"`
 }
 
 // Tasks is a job's task layout (JobSpec.Tasks).
@@ -270,9 +275,12 @@ type NodeAlloc struct {
 	Rank int    `json:"rank"`
 	// Addr is the node's registered address (spec.Inventory.Addr), so
 	// every rank can reach rank 0 (MASTER_ADDR); empty means use Node.
-	Addr   string `json:"addr,omitempty"`
-	CPUs   int    `json:"cpus"`
-	MemMiB int64  `json:"mem_mib"`
+	Addr string `json:"addr,omitempty"`
+	// StepPort is the port of the node's step listener (spec.Inventory
+	// StepPort; 0: none): steps reach its agent at Addr:StepPort.
+	StepPort int   `json:"step_port,omitempty"`
+	CPUs     int   `json:"cpus"`
+	MemMiB   int64 `json:"mem_mib"`
 	// GPUs are device UUIDs (MIG UUIDs for slices).
 	GPUs []string `json:"gpus,omitempty"`
 	// GPUFraction is set for a shared-GPU allocation (one entry in GPUs).

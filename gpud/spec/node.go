@@ -74,8 +74,11 @@ type GPUProblem struct {
 
 // Inventory is what a node agent registers.
 type Inventory struct {
-	Name     string   `json:"name"`
-	Addr     string   `json:"addr,omitempty"`
+	Name string `json:"name"`
+	Addr string `json:"addr,omitempty"`
+	// StepPort is where the agent's step listener serves on Addr (0:
+	// none; the agent has no node certificate).
+	StepPort int      `json:"step_port,omitempty"`
 	CPUs     int      `json:"cpus"`
 	MemMiB   int64    `json:"mem_mib"`
 	GPUs     []GPU    `json:"gpus"`

@@ -21,6 +21,7 @@ import (
 	"syscall"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpusubmit/directive"
 )
 
 // Exit codes beyond the tasks' own.
@@ -37,6 +38,9 @@ type options struct {
 	export         string
 	// given are the options named on the command line.
 	given map[string]bool
+	// alloc are the options that shape an allocation srun makes outside
+	// a job (alloc.go).
+	alloc []directive.Option
 }
 
 // envDefaults fills what the command line left out from the job's
@@ -73,6 +77,9 @@ const Usage = `usage: srun [options] COMMAND [ARGS...]
       --mpi=none            accepted (no MPI plugin)
       --cpu-bind=q|v|none   accepted (tasks share the job's pinned cores; other bindings are refused)
   -D, --chdir=DIR           tasks' working directory
+Outside a job srun runs in the allocation of a salloc shell (SLURM_JOB_ID), or
+makes one for this step from its options (sbatch's: -N -n -c --gpus-per-node
+-G -t -p --mem -J -A -q -C -w -x ...) and releases it when the step ends.
 `
 
 // parse reads srun's options; the command starts at the first argument
@@ -89,6 +96,9 @@ func parse(args []string) (options, error) {
 	}
 	set := func(name, v string) error {
 		var err error
+		if o.noteAlloc(name, v) {
+			return nil
+		}
 		if short, ok := long[name]; ok {
 			o.given[short] = true
 		} else {
@@ -129,6 +139,9 @@ func parse(args []string) (options, error) {
 				return fmt.Errorf("srun: --mpi=%s: gpud has no MPI plugins; use --mpi=none and start MPI ranks as tasks (SLURM_PROCID)", v)
 			}
 		default:
+			if _, ok := allocDef(name); ok {
+				return nil // kept for an allocation srun makes (noteAlloc)
+			}
 			return fmt.Errorf("srun: unknown option %s; see srun --help", optName(name))
 		}
 		return err
@@ -254,8 +267,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	sock := os.Getenv(api.EnvStepSocket)
 	if sock == "" {
-		fmt.Fprintf(stderr, "srun: not inside a gpud job (%s is not set): srun starts steps in a job's allocation; submit a job with sbatch (allocations from srun and salloc outside a job are not built yet)\n", api.EnvStepSocket)
-		return exitError
+		// A login host or a salloc shell (alloc.go).
+		return outside(o, stdout, stderr)
 	}
 	o.envDefaults(os.Getenv)
 	o.req.Stdin = hasInput(os.Stdin)

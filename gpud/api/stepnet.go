@@ -1,0 +1,97 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// Steps over the network (DESIGN §7 "Allocations and steps"). Every node
+// agent with a node certificate (joined with the join token) serves a
+// step listener (TCP + TLS, [node] step_listen, default :6818). Two kinds
+// of caller speak to it, each opening with one StepHello line (JSON):
+//
+//   - a peer agent (mutual TLS: a node certificate of the cluster CA, the
+//     node name as CN) asking this node to run its share of a step of an
+//     allocation the controller assigned to both (StepHello.Part); the
+//     stream then is the one srun speaks on the step socket, for this
+//     node's tasks only: StepSignal and StepStdin in, frames out
+//     (ReadStepFrame) ending with StepDone or StepError;
+//   - srun outside the job's containers (a login host, a salloc shell),
+//     presenting the allocation's step ticket (StepHello.Ticket, from
+//     POST /v1/jobs/{id}/step-ticket, which only the job's owner or root
+//     may call); then it speaks exactly as on the job's step socket: a
+//     StepRequest line (unless StepHello.Step carries it), and so on.
+//
+// A caller verifies the listener's certificate against the cluster CA
+// and checks it names the node it meant to reach.
+
+// DefaultStepPort is the step listener's port when [node] step_listen
+// names none (Slurm's slurmd port).
+const DefaultStepPort = 6818
+
+// StepHello opens a connection to a node's step listener.
+type StepHello struct {
+	// Alloc is the allocation the step runs in.
+	Alloc string `json:"alloc"`
+	// Ticket is the allocation's step ticket (srun); empty for a peer.
+	Ticket string `json:"ticket,omitempty"`
+	// Step is srun's request (with Ticket).
+	Step *StepRequest `json:"step,omitempty"`
+	// Part is a peer's request: this node's tasks of a step.
+	Part *StepPart `json:"part,omitempty"`
+	// Probe (with Ticket) asks whether every node of the allocation can
+	// run tasks yet: the answer is StepDone once a `true` ran on each, or
+	// StepError (srun and salloc wait for a new allocation with it).
+	Probe bool `json:"probe,omitempty"`
+}
+
+// StepPart is one node's share of a step, as the step's first agent asks
+// a peer for it.
+type StepPart struct {
+	Step        int      `json:"step"`
+	NodeIndex   int      `json:"node_index"`
+	Tasks       []int    `json:"tasks"`
+	GPUsPerTask int      `json:"gpus_per_task,omitempty"`
+	Args        []string `json:"args"`
+	Env         []string `json:"env"`
+	Cwd         string   `json:"cwd,omitempty"`
+	// Stdin says StepStdin messages follow for the part's task 0 (the
+	// step's task 0).
+	Stdin bool `json:"stdin,omitempty"`
+	// Flags name what a new kind of step needs of each node (a TTY, say)
+	// without a new call; an agent refuses a part with a flag it does not
+	// know (StepPartFlags), so an older peer never runs it half-way.
+	Flags []string `json:"flags,omitempty"`
+}
+
+// StepPartFlags are the StepPart flags this agent knows (none yet).
+var StepPartFlags = []string{}
+
+// StepTicketResponse is POST /v1/jobs/{id}/step-ticket: what srun outside
+// the job needs to start steps in its allocation.
+type StepTicketResponse struct {
+	JobID spec.JobID `json:"job_id"`
+	Alloc string     `json:"alloc"`
+	// Ticket admits steps in Alloc at its nodes' step listeners.
+	Ticket string `json:"ticket"`
+	// Nodes are the allocation's nodes by rank, with their step
+	// listeners' addresses (host:port; empty where a node has none).
+	Nodes []StepNode `json:"nodes"`
+	// CA is the cluster CA (PEM) the listeners' certificates chain to.
+	CA string `json:"ca,omitempty"`
+}
+
+// StepNode is one node of an allocation as srun reaches it.
+type StepNode struct {
+	Name     string `json:"name"`
+	StepAddr string `json:"step_addr,omitempty"`
+}
+
+// StepTicket asks for job id's step ticket (owner or root only).
+func (c *Client) StepTicket(ctx context.Context, id spec.JobID) (StepTicketResponse, error) {
+	var out StepTicketResponse
+	err := c.do(ctx, http.MethodPost, "/jobs/"+spec.JobRef{ID: id}.String()+"/step-ticket", nil, struct{}{}, &out)
+	return out, err
+}

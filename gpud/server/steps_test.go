@@ -1,0 +1,63 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/server"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// TestStepTicket: a running job's step ticket goes with its assignment
+// to the node and, through POST /v1/jobs/{id}/step-ticket, to its owner
+// and root only, with the nodes' step addresses (registered step port on
+// the node's address) and the CA; another user, a node token and a job
+// that does not run get none.
+func TestStepTicket(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef-step")
+	s := secureServer(t, server.WithStepTickets(key, []byte("CA PEM")))
+	ctx := ctxT(t)
+	root := client(t, s.unix)
+	inv := inventory("n1", 2)
+	inv.StepPort = 6818
+	if _, err := root.Register(ctx, inv); err != nil {
+		t.Fatal(err)
+	}
+	alice := s.client(t, s.token(t, auth.Claims{User: "alice", UID: 1001, GID: 1001}, time.Hour))
+	bob := s.client(t, s.token(t, auth.Claims{User: "bob", UID: 1002, GID: 1002}, time.Hour))
+	n1 := s.client(t, s.token(t, auth.Claims{User: "n1", Role: auth.RoleNode, Node: "n1"}, time.Hour))
+
+	js := jobSpec("alloc")
+	js.Interactive = true
+	sub, err := alice.Submit(ctx, api.SubmitRequest{Job: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := waitAssignment(t, root, "n1", func(a api.Assignment) bool { return a.Job.ID == sub.ID })
+	want := auth.StepTicket(key, a.Alloc.ID)
+	if a.StepTicket != want || !a.Job.Interactive {
+		t.Errorf("assignment: ticket %q interactive %v; want %q, true", a.StepTicket, a.Job.Interactive, want)
+	}
+	for name, c := range map[string]*api.Client{"alice": alice, "root": root} {
+		tk, err := c.StepTicket(ctx, sub.ID)
+		if err != nil || tk.Ticket != want || tk.Alloc != a.Alloc.ID || tk.CA != "CA PEM" ||
+			len(tk.Nodes) != 1 || tk.Nodes[0] != (api.StepNode{Name: "n1", StepAddr: "10.0.0.1:6818"}) {
+			t.Errorf("%s's step ticket: %+v, %v; want ticket %q for n1 at 10.0.0.1:6818 with the CA", name, tk, err, want)
+		}
+	}
+	_, err = bob.StepTicket(ctx, sub.ID)
+	wantStatus(t, "bob asks for alice's ticket", err, 403, spec.ErrPermissionDenied, "only its owner or root may start steps")
+	_, err = n1.StepTicket(ctx, sub.ID)
+	wantStatus(t, "a node token asks for a ticket", err, 403, spec.ErrPermissionDenied, "node protocol")
+
+	// Held, so it never runs: no ticket, and why.
+	js.Hold = true
+	held, err := alice.Submit(ctx, api.SubmitRequest{Job: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = alice.StepTicket(ctx, held.ID)
+	wantStatus(t, "a job that does not run", err, 409, spec.ErrConflict, "not running")
+}

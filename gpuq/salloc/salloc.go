@@ -1,0 +1,232 @@
+// Package salloc is the salloc command (gpuq run as salloc): it makes an
+// interactive allocation, waits for it, and runs a command (the user's
+// shell by default) on the submit host with the allocation's SLURM_*
+// variables, in which srun launches steps; the command's end releases the
+// allocation (DESIGN §7 "Allocations and steps").
+package salloc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/hostlist"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpuq/srun"
+	"github.com/gpud/gpud/gpusubmit/directive"
+)
+
+// Usage is salloc's short help.
+const Usage = `usage: salloc [options] [COMMAND [ARGS...]]
+Makes an interactive allocation (scheduled like any job: priority, limits,
+preemption), waits for it, and runs COMMAND (default: $SHELL) here with
+SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_NNODES ... set; srun inside it
+starts steps on the allocation's nodes. The allocation ends with COMMAND.
+^C while the request waits cancels it.
+Options are sbatch's resource options, among them:
+  -N, --nodes=N  -n, --ntasks=N  --ntasks-per-node=N  -c, --cpus-per-task=N
+  -G, --gpus=N   --gpus-per-node=N  --gpus-per-task=N  --mem=SIZE
+  -t, --time=TIME  -p, --partition=P  -A, --account=A  -q, --qos=Q  -J, --job-name=NAME
+`
+
+// Exit codes of salloc's own errors (else the command's).
+const (
+	exitUsage = 2
+	exitError = 1
+)
+
+// parse reads sbatch-style options up to the command.
+func parse(args []string) ([]directive.Option, []string, error) {
+	var opts []directive.Option
+	find := func(name string, short bool) (directive.Def, bool) {
+		for _, d := range directive.Options {
+			if !short && d.Name == name || short && d.Short == name {
+				return d, true
+			}
+		}
+		return directive.Def{}, false
+	}
+	refused := map[string]string{"array": "an allocation is one job", "wrap": "give the command after the options",
+		"output": "the command's output is on this terminal", "error": "the command's output is on this terminal",
+		"wait": "salloc always waits", "parsable": "salloc prints Slurm's lines", "test-only": "use sbatch --test-only"}
+	add := func(d directive.Def, v string) error {
+		if why, ok := refused[d.Name]; ok {
+			return fmt.Errorf("salloc: --%s is not an salloc option: %s", d.Name, why)
+		}
+		opts = append(opts, directive.Option{Name: d.Name, Value: v, Source: directive.CommandLine})
+		return nil
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return opts, args[i+1:], nil
+		case strings.HasPrefix(a, "--"):
+			name, v, hasV := strings.Cut(a[2:], "=")
+			d, ok := find(name, false)
+			if !ok {
+				return nil, nil, fmt.Errorf("salloc: unknown option --%s; see salloc --help", name)
+			}
+			if d.Bool {
+				if hasV {
+					return nil, nil, fmt.Errorf("salloc: --%s takes no value", name)
+				}
+				v = "true"
+			} else if !hasV {
+				if i+1 == len(args) {
+					return nil, nil, fmt.Errorf("salloc: --%s needs a value", name)
+				}
+				i++
+				v = args[i]
+			}
+			if err := add(d, v); err != nil {
+				return nil, nil, err
+			}
+		case len(a) > 1 && a[0] == '-':
+			d, ok := find(a[1:2], true)
+			if !ok {
+				return nil, nil, fmt.Errorf("salloc: unknown option -%s; see salloc --help", a[1:2])
+			}
+			v := a[2:]
+			if d.Bool {
+				if v != "" {
+					return nil, nil, fmt.Errorf("salloc: -%s takes no value", a[1:2])
+				}
+				v = "true"
+			} else if v == "" {
+				if i+1 == len(args) {
+					return nil, nil, fmt.Errorf("salloc: -%s needs a value", a[1:2])
+				}
+				i++
+				v = args[i]
+			}
+			if err := add(d, v); err != nil {
+				return nil, nil, err
+			}
+		default:
+			return opts, args[i:], nil
+		}
+	}
+	return opts, nil, nil
+}
+
+// Main runs salloc with args (args[0] is the program name) and returns
+// the command's exit code, or 1 / 2 for salloc's own errors.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 1 && (args[1] == "--help" || args[1] == "-h") {
+		_, _ = io.WriteString(stdout, Usage)
+		return 0
+	}
+	opts, cmdArgs, err := parse(args[1:])
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	if len(cmdArgs) == 0 {
+		sh := os.Getenv("SHELL")
+		if sh == "" {
+			sh = "/bin/sh"
+		}
+		cmdArgs = []string{sh}
+	}
+	if os.Getenv(api.EnvStepSocket) != "" {
+		fmt.Fprintln(stderr, "salloc: warning: running inside a job: the new allocation is a separate job")
+	}
+	client, err := srun.Client()
+	if err != nil {
+		fmt.Fprintf(stderr, "salloc: %v\n", err)
+		return exitError
+	}
+	ctx := context.Background()
+	al, err := srun.Allocate(ctx, client, "salloc", filepath.Base(cmdArgs[0]), opts, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	defer al.Release("salloc command ended")
+	j, err := client.Job(ctx, al.Job)
+	if err != nil {
+		fmt.Fprintf(stderr, "salloc: read job allocation %d: %v\n", al.Job, err)
+		return exitError
+	}
+	cmd := exec.Command(cmdArgs[0], cmdArgs[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.Env = append(os.Environ(), allocEnv(j)...)
+	// The terminal's ^C is the command's (an interactive shell's), not
+	// salloc's: salloc stays to release the allocation.
+	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
+	// SIGTERM and SIGHUP go on to the command; salloc releases the
+	// allocation once it ends.
+	sigC := make(chan os.Signal, 2)
+	signal.Notify(sigC, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigC)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "salloc: run %s: %v\n", cmdArgs[0], err)
+		return exitError
+	}
+	go func() {
+		for s := range sigC {
+			_ = cmd.Process.Signal(s)
+		}
+	}()
+	// The allocation ending first (time limit, scancel) hangs the command
+	// up, as Slurm's salloc does.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		if end, err := client.WaitJob(wctx, al.Job); err == nil && end.State.Terminal() {
+			fmt.Fprintf(stderr, "salloc: Job allocation %d has been revoked (%s)\n", al.Job, end.State)
+			_ = cmd.Process.Signal(syscall.SIGHUP)
+		}
+	}()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		if st, ok := ee.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+			return 128 + int(st.Signal())
+		}
+		return ee.ExitCode()
+	default:
+		fmt.Fprintf(stderr, "salloc: %s: %v\n", cmdArgs[0], err)
+		return exitError
+	}
+}
+
+// allocEnv is the allocation's environment, as Slurm's salloc sets it.
+func allocEnv(j spec.Job) []string {
+	id := strconv.FormatUint(uint64(j.ID), 10)
+	nl := hostlist.Compress(j.Nodes)
+	nn := strconv.Itoa(len(j.Nodes))
+	env := []string{
+		"SLURM_JOB_ID=" + id, "SLURM_JOBID=" + id, "SLURM_JOB_NAME=" + j.Name,
+		"SLURM_JOB_NODELIST=" + nl, "SLURM_NODELIST=" + nl,
+		"SLURM_NNODES=" + nn, "SLURM_JOB_NUM_NODES=" + nn,
+		"SLURM_JOB_PARTITION=" + j.Partition, "SLURM_JOB_ACCOUNT=" + j.Account,
+		"SLURM_SUBMIT_DIR=" + j.SubmitDir,
+	}
+	if t := j.Tasks; t.NTasks > 0 {
+		env = append(env, "SLURM_NTASKS="+strconv.Itoa(t.NTasks), "SLURM_NPROCS="+strconv.Itoa(t.NTasks))
+	}
+	if t := j.Tasks; t.NTasksPerNode > 0 {
+		env = append(env, "SLURM_NTASKS_PER_NODE="+strconv.Itoa(t.NTasksPerNode))
+	}
+	if t := j.Tasks; t.CPUsPerTask > 0 {
+		env = append(env, "SLURM_CPUS_PER_TASK="+strconv.Itoa(t.CPUsPerTask))
+	}
+	if t := j.Tasks; t.GPUsPerTask > 0 {
+		env = append(env, "SLURM_GPUS_PER_TASK="+strconv.Itoa(t.GPUsPerTask))
+	}
+	return env
+}
