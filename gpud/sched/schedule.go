@@ -134,6 +134,12 @@ type fitMemo struct {
 	key  []int64
 	elig []bool
 	heap resvHeap
+	// counts are the node counts per reason for the shape (filters.go),
+	// made at cycle.gen countGen.
+	counted  bool
+	countGen uint64
+	counts   []NodeCount
+	summary  string
 }
 
 type hent struct {
@@ -232,6 +238,12 @@ type cycle struct {
 	fgdMemo  map[fgdState]fgdScore
 	// mig is the MIG layout (mig.go), built for the first MIG job.
 	mig *migCycle
+	// unplaced are the jobs whose placement failed since the plan's
+	// metrics were last made; gen counts changes to what is free or held
+	// (starts, reservations, preemptions, ends), so a shape's node
+	// counts are remade only after one (filters.go).
+	unplaced []unplaced
+	gen      uint64
 }
 
 type counter struct{ gpus, jobs int }
@@ -479,6 +491,7 @@ func (c *cycle) run() Plan {
 	for _, wj := range c.queue {
 		c.decide(wj, true)
 	}
+	c.placementMetrics()
 	return c.plan
 }
 
@@ -523,11 +536,13 @@ func (c *cycle) decide(wj wjob, mayPreempt bool) {
 		c.decideMIG(j, dur) // mig.go
 		return
 	}
-	picks, fitting, physFit := c.placeNow(j, dur)
+	m := c.memoFor(j)
+	picks, fitting, physFit := c.placeNow(j, dur, m)
 	if picks != nil {
 		c.start(j, picks, dur)
 		return
 	}
+	c.unplaced = append(c.unplaced, unplaced{j: j, m: m})
 	want := max(j.Req.Nodes, 1)
 	detail := fmt.Sprintf("needs %s; %d of %d nodes fit now", describe(j.Req), fitting, len(c.nodes))
 	if mayPreempt && c.preempt(j, wj.prio, dur) {
@@ -641,64 +656,6 @@ func (c *cycle) memoFor(j *Job) *fitMemo {
 		c.memo[k] = m
 	}
 	return m
-}
-
-// eligible is the static filter: node state, partition, node list,
-// exclusion, constraint, and total capacity.
-func (c *cycle) eligible(w *workNode, j *Job) bool { return filter(w, j) == filterPass }
-
-// filterReason is why the placement filter turned a node down for a job
-// (filterPass: it did not). Explain counts them.
-type filterReason uint8
-
-const (
-	filterPass filterReason = iota
-	filterState
-	filterPartition
-	filterNodeList
-	filterExclude
-	filterConstraint
-	filterRDMA
-	filterMIG
-	filterCPUs
-	filterMem
-	filterGPUs
-)
-
-// filter is the placement filter: whether node w could ever hold j
-// (state, partition, lists, features, capacity), and if not, why.
-func filter(w *workNode, j *Job) filterReason {
-	r := &j.Req
-	n := w.n
-	switch {
-	case !schedulable(n.State):
-		return filterState
-	case j.Partition != "" && !slices.Contains(n.Partitions, j.Partition):
-		return filterPartition
-	case len(r.NodeList) > 0 && !slices.Contains(r.NodeList, n.Name):
-		return filterNodeList
-	case slices.Contains(r.Exclude, n.Name):
-		return filterExclude
-	case !HasFeatures(n.Features, r.Constraint):
-		return filterConstraint
-	case !rdmaFits(n, r):
-		return filterRDMA
-	case r.GPUProfile != "":
-		// MIG jobs are placed by placeMIG (mig.go), not here.
-		return filterMIG
-	case n.CPUs < r.CPUsPerNode:
-		return filterCPUs
-	case n.MemMiB < r.MemMiB:
-		return filterMem
-	}
-	if isFrac(j) {
-		if modelMask(w, r.GPUModel) == 0 {
-			return filterGPUs
-		}
-	} else if bits.OnesCount64(modelMask(w, r.GPUModel)) < r.GPUsPerNode {
-		return filterGPUs
-	}
-	return filterPass
 }
 
 // modelMatch reports whether a GPU of model have satisfies a request for
@@ -820,8 +777,7 @@ func fitShared(w *workNode, j *Job, free backfill.Res, end int64, phys bool) (pi
 // reservation: the first nodes by name (PlaceFirstFit) or the best by the
 // partition's placement (placeBest). It returns nil when it does not fit,
 // with how many nodes fit and how many would fit ignoring reservations.
-func (c *cycle) placeNow(j *Job, dur int64) ([]pick, int, int) {
-	m := c.memoFor(j)
+func (c *cycle) placeNow(j *Job, dur int64, m *fitMemo) ([]pick, int, int) {
 	if m.failed && dur >= m.failedDur {
 		return nil, m.fitting, m.physFit
 	}
@@ -909,6 +865,7 @@ func (c *cycle) alloc(w *workNode, j *Job, g uint64, rank int, free backfill.Res
 }
 
 func (c *cycle) start(j *Job, picks []pick, dur int64) {
+	c.gen++
 	allocs := make([]spec.NodeAlloc, 0, len(picks))
 	var parts []runPart
 	for rank, p := range picks {
@@ -1094,6 +1051,7 @@ func queueOrder(a, b wjob) int {
 
 // hold commits a reservation of j on nodes from at for dur.
 func (c *cycle) hold(j *Job, nodes []int, at, dur int64) {
+	c.gen++
 	end := backfill.Add(at, dur)
 	rv := Reservation{JobID: j.ID, Start: c.now.Add(time.Duration(at))}
 	var parts []runPart

@@ -66,6 +66,7 @@ func (st *State) EachPriority(fn func(id spec.JobID, total int64)) {
 
 func (st *State) at(now time.Time) {
 	st.c.plan = Plan{}
+	st.c.unplaced = st.c.unplaced[:0]
 	st.c.off = max(int64(now.Sub(st.c.now)), st.c.off)
 }
 
@@ -78,6 +79,7 @@ func (st *State) Submit(j Job, now time.Time) Plan {
 	i, _ := slices.BinarySearchFunc(c.queue, wj, queueOrder)
 	c.queue = slices.Insert(c.queue, i, wj)
 	c.decide(wj, false)
+	c.placementMetrics()
 	for _, s := range c.plan.Starts {
 		st.done[s.JobID] = true
 	}
@@ -124,6 +126,7 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 	} else {
 		return c.plan
 	}
+	c.gen++
 	slices.Sort(freed)
 	freed = slices.Compact(freed)
 	// Reservation bounds of the freed nodes may be earlier now.
