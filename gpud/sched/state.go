@@ -120,9 +120,7 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 			}
 			freed = append(freed, p.node)
 		}
-		if c.limits {
-			c.uncount(rj.r.QOS, rj.r.User, rj.r.Account, rj.gpuCount)
-		}
+		c.lim.remove(rj.r.QOS, rj.r.User, rj.r.Account, rj.gpuCount)
 	} else {
 		return c.plan
 	}
@@ -205,13 +203,4 @@ func addPhys(w *workNode, r backfill.Res) {
 	w.phys.CPUs += r.CPUs
 	w.phys.MemMiB += r.MemMiB
 	w.phys.Allocs -= r.Allocs
-}
-
-func (c *cycle) uncount(qos, user, account string, gpus int) {
-	for _, ct := range []*counter{c.users[[2]string{qos, user}], c.accts[[2]string{qos, account}], c.accts[[2]string{"", account}]} {
-		if ct != nil {
-			ct.gpus -= gpus
-			ct.jobs--
-		}
-	}
 }
