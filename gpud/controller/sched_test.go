@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,6 +200,10 @@ func TestBackfillAndExpectedStart(t *testing.T) {
 	}
 	if res.Start.IsZero() || res.Start.Before(end) {
 		t.Errorf("test-only start = %v, want a reservation at or after %v", res.Start, end)
+	}
+	// ... and says why no node runs it now, per reason.
+	if !strings.Contains(res.Message, "job would wait: ") || !strings.Contains(res.Message, "; 1 node: 1 ") {
+		t.Errorf("test-only message = %q; want the wait and the node counts", res.Message)
 	}
 }
 

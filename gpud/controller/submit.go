@@ -143,6 +143,11 @@ func (c *Controller) TestSubmit(ctx context.Context, who Caller, js spec.JobSpec
 			if p.JobID == j.ID {
 				res.Reason = p.Reason
 				res.Message = fmt.Sprintf("job would wait: %s (%s)", p.Reason, p.Detail)
+				for _, m := range plan.Placement {
+					if m.JobID == j.ID && m.Summary != "" {
+						res.Message += "; " + m.Summary
+					}
+				}
 				if !p.ExpectedStart.IsZero() {
 					res.Start = p.ExpectedStart
 				}
