@@ -448,6 +448,7 @@ func (c *cycle) pending(j *Job, reason, detail string) {
 
 func (c *cycle) run() Plan {
 	c.queue = c.order()
+	c.unplaced = make([]unplaced, 0, len(c.queue))
 	for _, wj := range c.queue {
 		c.decide(wj, true)
 	}
