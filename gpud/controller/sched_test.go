@@ -280,8 +280,14 @@ func TestPendingJobNodeReasonsFromCycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := h.submit(bob, gpus(4, time.Hour, "normal"))
-	h.c.sched.dirty = true // a full cycle
-	h.settle()
+	full := func() { // a full cycle, on the owner
+		h.t.Helper()
+		if err := h.c.query(context.Background(), func() error { h.c.sched.dirty = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		h.settle()
+	}
+	full()
 	views, err := h.c.ListJobs(context.Background(), JobFilter{IDs: []spec.JobID{id}})
 	if err != nil || len(views) != 1 {
 		t.Fatalf("ListJobs: %v, %d views", err, len(views))
@@ -292,8 +298,7 @@ func TestPendingJobNodeReasonsFromCycle(t *testing.T) {
 	if _, err := h.c.JobAction(context.Background(), bob, id, "hold", ""); err != nil {
 		t.Fatal(err)
 	}
-	h.c.sched.dirty = true
-	h.settle()
+	full()
 	if views, _ := h.c.ListJobs(context.Background(), JobFilter{IDs: []spec.JobID{id}}); views[0].job.NodeReasons != "" {
 		t.Errorf("held job still lists node reasons %q", views[0].job.NodeReasons)
 	}
