@@ -274,12 +274,42 @@ func (c *cycle) placementMetrics() {
 	for _, u := range c.unplaced {
 		m := u.m
 		if !m.counted || m.countGen != c.gen {
-			list := c.countNodes(u.j).List(u.j)
-			m.counted, m.countGen, m.counts, m.summary = true, c.gen, list, FormatNodeCounts(list)
+			e := c.nodeCountsFor(u.j)
+			m.counted, m.countGen, m.counts, m.summary = true, c.gen, e.list, e.summary
 		}
 		c.plan.Placement = append(c.plan.Placement, PlacementMetric{JobID: u.j.ID, Nodes: m.counts, Summary: m.summary})
 	}
 	c.unplaced = c.unplaced[:0]
+}
+
+// countEntry is the node counts of a request, made at cycle.gen gen.
+type countEntry struct {
+	gen     uint64
+	list    []NodeCount
+	summary string
+}
+
+// nodeCountsFor counts the nodes per reason for j. Requests that differ
+// only by QOS (no filter reads it; fitMemo keys on it for limits and
+// preemption) share one count per c.gen; a job with a node list or
+// exclusions is counted alone.
+func (c *cycle) nodeCountsFor(j *Job) countEntry {
+	k, ok := shapeOf(j)
+	if !ok {
+		list := c.countNodes(j).List(j)
+		return countEntry{gen: c.gen, list: list, summary: FormatNodeCounts(list)}
+	}
+	k.qos = ""
+	if e, ok := c.counts[k]; ok && e.gen == c.gen {
+		return e
+	}
+	list := c.countNodes(j).List(j)
+	e := countEntry{gen: c.gen, list: list, summary: FormatNodeCounts(list)}
+	if c.counts == nil {
+		c.counts = map[shape]countEntry{}
+	}
+	c.counts[k] = e
+	return e
 }
 
 // FormatNodeCounts writes counts as "10 nodes: 6 insufficient free h100

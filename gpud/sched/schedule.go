@@ -239,6 +239,8 @@ type cycle struct {
 	// counts are remade only after one (filters.go).
 	unplaced []unplaced
 	gen      uint64
+	// counts are the node counts by shape without QOS (filters.go).
+	counts map[shape]countEntry
 }
 
 type pick struct {
