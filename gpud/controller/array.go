@@ -1,69 +1,14 @@
 package controller
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/gpud/gpud/gpud/spec"
 )
 
-// maxArrayTasks caps the tasks one --array submission may create.
-const maxArrayTasks = 10000
-
-// maxArrayIndex is the largest task index (Slurm's MaxArraySize limit).
-const maxArrayIndex = 4000000
-
-// arrayForms describes the --array syntax for error messages.
-const arrayForms = "use N-M, N-M:STEP, comma lists of those, and an optional %MAX (e.g. 0-99:2%10)"
-
-// parseArray expands an --array spec ("0-99%10", "1,3,5", "0-15:4") into
-// its task indices, ascending and without duplicates, and the %MAX limit
-// on running tasks (0: none).
-func parseArray(s string) ([]int, int, error) {
-	body, lim, hasLim := strings.Cut(s, "%")
-	limit := 0
-	if hasLim {
-		n, err := strconv.Atoi(lim)
-		if err != nil || n < 1 {
-			return nil, 0, spec.Errorf(spec.ErrInvalid, "--array=%s: %%MAX must be a whole number of at least 1; %s", s, arrayForms)
-		}
-		limit = n
-	}
-	if body == "" {
-		return nil, 0, spec.Errorf(spec.ErrInvalid, "--array=%s names no tasks; %s", s, arrayForms)
-	}
-	var idx []int
-	for r := range strings.SplitSeq(body, ",") {
-		span, stepS, hasStep := strings.Cut(r, ":")
-		loS, hiS, isRange := strings.Cut(span, "-")
-		lo, err1 := strconv.Atoi(loS)
-		hi, err2 := lo, error(nil)
-		if isRange {
-			hi, err2 = strconv.Atoi(hiS)
-		}
-		step, err3 := 1, error(nil)
-		if hasStep {
-			step, err3 = strconv.Atoi(stepS)
-		}
-		if err1 != nil || err2 != nil || err3 != nil || lo < 0 || hi < lo || step < 1 || hasStep && !isRange {
-			return nil, 0, spec.Errorf(spec.ErrInvalid, "--array=%s: %q is not N, N-M or N-M:STEP with 0 <= N <= M and STEP >= 1; %s", s, r, arrayForms)
-		}
-		if hi > maxArrayIndex || step > maxArrayIndex {
-			// Bounded so i += step below cannot wrap around.
-			return nil, 0, spec.Errorf(spec.ErrInvalid, "--array=%s: %q goes past %d, the largest task index (and step); number tasks from 0", s, r, maxArrayIndex)
-		}
-		for i := lo; i <= hi; i += step {
-			if len(idx) >= maxArrayTasks {
-				return nil, 0, spec.Errorf(spec.ErrInvalid, "--array=%s makes more than %d tasks, the limit per array; split it into several arrays", s, maxArrayTasks)
-			}
-			idx = append(idx, i)
-		}
-	}
-	slices.Sort(idx)
-	idx = slices.Compact(idx)
-	return idx, limit, nil
-}
+// parseArray expands an --array spec (spec.ParseArray).
+func parseArray(s string) ([]int, int, error) { return spec.ParseArray(s) }
 
 // arrayLimit returns the %MAX of a task's array spec, 0 when none.
 func arrayLimit(j *spec.Job) int {

@@ -90,7 +90,9 @@ func (c *Controller) JobByRef(ctx context.Context, ref spec.JobRef) (spec.Job, e
 			return err
 		}
 		j = recs[0].view.job
-		if j.State == spec.StatePending {
+		if j.State == spec.StatePending && j.NodeReasons == "" {
+			// Not placed in a cycle yet (or held back before placement):
+			// the same count, made now for this job.
 			j.NodeReasons = c.nodeReasons(&j)
 		}
 		return nil

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,6 +201,10 @@ func TestBackfillAndExpectedStart(t *testing.T) {
 	if res.Start.IsZero() || res.Start.Before(end) {
 		t.Errorf("test-only start = %v, want a reservation at or after %v", res.Start, end)
 	}
+	// ... and says why no node runs it now, per reason.
+	if !strings.Contains(res.Message, "job would wait: ") || !strings.Contains(res.Message, "; 1 node: 1 ") {
+		t.Errorf("test-only message = %q; want the wait and the node counts", res.Message)
+	}
 }
 
 // TestWaitingPreemptorKeepsQOSLimits: a preemptor waiting for its victims
@@ -259,5 +264,46 @@ func TestPendingJobNodeReasons(t *testing.T) {
 	}
 	if r := h.job(1); r.NodeReasons != "" {
 		t.Errorf("running job has node reasons %q; want none", r.NodeReasons)
+	}
+}
+
+// The cycle's node counts (sched.PlacementMetric) reach every pending
+// job it could not place, in the listing too (squeue %r), and go when
+// the job is held back before placement or starts.
+func TestPendingJobNodeReasonsFromCycle(t *testing.T) {
+	h := newHarness(t, newFakeStore(), multifactor)
+	h.register("n1", 8)
+	h.register("n2", 8)
+	first := h.submit(alice, gpus(8, time.Hour, "normal"))
+	h.submit(alice, gpus(8, time.Hour, "normal"))
+	if _, err := h.c.NodeAction(context.Background(), root, "n2", "drain", "maint"); err != nil {
+		t.Fatal(err)
+	}
+	id := h.submit(bob, gpus(4, time.Hour, "normal"))
+	full := func() { // a full cycle, on the owner
+		h.t.Helper()
+		if err := h.c.query(context.Background(), func() error { h.c.sched.dirty = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		h.settle()
+	}
+	full()
+	views, err := h.c.ListJobs(context.Background(), JobFilter{IDs: []spec.JobID{id}})
+	if err != nil || len(views) != 1 {
+		t.Fatalf("ListJobs: %v, %d views", err, len(views))
+	}
+	if want := "2 nodes: 1 drain, 1 insufficient free GPUs"; views[0].job.NodeReasons != want {
+		t.Errorf("listed pending job: node reasons %q; want %q", views[0].job.NodeReasons, want)
+	}
+	if _, err := h.c.JobAction(context.Background(), bob, id, "hold", ""); err != nil {
+		t.Fatal(err)
+	}
+	full()
+	if views, _ := h.c.ListJobs(context.Background(), JobFilter{IDs: []spec.JobID{id}}); views[0].job.NodeReasons != "" {
+		t.Errorf("held job still lists node reasons %q", views[0].job.NodeReasons)
+	}
+	h.exit("n1", h.job(first), spec.StateCompleted, 0)
+	if j := h.job(2); j.State != spec.StateRunning || j.NodeReasons != "" {
+		t.Errorf("started job: %s, node reasons %q; want RUNNING without", j.State, j.NodeReasons)
 	}
 }

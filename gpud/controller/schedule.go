@@ -402,7 +402,7 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 		j.State, j.Reason = spec.StateRunning, spec.ReasonNone
 		j.StopState, j.StopReason = "", ""
 		j.StartTime, j.EndTime = spec.NewTime(now), spec.Time{}
-		j.ExpectedStart = spec.Time{}
+		j.ExpectedStart, j.NodeReasons = spec.Time{}, ""
 		j.Nodes, j.GPUs = names, gpus
 		delete(c.st.pending, j.ID)
 		delete(c.sched.waiting, j.ID)
@@ -427,7 +427,16 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 	}
 	for _, p := range plan.Pending {
 		rec := c.st.pending[p.JobID]
-		if rec == nil || rec.job.Reason == p.Reason && rec.job.ExpectedStart.Equal(p.ExpectedStart) {
+		if rec == nil {
+			continue
+		}
+		if rec.job.NodeReasons != "" && !placementReason(p.Reason) {
+			// Held back before placement (a hold, a dependency, a limit):
+			// the last node counts no longer say why it waits.
+			rec.job.NodeReasons = ""
+			tx.touched[p.JobID] = rec
+		}
+		if rec.job.Reason == p.Reason && rec.job.ExpectedStart.Equal(p.ExpectedStart) {
 			continue
 		}
 		// Reasons and expected starts are shown, not persisted: a restart
@@ -436,6 +445,27 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 		rec.job.ExpectedStart = spec.NewTime(p.ExpectedStart)
 		tx.touched[p.JobID] = rec
 	}
+	// Why no node runs a job that could not be placed, counted per reason
+	// in the cycle (sched.PlacementMetric): gpuq show, squeue %r and
+	// scontrol show job print it. Shown, not persisted.
+	for _, m := range plan.Placement {
+		rec := c.st.pending[m.JobID]
+		if rec == nil || rec.job.NodeReasons == m.Summary {
+			continue
+		}
+		rec.job.NodeReasons = m.Summary
+		tx.touched[m.JobID] = rec
+	}
+}
+
+// placementReason reports whether a job pending for reason went through
+// placement (and so has node counts).
+func placementReason(reason string) bool {
+	switch reason {
+	case spec.ReasonResources, spec.ReasonPriority, spec.ReasonReservation:
+		return true
+	}
+	return false
 }
 
 // preempt stops a running victim for its preemptor the way gpuq requeue

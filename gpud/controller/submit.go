@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"path"
 	"slices"
 	"strconv"
@@ -144,6 +143,11 @@ func (c *Controller) TestSubmit(ctx context.Context, who Caller, js spec.JobSpec
 			if p.JobID == j.ID {
 				res.Reason = p.Reason
 				res.Message = fmt.Sprintf("job would wait: %s (%s)", p.Reason, p.Detail)
+				for _, m := range plan.Placement {
+					if m.JobID == j.ID && m.Summary != "" {
+						res.Message += "; " + m.Summary
+					}
+				}
 				if !p.ExpectedStart.IsZero() {
 					res.Start = p.ExpectedStart
 				}
@@ -174,39 +178,23 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	bad := func(format string, args ...any) { errs = append(errs, spec.Errorf(spec.ErrInvalid, format, args...)) }
 	refuse := func(kind error, format string, args ...any) { errs = append(errs, spec.Errorf(kind, format, args...)) }
 
-	if strings.TrimSpace(js.Script) == "" {
-		bad("script is empty; pass a batch script or --wrap 'CMD'")
-	}
 	// Credentials never travel with a job, whatever the client sent: the
 	// environment is stored, shown to operators and given to the job.
 	if kept, dropped := spec.DropSecretEnv(js.Env, c.cfg.SecretEnv); len(dropped) > 0 {
 		c.log.Debug("secret variables dropped from a submitted job's environment", "user", who.User, "vars", strings.Join(dropped, ","))
 		js.Env = kept
 	}
-	switch js.OpenMode {
-	case "", spec.OpenAppend, spec.OpenTruncate:
-	default:
-		bad("--open-mode=%q: use append or truncate", js.OpenMode)
-	}
-	if t := js.Tasks; t.NTasks < 0 || t.NTasksPerNode < 0 || t.CPUsPerTask < 0 || t.GPUsPerTask < 0 {
-		bad("task counts must not be negative (ntasks %d, per node %d, CPUs per task %d, GPUs per task %d)", t.NTasks, t.NTasksPerNode, t.CPUsPerTask, t.GPUsPerTask)
+	// What the job is on its own (spec.JobSpec.Validate, which the CLI and
+	// the server ran too); below is only the cluster's policy: defaults,
+	// partitions and QOS that exist, limits, permissions.
+	if err := js.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if js.Name == "" {
 		js.Name = "job"
 	}
-	if len(js.Name) > maxNameLen {
-		bad("job name is %d characters; --job-name allows at most %d", len(js.Name), maxNameLen)
-	}
 	if js.WorkDir == "" {
 		js.WorkDir = js.SubmitDir
-	}
-	if js.WorkDir == "" || !path.IsAbs(js.WorkDir) {
-		bad("working directory %q is not an absolute path; pass --chdir /abs/dir", js.WorkDir)
-	}
-	if js.Array != "" {
-		if _, _, err := parseArray(js.Array); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	if js.Depend != "" {
 		if d, err := parseDepend(js.Depend); err != nil {
@@ -238,9 +226,6 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		switch {
 		case js.TimeUnlimited:
 			// Slurm's --time=UNLIMITED: the partition's maximum.
-			if js.TimeLimit != 0 {
-				bad("--time=UNLIMITED and a time limit of %s were both given; send one", fmtDur(js.TimeLimit.Std()))
-			}
 			js.TimeLimit = spec.Duration(part.MaxTime)
 		case js.TimeLimit == 0:
 			js.TimeLimit = spec.Duration(part.DefaultTime)
@@ -251,9 +236,6 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		if part.MaxTime > 0 && js.TimeLimit.Std() > part.MaxTime {
 			bad("--time=%s exceeds partition %s's limit of %s; ask for at most %s", fmtDur(js.TimeLimit.Std()), part.Name, fmtDur(part.MaxTime), fmtDur(part.MaxTime))
 		}
-	}
-	if js.TimeLimit < 0 {
-		bad("--time must not be negative (got %s)", fmtDur(js.TimeLimit.Std()))
 	}
 
 	// Account: jobs that name none are charged to the default one, so
@@ -273,74 +255,28 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	if !ok {
 		bad("QOS %q does not exist; choose one of: %s", js.QOS, strings.Join(c.cfg.qosNames(), ", "))
 	}
-	if js.Nice < -maxNice || js.Nice > maxNice {
+	if (js.Nice < -maxNice || js.Nice > maxNice) && js.Nice >= -spec.MaxNice && js.Nice <= spec.MaxNice {
 		bad("--nice=%d is out of range; use -%d..%d", js.Nice, maxNice, maxNice)
 	} else if js.Nice < 0 && who.UID != 0 {
 		refuse(spec.ErrPermissionDenied, "--nice=%d: only root may raise a job's priority with a negative nice", js.Nice)
 	}
 
-	// Resources.
+	// Resources: defaults and the per-job node limit.
 	r := &js.Resources
 	switch {
-	case r.Nodes < 0:
-		bad("--nodes=%d must be at least 1", r.Nodes)
 	case r.Nodes == 0:
 		r.Nodes = 1
 	case r.Nodes > c.cfg.MaxNodesPerJob:
 		bad("--nodes=%d exceeds the limit of %d nodes per job", r.Nodes, c.cfg.MaxNodesPerJob)
 	}
-	switch {
-	case r.CPUsPerNode < 0:
-		bad("--cpus-per-task=%d must not be negative", r.CPUsPerNode)
-	case r.CPUsPerNode == 0:
+	if r.CPUsPerNode == 0 {
 		r.CPUsPerNode = 1
 	}
-	if r.MemMiB < 0 {
-		bad("--mem=%dM must not be negative", r.MemMiB)
+	if r.TotalGPUs > 0 && r.GPUsPerNode == 0 && r.Nodes > 0 {
+		r.GPUsPerNode = r.TotalGPUs / r.Nodes
 	}
-	if r.GPUsPerNode < 0 || r.TotalGPUs < 0 {
-		bad("--gpus/--gpus-per-node must not be negative")
-	}
-	if r.TotalGPUs > 0 && r.Nodes > 0 {
-		if r.GPUsPerNode == 0 {
-			if r.TotalGPUs%r.Nodes != 0 {
-				bad("--gpus=%d does not divide evenly over %d nodes; use --gpus-per-node", r.TotalGPUs, r.Nodes)
-			}
-			r.GPUsPerNode = r.TotalGPUs / r.Nodes
-		} else if r.GPUsPerNode*r.Nodes != r.TotalGPUs {
-			bad("--gpus=%d contradicts --gpus-per-node=%d on %d nodes; give one of them", r.TotalGPUs, r.GPUsPerNode, r.Nodes)
-		}
-	}
-	if r.GPUProfile != "" {
-		switch {
-		case r.GPUFraction != 0:
-			bad("a MIG slice (%s) cannot be shared; ask for whole slices", r.GPUProfile)
-		case r.GPUsPerNode == 0:
-			r.GPUsPerNode = 1 // one slice
-		}
-	}
-	switch {
-	case r.RDMA < spec.RDMAPaired || r.RDMA > 64:
-		bad("--rdma=%d is out of range; give --rdma (the NICs paired with the job's GPUs) or --rdma=N with N from 1 to 64", r.RDMA)
-	case r.RDMA == spec.RDMAPaired && r.GPUsPerNode == 0 && r.TotalGPUs == 0 && r.GPUProfile == "" && r.GPUFraction == 0:
-		bad("--rdma pairs NICs with the job's GPUs, but the job asks for none; ask for GPUs or give --rdma=N")
-	}
-	if f := r.GPUFraction; f != 0 {
-		// A share of one non-MIG GPU (best-effort isolation via CUDA MPS,
-		// set up by the node).
-		switch {
-		case math.IsNaN(f) || f <= 0 || f >= 1:
-			bad("--gpus=%g: a GPU fraction must be between 0 and 1 (exclusive); ask for whole GPUs with an integer count", f)
-		case r.GPUsPerNode != 0 || r.TotalGPUs != 0:
-			bad("a GPU fraction (%g) is a share of one GPU; it cannot be combined with a GPU count", f)
-		case r.Nodes > 1:
-			bad("a GPU fraction (%g) runs on one node; got --nodes=%d", f, r.Nodes)
-		case r.Exclusive:
-			bad("a GPU fraction (%g) shares a GPU; it cannot be combined with --exclusive", f)
-		}
-	}
-	if r.Constraint != "" && strings.ContainsAny(r.Constraint, "|[]*,") {
-		bad("--constraint=%q: only features joined by & are supported", r.Constraint)
+	if r.GPUProfile != "" && r.GPUFraction == 0 && r.GPUsPerNode == 0 {
+		r.GPUsPerNode = 1 // one slice
 	}
 	r.Constraint = strings.ReplaceAll(r.Constraint, " ", "")
 	if len(errs) == 0 && part != nil {
@@ -566,7 +502,7 @@ func (c *Controller) checkCkptMode(part *Partition, mode string) error {
 		return nil
 	case spec.CkptModeCRIU:
 	default:
-		return spec.Errorf(spec.ErrInvalid, "--checkpoint-mode=%q is not a checkpoint mode; use cooperative (the default) or criu", mode)
+		return nil // spec.JobSpec.Validate names the unknown mode
 	}
 	if part == nil {
 		return nil // the partition error says what is wrong

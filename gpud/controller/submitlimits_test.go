@@ -146,9 +146,13 @@ func TestMaxSubmitBytes(t *testing.T) {
 	if !errors.Is(err, spec.ErrRefused) || !strings.Contains(err.Error(), "for each of its 10000 jobs), more than the controller's max_submit_size of 1 MiB; split the array") {
 		t.Fatalf("10,000 tasks under a 1 MiB cap: %v; want refused naming the cap and what to do", err)
 	}
-	// The payload alone.
-	big := strings.Repeat("E", 600<<10)
-	err = sub(script, "", []string{"A=" + big, "B=" + big})
+	// The payload alone: 24 entries of 60 KiB (each entry is under the
+	// 64 KiB that spec.JobSpec.Validate allows one).
+	var env []string
+	for i := range 24 {
+		env = append(env, fmt.Sprintf("V%d=%s", i, strings.Repeat("E", 60<<10)))
+	}
+	err = sub(script, "", env)
 	if !errors.Is(err, spec.ErrRefused) || !strings.Contains(err.Error(), "--export=NONE") {
 		t.Fatalf("1.4 MiB of environment: %v; want refused", err)
 	}

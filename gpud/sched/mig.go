@@ -388,9 +388,7 @@ func (c *cycle) startMIG(j *Job, allocs []spec.NodeAlloc, nodes []int, dur int64
 		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur)}
 	}
 	c.plan.Starts = append(c.plan.Starts, Start{JobID: j.ID, Nodes: allocs, Backfilled: c.reserving(j)})
-	if c.limits {
-		c.count(j.QOS, j.User, j.Account, jobGPUs(j))
-	}
+	c.lim.add(j.QOS, j.User, j.Account, jobGPUs(j))
 }
 
 func describeMIG(r spec.Resources) string {

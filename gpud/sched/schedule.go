@@ -10,7 +10,6 @@ import (
 
 	"github.com/gpud/gpud/gpud/sched/backfill"
 	"github.com/gpud/gpud/gpud/sched/fairshare"
-	"github.com/gpud/gpud/gpud/sched/preempt"
 	"github.com/gpud/gpud/gpud/sched/priority"
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -134,6 +133,12 @@ type fitMemo struct {
 	key  []int64
 	elig []bool
 	heap resvHeap
+	// counts are the node counts per reason for the shape (filters.go),
+	// made at cycle.gen countGen.
+	counted  bool
+	countGen uint64
+	counts   []NodeCount
+	summary  string
 }
 
 type hent struct {
@@ -197,22 +202,18 @@ type cycle struct {
 	share   *fairshare.Report
 	horizon int64
 	memo    map[shape]*fitMemo
-	users   map[[2]string]*counter
-	accts   map[[2]string]*counter
-	// alim are the account limits by account; running counts over every
-	// QOS live in accts under the QOS "" (no QOS has an empty name).
-	alim   map[string]*AccountLimit
-	limits bool
-	plan   Plan
+	// lim counts running jobs and GPUs against the QOS and account
+	// limits (limits.go).
+	lim  limits
+	plan Plan
 	// priority inputs shared by all jobs; clusterGPUs < 0 until computed
 	clusterGPUs float64
 	maxTier     int
 	maxQOS      int64
 	// scratch
 	picked []pick
-	cands  []preempt.Candidate
-	// victimIdx caches victimNodes by preemptor QOS
-	victimIdx map[string][]victimNode
+	// victims is the preemption search (preemption.go).
+	victims victimSearch
 	// queue is the pending jobs in scheduling order
 	queue   []wjob
 	blocked bool // a job already waits with ReasonResources
@@ -232,9 +233,15 @@ type cycle struct {
 	fgdMemo  map[fgdState]fgdScore
 	// mig is the MIG layout (mig.go), built for the first MIG job.
 	mig *migCycle
+	// unplaced are the jobs whose placement failed since the plan's
+	// metrics were last made; gen counts changes to what is free or held
+	// (starts, reservations, preemptions, ends), so a shape's node
+	// counts are remade only after one (filters.go).
+	unplaced []unplaced
+	gen      uint64
+	// counts are the node counts by shape without QOS (filters.go).
+	counts map[shape]countEntry
 }
-
-type counter struct{ gpus, jobs int }
 
 type pick struct {
 	node int
@@ -292,31 +299,15 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 	if len(snap.QOS) > 0 {
 		c.qos = make(map[string]*QOS, len(snap.QOS))
 		for i := range snap.QOS {
-			q := &snap.QOS[i]
-			c.qos[q.Name] = q
-			if q.MaxGPUsPerUser > 0 || q.MaxJobsPerUser > 0 || q.MaxGPUsPerAccount > 0 || q.MaxJobsPerAccount > 0 {
-				c.limits = true
-			}
+			c.qos[snap.QOS[i].Name] = &snap.QOS[i]
 		}
 	}
-	if len(snap.AccountLimits) > 0 {
-		c.alim = make(map[string]*AccountLimit, len(snap.AccountLimits))
-		for i := range snap.AccountLimits {
-			a := &snap.AccountLimits[i]
-			c.alim[a.Account] = a
-			if a.MaxGPUs > 0 || a.MaxJobs > 0 {
-				c.limits = true
-			}
-		}
-	}
+	c.lim = newLimits(snap.QOS, snap.AccountLimits)
 	if len(snap.Partitions) > 0 {
 		c.parts = make(map[string]*Partition, len(snap.Partitions))
 		for i := range snap.Partitions {
 			c.parts[snap.Partitions[i].Name] = &snap.Partitions[i]
 		}
-	}
-	if c.limits {
-		c.users, c.accts = map[[2]string]*counter{}, map[[2]string]*counter{}
 	}
 	if len(snap.Running) > 0 {
 		c.byName = make(map[string]int, len(c.nodes))
@@ -375,9 +366,7 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 				}
 			}
 			c.running[i] = rj
-			if c.limits {
-				c.count(r.QOS, r.User, r.Account, rj.gpuCount)
-			}
+			c.lim.add(r.QOS, r.User, r.Account, rj.gpuCount)
 		}
 		for key, end := range shareEnd {
 			w := c.nodes[key[0]]
@@ -394,21 +383,6 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 		c.share = fairshare.Compute(&snap.Accounts, snap.Usage, now, cfg.Fairshare)
 	}
 	return c
-}
-
-func (c *cycle) count(qos, user, account string, gpus int) {
-	for _, m := range []struct {
-		m map[[2]string]*counter
-		k [2]string
-	}{{c.users, [2]string{qos, user}}, {c.accts, [2]string{qos, account}}, {c.accts, [2]string{"", account}}} {
-		ct := m.m[m.k]
-		if ct == nil {
-			ct = &counter{}
-			m.m[m.k] = ct
-		}
-		ct.gpus += gpus
-		ct.jobs++
-	}
 }
 
 // Priorities computes every pending job's multifactor priority and its
@@ -476,9 +450,11 @@ func (c *cycle) pending(j *Job, reason, detail string) {
 
 func (c *cycle) run() Plan {
 	c.queue = c.order()
+	c.unplaced = make([]unplaced, 0, len(c.queue))
 	for _, wj := range c.queue {
 		c.decide(wj, true)
 	}
+	c.placementMetrics()
 	return c.plan
 }
 
@@ -523,7 +499,8 @@ func (c *cycle) decide(wj wjob, mayPreempt bool) {
 		c.decideMIG(j, dur) // mig.go
 		return
 	}
-	picks, fitting, physFit := c.placeNow(j, dur)
+	m := c.memoFor(j)
+	picks, fitting, physFit := c.placeNow(j, dur, m)
 	if picks != nil {
 		c.start(j, picks, dur)
 		return
@@ -532,6 +509,7 @@ func (c *cycle) decide(wj wjob, mayPreempt bool) {
 		c.start(alt, picks, dur)
 		return
 	}
+	c.unplaced = append(c.unplaced, unplaced{j: j, m: m})
 	want := max(j.Req.Nodes, 1)
 	detail := fmt.Sprintf("needs %s; %d of %d nodes fit now", describe(j.Req), fitting, len(c.nodes))
 	if mayPreempt && c.preempt(j, wj.prio, dur) {
@@ -581,14 +559,15 @@ func (c *cycle) choices(j *Job) []*Job {
 // the copy of j placed there and where, or nil.
 func (c *cycle) placeAlternative(j *Job, dur int64) (*Job, []pick) {
 	for _, alt := range c.choices(j)[1:] {
-		if picks, _, _ := c.placeNow(alt, dur); picks != nil {
+		if picks, _, _ := c.placeNow(alt, dur, c.memoFor(alt)); picks != nil {
 			return alt, picks
 		}
 	}
 	return nil, nil
 }
 
-// limit checks the job's QOS limits and wall time.
+// limit checks the job's wall time against its QOS and partition, then
+// the running jobs and GPUs counted against its QOS and account.
 func (c *cycle) limit(j *Job) (string, string) {
 	q := c.qos[j.QOS]
 	if q != nil && q.MaxWall > 0 && (j.TimeLimit == 0 || j.TimeLimit > q.MaxWall) {
@@ -597,62 +576,7 @@ func (c *cycle) limit(j *Job) (string, string) {
 	if p := c.parts[j.Partition]; p != nil && p.MaxTime > 0 && (j.TimeLimit == 0 || j.TimeLimit > p.MaxTime) {
 		return spec.ReasonQOSLimit, fmt.Sprintf("time limit over partition %s max time %s", p.Name, p.MaxTime)
 	}
-	if !c.limits || q == nil {
-		return c.accountLimit(j)
-	}
-	gpus := jobGPUs(j)
-	if u := c.users[[2]string{q.Name, j.User}]; u != nil {
-		if q.MaxJobsPerUser > 0 && u.jobs+1 > q.MaxJobsPerUser {
-			return spec.ReasonQOSLimit, fmt.Sprintf("user %s at QOS %s max %d jobs", j.User, q.Name, q.MaxJobsPerUser)
-		}
-		if q.MaxGPUsPerUser > 0 && u.gpus+gpus > q.MaxGPUsPerUser {
-			return spec.ReasonQOSLimit, fmt.Sprintf("user %s would exceed QOS %s max %d GPUs", j.User, q.Name, q.MaxGPUsPerUser)
-		}
-	} else if q.MaxGPUsPerUser > 0 && gpus > q.MaxGPUsPerUser {
-		return spec.ReasonQOSLimit, fmt.Sprintf("job exceeds QOS %s max %d GPUs per user", q.Name, q.MaxGPUsPerUser)
-	}
-	if a := c.accts[[2]string{q.Name, j.Account}]; a != nil {
-		if q.MaxJobsPerAccount > 0 && a.jobs+1 > q.MaxJobsPerAccount {
-			return spec.ReasonAccountLimit, fmt.Sprintf("account %s at QOS %s max %d jobs", j.Account, q.Name, q.MaxJobsPerAccount)
-		}
-		if q.MaxGPUsPerAccount > 0 && a.gpus+gpus > q.MaxGPUsPerAccount {
-			return spec.ReasonAccountLimit, fmt.Sprintf("account %s would exceed QOS %s max %d GPUs", j.Account, q.Name, q.MaxGPUsPerAccount)
-		}
-	} else if q.MaxGPUsPerAccount > 0 && gpus > q.MaxGPUsPerAccount {
-		return spec.ReasonAccountLimit, fmt.Sprintf("job exceeds QOS %s max %d GPUs per account", q.Name, q.MaxGPUsPerAccount)
-	}
-	return c.accountLimit(j)
-}
-
-// accountLimit checks j against its account's limits over every QOS.
-func (c *cycle) accountLimit(j *Job) (string, string) {
-	al := c.alim[j.Account]
-	if al == nil {
-		return "", ""
-	}
-	if al.MaxWall > 0 && (j.TimeLimit == 0 || j.TimeLimit > al.MaxWall) {
-		return spec.ReasonAccountLimit, fmt.Sprintf("time limit over account %s max wall %s", al.Account, al.MaxWall)
-	}
-	gpus := jobGPUs(j)
-	if al.MaxGPUHours > 0 && gpus > 0 {
-		if al.UsedGPUHours >= al.MaxGPUHours {
-			return spec.ReasonAccountLimit, fmt.Sprintf("account %s spent its GPU-hour budget (%.1f of %g)", al.Account, al.UsedGPUHours, al.MaxGPUHours)
-		}
-		if need := float64(gpus) * j.TimeLimit.Hours(); al.UsedGPUHours+need > al.MaxGPUHours {
-			return spec.ReasonAccountLimit, fmt.Sprintf("job needs up to %.1f GPU-hours; account %s has %.1f of its %g left", need, al.Account, al.MaxGPUHours-al.UsedGPUHours, al.MaxGPUHours)
-		}
-	}
-	var a counter
-	if ct := c.accts[[2]string{"", j.Account}]; ct != nil {
-		a = *ct
-	}
-	if al.MaxJobs > 0 && a.jobs+1 > al.MaxJobs {
-		return spec.ReasonAccountLimit, fmt.Sprintf("account %s at max %d running jobs", al.Account, al.MaxJobs)
-	}
-	if al.MaxGPUs > 0 && a.gpus+gpus > al.MaxGPUs {
-		return spec.ReasonAccountLimit, fmt.Sprintf("account %s would exceed max %d GPUs (%d running)", al.Account, al.MaxGPUs, a.gpus)
-	}
-	return "", ""
+	return c.lim.check(j, q)
 }
 
 func shapeOf(j *Job) (shape, bool) {
@@ -676,64 +600,6 @@ func (c *cycle) memoFor(j *Job) *fitMemo {
 		c.memo[k] = m
 	}
 	return m
-}
-
-// eligible is the static filter: node state, partition, node list,
-// exclusion, constraint, and total capacity.
-func (c *cycle) eligible(w *workNode, j *Job) bool { return filter(w, j) == filterPass }
-
-// filterReason is why the placement filter turned a node down for a job
-// (filterPass: it did not). Explain counts them.
-type filterReason uint8
-
-const (
-	filterPass filterReason = iota
-	filterState
-	filterPartition
-	filterNodeList
-	filterExclude
-	filterConstraint
-	filterRDMA
-	filterMIG
-	filterCPUs
-	filterMem
-	filterGPUs
-)
-
-// filter is the placement filter: whether node w could ever hold j
-// (state, partition, lists, features, capacity), and if not, why.
-func filter(w *workNode, j *Job) filterReason {
-	r := &j.Req
-	n := w.n
-	switch {
-	case !schedulable(n.State):
-		return filterState
-	case j.Partition != "" && !slices.Contains(n.Partitions, j.Partition):
-		return filterPartition
-	case len(r.NodeList) > 0 && !slices.Contains(r.NodeList, n.Name):
-		return filterNodeList
-	case slices.Contains(r.Exclude, n.Name):
-		return filterExclude
-	case !HasFeatures(n.Features, r.Constraint):
-		return filterConstraint
-	case !rdmaFits(n, r):
-		return filterRDMA
-	case r.GPUProfile != "":
-		// MIG jobs are placed by placeMIG (mig.go), not here.
-		return filterMIG
-	case n.CPUs < r.CPUsPerNode:
-		return filterCPUs
-	case n.MemMiB < r.MemMiB:
-		return filterMem
-	}
-	if isFrac(j) {
-		if modelMask(w, r.GPUModel) == 0 {
-			return filterGPUs
-		}
-	} else if bits.OnesCount64(modelMask(w, r.GPUModel)) < r.GPUsPerNode {
-		return filterGPUs
-	}
-	return filterPass
 }
 
 // modelMatch reports whether a GPU of model have satisfies a request for
@@ -855,8 +721,7 @@ func fitShared(w *workNode, j *Job, free backfill.Res, end int64, phys bool) (pi
 // reservation: the first nodes by name (PlaceFirstFit) or the best by the
 // partition's placement (placeBest). It returns nil when it does not fit,
 // with how many nodes fit and how many would fit ignoring reservations.
-func (c *cycle) placeNow(j *Job, dur int64) ([]pick, int, int) {
-	m := c.memoFor(j)
+func (c *cycle) placeNow(j *Job, dur int64, m *fitMemo) ([]pick, int, int) {
 	if m.failed && dur >= m.failedDur {
 		return nil, m.fitting, m.physFit
 	}
@@ -944,6 +809,7 @@ func (c *cycle) alloc(w *workNode, j *Job, g uint64, rank int, free backfill.Res
 }
 
 func (c *cycle) start(j *Job, picks []pick, dur int64) {
+	c.gen++
 	allocs := make([]spec.NodeAlloc, 0, len(picks))
 	var parts []runPart
 	for rank, p := range picks {
@@ -971,9 +837,7 @@ func (c *cycle) start(j *Job, picks []pick, dur int64) {
 		st.Partition = j.Partition
 	}
 	c.plan.Starts = append(c.plan.Starts, st)
-	if c.limits {
-		c.count(j.QOS, j.User, j.Account, jobGPUs(j))
-	}
+	c.lim.add(j.QOS, j.User, j.Account, jobGPUs(j))
 }
 
 // takeShare books fractional j's share of the GPU in p on w from now. The
@@ -1133,6 +997,7 @@ func queueOrder(a, b wjob) int {
 
 // hold commits a reservation of j on nodes from at for dur.
 func (c *cycle) hold(j *Job, nodes []int, at, dur int64) {
+	c.gen++
 	end := backfill.Add(at, dur)
 	rv := Reservation{JobID: j.ID, Start: c.now.Add(time.Duration(at))}
 	var parts []runPart
@@ -1155,250 +1020,6 @@ func (c *cycle) hold(j *Job, nodes []int, at, dur int64) {
 		c.resv[j.ID] = startRec{parts: parts, at: at, end: end, who: wjob{j: j, prio: c.priority(j).Total}}
 	}
 	c.plan.Reservations = append(c.plan.Reservations, rv)
-}
-
-// preempt tries to free resources for j by stopping lower-QOS running
-// jobs. On success the victims are in the plan and j holds a reservation
-// on the freed resources from when they are stopped.
-func (c *cycle) preempt(j *Job, prio int64, dur int64) bool {
-	q := c.qos[j.QOS]
-	if q == nil || len(q.Preempt) == 0 || len(c.running) == 0 || j.AwaitingVictims {
-		return false
-	}
-	m := c.memoFor(j)
-	if m.noPreempt && dur >= m.noPreemptDur {
-		return false
-	}
-	eligibleVictim := func(rj *runJob) bool {
-		return !rj.gone && rj.qos != nil && slices.Contains(q.Preempt, rj.qos.Name) && rj.qos.Priority < q.Priority &&
-			rj.r.Priority < prio && c.now.Sub(rj.r.Start) >= c.cfg.PreemptMinRuntime
-	}
-	mode := q.PreemptMode
-	if mode == "" {
-		mode = preempt.ModeRequeue
-	}
-	var at int64
-	if mode == preempt.ModeCheckpoint {
-		at = int64(c.cfg.CheckpointGrace)
-	}
-	type option struct {
-		node    int
-		victims []preempt.Candidate
-		cost    preempt.Cost
-	}
-	want := max(j.Req.Nodes, 1)
-	// opts keeps the want cheapest options, by cost then node order.
-	opts := make([]option, 0, want+1)
-	// A single-node preemptor only looks at nodes running a QOS it may
-	// preempt; a gang may mix such nodes with free ones.
-	scan := c.victimNodes(q)
-	if want > 1 {
-		scan = nil
-	}
-	for si := 0; ; si++ {
-		var i int
-		if want > 1 {
-			if si >= len(c.nodes) {
-				break
-			}
-			i = si
-		} else {
-			if si >= len(scan) {
-				break
-			}
-			// Nodes come in order of a lower bound on their cost: once
-			// the bound passes the best option found, nothing can win.
-			if len(opts) == want {
-				best := opts[want-1].cost
-				if scan[si].prio > best.MaxPriority || (scan[si].prio == best.MaxPriority && scan[si].lost > best.Lost) {
-					break
-				}
-			}
-			i = scan[si].node
-		}
-		w := c.nodes[i]
-		cands := c.cands[:0]
-		for _, ri := range w.running {
-			rj := &c.running[ri]
-			if eligibleVictim(rj) {
-				cands = append(cands, preempt.Candidate{ID: rj.r.ID, Priority: rj.r.Priority, Start: rj.r.Start, LastCheckpoint: rj.r.LastCheckpoint, Index: ri})
-			}
-		}
-		c.cands = cands
-		if len(cands) == 0 && want == 1 {
-			continue
-		}
-		// Cheap bound: even with every candidate gone, does it fit now?
-		all := w.prof.Now()
-		for _, v := range cands {
-			for _, p := range c.running[v.Index].parts {
-				if p.node == i {
-					all.GPUs |= p.res.GPUs
-					all.CPUs += p.res.CPUs
-					all.MemMiB += p.res.MemMiB
-					all.Allocs -= p.res.Allocs
-				}
-			}
-		}
-		if _, ok := fitRes(w, j, all); !ok || !c.eligible(w, j) {
-			continue
-		}
-		victims, ok := preempt.Choose(cands, func(vs []preempt.Candidate) bool {
-			var free backfill.Res
-			if w.reserved {
-				p := c.without(w, i, vs)
-				free = p.Avail(at, backfill.Add(at, dur))
-			} else {
-				// Without reservations the profile only grows after now.
-				free = w.prof.Now()
-				for _, v := range vs {
-					for _, p := range c.running[v.Index].parts {
-						if p.node == i {
-							free.GPUs |= p.res.GPUs
-							free.CPUs += p.res.CPUs
-							free.MemMiB += p.res.MemMiB
-							free.Allocs -= p.res.Allocs
-						}
-					}
-				}
-			}
-			_, ok := fitRes(w, j, free)
-			return ok
-		})
-		if !ok {
-			continue
-		}
-		o := option{node: i, cost: preempt.CostOf(victims, c.now)}
-		k := len(opts)
-		for k > 0 && o.cost.Compare(opts[k-1].cost) < 0 {
-			k--
-		}
-		if k < want {
-			o.victims = slices.Clone(victims)
-			opts = slices.Insert(opts, k, o)
-			if len(opts) > want {
-				opts = opts[:want]
-			}
-		}
-	}
-	if len(opts) < want {
-		if !m.noPreempt || dur < m.noPreemptDur {
-			m.noPreempt, m.noPreemptDur = true, dur
-		}
-		return false
-	}
-	if opts[want-1].cost.Victims == 0 {
-		return false // fits without preemption: only reservations are in the way
-	}
-	seen := map[spec.JobID]bool{}
-	var nodes, freed []int
-	for _, o := range opts {
-		nodes = append(nodes, o.node)
-		for _, v := range o.victims {
-			if seen[v.ID] {
-				continue
-			}
-			seen[v.ID] = true
-			rj := &c.running[v.Index]
-			rj.gone = true
-			for _, p := range rj.parts {
-				freed = append(freed, p.node)
-				w := c.nodes[p.node]
-				w.prof.Release(0, p.res)
-				if rj.end < backfill.Forever {
-					w.prof.Hold(rj.end, backfill.Forever, p.res)
-				}
-				// phys keeps the victim's part: it is stopped after this
-				// cycle, so only the preemptor's reservation may use it.
-				w.reserved = true
-			}
-			c.plan.Preemptions = append(c.plan.Preemptions, Preemption{Victim: v.ID, Preemptor: j.ID, Mode: mode,
-				Reason: fmt.Sprintf("preempted by job %d (QOS %s)", j.ID, q.Name)})
-		}
-	}
-	slices.Sort(nodes)
-	// The victims' nodes have more free from now on (for reservations, not
-	// for starts now): reset their reservation bounds.
-	for _, m := range c.memo {
-		if m.key == nil {
-			continue
-		}
-		for _, ni := range freed {
-			if !m.elig[ni] {
-				continue
-			}
-			m.key[ni] = 0
-			m.heap.push(hent{0, ni})
-		}
-	}
-	c.hold(j, nodes, at, dur)
-	c.plan.Pending = append(c.plan.Pending, Pending{JobID: j.ID, Reason: spec.ReasonResources,
-		Detail: fmt.Sprintf("preempting %d job(s)", len(seen)), ExpectedStart: c.now.Add(time.Duration(at))})
-	return true
-}
-
-// victimNode is a node running work that q may preempt, with lower
-// bounds on the cost of any victim set there: the least priority and the
-// least lost work of those jobs.
-type victimNode struct {
-	node int
-	prio int64
-	lost time.Duration
-}
-
-// victimNodes lists (once per cycle and QOS) the nodes running a job of a
-// QOS that q may preempt, cheapest bound first, then in node order. The
-// bounds stay valid as victims are taken: a node's cost can only grow.
-func (c *cycle) victimNodes(q *QOS) []victimNode {
-	if nodes, ok := c.victimIdx[q.Name]; ok {
-		return nodes
-	}
-	var nodes []victimNode
-	for i, w := range c.nodes {
-		vn := victimNode{node: i, prio: 1<<63 - 1, lost: 1<<63 - 1}
-		any := false
-		for _, ri := range w.running {
-			rj := &c.running[ri]
-			if rq := rj.qos; rq != nil && slices.Contains(q.Preempt, rq.Name) && rq.Priority < q.Priority {
-				any = true
-				cd := preempt.Candidate{Start: rj.r.Start, LastCheckpoint: rj.r.LastCheckpoint}
-				vn.prio = min(vn.prio, rj.r.Priority)
-				vn.lost = min(vn.lost, cd.Lost(c.now))
-			}
-		}
-		if any {
-			nodes = append(nodes, vn)
-		}
-	}
-	slices.SortStableFunc(nodes, func(a, b victimNode) int {
-		if x := cmp.Compare(a.prio, b.prio); x != 0 {
-			return x
-		}
-		return cmp.Compare(a.lost, b.lost)
-	})
-	if c.victimIdx == nil {
-		c.victimIdx = map[string][]victimNode{}
-	}
-	c.victimIdx[q.Name] = nodes
-	return nodes
-}
-
-// without returns node w's profile with the victims' parts on it freed.
-func (c *cycle) without(w *workNode, ni int, vs []preempt.Candidate) *backfill.Profile {
-	p := w.prof.Clone()
-	for _, v := range vs {
-		rj := &c.running[v.Index]
-		for _, part := range rj.parts {
-			if part.node != ni {
-				continue
-			}
-			p.Release(0, part.res)
-			if rj.end < backfill.Forever {
-				p.Hold(rj.end, backfill.Forever, part.res)
-			}
-		}
-	}
-	return &p
 }
 
 func schedulable(s spec.NodeState) bool {

@@ -66,6 +66,7 @@ func (st *State) EachPriority(fn func(id spec.JobID, total int64)) {
 
 func (st *State) at(now time.Time) {
 	st.c.plan = Plan{}
+	st.c.unplaced = st.c.unplaced[:0]
 	st.c.off = max(int64(now.Sub(st.c.now)), st.c.off)
 }
 
@@ -78,6 +79,7 @@ func (st *State) Submit(j Job, now time.Time) Plan {
 	i, _ := slices.BinarySearchFunc(c.queue, wj, queueOrder)
 	c.queue = slices.Insert(c.queue, i, wj)
 	c.decide(wj, false)
+	c.placementMetrics()
 	for _, s := range c.plan.Starts {
 		st.done[s.JobID] = true
 	}
@@ -118,12 +120,11 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 			}
 			freed = append(freed, p.node)
 		}
-		if c.limits {
-			c.uncount(rj.r.QOS, rj.r.User, rj.r.Account, rj.gpuCount)
-		}
+		c.lim.remove(rj.r.QOS, rj.r.User, rj.r.Account, rj.gpuCount)
 	} else {
 		return c.plan
 	}
+	c.gen++
 	slices.Sort(freed)
 	freed = slices.Compact(freed)
 	// Reservation bounds of the freed nodes may be earlier now.
@@ -206,13 +207,4 @@ func addPhys(w *workNode, r backfill.Res) {
 	w.phys.CPUs += r.CPUs
 	w.phys.MemMiB += r.MemMiB
 	w.phys.Allocs -= r.Allocs
-}
-
-func (c *cycle) uncount(qos, user, account string, gpus int) {
-	for _, ct := range []*counter{c.users[[2]string{qos, user}], c.accts[[2]string{qos, account}], c.accts[[2]string{"", account}]} {
-		if ct != nil {
-			ct.gpus -= gpus
-			ct.jobs--
-		}
-	}
 }

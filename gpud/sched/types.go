@@ -236,6 +236,10 @@ type Plan struct {
 	Reservations []Reservation
 	// Preemptions are applied before anything else in the plan.
 	Preemptions []Preemption
+	// Placement says, for each pending job whose placement failed (not
+	// for jobs held back before placement, nor MIG jobs), how many nodes
+	// turned it down per reason (filters.go).
+	Placement []PlacementMetric
 }
 
 // Reservation is where and when a pending job is expected to start. End is

@@ -53,6 +53,14 @@ func FuzzDecodeSubmit(f *testing.F) {
 	})
 }
 
+// A job's bounds are spec.JobSpec.Validate's.
+const (
+	maxNodes   = spec.MaxNodes
+	maxGPUsAll = spec.MaxTotalGPUs
+	maxRDMA    = spec.MaxRDMA
+	maxNice    = spec.MaxNice
+)
+
 // checkRanges asserts that an accepted job's numbers are in range and
 // convert without overflow: durations to time.Duration and back to the
 // same whole seconds, sizes to bytes, the begin time to UnixNano.

@@ -3,10 +3,8 @@ package server
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
@@ -16,33 +14,21 @@ import (
 // controller sees it. The server refuses what is malformed on the wire
 // (NUL bytes, control characters in names, absurd sizes and counts,
 // ".." in output paths); the controller refuses what breaks a rule of
-// the cluster (partition limits, max nodes per job, negative resources,
-// root jobs, relative --chdir).
+// the cluster (partition limits, max nodes per job, root jobs). A job's
+// own bounds are spec.JobSpec.Validate's (spec.Max*).
 const (
-	maxShort   = 256      // names: job, partition, QOS, account, node, GPU model, ...
-	maxPath    = 4096     // PATH_MAX
-	maxText    = 64 << 10 // one argument, one environment entry, a comment
-	maxItems   = 4096     // args, env, nodelist, features, running allocs
-	maxEvents  = 1000     // events per POST (agents send 100)
-	maxCPUs    = 1 << 20
-	maxMemMiB  = 1 << 30 // 1 PiB per node (as gpusubmit caps it): 2^50 bytes, far from overflowing int64
-	maxGPUs    = 1 << 12 // per node
-	maxGPUsAll = 1 << 20 // per job
-	maxNodes   = 1 << 31 // per job: the controller's max_nodes_per_job is the real limit
-	maxNice    = 1 << 31 // beyond Slurm's ±2147483645 (the controller allows ±10000)
-	maxRDMA    = 1 << 10 // NICs per node
-	// maxSeconds bounds every duration in a request (time limit,
-	// checkpoint interval): 100 years, so adding one to any time the
-	// cluster sees stays far inside time.Duration and time.Time.
-	maxSeconds = 100 * 366 * 24 * 3600
+	maxShort   = spec.MaxNameBytes
+	maxText    = spec.MaxTextBytes
+	maxItems   = spec.MaxItems // args, env, nodelist, features, running allocs
+	maxEvents  = 1000          // events per POST (agents send 100)
+	maxCPUs    = spec.MaxCPUs
+	maxMemMiB  = spec.MaxMemMiB
+	maxGPUs    = spec.MaxGPUs // per node
+	maxSeconds = spec.MaxSeconds
 )
 
-// Begin times outside [minBegin, maxBegin) are refused: every instant in
-// between has a UnixNano (which ends in 2262), and none is absurd.
-var (
-	minBegin = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
-	maxBegin = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
-)
+// Begin times outside [minBegin, maxBegin) are refused (spec.MinBegin).
+var minBegin, maxBegin = spec.MinBegin, spec.MaxBegin
 
 // checker collects every problem of one request.
 type checker struct{ errs []error }
@@ -80,17 +66,6 @@ func (c *checker) name(field, v string, limit int) {
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
 
-// multiline checks a free-text field that may span lines (a command-line
-// argument): no control characters but newline and tab.
-func (c *checker) multiline(field, v string, limit int) {
-	if !c.text(field, v, limit) {
-		return
-	}
-	if i := strings.IndexFunc(v, func(r rune) bool { return isControl(r) && r != '\n' && r != '\t' }); i >= 0 {
-		c.bad("%s %s contains a control character at offset %d; only newline and tab are allowed", field, quoteShort(v), i)
-	}
-}
-
 // sanitize replaces control characters but newline and tab in text a
 // node reports (event reasons, GPU problems) with their Go escapes:
 // refusing them would make the node resend the batch for ever, and they
@@ -119,19 +94,6 @@ func quoteShort(v string) string {
 	return fmt.Sprintf("%q", v)
 }
 
-// path checks an output/working-directory path: a name, no ".."
-// component (an output path climbing out of the working directory is
-// refused outright, absolute or not).
-func (c *checker) path(field, v string) {
-	c.name(field, v, maxPath)
-	for _, part := range strings.Split(v, "/") {
-		if part == ".." {
-			c.bad("%s %s has a '..' component; give a path without '..' (absolute, or relative to --chdir)", field, quoteShort(v))
-			return
-		}
-	}
-}
-
 func (c *checker) list(field string, vs []string, each func(string, string)) {
 	if len(vs) > maxItems {
 		c.bad("%s has %d entries; at most %d are allowed", field, len(vs), maxItems)
@@ -139,12 +101,6 @@ func (c *checker) list(field string, vs []string, each func(string, string)) {
 	}
 	for i, v := range vs {
 		each(fmt.Sprintf("%s[%d]", field, i), v)
-	}
-}
-
-func (c *checker) count(field string, v, limit int64) {
-	if v > limit {
-		c.bad("%s=%d is absurd; at most %d", field, v, limit)
 	}
 }
 
@@ -158,72 +114,10 @@ func (c *checker) between(field string, v, lo, hi int64) {
 	}
 }
 
-// duration checks a duration of a request: whole seconds from 0 to
-// maxSeconds.
-func (c *checker) duration(field string, d spec.Duration) {
-	if d < 0 || d.Std() > maxSeconds*time.Second {
-		c.bad("%s=%ds is out of range; give 0 to %d seconds (100 years)", field, int64(d.Std()/time.Second), int64(maxSeconds))
-	}
-}
-
-// checkJobSpec refuses a malformed submission, naming every problem.
-func checkJobSpec(js *spec.JobSpec) error {
-	var c checker
-	c.name("--job-name", js.Name, maxShort)
-	c.name("--partition", js.Partition, maxShort)
-	c.name("--qos", js.QOS, maxShort)
-	c.name("--account", js.Account, maxShort)
-	// The script may hold any text but NUL; gpuq escapes it when shown.
-	c.text("script", js.Script, maxBody)
-	c.list("args", js.Args, func(f, v string) { c.multiline(f, v, maxText) })
-	c.list("env", js.Env, func(f, v string) {
-		if c.text(f, v, maxText) {
-			if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
-				c.bad("%s %s is not KEY=VALUE", f, quoteShort(v))
-			}
-		}
-	})
-	c.path("--chdir", js.WorkDir)
-	c.path("submit dir", js.SubmitDir)
-	c.path("--output", js.Output)
-	c.path("--error", js.Error)
-	c.name("--image", js.Image, maxPath)
-	c.name("--array", js.Array, maxShort)
-	c.name("--dependency", js.Depend, maxPath)
-	c.name("--signal", js.Signal, maxShort)
-	c.name("--comment", js.Comment, maxText)
-	c.name("--checkpoint-mode", js.CkptMode, maxShort)
-	c.duration("--time", js.TimeLimit)
-	c.duration("--checkpoint-interval", js.Ckpt)
-	c.between("--nice", int64(js.Nice), -maxNice, maxNice)
-	if b := js.BeginTime; !b.IsZero() && (b.Before(minBegin) || !b.Before(maxBegin)) {
-		c.bad("--begin=%s is out of range; give a time from %d to %d", b.UTC().Format(time.RFC3339), minBegin.Year(), maxBegin.Year()-1)
-	}
-	c.name("--open-mode", js.OpenMode, maxShort)
-	c.name("--wckey", js.WCKey, maxShort)
-	c.count("--ntasks", int64(js.Tasks.NTasks), maxCPUs)
-	c.count("--ntasks-per-node", int64(js.Tasks.NTasksPerNode), maxCPUs)
-	c.count("--cpus-per-task", int64(js.Tasks.CPUsPerTask), maxCPUs)
-	c.count("--gpus-per-task", int64(js.Tasks.GPUsPerTask), maxGPUs)
-	r := &js.Resources
-	// Negative values the controller explains (it fills defaults); the
-	// edge bounds them so no arithmetic on them can overflow.
-	c.between("--nodes", int64(r.Nodes), -maxNodes, maxNodes)
-	c.between("--cpus-per-task", int64(r.CPUsPerNode), -maxCPUs, maxCPUs)
-	c.between("--mem (MiB)", r.MemMiB, -maxMemMiB, maxMemMiB)
-	c.between("--gpus-per-node", int64(r.GPUsPerNode), -maxGPUs, maxGPUs)
-	c.between("--gpus", int64(r.TotalGPUs), -maxGPUsAll, maxGPUsAll)
-	c.between("--rdma", int64(r.RDMA), -maxRDMA, maxRDMA)
-	if f := r.GPUFraction; math.IsNaN(f) || f < 0 || f > maxGPUs {
-		c.bad("GPU fraction %g is out of range; give a share between 0 and 1", f)
-	}
-	c.name("GPU model", r.GPUModel, maxShort)
-	c.name("GPU profile", r.GPUProfile, maxShort)
-	c.name("--constraint", r.Constraint, maxText)
-	c.list("--nodelist", r.NodeList, func(f, v string) { c.name(f, v, maxShort) })
-	c.list("--exclude", r.Exclude, func(f, v string) { c.name(f, v, maxShort) })
-	return c.err()
-}
+// checkJobSpec refuses a malformed submission, naming every problem:
+// spec.JobSpec.Validate, the one structural check gpusubmit and the
+// controller run too.
+func checkJobSpec(js *spec.JobSpec) error { return js.Validate() }
 
 // checkInventory refuses a malformed node registration.
 func checkInventory(inv *spec.Inventory) error {

@@ -546,3 +546,29 @@ func submitMany(b *testing.B, ctl *controller.Controller, n int64) {
 	}
 	wg.Wait()
 }
+
+// TestSubmitValidationAllProblems: a job with three problems of its own
+// (spec.JobSpec.Validate) is refused through the real server with all
+// three named, each with its field. Before Validate the server passed a
+// negative GPU count on to the controller, which stopped at its own
+// checks, so --gpus-per-task and --open-mode were not named together
+// with it.
+func TestSubmitValidationAllProblems(t *testing.T) {
+	addr, _ := servertest.TestServer(t, nil)
+	c := client(t, addr)
+	ctx := ctxT(t)
+	js := jobSpec("three problems")
+	js.Resources.GPUsPerNode = -1
+	js.Tasks.GPUsPerTask = 1 << 20
+	js.OpenMode = "sideways"
+	_, err := c.Submit(ctx, api.SubmitRequest{Job: js})
+	if !errors.Is(err, spec.ErrInvalid) {
+		t.Fatalf("Submit error = %v; want invalid", err)
+	}
+	for _, want := range []string{"--gpus/--gpus-per-node must not be negative", "--gpus-per-task=1048576 is absurd",
+		`--open-mode="sideways": use append or truncate`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Submit error = %q; want it to name %q", err, want)
+		}
+	}
+}

@@ -23,6 +23,8 @@ func (j *Job) AppendBriefJSON(b []byte) []byte {
 	b = appendStringField(b, `,"qos":`, j.QOS)
 	b = appendStringField(b, `,"state":`, string(j.State))
 	b = appendStringField(b, `,"reason":`, j.Reason)
+	// %r: why no node runs a pending job, per reason.
+	b = appendStringField(b, `,"node_reasons":`, j.NodeReasons)
 	b = appendStringField(b, `,"idle_gpu":`, j.IdleGPU)
 	if j.ExitCode != 0 {
 		b = append(b, `,"exit_code":`...)

@@ -230,10 +230,12 @@ type Job struct {
 	// rule), and Partition becomes that one. Empty for a job of one
 	// partition.
 	Partitions []string `json:"partitions,omitempty"`
-	// NodeReasons says, for a pending job shown alone (gpuq show), why
-	// each node does not run it now, counted per reason: "10 nodes: 6
-	// insufficient free h100 GPUs, 3 constraint ib, 1 drain". Computed
-	// when asked, never stored.
+	// NodeReasons says, for a pending job, why each node does not run it
+	// now, counted per reason: "10 nodes: 6 insufficient free h100 GPUs,
+	// 3 constraint ib, 1 drain". The scheduling cycle counts it for every
+	// job it could not place (sched.PlacementMetric); for another pending
+	// job shown alone (gpuq show) it is counted when asked. Not kept
+	// across a controller restart.
 	NodeReasons string `json:"node_reasons,omitempty"`
 	// SignalAlloc, SignalName and SignalSeq are the latest signal a user
 	// asked for (scancel --signal): the node delivers SignalName once per

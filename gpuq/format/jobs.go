@@ -82,7 +82,7 @@ var JobFields = []struct {
 	{'Q', "PRIORITY", "priority"},
 	{'S', "START_TIME", "start time, or the expected start of a pending job"},
 	{'V', "SUBMIT_TIME", "submit time"},
-	{'r', "REASON", "pending reason, or why the job ended"},
+	{'r', "REASON", "pending reason, or why the job ended; a pending job the scheduler could not place adds its node counts per reason: Resources (10 nodes: 6 insufficient free h100 GPUs, 3 constraint ib, 1 drain)"},
 	{'G', "IDLE_GPU", "IdleGPU when the job's GPUs sat below its idle-GPU policy's utilisation for its time, else empty"},
 }
 
@@ -315,7 +315,15 @@ func appendJobField(b []byte, j *spec.Job, verb byte, now time.Time) []byte {
 	case 'V':
 		return appendTime(b, j.SubmitTime)
 	case 'r':
-		return orNA(b, j.Reason)
+		b = orNA(b, j.Reason)
+		if j.State == spec.StatePending && j.NodeReasons != "" {
+			// Slurm's reason first, as scripts read it; then why no node
+			// runs the job (%R keeps Slurm's bare "(Resources)").
+			b = append(b, " ("...)
+			b = append(b, j.NodeReasons...)
+			b = append(b, ')')
+		}
+		return b
 	case 'G':
 		if j.IdleGPU != "" {
 			return append(b, "IdleGPU"...)

@@ -174,6 +174,11 @@ func submit(c *cli.Context) error {
 	}
 	req.Spec.Script = string(text)
 	req.Spec.Args = args
+	// The checks the server and the controller run (spec.JobSpec.Validate),
+	// here first, each at the line or flag that gave the value.
+	if err := directive.Check(&req.Spec, opts); err != nil {
+		return err
+	}
 
 	client, err := api.NewClient(c.String("controller"))
 	if err != nil {
