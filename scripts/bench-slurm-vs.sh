@@ -22,11 +22,11 @@
 #
 #   scripts/bench-slurm-vs.sh                 # ROUNDS=3 N_SBATCH=300
 #   ROUNDS=5 N_SBATCH=1000 scripts/bench-slurm-vs.sh
+#   SLURM=0 scripts/bench-slurm-vs.sh         # gpud only
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
 make --no-print-directory build >/dev/null || exit 1
-go build -o bin/acctfill ./scripts/acctfill || exit 1
 root=$PWD
 rounds=${ROUNDS:-3}
 nsb=${N_SBATCH:-300}
@@ -43,6 +43,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+go build -o "$tmp/acctfill" ./scripts/acctfill || exit 1
 now() { date +%s.%N; }
 die() { echo "bench-slurm-vs: $*" >&2; exit 1; }
 
@@ -58,7 +59,7 @@ for _ in $(seq 100); do "$G/squeue" -h >/dev/null 2>&1 && break; sleep 0.1; done
 # Slurm 22.05: munged, slurmctld and slurmd under $tmp.
 slurm=0
 S=/usr/bin
-if [[ -x /usr/sbin/slurmctld && -x /usr/sbin/slurmd && -x /usr/sbin/munged && -x $S/sbatch ]]; then
+if [[ ${SLURM:-1} != 0 && -x /usr/sbin/slurmctld && -x /usr/sbin/slurmd && -x /usr/sbin/munged && -x $S/sbatch ]]; then
 	slurm=1
 	sd=$tmp/slurm
 	mkdir -p "$sd/munge" "$sd/state" "$sd/spool" "$sd/log"
@@ -161,7 +162,7 @@ echo "   gpud $(git -C "$root" rev-parse --short HEAD), gpud standalone --nodes 
 if ((slurm)); then
 	echo "   $($S/sbatch -V), slurmctld+slurmd+munged under $tmp, no slurmdbd"
 else
-	echo "   Slurm not measured: /usr/sbin/slurmctld, slurmd, munged or /usr/bin/sbatch missing (apt-get install slurm-wlm)"
+	echo "   Slurm not measured: SLURM=0, or /usr/sbin/slurmctld, slurmd, munged or /usr/bin/sbatch missing (apt-get install slurm-wlm)"
 fi
 
 echo "== 1. sbatch --hold --wrap true in a shell loop, one submitter: $rounds rounds of $nsb"
@@ -213,7 +214,7 @@ for i in "${!systems[@]}"; do range "${names[i]}" "s per listing" "%.3f" ${sq[$i
 echo "== 4. sacct -P -a -S 2026-01-01 -o JobID,State,ExitCode,Elapsed over $nsacct ended jobs: $rounds rounds"
 acct=$tmp/gpud-acct
 mkdir -p "$acct"
-"$root/bin/acctfill" -db "$acct/accounting.db" -jobs "$nsacct" -start 2026-01-02 || die "acctfill failed"
+"$tmp/acctfill" -db "$acct/accounting.db" -jobs "$nsacct" -start 2026-01-02 || die "acctfill failed"
 "$root/bin/gpud" standalone --state-dir "$acct" --nodes 0 >"$tmp/gpud-acct.log" 2>&1 &
 pids+=($!)
 export GPUD_CONTROLLER="unix://$acct/gpud.sock"
