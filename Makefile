@@ -13,7 +13,7 @@ GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio ssh
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-ha bench-sbatch clean
+.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-ha bench-sbatch bench-slurm clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -79,6 +79,9 @@ bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-tra
 
 bench-sbatch: build ## sbatch in a shell loop (one submitter, held jobs): submissions/s over a few runs, and sbatch's start cost.
 	./scripts/bench-sbatch.sh
+
+bench-slurm: build ## gpud beside Slurm 22.05 (Debian's slurm-wlm, a throwaway cluster under /tmp) in one run: sbatch loop, scancel 5,000, squeue 10,000, sacct -P 100,000 (gpud).
+	./scripts/bench-slurm-vs.sh
 
 bench-api: build ## Submissions/s (API, 8 clients; gpusubmit loop), gpuq latency at 100k jobs, job throughput vs bare containerd.
 	./scripts/bench.sh

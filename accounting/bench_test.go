@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,6 +98,39 @@ func BenchmarkJobsUserFilter(b *testing.B) {
 		ops++
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(ops), "ms/op")
+}
+
+// BenchmarkJobsAll100k is the accounting part of sacct -P -a over 100,000
+// ended jobs (issue 14; scripts/bench-slurm-vs.sh times the whole command):
+// every record of the window, with its usage subqueries, read and scanned.
+func BenchmarkJobsAll100k(b *testing.B) {
+	const n = 100_000
+	db := openTest(b)
+	bulkLoad(b, db, n)
+	ctx := context.Background()
+	f := Filter{Start: t0}
+	cpu0 := processCPU(b)
+	for b.Loop() {
+		rs, err := db.Jobs(ctx, f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rs) != n || rs[n-1].GPUHours != 1 {
+			b.Fatalf("Jobs(all) = %d records, want %d of 1 GPU-hour", len(rs), n)
+		}
+	}
+	// CPU time (Go and SQLite share the process) varies less than wall
+	// time on a loaded machine.
+	b.ReportMetric(float64((processCPU(b)-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op")
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkJobsWithAttempts is gpuq acct -u u42 -D over a million jobs:

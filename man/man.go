@@ -20,25 +20,106 @@ var gpud8 string
 //go:embed gpud.toml.5.md
 var gpudToml5 string
 
-// Pages maps each generated file name to its Markdown source.
-func Pages() map[string]string {
+// CompatDoc is docs/slurm-compat.md, relative to the repository root: the
+// source of gpud-slurm(7), kept in one place for the web and for man.
+const CompatDoc = "docs/slurm-compat.md"
+
+// Pages maps each generated file name to its Markdown source; compat is the
+// text of CompatDoc.
+func Pages(compat string) map[string]string {
 	return map[string]string{
-		"gpusubmit.1": cliPage(app.New(), 1, gpusubmitPlaceholder, gpusubmitExtra),
-		"gpuq.1":      cliPage(gpuqapp.New(), 1, nil, gpuqExtra),
-		"gpud.8":      gpud8,
-		"gpud.toml.5": gpudToml5,
+		"gpud-slurm.7": slurmPage(compat),
+		"gpusubmit.1":  cliPage(app.New(), 1, gpusubmitPlaceholder, gpusubmitExtra),
+		"gpuq.1":       cliPage(gpuqapp.New(), 1, nil, gpuqExtra),
+		"gpud.8":       gpud8,
+		"gpud.toml.5":  gpudToml5,
 	}
 }
 
-// Generate writes every page, as roff, into dir.
-func Generate(dir string) error {
-	for name, md := range Pages() {
+// Generate writes every page, as roff, into dir; root is the repository
+// root (CompatDoc is read from it).
+func Generate(dir, root string) error {
+	compat, err := os.ReadFile(filepath.Join(root, CompatDoc))
+	if err != nil {
+		return fmt.Errorf("read the source of gpud-slurm(7): %w", err)
+	}
+	for name, md := range Pages(string(compat)) {
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, md2man.Render([]byte(md)), 0o644); err != nil {
 			return fmt.Errorf("write man page %s: %w", path, err)
 		}
 	}
 	return nil
+}
+
+// slurmPage makes gpud-slurm(7) of docs/slurm-compat.md: its title becomes
+// the NAME section, each "## command" a section of its own, and each table
+// row a definition (a table as wide as its widest row does not fit a
+// terminal): the first cell is the term, the rest its text, the mark first.
+func slurmPage(compat string) string {
+	var b strings.Builder
+	b.WriteString("% GPUD-SLURM 7 \"\" \"gpud\" \"gpud Manual\"\n\n# NAME\n\n")
+	b.WriteString("gpud-slurm - Slurm's command names in gpud: each flag, field and state honoured, warned or refused\n\n")
+	b.WriteString("# DESCRIPTION\n\n")
+	inTable := false
+	for _, l := range strings.Split(compat, "\n") {
+		switch {
+		case strings.HasPrefix(l, "# "):
+			continue // the document's title: NAME above
+		case strings.HasPrefix(l, "## "):
+			l = "# " + strings.ToUpper(strings.TrimPrefix(l, "## "))
+		case strings.HasPrefix(l, "|"):
+			if !inTable { // the header row
+				inTable = true
+				continue
+			}
+			cells := TableCells(l)
+			if len(cells) == 0 || strings.Trim(strings.Join(cells, ""), "-: ") == "" {
+				continue // the separator row
+			}
+			var def []string
+			for i, c := range cells[1:] {
+				if c == "" {
+					continue
+				}
+				if i == 0 && len(cells) > 2 {
+					c = "*" + c + "*" // the mark
+				}
+				def = append(def, c)
+			}
+			fmt.Fprintf(&b, "%s\n: %s\n\n", cells[0], strings.Join(def, " — "))
+			continue
+		}
+		inTable = false
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("\n# SEE ALSO\n\n**gpusubmit**(1), **gpuq**(1), **gpud**(8), **gpud.toml**(5)\n")
+	return b.String()
+}
+
+// TableCells splits a Markdown table row into its cells, trimmed, at the
+// pipes that are not escaped (\|), and unescapes the others.
+func TableCells(row string) []string {
+	row = strings.TrimSpace(row)
+	row = strings.TrimPrefix(row, "|")
+	if strings.HasSuffix(row, "|") && !strings.HasSuffix(row, `\|`) {
+		row = row[:len(row)-1]
+	}
+	var cells []string
+	var cur strings.Builder
+	for i := 0; i < len(row); i++ {
+		switch {
+		case row[i] == '\\' && i+1 < len(row) && row[i+1] == '|':
+			cur.WriteByte('|')
+			i++
+		case row[i] == '|':
+			cells = append(cells, strings.TrimSpace(cur.String()))
+			cur.Reset()
+		default:
+			cur.WriteByte(row[i])
+		}
+	}
+	return append(cells, strings.TrimSpace(cur.String()))
 }
 
 func gpusubmitPlaceholder(name string) string {
@@ -190,7 +271,7 @@ that is 0; for an array, the largest. Otherwise:
 
 # SEE ALSO
 
-**gpuq**(1), **gpud**(8), **gpud.toml**(5)
+**gpuq**(1), **gpud-slurm**(7), **gpud**(8), **gpud.toml**(5)
 `
 
 const gpuqExtra = commonEnv + `# FILES
@@ -212,5 +293,5 @@ const gpuqExtra = commonEnv + `# FILES
 
 # SEE ALSO
 
-**gpusubmit**(1), **gpud**(8), **gpud.toml**(5)
+**gpusubmit**(1), **gpud-slurm**(7), **gpud**(8), **gpud.toml**(5)
 `

@@ -4,6 +4,8 @@
 #  2. gpusubmit --help start time, and what init costs (GODEBUG=inittrace=1)
 #  3. squeue over 10,000 pending jobs
 #  4. scancel by filter of 5,000 pending jobs until the queue is empty
+# Beside Slurm 22.05 on the same machine, in one run: scripts/bench-slurm-vs.sh
+# (make bench-slurm).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CGO_CFLAGS=-Wno-deprecated-declarations

@@ -542,3 +542,21 @@ func TestPendingPartitionList(t *testing.T) {
 		t.Errorf("scontrol show job 14: exit %d, %s\n%s", code, errs, out)
 	}
 }
+
+// TestSqueueFormatFieldsReachable: squeue -O takes every field name it
+// lists, in any case (the lookup lowercases the name, so a key spelled with
+// a capital, once "priorityLong", could never be chosen).
+func TestSqueueFormatFieldsReachable(t *testing.T) {
+	for name, verb := range squeueFormatFields {
+		for _, spelled := range []string{name, strings.ToUpper(name)} {
+			got, err := FormatFromLong(spelled)
+			if err != nil {
+				t.Errorf("-O %s: %v", spelled, err)
+				continue
+			}
+			if want := "%20" + string(verb); got != want {
+				t.Errorf("-O %s = %q, want %q", spelled, got, want)
+			}
+		}
+	}
+}

@@ -55,7 +55,7 @@ var squeueFormatFields = map[string]byte{
 	"jobid": 'i', "jobarrayid": 'i', "arrayjobid": 'F', "arraytaskid": 'K', "partition": 'P',
 	"name": 'j', "username": 'u', "userid": 'u', "account": 'a', "qos": 'q', "statecompact": 't',
 	"state": 'T', "timeused": 'M', "timelimit": 'l', "numnodes": 'D', "reasonlist": 'R',
-	"nodelist": 'N', "priority": 'Q', "priorityLong": 'Q', "starttime": 'S', "submittime": 'V',
+	"nodelist": 'N', "priority": 'Q', "prioritylong": 'Q', "starttime": 'S', "submittime": 'V',
 	"reason": 'r', "tres-per-node": 'b',
 }
 

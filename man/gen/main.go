@@ -12,8 +12,9 @@ import (
 
 func main() {
 	out := flag.String("out", "man", "directory to write the pages into")
+	root := flag.String("root", ".", "repository root, where "+man.CompatDoc+" is read")
 	flag.Parse()
-	if err := man.Generate(*out); err != nil {
+	if err := man.Generate(*out, *root); err != nil {
 		fmt.Fprintf(os.Stderr, "man/gen: %v; run it from the repository root or pass -out\n", err)
 		os.Exit(1)
 	}

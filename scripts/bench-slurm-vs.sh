@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# Issue 14's figures, gpud beside Slurm 22.05 on this machine in one run, the
+# same workloads on both, ROUNDS rounds each (ranges):
+#  1. sbatch --hold --wrap true in a shell loop, one submitter (submissions/s)
+#  2. scancel of 5,000 pending jobs by filter, until no job is pending
+#  3. squeue over 10,000 pending jobs (default format, output to /dev/null)
+#  4. sacct -P -a over 100,000 ended jobs (gpud only: see below)
+#
+# gpud is `gpud standalone` on a temporary state directory (no nodes; every
+# acknowledgement durable). Slurm is a throwaway cluster under a temporary
+# directory: its own munged (made-up key, own socket), slurmctld and slurmd
+# in the foreground as children of this script, one node (this host, CPUs from
+# nproc), no slurmdbd (AccountingStorageType=accounting_storage/none). No
+# system-wide Slurm or munge file is read or written: the Slurm commands run
+# by absolute path (/usr/bin/sbatch; bin/ has gpud's sbatch) with SLURM_CONF
+# set. Without Debian's slurm-wlm (apt-get install slurm-wlm) only gpud runs.
+#
+# sacct: Slurm 22.05's sacct reads slurmdbd only (accounting_storage/filetxt
+# was removed in 15.08, jobcomp/filetxt does not feed sacct), and slurmdbd
+# needs MySQL/MariaDB; this script does not set one up, so sacct is gpud's
+# alone, over 100,000 jobs put into accounting.db by scripts/acctfill.
+#
+#   scripts/bench-slurm-vs.sh                 # ROUNDS=3 N_SBATCH=300
+#   ROUNDS=5 N_SBATCH=1000 scripts/bench-slurm-vs.sh
+#   SLURM=0 scripts/bench-slurm-vs.sh         # gpud only
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
+make --no-print-directory build >/dev/null || exit 1
+root=$PWD
+rounds=${ROUNDS:-3}
+nsb=${N_SBATCH:-300}
+ncancel=${N_CANCEL:-5000}
+nsqueue=${N_SQUEUE:-10000}
+nsacct=${N_SACCT:-100000}
+
+tmp=$(mktemp -d /tmp/bench-slurm-vs-XXXX)
+pids=()
+cleanup() {
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[i]}" 2>/dev/null; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+go build -o "$tmp/acctfill" ./scripts/acctfill || exit 1
+now() { date +%s.%N; }
+die() { echo "bench-slurm-vs: $*" >&2; exit 1; }
+
+# gpud: the Slurm names from bin/, by path.
+mkdir -p "$tmp/gpud" "$tmp/work"
+"$root/bin/gpud" standalone --state-dir "$tmp/gpud" --nodes 0 >"$tmp/gpud.log" 2>&1 &
+pids+=($!)
+export GPUD_CONTROLLER="unix://$tmp/gpud/gpud.sock"
+G="$root/bin"
+for _ in $(seq 100); do "$G/squeue" -h >/dev/null 2>&1 && break; sleep 0.1; done
+"$G/squeue" -h >/dev/null || die "gpud standalone did not start: $(tail -5 "$tmp/gpud.log")"
+
+# Slurm 22.05: munged, slurmctld and slurmd under $tmp.
+slurm=0
+S=/usr/bin
+if [[ ${SLURM:-1} != 0 && -x /usr/sbin/slurmctld && -x /usr/sbin/slurmd && -x /usr/sbin/munged && -x $S/sbatch ]]; then
+	slurm=1
+	sd=$tmp/slurm
+	mkdir -p "$sd/munge" "$sd/state" "$sd/spool" "$sd/log"
+	chmod 700 "$sd/munge"
+	head -c 1024 /dev/urandom >"$sd/munge/munge.key"
+	chmod 400 "$sd/munge/munge.key"
+	/usr/sbin/munged --foreground --force --socket="$sd/munge/munge.sock" --key-file="$sd/munge/munge.key" \
+		--pid-file="$sd/munge/munged.pid" --seed-file="$sd/munge/munged.seed" --log-file="$sd/log/munged.log" \
+		--num-threads=4 >"$sd/log/munged.out" 2>&1 &
+	pids+=($!)
+	port=$((20000 + RANDOM % 9000))
+	host=$(hostname -s)
+	cat >"$sd/slurm.conf" <<-EOF
+		ClusterName=bench
+		SlurmctldHost=localhost
+		SlurmctldPort=$port
+		SlurmdPort=$((port + 1))
+		SlurmUser=root
+		SlurmdUser=root
+		AuthType=auth/munge
+		CredType=cred/munge
+		AuthInfo=socket=$sd/munge/munge.sock
+		StateSaveLocation=$sd/state
+		SlurmdSpoolDir=$sd/spool
+		SlurmctldPidFile=$sd/slurmctld.pid
+		SlurmdPidFile=$sd/slurmd.pid
+		SlurmctldLogFile=$sd/log/slurmctld.log
+		SlurmdLogFile=$sd/log/slurmd.log
+		SlurmctldDebug=error
+		SlurmdDebug=error
+		ProctrackType=proctrack/linuxproc
+		TaskPlugin=task/none
+		SwitchType=switch/none
+		MpiDefault=none
+		SelectType=select/cons_tres
+		SelectTypeParameters=CR_Core
+		AccountingStorageType=accounting_storage/none
+		JobCompType=jobcomp/none
+		JobAcctGatherType=jobacct_gather/none
+		MaxJobCount=200000
+		MinJobAge=2
+		ReturnToService=2
+		NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+		PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+	EOF
+	export SLURM_CONF=$sd/slurm.conf # read by the Slurm commands only; gpud's ignore it
+	for _ in $(seq 50); do [[ -S $sd/munge/munge.sock ]] && break; sleep 0.1; done
+	/usr/sbin/slurmctld -D -i -f "$SLURM_CONF" >"$sd/log/slurmctld.out" 2>&1 &
+	pids+=($!)
+	/usr/sbin/slurmd -D -f "$SLURM_CONF" -N "$host" >"$sd/log/slurmd.out" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 150); do $S/squeue -h >/dev/null 2>&1 && break; sleep 0.2; done
+	$S/squeue -h >/dev/null || die "slurmctld did not start: $(tail -5 "$sd/log/slurmctld.log" "$sd/log/slurmctld.out" "$sd/log/munged.log")"
+fi
+cd "$tmp/work" || exit 1
+me=$(id -un)
+
+# range NAME UNIT VALUES...: min-max (median) of the rounds.
+range() {
+	local name=$1 unit=$2 fmt=$3
+	shift 3
+	printf '%s\n' "$@" | sort -g | awk -v name="$name" -v unit="$unit" -v fmt="$fmt" '{v[NR]=$1}
+		END {printf "   %-6s " fmt "-" fmt " %s (median " fmt "; rounds:", name, v[1], v[NR], unit, v[int((NR+1)/2)];
+			for (i = 1; i <= NR; i++) printf " " fmt, v[i]; print ")"}'
+}
+# pending SYSTEM: the number of pending jobs.
+pending() { "$1/squeue" -h -t PD -u "$me" -o %i | wc -l; }
+# empty SYSTEM: cancel everything, untimed, and wait for the queue to drain.
+empty() {
+	"$1/scancel" -u "$me" >/dev/null 2>&1
+	for _ in $(seq 600); do [[ $(pending "$1") == 0 ]] && return; sleep 0.1; done
+	die "$1: jobs still pending after scancel -u $me"
+}
+# fill SYSTEM N NAME: N held pending jobs named NAME, untimed. gpud: one
+# array (each task is a job of its own in gpud's queue and database). Slurm:
+# N single jobs from 4 parallel submitters (a Slurm array is one record until
+# its tasks start, which would make its squeue and scancel figures cheaper
+# than N jobs).
+fill() {
+	local sys=$1 n=$2 name=$3
+	if [[ $sys == "$G" ]]; then
+		"$G/sbatch" --hold -J "$name" --array=0-$((n - 1)) --parsable --wrap true >/dev/null || die "gpud: fill failed"
+	else
+		seq "$n" | xargs -P 4 -n 100 sh -c 'for _ do '"$S"'/sbatch --hold -J '"$name"' --wrap true >/dev/null || exit 255; done' _ ||
+			die "slurm: fill failed"
+	fi
+	local got
+	got=$(pending "$sys")
+	[[ $got -ge $n ]] || die "$sys: $got jobs pending after submitting $n"
+}
+systems=("$G")
+names=(gpud)
+if ((slurm)); then
+	systems+=("$S")
+	names+=(slurm)
+fi
+
+echo "bench-slurm-vs: $(date -u +%FT%TZ), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) (shared with other work)"
+echo "   gpud $(git -C "$root" rev-parse --short HEAD), gpud standalone --nodes 0 (SQLite WAL, synchronous=FULL)"
+if ((slurm)); then
+	echo "   $($S/sbatch -V), slurmctld+slurmd+munged under $tmp, no slurmdbd"
+else
+	echo "   Slurm not measured: SLURM=0, or /usr/sbin/slurmctld, slurmd, munged or /usr/bin/sbatch missing (apt-get install slurm-wlm)"
+fi
+
+echo "== 1. sbatch --hold --wrap true in a shell loop, one submitter: $rounds rounds of $nsb"
+declare -A sb
+for r in $(seq "$rounds"); do
+	for i in "${!systems[@]}"; do
+		sys=${systems[i]}
+		t0=$(now)
+		for _ in $(seq "$nsb"); do "$sys/sbatch" --hold --wrap true >/dev/null || die "${names[i]}: sbatch failed"; done
+		t1=$(now)
+		sb[$i]+=" $(awk -v n="$nsb" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n/(b-a)}')"
+		empty "$sys"
+	done
+done
+for i in "${!systems[@]}"; do range "${names[i]}" "submissions/s" "%.0f" ${sb[$i]}; done
+
+echo "== 2. scancel -u $me -t PD over $ncancel pending jobs, until none is pending: $rounds rounds"
+declare -A cn
+for r in $(seq "$rounds"); do
+	for i in "${!systems[@]}"; do
+		sys=${systems[i]}
+		fill "$sys" "$ncancel" cancelme
+		t0=$(now)
+		"$sys/scancel" -u "$me" -t PD || die "${names[i]}: scancel failed"
+		while [[ $(pending "$sys") != 0 ]]; do sleep 0.02; done
+		t1=$(now)
+		cn[$i]+=" $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b-a}')"
+	done
+done
+for i in "${!systems[@]}"; do range "${names[i]}" "s" "%.3f" ${cn[$i]}; done
+
+echo "== 3. squeue over $nsqueue pending jobs (default format): $rounds rounds of 3 listings"
+declare -A sq
+for i in "${!systems[@]}"; do
+	sys=${systems[i]}
+	fill "$sys" "$nsqueue" listme
+	lines=$("$sys/squeue" -h | wc -l)
+	for r in $(seq "$rounds"); do
+		t0=$(now)
+		for _ in 1 2 3; do "$sys/squeue" >/dev/null; done
+		t1=$(now)
+		sq[$i]+=" $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b-a)/3}')"
+	done
+	echo "   ${names[i]}: $lines lines"
+	empty "$sys"
+done
+for i in "${!systems[@]}"; do range "${names[i]}" "s per listing" "%.3f" ${sq[$i]}; done
+
+echo "== 4. sacct -P -a -S 2026-01-01 -o JobID,State,ExitCode,Elapsed over $nsacct ended jobs: $rounds rounds"
+acct=$tmp/gpud-acct
+mkdir -p "$acct"
+"$tmp/acctfill" -db "$acct/accounting.db" -jobs "$nsacct" -start 2026-01-02 || die "acctfill failed"
+"$root/bin/gpud" standalone --state-dir "$acct" --nodes 0 >"$tmp/gpud-acct.log" 2>&1 &
+pids+=($!)
+export GPUD_CONTROLLER="unix://$acct/gpud.sock"
+for _ in $(seq 100); do "$G/squeue" -h >/dev/null 2>&1 && break; sleep 0.1; done
+rows=$("$G/sacct" -P -n -a -S 2026-01-01 -o JobID | wc -l)
+declare -a sa=()
+for r in $(seq "$rounds"); do
+	t0=$(now)
+	"$G/sacct" -P -a -S 2026-01-01 -o JobID,State,ExitCode,Elapsed >/dev/null || die "gpud: sacct failed"
+	t1=$(now)
+	sa+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b-a}')")
+done
+range gpud "s ($rows rows)" "%.3f" "${sa[@]}"
+if ((slurm)); then
+	echo "   slurm  not measured: Slurm 22.05's sacct reads slurmdbd only, which needs MySQL/MariaDB ($($S/sacct -P -a 2>&1 | head -1))"
+fi
+echo "   load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
