@@ -499,3 +499,35 @@ func TestAddRemoveMember(t *testing.T) {
 		t.Fatalf("after the removal: %+v, %v; want 3 members", cs, err)
 	}
 }
+
+// TestCommitErrorsReachClients drives the two outcomes of a failed commit
+// through a real group: a commit on a follower (raft.ErrNotLeader: not
+// logged) is not_leader; a submission to a leader whose followers are
+// gone is appended to its log and then lost with the leadership
+// (raft.ErrLeadershipLost after the lease timeout): the client hears
+// unavailable (503, may have been committed), not not_leader.
+func TestCommitErrorsReachClients(t *testing.T) {
+	g := startGroup(t, 3, nil)
+	l := g.leader(20 * time.Second)
+	submit(t, l, 1)
+	for _, m := range g.members {
+		if m == l {
+			continue
+		}
+		j := spec.Job{ID: 1 << 40, JobSpec: js("x"), State: spec.StatePending}
+		if err := m.g.Apply(context.Background(), []*spec.Job{&j}, nil, 0); !errors.Is(err, spec.ErrNotLeader) {
+			t.Errorf("a commit on follower %s: %v; want not_leader", m.id, err)
+		}
+	}
+	for _, m := range g.members {
+		if m != l {
+			m.stop()
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := l.client().Submit(ctx, api.SubmitRequest{Job: js("lost")})
+	if !errors.Is(err, spec.ErrUnavailable) || errors.Is(err, spec.ErrNotLeader) {
+		t.Errorf("a submission whose commit lost the leadership: %v; want unavailable (may have been committed)", err)
+	}
+}
