@@ -129,6 +129,10 @@ type member struct {
 //     again, since the caller cannot tell whether it was applied;
 //   - a 503 to a read is retried at the next address; when every address
 //     answered 503 it is the answer;
+//   - a write carrying an Idempotency-Key (a submission) is retried as a
+//     read is, after a connection error or a 503 (which may mean it was
+//     committed): the controller answers a resend with the job the first
+//     send made;
 //   - a read a follower answered from its replica (HeaderStale) is asked
 //     again of the leader it names, if configured, so that a client reads
 //     its own writes; the follower's answer stands if the leader fails;
@@ -165,6 +169,10 @@ const (
 func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	read := req.Method == http.MethodGet || req.Method == http.MethodHead
+	// A submission named by an Idempotency-Key is safe to send again
+	// whatever became of the first send: the controller makes one job
+	// per key. So it is retried as a read is.
+	again := read || req.Header.Get(HeaderIdempotencyKey) != ""
 	n := len(f.members)
 	i := int(f.cur.Load())
 	var (
@@ -188,7 +196,7 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		switch {
 		case err != nil:
 			v = retryNext
-			if ctx.Err() != nil || permanent(err) || (!read && !notSent(err)) {
+			if ctx.Err() != nil || permanent(err) || (!again && !notSent(err)) {
 				v = giveUp
 			}
 			only503 = false
@@ -201,7 +209,7 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 				foreign++
 			}
 			only503 = false
-		case resp.StatusCode == http.StatusServiceUnavailable && read:
+		case resp.StatusCode == http.StatusServiceUnavailable && again:
 			v = retryNext
 		}
 		if v == answered && read && !staleOK && resp.Header.Get(HeaderStale) == "true" {
@@ -227,7 +235,7 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			continue
 		}
 		if v == giveUp {
-			if ctx.Err() == nil && !read && !notSent(err) && !permanent(err) {
+			if ctx.Err() == nil && !again && !notSent(err) && !permanent(err) {
 				return nil, fmt.Errorf("%s: %w; the controller may have carried out this %s %s before the connection broke, so it was not sent again: check (gpuq, squeue) before repeating it", m.addr, err, req.Method, req.URL.Path)
 			}
 			return nil, fmt.Errorf("%s: %w", m.addr, err)
