@@ -134,8 +134,10 @@ type member struct {
 //     committed): the controller answers a resend with the job the first
 //     send made;
 //   - a read a follower answered from its replica (HeaderStale) is asked
-//     again of the leader it names, if configured, so that a client reads
-//     its own writes; the follower's answer stands if the leader fails;
+//     again of the leader it names, if configured, else (no leader known
+//     there) of the next address, so that a client reads its own writes
+//     and does not stay with a member cut off from the group; the first
+//     follower's answer stands if the others fail or are followers too;
 //
 // backing off between rounds over every address, for at most timeout
 // after the first failure.
@@ -188,6 +190,7 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		// the leader is asked (-1: none); staleOK takes its answer.
 		staleFrom = -1
 		staleOK   bool
+		staleHops int // stale answers followed to another member
 	)
 	for {
 		m := &f.members[i]
@@ -212,13 +215,24 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		case resp.StatusCode == http.StatusServiceUnavailable && again:
 			v = retryNext
 		}
-		if v == answered && read && !staleOK && resp.Header.Get(HeaderStale) == "true" {
+		if v == answered && read && !staleOK && staleHops < n && resp.Header.Get(HeaderStale) == "true" {
 			// A follower's replica may lag the leader: a job just
-			// submitted may be missing. Ask the leader it names, once;
-			// should that fail, the follower's answer will do.
-			if j := f.index(ctx, resp.Header.Get(HeaderLeader)); j >= 0 && j != i {
+			// submitted may be missing. Ask the leader it names; a
+			// follower that knows no leader (an election, or a member cut
+			// off from the others, whose replica stops where the cut
+			// came) sends the read on to the next address, which may.
+			// Should that fail, the first follower's answer will do.
+			j := f.index(ctx, resp.Header.Get(HeaderLeader))
+			if j < 0 {
+				j = next
+			}
+			if j != i {
 				resp.Body.Close()
-				staleFrom, i = i, j
+				if staleFrom < 0 {
+					staleFrom = i
+				}
+				i = j
+				staleHops++
 				continue
 			}
 		}

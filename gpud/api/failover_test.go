@@ -410,6 +410,32 @@ func TestFailoverResendsKeyedSubmissions(t *testing.T) {
 	}
 }
 
+// A read answered from the replica of a member that knows no leader (one
+// cut off from the others: its replica stopped at the cut) is asked of
+// the next address, and the leader's answer is taken; when every member
+// answers stale, the first answer stands.
+func TestFailoverStaleWithoutLeaderAsksOthers(t *testing.T) {
+	cutoff := newCtl(t, "follower", false) // Gpud-Leader: ""
+	leader := newCtl(t, "leader", false)
+	cl, err := api.NewClient(list(cutoff.URL, leader.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := cl.Nodes(ctxT(t))
+	if err != nil || len(nodes) != 1 || nodes[0].Name != "from-"+leader.URL {
+		t.Errorf("read with the first member cut off: %v %v; want the leader's answer", nodes, err)
+	}
+	other := newCtl(t, "follower", false)
+	cl, err = api.NewClient(list(cutoff.URL, other.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err = cl.Nodes(ctxT(t))
+	if err != nil || len(nodes) != 1 || nodes[0].Name != "from-"+cutoff.URL {
+		t.Errorf("read with no leader anywhere: %v %v; want the first follower's answer", nodes, err)
+	}
+}
+
 // A long poll cut by the leader's death is taken up by the next one.
 func TestFailoverLongPollFollowsNewLeader(t *testing.T) {
 	var polls atomic.Int32
