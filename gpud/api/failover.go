@@ -422,3 +422,70 @@ func (c *Client) groupErr(err error) error {
 	}
 	return err
 }
+
+// MemberAnswer is one configured controller's own answer to GET
+// /v1/controllers (ControllersOfEach).
+type MemberAnswer struct {
+	Addr string // as configured
+	Resp ControllersResponse
+	Err  error
+}
+
+// ControllersOfEach asks every configured controller address for GET
+// /v1/controllers, concurrently, each within timeout, so the caller has
+// each member's own term, commit and applied index (a member knows only
+// its own). A client over one address asks it alone.
+func (c *Client) ControllersOfEach(ctx context.Context, timeout time.Duration) []MemberAnswer {
+	f, ok := c.hc.Transport.(*failover)
+	if !ok {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		res, err := c.Controllers(rctx)
+		return []MemberAnswer{{Addr: c.base, Resp: res, Err: err}}
+	}
+	out := make([]MemberAnswer, len(f.members))
+	done := make(chan struct{})
+	for i := range f.members {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			m := &f.members[i]
+			out[i].Addr = m.addr
+			out[i].Err = memberControllers(ctx, c, m, timeout, &out[i].Resp)
+		}()
+	}
+	for range f.members {
+		<-done
+	}
+	return out
+}
+
+// memberControllers sends GET /v1/controllers to m alone (no failover).
+func memberControllers(ctx context.Context, c *Client, m *member, timeout time.Duration, out *ControllersResponse) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	one := &Client{base: c.base, hc: &http.Client{Transport: single{m}}, Token: c.Token, tls: c.tls}
+	res, err := one.Controllers(ctx)
+	*out = res
+	return err
+}
+
+// single sends every request to one member.
+type single struct{ m *member }
+
+func (s single) RoundTrip(req *http.Request) (*http.Response, error) { return s.m.send(req) }
+
+// AddController adds a member to the controller group (POST
+// /v1/controllers, admin): start it first with join = true.
+func (c *Client) AddController(ctx context.Context, m ControllerMember) (ControllersResponse, error) {
+	var out ControllersResponse
+	err := c.do(ctx, http.MethodPost, "/controllers", nil, m, &out)
+	return out, err
+}
+
+// RemoveController removes member id from the controller group (DELETE
+// /v1/controllers/{id}, admin).
+func (c *Client) RemoveController(ctx context.Context, id string) (ControllersResponse, error) {
+	var out ControllersResponse
+	err := c.do(ctx, http.MethodDelete, "/controllers/"+url.PathEscape(id), nil, nil, &out)
+	return out, err
+}

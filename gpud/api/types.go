@@ -58,6 +58,9 @@ type ControllersResponse struct {
 	// Leader is the ID of the member that is leader, "" during an election.
 	Leader  string             `json:"leader"`
 	Members []ControllerMember `json:"members"`
+	// Self is the ID of the member that answered: its own row holds its
+	// term and indices (the others' are known to them).
+	Self string `json:"self,omitempty"`
 }
 
 // ControllerMember is one controller as the answering member sees it.

@@ -906,4 +906,21 @@ func TestHAReplaceMember(t *testing.T) {
 	if cs.Leader != l.id || len(cs.Members) != 3 {
 		t.Errorf("GET /v1/controllers on the new member: %+v; want 3 members led by %s", cs, l.id)
 	}
+
+	// gpuq controllers over the members' list asks each for its own
+	// term and indices: every row has them, the leader's the highest
+	// commit index.
+	r := h.cli(work, "gpuq", "controllers", "--json")
+	var got api.ControllersResponse
+	if err := json.Unmarshal([]byte(r.stdout), &got); r.code != 0 || err != nil {
+		t.Fatalf("gpuq controllers --json: exit %d, %v: %s %s", r.code, err, r.stdout, r.stderr)
+	}
+	if got.Leader != l.id || len(got.Members) != 3 {
+		t.Fatalf("gpuq controllers: %+v; want 3 members led by %s", got, l.id)
+	}
+	for _, m := range got.Members {
+		if m.Term == 0 || m.CommitIndex == 0 || m.AppliedIndex == 0 {
+			t.Errorf("gpuq controllers row %+v: want the member's own term, commit and applied index", m)
+		}
+	}
 }

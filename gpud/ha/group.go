@@ -449,7 +449,7 @@ func (g *Group) Controllers(context.Context) (api.ControllersResponse, error) {
 	}
 	leaderAddr, leaderID := g.r.LeaderWithID()
 	_ = leaderAddr
-	resp := api.ControllersResponse{Leader: string(leaderID)}
+	resp := api.ControllersResponse{Leader: string(leaderID), Self: g.cfg.ID}
 	for _, s := range fut.Configuration().Servers {
 		m := api.ControllerMember{ID: string(s.ID), RaftAddress: string(s.Address), APIAddress: g.fsm.apiOf(string(s.ID)),
 			Voter: s.Suffrage == raft.Voter, State: "follower"}

@@ -472,8 +472,12 @@ func TestAddRemoveMember(t *testing.T) {
 	if err := f.g.AddMember(context.Background(), add); !errors.Is(err, spec.ErrNotLeader) {
 		t.Errorf("AddMember at a follower: %v; want not_leader", err)
 	}
-	if err := l.g.AddMember(context.Background(), add); err != nil {
-		t.Fatal(err)
+	if _, err := f.client().AddController(context.Background(), add); !errors.Is(err, spec.ErrNotLeader) {
+		t.Errorf("POST /v1/controllers at a follower (gpuq controllers add over its socket alone): %v; want not_leader", err)
+	}
+	// gpuq controllers add's call, as root on the leader's socket (admin).
+	if res, err := l.client().AddController(context.Background(), add); err != nil || len(res.Members) != 4 {
+		t.Fatalf("POST /v1/controllers at the leader: %+v %v; want 4 members", res, err)
 	}
 	waitFor(t, 10*time.Second, "the new member has the 10 jobs", func() bool { return len(replicaJobs(t, d)) == 10 })
 	cs, err := d.g.Controllers(context.Background())
@@ -488,8 +492,8 @@ func TestAddRemoveMember(t *testing.T) {
 			t.Errorf("the new member knows the leader's API address as %q", m.APIAddress)
 		}
 	}
-	if err := l.g.RemoveMember(context.Background(), "d"); err != nil {
-		t.Fatal(err)
+	if res, err := l.client().RemoveController(context.Background(), "d"); err != nil || len(res.Members) != 3 {
+		t.Fatalf("DELETE /v1/controllers/d at the leader: %+v %v; want 3 members", res, err)
 	}
 	if err := l.g.RemoveMember(context.Background(), "nope"); !errors.Is(err, spec.ErrNotFound) {
 		t.Errorf("removing an unknown member: %v; want not found", err)
