@@ -511,8 +511,12 @@ func TestAddRemoveMember(t *testing.T) {
 // (raft.ErrLeadershipLost after the lease timeout): the client hears
 // unavailable (503, may have been committed), not not_leader.
 func TestCommitErrorsReachClients(t *testing.T) {
-	g := startGroup(t, 3, nil)
-	l := g.leader(20 * time.Second)
+	// A long lease, so the submission reaches the leader before it steps
+	// down, however slowly this machine stops the followers.
+	g := startGroup(t, 3, func(c *ha.Config) {
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 2500*time.Millisecond
+	})
+	l := g.leader(30 * time.Second)
 	submit(t, l, 1)
 	for _, m := range g.members {
 		if m == l {
@@ -525,7 +529,7 @@ func TestCommitErrorsReachClients(t *testing.T) {
 	}
 	for _, m := range g.members {
 		if m != l {
-			m.stop()
+			m.g.Close() // its Raft traffic ends here; m.stop finishes at cleanup
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
