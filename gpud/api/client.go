@@ -384,7 +384,11 @@ func readBody(resp *http.Response) ([]byte, error) {
 // Submit submits a job (or, with TestOnly, asks when it would start).
 func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResponse, error) {
 	var out SubmitResponse
-	err := c.do(ctx, http.MethodPost, "/jobs", nil, req, &out)
+	var hdr http.Header
+	if req.IdempotencyKey != "" && !req.TestOnly {
+		hdr = http.Header{HeaderIdempotencyKey: {req.IdempotencyKey}}
+	}
+	err := c.doWith(ctx, http.MethodPost, "/jobs", nil, hdr, req, &out)
 	return out, err
 }
 

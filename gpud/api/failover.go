@@ -129,9 +129,15 @@ type member struct {
 //     again, since the caller cannot tell whether it was applied;
 //   - a 503 to a read is retried at the next address; when every address
 //     answered 503 it is the answer;
+//   - a write carrying an Idempotency-Key (a submission) is retried as a
+//     read is, after a connection error or a 503 (which may mean it was
+//     committed): the controller answers a resend with the job the first
+//     send made;
 //   - a read a follower answered from its replica (HeaderStale) is asked
-//     again of the leader it names, if configured, so that a client reads
-//     its own writes; the follower's answer stands if the leader fails;
+//     again of the leader it names, if configured, else (no leader known
+//     there) of the next address, so that a client reads its own writes
+//     and does not stay with a member cut off from the group; the first
+//     follower's answer stands if the others fail or are followers too;
 //
 // backing off between rounds over every address, for at most timeout
 // after the first failure.
@@ -165,6 +171,10 @@ const (
 func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	read := req.Method == http.MethodGet || req.Method == http.MethodHead
+	// A submission named by an Idempotency-Key is safe to send again
+	// whatever became of the first send: the controller makes one job
+	// per key. So it is retried as a read is.
+	again := read || req.Header.Get(HeaderIdempotencyKey) != ""
 	n := len(f.members)
 	i := int(f.cur.Load())
 	var (
@@ -180,6 +190,7 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		// the leader is asked (-1: none); staleOK takes its answer.
 		staleFrom = -1
 		staleOK   bool
+		staleHops int // stale answers followed to another member
 	)
 	for {
 		m := &f.members[i]
@@ -188,7 +199,7 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		switch {
 		case err != nil:
 			v = retryNext
-			if ctx.Err() != nil || permanent(err) || (!read && !notSent(err)) {
+			if ctx.Err() != nil || permanent(err) || (!again && !notSent(err)) {
 				v = giveUp
 			}
 			only503 = false
@@ -201,16 +212,27 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 				foreign++
 			}
 			only503 = false
-		case resp.StatusCode == http.StatusServiceUnavailable && read:
+		case resp.StatusCode == http.StatusServiceUnavailable && again:
 			v = retryNext
 		}
-		if v == answered && read && !staleOK && resp.Header.Get(HeaderStale) == "true" {
+		if v == answered && read && !staleOK && staleHops < n && resp.Header.Get(HeaderStale) == "true" {
 			// A follower's replica may lag the leader: a job just
-			// submitted may be missing. Ask the leader it names, once;
-			// should that fail, the follower's answer will do.
-			if j := f.index(ctx, resp.Header.Get(HeaderLeader)); j >= 0 && j != i {
+			// submitted may be missing. Ask the leader it names; a
+			// follower that knows no leader (an election, or a member cut
+			// off from the others, whose replica stops where the cut
+			// came) sends the read on to the next address, which may.
+			// Should that fail, the first follower's answer will do.
+			j := f.index(ctx, resp.Header.Get(HeaderLeader))
+			if j < 0 {
+				j = next
+			}
+			if j != i {
 				resp.Body.Close()
-				staleFrom, i = i, j
+				if staleFrom < 0 {
+					staleFrom = i
+				}
+				i = j
+				staleHops++
 				continue
 			}
 		}
@@ -227,7 +249,7 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			continue
 		}
 		if v == giveUp {
-			if ctx.Err() == nil && !read && !notSent(err) && !permanent(err) {
+			if ctx.Err() == nil && !again && !notSent(err) && !permanent(err) {
 				return nil, fmt.Errorf("%s: %w; the controller may have carried out this %s %s before the connection broke, so it was not sent again: check (gpuq, squeue) before repeating it", m.addr, err, req.Method, req.URL.Path)
 			}
 			return nil, fmt.Errorf("%s: %w", m.addr, err)
@@ -399,4 +421,71 @@ func (c *Client) groupErr(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// MemberAnswer is one configured controller's own answer to GET
+// /v1/controllers (ControllersOfEach).
+type MemberAnswer struct {
+	Addr string // as configured
+	Resp ControllersResponse
+	Err  error
+}
+
+// ControllersOfEach asks every configured controller address for GET
+// /v1/controllers, concurrently, each within timeout, so the caller has
+// each member's own term, commit and applied index (a member knows only
+// its own). A client over one address asks it alone.
+func (c *Client) ControllersOfEach(ctx context.Context, timeout time.Duration) []MemberAnswer {
+	f, ok := c.hc.Transport.(*failover)
+	if !ok {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		res, err := c.Controllers(rctx)
+		return []MemberAnswer{{Addr: c.base, Resp: res, Err: err}}
+	}
+	out := make([]MemberAnswer, len(f.members))
+	done := make(chan struct{})
+	for i := range f.members {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			m := &f.members[i]
+			out[i].Addr = m.addr
+			out[i].Err = memberControllers(ctx, c, m, timeout, &out[i].Resp)
+		}()
+	}
+	for range f.members {
+		<-done
+	}
+	return out
+}
+
+// memberControllers sends GET /v1/controllers to m alone (no failover).
+func memberControllers(ctx context.Context, c *Client, m *member, timeout time.Duration, out *ControllersResponse) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	one := &Client{base: c.base, hc: &http.Client{Transport: single{m}}, Token: c.Token, tls: c.tls}
+	res, err := one.Controllers(ctx)
+	*out = res
+	return err
+}
+
+// single sends every request to one member.
+type single struct{ m *member }
+
+func (s single) RoundTrip(req *http.Request) (*http.Response, error) { return s.m.send(req) }
+
+// AddController adds a member to the controller group (POST
+// /v1/controllers, admin): start it first with join = true.
+func (c *Client) AddController(ctx context.Context, m ControllerMember) (ControllersResponse, error) {
+	var out ControllersResponse
+	err := c.do(ctx, http.MethodPost, "/controllers", nil, m, &out)
+	return out, err
+}
+
+// RemoveController removes member id from the controller group (DELETE
+// /v1/controllers/{id}, admin).
+func (c *Client) RemoveController(ctx context.Context, id string) (ControllersResponse, error) {
+	var out ControllersResponse
+	err := c.do(ctx, http.MethodDelete, "/controllers/"+url.PathEscape(id), nil, nil, &out)
+	return out, err
 }

@@ -348,6 +348,94 @@ func TestFailoverDoesNotResendWrites(t *testing.T) {
 	}
 }
 
+// A submission carrying an Idempotency-Key is sent again, with the same
+// key, after the connection broke before the answer (the controller may
+// have made the job: it answers the resend with that job) and after a 503
+// (a commit the group lost may still have been committed).
+func TestFailoverResendsKeyedSubmissions(t *testing.T) {
+	var keys []string
+	var mu sync.Mutex
+	crash := func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		keys = append(keys, r.Header.Get(api.HeaderIdempotencyKey))
+		mu.Unlock()
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+			}
+		}
+		return false
+	}
+	record := func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		keys = append(keys, r.Header.Get(api.HeaderIdempotencyKey))
+		mu.Unlock()
+		return true
+	}
+	dying := newCtl(t, "leader", false)
+	dying.hang = crash
+	next := newCtl(t, "leader", false)
+	next.hang = record
+	cl, err := api.NewClient(list(dying.URL, next.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := api.NewIdempotencyKey()
+	r, err := cl.Submit(ctxT(t), api.SubmitRequest{Job: spec.JobSpec{Name: "j"}, IdempotencyKey: key})
+	if err != nil || r.ID != 42 {
+		t.Fatalf("keyed submission to a controller that died answering: %+v %v; want it resent and answered", r, err)
+	}
+	mu.Lock()
+	if len(keys) != 2 || keys[0] != key || keys[1] != key {
+		t.Errorf("keys sent: %q; want %q twice (the first send, then the resend)", keys, key)
+	}
+	mu.Unlock()
+
+	// A 503 (the commit may have happened) is retried too.
+	busy := newCtl(t, "unavailable", false)
+	next2 := newCtl(t, "leader", false)
+	cl, err = api.NewClient(list(busy.URL, next2.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := cl.Submit(ctxT(t), api.SubmitRequest{Job: spec.JobSpec{Name: "j"}, IdempotencyKey: key}); err != nil || r.ID != 42 {
+		t.Errorf("keyed submission answered 503: %+v %v; want it resent to the next controller", r, err)
+	}
+	// Without a key the 503 is the answer.
+	if cl, err = api.NewClient(list(busy.URL, next2.URL)); err != nil {
+		t.Fatal(err)
+	}
+	if err := submit(t, cl); err == nil || next2.count() != 1 {
+		t.Errorf("a submission without a key after a 503 was resent")
+	}
+}
+
+// A read answered from the replica of a member that knows no leader (one
+// cut off from the others: its replica stopped at the cut) is asked of
+// the next address, and the leader's answer is taken; when every member
+// answers stale, the first answer stands.
+func TestFailoverStaleWithoutLeaderAsksOthers(t *testing.T) {
+	cutoff := newCtl(t, "follower", false) // Gpud-Leader: ""
+	leader := newCtl(t, "leader", false)
+	cl, err := api.NewClient(list(cutoff.URL, leader.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := cl.Nodes(ctxT(t))
+	if err != nil || len(nodes) != 1 || nodes[0].Name != "from-"+leader.URL {
+		t.Errorf("read with the first member cut off: %v %v; want the leader's answer", nodes, err)
+	}
+	other := newCtl(t, "follower", false)
+	cl, err = api.NewClient(list(cutoff.URL, other.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err = cl.Nodes(ctxT(t))
+	if err != nil || len(nodes) != 1 || nodes[0].Name != "from-"+cutoff.URL {
+		t.Errorf("read with no leader anywhere: %v %v; want the first follower's answer", nodes, err)
+	}
+}
+
 // A long poll cut by the leader's death is taken up by the next one.
 func TestFailoverLongPollFollowsNewLeader(t *testing.T) {
 	var polls atomic.Int32

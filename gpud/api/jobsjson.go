@@ -296,6 +296,8 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.str(&j.NodeReasons)
 		case "idle_gpu":
 			return d.str(&j.IdleGPU)
+		case "idempotency_key":
+			return d.str(&j.IdempotencyKey)
 		}
 		return false
 	})

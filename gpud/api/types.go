@@ -43,6 +43,9 @@ const (
 	// HeaderLeader is the leader's API address (e.g. https://10.0.0.1:6817)
 	// on a not_leader answer, and on every answer of a follower.
 	HeaderLeader = "Gpud-Leader"
+	// HeaderIdempotencyKey names one submission (SubmitRequest.
+	// IdempotencyKey): at most MaxIdempotencyKey printable ASCII bytes.
+	HeaderIdempotencyKey = "Idempotency-Key"
 	// HeaderStale is "true" on reads a follower answered from its replica,
 	// which may lag the leader.
 	HeaderStale = "Gpud-Stale"
@@ -55,6 +58,9 @@ type ControllersResponse struct {
 	// Leader is the ID of the member that is leader, "" during an election.
 	Leader  string             `json:"leader"`
 	Members []ControllerMember `json:"members"`
+	// Self is the ID of the member that answered: its own row holds its
+	// term and indices (the others' are known to them).
+	Self string `json:"self,omitempty"`
 }
 
 // ControllerMember is one controller as the answering member sees it.
@@ -80,6 +86,11 @@ type SubmitRequest struct {
 	Job spec.JobSpec `json:"job"`
 	// TestOnly validates and estimates without keeping the job.
 	TestOnly bool `json:"test_only,omitempty"`
+	// IdempotencyKey, sent as the Idempotency-Key header, names this
+	// submission (NewIdempotencyKey): the controller makes one job per
+	// key and user and answers a resend with the first job's ids, so a
+	// client may send it again after a lost connection or a 503.
+	IdempotencyKey string `json:"-"`
 }
 
 // SubmitResponse answers a submission. IDs has one entry per array task

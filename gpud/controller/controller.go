@@ -400,8 +400,8 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 				// Memory may now be ahead of disk; nothing else is safe.
 				panic(fmt.Sprintf("controller state commit failed (%v) and reload failed (%v)", err, lerr))
 			}
-			if isNotLeader(err) {
-				return err
+			if isNotLeader(err) || errors.Is(err, spec.ErrUnavailable) {
+				return err // the HA group's answer says what happened
 			}
 			return spec.Errorf(spec.ErrUnavailable, "cannot save controller state: %v; check the state directory's disk", err)
 		}

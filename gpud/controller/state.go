@@ -33,6 +33,15 @@ type state struct {
 	// last is each user's last submitted script and environment, which
 	// the next submission shares when they are equal (share).
 	last map[uint32]shared
+	// keys are the jobs made by each submission that carried an
+	// idempotency key (SubmitKeyed), by user and key.
+	keys map[idemKey][]spec.JobID
+}
+
+// idemKey is a submission's idempotency key, scoped to its user.
+type idemKey struct {
+	uid uint32
+	key string
 }
 
 type shared struct {
@@ -164,6 +173,7 @@ func newState(next spec.JobID, now time.Time) *state {
 		genBase: uint64(now.UnixNano()),
 		active:  newActiveCounts(),
 		last:    map[uint32]shared{},
+		keys:    map[idemKey][]spec.JobID{},
 	}
 }
 
@@ -180,6 +190,10 @@ func (s *state) addJob(rec *jobRec) {
 	}
 	if !rec.job.State.Terminal() {
 		s.countActive(rec)
+	}
+	if k := rec.job.IdempotencyKey; k != "" {
+		ik := idemKey{rec.job.UID, k}
+		s.keys[ik] = append(s.keys[ik], rec.job.ID)
 	}
 }
 

@@ -36,12 +36,29 @@ func (c *Controller) Submit(ctx context.Context, who Caller, js spec.JobSpec) (s
 // (--array), with consecutive ids, all stored in one transaction; the
 // first is the array job id. A plain job gives one id.
 func (c *Controller) SubmitAll(ctx context.Context, who Caller, js spec.JobSpec) ([]spec.JobID, error) {
+	return c.SubmitKeyed(ctx, who, js, "")
+}
+
+// SubmitKeyed is SubmitAll for a submission named by an idempotency key
+// (the client's Idempotency-Key; "" for none): when a job of the same
+// user already carries key, its ids are returned and nothing is made, so
+// a client that lost the answer to a submission can send it again. The
+// key is stored with the job (state.db, replicated in HA), so a new
+// leader answers a resend of a submission the old one committed.
+func (c *Controller) SubmitKeyed(ctx context.Context, who Caller, js spec.JobSpec, key string) ([]spec.JobID, error) {
 	var ids []spec.JobID
 	err := c.call(ctx, func(tx *txn) error {
 		ids = nil
 		j, err := c.newJob(who, js)
 		if err != nil {
 			return err
+		}
+		if key != "" {
+			if prev := c.st.keys[idemKey{j.UID, key}]; len(prev) > 0 {
+				ids = slices.Clone(prev)
+				return nil
+			}
+			j.IdempotencyKey = key
 		}
 		tasks := []int{-1}
 		if j.Array != "" {

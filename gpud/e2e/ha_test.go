@@ -13,8 +13,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,11 +30,13 @@ import (
 // each with its own state dir, its own loopback address (127.77.0.N, so
 // iptables can cut one off) and its own ports, forming a Raft group.
 // Node agents are separate `gpud node` processes sharing one private
-// containerd. They reach the group through leaderProxy, a unix socket that
-// forwards each connection to whichever member serves as leader (as a
-// node agent that follows the leader's hint would): the test's clients
-// use it too, and also talk to each member directly through its own
-// socket.
+// containerd. Agents and clients reach the group as users and nodes do:
+// over HTTPS with the three members' addresses as a list (node.toml's
+// controller / --controller, GPUD_CONTROLLER), trusting the cluster CA the
+// members share, agents joining with the join token and authenticating
+// with their node certificates, clients with a `gpud token issue` token;
+// they follow the leader themselves (gpud/api/failover.go). The test also
+// reads each member directly through its own unix socket.
 
 // haMember is one controller of the group.
 type haMember struct {
@@ -124,13 +128,26 @@ type haGroup struct {
 	t       *testing.T
 	dir     string
 	members []*haMember
-	proxy   *leaderProxy
-	c       *cluster // through the proxy: the group as one controller
+	url     string   // the members' https addresses, comma-separated
+	ca      string   // the cluster CA (every member's tls/ca.pem)
+	token   string   // an admin token for root (`gpud token issue`)
+	join    string   // a file holding the join token, mode 600
+	c       *cluster // addr is url: the group as its clients see it
 	ctrd    *containerd.Daemon
 }
 
-// startHAGroup starts three members (tune: extra gpud.toml replacements)
-// and the leader proxy, and waits for a leader. The first member makes
+// client is a client over the members' list, as GPUD_CONTROLLER gives one.
+func (h *haGroup) client() *api.Client {
+	h.t.Helper()
+	cl, err := api.NewClientWith(h.url, api.ClientOptions{CAFile: h.ca, Token: h.token})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return cl
+}
+
+// startHAGroup starts three members (tune: extra gpud.toml replacements),
+// issues a token and waits for a leader. The first member makes
 // the CA, token key and join token; the others get copies, as an operator
 // would copy <state_dir>/tls and <state_dir>/auth.
 func startHAGroup(t *testing.T, tune [][2]string) *haGroup {
@@ -159,9 +176,6 @@ func startHAGroup(t *testing.T, tune [][2]string) *haGroup {
 				t.Logf("gpud controller %s log:\n%s", m.id, m.log.String())
 			}
 		}
-		if h.proxy != nil {
-			h.proxy.close()
-		}
 		if h.ctrd != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			_ = h.ctrd.Stop(ctx)
@@ -183,10 +197,64 @@ func startHAGroup(t *testing.T, tune [][2]string) *haGroup {
 		h.copyCredentials(first, m)
 		h.start(m)
 	}
-	h.proxy = newLeaderProxy(t, h, filepath.Join(h.dir, "leader.sock"))
-	h.c = &cluster{t: t, dir: h.dir, addr: "unix://" + h.proxy.path, log: &bytes.Buffer{}}
+	var urls []string
+	for _, m := range h.members {
+		urls = append(urls, "https://"+m.api)
+	}
+	h.url = strings.Join(urls, ",")
+	h.ca = filepath.Join(first.stateDir(), "tls", "ca.pem")
+	h.token = h.gpud("token", "issue", "--config", first.conf, "--user", "root", "--role", "admin", "--ttl", "1h")
+	h.join = filepath.Join(h.dir, "join.token")
+	if err := os.WriteFile(h.join, []byte(h.gpud("token", "join", "--config", first.conf)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.c = &cluster{t: t, dir: h.dir, addr: h.url, log: &bytes.Buffer{}, copts: api.ClientOptions{CAFile: h.ca, Token: h.token}}
 	h.leader(30 * time.Second)
 	return h
+}
+
+// gpud runs a short gpud command and returns its trimmed stdout.
+func (h *haGroup) gpud(args ...string) string {
+	h.t.Helper()
+	out, err := exec.Command(filepath.Join(binDir, "gpud"), args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			h.t.Fatalf("gpud %v: %v: %s", args, err, ee.Stderr)
+		}
+		h.t.Fatalf("gpud %v: %v", args, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// nodeConfig is node.toml of the agents: the group's CA and join token
+// (the controller list comes from --controller), a 2s kill grace.
+func (h *haGroup) nodeConfig() string {
+	h.t.Helper()
+	p := filepath.Join(h.dir, "node.toml")
+	body := fmt.Sprintf(`version = 1
+[node]
+ca_file = %q
+join_token_file = %q
+checkpoint_root = %q
+kill_grace = "2s"
+`, h.ca, h.join, filepath.Join(h.dir, "checkpoints"))
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	return p
+}
+
+// cli runs a client binary (gpusubmit, gpuq) in dir with GPUD_CONTROLLER
+// set to the members' list, the CA and the token.
+func (h *haGroup) cli(dir, name string, args ...string) result {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, name), args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + h.dir, api.EnvController + "=" + h.url, api.EnvCA + "=" + h.ca, api.EnvToken + "=" + h.token}
+	return runCommand(h.t, cmd, fmt.Sprintf("%s %v", name, args))
 }
 
 // copyCredentials copies the CA, token key and join token from one
@@ -223,6 +291,8 @@ func (h *haGroup) config(m *haMember, tune [][2]string) string {
 		{`node_timeout = "30s"`, `node_timeout = "10s"`},
 		{`heartbeat_interval = "5s"`, `heartbeat_interval = "1s"`},
 		{`interval = "5s"`, `interval = "1s"`},
+		// The burst is one user's 8 clients over https: no rate limit.
+		{`submit_rate = 20.0`, `submit_rate = 0.0`},
 		{"\nid = \"\"\n", fmt.Sprintf("\nid = %q\n", m.id)},
 		{`raft_listen = ""`, fmt.Sprintf("raft_listen = %q", m.raft)},
 		{"\npeers = []\n", "\npeers = [" + strings.Join(peers, ", ") + "]\n"},
@@ -339,130 +409,22 @@ func jobsOn(t testing.TB, m *haMember) map[spec.JobID]spec.JobState {
 	return out
 }
 
-// leaderProxy forwards each connection on its unix socket to the member
-// serving as leader, found by probing every 50ms; when the leader changes,
-// connections to the old one are closed (their clients reconnect).
-type leaderProxy struct {
-	t    testing.TB
-	h    *haGroup
-	path string
-	ln   net.Listener
-	stop chan struct{}
-	wg   sync.WaitGroup
-
-	mu     sync.Mutex
-	leader *haMember
-	since  time.Time // when leader was first seen
-	conns  map[net.Conn]*haMember
-}
-
-func newLeaderProxy(t testing.TB, h *haGroup, path string) *leaderProxy {
-	ln, err := net.Listen("unix", path)
+// jobsByName lists the jobs m holds whose name starts with prefix, by name.
+func jobsByName(t testing.TB, m *haMember, prefix string) map[string][]spec.JobID {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	jobs, err := m.client(t).Jobs(ctx, api.JobFilter{All: true, View: api.ViewBrief})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("list jobs on %s: %v", m.id, err)
 	}
-	p := &leaderProxy{t: t, h: h, path: path, ln: ln, stop: make(chan struct{}), conns: map[net.Conn]*haMember{}}
-	p.wg.Go(p.watch)
-	p.wg.Go(p.accept)
-	return p
-}
-
-func (p *leaderProxy) close() {
-	close(p.stop)
-	p.ln.Close()
-	p.mu.Lock()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-func (p *leaderProxy) watch() {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-		}
-		var l *haMember
-		for _, m := range p.h.members {
-			if m.serves() {
-				l = m
-				break
-			}
-		}
-		p.mu.Lock()
-		if l != p.leader {
-			p.leader, p.since = l, time.Now()
-			for c, m := range p.conns {
-				if m != l {
-					c.Close()
-				}
-			}
-		}
-		p.mu.Unlock()
-	}
-}
-
-// current is the leader the proxy knows and since when.
-func (p *leaderProxy) current() (*haMember, time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.leader, p.since
-}
-
-func (p *leaderProxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.wg.Go(func() { p.serve(c) })
-	}
-}
-
-func (p *leaderProxy) serve(c net.Conn) {
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	var l *haMember
-	for {
-		if l, _ = p.current(); l != nil || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-p.stop:
-			return
-		case <-time.After(20 * time.Millisecond):
+	out := map[string][]spec.JobID{}
+	for _, j := range jobs {
+		if strings.HasPrefix(j.Name, prefix) {
+			out[j.Name] = append(out[j.Name], j.ID)
 		}
 	}
-	if l == nil {
-		return
-	}
-	b, err := net.Dial("unix", l.sock)
-	if err != nil {
-		return
-	}
-	defer b.Close()
-	p.mu.Lock()
-	if p.leader != l {
-		p.mu.Unlock()
-		return
-	}
-	p.conns[c] = l
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.conns, c)
-		p.mu.Unlock()
-	}()
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(b, c); b.Close(); done <- struct{}{} }() //nolint:errcheck // ends with either side
-	go func() { io.Copy(c, b); c.Close(); done <- struct{}{} }() //nolint:errcheck // ends with either side
-	<-done
-	<-done
+	return out
 }
 
 // longJob is a job holding gpus GPUs that sleeps for ten minutes.
@@ -484,20 +446,25 @@ func submitJob(t testing.TB, cl *api.Client, js spec.JobSpec) spec.JobID {
 
 // TestHAKillLeaderDuringBurst kills the leader with SIGKILL in the middle
 // of a burst of submissions from 8 clients, with jobs running on two
-// nodes: a new leader serves within 5s, every acknowledged job is there
-// exactly once (on the new leader and on the surviving follower's
-// replica), the running jobs keep running (same attempt, no restart), jobs
+// nodes; clients and node agents are given the three members' addresses
+// and follow the leader themselves. A new leader serves within 5s (the
+// first acknowledgement of a submission sent after the kill, as a client
+// sees it), every submission is there exactly once (each carries an
+// Idempotency-Key and a name of its own; a client resends it with the same
+// key until it is acknowledged, and the transport resends it after a lost
+// connection or a 503), on the new leader and on the surviving follower's
+// replica, the running jobs keep running (same attempt, no restart), jobs
 // that were pending start under the new leader, and jobs that ended just
 // before the kill are in every member's accounting exactly once.
 func TestHAKillLeaderDuringBurst(t *testing.T) {
 	h := startHAGroup(t, nil)
 	h.startContainerd()
-	nodeConf := faultNodeConfig(t, h.c)
+	nodeConf := h.nodeConfig()
 	for _, n := range []string{"n1", "n2"} {
 		h.c.startNode(t, n, nodeConf)
 	}
 	work := t.TempDir()
-	cl := h.c.client()
+	cl := h.client()
 	var running []spec.JobID
 	for range 2 {
 		running = append(running, submitJob(t, cl, longJob(work, 8)))
@@ -506,15 +473,21 @@ func TestHAKillLeaderDuringBurst(t *testing.T) {
 	for _, id := range running {
 		before[id] = waitJob(t, cl, id, time.Minute, "running", func(j spec.Job) bool { return j.State == spec.StateRunning })
 	}
-	old, _ := h.proxy.current()
+	old := h.leader(10 * time.Second)
 
-	// The burst: 8-GPU jobs that stay pending behind the two long ones.
+	// The burst: 8-GPU jobs that stay pending behind the two long ones,
+	// each named after its client and sequence number.
 	const total = 2000
-	burst := spec.JobSpec{Name: "burst", Script: "#!/bin/sh\ntrue\n", WorkDir: work, SubmitDir: work,
-		Output: filepath.Join(work, "b-%j.out"), Resources: spec.Resources{Nodes: 1, GPUsPerNode: 8}}
+	burst := func(name string) spec.JobSpec {
+		return spec.JobSpec{Name: name, Script: "#!/bin/sh\ntrue\n", WorkDir: work, SubmitDir: work,
+			Output: filepath.Join(work, "b-%j.out"), Resources: spec.Resources{Nodes: 1, GPUsPerNode: 8}}
+	}
 	var mu sync.Mutex
 	var acked []spec.JobID
 	ackedAt := map[spec.JobID]time.Time{}
+	ackedName := map[string]spec.JobID{}
+	resends := 0 // submissions the test had to send again (same key)
+	why := map[string]int{}
 	// killed is when SIGKILL was sent, dead when the process was reaped:
 	// the first acknowledgement of a request sent after dead came from
 	// the new leader (one sent before may still be the old leader's).
@@ -523,31 +496,43 @@ func TestHAKillLeaderDuringBurst(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
-	for range 8 {
+	var seq atomic.Int64
+	for w := range 8 {
+		c := h.client() // a client process of its own
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				mu.Lock()
-				enough := len(acked) >= total
-				mu.Unlock()
-				if enough {
+				n := seq.Add(1)
+				if n > total {
 					return
 				}
-				sent := time.Now()
-				rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-				resp, err := cl.Submit(rctx, api.SubmitRequest{Job: burst})
-				rcancel()
-				if err != nil {
-					time.Sleep(20 * time.Millisecond) // not acknowledged: try again
-					continue
+				name := fmt.Sprintf("burst-%d-%d", w, n)
+				key := api.NewIdempotencyKey()
+				for ctx.Err() == nil {
+					sent := time.Now()
+					rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+					resp, err := c.Submit(rctx, api.SubmitRequest{Job: burst(name), IdempotencyKey: key})
+					rcancel()
+					if err != nil {
+						// Not acknowledged: send the same submission
+						// again; its key keeps it one job.
+						mu.Lock()
+						resends++
+						why[err.Error()]++
+						mu.Unlock()
+						time.Sleep(20 * time.Millisecond)
+						continue
+					}
+					now := time.Now()
+					mu.Lock()
+					acked = append(acked, resp.ID)
+					ackedAt[resp.ID] = now
+					ackedName[name] = resp.ID
+					if !dead.IsZero() && firstAfter.IsZero() && sent.After(dead) {
+						firstAfter = now
+					}
+					mu.Unlock()
+					break
 				}
-				now := time.Now()
-				mu.Lock()
-				acked = append(acked, resp.ID)
-				ackedAt[resp.ID] = now
-				if !dead.IsZero() && firstAfter.IsZero() && sent.After(dead) {
-					firstAfter = now
-				}
-				mu.Unlock()
 			}
 		})
 	}
@@ -566,6 +551,13 @@ func TestHAKillLeaderDuringBurst(t *testing.T) {
 			t.Fatalf("cancel %d: %v", id, err)
 		}
 	}
+	// A client watching the group: when does a member other than the
+	// killed one answer as leader?
+	var elected time.Time
+	watch := h.client()
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	var ww sync.WaitGroup
 	mu.Lock()
 	killed = time.Now()
 	mu.Unlock()
@@ -573,7 +565,22 @@ func TestHAKillLeaderDuringBurst(t *testing.T) {
 	mu.Lock()
 	dead = time.Now()
 	mu.Unlock()
+	ww.Go(func() {
+		for wctx.Err() == nil {
+			rctx, rcancel := context.WithTimeout(wctx, time.Second)
+			cs, err := watch.Controllers(rctx)
+			rcancel()
+			if err == nil && cs.Leader != "" && cs.Leader != old.id {
+				mu.Lock()
+				elected = time.Now()
+				mu.Unlock()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
 	wg.Wait()
+	ww.Wait()
 	if ctx.Err() != nil {
 		t.Fatalf("the burst did not finish: %v", ctx.Err())
 	}
@@ -581,14 +588,20 @@ func TestHAKillLeaderDuringBurst(t *testing.T) {
 		t.Fatal("no submission sent after the kill was acknowledged")
 	}
 	gap := firstAfter.Sub(killed)
-	nl, since := h.proxy.current()
-	if nl == nil || nl == old {
+	nl := h.leader(10 * time.Second)
+	if nl == old {
 		t.Fatalf("no new leader after the kill")
 	}
-	t.Logf("leader %s killed; %s elected and serving %v later; first submission acknowledged %v after the kill",
-		old.id, nl.id, since.Sub(killed).Round(time.Millisecond), gap.Round(time.Millisecond))
+	t.Logf("leader %s killed; a client saw %s lead %v later; first submission acknowledged %v after the kill; %d submissions sent again by the test",
+		old.id, nl.id, elected.Sub(killed).Round(time.Millisecond), gap.Round(time.Millisecond), resends)
+	for msg, n := range why {
+		t.Logf("%d times: %s", n, msg)
+	}
 	if gap > 5*time.Second {
 		t.Errorf("the first submission after the kill was acknowledged %v later; want a leader serving within 5s", gap)
+	}
+	if len(ackedName) != total {
+		t.Errorf("%d submissions acknowledged; want %d", len(ackedName), total)
 	}
 
 	// Every acknowledged job exactly once, on the new leader and on the
@@ -612,6 +625,19 @@ func TestHAKillLeaderDuringBurst(t *testing.T) {
 	}
 	if len(acked) != len(slices.Compact(slices.Sorted(slices.Values(acked)))) {
 		t.Errorf("an id was acknowledged twice")
+	}
+	// Exactly once: each submission (its name) is one job, the one
+	// acknowledged, however often it was sent.
+	for _, m := range []*haMember{nl, follower} {
+		byName := jobsByName(t, m, "burst-")
+		if len(byName) != total {
+			t.Errorf("%s holds %d burst submissions; want %d", m.id, len(byName), total)
+		}
+		for name, ids := range byName {
+			if len(ids) != 1 || ids[0] != ackedName[name] {
+				t.Errorf("%s: submission %s is jobs %v; want exactly the acknowledged job %d", m.id, name, ids, ackedName[name])
+			}
+		}
 	}
 
 	// The running jobs kept running: same attempt, same allocation.
@@ -713,12 +739,12 @@ func TestHAMinorityPartition(t *testing.T) {
 	}
 	h := startHAGroup(t, nil)
 	h.startContainerd()
-	h.c.startNode(t, "n1", faultNodeConfig(t, h.c))
+	h.c.startNode(t, "n1", h.nodeConfig())
 	work := t.TempDir()
-	cl := h.c.client()
+	cl := h.client()
 	a := submitJob(t, cl, longJob(work, 4))
 	aBefore := waitJob(t, cl, a, time.Minute, "running", func(j spec.Job) bool { return j.State == spec.StateRunning })
-	old, _ := h.proxy.current()
+	old := h.leader(10 * time.Second)
 
 	// Probe every member every 20ms: when did the old leader first refuse
 	// the node protocol, when did another first answer it?
@@ -778,12 +804,18 @@ func TestHAMinorityPartition(t *testing.T) {
 	if _, err := old.client(t).Submit(context.Background(), api.SubmitRequest{Job: longJob(work, 1)}); !errors.Is(err, spec.ErrNotLeader) {
 		t.Errorf("a submission to the cut-off old leader: %v; want not_leader", err)
 	}
-	// The majority carries on: the running job runs, a new one starts.
-	waitFor(t, 30*time.Second, "the proxy follows the new leader", func() bool {
-		l, _ := h.proxy.current()
-		return l == nl
-	})
-	b := submitJob(t, cl, longJob(work, 4))
+	// The majority carries on: the running job runs, a new one, sent
+	// by gpusubmit over the members' list (the cut-off member first, if
+	// the client last talked to it), starts.
+	r := h.cli(work, "gpusubmit", "--parsable", "-G", "4", "--job-name", "after-cut", "--wrap", "sleep 600")
+	if r.code != 0 {
+		t.Fatalf("gpusubmit over %s after the cut: exit %d: %s", h.url, r.code, r.stderr)
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(r.stdout), 10, 64)
+	if err != nil {
+		t.Fatalf("gpusubmit --parsable printed %q", r.stdout)
+	}
+	b := spec.JobID(n)
 	waitJob(t, cl, b, time.Minute, "running under the new leader", func(j spec.Job) bool { return j.State == spec.StateRunning })
 	if j, err := cl.Job(context.Background(), a); err != nil || j.State != spec.StateRunning || j.Attempt != aBefore.Attempt {
 		t.Errorf("job %d after the partition: %v %s attempt %d; want still RUNNING, attempt %d", a, err, j.State, j.Attempt, aBefore.Attempt)
@@ -838,12 +870,12 @@ func TestHAReplaceMember(t *testing.T) {
 		{`snapshot_interval = ""`, `snapshot_interval = "500ms"`},
 	})
 	work := t.TempDir()
-	cl := h.c.client()
+	cl := h.client()
 	js := spec.JobSpec{Name: "q", Script: "#!/bin/sh\ntrue\n", WorkDir: work, SubmitDir: work, Resources: spec.Resources{Nodes: 1, GPUsPerNode: 8}}
 	for range 100 {
 		submitJob(t, cl, js)
 	}
-	l, _ := h.proxy.current()
+	l := h.leader(10 * time.Second)
 	var f *haMember
 	for _, m := range h.members {
 		if m != l {
@@ -873,5 +905,22 @@ func TestHAReplaceMember(t *testing.T) {
 	cs := f.controllers(t)
 	if cs.Leader != l.id || len(cs.Members) != 3 {
 		t.Errorf("GET /v1/controllers on the new member: %+v; want 3 members led by %s", cs, l.id)
+	}
+
+	// gpuq controllers over the members' list asks each for its own
+	// term and indices: every row has them, the leader's the highest
+	// commit index.
+	r := h.cli(work, "gpuq", "controllers", "--json")
+	var got api.ControllersResponse
+	if err := json.Unmarshal([]byte(r.stdout), &got); r.code != 0 || err != nil {
+		t.Fatalf("gpuq controllers --json: exit %d, %v: %s %s", r.code, err, r.stdout, r.stderr)
+	}
+	if got.Leader != l.id || len(got.Members) != 3 {
+		t.Fatalf("gpuq controllers: %+v; want 3 members led by %s", got, l.id)
+	}
+	for _, m := range got.Members {
+		if m.Term == 0 || m.CommitIndex == 0 || m.AppliedIndex == 0 {
+			t.Errorf("gpuq controllers row %+v: want the member's own term, commit and applied index", m)
+		}
 	}
 }

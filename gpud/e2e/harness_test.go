@@ -103,6 +103,8 @@ type cluster struct {
 	log   *bytes.Buffer
 	done  chan struct{}
 	extra []string
+	// copts are client()'s TLS and token settings, for an https addr.
+	copts api.ClientOptions
 }
 
 // shortTempDir keeps unix socket paths under the 108-byte limit.
@@ -152,7 +154,7 @@ func (c *cluster) start(nodes int) {
 }
 
 func (c *cluster) client() *api.Client {
-	cl, err := api.NewClient(c.addr)
+	cl, err := api.NewClientWith(c.addr, c.copts)
 	if err != nil {
 		c.t.Fatal(err)
 	}

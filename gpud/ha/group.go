@@ -352,20 +352,18 @@ func (g *Group) apply(c *command) error {
 	start := time.Now()
 	fut := g.r.Apply(data, g.cfg.ApplyTimeout)
 	if err := fut.Error(); err != nil {
-		switch {
-		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-			return spec.Errorf(spec.ErrNotLeader, "this controller lost the leadership of its HA group (%v); retry at the leader", err)
-		default:
-			// The entry may still commit. The controller reloads state.db
-			// after this error: a barrier first makes state.db hold the
-			// entry if it did, so memory and disk agree; a leader that
-			// cannot even do that steps aside.
-			if berr := g.r.Barrier(g.cfg.ApplyTimeout).Error(); berr != nil && g.r.State() == raft.Leader {
-				g.log.Error("a commit and the barrier after it failed; handing the leadership on", "err", err, "barrier", berr)
-				g.r.LeadershipTransfer()
-			}
-			return spec.Errorf(spec.ErrUnavailable, "the HA group did not commit the change in time (%v); retry", err)
+		if !mayHaveCommitted(err) {
+			return commitError(err)
 		}
+		// The entry may still commit. The controller reloads state.db
+		// after this error: a barrier first makes state.db hold the
+		// entry if it did, so memory and disk agree; a leader that
+		// cannot even do that steps aside.
+		if berr := g.r.Barrier(g.cfg.ApplyTimeout).Error(); berr != nil && g.r.State() == raft.Leader {
+			g.log.Error("a commit and the barrier after it failed; handing the leadership on", "err", err, "barrier", berr)
+			g.r.LeadershipTransfer()
+		}
+		return commitError(err)
 	}
 	if g.cfg.Observe != nil {
 		g.cfg.Observe(time.Since(start))
@@ -374,6 +372,34 @@ func (g *Group) apply(c *command) error {
 		return err
 	}
 	return nil
+}
+
+// mayHaveCommitted says whether an entry whose raft.Apply failed with err
+// may still be committed (and applied by every member). raft refuses an
+// entry before appending it to the log with ErrNotLeader (this member is
+// not the leader, or is stepping down), ErrLeadershipTransferInProgress
+// and ErrEnqueueTimeout (the entry never reached raft's loop): nothing
+// was logged, a retry at the leader is safe. ErrLeadershipLost comes
+// after the entry was appended and perhaps replicated: a majority may
+// hold it and the next leader commit it. So may any other error
+// (ErrRaftShutdown during a commit, a log store failure).
+func mayHaveCommitted(err error) bool {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrEnqueueTimeout):
+		return false
+	}
+	return true
+}
+
+// commitError is what a client hears of a failed commit: not_leader (421,
+// retried by clients at the leader) when nothing was logged, unavailable
+// (503: the change may have been committed; check before repeating it)
+// otherwise.
+func commitError(err error) error {
+	if !mayHaveCommitted(err) {
+		return spec.Errorf(spec.ErrNotLeader, "this controller is not (or no longer) the leader of its HA group and did not log the change (%v); retry at the leader", err)
+	}
+	return spec.Errorf(spec.ErrUnavailable, "the HA group lost or could not confirm this commit (%v): the change may have been committed; check (gpuq, squeue) before repeating it", err)
 }
 
 // Load reads this member's state.db (the controller's Store).
@@ -423,7 +449,7 @@ func (g *Group) Controllers(context.Context) (api.ControllersResponse, error) {
 	}
 	leaderAddr, leaderID := g.r.LeaderWithID()
 	_ = leaderAddr
-	resp := api.ControllersResponse{Leader: string(leaderID)}
+	resp := api.ControllersResponse{Leader: string(leaderID), Self: g.cfg.ID}
 	for _, s := range fut.Configuration().Servers {
 		m := api.ControllerMember{ID: string(s.ID), RaftAddress: string(s.Address), APIAddress: g.fsm.apiOf(string(s.ID)),
 			Voter: s.Suffrage == raft.Voter, State: "follower"}

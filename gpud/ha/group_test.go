@@ -472,8 +472,12 @@ func TestAddRemoveMember(t *testing.T) {
 	if err := f.g.AddMember(context.Background(), add); !errors.Is(err, spec.ErrNotLeader) {
 		t.Errorf("AddMember at a follower: %v; want not_leader", err)
 	}
-	if err := l.g.AddMember(context.Background(), add); err != nil {
-		t.Fatal(err)
+	if _, err := f.client().AddController(context.Background(), add); !errors.Is(err, spec.ErrNotLeader) {
+		t.Errorf("POST /v1/controllers at a follower (gpuq controllers add over its socket alone): %v; want not_leader", err)
+	}
+	// gpuq controllers add's call, as root on the leader's socket (admin).
+	if res, err := l.client().AddController(context.Background(), add); err != nil || len(res.Members) != 4 {
+		t.Fatalf("POST /v1/controllers at the leader: %+v %v; want 4 members", res, err)
 	}
 	waitFor(t, 10*time.Second, "the new member has the 10 jobs", func() bool { return len(replicaJobs(t, d)) == 10 })
 	cs, err := d.g.Controllers(context.Background())
@@ -488,8 +492,8 @@ func TestAddRemoveMember(t *testing.T) {
 			t.Errorf("the new member knows the leader's API address as %q", m.APIAddress)
 		}
 	}
-	if err := l.g.RemoveMember(context.Background(), "d"); err != nil {
-		t.Fatal(err)
+	if res, err := l.client().RemoveController(context.Background(), "d"); err != nil || len(res.Members) != 3 {
+		t.Fatalf("DELETE /v1/controllers/d at the leader: %+v %v; want 3 members", res, err)
 	}
 	if err := l.g.RemoveMember(context.Background(), "nope"); !errors.Is(err, spec.ErrNotFound) {
 		t.Errorf("removing an unknown member: %v; want not found", err)
@@ -497,5 +501,41 @@ func TestAddRemoveMember(t *testing.T) {
 	cs, err = l.g.Controllers(context.Background())
 	if err != nil || len(cs.Members) != 3 {
 		t.Fatalf("after the removal: %+v, %v; want 3 members", cs, err)
+	}
+}
+
+// TestCommitErrorsReachClients drives the two outcomes of a failed commit
+// through a real group: a commit on a follower (raft.ErrNotLeader: not
+// logged) is not_leader; a submission to a leader whose followers are
+// gone is appended to its log and then lost with the leadership
+// (raft.ErrLeadershipLost after the lease timeout): the client hears
+// unavailable (503, may have been committed), not not_leader.
+func TestCommitErrorsReachClients(t *testing.T) {
+	// A long lease, so the submission reaches the leader before it steps
+	// down, however slowly this machine stops the followers.
+	g := startGroup(t, 3, func(c *ha.Config) {
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 2500*time.Millisecond
+	})
+	l := g.leader(30 * time.Second)
+	submit(t, l, 1)
+	for _, m := range g.members {
+		if m == l {
+			continue
+		}
+		j := spec.Job{ID: 1 << 40, JobSpec: js("x"), State: spec.StatePending}
+		if err := m.g.Apply(context.Background(), []*spec.Job{&j}, nil, 0); !errors.Is(err, spec.ErrNotLeader) {
+			t.Errorf("a commit on follower %s: %v; want not_leader", m.id, err)
+		}
+	}
+	for _, m := range g.members {
+		if m != l {
+			m.g.Close() // its Raft traffic ends here; m.stop finishes at cleanup
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := l.client().Submit(ctx, api.SubmitRequest{Job: js("lost")})
+	if !errors.Is(err, spec.ErrUnavailable) || errors.Is(err, spec.ErrNotLeader) {
+		t.Errorf("a submission whose commit lost the leadership: %v; want unavailable (may have been committed)", err)
 	}
 }

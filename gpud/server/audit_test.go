@@ -150,7 +150,7 @@ func BenchmarkSubmitParallel8Audited(b *testing.B) {
 	var dropped atomic.Int64
 	addr, _, _ := servertest.Start(b, nil, servertest.Options{ServerOptions: []server.Option{
 		server.WithAudit(db, func(n int) { dropped.Add(int64(n)) })}})
-	submitParallel8(b, addr)
+	submitParallel8(b, addr, false)
 	b.ReportMetric(float64(dropped.Load()), "dropped")
 }
 

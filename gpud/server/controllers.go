@@ -35,7 +35,7 @@ func (s *Server) controllers(w http.ResponseWriter, r *http.Request) {
 	if h, err := os.Hostname(); err == nil && h != "" {
 		id = h
 	}
-	s.writeJSON(w, api.ControllersResponse{Leader: id, Members: []api.ControllerMember{{
+	s.writeJSON(w, api.ControllersResponse{Leader: id, Self: id, Members: []api.ControllerMember{{
 		ID: id, APIAddress: apiAddress(r), State: "leader", Voter: true,
 	}}})
 }

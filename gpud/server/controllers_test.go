@@ -33,7 +33,7 @@ func TestControllersSingle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := api.ControllersResponse{Leader: host, Members: []api.ControllerMember{{ID: host, APIAddress: s.unix, State: "leader", Voter: true}}}
+	want := api.ControllersResponse{Leader: host, Self: host, Members: []api.ControllerMember{{ID: host, APIAddress: s.unix, State: "leader", Voter: true}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("over the socket (-want +got):\n%s", diff)
 	}

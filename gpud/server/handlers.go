@@ -85,7 +85,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeJSON(w, api.SubmitResponse{ExpectedStart: spec.NewTime(res.Start), Nodes: res.Nodes, Message: res.Message})
 		return
 	}
-	ids, err := s.c.SubmitAll(r.Context(), id.caller, req.Job)
+	key := r.Header.Get(api.HeaderIdempotencyKey)
+	if key != "" && !api.ValidIdempotencyKey(key) {
+		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "%s header: want 1 to %d printable ASCII characters without spaces (api.NewIdempotencyKey makes one)", api.HeaderIdempotencyKey, api.MaxIdempotencyKey))
+		return
+	}
+	ids, err := s.c.SubmitKeyed(r.Context(), id.caller, req.Job, key)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

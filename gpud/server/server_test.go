@@ -404,12 +404,44 @@ func TestRestartKeepsJobsAndCounter(t *testing.T) {
 
 func BenchmarkSubmitParallel8(b *testing.B) {
 	addr, _ := servertest.TestServer(b, nil)
-	submitParallel8(b, addr)
+	submitParallel8(b, addr, false)
+}
+
+// BenchmarkSubmitParallel8Keyed is BenchmarkSubmitParallel8 with an
+// Idempotency-Key on every submission, as gpusubmit and sbatch send.
+func BenchmarkSubmitParallel8Keyed(b *testing.B) {
+	addr, _ := servertest.TestServer(b, nil)
+	submitParallel8(b, addr, true)
+}
+
+// TestSubmitIdempotencyKeyHeader: POST /v1/jobs twice with one
+// Idempotency-Key makes one job and answers both with its id; a
+// malformed key is refused.
+func TestSubmitIdempotencyKeyHeader(t *testing.T) {
+	addr, _ := servertest.TestServer(t, nil)
+	c := client(t, addr)
+	key := api.NewIdempotencyKey()
+	a, err := c.Submit(ctxT(t), api.SubmitRequest{Job: jobSpec("k"), IdempotencyKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Submit(ctxT(t), api.SubmitRequest{Job: jobSpec("k"), IdempotencyKey: key})
+	if err != nil || b.ID != a.ID {
+		t.Errorf("resend with the same key: %+v %v; want job %d again", b, err, a.ID)
+	}
+	jobs, err := c.Jobs(ctxT(t), api.JobFilter{All: true})
+	if err != nil || len(jobs) != 1 {
+		t.Errorf("%d jobs (%v); want 1", len(jobs), err)
+	}
+	if _, err := c.Submit(ctxT(t), api.SubmitRequest{Job: jobSpec("k"), IdempotencyKey: "has space"}); !errors.Is(err, spec.ErrInvalid) {
+		t.Errorf("a key with a space: %v; want invalid", err)
+	}
 }
 
 // submitParallel8 submits b.N jobs to addr from 8 concurrent clients and
-// reports acknowledged submissions per second.
-func submitParallel8(b *testing.B, addr string) {
+// reports acknowledged submissions per second; keyed sends a fresh
+// Idempotency-Key with each.
+func submitParallel8(b *testing.B, addr string, keyed bool) {
 	c := client(b, addr)
 	ctx := context.Background()
 	js := jobSpec("bench")
@@ -420,7 +452,11 @@ func submitParallel8(b *testing.B, addr string) {
 	for range 8 {
 		wg.Go(func() {
 			for next.Add(1) <= int64(b.N) {
-				if _, err := c.Submit(ctx, api.SubmitRequest{Job: js}); err != nil {
+				req := api.SubmitRequest{Job: js}
+				if keyed {
+					req.IdempotencyKey = api.NewIdempotencyKey()
+				}
+				if _, err := c.Submit(ctx, req); err != nil {
 					b.Error(err)
 					return
 				}

@@ -248,6 +248,12 @@ type Job struct {
 	// idle-GPU policy's utilisation for the policy's time ("below 5% for
 	// 30 min"); cleared when they get busy again. gpuq shows it.
 	IdleGPU string `json:"idle_gpu,omitempty"`
+
+	// IdempotencyKey is the Idempotency-Key of the submission that made
+	// the job (a client's random name for one submission): a resend with
+	// the same key by the same user returns this job instead of making
+	// another. Stored with the job, so an HA group's new leader knows it.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // CheckpointRef identifies a sealed checkpoint of a job as its node

@@ -184,7 +184,10 @@ func submit(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	resp, err := client.Submit(c.Context, api.SubmitRequest{Job: req.Spec, TestOnly: req.TestOnly})
+	// A random key names this submission, so the client may send it again
+	// when the connection breaks or a controller group fails over before
+	// the answer came: the controller makes one job per key.
+	resp, err := client.Submit(c.Context, api.SubmitRequest{Job: req.Spec, TestOnly: req.TestOnly, IdempotencyKey: api.NewIdempotencyKey()})
 	if err != nil {
 		return fmt.Errorf("submit %s: %w", name, err)
 	}
