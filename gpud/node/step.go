@@ -324,10 +324,11 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
 		return
 	}
-	r.mu.Lock()
-	step := r.nextStep
-	r.nextStep++
-	r.mu.Unlock()
+	step, err := r.allocStepID(ctx) // steprec.go: numbered per job
+	if err != nil {
+		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+		return
+	}
 
 	names := make([]string, len(l.nodes))
 	for i, n := range l.nodes {
@@ -415,6 +416,7 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 			p.signal(sig)
 		}
 	}
+	served := r.stepStarted(ctx, step, req, l, names, nt, signalAll) // steprec.go
 	// srun's signals, and srun going away (kill the tasks: nobody reads
 	// their output or exit any more).
 	go func() {
@@ -446,7 +448,7 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 		}
 	}()
 	var mu sync.Mutex
-	worst := 0
+	worst, worstSig := 0, 0
 	var wg sync.WaitGroup
 	for _, p := range parts {
 		wg.Add(1)
@@ -457,6 +459,9 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 				code := ex.Code
 				mu.Lock()
 				worst = max(worst, code)
+				if worstSig == 0 {
+					worstSig = ex.Signal
+				}
 				mu.Unlock()
 				if code != 0 && req.KillOnBadExit {
 					signalAll(syscall.SIGKILL)
@@ -469,6 +474,7 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 	endStdin()
 	log.Info("step ended", "step", step, "exit_code", worst)
 	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
+	r.stepEnded(ctx, served, worst, worstSig) // after srun has its answer: this commits to disk
 }
 
 // stepTasks is one node's share of a step.
@@ -555,7 +561,10 @@ func (a *Agent) startTasks(ctx context.Context, allocID string, st stepTasks, ou
 		wg.Wait()
 		return nil, err
 	}
-	go func() { wg.Wait(); close(part.exits) }()
+	// The node's step tasks get the job's signals meant for steps
+	// (scancel --signal without -b), whoever serves their step.
+	r.steps.addPart(part)
+	go func() { wg.Wait(); r.steps.removePart(part); close(part.exits) }()
 	return part, nil
 }
 

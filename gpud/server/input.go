@@ -19,18 +19,19 @@ import (
 // the cluster (partition limits, max nodes per job, negative resources,
 // root jobs, relative --chdir).
 const (
-	maxShort   = 256      // names: job, partition, QOS, account, node, GPU model, ...
-	maxPath    = 4096     // PATH_MAX
-	maxText    = 64 << 10 // one argument, one environment entry, a comment
-	maxItems   = 4096     // args, env, nodelist, features, running allocs
-	maxEvents  = 1000     // events per POST (agents send 100)
-	maxCPUs    = 1 << 20
-	maxMemMiB  = 1 << 30 // 1 PiB per node (as gpusubmit caps it): 2^50 bytes, far from overflowing int64
-	maxGPUs    = 1 << 12 // per node
-	maxGPUsAll = 1 << 20 // per job
-	maxNodes   = 1 << 31 // per job: the controller's max_nodes_per_job is the real limit
-	maxNice    = 1 << 31 // beyond Slurm's ±2147483645 (the controller allows ±10000)
-	maxRDMA    = 1 << 10 // NICs per node
+	maxStepNodes = 100000   // nodes of one step (the allocation's)
+	maxShort     = 256      // names: job, partition, QOS, account, node, GPU model, ...
+	maxPath      = 4096     // PATH_MAX
+	maxText      = 64 << 10 // one argument, one environment entry, a comment
+	maxItems     = 4096     // args, env, nodelist, features, running allocs
+	maxEvents    = 1000     // events per POST (agents send 100)
+	maxCPUs      = 1 << 20
+	maxMemMiB    = 1 << 30 // 1 PiB per node (as gpusubmit caps it): 2^50 bytes, far from overflowing int64
+	maxGPUs      = 1 << 12 // per node
+	maxGPUsAll   = 1 << 20 // per job
+	maxNodes     = 1 << 31 // per job: the controller's max_nodes_per_job is the real limit
+	maxNice      = 1 << 31 // beyond Slurm's ±2147483645 (the controller allows ±10000)
+	maxRDMA      = 1 << 10 // NICs per node
 	// maxSeconds bounds every duration in a request (time limit,
 	// checkpoint interval): 100 years, so adding one to any time the
 	// cluster sees stays far inside time.Duration and time.Time.
@@ -296,6 +297,23 @@ func checkEvents(evs []api.AllocEvent) error {
 		}
 		for k, u := range e.MIG {
 			c.name(fmt.Sprintf("%s.mig[%d]", f, k), u, maxShort)
+		}
+		if e.Kind == api.EventStepStarted || e.Kind == api.EventStepEnded {
+			st := e.Step
+			if st == nil {
+				c.bad("%s is a step event without a step; send the step in step", f)
+				continue
+			}
+			c.name(f+".step.id", st.ID, maxShort)
+			c.text(f+".step.name", st.Name, maxShort)
+			c.name(f+".step.state", string(st.State), maxShort)
+			c.text(f+".step.reason", st.Reason, maxText)
+			if len(st.Nodes) > maxStepNodes {
+				c.bad("%s.step.nodes: %d nodes; a step runs on at most %d", f, len(st.Nodes), maxStepNodes)
+			}
+			for k, n := range st.Nodes {
+				c.name(fmt.Sprintf("%s.step.nodes[%d]", f, k), n, maxShort)
+			}
 		}
 		if e.Kind == api.EventUsage {
 			u := e.Usage

@@ -237,7 +237,11 @@ func show(c *cli.Context) error {
 	if c.Bool("json") {
 		return format.WriteJSON(c.App.Writer, j)
 	}
-	return format.WriteJobShow(c.App.Writer, &j, time.Now())
+	now := time.Now()
+	if err := format.WriteJobShow(c.App.Writer, &j, now); err != nil {
+		return err
+	}
+	return format.WriteStepsShow(c.App.Writer, &j, now)
 }
 
 // jobAction runs action on every job given; it tries them all and exits 0
@@ -252,12 +256,18 @@ func jobAction(action string) cli.ActionFunc {
 			return invalid("gpuq %s needs at least one job id; e.g. gpuq %s 42 43", action, action)
 		}
 		var refs []spec.JobRef
+		var steps []string // N.S names step S of job N (cancel only)
 		for _, a := range args {
-			ref, err := spec.ParseJobRef(a)
+			head, step := spec.ParseStepRef(a)
+			if step != "" && action != "cancel" {
+				return invalid("gpuq %s acts on jobs, not steps: %q names step %s of job %s", action, a, step, head)
+			}
+			ref, err := spec.ParseJobRef(head)
 			if err != nil {
 				return err
 			}
 			refs = append(refs, ref)
+			steps = append(steps, step)
 		}
 		req := api.JobActionRequest{}
 		if action == "cancel" && c.IsSet("signal") {
@@ -272,9 +282,14 @@ func jobAction(action string) cli.ActionFunc {
 			return err
 		}
 		var errs []error
-		for _, ref := range refs {
+		for i, ref := range refs {
+			req.Step = steps[i]
+			what := "job " + ref.String()
+			if req.Step != "" {
+				what = "step " + ref.String() + "." + req.Step
+			}
 			if _, err := cl.RefAction(c.Context, ref, action, req); err != nil {
-				errs = append(errs, fmt.Errorf("%s job %s: %w", action, ref, err))
+				errs = append(errs, fmt.Errorf("%s %s: %w", action, what, err))
 			}
 		}
 		return errors.Join(errs...)
