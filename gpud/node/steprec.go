@@ -237,11 +237,15 @@ func (r *runner) signalTarget(ctx context.Context, target string, sig syscall.Si
 	}
 }
 
-// batchShellPID is the batch script's process in the container's PID
-// namespace: the container's init is the /bin/sh -c wrapper (PID 1,
-// which stays to redirect the output), and the script is the first and
-// only process it starts.
-const batchShellPID = 2
+// batchShellScript signals the batch script's process in the container
+// (its PID namespace), $1 the signal number: the container's init is the
+// /bin/sh -c wrapper (PID 1, which stays to redirect the output), and the
+// script is the first process it started, the oldest of its children
+// (/proc/1/task/1/children lists them oldest first; processes exec'd into
+// the container, step tasks and this one, are not its children).
+const batchShellScript = `set -- "$1" $(cat /proc/1/task/1/children 2>/dev/null)
+[ -n "$2" ] || { echo "the job's batch shell is not running (PID 1 has no child)" >&2; exit 1; }
+kill -"$1" "$2"`
 
 // signalBatch sends sig to the batch shell alone (scancel -b,
 // --signal=B:), not to its children or the steps: as Slurm, a shell that
@@ -261,7 +265,7 @@ func (r *runner) signalBatch(ctx context.Context, sig syscall.Signal) error {
 	var out bytes.Buffer
 	p, err := ex.Exec(ctx, r.id, runtime.ExecConfig{
 		ID:     fmt.Sprintf("signal-batch-%d", r.a.clock.Now().UnixNano()),
-		Args:   []string{"/bin/sh", "-c", "kill -" + strconv.Itoa(int(sig)) + " " + strconv.Itoa(batchShellPID)},
+		Args:   []string{"/bin/sh", "-c", batchShellScript, "gpud-signal-batch", strconv.Itoa(int(sig))},
 		Stdout: &out, Stderr: &out,
 	})
 	if err != nil {
@@ -273,7 +277,7 @@ func (r *runner) signalBatch(ctx context.Context, sig syscall.Signal) error {
 		return fmt.Errorf("signal the batch shell: %w", err)
 	}
 	if st.Code != 0 || st.Signal != 0 {
-		return fmt.Errorf("signal the batch shell (pid %d in the job's container): kill exited %d: %s", batchShellPID, st.Code, strings.TrimSpace(out.String()))
+		return fmt.Errorf("signal the batch shell: exit %d: %s", st.Code, strings.TrimSpace(out.String()))
 	}
 	return nil
 }
