@@ -34,6 +34,9 @@ type stepRegistry struct {
 	parts  map[*stepPart]bool
 	// sigSeq is the newest step signal request acted on.
 	sigSeq int
+	// ledger books the allocation's steps' resources (stepres.go); the
+	// first node's runner keeps it.
+	ledger *stepLedger
 }
 
 // servedStep is a running step this node serves.
@@ -109,14 +112,15 @@ func (r *runner) allocStepID(ctx context.Context) (int, error) {
 }
 
 // stepStarted registers a step this node serves and records its start.
-func (r *runner) stepStarted(ctx context.Context, step int, req api.StepRequest, l layout, names []string, nt int, signalAll func(syscall.Signal)) *servedStep {
-	gpus := 0
-	for _, t := range l.tasks {
-		gpus += len(t) * req.GPUsPerTask
+func (r *runner) stepStarted(ctx context.Context, step int, req api.StepRequest, l layout, gr stepGrant, names []string, nt int, signalAll func(syscall.Signal)) *servedStep {
+	cpus, gpus := 0, 0
+	for i := range l.nodes {
+		cpus += gr.cpus[i]
+		gpus += len(gr.gpus[i])
 	}
 	s := &servedStep{
 		rec: spec.Step{ID: strconv.Itoa(step), Name: filepath.Base(req.Args[0]), State: spec.StateRunning,
-			StartTime: spec.NewTime(r.a.clock.Now()), Nodes: names, NTasks: nt, CPUs: nt * req.CPUsPerTask, GPUs: gpus},
+			StartTime: spec.NewTime(r.a.clock.Now()), Nodes: names, NTasks: nt, CPUs: cpus, GPUs: gpus},
 		signalAll: signalAll,
 		recorded:  make(chan struct{}),
 	}
