@@ -13,8 +13,9 @@ import (
 // step 0 completes, step 1 exits 3, step 2 runs until the test cancels it
 // (gpuq cancel N.2), step 3 traps USR1 and ends when the test signals the
 // job's steps (scancel --signal=USR1: the untrapped batch shell must
-// survive it), and then the batch shell traps USR2, which the test sends
-// to it alone (scancel -b).
+// survive it), step 4 is cancelled by the job itself (scancel N.4 from
+// inside), and then the batch shell traps USR2, which the test sends to
+// it alone (scancel -b).
 const stepAcctScript = `#!/bin/bash
 echo batchpid=$$ children=$(cat /proc/1/task/1/children)
 srun -n2 true
@@ -33,6 +34,12 @@ echo step3-running
 wait $pid
 echo survived-USR1 rc3=$?
 cat /tmp/s3.out
+srun -n1 sleep 120 &
+pid=$!
+for i in $(seq 100); do [ -n "$(squeue -h -s --steps=$SLURM_JOB_ID.4)" ] && break; sleep 0.1; done
+scancel $SLURM_JOB_ID.4
+wait $pid
+echo self-cancel rc=$?
 got=0
 trap 'echo batch-got-USR2; got=1' USR2
 echo trapped
@@ -108,6 +115,7 @@ func TestStepAccounting(t *testing.T) {
 		`^` + id + `\.1\|bash\|FAILED\|3:0\|2\|node\[1-2\]$`,
 		`^` + id + `\.2\|bash\|CANCELLED\|0:15\|2\|node\[1-2\]$`,
 		`^` + id + `\.3\|bash\|COMPLETED\|0:0\|1\|node1$`,
+		`^` + id + `\.4\|sleep\|CANCELLED\|0:15\|1\|node1$`,
 	}
 	lines := strings.Split(strings.TrimSpace(acct.stdout), "\n")
 	if len(lines) != len(wantRows) {
