@@ -79,12 +79,12 @@ func New() *cli.App {
 		},
 		Commands: []*cli.Command{
 			{
-				Name: "show", Usage: "show one job in detail (scontrol show job)", ArgsUsage: "JOB",
+				Name: "show", Usage: "show one job in detail (scontrol show job), and its running steps", ArgsUsage: "JOB",
 				Flags: []cli.Flag{jsonFlag()}, Action: show,
 			},
 			{
-				Name: "cancel", Usage: "cancel jobs, or signal them with --signal (scancel)", ArgsUsage: "JOB...",
-				Flags:  []cli.Flag{&cli.StringFlag{Name: "signal", Aliases: []string{"s"}, Usage: "send this signal (USR1, TERM, 10) to the job instead of cancelling it"}},
+				Name: "cancel", Usage: "cancel jobs or one step of a job (JOB.STEP), or signal them with --signal (scancel)", ArgsUsage: "JOB[.STEP]...",
+				Flags:  []cli.Flag{&cli.StringFlag{Name: "signal", Aliases: []string{"s"}, Usage: "send this signal (USR1, TERM, 10) instead of cancelling: to every process of the job, or to the step's tasks"}},
 				Action: jobAction("cancel"),
 			},
 			{Name: "hold", Usage: "keep pending jobs from starting", ArgsUsage: "JOB...", Action: jobAction("hold")},
