@@ -37,6 +37,11 @@ type stepRegistry struct {
 	// ledger books the allocation's steps' resources (stepres.go); the
 	// first node's runner keeps it.
 	ledger *stepLedger
+	// nextID and idEnd are the step numbers reserved in the outbox and
+	// not yet given (allocStepID, the first node's runner); idMu orders
+	// reservations.
+	idMu          sync.Mutex
+	nextID, idEnd int
 }
 
 // servedStep is a running step this node serves.
@@ -80,16 +85,21 @@ func (g *stepRegistry) signalParts(sig syscall.Signal) bool {
 	return len(parts) > 0
 }
 
-// nextStepID numbers the next step of alloc on this node (its rank 0):
-// durable, so an agent restart does not number a step twice.
-func (o *outbox) nextStepID(ctx context.Context, allocID string) (int, error) {
+// stepIDBlock is how many step numbers one outbox commit reserves: srun
+// pays for an fsync once per block, and an agent restart skips at most
+// the rest of a block (never numbers a step twice).
+const stepIDBlock = 32
+
+// reserveStepIDs durably reserves the next n step numbers of alloc on
+// this node (its rank 0) and returns the first.
+func (o *outbox) reserveStepIDs(ctx context.Context, allocID string, n int) (int, error) {
 	var next int
-	err := o.db.QueryRowContext(ctx, `INSERT INTO step_ids (alloc_id, next) VALUES (?, 1)
-		ON CONFLICT(alloc_id) DO UPDATE SET next = next + 1 RETURNING next`, allocID).Scan(&next)
+	err := o.db.QueryRowContext(ctx, `INSERT INTO step_ids (alloc_id, next) VALUES (?, ?)
+		ON CONFLICT(alloc_id) DO UPDATE SET next = next + excluded.next RETURNING next`, allocID, n).Scan(&next)
 	if err != nil {
-		return 0, fmt.Errorf("number the next step of alloc %s: %w", allocID, err)
+		return 0, fmt.Errorf("number the next steps of alloc %s: %w", allocID, err)
 	}
-	return next - 1, nil
+	return next - n, nil
 }
 
 // allocStepID numbers a new step of the runner's job. Steps are numbered
@@ -98,17 +108,34 @@ func (o *outbox) nextStepID(ctx context.Context, allocID string) (int, error) {
 // (separate hosts, no agent-to-agent transport: each node then runs the
 // script itself) this node numbers them.
 func (r *runner) allocStepID(ctx context.Context) (int, error) {
-	first := r.a
+	owner := r
 	if r.asg != nil {
 		for _, n := range r.asg.Alloc.Nodes {
-			if n.Rank == 0 {
-				if p, err := r.a.peer(n.Node); err == nil {
-					first = p
+			if n.Rank != 0 || n.Node == r.a.cfg.Name {
+				continue
+			}
+			if p, err := r.a.peer(n.Node); err == nil {
+				p.mu.Lock()
+				if pr := p.runners[r.allocID]; pr != nil {
+					owner = pr
 				}
+				p.mu.Unlock()
 			}
 		}
 	}
-	return first.ob.nextStepID(context.WithoutCancel(ctx), r.allocID)
+	g := &owner.steps
+	g.idMu.Lock()
+	defer g.idMu.Unlock()
+	if g.nextID == g.idEnd {
+		first, err := owner.a.ob.reserveStepIDs(context.WithoutCancel(ctx), r.allocID, stepIDBlock)
+		if err != nil {
+			return 0, err
+		}
+		g.nextID, g.idEnd = first, first+stepIDBlock
+	}
+	id := g.nextID
+	g.nextID++
+	return id, nil
 }
 
 // stepStarted registers a step this node serves and records its start.
