@@ -48,8 +48,8 @@ func (c *Controller) stepEvent(tx *txn, rec *jobRec, node string, ev NodeEvent) 
 	i := slices.IndexFunc(j.Steps, func(x spec.Step) bool { return x.ID == s.ID })
 	switch ev.Kind {
 	case EventStepStarted:
-		if i >= 0 {
-			return // a re-sent start, or its end came first
+		if i >= 0 || j.State.Terminal() {
+			return // a re-sent start, its end came first, or its job ended (its end follows)
 		}
 		s.State, s.EndTime = spec.StateRunning, spec.Time{}
 		j.Steps = append(j.Steps, s)
