@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
@@ -146,7 +147,7 @@ func (r *runner) stepStarted(ctx context.Context, step int, req api.StepRequest,
 		gpus += len(gr.gpus[i])
 	}
 	s := &servedStep{
-		rec: spec.Step{ID: strconv.Itoa(step), Name: filepath.Base(req.Args[0]), State: spec.StateRunning,
+		rec: spec.Step{ID: strconv.Itoa(step), Name: stepName(req.Args[0]), State: spec.StateRunning,
 			StartTime: spec.NewTime(r.a.clock.Now()), Nodes: names, NTasks: nt, CPUs: cpus, GPUs: gpus},
 		signalAll: signalAll,
 		recorded:  make(chan struct{}),
@@ -315,3 +316,25 @@ func (r *runner) signalBatch(ctx context.Context, sig syscall.Signal) error {
 
 // batchSignalTimeout bounds the exec that signals the batch shell.
 const batchSignalTimeout = 10 * time.Second
+
+// maxStepName bounds a step's name (its command's base name) in records.
+const maxStepName = 64
+
+// stepName is a step's name for its records: its command's base name,
+// printable and short. The name reaches the controller in an outbox event,
+// which the controller refuses whole if a field is malformed; a user's
+// odd command must not stall the node's events.
+func stepName(cmd string) string {
+	name := []rune(filepath.Base(cmd))
+	for i, r := range name {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError {
+			name[i] = '?'
+		}
+	}
+	out := string(name)
+	for len(out) > maxStepName {
+		name = name[:len(name)-1]
+		out = string(name)
+	}
+	return out
+}

@@ -156,3 +156,19 @@ func TestStepIDsDurable(t *testing.T) {
 		t.Errorf("a2, never started here, was pruned: reserves from %d (%v), want 0", again, err)
 	}
 }
+
+// TestStepName: a step's recorded name is its command's base name, with
+// control characters replaced and cut to 64 bytes, so no user command can
+// make the controller refuse the node's events.
+func TestStepName(t *testing.T) {
+	for in, want := range map[string]string{
+		"/usr/bin/python3":      "python3",
+		"evil\x1b[2Jname\n":     "evil?[2Jname?",
+		strings.Repeat("é", 40): strings.Repeat("é", 32),
+		"bash":                  "bash",
+	} {
+		if got := stepName(in); got != want {
+			t.Errorf("stepName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
