@@ -109,3 +109,42 @@ func waitSteps(t *testing.T, db *accounting.DB, id spec.JobID, ok func([]account
 	t.Fatalf("accounted steps of job %d = %+v", id, got)
 	return nil
 }
+
+// TestStepsSurviveRestart: a running job's steps and a pending step
+// cancel are in state.db: a restarted controller (as after kill -9) still
+// shows the running step, still asks its node to cancel it, and records
+// the step's end the node reports afterwards.
+func TestStepsSurviveRestart(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/state.db"
+	h, _ := storeHarness(t, path)
+	h.register("n1", 1)
+	id := h.submit(alice, nil)
+	j := h.job(id)
+	if j.State != spec.StateRunning {
+		t.Fatalf("job %s, want RUNNING", j.State)
+	}
+	s0 := spec.Step{ID: "0", Name: "train", State: spec.StateRunning, StartTime: spec.NewTime(t0), Nodes: []string{"n1"}, NTasks: 1}
+	h.stepEvent("n1", j, 1, EventStepStarted, s0)
+	if _, err := h.c.StepAction(ctx, alice, spec.JobRef{ID: id}, "0", ""); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	h.stop()
+
+	h2, _ := storeHarness(t, path)
+	h2.register("n1", 1)
+	j = h2.job(id)
+	if len(j.Steps) != 1 || j.Steps[0].ID != "0" || !j.Steps[0].Running() {
+		t.Fatalf("steps after the restart = %+v, want step 0 running", j.Steps)
+	}
+	as := h2.assignments("n1")
+	if len(as) != 1 || len(as[0].Job.StepSignals) != 1 || !as[0].Job.StepSignals[0].Cancel {
+		t.Fatalf("step signals after the restart = %+v, want the cancel of step 0", as)
+	}
+	s0.State, s0.EndTime, s0.Signal = spec.StateCancelled, spec.NewTime(t0.Add(time.Second)), 15
+	h2.stepEvent("n1", j, 2, EventStepEnded, s0)
+	if j = h2.job(id); j.Steps[0].State != spec.StateCancelled || j.Steps[0].Signal != 15 {
+		t.Errorf("step 0 after its end = %+v, want CANCELLED by signal 15", j.Steps[0])
+	}
+}
