@@ -84,6 +84,18 @@ func (p *Peers) get(name string) *Agent {
 // network (remotePeer, peerclient.go).
 type stepPeer interface {
 	startTasks(ctx context.Context, allocID string, st stepTasks, out *stepStream) (*stepPart, error)
+	// stepOwner is the peer's runner of allocation allocID where the
+	// peer is in this process (it numbers the allocation's steps and
+	// books their resources when it runs the first node's part,
+	// steprec.go), nil where it is not or over the network.
+	stepOwner(allocID string) *runner
+}
+
+// stepOwner is this agent's runner of allocID, if it runs a part of it.
+func (a *Agent) stepOwner(allocID string) *runner {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.runners[allocID]
 }
 
 // peer returns the agent running node nd's part of steps: this one, an

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/signame"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 )
@@ -103,27 +104,34 @@ func (o *outbox) reserveStepIDs(ctx context.Context, allocID string, n int) (int
 	return next - n, nil
 }
 
-// allocStepID numbers a new step of the runner's job. Steps are numbered
-// per job, not per node: the agent of the allocation's first node
-// numbers them all, wherever srun runs. Where that agent is not reachable
-// (separate hosts, no agent-to-agent transport: each node then runs the
-// script itself) this node numbers them.
-func (r *runner) allocStepID(ctx context.Context) (int, error) {
-	owner := r
-	if r.asg != nil {
-		for _, n := range r.asg.Alloc.Nodes {
-			if n.Rank != 0 || n.Node == r.a.cfg.Name {
-				continue
-			}
-			if p, err := r.a.peer(n.Node); err == nil {
-				p.mu.Lock()
-				if pr := p.runners[r.allocID]; pr != nil {
-					owner = pr
-				}
-				p.mu.Unlock()
+// stepOwner is the runner that numbers the allocation's steps and keeps
+// their ledger: the first node's, when it is in this process (this agent,
+// or a peer under gpud standalone), else this one. On separate hosts srun
+// in the batch script and srun outside the job both reach the first node,
+// so it serves (numbers and books) their steps; only a step started from
+// a task on another node is numbered and booked there, apart.
+func (r *runner) stepOwner() *runner {
+	if r.asg == nil || r.self.Rank == 0 {
+		return r
+	}
+	for _, n := range r.asg.Alloc.Nodes {
+		if n.Rank != 0 {
+			continue
+		}
+		if p, err := r.a.peer(n); err == nil {
+			if o := p.stepOwner(r.allocID); o != nil {
+				return o
 			}
 		}
 	}
+	return r
+}
+
+// allocStepID numbers a new step of the runner's job. Steps are numbered
+// per job, not per node: the runner of the allocation's first node
+// numbers them (stepOwner).
+func (r *runner) allocStepID(ctx context.Context) (int, error) {
+	owner := r.stepOwner()
 	g := &owner.steps
 	g.idMu.Lock()
 	defer g.idMu.Unlock()
@@ -223,7 +231,7 @@ func (r *runner) stepSignals(ctx context.Context, reqs []spec.StepSignal) {
 		}
 		log := r.log().With("step", q.Step, "by", q.By)
 		if !q.Cancel {
-			sig, err := parseSignal(q.Signal)
+			sig, err := signame.Parse(q.Signal)
 			if err != nil {
 				log.Warn("controller asked for an unknown signal for a step; ignoring it", "signal", q.Signal, "err", err)
 				continue
@@ -259,7 +267,7 @@ func (r *runner) signalTarget(ctx context.Context, target string, sig syscall.Si
 	switch target {
 	case spec.SignalSteps:
 		if !r.steps.signalParts(sig) {
-			r.log().Info("signal for the job's steps: no step task runs on this node", "signal", signalName(sig))
+			r.log().Info("signal for the job's steps: no step task runs on this node", "signal", signame.Full(sig))
 		}
 		return nil
 	case spec.SignalBatch:
@@ -285,7 +293,7 @@ kill -"$1" "$2"`
 // signal is sent from inside the container (its PID namespace, the job's
 // user) by a process exec'd there; holder nodes have no batch shell.
 func (r *runner) signalBatch(ctx context.Context, sig syscall.Signal) error {
-	if r.asg != nil && r.self.Rank != 0 && r.a.reachesAll(r.asg.Alloc.Nodes) {
+	if r.asg != nil && r.self.Rank != 0 {
 		return nil // a holder node: the batch shell runs on the first node
 	}
 	ex, ok := r.a.rt.(runtime.Execer)

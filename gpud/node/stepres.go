@@ -159,25 +159,10 @@ func (g *stepLedger) give(l layout, gr stepGrant) {
 }
 
 // ledger is the allocation's step ledger: kept by the runner of its
-// first node (reached through the peers), or this runner's own where that
-// one is not reachable.
+// first node where that one is in this process, else this runner's own
+// (stepOwner).
 func (r *runner) ledger() *stepLedger {
-	owner := r
-	if r.asg != nil {
-		for _, n := range r.asg.Alloc.Nodes {
-			if n.Rank != 0 || n.Node == r.a.cfg.Name {
-				continue
-			}
-			if p, err := r.a.peer(n.Node); err == nil {
-				p.mu.Lock()
-				if pr := p.runners[r.allocID]; pr != nil {
-					owner = pr
-				}
-				p.mu.Unlock()
-			}
-		}
-	}
-	g := &owner.steps
+	g := &r.stepOwner().steps
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.ledger == nil {
@@ -194,7 +179,7 @@ func taskGPUs(devs []string, idx []int, req gpuBind, local int) ([]string, error
 	if idx != nil {
 		step = make([]string, 0, len(idx))
 		for _, k := range idx {
-			if k < len(devs) {
+			if k >= 0 && k < len(devs) { // from a peer: checked, not trusted
 				step = append(step, devs[k])
 			}
 		}
@@ -213,7 +198,7 @@ func taskGPUs(devs []string, idx []int, req gpuBind, local int) ([]string, error
 		return step[k : k+1], nil
 	case len(req.mapGPU) > 0:
 		k := req.mapGPU[local%len(req.mapGPU)]
-		if k >= len(step) {
+		if k < 0 || k >= len(step) {
 			return nil, fmt.Errorf("--gpu-bind=map_gpu: GPU %d is not one of the step's %d on this node (they are 0-%d)", k, len(step), len(step)-1)
 		}
 		return step[k : k+1], nil
