@@ -95,7 +95,7 @@ ON CONFLICT(job_id, attempt) DO UPDATE SET alloc_id=excluded.alloc_id, nodes=exc
 WHERE NOT (attempts.end_time IS NOT NULL AND excluded.end_time IS NULL)`
 
 type recordStmts struct {
-	job, attempt, delUsage, usage, totals *sql.Stmt
+	job, attempt, delUsage, usage, totals, steps *sql.Stmt
 }
 
 // totalsSQL keeps a job's totals (migration 007): the sums over its
@@ -121,6 +121,7 @@ func prepareRecord(ctx context.Context, tx *sql.Tx) (*recordStmts, error) {
 		{&st.attempt, upsertAttemptSQL},
 		{&st.delUsage, `DELETE FROM usage WHERE job_id = ? AND attempt = ?`},
 		{&st.totals, totalsSQL},
+		{&st.steps, upsertStepSQL},
 		{&st.usage, `INSERT INTO usage (job_id, attempt, node, gpu_uuid, gpu_model, mig_profile,
 			fraction, gpu_seconds, billed_units, start_time, end_time, account, user) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`},
 	} {
@@ -135,7 +136,7 @@ func prepareRecord(ctx context.Context, tx *sql.Tx) (*recordStmts, error) {
 }
 
 func (st *recordStmts) close() {
-	for _, s := range []*sql.Stmt{st.job, st.attempt, st.delUsage, st.usage, st.totals} {
+	for _, s := range []*sql.Stmt{st.job, st.attempt, st.delUsage, st.usage, st.totals, st.steps} {
 		if s != nil {
 			_ = s.Close() // closing a prepared statement only frees memory
 		}
@@ -194,6 +195,15 @@ func (db *DB) recordJob(ctx context.Context, st *recordStmts, j *spec.Job) error
 	// under its own staleness rule.
 	if j.Alloc == nil {
 		return nil
+	}
+	if len(j.Steps) > 0 {
+		attempt := j.Alloc.Attempt
+		if attempt == 0 {
+			attempt = j.Attempt
+		}
+		if err := recordSteps(ctx, st.steps, j.ID, attempt, j.Steps); err != nil {
+			return err
+		}
 	}
 	return db.recordAttempt(ctx, st, j, nodes, cpus, mem)
 }

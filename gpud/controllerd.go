@@ -35,6 +35,7 @@ var (
 	_ controller.Recorder      = (*accounting.DB)(nil)
 	_ controller.UsageSource   = (*accounting.DB)(nil)
 	_ controller.RecordChecker = (*accounting.DB)(nil)
+	_ controller.StepRecorder  = (*accounting.DB)(nil)
 	_ server.Accounting        = (*accounting.DB)(nil)
 	_ server.AuditLog          = (*accounting.DB)(nil)
 )

@@ -610,6 +610,9 @@ func (c *Client) AcctJobs(ctx context.Context, f AcctFilter) ([]AcctJob, error) 
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
+	if f.Steps {
+		q.Set("steps", "true")
+	}
 	if f.AttemptHistory {
 		q.Set("attempt_history", "true")
 	}

@@ -300,6 +300,14 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.str(&j.IdleGPU)
 		case "idempotency_key":
 			return d.str(&j.IdempotencyKey)
+		case "signal_target":
+			return d.str(&j.SignalTarget)
+		case "steps":
+			return d.raw(&j.Steps)
+		case "step_signals":
+			return d.raw(&j.StepSignals)
+		case "step_signal_seq":
+			return d.int(&j.StepSignalSeq)
 		}
 		return false
 	})
@@ -394,6 +402,16 @@ func (d *jobsDecoder) alloc(p **spec.Alloc) bool {
 	}
 	*p = a
 	return true
+}
+
+// raw decodes the next value into p with encoding/json (steps: rare, and
+// only on running jobs).
+func (d *jobsDecoder) raw(p any) bool {
+	start := d.pos
+	if !d.skip() {
+		return false
+	}
+	return json.Unmarshal(d.data[start:d.pos], p) == nil
 }
 
 // rawString reads a string with no escapes, control characters or

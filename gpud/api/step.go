@@ -29,6 +29,19 @@ type StepRequest struct {
 	GPUsPerTask   int  `json:"gpus_per_task,omitempty"`
 	KillOnBadExit bool `json:"kill_on_bad_exit,omitempty"`
 	Overlap       bool `json:"overlap,omitempty"`
+	// Exclusive and Exact limit the step's CPUs to what its tasks ask
+	// (srun --exclusive, --exact; -c implies it); without them a step gets
+	// all the allocation's CPUs on its nodes.
+	Exclusive bool `json:"exclusive,omitempty"`
+	Exact     bool `json:"exact,omitempty"`
+	// GPUs (-G, in all) and GPUsPerNode limit the step's GPUs; without
+	// them or GPUsPerTask a step gets all the allocation's GPUs on its nodes.
+	GPUs        int `json:"gpus,omitempty"`
+	GPUsPerNode int `json:"gpus_per_node,omitempty"`
+	// NodeList (-w, a hostlist) names nodes of the allocation the step
+	// must run on; GPUBind is srun's --gpu-bind.
+	NodeList string `json:"nodelist,omitempty"`
+	GPUBind  string `json:"gpu_bind,omitempty"`
 	// Stdin says srun sends its input (StepStdin) for task 0.
 	Stdin bool     `json:"stdin,omitempty"`
 	Args  []string `json:"args"`
@@ -40,7 +53,9 @@ type StepRequest struct {
 
 // Step message kinds.
 const (
-	StepStarted = "started" // Step, NTasks, Nodes: the step runs
+	StepStarted = "started" // Step, NTasks, Nodes, TasksPerNode: the step runs
+	StepWaiting = "waiting" // Error: why the step waits for resources of its allocation
+	StepLayout  = "layout"  // Step, NTasks, Nodes, TasksPerNode: before the tasks start (and write output)
 	StepStdout  = "out"     // Task, Data
 	StepStderr  = "err"     // Task, Data
 	StepExit    = "exit"    // Task, Node, Code, Signal
@@ -57,11 +72,14 @@ type StepMsg struct {
 	Task   int      `json:"task,omitempty"`
 	NTasks int      `json:"ntasks,omitempty"`
 	Nodes  []string `json:"nodes,omitempty"`
-	Node   string   `json:"node,omitempty"`
-	Data   []byte   `json:"data,omitempty"`
-	Code   int      `json:"code,omitempty"`
-	Signal int      `json:"signal,omitempty"`
-	Error  string   `json:"error,omitempty"`
+	// TasksPerNode counts the step's tasks on each of Nodes (block
+	// layout: node i runs the next TasksPerNode[i] task IDs).
+	TasksPerNode []int  `json:"tasks_per_node,omitempty"`
+	Node         string `json:"node,omitempty"`
+	Data         []byte `json:"data,omitempty"`
+	Code         int    `json:"code,omitempty"`
+	Signal       int    `json:"signal,omitempty"`
+	Error        string `json:"error,omitempty"`
 }
 
 // Frame types of the agent's answer stream.

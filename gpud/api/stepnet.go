@@ -50,13 +50,21 @@ type StepHello struct {
 // StepPart is one node's share of a step, as the step's first agent asks
 // a peer for it.
 type StepPart struct {
-	Step        int      `json:"step"`
-	NodeIndex   int      `json:"node_index"`
-	Tasks       []int    `json:"tasks"`
-	GPUsPerTask int      `json:"gpus_per_task,omitempty"`
-	Args        []string `json:"args"`
-	Env         []string `json:"env"`
-	Cwd         string   `json:"cwd,omitempty"`
+	Step      int   `json:"step"`
+	NodeIndex int   `json:"node_index"`
+	Tasks     []int `json:"tasks"`
+	// GPUIdx are the step's GPUs among the node's devices (its ledger's
+	// grant), null for all of them; empty is none.
+	GPUIdx []int `json:"gpu_idx"`
+	// GPUsPerTask, GPUBindSingle and GPUBindMap share them among the
+	// node's tasks: --gpus-per-task, --gpu-bind=single:N and
+	// --gpu-bind=map_gpu:LIST.
+	GPUsPerTask   int      `json:"gpus_per_task,omitempty"`
+	GPUBindSingle int      `json:"gpu_bind_single,omitempty"`
+	GPUBindMap    []int    `json:"gpu_bind_map,omitempty"`
+	Args          []string `json:"args"`
+	Env           []string `json:"env"`
+	Cwd           string   `json:"cwd,omitempty"`
 	// Stdin says StepStdin messages follow for the part's task 0 (the
 	// step's task 0).
 	Stdin bool `json:"stdin,omitempty"`
@@ -66,8 +74,12 @@ type StepPart struct {
 	Flags []string `json:"flags,omitempty"`
 }
 
-// StepPartFlags are the StepPart flags this agent knows (none yet).
-var StepPartFlags = []string{}
+// StepFlagGPUs says the part's GPUIdx and GPU binding must be honoured
+// (an agent before them would give the tasks all the node's GPUs).
+const StepFlagGPUs = "gpus"
+
+// StepPartFlags are the StepPart flags this agent knows.
+var StepPartFlags = []string{StepFlagGPUs}
 
 // StepTicketResponse is POST /v1/jobs/{id}/step-ticket: what srun outside
 // the job needs to start steps in its allocation.

@@ -141,6 +141,12 @@ type JobActionRequest struct {
 	// Signal, for cancel, sends this signal instead of ending the job
 	// (scancel --signal); empty means cancel.
 	Signal string `json:"signal,omitempty"`
+	// SignalTarget, with Signal, says who gets it (spec.SignalSteps,
+	// SignalBatch, SignalFull); empty means every process of the job.
+	SignalTarget string `json:"signal_target,omitempty"`
+	// Step, for cancel, names one step of the job ("0", "1", ...): the
+	// step is cancelled (or, with Signal, signalled) and the job runs on.
+	Step string `json:"step,omitempty"`
 }
 
 // NodesResponse is GET /v1/nodes.
@@ -242,6 +248,10 @@ const (
 	EventCheckpointed = "checkpointed"
 	// EventUsage carries a usage sample of the allocation (Usage).
 	EventUsage = "usage"
+	// EventStepStarted and EventStepEnded report a job step (Step) that
+	// the node serves: srun's steps, numbered per job.
+	EventStepStarted = "step_started"
+	EventStepEnded   = "step_ended"
 )
 
 // UsageSample is what one allocation used on one node over (Start, End]:
@@ -293,6 +303,8 @@ type AllocEvent struct {
 	MIG []string `json:"mig,omitempty"`
 	// For EventUsage: the sample.
 	Usage *UsageSample `json:"usage,omitempty"`
+	// For EventStepStarted and EventStepEnded: the step.
+	Step *spec.Step `json:"step,omitempty"`
 }
 
 // EventsRequest is POST /v1/nodes/{name}/events.
@@ -361,6 +373,21 @@ type AcctJob struct {
 	// --duplicates); only when AcctFilter.AttemptHistory asked for it,
 	// and then [] for a job that never started.
 	AttemptHistory []AcctAttempt `json:"attempt_history,omitzero"`
+	// Steps are the last attempt's steps (N.batch, N.0, ...; sacct's step
+	// rows); only when AcctFilter.Steps asked for them, and then [] for a
+	// job that has none.
+	Steps []AcctStep `json:"steps,omitzero"`
+	// StepID is set on the rows clients derive from Steps (sacct's
+	// N.batch, N.0): the step's ID; the server never sets it.
+	StepID string `json:"step_id,omitempty"`
+}
+
+// AcctStep is one step of a job in accounting (accounting.Step is this
+// type): the step as the controller kept it, and its run time in seconds
+// (up to now while it runs).
+type AcctStep struct {
+	spec.Step
+	Elapsed int64 `json:"elapsed"`
 }
 
 // AcctAttempt is one start of a job in accounting (accounting.Attempt is
@@ -404,6 +431,8 @@ type AcctFilter struct {
 	Limit      int             `json:"limit,omitempty"`
 	// AttemptHistory asks for each job's AttemptHistory too.
 	AttemptHistory bool `json:"attempt_history,omitempty"`
+	// Steps asks for each job's Steps too.
+	Steps bool `json:"steps,omitempty"`
 }
 
 // AcctJobsResponse is GET /v1/accounting/jobs.

@@ -115,6 +115,8 @@ type Controller struct {
 	recQueue []spec.Job
 	recWake  chan struct{}
 	evQueue  []spec.NodeEvent
+	// stepQueue holds ended steps for a StepRecorder (steps.go).
+	stepQueue []spec.JobSteps
 
 	// Owner state: touched only by the goroutine in Run (and New before it).
 	cfg Config
@@ -428,6 +430,7 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 	}
 	c.queueHooks(tx.hooks)
 	c.enqueueNodeEvents(tx.nodeEvents)
+	c.enqueueSteps(tx.steps)
 	if tx.kick {
 		c.sched.dirty, c.sched.full = true, true
 	}
@@ -450,6 +453,8 @@ type txn struct {
 	ended   []spec.Job
 	// nodeEvents go to the recorder after the commit, like ended.
 	nodeEvents []spec.NodeEvent
+	// steps are ended job steps for a StepRecorder, after the commit.
+	steps []spec.JobSteps
 	// kick asks for a full scheduling cycle; submitted (plain new pending
 	// jobs) and freed (jobs whose resources all came back) can be
 	// answered incrementally (see schedState.inc).

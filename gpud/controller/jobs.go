@@ -257,14 +257,22 @@ func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string
 		return err
 	}
 	if action == ActionSignal {
-		sig, err := canonicalSignal(reason)
+		// reason is SIG, or TARGET:SIG (spec.SignalSteps, SignalBatch,
+		// SignalFull: scancel without -b/-f, -b, -f).
+		target, name, hasTarget := strings.Cut(reason, ":")
+		if !hasTarget {
+			target, name = "", reason
+		} else if target != spec.SignalSteps && target != spec.SignalBatch && target != spec.SignalFull {
+			return spec.Errorf(spec.ErrInvalid, "signal target %q: use %s, %s or %s", target, spec.SignalSteps, spec.SignalBatch, spec.SignalFull)
+		}
+		sig, err := canonicalSignal(name)
 		if err != nil {
 			return err
 		}
 		if j.State != spec.StateRunning || j.Alloc == nil {
 			return spec.Errorf(spec.ErrConflict, "job %d is %s; only running jobs can be signalled (cancel it without --signal)", id, j.State)
 		}
-		j.SignalAlloc, j.SignalName = j.Alloc.ID, sig
+		j.SignalAlloc, j.SignalName, j.SignalTarget = j.Alloc.ID, sig, target
 		j.SignalSeq++
 		c.bumpLive(tx, rec)
 		tx.saveJob(rec)
@@ -365,6 +373,7 @@ func (c *Controller) finish(tx *txn, rec *jobRec, state spec.JobState, code, sig
 	j := &rec.job
 	j.State, j.ExitCode, j.Signal = state, code, sig
 	j.EndTime = spec.NewTime(at)
+	endSteps(j, state, code, sig, at) // steps.go
 	if reason == "" {
 		reason = string(state)
 	}
@@ -407,6 +416,7 @@ func (c *Controller) requeue(tx *txn, rec *jobRec, reason string) {
 		j.LostWork = spec.Duration(now.Sub(from))
 	}
 	j.State, j.Reason = spec.StatePending, reason
+	endSteps(j, spec.StateRequeued, 0, 0, c.now()) // steps.go
 	if j.Alloc != nil && !j.StartTime.IsZero() {
 		// The ended attempt is billed now: the job's next record carries
 		// only its next attempt's allocation. The record keeps this
@@ -422,6 +432,7 @@ func (c *Controller) requeue(tx *txn, rec *jobRec, reason string) {
 	j.StartTime, j.EndTime = spec.Time{}, spec.Time{}
 	j.Nodes, j.GPUs, j.Alloc = nil, nil, nil
 	j.IdleGPU = ""
+	j.Steps, j.StepSignals = nil, nil // the next attempt numbers its steps from 0
 	c.forgetIdle(j.ID)
 	c.st.pending[j.ID] = rec
 	c.st.countActive(rec)

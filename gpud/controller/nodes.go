@@ -277,6 +277,8 @@ type NodeEvent struct {
 	CkptBytes int64
 	// For EventStarted: the MIG UUIDs of the part's slices, in order.
 	MIG []string
+	// For EventStepStarted and EventStepEnded.
+	Step *spec.Step
 }
 
 // Node event kinds.
@@ -284,6 +286,8 @@ const (
 	EventStarted      = "started"
 	EventExited       = "exited"
 	EventCheckpointed = "checkpointed"
+	EventStepStarted  = "step_started"
+	EventStepEnded    = "step_ended"
 )
 
 // NodeEvents applies a node's events idempotently and returns the highest
@@ -324,6 +328,12 @@ func (c *Controller) applyEvent(tx *txn, node string, ev NodeEvent) {
 		c.log.Debug("stale node event ignored", "node", node, "job_id", ev.JobID, "alloc_id", ev.AllocID, "kind", ev.Kind)
 		return
 	}
+	if ev.Kind == EventStepStarted || ev.Kind == EventStepEnded {
+		// A step's end may come after its node's part ended (the
+		// allocation was stopped under it): it is recorded all the same.
+		c.stepEvent(tx, rec, node, ev) // steps.go
+		return
+	}
 	part, ok := rec.livePart(node)
 	if !ok {
 		if !slices.ContainsFunc(rec.job.Alloc.Nodes, func(p spec.NodeAlloc) bool { return p.Node == node }) {
@@ -339,6 +349,7 @@ func (c *Controller) applyEvent(tx *txn, node string, ev NodeEvent) {
 	case EventStarted:
 		if part.Rank == 0 && !rec.job.State.Terminal() {
 			rec.job.StartTime = spec.NewTime(at)
+			batchStarted(&rec.job, part, at) // steps.go
 			tx.saveJob(rec)
 		}
 		if len(ev.MIG) > 0 && c.migCreated(rec, node, ev.MIG) { // mig.go

@@ -111,7 +111,8 @@ func (c *Controller) flushNodeEvents(ctx context.Context) bool {
 
 func (c *Controller) flushRecords(ctx context.Context) bool {
 	evOK := c.flushNodeEvents(ctx)
-	return c.flushJobRecords(ctx) && evOK
+	stepsOK := c.flushSteps(ctx)
+	return c.flushJobRecords(ctx) && evOK && stepsOK
 }
 
 func (c *Controller) flushJobRecords(ctx context.Context) bool {

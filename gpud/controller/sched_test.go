@@ -254,9 +254,7 @@ func TestPendingJobNodeReasons(t *testing.T) {
 	h.register("n2", 8)
 	h.submit(alice, gpus(8, time.Hour, "normal"))
 	h.submit(alice, gpus(8, time.Hour, "normal"))
-	// Both of alice's jobs run before n2 is drained, so n2 is draining
-	// (drained with a job on it), whatever the owner loop's timing.
-	h.settle()
+	h.settle() // alice's jobs run on n1 and n2 before the drain: n2 is DRAINING
 	if _, err := h.c.NodeAction(context.Background(), root, "n2", "drain", "maint"); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +277,7 @@ func TestPendingJobNodeReasonsFromCycle(t *testing.T) {
 	h.register("n2", 8)
 	first := h.submit(alice, gpus(8, time.Hour, "normal"))
 	h.submit(alice, gpus(8, time.Hour, "normal"))
-	h.settle() // both run before the drain, as above
+	h.settle() // alice's jobs run on n1 and n2 before the drain: n2 is DRAINING
 	if _, err := h.c.NodeAction(context.Background(), root, "n2", "drain", "maint"); err != nil {
 		t.Fatal(err)
 	}

@@ -188,7 +188,7 @@ func TestSnakemakeSlurm(t *testing.T) {
 			// given or guessed.
 			jid := strings.TrimPrefix(lines[0], "job ")
 			r := c.cli(work, "sacct", "-P", "-n", "-j", jid, "-o", "JobName,Account,Partition,State,ExitCode")
-			if r.code != 0 || strings.TrimSpace(r.stdout) != "snakejob_a_2|default|gpu|COMPLETED|0:0" {
+			if r.code != 0 || strings.TrimSpace(r.stdout) != "snakejob_a_2|default|gpu|COMPLETED|0:0\nbatch|default||COMPLETED|0:0" {
 				t.Errorf("sacct of rule a's job %s: exit %d, %q, %s", jid, r.code, r.stdout, r.stderr)
 			}
 		})

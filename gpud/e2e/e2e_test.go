@@ -29,7 +29,7 @@ func TestGPUJobLifecycle(t *testing.T) {
 #SBATCH --gpus-per-node=2
 #GPU --time=1
 #GPU --output=gpus-%j.out
-echo "visible=$CUDA_VISIBLE_DEVICES"
+echo "visible=$CUDA_VISIBLE_DEVICES uuids=$GPUD_GPUS"
 echo "job=$SLURM_JOB_ID gpud=$GPUD_JOB_ID nodes=$SLURM_JOB_NODELIST"
 ls /dev | grep '^nvidia[0-9]' | tr '\n' ' '; echo
 `)
@@ -45,9 +45,11 @@ ls /dev | grep '^nvidia[0-9]' | tr '\n' ' '; echo
 		if err != nil {
 			t.Fatalf("output file: %v", err)
 		}
-		visible := regexp.MustCompile(`visible=(\S*)`).FindStringSubmatch(string(out))
-		if visible == nil || len(gpuUUID.FindAllString(visible[1], -1)) != 2 || strings.Count(visible[1], ",") != 1 {
-			t.Fatalf("CUDA_VISIBLE_DEVICES should hold two GPU UUIDs; output:\n%s", out)
+		// CUDA_VISIBLE_DEVICES as Slurm's: indices into the container's
+		// two devices; the UUIDs are in GPUD_GPUS.
+		visible := regexp.MustCompile(`visible=(\S*) uuids=(\S*)`).FindStringSubmatch(string(out))
+		if visible == nil || visible[1] != "0,1" || len(gpuUUID.FindAllString(visible[2], -1)) != 2 {
+			t.Fatalf("want CUDA_VISIBLE_DEVICES=0,1 and two GPU UUIDs in GPUD_GPUS; output:\n%s", out)
 		}
 		if !strings.Contains(string(out), "job="+id[1]+" gpud="+id[1]) {
 			t.Errorf("job id env missing from output:\n%s", out)
@@ -66,8 +68,8 @@ ls /dev | grep '^nvidia[0-9]' | tr '\n' ' '; echo
 			t.Fatalf("gpuq show --json gpus = %v, want 2 UUIDs", j["gpus"])
 		}
 		for _, g := range gpus {
-			if !strings.Contains(visible[1], g.(string)) {
-				t.Errorf("allocated GPU %v not in CUDA_VISIBLE_DEVICES %s", g, visible[1])
+			if !strings.Contains(visible[2], g.(string)) {
+				t.Errorf("allocated GPU %v not in GPUD_GPUS %s", g, visible[2])
 			}
 		}
 		for _, key := range []string{"id", "name", "user", "account", "partition", "qos", "state", "reason", "exit_code", "submit_time", "start_time", "end_time", "time_limit", "priority", "nodes", "gpus"} {
@@ -114,7 +116,7 @@ ls /dev | grep '^nvidia[0-9]' | tr '\n' ' '; echo
 
 	t.Run("two-node gang runs the script once and srun's tasks on each node with its rank", func(t *testing.T) {
 		r := c.cli(work, "gpusubmit", "--wait", "--parsable", "-N", "2", "--gpus-per-node", "1", "--output", "gang-%j.out",
-			"--wrap", "echo batch-once; srun sh -c 'echo rank=$NODE_RANK/$SLURM_NODEID world=$WORLD_SIZE nodes=$SLURM_JOB_NODELIST master=$MASTER_ADDR gpus=$CUDA_VISIBLE_DEVICES'")
+			"--wrap", "echo batch-once; srun sh -c 'echo rank=$NODE_RANK/$SLURM_NODEID world=$WORLD_SIZE nodes=$SLURM_JOB_NODELIST master=$MASTER_ADDR gpus=$GPUD_GPUS'")
 		if r.code != 0 {
 			t.Fatalf("gang job: exit %d: %s", r.code, r.stderr)
 		}

@@ -128,13 +128,13 @@ func TestDynamicMIG(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		r := c.cli(work, "gpusubmit", "--wait", "--parsable", "--gpus=8", "--output", "whole-%j.out", "--wrap", `echo "visible=$CUDA_VISIBLE_DEVICES"`)
+		r := c.cli(work, "gpusubmit", "--wait", "--parsable", "--gpus=8", "--output", "whole-%j.out", "--wrap", `echo "visible=$CUDA_VISIBLE_DEVICES uuids=$GPUD_GPUS"`)
 		if r.code != 0 {
 			t.Fatalf("whole-GPU job: exit %d: %s", r.code, r.stderr)
 		}
 		out, _ := os.ReadFile(filepath.Join(work, "whole-"+strings.TrimSpace(r.stdout)+".out"))
-		if n := len(gpuUUID.FindAllString(string(out), -1)); n != 8 {
-			t.Errorf("whole-GPU job saw %d GPUs, want 8:\n%s", n, out)
+		if n := len(gpuUUID.FindAllString(string(out), -1)); n != 8 || !strings.Contains(string(out), "visible=0,1,2,3,4,5,6,7 ") {
+			t.Errorf("whole-GPU job saw %d GPUs, want 8 (CUDA_VISIBLE_DEVICES 0-7, UUIDs in GPUD_GPUS):\n%s", n, out)
 		}
 	})
 

@@ -39,7 +39,9 @@ echo finished
 	if r := c.cli(work, "squeue", "-h", "-j", id, "-o", "%i %T %j"); r.code != 0 || strings.TrimSpace(r.stdout) != id+" RUNNING trapper" {
 		t.Errorf("squeue: exit %d, %q, %s", r.code, r.stdout, r.stderr)
 	}
-	if r := c.cli(work, "scancel", "--signal=USR1", id); r.code != 0 {
+	// The batch shell traps it: -b sends it there (without -b a signal
+	// goes to the job's steps only, as in Slurm).
+	if r := c.cli(work, "scancel", "-b", "--signal=USR1", id); r.code != 0 {
 		t.Fatalf("scancel --signal: exit %d: %s", r.code, r.stderr)
 	}
 	waitFor(t, 30*time.Second, "the trap to report USR1", func() bool { b, _ := os.ReadFile(out); return strings.Contains(string(b), "got USR1") })
@@ -62,7 +64,9 @@ echo finished
 		t.Fatalf("sacct: exit %d: %s", r.code, r.stderr)
 	}
 	// A job killed by SIGTERM reads 0:15, as in Slurm (it read 143:15).
-	want := id + "|trapper|CANCELLED|0:15\n" + quiet + "|wrap|COMPLETED|0:0\n"
+	// Each job, then its batch step (N.batch), as sacct lists them.
+	want := id + "|trapper|CANCELLED|0:15\n" + id + ".batch|batch|CANCELLED|0:15\n" +
+		quiet + "|wrap|COMPLETED|0:0\n" + quiet + ".batch|batch|COMPLETED|0:0\n"
 	if r.stdout != want {
 		t.Errorf("sacct -P:\n%s\nwant:\n%s", r.stdout, want)
 	}

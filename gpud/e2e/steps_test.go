@@ -21,7 +21,7 @@ const stepsScript = `#!/bin/bash
 echo once nodelist=$SLURM_JOB_NODELIST
 srun -l hostname
 srun -l printenv SLURMD_NODENAME
-srun --ntasks-per-node=2 --gpus-per-task=1 bash -c 'echo task $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURM_NTASKS $SLURM_STEP_ID $CUDA_VISIBLE_DEVICES'
+srun --ntasks-per-node=2 --gpus-per-task=1 bash -c 'echo task $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURM_NTASKS $SLURM_STEP_ID $CUDA_VISIBLE_DEVICES $SLURMD_NODENAME'
 srun -n2 bash -c 'exit $((SLURM_PROCID * 3))'
 echo "rc=$?"
 start=$SECONDS
@@ -72,16 +72,18 @@ func TestSteps(t *testing.T) {
 		}
 	}
 	// Four tasks, PROCIDs 0-3, LOCALIDs 0,1 per node, each its own GPU.
-	tasks := regexp.MustCompile(`(?m)^task (\d) (\d) (\d) 4 2 (\S+)$`).FindAllStringSubmatch(text, -1)
+	// Each task's CUDA_VISIBLE_DEVICES is its own index into its node's
+	// devices (Slurm's form), so a GPU is a node and an index.
+	tasks := regexp.MustCompile(`(?m)^task (\d) (\d) (\d) 4 2 (\S+) (\S+)$`).FindAllStringSubmatch(text, -1)
 	procs, gpus := map[string]bool{}, map[string]bool{}
 	for _, m := range tasks {
 		procs[m[1]] = true
-		gpus[m[4]] = true
+		gpus[m[5]+"/"+m[4]] = true
 		if want := map[string]string{"0": "0 0", "1": "1 0", "2": "0 1", "3": "1 1"}[m[1]]; m[2]+" "+m[3] != want {
 			t.Errorf("task %s: LOCALID NODEID = %s %s, want %s", m[1], m[2], m[3], want)
 		}
-		if strings.Contains(m[4], ",") || !gpuUUID.MatchString(m[4]) {
-			t.Errorf("task %s: CUDA_VISIBLE_DEVICES=%s, want one GPU", m[1], m[4])
+		if m[4] != m[2] {
+			t.Errorf("task %s: CUDA_VISIBLE_DEVICES=%s, want its own index %s (its LOCALID under --gpus-per-task=1)", m[1], m[4], m[2])
 		}
 	}
 	if len(procs) != 4 || len(gpus) != 4 {

@@ -454,8 +454,13 @@ func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
 			r.learn(asg, self)
 			if asg.Stop {
 				r.stopAfter(stopState(asg), asg.StopReason, asg.Checkpoint)
-			} else if asg.Signal != "" {
-				r.signal(ctx, asg.Signal, asg.SignalSeq)
+			} else {
+				if asg.Signal != "" {
+					r.signal(ctx, asg.Signal, asg.SignalSeq, asg.Job.SignalTarget)
+				}
+				if len(asg.Job.StepSignals) > 0 {
+					r.stepSignals(ctx, asg.Job.StepSignals) // steprec.go
+				}
 			}
 			continue
 		}

@@ -25,6 +25,10 @@ type ckptPlan struct {
 	// owner: this runner seals (rank 0); other ranks only signal their
 	// processes and wait for the checkpoint to appear.
 	owner bool
+	// target is who gets sig (signalTarget): every process for
+	// --checkpoint; Slurm's rule for --signal: the steps' tasks, or with
+	// B: the batch shell only.
+	target string
 }
 
 // ownsCheckpoints reports whether this runner manages the job's checkpoint
@@ -55,10 +59,11 @@ func (r *runner) checkpointPlan() *ckptPlan {
 			r.log().Warn("job's --signal is not valid; checkpointing with the default signal", "signal", job.JobSpec.Signal, "err", err)
 		} else {
 			p.sig, p.before = sig, time.Duration(secs)*time.Second
+			// As Slurm's --signal: the steps' tasks and not the batch
+			// shell, or with B: the batch shell only.
+			p.target = spec.SignalSteps
 			if batchOnly {
-				// TODO(#5): the runtime signals every process of the
-				// container; B: (batch shell only) needs a runtime option.
-				r.log().Debug("--signal B: is delivered to every process of the job")
+				p.target = spec.SignalBatch
 			}
 		}
 	}

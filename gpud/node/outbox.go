@@ -56,6 +56,10 @@ CREATE TABLE IF NOT EXISTS allocs (
 	signal_seq INTEGER NOT NULL DEFAULT 0,
 	updated_ns INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS step_ids (
+	alloc_id TEXT PRIMARY KEY,  -- an allocation whose steps this node numbers (rank 0)
+	next     INTEGER NOT NULL   -- the number its next step gets
+);
 `
 
 // openOutbox opens (creating if needed) stateDir/outbox.db and drops
@@ -103,6 +107,10 @@ func openOutboxDSN(ctx context.Context, path, dsn string, now time.Time) (*outbo
 	if _, err := db.ExecContext(ctx, `DELETE FROM allocs WHERE exited = 1 AND updated_ns < ?`, cut); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("prune outbox %s: %w", path, err)
+	}
+	if _, err := db.ExecContext(ctx, `DELETE FROM step_ids WHERE alloc_id NOT IN (SELECT alloc_id FROM allocs)`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("prune step numbers in outbox %s: %w", path, err)
 	}
 	return &outbox{db: db}, nil
 }

@@ -46,6 +46,10 @@ func (a *Agent) remotePeer(nd spec.NodeAlloc) (stepPeer, error) {
 	return &remotePeer{a: a, node: nd.Node, addr: net.JoinHostPort(host, strconv.Itoa(nd.StepPort))}, nil
 }
 
+// stepOwner is nil: a peer on another host numbers and books nothing for
+// this node (steprec.go).
+func (p *remotePeer) stepOwner(string) *runner { return nil }
+
 // startTasks asks the peer to start its tasks and returns them running:
 // their output is relayed into out, their exits onto the part's channel,
 // and the part's signals go to the peer.
@@ -61,8 +65,14 @@ func (p *remotePeer) startTasks(ctx context.Context, allocID string, st stepTask
 		return nil, fmt.Errorf("reach node %s's step listener at %s: %w", p.node, p.addr, err)
 	}
 	c := nc.(*tls.Conn)
-	part := api.StepPart{Step: st.Step, NodeIndex: st.NodeIndex, Tasks: st.Tasks, GPUsPerTask: st.GPUsPerTask,
+	part := api.StepPart{Step: st.Step, NodeIndex: st.NodeIndex, Tasks: st.Tasks, GPUIdx: st.GPUIdx,
+		GPUsPerTask: st.Bind.perTask, GPUBindSingle: st.Bind.single, GPUBindMap: st.Bind.mapGPU,
 		Args: st.Args, Env: st.Env, Cwd: st.Cwd, Stdin: st.Stdin != nil && st.NodeIndex == 0}
+	if st.GPUIdx != nil || st.Bind.single > 0 || len(st.Bind.mapGPU) > 0 {
+		// A peer that does not know the step's GPUs would give its tasks
+		// all of the allocation's: it refuses the part instead.
+		part.Flags = append(part.Flags, api.StepFlagGPUs)
+	}
 	var wmu sync.Mutex
 	enc := json.NewEncoder(c)
 	send := func(v any) error { wmu.Lock(); defer wmu.Unlock(); return enc.Encode(v) }

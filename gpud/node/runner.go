@@ -62,9 +62,10 @@ type runner struct {
 	learnOnce sync.Once
 
 	// env is the container's environment (nil until started here), for
-	// step tasks; nextStep numbers the steps srun starts here.
-	env      []string
-	nextStep int
+	// step tasks.
+	env []string
+	// steps are the steps served and the step tasks run here (steprec.go).
+	steps stepRegistry
 }
 
 // learned is an adopted runner's assignment and its part of it.
@@ -130,7 +131,7 @@ func (r *runner) ending() (spec.JobState, string) {
 }
 
 // signal delivers a controller-requested signal once per seq.
-func (r *runner) signal(ctx context.Context, name string, seq int) {
+func (r *runner) signal(ctx context.Context, name string, seq int, target string) {
 	// Only the reconcile goroutine calls signal, so checking and then
 	// updating signalSeq after delivery does not race with itself; a
 	// failed delivery (container not created yet) is retried by the
@@ -149,8 +150,8 @@ func (r *runner) signal(ctx context.Context, name string, seq int) {
 	}
 	// Deliver before remembering: a crash in between resends it once,
 	// which a checkpoint signal tolerates better than never.
-	if err := r.a.rt.Signal(ctx, r.id, sig); err != nil {
-		log.Warn("signal job container", "signal", name, "err", err)
+	if err := r.signalTarget(ctx, target, sig); err != nil { // steprec.go
+		log.Warn("signal job container", "signal", name, "target", target, "err", err)
 		return
 	}
 	r.mu.Lock()
@@ -159,7 +160,7 @@ func (r *runner) signal(ctx context.Context, name string, seq int) {
 	if err := r.a.ob.markSignal(ctx, r.allocID, r.jobID, seq, r.a.clock.Now()); err != nil {
 		log.Warn("remember delivered signal", "err", err)
 	}
-	log.Info("signal delivered", "signal", name, "signal_seq", seq)
+	log.Info("signal delivered", "signal", name, "target", target, "signal_seq", seq)
 }
 
 func (r *runner) log() *slog.Logger {
@@ -418,7 +419,9 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 			peerBase = r.newestSealed()
 		}
 		log.Info("checkpoint requested", "signal", signame.Full(plan.sig), "why", why, "timeout", r.a.cfg.CheckpointTimeout, "rank", r.self.Rank)
-		r.kill(ctx, log, plan.sig)
+		if err := r.signalTarget(ctx, plan.target, plan.sig); err != nil && ctx.Err() == nil { // steprec.go
+			log.Warn("send the checkpoint signal", "signal", signame.Full(plan.sig), "target", plan.target, "err", err)
+		}
 		ckptUntil = clock.Now().Add(r.a.cfg.CheckpointTimeout)
 		pollC = clock.After(checkpointPoll)
 	}

@@ -84,6 +84,18 @@ func (p *Peers) get(name string) *Agent {
 // network (remotePeer, peerclient.go).
 type stepPeer interface {
 	startTasks(ctx context.Context, allocID string, st stepTasks, out *stepStream) (*stepPart, error)
+	// stepOwner is the peer's runner of allocation allocID where the
+	// peer is in this process (it numbers the allocation's steps and
+	// books their resources when it runs the first node's part,
+	// steprec.go), nil where it is not or over the network.
+	stepOwner(allocID string) *runner
+}
+
+// stepOwner is this agent's runner of allocID, if it runs a part of it.
+func (a *Agent) stepOwner(allocID string) *runner {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.runners[allocID]
 }
 
 // peer returns the agent running node nd's part of steps: this one, an
@@ -185,12 +197,36 @@ func stepLayout(alloc []spec.NodeAlloc, req api.StepRequest) (layout, error) {
 	nodes := slices.Clone(alloc)
 	sort.SliceStable(nodes, func(i, j int) bool { return nodes[i].Rank < nodes[j].Rank })
 	have := fmt.Sprintf("the allocation has %d node(s): %s", len(nodes), describeAlloc(nodes))
-	if req.NTasks < 0 || req.Nodes < 0 || req.NTasksPerNode < 0 || req.CPUsPerTask < 0 || req.GPUsPerTask < 0 {
+	if req.NTasks < 0 || req.Nodes < 0 || req.NTasksPerNode < 0 || req.CPUsPerTask < 0 || req.GPUsPerTask < 0 || req.GPUs < 0 || req.GPUsPerNode < 0 {
 		return layout{}, spec.Errorf(spec.ErrInvalid, "negative task, node, CPU or GPU count")
 	}
 	nn := req.Nodes
 	if nn > len(nodes) {
 		return layout{}, spec.Errorf(spec.ErrInvalid, "step asks for %d nodes but %s", nn, have)
+	}
+	if req.NodeList != "" {
+		// -w: these nodes of the allocation, first (in rank order), and
+		// all of them.
+		want, err := hostlist.Expand(req.NodeList)
+		if err != nil {
+			return layout{}, spec.Errorf(spec.ErrInvalid, "--nodelist=%s: %v", req.NodeList, err)
+		}
+		for _, w := range want {
+			if !slices.ContainsFunc(nodes, func(n spec.NodeAlloc) bool { return n.Node == w }) {
+				return layout{}, spec.Errorf(spec.ErrInvalid, "--nodelist: node %s is not in the job's allocation; %s", w, have)
+			}
+		}
+		sort.SliceStable(nodes, func(i, j int) bool {
+			return slices.Contains(want, nodes[i].Node) && !slices.Contains(want, nodes[j].Node)
+		})
+		if nn == 0 {
+			nn = len(slices.Compact(slices.Sorted(slices.Values(want))))
+		} else if nn < len(want) {
+			return layout{}, spec.Errorf(spec.ErrInvalid, "--nodelist names %d nodes but -N asks for %d", len(want), nn)
+		}
+		if req.NTasks > 0 && req.NTasks < nn {
+			return layout{}, spec.Errorf(spec.ErrInvalid, "step asks for %d tasks on the %d nodes of --nodelist=%s; each node needs at least one task", req.NTasks, nn, req.NodeList)
+		}
 	}
 	nt := req.NTasks
 	switch {
@@ -225,8 +261,18 @@ func stepLayout(alloc []spec.NodeAlloc, req api.StepRequest) (layout, error) {
 		if c := req.CPUsPerTask; c > 0 && n*c > nd.CPUs {
 			return layout{}, spec.Errorf(spec.ErrInvalid, "step needs %d CPUs on node %s (%d tasks x %d) but %s", n*c, nd.Node, n, c, have)
 		}
-		if g := req.GPUsPerTask; g > 0 && n*g > len(nd.GPUs) {
+		if g := req.GPUsPerTask; g > 0 && n*g > devices(nd) {
 			return layout{}, spec.Errorf(spec.ErrInvalid, "step needs %d GPUs on node %s (%d tasks x %d) but %s", n*g, nd.Node, n, g, have)
+		}
+		if g := req.GPUsPerNode; g > devices(nd) {
+			return layout{}, spec.Errorf(spec.ErrInvalid, "step asks for %d GPUs per node but %s", g, have)
+		}
+	}
+	if g := req.GPUs; g > 0 {
+		for i, nd := range l.nodes {
+			if want := stepGPUs(req, l, i, devices(nd)); want > devices(nd) {
+				return layout{}, spec.Errorf(spec.ErrInvalid, "step asks for %d GPUs (%d on node %s) but %s", g, want, nd.Node, have)
+			}
 		}
 	}
 	return l, nil
@@ -235,7 +281,7 @@ func stepLayout(alloc []spec.NodeAlloc, req api.StepRequest) (layout, error) {
 func describeAlloc(nodes []spec.NodeAlloc) string {
 	parts := make([]string, len(nodes))
 	for i, n := range nodes {
-		parts[i] = fmt.Sprintf("%s (%d CPUs, %d GPUs)", n.Node, n.CPUs, len(n.GPUs))
+		parts[i] = fmt.Sprintf("%s (%d CPUs, %d GPUs)", n.Node, n.CPUs, devices(n))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -330,10 +376,54 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 			return
 		}
 	}
-	r.mu.Lock()
-	step := r.nextStep
-	r.nextStep++
-	r.mu.Unlock()
+	bind, err := parseGPUBind(req.GPUBind, req.GPUsPerTask) // stepres.go
+	if err != nil {
+		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+		return
+	}
+	// srun's messages (signals, stdin) and its going away, from now on.
+	msgs := make(chan api.StepMsg, 16)
+	go func() {
+		defer close(msgs)
+		for {
+			var m api.StepMsg
+			if dec.Decode(&m) != nil {
+				return
+			}
+			msgs <- m
+		}
+	}()
+	// The step's share of the allocation: it waits while running steps
+	// hold what it needs (stepres.go).
+	ledger := r.ledger()
+	var grant stepGrant
+	for waited := false; ; {
+		changed := ledger.wait()
+		gr, ok := ledger.take(req, l)
+		if ok {
+			grant = gr
+			break
+		}
+		if !waited {
+			waited = true
+			out.send(api.StepMsg{Kind: api.StepWaiting, Error: "Job step creation temporarily disabled, retrying (Requested nodes are busy)"})
+		}
+		select {
+		case <-changed:
+		case m, ok := <-msgs:
+			if !ok || m.Kind == api.StepSignal && (m.Signal == int(syscall.SIGINT) || m.Signal == int(syscall.SIGTERM)) {
+				return // srun gone or interrupted while it waited
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+	defer ledger.give(l, grant)
+	step, err := r.allocStepID(ctx) // steprec.go: numbered per job
+	if err != nil {
+		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+		return
+	}
 
 	names := make([]string, len(l.nodes))
 	for i, n := range l.nodes {
@@ -358,6 +448,14 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 	if req.CPUsPerTask > 0 {
 		stepEnv = append(stepEnv, "SLURM_CPUS_PER_TASK="+strconv.Itoa(req.CPUsPerTask))
 	}
+
+	// srun learns the step and where each task runs before any task
+	// writes output (its %s and %n output patterns).
+	perNode := make([]int, len(l.tasks))
+	for i, t := range l.tasks {
+		perNode[i] = len(t)
+	}
+	out.send(api.StepMsg{Kind: api.StepLayout, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode})
 
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -392,7 +490,7 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 			p, err := r.a.peer(nd)
 			if err == nil {
 				st := stepTasks{
-					Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUsPerTask: req.GPUsPerTask,
+					Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUIdx: grant.gpus[i], Bind: bind,
 					Args: req.Args, Env: mergeEnv(req.Env, stepEnv), Cwd: req.Cwd,
 				}
 				if i == 0 && req.Stdin {
@@ -415,18 +513,19 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 		return
 	}
 	log.Info("step started", "step", step, "tasks", nt, "nodes", names)
-	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names})
+	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode})
 	signalAll := func(sig syscall.Signal) {
 		for _, p := range parts {
 			p.signal(sig)
 		}
 	}
+	served := r.stepStarted(ctx, step, req, l, grant, names, nt, signalAll) // steprec.go
 	// srun's signals, and srun going away (kill the tasks: nobody reads
 	// their output or exit any more).
 	go func() {
 		for {
-			var m api.StepMsg
-			if err := dec.Decode(&m); err != nil {
+			m, ok := <-msgs
+			if !ok {
 				select {
 				case <-sctx.Done():
 				default:
@@ -452,7 +551,7 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 		}
 	}()
 	var mu sync.Mutex
-	worst := 0
+	worst, worstSig := 0, 0
 	var wg sync.WaitGroup
 	for _, p := range parts {
 		wg.Add(1)
@@ -463,6 +562,9 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 				code := ex.Code
 				mu.Lock()
 				worst = max(worst, code)
+				if worstSig == 0 {
+					worstSig = ex.Signal
+				}
 				mu.Unlock()
 				if code != 0 && req.KillOnBadExit {
 					signalAll(syscall.SIGKILL)
@@ -475,16 +577,18 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 	endStdin()
 	log.Info("step ended", "step", step, "exit_code", worst)
 	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
+	r.stepEnded(ctx, served, worst, worstSig) // after srun has its answer: this commits to disk
 }
 
 // stepTasks is one node's share of a step.
 type stepTasks struct {
-	Step        int
-	NodeIndex   int   // the node's index within the step
-	Tasks       []int // global task IDs, in local order
-	GPUsPerTask int
-	Args, Env   []string
-	Cwd         string
+	Step      int
+	NodeIndex int   // the node's index within the step
+	Tasks     []int // global task IDs, in local order
+	GPUIdx    []int // the step's GPUs among the node's devices
+	Bind      gpuBind
+	Args, Env []string
+	Cwd       string
 	// Stdin is task 0's input (on the node that runs task 0).
 	Stdin io.Reader
 }
@@ -567,7 +671,10 @@ func (a *Agent) startTasks(ctx context.Context, allocID string, st stepTasks, ou
 		wg.Wait()
 		return nil, err
 	}
-	go func() { wg.Wait(); close(part.exits) }()
+	// The node's step tasks get the job's signals meant for steps
+	// (scancel --signal without -b), whoever serves their step.
+	r.steps.addPart(part)
+	go func() { wg.Wait(); r.steps.removePart(part); close(part.exits) }()
 	return part, nil
 }
 
@@ -586,9 +693,14 @@ func (a *Agent) startTask(ctx context.Context, ex runtime.Execer, ctr string, st
 			over = append(over, k+"="+v)
 		}
 	}
-	if g := st.GPUsPerTask; g > 0 && (local+1)*g <= len(gpus) {
-		mine := strings.Join(gpus[local*g:(local+1)*g], ",")
-		over = append(over, "CUDA_VISIBLE_DEVICES="+mine, "SLURM_GPUS_ON_NODE="+strconv.Itoa(g))
+	// The task's GPUs: of the node's, the step's, and of those its own
+	// under --gpus-per-task or --gpu-bind (stepres.go).
+	mine, err := taskGPUs(gpus, st.GPUIdx, st.Bind, local)
+	if err != nil {
+		return fmt.Errorf("task %d on node %s: %w", task, a.cfg.Name, err)
+	}
+	if len(gpus) > 0 {
+		over = append(over, "CUDA_VISIBLE_DEVICES="+strings.Join(mine, ","), "SLURM_GPUS_ON_NODE="+strconv.Itoa(len(mine)))
 	}
 	proc, err := ex.Exec(ctx, ctr, runtime.ExecConfig{
 		ID:   fmt.Sprintf("step%d-task%d", st.Step, task),

@@ -215,7 +215,8 @@ func (a *Agent) servePart(ctx context.Context, r *runner, p api.StepPart, dec *j
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	st := stepTasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUsPerTask: p.GPUsPerTask,
+	st := stepTasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUIdx: p.GPUIdx,
+		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap},
 		Args: p.Args, Env: p.Env, Cwd: p.Cwd}
 	// Task 0's input: a chunk queue, so a task that does not read blocks
 	// neither the signals nor the other messages (64 chunks wait).

@@ -266,6 +266,18 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 	if visible == "" {
 		visible = "void"
 	}
+	// CUDA_VISIBLE_DEVICES as Slurm sets it in a job whose devices are
+	// constrained: indices into the devices the container sees (it sees
+	// only its own, 0..n-1); the UUIDs stay in GPUD_GPUS. MIG slices keep
+	// their MIG UUIDs, which select the slice whatever CUDA enumerates.
+	cudaVisible := gpus
+	if len(in.MIG) == 0 && len(self.GPUs) > 0 {
+		idx := make([]string, len(self.GPUs))
+		for i := range idx {
+			idx[i] = strconv.Itoa(i)
+		}
+		cudaVisible = strings.Join(idx, ",")
+	}
 	stdout, stderr := outputPaths(job, in.NodeName, self.Rank)
 	// The batch script runs once, on the first node (step "batch"); the
 	// other nodes hold their share and run steps' tasks only (step.go).
@@ -305,7 +317,7 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		"SLURM_MEM_PER_NODE=" + strconv.FormatInt(self.MemMiB, 10),
 		// Requeues and preemptions so far: a script can tell a rerun.
 		"SLURM_RESTART_COUNT=" + strconv.Itoa(max(alloc.Attempt-1, 0)),
-		"CUDA_VISIBLE_DEVICES=" + gpus,
+		"CUDA_VISIBLE_DEVICES=" + cudaVisible,
 		"NVIDIA_VISIBLE_DEVICES=" + visible,
 		"SLURMD_NODENAME=" + in.NodeName,
 		"SLURM_GPUS_ON_NODE=" + strconv.Itoa(len(devs)),

@@ -23,7 +23,7 @@ func TestBuildTaskFractionMPSEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"CUDA_VISIBLE_DEVICES=" + uuid,
+		"CUDA_VISIBLE_DEVICES=0", "GPUD_GPUS=" + uuid,
 		"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25",
 		"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=" + uuid + "=20389M",
 	} {

@@ -35,6 +35,13 @@ func (s *Server) acctJobs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	steps := false
+	if v := q.Get("steps"); v != "" {
+		if steps, err = strconv.ParseBool(v); err != nil {
+			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "query parameter steps=%q is not true or false", v))
+			return
+		}
+	}
 	id := who(r)
 	if err := notNode(id, "job accounting"); err != nil {
 		s.writeError(w, r, err)
@@ -66,11 +73,28 @@ func (s *Server) acctJobs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var stepsOf map[spec.JobID][]accounting.Step
+	if steps && len(recs) > 0 {
+		ids := make([]spec.JobID, len(recs))
+		for i := range recs {
+			ids[i] = recs[i].ID
+		}
+		if stepsOf, err = s.acct.Steps(r.Context(), ids); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	out := api.AcctJobsResponse{Jobs: make([]api.AcctJob, 0, len(recs))}
 	for i := range recs {
 		j := acctJob(&recs[i])
 		if history {
 			j.AttemptHistory = acctAttempts(attempts[j.ID])
+		}
+		if steps {
+			j.Steps = stepsOf[j.ID]
+			if j.Steps == nil {
+				j.Steps = []api.AcctStep{}
+			}
 		}
 		out.Jobs = append(out.Jobs, j)
 	}
@@ -175,7 +199,7 @@ func (s *Server) acctSummary(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	for _, k := range []string{"id", "state", "limit", "attempt_history"} {
+	for _, k := range []string{"id", "state", "limit", "attempt_history", "steps"} {
 		if q.Has(k) {
 			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "query parameter %s is not supported by the accounting summary; filter by user, account, partition, start and end", k))
 			return

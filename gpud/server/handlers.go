@@ -238,6 +238,27 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action, reason := r.PathValue("action"), req.Reason
+	if req.Step != "" {
+		// One step of the job (gpuq cancel N.S, scancel [--signal] N.S).
+		if action != controller.ActionCancel {
+			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "a step can be cancelled or signalled, not %s", action))
+			return
+		}
+		if len(req.Step) > maxShort {
+			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "step: %d bytes; a step is a number", len(req.Step)))
+			return
+		}
+		j, err := s.c.StepAction(r.Context(), as, ref, req.Step, req.Signal)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.writeJSON(w, j)
+		return
+	}
+	if req.Signal != "" && req.SignalTarget != "" {
+		req.Signal = req.SignalTarget + ":" + req.Signal // the controller's TARGET:SIG
+	}
 	if req.Signal != "" {
 		if action != controller.ActionCancel {
 			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "a signal goes with cancel only (scancel --signal), not %s", action))
@@ -571,7 +592,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		evs = append(evs, controller.NodeEvent{Seq: e.Seq, Node: e.Node, AllocID: e.AllocID, JobID: e.JobID, Kind: e.Kind,
 			Time: e.Time.Time, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Reason: sanitize(e.Reason),
-			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes, MIG: e.MIG})
+			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes, MIG: e.MIG, Step: e.Step})
 	}
 	// A node speaks only for its own allocations, usage included: judged
 	// before the events apply (an exit in this batch may end the attempt).

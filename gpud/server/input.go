@@ -17,14 +17,15 @@ import (
 // the cluster (partition limits, max nodes per job, root jobs). A job's
 // own bounds are spec.JobSpec.Validate's (spec.Max*).
 const (
-	maxShort   = spec.MaxNameBytes
-	maxText    = spec.MaxTextBytes
-	maxItems   = spec.MaxItems // args, env, nodelist, features, running allocs
-	maxEvents  = 1000          // events per POST (agents send 100)
-	maxCPUs    = spec.MaxCPUs
-	maxMemMiB  = spec.MaxMemMiB
-	maxGPUs    = spec.MaxGPUs // per node
-	maxSeconds = spec.MaxSeconds
+	maxStepNodes = 100000 // nodes of one step (the allocation's)
+	maxShort     = spec.MaxNameBytes
+	maxText      = spec.MaxTextBytes
+	maxItems     = spec.MaxItems // args, env, nodelist, features, running allocs
+	maxEvents    = 1000          // events per POST (agents send 100)
+	maxCPUs      = spec.MaxCPUs
+	maxMemMiB    = spec.MaxMemMiB
+	maxGPUs      = spec.MaxGPUs // per node
+	maxSeconds   = spec.MaxSeconds
 )
 
 // Begin times outside [minBegin, maxBegin) are refused (spec.MinBegin).
@@ -191,6 +192,23 @@ func checkEvents(evs []api.AllocEvent) error {
 		}
 		for k, u := range e.MIG {
 			c.name(fmt.Sprintf("%s.mig[%d]", f, k), u, maxShort)
+		}
+		if e.Kind == api.EventStepStarted || e.Kind == api.EventStepEnded {
+			st := e.Step
+			if st == nil {
+				c.bad("%s is a step event without a step; send the step in step", f)
+				continue
+			}
+			c.name(f+".step.id", st.ID, maxShort)
+			c.text(f+".step.name", st.Name, maxShort)
+			c.name(f+".step.state", string(st.State), maxShort)
+			c.text(f+".step.reason", st.Reason, maxText)
+			if len(st.Nodes) > maxStepNodes {
+				c.bad("%s.step.nodes: %d nodes; a step runs on at most %d", f, len(st.Nodes), maxStepNodes)
+			}
+			for k, n := range st.Nodes {
+				c.name(fmt.Sprintf("%s.step.nodes[%d]", f, k), n, maxShort)
+			}
 		}
 		if e.Kind == api.EventUsage {
 			u := e.Usage

@@ -82,6 +82,9 @@ type Accounting interface {
 	// Attempts returns the attempts of the jobs ids, each job's oldest
 	// first (sacct --duplicates). Same concurrency and ctx contract as Jobs.
 	Attempts(ctx context.Context, ids []spec.JobID) (map[spec.JobID][]accounting.Attempt, error)
+	// Steps returns the steps of the jobs' last attempts (sacct's N.batch,
+	// N.0 rows). Same concurrency and ctx contract as Jobs.
+	Steps(ctx context.Context, ids []spec.JobID) (map[spec.JobID][]accounting.Step, error)
 }
 
 // UsageRecorder stores the usage samples nodes send with their events

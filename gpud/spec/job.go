@@ -254,6 +254,17 @@ type Job struct {
 	// the same key by the same user returns this job instead of making
 	// another. Stored with the job, so an HA group's new leader knows it.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// SignalTarget is who gets SignalName: "" or SignalFull every process,
+	// SignalSteps the steps' tasks, SignalBatch the batch shell only.
+	SignalTarget string `json:"signal_target,omitempty"`
+	// Steps are the current attempt's steps: the batch step and each
+	// srun, running and ended (the newest maxKeptSteps ended ones); ended
+	// steps are in accounting as well.
+	Steps []Step `json:"steps,omitempty"`
+	// StepSignals are the latest step signal and cancel requests (gpuq
+	// cancel N.S); StepSignalSeq numbers them.
+	StepSignals   []StepSignal `json:"step_signals,omitempty"`
+	StepSignalSeq int          `json:"step_signal_seq,omitempty"`
 }
 
 // CheckpointRef identifies a sealed checkpoint of a job as its node

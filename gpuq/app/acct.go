@@ -21,6 +21,7 @@ func acctCommand() *cli.Command {
 		Description: "Lists jobs that were eligible or running at some time between --starttime (default: midnight " +
 			"today, or the beginning of time with --jobs) and --endtime (default: now), with columns " +
 			"JobID JobName User Account Partition State ExitCode Elapsed GPUs GPUHours. ExitCode is code:signal, 0:N for a job killed by signal N as in Slurm (0:15: cancelled), and 0:125 for an OUT_OF_MEMORY job, as Slurm shows it. " +
+			"With --jobs, each job is followed by its steps (N.batch for the batch script, N.0, N.1, ... for each srun), unless -X. " +
 			"With -D, a requeued job shows one row per attempt, like sacct --duplicates; the attempt, checkpoint " +
 			"and lost_work fields show each attempt's number, newest sealed checkpoint and the work its requeue threw away. " +
 			"Users other than root see only their own jobs.",
@@ -37,6 +38,7 @@ func acctCommand() *cli.Command {
 			&cli.BoolFlag{Name: "parsable", Aliases: []string{"p"}, Usage: "separate fields with | and end each line with one, unpadded"},
 			&cli.BoolFlag{Name: "csv", Usage: "print CSV"},
 			&cli.BoolFlag{Name: "duplicates", Aliases: []string{"D"}, Usage: "one row per attempt of a requeued job, with that attempt's start, end, elapsed, nodes, state and reason (with --json: each job's attempt_history)"},
+			&cli.BoolFlag{Name: "allocations", Aliases: []string{"X"}, Usage: "with --jobs, the jobs only: no rows for their steps (N.batch, N.0, ...)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON: an array of jobs with every accounting field"},
 			&cli.BoolFlag{Name: "noheader", Aliases: []string{"n"}, Usage: "print no header line"},
 		},
@@ -96,6 +98,8 @@ func acct(c *cli.Context) error {
 	}
 	dup := c.Bool("duplicates")
 	f.AttemptHistory = dup || !c.Bool("json") && parsed.NeedsAttempts()
+	// Jobs named with -j show their steps too, as sacct -j does.
+	f.Steps = len(f.IDs) > 0 && !c.Bool("allocations") && !dup
 	cl, err := client(c)
 	if err != nil {
 		return err
@@ -109,6 +113,9 @@ func acct(c *cli.Context) error {
 	}
 	if dup {
 		jobs = format.ExpandAttempts(jobs)
+	}
+	if f.Steps {
+		jobs = format.ExpandSteps(jobs, nil)
 	}
 	switch {
 	case c.Bool("csv"):

@@ -67,7 +67,7 @@ func TestAcct(t *testing.T) {
 			name:      "jobs drop the default start; csv without header",
 			args:      []string{"acct", "-j", "8,7", "--csv", "--noheader", "--format", "jobid,gpu_hours"},
 			want:      "7,16.5000\n8,0.0200\n",
-			wantQuery: url.Values{"id": {"8", "7"}},
+			wantQuery: url.Values{"id": {"8", "7"}, "steps": {"true"}},
 		},
 		{
 			name:      "allusers and time of day",
@@ -123,13 +123,13 @@ func TestAcctDuplicates(t *testing.T) {
 			name:      "attempt fields without -D show the job's totals",
 			args:      []string{"acct", "-j", "7", "-p", "-o", "jobid,state,attempt,checkpoint,lost_work"},
 			want:      "JobID|State|Attempt|Checkpoint|LostWork|\n7|COMPLETED|2|4@2025-03-14T13:20:00|00:10:00|\n",
-			wantQuery: url.Values{"id": {"7"}, "attempt_history": {"true"}},
+			wantQuery: url.Values{"id": {"7"}, "attempt_history": {"true"}, "steps": {"true"}},
 		},
 		{
 			name:      "other fields do not ask for attempts",
 			args:      []string{"acct", "-j", "7", "-p", "-o", "jobid,state"},
 			want:      "JobID|State|\n7|COMPLETED|\n",
-			wantQuery: url.Values{"id": {"7"}},
+			wantQuery: url.Values{"id": {"7"}, "steps": {"true"}},
 		},
 	}
 	for _, tc := range tests {

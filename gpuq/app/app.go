@@ -79,12 +79,12 @@ func New() *cli.App {
 		},
 		Commands: []*cli.Command{
 			{
-				Name: "show", Usage: "show one job in detail (scontrol show job)", ArgsUsage: "JOB",
+				Name: "show", Usage: "show one job in detail (scontrol show job), and its running steps", ArgsUsage: "JOB",
 				Flags: []cli.Flag{jsonFlag()}, Action: show,
 			},
 			{
-				Name: "cancel", Usage: "cancel jobs, or signal them with --signal (scancel)", ArgsUsage: "JOB...",
-				Flags:  []cli.Flag{&cli.StringFlag{Name: "signal", Aliases: []string{"s"}, Usage: "send this signal (USR1, TERM, 10) to the job instead of cancelling it"}},
+				Name: "cancel", Usage: "cancel jobs or one step of a job (JOB.STEP), or signal them with --signal (scancel)", ArgsUsage: "JOB[.STEP]...",
+				Flags:  []cli.Flag{&cli.StringFlag{Name: "signal", Aliases: []string{"s"}, Usage: "send this signal (USR1, TERM, 10) instead of cancelling: to every process of the job, or to the step's tasks"}},
 				Action: jobAction("cancel"),
 			},
 			{Name: "hold", Usage: "keep pending jobs from starting", ArgsUsage: "JOB...", Action: jobAction("hold")},
@@ -238,7 +238,11 @@ func show(c *cli.Context) error {
 	if c.Bool("json") {
 		return format.WriteJSON(c.App.Writer, j)
 	}
-	return format.WriteJobShow(c.App.Writer, &j, time.Now())
+	now := time.Now()
+	if err := format.WriteJobShow(c.App.Writer, &j, now); err != nil {
+		return err
+	}
+	return format.WriteStepsShow(c.App.Writer, &j, now)
 }
 
 // jobAction runs action on every job given; it tries them all and exits 0
@@ -253,12 +257,18 @@ func jobAction(action string) cli.ActionFunc {
 			return invalid("gpuq %s needs at least one job id; e.g. gpuq %s 42 43", action, action)
 		}
 		var refs []spec.JobRef
+		var steps []string // N.S names step S of job N (cancel only)
 		for _, a := range args {
-			ref, err := spec.ParseJobRef(a)
+			head, step := spec.ParseStepRef(a)
+			if step != "" && action != "cancel" {
+				return invalid("gpuq %s acts on jobs, not steps: %q names step %s of job %s", action, a, step, head)
+			}
+			ref, err := spec.ParseJobRef(head)
 			if err != nil {
 				return err
 			}
 			refs = append(refs, ref)
+			steps = append(steps, step)
 		}
 		req := api.JobActionRequest{}
 		if action == "cancel" && c.IsSet("signal") {
@@ -273,9 +283,14 @@ func jobAction(action string) cli.ActionFunc {
 			return err
 		}
 		var errs []error
-		for _, ref := range refs {
+		for i, ref := range refs {
+			req.Step = steps[i]
+			what := "job " + ref.String()
+			if req.Step != "" {
+				what = "step " + ref.String() + "." + req.Step
+			}
 			if _, err := cl.RefAction(c.Context, ref, action, req); err != nil {
-				errs = append(errs, fmt.Errorf("%s job %s: %w", action, ref, err))
+				errs = append(errs, fmt.Errorf("%s %s: %w", action, what, err))
 			}
 		}
 		return errors.Join(errs...)

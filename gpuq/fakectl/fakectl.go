@@ -364,6 +364,11 @@ func (s *Server) acct(w http.ResponseWriter, r *http.Request) {
 			} else if j.AttemptHistory == nil {
 				j.AttemptHistory = []api.AcctAttempt{}
 			}
+			if q.Get("steps") != "true" {
+				j.Steps = nil
+			} else if j.Steps == nil {
+				j.Steps = []api.AcctStep{}
+			}
 			out = append(out, j)
 		}
 	}

@@ -26,7 +26,7 @@ type AcctField struct {
 // AcctFields lists the gpuq acct --format fields, sacct's names where
 // sacct has one.
 var AcctFields = []AcctField{
-	{"jobid", "JobID", "job id", func(j *api.AcctJob) string { return strconv.FormatUint(uint64(j.ID), 10) }},
+	{"jobid", "JobID", "job id; N.batch, N.0, ... for its steps", func(j *api.AcctJob) string { return AcctJobID(strconv.FormatUint(uint64(j.ID), 10), j) }},
 	{"jobname", "JobName", "job name", func(j *api.AcctJob) string { return j.Name }},
 	{"user", "User", "user name", func(j *api.AcctJob) string { return j.User }},
 	{"account", "Account", "account", func(j *api.AcctJob) string { return j.Account }},

@@ -85,11 +85,11 @@ func tres(j *api.AcctJob) string {
 var sacctFields = []sacctField{
 	{"JobID", 12, func(j *api.AcctJob) string {
 		if j.ArrayJobID != 0 {
-			return strconv.FormatUint(uint64(j.ArrayJobID), 10) + "_" + strconv.Itoa(j.ArrayTaskID)
+			return format.AcctJobID(strconv.FormatUint(uint64(j.ArrayJobID), 10)+"_"+strconv.Itoa(j.ArrayTaskID), j)
 		}
-		return strconv.FormatUint(uint64(j.ID), 10)
+		return format.AcctJobID(strconv.FormatUint(uint64(j.ID), 10), j)
 	}},
-	{"JobIDRaw", 12, func(j *api.AcctJob) string { return strconv.FormatUint(uint64(j.ID), 10) }},
+	{"JobIDRaw", 12, func(j *api.AcctJob) string { return format.AcctJobID(strconv.FormatUint(uint64(j.ID), 10), j) }},
 	{"JobName", 10, func(j *api.AcctJob) string { return j.Name }},
 	{"State", 10, func(j *api.AcctJob) string { return string(j.State) }},
 	{"ExitCode", 8, func(j *api.AcctJob) string { return format.StateExitCode(j.State, j.ExitCode, j.Signal) }},
@@ -283,6 +283,8 @@ func (c *Cmd) sacct(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Step rows (N.batch, N.0, ...) unless -X asks for allocations only.
+	f.Steps = !getopt.Has(ps, "allocations")
 	jobs, err := cl.AcctJobs(ctx, f)
 	if err != nil {
 		return fmt.Errorf("read accounting: %w", err)
@@ -329,9 +331,15 @@ func (c *Cmd) sacct(ctx context.Context) error {
 	}
 	t := newSacctTable(w, ps, delim, names, widths)
 	vals := make([]string, len(cols))
-	for i := range jobs {
+	if getopt.Has(ps, "allocations") {
+		for i := range jobs {
+			jobs[i].Steps = nil // -X: jobs only (running jobs carry theirs)
+		}
+	}
+	rows := sacctRows(jobs, sels) // sacct_steps.go
+	for i := range rows {
 		for k, col := range cols {
-			vals[k] = col.f.value(&jobs[i])
+			vals[k] = col.f.value(&rows[i])
 		}
 		t.row(vals)
 	}
@@ -412,6 +420,7 @@ func liveAcct(j *spec.Job, now time.Time) api.AcctJob {
 	if a.NTasks == 0 && j.Tasks.NTasksPerNode > 0 {
 		a.NTasks = j.Tasks.NTasksPerNode * nodes
 	}
+	a.Steps = format.LiveSteps(j, now)
 	return a
 }
 

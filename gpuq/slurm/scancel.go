@@ -39,18 +39,44 @@ func (c *Cmd) scancel(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range sels {
-		if s.step != "" {
-			return invalid("%s.%s: gpud jobs have no steps yet; cancel the job %s", s.ref, s.step, s.ref)
-		}
-	}
 	req := api.JobActionRequest{}
 	if v, ok := getopt.Last(ps, "signal"); ok {
 		req.Signal = v
+		// As Slurm's scancel: a signal goes to the job's steps and not
+		// to the batch shell; -b to the batch shell only, -f to every
+		// process of the job. Without --signal they cancel.
+		switch {
+		case getopt.Has(ps, "full"):
+			req.SignalTarget = spec.SignalFull
+		case getopt.Has(ps, "batch"):
+			req.SignalTarget = spec.SignalBatch
+		default:
+			req.SignalTarget = spec.SignalSteps
+		}
 	}
-	// -b/--batch and -f/--full choose which processes get a signal; gpud
-	// signals every process of the job until jobs have steps (issue 13),
-	// so they change nothing here, and without --signal they cancel.
+	var steps []jobSel
+	for _, s := range sels {
+		if s.step != "" {
+			steps = append(steps, s)
+		}
+	}
+	if len(steps) > 0 {
+		if len(steps) < len(sels) || getopt.Has(ps, "batch") || getopt.Has(ps, "full") {
+			return invalid("name either steps (JOB.STEP) or jobs, and no -b/-f with steps")
+		}
+		cl, err := c.client()
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, s := range steps {
+			sreq := api.JobActionRequest{Signal: req.Signal, Step: s.step}
+			if _, err := cl.RefAction(ctx, s.ref, "cancel", sreq); err != nil {
+				errs = append(errs, fmt.Errorf("Kill job error on job step id %s.%s: %w", s.ref, s.step, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
 	users := c.users(ps)
 	states, _, err := parseStates(getopt.All(ps, "state"))
 	if err != nil {

@@ -275,20 +275,28 @@ func TestScancel(t *testing.T) {
 	if _, errs, code := run(t, ctl, "scancel", "-bf", "8_0", "7"); code != 0 {
 		t.Fatal(errs)
 	}
+	if _, errs, code := run(t, ctl, "scancel", "7.0", "7.batch"); code != 0 {
+		t.Fatal(errs)
+	}
+	if _, errs, code := run(t, ctl, "scancel", "-b", "--signal=USR2", "9"); code != 0 {
+		t.Fatal(errs)
+	}
 	var got []string
 	for _, r := range ctl.Requests() {
 		if r.Method == "POST" {
 			got = append(got, r.Path+" "+strings.TrimSpace(string(r.Body)))
 		}
 	}
-	want := []string{`/v1/jobs/9/cancel {"signal":"USR1"}`,
+	want := []string{`/v1/jobs/9/cancel {"signal":"USR1","signal_target":"steps"}`,
 		`/v1/jobs/cancel {"filter":{"users":["alice"],"states":["RUNNING","PENDING"]},"names":["train"]}`,
-		`/v1/jobs/8_0/cancel {}`, `/v1/jobs/7/cancel {}`}
+		`/v1/jobs/8_0/cancel {}`, `/v1/jobs/7/cancel {}`,
+		`/v1/jobs/7/cancel {"step":"0"}`, `/v1/jobs/7/cancel {"step":"batch"}`,
+		`/v1/jobs/9/cancel {"signal":"USR2","signal_target":"batch"}`}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
-	if _, errs, code := run(t, ctl, "scancel", "7.0"); code != 2 || !strings.Contains(errs, "no steps") {
-		t.Errorf("scancel 7.0: exit %d, %q", code, errs)
+	if _, errs, code := run(t, ctl, "scancel", "7.0", "8"); code != 2 || !strings.Contains(errs, "either steps") {
+		t.Errorf("scancel 7.0 8: exit %d, %q", code, errs)
 	}
 	if _, errs, code := run(t, ctl, "scancel"); code != 2 || !strings.Contains(errs, "no job identification") {
 		t.Errorf("scancel: exit %d, %q", code, errs)

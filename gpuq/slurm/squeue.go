@@ -107,9 +107,6 @@ func (c *Cmd) squeue(ctx context.Context) error {
 	if getopt.Has(ps, "iterate") {
 		return invalid("--iterate is not supported; run squeue under watch(1)")
 	}
-	if getopt.Has(ps, "steps") {
-		return invalid("--steps: gpud jobs have no steps yet; squeue lists jobs")
-	}
 	var f api.JobFilter
 	f.Users = c.users(ps)
 	f.Accounts = splitList(getopt.All(ps, "account")...)
@@ -149,8 +146,9 @@ func (c *Cmd) squeue(ctx context.Context) error {
 		return err
 	}
 	json := getopt.Has(ps, "json")
-	if !json {
-		f.View = api.ViewBrief
+	steps := getopt.Has(ps, "steps")
+	if !json && !steps {
+		f.View = api.ViewBrief // no steps in the brief view
 	}
 	jobs, err := cl.Jobs(ctx, f)
 	if err != nil {
@@ -173,6 +171,9 @@ func (c *Cmd) squeue(ctx context.Context) error {
 	}
 	if err := c.sortJobs(jobs, sortKeys); err != nil {
 		return err
+	}
+	if steps {
+		return c.squeueSteps(ps, jobs, json) // squeue_steps.go
 	}
 	if json {
 		return format.WriteJobsJSON(c.Stdout, jobs)

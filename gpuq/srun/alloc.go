@@ -21,6 +21,7 @@ import (
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpuq/getopt"
 	"github.com/gpud/gpud/gpusubmit/directive"
 )
 
@@ -45,7 +46,31 @@ func Client() (*api.Client, error) {
 // job): inside one they are accepted and have no effect, as Slurm's.
 var allocOnly = map[string]bool{"time": true, "partition": true, "mem": true, "job-name": true, "account": true,
 	"qos": true, "constraint": true, "mem-per-cpu": true, "mem-per-gpu": true, "cpus-per-gpu": true, "exclude": true,
-	"image": true, "gpus": true, "gpus-per-node": true, "nodelist": true, "nice": true, "comment": true, "begin": true}
+	"image": true, "nice": true, "comment": true, "begin": true}
+
+// withAllocOptions adds to set sbatch's options that take a value and
+// that srun's own set lacks, so srun outside a job takes them for the
+// allocation it makes (noteAlloc), parsed as getopt_long does.
+func withAllocOptions(set *getopt.Set) *getopt.Set {
+	long, short := map[string]bool{}, map[byte]bool{}
+	for _, o := range set.Opts {
+		long[o.Long] = true
+		short[o.Short] = true
+	}
+	for _, d := range directive.Options {
+		if d.Bool || long[d.Name] {
+			continue
+		}
+		o := getopt.Opt{Long: d.Name, Arg: getopt.Required}
+		if len(d.Short) == 1 && !short[d.Short[0]] {
+			o.Short = d.Short[0]
+			short[o.Short] = true
+		}
+		set.Opts = append(set.Opts, o)
+		long[d.Name] = true
+	}
+	return set
+}
 
 // allocDef is the sbatch option name (with value) is, if any.
 func allocDef(name string) (directive.Def, bool) {

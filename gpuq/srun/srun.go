@@ -21,6 +21,7 @@ import (
 	"syscall"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpuq/getopt"
 	"github.com/gpud/gpud/gpusubmit/directive"
 )
 
@@ -67,13 +68,21 @@ const Usage = `usage: srun [options] COMMAND [ARGS...]
       --ntasks-per-node=N   tasks on each node
   -c, --cpus-per-task=N     CPUs each task needs
       --gpus-per-task=N     GPUs of each task (its own CUDA_VISIBLE_DEVICES)
+      --gpus-per-node=N     GPUs the step takes on each node (default: all the job's there)
+  -G, --gpus=N              GPUs the step takes in all, spread over its nodes
+  -w, --nodelist=HOSTS      run on these nodes of the job (a hostlist: node[1-2])
+      --gpu-bind=none|closest|single:N|map_gpu:LIST
+                            tasks' GPUs: all the step's, N tasks per GPU, or task i the i-th of LIST
   -l, --label               prefix each output line with its task number
   -u, --unbuffered          accepted: output is never buffered by srun
-  -o, --output=FILE         tasks' stdout to FILE (%j job, %s step, %t task, %N node, %A %a array, %%)
+  -o, --output=FILE         tasks' stdout to FILE (%j job, %J job.step, %s step, %t task, %n node in the step,
+                            %N node name, %A %a array, %x job name, %u user, %%)
   -e, --error=FILE          tasks' stderr to FILE
-  -K, --kill-on-bad-exit    end the step when a task exits non-zero
+  -K, --kill-on-bad-exit[=0|1]  end the step when a task exits non-zero
       --export=ALL|NONE|VARS  environment of the tasks (default ALL)
       --overlap             share the allocation's resources with other steps
+      --exact               take only the CPUs the tasks ask for (-c each, 1 without), not the nodes' all
+      --exclusive           dedicated CPUs for the step: --exact (steps that do not fit wait)
       --mpi=none            accepted (no MPI plugin)
       --cpu-bind=q|v|none   accepted (tasks share the job's pinned cores; other bindings are refused)
   -D, --chdir=DIR           tasks' working directory
@@ -82,142 +91,153 @@ makes one for this step from its options (sbatch's: -N -n -c --gpus-per-node
 -G -t -p --mem -J -A -q -C -w -x ...) and releases it when the step ends.
 `
 
+// optSet is srun's options, parsed as glibc's getopt_long does (as the
+// other Slurm commands): unique prefixes of long options, bundled short
+// ones (-lK), "--opt value" and "--opt=value"; the command starts at the
+// first word that is not an option (or after --).
+var optSet = withAllocOptions(&getopt.Set{Mode: getopt.StopAtFirst, Opts: []getopt.Opt{
+	{Long: "ntasks", Short: 'n', Arg: getopt.Required},
+	{Long: "nodes", Short: 'N', Arg: getopt.Required},
+	{Long: "ntasks-per-node", Arg: getopt.Required},
+	{Long: "cpus-per-task", Short: 'c', Arg: getopt.Required},
+	{Long: "gpus-per-task", Arg: getopt.Required},
+	{Long: "gpus-per-node", Arg: getopt.Required},
+	{Long: "gpus", Short: 'G', Arg: getopt.Required},
+	{Long: "nodelist", Short: 'w', Arg: getopt.Required},
+	{Long: "gpu-bind", Arg: getopt.Required},
+	{Long: "output", Short: 'o', Arg: getopt.Required},
+	{Long: "error", Short: 'e', Arg: getopt.Required},
+	{Long: "export", Arg: getopt.Required},
+	{Long: "chdir", Short: 'D', Arg: getopt.Required},
+	{Long: "cpu-bind", Arg: getopt.Required},
+	{Long: "mpi", Arg: getopt.Required},
+	{Long: "label", Short: 'l'},
+	{Long: "unbuffered", Short: 'u'},
+	{Long: "kill-on-bad-exit", Short: 'K', Arg: getopt.Optional},
+	{Long: "overlap"},
+	{Long: "exclusive", Arg: getopt.Optional},
+	{Long: "exact"},
+}})
+
+// given names: the short letter for -n, -N and -c (envDefaults reads
+// them so), the long name otherwise.
+var givenAs = map[string]string{"ntasks": "n", "nodes": "N", "cpus-per-task": "c"}
+
 // parse reads srun's options; the command starts at the first argument
 // that is not an option (or after --).
 func parse(args []string) (options, error) {
 	o := options{export: "ALL", given: map[string]bool{}}
-	long := map[string]string{"ntasks": "n", "nodes": "N", "cpus-per-task": "c"}
-	num := func(name, v string) (int, error) {
-		n, err := strconv.Atoi(v)
+	ps, rest, errs := optSet.Parse(args)
+	if len(errs) > 0 {
+		e := errs[0]
+		if e.Kind == getopt.Unknown {
+			return o, fmt.Errorf("srun: unknown option %s; see srun --help", e.Option)
+		}
+		return o, fmt.Errorf("srun: %s", e.Msg)
+	}
+	num := func(p getopt.Parsed) (int, error) {
+		n, err := strconv.Atoi(p.Value)
 		if err != nil || n < 0 {
-			return 0, fmt.Errorf("srun: %s wants a number, not %q", name, v)
+			return 0, fmt.Errorf("srun: %s wants a number, not %q", p.As, p.Value)
 		}
 		return n, nil
 	}
-	set := func(name, v string) error {
+	for _, p := range ps {
+		name := p.Name()
+		o.given[cmpOr(givenAs[name], name)] = true
 		var err error
-		if o.noteAlloc(name, v) {
-			return nil
-		}
-		if short, ok := long[name]; ok {
-			o.given[short] = true
-		} else {
-			o.given[name] = true
+		if o.noteAlloc(name, p.Value) {
+			continue // shapes only an allocation srun makes (alloc.go)
 		}
 		switch name {
-		case "n", "ntasks":
-			o.req.NTasks, err = num("--ntasks", v)
-		case "N", "nodes":
-			o.req.Nodes, err = num("--nodes", v)
+		case "ntasks":
+			o.req.NTasks, err = num(p)
+		case "nodes":
+			o.req.Nodes, err = num(p)
 		case "ntasks-per-node":
-			o.req.NTasksPerNode, err = num("--ntasks-per-node", v)
-		case "c", "cpus-per-task":
-			o.req.CPUsPerTask, err = num("--cpus-per-task", v)
+			o.req.NTasksPerNode, err = num(p)
+		case "cpus-per-task":
+			o.req.CPUsPerTask, err = num(p)
 		case "gpus-per-task":
-			o.req.GPUsPerTask, err = num("--gpus-per-task", v)
-		case "o", "output":
-			o.output = v
-		case "e", "error":
-			o.errout = v
+			o.req.GPUsPerTask, err = gpuCount(p)
+		case "gpus-per-node":
+			o.req.GPUsPerNode, err = gpuCount(p)
+		case "gpus":
+			o.req.GPUs, err = gpuCount(p)
+		case "nodelist":
+			o.req.NodeList = p.Value
+		case "gpu-bind":
+			o.req.GPUBind = p.Value
+		case "output":
+			o.output = p.Value
+		case "error":
+			o.errout = p.Value
 		case "export":
-			o.export = v
-		case "D", "chdir":
-			o.req.Cwd = v
+			o.export = p.Value
+		case "chdir":
+			o.req.Cwd = p.Value
 		case "cpu-bind":
 			// Verbosity alone (Snakemake passes q) changes no result:
 			// accepted. Binding each task is not built: the tasks share
 			// the cores the node pinned the allocation to.
-			for w := range strings.SplitSeq(v, ",") {
+			for w := range strings.SplitSeq(p.Value, ",") {
 				switch w {
 				case "q", "quiet", "v", "verbose", "none", "no":
 				default:
-					return fmt.Errorf("srun: --cpu-bind=%s: gpud does not bind each task; the step's tasks share the cores the node pinned the job to; use --cpu-bind=none (or q)", v)
+					return o, fmt.Errorf("srun: --cpu-bind=%s: gpud does not bind each task; the step's tasks share the cores the node pinned the job to; use --cpu-bind=none (or q)", p.Value)
 				}
 			}
 		case "mpi":
-			if v != "none" {
-				return fmt.Errorf("srun: --mpi=%s: gpud has no MPI plugins; use --mpi=none and start MPI ranks as tasks (SLURM_PROCID)", v)
+			if p.Value != "none" {
+				return o, fmt.Errorf("srun: --mpi=%s: gpud has no MPI plugins; use --mpi=none and start MPI ranks as tasks (SLURM_PROCID)", p.Value)
 			}
-		default:
-			if _, ok := allocDef(name); ok {
-				return nil // kept for an allocation srun makes (noteAlloc)
-			}
-			return fmt.Errorf("srun: unknown option %s; see srun --help", optName(name))
-		}
-		return err
-	}
-	flag := func(name string) (bool, error) {
-		switch name {
-		case "l", "label":
+		case "label":
 			o.label = true
-		case "u", "unbuffered":
-		case "K", "kill-on-bad-exit":
-			o.req.KillOnBadExit = true
+		case "unbuffered":
+		case "kill-on-bad-exit":
+			// -K, or --kill-on-bad-exit[=0|1] as Slurm's.
+			o.req.KillOnBadExit = !p.HasValue || p.Value != "0"
 		case "overlap":
 			o.req.Overlap = true
-		default:
-			return false, nil
+		case "exclusive":
+			// A step's --exclusive: dedicated CPUs, only those asked for.
+			if p.HasValue && p.Value != "user" && p.Value != "mcs" {
+				return o, fmt.Errorf("srun: --exclusive=%s: use --exclusive alone in a job step", p.Value)
+			}
+			o.req.Exclusive = true
+		case "exact":
+			o.req.Exact = true
 		}
-		return true, nil
-	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			o.req.Args = args[i+1:]
-			return o, nil
-		case strings.HasPrefix(a, "--"):
-			name, v, hasV := strings.Cut(a[2:], "=")
-			if ok, _ := flag(name); ok {
-				if hasV {
-					return o, fmt.Errorf("srun: %s takes no value", optName(name))
-				}
-				continue
-			}
-			if !hasV {
-				if i+1 == len(args) {
-					return o, fmt.Errorf("srun: %s needs a value", optName(name))
-				}
-				i++
-				v = args[i]
-			}
-			if err := set(name, v); err != nil {
-				return o, err
-			}
-		case len(a) > 1 && a[0] == '-':
-			// Short options: flags may be grouped (-lK); one that takes a
-			// value takes the rest of the word or the next argument.
-			for j := 1; j < len(a); j++ {
-				name := a[j : j+1]
-				if ok, _ := flag(name); ok {
-					continue
-				}
-				v := a[j+1:]
-				if v == "" {
-					if i+1 == len(args) {
-						return o, fmt.Errorf("srun: -%s needs a value", name)
-					}
-					i++
-					v = args[i]
-				}
-				if err := set(name, v); err != nil {
-					return o, err
-				}
-				break
-			}
-		default:
-			o.req.Args = args[i:]
-			return o, nil
+		if err != nil {
+			return o, err
 		}
 	}
-	return o, errors.New("srun: no command given\n" + Usage)
+	if len(rest) == 0 {
+		return o, errors.New("srun: no command given\n" + Usage)
+	}
+	o.req.Args = rest
+	return o, nil
 }
 
-func optName(n string) string {
-	if len(n) == 1 {
-		return "-" + n
+// gpuCount reads a GPU count, with or without a type ("2", "h100:2"):
+// the allocation's GPUs are what they are, so a type is not checked.
+func gpuCount(p getopt.Parsed) (int, error) {
+	v := p.Value
+	if i := strings.LastIndexByte(v, ':'); i >= 0 {
+		v = v[i+1:]
 	}
-	return "--" + n
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("srun: %s wants a GPU count ([TYPE:]N), not %q", p.As, p.Value)
+	}
+	return n, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // exportEnv is the tasks' environment under --export: ALL (srun's
@@ -314,6 +334,7 @@ func run(c net.Conn, o options, stdout, stderr io.Writer) int {
 	out := newSink(stdout, o.label)
 	errs := newSink(stderr, o.label)
 	step := 0
+	var nodeOf []int // the step's node index of each task (%n)
 	files := map[string]*os.File{}
 	defer func() {
 		for _, f := range files {
@@ -321,7 +342,11 @@ func run(c net.Conn, o options, stdout, stderr io.Writer) int {
 		}
 	}()
 	fileFor := func(pattern string, task int) (io.Writer, error) {
-		p := expand(pattern, step, task)
+		node := 0
+		if task < len(nodeOf) {
+			node = nodeOf[task]
+		}
+		p := expand(pattern, step, task, node)
 		if f, ok := files[p]; ok {
 			return f, nil
 		}
@@ -334,6 +359,7 @@ func run(c net.Conn, o options, stdout, stderr io.Writer) int {
 	}
 	br := bufio.NewReaderSize(c, 256<<10)
 	worst := 0
+	waited := false
 	for {
 		m, err := api.ReadStepFrame(br)
 		if err != nil {
@@ -343,8 +369,21 @@ func run(c net.Conn, o options, stdout, stderr io.Writer) int {
 			return exitError
 		}
 		switch m.Kind {
+		case api.StepWaiting:
+			// As Slurm's srun, while running steps hold what it needs.
+			fmt.Fprintf(stderr, "srun: %s\n", m.Error)
+			waited = true
+		case api.StepLayout:
+			// Before the tasks start: output may follow at once.
+			step, nodeOf = m.Step, taskNodes(m.TasksPerNode)
 		case api.StepStarted:
 			step = m.Step
+			if m.TasksPerNode != nil {
+				nodeOf = taskNodes(m.TasksPerNode)
+			}
+			if waited {
+				fmt.Fprintf(stderr, "srun: Step created for StepId=%s.%d\n", os.Getenv("SLURM_JOB_ID"), m.Step)
+			}
 			if o.req.Stdin {
 				go sendStdin(os.Stdin, send)
 			}
@@ -389,6 +428,18 @@ func run(c net.Conn, o options, stdout, stderr io.Writer) int {
 	}
 }
 
+// taskNodes is, for each task of a block layout, its node's index in the
+// step.
+func taskNodes(perNode []int) []int {
+	var out []int
+	for i, n := range perNode {
+		for range n {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 func sigName(n int) string {
 	if s := syscall.Signal(n).String(); s != "" {
 		return s
@@ -397,9 +448,9 @@ func sigName(n int) string {
 }
 
 // expand is srun's output pattern: %j job, %J job.step, %s step, %t
-// task, %N node name (this host), %A array job, %a array task, %x job
+// task, %n the task's node in the step, %N node name (this host), %A array job, %a array task, %x job
 // name, %u user, %% a percent sign.
-func expand(p string, step, task int) string {
+func expand(p string, step, task, node int) string {
 	var b strings.Builder
 	for i := 0; i < len(p); i++ {
 		if p[i] != '%' || i+1 == len(p) {
@@ -417,6 +468,8 @@ func expand(p string, step, task int) string {
 			b.WriteString(strconv.Itoa(step))
 		case 't':
 			b.WriteString(strconv.Itoa(task))
+		case 'n': // the task's node, relative to the step
+			b.WriteString(strconv.Itoa(node))
 		case 'N':
 			h, _ := os.Hostname()
 			b.WriteString(h)

@@ -26,6 +26,15 @@ func TestParse(t *testing.T) {
 		{args: []string{"--frob", "1", "true"}, err: "unknown option --frob"},
 		{args: []string{"-n", "x", "true"}, err: "wants a number"},
 		{args: []string{"-l"}, err: "no command given"},
+		// Slurm's GPU and node options, long-option prefixes and
+		// "--opt value" (getopt_long, as the other Slurm commands).
+		{args: []string{"-G", "h100:2", "--gpus-per-n", "1", "-w", "node[1-2]", "--gpu-bind=single:1", "--exact", "nvidia-smi"},
+			want: api.StepRequest{GPUs: 2, GPUsPerNode: 1, NodeList: "node[1-2]", GPUBind: "single:1", Exact: true, Args: []string{"nvidia-smi"}}},
+		{args: []string{"--exclusive", "--kill-on-bad-exit=0", "-n2", "a", "-n3"},
+			want: api.StepRequest{Exclusive: true, NTasks: 2, Args: []string{"a", "-n3"}}},
+		{args: []string{"--ntasks", "2", "true"}, want: api.StepRequest{NTasks: 2, Args: []string{"true"}}},
+		{args: []string{"--gpus=x", "true"}, err: "wants a GPU count"},
+		{args: []string{"--n", "2", "true"}, err: "ambiguous"},
 	} {
 		o, err := parse(tc.args)
 		if tc.err != "" {
@@ -44,7 +53,9 @@ func TestParse(t *testing.T) {
 		o.req.Args, tc.want.Args = nil, nil
 		if o.req.NTasks != tc.want.NTasks || o.req.Nodes != tc.want.Nodes || o.req.NTasksPerNode != tc.want.NTasksPerNode ||
 			o.req.CPUsPerTask != tc.want.CPUsPerTask || o.req.GPUsPerTask != tc.want.GPUsPerTask ||
-			o.req.KillOnBadExit != tc.want.KillOnBadExit || o.req.Overlap != tc.want.Overlap {
+			o.req.KillOnBadExit != tc.want.KillOnBadExit || o.req.Overlap != tc.want.Overlap ||
+			o.req.GPUs != tc.want.GPUs || o.req.GPUsPerNode != tc.want.GPUsPerNode || o.req.NodeList != tc.want.NodeList ||
+			o.req.GPUBind != tc.want.GPUBind || o.req.Exact != tc.want.Exact || o.req.Exclusive != tc.want.Exclusive {
 			t.Errorf("%q: %+v, want %+v", tc.args, o.req, tc.want)
 		}
 	}
@@ -99,12 +110,18 @@ func TestExpandArrayPatterns(t *testing.T) {
 	t.Setenv("SLURM_JOB_ID", "12")
 	t.Setenv("SLURM_ARRAY_JOB_ID", "")
 	t.Setenv("SLURM_ARRAY_TASK_ID", "")
-	if got := expand("/l/%A_%a/%j_%t.out", 0, 1); got != "/l/12_4294967294/12_1.out" {
+	if got := expand("/l/%A_%a/%j_%t.out", 0, 1, 0); got != "/l/12_4294967294/12_1.out" {
 		t.Errorf("outside an array: %s", got)
+	}
+	if got := expand("/l/%j.%s-%n-%t.out", 3, 5, 1); got != "/l/12.3-1-5.out" {
+		t.Errorf("%%n (node in the step): %s", got)
+	}
+	if got := taskNodes([]int{2, 1}); len(got) != 3 || got[0] != 0 || got[1] != 0 || got[2] != 1 {
+		t.Errorf("taskNodes(2,1) = %v", got)
 	}
 	t.Setenv("SLURM_ARRAY_JOB_ID", "10")
 	t.Setenv("SLURM_ARRAY_TASK_ID", "2")
-	if got := expand("/l/%A_%a/%A_%a_%t_log.out", 0, 0); got != "/l/10_2/10_2_0_log.out" {
+	if got := expand("/l/%A_%a/%A_%a_%t_log.out", 0, 0, 0); got != "/l/10_2/10_2_0_log.out" {
 		t.Errorf("in an array: %s", got)
 	}
 }

@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stepAcctScript runs steps whose ends the test checks in accounting:
+// step 0 completes, step 1 exits 3, step 2 runs until the test cancels it
+// (gpuq cancel N.2), step 3 traps USR1 and ends when the test signals the
+// job's steps (scancel --signal=USR1: the untrapped batch shell must
+// survive it), step 4 is cancelled by the job itself (scancel N.4 from
+// inside), and then the batch shell traps USR2, which the test sends to
+// it alone (scancel -b).
+const stepAcctScript = `#!/bin/bash
+echo batchpid=$$ children=$(cat /proc/1/task/1/children)
+srun -n2 true
+srun -n2 bash -c 'exit $((SLURM_PROCID * 3))'
+echo rc1=$?
+srun -N2 bash -c 'echo started-$SLURM_PROCID; sleep 120' > /tmp/s2.out &
+pid=$!
+for i in $(seq 300); do [ "$(grep -c started /tmp/s2.out)" = 2 ] && break; sleep 0.1; done
+echo step2-running
+wait $pid
+echo rc2=$?
+srun -n1 bash -c 'trap "echo step-got-USR1; exit 0" USR1; echo ready; for i in $(seq 600); do sleep 0.1; done; echo no-USR1' > /tmp/s3.out &
+pid=$!
+for i in $(seq 300); do grep -q ready /tmp/s3.out && break; sleep 0.1; done
+echo step3-running
+wait $pid
+echo survived-USR1 rc3=$?
+cat /tmp/s3.out
+srun -n1 sleep 120 &
+pid=$!
+for i in $(seq 100); do [ -n "$(squeue -h -s --steps=$SLURM_JOB_ID.4)" ] && break; sleep 0.1; done
+scancel $SLURM_JOB_ID.4
+wait $pid
+echo self-cancel rc=$?
+got=0
+trap 'echo batch-got-USR2; got=1' USR2
+echo trapped
+for i in $(seq 600); do [ $got = 1 ] && break; sleep 0.1; done
+echo end
+`
+
+// TestStepAccounting: on a real two-node gpud standalone, steps are
+// numbered per job, listed while they run (squeue -s, gpuq show), ended
+// one at a time (gpuq cancel N.S), signalled by Slurm's rules (scancel
+// --signal reaches the steps and not the batch shell, -b the batch shell
+// only) and accounted with their exit codes (sacct -j N, gpuq acct -j N).
+func TestStepAccounting(t *testing.T) {
+	c := startCluster(t, 2, "--kill-grace", "2s")
+	work := t.TempDir()
+	writeScript(t, work, "steps.sh", stepAcctScript)
+	r := c.cli(work, "gpusubmit", "--parsable", "-N", "2", "--gpus-per-node", "1", "--output", "steps.out", "steps.sh")
+	if r.code != 0 {
+		t.Fatalf("submit: exit %d: %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	outPath := filepath.Join(work, "steps.out")
+	output := func() string { b, _ := os.ReadFile(outPath); return string(b) }
+	waitOut := func(what string) {
+		t.Helper()
+		waitFor(t, 60*time.Second, "the job to print "+what, func() bool { return strings.Contains(output(), what) })
+	}
+	defer func() { t.Logf("job output:\n%s", output()) }()
+
+	waitOut("step2-running")
+	sq := c.cli(work, "squeue", "-s", "-h")
+	if sq.code != 0 || !regexp.MustCompile(`(?m)^\s+`+id+`\.batch\s+batch .* node1$`).MatchString(sq.stdout) ||
+		!regexp.MustCompile(`(?m)^\s+`+id+`\.2\s+bash .* node\[1-2\]$`).MatchString(sq.stdout) || strings.Contains(sq.stdout, id+".1 ") {
+		t.Errorf("squeue -s: exit %d %s\n%s\nwant the batch step and the running step 2 only", sq.code, sq.stderr, sq.stdout)
+	}
+	if show := c.cli(work, "gpuq", "show", id); !strings.Contains(show.stdout, "StepId="+id+".2 Name=bash State=RUNNING NodeList=node[1-2] Tasks=2") {
+		t.Errorf("gpuq show lacks the running step 2:\n%s", show.stdout)
+	}
+	if r := c.cli(work, "gpuq", "cancel", id+".1"); r.code == 0 || !strings.Contains(r.stderr, "already ended") {
+		t.Errorf("gpuq cancel of the ended step 1: exit %d %s; want refused, already ended", r.code, r.stderr)
+	}
+	if r := c.cli(work, "gpuq", "cancel", id+".2"); r.code != 0 {
+		t.Fatalf("gpuq cancel %s.2: exit %d: %s", id, r.code, r.stderr)
+	}
+	waitOut("step3-running")
+	if r := c.cli(work, "scancel", "--signal=USR1", id); r.code != 0 {
+		t.Fatalf("scancel --signal=USR1: exit %d: %s", r.code, r.stderr)
+	}
+	waitOut("trapped")
+	if r := c.cli(work, "scancel", "-b", "--signal=USR2", id); r.code != 0 {
+		t.Fatalf("scancel -b --signal=USR2: exit %d: %s", r.code, r.stderr)
+	}
+	c.waitState(id, 60*time.Second, "COMPLETED")
+	text := output()
+	for _, want := range []string{"rc1=3\n", "survived-USR1 rc3=0\n", "step-got-USR1\n", "batch-got-USR2\n", "end\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("job output lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "no-USR1") {
+		t.Errorf("step 3 never got the USR1 sent to the job's steps")
+	}
+
+	// Accounting: the job, then its steps with their own ends.
+	acct := c.cli(work, "sacct", "-P", "-n", "-j", id, "-o", "JobID,JobName,State,ExitCode,NTasks,NodeList")
+	if acct.code != 0 {
+		t.Fatalf("sacct: exit %d: %s", acct.code, acct.stderr)
+	}
+	wantRows := []string{
+		`^` + id + `\|steps\.sh\|COMPLETED\|0:0\|\|node\[1-2\]$`,
+		`^` + id + `\.batch\|batch\|COMPLETED\|0:0\|1\|node1$`,
+		`^` + id + `\.0\|true\|COMPLETED\|0:0\|2\|node\[1-2\]$`,
+		`^` + id + `\.1\|bash\|FAILED\|3:0\|2\|node\[1-2\]$`,
+		`^` + id + `\.2\|bash\|CANCELLED\|0:15\|2\|node\[1-2\]$`,
+		`^` + id + `\.3\|bash\|COMPLETED\|0:0\|1\|node1$`,
+		`^` + id + `\.4\|sleep\|CANCELLED\|0:15\|1\|node1$`,
+	}
+	lines := strings.Split(strings.TrimSpace(acct.stdout), "\n")
+	if len(lines) != len(wantRows) {
+		t.Errorf("sacct -j %s: %d rows, want %d:\n%s", id, len(lines), len(wantRows), acct.stdout)
+	}
+	for i := range min(len(lines), len(wantRows)) {
+		if !regexp.MustCompile(wantRows[i]).MatchString(lines[i]) {
+			t.Errorf("sacct row %d = %q, want %s", i, lines[i], wantRows[i])
+		}
+	}
+	if x := c.cli(work, "sacct", "-P", "-n", "-X", "-j", id, "-o", "JobIDRaw,State"); strings.TrimSpace(x.stdout) != id+"|COMPLETED" {
+		t.Errorf("sacct -X: %q, want the job alone", x.stdout)
+	}
+	if one := c.cli(work, "sacct", "-P", "-n", "-j", id+".1", "-o", "JobID,ExitCode"); strings.TrimSpace(one.stdout) != id+".1|3:0" {
+		t.Errorf("sacct -j %s.1: %q", id, one.stdout)
+	}
+	ga := c.cli(work, "gpuq", "acct", "-j", id, "-p", "-o", "jobid,jobname,state,exitcode")
+	if !strings.Contains(ga.stdout, id+".batch|batch|COMPLETED|0:0|") || !strings.Contains(ga.stdout, id+".1|bash|FAILED|3:0|") {
+		t.Errorf("gpuq acct -j %s:\n%s", id, ga.stdout)
+	}
+}

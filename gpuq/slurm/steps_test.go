@@ -1,0 +1,71 @@
+package slurm
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpuq/fakectl"
+)
+
+// TestSacctSteps: sacct lists an ended job's steps under it (N.batch,
+// N.0, N.1) with their own state, N:S exit code, elapsed, nodes, tasks
+// and TRES; -X hides them; -j N.S selects one step; a running job's steps
+// come from the controller.
+func TestSacctSteps(t *testing.T) {
+	t.Setenv("TZ", "UTC")
+	ctl := fixture(t)
+	start := spec.NewTime(now.Add(-time.Hour))
+	ctl.Set(func(s *fakectl.Server) {
+		s.Acct = []api.AcctJob{{ID: 5, Name: "job", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateFailed,
+			ExitCode: 3, StartTime: start, EndTime: spec.NewTime(now), Elapsed: 3600, Nodes: []string{"gpu01", "gpu02"}, CPUs: 8, GPUCount: 2,
+			Steps: []api.AcctStep{
+				{Step: spec.Step{ID: "batch", Name: "batch", State: spec.StateFailed, ExitCode: 3, StartTime: start, EndTime: spec.NewTime(now), Nodes: []string{"gpu01"}, NTasks: 1, CPUs: 4, GPUs: 1}, Elapsed: 3600},
+				{Step: spec.Step{ID: "0", Name: "hostname", State: spec.StateCompleted, StartTime: start, EndTime: spec.NewTime(now.Add(-59 * time.Minute)), Nodes: []string{"gpu01", "gpu02"}, NTasks: 2}, Elapsed: 60},
+				{Step: spec.Step{ID: "1", Name: "python", State: spec.StateCancelled, Signal: 15, StartTime: start, EndTime: spec.NewTime(now.Add(-58 * time.Minute)), Nodes: []string{"gpu02"}, NTasks: 1, CPUs: 2, GPUs: 1}, Elapsed: 120},
+			}}}
+		s.Jobs[0].Steps = []spec.Step{
+			{ID: "batch", Name: "batch", State: spec.StateRunning, StartTime: spec.NewTime(now.Add(-90 * time.Second)), Nodes: []string{"gpu01"}, NTasks: 1},
+			{ID: "0", Name: "torchrun", State: spec.StateRunning, StartTime: spec.NewTime(now.Add(-60 * time.Second)), Nodes: []string{"gpu01", "gpu02"}, NTasks: 4},
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"steps under the job", []string{"-P", "-n", "-j", "5", "-o", "JobID,JobIDRaw,JobName,Partition,State,ExitCode,Elapsed,NodeList,NTasks,AllocTRES"},
+			"5|5|job|gpu|FAILED|3:0|01:00:00|gpu[01-02]||billing=8,cpu=8,gres/gpu=2,node=2\n" +
+				"5.batch|5.batch|batch||FAILED|3:0|01:00:00|gpu01|1|billing=4,cpu=4,gres/gpu=1,node=1\n" +
+				"5.0|5.0|hostname||COMPLETED|0:0|00:01:00|gpu[01-02]|2|billing=8,cpu=8,node=2\n" +
+				"5.1|5.1|python||CANCELLED|0:15|00:02:00|gpu02|1|billing=2,cpu=2,gres/gpu=1,node=1\n"},
+		{"-X hides steps", []string{"-P", "-n", "-X", "-j", "5", "-o", "JobID,State"}, "5|FAILED\n"},
+		{"one step", []string{"-P", "-n", "-j", "5.1", "-o", "JobID,State,ExitCode"}, "5.1|CANCELLED|0:15\n"},
+		{"running job's steps", []string{"-P", "-n", "-j", "7", "-o", "JobID,JobName,State,NTasks"},
+			"7|train|RUNNING|\n7.batch|batch|RUNNING|1\n7.0|torchrun|RUNNING|4\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errs, code := run(t, ctl, "sacct", tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if diff := cmp.Diff(tc.want, out); diff != "" {
+				t.Errorf("sacct %q (-want +got):\n%s", tc.args, diff)
+			}
+		})
+	}
+	out, errs, code := run(t, ctl, "squeue", "-s")
+	want := "         STEPID     NAME PARTITION     USER      TIME NODELIST\n" +
+		"        7.batch    batch       gpu    alice      1:30 gpu01\n" +
+		"            7.0 torchrun       gpu    alice      1:00 gpu[01-02]\n"
+	if code != 0 || out != want {
+		t.Errorf("squeue -s: exit %d, %s\n%s\nwant:\n%s", code, errs, out, want)
+	}
+	out, _, code = run(t, ctl, "squeue", "-h", "--steps=7.0")
+	if code != 0 || out != "            7.0 torchrun       gpu    alice      1:00 gpu[01-02]\n" {
+		t.Errorf("squeue -h --steps=7.0: exit %d, %q", code, out)
+	}
+}
