@@ -68,6 +68,7 @@ type runner struct {
 	// step tasks; nextStep numbers the steps srun starts here.
 	env      []string
 	nextStep int
+	steps    stepState // steps re-adopted after an agent restart (stepstate.go)
 }
 
 // learned is an adopted runner's assignment and its part of it.

@@ -159,7 +159,7 @@ func (r *runner) serveSteps(ctx context.Context) (stop func()) {
 // agent restart), once it knows the job's assignment: it rebuilds the
 // node's part of the container's environment and listens on the job's
 // step socket again. Steps that were running when the old agent died are
-// not re-adopted: their srun reports the lost connection.
+// re-adopted first (stepstate.go): their srun reattaches.
 func (r *runner) resumeSteps(ctx context.Context, log *slog.Logger) {
 	groups, _ := supplementaryGroups(r.asg.Job.UID, r.asg.Job.GID)
 	cfg, err := buildTask(taskInput{
@@ -175,6 +175,7 @@ func (r *runner) resumeSteps(ctx context.Context, log *slog.Logger) {
 	r.mu.Lock()
 	r.env = cfg.Env
 	r.mu.Unlock()
+	r.readoptSteps(ctx, log)
 	r.serveSteps(ctx)
 	log.Info("re-adopted job serves steps again")
 }
@@ -283,23 +284,33 @@ func (s *stepStream) send(m api.StepMsg) {
 	}
 }
 
+// output writes a task's output as frames.
+func (s *stepStream) output(kind string, task int, p []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		if s.err = api.WriteStepOutput(s.bw, kind, task, p); s.err == nil {
+			s.err = s.bw.Flush()
+		}
+	}
+}
+
+// stepSink takes tasks' output: srun's stream, or a re-adopted step's
+// relay holding it until srun reattaches (stepstate.go).
+type stepSink interface {
+	output(kind string, task int, p []byte)
+}
+
 // taskWriter turns a task's output into output frames.
 type taskWriter struct {
-	s    *stepStream
+	s    stepSink
 	kind string
 	task int
 }
 
 func (w taskWriter) Write(p []byte) (int, error) {
-	s := w.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err == nil {
-		if s.err = api.WriteStepOutput(s.bw, w.kind, w.task, p); s.err == nil {
-			s.err = s.bw.Flush()
-		}
-	}
 	// srun gone: the output is dropped, the task runs on until killed.
+	w.s.output(w.kind, w.task, p)
 	return len(p), nil
 }
 
@@ -315,6 +326,10 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 		out.send(api.StepMsg{Kind: api.StepError, Error: "bad step request: " + err.Error()})
 		return
 	}
+	if req.Attach {
+		r.reattachStep(ctx, dec, out, req.Step)
+		return
+	}
 	if len(req.Args) == 0 {
 		out.send(api.StepMsg{Kind: api.StepError, Error: "srun: no command given"})
 		return
@@ -324,10 +339,7 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
 		return
 	}
-	r.mu.Lock()
-	step := r.nextStep
-	r.nextStep++
-	r.mu.Unlock()
+	step := r.newStep()
 
 	names := make([]string, len(l.nodes))
 	for i, n := range l.nodes {
@@ -388,6 +400,7 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 				st := stepTasks{
 					Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUsPerTask: req.GPUsPerTask,
 					Args: req.Args, Env: mergeEnv(req.Env, stepEnv), Cwd: req.Cwd,
+					Pty: req.Pty, Rows: req.Rows, Cols: req.Cols,
 				}
 				if i == 0 && req.Stdin {
 					st.Stdin = stdinR
@@ -408,7 +421,9 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 		out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("start step %d.%d: %v", r.jobID, step, err)})
 		return
 	}
-	log.Info("step started", "step", step, "tasks", nt, "nodes", names)
+	log.Info("step started", "step", step, "tasks", nt, "nodes", names, "pty", req.Pty)
+	r.recordStep(stepRecord{Step: step, NTasks: nt, Nodes: names, Tasks: l.tasks, Pty: req.Pty, Stdin: req.Stdin})
+	defer r.forgetStep(step)
 	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names})
 	signalAll := func(sig syscall.Signal) {
 		for _, p := range parts {
@@ -431,6 +446,10 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 			switch {
 			case m.Kind == api.StepSignal && m.Signal > 0 && m.Signal < 65:
 				signalAll(syscall.Signal(m.Signal))
+			case m.Kind == api.StepResize:
+				for _, p := range parts {
+					p.resize(m.Rows, m.Cols)
+				}
 			case m.Kind == api.StepStdin && len(m.Data) == 0:
 				select {
 				case stdinC <- nil:
@@ -481,12 +500,17 @@ type stepTasks struct {
 	Cwd         string
 	// Stdin is task 0's input (on the node that runs task 0).
 	Stdin io.Reader
+	// Pty runs task 0 on a terminal of Rows x Cols; the other tasks, as
+	// under Slurm's --pty, run without one and their output is dropped.
+	Pty        bool
+	Rows, Cols int
 }
 
 // stepPart is one node's running tasks of a step.
 type stepPart struct {
 	mu    sync.Mutex
 	procs []runtime.Process
+	tty   runtime.Process  // task 0 on its terminal (srun --pty), if here
 	exits chan api.StepMsg // one per task, then closed
 }
 
@@ -555,7 +579,8 @@ func (a *Agent) startTasks(ctx context.Context, allocID string, st stepTasks, ou
 		wg.Wait()
 		return nil, err
 	}
-	go func() { wg.Wait(); close(part.exits) }()
+	r.recordPart(st)
+	go func() { wg.Wait(); r.forgetPart(st.Step); close(part.exits) }()
 	return part, nil
 }
 
@@ -578,17 +603,22 @@ func (a *Agent) startTask(ctx context.Context, ex runtime.Execer, ctr string, st
 		mine := strings.Join(gpus[local*g:(local+1)*g], ",")
 		over = append(over, "CUDA_VISIBLE_DEVICES="+mine, "SLURM_GPUS_ON_NODE="+strconv.Itoa(g))
 	}
-	proc, err := ex.Exec(ctx, ctr, runtime.ExecConfig{
-		ID:   fmt.Sprintf("step%d-task%d", st.Step, task),
+	cfg := runtime.ExecConfig{
+		ID:   execID(st.Step, task),
 		Args: st.Args, Env: mergeEnv(st.Env, over), Cwd: st.Cwd,
 		Stdout: taskWriter{out, api.StepStdout, task}, Stderr: taskWriter{out, api.StepStderr, task},
 		Stdin: stdinOf(st, local),
-	})
+	}
+	ptyTask(&cfg, st, local)
+	proc, err := ex.Exec(ctx, ctr, cfg)
 	if err != nil {
 		return fmt.Errorf("task %d on node %s: %w", task, a.cfg.Name, err)
 	}
 	part.mu.Lock()
 	part.procs = append(part.procs, proc)
+	if cfg.Terminal {
+		part.tty = proc
+	}
 	part.mu.Unlock()
 	wg.Add(1)
 	go func() {

@@ -39,7 +39,8 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 		return nil, fmt.Errorf("exec in %s: read container spec: %v", id, err)
 	}
 	p := *spec.Process
-	p.Terminal = false
+	p.Terminal = cfg.Terminal
+	p.ConsoleSize = consoleSize(cfg)
 	p.Args = cfg.Args
 	p.Env = cfg.Env
 	if cfg.Cwd != "" {
@@ -60,7 +61,11 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 		stdinDone = make(chan struct{})
 		stdin = eofReader{cfg.Stdin, stdinDone}
 	}
-	proc, err := task.Exec(ctx, cfg.ID, &p, cio.NewCreator(cio.WithStreams(stdin, stdout, stderr)))
+	ioOpts := []cio.Opt{cio.WithStreams(stdin, stdout, stderr)}
+	if cfg.Terminal {
+		ioOpts = append(ioOpts, cio.WithTerminal)
+	}
+	proc, err := task.Exec(ctx, cfg.ID, &p, cio.NewCreator(ioOpts...))
 	if err != nil {
 		return nil, fmt.Errorf("exec %q in %s: %w", cfg.Args[0], id, err)
 	}
