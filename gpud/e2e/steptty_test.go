@@ -308,3 +308,35 @@ echo "srun-rc=$?"
 		t.Errorf("the restarted agent did not log re-adopting the step")
 	}
 }
+
+// TestKill9AgentDuringPtyStep: kill -9 of the node agent under srun
+// --pty bash. The shell lives on under its shim with its terminal; srun
+// follows the step again once the agent is back, the keys typed while it
+// was away arrive, and the shell's exit code is still srun's.
+func TestKill9AgentDuringPtyStep(t *testing.T) {
+	c, nodes := startFaultCluster(t, "node1")
+	sock := stepJob(t, c, 1)
+	p := openTestPty(t, 24, 80)
+	_, waitC := startSrunOnPty(t, p, sock, "--pty", "bash", "--norc", "--noprofile")
+	at := p.expect(t, 0, "pty-prompt$ ", 30*time.Second)
+	p.typ(t, "echo one-$((0+1))\r")
+	at = p.expect(t, at, "one-1\r\n", 10*time.Second)
+
+	nodes["node1"].stop(syscall.SIGKILL)
+	at = p.expect(t, at, "srun: lost the connection to the node agent", 10*time.Second)
+	p.typ(t, "echo typed-while-away-$((1+2))\r")
+	c.startNode(t, "node1", filepath.Join(c.dir, "node.toml"))
+	at = p.expect(t, at, "srun: the node agent is back", 90*time.Second)
+	at = p.expect(t, at, "typed-while-away-3\r\n", 10*time.Second)
+	p.typ(t, "stty size; exit 4\r")
+	p.expect(t, at, "24 80\r\n", 10*time.Second)
+	select {
+	case err := <-waitC:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 4 {
+			t.Errorf("srun --pty after the shell's exit 4: %v; want exit status 4", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("srun did not end with the shell; terminal:\n%q", p.text())
+	}
+	t.Logf("terminal:\n%s", p.text())
+}

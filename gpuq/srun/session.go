@@ -93,14 +93,14 @@ func (s *session) signal(sig syscall.Signal) {
 func (s *session) stepID() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	job := s.o.jobID
-	if job == "" {
-		job = "?"
+	switch job := s.o.jobID; {
+	case !s.start:
+		return "the step"
+	case job == "": // srun outside a job's environment
+		return fmt.Sprintf("step %d", s.step)
+	default:
+		return fmt.Sprintf("StepId=%s.%d", job, s.step)
 	}
-	if !s.start {
-		return "StepId=" + job + ".?"
-	}
-	return fmt.Sprintf("StepId=%s.%d", job, s.step)
 }
 
 func (s *session) run() int {
