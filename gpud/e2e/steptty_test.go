@@ -181,6 +181,23 @@ func TestSrunPty(t *testing.T) {
 		t.Errorf("srun left its terminal changed: lflag %#x iflag %#x oflag %#x, was %#x %#x %#x",
 			after.Lflag, after.Iflag, after.Oflag, before.Lflag, before.Iflag, before.Oflag)
 	}
+
+	// With -n2 only task 0 has a terminal; the other task runs without
+	// one and its output is dropped, as under Slurm's --pty.
+	p2 := openTestPty(t, 24, 80)
+	_, waitC = startSrunOnPty(t, p2, sock, "--pty", "-n2", "bash", "-c", "echo task-$SLURM_PROCID; tty; sleep 0.5")
+	select {
+	case err := <-waitC:
+		if err != nil {
+			t.Errorf("srun --pty -n2: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("srun --pty -n2 did not end; terminal:\n%q", p2.text())
+	}
+	time.Sleep(100 * time.Millisecond) // the last bytes through the pty
+	if out := p2.text(); !strings.Contains(out, "task-0\r\n/dev/pts/") || strings.Contains(out, "task-1") {
+		t.Errorf("srun --pty -n2 showed %q; want task 0 on a terminal and nothing from task 1", out)
+	}
 }
 
 func errorsAs(err error, ee **exec.ExitError) bool {
@@ -267,14 +284,15 @@ func TestSrunInterrupt(t *testing.T) {
 }
 
 // TestKill9AgentDuringStep: kill -9 of the node agent while a batch
-// script's srun runs a step. The task runs on under its shim; the
-// restarted agent re-adopts it, srun follows the step again, the task's
-// later output and exit code reach srun, and the script carries on.
+// script's srun runs a step, the agent kept away until the task ended.
+// The task runs on under its shim; the restarted agent re-adopts it, srun
+// follows the step again, the task's later output and exit code reach
+// srun, and the script carries on.
 func TestKill9AgentDuringStep(t *testing.T) {
 	c, nodes := startFaultCluster(t, "node1")
 	work := t.TempDir()
 	writeScript(t, work, "k9step.sh", `#!/bin/bash
-srun bash -c 'echo begin; sleep 5; echo done; exit 3'
+srun bash -c 'echo begin; sleep 1; echo done; exit 3'
 echo "srun-rc=$?"
 `)
 	r := c.cli(work, "gpusubmit", "--parsable", "--output", "k9s-%j.out", "k9step.sh")
@@ -289,6 +307,10 @@ echo "srun-rc=$?"
 	})
 	start := time.Now()
 	nodes["node1"].stop(syscall.SIGKILL)
+	// The agent stays away until the task has ended (its last line waits
+	// in the exec's FIFO, its exit status in the shim), but less than the
+	// suite's 4 s node timeout, after which the job would be requeued.
+	time.Sleep(2 * time.Second)
 	n := c.startNode(t, "node1", filepath.Join(c.dir, "node.toml"))
 	j := c.waitState(id, 90*time.Second, "COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED")
 	b, _ := os.ReadFile(outFile)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"syscall"
 
 	"github.com/containerd/containerd/v2/client"
@@ -76,7 +77,13 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 		_, _ = proc.Delete(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("exec %q in %s: %w", cfg.Args[0], id, err)
 	}
+	// The keeper holds the output FIFOs from before the start (execkeep.go).
+	keep, err := startKeeper(proc.IO().Config(), task.Pid())
+	if err != nil {
+		slog.Warn("keep an exec's output beyond the node agent; output written while the agent is away may be lost", "exec", cfg.ID, "err", err)
+	}
 	if err := proc.Start(ctx); err != nil {
+		keep.stop()
 		_, _ = proc.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
 		return nil, fmt.Errorf("start %q in %s: %w", cfg.Args[0], id, err)
 	}
@@ -88,7 +95,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 			_ = proc.CloseIO(context.WithoutCancel(ctx), client.WithStdinCloser)
 		}()
 	}
-	return &execProc{r: r, proc: proc, statusC: statusC}, nil
+	return &execProc{r: r, proc: proc, statusC: statusC, keep: keep}, nil
 }
 
 // eofReader closes done when its reader is exhausted.
@@ -114,6 +121,11 @@ type execProc struct {
 	proc    client.Process
 	statusC <-chan client.ExitStatus
 	st      *runtime.ExitStatus
+	// attached: found again by AttachExec, whose FIFOs may have no
+	// writer left (the process ended meanwhile), so the output copy is
+	// given a bounded time after the exit (attachedIOWait).
+	attached bool
+	keep     *keeper // holds the output FIFOs until the output is read
 }
 
 func (e *execProc) Wait(ctx context.Context) (runtime.ExitStatus, error) {
@@ -128,8 +140,13 @@ func (e *execProc) Wait(ctx context.Context) (runtime.ExitStatus, error) {
 		if err != nil {
 			return runtime.ExitStatus{}, fmt.Errorf("wait for process %s: %w", e.proc.ID(), err)
 		}
+		e.keep.stop() // the FIFOs end when the shim closes them
 		if io := e.proc.IO(); io != nil {
-			io.Wait() // all output copied
+			if e.attached {
+				waitAttachedIO(io)
+			} else {
+				io.Wait() // all output copied
+			}
 		}
 		st := exitStatus(code, at)
 		e.st = &st

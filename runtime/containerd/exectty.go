@@ -1,9 +1,11 @@
 package containerd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
@@ -93,7 +95,36 @@ func (r *Runtime) AttachExec(ctx context.Context, id, execID string, cfg runtime
 			_ = proc.CloseIO(context.WithoutCancel(ctx), client.WithStdinCloser)
 		}()
 	}
-	return &execProc{r: r, proc: proc, statusC: statusC}, nil
+	var keep *keeper
+	if pio := proc.IO(); pio != nil {
+		c := pio.Config()
+		keep = findKeeper(cmp.Or(c.Stdout, c.Stderr))
+	}
+	return &execProc{r: r, proc: proc, statusC: statusC, attached: true, keep: keep}, nil
+}
+
+// attachedIOWait bounds the wait for an attached process's output after
+// its exit. An exec's FIFOs lose their writer (the shim) when the process
+// ends; a reader that attaches after that finds no writer and would wait
+// for one forever, and what the shim had written into them was freed with
+// the last open end.
+const attachedIOWait = time.Second
+
+// waitAttachedIO waits for the output copy of an attached process to end,
+// cancelling it after attachedIOWait (its FIFOs never had a writer).
+func waitAttachedIO(pio cio.IO) {
+	done := make(chan struct{})
+	go func() { pio.Wait(); close(done) }()
+	select {
+	case <-done:
+		return
+	case <-time.After(attachedIOWait):
+	}
+	pio.Cancel()
+	select {
+	case <-done:
+	case <-time.After(attachedIOWait):
+	}
 }
 
 var (
