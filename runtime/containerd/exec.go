@@ -77,15 +77,17 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 		_, _ = proc.Delete(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("exec %q in %s: %w", cfg.Args[0], id, err)
 	}
-	// The keeper holds the output FIFOs from before the start (execkeep.go).
+	if err := proc.Start(ctx); err != nil {
+		_, _ = proc.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
+		return nil, fmt.Errorf("start %q in %s: %w", cfg.Args[0], id, err)
+	}
+	// The keeper holds the output FIFOs (execkeep.go). Only after the
+	// start: the shim opens its ends then, waiting for a reader, which
+	// must be ours; a keeper opened before could stand in for it, and
+	// ours might then open only after the shim closed, and wait forever.
 	keep, err := startKeeper(proc.IO().Config(), task.Pid())
 	if err != nil {
 		slog.Warn("keep an exec's output beyond the node agent; output written while the agent is away may be lost", "exec", cfg.ID, "err", err)
-	}
-	if err := proc.Start(ctx); err != nil {
-		keep.stop()
-		_, _ = proc.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
-		return nil, fmt.Errorf("start %q in %s: %w", cfg.Args[0], id, err)
 	}
 	if stdinDone != nil {
 		// The caller ends Stdin (EOF) at the latest when the process is
