@@ -228,6 +228,9 @@ func TestSrunInterrupt(t *testing.T) {
 		go func() { waitC <- cmd.Wait() }()
 		t.Cleanup(func() { _ = cmd.Process.Kill() })
 		waitFor(t, 30*time.Second, "the task's first line", func() bool { return strings.Contains(out.String(), "ready") })
+		// A task's first output may reach srun just before the step's
+		// start does; srun then answers ^C with "job step is starting".
+		time.Sleep(300 * time.Millisecond)
 		return cmd, out, errb, waitC
 	}
 	wait := func(waitC chan error, what string) (int, time.Duration) {

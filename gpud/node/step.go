@@ -422,9 +422,9 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 		return
 	}
 	log.Info("step started", "step", step, "tasks", nt, "nodes", names, "pty", req.Pty)
-	r.recordStep(stepRecord{Step: step, NTasks: nt, Nodes: names, Tasks: l.tasks, Pty: req.Pty, Stdin: req.Stdin})
-	defer r.forgetStep(step)
 	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names})
+	r.recordStep(stepRecord{Step: step, NTasks: nt, Nodes: names, Tasks: l.tasks, Pty: req.Pty, Stdin: req.Stdin, KillOnBadExit: req.KillOnBadExit})
+	defer r.forgetStep(step)
 	signalAll := func(sig syscall.Signal) {
 		for _, p := range parts {
 			p.signal(sig)

@@ -352,7 +352,7 @@ func (s *session) printStatus(id string) {
 	}
 	s.mu.Unlock()
 	if !started {
-		fmt.Fprintf(s.stderr, "srun: %s: job step is starting\n", id)
+		fmt.Fprintln(s.stderr, "srun: job step is starting")
 		return
 	}
 	for _, g := range []struct {
