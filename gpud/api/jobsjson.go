@@ -292,6 +292,8 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.str(&j.StderrPath)
 		case "expected_start":
 			return d.time(&j.ExpectedStart)
+		case "partitions":
+			return d.strs(&j.Partitions)
 		case "node_reasons":
 			return d.str(&j.NodeReasons)
 		case "idle_gpu":
