@@ -365,3 +365,39 @@ func TestKill9AgentDuringPtyStep(t *testing.T) {
 	}
 	t.Logf("terminal:\n%s", p.text())
 }
+
+// TestSrunPtyRemoteTask0: srun --pty whose task 0 runs on another node
+// than the agent srun talks to, the nodes starting each other's tasks
+// over their step listeners: task 0 still gets a terminal of srun's size
+// on that node, a resize reaches it over the agent-to-agent connection,
+// and its exit code is srun's.
+func TestSrunPtyRemoteTask0(t *testing.T) {
+	c := startCluster(t, 2, "--steps-over-network")
+	sock := stepJob(t, c, 2) // node1's step socket
+	p := openTestPty(t, 30, 100)
+	_, waitC := startSrunOnPty(t, p, sock, "--pty", "-N1", "-w", "node2", "bash", "--norc", "--noprofile")
+	at := p.expect(t, 0, "pty-prompt$ ", 30*time.Second)
+	p.typ(t, "echo on-$SLURMD_NODENAME; stty size\r")
+	at = p.expect(t, at, "on-node2\r\n30 100\r\n", 10*time.Second)
+	p.resize(t, 40, 120)
+	var resized bool
+	for try := 0; try < 20 && !resized; try++ {
+		p.typ(t, "stty size\r")
+		at = p.expect(t, at, "pty-prompt$ ", 10*time.Second)
+		resized = strings.Contains(p.text(), "40 120\r\n")
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !resized {
+		t.Errorf("after the resize to 40x120 the remote step's terminal does not say so:\n%q", p.text())
+	}
+	p.typ(t, "exit 3\r")
+	select {
+	case err := <-waitC:
+		var ee *exec.ExitError
+		if err == nil || !errorsAs(err, &ee) || ee.ExitCode() != 3 {
+			t.Errorf("srun --pty on node2 after the shell's exit 3: %v; want exit status 3", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("srun did not end with the remote shell; terminal:\n%q", p.text())
+	}
+}
