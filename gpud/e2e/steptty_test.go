@@ -332,6 +332,16 @@ echo "srun-rc=$?"
 	if !strings.Contains(n.log.String(), "re-adopted a running step's tasks") {
 		t.Errorf("the restarted agent did not log re-adopting the step")
 	}
+	// The restarted agent records the step's end: accounting has its
+	// exit code 3, not a step left running until the job ended.
+	want := id + ".0|FAILED|3:0"
+	var acct string
+	for deadline := time.Now().Add(10 * time.Second); acct != want && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		acct = strings.TrimSpace(c.cli(work, "sacct", "-P", "-n", "-j", id+".0", "-o", "JobID,State,ExitCode").stdout)
+	}
+	if acct != want {
+		t.Errorf("sacct -j %s.0: %q, want %q (the restarted agent records the step's end)", id, acct, want)
+	}
 }
 
 // TestKill9AgentDuringPtyStep: kill -9 of the node agent under srun

@@ -530,14 +530,18 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 	}
 	log.Info("step started", "step", step, "tasks", nt, "nodes", names, "pty", req.Pty)
 	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode})
-	r.recordStep(stepRecord{Step: step, NTasks: nt, Nodes: names, Tasks: l.tasks, Pty: req.Pty, Stdin: req.Stdin, KillOnBadExit: req.KillOnBadExit})
-	defer r.forgetStep(step)
 	signalAll := func(sig syscall.Signal) {
 		for _, p := range parts {
 			p.signal(sig)
 		}
 	}
 	served := r.stepStarted(ctx, step, req, l, grant, names, nt, signalAll) // steprec.go
+	// For srun to follow the step again after an agent restart, and the
+	// restarted agent to record its end (stepstate.go).
+	acct := served.rec
+	r.recordStep(stepRecord{Step: step, NTasks: nt, Nodes: names, Tasks: l.tasks, Pty: req.Pty, Stdin: req.Stdin,
+		KillOnBadExit: req.KillOnBadExit, Acct: &acct})
+	defer r.forgetStep(step)
 	// srun's signals, and srun going away (kill the tasks: nobody reads
 	// their output or exit any more).
 	go func() {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 )
 
@@ -58,6 +59,9 @@ type stepRecord struct {
 	Pty           bool     `json:"pty,omitempty"`
 	Stdin         bool     `json:"stdin,omitempty"`
 	KillOnBadExit bool     `json:"kill_on_bad_exit,omitempty"`
+	// Acct is the step's accounting record as its start was recorded
+	// (steprec.go), for the restarted agent to record its end.
+	Acct *spec.Step `json:"acct,omitempty"`
 }
 
 // partRecord is a running step's tasks on one node.
@@ -348,6 +352,10 @@ func (r *runner) reattachStep(ctx context.Context, dec *json.Decoder, out *stepS
 			rp.part.signal(sig)
 		}
 	}
+	var served *servedStep
+	if rec.Acct != nil {
+		served = r.resumeServed(*rec.Acct, signalAll) // steprec.go
+	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	stdin := parts[0].stdin
@@ -400,7 +408,7 @@ func (r *runner) reattachStep(ctx context.Context, dec *json.Decoder, out *stepS
 		}
 	}()
 	var mu sync.Mutex
-	worst := 0
+	worst, worstSig := 0, 0
 	var wg sync.WaitGroup
 	for _, rp := range parts {
 		wg.Add(1)
@@ -410,6 +418,9 @@ func (r *runner) reattachStep(ctx context.Context, dec *json.Decoder, out *stepS
 				out.send(ex)
 				mu.Lock()
 				worst = max(worst, ex.Code)
+				if worstSig == 0 {
+					worstSig = ex.Signal
+				}
 				mu.Unlock()
 				if ex.Code != 0 && rec.KillOnBadExit {
 					signalAll(syscall.SIGKILL)
@@ -421,6 +432,9 @@ func (r *runner) reattachStep(ctx context.Context, dec *json.Decoder, out *stepS
 	cancel()
 	log.Info("step ended", "step", step, "exit_code", worst)
 	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
+	if served != nil {
+		r.stepEnded(ctx, served, worst, worstSig) // after srun has its answer
+	}
 }
 
 // abandonSteps ends the re-adopted steps no srun came back for within
@@ -438,7 +452,13 @@ func (r *runner) abandonSteps(log *slog.Logger) {
 		}
 	}
 	r.resumed.mu.Unlock()
-	for step := range recs {
+	for step, rec := range recs {
+		if rec.Acct != nil {
+			// Its end, for accounting: cancelled, its exit unknown here.
+			s := r.resumeServed(*rec.Acct, func(syscall.Signal) {})
+			s.cancelled = fmt.Sprintf("node %s's agent: no srun followed the step again within %v of its restart", r.a.cfg.Name, stepReattachGrace)
+			r.stepEnded(context.Background(), s, 0, 0)
+		}
 		r.forgetStep(step)
 	}
 	for _, rp := range parts {
