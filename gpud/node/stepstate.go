@@ -248,8 +248,12 @@ func (r *runner) readoptPart(ctx context.Context, log *slog.Logger, pr partRecor
 			rp.part.exits <- waitExit(ctx, proc, task, node)
 		}()
 	}
+	// The job's signals meant for steps (scancel --signal) reach the
+	// re-adopted tasks too (steprec.go).
+	r.steps.addPart(rp.part)
 	go func() {
 		wg.Wait()
+		r.steps.removePart(rp.part)
 		r.forgetPart(pr.Step)
 		close(rp.part.exits)
 	}()
