@@ -254,12 +254,13 @@ func TestPendingJobNodeReasons(t *testing.T) {
 	h.register("n2", 8)
 	h.submit(alice, gpus(8, time.Hour, "normal"))
 	h.submit(alice, gpus(8, time.Hour, "normal"))
+	h.settle() // alice's jobs run on n1 and n2 before the drain: n2 is DRAINING
 	if _, err := h.c.NodeAction(context.Background(), root, "n2", "drain", "maint"); err != nil {
 		t.Fatal(err)
 	}
 	id := h.submit(bob, gpus(4, time.Hour, "normal"))
 	j := h.job(id)
-	if want := "2 nodes: 1 drain, 1 insufficient free GPUs"; j.State != spec.StatePending || j.NodeReasons != want {
+	if want := "2 nodes: 1 draining, 1 insufficient free GPUs"; j.State != spec.StatePending || j.NodeReasons != want {
 		t.Errorf("pending job: %s, node reasons %q; want PENDING, %q", j.State, j.NodeReasons, want)
 	}
 	if r := h.job(1); r.NodeReasons != "" {
@@ -276,6 +277,7 @@ func TestPendingJobNodeReasonsFromCycle(t *testing.T) {
 	h.register("n2", 8)
 	first := h.submit(alice, gpus(8, time.Hour, "normal"))
 	h.submit(alice, gpus(8, time.Hour, "normal"))
+	h.settle() // alice's jobs run on n1 and n2 before the drain: n2 is DRAINING
 	if _, err := h.c.NodeAction(context.Background(), root, "n2", "drain", "maint"); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +294,7 @@ func TestPendingJobNodeReasonsFromCycle(t *testing.T) {
 	if err != nil || len(views) != 1 {
 		t.Fatalf("ListJobs: %v, %d views", err, len(views))
 	}
-	if want := "2 nodes: 1 drain, 1 insufficient free GPUs"; views[0].job.NodeReasons != want {
+	if want := "2 nodes: 1 draining, 1 insufficient free GPUs"; views[0].job.NodeReasons != want {
 		t.Errorf("listed pending job: node reasons %q; want %q", views[0].job.NodeReasons, want)
 	}
 	if _, err := h.c.JobAction(context.Background(), bob, id, "hold", ""); err != nil {

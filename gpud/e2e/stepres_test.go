@@ -13,7 +13,9 @@ import (
 // ends; --exact steps with a GPU each run side by side on distinct GPUs;
 // -w picks a node; %n names a task's node in the step; -G beyond the
 // allocation is refused naming what it has; --gpu-bind=single:1 gives
-// each task one GPU.
+// each task one GPU, on the other node too (its share of the step
+// carries the step's GPUs and their binding: over the network in
+// TestStepResourcesOverNetwork).
 const stepResScript = `#!/bin/bash
 echo cpus=$SLURM_CPUS_ON_NODE
 srun -N2 bash -c 'sleep 3; echo A-done' &
@@ -32,12 +34,14 @@ echo "o0=$(cat /tmp/o-0.txt) o1=$(cat /tmp/o-1.txt)"
 srun -G 5 true
 echo "bigG=$?"
 srun -N1 -n2 -l --gpu-bind=single:1 printenv CUDA_VISIBLE_DEVICES
+srun -N2 --gpus-per-node=1 bash -c 'echo G$SLURM_NODEID=$CUDA_VISIBLE_DEVICES'
+srun -w node2 -n2 --gpu-bind=single:1 bash -c 'echo W$SLURM_PROCID=$CUDA_VISIBLE_DEVICES'
 `
 
 // TestStepResources: steps take their resources out of the allocation
 // (Slurm ≥ 21.08), on a real two-node gpud standalone.
 func TestStepResources(t *testing.T) {
-	c := startCluster(t, 2)
+	c := startCluster(t, 2, stepsExtra...)
 	work := t.TempDir()
 	writeScript(t, work, "res.sh", stepResScript)
 	r := c.cli(work, "gpusubmit", "--wait", "--parsable", "-N", "2", "--ntasks-per-node", "2", "--gpus-per-node", "2", "--output", "res.out", "res.sh")
@@ -57,7 +61,8 @@ func TestStepResources(t *testing.T) {
 		t.Errorf("the second step did not wait: %v", m)
 	}
 	for _, want := range []string{"srun: Job step creation temporarily disabled, retrying (Requested nodes are busy)\n",
-		"srun: Step created for StepId=", "X-saw-Y\n", "\nnode2\n", "o0=node1 o1=node2\n", "bigG=1\n", "0: 0\n", "1: 1\n"} {
+		"srun: Step created for StepId=", "X-saw-Y\n", "\nnode2\n", "o0=node1 o1=node2\n", "bigG=1\n", "0: 0\n", "1: 1\n",
+		"G0=0\n", "G1=0\n", "W0=0\n", "W1=1\n"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -70,4 +75,15 @@ func TestStepResources(t *testing.T) {
 	if !strings.Contains(text, "step asks for 5 GPUs") || !strings.Contains(text, "the allocation has 2 node(s): node1 (") {
 		t.Errorf("srun -G 5 in a 4-GPU allocation: want an error naming what the allocation has")
 	}
+}
+
+// TestStepResourcesOverNetwork is TestStepResources with the nodes
+// starting each other's tasks over their step listeners: a node's share
+// of a step gets only the step's GPUs and their binding (before the
+// merge of steps over the network with step resources, the wire carried
+// --gpus-per-task alone and node2's tasks saw all its GPUs).
+func TestStepResourcesOverNetwork(t *testing.T) {
+	stepsExtra = []string{"--steps-over-network"}
+	defer func() { stepsExtra = nil }()
+	TestStepResources(t)
 }

@@ -53,7 +53,9 @@ func TestParse(t *testing.T) {
 		o.req.Args, tc.want.Args = nil, nil
 		if o.req.NTasks != tc.want.NTasks || o.req.Nodes != tc.want.Nodes || o.req.NTasksPerNode != tc.want.NTasksPerNode ||
 			o.req.CPUsPerTask != tc.want.CPUsPerTask || o.req.GPUsPerTask != tc.want.GPUsPerTask ||
-			o.req.KillOnBadExit != tc.want.KillOnBadExit || o.req.Overlap != tc.want.Overlap {
+			o.req.KillOnBadExit != tc.want.KillOnBadExit || o.req.Overlap != tc.want.Overlap ||
+			o.req.GPUs != tc.want.GPUs || o.req.GPUsPerNode != tc.want.GPUsPerNode || o.req.NodeList != tc.want.NodeList ||
+			o.req.GPUBind != tc.want.GPUBind || o.req.Exact != tc.want.Exact || o.req.Exclusive != tc.want.Exclusive {
 			t.Errorf("%q: %+v, want %+v", tc.args, o.req, tc.want)
 		}
 	}
