@@ -153,6 +153,11 @@ type ExecConfig struct {
 	// Stdin, when set, is the process's input until it returns EOF; nil
 	// gives the process no input.
 	Stdin io.Reader
+	// Terminal runs the process on a new terminal of Rows x Cols (its
+	// stdout and stderr are the terminal's output, sent to Stdout); its
+	// Process is then a Resizer.
+	Terminal   bool
+	Rows, Cols uint16
 }
 
 // Process is a process started by Exec.
@@ -169,4 +174,18 @@ type Process interface {
 // running container (job steps). It is optional, like UsageReader.
 type Execer interface {
 	Exec(ctx context.Context, containerID string, cfg ExecConfig) (Process, error)
+}
+
+// Resizer is a Process on a terminal (ExecConfig.Terminal).
+type Resizer interface {
+	Resize(ctx context.Context, rows, cols uint16) error
+}
+
+// ExecAttacher is implemented by runtimes whose exec'd processes outlive
+// the caller: a restarted node agent finds a step's task again by its
+// exec ID, with its further output going to cfg.Stdout and cfg.Stderr
+// (nil: not read) and cfg.Stdin, when set, to its input (only Stdin,
+// Stdout and Stderr of cfg count). ErrNotFound says the process is gone.
+type ExecAttacher interface {
+	AttachExec(ctx context.Context, containerID, execID string, cfg ExecConfig) (Process, error)
 }

@@ -43,8 +43,18 @@ type StepRequest struct {
 	NodeList string `json:"nodelist,omitempty"`
 	GPUBind  string `json:"gpu_bind,omitempty"`
 	// Stdin says srun sends its input (StepStdin) for task 0.
-	Stdin bool     `json:"stdin,omitempty"`
-	Args  []string `json:"args"`
+	Stdin bool `json:"stdin,omitempty"`
+	// Pty runs task 0 on a terminal (srun --pty) of Rows x Cols; its
+	// output comes as StepStdout, srun sends keys as StepStdin and size
+	// changes as StepResize (steptty.go).
+	Pty  bool `json:"pty,omitempty"`
+	Rows int  `json:"rows,omitempty"`
+	Cols int  `json:"cols,omitempty"`
+	// Attach, with Step, asks to follow a running step again: srun
+	// reconnecting after the node agent restarted (steptty.go).
+	Attach bool     `json:"attach,omitempty"`
+	Step   int      `json:"step,omitempty"`
+	Args   []string `json:"args"`
 	// Env is the tasks' environment (srun's, filtered by --export); the
 	// agent adds the node's and the step's variables over it.
 	Env []string `json:"env"`
@@ -80,6 +90,9 @@ type StepMsg struct {
 	Code         int    `json:"code,omitempty"`
 	Signal       int    `json:"signal,omitempty"`
 	Error        string `json:"error,omitempty"`
+	// Rows and Cols are a StepResize's terminal size.
+	Rows int `json:"rows,omitempty"`
+	Cols int `json:"cols,omitempty"`
 }
 
 // Frame types of the agent's answer stream.

@@ -68,6 +68,12 @@ type StepPart struct {
 	// Stdin says StepStdin messages follow for the part's task 0 (the
 	// step's task 0).
 	Stdin bool `json:"stdin,omitempty"`
+	// Pty runs the part's task 0 (the step's task 0) on a terminal of
+	// Rows x Cols (srun --pty; StepResize messages follow), and drops the
+	// other tasks' output, as srun --pty does.
+	Pty  bool `json:"pty,omitempty"`
+	Rows int  `json:"rows,omitempty"`
+	Cols int  `json:"cols,omitempty"`
 	// Flags name what a new kind of step needs of each node (a TTY, say)
 	// without a new call; an agent refuses a part with a flag it does not
 	// know (StepPartFlags), so an older peer never runs it half-way.
@@ -78,8 +84,12 @@ type StepPart struct {
 // (an agent before them would give the tasks all the node's GPUs).
 const StepFlagGPUs = "gpus"
 
+// StepFlagPty says the part's Pty must be honoured (an agent before it
+// would run task 0 without a terminal and send every task's output).
+const StepFlagPty = "pty"
+
 // StepPartFlags are the StepPart flags this agent knows.
-var StepPartFlags = []string{StepFlagGPUs}
+var StepPartFlags = []string{StepFlagGPUs, StepFlagPty}
 
 // StepTicketResponse is POST /v1/jobs/{id}/step-ticket: what srun outside
 // the job needs to start steps in its allocation.

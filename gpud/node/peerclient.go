@@ -67,7 +67,11 @@ func (p *remotePeer) startTasks(ctx context.Context, allocID string, st stepTask
 	c := nc.(*tls.Conn)
 	part := api.StepPart{Step: st.Step, NodeIndex: st.NodeIndex, Tasks: st.Tasks, GPUIdx: st.GPUIdx,
 		GPUsPerTask: st.Bind.perTask, GPUBindSingle: st.Bind.single, GPUBindMap: st.Bind.mapGPU,
-		Args: st.Args, Env: st.Env, Cwd: st.Cwd, Stdin: st.Stdin != nil && st.NodeIndex == 0}
+		Args: st.Args, Env: st.Env, Cwd: st.Cwd, Stdin: st.Stdin != nil && st.NodeIndex == 0,
+		Pty: st.Pty, Rows: st.Rows, Cols: st.Cols}
+	if st.Pty {
+		part.Flags = append(part.Flags, api.StepFlagPty)
+	}
 	if st.GPUIdx != nil || st.Bind.single > 0 || len(st.Bind.mapGPU) > 0 {
 		// A peer that does not know the step's GPUs would give its tasks
 		// all of the allocation's: it refuses the part instead.
@@ -110,6 +114,9 @@ func (p *remotePeer) startTasks(ctx context.Context, allocID string, st stepTask
 	}
 	sp := &stepPart{exits: make(chan api.StepMsg, len(st.Tasks))}
 	sp.remote = func(sig syscall.Signal) { _ = send(api.StepMsg{Kind: api.StepSignal, Signal: int(sig)}) }
+	if st.Pty && st.NodeIndex == 0 {
+		sp.remoteResize = func(rows, cols int) { _ = send(api.StepMsg{Kind: api.StepResize, Rows: rows, Cols: cols}) }
+	}
 	if part.Stdin {
 		go func() {
 			buf := make([]byte, 32<<10)

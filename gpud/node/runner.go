@@ -66,6 +66,8 @@ type runner struct {
 	env []string
 	// steps are the steps served and the step tasks run here (steprec.go).
 	steps stepRegistry
+	// resumed are the steps re-adopted after an agent restart (stepstate.go).
+	resumed stepState
 }
 
 // learned is an adopted runner's assignment and its part of it.

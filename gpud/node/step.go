@@ -164,7 +164,7 @@ func (r *runner) serveSteps(ctx context.Context) (stop func()) {
 // agent restart), once it knows the job's assignment: it rebuilds the
 // node's part of the container's environment and listens on the job's
 // step socket again. Steps that were running when the old agent died are
-// not re-adopted: their srun reports the lost connection.
+// re-adopted first (stepstate.go): their srun reattaches.
 func (r *runner) resumeSteps(ctx context.Context, log *slog.Logger) {
 	groups, _ := supplementaryGroups(r.asg.Job.UID, r.asg.Job.GID)
 	cfg, err := buildTask(taskInput{
@@ -180,6 +180,7 @@ func (r *runner) resumeSteps(ctx context.Context, log *slog.Logger) {
 	r.mu.Lock()
 	r.env = cfg.Env
 	r.mu.Unlock()
+	r.readoptSteps(ctx, log)
 	r.serveSteps(ctx)
 	log.Info("re-adopted job serves steps again")
 }
@@ -322,23 +323,33 @@ func (s *stepStream) send(m api.StepMsg) {
 	}
 }
 
+// output writes a task's output as frames.
+func (s *stepStream) output(kind string, task int, p []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		if s.err = api.WriteStepOutput(s.bw, kind, task, p); s.err == nil {
+			s.err = s.bw.Flush()
+		}
+	}
+}
+
+// stepSink takes tasks' output: srun's stream, or a re-adopted step's
+// relay holding it until srun reattaches (stepstate.go).
+type stepSink interface {
+	output(kind string, task int, p []byte)
+}
+
 // taskWriter turns a task's output into output frames.
 type taskWriter struct {
-	s    *stepStream
+	s    stepSink
 	kind string
 	task int
 }
 
 func (w taskWriter) Write(p []byte) (int, error) {
-	s := w.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err == nil {
-		if s.err = api.WriteStepOutput(s.bw, w.kind, w.task, p); s.err == nil {
-			s.err = s.bw.Flush()
-		}
-	}
 	// srun gone: the output is dropped, the task runs on until killed.
+	w.s.output(w.kind, w.task, p)
 	return len(p), nil
 }
 
@@ -350,6 +361,10 @@ func (r *runner) serveStep(ctx context.Context, c net.Conn) {
 	var req api.StepRequest
 	if err := dec.Decode(&req); err != nil {
 		out.send(api.StepMsg{Kind: api.StepError, Error: "bad step request: " + err.Error()})
+		return
+	}
+	if req.Attach {
+		r.reattachStep(ctx, dec, out, req.Step)
 		return
 	}
 	if len(req.Args) == 0 {
@@ -492,6 +507,7 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 				st := stepTasks{
 					Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUIdx: grant.gpus[i], Bind: bind,
 					Args: req.Args, Env: mergeEnv(req.Env, stepEnv), Cwd: req.Cwd,
+					Pty: req.Pty, Rows: req.Rows, Cols: req.Cols,
 				}
 				if i == 0 && req.Stdin {
 					st.Stdin = stdinR
@@ -512,7 +528,7 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 		out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("start step %d.%d: %v", r.jobID, step, err)})
 		return
 	}
-	log.Info("step started", "step", step, "tasks", nt, "nodes", names)
+	log.Info("step started", "step", step, "tasks", nt, "nodes", names, "pty", req.Pty)
 	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode})
 	signalAll := func(sig syscall.Signal) {
 		for _, p := range parts {
@@ -520,6 +536,12 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 		}
 	}
 	served := r.stepStarted(ctx, step, req, l, grant, names, nt, signalAll) // steprec.go
+	// For srun to follow the step again after an agent restart, and the
+	// restarted agent to record its end (stepstate.go).
+	acct := served.rec
+	r.recordStep(stepRecord{Step: step, NTasks: nt, Nodes: names, Tasks: l.tasks, Pty: req.Pty, Stdin: req.Stdin,
+		KillOnBadExit: req.KillOnBadExit, Acct: &acct})
+	defer r.forgetStep(step)
 	// srun's signals, and srun going away (kill the tasks: nobody reads
 	// their output or exit any more).
 	go func() {
@@ -536,6 +558,10 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 			switch {
 			case m.Kind == api.StepSignal && m.Signal > 0 && m.Signal < 65:
 				signalAll(syscall.Signal(m.Signal))
+			case m.Kind == api.StepResize:
+				for _, p := range parts {
+					p.resize(m.Rows, m.Cols)
+				}
 			case m.Kind == api.StepStdin && len(m.Data) == 0:
 				select {
 				case stdinC <- nil:
@@ -591,15 +617,22 @@ type stepTasks struct {
 	Cwd       string
 	// Stdin is task 0's input (on the node that runs task 0).
 	Stdin io.Reader
+	// Pty runs task 0 on a terminal of Rows x Cols; the other tasks, as
+	// under Slurm's --pty, run without one and their output is dropped.
+	Pty        bool
+	Rows, Cols int
 }
 
 // stepPart is one node's running tasks of a step.
 type stepPart struct {
 	mu    sync.Mutex
 	procs []runtime.Process
+	tty   runtime.Process  // task 0 on its terminal (srun --pty), if here
 	exits chan api.StepMsg // one per task, then closed
-	// remote signals the tasks of a part on another host (remotePeer).
-	remote func(syscall.Signal)
+	// remote signals the tasks of a part on another host (remotePeer);
+	// remoteResize sets the size of its terminal (srun --pty, task 0).
+	remote       func(syscall.Signal)
+	remoteResize func(rows, cols int)
 }
 
 func (p *stepPart) signal(sig syscall.Signal) {
@@ -674,7 +707,8 @@ func (a *Agent) startTasks(ctx context.Context, allocID string, st stepTasks, ou
 	// The node's step tasks get the job's signals meant for steps
 	// (scancel --signal without -b), whoever serves their step.
 	r.steps.addPart(part)
-	go func() { wg.Wait(); r.steps.removePart(part); close(part.exits) }()
+	r.recordPart(st)
+	go func() { wg.Wait(); r.steps.removePart(part); r.forgetPart(st.Step); close(part.exits) }()
 	return part, nil
 }
 
@@ -702,17 +736,22 @@ func (a *Agent) startTask(ctx context.Context, ex runtime.Execer, ctr string, st
 	if len(gpus) > 0 {
 		over = append(over, "CUDA_VISIBLE_DEVICES="+strings.Join(mine, ","), "SLURM_GPUS_ON_NODE="+strconv.Itoa(len(mine)))
 	}
-	proc, err := ex.Exec(ctx, ctr, runtime.ExecConfig{
-		ID:   fmt.Sprintf("step%d-task%d", st.Step, task),
+	cfg := runtime.ExecConfig{
+		ID:   execID(st.Step, task),
 		Args: st.Args, Env: mergeEnv(st.Env, over), Cwd: st.Cwd,
 		Stdout: taskWriter{out, api.StepStdout, task}, Stderr: taskWriter{out, api.StepStderr, task},
 		Stdin: stdinOf(st, local),
-	})
+	}
+	ptyTask(&cfg, st, local)
+	proc, err := ex.Exec(ctx, ctr, cfg)
 	if err != nil {
 		return fmt.Errorf("task %d on node %s: %w", task, a.cfg.Name, err)
 	}
 	part.mu.Lock()
 	part.procs = append(part.procs, proc)
+	if cfg.Terminal {
+		part.tty = proc
+	}
 	part.mu.Unlock()
 	wg.Add(1)
 	go func() {

@@ -152,6 +152,12 @@ func (a *Agent) serveStepConn(ctx context.Context, c *tls.Conn, greeted func()) 
 				return
 			}
 		}
+		if h.Step.Attach {
+			// srun outside the job following its step again after this
+			// agent restarted (stepstate.go).
+			r.reattachStep(ctx, dec, out, h.Step.Step)
+			return
+		}
 		if len(h.Step.Args) == 0 {
 			out.send(api.StepMsg{Kind: api.StepError, Error: "srun: no command given"})
 			return
@@ -217,7 +223,7 @@ func (a *Agent) servePart(ctx context.Context, r *runner, p api.StepPart, dec *j
 	defer cancel()
 	st := stepTasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUIdx: p.GPUIdx,
 		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap},
-		Args: p.Args, Env: p.Env, Cwd: p.Cwd}
+		Args: p.Args, Env: p.Env, Cwd: p.Cwd, Pty: p.Pty, Rows: p.Rows, Cols: p.Cols}
 	// Task 0's input: a chunk queue, so a task that does not read blocks
 	// neither the signals nor the other messages (64 chunks wait).
 	var stdinC chan []byte
@@ -269,6 +275,8 @@ func (a *Agent) servePart(ctx context.Context, r *runner, p api.StepPart, dec *j
 			switch {
 			case m.Kind == api.StepSignal && m.Signal > 0 && m.Signal < 65:
 				part.signal(syscall.Signal(m.Signal))
+			case m.Kind == api.StepResize:
+				part.resize(m.Rows, m.Cols)
 			case m.Kind == api.StepStdin && inOpen && len(m.Data) == 0:
 				endStdin()
 			case m.Kind == api.StepStdin && inOpen:

@@ -180,6 +180,23 @@ func (r *runner) stepStarted(ctx context.Context, step int, req api.StepRequest,
 	return s
 }
 
+// resumeServed registers a step re-adopted after an agent restart
+// (stepstate.go) as served here again, from its recorded start (already
+// in the outbox): the controller's step signals reach it and its end is
+// recorded.
+func (r *runner) resumeServed(rec spec.Step, signalAll func(syscall.Signal)) *servedStep {
+	s := &servedStep{rec: rec, signalAll: signalAll, recorded: make(chan struct{})}
+	close(s.recorded)
+	g := &r.steps
+	g.mu.Lock()
+	if g.served == nil {
+		g.served = map[int]*servedStep{}
+	}
+	g.served[rec.Num()] = s
+	g.mu.Unlock()
+	return s
+}
+
 // stepEnded records the end of a step this node served: its state from
 // its tasks' exits (worst code, first signal) or its cancel.
 func (r *runner) stepEnded(ctx context.Context, s *servedStep, code, sig int) {

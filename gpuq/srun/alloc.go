@@ -356,11 +356,26 @@ func runTicket(ctx context.Context, client *api.Client, job spec.JobID, o option
 		env = append(env, "SLURM_JOB_ID="+strconv.FormatUint(uint64(job), 10))
 	}
 	o.req.Env = exportEnv(o.export, env)
-	c, err := DialStep(ctx, client, job, false)
+	o.jobID = strconv.FormatUint(uint64(job), 10)
+	// Following the step again after the first node's agent restarted:
+	// a new connection with a fresh ticket (session.go).
+	o.redial = func() (net.Conn, error) { return DialStep(ctx, client, job, false) }
+	c, err := o.redial()
 	if err != nil {
 		fmt.Fprintf(stderr, "srun: %v\n", err)
 		return exitError
 	}
 	defer c.Close()
+	if o.pty {
+		restore, err := setupPty(&o, os.Stdin, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "srun: --pty: %v\n", err)
+			return exitError
+		}
+		defer restore()
+		if o.req.Pty {
+			stderr = crlf{stderr}
+		}
+	}
 	return run(c, o, stdout, stderr)
 }

@@ -4,20 +4,16 @@
 package srun
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/gpud/gpud/gpud/api"
@@ -42,6 +38,14 @@ type options struct {
 	// alloc are the options that shape an allocation srun makes outside
 	// a job (alloc.go).
 	alloc []directive.Option
+	// pty: task 0 on a terminal (pty.go); disableStatus (-X) and
+	// quitOnInterrupt (-q): what ^C does (session.go).
+	pty, disableStatus, quitOnInterrupt bool
+	// jobID names the step in srun's messages (StepId=JOB.STEP).
+	jobID string
+	// redial connects to the node agent again, to follow the step after
+	// the agent restarted; nil: srun does not try.
+	redial func() (net.Conn, error)
 }
 
 // envDefaults fills what the command line left out from the job's
@@ -59,6 +63,10 @@ func (o *options) envDefaults(getenv func(string) string) {
 	if !o.given["gpus-per-task"] {
 		o.req.GPUsPerTask = num("SLURM_GPUS_PER_TASK")
 	}
+	if getenv("SLURM_DISABLE_STATUS") != "" {
+		o.disableStatus = true
+	}
+	o.jobID = getenv("SLURM_JOB_ID")
 }
 
 // Usage is srun's short help.
@@ -86,6 +94,9 @@ const Usage = `usage: srun [options] COMMAND [ARGS...]
       --mpi=none            accepted (no MPI plugin)
       --cpu-bind=q|v|none   accepted (tasks share the job's pinned cores; other bindings are refused)
   -D, --chdir=DIR           tasks' working directory
+      --pty                 run task 0 on a terminal (srun's own in raw mode; the other tasks' output is dropped)
+  -X, --disable-status      a single ^C sends SIGINT to the tasks (default: it shows their state; two within 1 s abort)
+      --quit-on-interrupt   a single ^C sends SIGINT to the tasks and ends the step
 Outside a job srun runs in the allocation of a salloc shell (SLURM_JOB_ID), or
 makes one for this step from its options (sbatch's: -N -n -c --gpus-per-node
 -G -t -p --mem -J -A -q -C -w -x ...) and releases it when the step ends.
@@ -117,6 +128,11 @@ var optSet = withAllocOptions(&getopt.Set{Mode: getopt.StopAtFirst, Opts: []geto
 	{Long: "overlap"},
 	{Long: "exclusive", Arg: getopt.Optional},
 	{Long: "exact"},
+	// srun --pty and what ^C does (session.go). --quit-on-interrupt has
+	// no short form: -q is --qos, as in Slurm's srun.
+	{Long: "pty"},
+	{Long: "disable-status", Short: 'X'},
+	{Long: "quit-on-interrupt"},
 }})
 
 // given names: the short letter for -n, -N and -c (envDefaults reads
@@ -207,6 +223,12 @@ func parse(args []string) (options, error) {
 			o.req.Exclusive = true
 		case "exact":
 			o.req.Exact = true
+		case "pty":
+			o.pty = true
+		case "disable-status":
+			o.disableStatus = true
+		case "quit-on-interrupt":
+			o.quitOnInterrupt = true
 		}
 		if err != nil {
 			return o, err
@@ -296,148 +318,25 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		o.req.Cwd, _ = os.Getwd()
 	}
 	o.req.Env = exportEnv(o.export, os.Environ())
-	c, err := net.Dial("unix", sock)
+	o.redial = func() (net.Conn, error) { return net.Dial("unix", sock) }
+	c, err := o.redial()
 	if err != nil {
 		fmt.Fprintf(stderr, "srun: reach this job's node agent at %s: %v\n", sock, err)
 		return exitError
 	}
 	defer c.Close()
+	if o.pty {
+		restore, err := setupPty(&o, os.Stdin, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "srun: --pty: %v\n", err)
+			return exitError
+		}
+		defer restore()
+		if o.req.Pty {
+			stderr = crlf{stderr}
+		}
+	}
 	return run(c, o, stdout, stderr)
-}
-
-// run sends the request over c and follows the step to its end.
-func run(c net.Conn, o options, stdout, stderr io.Writer) int {
-	var wmu sync.Mutex
-	enc := json.NewEncoder(c)
-	send := func(v any) error { wmu.Lock(); defer wmu.Unlock(); return enc.Encode(v) }
-	// Catch the signals first: one that comes before the step runs must
-	// not kill srun and leave its tasks behind.
-	sigC := make(chan os.Signal, 8)
-	signal.Notify(sigC, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT)
-	defer signal.Stop(sigC)
-	if err := send(o.req); err != nil {
-		fmt.Fprintf(stderr, "srun: send step request: %v\n", err)
-		return exitError
-	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case s := <-sigC:
-				_ = send(api.StepMsg{Kind: api.StepSignal, Signal: int(s.(syscall.Signal))})
-			}
-		}
-	}()
-	out := newSink(stdout, o.label)
-	errs := newSink(stderr, o.label)
-	step := 0
-	var nodeOf []int // the step's node index of each task (%n)
-	files := map[string]*os.File{}
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
-	fileFor := func(pattern string, task int) (io.Writer, error) {
-		node := 0
-		if task < len(nodeOf) {
-			node = nodeOf[task]
-		}
-		p := expand(pattern, step, task, node)
-		if f, ok := files[p]; ok {
-			return f, nil
-		}
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return nil, err
-		}
-		files[p] = f
-		return f, nil
-	}
-	br := bufio.NewReaderSize(c, 256<<10)
-	worst := 0
-	waited := false
-	for {
-		m, err := api.ReadStepFrame(br)
-		if err != nil {
-			out.flush()
-			errs.flush()
-			fmt.Fprintf(stderr, "srun: lost the connection to the node agent before the step ended: %v\n", err)
-			return exitError
-		}
-		switch m.Kind {
-		case api.StepWaiting:
-			// As Slurm's srun, while running steps hold what it needs.
-			fmt.Fprintf(stderr, "srun: %s\n", m.Error)
-			waited = true
-		case api.StepLayout:
-			// Before the tasks start: output may follow at once.
-			step, nodeOf = m.Step, taskNodes(m.TasksPerNode)
-		case api.StepStarted:
-			step = m.Step
-			if m.TasksPerNode != nil {
-				nodeOf = taskNodes(m.TasksPerNode)
-			}
-			if waited {
-				fmt.Fprintf(stderr, "srun: Step created for StepId=%s.%d\n", os.Getenv("SLURM_JOB_ID"), m.Step)
-			}
-			if o.req.Stdin {
-				go sendStdin(os.Stdin, send)
-			}
-		case api.StepStdout, api.StepStderr:
-			pattern, s := o.output, out
-			if m.Kind == api.StepStderr {
-				pattern, s = o.errout, errs
-				if pattern == "" {
-					pattern = o.output
-				}
-			}
-			if pattern != "" && pattern != "none" {
-				w, err := fileFor(pattern, m.Task)
-				if err != nil {
-					fmt.Fprintf(stderr, "srun: open output file: %v\n", err)
-					return exitError
-				}
-				_, _ = w.Write(m.Data)
-				continue
-			}
-			s.write(m.Task, m.Data)
-		case api.StepExit:
-			out.flushTask(m.Task)
-			errs.flushTask(m.Task)
-			switch {
-			case m.Error != "":
-				fmt.Fprintf(stderr, "srun: error: task %d on %s: %s\n", m.Task, m.Node, m.Error)
-			case m.Signal != 0:
-				fmt.Fprintf(stderr, "srun: error: %s: task %d: %s\n", m.Node, m.Task, sigName(m.Signal))
-			case m.Code != 0:
-				fmt.Fprintf(stderr, "srun: error: %s: task %d: Exited with exit code %d\n", m.Node, m.Task, m.Code)
-			}
-			worst = max(worst, m.Code)
-		case api.StepDone:
-			out.flush()
-			errs.flush()
-			return max(worst, m.Code)
-		case api.StepError:
-			fmt.Fprintf(stderr, "srun: error: %s\n", m.Error)
-			return exitError
-		}
-	}
-}
-
-// taskNodes is, for each task of a block layout, its node's index in the
-// step.
-func taskNodes(perNode []int) []int {
-	var out []int
-	for i, n := range perNode {
-		for range n {
-			out = append(out, i)
-		}
-	}
-	return out
 }
 
 func sigName(n int) string {

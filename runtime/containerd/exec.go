@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"syscall"
 
 	"github.com/containerd/containerd/v2/client"
@@ -39,7 +40,8 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 		return nil, fmt.Errorf("exec in %s: read container spec: %v", id, err)
 	}
 	p := *spec.Process
-	p.Terminal = false
+	p.Terminal = cfg.Terminal
+	p.ConsoleSize = consoleSize(cfg)
 	p.Args = cfg.Args
 	p.Env = cfg.Env
 	if cfg.Cwd != "" {
@@ -60,7 +62,11 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 		stdinDone = make(chan struct{})
 		stdin = eofReader{cfg.Stdin, stdinDone}
 	}
-	proc, err := task.Exec(ctx, cfg.ID, &p, cio.NewCreator(cio.WithStreams(stdin, stdout, stderr)))
+	ioOpts := []cio.Opt{cio.WithStreams(stdin, stdout, stderr)}
+	if cfg.Terminal {
+		ioOpts = append(ioOpts, cio.WithTerminal)
+	}
+	proc, err := task.Exec(ctx, cfg.ID, &p, cio.NewCreator(ioOpts...))
 	if err != nil {
 		return nil, fmt.Errorf("exec %q in %s: %w", cfg.Args[0], id, err)
 	}
@@ -75,6 +81,14 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 		_, _ = proc.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
 		return nil, fmt.Errorf("start %q in %s: %w", cfg.Args[0], id, err)
 	}
+	// The keeper holds the output FIFOs (execkeep.go). Only after the
+	// start: the shim opens its ends then, waiting for a reader, which
+	// must be ours; a keeper opened before could stand in for it, and
+	// ours might then open only after the shim closed, and wait forever.
+	keep, err := startKeeper(proc.IO().Config(), task.Pid())
+	if err != nil {
+		slog.Warn("keep an exec's output beyond the node agent; output written while the agent is away may be lost", "exec", cfg.ID, "err", err)
+	}
 	if stdinDone != nil {
 		// The caller ends Stdin (EOF) at the latest when the process is
 		// waited for; CloseIO on an exited process fails harmlessly.
@@ -83,7 +97,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 			_ = proc.CloseIO(context.WithoutCancel(ctx), client.WithStdinCloser)
 		}()
 	}
-	return &execProc{r: r, proc: proc, statusC: statusC}, nil
+	return &execProc{r: r, proc: proc, statusC: statusC, keep: keep}, nil
 }
 
 // eofReader closes done when its reader is exhausted.
@@ -109,6 +123,11 @@ type execProc struct {
 	proc    client.Process
 	statusC <-chan client.ExitStatus
 	st      *runtime.ExitStatus
+	// attached: found again by AttachExec, whose FIFOs may have no
+	// writer left (the process ended meanwhile), so the output copy is
+	// given a bounded time after the exit (attachedIOWait).
+	attached bool
+	keep     *keeper // holds the output FIFOs until the output is read
 }
 
 func (e *execProc) Wait(ctx context.Context) (runtime.ExitStatus, error) {
@@ -123,8 +142,13 @@ func (e *execProc) Wait(ctx context.Context) (runtime.ExitStatus, error) {
 		if err != nil {
 			return runtime.ExitStatus{}, fmt.Errorf("wait for process %s: %w", e.proc.ID(), err)
 		}
+		e.keep.stop() // the FIFOs end when the shim closes them
 		if io := e.proc.IO(); io != nil {
-			io.Wait() // all output copied
+			if e.attached {
+				waitAttachedIO(io)
+			} else {
+				io.Wait() // all output copied
+			}
 		}
 		st := exitStatus(code, at)
 		e.st = &st

@@ -1,0 +1,534 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime"
+)
+
+// Steps across a node agent's restart (kill -9 included).
+//
+// A step's tasks are processes exec'd into the allocation container; they
+// live under the container's shim, not under the agent, so they run on
+// when the agent dies, and their output waits in the exec FIFOs (once
+// those are full, a task waits on its writes: nothing is dropped). The
+// agent records every running step in the job directory, which only root
+// writes:
+//
+// (Step numbers are the job's, reserved in the outbox: steprec.go.)
+//   - step-N.json on the node srun talks to: the step's layout;
+//   - step-N.tasks.json on each node of the step: that node's tasks.
+//
+// A restarted agent re-adopts the job (by its container's labels), and
+// once it knows the job's assignment it re-attaches to the recorded tasks
+// (runtime.ExecAttacher: containerd's LoadProcess over the FIFOs that
+// are still there), holds their output in memory (4 MiB, then the tasks
+// wait) and waits for their exits. srun, having lost its connection,
+// dials the step socket again and asks to follow the step (StepRequest
+// Attach): it gets the held output, the exits and the step's end. A task
+// whose exec is gone (its exit was taken by the dead agent) is reported
+// with an error saying its exit status is unknown. When no srun comes
+// back within stepReattachGrace, the step is ended as if its srun had
+// gone (its tasks are killed), and the node's log says so.
+
+const (
+	stepReattachGrace = 2 * time.Minute
+	maxHeldOutput     = 4 << 20
+)
+
+// stepRecord is a running step's layout, on the node srun talks to.
+type stepRecord struct {
+	Step          int      `json:"step"`
+	NTasks        int      `json:"ntasks"`
+	Nodes         []string `json:"nodes"`
+	Tasks         [][]int  `json:"tasks"` // per node of Nodes
+	Pty           bool     `json:"pty,omitempty"`
+	Stdin         bool     `json:"stdin,omitempty"`
+	KillOnBadExit bool     `json:"kill_on_bad_exit,omitempty"`
+	// Acct is the step's accounting record as its start was recorded
+	// (steprec.go), for the restarted agent to record its end.
+	Acct *spec.Step `json:"acct,omitempty"`
+}
+
+// partRecord is a running step's tasks on one node.
+type partRecord struct {
+	Step      int   `json:"step"`
+	NodeIndex int   `json:"node_index"`
+	Tasks     []int `json:"tasks"`
+	Pty       bool  `json:"pty,omitempty"`
+	Stdin     bool  `json:"stdin,omitempty"` // task 0's input comes from srun
+}
+
+func stepFile(step int) string { return "step-" + strconv.Itoa(step) + ".json" }
+func partFile(step int) string { return "step-" + strconv.Itoa(step) + ".tasks.json" }
+
+// stepState is a runner's steps re-adopted after an agent restart.
+type stepState struct {
+	mu    sync.Mutex
+	recs  map[int]stepRecord   // steps srun may reattach to here
+	parts map[int]*resumedPart // this node's re-adopted tasks, by step
+}
+
+// resumedPart is one node's re-adopted tasks of a step.
+type resumedPart struct {
+	part  *stepPart
+	relay *stepRelay
+	stdin *io.PipeWriter // task 0's input, when it had srun's
+	taken bool           // a reattached srun follows it, or it was ended
+}
+
+func (r *runner) recordStep(rec stepRecord) {
+	if err := r.writeJobFile(stepFile(rec.Step), rec); err != nil {
+		r.log().Warn("record a running step; srun cannot reattach to it after an agent restart", "step", rec.Step, "err", err)
+	}
+}
+
+func (r *runner) forgetStep(step int) { r.removeJobFile(stepFile(step)) }
+
+func (r *runner) recordPart(st stepTasks) {
+	if st.Step < 0 {
+		return // an allocation probe (steplisten.go), not a step
+	}
+	rec := partRecord{Step: st.Step, NodeIndex: st.NodeIndex, Tasks: st.Tasks, Pty: st.Pty, Stdin: st.Stdin != nil && st.NodeIndex == 0}
+	if err := r.writeJobFile(partFile(st.Step), rec); err != nil {
+		r.log().Warn("record a step's tasks; an agent restart would lose them", "step", st.Step, "err", err)
+	}
+}
+
+func (r *runner) forgetPart(step int) {
+	if step >= 0 {
+		r.removeJobFile(partFile(step))
+	}
+}
+
+// writeJobFile writes v as JSON to name in the job directory, replacing
+// it atomically; only root reads it (the job sees the directory).
+func (r *runner) writeJobFile(name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(r.jobDir())
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	tmp := "." + name + ".tmp"
+	if err := root.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return root.Rename(tmp, name)
+}
+
+func (r *runner) removeJobFile(name string) {
+	root, err := os.OpenRoot(r.jobDir())
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	if err := root.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		r.log().Warn("remove a step record", "file", name, "err", err)
+	}
+}
+
+// readoptSteps finds the steps that ran here when the agent died (see
+// above), re-attaches to this node's tasks of them and lets their srun
+// reattach for stepReattachGrace.
+func (r *runner) readoptSteps(ctx context.Context, log *slog.Logger) {
+	root, err := os.OpenRoot(r.jobDir())
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	dir, err := root.Open(".")
+	if err != nil {
+		return
+	}
+	names, _ := dir.Readdirnames(-1)
+	dir.Close()
+	found := false
+	for _, name := range names {
+		num, kind, ok := strings.Cut(strings.TrimPrefix(name, "step-"), ".")
+		step, err := strconv.Atoi(num)
+		if !strings.HasPrefix(name, "step-") || !ok || err != nil {
+			continue
+		}
+		b, err := root.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		switch kind {
+		case "json":
+			var rec stepRecord
+			if json.Unmarshal(b, &rec) != nil || rec.Step != step {
+				log.Warn("unreadable step record; removed", "file", name)
+				r.removeJobFile(name)
+				continue
+			}
+			r.resumed.mu.Lock()
+			if r.resumed.recs == nil {
+				r.resumed.recs = map[int]stepRecord{}
+			}
+			r.resumed.recs[step] = rec
+			r.resumed.mu.Unlock()
+			found = true
+		case "tasks.json":
+			var pr partRecord
+			if json.Unmarshal(b, &pr) != nil || pr.Step != step {
+				log.Warn("unreadable step record; removed", "file", name)
+				r.removeJobFile(name)
+				continue
+			}
+			r.readoptPart(ctx, log, pr)
+			found = true
+		}
+	}
+	if found {
+		time.AfterFunc(stepReattachGrace, func() { r.abandonSteps(log) })
+	}
+}
+
+// readoptPart re-attaches to this node's tasks of a step; their output
+// waits in a relay for srun.
+func (r *runner) readoptPart(ctx context.Context, log *slog.Logger, pr partRecord) {
+	ax, canAttach := r.a.rt.(runtime.ExecAttacher)
+	node := r.a.cfg.Name
+	rp := &resumedPart{relay: newStepRelay(), part: &stepPart{exits: make(chan api.StepMsg, len(pr.Tasks))}}
+	var wg sync.WaitGroup
+	for local, task := range pr.Tasks {
+		tty := isPtyTask(pr.Pty, pr.NodeIndex, local)
+		cfg := runtime.ExecConfig{Stdout: taskWriter{rp.relay, api.StepStdout, task}}
+		switch {
+		case pr.Pty && !tty: // their output was dropped; keep draining it
+			cfg.Stdout, cfg.Stderr = io.Discard, io.Discard
+		case !tty:
+			cfg.Stderr = taskWriter{rp.relay, api.StepStderr, task}
+		}
+		var stdinW *io.PipeWriter
+		if pr.Stdin && pr.NodeIndex == 0 && local == 0 {
+			var stdinR *io.PipeReader
+			stdinR, stdinW = io.Pipe()
+			cfg.Stdin = stdinR
+		}
+		err := errors.New("this node's runtime cannot re-attach to running processes")
+		var proc runtime.Process
+		if canAttach {
+			proc, err = ax.AttachExec(ctx, r.id, execID(pr.Step, task), cfg)
+		}
+		if err != nil {
+			log.Warn("a re-adopted step's task is gone", "step", pr.Step, "task", task, "err", err)
+			rp.part.exits <- api.StepMsg{Kind: api.StepExit, Task: task, Node: node, Code: 1,
+				Error: fmt.Sprintf("its exit status was lost when the node agent restarted (%v)", err)}
+			continue
+		}
+		if stdinW != nil {
+			rp.stdin = stdinW
+		}
+		rp.part.procs = append(rp.part.procs, proc)
+		if tty {
+			rp.part.tty = proc
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rp.part.exits <- waitExit(ctx, proc, task, node)
+		}()
+	}
+	// The job's signals meant for steps (scancel --signal) reach the
+	// re-adopted tasks too (steprec.go).
+	r.steps.addPart(rp.part)
+	go func() {
+		wg.Wait()
+		r.steps.removePart(rp.part)
+		r.forgetPart(pr.Step)
+		close(rp.part.exits)
+	}()
+	r.resumed.mu.Lock()
+	if r.resumed.parts == nil {
+		r.resumed.parts = map[int]*resumedPart{}
+	}
+	r.resumed.parts[pr.Step] = rp
+	r.resumed.mu.Unlock()
+	log.Info("re-adopted a running step's tasks", "step", pr.Step, "tasks", pr.Tasks)
+}
+
+// waitExit waits for a task and reports its exit.
+func waitExit(ctx context.Context, proc runtime.Process, task int, node string) api.StepMsg {
+	m := api.StepMsg{Kind: api.StepExit, Task: task, Node: node}
+	st, err := proc.Wait(context.WithoutCancel(ctx))
+	if err != nil {
+		m.Code = 1
+		m.Error = err.Error()
+	} else {
+		m.Code, m.Signal = st.Code, int(st.Signal)
+	}
+	_ = proc.Delete(context.WithoutCancel(ctx))
+	return m
+}
+
+// resumedPart hands the re-adopted tasks of a step on this node to the
+// srun reattaching to it (once).
+func (a *Agent) resumedPart(allocID string, step int) *resumedPart {
+	a.mu.Lock()
+	r := a.runners[allocID]
+	a.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	r.resumed.mu.Lock()
+	defer r.resumed.mu.Unlock()
+	rp := r.resumed.parts[step]
+	if rp == nil || rp.taken {
+		return nil
+	}
+	rp.taken = true
+	return rp
+}
+
+// lostPart stands for a node of a step whose tasks were not re-adopted:
+// each reports that its exit status is unknown.
+func lostPart(rec stepRecord, i int) *resumedPart {
+	node := rec.Nodes[i]
+	p := &stepPart{exits: make(chan api.StepMsg, len(rec.Tasks[i]))}
+	for _, t := range rec.Tasks[i] {
+		p.exits <- api.StepMsg{Kind: api.StepExit, Task: t, Node: node, Code: 1,
+			Error: fmt.Sprintf("node %s's agent did not re-adopt this task after a restart; its exit status is unknown", node)}
+	}
+	close(p.exits)
+	return &resumedPart{part: p, relay: newStepRelay(), taken: true}
+}
+
+// reattachStep serves an srun that follows step again after the agent
+// restarted: the held output, then the step as serveStep runs it.
+func (r *runner) reattachStep(ctx context.Context, dec *json.Decoder, out *stepStream, step int) {
+	log := r.log()
+	r.resumed.mu.Lock()
+	rec, ok := r.resumed.recs[step]
+	delete(r.resumed.recs, step)
+	r.resumed.mu.Unlock()
+	if !ok {
+		out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf(
+			"step %d.%d cannot be followed again on node %s: it is not a step that was running when this node's agent restarted (it ended, another srun follows it, or it was given up after %v without srun)",
+			r.jobID, step, r.a.cfg.Name, stepReattachGrace)})
+		return
+	}
+	defer r.forgetStep(step)
+	parts := make([]*resumedPart, len(rec.Nodes))
+	for i, name := range rec.Nodes {
+		// Only this agent's and in-process peers' (gpud standalone) tasks
+		// are followed again; a part on another host ended with the
+		// connection to it (its listener kills a dropped part's tasks).
+		for _, nd := range r.asg.Alloc.Nodes {
+			if nd.Node != name {
+				continue
+			}
+			if p, err := r.a.peer(nd); err == nil {
+				if ag, ok := p.(*Agent); ok {
+					parts[i] = ag.resumedPart(r.allocID, step)
+				}
+			}
+		}
+		if parts[i] == nil {
+			parts[i] = lostPart(rec, i)
+		}
+	}
+	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: rec.NTasks, Nodes: rec.Nodes})
+	for _, rp := range parts {
+		rp.relay.attach(out)
+	}
+	log.Info("srun follows a re-adopted step again", "step", step)
+	signalAll := func(sig syscall.Signal) {
+		for _, rp := range parts {
+			rp.part.signal(sig)
+		}
+	}
+	var served *servedStep
+	if rec.Acct != nil {
+		served = r.resumeServed(*rec.Acct, signalAll) // steprec.go
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stdin := parts[0].stdin
+	stdinC := make(chan []byte, 64)
+	if stdin != nil {
+		defer stdin.Close()
+		go func() {
+			for {
+				select {
+				case <-sctx.Done():
+					return
+				case b := <-stdinC:
+					if b == nil {
+						stdin.Close()
+						continue
+					}
+					_, _ = stdin.Write(b)
+				}
+			}
+		}()
+	}
+	go func() {
+		for {
+			var m api.StepMsg
+			if err := dec.Decode(&m); err != nil {
+				select {
+				case <-sctx.Done():
+				default:
+					signalAll(syscall.SIGKILL)
+				}
+				return
+			}
+			switch {
+			case m.Kind == api.StepSignal && m.Signal > 0 && m.Signal < 65:
+				signalAll(syscall.Signal(m.Signal))
+			case m.Kind == api.StepResize:
+				for _, rp := range parts {
+					rp.part.resize(m.Rows, m.Cols)
+				}
+			case m.Kind == api.StepStdin && stdin != nil:
+				var b []byte // nil: the end of the input
+				if len(m.Data) > 0 {
+					b = m.Data
+				}
+				select {
+				case stdinC <- b:
+				case <-sctx.Done():
+				}
+			}
+		}
+	}()
+	var mu sync.Mutex
+	worst, worstSig := 0, 0
+	var wg sync.WaitGroup
+	for _, rp := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ex := range rp.part.exits {
+				out.send(ex)
+				mu.Lock()
+				worst = max(worst, ex.Code)
+				if worstSig == 0 {
+					worstSig = ex.Signal
+				}
+				mu.Unlock()
+				if ex.Code != 0 && rec.KillOnBadExit {
+					signalAll(syscall.SIGKILL)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	cancel()
+	log.Info("step ended", "step", step, "exit_code", worst)
+	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
+	if served != nil {
+		r.stepEnded(ctx, served, worst, worstSig) // after srun has its answer
+	}
+}
+
+// abandonSteps ends the re-adopted steps no srun came back for within
+// stepReattachGrace, as serveStep ends a step whose srun went away.
+func (r *runner) abandonSteps(log *slog.Logger) {
+	r.resumed.mu.Lock()
+	recs := r.resumed.recs
+	r.resumed.recs = nil
+	var parts []*resumedPart
+	for step, rp := range r.resumed.parts {
+		if !rp.taken {
+			rp.taken = true
+			parts = append(parts, rp)
+			log.Warn("no srun came back for a re-adopted step; its tasks here are killed", "step", step, "grace", stepReattachGrace)
+		}
+	}
+	r.resumed.mu.Unlock()
+	for step, rec := range recs {
+		if rec.Acct != nil {
+			// Its end, for accounting: cancelled, its exit unknown here.
+			s := r.resumeServed(*rec.Acct, func(syscall.Signal) {})
+			s.cancelled = fmt.Sprintf("node %s's agent: no srun followed the step again within %v of its restart", r.a.cfg.Name, stepReattachGrace)
+			r.stepEnded(context.Background(), s, 0, 0)
+		}
+		r.forgetStep(step)
+	}
+	for _, rp := range parts {
+		rp.relay.close()
+		if rp.stdin != nil {
+			rp.stdin.Close()
+		}
+		rp.part.signal(syscall.SIGKILL)
+		go rp.part.wait()
+	}
+}
+
+// stepRelay holds a re-adopted step's output until srun reattaches, then
+// passes it on; while it holds maxHeldOutput, the tasks wait.
+type stepRelay struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	out    stepSink
+	held   []heldOutput
+	size   int
+	closed bool
+}
+
+type heldOutput struct {
+	kind string
+	task int
+	data []byte
+}
+
+func newStepRelay() *stepRelay {
+	s := &stepRelay{}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+func (s *stepRelay) output(kind string, task int, p []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.out == nil && !s.closed && s.size >= maxHeldOutput {
+		s.cond.Wait()
+	}
+	switch {
+	case s.closed:
+	case s.out != nil:
+		s.out.output(kind, task, p)
+	default:
+		s.held = append(s.held, heldOutput{kind, task, bytes.Clone(p)})
+		s.size += len(p)
+	}
+}
+
+// attach sends the held output to out, and all that follows.
+func (s *stepRelay) attach(out stepSink) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.held {
+		out.output(h.kind, h.task, h.data)
+	}
+	s.held, s.size, s.out = nil, 0, out
+	s.cond.Broadcast()
+}
+
+// close drops the held output and all that follows.
+func (s *stepRelay) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held, s.size, s.closed = nil, 0, true
+	s.cond.Broadcast()
+}

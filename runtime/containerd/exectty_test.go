@@ -1,0 +1,88 @@
+package containerd_test
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/runtime"
+	"github.com/gpud/gpud/runtime/containerd/containerdtest"
+)
+
+// lockedBuf is output the test reads while the exec writes it.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestExecOnTerminal: a process exec'd with Terminal runs on a terminal
+// of the given size (its stdout and stderr both the terminal's), reads
+// its input from it, and Resize changes the size it sees.
+func TestExecOnTerminal(t *testing.T) {
+	t.Parallel()
+	addr := containerdtest.Start(t)
+	rt := newRuntime(t, addr)
+	ctx := context.Background()
+	dir := jobDir(t)
+	cfg := hostTask(t, dir, "/bin/sh", "-c", "sleep 60")
+	if err := rt.Start(ctx, cfg); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = rt.Delete(context.Background(), cfg.ID) })
+	inR, inW := io.Pipe()
+	var out lockedBuf
+	proc, err := rt.Exec(ctx, cfg.ID, runtime.ExecConfig{
+		ID: "tty", Args: []string{"/bin/sh", "-c", "test -t 0 && test -t 1 && test -t 2 && echo all-tty; stty size; read x; stty size; echo to-stderr >&2; exit 6"},
+		Env: []string{"PATH=/usr/bin:/bin"}, Stdin: inR, Stdout: &out, Terminal: true, Rows: 24, Cols: 80,
+	})
+	if err != nil {
+		t.Fatalf("Exec on a terminal: %v", err)
+	}
+	waitOut := func(want string) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), want); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("terminal output %q lacks %q", out.String(), want)
+			}
+		}
+	}
+	waitOut("24 80\r\n")
+	rz, ok := proc.(runtime.Resizer)
+	if !ok {
+		t.Fatal("a process on a terminal is not a runtime.Resizer")
+	}
+	if err := rz.Resize(ctx, 30, 100); err != nil {
+		t.Fatalf("Resize: %v", err)
+	}
+	if _, err := inW.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := proc.Wait(wctx)
+	inW.Close()
+	if err != nil || st.Code != 6 {
+		t.Fatalf("exit %+v %v, want code 6", st, err)
+	}
+	_ = proc.Delete(ctx)
+	for _, want := range []string{"all-tty\r\n", "30 100\r\n", "to-stderr\r\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("terminal output %q lacks %q", out.String(), want)
+		}
+	}
+}
