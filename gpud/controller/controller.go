@@ -92,10 +92,13 @@ type Controller struct {
 	// budget is each account's GPU-hours over its budget period, from
 	// SetBudgetUsage (nil until the first).
 	budget atomic.Pointer[map[string]float64]
-	// heard is when each node's last heartbeat arrived (node name →
-	// *atomic.Int64 of Unix nanoseconds), noted by Heartbeat before it
-	// waits for the owner loop: see Controller.lastHeard.
+	// heard is each node's *heardRec: when its last heartbeat arrived,
+	// noted by Heartbeat off the owner loop (see Controller.Heartbeat and
+	// lastHeard).
 	heard sync.Map
+	// nodeTimeout is cfg.NodeTimeout in nanoseconds, for the node
+	// protocol's answers off the owner loop (NodeTimeout).
+	nodeTimeout atomic.Int64
 
 	ops     chan *op
 	started chan struct{} // closed when Run starts serving
@@ -142,6 +145,7 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		pol:       cfg.SchedPolicy(),
 	}
 	c.sched.incMin = incMinFullCycle
+	c.nodeTimeout.Store(int64(cfg.NodeTimeout))
 	for _, o := range opts {
 		o(c)
 	}
