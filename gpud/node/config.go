@@ -187,6 +187,9 @@ type options struct {
 	memOutbox bool
 	// peers finds the other nodes' agents for steps (nil: this node only).
 	peers *Peers
+	// net is the clock of the agent's contact with the controller (the
+	// self-fence, fence.go); real time unless a test injects one.
+	net Clock
 }
 
 // WithMemoryOutbox keeps the outbox in an in-memory SQLite database
@@ -231,6 +234,9 @@ func (o *options) fill() {
 	}
 	if o.clock == nil {
 		o.clock = realClock{}
+	}
+	if o.net == nil {
+		o.net = realClock{}
 	}
 	if o.backoffMin <= 0 {
 		o.backoffMin = 500 * time.Millisecond
