@@ -206,7 +206,7 @@ func runLoadtest(ctx context.Context, o loadtestOptions) (*ltReport, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	raiseFileLimit(o.Log)
+	raiseOpenFiles(o.Log, "loadtest (the controller child inherits it)")
 	var err error
 	if o.Dir == "" {
 		if o.Dir, err = os.MkdirTemp("", "gpud-loadtest-"); err != nil {
@@ -901,27 +901,6 @@ func (c *ltController) stop() {
 		}
 		c.log.Close()
 	})
-}
-
-// raiseFileLimit lifts the open-files limit as far as it goes (root may
-// raise the hard limit too): every node holds a connection or two and its
-// outbox's files, and the controller child inherits the limit.
-func raiseFileLimit(log *slog.Logger) {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return
-	}
-	want := rl
-	want.Cur, want.Max = max(rl.Max, 1<<20), max(rl.Max, 1<<20)
-	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want) == nil {
-		return
-	}
-	if rl.Cur < rl.Max {
-		rl.Cur = rl.Max
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-			log.Warn("raise the open-files limit", "err", err)
-		}
-	}
 }
 
 // dbSize is the bytes of a SQLite database with its WAL.

@@ -374,13 +374,14 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		case <-healthC: // a GPU just became unhealthy: tell at once
 		}
+		began := time.Now()
 		sent := a.opts.net.Now()
 		hctx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout(interval))
 		resp, err := a.client.HeartbeatAnswer(hctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current()})
 		cancel()
-		next := interval
+		next := max(interval-time.Since(began), 0) // the cadence of a ticker
 		if err != nil && ctx.Err() == nil {
-			next = min(bo.next(), interval)
+			next = min(bo.next(), next)
 		}
 		t.Reset(next)
 		switch {
