@@ -381,7 +381,9 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		cancel()
 		next := max(interval-time.Since(began), 0) // the cadence of a ticker
 		if err != nil && ctx.Err() == nil {
-			next = min(bo.next(), next)
+			// Never at once: a heartbeat that timed out on an
+			// overloaded controller must not come straight back.
+			next = min(bo.next(), interval)
 		}
 		t.Reset(next)
 		switch {
