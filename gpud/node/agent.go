@@ -319,6 +319,9 @@ func (a *Agent) inventory() spec.Inventory {
 	return inv
 }
 
+// registerTimeout bounds one registration request.
+const registerTimeout = time.Minute
+
 // register registers the inventory, retrying until the controller
 // answers or ctx ends, and returns the heartbeat interval to use.
 func (a *Agent) register(ctx context.Context) time.Duration {
@@ -328,7 +331,10 @@ func (a *Agent) register(ctx context.Context) time.Duration {
 		inv := a.inventory()
 		a.invMu.Unlock()
 		sent := a.opts.net.Now()
-		rctx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout(max(a.cfg.HeartbeatInterval, 10*time.Second)))
+		// Bounded, so a request hung on a dead connection is retried,
+		// but generously: under a registration storm a controller may
+		// take long to answer, and a retry adds to its load.
+		rctx, cancel := context.WithTimeout(ctx, registerTimeout)
 		resp, err := a.client.Register(rctx, inv)
 		cancel()
 		if err == nil {
