@@ -489,6 +489,10 @@ func (mh *multiHost) testLinkCut(t *testing.T) {
 	}()
 	mh.waitNode(victim.host.name, 30*time.Second, func(s spec.NodeState) bool { return s == spec.NodeDown })
 	down := time.Since(start)
+	// Self-fencing: the cut-off agent stopped sealing before the
+	// controller could time it out (90 % of node_timeout after its last
+	// answered heartbeat), so it seals nothing from here on.
+	sealedAtDown := strings.Count(victim.log.String(), "checkpoint sealed")
 	j = waitJob(t, cl, id, 60*time.Second, "job running on another host", func(j spec.Job) bool {
 		return j.Attempt == 2 && j.State == spec.StateRunning
 	})
@@ -496,10 +500,10 @@ func (mh *multiHost) testLinkCut(t *testing.T) {
 		t.Fatalf("requeued onto the cut-off node %s", victim.host.name)
 	}
 	// The cut-off host cannot hear the controller, so its agent runs the
-	// first attempt on and may seal more checkpoints after the requeue
-	// (nothing stops a partitioned node). The second attempt must resume
-	// from a checkpoint the first attempt wrote, no older than the last
-	// one written before the cut.
+	// first attempt on, but has fenced itself: it seals no checkpoint
+	// (checked below). The second attempt must resume from a checkpoint
+	// the first attempt wrote, no older than the last one written before
+	// the cut.
 	var text string
 	waitFor(t, 20*time.Second, "resumed line in "+out, func() bool {
 		b, _ := os.ReadFile(out)
@@ -524,6 +528,11 @@ func (mh *multiHost) testLinkCut(t *testing.T) {
 	})
 	if s := mh.c.showJob(fmt.Sprint(id)); s["state"] != "RUNNING" {
 		t.Errorf("after the link returned the job is %v, want still RUNNING on %s", s["state"], j.Nodes[0])
+	}
+	vlog := victim.log.String()
+	if n := strings.Count(vlog, "checkpoint sealed"); n != sealedAtDown || !strings.Contains(vlog, "checkpoints fenced") {
+		t.Errorf("the cut-off node %s sealed %d checkpoints after it was marked DOWN (fenced logged: %v); want none: two writers of one lineage",
+			victim.host.name, n-sealedAtDown, strings.Contains(vlog, "checkpoints fenced"))
 	}
 	if _, err := cl.JobAction(context.Background(), id, "cancel", api.JobActionRequest{}); err != nil {
 		t.Fatal(err)
