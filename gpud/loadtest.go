@@ -823,6 +823,10 @@ submit_rate = 0
 # their connections would count against max_conns (two per node): exempt
 # their addresses (hostAddr), as a site with token nodes does.
 conn_limit_exempt = ["127.10.0.0/16"]
+[limits]
+# One user submits every job (100,000 in the burst): no per-user cap.
+max_submit_jobs_per_user = 0
+max_submit_size_per_user = "UNLIMITED"
 [[partition]]
 name = "gpu"
 nodes = ["ALL"]
