@@ -324,7 +324,15 @@ func (s *Store) MarkReady(id spec.JobID) error {
 // the path; the refused staging directory stays, without .done, for the
 // next Staging to clear. After Seal the job has no staging directory until
 // Staging is called again.
-func (s *Store) Seal(id spec.JobID) (Checkpoint, error) {
+func (s *Store) Seal(id spec.JobID) (Checkpoint, error) { return s.SealUnless(id, nil) }
+
+// SealUnless is Seal that asks fenced, when not nil, just before the
+// rename that makes the checkpoint visible, and seals nothing when it
+// returns an error (wrapped in the one returned). The node agent passes
+// its self-fence: an agent cut off from the controller must not add a
+// checkpoint to a lineage that a requeued attempt elsewhere may own now,
+// however long hashing the files took.
+func (s *Store) SealUnless(id spec.JobID, fenced func() error) (Checkpoint, error) {
 	st := s.stagingDir(id)
 	if !s.Ready(id) {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w: %s has no %s; the job must touch it after writing its files (or exit %d)",
@@ -362,6 +370,11 @@ func (s *Store) Seal(id spec.JobID) (Checkpoint, error) {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
 	}
 	dst := filepath.Join(s.jobDir(id), ckptName(seq))
+	if fenced != nil {
+		if err := fenced(); err != nil {
+			return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
+		}
+	}
 	if err := jd.Rename(stagingName, jd, ckptName(seq)); err != nil {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
 	}

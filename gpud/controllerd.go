@@ -450,17 +450,6 @@ func apiLimits(a config.API) server.Limits {
 		PerUser: a.MaxConnsPerUser, PerIP: a.MaxConnsPerIP, Total: a.MaxConns, Exempt: a.ExemptPrefixes()}
 }
 
-// logOpenFileLimit logs the open-file limit the connection caps work
-// within. Go raised the soft limit to the hard one at start; a low hard
-// limit (systemd LimitNOFILE) is worth a warning.
-func logOpenFileLimit(log *slog.Logger) {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return
-	}
-	if rl.Cur < 8192 {
-		log.Warn("the open-file limit is low for a controller; raise it (LimitNOFILE= in the systemd unit) so floods of connections hit [api] caps, not the limit", "soft", rl.Cur, "hard", rl.Max)
-		return
-	}
-	log.Debug("open-file limit", "soft", rl.Cur, "hard", rl.Max)
-}
+// logOpenFileLimit raises the open-file limit as far as it goes and logs
+// it (nofile.go), warning when it is low for a controller.
+func logOpenFileLimit(log *slog.Logger) { raiseOpenFiles(log, "controller") }

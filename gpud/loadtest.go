@@ -206,7 +206,7 @@ func runLoadtest(ctx context.Context, o loadtestOptions) (*ltReport, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	raiseFileLimit(o.Log)
+	raiseOpenFiles(o.Log, "loadtest (the controller child inherits it)")
 	var err error
 	if o.Dir == "" {
 		if o.Dir, err = os.MkdirTemp("", "gpud-loadtest-"); err != nil {
@@ -823,6 +823,10 @@ submit_rate = 0
 # their connections would count against max_conns (two per node): exempt
 # their addresses (hostAddr), as a site with token nodes does.
 conn_limit_exempt = ["127.10.0.0/16"]
+[limits]
+# One user submits every job (100,000 in the burst): no per-user cap.
+max_submit_jobs_per_user = 0
+max_submit_size_per_user = "UNLIMITED"
 [[partition]]
 name = "gpu"
 nodes = ["ALL"]
@@ -901,27 +905,6 @@ func (c *ltController) stop() {
 		}
 		c.log.Close()
 	})
-}
-
-// raiseFileLimit lifts the open-files limit as far as it goes (root may
-// raise the hard limit too): every node holds a connection or two and its
-// outbox's files, and the controller child inherits the limit.
-func raiseFileLimit(log *slog.Logger) {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return
-	}
-	want := rl
-	want.Cur, want.Max = max(rl.Max, 1<<20), max(rl.Max, 1<<20)
-	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want) == nil {
-		return
-	}
-	if rl.Cur < rl.Max {
-		rl.Cur = rl.Max
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-			log.Warn("raise the open-files limit", "err", err)
-		}
-	}
 }
 
 // dbSize is the bytes of a SQLite database with its WAL.

@@ -90,11 +90,7 @@ func NewClientWith(addr string, o ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, spec.Errorf(spec.ErrInvalid, "controller address %q: %v", addr, err)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 64
-	// Close idle connections before the controller does ([api]
-	// idle_timeout, 60s by default), so a request never races its close.
-	tr.IdleConnTimeout = 30 * time.Second
+	tr := newTransport()
 	c := &Client{hc: &http.Client{Transport: tr}}
 	switch u.Scheme {
 	case "unix":

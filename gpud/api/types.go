@@ -195,6 +195,17 @@ type RegisterRequest struct {
 // RegisterResponse tells the agent how often to heartbeat.
 type RegisterResponse struct {
 	HeartbeatIntervalSec int `json:"heartbeat_interval_sec"`
+	// NodeTimeoutMS is the controller's node_timeout: a node silent this
+	// long is marked DOWN and its jobs requeued elsewhere, so an agent
+	// out of touch this long stops sealing checkpoints (self-fencing).
+	// 0 from a controller that does not say.
+	NodeTimeoutMS int64 `json:"node_timeout_ms,omitempty"`
+}
+
+// HeartbeatResponse answers a heartbeat (NodeTimeoutMS as in
+// RegisterResponse, so a reloaded node_timeout reaches the agents).
+type HeartbeatResponse struct {
+	NodeTimeoutMS int64 `json:"node_timeout_ms,omitempty"`
 }
 
 // HeartbeatRequest is POST /v1/nodes/{name}/heartbeat. Running lists the

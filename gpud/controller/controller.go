@@ -92,10 +92,13 @@ type Controller struct {
 	// budget is each account's GPU-hours over its budget period, from
 	// SetBudgetUsage (nil until the first).
 	budget atomic.Pointer[map[string]float64]
-	// heard is when each node's last heartbeat arrived (node name →
-	// *atomic.Int64 of Unix nanoseconds), noted by Heartbeat before it
-	// waits for the owner loop: see Controller.lastHeard.
+	// heard is each node's *heardRec: when its last heartbeat arrived,
+	// noted by Heartbeat off the owner loop (see Controller.Heartbeat and
+	// lastHeard).
 	heard sync.Map
+	// nodeTimeout is cfg.NodeTimeout in nanoseconds, for the node
+	// protocol's answers off the owner loop (NodeTimeout).
+	nodeTimeout atomic.Int64
 
 	// following is true on a member of an HA group that is not the
 	// leader (leader.go): no housekeeping, no cycles, no recorder.
@@ -153,6 +156,7 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		pol:       cfg.SchedPolicy(),
 	}
 	c.sched.incMin = incMinFullCycle
+	c.nodeTimeout.Store(int64(cfg.NodeTimeout))
 	for _, o := range opts {
 		o(c)
 	}
@@ -480,10 +484,15 @@ func (tx *txn) saveNode(n *nodeRec) { tx.persistNodes[n.inv.Name] = n }
 // JobView is a published, immutable view of a job. Readers share it;
 // the owner replaces it when the job changes.
 type JobView struct {
-	job     spec.Job
+	job   spec.Job
+	brief []byte
+	// raw is ListJSON's encoding, made by the first reader: the owner
+	// loop publishes a view at every change of a job (submit, start,
+	// end, ...), and most are replaced before anyone lists them, so
+	// encoding each at publication cost the loop a quarter of its CPU in
+	// a 100,000-job drain (BenchmarkDrain1000x8's profile).
 	rawOnce sync.Once
 	raw     []byte
-	brief   []byte
 }
 
 // Job returns a copy of the job. Its slices are shared and must not be
@@ -493,11 +502,8 @@ func (v *JobView) Job() spec.Job { return v.job }
 // ListJSON returns the job's JSON encoding for listings (as spec.Job
 // marshals, but without Script, Args and Env, which can be kilobytes per
 // job and which no listing shows; GET /v1/jobs/{id} has them). It is
-// computed once per view and shared: when the view of a pending or
-// running job is published (what listings show by default, so listing
-// 100,000 of them costs no encoding), and for an ended job's view by the
-// first listing that asks for it, so the 5,000 jobs a bulk cancel ends
-// cost no encoding unless someone lists them.
+// computed once per view, by the first reader (off the owner loop), so a
+// listing encodes only the jobs that changed since the last one.
 func (v *JobView) ListJSON() []byte {
 	v.rawOnce.Do(func() {
 		summary := v.job
@@ -525,9 +531,6 @@ func newView(j *spec.Job) *JobView {
 	}
 	var scratch [512]byte
 	v.brief = slices.Clone(v.job.AppendBriefJSON(scratch[:0]))
-	if !j.State.Terminal() {
-		v.ListJSON()
-	}
 	return v
 }
 

@@ -371,7 +371,7 @@ func (c *Controller) nodeView(n *nodeRec) spec.Node {
 	out := spec.Node{
 		Inventory:     n.inv,
 		State:         n.displayState(u),
-		LastHeartbeat: spec.NewTime(n.lastHB),
+		LastHeartbeat: spec.NewTime(c.lastHeard(n.inv.Name, n.lastHB)),
 		Partitions:    c.cfg.partitionsOf(n.inv.Name),
 		AllocCPUs:     u.cpus,
 		AllocMemMiB:   u.mem,

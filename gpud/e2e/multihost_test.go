@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -533,10 +534,10 @@ func (mh *multiHost) testLinkCut(t *testing.T) {
 		t.Fatalf("requeued onto the cut-off node %s", victim.host.name)
 	}
 	// The cut-off host cannot hear the controller, so its agent runs the
-	// first attempt on and may seal more checkpoints after the requeue
-	// (nothing stops a partitioned node). The second attempt must resume
-	// from a checkpoint the first attempt wrote, no older than the last
-	// one written before the cut.
+	// first attempt on, but has fenced itself: it seals no checkpoint
+	// (checked below). The second attempt must resume from a checkpoint
+	// the first attempt wrote, no older than the last one written before
+	// the cut.
 	var text string
 	waitFor(t, 20*time.Second, "resumed line in "+out, func() bool {
 		b, _ := os.ReadFile(out)
@@ -550,6 +551,9 @@ func (mh *multiHost) testLinkCut(t *testing.T) {
 		t.Fatalf("resumed from %d; want a checkpoint the first attempt wrote (%v), at least the last one before the cut (%v); output:\n%s", last, written, before, text)
 	}
 	moved := time.Since(start)
+	// The partition lasts 3 s more (over one 2 s checkpoint interval of
+	// the job), so a cut-off agent that went on sealing would show below.
+	time.Sleep(3 * time.Second)
 
 	mh.net.setLink(victim.host, true)
 	linkUp = true
@@ -561,6 +565,28 @@ func (mh *multiHost) testLinkCut(t *testing.T) {
 	})
 	if s := mh.c.showJob(fmt.Sprint(id)); s["state"] != "RUNNING" {
 		t.Errorf("after the link returned the job is %v, want still RUNNING on %s", s["state"], j.Nodes[0])
+	}
+	// Self-fencing: the cut-off agent stopped sealing 90 % of
+	// node_timeout (4 s) after the last heartbeat it had answered, sent
+	// before the cut, so before the controller could time it out and
+	// requeue the job; it logs no seal later than that (200 ms allowed
+	// between the rename and its log line).
+	vlog := victim.log.String()
+	fenceBy := start.Add(3600*time.Millisecond + 200*time.Millisecond)
+	var late []string
+	for line := range strings.Lines(vlog) {
+		var e struct {
+			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
+			Seq  int       `json:"seq"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "checkpoint sealed" && e.Time.After(fenceBy) {
+			late = append(late, fmt.Sprintf("seq %d at cut+%v", e.Seq, e.Time.Sub(start).Round(time.Millisecond)))
+		}
+	}
+	if len(late) > 0 || !strings.Contains(vlog, "checkpoints fenced") {
+		t.Errorf("the cut-off node %s sealed checkpoints after it should have fenced itself (cut+3.6s): %v (fenced logged: %v); want none: two writers of one lineage",
+			victim.host.name, late, strings.Contains(vlog, "checkpoints fenced"))
 	}
 	if _, err := cl.JobAction(context.Background(), id, "cancel", api.JobActionRequest{}); err != nil {
 		t.Fatal(err)

@@ -59,6 +59,11 @@ type Agent struct {
 	cgroups map[string]runtime.TaskUsage
 	// runnerWG counts runner goroutines; Run waits for it after its loops.
 	runnerWG sync.WaitGroup
+
+	// fenceMu guards fence (fence.go: self-fencing when cut off from
+	// the controller). Lock order: fenceMu before mu.
+	fenceMu sync.Mutex
+	fence   fenceState
 }
 
 // New checks cfg and returns an agent that will talk to the controller
@@ -318,6 +323,9 @@ func (a *Agent) inventory() spec.Inventory {
 	return inv
 }
 
+// registerTimeout bounds one registration request.
+const registerTimeout = time.Minute
+
 // register registers the inventory, retrying until the controller
 // answers or ctx ends, and returns the heartbeat interval to use.
 func (a *Agent) register(ctx context.Context) time.Duration {
@@ -326,8 +334,15 @@ func (a *Agent) register(ctx context.Context) time.Duration {
 		a.invMu.Lock()
 		inv := a.inventory()
 		a.invMu.Unlock()
-		resp, err := a.client.Register(ctx, inv)
+		sent := a.opts.net.Now()
+		// Bounded, so a request hung on a dead connection is retried,
+		// but generously: under a registration storm a controller may
+		// take long to answer, and a retry adds to its load.
+		rctx, cancel := context.WithTimeout(ctx, registerTimeout)
+		resp, err := a.client.Register(rctx, inv)
+		cancel()
 		if err == nil {
+			a.contactOK(sent, resp.NodeTimeout())
 			iv := a.cfg.HeartbeatInterval
 			if resp.HeartbeatIntervalSec > 0 {
 				iv = time.Duration(resp.HeartbeatIntervalSec) * time.Second
@@ -347,9 +362,16 @@ func (a *Agent) register(ctx context.Context) time.Duration {
 	}
 }
 
+// heartbeatLoop heartbeats every interval. Each heartbeat has its own
+// timeout (heartbeatTimeout), and a failed one is retried after a short
+// jittered backoff, never later than the next interval, so one request
+// lost on a dead connection does not cost two intervals (with a
+// node_timeout of three, the node would then be one more loss from
+// DOWN).
 func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+	t := time.NewTimer(interval)
 	defer t.Stop()
+	bo := a.newBackoff()
 	failing := false
 	var healthC <-chan struct{}
 	if a.health != nil {
@@ -362,9 +384,22 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		case <-healthC: // a GPU just became unhealthy: tell at once
 		}
-		err := a.client.SendHeartbeat(ctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current()})
+		began := time.Now()
+		sent := a.opts.net.Now()
+		hctx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout(interval))
+		resp, err := a.client.HeartbeatAnswer(hctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current()})
+		cancel()
+		next := max(interval-time.Since(began), 0) // the cadence of a ticker
+		if err != nil && ctx.Err() == nil {
+			// Never at once: a heartbeat that timed out on an
+			// overloaded controller must not come straight back.
+			next = min(bo.next(), interval)
+		}
+		t.Reset(next)
 		switch {
 		case err == nil:
+			bo.reset()
+			a.contactOK(sent, resp.NodeTimeout())
 			if failing {
 				a.log.Info("heartbeats reach the controller again")
 				// The sender may be in a long backoff: deliver what
@@ -387,7 +422,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 			}
 		default:
 			if !failing {
-				a.log.Warn("heartbeat to controller failed", "err", err)
+				a.log.Warn("heartbeat to controller failed; retrying", "err", err, "retry_in", next)
 			}
 			failing = true
 		}
@@ -401,6 +436,7 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 	var after uint64
 	bo := a.newBackoff()
 	for {
+		sent := a.opts.net.Now()
 		resp, err := a.client.Assignments(ctx, a.cfg.Name, after, a.cfg.PollWait)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -420,6 +456,15 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 		// Only a successful answer reaches reconcile, so nothing is
 		// stopped or fenced before the agent knows what the controller
 		// wants.
+		// An allocation the answer lists (to run, or to stop: either way
+		// not requeued elsewhere yet) may checkpoint again if the node
+		// was out of touch; done before reconcile, so a stop that asks
+		// for a checkpoint first gets one.
+		listed := make(map[string]bool, len(resp.Assignments))
+		for _, asg := range resp.Assignments {
+			listed[asg.Alloc.ID] = true
+		}
+		a.confirmAssigned(sent, listed)
 		a.reconcile(ctx, resp.Assignments)
 		if ctx.Err() != nil {
 			return

@@ -122,7 +122,12 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 // checkpoint was sealed, or nil.
 func (r *runner) sealCheckpoint(ctx context.Context, log *slog.Logger) error {
 	st := r.a.ckpt
-	ck, err := st.Seal(r.jobID)
+	fenced := func() error { return r.a.mayCheckpoint(r) }
+	var ck checkpoint.Checkpoint
+	err := fenced()
+	if err == nil {
+		ck, err = st.SealUnless(r.jobID, fenced)
+	}
 	if err != nil {
 		log.Warn("seal checkpoint; the job's staging directory is discarded", "err", err)
 	}

@@ -190,6 +190,9 @@ type options struct {
 	// stepNet is the step listener and the node's identity for peers on
 	// other hosts (nil: none; steplisten.go).
 	stepNet *StepNet
+	// net is the clock of the agent's contact with the controller (the
+	// self-fence, fence.go); real time unless a test injects one.
+	net Clock
 }
 
 // WithMemoryOutbox keeps the outbox in an in-memory SQLite database
@@ -234,6 +237,9 @@ func (o *options) fill() {
 	}
 	if o.clock == nil {
 		o.clock = realClock{}
+	}
+	if o.net == nil {
+		o.net = realClock{}
 	}
 	if o.backoffMin <= 0 {
 		o.backoffMin = 500 * time.Millisecond

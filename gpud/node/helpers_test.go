@@ -110,6 +110,9 @@ type fakeController struct {
 	after    uint64         // the after of the latest assignments poll
 	calls    map[string]int // answered or failed, per endpoint
 	changed  chan struct{}
+	// nodeTimeout is the node_timeout registration answers carry (0:
+	// none, as from an older controller).
+	nodeTimeout time.Duration
 }
 
 const (
@@ -197,8 +200,9 @@ func (fc *fakeController) handleRegister(w http.ResponseWriter, r *http.Request)
 	fc.mu.Lock()
 	fc.register = append(fc.register, req.Inventory)
 	fc.changedLocked()
+	nt := fc.nodeTimeout
 	fc.mu.Unlock()
-	writeJSON(w, http.StatusOK, api.RegisterResponse{HeartbeatIntervalSec: 1})
+	writeJSON(w, http.StatusOK, api.RegisterResponse{HeartbeatIntervalSec: 1, NodeTimeoutMS: nt.Milliseconds()})
 }
 
 func (fc *fakeController) handleHeartbeat(w http.ResponseWriter, r *http.Request) {

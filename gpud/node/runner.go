@@ -43,6 +43,11 @@ type runner struct {
 	acquired bool
 	// cpus and mems pin a GPU job to its GPUs' NUMA node ("" = not pinned).
 	cpus, mems string
+	// ckptFenced (guarded by a.mu) is set when the agent finds itself out
+	// of touch with the controller while the runner runs: the job may
+	// have been requeued elsewhere, so it takes no checkpoint until an
+	// assignments answer after contact returns lists it (fence.go).
+	ckptFenced bool
 
 	done     chan struct{}
 	stopCh   chan struct{}
@@ -410,12 +415,20 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 			log.Info("re-adopted job takes its checkpoints again", "interval", plan.interval, "rank", r.self.Rank)
 		}
 	}
-	requestCheckpoint := func(why string) {
+	// requestCheckpoint asks the job for a checkpoint and reports whether
+	// one is now being written.
+	requestCheckpoint := func(why string) bool {
+		if err := r.a.mayCheckpoint(r); err != nil {
+			// Fenced (logged once): asking the job would have it write
+			// a checkpoint nobody may seal, into staging that a
+			// requeued attempt elsewhere may be using.
+			return !ckptUntil.IsZero()
+		}
 		if plan.owner && r.a.ckpt.Ready(r.jobID) {
 			_ = r.sealCheckpoint(ctx, log) // the job finished one unasked (logged)
 		}
 		if !ckptUntil.IsZero() {
-			return // the job is still writing the last one
+			return true // the job is still writing the last one
 		}
 		if !plan.owner {
 			peerBase = r.newestSealed()
@@ -426,6 +439,7 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 		}
 		ckptUntil = clock.Now().Add(r.a.cfg.CheckpointTimeout)
 		pollC = clock.After(checkpointPoll)
+		return true
 	}
 
 	var terminate func(state spec.JobState, why string)
@@ -514,8 +528,10 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 				if err := r.a.ob.markStopping(context.WithoutCancel(ctx), r.allocID, r.jobID, state, why, clock.Now()); err != nil {
 					log.Warn("remember why the job is being stopped", "err", err)
 				}
-				requestCheckpoint(fmt.Sprintf("checkpoint before stop (%s)", state))
-				continue
+				if requestCheckpoint(fmt.Sprintf("checkpoint before stop (%s)", state)) {
+					continue
+				}
+				stopWaits = false // fenced: no checkpoint to wait for
 			}
 			terminate(state, why)
 		case <-intervalC:

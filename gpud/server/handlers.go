@@ -477,7 +477,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, api.RegisterResponse{HeartbeatIntervalSec: max(int(hb/time.Second), 1)})
+	s.writeJSON(w, api.RegisterResponse{HeartbeatIntervalSec: max(int(hb/time.Second), 1), NodeTimeoutMS: s.c.NodeTimeout().Milliseconds()})
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
@@ -516,7 +516,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.writeJSON(w, struct{}{})
+	s.writeJSON(w, api.HeartbeatResponse{NodeTimeoutMS: s.c.NodeTimeout().Milliseconds()})
 }
 
 func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {

@@ -252,7 +252,9 @@ func TestNodeCertificatesLeaveTheAddressCap(t *testing.T) {
 		}
 		nodes = append(nodes, c)
 	}
-	time.Sleep(1500 * time.Millisecond) // idle_timeout closes the joins' connections
+	// idle_timeout (1 s) closes the joins' connections; over HTTP/2 a
+	// GOAWAY goes first and the close follows up to 1 s later.
+	time.Sleep(2500 * time.Millisecond)
 	l := shortLimits
 	l.PerIP = 2
 	s.srv.SetLimits(l)
@@ -274,8 +276,8 @@ func TestNodeCertificatesLeaveTheAddressCap(t *testing.T) {
 		}
 	}
 	// Without certificates, the third connection is closed at accept
-	// (once alice's keep-alive has been closed as idle).
-	time.Sleep(1500 * time.Millisecond)
+	// (once alice's keep-alive has been closed as idle, GOAWAY first).
+	time.Sleep(2500 * time.Millisecond)
 	var open []net.Conn
 	for range 2 {
 		open = append(open, tlsDial(t, s.https))

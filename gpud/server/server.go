@@ -140,6 +140,14 @@ func New(c *controller.Controller, opts ...Option) *Server {
 // connection that is not a unix socket it demands TLS and a bearer token.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// maxStreams caps the concurrent requests on one HTTP/2 connection (Go's
+// default is 250). A node agent has at most a handful in flight (long
+// poll, heartbeat, events, usage, GPU health); a client that wants more
+// opens another connection, which the per-address cap counts, so one
+// connection cannot carry a flood that HTTP/1.1's one request per
+// connection would not.
+const maxStreams = 16
+
 // ServeTLS serves on ln with TLS (cfg from auth.ServerTLS) until ctx ends;
 // see Serve.
 func (s *Server) ServeTLS(ctx context.Context, ln net.Listener, cfg *tls.Config) error {
@@ -148,8 +156,11 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener, cfg *tls.Config)
 	}
 	cfg = cfg.Clone()
 	cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS12)
-	// Served through net/http's Serve, not ServeTLS: HTTP/1.1 only.
-	cfg.NextProtos = []string{"http/1.1"}
+	// HTTP/2 first: a node agent's long poll, heartbeats, events and
+	// usage share one connection (one descriptor per node in the
+	// controller, not two); net/http's Serve takes h2 from a TLS
+	// listener by ALPN. HTTP/1.1 stays for older clients.
+	cfg.NextProtos = []string{"h2", "http/1.1"}
 	// Connections are capped below TLS: a refused one costs no handshake.
 	return s.serve(ctx, tls.NewListener(s.limitListener(ln), cfg))
 }
@@ -205,6 +216,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 		ConnContext:    s.connContext,
 		ConnState:      s.connState,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		HTTP2:          &http.HTTP2Config{MaxConcurrentStreams: maxStreams},
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
