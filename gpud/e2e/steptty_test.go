@@ -411,3 +411,85 @@ func TestSrunPtyRemoteTask0(t *testing.T) {
 		t.Fatalf("srun did not end with the remote shell; terminal:\n%q", p.text())
 	}
 }
+
+// TestSrunPtyOutsideJob: `srun --gpus=1 --pty bash` on a login host (no
+// step socket, the controller in the environment) makes an interactive
+// allocation and gives a shell on a real terminal there: its size is
+// srun's and follows a resize, it holds the job and one GPU, ^C
+// interrupts the foreground command and the shell carries on, and the
+// shell's exit ends srun with its code and releases the allocation.
+func TestSrunPtyOutsideJob(t *testing.T) {
+	c := startCluster(t, 1, "--kill-grace", "2s")
+	p := openTestPty(t, 30, 100)
+	cmd := exec.Command(filepath.Join(binDir, "srun"), "--gpus=1", "--pty", "bash", "--norc", "--noprofile")
+	cmd.Dir = t.TempDir()
+	cmd.Env = c.loginEnv("TERM=xterm", "PS1=pty-prompt$ ")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.slave, p.slave, p.slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitC := make(chan error, 1)
+	go func() { waitC <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	at := p.expect(t, 0, "pty-prompt$ ", 60*time.Second)
+	m := regexp.MustCompile(`Granted job allocation (\d+)`).FindStringSubmatch(p.text())
+	if m == nil {
+		t.Fatalf("srun --pty outside a job did not say which allocation it holds:\n%q", p.text())
+	}
+	job := m[1]
+	t.Logf("srun --pty outside a job holds allocation %s", job)
+
+	p.typ(t, "stty size\r")
+	at = p.expect(t, at, "30 100\r\n", 10*time.Second)
+	p.resize(t, 40, 120)
+	var resized bool
+	for try := 0; try < 20 && !resized; try++ {
+		p.typ(t, "stty size\r")
+		at = p.expect(t, at, "pty-prompt$ ", 10*time.Second)
+		resized = strings.Contains(p.text(), "40 120\r\n")
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !resized {
+		t.Errorf("after the resize to 40x120 the step's terminal does not say so:\n%q", p.text())
+	}
+
+	// The shell is in the allocation with one GPU.
+	p.typ(t, "echo ids=$SLURM_JOB_ID:$CUDA_VISIBLE_DEVICES:; tty\r")
+	at = p.expect(t, at, "ids="+job+":", 10*time.Second)
+	end := p.expect(t, at, ":\r\n", 10*time.Second)
+	if gpus := p.text()[at : end-3]; !regexp.MustCompile(`^\d+$`).MatchString(gpus) {
+		t.Errorf("CUDA_VISIBLE_DEVICES in srun --gpus=1 --pty is %q; want one GPU index", gpus)
+	}
+	at = p.expect(t, end, "/dev/pts/", 10*time.Second)
+
+	// ^C interrupts the foreground sleep; the shell carries on.
+	p.typ(t, "echo started-$((1+1)); sleep 100\r")
+	at = p.expect(t, at, "started-2\r\n", 10*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	p.typ(t, "\x03")
+	p.typ(t, "echo after-$((40+2))\r")
+	at = p.expect(t, at, "after-42\r\n", 20*time.Second)
+	c.waitState(job, 5*time.Second, "RUNNING") // ^C left the allocation alone
+
+	// The shell's exit is srun's, and the allocation is released.
+	p.typ(t, "exit 5\r")
+	select {
+	case err := <-waitC:
+		var ee *exec.ExitError
+		if err == nil || !errorsAs(err, &ee) || ee.ExitCode() != 5 {
+			t.Errorf("srun --pty outside a job after the shell's exit 5: %v; want exit status 5", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("srun did not end with the shell; terminal:\n%q", p.text())
+	}
+	p.expect(t, at, "Relinquishing job allocation "+job, 5*time.Second)
+	c.waitState(job, 30*time.Second, "CANCELLED", "COMPLETED", "FAILED")
+	// squeue -j shows a job in any state while the controller remembers
+	// it, as Slurm's does within MinJobAge: ended, not running.
+	r := c.login(c.dir, nil, "squeue", "-h", "-j", job, "-o", "%t")
+	if st := strings.TrimSpace(r.stdout); r.code != 0 || (st != "" && st != "CA" && st != "CD" && st != "F") {
+		t.Errorf("squeue -h -j %s -o %%t after srun ended: exit %d %q %q; want the job ended or gone", job, r.code, r.stdout, r.stderr)
+	}
+}
