@@ -228,7 +228,9 @@ func (h *haGroup) gpud(args ...string) string {
 }
 
 // nodeConfig is node.toml of the agents: the group's CA and join token
-// (the controller list comes from --controller), a 2s kill grace.
+// (the controller list comes from --controller), a 2s kill grace, and
+// step listeners on free loopback ports (joined agents serve one, and
+// several agents share this host).
 func (h *haGroup) nodeConfig() string {
 	h.t.Helper()
 	p := filepath.Join(h.dir, "node.toml")
@@ -238,6 +240,7 @@ ca_file = %q
 join_token_file = %q
 checkpoint_root = %q
 kill_grace = "2s"
+step_listen = "127.0.0.1:0"
 `, h.ca, h.join, filepath.Join(h.dir, "checkpoints"))
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		h.t.Fatal(err)
