@@ -366,16 +366,5 @@ func runTicket(ctx context.Context, client *api.Client, job spec.JobID, o option
 		return exitError
 	}
 	defer c.Close()
-	if o.pty {
-		restore, err := setupPty(&o, os.Stdin, stderr)
-		if err != nil {
-			fmt.Fprintf(stderr, "srun: --pty: %v\n", err)
-			return exitError
-		}
-		defer restore()
-		if o.req.Pty {
-			stderr = crlf{stderr}
-		}
-	}
-	return run(c, o, stdout, stderr)
+	return runStep(c, o, stdout, stderr)
 }

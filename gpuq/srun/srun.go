@@ -325,6 +325,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	defer c.Close()
+	return runStep(c, o, stdout, stderr)
+}
+
+// runStep runs the step over c, with srun's terminal in raw mode under
+// --pty (restored on every way out), from inside a job or outside one.
+func runStep(c net.Conn, o options, stdout, stderr io.Writer) int {
 	if o.pty {
 		restore, err := setupPty(&o, os.Stdin, stderr)
 		if err != nil {
