@@ -27,6 +27,11 @@ type Filter struct {
 	// Limit caps the number of records Jobs returns (the lowest job IDs);
 	// 0 means no cap. Summary ignores it.
 	Limit int
+	// NoUsage leaves out what Jobs sums from the usage, attempts and
+	// sample tables (GPUHours, CPUHours, SliceHours, GPUUtil, EnergyKWh,
+	// CO2Kg, Cost: zero in the records), for callers that print none of
+	// them (sacct): six sub-selects a job. Summary ignores it.
+	NoUsage bool
 }
 
 // Record is one job as accounting remembers it (gpuq acct, sacct).
@@ -184,13 +189,18 @@ func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
 	where, args := f.where()
 	// Records report whole jobs, so usage is not clipped to the window.
 	ws, we := bounds(time.Time{}, time.Time{})
-	args = append([]any{now, ws, we}, args...)
+	usage := usageSQL + `, ` + cpuSQL + `, ` + sliceSQL + `, ` + utilSQL + `, ` + utilWeightSQL + `, ` + energySQL
+	first := 4
+	if f.NoUsage {
+		usage, first = `0, 0, 0, 0, 0, 0`, 1 // no sub-select uses ?1-?3
+	} else {
+		args = append([]any{now, ws, we}, args...)
+	}
 	q := `SELECT j.id, j.name, j.user, j.uid, j.account, j."partition", j.qos, j.state, j.reason,
 		j.exit_code, j.signal, j.submit_time, j.eligible_time, j.start_time, j.end_time, j.time_limit,
 		j.nodes, j.gpus, j.gpu_count, j.gpu_model, j.gpu_profile, j.gpu_fraction, j.cpus, j.mem_mib,
-		j.attempts, j.work_dir, j.array_job_id, j.array_task_id, j.wckey, j.ntasks, ` + usageSQL + `, ` + cpuSQL + `, ` + sliceSQL + `, ` + utilSQL + `,
-		` + utilWeightSQL + `, ` + energySQL + `
-	FROM jobs j` + renumber(where, 4) + ` ORDER BY j.id`
+		j.attempts, j.work_dir, j.array_job_id, j.array_task_id, j.wckey, j.ntasks, ` + usage + `
+	FROM jobs j` + renumber(where, first) + ` ORDER BY j.id`
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}

@@ -101,6 +101,32 @@ func TestJobsRecordFields(t *testing.T) {
 	}
 }
 
+// TestJobsNoUsage: Filter.NoUsage (sacct's query) returns the same jobs
+// with the same fields, the usage sums left zero, under every kind of
+// filter (its placeholders are numbered from ?1 then, not ?4).
+func TestJobsNoUsage(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(10000).Time }))
+	record(t, db, history()...)
+	for _, f := range []Filter{{}, {IDs: []spec.JobID{5, 2}}, {Users: []string{"bob"}, Accounts: []string{"ml"}},
+		{Start: at(1000).Time, End: at(2000).Time}, {States: []spec.JobState{spec.StateRunning}, Limit: 1}} {
+		want := jobs(t, db, f)
+		used := false
+		for i := range want {
+			r := &want[i]
+			used = used || r.GPUHours != 0
+			r.GPUHours, r.CPUHours, r.SliceHours, r.GPUUtil, r.EnergyKWh, r.CO2Kg, r.Cost = 0, 0, 0, 0, 0, 0, 0
+		}
+		f.NoUsage = true
+		if diff := cmp.Diff(want, jobs(t, db, f)); diff != "" {
+			t.Errorf("Jobs(%+v) (-want +got):\n%s", f, diff)
+		}
+		if len(f.IDs) == 2 && !used {
+			t.Errorf("Jobs(%+v): the fixture's jobs 2 and 5 have no GPU-hours; the test compares nothing", f)
+		}
+	}
+}
+
 func TestSummary(t *testing.T) {
 	t.Parallel()
 	db := openTest(t, WithClock(func() time.Time { return at(10000).Time }))

@@ -578,7 +578,7 @@ func (c *Client) Events(ctx context.Context, node string, events []AllocEvent) (
 }
 
 // AcctJobs lists jobs from accounting (sacct): GET
-// /v1/accounting/jobs?id=&user=&account=&partition=&state=&start=&end=&limit=&attempt_history=,
+// /v1/accounting/jobs?id=&user=&account=&partition=&state=&start=&end=&limit=&attempt_history=&steps=&fields=,
 // times in RFC 3339.
 func (c *Client) AcctJobs(ctx context.Context, f AcctFilter) ([]AcctJob, error) {
 	q := url.Values{}
@@ -611,6 +611,9 @@ func (c *Client) AcctJobs(ctx context.Context, f AcctFilter) ([]AcctJob, error) 
 	}
 	if f.AttemptHistory {
 		q.Set("attempt_history", "true")
+	}
+	if len(f.Fields) > 0 {
+		q.Set("fields", strings.Join(f.Fields, ","))
 	}
 	var out AcctJobsResponse
 	err := c.do(ctx, http.MethodGet, "/accounting/jobs", q, nil, &out)

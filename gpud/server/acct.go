@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpud/gpud/accounting"
@@ -42,6 +43,16 @@ func (s *Server) acctJobs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	encs, someFields, err := parseAcctFields(q["fields"])
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// Fields that need none of the usage sums spare the database six
+	// sub-selects a job (sacct's default columns).
+	f.NoUsage = someFields && !slices.ContainsFunc(q["fields"], func(v string) bool {
+		return slices.ContainsFunc(strings.Split(v, ","), func(n string) bool { return slices.Contains(acctUsageFields, strings.TrimSpace(n)) })
+	})
 	id := who(r)
 	if err := notNode(id, "job accounting"); err != nil {
 		s.writeError(w, r, err)
@@ -97,6 +108,10 @@ func (s *Server) acctJobs(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		out.Jobs = append(out.Jobs, j)
+	}
+	if someFields {
+		s.writeAcctFields(w, out.Jobs, encs, history, steps) // acctfields.go
+		return
 	}
 	s.writeJSON(w, out)
 }

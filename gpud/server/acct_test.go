@@ -171,6 +171,25 @@ func TestAcctJobs(t *testing.T) {
 	if diff := cmp.Diff(want, got[0]); diff != "" {
 		t.Errorf("job 1 (-want +got):\n%s", diff)
 	}
+
+	// fields= (sacct): only those fields, the rest zero; the usage sums
+	// when asked for, and steps alongside.
+	for _, tc := range []struct {
+		fields []string
+		want   api.AcctJob
+	}{
+		{[]string{"state", "nodes"}, api.AcctJob{ID: 1, State: spec.StateCompleted, Nodes: []string{"gpu01"}}},
+		{[]string{"user,gpu_hours", "elapsed"}, api.AcctJob{ID: 1, User: "alice", GPUHours: 2, Elapsed: 3600}},
+	} {
+		got, err := c.AcctJobs(ctx, api.AcctFilter{IDs: []spec.JobID{1}, Fields: tc.fields, Steps: true})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("AcctJobs(1, fields %q) = %v, %v", tc.fields, got, err)
+		}
+		tc.want.Steps = []api.AcctStep{}
+		if diff := cmp.Diff(tc.want, got[0]); diff != "" {
+			t.Errorf("job 1 with fields %q (-want +got):\n%s", tc.fields, diff)
+		}
+	}
 }
 
 // TestAcctJobsAttemptHistory: attempt_history=true adds each job's
@@ -232,6 +251,7 @@ func TestAcctJobsErrors(t *testing.T) {
 		{"end before start", addr, "start=2025-03-14T10:00:00Z&end=2025-03-14T09:00:00Z", 400, api.CodeInvalid, "end=2025-03-14T09:00:00Z is before start"},
 		{"bad limit", addr, "limit=-1", 400, api.CodeInvalid, `limit="-1"`},
 		{"bad attempt_history", addr, "attempt_history=all", 400, api.CodeInvalid, `attempt_history="all" is not true or false`},
+		{"bad fields", addr, "fields=state,bogus", 400, api.CodeInvalid, `fields: "bogus" is not a field`},
 		{"no accounting", bare, "", 503, api.CodeUnavailable, "keeps no job accounting"},
 	}
 	for _, tc := range tests {

@@ -82,6 +82,7 @@ var JobFields = []struct {
 	{'Q', "PRIORITY", "priority"},
 	{'S', "START_TIME", "start time, or the expected start of a pending job"},
 	{'V', "SUBMIT_TIME", "submit time"},
+	{'Y', "SCHEDNODES", "nodes the scheduler plans a pending job on: (null), as gpud plans no nodes ahead (Slurm's too, without backfill)"},
 	{'r', "REASON", "pending reason, or why the job ended; a pending job the scheduler could not place adds its node counts per reason: Resources (10 nodes: 6 insufficient free h100 GPUs, 3 constraint ib, 1 drain)"},
 	{'G', "IDLE_GPU", "IdleGPU when the job's GPUs sat below its idle-GPU policy's utilisation for its time, else empty"},
 }
@@ -314,6 +315,8 @@ func appendJobField(b []byte, j *spec.Job, verb byte, now time.Time) []byte {
 		return appendTime(b, t)
 	case 'V':
 		return appendTime(b, j.SubmitTime)
+	case 'Y':
+		return append(b, "(null)"...)
 	case 'r':
 		b = orNA(b, j.Reason)
 		if j.State == spec.StatePending && j.NodeReasons != "" {

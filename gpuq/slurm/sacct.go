@@ -138,6 +138,42 @@ var sacctFields = []sacctField{
 	{"WCKey", 10, func(j *api.AcctJob) string { return j.WCKey }},
 }
 
+// sacctNeeds are the accounting record fields (api.AcctJob's JSON keys)
+// each --format field reads, step rows included (a step's AllocCPUS
+// shares the job's CPUs over its nodes): sacct asks the controller for
+// these only (AcctFilter.Fields). TestSacctNeeds checks each field's value
+// against the complete record's.
+var sacctNeeds = map[string][]string{
+	"JobID": nil, "JobIDRaw": nil, "JobName": {"name"}, "State": {"state"},
+	"ExitCode": {"state", "exit_code", "exit_signal"}, "Elapsed": {"elapsed"}, "ElapsedRaw": {"elapsed"},
+	"NodeList":  {"nodes"},
+	"AllocTRES": {"start_time", "cpus", "gpu_count", "gpu_model", "mem_mib", "nodes"},
+	"ReqTRES":   {"cpus", "gpu_count", "gpu_model", "mem_mib", "nodes"},
+	"Account":   {"account"}, "User": {"user"}, "UID": {"uid"}, "Partition": {"partition"}, "QOS": {"qos"},
+	"Submit": {"submit_time"}, "Eligible": {"eligible_time"}, "Start": {"start_time"}, "End": {"end_time"},
+	"AllocCPUS": {"cpus", "nodes"}, "ReqCPUS": {"cpus", "nodes"}, "NNodes": {"nodes"}, "NTasks": {"ntasks"},
+	"ReqMem": {"mem_mib"}, "Timelimit": {"time_limit"}, "WorkDir": {"work_dir"}, "Reason": {"reason"},
+	"WCKey": {"wckey"},
+}
+
+// sacctFieldsOf lists the record fields cols need, with those sacct
+// itself reads: an array task's place (JobID, -j A and A_T) and, for
+// --name, the name.
+func sacctFieldsOf(cols []sacctCol, byName bool) []string {
+	out := []string{"array_job_id", "array_task_id"}
+	if byName {
+		out = append(out, "name")
+	}
+	for _, c := range cols {
+		for _, n := range sacctNeeds[c.f.name] {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
 // sacctDefault is sacct's default --format.
 const sacctDefault = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
 
@@ -285,6 +321,11 @@ func (c *Cmd) sacct(ctx context.Context) error {
 	}
 	// Step rows (N.batch, N.0, ...) unless -X asks for allocations only.
 	f.Steps = !getopt.Has(ps, "allocations")
+	if !getopt.Has(ps, "json") {
+		// The columns' fields only: over 100,000 jobs the rest would
+		// cost the controller and this command seconds.
+		f.Fields = sacctFieldsOf(cols, len(getopt.All(ps, "name")) > 0)
+	}
 	jobs, err := cl.AcctJobs(ctx, f)
 	if err != nil {
 		return fmt.Errorf("read accounting: %w", err)

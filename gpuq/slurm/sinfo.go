@@ -34,7 +34,17 @@ const (
 	sinfoLong     = "%9P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"
 	sinfoNode     = "%10N %.6D %9P %6t"
 	sinfoNodeLong = "%10N %.6D %9P %11T %.4c %.8z %.6m %.8d %.6w %.8f %20E"
+	sinfoSummary  = "%9P %.5a %.10l %.16F  %N" // -s: one line per partition
 )
+
+// sinfoKey groups a partition's nodes into rows: by state, and with -e
+// by size too; -s leaves it empty (one row per partition).
+type sinfoKey struct {
+	state spec.NodeState
+	cpus  int
+	mem   int64
+	gres  string
+}
 
 // sinfoRow is one line: a partition's nodes in one state (or one node).
 type sinfoRow struct {
@@ -50,7 +60,7 @@ var shortNodeState = map[spec.NodeState]string{
 
 func (c *Cmd) sinfo(ctx context.Context) error {
 	ps, rest, err := c.parse(sinfoSet)
-	if done, err := c.handled(err, "[-h] [-N] [-l] [-o FORMAT] [-p PARTS] [-n NODES] [--json]"); done || err != nil {
+	if done, err := c.handled(err, "[-h] [-N] [-l] [-s] [-e] [-o FORMAT] [-p PARTS] [-n NODES] [--json]"); done || err != nil {
 		return err
 	}
 	if len(rest) > 0 {
@@ -74,9 +84,16 @@ func (c *Cmd) sinfo(ctx context.Context) error {
 		f = sinfoNodeLong
 	case byNode:
 		f = sinfoNode
+	case getopt.Has(ps, "summarize"):
+		f = sinfoSummary
 	case getopt.Has(ps, "long"):
 		f = sinfoLong
 	}
+	// -s sums each partition's nodes on one line, whatever their state
+	// (NODES(A/I/O/T) counts them); -e splits a state's nodes further by
+	// size, so that %c %m %G describe every node of a row.
+	summarize := getopt.Has(ps, "summarize") && !byNode
+	exact := getopt.Has(ps, "exact")
 	if v, ok := getopt.Last(ps, "format"); ok {
 		f = v
 	}
@@ -94,8 +111,8 @@ func (c *Cmd) sinfo(ctx context.Context) error {
 		if len(wantParts) > 0 && !contains(wantParts, p.Name) {
 			continue
 		}
-		var order []spec.NodeState
-		groups := map[spec.NodeState][]*spec.Node{}
+		var order []sinfoKey
+		groups := map[sinfoKey][]*spec.Node{}
 		for _, name := range p.Nodes {
 			n := byName[name]
 			if n == nil {
@@ -108,13 +125,21 @@ func (c *Cmd) sinfo(ctx context.Context) error {
 				rows = append(rows, sinfoRow{part: p, state: n.State, nodes: []*spec.Node{n}})
 				continue
 			}
-			if _, ok := groups[n.State]; !ok {
-				order = append(order, n.State)
+			var k sinfoKey
+			switch {
+			case summarize:
+			case exact:
+				k = sinfoKey{state: n.State, cpus: n.CPUs, mem: n.MemMiB, gres: nodeGres(n)}
+			default:
+				k = sinfoKey{state: n.State}
 			}
-			groups[n.State] = append(groups[n.State], n)
+			if _, ok := groups[k]; !ok {
+				order = append(order, k)
+			}
+			groups[k] = append(groups[k], n)
 		}
-		for _, st := range order {
-			rows = append(rows, sinfoRow{part: p, state: st, nodes: groups[st]})
+		for _, k := range order {
+			rows = append(rows, sinfoRow{part: p, state: k.state, nodes: groups[k]})
 		}
 		if len(p.Nodes) == 0 && !byNode {
 			rows = append(rows, sinfoRow{part: p, state: "n/a"})
@@ -209,7 +234,7 @@ var sinfoHeader = map[byte]string{
 	'P': "PARTITION", 'R': "PARTITION", 'a': "AVAIL", 'l': "TIMELIMIT", 'D': "NODES", 't': "STATE", 'T': "STATE",
 	'N': "NODELIST", 'n': "HOSTNAMES", 'G': "GRES", 'c': "CPUS", 'm': "MEMORY", 'f': "AVAIL_FEATURES",
 	'E': "REASON", 's': "JOB_SIZE", 'r': "ROOT", 'h': "OVERSUBSCRIBE", 'g': "GROUPS", 'z': "S:C:T",
-	'd': "TMP_DISK", 'w': "WEIGHT", 'C': "CPUS(A/I/O/T)", 'O': "CPU_LOAD", 'e': "FREE_MEM",
+	'd': "TMP_DISK", 'w': "WEIGHT", 'C': "CPUS(A/I/O/T)", 'F': "NODES(A/I/O/T)", 'O': "CPU_LOAD", 'e': "FREE_MEM",
 }
 
 func sinfoValue(r sinfoRow, verb byte) string {
@@ -248,14 +273,44 @@ func sinfoValue(r sinfoRow, verb byte) string {
 		}
 		return hostlist.Compress(hs)
 	case 'G':
-		if len(n0.GPUs) == 0 {
-			return "(null)"
+		return nodeGres(n0)
+	case 'c', 'm':
+		// Slurm's: the smallest of the row's nodes, with a '+' when
+		// they differ (250+); sinfo -e rows are all one size.
+		var lo, hi int64
+		for i, n := range r.nodes {
+			v := int64(n.CPUs)
+			if verb == 'm' {
+				v = n.MemMiB
+			}
+			if i == 0 || v < lo {
+				lo = v
+			}
+			hi = max(hi, v)
 		}
-		return "gpu:" + orDefault(n0.GPUs[0].Model, "gpu") + ":" + strconv.Itoa(len(n0.GPUs))
-	case 'c':
-		return strconv.Itoa(n0.CPUs)
-	case 'm':
-		return strconv.FormatInt(n0.MemMiB, 10)
+		if len(r.nodes) == 0 {
+			lo, hi = int64(n0.CPUs), int64(n0.CPUs)
+			if verb == 'm' {
+				lo, hi = n0.MemMiB, n0.MemMiB
+			}
+		}
+		if hi > lo {
+			return strconv.FormatInt(lo, 10) + "+"
+		}
+		return strconv.FormatInt(lo, 10)
+	case 'F':
+		var a, i, o int
+		for _, n := range r.nodes {
+			switch n.State {
+			case spec.NodeAllocated, spec.NodeMixed:
+				a++
+			case spec.NodeIdle:
+				i++
+			default: // down, drained, draining, unknown: Slurm's "other"
+				o++
+			}
+		}
+		return fmt.Sprintf("%d/%d/%d/%d", a, i, o, len(r.nodes))
 	case 'f':
 		return orNull(strings.Join(n0.Features, ","))
 	case 'E':
@@ -279,6 +334,14 @@ func sinfoValue(r sinfoRow, verb byte) string {
 		return "N/A"
 	}
 	return ""
+}
+
+// nodeGres is sinfo's %G for one node: gpu:MODEL:COUNT, or (null).
+func nodeGres(n *spec.Node) string {
+	if len(n.GPUs) == 0 {
+		return "(null)"
+	}
+	return "gpu:" + orDefault(n.GPUs[0].Model, "gpu") + ":" + strconv.Itoa(len(n.GPUs))
 }
 
 type sinfoField struct {
@@ -320,7 +383,7 @@ func parseSinfoFormat(s string) ([]sinfoField, error) {
 			return nil, invalid("--format %q ends inside a field", s)
 		}
 		if _, ok := sinfoHeader[s[i]]; !ok {
-			return nil, invalid("--format: field %%%c is not supported; gpud has %%P %%R %%a %%l %%D %%t %%T %%N %%n %%G %%c %%m %%f %%E %%C", s[i])
+			return nil, invalid("--format: field %%%c is not supported; gpud has %%P %%R %%a %%l %%D %%t %%T %%N %%n %%G %%c %%m %%f %%E %%C %%F", s[i])
 		}
 		f.verb = s[i]
 		f.lit = lit.String()

@@ -568,3 +568,67 @@ func TestSqueueFormatFieldsReachable(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldenStartSummaryExact: squeue --start, sinfo -s and sinfo -e as
+// Slurm prints them (man squeue, man sinfo): --start lists the pending
+// jobs only, earliest expected start first (no estimate last), in the
+// columns JOBID PARTITION NAME USER ST START_TIME NODES SCHEDNODES
+// NODELIST(REASON); -s one line per partition with NODES(A/I/O/T); -e
+// splits a state's nodes by CPUs, memory and GPUs, where the plain view
+// shows the smallest with a '+'.
+func TestGoldenStartSummaryExact(t *testing.T) {
+	ctl := fixture(t)
+	ctl.Set(func(s *fakectl.Server) {
+		s.Jobs[2].ExpectedStart = spec.NewTime(now.Add(2 * time.Hour))
+		s.Jobs = append(s.Jobs, spec.Job{ID: 12, JobSpec: spec.JobSpec{Name: "soon", Partition: "gpu", Resources: spec.Resources{Nodes: 2}},
+			User: "carol", State: spec.StatePending, Reason: "Resources", ExpectedStart: spec.NewTime(now.Add(30 * time.Minute)), Priority: 3})
+		s.Nodes = append(s.Nodes,
+			spec.Node{Inventory: spec.Inventory{Name: "gpu04", CPUs: 32, MemMiB: 256000, GPUs: []spec.GPU{{Model: "h100"}, {Model: "h100"}}}, State: spec.NodeAllocated, Partitions: []string{"gpu"}},
+			spec.Node{Inventory: spec.Inventory{Name: "gpu05", CPUs: 64, MemMiB: 512000}, State: spec.NodeDrain, Partitions: []string{"gpu"}},
+			spec.Node{Inventory: spec.Inventory{Name: "gpu06", CPUs: 64, MemMiB: 512000}, State: spec.NodeMixed, Partitions: []string{"gpu"}})
+		s.Partitions[0].Nodes = append(s.Partitions[0].Nodes, "gpu04", "gpu05", "gpu06")
+	})
+	tm := func(d time.Duration) string { return now.Add(d).Format("2006-01-02T15:04:05") }
+	for _, tc := range []struct {
+		name string
+		cmd  string
+		args []string
+		want string
+	}{
+		{"squeue --start", "squeue", []string{"--start"}, "" +
+			"             JOBID PARTITION     NAME     USER ST          START_TIME  NODES SCHEDNODES           NODELIST(REASON)\n" +
+			"                12       gpu     soon    carol PD " + tm(30*time.Minute) + "      2 (null)               (Resources)\n" +
+			"               8_1     debug    sweep      bob PD " + tm(2*time.Hour) + "      1 (null)               (Resources)\n" +
+			"               8_0       gpu    sweep      bob PD                 N/A      1 (null)               (Priority)\n"},
+		{"squeue --start -u", "squeue", []string{"--start", "-u", "bob", "-h", "-o", "%i %S"}, "8_1 " + tm(2*time.Hour) + "\n8_0 N/A\n"},
+		{"sinfo -s", "sinfo", []string{"-s"}, "" +
+			"PARTITION AVAIL  TIMELIMIT   NODES(A/I/O/T)  NODELIST\n" +
+			"gpu*         up 1-00:00:00          4/1/1/6  gpu[01-06]\n" +
+			"debug        up      30:00          0/1/0/1  gpu03\n"},
+		{"sinfo --summarize -p", "sinfo", []string{"--summarize", "-h", "-p", "debug"}, "debug        up      30:00          0/1/0/1  gpu03\n"},
+		{"sinfo without -e: smallest, +", "sinfo", []string{"-p", "gpu", "-o", "%P %t %D %c %m %G %N"}, "" +
+			"PARTITION STATE NODES CPUS MEMORY GRES NODELIST\n" +
+			"gpu* alloc 3 32+ 256000+ gpu:h100:2 gpu[01-02,04]\n" +
+			"gpu* idle 1 64 512000 (null) gpu03\n" +
+			"gpu* drain 1 64 512000 (null) gpu05\n" +
+			"gpu* mix 1 64 512000 (null) gpu06\n"},
+		{"sinfo -e", "sinfo", []string{"-e", "-p", "gpu", "-o", "%P %t %D %c %m %G %N"}, "" +
+			"PARTITION STATE NODES CPUS MEMORY GRES NODELIST\n" +
+			"gpu* alloc 1 64 512000 gpu:h100:2 gpu01\n" +
+			"gpu* alloc 1 64 512000 (null) gpu02\n" +
+			"gpu* idle 1 64 512000 (null) gpu03\n" +
+			"gpu* alloc 1 32 256000 gpu:h100:2 gpu04\n" +
+			"gpu* drain 1 64 512000 (null) gpu05\n" +
+			"gpu* mix 1 64 512000 (null) gpu06\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errs, code := run(t, ctl, tc.cmd, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if diff := cmp.Diff(tc.want, out); diff != "" {
+				t.Errorf("%s %q (-want +got):\n%s", tc.cmd, tc.args, diff)
+			}
+		})
+	}
+}

@@ -25,6 +25,10 @@ const longDate = "Mon Jan _2 15:04:05 2006"
 const (
 	squeueDefault = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 	squeueLong    = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
+	// --start: pending jobs and when they are expected to start, in
+	// order of that time (man squeue: as --format of this, --sort=S and
+	// --states=PENDING).
+	squeueStart = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 )
 
 var squeueSet = &getopt.Set{Opts: append([]getopt.Opt{
@@ -114,11 +118,15 @@ func (c *Cmd) squeue(ctx context.Context) error {
 	if f.States, f.All, err = parseStates(getopt.All(ps, "states")); err != nil {
 		return err
 	}
+	start := getopt.Has(ps, "start")
+	if start && len(getopt.All(ps, "states")) == 0 {
+		f.States, f.All = []spec.JobState{spec.StatePending}, false
+	}
 	sels, err := parseSels(getopt.All(ps, "jobs"))
 	if err != nil {
 		return err
 	}
-	if len(sels) > 0 && len(getopt.All(ps, "states")) == 0 {
+	if len(sels) > 0 && len(getopt.All(ps, "states")) == 0 && !start {
 		f.All = true // squeue -j shows a job whatever its state, while the controller remembers it
 	}
 	names := splitList(getopt.All(ps, "name")...)
@@ -126,7 +134,10 @@ func (c *Cmd) squeue(ctx context.Context) error {
 	nodes := splitList(getopt.All(ps, "nodelist")...)
 
 	jf := squeueDefault
-	if getopt.Has(ps, "long") {
+	switch {
+	case start:
+		jf = squeueStart
+	case getopt.Has(ps, "long"):
 		jf = squeueLong
 	}
 	if v, ok := getopt.Last(ps, "format"); ok {
@@ -172,6 +183,23 @@ func (c *Cmd) squeue(ctx context.Context) error {
 	if err := c.sortJobs(jobs, sortKeys); err != nil {
 		return err
 	}
+	if start && len(getopt.All(ps, "sort")) == 0 {
+		// Slurm's --sort=S: the earliest expected start first; a job the
+		// scheduler has no estimate for (N/A) last.
+		slices.SortStableFunc(jobs, func(a, b spec.Job) int {
+			ta, tb := a.StartTime, b.StartTime
+			if ta.IsZero() {
+				ta = a.ExpectedStart
+			}
+			if tb.IsZero() {
+				tb = b.ExpectedStart
+			}
+			if ta.IsZero() || tb.IsZero() {
+				return cmp.Compare(boolInt(ta.IsZero()), boolInt(tb.IsZero()))
+			}
+			return ta.Compare(tb.Time)
+		})
+	}
 	if steps {
 		return c.squeueSteps(ps, jobs, json) // squeue_steps.go
 	}
@@ -182,6 +210,13 @@ func (c *Cmd) squeue(ctx context.Context) error {
 		fmt.Fprintln(c.Stdout, c.Now.Format(longDate)) // squeue -l starts with the time
 	}
 	return format.WriteJobs(c.Stdout, jobs, parsed, c.Now, getopt.Has(ps, "noheader"))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // sortJobs applies -S: field letters, '-' for descending ('p' is the

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -67,5 +68,53 @@ func TestSacctSteps(t *testing.T) {
 	out, _, code = run(t, ctl, "squeue", "-h", "--steps=7.0")
 	if code != 0 || out != "            7.0 torchrun       gpu    alice      1:00 gpu[01-02]\n" {
 		t.Errorf("squeue -h --steps=7.0: exit %d, %q", code, out)
+	}
+}
+
+// TestSacctNeeds: every --format field prints the same from a record
+// holding only the fields sacctNeeds lists for it (what the controller
+// sends for fields=) as from the complete record, for a job and its step
+// rows: a field missing from sacctNeeds would print as zero.
+func TestSacctNeeds(t *testing.T) {
+	full := api.AcctJob{ID: 42, Name: "train", User: "alice", UID: 1000, Account: "ml", Partition: "gpu", QOS: "high",
+		State: spec.StateFailed, Reason: "NonZeroExitCode", ExitCode: 3, Signal: 0, SubmitTime: spec.NewTime(now.Add(-3 * time.Hour)),
+		EligibleTime: spec.NewTime(now.Add(-2 * time.Hour)), StartTime: spec.NewTime(now.Add(-time.Hour)), EndTime: spec.NewTime(now),
+		TimeLimit: spec.Duration(2 * time.Hour), Nodes: []string{"gpu01", "gpu02"}, GPUs: []string{"GPU-1"}, GPUCount: 2, GPUModel: "h100",
+		CPUs: 16, MemMiB: 8192, Attempts: 2, WorkDir: "/home/alice", ArrayJobID: 40, ArrayTaskID: 2, WCKey: "k", NTasks: 4, Elapsed: 3600,
+		GPUHours: 2, CPUHours: 16,
+		Steps: []api.AcctStep{{Step: spec.Step{ID: "batch", Name: "batch", State: spec.StateFailed, ExitCode: 3, Nodes: []string{"gpu01"},
+			StartTime: spec.NewTime(now.Add(-time.Hour)), EndTime: spec.NewTime(now)}, Elapsed: 3600}}}
+	raw, err := json.Marshal(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &all); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range sacctFields {
+		cols := []sacctCol{{f: &f}}
+		keep := map[string]json.RawMessage{"id": all["id"], "steps": all["steps"]}
+		for _, k := range sacctFieldsOf(cols, false) {
+			v, ok := all[k]
+			if !ok {
+				t.Fatalf("%s needs %q, which is not a key of api.AcctJob", f.name, k)
+			}
+			keep[k] = v
+		}
+		b, _ := json.Marshal(keep)
+		var part api.AcctJob
+		if err := json.Unmarshal(b, &part); err != nil {
+			t.Fatal(err)
+		}
+		want, got := sacctRows([]api.AcctJob{full}, nil), sacctRows([]api.AcctJob{part}, nil)
+		if len(want) != 2 || len(got) != 2 {
+			t.Fatalf("rows: %d and %d, want a job and its step", len(want), len(got))
+		}
+		for i := range want {
+			if w, g := f.value(&want[i]), f.value(&got[i]); w != g {
+				t.Errorf("%s of row %d: %q from the fields sacct asks for, %q from the whole record; add the missing field to sacctNeeds", f.name, i, g, w)
+			}
+		}
 	}
 }
