@@ -185,10 +185,11 @@ func TestSnakemakeSlurm(t *testing.T) {
 				t.Errorf("snakemake did not guess the account from sacct:\n%s", out)
 			}
 			// Each rule ran as a job of its own, charged and placed as
-			// given or guessed.
+			// given or guessed, its script as the batch step and the rule
+			// itself as step 0 (Snakemake runs it through srun -n1).
 			jid := strings.TrimPrefix(lines[0], "job ")
 			r := c.cli(work, "sacct", "-P", "-n", "-j", jid, "-o", "JobName,Account,Partition,State,ExitCode")
-			if r.code != 0 || strings.TrimSpace(r.stdout) != "snakejob_a_2|default|gpu|COMPLETED|0:0\nbatch|default||COMPLETED|0:0" {
+			if r.code != 0 || strings.TrimSpace(r.stdout) != "snakejob_a_2|default|gpu|COMPLETED|0:0\nbatch|default||COMPLETED|0:0\npython3|default||COMPLETED|0:0" {
 				t.Errorf("sacct of rule a's job %s: exit %d, %q, %s", jid, r.code, r.stdout, r.stderr)
 			}
 		})
