@@ -87,55 +87,17 @@ var JobFields = []struct {
 	{'G', "IDLE_GPU", "IdleGPU when the job's GPUs sat below its idle-GPU policy's utilisation for its time, else empty"},
 }
 
-type field struct {
-	lit   string // literal text before the field
-	verb  byte   // 0 for trailing literal only
-	width int
-	right bool
-}
-
 // JobFormat is a parsed --format specification.
-type JobFormat struct{ fields []field }
+type JobFormat struct{ fields []Field }
 
 // ParseJobFormat parses an squeue-style format: %[.][size]letter fields
 // and literal text; %% is a percent sign.
 func ParseJobFormat(s string) (JobFormat, error) {
-	var f JobFormat
-	var lit strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			lit.WriteByte(s[i])
-			continue
-		}
-		i++
-		if i < len(s) && s[i] == '%' {
-			lit.WriteByte('%')
-			continue
-		}
-		fl := field{}
-		if i < len(s) && s[i] == '.' {
-			fl.right = true
-			i++
-		}
-		start := i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' && i-start < 4 {
-			i++
-		}
-		if i > start {
-			fl.width, _ = strconv.Atoi(s[start:i])
-		}
-		if i >= len(s) || !knownField(s[i]) {
-			return JobFormat{}, fmt.Errorf("bad format %q: field %d needs a letter from %s after %%[.][size]", s, len(f.fields)+1, fieldLetters())
-		}
-		fl.verb = s[i]
-		fl.lit = lit.String()
-		lit.Reset()
-		f.fields = append(f.fields, fl)
+	fields, ferr := ParseFields(s, knownField)
+	if ferr != nil {
+		return JobFormat{}, fmt.Errorf("bad format %q: field %d needs a letter from %s after %%[.][size]", s, ferr.Index, fieldLetters())
 	}
-	if lit.Len() > 0 {
-		f.fields = append(f.fields, field{lit: lit.String()})
-	}
-	return f, nil
+	return JobFormat{fields: fields}, nil
 }
 
 func knownField(c byte) bool {
@@ -175,9 +137,9 @@ func WriteJobs(w io.Writer, jobs []spec.Job, f JobFormat, now time.Time, noHeade
 	line := make([]byte, 0, 256)
 	if !noHeader {
 		for _, fl := range f.fields {
-			line = append(line, fl.lit...)
-			if fl.verb != 0 {
-				line = pad(line, []byte(header(fl.verb)), fl)
+			line = append(line, fl.Lit...)
+			if fl.Verb != 0 {
+				line = pad(line, []byte(header(fl.Verb)), fl)
 			}
 		}
 		line = append(trimRight(line), '\n')
@@ -190,11 +152,11 @@ func WriteJobs(w io.Writer, jobs []spec.Job, f JobFormat, now time.Time, noHeade
 		j := &jobs[i]
 		line = line[:0]
 		for _, fl := range f.fields {
-			line = append(line, fl.lit...)
-			if fl.verb == 0 {
+			line = append(line, fl.Lit...)
+			if fl.Verb == 0 {
 				continue
 			}
-			val = appendJobField(val[:0], j, fl.verb, now)
+			val = appendJobField(val[:0], j, fl.Verb, now)
 			line = pad(line, val, fl)
 		}
 		line = append(trimRight(line), '\n')
@@ -207,15 +169,15 @@ func WriteJobs(w io.Writer, jobs []spec.Job, f JobFormat, now time.Time, noHeade
 
 // pad appends v to b in fl's width: truncated when longer (like squeue),
 // right-justified with ".".
-func pad(b []byte, v []byte, fl field) []byte {
-	if fl.width == 0 {
+func pad(b []byte, v []byte, fl Field) []byte {
+	if fl.Width == 0 {
 		return append(b, v...)
 	}
-	if len(v) > fl.width {
-		v = v[:fl.width]
+	if len(v) > fl.Width {
+		v = v[:fl.Width]
 	}
-	spaces := fl.width - len(v)
-	if fl.right {
+	spaces := fl.Width - len(v)
+	if fl.Right {
 		for range spaces {
 			b = append(b, ' ')
 		}

@@ -156,9 +156,9 @@ func (c *Cmd) sinfo(ctx context.Context) error {
 	if !getopt.Has(ps, "noheader") {
 		var b strings.Builder
 		for _, fl := range fields {
-			b.WriteString(fl.lit)
-			if fl.verb != 0 {
-				b.WriteString(padTo(sinfoHeader[fl.verb], fl.width, fl.right))
+			b.WriteString(fl.Lit)
+			if fl.Verb != 0 {
+				b.WriteString(padTo(sinfoHeader[fl.Verb], fl.Width, fl.Right))
 			}
 		}
 		w.WriteString(strings.TrimRight(b.String(), " ") + "\n")
@@ -166,9 +166,9 @@ func (c *Cmd) sinfo(ctx context.Context) error {
 	for _, r := range rows {
 		var b strings.Builder
 		for _, fl := range fields {
-			b.WriteString(fl.lit)
-			if fl.verb != 0 {
-				b.WriteString(padTo(sinfoValue(r, fl.verb), fl.width, fl.right))
+			b.WriteString(fl.Lit)
+			if fl.Verb != 0 {
+				b.WriteString(padTo(sinfoValue(r, fl.Verb), fl.Width, fl.Right))
 			}
 		}
 		w.WriteString(strings.TrimRight(b.String(), " ") + "\n")
@@ -344,56 +344,17 @@ func nodeGres(n *spec.Node) string {
 	return "gpu:" + orDefault(n.GPUs[0].Model, "gpu") + ":" + strconv.Itoa(len(n.GPUs))
 }
 
-type sinfoField struct {
-	lit   string
-	verb  byte
-	width int
-	right bool
-}
-
-func parseSinfoFormat(s string) ([]sinfoField, error) {
-	var out []sinfoField
-	var lit strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			lit.WriteByte(s[i])
-			continue
-		}
-		i++
-		if i < len(s) && s[i] == '%' {
-			lit.WriteByte('%')
-			continue
-		}
-		f := sinfoField{}
-		if i < len(s) && s[i] == '.' {
-			f.right = true
-			i++
-		}
-		st := i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i-st > 4 {
-			// As squeue's: a width is at most 4 digits, so a format
-			// cannot make sinfo write gigabytes of padding.
-			return nil, invalid("--format %q: field width %s is too wide; give at most 4 digits", s, s[st:i])
-		}
-		f.width, _ = strconv.Atoi(s[st:i])
-		if i >= len(s) {
-			return nil, invalid("--format %q ends inside a field", s)
-		}
-		if _, ok := sinfoHeader[s[i]]; !ok {
-			return nil, invalid("--format: field %%%c is not supported; gpud has %%P %%R %%a %%l %%D %%t %%T %%N %%n %%G %%c %%m %%f %%E %%C %%F", s[i])
-		}
-		f.verb = s[i]
-		f.lit = lit.String()
-		lit.Reset()
-		out = append(out, f)
+func parseSinfoFormat(s string) ([]format.Field, error) {
+	fields, ferr := format.ParseFields(s, func(c byte) bool { _, ok := sinfoHeader[c]; return ok })
+	switch {
+	case ferr == nil:
+		return fields, nil
+	case ferr.Digits != "":
+		return nil, invalid("--format %q: field width %s is too wide; give at most 4 digits", s, ferr.Digits)
+	case ferr.End:
+		return nil, invalid("--format %q ends inside a field", s)
 	}
-	if lit.Len() > 0 {
-		out = append(out, sinfoField{lit: lit.String()})
-	}
-	return out, nil
+	return nil, invalid("--format: field %%%c is not supported; gpud has %%P %%R %%a %%l %%D %%t %%T %%N %%n %%G %%c %%m %%f %%E %%C %%F", ferr.Letter)
 }
 
 // padTo pads v to width like Slurm's formats: cut when longer, right-
