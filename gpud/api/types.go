@@ -135,7 +135,7 @@ type JobsResponse struct {
 	Jobs []spec.Job `json:"jobs"`
 }
 
-// JobActionRequest is POST /v1/jobs/{id}/{cancel|hold|release|requeue}.
+// JobActionRequest is POST /v1/jobs/{id}/{cancel|hold|release|requeue|complete}.
 type JobActionRequest struct {
 	Reason string `json:"reason,omitempty"`
 	// Signal, for cancel, sends this signal instead of ending the job
@@ -147,6 +147,10 @@ type JobActionRequest struct {
 	// Step, for cancel, names one step of the job ("0", "1", ...): the
 	// step is cancelled (or, with Signal, signalled) and the job runs on.
 	Step string `json:"step,omitempty"`
+	// ExitCode and ExitSignal, for complete, are the exit status of the
+	// work in an srun or salloc allocation (the step's, the command's).
+	ExitCode   int `json:"exit_code,omitempty"`
+	ExitSignal int `json:"exit_signal,omitempty"`
 }
 
 // NodesResponse is GET /v1/nodes.

@@ -148,6 +148,9 @@ const (
 	// ActionSignal sends a signal (its reason argument) to a running
 	// job's processes on every node: scancel --signal.
 	ActionSignal = "signal"
+	// ActionComplete ends an interactive allocation (srun or salloc from
+	// outside a job) with its client's exit status: Complete.
+	ActionComplete = "complete"
 )
 
 // JobAction cancels, holds, releases or requeues a job on behalf of who.
@@ -180,6 +183,53 @@ func (c *Controller) RefAction(ctx context.Context, who Caller, ref spec.JobRef,
 			return spec.Errorf(spec.ErrConflict, "no task of array %d could be %s: %v", ref.ID, pastTense(action), errs[0])
 		}
 		out = recs[0].job
+		out.Alloc = cloneAlloc(out.Alloc)
+		return nil
+	})
+	return out, err
+}
+
+// Complete ends job id, an interactive allocation made by srun or salloc
+// from outside a job, as its client saw the work in it end: COMPLETED
+// when code and sig are 0, else FAILED with them, as Slurm's srun and
+// salloc end theirs (slurm_complete_job with the step's or the command's
+// status) rather than cancelling it. Its nodes are told to stop, and give
+// back the resources when they report. A pending allocation is cancelled.
+func (c *Controller) Complete(ctx context.Context, who Caller, id spec.JobID, code, sig int, reason string) (spec.Job, error) {
+	var out spec.Job
+	err := c.call(ctx, func(tx *txn) error {
+		rec := c.st.jobs[id]
+		if rec == nil {
+			return notFoundJob(id)
+		}
+		j := &rec.job
+		if err := c.mayAct(who, j, ActionComplete); err != nil {
+			return err
+		}
+		if !j.Interactive {
+			return spec.Errorf(spec.ErrInvalid, "job %d is a batch job; only an allocation made by srun or salloc is completed by its client (end a batch job with scancel %d)", id, id)
+		}
+		if code < 0 || code > 255 || sig < 0 || sig > 64 {
+			return spec.Errorf(spec.ErrInvalid, "exit code %d, signal %d: an exit code is 0-255 and a signal 0-64", code, sig)
+		}
+		if reason == "" {
+			reason = fmt.Sprintf("completed by %s", orDefault(who.User, fmt.Sprint(who.UID)))
+		}
+		switch {
+		case j.State.Terminal():
+			return spec.Errorf(spec.ErrConflict, "job %d already ended (%s)", id, j.State)
+		case j.State == spec.StatePending:
+			delete(c.st.pending, id)
+			c.finish(tx, rec, spec.StateCancelled, 0, 0, reason, c.now())
+		default:
+			state := spec.StateCompleted
+			if code != 0 || sig != 0 {
+				state = spec.StateFailed
+				reason = "NonZeroExitCode"
+			}
+			c.finish(tx, rec, state, code, sig, reason, c.now())
+		}
+		out = *j
 		out.Alloc = cloneAlloc(out.Alloc)
 		return nil
 	})
@@ -356,6 +406,8 @@ func pastTense(action string) string {
 		return "requeued"
 	case ActionSignal:
 		return "signalled"
+	case ActionComplete:
+		return "completed"
 	}
 	return action
 }

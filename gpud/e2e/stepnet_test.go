@@ -44,8 +44,8 @@ func (c *cluster) login(dir string, extra []string, name string, args ...string)
 }
 
 // TestSrunOutsideAndSalloc: srun on a login host makes a 2-node
-// allocation, runs one step over both nodes and releases it with the
-// step's exit code; salloc gives a command the allocation's variables and
+// allocation, runs one step over both nodes and ends it with the step's
+// exit status (COMPLETED 0:0, FAILED 3:0, as Slurm's srun); salloc gives a command the allocation's variables and
 // srun inside it launches steps; srun with no allocation and no
 // resources is a clear error.
 func TestSrunOutsideAndSalloc(t *testing.T) {
@@ -66,11 +66,20 @@ func TestSrunOutsideAndSalloc(t *testing.T) {
 	if m == nil || !strings.Contains(r.stderr, "Relinquishing job allocation "+m[1]) {
 		t.Fatalf("srun's stderr lacks Slurm's allocation lines: %q", r.stderr)
 	}
-	c.waitState(m[1], 30*time.Second, "CANCELLED", "COMPLETED")
+	endsAs := func(what, id, state string, code float64) {
+		t.Helper()
+		j := c.waitState(id, 30*time.Second, "CANCELLED", "COMPLETED", "FAILED")
+		if j["state"] != state || j["exit_code"] != code {
+			t.Errorf("%s: job %s ended %v exit %v (%v); want %s exit %v, the work's status, as Slurm's", what, id, j["state"], j["exit_code"], j["reason"], state, code)
+		}
+	}
+	endsAs("srun -N2 outside a job", m[1], "COMPLETED", 0)
 
 	r = c.login(work, nil, "srun", "-N1", "bash", "-c", "echo $SLURM_JOB_ID $SLURM_PROCID; exit 3")
 	if r.code != 3 || !regexp.MustCompile(`^\d+ 0\n$`).MatchString(r.stdout) {
 		t.Errorf("srun -N1 with a task exiting 3: exit %d %q %q; want 3 and the task's job id", r.code, r.stdout, r.stderr)
+	} else {
+		endsAs("srun -N1 exiting 3", strings.Fields(r.stdout)[0], "FAILED", 3)
 	}
 
 	r = c.login(work, nil, "salloc", "-N2", "--gpus-per-node=1", "bash", "-c",
@@ -81,7 +90,7 @@ func TestSrunOutsideAndSalloc(t *testing.T) {
 		!strings.Contains(r.stdout, "0: node1\n") || !strings.Contains(r.stdout, "1: node2\n") || !strings.Contains(r.stdout, "rc=0\n") {
 		t.Fatalf("salloc -N2 with srun inside: exit %d %q %q; want the command's exit 5, its variables and steps on both nodes", r.code, r.stdout, r.stderr)
 	}
-	c.waitState(m[1], 30*time.Second, "CANCELLED", "COMPLETED")
+	endsAs("salloc exiting 5", m[1], "FAILED", 5)
 
 	// ^C while the request waits cancels it: every GPU is taken first.
 	r = c.cli(work, "gpusubmit", "--parsable", "-N2", "--gpus-per-node=8", "--wrap", "sleep 300")

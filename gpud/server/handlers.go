@@ -256,6 +256,20 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 		s.writeJSON(w, j)
 		return
 	}
+	if action == controller.ActionComplete {
+		// srun's or salloc's allocation, ended with its work's status.
+		if ref.IsTask {
+			s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "%s is an array task; only an srun or salloc allocation is completed", ref))
+			return
+		}
+		j, err := s.c.Complete(r.Context(), as, ref.ID, req.ExitCode, req.ExitSignal, reason)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.writeJSON(w, j)
+		return
+	}
 	if req.Signal != "" && req.SignalTarget != "" {
 		req.Signal = req.SignalTarget + ":" + req.Signal // the controller's TARGET:SIG
 	}

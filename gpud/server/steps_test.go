@@ -61,3 +61,67 @@ func TestStepTicket(t *testing.T) {
 	_, err = alice.StepTicket(ctx, held.ID)
 	wantStatus(t, "a job that does not run", err, 409, spec.ErrConflict, "not running")
 }
+
+// TestCompleteAllocation: srun and salloc end the allocation they made
+// with their work's exit status (POST /v1/jobs/{id}/complete), so it ends
+// COMPLETED or FAILED with that code as Slurm's do, not CANCELLED; its
+// node is told to stop it. Only the owner (or root) may, and only an
+// interactive allocation: a batch job is refused, saying to use scancel.
+func TestCompleteAllocation(t *testing.T) {
+	s := secureServer(t)
+	ctx := ctxT(t)
+	root := client(t, s.unix)
+	if _, err := root.Register(ctx, inventory("n1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	alice := s.client(t, s.token(t, auth.Claims{User: "alice", UID: 1001, GID: 1001}, time.Hour))
+	bob := s.client(t, s.token(t, auth.Claims{User: "bob", UID: 1002, GID: 1002}, time.Hour))
+
+	js := jobSpec("alloc")
+	js.Interactive = true
+	ok, err := alice.Submit(ctx, api.SubmitRequest{Job: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAssignment(t, root, "n1", func(a api.Assignment) bool { return a.Job.ID == ok.ID })
+	_, err = bob.JobAction(ctx, ok.ID, "complete", api.JobActionRequest{})
+	wantStatus(t, "bob completes alice's allocation", err, 403, spec.ErrPermissionDenied, "belongs to alice")
+	j, err := alice.JobAction(ctx, ok.ID, "complete", api.JobActionRequest{})
+	if err != nil || j.State != spec.StateCompleted || j.ExitCode != 0 {
+		t.Fatalf("complete with exit 0: %s exit %d, %v; want COMPLETED 0", j.State, j.ExitCode, err)
+	}
+	a := waitAssignment(t, root, "n1", func(a api.Assignment) bool { return a.Job.ID == ok.ID && a.Stop })
+	if a.StopState == "" {
+		t.Errorf("the node was told to stop the completed allocation without a state: %+v", a)
+	}
+	_, err = alice.JobAction(ctx, ok.ID, "complete", api.JobActionRequest{})
+	wantStatus(t, "complete twice", err, 409, spec.ErrConflict, "already ended")
+
+	failed, err := alice.Submit(ctx, api.SubmitRequest{Job: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAssignment(t, root, "n1", func(a api.Assignment) bool { return a.Job.ID == failed.ID })
+	j, err = alice.JobAction(ctx, failed.ID, "complete", api.JobActionRequest{ExitCode: 3})
+	if err != nil || j.State != spec.StateFailed || j.ExitCode != 3 {
+		t.Errorf("complete with exit 3: %s exit %d, %v; want FAILED 3", j.State, j.ExitCode, err)
+	}
+
+	batch, err := alice.Submit(ctx, api.SubmitRequest{Job: jobSpec("batch")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = alice.JobAction(ctx, batch.ID, "complete", api.JobActionRequest{})
+	wantStatus(t, "complete a batch job", err, 400, spec.ErrInvalid, "scancel")
+
+	js.Hold = true
+	held, err := alice.Submit(ctx, api.SubmitRequest{Job: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = alice.JobAction(ctx, held.ID, "complete", api.JobActionRequest{ExitCode: 300})
+	wantStatus(t, "exit code 300", err, 400, spec.ErrInvalid, "0-255")
+	if j, err = alice.JobAction(ctx, held.ID, "complete", api.JobActionRequest{}); err != nil || j.State != spec.StateCancelled {
+		t.Errorf("complete a pending allocation: %s, %v; want CANCELLED", j.State, err)
+	}
+}

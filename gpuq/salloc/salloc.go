@@ -152,7 +152,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitError
 	}
-	defer al.Release("salloc command ended")
+	// The allocation ends with the command's status (COMPLETED or FAILED,
+	// as Slurm's salloc), or is released if salloc leaves before it runs.
+	code, sig, ran := 0, 0, false
+	defer func() {
+		if ran {
+			al.Complete(code, sig)
+		} else {
+			al.Release("salloc command ended")
+		}
+	}()
 	j, err := client.Job(ctx, al.Job)
 	if err != nil {
 		fmt.Fprintf(stderr, "salloc: read job allocation %d: %v\n", al.Job, err)
@@ -189,17 +198,21 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 	err = cmd.Wait()
+	ran = true
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ee):
 		if st, ok := ee.Sys().(syscall.WaitStatus); ok && st.Signaled() {
-			return 128 + int(st.Signal())
+			sig = int(st.Signal())
+			return 128 + sig
 		}
-		return ee.ExitCode()
+		code = ee.ExitCode()
+		return code
 	default:
 		fmt.Fprintf(stderr, "salloc: %s: %v\n", cmdArgs[0], err)
+		code = exitError
 		return exitError
 	}
 }

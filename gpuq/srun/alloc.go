@@ -212,6 +212,24 @@ func (al *Allocation) Release(reason string) {
 	fmt.Fprintf(al.stderr, "%s: Relinquishing job allocation %d\n", al.prog, al.Job)
 }
 
+// Complete ends the allocation with the exit status of the work run in
+// it (srun's step, salloc's command): the job ends COMPLETED or FAILED
+// with that status, as Slurm's do, not CANCELLED. An allocation that
+// cannot be completed (an older controller) is released instead.
+func (al *Allocation) Complete(code, sig int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := al.client.JobAction(ctx, al.Job, "complete", api.JobActionRequest{ExitCode: code, ExitSignal: sig})
+	switch {
+	case err == nil:
+		fmt.Fprintf(al.stderr, "%s: Relinquishing job allocation %d\n", al.prog, al.Job)
+	case errors.Is(err, spec.ErrConflict):
+		// Already ended (time limit, scancel): nothing to give back.
+	default:
+		al.Release("step ended")
+	}
+}
+
 // notReady is a probe's answer that a node cannot start tasks yet.
 type notReady struct{ msg string }
 
@@ -339,7 +357,7 @@ func outside(o options, stdout, stderr io.Writer) int {
 	}
 	code := runTicket(ctx, client, job, o, stdout, stderr)
 	if al != nil {
-		al.Release("step ended")
+		al.Complete(code, 0)
 	}
 	return code
 }
