@@ -26,7 +26,7 @@ import (
 // Agent is a node agent. Create it with New and run it with Run, once.
 type Agent struct {
 	cfg    Config
-	client *api.Client
+	client ControllerClient
 	rt     runtime.Runtime
 	log    *slog.Logger
 	clock  Clock
@@ -67,11 +67,14 @@ type Agent struct {
 }
 
 // New checks cfg and returns an agent that will talk to the controller
-// through client and run jobs through rt.
-func New(cfg Config, client *api.Client, rt runtime.Runtime, opts ...Option) (*Agent, error) {
+// through client (an *api.Client in production) and run jobs through rt.
+func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option) (*Agent, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("configure node agent: %w", err)
+	}
+	if c, ok := client.(*api.Client); ok && c == nil {
+		client = nil
 	}
 	if client == nil || rt == nil {
 		return nil, errors.New("configure node agent: a controller client and a runtime are required")
