@@ -168,10 +168,10 @@ func (r *runner) serveSteps(ctx context.Context) (stop func()) {
 func (r *runner) resumeSteps(ctx context.Context, log *slog.Logger) {
 	groups, _ := supplementaryGroups(r.asg.Job.UID, r.asg.Job.GID)
 	cfg, err := buildTask(taskInput{
-		Asg: *r.asg, Self: r.self, NodeName: r.a.cfg.Name, Hostname: r.a.cfg.Hostname, SelfAddr: r.a.cfg.Addr,
-		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, NICs: r.a.nics, MIG: r.mig, ContainerID: r.id, JobDir: r.jobDir(),
-		ScriptPath: filepath.Join(r.jobDir(), "script"), GroupIDs: groups, Hide: r.a.hidden(), Show: r.a.cfg.ShowPaths,
-		ToolsDir: r.a.cfg.ToolsDir,
+		Asg: *r.asg, Self: r.self, NodeName: r.d.cfg.Name, Hostname: r.d.cfg.Hostname, SelfAddr: r.d.cfg.Addr,
+		DefaultImage: r.d.cfg.DefaultImage, GPUs: r.d.gpus, NICs: r.d.nics, MIG: r.mig, ContainerID: r.id, JobDir: r.jobDir(),
+		ScriptPath: filepath.Join(r.jobDir(), "script"), GroupIDs: groups, Hide: r.d.hidden(), Show: r.d.cfg.ShowPaths,
+		ToolsDir: r.d.cfg.ToolsDir,
 	})
 	if err != nil {
 		log.Warn("re-adopted job: srun will not work in it", "err", err)
@@ -386,7 +386,7 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 	}
 	// A node steps cannot reach refuses the step before any task runs.
 	for _, nd := range l.nodes {
-		if _, err := r.a.peer(nd); err != nil {
+		if _, err := r.d.peer(nd); err != nil {
 			out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
 			return
 		}
@@ -502,7 +502,7 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 		startWG.Add(1)
 		go func() {
 			defer startWG.Done()
-			p, err := r.a.peer(nd)
+			p, err := r.d.peer(nd)
 			if err == nil {
 				st := stepTasks{
 					Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUIdx: grant.gpus[i], Bind: bind,

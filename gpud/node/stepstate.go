@@ -205,8 +205,8 @@ func (r *runner) readoptSteps(ctx context.Context, log *slog.Logger) {
 // readoptPart re-attaches to this node's tasks of a step; their output
 // waits in a relay for srun.
 func (r *runner) readoptPart(ctx context.Context, log *slog.Logger, pr partRecord) {
-	ax, canAttach := r.a.rt.(runtime.ExecAttacher)
-	node := r.a.cfg.Name
+	ax, canAttach := r.d.rt.(runtime.ExecAttacher)
+	node := r.d.cfg.Name
 	rp := &resumedPart{relay: newStepRelay(), part: &stepPart{exits: make(chan api.StepMsg, len(pr.Tasks))}}
 	var wg sync.WaitGroup
 	for local, task := range pr.Tasks {
@@ -323,7 +323,7 @@ func (r *runner) reattachStep(ctx context.Context, dec *json.Decoder, out *stepS
 	if !ok {
 		out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf(
 			"step %d.%d cannot be followed again on node %s: it is not a step that was running when this node's agent restarted (it ended, another srun follows it, or it was given up after %v without srun)",
-			r.jobID, step, r.a.cfg.Name, stepReattachGrace)})
+			r.jobID, step, r.d.cfg.Name, stepReattachGrace)})
 		return
 	}
 	defer r.forgetStep(step)
@@ -336,7 +336,7 @@ func (r *runner) reattachStep(ctx context.Context, dec *json.Decoder, out *stepS
 			if nd.Node != name {
 				continue
 			}
-			if p, err := r.a.peer(nd); err == nil {
+			if p, err := r.d.peer(nd); err == nil {
 				if ag, ok := p.(*Agent); ok {
 					parts[i] = ag.resumedPart(r.allocID, step)
 				}
@@ -460,7 +460,7 @@ func (r *runner) abandonSteps(log *slog.Logger) {
 		if rec.Acct != nil {
 			// Its end, for accounting: cancelled, its exit unknown here.
 			s := r.resumeServed(*rec.Acct, func(syscall.Signal) {})
-			s.cancelled = fmt.Sprintf("node %s's agent: no srun followed the step again within %v of its restart", r.a.cfg.Name, stepReattachGrace)
+			s.cancelled = fmt.Sprintf("node %s's agent: no srun followed the step again within %v of its restart", r.d.cfg.Name, stepReattachGrace)
 			r.stepEnded(context.Background(), s, 0, 0)
 		}
 		r.forgetStep(step)
