@@ -29,6 +29,7 @@ type ckptPlan struct {
 	// --checkpoint; Slurm's rule for --signal: the steps' tasks, or with
 	// B: the batch shell only.
 	target string
+	rank   int // the runner's rank in the job (for the log)
 }
 
 // ownsCheckpoints reports whether this runner manages the job's checkpoint
@@ -52,7 +53,7 @@ func (r *runner) checkpointPlan() *ckptPlan {
 	if job.Ckpt <= 0 && job.JobSpec.Signal == "" {
 		return nil
 	}
-	p := &ckptPlan{sig: checkpoint.DefaultSignal, interval: job.Ckpt.Std(), owner: r.ownsCheckpoints()}
+	p := &ckptPlan{sig: checkpoint.DefaultSignal, interval: job.Ckpt.Std(), owner: r.ownsCheckpoints(), rank: r.self.Rank}
 	if job.JobSpec.Signal != "" {
 		sig, secs, batchOnly, err := checkpoint.ParseSignal(job.JobSpec.Signal)
 		if err != nil {

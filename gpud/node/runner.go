@@ -351,120 +351,20 @@ func (r *runner) makeJobDir(script string, uid, gid int) error {
 	return nil
 }
 
-type waitResult struct {
-	st  runtime.ExitStatus
-	err error
-}
-
 // wait follows the running container until it exits (then reports it) or
-// the agent shuts down (then leaves it running). It enforces the time
-// limit and carries out stop requests.
+// the agent shuts down (then leaves it running). Its checkpoints and its
+// stop (a stop request or the time limit) are state machines of their
+// own (ckptmachine.go, stopmachine.go); wait hands them their events.
 func (r *runner) wait(ctx context.Context, log *slog.Logger) {
-	waitCtx, cancelWait := context.WithCancel(ctx)
-	resc := make(chan waitResult, 1)
-	var waiter sync.WaitGroup
-	startWait := func() {
-		waiter.Add(1)
-		go func() {
-			defer waiter.Done()
-			st, err := r.d.rt.Wait(waitCtx, r.id)
-			resc <- waitResult{st, err}
-		}()
-	}
-	defer waiter.Wait()
-	defer cancelWait()
-	startWait()
-
-	clock, grace := r.d.clock, r.d.cfg.KillGrace
-	var deadlineC, graceC, stuckC <-chan time.Time
-	if !r.deadline.IsZero() {
-		deadlineC = clock.After(r.deadline.Sub(clock.Now()))
-	}
-	stopCh := r.stopCh
-	bo := r.d.newBackoff()
-
-	// Checkpoints: one outstanding request at a time (ckptUntil is its
-	// deadline), polled for .done every checkpointPoll; stopWaits holds a
-	// stop that asked for a checkpoint first until that one ends.
-	var plan *ckptPlan
-	var intervalC, beforeC, pollC <-chan time.Time
-	var ckptUntil time.Time
-	stopWaits := false
-	peerBase := 0 // newest sealed seq when a non-owner rank signalled
-	schedule := func() {
-		plan = r.checkpointPlan()
-		if plan == nil {
-			return
-		}
-		if plan.interval > 0 {
-			intervalC = clock.After(plan.interval)
-		}
-		if plan.before > 0 && !r.deadline.IsZero() {
-			beforeC = clock.After(r.deadline.Add(-plan.before).Sub(clock.Now()))
-		}
-	}
-	schedule()
+	exits, stopWaiting := r.watchExit(ctx, log)
+	defer stopWaiting()
+	ck := newCheckpointMachine(r.d.clock, r.d.cfg.CheckpointTimeout, log, runnerCheckpoints{r, ctx, log})
+	sm := newStopMachine(r.d.clock, r.d.cfg.KillGrace, log, runnerStops{r, ctx, log}, ck, r.stopCh, r.deadline)
+	ck.arm(r.checkpointPlan(), r.deadline)
 	learnC := r.learnC
 	adopt := func(l learned) {
 		learnC = nil
-		r.asg, r.self = l.asg, l.self
-		r.resumeSteps(ctx, log)
-		if stopCh != nil { // not already stopping
-			schedule()
-		}
-		if plan != nil {
-			log.Info("re-adopted job takes its checkpoints again", "interval", plan.interval, "rank", r.self.Rank)
-		}
-	}
-	// requestCheckpoint asks the job for a checkpoint and reports whether
-	// one is now being written.
-	requestCheckpoint := func(why string) bool {
-		if err := r.d.mayCheckpoint(r); err != nil {
-			// Fenced (logged once): asking the job would have it write
-			// a checkpoint nobody may seal, into staging that a
-			// requeued attempt elsewhere may be using.
-			return !ckptUntil.IsZero()
-		}
-		if plan.owner && r.d.ckpt.Ready(r.jobID) {
-			_ = r.sealCheckpoint(ctx, log) // the job finished one unasked (logged)
-		}
-		if !ckptUntil.IsZero() {
-			return true // the job is still writing the last one
-		}
-		if !plan.owner {
-			peerBase = r.newestSealed()
-		}
-		log.Info("checkpoint requested", "signal", signame.Full(plan.sig), "why", why, "timeout", r.d.cfg.CheckpointTimeout, "rank", r.self.Rank)
-		if err := r.signalTarget(ctx, plan.target, plan.sig); err != nil && ctx.Err() == nil { // steprec.go
-			log.Warn("send the checkpoint signal", "signal", signame.Full(plan.sig), "target", plan.target, "err", err)
-		}
-		ckptUntil = clock.Now().Add(r.d.cfg.CheckpointTimeout)
-		pollC = clock.After(checkpointPoll)
-		return true
-	}
-
-	var terminate func(state spec.JobState, why string)
-	checkpointEnded := func() {
-		ckptUntil, pollC = time.Time{}, nil
-		if stopWaits {
-			stopWaits = false
-			state, why := r.ending()
-			terminate(state, why)
-		}
-	}
-	terminate = func(state spec.JobState, why string) {
-		r.stop(state, why) // records the reason if it is the first
-		stopCh = nil       // the stop just closed it; it is being handled
-		intervalC, beforeC, stopWaits = nil, nil, false
-		state, why = r.ending()
-		if err := r.d.ob.markStopping(context.WithoutCancel(ctx), r.allocID, r.jobID, state, why, clock.Now()); err != nil {
-			log.Warn("remember why the job is being stopped", "err", err)
-		}
-		log.Info("stopping job", "state", state, "reason", why, "kill_grace", grace)
-		r.kill(ctx, log, syscall.SIGTERM)
-		if graceC == nil && stuckC == nil {
-			graceC = clock.After(grace)
-		}
+		r.adopt(ctx, log, l, ck, sm)
 	}
 	for {
 		// An adopted runner learns its job before acting on a stop that
@@ -479,97 +379,148 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 			return // shutdown: the container keeps running
 		case l := <-learnC:
 			adopt(l)
-		case res := <-resc:
-			if res.err == nil {
-				state, why := r.ending()
-				if state == "" {
-					state, why = r.rec.StopState, r.rec.StopWhy
-				}
-				sealed, refused := r.checkpointAtExit(ctx, log, res.st)
-				switch {
-				case state != "":
-				case sealed:
-					// The job checkpointed and stopped by itself: run it
-					// again from that checkpoint instead of failing it.
-					state, why = spec.StateRequeued, fmt.Sprintf("job checkpointed and exited with code %d", checkpoint.ExitCodeCheckpointed)
-				case refused != "":
-					state, why = spec.StateFailed, refused
-				}
-				state, why = exitState(res.st, state, why)
-				r.finish(ctx, log, res.st, state, why)
+		case res := <-exits:
+			if res.err != nil && ctx.Err() != nil {
+				return // shutdown
+			}
+			r.exited(ctx, log, res)
+			return
+		case <-sm.deadlineC:
+			sm.onDeadline(fmt.Sprintf("time limit %s reached", r.timeLimit()))
+		case <-sm.stopC:
+			sm.onStop()
+		case <-ck.intervalC:
+			ck.onInterval()
+		case <-ck.beforeC:
+			ck.onBefore()
+		case <-ck.pollC:
+			if ck.onPoll() {
+				sm.checkpointEnded()
+			}
+		case <-sm.graceC:
+			sm.onGrace()
+		case <-sm.stuckC:
+			sm.onStuck()
+		}
+	}
+}
+
+// adopt takes an adopted runner's assignment: it serves steps again and,
+// unless it is being stopped, takes its job's checkpoints again.
+func (r *runner) adopt(ctx context.Context, log *slog.Logger, l learned, ck *checkpointMachine, sm *stopMachine) {
+	r.asg, r.self = l.asg, l.self
+	r.resumeSteps(ctx, log)
+	if !sm.stopping() {
+		ck.arm(r.checkpointPlan(), r.deadline)
+	}
+	if ck.active() {
+		log.Info("re-adopted job takes its checkpoints again", "interval", ck.plan.interval, "rank", r.self.Rank)
+	}
+}
+
+type waitResult struct {
+	st  runtime.ExitStatus
+	err error // nil, or runtime.ErrNotFound
+}
+
+// watchExit waits for the container's task to exit, retrying the
+// runtime's Wait with backoff while it fails. The channel carries the
+// exit status, or runtime.ErrNotFound when the container disappeared;
+// nothing when ctx ends first. stop ends the waiting and returns once
+// it has.
+func (r *runner) watchExit(ctx context.Context, log *slog.Logger) (exits <-chan waitResult, stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	resc := make(chan waitResult, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		bo := r.d.newBackoff()
+		for {
+			st, err := r.d.rt.Wait(wctx, r.id)
+			if err == nil || errors.Is(err, runtime.ErrNotFound) && wctx.Err() == nil {
+				resc <- waitResult{st, err}
 				return
 			}
-			if ctx.Err() != nil {
-				return
-			}
-			if errors.Is(res.err, runtime.ErrNotFound) {
-				// Someone removed it behind the agent's back; it is not
-				// running, so report it as ended.
-				state, why := r.ending()
-				if state == "" {
-					state, why = spec.StateFailed, "job container disappeared from the runtime"
-				}
-				r.finish(ctx, log, runtime.ExitStatus{Code: -1}, state, why)
+			if wctx.Err() != nil {
 				return
 			}
 			d := bo.next()
-			log.Warn("wait for job container; retrying", "err", res.err, "retry_in", d)
-			if !sleep(ctx, d) {
+			log.Warn("wait for job container; retrying", "err", err, "retry_in", d)
+			if !sleep(wctx, d) {
 				return
 			}
-			startWait()
-		case <-deadlineC:
-			deadlineC = nil
-			terminate(spec.StateTimeout, fmt.Sprintf("time limit %s reached", r.timeLimit()))
-		case <-stopCh:
-			state, why := r.ending()
-			if plan != nil && r.checkpointFirst() {
-				stopCh = nil
-				stopWaits = true
-				if err := r.d.ob.markStopping(context.WithoutCancel(ctx), r.allocID, r.jobID, state, why, clock.Now()); err != nil {
-					log.Warn("remember why the job is being stopped", "err", err)
-				}
-				if requestCheckpoint(fmt.Sprintf("checkpoint before stop (%s)", state)) {
-					continue
-				}
-				stopWaits = false // fenced: no checkpoint to wait for
-			}
-			terminate(state, why)
-		case <-intervalC:
-			intervalC = clock.After(plan.interval)
-			requestCheckpoint(fmt.Sprintf("every %s", plan.interval))
-		case <-beforeC:
-			beforeC = nil
-			requestCheckpoint(fmt.Sprintf("%s before the time limit", plan.before))
-		case <-pollC:
-			switch {
-			case plan.owner && r.d.ckpt.Ready(r.jobID):
-				_ = r.sealCheckpoint(ctx, log) // logged
-				checkpointEnded()
-			case !plan.owner && (r.d.ckpt.Ready(r.jobID) || r.newestSealed() > peerBase):
-				// Rank 0's agent seals; this rank only needed its
-				// processes signalled and the checkpoint written.
-				log.Info("checkpoint of the job completed (sealed by rank 0's node)", "rank", r.self.Rank)
-				checkpointEnded()
-			case !clock.Now().Before(ckptUntil):
-				log.Warn("job did not complete its checkpoint in time; it must write into $GPUD_CHECKPOINT_DIR and then touch .done there",
-					"timeout", r.d.cfg.CheckpointTimeout)
-				checkpointEnded()
-			default:
-				pollC = clock.After(checkpointPoll)
-			}
-		case <-graceC:
-			graceC = nil
-			log.Warn("job did not exit within the kill grace; sending SIGKILL", "kill_grace", grace)
-			r.kill(ctx, log, syscall.SIGKILL)
-			stuckC = clock.After(grace)
-		case <-stuckC:
-			stuckC = nil
-			// Nothing more the agent can do: the processes are likely
-			// in uninterruptible sleep. Keep waiting; the allocation
-			// stays reported as running so its GPUs are not reused.
-			log.Error("job container survived SIGKILL; still waiting for it to exit (check the node for stuck processes)")
 		}
+	}()
+	return resc, func() { cancel(); <-done }
+}
+
+// exited reports how the job's container ended: the stop reason the
+// agent began, or (for a job that checkpointed and exited with the
+// checkpoint code) a requeue from that checkpoint, or what its exit
+// status says; a container that disappeared behind the agent's back is
+// not running, so it is reported as ended.
+func (r *runner) exited(ctx context.Context, log *slog.Logger, res waitResult) {
+	if res.err != nil {
+		state, why := r.ending()
+		if state == "" {
+			state, why = spec.StateFailed, "job container disappeared from the runtime"
+		}
+		r.finish(ctx, log, runtime.ExitStatus{Code: -1}, state, why)
+		return
+	}
+	st := res.st
+	state, why := r.ending()
+	if state == "" {
+		state, why = r.rec.StopState, r.rec.StopWhy
+	}
+	sealed, refused := r.checkpointAtExit(ctx, log, st)
+	switch {
+	case state != "":
+	case sealed:
+		// The job checkpointed and stopped by itself: run it again from
+		// that checkpoint instead of failing it.
+		state, why = spec.StateRequeued, fmt.Sprintf("job checkpointed and exited with code %d", checkpoint.ExitCodeCheckpointed)
+	case refused != "":
+		state, why = spec.StateFailed, refused
+	}
+	state, why = exitState(st, state, why)
+	r.finish(ctx, log, st, state, why)
+}
+
+// runnerCheckpoints is the runner as its checkpoint machine's job.
+type runnerCheckpoints struct {
+	r   *runner
+	ctx context.Context
+	log *slog.Logger
+}
+
+func (c runnerCheckpoints) mayCheckpoint() error { return c.r.d.mayCheckpoint(c.r) }
+func (c runnerCheckpoints) ready() bool          { return c.r.d.ckpt.Ready(c.r.jobID) }
+func (c runnerCheckpoints) seal()                { _ = c.r.sealCheckpoint(c.ctx, c.log) } // logged
+func (c runnerCheckpoints) newestSealed() int    { return c.r.newestSealed() }
+
+func (c runnerCheckpoints) signal(target string, sig syscall.Signal) {
+	if err := c.r.signalTarget(c.ctx, target, sig); err != nil && c.ctx.Err() == nil { // steprec.go
+		c.log.Warn("send the checkpoint signal", "signal", signame.Full(sig), "target", target, "err", err)
+	}
+}
+
+// runnerStops is the runner as its stop machine's job.
+type runnerStops struct {
+	r   *runner
+	ctx context.Context
+	log *slog.Logger
+}
+
+func (s runnerStops) stop(state spec.JobState, why string) { s.r.stop(state, why) }
+func (s runnerStops) ending() (spec.JobState, string)      { return s.r.ending() }
+func (s runnerStops) checkpointFirst() bool                { return s.r.checkpointFirst() }
+func (s runnerStops) kill(sig syscall.Signal)              { s.r.kill(s.ctx, s.log, sig) }
+
+func (s runnerStops) markStopping(state spec.JobState, why string) {
+	r := s.r
+	if err := r.d.ob.markStopping(context.WithoutCancel(s.ctx), r.allocID, r.jobID, state, why, r.d.clock.Now()); err != nil {
+		s.log.Warn("remember why the job is being stopped", "err", err)
 	}
 }
 
