@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,6 +70,21 @@ func FieldErrors(err error) []*FieldError {
 	}
 	walk(err)
 	return out
+}
+
+// ValidateFields is Validate keeping only the problems of the named
+// fields (as FieldError.Field names them: "--job-name", "--time",
+// "--nice"...). It is for a change to some fields of a job (scontrol
+// update): a new value is refused with the very message sbatch gives at
+// submit, and nothing else about the job is judged again.
+func (js *JobSpec) ValidateFields(fields ...string) error {
+	var keep []error
+	for _, fe := range FieldErrors(js.Validate()) {
+		if slices.Contains(fields, fe.Field) {
+			keep = append(keep, fe)
+		}
+	}
+	return errors.Join(keep...)
 }
 
 // Validate reports every structural problem of js at once: errors.Join
