@@ -213,10 +213,11 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		js.WorkDir = js.SubmitDir
 	}
 	if js.Depend != "" {
-		if d, err := parseDepend(js.Depend); err != nil {
-			errs = append(errs, err)
-		} else if err := c.checkDepend(js.Depend, d); err != nil {
-			errs = append(errs, err)
+		// A malformed one is Validate's to report (spec.ParseDependency).
+		if d, err := spec.ParseDependency(js.Depend); err == nil {
+			if err := c.checkDepend(js.Depend, d); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 

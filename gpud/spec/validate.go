@@ -131,7 +131,11 @@ func (js *JobSpec) Validate() error {
 			c.bad("--array", "%s", err.Error())
 		}
 	}
-	c.name("--dependency", js.Depend, MaxPathBytes)
+	if c.name("--dependency", js.Depend, MaxPathBytes) && js.Depend != "" {
+		if _, err := ParseDependency(js.Depend); err != nil {
+			c.bad("--dependency", "%s", err.Error())
+		}
+	}
 	c.name("--signal", js.Signal, MaxNameBytes)
 	c.name("--comment", js.Comment, MaxTextBytes)
 	if c.name("--checkpoint-mode", js.CkptMode, MaxNameBytes) {
