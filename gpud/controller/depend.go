@@ -1,41 +1,23 @@
 package controller
 
-import (
-	"strconv"
-	"strings"
+import "github.com/gpud/gpud/gpud/spec"
 
-	"github.com/gpud/gpud/gpud/spec"
+// The parsed --dependency is spec's (spec.ParseDependency, the one
+// parser, which JobSpec.Validate runs at submit too).
+type (
+	dependency = spec.Dependency
+	depItem    = spec.DepItem
+	depRef     = spec.DepRef
+	depKind    = spec.DepKind
 )
-
-// depKind is a dependency type, as sbatch names it.
-type depKind string
 
 const (
-	depAfter      depKind = "after"
-	depAfterAny   depKind = "afterany"
-	depAfterOK    depKind = "afterok"
-	depAfterNotOK depKind = "afternotok"
-	depSingleton  depKind = "singleton"
+	depAfter      = spec.DepAfter
+	depAfterAny   = spec.DepAfterAny
+	depAfterOK    = spec.DepAfterOK
+	depAfterNotOK = spec.DepAfterNotOK
+	depSingleton  = spec.DepSingleton
 )
-
-// depRef is one job a dependency names: a plain job, a whole array (the
-// array job id) or one task of an array (ID_TASK, task >= 0).
-type depRef struct {
-	id   spec.JobID
-	task int
-}
-
-type depItem struct {
-	kind depKind
-	refs []depRef
-}
-
-// dependency is a parsed --dependency: items joined by "," (all must
-// hold) or "?" (any may).
-type dependency struct {
-	any   bool
-	items []depItem
-}
 
 // depResult is a dependency's state in one cycle.
 type depResult int
@@ -46,70 +28,16 @@ const (
 	depNever
 )
 
-const depForms = "use TYPE:JOBID[:JOBID...] items joined by , (all) or ? (any), TYPE one of after, afterany, afterok, afternotok; or singleton"
-
-// parseDepend parses a --dependency spec.
-func parseDepend(s string) (*dependency, error) {
-	d := &dependency{}
-	sep := ","
-	if strings.Contains(s, "?") {
-		if strings.Contains(s, ",") {
-			return nil, spec.Errorf(spec.ErrInvalid, "--dependency=%s mixes , (all) and ? (any); use one of them", s)
-		}
-		sep, d.any = "?", true
-	}
-	for item := range strings.SplitSeq(s, sep) {
-		kind, rest, _ := strings.Cut(item, ":")
-		it := depItem{kind: depKind(kind)}
-		switch it.kind {
-		case depSingleton:
-			if rest != "" || strings.Contains(item, ":") {
-				return nil, spec.Errorf(spec.ErrInvalid, "--dependency=%s: singleton takes no job ids; %s", s, depForms)
-			}
-			d.items = append(d.items, it)
-			continue
-		case depAfter, depAfterAny, depAfterOK, depAfterNotOK:
-		case "aftercorr", "afterburstbuffer":
-			return nil, spec.Errorf(spec.ErrInvalid, "--dependency=%s: %s is not supported by gpud; %s", s, kind, depForms)
-		default:
-			return nil, spec.Errorf(spec.ErrInvalid, "--dependency=%s: %q is not a dependency; %s", s, item, depForms)
-		}
-		if rest == "" {
-			return nil, spec.Errorf(spec.ErrInvalid, "--dependency=%s: %s names no job; %s", s, kind, depForms)
-		}
-		for ref := range strings.SplitSeq(rest, ":") {
-			if strings.Contains(ref, "+") {
-				return nil, spec.Errorf(spec.ErrInvalid, "--dependency=%s: delays (+MINUTES) are not supported by gpud; use --begin on the job instead", s)
-			}
-			idS, taskS, hasTask := strings.Cut(ref, "_")
-			id, err := strconv.ParseUint(idS, 10, 64)
-			r := depRef{id: spec.JobID(id), task: -1}
-			if hasTask && err == nil {
-				r.task, err = strconv.Atoi(taskS)
-				if err == nil && r.task < 0 {
-					err = strconv.ErrRange
-				}
-			}
-			if err != nil || id == 0 {
-				return nil, spec.Errorf(spec.ErrInvalid, "--dependency=%s: %q is not a job id (N, or N_TASK for one array task); %s", s, ref, depForms)
-			}
-			it.refs = append(it.refs, r)
-		}
-		d.items = append(d.items, it)
-	}
-	return d, nil
-}
-
 // depJobs calls f with each job r stands for (every task of an array,
 // named by its array job id) until f returns false; it reports whether
 // r names any job at all.
 func (c *Controller) depJobs(r depRef, f func(*spec.Job) bool) bool {
-	first := c.st.jobs[r.id]
+	first := c.st.jobs[r.ID]
 	if first == nil {
 		return false
 	}
-	if first.job.ArrayJobID != r.id {
-		if r.task >= 0 {
+	if first.job.ArrayJobID != r.ID {
+		if r.Task >= 0 {
 			return false
 		}
 		f(&first.job)
@@ -118,12 +46,12 @@ func (c *Controller) depJobs(r depRef, f func(*spec.Job) bool) bool {
 	// Array tasks have consecutive ids from the array job id, indices
 	// ascending.
 	found := false
-	for id := r.id; ; id++ {
+	for id := r.ID; ; id++ {
 		rec := c.st.jobs[id]
-		if rec == nil || rec.job.ArrayJobID != r.id {
+		if rec == nil || rec.job.ArrayJobID != r.ID {
 			break
 		}
-		if r.task >= 0 && rec.job.ArrayTaskID != r.task {
+		if r.Task >= 0 && rec.job.ArrayTaskID != r.Task {
 			continue
 		}
 		found = true
@@ -136,14 +64,10 @@ func (c *Controller) depJobs(r depRef, f func(*spec.Job) bool) bool {
 
 // checkDepend refuses a dependency on a job that does not exist.
 func (c *Controller) checkDepend(s string, d *dependency) error {
-	for _, it := range d.items {
-		for _, r := range it.refs {
+	for _, it := range d.Items {
+		for _, r := range it.Refs {
 			if !c.depJobs(r, func(*spec.Job) bool { return false }) {
-				name := strconv.FormatUint(uint64(r.id), 10)
-				if r.task >= 0 {
-					name += "_" + strconv.Itoa(r.task)
-				}
-				return spec.Errorf(spec.ErrInvalid, "--dependency=%s: job %s does not exist; check the id with gpuq", s, name)
+				return spec.Errorf(spec.ErrInvalid, "--dependency=%s: job %s does not exist; check the id with gpuq", s, r)
 			}
 		}
 	}
@@ -208,7 +132,7 @@ func (c *Controller) newSingletonIndex(active []spec.JobID) *singletonIndex {
 // first need.
 func (c *Controller) evalDepend(rec *jobRec, single func() *singletonIndex) depResult {
 	if rec.dep == nil {
-		d, err := parseDepend(rec.job.Depend)
+		d, err := spec.ParseDependency(rec.job.Depend)
 		if err != nil {
 			return depNever
 		}
@@ -216,12 +140,12 @@ func (c *Controller) evalDepend(rec *jobRec, single func() *singletonIndex) depR
 	}
 	d := rec.dep
 	res := depSatisfied
-	if d.any {
+	if d.Any {
 		res = depNever
 	}
-	for _, it := range d.items {
+	for _, it := range d.Items {
 		r := c.evalItem(&rec.job, it, single)
-		if d.any {
+		if d.Any {
 			if r == depSatisfied {
 				return depSatisfied
 			}
@@ -242,7 +166,7 @@ func (c *Controller) evalDepend(rec *jobRec, single func() *singletonIndex) depR
 
 // evalItem: every job an item names must satisfy it.
 func (c *Controller) evalItem(j *spec.Job, it depItem, single func() *singletonIndex) depResult {
-	if it.kind == depSingleton {
+	if it.Kind == depSingleton {
 		x := single()
 		k := singletonKey(j)
 		if m, ok := x.minPending[k]; x.active[k] || ok && m < j.ID {
@@ -251,9 +175,9 @@ func (c *Controller) evalItem(j *spec.Job, it depItem, single func() *singletonI
 		return depSatisfied
 	}
 	res := depSatisfied
-	for _, r := range it.refs {
+	for _, r := range it.Refs {
 		found := c.depJobs(r, func(dj *spec.Job) bool {
-			switch depOne(it.kind, dj) {
+			switch depOne(it.Kind, dj) {
 			case depNever:
 				res = depNever
 				return false
@@ -262,7 +186,7 @@ func (c *Controller) evalItem(j *spec.Job, it depItem, single func() *singletonI
 			}
 			return true
 		})
-		if !found && (it.kind == depAfterOK || it.kind == depAfterNotOK) {
+		if !found && (it.Kind == depAfterOK || it.Kind == depAfterNotOK) {
 			// The job is gone: its outcome can no longer be known.
 			return depNever
 		}

@@ -193,7 +193,6 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, spec.Errorf(spec.ErrInvalid, format, args...)) }
-	refuse := func(kind error, format string, args ...any) { errs = append(errs, spec.Errorf(kind, format, args...)) }
 
 	// Credentials never travel with a job, whatever the client sent: the
 	// environment is stored, shown to operators and given to the job.
@@ -214,10 +213,11 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		js.WorkDir = js.SubmitDir
 	}
 	if js.Depend != "" {
-		if d, err := parseDepend(js.Depend); err != nil {
-			errs = append(errs, err)
-		} else if err := c.checkDepend(js.Depend, d); err != nil {
-			errs = append(errs, err)
+		// A malformed one is Validate's to report (spec.ParseDependency).
+		if d, err := spec.ParseDependency(js.Depend); err == nil {
+			if err := c.checkDepend(js.Depend, d); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 
@@ -235,10 +235,10 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		part = c.cfg.partition(js.Partition)
 	}
 	if part == nil {
-		bad("partition %q does not exist; choose one of: %s", js.Partition, strings.Join(c.cfg.partitionNames(), ", "))
+		errs = append(errs, c.noPartition(js.Partition)) // policy.go
 	} else {
-		if part.State == PartitionDrain || part.State == PartitionInactive {
-			refuse(spec.ErrRefused, "partition %s is %s and takes no new jobs; choose another of: %s", part.Name, part.State, strings.Join(c.cfg.partitionNames(), ", "))
+		if err := c.closedPartition(part); err != nil {
+			errs = append(errs, err)
 		}
 		switch {
 		case js.TimeUnlimited:
@@ -250,8 +250,8 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 				js.TimeLimit = spec.Duration(part.MaxTime)
 			}
 		}
-		if part.MaxTime > 0 && js.TimeLimit.Std() > part.MaxTime {
-			bad("--time=%s exceeds partition %s's limit of %s; ask for at most %s", fmtDur(js.TimeLimit.Std()), part.Name, fmtDur(part.MaxTime), fmtDur(part.MaxTime))
+		if err := overPartitionTime(part, js.TimeLimit.Std()); err != nil {
+			errs = append(errs, err)
 		}
 	}
 
@@ -270,12 +270,10 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	}
 	q, ok := c.cfg.qos(js.QOS)
 	if !ok {
-		bad("QOS %q does not exist; choose one of: %s", js.QOS, strings.Join(c.cfg.qosNames(), ", "))
+		errs = append(errs, c.noQOS(js.QOS))
 	}
-	if (js.Nice < -maxNice || js.Nice > maxNice) && js.Nice >= -spec.MaxNice && js.Nice <= spec.MaxNice {
-		bad("--nice=%d is out of range; use -%d..%d", js.Nice, maxNice, maxNice)
-	} else if js.Nice < 0 && who.UID != 0 {
-		refuse(spec.ErrPermissionDenied, "--nice=%d: only root may raise a job's priority with a negative nice", js.Nice)
+	if err := checkNice(js.Nice, who.UID == 0); err != nil {
+		errs = append(errs, err)
 	}
 
 	// Resources: defaults and the per-job node limit.

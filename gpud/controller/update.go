@@ -2,8 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
@@ -18,6 +18,41 @@ type JobUpdate struct {
 	Nice      *int
 	Name      *string
 	Comment   *string
+}
+
+// fields are the sbatch options (as spec.FieldError names them) that u
+// changes.
+func (u JobUpdate) fields() []string {
+	var fs []string
+	for f, set := range map[string]bool{"--time": u.TimeLimit != nil, "--partition": u.Partition != nil, "--qos": u.QOS != nil,
+		"--nice": u.Nice != nil, "--job-name": u.Name != nil, "--comment": u.Comment != nil} {
+		if set {
+			fs = append(fs, f)
+		}
+	}
+	return fs
+}
+
+// Validate checks the new values as spec.JobSpec.Validate checks them at
+// submit (the server calls it before the controller's policy, which
+// checks them again with the job).
+func (u JobUpdate) Validate() error {
+	var js spec.JobSpec
+	if u.TimeLimit != nil {
+		js.TimeLimit = spec.Duration(*u.TimeLimit)
+	}
+	for _, f := range []struct {
+		to   *string
+		from *string
+	}{{&js.Partition, u.Partition}, {&js.QOS, u.QOS}, {&js.Name, u.Name}, {&js.Comment, u.Comment}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	if u.Nice != nil {
+		js.Nice = *u.Nice
+	}
+	return js.ValidateFields(u.fields()...)
 }
 
 // UpdateJob changes a job as policy allows, all or nothing:
@@ -50,18 +85,18 @@ func (c *Controller) UpdateJob(ctx context.Context, who Caller, ref spec.JobRef,
 			return spec.Errorf(spec.ErrConflict, "job %d already ended (%s)", j.ID, j.State)
 		}
 		next := j.JobSpec
-		var errs []string
-		bad := func(f string, a ...any) { errs = append(errs, fmt.Sprintf(f, a...)) }
+		var errs []error
+		bad := func(err error) { errs = append(errs, err) }
 		if u.Partition != nil {
-			p := c.cfg.partition(*u.Partition)
-			switch {
+			next.Partition = *u.Partition
+			switch p := c.cfg.partition(*u.Partition); {
 			case p == nil:
-				bad("Partition=%s does not exist; choose one of: %s", *u.Partition, strings.Join(c.cfg.partitionNames(), ", "))
-			case p.State == PartitionDrain || p.State == PartitionInactive:
-				bad("partition %s is %s and takes no new jobs", p.Name, p.State)
+				bad(c.noPartition(*u.Partition)) // policy.go, as at submit
+			case c.closedPartition(p) != nil:
+				bad(c.closedPartition(p))
 			default:
 				if err := c.checkSatisfiable(p, &next.Resources); err != nil {
-					bad("%v", err)
+					bad(err)
 				}
 				next.Partition = p.Name
 			}
@@ -70,48 +105,51 @@ func (c *Controller) UpdateJob(ctx context.Context, who Caller, ref spec.JobRef,
 			d := *u.TimeLimit
 			switch {
 			case d <= 0:
-				bad("TimeLimit must be positive")
+				bad(spec.Errorf(spec.ErrInvalid, "TimeLimit must be positive"))
 			case d > j.TimeLimit.Std() && j.TimeLimit != 0 && !privileged:
-				bad("TimeLimit=%s is longer than the job's %s; only root or an operator may raise a time limit", fmtDur(d), fmtDur(j.TimeLimit.Std()))
+				bad(spec.Errorf(spec.ErrInvalid, "TimeLimit=%s is longer than the job's %s; only root or an operator may raise a time limit", fmtDur(d), fmtDur(j.TimeLimit.Std())))
 			}
 			next.TimeLimit, next.TimeUnlimited = spec.Duration(d), false
 		}
-		if p := c.cfg.partition(next.Partition); p != nil && p.MaxTime > 0 && (next.TimeLimit == 0 || next.TimeLimit.Std() > p.MaxTime) {
+		if p := c.cfg.partition(next.Partition); p != nil {
 			if next.TimeLimit == 0 {
 				next.TimeLimit = spec.Duration(p.MaxTime)
-			} else {
-				bad("TimeLimit=%s exceeds partition %s's limit of %s", fmtDur(next.TimeLimit.Std()), p.Name, fmtDur(p.MaxTime))
+			} else if err := overPartitionTime(p, next.TimeLimit.Std()); err != nil {
+				bad(err)
 			}
 		}
 		if u.QOS != nil {
-			if _, ok := c.cfg.qos(*u.QOS); !ok {
-				bad("QOS=%s does not exist; choose one of: %s", *u.QOS, strings.Join(c.cfg.qosNames(), ", "))
+			if err := c.noQOS(*u.QOS); err != nil {
+				bad(err)
 			} else if !privileged {
 				return spec.Errorf(spec.ErrPermissionDenied, "only root or an operator may change a job's QOS")
 			}
 			next.QOS = *u.QOS
 		}
 		if u.Nice != nil {
-			n := *u.Nice
-			switch {
-			case n < -maxNice || n > maxNice:
-				bad("Nice=%d is out of range; use -%d..%d", n, maxNice, maxNice)
-			case n < 0 && !privileged:
-				return spec.Errorf(spec.ErrPermissionDenied, "Nice=%d: only root may raise a job's priority with a negative nice", n)
+			if err := checkNice(*u.Nice, privileged); errors.Is(err, spec.ErrPermissionDenied) {
+				return err
+			} else if err != nil {
+				bad(err)
 			}
-			next.Nice = n
+			next.Nice = *u.Nice
 		}
 		if u.Name != nil {
-			if *u.Name == "" || len(*u.Name) > maxNameLen {
-				bad("JobName must be 1-%d characters", maxNameLen)
+			if *u.Name == "" {
+				bad(spec.Errorf(spec.ErrInvalid, "JobName is empty; give the job a name"))
 			}
 			next.Name = *u.Name
 		}
 		if u.Comment != nil {
 			next.Comment = *u.Comment
 		}
+		// The new values as a job: what sbatch would have said of them
+		// (names, sizes, ranges), with its messages.
+		if err := next.ValidateFields(u.fields()...); err != nil {
+			bad(err)
+		}
 		if len(errs) > 0 {
-			return spec.Errorf(spec.ErrInvalid, "update job %d: %s", j.ID, strings.Join(errs, "; "))
+			return fmt.Errorf("update job %d: %w", j.ID, errors.Join(errs...))
 		}
 		j.JobSpec = next
 		tx.kick = true // priority, partition and limits feed the next cycle

@@ -3,6 +3,9 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,5 +70,62 @@ func TestSubmitChecksSlurmFields(t *testing.T) {
 	}
 	if _, err := h.c.Submit(ctx, alice, spec.JobSpec{Script: "x", WorkDir: "/tmp", OpenMode: spec.OpenAppend, WCKey: "k", Tasks: spec.Tasks{NTasks: 2}}); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestUpdateJobErrorsAsSubmit: scontrol update refuses a value with the
+// message sbatch gets at submit for the same value (the shared
+// spec.JobSpec.Validate and the policy checks in policy.go), and the
+// server's early check (JobUpdate.Validate) says the same as the
+// controller.
+func TestUpdateJobErrorsAsSubmit(t *testing.T) {
+	h := newHarness(t, newFakeStore(), func(c *Config) {
+		c.Partitions = []Partition{{Name: "short", Default: true, MaxTime: time.Hour}, {Name: "closed", State: PartitionDrain}}
+	})
+	ctx := context.Background()
+	id := h.submit(alice, func(js *spec.JobSpec) { js.Hold = true; js.TimeLimit = spec.Duration(30 * time.Minute) })
+	str := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		name   string
+		who    Caller
+		u      JobUpdate
+		submit func(*spec.JobSpec)
+	}{
+		{"nice out of policy range", alice, JobUpdate{Nice: func() *int { n := 20000; return &n }()}, func(js *spec.JobSpec) { js.Nice = 20000 }},
+		{"nice out of spec range", root, JobUpdate{Nice: func() *int { n := math.MaxInt32; return &n }()}, func(js *spec.JobSpec) { js.Nice = math.MaxInt32 }},
+		{"control character in name", alice, JobUpdate{Name: str("a\x1bb")}, func(js *spec.JobSpec) { js.Name = "a\x1bb" }},
+		{"long name", alice, JobUpdate{Name: str(strings.Repeat("n", 300))}, func(js *spec.JobSpec) { js.Name = strings.Repeat("n", 300) }},
+		{"NUL in comment", alice, JobUpdate{Comment: str("a\x00")}, func(js *spec.JobSpec) { js.Comment = "a\x00" }},
+		{"no such partition", alice, JobUpdate{Partition: str("nosuch")}, func(js *spec.JobSpec) { js.Partition = "nosuch" }},
+		{"closed partition", alice, JobUpdate{Partition: str("closed")}, func(js *spec.JobSpec) { js.Partition = "closed" }},
+		{"no such QOS", root, JobUpdate{QOS: str("nosuch")}, func(js *spec.JobSpec) { js.QOS = "nosuch" }},
+		{"past the partition's limit", root, JobUpdate{TimeLimit: func() *time.Duration { d := 2 * time.Hour; return &d }()},
+			func(js *spec.JobSpec) { js.TimeLimit = spec.Duration(2 * time.Hour) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js := spec.JobSpec{Name: "j", Script: "#!/bin/sh\ntrue\n", WorkDir: "/tmp"}
+			tc.submit(&js)
+			_, serr := h.c.Submit(ctx, alice, js) // root may not submit; these messages do not depend on who
+			if serr == nil {
+				t.Fatal("submit accepted it")
+			}
+			_, uerr := h.c.UpdateJob(ctx, tc.who, spec.JobRef{ID: id}, tc.u)
+			if uerr == nil {
+				t.Fatal("update accepted it")
+			}
+			// Submit may report more (it judges the whole job); every
+			// problem the update names is one submit named.
+			for _, line := range strings.Split(strings.TrimPrefix(uerr.Error(), fmt.Sprintf("update job %d: ", id)), "\n") {
+				if !strings.Contains(serr.Error(), line) {
+					t.Errorf("update says %q; submit said %q", line, serr)
+				}
+			}
+			if verr := tc.u.Validate(); verr != nil && !strings.Contains(uerr.Error(), verr.Error()) {
+				t.Errorf("the server's check says %q, the controller %q", verr, uerr)
+			}
+		})
+	}
+	if j := h.job(id); j.Name != "j" || j.Nice != 0 || j.Partition != "short" || j.TimeLimit.Std() != 30*time.Minute {
+		t.Errorf("refused updates changed the job: %+v", j.JobSpec)
 	}
 }

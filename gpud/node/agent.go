@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -20,32 +19,22 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpud/statefile"
 	"github.com/gpud/gpud/runtime"
-	"github.com/gpud/gpud/runtime/safefs"
 )
 
 // Agent is a node agent. Create it with New and run it with Run, once.
 type Agent struct {
-	cfg    Config
-	client *api.Client
-	rt     runtime.Runtime
-	log    *slog.Logger
-	clock  Clock
+	// runnerDeps holds the agent's configuration, runtime, outbox (ob),
+	// checkpoint store (ckpt), clock, logger and inventory; it is all its
+	// runners see of it (runnerdeps.go). ob and ckpt are set by Run
+	// before any goroutine starts.
+	runnerDeps
+	client ControllerClient
 	opts   options
-	gpus   map[string]spec.GPU // inventory by UUID
-	nics   map[string]spec.NIC // RDMA NICs by name
 	// invMu guards cfg.Inventory, which refreshMIGLayout updates.
 	invMu sync.Mutex
 	migs  migDevs
-	// pins places GPU jobs on cores of their GPUs' NUMA node; nil when
-	// the topology is unknown.
-	pins *cpuPins
 
 	ran atomic.Bool
-	ob  *outbox // set by Run before any goroutine starts
-	// ckpt holds the jobs' checkpoint directories; set by Run like ob.
-	ckpt *checkpoint.Store
-	// kick wakes the outbox sender; buffered so a send never blocks.
-	kick chan struct{}
 	// health is nil unless WithHealth was given.
 	health *healthWatcher
 
@@ -67,11 +56,14 @@ type Agent struct {
 }
 
 // New checks cfg and returns an agent that will talk to the controller
-// through client and run jobs through rt.
-func New(cfg Config, client *api.Client, rt runtime.Runtime, opts ...Option) (*Agent, error) {
+// through client (an *api.Client in production) and run jobs through rt.
+func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option) (*Agent, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("configure node agent: %w", err)
+	}
+	if c, ok := client.(*api.Client); ok && c == nil {
+		client = nil
 	}
 	if client == nil || rt == nil {
 		return nil, errors.New("configure node agent: a controller client and a runtime are required")
@@ -89,22 +81,32 @@ func New(cfg Config, client *api.Client, rt runtime.Runtime, opts ...Option) (*A
 	for _, n := range cfg.Inventory.NICs {
 		nics[n.Name] = n
 	}
-	return &Agent{
-		cfg:     cfg,
+	a := &Agent{
+		runnerDeps: runnerDeps{
+			cfg:        cfg,
+			rt:         rt,
+			log:        o.log.With("node", cfg.Name),
+			clock:      o.clock,
+			gpus:       gpus,
+			nics:       nics,
+			pins:       newCPUPins(cfg.SysfsRoot, o.log),
+			kick:       make(chan struct{}, 1),
+			backoffMin: o.backoffMin,
+			backoffMax: o.backoffMax,
+		},
 		client:  client,
-		rt:      rt,
-		log:     o.log.With("node", cfg.Name),
-		clock:   o.clock,
 		opts:    o,
-		gpus:    gpus,
-		nics:    nics,
-		kick:    make(chan struct{}, 1),
 		runners: map[string]*runner{},
 		owners:  map[string]RunningJob{},
 		cgroups: map[string]runtime.TaskUsage{},
 		migs:    migDevs{whole: map[string]int{}},
-		pins:    newCPUPins(cfg.SysfsRoot, o.log),
-	}, nil
+	}
+	a.runnerDeps.mayCheckpoint = a.mayCheckpoint
+	a.runnerDeps.acquireDevices = a.acquireDevices
+	a.runnerDeps.releaseDevices = a.releaseDevices
+	a.runnerDeps.refreshMIGLayout = a.refreshMIGLayout
+	a.runnerDeps.peer = a.peer
+	return a, nil
 }
 
 // Name is the node's name.
@@ -153,7 +155,7 @@ func (a *Agent) RunningJobs() []RunningJob {
 	defer a.mu.Unlock()
 	out := make([]RunningJob, 0, len(a.runners))
 	for id, r := range a.runners {
-		if r.ended {
+		if r.ended.Load() {
 			continue // its exit is (being) recorded: no sample may follow it
 		}
 		j, ok := a.owners[id]
@@ -282,27 +284,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	return nil
 }
-
-// backoff paces retries: exponential between the agent's bounds, with
-// jitter so a restarted controller is not hit by every node at once.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (a *Agent) newBackoff() *backoff {
-	return &backoff{min: a.opts.backoffMin, max: a.opts.backoffMax}
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur + rand.N(b.cur/5+1)
-}
-
-func (b *backoff) reset() { b.cur = 0 }
 
 // sleep waits d or until ctx ends; it reports whether ctx is still live.
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -525,7 +506,7 @@ func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
 			}
 			continue
 		}
-		a.startRunner(ctx, newRunner(a, &asg, self, rec))
+		a.startRunner(ctx, newRunner(&a.runnerDeps, &asg, self, rec))
 	}
 	// Fence: a container whose allocation the controller no longer lists
 	// belongs to a job that was requeued or ended elsewhere.
@@ -578,34 +559,6 @@ func (a *Agent) removeRunner(r *runner) {
 	if a.runners[r.allocID] == r {
 		delete(a.runners, r.allocID)
 	}
-}
-
-// exitEvent builds an exited event.
-func (a *Agent) exitEvent(allocID string, job spec.JobID, state spec.JobState, reason string, st runtime.ExitStatus) api.AllocEvent {
-	t := st.ExitedAt
-	if t.IsZero() {
-		t = a.clock.Now()
-	}
-	return api.AllocEvent{
-		Node: a.cfg.Name, AllocID: allocID, JobID: job, Kind: api.EventExited, Time: spec.NewTime(t),
-		State: state, ExitCode: st.Code, Signal: int(st.Signal), Reason: reason,
-	}
-}
-
-// record commits ev to the outbox and wakes the sender. The commit does
-// not honour ctx cancellation: an event observed is an event kept.
-func (a *Agent) record(ctx context.Context, ev api.AllocEvent) error {
-	seq, err := a.ob.record(context.WithoutCancel(ctx), ev)
-	if err != nil {
-		return err
-	}
-	a.log.Info("alloc "+ev.Kind, "seq", seq, "job_id", ev.JobID, "alloc_id", ev.AllocID, "state", ev.State,
-		"exit_code", ev.ExitCode, "reason", ev.Reason)
-	select {
-	case a.kick <- struct{}{}:
-	default:
-	}
-	return nil
 }
 
 // sendLoop delivers outbox events in seq order until ctx ends, retrying
@@ -715,7 +668,7 @@ func (a *Agent) recoverContainers(ctx context.Context) error {
 					log.Warn("container has a bad deadline label; no time limit enforced", "deadline", s)
 				}
 			}
-			r := &runner{a: a, id: ti.ID, allocID: allocID, jobID: spec.JobID(job), deadline: deadline,
+			r := &runner{d: &a.runnerDeps, id: ti.ID, allocID: allocID, jobID: spec.JobID(job), deadline: deadline,
 				adopted: true, rec: rec, signalSeq: rec.SignalSeq, done: make(chan struct{}), stopCh: make(chan struct{}),
 				learnC: make(chan learned, 1),
 				// A stop begun before the restart keeps its reason; the
@@ -738,25 +691,6 @@ func (a *Agent) recoverContainers(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// hidden are the directories of daemon state kept out of jobs' view: the
-// agent's state and checkpoint roots and Config.HidePaths.
-func (a *Agent) hidden() []string {
-	return hiddenPaths(append([]string{a.cfg.StateDir, a.cfg.CheckpointRoot}, a.cfg.HidePaths...))
-}
-
-// removeJobDir removes job directory id (jobs/<id>, which its user owns)
-// without following anything the user put there. A failure is logged.
-func (a *Agent) removeJobDir(log *slog.Logger, id string) {
-	jobs, err := safefs.OpenDir(a.cfg.jobsDir())
-	if err == nil {
-		err = jobs.RemoveAll(id)
-		jobs.Close()
-	}
-	if err != nil {
-		log.Warn("remove job directory; the next agent start retries", "dir", id, "err", err)
-	}
 }
 
 // recordExit records the exit of ti, a container of allocID whose task
@@ -783,16 +717,4 @@ func (a *Agent) recordExit(ctx context.Context, log *slog.Logger, ti runtime.Tas
 	}
 	log.Info("reported exit that no runner saw", "state", state, "exit_code", st.Code)
 	return nil
-}
-
-// cleanup deletes container id and its job directory. A failure is only
-// logged: the exit is already recorded, so the next recovery retries.
-func (a *Agent) cleanup(ctx context.Context, log *slog.Logger, id string) {
-	if err := a.rt.Delete(ctx, id); err != nil {
-		if ctx.Err() == nil {
-			log.Warn("delete container; will retry at next agent start", "err", err)
-		}
-		return
-	}
-	a.removeJobDir(log, id)
 }

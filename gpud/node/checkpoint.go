@@ -29,6 +29,7 @@ type ckptPlan struct {
 	// --checkpoint; Slurm's rule for --signal: the steps' tasks, or with
 	// B: the batch shell only.
 	target string
+	rank   int // the runner's rank in the job (for the log)
 }
 
 // ownsCheckpoints reports whether this runner manages the job's checkpoint
@@ -52,7 +53,7 @@ func (r *runner) checkpointPlan() *ckptPlan {
 	if job.Ckpt <= 0 && job.JobSpec.Signal == "" {
 		return nil
 	}
-	p := &ckptPlan{sig: checkpoint.DefaultSignal, interval: job.Ckpt.Std(), owner: r.ownsCheckpoints()}
+	p := &ckptPlan{sig: checkpoint.DefaultSignal, interval: job.Ckpt.Std(), owner: r.ownsCheckpoints(), rank: r.self.Rank}
 	if job.JobSpec.Signal != "" {
 		sig, secs, batchOnly, err := checkpoint.ParseSignal(job.JobSpec.Signal)
 		if err != nil {
@@ -73,7 +74,7 @@ func (r *runner) checkpointPlan() *ckptPlan {
 // newestSealed is the seq of the job's newest verified checkpoint, 0 if
 // none (or unreadable: a rank then waits for .done or its timeout).
 func (r *runner) newestSealed() int {
-	ck, ok, err := r.a.ckpt.Latest(r.jobID)
+	ck, ok, err := r.d.ckpt.Latest(r.jobID)
 	if err != nil || !ok {
 		return 0
 	}
@@ -85,7 +86,7 @@ func (r *runner) newestSealed() int {
 // using) only what is missing, and returns the job's checkpoint
 // directory and the newest sealed checkpoint to restart from ("" if none).
 func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err error) {
-	st := r.a.ckpt
+	st := r.d.ckpt
 	dir = st.JobDir(r.jobID)
 	if r.ownsCheckpoints() {
 		if _, err := st.Staging(r.jobID); err != nil {
@@ -121,8 +122,8 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 // fresh one, and records the checkpoint in the outbox. It returns why no
 // checkpoint was sealed, or nil.
 func (r *runner) sealCheckpoint(ctx context.Context, log *slog.Logger) error {
-	st := r.a.ckpt
-	fenced := func() error { return r.a.mayCheckpoint(r) }
+	st := r.d.ckpt
+	fenced := func() error { return r.d.mayCheckpoint(r) }
 	var ck checkpoint.Checkpoint
 	err := fenced()
 	if err == nil {
@@ -143,9 +144,9 @@ func (r *runner) sealCheckpoint(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	ev := api.AllocEvent{Node: r.a.cfg.Name, AllocID: r.allocID, JobID: r.jobID, Kind: api.EventCheckpointed,
+	ev := api.AllocEvent{Node: r.d.cfg.Name, AllocID: r.allocID, JobID: r.jobID, Kind: api.EventCheckpointed,
 		Time: spec.NewTime(ck.Created), CkptSeq: ck.Seq, CkptBytes: ck.Bytes}
-	if err := r.a.record(ctx, ev); err != nil {
+	if err := r.d.record(ctx, ev); err != nil {
 		// The checkpoint is sealed and will be offered for restart; only
 		// the controller's record of it is missing.
 		log.Error("record checkpoint in outbox", "seq", ck.Seq, "err", err)

@@ -6,7 +6,8 @@
 //
 // What it owns:
 //   - the protocol side of a node (gpud/api's register, heartbeat,
-//     assignments, events), spoken only through *api.Client;
+//     assignments, events), spoken only through ControllerClient
+//     (controller.go; an *api.Client in production);
 //   - outbox.db in the state directory (SQLite): every started/exited event
 //     is committed there before anything happens because of it, and sent
 //     in order until the controller acknowledges it; it also remembers
@@ -23,6 +24,11 @@
 //     the newest sealed checkpoint; rank 0 of a gang owns the directory;
 //   - recovery after a restart: containers labelled with this node's name
 //     are re-adopted, or their exits reported.
+//
+// A runner sees only runnerDeps (runnerdeps.go), not the Agent. Its wait
+// loop (runner.go) dispatches the container's exit, stop requests and
+// timers to checkpointMachine (ckptmachine.go) and stopMachine
+// (stopmachine.go). followStep (step.go) is the one step message loop.
 //
 // What it must not import: gpud/controller, gpud/store, gpud/server or the
 // scheduler (the controller is reached over the API only), containerd or

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,8 +25,8 @@ import (
 // ctx (shutdown: return, leave the container running) and stop (kill:
 // SIGTERM, KillGrace, SIGKILL, report). done is closed when it returns.
 type runner struct {
-	a        *Agent
-	id       string // container ID
+	d        *runnerDeps // all it uses of the node (runnerdeps.go)
+	id       string      // container ID
 	allocID  string
 	jobID    spec.JobID
 	asg      *api.Assignment // nil when adopted
@@ -33,10 +34,10 @@ type runner struct {
 	deadline time.Time // zero: no time limit
 	adopted  bool
 	rec      allocRecord // what the outbox knew when the runner was made
-	// ended (guarded by a.mu) is set before the exit is recorded: from
-	// then on the job is not running, and RunningJobs (usage samples,
-	// metrics) leaves it out though the runner is still cleaning up.
-	ended bool
+	// ended is set before the exit is recorded: from then on the job is
+	// not running, and RunningJobs (usage samples, metrics) leaves it out
+	// though the runner is still cleaning up.
+	ended atomic.Bool
 	// mig are the MIG instances acquireDevices got for the job; acquired
 	// says releaseDevices has something to undo.
 	mig      []migDevice
@@ -90,10 +91,10 @@ func (r *runner) learn(asg api.Assignment, self spec.NodeAlloc) {
 	r.learnOnce.Do(func() { r.learnC <- learned{asg: &asg, self: self} })
 }
 
-func newRunner(a *Agent, asg *api.Assignment, self spec.NodeAlloc, rec allocRecord) *runner {
+func newRunner(d *runnerDeps, asg *api.Assignment, self spec.NodeAlloc, rec allocRecord) *runner {
 	r := &runner{
-		a: a, allocID: asg.Alloc.ID, jobID: asg.Job.ID, asg: asg, self: self, rec: rec,
-		id:        ContainerID(asg.Job.ID, asg.Alloc.Attempt, a.cfg.Name),
+		d: d, allocID: asg.Alloc.ID, jobID: asg.Job.ID, asg: asg, self: self, rec: rec,
+		id:        ContainerID(asg.Job.ID, asg.Alloc.Attempt, d.cfg.Name),
 		signalSeq: rec.SignalSeq,
 		done:      make(chan struct{}),
 		stopCh:    make(chan struct{}),
@@ -101,7 +102,7 @@ func newRunner(a *Agent, asg *api.Assignment, self spec.NodeAlloc, rec allocReco
 	if tl := asg.Job.TimeLimit.Std(); tl > 0 {
 		start := asg.Alloc.StartTime.Time
 		if start.IsZero() {
-			start = a.clock.Now()
+			start = d.clock.Now()
 		}
 		r.deadline = start.Add(tl)
 	}
@@ -164,17 +165,17 @@ func (r *runner) signal(ctx context.Context, name string, seq int, target string
 	r.mu.Lock()
 	r.signalSeq = seq
 	r.mu.Unlock()
-	if err := r.a.ob.markSignal(ctx, r.allocID, r.jobID, seq, r.a.clock.Now()); err != nil {
+	if err := r.d.ob.markSignal(ctx, r.allocID, r.jobID, seq, r.d.clock.Now()); err != nil {
 		log.Warn("remember delivered signal", "err", err)
 	}
 	log.Info("signal delivered", "signal", name, "target", target, "signal_seq", seq)
 }
 
 func (r *runner) log() *slog.Logger {
-	return r.a.log.With("job_id", r.jobID, "alloc_id", r.allocID, "container", r.id)
+	return r.d.log.With("job_id", r.jobID, "alloc_id", r.allocID, "container", r.id)
 }
 
-func (r *runner) jobDir() string { return filepath.Join(r.a.cfg.jobsDir(), r.id) }
+func (r *runner) jobDir() string { return filepath.Join(r.d.cfg.jobsDir(), r.id) }
 
 func (r *runner) run(ctx context.Context) {
 	log := r.log()
@@ -192,12 +193,12 @@ func (r *runner) run(ctx context.Context) {
 		}
 	}
 	if !r.rec.Started {
-		ev := api.AllocEvent{Node: r.a.cfg.Name, AllocID: r.allocID, JobID: r.jobID, Kind: api.EventStarted,
-			Time: spec.NewTime(r.a.clock.Now())}
+		ev := api.AllocEvent{Node: r.d.cfg.Name, AllocID: r.allocID, JobID: r.jobID, Kind: api.EventStarted,
+			Time: spec.NewTime(r.d.clock.Now())}
 		for _, m := range r.mig {
 			ev.MIG = append(ev.MIG, m.UUID)
 		}
-		if err := r.a.record(ctx, ev); err != nil {
+		if err := r.d.record(ctx, ev); err != nil {
 			// The exit event will still tell the controller it ran.
 			log.Error("record start of job", "err", err)
 		}
@@ -210,11 +211,11 @@ func (r *runner) run(ctx context.Context) {
 // node reports its real MIG layout to the controller, then the job is
 // requeued so that it is planned again, not lost.
 func (r *runner) acquire(ctx context.Context, log *slog.Logger) bool {
-	devs, err := r.a.acquireDevices(ctx, log, r.self)
+	devs, err := r.d.acquireDevices(ctx, log, r.self)
 	if err == nil {
 		r.mig, r.acquired = devs, true
-		if numa := gpuNUMA(r.self, r.a.gpus); len(numa) > 0 {
-			r.cpus, r.mems = r.a.pins.pick(r.allocID, r.self.CPUs, numa)
+		if numa := gpuNUMA(r.self, r.d.gpus); len(numa) > 0 {
+			r.cpus, r.mems = r.d.pins.pick(r.allocID, r.self.CPUs, numa)
 		}
 		return true
 	}
@@ -222,9 +223,9 @@ func (r *runner) acquire(ctx context.Context, log *slog.Logger) bool {
 		return false
 	}
 	log.Error("prepare MIG devices; requeueing the job", "err", err)
-	r.a.refreshMIGLayout(ctx, log)
+	r.d.refreshMIGLayout(ctx, log)
 	r.finish(ctx, log, runtime.ExitStatus{Code: 1}, spec.StateRequeued,
-		fmt.Sprintf("prepare GPUs for job %d on node %s: %v", r.jobID, r.a.cfg.Name, err))
+		fmt.Sprintf("prepare GPUs for job %d on node %s: %v", r.jobID, r.d.cfg.Name, err))
 	return false
 }
 
@@ -242,13 +243,13 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 			r.env = cfg.Env
 			r.mu.Unlock()
 			stopServe := r.serveSteps(ctx)
-			err = r.a.rt.Start(ctx, cfg)
+			err = r.d.rt.Start(ctx, cfg)
 			if err != nil {
 				stopServe()
 			}
 			if err != nil && !errors.Is(err, os.ErrExist) {
 				// Start may have created the container before failing.
-				if derr := r.a.rt.Delete(context.WithoutCancel(ctx), r.id); derr != nil {
+				if derr := r.d.rt.Delete(context.WithoutCancel(ctx), r.id); derr != nil {
 					log.Warn("delete container after failed start", "err", derr)
 				}
 			}
@@ -261,7 +262,7 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 		}
 		// A kill -9 mid-create left engine state under this ID; nothing
 		// ran, so start under a fresh one (labels, not IDs, identify it).
-		r.a.removeJobDir(log, r.id)
+		r.d.removeJobDir(log, r.id)
 		r.id = fmt.Sprintf("%s-r%d", base, try)
 		log.Warn("container ID held by stale state; starting under a fresh ID", "container", r.id, "err", err)
 	}
@@ -271,12 +272,12 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 	if ctx.Err() != nil {
 		// The agent is shutting down, not the job failing: record
 		// nothing, so the next agent starts it again.
-		r.a.removeJobDir(log, r.id)
+		r.d.removeJobDir(log, r.id)
 		return false
 	}
 	log.Error("start job container", "err", err)
 	r.finish(ctx, log, runtime.ExitStatus{Code: 1}, spec.StateFailed,
-		fmt.Sprintf("start job %d on node %s: %v", r.jobID, r.a.cfg.Name, err))
+		fmt.Sprintf("start job %d on node %s: %v", r.jobID, r.d.cfg.Name, err))
 	return false
 }
 
@@ -297,12 +298,12 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 		r.log().Debug("no supplementary groups for job user", "uid", job.UID, "err", err)
 	}
 	in := taskInput{
-		Asg: *r.asg, Self: r.self, NodeName: r.a.cfg.Name, Hostname: r.a.cfg.Hostname, SelfAddr: r.a.cfg.Addr,
-		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, NICs: r.a.nics, MIG: r.mig, ContainerID: r.id, JobDir: dir,
+		Asg: *r.asg, Self: r.self, NodeName: r.d.cfg.Name, Hostname: r.d.cfg.Hostname, SelfAddr: r.d.cfg.Addr,
+		DefaultImage: r.d.cfg.DefaultImage, GPUs: r.d.gpus, NICs: r.d.nics, MIG: r.mig, ContainerID: r.id, JobDir: dir,
 		CPUSet: r.cpus, CPUMems: r.mems,
 		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
-		Hide: r.a.hidden(), Show: r.a.cfg.ShowPaths, Home: homeDir(job.UID),
-		Mounts: existingDirs(r.a.cfg.Mounts), ToolsDir: r.a.cfg.ToolsDir,
+		Hide: r.d.hidden(), Show: r.d.cfg.ShowPaths, Home: homeDir(job.UID),
+		Mounts: existingDirs(r.d.cfg.Mounts), ToolsDir: r.d.cfg.ToolsDir,
 	}
 	return buildTask(in)
 }
@@ -316,7 +317,7 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 // swap an entry in it, so neither root's later removal nor the runtime's
 // bind mounts of tmp/ and the script can be pointed elsewhere.
 func (r *runner) makeJobDir(script string, uid, gid int) error {
-	jobs, err := safefs.OpenDir(r.a.cfg.jobsDir())
+	jobs, err := safefs.OpenDir(r.d.cfg.jobsDir())
 	if err != nil {
 		return fmt.Errorf("open job directories: %w", err)
 	}
@@ -350,120 +351,20 @@ func (r *runner) makeJobDir(script string, uid, gid int) error {
 	return nil
 }
 
-type waitResult struct {
-	st  runtime.ExitStatus
-	err error
-}
-
 // wait follows the running container until it exits (then reports it) or
-// the agent shuts down (then leaves it running). It enforces the time
-// limit and carries out stop requests.
+// the agent shuts down (then leaves it running). Its checkpoints and its
+// stop (a stop request or the time limit) are state machines of their
+// own (ckptmachine.go, stopmachine.go); wait hands them their events.
 func (r *runner) wait(ctx context.Context, log *slog.Logger) {
-	waitCtx, cancelWait := context.WithCancel(ctx)
-	resc := make(chan waitResult, 1)
-	var waiter sync.WaitGroup
-	startWait := func() {
-		waiter.Add(1)
-		go func() {
-			defer waiter.Done()
-			st, err := r.a.rt.Wait(waitCtx, r.id)
-			resc <- waitResult{st, err}
-		}()
-	}
-	defer waiter.Wait()
-	defer cancelWait()
-	startWait()
-
-	clock, grace := r.a.clock, r.a.cfg.KillGrace
-	var deadlineC, graceC, stuckC <-chan time.Time
-	if !r.deadline.IsZero() {
-		deadlineC = clock.After(r.deadline.Sub(clock.Now()))
-	}
-	stopCh := r.stopCh
-	bo := r.a.newBackoff()
-
-	// Checkpoints: one outstanding request at a time (ckptUntil is its
-	// deadline), polled for .done every checkpointPoll; stopWaits holds a
-	// stop that asked for a checkpoint first until that one ends.
-	var plan *ckptPlan
-	var intervalC, beforeC, pollC <-chan time.Time
-	var ckptUntil time.Time
-	stopWaits := false
-	peerBase := 0 // newest sealed seq when a non-owner rank signalled
-	schedule := func() {
-		plan = r.checkpointPlan()
-		if plan == nil {
-			return
-		}
-		if plan.interval > 0 {
-			intervalC = clock.After(plan.interval)
-		}
-		if plan.before > 0 && !r.deadline.IsZero() {
-			beforeC = clock.After(r.deadline.Add(-plan.before).Sub(clock.Now()))
-		}
-	}
-	schedule()
+	exits, stopWaiting := r.watchExit(ctx, log)
+	defer stopWaiting()
+	ck := newCheckpointMachine(r.d.clock, r.d.cfg.CheckpointTimeout, log, runnerCheckpoints{r, ctx, log})
+	sm := newStopMachine(r.d.clock, r.d.cfg.KillGrace, log, runnerStops{r, ctx, log}, ck, r.stopCh, r.deadline)
+	ck.arm(r.checkpointPlan(), r.deadline)
 	learnC := r.learnC
 	adopt := func(l learned) {
 		learnC = nil
-		r.asg, r.self = l.asg, l.self
-		r.resumeSteps(ctx, log)
-		if stopCh != nil { // not already stopping
-			schedule()
-		}
-		if plan != nil {
-			log.Info("re-adopted job takes its checkpoints again", "interval", plan.interval, "rank", r.self.Rank)
-		}
-	}
-	// requestCheckpoint asks the job for a checkpoint and reports whether
-	// one is now being written.
-	requestCheckpoint := func(why string) bool {
-		if err := r.a.mayCheckpoint(r); err != nil {
-			// Fenced (logged once): asking the job would have it write
-			// a checkpoint nobody may seal, into staging that a
-			// requeued attempt elsewhere may be using.
-			return !ckptUntil.IsZero()
-		}
-		if plan.owner && r.a.ckpt.Ready(r.jobID) {
-			_ = r.sealCheckpoint(ctx, log) // the job finished one unasked (logged)
-		}
-		if !ckptUntil.IsZero() {
-			return true // the job is still writing the last one
-		}
-		if !plan.owner {
-			peerBase = r.newestSealed()
-		}
-		log.Info("checkpoint requested", "signal", signame.Full(plan.sig), "why", why, "timeout", r.a.cfg.CheckpointTimeout, "rank", r.self.Rank)
-		if err := r.signalTarget(ctx, plan.target, plan.sig); err != nil && ctx.Err() == nil { // steprec.go
-			log.Warn("send the checkpoint signal", "signal", signame.Full(plan.sig), "target", plan.target, "err", err)
-		}
-		ckptUntil = clock.Now().Add(r.a.cfg.CheckpointTimeout)
-		pollC = clock.After(checkpointPoll)
-		return true
-	}
-
-	var terminate func(state spec.JobState, why string)
-	checkpointEnded := func() {
-		ckptUntil, pollC = time.Time{}, nil
-		if stopWaits {
-			stopWaits = false
-			state, why := r.ending()
-			terminate(state, why)
-		}
-	}
-	terminate = func(state spec.JobState, why string) {
-		r.stop(state, why) // records the reason if it is the first
-		stopCh = nil       // the stop just closed it; it is being handled
-		intervalC, beforeC, stopWaits = nil, nil, false
-		state, why = r.ending()
-		if err := r.a.ob.markStopping(context.WithoutCancel(ctx), r.allocID, r.jobID, state, why, clock.Now()); err != nil {
-			log.Warn("remember why the job is being stopped", "err", err)
-		}
-		log.Info("stopping job", "state", state, "reason", why, "kill_grace", grace)
-		r.kill(ctx, log, syscall.SIGTERM)
-		if graceC == nil && stuckC == nil {
-			graceC = clock.After(grace)
-		}
+		r.adopt(ctx, log, l, ck, sm)
 	}
 	for {
 		// An adopted runner learns its job before acting on a stop that
@@ -478,97 +379,148 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 			return // shutdown: the container keeps running
 		case l := <-learnC:
 			adopt(l)
-		case res := <-resc:
-			if res.err == nil {
-				state, why := r.ending()
-				if state == "" {
-					state, why = r.rec.StopState, r.rec.StopWhy
-				}
-				sealed, refused := r.checkpointAtExit(ctx, log, res.st)
-				switch {
-				case state != "":
-				case sealed:
-					// The job checkpointed and stopped by itself: run it
-					// again from that checkpoint instead of failing it.
-					state, why = spec.StateRequeued, fmt.Sprintf("job checkpointed and exited with code %d", checkpoint.ExitCodeCheckpointed)
-				case refused != "":
-					state, why = spec.StateFailed, refused
-				}
-				state, why = exitState(res.st, state, why)
-				r.finish(ctx, log, res.st, state, why)
+		case res := <-exits:
+			if res.err != nil && ctx.Err() != nil {
+				return // shutdown
+			}
+			r.exited(ctx, log, res)
+			return
+		case <-sm.deadlineC:
+			sm.onDeadline(fmt.Sprintf("time limit %s reached", r.timeLimit()))
+		case <-sm.stopC:
+			sm.onStop()
+		case <-ck.intervalC:
+			ck.onInterval()
+		case <-ck.beforeC:
+			ck.onBefore()
+		case <-ck.pollC:
+			if ck.onPoll() {
+				sm.checkpointEnded()
+			}
+		case <-sm.graceC:
+			sm.onGrace()
+		case <-sm.stuckC:
+			sm.onStuck()
+		}
+	}
+}
+
+// adopt takes an adopted runner's assignment: it serves steps again and,
+// unless it is being stopped, takes its job's checkpoints again.
+func (r *runner) adopt(ctx context.Context, log *slog.Logger, l learned, ck *checkpointMachine, sm *stopMachine) {
+	r.asg, r.self = l.asg, l.self
+	r.resumeSteps(ctx, log)
+	if !sm.stopping() {
+		ck.arm(r.checkpointPlan(), r.deadline)
+	}
+	if ck.active() {
+		log.Info("re-adopted job takes its checkpoints again", "interval", ck.plan.interval, "rank", r.self.Rank)
+	}
+}
+
+type waitResult struct {
+	st  runtime.ExitStatus
+	err error // nil, or runtime.ErrNotFound
+}
+
+// watchExit waits for the container's task to exit, retrying the
+// runtime's Wait with backoff while it fails. The channel carries the
+// exit status, or runtime.ErrNotFound when the container disappeared;
+// nothing when ctx ends first. stop ends the waiting and returns once
+// it has.
+func (r *runner) watchExit(ctx context.Context, log *slog.Logger) (exits <-chan waitResult, stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	resc := make(chan waitResult, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		bo := r.d.newBackoff()
+		for {
+			st, err := r.d.rt.Wait(wctx, r.id)
+			if err == nil || errors.Is(err, runtime.ErrNotFound) && wctx.Err() == nil {
+				resc <- waitResult{st, err}
 				return
 			}
-			if ctx.Err() != nil {
-				return
-			}
-			if errors.Is(res.err, runtime.ErrNotFound) {
-				// Someone removed it behind the agent's back; it is not
-				// running, so report it as ended.
-				state, why := r.ending()
-				if state == "" {
-					state, why = spec.StateFailed, "job container disappeared from the runtime"
-				}
-				r.finish(ctx, log, runtime.ExitStatus{Code: -1}, state, why)
+			if wctx.Err() != nil {
 				return
 			}
 			d := bo.next()
-			log.Warn("wait for job container; retrying", "err", res.err, "retry_in", d)
-			if !sleep(ctx, d) {
+			log.Warn("wait for job container; retrying", "err", err, "retry_in", d)
+			if !sleep(wctx, d) {
 				return
 			}
-			startWait()
-		case <-deadlineC:
-			deadlineC = nil
-			terminate(spec.StateTimeout, fmt.Sprintf("time limit %s reached", r.timeLimit()))
-		case <-stopCh:
-			state, why := r.ending()
-			if plan != nil && r.checkpointFirst() {
-				stopCh = nil
-				stopWaits = true
-				if err := r.a.ob.markStopping(context.WithoutCancel(ctx), r.allocID, r.jobID, state, why, clock.Now()); err != nil {
-					log.Warn("remember why the job is being stopped", "err", err)
-				}
-				if requestCheckpoint(fmt.Sprintf("checkpoint before stop (%s)", state)) {
-					continue
-				}
-				stopWaits = false // fenced: no checkpoint to wait for
-			}
-			terminate(state, why)
-		case <-intervalC:
-			intervalC = clock.After(plan.interval)
-			requestCheckpoint(fmt.Sprintf("every %s", plan.interval))
-		case <-beforeC:
-			beforeC = nil
-			requestCheckpoint(fmt.Sprintf("%s before the time limit", plan.before))
-		case <-pollC:
-			switch {
-			case plan.owner && r.a.ckpt.Ready(r.jobID):
-				_ = r.sealCheckpoint(ctx, log) // logged
-				checkpointEnded()
-			case !plan.owner && (r.a.ckpt.Ready(r.jobID) || r.newestSealed() > peerBase):
-				// Rank 0's agent seals; this rank only needed its
-				// processes signalled and the checkpoint written.
-				log.Info("checkpoint of the job completed (sealed by rank 0's node)", "rank", r.self.Rank)
-				checkpointEnded()
-			case !clock.Now().Before(ckptUntil):
-				log.Warn("job did not complete its checkpoint in time; it must write into $GPUD_CHECKPOINT_DIR and then touch .done there",
-					"timeout", r.a.cfg.CheckpointTimeout)
-				checkpointEnded()
-			default:
-				pollC = clock.After(checkpointPoll)
-			}
-		case <-graceC:
-			graceC = nil
-			log.Warn("job did not exit within the kill grace; sending SIGKILL", "kill_grace", grace)
-			r.kill(ctx, log, syscall.SIGKILL)
-			stuckC = clock.After(grace)
-		case <-stuckC:
-			stuckC = nil
-			// Nothing more the agent can do: the processes are likely
-			// in uninterruptible sleep. Keep waiting; the allocation
-			// stays reported as running so its GPUs are not reused.
-			log.Error("job container survived SIGKILL; still waiting for it to exit (check the node for stuck processes)")
 		}
+	}()
+	return resc, func() { cancel(); <-done }
+}
+
+// exited reports how the job's container ended: the stop reason the
+// agent began, or (for a job that checkpointed and exited with the
+// checkpoint code) a requeue from that checkpoint, or what its exit
+// status says; a container that disappeared behind the agent's back is
+// not running, so it is reported as ended.
+func (r *runner) exited(ctx context.Context, log *slog.Logger, res waitResult) {
+	if res.err != nil {
+		state, why := r.ending()
+		if state == "" {
+			state, why = spec.StateFailed, "job container disappeared from the runtime"
+		}
+		r.finish(ctx, log, runtime.ExitStatus{Code: -1}, state, why)
+		return
+	}
+	st := res.st
+	state, why := r.ending()
+	if state == "" {
+		state, why = r.rec.StopState, r.rec.StopWhy
+	}
+	sealed, refused := r.checkpointAtExit(ctx, log, st)
+	switch {
+	case state != "":
+	case sealed:
+		// The job checkpointed and stopped by itself: run it again from
+		// that checkpoint instead of failing it.
+		state, why = spec.StateRequeued, fmt.Sprintf("job checkpointed and exited with code %d", checkpoint.ExitCodeCheckpointed)
+	case refused != "":
+		state, why = spec.StateFailed, refused
+	}
+	state, why = exitState(st, state, why)
+	r.finish(ctx, log, st, state, why)
+}
+
+// runnerCheckpoints is the runner as its checkpoint machine's job.
+type runnerCheckpoints struct {
+	r   *runner
+	ctx context.Context
+	log *slog.Logger
+}
+
+func (c runnerCheckpoints) mayCheckpoint() error { return c.r.d.mayCheckpoint(c.r) }
+func (c runnerCheckpoints) ready() bool          { return c.r.d.ckpt.Ready(c.r.jobID) }
+func (c runnerCheckpoints) seal()                { _ = c.r.sealCheckpoint(c.ctx, c.log) } // logged
+func (c runnerCheckpoints) newestSealed() int    { return c.r.newestSealed() }
+
+func (c runnerCheckpoints) signal(target string, sig syscall.Signal) {
+	if err := c.r.signalTarget(c.ctx, target, sig); err != nil && c.ctx.Err() == nil { // steprec.go
+		c.log.Warn("send the checkpoint signal", "signal", signame.Full(sig), "target", target, "err", err)
+	}
+}
+
+// runnerStops is the runner as its stop machine's job.
+type runnerStops struct {
+	r   *runner
+	ctx context.Context
+	log *slog.Logger
+}
+
+func (s runnerStops) stop(state spec.JobState, why string) { s.r.stop(state, why) }
+func (s runnerStops) ending() (spec.JobState, string)      { return s.r.ending() }
+func (s runnerStops) checkpointFirst() bool                { return s.r.checkpointFirst() }
+func (s runnerStops) kill(sig syscall.Signal)              { s.r.kill(s.ctx, s.log, sig) }
+
+func (s runnerStops) markStopping(state spec.JobState, why string) {
+	r := s.r
+	if err := r.d.ob.markStopping(context.WithoutCancel(s.ctx), r.allocID, r.jobID, state, why, r.d.clock.Now()); err != nil {
+		s.log.Warn("remember why the job is being stopped", "err", err)
 	}
 }
 
@@ -582,7 +534,7 @@ func (r *runner) timeLimit() time.Duration {
 // kill sends sig to the container, logging (not failing on) errors: a
 // task that already exited reports its status through Wait anyway.
 func (r *runner) kill(ctx context.Context, log *slog.Logger, sig syscall.Signal) {
-	if err := r.a.rt.Signal(ctx, r.id, sig); err != nil && !errors.Is(err, runtime.ErrNotFound) && ctx.Err() == nil {
+	if err := r.d.rt.Signal(ctx, r.id, sig); err != nil && !errors.Is(err, runtime.ErrNotFound) && ctx.Err() == nil {
 		log.Warn("signal job container", "signal", sig, "err", err)
 	}
 }
@@ -598,12 +550,12 @@ func (r *runner) checkpointAtExit(ctx context.Context, log *slog.Logger, st runt
 	}
 	byCode := st.Code == checkpoint.ExitCodeCheckpointed && st.Signal == 0 && !st.OOMKilled
 	if byCode {
-		if err := r.a.ckpt.MarkReady(r.jobID); err != nil {
+		if err := r.d.ckpt.MarkReady(r.jobID); err != nil {
 			log.Warn("job exited with the checkpoint exit code but its staging directory cannot be sealed", "err", err)
 			return false, fmt.Sprintf("exited with code %d but its checkpoint was refused: %v", checkpoint.ExitCodeCheckpointed, err)
 		}
 	}
-	if !r.a.ckpt.Ready(r.jobID) {
+	if !r.d.ckpt.Ready(r.jobID) {
 		return false, ""
 	}
 	err := r.sealCheckpoint(ctx, log)
@@ -638,21 +590,19 @@ func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitSt
 		// Before the exit is reported: once the controller hears of it,
 		// it may plan the same MIG placement (and cores) for the next job,
 		// which must not find this job's instance still there.
-		stale := r.a.releaseDevices(ctx, log, r.self)
-		r.a.pins.release(r.allocID)
+		stale := r.d.releaseDevices(ctx, log, r.self)
+		r.d.pins.release(r.allocID)
 		r.acquired = false
 		if stale {
-			r.a.refreshMIGLayout(ctx, log)
+			r.d.refreshMIGLayout(ctx, log)
 		}
 	}
-	r.a.mu.Lock()
-	r.ended = true
-	r.a.mu.Unlock()
+	r.ended.Store(true)
 	if !r.rec.Exited {
-		ev := r.a.exitEvent(r.allocID, r.jobID, state, why, st)
-		bo := r.a.newBackoff()
+		ev := r.d.exitEvent(r.allocID, r.jobID, state, why, st)
+		bo := r.d.newBackoff()
 		for {
-			err := r.a.record(ctx, ev)
+			err := r.d.record(ctx, ev)
 			if err == nil {
 				break
 			}
@@ -664,5 +614,5 @@ func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitSt
 			}
 		}
 	}
-	r.a.cleanup(ctx, log, r.id)
+	r.d.cleanup(ctx, log, r.id)
 }

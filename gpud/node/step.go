@@ -168,10 +168,10 @@ func (r *runner) serveSteps(ctx context.Context) (stop func()) {
 func (r *runner) resumeSteps(ctx context.Context, log *slog.Logger) {
 	groups, _ := supplementaryGroups(r.asg.Job.UID, r.asg.Job.GID)
 	cfg, err := buildTask(taskInput{
-		Asg: *r.asg, Self: r.self, NodeName: r.a.cfg.Name, Hostname: r.a.cfg.Hostname, SelfAddr: r.a.cfg.Addr,
-		DefaultImage: r.a.cfg.DefaultImage, GPUs: r.a.gpus, NICs: r.a.nics, MIG: r.mig, ContainerID: r.id, JobDir: r.jobDir(),
-		ScriptPath: filepath.Join(r.jobDir(), "script"), GroupIDs: groups, Hide: r.a.hidden(), Show: r.a.cfg.ShowPaths,
-		ToolsDir: r.a.cfg.ToolsDir,
+		Asg: *r.asg, Self: r.self, NodeName: r.d.cfg.Name, Hostname: r.d.cfg.Hostname, SelfAddr: r.d.cfg.Addr,
+		DefaultImage: r.d.cfg.DefaultImage, GPUs: r.d.gpus, NICs: r.d.nics, MIG: r.mig, ContainerID: r.id, JobDir: r.jobDir(),
+		ScriptPath: filepath.Join(r.jobDir(), "script"), GroupIDs: groups, Hide: r.d.hidden(), Show: r.d.cfg.ShowPaths,
+		ToolsDir: r.d.cfg.ToolsDir,
 	})
 	if err != nil {
 		log.Warn("re-adopted job: srun will not work in it", "err", err)
@@ -386,7 +386,7 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 	}
 	// A node steps cannot reach refuses the step before any task runs.
 	for _, nd := range l.nodes {
-		if _, err := r.a.peer(nd); err != nil {
+		if _, err := r.d.peer(nd); err != nil {
 			out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
 			return
 		}
@@ -397,17 +397,7 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 		return
 	}
 	// srun's messages (signals, stdin) and its going away, from now on.
-	msgs := make(chan api.StepMsg, 16)
-	go func() {
-		defer close(msgs)
-		for {
-			var m api.StepMsg
-			if dec.Decode(&m) != nil {
-				return
-			}
-			msgs <- m
-		}
-	}()
+	msgs := readStepMsgs(dec)
 	// The step's share of the allocation: it waits while running steps
 	// hold what it needs (stepres.go).
 	ledger := r.ledger()
@@ -477,21 +467,6 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 	// srun's stdin goes to task 0 (on the first node of the step).
 	stdinR, stdinW := io.Pipe()
 	defer stdinW.Close()
-	stdinC := make(chan []byte, 64)
-	go func() {
-		for {
-			select {
-			case <-sctx.Done():
-				return
-			case b := <-stdinC:
-				if b == nil {
-					stdinW.Close()
-					continue
-				}
-				_, _ = stdinW.Write(b) // task 0 gone: its input is dropped
-			}
-		}
-	}()
 	// At the end a write blocked on a task that never read is released.
 	endStdin := func() { stdinW.Close(); stdinR.Close() }
 	// Every node starts its tasks at once (each exec is a runc run).
@@ -502,7 +477,7 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 		startWG.Add(1)
 		go func() {
 			defer startWG.Done()
-			p, err := r.a.peer(nd)
+			p, err := r.d.peer(nd)
 			if err == nil {
 				st := stepTasks{
 					Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUIdx: grant.gpus[i], Bind: bind,
@@ -542,14 +517,74 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 	r.recordStep(stepRecord{Step: step, NTasks: nt, Nodes: names, Tasks: l.tasks, Pty: req.Pty, Stdin: req.Stdin,
 		KillOnBadExit: req.KillOnBadExit, Acct: &acct})
 	defer r.forgetStep(step)
-	// srun's signals, and srun going away (kill the tasks: nobody reads
-	// their output or exit any more).
+	worst, worstSig := followStep(ctx, msgs, parts, stdinW, req.KillOnBadExit, out)
+	cancel()
+	endStdin()
+	log.Info("step ended", "step", step, "exit_code", worst)
+	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
+	r.stepEnded(ctx, served, worst, worstSig) // after srun has its answer: this commits to disk
+}
+
+// readStepMsgs decodes srun's messages after its request (signals,
+// resizes, stdin); the channel is closed when srun goes away.
+func readStepMsgs(dec *json.Decoder) <-chan api.StepMsg {
+	msgs := make(chan api.StepMsg, 16)
+	go func() {
+		defer close(msgs)
+		for {
+			var m api.StepMsg
+			if dec.Decode(&m) != nil {
+				return
+			}
+			msgs <- m
+		}
+	}()
+	return msgs
+}
+
+// followStep is the step's message loop, for a step this agent started
+// (runStep) and for one it re-adopted after a restart (reattachStep):
+// it carries srun's messages (msgs) to the step's parts on every node
+// and their exits to srun (out), until every task exited. Signals go to
+// every task, terminal sizes to every part, stdin (when stdin is not
+// nil) to task 0, an empty stdin message closing it; srun going away
+// (msgs closed) before the step ended kills the tasks, since nobody
+// reads their output or exit any more. With killOnBadExit, a task that
+// exits non-zero kills the others. It returns the worst exit code and
+// the first signal that ended a task.
+func followStep(ctx context.Context, msgs <-chan api.StepMsg, parts []*stepPart, stdin *io.PipeWriter, killOnBadExit bool,
+	out *stepStream) (worst, worstSig int) {
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx)) // ends with the step
+	defer cancel()
+	signalAll := func(sig syscall.Signal) {
+		for _, p := range parts {
+			p.signal(sig)
+		}
+	}
+	stdinC := make(chan []byte, 64)
+	if stdin != nil {
+		defer stdin.Close() // releases a write blocked on a task that never read
+		go func() {
+			for {
+				select {
+				case <-fctx.Done():
+					return
+				case b := <-stdinC:
+					if b == nil {
+						stdin.Close()
+						continue
+					}
+					_, _ = stdin.Write(b) // task 0 gone: its input is dropped
+				}
+			}
+		}()
+	}
 	go func() {
 		for {
 			m, ok := <-msgs
 			if !ok {
 				select {
-				case <-sctx.Done():
+				case <-fctx.Done():
 				default:
 					signalAll(syscall.SIGKILL)
 				}
@@ -562,22 +597,20 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 				for _, p := range parts {
 					p.resize(m.Rows, m.Cols)
 				}
-			case m.Kind == api.StepStdin && len(m.Data) == 0:
-				select {
-				case stdinC <- nil:
-				case <-sctx.Done():
+			case m.Kind == api.StepStdin && stdin != nil:
+				var b []byte // nil: the end of the input
+				if len(m.Data) > 0 {
+					b = m.Data
 				}
-			case m.Kind == api.StepStdin:
 				// Backpressure once 64 chunks wait for task 0 to read.
 				select {
-				case stdinC <- m.Data:
-				case <-sctx.Done():
+				case stdinC <- b:
+				case <-fctx.Done():
 				}
 			}
 		}
 	}()
 	var mu sync.Mutex
-	worst, worstSig := 0, 0
 	var wg sync.WaitGroup
 	for _, p := range parts {
 		wg.Add(1)
@@ -585,25 +618,20 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 			defer wg.Done()
 			for ex := range p.exits {
 				out.send(ex)
-				code := ex.Code
 				mu.Lock()
-				worst = max(worst, code)
+				worst = max(worst, ex.Code)
 				if worstSig == 0 {
 					worstSig = ex.Signal
 				}
 				mu.Unlock()
-				if code != 0 && req.KillOnBadExit {
+				if ex.Code != 0 && killOnBadExit {
 					signalAll(syscall.SIGKILL)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	cancel()
-	endStdin()
-	log.Info("step ended", "step", step, "exit_code", worst)
-	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
-	r.stepEnded(ctx, served, worst, worstSig) // after srun has its answer: this commits to disk
+	return worst, worstSig
 }
 
 // stepTasks is one node's share of a step.

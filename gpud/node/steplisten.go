@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
@@ -224,74 +223,26 @@ func (a *Agent) servePart(ctx context.Context, r *runner, p api.StepPart, dec *j
 	st := stepTasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUIdx: p.GPUIdx,
 		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap},
 		Args: p.Args, Env: p.Env, Cwd: p.Cwd, Pty: p.Pty, Rows: p.Rows, Cols: p.Cols}
-	// Task 0's input: a chunk queue, so a task that does not read blocks
-	// neither the signals nor the other messages (64 chunks wait).
-	var stdinC chan []byte
+	// Task 0's input, when srun's goes to this node's part.
+	var stdinW *io.PipeWriter
 	if p.Stdin {
-		stdinR, stdinW := io.Pipe()
+		var stdinR *io.PipeReader
+		stdinR, stdinW = io.Pipe()
 		defer stdinR.Close()
 		st.Stdin = stdinR
-		stdinC = make(chan []byte, 64)
-		go func() {
-			defer stdinW.Close()
-			for {
-				select {
-				case <-sctx.Done():
-					return
-				case b, ok := <-stdinC:
-					if !ok {
-						return
-					}
-					_, _ = stdinW.Write(b) // task gone: its input is dropped
-				}
-			}
-		}()
-	}
-	inOpen := stdinC != nil // only the reader below touches it
-	endStdin := func() {
-		if inOpen {
-			close(stdinC)
-			inOpen = false
-		}
 	}
 	part, err := a.startTasks(sctx, r.allocID, st, out)
 	if err != nil {
+		if stdinW != nil {
+			stdinW.Close()
+		}
 		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
 		return
 	}
 	out.send(api.StepMsg{Kind: api.StepStarted, Step: p.Step, NTasks: len(p.Tasks)})
-	go func() {
-		for {
-			var m api.StepMsg
-			if err := dec.Decode(&m); err != nil {
-				select {
-				case <-sctx.Done():
-				default:
-					part.signal(syscall.SIGKILL)
-				}
-				endStdin()
-				return
-			}
-			switch {
-			case m.Kind == api.StepSignal && m.Signal > 0 && m.Signal < 65:
-				part.signal(syscall.Signal(m.Signal))
-			case m.Kind == api.StepResize:
-				part.resize(m.Rows, m.Cols)
-			case m.Kind == api.StepStdin && inOpen && len(m.Data) == 0:
-				endStdin()
-			case m.Kind == api.StepStdin && inOpen:
-				select {
-				case stdinC <- m.Data:
-				case <-sctx.Done():
-				}
-			}
-		}
-	}()
-	worst := 0
-	for ex := range part.exits {
-		worst = max(worst, ex.Code)
-		out.send(ex)
-	}
+	// The first node's agent kills on a bad exit and keeps the first
+	// signal; this part only reports its exits (step.go).
+	worst, _ := followStep(ctx, readStepMsgs(dec), []*stepPart{part}, stdinW, false, out)
 	out.send(api.StepMsg{Kind: api.StepDone, Step: p.Step, Code: worst})
 }
 

@@ -118,7 +118,7 @@ func (r *runner) stepOwner() *runner {
 		if n.Rank != 0 {
 			continue
 		}
-		if p, err := r.a.peer(n); err == nil {
+		if p, err := r.d.peer(n); err == nil {
 			if o := p.stepOwner(r.allocID); o != nil {
 				return o
 			}
@@ -136,7 +136,7 @@ func (r *runner) allocStepID(ctx context.Context) (int, error) {
 	g.idMu.Lock()
 	defer g.idMu.Unlock()
 	if g.nextID == g.idEnd {
-		first, err := owner.a.ob.reserveStepIDs(context.WithoutCancel(ctx), r.allocID, stepIDBlock)
+		first, err := owner.d.ob.reserveStepIDs(context.WithoutCancel(ctx), r.allocID, stepIDBlock)
 		if err != nil {
 			return 0, err
 		}
@@ -156,7 +156,7 @@ func (r *runner) stepStarted(ctx context.Context, step int, req api.StepRequest,
 	}
 	s := &servedStep{
 		rec: spec.Step{ID: strconv.Itoa(step), Name: stepName(req.Args[0]), State: spec.StateRunning,
-			StartTime: spec.NewTime(r.a.clock.Now()), Nodes: names, NTasks: nt, CPUs: cpus, GPUs: gpus},
+			StartTime: spec.NewTime(r.d.clock.Now()), Nodes: names, NTasks: nt, CPUs: cpus, GPUs: gpus},
 		signalAll: signalAll,
 		recorded:  make(chan struct{}),
 	}
@@ -171,9 +171,9 @@ func (r *runner) stepStarted(ctx context.Context, step int, req api.StepRequest,
 	// Off srun's path: the outbox commit is an fsync.
 	go func() {
 		defer close(s.recorded)
-		ev := api.AllocEvent{Node: r.a.cfg.Name, AllocID: r.allocID, JobID: r.jobID, Kind: api.EventStepStarted,
+		ev := api.AllocEvent{Node: r.d.cfg.Name, AllocID: r.allocID, JobID: r.jobID, Kind: api.EventStepStarted,
 			Time: rec.StartTime, Step: &rec}
-		if err := r.a.record(ctx, ev); err != nil {
+		if err := r.d.record(ctx, ev); err != nil {
 			r.log().Warn("record step start; the controller learns of the step when it ends", "step", step, "err", err)
 		}
 	}()
@@ -208,7 +208,7 @@ func (r *runner) stepEnded(ctx context.Context, s *servedStep, code, sig int) {
 	<-s.recorded
 	rec := s.rec
 	rec.Nodes = slices.Clone(rec.Nodes)
-	rec.EndTime = spec.NewTime(r.a.clock.Now())
+	rec.EndTime = spec.NewTime(r.d.clock.Now())
 	rec.ExitCode, rec.Signal = code, sig
 	s.mu.Lock()
 	by := s.cancelled
@@ -221,9 +221,9 @@ func (r *runner) stepEnded(ctx context.Context, s *servedStep, code, sig int) {
 	default:
 		rec.State = spec.StateCompleted
 	}
-	ev := api.AllocEvent{Node: r.a.cfg.Name, AllocID: r.allocID, JobID: r.jobID, Kind: api.EventStepEnded,
+	ev := api.AllocEvent{Node: r.d.cfg.Name, AllocID: r.allocID, JobID: r.jobID, Kind: api.EventStepEnded,
 		Time: rec.EndTime, State: rec.State, ExitCode: code, Signal: sig, Step: &rec}
-	if err := r.a.record(context.WithoutCancel(ctx), ev); err != nil {
+	if err := r.d.record(context.WithoutCancel(ctx), ev); err != nil {
 		r.log().Warn("record step end; accounting will show the step as ended with its job", "step", n, "err", err)
 	}
 }
@@ -260,7 +260,7 @@ func (r *runner) stepSignals(ctx context.Context, reqs []spec.StepSignal) {
 		s.mu.Lock()
 		s.cancelled = q.By
 		s.mu.Unlock()
-		grace := r.a.cfg.KillGrace
+		grace := r.d.cfg.KillGrace
 		log.Info("cancelling step", "kill_grace", grace)
 		// As Slurm's scancel of a step: SIGCONT, SIGTERM, and SIGKILL
 		// after KillWait (the node's kill grace) to what is left.
@@ -268,7 +268,7 @@ func (r *runner) stepSignals(ctx context.Context, reqs []spec.StepSignal) {
 		s.signalAll(syscall.SIGTERM)
 		go func() {
 			select {
-			case <-r.a.clock.After(grace):
+			case <-r.d.clock.After(grace):
 				s.signalAll(syscall.SIGKILL)
 			case <-ctx.Done():
 			}
@@ -290,7 +290,7 @@ func (r *runner) signalTarget(ctx context.Context, target string, sig syscall.Si
 	case spec.SignalBatch:
 		return r.signalBatch(ctx, sig)
 	default:
-		return r.a.rt.Signal(ctx, r.id, sig)
+		return r.d.rt.Signal(ctx, r.id, sig)
 	}
 }
 
@@ -313,7 +313,7 @@ func (r *runner) signalBatch(ctx context.Context, sig syscall.Signal) error {
 	if r.asg != nil && r.self.Rank != 0 {
 		return nil // a holder node: the batch shell runs on the first node
 	}
-	ex, ok := r.a.rt.(runtime.Execer)
+	ex, ok := r.d.rt.(runtime.Execer)
 	if !ok {
 		return errors.New("this node's runtime cannot start a process in a running container, so it cannot signal the batch shell alone")
 	}
@@ -321,7 +321,7 @@ func (r *runner) signalBatch(ctx context.Context, sig syscall.Signal) error {
 	defer cancel()
 	var out bytes.Buffer
 	p, err := ex.Exec(ctx, r.id, runtime.ExecConfig{
-		ID:     fmt.Sprintf("signal-batch-%d", r.a.clock.Now().UnixNano()),
+		ID:     fmt.Sprintf("signal-batch-%d", r.d.clock.Now().UnixNano()),
 		Args:   []string{"/bin/sh", "-c", batchShellScript, "gpud-signal-batch", strconv.Itoa(int(sig))},
 		Stdout: &out, Stderr: &out,
 	})

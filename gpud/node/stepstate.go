@@ -205,8 +205,8 @@ func (r *runner) readoptSteps(ctx context.Context, log *slog.Logger) {
 // readoptPart re-attaches to this node's tasks of a step; their output
 // waits in a relay for srun.
 func (r *runner) readoptPart(ctx context.Context, log *slog.Logger, pr partRecord) {
-	ax, canAttach := r.a.rt.(runtime.ExecAttacher)
-	node := r.a.cfg.Name
+	ax, canAttach := r.d.rt.(runtime.ExecAttacher)
+	node := r.d.cfg.Name
 	rp := &resumedPart{relay: newStepRelay(), part: &stepPart{exits: make(chan api.StepMsg, len(pr.Tasks))}}
 	var wg sync.WaitGroup
 	for local, task := range pr.Tasks {
@@ -323,7 +323,7 @@ func (r *runner) reattachStep(ctx context.Context, dec *json.Decoder, out *stepS
 	if !ok {
 		out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf(
 			"step %d.%d cannot be followed again on node %s: it is not a step that was running when this node's agent restarted (it ended, another srun follows it, or it was given up after %v without srun)",
-			r.jobID, step, r.a.cfg.Name, stepReattachGrace)})
+			r.jobID, step, r.d.cfg.Name, stepReattachGrace)})
 		return
 	}
 	defer r.forgetStep(step)
@@ -336,7 +336,7 @@ func (r *runner) reattachStep(ctx context.Context, dec *json.Decoder, out *stepS
 			if nd.Node != name {
 				continue
 			}
-			if p, err := r.a.peer(nd); err == nil {
+			if p, err := r.d.peer(nd); err == nil {
 				if ag, ok := p.(*Agent); ok {
 					parts[i] = ag.resumedPart(r.allocID, step)
 				}
@@ -351,89 +351,20 @@ func (r *runner) reattachStep(ctx context.Context, dec *json.Decoder, out *stepS
 		rp.relay.attach(out)
 	}
 	log.Info("srun follows a re-adopted step again", "step", step)
-	signalAll := func(sig syscall.Signal) {
-		for _, rp := range parts {
-			rp.part.signal(sig)
-		}
+	tasks := make([]*stepPart, len(parts))
+	for i, rp := range parts {
+		tasks[i] = rp.part
 	}
 	var served *servedStep
 	if rec.Acct != nil {
-		served = r.resumeServed(*rec.Acct, signalAll) // steprec.go
+		served = r.resumeServed(*rec.Acct, func(sig syscall.Signal) { // steprec.go
+			for _, p := range tasks {
+				p.signal(sig)
+			}
+		})
 	}
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	stdin := parts[0].stdin
-	stdinC := make(chan []byte, 64)
-	if stdin != nil {
-		defer stdin.Close()
-		go func() {
-			for {
-				select {
-				case <-sctx.Done():
-					return
-				case b := <-stdinC:
-					if b == nil {
-						stdin.Close()
-						continue
-					}
-					_, _ = stdin.Write(b)
-				}
-			}
-		}()
-	}
-	go func() {
-		for {
-			var m api.StepMsg
-			if err := dec.Decode(&m); err != nil {
-				select {
-				case <-sctx.Done():
-				default:
-					signalAll(syscall.SIGKILL)
-				}
-				return
-			}
-			switch {
-			case m.Kind == api.StepSignal && m.Signal > 0 && m.Signal < 65:
-				signalAll(syscall.Signal(m.Signal))
-			case m.Kind == api.StepResize:
-				for _, rp := range parts {
-					rp.part.resize(m.Rows, m.Cols)
-				}
-			case m.Kind == api.StepStdin && stdin != nil:
-				var b []byte // nil: the end of the input
-				if len(m.Data) > 0 {
-					b = m.Data
-				}
-				select {
-				case stdinC <- b:
-				case <-sctx.Done():
-				}
-			}
-		}
-	}()
-	var mu sync.Mutex
-	worst, worstSig := 0, 0
-	var wg sync.WaitGroup
-	for _, rp := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ex := range rp.part.exits {
-				out.send(ex)
-				mu.Lock()
-				worst = max(worst, ex.Code)
-				if worstSig == 0 {
-					worstSig = ex.Signal
-				}
-				mu.Unlock()
-				if ex.Code != 0 && rec.KillOnBadExit {
-					signalAll(syscall.SIGKILL)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	cancel()
+	// From here on as a step this agent started (step.go).
+	worst, worstSig := followStep(ctx, readStepMsgs(dec), tasks, parts[0].stdin, rec.KillOnBadExit, out)
 	log.Info("step ended", "step", step, "exit_code", worst)
 	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
 	if served != nil {
@@ -460,7 +391,7 @@ func (r *runner) abandonSteps(log *slog.Logger) {
 		if rec.Acct != nil {
 			// Its end, for accounting: cancelled, its exit unknown here.
 			s := r.resumeServed(*rec.Acct, func(syscall.Signal) {})
-			s.cancelled = fmt.Sprintf("node %s's agent: no srun followed the step again within %v of its restart", r.a.cfg.Name, stepReattachGrace)
+			s.cancelled = fmt.Sprintf("node %s's agent: no srun followed the step again within %v of its restart", r.d.cfg.Name, stepReattachGrace)
 			r.stepEnded(context.Background(), s, 0, 0)
 		}
 		r.forgetStep(step)

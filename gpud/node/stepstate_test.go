@@ -85,8 +85,8 @@ func TestStepRelayClose(t *testing.T) {
 // numbers are the outbox's: stepres_test.go.)
 func TestStepRecords(t *testing.T) {
 	state := t.TempDir()
-	a := &Agent{cfg: Config{StateDir: state, Name: "n1"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	r := &runner{a: a, id: "c1", jobID: 7}
+	a := &Agent{runnerDeps: runnerDeps{cfg: Config{StateDir: state, Name: "n1"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	r := &runner{d: &a.runnerDeps, id: "c1", jobID: 7}
 	if err := os.MkdirAll(r.jobDir(), 0o711); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestStepRecords(t *testing.T) {
 		t.Fatalf("step record: %v %v; want a file only root reads", fi, err)
 	}
 	// The agent restarts: a new runner for the same container.
-	r2 := &runner{a: a, id: "c1", jobID: 7}
+	r2 := &runner{d: &a.runnerDeps, id: "c1", jobID: 7}
 	r2.readoptSteps(context.Background(), a.log)
 	if got, ok := r2.resumed.recs[2]; !ok || !got.Pty || got.NTasks != 2 {
 		t.Errorf("re-read step record %+v (%v), want %+v", got, ok, rec)

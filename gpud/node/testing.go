@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 )
@@ -20,7 +19,7 @@ import (
 // grace and a 5s poll wait; cfgFn
 // may change any of it. Logs go to t.Log. Extra options (a fake clock)
 // may follow.
-func TestAgent(t testing.TB, cfgFn func(*Config), client *api.Client, rt runtime.Runtime, opts ...Option) *Agent {
+func TestAgent(t testing.TB, cfgFn func(*Config), client ControllerClient, rt runtime.Runtime, opts ...Option) *Agent {
 	t.Helper()
 	a, _ := startTestAgent(t, cfgFn, client, rt, opts...)
 	return a
@@ -28,7 +27,7 @@ func TestAgent(t testing.TB, cfgFn func(*Config), client *api.Client, rt runtime
 
 // startTestAgent is TestAgent that also returns an idempotent stop, for
 // tests that restart the agent.
-func startTestAgent(t testing.TB, cfgFn func(*Config), client *api.Client, rt runtime.Runtime, opts ...Option) (*Agent, func()) {
+func startTestAgent(t testing.TB, cfgFn func(*Config), client ControllerClient, rt runtime.Runtime, opts ...Option) (*Agent, func()) {
 	t.Helper()
 	cfg := Config{
 		Name:              "node-1",

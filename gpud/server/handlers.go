@@ -306,27 +306,20 @@ func (s *Server) updateJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	var c checker
-	for field, v := range map[string]*string{"Partition": req.Partition, "QOS": req.QOS, "JobName": req.Name} {
-		if v != nil {
-			c.name(field, *v, maxShort)
-		}
+	u := controller.JobUpdate{Partition: req.Partition, QOS: req.QOS, Nice: req.Nice, Name: req.Name, Comment: req.Comment}
+	if req.TimeLimit != nil {
+		d := req.TimeLimit.Std()
+		u.TimeLimit = &d
 	}
-	if req.Comment != nil {
-		c.name("Comment", *req.Comment, maxText)
-	}
-	if err := c.err(); err != nil {
+	// The new values as sbatch's would be checked (spec.JobSpec.Validate);
+	// the controller checks them again with the job, and its policy.
+	if err := u.Validate(); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	as := ident.caller
 	if ident.atLeast(auth.RoleOperator) {
 		as = ident.privileged()
-	}
-	u := controller.JobUpdate{Partition: req.Partition, QOS: req.QOS, Nice: req.Nice, Name: req.Name, Comment: req.Comment}
-	if req.TimeLimit != nil {
-		d := req.TimeLimit.Std()
-		u.TimeLimit = &d
 	}
 	j, err := s.c.UpdateJob(r.Context(), as, ref, u)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,21 @@ func FieldErrors(err error) []*FieldError {
 	return out
 }
 
+// ValidateFields is Validate keeping only the problems of the named
+// fields (as FieldError.Field names them: "--job-name", "--time",
+// "--nice"...). It is for a change to some fields of a job (scontrol
+// update): a new value is refused with the very message sbatch gives at
+// submit, and nothing else about the job is judged again.
+func (js *JobSpec) ValidateFields(fields ...string) error {
+	var keep []error
+	for _, fe := range FieldErrors(js.Validate()) {
+		if slices.Contains(fields, fe.Field) {
+			keep = append(keep, fe)
+		}
+	}
+	return errors.Join(keep...)
+}
+
 // Validate reports every structural problem of js at once: errors.Join
 // of *FieldError, each of kind ErrInvalid and naming its field. It checks
 // what a job is on its own: sizes and bounds, printable names, paths
@@ -115,7 +131,11 @@ func (js *JobSpec) Validate() error {
 			c.bad("--array", "%s", err.Error())
 		}
 	}
-	c.name("--dependency", js.Depend, MaxPathBytes)
+	if c.name("--dependency", js.Depend, MaxPathBytes) && js.Depend != "" {
+		if _, err := ParseDependency(js.Depend); err != nil {
+			c.bad("--dependency", "%s", err.Error())
+		}
+	}
 	c.name("--signal", js.Signal, MaxNameBytes)
 	c.name("--comment", js.Comment, MaxTextBytes)
 	if c.name("--checkpoint-mode", js.CkptMode, MaxNameBytes) {

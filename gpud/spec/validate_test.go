@@ -93,3 +93,23 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateFields: only the named fields' problems are reported, with
+// Validate's messages; a spec that is invalid elsewhere passes.
+func TestValidateFields(t *testing.T) {
+	js := spec.JobSpec{Name: "a\x1bb", Nice: math.MaxInt32, Comment: "ok"} // no script, no work dir
+	if err := js.ValidateFields("--comment", "--partition"); err != nil {
+		t.Errorf("fields without problems: %v", err)
+	}
+	err := js.ValidateFields("--job-name", "--nice")
+	fes := spec.FieldErrors(err)
+	if len(fes) != 2 || fes[0].Field != "--job-name" || fes[1].Field != "--nice" || !errors.Is(err, spec.ErrInvalid) {
+		t.Fatalf("ValidateFields(--job-name, --nice) = %v; want those two, invalid", err)
+	}
+	all := js.Validate().Error()
+	for _, fe := range fes {
+		if !strings.Contains(all, fe.Msg) {
+			t.Errorf("%q is not what Validate says (%q)", fe.Msg, all)
+		}
+	}
+}

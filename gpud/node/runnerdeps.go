@@ -1,0 +1,130 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gpud/gpud/checkpoint"
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime"
+	"github.com/gpud/gpud/runtime/safefs"
+)
+
+// runnerDeps is everything a runner uses of its node: the agent's
+// configuration, runtime, outbox, checkpoint store, clock and logger, and
+// the few questions only the agent can answer (the funcs below, which it
+// fills with its own methods). The agent embeds it and hands its runners
+// a pointer to it: a runner reaches no other part of the agent. Fields
+// are set by New, except ob and ckpt, set by Run before any runner
+// starts; none changes afterwards (cfg.Inventory, which refreshMIGLayout
+// updates under Agent.invMu, is no runner's business).
+type runnerDeps struct {
+	cfg   Config
+	rt    runtime.Runtime
+	ob    *outbox
+	ckpt  *checkpoint.Store
+	clock Clock
+	log   *slog.Logger        // the node's (with node=<name>)
+	gpus  map[string]spec.GPU // inventory by UUID
+	nics  map[string]spec.NIC // RDMA NICs by name
+	// pins places GPU jobs on cores of their GPUs' NUMA node; nil when
+	// the topology is unknown.
+	pins *cpuPins
+	// kick wakes the outbox sender; buffered so a send never blocks.
+	kick chan struct{}
+	// backoffMin and backoffMax bound retry pacing (newBackoff).
+	backoffMin, backoffMax time.Duration
+
+	// The agent's answers (its methods of the same names). mayCheckpoint:
+	// self-fencing (fence.go). acquireDevices, releaseDevices and
+	// refreshMIGLayout: the node's MIG layout (mig.go). peer: the agent
+	// running a node's part of a step (step.go).
+	mayCheckpoint    func(r *runner) error
+	acquireDevices   func(ctx context.Context, log *slog.Logger, self spec.NodeAlloc) ([]migDevice, error)
+	releaseDevices   func(ctx context.Context, log *slog.Logger, self spec.NodeAlloc) (stale bool)
+	refreshMIGLayout func(ctx context.Context, log *slog.Logger)
+	peer             func(nd spec.NodeAlloc) (stepPeer, error)
+}
+
+// backoff paces retries: exponential between the agent's bounds, with
+// jitter so a restarted controller is not hit by every node at once.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (d *runnerDeps) newBackoff() *backoff {
+	return &backoff{min: d.backoffMin, max: d.backoffMax}
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return b.cur + rand.N(b.cur/5+1)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// exitEvent builds an exited event.
+func (d *runnerDeps) exitEvent(allocID string, job spec.JobID, state spec.JobState, reason string, st runtime.ExitStatus) api.AllocEvent {
+	t := st.ExitedAt
+	if t.IsZero() {
+		t = d.clock.Now()
+	}
+	return api.AllocEvent{
+		Node: d.cfg.Name, AllocID: allocID, JobID: job, Kind: api.EventExited, Time: spec.NewTime(t),
+		State: state, ExitCode: st.Code, Signal: int(st.Signal), Reason: reason,
+	}
+}
+
+// record commits ev to the outbox and wakes the sender. The commit does
+// not honour ctx cancellation: an event observed is an event kept.
+func (d *runnerDeps) record(ctx context.Context, ev api.AllocEvent) error {
+	seq, err := d.ob.record(context.WithoutCancel(ctx), ev)
+	if err != nil {
+		return err
+	}
+	d.log.Info("alloc "+ev.Kind, "seq", seq, "job_id", ev.JobID, "alloc_id", ev.AllocID, "state", ev.State,
+		"exit_code", ev.ExitCode, "reason", ev.Reason)
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// hidden are the directories of daemon state kept out of jobs' view: the
+// agent's state and checkpoint roots and Config.HidePaths.
+func (d *runnerDeps) hidden() []string {
+	return hiddenPaths(append([]string{d.cfg.StateDir, d.cfg.CheckpointRoot}, d.cfg.HidePaths...))
+}
+
+// removeJobDir removes job directory id (jobs/<id>, which its user owns)
+// without following anything the user put there. A failure is logged.
+func (d *runnerDeps) removeJobDir(log *slog.Logger, id string) {
+	jobs, err := safefs.OpenDir(d.cfg.jobsDir())
+	if err == nil {
+		err = jobs.RemoveAll(id)
+		jobs.Close()
+	}
+	if err != nil {
+		log.Warn("remove job directory; the next agent start retries", "dir", id, "err", err)
+	}
+}
+
+// cleanup deletes container id and its job directory. A failure is only
+// logged: the exit is already recorded, so the next recovery retries.
+func (d *runnerDeps) cleanup(ctx context.Context, log *slog.Logger, id string) {
+	if err := d.rt.Delete(ctx, id); err != nil {
+		if ctx.Err() == nil {
+			log.Warn("delete container; will retry at next agent start", "err", err)
+		}
+		return
+	}
+	d.removeJobDir(log, id)
+}
