@@ -109,9 +109,6 @@ func (p *remotePeer) startTasks(ctx context.Context, allocID string, st stepTask
 		c.Close()
 		return nil, fmt.Errorf("node %s answered %q to start its tasks", p.node, m.Kind)
 	}
-	for _, m := range early {
-		_, _ = taskWriter{out, m.Kind, m.Task}.Write(m.Data)
-	}
 	sp := &stepPart{exits: make(chan api.StepMsg, len(st.Tasks))}
 	sp.remote = func(sig syscall.Signal) { _ = send(api.StepMsg{Kind: api.StepSignal, Signal: int(sig)}) }
 	if st.Pty && st.NodeIndex == 0 {
@@ -135,6 +132,11 @@ func (p *remotePeer) startTasks(ctx context.Context, allocID string, st stepTask
 	go func() {
 		defer c.Close()
 		defer close(sp.exits)
+		// Written here, not before startTasks returns: srun's stream
+		// holds output back until the whole step has started.
+		for _, m := range early {
+			_, _ = taskWriter{out, m.Kind, m.Task}.Write(m.Data)
+		}
 		exited := map[int]bool{}
 		for {
 			m, err := api.ReadStepFrame(br)

@@ -310,6 +310,27 @@ type stepStream struct {
 	mu  sync.Mutex
 	bw  *bufio.Writer
 	err error
+	// gate, while set, holds tasks' output back until the step is
+	// recorded (the writers wait, so a task blocks on its full pipe): an
+	// srun that has seen a task's output has been told the step started
+	// and can follow it again after an agent restart (stepstate.go).
+	gate chan struct{}
+}
+
+// holdOutput makes output wait until releaseOutput.
+func (s *stepStream) holdOutput() {
+	s.mu.Lock()
+	s.gate = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *stepStream) releaseOutput() {
+	s.mu.Lock()
+	if s.gate != nil {
+		close(s.gate)
+		s.gate = nil
+	}
+	s.mu.Unlock()
 }
 
 func (s *stepStream) send(m api.StepMsg) {
@@ -327,6 +348,12 @@ func (s *stepStream) send(m api.StepMsg) {
 func (s *stepStream) output(kind string, task int, p []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for s.gate != nil {
+		g := s.gate
+		s.mu.Unlock()
+		<-g
+		s.mu.Lock()
+	}
 	if s.err == nil {
 		if s.err = api.WriteStepOutput(s.bw, kind, task, p); s.err == nil {
 			s.err = s.bw.Flush()
@@ -469,6 +496,9 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 	defer stdinW.Close()
 	// At the end a write blocked on a task that never read is released.
 	endStdin := func() { stdinW.Close(); stdinR.Close() }
+	// Output waits until the step is recorded and srun told it started.
+	out.holdOutput()
+	defer out.releaseOutput()
 	// Every node starts its tasks at once (each exec is a runc run).
 	parts := make([]*stepPart, len(l.nodes))
 	errs := make([]error, len(l.nodes))
@@ -494,6 +524,7 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 	}
 	startWG.Wait()
 	if err := errors.Join(errs...); err != nil {
+		out.releaseOutput() // a part's wait drains its output
 		for _, p := range parts {
 			if p != nil {
 				p.signal(syscall.SIGKILL)
@@ -503,8 +534,6 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 		out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("start step %d.%d: %v", r.jobID, step, err)})
 		return
 	}
-	log.Info("step started", "step", step, "tasks", nt, "nodes", names, "pty", req.Pty)
-	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode})
 	signalAll := func(sig syscall.Signal) {
 		for _, p := range parts {
 			p.signal(sig)
@@ -512,10 +541,14 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 	}
 	served := r.stepStarted(ctx, step, req, l, grant, names, nt, signalAll) // steprec.go
 	// For srun to follow the step again after an agent restart, and the
-	// restarted agent to record its end (stepstate.go).
+	// restarted agent to record its end (stepstate.go): recorded before
+	// srun hears of the start or sees any output.
 	acct := served.rec
 	r.recordStep(stepRecord{Step: step, NTasks: nt, Nodes: names, Tasks: l.tasks, Pty: req.Pty, Stdin: req.Stdin,
 		KillOnBadExit: req.KillOnBadExit, Acct: &acct})
+	log.Info("step started", "step", step, "tasks", nt, "nodes", names, "pty", req.Pty)
+	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode})
+	out.releaseOutput()
 	defer r.forgetStep(step)
 	worst, worstSig := followStep(ctx, msgs, parts, stdinW, req.KillOnBadExit, out)
 	cancel()
@@ -728,6 +761,7 @@ func (a *Agent) startTasks(ctx context.Context, allocID string, st stepTasks, ou
 	}
 	startWG.Wait()
 	if err := errors.Join(execErrs...); err != nil {
+		out.releaseOutput() // the started tasks' waits drain their output
 		part.signal(syscall.SIGKILL)
 		wg.Wait()
 		return nil, err
