@@ -143,7 +143,8 @@ func (m *member) start() {
 	}
 	ccfg := controller.DefaultConfig()
 	ccfg.AllowRootJobs = true
-	if m.ctrl, err = controller.New(ccfg, m.g, controller.WithLogger(log), controller.WithRecorder(m.g), controller.WithFollower()); err != nil {
+	if m.ctrl, err = controller.New(ccfg, m.g, controller.WithLogger(log), controller.WithRecorder(m.g), controller.WithFollower(),
+		controller.WithGroupCommit(2*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	m.sock = filepath.Join(m.dir, "gpud.sock")
