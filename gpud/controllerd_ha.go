@@ -119,12 +119,17 @@ func (m *haMember) usage(acct *accounting.DB) server.UsageRecorder {
 	return m.g
 }
 
-// controllerOptions: a member starts following.
+// haGroupCommitMax bounds how long a member's owner loop waits for more
+// requests to join a commit (controller.WithGroupCommit): a Raft commit
+// costs the group three appends, fsyncs and applies whatever it holds.
+const haGroupCommitMax = 2 * time.Millisecond
+
+// controllerOptions: a member starts following, and group-commits.
 func (m *haMember) controllerOptions() []controller.Option {
 	if m == nil {
 		return nil
 	}
-	return []controller.Option{controller.WithFollower()}
+	return []controller.Option{controller.WithFollower(), controller.WithGroupCommit(haGroupCommitMax)}
 }
 
 // serverOptions: a follower refuses writes and the node protocol.

@@ -121,6 +121,10 @@ type Controller struct {
 	// stepQueue holds ended steps for a StepRecorder (steps.go).
 	stepQueue []spec.JobSteps
 
+	// gather is the group commit's wait for more requests
+	// (WithGroupCommit; owner only).
+	gather gatherState
+
 	// Owner state: touched only by the goroutine in Run (and New before it).
 	cfg Config
 	// pol is cfg.SchedPolicy(), kept in step with cfg.
@@ -285,6 +289,9 @@ func (c *Controller) Run(ctx context.Context) error {
 					break drain
 				}
 			}
+			if c.gather.max > 0 && !c.following {
+				batch = c.gatherMore(ctx, batch)
+			}
 			c.runBatch(ctx, batch)
 		case o := <-c.roles:
 			c.runBatch(ctx, []*op{o})
@@ -400,7 +407,10 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 		if tx.counter {
 			next = c.st.nextID
 		}
-		if err := c.store.Apply(context.WithoutCancel(ctx), jobs, nodes, next); err != nil {
+		start := time.Now()
+		err := c.store.Apply(context.WithoutCancel(ctx), jobs, nodes, next)
+		c.gather.took = time.Since(start)
+		if err != nil {
 			c.log.Error("state commit failed; reloading state from the store", "err", err)
 			if lerr := c.load(ctx); lerr != nil {
 				// Memory may now be ahead of disk; nothing else is safe.

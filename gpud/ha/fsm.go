@@ -77,6 +77,13 @@ type fsm struct {
 
 func (f *fsm) Apply(l *raft.Log) any {
 	defer f.applied.Add(1)
+	if len(l.Data) > 0 && l.Data[0] == binaryMark {
+		rows, err := f.decode(l)
+		if err == nil {
+			err = f.state.ApplyRows(context.Background(), rows)
+		}
+		return f.failed(l, "state", err)
+	}
 	var c command
 	if err := json.Unmarshal(l.Data, &c); err != nil {
 		f.log.Error("HA log entry does not decode; skipping it", "index", l.Index, "err", err)
@@ -86,6 +93,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	var err error
 	switch c.Kind {
 	case kindState:
+		// A commit an older gpud logged.
 		err = f.state.Apply(ctx, c.Jobs, c.Nodes, c.NextID)
 	case kindRecords:
 		err = f.acct.RecordJobs(ctx, c.Records)
@@ -102,14 +110,77 @@ func (f *fsm) Apply(l *raft.Log) any {
 	default:
 		err = fmt.Errorf("HA log entry %d has unknown kind %q; is a newer gpud in the group?", l.Index, c.Kind)
 	}
+	return f.failed(l, c.Kind, err)
+}
+
+// decode reads a binary entry (binaryMark first).
+func (f *fsm) decode(l *raft.Log) (*store.Rows, error) {
+	if len(l.Data) < 2 || l.Data[1] != binState {
+		return nil, fmt.Errorf("HA log entry %d is binary of an unknown kind; is a newer gpud in the group?", l.Index)
+	}
+	rows, err := decodeRows(l.Data[2:])
+	if err != nil {
+		return nil, fmt.Errorf("decode HA log entry %d: %w", l.Index, err)
+	}
+	return rows, nil
+}
+
+// failed logs an entry's failed apply and returns err (nil: applied).
+func (f *fsm) failed(l *raft.Log, kind string, err error) error {
 	if err != nil {
 		// The entry is committed: this member's copy now lacks it. The
 		// leader's owner loop sees the error (and reloads); a follower
 		// logs it, and catches up at the next snapshot it installs.
-		f.log.Error("applying an HA log entry failed; this member's state.db may lag until it installs a snapshot", "index", l.Index, "kind", c.Kind, "err", err)
+		f.log.Error("applying an HA log entry failed; this member's state.db may lag until it installs a snapshot", "index", l.Index, "kind", kind, "err", err)
 	}
 	return err
 }
+
+// ApplyBatch applies the entries Raft committed together (a follower
+// receives up to MaxAppendEntries at once): each run of owner-loop
+// commits goes to state.db in one transaction, which costs about what
+// one commit alone does. Should that transaction fail, its entries are
+// applied one by one, so each gets its own answer as with Apply.
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	var run []int
+	var rows []*store.Rows
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		switch err := f.state.ApplyRows(context.Background(), rows...); {
+		case err == nil:
+			f.applied.Add(uint64(len(run)))
+		case len(run) == 1:
+			f.applied.Add(1)
+			out[run[0]] = f.failed(logs[run[0]], "state", err)
+		default:
+			for _, i := range run {
+				out[i] = f.Apply(logs[i])
+			}
+		}
+		run, rows = run[:0], rows[:0]
+	}
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue // configuration changes: raft keeps them
+		}
+		if len(l.Data) > 0 && l.Data[0] == binaryMark {
+			if r, err := f.decode(l); err == nil {
+				run = append(run, i)
+				rows = append(rows, r)
+				continue
+			}
+		}
+		flush()
+		out[i] = f.Apply(l)
+	}
+	flush()
+	return out
+}
+
+var _ raft.BatchingFSM = (*fsm)(nil)
 
 func (f *fsm) apiOf(id string) string {
 	f.mu.Lock()

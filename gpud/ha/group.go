@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -105,6 +106,13 @@ type Group struct {
 	// is lost: the server's gate (Leader) reads it.
 	mu      sync.Mutex
 	leading bool
+
+	// A follower's view (Run, ReadReplica): the applied count it was last
+	// refreshed at, when it was last read (unix ns), and reads' requests
+	// for a refresh.
+	seen      atomic.Uint64
+	lastRead  atomic.Int64
+	refreshes chan chan struct{}
 }
 
 // Open starts this member's Raft node over state and acct (this member's
@@ -197,7 +205,8 @@ func Open(cfg Config, state *store.Store, acct Accounting) (*Group, error) {
 		logs.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	return &Group{cfg: cfg, log: cfg.Log, r: r, fsm: f, logs: logs, trans: trans, state: state, acct: acct, notes: notes}, nil
+	return &Group{cfg: cfg, log: cfg.Log, r: r, fsm: f, logs: logs, trans: trans, state: state, acct: acct, notes: notes,
+		refreshes: make(chan chan struct{})}, nil
 }
 
 func (c *Config) defaults() {
@@ -239,19 +248,43 @@ func (g *Group) Close() error {
 	return errors.Join(err, g.logs.Close())
 }
 
+// A follower's view of the state (its controller's memory, which answers
+// reads) is reloaded whole from state.db, so it is refreshed only while
+// someone reads it: at most every refreshMin, and at most a tenth of the
+// time (a follower with 100,000 jobs spends its CPU on neither more nor
+// less than that, and its reads lag by about as much), for readWindow
+// after the last read. The first read after a quiet spell waits for a
+// refresh (ReadReplica). A follower nobody reads spends nothing on it.
+const (
+	refreshMin = time.Second
+	readWindow = 10 * time.Second
+	// readWaitMax bounds a read's wait for a refresh.
+	readWaitMax = 10 * time.Second
+)
+
 // Run drives m until ctx ends: Lead when this member becomes leader (after
 // a barrier, so state.db holds every committed entry), Follow the moment
 // it stops being leader, and, while following, Refresh after entries were
-// applied. A refresh reloads the whole state from state.db, so it runs at
-// most every refreshMin, and at most a tenth of the time: a follower
-// with 100,000 jobs spends its CPU on neither more nor less than that,
-// and its reads lag by about as much.
+// applied while reads come (see refreshMin).
 func (g *Group) Run(ctx context.Context, m Member) error {
-	const refreshMin = time.Second
 	t := time.NewTicker(refreshMin / 4)
 	defer t.Stop()
-	var seen uint64
 	var next time.Time
+	refresh := func() {
+		if g.isLeading() {
+			return
+		}
+		n := g.fsm.applied.Load()
+		if n == g.seen.Load() {
+			return
+		}
+		start := time.Now()
+		if err := m.Refresh(ctx); err != nil && ctx.Err() == nil {
+			g.log.Warn("reloading this follower's view of the state failed; reads may be stale until the next", "err", err)
+		}
+		g.seen.Store(n)
+		next = time.Now().Add(max(refreshMin, 10*time.Since(start)))
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -270,19 +303,42 @@ func (g *Group) Run(ctx context.Context, m Member) error {
 			} else {
 				g.follow(ctx, m)
 			}
+		case done := <-g.refreshes:
+			refresh()
+			close(done)
 		case now := <-t.C:
-			if g.isLeading() || now.Before(next) {
+			if now.Before(next) || now.Sub(time.Unix(0, g.lastRead.Load())) > readWindow {
 				continue
 			}
-			if n := g.fsm.applied.Load(); n != seen {
-				seen = n
-				start := time.Now()
-				if err := m.Refresh(ctx); err != nil && ctx.Err() == nil {
-					g.log.Warn("reloading this follower's view of the state failed; reads may be stale until the next", "err", err)
-				}
-				next = time.Now().Add(max(refreshMin, 10*time.Since(start)))
-			}
+			refresh()
 		}
+	}
+}
+
+// ReadReplica is called before a follower answers a read from its view
+// of the state. The view is kept fresh while reads come (see refreshMin);
+// the first read after a quiet spell, which finds it older, waits (up to
+// readWaitMax, or until ctx ends) for a refresh.
+func (g *Group) ReadReplica(ctx context.Context) {
+	now := time.Now()
+	prev := time.Unix(0, g.lastRead.Swap(now.UnixNano()))
+	if now.Sub(prev) < readWindow || g.isLeading() || g.fsm.applied.Load() == g.seen.Load() {
+		return
+	}
+	done := make(chan struct{})
+	tm := time.NewTimer(readWaitMax)
+	defer tm.Stop()
+	select {
+	case g.refreshes <- done:
+	case <-ctx.Done():
+		return
+	case <-tm.C:
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	case <-tm.C:
 	}
 }
 
@@ -349,6 +405,11 @@ func (g *Group) apply(c *command) error {
 	if err != nil {
 		return fmt.Errorf("encode HA log entry: %w", err)
 	}
+	return g.applyData(data)
+}
+
+// applyData commits one encoded entry.
+func (g *Group) applyData(data []byte) error {
 	start := time.Now()
 	fut := g.r.Apply(data, g.cfg.ApplyTimeout)
 	if err := fut.Error(); err != nil {
@@ -414,7 +475,13 @@ func (g *Group) Apply(_ context.Context, jobs []*spec.Job, nodes []*spec.Node, n
 	if len(jobs) == 0 && len(nodes) == 0 && nextJobID == 0 {
 		return nil
 	}
-	return g.apply(&command{Kind: kindState, Jobs: jobs, Nodes: nodes, NextID: nextJobID})
+	// The leader encodes the rows once; every member writes them as
+	// they are (entry.go).
+	rows, err := g.state.Encode(jobs, nodes, nextJobID)
+	if err != nil {
+		return err
+	}
+	return g.applyData(appendRows(nil, rows))
 }
 
 // RecordJobs replicates ended jobs into every member's accounting.db (the

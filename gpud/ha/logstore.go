@@ -20,6 +20,8 @@ import (
 type logStore struct {
 	db   *sql.DB
 	path string
+	// insert appends entries (prepared once: StoreLogs runs per commit).
+	insert *sql.Stmt
 }
 
 var _ raft.LogStore = (*logStore)(nil)
@@ -49,10 +51,18 @@ func openLogStore(path string) (*logStore, error) {
 			return nil, fmt.Errorf("create raft log schema in %s: %w", path, err)
 		}
 	}
-	return &logStore{db: db, path: path}, nil
+	ins, err := db.Prepare(`INSERT OR REPLACE INTO logs(idx, term, type, data, ext, appended) VALUES (?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("prepare raft log append on %s: %w", path, err)
+	}
+	return &logStore{db: db, path: path, insert: ins}, nil
 }
 
-func (s *logStore) Close() error { return s.db.Close() }
+func (s *logStore) Close() error {
+	s.insert.Close()
+	return s.db.Close()
+}
 
 func (s *logStore) FirstIndex() (uint64, error) {
 	return s.index(`SELECT COALESCE(MIN(idx), 0) FROM logs`)
@@ -92,11 +102,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		return fmt.Errorf("write raft log %s: %w", s.path, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	st, err := tx.Prepare(`INSERT OR REPLACE INTO logs(idx, term, type, data, ext, appended) VALUES (?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return fmt.Errorf("write raft log %s: %w", s.path, err)
-	}
-	defer st.Close()
+	st := tx.Stmt(s.insert)
 	for _, l := range logs {
 		if _, err := st.Exec(int64(l.Index), int64(l.Term), int64(l.Type), l.Data, l.Extensions, l.AppendedAt.UnixNano()); err != nil {
 			return fmt.Errorf("write raft log entry %d to %s: %w", l.Index, s.path, err)

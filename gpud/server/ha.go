@@ -23,6 +23,11 @@ type HA interface {
 	RemoveMember(ctx context.Context, id string) error
 }
 
+// replicaReader is an HA group that refreshes a follower's view on
+// demand (*ha.Group): ReadReplica is called before a follower answers a
+// read from it.
+type replicaReader interface{ ReadReplica(ctx context.Context) }
+
 // WithHA makes the server one member's of an HA group: a follower answers
 // every write and every node-protocol call with not_leader (HTTP 421)
 // naming the leader in api.HeaderLeader, and its reads, served from its
@@ -66,6 +71,9 @@ func (s *Server) leaderGate(next http.Handler) http.Handler {
 		}
 		read := r.Method == http.MethodGet || r.Method == http.MethodHead
 		if read && !poll {
+			if rr, ok := s.ha.(replicaReader); ok {
+				rr.ReadReplica(r.Context())
+			}
 			w.Header().Set(api.HeaderStale, "true")
 			next.ServeHTTP(w, r)
 			return

@@ -1,12 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -100,6 +100,11 @@ type Store struct {
 	// written (sharing the jobs' strings, so it costs no copy).
 	mu       sync.Mutex
 	payloads map[int64]payload
+	// pending are the payloads rows Encode made that no ApplyRows has
+	// written yet (mu).
+	pending map[int64]pendingPayload
+	// stmts are ApplyRows's prepared statements by query (mu).
+	stmts map[string]*sql.Stmt
 }
 
 // Option configures Open.
@@ -143,7 +148,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	// One connection: every write is serialised by the owner anyway, and
 	// a single connection keeps the PRAGMAs and prepared statements warm.
 	db.SetMaxOpenConns(1)
-	s := &Store{db: db, path: path, payloads: map[int64]payload{}}
+	s := &Store{db: db, path: path, payloads: map[int64]payload{}, pending: map[int64]pendingPayload{}, stmts: map[string]*sql.Stmt{}}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -152,7 +157,15 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.mu.Lock()
+	for _, st := range s.stmts {
+		st.Close()
+	}
+	s.stmts = map[string]*sql.Stmt{}
+	s.mu.Unlock()
+	return s.db.Close()
+}
 
 func (s *Store) migrate(ctx context.Context) error {
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -260,6 +273,7 @@ func (s *Store) Load(ctx context.Context) ([]spec.Job, []spec.Node, spec.JobID, 
 		return nil, nil, 0, fmt.Errorf("load jobs from %s: %w", s.path, err)
 	}
 	s.payloads = payloads
+	clear(s.pending)
 
 	var nodes []spec.Node
 	nrows, err := s.db.QueryContext(ctx, `SELECT name, state, reason, inventory FROM nodes ORDER BY name`)
@@ -300,6 +314,48 @@ func (s *Store) Load(ctx context.Context) ([]spec.Job, []spec.Node, spec.JobID, 
 	return jobs, nodes, next, nil
 }
 
+// Rows is one commit as the rows it writes to state.db: Encode makes it
+// from the controller's jobs and nodes, ApplyRows writes it. An HA group
+// (gpud/ha) carries it in its log, so every member writes the leader's
+// encoding as it is, without decoding and encoding each job again.
+type Rows struct {
+	Jobs []JobRow
+	// Payloads are the payloads rows this commit adds (a new job's or
+	// array's script and environment), before the jobs that refer to them.
+	Payloads []PayloadRow
+	Nodes    []NodeRow
+	// NextID is the job id counter to store; 0 leaves it.
+	NextID spec.JobID
+}
+
+// JobRow is one jobs row.
+type JobRow struct {
+	ID          spec.JobID
+	State, User string
+	// Job is the job's JSON: without its payload when Payload is set.
+	Job []byte
+	// Payload is the payloads row that holds its script, args,
+	// environment and comment; 0: Job holds them.
+	Payload int64
+}
+
+// PayloadRow is one payloads row: key and payload JSON.
+type PayloadRow struct {
+	Key  int64
+	Data []byte
+}
+
+// NodeRow is one nodes row (Inventory is the inventory's JSON).
+type NodeRow struct {
+	Name, State, Reason string
+	Inventory           []byte
+}
+
+// Empty says whether r writes nothing.
+func (r *Rows) Empty() bool {
+	return len(r.Jobs) == 0 && len(r.Payloads) == 0 && len(r.Nodes) == 0 && r.NextID == 0
+}
+
 // Apply upserts jobs and nodes and, when nextJobID is not zero, stores the
 // job id counter, all in one transaction: either all of it is durable when
 // Apply returns nil, or none of it is.
@@ -307,100 +363,218 @@ func (s *Store) Apply(ctx context.Context, jobs []*spec.Job, nodes []*spec.Node,
 	if len(jobs) == 0 && len(nodes) == 0 && nextJobID == 0 {
 		return nil
 	}
+	r, err := s.Encode(jobs, nodes, nextJobID)
+	if err != nil {
+		return err
+	}
+	return s.ApplyRows(ctx, r)
+}
+
+// Encode makes the rows Apply would write for jobs, nodes and nextJobID,
+// writing nothing. A job whose payload its payloads row holds (as this
+// store last loaded or wrote it) refers to that row; the first job of a
+// new array or plain job adds the row; a job whose payload differs from
+// its row's keeps it inline. Encode is meant to run just before the rows
+// are applied (ApplyRows), to this store or to an identical one: the
+// payload rows it leaves out are those this store already holds.
+func (s *Store) Encode(jobs []*spec.Job, nodes []*spec.Node, nextJobID spec.JobID) (*Rows, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	r := &Rows{NextID: nextJobID, Jobs: make([]JobRow, 0, len(jobs))}
+	// added are the payloads rows r adds; they join s.payloads only
+	// once applied (ApplyRows, through s.pending).
+	var added map[int64]payload
+	for _, j := range jobs {
+		key, p := payloadKey(j), payloadOf(j)
+		have, ok := added[key]
+		if !ok {
+			have, ok = s.payloads[key]
+		}
+		shared := ok && have.equal(p)
+		if !ok {
+			raw, err := json.Marshal(p)
+			if err != nil {
+				return nil, fmt.Errorf("encode job %d's script and environment: %w", j.ID, err)
+			}
+			if added == nil {
+				added = map[int64]payload{}
+			}
+			added[key] = p
+			s.pending[key] = pendingPayload{p: p, raw: raw}
+			r.Payloads = append(r.Payloads, PayloadRow{Key: key, Data: raw})
+			shared = true
+		}
+		row := j
+		ref := int64(0)
+		if shared {
+			stripped := *j
+			payload{}.setIn(&stripped)
+			row, ref = &stripped, key
+		}
+		raw, err := json.Marshal(row)
+		if err != nil {
+			return nil, fmt.Errorf("encode job %d: %w", j.ID, err)
+		}
+		r.Jobs = append(r.Jobs, JobRow{ID: j.ID, State: string(j.State), User: j.User, Job: raw, Payload: ref})
+	}
+	for _, n := range nodes {
+		raw, err := json.Marshal(n.Inventory)
+		if err != nil {
+			return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
+		}
+		r.Nodes = append(r.Nodes, NodeRow{Name: n.Name, State: string(n.State), Reason: n.Reason, Inventory: raw})
+	}
+	return r, nil
+}
+
+// pendingPayload is a payloads row Encode made and ApplyRows has not
+// written yet: the payload (sharing the jobs' strings) and its JSON.
+type pendingPayload struct {
+	p   payload
+	raw []byte
+}
+
+// Statements ApplyRows runs, prepared once on the store's connection.
+const (
+	upsertJob = `INSERT INTO jobs(id, state, user, job, payload) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT(id) DO UPDATE SET state = excluded.state, user = excluded.user, job = excluded.job, payload = excluded.payload`
+	insertPayload = `INSERT INTO payloads(id, data) VALUES (?, ?) ON CONFLICT(id) DO NOTHING`
+	upsertNode    = `INSERT INTO nodes(name, state, reason, inventory) VALUES (?, ?, ?, ?)
+			ON CONFLICT(name) DO UPDATE SET state = excluded.state, reason = excluded.reason, inventory = excluded.inventory`
+	storeCounter = `INSERT INTO meta(key, value) VALUES ('next_job_id', ?)
+			ON CONFLICT(key) DO UPDATE SET value = excluded.value`
+)
+
+// stmt returns the prepared statement for q on s.db, preparing it the
+// first time (s.mu held).
+func (s *Store) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st := s.stmts[q]; st != nil {
+		return st, nil
+	}
+	st, err := s.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	s.stmts[q] = st
+	return st, nil
+}
+
+// ApplyRows writes every rs in one transaction, in order: either all of
+// it is durable when ApplyRows returns nil, or none of it is. A payloads
+// row that already exists is kept (a key names one job or array, whose
+// payload never changes); should it hold another payload than the one
+// given, the jobs that refer to it in rs keep theirs inline instead.
+func (s *Store) ApplyRows(ctx context.Context, rs ...*Rows) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Prepared before the transaction takes the store's one connection.
+	var stJob, stPayload, stNode, stCounter *sql.Stmt
+	for _, q := range []struct {
+		st **sql.Stmt
+		q  string
+	}{{&stJob, upsertJob}, {&stPayload, insertPayload}, {&stNode, upsertNode}, {&stCounter, storeCounter}} {
+		st, err := s.stmt(ctx, q.q)
+		if err != nil {
+			return fmt.Errorf("prepare state write on %s: %w", s.path, err)
+		}
+		*q.st = st
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin state transaction: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	// added are the payloads rows this transaction writes; they join
-	// s.payloads only once it commits.
-	added := map[int64]payload{}
-	if len(jobs) > 0 {
-		st, err := tx.PrepareContext(ctx, `INSERT INTO jobs(id, state, user, job, payload) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT(id) DO UPDATE SET state = excluded.state, user = excluded.user, job = excluded.job, payload = excluded.payload`)
-		if err != nil {
-			return fmt.Errorf("prepare job upsert: %w", err)
-		}
-		defer st.Close()
-		pst, err := tx.PrepareContext(ctx, `INSERT INTO payloads(id, data) VALUES (?, ?) ON CONFLICT(id) DO NOTHING`)
-		if err != nil {
-			return fmt.Errorf("prepare payload insert: %w", err)
-		}
-		defer pst.Close()
-		for _, j := range jobs {
-			key, shared, err := s.storePayload(ctx, pst, j, added)
+	jst, pst, nst := tx.StmtContext(ctx, stJob), tx.StmtContext(ctx, stPayload), tx.StmtContext(ctx, stNode)
+	// written are the payloads rows this transaction wrote (or found
+	// holding the same payload); refused those found holding another.
+	var written map[int64][]byte
+	var refused map[int64][]byte
+	var next spec.JobID
+	for _, r := range rs {
+		for _, p := range r.Payloads {
+			res, err := pst.ExecContext(ctx, p.Key, p.Data)
 			if err != nil {
-				return err
+				return fmt.Errorf("store the script and environment of job %d: %w", p.Key, err)
 			}
-			row := j
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				var have []byte
+				if err := tx.QueryRowContext(ctx, `SELECT data FROM payloads WHERE id = ?`, p.Key).Scan(&have); err != nil {
+					return fmt.Errorf("read the script and environment of job %d: %w", p.Key, err)
+				}
+				if !bytes.Equal(have, p.Data) {
+					if refused == nil {
+						refused = map[int64][]byte{}
+					}
+					refused[p.Key] = p.Data
+					continue
+				}
+			}
+			if written == nil {
+				written = map[int64][]byte{}
+			}
+			written[p.Key] = p.Data
+		}
+		for _, j := range r.Jobs {
 			var ref any // NULL: the row holds its payload
-			if shared {
-				stripped := *j
-				payload{}.setIn(&stripped)
-				row, ref = &stripped, key
+			raw := j.Job
+			if j.Payload != 0 {
+				ref = j.Payload
+				if data, ok := refused[j.Payload]; ok {
+					if raw, err = inline(j.Job, data); err != nil {
+						return fmt.Errorf("store job %d: %w", j.ID, err)
+					}
+					ref = nil
+				}
 			}
-			raw, err := json.Marshal(row)
-			if err != nil {
-				return fmt.Errorf("encode job %d: %w", j.ID, err)
-			}
-			if _, err := st.ExecContext(ctx, int64(j.ID), string(j.State), j.User, raw, ref); err != nil {
+			if _, err := jst.ExecContext(ctx, int64(j.ID), j.State, j.User, raw, ref); err != nil {
 				return fmt.Errorf("store job %d: %w", j.ID, err)
 			}
 		}
-	}
-	for _, n := range nodes {
-		raw, err := json.Marshal(n.Inventory)
-		if err != nil {
-			return fmt.Errorf("encode node %s: %w", n.Name, err)
+		for _, n := range r.Nodes {
+			if _, err := nst.ExecContext(ctx, n.Name, n.State, n.Reason, n.Inventory); err != nil {
+				return fmt.Errorf("store node %s: %w", n.Name, err)
+			}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO nodes(name, state, reason, inventory) VALUES (?, ?, ?, ?)
-			ON CONFLICT(name) DO UPDATE SET state = excluded.state, reason = excluded.reason, inventory = excluded.inventory`,
-			n.Name, string(n.State), n.Reason, raw); err != nil {
-			return fmt.Errorf("store node %s: %w", n.Name, err)
+		if r.NextID != 0 {
+			next = r.NextID
 		}
 	}
-	if nextJobID != 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES ('next_job_id', ?)
-			ON CONFLICT(key) DO UPDATE SET value = excluded.value`, int64(nextJobID)); err != nil {
+	if next != 0 {
+		if _, err := tx.StmtContext(ctx, stCounter).ExecContext(ctx, int64(next)); err != nil {
 			return fmt.Errorf("store job id counter: %w", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit state transaction: %w", err)
 	}
-	maps.Copy(s.payloads, added)
+	// The rows this store encoded itself join what it knows each payloads
+	// row holds (sharing the jobs' strings); rows another member encoded
+	// are compared again the next time this one encodes their jobs.
+	for key, raw := range written {
+		if pp, ok := s.pending[key]; ok && bytes.Equal(pp.raw, raw) {
+			s.payloads[key] = pp.p
+		}
+		delete(s.pending, key)
+	}
+	for key := range refused {
+		delete(s.pending, key)
+	}
 	return nil
 }
 
-// storePayload makes sure j's payload is in its payloads row, writing the
-// row if this is the first job to need it, and says whether j's row may
-// refer to it. A job whose payload differs from what its row already
-// holds (no such job today: the payload never changes after submit)
-// keeps its payload inline.
-func (s *Store) storePayload(ctx context.Context, pst *sql.Stmt, j *spec.Job, added map[int64]payload) (int64, bool, error) {
-	key, p := payloadKey(j), payloadOf(j)
-	have, ok := added[key]
-	if !ok {
-		have, ok = s.payloads[key]
+// inline makes a job row that holds its own payload from one that refers
+// to a payloads row (job) and the payload's JSON (data).
+func inline(job, data []byte) ([]byte, error) {
+	var j spec.Job
+	if err := json.Unmarshal(job, &j); err != nil {
+		return nil, err
 	}
-	if ok {
-		return key, have.equal(p), nil
+	var p payload
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, err
 	}
-	raw, err := json.Marshal(p)
-	if err != nil {
-		return 0, false, fmt.Errorf("encode job %d's script and environment: %w", j.ID, err)
-	}
-	res, err := pst.ExecContext(ctx, key, raw)
-	if err != nil {
-		return 0, false, fmt.Errorf("store job %d's script and environment: %w", j.ID, err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return key, false, nil // a row this store has not loaded: leave it be
-	}
-	added[key] = p
-	return key, true, nil
+	p.setIn(&j)
+	return json.Marshal(&j)
 }
 
 // DeleteJobs removes jobs (ended ones the controller no longer keeps),
@@ -461,5 +635,6 @@ func (s *Store) Restore(ctx context.Context, path string) error {
 		return fmt.Errorf("restore state db %s: %w", s.path, err)
 	}
 	s.payloads = map[int64]payload{}
+	clear(s.pending)
 	return nil
 }

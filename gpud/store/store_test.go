@@ -368,3 +368,95 @@ func TestMigrateSchema1(t *testing.T) {
 		t.Fatalf("jobs after update and reopen (-want +got):\n%s", diff)
 	}
 }
+
+// An HA member writes the rows the leader encoded (Encode on one store,
+// ApplyRows on another, several commits in one transaction): both load
+// the same jobs, nodes and counter, payloads stored once.
+func TestEncodedRowsApplyElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	leader := open(t, filepath.Join(t.TempDir(), "state.db"))
+	replica := open(t, filepath.Join(t.TempDir(), "state.db"))
+	arr := arrayJobs(1, 3, spec.JobSpec{Script: "A", Env: []string{"X=1"}})
+	plain := &spec.Job{ID: 4, JobSpec: spec.JobSpec{Name: "p", Script: "B"}, User: "bob", State: spec.StatePending}
+	n1 := &spec.Node{Inventory: spec.Inventory{Name: "n1", CPUs: 8}, State: spec.NodeIdle}
+	var all []*Rows
+	commit := func(jobs []*spec.Job, nodes []*spec.Node, next spec.JobID) {
+		t.Helper()
+		r, err := leader.Encode(jobs, nodes, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := leader.ApplyRows(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, r)
+	}
+	commit(append(arr, plain), []*spec.Node{n1}, 5)
+	started := *arr[1]
+	started.State = spec.StateRunning
+	commit([]*spec.Job{&started}, nil, 0)
+	if n := len(all[1].Payloads); n != 0 {
+		t.Errorf("a task's update carries %d payload rows; its array's row exists (want 0)", n)
+	}
+	if all[1].Jobs[0].Payload != 1 {
+		t.Errorf("a task's update refers to payload %d, want its array's (1)", all[1].Jobs[0].Payload)
+	}
+	if err := replica.ApplyRows(ctx, all...); err != nil {
+		t.Fatal(err)
+	}
+	wj, wn, wnext, err := leader.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gj, gn, gnext, err := replica.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wj, gj); diff != "" {
+		t.Errorf("replica's jobs differ from the leader's (-leader +replica):\n%s", diff)
+	}
+	if diff := cmp.Diff(wn, gn); diff != "" || wnext != gnext || gnext != 5 {
+		t.Errorf("replica's nodes or counter differ: %s, next %d vs %d (want 5)", diff, gnext, wnext)
+	}
+	if got := gj[1]; got.State != spec.StateRunning || got.Script != "A" {
+		t.Errorf("replica's task 2 = %s %q; want RUNNING with its array's script", got.State, got.Script)
+	}
+	var payloads int
+	if err := replica.db.QueryRow(`SELECT count(*) FROM payloads`).Scan(&payloads); err != nil || payloads != 2 {
+		t.Errorf("replica's payload rows = %d (%v), want 2", payloads, err)
+	}
+}
+
+// Rows that add a payloads row another payload already holds (no such
+// rows today: a key names one job or array, whose payload never changes)
+// keep that row, and store the jobs that refer to it with their own
+// payload inline: Load returns what was encoded.
+func TestApplyRowsKeepsADifferingPayloadInline(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "state.db"))
+	if err := s.Apply(ctx, arrayJobs(1, 1, spec.JobSpec{Script: "A"}), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	other := open(t, filepath.Join(t.TempDir(), "state.db"))
+	odd := arrayJobs(1, 2, spec.JobSpec{Script: "Z", Comment: "other"})
+	r, err := other.Encode(odd, nil, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ApplyRows(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]spec.Job{*odd[0], *odd[1]}, got); diff != "" {
+		t.Errorf("jobs (-want +got):\n%s", diff)
+	}
+	var data string
+	if err := s.db.QueryRow(`SELECT data FROM payloads WHERE id = 1`).Scan(&data); err != nil || !strings.Contains(data, `"A"`) {
+		t.Errorf("payload row 1 = %q (%v); want the first payload kept", data, err)
+	}
+}
