@@ -183,6 +183,15 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	var srv *server.Server // set below, before anything can reload
 	var current atomic.Pointer[config.Controller]
 	current.Store(&cfg)
+	applyServer := func(c config.Controller) {
+		srv.SetRoles(c.Auth.Operators, c.Auth.Admins)
+		srv.SetRevoked(c.Auth.RevokedTokens)
+		srv.SetRevokedNodeCerts(c.Auth.RevokedNodeCerts)
+		srv.SetSecretEnv(c.Auth.SecretEnv)
+		srv.SetLimits(apiLimits(c.API))
+		current.Store(&c)
+	}
+	var hm *haMember // nil without [ha]; set below, before anything can reload
 	reload := func() (controller.Config, error) {
 		c, err := loadControllerConfig(o)
 		if err != nil {
@@ -192,18 +201,17 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		if err != nil {
 			return controller.Config{}, err
 		}
-		srv.SetRoles(c.Auth.Operators, c.Auth.Admins)
-		srv.SetRevoked(c.Auth.RevokedTokens)
-		srv.SetRevokedNodeCerts(c.Auth.RevokedNodeCerts)
-		srv.SetSecretEnv(c.Auth.SecretEnv)
-		srv.SetLimits(apiLimits(c.API))
-		current.Store(&c)
+		// In an HA group the leader's file becomes every member's.
+		if err := hm.commitConfig(c); err != nil {
+			return controller.Config{}, err
+		}
+		applyServer(c)
 		return cc, nil
 	}
 	// Metrics: the owner loop counts through the Observer; gauges are
 	// read from Stats once per scrape (gpud/metrics).
 	mets := metrics.NewController()
-	hm, err := startHA(cfg, st, acct, mets, o.Log) // nil without [ha]
+	hm, err = startHA(cfg, st, acct, mets, o.Log, func() config.Controller { return *current.Load() })
 	if err != nil {
 		acct.Close()
 		st.Close()
@@ -289,6 +297,25 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ctrl.Run(gctx) })
 	g.Go(func() error { return hm.run(gctx, ctrl) })
+	g.Go(func() error {
+		return hm.followConfig(gctx, func(gc config.Controller) error {
+			c := gc.WithMember(*current.Load())
+			if err := c.Validate(); err != nil {
+				return err
+			}
+			cc, err := controller.FromConfig(c)
+			if err != nil {
+				return err
+			}
+			msg, err := ctrl.ApplyConfig(gctx, cc)
+			if err != nil {
+				return err
+			}
+			applyServer(c)
+			o.Log.Info("configuration of the HA group applied", "detail", msg)
+			return nil
+		}, o.Log)
+	})
 	g.Go(func() error {
 		t := time.NewTicker(budgetRefresh)
 		defer t.Stop()

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -30,17 +32,30 @@ var (
 
 // haMember is this controller's part in an HA group ([ha]); nil when it
 // runs alone, and then every method gives what a single controller uses.
-type haMember struct{ g *ha.Group }
+type haMember struct {
+	g *ha.Group
+	// configs carries the newest configuration the group committed (or a
+	// snapshot brought) to followConfig; a newer one replaces one not yet
+	// taken.
+	configs chan []byte
+	// applied is the configuration this member runs, as the log's bytes:
+	// its own reload's entry coming back is not applied twice.
+	applied atomic.Pointer[[]byte]
+}
 
 // startHA starts this controller's Raft member when [ha] is set: its log
 // in <state_dir>/raft, its Raft traffic on raft_listen under mutual TLS
 // with member certificates of the cluster CA in <state_dir>/tls (made on
 // the first member's first start; every member must hold the same one).
-func startHA(cfg config.Controller, st *store.Store, acct *accounting.DB, mets *metrics.Controller, log *slog.Logger) (*haMember, error) {
+//
+// The configuration is the group's: initial gives the one a leader
+// commits when the group has none yet (its own gpud.toml).
+func startHA(cfg config.Controller, st *store.Store, acct *accounting.DB, mets *metrics.Controller, log *slog.Logger, initial func() config.Controller) (*haMember, error) {
 	h := cfg.HA
 	if !h.Enabled() {
 		return nil, nil
 	}
+	m := &haMember{configs: make(chan []byte, 1)}
 	// The CA, token key and join token exist from here on (remoteAuth
 	// runs again to serve listen_tcp; it finds them).
 	if _, _, _, err := remoteAuth(cfg, log); err != nil {
@@ -76,13 +91,86 @@ func startHA(cfg config.Controller, st *store.Store, acct *accounting.DB, mets *
 		LeaderLeaseTimeout: h.LeaderLeaseTimeout.Std(), ApplyTimeout: h.ApplyTimeout.Std(),
 		SnapshotThreshold: h.SnapshotThreshold, TrailingLogs: h.TrailingLogs, SnapshotInterval: h.SnapshotInterval.Std(),
 		ServerTLS: serverTLS, ClientTLS: clientTLS, Log: log.With("component", "ha"), Observe: observe,
+		OnConfig: m.heardConfig,
+		InitialConfig: func() ([]byte, error) {
+			data, err := json.Marshal(initial())
+			if err == nil {
+				m.applied.Store(&data)
+			}
+			return data, err
+		},
 	}, st, acct)
 	if err != nil {
 		return nil, err
 	}
 	group.Store(g)
+	m.g = g
 	log.Info("HA member started; the controller follows until it is elected", "id", h.ID, "raft_listen", h.RaftListen, "peers", len(peers))
-	return &haMember{g: g}, nil
+	return m, nil
+}
+
+// heardConfig passes a configuration the group committed to followConfig
+// without waiting (it runs on raft's FSM goroutine).
+func (m *haMember) heardConfig(data []byte) {
+	for {
+		select {
+		case m.configs <- data:
+			return
+		default:
+		}
+		select {
+		case <-m.configs: // an older one not yet applied
+		default:
+		}
+	}
+}
+
+// commitConfig makes c, just loaded from this member's gpud.toml, the
+// group's configuration; only the leader can (a follower's error names
+// the leader). Alone it does nothing.
+func (m *haMember) commitConfig(c config.Controller) error {
+	if m == nil {
+		return nil
+	}
+	data, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encode the configuration for the HA log: %w", err)
+	}
+	prev := m.applied.Swap(&data)
+	if err := m.g.CommitConfig(data); err != nil {
+		m.applied.Store(prev)
+		return err
+	}
+	return nil
+}
+
+// followConfig runs, until ctx ends, each configuration the group
+// commits: apply gets it with this member's own settings.
+func (m *haMember) followConfig(ctx context.Context, apply func(config.Controller) error, log *slog.Logger) error {
+	if m == nil {
+		return nil
+	}
+	for {
+		var data []byte
+		select {
+		case <-ctx.Done():
+			return nil
+		case data = <-m.configs:
+		}
+		if p := m.applied.Load(); p != nil && bytes.Equal(*p, data) {
+			continue // this member's own reload, already running
+		}
+		var gc config.Controller
+		err := json.Unmarshal(data, &gc)
+		if err == nil {
+			err = apply(gc)
+		}
+		if err != nil {
+			log.Error("the HA group's configuration could not be applied here; this member keeps its running one", "err", err)
+			continue
+		}
+		m.applied.Store(&data)
+	}
 }
 
 // haStoreOptions: an HA member's state.db is rebuilt from the Raft

@@ -471,9 +471,16 @@ func (c *Controller) Reconfigure(ctx context.Context, who Caller) (string, error
 	if err != nil {
 		return "", fmt.Errorf("reload configuration (the old one stays in effect): %w", err)
 	}
+	return c.ApplyConfig(ctx, cfg)
+}
+
+// ApplyConfig makes cfg the running configuration at once: Reconfigure's
+// second half, and how an HA member runs the configuration its group
+// committed (the caller has checked who may).
+func (c *Controller) ApplyConfig(ctx context.Context, cfg Config) (string, error) {
 	cfg.normalize()
 	var msg string
-	err = c.call(ctx, func(tx *txn) error {
+	err := c.call(ctx, func(tx *txn) error {
 		changed := limitChanges(&c.cfg, &cfg)
 		c.cfg, c.pol = cfg, cfg.SchedPolicy()
 		c.nodeTimeout.Store(int64(cfg.NodeTimeout))

@@ -927,3 +927,58 @@ func TestHAReplaceMember(t *testing.T) {
 		}
 	}
 }
+
+// TestHAConfigFollowsLeader: the configuration is the group's. A
+// partition added to the leader's gpud.toml and reloaded there (SIGHUP)
+// is listed by every member; a follower's own reload is refused, naming
+// the leader; after the leader is killed, the new leader, whose own file
+// never had the partition, takes jobs for it.
+func TestHAConfigFollowsLeader(t *testing.T) {
+	h := startHAGroup(t, nil)
+	l := h.leader(30 * time.Second)
+	b, err := os.ReadFile(l.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(l.conf, append(b, "\n[[partition]]\nname = \"late\"\nnodes = [\"ALL\"]\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	lists := func(m *haMember) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		ps, err := m.client(t).Partitions(ctx)
+		return err == nil && slices.ContainsFunc(ps, func(p api.Partition) bool { return p.Name == "late" })
+	}
+	for _, m := range h.members {
+		waitFor(t, 20*time.Second, "member "+m.id+" lists partition late", func() bool { return lists(m) })
+	}
+	var f *haMember
+	for _, m := range h.members {
+		if m != l {
+			f = m
+		}
+	}
+	if err := f.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the follower refusing its own reload", func() bool {
+		return strings.Contains(f.log.String(), "reload there")
+	})
+	if !lists(f) {
+		t.Errorf("the follower's refused reload dropped the group's partition")
+	}
+
+	h.stop(l, syscall.SIGKILL)
+	nl := h.leader(30 * time.Second)
+	if own, _ := os.ReadFile(nl.conf); strings.Contains(string(own), `"late"`) {
+		t.Fatal("the new leader's own gpud.toml has the partition; the test shows nothing")
+	}
+	work := t.TempDir()
+	r := h.cli(work, "gpusubmit", "--parsable", "--hold", "-p", "late", "--wrap", "true")
+	if r.code != 0 {
+		t.Errorf("a job for partition late on the new leader %s: exit %d %s; want accepted (the group's configuration)", nl.id, r.code, r.stderr)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"slices"
 	"os"
 	"path/filepath"
 	"sync"
@@ -44,6 +45,10 @@ const (
 	kindUsage   = "usage"
 	// kindMember notes a member's API address (added members).
 	kindMember = "member"
+	// kindConfig is the group's configuration (a reload on the leader):
+	// config.Controller as JSON, which every member runs with its own
+	// member settings (config.Controller.WithMember).
+	kindConfig = "config"
 )
 
 // command is one log entry, JSON-encoded.
@@ -56,6 +61,7 @@ type command struct {
 	Events  []spec.NodeEvent         `json:"events,omitempty"`
 	Usage   []accounting.UsageSample `json:"usage,omitempty"`
 	Member  *Peer                    `json:"member,omitempty"`
+	Config  json.RawMessage          `json:"config,omitempty"`
 }
 
 // fsm applies the log to this member's state.db and accounting.db.
@@ -73,6 +79,10 @@ type fsm struct {
 	// apis are the members' API addresses by id, from [ha] peers and
 	// kindMember entries; snapshots carry them.
 	apis map[string]string
+	// config is the newest kindConfig entry's (nil: none yet), and
+	// onConfig hears of each new one; snapshots carry it.
+	config   []byte
+	onConfig func([]byte)
 }
 
 func (f *fsm) Apply(l *raft.Log) any {
@@ -107,6 +117,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 			f.apis[c.Member.ID] = c.Member.API
 			f.mu.Unlock()
 		}
+	case kindConfig:
+		f.setConfig(c.Config)
 	default:
 		err = fmt.Errorf("HA log entry %d has unknown kind %q; is a newer gpud in the group?", l.Index, c.Kind)
 	}
@@ -194,10 +206,33 @@ func (f *fsm) setAPIs(m map[string]string) {
 	maps.Copy(f.apis, m)
 }
 
+// setConfig keeps the group's configuration and tells onConfig, which
+// must not wait on the owner loop (this runs on raft's FSM goroutine,
+// which a leader's commit waits for).
+func (f *fsm) setConfig(data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	f.mu.Lock()
+	f.config = slices.Clone(data)
+	on := f.onConfig
+	f.mu.Unlock()
+	if on != nil {
+		on(slices.Clone(data))
+	}
+}
+
+func (f *fsm) groupConfig() []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.config)
+}
+
 // snapshotHeader starts a snapshot: the members' API addresses and the
 // sizes of the two database copies that follow it, in this order.
 type snapshotHeader struct {
 	APIs       map[string]string `json:"apis"`
+	Config     json.RawMessage   `json:"config,omitempty"`
 	StateBytes int64             `json:"state_bytes"`
 	AcctBytes  int64             `json:"acct_bytes"`
 }
@@ -224,6 +259,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	f.mu.Lock()
 	s.apis = maps.Clone(f.apis)
+	s.config = slices.Clone(f.config)
 	f.mu.Unlock()
 	return s, nil
 }
@@ -231,6 +267,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 type snapshot struct {
 	work, state, acct string
 	apis              map[string]string
+	config            []byte
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
@@ -251,7 +288,7 @@ func (s *snapshot) write(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hdr, err := json.Marshal(snapshotHeader{APIs: s.apis, StateBytes: st.Size(), AcctBytes: at.Size()})
+	hdr, err := json.Marshal(snapshotHeader{APIs: s.apis, Config: s.config, StateBytes: st.Size(), AcctBytes: at.Size()})
 	if err != nil {
 		return err
 	}
@@ -328,6 +365,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.setAPIs(hdr.APIs)
+	f.setConfig(hdr.Config)
 	f.log.Info("HA snapshot restored", "state_bytes", hdr.StateBytes, "accounting_bytes", hdr.AcctBytes)
 	return nil
 }

@@ -66,6 +66,14 @@ type Config struct {
 	Log                  *slog.Logger
 	// Observe is told each commit's wait (nil: not measured).
 	Observe func(d time.Duration)
+	// OnConfig hears of each configuration the group commits (CommitConfig)
+	// or a snapshot brings, as that entry's bytes. It runs on raft's FSM
+	// goroutine and must not wait for the controller.
+	OnConfig func(data []byte)
+	// InitialConfig, when the group has committed no configuration yet,
+	// gives the one a newly elected leader commits (its own gpud.toml), so
+	// the group runs one configuration from its first election on.
+	InitialConfig func() ([]byte, error)
 }
 
 // Defaults for Config's zero fields: on a LAN, a dead leader is noticed
@@ -130,7 +138,7 @@ func Open(cfg Config, state *store.Store, acct Accounting) (*Group, error) {
 	if !ok {
 		self = Peer{ID: cfg.ID, Raft: cfg.RaftListen}
 	}
-	f := &fsm{log: cfg.Log, state: state, acct: acct, dir: filepath.Join(cfg.Dir, "snapwork"), apis: map[string]string{}}
+	f := &fsm{log: cfg.Log, state: state, acct: acct, dir: filepath.Join(cfg.Dir, "snapwork"), apis: map[string]string{}, onConfig: cfg.OnConfig}
 	apis := map[string]string{}
 	for _, p := range cfg.Peers {
 		apis[p.ID] = p.API
@@ -364,6 +372,15 @@ func (g *Group) lead(ctx context.Context, m Member) {
 	g.leading = true
 	g.mu.Unlock()
 	g.log.Info("HA member is the leader", "id", g.cfg.ID, "term", g.r.CurrentTerm(), "took", time.Since(start))
+	if g.cfg.InitialConfig != nil && g.fsm.groupConfig() == nil {
+		data, err := g.cfg.InitialConfig()
+		if err == nil {
+			err = g.CommitConfig(data)
+		}
+		if err != nil {
+			g.log.Warn("the group has no configuration yet and this leader could not commit its own; each member runs its gpud.toml until a reload on the leader", "err", err)
+		}
+	}
 }
 
 func (g *Group) follow(ctx context.Context, m Member) {
@@ -462,6 +479,24 @@ func commitError(err error) error {
 	}
 	return spec.Errorf(spec.ErrUnavailable, "the HA group lost or could not confirm this commit (%v): the change may have been committed; check (gpuq, squeue) before repeating it", err)
 }
+
+// CommitConfig makes data (config.Controller as JSON) the group's
+// configuration: every member's OnConfig hears of it once it is on a
+// majority. Only the leader can; another member's error names the leader.
+func (g *Group) CommitConfig(data []byte) error {
+	if !g.isLeading() {
+		leader := g.leaderID()
+		if leader == "" {
+			leader = "none elected now"
+		}
+		return spec.Errorf(spec.ErrNotLeader, "this controller follows (leader: %s); the group's configuration is the leader's: reload there (gpuq reconfigure or SIGHUP to the leader), its gpud.toml becomes every member's", leader)
+	}
+	return g.apply(&command{Kind: kindConfig, Config: data})
+}
+
+// GroupConfig is the newest configuration the group committed (nil: none
+// yet; each member runs its own gpud.toml).
+func (g *Group) GroupConfig() []byte { return g.fsm.groupConfig() }
 
 // Load reads this member's state.db (the controller's Store).
 func (g *Group) Load(ctx context.Context) ([]spec.Job, []spec.Node, spec.JobID, error) {

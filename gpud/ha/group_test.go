@@ -589,3 +589,76 @@ func TestFollowerRefreshesOnRead(t *testing.T) {
 		return err == nil && len(jobs) == 25 && jobs[24].ID == more[4]
 	})
 }
+
+// TestGroupConfigReplicated: a configuration the leader commits reaches
+// every member's OnConfig and GroupConfig; a follower cannot commit one
+// (it names the leader); a member wiped and caught up from a snapshot
+// gets it from the snapshot.
+func TestGroupConfigReplicated(t *testing.T) {
+	var mu sync.Mutex
+	heard := map[string][]string{}
+	tune := func(c *ha.Config) {
+		c.SnapshotThreshold, c.TrailingLogs, c.SnapshotInterval = 16, 4, 50*time.Millisecond
+		id := c.ID
+		c.OnConfig = func(data []byte) {
+			mu.Lock()
+			heard[id] = append(heard[id], string(data))
+			mu.Unlock()
+		}
+	}
+	lastHeard := func(id string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if h := heard[id]; len(h) > 0 {
+			return h[len(h)-1]
+		}
+		return ""
+	}
+	g := startGroup(t, 3, tune)
+	l := g.leader(10 * time.Second)
+	var f *member
+	for _, m := range g.members {
+		if m != l {
+			f = m
+		}
+	}
+	err := f.g.CommitConfig([]byte(`{"v":0}`))
+	if !errors.Is(err, spec.ErrNotLeader) || !strings.Contains(err.Error(), "reload there") {
+		t.Errorf("a follower commits a configuration: %v; want not_leader saying to reload on the leader", err)
+	}
+	want := `{"Partitions":[{"Name":"extra"}]}`
+	if err := l.g.CommitConfig([]byte(want)); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range g.members {
+		waitFor(t, 10*time.Second, "member "+m.id+" hears the configuration", func() bool { return lastHeard(m.id) == want })
+		if got := string(m.g.GroupConfig()); got != want {
+			t.Errorf("member %s's GroupConfig %q; want %q", m.id, got, want)
+		}
+	}
+
+	// Wiped and caught up from a snapshot taken after the entry.
+	f.stop()
+	if err := os.RemoveAll(f.dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(f.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	delete(heard, f.id)
+	mu.Unlock()
+	submit(t, l, 40)
+	waitFor(t, 10*time.Second, "a snapshot on the leader", func() bool {
+		snaps, _ := filepath.Glob(filepath.Join(l.dir, "raft", "snapshots", "*", "state.bin"))
+		return len(snaps) > 0
+	})
+	f.start()
+	waitFor(t, 15*time.Second, "the wiped member hears the configuration from the snapshot", func() bool { return lastHeard(f.id) == want })
+	if got := string(f.g.GroupConfig()); got != want {
+		t.Errorf("the wiped member's GroupConfig %q; want %q", got, want)
+	}
+	if snaps, _ := filepath.Glob(filepath.Join(f.dir, "raft", "snapshots", "*", "state.bin")); len(snaps) == 0 {
+		t.Error("the wiped member caught up without installing a snapshot; the test no longer shows the snapshot carrying the configuration")
+	}
+}
