@@ -10,9 +10,9 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"slices"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 
