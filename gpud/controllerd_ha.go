@@ -22,6 +22,8 @@ import (
 
 var (
 	_ controller.Store         = (*ha.Group)(nil)
+	_ controller.Purger        = (*ha.Group)(nil)
+	_ controller.Purger        = (*store.Store)(nil)
 	_ controller.Recorder      = (*ha.Group)(nil)
 	_ controller.RecordChecker = (*ha.Group)(nil)
 	_ server.UsageRecorder     = (*ha.Group)(nil)

@@ -47,6 +47,11 @@ type ControllerSection struct {
 	NodeTimeout       Duration `toml:"node_timeout"`
 	HeartbeatInterval Duration `toml:"heartbeat_interval"`
 	AllowRootJobs     bool     `toml:"allow_root_jobs"`
+	// MinJobAge is how long an ended job stays in the controller (squeue
+	// -t all, scontrol show job, dependencies) once accounting holds it;
+	// then it is purged from memory and state.db, as Slurm's MinJobAge.
+	// "0s" keeps every job.
+	MinJobAge Duration `toml:"min_job_age"`
 }
 
 // Scheduler is [scheduler].
@@ -419,6 +424,7 @@ func Defaults() Controller {
 			NodeTimeout:       "30s",
 			HeartbeatInterval: "5s",
 			AllowRootJobs:     true,
+			MinJobAge:         "5m",
 		},
 		Scheduler: Scheduler{
 			Interval:          "5s",
@@ -520,6 +526,7 @@ func (c Controller) Validate() error {
 	}
 	p.duration("[controller] node_timeout", cs.NodeTimeout, true)
 	p.duration("[controller] heartbeat_interval", cs.HeartbeatInterval, true)
+	p.duration("[controller] min_job_age", cs.MinJobAge, false)
 	if hb, nt := cs.HeartbeatInterval.Std(), cs.NodeTimeout.Std(); hb > 0 && nt > 0 && nt < 2*hb {
 		p.addf("[controller] node_timeout: %s must be at least twice heartbeat_interval (%s), or one late heartbeat marks a node DOWN",
 			cs.NodeTimeout, cs.HeartbeatInterval)

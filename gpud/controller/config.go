@@ -31,6 +31,9 @@ type Config struct {
 	// NodeTimeout: a node silent this long is marked DOWN and its jobs
 	// fail or requeue.
 	NodeTimeout time.Duration
+	// MinJobAge: an ended job accounting holds is purged from memory and
+	// the store this long after its end (purge.go); 0 keeps every job.
+	MinJobAge time.Duration
 	// HeartbeatInterval is what registering nodes are told to use.
 	HeartbeatInterval time.Duration
 	// SchedInterval is the period of the background scheduling cycle;

@@ -246,6 +246,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		})
 	}
 	feedCtx, stopFeed := context.WithCancel(ctx)
+	if p, ok := c.store.(Purger); ok {
+		if chk, ok := c.recorder.(RecordChecker); ok {
+			wg.Go(func() { c.purgeLoop(feedCtx, chk, p) })
+		}
+	}
 	if c.runHook != nil {
 		wg.Go(func() { c.hookLoop(feedCtx) })
 	}

@@ -67,6 +67,10 @@ func (c *Controller) checkDepend(s string, d *dependency) error {
 	for _, it := range d.Items {
 		for _, r := range it.Refs {
 			if !c.depJobs(r, func(*spec.Job) bool { return false }) {
+				if r.ID < c.st.nextID && c.cfg.MinJobAge > 0 {
+					// Slurm refuses it too ("Job dependency problem").
+					return spec.Errorf(spec.ErrInvalid, "--dependency=%s: job %s is not held by the controller: it never existed, or it ended more than min_job_age (%s) ago and was purged (sacct -j %d shows how it ended); a dependency can name only a pending, running or recently ended job", s, r, c.cfg.MinJobAge, r.ID)
+				}
 				return spec.Errorf(spec.ErrInvalid, "--dependency=%s: job %s does not exist; check the id with gpuq", s, r)
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,5 +126,36 @@ func TestAccountingMatchesAllocations(t *testing.T) {
 		if strings.Join(rows[i], ",") != strings.Join(wantRow, ",") {
 			t.Errorf("CSV row %v, JSON says %v", rows[i], wantRow)
 		}
+	}
+}
+
+// TestPurgeAfterMinJobAge: with min_job_age = "2s", an ended job leaves
+// the controller (gpuq show no longer finds it) while sacct keeps it,
+// and a dependency on it is refused, naming sacct.
+func TestPurgeAfterMinJobAge(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "gpud.toml")
+	if err := os.WriteFile(conf, []byte("version = 1\n[controller]\nmin_job_age = \"2s\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 1, "--config", conf)
+	work := t.TempDir()
+	r := c.cli(work, "gpusubmit", "--parsable", "--wait", "--wrap", "true")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || id == "" {
+		t.Fatalf("gpusubmit --wait: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := c.cli(work, "gpuq", "show", id); r.code != 0 {
+		t.Fatalf("gpuq show %s right after the end: exit %d %s; want the ended job", id, r.code, r.stderr)
+	}
+	waitFor(t, 30*time.Second, "job "+id+" purged from the controller", func() bool {
+		r := c.cli(work, "gpuq", "show", id)
+		return r.code != 0 && strings.Contains(r.stderr, "not")
+	})
+	if r := c.cli(work, "sacct", "-j", id, "-X", "-n", "-P", "-o", "JobID,State"); r.stdout != id+"|COMPLETED\n" {
+		t.Errorf("sacct after the purge: %q %s; want %s|COMPLETED", r.stdout, r.stderr, id)
+	}
+	r = c.cli(work, "sbatch", "--dependency=afterok:"+id, "--wrap", "true")
+	if r.code == 0 || !strings.Contains(r.stderr, "sacct -j "+id) {
+		t.Errorf("sbatch --dependency on a purged job: exit %d %q; want refused, naming sacct", r.code, r.stderr)
 	}
 }

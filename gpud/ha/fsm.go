@@ -49,6 +49,8 @@ const (
 	// config.Controller as JSON, which every member runs with its own
 	// member settings (config.Controller.WithMember).
 	kindConfig = "config"
+	// kindDelete purges ended jobs from state.db (controller.Purger).
+	kindDelete = "delete"
 )
 
 // command is one log entry, JSON-encoded.
@@ -62,6 +64,7 @@ type command struct {
 	Usage   []accounting.UsageSample `json:"usage,omitempty"`
 	Member  *Peer                    `json:"member,omitempty"`
 	Config  json.RawMessage          `json:"config,omitempty"`
+	Deleted []spec.JobID             `json:"deleted,omitempty"`
 }
 
 // fsm applies the log to this member's state.db and accounting.db.
@@ -119,6 +122,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 	case kindConfig:
 		f.setConfig(c.Config)
+	case kindDelete:
+		err = f.state.DeleteJobs(ctx, c.Deleted)
 	default:
 		err = fmt.Errorf("HA log entry %d has unknown kind %q; is a newer gpud in the group?", l.Index, c.Kind)
 	}

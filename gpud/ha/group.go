@@ -498,6 +498,12 @@ func (g *Group) CommitConfig(data []byte) error {
 // yet; each member runs its own gpud.toml).
 func (g *Group) GroupConfig() []byte { return g.fsm.groupConfig() }
 
+// DeleteJobs purges ended jobs from every member's state.db, through
+// the log (controller.Purger).
+func (g *Group) DeleteJobs(_ context.Context, ids []spec.JobID) error {
+	return g.apply(&command{Kind: kindDelete, Deleted: ids})
+}
+
 // Load reads this member's state.db (the controller's Store).
 func (g *Group) Load(ctx context.Context) ([]spec.Job, []spec.Node, spec.JobID, error) {
 	return g.state.Load(ctx)

@@ -662,3 +662,23 @@ func TestGroupConfigReplicated(t *testing.T) {
 		t.Error("the wiped member caught up without installing a snapshot; the test no longer shows the snapshot carrying the configuration")
 	}
 }
+
+// TestGroupDeleteJobs: the leader's purge of jobs (controller.Purger)
+// goes through the log into every member's state.db.
+func TestGroupDeleteJobs(t *testing.T) {
+	g := startGroup(t, 3, nil)
+	l := g.leader(10 * time.Second)
+	ids := submit(t, l, 4)
+	if err := l.g.DeleteJobs(context.Background(), ids[:2]); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range g.members {
+		waitFor(t, 10*time.Second, "member "+m.id+" without the purged jobs", func() bool {
+			have := replicaJobs(t, m)
+			_, a := have[ids[0]]
+			_, b := have[ids[1]]
+			_, c := have[ids[2]]
+			return !a && !b && c
+		})
+	}
+}
