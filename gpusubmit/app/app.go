@@ -177,7 +177,9 @@ func submit(c *invocation) error {
 		return err
 	}
 
-	client, err := api.NewClient(c.controller)
+	// One request (a few more with --wait) and the process exits: no
+	// connection pool, no transport goroutines.
+	client, err := api.NewClientWith(c.controller, api.ClientOptions{OneShot: true})
 	if err != nil {
 		return err
 	}
