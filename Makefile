@@ -80,7 +80,7 @@ bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-tra
 bench-sbatch: build ## sbatch in a shell loop (one submitter, held jobs): submissions/s over a few runs, and sbatch's start cost.
 	./scripts/bench-sbatch.sh
 
-bench-slurm: build ## gpud beside Slurm 22.05 (Debian's slurm-wlm, a throwaway cluster under /tmp) in one run: sbatch loop, scancel 5,000, squeue 10,000, sacct -P 100,000 (gpud).
+bench-slurm: build ## gpud beside Slurm 22.05 (Debian's slurm-wlm, a throwaway cluster under /tmp) in one run: sbatch loop, scancel 5,000, squeue 10,000, sacct -P 100,000 (Slurm's with a throwaway MariaDB + slurmdbd when installed).
 	./scripts/bench-slurm-vs.sh
 
 bench-api: build ## Submissions/s (API, 8 clients; gpusubmit loop), gpuq latency at 100k jobs, job throughput vs bare containerd.

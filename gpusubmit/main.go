@@ -11,15 +11,13 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/gpud/gpud/gpuq/exitcode"
-	"github.com/gpud/gpud/gpuq/termsafe"
 	"github.com/gpud/gpud/gpusubmit/app"
 )
 
 func main() {
 	// Ctrl-C while --wait blocks stops waiting; the job keeps running.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := exitcode.Main(ctx, app.ForName(filepath.Base(os.Args[0])), app.Args(os.Args), termsafe.New(os.Stderr))
+	code := app.Main(ctx, filepath.Base(os.Args[0]), os.Args, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

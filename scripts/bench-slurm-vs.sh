@@ -4,7 +4,7 @@
 #  1. sbatch --hold --wrap true in a shell loop, one submitter (submissions/s)
 #  2. scancel of 5,000 pending jobs by filter, until no job is pending
 #  3. squeue over 10,000 pending jobs (default format, output to /dev/null)
-#  4. sacct -P -a over 100,000 ended jobs (gpud only: see below)
+#  4. sacct -P -a over 100,000 ended jobs
 #
 # gpud is `gpud standalone` on a temporary state directory (no nodes; every
 # acknowledgement durable). Slurm is a throwaway cluster under a temporary
@@ -15,14 +15,26 @@
 # by absolute path (/usr/bin/sbatch; bin/ has gpud's sbatch) with SLURM_CONF
 # set. Without Debian's slurm-wlm (apt-get install slurm-wlm) only gpud runs.
 #
-# sacct: Slurm 22.05's sacct reads slurmdbd only (accounting_storage/filetxt
-# was removed in 15.08, jobcomp/filetxt does not feed sacct), and slurmdbd
-# needs MySQL/MariaDB; this script does not set one up, so sacct is gpud's
-# alone, over 100,000 jobs put into accounting.db by scripts/acctfill.
+# sacct: gpud's over 100,000 ended jobs put into accounting.db by
+# scripts/acctfill. Slurm 22.05's sacct reads slurmdbd only
+# (accounting_storage/filetxt was removed in 15.08), and slurmdbd needs
+# MySQL/MariaDB. With Debian's slurmdbd and mariadb-server installed
+# (apt-get install slurmdbd mariadb-server; SLURMDBD=0 skips this), section 4
+# sets up a throwaway MariaDB (mariadb-install-db into the temporary
+# directory, mariadbd on its own socket and a loopback port, a child of
+# this script, no system service) and slurmdbd, restarts slurmctld and
+# slurmd with accounting_storage/slurmdbd, runs one real job to its end,
+# and then clones that job's row in slurmdbd's bench_job_table into
+# N_SACCT jobs in all with one INSERT ... SELECT (new job ids, times 30 s
+# apart from 2026-01-02; no step rows, as gpud's acctfill jobs have none).
+# Submitting 100,000 jobs through slurmctld instead would take about half
+# an hour at the 22-57 sbatch/s measured with slurmdbd. Sections 1-3 run
+# before, without slurmdbd (Slurm's faster case).
 #
 #   scripts/bench-slurm-vs.sh                 # ROUNDS=3 N_SBATCH=300
 #   ROUNDS=5 N_SBATCH=1000 scripts/bench-slurm-vs.sh
 #   SLURM=0 scripts/bench-slurm-vs.sh         # gpud only
+#   SLURMDBD=0 scripts/bench-slurm-vs.sh      # no Slurm sacct figure
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
@@ -107,12 +119,18 @@ if [[ ${SLURM:-1} != 0 && -x /usr/sbin/slurmctld && -x /usr/sbin/slurmd && -x /u
 	EOF
 	export SLURM_CONF=$sd/slurm.conf # read by the Slurm commands only; gpud's ignore it
 	for _ in $(seq 50); do [[ -S $sd/munge/munge.sock ]] && break; sleep 0.1; done
-	/usr/sbin/slurmctld -D -i -f "$SLURM_CONF" >"$sd/log/slurmctld.out" 2>&1 &
-	pids+=($!)
-	/usr/sbin/slurmd -D -f "$SLURM_CONF" -N "$host" >"$sd/log/slurmd.out" 2>&1 &
-	pids+=($!)
-	for _ in $(seq 150); do $S/squeue -h >/dev/null 2>&1 && break; sleep 0.2; done
-	$S/squeue -h >/dev/null || die "slurmctld did not start: $(tail -5 "$sd/log/slurmctld.log" "$sd/log/slurmctld.out" "$sd/log/munged.log")"
+	# start_slurm: slurmctld and slurmd on $SLURM_CONF, until squeue answers.
+	start_slurm() {
+		/usr/sbin/slurmctld -D -i -f "$SLURM_CONF" >>"$sd/log/slurmctld.out" 2>&1 &
+		ctld=$!
+		pids+=($ctld)
+		/usr/sbin/slurmd -D -f "$SLURM_CONF" -N "$host" >>"$sd/log/slurmd.out" 2>&1 &
+		slurmd=$!
+		pids+=($slurmd)
+		for _ in $(seq 150); do $S/squeue -h >/dev/null 2>&1 && break; sleep 0.2; done
+		$S/squeue -h >/dev/null || die "slurmctld did not start: $(tail -5 "$sd/log/slurmctld.log" "$sd/log/slurmctld.out" "$sd/log/munged.log")"
+	}
+	start_slurm
 fi
 cd "$tmp/work" || exit 1
 me=$(id -un)
@@ -160,7 +178,7 @@ fi
 echo "bench-slurm-vs: $(date -u +%FT%TZ), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) (shared with other work)"
 echo "   gpud $(git -C "$root" rev-parse --short HEAD), gpud standalone --nodes 0 (SQLite WAL, synchronous=FULL)"
 if ((slurm)); then
-	echo "   $($S/sbatch -V), slurmctld+slurmd+munged under $tmp, no slurmdbd"
+	echo "   $($S/sbatch -V), slurmctld+slurmd+munged under $tmp, no slurmdbd (but in section 4)"
 else
 	echo "   Slurm not measured: SLURM=0, or /usr/sbin/slurmctld, slurmd, munged or /usr/bin/sbatch missing (apt-get install slurm-wlm)"
 fi
@@ -228,7 +246,89 @@ for r in $(seq "$rounds"); do
 	sa+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b-a}')")
 done
 range gpud "s ($rows rows)" "%.3f" "${sa[@]}"
-if ((slurm)); then
-	echo "   slurm  not measured: Slurm 22.05's sacct reads slurmdbd only, which needs MySQL/MariaDB ($($S/sacct -P -a 2>&1 | head -1))"
+dbd=0
+if ((slurm)) && [[ ${SLURMDBD:-1} != 0 && -x /usr/sbin/slurmdbd && -x /usr/sbin/mariadbd && -x /usr/bin/mariadb-install-db && -x /usr/bin/mariadb ]]; then
+	dbd=1
+fi
+if ((dbd)); then
+	# MariaDB: its own datadir, socket and loopback port under $tmp.
+	db=$tmp/mariadb
+	mkdir -p "$db"
+	/usr/bin/mariadb-install-db --no-defaults --datadir="$db/data" --user=root --auth-root-authentication-method=normal \
+		--skip-test-db >"$db/install.log" 2>&1 || die "mariadb-install-db failed: $(tail -5 "$db/install.log")"
+	dbport=$((port + 2))
+	/usr/sbin/mariadbd --no-defaults --datadir="$db/data" --socket="$db/mysqld.sock" --port="$dbport" --bind-address=127.0.0.1 \
+		--user=root --pid-file="$db/mysqld.pid" --log-error="$db/mysqld.err" --innodb-buffer-pool-size=512M \
+		--max-allowed-packet=64M >"$db/mysqld.out" 2>&1 &
+	pids+=($!)
+	sql() { /usr/bin/mariadb --no-defaults -S "$db/mysqld.sock" -u root -N -B "$@"; }
+	for _ in $(seq 100); do sql -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.2; done
+	sql -e "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'bench'; GRANT ALL ON *.* TO 'slurm'@'127.0.0.1'" ||
+		die "mariadbd did not start: $(tail -5 "$db/mysqld.err")"
+	dbdport=$((port + 3))
+	cat >"$sd/slurmdbd.conf" <<-EOF
+		AuthType=auth/munge
+		AuthInfo=socket=$sd/munge/munge.sock
+		DbdHost=localhost
+		DbdPort=$dbdport
+		SlurmUser=root
+		LogFile=$sd/log/slurmdbd.log
+		PidFile=$sd/slurmdbd.pid
+		DebugLevel=error
+		StorageType=accounting_storage/mysql
+		StorageHost=127.0.0.1
+		StoragePort=$dbport
+		StorageUser=slurm
+		StoragePass=bench
+		StorageLoc=slurm_acct_db
+	EOF
+	chmod 600 "$sd/slurmdbd.conf" # slurmdbd reads it from $SLURM_CONF's directory
+	/usr/sbin/slurmdbd -D >"$sd/log/slurmdbd.out" 2>&1 &
+	pids+=($!)
+	# slurmctld and slurmd again, now recording to slurmdbd (the munge
+	# socket for slurmdbd connections is AccountingStoragePass).
+	kill -TERM "$ctld" "$slurmd"
+	wait "$ctld" "$slurmd" 2>/dev/null
+	sed -i -e 's|^AccountingStorageType=.*|AccountingStorageType=accounting_storage/slurmdbd|' "$SLURM_CONF"
+	printf '%s\n' AccountingStorageHost=localhost "AccountingStoragePort=$dbdport" "AccountingStoragePass=$sd/munge/munge.sock" >>"$SLURM_CONF"
+	for _ in $(seq 100); do $S/sacctmgr -n list cluster >/dev/null 2>&1 && break; sleep 0.2; done
+	$S/sacctmgr -i add cluster bench >/dev/null || die "slurmdbd: sacctmgr add cluster failed: $(tail -5 "$sd/log/slurmdbd.log" "$sd/log/slurmdbd.out")"
+	start_slurm
+	# One real job to its end: its row is the template of the others. A
+	# job slurmctld runs before it has registered with slurmdbd, or whose
+	# start record is still queued, has a placeholder row (name
+	# "allocation", no eligible time): wait for the real one.
+	for _ in $(seq 150); do [[ -n $($S/sacctmgr -n -P list cluster bench format=ControlHost 2>/dev/null) ]] && break; sleep 0.2; done
+	tid=$($S/sbatch --parsable -J acct-template --wrap true) || die "slurm: template job submit failed"
+	row() { sql slurm_acct_db -e "SELECT COUNT(*) FROM bench_job_table WHERE id_job = $tid AND job_name = 'acct-template' AND time_eligible > 0 AND time_end > 0"; }
+	for _ in $(seq 300); do [[ $(row) == 1 ]] && break; sleep 0.2; done
+	[[ $(row) == 1 ]] || die "slurm: template job $tid has no complete row in slurmdbd: $(sql slurm_acct_db -e "SELECT * FROM bench_job_table WHERE id_job = $tid")"
+	names=$(sql slurm_acct_db -e "SELECT column_name FROM information_schema.columns
+		WHERE table_schema = 'slurm_acct_db' AND table_name = 'bench_job_table' AND column_name <> 'job_db_inx' ORDER BY ordinal_position")
+	cols=$(awk '{printf "%s`%s`", (NR > 1 ? "," : ""), $1}' <<<"$names") # partition is a reserved word
+	exprs=$(awk '{
+		e = "t.`" $1 "`"
+		if ($1 == "id_job") e = "1000000 + s.seq"
+		else if ($1 == "time_submit" || $1 == "time_eligible") e = "@base + 30 * s.seq"
+		else if ($1 == "time_start") e = "@base + 30 * s.seq + 1"
+		else if ($1 == "time_end" || $1 == "mod_time") e = "@base + 30 * s.seq + 1 + (t.time_end - t.time_start)"
+		printf "%s%s", (NR > 1 ? "," : ""), e }' <<<"$names")
+	t0=$(now)
+	sql slurm_acct_db -e "SET @base = UNIX_TIMESTAMP('2026-01-02 00:00:00');
+		INSERT INTO bench_job_table ($cols) SELECT $exprs FROM bench_job_table t JOIN seq_1_to_$((nsacct - 1)) s
+		WHERE t.id_job = $tid" || die "slurm: cloning the template job failed"
+	t1=$(now)
+	srows=$($S/sacct -P -n -a -S 2026-01-01 -o JobID | wc -l)
+	echo "   slurm  job $tid (acct-template, run to its end) and $((nsacct - 1)) clones of its row put into slurmdbd's bench_job_table by SQL in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b-a}') s"
+	declare -a ss=()
+	for r in $(seq "$rounds"); do
+		t0=$(now)
+		$S/sacct -P -a -S 2026-01-01 -o JobID,State,ExitCode,Elapsed >/dev/null || die "slurm: sacct failed"
+		t1=$(now)
+		ss+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b-a}')")
+	done
+	range slurm "s ($srows rows; slurmdbd + MariaDB $(sql -e 'SELECT VERSION()'))" "%.3f" "${ss[@]}"
+elif ((slurm)); then
+	echo "   slurm  not measured: Slurm 22.05's sacct reads slurmdbd only, which needs MySQL/MariaDB: SLURMDBD=0, or slurmdbd or mariadb-server not installed (apt-get install slurmdbd mariadb-server)"
 fi
 echo "   load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"

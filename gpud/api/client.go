@@ -63,6 +63,11 @@ type ClientOptions struct {
 	// FailoverTimeout bounds the retries of one call over a list of
 	// controllers (0: DefaultFailoverTimeout); see failover.go.
 	FailoverTimeout time.Duration
+	// OneShot, for a unix:// address, sends each request on a
+	// connection of its own, dialled, written and read on the caller's
+	// goroutine (oneShot in transport.go): for a process that makes a
+	// call or two and exits, such as sbatch.
+	OneShot bool
 }
 
 // NewClient returns a client for addr: "unix:///path/to/gpud.sock" (the
@@ -104,6 +109,9 @@ func NewClientWith(addr string, o ClientOptions) (*Client, error) {
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", path)
+		}
+		if o.OneShot {
+			c.hc.Transport = oneShot{dial: tr.DialContext}
 		}
 		c.base = "http://gpud"
 	case "http":

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -767,5 +768,45 @@ func TestPartitionList(t *testing.T) {
 	if _, err := h.c.Submit(ctx, alice, spec.JobSpec{Script: "x", WorkDir: "/tmp", Partition: "short,long", TimeLimit: spec.Duration(time.Minute),
 		Resources: spec.Resources{GPUsPerNode: 1, GPUModel: "v100"}}); err == nil || !strings.Contains(err.Error(), "has GPU model v100; this cluster has: h100") {
 		t.Errorf("v100 job: %v, want the cluster's models named", err)
+	}
+}
+
+// cycleCounter is an Observer that counts scheduling cycles.
+type cycleCounter struct {
+	nopObserver
+	n atomic.Int64
+}
+
+func (c *cycleCounter) CycleDone(time.Duration) { c.n.Add(1) }
+
+// TestHeldSubmitRunsNoCycle: a held job cannot start, so its submission
+// runs no scheduling cycle (a full one walks every pending job: O(pending)
+// for each sbatch --hold in a loop); its release runs one and it starts.
+// Before submissions of held jobs stopped kicking a full cycle, each ran one.
+func TestHeldSubmitRunsNoCycle(t *testing.T) {
+	obs := &cycleCounter{}
+	h := newHarnessAt(t, newFakeStore(), nil, t0, WithObserver(obs))
+	ctx := context.Background()
+	h.register("n1", 0)
+	h.settle()
+	before := obs.n.Load()
+	id := h.submit(alice, func(j *spec.JobSpec) { j.Hold = true })
+	h.submit(alice, func(j *spec.JobSpec) { j.Hold = true })
+	// The owner runs a due cycle right after a batch, before the next op.
+	if err := h.c.query(ctx, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n := obs.n.Load() - before; n != 0 {
+		t.Errorf("%d scheduling cycles after submitting two held jobs, want 0", n)
+	}
+	if j := h.job(id); j.State != spec.StatePending || j.Reason != spec.ReasonHeld {
+		t.Fatalf("held job = %s/%s, want PENDING/%s", j.State, j.Reason, spec.ReasonHeld)
+	}
+	if _, err := h.c.JobAction(ctx, alice, id, ActionRelease, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	if j := h.job(id); j.State != spec.StateRunning {
+		t.Fatalf("released job = %s/%s, want RUNNING", j.State, j.Reason)
 	}
 }

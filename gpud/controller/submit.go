@@ -93,9 +93,14 @@ func (c *Controller) SubmitKeyed(ctx context.Context, who Caller, js spec.JobSpe
 			c.st.addJob(rec)
 			tx.saveJob(rec)
 			ids = append(ids, nj.ID)
-			if c.incrementalSubmit(nj) {
+			switch {
+			case c.incrementalSubmit(nj):
 				tx.submitted = append(tx.submitted, nj.ID)
-			} else {
+			case nj.Hold:
+				// A held job cannot start, so it changes no plan: no
+				// full cycle (O(pending) each, for every sbatch --hold
+				// in a loop) until a release kicks one.
+			default:
 				tx.kick = true
 			}
 		}

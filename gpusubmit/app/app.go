@@ -62,7 +62,7 @@ func New() *cli.App {
 		},
 		ExitErrHandler: exitcode.NoExit,
 		OnUsageError:   exitcode.UsageError,
-		Action:         submit,
+		Action:         func(c *cli.Context) error { return submit(fromCLI(c)) },
 		// Problems carried by the hidden flag contain commas.
 		DisableSliceFlagSeparator: true,
 	}
@@ -132,11 +132,11 @@ func (f sliceFlag) Names() []string { return f.names }
 
 func invalid(format string, args ...any) error { return spec.Errorf(spec.ErrInvalid, format, args...) }
 
-func submit(c *cli.Context) error {
+func submit(c *invocation) error {
 	// Every problem is reported in one pass: the command line's, the
 	// script's directives' and the options' values together.
 	var errs []error
-	for _, p := range c.StringSlice(directive.ProblemFlag) {
+	for _, p := range c.problems {
 		errs = append(errs, invalid("command line: %s", p))
 	}
 	name, text, args, err := readScript(c)
@@ -149,12 +149,9 @@ func submit(c *cli.Context) error {
 	}
 	opts := sc.Options
 	for _, d := range directive.Options {
-		if d.Name == "wrap" || !c.IsSet(d.Name) {
+		v, set := c.values[d.Name]
+		if d.Name == "wrap" || !set {
 			continue
-		}
-		v := c.String(d.Name)
-		if d.Bool {
-			v = fmt.Sprint(c.Bool(d.Name))
 		}
 		opts = append(opts, directive.Option{Name: d.Name, Value: v, Source: directive.CommandLine})
 	}
@@ -162,7 +159,7 @@ func submit(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("find the submit directory: %w; run gpusubmit from a directory that exists", err)
 	}
-	req, err := directive.Build(opts, directive.Env{Now: time.Now(), Cwd: cwd, Environ: os.Environ(), ScriptName: name, Slurm: c.App.Name == "sbatch"})
+	req, err := directive.Build(opts, directive.Env{Now: time.Now(), Cwd: cwd, Environ: os.Environ(), ScriptName: name, Slurm: c.name == "sbatch"})
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -170,7 +167,7 @@ func submit(c *cli.Context) error {
 		return errors.Join(errs...)
 	}
 	for _, w := range append(sc.Warnings, req.Warnings...) {
-		fmt.Fprintf(c.App.ErrWriter, "%s: warning: %s\n", c.App.Name, w)
+		fmt.Fprintf(c.stderr, "%s: warning: %s\n", c.name, w)
 	}
 	req.Spec.Script = string(text)
 	req.Spec.Args = args
@@ -180,21 +177,23 @@ func submit(c *cli.Context) error {
 		return err
 	}
 
-	client, err := api.NewClient(c.String("controller"))
+	// One request (a few more with --wait) and the process exits: no
+	// connection pool, no transport goroutines.
+	client, err := api.NewClientWith(c.controller, api.ClientOptions{OneShot: true})
 	if err != nil {
 		return err
 	}
 	// A random key names this submission, so the client may send it again
 	// when the connection breaks or a controller group fails over before
 	// the answer came: the controller makes one job per key.
-	resp, err := client.Submit(c.Context, api.SubmitRequest{Job: req.Spec, TestOnly: req.TestOnly, IdempotencyKey: api.NewIdempotencyKey()})
+	resp, err := client.Submit(c.ctx, api.SubmitRequest{Job: req.Spec, TestOnly: req.TestOnly, IdempotencyKey: api.NewIdempotencyKey()})
 	if err != nil {
 		return fmt.Errorf("submit %s: %w", name, err)
 	}
-	out := c.App.Writer
+	out := c.stdout
 	switch {
 	case req.TestOnly:
-		printTestOnly(c.App.ErrWriter, resp, req.Spec.Partition)
+		printTestOnly(c.stderr, resp, req.Spec.Partition)
 		return nil
 	case req.Parsable:
 		fmt.Fprintln(out, resp.ID)
@@ -209,10 +208,9 @@ func submit(c *cli.Context) error {
 
 // readScript returns the script's name for messages, its text and the
 // arguments that follow it.
-func readScript(c *cli.Context) (string, []byte, []string, error) {
-	args := c.Args().Slice()
-	if c.IsSet("wrap") {
-		cmd := c.String("wrap")
+func readScript(c *invocation) (string, []byte, []string, error) {
+	args := c.args
+	if cmd, ok := c.values["wrap"]; ok {
 		if strings.TrimSpace(cmd) == "" {
 			return "", nil, nil, invalid("command line: --wrap needs a command, e.g. --wrap 'python train.py'")
 		}
@@ -221,7 +219,7 @@ func readScript(c *cli.Context) (string, []byte, []string, error) {
 		}
 		return "wrap", []byte("#!/bin/sh\n" + cmd + "\n"), nil, nil
 	}
-	if len(args) == 0 && c.App.Name == "sbatch" {
+	if len(args) == 0 && c.name == "sbatch" {
 		args = []string{"-"} // sbatch reads the script from standard input when none is named
 	}
 	if len(args) == 0 {
@@ -235,7 +233,7 @@ func readScript(c *cli.Context) (string, []byte, []string, error) {
 	)
 	if path == "-" {
 		name = "standard input"
-		text, err = io.ReadAll(io.LimitReader(c.App.Reader, maxScriptBytes+1))
+		text, err = io.ReadAll(io.LimitReader(c.stdin, maxScriptBytes+1))
 	} else {
 		text, err = readFileLimited(path)
 	}
@@ -283,16 +281,16 @@ func printTestOnly(w io.Writer, resp api.SubmitResponse, partition string) {
 
 // wait blocks until every submitted job (all tasks of an array) ends and
 // returns the largest exit status, like sbatch --wait.
-func wait(c *cli.Context, client *api.Client, resp api.SubmitResponse) error {
+func wait(c *invocation, client *api.Client, resp api.SubmitResponse) error {
 	ids := resp.IDs
 	if len(ids) == 0 {
 		ids = []spec.JobID{resp.ID}
 	}
 	code := 0
 	for _, id := range ids {
-		j, err := client.WaitJob(c.Context, id)
+		j, err := client.WaitJob(c.ctx, id)
 		if err != nil {
-			if c.Context.Err() != nil {
+			if c.ctx.Err() != nil {
 				return fmt.Errorf("stopped waiting for job %d, which keeps running; follow it with gpuq show %d", id, id)
 			}
 			return fmt.Errorf("wait for job %d: %w", id, err)
@@ -303,7 +301,7 @@ func wait(c *cli.Context, client *api.Client, resp api.SubmitResponse) error {
 			if j.Reason != "" && j.Reason != spec.ReasonNone && j.Reason != "NonZeroExitCode" {
 				note += " (" + j.Reason + ")"
 			}
-			fmt.Fprintln(c.App.ErrWriter, note)
+			fmt.Fprintln(c.stderr, note)
 		}
 		code = max(code, jc)
 	}

@@ -24,9 +24,7 @@ type result struct {
 func run(t *testing.T, ctl *fakectl.Server, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	a := New()
-	a.Writer, a.ErrWriter = &out, &errb
-	code := exitcode.Main(context.Background(), a, Args(append([]string{"gpusubmit", "--controller", ctl.Addr}, args...)), &errb)
+	code := Main(context.Background(), "gpusubmit", append([]string{"gpusubmit", "--controller", ctl.Addr}, args...), strings.NewReader(""), &out, &errb)
 	return result{code, out.String(), errb.String()}
 }
 
@@ -359,17 +357,30 @@ func TestSbatchReadsStandardInput(t *testing.T) {
 
 // BenchmarkSbatchClient is the client's share of one `sbatch --hold
 // --parsable --wrap true` in a shell loop, process start aside: reading
-// the arguments as getopt_long does, the App, the options, the request and
-// its answer (from fakectl, over its unix socket).
+// the arguments as getopt_long does, the options, the request and its
+// answer (from fakectl, over its unix socket). main is Main, as the
+// binary runs it; app is the same through urfave/cli's App, the way every
+// submission went before Main read the words itself.
 func BenchmarkSbatchClient(b *testing.B) {
 	ctl := fakectl.New(b)
-	args := Args([]string{"sbatch", "--controller", ctl.Addr, "--hold", "--parsable", "--wrap", "true"})
-	for range b.N {
-		var out, errb bytes.Buffer
-		a := ForName("sbatch")
-		a.Writer, a.ErrWriter = &out, &errb
-		if code := exitcode.Main(context.Background(), a, args, &errb); code != 0 {
-			b.Fatalf("exit %d: %s", code, errb.String())
+	argv := []string{"sbatch", "--controller", ctl.Addr, "--hold", "--parsable", "--wrap", "true"}
+	b.Run("main", func(b *testing.B) {
+		for b.Loop() {
+			var out, errb bytes.Buffer
+			if code := Main(context.Background(), "sbatch", argv, strings.NewReader(""), &out, &errb); code != 0 {
+				b.Fatalf("exit %d: %s", code, errb.String())
+			}
 		}
-	}
+	})
+	b.Run("app", func(b *testing.B) {
+		args := Args(argv)
+		for b.Loop() {
+			var out, errb bytes.Buffer
+			a := ForName("sbatch")
+			a.Writer, a.ErrWriter = &out, &errb
+			if code := exitcode.Main(context.Background(), a, args, &errb); code != 0 {
+				b.Fatalf("exit %d: %s", code, errb.String())
+			}
+		}
+	})
 }
