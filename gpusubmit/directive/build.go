@@ -244,8 +244,10 @@ func (b *builder) build() {
 		js.Error = v
 	}
 	if v, ok := b.str("dependency"); ok {
-		if err := ValidateDependency(v); err != nil {
-			b.fail(b.chosen["dependency"], err)
+		// The one parser (JobSpec.Validate runs it too), here so that a
+		// bad dependency is reported with the build's other problems.
+		if _, err := spec.ParseDependency(v); err != nil {
+			b.fail(b.chosen["dependency"], fmt.Errorf("bad dependency %q: %s", v, strings.TrimPrefix(err.Error(), "--dependency="+v+": ")))
 		}
 		js.Depend = v
 	}

@@ -221,6 +221,7 @@ func TestBuildErrors(t *testing.T) {
 		{"nodelist file", []Option{cli("nodelist", "./hosts")}, `command line: --nodelist: "./hosts" looks like a file; gpud takes node names only (gpu01,gpu02 or gpu[01-04])`},
 		{"wait with test-only", []Option{cli("wait", "true"), cli("test-only", "true")}, "command line: --wait: cannot be combined with --test-only, which submits nothing; drop one"},
 		{"empty name", []Option{cli("job-name", " ")}, "command line: --job-name: needs a non-empty one-line value"},
+		{"bad dependency with another problem", []Option{script(2, "dependency", "afterok:1+5"), script(3, "nice", "y")}, "line 2 of job.sh: --dependency: bad dependency \"afterok:1+5\": delays (+MINUTES) are not supported by gpud; use --begin on the job instead\nline 3 of job.sh: --nice: bad nice value \"y\"; use a whole number from -2147483645 to 2147483645"},
 		{"every problem reported", []Option{script(2, "time", "x"), script(3, "nice", "y")}, "line 2 of job.sh: --time: bad time \"x\"; use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED\nline 3 of job.sh: --nice: bad nice value \"y\"; use a whole number from -2147483645 to 2147483645"},
 	}
 	for _, tc := range tests {

@@ -391,26 +391,6 @@ func ValidateArray(s string) error {
 	return nil
 }
 
-var dependRE = lazyRE(`^(singleton|(after|afterany|afterok|afternotok|aftercorr|afterburstbuffer)(:[0-9]+(_[0-9]+)?(\+[0-9]+)?)+)$`)
-
-// ValidateDependency checks a --dependency spec: TYPE:ID[:ID...] items
-// joined by "," (all) or "?" (any), or singleton.
-func ValidateDependency(s string) error {
-	sep := ","
-	if strings.Contains(s, "?") {
-		if strings.Contains(s, ",") {
-			return fmt.Errorf("bad dependency %q: mix of , (all) and ? (any); use one", s)
-		}
-		sep = "?"
-	}
-	for item := range strings.SplitSeq(s, sep) {
-		if !dependRE().MatchString(item) {
-			return fmt.Errorf("bad dependency %q: %q is not TYPE:JOBID[:JOBID...]; TYPE is after, afterany, afterok, afternotok, aftercorr, or use singleton", s, item)
-		}
-	}
-	return nil
-}
-
 // ParseSignalName accepts USR1, SIGUSR1 or a number 1-64 and returns the
 // canonical name without SIG ("10" gives USR1; a signal without a name
 // stays a number), as gpud/signame writes it.

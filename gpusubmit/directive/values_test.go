@@ -266,12 +266,6 @@ func TestValidateArrayAndDependency(t *testing.T) {
 		{"array zero step", ValidateArray("0-9:0"), "at least 1"},
 		{"array zero limit", ValidateArray("0-9%0"), "at least 1"},
 		{"array junk", ValidateArray("a-b"), "bad array spec"},
-		{"dep ok", ValidateDependency("afterok:12:13,afterany:5"), ""},
-		{"dep any", ValidateDependency("afterok:12?afternotok:13"), ""},
-		{"dep array task", ValidateDependency("afterok:12_3"), ""},
-		{"dep singleton", ValidateDependency("singleton"), ""},
-		{"dep mixed", ValidateDependency("afterok:1,afterok:2?afterok:3"), "mix"},
-		{"dep junk", ValidateDependency("before:12"), "TYPE:JOBID"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
