@@ -545,7 +545,7 @@ func (r *runner) runStep(ctx context.Context, req api.StepRequest, dec *json.Dec
 	// srun hears of the start or sees any output.
 	acct := served.rec
 	r.recordStep(stepRecord{Step: step, NTasks: nt, Nodes: names, Tasks: l.tasks, Pty: req.Pty, Stdin: req.Stdin,
-		KillOnBadExit: req.KillOnBadExit, Acct: &acct})
+		KillOnBadExit: req.KillOnBadExit, Acct: &acct, Grant: recordGrant(grant)})
 	log.Info("step started", "step", step, "tasks", nt, "nodes", names, "pty", req.Pty)
 	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode})
 	out.releaseOutput()

@@ -137,6 +137,25 @@ func (g *stepLedger) wait() <-chan struct{} {
 	return g.changed
 }
 
+// book marks what a step already running holds (a step re-adopted after
+// an agent restart), whether or not it fits beside what is booked.
+func (g *stepLedger) book(l layout, gr stepGrant) {
+	if !gr.held {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, nd := range l.nodes {
+		u := g.use(nd)
+		u.cpus += gr.cpus[i]
+		for _, k := range gr.gpus[i] {
+			if k >= 0 && k < len(u.gpus) {
+				u.gpus[k] = true
+			}
+		}
+	}
+}
+
 // give returns what a step held and wakes the steps waiting.
 func (g *stepLedger) give(l layout, gr stepGrant) {
 	if !gr.held {
@@ -151,7 +170,9 @@ func (g *stepLedger) give(l layout, gr stepGrant) {
 		}
 		u.cpus -= gr.cpus[i]
 		for _, k := range gr.gpus[i] {
-			u.gpus[k] = false
+			if k >= 0 && k < len(u.gpus) {
+				u.gpus[k] = false
+			}
 		}
 	}
 	close(g.changed)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +63,47 @@ type stepRecord struct {
 	// Acct is the step's accounting record as its start was recorded
 	// (steprec.go), for the restarted agent to record its end.
 	Acct *spec.Step `json:"acct,omitempty"`
+	// Grant is what the step holds of the allocation (stepres.go), per
+	// node of Nodes; nil for --overlap. A restarted agent books it again,
+	// so a new step is not given the GPUs of one still running.
+	Grant *grantRecord `json:"grant,omitempty"`
+	// giveBack returns a re-adopted step's Grant to the ledger (not
+	// stored).
+	giveBack func()
+}
+
+// grantRecord is a stepGrant on disk.
+type grantRecord struct {
+	CPUs []int   `json:"cpus"`
+	GPUs [][]int `json:"gpus"`
+}
+
+func recordGrant(gr stepGrant) *grantRecord {
+	if !gr.held {
+		return nil
+	}
+	return &grantRecord{CPUs: gr.cpus, GPUs: gr.gpus}
+}
+
+// regrant is a re-adopted step's share of the allocation, booked again
+// in the ledger; give hands it back when the step ends.
+func (r *runner) regrant(rec stepRecord) (give func()) {
+	if rec.Grant == nil || r.asg == nil || len(rec.Grant.CPUs) != len(rec.Nodes) || len(rec.Grant.GPUs) != len(rec.Nodes) {
+		return func() {}
+	}
+	var l layout
+	for _, name := range rec.Nodes {
+		i := slices.IndexFunc(r.asg.Alloc.Nodes, func(nd spec.NodeAlloc) bool { return nd.Node == name })
+		if i < 0 {
+			return func() {}
+		}
+		l.nodes = append(l.nodes, r.asg.Alloc.Nodes[i])
+	}
+	gr := stepGrant{held: true, cpus: rec.Grant.CPUs, gpus: rec.Grant.GPUs}
+	ledger := r.ledger()
+	ledger.book(l, gr)
+	var once sync.Once
+	return func() { once.Do(func() { ledger.give(l, gr) }) }
 }
 
 // partRecord is a running step's tasks on one node.
@@ -179,6 +221,7 @@ func (r *runner) readoptSteps(ctx context.Context, log *slog.Logger) {
 				r.removeJobFile(name)
 				continue
 			}
+			rec.giveBack = r.regrant(rec)
 			r.resumed.mu.Lock()
 			if r.resumed.recs == nil {
 				r.resumed.recs = map[int]stepRecord{}
@@ -327,6 +370,9 @@ func (r *runner) reattachStep(ctx context.Context, dec *json.Decoder, out *stepS
 		return
 	}
 	defer r.forgetStep(step)
+	if rec.giveBack != nil {
+		defer rec.giveBack()
+	}
 	parts := make([]*resumedPart, len(rec.Nodes))
 	for i, name := range rec.Nodes {
 		// Only this agent's and in-process peers' (gpud standalone) tasks
@@ -388,6 +434,9 @@ func (r *runner) abandonSteps(log *slog.Logger) {
 	}
 	r.resumed.mu.Unlock()
 	for step, rec := range recs {
+		if rec.giveBack != nil {
+			rec.giveBack()
+		}
 		if rec.Acct != nil {
 			// Its end, for accounting: cancelled, its exit unknown here.
 			s := r.resumeServed(*rec.Acct, func(syscall.Signal) {})

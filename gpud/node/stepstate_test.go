@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
 )
 
 // recSink collects a relay's output.
@@ -104,5 +105,45 @@ func TestStepRecords(t *testing.T) {
 	r2.forgetStep(2)
 	if _, err := os.Stat(filepath.Join(r.jobDir(), stepFile(2))); !os.IsNotExist(err) {
 		t.Errorf("step record left after the step ended: %v", err)
+	}
+}
+
+// TestRestartedAgentBooksRunningSteps: a restarted agent books again
+// what a re-adopted step holds, so a new step is not given its GPUs;
+// they are free once the re-adopted step ends.
+func TestRestartedAgentBooksRunningSteps(t *testing.T) {
+	state := t.TempDir()
+	a := &Agent{runnerDeps: runnerDeps{cfg: Config{StateDir: state, Name: "n1"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	nd := spec.NodeAlloc{Node: "n1", CPUs: 8, GPUs: []string{"G0", "G1", "G2", "G3"}}
+	asg := &api.Assignment{Alloc: spec.Alloc{ID: "7.1", Nodes: []spec.NodeAlloc{nd}}}
+	r := &runner{d: &a.runnerDeps, id: "c1", jobID: 7, asg: asg}
+	if err := os.MkdirAll(r.jobDir(), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	l := layout{nodes: []spec.NodeAlloc{nd}, tasks: [][]int{{0}}}
+	gr, ok := r.ledger().take(api.StepRequest{GPUsPerNode: 2, Exact: true}, l)
+	if !ok {
+		t.Fatal("the first step does not fit an empty allocation")
+	}
+	r.recordStep(stepRecord{Step: 0, NTasks: 1, Nodes: []string{"n1"}, Tasks: l.tasks, Grant: recordGrant(gr)})
+
+	// The agent restarts: a new runner, an empty ledger, the record read.
+	r2 := &runner{d: &a.runnerDeps, id: "c1", jobID: 7, asg: asg}
+	r2.readoptSteps(context.Background(), a.log)
+	if _, ok := r2.ledger().take(api.StepRequest{GPUsPerNode: 3, Exact: true}, l); ok {
+		t.Fatal("a new step got 3 of 4 GPUs while the re-adopted step holds 2")
+	}
+	gr2, ok := r2.ledger().take(api.StepRequest{GPUsPerNode: 2, Exact: true}, l)
+	if !ok || len(gr2.gpus[0]) != 2 || slices.ContainsFunc(gr2.gpus[0], func(k int) bool { return slices.Contains(gr.gpus[0], k) }) {
+		t.Fatalf("a new step of 2 GPUs: %v %v; want the 2 the re-adopted step does not hold (it holds %v)", gr2.gpus, ok, gr.gpus)
+	}
+	r2.ledger().give(l, gr2)
+	r2.resumed.mu.Lock()
+	give := r2.resumed.recs[0].giveBack
+	r2.resumed.mu.Unlock()
+	give()
+	give() // once only
+	if gr3, ok := r2.ledger().take(api.StepRequest{GPUsPerNode: 4, Exact: true}, l); !ok || len(gr3.gpus[0]) != 4 {
+		t.Errorf("after the re-adopted step ended, a 4-GPU step: %v %v; want all 4", gr3.gpus, ok)
 	}
 }
