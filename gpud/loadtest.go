@@ -75,6 +75,7 @@ func loadtestCommand() *cli.Command {
 			&cli.StringFlag{Name: "gpud", Usage: "gpud binary for the controller child (default: this executable)"},
 			&cli.StringFlag{Name: "plot", Usage: "write starts/s and queue depth over the run to this .svg or .png"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write this process's (the agents' and submitters') CPU profile here (pprof)"},
+			&cli.StringFlag{Name: "controller-cpuprofile", Usage: "write the controller child's CPU profile here (pprof; gpud controller --cpuprofile), finished when the run ends"},
 		),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c, os.Stderr)
@@ -89,18 +90,14 @@ func loadtestCommand() *cli.Command {
 				UsageInterval: c.Duration("usage-interval"), SchedInterval: c.Duration("sched-interval"),
 				MaxJobsPerCycle: c.Int("max-jobs-per-cycle"), Ramp: c.Duration("ramp"), Timeout: c.Duration("timeout"),
 				Dir: c.String("dir"), AgentDir: c.String("agent-dir"), Keep: c.Bool("keep"), MemoryOutbox: c.Bool("memory-outbox"), Preload: c.Bool("preload"), Gpud: c.String("gpud"),
-				Plot: c.String("plot"), Log: log, Out: c.App.Writer,
+				Plot: c.String("plot"), CtlProfile: c.String("controller-cpuprofile"), Log: log, Out: c.App.Writer,
 			}
 			if p := c.String("cpuprofile"); p != "" {
-				f, err := os.Create(p)
+				stop, err := startCPUProfile(p)
 				if err != nil {
 					return err
 				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+				defer stop()
 			}
 			rep, err := runLoadtest(c.Context, o)
 			if rep != nil {
@@ -128,6 +125,7 @@ type loadtestOptions struct {
 	MaxJobsPerCycle                               int
 	Ramp, Timeout                                 time.Duration
 	Dir, AgentDir, Gpud, Plot                     string
+	CtlProfile                                    string // the controller's CPU profile (pprof)
 	Keep, MemoryOutbox, Preload                   bool
 	Log                                           *slog.Logger
 	Out                                           io.Writer
@@ -851,7 +849,15 @@ state = "%%s"
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(o.Gpud, "controller", "--config", path, "--log-level", "warn")
+	args := []string{"controller", "--config", path, "--log-level", "warn"}
+	if o.CtlProfile != "" {
+		p, err := filepath.Abs(o.CtlProfile)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--cpuprofile", p)
+	}
+	cmd := exec.Command(o.Gpud, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -948,6 +954,20 @@ func procStat(pid int) (cpu float64, rss, written int64) {
 		}
 	}
 	return cpu, rss, written
+}
+
+// startCPUProfile starts this process's CPU profile into path; stop
+// finishes and closes it.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create the CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start the CPU profile %s: %w", path, err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // ltSleep waits d or until ctx ends; it reports whether ctx is still live.
