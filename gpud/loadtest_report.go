@@ -40,7 +40,7 @@ func newSampler(lt *loadtest, ctl *ltController) *ltSampler {
 
 func (s *ltSampler) take() {
 	cpu, rss, wr := procStat(s.ctl.cmd.Process.Pid)
-	hcpu, hrss, _ := procStat(os.Getpid())
+	hcpu, hrss, _ := s.lt.harnessStat()
 	dir := s.ctl.cfg.Controller.StateDir
 	s.samples = append(s.samples, ltSample{at: time.Now(), acked: s.lt.acked.Load(), started: s.lt.started.Load(),
 		freed: s.lt.freed.Load(), heartbeats: s.lt.heartbeats.Load(), usage: s.lt.usage.Load(),
@@ -76,7 +76,7 @@ func (s *ltSampler) window(from, to time.Time) (a, b ltSample, ok bool) {
 
 // ltReport is what a run measured.
 type ltReport struct {
-	Nodes, GPUsPerNode, Jobs                  int
+	Nodes, GPUsPerNode, Jobs, Procs           int
 	Acked, Rejected                           int64
 	SubmitPerSec                              float64
 	StartsPerSec, StartsPeak, StartsSustained float64
@@ -116,7 +116,7 @@ func pct(ds []time.Duration) [3]time.Duration {
 // last submission was acknowledged, drained when the last exit was.
 func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time) *ltReport {
 	o := lt.o
-	r := &ltReport{Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Acked: lt.acked.Load(), Rejected: lt.rejected.Load(),
+	r := &ltReport{Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Procs: o.Procs, Acked: lt.acked.Load(), Rejected: lt.rejected.Load(),
 		HeartbeatErrors: lt.hbErrors.Load(), UsageSamples: lt.usage.Load()}
 	end := s.samples[len(s.samples)-1].at
 	r.Workload, r.Hold = drained.Sub(wl), end.Sub(drained)
@@ -243,8 +243,8 @@ func (r *ltReport) print(w io.Writer) {
 	fmt.Fprintf(w, "controller writes            %.1f MiB/s to storage; state.db %+.1f KiB/s, accounting.db %+.1f KiB/s (with WAL)\n",
 		r.WrittenPerSec/(1<<20), r.StateGrowth/1024, r.AcctGrowth/1024)
 	fmt.Fprintf(w, "database sizes at the end    state.db %.1f MiB, accounting.db %.1f MiB (with WAL)\n", mib(r.StateDB), mib(r.AcctDB))
-	fmt.Fprintf(w, "harness (agents in-process)  %d goroutines (%.1f/node) and %.0f MiB RSS (%.0f KiB/node) with the fleet idle, %.0f MiB peak\n",
-		r.HarnessGoroutines, float64(r.HarnessGoroutines)/float64(max(r.Nodes, 1)), mib(r.HarnessRSSIdle),
+	fmt.Fprintf(w, "harness (agents, %d process) %d goroutines (%.1f/node) and %.0f MiB RSS (%.0f KiB/node) with the fleet idle, %.0f MiB peak\n",
+		max(r.Procs, 1), r.HarnessGoroutines, float64(r.HarnessGoroutines)/float64(max(r.Nodes, 1)), mib(r.HarnessRSSIdle),
 		float64(r.HarnessRSSIdle)/1024/float64(max(r.Nodes, 1)), mib(r.HarnessRSSPeak))
 	if len(r.NotUp) > 0 {
 		fmt.Fprintf(w, "nodes not idle at the end    %d: %v\n", len(r.NotUp), r.NotUp[:min(len(r.NotUp), 10)])
