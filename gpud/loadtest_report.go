@@ -89,6 +89,7 @@ type ltReport struct {
 	// from when jobs could start to the last exit: the cost of a start,
 	// which a loaded machine slows but does not inflate much.
 	CPUPer1kStarts                    float64
+	HarnessPer1kStarts                float64 // the same for the harness (agents and submitters)
 	LoadMin, LoadMax                  float64 // the machine's 1-minute load average over the run
 	RSSBare, RSSIdle, RSSPeak, RSSEnd int64
 	WrittenPerSec                     float64 // controller bytes/s to storage
@@ -187,6 +188,7 @@ func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time)
 	}
 	if a, b, ok := s.window(opened, drained); ok && b.started > a.started {
 		r.CPUPer1kStarts = (b.cpu - a.cpu) / float64(b.started-a.started) * 1000
+		r.HarnessPer1kStarts = (b.harnessCPU - a.harnessCPU) / float64(b.started-a.started) * 1000
 	}
 	r.LoadMin = s.samples[0].load1
 	for _, x := range s.samples {
@@ -233,8 +235,8 @@ func (r *ltReport) print(w io.Writer) {
 	fmt.Fprintf(w, "heartbeats/s held            %.0f (expected %.0f), %d failed; %d usage samples taken\n", r.HeartbeatsPerSec, r.HeartbeatsExpected, r.HeartbeatErrors, r.UsageSamples)
 	fmt.Fprintf(w, "controller CPU               %.2f cores during the workload, %.2f during the hold, %.2f peak 5-s\n", r.CPUWork, r.CPUHold, r.CPUPeak5s)
 	if r.CPUPer1kStarts > 0 {
-		fmt.Fprintf(w, "controller CPU per start     %.2f CPU-seconds per 1,000 starts (jobs startable to last exit): %.0f starts per controller core-second\n",
-			r.CPUPer1kStarts, 1000/r.CPUPer1kStarts)
+		fmt.Fprintf(w, "controller CPU per start     %.2f CPU-seconds per 1,000 starts (jobs startable to last exit): %.0f starts per controller core-second; harness %.2f CPU-seconds per 1,000\n",
+			r.CPUPer1kStarts, 1000/r.CPUPer1kStarts, r.HarnessPer1kStarts)
 	}
 	fmt.Fprintf(w, "harness CPU                  %.2f cores during the workload, %.2f during the hold\n", r.HarnessCPUWork, r.HarnessCPUHold)
 	fmt.Fprintf(w, "machine load average (1 min) %.1f–%.1f over the run\n", r.LoadMin, r.LoadMax)
