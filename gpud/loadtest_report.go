@@ -240,8 +240,12 @@ func (r *ltReport) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "harness CPU                  %.2f cores during the workload, %.2f during the hold\n", r.HarnessCPUWork, r.HarnessCPUHold)
 	fmt.Fprintf(w, "machine load average (1 min) %.1f–%.1f over the run\n", r.LoadMin, r.LoadMax)
-	fmt.Fprintf(w, "controller RSS               %.0f MiB before the fleet, %.0f MiB with it idle (%.1f KiB/node), %.0f MiB peak (%.1f KiB/job over idle), %.0f MiB at the end\n",
-		mib(r.RSSBare), mib(r.RSSIdle), float64(r.RSSIdle-r.RSSBare)/1024/float64(max(r.Nodes, 1)), mib(r.RSSPeak), float64(r.RSSPeak-r.RSSIdle)/1024/float64(max(r.Acked, 1)), mib(r.RSSEnd))
+	perJob := "no jobs"
+	if r.Acked > 0 {
+		perJob = fmt.Sprintf("%.1f KiB/job over idle", float64(r.RSSPeak-r.RSSIdle)/1024/float64(r.Acked))
+	}
+	fmt.Fprintf(w, "controller RSS               %.0f MiB before the fleet, %.0f MiB with it idle (%.1f KiB/node), %.0f MiB peak (%s), %.0f MiB at the end\n",
+		mib(r.RSSBare), mib(r.RSSIdle), float64(r.RSSIdle-r.RSSBare)/1024/float64(max(r.Nodes, 1)), mib(r.RSSPeak), perJob, mib(r.RSSEnd))
 	fmt.Fprintf(w, "controller writes            %.1f MiB/s to storage; state.db %+.1f KiB/s, accounting.db %+.1f KiB/s (with WAL)\n",
 		r.WrittenPerSec/(1<<20), r.StateGrowth/1024, r.AcctGrowth/1024)
 	fmt.Fprintf(w, "database sizes at the end    state.db %.1f MiB, accounting.db %.1f MiB (with WAL)\n", mib(r.StateDB), mib(r.AcctDB))
