@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/gpud/gpud/gpud/spec"
@@ -110,7 +111,8 @@ func TestMaxStartsPerCycle(t *testing.T) {
 }
 
 // TestNoPeriodicCycleWithNothingPending: the scheduling interval's full
-// cycle (a snapshot of every node) runs only while some job is pending;
+// cycle (a snapshot of every node) runs only while some job is pending,
+// and so does the cycle after a node registers;
 // an idle cluster of 10,000 nodes spent a fifth of its controller's CPU
 // on it (gpud loadtest, docs/fleet.md). Before, every interval ran one.
 func TestNoPeriodicCycleWithNothingPending(t *testing.T) {
@@ -128,8 +130,22 @@ func TestNoPeriodicCycleWithNothingPending(t *testing.T) {
 	if n := h.fullCycles(); n != full {
 		t.Errorf("%d full cycles over 5 scheduling intervals with nothing pending; want 0", n-full)
 	}
-	// A pending job brings the periodic cycle back.
+	// Nodes joining an empty queue run no full cycle either.
+	for i := range 3 {
+		h.register(fmt.Sprintf("m%d", i), 1)
+	}
+	if n := h.fullCycles(); n != full {
+		t.Errorf("%d full cycles for 3 registrations with nothing pending; want 0", n-full)
+	}
+	// A pending job brings the periodic cycle back (the new nodes' GPUs
+	// taken first).
+	for range 3 {
+		h.submit(alice, gpu)
+	}
 	b := h.submit(alice, gpu)
+	if j := h.job(b); j.State != spec.StatePending {
+		t.Fatalf("job %d %s, want PENDING (every GPU taken)", b, j.State)
+	}
 	full = h.fullCycles()
 	h.advance(h.c.cfg.SchedInterval)
 	if n := h.fullCycles(); n != full+1 {
