@@ -273,7 +273,7 @@ func runLoadtest(ctx context.Context, o loadtestOptions) (*ltReport, error) {
 		GPUsPerNode: o.GPUsPerNode, Heartbeat: o.Heartbeat, UsageInterval: o.UsageInterval, Ramp: o.Ramp,
 		MemoryOutbox: o.MemoryOutbox, AgentDir: o.AgentDir, Log: filepath.Join(o.Dir, "agents.log")}
 	if o.Procs > 1 {
-		kids, err := lt.startChildren(agentCtx, o, fc)
+		kids, err := lt.startChildren(o, fc)
 		if err != nil {
 			return nil, err
 		}

@@ -225,7 +225,7 @@ type ltChildren struct {
 
 // startChildren starts o.Procs children of o.Gpud, each with its share of
 // the nodes, and feeds their reports into lt.
-func (lt *loadtest) startChildren(ctx context.Context, o loadtestOptions, fc ltFleet) (*ltChildren, error) {
+func (lt *loadtest) startChildren(o loadtestOptions, fc ltFleet) (*ltChildren, error) {
 	k := &ltChildren{goroutines: make([]atomic.Int64, o.Procs)}
 	for p := range o.Procs {
 		c := fc
