@@ -51,11 +51,19 @@ func controllerCommand() *cli.Command {
 			&cli.StringFlag{Name: "state-dir", Usage: "directory of state.db and accounting.db (overrides [controller] state_dir)"},
 			&cli.StringFlag{Name: "listen-socket", Usage: "unix socket to serve the API on (overrides [controller] listen_socket)"},
 			&cli.StringFlag{Name: "listen-tcp", Usage: "host:port to serve the API on over TCP (overrides [controller] listen_tcp)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile (pprof) of the whole run to this file, finished when the controller exits (gpud loadtest --controller-cpuprofile)"},
 		),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c, os.Stderr)
 			if err != nil {
 				return err
+			}
+			if p := c.String("cpuprofile"); p != "" {
+				stop, err := startCPUProfile(p)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			path := configPath(c)
 			o := controllerOptions{

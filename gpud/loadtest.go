@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -75,11 +74,17 @@ func loadtestCommand() *cli.Command {
 			&cli.StringFlag{Name: "gpud", Usage: "gpud binary for the controller child (default: this executable)"},
 			&cli.StringFlag{Name: "plot", Usage: "write starts/s and queue depth over the run to this .svg or .png"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write this process's (the agents' and submitters') CPU profile here (pprof)"},
+			&cli.IntFlag{Name: "procs", Value: 1, Usage: "run the agents in this many child processes (gpud loadtest itself, each with its share of --nodes; the same agent code over TCP/TLS), not in this one: more than one runtime, GC and scheduler for thousands of agents"},
+			&cli.BoolFlag{Name: "agents-child", Hidden: true, Usage: "internal: run the agents a parent gpud loadtest --procs gives on standard input, report on standard output"},
+			&cli.StringFlag{Name: "controller-cpuprofile", Usage: "write the controller child's CPU profile here (pprof; gpud controller --cpuprofile), finished when the run ends"},
 		),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c, os.Stderr)
 			if err != nil {
 				return err
+			}
+			if c.Bool("agents-child") {
+				return runAgentsChild(c.Context, os.Stdin, os.Stdout, log)
 			}
 			o := loadtestOptions{
 				Nodes: c.Int("nodes"), GPUsPerNode: c.Int("gpus-per-node"), Jobs: c.Int("jobs"),
@@ -89,18 +94,14 @@ func loadtestCommand() *cli.Command {
 				UsageInterval: c.Duration("usage-interval"), SchedInterval: c.Duration("sched-interval"),
 				MaxJobsPerCycle: c.Int("max-jobs-per-cycle"), Ramp: c.Duration("ramp"), Timeout: c.Duration("timeout"),
 				Dir: c.String("dir"), AgentDir: c.String("agent-dir"), Keep: c.Bool("keep"), MemoryOutbox: c.Bool("memory-outbox"), Preload: c.Bool("preload"), Gpud: c.String("gpud"),
-				Plot: c.String("plot"), Log: log, Out: c.App.Writer,
+				Plot: c.String("plot"), CtlProfile: c.String("controller-cpuprofile"), Procs: c.Int("procs"), Log: log, Out: c.App.Writer,
 			}
 			if p := c.String("cpuprofile"); p != "" {
-				f, err := os.Create(p)
+				stop, err := startCPUProfile(p)
 				if err != nil {
 					return err
 				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+				defer stop()
 			}
 			rep, err := runLoadtest(c.Context, o)
 			if rep != nil {
@@ -125,9 +126,10 @@ type loadtestOptions struct {
 	TraceSpeed                                    float64
 	Hold, Heartbeat, NodeTimeout, UsageInterval   time.Duration
 	SchedInterval                                 time.Duration
-	MaxJobsPerCycle                               int
+	MaxJobsPerCycle, Procs                        int
 	Ramp, Timeout                                 time.Duration
 	Dir, AgentDir, Gpud, Plot                     string
+	CtlProfile                                    string // the controller's CPU profile (pprof)
 	Keep, MemoryOutbox, Preload                   bool
 	Log                                           *slog.Logger
 	Out                                           io.Writer
@@ -146,6 +148,13 @@ func (o *loadtestOptions) check() error {
 	if o.Heartbeat < time.Second {
 		return usagef("--heartbeat %s: at least 1s (the controller counts whole seconds)", o.Heartbeat)
 	}
+	if o.Procs == 0 {
+		o.Procs = 1
+	}
+	if o.Procs < 1 {
+		return usagef("--procs %d: give at least 1", o.Procs)
+	}
+	o.Procs = min(o.Procs, o.Nodes)
 	if o.NodeTimeout == 0 {
 		o.NodeTimeout = 3 * o.Heartbeat
 	}
@@ -188,6 +197,7 @@ type loadtest struct {
 	usage      atomic.Int64
 	submitErrs atomic.Int64
 	rejected   atomic.Int64 // 429s and other refused submissions (retried)
+	children   *ltChildren  // the agents' processes with --procs
 	// longest is the workload's longest job: no exit for that long is no stall.
 	longest time.Duration
 }
@@ -251,68 +261,36 @@ func runLoadtest(ctx context.Context, o loadtestOptions) (*ltReport, error) {
 		return nil, err
 	}
 
-	// The fleet.
+	// The fleet: in this process, or in o.Procs children.
 	agentCtx, stopAgents := context.WithCancel(ctx)
 	var agents sync.WaitGroup
 	defer func() { stopAgents(); agents.Wait() }()
-	sysfs := filepath.Join(o.AgentDir, "sysfs") // no NUMA topology: no cpusets
-	if err := os.MkdirAll(sysfs, 0o755); err != nil {
-		return nil, err
-	}
-	agentLog, err := os.Create(filepath.Join(o.Dir, "agents.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer agentLog.Close()
-	alog := slog.New(slog.NewTextHandler(agentLog, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	lt.t0 = time.Now()
 	_, rssBare, _ := procStat(ctl.cmd.Process.Pid)
-	fmt.Fprintf(o.Out, "loadtest: controller pid %d on %s; starting %d agents × %d GPUs (state in %s)\n",
-		ctl.cmd.Process.Pid, ctl.addr, o.Nodes, o.GPUsPerNode, o.AgentDir)
-	agentOpts := []node.Option{node.WithLogger(alog), node.WithRetryBackoff(200*time.Millisecond, 10*time.Second)}
-	if o.MemoryOutbox {
-		agentOpts = append(agentOpts, node.WithMemoryOutbox())
-	}
-	for i := range o.Nodes {
-		name := fmt.Sprintf("lt%05d", i)
-		tok, err := keys.Issue(auth.Claims{User: name, Role: auth.RoleNode, Node: name}, 24*time.Hour)
+	fmt.Fprintf(o.Out, "loadtest: controller pid %d on %s; starting %d agents × %d GPUs in %d process(es) (state in %s)\n",
+		ctl.cmd.Process.Pid, ctl.addr, o.Nodes, o.GPUsPerNode, o.Procs, o.AgentDir)
+	fc := ltFleet{Addr: ctl.addr, CA: ctl.ca, KeyPath: ctl.cfg.TokenKeyPath(), Cluster: ctl.cfg.Auth.ClusterName,
+		GPUsPerNode: o.GPUsPerNode, Heartbeat: o.Heartbeat, UsageInterval: o.UsageInterval, Ramp: o.Ramp,
+		MemoryOutbox: o.MemoryOutbox, AgentDir: o.AgentDir, Log: filepath.Join(o.Dir, "agents.log")}
+	if o.Procs > 1 {
+		kids, err := lt.startChildren(o, fc)
 		if err != nil {
 			return nil, err
 		}
-		cl, err := lt.client(ctl, tok, hostAddr(i), true)
-		if err != nil {
-			return nil, err
-		}
-		gpus := make([]spec.GPU, o.GPUsPerNode)
-		for g := range gpus {
-			gpus[g] = spec.GPU{Index: g, UUID: fmt.Sprintf("GPU-%s-%d", name, g), Name: "NVIDIA H100 80GB HBM3", Model: "h100", MemMiB: 81559}
-		}
-		rt := &simRuntime{Runtime: fake.New(), lt: lt}
-		a, err := node.New(node.Config{
-			Name:              name,
-			StateDir:          filepath.Join(o.AgentDir, name),
-			Inventory:         spec.Inventory{CPUs: 16 * o.GPUsPerNode, MemMiB: int64(o.GPUsPerNode) * 128 << 10, GPUs: gpus},
-			HeartbeatInterval: o.Heartbeat,
-			PollWait:          30 * time.Second,
-			Hostname:          name,
-			Version:           version,
-			SysfsRoot:         sysfs,
-			UsageInterval:     o.UsageInterval,
-			KillGrace:         time.Second,
-		}, cl, rt, agentOpts...)
-		if err != nil {
-			return nil, err
-		}
+		lt.children = kids
 		agents.Add(1)
 		go func() {
 			defer agents.Done()
-			if err := a.Run(agentCtx); err != nil {
-				o.Log.Error("simulated node agent failed", "node", name, "err", err)
-			}
+			<-agentCtx.Done()
+			kids.stop()
 		}()
-		if o.Ramp > 0 && o.Nodes > 1 && !ltSleep(ctx, o.Ramp/time.Duration(o.Nodes)) {
-			return nil, ctx.Err()
+	} else {
+		fc.To = o.Nodes
+		closeLog, err := fc.start(agentCtx, &agents, lt, o.Log)
+		if err != nil {
+			return nil, err
 		}
+		defer closeLog()
 	}
 	user, err := lt.client(ctl, userTok, net.IPv4(127, 11, 0, 1), false)
 	if err != nil {
@@ -322,8 +300,8 @@ func runLoadtest(ctx context.Context, o loadtestOptions) (*ltReport, error) {
 		return nil, err
 	}
 	fmt.Fprintf(o.Out, "loadtest: %d nodes registered and idle after %s\n", o.Nodes, time.Since(lt.t0).Round(time.Millisecond))
-	goroutines := goruntime.NumGoroutine()
-	_, harnessIdle, _ := procStat(os.Getpid())
+	goroutines := lt.harnessGoroutines()
+	_, harnessIdle, _ := lt.harnessStat()
 
 	// The workload, sampled once a second.
 	samp := newSampler(lt, ctl)
@@ -393,9 +371,20 @@ func runLoadtest(ctx context.Context, o loadtestOptions) (*ltReport, error) {
 func hostAddr(i int) net.IP { return net.IPv4(127, 10+byte(i/62500), byte(i/250%250), byte(i%250+1)) }
 
 // client returns an https client of the controller with token, dialling
-// from src; node clients are metered (heartbeats, event acks).
+// from src.
 func (lt *loadtest) client(ctl *ltController, tok string, src net.IP, meter bool) (*api.Client, error) {
-	cl, err := api.NewClientWith("https://"+ctl.addr, api.ClientOptions{CAFile: ctl.ca, Token: tok})
+	var sink ltSink
+	if meter {
+		sink = lt
+	}
+	return ltClient(ctl.addr, ctl.ca, tok, src, sink)
+}
+
+// ltClient returns an https client of the controller at addr, dialling
+// from src; with a sink, a node client's calls are metered (heartbeats,
+// event acks).
+func ltClient(addr, ca, tok string, src net.IP, sink ltSink) (*api.Client, error) {
+	cl, err := api.NewClientWith("https://"+addr, api.ClientOptions{CAFile: ca, Token: tok})
 	if err != nil {
 		return nil, err
 	}
@@ -406,10 +395,71 @@ func (lt *loadtest) client(ctl *ltController, tok string, src net.IP, meter bool
 	}
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	tr.DialContext = d.DialContext
-	if meter {
-		hc.Transport = &meterRT{base: tr, lt: lt}
+	if sink != nil {
+		hc.Transport = &meterRT{base: tr, sink: sink}
 	}
 	return cl, nil
+}
+
+// ltSink takes what the agents see: the run's own state (agents in this
+// process) or a child's report to its parent (--procs).
+type ltSink interface {
+	// noteStarted: a container of job id started for allocation alloc.
+	noteStarted(id spec.JobID, alloc string, at time.Time)
+	// noteExited: the container of alloc exited (counted: its runtime took
+	// the exit).
+	noteExited(alloc string, at time.Time, counted bool)
+	// noteAcked: the controller acknowledged usage samples and the exits of
+	// allocs.
+	noteAcked(usage int, allocs []string, at time.Time)
+	// noteHeartbeat: one heartbeat answered (ok) or failed.
+	noteHeartbeat(ok bool)
+}
+
+func (lt *loadtest) noteStarted(id spec.JobID, alloc string, at time.Time) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	j := lt.job(id) // a job may start before its submitter hears the ack
+	if j.starts == 0 {
+		j.startAt = at
+		lt.started.Add(1)
+	}
+	j.starts++
+	lt.allocs[alloc] = &ltAlloc{}
+}
+
+func (lt *loadtest) noteExited(alloc string, at time.Time, counted bool) {
+	lt.mu.Lock()
+	if a := lt.allocs[alloc]; a != nil {
+		a.exitAt = at
+	}
+	lt.mu.Unlock()
+	if counted {
+		lt.exited.Add(1)
+	}
+}
+
+func (lt *loadtest) noteAcked(usage int, allocs []string, at time.Time) {
+	lt.usage.Add(int64(usage))
+	if len(allocs) == 0 {
+		return
+	}
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	for _, id := range allocs {
+		if a := lt.allocs[id]; a != nil && a.freeAt.IsZero() {
+			a.freeAt = at
+			lt.freed.Add(1)
+		}
+	}
+}
+
+func (lt *loadtest) noteHeartbeat(ok bool) {
+	if ok {
+		lt.heartbeats.Add(1)
+	} else {
+		lt.hbErrors.Add(1)
+	}
 }
 
 // meterRT counts a node agent's calls as the controller acknowledges
@@ -417,7 +467,7 @@ func (lt *loadtest) client(ctl *ltController, tok string, src net.IP, meter bool
 // controller has taken its exit).
 type meterRT struct {
 	base http.RoundTripper
-	lt   *loadtest
+	sink ltSink
 }
 
 func (m *meterRT) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -434,26 +484,19 @@ func (m *meterRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	ok := err == nil && resp.StatusCode/100 == 2
 	switch {
 	case req.Method == http.MethodPost && strings.HasSuffix(path, "/heartbeat"):
-		if ok {
-			m.lt.heartbeats.Add(1)
-		} else {
-			m.lt.hbErrors.Add(1)
-		}
+		m.sink.noteHeartbeat(ok)
 	case isEvents && ok:
-		now := time.Now()
-		m.lt.mu.Lock()
+		usage := 0
+		var ended []string
 		for _, e := range evs.Events {
 			switch e.Kind {
 			case api.EventUsage:
-				m.lt.usage.Add(1)
+				usage++
 			case api.EventExited:
-				if a := m.lt.allocs[e.AllocID]; a != nil && a.freeAt.IsZero() {
-					a.freeAt = now
-					m.lt.freed.Add(1)
-				}
+				ended = append(ended, e.AllocID)
 			}
 		}
-		m.lt.mu.Unlock()
+		m.sink.noteAcked(usage, ended, time.Now())
 	}
 	return resp, err
 }
@@ -463,7 +506,7 @@ func (m *meterRT) RoundTrip(req *http.Request) (*http.Response, error) {
 // and then exit 0.
 type simRuntime struct {
 	*fake.Runtime
-	lt *loadtest
+	sink ltSink
 }
 
 const envRunMS = "LOADTEST_RUN_MS"
@@ -481,28 +524,10 @@ func (r *simRuntime) Start(ctx context.Context, cfg runtime.TaskConfig) error {
 	}
 	id, _ := strconv.ParseUint(cfg.Labels[node.LabelJob], 10, 64)
 	alloc := cfg.Labels[node.LabelAlloc]
-	lt := r.lt
-	lt.mu.Lock()
-	j := lt.jobs[spec.JobID(id)]
-	if j == nil || j.ackAt.IsZero() && j.sentAt.IsZero() {
-		j = lt.job(spec.JobID(id)) // started before its submitter heard the ack
-	}
-	if j.starts == 0 {
-		j.startAt = now
-		lt.started.Add(1)
-	}
-	j.starts++
-	lt.allocs[alloc] = &ltAlloc{}
-	lt.mu.Unlock()
+	r.sink.noteStarted(spec.JobID(id), alloc, now)
 	time.AfterFunc(time.Duration(ms)*time.Millisecond, func() {
-		lt.mu.Lock()
-		if a := lt.allocs[alloc]; a != nil {
-			a.exitAt = time.Now()
-		}
-		lt.mu.Unlock()
-		if r.Exit(cfg.ID, runtime.ExitStatus{}) {
-			lt.exited.Add(1)
-		}
+		at := time.Now()
+		r.sink.noteExited(alloc, at, r.Exit(cfg.ID, runtime.ExitStatus{}))
 	})
 	return nil
 }
@@ -851,7 +876,15 @@ state = "%%s"
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(o.Gpud, "controller", "--config", path, "--log-level", "warn")
+	args := []string{"controller", "--config", path, "--log-level", "warn"}
+	if o.CtlProfile != "" {
+		p, err := filepath.Abs(o.CtlProfile)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--cpuprofile", p)
+	}
+	cmd := exec.Command(o.Gpud, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -948,6 +981,20 @@ func procStat(pid int) (cpu float64, rss, written int64) {
 		}
 	}
 	return cpu, rss, written
+}
+
+// startCPUProfile starts this process's CPU profile into path; stop
+// finishes and closes it.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create the CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start the CPU profile %s: %w", path, err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // ltSleep waits d or until ctx ends; it reports whether ctx is still live.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpud/gpud/gpud/plot"
@@ -18,7 +20,9 @@ type ltSample struct {
 	acked, started, freed, heartbeats, usage int64
 	cpu                                      float64 // controller CPU seconds so far
 	rss, written, stateDB, acctDB            int64
-	harnessRSS                               int64 // this process (the agents)
+	harnessRSS                               int64   // this process (the agents)
+	harnessCPU                               float64 // this process's CPU seconds so far
+	load1                                    float64 // the machine's 1-minute load average
 }
 
 // ltSampler takes an ltSample every second.
@@ -36,11 +40,11 @@ func newSampler(lt *loadtest, ctl *ltController) *ltSampler {
 
 func (s *ltSampler) take() {
 	cpu, rss, wr := procStat(s.ctl.cmd.Process.Pid)
-	_, hrss, _ := procStat(os.Getpid())
+	hcpu, hrss, _ := s.lt.harnessStat()
 	dir := s.ctl.cfg.Controller.StateDir
 	s.samples = append(s.samples, ltSample{at: time.Now(), acked: s.lt.acked.Load(), started: s.lt.started.Load(),
 		freed: s.lt.freed.Load(), heartbeats: s.lt.heartbeats.Load(), usage: s.lt.usage.Load(),
-		cpu: cpu, rss: rss, harnessRSS: hrss, written: wr, stateDB: dbSize(filepath.Join(dir, "state.db")), acctDB: dbSize(s.ctl.cfg.AccountingPath())})
+		cpu: cpu, rss: rss, harnessRSS: hrss, harnessCPU: hcpu, load1: loadAvg1(), written: wr, stateDB: dbSize(filepath.Join(dir, "state.db")), acctDB: dbSize(s.ctl.cfg.AccountingPath())})
 }
 
 func (s *ltSampler) run(ctx context.Context) {
@@ -72,7 +76,7 @@ func (s *ltSampler) window(from, to time.Time) (a, b ltSample, ok bool) {
 
 // ltReport is what a run measured.
 type ltReport struct {
-	Nodes, GPUsPerNode, Jobs                  int
+	Nodes, GPUsPerNode, Jobs, Procs           int
 	Acked, Rejected                           int64
 	SubmitPerSec                              float64
 	StartsPerSec, StartsPeak, StartsSustained float64
@@ -80,16 +84,23 @@ type ltReport struct {
 	HeartbeatsPerSec, HeartbeatsExpected      float64
 	HeartbeatErrors, UsageSamples             int64
 	CPUWork, CPUHold, CPUPeak5s               float64 // controller cores
-	RSSBare, RSSIdle, RSSPeak, RSSEnd         int64
-	WrittenPerSec                             float64 // controller bytes/s to storage
-	StateGrowth, AcctGrowth                   float64 // bytes/s of the databases (with WAL)
-	StateDB, AcctDB                           int64   // bytes at the end
-	Workload, Hold                            time.Duration
-	HarnessGoroutines                         int
-	HarnessRSSIdle, HarnessRSSPeak            int64
-	Accounted                                 int
-	Lost                                      []string
-	NotUp                                     []string
+	HarnessCPUWork, HarnessCPUHold            float64 // this process's cores
+	// CPUPer1kStarts is the controller's CPU seconds per 1,000 job starts
+	// from when jobs could start to the last exit: the cost of a start,
+	// which a loaded machine slows but does not inflate much.
+	CPUPer1kStarts                    float64
+	HarnessPer1kStarts                float64 // the same for the harness (agents and submitters)
+	LoadMin, LoadMax                  float64 // the machine's 1-minute load average over the run
+	RSSBare, RSSIdle, RSSPeak, RSSEnd int64
+	WrittenPerSec                     float64 // controller bytes/s to storage
+	StateGrowth, AcctGrowth           float64 // bytes/s of the databases (with WAL)
+	StateDB, AcctDB                   int64   // bytes at the end
+	Workload, Hold                    time.Duration
+	HarnessGoroutines                 int
+	HarnessRSSIdle, HarnessRSSPeak    int64
+	Accounted                         int
+	Lost                              []string
+	NotUp                             []string
 }
 
 func pct(ds []time.Duration) [3]time.Duration {
@@ -106,7 +117,7 @@ func pct(ds []time.Duration) [3]time.Duration {
 // last submission was acknowledged, drained when the last exit was.
 func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time) *ltReport {
 	o := lt.o
-	r := &ltReport{Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Acked: lt.acked.Load(), Rejected: lt.rejected.Load(),
+	r := &ltReport{Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Procs: o.Procs, Acked: lt.acked.Load(), Rejected: lt.rejected.Load(),
 		HeartbeatErrors: lt.hbErrors.Load(), UsageSamples: lt.usage.Load()}
 	end := s.samples[len(s.samples)-1].at
 	r.Workload, r.Hold = drained.Sub(wl), end.Sub(drained)
@@ -170,14 +181,24 @@ func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time)
 	if a, b, ok := s.window(wl, drained); ok {
 		d := b.at.Sub(a.at).Seconds()
 		r.CPUWork = (b.cpu - a.cpu) / d
+		r.HarnessCPUWork = (b.harnessCPU - a.harnessCPU) / d
 		r.WrittenPerSec = float64(b.written-a.written) / d
 		r.StateGrowth = float64(b.stateDB-a.stateDB) / d
 		r.AcctGrowth = float64(b.acctDB-a.acctDB) / d
+	}
+	if a, b, ok := s.window(opened, drained); ok && b.started > a.started {
+		r.CPUPer1kStarts = (b.cpu - a.cpu) / float64(b.started-a.started) * 1000
+		r.HarnessPer1kStarts = (b.harnessCPU - a.harnessCPU) / float64(b.started-a.started) * 1000
+	}
+	r.LoadMin = s.samples[0].load1
+	for _, x := range s.samples {
+		r.LoadMin, r.LoadMax = min(r.LoadMin, x.load1), max(r.LoadMax, x.load1)
 	}
 	hbFrom := wl
 	if a, b, ok := s.window(drained, end); ok && r.Hold >= 5*time.Second {
 		d := b.at.Sub(a.at).Seconds()
 		r.CPUHold = (b.cpu - a.cpu) / d
+		r.HarnessCPUHold = (b.harnessCPU - a.harnessCPU) / d
 		hbFrom = drained
 		r.HeartbeatsPerSec = float64(b.heartbeats-a.heartbeats) / d
 	} else if a, b, ok := s.window(hbFrom, end); ok {
@@ -185,6 +206,20 @@ func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time)
 	}
 	r.HeartbeatsExpected = float64(o.Nodes) / o.Heartbeat.Seconds()
 	return r
+}
+
+// loadAvg1 is the machine's 1-minute load average (0 if unreadable).
+func loadAvg1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -199,13 +234,23 @@ func (r *ltReport) print(w io.Writer) {
 	fmt.Fprintf(w, "end→node-free                p50 %s  p99 %s  max %s\n", r.EndFree[0].Round(time.Millisecond), r.EndFree[1].Round(time.Millisecond), r.EndFree[2].Round(time.Millisecond))
 	fmt.Fprintf(w, "heartbeats/s held            %.0f (expected %.0f), %d failed; %d usage samples taken\n", r.HeartbeatsPerSec, r.HeartbeatsExpected, r.HeartbeatErrors, r.UsageSamples)
 	fmt.Fprintf(w, "controller CPU               %.2f cores during the workload, %.2f during the hold, %.2f peak 5-s\n", r.CPUWork, r.CPUHold, r.CPUPeak5s)
-	fmt.Fprintf(w, "controller RSS               %.0f MiB before the fleet, %.0f MiB with it idle (%.1f KiB/node), %.0f MiB peak (%.1f KiB/job over idle), %.0f MiB at the end\n",
-		mib(r.RSSBare), mib(r.RSSIdle), float64(r.RSSIdle-r.RSSBare)/1024/float64(max(r.Nodes, 1)), mib(r.RSSPeak), float64(r.RSSPeak-r.RSSIdle)/1024/float64(max(r.Acked, 1)), mib(r.RSSEnd))
+	if r.CPUPer1kStarts > 0 {
+		fmt.Fprintf(w, "controller CPU per start     %.2f CPU-seconds per 1,000 starts (jobs startable to last exit): %.0f starts per controller core-second; harness %.2f CPU-seconds per 1,000\n",
+			r.CPUPer1kStarts, 1000/r.CPUPer1kStarts, r.HarnessPer1kStarts)
+	}
+	fmt.Fprintf(w, "harness CPU                  %.2f cores during the workload, %.2f during the hold\n", r.HarnessCPUWork, r.HarnessCPUHold)
+	fmt.Fprintf(w, "machine load average (1 min) %.1f–%.1f over the run\n", r.LoadMin, r.LoadMax)
+	perJob := "no jobs"
+	if r.Acked > 0 {
+		perJob = fmt.Sprintf("%.1f KiB/job over idle", float64(r.RSSPeak-r.RSSIdle)/1024/float64(r.Acked))
+	}
+	fmt.Fprintf(w, "controller RSS               %.0f MiB before the fleet, %.0f MiB with it idle (%.1f KiB/node), %.0f MiB peak (%s), %.0f MiB at the end\n",
+		mib(r.RSSBare), mib(r.RSSIdle), float64(r.RSSIdle-r.RSSBare)/1024/float64(max(r.Nodes, 1)), mib(r.RSSPeak), perJob, mib(r.RSSEnd))
 	fmt.Fprintf(w, "controller writes            %.1f MiB/s to storage; state.db %+.1f KiB/s, accounting.db %+.1f KiB/s (with WAL)\n",
 		r.WrittenPerSec/(1<<20), r.StateGrowth/1024, r.AcctGrowth/1024)
 	fmt.Fprintf(w, "database sizes at the end    state.db %.1f MiB, accounting.db %.1f MiB (with WAL)\n", mib(r.StateDB), mib(r.AcctDB))
-	fmt.Fprintf(w, "harness (agents in-process)  %d goroutines (%.1f/node) and %.0f MiB RSS (%.0f KiB/node) with the fleet idle, %.0f MiB peak\n",
-		r.HarnessGoroutines, float64(r.HarnessGoroutines)/float64(max(r.Nodes, 1)), mib(r.HarnessRSSIdle),
+	fmt.Fprintf(w, "harness (agents, %d process) %d goroutines (%.1f/node) and %.0f MiB RSS (%.0f KiB/node) with the fleet idle, %.0f MiB peak\n",
+		max(r.Procs, 1), r.HarnessGoroutines, float64(r.HarnessGoroutines)/float64(max(r.Nodes, 1)), mib(r.HarnessRSSIdle),
 		float64(r.HarnessRSSIdle)/1024/float64(max(r.Nodes, 1)), mib(r.HarnessRSSPeak))
 	if len(r.NotUp) > 0 {
 		fmt.Fprintf(w, "nodes not idle at the end    %d: %v\n", len(r.NotUp), r.NotUp[:min(len(r.NotUp), 10)])

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -73,6 +74,56 @@ func TestLoadtestNothingLost(t *testing.T) {
 	}
 	if fi, err := os.Stat(svg); err != nil || fi.Size() < 1000 {
 		t.Errorf("plot %s: %v (size %v)", svg, err, fi)
+	}
+}
+
+// TestLoadtestProcs runs the agents in two child processes (--procs 2):
+// each child's agents register, start and end their jobs, and the
+// parent, which sees them only through the children's reports, measures
+// and checks the run as with the agents in-process.
+func TestLoadtestProcs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a controller and two agents children")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envLoadtestChild, "1") // for the children only
+	dir := t.TempDir()
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := runLoadtest(ctx, loadtestOptions{
+		Nodes: 10, GPUsPerNode: 4, Jobs: 200, Submitters: 2, JobGPUs: 1, JobDuration: 500 * time.Millisecond,
+		Heartbeat: time.Second, UsageInterval: time.Second, SchedInterval: time.Second, MaxJobsPerCycle: 1000,
+		Timeout: 3 * time.Minute, Dir: filepath.Join(dir, "work"), AgentDir: filepath.Join(dir, "agents"),
+		Gpud: exe, Procs: 2, MemoryOutbox: true, Log: node.TestLogger(t), Out: &out,
+	})
+	if rep != nil {
+		rep.print(&out)
+	}
+	t.Log(out.String())
+	if err != nil {
+		t.Fatalf("loadtest --procs 2: %v", err)
+	}
+	if rep.Acked != 200 || rep.Accounted != 200 || len(rep.Lost) > 0 {
+		t.Errorf("acknowledged %d, accounted once %d of 200; problems: %v", rep.Acked, rep.Accounted, rep.Lost)
+	}
+	if len(rep.NotUp) > 0 {
+		t.Errorf("nodes not idle at the end: %v", rep.NotUp)
+	}
+	if rep.HeartbeatsPerSec <= 0 || rep.SubmitStart[0] <= 0 || rep.EndFree[0] <= 0 || rep.UsageSamples == 0 {
+		t.Errorf("heartbeats/s %g, submit→start p50 %s, end→free p50 %s, usage samples %d: want all measured from the children's reports",
+			rep.HeartbeatsPerSec, rep.SubmitStart[0], rep.EndFree[0], rep.UsageSamples)
+	}
+	if rep.HarnessGoroutines < 10*4 {
+		t.Errorf("harness goroutines %d: want the children's counted (several per agent)", rep.HarnessGoroutines)
+	}
+	for p := range 2 {
+		if _, err := os.Stat(filepath.Join(dir, "work", fmt.Sprintf("agents-child-%d.log", p))); err != nil {
+			t.Errorf("child %d's log: %v", p, err)
+		}
 	}
 }
 

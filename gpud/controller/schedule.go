@@ -110,6 +110,17 @@ func (c *Controller) cycle(ctx context.Context) {
 	start := time.Now()
 	s := &c.sched
 	s.dirty = false
+	if len(c.st.pending) == 0 {
+		// Nothing to place: starts, reasons, reservations and
+		// preemptions are all about pending jobs. A fleet registering
+		// with an empty queue ran a full cycle (a snapshot of every
+		// node) per registration batch: 15 % of the controller's CPU
+		// while 10,000 nodes joined (gpud loadtest). The next pending
+		// job brings a full cycle (inc is dropped: nodes may change).
+		s.inc = nil
+		c.sched.lastDur, c.sched.lastEnd = 0, time.Now()
+		return
+	}
 	tx := newTxn()
 	err := c.safely(fmt.Sprintf("scheduling cycle (snapshot %d)", s.snapID+1), func() error {
 		now := c.now()

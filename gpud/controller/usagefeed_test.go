@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -319,5 +320,44 @@ func TestUsageTotalsDecayLikeAttempts(t *testing.T) {
 	got := f.past()
 	if len(got) != 1 || math.Abs(got[0].Raw-exact.Raw) > 1e-6 || math.Abs(got[0].Decayed-exact.Decayed) > 1e-3*exact.Decayed {
 		t.Errorf("feed %+v; per attempt raw %v decayed %v: want raw equal, decayed within 0.1%%", got, exact.Raw, exact.Decayed)
+	}
+}
+
+// countingUsage is a UsageSource with nothing recorded that counts the
+// reads.
+type countingUsage struct{ reads atomic.Int32 }
+
+func (u *countingUsage) GPUUsage(context.Context, time.Time) ([]spec.GPUUsage, error) {
+	u.reads.Add(1)
+	return nil, nil
+}
+
+func (u *countingUsage) GPUUsageTotals(context.Context, time.Time, time.Time) ([]spec.GPUUsageTotal, error) {
+	return nil, nil
+}
+
+// TestUsageFeedWakesCoalesce: record flushes many times a second (each
+// wakes the feed) cause one refresh per feedMinGap, not one each. Before,
+// 50 wakes over half a second caused ~50 reads of accounting (9 % of the
+// controller's CPU in gpud loadtest's 100,000-job drain).
+func TestUsageFeedWakesCoalesce(t *testing.T) {
+	src := &countingUsage{}
+	h := newHarnessAt(t, newFakeStore(), func(c *Config) { c.SchedInterval = time.Hour }, t0, WithUsageSource(src))
+	h.settle()
+	first := src.reads.Load() // the start-up read
+	for range 50 {
+		h.c.wakeFeed()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := src.reads.Load() - first; n > 2 {
+		t.Errorf("50 wakes in 0.5 s caused %d reads of accounting; want at most 2 (one per %s)", n, feedMinGap)
+	}
+	// The wakes are not lost: a refresh follows within the gap.
+	deadline := time.Now().Add(5 * feedMinGap)
+	for src.reads.Load() == first && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if src.reads.Load() == first {
+		t.Errorf("no refresh within %s of the wakes", 5*feedMinGap)
 	}
 }

@@ -244,7 +244,8 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 
 type callerKey struct{}
 
-// connContext stores the peer's credentials for unix connections.
+// connContext stores the peer's credentials for unix connections, and
+// a token memo for TCP ones.
 func (s *Server) connContext(ctx context.Context, conn net.Conn) context.Context {
 	var cred *syscall.Ucred
 	switch c := conn.(type) {
@@ -257,7 +258,8 @@ func (s *Server) connContext(ctx context.Context, conn net.Conn) context.Context
 		}
 	}
 	if cred == nil {
-		return ctx
+		// TCP: bearer tokens, remembered per connection (verifyToken).
+		return context.WithValue(ctx, tokenMemoKey{}, &tokenMemo{})
 	}
 	who := controller.Caller{UID: cred.Uid, GID: cred.Gid, Known: true, User: s.userName(cred.Uid)}
 	return context.WithValue(ctx, callerKey{}, who)
