@@ -123,7 +123,7 @@ func (c *Cmd) handled(err error, usage string) (bool, error) {
 		fmt.Fprintf(c.Stdout, "Usage: %s %s\ngpud's %s; see docs/slurm-compat.md for what it honours.\n", c.Name, usage, c.Name)
 		return true, nil
 	case errVersion:
-		fmt.Fprintf(c.Stdout, "slurm 22.05.0 (gpud)\n")
+		fmt.Fprintln(c.Stdout, api.SlurmVersion)
 		return true, nil
 	}
 	return false, err

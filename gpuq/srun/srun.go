@@ -302,6 +302,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		_, _ = io.WriteString(stdout, Usage)
 		return 0
 	}
+	if len(args) == 2 && (args[1] == "--version" || args[1] == "-V") {
+		fmt.Fprintln(stdout, api.SlurmVersion)
+		return 0
+	}
 	o, err := parse(args[1:])
 	if err != nil {
 		fmt.Fprintln(stderr, err)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -66,6 +67,10 @@ func boolWord(b bool) string {
 func Main(ctx context.Context, name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// Messages echo text from the controller: escaped when printed.
 	stdout, stderr = termsafe.New(stdout), termsafe.New(stderr)
+	if name == "sbatch" && len(args) == 2 && (args[1] == "--version" || args[1] == "-V") {
+		fmt.Fprintln(stdout, api.SlurmVersion)
+		return 0
+	}
 	words := Args(args)
 	if in, ok := fastInvocation(name, words); ok {
 		in.ctx, in.stdin, in.stdout, in.stderr = ctx, stdin, stdout, stderr

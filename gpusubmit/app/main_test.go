@@ -122,3 +122,14 @@ func TestMainDefaultController(t *testing.T) {
 		t.Errorf("no $%s: controller %q, want %s", api.EnvController, in.controller, DefaultController)
 	}
 }
+
+// TestSbatchVersion: sbatch --version and -V print the Slurm release gpud
+// follows, as Slurm's sbatch does (tools parse it); they were refused.
+func TestSbatchVersion(t *testing.T) {
+	for _, flag := range []string{"--version", "-V"} {
+		var out, errb bytes.Buffer
+		if code := Main(context.Background(), "sbatch", []string{"sbatch", flag}, nil, &out, &errb); code != 0 || out.String() != api.SlurmVersion+"\n" {
+			t.Errorf("sbatch %s: exit %d %q %q; want %q", flag, code, out.String(), errb.String(), api.SlurmVersion)
+		}
+	}
+}
