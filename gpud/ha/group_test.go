@@ -235,6 +235,28 @@ func replicaJobs(t testing.TB, m *member) map[spec.JobID]spec.JobState {
 	return out
 }
 
+// wipe stops follower f and empties its directory, then submits n more
+// jobs through leader l and waits until l has taken a snapshot (the
+// group's tune must snapshot often): f, started again, must install it.
+func wipe(t testing.TB, l, f *member, n int) {
+	t.Helper()
+	f.stop()
+	if err := os.RemoveAll(f.dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(f.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	submit(t, l, n)
+	waitFor(t, 10*time.Second, "a snapshot on the leader", func() bool { return len(snapshots(l)) > 0 })
+}
+
+// snapshots are the Raft snapshots m holds.
+func snapshots(m *member) []string {
+	snaps, _ := filepath.Glob(filepath.Join(m.dir, "raft", "snapshots", "*", "state.bin"))
+	return snaps
+}
+
 func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -363,22 +385,11 @@ func TestEmptyMemberCatchesUpFromSnapshot(t *testing.T) {
 		}
 	}
 	submit(t, l, 50)
-	f.stop()
-	if err := os.RemoveAll(f.dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(f.dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	submit(t, l, 50)
-	waitFor(t, 10*time.Second, "a snapshot on the leader", func() bool {
-		snaps, _ := filepath.Glob(filepath.Join(l.dir, "raft", "snapshots", "*", "state.bin"))
-		return len(snaps) > 0
-	})
+	wipe(t, l, f, 50)
 	f.start()
 	want := replicaJobs(t, l)
 	waitFor(t, 15*time.Second, "the new member has all 100 jobs", func() bool { return len(replicaJobs(t, f)) == len(want) && len(want) == 100 })
-	if snaps, _ := filepath.Glob(filepath.Join(f.dir, "raft", "snapshots", "*", "state.bin")); len(snaps) == 0 {
+	if len(snapshots(f)) == 0 {
 		t.Error("the new member caught up without installing a snapshot; the test no longer shows snapshot catch-up")
 	}
 	for id, st := range replicaJobs(t, f) {
@@ -638,27 +649,16 @@ func TestGroupConfigReplicated(t *testing.T) {
 	}
 
 	// Wiped and caught up from a snapshot taken after the entry.
-	f.stop()
-	if err := os.RemoveAll(f.dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(f.dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	wipe(t, l, f, 40)
 	mu.Lock()
 	delete(heard, f.id)
 	mu.Unlock()
-	submit(t, l, 40)
-	waitFor(t, 10*time.Second, "a snapshot on the leader", func() bool {
-		snaps, _ := filepath.Glob(filepath.Join(l.dir, "raft", "snapshots", "*", "state.bin"))
-		return len(snaps) > 0
-	})
 	f.start()
 	waitFor(t, 15*time.Second, "the wiped member hears the configuration from the snapshot", func() bool { return lastHeard(f.id) == want })
 	if got := string(f.g.GroupConfig()); got != want {
 		t.Errorf("the wiped member's GroupConfig %q; want %q", got, want)
 	}
-	if snaps, _ := filepath.Glob(filepath.Join(f.dir, "raft", "snapshots", "*", "state.bin")); len(snaps) == 0 {
+	if len(snapshots(f)) == 0 {
 		t.Error("the wiped member caught up without installing a snapshot; the test no longer shows the snapshot carrying the configuration")
 	}
 }
