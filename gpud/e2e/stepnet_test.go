@@ -173,10 +173,14 @@ func TestStepTicketOtherUserRefused(t *testing.T) {
 		t.Errorf("bob's job started a step in alice's allocation, or was not told why not:\n%s", out)
 	}
 	t.Logf("bob's job: %s", out)
-	// Alice's salloc ends on SIGTERM and releases the allocation.
+	// Alice's salloc ends on SIGTERM and releases the allocation: its
+	// command, sent the SIGTERM, dies of it, so the job ends FAILED with
+	// signal 15 (the command's status, as Slurm's salloc completes it).
 	_ = sa.Process.Signal(syscall.SIGTERM)
 	_ = sa.Wait()
-	c.waitState(id, 30*time.Second, "CANCELLED", "COMPLETED")
+	if j := c.waitState(id, 30*time.Second, "CANCELLED", "COMPLETED", "FAILED"); j["state"] != "FAILED" || j["exit_signal"] != float64(15) {
+		t.Errorf("alice's allocation after salloc's SIGTERM: %v signal %v (%v); want FAILED by signal 15", j["state"], j["exit_signal"], j["reason"])
+	}
 	if !strings.Contains(saOut.String(), "Relinquishing job allocation "+id) {
 		t.Errorf("salloc did not release its allocation on SIGTERM:\n%s", saOut.String())
 	}
