@@ -26,7 +26,7 @@ import (
 //	exclude      node in --exclude                      → excluded
 //	constraint   node lacks a --constraint feature      → constraint F
 //	rdma         too few RDMA NICs for --rdma           → too few RDMA NICs
-//	mig          MIG jobs are placed by placeMIG        → MIG
+//	mig          MIG jobs are placed by placeMIG        → no room for a 3g.40gb MIG job
 //	cpus         fewer CPUs than --cpus-per-task        → too few CPUs
 //	memory       less memory than --mem                 → too little memory
 //	gpus         fewer GPUs of the model than asked     → too few h100 GPUs
@@ -206,7 +206,8 @@ func (r NodeReason) text(j *Job) string {
 	case NodeTooFewNICs:
 		return "too few RDMA NICs"
 	case NodeMIG:
-		return "MIG"
+		// The node passed the static filters; placeMIG found no room.
+		return "no room for a " + j.Req.GPUProfile + " MIG job"
 	case NodeTooFewCPUs:
 		return "too few CPUs"
 	case NodeTooLittleMem:

@@ -347,6 +347,9 @@ func (c *cycle) decideMIG(j *Job, dur int64) {
 		c.startMIG(j, allocs, nodes, dur)
 		return
 	}
+	// Counted per node like any job (filters.go): the static filters'
+	// reasons, and NodeMIG for the nodes with no room for the slices.
+	c.unplaced = append(c.unplaced, unplaced{j: j, m: c.memoFor(j)})
 	p := Pending{JobID: j.ID, Detail: fmt.Sprintf("needs %s; %d of %d nodes fit now", describeMIG(j.Req), fitting, len(c.nodes))}
 	if !c.blocked {
 		p.Reason = spec.ReasonResources
