@@ -108,15 +108,8 @@ func (g *stepLedger) take(req api.StepRequest, l layout) (stepGrant, bool) {
 			return stepGrant{}, false
 		}
 	}
-	if !gr.held {
-		return gr, true
-	}
-	for i, nd := range l.nodes {
-		u := g.nodes[nd.Node]
-		u.cpus += gr.cpus[i]
-		for _, k := range gr.gpus[i] {
-			u.gpus[k] = true
-		}
+	if gr.held {
+		g.mark(l, gr, true)
 	}
 	return gr, true
 }
@@ -145,12 +138,23 @@ func (g *stepLedger) book(l layout, gr stepGrant) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.mark(l, gr, true)
+}
+
+// mark books (held) or returns a held grant's CPUs and GPUs; g.mu is
+// held. A GPU index outside the node's devices (a grant read back from a
+// step record) is skipped.
+func (g *stepLedger) mark(l layout, gr stepGrant, held bool) {
 	for i, nd := range l.nodes {
 		u := g.use(nd)
-		u.cpus += gr.cpus[i]
+		if held {
+			u.cpus += gr.cpus[i]
+		} else {
+			u.cpus -= gr.cpus[i]
+		}
 		for _, k := range gr.gpus[i] {
 			if k >= 0 && k < len(u.gpus) {
-				u.gpus[k] = true
+				u.gpus[k] = held
 			}
 		}
 	}
@@ -163,18 +167,7 @@ func (g *stepLedger) give(l layout, gr stepGrant) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for i, nd := range l.nodes {
-		u := g.nodes[nd.Node]
-		if u == nil {
-			continue
-		}
-		u.cpus -= gr.cpus[i]
-		for _, k := range gr.gpus[i] {
-			if k >= 0 && k < len(u.gpus) {
-				u.gpus[k] = false
-			}
-		}
-	}
+	g.mark(l, gr, false)
 	close(g.changed)
 	g.changed = make(chan struct{})
 }
