@@ -204,6 +204,18 @@ func (g *group) leader(within time.Duration) *member {
 	return nil
 }
 
+// follower is a member other than l (the last such, as the tests
+// always picked).
+func (g *group) follower(l *member) *member {
+	var f *member
+	for _, m := range g.members {
+		if m != l {
+			f = m
+		}
+	}
+	return f
+}
+
 func js(name string) spec.JobSpec {
 	return spec.JobSpec{Name: name, Script: "#!/bin/sh\necho hi\n", WorkDir: "/tmp", Requeue: true}
 }
@@ -280,12 +292,7 @@ func TestGroupReplicatesAndFailsOver(t *testing.T) {
 		waitFor(t, 5*time.Second, "member "+m.id+" has the 20 jobs", func() bool { return len(replicaJobs(t, m)) == 20 })
 	}
 
-	var f *member
-	for _, m := range g.members {
-		if m != l {
-			f = m
-		}
-	}
+	f := g.follower(l)
 	_, err := f.client().Submit(context.Background(), api.SubmitRequest{Job: js("x")})
 	if !errors.Is(err, spec.ErrNotLeader) {
 		t.Fatalf("submit to follower %s: %v; want not_leader", f.id, err)
@@ -378,12 +385,7 @@ func TestEmptyMemberCatchesUpFromSnapshot(t *testing.T) {
 	}
 	g := startGroup(t, 3, tune)
 	l := g.leader(10 * time.Second)
-	var f *member
-	for _, m := range g.members {
-		if m != l {
-			f = m
-		}
-	}
+	f := g.follower(l)
 	submit(t, l, 50)
 	wipe(t, l, f, 50)
 	f.start()
@@ -486,12 +488,7 @@ func TestAddRemoveMember(t *testing.T) {
 		tune:  func(c *ha.Config) { c.Join = true }}
 	d.start()
 	t.Cleanup(d.stop)
-	var f *member
-	for _, m := range g.members {
-		if m != l {
-			f = m
-		}
-	}
+	f := g.follower(l)
 	self := d.peers[len(d.peers)-1]
 	add := api.ControllerMember{ID: self.ID, RaftAddress: self.Raft, APIAddress: self.API}
 	if err := f.g.AddMember(context.Background(), add); !errors.Is(err, spec.ErrNotLeader) {
@@ -573,12 +570,7 @@ func TestCommitErrorsReachClients(t *testing.T) {
 func TestFollowerRefreshesOnRead(t *testing.T) {
 	g := startGroup(t, 3, nil)
 	l := g.leader(10 * time.Second)
-	var f *member
-	for _, m := range g.members {
-		if m != l {
-			f = m
-		}
-	}
+	f := g.follower(l)
 	submit(t, l, 20)
 	waitFor(t, 5*time.Second, "follower's state.db has the 20 jobs", func() bool { return len(replicaJobs(t, f)) == 20 })
 	time.Sleep(2 * time.Second) // two refresh periods of the old ticker
@@ -627,12 +619,7 @@ func TestGroupConfigReplicated(t *testing.T) {
 	}
 	g := startGroup(t, 3, tune)
 	l := g.leader(10 * time.Second)
-	var f *member
-	for _, m := range g.members {
-		if m != l {
-			f = m
-		}
-	}
+	f := g.follower(l)
 	err := f.g.CommitConfig([]byte(`{"v":0}`))
 	if !errors.Is(err, spec.ErrNotLeader) || !strings.Contains(err.Error(), "reload there") {
 		t.Errorf("a follower commits a configuration: %v; want not_leader saying to reload on the leader", err)
