@@ -6,9 +6,9 @@ LDFLAGS := -X main.version=$(VERSION)
 export CGO_ENABLED := 1
 # go-nvml's headers use deprecated declarations; the warnings are noise.
 export CGO_CFLAGS := -Wno-deprecated-declarations
-BINARIES := gpud gpusubmit gpuq
-# Slurm's command names: links to the CLIs, which act by the name they run as.
-SBATCH_NAMES := sbatch
+BINARIES := gpud gpusubmit gpuq sbatch
+# Slurm's command names: links to gpuq, which acts by the name it runs as.
+# sbatch is a program of its own (gpusubmit/quick says why).
 GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio sshare sreport
 PREFIX ?= /usr/local
 PKGS := ./...
@@ -18,7 +18,7 @@ PKGS := ./...
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-build: ## Build bin/gpud, bin/gpusubmit and bin/gpuq, with Slurm's names (sbatch squeue ...) linked to them.
+build: ## Build bin/gpud, bin/gpusubmit, bin/gpuq and bin/sbatch, with Slurm's other names (squeue ...) linked to gpuq.
 	@mkdir -p bin
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/gpud ./gpud
 	@# The CLIs need no cgo: static binaries start faster (gpusubmit runs
@@ -27,13 +27,16 @@ build: ## Build bin/gpud, bin/gpusubmit and bin/gpuq, with Slurm's names (sbatch
 	@# whose blackfriday init cost about 0.45 ms of every run.
 	CGO_ENABLED=0 $(GO) build -tags urfave_cli_no_docs -ldflags '$(LDFLAGS)' -o bin/gpusubmit ./gpusubmit
 	CGO_ENABLED=0 $(GO) build -tags urfave_cli_no_docs -ldflags '$(LDFLAGS)' -o bin/gpuq ./gpuq
-	@for n in $(SBATCH_NAMES); do ln -sfn gpusubmit bin/$$n; done
+	@# sbatch: the one-shot submission path without the HTTP, TLS and CLI
+	@# stacks (half the start of gpusubmit); it runs gpusubmit for the rest.
+	@rm -f bin/sbatch # was a link to gpusubmit: go build would write through it
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/sbatch ./gpusubmit/sbatch
 	@for n in $(GPUQ_NAMES); do ln -sfn gpuq bin/$$n; done
 
 install: build ## Install the binaries and Slurm's command names (links) into $(PREFIX)/bin (PREFIX=/usr/local).
 	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 bin/gpud bin/gpusubmit bin/gpuq $(DESTDIR)$(PREFIX)/bin/
-	@for n in $(SBATCH_NAMES); do ln -sfn gpusubmit $(DESTDIR)$(PREFIX)/bin/$$n; done
+	rm -f $(DESTDIR)$(PREFIX)/bin/sbatch # a link to gpusubmit before: install would write through it
+	install -m 0755 bin/gpud bin/gpusubmit bin/gpuq bin/sbatch $(DESTDIR)$(PREFIX)/bin/
 	@for n in $(GPUQ_NAMES); do ln -sfn gpuq $(DESTDIR)$(PREFIX)/bin/$$n; done
 
 deps: ## Install containerd, runc, busybox-static and gcc when missing (Debian, root).

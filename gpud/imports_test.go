@@ -141,3 +141,23 @@ func TestImportBoundaries(t *testing.T) {
 		}
 	}
 }
+
+// TestSbatchLinksNoHTTPStack: bin/sbatch exists to start fast, so the
+// packages it is built from must not reach, even transitively, the
+// packages whose initialisation it avoids (gpusubmit/quick says why).
+// Boundaries checks the standard library only as direct imports; this
+// checks the whole program.
+func TestSbatchLinksNoHTTPStack(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../gpusubmit/sbatch").Output()
+	if err != nil {
+		t.Fatalf("go list -deps gpusubmit/sbatch: %v", err)
+	}
+	heavy := []string{"net", "net/http", "crypto/tls", "crypto/x509", "github.com/urfave/cli/v2", module + "/gpud/api"}
+	for dep := range strings.FieldsSeq(string(out)) {
+		for _, h := range heavy {
+			if dep == h {
+				t.Errorf("gpusubmit/sbatch links %s: sbatch's start would pay its initialisation again", dep)
+			}
+		}
+	}
+}

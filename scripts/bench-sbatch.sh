@@ -2,7 +2,9 @@
 # sbatch in a shell loop, one submitter, held jobs (issue 14): submissions/s
 # over RUNS runs of N, against gpud standalone (no nodes), every answer
 # durable (SQLite WAL, synchronous=FULL). Beside it: the start cost of
-# sbatch --help and of /bin/true, and sbatch's heaviest inits.
+# sbatch -V (bin/sbatch, the one-shot program), gpusubmit --help (the
+# full CLI, which sbatch hands the rest to) and /bin/true, and sbatch's
+# heaviest inits.
 #   scripts/bench-sbatch.sh            # RUNS=5 N=300
 #   RUNS=3 N=1000 scripts/bench-sbatch.sh
 set -uo pipefail
@@ -23,9 +25,10 @@ now() { date +%s.%N; }
 
 echo "== start cost (200 runs each; load: $(cut -d' ' -f1-3 /proc/loadavg))"
 t0=$(now); for _ in $(seq 200); do /bin/true; done; t1=$(now)
-for _ in $(seq 200); do sbatch --help >/dev/null; done; t2=$(now)
-awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN { printf "   /bin/true %.2f ms, sbatch --help %.2f ms\n", (b-a)*5, (c-b)*5 }'
-GODEBUG=inittrace=1 sbatch --help 2>&1 >/dev/null | awk '/^init/ {t += $5; print} END {printf "   inits: %.2f ms in all\n", t}' |
+for _ in $(seq 200); do sbatch -V >/dev/null; done; t2=$(now)
+for _ in $(seq 200); do gpusubmit --help >/dev/null; done; t3=$(now)
+awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" 'BEGIN { printf "   /bin/true %.2f ms, sbatch -V %.2f ms, gpusubmit --help %.2f ms\n", (b-a)*5, (c-b)*5, (d-c)*5 }'
+GODEBUG=inittrace=1 sbatch -V 2>&1 >/dev/null | awk '/^init/ {t += $5; print} END {printf "   inits: %.2f ms in all\n", t}' |
 	sort -k5 -g -r | awk '/^init/ && n++ < 3 {print "   " $0} /inits:/ {print}'
 
 echo "== sbatch --hold --parsable --wrap true in a shell loop: $runs runs of $n"

@@ -21,10 +21,6 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 )
 
-// EnvController names the environment variable that holds the controller
-// address when --controller is not given.
-const EnvController = "GPUD_CONTROLLER"
-
 // Client talks to a gpud controller. It is safe for concurrent use.
 type Client struct {
 	base string
@@ -230,40 +226,6 @@ func ReadTokenFile(path string) (string, error) {
 
 // HTTPClient exposes the underlying client so callers can set TLS options.
 func (c *Client) HTTPClient() *http.Client { return c.hc }
-
-// Error is an API error with the controller's message; errors.Is matches
-// the spec kind its code maps to.
-type Error struct {
-	Status  int
-	Code    string
-	Message string
-}
-
-func (e *Error) Error() string { return e.Message }
-
-// Is maps wire codes back to spec kinds.
-func (e *Error) Is(target error) bool { return target == CodeKind(e.Code) }
-
-// CodeKind maps a wire code to its spec error kind.
-func CodeKind(code string) error {
-	switch code {
-	case CodeNotFound:
-		return spec.ErrNotFound
-	case CodeInvalid:
-		return spec.ErrInvalid
-	case CodeConflict:
-		return spec.ErrConflict
-	case CodeUnavailable:
-		return spec.ErrUnavailable
-	case CodePermissionDenied:
-		return spec.ErrPermissionDenied
-	case CodeRefused:
-		return spec.ErrRefused
-	case CodeNotLeader:
-		return spec.ErrNotLeader
-	}
-	return nil
-}
 
 // KindCode maps an error to its wire code and HTTP status.
 func KindCode(err error) (code string, status int) {

@@ -6,51 +6,6 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 )
 
-// Version is the path prefix of this API.
-const Version = "v1"
-
-// ErrorBody is the JSON body of every non-2xx response.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
-
-// ErrorDetail says what went wrong. Code is one of the Code* constants and
-// maps back to a spec error kind on the client.
-type ErrorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// Error codes on the wire.
-const (
-	CodeNotFound         = "not_found"
-	CodeInvalid          = "invalid"
-	CodeConflict         = "conflict"
-	CodeUnavailable      = "unavailable"
-	CodePermissionDenied = "permission_denied"
-	CodeRefused          = "refused"
-	CodeInternal         = "internal"
-	// CodeNotLeader (HTTP 421 Misdirected Request) answers a write or a
-	// node-protocol call sent to a controller that is not the Raft leader.
-	// HeaderLeader names the leader's API address when one is known (empty
-	// during an election); the client retries there, or at the next address
-	// of its list.
-	CodeNotLeader = "not_leader"
-)
-
-// Headers of an HA controller group (issue 16).
-const (
-	// HeaderLeader is the leader's API address (e.g. https://10.0.0.1:6817)
-	// on a not_leader answer, and on every answer of a follower.
-	HeaderLeader = "Gpud-Leader"
-	// HeaderIdempotencyKey names one submission (SubmitRequest.
-	// IdempotencyKey): at most MaxIdempotencyKey printable ASCII bytes.
-	HeaderIdempotencyKey = "Idempotency-Key"
-	// HeaderStale is "true" on reads a follower answered from its replica,
-	// which may lag the leader.
-	HeaderStale = "Gpud-Stale"
-)
-
 // ControllersResponse is GET /v1/controllers: the members of the
 // controller group and the leader. A single controller (no [ha]) lists
 // itself as the leader.
@@ -79,29 +34,6 @@ type ControllerMember struct {
 	// LastContact is the leader's last contact with this member (RFC 3339),
 	// "" for the leader itself or when unknown.
 	LastContact string `json:"last_contact,omitempty"`
-}
-
-// SubmitRequest is POST /v1/jobs.
-type SubmitRequest struct {
-	Job spec.JobSpec `json:"job"`
-	// TestOnly validates and estimates without keeping the job.
-	TestOnly bool `json:"test_only,omitempty"`
-	// IdempotencyKey, sent as the Idempotency-Key header, names this
-	// submission (NewIdempotencyKey): the controller makes one job per
-	// key and user and answers a resend with the first job's ids, so a
-	// client may send it again after a lost connection or a 503.
-	IdempotencyKey string `json:"-"`
-}
-
-// SubmitResponse answers a submission. IDs has one entry per array task
-// (or one for a plain job); ID is the first.
-type SubmitResponse struct {
-	ID  spec.JobID   `json:"id"`
-	IDs []spec.JobID `json:"ids,omitempty"`
-	// For TestOnly: when and where the job would start.
-	ExpectedStart spec.Time `json:"expected_start"`
-	Nodes         []string  `json:"nodes,omitempty"`
-	Message       string    `json:"message,omitempty"`
 }
 
 // JobFilter selects jobs for GET /v1/jobs. Zero fields match everything;

@@ -53,8 +53,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	for _, b := range []string{"gpud", "gpusubmit", "gpuq"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "github.com/gpud/gpud/"+b)
+	// As make build: sbatch is gpusubmit/sbatch, a program of its own.
+	for b, pkg := range map[string]string{"gpud": "gpud", "gpusubmit": "gpusubmit", "gpuq": "gpuq", "sbatch": "gpusubmit/sbatch"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "github.com/gpud/gpud/"+pkg)
 		cmd.Env = append(os.Environ(), "CGO_CFLAGS=-Wno-deprecated-declarations")
 		if b != "gpud" {
 			cmd.Env = append(cmd.Env, "CGO_ENABLED=0") // as make build: static CLIs
@@ -65,7 +66,7 @@ func run(m *testing.M) int {
 		}
 	}
 	// Slurm's names, linked as make build links them.
-	for link, target := range map[string]string{"sbatch": "gpusubmit", "srun": "gpuq", "salloc": "gpuq", "squeue": "gpuq", "scancel": "gpuq", "sacct": "gpuq", "scontrol": "gpuq", "sinfo": "gpuq", "sacctmgr": "gpuq", "sprio": "gpuq", "sshare": "gpuq", "sreport": "gpuq"} {
+	for link, target := range map[string]string{"srun": "gpuq", "salloc": "gpuq", "squeue": "gpuq", "scancel": "gpuq", "sacct": "gpuq", "scontrol": "gpuq", "sinfo": "gpuq", "sacctmgr": "gpuq", "sprio": "gpuq", "sshare": "gpuq", "sreport": "gpuq"} {
 		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

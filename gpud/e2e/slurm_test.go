@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpud/gpud/gpud/api"
 )
 
 // TestSlurmNames drives a real cluster through Slurm's command names as a
@@ -69,5 +72,35 @@ echo finished
 		quiet + "|wrap|COMPLETED|0:0\n" + quiet + ".batch|batch|COMPLETED|0:0\n"
 	if r.stdout != want {
 		t.Errorf("sacct -P:\n%s\nwant:\n%s", r.stdout, want)
+	}
+}
+
+// TestSbatchHandsOff: bin/sbatch sends a plain submission itself and runs
+// the full gpusubmit, as sbatch, for what it does not take: --help, and a
+// script read from standard input whose directives ask for --wait (the
+// script already read goes to gpusubmit in memory; the exit status is the
+// job's).
+func TestSbatchHandsOff(t *testing.T) {
+	c := startCluster(t, 1)
+	work := t.TempDir()
+	if r := c.cli(work, "sbatch", "--help"); r.code != 0 || !strings.Contains(r.stdout, "sbatch - submit a batch job to gpud") {
+		t.Errorf("sbatch --help: exit %d, %q, %s", r.code, r.stdout, r.stderr)
+	}
+	if r := c.cli(work, "sbatch", "-V"); r.code != 0 || r.stdout != "slurm 22.05.0 (gpud)\n" {
+		t.Errorf("sbatch -V: exit %d, %q, %s", r.code, r.stdout, r.stderr)
+	}
+	cmd := exec.Command(filepath.Join(binDir, "sbatch"), "--parsable")
+	cmd.Dir, cmd.Env = work, append(os.Environ(), api.EnvController+"="+c.addr)
+	cmd.Stdin = strings.NewReader("#!/bin/sh\n#SBATCH --wait -J waited\necho from stdin\nexit 3\n")
+	r := runCommand(t, cmd, "sbatch --parsable < script with --wait")
+	if r.code != 3 {
+		t.Fatalf("sbatch with #SBATCH --wait from stdin: exit %d, want the job's 3 (stdout %q, stderr %s)", r.code, r.stdout, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	if b, _ := os.ReadFile(filepath.Join(work, "slurm-"+id+".out")); string(b) != "from stdin\n" {
+		t.Errorf("job %s wrote %q, want the script's echo", id, b)
+	}
+	if j := c.showJob(id); j["name"] != "waited" {
+		t.Errorf("job %s is named %v, want the script's -J waited", id, j["name"])
 	}
 }

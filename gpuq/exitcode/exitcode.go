@@ -2,43 +2,24 @@ package exitcode
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"strings"
 
 	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpuq/exitstatus"
 	"github.com/urfave/cli/v2"
 )
 
 // Exit statuses of gpusubmit and gpuq.
 const (
-	OK      = 0
-	Runtime = 1
-	Usage   = 2
-	Refused = 3
+	OK      = exitstatus.OK
+	Runtime = exitstatus.Runtime
+	Usage   = exitstatus.Usage
+	Refused = exitstatus.Refused
 )
 
-// Code returns the exit status for err. An error that carries its own code
-// (cli.ExitCoder, used by gpusubmit --wait to pass a job's exit code
-// through) keeps it. Invalid beats Refused beats the rest, so a joined error
-// (gpuq cancel 1 2 3) reports the most actionable problem.
-func Code(err error) int {
-	if err == nil {
-		return OK
-	}
-	var ec cli.ExitCoder
-	if errors.As(err, &ec) {
-		return ec.ExitCode()
-	}
-	switch {
-	case errors.Is(err, spec.ErrInvalid):
-		return Usage
-	case errors.Is(err, spec.ErrPermissionDenied), errors.Is(err, spec.ErrRefused):
-		return Refused
-	}
-	return Runtime
-}
+// Code returns the exit status for err (exitstatus.Code): a cli.ExitCoder
+// keeps its own code; Invalid beats Refused beats the rest.
+func Code(err error) int { return exitstatus.Code(err) }
 
 // Main runs app with args until ctx ends, prints any error to stderr as
 // "<prog>: <line>" (one line per joined error) and returns the exit status
@@ -51,20 +32,7 @@ func Main(ctx context.Context, app *cli.App, args []string, stderr io.Writer) in
 }
 
 // Print writes err for users: each line prefixed with prog.
-func Print(w io.Writer, prog string, err error) {
-	if err == nil {
-		return
-	}
-	msg := strings.TrimSpace(err.Error())
-	if msg == "" {
-		return
-	}
-	for line := range strings.SplitSeq(msg, "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			fmt.Fprintf(w, "%s: %s\n", prog, line)
-		}
-	}
-}
+func Print(w io.Writer, prog string, err error) { exitstatus.Print(w, prog, err) }
 
 // UsageError is an urfave/cli OnUsageError hook that turns flag-parsing
 // errors ("flag provided but not defined: -foo") into spec.ErrInvalid so

@@ -27,6 +27,8 @@ type Request struct {
 	Path   string
 	Query  string
 	Body   []byte
+	// Key is the Idempotency-Key header, "" when none was sent.
+	Key string
 }
 
 // Server is a fake controller. Set its fields before the CLI runs; they
@@ -203,7 +205,7 @@ func (s *Server) mux() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
-		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: body})
+		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: body, Key: r.Header.Get(api.HeaderIdempotencyKey)})
 		s.mu.Unlock()
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		m.ServeHTTP(w, r)

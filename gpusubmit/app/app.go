@@ -1,26 +1,21 @@
 package app
 
 import (
-	"errors"
 	"fmt"
+
 	"github.com/gpud/gpud/gpuq/termsafe"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpuq/exitcode"
 	"github.com/gpud/gpud/gpusubmit/directive"
+	"github.com/gpud/gpud/gpusubmit/submission"
 	"github.com/urfave/cli/v2"
 )
 
 // DefaultController is the address used when neither --controller nor
 // GPUD_CONTROLLER is set.
-const DefaultController = "unix:///run/gpud/gpud.sock"
+const DefaultController = submission.DefaultController
 
 // ControllerFlag is the --controller flag both CLIs share.
 func ControllerFlag() *cli.StringFlag {
@@ -31,10 +26,6 @@ func ControllerFlag() *cli.StringFlag {
 		Value:   DefaultController,
 	}
 }
-
-// maxScriptBytes bounds what is read and sent: a batch script is a few
-// kilobytes; megabytes mean a wrong file (a binary, a dataset).
-const maxScriptBytes = 4 << 20
 
 // New returns gpusubmit's cli.App.
 func New() *cli.App {
@@ -130,153 +121,29 @@ type sliceFlag struct {
 
 func (f sliceFlag) Names() []string { return f.names }
 
-func invalid(format string, args ...any) error { return spec.Errorf(spec.ErrInvalid, format, args...) }
-
 func submit(c *invocation) error {
-	// Every problem is reported in one pass: the command line's, the
-	// script's directives' and the options' values together.
-	var errs []error
-	for _, p := range c.problems {
-		errs = append(errs, invalid("command line: %s", p))
-	}
-	name, text, args, err := readScript(c)
+	p, err := submission.Prepare(c.Invocation)
 	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	sc, err := directive.ParseScript(name, text)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	opts := sc.Options
-	for _, d := range directive.Options {
-		v, set := c.values[d.Name]
-		if d.Name == "wrap" || !set {
-			continue
-		}
-		opts = append(opts, directive.Option{Name: d.Name, Value: v, Source: directive.CommandLine})
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return fmt.Errorf("find the submit directory: %w; run gpusubmit from a directory that exists", err)
-	}
-	req, err := directive.Build(opts, directive.Env{Now: time.Now(), Cwd: cwd, Environ: os.Environ(), ScriptName: name, Slurm: c.name == "sbatch"})
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	for _, w := range append(sc.Warnings, req.Warnings...) {
-		fmt.Fprintf(c.stderr, "%s: warning: %s\n", c.name, w)
-	}
-	req.Spec.Script = string(text)
-	req.Spec.Args = args
-	// The checks the server and the controller run (spec.JobSpec.Validate),
-	// here first, each at the line or flag that gave the value.
-	if err := directive.Check(&req.Spec, opts); err != nil {
 		return err
 	}
-
 	// One request (a few more with --wait) and the process exits: no
 	// connection pool, no transport goroutines.
-	client, err := api.NewClientWith(c.controller, api.ClientOptions{OneShot: true})
+	client, err := api.NewClientWith(c.Controller, api.ClientOptions{OneShot: true})
 	if err != nil {
 		return err
 	}
 	// A random key names this submission, so the client may send it again
 	// when the connection breaks or a controller group fails over before
 	// the answer came: the controller makes one job per key.
-	resp, err := client.Submit(c.ctx, api.SubmitRequest{Job: req.Spec, TestOnly: req.TestOnly, IdempotencyKey: api.NewIdempotencyKey()})
+	resp, err := client.Submit(c.ctx, p.SubmitRequest())
 	if err != nil {
-		return fmt.Errorf("submit %s: %w", name, err)
+		return fmt.Errorf("submit %s: %w", p.ScriptName, err)
 	}
-	out := c.stdout
-	switch {
-	case req.TestOnly:
-		printTestOnly(c.stderr, resp, req.Spec.Partition)
-		return nil
-	case req.Parsable:
-		fmt.Fprintln(out, resp.ID)
-	default:
-		fmt.Fprintf(out, "Submitted batch job %d\n", resp.ID)
-	}
-	if !req.Wait {
+	p.PrintSubmitted(c.Stdout, c.Stderr, resp)
+	if !p.Wait || p.TestOnly {
 		return nil
 	}
 	return wait(c, client, resp)
-}
-
-// readScript returns the script's name for messages, its text and the
-// arguments that follow it.
-func readScript(c *invocation) (string, []byte, []string, error) {
-	args := c.args
-	if cmd, ok := c.values["wrap"]; ok {
-		if strings.TrimSpace(cmd) == "" {
-			return "", nil, nil, invalid("command line: --wrap needs a command, e.g. --wrap 'python train.py'")
-		}
-		if len(args) > 0 {
-			return "", nil, nil, invalid("command line: --wrap and a script (%s) are both given; use one", args[0])
-		}
-		return "wrap", []byte("#!/bin/sh\n" + cmd + "\n"), nil, nil
-	}
-	if len(args) == 0 && c.name == "sbatch" {
-		args = []string{"-"} // sbatch reads the script from standard input when none is named
-	}
-	if len(args) == 0 {
-		return "", nil, nil, invalid("no batch script given; pass SCRIPT [ARGS...], - to read standard input, or --wrap 'CMD' (see gpusubmit --help)")
-	}
-	path := args[0]
-	var (
-		text []byte
-		err  error
-		name = filepath.Base(path)
-	)
-	if path == "-" {
-		name = "standard input"
-		text, err = io.ReadAll(io.LimitReader(c.stdin, maxScriptBytes+1))
-	} else {
-		text, err = readFileLimited(path)
-	}
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return "", nil, nil, invalid("batch script %s does not exist; check the path", path)
-	case err != nil:
-		return "", nil, nil, fmt.Errorf("read batch script %s: %w", path, err)
-	case len(text) > maxScriptBytes:
-		return "", nil, nil, invalid("batch script %s is larger than %d MiB; is it really a script? keep data in files the script reads", path, maxScriptBytes>>20)
-	}
-	return name, text, args[1:], nil
-}
-
-func readFileLimited(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, invalid("batch script %s is a directory; pass a script file", path)
-	}
-	return io.ReadAll(io.LimitReader(f, maxScriptBytes+1))
-}
-
-func printTestOnly(w io.Writer, resp api.SubmitResponse, partition string) {
-	var b strings.Builder
-	if resp.ExpectedStart.IsZero() {
-		b.WriteString("gpusubmit: Job would be accepted; the controller gave no start estimate")
-	} else {
-		fmt.Fprintf(&b, "gpusubmit: Job would start at %s", resp.ExpectedStart.Local().Format("2006-01-02T15:04:05"))
-		if len(resp.Nodes) > 0 {
-			fmt.Fprintf(&b, " on %s", strings.Join(resp.Nodes, ","))
-		}
-		if partition != "" {
-			fmt.Fprintf(&b, " in partition %s", partition)
-		}
-	}
-	if resp.Message != "" {
-		fmt.Fprintf(&b, " (%s)", resp.Message)
-	}
-	fmt.Fprintln(w, b.String())
 }
 
 // wait blocks until every submitted job (all tasks of an array) ends and
@@ -301,7 +168,7 @@ func wait(c *invocation, client *api.Client, resp api.SubmitResponse) error {
 			if j.Reason != "" && j.Reason != spec.ReasonNone && j.Reason != "NonZeroExitCode" {
 				note += " (" + j.Reason + ")"
 			}
-			fmt.Fprintln(c.stderr, note)
+			fmt.Fprintln(c.Stderr, note)
 		}
 		code = max(code, jc)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpuq/exitcode"
 	"github.com/gpud/gpud/gpuq/fakectl"
+	"github.com/gpud/gpud/gpusubmit/submission"
 )
 
 // TestMainFastPathMatchesApp: Main reads a submission's words itself,
@@ -68,7 +69,7 @@ func TestMainFastPathMatchesApp(t *testing.T) {
 					var out, errb bytes.Buffer
 					var code int
 					if viaMain {
-						if _, fast := fastInvocation(name, Args(argv)); fast != tc.fast {
+						if _, fast := submission.Fast(name, Args(argv)); fast != tc.fast {
 							t.Errorf("fast path %v for %q, want %v", fast, argv, tc.fast)
 						}
 						code = Main(context.Background(), name, argv, strings.NewReader(tc.stdin), &out, &errb)
@@ -110,16 +111,16 @@ func TestMainFastPathMatchesApp(t *testing.T) {
 func TestMainDefaultController(t *testing.T) {
 	words := Args([]string{"sbatch", "--wrap", "true"})
 	t.Setenv(api.EnvController, "unix:///x/gpud.sock")
-	if in, ok := fastInvocation("sbatch", words); !ok || in.controller != "unix:///x/gpud.sock" {
-		t.Errorf("controller %q (fast %v), want the environment's", in.controller, ok)
+	if in, ok := submission.Fast("sbatch", words); !ok || in.Controller != "unix:///x/gpud.sock" {
+		t.Errorf("controller %q (fast %v), want the environment's", in.Controller, ok)
 	}
 	t.Setenv(api.EnvController, "")
-	if in, _ := fastInvocation("sbatch", words); in.controller != "" {
-		t.Errorf("empty $%s: controller %q, want it empty", api.EnvController, in.controller)
+	if in, _ := submission.Fast("sbatch", words); in.Controller != "" {
+		t.Errorf("empty $%s: controller %q, want it empty", api.EnvController, in.Controller)
 	}
 	os.Unsetenv(api.EnvController) // restored by t.Setenv's cleanup
-	if in, _ := fastInvocation("sbatch", words); in.controller != DefaultController {
-		t.Errorf("no $%s: controller %q, want %s", api.EnvController, in.controller, DefaultController)
+	if in, _ := submission.Fast("sbatch", words); in.Controller != DefaultController {
+		t.Errorf("no $%s: controller %q, want %s", api.EnvController, in.Controller, DefaultController)
 	}
 }
 
