@@ -97,11 +97,7 @@ func (db *DB) AddAudits(ctx context.Context, as []AuditEntry) error {
 		return fmt.Errorf("add %d audit entries: %w", len(as), err)
 	}
 	defer tx.Rollback()
-	st, err := tx.PrepareContext(ctx, `INSERT INTO audit (time, actor_uid, actor_name, role, origin, action, target, result)
-		VALUES (?,?,?,?,?,?,?,?)`)
-	if err != nil {
-		return fmt.Errorf("add %d audit entries: %w", len(as), err)
-	}
+	st := tx.StmtContext(ctx, db.auditIns)
 	defer st.Close()
 	for _, a := range as {
 		if _, err := st.ExecContext(ctx, a.Time.Unix(), a.ActorUID, a.ActorName, a.Role, a.Origin, a.Action, a.Target, a.Result); err != nil {
@@ -113,6 +109,13 @@ func (db *DB) AddAudits(ctx context.Context, as []AuditEntry) error {
 	}
 	return nil
 }
+
+// WriteAudits' statements, prepared once (DB.auditIns, DB.auditUpd).
+const (
+	insertAuditSQL = `INSERT INTO audit (time, actor_uid, actor_name, role, origin, action, target, result)
+		VALUES (?,?,?,?,?,?,?,?)`
+	updateAuditSQL = `UPDATE audit SET action = ?, target = ?, result = ? WHERE id = ?`
+)
 
 // AuditWrite is one write in WriteAudits: a new entry (ID 0; WriteAudits
 // sets ID to its row) or the outcome of an entry written before (ID set:
@@ -139,17 +142,14 @@ func (db *DB) WriteAudits(ctx context.Context, ws []AuditWrite) error {
 		return fmt.Errorf("write %d audit entries: %w", len(ws), err)
 	}
 	defer tx.Rollback()
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO audit (time, actor_uid, actor_name, role, origin, action, target, result)
-		VALUES (?,?,?,?,?,?,?,?)`)
-	if err != nil {
-		return fmt.Errorf("write %d audit entries: %w", len(ws), err)
-	}
+	ins, upd := tx.StmtContext(ctx, db.auditIns), tx.StmtContext(ctx, db.auditUpd)
 	defer ins.Close()
+	defer upd.Close()
 	ids := make([]int64, len(ws))
 	for i, w := range ws {
 		a := w.Entry
 		if w.ID != 0 {
-			res, err := tx.ExecContext(ctx, `UPDATE audit SET action = ?, target = ?, result = ? WHERE id = ?`, a.Action, a.Target, a.Result, w.ID)
+			res, err := upd.ExecContext(ctx, a.Action, a.Target, a.Result, w.ID)
 			if err != nil {
 				return fmt.Errorf("record the outcome of audit entry %d (%s by %s): %w", w.ID, a.Action, a.ActorName, err)
 			}

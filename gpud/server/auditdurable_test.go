@@ -197,3 +197,47 @@ func TestAuditFullDisk(t *testing.T) {
 		t.Errorf("last entry %+v; want the submission of job %d", last, after.ID)
 	}
 }
+
+// countedAudit is a real accounting database that counts transactions.
+type countedAudit struct {
+	*accounting.DB
+	writes atomic.Int64
+}
+
+func (c *countedAudit) WriteAudits(ctx context.Context, ws []accounting.AuditWrite) error {
+	c.writes.Add(1)
+	return c.DB.WriteAudits(ctx, ws)
+}
+
+// TestAuditOutcomeRidesWithNextEntry: one submitter's calls one after
+// another (sbatch in a shell loop) cost about one audit transaction each,
+// not two: a call's outcome, which nobody waits for, shares the next
+// call's entry's transaction. Every call still reads complete in the log.
+func TestAuditOutcomeRidesWithNextEntry(t *testing.T) {
+	db := &countedAudit{DB: openAcct(t)}
+	addr, _, _ := servertest.Start(t, nil, servertest.Options{ServerOptions: []server.Option{server.WithAudit(db, nil)}})
+	c := client(t, addr)
+	ctx := ctxT(t)
+	const calls = 40
+	for i := range calls {
+		if _, err := c.Submit(ctx, api.SubmitRequest{Job: jobSpec("seq" + strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := db.writes.Load(); n > calls*3/2 {
+		t.Errorf("%d audit transactions for %d calls one after another; want about one per call (outcome with the next entry)", n, calls)
+	}
+	got, err := c.Audit(ctx, api.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := 0
+	for _, e := range got {
+		if e.Action == "POST /v1/jobs" && e.Result == "200 ok" {
+			ok++
+		}
+	}
+	if ok != calls {
+		t.Errorf("%d of %d calls read complete in the audit log: %+v", ok, calls, got)
+	}
+}
