@@ -76,6 +76,7 @@ func loadtestCommand() *cli.Command {
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write this process's (the agents' and submitters') CPU profile here (pprof)"},
 			&cli.IntFlag{Name: "procs", Value: 1, Usage: "run the agents in this many child processes (gpud loadtest itself, each with its share of --nodes; the same agent code over TCP/TLS), not in this one: more than one runtime, GC and scheduler for thousands of agents"},
 			&cli.BoolFlag{Name: "agents-child", Hidden: true, Usage: "internal: run the agents a parent gpud loadtest --procs gives on standard input, report on standard output"},
+			&cli.StringFlag{Name: "agents-cpuprofile", Usage: "with --procs: write each agents child's CPU profile to this path with .N (the child's number) added (pprof)"},
 			&cli.StringFlag{Name: "controller-cpuprofile", Usage: "write the controller child's CPU profile here (pprof; gpud controller --cpuprofile), finished when the run ends"},
 		),
 		Action: func(c *cli.Context) error {
@@ -94,7 +95,7 @@ func loadtestCommand() *cli.Command {
 				UsageInterval: c.Duration("usage-interval"), SchedInterval: c.Duration("sched-interval"),
 				MaxJobsPerCycle: c.Int("max-jobs-per-cycle"), Ramp: c.Duration("ramp"), Timeout: c.Duration("timeout"),
 				Dir: c.String("dir"), AgentDir: c.String("agent-dir"), Keep: c.Bool("keep"), MemoryOutbox: c.Bool("memory-outbox"), Preload: c.Bool("preload"), Gpud: c.String("gpud"),
-				Plot: c.String("plot"), CtlProfile: c.String("controller-cpuprofile"), Procs: c.Int("procs"), Log: log, Out: c.App.Writer,
+				Plot: c.String("plot"), CtlProfile: c.String("controller-cpuprofile"), AgentsProfile: c.String("agents-cpuprofile"), Procs: c.Int("procs"), Log: log, Out: c.App.Writer,
 			}
 			if p := c.String("cpuprofile"); p != "" {
 				stop, err := startCPUProfile(p)
@@ -130,6 +131,7 @@ type loadtestOptions struct {
 	Ramp, Timeout                                 time.Duration
 	Dir, AgentDir, Gpud, Plot                     string
 	CtlProfile                                    string // the controller's CPU profile (pprof)
+	AgentsProfile                                 string // each agents child's CPU profile, .N added (pprof)
 	Keep, MemoryOutbox, Preload                   bool
 	Log                                           *slog.Logger
 	Out                                           io.Writer
@@ -155,6 +157,9 @@ func (o *loadtestOptions) check() error {
 		return usagef("--procs %d: give at least 1", o.Procs)
 	}
 	o.Procs = min(o.Procs, o.Nodes)
+	if o.AgentsProfile != "" && o.Procs < 2 {
+		return usagef("--agents-cpuprofile is for the children of --procs 2 or more; with one process use --cpuprofile")
+	}
 	if o.NodeTimeout == 0 {
 		o.NodeTimeout = 3 * o.Heartbeat
 	}

@@ -40,6 +40,7 @@ type ltFleet struct {
 	MemoryOutbox  bool
 	AgentDir      string
 	Log           string // the agents' log file (warnings)
+	CPUProfile    string // a child's CPU profile (pprof), written when it stops
 }
 
 // start starts the range's agents (one goroutine each, tracked by wg),
@@ -171,6 +172,13 @@ func runAgentsChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.
 		return fmt.Errorf("loadtest --agents-child: read the fleet from standard input: %w (this mode is for gpud loadtest --procs only)", err)
 	}
 	raiseOpenFiles(log, "loadtest agents child")
+	if fc.CPUProfile != "" {
+		stop, err := startCPUProfile(fc.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -230,6 +238,14 @@ func (lt *loadtest) startChildren(o loadtestOptions, fc ltFleet) (*ltChildren, e
 	for p := range o.Procs {
 		c := fc
 		c.From, c.To = o.Nodes*p/o.Procs, o.Nodes*(p+1)/o.Procs
+		if o.AgentsProfile != "" {
+			abs, err := filepath.Abs(o.AgentsProfile)
+			if err != nil {
+				k.stop()
+				return nil, err
+			}
+			c.CPUProfile = fmt.Sprintf("%s.%d", abs, p)
+		}
 		logf, err := os.Create(filepath.Join(o.Dir, fmt.Sprintf("agents-child-%d.log", p)))
 		if err != nil {
 			k.stop()
