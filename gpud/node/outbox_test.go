@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -269,5 +270,47 @@ func TestMemoryOutboxAnswersLikeSQLite(t *testing.T) {
 	want, got := run(disk), run(mem)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("memory outbox answers differ from outbox.db's (-disk +memory):\n%s", diff)
+	}
+}
+
+// BenchmarkOutboxJobEvents is one job's outbox traffic: its started and
+// exited events recorded, read back and acknowledged, and its record
+// looked up, in outbox.db and in the memory outbox (WithMemoryOutbox).
+func BenchmarkOutboxJobEvents(b *testing.B) {
+	ctx := b.Context()
+	for _, kind := range []string{"disk", "memory"} {
+		b.Run(kind, func(b *testing.B) {
+			var ob *outbox
+			var err error
+			if kind == "disk" {
+				ob, err = openOutbox(ctx, slog.Default(), b.TempDir(), t0)
+			} else {
+				ob, err = openMemoryOutbox(ctx)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ob.Close()
+			i := 0
+			for b.Loop() {
+				i++
+				id := "a" + strconv.Itoa(i)
+				if _, err := ob.alloc(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+				for _, k := range []string{api.EventStarted, api.EventExited} {
+					if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: spec.JobID(i), Kind: k, Time: spec.NewTime(t0)}); err != nil {
+						b.Fatal(err)
+					}
+					evs, err := ob.pending(ctx, 100)
+					if err != nil || len(evs) != 1 {
+						b.Fatalf("pending: %d events, %v", len(evs), err)
+					}
+					if err := ob.ack(ctx, evs[0].Seq); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }

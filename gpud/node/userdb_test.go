@@ -134,3 +134,22 @@ func TestUserDBRealAccounts(t *testing.T) {
 		t.Fatalf("after userdel: %+v; want unknown user at once", e)
 	}
 }
+
+// BenchmarkUserLookup is what a job start asks of the user database
+// (homeDir and supplementaryGroups of one uid): through NSS each time, and
+// through the cache.
+func BenchmarkUserLookup(b *testing.B) {
+	b.Run("nss", func(b *testing.B) {
+		for b.Loop() {
+			_ = lookupUserEntry(0)
+			_ = lookupUserEntry(0)
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		db := newUserDB(userDBTTL, time.Now, "/etc/passwd", "/etc/group")
+		for b.Loop() {
+			_ = db.lookup(0)
+			_ = db.lookup(0)
+		}
+	})
+}
