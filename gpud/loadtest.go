@@ -76,6 +76,8 @@ func loadtestCommand() *cli.Command {
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write this process's (the agents' and submitters') CPU profile here (pprof)"},
 			&cli.IntFlag{Name: "procs", Value: 1, Usage: "run the agents in this many child processes (gpud loadtest itself, each with its share of --nodes; the same agent code over TCP/TLS), not in this one: more than one runtime, GC and scheduler for thousands of agents"},
 			&cli.BoolFlag{Name: "agents-child", Hidden: true, Usage: "internal: run the agents a parent gpud loadtest --procs gives on standard input, report on standard output"},
+			&cli.IntFlag{Name: "agents-gogc", Value: 400, Usage: "with --procs: the agents children's GC target percentage (GOGC), capped by a memory limit of a quarter of the host's memory shared among them; 0: Go's default (a GOGC or GOMEMLIMIT in the environment wins)"},
+			&cli.StringFlag{Name: "agents-cpuprofile", Usage: "with --procs: write each agents child's CPU profile to this path with .N (the child's number) added (pprof)"},
 			&cli.StringFlag{Name: "controller-cpuprofile", Usage: "write the controller child's CPU profile here (pprof; gpud controller --cpuprofile), finished when the run ends"},
 		),
 		Action: func(c *cli.Context) error {
@@ -94,7 +96,7 @@ func loadtestCommand() *cli.Command {
 				UsageInterval: c.Duration("usage-interval"), SchedInterval: c.Duration("sched-interval"),
 				MaxJobsPerCycle: c.Int("max-jobs-per-cycle"), Ramp: c.Duration("ramp"), Timeout: c.Duration("timeout"),
 				Dir: c.String("dir"), AgentDir: c.String("agent-dir"), Keep: c.Bool("keep"), MemoryOutbox: c.Bool("memory-outbox"), Preload: c.Bool("preload"), Gpud: c.String("gpud"),
-				Plot: c.String("plot"), CtlProfile: c.String("controller-cpuprofile"), Procs: c.Int("procs"), Log: log, Out: c.App.Writer,
+				Plot: c.String("plot"), CtlProfile: c.String("controller-cpuprofile"), AgentsProfile: c.String("agents-cpuprofile"), AgentsGOGC: c.Int("agents-gogc"), Procs: c.Int("procs"), Log: log, Out: c.App.Writer,
 			}
 			if p := c.String("cpuprofile"); p != "" {
 				stop, err := startCPUProfile(p)
@@ -126,10 +128,11 @@ type loadtestOptions struct {
 	TraceSpeed                                    float64
 	Hold, Heartbeat, NodeTimeout, UsageInterval   time.Duration
 	SchedInterval                                 time.Duration
-	MaxJobsPerCycle, Procs                        int
+	MaxJobsPerCycle, Procs, AgentsGOGC            int
 	Ramp, Timeout                                 time.Duration
 	Dir, AgentDir, Gpud, Plot                     string
 	CtlProfile                                    string // the controller's CPU profile (pprof)
+	AgentsProfile                                 string // each agents child's CPU profile, .N added (pprof)
 	Keep, MemoryOutbox, Preload                   bool
 	Log                                           *slog.Logger
 	Out                                           io.Writer
@@ -155,6 +158,12 @@ func (o *loadtestOptions) check() error {
 		return usagef("--procs %d: give at least 1", o.Procs)
 	}
 	o.Procs = min(o.Procs, o.Nodes)
+	if o.AgentsGOGC < 0 {
+		return usagef("--agents-gogc %d: give a percentage, or 0 for Go's default", o.AgentsGOGC)
+	}
+	if o.AgentsProfile != "" && o.Procs < 2 {
+		return usagef("--agents-cpuprofile is for the children of --procs 2 or more; with one process use --cpuprofile")
+	}
 	if o.NodeTimeout == 0 {
 		o.NodeTimeout = 3 * o.Heartbeat
 	}
@@ -472,7 +481,14 @@ type meterRT struct {
 
 func (m *meterRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	path := req.URL.Path
-	var evs api.EventsRequest
+	// Only what the meter counts of api.EventsRequest: decoding whole
+	// events (usage samples and all) cost the harness more than it meters.
+	var evs struct {
+		Events []struct {
+			Kind    string `json:"kind"`
+			AllocID string `json:"alloc_id"`
+		} `json:"events"`
+	}
 	isEvents := req.Method == http.MethodPost && strings.HasSuffix(path, "/events")
 	if isEvents && req.GetBody != nil {
 		if b, err := req.GetBody(); err == nil {

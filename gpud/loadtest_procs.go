@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +41,11 @@ type ltFleet struct {
 	MemoryOutbox  bool
 	AgentDir      string
 	Log           string // the agents' log file (warnings)
+	CPUProfile    string // a child's CPU profile (pprof), written when it stops
+	// GOGC and MemLimit are a child's GC target percentage and soft
+	// memory limit in bytes (0: Go's default).
+	GOGC     int
+	MemLimit int64
 }
 
 // start starts the range's agents (one goroutine each, tracked by wg),
@@ -171,6 +177,14 @@ func runAgentsChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.
 		return fmt.Errorf("loadtest --agents-child: read the fleet from standard input: %w (this mode is for gpud loadtest --procs only)", err)
 	}
 	raiseOpenFiles(log, "loadtest agents child")
+	setAgentsGC(fc.GOGC, fc.MemLimit)
+	if fc.CPUProfile != "" {
+		stop, err := startCPUProfile(fc.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -227,9 +241,23 @@ type ltChildren struct {
 // the nodes, and feeds their reports into lt.
 func (lt *loadtest) startChildren(o loadtestOptions, fc ltFleet) (*ltChildren, error) {
 	k := &ltChildren{goroutines: make([]atomic.Int64, o.Procs)}
+	if o.AgentsGOGC > 0 {
+		fc.GOGC = o.AgentsGOGC
+		if mib, err := hostMemMiB(); err == nil {
+			fc.MemLimit = (mib << 20) / 4 / int64(o.Procs)
+		}
+	}
 	for p := range o.Procs {
 		c := fc
 		c.From, c.To = o.Nodes*p/o.Procs, o.Nodes*(p+1)/o.Procs
+		if o.AgentsProfile != "" {
+			abs, err := filepath.Abs(o.AgentsProfile)
+			if err != nil {
+				k.stop()
+				return nil, err
+			}
+			c.CPUProfile = fmt.Sprintf("%s.%d", abs, p)
+		}
 		logf, err := os.Create(filepath.Join(o.Dir, fmt.Sprintf("agents-child-%d.log", p)))
 		if err != nil {
 			k.stop()
@@ -359,4 +387,23 @@ func (lt *loadtest) harnessGoroutines() int {
 		}
 	}
 	return n
+}
+
+// setAgentsGC sets an agents child's GC target and memory limit, unless
+// GOGC or GOMEMLIMIT in the environment say otherwise. Hundreds of agents
+// in one process allocate at hundreds of nodes' rate: at Go's default
+// (GOGC=100) a fifth of the child's CPU went to collecting, a cost each
+// real node pays on its own small heap. A higher target collects less
+// often; the memory limit brings collection back before a big fleet's
+// heap grows past its share of the host.
+func setAgentsGC(gogc int, limit int64) {
+	if gogc <= 0 {
+		return
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gogc)
+	}
+	if limit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(limit)
+	}
 }

@@ -205,8 +205,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	open := openOutbox
 	if a.opts.memOutbox {
-		open = func(ctx context.Context, _ *slog.Logger, _ string, now time.Time) (*outbox, error) {
-			return openMemoryOutbox(ctx, a.cfg.Name, now)
+		open = func(ctx context.Context, _ *slog.Logger, _ string, _ time.Time) (*outbox, error) {
+			return openMemoryOutbox(ctx)
 		}
 	}
 	ob, err := open(ctx, a.log, a.cfg.StateDir, a.clock.Now())

@@ -195,7 +195,7 @@ type options struct {
 	net Clock
 }
 
-// WithMemoryOutbox keeps the outbox in an in-memory SQLite database
+// WithMemoryOutbox keeps the outbox in the agent's memory (outbox_mem.go)
 // instead of StateDir/outbox.db. It is for gpud loadtest only, which runs
 // thousands of simulated agents in one process: an on-disk outbox holds
 // three file descriptors (database, WAL, shared memory) and a container's

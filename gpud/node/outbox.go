@@ -24,7 +24,8 @@ import (
 // transaction with synchronous=FULL, so once a method returns the fact
 // survives a crash or power loss.
 type outbox struct {
-	db *sql.DB
+	db  *sql.DB
+	mem *memOutbox // instead of db with WithMemoryOutbox (outbox_mem.go)
 }
 
 // allocRecord is what the outbox remembers about one allocation.
@@ -79,15 +80,20 @@ func openOutbox(ctx context.Context, log *slog.Logger, stateDir string, now time
 		"_busy_timeout": {"10000"},
 		"_txlock":       {"immediate"},
 		"_foreign_keys": {"1"},
+		// The agent runs the same few statements over and over:
+		// prepared once per connection, not at every call.
+		"_stmt_cache_size": {"16"},
 	}
 	return openOutboxDSN(ctx, path, "file:"+path+"?"+q.Encode(), now)
 }
 
 // openMemoryOutbox opens an outbox that lives in memory only (see
 // WithMemoryOutbox): it survives nothing, not even the agent.
-func openMemoryOutbox(ctx context.Context, name string, now time.Time) (*outbox, error) {
-	q := url.Values{"mode": {"memory"}, "cache": {"shared"}, "_txlock": {"immediate"}, "_foreign_keys": {"1"}}
-	return openOutboxDSN(ctx, "memory outbox of "+name, "file:outbox-"+url.PathEscape(name)+"?"+q.Encode(), now)
+func openMemoryOutbox(ctx context.Context) (*outbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &outbox{mem: newMemOutbox()}, nil
 }
 
 func openOutboxDSN(ctx context.Context, path, dsn string, now time.Time) (*outbox, error) {
@@ -115,11 +121,19 @@ func openOutboxDSN(ctx context.Context, path, dsn string, now time.Time) (*outbo
 	return &outbox{db: db}, nil
 }
 
-func (o *outbox) Close() error { return o.db.Close() }
+func (o *outbox) Close() error {
+	if o.mem != nil {
+		return nil
+	}
+	return o.db.Close()
+}
 
 // record commits ev (its Seq is assigned here) together with what it
 // means for the allocation: started, or exited. It returns the seq.
 func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) {
+	if o.mem != nil {
+		return o.mem.record(ctx, ev)
+	}
 	ev.Seq = 0
 	body, err := json.Marshal(ev)
 	if err != nil {
@@ -162,6 +176,9 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 // markStopping remembers that the agent is ending alloc on purpose with
 // state, so an exit seen only after a restart still reports that state.
 func (o *outbox) markStopping(ctx context.Context, allocID string, job spec.JobID, state spec.JobState, why string, now time.Time) error {
+	if o.mem != nil {
+		return o.mem.markStopping(ctx, allocID, state, why)
+	}
 	_, err := o.db.ExecContext(ctx, `INSERT INTO allocs (alloc_id, job_id, stop_state, stop_why, updated_ns) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT(alloc_id) DO UPDATE SET stop_state = excluded.stop_state, stop_why = excluded.stop_why, updated_ns = excluded.updated_ns
 		WHERE allocs.stop_state = ''`,
@@ -174,6 +191,9 @@ func (o *outbox) markStopping(ctx context.Context, allocID string, job spec.JobI
 
 // markSignal remembers the last signal request delivered to alloc.
 func (o *outbox) markSignal(ctx context.Context, allocID string, job spec.JobID, seq int, now time.Time) error {
+	if o.mem != nil {
+		return o.mem.markSignal(ctx, allocID, seq)
+	}
 	_, err := o.db.ExecContext(ctx, `INSERT INTO allocs (alloc_id, job_id, signal_seq, updated_ns) VALUES (?, ?, ?, ?)
 		ON CONFLICT(alloc_id) DO UPDATE SET signal_seq = excluded.signal_seq, updated_ns = excluded.updated_ns`,
 		allocID, int64(job), seq, now.UnixNano())
@@ -185,6 +205,9 @@ func (o *outbox) markSignal(ctx context.Context, allocID string, job spec.JobID,
 
 // alloc returns what is known about allocID (the zero record if nothing).
 func (o *outbox) alloc(ctx context.Context, allocID string) (allocRecord, error) {
+	if o.mem != nil {
+		return o.mem.alloc(ctx, allocID)
+	}
 	var r allocRecord
 	var state string
 	err := o.db.QueryRowContext(ctx, `SELECT started, exited, stop_state, stop_why, signal_seq FROM allocs WHERE alloc_id = ?`, allocID).
@@ -201,6 +224,9 @@ func (o *outbox) alloc(ctx context.Context, allocID string) (allocRecord, error)
 
 // pending returns up to limit unacknowledged events in seq order.
 func (o *outbox) pending(ctx context.Context, limit int) ([]api.AllocEvent, error) {
+	if o.mem != nil {
+		return o.mem.pending(ctx, limit)
+	}
 	rows, err := o.db.QueryContext(ctx, `SELECT seq, body FROM events ORDER BY seq LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox events: %w", err)
@@ -228,6 +254,9 @@ func (o *outbox) pending(ctx context.Context, limit int) ([]api.AllocEvent, erro
 
 // ack deletes every event up to and including seq.
 func (o *outbox) ack(ctx context.Context, seq uint64) error {
+	if o.mem != nil {
+		return o.mem.ack(ctx, seq)
+	}
 	if _, err := o.db.ExecContext(ctx, `DELETE FROM events WHERE seq <= ?`, int64(seq)); err != nil {
 		return fmt.Errorf("delete events up to %d from outbox: %w", seq, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,15 +159,15 @@ func TestOutboxPrivate(t *testing.T) {
 
 // TestMemoryOutboxKeepsOrderAndIsolation checks the loadtest's in-memory
 // outbox: events in seq order until acknowledged, allocation records, and
-// two agents' outboxes apart (one shared-cache database per node name).
+// two agents' outboxes apart.
 func TestMemoryOutboxKeepsOrderAndIsolation(t *testing.T) {
 	ctx := t.Context()
-	a, err := openMemoryOutbox(ctx, "mem-a", t0)
+	a, err := openMemoryOutbox(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := openMemoryOutbox(ctx, "mem-b", t0)
+	b, err := openMemoryOutbox(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,5 +192,125 @@ func TestMemoryOutboxKeepsOrderAndIsolation(t *testing.T) {
 	}
 	if got, err := b.pending(ctx, 10); err != nil || len(got) != 0 {
 		t.Errorf("other node's outbox has %d events (%v); want none", len(got), err)
+	}
+}
+
+// TestMemoryOutboxAnswersLikeSQLite runs one sequence of outbox calls on
+// outbox.db and on the memory outbox and compares every answer: the
+// loadtest's agents must behave as a real node's do.
+func TestMemoryOutboxAnswersLikeSQLite(t *testing.T) {
+	ctx := t.Context()
+	disk, err := openOutbox(ctx, slog.Default(), t.TempDir(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disk.Close()
+	mem, err := openMemoryOutbox(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	type answer struct {
+		Seq     uint64
+		Rec     allocRecord
+		Events  []api.AllocEvent
+		StepID  int
+		Err     bool
+		Comment string
+	}
+	run := func(ob *outbox) []answer {
+		var out []answer
+		rec := func(ev api.AllocEvent) {
+			seq, err := ob.record(ctx, ev)
+			out = append(out, answer{Seq: seq, Err: err != nil, Comment: "record " + ev.Kind + " " + ev.AllocID})
+		}
+		look := func(id string) {
+			r, err := ob.alloc(ctx, id)
+			out = append(out, answer{Rec: r, Err: err != nil, Comment: "alloc " + id})
+		}
+		pend := func(limit int) {
+			evs, err := ob.pending(ctx, limit)
+			out = append(out, answer{Events: evs, Err: err != nil, Comment: "pending"})
+		}
+		steps := func(id string, n int) {
+			first, err := ob.reserveStepIDs(ctx, id, n)
+			out = append(out, answer{StepID: first, Err: err != nil, Comment: "steps " + id})
+		}
+		u := api.UsageSample{ID: "n/a1/1", Attempt: 1, Start: spec.NewTime(t0), End: spec.NewTime(t0.Add(time.Second)), CPUSeconds: 0.5, GPUs: 1, PowerW: 300}
+		rec(api.AllocEvent{Node: "n", AllocID: "a1", JobID: 1, Kind: api.EventStarted, Time: spec.NewTime(t0), MIG: []string{"MIG-1"}})
+		rec(api.AllocEvent{Node: "n", AllocID: "a2", JobID: 2, Kind: api.EventStarted, Time: spec.NewTime(t0)})
+		rec(api.AllocEvent{Node: "n", AllocID: "a1", JobID: 1, Kind: api.EventUsage, Time: spec.NewTime(t0.Add(time.Second)), Usage: &u})
+		look("a1")
+		look("none")
+		out = append(out, answer{Err: ob.markStopping(ctx, "a2", 2, spec.StatePreempted, "preempted", t0) != nil, Comment: "stop a2"})
+		out = append(out, answer{Err: ob.markStopping(ctx, "a2", 2, spec.StateCancelled, "cancelled", t0) != nil, Comment: "stop a2 again"})
+		out = append(out, answer{Err: ob.markStopping(ctx, "a3", 3, spec.StateCancelled, "never started", t0) != nil, Comment: "stop a3"})
+		out = append(out, answer{Err: ob.markSignal(ctx, "a1", 1, 4, t0) != nil, Comment: "signal a1"})
+		look("a2")
+		look("a3")
+		look("a1")
+		rec(api.AllocEvent{Node: "n", AllocID: "a1", JobID: 1, Kind: api.EventExited, Time: spec.NewTime(t0.Add(2 * time.Second)), State: spec.StateFailed, ExitCode: 3, Reason: "NonZeroExitCode"})
+		look("a1")
+		pend(2)
+		pend(100)
+		out = append(out, answer{Err: ob.ack(ctx, 2) != nil, Comment: "ack 2"})
+		pend(100)
+		out = append(out, answer{Err: ob.ack(ctx, 4) != nil, Comment: "ack all"})
+		pend(100)
+		// Seqs go on from the last one, acknowledged or not.
+		rec(api.AllocEvent{Node: "n", AllocID: "a2", JobID: 2, Kind: api.EventExited, Time: spec.NewTime(t0), State: spec.StatePreempted, Reason: "preempted"})
+		pend(100)
+		out = append(out, answer{Err: ob.ack(ctx, 1) != nil, Comment: "ack an old seq"})
+		pend(100)
+		steps("a1", stepIDBlock)
+		steps("a1", stepIDBlock)
+		steps("a2", 1)
+		return out
+	}
+	want, got := run(disk), run(mem)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("memory outbox answers differ from outbox.db's (-disk +memory):\n%s", diff)
+	}
+}
+
+// BenchmarkOutboxJobEvents is one job's outbox traffic: its started and
+// exited events recorded, read back and acknowledged, and its record
+// looked up, in outbox.db and in the memory outbox (WithMemoryOutbox).
+func BenchmarkOutboxJobEvents(b *testing.B) {
+	ctx := b.Context()
+	for _, kind := range []string{"disk", "memory"} {
+		b.Run(kind, func(b *testing.B) {
+			var ob *outbox
+			var err error
+			if kind == "disk" {
+				ob, err = openOutbox(ctx, slog.Default(), b.TempDir(), t0)
+			} else {
+				ob, err = openMemoryOutbox(ctx)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ob.Close()
+			i := 0
+			for b.Loop() {
+				i++
+				id := "a" + strconv.Itoa(i)
+				if _, err := ob.alloc(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+				for _, k := range []string{api.EventStarted, api.EventExited} {
+					if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: spec.JobID(i), Kind: k, Time: spec.NewTime(t0)}); err != nil {
+						b.Fatal(err)
+					}
+					evs, err := ob.pending(ctx, 100)
+					if err != nil || len(evs) != 1 {
+						b.Fatalf("pending: %d events, %v", len(evs), err)
+					}
+					if err := ob.ack(ctx, evs[0].Seq); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }

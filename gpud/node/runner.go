@@ -74,6 +74,8 @@ type runner struct {
 	steps stepRegistry
 	// resumed are the steps re-adopted after an agent restart (stepstate.go).
 	resumed stepState
+	// logger is log's cache.
+	logger atomic.Pointer[runnerLog]
 }
 
 // learned is an adopted runner's assignment and its part of it.
@@ -171,8 +173,22 @@ func (r *runner) signal(ctx context.Context, name string, seq int, target string
 	log.Info("signal delivered", "signal", name, "target", target, "signal_seq", seq)
 }
 
+// log is the runner's logger, made once per container ID: a job start
+// asks for it a dozen times, and each With copies the attributes.
 func (r *runner) log() *slog.Logger {
-	return r.d.log.With("job_id", r.jobID, "alloc_id", r.allocID, "container", r.id)
+	id := r.id
+	if l := r.logger.Load(); l != nil && l.id == id {
+		return l.log
+	}
+	l := &runnerLog{id: id, log: r.d.log.With("job_id", r.jobID, "alloc_id", r.allocID, "container", id)}
+	r.logger.Store(l)
+	return l.log
+}
+
+// runnerLog is a runner's logger for one container ID.
+type runnerLog struct {
+	id  string
+	log *slog.Logger
 }
 
 func (r *runner) jobDir() string { return filepath.Join(r.d.cfg.jobsDir(), r.id) }

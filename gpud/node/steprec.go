@@ -95,6 +95,9 @@ const stepIDBlock = 32
 // reserveStepIDs durably reserves the next n step numbers of alloc on
 // this node (its rank 0) and returns the first.
 func (o *outbox) reserveStepIDs(ctx context.Context, allocID string, n int) (int, error) {
+	if o.mem != nil {
+		return o.mem.reserveStepIDs(ctx, allocID, n)
+	}
 	var next int
 	err := o.db.QueryRowContext(ctx, `INSERT INTO step_ids (alloc_id, next) VALUES (?, ?)
 		ON CONFLICT(alloc_id) DO UPDATE SET next = next + excluded.next RETURNING next`, allocID, n).Scan(&next)

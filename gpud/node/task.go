@@ -5,7 +5,6 @@ import (
 	"hash/fnv"
 	"math"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -577,14 +576,14 @@ func hiddenPaths(paths []string) []string {
 // homeDir is uid's home directory on this node when it is an existing
 // absolute directory other than /, else "".
 func homeDir(uid uint32) string {
-	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
-	if err != nil || !filepath.IsAbs(u.HomeDir) || filepath.Clean(u.HomeDir) == "/" {
+	u := users.lookup(uid)
+	if u.err != nil || !filepath.IsAbs(u.home) || filepath.Clean(u.home) == "/" {
 		return ""
 	}
-	if fi, err := os.Stat(u.HomeDir); err != nil || !fi.IsDir() {
+	if fi, err := os.Stat(u.home); err != nil || !fi.IsDir() {
 		return ""
 	}
-	return filepath.Clean(u.HomeDir)
+	return filepath.Clean(u.home)
 }
 
 // existingDirs keeps the paths that are directories on this node.
@@ -601,21 +600,18 @@ func existingDirs(paths []string) []string {
 // supplementaryGroups returns uid's groups other than gid, or nil when the
 // user is unknown on this node (the job then runs with its primary group).
 func supplementaryGroups(uid, gid uint32) ([]uint32, error) {
-	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
-	if err != nil {
-		return nil, err
+	u := users.lookup(uid)
+	if u.err != nil {
+		return nil, u.err
 	}
-	ids, err := u.GroupIds()
-	if err != nil {
-		return nil, err
+	if u.groupsErr != nil {
+		return nil, u.groupsErr
 	}
 	var out []uint32
-	for _, s := range ids {
-		g, err := strconv.ParseUint(s, 10, 32)
-		if err != nil || uint32(g) == gid {
-			continue
+	for _, g := range u.groups {
+		if g != gid {
+			out = append(out, g)
 		}
-		out = append(out, uint32(g))
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
