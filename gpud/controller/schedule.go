@@ -135,7 +135,7 @@ func (c *Controller) cycle(ctx context.Context) {
 	err := c.safely(fmt.Sprintf("scheduling cycle (snapshot %d)", s.snapID+1), func() error {
 		now := c.now()
 		if c.incremental(now) {
-			c.cycleIncremental(tx, now)
+			c.cycleIncremental(tx, now, start)
 			return nil
 		}
 		s.inc, s.full, s.submitted, s.freed = nil, false, s.submitted[:0], s.freed[:0]
@@ -178,9 +178,19 @@ func (c *Controller) cycle(ctx context.Context) {
 // resources), then submissions in id order. Each answer is safe but may
 // be conservative; the next full cycle (timer or any other change)
 // revisits everything.
-func (c *Controller) cycleIncremental(tx *txn, now time.Time) {
+//
+// Answering ends one by one may cost more than a full cycle (an end whose
+// resources no queued job can take walks the queue): once the ends have
+// taken as long as the last full cycle, a full cycle follows at once for
+// the rest (it looks at everything anew).
+func (c *Controller) cycleIncremental(tx *txn, now, start time.Time) {
 	s := &c.sched
-	for _, id := range s.freed {
+	for i, id := range s.freed {
+		if i > 0 && time.Since(start) > s.fullDur {
+			tx.kick = true
+			s.submitted, s.freed = s.submitted[:0], s.freed[:0]
+			return
+		}
 		c.apply(tx, s.inc.End(id, now), now)
 	}
 	for _, id := range s.submitted {
