@@ -453,6 +453,15 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 	if tx.kick {
 		c.sched.dirty, c.sched.full = true, true
 	}
+	if tx.more {
+		// A cycle's start limit held jobs back: the next cycle goes on
+		// with them, incrementally when it may (cycleIncremental), by a
+		// full cycle otherwise.
+		c.sched.dirty = true
+		if !c.resumable(c.now()) {
+			c.sched.full = true
+		}
+	}
 	if len(tx.submitted)+len(tx.freed) > 0 {
 		c.sched.dirty = true
 		c.sched.submitted = append(c.sched.submitted, tx.submitted...)
@@ -477,7 +486,10 @@ type txn struct {
 	// kick asks for a full scheduling cycle; submitted (plain new pending
 	// jobs) and freed (jobs whose resources all came back) can be
 	// answered incrementally (see schedState.inc).
-	kick             bool
+	kick bool
+	// more: a cycle's start limit held pending jobs back (see
+	// sched.State.Resume).
+	more             bool
 	submitted, freed []spec.JobID
 	// hooks are idle_hook runs, started once the batch is committed.
 	hooks []IdleEvent

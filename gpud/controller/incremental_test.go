@@ -110,6 +110,40 @@ func TestMaxStartsPerCycle(t *testing.T) {
 	}
 }
 
+// TestMaxStartsPerCycleResumes: a full cycle that reaches the start
+// limit is followed by cycles that go on through the queue it ordered
+// (sched.State.Resume), not by a full cycle (a snapshot of every node
+// and pending job) per limit's worth of starts: in the 100,000-job
+// loadtest those full cycles were a fifth of the controller's CPU. A job
+// whose QOS may preempt brings a full cycle back.
+func TestMaxStartsPerCycleResumes(t *testing.T) {
+	h := newHarnessAt(t, newFakeStore(), func(c *Config) { c.MaxStartsPerCycle = 2 }, t0, alwaysIncremental)
+	gpu := func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 }
+	var ids []spec.JobID
+	for range 7 {
+		ids = append(ids, h.submit(alice, gpu)) // no node yet: pending
+	}
+	full := h.fullCycles()
+	h.register("n1", 8) // a node change: one full cycle, then resumes
+	for _, id := range ids {
+		if j := h.job(id); j.State != spec.StateRunning {
+			t.Fatalf("job %d %s, want RUNNING", id, j.State)
+		}
+	}
+	if n := h.fullCycles(); n != full+1 {
+		t.Errorf("%d full cycles to start 7 jobs 2 per cycle, want 1 (the rest resumed)", n-full)
+	}
+	gpus := map[string]bool{}
+	for _, id := range ids {
+		for _, g := range h.job(id).GPUs {
+			if gpus[g] {
+				t.Fatalf("GPU %s given twice", g)
+			}
+			gpus[g] = true
+		}
+	}
+}
+
 // TestNoPeriodicCycleWithNothingPending: the scheduling interval's full
 // cycle (a snapshot of every node) runs only while some job is pending,
 // and so does the cycle after a node registers;

@@ -215,7 +215,11 @@ type cycle struct {
 	// victims is the preemption search (preemption.go).
 	victims victimSearch
 	// queue is the pending jobs in scheduling order
-	queue   []wjob
+	queue []wjob
+	// capAt is the queue index of the first job the start limit held
+	// back (MaxStartsPerCycle), len(queue) when it held none back; the
+	// jobs from there on were not considered (State.Resume goes on).
+	capAt   int
 	blocked bool // a job already waits with ReasonResources
 	nresv   int  // reservations made (BackfillDepth)
 	// off is the current time as an offset from now (State events after
@@ -451,7 +455,11 @@ func (c *cycle) pending(j *Job, reason, detail string) {
 func (c *cycle) run() Plan {
 	c.queue = c.order()
 	c.unplaced = make([]unplaced, 0, len(c.queue))
-	for _, wj := range c.queue {
+	c.capAt = len(c.queue)
+	for i, wj := range c.queue {
+		if c.capAt == len(c.queue) && c.atCap() {
+			c.capAt = i
+		}
 		c.decide(wj, true)
 	}
 	c.placementMetrics()
@@ -483,6 +491,15 @@ func durOf(j *Job) int64 {
 	return backfill.Forever
 }
 
+// capDetail is the detail of a job the cycle's start limit held back.
+const capDetail = "cycle start limit reached"
+
+// atCap reports whether the plan has as many starts as one cycle may make
+// (Config.MaxStartsPerCycle).
+func (c *cycle) atCap() bool {
+	return c.cfg.MaxStartsPerCycle > 0 && len(c.plan.Starts) >= c.cfg.MaxStartsPerCycle
+}
+
 // decide starts, preempts for, reserves for or explains one job.
 func (c *cycle) decide(wj wjob, mayPreempt bool) {
 	j := wj.j
@@ -490,8 +507,8 @@ func (c *cycle) decide(wj wjob, mayPreempt bool) {
 		c.pending(j, reason, detail)
 		return
 	}
-	if c.cfg.MaxStartsPerCycle > 0 && len(c.plan.Starts) >= c.cfg.MaxStartsPerCycle {
-		c.pending(j, spec.ReasonPriority, "cycle start limit reached")
+	if c.atCap() {
+		c.pending(j, spec.ReasonPriority, capDetail)
 		return
 	}
 	dur := durOf(j)

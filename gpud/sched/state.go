@@ -35,6 +35,20 @@ type State struct {
 	c    *cycle
 	done map[spec.JobID]bool // started since the full cycle
 	runs map[spec.JobID]int  // snapshot running job → index
+	// head is the queue index before which every job has started
+	// (done): End's walk starts there. Starts go mostly to the head of
+	// the queue, and walking thousands of started jobs at each End cost
+	// more than the End itself in a 100,000-job drain.
+	head int
+	// gpuless counts the jobs queued since the full cycle that ask for
+	// no GPU (whether they started or not): while there is none, CPUs
+	// left on a node with no GPU free are no room for anyone (room).
+	gpuless int
+}
+
+// gpuless reports whether j asks for no GPU at all.
+func gpuless(j *Job) bool {
+	return j.Req.GPUsPerNode == 0 && j.Req.GPUFraction == 0 && j.Req.GPUProfile == ""
 }
 
 // NewState runs a full cycle (the same Plan as Schedule) and keeps its
@@ -51,6 +65,11 @@ func NewState(snap *Snapshot, now time.Time, cfg Config) (*State, Plan) {
 	}
 	for i := range c.running {
 		st.runs[c.running[i].r.ID] = i
+	}
+	for _, wj := range c.queue {
+		if gpuless(wj.j) {
+			st.gpuless++
+		}
 	}
 	return st, plan
 }
@@ -78,6 +97,17 @@ func (st *State) Submit(j Job, now time.Time) Plan {
 	wj := wjob{j: jp, prio: c.priority(jp).Total}
 	i, _ := slices.BinarySearchFunc(c.queue, wj, queueOrder)
 	c.queue = slices.Insert(c.queue, i, wj)
+	st.head = min(st.head, i)
+	if gpuless(jp) {
+		st.gpuless++
+	}
+	if i > c.capAt {
+		// Behind jobs the full cycle's start limit held back: it waits
+		// for them (Resume decides it in its turn).
+		c.pending(jp, spec.ReasonPriority, capDetail)
+		return c.plan
+	}
+	c.capAt++
 	c.decide(wj, false)
 	c.placementMetrics()
 	for _, s := range c.plan.Starts {
@@ -113,10 +143,13 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 			addPhys(w, p.res)
 			c.rebucket(p.node)
 			if rj.end > c.off {
-				w.prof.Release(c.off, p.res)
-				if rj.end < backfill.Forever {
-					w.prof.Hold(rj.end, backfill.Forever, p.res)
-				}
+				// Free until its expected end, as it held them; from
+				// there on they were free already, or a reservation's.
+				// (Releasing from now on and holding again from its end
+				// on left its GPUs taken forever after its end: no job
+				// whose time limit outlasts the ended job's could take
+				// them until the next full cycle.)
+				w.prof.Unhold(c.off, rj.end, p.res)
 			}
 			freed = append(freed, p.node)
 		}
@@ -139,7 +172,22 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 			}
 		}
 	}
-	for _, wj := range c.queue {
+	for st.head < len(c.queue) && st.done[c.queue[st.head].j.ID] {
+		st.head++
+	}
+	// failed are the shapes (with a duration) that fit none of the freed
+	// nodes: a later job of the same shape cannot fit either, since what
+	// is free only shrinks as jobs start, unless a start gives back a
+	// reservation (then failed is cleared). Without it an end whose
+	// resources no job may take walked the whole queue, and in a queue
+	// of thousands of alike jobs that cost more than a full cycle.
+	type failKey struct {
+		s   shape
+		dur int64
+	}
+	var failed map[failKey]bool
+	var lastFailed failKey // the last added to failed
+	for _, wj := range c.queue[st.head:] {
 		if !st.room(freed) {
 			break
 		}
@@ -147,11 +195,17 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 		if st.done[j.ID] || max(j.Req.Nodes, 1) > 1 {
 			continue
 		}
+		dur := durOf(j)
+		rec, hasResv := c.resv[j.ID]
+		k, keyed := shapeOf(j)
+		keyed = keyed && !hasResv && len(j.Alternatives) == 0
+		fk := failKey{k, dur}
+		if keyed && (fk == lastFailed || failed[fk]) {
+			continue // a queue of alike jobs compares, not hashes
+		}
 		if reason, _ := c.gate(j); reason != "" {
 			continue
 		}
-		dur := durOf(j)
-		rec, hasResv := c.resv[j.ID]
 		if hasResv {
 			st.unhold(rec)
 		}
@@ -173,17 +227,66 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 				}
 			}
 		}
-		if hasResv && !started {
+		switch {
+		case hasResv && !started:
 			st.rehold(rec)
+		case hasResv:
+			clear(failed) // its reservation's holds are gone
+			lastFailed = failKey{}
+		case !started && keyed:
+			if failed == nil {
+				failed = map[failKey]bool{}
+			}
+			failed[fk] = true
+			lastFailed = fk
 		}
 	}
 	return c.plan
 }
 
-// room reports whether any freed node still has a GPU or a CPU free now.
+// Capped reports whether the full cycle's start limit
+// (Config.MaxStartsPerCycle) held back jobs that Resume has not decided
+// yet.
+func (st *State) Capped() bool { return st.c.capAt < len(st.c.queue) }
+
+// Resume goes on where the full cycle's start limit stopped it: it decides
+// the jobs held back, in scheduling order, as the full cycle would have
+// (starts, reservations, reasons), until the limit is reached again. It
+// never preempts: it stops before a job whose QOS may preempt and reports
+// false, and a full cycle (which may preempt for it) should follow. A
+// queue that a full cycle takes a large fraction of a second to order is
+// thus walked once per full cycle, not once per limit's worth of starts.
+func (st *State) Resume(now time.Time) (Plan, bool) {
+	c := st.c
+	st.at(now)
+	ok := true
+	for c.capAt < len(c.queue) && !c.atCap() {
+		wj := c.queue[c.capAt]
+		if st.done[wj.j.ID] {
+			c.capAt++
+			continue
+		}
+		if q := c.qos[wj.j.QOS]; q != nil && len(q.Preempt) > 0 {
+			ok = false
+			break
+		}
+		c.capAt++
+		c.decide(wj, false)
+	}
+	c.placementMetrics()
+	for _, s := range c.plan.Starts {
+		st.done[s.JobID] = true
+	}
+	return c.plan, ok
+}
+
+// room reports whether any freed node still has a GPU free now, or CPUs
+// when some queued job asks for no GPU. (CPUs left beside taken GPUs
+// kept End walking the whole queue after every end that started a job:
+// a fifth of the controller's CPU in the 100,000-job loadtest.)
 func (st *State) room(freed []int) bool {
 	for _, ni := range freed {
-		if p := st.c.nodes[ni].phys; p.GPUs != 0 || p.CPUs > 0 {
+		if p := st.c.nodes[ni].phys; p.GPUs != 0 || p.CPUs > 0 && st.gpuless > 0 {
 			return true
 		}
 	}

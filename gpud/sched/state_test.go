@@ -1,6 +1,10 @@
 package sched
 
 import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -92,5 +96,227 @@ func TestStatePartitionAlternatives(t *testing.T) {
 	p = st2.Submit(job(5, 1, 2, inA, func(j *Job) { j.Alternatives = []string{"c"}; j.SubmitTime = now }), now)
 	if len(p.Starts) != 1 || p.Starts[0].Partition != "c" {
 		t.Fatalf("submit of job 5: %+v, want it started in partition c", p.Starts)
+	}
+}
+
+// Resume goes on where a full cycle's start limit stopped: the starts of
+// a capped full cycle and of the Resumes that follow it are exactly those
+// of one uncapped cycle (same jobs, nodes and GPUs), and a job submitted
+// meanwhile behind the held-back jobs waits its turn rather than jumping
+// ahead of them.
+func TestStateResume(t *testing.T) {
+	t.Parallel()
+	var nodes []Node
+	for i := range 4 {
+		nodes = append(nodes, node(fmt.Sprintf("n%d", i), 64, 100000, "h100", 8))
+	}
+	hour := func(j *Job) { j.TimeLimit = time.Hour }
+	var jobs []Job
+	for id := spec.JobID(1); id <= 40; id++ {
+		g := []int{1, 2, 1, 4}[id%4]
+		jobs = append(jobs, job(id, 1, g, hour))
+	}
+	// A 2-node gang in the middle of the queue and one that cannot fit
+	// now: a reservation among the held-back jobs.
+	jobs = append(jobs, job(41, 1, 8, hour, func(j *Job) { j.Req.Nodes = 2; j.SubmitTime = t0.Add(15 * time.Second) }))
+	snap := &Snapshot{Nodes: nodes, Jobs: jobs}
+	want := Schedule(snap, t0, Config{})
+	if len(want.Starts) < 12 {
+		t.Fatalf("uncapped cycle started %d jobs; the test needs more than 3 limits' worth", len(want.Starts))
+	}
+	cfg := Config{MaxStartsPerCycle: 4}
+	st, plan := NewState(snap, t0, cfg)
+	if len(plan.Starts) != 4 || !st.Capped() {
+		t.Fatalf("capped cycle: %d starts, capped %v; want 4, true", len(plan.Starts), st.Capped())
+	}
+	got := plan.Starts
+	resumes := 0
+	for st.Capped() {
+		p, ok := st.Resume(t0)
+		if !ok {
+			t.Fatal("Resume stopped for a preemptor; there is none")
+		}
+		if len(p.Starts) > 4 {
+			t.Fatalf("resume started %d jobs, over the limit of 4", len(p.Starts))
+		}
+		got = append(got, p.Starts...)
+		if resumes++; resumes > 100 {
+			t.Fatal("Resume never reached the end of the queue")
+		}
+	}
+	if len(got) != len(want.Starts) {
+		t.Fatalf("capped cycle and resumes started %d jobs, an uncapped cycle %d", len(got), len(want.Starts))
+	}
+	for i := range got {
+		if fmt.Sprint(got[i]) != fmt.Sprint(want.Starts[i]) {
+			t.Errorf("start %d: %+v, want %+v (as the uncapped cycle)", i, got[i], want.Starts[i])
+		}
+	}
+
+	// Capped again, with room for every job: a low-priority job submitted
+	// now waits behind the held-back jobs (it would fit), a high-priority
+	// one is decided at once.
+	st, _ = NewState(&Snapshot{Nodes: nodes, Jobs: jobs[:12]}, t0, cfg)
+	now := t0.Add(time.Minute) // job 100 is the newest: last in the queue
+	p := st.Submit(job(100, 1, 1, hour, func(j *Job) { j.SubmitTime = now }), now)
+	if len(p.Starts) != 0 || len(p.Pending) != 1 || p.Pending[0].Reason != spec.ReasonPriority {
+		t.Errorf("submit behind held-back jobs: %+v, want pending with Priority", p)
+	}
+	p = st.Submit(job(101, 1, 1, hour, func(j *Job) { j.SubmitTime = now; j.Priority = 1000 }), now)
+	if len(p.Starts) != 1 || p.Starts[0].JobID != 101 {
+		t.Errorf("submit ahead of held-back jobs: %+v, want job 101 started", p)
+	}
+	var resumed []spec.JobID
+	for st.Capped() {
+		p, _ := st.Resume(now)
+		for _, s := range p.Starts {
+			resumed = append(resumed, s.JobID)
+		}
+	}
+	if !slices.Contains(resumed, 100) {
+		t.Errorf("resumes started %v; want job 100 among them in its turn", resumed)
+	}
+}
+
+// A job running at the full cycle that ends early gives its GPUs back for
+// good: a pending job whose time limit outlasts the ended job's starts on
+// them at once. Before, End held them again from the ended job's expected
+// end on, so no such job could take them until the next full cycle.
+func TestStateEndFreesPastExpectedEnd(t *testing.T) {
+	t.Parallel()
+	// n1 runs job 1 (1h limit) on GPU 0 and job 3 (3h) on GPU 1; job 2
+	// (both GPUs) holds a reservation there from job 3's end; job 4 (one
+	// GPU, 2h) waits behind it.
+	n := node("n1", 64, 100000, "h100", 2)
+	n.GPUs[0].Free, n.GPUs[1].Free = false, false
+	n.FreeCPUs, n.Allocs = 62, 2
+	run := func(id spec.JobID, gpu string, limit time.Duration) RunningJob {
+		return RunningJob{ID: id, Start: t0, TimeLimit: limit, Nodes: []spec.NodeAlloc{{Node: "n1", CPUs: 1, GPUs: []string{gpu}}}}
+	}
+	hours := func(h int) func(*Job) { return func(j *Job) { j.TimeLimit = time.Duration(h) * time.Hour } }
+	snap := &Snapshot{Nodes: []Node{n}, Running: []RunningJob{run(1, "GPU-n1-0", time.Hour), run(3, "GPU-n1-1", 3*time.Hour)},
+		Jobs: []Job{job(2, 1, 2, hours(1)), job(4, 1, 1, hours(2))}}
+	cfg := Config{BackfillDepth: 1}
+	st, plan := NewState(snap, t0.Add(time.Second), cfg)
+	if len(plan.Starts) != 0 || len(plan.Reservations) != 1 || plan.Reservations[0].JobID != 2 {
+		t.Fatalf("full cycle: starts %+v reservations %+v, want none and job 2's", plan.Starts, plan.Reservations)
+	}
+	// Job 1 ends early: GPU 0 is free for 3h, until job 2's reservation.
+	p := st.End(1, t0.Add(5*time.Second))
+	if len(p.Starts) != 1 || p.Starts[0].JobID != 4 || p.Starts[0].Nodes[0].GPUs[0] != "GPU-n1-0" {
+		t.Fatalf("end of job 1: %+v, want job 4 started on GPU-n1-0", p)
+	}
+}
+
+// TestStateNeverOverAllocates drives a State with random ends, submits and
+// resumes after a capped full cycle, and checks that no start takes a GPU
+// or CPUs that a running job holds.
+func TestStateNeverOverAllocates(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		var nodes []Node
+		for i := range 3 {
+			nodes = append(nodes, node(fmt.Sprintf("n%d", i), 16, 100000, "h100", 4))
+		}
+		limits := []time.Duration{10 * time.Minute, time.Hour, 2 * time.Hour}
+		used := map[string]bool{} // GPU UUIDs held
+		cpus := map[string]int{}  // CPUs held per node
+		held := map[spec.JobID][]spec.NodeAlloc{}
+		snap := &Snapshot{Nodes: nodes}
+		// Node 0 runs two jobs at the snapshot.
+		for id := spec.JobID(1); id <= 2; id++ {
+			g := fmt.Sprintf("GPU-n0-%d", id-1)
+			snap.Nodes[0].GPUs[id-1].Free = false
+			snap.Nodes[0].FreeCPUs -= 2
+			snap.Nodes[0].Allocs++
+			a := []spec.NodeAlloc{{Node: "n0", CPUs: 2, GPUs: []string{g}}}
+			snap.Running = append(snap.Running, RunningJob{ID: id, Start: t0, TimeLimit: limits[id%3], Nodes: a})
+			used[g], cpus["n0"], held[id] = true, cpus["n0"]+2, a
+		}
+		next := spec.JobID(10)
+		newJob := func(at time.Time) Job {
+			next++
+			return job(next, 1+r.IntN(3), []int{1, 2, 4}[r.IntN(3)], func(j *Job) {
+				j.TimeLimit, j.SubmitTime = limits[r.IntN(3)], at
+				if r.IntN(6) == 0 {
+					j.Req.Nodes = 2
+				}
+			})
+		}
+		for range 25 {
+			snap.Jobs = append(snap.Jobs, newJob(t0))
+		}
+		take := func(p Plan) {
+			for _, s := range p.Starts {
+				for _, na := range s.Nodes {
+					for _, g := range na.GPUs {
+						if used[g] {
+							t.Fatalf("seed %d: job %d given %s, held by another job", seed, s.JobID, g)
+						}
+						used[g] = true
+					}
+					if cpus[na.Node] += na.CPUs; cpus[na.Node] > 16 {
+						t.Fatalf("seed %d: job %d takes node %s past its 16 CPUs", seed, s.JobID, na.Node)
+					}
+				}
+				held[s.JobID] = s.Nodes
+			}
+		}
+		now := t0.Add(time.Second)
+		cfg := Config{MaxStartsPerCycle: 3, BackfillDepth: 4}
+		st, plan := NewState(snap, now, cfg)
+		take(plan)
+		for range 200 {
+			now = now.Add(time.Duration(r.IntN(120)) * time.Second)
+			switch op := r.IntN(3); {
+			case op == 0 && len(held) > 0:
+				ids := slices.Sorted(maps.Keys(held))
+				id := ids[r.IntN(len(ids))]
+				for _, na := range held[id] {
+					for _, g := range na.GPUs {
+						delete(used, g)
+					}
+					cpus[na.Node] -= na.CPUs
+				}
+				delete(held, id)
+				take(st.End(id, now))
+			case op == 1:
+				take(st.Submit(newJob(now), now))
+			default:
+				if st.Capped() {
+					p, _ := st.Resume(now)
+					take(p)
+				}
+			}
+		}
+	}
+}
+
+// Resume never preempts: it stops before a held-back job whose QOS may
+// preempt and says so, leaving that job to a full cycle.
+func TestStateResumeStopsAtPreemptor(t *testing.T) {
+	t.Parallel()
+	snap := &Snapshot{Nodes: []Node{node("n1", 64, 100000, "h100", 8)},
+		QOS: []QOS{{Name: "low"}, {Name: "high", Preempt: []string{"low"}}}}
+	for id := spec.JobID(1); id <= 4; id++ {
+		snap.Jobs = append(snap.Jobs, job(id, 1, 1, func(j *Job) {
+			j.TimeLimit, j.QOS = time.Hour, "low"
+			if id == 3 {
+				j.QOS = "high"
+			}
+		}))
+	}
+	st, plan := NewState(snap, t0, Config{MaxStartsPerCycle: 1})
+	if len(plan.Starts) != 1 || plan.Starts[0].JobID != 1 {
+		t.Fatalf("capped cycle started %+v, want job 1", plan.Starts)
+	}
+	p, ok := st.Resume(t0)
+	if !ok || len(p.Starts) != 1 || p.Starts[0].JobID != 2 {
+		t.Fatalf("first resume: %+v ok=%v, want job 2 started, ok", p.Starts, ok)
+	}
+	p, ok = st.Resume(t0)
+	if ok || len(p.Starts) != 0 || !st.Capped() {
+		t.Fatalf("resume at job 3 (QOS high, may preempt): %+v ok=%v capped=%v, want nothing, false, still capped", p.Starts, ok, st.Capped())
 	}
 }
