@@ -157,10 +157,12 @@ func (s *Server) runAudit() {
 		batch   = make([]*auditOp, 0, auditBatch)
 		ws      = make([]accounting.AuditWrite, 0, auditBatch)
 		failing bool
+		// waited: an op in batch has a caller waiting for its write.
+		waited bool
 	)
 	write := func() {
 		ops := append(held, batch...)
-		held, batch = nil, batch[:0]
+		held, batch, waited = nil, batch[:0], false
 		for len(ops) > 0 {
 			n := min(len(ops), auditBatch)
 			ws = ws[:0]
@@ -209,8 +211,6 @@ func (s *Server) runAudit() {
 			}
 		}
 	}
-	// waited: an op in batch has a caller waiting for its write.
-	var waited bool
 	gather := func() {
 		for len(batch) < auditBatch {
 			select {
@@ -239,22 +239,18 @@ func (s *Server) runAudit() {
 				continue
 			}
 			write()
-			waited = false
 		case <-linger.C:
 			lingering = false
 			if len(batch) > 0 {
 				write()
-				waited = false
 			}
 		case <-tick.C:
 			if len(held) > 0 {
 				write()
-				waited = false
 			}
 		case reply := <-a.flushc:
 			gather()
 			write()
-			waited = false
 			close(reply)
 		case <-a.stop:
 			for {
