@@ -13,7 +13,7 @@ GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio ssh
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-ha bench-sbatch bench-slurm clean
+.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -78,7 +78,7 @@ tidy-check: ## Fail if go.mod/go.sum are not tidy.
 demo: ## Install what is missing, start a 2-node simulated H100 cluster, run an example job, show queue and accounting.
 	./scripts/demo.sh
 
-bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-ha ## Run the benchmarks that print the issues' figures.
+bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha ## Run the benchmarks that print the issues' figures.
 
 bench-sbatch: build ## sbatch in a shell loop (one submitter, held jobs): submissions/s over a few runs, and sbatch's start cost.
 	./scripts/bench-sbatch.sh
@@ -111,6 +111,18 @@ bench-sim-traces: ## Simulator: the queueing traces too (Lublin, KTH-SP2, Philly
 FLEET_FLAGS ?= --nodes 200 --gpus-per-node 8 --jobs 20000 --submitters 8 --job-duration 2s --heartbeat 5s --usage-interval 10s --hold 30s
 bench-fleet: build ## Fleet harness: 200 simulated nodes x 8 GPUs, 20,000-job burst over TLS to a real controller; plot in bench-fleet.svg.
 	nice -n 10 bin/gpud loadtest $(FLEET_FLAGS) --plot bench-fleet.svg
+
+# Issue 15's Must-show runs (docs/fleet.md), one target each.
+FLEET_1000 := --nodes 1000 --gpus-per-node 8 --submitters 8 --job-duration 5s --heartbeat 5s --usage-interval 10s --ramp 20s --sched-interval 5s --procs 2
+
+bench-fleet-burst: build ## 1,000 nodes x 8 GPUs, 100,000 jobs queued then started (aim >= 1,000 starts/s sustained); plot in bench-fleet-burst.svg.
+	nice -n 10 bin/gpud loadtest $(FLEET_1000) --jobs 100000 --preload --memory-outbox --plot bench-fleet-burst.svg
+
+bench-fleet-live: build ## 1,000 nodes x 8 GPUs, 20,000-job live burst with GPUs free (aim p99 submit->start < 1 s).
+	nice -n 10 bin/gpud loadtest $(FLEET_1000) --jobs 20000
+
+bench-fleet-heartbeats: build ## 10,000 nodes heartbeating every 10 s, agents in 4 processes (aim: controller under one core, none DOWN).
+	nice -n 10 bin/gpud loadtest --nodes 10000 --memory-outbox --jobs 0 --heartbeat 10s --hold 120s --ramp 120s --procs 4
 
 bench-ha: ## HA (issue 16): submissions/s from 8 clients, 3-member Raft group vs single controller; failover time over 20 leader stops.
 	$(GO) test -run '^$$' -bench 'SubmitParallel8$$' -benchtime 5000x ./gpud/server/
