@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -88,7 +89,7 @@ func (db *userDB) lookup(uid uint32) userEntry {
 	}
 	now := db.now()
 	db.mu.Lock()
-	if !equalStamps(stamps, db.stamps) {
+	if !slices.Equal(stamps, db.stamps) {
 		clear(db.m)
 		db.stamps = stamps
 	}
@@ -104,24 +105,12 @@ func (db *userDB) lookup(uid uint32) userEntry {
 		db.mu.Lock()
 		// Only if the files did not change meanwhile (a newer stamp set
 		// cleared the map): an answer read before a change is not kept.
-		if equalStamps(stamps, db.stamps) {
+		if slices.Equal(stamps, db.stamps) {
 			db.m[uid] = e
 		}
 		db.mu.Unlock()
 	}
 	return e
-}
-
-func equalStamps(a, b []fileStamp) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // lookupUserEntry asks NSS about uid.
