@@ -80,22 +80,19 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, *Handof
 		return 0, handoff("--wait", read)
 	}
 	stderr.Write(warnings.Bytes())
-	if err != nil {
+	fail := func(err error) (int, *Handoff) {
 		exitstatus.Print(stderr, "sbatch", err)
 		return exitstatus.Code(err), nil
+	}
+	if err != nil {
+		return fail(err)
 	}
 	req := p.SubmitRequest()
 	body, err := json.Marshal(req)
 	if err != nil {
-		err = fmt.Errorf("encode request: %w", err)
-		exitstatus.Print(stderr, "sbatch", err)
-		return exitstatus.Code(err), nil
+		return fail(fmt.Errorf("encode request: %w", err))
 	}
-	key := req.IdempotencyKey
-	if req.TestOnly {
-		key = "" // as gpud/api.Client: a test makes no job to name
-	}
-	resp, sent, err := post(sock, "/"+wire.Version+"/jobs", key, body)
+	resp, sent, err := post(sock, "/"+wire.Version+"/jobs", req.IdempotencyKey, body)
 	var werr *wire.Error
 	switch {
 	case err != nil && !sent:
@@ -106,9 +103,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, *Handof
 		// Refused unmade by a follower; gpusubmit names the leader.
 		return 0, handoff("not the leader", read)
 	case err != nil:
-		err = fmt.Errorf("submit %s: %w", p.ScriptName, err)
-		exitstatus.Print(stderr, "sbatch", err)
-		return exitstatus.Code(err), nil
+		return fail(fmt.Errorf("submit %s: %w", p.ScriptName, err))
 	}
 	p.PrintSubmitted(stdout, stderr, resp)
 	return 0, nil

@@ -118,9 +118,14 @@ type Prepared struct {
 }
 
 // SubmitRequest is the API request for p, named by a new idempotency key
-// so that a resend after a broken connection makes no second job.
+// so that a resend after a broken connection makes no second job (none
+// for --test-only, which makes no job to name).
 func (p *Prepared) SubmitRequest() wire.SubmitRequest {
-	return wire.SubmitRequest{Job: p.Spec, TestOnly: p.TestOnly, IdempotencyKey: wire.NewIdempotencyKey()}
+	r := wire.SubmitRequest{Job: p.Spec, TestOnly: p.TestOnly}
+	if !p.TestOnly {
+		r.IdempotencyKey = wire.NewIdempotencyKey()
+	}
+	return r
 }
 
 // Prepare reads the script and builds and checks the request, reporting
