@@ -26,6 +26,8 @@ var boundaries = []struct {
 	{"gpud/plot", []string{module + "/"}, "plot is a leaf the simulator and gpuq share"},
 	{"gpud/statefile", []string{module + "/"}, "statefile is a leaf the daemons and their stores share"},
 	{"gpud/hostlist", []string{module + "/"}, "hostlist is a leaf the CLIs and the daemons share"},
+	{"gpud/auth", []string{module + "/", "net/http"}, "auth (identities, revocation, step tickets) is a leaf the server, the node agent and gpud/ha share"},
+	{"gpud/guard", []string{module + "/", "net/http"}, "guard (listener caps, rate-limited logs) is a leaf every listener shares, gpud/ha's Raft port included (which may not import net/http)"},
 	{"gpud/signame", []string{module + "/", "github.com/containerd"}, "signame is a leaf (stdlib and x/sys) the CLIs, the controller, the node agent and checkpoint share"},
 	{"gpud/config", []string{module + "/gpud/sched", module + "/gpud/controller", module + "/gpud/server", module + "/gpud/store", module + "/gpud/node",
 		module + "/accounting", module + "/runtime", "database/sql", "net/http"},
