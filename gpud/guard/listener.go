@@ -14,7 +14,8 @@ import (
 type Limits struct {
 	// Handshake is how long an accepted connection has to become
 	// established (its TLS handshake and first message, as the server
-	// decides: Established); then it is closed.
+	// decides: Established); then it is closed, whatever I/O deadlines
+	// the server set.
 	Handshake time.Duration
 	// MaxPending bounds the connections not yet established, all
 	// addresses together; MaxPendingPerAddr is one address's share of
@@ -184,9 +185,9 @@ func (l *Listener) admit(raw net.Conn) *Conn {
 		l.log.Warn("connection closed before its handshake ended: its address's share of pending connections went to a newer one", "listener", l.name,
 			"remote", evict.addr.String(), "age", time.Since(evict.accepted).Round(time.Millisecond))
 	}
-	// A deadline on I/O, and a timer for a server that does not read at
-	// once: either ends a connection that stays pending.
-	_ = raw.SetDeadline(c.accepted.Add(lim.Handshake))
+	// A timer, not an I/O deadline: the server sets its own deadlines
+	// (net/http's header and body timeouts), and a timer also ends a
+	// connection the server has not begun to read.
 	c.timer = time.AfterFunc(lim.Handshake, c.expire)
 	return c
 }
@@ -241,8 +242,8 @@ func (c *Conn) expire() {
 }
 
 // Established ends c's handshake period: it leaves the pending count and
-// its deadline is lifted. False when c was closed first (evicted or
-// expired): the caller drops it.
+// the deadline no longer applies. False when c was closed first (evicted
+// or expired): the caller drops it.
 func (c *Conn) Established() bool {
 	if c.established.Load() {
 		return !c.closed.Load()
@@ -257,7 +258,6 @@ func (c *Conn) Established() bool {
 		return false
 	}
 	c.timer.Stop()
-	_ = c.Conn.SetDeadline(time.Time{})
 	return !c.closed.Load()
 }
 
