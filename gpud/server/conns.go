@@ -306,6 +306,10 @@ func peerCred(uc *net.UnixConn) (*syscall.Ucred, error) {
 // has shown a node certificate: node agents behind one address are
 // authenticated, and capped by their number, not the per-address cap.
 func (s *Server) connState(c net.Conn, st http.ConnState) {
+	if st == http.StateClosed || st == http.StateHijacked {
+		s.rev.Untrack(c)
+		return
+	}
 	if st != http.StateActive {
 		return
 	}

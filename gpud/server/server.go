@@ -23,6 +23,7 @@ import (
 
 	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/guard"
 	"github.com/gpud/gpud/gpud/spec"
@@ -46,7 +47,6 @@ type Server struct {
 	usage    UsageRecorder
 	tokens   TokenVerifier
 	roles    atomic.Pointer[roleLists]
-	revoked  atomic.Pointer[map[string]bool]
 	join     *nodeJoin
 	submits  *rateLimiter
 	now      func() time.Time
@@ -69,6 +69,9 @@ type Server struct {
 	// controller.
 	group ControllerGroup
 
+	// rev is the daemon's one revocation state (auth.go, revoke.go;
+	// WithRevocations).
+	rev *auth.Revocations
 	// peerLog bounds the log lines a remote caller can trigger.
 	peerLog *guard.RateLog
 }
@@ -127,7 +130,8 @@ func WithMetrics(h http.Handler, observe func(route string, code int, d time.Dur
 
 // New returns a server for c.
 func New(c *controller.Controller, opts ...Option) *Server {
-	s := &Server{c: c, log: slog.Default(), mux: http.NewServeMux(), now: time.Now, refusing: make(chan struct{}, maxRefusing)}
+	s := &Server{c: c, log: slog.Default(), mux: http.NewServeMux(), now: time.Now, refusing: make(chan struct{}, maxRefusing),
+		rev: auth.NewRevocations(nil)}
 	s.SetLimits(Limits{})
 	for _, o := range opts {
 		o(s)
@@ -274,8 +278,10 @@ func (s *Server) connContext(ctx context.Context, conn net.Conn) context.Context
 		}
 	}
 	if cred == nil {
-		// TCP: bearer tokens, remembered per connection (verifyToken).
-		return context.WithValue(ctx, tokenMemoKey{}, &tokenMemo{})
+		// TCP: bearer tokens, remembered per connection (verifyToken),
+		// and the connection, closed when its credential is revoked
+		// (trackConn).
+		return context.WithValue(ctx, tokenMemoKey{}, &tokenMemo{conn: conn})
 	}
 	who := controller.Caller{UID: cred.Uid, GID: cred.Gid, Known: true, User: s.userName(cred.Uid)}
 	return context.WithValue(ctx, callerKey{}, who)
