@@ -123,20 +123,25 @@ type member struct {
 // failover is the transport of a client over several controllers. It
 // sends each request to the controller that answered last and, while the
 // group fails over, to the others:
+//
 //   - a not_leader answer (421) is retried at the leader it names when
 //     that is one of the configured addresses (a token never goes to an
 //     address the user did not give), else at the next address: the
 //     follower did not apply the call, so writes are retried too;
+//
 //   - a connection error is retried at the next address for reads (GET,
 //     HEAD) always, for writes only when the request was not sent (the
 //     dial failed): a write that may have reached a leader is not sent
 //     again, since the caller cannot tell whether it was applied;
+//
 //   - a 503 to a read is retried at the next address; when every address
 //     answered 503 it is the answer;
+//
 //   - a write carrying an Idempotency-Key (a submission) is retried as a
 //     read is, after a connection error or a 503 (which may mean it was
 //     committed): the controller answers a resend with the job the first
 //     send made;
+//
 //   - a read a follower answered from its replica (HeaderStale) is asked
 //     again of the leader it names, if configured, else (no leader known
 //     there) of the next address, so that a client reads its own writes
