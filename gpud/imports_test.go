@@ -54,8 +54,13 @@ var boundaries = []struct {
 		"gpud simulate runs the scheduler in virtual time over a trace: no daemon, no node, no stores"},
 	{"gpud/process", []string{module + "/"}, "process is a leaf the daemons and the load-test harness share"},
 	{"accounting/...", []string{module + "/gpud/controller", module + "/gpud/store", module + "/runtime"}, "accounting depends on spec and api only (its row types are the API's)"},
-	{"gpusubmit/...", []string{"database/sql", "github.com/containerd", module + "/gpud/controller", module + "/gpud/node", module + "/runtime"}, "CLIs talk to the controller through gpud/api only"},
-	{"gpuq/...", []string{"database/sql", "github.com/containerd", module + "/gpud/controller", module + "/gpud/node", module + "/runtime"}, "CLIs talk to the controller through gpud/api only"},
+	{"cli/...", []string{"database/sql", "github.com/containerd", module + "/gpud/controller", module + "/gpud/node", module + "/gpud/server", module + "/gpud/store",
+		module + "/runtime", module + "/accounting", module + "/gpuq", module + "/gpusubmit"},
+		"cli is what the command-line programs share (getopt, exit codes, terminal safety, directives, the submission): it talks to the controller through gpud/api only and knows none of the programs built on it"},
+	{"gpusubmit/...", []string{"database/sql", "github.com/containerd", module + "/gpud/controller", module + "/gpud/node", module + "/runtime", module + "/gpuq"},
+		"CLIs talk to the controller through gpud/api only; what gpusubmit shares with gpuq lives in cli/"},
+	{"gpuq/...", []string{"database/sql", "github.com/containerd", module + "/gpud/controller", module + "/gpud/node", module + "/runtime", module + "/gpusubmit"},
+		"CLIs talk to the controller through gpud/api only; what gpuq shares with gpusubmit lives in cli/"},
 }
 
 // onlyImporter lists third-party modules that exactly one package tree may
