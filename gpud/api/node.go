@@ -14,7 +14,9 @@ import (
 // (its node_timeout, for the agent's self-fencing).
 func (c *Client) HeartbeatAnswer(ctx context.Context, node string, req HeartbeatRequest) (HeartbeatResponse, error) {
 	var out HeartbeatResponse
-	err := c.do(ctx, http.MethodPost, "/nodes/"+url.PathEscape(node)+"/heartbeat", nil, req, emptyOK{&out})
+	// A heartbeat sent twice changes nothing: safe to resend at another
+	// member after a connection broke.
+	err := c.do(withCall(ctx, callOpts{resend: true}), http.MethodPost, "/nodes/"+url.PathEscape(node)+"/heartbeat", nil, req, emptyOK{&out})
 	return out, err
 }
 
@@ -22,7 +24,8 @@ func (c *Client) HeartbeatAnswer(ctx context.Context, node string, req Heartbeat
 // whole request (the node's revocation list version too).
 func (c *Client) RegisterNode(ctx context.Context, req RegisterRequest) (RegisterResponse, error) {
 	var out RegisterResponse
-	err := c.do(ctx, http.MethodPost, "/nodes/register", nil, req, &out)
+	// Registering again changes nothing: safe to resend at another member.
+	err := c.do(withCall(ctx, callOpts{resend: true}), http.MethodPost, "/nodes/register", nil, req, &out)
 	return out, err
 }
 
@@ -48,7 +51,7 @@ func (c *Client) PollAssignments(ctx context.Context, node string, req Assignmen
 		q.Set("revocations", req.Revocations)
 	}
 	var out AssignmentsResponse
-	err := c.do(ctx, http.MethodGet, "/nodes/"+url.PathEscape(node)+"/assignments", q, nil, &out)
+	err := c.do(withCall(ctx, callOpts{patience: req.Wait}), http.MethodGet, "/nodes/"+url.PathEscape(node)+"/assignments", q, nil, &out)
 	return out, err
 }
 
