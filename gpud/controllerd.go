@@ -263,6 +263,8 @@ func startController(ctx context.Context, o controllerOptions) (*controllerDaemo
 		server.WithRoles(cfg.Auth.Operators, cfg.Auth.Admins),
 		server.WithRevoked(cfg.Auth.RevokedTokens),
 		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst),
+		server.WithRefusalRate(cfg.API.RefusalRate, cfg.API.RefusalBurst),
+		server.WithRefusalCounter(mets.Refused),
 		server.WithLimits(apiLimits(cfg.API))}
 	logOpenFileLimit(o.Log)
 	var tcp net.Listener
