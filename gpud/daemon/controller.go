@@ -312,7 +312,7 @@ func (p *controllerParts) newServer() error {
 		server.WithRevoked(cfg.Auth.RevokedTokens),
 		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst),
 		server.WithRefusalRate(cfg.API.RefusalRate, cfg.API.RefusalBurst),
-		server.WithRefusalCounter(mets.Refused),
+		server.WithRefusalCounter(p.mets.Refused),
 		server.WithLimits(apiLimits(cfg.API))}
 	opts = append(append(append(opts, p.srvOpts...), p.hm.serverOptions()...), stepOpt)
 	p.srv = server.New(p.ctrl, opts...)
