@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/node/step"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpud/statefile"
@@ -54,6 +55,11 @@ type Agent struct {
 	// the controller). Lock order: fenceMu before mu.
 	fenceMu sync.Mutex
 	fence   fenceState
+
+	// rev is the node's copy of the controller's revocation lists and
+	// stepKey the key step tickets are verified with (revoke.go).
+	rev     *auth.Revocations
+	stepKey atomic.Pointer[string]
 }
 
 // New checks cfg and returns an agent that will talk to the controller
@@ -106,8 +112,13 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 	a.runnerDeps.acquireDevices = a.acquireDevices
 	a.runnerDeps.releaseDevices = a.releaseDevices
 	a.runnerDeps.refreshMIGLayout = a.refreshMIGLayout
+	// The revocation lists' copy is trusted for fenceAfter since the
+	// controller last confirmed it (revoke.go); until the first answer
+	// says node_timeout, the default's.
+	a.rev = auth.NewRevocationCopy(a.fenceAfter(), o.net.Now)
 	a.runnerDeps.steps = step.NewNode(step.Config{Node: cfg.Name, Version: cfg.Version, KillGrace: cfg.KillGrace,
-		Runtime: rt, Clock: o.clock, Log: a.log, Peers: o.peers, Net: o.stepNet}, stepHost{a})
+		Runtime: rt, Clock: o.clock, Log: a.log, Peers: o.peers, Net: o.stepNet,
+		Revocations: a.rev, TicketKey: a.ticketKey, Now: o.net.Now}, stepHost{a})
 	return a, nil
 }
 
@@ -317,10 +328,11 @@ func (a *Agent) register(ctx context.Context) time.Duration {
 		// but generously: under a registration storm a controller may
 		// take long to answer, and a retry adds to its load.
 		rctx, cancel := context.WithTimeout(ctx, registerTimeout)
-		resp, err := a.client.Register(rctx, inv)
+		resp, err := a.client.RegisterNode(rctx, api.RegisterRequest{Inventory: inv, Revocations: a.rev.Version()})
 		cancel()
 		if err == nil {
 			a.contactOK(sent, resp.NodeTimeout())
+			a.learnRevocations(sent, resp.Revocations)
 			iv := a.cfg.HeartbeatInterval
 			if resp.HeartbeatIntervalSec > 0 {
 				iv = time.Duration(resp.HeartbeatIntervalSec) * time.Second
@@ -365,7 +377,8 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		began := time.Now()
 		sent := a.opts.net.Now()
 		hctx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout(interval))
-		resp, err := a.client.HeartbeatAnswer(hctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current()})
+		resp, err := a.client.HeartbeatAnswer(hctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current(),
+			Revocations: a.rev.Version()})
 		cancel()
 		next := max(interval-time.Since(began), 0) // the cadence of a ticker
 		if err != nil && ctx.Err() == nil {
@@ -378,6 +391,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		case err == nil:
 			bo.reset()
 			a.contactOK(sent, resp.NodeTimeout())
+			a.learnRevocations(sent, resp.Revocations)
 			if failing {
 				a.log.Info("heartbeats reach the controller again")
 				// The sender may be in a long backoff: deliver what
@@ -415,7 +429,7 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 	bo := a.newBackoff()
 	for {
 		sent := a.opts.net.Now()
-		resp, err := a.client.Assignments(ctx, a.cfg.Name, after, a.cfg.PollWait)
+		resp, err := a.client.PollAssignments(ctx, a.cfg.Name, api.AssignmentsRequest{After: after, Wait: a.cfg.PollWait, Revocations: a.rev.Version()})
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -428,6 +442,8 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 			continue
 		}
 		bo.reset()
+		a.learnRevocations(sent, resp.Revocations)
+		a.learnTicketKey(resp.StepTicketKey)
 		// A restarted controller starts again from generation 0 and
 		// answers at once; follow it down as well as up.
 		after = resp.Generation
