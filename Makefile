@@ -13,7 +13,7 @@ GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio ssh
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm clean
+.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-revocation bench-sbatch bench-slurm clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -123,6 +123,9 @@ bench-fleet-live: build ## 1,000 nodes x 8 GPUs, 20,000-job live burst with GPUs
 
 bench-fleet-heartbeats: build ## 10,000 nodes heartbeating every 10 s, agents in 4 processes (aim: controller under one core, none DOWN).
 	nice -n 10 bin/gpud loadtest --nodes 10000 --memory-outbox --jobs 0 --heartbeat 10s --hold 120s --ramp 120s --procs 4
+
+bench-revocation: ## Revocation (issue 24): gpuq reconfigure to the first refusal at every step listener of a 10-node standalone, p50/p99/max over 10 revocations (root).
+	$(GO) test -run '^$$' -bench 'RevocationLatency10Nodes' -benchtime 10x -timeout 20m ./gpud/e2e/
 
 bench-ha: ## HA (issue 16): submissions/s from 8 clients, 3-member Raft group vs single controller; failover time over 20 leader stops.
 	$(GO) test -run '^$$' -bench 'SubmitParallel8$$' -benchtime 5000x ./gpud/server/

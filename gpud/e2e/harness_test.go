@@ -39,6 +39,9 @@ func run(m *testing.M) int {
 	if sock := os.Getenv(hostileEnv); sock != "" {
 		return postHostile(sock) // a child run as another user
 	}
+	if list := os.Getenv(stepFloodEnv); list != "" {
+		return stepFlood(list) // a child run as another user
+	}
 	if reason := missingPrereq(); reason != "" {
 		if os.Getenv("CI") == "true" {
 			fmt.Fprintf(os.Stderr, "e2e: %s (required in CI)\n", reason)
