@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/gpud/gpud/cli/getopt"
+	"github.com/gpud/gpud/cli/slurmtime"
 )
 
 // Def describes one gpusubmit option. The same table drives directive
@@ -64,7 +65,7 @@ var Options = []Def{
 	{Name: "hold", Short: "H", Bool: true, Usage: "submit held; start with gpuq release"},
 	{Name: "requeue", Bool: true, Usage: "requeue the job after node failure or preemption (the default)", family: "requeue"},
 	{Name: "no-requeue", Bool: true, Usage: "never requeue the job", family: "requeue"},
-	{Name: "begin", Value: "TIME", Usage: "do not start before " + BeginForms},
+	{Name: "begin", Value: "TIME", Usage: "do not start before TIME: " + slurmtime.Summary},
 	{Name: "nice", Value: "N", Usage: "lower the job's priority by N (negative raises it; needs operator rights)"},
 	{Name: "rdma", Value: "[N]", Optional: RDMAPaired, Usage: "RDMA NICs on each node for NCCL/MPI over InfiniBand or RoCE: alone, the NICs paired with the job's GPUs (same PCIe switch, else NUMA node); =N, N NICs, paired ones first, then those on their NUMA node. The job gets their /dev/infiniband devices, NCCL_IB_HCA naming them and unlimited locked memory"},
 	{Name: "exclusive", Bool: true, Usage: "do not share nodes with other jobs"},
