@@ -248,31 +248,30 @@ func Normalize(args []string) []string {
 	for _, e := range errs {
 		problem(UsageMessage(e))
 	}
+	var job []getopt.Parsed
 	for _, p := range ps {
-		name := p.Name()
-		d, ok := Lookup(name)
-		switch {
-		case name == "help" || name == "usage":
+		switch p.Name() {
+		case "help", "usage":
 			out = append(out, "--help")
-		case name == "version":
+		case "version":
 			out = append(out, "--version")
-		case name == "controller":
+		case "controller":
 			out = append(out, "--controller="+p.Value)
-		case !ok:
-			problem(unknownOption(name).Error())
-		case d.Bool && d.NoOp, d.Bool && !p.HasValue:
-			out = append(out, "--"+d.Name)
-		case d.Bool:
-			v, err := parseBool(p.Value)
-			if err != nil {
-				problem(fmt.Sprintf("%s %v; write it alone", p.As, err))
-				continue
-			}
-			out = append(out, fmt.Sprintf("--%s=%t", d.Name, v))
-		case !p.HasValue:
-			out = append(out, "--"+d.Name+"="+d.Optional)
 		default:
-			out = append(out, "--"+d.Name+"="+p.Value)
+			job = append(job, p)
+		}
+	}
+	opts, problems := resolve(job, CommandLine)
+	for _, m := range problems {
+		problem(m)
+	}
+	for _, o := range opts {
+		if d, _ := Lookup(o.Name); !d.Bool {
+			out = append(out, "--"+o.Name+"="+o.Value)
+		} else if v, _ := parseBool(o.Value); v && o.Value == "true" {
+			out = append(out, "--"+o.Name)
+		} else {
+			out = append(out, fmt.Sprintf("--%s=%t", o.Name, v))
 		}
 	}
 	out = append(out, "--")
