@@ -23,6 +23,7 @@ import (
 	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/controller"
+	"github.com/gpud/gpud/gpud/slurmrest"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -66,6 +67,9 @@ type Server struct {
 	// group answers GET /v1/controllers (controllers.go); nil: a single
 	// controller.
 	group ControllerGroup
+
+	// slurmOpts configure Slurm's REST API (slurmrest.go).
+	slurmOpts *slurmrest.Options
 }
 
 // Accounting is the job history the server reads for GET
@@ -129,6 +133,7 @@ func New(c *controller.Controller, opts ...Option) *Server {
 	}
 	s.routes()
 	s.haRoutes()
+	s.slurmRoutes()
 	s.handler = s.edge(s.authenticate(s.instrument(s.leaderGate(s.mux))))
 	if s.audit != nil {
 		s.startAudit(s.auditBuffer)
