@@ -166,6 +166,8 @@ type identity struct {
 	node string
 	// remote: the request came over TCP with a token.
 	remote bool
+	// expires is when the request's token expires (zero without one).
+	expires time.Time
 }
 
 type identityKey struct{}
@@ -366,6 +368,9 @@ func (s *Server) verify(r *http.Request) (identity, error) {
 		return identity{}, fmt.Errorf("%s %q is not the token's user %q: gpud acts only as the token's user; send that user's own token", slurmUserHeader, clip(name), c.User)
 	}
 	id := identity{caller: controller.Caller{UID: c.UID, GID: c.GID, User: c.User, Known: true}, role: c.Role, remote: true}
+	if c.ExpiresAt != nil {
+		id.expires = c.ExpiresAt.Time
+	}
 	if c.Role == auth.RoleNode {
 		id.node = c.Node
 		id.caller = controller.Caller{User: "node:" + c.Node} // no user identity

@@ -38,6 +38,7 @@ func (s *Server) slurmRoutes() {
 	for _, p := range slurmrest.Prefixes {
 		s.mux.Handle(p, h)
 	}
+	s.mux.Handle("POST /"+api.Version+"/token", s.recordAudit(http.HandlerFunc(s.userToken)))
 	for _, p := range []string{"/livez", "/readyz"} {
 		s.mux.HandleFunc("GET "+p, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
