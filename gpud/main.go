@@ -1,6 +1,11 @@
 // Command gpud is the gpud daemon: `gpud controller`, `gpud node`,
 // `gpud standalone`, `gpud simulate`, `gpud token`, `gpud loadtest` and
 // `gpud version`.
+//
+// This package only parses the command line and dispatches: each
+// command's file turns its flags into the options of the package that
+// does the work (gpud/daemon for the daemons' wiring, gpud/loadtest,
+// gpud/simulate).
 package main
 
 import (

@@ -1,23 +1,15 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/gpud/gpud/gpud/config"
-	"github.com/gpud/gpud/gpud/node"
-	"github.com/gpud/gpud/gpud/statefile"
-	"github.com/gpud/gpud/runtime/containerd"
+	"github.com/gpud/gpud/gpud/daemon"
 )
 
 func standaloneCommand() *cli.Command {
@@ -50,18 +42,6 @@ func standaloneCommand() *cli.Command {
 			if n < 0 || n > 64 {
 				return usagef("--nodes %d: use 0 to 64", n)
 			}
-			dir, err := filepath.Abs(c.String("state-dir"))
-			if err != nil {
-				return err
-			}
-			// The socket's directory: 0711, so every user reaches
-			// gpud.sock but none lists or reads the state beside it
-			// (0600 files; see secureStateFiles).
-			fixes, err := statefile.Dir(dir, 0o711)
-			if err != nil {
-				return fmt.Errorf("create state dir: %w", err)
-			}
-			statefile.Log(log, fixes)
 			metricsHost, metricsPort := "", 0
 			if ml := c.String("metrics-listen"); ml != "" {
 				h, p, err := net.SplitHostPort(ml)
@@ -71,145 +51,62 @@ func standaloneCommand() *cli.Command {
 				}
 				metricsHost, metricsPort = h, port
 			}
-			nodeDefaults := config.DefaultNode()
-			file := c.String("node-config")
-			if file != "" {
-				if nodeDefaults, err = config.LoadNode(file); err != nil {
-					return err
-				}
-			}
-			// With a file, a flag wins only when given.
-			flag := func(name string) bool { return file == "" || c.IsSet(name) }
-			if flag("gpus") {
-				nodeDefaults.Node.GPUs = c.String("gpus")
-			}
-			if flag("cpus") {
-				nodeDefaults.Node.CPUs = c.Int("cpus")
-			}
-			if flag("mem") {
-				nodeDefaults.Node.Mem = c.String("mem")
-			}
-			if flag("kill-grace") {
-				nodeDefaults.Node.KillGrace = config.Duration(c.Duration("kill-grace").String())
-			}
-			if flag("mig") {
-				nodeDefaults.Node.MIG = c.String("mig")
-			}
-			if flag("rdma-sysfs") {
-				nodeDefaults.Node.RDMASysfs = c.String("rdma-sysfs")
-			}
-			if flag("usage-interval") {
-				nodeDefaults.Node.UsageInterval = config.Duration(c.Duration("usage-interval").String())
-			}
-			nodeDefaults.Node.StateDir = filepath.Join(dir, "nodes")
-			nodeDefaults.Node.CDIDir = filepath.Join(dir, "cdi")
-			nodeDefaults.Node.CheckpointRoot = filepath.Join(dir, "checkpoints")
-			if err := nodeDefaults.Validate(); err != nil {
-				return err
-			}
-
-			ctx, cancel := context.WithCancel(c.Context)
-			defer cancel()
-
-			ctrdAddr := c.String("containerd")
-			var daemon *containerd.Daemon
-			if ctrdAddr == "" {
-				logf, err := os.OpenFile(filepath.Join(dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
-				if err != nil {
-					return err
-				}
-				defer logf.Close()
-				if err := logf.Chmod(0o600); err != nil { // an older gpud made it 0644
-					return fmt.Errorf("make %s private: %w", logf.Name(), err)
-				}
-				daemon, err = containerd.StartDaemon(ctx, containerd.DaemonOptions{Dir: filepath.Join(dir, "containerd"), Log: logf})
-				if err != nil {
-					return fmt.Errorf("start private containerd: %w", err)
-				}
-				ctrdAddr = daemon.Address()
-				log.Info("private containerd ready", "address", ctrdAddr, "reused", daemon.Reused, "log", filepath.Join(dir, "containerd.log"))
-			}
-
-			// The nodes' identities for steps (srun from outside a job,
-			// and peers with --steps-over-network): node certificates from
-			// a CA under --state-dir, which the controller hands to srun.
-			ca, err := standaloneCA(dir)
+			nodeCfg, err := standaloneNodeFlags(c)
 			if err != nil {
-				stopDaemon(daemon)
 				return err
 			}
-			socket := filepath.Join(dir, "gpud.sock")
-			ctrl, err := startController(ctx, controllerOptions{
-				ConfigPath: c.String("config"),
-				Override: func(cfg *config.Controller) {
-					cfg.Controller.StateDir = dir
-					cfg.Controller.ListenSocket = socket
-					cfg.Accounting.Path = filepath.Join(dir, "accounting.db")
-				},
-				Log: log.With("component", "controller"),
+			return daemon.RunStandalone(c.Context, daemon.StandaloneOptions{
+				Dir:              c.String("state-dir"),
+				Nodes:            n,
+				Node:             nodeCfg,
+				ConfigPath:       c.String("config"),
+				Containerd:       c.String("containerd"),
+				MetricsHost:      metricsHost,
+				MetricsPort:      metricsPort,
+				StepsOverNetwork: c.Bool("steps-over-network"),
+				StopJobs:         c.Bool("stop-jobs"),
+				Log:              log,
+				Out:              c.App.Writer,
+				Version:          version,
 			})
-			if err != nil {
-				stopDaemon(daemon)
-				return err
-			}
-			fmt.Fprintf(c.App.Writer, "unix://%s\n", socket)
-
-			g, gctx := errgroup.WithContext(ctx)
-			g.Go(ctrl.Wait)
-			// A failing node agent stops the whole tree, controller included.
-			g.Go(func() error { <-gctx.Done(); cancel(); return nil })
-			peers := node.NewPeers()
-			if c.Bool("steps-over-network") {
-				peers = nil
-			}
-			for i := 1; i <= n; i++ {
-				name := fmt.Sprintf("node%d", i)
-				sec := nodeDefaults.Node
-				sec.Name = name
-				sec.StateDir = filepath.Join(dir, "nodes", name)
-				if metricsPort > 0 {
-					sec.MetricsListen = net.JoinHostPort(metricsHost, strconv.Itoa(metricsPort+i-1))
-				}
-				sn, err := standaloneStepNet(ca, name)
-				if err != nil {
-					cancel()
-					_ = g.Wait()
-					stopDaemon(daemon)
-					return err
-				}
-				g.Go(func() error {
-					return runNode(gctx, nodeOptions{
-						Name:       name,
-						Controller: "unix://" + socket,
-						Containerd: ctrdAddr,
-						Section:    sec,
-						Health:     nodeDefaults.Health,
-						DevRoot:    filepath.Join(sec.StateDir, "dev"),
-						StopJobs:   c.Bool("stop-jobs"),
-						Log:        log.With("component", "node"),
-						// Everything under --state-dir is daemon state.
-						HidePaths: []string{dir},
-						Peers:     peers,
-						StepNet:   sn,
-					})
-				})
-			}
-			err = g.Wait()
-			stopDaemon(daemon)
-			if err != nil && !errors.Is(err, context.Canceled) {
-				return err
-			}
-			log.Info("standalone stopped; job state stays in " + dir)
-			return nil
 		},
 	}
 }
 
-func stopDaemon(d *containerd.Daemon) {
-	if d == nil {
-		return
+// standaloneNodeFlags is what every node starts from: --node-config (or
+// the defaults) with the node flags over it; with a file, a flag wins
+// only when given.
+func standaloneNodeFlags(c *cli.Context) (config.Node, error) {
+	cfg := config.DefaultNode()
+	file := c.String("node-config")
+	if file != "" {
+		var err error
+		if cfg, err = config.LoadNode(file); err != nil {
+			return cfg, err
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_ = d.Stop(ctx)
+	flag := func(name string) bool { return file == "" || c.IsSet(name) }
+	s := &cfg.Node
+	if flag("gpus") {
+		s.GPUs = c.String("gpus")
+	}
+	if flag("cpus") {
+		s.CPUs = c.Int("cpus")
+	}
+	if flag("mem") {
+		s.Mem = c.String("mem")
+	}
+	if flag("kill-grace") {
+		s.KillGrace = config.Duration(c.Duration("kill-grace").String())
+	}
+	if flag("mig") {
+		s.MIG = c.String("mig")
+	}
+	if flag("rdma-sysfs") {
+		s.RDMASysfs = c.String("rdma-sysfs")
+	}
+	if flag("usage-interval") {
+		s.UsageInterval = config.Duration(c.Duration("usage-interval").String())
+	}
+	return cfg, nil
 }

@@ -1,25 +1,19 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"os/user"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/config"
+	"github.com/gpud/gpud/gpud/daemon"
 )
 
-// tokenCommand is `gpud token issue`. It signs with the controller's key
-// file (<state_dir>/auth/token.key, or [auth] token_key) directly, on the
-// controller host: whoever can read that file (root) is the admin who may
-// mint tokens. There is deliberately no API endpoint that mints tokens, so
-// a stolen admin token cannot make more (or longer-lived) ones.
+// tokenCommand is `gpud token issue` and `gpud token join`
+// (daemon.IssueToken says why tokens are minted from the key file, not
+// through the API).
 func tokenCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "token",
@@ -61,9 +55,9 @@ func tokenCommand() *cli.Command {
 				if c.IsSet("state-dir") {
 					cfg.Controller.StateDir = c.String("state-dir")
 				}
-				tok, err := auth.LoadJoinToken(joinTokenPath(cfg))
+				tok, err := daemon.JoinToken(cfg)
 				if err != nil {
-					return fmt.Errorf("token join: %w (run as root on the controller host)", err)
+					return err
 				}
 				fmt.Fprintln(c.App.Writer, tok)
 				return nil
@@ -80,73 +74,11 @@ func issueToken(c *cli.Context) error {
 	if c.IsSet("state-dir") {
 		cfg.Controller.StateDir = c.String("state-dir")
 	}
-	cl := auth.Claims{User: c.String("user"), Role: c.String("role"), Node: c.String("node")}
-	switch {
-	case cl.Role == auth.RoleNode:
-		if cl.Node == "" {
-			return usagef("token issue: --role node needs --node NAME")
-		}
-		if cl.User == "" {
-			cl.User = cl.Node
-		}
-	case cl.User == "":
-		return usagef("token issue: --user is required")
-	case cl.Node != "":
-		return usagef("token issue: --node is only for --role node")
-	default:
-		if cl.UID, cl.GID, err = lookupIDs(cl.User, c.String("uid")); err != nil {
-			return usagef("token issue: %v", err)
-		}
-	}
-	keys, err := auth.LoadKeys(cfg.TokenKeyPath(), cfg.Auth.ClusterName)
+	tok, err := daemon.IssueToken(cfg, daemon.TokenRequest{User: c.String("user"), UID: c.String("uid"), Role: c.String("role"),
+		Node: c.String("node"), TTL: c.Duration("ttl")}, c.App.ErrWriter)
 	if err != nil {
-		return fmt.Errorf("token issue: %w (run as root on the controller host)", err)
-	}
-	tok, err := keys.Issue(cl, c.Duration("ttl"))
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if auth.Rank(cl.Role) > auth.Rank(auth.RoleUser) && !granted(cfg.Auth, cl.User, cl.Role) {
-		fmt.Fprintf(c.App.ErrWriter, "gpud: warning: %s is not in [auth] %ss; the token acts as role user until the config grants it\n", cl.User, cl.Role)
-	}
-	if vc, err := keys.Verify(tok); err == nil {
-		fmt.Fprintf(c.App.ErrWriter, "gpud: token id %s (list it in [auth] revoked_tokens to revoke the token before it expires)\n", vc.ID)
+		return err
 	}
 	fmt.Fprintln(c.App.Writer, tok)
 	return nil
-}
-
-func granted(a config.Auth, user, role string) bool {
-	if user == "root" {
-		return true
-	}
-	return slices.Contains(a.Admins, user) || role == auth.RoleOperator && slices.Contains(a.Operators, user)
-}
-
-// lookupIDs returns the uid and gid of name: from flag ("UID" or
-// "UID:GID") when given, else from this host's user database.
-func lookupIDs(name, flag string) (uid, gid uint32, err error) {
-	if flag != "" {
-		us, gs, hasGID := strings.Cut(flag, ":")
-		u, err1 := strconv.ParseUint(us, 10, 32)
-		g := u
-		var err2 error
-		if hasGID {
-			g, err2 = strconv.ParseUint(gs, 10, 32)
-		}
-		if err := errors.Join(err1, err2); err != nil {
-			return 0, 0, fmt.Errorf("--uid=%q is not UID or UID:GID", flag)
-		}
-		return uint32(u), uint32(g), nil
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		return 0, 0, fmt.Errorf("user %q is not known on this host; pass --uid UID[:GID]", name)
-	}
-	uv, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gv, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, 0, fmt.Errorf("user %q has a non-numeric uid/gid; pass --uid", name)
-	}
-	return uint32(uv), uint32(gv), nil
 }

@@ -11,12 +11,12 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/gpud/gpud/cli/exitcode"
+	"github.com/gpud/gpud/cli/termsafe"
 	"github.com/gpud/gpud/gpuq/app"
-	"github.com/gpud/gpud/gpuq/exitcode"
 	"github.com/gpud/gpud/gpuq/salloc"
 	"github.com/gpud/gpud/gpuq/slurm"
 	"github.com/gpud/gpud/gpuq/srun"
-	"github.com/gpud/gpud/gpuq/termsafe"
 )
 
 func main() {

@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/cpuguy83/go-md2man/v2/md2man"
+	"github.com/gpud/gpud/cli/directive"
 	gpuqapp "github.com/gpud/gpud/gpuq/app"
 	"github.com/gpud/gpud/gpusubmit/app"
-	"github.com/gpud/gpud/gpusubmit/directive"
 	"github.com/urfave/cli/v2"
 )
 

@@ -7,8 +7,9 @@
 # package's service), iproute2 and util-linux's nsenter (the multi-host
 # e2e test puts each host in a network namespace), iptables (the HA e2e
 # test cuts a controller off its peers on loopback), python3-cloudpickle
-# (submitit, the Python client the e2e tests drive, needs it). Needs root to
-# install; without root it only says what is missing.
+# and python3-typing-extensions (submitit, the Python client the e2e tests
+# drive, imports both). Needs root to install; without root it only says
+# what is missing.
 set -euo pipefail
 missing=()
 command -v containerd >/dev/null || missing+=(containerd)
@@ -21,6 +22,7 @@ command -v ip >/dev/null || missing+=(iproute2)
 command -v nsenter >/dev/null || missing+=(util-linux)
 command -v iptables >/dev/null || missing+=(iptables)
 /usr/bin/python3 -c 'import cloudpickle' 2>/dev/null || missing+=(python3-cloudpickle)
+/usr/bin/python3 -c 'import typing_extensions' 2>/dev/null || missing+=(python3-typing-extensions)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "deps: missing ${missing[*]}; run as root (or apt-get install them) — tests that need them will be skipped" >&2

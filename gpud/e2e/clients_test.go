@@ -249,8 +249,8 @@ func TestSubmitit(t *testing.T) {
 	if src == "" {
 		t.Skip("SKIP: submitit's source not found (../shared/clients/submitit); set SUBMITIT_DIR")
 	}
-	if out, err := exec.Command("/usr/bin/python3", "-c", "import cloudpickle").CombinedOutput(); err != nil {
-		t.Fatalf("python3-cloudpickle is missing (apt-get install python3-cloudpickle; scripts/deps.sh does): %v\n%s", err, out)
+	if out, err := exec.Command("/usr/bin/python3", "-c", "import cloudpickle, typing_extensions").CombinedOutput(); err != nil {
+		t.Fatalf("submitit's Python dependencies are missing (apt-get install python3-cloudpickle python3-typing-extensions; scripts/deps.sh does): %v\n%s", err, out)
 	}
 	flows, err := filepath.Abs(filepath.Join("testdata", "submitit_flows.py"))
 	if err != nil {

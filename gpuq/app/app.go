@@ -3,15 +3,15 @@ package app
 import (
 	"errors"
 	"fmt"
-	"github.com/gpud/gpud/gpuq/termsafe"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/cli/exitcode"
+	"github.com/gpud/gpud/cli/termsafe"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpuq/exitcode"
 	"github.com/gpud/gpud/gpuq/format"
 	"github.com/urfave/cli/v2"
 )

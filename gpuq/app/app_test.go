@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gpud/gpud/cli/exitcode"
+	"github.com/gpud/gpud/cli/fakectl"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpuq/exitcode"
-	"github.com/gpud/gpud/gpuq/fakectl"
 )
 
 type result struct {

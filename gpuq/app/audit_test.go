@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpud/gpud/cli/fakectl"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpuq/fakectl"
 )
 
 func auditFixture(t *testing.T) *fakectl.Server {

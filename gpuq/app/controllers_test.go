@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gpud/gpud/cli/fakectl"
 	"github.com/gpud/gpud/gpud/api"
-	"github.com/gpud/gpud/gpuq/fakectl"
 )
 
 func TestControllers(t *testing.T) {

@@ -4,6 +4,6 @@
 // rendering with gpuq/format. New returns the cli.App so tests and the man
 // page generator drive exactly what users run.
 //
-// It imports gpud/api, gpud/spec, gpuq/format, gpuq/exitcode and
+// It imports gpud/api, gpud/spec, gpuq/format, cli/exitcode and
 // urfave/cli; it must not import controller or node packages.
 package app

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpud/gpud/cli/fakectl"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpuq/fakectl"
 )
 
 // Issue 12, hole 6: a job stored before the controller refused control

@@ -5,8 +5,8 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/gpud/gpud/cli/fakectl"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpuq/fakectl"
 	"github.com/gpud/gpud/gpuq/format"
 )
 

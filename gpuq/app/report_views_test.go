@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpud/gpud/cli/fakectl"
 	"github.com/gpud/gpud/gpud/api"
-	"github.com/gpud/gpud/gpuq/fakectl"
 	"github.com/gpud/gpud/gpuq/format"
 )
 

@@ -3,11 +3,11 @@ package app
 import (
 	"context"
 	"fmt"
-	"github.com/gpud/gpud/gpuq/termsafe"
 	"io"
 	"os"
 	"time"
 
+	"github.com/gpud/gpud/cli/termsafe"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpuq/format"

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpud/gpud/cli/exitcode"
+	"github.com/gpud/gpud/cli/fakectl"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpuq/exitcode"
-	"github.com/gpud/gpud/gpuq/fakectl"
 )
 
 func topFixture(t *testing.T) *fakectl.Server {

@@ -18,11 +18,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpud/gpud/cli/directive"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpuq/srun"
-	"github.com/gpud/gpud/gpusubmit/directive"
 )
 
 // Usage is salloc's short help.

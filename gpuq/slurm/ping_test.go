@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gpud/gpud/cli/fakectl"
 	"github.com/gpud/gpud/gpud/api"
-	"github.com/gpud/gpud/gpuq/fakectl"
 )
 
 // scontrol ping prints Slurm's line per controller: the leader as the

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/cli/getopt"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpuq/format"
-	"github.com/gpud/gpud/gpuq/getopt"
 )
 
 var sacctSet = &getopt.Set{Opts: append([]getopt.Opt{

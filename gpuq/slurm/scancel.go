@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gpud/gpud/cli/getopt"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpuq/getopt"
 )
 
 var scancelSet = &getopt.Set{Opts: append([]getopt.Opt{

@@ -12,12 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/cli/directive"
+	"github.com/gpud/gpud/cli/getopt"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpuq/format"
-	"github.com/gpud/gpud/gpuq/getopt"
-	"github.com/gpud/gpud/gpusubmit/directive"
 )
 
 var scontrolSet = &getopt.Set{Opts: append([]getopt.Opt{

@@ -8,11 +8,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpud/gpud/cli/getopt"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpuq/format"
-	"github.com/gpud/gpud/gpuq/getopt"
 )
 
 var sinfoSet = &getopt.Set{Opts: append([]getopt.Opt{

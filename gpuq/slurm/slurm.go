@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/cli/exitcode"
+	"github.com/gpud/gpud/cli/getopt"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpuq/exitcode"
 	"github.com/gpud/gpud/gpuq/format"
-	"github.com/gpud/gpud/gpuq/getopt"
 )
 
 // DefaultController is used when GPUD_CONTROLLER is unset.

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gpud/gpud/cli/exitcode"
+	"github.com/gpud/gpud/cli/fakectl"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpuq/exitcode"
-	"github.com/gpud/gpud/gpuq/fakectl"
 )
 
 var now = time.Date(2025, 3, 14, 15, 0, 0, 0, time.Local)

@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpud/gpud/cli/getopt"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpuq/format"
-	"github.com/gpud/gpud/gpuq/getopt"
 )
 
 // squeueDefaultSort is squeue's default order: partition, then state (in

@@ -3,9 +3,9 @@ package slurm
 import (
 	"slices"
 
+	"github.com/gpud/gpud/cli/getopt"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpuq/format"
-	"github.com/gpud/gpud/gpuq/getopt"
 )
 
 // squeueSteps is squeue -s/--steps[=STEPS]: the jobs' running steps

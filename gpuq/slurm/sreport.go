@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/cli/getopt"
 	"github.com/gpud/gpud/gpud/api"
-	"github.com/gpud/gpud/gpuq/getopt"
 )
 
 var sreportSet = &getopt.Set{Opts: append([]getopt.Opt{

@@ -7,9 +7,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gpud/gpud/cli/fakectl"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpuq/fakectl"
 )
 
 // TestSacctSteps: sacct lists an ended job's steps under it (N.batch,

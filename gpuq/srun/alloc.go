@@ -18,11 +18,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpud/gpud/cli/directive"
+	"github.com/gpud/gpud/cli/getopt"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpuq/getopt"
-	"github.com/gpud/gpud/gpusubmit/directive"
 )
 
 // srun and salloc outside a job's containers (DESIGN §7): an allocation

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpud/gpud/gpusubmit/directive"
+	"github.com/gpud/gpud/cli/directive"
 )
 
 // TestAllocationOptions: outside a job srun keeps the options that shape

@@ -16,9 +16,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpud/gpud/cli/directive"
+	"github.com/gpud/gpud/cli/getopt"
 	"github.com/gpud/gpud/gpud/api"
-	"github.com/gpud/gpud/gpuq/getopt"
-	"github.com/gpud/gpud/gpusubmit/directive"
 )
 
 // Exit codes beyond the tasks' own.

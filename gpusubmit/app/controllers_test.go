@@ -3,7 +3,7 @@ package app
 import (
 	"testing"
 
-	"github.com/gpud/gpud/gpuq/fakectl"
+	"github.com/gpud/gpud/cli/fakectl"
 )
 
 // --controller takes a controller group's list: a member that is down is

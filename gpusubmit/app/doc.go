@@ -3,6 +3,6 @@
 // --wait/--parsable/--test-only output. New returns the cli.App so tests
 // and the man page generator drive exactly what users run.
 //
-// It imports gpud/api, gpud/spec, gpusubmit/directive, gpuq/exitcode and
+// It imports gpud/api, gpud/spec, cli/directive, cli/exitcode and
 // urfave/cli; it must not import controller or node packages.
 package app

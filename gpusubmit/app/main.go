@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gpud/gpud/cli/directive"
+	"github.com/gpud/gpud/cli/exitcode"
+	"github.com/gpud/gpud/cli/submission"
+	"github.com/gpud/gpud/cli/termsafe"
 	"github.com/gpud/gpud/gpud/api"
-	"github.com/gpud/gpud/gpuq/exitcode"
-	"github.com/gpud/gpud/gpuq/termsafe"
-	"github.com/gpud/gpud/gpusubmit/directive"
-	"github.com/gpud/gpud/gpusubmit/submission"
 	"github.com/urfave/cli/v2"
 )
 

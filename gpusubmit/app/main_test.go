@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gpud/gpud/cli/exitcode"
+	"github.com/gpud/gpud/cli/fakectl"
+	"github.com/gpud/gpud/cli/submission"
 	"github.com/gpud/gpud/gpud/api"
-	"github.com/gpud/gpud/gpuq/exitcode"
-	"github.com/gpud/gpud/gpuq/fakectl"
-	"github.com/gpud/gpud/gpusubmit/submission"
 )
 
 // TestMainFastPathMatchesApp: Main reads a submission's words itself,

@@ -30,12 +30,12 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpud/gpud/cli/directive"
+	"github.com/gpud/gpud/cli/exitstatus"
+	"github.com/gpud/gpud/cli/submission"
+	"github.com/gpud/gpud/cli/termsafe"
 	"github.com/gpud/gpud/gpud/api/wire"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpuq/exitstatus"
-	"github.com/gpud/gpud/gpuq/termsafe"
-	"github.com/gpud/gpud/gpusubmit/directive"
-	"github.com/gpud/gpud/gpusubmit/submission"
 )
 
 // Handoff says that the full gpusubmit must run this command line, and

@@ -7,7 +7,7 @@ package main
 import (
 	"os"
 
-	"github.com/gpud/gpud/gpuq/exitstatus"
+	"github.com/gpud/gpud/cli/exitstatus"
 	"github.com/gpud/gpud/gpusubmit/quick"
 )
 

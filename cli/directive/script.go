@@ -7,8 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/gpud/gpud/cli/getopt"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpuq/getopt"
 )
 
 // Directive prefixes gpusubmit reads, in column 0 like sbatch.

@@ -1,4 +1,4 @@
-package main
+package simulate
 
 import (
 	"encoding/json"
@@ -12,17 +12,16 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/gpud/gpud/gpud/plot"
 	"github.com/gpud/gpud/gpud/sched"
 	"github.com/gpud/gpud/gpud/sim"
 	"github.com/gpud/gpud/gpud/sim/trace"
+	"github.com/gpud/gpud/gpud/spec"
 )
 
-// placementList names what --fgd --placement takes: the paper's six
+// PlacementList names what --fgd --placement takes: the paper's six
 // policies, and sched:P for each of the production scheduler's placements.
-func placementList() string {
+func PlacementList() string {
 	var s []string
 	for _, p := range sim.PaperPolicies {
 		s = append(s, string(p))
@@ -33,8 +32,8 @@ func placementList() string {
 	return strings.Join(s, ", ")
 }
 
-// defaultPlacements are the six published policies and gpud's own.
-func defaultPlacements() []string {
+// DefaultPlacements are the six published policies and gpud's own.
+func DefaultPlacements() []string {
 	var s []string
 	for _, p := range sim.PaperPolicies {
 		s = append(s, string(p))
@@ -42,8 +41,8 @@ func defaultPlacements() []string {
 	return append(s, "sched:"+string(sched.PlaceFGD))
 }
 
-// parseSeeds reads N, A..B or a comma list of either.
-func parseSeeds(s string) ([]uint64, error) {
+// ParseSeeds reads N, A..B or a comma list of either.
+func ParseSeeds(s string) ([]uint64, error) {
 	var out []uint64
 	for part := range strings.SplitSeq(s, ",") {
 		part = strings.TrimSpace(part)
@@ -84,7 +83,7 @@ func parseFGDPlacement(s string) (fgdPlacement, error) {
 		}
 		return fgdPlacement{name: s, sched: p}, nil
 	}
-	return fgdPlacement{}, fmt.Errorf("%q is not a placement (use %s)", s, placementList())
+	return fgdPlacement{}, fmt.Errorf("%q is not a placement (use %s)", s, PlacementList())
 }
 
 // fgdRow is one placement's results over the seeds.
@@ -118,27 +117,27 @@ func workloadName(path string) string {
 	return strings.TrimSuffix(b, filepath.Ext(b))
 }
 
-func runFGD(c *cli.Context, nodes []sim.NodeSpec, seeds []uint64) error {
+func runFGD(o Options, nodes []sim.NodeSpec, seeds []uint64) error {
 	var pls []fgdPlacement
-	for _, s := range c.StringSlice("placement") {
+	for _, s := range o.Placements {
 		p, err := parseFGDPlacement(s)
 		if err != nil {
-			return usagef("--placement: %v", err)
+			return spec.Errorf(spec.ErrInvalid, "--placement: %v", err)
 		}
 		pls = append(pls, p)
 	}
-	demand := c.Int("demand")
+	demand := o.Demand
 	if demand < 1 || demand > 130 {
-		return usagef("--demand %d: give a percent of the cluster's GPUs between 1 and 130 (the FGD paper reports 0..130 and compares at 100)", demand)
+		return spec.Errorf(spec.ErrInvalid, "--demand %d: give a percent of the cluster's GPUs between 1 and 130 (the FGD paper reports 0..130 and compares at 100)", demand)
 	}
 	var pub *sim.Published
-	if path := c.String("compare"); path != "" {
+	if path := o.Compare; path != "" {
 		var err error
-		if pub, err = sim.ReadPublished(path, workloadName(c.String("trace"))); err != nil {
+		if pub, err = sim.ReadPublished(path, workloadName(o.Trace)); err != nil {
 			return err
 		}
 	}
-	f, err := trace.Open(c.String("trace"), trace.Format(c.String("format")))
+	f, err := trace.Open(o.Trace, trace.Format(o.Format))
 	if err != nil {
 		return err
 	}
@@ -148,13 +147,13 @@ func runFGD(c *cli.Context, nodes []sim.NodeSpec, seeds []uint64) error {
 		return err
 	}
 	if len(jobs) == 0 {
-		return fmt.Errorf("trace %s has no tasks", c.String("trace"))
+		return fmt.Errorf("trace %s has no tasks", o.Trace)
 	}
-	variant, err := sim.ParseVariant(c.StringSlice("vary"))
+	variant, err := sim.ParseVariant(o.Vary)
 	if err != nil {
-		return usagef("--vary: %v", err)
+		return spec.Errorf(spec.ErrInvalid, "--vary: %v", err)
 	}
-	setup, err := sim.NewPaperSetup(jobs, nodes, c.Bool("cpu-nodes"))
+	setup, err := sim.NewPaperSetup(jobs, nodes, o.CPUNodes)
 	if err != nil {
 		return err
 	}
@@ -207,25 +206,25 @@ func runFGD(c *cli.Context, nodes []sim.NodeSpec, seeds []uint64) error {
 		}
 		rows = append(rows, row)
 	}
-	if dir := c.String("plot"); dir != "" {
+	if dir := o.Plot; dir != "" {
 		if err := writeFGDPlots(dir, rows, demand, pub != nil); err != nil {
 			return err
 		}
 	}
-	out := c.App.Writer
-	if c.Bool("json") {
+	out := o.Out
+	if o.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"trace": c.String("trace"), "tasks": len(jobs), "nodes": setup.Nodes(),
+		return enc.Encode(map[string]any{"trace": o.Trace, "tasks": len(jobs), "nodes": setup.Nodes(),
 			"gpus": setup.TotalGPUs(), "seeds": seeds, "demand_percent": demand, "placements": rows})
 	}
-	if c.Bool("markdown") {
+	if o.Markdown {
 		return writeFGDMarkdown(out, rows, demand, seeds)
 	}
 	fmt.Fprintf(out, "FGD experiment (as the paper's simulator runs it): trace %s (%d tasks), %d nodes, %d GPUs; seeded shuffle, tuned to 130%% of GPUs, no departures; %d seed(s) %s\n",
-		c.String("trace"), len(jobs), setup.Nodes(), setup.TotalGPUs(), len(seeds), c.String("seed"))
-	if vs := c.StringSlice("vary"); len(vs) > 0 || c.Bool("cpu-nodes") {
-		if c.Bool("cpu-nodes") {
+		o.Trace, len(jobs), setup.Nodes(), setup.TotalGPUs(), len(seeds), o.Seed)
+	if vs := o.Vary; len(vs) > 0 || o.CPUNodes {
+		if o.CPUNodes {
 			vs = append(vs, "cpu-nodes")
 		}
 		fmt.Fprintf(out, "varied from the paper's setup: %s\n", strings.Join(vs, ", "))
@@ -260,7 +259,7 @@ func runFGD(c *cli.Context, nodes []sim.NodeSpec, seeds []uint64) error {
 	}
 	if pub == nil {
 		fmt.Fprintln(out, published)
-	} else if dir := c.String("plot"); dir != "" {
+	} else if dir := o.Plot; dir != "" {
 		fmt.Fprintf(out, "every k: %s; plots: %s\n", filepath.Join(dir, "compare.csv"), filepath.Join(dir, "compare.svg"))
 	}
 	return nil

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gpud/gpud/gpud/api"
@@ -31,114 +30,12 @@ var (
 	_ metrics.StatsSource = (*controller.Controller)(nil)
 )
 
-const defaultNodeConfig = "/etc/gpud/node.toml"
-
-func nodeCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "node",
-		Usage: "run the node agent on a GPU server",
-		Flags: append(logFlags(),
-			&cli.StringFlag{Name: "config", Usage: "node configuration file (TOML); the default path may be absent", Value: defaultNodeConfig},
-			&cli.StringFlag{Name: "name", Usage: "node name in the cluster (default: hostname)"},
-			&cli.StringFlag{Name: "controller", Usage: "controller address, unix:///path.sock or https://host:port, or a comma-separated list of an HA group's controllers (the agent follows the leader)", EnvVars: []string{api.EnvController}},
-			&cli.StringFlag{Name: "address", Usage: "address other nodes reach this one at: the MASTER_ADDR of jobs whose rank 0 runs here (default: hostname)"},
-			&cli.StringFlag{Name: "gpus", Usage: "GPU backend: auto, nvml, none, mock:dgx-a100, mock:dgx-h100, mock:dgx-h200"},
-			&cli.IntFlag{Name: "cpus", Usage: "CPUs offered to jobs (0: detect)"},
-			&cli.StringFlag{Name: "mem", Usage: "memory offered to jobs, e.g. 512G (default: detect)"},
-			&cli.StringFlag{Name: "state-dir", Usage: "directory of outbox.db and job state"},
-			&cli.StringFlag{Name: "containerd", Usage: "containerd socket"},
-			&cli.StringFlag{Name: "cdi-dir", Usage: "directory for the node's CDI spec"},
-			&cli.StringFlag{Name: "features", Usage: "comma-separated node features for --constraint"},
-			&cli.StringFlag{Name: "mig", Usage: "MIG mode of the node's MIG-capable GPUs: off, static or dynamic (see [node] mig)"},
-			&cli.StringFlag{Name: "rdma-sysfs", Usage: "sysfs root to discover RDMA NICs in (default /sys; a fake tree for mock nodes)"},
-			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus /metrics (per-GPU DCGM-style gauges) on this host:port; \"\" serves none"},
-		),
-		Action: func(c *cli.Context) error {
-			log, err := newLogger(c, os.Stderr)
-			if err != nil {
-				return err
-			}
-			path := configPath(c)
-			cfg, err := config.LoadNode(path)
-			if err != nil {
-				return err
-			}
-			s := &cfg.Node
-			if c.IsSet("name") {
-				s.Name = c.String("name")
-			}
-			if c.IsSet("controller") {
-				s.Controller = c.String("controller")
-			}
-			if c.IsSet("address") {
-				s.Address = c.String("address")
-			}
-			if c.IsSet("gpus") {
-				s.GPUs = c.String("gpus")
-			}
-			if c.IsSet("cpus") {
-				s.CPUs = c.Int("cpus")
-			}
-			if c.IsSet("mem") {
-				s.Mem = c.String("mem")
-			}
-			if c.IsSet("state-dir") {
-				s.StateDir = c.String("state-dir")
-			}
-			if c.IsSet("containerd") {
-				s.ContainerdAddress = c.String("containerd")
-			}
-			if c.IsSet("cdi-dir") {
-				s.CDIDir = c.String("cdi-dir")
-			}
-			if c.IsSet("features") {
-				s.Features = splitList(c.String("features"))
-			}
-			if c.IsSet("mig") {
-				s.MIG = c.String("mig")
-			}
-			if c.IsSet("rdma-sysfs") {
-				s.RDMASysfs = c.String("rdma-sysfs")
-			}
-			if c.IsSet("metrics-listen") {
-				s.MetricsListen = c.String("metrics-listen")
-			}
-			if err := cfg.Validate(); err != nil {
-				return err
-			}
-			name, err := s.NodeName()
-			if err != nil {
-				return err
-			}
-			return runNode(c.Context, nodeOptions{
-				Name:       name,
-				Controller: s.Controller,
-				Containerd: s.ContainerdAddress,
-				Section:    *s,
-				Health:     cfg.Health,
-				DevRoot:    filepath.Join(s.StateDir, "dev"),
-				Log:        log,
-			})
-		},
-	}
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // MockGPUHealthFile, in a node's state dir, overrides the readings of its
 // mock GPUs (JSON, e.g. {"3": {"temp_c": 90}}): the fault-injection hook.
 const MockGPUHealthFile = "mock-gpu-health.json"
 
-// nodeOptions say how to run one node agent.
-type nodeOptions struct {
+// NodeOptions say how to run one node agent.
+type NodeOptions struct {
 	Name       string
 	Controller string
 	Containerd string
@@ -157,6 +54,8 @@ type nodeOptions struct {
 	// StepNet, when set, is the step listener and identity to use instead
 	// of the joined certificate's ([node] step_listen; gpud standalone).
 	StepNet *node.StepNet
+	// Version is gpud's, registered with the node's inventory.
+	Version string
 }
 
 // toolsDir is the directory of gpud's own binary when srun is there too
@@ -173,9 +72,9 @@ func toolsDir() string {
 	return dir
 }
 
-// runNode discovers the node, connects to containerd and runs the agent
+// RunNode discovers the node, connects to containerd and runs the agent
 // until ctx ends. Job containers keep running when it returns.
-func runNode(ctx context.Context, o nodeOptions) error {
+func RunNode(ctx context.Context, o NodeOptions) error {
 	s := o.Section
 	log := o.Log.With("node", o.Name)
 	inv, devs, mig, err := buildInventory(ctx, inventoryOptions{
@@ -188,6 +87,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		DevRoot:   o.DevRoot,
 		MIGMode:   s.MIGModeOf,
 		RDMASysfs: s.RDMASysfs,
+		Version:   o.Version,
 		// Mock GPUs only: tests write it to make a GPU overheat or fail.
 		MockHealthFile: filepath.Join(s.StateDir, MockGPUHealthFile),
 	})
@@ -244,7 +144,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		// The grace of a checkpoint-first stop: requeue, checkpoint-mode
 		// preemption, drain, unhealthy GPU.
 		CheckpointTimeout: s.CheckpointTimeout.Std(),
-		Version:           version,
+		Version:           o.Version,
 		UsageInterval:     usageInterval(s.UsageInterval.Std()),
 		// The controller's state, should it run on this host (a missing
 		// directory is skipped), and containerd's; the controller's socket

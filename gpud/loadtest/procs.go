@@ -1,4 +1,4 @@
-package main
+package loadtest
 
 import (
 	"bufio"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/node"
+	"github.com/gpud/gpud/gpud/process"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime/fake"
 )
@@ -46,6 +47,8 @@ type ltFleet struct {
 	// memory limit in bytes (0: Go's default).
 	GOGC     int
 	MemLimit int64
+	// Version is gpud's, registered with each agent's inventory.
+	Version string
 }
 
 // start starts the range's agents (one goroutine each, tracked by wg),
@@ -93,7 +96,7 @@ func (fc ltFleet) start(ctx context.Context, wg *sync.WaitGroup, sink ltSink, lo
 			HeartbeatInterval: fc.Heartbeat,
 			PollWait:          30 * time.Second,
 			Hostname:          name,
-			Version:           version,
+			Version:           fc.Version,
 			SysfsRoot:         sysfs,
 			UsageInterval:     fc.UsageInterval,
 			KillGrace:         time.Second,
@@ -167,19 +170,19 @@ func (c *childSink) flush() error {
 	return c.w.Flush()
 }
 
-// runAgentsChild is `gpud loadtest --agents-child`: it reads its ltFleet
+// RunAgentsChild is `gpud loadtest --agents-child`: it reads its ltFleet
 // from in, runs those agents and reports on out until in is closed (the
 // parent is done) or ctx ends.
-func runAgentsChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger) error {
+func RunAgentsChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger) error {
 	dec := json.NewDecoder(in)
 	var fc ltFleet
 	if err := dec.Decode(&fc); err != nil {
 		return fmt.Errorf("loadtest --agents-child: read the fleet from standard input: %w (this mode is for gpud loadtest --procs only)", err)
 	}
-	raiseOpenFiles(log, "loadtest agents child")
+	process.RaiseOpenFiles(log, "loadtest agents child")
 	setAgentsGC(fc.GOGC, fc.MemLimit)
 	if fc.CPUProfile != "" {
-		stop, err := startCPUProfile(fc.CPUProfile)
+		stop, err := process.StartCPUProfile(fc.CPUProfile)
 		if err != nil {
 			return err
 		}
@@ -239,11 +242,11 @@ type ltChildren struct {
 
 // startChildren starts o.Procs children of o.Gpud, each with its share of
 // the nodes, and feeds their reports into lt.
-func (lt *loadtest) startChildren(o loadtestOptions, fc ltFleet) (*ltChildren, error) {
+func (lt *loadtest) startChildren(o Options, fc ltFleet) (*ltChildren, error) {
 	k := &ltChildren{goroutines: make([]atomic.Int64, o.Procs)}
 	if o.AgentsGOGC > 0 {
 		fc.GOGC = o.AgentsGOGC
-		if mib, err := hostMemMiB(); err == nil {
+		if mib, err := process.HostMemMiB(); err == nil {
 			fc.MemLimit = (mib << 20) / 4 / int64(o.Procs)
 		}
 	}

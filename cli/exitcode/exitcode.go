@@ -4,8 +4,8 @@ import (
 	"context"
 	"io"
 
+	"github.com/gpud/gpud/cli/exitstatus"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpuq/exitstatus"
 	"github.com/urfave/cli/v2"
 )
 

@@ -5,7 +5,7 @@
 // Sending it is the caller's: gpusubmit/app through gpud/api.Client,
 // sbatch's one-shot path (gpusubmit/quick) over the unix socket itself.
 //
-// It imports gpud/spec, gpud/api/wire and gpusubmit/directive only (no
+// It imports gpud/spec, gpud/api/wire and cli/directive only (no
 // net/http, no urfave/cli), so the one-shot sbatch binary that links it
 // starts as fast as a Go program can; both paths share this code, so they
 // cannot answer differently.
@@ -22,9 +22,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpud/gpud/cli/directive"
 	"github.com/gpud/gpud/gpud/api/wire"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpusubmit/directive"
 )
 
 // DefaultController is the address used when neither --controller nor

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"log/slog"
@@ -8,7 +8,7 @@ import (
 	"syscall"
 )
 
-// raiseOpenFiles lifts the open-files limit as far as this process may,
+// RaiseOpenFiles lifts the open-files limit as far as this process may,
 // and logs where it ends: `gpud controller` holds one connection per node
 // agent (HTTP/2: long poll, heartbeats and events share it) plus users'
 // and its databases', and `gpud loadtest` one per simulated agent. The
@@ -16,7 +16,7 @@ import (
 // nothing); root also tries to lift the hard limit to fs.nr_open, which a
 // container without CAP_SYS_RESOURCE refuses (then the hard limit stays,
 // and the log says so). It returns the soft limit in effect.
-func raiseOpenFiles(log *slog.Logger, who string) uint64 {
+func RaiseOpenFiles(log *slog.Logger, who string) uint64 {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		log.Warn("read the open-files limit", "err", err)

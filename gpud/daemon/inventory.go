@@ -1,17 +1,16 @@
-package main
+package daemon
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/gpud/gpud/gpud/node"
+	"github.com/gpud/gpud/gpud/process"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime/gpu"
 	"github.com/gpud/gpud/runtime/gpu/nvml"
@@ -38,6 +37,8 @@ type inventoryOptions struct {
 	// RDMASysfs is where NICs are discovered ("" skips RDMA); anything but
 	// /sys is a fake tree, whose device nodes are made under DevRoot.
 	RDMASysfs string
+	// Version is gpud's, registered with the inventory.
+	Version string
 }
 
 // buildInventory discovers the node's GPUs, writes their CDI spec,
@@ -96,13 +97,13 @@ func discover(ctx context.Context, o inventoryOptions) (spec.Inventory, gpu.Devi
 		CPUs:     o.CPUs,
 		MemMiB:   o.MemMiB,
 		Features: o.Features,
-		Version:  version,
+		Version:  o.Version,
 	}
 	if inv.CPUs <= 0 {
 		inv.CPUs = goruntime.NumCPU()
 	}
 	if inv.MemMiB <= 0 {
-		if inv.MemMiB, err = hostMemMiB(); err != nil {
+		if inv.MemMiB, err = process.HostMemMiB(); err != nil {
 			devs.Close()
 			return spec.Inventory{}, nil, err
 		}
@@ -123,27 +124,6 @@ func discover(ctx context.Context, o inventoryOptions) (spec.Inventory, gpu.Devi
 		})
 	}
 	return inv, devs, nil
-}
-
-// hostMemMiB reads MemTotal from /proc/meminfo.
-func hostMemMiB() (int64, error) {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, fmt.Errorf("detect memory: %w; set [node] mem", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kib, err := strconv.ParseInt(fields[1], 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("detect memory: parse %q: %w", sc.Text(), err)
-			}
-			return kib / 1024, nil
-		}
-	}
-	return 0, fmt.Errorf("detect memory: no MemTotal in /proc/meminfo; set [node] mem")
 }
 
 // setupMIG switches MIG mode on for the GPUs whose [node] mig is static or

@@ -1,4 +1,4 @@
-package main
+package loadtest
 
 import (
 	"context"
@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,16 +21,45 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 )
 
-// envLoadtestChild makes this test binary act as gpud (the controller
-// child of TestLoadtestNothingLost) instead of running tests.
-const envLoadtestChild = "GPUD_TEST_AS_GPUD"
+// gpudBinary builds gpud once for the tests that start a controller
+// child (and agents children): the harness runs the real binary, as make
+// bench-fleet does.
+func gpudBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gpud-loadtest-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtDir = dir
+		bin := filepath.Join(dir, "gpud")
+		cmd := exec.Command("go", "build", "-o", bin, "github.com/gpud/gpud/gpud")
+		cmd.Env = append(os.Environ(), "CGO_CFLAGS=-Wno-deprecated-declarations")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build gpud: %v\n%s", err, out)
+			return
+		}
+		builtBin = bin
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+var (
+	buildOnce          sync.Once
+	builtDir, builtBin string
+	buildErr           error
+)
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envLoadtestChild) == "1" {
-		main()
-		os.Exit(0)
+	code := m.Run()
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
 	}
-	os.Exit(m.Run())
+	os.Exit(code)
 }
 
 // TestLoadtestNothingLost runs `gpud loadtest` end to end at a small size:
@@ -40,24 +71,20 @@ func TestLoadtestNothingLost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a controller and 20 agents")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(envLoadtestChild, "1") // for the controller child only
+	exe := gpudBinary(t)
 	dir := t.TempDir()
 	svg := filepath.Join(dir, "run.svg")
 	var out strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, err := runLoadtest(ctx, loadtestOptions{
+	rep, err := Run(ctx, Options{
 		Nodes: 20, GPUsPerNode: 8, Jobs: 500, Submitters: 4, JobGPUs: 1, JobDuration: time.Second,
 		Heartbeat: time.Second, UsageInterval: time.Second, SchedInterval: time.Second, MaxJobsPerCycle: 1000,
 		Timeout: 3 * time.Minute, Dir: filepath.Join(dir, "work"), AgentDir: filepath.Join(dir, "agents"),
 		Gpud: exe, Plot: svg, Log: node.TestLogger(t), Out: &out,
 	})
 	if rep != nil {
-		rep.print(&out)
+		rep.Print(&out)
 	}
 	t.Log(out.String())
 	if err != nil {
@@ -85,23 +112,19 @@ func TestLoadtestProcs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a controller and two agents children")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(envLoadtestChild, "1") // for the children only
+	exe := gpudBinary(t)
 	dir := t.TempDir()
 	var out strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, err := runLoadtest(ctx, loadtestOptions{
+	rep, err := Run(ctx, Options{
 		Nodes: 10, GPUsPerNode: 4, Jobs: 200, Submitters: 2, JobGPUs: 1, JobDuration: 500 * time.Millisecond,
 		Heartbeat: time.Second, UsageInterval: time.Second, SchedInterval: time.Second, MaxJobsPerCycle: 1000,
 		Timeout: 3 * time.Minute, Dir: filepath.Join(dir, "work"), AgentDir: filepath.Join(dir, "agents"),
 		Gpud: exe, Procs: 2, MemoryOutbox: true, Log: node.TestLogger(t), Out: &out,
 	})
 	if rep != nil {
-		rep.print(&out)
+		rep.Print(&out)
 	}
 	t.Log(out.String())
 	if err != nil {
@@ -156,7 +179,7 @@ func TestLoadtestCheckFindsProblems(t *testing.T) {
 		3: {sentAt: now, ackAt: now, starts: 1}, // not in accounting
 		5: {sentAt: now, ackAt: now, starts: 2}, // requeued
 	}}
-	rep := &ltReport{}
+	rep := &Report{}
 	if err := lt.checkAccounting(t.Context(), cl, rep); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package loadtest
 
 import (
 	"context"
@@ -74,8 +74,8 @@ func (s *ltSampler) window(from, to time.Time) (a, b ltSample, ok bool) {
 	return s.samples[i], s.samples[j], j > i
 }
 
-// ltReport is what a run measured.
-type ltReport struct {
+// Report is what a run measured.
+type Report struct {
 	Nodes, GPUsPerNode, Jobs, Procs           int
 	Acked, Rejected                           int64
 	SubmitPerSec                              float64
@@ -115,9 +115,9 @@ func pct(ds []time.Duration) [3]time.Duration {
 // report sums up the run: wl is when the workload began, opened when jobs
 // could start (later than wl with --preload), subDone when the
 // last submission was acknowledged, drained when the last exit was.
-func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time) *ltReport {
+func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time) *Report {
 	o := lt.o
-	r := &ltReport{Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Procs: o.Procs, Acked: lt.acked.Load(), Rejected: lt.rejected.Load(),
+	r := &Report{Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Procs: o.Procs, Acked: lt.acked.Load(), Rejected: lt.rejected.Load(),
 		HeartbeatErrors: lt.hbErrors.Load(), UsageSamples: lt.usage.Load()}
 	end := s.samples[len(s.samples)-1].at
 	r.Workload, r.Hold = drained.Sub(wl), end.Sub(drained)
@@ -224,7 +224,7 @@ func loadAvg1() float64 {
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-func (r *ltReport) print(w io.Writer) {
+func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "\n== gpud loadtest: %d nodes × %d GPUs, %d jobs acknowledged (%d refusals retried)\n", r.Nodes, r.GPUsPerNode, r.Acked, r.Rejected)
 	fmt.Fprintf(w, "workload %s, then hold %s\n", r.Workload.Round(time.Millisecond), r.Hold.Round(time.Millisecond))
 	fmt.Fprintf(w, "submissions/s acknowledged   %.0f\n", r.SubmitPerSec)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gpud/gpud/gpuq/getopt"
+	"github.com/gpud/gpud/cli/getopt"
 )
 
 // Def describes one gpusubmit option. The same table drives directive

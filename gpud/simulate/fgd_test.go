@@ -1,4 +1,4 @@
-package main
+package simulate
 
 import (
 	"bytes"
@@ -11,13 +11,13 @@ import (
 
 func TestParseSeeds(t *testing.T) {
 	for in, want := range map[string][]uint64{"1": {1}, "42..45": {42, 43, 44, 45}, "1,3..4": {1, 3, 4}} {
-		if got, err := parseSeeds(in); err != nil || !slices.Equal(got, want) {
-			t.Errorf("parseSeeds(%q) = %v, %v; want %v", in, got, err, want)
+		if got, err := ParseSeeds(in); err != nil || !slices.Equal(got, want) {
+			t.Errorf("ParseSeeds(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "x", "5..4", "1..", "0..20000"} {
-		if _, err := parseSeeds(in); err == nil || !strings.Contains(err.Error(), "is not a seed") {
-			t.Errorf("parseSeeds(%q) error = %v, want one naming the bad part", in, err)
+		if _, err := ParseSeeds(in); err == nil || !strings.Contains(err.Error(), "is not a seed") {
+			t.Errorf("ParseSeeds(%q) error = %v, want one naming the bad part", in, err)
 		}
 	}
 }
@@ -36,14 +36,19 @@ func TestSimulateFGD(t *testing.T) {
 	if err := os.WriteFile(nl, []byte(nodes), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	run := func(args ...string) (string, error) {
-		app := newApp()
+	// run is gpud simulate --fgd --trace tr --nodes nl with the flags'
+	// defaults, then set's changes.
+	run := func(set func(*Options)) (string, error) {
 		var out bytes.Buffer
-		app.Writer, app.ErrWriter = &out, &out
-		err := app.Run(append([]string{"gpud", "simulate", "--fgd", "--trace", tr, "--nodes", nl}, args...))
+		o := Options{FGD: true, Trace: tr, NodesFile: nl, Format: "auto", RuntimeEstimate: "exact", Seed: "1",
+			Placements: DefaultPlacements(), Demand: 100, Out: &out}
+		if set != nil {
+			set(&o)
+		}
+		err := Run(o)
 		return out.String(), err
 	}
-	out, err := run("--seed", "42..44", "--plot", filepath.Join(dir, "plot"))
+	out, err := run(func(o *Options) { o.Seed, o.Plot = "42..44", filepath.Join(dir, "plot") })
 	if err != nil {
 		t.Fatalf("simulate --fgd: %v\n%s", err, out)
 	}
@@ -55,13 +60,13 @@ func TestSimulateFGD(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "plot", "alloc_curve.svg")); err != nil {
 		t.Errorf("no allocation curve plot: %v", err)
 	}
-	if _, err := run("--placement", "best-fit"); err == nil || !strings.Contains(err.Error(), `"best-fit" is not a placement`) {
+	if _, err := run(func(o *Options) { o.Placements = []string{"best-fit"} }); err == nil || !strings.Contains(err.Error(), `"best-fit" is not a placement`) {
 		t.Errorf("--placement best-fit: error %v", err)
 	}
-	if _, err := run("--placement", "sched:tetris"); err == nil || !strings.Contains(err.Error(), `"tetris" is not a placement`) {
+	if _, err := run(func(o *Options) { o.Placements = []string{"sched:tetris"} }); err == nil || !strings.Contains(err.Error(), `"tetris" is not a placement`) {
 		t.Errorf("--placement sched:tetris: error %v", err)
 	}
-	if _, err := run("--demand", "0"); err == nil || !strings.Contains(err.Error(), "--demand 0") {
+	if _, err := run(func(o *Options) { o.Demand = 0 }); err == nil || !strings.Contains(err.Error(), "--demand 0") {
 		t.Errorf("--demand 0: error %v", err)
 	}
 
@@ -71,7 +76,9 @@ func TestSimulateFGD(t *testing.T) {
 		"pods,05-BestFit,1.3,42,6,0.0,10.0,20.0\npods,05-BestFit,1.3,43,6,0.0,12.0,22.0\nother,06-FGD,1.3,42,6,1,2,3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err = run("--seed", "42..43", "--demand", "2", "--compare", pub, "--placement", "bestfit", "--placement", "fgd", "--plot", filepath.Join(dir, "cmp"))
+	out, err = run(func(o *Options) {
+		o.Seed, o.Demand, o.Compare, o.Placements, o.Plot = "42..43", 2, pub, []string{"bestfit", "fgd"}, filepath.Join(dir, "cmp")
+	})
 	if err != nil {
 		t.Fatalf("simulate --fgd --compare: %v\n%s", err, out)
 	}
@@ -87,14 +94,16 @@ func TestSimulateFGD(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "cmp", "compare.svg")); err != nil {
 		t.Errorf("no comparison plot: %v", err)
 	}
-	out, err = run("--seed", "42..43", "--demand", "2", "--compare", pub, "--placement", "bestfit", "--placement", "sched:fgd", "--markdown")
+	out, err = run(func(o *Options) {
+		o.Seed, o.Demand, o.Compare, o.Placements, o.Markdown = "42..43", 2, pub, []string{"bestfit", "sched:fgd"}, true
+	})
 	if err != nil || !strings.Contains(out, "| BestFit (`bestfit`) | 21.00 (20.00–22.00) |") || !strings.Contains(out, "over BestFit |") {
 		t.Errorf("--markdown (%v):\n%s", err, out)
 	}
-	if _, err := run("--compare", filepath.Join(dir, "pods.csv")); err == nil || !strings.Contains(err.Error(), "lacks") {
+	if _, err := run(func(o *Options) { o.Compare = filepath.Join(dir, "pods.csv") }); err == nil || !strings.Contains(err.Error(), "lacks") {
 		t.Errorf("--compare with a pod list: error %v", err)
 	}
-	if _, err := run("--vary", "tie=first"); err == nil || !strings.Contains(err.Error(), "tie=rank|name|random") {
+	if _, err := run(func(o *Options) { o.Vary = []string{"tie=first"} }); err == nil || !strings.Contains(err.Error(), "tie=rank|name|random") {
 		t.Errorf("--vary tie=first: error %v", err)
 	}
 }

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpud/gpud/gpud/config"
+	"github.com/gpud/gpud/gpud/daemon"
+	"github.com/gpud/gpud/gpud/process"
+)
+
+const defaultControllerConfig = "/etc/gpud/gpud.toml"
+
+func controllerCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "controller",
+		Usage: "run the central controller (API, queue, scheduler, state)",
+		Flags: append(logFlags(),
+			&cli.StringFlag{Name: "config", Usage: "controller configuration file (TOML); the default path may be absent", Value: defaultControllerConfig},
+			&cli.StringFlag{Name: "state-dir", Usage: "directory of state.db and accounting.db (overrides [controller] state_dir)"},
+			&cli.StringFlag{Name: "listen-socket", Usage: "unix socket to serve the API on (overrides [controller] listen_socket)"},
+			&cli.StringFlag{Name: "listen-tcp", Usage: "host:port to serve the API on over TCP (overrides [controller] listen_tcp)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile (pprof) of the whole run to this file, finished when the controller exits (gpud loadtest --controller-cpuprofile)"},
+		),
+		Action: func(c *cli.Context) error {
+			log, err := newLogger(c, os.Stderr)
+			if err != nil {
+				return err
+			}
+			if p := c.String("cpuprofile"); p != "" {
+				stop, err := process.StartCPUProfile(p)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			path := configPath(c)
+			o := daemon.ControllerOptions{
+				ConfigPath: path,
+				Override: func(cfg *config.Controller) {
+					if c.IsSet("state-dir") {
+						cfg.Controller.StateDir = c.String("state-dir")
+					}
+					if c.IsSet("listen-socket") {
+						cfg.Controller.ListenSocket = c.String("listen-socket")
+					}
+					if c.IsSet("listen-tcp") {
+						cfg.Controller.ListenTCP = c.String("listen-tcp")
+					}
+				},
+				Log:     log,
+				Version: version,
+			}
+			d, err := daemon.StartController(c.Context, o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "gpud controller listening on unix://%s\n", d.Socket)
+			return d.Wait()
+		},
+	}
+}
