@@ -16,7 +16,7 @@
 // log are therefore the /v1 API's by construction, not a copy of them.
 //
 // It imports gpud/api, gpud/spec, gpud/hostlist and the sbatch option
-// table (gpusubmit/directive, pure), so that a job submitted here means
+// table (cli/directive, pure), so that a job submitted here means
 // what the same options mean to sbatch. It must not import gpud/server,
 // gpud/controller, gpud/store or accounting.
 package slurmrest

@@ -11,14 +11,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/cli/directive"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
-	"github.com/gpud/gpud/gpusubmit/directive"
 )
 
 // A job description (job_desc_msg) becomes sbatch options, and the
 // options become a job through the sbatch option table
-// (gpusubmit/directive): a field here means exactly what its sbatch
+// (cli/directive): a field here means exactly what its sbatch
 // option means, with the same checks, warnings and refusals.
 //
 // Like slurmrestd, the script's #SBATCH lines are not read: the job is
