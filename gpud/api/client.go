@@ -59,6 +59,12 @@ type ClientOptions struct {
 	// FailoverTimeout bounds the retries of one call over a list of
 	// controllers (0: DefaultFailoverTimeout); see failover.go.
 	FailoverTimeout time.Duration
+	// DialTimeout and HandshakeTimeout bound one connection attempt (0:
+	// DefaultDialTimeout, DefaultHandshakeTimeout); PingAfter and
+	// PingTimeout find a dead HTTP/2 connection (0: DefaultPingAfter,
+	// DefaultPingTimeout). See transport.go.
+	DialTimeout, HandshakeTimeout time.Duration
+	PingAfter, PingTimeout        time.Duration
 	// OneShot, for a unix:// address, sends each request on a
 	// connection of its own, dialled, written and read on the caller's
 	// goroutine (oneShot in transport.go): for a process that makes a
@@ -91,7 +97,7 @@ func NewClientWith(addr string, o ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, spec.Errorf(spec.ErrInvalid, "controller address %q: %v", addr, err)
 	}
-	tr := newTransport()
+	tr := newTransport(o)
 	c := &Client{hc: &http.Client{Transport: tr}}
 	switch u.Scheme {
 	case "unix":
@@ -405,7 +411,7 @@ func (c *Client) WaitJob(ctx context.Context, id spec.JobID) (spec.Job, error) {
 	for {
 		var out spec.Job
 		q := url.Values{"timeout": {"30"}}
-		err := c.do(ctx, http.MethodGet, "/jobs/"+strconv.FormatUint(uint64(id), 10)+"/wait", q, nil, &out)
+		err := c.do(withCall(ctx, callOpts{patience: 30 * time.Second}), http.MethodGet, "/jobs/"+strconv.FormatUint(uint64(id), 10)+"/wait", q, nil, &out)
 		switch {
 		case err == nil && out.State.Terminal():
 			return out, nil
@@ -513,7 +519,8 @@ func (c *Client) UserToken(ctx context.Context, lifespan time.Duration) (TokenRe
 // Register registers (or re-registers) a node's inventory.
 func (c *Client) Register(ctx context.Context, inv spec.Inventory) (RegisterResponse, error) {
 	var out RegisterResponse
-	err := c.do(ctx, http.MethodPost, "/nodes/register", nil, RegisterRequest{Inventory: inv}, &out)
+	// Registering again changes nothing: safe to resend at another member.
+	err := c.do(withCall(ctx, callOpts{resend: true}), http.MethodPost, "/nodes/register", nil, RegisterRequest{Inventory: inv}, &out)
 	return out, err
 }
 
@@ -533,7 +540,7 @@ func (c *Client) Heartbeat(ctx context.Context, node string, running []string) e
 
 // SendHeartbeat is Heartbeat with the whole request (GPU health too).
 func (c *Client) SendHeartbeat(ctx context.Context, node string, req HeartbeatRequest) error {
-	return c.do(ctx, http.MethodPost, "/nodes/"+url.PathEscape(node)+"/heartbeat", nil, req, nil)
+	return c.do(withCall(ctx, callOpts{resend: true}), http.MethodPost, "/nodes/"+url.PathEscape(node)+"/heartbeat", nil, req, nil)
 }
 
 // Assignments long-polls for the node's desired allocations newer than
@@ -544,16 +551,22 @@ func (c *Client) Assignments(ctx context.Context, node string, after uint64, wai
 		"wait":  {strconv.Itoa(int(wait / time.Second))},
 	}
 	var out AssignmentsResponse
-	err := c.do(ctx, http.MethodGet, "/nodes/"+url.PathEscape(node)+"/assignments", q, nil, &out)
+	err := c.do(withCall(ctx, callOpts{patience: wait}), http.MethodGet, "/nodes/"+url.PathEscape(node)+"/assignments", q, nil, &out)
 	return out, err
 }
 
 // Events delivers allocation events from a node's outbox.
 func (c *Client) Events(ctx context.Context, node string, events []AllocEvent) (EventsResponse, error) {
 	var out EventsResponse
-	err := c.do(ctx, http.MethodPost, "/nodes/"+url.PathEscape(node)+"/events", nil, EventsRequest{Events: events}, &out)
+	// The controller applies events idempotently by seq.
+	err := c.do(withCall(ctx, callOpts{resend: true}), http.MethodPost, "/nodes/"+url.PathEscape(node)+"/events", nil, EventsRequest{Events: events}, &out)
 	return out, err
 }
+
+// reportPatience is how much longer than the failover budget an
+// accounting or audit report over a controller group may take: a report
+// over years of jobs does real work before it answers.
+const reportPatience = 2 * time.Minute
 
 // AcctJobs lists jobs from accounting (sacct): GET
 // /v1/accounting/jobs?id=&user=&account=&partition=&state=&start=&end=&limit=&attempt_history=&steps=&fields=,
@@ -594,7 +607,7 @@ func (c *Client) AcctJobs(ctx context.Context, f AcctFilter) ([]AcctJob, error) 
 		q.Set("fields", strings.Join(f.Fields, ","))
 	}
 	var out AcctJobsResponse
-	err := c.do(ctx, http.MethodGet, "/accounting/jobs", q, nil, &out)
+	err := c.do(withCall(ctx, callOpts{patience: reportPatience}), http.MethodGet, "/accounting/jobs", q, nil, &out)
 	return out.Jobs, err
 }
 
@@ -620,7 +633,7 @@ func (c *Client) AcctSummary(ctx context.Context, group string, f AcctFilter) (A
 		q.Set("end", f.End.Format(time.RFC3339))
 	}
 	var out AcctSummaryResponse
-	err := c.do(ctx, http.MethodGet, "/accounting/summary", q, nil, &out)
+	err := c.do(withCall(ctx, callOpts{patience: reportPatience}), http.MethodGet, "/accounting/summary", q, nil, &out)
 	return out, err
 }
 
@@ -640,7 +653,7 @@ func (c *Client) AcctCluster(ctx context.Context, start, end time.Time, bucket t
 		q.Set("bucket", strconv.FormatInt(int64(bucket/time.Second), 10))
 	}
 	var out AcctClusterResponse
-	err := c.do(ctx, http.MethodGet, "/accounting/cluster", q, nil, &out)
+	err := c.do(withCall(ctx, callOpts{patience: reportPatience}), http.MethodGet, "/accounting/cluster", q, nil, &out)
 	return out, err
 }
 
@@ -672,6 +685,6 @@ func (c *Client) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
 	var out AuditResponse
-	err := c.do(ctx, http.MethodGet, "/audit", q, nil, &out)
+	err := c.do(withCall(ctx, callOpts{patience: reportPatience}), http.MethodGet, "/audit", q, nil, &out)
 	return out.Entries, err
 }

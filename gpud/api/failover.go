@@ -5,14 +5,17 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"path"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -29,9 +32,10 @@ import (
 // address behaves exactly as before (no retries), so a single controller
 // that is down is reported at once.
 
-// DefaultFailoverTimeout bounds how long a client over several addresses
-// keeps retrying one call after its first failure (a connection error, a
-// not_leader answer, a 503 to a read): long enough to ride out an
+// DefaultFailoverTimeout bounds one call of a client over several
+// addresses, from its start: its attempts, their retries after a
+// connection error, a not_leader answer or a 503 to a read, and the wait
+// for an answer (a long poll adds its wait): long enough to ride out an
 // election, short enough that a group with no leader is reported.
 const DefaultFailoverTimeout = 12 * time.Second
 
@@ -119,28 +123,38 @@ type member struct {
 // failover is the transport of a client over several controllers. It
 // sends each request to the controller that answered last and, while the
 // group fails over, to the others:
+//
 //   - a not_leader answer (421) is retried at the leader it names when
 //     that is one of the configured addresses (a token never goes to an
 //     address the user did not give), else at the next address: the
 //     follower did not apply the call, so writes are retried too;
+//
 //   - a connection error is retried at the next address for reads (GET,
 //     HEAD) always, for writes only when the request was not sent (the
 //     dial failed): a write that may have reached a leader is not sent
 //     again, since the caller cannot tell whether it was applied;
+//
 //   - a 503 to a read is retried at the next address; when every address
 //     answered 503 it is the answer;
+//
 //   - a write carrying an Idempotency-Key (a submission) is retried as a
 //     read is, after a connection error or a 503 (which may mean it was
 //     committed): the controller answers a resend with the job the first
 //     send made;
+//
 //   - a read a follower answered from its replica (HeaderStale) is asked
 //     again of the leader it names, if configured, else (no leader known
 //     there) of the next address, so that a client reads its own writes
 //     and does not stay with a member cut off from the group; the first
 //     follower's answer stands if the others fail or are followers too;
 //
-// backing off between rounds over every address, for at most timeout
-// after the first failure.
+//   - an attempt that has no connection after hedgeDelay (a member behind a
+//     cut link answers no SYN) has the next member tried beside it, when
+//     the call may be sent twice (reads, keyed submissions, a node's
+//     idempotent calls); the first answer wins;
+//
+// backing off between rounds over every address; the whole call, from
+// its start, is bounded by timeout (plus a long poll's wait).
 type failover struct {
 	members []member
 	addrs   string // the configured list, for messages
@@ -158,6 +172,31 @@ func (f *failover) CloseIdleConnections() {
 	}
 }
 
+// hedgeDelay is how long an attempt may go without a connection before
+// the next controller is tried beside it (happy eyeballs; RFC 8305's
+// 250 ms): a controller behind a cut link answers no SYN, and waiting for
+// the dial timeout before trying the next would cost every call that
+// long. Only calls that are safe to send twice are tried in parallel.
+const hedgeDelay = 250 * time.Millisecond
+
+// callOpts are what a Client method tells the failover transport about
+// its call, through the request's context (withCall).
+type callOpts struct {
+	// resend marks a call that is safe to send again whatever became of
+	// an earlier send (a node's heartbeat, registration or events, which
+	// the controller applies idempotently), as reads are.
+	resend bool
+	// patience is how much longer than the failover budget the call may
+	// take to be answered: a long poll's wait, a report's work.
+	patience time.Duration
+}
+
+type callKey struct{}
+
+func withCall(ctx context.Context, o callOpts) context.Context {
+	return context.WithValue(ctx, callKey{}, o)
+}
+
 // verdict is what one attempt calls for.
 type verdict int
 
@@ -168,136 +207,391 @@ const (
 	giveUp                   // return the error
 )
 
+// try is one attempt of a call at one member.
+type try struct {
+	i      int
+	began  time.Time
+	cancel context.CancelFunc
+	// conn is closed when the attempt got a connection: from then on
+	// its request may have reached the controller.
+	conn    chan struct{}
+	conned  atomic.Bool
+	sawConn sync.Once
+}
+
+func (t *try) connected() bool { return t.conned.Load() }
+
+// outcome is what a try came back with.
+type outcome struct {
+	t    *try
+	resp *http.Response
+	err  error
+}
+
+// call is one RoundTrip over the group: its tries in flight and what the
+// failed ones said, for the error.
+type call struct {
+	f       *failover
+	req     *http.Request
+	start   time.Time
+	results chan outcome
+	done    chan struct{} // closed when RoundTrip returns
+	flying  []*try        // by member index; nil when none in flight
+	tried   []bool        // launched in this round
+	notes   []string      // each member's last failure, for the error
+	newest  *try          // the last launched, watched for hedging
+	// launches counts the tries launched in this round.
+	launches int
+}
+
 func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	co, _ := ctx.Value(callKey{}).(callOpts)
 	read := req.Method == http.MethodGet || req.Method == http.MethodHead
 	// A submission named by an Idempotency-Key is safe to send again
 	// whatever became of the first send: the controller makes one job
 	// per key. So it is retried as a read is.
-	again := read || req.Header.Get(HeaderIdempotencyKey) != ""
+	again := read || req.Header.Get(HeaderIdempotencyKey) != "" || co.resend
 	n := len(f.members)
-	i := int(f.cur.Load())
+	c := &call{f: f, req: req, start: time.Now(), results: make(chan outcome), done: make(chan struct{}),
+		flying: make([]*try, n), tried: make([]bool, n), notes: make([]string, n)}
+	defer close(c.done)
+	if req.Body != nil && req.GetBody == nil {
+		// The body can be sent once only: one attempt, where the last
+		// call was answered.
+		c.launch(int(f.cur.Load()))
+		o := <-c.results
+		if o.err != nil {
+			return nil, fmt.Errorf("%s: %w", f.members[o.t.i].addr, o.err)
+		}
+		return c.keep(o), nil
+	}
+	// The whole call, retries and a slow answer included, is bounded by
+	// the failover budget (plus a long poll's wait): no controller that
+	// fails to answer can hold it longer.
+	budget := f.timeout + co.patience
+	deadline := time.NewTimer(budget)
+	defer deadline.Stop()
 	var (
-		deadline  time.Time // set by the first failure
-		backoff   = failoverBackoffMin
-		attempts  int // since the last success or backoff
-		only503   = true
-		foreign   int // 421s this round naming a leader not in the list
-		lastResp  *http.Response
-		lastErr   error
-		lastIndex int
+		hedge    *time.Timer // armed while the newest try has no connection
+		hedgeC   <-chan time.Time
+		round    *time.Timer // the backoff before the next round
+		roundC   <-chan time.Time
+		backoff  = failoverBackoffMin
+		pref     = int(f.cur.Load()) // the member to try first in a round
+		only503  = true
+		foreign  int // 421s this round naming a leader not in the list
+		lastResp *http.Response
+		lastErr  error
 		// staleFrom is the follower whose replica answered a read while
 		// the leader is asked (-1: none); staleOK takes its answer.
 		staleFrom = -1
 		staleOK   bool
 		staleHops int // stale answers followed to another member
 	)
-	for {
-		m := &f.members[i]
-		resp, err := m.send(req)
-		v, next := answered, (i+1)%n
-		switch {
-		case err != nil:
-			v = retryNext
-			if ctx.Err() != nil || permanent(err) || (!again && !notSent(err)) {
-				v = giveUp
-			}
-			only503 = false
-		case resp.StatusCode == http.StatusMisdirectedRequest:
-			v = retryNext
-			leader := resp.Header.Get(HeaderLeader)
-			if j := f.index(ctx, leader); j >= 0 && j != i {
-				v, next = retryAt, j
-			} else if j < 0 && strings.TrimSpace(leader) != "" {
-				foreign++
-			}
-			only503 = false
-		case resp.StatusCode == http.StatusServiceUnavailable && again:
-			v = retryNext
+	defer func() {
+		if hedge != nil {
+			hedge.Stop()
 		}
-		if v == answered && read && !staleOK && staleHops < n && resp.Header.Get(HeaderStale) == "true" {
-			// A follower's replica may lag the leader: a job just
-			// submitted may be missing. Ask the leader it names; a
-			// follower that knows no leader (an election, or a member cut
-			// off from the others, whose replica stops where the cut
-			// came) sends the read on to the next address, which may.
-			// Should that fail, the first follower's answer will do.
-			j := f.index(ctx, resp.Header.Get(HeaderLeader))
-			if j < 0 {
-				j = next
+		if round != nil {
+			round.Stop()
+		}
+	}()
+	armHedge := func() {
+		if !again || c.newest == nil || c.newest.connected() || c.untried(pref) < 0 {
+			hedgeC = nil
+			return
+		}
+		d := max(hedgeDelay-time.Since(c.newest.began), 0)
+		if hedge == nil {
+			hedge = time.NewTimer(d)
+		} else {
+			hedge.Reset(d)
+		}
+		hedgeC = hedge.C
+	}
+	c.launch(pref)
+	armHedge()
+	for {
+		var connC <-chan struct{}
+		if hedgeC != nil {
+			connC = c.newest.conn
+		}
+		select {
+		case <-ctx.Done():
+			c.cancelAll()
+			return nil, ctx.Err()
+		case <-deadline.C:
+			err := c.timeoutErr(lastErr, budget)
+			c.cancelAll()
+			if lastResp != nil {
+				return lastResp, nil
 			}
-			if j != i {
-				resp.Body.Close()
-				if staleFrom < 0 {
-					staleFrom = i
+			return nil, err
+		case <-connC:
+			hedgeC = nil // connected in time: no need for another
+			continue
+		case <-hedgeC:
+			// No connection yet: try the next member beside it.
+			if j := c.untried(pref); j >= 0 {
+				c.launch(j)
+			}
+			armHedge()
+			continue
+		case <-roundC:
+			roundC = nil
+			clear(c.tried)
+			c.launches = 0
+			for i, t := range c.flying {
+				c.tried[i] = t != nil
+				if t != nil {
+					c.launches++
 				}
-				i = j
-				staleHops++
+			}
+			only503, foreign = true, 0
+			if j := c.untried(pref); j >= 0 {
+				c.launch(j)
+				armHedge()
+			}
+			continue
+		case o := <-c.results:
+			i, resp, err := o.t.i, o.resp, o.err
+			c.flying[i] = nil
+			v, next := answered, -1
+			switch {
+			case err != nil:
+				v = retryNext
+				sent := o.t.connected() && !notSent(err)
+				if ctx.Err() != nil || permanent(err) || (!again && sent) {
+					v = giveUp
+				}
+				only503 = false
+			case resp.StatusCode == http.StatusMisdirectedRequest:
+				v = retryNext
+				leader := resp.Header.Get(HeaderLeader)
+				if j := f.index(ctx, leader); j >= 0 && j != i {
+					v, next = retryAt, j
+				} else if j < 0 && strings.TrimSpace(leader) != "" {
+					foreign++
+				}
+				only503 = false
+			case resp.StatusCode == http.StatusServiceUnavailable && again:
+				v = retryNext
+			}
+			if v == answered && read && !staleOK && staleHops < n && resp.Header.Get(HeaderStale) == "true" {
+				// A follower's replica may lag the leader: a job just
+				// submitted may be missing. Ask the leader it names; a
+				// follower that knows no leader (an election, or a
+				// member cut off from the others, whose replica stops
+				// where the cut came) sends the read on to the next
+				// address, which may. Should that fail, the first
+				// follower's answer will do.
+				j := f.index(ctx, resp.Header.Get(HeaderLeader))
+				if j < 0 {
+					j = (i + 1) % n
+				}
+				if j != i {
+					resp.Body.Close()
+					o.t.cancel()
+					if staleFrom < 0 {
+						staleFrom = i
+					}
+					staleHops++
+					if c.flying[j] == nil {
+						c.launch(j)
+						armHedge()
+					}
+					continue
+				}
+			}
+			if v == answered {
+				c.cancelAll()
+				f.cur.Store(int32(i))
+				return c.keep(o), nil
+			}
+			if v == giveUp {
+				c.cancelAll()
+				o.t.cancel()
+				if ctx.Err() == nil && !again && !permanent(err) {
+					return nil, fmt.Errorf("%s: %w (after %s); the controller may have carried out this %s %s before the connection broke, so it was not sent again: check (gpuq, squeue) before repeating it",
+						f.members[i].addr, err, since(o.t.began), req.Method, req.URL.Path)
+				}
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return nil, fmt.Errorf("%s: %w", f.members[i].addr, err)
+			}
+			// Keep this failure's answer, in case it is the last.
+			if resp != nil {
+				lastResp, lastErr = buffered(resp), nil
+				c.notes[i] = fmt.Sprintf("%s %s", resp.Status, errorCode(lastResp))
+			} else {
+				lastResp, lastErr = nil, err
+				c.notes[i] = fmt.Sprintf("%v (after %s)", err, since(o.t.began))
+			}
+			o.t.cancel()
+			if staleFrom >= 0 {
+				// The leader failed: take the follower's answer after all.
+				j := staleFrom
+				staleFrom, staleOK = -1, true
+				if c.flying[j] == nil {
+					c.launch(j)
+				}
 				continue
 			}
+			// At most n launches a round: members naming each other
+			// as leader (views differ during an election) back off too.
+			if next >= 0 {
+				pref = next
+				if c.flying[next] != nil {
+					continue
+				}
+				if c.launches < n {
+					c.launch(next)
+					armHedge()
+					continue
+				}
+			} else if j := c.untried((i + 1) % n); j >= 0 && c.launches < n {
+				c.launch(j)
+				armHedge()
+				continue
+			}
+			if c.inFlight() || roundC != nil {
+				continue // the others may still answer
+			}
+			// A round over every address failed.
+			if only503 && lastResp != nil {
+				return lastResp, nil // every controller says unavailable: that is the answer
+			}
+			if foreign >= n && lastResp != nil {
+				return lastResp, nil // the leader is at an address the user did not list
+			}
+			if round == nil {
+				round = time.NewTimer(backoff)
+			} else {
+				round.Reset(backoff)
+			}
+			roundC = round.C
+			backoff = min(2*backoff, failoverBackoffMax)
 		}
-		if v == answered {
-			f.cur.Store(int32(i))
-			return resp, nil
-		}
-		if staleFrom >= 0 && v != giveUp {
-			// The leader failed: take the follower's answer after all.
+	}
+}
+
+// launch starts a try at member i.
+func (c *call) launch(i int) {
+	ctx, cancel := context.WithCancel(c.req.Context())
+	t := &try{i: i, began: time.Now(), cancel: cancel, conn: make(chan struct{})}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) {
+		t.sawConn.Do(func() {
+			t.conned.Store(true)
+			close(t.conn)
+		})
+	}})
+	c.flying[i], c.tried[i], c.newest = t, true, t
+	c.launches++
+	m := &c.f.members[i]
+	go func() {
+		resp, err := m.send(c.req.WithContext(ctx))
+		select {
+		case c.results <- outcome{t: t, resp: resp, err: err}:
+		case <-c.done:
+			// The call was answered (or gave up) meanwhile.
 			if resp != nil {
 				resp.Body.Close()
 			}
-			i, staleFrom, staleOK = staleFrom, -1, true
-			continue
+			cancel()
 		}
-		if v == giveUp {
-			if ctx.Err() == nil && !again && !notSent(err) && !permanent(err) {
-				return nil, fmt.Errorf("%s: %w; the controller may have carried out this %s %s before the connection broke, so it was not sent again: check (gpuq, squeue) before repeating it", m.addr, err, req.Method, req.URL.Path)
-			}
-			return nil, fmt.Errorf("%s: %w", m.addr, err)
+	}()
+}
+
+// untried returns the first member from from on (cyclically) that was
+// not launched in this round and has no try in flight, or -1.
+func (c *call) untried(from int) int {
+	n := len(c.tried)
+	for k := range n {
+		if j := (from + k) % n; !c.tried[j] && c.flying[j] == nil {
+			return j
 		}
-		// Keep this failure's answer, in case it is the last.
-		if resp != nil {
-			lastResp, lastErr = buffered(resp), nil
-		} else {
-			lastResp, lastErr = nil, err
-		}
-		lastIndex = i
-		if req.Body != nil && req.GetBody == nil {
-			break // the body is spent and cannot be sent again
-		}
-		now := time.Now()
-		if deadline.IsZero() {
-			deadline = now.Add(f.timeout)
-		}
-		attempts++
-		if attempts >= n {
-			// A round over every address failed.
-			if only503 {
-				break // every controller says unavailable: that is the answer
-			}
-			if foreign >= n {
-				break // the leader is at an address the user did not list
-			}
-			if now.Add(backoff).After(deadline) {
-				break
-			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			case <-t.C:
-			}
-			backoff = min(2*backoff, failoverBackoffMax)
-			attempts, only503, foreign = 0, true, 0
-		} else if now.After(deadline) {
-			break
-		}
-		i = next
 	}
-	if lastResp != nil {
-		return lastResp, nil
+	return -1
+}
+
+func (c *call) inFlight() bool {
+	for _, t := range c.flying {
+		if t != nil {
+			return true
+		}
 	}
-	return nil, fmt.Errorf("no controller of %s answered within %s (last, %s: %w)", f.addrs, f.timeout, f.members[lastIndex].addr, lastErr)
+	return false
+}
+
+// cancelAll ends every try in flight; their late answers are closed.
+func (c *call) cancelAll() {
+	for i, t := range c.flying {
+		if t != nil {
+			t.cancel()
+			c.flying[i] = nil
+		}
+	}
+}
+
+// keep returns o's response, its body ending the try when closed.
+func (c *call) keep(o outcome) *http.Response {
+	o.resp.Body = &tryBody{ReadCloser: o.resp.Body, cancel: o.t.cancel}
+	return o.resp
+}
+
+// tryBody releases its try's context when the body is closed.
+type tryBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *tryBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// timeoutErr says that no member answered within budget, and what each
+// one did (call it before cancelAll, which forgets the tries in flight).
+func (c *call) timeoutErr(last error, budget time.Duration) error {
+	var parts []string
+	for i, m := range c.f.members {
+		note := c.notes[i]
+		if note == "" {
+			note = "no answer"
+			if t := c.flying[i]; t != nil && !t.connected() {
+				note = "no connection"
+			}
+		}
+		parts = append(parts, m.addr+": "+note)
+	}
+	msg := fmt.Sprintf("no controller of %s answered within %s (%s)", c.f.addrs, budget.Round(time.Millisecond), strings.Join(parts, "; "))
+	if last != nil {
+		return fmt.Errorf("%s: %w", msg, last)
+	}
+	return errors.New(msg)
+}
+
+// since is how long ago t was, rounded for messages.
+func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisecond) }
+
+// errorCode is the code of an error answer's body, "" when it has none.
+func errorCode(resp *http.Response) string {
+	b, err := io.ReadAll(resp.Body)
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	if err != nil {
+		return ""
+	}
+	var eb ErrorBody
+	if json.Unmarshal(b, &eb) != nil {
+		return ""
+	}
+	if eb.Error.Code == CodeNotLeader && resp.Header.Get(HeaderLeader) == "" {
+		return eb.Error.Code + ", no leader known"
+	}
+	return eb.Error.Code
 }
 
 // send sends req to m: the request is cloned with m's address (and

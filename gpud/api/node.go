@@ -13,7 +13,9 @@ import (
 // (its node_timeout, for the agent's self-fencing).
 func (c *Client) HeartbeatAnswer(ctx context.Context, node string, req HeartbeatRequest) (HeartbeatResponse, error) {
 	var out HeartbeatResponse
-	err := c.do(ctx, http.MethodPost, "/nodes/"+url.PathEscape(node)+"/heartbeat", nil, req, emptyOK{&out})
+	// A heartbeat sent twice changes nothing: safe to resend at another
+	// member after a connection broke.
+	err := c.do(withCall(ctx, callOpts{resend: true}), http.MethodPost, "/nodes/"+url.PathEscape(node)+"/heartbeat", nil, req, emptyOK{&out})
 	return out, err
 }
 

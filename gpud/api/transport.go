@@ -2,11 +2,34 @@ package api
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"io"
 	"net"
 	"net/http"
 	"time"
+)
+
+// Per-attempt bounds of the client transport, well inside the failover
+// budget (DefaultFailoverTimeout): a controller host that vanished or
+// sits behind a cut link answers no SYN, and Go's defaults would wait 30 s
+// for the dial (the kernel's SYN retries) and 10 s for the handshake.
+const (
+	// DefaultDialTimeout bounds one TCP connect: on a cluster network a
+	// connect takes well under a millisecond, and 3 s still covers one
+	// lost SYN (retransmitted after 1 s).
+	DefaultDialTimeout = 3 * time.Second
+	// DefaultHandshakeTimeout bounds one TLS handshake.
+	DefaultHandshakeTimeout = 3 * time.Second
+	// DefaultPingAfter and DefaultPingTimeout find a dead HTTP/2
+	// connection (a cut link, a host that vanished with it open): after
+	// DefaultPingAfter with nothing read a ping is sent, and no answer
+	// within DefaultPingTimeout closes the connection, failing what waits
+	// on it, so the call is retried at another controller. 5 s each, so a
+	// node agent (heartbeats every 5 s by default) notices within about
+	// two heartbeat intervals.
+	DefaultPingAfter   = 5 * time.Second
+	DefaultPingTimeout = 5 * time.Second
 )
 
 // newTransport is the HTTP transport of every Client. Over https it
@@ -15,7 +38,7 @@ import (
 // file descriptor per node at each end; with HTTP/1.1 the long poll held
 // one and everything else another). gpud loadtest hit the open-file
 // limit at about 10,000 nodes with two (docs/fleet.md).
-func newTransport() *http.Transport {
+func newTransport(o ClientOptions) *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	// A custom TLSClientConfig turns HTTP/2 off unless it is forced.
 	tr.ForceAttemptHTTP2 = true
@@ -23,16 +46,16 @@ func newTransport() *http.Transport {
 	// Close idle connections before the controller does ([api]
 	// idle_timeout, 60s by default), so a request never races its close.
 	tr.IdleConnTimeout = 30 * time.Second
-	// One connection carries every request, so a dead one (a cut link,
-	// a controller host that vanished) must be noticed: a request that
-	// times out only resets its stream and the next would wait on the
-	// same connection. With nothing read for 30 s (a node's heartbeat
-	// answer comes every 10 s by default) a ping is sent, and no answer
-	// within 15 s closes the connection; the next request dials afresh.
-	// (Kubernetes' client uses the same.) A 5 s ping timeout closed
-	// thousands of live connections of a starved controller in the
-	// 10,000-node loadtest, and each re-dial cost it a TLS handshake.
-	tr.HTTP2 = &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}
+	d := &net.Dialer{Timeout: cmp.Or(o.DialTimeout, DefaultDialTimeout), KeepAlive: 30 * time.Second}
+	tr.DialContext = d.DialContext
+	tr.TLSHandshakeTimeout = cmp.Or(o.HandshakeTimeout, DefaultHandshakeTimeout)
+	// One connection carries every request, so a dead one must be
+	// noticed: a request that times out only resets its stream and the
+	// next would wait on the same connection. (Kubernetes' client pings
+	// too.) The 10,000-node loadtest, whose 10,000 agents share one
+	// starved process, passes longer times (ClientOptions): there a 5 s
+	// ping timeout closed thousands of live connections (docs/fleet.md).
+	tr.HTTP2 = &http.HTTP2Config{SendPingTimeout: cmp.Or(o.PingAfter, DefaultPingAfter), PingTimeout: cmp.Or(o.PingTimeout, DefaultPingTimeout)}
 	return tr
 }
 

@@ -315,6 +315,8 @@ func (p *controllerParts) newServer() error {
 		server.WithRoles(cfg.Auth.Operators, cfg.Auth.Admins),
 		server.WithRevoked(cfg.Auth.RevokedTokens),
 		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst),
+		server.WithRefusalRate(cfg.API.RefusalRate, cfg.API.RefusalBurst),
+		server.WithRefusalCounter(p.mets.Refused),
 		server.WithLimits(apiLimits(cfg.API)),
 		server.WithSlurmREST(slurmrest.Options{Cluster: cfg.Auth.ClusterName, Release: p.o.Version, Counters: &p.diag, Hostname: hostname()})}
 	opts = append(append(append(opts, p.srvOpts...), p.hm.serverOptions()...), stepOpt)

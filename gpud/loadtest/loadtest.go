@@ -312,7 +312,12 @@ func (lt *loadtest) client(ctl *ltController, tok string, src net.IP, meter bool
 // from src; with a sink, a node client's calls are metered (heartbeats,
 // event acks).
 func ltClient(addr, ca, tok string, src net.IP, sink ltSink) (*api.Client, error) {
-	cl, err := api.NewClientWith("https://"+addr, api.ClientOptions{CAFile: ca, Token: tok})
+	// 10,000 agents share this process and its starved CPU: the
+	// handshake and ping bounds a real agent uses (3 s, 5 s + 5 s) would
+	// close live connections here (docs/fleet.md), so the harness keeps
+	// the earlier, longer ones.
+	cl, err := api.NewClientWith("https://"+addr, api.ClientOptions{CAFile: ca, Token: tok,
+		HandshakeTimeout: 10 * time.Second, PingAfter: 30 * time.Second, PingTimeout: 15 * time.Second})
 	if err != nil {
 		return nil, err
 	}

@@ -47,6 +47,9 @@ func WithClock(now func() time.Time) Option {
 		if s.submits != nil {
 			s.submits.now = now
 		}
+		if s.ref.budget != nil {
+			s.ref.budget.now = now
+		}
 	}
 }
 
@@ -245,10 +248,12 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if peer, ok := r.Context().Value(callerKey{}).(controller.Caller); ok {
 			id := identity{caller: peer, role: s.configRole(peer.User, peer.UID)}
 			if r.Header.Get(slurmTokenHeader) != "" || r.Header.Get(slurmUserHeader) != "" {
-				var err error
-				if id, err = s.slurmOnSocket(r, id); err != nil {
-					s.auditRefusal(r, http.StatusUnauthorized, err.Error())
-					s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied, err.Error())
+				var (
+					class string
+					err   error
+				)
+				if id, class, err = s.slurmOnSocket(r, id); err != nil {
+					s.refuseUnidentified(w, r, class, http.StatusUnauthorized, api.CodePermissionDenied, err.Error())
 					return
 				}
 			}
@@ -266,8 +271,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				if leaf := auth.NodeCertOf(r.TLS.VerifiedChains); s.certRevoked(leaf) {
 					msg := fmt.Sprintf("node certificate %s of node %s was revoked ([auth] revoked_node_certs); an admin must rotate the join token and join the node again", auth.Serial(leaf), node)
 					s.log.Warn("revoked node certificate refused", "node", node, "serial", auth.Serial(leaf), "remote", r.RemoteAddr)
-					s.auditRefusal(r, http.StatusUnauthorized, msg)
-					s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied, msg)
+					s.refuseUnidentified(w, r, RefusedRevokedCert, http.StatusUnauthorized, api.CodePermissionDenied, msg)
 					return
 				}
 				// A node certificate from joining: the node's identity,
@@ -285,17 +289,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			}
 		}
 		if r.TLS == nil {
-			closeAfter(w, r)
-			err := denied("this controller takes TCP requests over TLS only; use https://")
-			s.auditRefusal(r, http.StatusForbidden, err.Error())
-			s.writeError(w, r, err)
+			s.refuseUnidentified(w, r, RefusedNoTLS, http.StatusForbidden, api.CodePermissionDenied,
+				"this controller takes TCP requests over TLS only; use https://")
 			return
 		}
-		id, err := s.verify(r)
+		id, class, err := s.verify(r)
 		if err != nil {
-			s.auditRefusal(r, http.StatusUnauthorized, err.Error())
-			w.Header().Set("WWW-Authenticate", `Bearer realm="gpud"`)
-			s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied, err.Error())
+			s.refuseUnidentified(w, r, class, http.StatusUnauthorized, api.CodePermissionDenied, err.Error())
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
@@ -342,9 +342,11 @@ func (s *Server) verifyToken(ctx context.Context, raw string) (auth.Claims, erro
 
 const howToGetToken = "ask an admin for one (gpud token issue --user NAME on the controller) and save it in ~/.config/gpud/token (mode 600) or set " + api.EnvToken
 
-func (s *Server) verify(r *http.Request) (identity, error) {
+// verify authenticates a TCP request by its bearer token; a refusal
+// comes with its class (RefusalClasses).
+func (s *Server) verify(r *http.Request) (identity, string, error) {
 	if s.tokens == nil {
-		return identity{}, errors.New("this controller accepts no tokens over TCP; use its unix socket")
+		return identity{}, RefusedNoToken, errors.New("this controller accepts no tokens over TCP; use its unix socket")
 	}
 	h := r.Header.Get("Authorization")
 	scheme, raw, _ := strings.Cut(h, " ")
@@ -353,19 +355,19 @@ func (s *Server) verify(r *http.Request) (identity, error) {
 		scheme, raw = "Bearer", r.Header.Get(slurmTokenHeader)
 	}
 	if scheme == "" || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(raw) == "" {
-		return identity{}, fmt.Errorf("a bearer token is required over TCP (Authorization: Bearer or %s); %s", slurmTokenHeader, howToGetToken)
+		return identity{}, RefusedNoToken, fmt.Errorf("a bearer token is required over TCP (Authorization: Bearer or %s); %s", slurmTokenHeader, howToGetToken)
 	}
 	c, err := s.verifyToken(r.Context(), strings.TrimSpace(raw))
 	switch {
 	case errors.Is(err, auth.ErrExpired):
-		return identity{}, fmt.Errorf("your token has expired; %s", howToGetToken)
+		return identity{}, RefusedExpired, fmt.Errorf("your token has expired; %s", howToGetToken)
 	case err != nil:
-		return identity{}, fmt.Errorf("token refused (%v); %s", err, howToGetToken)
+		return identity{}, RefusedBadToken, fmt.Errorf("token refused (%v); %s", err, howToGetToken)
 	case s.isRevoked(c.ID):
-		return identity{}, fmt.Errorf("token %s was revoked ([auth] revoked_tokens); %s", c.ID, howToGetToken)
+		return identity{}, RefusedRevoked, fmt.Errorf("token %s was revoked ([auth] revoked_tokens); %s", c.ID, howToGetToken)
 	}
 	if name := r.Header.Get(slurmUserHeader); name != "" && name != c.User {
-		return identity{}, fmt.Errorf("%s %q is not the token's user %q: gpud acts only as the token's user; send that user's own token", slurmUserHeader, clip(name), c.User)
+		return identity{}, RefusedBadToken, fmt.Errorf("%s %q is not the token's user %q: gpud acts only as the token's user; send that user's own token", slurmUserHeader, clip(name), c.User)
 	}
 	id := identity{caller: controller.Caller{UID: c.UID, GID: c.GID, User: c.User, Known: true}, role: c.Role, remote: true}
 	if c.ExpiresAt != nil {
@@ -374,13 +376,13 @@ func (s *Server) verify(r *http.Request) (identity, error) {
 	if c.Role == auth.RoleNode {
 		id.node = c.Node
 		id.caller = controller.Caller{User: "node:" + c.Node} // no user identity
-		return id, nil
+		return id, "", nil
 	}
 	// The token's role is a ceiling; the configuration is the grant.
 	if granted := s.configRole(c.User, c.UID); auth.Rank(granted) < auth.Rank(c.Role) {
 		id.role = granted
 	}
-	return id, nil
+	return id, "", nil
 }
 
 // writeStatus writes an error body with an explicit status.
@@ -441,6 +443,22 @@ func (l *rateLimiter) take(key string) (ok bool, retry time.Duration) {
 		return true, 0
 	}
 	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+}
+
+// empty says whether key's bucket lacks a whole token now, and how long
+// until it has one, without spending any.
+func (l *rateLimiter) empty(key string) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	if b == nil {
+		return false, 0
+	}
+	tokens := math.Min(l.burst, b.tokens+max(l.now().Sub(b.last).Seconds(), 0)*l.rate)
+	if tokens >= 1 {
+		return false, 0
+	}
+	return true, time.Duration((1 - tokens) / l.rate * float64(time.Second))
 }
 
 func (l *rateLimiter) prune(now time.Time) {
@@ -504,25 +522,25 @@ const (
 // a token names the same user or is refused, so a token can never lift a
 // local user to another. Only root's connection (a proxy such as gpud rest
 // running on the controller host) acts as the token's user.
-func (s *Server) slurmOnSocket(r *http.Request, peer identity) (identity, error) {
+func (s *Server) slurmOnSocket(r *http.Request, peer identity) (identity, string, error) {
 	name := r.Header.Get(slurmUserHeader)
 	raw := strings.TrimSpace(r.Header.Get(slurmTokenHeader))
 	if raw == "" || s.tokens == nil {
 		if name != "" && name != peer.caller.User {
-			return identity{}, fmt.Errorf("%s %q is not you (%s): on the controller's socket you act as yourself", slurmUserHeader, clip(name), peer.name())
+			return identity{}, RefusedBadToken, fmt.Errorf("%s %q is not you (%s): on the controller's socket you act as yourself", slurmUserHeader, clip(name), peer.name())
 		}
-		return peer, nil
+		return peer, "", nil
 	}
-	tok, err := s.verify(r)
+	tok, class, err := s.verify(r)
 	if err != nil {
-		return identity{}, err
+		return identity{}, class, err
 	}
 	if peer.caller.UID == 0 {
 		tok.remote = false
-		return tok, nil
+		return tok, "", nil
 	}
 	if tok.caller.UID != peer.caller.UID || tok.caller.User != peer.caller.User {
-		return identity{}, fmt.Errorf("the token is %s's but this connection is %s's: on the controller's socket a token must be your own", tok.caller.User, peer.name())
+		return identity{}, RefusedBadToken, fmt.Errorf("the token is %s's but this connection is %s's: on the controller's socket a token must be your own", tok.caller.User, peer.name())
 	}
-	return peer, nil
+	return peer, "", nil
 }
