@@ -103,7 +103,9 @@ cat "%[2]s"; echo
 			var diag struct {
 				Statistics map[string]any `json:"statistics"`
 				Meta       struct {
-					Plugin struct{ DataParser string `json:"data_parser"` } `json:"plugin"`
+					Plugin struct {
+						DataParser string `json:"data_parser"`
+					} `json:"plugin"`
 					Client struct{ User string } `json:"client"`
 				} `json:"meta"`
 			}
@@ -122,4 +124,3 @@ cat "%[2]s"; echo
 		t.Errorf("diag without a token: %s; want 401", out)
 	}
 }
-
