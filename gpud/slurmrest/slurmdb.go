@@ -417,8 +417,8 @@ func dbJob(c *call) {
 		return
 	}
 	if len(out.Jobs) == 0 {
-		c.fail(http.StatusNotFound, errInvalidJobID, fmt.Sprintf("job %d is not in the job history (or is not yours to see)", id), "job_id")
-		return
+		// As /v1 answers: nothing to show is not an error.
+		c.warn(fmt.Sprintf("job %d is not in the job history: a job is written there when it ends, and users see only their own", id), "job_id")
 	}
 	c.writeAcct(out.Jobs)
 }
