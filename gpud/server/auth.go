@@ -169,8 +169,6 @@ type identity struct {
 	node string
 	// remote: the request came over TCP with a token.
 	remote bool
-	// expires is when the request's token expires (zero without one).
-	expires time.Time
 }
 
 type identityKey struct{}
@@ -370,9 +368,6 @@ func (s *Server) verify(r *http.Request) (identity, string, error) {
 		return identity{}, RefusedBadToken, fmt.Errorf("%s %q is not the token's user %q: gpud acts only as the token's user; send that user's own token", slurmUserHeader, clip(name), c.User)
 	}
 	id := identity{caller: controller.Caller{UID: c.UID, GID: c.GID, User: c.User, Known: true}, role: c.Role, remote: true}
-	if c.ExpiresAt != nil {
-		id.expires = c.ExpiresAt.Time
-	}
 	if c.Role == auth.RoleNode {
 		id.node = c.Node
 		id.caller = controller.Caller{User: "node:" + c.Node} // no user identity

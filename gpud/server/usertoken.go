@@ -11,8 +11,8 @@ import (
 )
 
 // Token lifespans of POST /v1/token (scontrol token [lifespan=]): Slurm's
-// default, and the longest a caller gets (root on the socket may ask up
-// to auth.MaxTTL, as gpud token issue gives).
+// default, and the longest a caller gets (root may ask up to auth.MaxTTL,
+// as gpud token issue gives).
 const (
 	defaultTokenLife = 30 * time.Minute
 	maxTokenLife     = 24 * time.Hour
@@ -23,14 +23,19 @@ type tokenIssuer interface {
 	Issue(c auth.Claims, ttl time.Duration) (string, error)
 }
 
-// userToken is POST /v1/token: a token for the caller itself (who they
-// are on the socket, or their token's identity), with the caller's role
-// as its ceiling. A token asked for with a token never outlives it, so a
-// stolen token cannot be renewed forever.
+// userToken is POST /v1/token: a token for the caller itself, with the
+// caller's role as its ceiling. It answers on the unix socket only, where
+// the caller is its peer credentials (as Slurm's scontrol token is
+// authenticated by munge, not by a token): no token mints tokens, so a
+// stolen one cannot make others that its revocation would not reach.
 func (s *Server) userToken(w http.ResponseWriter, r *http.Request) {
 	id := who(r)
 	if err := notNode(id, "a user token"); err != nil {
 		s.refuse(w, r, err)
+		return
+	}
+	if id.remote {
+		s.refuse(w, r, denied("a token is issued only on the controller's unix socket, to the user connected there (scontrol token on a host with the socket); over TCP ask an admin (gpud token issue)"))
 		return
 	}
 	iss, ok := s.tokens.(tokenIssuer)
@@ -51,7 +56,7 @@ func (s *Server) userToken(w http.ResponseWriter, r *http.Request) {
 	}
 	life := time.Duration(req.Lifespan) * time.Second
 	limit := maxTokenLife
-	if !id.remote && id.caller.UID == 0 {
+	if id.caller.UID == 0 {
 		limit = auth.MaxTTL
 	}
 	switch {
@@ -63,15 +68,6 @@ func (s *Server) userToken(w http.ResponseWriter, r *http.Request) {
 	case life > limit:
 		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "lifespan=%d is over the %d seconds a token may live; ask for less", req.Lifespan, int64(limit/time.Second)))
 		return
-	}
-	if id.remote {
-		if exp := id.expires; !exp.IsZero() && s.now().Add(life).After(exp) {
-			life = exp.Sub(s.now())
-			if life <= 0 {
-				s.refuse(w, r, denied("your token has expired"))
-				return
-			}
-		}
 	}
 	tok, err := iss.Issue(auth.Claims{User: id.caller.User, UID: id.caller.UID, GID: id.caller.GID, Role: id.role}, life)
 	if err != nil {

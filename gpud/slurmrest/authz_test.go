@@ -2,6 +2,7 @@ package slurmrest_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -130,5 +131,45 @@ func TestAuthorizationTable(t *testing.T) {
 		if cwd != want {
 			t.Errorf("%s sees alice's job with current_working_directory %q; want %q", who.User, cwd, want)
 		}
+	}
+}
+
+// TestScontrolToken: POST /v1/token (scontrol token) issues the socket's
+// user a token that Slurm's API takes; over TCP, where the caller is a
+// token, it issues none, so no token mints tokens. On the socket a token
+// of another user acts as that user only for root (a proxy).
+func TestScontrolToken(t *testing.T) {
+	requireDocs(t)
+	c := startCluster(t)
+	ctx := context.Background()
+	tok, err := c.root.UserToken(ctx, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Until(tok.Expires) > 11*time.Minute || time.Until(tok.Expires) < 9*time.Minute {
+		t.Errorf("token expires %s; want in 10 minutes", tok.Expires)
+	}
+	a := c.call(t, tok.Token, "GET", "/slurm/v0.0.45/diag/", nil)
+	if a.status != 200 || a.body["meta"].(map[string]any)["client"].(map[string]any)["user"] != "root" {
+		t.Errorf("diag with the token: %d %s; want 200 for root", a.status, clipBody(a.raw))
+	}
+	st, body := c.v1(t, c.token(t, alice), "POST", "/v1/token", map[string]any{"lifespan": 60})
+	if st != http.StatusForbidden || !strings.Contains(string(body), "unix socket") {
+		t.Errorf("token over TCP: %d %s; want 403 naming the unix socket", st, body)
+	}
+	if _, err := c.root.UserToken(ctx, 48*time.Hour*400); err == nil {
+		t.Error("a token of 400 days was issued")
+	}
+	// X-SLURM-USER-NAME must be the token's user.
+	req, _ := http.NewRequest("GET", c.https+"/slurm/v0.0.45/ping/", nil)
+	req.Header.Set("X-SLURM-USER-TOKEN", c.token(t, alice))
+	req.Header.Set("X-SLURM-USER-NAME", "bob")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("alice's token with X-SLURM-USER-NAME bob: %d; want 401", resp.StatusCode)
 	}
 }

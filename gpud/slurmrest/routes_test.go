@@ -2,7 +2,6 @@ package slurmrest_test
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -102,6 +101,36 @@ func TestEveryRouteEveryVersion(t *testing.T) {
 	}
 }
 
-var _ = os.Getenv
-var _ = filepath.Join
-var _ = http.MethodGet
+
+// TestDocsCompatTable: docs/slurmrestd.md's table lists every route with
+// the versions that have it.
+func TestDocsCompatTable(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "slurmrestd.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	type row struct{ method, path string }
+	vs := map[row][]int{}
+	for _, r := range slurmrest.Routes() {
+		rel := r.Path[1:]
+		plugin, rest, _ := strings.Cut(rel, "/")
+		_, rest, _ = strings.Cut(rest, "/")
+		k := row{r.Method, "/" + plugin + "/…/" + rest}
+		vs[k] = append(vs[k], r.V)
+	}
+	for k, have := range vs {
+		marks := make([]string, 0, 4)
+		for _, v := range versions {
+			m := "—"
+			if slices.Contains(have, v) {
+				m = "✓"
+			}
+			marks = append(marks, m)
+		}
+		want := fmt.Sprintf("| %s | `%s` | %s |", k.method, k.path, strings.Join(marks, " | "))
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/slurmrestd.md lacks the row %s", want)
+		}
+	}
+}
