@@ -101,7 +101,6 @@ func TestEveryRouteEveryVersion(t *testing.T) {
 	}
 }
 
-
 // TestDocsCompatTable: docs/slurmrestd.md's table lists every route with
 // the versions that have it.
 func TestDocsCompatTable(t *testing.T) {
