@@ -1,4 +1,4 @@
-package e2e
+package clients
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/e2e/e2etest"
 )
 
 // TestSlurmRESTQuickstart runs the Basic Usage commands of Slurm's REST
@@ -21,13 +22,13 @@ import (
 // for every version gpud serves. gpud rest, run as slurmrestd, forwards
 // to a controller with a TLS listener, which checks the token.
 func TestSlurmRESTQuickstart(t *testing.T) {
-	requirePrereq(t)
+	e2etest.RequirePrereq(t)
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl not found (apt-get install curl; scripts/deps.sh does)")
 	}
-	dir := shortTempDir(t)
-	port := freePort(t)
-	base, err := os.ReadFile("../../etc/gpud.toml")
+	dir := e2etest.ShortTempDir(t)
+	port := e2etest.FreePort(t)
+	base, err := os.ReadFile(e2etest.RepoPath(t, "etc/gpud.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,19 +37,19 @@ func TestSlurmRESTQuickstart(t *testing.T) {
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := startCluster(t, 1, "--config", confPath)
+	c := e2etest.StartCluster(t, 1, "--config", confPath)
 
 	// slurmrestd is gpud under Slurm's name.
-	bin := shortTempDir(t)
-	if err := os.Symlink(filepath.Join(binDir, "gpud"), filepath.Join(bin, "slurmrestd")); err != nil {
+	bin := e2etest.ShortTempDir(t)
+	if err := os.Symlink(filepath.Join(e2etest.BinDir, "gpud"), filepath.Join(bin, "slurmrestd")); err != nil {
 		t.Fatal(err)
 	}
-	restPort := freePort(t)
+	restPort := e2etest.FreePort(t)
 	sock := filepath.Join(dir, "slurmrestd.socket")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rest := exec.CommandContext(ctx, filepath.Join(bin, "slurmrestd"), fmt.Sprintf("127.0.0.1:%d", restPort), "unix:"+sock)
-	rest.Env = append(os.Environ(), api.EnvController+"=https://127.0.0.1:"+fmt.Sprint(port), api.EnvCA+"="+filepath.Join(c.dir, "tls", "ca.pem"))
+	rest.Env = append(os.Environ(), api.EnvController+"=https://127.0.0.1:"+fmt.Sprint(port), api.EnvCA+"="+filepath.Join(c.Dir, "tls", "ca.pem"))
 	var restLog strings.Builder
 	rest.Stdout, rest.Stderr = &restLog, &restLog
 	if err := rest.Start(); err != nil {
@@ -61,7 +62,7 @@ func TestSlurmRESTQuickstart(t *testing.T) {
 			t.Logf("slurmrestd log:\n%s", restLog.String())
 		}
 	})
-	waitFor(t, 10*time.Second, "slurmrestd listening", func() bool {
+	e2etest.WaitFor(t, 10*time.Second, "slurmrestd listening", func() bool {
 		_, err := os.Stat(sock)
 		return err == nil
 	})
@@ -85,7 +86,7 @@ curl -s -o "%[2]s" -H X-SLURM-USER-TOKEN:$SLURM_JWT -X GET "127.0.0.1:%[3]d/slur
 cat "%[2]s"; echo
 `, v, logFile, restPort, sock)
 		cmd := exec.Command("bash", "-c", script)
-		cmd.Env = append(os.Environ(), "PATH="+bin+":"+binDir+":"+os.Getenv("PATH"), api.EnvController+"="+c.addr)
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+e2etest.BinDir+":"+os.Getenv("PATH"), api.EnvController+"="+c.Addr)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("v0.0.%d: the quick start's commands failed: %v\n%s", v, err, out)
