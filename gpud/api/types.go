@@ -95,6 +95,19 @@ type NodeActionRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// TokenRequest is POST /v1/token (scontrol token): a token for the caller
+// itself, for Slurm's REST clients (X-SLURM-USER-TOKEN).
+type TokenRequest struct {
+	// Lifespan in seconds; 0 means Slurm's default, 1800.
+	Lifespan int64 `json:"lifespan,omitempty"`
+}
+
+// TokenResponse is the token POST /v1/token issued.
+type TokenResponse struct {
+	Token   string    `json:"token"`
+	Expires time.Time `json:"expires"`
+}
+
 // ReconfigureResponse is POST /v1/reconfigure.
 type ReconfigureResponse struct {
 	Message string `json:"message"`
