@@ -208,8 +208,8 @@ func (a API) ExemptPrefixes() []netip.Prefix {
 // controller's state (state.db and memory).
 type Limits struct {
 	// MaxSubmitSize caps what one submission stores: its script,
-	// arguments, environment and comment once, plus each task's record
-	// (an array's tasks each have one). A size like "64M" or "1G" (binary
+	// arguments and environment once, plus each task's record (its
+	// comment included; an array's tasks each have one). A size like "64M" or "1G" (binary
 	// units, a bare number is MiB); "UNLIMITED" (or "0") for none.
 	MaxSubmitSize string `toml:"max_submit_size"`
 	// MaxSubmitJobsPerUser caps one user's pending + running jobs (array
@@ -218,8 +218,8 @@ type Limits struct {
 	MaxSubmitJobsPerUser int `toml:"max_submit_jobs_per_user"`
 	// MaxSubmitSizePerUser caps what one user's pending + running jobs
 	// store (each plain job's or array's payload once, and each job's
-	// record); a size or "UNLIMITED", as MaxSubmitSize. root is not
-	// limited.
+	// record, which scontrol update can grow); a size or "UNLIMITED", as
+	// MaxSubmitSize. root is not limited.
 	MaxSubmitSizePerUser string `toml:"max_submit_size_per_user"`
 }
 

@@ -99,12 +99,12 @@ func (c *Controller) checkUserSubmitLimit(who Caller, j *spec.Job, n int) error 
 }
 
 // submitSize is what a submission of n jobs like j stores in state.db
-// (and holds in memory): the payload (script, args, environment,
-// comment), kept once per array, and each task's record.
+// (and holds in memory): the payload (script, args, environment), kept
+// once per array, and each task's record (its comment included).
 func submitSize(j *spec.Job, n int) (payload, perTask int64) {
 	payload = payloadBytes(j)
 	rec := *j
-	rec.Script, rec.Args, rec.Env, rec.Comment = "", nil, nil, ""
+	rec.Script, rec.Args, rec.Env = "", nil, nil
 	rec.ID, rec.ArrayJobID, rec.ArrayTaskID = math.MaxUint32, math.MaxUint32, n
 	resolveOutput(&rec)
 	raw, _ := json.Marshal(&rec)
@@ -120,7 +120,7 @@ func (c *Controller) checkSubmitSize(j *spec.Job, n int) error {
 	}
 	payload, perTask := submitSize(j, n)
 	if total := payload + int64(n)*perTask; total > limit {
-		return spec.Errorf(spec.ErrRefused, "this submission would store %s (script, arguments, environment and comment %s, plus %s for each of its %d jobs), more than the controller's max_submit_size of %s; split the array into smaller ones, shorten the environment (--export=NONE or a list of variables) or the script (run a program kept in a file), or ask an administrator to raise [limits] max_submit_size in gpud.toml",
+		return spec.Errorf(spec.ErrRefused, "this submission would store %s (script, arguments and environment %s, plus %s for each of its %d jobs), more than the controller's max_submit_size of %s; split the array into smaller ones, shorten the environment (--export=NONE or a list of variables) or the script (run a program kept in a file), or ask an administrator to raise [limits] max_submit_size in gpud.toml",
 			fmtBytes(total), fmtBytes(payload), fmtBytes(perTask), n, fmtBytes(limit))
 	}
 	return nil
@@ -141,6 +141,35 @@ func (c *Controller) checkUserSubmitSize(who Caller, j *spec.Job, n int) error {
 	}
 	return spec.Errorf(spec.ErrRefused, "user %s's pending and running jobs store %s (scripts, environments and job records) and [limits] max_submit_size_per_user is %s; this submission would add %s. Wait for jobs to end, cancel some, submit arrays instead of many single jobs (an array stores its script once), shorten the environment (--export=NONE), or ask an administrator to raise the limit in gpud.toml",
 		orDefault(j.User, fmt.Sprint(j.UID)), fmtBytes(have), fmtBytes(limit), fmtBytes(adds))
+}
+
+// checkRecordGrowth refuses an update that makes the record of rec's job
+// (its comment, name) larger than the limits allow: max_submit_size for
+// the job's own payload and record, max_submit_size_per_user for what
+// its owner's pending and running jobs store. An update that does not
+// grow the record, or a job of root's, passes. The payload (script,
+// environment) cannot change after submission (gpud/store keeps it once
+// per array), so an update rewrites only the job's row.
+func (c *Controller) checkRecordGrowth(rec *jobRec, next *spec.Job) error {
+	was := rec.charged
+	if was == 0 {
+		was = recordBytes(&rec.job)
+	}
+	now := recordBytes(next)
+	if now <= was || next.UID == 0 {
+		return nil
+	}
+	if limit := c.cfg.MaxSubmitBytes; limit > 0 && payloadBytes(next)+now > limit {
+		return spec.Errorf(spec.ErrRefused, "job %d would store %s (its script, arguments and environment %s and its record %s), more than the controller's max_submit_size of %s; shorten the comment or name",
+			next.ID, fmtBytes(payloadBytes(next)+now), fmtBytes(payloadBytes(next)), fmtBytes(now), fmtBytes(limit))
+	}
+	if limit := c.cfg.MaxSubmitBytesPerUser; limit > 0 && rec.charged != 0 {
+		if have := c.st.active.bytes[next.UID]; have-was+now > limit {
+			return spec.Errorf(spec.ErrRefused, "user %s's pending and running jobs store %s and [limits] max_submit_size_per_user is %s; this update would add %s. Shorten the comment or name, wait for jobs to end or cancel some",
+				orDefault(next.User, fmt.Sprint(next.UID)), fmtBytes(have), fmtBytes(limit), fmtBytes(now-was))
+		}
+	}
+	return nil
 }
 
 // fmtBytes writes a size in binary units ("64 MiB", "1.5 KiB").

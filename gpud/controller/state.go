@@ -109,10 +109,10 @@ func (a *activeCounts) add(j *spec.Job, d int, record int64) {
 	bump(a.bytes, j.UID, int64(d)*b)
 }
 
-// payloadBytes is what a job's script, args, environment and comment
-// take: stored once per array (gpud/store's payloads).
+// payloadBytes is what a job's script, args and environment take: stored
+// once per array (gpud/store's payloads), never changed after submission.
 func payloadBytes(j *spec.Job) int64 {
-	n := int64(len(j.Script) + len(j.Comment))
+	n := int64(len(j.Script))
 	for _, l := range [][]string{j.Args, j.Env} {
 		for _, s := range l {
 			n += int64(len(s))
@@ -123,10 +123,11 @@ func payloadBytes(j *spec.Job) int64 {
 
 // recordBytes estimates what one job's own record takes (its row in
 // state.db, and about as much again in memory): 1 KiB of fixed fields
-// plus its variable strings.
+// plus its variable strings, its comment included (scontrol update can
+// change one task's comment, so the comment is the task's own).
 func recordBytes(j *spec.Job) int64 {
 	n := 1024
-	for _, s := range []string{j.Name, j.WorkDir, j.SubmitDir, j.Output, j.Error, j.StdoutPath, j.StderrPath, j.Image,
+	for _, s := range []string{j.Name, j.Comment, j.WorkDir, j.SubmitDir, j.Output, j.Error, j.StdoutPath, j.StderrPath, j.Image,
 		j.Depend, j.Array, j.JobSpec.Signal, j.Resources.Constraint, j.Resources.GPUModel, j.Resources.GPUProfile} {
 		n += len(s)
 	}

@@ -148,10 +148,22 @@ func (c *Controller) UpdateJob(ctx context.Context, who Caller, ref spec.JobRef,
 		if err := next.ValidateFields(u.fields()...); err != nil {
 			bad(err)
 		}
+		// What the job stores may grow (a longer comment or name): it
+		// counts against the same limits as a submission.
+		nj := *j
+		nj.JobSpec = next
+		if err := c.checkRecordGrowth(rec, &nj); err != nil {
+			bad(err)
+		}
 		if len(errs) > 0 {
 			return fmt.Errorf("update job %d: %w", j.ID, errors.Join(errs...))
 		}
+		counted := rec.charged != 0
+		c.st.uncountActive(rec)
 		j.JobSpec = next
+		if counted {
+			c.st.countActive(rec)
+		}
 		tx.kick = true // priority, partition and limits feed the next cycle
 		tx.saveJob(rec)
 		out = *j

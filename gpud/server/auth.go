@@ -447,8 +447,10 @@ func (l *rateLimiter) prune(now time.Time) {
 	}
 }
 
-// limitSubmit applies the per-user submission rate; it writes 429 with
-// Retry-After and returns false when the caller is over it.
+// limitSubmit applies the per-user rate of submissions and updates (both
+// add to what the controller stores: scontrol update of each task of an
+// array rewrote its row); it writes 429 with Retry-After and returns
+// false when the caller is over it.
 func (s *Server) limitSubmit(w http.ResponseWriter, r *http.Request, id identity) bool {
 	if s.submits == nil || (id.caller.Known && id.caller.UID == 0 && !id.remote) {
 		return true
@@ -461,7 +463,7 @@ func (s *Server) limitSubmit(w http.ResponseWriter, r *http.Request, id identity
 	secs := max(int(math.Ceil(retry.Seconds())), 1)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	s.writeStatus(w, r, http.StatusTooManyRequests, api.CodeRefused,
-		fmt.Sprintf("%s is over the submission rate limit (%g jobs/s, bursts of %g); retry in %ds, or submit fewer, larger jobs", id.name(), s.submits.rate, s.submits.burst, secs))
+		fmt.Sprintf("%s is over the rate limit of submissions and updates (%g a second, bursts of %g); retry in %ds, or submit fewer, larger jobs (an array rather than many jobs)", id.name(), s.submits.rate, s.submits.burst, secs))
 	return false
 }
 

@@ -301,6 +301,9 @@ func (s *Server) updateJob(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, err)
 		return
 	}
+	if !s.limitSubmit(w, r, ident) {
+		return
+	}
 	var req api.JobUpdateRequest
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
