@@ -34,36 +34,68 @@ func (c *Controller) budgetUsed(account string) float64 {
 // and a spent (or too small) GPU-hour budget. Running-GPU and
 // running-job limits are left to the scheduler (AccountLimit).
 func (c *Controller) checkAccountLimits(j *spec.Job, n int) error {
+	if err := c.checkAccountWall(j); err != nil {
+		return err
+	}
+	if a := c.cfg.account(j.Account); a != nil && a.MaxSubmitJobs > 0 {
+		if queued := c.st.active.account[a.Name]; queued+n > a.MaxSubmitJobs {
+			return spec.Errorf(spec.ErrRefused, "account %s has %d jobs pending or running and its max_submit_jobs is %d (this submission adds %d); wait for some to end or cancel some", a.Name, queued, a.MaxSubmitJobs, n)
+		}
+	}
+	return c.checkBudget(j)
+}
+
+// checkAccountWall refuses j's time limit if it exceeds its account's
+// max_wall (a submission, scontrol update TimeLimit).
+func (c *Controller) checkAccountWall(j *spec.Job) error {
 	a := c.cfg.account(j.Account)
-	if a == nil || !a.limited() {
+	if a == nil || a.MaxWall <= 0 {
 		return nil
 	}
-	tl := j.TimeLimit.Std()
-	if a.MaxWall > 0 && (tl == 0 || tl > a.MaxWall) {
+	if tl := j.TimeLimit.Std(); tl == 0 || tl > a.MaxWall {
 		asked := "UNLIMITED"
 		if tl > 0 {
 			asked = fmtDur(tl)
 		}
 		return spec.Errorf(spec.ErrRefused, "--time=%s exceeds account %s's max_wall of %s; ask for at most %s", asked, a.Name, fmtDur(a.MaxWall), fmtDur(a.MaxWall))
 	}
-	if a.MaxSubmitJobs > 0 {
-		if queued := c.st.active.account[a.Name]; queued+n > a.MaxSubmitJobs {
-			return spec.Errorf(spec.ErrRefused, "account %s has %d jobs pending or running and its max_submit_jobs is %d (this submission adds %d); wait for some to end or cancel some", a.Name, queued, a.MaxSubmitJobs, n)
-		}
+	return nil
+}
+
+// checkBudget refuses a GPU job of an account whose max_gpu_hours budget
+// is spent, or that could alone use more than the whole budget.
+func (c *Controller) checkBudget(j *spec.Job) error {
+	a := c.cfg.account(j.Account)
+	if a == nil || a.MaxGPUHours <= 0 {
+		return nil
 	}
-	if a.MaxGPUHours > 0 {
-		used := c.budgetUsed(a.Name)
-		gpus := float64(max(j.Resources.Nodes, 1) * j.Resources.GPUsPerNode)
-		if f := j.Resources.GPUFraction; f > 0 && f < 1 {
-			gpus = 1
-		}
-		switch {
-		case gpus == 0:
-		case used >= a.MaxGPUHours:
-			return spec.Errorf(spec.ErrRefused, "account %s has used %.1f GPU-hours of its max_gpu_hours budget of %g in the last %s; no GPU jobs until usage falls out of the window or an admin raises the budget", a.Name, used, a.MaxGPUHours, budgetWindow(a))
-		case tl > 0 && gpus*tl.Hours() > a.MaxGPUHours:
-			return spec.Errorf(spec.ErrRefused, "the job may use %.1f GPU-hours (%g GPUs × %s), more than account %s's whole max_gpu_hours budget of %g; ask for fewer GPUs or a shorter --time", gpus*tl.Hours(), gpus, fmtDur(tl), a.Name, a.MaxGPUHours)
-		}
+	tl := j.TimeLimit.Std()
+	used := c.budgetUsed(a.Name)
+	gpus := float64(max(j.Resources.Nodes, 1) * j.Resources.GPUsPerNode)
+	if f := j.Resources.GPUFraction; f > 0 && f < 1 {
+		gpus = 1
+	}
+	switch {
+	case gpus == 0:
+	case used >= a.MaxGPUHours:
+		return spec.Errorf(spec.ErrRefused, "account %s has used %.1f GPU-hours of its max_gpu_hours budget of %g in the last %s; no GPU jobs until usage falls out of the window or an admin raises the budget", a.Name, used, a.MaxGPUHours, budgetWindow(a))
+	case tl > 0 && gpus*tl.Hours() > a.MaxGPUHours:
+		return spec.Errorf(spec.ErrRefused, "the job may use %.1f GPU-hours (%g GPUs × %s), more than account %s's whole max_gpu_hours budget of %g; ask for fewer GPUs or a shorter --time", gpus*tl.Hours(), gpus, fmtDur(tl), a.Name, a.MaxGPUHours)
+	}
+	return nil
+}
+
+// checkQOSSubmitLimit refuses moving a job of a user into QOS j.QOS (a
+// privileged scontrol update QOS=) when the user already has that QOS's
+// max_submit_jobs_per_user jobs there.
+func (c *Controller) checkQOSSubmitLimit(j *spec.Job, n int) error {
+	q, ok := c.cfg.qos(j.QOS)
+	if !ok || q.MaxSubmitJobsPerUser <= 0 || j.UID == 0 {
+		return nil
+	}
+	if have := c.st.active.userQOS[scoped{j.UID, j.QOS}]; have+n > q.MaxSubmitJobsPerUser {
+		return spec.Errorf(spec.ErrRefused, "user %s has %d jobs pending or running in QOS %s and its max_submit_jobs_per_user is %d; this job would exceed it",
+			orDefault(j.User, fmt.Sprint(j.UID)), have, q.Name, q.MaxSubmitJobsPerUser)
 	}
 	return nil
 }

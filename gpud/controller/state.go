@@ -36,6 +36,12 @@ type state struct {
 	// keys are the jobs made by each submission that carried an
 	// idempotency key (SubmitKeyed), by user and key.
 	keys map[idemKey][]spec.JobID
+	// groups are each user's group names as last seen on a call of
+	// theirs (access.go: allow_groups on a job its owner is not acting on).
+	groups map[uint32][]string
+	// ineligible are the queued jobs that break an access rule since a
+	// reload, restart or requeue (access.go), with the rule.
+	ineligible map[spec.JobID]accessRefusal
 }
 
 // idemKey is a submission's idempotency key, scoped to its user.
@@ -175,6 +181,9 @@ func newState(next spec.JobID, now time.Time) *state {
 		active:  newActiveCounts(),
 		last:    map[uint32]shared{},
 		keys:    map[idemKey][]spec.JobID{},
+
+		groups:     map[uint32][]string{},
+		ineligible: map[spec.JobID]accessRefusal{},
 	}
 }
 

@@ -181,6 +181,16 @@ func who(r *http.Request) identity {
 // caller is the controller.Caller of the request (zero when unknown).
 func caller(r *http.Request) controller.Caller { return who(r).caller }
 
+// viewer is who reads, for what the controller shows (hidden
+// partitions, private jobs): an operator sees as root does.
+func (s *Server) viewer(r *http.Request) controller.Caller {
+	id := who(r)
+	if id.role != auth.RoleNode && id.atLeast(auth.RoleOperator) {
+		return id.privileged()
+	}
+	return id.caller
+}
+
 // atLeast says whether id's role ranks at least role.
 func (id identity) atLeast(role string) bool { return auth.Rank(id.role) >= auth.Rank(role) }
 
@@ -351,6 +361,9 @@ func (s *Server) verify(r *http.Request) (identity, string, error) {
 		return identity{}, RefusedRevoked, fmt.Errorf("token %s was revoked ([auth] revoked_tokens); %s", c.ID, howToGetToken)
 	}
 	id := identity{caller: controller.Caller{UID: c.UID, GID: c.GID, User: c.User, Known: true}, role: c.Role, remote: true}
+	if c.Role != auth.RoleNode {
+		id.caller.Groups = s.groupsOf(c.UID, c.GID)
+	}
 	if c.Role == auth.RoleNode {
 		id.node = c.Node
 		id.caller = controller.Caller{User: "node:" + c.Node} // no user identity

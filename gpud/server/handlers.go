@@ -396,7 +396,7 @@ func (s *Server) associations(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listPartitions(w http.ResponseWriter, r *http.Request) {
-	ps, err := s.c.Partitions(r.Context())
+	ps, err := s.c.Partitions(r.Context(), s.viewer(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -60,6 +60,7 @@ type Server struct {
 	ha       HA             // ha.go; nil for a single controller
 	steps    stepTickets    // steps.go
 	ref      refusals       // refusal.go
+	groups   groupCache     // groups.go
 
 	// auditBuffer sizes the audit queue (0: auditBuffer; tests set it).
 	auditBuffer int
@@ -264,7 +265,7 @@ func (s *Server) connContext(ctx context.Context, conn net.Conn) context.Context
 		// TCP: bearer tokens, remembered per connection (verifyToken).
 		return context.WithValue(ctx, tokenMemoKey{}, &tokenMemo{})
 	}
-	who := controller.Caller{UID: cred.Uid, GID: cred.Gid, Known: true, User: s.userName(cred.Uid)}
+	who := controller.Caller{UID: cred.Uid, GID: cred.Gid, Known: true, User: s.userName(cred.Uid), Groups: s.groupsOf(cred.Uid, cred.Gid)}
 	return context.WithValue(ctx, callerKey{}, who)
 }
 
