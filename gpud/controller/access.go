@@ -47,7 +47,9 @@ type owner struct {
 	groups []string
 }
 
-func ownerOf(j *spec.Job, groups []string) owner { return owner{uid: j.UID, user: j.User, groups: groups} }
+func ownerOf(j *spec.Job, groups []string) owner {
+	return owner{uid: j.UID, user: j.User, groups: groups}
+}
 
 // callerGroups are who's group names as the server resolved them, for a
 // job who owns; it remembers them for the owner's other jobs (an

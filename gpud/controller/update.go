@@ -184,7 +184,8 @@ func (c *Controller) UpdateJob(ctx context.Context, who Caller, ref spec.JobRef,
 		if counted {
 			c.st.countActive(rec)
 		}
-		delete(c.st.ineligible, j.ID) // it passes the rules as it is now
+		// It passes the rules as it is now.
+		delete(c.st.ineligible, j.ID)
 		tx.kick = true // priority, partition and limits feed the next cycle
 		tx.saveJob(rec)
 		out = *j
