@@ -3,6 +3,7 @@ package slurm
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -56,12 +57,12 @@ func fixture(t *testing.T) *fakectl.Server {
 			{Account: "ml", User: "bob", Depth: 1, RawShares: 1, NormShares: 0.5, RawUsage: 3600, EffectiveUsage: 0.5, Factor: 0.25},
 		}
 		s.Acct = []api.AcctJob{
-			{ID: 5, Name: "prep", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateCompleted, CPUs: 4, Elapsed: 3725,
-				Nodes: []string{"gpu03"}, StartTime: spec.NewTime(now.Add(-time.Hour)), GPUCount: 1, GPUModel: "h100", MemMiB: 4096},
-			{ID: 6, Name: "a-very-long-job-name", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateFailed, ExitCode: 1, CPUs: 1},
-			{ID: 10, Name: "sw", User: "alice", Account: "ml", State: spec.StateCompleted, ArrayJobID: 10, ArrayTaskID: 0, WCKey: "k", NTasks: 4},
-			{ID: 11, Name: "sw", User: "alice", Account: "ml", State: spec.StateCompleted, ArrayJobID: 10, ArrayTaskID: 3, WCKey: "k", NTasks: 4},
-			{ID: 13, Name: "oom", User: "alice", Account: "ml", State: spec.StateOutOfMemory, ExitCode: 137, Signal: 9, CPUs: 1},
+			{AcctRecord: api.AcctRecord{ID: 5, Name: "prep", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateCompleted, CPUs: 4, Elapsed: 3725,
+				Nodes: []string{"gpu03"}, StartTime: spec.NewTime(now.Add(-time.Hour)), GPUCount: 1, GPUModel: "h100", MemMiB: 4096}},
+			{AcctRecord: api.AcctRecord{ID: 6, Name: "a-very-long-job-name", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateFailed, ExitCode: 1, CPUs: 1}},
+			{AcctRecord: api.AcctRecord{ID: 10, Name: "sw", User: "alice", Account: "ml", State: spec.StateCompleted, ArrayJobID: 10, ArrayTaskID: 0, WCKey: "k", NTasks: 4}},
+			{AcctRecord: api.AcctRecord{ID: 11, Name: "sw", User: "alice", Account: "ml", State: spec.StateCompleted, ArrayJobID: 10, ArrayTaskID: 3, WCKey: "k", NTasks: 4}},
+			{AcctRecord: api.AcctRecord{ID: 13, Name: "oom", User: "alice", Account: "ml", State: spec.StateOutOfMemory, ExitCode: 137, Signal: 9, CPUs: 1}},
 		}
 	})
 	return ctl
@@ -390,22 +391,22 @@ func TestSacctmgrSprioSshare(t *testing.T) {
 	}
 }
 
-// TestSacctTimes: -S/-E forms, including Snakemake's now-2days.
+// TestSacctTimes: -S/-E read slurmtime's grammar back from now (a bare
+// time of day is today's, as in sacct), and a bad one names its flag.
 func TestSacctTimes(t *testing.T) {
-	for in, want := range map[string]time.Time{
-		"now": now, "now-2days": now.Add(-48 * time.Hour), "NOW+1hour": now.Add(time.Hour), "now-30minutes": now.Add(-30 * time.Minute),
-		"2025-03-01": time.Date(2025, 3, 1, 0, 0, 0, 0, time.Local), "2025-03-01T10:20": time.Date(2025, 3, 1, 10, 20, 0, 0, time.Local),
-		"08:00": time.Date(2025, 3, 14, 8, 0, 0, 0, time.Local),
-	} {
-		got, err := parseSacctTime(in, now)
-		if err != nil || !got.Equal(want) {
-			t.Errorf("parseSacctTime(%q) = %v, %v; want %v", in, got, err, want)
+	ctl := fixture(t)
+	for _, args := range [][]string{{"-S", "now-2days"}, {"-S", "08:00", "-E", "now"}, {"-S", "03/01-10:20", "-E", "tomorrow"}, {"--starttime", "2025-03-01T10:20"}} {
+		if _, errs, code := run(t, ctl, "sacct", append([]string{"-X", "-n"}, args...)...); code != 0 {
+			t.Errorf("sacct %v: exit %d, %s", args, code, errs)
 		}
 	}
-	for _, in := range []string{"now-2fortnights", "yesterday-ish", "now-"} {
-		if _, err := parseSacctTime(in, now); err == nil {
-			t.Errorf("parseSacctTime(%q) accepted", in)
-		}
+	_, errs, code := run(t, ctl, "sacct", "-S", "now-2fortnights")
+	if code != 2 || !strings.Contains(errs, `-S/--starttime: "now-2fortnights" is not a time`) {
+		t.Errorf("sacct -S now-2fortnights: exit %d, %q; want a usage error naming -S", code, errs)
+	}
+	_, errs, code = run(t, ctl, "sreport", "cluster", "UserUtilizationByAccount", "start=yesterday-ish")
+	if code != 2 || !strings.Contains(errs, `start=: "yesterday-ish" is not a time`) {
+		t.Errorf("sreport start=yesterday-ish: exit %d, %q; want a usage error naming start=", code, errs)
 	}
 }
 
@@ -456,7 +457,7 @@ func TestSreport(t *testing.T) {
 	ctl.Set(func(s *fakectl.Server) {
 		s.Cluster = api.AcctClusterResponse{Rows: []api.AcctClusterRow{{Model: "h100", GPUs: 2, TotalGPUHours: 48, AllocatedGPUHours: 12, DownGPUHours: 6}}}
 		s.Acct[0].GPUHours, s.Acct[1].GPUHours = 2, 0.5 // alice's jobs 5 and 6
-		s.Acct = append(s.Acct, api.AcctJob{ID: 20, User: "bob", Account: "vision", GPUHours: 4, State: spec.StateCompleted})
+		s.Acct = append(s.Acct, api.AcctJob{AcctRecord: api.AcctRecord{ID: 20, User: "bob", Account: "vision", GPUHours: 4, State: spec.StateCompleted}})
 	})
 	for _, tc := range []struct {
 		name string
@@ -630,5 +631,20 @@ func TestGoldenStartSummaryExact(t *testing.T) {
 				t.Errorf("%s %q (-want +got):\n%s", tc.cmd, tc.args, diff)
 			}
 		})
+	}
+}
+
+// TestDocNamesEveryCommand: the package comment names every command Run
+// serves, so a new one cannot be added without saying so there.
+func TestDocNamesEveryCommand(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	for _, n := range Names {
+		if !strings.Contains(text, " "+n+",") && !strings.Contains(text, " "+n+" ") {
+			t.Errorf("doc.go does not name %s", n)
+		}
 	}
 }
