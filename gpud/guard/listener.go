@@ -31,8 +31,10 @@ type Limits struct {
 	MaxOpenPerAddr int
 	MaxOpen        int
 	// Exempt lists networks whose connections are never capped (they
-	// still get the deadline).
-	Exempt []netip.Prefix
+	// still get the deadline); IsExempt, when set, decides instead (a
+	// server whose exempt networks change on reload).
+	Exempt   []netip.Prefix
+	IsExempt func(netip.Addr) bool
 }
 
 // DefaultLimits: a handshake is milliseconds on a cluster network; 5 s
@@ -130,6 +132,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 }
 
 func (l *Listener) exempt(a netip.Addr) bool {
+	if l.limits.IsExempt != nil {
+		return l.limits.IsExempt(a)
+	}
 	for _, p := range l.limits.Exempt {
 		if p.Contains(a) {
 			return true
