@@ -34,6 +34,11 @@ type AuditEntry struct {
 	// Result is "ok" or the error the caller was shown (the API server
 	// prefixes the HTTP status: "200 ok", "403 permission denied: ...").
 	Result string `json:"result"`
+	// Summarised is, for a summary row, how many refused calls it stands
+	// for; 0 for a row of one call. The API server writes the first
+	// refusal of a kind from a source in an interval on its own, and the
+	// rest as one summary row.
+	Summarised int `json:"summarised,omitempty"`
 }
 
 // AddNodeEvent appends a node event.
@@ -100,7 +105,7 @@ func (db *DB) AddAudits(ctx context.Context, as []AuditEntry) error {
 	st := tx.StmtContext(ctx, db.auditIns)
 	defer st.Close()
 	for _, a := range as {
-		if _, err := st.ExecContext(ctx, a.Time.Unix(), a.ActorUID, a.ActorName, a.Role, a.Origin, a.Action, a.Target, a.Result); err != nil {
+		if _, err := st.ExecContext(ctx, a.Time.Unix(), a.ActorUID, a.ActorName, a.Role, a.Origin, a.Action, a.Target, a.Result, a.Summarised); err != nil {
 			return fmt.Errorf("add audit entry %s on %s by %s: %w", a.Action, a.Target, a.ActorName, err)
 		}
 	}
@@ -112,17 +117,21 @@ func (db *DB) AddAudits(ctx context.Context, as []AuditEntry) error {
 
 // WriteAudits' statements, prepared once (DB.auditIns, DB.auditUpd).
 const (
-	insertAuditSQL = `INSERT INTO audit (time, actor_uid, actor_name, role, origin, action, target, result)
-		VALUES (?,?,?,?,?,?,?,?)`
+	insertAuditSQL = `INSERT INTO audit (time, actor_uid, actor_name, role, origin, action, target, result, summarised)
+		VALUES (?,?,?,?,?,?,?,?,?)`
 	updateAuditSQL = `UPDATE audit SET action = ?, target = ?, result = ? WHERE id = ?`
+	deleteAuditSQL = `DELETE FROM audit WHERE id = ?`
 )
 
 // AuditWrite is one write in WriteAudits: a new entry (ID 0; WriteAudits
 // sets ID to its row) or the outcome of an entry written before (ID set:
-// its action, target and result replace the row's).
+// its action, target and result replace the row's), or with Delete the
+// removal of an entry written before: a refused call's, which the API
+// server counts in a summary row instead.
 type AuditWrite struct {
-	ID    int64
-	Entry AuditEntry
+	ID     int64
+	Entry  AuditEntry
+	Delete bool
 }
 
 // WriteAudits applies ws in one transaction, all or none: the API server
@@ -148,6 +157,12 @@ func (db *DB) WriteAudits(ctx context.Context, ws []AuditWrite) error {
 	ids := make([]int64, len(ws))
 	for i, w := range ws {
 		a := w.Entry
+		if w.ID != 0 && w.Delete {
+			if _, err := tx.ExecContext(ctx, deleteAuditSQL, w.ID); err != nil {
+				return fmt.Errorf("fold refused call's audit entry %d (%s by %s) into its summary: %w", w.ID, a.Action, a.ActorName, err)
+			}
+			continue
+		}
 		if w.ID != 0 {
 			res, err := upd.ExecContext(ctx, a.Action, a.Target, a.Result, w.ID)
 			if err != nil {
@@ -158,7 +173,7 @@ func (db *DB) WriteAudits(ctx context.Context, ws []AuditWrite) error {
 			}
 			continue
 		}
-		res, err := ins.ExecContext(ctx, a.Time.Unix(), a.ActorUID, a.ActorName, a.Role, a.Origin, a.Action, a.Target, a.Result)
+		res, err := ins.ExecContext(ctx, a.Time.Unix(), a.ActorUID, a.ActorName, a.Role, a.Origin, a.Action, a.Target, a.Result, a.Summarised)
 		if err != nil {
 			return fmt.Errorf("add audit entry %s on %s by %s: %w", a.Action, a.Target, a.ActorName, err)
 		}
@@ -241,7 +256,7 @@ func (db *DB) AuditLog(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
 	if n, err := strconv.ParseUint(f.Actor, 10, 32); err == nil {
 		uid = int64(n)
 	}
-	q := `SELECT time, actor_uid, actor_name, role, origin, action, target, result, id FROM audit
+	q := `SELECT time, actor_uid, actor_name, role, origin, action, target, result, summarised, id FROM audit
 		WHERE time BETWEEN ? AND ? AND (? = '' OR actor_name = ? OR actor_uid = ?) AND (? = '' OR instr(action, ?) > 0)`
 	args := []any{s, e, f.Actor, f.Actor, uid, f.Action, f.Action}
 	if f.Limit > 0 {
@@ -259,7 +274,7 @@ func (db *DB) AuditLog(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
 	for rows.Next() {
 		var a AuditEntry
 		var t, id int64
-		if err := rows.Scan(&t, &a.ActorUID, &a.ActorName, &a.Role, &a.Origin, &a.Action, &a.Target, &a.Result, &id); err != nil {
+		if err := rows.Scan(&t, &a.ActorUID, &a.ActorName, &a.Role, &a.Origin, &a.Action, &a.Target, &a.Result, &a.Summarised, &id); err != nil {
 			return nil, fmt.Errorf("list audit entries: read row: %w", err)
 		}
 		a.Time = time.Unix(t, 0).UTC()

@@ -561,6 +561,8 @@ type FairshareResponse struct {
 // with its verb, "POST /v1/jobs/{id}/cancel") to what (Target: job IDs, a
 // node name), from where (Origin: "unix" or the TCP peer address), and
 // how it ended (Result: the HTTP status and "ok" or the error message).
+// Summarised is, for the summary of a source's refused calls of one kind
+// in one interval, how many it stands for; 0 for a row of one call.
 // Its fields match accounting.AuditEntry's (TestAuditEntryMatches).
 type AuditEntry struct {
 	Time      time.Time `json:"time"`
@@ -571,6 +573,8 @@ type AuditEntry struct {
 	Action    string    `json:"action"`
 	Target    string    `json:"target"`
 	Result    string    `json:"result"`
+	// Summarised: see above.
+	Summarised int `json:"summarised,omitempty"`
 }
 
 // AuditFilter selects entries for GET /v1/audit; zero fields select all.

@@ -170,6 +170,14 @@ type API struct {
 	// root is never limited.
 	SubmitRate  float64 `toml:"submit_rate"`
 	SubmitBurst int     `toml:"submit_burst"`
+	// RefusalRate and RefusalBurst are each source's budget of refused
+	// requests (a token bucket): an address that keeps failing
+	// authentication, or a user whose calls keep being refused, is
+	// slowed down once over it (gpud/server refusal.go). 0 turns the
+	// slow-down off; refusals are counted and summarised in the audit
+	// log all the same.
+	RefusalRate  float64 `toml:"refusal_rate"`
+	RefusalBurst int     `toml:"refusal_burst"`
 	// ReadTimeout bounds reading one request (headers and body);
 	// IdleTimeout closes a keep-alive connection left without a request;
 	// WriteTimeout bounds writing one response (long polls get their
@@ -450,7 +458,7 @@ func Defaults() Controller {
 		Fairshare:  Fairshare{DecayHalfLife: "7d", GPUModelWeights: map[string]float64{}},
 		Accounting: Accounting{GPUHourPrice: map[string]float64{}},
 		Auth:       Auth{ClusterName: "gpud", ClockSkew: "2m"},
-		API: API{SubmitRate: 20, SubmitBurst: 200, ReadTimeout: "30s", IdleTimeout: "60s", WriteTimeout: "10m",
+		API: API{SubmitRate: 20, SubmitBurst: 200, RefusalRate: 2, RefusalBurst: 60, ReadTimeout: "30s", IdleTimeout: "60s", WriteTimeout: "10m",
 			MaxConnsPerUser: 128, MaxConnsPerIP: 256},
 		Limits: Limits{MaxSubmitSize: "64M", MaxSubmitJobsPerUser: DefaultMaxSubmitJobsPerUser, MaxSubmitSizePerUser: "1G"},
 		Partitions: []Partition{{
@@ -640,6 +648,12 @@ func (c Controller) validateAuth(p *problems) {
 	}
 	if c.API.SubmitRate > 0 && c.API.SubmitBurst < 1 {
 		p.addf("[api] submit_burst: %d must be at least 1 when submit_rate is set", c.API.SubmitBurst)
+	}
+	if c.API.RefusalRate < 0 || c.API.RefusalRate > 1e6 {
+		p.addf("[api] refusal_rate: %g is out of range; give 0 (no slow-down) to 1000000 refusals a second", c.API.RefusalRate)
+	}
+	if c.API.RefusalRate > 0 && (c.API.RefusalBurst < 1 || c.API.RefusalBurst > 1<<20) {
+		p.addf("[api] refusal_burst: %d must be from 1 to %d when refusal_rate is set", c.API.RefusalBurst, 1<<20)
 	}
 	for _, d := range []struct {
 		key    string

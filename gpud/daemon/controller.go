@@ -311,6 +311,8 @@ func (p *controllerParts) newServer() error {
 		server.WithRoles(cfg.Auth.Operators, cfg.Auth.Admins),
 		server.WithRevoked(cfg.Auth.RevokedTokens),
 		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst),
+		server.WithRefusalRate(cfg.API.RefusalRate, cfg.API.RefusalBurst),
+		server.WithRefusalCounter(p.mets.Refused),
 		server.WithLimits(apiLimits(cfg.API))}
 	opts = append(append(append(opts, p.srvOpts...), p.hm.serverOptions()...), stepOpt)
 	p.srv = server.New(p.ctrl, opts...)

@@ -41,6 +41,7 @@ type Controller struct {
 	idle       *prometheus.CounterVec
 	requests   *prometheus.HistogramVec
 	auditDrops prometheus.Counter
+	refusals   *prometheus.CounterVec
 }
 
 var _ controller.Observer = (*Controller)(nil)
@@ -90,7 +91,11 @@ func NewController() *Controller {
 			Help: "Audit log entries lost: not written at shutdown, or refusals held beyond the queue while the accounting database failed (calls are refused, not dropped).",
 		}),
 	}
-	m.reg.MustRegister(m.cycle, m.started, m.ended, m.requeued, m.preempted, m.backfilled, m.idle, m.requests, m.auditDrops,
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gpud_api_refusals_total",
+		Help: "API requests refused, by class: before authentication (no_tls, no_token, bad_token, expired_token, revoked_token, revoked_node_cert, bad_join_token) or after (denied, invalid, not_found, conflict, rate_limited, other). The audit log keeps the first of each kind per source and minute and a summary of the rest.",
+	}, []string{"class"})
+	m.reg.MustRegister(m.cycle, m.started, m.ended, m.requeued, m.preempted, m.backfilled, m.idle, m.requests, m.auditDrops, m.refusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -146,6 +151,9 @@ func (m *Controller) ObserveRequest(route string, code int, d time.Duration) {
 
 // AuditDropped counts n audit entries lost (server.WithAudit's onDrop).
 func (m *Controller) AuditDropped(n int) { m.auditDrops.Add(float64(n)) }
+
+// Refused counts one refused API request of class (server.WithRefusalCounter).
+func (m *Controller) Refused(class string) { m.refusals.WithLabelValues(class).Inc() }
 
 // CycleDone implements controller.Observer.
 func (m *Controller) CycleDone(d time.Duration) { m.cycle.Observe(d.Seconds()) }

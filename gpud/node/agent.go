@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/node/step"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpud/statefile"
 	"github.com/gpud/gpud/runtime"
@@ -111,7 +112,8 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 	a.runnerDeps.acquireDevices = a.acquireDevices
 	a.runnerDeps.releaseDevices = a.releaseDevices
 	a.runnerDeps.refreshMIGLayout = a.refreshMIGLayout
-	a.runnerDeps.peer = a.peer
+	a.runnerDeps.steps = step.NewNode(step.Config{Node: cfg.Name, Version: cfg.Version, KillGrace: cfg.KillGrace,
+		Runtime: rt, Clock: o.clock, Log: a.log, Peers: o.peers, Net: o.stepNet}, stepHost{a})
 	return a, nil
 }
 
@@ -201,14 +203,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("open checkpoint root of node %s: %w", a.cfg.Name, err)
 	}
 	a.ckpt = ckpt
-	if a.opts.peers != nil {
-		a.opts.peers.add(a)
-		defer a.opts.peers.remove(a)
-	}
-	if a.opts.stepNet != nil {
-		stop := a.serveStepNet(ctx)
-		defer stop()
-	}
+	// In-process peers (gpud standalone) and the step listener.
+	stopSteps := a.steps.Run(ctx)
+	defer stopSteps()
 	open := openOutbox
 	if a.opts.memOutbox {
 		open = func(ctx context.Context, _ *slog.Logger, _ string, _ time.Time) (*outbox, error) {
@@ -533,7 +530,7 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 					r.signal(ctx, asg.Signal, asg.SignalSeq, asg.Job.SignalTarget)
 				}
 				if len(asg.Job.StepSignals) > 0 {
-					r.stepSignals(ctx, asg.Job.StepSignals) // steprec.go
+					r.steps.Signals(ctx, asg.Job.StepSignals)
 				}
 			}
 			continue
@@ -724,6 +721,7 @@ func (a *Agent) recoverContainers(ctx context.Context) error {
 			}
 			r := &runner{d: &a.runnerDeps, id: ti.ID, allocID: allocID, jobID: spec.JobID(job), deadline: deadline,
 				adopted: true, rec: rec, signalSeq: rec.SignalSeq, done: make(chan struct{}), stopCh: make(chan struct{}),
+				steps:  a.steps.NewAlloc(allocID, spec.JobID(job)),
 				learnC: make(chan learned, 1),
 				// A stop begun before the restart keeps its reason; the
 				// controller's next answer repeats the request itself.

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/node/step"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/fake"
@@ -50,7 +51,7 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 		// node-1 is rank 1: it holds its share for steps and the script
 		// runs on rank 0 only (TestBatchOnFirstNode), whether or not
 		// steps can reach node-0 (no Peers, no step listener here).
-		Args: []string{"/bin/sh", "-c", holderScript},
+		Args: []string{"/bin/sh", "-c", step.HolderScript},
 		Env: []string{
 			"FOO=baz",
 			"GPUD_JOB_ID=7", "GPUD_NODELIST=node-0,node-1", "GPUD_NODEID=1", "GPUD_NNODES=2",

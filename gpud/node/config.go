@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/gpud/gpud/gpud/node/step"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/gpu"
@@ -188,7 +189,7 @@ type options struct {
 	// peers finds the other nodes' agents for steps (nil: this node only).
 	peers *Peers
 	// stepNet is the step listener and the node's identity for peers on
-	// other hosts (nil: none; steplisten.go).
+	// other hosts (nil: none; gpud/node/step).
 	stepNet *StepNet
 	// net is the clock of the agent's contact with the controller (the
 	// self-fence, fence.go); real time unless a test injects one.
@@ -204,9 +205,25 @@ type options struct {
 // the protocol (record, send in order, acknowledge) is the same.
 func WithMemoryOutbox() Option { return func(o *options) { o.memOutbox = true } }
 
+// Peers finds the agents of other nodes in this process for steps
+// (gpud standalone).
+type Peers = step.Peers
+
+// NewPeers returns an empty registry; agents given it with WithPeers add
+// themselves while they run.
+func NewPeers() *Peers { return step.NewPeers() }
+
 // WithPeers has the agent join reg, through which the agents of one
-// allocation start each other's parts of a step (see step.go).
+// allocation start each other's parts of a step (gpud/node/step).
 func WithPeers(reg *Peers) Option { return func(o *options) { o.peers = reg } }
+
+// StepNet is a node's part in steps across hosts: its step listener, its
+// node certificate and the cluster CA (gpud/node/step).
+type StepNet = step.Net
+
+// WithStepNet has the agent serve steps to peers and srun on sn.Listener
+// and reach peers on other hosts with sn's identity.
+func WithStepNet(sn StepNet) Option { return func(o *options) { o.stepNet = &sn } }
 
 // WithLogger sets the agent's logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }

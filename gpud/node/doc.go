@@ -12,7 +12,8 @@
 //     is committed there before anything happens because of it, and sent
 //     in order until the controller acknowledges it; it also remembers
 //     which allocations already ended here so they never start twice;
-//   - job directories (StateDir/jobs/<container ID>: script, tmp/);
+//   - job directories (StateDir/jobs/<container ID>: script, tmp/, the
+//     step socket and step records of gpud/node/step);
 //   - turning an allocation into a runtime.TaskConfig (environment of
 //     DESIGN §7, mounts, limits, CDI devices, output paths);
 //   - driving the cooperative checkpoint protocol (DESIGN §4) through a
@@ -28,7 +29,10 @@
 // A runner sees only runnerDeps (runnerdeps.go), not the Agent. Its wait
 // loop (runner.go) dispatches the container's exit, stop requests and
 // timers to checkpointMachine (ckptmachine.go) and stopMachine
-// (stopmachine.go). followStep (step.go) is the one step message loop.
+// (stopmachine.go). A job's steps are package gpud/node/step, which sees
+// the agent only as its step.Host (runnersteps.go). buildTask (task.go)
+// composes the container from named builders, one concern a file:
+// taskdevices.go, taskoutputs.go, taskmounts.go, taskenv.go, taskargs.go.
 //
 // What it must not import: gpud/controller, gpud/store, gpud/server or the
 // scheduler (the controller is reached over the API only), containerd or

@@ -262,3 +262,18 @@ func (o *outbox) ack(ctx context.Context, seq uint64) error {
 	}
 	return nil
 }
+
+// reserveStepIDs durably reserves the next n step numbers of alloc on
+// this node (its rank 0) and returns the first.
+func (o *outbox) reserveStepIDs(ctx context.Context, allocID string, n int) (int, error) {
+	if o.mem != nil {
+		return o.mem.reserveStepIDs(ctx, allocID, n)
+	}
+	var next int
+	err := o.db.QueryRowContext(ctx, `INSERT INTO step_ids (alloc_id, next) VALUES (?, ?)
+		ON CONFLICT(alloc_id) DO UPDATE SET next = next + excluded.next RETURNING next`, allocID, n).Scan(&next)
+	if err != nil {
+		return 0, fmt.Errorf("number the next steps of alloc %s: %w", allocID, err)
+	}
+	return next - n, nil
+}

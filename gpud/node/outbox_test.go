@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/node/step"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -262,8 +263,8 @@ func TestMemoryOutboxAnswersLikeSQLite(t *testing.T) {
 		pend(100)
 		out = append(out, answer{Err: ob.ack(ctx, 1) != nil, Comment: "ack an old seq"})
 		pend(100)
-		steps("a1", stepIDBlock)
-		steps("a1", stepIDBlock)
+		steps("a1", step.IDBlock)
+		steps("a1", step.IDBlock)
 		steps("a2", 1)
 		return out
 	}
@@ -312,5 +313,38 @@ func BenchmarkOutboxJobEvents(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestStepIDsDurable: step numbers come from the outbox in reserved
+// blocks: the same allocation never gets a number twice, even after the
+// outbox is reopened (an agent restart), and each allocation counts from
+// 0; numbers of an allocation the outbox forgot are dropped with it.
+func TestStepIDsDurable(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	ob, err := openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: "a1", JobID: 1, Kind: api.EventStarted, Time: spec.NewTime(t0)}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := ob.reserveStepIDs(ctx, "a1", 32)
+	second, err2 := ob.reserveStepIDs(ctx, "a1", 32)
+	other, err3 := ob.reserveStepIDs(ctx, "a2", 32)
+	if err != nil || err2 != nil || err3 != nil || first != 0 || second != 32 || other != 0 {
+		t.Fatalf("reservations a1 %d %d, a2 %d (%v %v %v); want 0, 32 and 0", first, second, other, err, err2, err3)
+	}
+	ob.Close()
+	if ob, err = openOutbox(ctx, slog.Default(), dir, t0); err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	if again, err := ob.reserveStepIDs(ctx, "a1", 32); err != nil || again != 64 {
+		t.Errorf("after a reopen a1 reserves from %d (%v), want 64", again, err)
+	}
+	if again, err := ob.reserveStepIDs(ctx, "a2", 32); err != nil || again != 0 {
+		t.Errorf("a2, never started here, was pruned: reserves from %d (%v), want 0", again, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/node/step"
 	"github.com/gpud/gpud/gpud/signame"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
@@ -67,13 +68,10 @@ type runner struct {
 	learnC    chan learned
 	learnOnce sync.Once
 
-	// env is the container's environment (nil until started here), for
-	// step tasks.
-	env []string
-	// steps are the steps served and the step tasks run here (steprec.go).
-	steps stepRegistry
-	// resumed are the steps re-adopted after an agent restart (stepstate.go).
-	resumed stepState
+	// steps are the job's steps on this node (gpud/node/step): those
+	// served here, the step tasks run here and the steps re-adopted
+	// after an agent restart.
+	steps *step.Alloc
 	// logger is log's cache.
 	logger atomic.Pointer[runnerLog]
 }
@@ -97,6 +95,7 @@ func newRunner(d *runnerDeps, asg *api.Assignment, self spec.NodeAlloc, rec allo
 	r := &runner{
 		d: d, allocID: asg.Alloc.ID, jobID: asg.Job.ID, asg: asg, self: self, rec: rec,
 		id:        ContainerID(asg.Job.ID, asg.Alloc.Attempt, d.cfg.Name),
+		steps:     d.steps.NewAlloc(asg.Alloc.ID, asg.Job.ID),
 		signalSeq: rec.SignalSeq,
 		done:      make(chan struct{}),
 		stopCh:    make(chan struct{}),
@@ -160,7 +159,7 @@ func (r *runner) signal(ctx context.Context, name string, seq int, target string
 	}
 	// Deliver before remembering: a crash in between resends it once,
 	// which a checkpoint signal tolerates better than never.
-	if err := r.signalTarget(ctx, target, sig); err != nil { // steprec.go
+	if err := r.signalTarget(ctx, target, sig); err != nil { // runnersteps.go
 		log.Warn("signal job container", "signal", name, "target", target, "err", err)
 		return
 	}
@@ -255,10 +254,7 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 		cfg, err = r.prepare()
 		if err == nil {
 			// Listen before the job starts: its first line may be srun.
-			r.mu.Lock()
-			r.env = cfg.Env
-			r.mu.Unlock()
-			stopServe := r.serveSteps(ctx)
+			stopServe := r.serveSteps(ctx, cfg.Env) // runnersteps.go
 			err = r.d.rt.Start(ctx, cfg)
 			if err != nil {
 				stopServe()
@@ -516,7 +512,7 @@ func (c runnerCheckpoints) seal()                { _ = c.r.sealCheckpoint(c.ctx,
 func (c runnerCheckpoints) newestSealed() int    { return c.r.newestSealed() }
 
 func (c runnerCheckpoints) signal(target string, sig syscall.Signal) {
-	if err := c.r.signalTarget(c.ctx, target, sig); err != nil && c.ctx.Err() == nil { // steprec.go
+	if err := c.r.signalTarget(c.ctx, target, sig); err != nil && c.ctx.Err() == nil { // runnersteps.go
 		c.log.Warn("send the checkpoint signal", "signal", signame.Full(sig), "target", target, "err", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/node/step"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/safefs"
@@ -33,6 +34,9 @@ type runnerDeps struct {
 	// pins places GPU jobs on cores of their GPUs' NUMA node; nil when
 	// the topology is unknown.
 	pins *cpuPins
+	// steps is the node's step service (gpud/node/step): it makes each
+	// runner's step.Alloc and finds the peers of other nodes.
+	steps *step.Node
 	// kick wakes the outbox sender; buffered so a send never blocks.
 	kick chan struct{}
 	// backoffMin and backoffMax bound retry pacing (newBackoff).
@@ -40,13 +44,11 @@ type runnerDeps struct {
 
 	// The agent's answers (its methods of the same names). mayCheckpoint:
 	// self-fencing (fence.go). acquireDevices, releaseDevices and
-	// refreshMIGLayout: the node's MIG layout (mig.go). peer: the agent
-	// running a node's part of a step (step.go).
+	// refreshMIGLayout: the node's MIG layout (mig.go).
 	mayCheckpoint    func(r *runner) error
 	acquireDevices   func(ctx context.Context, log *slog.Logger, self spec.NodeAlloc) ([]migDevice, error)
 	releaseDevices   func(ctx context.Context, log *slog.Logger, self spec.NodeAlloc) (stale bool)
 	refreshMIGLayout func(ctx context.Context, log *slog.Logger)
-	peer             func(nd spec.NodeAlloc) (stepPeer, error)
 }
 
 // backoff paces retries: exponential between the agent's bounds, with

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/node/step"
 )
 
 // testCA is a cluster CA with node certificates signed on demand.
@@ -154,7 +155,7 @@ func TestStepListenerRefuses(t *testing.T) {
 }
 
 // TestStepListenerGreetingCap: connections that never finish their
-// handshake hold at most maxStepGreetings places; one more is closed at
+// handshake hold at most step.MaxGreetings places; one more is closed at
 // once, and the places come back when they go.
 func TestStepListenerGreetingCap(t *testing.T) {
 	ca := newTestCA(t)
@@ -172,7 +173,7 @@ func TestStepListenerGreetingCap(t *testing.T) {
 			c.Close()
 		}
 	}()
-	for range maxStepGreetings {
+	for range step.MaxGreetings {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -185,7 +186,7 @@ func TestStepListenerGreetingCap(t *testing.T) {
 	}
 	_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if n, err := extra.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("connection %d beyond the cap: read %d, %v; want it closed at once", maxStepGreetings+1, n, err)
+		t.Errorf("connection %d beyond the cap: read %d, %v; want it closed at once", step.MaxGreetings+1, n, err)
 	}
 	extra.Close()
 	for _, c := range idle {

@@ -18,106 +18,147 @@ import (
 // not start carries the count of nodes per reason (Plan.Placement), e.g.
 // "10 nodes: 6 insufficient free h100 GPUs, 3 constraint ib, 1 drain".
 //
-// Static filters (filter): whether the node could ever hold the job.
-//
-//	state        node DOWN, DRAIN, DRAINING or UNKNOWN  → down, drain, draining, unknown
-//	partition    node not in the job's partition        → not in partition P
-//	nodelist     node not in --nodelist                 → not in the requested node list
-//	exclude      node in --exclude                      → excluded
-//	constraint   node lacks a --constraint feature      → constraint F
-//	rdma         too few RDMA NICs for --rdma           → too few RDMA NICs
-//	mig          MIG jobs are placed by placeMIG        → no room for a 3g.40gb MIG job
-//	cpus         fewer CPUs than --cpus-per-task        → too few CPUs
-//	memory       less memory than --mem                 → too little memory
-//	gpus         fewer GPUs of the model than asked     → too few h100 GPUs
-//
-// Dynamic filters (nowReason): whether it holds the job now.
-//
-//	free GPUs    GPUs of the model taken                → insufficient free h100 GPUs
-//	shared GPU   no GPU with the share free             → no shared GPUs with 0.5 free
-//	free CPUs    CPUs taken                             → insufficient free CPUs
-//	free memory  memory taken                           → insufficient free memory
-//	exclusive    the node runs something                → in use (the job is exclusive)
-//	reservation  free, but a reservation holds the node → held for a reservation
-//	(passes)                                            → fits now
+// Each filter is declared once, in staticFilters or dynamicFilters: its
+// name, what turns a node down, the reason in words and its predicate.
+// NodeReason, the pending counts, Explain and the docs' tables (docs/
+// architecture.md, README.md; TestFilterDocs checks them and -update
+// rewrites them) all come from these lists: a new filter is one entry.
+type nodeFilter struct {
+	// name is the stage, as the docs' tables name it.
+	name string
+	// when says what turns a node down, for the docs' tables.
+	when string
+	// wholeGPUs marks the static filters a MIG job skips: placeMIG
+	// places its slices instead (migEligible).
+	wholeGPUs bool
+	// reason is the reason in words for job j, as gpuq shows it.
+	reason func(j *Job) string
+	// rejects says whether the stage turns node w down for j. fits is
+	// given to the dynamic stages only: whether what is free on w now
+	// holds j (fitsNow).
+	rejects func(w *workNode, j *Job, fits bool) bool
+}
+
+// said is a reason that does not depend on the job.
+func said(s string) func(*Job) string { return func(*Job) string { return s } }
+
+// gpusOf is "h100 GPUs" for a job asking for a model, else "GPUs".
+func gpusOf(j *Job) string {
+	if j.Req.GPUModel != "" {
+		return j.Req.GPUModel + " GPUs"
+	}
+	return "GPUs"
+}
+
+// staticFilters ask whether a node could ever hold the job (its state,
+// membership, features and capacity), in order.
+var staticFilters = [...]nodeFilter{
+	{name: "down", when: "the node is DOWN", reason: said("down"),
+		rejects: func(w *workNode, _ *Job, _ bool) bool { return w.n.State == spec.NodeDown }},
+	{name: "drain", when: "the node is DRAIN", reason: said("drain"),
+		rejects: func(w *workNode, _ *Job, _ bool) bool { return w.n.State == spec.NodeDrain }},
+	{name: "draining", when: "the node is DRAINING", reason: said("draining"),
+		rejects: func(w *workNode, _ *Job, _ bool) bool { return w.n.State == spec.NodeDraining }},
+	{name: "unknown", when: "the node is UNKNOWN (not responding)", reason: said("unknown"),
+		rejects: func(w *workNode, _ *Job, _ bool) bool { return w.n.State == spec.NodeUnknown }},
+	{name: "partition", when: "the node is not in the job's partition", reason: func(j *Job) string { return "not in partition " + j.Partition },
+		rejects: func(w *workNode, j *Job, _ bool) bool {
+			return j.Partition != "" && !slices.Contains(w.n.Partitions, j.Partition)
+		}},
+	{name: "nodelist", when: "the node is not in --nodelist", reason: said("not in the requested node list"),
+		rejects: func(w *workNode, j *Job, _ bool) bool {
+			return len(j.Req.NodeList) > 0 && !slices.Contains(j.Req.NodeList, w.n.Name)
+		}},
+	{name: "exclude", when: "the node is in --exclude", reason: said("excluded"),
+		rejects: func(w *workNode, j *Job, _ bool) bool { return slices.Contains(j.Req.Exclude, w.n.Name) }},
+	{name: "constraint", when: "the node lacks a --constraint feature", reason: func(j *Job) string { return "constraint " + j.Req.Constraint },
+		rejects: func(w *workNode, j *Job, _ bool) bool { return !HasFeatures(w.n.Features, j.Req.Constraint) }},
+	{name: "rdma", when: "the node has fewer RDMA NICs than --rdma asks", reason: said("too few RDMA NICs"),
+		rejects: func(w *workNode, j *Job, _ bool) bool { return !rdmaFits(w.n, &j.Req) }},
+	// MIG jobs are placed by placeMIG (mig.go), not by whole GPUs; a node
+	// that passed the filters before this one had no room for the slices.
+	{name: "mig", when: "the job asks for MIG slices and placeMIG found no room on the node", wholeGPUs: true,
+		reason:  func(j *Job) string { return "no room for a " + j.Req.GPUProfile + " MIG job" },
+		rejects: func(_ *workNode, j *Job, _ bool) bool { return j.Req.GPUProfile != "" }},
+	{name: "cpus", when: "the node has fewer CPUs than --cpus-per-task asks", reason: said("too few CPUs"),
+		rejects: func(w *workNode, j *Job, _ bool) bool { return w.n.CPUs < j.Req.CPUsPerNode }},
+	{name: "memory", when: "the node has less memory than --mem asks", reason: said("too little memory"),
+		rejects: func(w *workNode, j *Job, _ bool) bool { return w.n.MemMiB < j.Req.MemMiB }},
+	{name: "gpus", when: "the node has fewer GPUs of the model than asked (none, for a share)", wholeGPUs: true,
+		reason: func(j *Job) string { return "too few " + gpusOf(j) },
+		rejects: func(w *workNode, j *Job, _ bool) bool {
+			if isFrac(j) {
+				return modelMask(w, j.Req.GPUModel) == 0
+			}
+			return bits.OnesCount64(modelMask(w, j.Req.GPUModel)) < j.Req.GPUsPerNode
+		}},
+}
+
+// dynamicFilters ask whether a node that passed the static ones holds the
+// job now, in order; the first four say what is short when it does not
+// fit. The reservation test does not depend on the job's time limit
+// (jobs of one shape share their counts), so a short job that could
+// backfill there still counts the node as held.
+var dynamicFilters = [...]nodeFilter{
+	{name: "free GPUs", when: "the node's free GPUs of the model are too few", reason: func(j *Job) string { return "insufficient free " + gpusOf(j) },
+		rejects: func(w *workNode, j *Job, fits bool) bool {
+			return !fits && !isFrac(j) && bits.OnesCount64(w.phys.GPUs&modelMask(w, j.Req.GPUModel)) < j.Req.GPUsPerNode
+		}},
+	{name: "shared GPU", when: "no GPU of the node has the job's share free", reason: func(j *Job) string {
+		return "no shared " + gpusOf(j) + " with " + strconv.FormatFloat(j.Req.GPUFraction, 'g', 3, 64) + " free"
+	}, rejects: func(_ *workNode, j *Job, fits bool) bool { return !fits && isFrac(j) }},
+	{name: "free CPUs", when: "the node's free CPUs are too few", reason: said("insufficient free CPUs"),
+		rejects: func(w *workNode, j *Job, fits bool) bool { return !fits && w.phys.CPUs < j.Req.CPUsPerNode }},
+	{name: "free memory", when: "the node's free memory is too little", reason: said("insufficient free memory"),
+		rejects: func(w *workNode, j *Job, fits bool) bool { return !fits && w.phys.MemMiB < memNeed(w, &j.Req) }},
+	{name: "exclusive", when: "the job is exclusive and the node runs something", reason: said("in use (the job is exclusive)"),
+		rejects: func(_ *workNode, _ *Job, fits bool) bool { return !fits }},
+	{name: "reservation", when: "the node holds the job now, but a reservation holds the node", reason: said("held for a reservation"),
+		rejects: func(w *workNode, _ *Job, _ bool) bool { return w.reserved }},
+}
+
+// NodeReason is why a node does not run a job now: NodeFits, or the
+// filter that turned it down, numbered in pipeline order (the static
+// filters from 1, then the dynamic ones).
 type NodeReason uint8
 
-// Node reasons, in pipeline order.
-const (
-	NodeFits NodeReason = iota
-	NodeDown
-	NodeDrain
-	NodeDraining
-	NodeNotResponding
-	NodeNotInPartition
-	NodeNotListed
-	NodeExcluded
-	NodeConstraint
-	NodeTooFewNICs
-	NodeMIG
-	NodeTooFewCPUs
-	NodeTooLittleMem
-	NodeTooFewGPUs
-	NodeBusyGPUs
-	NodeNoSharedGPU
-	NodeBusyCPUs
-	NodeBusyMem
-	NodeInUse
-	NodeReserved
-	numNodeReasons
-)
+// NodeFits is a node that passes every filter.
+const NodeFits NodeReason = 0
+
+// numNodeReasons counts NodeFits and one reason per filter.
+const numNodeReasons = 1 + len(staticFilters) + len(dynamicFilters)
 
 // NodeCounts counts nodes per NodeReason for one job.
 type NodeCounts [numNodeReasons]int32
 
-// stateReason is the state filter.
-func stateReason(s spec.NodeState) NodeReason {
-	switch s {
-	case spec.NodeDown:
-		return NodeDown
-	case spec.NodeDrain:
-		return NodeDrain
-	case spec.NodeDraining:
-		return NodeDraining
-	case spec.NodeUnknown:
-		return NodeNotResponding
+// filterOf is the filter that gives reason r (nil for NodeFits).
+func (r NodeReason) filterOf() *nodeFilter {
+	switch {
+	case r == NodeFits || int(r) >= numNodeReasons:
+		return nil
+	case int(r) <= len(staticFilters):
+		return &staticFilters[r-1]
 	}
-	return NodeFits
+	return &dynamicFilters[int(r)-1-len(staticFilters)]
+}
+
+// schedulable reports whether a node in state s passes the four state
+// filters (down, drain, draining, unknown).
+func schedulable(s spec.NodeState) bool {
+	switch s {
+	case spec.NodeDown, spec.NodeDrain, spec.NodeDraining, spec.NodeUnknown:
+		return false
+	}
+	return true
 }
 
 // filter runs the static filters: whether node w could ever hold j
 // (state, partition, lists, features, capacity), and if not, why.
 func filter(w *workNode, j *Job) NodeReason {
-	r := &j.Req
-	n := w.n
-	if s := stateReason(n.State); s != NodeFits {
-		return s
-	}
-	switch {
-	case j.Partition != "" && !slices.Contains(n.Partitions, j.Partition):
-		return NodeNotInPartition
-	case len(r.NodeList) > 0 && !slices.Contains(r.NodeList, n.Name):
-		return NodeNotListed
-	case slices.Contains(r.Exclude, n.Name):
-		return NodeExcluded
-	case !HasFeatures(n.Features, r.Constraint):
-		return NodeConstraint
-	case !rdmaFits(n, r):
-		return NodeTooFewNICs
-	case r.GPUProfile != "":
-		// MIG jobs are placed by placeMIG (mig.go), not here.
-		return NodeMIG
-	case n.CPUs < r.CPUsPerNode:
-		return NodeTooFewCPUs
-	case n.MemMiB < r.MemMiB:
-		return NodeTooLittleMem
-	}
-	if isFrac(j) {
-		if modelMask(w, r.GPUModel) == 0 {
-			return NodeTooFewGPUs
+	for i := range staticFilters {
+		if staticFilters[i].rejects(w, j, false) {
+			return NodeReason(i + 1)
 		}
-	} else if bits.OnesCount64(modelMask(w, r.GPUModel)) < r.GPUsPerNode {
-		return NodeTooFewGPUs
 	}
 	return NodeFits
 }
@@ -125,37 +166,54 @@ func filter(w *workNode, j *Job) NodeReason {
 // eligible reports whether w passes the static filters for j.
 func (c *cycle) eligible(w *workNode, j *Job) bool { return filter(w, j) == NodeFits }
 
-// nowReason runs the dynamic filters on a node that passed the static
-// ones: whether what is free on w now holds j, and if it does, whether a
-// reservation holds the node. The reservation test does not depend on
-// the job's time limit (jobs of one shape share their counts), so a
-// short job that could backfill there still counts the node as held.
-func nowReason(w *workNode, j *Job) NodeReason {
-	r := &j.Req
-	free := w.phys
-	if isFrac(j) {
-		if _, ok := fitShared(w, j, free, 0, true); ok {
-			return fitsOrReserved(w)
+// eligibleIn is eligible for node i, asked once per node of m's shape:
+// the static filters read only what a node offers (never what is free)
+// and what the shape asks, so the answer holds for the memo's life.
+func (c *cycle) eligibleIn(m *fitMemo, i int, j *Job) bool {
+	if m.seen == nil {
+		m.seen = make([]uint64, (len(c.nodes)+63)/64)
+		m.pass = make([]uint64, len(m.seen))
+	}
+	word, bit := i/64, uint64(1)<<(i%64)
+	if m.seen[word]&bit == 0 {
+		m.seen[word] |= bit
+		if c.eligible(c.nodes[i], j) {
+			m.pass[word] |= bit
 		}
-	} else if _, ok := fitRes(w, j, free); ok {
-		return fitsOrReserved(w)
 	}
-	switch {
-	case !isFrac(j) && bits.OnesCount64(free.GPUs&modelMask(w, r.GPUModel)) < r.GPUsPerNode:
-		return NodeBusyGPUs
-	case isFrac(j):
-		return NodeNoSharedGPU
-	case free.CPUs < r.CPUsPerNode:
-		return NodeBusyCPUs
-	case free.MemMiB < memNeed(w, r):
-		return NodeBusyMem
-	}
-	return NodeInUse
+	return m.pass[word]&bit != 0
 }
 
-func fitsOrReserved(w *workNode) NodeReason {
-	if w.reserved {
-		return NodeReserved
+// migEligible is the static filter for a MIG job: eligible's, without
+// the whole-GPU ones (mig, gpus); placeMIG looks at the slices.
+func (c *cycle) migEligible(w *workNode, j *Job) bool {
+	for i := range staticFilters {
+		if f := &staticFilters[i]; !f.wholeGPUs && f.rejects(w, j, false) {
+			return false
+		}
+	}
+	return true
+}
+
+// fitsNow reports whether what is free on w now holds j, ignoring
+// reservations.
+func fitsNow(w *workNode, j *Job) bool {
+	if isFrac(j) {
+		_, ok := fitShared(w, j, w.phys, 0, true)
+		return ok
+	}
+	_, ok := fitRes(w, j, w.phys)
+	return ok
+}
+
+// nowReason runs the dynamic filters on a node that passed the static
+// ones.
+func nowReason(w *workNode, j *Job) NodeReason {
+	fits := fitsNow(w, j)
+	for i := range dynamicFilters {
+		if dynamicFilters[i].rejects(w, j, fits) {
+			return NodeReason(1 + len(staticFilters) + i)
+		}
 	}
 	return NodeFits
 }
@@ -180,52 +238,11 @@ func (c *cycle) countNodes(j *Job) *NodeCounts {
 
 // text is reason r in words, for job j.
 func (r NodeReason) text(j *Job) string {
-	gpus := "GPUs"
-	if j.Req.GPUModel != "" {
-		gpus = j.Req.GPUModel + " GPUs"
-	}
-	switch r {
-	case NodeFits:
+	if r == NodeFits {
 		return "fits now"
-	case NodeDown:
-		return "down"
-	case NodeDrain:
-		return "drain"
-	case NodeDraining:
-		return "draining"
-	case NodeNotResponding:
-		return "unknown"
-	case NodeNotInPartition:
-		return "not in partition " + j.Partition
-	case NodeNotListed:
-		return "not in the requested node list"
-	case NodeExcluded:
-		return "excluded"
-	case NodeConstraint:
-		return "constraint " + j.Req.Constraint
-	case NodeTooFewNICs:
-		return "too few RDMA NICs"
-	case NodeMIG:
-		// The node passed the static filters; placeMIG found no room.
-		return "no room for a " + j.Req.GPUProfile + " MIG job"
-	case NodeTooFewCPUs:
-		return "too few CPUs"
-	case NodeTooLittleMem:
-		return "too little memory"
-	case NodeTooFewGPUs:
-		return "too few " + gpus
-	case NodeBusyGPUs:
-		return "insufficient free " + gpus
-	case NodeNoSharedGPU:
-		return "no shared " + gpus + " with " + strconv.FormatFloat(j.Req.GPUFraction, 'g', 3, 64) + " free"
-	case NodeBusyCPUs:
-		return "insufficient free CPUs"
-	case NodeBusyMem:
-		return "insufficient free memory"
-	case NodeInUse:
-		return "in use (the job is exclusive)"
-	case NodeReserved:
-		return "held for a reservation"
+	}
+	if f := r.filterOf(); f != nil {
+		return f.reason(j)
 	}
 	return "reason " + strconv.Itoa(int(r))
 }

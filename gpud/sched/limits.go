@@ -139,3 +139,16 @@ func (l *limits) accountLimit(j *Job) (string, string) {
 	}
 	return "", ""
 }
+
+// limit checks the job's wall time against its QOS and partition, then
+// the running jobs and GPUs counted against its QOS and account.
+func (c *cycle) limit(j *Job) (string, string) {
+	q := c.qos[j.QOS]
+	if q != nil && q.MaxWall > 0 && (j.TimeLimit == 0 || j.TimeLimit > q.MaxWall) {
+		return spec.ReasonQOSLimit, fmt.Sprintf("time limit over QOS %s max wall %s", q.Name, q.MaxWall)
+	}
+	if p := c.parts[j.Partition]; p != nil && p.MaxTime > 0 && (j.TimeLimit == 0 || j.TimeLimit > p.MaxTime) {
+		return spec.ReasonQOSLimit, fmt.Sprintf("time limit over partition %s max time %s", p.Name, p.MaxTime)
+	}
+	return c.lim.check(j, q)
+}

@@ -234,19 +234,6 @@ func hasRoom(gs []*migGPU, profile string) bool {
 	return false
 }
 
-// migEligible is the static filter for a MIG job: eligible's, without
-// the whole-GPU capacity check.
-func (c *cycle) migEligible(w *workNode, j *Job) bool {
-	r := &j.Req
-	n := w.n
-	if !schedulable(n.State) || j.Partition != "" && !slices.Contains(n.Partitions, j.Partition) ||
-		len(r.NodeList) > 0 && !slices.Contains(r.NodeList, n.Name) || slices.Contains(r.Exclude, n.Name) ||
-		!HasFeatures(n.Features, r.Constraint) || !rdmaFits(n, r) {
-		return false
-	}
-	return n.CPUs >= r.CPUsPerNode && n.MemMiB >= r.MemMiB
-}
-
 // placeMIG plans j's slices now on the first nodes by name (so slices
 // pack onto the first nodes) where CPUs, memory and every slice fit
 // without delaying a reservation. It returns the allocations in rank
@@ -348,7 +335,7 @@ func (c *cycle) decideMIG(j *Job, dur int64) {
 		return
 	}
 	// Counted per node like any job (filters.go): the static filters'
-	// reasons, and NodeMIG for the nodes with no room for the slices.
+	// reasons, and the mig filter's for the nodes with no room for the slices.
 	c.unplaced = append(c.unplaced, unplaced{j: j, m: c.memoFor(j)})
 	p := Pending{JobID: j.ID, Detail: fmt.Sprintf("needs %s; %d of %d nodes fit now", describeMIG(j.Req), fitting, len(c.nodes))}
 	if !c.blocked {

@@ -107,7 +107,7 @@ func (c *cycle) placeBest(j *Job, dur int64, pol Placement, m *fitMemo) ([]pick,
 	// reservation; physFit counts the nodes that hold it ignoring them.
 	try := func(i int) (pick, bool) {
 		w := c.nodes[i]
-		if !c.eligible(w, j) {
+		if !c.eligibleIn(m, i, j) {
 			return pick{}, false
 		}
 		if isFrac(j) {

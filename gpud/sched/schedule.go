@@ -133,6 +133,9 @@ type fitMemo struct {
 	key  []int64
 	elig []bool
 	heap resvHeap
+	// seen and pass cache the static filters per node (eligibleIn): bit
+	// i says node i was checked, and whether it passed.
+	seen, pass []uint64
 	// counts are the node counts per reason for the shape (filters.go),
 	// made at cycle.gen countGen.
 	counted  bool
@@ -583,19 +586,6 @@ func (c *cycle) placeAlternative(j *Job, dur int64) (*Job, []pick) {
 	return nil, nil
 }
 
-// limit checks the job's wall time against its QOS and partition, then
-// the running jobs and GPUs counted against its QOS and account.
-func (c *cycle) limit(j *Job) (string, string) {
-	q := c.qos[j.QOS]
-	if q != nil && q.MaxWall > 0 && (j.TimeLimit == 0 || j.TimeLimit > q.MaxWall) {
-		return spec.ReasonQOSLimit, fmt.Sprintf("time limit over QOS %s max wall %s", q.Name, q.MaxWall)
-	}
-	if p := c.parts[j.Partition]; p != nil && p.MaxTime > 0 && (j.TimeLimit == 0 || j.TimeLimit > p.MaxTime) {
-		return spec.ReasonQOSLimit, fmt.Sprintf("time limit over partition %s max time %s", p.Name, p.MaxTime)
-	}
-	return c.lim.check(j, q)
-}
-
 func shapeOf(j *Job) (shape, bool) {
 	r := &j.Req
 	if len(r.NodeList) > 0 || len(r.Exclude) > 0 {
@@ -619,121 +609,6 @@ func (c *cycle) memoFor(j *Job) *fitMemo {
 	return m
 }
 
-// modelMatch reports whether a GPU of model have satisfies a request for
-// want: one model name, or several separated by "|" (any of them).
-func modelMatch(want, have string) bool {
-	if want == have {
-		return true
-	}
-	if !strings.Contains(want, "|") {
-		return false
-	}
-	for m := range strings.SplitSeq(want, "|") {
-		if m == have {
-			return true
-		}
-	}
-	return false
-}
-
-func modelMask(w *workNode, model string) uint64 {
-	if model == "" {
-		return w.ok
-	}
-	var m uint64
-	for k, g := range w.n.GPUs {
-		if k < 64 && modelMatch(model, g.Model) {
-			m |= 1 << k
-		}
-	}
-	return m & w.ok
-}
-
-// jobGPUs is the GPUs j counts against QOS limits: a share counts as one.
-func jobGPUs(j *Job) int {
-	if isFrac(j) {
-		return 1
-	}
-	return max(j.Req.Nodes, 1) * j.Req.GPUsPerNode
-}
-
-// memNeed is the memory j's request r takes on w: all of the node's for
-// --mem=0 (MemWholeNode), else its MemMiB.
-func memNeed(w *workNode, r *spec.Resources) int64 {
-	if r.MemWholeNode {
-		return w.n.MemMiB
-	}
-	return r.MemMiB
-}
-
-// isFrac reports whether j asks for a share of one GPU.
-func isFrac(j *Job) bool { return j.Req.GPUFraction > 0 && j.Req.GPUFraction < 1 }
-
-// fitRes returns the GPUs j takes from free, or false. A fractional job
-// takes a whole free GPU here (the backfill profile has GPU granularity,
-// so reservations are conservative); fitShared adds the partly used GPUs
-// for a start now.
-func fitRes(w *workNode, j *Job, free backfill.Res) (uint64, bool) {
-	r := &j.Req
-	if isFrac(j) {
-		if free.CPUs < r.CPUsPerNode || free.MemMiB < memNeed(w, r) {
-			return 0, false
-		}
-		avail := free.GPUs & modelMask(w, r.GPUModel)
-		return avail & -avail, avail != 0
-	}
-	if r.Exclusive {
-		if free.Allocs > 0 || free.GPUs&w.ok != w.ok || free.CPUs < r.CPUsPerNode || free.MemMiB < memNeed(w, r) {
-			return 0, false
-		}
-		return free.GPUs & w.ok, true
-	}
-	if free.CPUs < r.CPUsPerNode || free.MemMiB < memNeed(w, r) {
-		return 0, false
-	}
-	if r.GPUsPerNode == 0 {
-		return 0, true
-	}
-	avail := free.GPUs & w.ok
-	if r.GPUModel != "" {
-		avail &= modelMask(w, r.GPUModel)
-	}
-	if bits.OnesCount64(avail) < r.GPUsPerNode {
-		return 0, false
-	}
-	return pickGPUs(w, avail, r.GPUsPerNode), true
-}
-
-// fitShared is where fractional j starts now on w: the most used GPU whose
-// free share suffices (to pack), else a whole free GPU from free. A shared
-// GPU qualifies when no reservation holds it or j ends before its other
-// sharers do, so j never delays a reservation.
-func fitShared(w *workNode, j *Job, free backfill.Res, end int64, phys bool) (pick, bool) {
-	r := &j.Req
-	if free.CPUs < r.CPUsPerNode || free.MemMiB < memNeed(w, r) {
-		return pick{}, false
-	}
-	best := -1
-	mask := modelMask(w, r.GPUModel)
-	for k := range w.frac {
-		fk := w.frac[k]
-		if mask&(1<<k) == 0 || fk >= 1 || fk+fracEps < r.GPUFraction {
-			continue
-		}
-		if !phys && w.resvGPUs&(1<<k) != 0 && end > w.fracEnd[k] {
-			continue
-		}
-		if best < 0 || fk < w.frac[best] {
-			best = k
-		}
-	}
-	if best >= 0 {
-		return pick{gpus: 1 << best, shared: true}, true
-	}
-	g, ok := fitRes(w, j, free)
-	return pick{gpus: g}, ok
-}
-
 // placeNow finds where j fits for dur from now without overlapping a
 // reservation: the first nodes by name (PlaceFirstFit) or the best by the
 // partition's placement (placeBest). It returns nil when it does not fit,
@@ -751,7 +626,7 @@ func (c *cycle) placeNow(j *Job, dur int64, m *fitMemo) ([]pick, int, int) {
 	first := -1
 	for i := m.physCursor; i < len(c.nodes); i++ {
 		w := c.nodes[i]
-		if !c.eligible(w, j) {
+		if !c.eligibleIn(m, i, j) {
 			continue
 		}
 		if isFrac(j) {
@@ -1037,28 +912,6 @@ func (c *cycle) hold(j *Job, nodes []int, at, dur int64) {
 		c.resv[j.ID] = startRec{parts: parts, at: at, end: end, who: wjob{j: j, prio: c.priority(j).Total}}
 	}
 	c.plan.Reservations = append(c.plan.Reservations, rv)
-}
-
-func schedulable(s spec.NodeState) bool {
-	switch s {
-	case spec.NodeDown, spec.NodeDrain, spec.NodeDraining, spec.NodeUnknown:
-		return false
-	}
-	return true
-}
-
-// HasFeatures reports whether features satisfy constraint, a list of
-// feature names joined by "&" (empty matches every node).
-func HasFeatures(features []string, constraint string) bool {
-	if constraint == "" {
-		return true
-	}
-	for f := range strings.SplitSeq(constraint, "&") {
-		if !slices.Contains(features, strings.TrimSpace(f)) {
-			return false
-		}
-	}
-	return true
 }
 
 func describe(r spec.Resources) string {

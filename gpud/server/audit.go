@@ -222,6 +222,15 @@ func (s *Server) runAudit() {
 			}
 		}
 	}
+	// summarise queues the refusal summaries of the interval so far
+	// (refusal.go) and starts the next.
+	summarise := func() {
+		for _, e := range s.ref.summaries() {
+			batch = append(batch, &auditOp{w: accounting.AuditWrite{Entry: e}})
+		}
+	}
+	interval := time.NewTicker(refusalInterval)
+	defer interval.Stop()
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	lingering := false
@@ -248,11 +257,18 @@ func (s *Server) runAudit() {
 			if len(held) > 0 {
 				write()
 			}
+		case <-interval.C:
+			summarise()
+			if len(batch) > 0 {
+				write()
+			}
 		case reply := <-a.flushc:
 			gather()
+			summarise()
 			write()
 			close(reply)
 		case <-a.stop:
+			summarise()
 			for {
 				gather()
 				if len(batch) == 0 {
@@ -274,9 +290,9 @@ func (s *Server) runAudit() {
 	}
 }
 
-// FlushAudit writes the audit entries queued so far (refusals; calls'
-// entries are written before they are answered). It returns at once
-// without WithAudit or after Close.
+// FlushAudit writes the audit entries queued so far (refusals and their
+// summaries so far; calls' entries are written before they are
+// answered). It returns at once without WithAudit or after Close.
 func (s *Server) FlushAudit() {
 	if s.audit == nil {
 		return
@@ -377,6 +393,7 @@ func (s *Server) recordAudit(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		source := s.callSource(r)
 		if unaudited[r.Pattern] {
 			// Recorded only when refused (no state changed): after the
 			// fact, without holding the refusal back.
@@ -388,8 +405,17 @@ func (s *Server) recordAudit(next http.Handler) http.Handler {
 			// made it time out (the 10,000-node loadtest's audit queue
 			// filled with such 400s, and heartbeats waited for room).
 			if aw.code >= 300 && r.Context().Err() == nil {
-				s.queueAudit(r.Context(), s.auditEntry(r, aw))
+				e := s.auditEntry(r, aw)
+				if aw.code < 400 || s.ref.note(refusalOf(e, source, aw.code), aw.msg, e.Time) {
+					s.queueAudit(r.Context(), e)
+				}
 			}
+			return
+		}
+		// A caller whose calls keep being refused is told to slow down
+		// before anything is written (refusal.go).
+		if over, retry := s.ref.over(source); over {
+			s.overBudget(w, r, source, retry)
 			return
 		}
 		aw := &auditWriter{ResponseWriter: w, code: http.StatusOK}
@@ -405,6 +431,15 @@ func (s *Server) recordAudit(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(aw, r)
 		out := &auditOp{w: accounting.AuditWrite{ID: op.w.ID, Entry: s.auditEntry(r, aw)}}
+		if refused(aw.code) {
+			// A refused call changed nothing: the first of its kind this
+			// interval keeps its row, the others are summarised and
+			// their rows dropped, and each is charged to the caller.
+			s.ref.spend(source)
+			if !s.ref.note(refusalOf(out.w.Entry, source, aw.code), aw.msg, out.w.Entry.Time) {
+				out.w.Delete = true
+			}
+		}
 		// The call is done and already on record (the intent above): its
 		// outcome is queued, not waited for, so an answer costs one
 		// durable commit, not two; the writer keeps and retries a failed
@@ -416,6 +451,42 @@ func (s *Server) recordAudit(next http.Handler) http.Handler {
 	})
 }
 
+// refused says whether an answer with status code refused the call (it
+// changed nothing, by the caller's doing).
+func refused(code int) bool { return code >= 400 && code < 500 }
+
+// refusalOf is the tally key of a refused call's entry e from source.
+func refusalOf(e accounting.AuditEntry, source string, code int) refusalKey {
+	return refusalKey{origin: orDefault(source, e.Origin), uid: e.ActorUID, actor: e.ActorName, role: e.Role, action: e.Action, status: code}
+}
+
+// callSource is the refusal budget's key for r: its caller's uid (or
+// node), or for a call without an identity (a join) its address.
+func (s *Server) callSource(r *http.Request) string {
+	id := who(r)
+	if id.caller.Known || id.role != "" {
+		return uidSource(id)
+	}
+	return s.addrSource(r.RemoteAddr)
+}
+
+// overBudget answers a state-changing call from a source over its
+// refusal budget: 429, nothing written but the tally.
+func (s *Server) overBudget(w http.ResponseWriter, r *http.Request, source string, retry time.Duration) {
+	secs := max(int(math.Ceil(retry.Seconds())), 1)
+	msg := fmt.Sprintf("%s had too many calls refused; state-changing calls are refused for %ds (the refusal budget refills at %g a second)",
+		source, secs, s.ref.budget.rate)
+	aw := &auditWriter{ResponseWriter: w, code: http.StatusTooManyRequests}
+	e := s.auditEntry(r, aw)
+	e.Result = strconv.Itoa(http.StatusTooManyRequests) + " " + clip(msg)
+	if s.ref.note(refusalOf(e, source, http.StatusTooManyRequests), msg, e.Time) {
+		s.queueAudit(r.Context(), e)
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	closeAfter(w, r)
+	s.writeStatus(w, r, http.StatusTooManyRequests, api.CodeRefused, msg)
+}
+
 // queueAudit queues e, waiting for room in the queue but not for the write.
 func (s *Server) queueAudit(ctx context.Context, e accounting.AuditEntry) {
 	if err := s.audit.write(ctx, &auditOp{w: accounting.AuditWrite{Entry: e}}, false); err != nil {
@@ -423,15 +494,24 @@ func (s *Server) queueAudit(ctx context.Context, e accounting.AuditEntry) {
 	}
 }
 
-// auditRefusal records a request refused before it had an identity. The
-// action is the method and path as sent (clipped), since no route matched
-// yet.
-func (s *Server) auditRefusal(r *http.Request, code int, msg string) {
+// auditRefusal records a request from source (its address) refused
+// before it had an identity, as the first of its kind in the interval or
+// in the interval's summary (refusal.go). The action is the method and
+// path as sent (clipped), since no route matched yet; the summary names
+// the class of refusal instead (RefusalClasses), so varying the path
+// makes no new rows.
+func (s *Server) auditRefusal(r *http.Request, source, class string, code int, msg string) {
 	if s.audit == nil {
 		return
 	}
+	now := s.now()
+	k := refusalKey{origin: orDefault(source, r.RemoteAddr), uid: math.MaxUint32, actor: "unidentified",
+		action: "refused before authentication (" + class + ")", status: code}
+	if !s.ref.note(k, msg, now) {
+		return
+	}
 	s.queueAudit(r.Context(), accounting.AuditEntry{
-		Time: s.now(),
+		Time: now,
 		// No uid: 0 would read as root.
 		ActorUID:  math.MaxUint32,
 		ActorName: "unidentified",
@@ -439,6 +519,13 @@ func (s *Server) auditRefusal(r *http.Request, code int, msg string) {
 		Action:    clip(r.Method + " " + strings.ToValidUTF8(r.URL.Path, "?")),
 		Result:    strconv.Itoa(code) + " " + clip(msg),
 	})
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
 }
 
 func (s *Server) auditEntry(r *http.Request, aw *auditWriter) accounting.AuditEntry {

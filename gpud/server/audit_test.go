@@ -155,10 +155,10 @@ func BenchmarkSubmitParallel8Audited(b *testing.B) {
 }
 
 // TestAuditRefusalsAndAppendOnly: requests refused before they have an
-// identity (plain HTTP on the TLS port is refused by TLS itself, so: no
-// token, a forged, an expired and a revoked token) are audited as
-// "unidentified" with their origin; the log cannot be changed through the
-// API.
+// identity (no, a forged, an expired, a revoked token) are audited as
+// "unidentified" with their origin: the first of each kind from an
+// address on its own, the rest of the minute in one summary row; the log
+// cannot be changed through the API.
 func TestAuditRefusalsAndAppendOnly(t *testing.T) {
 	db := openAcct(t)
 	alice := auth.Claims{User: "alice", UID: 1001, GID: 1001}
@@ -178,20 +178,28 @@ func TestAuditRefusalsAndAppendOnly(t *testing.T) {
 		{"no token", "", "a bearer token is required"},
 		{"forged token", forged, "token refused"},
 		{"expired token", s.expired(t, alice), "expired"},
+		{"forged again", forged, "token refused"},
+		{"forged a third time", forged, "token refused"},
 	} {
 		_, err := s.client(t, tc.tok).Submit(ctx, api.SubmitRequest{Job: jobSpec("x")})
 		wantStatus(t, tc.what, err, 401, spec.ErrPermissionDenied, tc.msg)
 	}
-	got := waitAudit(t, root, 3)
-	if len(got) != 3 {
-		t.Fatalf("audit has %d entries, want 3: %+v", len(got), got)
+	got := waitAudit(t, root, 4)
+	if len(got) != 4 {
+		t.Fatalf("audit has %d entries, want 4 (3 kinds, one summary): %+v", len(got), got)
 	}
-	for i, want := range []string{"a bearer token is required", "token refused", "expired"} {
+	for i, want := range []string{"a bearer token is required", "token refused", "expired", "2 more refused like this"} {
 		e := got[i]
-		if e.ActorName != "unidentified" || e.ActorUID != math.MaxUint32 || !strings.HasPrefix(e.Origin, "127.0.0.1:") ||
-			e.Action != "POST /v1/jobs" || !strings.HasPrefix(e.Result, "401 ") || !strings.Contains(e.Result, want) {
-			t.Errorf("entry %d = %+v; want an unidentified 401 from 127.0.0.1 on POST /v1/jobs saying %q", i, e, want)
+		if e.ActorName != "unidentified" || e.ActorUID != math.MaxUint32 || !strings.HasPrefix(e.Origin, "127.0.0.1") ||
+			!strings.HasPrefix(e.Result, "401 ") || !strings.Contains(e.Result, want) {
+			t.Errorf("entry %d = %+v; want an unidentified 401 from 127.0.0.1 saying %q", i, e, want)
 		}
+	}
+	if e := got[3]; e.Summarised != 2 || e.Action != "refused before authentication (bad_token)" || !strings.Contains(e.Result, "token refused") {
+		t.Errorf("summary = %+v; want 2 forged-token refusals summarised, with the first's message", e)
+	}
+	if got[0].Action != "POST /v1/jobs" {
+		t.Errorf("first refusal's action = %q; want the method and path sent", got[0].Action)
 	}
 
 	// Revoked: a valid token whose ID is listed is refused, and audited.
@@ -201,7 +209,7 @@ func TestAuditRefusalsAndAppendOnly(t *testing.T) {
 	s.srv.SetRevoked([]string{revoked})
 	_, err = s.client(t, tok).Jobs(ctx, api.JobFilter{})
 	wantStatus(t, "revoked token", err, 401, spec.ErrPermissionDenied, "revoked")
-	if got := waitAudit(t, root, 4); len(got) != 4 || !strings.Contains(got[3].Result, "was revoked") || got[3].Action != "GET /v1/jobs" {
+	if got := waitAudit(t, root, 5); len(got) != 5 || !strings.Contains(got[4].Result, "was revoked") || got[4].Action != "GET /v1/jobs" {
 		t.Errorf("revoked token audit = %+v", got)
 	}
 
@@ -217,8 +225,8 @@ func TestAuditRefusalsAndAppendOnly(t *testing.T) {
 			t.Errorf("%s /v1/audit as root: status %d, want 404 or 405 (no such route)", m, resp.StatusCode)
 		}
 	}
-	if got := waitAudit(t, root, 4); len(got) != 4 {
-		t.Errorf("audit changed to %d entries after write attempts", len(got))
+	if got := waitAudit(t, root, 5); len(got) != 5 {
+		t.Errorf("audit changed to %d entries after write attempts: %+v", len(got), got)
 	}
 }
 

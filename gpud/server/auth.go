@@ -47,6 +47,9 @@ func WithClock(now func() time.Time) Option {
 		if s.submits != nil {
 			s.submits.now = now
 		}
+		if s.ref.budget != nil {
+			s.ref.budget.now = now
+		}
 	}
 }
 
@@ -256,8 +259,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				if leaf := auth.NodeCertOf(r.TLS.VerifiedChains); s.certRevoked(leaf) {
 					msg := fmt.Sprintf("node certificate %s of node %s was revoked ([auth] revoked_node_certs); an admin must rotate the join token and join the node again", auth.Serial(leaf), node)
 					s.log.Warn("revoked node certificate refused", "node", node, "serial", auth.Serial(leaf), "remote", r.RemoteAddr)
-					s.auditRefusal(r, http.StatusUnauthorized, msg)
-					s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied, msg)
+					s.refuseUnidentified(w, r, RefusedRevokedCert, http.StatusUnauthorized, api.CodePermissionDenied, msg)
 					return
 				}
 				// A node certificate from joining: the node's identity,
@@ -275,17 +277,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			}
 		}
 		if r.TLS == nil {
-			closeAfter(w, r)
-			err := denied("this controller takes TCP requests over TLS only; use https://")
-			s.auditRefusal(r, http.StatusForbidden, err.Error())
-			s.writeError(w, r, err)
+			s.refuseUnidentified(w, r, RefusedNoTLS, http.StatusForbidden, api.CodePermissionDenied,
+				"this controller takes TCP requests over TLS only; use https://")
 			return
 		}
-		id, err := s.verify(r)
+		id, class, err := s.verify(r)
 		if err != nil {
-			s.auditRefusal(r, http.StatusUnauthorized, err.Error())
-			w.Header().Set("WWW-Authenticate", `Bearer realm="gpud"`)
-			s.writeStatus(w, r, http.StatusUnauthorized, api.CodePermissionDenied, err.Error())
+			s.refuseUnidentified(w, r, class, http.StatusUnauthorized, api.CodePermissionDenied, err.Error())
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
@@ -332,35 +330,37 @@ func (s *Server) verifyToken(ctx context.Context, raw string) (auth.Claims, erro
 
 const howToGetToken = "ask an admin for one (gpud token issue --user NAME on the controller) and save it in ~/.config/gpud/token (mode 600) or set " + api.EnvToken
 
-func (s *Server) verify(r *http.Request) (identity, error) {
+// verify authenticates a TCP request by its bearer token; a refusal
+// comes with its class (RefusalClasses).
+func (s *Server) verify(r *http.Request) (identity, string, error) {
 	if s.tokens == nil {
-		return identity{}, errors.New("this controller accepts no tokens over TCP; use its unix socket")
+		return identity{}, RefusedNoToken, errors.New("this controller accepts no tokens over TCP; use its unix socket")
 	}
 	h := r.Header.Get("Authorization")
 	scheme, raw, _ := strings.Cut(h, " ")
 	if h == "" || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(raw) == "" {
-		return identity{}, fmt.Errorf("a bearer token is required over TCP; %s", howToGetToken)
+		return identity{}, RefusedNoToken, fmt.Errorf("a bearer token is required over TCP; %s", howToGetToken)
 	}
 	c, err := s.verifyToken(r.Context(), strings.TrimSpace(raw))
 	switch {
 	case errors.Is(err, auth.ErrExpired):
-		return identity{}, fmt.Errorf("your token has expired; %s", howToGetToken)
+		return identity{}, RefusedExpired, fmt.Errorf("your token has expired; %s", howToGetToken)
 	case err != nil:
-		return identity{}, fmt.Errorf("token refused (%v); %s", err, howToGetToken)
+		return identity{}, RefusedBadToken, fmt.Errorf("token refused (%v); %s", err, howToGetToken)
 	case s.isRevoked(c.ID):
-		return identity{}, fmt.Errorf("token %s was revoked ([auth] revoked_tokens); %s", c.ID, howToGetToken)
+		return identity{}, RefusedRevoked, fmt.Errorf("token %s was revoked ([auth] revoked_tokens); %s", c.ID, howToGetToken)
 	}
 	id := identity{caller: controller.Caller{UID: c.UID, GID: c.GID, User: c.User, Known: true}, role: c.Role, remote: true}
 	if c.Role == auth.RoleNode {
 		id.node = c.Node
 		id.caller = controller.Caller{User: "node:" + c.Node} // no user identity
-		return id, nil
+		return id, "", nil
 	}
 	// The token's role is a ceiling; the configuration is the grant.
 	if granted := s.configRole(c.User, c.UID); auth.Rank(granted) < auth.Rank(c.Role) {
 		id.role = granted
 	}
-	return id, nil
+	return id, "", nil
 }
 
 // writeStatus writes an error body with an explicit status.
@@ -421,6 +421,22 @@ func (l *rateLimiter) take(key string) (ok bool, retry time.Duration) {
 		return true, 0
 	}
 	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+}
+
+// empty says whether key's bucket lacks a whole token now, and how long
+// until it has one, without spending any.
+func (l *rateLimiter) empty(key string) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	if b == nil {
+		return false, 0
+	}
+	tokens := math.Min(l.burst, b.tokens+max(l.now().Sub(b.last).Seconds(), 0)*l.rate)
+	if tokens >= 1 {
+		return false, 0
+	}
+	return true, time.Duration((1 - tokens) / l.rate * float64(time.Second))
 }
 
 func (l *rateLimiter) prune(now time.Time) {

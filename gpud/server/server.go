@@ -59,6 +59,7 @@ type Server struct {
 	sec      secState       // secstate.go
 	ha       HA             // ha.go; nil for a single controller
 	steps    stepTickets    // steps.go
+	ref      refusals       // refusal.go
 
 	// auditBuffer sizes the audit queue (0: auditBuffer; tests set it).
 	auditBuffer int
@@ -124,12 +125,13 @@ func WithMetrics(h http.Handler, observe func(route string, code int, d time.Dur
 func New(c *controller.Controller, opts ...Option) *Server {
 	s := &Server{c: c, log: slog.Default(), mux: http.NewServeMux(), now: time.Now, refusing: make(chan struct{}, maxRefusing)}
 	s.SetLimits(Limits{})
+	s.ref.setRate(DefaultRefusalRate, DefaultRefusalBurst, time.Now)
 	for _, o := range opts {
 		o(s)
 	}
 	s.routes()
 	s.haRoutes()
-	s.handler = s.edge(s.authenticate(s.instrument(s.leaderGate(s.mux))))
+	s.handler = s.edge(s.authenticate(s.tally(s.instrument(s.leaderGate(s.mux)))))
 	if s.audit != nil {
 		s.startAudit(s.auditBuffer)
 	}
@@ -257,6 +259,7 @@ func (s *Server) connContext(ctx context.Context, conn net.Conn) context.Context
 			s.log.Warn("cannot read peer credentials", "err", err)
 		}
 	}
+	ctx = context.WithValue(ctx, connRefusalsKey{}, &connRefusals{})
 	if cred == nil {
 		// TCP: bearer tokens, remembered per connection (verifyToken).
 		return context.WithValue(ctx, tokenMemoKey{}, &tokenMemo{})

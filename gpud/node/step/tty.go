@@ -1,4 +1,4 @@
-package node
+package step
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func isPtyTask(pty bool, nodeIndex, local int) bool { return pty && nodeIndex ==
 
 // ptyTask sets up a task's exec for srun --pty: task 0 on a terminal,
 // the others without output.
-func ptyTask(cfg *runtime.ExecConfig, st stepTasks, local int) {
+func ptyTask(cfg *runtime.ExecConfig, st tasks, local int) {
 	if !st.Pty {
 		return
 	}
@@ -40,7 +40,7 @@ func ptyTask(cfg *runtime.ExecConfig, st stepTasks, local int) {
 func clampTTY(n int) uint16 { return uint16(min(max(n, 0), 0xffff)) }
 
 // resize sets the size of the step's terminal, when this part has it.
-func (p *stepPart) resize(rows, cols int) {
+func (p *part) resize(rows, cols int) {
 	if p.remoteResize != nil {
 		if rows > 0 && cols > 0 {
 			p.remoteResize(rows, cols)

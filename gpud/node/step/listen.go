@@ -1,4 +1,4 @@
-package node
+package step
 
 import (
 	"bufio"
@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,9 +27,9 @@ import (
 // allocation lists the peer); a ticket admits steps only in its own
 // allocation.
 
-// StepNet is a node's part in steps across hosts: where it listens, and
-// its node certificate and the cluster CA for the peers' TLS.
-type StepNet struct {
+// Net is a node's part in steps across hosts: where it listens, and its
+// node certificate and the cluster CA for the peers' TLS.
+type Net struct {
 	// Listener accepts the step connections (TCP); the agent wraps it in
 	// TLS and closes it when Run returns.
 	Listener net.Listener
@@ -43,12 +42,10 @@ type StepNet struct {
 	sessions tls.ClientSessionCache
 }
 
-// WithStepNet has the agent serve steps to peers and srun on sn.Listener
-// and reach peers on other hosts with sn's identity.
-func WithStepNet(sn StepNet) Option {
-	return func(o *options) {
+// fill makes the TLS session cache.
+func (sn *Net) fill() {
+	if sn.sessions == nil {
 		sn.sessions = tls.NewLRUClientSessionCache(256)
-		o.stepNet = &sn
 	}
 }
 
@@ -58,37 +55,37 @@ const stepHelloTimeout = 10 * time.Second
 // maxStepHello bounds the first line (a step's argv and environment).
 const maxStepHello = 4 << 20
 
-// maxStepGreetings bounds the connections in their handshake or hello at
+// MaxGreetings bounds the connections in their handshake or hello at
 // once: the listener is on the network, and a caller is known only after
 // both; more are closed at once.
-const maxStepGreetings = 128
+const MaxGreetings = 128
 
-// serveStepNet accepts step connections until ctx ends or stop is called.
-func (a *Agent) serveStepNet(ctx context.Context) (stop func()) {
-	sn := a.opts.stepNet
+// serveNet accepts step connections until ctx ends or stop is called.
+func (n *Node) serveNet(ctx context.Context) (stop func()) {
+	sn := n.cfg.Net
 	ln := tls.NewListener(sn.Listener, auth.StepServerTLS(sn.Cert, sn.CA))
-	a.log.Info("serving steps to peers and srun", "addr", sn.Listener.Addr().String())
+	n.cfg.Log.Info("serving steps to peers and srun", "addr", sn.Listener.Addr().String())
 	var wg sync.WaitGroup
 	wg.Add(1)
-	greeting := make(chan struct{}, maxStepGreetings)
+	greeting := make(chan struct{}, MaxGreetings)
 	go func() {
 		defer wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
-					a.log.Warn("step listener stopped", "err", err)
+					n.cfg.Log.Warn("step listener stopped", "err", err)
 				}
 				return
 			}
 			select {
 			case greeting <- struct{}{}:
 			default:
-				a.log.Warn("step connection closed: too many connections still in their handshake", "remote", c.RemoteAddr().String(), "max", maxStepGreetings)
+				n.cfg.Log.Warn("step connection closed: too many connections still in their handshake", "remote", c.RemoteAddr().String(), "max", MaxGreetings)
 				c.Close()
 				continue
 			}
-			go a.serveStepConn(ctx, c.(*tls.Conn), func() { <-greeting })
+			go n.serveConn(ctx, c.(*tls.Conn), func() { <-greeting })
 		}
 	}()
 	stopC := make(chan struct{})
@@ -103,17 +100,16 @@ func (a *Agent) serveStepNet(ctx context.Context) (stop func()) {
 	return func() { once.Do(func() { close(stopC); wg.Wait() }) }
 }
 
-// serveStepConn reads one connection's hello and serves it.
-// greeted is called once the hello is read (or the connection failed
-// before).
-func (a *Agent) serveStepConn(ctx context.Context, c *tls.Conn, greeted func()) {
+// serveConn reads one connection's hello and serves it. greeted is
+// called once the hello is read (or the connection failed before).
+func (n *Node) serveConn(ctx context.Context, c *tls.Conn, greeted func()) {
 	defer c.Close()
 	greetDone := sync.OnceFunc(greeted)
 	defer greetDone()
 	_ = c.SetDeadline(time.Now().Add(stepHelloTimeout))
-	out := &stepStream{bw: bufio.NewWriter(c)}
+	out := newStream(c)
 	if err := c.HandshakeContext(ctx); err != nil {
-		a.log.Info("step connection: TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		n.cfg.Log.Info("step connection: TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
 		return
 	}
 	br := bufio.NewReader(io.LimitReader(c, maxStepHello))
@@ -132,17 +128,17 @@ func (a *Agent) serveStepConn(ctx context.Context, c *tls.Conn, greeted func()) 
 	// hello's limit.
 	dec := json.NewDecoder(io.MultiReader(br, c))
 	peer, isNode := auth.NodeOf(c.ConnectionState().VerifiedChains)
-	r, err := a.stepRunner(h, peer, isNode)
+	al, err := n.admit(h, peer, isNode)
 	if err != nil {
-		a.log.Warn("step connection refused", "remote", c.RemoteAddr().String(), "peer", peer, "alloc_id", h.Alloc, "err", err)
+		n.cfg.Log.Warn("step connection refused", "remote", c.RemoteAddr().String(), "peer", peer, "alloc_id", h.Alloc, "err", err)
 		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
 		return
 	}
 	switch {
 	case h.Part != nil:
-		a.servePart(ctx, r, *h.Part, dec, out)
+		n.servePart(ctx, al, *h.Part, dec, out)
 	case h.Probe:
-		a.probeAlloc(ctx, r, out)
+		n.probe(ctx, al, out)
 	default:
 		if h.Step == nil {
 			h.Step = new(api.StepRequest)
@@ -153,8 +149,8 @@ func (a *Agent) serveStepConn(ctx context.Context, c *tls.Conn, greeted func()) 
 		}
 		if h.Step.Attach {
 			// srun outside the job following its step again after this
-			// agent restarted (stepstate.go).
-			r.reattachStep(ctx, dec, out, h.Step.Step)
+			// agent restarted (state.go).
+			al.reattach(ctx, dec, out, h.Step.Step)
 			return
 		}
 		if len(h.Step.Args) == 0 {
@@ -164,32 +160,26 @@ func (a *Agent) serveStepConn(ctx context.Context, c *tls.Conn, greeted func()) 
 		// srun outside the containers brings the login host's
 		// environment; the job's own variables (its id, nodes, rendezvous)
 		// come from the allocation, as inside it.
-		r.mu.Lock()
-		h.Step.Env = mergeEnv(h.Step.Env, jobVars(r.env))
-		r.mu.Unlock()
-		r.runStep(ctx, *h.Step, dec, out)
+		h.Step.Env = MergeEnv(h.Step.Env, jobVars(al.view().env))
+		al.run(ctx, *h.Step, dec, out)
 	}
 }
 
-// stepRunner checks who may do what the hello asks and returns the
-// runner of its allocation.
-func (a *Agent) stepRunner(h api.StepHello, peer string, isNode bool) (*runner, error) {
+// admit checks who may do what the hello asks and returns the steps of
+// its allocation.
+func (n *Node) admit(h api.StepHello, peer string, isNode bool) (*Alloc, error) {
 	if h.Part != nil && (h.Step != nil || h.Probe || h.Ticket != "") {
 		return nil, errors.New("a step hello asks for either a node's part (peer) or a step (srun with a ticket), not both")
 	}
-	a.mu.Lock()
-	r := a.runners[h.Alloc]
-	a.mu.Unlock()
-	if r == nil {
-		return nil, fmt.Errorf("node %s runs no part of allocation %q (ended, or never assigned here)", a.cfg.Name, h.Alloc)
+	al := n.host.Alloc(h.Alloc)
+	if al == nil {
+		return nil, fmt.Errorf("node %s runs no part of allocation %q (ended, or never assigned here)", n.cfg.Node, h.Alloc)
 	}
-	r.mu.Lock()
-	ready := r.env != nil
-	r.mu.Unlock()
-	if !ready {
-		return nil, fmt.Errorf("node %s has not started (or, after an agent restart, not re-learned) its part of allocation %s; retry in a moment", a.cfg.Name, h.Alloc)
+	v := al.view()
+	if v.env == nil {
+		return nil, fmt.Errorf("node %s has not started (or, after an agent restart, not re-learned) its part of allocation %s; retry in a moment", n.cfg.Node, h.Alloc)
 	}
-	asg := r.asg // set before env (under r.mu above)
+	asg := v.asg
 	if h.Part != nil {
 		if !isNode {
 			return nil, errors.New("only a node agent with its node certificate may start a node's part of a step")
@@ -197,7 +187,7 @@ func (a *Agent) stepRunner(h api.StepHello, peer string, isNode bool) (*runner, 
 		if !slices.ContainsFunc(asg.Alloc.Nodes, func(n spec.NodeAlloc) bool { return n.Node == peer }) {
 			return nil, fmt.Errorf("node %s is not in allocation %s; a node may start tasks only in allocations the controller assigned to it", peer, h.Alloc)
 		}
-		return r, nil
+		return al, nil
 	}
 	if asg.StepTicket == "" {
 		return nil, fmt.Errorf("allocation %s has no step ticket (the controller is older than this agent); start steps from inside the job", h.Alloc)
@@ -205,22 +195,22 @@ func (a *Agent) stepRunner(h api.StepHello, peer string, isNode bool) (*runner, 
 	if !auth.StepTicketOK(h.Ticket, asg.StepTicket) {
 		return nil, fmt.Errorf("wrong step ticket for allocation %s: only its job's owner (or root) gets it, with gpuq/srun from the controller", h.Alloc)
 	}
-	return r, nil
+	return al, nil
 }
 
 // servePart runs a peer's share of a step on this node: the tasks' output
 // and exits go back as frames, its signals and stdin come in, and a lost
 // connection kills the tasks (no one reads their output or exit).
-func (a *Agent) servePart(ctx context.Context, r *runner, p api.StepPart, dec *json.Decoder, out *stepStream) {
+func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *json.Decoder, out *stream) {
 	for _, f := range p.Flags {
 		if !slices.Contains(api.StepPartFlags, f) {
-			out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("node %s's agent (version %s) does not know step flag %q; upgrade it", a.cfg.Name, a.cfg.Version, f)})
+			out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("node %s's agent (version %s) does not know step flag %q; upgrade it", n.cfg.Node, n.cfg.Version, f)})
 			return
 		}
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	st := stepTasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUIdx: p.GPUIdx,
+	st := tasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUIdx: p.GPUIdx,
 		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap},
 		Args: p.Args, Env: p.Env, Cwd: p.Cwd, Pty: p.Pty, Rows: p.Rows, Cols: p.Cols}
 	// Task 0's input, when srun's goes to this node's part.
@@ -231,7 +221,7 @@ func (a *Agent) servePart(ctx context.Context, r *runner, p api.StepPart, dec *j
 		defer stdinR.Close()
 		st.Stdin = stdinR
 	}
-	part, err := a.startTasks(sctx, r.allocID, st, out)
+	running, err := n.startTasks(sctx, al.allocID, st, out)
 	if err != nil {
 		if stdinW != nil {
 			stdinW.Close()
@@ -241,32 +231,32 @@ func (a *Agent) servePart(ctx context.Context, r *runner, p api.StepPart, dec *j
 	}
 	out.send(api.StepMsg{Kind: api.StepStarted, Step: p.Step, NTasks: len(p.Tasks)})
 	// The first node's agent kills on a bad exit and keeps the first
-	// signal; this part only reports its exits (step.go).
-	worst, _ := followStep(ctx, readStepMsgs(dec), []*stepPart{part}, stdinW, false, out)
+	// signal; this part only reports its exits (serve.go).
+	worst, _ := follow(ctx, readMsgs(dec), []*part{running}, stdinW, false, out)
 	out.send(api.StepMsg{Kind: api.StepDone, Step: p.Step, Code: worst})
 }
 
-// probeAlloc runs `true` on every node of r's allocation, as a step's
-// tasks run but outside the step count and with no output, and answers
+// probe runs `true` on every node of al's allocation, as a step's tasks
+// run but outside the step count and with no output, and answers
 // StepDone when all ran, else StepError saying which node is not ready.
-func (a *Agent) probeAlloc(ctx context.Context, r *runner, out *stepStream) {
+func (n *Node) probe(ctx context.Context, al *Alloc, out *stream) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	nodes := r.asg.Alloc.Nodes
+	nodes := al.view().asg.Alloc.Nodes
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, nd := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := a.peer(nd)
+			p, err := n.peer(nd)
 			if err == nil {
-				sink := &stepStream{bw: bufio.NewWriter(io.Discard)}
-				var part *stepPart
-				part, err = p.startTasks(pctx, r.allocID, stepTasks{Step: -1, NodeIndex: i, Tasks: []int{i},
+				sink := newStream(io.Discard)
+				var running *part
+				running, err = p.startTasks(pctx, al.allocID, tasks{Step: -1, NodeIndex: i, Tasks: []int{i},
 					Args: []string{"/bin/sh", "-c", ":"}, Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"}}, sink)
 				if err == nil {
-					for ex := range part.exits {
+					for ex := range running.exits {
 						if ex.Error != "" {
 							err = fmt.Errorf("node %s: %s", nd.Node, ex.Error)
 						}
@@ -282,17 +272,4 @@ func (a *Agent) probeAlloc(ctx context.Context, r *runner, out *stepStream) {
 		return
 	}
 	out.send(api.StepMsg{Kind: api.StepDone})
-}
-
-// jobVars are the job's own variables of a container environment.
-func jobVars(env []string) []string {
-	var out []string
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "GPUD_") || strings.HasPrefix(k, "SLURM_") || k == "MASTER_ADDR" || k == "MASTER_PORT" ||
-			k == "WORLD_SIZE" || k == "NODE_RANK" {
-			out = append(out, kv)
-		}
-	}
-	return out
 }

@@ -1,7 +1,6 @@
-package node
+package step
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,7 +29,7 @@ import (
 // agent records every running step in the job directory, which only root
 // writes:
 //
-// (Step numbers are the job's, reserved in the outbox: steprec.go.)
+// (Step numbers are the job's, reserved in the outbox: record.go.)
 //   - step-N.json on the node srun talks to: the step's layout;
 //   - step-N.tasks.json on each node of the step: that node's tasks.
 //
@@ -61,9 +60,9 @@ type stepRecord struct {
 	Stdin         bool     `json:"stdin,omitempty"`
 	KillOnBadExit bool     `json:"kill_on_bad_exit,omitempty"`
 	// Acct is the step's accounting record as its start was recorded
-	// (steprec.go), for the restarted agent to record its end.
+	// (record.go), for the restarted agent to record its end.
 	Acct *spec.Step `json:"acct,omitempty"`
-	// Grant is what the step holds of the allocation (stepres.go), per
+	// Grant is what the step holds of the allocation (ledger.go), per
 	// node of Nodes; nil for --overlap. A restarted agent books it again,
 	// so a new step is not given the GPUs of one still running.
 	Grant *grantRecord `json:"grant,omitempty"`
@@ -87,20 +86,21 @@ func recordGrant(gr stepGrant) *grantRecord {
 
 // regrant is a re-adopted step's share of the allocation, booked again
 // in the ledger; give hands it back when the step ends.
-func (r *runner) regrant(rec stepRecord) (give func()) {
-	if rec.Grant == nil || r.asg == nil || len(rec.Grant.CPUs) != len(rec.Nodes) || len(rec.Grant.GPUs) != len(rec.Nodes) {
+func (al *Alloc) regrant(rec stepRecord) (give func()) {
+	asg := al.view().asg
+	if rec.Grant == nil || asg == nil || len(rec.Grant.CPUs) != len(rec.Nodes) || len(rec.Grant.GPUs) != len(rec.Nodes) {
 		return func() {}
 	}
 	var l layout
 	for _, name := range rec.Nodes {
-		i := slices.IndexFunc(r.asg.Alloc.Nodes, func(nd spec.NodeAlloc) bool { return nd.Node == name })
+		i := slices.IndexFunc(asg.Alloc.Nodes, func(nd spec.NodeAlloc) bool { return nd.Node == name })
 		if i < 0 {
 			return func() {}
 		}
-		l.nodes = append(l.nodes, r.asg.Alloc.Nodes[i])
+		l.nodes = append(l.nodes, asg.Alloc.Nodes[i])
 	}
 	gr := stepGrant{held: true, cpus: rec.Grant.CPUs, gpus: rec.Grant.GPUs}
-	ledger := r.ledger()
+	ledger := al.ledger()
 	ledger.book(l, gr)
 	var once sync.Once
 	return func() { once.Do(func() { ledger.give(l, gr) }) }
@@ -118,8 +118,8 @@ type partRecord struct {
 func stepFile(step int) string { return "step-" + strconv.Itoa(step) + ".json" }
 func partFile(step int) string { return "step-" + strconv.Itoa(step) + ".tasks.json" }
 
-// stepState is a runner's steps re-adopted after an agent restart.
-type stepState struct {
+// stateSteps is an allocation's steps re-adopted after an agent restart.
+type stateSteps struct {
 	mu    sync.Mutex
 	recs  map[int]stepRecord   // steps srun may reattach to here
 	parts map[int]*resumedPart // this node's re-adopted tasks, by step
@@ -127,44 +127,44 @@ type stepState struct {
 
 // resumedPart is one node's re-adopted tasks of a step.
 type resumedPart struct {
-	part  *stepPart
-	relay *stepRelay
+	part  *part
+	relay *relay
 	stdin *io.PipeWriter // task 0's input, when it had srun's
 	taken bool           // a reattached srun follows it, or it was ended
 }
 
-func (r *runner) recordStep(rec stepRecord) {
-	if err := r.writeJobFile(stepFile(rec.Step), rec); err != nil {
-		r.log().Warn("record a running step; srun cannot reattach to it after an agent restart", "step", rec.Step, "err", err)
+func (al *Alloc) recordStep(rec stepRecord) {
+	if err := al.writeJobFile(stepFile(rec.Step), rec); err != nil {
+		al.logger().Warn("record a running step; srun cannot reattach to it after an agent restart", "step", rec.Step, "err", err)
 	}
 }
 
-func (r *runner) forgetStep(step int) { r.removeJobFile(stepFile(step)) }
+func (al *Alloc) forgetStep(step int) { al.removeJobFile(stepFile(step)) }
 
-func (r *runner) recordPart(st stepTasks) {
+func (al *Alloc) recordPart(st tasks) {
 	if st.Step < 0 {
 		return // an allocation probe (steplisten.go), not a step
 	}
 	rec := partRecord{Step: st.Step, NodeIndex: st.NodeIndex, Tasks: st.Tasks, Pty: st.Pty, Stdin: st.Stdin != nil && st.NodeIndex == 0}
-	if err := r.writeJobFile(partFile(st.Step), rec); err != nil {
-		r.log().Warn("record a step's tasks; an agent restart would lose them", "step", st.Step, "err", err)
+	if err := al.writeJobFile(partFile(st.Step), rec); err != nil {
+		al.logger().Warn("record a step's tasks; an agent restart would lose them", "step", st.Step, "err", err)
 	}
 }
 
-func (r *runner) forgetPart(step int) {
+func (al *Alloc) forgetPart(step int) {
 	if step >= 0 {
-		r.removeJobFile(partFile(step))
+		al.removeJobFile(partFile(step))
 	}
 }
 
 // writeJobFile writes v as JSON to name in the job directory, replacing
 // it atomically; only root reads it (the job sees the directory).
-func (r *runner) writeJobFile(name string, v any) error {
+func (al *Alloc) writeJobFile(name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	root, err := os.OpenRoot(r.jobDir())
+	root, err := os.OpenRoot(al.jobDir())
 	if err != nil {
 		return err
 	}
@@ -176,22 +176,24 @@ func (r *runner) writeJobFile(name string, v any) error {
 	return root.Rename(tmp, name)
 }
 
-func (r *runner) removeJobFile(name string) {
-	root, err := os.OpenRoot(r.jobDir())
+func (al *Alloc) removeJobFile(name string) {
+	root, err := os.OpenRoot(al.jobDir())
 	if err != nil {
 		return
 	}
 	defer root.Close()
 	if err := root.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
-		r.log().Warn("remove a step record", "file", name, "err", err)
+		al.logger().Warn("remove a step record", "file", name, "err", err)
 	}
 }
 
-// readoptSteps finds the steps that ran here when the agent died (see
+// Readopt finds the steps that ran here when the agent died (see
 // above), re-attaches to this node's tasks of them and lets their srun
-// reattach for stepReattachGrace.
-func (r *runner) readoptSteps(ctx context.Context, log *slog.Logger) {
-	root, err := os.OpenRoot(r.jobDir())
+// reattach for stepReattachGrace. It is called once the allocation is
+// Ready again, before Serve.
+func (al *Alloc) Readopt(ctx context.Context) {
+	log := al.logger()
+	root, err := os.OpenRoot(al.jobDir())
 	if err != nil {
 		return
 	}
@@ -218,39 +220,40 @@ func (r *runner) readoptSteps(ctx context.Context, log *slog.Logger) {
 			var rec stepRecord
 			if json.Unmarshal(b, &rec) != nil || rec.Step != step {
 				log.Warn("unreadable step record; removed", "file", name)
-				r.removeJobFile(name)
+				al.removeJobFile(name)
 				continue
 			}
-			rec.giveBack = r.regrant(rec)
-			r.resumed.mu.Lock()
-			if r.resumed.recs == nil {
-				r.resumed.recs = map[int]stepRecord{}
+			rec.giveBack = al.regrant(rec)
+			al.resumed.mu.Lock()
+			if al.resumed.recs == nil {
+				al.resumed.recs = map[int]stepRecord{}
 			}
-			r.resumed.recs[step] = rec
-			r.resumed.mu.Unlock()
+			al.resumed.recs[step] = rec
+			al.resumed.mu.Unlock()
 			found = true
 		case "tasks.json":
 			var pr partRecord
 			if json.Unmarshal(b, &pr) != nil || pr.Step != step {
 				log.Warn("unreadable step record; removed", "file", name)
-				r.removeJobFile(name)
+				al.removeJobFile(name)
 				continue
 			}
-			r.readoptPart(ctx, log, pr)
+			al.readoptPart(ctx, log, pr)
 			found = true
 		}
 	}
 	if found {
-		time.AfterFunc(stepReattachGrace, func() { r.abandonSteps(log) })
+		time.AfterFunc(stepReattachGrace, func() { al.abandon(log) })
 	}
 }
 
 // readoptPart re-attaches to this node's tasks of a step; their output
 // waits in a relay for srun.
-func (r *runner) readoptPart(ctx context.Context, log *slog.Logger, pr partRecord) {
-	ax, canAttach := r.d.rt.(runtime.ExecAttacher)
-	node := r.d.cfg.Name
-	rp := &resumedPart{relay: newStepRelay(), part: &stepPart{exits: make(chan api.StepMsg, len(pr.Tasks))}}
+func (al *Alloc) readoptPart(ctx context.Context, log *slog.Logger, pr partRecord) {
+	ax, canAttach := al.n.cfg.Runtime.(runtime.ExecAttacher)
+	node := al.n.cfg.Node
+	ctr := al.view().ctr
+	rp := &resumedPart{relay: newRelay(), part: newPart(len(pr.Tasks))}
 	var wg sync.WaitGroup
 	for local, task := range pr.Tasks {
 		tty := isPtyTask(pr.Pty, pr.NodeIndex, local)
@@ -270,7 +273,7 @@ func (r *runner) readoptPart(ctx context.Context, log *slog.Logger, pr partRecor
 		err := errors.New("this node's runtime cannot re-attach to running processes")
 		var proc runtime.Process
 		if canAttach {
-			proc, err = ax.AttachExec(ctx, r.id, execID(pr.Step, task), cfg)
+			proc, err = ax.AttachExec(ctx, ctr, execID(pr.Step, task), cfg)
 		}
 		if err != nil {
 			log.Warn("a re-adopted step's task is gone", "step", pr.Step, "task", task, "err", err)
@@ -292,49 +295,33 @@ func (r *runner) readoptPart(ctx context.Context, log *slog.Logger, pr partRecor
 		}()
 	}
 	// The job's signals meant for steps (scancel --signal) reach the
-	// re-adopted tasks too (steprec.go).
-	r.steps.addPart(rp.part)
+	// re-adopted tasks too (record.go).
+	al.reg.addPart(rp.part)
 	go func() {
 		wg.Wait()
-		r.steps.removePart(rp.part)
-		r.forgetPart(pr.Step)
+		al.reg.removePart(rp.part)
+		al.forgetPart(pr.Step)
 		close(rp.part.exits)
 	}()
-	r.resumed.mu.Lock()
-	if r.resumed.parts == nil {
-		r.resumed.parts = map[int]*resumedPart{}
+	al.resumed.mu.Lock()
+	if al.resumed.parts == nil {
+		al.resumed.parts = map[int]*resumedPart{}
 	}
-	r.resumed.parts[pr.Step] = rp
-	r.resumed.mu.Unlock()
+	al.resumed.parts[pr.Step] = rp
+	al.resumed.mu.Unlock()
 	log.Info("re-adopted a running step's tasks", "step", pr.Step, "tasks", pr.Tasks)
-}
-
-// waitExit waits for a task and reports its exit.
-func waitExit(ctx context.Context, proc runtime.Process, task int, node string) api.StepMsg {
-	m := api.StepMsg{Kind: api.StepExit, Task: task, Node: node}
-	st, err := proc.Wait(context.WithoutCancel(ctx))
-	if err != nil {
-		m.Code = 1
-		m.Error = err.Error()
-	} else {
-		m.Code, m.Signal = st.Code, int(st.Signal)
-	}
-	_ = proc.Delete(context.WithoutCancel(ctx))
-	return m
 }
 
 // resumedPart hands the re-adopted tasks of a step on this node to the
 // srun reattaching to it (once).
-func (a *Agent) resumedPart(allocID string, step int) *resumedPart {
-	a.mu.Lock()
-	r := a.runners[allocID]
-	a.mu.Unlock()
-	if r == nil {
+func (n *Node) resumedPart(allocID string, step int) *resumedPart {
+	al := n.host.Alloc(allocID)
+	if al == nil {
 		return nil
 	}
-	r.resumed.mu.Lock()
-	defer r.resumed.mu.Unlock()
-	rp := r.resumed.parts[step]
+	al.resumed.mu.Lock()
+	defer al.resumed.mu.Unlock()
+	rp := al.resumed.parts[step]
 	if rp == nil || rp.taken {
 		return nil
 	}
@@ -346,45 +333,46 @@ func (a *Agent) resumedPart(allocID string, step int) *resumedPart {
 // each reports that its exit status is unknown.
 func lostPart(rec stepRecord, i int) *resumedPart {
 	node := rec.Nodes[i]
-	p := &stepPart{exits: make(chan api.StepMsg, len(rec.Tasks[i]))}
+	p := newPart(len(rec.Tasks[i]))
 	for _, t := range rec.Tasks[i] {
 		p.exits <- api.StepMsg{Kind: api.StepExit, Task: t, Node: node, Code: 1,
 			Error: fmt.Sprintf("node %s's agent did not re-adopt this task after a restart; its exit status is unknown", node)}
 	}
 	close(p.exits)
-	return &resumedPart{part: p, relay: newStepRelay(), taken: true}
+	return &resumedPart{part: p, relay: newRelay(), taken: true}
 }
 
-// reattachStep serves an srun that follows step again after the agent
-// restarted: the held output, then the step as serveStep runs it.
-func (r *runner) reattachStep(ctx context.Context, dec *json.Decoder, out *stepStream, step int) {
-	log := r.log()
-	r.resumed.mu.Lock()
-	rec, ok := r.resumed.recs[step]
-	delete(r.resumed.recs, step)
-	r.resumed.mu.Unlock()
+// reattach serves an srun that follows step again after the agent
+// restarted: the held output, then the step as run runs it.
+func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, step int) {
+	log := al.logger()
+	al.resumed.mu.Lock()
+	rec, ok := al.resumed.recs[step]
+	delete(al.resumed.recs, step)
+	al.resumed.mu.Unlock()
 	if !ok {
 		out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf(
 			"step %d.%d cannot be followed again on node %s: it is not a step that was running when this node's agent restarted (it ended, another srun follows it, or it was given up after %v without srun)",
-			r.jobID, step, r.d.cfg.Name, stepReattachGrace)})
+			al.jobID, step, al.n.cfg.Node, stepReattachGrace)})
 		return
 	}
-	defer r.forgetStep(step)
+	defer al.forgetStep(step)
 	if rec.giveBack != nil {
 		defer rec.giveBack()
 	}
+	asg := al.view().asg
 	parts := make([]*resumedPart, len(rec.Nodes))
 	for i, name := range rec.Nodes {
 		// Only this agent's and in-process peers' (gpud standalone) tasks
 		// are followed again; a part on another host ended with the
 		// connection to it (its listener kills a dropped part's tasks).
-		for _, nd := range r.asg.Alloc.Nodes {
+		for _, nd := range asg.Alloc.Nodes {
 			if nd.Node != name {
 				continue
 			}
-			if p, err := r.d.peer(nd); err == nil {
-				if ag, ok := p.(*Agent); ok {
-					parts[i] = ag.resumedPart(r.allocID, step)
+			if p, err := al.n.peer(nd); err == nil {
+				if pn, ok := p.(*Node); ok {
+					parts[i] = pn.resumedPart(al.allocID, step)
 				}
 			}
 		}
@@ -397,53 +385,53 @@ func (r *runner) reattachStep(ctx context.Context, dec *json.Decoder, out *stepS
 		rp.relay.attach(out)
 	}
 	log.Info("srun follows a re-adopted step again", "step", step)
-	tasks := make([]*stepPart, len(parts))
+	running := make([]*part, len(parts))
 	for i, rp := range parts {
-		tasks[i] = rp.part
+		running[i] = rp.part
 	}
 	var served *servedStep
 	if rec.Acct != nil {
-		served = r.resumeServed(*rec.Acct, func(sig syscall.Signal) { // steprec.go
-			for _, p := range tasks {
+		served = al.resumeServed(*rec.Acct, func(sig syscall.Signal) { // record.go
+			for _, p := range running {
 				p.signal(sig)
 			}
 		})
 	}
-	// From here on as a step this agent started (step.go).
-	worst, worstSig := followStep(ctx, readStepMsgs(dec), tasks, parts[0].stdin, rec.KillOnBadExit, out)
+	// From here on as a step this agent started (serve.go).
+	worst, worstSig := follow(ctx, readMsgs(dec), running, parts[0].stdin, rec.KillOnBadExit, out)
 	log.Info("step ended", "step", step, "exit_code", worst)
 	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
 	if served != nil {
-		r.stepEnded(ctx, served, worst, worstSig) // after srun has its answer
+		al.ended(ctx, served, worst, worstSig) // after srun has its answer
 	}
 }
 
-// abandonSteps ends the re-adopted steps no srun came back for within
-// stepReattachGrace, as serveStep ends a step whose srun went away.
-func (r *runner) abandonSteps(log *slog.Logger) {
-	r.resumed.mu.Lock()
-	recs := r.resumed.recs
-	r.resumed.recs = nil
+// abandon ends the re-adopted steps no srun came back for within
+// stepReattachGrace, as serveConn ends a step whose srun went away.
+func (al *Alloc) abandon(log *slog.Logger) {
+	al.resumed.mu.Lock()
+	recs := al.resumed.recs
+	al.resumed.recs = nil
 	var parts []*resumedPart
-	for step, rp := range r.resumed.parts {
+	for step, rp := range al.resumed.parts {
 		if !rp.taken {
 			rp.taken = true
 			parts = append(parts, rp)
 			log.Warn("no srun came back for a re-adopted step; its tasks here are killed", "step", step, "grace", stepReattachGrace)
 		}
 	}
-	r.resumed.mu.Unlock()
+	al.resumed.mu.Unlock()
 	for step, rec := range recs {
 		if rec.giveBack != nil {
 			rec.giveBack()
 		}
 		if rec.Acct != nil {
 			// Its end, for accounting: cancelled, its exit unknown here.
-			s := r.resumeServed(*rec.Acct, func(syscall.Signal) {})
-			s.cancelled = fmt.Sprintf("node %s's agent: no srun followed the step again within %v of its restart", r.d.cfg.Name, stepReattachGrace)
-			r.stepEnded(context.Background(), s, 0, 0)
+			s := al.resumeServed(*rec.Acct, func(syscall.Signal) {})
+			s.cancelled = fmt.Sprintf("node %s's agent: no srun followed the step again within %v of its restart", al.n.cfg.Node, stepReattachGrace)
+			al.ended(context.Background(), s, 0, 0)
 		}
-		r.forgetStep(step)
+		al.forgetStep(step)
 	}
 	for _, rp := range parts {
 		rp.relay.close()
@@ -453,62 +441,4 @@ func (r *runner) abandonSteps(log *slog.Logger) {
 		rp.part.signal(syscall.SIGKILL)
 		go rp.part.wait()
 	}
-}
-
-// stepRelay holds a re-adopted step's output until srun reattaches, then
-// passes it on; while it holds maxHeldOutput, the tasks wait.
-type stepRelay struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	out    stepSink
-	held   []heldOutput
-	size   int
-	closed bool
-}
-
-type heldOutput struct {
-	kind string
-	task int
-	data []byte
-}
-
-func newStepRelay() *stepRelay {
-	s := &stepRelay{}
-	s.cond = sync.NewCond(&s.mu)
-	return s
-}
-
-func (s *stepRelay) output(kind string, task int, p []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.out == nil && !s.closed && s.size >= maxHeldOutput {
-		s.cond.Wait()
-	}
-	switch {
-	case s.closed:
-	case s.out != nil:
-		s.out.output(kind, task, p)
-	default:
-		s.held = append(s.held, heldOutput{kind, task, bytes.Clone(p)})
-		s.size += len(p)
-	}
-}
-
-// attach sends the held output to out, and all that follows.
-func (s *stepRelay) attach(out stepSink) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, h := range s.held {
-		out.output(h.kind, h.task, h.data)
-	}
-	s.held, s.size, s.out = nil, 0, out
-	s.cond.Broadcast()
-}
-
-// close drops the held output and all that follows.
-func (s *stepRelay) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.held, s.size, s.closed = nil, 0, true
-	s.cond.Broadcast()
 }

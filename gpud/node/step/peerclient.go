@@ -1,4 +1,4 @@
-package node
+package step
 
 import (
 	"bufio"
@@ -22,7 +22,7 @@ import (
 // remotePeer is a node's agent on another host, reached at its step
 // listener (steplisten.go) with this node's certificate.
 type remotePeer struct {
-	a    *Agent
+	n    *Node
 	node string
 	addr string
 }
@@ -32,9 +32,9 @@ const stepDialTimeout = 10 * time.Second
 
 // remotePeer returns nd's agent over the network, or says why steps
 // cannot reach it.
-func (a *Agent) remotePeer(nd spec.NodeAlloc) (stepPeer, error) {
-	if a.opts.stepNet == nil {
-		return nil, fmt.Errorf("node %s of the allocation is on another host and node %s has no step listener: steps across hosts need every node joined to the cluster with the join token (its node certificate is its identity to peers; [node] join_token_file), not a node token", nd.Node, a.cfg.Name)
+func (n *Node) remotePeer(nd spec.NodeAlloc) (peer, error) {
+	if n.cfg.Net == nil {
+		return nil, fmt.Errorf("node %s of the allocation is on another host and node %s has no step listener: steps across hosts need every node joined to the cluster with the join token (its node certificate is its identity to peers; [node] join_token_file), not a node token", nd.Node, n.cfg.Node)
 	}
 	if nd.StepPort == 0 {
 		return nil, fmt.Errorf("node %s of the allocation has no step listener (it registered none: no node certificate, or an agent older than steps across hosts); join it with the join token ([node] join_token_file) and restart its agent", nd.Node)
@@ -43,18 +43,18 @@ func (a *Agent) remotePeer(nd spec.NodeAlloc) (stepPeer, error) {
 	if host == "" {
 		host = nd.Node
 	}
-	return &remotePeer{a: a, node: nd.Node, addr: net.JoinHostPort(host, strconv.Itoa(nd.StepPort))}, nil
+	return &remotePeer{n: n, node: nd.Node, addr: net.JoinHostPort(host, strconv.Itoa(nd.StepPort))}, nil
 }
 
-// stepOwner is nil: a peer on another host numbers and books nothing for
-// this node (steprec.go).
-func (p *remotePeer) stepOwner(string) *runner { return nil }
+// owner is nil: a peer on another host numbers and books nothing for
+// this node (record.go).
+func (p *remotePeer) owner(string) *Alloc { return nil }
 
 // startTasks asks the peer to start its tasks and returns them running:
 // their output is relayed into out, their exits onto the part's channel,
 // and the part's signals go to the peer.
-func (p *remotePeer) startTasks(ctx context.Context, allocID string, st stepTasks, out *stepStream) (*stepPart, error) {
-	sn := p.a.opts.stepNet
+func (p *remotePeer) startTasks(ctx context.Context, allocID string, st tasks, out *stream) (*part, error) {
+	sn := p.n.cfg.Net
 	cfg := auth.StepClientTLS(sn.CA, p.node, &sn.Cert)
 	cfg.ClientSessionCache = sn.sessions
 	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: stepDialTimeout}, Config: cfg}
@@ -109,7 +109,7 @@ func (p *remotePeer) startTasks(ctx context.Context, allocID string, st stepTask
 		c.Close()
 		return nil, fmt.Errorf("node %s answered %q to start its tasks", p.node, m.Kind)
 	}
-	sp := &stepPart{exits: make(chan api.StepMsg, len(st.Tasks))}
+	sp := newPart(len(st.Tasks))
 	sp.remote = func(sig syscall.Signal) { _ = send(api.StepMsg{Kind: api.StepSignal, Signal: int(sig)}) }
 	if st.Pty && st.NodeIndex == 0 {
 		sp.remoteResize = func(rows, cols int) { _ = send(api.StepMsg{Kind: api.StepResize, Rows: rows, Cols: cols}) }

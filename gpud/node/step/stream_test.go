@@ -1,4 +1,4 @@
-package node
+package step
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 func TestStepStreamHoldsOutputUntilStarted(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
-	out := &stepStream{bw: bufio.NewWriter(lockedWriter{&buf, &mu})}
+	out := &stream{bw: bufio.NewWriter(lockedWriter{&buf, &mu})}
 	out.holdOutput()
 	done := make(chan struct{})
 	go func() {

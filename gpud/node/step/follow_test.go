@@ -1,4 +1,4 @@
-package node
+package step
 
 import (
 	"bufio"
@@ -17,14 +17,14 @@ import (
 // testPart is a step part whose tasks the test ends; signals and terminal
 // sizes sent to it are recorded.
 type testPart struct {
-	*stepPart
+	*part
 	mu      sync.Mutex
 	signals []syscall.Signal
 	sizes   [][2]int
 }
 
 func newTestPart(tasks int) *testPart {
-	p := &testPart{stepPart: &stepPart{exits: make(chan api.StepMsg, tasks)}}
+	p := &testPart{part: newPart(tasks)}
 	p.remote = func(sig syscall.Signal) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -63,14 +63,14 @@ type followed struct {
 
 func runFollow(msgs chan api.StepMsg, parts []*testPart, stdin *io.PipeWriter, killOnBadExit bool) <-chan followed {
 	var buf bytes.Buffer
-	out := &stepStream{bw: bufio.NewWriter(&buf)}
-	sp := make([]*stepPart, len(parts))
+	out := newStream(&buf)
+	sp := make([]*part, len(parts))
 	for i, p := range parts {
-		sp[i] = p.stepPart
+		sp[i] = p.part
 	}
 	done := make(chan followed, 1)
 	go func() {
-		w, s := followStep(context.Background(), msgs, sp, stdin, killOnBadExit, out)
+		w, s := follow(context.Background(), msgs, sp, stdin, killOnBadExit, out)
 		var f followed
 		f.worst, f.sig = w, s
 		r := bufio.NewReader(&buf)
@@ -91,7 +91,7 @@ func runFollow(msgs chan api.StepMsg, parts []*testPart, stdin *io.PipeWriter, k
 // (an empty message closing it), the tasks' exits reach srun, and the
 // worst code and first signal come back; srun going away after the end
 // kills nothing.
-func TestFollowStepCarriesMessages(t *testing.T) {
+func TestFollowCarriesMessages(t *testing.T) {
 	a, b := newTestPart(1), newTestPart(1)
 	msgs := make(chan api.StepMsg, 8)
 	stdinR, stdinW := io.Pipe()
@@ -142,7 +142,7 @@ func TestFollowStepCarriesMessages(t *testing.T) {
 // srun going away while the step runs kills every task; with
 // --kill-on-bad-exit a task's non-zero exit kills the others; stdin
 // messages without a stdin are dropped.
-func TestFollowStepKills(t *testing.T) {
+func TestFollowKills(t *testing.T) {
 	a, b := newTestPart(1), newTestPart(1)
 	msgs := make(chan api.StepMsg, 8)
 	done := runFollow(msgs, []*testPart{a, b}, nil, false)

@@ -1,4 +1,4 @@
-package node
+package step
 
 import (
 	"fmt"
@@ -172,11 +172,11 @@ func (g *stepLedger) give(l layout, gr stepGrant) {
 	g.changed = make(chan struct{})
 }
 
-// ledger is the allocation's step ledger: kept by the runner of its
-// first node where that one is in this process, else this runner's own
-// (stepOwner).
-func (r *runner) ledger() *stepLedger {
-	g := &r.stepOwner().steps
+// ledger is the allocation's step ledger: kept by the steps of its
+// first node where that one is in this process, else this node's own
+// (owner).
+func (al *Alloc) ledger() *stepLedger {
+	g := &al.owner().reg
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.ledger == nil {

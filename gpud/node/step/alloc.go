@@ -1,0 +1,131 @@
+package step
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// SocketName is the job's step socket in its job directory
+// (api.EnvStepSocket in the container's environment).
+const SocketName = "step.sock"
+
+// HolderScript keeps a non-first node's allocation container alive, doing
+// nothing, until the allocation ends (SIGTERM) or the container is killed.
+// Other signals the agent sends to the whole container (a checkpoint's
+// SIGUSR1, --signal) are for the steps' tasks: the holder ignores them.
+const HolderScript = `trap 'exit 0' TERM INT HUP; trap '' USR1 USR2 QUIT ALRM PIPE; while :; do sleep 86400 & wait $!; done`
+
+// Alloc is one allocation's steps on this node: the steps it serves
+// (srun asked this node's agent), the step tasks running in its
+// container (whoever serves their step) and the steps re-adopted after
+// an agent restart. The agent's runner of the allocation holds it.
+type Alloc struct {
+	n       *Node
+	allocID string
+	jobID   spec.JobID
+
+	mu  sync.Mutex
+	ctr string // container ID
+	dir string // job directory
+	asg *api.Assignment
+	// self is this node's part of the allocation.
+	self spec.NodeAlloc
+	// env is the container's environment: nil until Ready, so a node
+	// that has not started (or, after an agent restart, not re-learned)
+	// its part refuses steps.
+	env []string
+	log *slog.Logger
+
+	reg     registry   // record.go
+	resumed stateSteps // state.go
+}
+
+// Ready makes the allocation serve steps: its container ctr (its job
+// directory dir) runs asg's part self with environment env. It is called
+// before the container starts (its first line may be srun) and, after an
+// agent restart, once the agent knows the assignment again.
+func (al *Alloc) Ready(asg *api.Assignment, self spec.NodeAlloc, ctr, dir string, env []string, log *slog.Logger) {
+	al.mu.Lock()
+	defer al.mu.Unlock()
+	al.asg, al.self, al.ctr, al.dir, al.env, al.log = asg, self, ctr, dir, env, log
+}
+
+// view is what the allocation's steps know of it, once Ready (asg nil
+// before).
+type view struct {
+	asg  *api.Assignment
+	self spec.NodeAlloc
+	ctr  string
+	env  []string
+}
+
+func (al *Alloc) view() view {
+	al.mu.Lock()
+	defer al.mu.Unlock()
+	return view{asg: al.asg, self: al.self, ctr: al.ctr, env: al.env}
+}
+
+func (al *Alloc) logger() *slog.Logger {
+	al.mu.Lock()
+	defer al.mu.Unlock()
+	return al.log
+}
+
+func (al *Alloc) jobDir() string {
+	al.mu.Lock()
+	defer al.mu.Unlock()
+	return al.dir
+}
+
+// Serve listens on the job's step socket until ctx ends or done is
+// closed (the runner returned), or until the returned func is called.
+// Only an allocation that is Ready serves steps.
+func (al *Alloc) Serve(ctx context.Context, done <-chan struct{}) (stop func()) {
+	v := al.view()
+	if v.asg == nil {
+		return func() {}
+	}
+	log := al.logger()
+	path := filepath.Join(al.jobDir(), SocketName)
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		log.Warn("listen on the job's step socket; srun will not work in this job", "err", err)
+		return func() {}
+	}
+	// The job directory is root's (0711) and only root writes it, so the
+	// path cannot have been swapped for a link.
+	if os.Geteuid() == 0 {
+		if err := os.Chown(path, int(v.asg.Job.UID), int(v.asg.Job.GID)); err != nil {
+			log.Warn("give the step socket to the job's user", "err", err)
+		}
+	}
+	_ = os.Chmod(path, 0o600)
+	stopC := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-done:
+		case <-stopC:
+		}
+		ln.Close()
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go al.serveConn(ctx, c)
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(stopC) }) }
+}

@@ -1,0 +1,48 @@
+package step
+
+import "strings"
+
+// MergeEnv returns base then over, where a key in over replaces the same
+// key in base (so the variables the agent owns cannot be spoofed by
+// --export) and each key appears once.
+func MergeEnv(base, over []string) []string {
+	key := func(kv string) string { k, _, _ := strings.Cut(kv, "="); return k }
+	owned := map[string]bool{}
+	for _, kv := range over {
+		owned[key(kv)] = true
+	}
+	out := make([]string, 0, len(base)+len(over))
+	dup := map[string]int{}
+	for _, kv := range base {
+		k := key(kv)
+		if owned[k] {
+			continue
+		}
+		if i, ok := dup[k]; ok {
+			out[i] = kv // last one wins, as in a shell
+			continue
+		}
+		dup[k] = len(out)
+		out = append(out, kv)
+	}
+	return append(out, over...)
+}
+
+// nodeEnvKeys are the job variables that differ between nodes: on each
+// node its own value wins over the one srun's environment carries.
+var nodeEnvKeys = []string{"GPUD_NODEID", "GPUD_GPUS", "NODE_RANK", "SLURM_NODEID", "SLURM_CPUS_ON_NODE",
+	"SLURM_MEM_PER_NODE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+	"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "NCCL_IB_HCA", "SLURMD_NODENAME", "HOSTNAME"}
+
+// jobVars are the job's own variables of a container environment.
+func jobVars(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "GPUD_") || strings.HasPrefix(k, "SLURM_") || k == "MASTER_ADDR" || k == "MASTER_PORT" ||
+			k == "WORLD_SIZE" || k == "NODE_RANK" {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

@@ -1,0 +1,222 @@
+package step
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/hostlist"
+)
+
+// Job steps (DESIGN §7 "Allocations and steps"). Every node of an
+// allocation runs one container: the first runs the batch script, the
+// others a holder that waits. srun in the job asks its node's agent, over
+// the job's step socket (jobs/<container>/step.sock, bind-mounted into the
+// container with the job directory and owned by the job's user), for a
+// step; that agent lays the tasks out in blocks over the allocation's
+// nodes and asks each node's agent to exec its tasks into its allocation
+// container (peer). Output and exits stream back through the first
+// agent to srun.
+//
+// Peers: under `gpud standalone` every agent is in one process and a
+// Peers registry holds them all; agents on separate hosts reach each
+// other's step listeners over TLS with their node certificates
+// (listen.go), with the same three calls: start a node's tasks, signal
+// them, stream their output and exits back.
+
+// serveConn runs one srun's step from request to done.
+func (al *Alloc) serveConn(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	out := newStream(c)
+	dec := json.NewDecoder(bufio.NewReader(c))
+	var req api.StepRequest
+	if err := dec.Decode(&req); err != nil {
+		out.send(api.StepMsg{Kind: api.StepError, Error: "bad step request: " + err.Error()})
+		return
+	}
+	if req.Attach {
+		al.reattach(ctx, dec, out, req.Step)
+		return
+	}
+	if len(req.Args) == 0 {
+		out.send(api.StepMsg{Kind: api.StepError, Error: "srun: no command given"})
+		return
+	}
+	al.run(ctx, req, dec, out)
+}
+
+// run runs srun's step req, whose later messages (signals, stdin) come
+// from dec and whose frames go to out: from the job's step socket or
+// from the node's step listener (srun with the allocation's ticket).
+func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder, out *stream) {
+	log := al.logger()
+	v := al.view()
+	l, err := stepLayout(v.asg.Alloc.Nodes, req)
+	if err != nil {
+		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+		return
+	}
+	// A node steps cannot reach refuses the step before any task runs.
+	for _, nd := range l.nodes {
+		if _, err := al.n.peer(nd); err != nil {
+			out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+			return
+		}
+	}
+	bind, err := parseGPUBind(req.GPUBind, req.GPUsPerTask) // ledger.go
+	if err != nil {
+		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+		return
+	}
+	// srun's messages (signals, stdin) and its going away, from now on.
+	msgs := readMsgs(dec)
+	// The step's share of the allocation: it waits while running steps
+	// hold what it needs (ledger.go).
+	ledger := al.ledger()
+	var grant stepGrant
+	for waited := false; ; {
+		changed := ledger.wait()
+		gr, ok := ledger.take(req, l)
+		if ok {
+			grant = gr
+			break
+		}
+		if !waited {
+			waited = true
+			out.send(api.StepMsg{Kind: api.StepWaiting, Error: "Job step creation temporarily disabled, retrying (Requested nodes are busy)"})
+		}
+		select {
+		case <-changed:
+		case m, ok := <-msgs:
+			if !ok || m.Kind == api.StepSignal && (m.Signal == int(syscall.SIGINT) || m.Signal == int(syscall.SIGTERM)) {
+				return // srun gone or interrupted while it waited
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+	defer ledger.give(l, grant)
+	step, err := al.newID(ctx) // record.go: numbered per job
+	if err != nil {
+		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+		return
+	}
+
+	names, nt := l.names(), l.ntasks()
+	stepEnv := []string{
+		"SLURM_STEP_ID=" + strconv.Itoa(step),
+		"SLURM_STEPID=" + strconv.Itoa(step),
+		"SLURM_STEP_NODELIST=" + hostlist.Compress(names),
+		"SLURM_STEP_NUM_NODES=" + strconv.Itoa(len(names)),
+		"SLURM_STEP_NUM_TASKS=" + strconv.Itoa(nt),
+		"SLURM_STEP_TASKS_PER_NODE=" + tasksPerNode(l),
+		"SLURM_TASKS_PER_NODE=" + tasksPerNode(l),
+		"SLURM_NTASKS=" + strconv.Itoa(nt),
+		"SLURM_NPROCS=" + strconv.Itoa(nt),
+		"SLURM_NNODES=" + strconv.Itoa(len(names)),
+	}
+	if req.CPUsPerTask > 0 {
+		stepEnv = append(stepEnv, "SLURM_CPUS_PER_TASK="+strconv.Itoa(req.CPUsPerTask))
+	}
+
+	// srun learns the step and where each task runs before any task
+	// writes output (its %s and %n output patterns).
+	perNode := make([]int, len(l.tasks))
+	for i, t := range l.tasks {
+		perNode[i] = len(t)
+	}
+	out.send(api.StepMsg{Kind: api.StepLayout, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode})
+
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	// srun's stdin goes to task 0 (on the first node of the step).
+	stdinR, stdinW := io.Pipe()
+	defer stdinW.Close()
+	// At the end a write blocked on a task that never read is released.
+	endStdin := func() { stdinW.Close(); stdinR.Close() }
+	// Output waits until the step is recorded and srun told it started.
+	out.holdOutput()
+	defer out.releaseOutput()
+	// Every node starts its tasks at once (each exec is a runc run).
+	parts := make([]*part, len(l.nodes))
+	errs := make([]error, len(l.nodes))
+	var startWG sync.WaitGroup
+	for i, nd := range l.nodes {
+		startWG.Add(1)
+		go func() {
+			defer startWG.Done()
+			p, err := al.n.peer(nd)
+			if err == nil {
+				st := tasks{
+					Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUIdx: grant.gpus[i], Bind: bind,
+					Args: req.Args, Env: MergeEnv(req.Env, stepEnv), Cwd: req.Cwd,
+					Pty: req.Pty, Rows: req.Rows, Cols: req.Cols,
+				}
+				if i == 0 && req.Stdin {
+					st.Stdin = stdinR
+				}
+				parts[i], err = p.startTasks(sctx, al.allocID, st, out)
+			}
+			errs[i] = err
+		}()
+	}
+	startWG.Wait()
+	if err := errors.Join(errs...); err != nil {
+		out.releaseOutput() // a part's wait drains its output
+		for _, p := range parts {
+			if p != nil {
+				p.signal(syscall.SIGKILL)
+				p.wait()
+			}
+		}
+		out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("start step %d.%d: %v", al.jobID, step, err)})
+		return
+	}
+	signalAll := func(sig syscall.Signal) {
+		for _, p := range parts {
+			p.signal(sig)
+		}
+	}
+	served := al.started(ctx, step, req, l, grant, signalAll) // record.go
+	// For srun to follow the step again after an agent restart, and the
+	// restarted agent to record its end (state.go): recorded before
+	// srun hears of the start or sees any output.
+	acct := served.rec
+	al.recordStep(stepRecord{Step: step, NTasks: nt, Nodes: names, Tasks: l.tasks, Pty: req.Pty, Stdin: req.Stdin,
+		KillOnBadExit: req.KillOnBadExit, Acct: &acct, Grant: recordGrant(grant)})
+	log.Info("step started", "step", step, "tasks", nt, "nodes", names, "pty", req.Pty)
+	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode})
+	out.releaseOutput()
+	defer al.forgetStep(step)
+	worst, worstSig := follow(ctx, msgs, parts, stdinW, req.KillOnBadExit, out)
+	cancel()
+	endStdin()
+	log.Info("step ended", "step", step, "exit_code", worst)
+	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
+	al.ended(ctx, served, worst, worstSig) // after srun has its answer: this commits to disk
+}
+
+// readMsgs decodes srun's messages after its request (signals, resizes,
+// stdin); the channel is closed when srun goes away.
+func readMsgs(dec *json.Decoder) <-chan api.StepMsg {
+	msgs := make(chan api.StepMsg, 16)
+	go func() {
+		defer close(msgs)
+		for {
+			var m api.StepMsg
+			if dec.Decode(&m) != nil {
+				return
+			}
+			msgs <- m
+		}
+	}()
+	return msgs
+}

@@ -1,0 +1,189 @@
+package node
+
+import (
+	"math"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/hostlist"
+	"github.com/gpud/gpud/gpud/node/step"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// The task's environment (DESIGN §7): the job's own variables (--export)
+// with the node's over them, so a job cannot spoof what the agent sets.
+
+// taskEnv is the container's environment.
+func taskEnv(in taskInput, d taskDevs) []string {
+	ours := jobEnv(in, d)
+	ours = append(ours, pathEnv(in)...)
+	ours = append(ours, shareEnv(in)...)
+	ours = append(ours, layoutEnv(in)...)
+	ours = append(ours, nicEnv(in)...)
+	ours = append(ours, arrayEnv(in)...)
+	return step.MergeEnv(in.Asg.Job.Env, ours)
+}
+
+// rankedNodes are the allocation's nodes in rank order.
+func rankedNodes(in taskInput) []spec.NodeAlloc {
+	nodes := slices.Clone(in.Asg.Alloc.Nodes)
+	sort.SliceStable(nodes, func(i, j int) bool { return nodes[i].Rank < nodes[j].Rank })
+	return nodes
+}
+
+// masterAddr is MASTER_ADDR: the first node's address (its name when it
+// registered none), this node's own when it is the first.
+func masterAddr(in taskInput, nodes []spec.NodeAlloc) string {
+	if len(nodes) == 0 || nodes[0].Node == in.NodeName {
+		return in.SelfAddr
+	}
+	if nodes[0].Addr != "" {
+		return nodes[0].Addr
+	}
+	return nodes[0].Node
+}
+
+// masterPort derives a port for MASTER_PORT from the job id: the same on
+// every rank without talking, in 20000–29999 (below Linux's ephemeral
+// range, so outgoing connections do not take it first).
+func masterPort(id spec.JobID) int { return 20000 + int(uint64(id)%10000) }
+
+// jobEnv are the variables every job gets: who and where it is, its
+// nodes and rendezvous, its devices, its checkpoint directories and its
+// step socket.
+func jobEnv(in taskInput, d taskDevs) []string {
+	job, alloc, self := &in.Asg.Job, &in.Asg.Alloc, in.Self
+	nodes := rankedNodes(in)
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Node
+	}
+	id := strconv.FormatUint(uint64(job.ID), 10)
+	rank := strconv.Itoa(self.Rank)
+	nn := strconv.Itoa(len(names))
+	return []string{
+		"GPUD_JOB_ID=" + id,
+		"GPUD_NODELIST=" + strings.Join(names, ","),
+		"GPUD_NODEID=" + rank,
+		"GPUD_NNODES=" + nn,
+		"GPUD_GPUS=" + strings.Join(d.uuids, ","),
+		"GPUD_CHECKPOINT_DIR=" + filepath.Join(in.CkptDir, "staging"),
+		"GPUD_RESTART_DIR=" + in.RestartDir,
+		"MASTER_ADDR=" + masterAddr(in, nodes),
+		"MASTER_PORT=" + strconv.Itoa(masterPort(job.ID)),
+		"WORLD_SIZE=" + nn,
+		"NODE_RANK=" + rank,
+		"SLURM_JOB_ID=" + id,
+		"SLURM_JOB_NODELIST=" + hostlist.Compress(names),
+		"SLURM_NODELIST=" + hostlist.Compress(names),
+		"SLURM_NODEID=" + rank,
+		"SLURM_NNODES=" + nn,
+		"SLURM_JOB_NUM_NODES=" + nn,
+		"SLURM_SUBMIT_DIR=" + job.SubmitDir,
+		"SLURM_JOB_NAME=" + job.Name,
+		"SLURM_JOB_USER=" + job.User,
+		"SLURM_JOB_PARTITION=" + job.Partition,
+		"SLURM_CPUS_ON_NODE=" + strconv.Itoa(self.CPUs),
+		"SLURM_MEM_PER_NODE=" + strconv.FormatInt(self.MemMiB, 10),
+		// Requeues and preemptions so far: a script can tell a rerun.
+		"SLURM_RESTART_COUNT=" + strconv.Itoa(max(alloc.Attempt-1, 0)),
+		"CUDA_VISIBLE_DEVICES=" + d.cudaVisible,
+		"NVIDIA_VISIBLE_DEVICES=" + d.nvidiaVisible,
+		"SLURMD_NODENAME=" + in.NodeName,
+		"SLURM_GPUS_ON_NODE=" + strconv.Itoa(len(d.uuids)),
+		api.EnvStepSocket + "=" + filepath.Join(in.JobDir, step.SocketName),
+	}
+}
+
+// defaultPath is PATH for a job whose environment has none.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// pathEnv puts the gpud tools (srun ...) first on the job's PATH.
+func pathEnv(in taskInput) []string {
+	if in.ToolsDir == "" {
+		return nil
+	}
+	path := defaultPath
+	for _, kv := range in.Asg.Job.Env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	return []string{"PATH=" + in.ToolsDir + ":" + path}
+}
+
+// shareEnv is a share of one GPU's best-effort isolation through CUDA
+// MPS. The MPS client honours a compute share and a pinned device memory
+// cap, but only when an MPS control daemon serves the GPU and the
+// program does not override these variables; nothing here stops a job
+// that bypasses MPS from using the whole device.
+func shareEnv(in taskInput) []string {
+	self := in.Self
+	f := self.GPUFraction
+	if f <= 0 || f >= 1 || len(self.GPUs) != 1 {
+		return nil
+	}
+	env := []string{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + strconv.Itoa(int(math.Round(f*100)))}
+	if g := in.GPUs[self.GPUs[0]]; g.MemMiB > 0 {
+		env = append(env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="+self.GPUs[0]+"="+
+			strconv.FormatInt(int64(math.Floor(f*float64(g.MemMiB))), 10)+"M")
+	}
+	return env
+}
+
+// layoutEnv is the job's task layout, as sbatch sets it; srun takes its
+// defaults from these.
+func layoutEnv(in taskInput) []string {
+	job := &in.Asg.Job
+	t := job.Tasks
+	var env []string
+	if t.NTasks > 0 || t.NTasksPerNode > 0 {
+		nt := t.NTasks
+		if nt == 0 {
+			nt = t.NTasksPerNode * len(in.Asg.Alloc.Nodes)
+		}
+		env = append(env, "SLURM_NTASKS="+strconv.Itoa(nt), "SLURM_NPROCS="+strconv.Itoa(nt))
+		if t.NTasksPerNode > 0 {
+			env = append(env, "SLURM_NTASKS_PER_NODE="+strconv.Itoa(t.NTasksPerNode))
+		}
+		if tpn, ok := step.TasksPerNode(in.Asg.Alloc.Nodes, nt, t.NTasksPerNode); ok {
+			env = append(env, "SLURM_TASKS_PER_NODE="+tpn)
+		}
+	}
+	for _, v := range []struct {
+		key string
+		n   int
+	}{{"SLURM_CPUS_PER_TASK", t.CPUsPerTask}, {"SLURM_GPUS_PER_TASK", t.GPUsPerTask}, {"SLURM_GPUS_PER_NODE", job.Resources.GPUsPerNode}} {
+		if v.n > 0 {
+			env = append(env, v.key+"="+strconv.Itoa(v.n))
+		}
+	}
+	return env
+}
+
+// nicEnv has NCCL use exactly the part's HCAs (and the locked-memory limit
+// is unlimited for every job: runtime/ocispec).
+func nicEnv(in taskInput) []string {
+	if len(in.Self.NICs) == 0 {
+		return nil
+	}
+	return []string{"NCCL_IB_HCA=" + strings.Join(in.Self.NICs, ",")}
+}
+
+// arrayEnv are an array task's variables.
+func arrayEnv(in taskInput) []string {
+	job := &in.Asg.Job
+	if job.ArrayJobID == 0 {
+		return nil
+	}
+	tid := strconv.Itoa(job.ArrayTaskID)
+	return []string{
+		"GPUD_ARRAY_TASK_ID=" + tid,
+		"SLURM_ARRAY_TASK_ID=" + tid,
+		"SLURM_ARRAY_JOB_ID=" + strconv.FormatUint(uint64(job.ArrayJobID), 10),
+	}
+}

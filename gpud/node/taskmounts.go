@@ -1,0 +1,131 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime"
+)
+
+// The task's mounts (docs/architecture.md, "Running a job on a node"):
+// on the host's root, daemon state hidden under empty tmpfs with only the
+// job's own files shown again, the site's shared filesystems and the
+// user's home; in every image the work, submit and job directories, the
+// job's tmp/ at /tmp, the output files' directories, the checkpoint
+// directory and the gpud tools, read-only.
+
+// taskMounts lists the container's mounts. A non-root job whose work,
+// submit or output directory is inside daemon state is refused.
+func taskMounts(in taskInput, out taskOutput) ([]runtime.Mount, error) {
+	job := &in.Asg.Job
+	var mounts []runtime.Mount
+	seen := map[string]bool{}
+	rw := func(src, dst string) {
+		if src == "" || seen[src+"\x00"+dst] {
+			return
+		}
+		seen[src+"\x00"+dst] = true
+		mounts = append(mounts, runtime.Mount{Source: src, Dest: dst})
+	}
+	// The user names these; the node adds the rest.
+	userDirs := []string{job.WorkDir, job.SubmitDir}
+	for _, p := range []string{out.stdout, out.stderr} {
+		if p != "" { // "": discarded (-o /dev/null) or not the batch node
+			userDirs = append(userDirs, filepath.Dir(p))
+		}
+	}
+	if job.UID != 0 {
+		for _, d := range userDirs {
+			if h := insideAny(d, in.Hide); h != "" {
+				return nil, spec.Errorf(spec.ErrInvalid,
+					"directory %s of job %d is inside %s, gpud's state, which jobs may not see; use a work, submit and output directory elsewhere", d, job.ID, h)
+			}
+		}
+	}
+	if in.image() == runtime.ImageHost {
+		// Only a job on the host's root sees the host's files.
+		for _, h := range in.Hide {
+			mounts = append(mounts, runtime.Mount{Dest: h, Hide: true})
+		}
+		for _, p := range in.Show {
+			if insideAny(p, in.Hide) != "" {
+				rw(p, p)
+			}
+		}
+		for _, m := range in.Mounts {
+			if insideAny(m, in.Hide) == "" {
+				rw(m, m)
+			}
+		}
+		if in.Home != "" && in.Home != "/" && insideAny(in.Home, in.Hide) == "" {
+			rw(in.Home, in.Home)
+		}
+	}
+	for _, d := range userDirs[:2] {
+		rw(d, d)
+	}
+	rw(in.JobDir, in.JobDir)
+	rw(filepath.Join(in.JobDir, "tmp"), "/tmp")
+	for _, d := range userDirs[2:] {
+		rw(d, d)
+	}
+	rw(in.CkptDir, in.CkptDir)
+	if in.ToolsDir != "" && !seen[in.ToolsDir+"\x00"+in.ToolsDir] {
+		mounts = append(mounts, runtime.Mount{Source: in.ToolsDir, Dest: in.ToolsDir, ReadOnly: true})
+	}
+	return mounts, nil
+}
+
+// insideAny returns the entry of dirs that p is (lexically, or after
+// resolving symlinks in p) equal to or below, or "".
+func insideAny(p string, dirs []string) string {
+	if p == "" {
+		return ""
+	}
+	p = filepath.Clean(p)
+	cands := []string{p}
+	// Resolve the longest existing prefix: runc follows symlinks in a
+	// bind's source, and the rest need not exist yet.
+	for dir, rest := p, ""; ; {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			cands = append(cands, filepath.Join(real, rest))
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir, rest = parent, filepath.Join(filepath.Base(dir), rest)
+	}
+	for _, d := range dirs {
+		for _, c := range cands {
+			if rel, err := filepath.Rel(d, c); err == nil && filepath.IsLocal(rel) || c == d {
+				return d
+			}
+		}
+	}
+	return ""
+}
+
+// hiddenPaths turns the directories to hide into the list to mount: clean,
+// existing directories, none below another.
+func hiddenPaths(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if p == "" || !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
+			continue
+		}
+		p = filepath.Clean(p)
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			continue // nothing there to hide (and no mount point for it)
+		}
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	return slices.DeleteFunc(out, func(p string) bool {
+		return insideAny(p, slices.DeleteFunc(slices.Clone(out), func(q string) bool { return q == p })) != ""
+	})
+}
