@@ -2,8 +2,10 @@ package ha
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -23,6 +25,11 @@ type tlsStream struct {
 
 func newTLSStream(listen, advertise string, server, client *tls.Config) (*tlsStream, error) {
 	ln, err := net.Listen("tcp", listen)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		// gpud node's default step_listen is :6818, the port older docs
+		// gave raft_listen: a host running both would stop here.
+		return nil, fmt.Errorf("listen for raft traffic on %s: %w; another process has that port (a gpud node on this host takes :6818 for steps by default, [node] step_listen): give [ha] raft_listen another port, e.g. 6819, and the peers' raft addresses with it", listen, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listen for raft traffic on %s: %w; check [ha] raft_listen", listen, err)
 	}
