@@ -48,7 +48,7 @@ test: deps ## Run every test with -race: unit, real containerd integration and e
 test-clients: deps ## Run real Slurm clients unchanged against gpud standalone: Snakemake's --slurm executor (installs Debian's snakemake when missing; root).
 	@command -v snakemake >/dev/null || { echo "test-clients: installing snakemake"; \
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq snakemake; }
-	GPUD_TEST_CLIENTS=1 $(GO) test -count=1 -timeout 20m -run 'TestSnakemakeSlurm' -v ./gpud/e2e/
+	GPUD_TEST_CLIENTS=1 $(GO) test -count=1 -timeout 20m -run 'TestSnakemakeSlurm' -v ./gpud/e2e/clients/
 
 check: fmt vet check-imports check-man tidy-check ## Run every static check.
 
