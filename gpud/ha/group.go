@@ -124,6 +124,7 @@ type Group struct {
 	unreachable map[string]time.Time
 	observer    *raft.Observer
 	watchDone   chan struct{}
+	stopWatch   sync.Once
 	watchWG     sync.WaitGroup
 
 	// A follower's view (Run, ReadReplica): the applied count it was last
@@ -306,8 +307,10 @@ func (c *Config) peer(id string) (Peer, bool) {
 // Close stops the Raft node (a leader hands nothing over: the others elect
 // one after the heartbeat timeout) and closes raft.db.
 func (g *Group) Close() error {
-	g.r.DeregisterObserver(g.observer)
-	close(g.watchDone)
+	g.stopWatch.Do(func() {
+		g.r.DeregisterObserver(g.observer)
+		close(g.watchDone)
+	})
 	g.watchWG.Wait()
 	err := g.r.Shutdown().Error()
 	g.trans.Close()
