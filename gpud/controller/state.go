@@ -186,8 +186,8 @@ func newState(next spec.JobID, now time.Time) *state {
 		keys:    map[idemKey][]spec.JobID{},
 
 		interrupted: map[string]spec.JobID{},
-		groups:     map[uint32][]string{},
-		ineligible: map[spec.JobID]accessRefusal{},
+		groups:      map[uint32][]string{},
+		ineligible:  map[spec.JobID]accessRefusal{},
 	}
 }
 
