@@ -9,7 +9,7 @@
 # AuthAlt) + slurmrestd; nothing is installed or left running.
 #
 #   scripts/bench-rest-vs.sh            # needs root; Slurm's side needs slurm-wlm and slurmrestd
-#   SLURM=0 scripts/bench-rest-vs.sh    # gpud only
+#   SLURM=0 scripts/bench-rest-vs.sh    # gpud only (GPUD=0: Slurm only)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
@@ -31,9 +31,11 @@ go build -o "$tmp/restload" ./scripts/restload || exit 1
 L=$tmp/restload
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
 
-# gpud: standalone (no nodes: every job stays pending) with a TLS port.
+# gpud: standalone (no nodes: every job stays pending) with a TLS port;
+# its submission rate limit off, as root's on the socket is.
+if [[ ${GPUD:-1} != 0 ]]; then
 gport=$((20000 + RANDOM % 9000))
-printf 'version = 1\n[controller]\nlisten_tcp = "127.0.0.1:%d"\n' "$gport" >"$tmp/gpud.toml"
+printf 'version = 1\n[controller]\nlisten_tcp = "127.0.0.1:%d"\n[api]\nsubmit_rate = 0\n' "$gport" >"$tmp/gpud.toml"
 mkdir -p "$tmp/gpud"
 "$root/bin/gpud" standalone --state-dir "$tmp/gpud" --nodes 0 --config "$tmp/gpud.toml" >"$tmp/gpud.log" 2>&1 &
 pids+=($!)
@@ -50,6 +52,7 @@ echo "  /v1 POST jobs,      8 clients, $half jobs:  $($L -url $G/v1/jobs -method
 echo "  GET jobs v0.0.45 over $njobs jobs ($nget):  $($L -url $G/slurm/v0.0.45/jobs/ -H "X-SLURM-USER-TOKEN: $SLURM_JWT" -n $nget)"
 echo "  GET jobs v0.0.42 over $njobs jobs ($nget):  $($L -url $G/slurm/v0.0.42/jobs/ -H "X-SLURM-USER-TOKEN: $SLURM_JWT" -n $nget)"
 echo "  /v1 GET jobs over $njobs jobs ($nget):       $($L -url $G/v1/jobs -H "Authorization: Bearer $SLURM_JWT" -n $nget)"
+fi
 
 [[ ${SLURM:-1} == 0 ]] && exit 0
 if [[ ! -x /usr/sbin/slurmctld || ! -x /usr/sbin/slurmrestd || ! -x /usr/sbin/munged ]]; then
@@ -106,13 +109,14 @@ pids+=($!)
 for _ in $(seq 150); do /usr/bin/squeue -h >/dev/null 2>&1 && break; sleep 0.2; done
 /usr/bin/squeue -h >/dev/null || die "slurmctld did not start: $(tail -5 "$sd/log/slurmctld.log" "$sd/log/slurmctld.out")"
 # slurmrestd refuses root and SlurmUser unless told; this one is a
-# throwaway on loopback.
-SLURM_JWT=daemon SLURMRESTD_SECURITY=disable_user_check /usr/sbin/slurmrestd -f "$SLURM_CONF" -a rest_auth/jwt "127.0.0.1:$rport" >"$sd/log/slurmrestd.log" 2>&1 &
+# throwaway on loopback. Only its slurmctld plugin: the slurmdbd one
+# refuses to start without slurmdbd.
+SLURM_JWT=daemon SLURMRESTD_SECURITY=disable_user_check /usr/sbin/slurmrestd -f "$SLURM_CONF" -a rest_auth/jwt -s openapi/v0.0.38 "127.0.0.1:$rport" >"$sd/log/slurmrestd.log" 2>&1 &
 pids+=($!)
 tok=$(/usr/bin/scontrol token lifespan=7200 | sed 's/^SLURM_JWT=//') || die "scontrol token failed"
 S=http://127.0.0.1:$rport
-for _ in $(seq 100); do curl -s -o /dev/null -H "X-SLURM-USER-TOKEN: $tok" "$S/slurm/v0.0.38/ping" && break; sleep 0.1; done
+for _ in $(seq 100); do curl -s -m 5 -o /dev/null -H "X-SLURM-USER-TOKEN: $tok" "$S/slurm/v0.0.38/ping" && break; sleep 0.1; done
 body38='{"script":"#!/bin/sh\ntrue\n","job":{"name":"b","current_working_directory":"/tmp","environment":{"PATH":"/bin"},"hold":true}}'
 echo "$(/usr/bin/sbatch -V), slurmctld + slurmrestd (v0.0.38, JWT) under $tmp"
-echo "  job/submit v0.0.38, 8 clients, $njobs jobs:  $($L -url $S/slurm/v0.0.38/job/submit -method POST -H "X-SLURM-USER-TOKEN: $tok" -body "$body38" -n $njobs -c 8 || tail -3 "$sd/log/slurmrestd.log")"
-echo "  GET jobs v0.0.38 over $njobs jobs ($nget):   $($L -url $S/slurm/v0.0.38/jobs -H "X-SLURM-USER-TOKEN: $tok" -n $nget || tail -3 "$sd/log/slurmrestd.log")"
+echo "  job/submit v0.0.38, 8 clients, $njobs jobs:  $($L -url $S/slurm/v0.0.38/job/submit -method POST -H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $tok" -body "$body38" -n $njobs -c 8 || tail -3 "$sd/log/slurmrestd.log")"
+echo "  GET jobs v0.0.38 over $njobs jobs ($nget):   $($L -url $S/slurm/v0.0.38/jobs -H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $tok" -n $nget || tail -3 "$sd/log/slurmrestd.log")"

@@ -1,6 +1,6 @@
 // Command restload times REST requests for scripts/bench-rest-vs.sh: -n
 // requests of -method -url from -c concurrent clients, each with the
-// -H header and -body; it prints the p50 and p99 latency in ms and the
+// -H headers and -body; it prints the p50 and p99 latency in ms and the
 // requests per second. Any answer but -want ends it with an error, so a
 // refused or failed request is never counted as work done.
 package main
@@ -23,7 +23,8 @@ import (
 func main() {
 	url := flag.String("url", "", "URL")
 	method := flag.String("method", "GET", "method")
-	hdr := flag.String("H", "", "header Name: value")
+	var hdrs []string
+	flag.Func("H", "header Name: value (repeatable)", func(v string) error { hdrs = append(hdrs, v); return nil })
 	body := flag.String("body", "", "request body")
 	n := flag.Int("n", 20, "requests")
 	c := flag.Int("c", 1, "concurrent clients")
@@ -31,13 +32,13 @@ func main() {
 	flag.Parse()
 	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, MaxIdleConnsPerHost: *c} //nolint:gosec // a benchmark of loopback servers with throwaway certificates
 	hc := &http.Client{Transport: tr, Timeout: 5 * time.Minute}
-	name, value, _ := strings.Cut(*hdr, ":")
 	do := func() (time.Duration, error) {
 		req, err := http.NewRequest(*method, *url, bytes.NewReader([]byte(*body)))
 		if err != nil {
 			return 0, err
 		}
-		if name != "" {
+		for _, h := range hdrs {
+			name, value, _ := strings.Cut(h, ":")
 			req.Header.Set(strings.TrimSpace(name), strings.TrimSpace(value))
 		}
 		if *body != "" {
