@@ -47,13 +47,19 @@ deps: ## Install containerd, runc, busybox-static and gcc when missing (Debian, 
 # find nothing in them and makes them 10-25 times slower (gpud/sim's FGD
 # runs of the production scheduler: 6 s become 140 s).
 NORACE_PKGS := ./gpud/sched/... ./gpud/sim/... ./gpud/plot/...
-# The end-to-end packages (gpud/e2e/*) take the binaries make build just
-# made (GPUD_E2E_BIN) instead of each linking its own.
+# The end-to-end packages (gpud/e2e/*: one per area) take the binaries
+# make build just made (GPUD_E2E_BIN) instead of each linking its own, and
+# run three at a time beside the unit packages: their tests mostly wait on
+# jobs and daemons, so they start first instead of queueing behind the
+# unit tests' builds, and the longest area bounds the run.
+E2E_PKGS := ./gpud/e2e/...
 test: deps build ## Run every test: unit (with -race), real containerd integration and end-to-end (needs root).
-	@race=$$($(GO) list $(PKGS) | grep -v -x -F "$$($(GO) list $(NORACE_PKGS))"); \
+	@unit=$$($(GO) list $(PKGS) | grep -v -x -F "$$($(GO) list $(NORACE_PKGS) $(E2E_PKGS))"); \
+	export GPUD_E2E_BIN=$(CURDIR)/bin; \
 	$(GO) test -count=1 -timeout 20m $(NORACE_PKGS) & norace=$$!; \
-	GPUD_E2E_BIN=$(CURDIR)/bin $(GO) test -race -count=1 -timeout 20m $$race; rc=$$?; \
-	wait $$norace || rc=1; exit $$rc
+	$(GO) test -race -count=1 -timeout 20m -p 3 $(E2E_PKGS) & e2e=$$!; \
+	$(GO) test -race -count=1 -timeout 20m $$unit; rc=$$?; \
+	wait $$norace || rc=1; wait $$e2e || rc=1; exit $$rc
 
 test-clients: deps ## Run real Slurm clients unchanged against gpud standalone: Snakemake's --slurm executor (installs Debian's snakemake when missing; root).
 	@command -v snakemake >/dev/null || { echo "test-clients: installing snakemake"; \
