@@ -24,6 +24,8 @@ import (
 // Client talks to a gpud controller. It is safe for concurrent use.
 type Client struct {
 	base string
+	// addr is the address as configured (for messages).
+	addr string
 	hc   *http.Client
 	// Token, when set, is sent as a bearer token; only over https (a unix
 	// socket identifies the caller by peer credentials, and plain http
@@ -98,7 +100,7 @@ func NewClientWith(addr string, o ClientOptions) (*Client, error) {
 		return nil, spec.Errorf(spec.ErrInvalid, "controller address %q: %v", addr, err)
 	}
 	tr := newTransport(o)
-	c := &Client{hc: &http.Client{Transport: tr}}
+	c := &Client{hc: &http.Client{Transport: tr}, addr: addr}
 	switch u.Scheme {
 	case "unix":
 		path := u.Path
@@ -505,6 +507,14 @@ func (c *Client) NodeAction(ctx context.Context, name, action string, req NodeAc
 func (c *Client) Reconfigure(ctx context.Context) (ReconfigureResponse, error) {
 	var out ReconfigureResponse
 	err := c.do(ctx, http.MethodPost, "/reconfigure", nil, struct{}{}, &out)
+	return out, err
+}
+
+// UserToken asks for a token for the caller itself (scontrol token), valid
+// for lifespan (0: 30 minutes).
+func (c *Client) UserToken(ctx context.Context, lifespan time.Duration) (TokenResponse, error) {
+	var out TokenResponse
+	err := c.do(ctx, http.MethodPost, "/token", nil, TokenRequest{Lifespan: int64(lifespan / time.Second)}, &out)
 	return out, err
 }
 

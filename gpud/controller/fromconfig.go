@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpud/gpud/gpud/config"
 	"github.com/gpud/gpud/gpud/sched"
@@ -20,6 +21,7 @@ func FromConfig(c config.Controller) (Config, error) {
 		DefaultQOS:        c.DefaultQOS,
 		DefaultAccount:    c.DefaultAccount,
 		NodeTimeout:       c.Controller.NodeTimeout.Std(),
+		FailoverNodeGrace: failoverNodeGrace(c.Controller.FailoverNodeGrace.Std()),
 		HeartbeatInterval: c.Controller.HeartbeatInterval.Std(),
 		SchedInterval:     c.Scheduler.Interval.Std(),
 		AllowRootJobs:     c.Controller.AllowRootJobs,
@@ -64,13 +66,20 @@ func FromConfig(c config.Controller) (Config, error) {
 			State:        p.State,
 			Placement:    place,
 			Idle:         idleFromConfig(p.IdlePolicy),
+
+			AllowAccounts: p.AllowAccounts,
+			DenyAccounts:  p.DenyAccounts,
+			AllowGroups:   p.AllowGroups,
+			AllowQOS:      p.AllowQOS,
+			DenyQOS:       p.DenyQOS,
+			Hidden:        p.Hidden,
 		})
 	}
 	cc.FairshareHalfLife = c.Fairshare.DecayHalfLife.Std()
 	cc.FairshareModelWeights = c.Fairshare.GPUModelWeights
 	for _, a := range c.Accounts {
 		cc.Accounts = append(cc.Accounts, Account{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: a.Users,
-			Coordinators: a.Coordinators, MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
+			Coordinators: a.Coordinators, AllowQOS: a.AllowQOS, MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
 			MaxWall: a.MaxWall.Std(), MaxGPUHours: a.MaxGPUHours, BudgetPeriod: a.Budget(), MaxSubmitJobsPerUser: a.MaxSubmitJobsPerUser})
 	}
 	for _, q := range c.QOS {
@@ -159,4 +168,14 @@ func (c *Config) SchedPolicy() SchedPolicy {
 func (c *Config) basePriority(qos string, nice int) int64 {
 	q, _ := c.qos(qos)
 	return int64(q.Priority)*qosWeight - int64(nice)
+}
+
+// failoverNodeGrace maps failover_node_grace: "0s" asks for node_timeout
+// alone, which Config spells as a negative grace (its zero is the
+// default).
+func failoverNodeGrace(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -36,6 +36,15 @@ type state struct {
 	// keys are the jobs made by each submission that carried an
 	// idempotency key (SubmitKeyed), by user and key.
 	keys map[idemKey][]spec.JobID
+	// interrupted maps the allocation of each run that node silence
+	// interrupted to its job (Job.Interrupted; interrupted.go).
+	interrupted map[string]spec.JobID
+	// groups are each user's group names as last seen on a call of
+	// theirs (access.go: allow_groups on a job its owner is not acting on).
+	groups map[uint32][]string
+	// ineligible are the queued jobs that break an access rule since a
+	// reload, restart or requeue (access.go), with the rule.
+	ineligible map[spec.JobID]accessRefusal
 }
 
 // idemKey is a submission's idempotency key, scoped to its user.
@@ -109,10 +118,10 @@ func (a *activeCounts) add(j *spec.Job, d int, record int64) {
 	bump(a.bytes, j.UID, int64(d)*b)
 }
 
-// payloadBytes is what a job's script, args, environment and comment
-// take: stored once per array (gpud/store's payloads).
+// payloadBytes is what a job's script, args and environment take: stored
+// once per array (gpud/store's payloads), never changed after submission.
 func payloadBytes(j *spec.Job) int64 {
-	n := int64(len(j.Script) + len(j.Comment))
+	n := int64(len(j.Script))
 	for _, l := range [][]string{j.Args, j.Env} {
 		for _, s := range l {
 			n += int64(len(s))
@@ -123,10 +132,11 @@ func payloadBytes(j *spec.Job) int64 {
 
 // recordBytes estimates what one job's own record takes (its row in
 // state.db, and about as much again in memory): 1 KiB of fixed fields
-// plus its variable strings.
+// plus its variable strings, its comment included (scontrol update can
+// change one task's comment, so the comment is the task's own).
 func recordBytes(j *spec.Job) int64 {
 	n := 1024
-	for _, s := range []string{j.Name, j.WorkDir, j.SubmitDir, j.Output, j.Error, j.StdoutPath, j.StderrPath, j.Image,
+	for _, s := range []string{j.Name, j.Comment, j.WorkDir, j.SubmitDir, j.Output, j.Error, j.StdoutPath, j.StderrPath, j.Image,
 		j.Depend, j.Array, j.JobSpec.Signal, j.Resources.Constraint, j.Resources.GPUModel, j.Resources.GPUProfile} {
 		n += len(s)
 	}
@@ -174,6 +184,10 @@ func newState(next spec.JobID, now time.Time) *state {
 		active:  newActiveCounts(),
 		last:    map[uint32]shared{},
 		keys:    map[idemKey][]spec.JobID{},
+
+		interrupted: map[string]spec.JobID{},
+		groups:      map[uint32][]string{},
+		ineligible:  map[spec.JobID]accessRefusal{},
 	}
 }
 
@@ -194,6 +208,9 @@ func (s *state) addJob(rec *jobRec) {
 	if k := rec.job.IdempotencyKey; k != "" {
 		ik := idemKey{rec.job.UID, k}
 		s.keys[ik] = append(s.keys[ik], rec.job.ID)
+	}
+	if run := rec.job.Interrupted; run != nil && rec.job.State == spec.StatePending {
+		s.interrupted[run.Alloc.ID] = rec.job.ID
 	}
 }
 
@@ -226,6 +243,9 @@ type jobRec struct {
 	// charged is the recordBytes the job is counted with in state.active
 	// while it has not ended (0: not counted).
 	charged int64
+	// silent lists the nodes of the current run whose part ended because
+	// they were marked DOWN for silence (interrupted.go).
+	silent []string
 }
 
 func (r *jobRec) publish() { r.view = newView(&r.job) }
