@@ -57,7 +57,7 @@ test: deps build ## Run every test: unit (with -race), real containerd integrati
 	@unit=$$($(GO) list $(PKGS) | grep -v -x -F "$$($(GO) list $(NORACE_PKGS) $(E2E_PKGS))"); \
 	export GPUD_E2E_BIN=$(CURDIR)/bin; \
 	$(GO) test -count=1 -timeout 20m $(NORACE_PKGS) & norace=$$!; \
-	$(GO) test -race -count=1 -timeout 20m -p 3 $(E2E_PKGS) & e2e=$$!; \
+	$(GO) test -race -count=1 -timeout 20m -p 2 $(E2E_PKGS) & e2e=$$!; \
 	$(GO) test -race -count=1 -timeout 20m $$unit; rc=$$?; \
 	wait $$norace || rc=1; wait $$e2e || rc=1; exit $$rc
 
