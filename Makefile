@@ -48,10 +48,10 @@ deps: ## Install containerd, runc, busybox-static and gcc when missing (Debian, 
 # runs of the production scheduler: 6 s become 140 s).
 NORACE_PKGS := ./gpud/sched/... ./gpud/sim/... ./gpud/plot/...
 # The end-to-end packages (gpud/e2e/*: one per area) take the binaries
-# make build just made (GPUD_E2E_BIN) instead of each linking its own, and
-# run three at a time beside the unit packages: their tests mostly wait on
-# jobs and daemons, so they start first instead of queueing behind the
-# unit tests' builds, and the longest area bounds the run.
+# make build just made (GPUD_E2E_BIN) instead of each linking its own, in
+# a go test of their own beside the unit packages': they start at once
+# instead of queueing behind the unit packages' -race builds, and the
+# longest area bounds the run.
 E2E_PKGS := ./gpud/e2e/...
 test: deps build ## Run every test: unit (with -race), real containerd integration and end-to-end (needs root).
 	@unit=$$($(GO) list $(PKGS) | grep -v -x -F "$$($(GO) list $(NORACE_PKGS) $(E2E_PKGS))"); \
