@@ -13,7 +13,7 @@ GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio ssh
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients check gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm clean
+.PHONY: help deps build install test test-clients check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -90,6 +90,9 @@ tidy-check: ## Fail if go.mod/go.sum are not tidy.
 	@cp go.mod /tmp/gpud-go.mod.bak; cp go.sum /tmp/gpud-go.sum.bak; \
 	$(GO) mod tidy; \
 	if ! git diff --quiet -- go.mod go.sum; then git diff -- go.mod go.sum; cp /tmp/gpud-go.mod.bak go.mod; cp /tmp/gpud-go.sum.bak go.sum; echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; fi
+
+bench-rest: ## Slurm's REST API beside /v1 and beside Debian's Slurm 22.05 slurmrestd: job/submit from 8 clients, GET jobs over 10,000 jobs (root).
+	./scripts/bench-rest-vs.sh
 
 # Slurm's OpenAPI documents (test data beside the repository, GPL-2.0:
 # validated against and generated from, never copied into gpud).
