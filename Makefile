@@ -42,8 +42,24 @@ install: build ## Install the binaries and Slurm's command names (links) into $(
 deps: ## Install containerd, runc, busybox-static and gcc when missing (Debian, root).
 	@./scripts/deps.sh
 
-test: deps ## Run every test with -race: unit, real containerd integration and end-to-end (needs root).
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+# Packages that start no goroutine (TestNoRacePackagesStartNoGoroutine
+# in gpud/imports_test.go checks it) run without -race: the detector can
+# find nothing in them and makes them 10-25 times slower (gpud/sim's FGD
+# runs of the production scheduler: 6 s become 140 s).
+NORACE_PKGS := ./gpud/sched/... ./gpud/sim/... ./gpud/plot/...
+# The end-to-end packages (gpud/e2e/*: one per area) take the binaries
+# make build just made (GPUD_E2E_BIN) instead of each linking its own, in
+# a go test of their own beside the unit packages': they start at once
+# instead of queueing behind the unit packages' -race builds, and the
+# longest area bounds the run.
+E2E_PKGS := ./gpud/e2e/...
+test: deps build ## Run every test: unit (with -race), real containerd integration and end-to-end (needs root).
+	@unit=$$($(GO) list $(PKGS) | grep -v -x -F "$$($(GO) list $(NORACE_PKGS) $(E2E_PKGS))"); \
+	export GPUD_E2E_BIN=$(CURDIR)/bin; \
+	$(GO) test -count=1 -timeout 20m $(NORACE_PKGS) & norace=$$!; \
+	$(GO) test -race -count=1 -timeout 20m -p 2 $(E2E_PKGS) & e2e=$$!; \
+	$(GO) test -race -count=1 -timeout 20m $$unit; rc=$$?; \
+	wait $$norace || rc=1; wait $$e2e || rc=1; exit $$rc
 
 test-clients: deps ## Run real Slurm clients unchanged against gpud standalone: Snakemake's --slurm executor (installs Debian's snakemake when missing; root).
 	@command -v snakemake >/dev/null || { echo "test-clients: installing snakemake"; \
@@ -61,8 +77,8 @@ fix-fmt: ## Rewrite files with gofmt.
 vet: ## go vet every package.
 	$(GO) vet $(PKGS)
 
-check-imports: ## Enforce the package import allow-list and the runtime import names (gpud/imports_test.go), and keep bin/sbatch free of the HTTP, TLS and CLI stacks.
-	$(GO) test -count=1 -run 'TestImportBoundaries|TestSbatchLinksNoHTTPStack|TestRuntimeImportNames' ./gpud
+check-imports: ## Enforce the package import allow-list and the runtime import names (gpud/imports_test.go), keep bin/sbatch free of the HTTP, TLS and CLI stacks, and make test's no-race packages free of goroutines.
+	$(GO) test -count=1 -run 'TestImportBoundaries|TestSbatchLinksNoHTTPStack|TestRuntimeImportNames|TestNoRacePackagesStartNoGoroutine' ./gpud
 
 man: ## Regenerate the man pages in man/.
 	$(GO) run ./man/gen -out man
