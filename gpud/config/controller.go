@@ -34,6 +34,29 @@ type Controller struct {
 	Accounts       []Account         `toml:"account"`
 	// HA is [ha] (ha.go); absent, the controller runs alone.
 	HA HA `toml:"ha"`
+	// Privacy is [privacy].
+	Privacy Privacy `toml:"privacy"`
+}
+
+// Privacy is [privacy], Slurm's PrivateData: what a user (not an
+// operator, admin or root) may see of others. All false by default, as
+// Slurm's: every user sees every job's queue entry, every user's usage,
+// every association. Scripts, environments and paths are the owner's
+// and operators' whatever this says.
+type Privacy struct {
+	// Jobs: users see only their own jobs and their coordinated
+	// accounts' (queue, job details, accounting, priorities, nodes' job
+	// lists, live usage); others are "not found".
+	Jobs bool `toml:"jobs"`
+	// Usage: users see only their own usage (and their coordinated
+	// accounts' users'): sshare, sreport, gpuq top.
+	Usage bool `toml:"usage"`
+	// Users: users see no other user by name in association listings
+	// (sacctmgr, sshare), but in the accounts they coordinate.
+	Users bool `toml:"users"`
+	// Accounts: users see only the accounts they belong to or
+	// coordinate.
+	Accounts bool `toml:"accounts"`
 }
 
 // ControllerSection is [controller]: where the controller listens and
