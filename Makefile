@@ -61,8 +61,8 @@ fix-fmt: ## Rewrite files with gofmt.
 vet: ## go vet every package.
 	$(GO) vet $(PKGS)
 
-check-imports: ## Enforce the package import allow-list (gpud/imports_test.go) and keep bin/sbatch free of the HTTP, TLS and CLI stacks.
-	$(GO) test -count=1 -run 'TestImportBoundaries|TestSbatchLinksNoHTTPStack' ./gpud
+check-imports: ## Enforce the package import allow-list and the runtime import names (gpud/imports_test.go), and keep bin/sbatch free of the HTTP, TLS and CLI stacks.
+	$(GO) test -count=1 -run 'TestImportBoundaries|TestSbatchLinksNoHTTPStack|TestRuntimeImportNames' ./gpud
 
 man: ## Regenerate the man pages in man/.
 	$(GO) run ./man/gen -out man
