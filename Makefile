@@ -13,7 +13,7 @@ GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio ssh
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm clean
+.PHONY: help deps build install test test-clients check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm bench-flood clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -121,6 +121,9 @@ demo: ## Install what is missing, start a 2-node simulated H100 cluster, run an 
 	./scripts/demo.sh
 
 bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha ## Run the benchmarks that print the issues' figures.
+
+bench-flood: ## Issue 24's Must-show (root): 5 min of one client's bad-token flood on the TCP port; another user's sbatch/squeue p50/p99 idle and under it, and state file growth (GPUD_BENCH_FLOOD_SECS to shorten).
+	$(GO) test -run '^$$' -bench BadTokenFlood -benchtime 1x -timeout 60m -v ./gpud/e2e/security/ | grep -E 'badtoken_test|Benchmark|ok|FAIL'
 
 bench-sbatch: build ## sbatch in a shell loop (one submitter, held jobs): submissions/s over a few runs, and sbatch's start cost.
 	./scripts/bench-sbatch.sh

@@ -55,6 +55,7 @@ type Server struct {
 	metrics  http.Handler
 	observe  func(route string, code int, d time.Duration)
 	audit    *auditor
+	retain   AuditRetention // audit.go
 	latest   latestUsage
 	limits   atomic.Pointer[Limits]
 	conns    connCounter

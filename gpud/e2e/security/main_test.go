@@ -15,6 +15,7 @@ func TestMain(m *testing.M) {
 		plantEnv:     plantSymlinks,
 		floodEnv:     floodConns,
 		hostileEnv:   postHostile,
+		badTokenEnv:  badTokenFlood,
 		stepFloodEnv: stepFlood,
 	}))
 }
