@@ -187,7 +187,7 @@ func startHAGroup(t *testing.T, tune [][2]string) *haGroup {
 	first := h.members[0]
 	h.start(first)
 	e2etest.WaitFor(t, 30*time.Second, "the first member's CA and keys", func() bool {
-		for _, p := range []string{"tls/ca-key.pem", "tls/ca.pem", "auth/token.key", "auth/join.token"} {
+		for _, p := range []string{"tls/ca-key.pem", "tls/ca.pem", "auth/token.key", "auth/join.token", "auth/step-ticket.key"} {
 			if _, err := os.Stat(filepath.Join(first.stateDir(), p)); err != nil {
 				return false
 			}
@@ -299,7 +299,7 @@ func (h *haGroup) config(m *haMember, tune [][2]string) string {
 		{`submit_rate = 20.0`, `submit_rate = 0.0`},
 		{"\nid = \"\"\n", fmt.Sprintf("\nid = %q\n", m.id)},
 		{`raft_listen = ""`, fmt.Sprintf("raft_listen = %q", m.raft)},
-		{"\npeers = []\n", "\npeers = [" + strings.Join(peers, ", ") + "]\n"},
+		{"\nsnapshot_interval = \"\"\n", "\nsnapshot_interval = \"\"\npeers = [" + strings.Join(peers, ", ") + "]\n"},
 	}, tune...) {
 		if !strings.Contains(s, r[0]) {
 			t.Fatalf("etc/gpud.toml no longer has %q; update the HA test", r[0])
