@@ -345,6 +345,14 @@ type AcctRecord struct {
 	ArrayTaskID int        `json:"array_task_id,omitempty"`
 	WCKey       string     `json:"wckey,omitempty"`
 	NTasks      int        `json:"ntasks,omitempty"`
+	// Request is the job's request as submitted (per node; nil in
+	// records older than it), Dependency its --dependency, Nice its
+	// --nice and ArrayMax its array's %MAX (0: none): what gpud simulate
+	// --from-accounting needs to replay the job.
+	Request    *spec.Resources `json:"request,omitempty"`
+	Dependency string          `json:"dependency,omitempty"`
+	Nice       int             `json:"nice,omitempty"`
+	ArrayMax   int             `json:"array_max,omitempty"`
 	// Elapsed is the last attempt's run time in seconds, up to now for a
 	// running job (sacct's Elapsed).
 	Elapsed int64 `json:"elapsed"`
