@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"runtime"
+	goruntime "runtime"
 	"strings"
 	"unsafe"
 
@@ -39,7 +39,7 @@ func AsUser(cred Cred, f func() error) error {
 	go func() {
 		// Never unlocked: the goroutine exits locked, and the runtime
 		// then terminates the thread with its changed identity.
-		runtime.LockOSThread()
+		goruntime.LockOSThread()
 		if err := becomeUser(cred); err != nil {
 			errc <- err
 			return
