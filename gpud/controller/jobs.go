@@ -492,7 +492,7 @@ func (c *Controller) requeue(tx *txn, rec *jobRec, reason string) {
 	j.Nodes, j.GPUs, j.Alloc = nil, nil, nil
 	j.IdleGPU = ""
 	j.Steps, j.StepSignals = nil, nil // the next attempt numbers its steps from 0
-	rec.silent = nil
+	rec.silentParts = nil
 	c.forgetIdle(j.ID)
 	c.st.pending[j.ID] = rec
 	c.st.countActive(rec)

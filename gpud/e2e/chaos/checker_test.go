@@ -142,9 +142,46 @@ func (x *chaos) check() *verdict {
 	return v
 }
 
+// during names the faults under way while r ran (any attempt), for
+// messages: which fault a problem comes from.
+func (x *chaos) during(r api.AcctJob) string {
+	var names []string
+	for _, f := range x.faults {
+		end := f.Settled
+		if end.IsZero() {
+			end = f.End
+		}
+		for _, a := range r.AttemptHistory {
+			if a.StartTime.Before(end) && (a.EndTime.IsZero() || a.EndTime.After(f.Start)) {
+				names = append(names, f.Name+" ("+f.Target+")")
+				break
+			}
+		}
+	}
+	var att []string
+	for _, a := range r.AttemptHistory {
+		att = append(att, fmt.Sprintf("attempt %d %s on %s %s-%s %q", a.Attempt, a.State, strings.Join(a.Nodes, ","),
+			a.StartTime.Format("15:04:05"), a.EndTime.Format("15:04:05"), a.Reason))
+	}
+	if len(names) == 0 {
+		names = []string{"no fault"}
+	}
+	return fmt.Sprintf("[during %s; %s]", strings.Join(names, ", "), strings.Join(att, "; "))
+}
+
 // checkJob checks one of the stream's jobs as it ended.
 func (x *chaos) checkJob(v *verdict, p plan, r api.AcctJob) {
+	n := len(v.problems)
+	defer func() {
+		if len(v.problems) > n {
+			v.problems[len(v.problems)-1] += " " + x.during(r)
+			x.keepOutput(r.ID)
+		}
+	}()
 	if r.State != spec.StateCompleted {
+		if f := x.lossOn(r); f != nil {
+			return // a cut longer than node_timeout ended it: allowed
+		}
 		v.fail("job %d (%s) ended %s (%s); want COMPLETED", r.ID, p.name, r.State, r.Reason)
 		return
 	}
@@ -191,6 +228,37 @@ func (x *chaos) checkJob(v *verdict, p plan, r api.AcctJob) {
 	if len(nodes) != 2 {
 		v.fail("job %d (%s) COMPLETED but its step ran on %v, not on both of its nodes %v", r.ID, p.name, s.Nodes, r.Nodes)
 	}
+}
+
+// keepOutput copies job id's output into the report directory.
+func (x *chaos) keepOutput(id spec.JobID) {
+	dir := os.Getenv("GPUD_CHAOS_REPORT")
+	if dir == "" {
+		return
+	}
+	name := fmt.Sprintf("slurm-%d.out", id)
+	if b, err := os.ReadFile(filepath.Join(x.c.work, name)); err == nil {
+		_ = os.MkdirAll(dir, 0o755)
+		_ = os.WriteFile(filepath.Join(dir, name), b, 0o644)
+	}
+}
+
+// lossOn is a fault that may end runs (MayLose) on one of the nodes of
+// r's last attempt while it ran, or nil.
+func (x *chaos) lossOn(r api.AcctJob) *fault {
+	if len(r.AttemptHistory) == 0 {
+		return nil
+	}
+	a := r.AttemptHistory[len(r.AttemptHistory)-1]
+	for _, f := range x.faults {
+		if !f.MayLose || !slices.ContainsFunc(f.Nodes, func(n string) bool { return slices.Contains(a.Nodes, n) }) {
+			continue
+		}
+		if a.StartTime.Before(f.End) && (a.EndTime.IsZero() || a.EndTime.After(f.Start)) {
+			return f
+		}
+	}
+	return nil
 }
 
 // nodeFaultOn is a node fault on one of nodes that was under way at t (or

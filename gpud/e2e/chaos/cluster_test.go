@@ -117,6 +117,7 @@ func startCluster(t *testing.T) *cluster {
 		c.nodes = append(c.nodes, n)
 	}
 	t.Cleanup(func() {
+		c.keepLogs(os.Getenv("GPUD_CHAOS_REPORT"))
 		c.cancelAll()
 		for _, n := range c.nodes {
 			n.stopAgent(syscall.SIGTERM)
@@ -179,7 +180,9 @@ func startCluster(t *testing.T) *cluster {
 		n.startAgent(t)
 	}
 	for _, n := range c.nodes {
-		c.waitNode(n.name, 2*time.Minute, func(s spec.NodeState) bool { return s == spec.NodeIdle || s == spec.NodeMixed || s == spec.NodeAllocated })
+		c.waitNode(n.name, 2*time.Minute, func(s spec.NodeState) bool {
+			return s == spec.NodeIdle || s == spec.NodeMixed || s == spec.NodeAllocated
+		})
 	}
 	return c
 }
@@ -504,4 +507,19 @@ func (c *cluster) loginCmd(ctx context.Context, addrs, name string, args ...stri
 	cmd.Dir = c.work
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + c.dir, api.EnvController + "=" + addrs, api.EnvCA + "=" + c.ca, api.EnvToken + "=" + c.token}
 	return cmd
+}
+
+// keepLogs writes every daemon's log into dir ("": nowhere).
+func (c *cluster) keepLogs(dir string) {
+	if dir == "" || os.MkdirAll(dir, 0o755) != nil {
+		return
+	}
+	for _, m := range c.ctl {
+		if m.log != nil {
+			_ = os.WriteFile(filepath.Join(dir, m.id+".log"), []byte(m.log.String()), 0o644)
+		}
+	}
+	for _, n := range c.nodes {
+		_ = os.WriteFile(filepath.Join(dir, n.name+".log"), []byte(n.allLogs()), 0o644)
+	}
 }

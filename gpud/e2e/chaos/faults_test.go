@@ -23,8 +23,11 @@ type fault struct {
 	Controller bool
 	Target     string // member or node name
 	// Nodes the fault touched (a node fault): their jobs may be requeued.
-	Nodes      []string
-	Start, End time.Time // the fault itself (cut, kill ... heal)
+	Nodes []string
+	// MayLose: the fault may end the runs on Nodes (a cut longer than
+	// node_timeout): a job whose run it ended need not complete.
+	MayLose    bool
+	Start, End time.Time // the fault itself (from in place to healed)
 	// Settled is when the cluster was whole again after it.
 	Settled time.Time
 	// FirstAck is how long after Start the first submission sent after
@@ -82,8 +85,8 @@ func (x *chaos) settle(f *fault) {
 // leaderKill: kill -9 of the leader; it is started again after 10 s.
 func (x *chaos) leaderKill() {
 	l := x.c.waitLeader(time.Minute)
-	f := x.begin("leader kill -9", l.id, true)
 	l.stop(syscall.SIGKILL)
+	f := x.begin("leader kill -9", l.id, true)
 	f.FirstAck = x.probeAcks("kill", f.Start, 10*time.Second)
 	x.c.startMember(l)
 	f.End = time.Now()
@@ -93,8 +96,8 @@ func (x *chaos) leaderKill() {
 // leaderCut: the leader's link cut for d (it keeps running).
 func (x *chaos) leaderCut(d time.Duration) {
 	l := x.c.waitLeader(time.Minute)
-	f := x.begin(fmt.Sprintf("leader link cut %s", d), l.id, true)
 	x.c.net.SetLink(l.host, false)
+	f := x.begin(fmt.Sprintf("leader link cut %s", d), l.id, true)
 	f.FirstAck = x.probeAcks("lcut", f.Start, 10*time.Second)
 	time.Sleep(time.Until(f.Start.Add(d)))
 	x.c.net.SetLink(l.host, true)
@@ -106,8 +109,8 @@ func (x *chaos) leaderCut(d time.Duration) {
 func (x *chaos) followerCut(d time.Duration) {
 	l := x.c.waitLeader(time.Minute)
 	fl := x.c.others(l)[0]
-	f := x.begin(fmt.Sprintf("follower link cut %s", d), fl.id, true)
 	x.c.net.SetLink(fl.host, false)
+	f := x.begin(fmt.Sprintf("follower link cut %s", d), fl.id, true)
 	f.FirstAck = x.probeAcks("fcut", f.Start, 5*time.Second)
 	time.Sleep(time.Until(f.Start.Add(d)))
 	x.c.net.SetLink(fl.host, true)
@@ -135,9 +138,12 @@ func (x *chaos) gangNode(pos int) (*node, spec.Job) {
 // nodeCut: a node's link cut for d, while it runs part of a 2-node step.
 func (x *chaos) nodeCut(d time.Duration) {
 	n, j := x.gangNode(1)
+	x.c.net.SetLink(n.host, false)
 	f := x.begin(fmt.Sprintf("node link cut %s", d), n.name, false, n.name)
 	f.note("during job %d's step (nodes %s)", j.ID, strings.Join(j.Nodes, ","))
-	x.c.net.SetLink(n.host, false)
+	// Longer than node_timeout, the node is DOWN and its jobs requeued
+	// (that is their loss, and allowed); shorter, nothing may be lost.
+	f.MayLose = d > 30*time.Second
 	time.Sleep(d)
 	x.c.net.SetLink(n.host, true)
 	f.End = time.Now()
@@ -148,9 +154,9 @@ func (x *chaos) nodeCut(d time.Duration) {
 // started again after 10 s.
 func (x *chaos) agentKill(pos int) {
 	n, j := x.gangNode(pos)
+	n.stopAgent(syscall.SIGKILL)
 	f := x.begin(fmt.Sprintf("agent kill -9 (step's node %d)", pos), n.name, false, n.name)
 	f.note("during job %d's step (nodes %s)", j.ID, strings.Join(j.Nodes, ","))
-	n.stopAgent(syscall.SIGKILL)
 	time.Sleep(10 * time.Second)
 	n.startAgent(x.c.t)
 	f.End = time.Now()
@@ -160,10 +166,10 @@ func (x *chaos) agentKill(pos int) {
 // diskFull fills the leader's state_dir (its own tmpfs) for d.
 func (x *chaos) diskFull(d time.Duration) {
 	l := x.c.waitLeader(time.Minute)
-	f := x.begin(fmt.Sprintf("controller disk full %s", d), l.id, true)
 	fill := filepath.Join(l.stateDir(), "fill")
 	// dd stops at ENOSPC: the file takes every free block.
 	out, _ := exec.Command("dd", "if=/dev/zero", "of="+fill, "bs=1M").CombinedOutput()
+	f := x.begin(fmt.Sprintf("controller disk full %s", d), l.id, true)
 	f.note("dd: %s", lastLine(string(out)))
 	f.FirstAck = x.probeAcks("disk", f.Start, 10*time.Second)
 	time.Sleep(time.Until(f.Start.Add(d)))
@@ -178,8 +184,8 @@ func (x *chaos) diskFull(d time.Duration) {
 // on the leader's link for d.
 func (x *chaos) lossy(d time.Duration) {
 	l := x.c.waitLeader(time.Minute)
-	f := x.begin(fmt.Sprintf("leader link lossy %s", d), l.id, true)
 	how := x.c.degrade(l.host, "loss 10% delay 100ms 20ms")
+	f := x.begin(fmt.Sprintf("leader link lossy %s", d), l.id, true)
 	f.note("%s", how)
 	f.FirstAck = x.probeAcks("loss", f.Start, 10*time.Second)
 	time.Sleep(time.Until(f.Start.Add(d)))
@@ -199,8 +205,8 @@ func (x *chaos) clockStep(step, d time.Duration) {
 		return
 	}
 	l := x.c.waitLeader(time.Minute)
-	f := x.begin(fmt.Sprintf("wall clock stepped +%s for %s", step, d), l.id, true)
 	setClock(x.c, step)
+	f := x.begin(fmt.Sprintf("wall clock stepped +%s for %s", step, d), l.id, true)
 	time.Sleep(d)
 	setClock(x.c, -step)
 	f.End = time.Now()
