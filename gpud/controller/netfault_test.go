@@ -251,3 +251,28 @@ func TestLateNodeGetsNoNewJobs(t *testing.T) {
 		t.Fatalf("job = %s on %v after n2 answered; want RUNNING on n2", j.State, j.Nodes)
 	}
 }
+
+// A listing that runs in the same batch as a submission (the group commit
+// gathers both) does not see the job, whose view is published only at the
+// commit: before, it met the nil view and panicked (found by the chaos
+// suite: squeue answered "internal error ... nil pointer dereference").
+func TestListInTheBatchOfASubmission(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	before := h.submit(alice, nil)
+	err := h.c.query(context.Background(), func() error {
+		rec := &jobRec{job: spec.Job{ID: h.c.st.nextID, JobSpec: spec.JobSpec{Name: "j"}, User: "alice", UID: 1000, State: spec.StatePending}}
+		h.c.st.nextID++
+		h.c.st.addJob(rec) // as Submit does before the commit
+		got := h.c.listJobs(JobFilter{All: true})
+		if len(got) != 1 || got[0].job.ID != before {
+			t.Errorf("listed %d jobs; want only the committed job %d", len(got), before)
+		}
+		if got := h.c.listJobs(JobFilter{IDs: []spec.JobID{rec.job.ID}}); len(got) != 0 {
+			t.Errorf("listed the uncommitted job by id")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
