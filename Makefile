@@ -13,7 +13,7 @@ GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio ssh
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm clean
+.PHONY: help deps build install test test-clients test-step-kills check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -44,6 +44,9 @@ deps: ## Install containerd, runc, busybox-static and gcc when missing (Debian, 
 
 test: deps ## Run every test with -race: unit, real containerd integration and end-to-end (needs root).
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+test-step-kills: deps ## Kill -9 either node agent during a 2-host step (network namespaces), restart it 10s later: 10 runs for each node; STEP_KILLS=N for another count (root).
+	GPUD_TEST_STEP_KILLS=$${STEP_KILLS:-10} $(GO) test -count=1 -timeout 90m -run 'TestMultiHostSteps/AgentKill' -v ./gpud/e2e/
 
 test-clients: deps ## Run real Slurm clients unchanged against gpud standalone: Snakemake's --slurm executor (installs Debian's snakemake when missing; root).
 	@command -v snakemake >/dev/null || { echo "test-clients: installing snakemake"; \

@@ -73,6 +73,9 @@ const (
 	StepError   = "error"   // Error: the step could not run
 	StepSignal  = "signal"  // srun to agent: Signal for every task
 	StepStdin   = "in"      // srun to agent: Data for task 0's stdin; empty Data is EOF
+	// StepAck is agent to peer (StepPart.Resumable): Bytes of the part's
+	// output received on this connection so far.
+	StepAck = "ack"
 )
 
 // StepMsg is one message of a step stream.
@@ -93,6 +96,11 @@ type StepMsg struct {
 	// Rows and Cols are a StepResize's terminal size.
 	Rows int `json:"rows,omitempty"`
 	Cols int `json:"cols,omitempty"`
+	// Bytes is a StepAck's count of output bytes received.
+	Bytes int64 `json:"bytes,omitempty"`
+	// Retry, with StepError, says the agent cannot answer yet (it is
+	// starting its part of the allocation, or restarting): ask again.
+	Retry bool `json:"retry,omitempty"`
 }
 
 // Frame types of the agent's answer stream.

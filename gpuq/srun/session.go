@@ -302,11 +302,13 @@ func (s *session) reattach(cause error) *bufio.Reader {
 				s.mu.Unlock()
 				fmt.Fprintf(s.stderr, "srun: the node agent is back; following %s again\n", id)
 				return br
-			case err == nil && m.Kind == api.StepError:
+			case err == nil && m.Kind == api.StepError && !m.Retry:
 				c.Close()
 				fmt.Fprintf(s.stderr, "srun: error: %s\n", m.Error)
 				return giveUp()
 			}
+			// Not there yet (the agent has not re-learned the job): ask
+			// again until the deadline.
 			c.Close()
 		}
 		if time.Now().After(deadline) {

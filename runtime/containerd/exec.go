@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"syscall"
 
 	"github.com/containerd/containerd/v2/client"
@@ -79,6 +80,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 	}
 	if err := proc.Start(ctx); err != nil {
 		_, _ = proc.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
+		if strings.Contains(err.Error(), "chdir to cwd") { // runc's words
+			return nil, fmt.Errorf("start %q in %s: %w: %w", cfg.Args[0], id, runtime.ErrNoCwd, err)
+		}
 		return nil, fmt.Errorf("start %q in %s: %w", cfg.Args[0], id, err)
 	}
 	// The keeper holds the output FIFOs (execkeep.go). Only after the

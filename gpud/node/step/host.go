@@ -24,6 +24,11 @@ type Host interface {
 	// ReserveIDs durably reserves the next n step numbers of allocation
 	// id and returns the first: a restart never numbers a step twice.
 	ReserveIDs(ctx context.Context, allocID string, n int) (first int, err error)
+	// Fail ends this node's part of allocation id because another node
+	// of it does not hold its part (a step could not start there): the
+	// agent stops its container and reports NODE_FAIL with reason, so the
+	// job is requeued (or fails) instead of running on without that node.
+	Fail(allocID, reason string)
 }
 
 // Clock is the time of steps' records and of a step cancel's kill grace.
@@ -129,7 +134,7 @@ func (p *Peers) get(name string) *Node {
 // process (this node itself, or Peers under gpud standalone) or over the
 // network (remotePeer, peerclient.go).
 type peer interface {
-	startTasks(ctx context.Context, allocID string, st tasks, out *stream) (*part, error)
+	startTasks(ctx context.Context, allocID string, st tasks, out sink) (*part, error)
 	// owner is the peer's steps of allocation allocID where the peer is
 	// in this process (it numbers the allocation's steps and books their
 	// resources when it runs the first node's part, record.go), nil

@@ -131,12 +131,29 @@ func (n *Node) serveConn(ctx context.Context, c *tls.Conn, greeted func()) {
 	al, err := n.admit(h, peer, isNode)
 	if err != nil {
 		n.cfg.Log.Warn("step connection refused", "remote", c.RemoteAddr().String(), "peer", peer, "alloc_id", h.Alloc, "err", err)
-		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error(), Retry: isNotHeld(err)})
 		return
 	}
 	switch {
 	case h.Part != nil:
-		n.servePart(ctx, al, *h.Part, dec, out)
+		n.servePart(ctx, al, *h.Part, dec, out) // keep.go
+	case h.Holds:
+		if !al.view().running {
+			out.send(api.StepMsg{Kind: api.StepError, Retry: true, Error: fmt.Sprintf("node %s has not started its part of allocation %s yet", n.cfg.Node, h.Alloc)})
+			return
+		}
+		out.send(api.StepMsg{Kind: api.StepDone})
+	case h.NumberStep:
+		if al.view().self.Rank != 0 {
+			out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("node %s is not the first node of allocation %s: it numbers none of its steps", n.cfg.Node, h.Alloc)})
+			return
+		}
+		id, err := al.newID(ctx)
+		if err != nil {
+			out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+			return
+		}
+		out.send(api.StepMsg{Kind: api.StepStarted, Step: id})
 	case h.Probe:
 		n.probe(ctx, al, out)
 	default:
@@ -168,19 +185,20 @@ func (n *Node) serveConn(ctx context.Context, c *tls.Conn, greeted func()) {
 // admit checks who may do what the hello asks and returns the steps of
 // its allocation.
 func (n *Node) admit(h api.StepHello, peer string, isNode bool) (*Alloc, error) {
-	if h.Part != nil && (h.Step != nil || h.Probe || h.Ticket != "") {
+	fromPeer := h.Part != nil || h.Holds || h.NumberStep
+	if fromPeer && (h.Step != nil || h.Probe || h.Ticket != "") {
 		return nil, errors.New("a step hello asks for either a node's part (peer) or a step (srun with a ticket), not both")
 	}
 	al := n.host.Alloc(h.Alloc)
 	if al == nil {
-		return nil, fmt.Errorf("node %s runs no part of allocation %q (ended, or never assigned here)", n.cfg.Node, h.Alloc)
+		return nil, notHeld{n.cfg.Node, fmt.Errorf("node %s runs no part of allocation %q (ended, or never assigned here)", n.cfg.Node, h.Alloc)}
 	}
 	v := al.view()
 	if v.env == nil {
-		return nil, fmt.Errorf("node %s has not started (or, after an agent restart, not re-learned) its part of allocation %s; retry in a moment", n.cfg.Node, h.Alloc)
+		return nil, notHeld{n.cfg.Node, fmt.Errorf("node %s has not started (or, after an agent restart, not re-learned) its part of allocation %s; retry in a moment", n.cfg.Node, h.Alloc)}
 	}
 	asg := v.asg
-	if h.Part != nil {
+	if fromPeer {
 		if !isNode {
 			return nil, errors.New("only a node agent with its node certificate may start a node's part of a step")
 		}
@@ -196,44 +214,6 @@ func (n *Node) admit(h api.StepHello, peer string, isNode bool) (*Alloc, error) 
 		return nil, fmt.Errorf("wrong step ticket for allocation %s: only its job's owner (or root) gets it, with gpuq/srun from the controller", h.Alloc)
 	}
 	return al, nil
-}
-
-// servePart runs a peer's share of a step on this node: the tasks' output
-// and exits go back as frames, its signals and stdin come in, and a lost
-// connection kills the tasks (no one reads their output or exit).
-func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *json.Decoder, out *stream) {
-	for _, f := range p.Flags {
-		if !slices.Contains(api.StepPartFlags, f) {
-			out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("node %s's agent (version %s) does not know step flag %q; upgrade it", n.cfg.Node, n.cfg.Version, f)})
-			return
-		}
-	}
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	st := tasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUIdx: p.GPUIdx,
-		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap},
-		Args: p.Args, Env: p.Env, Cwd: p.Cwd, Pty: p.Pty, Rows: p.Rows, Cols: p.Cols}
-	// Task 0's input, when srun's goes to this node's part.
-	var stdinW *io.PipeWriter
-	if p.Stdin {
-		var stdinR *io.PipeReader
-		stdinR, stdinW = io.Pipe()
-		defer stdinR.Close()
-		st.Stdin = stdinR
-	}
-	running, err := n.startTasks(sctx, al.allocID, st, out)
-	if err != nil {
-		if stdinW != nil {
-			stdinW.Close()
-		}
-		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
-		return
-	}
-	out.send(api.StepMsg{Kind: api.StepStarted, Step: p.Step, NTasks: len(p.Tasks)})
-	// The first node's agent kills on a bad exit and keeps the first
-	// signal; this part only reports its exits (serve.go).
-	worst, _ := follow(ctx, readMsgs(dec), []*part{running}, stdinW, false, out)
-	out.send(api.StepMsg{Kind: api.StepDone, Step: p.Step, Code: worst})
 }
 
 // probe runs `true` on every node of al's allocation, as a step's tasks
