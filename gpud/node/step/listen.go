@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -130,7 +131,11 @@ func (n *Node) serveConn(ctx context.Context, c *tls.Conn, greeted func()) {
 	peer, isNode := auth.NodeOf(c.ConnectionState().VerifiedChains)
 	al, err := n.admit(h, peer, isNode)
 	if err != nil {
-		n.cfg.Log.Warn("step connection refused", "remote", c.RemoteAddr().String(), "peer", peer, "alloc_id", h.Alloc, "err", err)
+		level := slog.LevelWarn
+		if isNotHeld(err) {
+			level = slog.LevelDebug // not yet: a gang start or a step asks again
+		}
+		n.cfg.Log.Log(ctx, level, "step connection refused", "remote", c.RemoteAddr().String(), "peer", peer, "alloc_id", h.Alloc, "err", err)
 		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error(), Retry: isNotHeld(err)})
 		return
 	}

@@ -430,9 +430,6 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: rec.NTasks, Nodes: rec.Nodes})
-	// Output waits until every part is found again.
-	out.holdOutput()
-	defer out.releaseOutput()
 	asg := al.view().asg
 	running := make([]*part, len(rec.Nodes))
 	relays := make([]*relay, len(rec.Nodes))
@@ -479,7 +476,6 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 			r.attach(out, false)
 		}
 	}
-	out.releaseOutput()
 	log.Info("srun follows a re-adopted step again", "step", step)
 	var served *servedStep
 	if rec.Acct != nil {
