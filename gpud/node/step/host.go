@@ -96,7 +96,8 @@ func (n *Node) Run(ctx context.Context) (stop func()) {
 // NewAlloc returns the steps of one allocation on this node; they are
 // served once Ready says where its container runs.
 func (n *Node) NewAlloc(allocID string, jobID spec.JobID) *Alloc {
-	return &Alloc{n: n, allocID: allocID, jobID: jobID, log: n.cfg.Log}
+	return &Alloc{n: n, allocID: allocID, jobID: jobID, log: n.cfg.Log, resumed: stateSteps{recs: map[int]stepRecord{},
+		parts: map[int]*resumedPart{}, kept: map[int]*kept{}, partRecs: map[int]*partRecord{}}}
 }
 
 // Peers finds the agents of other nodes in this process (gpud

@@ -218,9 +218,6 @@ func (k *kept) forget() {
 func (al *Alloc) keep(k *kept) {
 	al.resumed.mu.Lock()
 	defer al.resumed.mu.Unlock()
-	if al.resumed.kept == nil {
-		al.resumed.kept = map[int]*kept{}
-	}
 	al.resumed.kept[k.step] = k
 }
 

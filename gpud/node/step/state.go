@@ -173,9 +173,6 @@ func (al *Alloc) recordPart(st tasks) {
 func (al *Alloc) keepPartRecord(rec *partRecord) {
 	al.resumed.mu.Lock()
 	defer al.resumed.mu.Unlock()
-	if al.resumed.partRecs == nil {
-		al.resumed.partRecs = map[int]*partRecord{}
-	}
 	al.resumed.partRecs[rec.Step] = rec
 	if err := al.writeJobFile(partFile(rec.Step), rec); err != nil {
 		al.logger().Warn("record a step's tasks; an agent restart would lose them", "step", rec.Step, "err", err)
@@ -273,9 +270,6 @@ func (al *Alloc) readopt(ctx context.Context) {
 			}
 			rec.giveBack = al.regrant(rec)
 			al.resumed.mu.Lock()
-			if al.resumed.recs == nil {
-				al.resumed.recs = map[int]stepRecord{}
-			}
 			al.resumed.recs[step] = rec
 			al.resumed.mu.Unlock()
 			found = true
@@ -369,9 +363,6 @@ func (al *Alloc) readoptPart(ctx context.Context, log *slog.Logger, pr partRecor
 		return
 	}
 	al.resumed.mu.Lock()
-	if al.resumed.parts == nil {
-		al.resumed.parts = map[int]*resumedPart{}
-	}
 	al.resumed.parts[pr.Step] = rp
 	al.resumed.mu.Unlock()
 }
@@ -514,7 +505,7 @@ func nodeAlloc(asg *api.Assignment, name string) (spec.NodeAlloc, bool) {
 func (al *Alloc) abandon(log *slog.Logger) {
 	al.resumed.mu.Lock()
 	recs := al.resumed.recs
-	al.resumed.recs = nil
+	al.resumed.recs = map[int]stepRecord{}
 	var parts []*resumedPart
 	for step, rp := range al.resumed.parts {
 		if !rp.taken {
