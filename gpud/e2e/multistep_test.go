@@ -62,10 +62,11 @@ func (mh *multiHost) testNestedSrun(t *testing.T) {
 	t.Logf("nested srun from gpu2 over both hosts:\n%s", out)
 }
 
-// killStepScript is a 2-host step whose tasks write 40 numbered lines,
-// a quarter second apart, and exit 3 (task 0) and 4 (task 1).
+// killStepScript is a 2-host step whose tasks write 60 numbered lines,
+// a quarter second apart (15s: they outlast an agent's 10s away), and
+// exit 3 (task 0) and 4 (task 1).
 const killStepScript = `#!/bin/bash
-srun -N2 -l bash -c 'for i in $(seq 1 40); do echo "line $i"; sleep 0.25; done; exit $((SLURM_PROCID + 3))'
+srun -N2 -l bash -c 'for i in $(seq 1 60); do echo "line $i"; sleep 0.25; done; exit $((SLURM_PROCID + 3))'
 echo "srun rc=$?"
 `
 
@@ -118,7 +119,7 @@ func (mh *multiHost) stepAgentKill(t *testing.T, victim string) time.Duration {
 		problems = append(problems, fmt.Sprintf("job %s in attempt %d, want COMPLETED in its first", j.State, j.Attempt))
 	}
 	for task := range 2 {
-		for i := 1; i <= 40; i++ {
+		for i := 1; i <= 60; i++ {
 			if n := strings.Count(out, fmt.Sprintf("%d: line %d\n", task, i)); n != 1 {
 				problems = append(problems, fmt.Sprintf("task %d's line %d appears %d times", task, i, n))
 			}
