@@ -46,12 +46,12 @@ test: deps ## Run every test with -race: unit, real containerd integration and e
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 test-step-kills: deps ## Kill -9 either node agent during a 2-host step (network namespaces), restart it 10s later: 10 runs for each node; STEP_KILLS=N for another count (root).
-	GPUD_TEST_STEP_KILLS=$${STEP_KILLS:-10} $(GO) test -count=1 -timeout 90m -run 'TestMultiHostSteps/AgentKill' -v ./gpud/e2e/
+	GPUD_TEST_STEP_KILLS=$${STEP_KILLS:-10} $(GO) test -count=1 -timeout 90m -run 'TestMultiHostSteps/AgentKill' -v ./gpud/e2e/multihost/
 
 test-clients: deps ## Run real Slurm clients unchanged against gpud standalone: Snakemake's --slurm executor (installs Debian's snakemake when missing; root).
 	@command -v snakemake >/dev/null || { echo "test-clients: installing snakemake"; \
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq snakemake; }
-	GPUD_TEST_CLIENTS=1 $(GO) test -count=1 -timeout 20m -run 'TestSnakemakeSlurm' -v ./gpud/e2e/
+	GPUD_TEST_CLIENTS=1 $(GO) test -count=1 -timeout 20m -run 'TestSnakemakeSlurm' -v ./gpud/e2e/clients/
 
 check: fmt vet check-imports check-man tidy-check ## Run every static check.
 

@@ -26,9 +26,9 @@ t1=$(date +%s.%N)
 awk -v n=$n -v a="$t0" -v b="$t1" 'BEGIN { printf "   %d submissions in %.2fs = %.0f submits/s (Slurm 22.05 sbatch here: 20-37/s)\n", n, b-a, n/(b-a) }'
 kill -TERM $pid; wait $pid 2>/dev/null || true
 
-echo "== 3. gpuq with 100,000 queued jobs (gpud/e2e BenchmarkGpuqList100k)"
-go test -run '^$' -bench 'GpuqList100k' -benchtime 5x -timeout 20m ./gpud/e2e/ 2>&1 | grep -E '^(Benchmark|FAIL|ok|---)'
+echo "== 3. gpuq with 100,000 queued jobs (gpud/e2e/clients BenchmarkGpuqList100k)"
+go test -run '^$' -bench 'GpuqList100k' -benchtime 5x -timeout 20m ./gpud/e2e/clients/ 2>&1 | grep -E '^(Benchmark|FAIL|ok|---)'
 
 echo "== 4. trivial jobs end to end vs bare containerd (8 at a time)"
 go test -run '^$' -bench 'BareContainerd' -benchtime 80x ./runtime/containerd/ 2>&1 | grep -E '^(Benchmark|FAIL|ok|---)'
-go test -run '^$' -bench 'TrivialJobThroughput' -benchtime 80x -timeout 20m ./gpud/e2e/ 2>&1 | grep -E '^(Benchmark|FAIL|ok|---)'
+go test -run '^$' -bench 'TrivialJobThroughput' -benchtime 80x -timeout 20m ./gpud/e2e/clients/ 2>&1 | grep -E '^(Benchmark|FAIL|ok|---)'

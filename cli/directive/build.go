@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/cli/slurmtime"
 	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -254,9 +255,9 @@ func (b *builder) build() {
 	js.Hold = b.flag("hold", false)
 	js.Requeue = !b.flag("no-requeue", false) && b.flag("requeue", true)
 	if o, ok := b.get("begin"); ok {
-		t, err := ParseBegin(o.Value, b.env.Now)
+		t, err := slurmtime.Parse(o.Value, b.env.Now, slurmtime.Future)
 		if err != nil {
-			b.fail(o, err)
+			b.fail(o, fmt.Errorf("bad begin time: %w", err))
 		}
 		js.BeginTime = spec.NewTime(t)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gpud/gpud/cli/slurmtime"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -207,6 +208,7 @@ func TestBuildErrors(t *testing.T) {
 		want string
 	}{
 		{"bad time names its line", []Option{script(7, "time", "soon")}, `line 7 of job.sh: --time: bad time "soon"; use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED`},
+		{"bad begin names its line", []Option{script(4, "begin", "soon")}, `line 4 of job.sh: --begin: bad begin time: "soon" is not a time ("soon" is not a time word); use ` + slurmtime.Forms},
 		{"bad mem on the command line", []Option{cli("mem", "lots")}, `command line: --mem: bad memory size "lots"; use a whole number with an optional K, M, G or T suffix, B or iB allowed (500M, 4G, 8gb, 1T; no suffix means MiB)`},
 		{"family clash in one source", []Option{script(2, "mem", "1G"), script(3, "mem-per-cpu", "1G")}, "line 3 of job.sh: --mem-per-cpu conflicts with --mem (line 2 of job.sh); give only one of them"},
 		{"family clash on the command line", []Option{cli("gpus", "2"), cli("gres", "gpu:2")}, "command line: --gres conflicts with --gpus (command line); give only one of them"},

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/gpud/gpud/cli/getopt"
+	"github.com/gpud/gpud/cli/slurmtime"
 )
 
 // Def describes one gpusubmit option. The same table drives directive
@@ -64,7 +65,7 @@ var Options = []Def{
 	{Name: "hold", Short: "H", Bool: true, Usage: "submit held; start with gpuq release"},
 	{Name: "requeue", Bool: true, Usage: "requeue the job after node failure or preemption (the default)", family: "requeue"},
 	{Name: "no-requeue", Bool: true, Usage: "never requeue the job", family: "requeue"},
-	{Name: "begin", Value: "TIME", Usage: "do not start before " + BeginForms},
+	{Name: "begin", Value: "TIME", Usage: "do not start before TIME: " + slurmtime.Summary},
 	{Name: "nice", Value: "N", Usage: "lower the job's priority by N (negative raises it; needs operator rights)"},
 	{Name: "rdma", Value: "[N]", Optional: RDMAPaired, Usage: "RDMA NICs on each node for NCCL/MPI over InfiniBand or RoCE: alone, the NICs paired with the job's GPUs (same PCIe switch, else NUMA node); =N, N NICs, paired ones first, then those on their NUMA node. The job gets their /dev/infiniband devices, NCCL_IB_HCA naming them and unlimited locked memory"},
 	{Name: "exclusive", Bool: true, Usage: "do not share nodes with other jobs"},
@@ -247,31 +248,30 @@ func Normalize(args []string) []string {
 	for _, e := range errs {
 		problem(UsageMessage(e))
 	}
+	var job []getopt.Parsed
 	for _, p := range ps {
-		name := p.Name()
-		d, ok := Lookup(name)
-		switch {
-		case name == "help" || name == "usage":
+		switch p.Name() {
+		case "help", "usage":
 			out = append(out, "--help")
-		case name == "version":
+		case "version":
 			out = append(out, "--version")
-		case name == "controller":
+		case "controller":
 			out = append(out, "--controller="+p.Value)
-		case !ok:
-			problem(unknownOption(name).Error())
-		case d.Bool && d.NoOp, d.Bool && !p.HasValue:
-			out = append(out, "--"+d.Name)
-		case d.Bool:
-			v, err := parseBool(p.Value)
-			if err != nil {
-				problem(fmt.Sprintf("%s %v; write it alone", p.As, err))
-				continue
-			}
-			out = append(out, fmt.Sprintf("--%s=%t", d.Name, v))
-		case !p.HasValue:
-			out = append(out, "--"+d.Name+"="+d.Optional)
 		default:
-			out = append(out, "--"+d.Name+"="+p.Value)
+			job = append(job, p)
+		}
+	}
+	opts, problems := resolve(job, CommandLine)
+	for _, m := range problems {
+		problem(m)
+	}
+	for _, o := range opts {
+		if d, _ := Lookup(o.Name); !d.Bool {
+			out = append(out, "--"+o.Name+"="+o.Value)
+		} else if v, _ := parseBool(o.Value); v && o.Value == "true" {
+			out = append(out, "--"+o.Name)
+		} else {
+			out = append(out, fmt.Sprintf("--%s=%t", o.Name, v))
 		}
 	}
 	out = append(out, "--")

@@ -127,19 +127,57 @@ func parseDirective(src Source, text string) ([]Option, error) {
 		}
 		errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: %q is not an option; directives hold options only (#SBATCH --time=10)", src, w))
 	}
-	var opts []Option
+	opts, problems := resolve(ps, src)
+	for _, p := range problems {
+		errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: %s", src, p))
+	}
+	return opts, errors.Join(errs...)
+}
+
+// ParseCommandLine reads sbatch's options at the front of args as
+// getopt_long does (salloc's command line): it stops at the first word that
+// is not an option, which with every word after it is returned as the
+// command. Every problem is reported at once, one a line; the options that
+// were good come back beside them, so a caller can add its own problems.
+func ParseCommandLine(args []string) ([]Option, []string, error) {
+	ps, rest, perrs := OptionSet().Parse(args)
+	var problems []string
+	for _, e := range perrs {
+		problems = append(problems, UsageMessage(e))
+	}
+	opts, more := resolve(ps, CommandLine)
+	if problems = append(problems, more...); len(problems) > 0 {
+		return opts, rest, spec.Errorf(spec.ErrInvalid, "%s", strings.Join(problems, "\n"))
+	}
+	return opts, rest, nil
+}
+
+// resolve turns what getopt parsed into Options from src: each name to its
+// Def, a switch's value read, a missing optional value filled in. The
+// problems are the options that are not a job's: unknown ones, a command's
+// own (--controller, --help, --usage, --version) and, in a script, those
+// only a command line takes.
+func resolve(ps []getopt.Parsed, src Source) ([]Option, []string) {
+	var (
+		opts     []Option
+		problems []string
+	)
 	for _, p := range ps {
 		name := p.Name()
 		def, ok := Lookup(name)
 		switch {
 		case name == "controller" || name == "help" || name == "usage" || name == "version":
-			errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: --%s can only be given on the command line", src, name))
+			if src == CommandLine {
+				problems = append(problems, fmt.Sprintf("--%s is not a job option; give it alone", name))
+			} else {
+				problems = append(problems, fmt.Sprintf("--%s can only be given on the command line", name))
+			}
 			continue
 		case !ok:
-			errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: %v", src, unknownOption(name)))
+			problems = append(problems, unknownOption(name).Error())
 			continue
-		case def.CommandLineOnly:
-			errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: --%s can only be given on the command line", src, def.Name))
+		case def.CommandLineOnly && src != CommandLine:
+			problems = append(problems, fmt.Sprintf("--%s can only be given on the command line", def.Name))
 			continue
 		}
 		value := p.Value
@@ -150,7 +188,7 @@ func parseDirective(src Source, text string) ([]Option, error) {
 		case def.Bool:
 			if p.HasValue {
 				if _, err := parseBool(value); err != nil {
-					errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: --%s %v; write it alone", src, def.Name, err))
+					problems = append(problems, fmt.Sprintf("--%s %v; write it alone", def.Name, err))
 					continue
 				}
 			} else {
@@ -161,7 +199,7 @@ func parseDirective(src Source, text string) ([]Option, error) {
 		}
 		opts = append(opts, Option{Name: def.Name, Value: value, Source: src})
 	}
-	return opts, errors.Join(errs...)
+	return opts, problems
 }
 
 // tokenize splits a directive line like a shell would: blanks separate,

@@ -1,7 +1,6 @@
 package directive
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -42,7 +41,7 @@ func ParseTime(s string) (time.Duration, error) {
 	days := int64(-1)
 	rest := s
 	if d, r, ok := strings.Cut(s, "-"); ok {
-		n, err := parseUint(d)
+		n, err := spec.ParseDigits(d)
 		if err != nil {
 			return bad("days must be a number")
 		}
@@ -51,7 +50,7 @@ func ParseTime(s string) (time.Duration, error) {
 	parts := strings.Split(rest, ":")
 	nums := make([]int64, len(parts))
 	for i, p := range parts {
-		n, err := parseUint(p)
+		n, err := spec.ParseDigits(p)
 		if err != nil {
 			return bad("")
 		}
@@ -107,20 +106,6 @@ func ParseTime(s string) (time.Duration, error) {
 		return Unlimited, nil // Slurm: a limit of zero imposes none
 	}
 	return d, nil
-}
-
-// parseUint parses a non-empty run of ASCII digits that fits comfortably
-// in an int64 (at most 12 digits, so later multiplications cannot overflow).
-func parseUint(s string) (int64, error) {
-	if s == "" || len(s) > 12 {
-		return 0, errors.New("not a number")
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, errors.New("not a number")
-		}
-	}
-	return strconv.ParseInt(s, 10, 64)
 }
 
 // MemForms lists the accepted memory forms for error messages.
@@ -202,7 +187,7 @@ func ParseGPUSpec(s string) (GPURequest, error) {
 			return bad("type must be a GPU model like h100 or a MIG profile like 1g.10gb")
 		}
 	}
-	if n, err := parseUint(count); err == nil {
+	if n, err := spec.ParseDigits(count); err == nil {
 		if n == 0 || n > maxGPUs {
 			return bad(fmt.Sprintf("count must be 1-%d", maxGPUs))
 		}
@@ -252,94 +237,16 @@ func ParseGres(s string) (GPURequest, error) {
 	return out, nil
 }
 
-// BeginForms lists the accepted --begin forms for error messages.
-const BeginForms = "now, now+N[seconds|minutes|hours|days|weeks], YYYY-MM-DD[THH:MM[:SS]], HH:MM[:SS], midnight, noon, teatime, today or tomorrow"
-
-// ParseBegin parses a Slurm --begin time relative to now (in now's
-// location). HH:MM[:SS] in the past means that time tomorrow, like sbatch.
-func ParseBegin(s string, now time.Time) (time.Time, error) {
-	bad := func() (time.Time, error) {
-		return time.Time{}, fmt.Errorf("bad begin time %q; use %s", s, BeginForms)
-	}
-	loc := now.Location()
-	day := func(t time.Time) time.Time { return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc) }
-	nextAt := func(h int) time.Time {
-		t := day(now).Add(time.Duration(h) * time.Hour)
-		if !t.After(now) {
-			t = t.AddDate(0, 0, 1)
-		}
-		return t
-	}
-	ls := strings.ToLower(s)
-	switch ls {
-	case "now":
-		return now, nil
-	case "today":
-		return day(now), nil
-	case "tomorrow":
-		return day(now).AddDate(0, 0, 1), nil
-	case "midnight":
-		return nextAt(0), nil
-	case "noon":
-		return nextAt(12), nil
-	case "teatime":
-		return nextAt(16), nil
-	}
-	if rel, ok := strings.CutPrefix(ls, "now+"); ok {
-		i := 0
-		for i < len(rel) && rel[i] >= '0' && rel[i] <= '9' {
-			i++
-		}
-		n, err := parseUint(rel[:i])
-		if err != nil {
-			return bad()
-		}
-		unit := time.Second
-		switch rel[i:] {
-		case "", "s", "sec", "secs", "second", "seconds":
-		case "m", "min", "mins", "minute", "minutes":
-			unit = time.Minute
-		case "h", "hour", "hours":
-			unit = time.Hour
-		case "d", "day", "days":
-			unit = 24 * time.Hour
-		case "w", "week", "weeks":
-			unit = 7 * 24 * time.Hour
-		default:
-			return bad()
-		}
-		if n > int64(maxDuration/unit) {
-			return bad()
-		}
-		return now.Add(time.Duration(n) * unit), nil
-	}
-	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
-		if t, err := time.ParseInLocation(layout, s, loc); err == nil {
-			return t, nil
-		}
-	}
-	for _, layout := range []string{"15:04:05", "15:04"} {
-		if t, err := time.ParseInLocation(layout, s, loc); err == nil {
-			at := time.Date(now.Year(), now.Month(), now.Day(), t.Hour(), t.Minute(), t.Second(), 0, loc)
-			if at.Before(now) {
-				at = at.AddDate(0, 0, 1)
-			}
-			return at, nil
-		}
-	}
-	return bad()
-}
-
 // ParseNodes parses -N/--nodes: "N" or "N-N". gpud allocates a fixed node
 // count, so a range with different ends is refused rather than guessed.
 func ParseNodes(s string) (int, error) {
 	lo, hi, isRange := strings.Cut(s, "-")
-	a, err := parseUint(lo)
+	a, err := spec.ParseDigits(lo)
 	if err != nil || a == 0 || a > 1<<20 {
 		return 0, fmt.Errorf("bad node count %q; use N or N-N with N >= 1", s)
 	}
 	if isRange {
-		b, err := parseUint(hi)
+		b, err := spec.ParseDigits(hi)
 		if err != nil || b != a {
 			return 0, fmt.Errorf("bad node count %q: gpud allocates a fixed number of nodes; use N (or N-N with equal ends)", s)
 		}
@@ -349,7 +256,7 @@ func ParseNodes(s string) (int, error) {
 
 // parsePositive parses a count option (-n, -c, ...) in 1..max.
 func parsePositive(s string, max int64) (int, error) {
-	n, err := parseUint(s)
+	n, err := spec.ParseDigits(s)
 	if err != nil || n < 1 || n > max {
 		return 0, fmt.Errorf("bad count %q; use a whole number from 1 to %d", s, max)
 	}
@@ -366,24 +273,24 @@ func ValidateArray(s string) error {
 	}
 	body, limit, _ := strings.Cut(s, "%")
 	if limit != "" {
-		if n, err := parseUint(limit); err != nil || n == 0 {
+		if n, err := spec.ParseDigits(limit); err != nil || n == 0 {
 			return fmt.Errorf("bad array spec %q: %%MAX must be at least 1; %s", s, forms)
 		}
 	}
 	for r := range strings.SplitSeq(body, ",") {
 		span, step, _ := strings.Cut(r, ":")
 		lo, hi, isRange := strings.Cut(span, "-")
-		a, err1 := parseUint(lo)
+		a, err1 := spec.ParseDigits(lo)
 		b := a
 		var err2 error
 		if isRange {
-			b, err2 = parseUint(hi)
+			b, err2 = spec.ParseDigits(hi)
 		}
 		if err1 != nil || err2 != nil || a > b || b > 1_000_000 {
 			return fmt.Errorf("bad array spec %q: range %q must be N-M with N <= M <= 1000000; %s", s, r, forms)
 		}
 		if step != "" {
-			if n, err := parseUint(step); err != nil || n == 0 {
+			if n, err := spec.ParseDigits(step); err != nil || n == 0 {
 				return fmt.Errorf("bad array spec %q: step in %q must be at least 1; %s", s, r, forms)
 			}
 		}
@@ -420,7 +327,7 @@ func ParseSignal(s string) (string, error) {
 	}
 	n := int64(60)
 	if hasSecs {
-		n, err = parseUint(secs)
+		n, err = spec.ParseDigits(secs)
 		if err != nil || n > 65535 {
 			return "", fmt.Errorf("bad signal %q: seconds must be 0-65535; %s", s, forms)
 		}

@@ -172,48 +172,25 @@ func TestParseGres(t *testing.T) {
 	}
 }
 
-func TestParseBegin(t *testing.T) {
+// TestBeginLooksForward: --begin reads slurmtime's grammar forward, as
+// sbatch does: a time of day that has passed is tomorrow's.
+func TestBeginLooksForward(t *testing.T) {
 	t.Parallel()
-	loc := time.FixedZone("X", 2*3600)
-	now := time.Date(2025, 3, 14, 15, 9, 26, 0, loc)
-	at := func(y int, mo time.Month, d, h, mi, s int) time.Time { return time.Date(y, mo, d, h, mi, s, 0, loc) }
-	tests := []struct {
-		in      string
-		want    time.Time
-		wantErr string
-	}{
-		{in: "now", want: now},
-		{in: "now+1hour", want: now.Add(time.Hour)},
-		{in: "now+30minutes", want: now.Add(30 * time.Minute)},
-		{in: "now+60", want: now.Add(time.Minute)},
-		{in: "now+2days", want: now.Add(48 * time.Hour)},
-		{in: "NOW+1WEEK", want: now.Add(7 * 24 * time.Hour)},
-		{in: "2025-04-01", want: at(2025, 4, 1, 0, 0, 0)},
-		{in: "2025-04-01T08:30", want: at(2025, 4, 1, 8, 30, 0)},
-		{in: "2025-04-01T08:30:15", want: at(2025, 4, 1, 8, 30, 15)},
-		{in: "16:00", want: at(2025, 3, 14, 16, 0, 0)},
-		{in: "16:00:30", want: at(2025, 3, 14, 16, 0, 30)},
-		{in: "09:00", want: at(2025, 3, 15, 9, 0, 0)}, // passed today: tomorrow
-		{in: "midnight", want: at(2025, 3, 15, 0, 0, 0)},
-		{in: "noon", want: at(2025, 3, 15, 12, 0, 0)},
-		{in: "teatime", want: at(2025, 3, 14, 16, 0, 0)},
-		{in: "tomorrow", want: at(2025, 3, 15, 0, 0, 0)},
-		{in: "now+1fortnight", wantErr: "bad begin time"},
-		{in: "now+", wantErr: "bad begin time"},
-		{in: "2025-13-01", wantErr: "bad begin time"},
-		{in: "25:00", wantErr: "bad begin time"},
-		{in: "soon", wantErr: "bad begin time"},
-		{in: "now+99999999999weeks", wantErr: "bad begin time"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.in, func(t *testing.T) {
-			t.Parallel()
-			got, err := ParseBegin(tc.in, now)
-			checkErr(t, err, tc.wantErr)
-			if tc.wantErr == "" && !got.Equal(tc.want) {
-				t.Errorf("ParseBegin(%q) = %v, want %v", tc.in, got, tc.want)
-			}
-		})
+	for in, want := range map[string]time.Time{
+		"09:00":     time.Date(2025, 3, 15, 9, 0, 0, 0, time.UTC), // testEnv.Now is 15:00
+		"16:00":     time.Date(2025, 3, 14, 16, 0, 0, 0, time.UTC),
+		"midnight":  time.Date(2025, 3, 15, 0, 0, 0, 0, time.UTC),
+		"now+1hour": testEnv.Now.Add(time.Hour),
+		"03/01":     time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		r, err := Build([]Option{cli("begin", in)}, testEnv)
+		if err != nil {
+			t.Errorf("--begin=%s: %v", in, err)
+			continue
+		}
+		if got := r.Spec.BeginTime.Time; !got.Equal(want) {
+			t.Errorf("--begin=%s = %v, want %v", in, got, want)
+		}
 	}
 }
 

@@ -510,10 +510,7 @@ func (c *Client) Reconfigure(ctx context.Context) (ReconfigureResponse, error) {
 
 // Register registers (or re-registers) a node's inventory.
 func (c *Client) Register(ctx context.Context, inv spec.Inventory) (RegisterResponse, error) {
-	var out RegisterResponse
-	// Registering again changes nothing: safe to resend at another member.
-	err := c.do(withCall(ctx, callOpts{resend: true}), http.MethodPost, "/nodes/register", nil, RegisterRequest{Inventory: inv}, &out)
-	return out, err
+	return c.RegisterNode(ctx, RegisterRequest{Inventory: inv})
 }
 
 // Join asks for a node certificate with the cluster's join token (see
@@ -538,13 +535,7 @@ func (c *Client) SendHeartbeat(ctx context.Context, node string, req HeartbeatRe
 // Assignments long-polls for the node's desired allocations newer than
 // generation after, waiting at most wait.
 func (c *Client) Assignments(ctx context.Context, node string, after uint64, wait time.Duration) (AssignmentsResponse, error) {
-	q := url.Values{
-		"after": {strconv.FormatUint(after, 10)},
-		"wait":  {strconv.Itoa(int(wait / time.Second))},
-	}
-	var out AssignmentsResponse
-	err := c.do(withCall(ctx, callOpts{patience: wait}), http.MethodGet, "/nodes/"+url.PathEscape(node)+"/assignments", q, nil, &out)
-	return out, err
+	return c.PollAssignments(ctx, node, AssignmentsRequest{After: after, Wait: wait})
 }
 
 // Events delivers allocation events from a node's outbox.

@@ -126,6 +126,27 @@ type JoinResponse struct {
 // and whenever its inventory changes.
 type RegisterRequest struct {
 	Inventory spec.Inventory `json:"inventory"`
+	// Revocations is the version of the revocation lists the node holds
+	// (Revocations.Version; an agent before them sends none).
+	Revocations string `json:"revocations,omitempty"`
+}
+
+// Revocations is the cluster's revocation state as the controller sends
+// it to a node with every answer it polls for (registration, heartbeat,
+// assignments): always the version, and the lists when the node said it
+// holds another version. A node that has not had its version confirmed
+// for longer than its bound (90 % of node_timeout) refuses its peers and
+// step tickets.
+type Revocations struct {
+	Version string           `json:"version"`
+	Lists   *RevocationLists `json:"lists,omitempty"`
+}
+
+// RevocationLists are the revoked credentials: certificate serials
+// (lowercase hex) and token IDs (jti).
+type RevocationLists struct {
+	Certs  []string `json:"certs"`
+	Tokens []string `json:"tokens"`
 }
 
 // RegisterResponse tells the agent how often to heartbeat.
@@ -136,12 +157,15 @@ type RegisterResponse struct {
 	// out of touch this long stops sealing checkpoints (self-fencing).
 	// 0 from a controller that does not say.
 	NodeTimeoutMS int64 `json:"node_timeout_ms,omitempty"`
+	// Revocations: see Revocations.
+	Revocations *Revocations `json:"revocations,omitempty"`
 }
 
 // HeartbeatResponse answers a heartbeat (NodeTimeoutMS as in
 // RegisterResponse, so a reloaded node_timeout reaches the agents).
 type HeartbeatResponse struct {
-	NodeTimeoutMS int64 `json:"node_timeout_ms,omitempty"`
+	NodeTimeoutMS int64        `json:"node_timeout_ms,omitempty"`
+	Revocations   *Revocations `json:"revocations,omitempty"`
 }
 
 // HeartbeatRequest is POST /v1/nodes/{name}/heartbeat. Running lists the
@@ -151,6 +175,8 @@ type HeartbeatRequest struct {
 	// GPUProblems lists the node's GPUs that are unhealthy now; the
 	// controller takes each out of service and moves its jobs away.
 	GPUProblems []spec.GPUProblem `json:"gpu_problems,omitempty"`
+	// Revocations is the version of the revocation lists the node holds.
+	Revocations string `json:"revocations,omitempty"`
 }
 
 // Assignment is the controller's desired state for one allocation on one
@@ -178,12 +204,15 @@ type Assignment struct {
 	StepTicket string `json:"step_ticket,omitempty"`
 }
 
-// AssignmentsResponse is GET /v1/nodes/{name}/assignments?after=GEN&wait=SECONDS:
-// a long poll that returns once the node's generation exceeds after, or when
-// wait elapses (with the unchanged set).
+// AssignmentsResponse is GET /v1/nodes/{name}/assignments?after=GEN&wait=SECONDS&revocations=VERSION:
+// a long poll that returns once the node's generation exceeds after, when
+// the revocation lists are not (or no longer) at VERSION, or when wait
+// elapses (with the unchanged set).
 type AssignmentsResponse struct {
 	Generation  uint64       `json:"generation"`
 	Assignments []Assignment `json:"assignments"`
+	// Revocations: see Revocations (with revocations=VERSION asked).
+	Revocations *Revocations `json:"revocations,omitempty"`
 }
 
 // Event kinds a node reports.

@@ -1,13 +1,17 @@
 package auth
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 )
 
 // Steps across hosts (api.StepHello). Node agents reach each other's
@@ -34,18 +38,131 @@ func LoadStepTicketKey(path string) ([]byte, error) {
 	return []byte(s), nil
 }
 
-// StepTicket is allocation allocID's step ticket: an HMAC of the ID under
-// the controller's key, so it needs no storage, differs for every
-// allocation (a requeued job's next attempt gets a new one) and cannot be
-// guessed from the ID.
+// Step tickets are signed by the controller (Ed25519, its key derived
+// from the step ticket key, so the members of an HA group, which share
+// state_dir/auth, sign alike) and verified by the nodes with the public
+// key that comes with their assignments: a node holds nothing that could
+// make a ticket. A ticket names its allocation, the credential it was
+// obtained with (a token's ID, or a local uid) and when it expires: the
+// node refuses it after StepTicketTTL, and at once when its holder's
+// credential is revoked (Revocations), also on the connections it
+// already opened.
+
+// StepTicketTTL is how long a step ticket admits steps after it is issued
+// (srun asks for a new one for every connection it opens); a node
+// tolerates DefaultSkew between its clock and the controller's.
+const StepTicketTTL = 5 * time.Minute
+
+// stepTicketPrefix starts every ticket (its format's version).
+const stepTicketPrefix = "st1."
+
+// maxStepTicket bounds a presented ticket before it is parsed.
+const maxStepTicket = 2048
+
+// StepTicketClaims is what a step ticket says.
+type StepTicketClaims struct {
+	// Alloc is the allocation the ticket admits steps in; Job its job.
+	Alloc string `json:"alloc"`
+	Job   uint64 `json:"job"`
+	// Holder is the credential the ticket was obtained with.
+	Holder Credential `json:"holder"`
+	// IssuedAt and Expires are Unix seconds.
+	IssuedAt int64 `json:"iat"`
+	Expires  int64 `json:"exp"`
+}
+
+// StepTicketSigner makes step tickets.
+type StepTicketSigner struct {
+	key ed25519.PrivateKey
+	now func() time.Time
+}
+
+// NewStepTicketSigner derives the signing key from the step ticket key
+// (LoadStepTicketKey). now is the clock (nil: time.Now).
+func NewStepTicketSigner(key []byte, now func() time.Time) (*StepTicketSigner, error) {
+	if len(key) < 32 {
+		return nil, fmt.Errorf("step ticket key is %d bytes; need at least 32", len(key))
+	}
+	if now == nil {
+		now = time.Now
+	}
+	seed := sha256.Sum256(append([]byte("gpud step ticket ed25519\x00"), key...))
+	return &StepTicketSigner{key: ed25519.NewKeyFromSeed(seed[:]), now: now}, nil
+}
+
+// PublicKey is the key nodes verify tickets with (base64url).
+func (s *StepTicketSigner) PublicKey() string {
+	return base64.RawURLEncoding.EncodeToString(s.key.Public().(ed25519.PublicKey))
+}
+
+// Issue makes a ticket for job's allocation alloc, held by holder, valid
+// for StepTicketTTL.
+func (s *StepTicketSigner) Issue(alloc string, job uint64, holder Credential) (string, error) {
+	now := s.now()
+	c := StepTicketClaims{Alloc: alloc, Job: job, Holder: holder, IssuedAt: now.Unix(), Expires: now.Add(StepTicketTTL).Unix()}
+	body, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("make step ticket: %w", err)
+	}
+	payload := base64.RawURLEncoding.EncodeToString(body)
+	sig := ed25519.Sign(s.key, []byte(stepTicketPrefix+payload))
+	return stepTicketPrefix + payload + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+}
+
+// VerifyStepTicket checks ticket against the controller's public key
+// (PublicKey's form): its signature, that it is for alloc, and that it
+// has not expired at now (with DefaultSkew). It returns its claims; the
+// caller checks the holder (Revocations.Check).
+func VerifyStepTicket(publicKey, ticket, alloc string, now time.Time) (StepTicketClaims, error) {
+	const how = "get a new one: srun asks the controller for one as the job's owner"
+	pk, err := base64.RawURLEncoding.DecodeString(publicKey)
+	if err != nil || len(pk) != ed25519.PublicKeySize {
+		return StepTicketClaims{}, errors.New("this node has no valid step ticket key from the controller (it comes with the assignments; the controller may be older than this agent)")
+	}
+	if len(ticket) > maxStepTicket {
+		return StepTicketClaims{}, fmt.Errorf("step ticket is %d bytes; at most %d", len(ticket), maxStepTicket)
+	}
+	rest, ok := strings.CutPrefix(ticket, stepTicketPrefix)
+	payload, sigB64, ok2 := strings.Cut(rest, ".")
+	sig, err := base64.RawURLEncoding.DecodeString(sigB64)
+	if !ok || !ok2 || err != nil || !ed25519.Verify(pk, []byte(stepTicketPrefix+payload), sig) {
+		return StepTicketClaims{}, fmt.Errorf("step ticket for allocation %s is not one the controller signed; %s", alloc, how)
+	}
+	body, err := base64.RawURLEncoding.DecodeString(payload)
+	var c StepTicketClaims
+	if err == nil {
+		err = json.Unmarshal(body, &c)
+	}
+	if err != nil {
+		return StepTicketClaims{}, fmt.Errorf("step ticket cannot be read: %v", err)
+	}
+	if c.Alloc != alloc {
+		return StepTicketClaims{}, fmt.Errorf("step ticket is for allocation %s, not %s", c.Alloc, alloc)
+	}
+	if exp := time.Unix(c.Expires, 0); now.After(exp.Add(DefaultSkew)) {
+		return StepTicketClaims{}, fmt.Errorf("step ticket for allocation %s expired %s ago (tickets last %s); %s", alloc, now.Sub(exp).Round(time.Second), StepTicketTTL, how)
+	}
+	if iat := time.Unix(c.IssuedAt, 0); iat.After(now.Add(DefaultSkew)) || c.Expires-c.IssuedAt > int64(StepTicketTTL/time.Second) {
+		return StepTicketClaims{}, fmt.Errorf("step ticket for allocation %s is issued in the future or lives over %s; check the clocks of the controller and node", alloc, StepTicketTTL)
+	}
+	return c, nil
+}
+
+// StepTicket is allocation allocID's step ticket of the first kind: an
+// HMAC of the ID under the controller's key, the same for every holder
+// and for the allocation's whole life.
+// Deprecated: replaced by StepTicketSigner (bound, short-lived tickets)
+// once the node agents verify those.
 func StepTicket(key []byte, allocID string) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("gpud step ticket\x00" + allocID))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// StepTicketOK compares a presented step ticket with the allocation's in
-// constant time; an allocation without a ticket admits none.
+// StepTicketOK compares a presented step ticket of the first kind with
+// the allocation's in constant time; an allocation without one admits
+// none.
+// Deprecated: see StepTicket.
 func StepTicketOK(presented, real string) bool { return JoinTokenOK(presented, real) }
 
 // CAPool parses a PEM CA certificate into a pool.

@@ -129,7 +129,9 @@ func StartController(ctx context.Context, o ControllerOptions) (*Controller, err
 	if err := secureStateFiles(cfg, o.Log); err != nil {
 		return nil, err
 	}
-	p := &controllerParts{o: o, cfg: cfg, mets: metrics.NewController()}
+	// One revocation state for every listener of this daemon (the API,
+	// the Raft port), filled from the configuration and every reload.
+	p := &controllerParts{o: o, cfg: cfg, mets: metrics.NewController(), rev: auth.NewRevocations(nil)}
 	p.current.Store(&cfg)
 	for _, step := range []func() error{
 		func() error { return p.openStores(ctx) },
@@ -156,6 +158,7 @@ type controllerParts struct {
 	// read from Stats once per scrape (gpud/metrics).
 	mets *metrics.Controller
 	hm   *haMember // nil without [ha]
+	rev  *auth.Revocations
 	ctrl *controller.Controller
 	srv  *server.Server
 	unix net.Listener
@@ -201,7 +204,7 @@ func (p *controllerParts) openStores(ctx context.Context) error {
 
 // startHA starts this controller's Raft member when [ha] is set.
 func (p *controllerParts) startHA() error {
-	hm, err := startHA(p.cfg, p.st, p.acct, p.mets, p.o.Log, func() config.Controller { return *p.current.Load() })
+	hm, err := startHA(p.cfg, p.st, p.acct, p.mets, p.rev, p.o.Log, func() config.Controller { return *p.current.Load() })
 	if err != nil {
 		return err
 	}
@@ -250,8 +253,7 @@ func (p *controllerParts) reload() (controller.Config, error) {
 // the API server and makes it the running one.
 func (p *controllerParts) applyServer(c config.Controller) {
 	p.srv.SetRoles(c.Auth.Operators, c.Auth.Admins)
-	p.srv.SetRevoked(c.Auth.RevokedTokens)
-	p.srv.SetRevokedNodeCerts(c.Auth.RevokedNodeCerts)
+	p.srv.SetRevocations(c.Auth.RevokedNodeCerts, c.Auth.RevokedTokens)
 	p.srv.SetSecretEnv(c.Auth.SecretEnv)
 	p.srv.SetLimits(apiLimits(c.API))
 	p.current.Store(&c)
@@ -306,16 +308,16 @@ func (p *controllerParts) newServer() error {
 		// admins and root: see server.WithOperatorMetrics.
 		server.WithMetrics(p.mets.PublicHandler(), p.mets.ObserveRequest),
 		server.WithOperatorMetrics(p.mets.Handler()),
-		server.WithRevokedNodeCerts(cfg.Auth.RevokedNodeCerts),
+		server.WithRevocations(p.rev),
 		server.WithSecretEnv(cfg.Auth.SecretEnv),
 		server.WithRoles(cfg.Auth.Operators, cfg.Auth.Admins),
-		server.WithRevoked(cfg.Auth.RevokedTokens),
 		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst),
 		server.WithRefusalRate(cfg.API.RefusalRate, cfg.API.RefusalBurst),
 		server.WithRefusalCounter(p.mets.Refused),
 		server.WithLimits(apiLimits(cfg.API))}
 	opts = append(append(append(opts, p.srvOpts...), p.hm.serverOptions()...), stepOpt)
 	p.srv = server.New(p.ctrl, opts...)
+	p.srv.SetRevocations(cfg.Auth.RevokedNodeCerts, cfg.Auth.RevokedTokens)
 	return nil
 }
 

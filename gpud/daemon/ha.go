@@ -3,6 +3,8 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -52,7 +54,7 @@ type haMember struct {
 //
 // The configuration is the group's: initial gives the one a leader
 // commits when the group has none yet (its own gpud.toml).
-func startHA(cfg config.Controller, st *store.Store, acct *accounting.DB, mets *metrics.Controller, log *slog.Logger, initial func() config.Controller) (*haMember, error) {
+func startHA(cfg config.Controller, st *store.Store, acct *accounting.DB, mets *metrics.Controller, rev *auth.Revocations, log *slog.Logger, initial func() config.Controller) (*haMember, error) {
 	h := cfg.HA
 	if !h.Enabled() {
 		return nil, nil
@@ -92,7 +94,7 @@ func startHA(cfg config.Controller, st *store.Store, acct *accounting.DB, mets *
 		HeartbeatTimeout: h.HeartbeatTimeout.Std(), ElectionTimeout: h.ElectionTimeout.Std(),
 		LeaderLeaseTimeout: h.LeaderLeaseTimeout.Std(), ApplyTimeout: h.ApplyTimeout.Std(),
 		SnapshotThreshold: h.SnapshotThreshold, TrailingLogs: h.TrailingLogs, SnapshotInterval: h.SnapshotInterval.Std(),
-		ServerTLS: serverTLS, ClientTLS: clientTLS, Log: log.With("component", "ha"), Observe: observe,
+		ServerTLS: serverTLS, ClientTLS: clientTLS, Revocations: rev, Log: log.With("component", "ha"), Observe: observe,
 		OnConfig: m.heardConfig,
 		InitialConfig: func() ([]byte, error) {
 			data, err := json.Marshal(initial())
@@ -107,7 +109,11 @@ func startHA(cfg config.Controller, st *store.Store, acct *accounting.DB, mets *
 	}
 	group.Store(g)
 	m.g = g
-	log.Info("HA member started; the controller follows until it is elected", "id", h.ID, "raft_listen", h.RaftListen, "peers", len(peers))
+	// The member certificate is made anew at every start; its serial is
+	// what [auth] revoked_node_certs takes to shut this member out of
+	// the group's Raft port.
+	log.Info("HA member started; the controller follows until it is elected", "id", h.ID, "raft_listen", h.RaftListen, "peers", len(peers),
+		"certificate_serial", memberSerial(serverTLS))
 	return m, nil
 }
 
@@ -243,4 +249,17 @@ func (m *haMember) close() {
 	if m != nil {
 		m.g.Close() //nolint:errcheck // stopping; raft logs its own failures
 	}
+}
+
+// memberSerial is the serial of the member certificate in cfg ("" when
+// it cannot be read).
+func memberSerial(cfg *tls.Config) string {
+	if len(cfg.Certificates) == 0 || len(cfg.Certificates[0].Certificate) == 0 {
+		return ""
+	}
+	c, err := x509.ParseCertificate(cfg.Certificates[0].Certificate[0])
+	if err != nil {
+		return ""
+	}
+	return auth.Serial(c)
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpud/store"
 )
@@ -63,7 +64,11 @@ type Config struct {
 	// ServerTLS and ClientTLS are the Raft traffic's mutual TLS
 	// (auth.CA.MemberTLS).
 	ServerTLS, ClientTLS *tls.Config
-	Log                  *slog.Logger
+	// Revocations is the daemon's revocation state (the API server's):
+	// a member certificate it revokes is refused, and its connections
+	// closed (nil: none revoked).
+	Revocations *auth.Revocations
+	Log         *slog.Logger
 	// Observe is told each commit's wait (nil: not measured).
 	Observe func(d time.Duration)
 	// OnConfig hears of each configuration the group commits (CommitConfig)
@@ -156,7 +161,7 @@ func Open(cfg Config, state *store.Store, acct Accounting) (*Group, error) {
 		logs.Close()
 		return nil, fmt.Errorf("open raft snapshots in %s: %w", cfg.Dir, err)
 	}
-	stream, err := newTLSStream(cfg.RaftListen, self.Raft, cfg.ServerTLS, cfg.ClientTLS)
+	stream, err := newTLSStream(cfg.RaftListen, self.Raft, cfg.ServerTLS, cfg.ClientTLS, cfg.Revocations, cfg.Log)
 	if err != nil {
 		logs.Close()
 		return nil, err
@@ -220,6 +225,9 @@ func Open(cfg Config, state *store.Store, acct Accounting) (*Group, error) {
 func (c *Config) defaults() {
 	if c.Log == nil {
 		c.Log = slog.Default()
+	}
+	if c.Revocations == nil {
+		c.Revocations = auth.NewRevocations(nil)
 	}
 	set := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {

@@ -2,15 +2,16 @@
 // stands for gpu01, gpu02, gpu03, gpu04, gpu07 and login1. gpusubmit
 // expands the lists users give (--nodelist, --exclude); gpuq and the
 // Slurm-compatible commands compress node lists for display. It is a leaf
-// (standard library only).
+// above gpud/spec (whose ParseDigits reads its ranges' numbers).
 package hostlist
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpud/gpud/gpud/spec"
 )
 
 // MaxHosts bounds one expansion: "n[0-999999999]" is a typo, not a
@@ -106,11 +107,11 @@ func expandItem(item string, budget int) ([]string, error) {
 	var out []string
 	for r := range strings.SplitSeq(body, ",") {
 		lo, hi, isRange := strings.Cut(r, "-")
-		a, err1 := number(lo)
+		a, err1 := spec.ParseDigits(lo)
 		b := a
 		var err2 error
 		if isRange {
-			b, err2 = number(hi)
+			b, err2 = spec.ParseDigits(hi)
 		}
 		if err1 != nil || err2 != nil || a > b {
 			return nil, fmt.Errorf("%q: range %q must be N or N-M with N <= M", item, r)
@@ -130,19 +131,6 @@ func expandItem(item string, budget int) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// number parses a non-empty run of at most 12 ASCII digits.
-func number(s string) (int64, error) {
-	if s == "" || len(s) > 12 {
-		return 0, errors.New("not a number")
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, errors.New("not a number")
-		}
-	}
-	return strconv.ParseInt(s, 10, 64)
 }
 
 // Compress writes names as a host list: gpu[01-03,07]. Names are grouped

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -53,24 +54,53 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithRevocations has the server consult r, the daemon's one revocation
+// state (the HA members' Raft port consults the same), for every token
+// and node certificate, send it to the nodes with their answers, and
+// close live connections whose credential it revokes. Without it the
+// server keeps its own (SetRevocations fills it).
+func WithRevocations(r *auth.Revocations) Option { return func(s *Server) { s.rev = r } }
+
+// Revocations is the server's revocation state.
+func (s *Server) Revocations() *auth.Revocations { return s.rev }
+
+// SetRevocations replaces the revoked node certificate serials (hex,
+// colons allowed) and token IDs (a configuration reload; entries that
+// cannot be read are left out: the configuration check refuses them);
+// safe while serving. Connections made with a credential it revokes are
+// closed, and the nodes get the lists with their next answers (a long
+// poll is answered at once).
+func (s *Server) SetRevocations(certs, tokens []string) {
+	var okCerts []string
+	for _, sn := range certs {
+		if _, ok := auth.ParseSerial(sn); ok {
+			okCerts = append(okCerts, sn)
+		}
+	}
+	var okTokens []string
+	for _, id := range tokens {
+		if id = strings.TrimSpace(id); id != "" && len(id) <= 64 {
+			okTokens = append(okTokens, id)
+		}
+	}
+	l, err := auth.NewRevocationList(okCerts, okTokens)
+	if err != nil {
+		s.log.Error("revocation lists not applied", "err", err)
+		return
+	}
+	old := s.rev.Version()
+	if n := s.rev.Set(l, s.now()); n > 0 || old != l.Version {
+		s.log.Info("revocation lists applied", "version", l.Version, "certificates", len(l.Certs), "tokens", len(l.Tokens), "connections_closed", n)
+	}
+}
+
 // WithRevoked refuses tokens whose IDs ("jti") are in ids; see
 // SetRevoked.
 func WithRevoked(ids []string) Option { return func(s *Server) { s.SetRevoked(ids) } }
 
-// SetRevoked replaces the revoked token IDs (a configuration reload);
-// safe while serving.
-func (s *Server) SetRevoked(ids []string) {
-	m := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		m[id] = true
-	}
-	s.revoked.Store(&m)
-}
-
-func (s *Server) isRevoked(jti string) bool {
-	m := s.revoked.Load()
-	return m != nil && jti != "" && (*m)[jti]
-}
+// SetRevoked replaces the revoked token IDs, keeping the revoked
+// certificates; see SetRevocations.
+func (s *Server) SetRevoked(ids []string) { s.SetRevocations(s.rev.List().Certs, ids) }
 
 // NodeSigner signs node certificates (implemented by *auth.CA).
 type NodeSigner interface {
@@ -256,9 +286,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		if r.TLS != nil {
 			if node, ok := auth.NodeOf(r.TLS.VerifiedChains); ok {
-				if leaf := auth.NodeCertOf(r.TLS.VerifiedChains); s.certRevoked(leaf) {
+				leaf := auth.NodeCertOf(r.TLS.VerifiedChains)
+				if err := s.trackConn(r, auth.CertCredential(leaf)); err != nil {
 					msg := fmt.Sprintf("node certificate %s of node %s was revoked ([auth] revoked_node_certs); an admin must rotate the join token and join the node again", auth.Serial(leaf), node)
-					s.log.Warn("revoked node certificate refused", "node", node, "serial", auth.Serial(leaf), "remote", r.RemoteAddr)
+					s.peerLog.Warn("revoked node certificate refused", "node", node, "serial", auth.Serial(leaf), "remote", r.RemoteAddr)
 					s.refuseUnidentified(w, r, RefusedRevokedCert, http.StatusUnauthorized, api.CodePermissionDenied, msg)
 					return
 				}
@@ -302,9 +333,36 @@ type tokenMemo struct {
 	raw    string
 	claims auth.Claims
 	until  time.Time
+	// conn is the connection, creds the credentials it is tracked under
+	// in the revocation state (trackConn).
+	conn  net.Conn
+	creds []auth.Credential
 }
 
 type tokenMemoKey struct{}
+
+// trackConn refuses cred when it is revoked and otherwise has the
+// revocation state close the request's connection when it is revoked
+// later (once per connection and credential; a request with no
+// connection memo, as in tests through Handler, is only checked).
+func (s *Server) trackConn(r *http.Request, cred auth.Credential) error {
+	m, _ := r.Context().Value(tokenMemoKey{}).(*tokenMemo)
+	if m == nil || m.conn == nil {
+		return s.rev.Check(cred)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if slices.Contains(m.creds, cred) {
+		// Tracked: a revocation since has closed the connection, but a
+		// request read just before may still arrive here.
+		return s.rev.Check(cred)
+	}
+	if err := s.rev.Track(m.conn, cred); err != nil {
+		return err
+	}
+	m.creds = append(m.creds, cred)
+	return nil
+}
 
 // verifyToken verifies raw, or takes its claims from the connection's
 // memo when the connection's last token was the same and has not expired.
@@ -347,7 +405,8 @@ func (s *Server) verify(r *http.Request) (identity, string, error) {
 		return identity{}, RefusedExpired, fmt.Errorf("your token has expired; %s", howToGetToken)
 	case err != nil:
 		return identity{}, RefusedBadToken, fmt.Errorf("token refused (%v); %s", err, howToGetToken)
-	case s.isRevoked(c.ID):
+	}
+	if err := s.trackConn(r, auth.TokenCredential(c.ID)); err != nil {
 		return identity{}, RefusedRevoked, fmt.Errorf("token %s was revoked ([auth] revoked_tokens); %s", c.ID, howToGetToken)
 	}
 	id := identity{caller: controller.Caller{UID: c.UID, GID: c.GID, User: c.User, Known: true}, role: c.Role, remote: true}

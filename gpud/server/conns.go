@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/guard"
 )
 
 // Limits are the API server's defences against connection exhaustion;
@@ -157,7 +158,7 @@ func (s *Server) limitListener(ln net.Listener) net.Listener {
 	switch ln.(type) {
 	case *net.UnixListener:
 		return &limitListener{Listener: ln, s: s, unix: true}
-	case *net.TCPListener:
+	case *net.TCPListener, *guard.Listener:
 		return &limitListener{Listener: ln, s: s}
 	}
 	// Anything else (a TLS listener a caller made): wrapping its
@@ -269,6 +270,9 @@ type limitedConn struct {
 	key  string
 }
 
+// NetConn is the connection under c (guard.Established finds its own).
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *limitedConn) Close() error {
 	c.release()
 	return c.Conn.Close()
@@ -302,9 +306,14 @@ func peerCred(uc *net.UnixConn) (*syscall.Ucred, error) {
 // has shown a node certificate: node agents behind one address are
 // authenticated, and capped by their number, not the per-address cap.
 func (s *Server) connState(c net.Conn, st http.ConnState) {
+	if st == http.StateClosed || st == http.StateHijacked {
+		s.rev.Untrack(c)
+		return
+	}
 	if st != http.StateActive {
 		return
 	}
+	guard.Established(c) // its first request came: no handshake deadline
 	tc, ok := c.(*tls.Conn)
 	if !ok {
 		return

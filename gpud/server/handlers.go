@@ -484,7 +484,8 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, api.RegisterResponse{HeartbeatIntervalSec: max(int(hb/time.Second), 1), NodeTimeoutMS: s.c.NodeTimeout().Milliseconds()})
+	s.writeJSON(w, api.RegisterResponse{HeartbeatIntervalSec: max(int(hb/time.Second), 1), NodeTimeoutMS: s.c.NodeTimeout().Milliseconds(),
+		Revocations: s.revocationsFor(req.Revocations, req.Revocations != "")})
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
@@ -523,7 +524,8 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.writeJSON(w, api.HeartbeatResponse{NodeTimeoutMS: s.c.NodeTimeout().Milliseconds()})
+	s.writeJSON(w, api.HeartbeatResponse{NodeTimeoutMS: s.c.NodeTimeout().Milliseconds(),
+		Revocations: s.revocationsFor(req.Revocations, req.Revocations != "")})
 }
 
 func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
@@ -543,12 +545,14 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.longPoll(w, wait)
-	gen, list, err := s.c.Assignments(r.Context(), as, r.PathValue("name"), after, wait)
+	have, asked := r.URL.Query().Get("revocations"), r.URL.Query().Has("revocations")
+	gen, list, err := s.pollAssignments(r, as, r.PathValue("name"), after, wait, have, asked)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	out := api.AssignmentsResponse{Generation: gen, Assignments: make([]api.Assignment, 0, len(list))}
+	out := api.AssignmentsResponse{Generation: gen, Assignments: make([]api.Assignment, 0, len(list)),
+		Revocations: s.revocationsFor(have, asked)}
 	for _, a := range list {
 		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
 			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, StepTicket: s.steps.ticket(a.Alloc.ID)})

@@ -14,12 +14,11 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 )
 
-// secState is what the server refuses or hides beyond roles: revoked
-// node certificates, the site's secret environment variables, and the
-// operators' view of /metrics.
+// secState is what the server refuses or hides beyond roles (revoked
+// credentials are the revocation state's, Server.rev): the site's secret
+// environment variables, and the operators' view of /metrics.
 type secState struct {
-	revokedCerts atomic.Pointer[map[string]bool]
-	secretEnv    atomic.Pointer[[]string]
+	secretEnv atomic.Pointer[[]string]
 	// fullMetrics serves /metrics with per-user series (user and account
 	// labels) to operators and root; everyone else gets s.metrics.
 	fullMetrics http.Handler
@@ -31,22 +30,10 @@ func WithRevokedNodeCerts(serials []string) Option {
 	return func(s *Server) { s.SetRevokedNodeCerts(serials) }
 }
 
-// SetRevokedNodeCerts replaces the revoked node certificate serials (hex,
-// colons allowed; a configuration reload); safe while serving. A node
-// whose certificate is revoked is refused on its next request.
+// SetRevokedNodeCerts replaces the revoked node certificate serials,
+// keeping the revoked tokens; see SetRevocations.
 func (s *Server) SetRevokedNodeCerts(serials []string) {
-	m := make(map[string]bool, len(serials))
-	for _, sn := range serials {
-		if c, ok := auth.ParseSerial(sn); ok {
-			m[c] = true
-		}
-	}
-	s.sec.revokedCerts.Store(&m)
-}
-
-func (s *Server) certRevoked(c *x509.Certificate) bool {
-	m := s.sec.revokedCerts.Load()
-	return c != nil && m != nil && (*m)[auth.Serial(c)]
+	s.SetRevocations(serials, s.rev.List().Tokens)
 }
 
 // WithSecretEnv masks the values of the site's secret variables (and of

@@ -222,7 +222,7 @@ func TestRevokedNodeCert(t *testing.T) {
 		colons = append(colons, hexSerial[i:min(i+2, len(hexSerial))])
 	}
 	s.srv.SetRevokedNodeCerts([]string{strings.Join(colons, ":")})
-	err := n1.Heartbeat(ctx, "n1", nil)
+	err := onNewConn(t, func() error { return n1.Heartbeat(ctx, "n1", nil) })
 	wantStatus(t, "revoked node heartbeats", err, 401, spec.ErrPermissionDenied, "revoked")
 	if err := n2.Heartbeat(ctx, "n2", nil); err != nil {
 		t.Errorf("n2 (not revoked): %v", err)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,7 +23,9 @@ import (
 
 	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/controller"
+	"github.com/gpud/gpud/gpud/guard"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -44,7 +47,6 @@ type Server struct {
 	usage    UsageRecorder
 	tokens   TokenVerifier
 	roles    atomic.Pointer[roleLists]
-	revoked  atomic.Pointer[map[string]bool]
 	join     *nodeJoin
 	submits  *rateLimiter
 	now      func() time.Time
@@ -67,6 +69,12 @@ type Server struct {
 	// group answers GET /v1/controllers (controllers.go); nil: a single
 	// controller.
 	group ControllerGroup
+
+	// rev is the daemon's one revocation state (auth.go, revoke.go;
+	// WithRevocations).
+	rev *auth.Revocations
+	// peerLog bounds the log lines a remote caller can trigger.
+	peerLog *guard.RateLog
 }
 
 // Accounting is the job history the server reads for GET
@@ -123,12 +131,14 @@ func WithMetrics(h http.Handler, observe func(route string, code int, d time.Dur
 
 // New returns a server for c.
 func New(c *controller.Controller, opts ...Option) *Server {
-	s := &Server{c: c, log: slog.Default(), mux: http.NewServeMux(), now: time.Now, refusing: make(chan struct{}, maxRefusing)}
+	s := &Server{c: c, log: slog.Default(), mux: http.NewServeMux(), now: time.Now, refusing: make(chan struct{}, maxRefusing),
+		rev: auth.NewRevocations(nil)}
 	s.SetLimits(Limits{})
 	s.ref.setRate(DefaultRefusalRate, DefaultRefusalBurst, time.Now)
 	for _, o := range opts {
 		o(s)
 	}
+	s.peerLog = guard.NewRateLog(s.log)
 	s.routes()
 	s.haRoutes()
 	s.handler = s.edge(s.authenticate(s.tally(s.instrument(s.leaderGate(s.mux)))))
@@ -164,8 +174,16 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener, cfg *tls.Config)
 	// listener by ALPN. HTTP/1.1 stays for older clients.
 	cfg.NextProtos = []string{"h2", "http/1.1"}
 	// Connections are capped below TLS: a refused one costs no handshake.
-	return s.serve(ctx, tls.NewListener(s.limitListener(ln), cfg))
+	// The guard gives each address a share of the connections still in
+	// their handshake (or before their first request), and closes those
+	// that take longer than apiHandshake.
+	gl := guard.NewListener(ln, "controller API", guard.Limits{Handshake: apiHandshake, Exempt: s.limits.Load().Exempt}, s.peerLog)
+	return s.serve(ctx, tls.NewListener(s.limitListener(gl), cfg))
 }
+
+// apiHandshake bounds a TCP connection's TLS handshake and first request
+// head (a client that connects and waits before asking is closed).
+const apiHandshake = 5 * time.Second
 
 // ListenUnix listens on a unix socket at path, removing a stale socket
 // file first, with mode 0666: every local user may connect, and each is
@@ -217,8 +235,10 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 		BaseContext:    func(net.Listener) context.Context { return baseCtx },
 		ConnContext:    s.connContext,
 		ConnState:      s.connState,
-		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		HTTP2:          &http.HTTP2Config{MaxConcurrentStreams: maxStreams},
+		// One line per failed TLS handshake, which anyone who can
+		// connect can make: rate-limited.
+		ErrorLog: log.New(s.peerLog.Writer(slog.LevelWarn, "API connection error"), "", 0),
+		HTTP2:    &http.HTTP2Config{MaxConcurrentStreams: maxStreams},
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -261,8 +281,10 @@ func (s *Server) connContext(ctx context.Context, conn net.Conn) context.Context
 	}
 	ctx = context.WithValue(ctx, connRefusalsKey{}, &connRefusals{})
 	if cred == nil {
-		// TCP: bearer tokens, remembered per connection (verifyToken).
-		return context.WithValue(ctx, tokenMemoKey{}, &tokenMemo{})
+		// TCP: bearer tokens, remembered per connection (verifyToken),
+		// and the connection, closed when its credential is revoked
+		// (trackConn).
+		return context.WithValue(ctx, tokenMemoKey{}, &tokenMemo{conn: conn})
 	}
 	who := controller.Caller{UID: cred.Uid, GID: cred.Gid, Known: true, User: s.userName(cred.Uid)}
 	return context.WithValue(ctx, callerKey{}, who)

@@ -2,10 +2,9 @@ package app
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/gpud/gpud/cli/slurmtime"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpuq/format"
 	"github.com/urfave/cli/v2"
@@ -32,7 +31,7 @@ func acctCommand() *cli.Command {
 			&cli.StringFlag{Name: "account", Aliases: []string{"A"}, Usage: "only jobs of these accounts (comma list)"},
 			&cli.StringFlag{Name: "partition", Aliases: []string{"r"}, Usage: "only jobs in these partitions (comma list)"},
 			&cli.StringFlag{Name: "state", Aliases: []string{"s"}, Usage: "only jobs in these states: short or long names (comma list)"},
-			&cli.StringFlag{Name: "starttime", Aliases: []string{"S"}, Usage: "window start: YYYY-MM-DD[THH:MM[:SS]], midnight, now or now-N[seconds|minutes|hours|days|weeks], local time (default: midnight today)"},
+			&cli.StringFlag{Name: "starttime", Aliases: []string{"S"}, Usage: "window start: " + slurmtime.Summary + "; a bare time of day is today's (default: midnight today)"},
 			&cli.StringFlag{Name: "endtime", Aliases: []string{"E"}, Usage: "window end, in the forms of --starttime (default: now)"},
 			&cli.StringFlag{Name: "format", Aliases: []string{"o"}, Usage: "columns (default \"" + format.DefaultAcctFormat + "\"), a comma list of " + format.AcctFieldNames()},
 			&cli.BoolFlag{Name: "parsable", Aliases: []string{"p"}, Usage: "separate fields with | and end each line with one, unpadded"},
@@ -131,57 +130,6 @@ func midnight(t time.Time) time.Time {
 	return time.Date(y, m, d, 0, 0, 0, 0, t.Location())
 }
 
-var acctUnits = []struct {
-	names []string
-	d     time.Duration
-}{
-	{[]string{"", "s", "sec", "secs", "second", "seconds"}, time.Second},
-	{[]string{"m", "min", "mins", "minute", "minutes"}, time.Minute},
-	{[]string{"h", "hour", "hours"}, time.Hour},
-	{[]string{"d", "day", "days"}, 24 * time.Hour},
-	{[]string{"w", "week", "weeks"}, 7 * 24 * time.Hour},
-}
-
-// ParseAcctTime reads a time as sacct does, in now's location:
-// YYYY-MM-DD[THH:MM[:SS]], midnight, today, now, and
-// now[+|-]N[seconds|minutes|hours|days|weeks] (seconds by default).
-func ParseAcctTime(s string, now time.Time) (time.Time, error) {
-	v := strings.ToLower(strings.TrimSpace(s))
-	switch v {
-	case "now":
-		return now, nil
-	case "midnight", "today":
-		return midnight(now), nil
-	}
-	if rest, ok := strings.CutPrefix(v, "now"); ok && len(rest) > 1 && (rest[0] == '-' || rest[0] == '+') {
-		i := 1
-		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
-			i++
-		}
-		n, err := strconv.Atoi(rest[1:i])
-		if err == nil {
-			for _, u := range acctUnits {
-				for _, name := range u.names {
-					if rest[i:] == name {
-						d := time.Duration(n) * u.d
-						if rest[0] == '-' {
-							d = -d
-						}
-						return now.Add(d), nil
-					}
-				}
-			}
-		}
-		return time.Time{}, fmt.Errorf("%q is not now-N or now+N with a unit of seconds, minutes, hours, days or weeks (e.g. now-1day)", s)
-	}
-	for _, layout := range []string{"2006-01-02", "2006-01-02T15:04", "2006-01-02T15:04:05"} {
-		if t, err := time.ParseInLocation(layout, strings.TrimSpace(s), now.Location()); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("%q is not a time; use YYYY-MM-DD[THH:MM[:SS]], midnight, now or now-N[seconds|minutes|hours|days|weeks] such as now-2hours", s)
-}
-
 // oneOutputStyle refuses more than one of --parsable, --csv and --json.
 func oneOutputStyle(c *cli.Context) error {
 	outputs := 0
@@ -196,17 +144,18 @@ func oneOutputStyle(c *cli.Context) error {
 	return nil
 }
 
-// window reads --starttime and --endtime (ParseAcctTime forms, relative to
-// t), falling back to defStart and defEnd; a zero end means open-ended.
+// window reads --starttime and --endtime (slurmtime's grammar, pointing
+// back from t as sacct's does), falling back to defStart and defEnd; a zero
+// end means open-ended.
 func window(c *cli.Context, t, defStart, defEnd time.Time) (start, end time.Time, err error) {
 	start, end = defStart, defEnd
 	if v := c.String("starttime"); v != "" {
-		if start, err = ParseAcctTime(v, t); err != nil {
+		if start, err = slurmtime.Parse(v, t, slurmtime.Past); err != nil {
 			return start, end, invalid("--starttime: %v", err)
 		}
 	}
 	if v := c.String("endtime"); v != "" {
-		if end, err = ParseAcctTime(v, t); err != nil {
+		if end, err = slurmtime.Parse(v, t, slurmtime.Past); err != nil {
 			return start, end, invalid("--endtime: %v", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gpud/gpud/cli/fakectl"
+	"github.com/gpud/gpud/cli/slurmtime"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -174,9 +175,9 @@ func TestAcctErrors(t *testing.T) {
 		wantErr  string
 	}{
 		{name: "bad start", args: []string{"acct", "-S", "yesterday"}, wantCode: 2,
-			wantErr: "gpuq: --starttime: \"yesterday\" is not a time; use YYYY-MM-DD[THH:MM[:SS]], midnight, now or now-N[seconds|minutes|hours|days|weeks] such as now-2hours\n"},
+			wantErr: "gpuq: --starttime: \"yesterday\" is not a time (\"yesterday\" is not a time word); use " + slurmtime.Forms + "\n"},
 		{name: "bad unit", args: []string{"acct", "-E", "now-3fortnights"}, wantCode: 2,
-			wantErr: "gpuq: --endtime: \"now-3fortnights\" is not now-N or now+N with a unit of seconds, minutes, hours, days or weeks (e.g. now-1day)\n"},
+			wantErr: "gpuq: --endtime: \"now-3fortnights\" is not a time (\"fortnights\" is not a unit of seconds, minutes, hours, days or weeks); use " + slurmtime.Forms + "\n"},
 		{name: "end before start", args: []string{"acct", "-E", "2025-03-13"}, wantCode: 2,
 			wantErr: "gpuq: --endtime 2025-03-13T00:00:00 is before the start of the window (2025-03-14T00:00:00); give a later --endtime or an earlier --starttime\n"},
 		{name: "bad state", args: []string{"acct", "-s", "done"}, wantCode: 2},
@@ -205,35 +206,5 @@ func TestAcctErrors(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestParseAcctTime(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in   string
-		want time.Time
-	}{
-		{"now", acctNow},
-		{"NOW-1day", acctNow.Add(-24 * time.Hour)},
-		{"now-2hours", acctNow.Add(-2 * time.Hour)},
-		{"now+30", acctNow.Add(30 * time.Second)},
-		{"now-1week", acctNow.Add(-7 * 24 * time.Hour)},
-		{"now-15minutes", acctNow.Add(-15 * time.Minute)},
-		{"midnight", time.Date(2025, 3, 14, 0, 0, 0, 0, time.UTC)},
-		{"2025-01-02", time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC)},
-		{"2025-01-02T03:04", time.Date(2025, 1, 2, 3, 4, 0, 0, time.UTC)},
-		{"2025-01-02T03:04:05", time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)},
-	}
-	for _, tc := range tests {
-		got, err := ParseAcctTime(tc.in, acctNow)
-		if err != nil || !got.Equal(tc.want) {
-			t.Errorf("ParseAcctTime(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
-		}
-	}
-	for _, bad := range []string{"", "now-", "now-x", "now-1year", "2025-13-01", "03/14", "2025-01-02 03:04"} {
-		if _, err := ParseAcctTime(bad, acctNow); err == nil {
-			t.Errorf("ParseAcctTime(%q) succeeded, want an error", bad)
-		}
 	}
 }

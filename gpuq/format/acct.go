@@ -36,9 +36,9 @@ var AcctFields = []AcctField{
 	{"exitcode", "ExitCode", "exit code and the signal that ended the job, code:signal (0:125 for OUT_OF_MEMORY, as Slurm)", func(j *api.AcctJob) string {
 		return StateExitCode(j.State, j.ExitCode, j.Signal)
 	}},
-	{"submit", "Submit", "submit time", func(j *api.AcctJob) string { return acctTime(j.SubmitTime) }},
-	{"start", "Start", "start time of the last attempt", func(j *api.AcctJob) string { return acctTime(j.StartTime) }},
-	{"end", "End", "end time", func(j *api.AcctJob) string { return acctTime(j.EndTime) }},
+	{"submit", "Submit", "submit time", func(j *api.AcctJob) string { return AcctTime(j.SubmitTime) }},
+	{"start", "Start", "start time of the last attempt", func(j *api.AcctJob) string { return AcctTime(j.StartTime) }},
+	{"end", "End", "end time", func(j *api.AcctJob) string { return AcctTime(j.EndTime) }},
 	{"elapsed", "Elapsed", "run time of the last attempt, [D-]HH:MM:SS", func(j *api.AcctJob) string { return AcctDuration(j.Elapsed) }},
 	{"timelimit", "Timelimit", "time limit, or UNLIMITED", func(j *api.AcctJob) string {
 		if j.TimeLimit == 0 {
@@ -84,7 +84,7 @@ var AcctFields = []AcctField{
 	{"checkpoint", "Checkpoint", "newest sealed checkpoint, seq@time, or None: the job's, or with -D the attempt's", func(j *api.AcctJob) string {
 		for i := len(j.AttemptHistory) - 1; i >= 0; i-- {
 			if a := &j.AttemptHistory[i]; a.CheckpointSeq > 0 {
-				return strconv.Itoa(a.CheckpointSeq) + "@" + acctTime(a.CheckpointTime)
+				return strconv.Itoa(a.CheckpointSeq) + "@" + AcctTime(a.CheckpointTime)
 			}
 		}
 		return "None"
@@ -297,18 +297,14 @@ func WriteAcctJSON(w io.Writer, jobs []api.AcctJob) error {
 	return WriteJSON(w, jobs)
 }
 
-// AcctDuration writes seconds like sacct: HH:MM:SS, or D-HH:MM:SS from a
-// day on.
+// AcctDuration writes seconds like sacct and scontrol: HH:MM:SS, or
+// D-HH:MM:SS from a day on; a negative count is 00:00:00.
 func AcctDuration(s int64) string {
-	s = max(s, 0)
-	days, h, m, sec := s/86400, s/3600%24, s/60%60, s%60
-	if days > 0 {
-		return fmt.Sprintf("%d-%02d:%02d:%02d", days, h, m, sec)
-	}
-	return fmt.Sprintf("%02d:%02d:%02d", h, m, sec)
+	return string(appendClock(nil, max(s, 0), true))
 }
 
-func acctTime(t spec.Time) string {
+// AcctTime writes an instant like sacct: local time, Unknown when unset.
+func AcctTime(t spec.Time) string {
 	if t.IsZero() {
 		return "Unknown"
 	}

@@ -321,9 +321,17 @@ func Used(j *spec.Job, now time.Time) time.Duration {
 	return max(end.Sub(j.StartTime.Time), 0)
 }
 
-// AppendElapsed writes d like squeue: M:SS, H:MM:SS or D-HH:MM:SS.
+// AppendElapsed writes d like squeue and sinfo: M:SS, H:MM:SS or
+// D-HH:MM:SS.
 func AppendElapsed(b []byte, d time.Duration) []byte {
-	s := int64(d / time.Second)
+	return appendClock(b, int64(d/time.Second), false)
+}
+
+// appendClock writes s seconds as Slurm's two duration forms do: D-HH:MM:SS
+// from a day on; below it HH:MM:SS with every field two digits wide when
+// padded (sacct, scontrol), else without leading zero fields (squeue's
+// M:SS and H:MM:SS).
+func appendClock(b []byte, s int64, padded bool) []byte {
 	days, h, m, sec := s/86400, s/3600%24, s/60%60, s%60
 	two := func(b []byte, n int64) []byte {
 		if n < 10 {
@@ -336,15 +344,16 @@ func AppendElapsed(b []byte, d time.Duration) []byte {
 		b = strconv.AppendInt(b, days, 10)
 		b = append(b, '-')
 		b = two(b, h)
-		b = append(b, ':')
+	case padded:
+		b = two(b, h)
 	case h > 0:
 		b = strconv.AppendInt(b, h, 10)
-		b = append(b, ':')
 	default:
 		b = strconv.AppendInt(b, m, 10)
 		b = append(b, ':')
 		return two(b, sec)
 	}
+	b = append(b, ':')
 	b = two(b, m)
 	b = append(b, ':')
 	return two(b, sec)

@@ -44,79 +44,29 @@ const (
 	exitError = 1
 )
 
-// parse reads sbatch-style options up to the command.
+// refused are sbatch options that make no sense for an allocation.
+var refused = map[string]string{"array": "an allocation is one job", "wrap": "give the command after the options",
+	"output": "the command's output is on this terminal", "error": "the command's output is on this terminal",
+	"wait": "salloc always waits", "parsable": "salloc prints Slurm's lines", "test-only": "use sbatch --test-only"}
+
+// parse reads sbatch's options up to the command, as sbatch reads them
+// (getopt_long: prefixes, bundles, attached values); every problem is
+// reported, each on its own line.
 func parse(args []string) ([]directive.Option, []string, error) {
-	var opts []directive.Option
-	find := func(name string, short bool) (directive.Def, bool) {
-		for _, d := range directive.Options {
-			if !short && d.Name == name || short && d.Short == name {
-				return d, true
-			}
-		}
-		return directive.Def{}, false
+	opts, cmd, err := directive.ParseCommandLine(args)
+	var problems []string
+	if err != nil {
+		problems = strings.Split(err.Error(), "\n")
 	}
-	refused := map[string]string{"array": "an allocation is one job", "wrap": "give the command after the options",
-		"output": "the command's output is on this terminal", "error": "the command's output is on this terminal",
-		"wait": "salloc always waits", "parsable": "salloc prints Slurm's lines", "test-only": "use sbatch --test-only"}
-	add := func(d directive.Def, v string) error {
-		if why, ok := refused[d.Name]; ok {
-			return fmt.Errorf("salloc: --%s is not an salloc option: %s", d.Name, why)
-		}
-		opts = append(opts, directive.Option{Name: d.Name, Value: v, Source: directive.CommandLine})
-		return nil
-	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			return opts, args[i+1:], nil
-		case strings.HasPrefix(a, "--"):
-			name, v, hasV := strings.Cut(a[2:], "=")
-			d, ok := find(name, false)
-			if !ok {
-				return nil, nil, fmt.Errorf("salloc: unknown option --%s; see salloc --help", name)
-			}
-			if d.Bool {
-				if hasV {
-					return nil, nil, fmt.Errorf("salloc: --%s takes no value", name)
-				}
-				v = "true"
-			} else if !hasV {
-				if i+1 == len(args) {
-					return nil, nil, fmt.Errorf("salloc: --%s needs a value", name)
-				}
-				i++
-				v = args[i]
-			}
-			if err := add(d, v); err != nil {
-				return nil, nil, err
-			}
-		case len(a) > 1 && a[0] == '-':
-			d, ok := find(a[1:2], true)
-			if !ok {
-				return nil, nil, fmt.Errorf("salloc: unknown option -%s; see salloc --help", a[1:2])
-			}
-			v := a[2:]
-			if d.Bool {
-				if v != "" {
-					return nil, nil, fmt.Errorf("salloc: -%s takes no value", a[1:2])
-				}
-				v = "true"
-			} else if v == "" {
-				if i+1 == len(args) {
-					return nil, nil, fmt.Errorf("salloc: -%s needs a value", a[1:2])
-				}
-				i++
-				v = args[i]
-			}
-			if err := add(d, v); err != nil {
-				return nil, nil, err
-			}
-		default:
-			return opts, args[i:], nil
+	for _, o := range opts {
+		if why, ok := refused[o.Name]; ok {
+			problems = append(problems, fmt.Sprintf("--%s is not an salloc option: %s", o.Name, why))
 		}
 	}
-	return opts, nil, nil
+	if len(problems) > 0 {
+		return nil, nil, fmt.Errorf("salloc: %s", strings.Join(problems, "\nsalloc: "))
+	}
+	return opts, cmd, nil
 }
 
 // Main runs salloc with args (args[0] is the program name) and returns

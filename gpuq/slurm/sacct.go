@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/cli/getopt"
+	"github.com/gpud/gpud/cli/slurmtime"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
@@ -49,25 +50,6 @@ type sacctField struct {
 	value func(j *api.AcctJob) string
 }
 
-func sacctTime(t spec.Time) string {
-	if t.IsZero() {
-		return "Unknown"
-	}
-	return t.Local().Format(format.TimeLayout)
-}
-
-func elapsed(secs int64) string {
-	s := secs
-	if s < 0 {
-		s = 0
-	}
-	d, h, m, sec := s/86400, s/3600%24, s/60%60, s%60
-	if d > 0 {
-		return fmt.Sprintf("%d-%02d:%02d:%02d", d, h, m, sec)
-	}
-	return fmt.Sprintf("%02d:%02d:%02d", h, m, sec)
-}
-
 func tres(j *api.AcctJob) string {
 	s := fmt.Sprintf("billing=%d,cpu=%d", j.CPUs, j.CPUs)
 	if j.GPUCount > 0 {
@@ -93,7 +75,7 @@ var sacctFields = []sacctField{
 	{"JobName", 10, func(j *api.AcctJob) string { return j.Name }},
 	{"State", 10, func(j *api.AcctJob) string { return string(j.State) }},
 	{"ExitCode", 8, func(j *api.AcctJob) string { return format.StateExitCode(j.State, j.ExitCode, j.Signal) }},
-	{"Elapsed", 10, func(j *api.AcctJob) string { return elapsed(j.Elapsed) }},
+	{"Elapsed", 10, func(j *api.AcctJob) string { return format.AcctDuration(j.Elapsed) }},
 	{"ElapsedRaw", 10, func(j *api.AcctJob) string { return strconv.FormatInt(j.Elapsed, 10) }},
 	{"NodeList", 15, func(j *api.AcctJob) string {
 		if len(j.Nodes) == 0 {
@@ -113,10 +95,10 @@ var sacctFields = []sacctField{
 	{"UID", 6, func(j *api.AcctJob) string { return strconv.FormatUint(uint64(j.UID), 10) }},
 	{"Partition", 10, func(j *api.AcctJob) string { return j.Partition }},
 	{"QOS", 10, func(j *api.AcctJob) string { return j.QOS }},
-	{"Submit", 19, func(j *api.AcctJob) string { return sacctTime(j.SubmitTime) }},
-	{"Eligible", 19, func(j *api.AcctJob) string { return sacctTime(j.EligibleTime) }},
-	{"Start", 19, func(j *api.AcctJob) string { return sacctTime(j.StartTime) }},
-	{"End", 19, func(j *api.AcctJob) string { return sacctTime(j.EndTime) }},
+	{"Submit", 19, func(j *api.AcctJob) string { return format.AcctTime(j.SubmitTime) }},
+	{"Eligible", 19, func(j *api.AcctJob) string { return format.AcctTime(j.EligibleTime) }},
+	{"Start", 19, func(j *api.AcctJob) string { return format.AcctTime(j.StartTime) }},
+	{"End", 19, func(j *api.AcctJob) string { return format.AcctTime(j.EndTime) }},
 	{"AllocCPUS", 10, func(j *api.AcctJob) string { return strconv.Itoa(j.CPUs) }},
 	{"ReqCPUS", 8, func(j *api.AcctJob) string { return strconv.Itoa(j.CPUs) }},
 	{"NNodes", 8, func(j *api.AcctJob) string { return strconv.Itoa(max(len(j.Nodes), 1)) }},
@@ -211,53 +193,14 @@ func parseSacctFormat(s string) ([]sacctCol, error) {
 	return cols, nil
 }
 
-// parseSacctTime reads -S/-E: now, now[+|-]N[seconds|minutes|hours|days|
-// weeks] (Snakemake asks for now-2days), YYYY-MM-DD[THH:MM[:SS]],
-// MM/DD/YY, HH:MM[:SS].
-func parseSacctTime(s string, now time.Time) (time.Time, error) {
-	ls := strings.ToLower(s)
-	if ls == "now" {
-		return now, nil
+// pastTime reads a window's edge (sacct -S/-E, sreport start=/end=):
+// slurmtime's grammar, pointing back from c.Now as Slurm's does.
+func (c *Cmd) pastTime(what, v string) (time.Time, error) {
+	t, err := slurmtime.Parse(v, c.Now, slurmtime.Past)
+	if err != nil {
+		return t, invalid("%s: %v", what, err)
 	}
-	if rel, ok := strings.CutPrefix(ls, "now"); ok && rel != "" && (rel[0] == '-' || rel[0] == '+') {
-		sign := time.Duration(1)
-		if rel[0] == '-' {
-			sign = -1
-		}
-		rel = rel[1:]
-		i := 0
-		for i < len(rel) && rel[i] >= '0' && rel[i] <= '9' {
-			i++
-		}
-		n, err := strconv.Atoi(rel[:i])
-		if err == nil && i <= 9 {
-			unit := time.Duration(0)
-			switch rel[i:] {
-			case "", "s", "sec", "secs", "second", "seconds":
-				unit = time.Second
-			case "m", "min", "mins", "minute", "minutes":
-				unit = time.Minute
-			case "h", "hour", "hours":
-				unit = time.Hour
-			case "d", "day", "days":
-				unit = 24 * time.Hour
-			case "w", "week", "weeks":
-				unit = 7 * 24 * time.Hour
-			}
-			if unit != 0 {
-				return now.Add(sign * time.Duration(n) * unit), nil
-			}
-		}
-	}
-	for _, l := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02", "01/02/06", "15:04:05", "15:04"} {
-		if t, err := time.ParseInLocation(l, s, now.Location()); err == nil {
-			if strings.HasPrefix(l, "15") {
-				t = time.Date(now.Year(), now.Month(), now.Day(), t.Hour(), t.Minute(), t.Second(), 0, now.Location())
-			}
-			return t, nil
-		}
-	}
-	return time.Time{}, invalid("bad time %q; use now, now-Ndays (seconds, minutes, hours, days, weeks), YYYY-MM-DD[THH:MM[:SS]], MM/DD/YY or HH:MM[:SS]", s)
+	return t, nil
 }
 
 func (c *Cmd) sacct(ctx context.Context) error {
@@ -288,7 +231,7 @@ func (c *Cmd) sacct(ctx context.Context) error {
 	f.Accounts = splitList(getopt.All(ps, "accounts")...)
 	f.Partitions = splitList(getopt.All(ps, "partition")...)
 	if v, ok := getopt.Last(ps, "starttime"); ok {
-		if f.Start, err = parseSacctTime(v, c.Now); err != nil {
+		if f.Start, err = c.pastTime("-S/--starttime", v); err != nil {
 			return err
 		}
 	} else if len(sels) == 0 {
@@ -297,7 +240,7 @@ func (c *Cmd) sacct(ctx context.Context) error {
 		f.Start = time.Date(y, m, d, 0, 0, 0, 0, c.Now.Location())
 	}
 	if v, ok := getopt.Last(ps, "endtime"); ok {
-		if f.End, err = parseSacctTime(v, c.Now); err != nil {
+		if f.End, err = c.pastTime("-E/--endtime", v); err != nil {
 			return err
 		}
 	}

@@ -390,22 +390,22 @@ func TestSacctmgrSprioSshare(t *testing.T) {
 	}
 }
 
-// TestSacctTimes: -S/-E forms, including Snakemake's now-2days.
+// TestSacctTimes: -S/-E read slurmtime's grammar back from now (a bare
+// time of day is today's, as in sacct), and a bad one names its flag.
 func TestSacctTimes(t *testing.T) {
-	for in, want := range map[string]time.Time{
-		"now": now, "now-2days": now.Add(-48 * time.Hour), "NOW+1hour": now.Add(time.Hour), "now-30minutes": now.Add(-30 * time.Minute),
-		"2025-03-01": time.Date(2025, 3, 1, 0, 0, 0, 0, time.Local), "2025-03-01T10:20": time.Date(2025, 3, 1, 10, 20, 0, 0, time.Local),
-		"08:00": time.Date(2025, 3, 14, 8, 0, 0, 0, time.Local),
-	} {
-		got, err := parseSacctTime(in, now)
-		if err != nil || !got.Equal(want) {
-			t.Errorf("parseSacctTime(%q) = %v, %v; want %v", in, got, err, want)
+	ctl := fixture(t)
+	for _, args := range [][]string{{"-S", "now-2days"}, {"-S", "08:00", "-E", "now"}, {"-S", "03/01-10:20", "-E", "tomorrow"}, {"--starttime", "2025-03-01T10:20"}} {
+		if _, errs, code := run(t, ctl, "sacct", append([]string{"-X", "-n"}, args...)...); code != 0 {
+			t.Errorf("sacct %v: exit %d, %s", args, code, errs)
 		}
 	}
-	for _, in := range []string{"now-2fortnights", "yesterday-ish", "now-"} {
-		if _, err := parseSacctTime(in, now); err == nil {
-			t.Errorf("parseSacctTime(%q) accepted", in)
-		}
+	_, errs, code := run(t, ctl, "sacct", "-S", "now-2fortnights")
+	if code != 2 || !strings.Contains(errs, `-S/--starttime: "now-2fortnights" is not a time`) {
+		t.Errorf("sacct -S now-2fortnights: exit %d, %q; want a usage error naming -S", code, errs)
+	}
+	_, errs, code = run(t, ctl, "sreport", "cluster", "UserUtilizationByAccount", "start=yesterday-ish")
+	if code != 2 || !strings.Contains(errs, `start=: "yesterday-ish" is not a time`) {
+		t.Errorf("sreport start=yesterday-ish: exit %d, %q; want a usage error naming start=", code, errs)
 	}
 }
 

@@ -71,11 +71,11 @@ func (c *Cmd) sreport(ctx context.Context) error {
 		}
 		switch strings.ToLower(k) {
 		case "start":
-			if start, err = parseSacctTime(v, c.Now); err != nil {
+			if start, err = c.pastTime("start=", v); err != nil {
 				return err
 			}
 		case "end":
-			if end, err = parseSacctTime(v, c.Now); err != nil {
+			if end, err = c.pastTime("end=", v); err != nil {
 				return err
 			}
 		case "topcount":

@@ -72,22 +72,13 @@ func withAllocOptions(set *getopt.Set) *getopt.Set {
 	return set
 }
 
-// allocDef is the sbatch option name (with value) is, if any.
-func allocDef(name string) (directive.Def, bool) {
-	for _, d := range directive.Options {
-		if !d.Bool && (d.Name == name || d.Short != "" && d.Short == name) {
-			return d, true
-		}
-	}
-	return directive.Def{}, false
-}
-
-// noteAlloc records an option for an allocation srun may make; it
-// reports whether the option shapes only the allocation (so the step
-// parser need not know it).
+// noteAlloc records an option for an allocation srun may make: one of
+// sbatch's that takes a value (directive.Lookup, as salloc and sbatch find
+// them). It reports whether the option shapes only the allocation (so the
+// step parser need not know it).
 func (o *options) noteAlloc(name, v string) bool {
-	d, ok := allocDef(name)
-	if !ok {
+	d, ok := directive.Lookup(name)
+	if !ok || d.Bool {
 		return false
 	}
 	o.alloc = append(o.alloc, directive.Option{Name: d.Name, Value: v, Source: directive.CommandLine})

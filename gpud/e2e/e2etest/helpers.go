@@ -1,0 +1,163 @@
+package e2etest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// WaitJob polls job id through the API until cond holds.
+func WaitJob(t *testing.T, cl *api.Client, id spec.JobID, timeout time.Duration, what string, cond func(spec.Job) bool) spec.Job {
+	t.Helper()
+	var j spec.Job
+	WaitFor(t, timeout, what, func() bool {
+		var err error
+		j, err = cl.Job(context.Background(), id)
+		return err == nil && cond(j)
+	})
+	return j
+}
+
+func WaitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// KillStrayShims ends shims left by a containerd of this cluster that was
+// killed while creating a task: they hold no process, and the restarted
+// containerd (which cleans up after them) no longer talks to them.
+func KillStrayShims(t testing.TB, stateDir string) {
+	t.Helper()
+	for _, sh := range ShimProcs(stateDir) {
+		t.Logf("ending stray shim %d: %s", sh.Pid, sh.Cmdline)
+		_ = syscall.Kill(sh.Pid, syscall.SIGKILL)
+	}
+}
+
+// ShimProc is a containerd-shim process: its pid and its command line
+// with the arguments joined by spaces.
+type ShimProc struct {
+	Pid     int
+	Cmdline string
+}
+
+// ShimProcs finds the containerd-shim processes of the private containerd
+// under stateDir (their command line names its socket) in /proc. Both the
+// check that a stop leaves none (shimsOf) and the clean-up of stray ones
+// (killStrayShims) look for them alike through it.
+func ShimProcs(stateDir string) []ShimProc {
+	var out []ShimProc
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(filepath.Join(p, "cmdline"))
+		if err != nil || !strings.HasPrefix(filepath.Base(strings.Split(string(cmdline), "\x00")[0]), "containerd-shim") ||
+			!strings.Contains(string(cmdline), stateDir) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(p)); err == nil {
+			out = append(out, ShimProc{pid, strings.ReplaceAll(string(cmdline), "\x00", " ")})
+		}
+	}
+	return out
+}
+
+// VMRSS reads a process's resident set size in bytes.
+func VMRSS(tb testing.TB, pid int) int64 {
+	tb.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	tb.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}
+
+func Hostname(t *testing.T) string {
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// iptables runs iptables with args.
+func iptables(t testing.TB, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
+		t.Fatalf("iptables %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// Cut drops every packet between a and b (both directions) and returns
+// the function that heals it.
+func Cut(t testing.TB, a, b string) func() {
+	t.Helper()
+	rules := [][]string{
+		{"INPUT", "-s", a, "-d", b, "-j", "DROP", "-m", "comment", "--comment", "gpud-ha-e2e"},
+		{"INPUT", "-s", b, "-d", a, "-j", "DROP", "-m", "comment", "--comment", "gpud-ha-e2e"},
+	}
+	for _, r := range rules {
+		iptables(t, append([]string{"-I"}, r...)...)
+	}
+	healed := false
+	heal := func() {
+		if healed {
+			return
+		}
+		healed = true
+		for _, r := range rules {
+			iptables(t, append([]string{"-D"}, r...)...)
+		}
+	}
+	t.Cleanup(heal)
+	return heal
+}
+
+// CounterScript counts five times a second, checkpoints its counter on
+// SIGUSR1 (files first, then .done) and resumes from GPUD_RESTART_DIR.
+const CounterScript = `#!/bin/bash
+#GPU --checkpoint=2s
+n=0
+if [ -n "$GPUD_RESTART_DIR" ] && [ -f "$GPUD_RESTART_DIR/counter" ]; then
+	n=$(cat "$GPUD_RESTART_DIR/counter")
+	echo "resumed from $n"
+else
+	echo "fresh start"
+fi
+checkpoint() {
+	echo "$n" > "$GPUD_CHECKPOINT_DIR/counter"
+	touch "$GPUD_CHECKPOINT_DIR/.done"
+	echo "checkpoint $n"
+}
+trap checkpoint USR1
+trap 'echo "stopped at $n"; exit 143' TERM
+while [ "$n" -lt 1000000 ]; do
+	n=$((n+1))
+	sleep 0.2
+done
+`
