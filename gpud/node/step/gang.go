@@ -23,13 +23,16 @@ import (
 // by the controller sooner (node_timeout), which requeues the job.
 const GangWait = 2 * time.Minute
 
+// gangWait is GangWait, shortened by tests.
+var gangWait = GangWait
+
 // WaitGang waits until every node of the allocation (nodes) other than
 // this one holds its part of allocID, ctx ends or stop is closed. After
 // GangWait it returns an error naming each node that does not and why.
 // A peer it cannot ask (no step listener: node tokens) or that cannot
 // tell (an older agent) counts as holding its part.
 func (n *Node) WaitGang(ctx context.Context, allocID string, nodes []spec.NodeAlloc, stop <-chan struct{}) error {
-	deadline := time.Now().Add(GangWait)
+	deadline := time.Now().Add(gangWait)
 	pause := 50 * time.Millisecond
 	waiting := map[string]error{}
 	for _, nd := range nodes {
@@ -58,7 +61,7 @@ func (n *Node) WaitGang(ctx context.Context, allocID string, nodes []spec.NodeAl
 		if time.Now().After(deadline) {
 			var errs []error
 			for node, err := range waiting {
-				errs = append(errs, fmt.Errorf("node %s did not start its part within %v: %w", node, GangWait, err))
+				errs = append(errs, fmt.Errorf("node %s did not start its part within %v: %w", node, gangWait, err))
 			}
 			return errors.Join(errs...)
 		}
@@ -69,7 +72,7 @@ func (n *Node) WaitGang(ctx context.Context, allocID string, nodes []spec.NodeAl
 				names = append(names, node)
 			}
 			n.cfg.Log.Info("the batch script waits for every node of the allocation to start its part", "alloc_id", allocID,
-				"waiting_for", strings.Join(names, ","), "max", GangWait)
+				"waiting_for", strings.Join(names, ","), "max", gangWait)
 		}
 		select {
 		case <-ctx.Done():
