@@ -32,6 +32,9 @@ type kept struct {
 	// stdinC feeds task 0's input (nil: it has none), written by one
 	// goroutine so that a task not reading blocks no connection.
 	stdinC chan []byte
+	// done is closed when the part is forgotten or given up.
+	done     chan struct{}
+	doneOnce sync.Once
 
 	mu       sync.Mutex
 	out      *stream // the connection that follows it; nil while none
@@ -47,16 +50,22 @@ type kept struct {
 // not nil) for the agent that serves step; attached says a connection
 // follows it at once (else the grace runs from now).
 func newKept(al *Alloc, step int, p *part, r *relay, stdin *io.PipeWriter, attached bool) *kept {
-	k := &kept{al: al, step: step, ntasks: cap(p.exits), part: p, relay: r}
+	k := &kept{al: al, step: step, ntasks: cap(p.exits), part: p, relay: r, done: make(chan struct{})}
 	if stdin != nil {
 		k.stdinC = make(chan []byte, 64)
 		go func() {
 			defer stdin.Close()
-			for b := range k.stdinC {
-				if b == nil {
-					return // the end of the input
+			for {
+				select {
+				case <-k.done:
+					return
+				case b := <-k.stdinC:
+					if b == nil {
+						stdin.Close() // the end of the input
+						continue
+					}
+					_, _ = stdin.Write(b) // task 0 gone: its input is dropped
 				}
-				_, _ = stdin.Write(b) // task 0 gone: its input is dropped
 			}
 		}()
 	}
@@ -142,9 +151,9 @@ func (k *kept) follow(dec *json.Decoder, out *stream) {
 			if len(m.Data) > 0 {
 				b = m.Data
 			}
-			k.stdinC <- b
-			if b == nil {
-				k.stdinC = nil
+			select {
+			case k.stdinC <- b:
+			case <-k.done:
 			}
 		case m.Kind == api.StepAck:
 			k.relay.ack(m.Bytes)
@@ -196,6 +205,7 @@ func (k *kept) giveUp() {
 	ended := k.ended
 	k.mu.Unlock()
 	k.al.logger().Warn("no agent followed a step's part again; its tasks here are killed", "step", k.step, "grace", stepReattachGrace)
+	k.doneOnce.Do(func() { close(k.done) })
 	k.relay.close()
 	k.part.signal(syscall.SIGKILL)
 	if ended {
@@ -205,6 +215,7 @@ func (k *kept) giveUp() {
 
 // forget drops the part's record once it ended and was released.
 func (k *kept) forget() {
+	k.doneOnce.Do(func() { close(k.done) })
 	k.part.done()
 	al := k.al
 	al.resumed.mu.Lock()

@@ -412,6 +412,10 @@ func (rp *remotePart) read(ctx context.Context) {
 			rp.c = nil
 			rp.mu.Unlock()
 			if err := rp.reconnect(ctx, time.Now().Add(stepReattachGrace)); err != nil {
+				rp.mu.Lock()
+				rp.gone = true // nothing more goes to the part
+				rp.cond.Broadcast()
+				rp.mu.Unlock()
 				log.Warn("could not follow a node's part of a step again", "err", err)
 				lose(fmt.Sprintf("lost the connection to node %s's agent before the task's exit and could not follow its part again within %v: %v", p.node, stepReattachGrace, err))
 				return
