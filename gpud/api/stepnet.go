@@ -93,6 +93,9 @@ type StepPart struct {
 	// reattach grace (2 minutes) passes; then its tasks are killed. An
 	// older peer ignores it and kills a dropped part's tasks.
 	Resumable bool `json:"resumable,omitempty"`
+	// Received, with StepFlagAttach, is the part's output the caller (or
+	// its srun) has: the part sends only what follows.
+	Received []StepCount `json:"received,omitempty"`
 	// Flags name what a new kind of step needs of each node (a TTY, say)
 	// without a new call; an agent refuses a part with a flag it does not
 	// know (StepPartFlags), so an older peer never runs it half-way.

@@ -99,12 +99,12 @@ func (k *kept) collect() {
 	}
 }
 
-// follow serves one connection of the serving agent: the output it has
-// not acknowledged, every exit so far and what follows, and its signals,
+// follow serves one connection of the serving agent: the output it does
+// not have (have, and what it acknowledged), every exit so far and what follows, and its signals,
 // sizes, input and acknowledgements, until it acknowledges the part's end
 // (the part is forgotten) or the connection drops (the part waits for the
 // next one).
-func (k *kept) follow(dec *json.Decoder, out *stream) {
+func (k *kept) follow(dec *json.Decoder, out *stream, have []api.StepCount) {
 	k.mu.Lock()
 	if k.released {
 		k.mu.Unlock()
@@ -121,7 +121,7 @@ func (k *kept) follow(dec *json.Decoder, out *stream) {
 		k.relay.detach() // an older connection the agent gave up on
 	}
 	out.send(api.StepMsg{Kind: api.StepStarted, Step: k.step, NTasks: k.ntasks})
-	k.relay.attach(out, true)
+	k.relay.attach(out, true, have)
 	for _, ex := range k.exits {
 		out.send(ex)
 	}
@@ -156,7 +156,7 @@ func (k *kept) follow(dec *json.Decoder, out *stream) {
 			case <-k.done:
 			}
 		case m.Kind == api.StepAck:
-			k.relay.ack(m.Bytes)
+			k.relay.ack(m.Counts)
 		case m.Kind == api.StepDone:
 			k.release()
 			return
@@ -252,7 +252,7 @@ func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *js
 				n.cfg.Node, al.jobID, p.Step, stepReattachGrace)})
 			return
 		}
-		k.follow(dec, out)
+		k.follow(dec, out, p.Received)
 		return
 	}
 	st := tasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUIdx: p.GPUIdx,
@@ -269,7 +269,7 @@ func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *js
 	var sink sink = out
 	var r *relay
 	if st.Kept {
-		r = newRelay()
+		r = newRelay(true)
 		sink = r
 	}
 	// The tasks' own context: a kept part outlives this connection.
@@ -284,7 +284,7 @@ func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *js
 	if st.Kept {
 		k := newKept(al, p.Step, running, r, stdinW, true)
 		al.keep(k)
-		k.follow(dec, out)
+		k.follow(dec, out, nil)
 		return
 	}
 	out.send(api.StepMsg{Kind: api.StepStarted, Step: p.Step, NTasks: len(p.Tasks)})

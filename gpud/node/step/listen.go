@@ -172,7 +172,7 @@ func (n *Node) serveConn(ctx context.Context, c *tls.Conn, greeted func()) {
 		if h.Step.Attach {
 			// srun outside the job following its step again after this
 			// agent restarted (state.go).
-			al.reattach(ctx, dec, out, h.Step.Step)
+			al.reattach(ctx, dec, out, h.Step.Step, h.Step.Received)
 			return
 		}
 		if len(h.Step.Args) == 0 {

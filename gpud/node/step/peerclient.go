@@ -142,12 +142,15 @@ func (p *remotePeer) startTasks(ctx context.Context, allocID string, st tasks, o
 // attachRemote follows a running part on another host again (its
 // server's agent restarted), asking until stepReattachGrace has passed
 // while the peer cannot answer yet (it may be restarting too).
-func attachRemote(ctx context.Context, pr peer, allocID string, st tasks, out sink) (*part, error) {
+func attachRemote(ctx context.Context, pr peer, allocID string, st tasks, out sink, have []api.StepCount) (*part, error) {
 	p, ok := pr.(*remotePeer)
 	if !ok {
 		return nil, errors.New("not a peer on another host")
 	}
 	rp := newRemotePart(p, allocID, st, out)
+	for _, c := range have {
+		rp.have[streamID{c.Kind, c.Task}] = c.Bytes
+	}
 	if err := rp.reconnect(ctx, time.Now().Add(stepReattachGrace)); err != nil {
 		return nil, err
 	}
@@ -161,8 +164,9 @@ func attachRemote(ctx context.Context, pr peer, allocID string, st tasks, out si
 // peer again and asks for the part (StepFlagAttach) until
 // stepReattachGrace has passed; meanwhile signals wait and the peer holds
 // the tasks' output and exits. Output is acknowledged (StepAck) once
-// passed on, so the peer sends again what a lost connection swallowed;
-// each exit is passed on once.
+// passed on, so the peer sends again what a lost connection swallowed,
+// and a new connection says what arrived (StepPart.Received), so the peer
+// sends nothing twice; each exit is passed on once.
 type remotePart struct {
 	p       *remotePeer
 	allocID string
@@ -181,10 +185,14 @@ type remotePart struct {
 	size   *api.StepMsg  // the newest terminal size sent while away
 	// exited are the tasks whose exits were passed on.
 	exited map[int]bool
+	// have counts each stream's output passed on (from the task's
+	// start); written by read alone, read under mu.
+	have map[streamID]int64
 }
 
 func newRemotePart(p *remotePeer, allocID string, st tasks, out sink) *remotePart {
-	rp := &remotePart{p: p, allocID: allocID, st: st, out: out, part: newPart(len(st.Tasks)), exited: map[int]bool{}}
+	rp := &remotePart{p: p, allocID: allocID, st: st, out: out, part: newPart(len(st.Tasks)), exited: map[int]bool{},
+		have: map[streamID]int64{}}
 	rp.cond = sync.NewCond(&rp.mu)
 	rp.part.remote = rp.signal
 	if st.Pty && st.NodeIndex == 0 {
@@ -211,8 +219,20 @@ func (rp *remotePart) hello(attach bool) api.StepHello {
 	}
 	if attach {
 		part.Flags = append(part.Flags, api.StepFlagAttach)
+		part.Received = rp.counts()
 	}
 	return api.StepHello{Alloc: rp.allocID, Part: &part}
+}
+
+// counts are the output passed on, per stream.
+func (rp *remotePart) counts() []api.StepCount {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	out := make([]api.StepCount, 0, len(rp.have))
+	for k, n := range rp.have {
+		out = append(out, api.StepCount{Task: k.task, Kind: k.kind, Bytes: n})
+	}
+	return out
 }
 
 // connect dials the peer, asks for the part (to start it, or with attach
@@ -382,10 +402,8 @@ func (rp *remotePart) read(ctx context.Context) {
 	rp.mu.Unlock()
 	// Written here, not before startTasks returns: srun's stream holds
 	// output back until the whole step has started.
-	var got int64 // output bytes received on this connection
 	for _, m := range early {
-		rp.out.output(m.Kind, m.Task, m.Data)
-		got += int64(len(m.Data))
+		rp.pass(m)
 	}
 	lose := func(why string) {
 		for _, t := range rp.st.Tasks {
@@ -426,19 +444,16 @@ func (rp *remotePart) read(ctx context.Context) {
 			br, early = rp.br, rp.early
 			rp.early = nil
 			rp.mu.Unlock()
-			got = 0
 			for _, m := range early {
-				rp.out.output(m.Kind, m.Task, m.Data)
-				got += int64(len(m.Data))
+				rp.pass(m)
 			}
 			continue
 		}
 		switch m.Kind {
 		case api.StepStdout, api.StepStderr:
-			rp.out.output(m.Kind, m.Task, m.Data)
-			got += int64(len(m.Data))
+			rp.pass(m)
 			if br.Buffered() == 0 {
-				rp.ack(got)
+				rp.ack()
 			}
 		case api.StepExit:
 			if slices.Contains(rp.st.Tasks, m.Task) && !rp.exited[m.Task] {
@@ -455,13 +470,22 @@ func (rp *remotePart) read(ctx context.Context) {
 	}
 }
 
-// ack tells the peer how much output arrived on this connection.
-func (rp *remotePart) ack(n int64) {
+// ack tells the peer what output arrived.
+func (rp *remotePart) ack() {
+	counts := rp.counts()
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	if rp.c != nil && !rp.gone {
-		_ = rp.enc.Encode(api.StepMsg{Kind: api.StepAck, Bytes: n})
+		_ = rp.enc.Encode(api.StepMsg{Kind: api.StepAck, Counts: counts})
 	}
+}
+
+// pass passes an output frame on and counts it.
+func (rp *remotePart) pass(m api.StepMsg) {
+	rp.out.output(m.Kind, m.Task, m.Data)
+	rp.mu.Lock()
+	rp.have[streamID{m.Kind, m.Task}] += int64(len(m.Data))
+	rp.mu.Unlock()
 }
 
 func (rp *remotePart) isGone() bool {

@@ -3,6 +3,8 @@ package step
 import (
 	"bytes"
 	"sync"
+
+	"github.com/gpud/gpud/gpud/api"
 )
 
 // relay is a part's output on its way to whoever follows the step: srun
@@ -10,9 +12,16 @@ import (
 // state.go) or the agent that serves the step on another node (a part
 // kept for it, keep.go). Attached, it passes the output on; detached, it
 // holds it, and while it holds maxHeldOutput the tasks wait on their
-// writes: nothing is dropped. A consumer that acknowledges what it
-// received (attach's acked) has the output kept until it does, so what a
-// lost connection swallowed goes again to the next one.
+// writes: nothing is dropped. A consumer that acknowledges what it has
+// (attach's acked) has the output kept until it does, so what a lost
+// connection swallowed goes again to the next one; and a consumer that
+// follows the part again says what it has, so nothing goes twice.
+//
+// Output is counted per task and stream (stdout, stderr) from the task's
+// start, as srun counts what it receives (api.StepCount). A relay made
+// for a re-adopted part starts from what the dead agent had read, which
+// nobody here knows: its counts are aligned at its first attach with what
+// the consumer has, everything read since being new.
 type relay struct {
 	mu    sync.Mutex
 	cond  *sync.Cond
@@ -23,20 +32,30 @@ type relay struct {
 	// counts its bytes.
 	held []heldOutput
 	size int
-	// base is the output offset of held's first byte; from is the offset
-	// at which the current consumer's count starts.
-	base, from int64
-	closed     bool
+	// next is each stream's count of output written, and aligned says
+	// it counts from the task's start.
+	next    map[streamID]int64
+	aligned bool
+	closed  bool
+}
+
+// streamID names one task's stdout or stderr.
+type streamID struct {
+	kind string
+	task int
 }
 
 type heldOutput struct {
 	kind string
 	task int
+	off  int64 // the stream's count before data
 	data []byte
 }
 
-func newRelay() *relay {
-	s := &relay{}
+// newRelay returns a relay for tasks started now (aligned) or re-adopted
+// from a dead agent (not).
+func newRelay(aligned bool) *relay {
+	s := &relay{next: map[streamID]int64{}, aligned: aligned}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
@@ -47,12 +66,15 @@ func (s *relay) output(kind string, task int, p []byte) {
 	for !s.closed && s.size >= maxHeldOutput && (s.out == nil || s.acked) {
 		s.cond.Wait()
 	}
+	k := streamID{kind, task}
+	off := s.next[k]
+	s.next[k] += int64(len(p))
 	switch {
 	case s.closed:
 	case s.out != nil && !s.acked:
 		s.out.output(kind, task, p)
 	default:
-		s.held = append(s.held, heldOutput{kind, task, bytes.Clone(p)})
+		s.held = append(s.held, heldOutput{kind, task, off, bytes.Clone(p)})
 		s.size += len(p)
 		if s.out != nil {
 			s.out.output(kind, task, p)
@@ -60,40 +82,67 @@ func (s *relay) output(kind string, task int, p []byte) {
 	}
 }
 
-// attach sends the held output to out and passes on all that follows.
-// With acked, out acknowledges what it received (ack) and output is held
-// until then.
-func (s *relay) attach(out sink, acked bool) {
+// attach sends the held output the consumer does not have (have) to out
+// and passes on all that follows. With acked, out acknowledges what it
+// received (ack) and output is held until then.
+func (s *relay) attach(out sink, acked bool, have []api.StepCount) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.aligned {
+		// What was read since the re-adoption follows what the consumer
+		// has (the dead agent's unsent reads are lost with it).
+		for _, c := range have {
+			k := streamID{c.Kind, c.Task}
+			for i := range s.held {
+				if h := &s.held[i]; h.kind == c.Kind && h.task == c.Task {
+					h.off += c.Bytes
+				}
+			}
+			s.next[k] += c.Bytes
+		}
+		s.aligned = true
+	}
+	s.drop(have)
 	for _, h := range s.held {
 		out.output(h.kind, h.task, h.data)
 	}
-	s.from = s.base
 	if !acked {
-		s.base += int64(s.size)
 		s.held, s.size = nil, 0
 	}
 	s.out, s.acked = out, acked
 	s.cond.Broadcast()
 }
 
-// ack drops the output the consumer has: n bytes since it attached.
-func (s *relay) ack(n int64) {
+// ack drops the output the consumer has.
+func (s *relay) ack(have []api.StepCount) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	upto := s.from + n
-	for len(s.held) > 0 && upto > s.base {
-		h := &s.held[0]
-		k := int(min(upto-s.base, int64(len(h.data))))
-		h.data = h.data[k:]
-		s.base += int64(k)
-		s.size -= k
-		if len(h.data) == 0 {
-			s.held = s.held[1:]
+	s.drop(have)
+	s.cond.Broadcast()
+}
+
+// drop removes from held what the consumer has; s.mu is held.
+func (s *relay) drop(have []api.StepCount) {
+	if len(have) == 0 {
+		return
+	}
+	upto := make(map[streamID]int64, len(have))
+	for _, c := range have {
+		upto[streamID{c.Kind, c.Task}] = c.Bytes
+	}
+	kept := s.held[:0]
+	for _, h := range s.held {
+		n := min(upto[streamID{h.kind, h.task}]-h.off, int64(len(h.data)))
+		if n > 0 {
+			s.size -= int(n)
+			h.data, h.off = h.data[n:], h.off+n
+		}
+		if len(h.data) > 0 {
+			kept = append(kept, h)
 		}
 	}
-	s.cond.Broadcast()
+	clear(s.held[len(kept):])
+	s.held = kept
 }
 
 // detach holds the output again: the consumer's connection is gone.

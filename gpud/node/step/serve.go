@@ -45,7 +45,7 @@ func (al *Alloc) serveConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	if req.Attach {
-		al.reattach(ctx, dec, out, req.Step)
+		al.reattach(ctx, dec, out, req.Step, req.Received)
 		return
 	}
 	if len(req.Args) == 0 {

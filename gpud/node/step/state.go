@@ -295,7 +295,7 @@ func (al *Alloc) readoptPart(ctx context.Context, log *slog.Logger, pr partRecor
 	ax, canAttach := al.n.cfg.Runtime.(runtime.ExecAttacher)
 	node := al.n.cfg.Node
 	ctr := al.view().ctr
-	rp := &resumedPart{relay: newRelay(), part: newPart(len(pr.Tasks))}
+	rp := &resumedPart{relay: newRelay(false), part: newPart(len(pr.Tasks))}
 	exited := map[int]bool{}
 	for _, ex := range pr.Exits {
 		if slices.Contains(pr.Tasks, ex.Task) && !exited[ex.Task] {
@@ -402,7 +402,7 @@ func lostPart(rec stepRecord, i int) *part {
 // are this node's and in-process peers' re-adopted tasks, and on other
 // hosts the parts their agents kept, followed again over their step
 // listeners.
-func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, step int) {
+func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, step int, received []api.StepCount) {
 	log := al.logger()
 	al.resumed.mu.Lock()
 	rec, ok := al.resumed.recs[step]
@@ -450,7 +450,7 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			running[i], err = attachRemote(sctx, p, al.allocID, st, out)
+			running[i], err = attachRemote(sctx, p, al.allocID, st, out, countsOf(received, st.Tasks))
 			if err != nil {
 				log.Warn("a part of a re-adopted step on another node is lost", "step", step, "node", name, "err", err)
 			}
@@ -464,7 +464,7 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	}
 	for _, r := range relays {
 		if r != nil {
-			r.attach(out, false)
+			r.attach(out, false, nil)
 		}
 	}
 	log.Info("srun follows a re-adopted step again", "step", step)
@@ -486,6 +486,17 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	if served != nil {
 		al.ended(ctx, served, worst, worstSig) // after srun has its answer
 	}
+}
+
+// countsOf are the counts of tasks' output among all.
+func countsOf(all []api.StepCount, tasks []int) []api.StepCount {
+	var out []api.StepCount
+	for _, c := range all {
+		if slices.Contains(tasks, c.Task) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // nodeAlloc is node name's part of asg's allocation.
