@@ -2,7 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +15,10 @@ import (
 const module = "github.com/gpud/gpud"
 
 // boundaries lists, per package pattern, imports it must never reach
-// (directly or transitively) and why. STYLE.md's allow-list in table form.
+// (directly or transitively) and why: the layers of docs/architecture.md,
+// enforced. (They began as the import allow-list of the project's design
+// brief, DESIGN.md and STYLE.md, which are not kept in this repository;
+// this table is the rule now.)
 var boundaries = []struct {
 	pkg       string // package path relative to the module; "/..." covers subpackages
 	forbidden []string
@@ -44,6 +51,9 @@ var boundaries = []struct {
 		"steps reach their node agent only through step.Host (the agent imports step, never the reverse), containers through runtime.Runtime, peers through the step listener"},
 	{"gpud/server", []string{module + "/gpud/store", module + "/gpud/node", module + "/runtime", "database/sql", "github.com/containerd"},
 		"the API server reaches state through the controller and accounting, never the stores' SQL or a node"},
+	{"gpud/slurmrest", []string{module + "/gpud/server", module + "/gpud/controller", module + "/gpud/store", module + "/gpud/node", module + "/gpud/auth",
+		module + "/accounting", module + "/runtime", "database/sql", "github.com/containerd"},
+		"Slurm's REST API reaches gpud only through the /v1 handlers (slurmrest.V1), so every access rule is /v1's, not a copy"},
 	{"gpud/store", []string{module + "/gpud/controller", module + "/gpud/server", module + "/gpud/node", module + "/gpud/sched",
 		module + "/gpud/config", module + "/accounting", module + "/runtime", "net/http"},
 		"the store persists spec types and knows no layer above it"},
@@ -187,5 +197,53 @@ func TestSbatchLinksNoHTTPStack(t *testing.T) {
 				t.Errorf("gpusubmit/sbatch links %s: sbatch's start would pay its initialisation again", dep)
 			}
 		}
+	}
+}
+
+// TestRuntimeImportNames holds one naming convention: the top-level
+// runtime/ package (its folder is part of the layout users were promised)
+// shadows the standard library's runtime, so in every file "runtime" is
+// gpud's, imported without a name, and the standard library's is always
+// imported as goruntime, even where the file does not need gpud's: a
+// reader never has to look up which runtime a call means.
+func TestRuntimeImportNames(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n != ".." && (strings.HasPrefix(n, ".") || n == "testdata" || n == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			name := ""
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			switch imp.Path.Value {
+			case `"runtime"`:
+				if name != "goruntime" {
+					t.Errorf("%s imports the standard library's runtime as %q; import it as goruntime (gpud's runtime/ takes the name)", fset.Position(imp.Pos()), name)
+				}
+			case `"` + module + `/runtime"`:
+				if name != "" {
+					t.Errorf("%s imports gpud's runtime as %q; import it unnamed (the standard library's is goruntime)", fset.Position(imp.Pos()), name)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/guard"
+	"github.com/gpud/gpud/gpud/slurmrest"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -62,6 +63,7 @@ type Server struct {
 	ha       HA             // ha.go; nil for a single controller
 	steps    stepTickets    // steps.go
 	ref      refusals       // refusal.go
+	groups   groupCache     // groups.go
 
 	// auditBuffer sizes the audit queue (0: auditBuffer; tests set it).
 	auditBuffer int
@@ -70,6 +72,8 @@ type Server struct {
 	// controller.
 	group ControllerGroup
 
+	// slurmOpts configure Slurm's REST API (slurmrest.go).
+	slurmOpts *slurmrest.Options
 	// rev is the daemon's one revocation state (auth.go, revoke.go;
 	// WithRevocations).
 	rev *auth.Revocations
@@ -141,6 +145,7 @@ func New(c *controller.Controller, opts ...Option) *Server {
 	s.peerLog = guard.NewRateLog(s.log)
 	s.routes()
 	s.haRoutes()
+	s.slurmRoutes()
 	s.handler = s.edge(s.authenticate(s.tally(s.instrument(s.leaderGate(s.mux)))))
 	if s.audit != nil {
 		s.startAudit(s.auditBuffer)
@@ -286,7 +291,7 @@ func (s *Server) connContext(ctx context.Context, conn net.Conn) context.Context
 		// (trackConn).
 		return context.WithValue(ctx, tokenMemoKey{}, &tokenMemo{conn: conn})
 	}
-	who := controller.Caller{UID: cred.Uid, GID: cred.Gid, Known: true, User: s.userName(cred.Uid)}
+	who := controller.Caller{UID: cred.Uid, GID: cred.Gid, Known: true, User: s.userName(cred.Uid), Groups: s.groupsOf(cred.Uid, cred.Gid)}
 	return context.WithValue(ctx, callerKey{}, who)
 }
 
