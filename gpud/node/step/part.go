@@ -1,7 +1,6 @@
 package step
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -209,14 +208,19 @@ func (n *Node) startTask(ctx context.Context, ex runtime.Execer, al *Alloc, ctr 
 	}
 	ptyTask(&cfg, st, local)
 	proc, err := ex.Exec(ctx, ctr, cfg)
+	var warned *warnFirst
 	if errors.Is(err, runtime.ErrNoCwd) && cfg.Cwd != noCwd {
 		// As slurmstepd: a working directory the job's container does
 		// not show (outside its mounts, or under the host's /tmp, which
-		// is the job's own there) runs the task in /tmp, and says so.
-		warn := fmt.Sprintf("gpud: warning: couldn't chdir to `%s': not in the job's container: going to %s instead\n", cfg.Cwd, noCwd)
-		if w := cmp.Or(cfg.Stderr, cfg.Stdout); w != nil {
-			_, _ = io.WriteString(w, warn)
+		// is the job's own there) runs the task in /tmp, and says so on
+		// its stderr, before anything it writes. (Not at once: srun's
+		// stream holds output until every part started.)
+		warned = &warnFirst{msg: fmt.Sprintf("gpud: warning: couldn't chdir to `%s': not in the job's container: going to %s instead\n", cfg.Cwd, noCwd),
+			to: cfg.Stderr}
+		if cfg.Stderr == nil {
+			warned.to = cfg.Stdout // a terminal: one output
 		}
+		cfg.Stdout, cfg.Stderr = warned.before(cfg.Stdout), warned.before(cfg.Stderr)
 		cfg.Cwd = noCwd
 		proc, err = ex.Exec(ctx, ctr, cfg)
 	}
@@ -227,10 +231,47 @@ func (n *Node) startTask(ctx context.Context, ex runtime.Execer, al *Alloc, ctr 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		p.exits <- al.waitExit(ctx, proc, st.Step, task)
+		m := al.waitExit(ctx, proc, st.Step, task)
+		if warned != nil {
+			warned.flush() // a task that wrote nothing
+		}
+		p.exits <- m
 	}()
 	return nil
 }
+
+// warnFirst writes msg to to before a task's first output, or at flush
+// (its exit) when it wrote none.
+type warnFirst struct {
+	mu   sync.Mutex
+	to   io.Writer // nil: the task's output is dropped
+	msg  string
+	done bool
+}
+
+// before is w with the warning written first.
+func (f *warnFirst) before(w io.Writer) io.Writer {
+	if w == nil {
+		return nil
+	}
+	return writerFunc(func(p []byte) (int, error) {
+		f.flush()
+		return w.Write(p)
+	})
+}
+
+func (f *warnFirst) flush() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.done && f.to != nil {
+		f.done = true
+		_, _ = io.WriteString(f.to, f.msg)
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
 
 // noCwd is where a task whose working directory the container does not
 // show runs.

@@ -72,6 +72,9 @@ type agentRT struct {
 }
 
 func (a *agentRT) Exec(_ context.Context, _ string, cfg runtime.ExecConfig) (runtime.Process, error) {
+	if cfg.Cwd == "/not/in/the/container" {
+		return nil, fmt.Errorf("start %q: %w: chdir to cwd failed", cfg.Args[0], runtime.ErrNoCwd)
+	}
 	p := &fakeProc{out: cfg.Stdout, owner: a, done: make(chan struct{})}
 	a.rt.mu.Lock()
 	a.rt.procs[cfg.ID] = p

@@ -62,3 +62,20 @@ func TestStepWithoutAPartFailsTheJob(t *testing.T) {
 		}
 	}
 }
+
+// TestStepCwdNotInContainer: a step whose working directory the job's
+// container does not show runs in /tmp, with slurmstepd's warning on its
+// stderr before its own output (issue 26).
+func TestStepCwdNotInContainer(t *testing.T) {
+	c := newTestCluster(t, "n1")
+	a := c.start("n1", false)
+	s := runStep(t, a.al, api.StepRequest{Args: []string{"work"}, Cwd: "/not/in/the/container"})
+	p := c.rt.proc(t, execID(0, 0))
+	p.write("hello\n")
+	p.exit(0, 0)
+	s.until("the step's end", func() bool { return s.done != nil })
+	want := "0:gpud: warning: couldn't chdir to `/not/in/the/container': not in the job's container: going to /tmp instead\n0:hello\n"
+	if got := s.output(); got != want || s.done.Code != 0 {
+		t.Errorf("output %q (exit %d), want %q and exit 0", got, s.done.Code, want)
+	}
+}
