@@ -450,21 +450,24 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			running[i], err = attachRemote(sctx, p, al.allocID, st, out, countsOf(received, st.Tasks))
+			rp, err := attachRemote(sctx, p, al.allocID, st, out, countsOf(received, st.Tasks))
 			if err != nil {
 				log.Warn("a part of a re-adopted step on another node is lost", "step", step, "node", name, "err", err)
 			}
+			running[i] = rp
 		}()
+	}
+	// This node's held output goes at once; another host's part may
+	// take a while to answer (its agent may be restarting too).
+	for _, r := range relays {
+		if r != nil {
+			r.attach(out, false, nil)
+		}
 	}
 	wg.Wait()
 	for i := range running {
 		if running[i] == nil {
 			running[i] = lostPart(rec, i)
-		}
-	}
-	for _, r := range relays {
-		if r != nil {
-			r.attach(out, false, nil)
 		}
 	}
 	log.Info("srun follows a re-adopted step again", "step", step)
