@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/node/step"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpud/statefile"
@@ -54,6 +55,17 @@ type Agent struct {
 	// the controller). Lock order: fenceMu before mu.
 	fenceMu sync.Mutex
 	fence   fenceState
+
+	// pollMu guards poll, the cancel function of the assignments poll in
+	// flight, and repollAsked (repoll).
+	pollMu      sync.Mutex
+	poll        context.CancelFunc
+	repollAsked bool
+
+	// rev is the node's copy of the controller's revocation lists and
+	// stepKey the key step tickets are verified with (revoke.go).
+	rev     *auth.Revocations
+	stepKey atomic.Pointer[string]
 }
 
 // New checks cfg and returns an agent that will talk to the controller
@@ -106,8 +118,13 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 	a.runnerDeps.acquireDevices = a.acquireDevices
 	a.runnerDeps.releaseDevices = a.releaseDevices
 	a.runnerDeps.refreshMIGLayout = a.refreshMIGLayout
+	// The revocation lists' copy is trusted for fenceAfter since the
+	// controller last confirmed it (revoke.go); until the first answer
+	// says node_timeout, the default's.
+	a.rev = auth.NewRevocationCopy(a.fenceAfter(), o.net.Now)
 	a.runnerDeps.steps = step.NewNode(step.Config{Node: cfg.Name, Version: cfg.Version, KillGrace: cfg.KillGrace,
-		Runtime: rt, Clock: o.clock, Log: a.log, Peers: o.peers, Net: o.stepNet}, stepHost{a})
+		Runtime: rt, Clock: o.clock, Log: a.log, Peers: o.peers, Net: o.stepNet,
+		Revocations: a.rev, TicketKey: a.ticketKey, Now: o.net.Now}, stepHost{a})
 	return a, nil
 }
 
@@ -317,10 +334,11 @@ func (a *Agent) register(ctx context.Context) time.Duration {
 		// but generously: under a registration storm a controller may
 		// take long to answer, and a retry adds to its load.
 		rctx, cancel := context.WithTimeout(ctx, registerTimeout)
-		resp, err := a.client.Register(rctx, inv)
+		resp, err := a.client.RegisterNode(rctx, api.RegisterRequest{Inventory: inv, Revocations: a.rev.Version()})
 		cancel()
 		if err == nil {
 			a.contactOK(sent, resp.NodeTimeout())
+			a.learnRevocations(sent, resp.Revocations)
 			iv := a.cfg.HeartbeatInterval
 			if resp.HeartbeatIntervalSec > 0 {
 				iv = time.Duration(resp.HeartbeatIntervalSec) * time.Second
@@ -365,7 +383,8 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		began := time.Now()
 		sent := a.opts.net.Now()
 		hctx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout(interval))
-		resp, err := a.client.HeartbeatAnswer(hctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current()})
+		resp, err := a.client.HeartbeatAnswer(hctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current(),
+			Revocations: a.rev.Version()})
 		cancel()
 		next := max(interval-time.Since(began), 0) // the cadence of a ticker
 		if err != nil && ctx.Err() == nil {
@@ -378,6 +397,10 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		case err == nil:
 			bo.reset()
 			a.contactOK(sent, resp.NodeTimeout())
+			a.learnRevocations(sent, resp.Revocations)
+			if a.heartbeatAnswered(sent) {
+				a.repoll() // a fence waits for an answer asked after this one
+			}
 			if failing {
 				a.log.Info("heartbeats reach the controller again")
 				// The sender may be in a long backoff: deliver what
@@ -415,10 +438,22 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 	bo := a.newBackoff()
 	for {
 		sent := a.opts.net.Now()
-		resp, err := a.client.Assignments(ctx, a.cfg.Name, after, a.cfg.PollWait)
+		hb := a.lastHeartbeat()
+		pctx, cancel := context.WithCancel(ctx)
+		if a.pollCancel(cancel) {
+			after = 0 // asked to poll again: an answer at once
+		}
+		resp, err := a.client.PollAssignments(pctx, a.cfg.Name, api.AssignmentsRequest{After: after, Wait: a.cfg.PollWait, Revocations: a.rev.Version()})
+		a.pollCancel(nil)
+		repolled := pctx.Err() != nil
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
+			}
+			if repolled {
+				after = 0
+				continue
 			}
 			d := bo.next()
 			a.log.Warn("poll assignments from controller; retrying", "err", err, "retry_in", d)
@@ -428,6 +463,8 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 			continue
 		}
 		bo.reset()
+		a.learnRevocations(sent, resp.Revocations)
+		a.learnTicketKey(resp.StepTicketKey)
 		// A restarted controller starts again from generation 0 and
 		// answers at once; follow it down as well as up.
 		after = resp.Generation
@@ -443,15 +480,42 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 			listed[asg.Alloc.ID] = true
 		}
 		a.confirmAssigned(sent, listed)
-		a.reconcile(ctx, resp.Assignments)
+		a.reconcile(ctx, hb, a.opts.net.Now(), resp.Assignments)
 		if ctx.Err() != nil {
 			return
 		}
 	}
 }
 
-// reconcile moves the node towards the controller's desired set.
-func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
+// pollCancel sets the cancel function of the assignments poll in flight
+// (nil: none); it reports whether a repoll was asked while none was.
+func (a *Agent) pollCancel(cancel context.CancelFunc) bool {
+	a.pollMu.Lock()
+	defer a.pollMu.Unlock()
+	a.poll = cancel
+	asked := a.repollAsked && cancel != nil
+	if cancel != nil {
+		a.repollAsked = false
+	}
+	return asked
+}
+
+// repoll has the assignments asked again at once: the poll in flight is
+// cancelled, or the next one answers at once.
+func (a *Agent) repoll() {
+	a.pollMu.Lock()
+	defer a.pollMu.Unlock()
+	if a.poll != nil {
+		a.poll()
+		return
+	}
+	a.repollAsked = true
+}
+
+// reconcile moves the node towards the controller's desired set, as
+// answered at received to a poll sent when the last answered heartbeat
+// had been sent at hb (mayFence).
+func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []api.Assignment) {
 	want := make(map[string]bool, len(asgs))
 	owners := make(map[string]RunningJob, len(asgs))
 	defer func() {
@@ -506,7 +570,8 @@ func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
 		a.startRunner(ctx, newRunner(&a.runnerDeps, &asg, self, rec))
 	}
 	// Fence: a container whose allocation the controller no longer lists
-	// belongs to a job that was requeued or ended elsewhere.
+	// belongs to a job that was requeued or ended elsewhere, once the
+	// controller has heard what runs here (mayFence).
 	a.mu.Lock()
 	var fence []*runner
 	for id, r := range a.runners {
@@ -515,6 +580,11 @@ func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
 		}
 	}
 	a.mu.Unlock()
+	if len(fence) > 0 && !a.mayFence(hb, received) {
+		a.log.Info("controller does not list allocations that run here, but has not had this node's heartbeat since it answered; fencing waits for it",
+			"allocs", len(fence))
+		return
+	}
 	for _, r := range fence {
 		r.stop(spec.StateCancelled, fmt.Sprintf("fenced: allocation %s is no longer assigned to node %s", r.allocID, a.cfg.Name))
 	}

@@ -52,18 +52,39 @@ func (p *remotePeer) owner(string) *Alloc { return nil }
 
 // dial opens a TLS connection to the peer's step listener and sends
 // hello.
-func (p *remotePeer) dial(ctx context.Context, hello api.StepHello) (*tls.Conn, error) {
+func (p *remotePeer) dial(ctx context.Context, hello api.StepHello) (*trackedConn, error) {
 	sn := p.n.cfg.Net
+	rev := p.n.cfg.Revocations
 	cfg := auth.StepClientTLS(sn.CA, p.node, &sn.Cert)
 	cfg.ClientSessionCache = sn.sessions
+	// The peer's node certificate must not be revoked either (and this
+	// node trusts no peer while its list is stale).
+	verify := cfg.VerifyConnection
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if err := verify(cs); err != nil {
+			return err
+		}
+		return rev.VerifyPeer(cs)
+	}
 	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: stepDialTimeout}, Config: cfg}
 	dctx, cancel := context.WithTimeout(ctx, stepDialTimeout)
 	nc, err := d.DialContext(dctx, "tcp", p.addr)
 	cancel()
-	if err != nil {
+	switch {
+	case errors.Is(err, auth.ErrRevoked):
+		// Asking again cannot help: the part is lost to the step.
+		return nil, fmt.Errorf("reach node %s's step listener at %s: %w", p.node, p.addr, err)
+	case err != nil:
 		return nil, notHeld{p.node, fmt.Errorf("reach node %s's step listener at %s: %w", p.node, p.addr, err)}
 	}
-	c := nc.(*tls.Conn)
+	tc := nc.(*tls.Conn)
+	// Revoking the peer's certificate later closes the connection: the
+	// peer's tasks are then lost to this step.
+	if err := rev.Track(tc, auth.CertCredential(tc.ConnectionState().PeerCertificates[0])); err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("node %s: %w", p.node, err)
+	}
+	c := &trackedConn{Conn: tc, rev: rev}
 	if err := json.NewEncoder(c).Encode(hello); err != nil {
 		c.Close()
 		return nil, notHeld{p.node, fmt.Errorf("ask node %s for its tasks: %w", p.node, err)}
@@ -176,7 +197,7 @@ type remotePart struct {
 
 	mu     sync.Mutex
 	cond   *sync.Cond
-	c      *tls.Conn // nil while away
+	c      *trackedConn // nil while away
 	enc    *json.Encoder
 	br     *bufio.Reader
 	early  []api.StepMsg // output read before the started answer
@@ -500,4 +521,16 @@ func (rp *remotePart) notify(msg string) {
 	if s, ok := rp.out.(*stream); ok {
 		s.send(api.StepMsg{Kind: api.StepWaiting, Error: msg})
 	}
+}
+
+// trackedConn is a dialled peer connection tracked by the revocation
+// state until it is closed.
+type trackedConn struct {
+	*tls.Conn
+	rev *auth.Revocations
+}
+
+func (c *trackedConn) Close() error {
+	c.rev.Untrack(c.Conn)
+	return c.Conn.Close()
 }
