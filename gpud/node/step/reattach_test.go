@@ -289,7 +289,9 @@ func (c *testCluster) start(name string, resume bool) *testAgent {
 	rt := &agentRT{rt: c.rt, dead: make(chan struct{})}
 	h := &fakeHost{allocs: map[string]*Alloc{}, next: map[string]int{}}
 	log := slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
-	n := NewNode(Config{Node: name, Clock: realClock{}, Log: log, Runtime: rt,
+	// The controller's list, never stale: a node's copy is stale until
+	// its registration brings one, and trusts no peer meanwhile.
+	n := NewNode(Config{Node: name, Clock: realClock{}, Log: log, Runtime: rt, Revocations: auth.NewRevocations(nil),
 		Net: &Net{Listener: tl, Cert: c.cert(name), CA: c.pool}}, h)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopNet := n.Run(ctx)
