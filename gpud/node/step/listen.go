@@ -159,11 +159,7 @@ func (n *Node) serveConn(ctx context.Context, c *tls.Conn) {
 	case h.Part != nil:
 		n.servePart(ctx, al, *h.Part, dec, out) // keep.go
 	case h.Holds:
-		if !al.view().running {
-			out.send(api.StepMsg{Kind: api.StepError, Retry: true, Error: fmt.Sprintf("node %s has not started its part of allocation %s yet", n.cfg.Node, h.Alloc)})
-			return
-		}
-		out.send(api.StepMsg{Kind: api.StepDone})
+		out.send(api.StepMsg{Kind: api.StepDone}) // admit: its container runs
 	case h.NumberStep:
 		if al.view().self.Rank != 0 {
 			out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("node %s is not the first node of allocation %s: it numbers none of its steps", n.cfg.Node, h.Alloc)})
@@ -214,9 +210,12 @@ func (n *Node) admit(h api.StepHello, peer string, isNode bool, cs tls.Connectio
 	if fromPeer && (h.Step != nil || h.Probe || h.Ticket != "") {
 		return nil, none, errors.New("a step hello asks for either a node's part (peer) or a step (srun with a ticket), not both")
 	}
-	// A stale revocation list trusts nobody.
+	// A stale revocation list trusts nobody, for now: it is stale until
+	// the agent registers after a restart, and while it is cut off from
+	// the controller, so a peer or srun asks again (notHeld) instead of
+	// taking a node that is coming back for one that refuses.
 	if err := n.cfg.Revocations.Check(); err != nil {
-		return nil, none, fmt.Errorf("node %s: %w", n.cfg.Node, err)
+		return nil, none, notHeld{n.cfg.Node, fmt.Errorf("node %s: %w", n.cfg.Node, err)}
 	}
 	var cred auth.Credential
 	if fromPeer {
@@ -249,7 +248,9 @@ func (n *Node) admit(h api.StepHello, peer string, isNode bool, cs tls.Connectio
 		return nil, none, notHeld{n.cfg.Node, fmt.Errorf("node %s runs no part of allocation %q (ended, or never assigned here)", n.cfg.Node, h.Alloc)}
 	}
 	v := al.view()
-	if v.env == nil {
+	if v.env == nil || !v.running {
+		// Its container may be made but not started yet (a gang's nodes
+		// start theirs at their own pace): tasks exec'd now would fail.
 		return nil, none, notHeld{n.cfg.Node, fmt.Errorf("node %s has not started (or, after an agent restart, not re-learned) its part of allocation %s; retry in a moment", n.cfg.Node, h.Alloc)}
 	}
 	if fromPeer && !slices.ContainsFunc(v.asg.Alloc.Nodes, func(n spec.NodeAlloc) bool { return n.Node == peer }) {
