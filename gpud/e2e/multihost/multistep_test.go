@@ -1,17 +1,20 @@
 package multihost
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/e2e/e2etest"
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -63,17 +66,20 @@ func (mh *multiHost) testNestedSrun(t *testing.T) {
 	t.Logf("nested srun from gpu2 over both hosts:\n%s", out)
 }
 
-// killStepScript is a 2-host step whose tasks write 60 numbered lines,
-// a quarter second apart (15s: they outlast an agent's 10s away), and
-// exit 3 (task 0) and 4 (task 1).
+// killStepScript is a 2-host step fed 60 numbered lines on its stdin, a
+// quarter second apart (15s: they outlast an agent's 10s away): task 0
+// (gpu1) echoes each line it reads and exits 3 at the input's end, task
+// 1 (gpu2) writes its own 60 lines at the same pace and exits 4.
 const killStepScript = `#!/bin/bash
-srun -N2 -l bash -c 'for i in $(seq 1 60); do echo "line $i"; sleep 0.25; done; exit $((SLURM_PROCID + 3))'
+for i in $(seq 1 60); do echo "$i"; sleep 0.25; done |
+srun -N2 -l bash -c 'if [ "$SLURM_PROCID" = 0 ]; then while read -r l; do echo "line $l"; done; exit 3; fi; for i in $(seq 1 60); do echo "line $i"; sleep 0.25; done; exit 4'
 echo "srun rc=$?"
 `
 
 // testStepAgentKill: kill -9 of either node agent during a 2-host step,
 // restarted 10s later: the step completes with every line of both tasks
-// once, each task's exit code, and srun's exit code (the worst, 4).
+// once (task 0's are its stdin's, so srun's input kept flowing to it),
+// each task's exit code, and srun's exit code (the worst, 4).
 func (mh *multiHost) testStepAgentKill(t *testing.T) {
 	mh.sub(t)
 	runs := 1
@@ -201,11 +207,62 @@ func (mh *multiHost) testGangStart(t *testing.T) {
 	if j.State != spec.StateCompleted || !strings.Contains(last, "0: gpu1\n") || !strings.Contains(last, "1: gpu2\n") || !strings.Contains(last, "srun rc=0\n") {
 		t.Errorf("job %d ended %s; its last attempt's step did not run on both hosts", id, j.State)
 	}
+	mh.checkGangAccounting(t, id, len(starts))
 	if t.Failed() {
 		t.Logf("output:\n%s\ngpu1's log:\n%s\ngpu2's log:\n%s", out, mh.nodes["gpu1"].log.String(), victim.log.String())
 		return
 	}
 	t.Logf("job %d: %d attempts, each script started once both hosts held their parts:\n%s", id, len(starts), out)
+}
+
+// checkGangAccounting: accounting has the requeued job's attempts (every
+// one but the last REQUEUED), the job COMPLETED in the last, and that
+// attempt's own steps: its batch step on gpu1 and its step 0 on both
+// hosts, COMPLETED, started in that attempt (a dead attempt's steps never
+// count for it). sacct's rows are logged as a user sees them.
+func (mh *multiHost) checkGangAccounting(t *testing.T, id spec.JobID, attempts int) {
+	t.Helper()
+	var j api.AcctJob
+	e2etest.WaitFor(t, time.Minute, "the job's accounting record", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		jobs, err := mh.c.Client().AcctJobs(ctx, api.AcctFilter{IDs: []spec.JobID{id}, AttemptHistory: true, Steps: true})
+		if err != nil || len(jobs) != 1 || !jobs[0].State.Terminal() {
+			return false
+		}
+		j = jobs[0]
+		return true
+	})
+	hist := j.AttemptHistory
+	if j.State != spec.StateCompleted || len(hist) != attempts {
+		t.Errorf("accounting: job %d %s with %d attempts, want COMPLETED after %d (its script's starts)", id, j.State, len(hist), attempts)
+		return
+	}
+	for _, a := range hist[:len(hist)-1] {
+		if a.State != spec.StateRequeued {
+			t.Errorf("accounting: attempt %d ended %s (%s), want REQUEUED", a.Attempt, a.State, a.Reason)
+		}
+	}
+	last := hist[len(hist)-1]
+	want := map[string][]string{spec.StepBatch: {"gpu1"}, "0": {"gpu1", "gpu2"}}
+	for _, s := range j.Steps {
+		nodes, ok := want[s.ID]
+		if !ok {
+			t.Errorf("accounting: job %d has step %s (%s), not one its last attempt ran", id, s.ID, s.State)
+			continue
+		}
+		delete(want, s.ID)
+		if s.State != spec.StateCompleted || !slices.Equal(s.Nodes, nodes) || s.StartTime.Before(last.StartTime.Time) {
+			t.Errorf("accounting: step %d.%s %s on %v from %v, want COMPLETED on %v from attempt %d's start %v",
+				id, s.ID, s.State, s.Nodes, s.StartTime.Time, nodes, last.Attempt, last.StartTime.Time)
+		}
+	}
+	for s := range want {
+		t.Errorf("accounting: job %d's last attempt (%d) has no step %s", id, last.Attempt, s)
+	}
+	sacct := mh.loginRun(mh.ca, mh.token, "sacct", "-P", "-j", fmt.Sprint(id), "-o", "JobID,State,ExitCode,NodeList,Start,End")
+	dup := mh.loginRun(mh.ca, mh.token, "gpuq", "acct", "-D", "-p", "-j", fmt.Sprint(id), "-o", "jobid,attempt,state,reason,nodelist,start,end")
+	t.Logf("sacct -j %d:\n%s\ngpuq acct -D -j %d:\n%s", id, sacct.Stdout+sacct.Stderr, id, dup.Stdout+dup.Stderr)
 }
 
 // agentLogTime is the time of the first line of a node agent's JSON log
