@@ -29,7 +29,7 @@ import (
 // GPUD_TEST_STEP_KILLS=N repeats the agent kill N times for each node
 // (make test-step-kills: 10).
 func TestMultiHostSteps(t *testing.T) {
-	requireNetns(t)
+	e2etest.RequireNetns(t)
 	start := time.Now()
 	mh := startMultiHostWith(t, mhOptions{gpuHosts: []string{"gpu1", "gpu2"}, nodeTimeout: "30s"})
 	t.Logf("two-host cluster up in %v", time.Since(start).Round(time.Millisecond))
@@ -171,17 +171,17 @@ func (mh *multiHost) testGangStart(t *testing.T) {
 	})
 	victim := mh.nodes["gpu2"]
 	cut := time.Now()
-	mh.net.setLink(victim.host, false)
+	mh.net.SetLink(victim.host, false)
 	linkUp := false
 	defer func() {
 		if !linkUp {
-			mh.net.setLink(victim.host, true)
+			mh.net.SetLink(victim.host, true)
 		}
 	}()
 	mh.waitNode("gpu2", time.Minute, func(s spec.NodeState) bool { return s == spec.NodeDown })
 	e2etest.WaitJob(t, cl, id, time.Minute, "the job requeued", func(j spec.Job) bool { return j.Attempt >= 2 || j.State == spec.StatePending })
 	time.Sleep(3 * time.Second)
-	mh.net.setLink(victim.host, true)
+	mh.net.SetLink(victim.host, true)
 	linkUp = true
 	t.Logf("gpu2's link was cut for %v", time.Since(cut).Round(time.Millisecond))
 	j := e2etest.WaitJob(t, cl, id, 4*time.Minute, "the job's end", func(j spec.Job) bool { return j.State.Terminal() })
