@@ -8,7 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -169,16 +169,16 @@ func TestTwinSpeed(t *testing.T) {
 		t.Fatalf("GPUD_TWIN_SPEED_RECORDS=%q: give a number of records", s)
 	}
 	recs, inv := speedRecords(n, 1000, 30*24*time.Hour)
-	var before runtime.MemStats
-	runtime.ReadMemStats(&before)
+	var before goruntime.MemStats
+	goruntime.ReadMemStats(&before)
 	wall := time.Now()
 	rep, err := RunTwin(TwinOptions{Records: recs, Current: twinConfig(t, ""), Inventory: inv})
 	if err != nil {
 		t.Fatal(err)
 	}
 	el := time.Since(wall)
-	var after runtime.MemStats
-	runtime.ReadMemStats(&after)
+	var after goruntime.MemStats
+	goruntime.ReadMemStats(&after)
 	hwm := ""
 	if b, err := os.ReadFile("/proc/self/status"); err == nil {
 		for l := range strings.SplitSeq(string(b), "\n") {
