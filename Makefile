@@ -13,7 +13,7 @@ GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio ssh
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients test-chaos test-step-kills check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm bench-flood clean
+.PHONY: help deps build install test test-clients test-chaos test-step-kills check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-twin bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm bench-flood clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -152,6 +152,16 @@ bench-acct: ## Accounting: usage-sample inserts, acct and report over 1M jobs, c
 
 bench-sim: ## Simulator: the FGD paper's table on Alibaba openb and its --compare plots (README; needs ../shared/traces).
 	./scripts/bench-sim.sh
+
+# The twin's bars (issue 32; docs/simulator.md): the fidelity run at
+# TWIN_JOBS jobs on a live controller, replayed job by job, and the replay
+# of TWIN_RECORDS synthetic accounting records on 1,000 nodes. Hours on
+# the loaded 2-core dev machine at the defaults; make test runs 400 jobs.
+TWIN_JOBS ?= 50000
+TWIN_RECORDS ?= 1000000
+bench-twin: ## Simulator twin: fidelity against a live controller (TWIN_JOBS, default 50,000) and replay speed (TWIN_RECORDS on 1,000 nodes).
+	GPUD_TWIN_JOBS=$(TWIN_JOBS) $(GO) test -count=1 -timeout 0 -run 'TestTwinMatchesController$$' -v ./gpud/controller/
+	GPUD_TWIN_SPEED_RECORDS=$(TWIN_RECORDS) $(GO) test -count=1 -timeout 0 -run 'TestTwinSpeed$$' -v ./gpud/simulate/
 
 bench-sim-traces: ## Simulator: the queueing traces too (Lublin, KTH-SP2, Philly through sched.Schedule).
 	BENCH_SIM_TRACES=1 ./scripts/bench-sim.sh

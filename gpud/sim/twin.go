@@ -83,6 +83,11 @@ type TwinPolicy struct {
 	Accounts      *fairshare.Tree
 	Fairshare     fairshare.Config
 	AccountLimits []sched.AccountLimit
+	// LastAttemptOnly bills each job's last attempt only, and nothing
+	// of a requeued job while it waits: the controller without
+	// accounting's usage feed does so. With the feed (production) every
+	// attempt is billed.
+	LastAttemptOnly bool
 }
 
 // TwinOptions configure one replay.
@@ -684,7 +689,9 @@ func (e *twin) finish(i int, preempted bool) {
 	}
 	e.runList, e.runOf = e.runList[:last], e.runOf[:last]
 	e.take(r.alloc, -1)
-	e.bill(i, r.start, r.alloc)
+	if !preempted || !e.o.Policy.LastAttemptOnly {
+		e.bill(i, r.start, r.alloc)
+	}
 	e.state[i] = tsDone
 	e.res[i].End = e.now
 	if preempted {

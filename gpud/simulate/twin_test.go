@@ -45,11 +45,19 @@ func twinRecords(n int) ([]api.AcctJob, []spec.Node) {
 		r := api.AcctRecord{ID: spec.JobID(i + 1), Name: "j", User: acct + "-user", Account: acct, Partition: "gpu", QOS: "normal",
 			State: spec.StateCompleted, SubmitTime: spec.NewTime(submit), EligibleTime: spec.NewTime(submit),
 			StartTime: spec.NewTime(start), EndTime: spec.NewTime(start.Add(run)), TimeLimit: spec.Duration(2 * run),
-			Nodes: []string{"g1"}, GPUCount: gpus, GPUModel: "h100", CPUs: gpus, Attempts: 1,
+			Nodes: []string{"g1"}, GPUs: gpuList("g1", gpus), GPUCount: gpus, GPUModel: "h100", CPUs: gpus, Attempts: 1,
 			Request: &spec.Resources{Nodes: 1, CPUsPerNode: gpus, GPUsPerNode: gpus}}
 		recs = append(recs, api.AcctJob{AcctRecord: r})
 	}
 	return recs, nodes
+}
+
+func gpuList(node string, n int) []string {
+	var out []string
+	for g := range n {
+		out = append(out, fmt.Sprintf("GPU-%s-%d", node, g))
+	}
+	return out
 }
 
 func twinConfig(t *testing.T, extra string) config.Controller {
@@ -85,18 +93,22 @@ shares = 1
 // the report has both runs per account and partition and lists the jobs
 // that moved, as text and as JSON, and the plot is written.
 func TestTwinWhatIfMoreNodes(t *testing.T) {
-	recs, inv := twinRecords(300)
+	recs, inv := twinRecords(150)
 	cur := twinConfig(t, "")
 	var out bytes.Buffer
 	plotPath := filepath.Join(t.TempDir(), "twin.svg")
 	rep, err := RunTwin(TwinOptions{Records: recs, Source: "test", Current: cur, Inventory: inv, AddNodes: "2x8:h100",
-		Top: 5, Plot: plotPath, Out: &out})
+		Top: 5, Plot: plotPath, JSON: true, Out: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
+	var back TwinReport
+	if err := json.Unmarshal(out.Bytes(), &back); err != nil || back.Changed == nil || back.Current.Overall.Jobs != 150 {
+		t.Fatalf("JSON report: %v\n%.500s", err, out.String())
+	}
 	c, ch := rep.Current.Overall, rep.Changed.Overall
-	if c.Jobs != 300 || ch.Jobs != 300 || c.Started != 300 || ch.Started != 300 {
-		t.Fatalf("jobs %d/%d started %d/%d, want all 300 in both runs", c.Jobs, ch.Jobs, c.Started, ch.Started)
+	if c.Jobs != 150 || ch.Jobs != 150 || c.Started != 150 || ch.Started != 150 {
+		t.Fatalf("jobs %d/%d started %d/%d, want all 150 in both runs", c.Jobs, ch.Jobs, c.Started, ch.Started)
 	}
 	if rep.Changed.GPUs != 48 || rep.Current.GPUs != 32 {
 		t.Errorf("GPUs %d → %d, want 32 → 48", rep.Current.GPUs, rep.Changed.GPUs)
@@ -113,6 +125,10 @@ func TestTwinWhatIfMoreNodes(t *testing.T) {
 			t.Errorf("account %s share %g, want %g", a.Name, a.Share, want)
 		}
 	}
+	out.Reset()
+	if err := writeTwin(&out, rep); err != nil {
+		t.Fatal(err)
+	}
 	text := out.String()
 	for _, want := range []string{"fidelity:", "per account:", "per partition:", "jobs whose start moved most", "physics", "changed"} {
 		if !strings.Contains(text, want) {
@@ -122,20 +138,12 @@ func TestTwinWhatIfMoreNodes(t *testing.T) {
 	if b, err := os.ReadFile(plotPath); err != nil || !bytes.Contains(b, []byte("<svg")) {
 		t.Errorf("plot: %v", err)
 	}
-	out.Reset()
-	if _, err := RunTwin(TwinOptions{Records: recs, Current: cur, Inventory: inv, AddNodes: "2x8:h100", JSON: true, Out: &out}); err != nil {
-		t.Fatal(err)
-	}
-	var back TwinReport
-	if err := json.Unmarshal(out.Bytes(), &back); err != nil || back.Changed == nil || back.Current.Overall.Jobs != 300 {
-		t.Fatalf("JSON report: %v\n%.500s", err, out.String())
-	}
 }
 
 // A changed configuration alone (fairshare's weight off) replays on the
 // same nodes; changes that cannot apply are refused, all named at once.
 func TestTwinChangedConfigAndBadNodes(t *testing.T) {
-	recs, inv := twinRecords(200)
+	recs, inv := twinRecords(100)
 	cur := twinConfig(t, "")
 	changed := twinConfig(t, "[scheduler]\nbackfill_depth = 1\n")
 	rep, err := RunTwin(TwinOptions{Records: recs, Current: cur, Changed: changed, ChangedName: "depth1", Inventory: inv})
@@ -151,7 +159,7 @@ func TestTwinChangedConfigAndBadNodes(t *testing.T) {
 	}
 	// Without an inventory the nodes are inferred from the records.
 	rep, err = RunTwin(TwinOptions{Records: recs, Current: cur})
-	if err != nil || !rep.Inferred || rep.Current.Nodes != 1 {
+	if err != nil || !rep.Inferred || rep.Current.Nodes != 1 || rep.Current.GPUs != 8 || rep.Current.Overall.Started != 100 {
 		t.Fatalf("inferred inventory: %v, %+v", err, rep)
 	}
 }

@@ -26,7 +26,7 @@ func ReadAccountingJSON(r io.Reader) ([]api.AcctJob, error) {
 
 // AccountingStats counts what FromAccounting did with the records.
 type AccountingStats struct {
-	Records int `json:"records"`
+	Records int
 	// Replayed jobs, of which Fixed were running at the window's start
 	// (they keep their real allocation until their real end).
 	Replayed, Fixed int
