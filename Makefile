@@ -13,7 +13,7 @@ GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio ssh
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm clean
+.PHONY: help deps build install test test-clients check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm bench-flood clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -42,8 +42,24 @@ install: build ## Install the binaries and Slurm's command names (links) into $(
 deps: ## Install containerd, runc, busybox-static and gcc when missing (Debian, root).
 	@./scripts/deps.sh
 
-test: deps ## Run every test with -race: unit, real containerd integration and end-to-end (needs root).
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+# Packages that start no goroutine (TestNoRacePackagesStartNoGoroutine
+# in gpud/imports_test.go checks it) run without -race: the detector can
+# find nothing in them and makes them 10-25 times slower (gpud/sim's FGD
+# runs of the production scheduler: 6 s become 140 s).
+NORACE_PKGS := ./gpud/sched/... ./gpud/sim/... ./gpud/plot/...
+# The end-to-end packages (gpud/e2e/*: one per area) take the binaries
+# make build just made (GPUD_E2E_BIN) instead of each linking its own, in
+# a go test of their own beside the unit packages': they start at once
+# instead of queueing behind the unit packages' -race builds, and the
+# longest area bounds the run.
+E2E_PKGS := ./gpud/e2e/...
+test: deps build ## Run every test: unit (with -race), real containerd integration and end-to-end (needs root).
+	@unit=$$($(GO) list $(PKGS) | grep -v -x -F "$$($(GO) list $(NORACE_PKGS) $(E2E_PKGS))"); \
+	export GPUD_E2E_BIN=$(CURDIR)/bin; \
+	$(GO) test -count=1 -timeout 20m $(NORACE_PKGS) & norace=$$!; \
+	$(GO) test -race -count=1 -timeout 20m -p 2 $(E2E_PKGS) & e2e=$$!; \
+	$(GO) test -race -count=1 -timeout 20m $$unit; rc=$$?; \
+	wait $$norace || rc=1; wait $$e2e || rc=1; exit $$rc
 
 test-clients: deps ## Run real Slurm clients unchanged against gpud standalone: Snakemake's --slurm executor (installs Debian's snakemake when missing; root).
 	@command -v snakemake >/dev/null || { echo "test-clients: installing snakemake"; \
@@ -61,8 +77,8 @@ fix-fmt: ## Rewrite files with gofmt.
 vet: ## go vet every package.
 	$(GO) vet $(PKGS)
 
-check-imports: ## Enforce the package import allow-list and the runtime import names (gpud/imports_test.go), and keep bin/sbatch free of the HTTP, TLS and CLI stacks.
-	$(GO) test -count=1 -run 'TestImportBoundaries|TestSbatchLinksNoHTTPStack|TestRuntimeImportNames' ./gpud
+check-imports: ## Enforce the package import allow-list and the runtime import names (gpud/imports_test.go), keep bin/sbatch free of the HTTP, TLS and CLI stacks, and make test's no-race packages free of goroutines.
+	$(GO) test -count=1 -run 'TestImportBoundaries|TestSbatchLinksNoHTTPStack|TestRuntimeImportNames|TestNoRacePackagesStartNoGoroutine' ./gpud
 
 man: ## Regenerate the man pages in man/.
 	$(GO) run ./man/gen -out man
@@ -105,6 +121,9 @@ demo: ## Install what is missing, start a 2-node simulated H100 cluster, run an 
 	./scripts/demo.sh
 
 bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha ## Run the benchmarks that print the issues' figures.
+
+bench-flood: ## Issue 24's Must-show (root): 5 min of one client's bad-token flood on the TCP port; another user's sbatch/squeue p50/p99 idle and under it, and state file growth (GPUD_BENCH_FLOOD_SECS to shorten).
+	$(GO) test -run '^$$' -bench BadTokenFlood -benchtime 1x -timeout 60m -v ./gpud/e2e/security/ | grep -E 'badtoken_test|Benchmark|ok|FAIL'
 
 bench-sbatch: build ## sbatch in a shell loop (one submitter, held jobs): submissions/s over a few runs, and sbatch's start cost.
 	./scripts/bench-sbatch.sh
@@ -149,6 +168,10 @@ bench-fleet-live: build ## 1,000 nodes x 8 GPUs, 20,000-job live burst with GPUs
 
 bench-fleet-heartbeats: build ## 10,000 nodes heartbeating every 10 s, agents in 4 processes (aim: controller under one core, none DOWN).
 	nice -n 10 bin/gpud loadtest --nodes 10000 --memory-outbox --jobs 0 --heartbeat 10s --hold 120s --ramp 120s --procs 4
+
+.PHONY: bench-revocation
+bench-revocation: ## Revocation (issue 24): gpuq reconfigure to the first refusal at every step listener of a 10-node standalone, p50/p99/max over 10 revocations (root).
+	$(GO) test -run '^$$' -bench 'RevocationLatency10Nodes' -benchtime 10x -timeout 20m ./gpud/e2e/security/
 
 bench-ha: ## HA (issue 16): submissions/s from 8 clients, 3-member Raft group vs single controller; failover time over 20 leader stops.
 	$(GO) test -run '^$$' -bench 'SubmitParallel8$$' -benchtime 5000x ./gpud/server/

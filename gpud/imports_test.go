@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -197,6 +199,51 @@ func TestSbatchLinksNoHTTPStack(t *testing.T) {
 				t.Errorf("gpusubmit/sbatch links %s: sbatch's start would pay its initialisation again", dep)
 			}
 		}
+	}
+}
+
+// TestNoRacePackagesStartNoGoroutine: make test runs the packages of the
+// Makefile's NORACE_PKGS without -race, which is sound only while none of
+// them starts a goroutine (their tests may: t.Parallel runs each test on
+// its own). A go statement there must move the package back to -race.
+func TestNoRacePackagesStartNoGoroutine(t *testing.T) {
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for line := range strings.SplitSeq(string(mk), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NORACE_PKGS :="); ok {
+			patterns = strings.Fields(rest)
+		}
+	}
+	if len(patterns) == 0 {
+		t.Fatal("the Makefile has no NORACE_PKGS line")
+	}
+	args := append([]string{"list", "-f", `{{range .GoFiles}}{{$.Dir}}/{{.}}{{"\n"}}{{end}}`}, patterns...)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", patterns, err)
+	}
+	fset := token.NewFileSet()
+	files := 0
+	for path := range strings.FieldsSeq(string(out)) {
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files++
+		ast.Inspect(f, func(n ast.Node) bool {
+			if g, ok := n.(*ast.GoStmt); ok {
+				t.Errorf("%s: a go statement in a package make test runs without -race (NORACE_PKGS); take the package out of NORACE_PKGS", fset.Position(g.Pos()))
+			}
+			return true
+		})
+	}
+	if files < 10 {
+		t.Errorf("NORACE_PKGS %v lists %d files; want the scheduler, simulator and plot packages", patterns, files)
 	}
 }
 

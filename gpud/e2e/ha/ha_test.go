@@ -28,8 +28,10 @@ import (
 )
 
 // The HA suite (issue 16): three `gpud controller` processes on loopback,
-// each with its own state dir, its own loopback address (127.77.0.N, so
-// iptables can cut one off) and its own ports, forming a Raft group.
+// each with its own state dir, its own loopback address (127.77.X.N, so
+// iptables can cut one off; X from the test process, so a cut never
+// touches another run's group on the same host) and its own ports,
+// forming a Raft group.
 // Node agents are separate `gpud node` processes sharing one private
 // containerd. Agents and clients reach the group as users and nodes do:
 // over HTTPS with the three members' addresses as a list (node.toml's
@@ -156,7 +158,7 @@ func startHAGroup(t *testing.T, tune [][2]string) *haGroup {
 	e2etest.RequirePrereq(t)
 	h := &haGroup{t: t, dir: e2etest.ShortTempDir(t)}
 	for i := range 3 {
-		m := &haMember{id: fmt.Sprintf("c%d", i+1), ip: fmt.Sprintf("127.77.0.%d", i+1)}
+		m := &haMember{id: fmt.Sprintf("c%d", i+1), ip: fmt.Sprintf("127.77.%d.%d", os.Getpid()%250, i+1)}
 		m.raft = fmt.Sprintf("%s:%d", m.ip, e2etest.FreePort(t))
 		m.api = fmt.Sprintf("%s:%d", m.ip, e2etest.FreePort(t))
 		m.dir = filepath.Join(h.dir, m.id)
