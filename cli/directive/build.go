@@ -269,7 +269,11 @@ func (b *builder) build() {
 		js.Nice = n
 	}
 	if v, ok := b.str("image"); ok {
-		js.Image = v
+		ref, err := spec.ParseImage(v)
+		if err != nil {
+			b.fail(b.chosen["image"], err)
+		}
+		js.Image = ref
 	}
 	if o, ok := b.get("checkpoint"); ok {
 		d, err := ParseCheckpointInterval(o.Value)

@@ -104,6 +104,9 @@ type taskInput struct {
 	Home string
 	// ToolsDir is Config.ToolsDir ("" = none).
 	ToolsDir string
+	// PulledImage is the job's image as the runtime stored it when it
+	// pulled it ("" if it did not): the normalised reference.
+	PulledImage string
 }
 
 // batch says whether this node runs the batch script: the first node of
@@ -114,6 +117,9 @@ func (in *taskInput) batch() bool { return in.Self.Rank == 0 && !in.Asg.Job.Inte
 
 // image is the job's image, the node's default when it names none.
 func (in *taskInput) image() string {
+	if in.PulledImage != "" {
+		return in.PulledImage
+	}
 	if in.Asg.Job.Image != "" {
 		return in.Asg.Job.Image
 	}

@@ -1,0 +1,42 @@
+package spec
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseImage(t *testing.T) {
+	for _, tc := range []struct{ in, want, err string }{
+		{"", "", ""},
+		{"host", "host", ""},
+		{"busybox", "busybox", ""},
+		{"ubuntu:22.04", "ubuntu:22.04", ""},
+		{"nvcr.io/nvidia/pytorch:24.05-py3", "nvcr.io/nvidia/pytorch:24.05-py3", ""},
+		{"nvcr.io#nvidia/pytorch:24.05-py3", "nvcr.io/nvidia/pytorch:24.05-py3", ""},
+		{"docker://nvcr.io#nvidia/pytorch:24.05-py3", "nvcr.io/nvidia/pytorch:24.05-py3", ""},
+		{"docker://ubuntu", "ubuntu", ""},
+		{"alice@127.0.0.1:5000#test/app:1", "127.0.0.1:5000/test/app:1", ""},
+		{"127.0.0.1:5000#test/app@sha256:abc", "127.0.0.1:5000/test/app@sha256:abc", ""},
+		{"dockerd://ubuntu", "", "local daemon"},
+		{"podman://ubuntu", "", "local daemon"},
+		{"/scratch/pytorch.sqsh", "", "squashfs"},
+		{"pytorch.sqsh", "", "squashfs"},
+		{"nvcr.io#", "", "REGISTRY#IMAGE"},
+		{"#nvidia/pytorch", "", "REGISTRY#IMAGE"},
+		{"a#b#c", "", "REGISTRY#IMAGE"},
+		{"nvcr.io/x#y", "", "REGISTRY#IMAGE"},
+		{"nvcr.io//x", "", "not an image reference"},
+		{"ubuntu 22.04", "", "white space"},
+	} {
+		got, err := ParseImage(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseImage(%q) = %q, %v; want an error saying %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseImage(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
