@@ -138,13 +138,18 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 	if err != nil {
 		return runtime.TaskConfig{}, err
 	}
+	cwd := job.WorkDir
+	if c := job.Container; c != nil && c.WorkDir != "" && in.image() != runtime.ImageHost {
+		cwd = c.WorkDir
+	}
 	return runtime.TaskConfig{
+		ReadOnlyRoot:   job.Container != nil && job.Container.ReadOnly,
 		ID:             in.ContainerID,
 		Labels:         taskLabels(in),
 		Image:          in.image(),
 		Args:           taskArgs(in),
 		Env:            taskEnv(in, devs),
-		Cwd:            job.WorkDir,
+		Cwd:            cwd,
 		UID:            job.UID,
 		GID:            job.GID,
 		AdditionalGIDs: in.GroupIDs,

@@ -40,3 +40,17 @@ func TestParseImage(t *testing.T) {
 		}
 	}
 }
+
+func TestContainerValidate(t *testing.T) {
+	js := JobSpec{Image: "host", Container: &Container{Mounts: []string{"/a:/b"}}}
+	var c fieldChecker
+	js.Container.validate(&c, js.Image)
+	if len(c.errs) != 1 || !strings.Contains(c.errs[0].Error(), "add --container-image") {
+		t.Errorf("mounts on the host root: %v", c.errs)
+	}
+	c = fieldChecker{}
+	(&Container{Name: "a b", WorkDir: "rel", Mounts: []string{"/x:/"}}).validate(&c, "img:1")
+	if len(c.errs) != 3 {
+		t.Errorf("bad name, workdir and mount: %v", c.errs)
+	}
+}

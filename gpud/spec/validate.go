@@ -125,6 +125,7 @@ func (js *JobSpec) Validate() error {
 	}
 	c.path("--output", js.Output)
 	c.path("--error", js.Error)
+	js.Container.validate(&c, js.Image)
 	if c.name("--image", js.Image, MaxPathBytes) {
 		if _, err := ParseImage(js.Image); err != nil {
 			c.bad("--image", "--image: %s", err.Error())

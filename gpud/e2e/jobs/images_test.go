@@ -188,3 +188,76 @@ func TestEightJobsOneImageOnePull(t *testing.T) {
 		t.Errorf("registry served the image's config %d times for 8 jobs, want 1:\n%s", n, reg.Log())
 	}
 }
+
+// TestPyxisFlags: pyxis's options as GPU-cluster scripts use them. srun
+// on a login host with --container-image (enroot syntax) and
+// --container-mounts runs in the image with the node directory mounted;
+// a batch job's named container is reused by its steps, which see each
+// other's writes; a step asking for another image is refused saying
+// where the option belongs; --container-readonly makes the root
+// read-only; options gpud cannot honour are refused with the reason.
+func TestPyxisFlags(t *testing.T) {
+	t.Parallel()
+	c, reg := imageCluster(t)
+	reg.AppImage(t, "test/app:1")
+	u := homeUser(t, "p")
+	writeAs(t, u, ".config/enroot/.credentials",
+		fmt.Sprintf("machine %s login %s password %s\n", reg.Host, regUser.Name, regUser.Password))
+	data := e2etest.ShortTempDir(t)
+	if err := os.Chmod(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "hello"), []byte("hello from the node\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	image := reg.EnrootRef("test/app:1")
+
+	r := c.As(u, nil, "srun", "-N1", "--container-image="+image, "--container-mounts="+data+":/data:ro",
+		"--container-workdir=/work", "sh", "-c", "cat /etc/os-release /data/hello; pwd; touch /data/x || echo read-only")
+	if r.Code != 0 || !strings.Contains(r.Stdout, `IMAGE="test/app:1"`) || !strings.Contains(r.Stdout, "hello from the node\n/work\n") ||
+		!strings.Contains(r.Stdout, "read-only") {
+		t.Fatalf("srun --container-image --container-mounts: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+
+	srun := filepath.Join(e2etest.BinDir, "srun")
+	script := filepath.Join(u.Home, "pyxis.sh")
+	if err := os.WriteFile(script, []byte(`#!/bin/sh
+#SBATCH --container-image=`+image+`
+#SBATCH --container-name=app
+`+srun+` --container-name=app sh -c 'echo step-one-was-here > /work/step1'
+`+srun+` --container-name=app --container-image=`+image+` cat /work/step1
+`+srun+` --container-image=busybox:latest true 2>&1 || echo other-image-refused
+`+srun+` --container-mounts=/tmp:/x true 2>&1 || echo mounts-refused
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(script, int(u.UID), int(u.GID)); err != nil {
+		t.Fatal(err)
+	}
+	id := submitAs(t, c, u, "-o", "pyxis-%j.out", "pyxis.sh")
+	job := c.WaitState(id, 3*time.Minute, "COMPLETED", "FAILED")
+	out, _ := os.ReadFile(filepath.Join(u.Home, "pyxis-"+id+".out"))
+	if job["state"] != "COMPLETED" || !strings.Contains(string(out), "step-one-was-here\n") ||
+		!strings.Contains(string(out), "give --container-image to sbatch or salloc") || !strings.Contains(string(out), "other-image-refused") ||
+		!strings.Contains(string(out), "mounts-refused") {
+		t.Fatalf("batch job with a named container: %v (%v)\n%s", job["state"], job["reason"], out)
+	}
+
+	id = submitAs(t, c, u, "--container-image="+image, "--container-readonly", "-o", "ro-%j.out", "--wrap", "touch /work/x || echo root-is-read-only")
+	c.WaitState(id, 3*time.Minute, "COMPLETED", "FAILED")
+	if out, _ := os.ReadFile(filepath.Join(u.Home, "ro-"+id+".out")); !strings.Contains(string(out), "root-is-read-only") {
+		t.Errorf("--container-readonly: output %q", out)
+	}
+
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--container-image=" + image, "--container-remap-root", "--wrap", "id"}},
+		{[]string{"--container-image=" + image, "--container-save=/tmp/x.sqsh", "--wrap", "id"}},
+		{[]string{"--container-image=/scratch/pytorch.sqsh", "--wrap", "id"}},
+		{[]string{"--container-mounts=/tmp:/x", "--wrap", "id"}},
+	} {
+		r := c.As(u, nil, "sbatch", tc.args...)
+		if r.Code == 0 || !strings.Contains(r.Stderr, "container") && !strings.Contains(r.Stderr, "squashfs") {
+			t.Errorf("sbatch %v: exit %d %q; want a refusal saying why", tc.args, r.Code, r.Stderr)
+		}
+	}
+}
