@@ -206,7 +206,8 @@ func (r *runner) run(ctx context.Context) {
 			return
 		default:
 		}
-		if !r.pullImage(ctx, log) || !r.acquire(ctx, log) || !r.start(ctx, log) { // image.go
+		// image.go, runnersteps.go
+		if !r.pullImage(ctx, log) || !r.acquire(ctx, log) || !r.waitGang(ctx, log) || !r.start(ctx, log) {
 			return
 		}
 	}
@@ -271,6 +272,7 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 		}
 		if !errors.Is(err, runtime.ErrIDInUse) || try == 3 {
 			if err == nil {
+				r.steps.Started()
 				log.Info("job container started", "image", cfg.Image, "uid", cfg.UID, "gpus", r.self.GPUs)
 			}
 			break
