@@ -1,27 +1,28 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gpud/gpud/runtime"
+	"github.com/gpud/gpud/runtime/safefs"
 )
 
 // A job's registry credentials are its user's, read from the user's own
-// files on the node by a process running as the user: the kernel applies
+// files on the node with the user's filesystem identity: the kernel applies
 // the user's permissions (root never opens a path the user controls, and
 // a home on NFS with root squashed still works), and the secret exists
-// only in this process's memory for the length of one pull: never in the
+// only in the agent's memory for the length of one pull: never in the
 // job's spec, state.db, the outbox, a log line or the container.
 //
 // Files, as enroot and Docker keep them:
@@ -88,41 +89,47 @@ func userCredentials(ctx context.Context, uid, gid uint32, groups []uint32, home
 }
 
 // readAsUser returns path's content as uid reads it, nil if it does not
-// exist for uid.
+// exist for uid. The file is opened on a thread whose filesystem identity
+// is the user's (safefs.AsUser): the kernel judges every component of the
+// path, symlinks the user planted included, with the user's rights.
 func readAsUser(ctx context.Context, uid, gid uint32, groups []uint32, path string) ([]byte, error) {
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	// A hung NFS home must not hold the job forever: the wait is
+	// bounded, and a stuck read is left to its thread.
+	go func() {
+		var r result
+		r.err = safefs.AsUser(safefs.Cred{UID: uid, GID: gid, Groups: groups}, func() error {
+			f, err := os.Open(path)
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			r.b, err = io.ReadAll(io.LimitReader(f, maxCredBytes))
+			if err == nil && r.b == nil {
+				r.b = []byte{}
+			}
+			return err
+		})
+		done <- r
+	}()
 	ctx, cancel := context.WithTimeout(ctx, credTimeout)
 	defer cancel()
-	// cat, not a shell: the path is data. "test -f" first tells a
-	// missing file (no credentials: fine) from one the user cannot read.
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `[ -e "$1" ] || exit 3; exec cat -- "$1"`, "gpud-read-credentials", path)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	var out, errb bytes.Buffer
-	cmd.Stdout = &limitWriter{w: &out, n: maxCredBytes}
-	cmd.Stderr = &limitWriter{w: &errb, n: 4096}
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && ee.ExitCode() == 3 {
-		return nil, nil
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, fmt.Errorf("read registry credentials %s as uid %d: %w", path, uid, r.err)
+		}
+		return r.b, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("read registry credentials %s as uid %d: %w", path, uid, ctx.Err())
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read registry credentials %s as uid %d: %s (%v)", path, uid, strings.TrimSpace(errb.String()), err)
-	}
-	return out.Bytes(), nil
-}
-
-type limitWriter struct {
-	w io.Writer
-	n int
-}
-
-func (l *limitWriter) Write(p []byte) (int, error) {
-	k := min(len(p), l.n)
-	l.n -= k
-	if _, err := l.w.Write(p[:k]); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }
 
 // parseNetrc reads netrc tokens: machine HOST login USER password SECRET,
