@@ -421,8 +421,12 @@ func pastTense(action string) string {
 		return "signalled"
 	case ActionComplete:
 		return "completed"
-	case ActionSuspend, ActionResumeJob, ActionTop:
-		return action + "d"
+	case ActionSuspend:
+		return "suspended"
+	case ActionResumeJob:
+		return "resumed"
+	case ActionTop:
+		return "moved to the top"
 	}
 	return action
 }

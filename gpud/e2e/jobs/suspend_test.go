@@ -21,15 +21,20 @@ func freezerRoot() string {
 }
 
 // containerCgroup finds the freezer cgroup directory of container id
-// from its processes' /proc/PID/cgroup (runc names the cgroup after the
-// container): the freezer line of cgroup v1, else v2's.
-func containerCgroup(t *testing.T, id string) string {
+// from the /proc/PID/cgroup of a process working in dir (runc names the
+// cgroup after the container; other tests' containers may have the same
+// id, their jobs not the same directory): the freezer line of cgroup v1,
+// else v2's.
+func containerCgroup(t *testing.T, id, dir string) string {
 	t.Helper()
 	root := freezerRoot()
 	var found string
 	e2etest.WaitFor(t, 30*time.Second, "the cgroup of container "+id, func() bool {
 		procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
 		for _, p := range procs {
+			if cwd, err := os.Readlink(filepath.Join(filepath.Dir(p), "cwd")); err != nil || cwd != dir {
+				continue
+			}
 			b, err := os.ReadFile(p)
 			if err != nil {
 				continue
@@ -84,14 +89,14 @@ func TestScontrolSuspendResume(t *testing.T) {
 	j := c.WaitState(id, 60*time.Second, "RUNNING")
 	limit0 := j["time_limit"].(float64)
 	e2etest.WaitFor(t, 30*time.Second, "the job's counter", func() bool { return readCount(t, count) > 0 })
-	cg := containerCgroup(t, "gpud-"+id+"-1-")
+	cg := containerCgroup(t, "gpud-"+id+"-1-", work)
 
 	if r := c.CLI(work, "scontrol", "suspend", id); r.Code != 0 {
 		t.Fatalf("scontrol suspend: exit %d: %s", r.Code, r.Stderr)
 	}
 	suspendedAt := time.Now()
 	c.WaitState(id, 30*time.Second, "SUSPENDED")
-	e2etest.WaitFor(t, 30*time.Second, "the job's cgroup frozen", func() bool { return frozen(t, cg) })
+	e2etest.WaitFor(t, 30*time.Second, "the job's cgroup "+cg+" frozen", func() bool { return frozen(t, cg) })
 	if r := c.CLI(work, "squeue", "-h", "-j", id, "-o", "%t"); strings.TrimSpace(r.Stdout) != "S" {
 		t.Errorf("squeue %%t of the suspended job = %q, want S", r.Stdout)
 	}
