@@ -233,7 +233,6 @@ func (c *Controller) UpdateNodes(ctx context.Context, who Caller, u spec.NodeUpd
 				}
 			case "DOWN":
 				o.State, o.Reason = spec.NodeDown, reason
-				c.setOverride(tx, n, &o)
 				if !n.down {
 					// Its jobs end NODE_FAIL or requeue, as on a node
 					// that stopped answering.
