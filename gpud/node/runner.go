@@ -78,6 +78,9 @@ type runner struct {
 	steps *step.Alloc
 	// logger is log's cache.
 	logger atomic.Pointer[runnerLog]
+	// pulled is the job's image as pullImage got it (Ref "" when the
+	// job runs on the host's root or the runtime does not pull).
+	pulled runtime.PullResult
 }
 
 // learned is an adopted runner's assignment and its part of it.
@@ -207,7 +210,8 @@ func (r *runner) run(ctx context.Context) {
 			return
 		default:
 		}
-		if !r.acquire(ctx, log) || !r.start(ctx, log) {
+		// image.go, runnersteps.go
+		if !r.pullImage(ctx, log) || !r.acquire(ctx, log) || !r.waitGang(ctx, log) || !r.start(ctx, log) {
 			return
 		}
 	}
@@ -272,6 +276,7 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 		}
 		if !errors.Is(err, runtime.ErrIDInUse) || try == 3 {
 			if err == nil {
+				r.steps.Started()
 				log.Info("job container started", "image", cfg.Image, "uid", cfg.UID, "gpus", r.self.GPUs)
 			}
 			break
@@ -319,7 +324,7 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 		CPUSet: r.cpus, CPUMems: r.mems,
 		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
 		Hide: r.d.hidden(), Show: r.d.cfg.ShowPaths, Home: homeDir(job.UID),
-		Mounts: existingDirs(r.d.cfg.Mounts), ToolsDir: r.d.cfg.ToolsDir,
+		Mounts: existingDirs(r.d.cfg.Mounts), ToolsDir: r.d.cfg.ToolsDir, PulledImage: r.pulled.Ref,
 	}
 	return buildTask(in)
 }
