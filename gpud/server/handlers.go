@@ -192,8 +192,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 			err = unseenJob(ref)
 		}
 		if err == nil {
-			redact(who(r), &j)
-			s.maskSecrets(who(r), &j)
+			s.showJob(r, &j)
 			s.writeJSON(w, j)
 			return
 		}
@@ -222,8 +221,7 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	redact(who(r), &j)
-	s.maskSecrets(who(r), &j)
+	s.showJob(r, &j)
 	s.writeJSON(w, j)
 }
 
@@ -273,6 +271,7 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
+		s.showJob(r, &j)
 		s.writeJSON(w, j)
 		return
 	}
@@ -287,6 +286,7 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
+		s.showJob(r, &j)
 		s.writeJSON(w, j)
 		return
 	}
@@ -305,6 +305,7 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.showJob(r, &j)
 	s.writeJSON(w, j)
 }
 
@@ -349,8 +350,16 @@ func (s *Server) updateJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, s.hideRefusal(r, ref, err))
 		return
 	}
-	redact(ident, &j)
+	s.showJob(r, &j)
 	s.writeJSON(w, j)
+}
+
+// showJob makes j what the request's caller may see of it: another
+// user's script, environment and paths gone (redact), or for an
+// operator, its secrets masked (maskSecrets).
+func (s *Server) showJob(r *http.Request, j *spec.Job) {
+	redact(who(r), j)
+	s.maskSecrets(who(r), j)
 }
 
 // cancelJobs is POST /v1/jobs/cancel: scancel by filter, one call and one
