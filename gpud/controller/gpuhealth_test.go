@@ -152,3 +152,51 @@ func TestGPUHealthNeverOverwritesAPerson(t *testing.T) {
 		t.Errorf("n2 after readmission %s %q, want still drained by the person", nodes[1].State, nodes[1].Reason)
 	}
 }
+
+// TestExpediteRequeue: a job submitted with --requeue=expedite that a GPU
+// fault requeues goes ahead of an older, higher-priority pending job, and
+// the requeue is not charged to it; without expedite it queues behind.
+func TestExpediteRequeue(t *testing.T) {
+	for _, expedite := range []bool{true, false} {
+		t.Run(fmt.Sprint("expedite=", expedite), func(t *testing.T) {
+			h := newHarness(t, newFakeStore(), func(c *Config) { c.NodeTimeout, c.AllowRootJobs = time.Hour, true })
+			ctx := context.Background()
+			registerDGX(h, "n1", 2)
+			victim := h.submit(alice, func(j *spec.JobSpec) {
+				j.Requeue, j.RequeueExpedite, j.Resources.GPUsPerNode = true, expedite, 1
+			})
+			other := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
+			if h.job(other).State != spec.StateRunning {
+				t.Fatal("the second job should run on the second GPU")
+			}
+			waiting := h.submit(root, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1; j.Nice = -1000 })
+			if h.job(waiting).State != spec.StatePending {
+				t.Fatalf("the third job should wait: both GPUs are busy; %v %v / %v %v / %v %v", h.job(victim).State, h.job(victim).GPUs, h.job(other).State, h.job(other).GPUs, h.job(waiting).State, h.job(waiting).GPUs)
+			}
+			uuid := h.job(victim).GPUs[0]
+			sick := []spec.GPUProblem{{UUID: uuid, Problem: "gpud:xid79 gpu0 XID 79", Code: "xid79", Action: "drain-gpu"}}
+			if err := h.c.GPUHealth(ctx, root, "n1", sick, nil); err != nil {
+				t.Fatal(err)
+			}
+			h.exit("n1", h.job(victim), spec.StateRequeued, 0)
+			if j := h.job(victim); j.HWRequeues != 1 || j.Expedited != expedite {
+				t.Fatalf("victim hw_requeues %d expedited %v, want 1 and %v", j.HWRequeues, j.Expedited, expedite)
+			}
+			// One healthy GPU frees: the expedited job takes it first.
+			h.exit("n1", h.job(other), spec.StateCompleted, 0)
+			first, second := victim, waiting
+			if !expedite {
+				first, second = waiting, victim
+			}
+			if j := h.job(first); j.State != spec.StateRunning {
+				t.Errorf("job %d %s, want it RUNNING first", first, j.State)
+			}
+			if j := h.job(second); j.State != spec.StatePending {
+				t.Errorf("job %d %s, want it still PENDING", second, j.State)
+			}
+			if j := h.job(victim); j.State == spec.StateRunning && (j.Expedited || j.Attempt != 2) {
+				t.Errorf("restarted victim expedited %v attempt %d, want false and 2", j.Expedited, j.Attempt)
+			}
+		})
+	}
+}

@@ -210,7 +210,7 @@ func (c *Controller) gpuProblem(tx *txn, n *nodeRec, p spec.GPUProblem) {
 		n.drain, n.drainReason = true, reason
 		c.log.Warn("node drained by its GPU health", "node", name, "reason", reason)
 		c.nodeEvent(tx, name, spec.NodeEventDrain, reason, "gpud")
-		c.moveJobs(tx, n, "node "+name+" drained: "+reason, false, func(spec.NodeAlloc) bool { return true })
+		c.moveJobs(tx, n, "node "+name+" drained: "+reason, false, true, func(spec.NodeAlloc) bool { return true })
 		tx.saveNode(n)
 		tx.kick = true
 	}
@@ -224,7 +224,7 @@ func (c *Controller) gpuProblem(tx *txn, n *nodeRec, p spec.GPUProblem) {
 	tx.saveNode(n)
 	tx.kick = true
 	uuid := g.UUID
-	c.moveJobs(tx, n, "node "+name+" "+g.Health, false, func(p spec.NodeAlloc) bool { return slices.Contains(p.GPUs, uuid) })
+	c.moveJobs(tx, n, "node "+name+" "+g.Health, false, true, func(p spec.NodeAlloc) bool { return slices.Contains(p.GPUs, uuid) })
 }
 
 // gpuEvent records one GPU health event and applies a readmission
@@ -286,8 +286,9 @@ func (c *Controller) GPUsOut(ctx context.Context, name string) ([]spec.GPUProble
 // onPart and queues them again (same id and submit time), asking them to
 // checkpoint first when they take checkpoints, the way gpuq requeue does.
 // Jobs submitted with --no-requeue keep running, and with onlyCheckpointing
-// so do jobs that do not checkpoint (they would lose their work).
-func (c *Controller) moveJobs(tx *txn, n *nodeRec, reason string, onlyCheckpointing bool, onPart func(spec.NodeAlloc) bool) {
+// so do jobs that do not checkpoint (they would lose their work). hw says
+// the hardware is at fault (hardwareRequeue).
+func (c *Controller) moveJobs(tx *txn, n *nodeRec, reason string, onlyCheckpointing, hw bool, onPart func(spec.NodeAlloc) bool) {
 	for _, allocID := range slices.Sorted(maps.Keys(n.allocs)) {
 		rec := c.st.jobs[n.allocs[allocID]]
 		if rec == nil || rec.job.State != spec.StateRunning || !rec.job.Requeue {
@@ -301,8 +302,24 @@ func (c *Controller) moveJobs(tx *txn, n *nodeRec, reason string, onlyCheckpoint
 			continue
 		}
 		c.log.Info("moving job off node", "job_id", rec.job.ID, "node", n.inv.Name, "reason", reason, "checkpoint_first", checkpoints(&rec.job))
+		if hw {
+			c.hardwareRequeue(rec)
+		}
 		c.stopToRequeue(tx, rec, reason)
 		tx.saveJob(rec)
+	}
+}
+
+// hardwareRequeue notes that rec is requeued because its hardware failed
+// (a GPU or node gpud's health model took out, a node that failed): the
+// requeue is not charged to the job (HWRequeues), and a job that asked for
+// --requeue=expedite, or whose partition expedites, waits at top priority
+// until it starts again, away from the drained GPU or node.
+func (c *Controller) hardwareRequeue(rec *jobRec) {
+	j := &rec.job
+	j.HWRequeues++
+	if p := c.cfg.partition(j.Partition); j.RequeueExpedite || p != nil && p.RequeueExpedite {
+		j.Expedited = true
 	}
 }
 
@@ -559,7 +576,7 @@ func (c *Controller) NodeAction(ctx context.Context, who Caller, name, action, r
 		case ActionDrain:
 			n.drain = true
 			n.drainReason = orDefault(reason, "drained by "+orDefault(who.User, "root"))
-			c.moveJobs(tx, n, "node "+name+" drained: "+n.drainReason, true, func(spec.NodeAlloc) bool { return true })
+			c.moveJobs(tx, n, "node "+name+" drained: "+n.drainReason, true, false, func(spec.NodeAlloc) bool { return true })
 			c.nodeEvent(tx, name, spec.NodeEventDrain, n.drainReason, orDefault(who.User, "root"))
 		case ActionResume:
 			n.drain, n.drainReason = false, ""

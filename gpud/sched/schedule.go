@@ -412,6 +412,18 @@ type JobPriority struct {
 // priority is j's multifactor priority, or Job.Priority when the
 // multifactor weights are all zero.
 func (c *cycle) priority(j *Job) priority.Result {
+	r := c.basePriority(j)
+	if j.Expedite {
+		r.Total += ExpeditePriority
+	}
+	return r
+}
+
+// ExpeditePriority is added to an expedited job's priority: more than any
+// multifactor total or priority a person sets, so it goes first.
+const ExpeditePriority = int64(1) << 48
+
+func (c *cycle) basePriority(j *Job) priority.Result {
 	if c.cfg.Priority.Weights.Zero() {
 		return priority.Result{Total: j.Priority}
 	}
