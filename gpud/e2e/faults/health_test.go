@@ -24,11 +24,22 @@ import (
 // gpuq health shows the history. The fault is repeated on the GPU the job
 // runs on to time the move over several trials.
 func TestXID79DrainsOneGPU(t *testing.T) {
-	c, nodes := e2etest.StartFaultCluster(t, "node1")
+	// The fault suite's cluster, its node offering 32 CPUs so that CPUs
+	// (2 on a small test host) do not run out before GPUs do.
+	e2etest.RequirePrereq(t)
+	c := e2etest.StartCluster(t, 0, "--config", e2etest.FaultControllerConfig(t, e2etest.ShortTempDir(t)), "--kill-grace", "2s")
+	conf := e2etest.FaultNodeConfig(t, c)
+	body, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte(strings.Replace(string(body), "[node]\n", "[node]\ncpus = 32\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := c.StartNode(t, "node1", conf)
 	cl := c.Client()
 	ctx := context.Background()
 	work := t.TempDir()
-	n := nodes["node1"]
 	healthFile := filepath.Join(n.Dir, "mock-gpu-health.json")
 	inv := func() spec.Node {
 		t.Helper()
