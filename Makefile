@@ -13,7 +13,7 @@ GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio ssh
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients test-chaos check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm bench-flood clean
+.PHONY: help deps build install test test-clients test-chaos test-step-kills check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm bench-flood clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -60,6 +60,9 @@ test: deps build ## Run every test: unit (with -race), real containerd integrati
 	$(GO) test -race -count=1 -timeout 20m -p 2 $(E2E_PKGS) & e2e=$$!; \
 	$(GO) test -race -count=1 -timeout 20m $$unit; rc=$$?; \
 	wait $$norace || rc=1; wait $$e2e || rc=1; exit $$rc
+
+test-step-kills: deps ## Kill -9 either node agent during a 2-host step (network namespaces), restart it 10s later: 10 runs for each node; STEP_KILLS=N for another count (root).
+	GPUD_TEST_STEP_KILLS=$${STEP_KILLS:-10} $(GO) test -count=1 -timeout 90m -run 'TestMultiHostSteps/AgentKill' -v ./gpud/e2e/multihost/
 
 test-clients: deps ## Run real Slurm clients unchanged against gpud standalone: Snakemake's --slurm executor (installs Debian's snakemake when missing; root).
 	@command -v snakemake >/dev/null || { echo "test-clients: installing snakemake"; \

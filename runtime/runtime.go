@@ -16,6 +16,11 @@ var ErrNotFound = errors.New("task not found")
 // The caller should start under a fresh ID.
 var ErrIDInUse = errors.New("container ID held by stale engine state")
 
+// ErrNoCwd is returned by Exec when the process cannot enter its working
+// directory in the container (it is not there, or not the user's to
+// enter).
+var ErrNoCwd = errors.New("working directory not available in the container")
+
 // ImageHost selects the node's own root filesystem (read-only) as a job's
 // root: what a Slurm user expects, with the host's tools and libraries.
 const ImageHost = "host"

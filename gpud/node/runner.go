@@ -203,7 +203,7 @@ func (r *runner) run(ctx context.Context) {
 			return
 		default:
 		}
-		if !r.acquire(ctx, log) || !r.start(ctx, log) {
+		if !r.acquire(ctx, log) || !r.waitGang(ctx, log) || !r.start(ctx, log) { // runnersteps.go
 			return
 		}
 	}
@@ -268,6 +268,7 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 		}
 		if !errors.Is(err, runtime.ErrIDInUse) || try == 3 {
 			if err == nil {
+				r.steps.Started()
 				log.Info("job container started", "image", cfg.Image, "uid", cfg.UID, "gpus", r.self.GPUs)
 			}
 			break
