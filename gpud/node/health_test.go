@@ -176,7 +176,7 @@ func TestHealthHoldsWhatTheControllerHoldsOut(t *testing.T) {
 		e.opts = []Option{WithHealth(fs, cfg)}
 	})
 	waitFor(t, "GPU-c held", func() bool {
-		p := e.agent.health.current()
+		p, _ := lastBeat(e) // the agent's fields are its own until a heartbeat shows them
 		return len(p) == 1 && p[0].UUID == "GPU-c"
 	}, e.on()...)
 	fs.set(0, func(s *gpu.Sample) { s.UUID = "" }) // GPU-a vanishes
