@@ -132,11 +132,13 @@ type JobSpec struct {
 	Error  string `json:"error,omitempty"`
 	// Image is "host" (the node's root filesystem, read-only) or an image
 	// reference known to the node's containerd.
-	Image     string `json:"image,omitempty"`
-	Hold      bool   `json:"hold,omitempty"`
-	Nice      int    `json:"nice,omitempty"`
-	BeginTime Time   `json:"begin_time"`
-	Requeue   bool   `json:"requeue"`
+	Image string `json:"image,omitempty"`
+	// Container holds pyxis's --container-* options (nil: none).
+	Container *Container `json:"container,omitempty"`
+	Hold      bool       `json:"hold,omitempty"`
+	Nice      int        `json:"nice,omitempty"`
+	BeginTime Time       `json:"begin_time"`
+	Requeue   bool       `json:"requeue"`
 	// RequeueExpedite (--requeue=expedite): requeued by a hardware fault,
 	// the job goes ahead of every other job.
 	RequeueExpedite bool     `json:"requeue_expedite,omitempty"`
