@@ -175,6 +175,10 @@ bench-fleet-live: build ## 1,000 nodes x 8 GPUs, 20,000-job live burst with GPUs
 bench-fleet-heartbeats: build ## 10,000 nodes heartbeating every 10 s, agents in 4 processes (aim: controller under one core, none DOWN).
 	nice -n 10 bin/gpud loadtest --nodes 10000 --memory-outbox --jobs 0 --heartbeat 10s --hold 120s --ramp 120s --procs 4
 
+.PHONY: bench-images
+bench-images: ## Images (issue 27): cold start of a 1 GiB image from a private registry, submit->running, beside ctr image pull + ctr run; warm start beside the host image (root; GPUD_BENCH_IMAGE_MIB to resize).
+	$(GO) test -run '^$$' -bench 'ImageStart' -benchtime 1x -timeout 30m -v ./gpud/e2e/jobs/ | grep -E 'images_bench_test|Benchmark|ok|FAIL'
+
 .PHONY: bench-revocation
 bench-revocation: ## Revocation (issue 24): gpuq reconfigure to the first refusal at every step listener of a 10-node standalone, p50/p99/max over 10 revocations (root).
 	$(GO) test -run '^$$' -bench 'RevocationLatency10Nodes' -benchtime 10x -timeout 20m ./gpud/e2e/security/

@@ -47,6 +47,9 @@ type TaskConfig struct {
 	Labels map[string]string
 	// Image is ImageHost or an image reference known to containerd.
 	Image string
+	// ReadOnlyRoot makes an image's root filesystem read-only (the
+	// host's always is).
+	ReadOnlyRoot bool
 	// Args is the process to run; Args[0] must exist inside the root.
 	Args     []string
 	Env      []string // applied last: wins over anything CDI injects

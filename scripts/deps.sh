@@ -11,7 +11,9 @@
 # suite's tc netem), python3-cloudpickle
 # and python3-typing-extensions (submitit, the Python client the e2e tests
 # drive, imports both), curl (the e2e test that runs Slurm's REST quick
-# start's curl commands against gpud). Needs root to install; without root it only says
+# start's curl commands against gpud), docker-registry (the CNCF
+# distribution registry: image pull tests and make bench-images start
+# their own on loopback, never the package's service). Needs root to install; without root it only says
 # what is missing.
 set -euo pipefail
 missing=()
@@ -28,6 +30,7 @@ command -v modprobe >/dev/null || missing+=(kmod)
 /usr/bin/python3 -c 'import cloudpickle' 2>/dev/null || missing+=(python3-cloudpickle)
 /usr/bin/python3 -c 'import typing_extensions' 2>/dev/null || missing+=(python3-typing-extensions)
 command -v curl >/dev/null || missing+=(curl)
+command -v docker-registry >/dev/null || missing+=(docker-registry)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "deps: missing ${missing[*]}; run as root (or apt-get install them) — tests that need them will be skipped" >&2

@@ -268,9 +268,16 @@ func (b *builder) build() {
 		}
 		js.Nice = n
 	}
-	if v, ok := b.str("image"); ok {
-		js.Image = v
+	for _, name := range []string{"image", "container-image"} {
+		if v, ok := b.str(name); ok {
+			ref, err := spec.ParseImage(v)
+			if err != nil {
+				b.fail(b.chosen[name], err)
+			}
+			js.Image = ref
+		}
 	}
+	js.Container = b.container()
 	if o, ok := b.get("checkpoint"); ok {
 		d, err := ParseCheckpointInterval(o.Value)
 		if err != nil {
@@ -578,4 +585,33 @@ func (b *builder) export() {
 		}
 		set(k + "=" + v)
 	}
+}
+
+// container reads pyxis's --container-* options (nil when none is given).
+func (b *builder) container() *spec.Container {
+	var c spec.Container
+	if o, ok := b.get("container-mounts"); ok {
+		for m := range strings.SplitSeq(o.Value, ",") {
+			if m = strings.TrimSpace(m); m == "" {
+				continue
+			}
+			if _, err := spec.ParseContainerMount(m); err != nil {
+				b.fail(o, err)
+				continue
+			}
+			c.Mounts = append(c.Mounts, m)
+		}
+	}
+	if v, ok := b.str("container-workdir"); ok {
+		c.WorkDir = v
+	}
+	if v, ok := b.str("container-name"); ok {
+		c.Name = v
+	}
+	c.ReadOnly = b.flag("container-readonly", false) || !b.flag("container-writable", true)
+	c.MountHome = b.flag("container-mount-home", false) || !b.flag("no-container-mount-home", true)
+	if c.IsZero() {
+		return nil
+	}
+	return &c
 }

@@ -19,6 +19,30 @@ type Node struct {
 	Version int         `toml:"version"`
 	Node    NodeSection `toml:"node"`
 	Health  Health      `toml:"health"`
+	Images  Images      `toml:"images"`
+}
+
+// Images is [images]: pulls from OCI registries and the node's one
+// cache of pulled images.
+type Images struct {
+	// CacheMax bounds the bytes on disk of the images this node pulled,
+	// like "200G"; "" is unbounded. The least recently used go first,
+	// never one a job runs from.
+	CacheMax string `toml:"cache_max"`
+	// CAFile is a site CA (PEM) trusted for registries besides the
+	// system roots; "" trusts the system roots only.
+	CAFile string `toml:"ca_file"`
+	// Mirrors lists, per registry host ("docker.io", "nvcr.io"), mirror
+	// URLs tried before it, in order.
+	Mirrors map[string][]string `toml:"mirrors"`
+	// Downloads is how many layers one pull fetches at once.
+	Downloads int `toml:"downloads"`
+}
+
+// CacheMaxBytes is CacheMax in bytes (0: unbounded). Valid after Validate.
+func (i Images) CacheMaxBytes() int64 {
+	n, _ := parseMemMiB(i.CacheMax)
+	return n << 20
 }
 
 // NodeSection is [node].
@@ -145,6 +169,7 @@ func DefaultNode() Node {
 			// row-remapping failures, fallen off the bus, NVLink, fatal
 			// uncontained ECC.
 			FatalXIDs: []int{48, 63, 64, 74, 79, 92, 94, 95}},
+		Images: Images{Mirrors: map[string][]string{}, Downloads: 8},
 	}
 }
 
@@ -278,6 +303,7 @@ func (n Node) Validate() error {
 	if n.Health.ECCUncorrectedMax < -1 {
 		p.addf("[health] ecc_uncorrected_max: %d must be -1 (off) or more", n.Health.ECCUncorrectedMax)
 	}
+	n.Images.validate(&p)
 	for _, x := range n.Health.FatalXIDs {
 		if x <= 0 {
 			p.addf("[health] fatal_xids: %d is not an XID (positive numbers, e.g. 79)", x)
@@ -296,4 +322,26 @@ func controllerList(s string) []string {
 		}
 	}
 	return out
+}
+
+func (i Images) validate(p *problems) {
+	if _, err := parseMemMiB(i.CacheMax); err != nil {
+		p.addf("[images] cache_max: %q is not a size (%v; use e.g. \"200G\", or \"\" for no bound)", i.CacheMax, err)
+	}
+	if i.CAFile != "" && !filepath.IsAbs(i.CAFile) {
+		p.addf("[images] ca_file: %q must be an absolute path (or \"\" for the system roots only)", i.CAFile)
+	}
+	if i.Downloads < 1 || i.Downloads > 64 {
+		p.addf("[images] downloads: %d is outside 1-64", i.Downloads)
+	}
+	for host, urls := range i.Mirrors {
+		if host == "" || strings.ContainsAny(host, "/ #") {
+			p.addf("[images] mirrors: key %q is not a registry host (e.g. \"docker.io\", \"nvcr.io\", \"registry.site:5000\")", host)
+		}
+		for _, u := range urls {
+			if !(strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")) || len(strings.SplitN(u, "://", 2)[1]) == 0 {
+				p.addf("[images] mirrors: %s: %q is not a mirror URL (use \"https://host[:port]\")", host, u)
+			}
+		}
+	}
 }

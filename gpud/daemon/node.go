@@ -41,7 +41,9 @@ type NodeOptions struct {
 	Containerd string
 	Section    config.NodeSection
 	Health     config.Health
-	DevRoot    string // for mock GPUs
+	// Images is [images]: registry pulls and the node's image cache.
+	Images  config.Images
+	DevRoot string // for mock GPUs
 	// StopJobs ends the node's running jobs when it stops cleanly.
 	StopJobs bool
 	Log      *slog.Logger
@@ -96,7 +98,9 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	}
 	defer devs.Close()
 	inv.CRIU = detectCRIU(ctx)
-	rt, err := containerd.New(ctx, containerd.Options{Address: o.Containerd, CDISpecDirs: []string{s.CDIDir}})
+	rt, err := containerd.New(ctx, containerd.Options{Address: o.Containerd, CDISpecDirs: []string{s.CDIDir},
+		Images: containerd.ImageOptions{CacheBytes: o.Images.CacheMaxBytes(), Mirrors: o.Images.Mirrors, CAFile: o.Images.CAFile,
+			Downloads: o.Images.Downloads}})
 	if err != nil {
 		return fmt.Errorf("connect to containerd at %s: %w", o.Containerd, err)
 	}

@@ -74,6 +74,9 @@ type runner struct {
 	steps *step.Alloc
 	// logger is log's cache.
 	logger atomic.Pointer[runnerLog]
+	// pulled is the job's image as pullImage got it (Ref "" when the
+	// job runs on the host's root or the runtime does not pull).
+	pulled runtime.PullResult
 }
 
 // learned is an adopted runner's assignment and its part of it.
@@ -203,7 +206,8 @@ func (r *runner) run(ctx context.Context) {
 			return
 		default:
 		}
-		if !r.acquire(ctx, log) || !r.waitGang(ctx, log) || !r.start(ctx, log) { // runnersteps.go
+		// image.go, runnersteps.go
+		if !r.pullImage(ctx, log) || !r.acquire(ctx, log) || !r.waitGang(ctx, log) || !r.start(ctx, log) {
 			return
 		}
 	}
@@ -316,7 +320,7 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 		CPUSet: r.cpus, CPUMems: r.mems,
 		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
 		Hide: r.d.hidden(), Show: r.d.cfg.ShowPaths, Home: homeDir(job.UID),
-		Mounts: existingDirs(r.d.cfg.Mounts), ToolsDir: r.d.cfg.ToolsDir,
+		Mounts: existingDirs(r.d.cfg.Mounts), ToolsDir: r.d.cfg.ToolsDir, PulledImage: r.pulled.Ref,
 	}
 	return buildTask(in)
 }

@@ -132,15 +132,17 @@ type JobSpec struct {
 	Error  string `json:"error,omitempty"`
 	// Image is "host" (the node's root filesystem, read-only) or an image
 	// reference known to the node's containerd.
-	Image     string   `json:"image,omitempty"`
-	Hold      bool     `json:"hold,omitempty"`
-	Nice      int      `json:"nice,omitempty"`
-	BeginTime Time     `json:"begin_time"`
-	Requeue   bool     `json:"requeue"`
-	Array     string   `json:"array,omitempty"`
-	Depend    string   `json:"dependency,omitempty"`
-	Signal    string   `json:"signal,omitempty"`
-	Ckpt      Duration `json:"checkpoint_interval,omitempty"`
+	Image string `json:"image,omitempty"`
+	// Container holds pyxis's --container-* options (nil: none).
+	Container *Container `json:"container,omitempty"`
+	Hold      bool       `json:"hold,omitempty"`
+	Nice      int        `json:"nice,omitempty"`
+	BeginTime Time       `json:"begin_time"`
+	Requeue   bool       `json:"requeue"`
+	Array     string     `json:"array,omitempty"`
+	Depend    string     `json:"dependency,omitempty"`
+	Signal    string     `json:"signal,omitempty"`
+	Ckpt      Duration   `json:"checkpoint_interval,omitempty"`
 	// CkptMode is how the job is checkpointed: "" (cooperative, the
 	// default) or CkptModeCRIU.
 	CkptMode string `json:"checkpoint_mode,omitempty"`
