@@ -37,16 +37,7 @@ func BenchmarkImageStart(b *testing.B) {
 	}
 	reg := registrytest.Start(b)
 	dir := e2etest.ShortTempDir(b)
-	conf, err := os.ReadFile(e2etest.RepoPath(b, "etc/node.toml"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	i := strings.Index(string(conf), "\n[images]\n")
-	text := string(conf[:i]) + strings.Replace(string(conf[i:]), "\nca_file = \"\"\n", fmt.Sprintf("\nca_file = %q\n", reg.CAFile), 1)
-	confPath := filepath.Join(dir, "node.toml")
-	if err := os.WriteFile(confPath, []byte(text), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	confPath := nodeConfigWithCA(b, dir, reg.CAFile)
 	t0 := time.Now()
 	img := reg.BigImage(b, dir, "bench/big:1", size<<20)
 	b.Logf("pushed %s: %d MiB in %d layers, %.1fs", img.Ref, img.Size>>20, (size+127)/128+1, time.Since(t0).Seconds())
