@@ -380,6 +380,7 @@ func (c *Controller) schedNode(name string) (sched.Node, []spec.JobID) {
 		MemMiB:     n.inv.MemMiB,
 		FreeMemMiB: n.inv.MemMiB - u.mem,
 		Allocs:     len(u.jobs),
+		Weight:     n.weight(), // admin.go
 	}
 	groups := nvlinkGroups(n.inv.GPUs)
 	for i, g := range n.inv.GPUs {

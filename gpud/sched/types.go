@@ -132,6 +132,9 @@ type Node struct {
 	// Allocs counts the allocations running on the node; an exclusive job
 	// needs a node with none.
 	Allocs int
+	// Weight orders nodes that fit a job equally well: lower first
+	// (scontrol update Weight=); 0 is the default.
+	Weight int
 }
 
 // GPU is one schedulable GPU device: a whole GPU or (for a MIG-aware
