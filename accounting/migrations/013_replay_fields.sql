@@ -1,4 +1,4 @@
--- v12: what gpud simulate --from-accounting needs to replay a job under a
+-- v13: what gpud simulate --from-accounting needs to replay a job under a
 -- changed configuration (issue 32): the job's request as submitted
 -- (spec.Resources as JSON: nodes, per-node CPUs, memory and GPUs, model,
 -- exclusive, constraint; the allocation columns say only what it got),
