@@ -65,7 +65,7 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 			"SLURMD_NODENAME=node-1", "SLURM_GPUS_ON_NODE=2", "GPUD_STEP_SOCKET=" + filepath.Join(jobDir, "step.sock"),
 			"SLURM_JOB_ACCOUNT=ml", "SLURM_JOB_QOS=normal", "SLURM_JOB_UID=1000", "SLURM_JOB_GID=1000",
 			"SLURM_TOPOLOGY_ADDR=node-1", "SLURM_TOPOLOGY_ADDR_PATTERN=node", "SLURM_CLUSTER_NAME=gpu-cluster", "SLURM_SUBMIT_HOST=login1",
-			"SLURM_JOB_GPUS=0,1", "SLURM_TASKS_PER_NODE=4(x2)",
+			"SLURM_JOB_GPUS=0,1",
 		},
 		Cwd: work, UID: 1000, GID: 1000,
 		Hostname: "node-1.test",
