@@ -136,6 +136,15 @@ type Runtime interface {
 	List(ctx context.Context) ([]TaskInfo, error)
 }
 
+// Pauser is implemented by runtimes that can freeze a task's cgroup
+// (scontrol suspend): every process of the container stops where it is,
+// keeping its memory and devices, until Resume. Both are idempotent.
+// Optional, like UsageReader: the node agent type-asserts it.
+type Pauser interface {
+	Pause(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
+}
+
 // TaskUsage is what a task's cgroup has used so far.
 type TaskUsage struct {
 	// CPUSeconds is CPU time used since the task started.

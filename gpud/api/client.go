@@ -503,6 +503,22 @@ func (c *Client) NodeAction(ctx context.Context, name, action string, req NodeAc
 	return out, err
 }
 
+// UpdateNodes changes nodes as scontrol update NodeName= does, all or
+// nothing; it returns the live differences from what the nodes registered.
+func (c *Client) UpdateNodes(ctx context.Context, u spec.NodeUpdate) (AdminUpdateResponse, error) {
+	var out AdminUpdateResponse
+	err := c.do(ctx, http.MethodPatch, "/nodes", nil, u, &out)
+	return out, err
+}
+
+// UpdatePartition changes a partition as scontrol update PartitionName=
+// does; it returns every live difference from the configuration file.
+func (c *Client) UpdatePartition(ctx context.Context, u spec.PartitionUpdate) (AdminUpdateResponse, error) {
+	var out AdminUpdateResponse
+	err := c.do(ctx, http.MethodPatch, "/partitions/"+url.PathEscape(u.Name), nil, u, &out)
+	return out, err
+}
+
 // Reconfigure asks the controller to reload its configuration file.
 func (c *Client) Reconfigure(ctx context.Context) (ReconfigureResponse, error) {
 	var out ReconfigureResponse

@@ -682,6 +682,13 @@ type Partition struct {
 	Nodes []string `json:"nodes"`
 }
 
+// AdminUpdateResponse answers PATCH /v1/nodes and /v1/partitions/{name}:
+// the live state's differences from the configuration file (or from
+// what nodes registered) that remain, one line each.
+type AdminUpdateResponse struct {
+	Differences []string `json:"differences"`
+}
+
 // PartitionsResponse is GET /v1/partitions.
 type PartitionsResponse struct {
 	Partitions []Partition `json:"partitions"`

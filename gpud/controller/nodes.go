@@ -471,20 +471,9 @@ func (c *Controller) NodeAction(ctx context.Context, who Caller, name, action, r
 		}
 		switch action {
 		case ActionDrain:
-			n.drain = true
-			n.drainReason = orDefault(reason, "drained by "+orDefault(who.User, "root"))
-			c.moveJobs(tx, n, "node "+name+" drained: "+n.drainReason, true, func(spec.NodeAlloc) bool { return true })
-			c.nodeEvent(tx, name, spec.NodeEventDrain, n.drainReason, orDefault(who.User, "root"))
+			c.drainNode(tx, n, reason, who)
 		case ActionResume:
-			n.drain, n.drainReason = false, ""
-			n.down, n.downReason = false, ""
-			n.lastHB = c.now()
-			n.inv.GPUs = slices.Clone(n.inv.GPUs)
-			for i := range n.inv.GPUs {
-				n.inv.GPUs[i].Health = ""
-			}
-			tx.bump[name] = true
-			c.nodeEvent(tx, name, spec.NodeEventResume, reason, orDefault(who.User, "root"))
+			c.resumeNode(tx, n, reason, who)
 		default:
 			return spec.Errorf(spec.ErrInvalid, "unknown node action %q; use drain or resume", action)
 		}
@@ -495,6 +484,32 @@ func (c *Controller) NodeAction(ctx context.Context, who Caller, name, action, r
 		return nil
 	})
 	return out, err
+}
+
+// drainNode drains n: no new jobs; its running jobs that checkpoint (and
+// allow requeue) checkpoint and are requeued, the others finish.
+func (c *Controller) drainNode(tx *txn, n *nodeRec, reason string, who Caller) {
+	name := n.inv.Name
+	n.drain = true
+	n.drainReason = orDefault(reason, "drained by "+orDefault(who.User, "root"))
+	c.moveJobs(tx, n, "node "+name+" drained: "+n.drainReason, true, func(spec.NodeAlloc) bool { return true })
+	c.nodeEvent(tx, name, spec.NodeEventDrain, n.drainReason, orDefault(who.User, "root"))
+}
+
+// resumeNode puts n back in service: it clears drain, DOWN (an admin's
+// too) and GPUs marked unhealthy.
+func (c *Controller) resumeNode(tx *txn, n *nodeRec, reason string, who Caller) {
+	name := n.inv.Name
+	n.drain, n.drainReason = false, ""
+	n.down, n.downReason = false, ""
+	c.clearAdminState(tx, n) // admin.go
+	n.lastHB = c.now()
+	n.inv.GPUs = slices.Clone(n.inv.GPUs)
+	for i := range n.inv.GPUs {
+		n.inv.GPUs[i].Health = ""
+	}
+	tx.bump[name] = true
+	c.nodeEvent(tx, name, spec.NodeEventResume, reason, orDefault(who.User, "root"))
 }
 
 // Reconfigure reloads the configuration through the reload hook. On
@@ -524,6 +539,7 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg Config) (string, error
 		c.cfg, c.pol = cfg, cfg.SchedPolicy()
 		c.nodeTimeout.Store(int64(cfg.NodeTimeout))
 		c.published.Store(&cfg)
+		diffs := c.setFilePartitions(tx) // admin.go: scontrol's live changes stay
 		c.recheckAccess()
 		if n := len(c.st.ineligible); n > 0 {
 			changed = append(changed, fmt.Sprintf("%d queued jobs may no longer run as they are (access rules) and wait saying why", n))
@@ -535,6 +551,9 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg Config) (string, error
 		msg = fmt.Sprintf("configuration reloaded: %d partitions (%s), %d QOS", len(cfg.Partitions), strings.Join(cfg.partitionNames(), ", "), len(cfg.QOS))
 		if len(changed) > 0 {
 			msg += "; limits changed: " + strings.Join(changed, "; ")
+		}
+		if len(diffs) > 0 {
+			msg += "; live changes that differ from the configuration file (scontrol update): " + strings.Join(diffs, "; ")
 		}
 		c.log.Info(msg)
 		return nil

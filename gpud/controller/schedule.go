@@ -346,6 +346,15 @@ func (c *Controller) runningJob(j *spec.Job, now time.Time) sched.RunningJob {
 	if lc := j.LastCheckpoint; lc.Attempt == j.Alloc.Attempt && lc.Time.After(r.Start) {
 		r.LastCheckpoint = lc.Time.Time
 	}
+	if j.State == spec.StateSuspended && j.StopState == "" {
+		// Its limit runs on by the time it stays suspended (jobadmin.go);
+		// it is no victim while frozen.
+		r.QOS = ""
+		if r.TimeLimit > 0 {
+			r.TimeLimit += max(now.Sub(j.SuspendTime.Time), 0)
+		}
+		return r
+	}
 	if j.State != spec.StateRunning || j.StopState != "" {
 		grace := stopGrace
 		if j.StopCheckpoint {
@@ -364,7 +373,7 @@ func (c *Controller) schedNode(name string) (sched.Node, []spec.JobID) {
 	sn := sched.Node{
 		Name:       name,
 		State:      n.displayState(u),
-		Features:   n.inv.Features,
+		Features:   n.features(),
 		Partitions: c.cfg.partitionsOf(name),
 		CPUs:       n.inv.CPUs,
 		FreeCPUs:   n.inv.CPUs - u.cpus,

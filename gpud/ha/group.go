@@ -596,6 +596,20 @@ func (g *Group) DeleteJobs(_ context.Context, ids []spec.JobID) error {
 	return g.apply(&command{Kind: kindDelete, Deleted: ids})
 }
 
+// ApplyAdmin commits a change of the admin's live state through the log
+// (controller.AdminStore).
+func (g *Group) ApplyAdmin(_ context.Context, recs []spec.AdminRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	return g.apply(&command{Kind: kindAdmin, Admin: recs})
+}
+
+// LoadAdmin reads the admin's live state from this member's state.db.
+func (g *Group) LoadAdmin(ctx context.Context) ([]spec.AdminRecord, error) {
+	return g.state.LoadAdmin(ctx)
+}
+
 // Load reads this member's state.db (the controller's Store).
 func (g *Group) Load(ctx context.Context) ([]spec.Job, []spec.Node, spec.JobID, error) {
 	return g.state.Load(ctx)

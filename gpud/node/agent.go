@@ -539,6 +539,7 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 		a.mu.Unlock()
 		if r != nil {
 			r.learn(asg, self)
+			r.suspendTo(ctx, &asg) // runnersuspend.go
 			if asg.Stop {
 				r.stopAfter(stopState(asg), asg.StopReason, asg.Checkpoint)
 			} else {

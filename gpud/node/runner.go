@@ -60,6 +60,10 @@ type runner struct {
 	stopWhy   string
 	ckptFirst bool // checkpoint before stopping (with the first reason)
 	signalSeq int
+	// frozen says the container is paused (runnersuspend.go); timing
+	// carries the time limit's changes to the runner goroutine.
+	frozen bool
+	timing chan runTiming
 
 	// learnC (adopted runners only) carries the job's assignment, which
 	// container labels do not hold, from the first assignments answer
@@ -380,6 +384,7 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 	sm := newStopMachine(r.d.clock, r.d.cfg.KillGrace, log, runnerStops{r, ctx, log}, ck, r.stopCh, r.deadline)
 	ck.arm(r.checkpointPlan(), r.deadline)
 	learnC := r.learnC
+	timing, frozen := r.timingC(), false
 	adopt := func(l learned) {
 		learnC = nil
 		r.adopt(ctx, log, l, ck, sm)
@@ -403,6 +408,8 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 			}
 			r.exited(ctx, log, res)
 			return
+		case t := <-timing:
+			r.retime(t, sm, ck, &frozen) // runnersuspend.go
 		case <-sm.deadlineC:
 			sm.onDeadline(fmt.Sprintf("time limit %s reached", r.timeLimit()))
 		case <-sm.stopC:

@@ -44,6 +44,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+v+"/nodes/{name}/assignments", s.assignments)
 	handle("POST "+v+"/nodes/{name}/events", s.events)
 	handle("POST "+v+"/nodes/{name}/{action}", s.nodeAction)
+	handle("PATCH "+v+"/nodes", s.updateNodes)
+	handle("PATCH "+v+"/partitions/{name}", s.updatePartition)
 	handle("POST "+v+"/reconfigure", s.reconfigure)
 	m.HandleFunc("GET "+v+"/priorities", s.priorities)
 	m.HandleFunc("GET "+v+"/fairshare", s.fairshareTree)

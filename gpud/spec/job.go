@@ -203,6 +203,11 @@ type Job struct {
 	SubmitTime Time   `json:"submit_time"`
 	StartTime  Time   `json:"start_time"`
 	EndTime    Time   `json:"end_time"`
+	// SuspendTime is when a SUSPENDED job was suspended (scontrol
+	// suspend), or a resumed one last was; Suspended is the time it has
+	// spent suspended in all, by which its time limit was extended.
+	SuspendTime Time     `json:"suspend_time,omitzero"`
+	Suspended   Duration `json:"suspended,omitempty"`
 	// Attempt counts starts: 0 before the first, 1 while the first runs,
 	// and so on across requeues.
 	Attempt int `json:"attempt"`

@@ -104,6 +104,9 @@ type Node struct {
 	AllocMemMiB int64    `json:"alloc_mem_mib"`
 	AllocGPUs   []string `json:"alloc_gpus"`
 	Jobs        []JobID  `json:"jobs,omitempty"`
+	// Weight orders nodes for placement (scontrol update Weight=; lower
+	// first); 0 is the default.
+	Weight int `json:"weight,omitempty"`
 }
 
 // MIG modes of a GPU (GPU.MIGMode).

@@ -79,7 +79,7 @@ func writeJobShow(b *bytes.Buffer, j *spec.Job, now time.Time, detail int) {
 		[]string{"SubmitTime=" + tm(j.SubmitTime), "EligibleTime=" + tm(eligible)},
 		[]string{"AccrueTime=" + tm(eligible)},
 		[]string{"StartTime=" + tm(start), "EndTime=" + tm(end), "Deadline=N/A"},
-		[]string{"SuspendTime=None", "SecsPreSuspend=0", "LastSchedEval=" + tm(j.SubmitTime), "Scheduler=Main"},
+		[]string{"SuspendTime=" + suspendTime(j), "SecsPreSuspend=" + secsPreSuspend(j, now), "LastSchedEval=" + tm(j.SubmitTime), "Scheduler=Main"},
 		[]string{"Partition=" + null(format.JobPartition(j)), "AllocNode:Sid=" + null("") + ":0"},
 		[]string{"ReqNodeList=" + null(strings.Join(r.NodeList, ",")), "ExcNodeList=" + null(strings.Join(r.Exclude, ","))},
 		[]string{"NodeList=" + null(nodes)},

@@ -37,16 +37,7 @@ func BenchmarkImageStart(b *testing.B) {
 	}
 	reg := registrytest.Start(b)
 	dir := e2etest.ShortTempDir(b)
-	conf, err := os.ReadFile(e2etest.RepoPath(b, "etc/node.toml"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	i := strings.Index(string(conf), "\n[images]\n")
-	text := string(conf[:i]) + strings.Replace(string(conf[i:]), "\nca_file = \"\"\n", fmt.Sprintf("\nca_file = %q\n", reg.CAFile), 1)
-	confPath := filepath.Join(dir, "node.toml")
-	if err := os.WriteFile(confPath, []byte(text), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	confPath := nodeConfigWithCA(b, dir, reg.CAFile)
 	t0 := time.Now()
 	img := reg.BigImage(b, dir, "bench/big:1", size<<20)
 	b.Logf("pushed %s: %d MiB in %d layers, %.1fs", img.Ref, img.Size>>20, (size+127)/128+1, time.Since(t0).Seconds())
@@ -90,12 +81,22 @@ func BenchmarkImageStart(b *testing.B) {
 		return time.Since(begin)
 	}
 	ctr := func(args ...string) time.Duration { return ctrIn("bench-ctr", args...) }
+	// ctr takes a loopback registry for plain HTTP unless its hosts.toml
+	// says https (and which CA).
+	hosts := filepath.Join(dir, "certs.d")
+	if err := os.MkdirAll(filepath.Join(hosts, reg.Host), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	hostsTOML := fmt.Sprintf("server = \"https://%s\"\n\n[host.\"https://%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = %q\n", reg.Host, reg.Host, reg.CAFile)
+	if err := os.WriteFile(filepath.Join(hosts, reg.Host, "hosts.toml"), []byte(hostsTOML), 0o644); err != nil {
+		b.Fatal(err)
+	}
 
 	b.ResetTimer()
 	for range b.N {
 		// Anchor, cold: ctr pulls into its own namespace, runs, and is
 		// removed with its content (GC) so gpud's pull is cold too.
-		pull := ctr("image", "pull", "--tlscacert", reg.CAFile, "--snapshotter", containerd.Snapshotter, img.Ref)
+		pull := ctr("image", "pull", "--hosts-dir", hosts, "--snapshotter", containerd.Snapshotter, img.Ref)
 		run := ctr("run", "--rm", "--snapshotter", containerd.Snapshotter, img.Ref, fmt.Sprintf("bench-%d", time.Now().UnixNano()), "/bin/true")
 		ctr("image", "rm", "--sync", img.Ref)
 		anchor := pull + run

@@ -23,6 +23,20 @@ func imageCluster(t *testing.T) (*e2etest.Cluster, *registrytest.Registry) {
 	t.Helper()
 	e2etest.RequirePrereq(t)
 	reg := registrytest.Start(t, regUser)
+	path := nodeConfigWithCA(t, e2etest.ShortTempDir(t), reg.CAFile)
+	c := e2etest.StartCluster(t, 1, "--node-config", path, "--kill-grace", "2s")
+	for _, d := range []string{c.Dir, e2etest.BinDir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, reg
+}
+
+// nodeConfigWithCA writes etc/node.toml with [images] ca_file set into
+// dir and returns its path.
+func nodeConfigWithCA(t testing.TB, dir, caFile string) string {
+	t.Helper()
 	base, err := os.ReadFile(e2etest.RepoPath(t, "etc/node.toml"))
 	if err != nil {
 		t.Fatal(err)
@@ -32,18 +46,12 @@ func imageCluster(t *testing.T) (*e2etest.Cluster, *registrytest.Registry) {
 	if i < 0 || !strings.Contains(conf[i:], "\nca_file = \"\"\n") {
 		t.Fatal("etc/node.toml lacks [images] ca_file")
 	}
-	conf = conf[:i] + strings.Replace(conf[i:], "\nca_file = \"\"\n", fmt.Sprintf("\nca_file = %q\n", reg.CAFile), 1)
-	path := filepath.Join(e2etest.ShortTempDir(t), "node.toml")
+	conf = conf[:i] + strings.Replace(conf[i:], "\nca_file = \"\"\n", fmt.Sprintf("\nca_file = %q\n", caFile), 1)
+	path := filepath.Join(dir, "node.toml")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := e2etest.StartCluster(t, 1, "--node-config", path, "--kill-grace", "2s")
-	for _, d := range []string{c.Dir, e2etest.BinDir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return c, reg
+	return path
 }
 
 // homeUser adds a local user whose passwd home is its work dir (where the
