@@ -256,7 +256,16 @@ func (b *builder) build() {
 		js.Depend = v
 	}
 	js.Hold = b.flag("hold", false)
-	js.Requeue = !b.flag("no-requeue", false) && b.flag("requeue", true)
+	js.Requeue, js.RequeueExpedite = !b.flag("no-requeue", false), false
+	if o, ok := b.get("requeue"); ok && js.Requeue {
+		if strings.EqualFold(o.Value, "expedite") {
+			js.RequeueExpedite = true
+		} else if v, err := parseBool(o.Value); err != nil {
+			b.fail(o, fmt.Errorf("--requeue=%s: give --requeue, --requeue=expedite or --no-requeue", o.Value))
+		} else {
+			js.Requeue = v
+		}
+	}
 	if o, ok := b.get("begin"); ok {
 		t, err := slurmtime.Parse(o.Value, b.env.Now, slurmtime.Future)
 		if err != nil {

@@ -63,7 +63,7 @@ var Options = []Def{
 	{Name: "array", Short: "a", Value: "SPEC", Usage: "job array: 0-15, 1,3,5, 0-15:4, 0-99%10 (at most 10 running)"},
 	{Name: "dependency", Short: "d", Value: "TYPE:ID[:ID]", Usage: "start after other jobs: after, afterany, afterok, afternotok, aftercorr (joined by , for all or ? for any), or singleton"},
 	{Name: "hold", Short: "H", Bool: true, Usage: "submit held; start with gpuq release"},
-	{Name: "requeue", Bool: true, Usage: "requeue the job after node failure or preemption (the default)", family: "requeue"},
+	{Name: "requeue", Value: "[expedite]", Optional: "true", Usage: "requeue the job after node failure or preemption (the default); =expedite: when a hardware fault (a GPU or node gpud's health model takes out, a failed node) requeues it, it goes ahead of every other job, away from the failed GPU or node", family: "requeue"},
 	{Name: "no-requeue", Bool: true, Usage: "never requeue the job", family: "requeue"},
 	{Name: "begin", Value: "TIME", Usage: "do not start before TIME: " + slurmtime.Summary},
 	{Name: "nice", Value: "N", Usage: "lower the job's priority by N (negative raises it; needs operator rights)"},

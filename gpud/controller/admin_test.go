@@ -236,3 +236,18 @@ func TestTopOrdersOwnJobsOnly(t *testing.T) {
 		t.Fatalf("top of a running job: %v", err)
 	}
 }
+
+func TestWeightOrdersEqualNodes(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	ctx := context.Background()
+	h.register("n1", 1)
+	h.register("n2", 1)
+	w := 10
+	if _, err := h.c.UpdateNodes(ctx, root, spec.NodeUpdate{Nodes: []string{"n1"}, Weight: &w}); err != nil {
+		t.Fatal(err)
+	}
+	id := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1; j.Resources.Nodes = 1 })
+	if j := h.job(id); j.State != spec.StateRunning || j.Nodes[0] != "n2" {
+		t.Fatalf("job = %s on %v; want RUNNING on n2, the lighter node", j.State, j.Nodes)
+	}
+}

@@ -596,6 +596,9 @@ func (c *Controller) partEnded(tx *txn, rec *jobRec, node string, ev exitInfo) {
 		switch {
 		case nodeFail:
 			reason = reasonNodeFailRequeue
+			if j.StopState == "" { // once per failure, not per node of a gang
+				c.hardwareRequeue(rec)
+			}
 		case reason == "":
 			reason = orDefault(ev.reason, "requeued")
 		}

@@ -380,6 +380,7 @@ func (c *Controller) schedNode(name string) (sched.Node, []spec.JobID) {
 		MemMiB:     n.inv.MemMiB,
 		FreeMemMiB: n.inv.MemMiB - u.mem,
 		Allocs:     len(u.jobs),
+		Weight:     n.weight(), // admin.go
 	}
 	groups := nvlinkGroups(n.inv.GPUs)
 	for i, g := range n.inv.GPUs {
@@ -403,7 +404,7 @@ func (c *Controller) nodeReasons(j *spec.Job) string {
 }
 
 func (c *Controller) schedJob(j *spec.Job) sched.Job {
-	sj := sched.Job{ID: j.ID, Partition: j.Partition, Priority: j.Priority, SubmitTime: j.SubmitTime.Time,
+	sj := sched.Job{ID: j.ID, Partition: j.Partition, Priority: j.Priority, Expedite: j.Expedited, SubmitTime: j.SubmitTime.Time,
 		BeginTime: j.BeginTime.Time, Held: j.Hold, Req: j.Resources,
 		Account: j.Account, User: j.User, QOS: j.QOS, Nice: j.Nice, TimeLimit: j.TimeLimit.Std()}
 	if p := c.cfg.partition(j.Partition); p == nil || p.State == PartitionDown || p.State == PartitionInactive {
@@ -463,6 +464,7 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 		}
 		j.Attempt = attempt
 		j.Alloc = a
+		j.Expedited = false
 		j.State, j.Reason = spec.StateRunning, spec.ReasonNone
 		j.StopState, j.StopReason = "", ""
 		j.StartTime, j.EndTime = spec.NewTime(now), spec.Time{}

@@ -135,6 +135,10 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		opts = append(opts, node.WithStepNet(*sn))
 		inv.StepPort = stepPort(sn)
 	}
+	hopts, err := healthOption(devs, o.Health)
+	if err != nil {
+		return err
+	}
 	agent, err := node.New(node.Config{
 		Name:           o.Name,
 		StateDir:       s.StateDir,
@@ -159,7 +163,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		Mounts:           s.Mounts,
 		HostRootReadOnly: s.HostRoot == "read-only",
 		SharedTmp:        !s.PrivateTmp,
-	}, client, rt, append(opts, healthOption(devs, o.Health)...)...)
+	}, client, rt, append(opts, hopts...)...)
 	if err != nil {
 		return err
 	}
@@ -244,19 +248,26 @@ func joinCluster(ctx context.Context, name, addr string, s config.NodeSection, k
 }
 
 // healthOption watches GPU health when the backend can sample its GPUs.
-func healthOption(devs gpu.Devices, h config.Health) []node.Option {
+// A readmission probe runs dcgmi diag where DCGM is installed.
+func healthOption(devs gpu.Devices, h config.Health) ([]node.Option, error) {
 	sampler, ok := devs.(gpu.Sampler)
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	return []node.Option{node.WithHealth(sampler, node.HealthLimits{
-		Interval:          h.Interval.Std(),
-		TempMaxC:          float64(h.GPUTempMaxC),
-		PowerMaxW:         float64(h.GPUPowerMaxW),
-		Sustain:           h.GPUTempSustain.Std(),
-		FatalXIDs:         h.FatalXIDs,
-		ECCUncorrectedMax: float64(h.ECCUncorrectedMax),
-	})}
+	triage, err := h.TriageTable()
+	if err != nil {
+		return nil, err
+	}
+	var prober node.GPUProber
+	if p := node.NewDCGMProber(h.DCGMDiagLevel); p != nil {
+		prober = p
+	}
+	return []node.Option{node.WithHealth(sampler, node.HealthConfig{
+		Interval: h.Interval.Std(),
+		Triage:   triage,
+		Limits:   h.HealthLimits(),
+		Prober:   prober,
+	})}, nil
 }
 
 // usageInterval maps node.toml's usage_interval ("0s": never) onto the

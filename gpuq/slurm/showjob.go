@@ -69,7 +69,7 @@ func writeJobShow(b *bytes.Buffer, j *spec.Job, now time.Time, detail int) {
 		{fmt.Sprintf("UserId=%s(%d)", null(j.User), j.UID), fmt.Sprintf("GroupId=%s(%d)", groupName(j.GID), j.GID), "MCS_label=N/A"},
 		qos,
 		{"JobState=" + string(j.State), "Reason=" + reason, "Dependency=" + null(j.Depend)},
-		{"Requeue=" + boolNum(j.Requeue), "Restarts=" + strconv.Itoa(max(j.Attempt-1, 0)), "BatchFlag=1", "Reboot=0", exit},
+		{"Requeue=" + boolNum(j.Requeue), "Restarts=" + strconv.Itoa(max(j.Attempt-1-j.HWRequeues, 0)), "BatchFlag=1", "Reboot=0", exit},
 	}
 	if detail > 0 {
 		lines = append(lines, []string{"DerivedExitCode=" + jobExitCode(j)})

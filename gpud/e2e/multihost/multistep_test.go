@@ -78,8 +78,9 @@ echo "srun rc=$?"
 
 // testStepAgentKill: kill -9 of either node agent during a 2-host step,
 // restarted 10s later: the step completes with every line of both tasks
-// once (task 0's are its stdin's, so srun's input kept flowing to it),
-// each task's exit code, and srun's exit code (the worst, 4).
+// once (task 0's are its stdin's, so srun's input kept flowing to it;
+// one input line in flight at the kill of gpu1's agent may be lost), each
+// task's exit code, and srun's exit code (the worst, 4).
 func (mh *multiHost) testStepAgentKill(t *testing.T) {
 	mh.sub(t)
 	runs := 1
@@ -125,9 +126,20 @@ func (mh *multiHost) stepAgentKill(t *testing.T, victim string) time.Duration {
 	if j.State != spec.StateCompleted || j.Attempt != 1 {
 		problems = append(problems, fmt.Sprintf("job %s in attempt %d, want COMPLETED in its first", j.State, j.Attempt))
 	}
+	// srun's input is not acknowledged (docs/architecture.md): a line
+	// the killed agent srun talks to (gpu1's) had read but not yet
+	// written to task 0 is lost with it. One such line is allowed and
+	// logged; a line twice, or more lost, is a failure.
+	inputLost := 0
 	for task := range 2 {
 		for i := 1; i <= 60; i++ {
-			if n := strings.Count(out, fmt.Sprintf("%d: line %d\n", task, i)); n != 1 {
+			n := strings.Count(out, fmt.Sprintf("%d: line %d\n", task, i))
+			if n == 0 && task == 0 && victim == "gpu1" && inputLost == 0 {
+				inputLost++
+				t.Logf("job %d: input line %d was in flight at the kill of %s's agent and is lost (srun's input is not acknowledged)", id, i, victim)
+				continue
+			}
+			if n != 1 {
 				problems = append(problems, fmt.Sprintf("task %d's line %d appears %d times", task, i, n))
 			}
 		}
