@@ -159,12 +159,15 @@ func (mh *multiHost) stepAgentKill(t *testing.T, victim string) time.Duration {
 }
 
 // gangStartScript notes when it starts (the attempt's first line), runs a step
-// on both hosts and then holds the allocation a while.
+// on both hosts and then holds the allocation: the first attempt until the
+// test's cut requeues it, a later one a few seconds.
 const gangStartScript = `#!/bin/bash
 echo "script start $(date +%s.%N) restart $SLURM_RESTART_COUNT"
 srun -N2 -n2 -l printenv SLURMD_NODENAME
 echo "srun rc=$?"
-sleep 30
+# The first attempt holds the allocation until the cut ends it (gpu2 DOWN
+# after the 30s node timeout); a fixed sleep raced that timeout.
+if [ "$SLURM_RESTART_COUNT" = 0 ]; then sleep 600; else sleep 5; fi
 `
 
 // testGangStart is issue 25's scenario D: gpu2's link is cut while a
