@@ -220,6 +220,8 @@ type Assignment struct {
 	// send its checkpoint signal, wait (bounded) for the job to finish
 	// and seal the checkpoint, and only then stop it.
 	Checkpoint bool `json:"checkpoint,omitempty"`
+	// ClusterName is the cluster's name (SLURM_CLUSTER_NAME).
+	ClusterName string `json:"cluster_name,omitempty"`
 }
 
 // AssignmentsResponse is GET /v1/nodes/{name}/assignments?after=GEN&wait=SECONDS&revocations=VERSION:

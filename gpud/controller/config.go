@@ -46,6 +46,9 @@ type Config struct {
 	SchedInterval time.Duration
 	// AllowRootJobs lets uid 0 submit jobs.
 	AllowRootJobs bool
+	// ClusterName is the cluster's name ([auth] cluster_name), sent with
+	// each assignment for SLURM_CLUSTER_NAME.
+	ClusterName string
 	// MaxNodesPerJob bounds --nodes (default 1024).
 	MaxNodesPerJob int
 

@@ -337,6 +337,8 @@ type Assignment struct {
 	// Signal, sent once per SignalSeq, is a user's scancel --signal.
 	Signal    string
 	SignalSeq int
+	// ClusterName is Config.ClusterName (SLURM_CLUSTER_NAME).
+	ClusterName string
 }
 
 // Assignments returns the node's generation and every allocation it
@@ -391,7 +393,7 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 			continue
 		}
 		j := rec.view.job
-		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc)}
+		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), ClusterName: c.cfg.ClusterName}
 		if rec.job.StopState != "" || rec.job.State.Terminal() {
 			a.Stop = true
 			a.StopState = cmp.Or(rec.job.StopState, spec.StateCancelled)

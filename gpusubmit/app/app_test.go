@@ -65,18 +65,20 @@ func TestSubmitSlurmScript(t *testing.T) {
 		t.Fatalf("got %d submissions, want 1", len(subs))
 	}
 	cwd, _ := os.Getwd()
+	host, _ := os.Hostname() // SLURM_SUBMIT_HOST
 	want := spec.JobSpec{
-		Name:      "train-llm",
-		Resources: spec.Resources{Nodes: 1, CPUsPerNode: 32, MemMiB: 32 * 4096, GPUsPerNode: 2, GPUModel: "a100"},
-		TimeLimit: spec.Duration(24 * time.Hour),
-		Script:    slurmScript,
-		Args:      []string{"--epochs", "3"},
-		Env:       nil, // --export=NONE: an empty environment (omitted on the wire)
-		WorkDir:   cwd,
-		SubmitDir: cwd,
-		Output:    "slurm-%j.out",
-		Tasks:     spec.Tasks{NTasksPerNode: 4, CPUsPerTask: 8},
-		Requeue:   true,
+		Name:       "train-llm",
+		Resources:  spec.Resources{Nodes: 1, CPUsPerNode: 32, MemMiB: 32 * 4096, GPUsPerNode: 2, GPUModel: "a100"},
+		TimeLimit:  spec.Duration(24 * time.Hour),
+		Script:     slurmScript,
+		Args:       []string{"--epochs", "3"},
+		Env:        nil, // --export=NONE: an empty environment (omitted on the wire)
+		WorkDir:    cwd,
+		SubmitDir:  cwd,
+		SubmitHost: host,
+		Output:     "slurm-%j.out",
+		Tasks:      spec.Tasks{NTasksPerNode: 4, CPUsPerTask: 8},
+		Requeue:    true,
 	}
 	if diff := cmp.Diff(api.SubmitRequest{Job: want}, subs[0]); diff != "" {
 		t.Errorf("submission (-want +got):\n%s", diff)
@@ -316,6 +318,24 @@ func TestSbatchName(t *testing.T) {
 	}
 	if js := ctl.Submitted(t)[1].Job; js.Output != "slurm-%j.out" {
 		t.Errorf("default output %q, want slurm-%%j.out", js.Output)
+	}
+
+	// --wait's and --test-only's messages are sbatch's too.
+	ctl.Set(func(s *fakectl.Server) {
+		s.Jobs = []spec.Job{{ID: 7, State: spec.StateFailed, ExitCode: 3}}
+		s.SubmitResp = api.SubmitResponse{ID: 7}
+	})
+	for _, tc := range []struct{ flag, want string }{
+		{"--wait", "sbatch: job 7 ended FAILED with exit code 3\n"},
+		{"--test-only", "sbatch: Job would be accepted; the controller gave no start estimate\n"},
+	} {
+		errb.Reset()
+		a = ForName("sbatch")
+		a.Writer, a.ErrWriter = &out, &errb
+		exitcode.Main(context.Background(), a, Args([]string{"sbatch", "--controller", ctl.Addr, tc.flag, plain}), &errb)
+		if errb.String() != tc.want {
+			t.Errorf("sbatch %s: stderr %q, want %q", tc.flag, errb.String(), tc.want)
+		}
 	}
 }
 

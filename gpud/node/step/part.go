@@ -112,6 +112,11 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out sin
 	}
 	own["SLURMD_NODENAME"] = n.cfg.Node
 	gpus := strings.FieldsFunc(own["CUDA_VISIBLE_DEVICES"], func(r rune) bool { return r == ',' })
+	var cwdWarning string
+	st.Cwd, cwdWarning = stepCwd(ctx, n.cfg.Runtime, v.ctr, st.Cwd) // cwd.go
+	// Not here: the tasks' output may be held back until the step is
+	// recorded, and the line waits with it.
+	go warnCwd(out, st, cwdWarning)
 	p := newPart(len(st.Tasks))
 	// Recorded before any task runs: a restarted agent finds every task.
 	al.recordPart(st)
