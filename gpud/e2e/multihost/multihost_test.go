@@ -118,7 +118,7 @@ func startMultiHostWith(t *testing.T, o mhOptions) *multiHost {
 	}
 	mh.url = "https://" + mh.ctrl.Addr + ":" + mhControllerPort
 	mh.conf = mh.controllerConfig()
-	mh.c = &e2etest.Cluster{T: t, Dir: mh.dir, Addr: "unix://" + filepath.Join(mh.dir, "gpud.sock"), Log: &bytes.Buffer{}}
+	mh.c = &e2etest.Cluster{T: t, Dir: mh.dir, Addr: "unix://" + filepath.Join(mh.dir, "gpud.sock"), Log: &e2etest.SyncBuffer{}}
 	mh.ca = filepath.Join(mh.dir, "ca.pem")
 	t.Cleanup(func() {
 		mh.c.CancelAll()
