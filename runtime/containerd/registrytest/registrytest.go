@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -152,11 +153,26 @@ http:
 	r.cmd = exec.Command(Binary, "serve", filepath.Join(dir, "config.yml"))
 	r.cmd.Stdout, r.cmd.Stderr = (*logWriter)(r), (*logWriter)(r)
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := r.cmd.Start(); err != nil {
+	// Pdeathsig fires when the OS thread that forked the registry ends,
+	// not the process: the runtime ends threads (safefs.AsUser's, which
+	// tests in this process run), so the registry is started and waited
+	// for on a thread locked to one goroutine that lives as long as it.
+	started := make(chan error, 1)
+	exited := make(chan struct{})
+	go func() {
+		goruntime.LockOSThread()
+		defer goruntime.UnlockOSThread()
+		if err := r.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		r.cmd.Wait()
+		close(exited)
+	}()
+	if err := <-started; err != nil {
 		t.Fatalf("start %s: %v", Binary, err)
 	}
-	exited := make(chan struct{})
-	go func() { r.cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		r.cmd.Process.Signal(syscall.SIGTERM)
 		select {
