@@ -70,6 +70,10 @@ type workNode struct {
 	// nvlink and numa are the masks of GPUs per NVLink group and NUMA
 	// node (nil: no topology to respect).
 	nvlink, numa []uint64
+	// advOn are the advance reservations that hold the node; adv is the
+	// cycle's by name (advres.go).
+	advOn []*advRes
+	adv   map[string]*advRes
 }
 
 type runJob struct {
@@ -248,6 +252,8 @@ type cycle struct {
 	gen      uint64
 	// counts are the node counts by shape without QOS (filters.go).
 	counts map[shape]countEntry
+	// adv are the advance reservations by name (advres.go).
+	adv map[string]*advRes
 }
 
 type pick struct {
@@ -393,6 +399,7 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 	} else if len(snap.Accounts.Accounts) > 0 && cfg.Priority.Weights.Fairshare != 0 {
 		c.share = fairshare.Compute(&snap.Accounts, snap.Usage, now, cfg.Fairshare)
 	}
+	c.setupAdvRes()
 	return c
 }
 
@@ -532,6 +539,10 @@ func (c *cycle) decide(wj wjob, mayPreempt bool) {
 		c.pending(j, spec.ReasonPriority, capDetail)
 		return
 	}
+	if j.Reservation != "" {
+		c.decideInResv(j) // advres.go
+		return
+	}
 	dur := durOf(j)
 	if j.Req.GPUProfile != "" {
 		c.decideMIG(j, dur) // mig.go
@@ -555,6 +566,9 @@ func (c *cycle) decide(wj wjob, mayPreempt bool) {
 	}
 	p := Pending{JobID: j.ID, Detail: detail}
 	switch {
+	case physFit >= want && c.maintBlocks(j, dur):
+		p.Reason = spec.ReasonReservedMaint
+		p.Detail = fmt.Sprintf("needs %s; %d nodes fit now but its time limit crosses a maintenance reservation", describe(j.Req), physFit)
 	case physFit >= want:
 		p.Reason = spec.ReasonReservation
 		p.Detail = fmt.Sprintf("needs %s; %d nodes fit now but starting would delay a reservation", describe(j.Req), physFit)
@@ -606,7 +620,7 @@ func (c *cycle) placeAlternative(j *Job, dur int64) (*Job, []pick) {
 
 func shapeOf(j *Job) (shape, bool) {
 	r := &j.Req
-	if len(r.NodeList) > 0 || len(r.Exclude) > 0 {
+	if len(r.NodeList) > 0 || len(r.Exclude) > 0 || j.Reservation != "" {
 		return shape{}, false
 	}
 	return shape{partition: j.Partition, model: r.GPUModel, constraint: r.Constraint, gpus: r.GPUsPerNode, cpus: r.CPUsPerNode,
@@ -761,6 +775,11 @@ func (c *cycle) takeShare(w *workNode, j *Job, p pick, dur int64) {
 // for j's duration computed, until no remaining bound can beat the best.
 // Holds only delay, so bounds stay valid across the cycle.
 func (c *cycle) reserve(j *Job, dur int64) (time.Time, bool) {
+	return c.reserveFrom(j, dur, c.off)
+}
+
+// reserveFrom is reserve for a start no earlier than from (≥ c.off).
+func (c *cycle) reserveFrom(j *Job, dur, from int64) (time.Time, bool) {
 	m := c.memoFor(j)
 	fits := func(w *workNode) func(backfill.Res) bool {
 		return func(r backfill.Res) bool { _, ok := fitRes(w, j, r); return ok }
@@ -774,7 +793,7 @@ func (c *cycle) reserve(j *Job, dur int64) (time.Time, bool) {
 				continue
 			}
 			m.elig[i] = true
-			if t, ok := w.prof.Earliest(c.off, 1, c.horizon, fits(w)); ok {
+			if t, ok := w.prof.Earliest(from, 1, c.horizon, fits(w)); ok {
 				m.key[i] = t
 				m.heap.push(hent{t, i})
 			}
@@ -801,7 +820,7 @@ func (c *cycle) reserve(j *Job, dur int64) (time.Time, bool) {
 		m.key[top.node] = backfill.Forever
 		popped = append(popped, top.node)
 		w := c.nodes[top.node]
-		if t, ok := w.prof.Earliest(max(top.t, c.off), dur, c.horizon, fits(w)); ok {
+		if t, ok := w.prof.Earliest(max(top.t, from), dur, c.horizon, fits(w)); ok {
 			k, _ := slices.BinarySearchFunc(found, cand{t, top.node}, func(a, b cand) int {
 				if x := cmp.Compare(a.t, b.t); x != 0 {
 					return x
@@ -818,7 +837,7 @@ func (c *cycle) reserve(j *Job, dur int64) (time.Time, bool) {
 		// Popped nodes go back with fresh bounds.
 		for _, i := range popped {
 			w := c.nodes[i]
-			if t, ok := w.prof.Earliest(c.off, 1, c.horizon, fits(w)); ok {
+			if t, ok := w.prof.Earliest(from, 1, c.horizon, fits(w)); ok {
 				m.key[i] = t
 				m.heap.push(hent{t, i})
 			}

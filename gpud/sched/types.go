@@ -40,6 +40,9 @@ type Snapshot struct {
 	// fragmentation against; empty, it is taken from the pending and
 	// running jobs of the snapshot.
 	Workload []Demand
+	// AdvanceReservations keep nodes for the jobs that ask for them
+	// (advres.go).
+	AdvanceReservations []AdvanceReservation
 }
 
 // AccountLimit is one account's limits; 0 means none. Running jobs and
@@ -214,6 +217,9 @@ type Job struct {
 	// waits for what they free and preempts no more meanwhile. It keeps
 	// its QOS (priority, limits) in every other way.
 	AwaitingVictims bool
+	// Reservation is the advance reservation the job asks for
+	// (--reservation): it runs only on its nodes, in its windows.
+	Reservation string
 }
 
 // Config tunes a cycle.

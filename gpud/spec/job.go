@@ -45,10 +45,15 @@ func (s JobState) Active() bool {
 
 // Pending reasons, shown by gpuq like squeue's REASON column.
 const (
-	ReasonNone                     = "None"
-	ReasonPriority                 = "Priority"
-	ReasonResources                = "Resources"
-	ReasonReservation              = "Reservation"
+	ReasonNone        = "None"
+	ReasonPriority    = "Priority"
+	ReasonResources   = "Resources"
+	ReasonReservation = "Reservation"
+	// ReasonReservedMaint: the job's time limit crosses a maintenance
+	// reservation on the nodes it fits (Slurm's words).
+	ReasonReservedMaint = "ReqNodeNotAvail, Reserved for maintenance"
+	// ReasonReservationDeleted: the job's --reservation is gone.
+	ReasonReservationDeleted       = "ReservationDeleted"
 	ReasonDependency               = "Dependency"
 	ReasonDependencyNeverSatisfied = "DependencyNeverSatisfied"
 	ReasonQOSLimit                 = "QOSLimit"
