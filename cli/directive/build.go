@@ -328,6 +328,9 @@ func (b *builder) build() {
 	if v, ok := b.str("wckey"); ok {
 		js.WCKey = v
 	}
+	if v, ok := b.str("reservation"); ok {
+		js.Reservation = v
+	}
 	b.export()
 	// Credentials never travel with a job (the controller drops them too,
 	// with the site's [auth] secret_env): a token in the job's environment

@@ -94,6 +94,7 @@ var Options = []Def{
 	{Name: "wrap", Value: "CMD", Usage: "run CMD with /bin/sh instead of a script", CommandLineOnly: true},
 	{Name: "gpus-per-task", Value: "[TYPE:]N", Usage: "GPUs for each task: times the tasks on a node (--ntasks-per-node, or -n spread over -N) gives the GPUs per node", family: "gpu"},
 	{Name: "open-mode", Value: "MODE", Usage: "append to or truncate (the default) the --output and --error files"},
+	{Name: "reservation", Value: "NAME", Usage: "run in this advance reservation (scontrol show reservation): on its nodes, in its windows"},
 	{Name: "wckey", Value: "KEY", Usage: "workload characterisation key, kept with the job and shown by gpuq acct and sacct"},
 	{Name: "mincpus", Value: "N", Usage: "at least N CPUs on each node: raises the CPUs per node to N when fewer were asked"},
 	{Name: "mail-type", Value: "TYPE", Usage: "accepted for Slurm scripts and ignored: gpud sends no mail", NoOp: true},
@@ -107,7 +108,6 @@ var Options = []Def{
 	{Name: "distribution", Short: "m", Value: "DIST", Usage: "accepted and ignored: tasks are laid out in blocks over the nodes, Slurm's default", NoOp: true, Warn: "tasks are laid out in blocks, Slurm's default"},
 	{Name: "licenses", Short: "L", Value: "LICENSES", Usage: "accepted and ignored: gpud schedules no licenses, so the job may start while none is free", NoOp: true, Warn: "gpud schedules no licenses; the job may start while none is free"},
 	{Name: "time-min", Value: "TIME", Usage: "accepted and ignored: the job is scheduled with its full --time", NoOp: true, Warn: "the job is scheduled with its full --time"},
-	{Name: "reservation", Value: "NAME", Usage: "accepted and ignored: gpud has no advance reservations; the job runs wherever its partition allows", NoOp: true, Warn: "gpud has no advance reservations; the job runs wherever its partition allows"},
 	{Name: "gpu-bind", Value: "TYPE", Usage: "accepted and ignored: the node binds GPUs itself (NVLink and NUMA aware)", NoOp: true, Warn: "the node binds GPUs itself (NVLink and NUMA aware)"},
 	{Name: "ntasks-per-gpu", Value: "N", Usage: "accepted and ignored: the job's GPUs come from --gpus, --gpus-per-node or --gpus-per-task", NoOp: true, Warn: "the job's GPUs come from --gpus, --gpus-per-node or --gpus-per-task"},
 }

@@ -238,6 +238,8 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.str(&j.WCKey)
 		case "interactive":
 			return d.bool(&j.Interactive)
+		case "reservation":
+			return d.str(&j.Reservation)
 		case "user":
 			return d.str(&j.User)
 		case "uid":

@@ -239,6 +239,7 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 	snap.QOS = c.pol.QOS
 	snap.Partitions = c.pol.Partitions
 	snap.AccountLimits = c.accountLimits()
+	snap.AdvanceReservations = c.schedResvs() // reservation.go
 	if c.cfg.Priority.Fairshare != 0 && len(c.cfg.Accounts) > 0 {
 		// Costs a walk over every job remembered (usage has no feed of
 		// its own yet); only when fairshare weighs in.
@@ -406,7 +407,7 @@ func (c *Controller) nodeReasons(j *spec.Job) string {
 func (c *Controller) schedJob(j *spec.Job) sched.Job {
 	sj := sched.Job{ID: j.ID, Partition: j.Partition, Priority: j.Priority, Expedite: j.Expedited, SubmitTime: j.SubmitTime.Time,
 		BeginTime: j.BeginTime.Time, Held: j.Hold, Req: j.Resources,
-		Account: j.Account, User: j.User, QOS: j.QOS, Nice: j.Nice, TimeLimit: j.TimeLimit.Std()}
+		Account: j.Account, User: j.User, QOS: j.QOS, Nice: j.Nice, TimeLimit: j.TimeLimit.Std(), Reservation: j.Reservation}
 	if p := c.cfg.partition(j.Partition); p == nil || p.State == PartitionDown || p.State == PartitionInactive {
 		sj.PartitionDown = true
 	}
@@ -428,6 +429,8 @@ func (c *Controller) schedJob(j *spec.Job) sched.Job {
 // (id "<job>.<attempt>"); pending reasons and expected starts are updated
 // in memory and published.
 func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
+	// Before the starts leave the pending set: PURGE_COMP counts them.
+	c.resvUpkeep(tx, &plan, now) // reservation.go
 	for _, p := range plan.Preemptions {
 		rec := c.st.jobs[p.Victim]
 		if rec == nil || rec.job.State != spec.StateRunning || rec.job.StopState != "" {
@@ -529,7 +532,7 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 // placement (and so has node counts).
 func placementReason(reason string) bool {
 	switch reason {
-	case spec.ReasonResources, spec.ReasonPriority, spec.ReasonReservation:
+	case spec.ReasonResources, spec.ReasonPriority, spec.ReasonReservation, spec.ReasonReservedMaint:
 		return true
 	}
 	return false

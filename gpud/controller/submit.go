@@ -311,6 +311,9 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	if err := c.checkCkptMode(part, js.CkptMode); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.checkResvAccess(&js, who); err != nil { // reservation.go
+		errs = append(errs, err)
+	}
 	// Who may run what where (access.go): the partition's, account's and
 	// QOS's rules, on the job as it would be.
 	if part != nil && ok {

@@ -173,6 +173,9 @@ type JobSpec struct {
 	// holds its share until the allocation is released (cancelled) or
 	// its time is up.
 	Interactive bool `json:"interactive,omitempty"`
+	// Reservation is the advance reservation the job runs in
+	// (--reservation): only on its nodes, in its windows.
+	Reservation string `json:"reservation,omitempty"`
 }
 
 // Tasks is a job's task layout (JobSpec.Tasks).

@@ -30,7 +30,7 @@ var scontrolSet = &getopt.Set{Opts: append([]getopt.Opt{
 
 func (c *Cmd) scontrol(ctx context.Context) error {
 	ps, rest, err := c.parse(scontrolSet)
-	if done, err := c.handled(err, "[-d] [-o] show job|node|partition|hostnames|hostlist [ID] | hold|release|requeue JOBID... | update JobId=N|NodeName=LIST|PartitionName=P KEY=VALUE... | suspend|resume|top JOBID... | wait_job JOBID | ping | token [lifespan=SECONDS]"); done || err != nil {
+	if done, err := c.handled(err, "[-d] [-o] show job|node|partition|hostnames|hostlist [ID] | hold|release|requeue JOBID... | update JobId=N|NodeName=LIST|PartitionName=P|ReservationName=R KEY=VALUE... | create|delete reservation KEY=VALUE... | suspend|resume|top JOBID... | wait_job JOBID | ping | token [lifespan=SECONDS]"); done || err != nil {
 		return err
 	}
 	if len(rest) == 0 {
@@ -51,6 +51,8 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 			return c.showNodes(ctx, arg, one)
 		case strings.HasPrefix("partitions", what) && len(what) >= 2:
 			return c.showPartitions(ctx, arg, one)
+		case strings.HasPrefix("reservations", what) && len(what) >= 3:
+			return c.showResv(ctx, arg, one) // scontrol_resv.go
 		case what == "hostnames":
 			if arg == "" {
 				arg = os.Getenv("SLURM_JOB_NODELIST")
@@ -105,13 +107,17 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 		return c.ping(ctx)
 	case "token":
 		return c.token(ctx, args)
+	case "create":
+		return c.createResv(ctx, args) // scontrol_resv.go
+	case "delete":
+		return c.deleteResv(ctx, args)
 	case "update":
 		if ok, err := c.adminUpdate(ctx, args); ok {
 			return err
 		}
 		return c.update(ctx, args)
 	}
-	return invalid("unknown command %q; use show, hold, release, requeue, suspend, resume, top, wait_job, ping, token or update", cmd)
+	return invalid("unknown command %q; use show, hold, release, requeue, suspend, resume, top, wait_job, ping, token, update, create or delete", cmd)
 }
 
 // oneLine joins a multi-line key=value block into one line (-o).

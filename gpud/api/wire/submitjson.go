@@ -101,6 +101,7 @@ func appendJobSpec(w *objWriter, j *spec.JobSpec) {
 		w.key("interactive")
 		w.bool(true)
 	}
+	w.str("reservation", j.Reservation, true)
 	w.close()
 }
 
@@ -200,7 +201,8 @@ var submitFields = map[reflect.Type][][2]string{
 		{"RequeueExpedite", "requeue_expedite,omitempty"}, {"Array", "array,omitempty"},
 		{"Depend", "dependency,omitempty"}, {"Signal", "signal,omitempty"}, {"Ckpt", "checkpoint_interval,omitempty"},
 		{"CkptMode", "checkpoint_mode,omitempty"}, {"Comment", "comment,omitempty"}, {"Tasks", "tasks,omitzero"},
-		{"OpenMode", "open_mode,omitempty"}, {"WCKey", "wckey,omitempty"}, {"Interactive", "interactive,omitempty"}},
+		{"OpenMode", "open_mode,omitempty"}, {"WCKey", "wckey,omitempty"}, {"Interactive", "interactive,omitempty"},
+		{"Reservation", "reservation,omitempty"}},
 	reflect.TypeFor[spec.Resources](): {{"Nodes", "nodes"}, {"CPUsPerNode", "cpus_per_node"}, {"MemMiB", "mem_mib_per_node"},
 		{"MemWholeNode", "mem_whole_node,omitempty"}, {"GPUsPerNode", "gpus_per_node"}, {"GPUModel", "gpu_model,omitempty"},
 		{"GPUProfile", "gpu_profile,omitempty"}, {"GPUFraction", "gpu_fraction,omitempty"}, {"TotalGPUs", "total_gpus,omitempty"},
