@@ -407,7 +407,8 @@ func (c *Controller) nodeReasons(j *spec.Job) string {
 func (c *Controller) schedJob(j *spec.Job) sched.Job {
 	sj := sched.Job{ID: j.ID, Partition: j.Partition, Priority: j.Priority, Expedite: j.Expedited, SubmitTime: j.SubmitTime.Time,
 		BeginTime: j.BeginTime.Time, Held: j.Hold, Req: j.Resources,
-		Account: j.Account, User: j.User, QOS: j.QOS, Nice: j.Nice, TimeLimit: j.TimeLimit.Std(), Reservation: j.Reservation}
+		Account: j.Account, User: j.User, QOS: j.QOS, Nice: j.Nice, TimeLimit: j.TimeLimit.Std(), Reservation: j.Reservation,
+		TimeMin: j.TimeMin.Std()}
 	if p := c.cfg.partition(j.Partition); p == nil || p.State == PartitionDown || p.State == PartitionInactive {
 		sj.PartitionDown = true
 	}
@@ -451,6 +452,11 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 		j := &rec.job
 		if s.Partition != "" && slices.Contains(j.Partitions, s.Partition) {
 			j.Partition = s.Partition // -p a,b: it starts in this one
+		}
+		if s.TimeLimit > 0 && (j.TimeLimit == 0 || s.TimeLimit < j.TimeLimit.Std()) {
+			// --time-min: it starts with the time that fits (Slurm sets
+			// the job's limit so).
+			j.TimeLimit = spec.Duration(s.TimeLimit)
 		}
 		attempt := j.Attempt + 1
 		a := &spec.Alloc{ID: fmt.Sprintf("%d.%d", j.ID, attempt), JobID: j.ID, Attempt: attempt, StartTime: spec.NewTime(now)}

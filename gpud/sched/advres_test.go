@@ -171,3 +171,64 @@ func TestAdvanceReservationRecurs(t *testing.T) {
 		t.Fatalf("starts %v: want only the 1-hour job", st)
 	}
 }
+
+// -N 2-4 starts on the 3 nodes free now rather than waiting for 4; a
+// fixed -N 4 waits.
+func TestFlexibleNodeCount(t *testing.T) {
+	t.Parallel()
+	nodes := []Node{node("a", 8, 1000, "h100", 8), node("b", 8, 1000, "h100", 8), node("c", 8, 1000, "h100", 8), node("d", 8, 1000, "h100", 8)}
+	nodes[3].FreeCPUs = 0 // busy
+	for _, pol := range []Placement{PlaceFirstFit, PlacePack, PlaceSpread, PlaceFGD} {
+		flex := job(1, 1, 8, func(j *Job) { j.Req.Nodes, j.Req.MaxNodes, j.TimeLimit = 2, 4, time.Hour })
+		fixed := job(2, 1, 8, func(j *Job) { j.Req.Nodes, j.TimeLimit = 4, time.Hour; j.Priority = 10 })
+		p := Schedule(&Snapshot{Nodes: nodes, Jobs: []Job{fixed, flex}}, t0, Config{Placement: pol})
+		st := startsOf(p)
+		if len(st[1]) != 3 {
+			t.Errorf("%s: -N 2-4 started on %v, want the 3 free nodes", pol, st[1])
+		}
+		if _, ok := st[2]; ok {
+			t.Errorf("%s: -N 4 started on %v with 3 nodes free", pol, st[2])
+		}
+		if err := VerifyPlan(&Snapshot{Nodes: nodes, Jobs: []Job{fixed, flex}}, t0, Config{Placement: pol}, p); err != nil {
+			t.Errorf("%s: %v", pol, err)
+		}
+	}
+	// Only one node free: below MIN, it waits.
+	one := []Node{node("a", 8, 1000, "h100", 8), node("b", 8, 1000, "h100", 8)}
+	one[1].FreeCPUs = 0
+	p := Schedule(&Snapshot{Nodes: one, Jobs: []Job{job(1, 1, 8, func(j *Job) { j.Req.Nodes, j.Req.MaxNodes = 2, 4 })}}, t0, Config{})
+	if len(p.Starts) != 0 {
+		t.Errorf("-N 2-4 started with one node free: %+v", p.Starts)
+	}
+}
+
+// --time-min fills a backfill hole: a 4-hour job that may run as short
+// as 30 minutes starts now in the 90 minutes before a reservation made
+// for a higher job, with its limit cut to the hole; without time-min it
+// waits.
+func TestTimeMinFillsBackfillHole(t *testing.T) {
+	t.Parallel()
+	n := node("a", 8, 1000, "h100", 8)
+	n.GPUs[0].Free, n.FreeCPUs, n.Allocs = false, 7, 1
+	run := RunningJob{ID: 9, Nodes: []spec.NodeAlloc{{Node: "a", CPUs: 1, GPUs: []string{"GPU-a-0"}}}, Start: t0.Add(-30 * time.Minute), TimeLimit: 2 * time.Hour}
+	big := job(1, 1, 8, func(j *Job) { j.TimeLimit, j.Priority = time.Hour, 10 })
+	flex := job(2, 1, 4, func(j *Job) { j.TimeLimit, j.TimeMin = 4*time.Hour, 30*time.Minute })
+	fixed := job(3, 1, 4, func(j *Job) { j.TimeLimit = 4 * time.Hour })
+	snap := &Snapshot{Nodes: []Node{n}, Running: []RunningJob{run}, Jobs: []Job{big, flex, fixed}}
+	p := Schedule(snap, t0, Config{})
+	if len(p.Starts) != 1 || p.Starts[0].JobID != 2 {
+		t.Fatalf("starts %+v; want only the --time-min job", p.Starts)
+	}
+	if got := p.Starts[0].TimeLimit; got != 90*time.Minute {
+		t.Errorf("shortened limit %v, want the 90-minute hole", got)
+	}
+	if err := VerifyPlan(snap, t0, Config{}, p); err != nil {
+		t.Error(err)
+	}
+	// Too short a hole for its time-min: it waits.
+	flex.TimeMin = 2 * time.Hour
+	p = Schedule(&Snapshot{Nodes: []Node{n}, Running: []RunningJob{run}, Jobs: []Job{big, flex}}, t0, Config{})
+	if len(p.Starts) != 0 {
+		t.Errorf("started with a hole below its --time-min: %+v", p.Starts)
+	}
+}

@@ -208,6 +208,10 @@ type Job struct {
 	Nice    int
 	// TimeLimit 0 means none (the job never ends as far as backfill knows).
 	TimeLimit time.Duration
+	// TimeMin (--time-min) lets a job that does not fit now for its
+	// TimeLimit start for less, at least TimeMin: the longest whole
+	// minutes that fit (Start.TimeLimit says what it got).
+	TimeMin time.Duration
 	// The controller resolves dependencies: DependencyPending jobs wait
 	// with ReasonDependency, DependencyNeverSatisfied ones with
 	// ReasonDependencyNeverSatisfied; neither blocks other jobs.
@@ -288,6 +292,9 @@ type Start struct {
 	// starts only because it does not delay that job
 	// (gpud_backfill_starts_total counts these).
 	Backfilled bool
+	// TimeLimit is set when the job starts with less than its own limit
+	// (Job.TimeMin): its new limit.
+	TimeLimit time.Duration
 }
 
 // Pending says why a job waits. Detail is a short human explanation.

@@ -85,6 +85,10 @@ type Resources struct {
 	// MemWholeNode is Slurm's --mem=0: all the memory of each node (MemMiB
 	// is then 0). A node whose memory is partly allocated cannot take it.
 	MemWholeNode bool `json:"mem_whole_node,omitempty"`
+	// MaxNodes is the top of sbatch -N MIN-MAX (Nodes is MIN): the job
+	// starts on as many nodes as fit now within the range; 0 (or
+	// Nodes) is a fixed count.
+	MaxNodes int `json:"max_nodes,omitempty"`
 	// GPUsPerNode whole GPUs on each node, of GPUModel when set ("h100").
 	GPUsPerNode int    `json:"gpus_per_node"`
 	GPUModel    string `json:"gpu_model,omitempty"`
@@ -176,6 +180,10 @@ type JobSpec struct {
 	// Reservation is the advance reservation the job runs in
 	// (--reservation): only on its nodes, in its windows.
 	Reservation string `json:"reservation,omitempty"`
+	// TimeMin (--time-min) lets the scheduler start the job with less
+	// than TimeLimit, at least TimeMin, where that fits a backfill hole;
+	// TimeLimit then becomes what it got.
+	TimeMin Duration `json:"time_min,omitempty"`
 }
 
 // Tasks is a job's task layout (JobSpec.Tasks).
