@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gpud/gpud/cli/directive"
 	"github.com/gpud/gpud/cli/slurmtime"
@@ -224,7 +225,7 @@ func resvDuration(r *api.Reservation) string {
 	if !r.WindowStart.IsZero() {
 		d = r.WindowEnd.Sub(r.WindowStart.Time)
 	}
-	return string(format.AppendElapsed(nil, d))
+	return format.AcctDuration(int64(d / time.Second)) // Slurm's 01:00:00, 1-00:00:00
 }
 
 // showResv is scontrol show reservation [NAME], laid out as Slurm's.

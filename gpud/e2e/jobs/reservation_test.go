@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"os"
 	"regexp"
 	"strings"
 	"syscall"
@@ -32,6 +33,11 @@ func TestReservations(t *testing.T) {
 	work := t.TempDir()
 	inside := e2etest.AddUserTag(t, "rin")
 	outside := e2etest.AddUserTag(t, "rout")
+	for _, d := range []string{c.Dir, e2etest.BinDir} { // users reach the cluster (as OpenCluster)
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// Refusals in Slurm's words, all at once.
 	if r := c.CLI(work, "scontrol", "create", "reservation", "Nodes=node1"); r.Code == 0 ||
