@@ -96,6 +96,10 @@ type Controller struct {
 	// budget is each account's GPU-hours over its budget period, from
 	// SetBudgetUsage (nil until the first).
 	budget atomic.Pointer[map[string]float64]
+	// prefetch is each node's images to pull ahead, from the last full
+	// cycle's reservations (prefetch.go); read by heartbeats off the
+	// owner loop.
+	prefetch atomic.Pointer[map[string][]Prefetch]
 	// heard is each node's *heardRec: when its last heartbeat arrived,
 	// noted by Heartbeat off the owner loop (see Controller.Heartbeat and
 	// lastHeard).

@@ -171,6 +171,7 @@ func (c *Controller) scheduleInto(tx *txn, start time.Time) error {
 		cfg := c.schedConfig()
 		st, plan := sched.NewState(snap, now, cfg)
 		s.inc, s.incAt = st, now
+		c.notePrefetch(plan, now)
 		s.incOK = !s.afterDeps && len(s.arrayLimited) == 0 && len(s.waiting) == 0 && !c.sched.anyDeps
 		if !cfg.Priority.Weights.Zero() {
 			st.EachPriority(func(id spec.JobID, total int64) {
