@@ -13,7 +13,7 @@ GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio ssh
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients check fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm clean
+.PHONY: help deps build install test test-clients check gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -50,7 +50,7 @@ test-clients: deps ## Run real Slurm clients unchanged against gpud standalone: 
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq snakemake; }
 	GPUD_TEST_CLIENTS=1 $(GO) test -count=1 -timeout 20m -run 'TestSnakemakeSlurm' -v ./gpud/e2e/clients/
 
-check: fmt vet check-imports check-man tidy-check ## Run every static check.
+check: fmt vet check-imports check-man tidy-check check-slurmclient ## Run every static check.
 
 fmt: ## Fail if any file needs gofmt.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -74,6 +74,29 @@ tidy-check: ## Fail if go.mod/go.sum are not tidy.
 	@cp go.mod /tmp/gpud-go.mod.bak; cp go.sum /tmp/gpud-go.sum.bak; \
 	$(GO) mod tidy; \
 	if ! git diff --quiet -- go.mod go.sum; then git diff -- go.mod go.sum; cp /tmp/gpud-go.mod.bak go.mod; cp /tmp/gpud-go.sum.bak go.sum; echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; fi
+
+# Slurm's OpenAPI documents (test data beside the repository, GPL-2.0:
+# validated against and generated from, never copied into gpud).
+SLURM_OPENAPI_DIR ?= $(CURDIR)/../shared/slurm-openapi
+SLURM_CLIENT_VERSIONS := 45 42
+
+gen-slurmclient: ## Generate the test clients of Slurm's REST API (gpud/slurmrest/slurmclient) from Slurm's documents with oapi-codegen.
+	@for v in $(SLURM_CLIENT_VERSIONS); do \
+		mkdir -p gpud/slurmrest/slurmclient/v00$$v && \
+		$(GO) tool oapi-codegen -config gpud/slurmrest/slurmclient/oapi-codegen.yaml -package v00$$v \
+			-o gpud/slurmrest/slurmclient/v00$$v/client.gen.go $(SLURM_OPENAPI_DIR)/openapi_spec_v$$v.json || exit 1; \
+	done
+
+check-slurmclient: ## Fail if the generated Slurm REST clients differ from what gen-slurmclient makes (SKIP without Slurm's documents, except in CI).
+	@if [ ! -f $(SLURM_OPENAPI_DIR)/openapi_spec_v45.json ]; then \
+		if [ -n "$$CI" ]; then echo "check-slurmclient: Slurm's OpenAPI documents not found in $(SLURM_OPENAPI_DIR)"; exit 1; fi; \
+		echo "check-slurmclient: SKIP: Slurm's OpenAPI documents not found in $(SLURM_OPENAPI_DIR) (set SLURM_OPENAPI_DIR)"; exit 0; fi; \
+	tmp=$$(mktemp -d /tmp/gpud-slurmclient.XXXXXX); trap 'rm -rf $$tmp' EXIT; \
+	for v in $(SLURM_CLIENT_VERSIONS); do \
+		$(GO) tool oapi-codegen -config gpud/slurmrest/slurmclient/oapi-codegen.yaml -package v00$$v \
+			-o $$tmp/v00$$v.go $(SLURM_OPENAPI_DIR)/openapi_spec_v$$v.json || exit 1; \
+		cmp -s $$tmp/v00$$v.go gpud/slurmrest/slurmclient/v00$$v/client.gen.go || { echo "gpud/slurmrest/slurmclient/v00$$v is stale: run make gen-slurmclient"; exit 1; }; \
+	done
 
 demo: ## Install what is missing, start a 2-node simulated H100 cluster, run an example job, show queue and accounting.
 	./scripts/demo.sh

@@ -34,61 +34,9 @@ type Filter struct {
 	NoUsage bool
 }
 
-// Record is one job as accounting remembers it (gpuq acct, sacct).
-type Record struct {
-	ID           spec.JobID    `json:"id"`
-	Name         string        `json:"name"`
-	User         string        `json:"user"`
-	UID          uint32        `json:"uid"`
-	Account      string        `json:"account"`
-	Partition    string        `json:"partition"`
-	QOS          string        `json:"qos"`
-	State        spec.JobState `json:"state"`
-	Reason       string        `json:"reason"`
-	ExitCode     int           `json:"exit_code"`
-	Signal       int           `json:"exit_signal"`
-	SubmitTime   spec.Time     `json:"submit_time"`
-	EligibleTime spec.Time     `json:"eligible_time"`
-	StartTime    spec.Time     `json:"start_time"`
-	EndTime      spec.Time     `json:"end_time"`
-	TimeLimit    spec.Duration `json:"time_limit"`
-	Nodes        []string      `json:"nodes"`
-	// GPUs are the last attempt's device UUIDs (MIG UUIDs for slices).
-	GPUs        []string `json:"gpus"`
-	GPUCount    int      `json:"gpu_count"`
-	GPUModel    string   `json:"gpu_model"`
-	GPUProfile  string   `json:"gpu_profile"`
-	GPUFraction float64  `json:"gpu_fraction"`
-	CPUs        int      `json:"cpus"`
-	MemMiB      int64    `json:"mem_mib"`
-	Attempts    int      `json:"attempts"`
-	WorkDir     string   `json:"work_dir"`
-	// ArrayJobID and ArrayTaskID place an array task (sacct's A_T); 0 and
-	// 0 outside arrays. WCKey is --wckey; NTasks the job's task count.
-	ArrayJobID  spec.JobID `json:"array_job_id,omitempty"`
-	ArrayTaskID int        `json:"array_task_id,omitempty"`
-	WCKey       string     `json:"wckey,omitempty"`
-	NTasks      int        `json:"ntasks,omitempty"`
-	// Elapsed is the last attempt's run time in seconds, up to now for a
-	// running job (sacct's Elapsed).
-	Elapsed int64 `json:"elapsed"`
-	// GPUHours and CPUHours sum every attempt, so work lost to a requeue
-	// still counts; a running attempt counts up to now.
-	GPUHours float64 `json:"gpu_hours"`
-	CPUHours float64 `json:"cpu_hours"`
-	// SliceHours is MIG slice-hours, each slice counting 1 (GPUHours bills
-	// a slice at its fraction of the GPU); 0 for whole GPUs and shares.
-	SliceHours float64 `json:"slice_hours"`
-	// GPUUtil is the mean utilisation (percent) of the job's GPUs over the
-	// nodes' usage samples; 0 without samples.
-	GPUUtil float64 `json:"gpu_util"`
-	// EnergyKWh is the GPUs' energy from the samples; CO2Kg is it at the
-	// grid's carbon intensity, Cost the GPU-hours at the model's price
-	// (both 0 where not configured).
-	EnergyKWh float64 `json:"energy_kwh"`
-	CO2Kg     float64 `json:"co2_kg"`
-	Cost      float64 `json:"cost"`
-}
+// Record is one job as accounting remembers it (gpuq acct, sacct); it is
+// the API's type, which GET /v1/accounting/jobs sends inside api.AcctJob.
+type Record = api.AcctRecord
 
 // Group keys for Summary.
 const (

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -29,6 +30,10 @@ var version = "dev"
 
 func main() {
 	app := newApp()
+	if filepath.Base(os.Args[0]) == "slurmrestd" {
+		// Slurm's name for its REST daemon runs gpud rest.
+		os.Args = append([]string{"gpud", "rest"}, os.Args[1:]...)
+	}
 	// signal.NotifyContext before any slow init, so SIGTERM during start-up
 	// still shuts down cleanly.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -66,6 +71,7 @@ func newApp() *cli.App {
 			standaloneCommand(),
 			simulateCommand(),
 			tokenCommand(),
+			restCommand(),
 			loadtestCommand(),
 			{
 				Name:  "version",

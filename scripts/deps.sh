@@ -8,7 +8,8 @@
 # e2e test puts each host in a network namespace), iptables (the HA e2e
 # test cuts a controller off its peers on loopback), python3-cloudpickle
 # and python3-typing-extensions (submitit, the Python client the e2e tests
-# drive, imports both). Needs root to install; without root it only says
+# drive, imports both), curl (the e2e test that runs Slurm's REST quick
+# start's curl commands against gpud). Needs root to install; without root it only says
 # what is missing.
 set -euo pipefail
 missing=()
@@ -23,6 +24,7 @@ command -v nsenter >/dev/null || missing+=(util-linux)
 command -v iptables >/dev/null || missing+=(iptables)
 /usr/bin/python3 -c 'import cloudpickle' 2>/dev/null || missing+=(python3-cloudpickle)
 /usr/bin/python3 -c 'import typing_extensions' 2>/dev/null || missing+=(python3-typing-extensions)
+command -v curl >/dev/null || missing+=(curl)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "deps: missing ${missing[*]}; run as root (or apt-get install them) — tests that need them will be skipped" >&2

@@ -329,12 +329,19 @@ type Source struct {
 	// File is the script's name; Line is 1-based. Line 0 is the command line.
 	File string
 	Line int
+	// Field, when set, names a field of a job description that is not a
+	// command line (Slurm's REST API: "job.tres_per_node"); such options
+	// count as one source, like the command line's.
+	Field string
 }
 
 // CommandLine is the source of options given as flags.
 var CommandLine = Source{}
 
 func (s Source) String() string {
+	if s.Field != "" {
+		return s.Field
+	}
 	if s.Line == 0 {
 		return "command line"
 	}

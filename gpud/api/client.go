@@ -508,6 +508,14 @@ func (c *Client) Reconfigure(ctx context.Context) (ReconfigureResponse, error) {
 	return out, err
 }
 
+// UserToken asks for a token for the caller itself (scontrol token), valid
+// for lifespan (0: 30 minutes).
+func (c *Client) UserToken(ctx context.Context, lifespan time.Duration) (TokenResponse, error) {
+	var out TokenResponse
+	err := c.do(ctx, http.MethodPost, "/token", nil, TokenRequest{Lifespan: int64(lifespan / time.Second)}, &out)
+	return out, err
+}
+
 // Register registers (or re-registers) a node's inventory.
 func (c *Client) Register(ctx context.Context, inv spec.Inventory) (RegisterResponse, error) {
 	return c.RegisterNode(ctx, RegisterRequest{Inventory: inv})

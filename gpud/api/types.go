@@ -95,6 +95,19 @@ type NodeActionRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// TokenRequest is POST /v1/token (scontrol token): a token for the caller
+// itself, for Slurm's REST clients (X-SLURM-USER-TOKEN).
+type TokenRequest struct {
+	// Lifespan in seconds; 0 means Slurm's default, 1800.
+	Lifespan int64 `json:"lifespan,omitempty"`
+}
+
+// TokenResponse is the token POST /v1/token issued.
+type TokenResponse struct {
+	Token   string    `json:"token"`
+	Expires time.Time `json:"expires"`
+}
+
 // ReconfigureResponse is POST /v1/reconfigure.
 type ReconfigureResponse struct {
 	Message string `json:"message"`
@@ -293,10 +306,10 @@ type EventsResponse struct {
 	AckedSeq uint64 `json:"acked_seq"`
 }
 
-// AcctJob is one job as accounting remembers it (gpuq acct, sacct). It is
-// the wire form of accounting.Record, field for field; a server test
-// decodes one into the other strictly so the two cannot drift.
-type AcctJob struct {
+// AcctRecord is one job as accounting remembers it (gpuq acct, sacct);
+// accounting.Record is this type, so the database's rows and the API's
+// cannot drift. AcctJob carries it on the wire.
+type AcctRecord struct {
 	ID           spec.JobID    `json:"id"`
 	Name         string        `json:"name"`
 	User         string        `json:"user"`
@@ -333,18 +346,28 @@ type AcctJob struct {
 	// Elapsed is the last attempt's run time in seconds, up to now for a
 	// running job (sacct's Elapsed).
 	Elapsed int64 `json:"elapsed"`
-	// GPUHours and CPUHours sum every attempt, requeued work included.
+	// GPUHours and CPUHours sum every attempt, so work lost to a requeue
+	// still counts; a running attempt counts up to now.
 	GPUHours float64 `json:"gpu_hours"`
 	CPUHours float64 `json:"cpu_hours"`
 	// SliceHours is MIG slice-hours (a slice counts 1; GPUHours bills its
-	// fraction). GPUUtil is the mean GPU utilisation (percent) and
-	// EnergyKWh the GPUs' energy, from the nodes' usage samples; CO2Kg and
-	// Cost follow gpud.toml's [accounting] grid intensity and prices.
+	// fraction; 0 for whole GPUs and shares). GPUUtil is the mean GPU
+	// utilisation (percent) and EnergyKWh the GPUs' energy, from the
+	// nodes' usage samples (0 without samples); CO2Kg and Cost follow
+	// gpud.toml's [accounting] grid intensity and prices (0 where not
+	// configured).
 	SliceHours float64 `json:"slice_hours"`
 	GPUUtil    float64 `json:"gpu_util"`
 	EnergyKWh  float64 `json:"energy_kwh"`
 	CO2Kg      float64 `json:"co2_kg"`
 	Cost       float64 `json:"cost"`
+}
+
+// AcctJob is one job of GET /v1/accounting/jobs: its record (whose fields
+// sit at the top of the JSON object) and what the request asked for
+// besides.
+type AcctJob struct {
+	AcctRecord
 	// AttemptHistory is every start of the job, oldest first (sacct
 	// --duplicates); only when AcctFilter.AttemptHistory asked for it,
 	// and then [] for a job that never started.

@@ -24,6 +24,8 @@ import (
 	"github.com/gpud/gpud/gpud/metrics"
 	"github.com/gpud/gpud/gpud/process"
 	"github.com/gpud/gpud/gpud/server"
+	"github.com/gpud/gpud/gpud/slurmrest"
+	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpud/statefile"
 	"github.com/gpud/gpud/gpud/store"
 )
@@ -157,6 +159,8 @@ type controllerParts struct {
 	// Metrics: the owner loop counts through the Observer; gauges are
 	// read from Stats once per scrape (gpud/metrics).
 	mets *metrics.Controller
+	// diag counts what Slurm's REST API's diag shows (gpud/slurmrest).
+	diag slurmrest.Counters
 	hm   *haMember // nil without [ha]
 	rev  *auth.Revocations
 	ctrl *controller.Controller
@@ -220,7 +224,7 @@ func (p *controllerParts) newController(ccfg controller.Config) error {
 		controller.WithLogger(p.o.Log),
 		controller.WithRecorder(hm.recorder(p.acct)),
 		controller.WithUsageSource(p.acct),
-		controller.WithObserver(p.mets),
+		controller.WithObserver(observers{p.mets, &p.diag}),
 		controller.WithIdleHook(runIdleHook),
 		controller.WithReload(p.reload)}, hm.controllerOptions()...)...)
 	if err != nil {
@@ -314,7 +318,8 @@ func (p *controllerParts) newServer() error {
 		server.WithSubmitRate(cfg.API.SubmitRate, cfg.API.SubmitBurst),
 		server.WithRefusalRate(cfg.API.RefusalRate, cfg.API.RefusalBurst),
 		server.WithRefusalCounter(p.mets.Refused),
-		server.WithLimits(apiLimits(cfg.API))}
+		server.WithLimits(apiLimits(cfg.API)),
+		server.WithSlurmREST(slurmrest.Options{Cluster: cfg.Auth.ClusterName, Release: p.o.Version, Counters: &p.diag, Hostname: hostname()})}
 	opts = append(append(append(opts, p.srvOpts...), p.hm.serverOptions()...), stepOpt)
 	p.srv = server.New(p.ctrl, opts...)
 	p.srv.SetRevocations(cfg.Auth.RevokedNodeCerts, cfg.Auth.RevokedTokens)
@@ -523,3 +528,60 @@ func apiLimits(a config.API) server.Limits {
 // logOpenFileLimit raises the open-file limit as far as it goes and logs
 // it (gpud/process), warning when it is low for a controller.
 func logOpenFileLimit(log *slog.Logger) { process.RaiseOpenFiles(log, "controller") }
+
+// observers tells each of its observers of the owner loop's events.
+type observers []controller.Observer
+
+func (obs observers) CycleDone(d time.Duration) {
+	for _, o := range obs {
+		o.CycleDone(d)
+	}
+}
+
+func (obs observers) JobStarted(partition string) {
+	for _, o := range obs {
+		o.JobStarted(partition)
+	}
+}
+
+func (obs observers) JobEnded(partition string, state spec.JobState) {
+	for _, o := range obs {
+		o.JobEnded(partition, state)
+	}
+}
+
+func (obs observers) JobRequeued(partition, reason string) {
+	for _, o := range obs {
+		o.JobRequeued(partition, reason)
+	}
+}
+
+func (obs observers) JobPreempted(partition, mode string) {
+	for _, o := range obs {
+		o.JobPreempted(partition, mode)
+	}
+}
+
+func (obs observers) JobBackfilled(partition string) {
+	for _, o := range obs {
+		o.JobBackfilled(partition)
+	}
+}
+
+func (obs observers) JobIdle(partition, action string) {
+	for _, o := range obs {
+		o.JobIdle(partition, action)
+	}
+}
+
+// hostname names this controller in Slurm's REST answers (ping, conf).
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "localhost"
+	}
+	return h
+}
+
+// slurmrest's diag counters see the owner loop's events.
+var _ controller.Observer = (*slurmrest.Counters)(nil)

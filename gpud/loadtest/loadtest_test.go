@@ -161,10 +161,10 @@ func TestLoadtestCheckFindsProblems(t *testing.T) {
 			return
 		}
 		_ = json.NewEncoder(w).Encode(api.AcctJobsResponse{Jobs: []api.AcctJob{
-			{ID: 1, State: spec.StateCompleted},
-			{ID: 2, State: spec.StateNodeFail, Reason: "node lt00001 not responding"},
-			{ID: 4, State: spec.StateCompleted},
-			{ID: 5, State: spec.StateCompleted},
+			{AcctRecord: api.AcctRecord{ID: 1, State: spec.StateCompleted}},
+			{AcctRecord: api.AcctRecord{ID: 2, State: spec.StateNodeFail, Reason: "node lt00001 not responding"}},
+			{AcctRecord: api.AcctRecord{ID: 4, State: spec.StateCompleted}},
+			{AcctRecord: api.AcctRecord{ID: 5, State: spec.StateCompleted}},
 		}})
 	}))
 	defer srv.Close()

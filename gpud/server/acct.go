@@ -97,7 +97,7 @@ func (s *Server) acctJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.AcctJobsResponse{Jobs: make([]api.AcctJob, 0, len(recs))}
 	for i := range recs {
-		j := acctJob(&recs[i])
+		j := api.AcctJob{AcctRecord: recs[i]}
 		if history {
 			j.AttemptHistory = acctAttempts(attempts[j.ID])
 		}
@@ -186,23 +186,6 @@ func scopeToCaller(who controller.Caller, f *accounting.Filter) error {
 	}
 	f.Users = []string{who.User}
 	return nil
-}
-
-// acctJob converts a record to its wire form, without its attempt
-// history. TestAcctJobMatchesRecord checks that every field of the record
-// reaches the wire under the same JSON name.
-func acctJob(r *accounting.Record) api.AcctJob {
-	return api.AcctJob{
-		ID: r.ID, Name: r.Name, User: r.User, UID: r.UID, Account: r.Account, Partition: r.Partition,
-		QOS: r.QOS, State: r.State, Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal,
-		SubmitTime: r.SubmitTime, EligibleTime: r.EligibleTime, StartTime: r.StartTime, EndTime: r.EndTime,
-		TimeLimit: r.TimeLimit, Nodes: r.Nodes, GPUs: r.GPUs, GPUCount: r.GPUCount, GPUModel: r.GPUModel,
-		GPUProfile: r.GPUProfile, GPUFraction: r.GPUFraction, CPUs: r.CPUs, MemMiB: r.MemMiB,
-		Attempts: r.Attempts, WorkDir: r.WorkDir, Elapsed: r.Elapsed, GPUHours: r.GPUHours,
-		CPUHours: r.CPUHours, SliceHours: r.SliceHours, GPUUtil: r.GPUUtil, EnergyKWh: r.EnergyKWh,
-		CO2Kg: r.CO2Kg, Cost: r.Cost, ArrayJobID: r.ArrayJobID, ArrayTaskID: r.ArrayTaskID, WCKey: r.WCKey,
-		NTasks: r.NTasks,
-	}
 }
 
 // acctSummary serves GET /v1/accounting/summary (gpuq report). The caller

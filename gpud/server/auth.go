@@ -275,6 +275,16 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if peer, ok := r.Context().Value(callerKey{}).(controller.Caller); ok {
 			id := identity{caller: peer, role: s.configRole(peer.User, peer.UID)}
+			if r.Header.Get(slurmTokenHeader) != "" || r.Header.Get(slurmUserHeader) != "" {
+				var (
+					class string
+					err   error
+				)
+				if id, class, err = s.slurmOnSocket(r, id); err != nil {
+					s.refuseUnidentified(w, r, class, http.StatusUnauthorized, api.CodePermissionDenied, err.Error())
+					return
+				}
+			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 			return
 		}
@@ -396,8 +406,12 @@ func (s *Server) verify(r *http.Request) (identity, string, error) {
 	}
 	h := r.Header.Get("Authorization")
 	scheme, raw, _ := strings.Cut(h, " ")
-	if h == "" || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(raw) == "" {
-		return identity{}, RefusedNoToken, fmt.Errorf("a bearer token is required over TCP; %s", howToGetToken)
+	if h == "" && r.Header.Get(slurmTokenHeader) != "" {
+		// Slurm's REST clients send the token in their own header.
+		scheme, raw = "Bearer", r.Header.Get(slurmTokenHeader)
+	}
+	if scheme == "" || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(raw) == "" {
+		return identity{}, RefusedNoToken, fmt.Errorf("a bearer token is required over TCP (Authorization: Bearer or %s); %s", slurmTokenHeader, howToGetToken)
 	}
 	c, err := s.verifyToken(r.Context(), strings.TrimSpace(raw))
 	switch {
@@ -408,6 +422,9 @@ func (s *Server) verify(r *http.Request) (identity, string, error) {
 	}
 	if err := s.trackConn(r, auth.TokenCredential(c.ID)); err != nil {
 		return identity{}, RefusedRevoked, fmt.Errorf("token %s was revoked ([auth] revoked_tokens); %s", c.ID, howToGetToken)
+	}
+	if name := r.Header.Get(slurmUserHeader); name != "" && name != c.User {
+		return identity{}, RefusedBadToken, fmt.Errorf("%s %q is not the token's user %q: gpud acts only as the token's user; send that user's own token", slurmUserHeader, clip(name), c.User)
 	}
 	id := identity{caller: controller.Caller{UID: c.UID, GID: c.GID, User: c.User, Known: true}, role: c.Role, remote: true}
 	if c.Role == auth.RoleNode {
@@ -546,4 +563,38 @@ func ownsOrPrivileged(id identity, j *spec.Job) bool {
 		return true
 	}
 	return id.caller.Known && id.caller.UID == j.UID
+}
+
+// Slurm's REST authentication headers (slurmrestd's rest_auth/jwt).
+const (
+	slurmTokenHeader = "X-SLURM-USER-TOKEN"
+	slurmUserHeader  = "X-SLURM-USER-NAME"
+)
+
+// slurmOnSocket is the identity of a unix-socket request that carries
+// Slurm's token headers. The socket's peer credentials stay the identity:
+// a token names the same user or is refused, so a token can never lift a
+// local user to another. Only root's connection (a proxy such as gpud rest
+// running on the controller host) acts as the token's user.
+func (s *Server) slurmOnSocket(r *http.Request, peer identity) (identity, string, error) {
+	name := r.Header.Get(slurmUserHeader)
+	raw := strings.TrimSpace(r.Header.Get(slurmTokenHeader))
+	if raw == "" || s.tokens == nil {
+		if name != "" && name != peer.caller.User {
+			return identity{}, RefusedBadToken, fmt.Errorf("%s %q is not you (%s): on the controller's socket you act as yourself", slurmUserHeader, clip(name), peer.name())
+		}
+		return peer, "", nil
+	}
+	tok, class, err := s.verify(r)
+	if err != nil {
+		return identity{}, class, err
+	}
+	if peer.caller.UID == 0 {
+		tok.remote = false
+		return tok, "", nil
+	}
+	if tok.caller.UID != peer.caller.UID || tok.caller.User != peer.caller.User {
+		return identity{}, RefusedBadToken, fmt.Errorf("the token is %s's but this connection is %s's: on the controller's socket a token must be your own", tok.caller.User, peer.name())
+	}
+	return peer, "", nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/slurmrest"
 )
 
 // Body limits by endpoint: a submission (its script) and the node
@@ -20,6 +21,9 @@ const (
 )
 
 func bodyLimit(r *http.Request) int64 {
+	if slurmrest.LargeBody(r.URL.Path) {
+		return maxBody // a job submitted through Slurm's REST API
+	}
 	p := strings.TrimPrefix(r.URL.Path, "/"+api.Version)
 	switch {
 	case p == joinPath[len("/"+api.Version):]:

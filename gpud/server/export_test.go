@@ -1,11 +1,8 @@
 package server
 
-// The wire conversions, for the tests that keep them in step with the
-// accounting records.
-var (
-	AcctJob      = acctJob
-	AcctAttempts = acctAttempts
-)
+// The wire conversion of attempts, for the test that keeps an empty
+// history [] on the wire.
+var AcctAttempts = acctAttempts
 
 // WithAuditBuffer sizes the audit queue (to fill it in a test).
 func WithAuditBuffer(n int) Option { return func(s *Server) { s.auditBuffer = n } }

@@ -26,6 +26,7 @@ import (
 	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/guard"
+	"github.com/gpud/gpud/gpud/slurmrest"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -70,6 +71,8 @@ type Server struct {
 	// controller.
 	group ControllerGroup
 
+	// slurmOpts configure Slurm's REST API (slurmrest.go).
+	slurmOpts *slurmrest.Options
 	// rev is the daemon's one revocation state (auth.go, revoke.go;
 	// WithRevocations).
 	rev *auth.Revocations
@@ -141,6 +144,7 @@ func New(c *controller.Controller, opts ...Option) *Server {
 	s.peerLog = guard.NewRateLog(s.log)
 	s.routes()
 	s.haRoutes()
+	s.slurmRoutes()
 	s.handler = s.edge(s.authenticate(s.tally(s.instrument(s.leaderGate(s.mux)))))
 	if s.audit != nil {
 		s.startAudit(s.auditBuffer)

@@ -24,18 +24,17 @@ func acctFixture(t *testing.T) *fakectl.Server {
 	ctl := fakectl.New(t)
 	ctl.Set(func(s *fakectl.Server) {
 		s.Acct = []api.AcctJob{
-			{ID: 7, Name: "train", User: "alice", Account: "ml", Partition: "h100", State: spec.StateCompleted,
-				Nodes: []string{"gpu01", "gpu02"}, GPUCount: 16, Elapsed: 3723, GPUHours: 16.5, Attempts: 2,
-				AttemptHistory: []api.AcctAttempt{
-					{Attempt: 1, State: spec.StateRequeued, Reason: "preempted by job 12", Nodes: []string{"gpu03"},
-						StartTime: spec.NewTime(acctNow.Add(-3 * time.Hour)), EndTime: spec.NewTime(acctNow.Add(-2 * time.Hour)), Elapsed: 3600,
-						CheckpointSeq: 4, CheckpointTime: spec.NewTime(acctNow.Add(-130 * time.Minute)), LostWork: 600},
-					{Attempt: 2, State: spec.StateCompleted, Reason: "COMPLETED", Nodes: []string{"gpu01", "gpu02"},
-						StartTime: spec.NewTime(acctNow.Add(-90 * time.Minute)), EndTime: spec.NewTime(acctNow.Add(-90*time.Minute + 3723*time.Second)), Elapsed: 3723},
-				}},
-			{ID: 8, Name: "nb", User: "bob", Account: "edu", Partition: "a100", State: spec.StateFailed, ExitCode: 2,
-				GPUCount: 1, Elapsed: 59, GPUHours: 0.02},
-			{ID: 9, Name: "killed", User: "alice", Account: "ml", Partition: "h100", State: spec.StateCancelled, Signal: 15},
+			{AcctRecord: api.AcctRecord{ID: 7, Name: "train", User: "alice", Account: "ml", Partition: "h100", State: spec.StateCompleted,
+				Nodes: []string{"gpu01", "gpu02"}, GPUCount: 16, Elapsed: 3723, GPUHours: 16.5, Attempts: 2}, AttemptHistory: []api.AcctAttempt{
+				{Attempt: 1, State: spec.StateRequeued, Reason: "preempted by job 12", Nodes: []string{"gpu03"},
+					StartTime: spec.NewTime(acctNow.Add(-3 * time.Hour)), EndTime: spec.NewTime(acctNow.Add(-2 * time.Hour)), Elapsed: 3600,
+					CheckpointSeq: 4, CheckpointTime: spec.NewTime(acctNow.Add(-130 * time.Minute)), LostWork: 600},
+				{Attempt: 2, State: spec.StateCompleted, Reason: "COMPLETED", Nodes: []string{"gpu01", "gpu02"},
+					StartTime: spec.NewTime(acctNow.Add(-90 * time.Minute)), EndTime: spec.NewTime(acctNow.Add(-90*time.Minute + 3723*time.Second)), Elapsed: 3723},
+			}},
+			{AcctRecord: api.AcctRecord{ID: 8, Name: "nb", User: "bob", Account: "edu", Partition: "a100", State: spec.StateFailed, ExitCode: 2,
+				GPUCount: 1, Elapsed: 59, GPUHours: 0.02}},
+			{AcctRecord: api.AcctRecord{ID: 9, Name: "killed", User: "alice", Account: "ml", Partition: "h100", State: spec.StateCancelled, Signal: 15}},
 		}
 	})
 	return ctl
@@ -138,11 +137,11 @@ func TestAcctDuplicates(t *testing.T) {
 			t.Setenv("TZ", "UTC")
 			ctl := acctFixture(t)
 			ctl.Set(func(s *fakectl.Server) {
-				s.Acct = append(s.Acct, api.AcctJob{ID: 10, Name: "waits", User: "carol", Account: "ml", Partition: "h100", State: spec.StatePending,
-					Reason: "NodeFail requeue", Attempts: 1, AttemptHistory: []api.AcctAttempt{
-						{Attempt: 1, State: spec.StateRequeued, Reason: "NodeFail requeue", Nodes: []string{"gpu05"},
-							StartTime: spec.NewTime(acctNow.Add(-time.Hour)), EndTime: spec.NewTime(acctNow.Add(-30 * time.Minute)), Elapsed: 1800, LostWork: 1800},
-					}})
+				s.Acct = append(s.Acct, api.AcctJob{AcctRecord: api.AcctRecord{ID: 10, Name: "waits", User: "carol", Account: "ml", Partition: "h100", State: spec.StatePending,
+					Reason: "NodeFail requeue", Attempts: 1}, AttemptHistory: []api.AcctAttempt{
+					{Attempt: 1, State: spec.StateRequeued, Reason: "NodeFail requeue", Nodes: []string{"gpu05"},
+						StartTime: spec.NewTime(acctNow.Add(-time.Hour)), EndTime: spec.NewTime(acctNow.Add(-30 * time.Minute)), Elapsed: 1800, LostWork: 1800},
+				}})
 			})
 			runAndCheckQuery(t, ctl, tc.args, tc.want, "/v1/accounting/jobs", tc.wantQuery)
 		})

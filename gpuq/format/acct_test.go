@@ -13,18 +13,18 @@ import (
 
 func testAcctJobs() []api.AcctJob {
 	return []api.AcctJob{
-		{ID: 101, Name: "train-llm-70b", User: "alice", UID: 1000, Account: "ml", Partition: "h100", QOS: "normal",
+		{AcctRecord: api.AcctRecord{ID: 101, Name: "train-llm-70b", User: "alice", UID: 1000, Account: "ml", Partition: "h100", QOS: "normal",
 			State: spec.StateCompleted, SubmitTime: at(-26 * time.Hour), EligibleTime: at(-26 * time.Hour),
 			StartTime: at(-25 * time.Hour), EndTime: at(-time.Hour), TimeLimit: spec.Duration(48 * time.Hour),
 			Nodes: []string{"gpu01", "gpu02"}, GPUs: []string{"GPU-aaaa", "GPU-bbbb"}, GPUCount: 16, GPUModel: "h100",
-			CPUs: 128, MemMiB: 1 << 20, Attempts: 2, Elapsed: 24 * 3600, GPUHours: 384.25, CPUHours: 3072},
-		{ID: 102, Name: "mig-notebook", User: "bob", Account: "edu", Partition: "a100", State: spec.StateFailed,
+			CPUs: 128, MemMiB: 1 << 20, Attempts: 2, Elapsed: 24 * 3600, GPUHours: 384.25, CPUHours: 3072}},
+		{AcctRecord: api.AcctRecord{ID: 102, Name: "mig-notebook", User: "bob", Account: "edu", Partition: "a100", State: spec.StateFailed,
 			Reason: "NonZeroExitCode", ExitCode: 1, SubmitTime: at(-3 * time.Hour), StartTime: at(-2 * time.Hour),
 			EndTime: at(-2*time.Hour + 65*time.Second), TimeLimit: spec.Duration(90 * time.Minute), Nodes: []string{"gpu07"},
 			GPUs: []string{"MIG-1111"}, GPUCount: 1, GPUModel: "a100", GPUProfile: "1g.10gb", CPUs: 2, MemMiB: 1536,
-			Attempts: 1, Elapsed: 65, GPUHours: 0.0026},
-		{ID: 104, Name: "eval, quick", User: "dave", Partition: "cpu", State: spec.StateCancelled, Signal: 9,
-			SubmitTime: at(-5 * time.Minute), Nodes: []string{}, GPUs: []string{}},
+			Attempts: 1, Elapsed: 65, GPUHours: 0.0026}},
+		{AcctRecord: api.AcctRecord{ID: 104, Name: "eval, quick", User: "dave", Partition: "cpu", State: spec.StateCancelled, Signal: 9,
+			SubmitTime: at(-5 * time.Minute), Nodes: []string{}, GPUs: []string{}}},
 	}
 }
 

@@ -33,11 +33,11 @@ func ExpandSteps(jobs []api.AcctJob, keep func(j *api.AcctJob, step string) bool
 // own name, state, exit code, times, nodes, tasks and resources, and
 // StepID set.
 func StepAcct(j *api.AcctJob, s *api.AcctStep) api.AcctJob {
-	r := api.AcctJob{ID: j.ID, StepID: s.ID, Name: s.Name, User: j.User, UID: j.UID, Account: j.Account, QOS: j.QOS,
+	r := api.AcctJob{AcctRecord: api.AcctRecord{ID: j.ID, Name: s.Name, User: j.User, UID: j.UID, Account: j.Account, QOS: j.QOS,
 		State: s.State, Reason: s.Reason, ExitCode: s.ExitCode, Signal: s.Signal, SubmitTime: s.StartTime,
 		EligibleTime: s.StartTime, StartTime: s.StartTime, EndTime: s.EndTime, Nodes: s.Nodes,
 		GPUCount: s.GPUs, GPUModel: j.GPUModel, CPUs: s.CPUs, NTasks: s.NTasks, Elapsed: s.Elapsed,
-		WorkDir: j.WorkDir, ArrayJobID: j.ArrayJobID, ArrayTaskID: j.ArrayTaskID, WCKey: j.WCKey}
+		WorkDir: j.WorkDir, ArrayJobID: j.ArrayJobID, ArrayTaskID: j.ArrayTaskID, WCKey: j.WCKey}, StepID: s.ID}
 	if r.CPUs == 0 && len(j.Nodes) > 0 {
 		// A step that asked for no CPUs shares its nodes' part of the
 		// allocation.

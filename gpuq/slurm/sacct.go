@@ -381,13 +381,13 @@ func (c *Cmd) withLive(ctx context.Context, cl *api.Client, jobs []api.AcctJob, 
 func liveAcct(j *spec.Job, now time.Time) api.AcctJob {
 	r := j.Resources
 	nodes := max(len(j.Nodes), r.Nodes, 1)
-	a := api.AcctJob{ID: j.ID, Name: j.Name, User: j.User, UID: j.UID, Account: j.Account, Partition: j.Partition,
+	a := api.AcctJob{AcctRecord: api.AcctRecord{ID: j.ID, Name: j.Name, User: j.User, UID: j.UID, Account: j.Account, Partition: j.Partition,
 		QOS: j.QOS, State: j.State, Reason: j.Reason, SubmitTime: j.SubmitTime, EligibleTime: j.SubmitTime,
 		StartTime: j.StartTime, TimeLimit: j.TimeLimit, Nodes: j.Nodes, GPUs: j.GPUs, GPUModel: r.GPUModel,
 		GPUProfile: r.GPUProfile, GPUFraction: r.GPUFraction, GPUCount: r.GPUsPerNode * nodes,
 		CPUs: r.CPUsPerNode * nodes, MemMiB: r.MemMiB * int64(nodes), Attempts: j.Attempt, WorkDir: j.WorkDir,
 		Elapsed: int64(format.Used(j, now) / time.Second), ArrayJobID: j.ArrayJobID, ArrayTaskID: j.ArrayTaskID,
-		WCKey: j.WCKey, NTasks: j.Tasks.NTasks}
+		WCKey: j.WCKey, NTasks: j.Tasks.NTasks}}
 	if j.BeginTime.After(j.SubmitTime.Time) {
 		a.EligibleTime = j.BeginTime
 	}

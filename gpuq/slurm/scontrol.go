@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gpud/gpud/cli/directive"
 	"github.com/gpud/gpud/cli/getopt"
@@ -28,7 +30,7 @@ var scontrolSet = &getopt.Set{Opts: append([]getopt.Opt{
 
 func (c *Cmd) scontrol(ctx context.Context) error {
 	ps, rest, err := c.parse(scontrolSet)
-	if done, err := c.handled(err, "[-d] [-o] show job|node|partition|hostnames|hostlist [ID] | hold|release|requeue JOBID... | ping"); done || err != nil {
+	if done, err := c.handled(err, "[-d] [-o] show job|node|partition|hostnames|hostlist [ID] | hold|release|requeue JOBID... | ping | token [lifespan=SECONDS]"); done || err != nil {
 		return err
 	}
 	if len(rest) == 0 {
@@ -95,10 +97,12 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 		return errors.Join(errs...)
 	case "ping":
 		return c.ping(ctx)
+	case "token":
+		return c.token(ctx, args)
 	case "update":
 		return c.update(ctx, args)
 	}
-	return invalid("unknown command %q; use show, hold, release, requeue or ping", cmd)
+	return invalid("unknown command %q; use show, hold, release, requeue, ping, token or update", cmd)
 }
 
 // oneLine joins a multi-line key=value block into one line (-o).
@@ -396,4 +400,39 @@ func (c *Cmd) update(ctx context.Context, args []string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// token is scontrol token [lifespan=SECONDS] [username=NAME]: a token for
+// Slurm's REST API (X-SLURM-USER-TOKEN), printed as SLURM_JWT=... so that
+// export $(scontrol token) works as with Slurm. It is gpud's own token,
+// for the caller only.
+func (c *Cmd) token(ctx context.Context, args []string) error {
+	var life time.Duration
+	for _, a := range args {
+		k, v, _ := strings.Cut(a, "=")
+		switch strings.ToLower(k) {
+		case "lifespan":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				return invalid("lifespan=%q: give seconds > 0", v)
+			}
+			life = time.Duration(n) * time.Second
+		case "username":
+			if u, err := user.Current(); err != nil || u.Username != v {
+				return invalid("username=%s: gpud issues a token for you only; an admin issues other users' with gpud token issue --user on the controller host", v)
+			}
+		default:
+			return invalid("token takes lifespan=SECONDS (and username= yourself), not %q", a)
+		}
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	tok, err := cl.UserToken(ctx, life)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.Stdout, "SLURM_JWT=%s\n", tok.Token)
+	return nil
 }

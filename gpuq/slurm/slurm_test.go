@@ -56,12 +56,12 @@ func fixture(t *testing.T) *fakectl.Server {
 			{Account: "ml", User: "bob", Depth: 1, RawShares: 1, NormShares: 0.5, RawUsage: 3600, EffectiveUsage: 0.5, Factor: 0.25},
 		}
 		s.Acct = []api.AcctJob{
-			{ID: 5, Name: "prep", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateCompleted, CPUs: 4, Elapsed: 3725,
-				Nodes: []string{"gpu03"}, StartTime: spec.NewTime(now.Add(-time.Hour)), GPUCount: 1, GPUModel: "h100", MemMiB: 4096},
-			{ID: 6, Name: "a-very-long-job-name", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateFailed, ExitCode: 1, CPUs: 1},
-			{ID: 10, Name: "sw", User: "alice", Account: "ml", State: spec.StateCompleted, ArrayJobID: 10, ArrayTaskID: 0, WCKey: "k", NTasks: 4},
-			{ID: 11, Name: "sw", User: "alice", Account: "ml", State: spec.StateCompleted, ArrayJobID: 10, ArrayTaskID: 3, WCKey: "k", NTasks: 4},
-			{ID: 13, Name: "oom", User: "alice", Account: "ml", State: spec.StateOutOfMemory, ExitCode: 137, Signal: 9, CPUs: 1},
+			{AcctRecord: api.AcctRecord{ID: 5, Name: "prep", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateCompleted, CPUs: 4, Elapsed: 3725,
+				Nodes: []string{"gpu03"}, StartTime: spec.NewTime(now.Add(-time.Hour)), GPUCount: 1, GPUModel: "h100", MemMiB: 4096}},
+			{AcctRecord: api.AcctRecord{ID: 6, Name: "a-very-long-job-name", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateFailed, ExitCode: 1, CPUs: 1}},
+			{AcctRecord: api.AcctRecord{ID: 10, Name: "sw", User: "alice", Account: "ml", State: spec.StateCompleted, ArrayJobID: 10, ArrayTaskID: 0, WCKey: "k", NTasks: 4}},
+			{AcctRecord: api.AcctRecord{ID: 11, Name: "sw", User: "alice", Account: "ml", State: spec.StateCompleted, ArrayJobID: 10, ArrayTaskID: 3, WCKey: "k", NTasks: 4}},
+			{AcctRecord: api.AcctRecord{ID: 13, Name: "oom", User: "alice", Account: "ml", State: spec.StateOutOfMemory, ExitCode: 137, Signal: 9, CPUs: 1}},
 		}
 	})
 	return ctl
@@ -456,7 +456,7 @@ func TestSreport(t *testing.T) {
 	ctl.Set(func(s *fakectl.Server) {
 		s.Cluster = api.AcctClusterResponse{Rows: []api.AcctClusterRow{{Model: "h100", GPUs: 2, TotalGPUHours: 48, AllocatedGPUHours: 12, DownGPUHours: 6}}}
 		s.Acct[0].GPUHours, s.Acct[1].GPUHours = 2, 0.5 // alice's jobs 5 and 6
-		s.Acct = append(s.Acct, api.AcctJob{ID: 20, User: "bob", Account: "vision", GPUHours: 4, State: spec.StateCompleted})
+		s.Acct = append(s.Acct, api.AcctJob{AcctRecord: api.AcctRecord{ID: 20, User: "bob", Account: "vision", GPUHours: 4, State: spec.StateCompleted}})
 	})
 	for _, tc := range []struct {
 		name string

@@ -21,13 +21,12 @@ func TestSacctSteps(t *testing.T) {
 	ctl := fixture(t)
 	start := spec.NewTime(now.Add(-time.Hour))
 	ctl.Set(func(s *fakectl.Server) {
-		s.Acct = []api.AcctJob{{ID: 5, Name: "job", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateFailed,
-			ExitCode: 3, StartTime: start, EndTime: spec.NewTime(now), Elapsed: 3600, Nodes: []string{"gpu01", "gpu02"}, CPUs: 8, GPUCount: 2,
-			Steps: []api.AcctStep{
-				{Step: spec.Step{ID: "batch", Name: "batch", State: spec.StateFailed, ExitCode: 3, StartTime: start, EndTime: spec.NewTime(now), Nodes: []string{"gpu01"}, NTasks: 1, CPUs: 4, GPUs: 1}, Elapsed: 3600},
-				{Step: spec.Step{ID: "0", Name: "hostname", State: spec.StateCompleted, StartTime: start, EndTime: spec.NewTime(now.Add(-59 * time.Minute)), Nodes: []string{"gpu01", "gpu02"}, NTasks: 2}, Elapsed: 60},
-				{Step: spec.Step{ID: "1", Name: "python", State: spec.StateCancelled, Signal: 15, StartTime: start, EndTime: spec.NewTime(now.Add(-58 * time.Minute)), Nodes: []string{"gpu02"}, NTasks: 1, CPUs: 2, GPUs: 1}, Elapsed: 120},
-			}}}
+		s.Acct = []api.AcctJob{{AcctRecord: api.AcctRecord{ID: 5, Name: "job", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateFailed,
+			ExitCode: 3, StartTime: start, EndTime: spec.NewTime(now), Elapsed: 3600, Nodes: []string{"gpu01", "gpu02"}, CPUs: 8, GPUCount: 2}, Steps: []api.AcctStep{
+			{Step: spec.Step{ID: "batch", Name: "batch", State: spec.StateFailed, ExitCode: 3, StartTime: start, EndTime: spec.NewTime(now), Nodes: []string{"gpu01"}, NTasks: 1, CPUs: 4, GPUs: 1}, Elapsed: 3600},
+			{Step: spec.Step{ID: "0", Name: "hostname", State: spec.StateCompleted, StartTime: start, EndTime: spec.NewTime(now.Add(-59 * time.Minute)), Nodes: []string{"gpu01", "gpu02"}, NTasks: 2}, Elapsed: 60},
+			{Step: spec.Step{ID: "1", Name: "python", State: spec.StateCancelled, Signal: 15, StartTime: start, EndTime: spec.NewTime(now.Add(-58 * time.Minute)), Nodes: []string{"gpu02"}, NTasks: 1, CPUs: 2, GPUs: 1}, Elapsed: 120},
+		}}}
 		s.Jobs[0].Steps = []spec.Step{
 			{ID: "batch", Name: "batch", State: spec.StateRunning, StartTime: spec.NewTime(now.Add(-90 * time.Second)), Nodes: []string{"gpu01"}, NTasks: 1},
 			{ID: "0", Name: "torchrun", State: spec.StateRunning, StartTime: spec.NewTime(now.Add(-60 * time.Second)), Nodes: []string{"gpu01", "gpu02"}, NTasks: 4},
@@ -76,14 +75,14 @@ func TestSacctSteps(t *testing.T) {
 // sends for fields=) as from the complete record, for a job and its step
 // rows: a field missing from sacctNeeds would print as zero.
 func TestSacctNeeds(t *testing.T) {
-	full := api.AcctJob{ID: 42, Name: "train", User: "alice", UID: 1000, Account: "ml", Partition: "gpu", QOS: "high",
+	full := api.AcctJob{AcctRecord: api.AcctRecord{ID: 42, Name: "train", User: "alice", UID: 1000, Account: "ml", Partition: "gpu", QOS: "high",
 		State: spec.StateFailed, Reason: "NonZeroExitCode", ExitCode: 3, Signal: 0, SubmitTime: spec.NewTime(now.Add(-3 * time.Hour)),
 		EligibleTime: spec.NewTime(now.Add(-2 * time.Hour)), StartTime: spec.NewTime(now.Add(-time.Hour)), EndTime: spec.NewTime(now),
 		TimeLimit: spec.Duration(2 * time.Hour), Nodes: []string{"gpu01", "gpu02"}, GPUs: []string{"GPU-1"}, GPUCount: 2, GPUModel: "h100",
 		CPUs: 16, MemMiB: 8192, Attempts: 2, WorkDir: "/home/alice", ArrayJobID: 40, ArrayTaskID: 2, WCKey: "k", NTasks: 4, Elapsed: 3600,
-		GPUHours: 2, CPUHours: 16,
-		Steps: []api.AcctStep{{Step: spec.Step{ID: "batch", Name: "batch", State: spec.StateFailed, ExitCode: 3, Nodes: []string{"gpu01"},
-			StartTime: spec.NewTime(now.Add(-time.Hour)), EndTime: spec.NewTime(now)}, Elapsed: 3600}}}
+		GPUHours: 2, CPUHours: 16}, Steps: []api.AcctStep{{Step: spec.Step{ID: "batch", Name: "batch", State: spec.StateFailed, ExitCode: 3, Nodes: []string{"gpu01"},
+		StartTime: spec.NewTime(now.Add(-time.Hour)), EndTime: spec.NewTime(now)}, Elapsed: 3600}},
+	}
 	raw, err := json.Marshal(full)
 	if err != nil {
 		t.Fatal(err)
