@@ -215,6 +215,9 @@ type Assignment struct {
 	// StepTicket admits steps in the allocation at the node's step
 	// listener (srun outside the job's containers; see StepHello).
 	StepTicket string `json:"step_ticket,omitempty"`
+	// MPIDefault is the site's srun --mpi when a step names none
+	// (gpud.toml [controller] mpi_default, Slurm's MpiDefault).
+	MPIDefault string `json:"mpi_default,omitempty"`
 }
 
 // AssignmentsResponse is GET /v1/nodes/{name}/assignments?after=GEN&wait=SECONDS&revocations=VERSION:

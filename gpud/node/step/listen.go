@@ -211,8 +211,16 @@ func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *js
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	st := tasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUIdx: p.GPUIdx,
-		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap},
-		Args: p.Args, Env: p.Env, Cwd: p.Cwd, Pty: p.Pty, Rows: p.Rows, Cols: p.Cols}
+		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap, maskGPU: p.GPUBindMask, closest: p.GPUClosest},
+		Args: p.Args, Env: p.Env, Cwd: p.Cwd, Pty: p.Pty, Rows: p.Rows, Cols: p.Cols,
+		CPU: cpuBind{bind: p.CPUBind, hint: p.Hint, dist: p.Distribution, cpusPerTask: p.CPUsPerTask}}
+	// The first node's messages: its fence answers go to this node's PMI
+	// server (mpi.go), the rest to follow.
+	msgs := readMsgs(dec)
+	if p.MPI != "" {
+		st.MPI, st.StepNodes, st.StepTasks = p.MPI, p.StepNodes, p.StepTasks
+		st.PMI, msgs = remotePMI(out, msgs)
+	}
 	// Task 0's input, when srun's goes to this node's part.
 	var stdinW *io.PipeWriter
 	if p.Stdin {
@@ -232,7 +240,7 @@ func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *js
 	out.send(api.StepMsg{Kind: api.StepStarted, Step: p.Step, NTasks: len(p.Tasks)})
 	// The first node's agent kills on a bad exit and keeps the first
 	// signal; this part only reports its exits (serve.go).
-	worst, _ := follow(ctx, readMsgs(dec), []*part{running}, stdinW, false, out)
+	worst, _ := follow(ctx, msgs, []*part{running}, stdinW, false, out)
 	out.send(api.StepMsg{Kind: api.StepDone, Step: p.Step, Code: worst})
 }
 

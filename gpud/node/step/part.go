@@ -30,6 +30,15 @@ type tasks struct {
 	// under Slurm's --pty, run without one and their output is dropped.
 	Pty        bool
 	Rows, Cols int
+	// MPI is the step's --mpi (pmi2, pmix; "" none), StepNodes and
+	// StepTasks the whole step's nodes and each one's tasks, PMI how the
+	// node's PMI server reaches the step's first node (mpi.go).
+	MPI       string
+	StepNodes []string
+	StepTasks [][]int
+	PMI       pmiLink
+	// CPU binds each task's CPUs (bind.go).
+	CPU cpuBind
 }
 
 // part is one node's running tasks of a step.
@@ -98,6 +107,16 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out *st
 	}
 	own["SLURMD_NODENAME"] = n.cfg.Node
 	gpus := strings.FieldsFunc(own["CUDA_VISIBLE_DEVICES"], func(r rune) bool { return r == ',' })
+	// The node's PMI server of the step, before its tasks (mpi.go).
+	mp, err := n.startMPI(ctx, al, v.ctr, int(v.asg.Job.UID), int(v.asg.Job.GID), st)
+	if err != nil {
+		return nil, err
+	}
+	stopMPI := func() {
+		if mp != nil {
+			mp.stop()
+		}
+	}
 	p := newPart(len(st.Tasks))
 	var wg sync.WaitGroup
 	execErrs := make([]error, len(st.Tasks))
@@ -106,7 +125,7 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out *st
 		startWG.Add(1)
 		go func() {
 			defer startWG.Done()
-			execErrs[local] = n.startTask(ctx, ex, v.ctr, st, local, task, own, gpus, out, p, &wg)
+			execErrs[local] = n.startTask(ctx, ex, v.ctr, st, local, task, own, gpus, mp, out, p, &wg)
 		}()
 	}
 	startWG.Wait()
@@ -114,20 +133,21 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out *st
 		out.releaseOutput() // the started tasks' waits drain their output
 		p.signal(syscall.SIGKILL)
 		wg.Wait()
+		stopMPI()
 		return nil, err
 	}
 	// The node's step tasks get the job's signals meant for steps
 	// (scancel --signal without -b), whoever serves their step.
 	al.reg.addPart(p)
 	al.recordPart(st)
-	go func() { wg.Wait(); al.reg.removePart(p); al.forgetPart(st.Step); close(p.exits) }()
+	go func() { wg.Wait(); stopMPI(); al.reg.removePart(p); al.forgetPart(st.Step); close(p.exits) }()
 	return p, nil
 }
 
 // startTask execs one task of a step and has a goroutine report its exit
 // on p.exits.
 func (n *Node) startTask(ctx context.Context, ex runtime.Execer, ctr string, st tasks, local, task int,
-	own map[string]string, gpus []string, out *stream, p *part, wg *sync.WaitGroup) error {
+	own map[string]string, gpus []string, mp *mpiPart, out *stream, p *part, wg *sync.WaitGroup) error {
 	over := []string{
 		"SLURM_PROCID=" + strconv.Itoa(task),
 		"SLURM_LOCALID=" + strconv.Itoa(local),
@@ -148,9 +168,14 @@ func (n *Node) startTask(ctx context.Context, ex runtime.Execer, ctr string, st 
 	if len(gpus) > 0 {
 		over = append(over, "CUDA_VISIBLE_DEVICES="+strings.Join(mine, ","), "SLURM_GPUS_ON_NODE="+strconv.Itoa(len(mine)))
 	}
+	over = append(over, mp.taskEnv(task)...)
+	args, err := n.taskArgs(st, local, task, mp, n.gpuNUMA(gpus, splitList(own["GPUD_GPUS"]), mine)) // bind.go
+	if err != nil {
+		return err
+	}
 	cfg := runtime.ExecConfig{
 		ID:   execID(st.Step, task),
-		Args: st.Args, Env: MergeEnv(st.Env, over), Cwd: st.Cwd,
+		Args: args, Env: MergeEnv(st.Env, over), Cwd: st.Cwd,
 		Stdout: taskWriter{out, api.StepStdout, task}, Stderr: taskWriter{out, api.StepStderr, task},
 		Stdin: stdinOf(st, local),
 	}

@@ -67,10 +67,19 @@ func (p *remotePeer) startTasks(ctx context.Context, allocID string, st tasks, o
 	c := nc.(*tls.Conn)
 	part := api.StepPart{Step: st.Step, NodeIndex: st.NodeIndex, Tasks: st.Tasks, GPUIdx: st.GPUIdx,
 		GPUsPerTask: st.Bind.perTask, GPUBindSingle: st.Bind.single, GPUBindMap: st.Bind.mapGPU,
+		GPUBindMask: st.Bind.maskGPU, GPUClosest: st.Bind.closest,
 		Args: st.Args, Env: st.Env, Cwd: st.Cwd, Stdin: st.Stdin != nil && st.NodeIndex == 0,
-		Pty: st.Pty, Rows: st.Rows, Cols: st.Cols}
+		Pty: st.Pty, Rows: st.Rows, Cols: st.Cols,
+		MPI: st.MPI, StepNodes: st.StepNodes, StepTasks: st.StepTasks,
+		CPUBind: st.CPU.bind, Hint: st.CPU.hint, Distribution: st.CPU.dist, CPUsPerTask: st.CPU.cpusPerTask}
 	if st.Pty {
 		part.Flags = append(part.Flags, api.StepFlagPty)
+	}
+	if st.MPI != "" {
+		part.Flags = append(part.Flags, api.StepFlagMPI)
+	}
+	if st.CPU.binds() || st.Bind.closest || len(st.Bind.maskGPU) > 0 {
+		part.Flags = append(part.Flags, api.StepFlagBind)
 	}
 	if st.GPUIdx != nil || st.Bind.single > 0 || len(st.Bind.mapGPU) > 0 {
 		// A peer that does not know the step's GPUs would give its tasks
@@ -154,6 +163,23 @@ func (p *remotePeer) startTasks(ctx context.Context, allocID string, st tasks, o
 			switch m.Kind {
 			case api.StepStdout, api.StepStderr:
 				_, _ = taskWriter{out, m.Kind, m.Task}.Write(m.Data)
+			case api.StepPMIFence:
+				// The peer's PMI server in a fence: join it for the peer
+				// and answer when every node has (mpi.go).
+				if st.PMI.fence != nil {
+					go func() {
+						parts, err := st.PMI.fence(ctx, m.Round, m.Data)
+						reply := api.StepMsg{Kind: api.StepPMIFence, Round: m.Round, Parts: parts}
+						if err != nil {
+							reply.Error = err.Error()
+						}
+						_ = send(reply)
+					}()
+				}
+			case api.StepPMIAbort:
+				if st.PMI.abort != nil {
+					st.PMI.abort(m.Code, m.Error)
+				}
 			case api.StepExit:
 				if slices.Contains(st.Tasks, m.Task) && !exited[m.Task] {
 					exited[m.Task] = true
