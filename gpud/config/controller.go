@@ -208,8 +208,8 @@ func (a API) ExemptPrefixes() []netip.Prefix {
 // controller's state (state.db and memory).
 type Limits struct {
 	// MaxSubmitSize caps what one submission stores: its script,
-	// arguments, environment and comment once, plus each task's record
-	// (an array's tasks each have one). A size like "64M" or "1G" (binary
+	// arguments and environment once, plus each task's record (its
+	// comment included; an array's tasks each have one). A size like "64M" or "1G" (binary
 	// units, a bare number is MiB); "UNLIMITED" (or "0") for none.
 	MaxSubmitSize string `toml:"max_submit_size"`
 	// MaxSubmitJobsPerUser caps one user's pending + running jobs (array
@@ -218,8 +218,8 @@ type Limits struct {
 	MaxSubmitJobsPerUser int `toml:"max_submit_jobs_per_user"`
 	// MaxSubmitSizePerUser caps what one user's pending + running jobs
 	// store (each plain job's or array's payload once, and each job's
-	// record); a size or "UNLIMITED", as MaxSubmitSize. root is not
-	// limited.
+	// record, which scontrol update can grow); a size or "UNLIMITED", as
+	// MaxSubmitSize. root is not limited.
 	MaxSubmitSizePerUser string `toml:"max_submit_size_per_user"`
 }
 
@@ -281,8 +281,24 @@ type Partition struct {
 	DefaultTime  Duration `toml:"default_time"`
 	MaxTime      Duration `toml:"max_time"`
 	PriorityTier int      `toml:"priority_tier"`
-	// AllowAccounts limits who may submit; empty allows every account.
+	// Who may use the partition, as Slurm's partition access rules: jobs
+	// of accounts in AllowAccounts (empty: every account) and not in
+	// DenyAccounts, of users in a group of AllowGroups (group names;
+	// empty: everyone), of a QOS in AllowQOS (empty: every QOS) and not
+	// in DenyQOS. An allow list and its deny list are not both set. They
+	// are checked wherever a job enters the partition or changes in it
+	// (submit, arrays, srun/salloc, scontrol update, requeue) and, after
+	// a reload, for its queued jobs (gpud/controller access.go). Jobs of
+	// root pass.
 	AllowAccounts []string `toml:"allow_accounts"`
+	DenyAccounts  []string `toml:"deny_accounts"`
+	AllowGroups   []string `toml:"allow_groups"`
+	AllowQOS      []string `toml:"allow_qos"`
+	DenyQOS       []string `toml:"deny_qos"`
+	// Hidden partitions, and their jobs, are shown only to operators and
+	// to users the access rules let use them; to anyone else the
+	// partition does not exist.
+	Hidden bool `toml:"hidden"`
 	// State is "UP" or "DOWN"; left out, a partition is UP, as in Slurm.
 	State string `toml:"state"`
 	// Placement is how jobs are put on nodes: one of Placements, "pack"
@@ -389,6 +405,9 @@ type Account struct {
 	// Coordinators may cancel, hold, release and requeue the account's
 	// jobs (Slurm's account coordinators).
 	Coordinators []string `toml:"coordinators"`
+	// AllowQOS are the QOSes the account's jobs may use (Slurm's
+	// association QOS list); empty allows every QOS.
+	AllowQOS []string `toml:"allow_qos"`
 	// Limits over every QOS; 0 (or "" for durations) means none. MaxGPUs
 	// and MaxJobs cap running jobs (schedule time: AccountLimit);
 	// MaxSubmitJobs caps pending + running jobs and MaxWall the time
@@ -679,6 +698,10 @@ func (c Controller) validateAuth(p *problems) {
 }
 
 func (c Controller) validatePartitions(p *problems, accounts map[string]bool) {
+	qos := map[string]bool{}
+	for _, q := range c.QOS {
+		qos[q.Name] = true
+	}
 	if len(c.Partitions) == 0 {
 		p.addf("[[partition]]: none defined; define at least one")
 		return
@@ -710,9 +733,28 @@ func (c Controller) validatePartitions(p *problems, accounts map[string]bool) {
 		if part.PriorityTier < 0 {
 			p.addf("%s priority_tier: %d must not be negative", key, part.PriorityTier)
 		}
-		for _, a := range part.AllowAccounts {
-			if !accounts[a] {
-				p.addf("%s allow_accounts: %q is not an [[account]] (have %s)", key, a, quoteList(keys(accounts)))
+		for _, l := range []struct {
+			key   string
+			names []string
+			known map[string]bool
+			what  string
+		}{{"allow_accounts", part.AllowAccounts, accounts, "an [[account]]"}, {"deny_accounts", part.DenyAccounts, accounts, "an [[account]]"},
+			{"allow_qos", part.AllowQOS, qos, "a [[qos]]"}, {"deny_qos", part.DenyQOS, qos, "a [[qos]]"}} {
+			for _, n := range l.names {
+				if !l.known[n] {
+					p.addf("%s %s: %q is not %s (have %s)", key, l.key, n, l.what, quoteList(keys(l.known)))
+				}
+			}
+		}
+		if len(part.AllowAccounts) > 0 && len(part.DenyAccounts) > 0 {
+			p.addf("%s deny_accounts: set together with allow_accounts; give one of them (allow_accounts lists every account that may use the partition)", key)
+		}
+		if len(part.AllowQOS) > 0 && len(part.DenyQOS) > 0 {
+			p.addf("%s deny_qos: set together with allow_qos; give one of them (allow_qos lists every QOS that may use the partition)", key)
+		}
+		for _, g := range part.AllowGroups {
+			if strings.TrimSpace(g) == "" || strings.ContainsAny(g, " ,:") {
+				p.addf("%s allow_groups: %q is not a group name", key, g)
 			}
 		}
 		if part.State != "" && part.State != PartitionUp && part.State != PartitionDown {
@@ -803,6 +845,11 @@ func (c Controller) validateAccounts(p *problems) map[string]bool {
 				p.addf("%s %s: %d must not be negative (0 = no limit)", key, l.k, l.v)
 			}
 		}
+		for _, q := range a.AllowQOS {
+			if !slices.ContainsFunc(c.QOS, func(x QOS) bool { return x.Name == q }) {
+				p.addf("%s allow_qos: %q is not a [[qos]] (have %s)", key, q, quoteList(qosNames(c.QOS)))
+			}
+		}
 		p.duration(key+" max_wall", a.MaxWall, false)
 		p.duration(key+" budget_period", a.BudgetPeriod, false)
 		if a.MaxGPUHours < 0 || math.IsNaN(a.MaxGPUHours) || math.IsInf(a.MaxGPUHours, 0) {
@@ -839,6 +886,14 @@ func itemKey(table string, i int, name string) string {
 		return fmt.Sprintf("[[%s]] #%d", table, i+1)
 	}
 	return fmt.Sprintf("[[%s]] %q", table, name)
+}
+
+func qosNames(qs []QOS) []string {
+	out := make([]string, 0, len(qs))
+	for _, q := range qs {
+		out = append(out, q.Name)
+	}
+	return out
 }
 
 func keys(m map[string]bool) []string {

@@ -146,6 +146,15 @@ type Partition struct {
 	State string
 	// Idle is the idle-GPU policy of the partition's jobs.
 	Idle IdlePolicy
+	// Access rules (access.go): the accounts, groups (names) and QOSes
+	// whose jobs may use the partition; empty lists allow all. An allow
+	// list and its deny list are not both set (gpud/config refuses it).
+	AllowAccounts, DenyAccounts []string
+	AllowGroups                 []string
+	AllowQOS, DenyQOS           []string
+	// Hidden partitions and their jobs are shown only to operators and
+	// to users the access rules let use them.
+	Hidden bool
 }
 
 // Idle actions (IdlePolicy.Action).
@@ -331,6 +340,8 @@ type Account struct {
 	// Coordinators may cancel, hold, release and requeue the account's
 	// jobs.
 	Coordinators []string
+	// AllowQOS are the QOSes the account's jobs may use; empty: all.
+	AllowQOS []string
 	// Limits over every QOS; 0 means none. MaxGPUs and MaxJobs cap
 	// running jobs (AccountLimit at schedule time); MaxSubmitJobs (pending
 	// and running), MaxWall and a spent MaxGPUHours budget are refused at

@@ -47,6 +47,10 @@ type Caller struct {
 	User     string
 	// Known is false when the transport gave no identity.
 	Known bool
+	// Groups are the caller's group names, primary and supplementary, as
+	// the server resolved them from the user database; nil when unknown.
+	// [[partition]] allow_groups judges them (access.go).
+	Groups []string
 }
 
 func (c Caller) root() bool { return c.Known && c.UID == 0 }
@@ -214,7 +218,14 @@ func (c *Controller) load(ctx context.Context) error {
 			}
 		}
 	}
+	// Group memberships are learned again from calls; jobs keep the
+	// ones last seen.
+	if c.st != nil {
+		st.groups = c.st.groups
+	}
 	c.st = st
+	// The configuration may have changed while the controller was down.
+	c.recheckAccess()
 	c.sched.dirty, c.sched.full = true, true
 	return nil
 }

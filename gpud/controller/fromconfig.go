@@ -64,13 +64,20 @@ func FromConfig(c config.Controller) (Config, error) {
 			State:        p.State,
 			Placement:    place,
 			Idle:         idleFromConfig(p.IdlePolicy),
+
+			AllowAccounts: p.AllowAccounts,
+			DenyAccounts:  p.DenyAccounts,
+			AllowGroups:   p.AllowGroups,
+			AllowQOS:      p.AllowQOS,
+			DenyQOS:       p.DenyQOS,
+			Hidden:        p.Hidden,
 		})
 	}
 	cc.FairshareHalfLife = c.Fairshare.DecayHalfLife.Std()
 	cc.FairshareModelWeights = c.Fairshare.GPUModelWeights
 	for _, a := range c.Accounts {
 		cc.Accounts = append(cc.Accounts, Account{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: a.Users,
-			Coordinators: a.Coordinators, MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
+			Coordinators: a.Coordinators, AllowQOS: a.AllowQOS, MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
 			MaxWall: a.MaxWall.Std(), MaxGPUHours: a.MaxGPUHours, BudgetPeriod: a.Budget(), MaxSubmitJobsPerUser: a.MaxSubmitJobsPerUser})
 	}
 	for _, q := range c.QOS {

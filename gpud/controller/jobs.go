@@ -366,6 +366,11 @@ func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string
 		if j.State != spec.StateRunning && !(j.State == spec.StateCompleting && j.StopState == spec.StateRequeued) {
 			return spec.Errorf(spec.ErrConflict, "job %d is %s; only running jobs can be requeued", id, j.State)
 		}
+		// A requeue puts the job back in the queue: it must be one the
+		// job may enter now (access.go), or it would only wait there.
+		if err := c.reentryErr(j, ownerOf(j, c.callerGroups(who, j.UID))); err != nil {
+			return fmt.Errorf("requeue job %d: it may no longer run as it is (%w); let it run to its end, or cancel it", id, err)
+		}
 		c.stopToRequeue(tx, rec, reason)
 	default:
 		return spec.Errorf(spec.ErrInvalid, "unknown job action %q; use cancel, hold, release, requeue or cancel with a signal", action)
@@ -441,6 +446,7 @@ func (c *Controller) finish(tx *txn, rec *jobRec, state spec.JobState, code, sig
 		j.StopState, j.StopReason, j.StopCheckpoint = "", "", false
 	}
 	delete(c.st.pending, j.ID)
+	delete(c.st.ineligible, j.ID)
 	c.st.uncountActive(rec)
 	c.forgetIdle(j.ID)
 	tx.saveJob(rec)
@@ -488,6 +494,9 @@ func (c *Controller) requeue(tx *txn, rec *jobRec, reason string) {
 	c.forgetIdle(j.ID)
 	c.st.pending[j.ID] = rec
 	c.st.countActive(rec)
+	// Back in the queue: a job that may no longer run where it is (its
+	// partition's rules changed while it ran) waits saying why.
+	c.markAccess(j.ID, rec)
 	tx.saveJob(rec)
 	tx.kick = true
 	c.obs.JobRequeued(j.Partition, reason)

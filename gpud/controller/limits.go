@@ -34,36 +34,68 @@ func (c *Controller) budgetUsed(account string) float64 {
 // and a spent (or too small) GPU-hour budget. Running-GPU and
 // running-job limits are left to the scheduler (AccountLimit).
 func (c *Controller) checkAccountLimits(j *spec.Job, n int) error {
+	if err := c.checkAccountWall(j); err != nil {
+		return err
+	}
+	if a := c.cfg.account(j.Account); a != nil && a.MaxSubmitJobs > 0 {
+		if queued := c.st.active.account[a.Name]; queued+n > a.MaxSubmitJobs {
+			return spec.Errorf(spec.ErrRefused, "account %s has %d jobs pending or running and its max_submit_jobs is %d (this submission adds %d); wait for some to end or cancel some", a.Name, queued, a.MaxSubmitJobs, n)
+		}
+	}
+	return c.checkBudget(j)
+}
+
+// checkAccountWall refuses j's time limit if it exceeds its account's
+// max_wall (a submission, scontrol update TimeLimit).
+func (c *Controller) checkAccountWall(j *spec.Job) error {
 	a := c.cfg.account(j.Account)
-	if a == nil || !a.limited() {
+	if a == nil || a.MaxWall <= 0 {
 		return nil
 	}
-	tl := j.TimeLimit.Std()
-	if a.MaxWall > 0 && (tl == 0 || tl > a.MaxWall) {
+	if tl := j.TimeLimit.Std(); tl == 0 || tl > a.MaxWall {
 		asked := "UNLIMITED"
 		if tl > 0 {
 			asked = fmtDur(tl)
 		}
 		return spec.Errorf(spec.ErrRefused, "--time=%s exceeds account %s's max_wall of %s; ask for at most %s", asked, a.Name, fmtDur(a.MaxWall), fmtDur(a.MaxWall))
 	}
-	if a.MaxSubmitJobs > 0 {
-		if queued := c.st.active.account[a.Name]; queued+n > a.MaxSubmitJobs {
-			return spec.Errorf(spec.ErrRefused, "account %s has %d jobs pending or running and its max_submit_jobs is %d (this submission adds %d); wait for some to end or cancel some", a.Name, queued, a.MaxSubmitJobs, n)
-		}
+	return nil
+}
+
+// checkBudget refuses a GPU job of an account whose max_gpu_hours budget
+// is spent, or that could alone use more than the whole budget.
+func (c *Controller) checkBudget(j *spec.Job) error {
+	a := c.cfg.account(j.Account)
+	if a == nil || a.MaxGPUHours <= 0 {
+		return nil
 	}
-	if a.MaxGPUHours > 0 {
-		used := c.budgetUsed(a.Name)
-		gpus := float64(max(j.Resources.Nodes, 1) * j.Resources.GPUsPerNode)
-		if f := j.Resources.GPUFraction; f > 0 && f < 1 {
-			gpus = 1
-		}
-		switch {
-		case gpus == 0:
-		case used >= a.MaxGPUHours:
-			return spec.Errorf(spec.ErrRefused, "account %s has used %.1f GPU-hours of its max_gpu_hours budget of %g in the last %s; no GPU jobs until usage falls out of the window or an admin raises the budget", a.Name, used, a.MaxGPUHours, budgetWindow(a))
-		case tl > 0 && gpus*tl.Hours() > a.MaxGPUHours:
-			return spec.Errorf(spec.ErrRefused, "the job may use %.1f GPU-hours (%g GPUs × %s), more than account %s's whole max_gpu_hours budget of %g; ask for fewer GPUs or a shorter --time", gpus*tl.Hours(), gpus, fmtDur(tl), a.Name, a.MaxGPUHours)
-		}
+	tl := j.TimeLimit.Std()
+	used := c.budgetUsed(a.Name)
+	gpus := float64(max(j.Resources.Nodes, 1) * j.Resources.GPUsPerNode)
+	if f := j.Resources.GPUFraction; f > 0 && f < 1 {
+		gpus = 1
+	}
+	switch {
+	case gpus == 0:
+	case used >= a.MaxGPUHours:
+		return spec.Errorf(spec.ErrRefused, "account %s has used %.1f GPU-hours of its max_gpu_hours budget of %g in the last %s; no GPU jobs until usage falls out of the window or an admin raises the budget", a.Name, used, a.MaxGPUHours, budgetWindow(a))
+	case tl > 0 && gpus*tl.Hours() > a.MaxGPUHours:
+		return spec.Errorf(spec.ErrRefused, "the job may use %.1f GPU-hours (%g GPUs × %s), more than account %s's whole max_gpu_hours budget of %g; ask for fewer GPUs or a shorter --time", gpus*tl.Hours(), gpus, fmtDur(tl), a.Name, a.MaxGPUHours)
+	}
+	return nil
+}
+
+// checkQOSSubmitLimit refuses moving a job of a user into QOS j.QOS (a
+// privileged scontrol update QOS=) when the user already has that QOS's
+// max_submit_jobs_per_user jobs there.
+func (c *Controller) checkQOSSubmitLimit(j *spec.Job, n int) error {
+	q, ok := c.cfg.qos(j.QOS)
+	if !ok || q.MaxSubmitJobsPerUser <= 0 || j.UID == 0 {
+		return nil
+	}
+	if have := c.st.active.userQOS[scoped{j.UID, j.QOS}]; have+n > q.MaxSubmitJobsPerUser {
+		return spec.Errorf(spec.ErrRefused, "user %s has %d jobs pending or running in QOS %s and its max_submit_jobs_per_user is %d; this job would exceed it",
+			orDefault(j.User, fmt.Sprint(j.UID)), have, q.Name, q.MaxSubmitJobsPerUser)
 	}
 	return nil
 }
@@ -99,12 +131,12 @@ func (c *Controller) checkUserSubmitLimit(who Caller, j *spec.Job, n int) error 
 }
 
 // submitSize is what a submission of n jobs like j stores in state.db
-// (and holds in memory): the payload (script, args, environment,
-// comment), kept once per array, and each task's record.
+// (and holds in memory): the payload (script, args, environment), kept
+// once per array, and each task's record (its comment included).
 func submitSize(j *spec.Job, n int) (payload, perTask int64) {
 	payload = payloadBytes(j)
 	rec := *j
-	rec.Script, rec.Args, rec.Env, rec.Comment = "", nil, nil, ""
+	rec.Script, rec.Args, rec.Env = "", nil, nil
 	rec.ID, rec.ArrayJobID, rec.ArrayTaskID = math.MaxUint32, math.MaxUint32, n
 	resolveOutput(&rec)
 	raw, _ := json.Marshal(&rec)
@@ -120,7 +152,7 @@ func (c *Controller) checkSubmitSize(j *spec.Job, n int) error {
 	}
 	payload, perTask := submitSize(j, n)
 	if total := payload + int64(n)*perTask; total > limit {
-		return spec.Errorf(spec.ErrRefused, "this submission would store %s (script, arguments, environment and comment %s, plus %s for each of its %d jobs), more than the controller's max_submit_size of %s; split the array into smaller ones, shorten the environment (--export=NONE or a list of variables) or the script (run a program kept in a file), or ask an administrator to raise [limits] max_submit_size in gpud.toml",
+		return spec.Errorf(spec.ErrRefused, "this submission would store %s (script, arguments and environment %s, plus %s for each of its %d jobs), more than the controller's max_submit_size of %s; split the array into smaller ones, shorten the environment (--export=NONE or a list of variables) or the script (run a program kept in a file), or ask an administrator to raise [limits] max_submit_size in gpud.toml",
 			fmtBytes(total), fmtBytes(payload), fmtBytes(perTask), n, fmtBytes(limit))
 	}
 	return nil
@@ -141,6 +173,35 @@ func (c *Controller) checkUserSubmitSize(who Caller, j *spec.Job, n int) error {
 	}
 	return spec.Errorf(spec.ErrRefused, "user %s's pending and running jobs store %s (scripts, environments and job records) and [limits] max_submit_size_per_user is %s; this submission would add %s. Wait for jobs to end, cancel some, submit arrays instead of many single jobs (an array stores its script once), shorten the environment (--export=NONE), or ask an administrator to raise the limit in gpud.toml",
 		orDefault(j.User, fmt.Sprint(j.UID)), fmtBytes(have), fmtBytes(limit), fmtBytes(adds))
+}
+
+// checkRecordGrowth refuses an update that makes the record of rec's job
+// (its comment, name) larger than the limits allow: max_submit_size for
+// the job's own payload and record, max_submit_size_per_user for what
+// its owner's pending and running jobs store. An update that does not
+// grow the record, or a job of root's, passes. The payload (script,
+// environment) cannot change after submission (gpud/store keeps it once
+// per array), so an update rewrites only the job's row.
+func (c *Controller) checkRecordGrowth(rec *jobRec, next *spec.Job) error {
+	was := rec.charged
+	if was == 0 {
+		was = recordBytes(&rec.job)
+	}
+	now := recordBytes(next)
+	if now <= was || next.UID == 0 {
+		return nil
+	}
+	if limit := c.cfg.MaxSubmitBytes; limit > 0 && payloadBytes(next)+now > limit {
+		return spec.Errorf(spec.ErrRefused, "job %d would store %s (its script, arguments and environment %s and its record %s), more than the controller's max_submit_size of %s; shorten the comment or name",
+			next.ID, fmtBytes(payloadBytes(next)+now), fmtBytes(payloadBytes(next)), fmtBytes(now), fmtBytes(limit))
+	}
+	if limit := c.cfg.MaxSubmitBytesPerUser; limit > 0 && rec.charged != 0 {
+		if have := c.st.active.bytes[next.UID]; have-was+now > limit {
+			return spec.Errorf(spec.ErrRefused, "user %s's pending and running jobs store %s and [limits] max_submit_size_per_user is %s; this update would add %s. Shorten the comment or name, wait for jobs to end or cancel some",
+				orDefault(next.User, fmt.Sprint(next.UID)), fmtBytes(have), fmtBytes(limit), fmtBytes(now-was))
+		}
+	}
+	return nil
 }
 
 // fmtBytes writes a size in binary units ("64 MiB", "1.5 KiB").

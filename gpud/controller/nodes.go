@@ -484,6 +484,10 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg Config) (string, error
 		changed := limitChanges(&c.cfg, &cfg)
 		c.cfg, c.pol = cfg, cfg.SchedPolicy()
 		c.nodeTimeout.Store(int64(cfg.NodeTimeout))
+		c.recheckAccess()
+		if n := len(c.st.ineligible); n > 0 {
+			changed = append(changed, fmt.Sprintf("%d queued jobs may no longer run as they are (access rules) and wait saying why", n))
+		}
 		tx.kick = true
 		for name := range c.st.nodes {
 			tx.bump[name] = true
@@ -603,12 +607,16 @@ type PartitionView struct {
 	Members     []string
 }
 
-// Partitions lists the partitions in configuration order, each with its
+// Partitions lists the partitions who sees (a hidden partition who may
+// not use is left out: access.go) in configuration order, each with its
 // registered member nodes by name.
-func (c *Controller) Partitions(ctx context.Context) ([]PartitionView, error) {
+func (c *Controller) Partitions(ctx context.Context, who Caller) ([]PartitionView, error) {
 	var out []PartitionView
 	err := c.query(ctx, func() error {
 		for _, p := range c.cfg.Partitions {
+			if !c.cfg.partitionVisible(&p, who) {
+				continue // hidden from who (access.go)
+			}
 			v := PartitionView{Name: p.Name, Default: p.Default, State: strings.ToUpper(cmp.Or(p.State, PartitionUp)),
 				DefaultTime: p.DefaultTime, MaxTime: p.MaxTime, Members: []string{}}
 			for _, name := range c.st.nodeNames() {

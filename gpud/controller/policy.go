@@ -11,15 +11,16 @@ import (
 // (UpdateJob) share, so both refuse the same value with the same
 // message. What a job is on its own is spec.JobSpec.Validate's.
 
-// noPartition refuses partition name, which does not exist.
-func (c *Controller) noPartition(name string) error {
-	return spec.Errorf(spec.ErrInvalid, "partition %q does not exist; choose one of: %s", name, strings.Join(c.cfg.partitionNames(), ", "))
+// noPartition refuses partition name, which does not exist for who (a
+// hidden partition who may not use does not: access.go).
+func (c *Controller) noPartition(name string, who Caller) error {
+	return spec.Errorf(spec.ErrInvalid, "partition %q does not exist; choose one of: %s", name, strings.Join(c.cfg.visiblePartitionNames(who), ", "))
 }
 
 // closedPartition refuses p if it takes no new jobs.
-func (c *Controller) closedPartition(p *Partition) error {
+func (c *Controller) closedPartition(p *Partition, who Caller) error {
 	if p.State == PartitionDrain || p.State == PartitionInactive {
-		return spec.Errorf(spec.ErrRefused, "partition %s is %s and takes no new jobs; choose another of: %s", p.Name, p.State, strings.Join(c.cfg.partitionNames(), ", "))
+		return spec.Errorf(spec.ErrRefused, "partition %s is %s and takes no new jobs; choose another of: %s", p.Name, p.State, strings.Join(c.cfg.visiblePartitionNames(who), ", "))
 	}
 	return nil
 }

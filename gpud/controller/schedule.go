@@ -400,9 +400,13 @@ func (c *Controller) schedJob(j *spec.Job) sched.Job {
 	if p := c.cfg.partition(j.Partition); p == nil || p.State == PartitionDown || p.State == PartitionInactive {
 		sj.PartitionDown = true
 	}
+	if r, ok := c.st.ineligible[j.ID]; ok {
+		sj.Ineligible, sj.IneligibleDetail = r.reason, r.err.Error()
+	}
 	// -p a,b: the job's other partitions that are up now.
 	for _, name := range j.Partitions {
-		if p := c.cfg.partition(name); name != j.Partition && p != nil && p.State != PartitionDown && p.State != PartitionInactive {
+		if p := c.cfg.partition(name); name != j.Partition && p != nil && p.State != PartitionDown && p.State != PartitionInactive &&
+			len(c.partitionAccess(p, j.Account, j.QOS, ownerOf(j, c.st.groups[j.UID]))) == 0 {
 			sj.Alternatives = append(sj.Alternatives, name)
 		}
 	}

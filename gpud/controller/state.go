@@ -36,6 +36,12 @@ type state struct {
 	// keys are the jobs made by each submission that carried an
 	// idempotency key (SubmitKeyed), by user and key.
 	keys map[idemKey][]spec.JobID
+	// groups are each user's group names as last seen on a call of
+	// theirs (access.go: allow_groups on a job its owner is not acting on).
+	groups map[uint32][]string
+	// ineligible are the queued jobs that break an access rule since a
+	// reload, restart or requeue (access.go), with the rule.
+	ineligible map[spec.JobID]accessRefusal
 }
 
 // idemKey is a submission's idempotency key, scoped to its user.
@@ -109,10 +115,10 @@ func (a *activeCounts) add(j *spec.Job, d int, record int64) {
 	bump(a.bytes, j.UID, int64(d)*b)
 }
 
-// payloadBytes is what a job's script, args, environment and comment
-// take: stored once per array (gpud/store's payloads).
+// payloadBytes is what a job's script, args and environment take: stored
+// once per array (gpud/store's payloads), never changed after submission.
 func payloadBytes(j *spec.Job) int64 {
-	n := int64(len(j.Script) + len(j.Comment))
+	n := int64(len(j.Script))
 	for _, l := range [][]string{j.Args, j.Env} {
 		for _, s := range l {
 			n += int64(len(s))
@@ -123,10 +129,11 @@ func payloadBytes(j *spec.Job) int64 {
 
 // recordBytes estimates what one job's own record takes (its row in
 // state.db, and about as much again in memory): 1 KiB of fixed fields
-// plus its variable strings.
+// plus its variable strings, its comment included (scontrol update can
+// change one task's comment, so the comment is the task's own).
 func recordBytes(j *spec.Job) int64 {
 	n := 1024
-	for _, s := range []string{j.Name, j.WorkDir, j.SubmitDir, j.Output, j.Error, j.StdoutPath, j.StderrPath, j.Image,
+	for _, s := range []string{j.Name, j.Comment, j.WorkDir, j.SubmitDir, j.Output, j.Error, j.StdoutPath, j.StderrPath, j.Image,
 		j.Depend, j.Array, j.JobSpec.Signal, j.Resources.Constraint, j.Resources.GPUModel, j.Resources.GPUProfile} {
 		n += len(s)
 	}
@@ -174,6 +181,9 @@ func newState(next spec.JobID, now time.Time) *state {
 		active:  newActiveCounts(),
 		last:    map[uint32]shared{},
 		keys:    map[idemKey][]spec.JobID{},
+
+		groups:     map[uint32][]string{},
+		ineligible: map[spec.JobID]accessRefusal{},
 	}
 }
 

@@ -226,40 +226,6 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		}
 	}
 
-	// Partition.
-	listed := js.Partition // -p a,b: the others are kept for the scheduler
-	var part *Partition
-	if js.Partition == "" {
-		part = c.cfg.defaultPartition()
-		if part != nil {
-			js.Partition = part.Name
-		}
-	} else if strings.Contains(js.Partition, ",") {
-		part = c.pickPartition(&js)
-	} else {
-		part = c.cfg.partition(js.Partition)
-	}
-	if part == nil {
-		errs = append(errs, c.noPartition(js.Partition)) // policy.go
-	} else {
-		if err := c.closedPartition(part); err != nil {
-			errs = append(errs, err)
-		}
-		switch {
-		case js.TimeUnlimited:
-			// Slurm's --time=UNLIMITED: the partition's maximum.
-			js.TimeLimit = spec.Duration(part.MaxTime)
-		case js.TimeLimit == 0:
-			js.TimeLimit = spec.Duration(part.DefaultTime)
-			if js.TimeLimit == 0 {
-				js.TimeLimit = spec.Duration(part.MaxTime)
-			}
-		}
-		if err := overPartitionTime(part, js.TimeLimit.Std()); err != nil {
-			errs = append(errs, err)
-		}
-	}
-
 	// Account: jobs that name none are charged to the default one, so
 	// accounting and fairshare always have someone to bill.
 	if js.Account == "" {
@@ -277,6 +243,44 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	if !ok {
 		errs = append(errs, c.noQOS(js.QOS))
 	}
+	// Partition.
+	o := owner{uid: who.UID, user: who.User, groups: c.callerGroups(who, who.UID)}
+	listed := js.Partition // -p a,b: the others are kept for the scheduler
+	var part *Partition
+	if js.Partition == "" {
+		part = c.cfg.defaultPartition()
+		if part != nil {
+			js.Partition = part.Name
+		}
+	} else if strings.Contains(js.Partition, ",") {
+		part = c.pickPartition(&js, o)
+	} else {
+		part = c.cfg.partition(js.Partition)
+	}
+	if part != nil && !c.cfg.partitionVisible(part, who) {
+		part = nil // a hidden partition who may not use does not exist for who
+	}
+	if part == nil {
+		errs = append(errs, c.noPartition(js.Partition, who)) // policy.go
+	} else {
+		if err := c.closedPartition(part, who); err != nil {
+			errs = append(errs, err)
+		}
+		switch {
+		case js.TimeUnlimited:
+			// Slurm's --time=UNLIMITED: the partition's maximum.
+			js.TimeLimit = spec.Duration(part.MaxTime)
+		case js.TimeLimit == 0:
+			js.TimeLimit = spec.Duration(part.DefaultTime)
+			if js.TimeLimit == 0 {
+				js.TimeLimit = spec.Duration(part.MaxTime)
+			}
+		}
+		if err := overPartitionTime(part, js.TimeLimit.Std()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
 	if err := checkNice(js.Nice, who.UID == 0); err != nil {
 		errs = append(errs, err)
 	}
@@ -307,6 +311,16 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	if err := c.checkCkptMode(part, js.CkptMode); err != nil {
 		errs = append(errs, err)
 	}
+	// Who may run what where (access.go): the partition's, account's and
+	// QOS's rules, on the job as it would be.
+	if part != nil && ok {
+		rs := c.access(&spec.Job{JobSpec: js, UID: who.UID, User: who.User}, o)
+		for _, r := range rs {
+			if r.reason != spec.ReasonInvalidAccount { // checkAccountAccess said it above
+				errs = append(errs, r.err)
+			}
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -327,7 +341,7 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	if js.Hold {
 		j.Reason = spec.ReasonHeld
 	}
-	j.Partitions = c.partitionChoices(listed, j)
+	j.Partitions = c.partitionChoices(listed, j, o)
 	return j, nil
 }
 
@@ -439,7 +453,7 @@ func (c *Controller) gpuModels() []string {
 // hold it. Slurm takes the partition that can start the job first; gpud
 // takes the first that fits, in the order given (docs/slurm-compat.md).
 // With none, the first is returned so the usual checks explain why.
-func (c *Controller) pickPartition(js *spec.JobSpec) *Partition {
+func (c *Controller) pickPartition(js *spec.JobSpec, o owner) *Partition {
 	names := strings.Split(js.Partition, ",")
 	r := js.Resources
 	r.Nodes = max(r.Nodes, 1)
@@ -447,7 +461,7 @@ func (c *Controller) pickPartition(js *spec.JobSpec) *Partition {
 		r.GPUsPerNode = r.TotalGPUs / r.Nodes
 	}
 	for _, name := range names {
-		if p := c.partitionFits(name, js.TimeLimit.Std(), &r); p != nil {
+		if p := c.partitionFits(name, js, &r, o); p != nil {
 			js.Partition = p.Name
 			return p
 		}
@@ -456,14 +470,18 @@ func (c *Controller) pickPartition(js *spec.JobSpec) *Partition {
 	return c.cfg.partition(names[0])
 }
 
-// partitionFits returns partition name when it exists, takes jobs, admits
-// the time limit and has nodes that could hold r, else nil.
-func (c *Controller) partitionFits(name string, limit time.Duration, r *spec.Resources) *Partition {
+// partitionFits returns partition name when it exists, takes jobs, lets
+// js's account and QOS of o in, admits its time limit and has nodes that
+// could hold r, else nil.
+func (c *Controller) partitionFits(name string, js *spec.JobSpec, r *spec.Resources, o owner) *Partition {
 	p := c.cfg.partition(name)
 	if p == nil || p.State == PartitionDrain || p.State == PartitionInactive {
 		return nil
 	}
-	if p.MaxTime > 0 && limit > p.MaxTime {
+	if len(c.partitionAccess(p, js.Account, js.QOS, o)) > 0 {
+		return nil
+	}
+	if limit := js.TimeLimit.Std(); p.MaxTime > 0 && limit > p.MaxTime {
 		return nil
 	}
 	if c.checkSatisfiable(p, r) != nil {
@@ -476,7 +494,7 @@ func (c *Controller) partitionFits(name string, limit time.Duration, r *spec.Res
 // the job j, its own first, then the others in the order given; nil when
 // fewer than two could. The scheduler starts the job in whichever can
 // start it first.
-func (c *Controller) partitionChoices(listed string, j *spec.Job) []string {
+func (c *Controller) partitionChoices(listed string, j *spec.Job, o owner) []string {
 	if !strings.Contains(listed, ",") {
 		return nil
 	}
@@ -485,7 +503,7 @@ func (c *Controller) partitionChoices(listed string, j *spec.Job) []string {
 		if name == j.Partition || slices.Contains(out, name) {
 			continue
 		}
-		if c.partitionFits(name, j.TimeLimit.Std(), &j.Resources) != nil {
+		if c.partitionFits(name, &j.JobSpec, &j.Resources, o) != nil {
 			out = append(out, name)
 		}
 	}

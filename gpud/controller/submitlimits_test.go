@@ -252,3 +252,55 @@ func TestSubmissionsShareEqualScriptAndEnv(t *testing.T) {
 		t.Errorf("a different submission got script %q env %v", jc.Script, jc.Env)
 	}
 }
+
+// Issue 24, hole 6: scontrol update of each task's comment of an array
+// is not free. A comment is the task's own (gpud/store keeps it in the
+// task's row, the script once per array), so an update that lengthens it
+// counts against [limits] max_submit_size_per_user like a submission,
+// and what the user's jobs store is back to nothing once they end.
+// Before, updates were not counted at all (and each rewrote the array's
+// 4 MB script into the task's row).
+func TestUpdatesCountAgainstSubmitSize(t *testing.T) {
+	h := newHarness(t, newFakeStore(), func(c *Config) { c.MaxSubmitBytesPerUser = 5 << 20 })
+	ctx := context.Background()
+	script := "#!/bin/sh\n" + strings.Repeat("#", 4<<20-64)
+	ids, err := h.c.SubmitAll(ctx, alice, spec.JobSpec{Script: script, WorkDir: "/tmp", Array: "0-24", Hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bytes := func() int64 {
+		var n int64
+		if err := h.c.query(ctx, func() error { n = h.c.st.active.bytes[alice.UID]; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := bytes()
+	comment := strings.Repeat("c", 60<<10)
+	var refused error
+	updated := 0
+	for _, id := range ids {
+		if _, err := h.c.UpdateJob(ctx, alice, spec.JobRef{ID: id}, JobUpdate{Comment: &comment}); err != nil {
+			refused = err
+			break
+		}
+		updated++
+	}
+	if grew := bytes() - before; grew != int64(updated)*int64(len(comment)) {
+		t.Errorf("%d comment updates of %d bytes counted %d bytes; want each counted", updated, len(comment), grew)
+	}
+	if updated == len(ids) || !errors.Is(refused, spec.ErrRefused) || !strings.Contains(refused.Error(), "max_submit_size_per_user is 5 MiB; this update would add 60 KiB") {
+		t.Fatalf("after %d updates: %v; want refused at the 5 MiB per-user limit, naming it", updated, refused)
+	}
+	// A shorter comment frees what it held.
+	short := "s"
+	if _, err := h.c.UpdateJob(ctx, alice, spec.JobRef{ID: ids[0]}, JobUpdate{Comment: &short}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.c.CancelJobs(ctx, alice, CancelFilter{JobFilter: JobFilter{Users: []string{"alice"}}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes(); n != 0 {
+		t.Errorf("alice's ended jobs still count %d bytes; want 0", n)
+	}
+}

@@ -90,10 +90,10 @@ func (c *Controller) UpdateJob(ctx context.Context, who Caller, ref spec.JobRef,
 		if u.Partition != nil {
 			next.Partition = *u.Partition
 			switch p := c.cfg.partition(*u.Partition); {
-			case p == nil:
-				bad(c.noPartition(*u.Partition)) // policy.go, as at submit
-			case c.closedPartition(p) != nil:
-				bad(c.closedPartition(p))
+			case p == nil || !c.cfg.partitionVisible(p, who):
+				bad(c.noPartition(*u.Partition, who)) // policy.go, as at submit
+			case c.closedPartition(p, who) != nil:
+				bad(c.closedPartition(p, who))
 			default:
 				if err := c.checkSatisfiable(p, &next.Resources); err != nil {
 					bad(err)
@@ -148,10 +148,44 @@ func (c *Controller) UpdateJob(ctx context.Context, who Caller, ref spec.JobRef,
 		if err := next.ValidateFields(u.fields()...); err != nil {
 			bad(err)
 		}
+		nj := *j
+		nj.JobSpec = next
+		// Who may run what where (access.go), judged on the job as it
+		// would be: a partition, QOS or time limit the job may not have
+		// is refused as at submit.
+		if len(errs) == 0 {
+			groups := c.callerGroups(who, j.UID)
+			for _, r := range c.access(&nj, ownerOf(&nj, groups)) {
+				bad(r.err)
+			}
+			if err := c.checkAccountWall(&nj); err != nil {
+				bad(err)
+			}
+			if err := c.checkBudget(&nj); err != nil && u.TimeLimit != nil {
+				bad(err)
+			}
+			if u.QOS != nil && *u.QOS != j.QOS {
+				if err := c.checkQOSSubmitLimit(&nj, 1); err != nil {
+					bad(err)
+				}
+			}
+		}
+		// What the job stores may grow (a longer comment or name): it
+		// counts against the same limits as a submission.
+		if err := c.checkRecordGrowth(rec, &nj); err != nil {
+			bad(err)
+		}
 		if len(errs) > 0 {
 			return fmt.Errorf("update job %d: %w", j.ID, errors.Join(errs...))
 		}
+		counted := rec.charged != 0
+		c.st.uncountActive(rec)
 		j.JobSpec = next
+		if counted {
+			c.st.countActive(rec)
+		}
+		// It passes the rules as it is now.
+		delete(c.st.ineligible, j.ID)
 		tx.kick = true // priority, partition and limits feed the next cycle
 		tx.saveJob(rec)
 		out = *j

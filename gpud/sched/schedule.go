@@ -475,6 +475,8 @@ func (c *cycle) gate(j *Job) (string, string) {
 	switch {
 	case j.Held:
 		return spec.ReasonHeld, ""
+	case j.Ineligible != "":
+		return j.Ineligible, j.IneligibleDetail
 	case j.BeginTime.After(now):
 		return spec.ReasonBeginTime, "begins at " + j.BeginTime.UTC().Format(time.RFC3339)
 	case j.PartitionDown:

@@ -113,6 +113,18 @@ func TestSchedule(t *testing.T) {
 			},
 		},
 		{
+			name:  "an ineligible job waits with the controller's reason and blocks nothing",
+			nodes: []Node{node("a", 8, 1000, "", 0)},
+			jobs: []Job{
+				job(1, 9, 0, func(j *Job) {
+					j.Ineligible, j.IneligibleDetail = spec.ReasonAccountNotAllowed, "account a may not use partition p"
+				}),
+				job(2, 1, 0),
+			},
+			wantStarts:  []Start{{JobID: 2, Nodes: []spec.NodeAlloc{{Node: "a", CPUs: 1}}}},
+			wantPending: []Pending{{JobID: 1, Reason: spec.ReasonAccountNotAllowed, Detail: "account a may not use partition p"}},
+		},
+		{
 			name:  "nodelist, exclude, constraint and partition",
 			nodes: []Node{node("a", 8, 1000, "", 0), func() Node { n := node("b", 8, 1000, "", 0); n.Features = []string{"ib", "nvme"}; return n }(), node("c", 8, 1000, "", 0), func() Node { n := node("d", 8, 1000, "", 0); n.Partitions = []string{"debug"}; return n }()},
 			jobs: []Job{

@@ -181,6 +181,11 @@ type Job struct {
 	SubmitTime time.Time
 	BeginTime  time.Time
 	Held       bool
+	// Ineligible is a pending reason the controller gives a job that may
+	// not run as it stands (an access rule it breaks since a reload:
+	// spec.ReasonAccountNotAllowed, ...); it waits with it and
+	// IneligibleDetail, and blocks no other job.
+	Ineligible, IneligibleDetail string
 	// PartitionDown jobs wait with ReasonPartitionDown.
 	PartitionDown bool
 	// Req is the per-node request, already normalised by the controller

@@ -211,6 +211,16 @@ func who(r *http.Request) identity {
 // caller is the controller.Caller of the request (zero when unknown).
 func caller(r *http.Request) controller.Caller { return who(r).caller }
 
+// viewer is who reads, for what the controller shows (hidden
+// partitions, private jobs): an operator sees as root does.
+func (s *Server) viewer(r *http.Request) controller.Caller {
+	id := who(r)
+	if id.role != auth.RoleNode && id.atLeast(auth.RoleOperator) {
+		return id.privileged()
+	}
+	return id.caller
+}
+
 // atLeast says whether id's role ranks at least role.
 func (id identity) atLeast(role string) bool { return auth.Rank(id.role) >= auth.Rank(role) }
 
@@ -427,6 +437,9 @@ func (s *Server) verify(r *http.Request) (identity, string, error) {
 		return identity{}, RefusedBadToken, fmt.Errorf("%s %q is not the token's user %q: gpud acts only as the token's user; send that user's own token", slurmUserHeader, clip(name), c.User)
 	}
 	id := identity{caller: controller.Caller{UID: c.UID, GID: c.GID, User: c.User, Known: true}, role: c.Role, remote: true}
+	if c.Role != auth.RoleNode {
+		id.caller.Groups = s.groupsOf(c.UID, c.GID)
+	}
 	if c.Role == auth.RoleNode {
 		id.node = c.Node
 		id.caller = controller.Caller{User: "node:" + c.Node} // no user identity
@@ -523,8 +536,10 @@ func (l *rateLimiter) prune(now time.Time) {
 	}
 }
 
-// limitSubmit applies the per-user submission rate; it writes 429 with
-// Retry-After and returns false when the caller is over it.
+// limitSubmit applies the per-user rate of submissions and updates (both
+// add to what the controller stores: scontrol update of each task of an
+// array rewrote its row); it writes 429 with Retry-After and returns
+// false when the caller is over it.
 func (s *Server) limitSubmit(w http.ResponseWriter, r *http.Request, id identity) bool {
 	if s.submits == nil || (id.caller.Known && id.caller.UID == 0 && !id.remote) {
 		return true
@@ -537,7 +552,7 @@ func (s *Server) limitSubmit(w http.ResponseWriter, r *http.Request, id identity
 	secs := max(int(math.Ceil(retry.Seconds())), 1)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	s.writeStatus(w, r, http.StatusTooManyRequests, api.CodeRefused,
-		fmt.Sprintf("%s is over the submission rate limit (%g jobs/s, bursts of %g); retry in %ds, or submit fewer, larger jobs", id.name(), s.submits.rate, s.submits.burst, secs))
+		fmt.Sprintf("%s is over the rate limit of submissions and updates (%g a second, bursts of %g); retry in %ds, or submit fewer, larger jobs (an array rather than many jobs)", id.name(), s.submits.rate, s.submits.burst, secs))
 	return false
 }
 

@@ -301,6 +301,9 @@ func (s *Server) updateJob(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, err)
 		return
 	}
+	if !s.limitSubmit(w, r, ident) {
+		return
+	}
 	var req api.JobUpdateRequest
 	if err := decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
@@ -393,7 +396,7 @@ func (s *Server) associations(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listPartitions(w http.ResponseWriter, r *http.Request) {
-	ps, err := s.c.Partitions(r.Context())
+	ps, err := s.c.Partitions(r.Context(), s.viewer(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -263,13 +263,21 @@ func TestSubmitRateLimit(t *testing.T) {
 	ctx := ctxT(t)
 	alice := s.client(t, s.token(t, auth.Claims{User: "alice", UID: 1001}, time.Hour))
 	bob := s.client(t, s.token(t, auth.Claims{User: "bob", UID: 1002}, time.Hour))
+	var first spec.JobID
 	for i := range 2 {
-		if _, err := alice.Submit(ctx, api.SubmitRequest{Job: jobSpec("j")}); err != nil {
+		sub, err := alice.Submit(ctx, api.SubmitRequest{Job: jobSpec("j")})
+		if err != nil {
 			t.Fatalf("submission %d within the burst: %v", i, err)
 		}
+		first = sub.ID
 	}
 	_, err := alice.Submit(ctx, api.SubmitRequest{Job: jobSpec("j")})
 	wantStatus(t, "over the rate", err, 429, spec.ErrRefused, "rate limit")
+	// Updates share the bucket (issue 24, hole 6: updating each task of
+	// an array was free).
+	comment := "c"
+	_, err = alice.UpdateJob(ctx, spec.JobRef{ID: first}, api.JobUpdateRequest{Comment: &comment})
+	wantStatus(t, "update over the rate", err, 429, spec.ErrRefused, "rate limit of submissions and updates")
 	if _, err := bob.Submit(ctx, api.SubmitRequest{Job: jobSpec("j")}); err != nil {
 		t.Errorf("bob limited by alice's bucket: %v", err)
 	}

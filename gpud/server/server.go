@@ -63,6 +63,7 @@ type Server struct {
 	ha       HA             // ha.go; nil for a single controller
 	steps    stepTickets    // steps.go
 	ref      refusals       // refusal.go
+	groups   groupCache     // groups.go
 
 	// auditBuffer sizes the audit queue (0: auditBuffer; tests set it).
 	auditBuffer int
@@ -290,7 +291,7 @@ func (s *Server) connContext(ctx context.Context, conn net.Conn) context.Context
 		// (trackConn).
 		return context.WithValue(ctx, tokenMemoKey{}, &tokenMemo{conn: conn})
 	}
-	who := controller.Caller{UID: cred.Uid, GID: cred.Gid, Known: true, User: s.userName(cred.Uid)}
+	who := controller.Caller{UID: cred.Uid, GID: cred.Gid, Known: true, User: s.userName(cred.Uid), Groups: s.groupsOf(cred.Uid, cred.Gid)}
 	return context.WithValue(ctx, callerKey{}, who)
 }
 

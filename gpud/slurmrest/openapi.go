@@ -88,7 +88,7 @@ func (h *Handler) document() []byte {
 		schemas[name+"_node"] = schemaOf(func(w *jw) { w.v = v; nodeFields.write(w, v, &nodeRec{Node: n}) })
 		p := &api.Partition{Name: "p", State: "UP", Nodes: []string{"n1"}}
 		schemas[name+"_partition_info"] = schemaOf(func(w *jw) { w.v = v; partFields.write(w, v, &partRec{Partition: p}) })
-		aj := &api.AcctJob{ID: 1, Nodes: []string{"n1"}, Steps: []api.AcctStep{{Step: spec.Step{ID: "batch", Nodes: []string{"n1"}}}}}
+		aj := &api.AcctJob{AcctRecord: api.AcctRecord{ID: 1, Nodes: []string{"n1"}}, Steps: []api.AcctStep{{Step: spec.Step{ID: "batch", Nodes: []string{"n1"}}}}}
 		schemas[name+"_job"] = schemaOf(func(w *jw) { w.v = v; acctFields.write(w, v, &acctRec{AcctJob: aj}) })
 		c := &call{h: h, v: v}
 		schemas[name+"_openapi_envelope"] = schemaOf(func(w *jw) {

@@ -61,6 +61,14 @@ const (
 	ReasonBadConstraints           = "BadConstraints"
 	// ReasonJobArrayTaskLimit: the array already runs its %MAX tasks.
 	ReasonJobArrayTaskLimit = "JobArrayTaskLimit"
+	// Access rules a queued job breaks since a reload (Slurm's names):
+	// its account or its user's groups are not allowed in its partition,
+	// its QOS is not, its account no longer lists its user (or is gone),
+	// its QOS is gone or not allowed for its account.
+	ReasonAccountNotAllowed = "AccountNotAllowed"
+	ReasonQOSNotAllowed     = "QOSNotAllowed"
+	ReasonInvalidAccount    = "InvalidAccount"
+	ReasonInvalidQOS        = "InvalidQOS"
 )
 
 // Resources is what a job asks for on each of its nodes. A job with

@@ -8,7 +8,7 @@
 // returned from survives kill -9 and power loss. The controller relies on
 // this to acknowledge a submission only after its row is committed.
 //
-// Payloads: a job's script, args, environment and comment live in the
+// Payloads: a job's script, args and environment live in the
 // payloads table, one row per array (keyed by the array job id) or plain
 // job, so an array of 10,000 tasks stores its script once and a task's
 // state change rewrites a small row. The store keeps what each payloads

@@ -26,12 +26,19 @@ import (
 // in the payloads table, once per array (or plain job), instead of in
 // every task's row; version-1 rows (payload NULL, the whole job inline)
 // still load, and are rewritten in the new form on their next update.
-const schemaVersion = 2
+//
+// Version 3 keeps the comment in the job's own row: scontrol update can
+// change one task's comment, and a task whose payload differed from its
+// array's kept the whole payload (a 4 MB script) inline, rewritten at
+// every change of the task (issue 24, hole 6). The payload is now fixed
+// at submission. Migrating from 2 moves each payload row's comment into
+// the rows of the jobs that refer to it.
+const schemaVersion = 3
 
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`,
-	// payload is the payloads row holding the job's script, args,
-	// environment and comment; NULL means job holds them itself.
+	// payload is the payloads row holding the job's script, args and
+	// environment; NULL means job holds them itself.
 	`CREATE TABLE IF NOT EXISTS jobs (
 		id      INTEGER PRIMARY KEY,
 		state   TEXT NOT NULL,
@@ -58,16 +65,21 @@ var schemaAfter = []string{
 }
 
 // payload is the part of a job that can be large and that every task of
-// an array shares: it is stored once, in the payloads table.
+// an array shares: it is stored once, in the payloads table. Nothing
+// changes it after submission (scontrol update changes the comment,
+// which lives in the job's row).
 type payload struct {
-	Script  string   `json:"script"`
-	Args    []string `json:"args,omitempty"`
-	Env     []string `json:"env,omitempty"`
-	Comment string   `json:"comment,omitempty"`
+	Script string   `json:"script"`
+	Args   []string `json:"args,omitempty"`
+	Env    []string `json:"env,omitempty"`
+	// Comment is only in rows written before schema version 3 (and in
+	// Raft log entries of such a leader); setIn gives it to a job whose
+	// own row has none.
+	Comment string `json:"comment,omitempty"`
 }
 
 func payloadOf(j *spec.Job) payload {
-	return payload{Script: j.Script, Args: j.Args, Env: j.Env, Comment: j.Comment}
+	return payload{Script: j.Script, Args: j.Args, Env: j.Env}
 }
 
 // equal compares two payloads. Tasks of one array share their strings
@@ -78,8 +90,14 @@ func (p payload) equal(q payload) bool {
 }
 
 func (p payload) setIn(j *spec.Job) {
-	j.Script, j.Args, j.Env, j.Comment = p.Script, p.Args, p.Env, p.Comment
+	j.Script, j.Args, j.Env = p.Script, p.Args, p.Env
+	if j.Comment == "" {
+		j.Comment = p.Comment
+	}
 }
+
+// strip removes the payload from j (its row refers to the payloads row).
+func strip(j *spec.Job) { j.Script, j.Args, j.Env = "", nil, nil }
 
 // payloadKey is the payloads row a job's payload goes to: its array's,
 // or its own.
@@ -190,10 +208,14 @@ func (s *Store) migrate(ctx context.Context) error {
 		return spec.Errorf(spec.ErrInvalid, "state db %s has schema version %d but this gpud knows only up to %d; run a newer gpud or move the file away", s.path, v, schemaVersion)
 	case v == 1:
 		// Version 1 rows keep working as they are (payload NULL).
-		for _, stmt := range []string{`ALTER TABLE jobs ADD COLUMN payload INTEGER`, `UPDATE schema_version SET version = 2`} {
+		for _, stmt := range []string{`ALTER TABLE jobs ADD COLUMN payload INTEGER`, `UPDATE schema_version SET version = 3`} {
 			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("migrate state db %s from schema 1 to 2: %w", s.path, err)
+				return fmt.Errorf("migrate state db %s from schema 1 to 3: %w", s.path, err)
 			}
+		}
+	case v == 2:
+		if err := moveComments(ctx, tx); err != nil {
+			return fmt.Errorf("migrate state db %s from schema 2 to 3: %w", s.path, err)
 		}
 	}
 	for _, stmt := range schemaAfter {
@@ -205,6 +227,84 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate state db %s: %w", s.path, err)
 	}
 	return nil
+}
+
+// moveComments is the migration from schema 2 to 3: each payloads row's
+// comment moves into the rows of the jobs that refer to it (a job whose
+// row has its own comment keeps it), and out of the payload.
+func moveComments(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, `SELECT id, data FROM payloads WHERE instr(data, '"comment":') > 0`)
+	if err != nil {
+		return err
+	}
+	found := map[int64]payload{}
+	for rows.Next() {
+		var key int64
+		var raw []byte
+		if err := rows.Scan(&key, &raw); err != nil {
+			rows.Close()
+			return err
+		}
+		var p payload
+		if err := json.Unmarshal(raw, &p); err != nil {
+			rows.Close()
+			return fmt.Errorf("decode job payload %d: %w", key, err)
+		}
+		if p.Comment != "" {
+			found[key] = p
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for key, p := range found {
+		jobs := map[int64][]byte{}
+		jrows, err := tx.QueryContext(ctx, `SELECT id, job FROM jobs WHERE payload = ?`, key)
+		if err != nil {
+			return err
+		}
+		for jrows.Next() {
+			var id int64
+			var raw []byte
+			if err := jrows.Scan(&id, &raw); err != nil {
+				jrows.Close()
+				return err
+			}
+			jobs[id] = raw
+		}
+		jrows.Close()
+		if err := jrows.Err(); err != nil {
+			return err
+		}
+		for id, raw := range jobs {
+			var j spec.Job
+			if err := json.Unmarshal(raw, &j); err != nil {
+				return fmt.Errorf("decode job %d: %w", id, err)
+			}
+			if j.Comment != "" {
+				continue
+			}
+			j.Comment = p.Comment
+			out, err := json.Marshal(&j)
+			if err != nil {
+				return fmt.Errorf("encode job %d: %w", id, err)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET job = ? WHERE id = ?`, out, id); err != nil {
+				return err
+			}
+		}
+		p.Comment = ""
+		out, err := json.Marshal(p)
+		if err != nil {
+			return fmt.Errorf("encode job payload %d: %w", key, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE payloads SET data = ? WHERE id = ?`, out, key); err != nil {
+			return err
+		}
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE schema_version SET version = 3`)
+	return err
 }
 
 // Load returns every stored job (by id), every node (by name) and the
@@ -334,8 +434,8 @@ type JobRow struct {
 	State, User string
 	// Job is the job's JSON: without its payload when Payload is set.
 	Job []byte
-	// Payload is the payloads row that holds its script, args,
-	// environment and comment; 0: Job holds them.
+	// Payload is the payloads row that holds its script, args and
+	// environment; 0: Job holds them.
 	Payload int64
 }
 
@@ -408,7 +508,7 @@ func (s *Store) Encode(jobs []*spec.Job, nodes []*spec.Node, nextJobID spec.JobI
 		ref := int64(0)
 		if shared {
 			stripped := *j
-			payload{}.setIn(&stripped)
+			strip(&stripped)
 			row, ref = &stripped, key
 		}
 		raw, err := json.Marshal(row)

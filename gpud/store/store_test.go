@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -458,5 +459,90 @@ func TestApplyRowsKeepsADifferingPayloadInline(t *testing.T) {
 	var data string
 	if err := s.db.QueryRow(`SELECT data FROM payloads WHERE id = 1`).Scan(&data); err != nil || !strings.Contains(data, `"A"`) {
 		t.Errorf("payload row 1 = %q (%v); want the first payload kept", data, err)
+	}
+}
+
+// Issue 24, hole 6: updating each task's comment of a 25-task array with
+// one 4 MB script grew state.db and its WAL by about 4 MB per update (the
+// comment was part of the shared payload, so each updated task kept the
+// whole payload inline). The comment now lives in the task's own row: the
+// payload stays shared, and 25 updates add next to nothing.
+func TestCommentUpdatesKeepThePayloadShared(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := open(t, path)
+	script := "#!/bin/sh\n" + strings.Repeat("# four megabytes of script\n", 4<<20/27)
+	jobs := arrayJobs(1, 25, spec.JobSpec{Script: script, Comment: "shared"})
+	if err := s.Apply(ctx, jobs, nil, 26); err != nil {
+		t.Fatal(err)
+	}
+	before := dbBytes(t, path)
+	for i, j := range jobs {
+		j.Comment = fmt.Sprintf("task %d's own comment", i)
+		if err := s.Apply(ctx, []*spec.Job{j}, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if grew := dbBytes(t, path) - before; grew > 1<<20 {
+		t.Errorf("25 comment updates grew state.db and its WAL by %d KiB; want under 1 MiB (the 4 MB script stays stored once)", grew>>10)
+	}
+	var inline int
+	if err := s.db.QueryRow(`SELECT count(*) FROM jobs WHERE payload IS NULL`).Scan(&inline); err != nil || inline != 0 {
+		t.Errorf("%d task rows hold their own payload (%v); want 0", inline, err)
+	}
+	for _, st := range []*Store{s, open(t, path)} {
+		got, _, _, err := st.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, j := range got {
+			if want := fmt.Sprintf("task %d's own comment", i); j.Comment != want || j.Script != script {
+				t.Errorf("task %d: comment %q, script %d bytes; want %q and the array's script", i, j.Comment, len(j.Script), want)
+			}
+		}
+	}
+}
+
+// A state.db written by schema 2 (comments in the payloads table) is
+// upgraded: each job gets its payload's comment in its own row (one that
+// has its own keeps it), and the payload loses it.
+func TestMigrateSchema2(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := open(t, path)
+	jobs := arrayJobs(1, 3, spec.JobSpec{Script: "S", Env: []string{"A=1"}})
+	if err := s.Apply(ctx, jobs, nil, 4); err != nil {
+		t.Fatal(err)
+	}
+	// Make it what schema 2 wrote: the comment in the payload, none in
+	// the rows but task 3's (a schema-2 task whose comment differed kept
+	// it inline with its payload; here, its own row's comment).
+	for _, stmt := range []string{
+		`UPDATE payloads SET data = '{"script":"S","env":["A=1"],"comment":"array comment"}' WHERE id = 1`,
+		`UPDATE jobs SET job = json_set(job, '$.comment', 'own') WHERE id = 3`,
+		`UPDATE schema_version SET version = 2`,
+	} {
+		if _, err := s.db.Exec(stmt); err != nil {
+			t.Fatal(stmt, err)
+		}
+	}
+	s.Close()
+	s = open(t, path)
+	got, _, _, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"array comment", "array comment", "own"} {
+		if got[i].Comment != want || got[i].Script != "S" {
+			t.Errorf("job %d after the upgrade: comment %q script %q; want %q and S", got[i].ID, got[i].Comment, got[i].Script, want)
+		}
+	}
+	var data string
+	var v int
+	if err := s.db.QueryRow(`SELECT data, (SELECT version FROM schema_version) FROM payloads WHERE id = 1`).Scan(&data, &v); err != nil ||
+		strings.Contains(data, "comment") || v != schemaVersion {
+		t.Errorf("payload after the upgrade %s, schema %d (%v); want no comment, version %d", data, v, err, schemaVersion)
 	}
 }
