@@ -9,8 +9,9 @@
 # test cuts a controller off its peers on loopback), python3-cloudpickle
 # and python3-typing-extensions (submitit, the Python client the e2e tests
 # drive, imports both), curl (the e2e test that runs Slurm's REST quick
-# start's curl commands against gpud). Needs root to install; without root it only says
-# what is missing.
+# start's curl commands against gpud), MPICH, Open MPI and OpenPMIx
+# (below). Needs root to install; without root it only says what is
+# missing.
 set -euo pipefail
 missing=()
 command -v containerd >/dev/null || missing+=(containerd)
@@ -25,6 +26,16 @@ command -v iptables >/dev/null || missing+=(iptables)
 /usr/bin/python3 -c 'import cloudpickle' 2>/dev/null || missing+=(python3-cloudpickle)
 /usr/bin/python3 -c 'import typing_extensions' 2>/dev/null || missing+=(python3-typing-extensions)
 command -v curl >/dev/null || missing+=(curl)
+# MPI (srun --mpi, mpirun in jobs): Debian's MPICH and Open MPI with their
+# compilers (the tests build their MPI program with mpicc.mpich and
+# mpicc.openmpi), OpenPMIx's headers and pkg-config (bin/gpud-pmix links
+# libpmix), and Slurm's PMI-2 client library (a test of the PMI-2 server
+# with a client gpud did not write).
+command -v mpicc.mpich >/dev/null || missing+=(mpich libmpich-dev)
+command -v mpicc.openmpi >/dev/null || missing+=(openmpi-bin libopenmpi-dev)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
+[ -e /usr/lib/x86_64-linux-gnu/pkgconfig/pmix.pc ] || [ -n "$(find /usr/lib -name pmix.pc 2>/dev/null | head -1)" ] || missing+=(libpmix-dev)
+[ -e /usr/include/slurm/pmi2.h ] || missing+=(libpmi2-0-dev)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "deps: missing ${missing[*]}; run as root (or apt-get install them) — tests that need them will be skipped" >&2

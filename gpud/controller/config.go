@@ -41,6 +41,9 @@ type Config struct {
 	SchedInterval time.Duration
 	// AllowRootJobs lets uid 0 submit jobs.
 	AllowRootJobs bool
+	// MPIDefault is srun's --mpi where a step names none, sent to the
+	// nodes with each assignment (Slurm's MpiDefault).
+	MPIDefault string
 	// MaxNodesPerJob bounds --nodes (default 1024).
 	MaxNodesPerJob int
 

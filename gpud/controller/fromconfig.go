@@ -23,6 +23,7 @@ func FromConfig(c config.Controller) (Config, error) {
 		HeartbeatInterval: c.Controller.HeartbeatInterval.Std(),
 		SchedInterval:     c.Scheduler.Interval.Std(),
 		AllowRootJobs:     c.Controller.AllowRootJobs,
+		MPIDefault:        c.Controller.MPIDefault,
 		MinJobAge:         c.Controller.MinJobAge.Std(),
 		BackfillWindow:    c.Scheduler.BackfillWindow.Std(),
 		Priority: PriorityWeights{

@@ -209,6 +209,8 @@ type Assignment struct {
 	// Signal, sent once per SignalSeq, is a user's scancel --signal.
 	Signal    string
 	SignalSeq int
+	// MPIDefault is the site's srun --mpi (Config.MPIDefault).
+	MPIDefault string
 }
 
 // Assignments returns the node's generation and every allocation it
@@ -263,7 +265,7 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 			continue
 		}
 		j := rec.view.job
-		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc)}
+		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault}
 		if rec.job.StopState != "" || rec.job.State.Terminal() {
 			a.Stop = true
 			a.StopState = cmp.Or(rec.job.StopState, spec.StateCancelled)

@@ -106,8 +106,12 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 	a.runnerDeps.acquireDevices = a.acquireDevices
 	a.runnerDeps.releaseDevices = a.releaseDevices
 	a.runnerDeps.refreshMIGLayout = a.refreshMIGLayout
+	numa := make(map[string]int, len(gpus))
+	for id, g := range gpus {
+		numa[id] = g.NUMANode
+	}
 	a.runnerDeps.steps = step.NewNode(step.Config{Node: cfg.Name, Version: cfg.Version, KillGrace: cfg.KillGrace,
-		Runtime: rt, Clock: o.clock, Log: a.log, Peers: o.peers, Net: o.stepNet}, stepHost{a})
+		Runtime: rt, Clock: o.clock, Log: a.log, Peers: o.peers, Net: o.stepNet, Tools: cfg.ToolsDir, GPUNUMA: numa}, stepHost{a})
 	return a, nil
 }
 

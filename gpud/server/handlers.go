@@ -558,7 +558,8 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		Revocations: s.revocationsFor(have, asked)}
 	for _, a := range list {
 		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
-			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, StepTicket: s.steps.ticket(a.Alloc.ID)})
+			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, StepTicket: s.steps.ticket(a.Alloc.ID),
+			MPIDefault: a.MPIDefault})
 	}
 	s.writeJSON(w, out)
 }

@@ -49,10 +49,12 @@ func Main(m *testing.M, children map[string]func(string) int) int {
 	}
 	defer os.RemoveAll(dir)
 	// As make build: sbatch is gpusubmit/sbatch, a program of its own.
-	for b, pkg := range map[string]string{"gpud": "gpud", "gpusubmit": "gpusubmit", "gpuq": "gpuq", "sbatch": "gpusubmit/sbatch"} {
+	// gpud-pmix is a step's PMIx server (srun --mpi=pmix), linked with
+	// libpmix as make build links it.
+	for b, pkg := range map[string]string{"gpud": "gpud", "gpusubmit": "gpusubmit", "gpuq": "gpuq", "sbatch": "gpusubmit/sbatch", "gpud-pmix": "gpud/pmi/pmixd"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "github.com/gpud/gpud/"+pkg)
 		cmd.Env = append(os.Environ(), "CGO_CFLAGS=-Wno-deprecated-declarations")
-		if b != "gpud" {
+		if b != "gpud" && b != "gpud-pmix" {
 			cmd.Env = append(cmd.Env, "CGO_ENABLED=0") // as make build: static CLIs
 		}
 		if out, err := cmd.CombinedOutput(); err != nil {

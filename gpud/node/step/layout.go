@@ -199,16 +199,26 @@ func describeAlloc(nodes []spec.NodeAlloc) string {
 
 // tasksPerNode is Slurm's SLURM_TASKS_PER_NODE form: "2(x3),1".
 func tasksPerNode(l layout) string {
+	counts := make([]int, len(l.tasks))
+	for i, t := range l.tasks {
+		counts[i] = len(t)
+	}
+	return Counts(counts)
+}
+
+// Counts is a count per node in Slurm's compressed form
+// (SLURM_TASKS_PER_NODE, SLURM_JOB_CPUS_PER_NODE): "2(x3),1".
+func Counts(counts []int) string {
 	var parts []string
-	for i := 0; i < len(l.tasks); {
+	for i := 0; i < len(counts); {
 		j := i
-		for j < len(l.tasks) && len(l.tasks[j]) == len(l.tasks[i]) {
+		for j < len(counts) && counts[j] == counts[i] {
 			j++
 		}
 		if j-i > 1 {
-			parts = append(parts, fmt.Sprintf("%d(x%d)", len(l.tasks[i]), j-i))
+			parts = append(parts, fmt.Sprintf("%d(x%d)", counts[i], j-i))
 		} else {
-			parts = append(parts, strconv.Itoa(len(l.tasks[i])))
+			parts = append(parts, strconv.Itoa(counts[i]))
 		}
 		i = j
 	}
