@@ -13,7 +13,7 @@ GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio ssh
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients check gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm clean
+.PHONY: help deps build install test test-clients check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -45,8 +45,24 @@ install: build ## Install the binaries and Slurm's command names (links) into $(
 deps: ## Install containerd, runc, busybox-static, gcc, MPICH, Open MPI and OpenPMIx when missing (Debian, root).
 	@./scripts/deps.sh
 
-test: deps ## Run every test with -race: unit, real containerd integration and end-to-end (needs root).
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+# Packages that start no goroutine (TestNoRacePackagesStartNoGoroutine
+# in gpud/imports_test.go checks it) run without -race: the detector can
+# find nothing in them and makes them 10-25 times slower (gpud/sim's FGD
+# runs of the production scheduler: 6 s become 140 s).
+NORACE_PKGS := ./gpud/sched/... ./gpud/sim/... ./gpud/plot/...
+# The end-to-end packages (gpud/e2e/*: one per area) take the binaries
+# make build just made (GPUD_E2E_BIN) instead of each linking its own, in
+# a go test of their own beside the unit packages': they start at once
+# instead of queueing behind the unit packages' -race builds, and the
+# longest area bounds the run.
+E2E_PKGS := ./gpud/e2e/...
+test: deps build ## Run every test: unit (with -race), real containerd integration and end-to-end (needs root).
+	@unit=$$($(GO) list $(PKGS) | grep -v -x -F "$$($(GO) list $(NORACE_PKGS) $(E2E_PKGS))"); \
+	export GPUD_E2E_BIN=$(CURDIR)/bin; \
+	$(GO) test -count=1 -timeout 20m $(NORACE_PKGS) & norace=$$!; \
+	$(GO) test -race -count=1 -timeout 20m -p 2 $(E2E_PKGS) & e2e=$$!; \
+	$(GO) test -race -count=1 -timeout 20m $$unit; rc=$$?; \
+	wait $$norace || rc=1; wait $$e2e || rc=1; exit $$rc
 
 test-clients: deps ## Run real Slurm clients unchanged against gpud standalone: Snakemake's --slurm executor (installs Debian's snakemake when missing; root).
 	@command -v snakemake >/dev/null || { echo "test-clients: installing snakemake"; \
@@ -64,8 +80,8 @@ fix-fmt: ## Rewrite files with gofmt.
 vet: ## go vet every package.
 	$(GO) vet $(PKGS)
 
-check-imports: ## Enforce the package import allow-list (gpud/imports_test.go) and keep bin/sbatch free of the HTTP, TLS and CLI stacks.
-	$(GO) test -count=1 -run 'TestImportBoundaries|TestSbatchLinksNoHTTPStack' ./gpud
+check-imports: ## Enforce the package import allow-list and the runtime import names (gpud/imports_test.go), keep bin/sbatch free of the HTTP, TLS and CLI stacks, and make test's no-race packages free of goroutines.
+	$(GO) test -count=1 -run 'TestImportBoundaries|TestSbatchLinksNoHTTPStack|TestRuntimeImportNames|TestNoRacePackagesStartNoGoroutine' ./gpud
 
 man: ## Regenerate the man pages in man/.
 	$(GO) run ./man/gen -out man
@@ -77,6 +93,9 @@ tidy-check: ## Fail if go.mod/go.sum are not tidy.
 	@cp go.mod /tmp/gpud-go.mod.bak; cp go.sum /tmp/gpud-go.sum.bak; \
 	$(GO) mod tidy; \
 	if ! git diff --quiet -- go.mod go.sum; then git diff -- go.mod go.sum; cp /tmp/gpud-go.mod.bak go.mod; cp /tmp/gpud-go.sum.bak go.sum; echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; fi
+
+bench-rest: ## Slurm's REST API beside /v1 and beside Debian's Slurm 22.05 slurmrestd: job/submit from 8 clients, GET jobs over 10,000 jobs (root).
+	./scripts/bench-rest-vs.sh
 
 # Slurm's OpenAPI documents (test data beside the repository, GPL-2.0:
 # validated against and generated from, never copied into gpud).

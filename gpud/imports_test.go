@@ -2,7 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +17,10 @@ import (
 const module = "github.com/gpud/gpud"
 
 // boundaries lists, per package pattern, imports it must never reach
-// (directly or transitively) and why. STYLE.md's allow-list in table form.
+// (directly or transitively) and why: the layers of docs/architecture.md,
+// enforced. (They began as the import allow-list of the project's design
+// brief, DESIGN.md and STYLE.md, which are not kept in this repository;
+// this table is the rule now.)
 var boundaries = []struct {
 	pkg       string // package path relative to the module; "/..." covers subpackages
 	forbidden []string
@@ -196,5 +205,98 @@ func TestSbatchLinksNoHTTPStack(t *testing.T) {
 				t.Errorf("gpusubmit/sbatch links %s: sbatch's start would pay its initialisation again", dep)
 			}
 		}
+	}
+}
+
+// TestNoRacePackagesStartNoGoroutine: make test runs the packages of the
+// Makefile's NORACE_PKGS without -race, which is sound only while none of
+// them starts a goroutine (their tests may: t.Parallel runs each test on
+// its own). A go statement there must move the package back to -race.
+func TestNoRacePackagesStartNoGoroutine(t *testing.T) {
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for line := range strings.SplitSeq(string(mk), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NORACE_PKGS :="); ok {
+			patterns = strings.Fields(rest)
+		}
+	}
+	if len(patterns) == 0 {
+		t.Fatal("the Makefile has no NORACE_PKGS line")
+	}
+	args := append([]string{"list", "-f", `{{range .GoFiles}}{{$.Dir}}/{{.}}{{"\n"}}{{end}}`}, patterns...)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", patterns, err)
+	}
+	fset := token.NewFileSet()
+	files := 0
+	for path := range strings.FieldsSeq(string(out)) {
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files++
+		ast.Inspect(f, func(n ast.Node) bool {
+			if g, ok := n.(*ast.GoStmt); ok {
+				t.Errorf("%s: a go statement in a package make test runs without -race (NORACE_PKGS); take the package out of NORACE_PKGS", fset.Position(g.Pos()))
+			}
+			return true
+		})
+	}
+	if files < 10 {
+		t.Errorf("NORACE_PKGS %v lists %d files; want the scheduler, simulator and plot packages", patterns, files)
+	}
+}
+
+// TestRuntimeImportNames holds one naming convention: the top-level
+// runtime/ package (its folder is part of the layout users were promised)
+// shadows the standard library's runtime, so in every file "runtime" is
+// gpud's, imported without a name, and the standard library's is always
+// imported as goruntime, even where the file does not need gpud's: a
+// reader never has to look up which runtime a call means.
+func TestRuntimeImportNames(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n != ".." && (strings.HasPrefix(n, ".") || n == "testdata" || n == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			name := ""
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			switch imp.Path.Value {
+			case `"runtime"`:
+				if name != "goruntime" {
+					t.Errorf("%s imports the standard library's runtime as %q; import it as goruntime (gpud's runtime/ takes the name)", fset.Position(imp.Pos()), name)
+				}
+			case `"` + module + `/runtime"`:
+				if name != "" {
+					t.Errorf("%s imports gpud's runtime as %q; import it unnamed (the standard library's is goruntime)", fset.Position(imp.Pos()), name)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

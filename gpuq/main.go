@@ -43,7 +43,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var code int
 	if name := filepath.Base(os.Args[0]); slurm.Is(name) {
-		// Run as squeue, scancel, sacct, scontrol or sinfo (links made
+		// Run as one of slurm.Names (squeue, sacct, ...; links made
 		// by make build and make install): Slurm's flags and formats.
 		// Text from other users and old records may hold control
 		// characters: escaped when printed, as by gpuq.

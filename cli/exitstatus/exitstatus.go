@@ -1,10 +1,10 @@
 // Package exitstatus turns an error from gpusubmit or gpuq into the
-// documented exit status (DESIGN §7): 0 ok, 1 runtime or connection
-// error, 2 usage or invalid request, 3 refused by policy, and prints it
-// as "<prog>: <message>". It imports gpud/spec only, so sbatch's
-// one-shot path (gpusubmit/quick) uses the same mapping without linking
-// urfave/cli; package exitcode adds urfave/cli's hooks and re-exports
-// these names.
+// documented exit status (EXIT STATUS in gpuq(1) and gpusubmit(1)): 0 ok, 1
+// runtime or connection error, 2 usage or invalid request, 3 refused by
+// policy, and prints it as "<prog>: <message>". It imports gpud/spec only,
+// so sbatch's one-shot path (gpusubmit/quick) uses the same mapping without
+// linking urfave/cli; package exitcode adds urfave/cli's hooks and
+// re-exports these names.
 package exitstatus
 
 import (

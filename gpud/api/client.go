@@ -24,6 +24,8 @@ import (
 // Client talks to a gpud controller. It is safe for concurrent use.
 type Client struct {
 	base string
+	// addr is the address as configured (for messages).
+	addr string
 	hc   *http.Client
 	// Token, when set, is sent as a bearer token; only over https (a unix
 	// socket identifies the caller by peer credentials, and plain http
@@ -98,7 +100,7 @@ func NewClientWith(addr string, o ClientOptions) (*Client, error) {
 		return nil, spec.Errorf(spec.ErrInvalid, "controller address %q: %v", addr, err)
 	}
 	tr := newTransport(o)
-	c := &Client{hc: &http.Client{Transport: tr}}
+	c := &Client{hc: &http.Client{Transport: tr}, addr: addr}
 	switch u.Scheme {
 	case "unix":
 		path := u.Path

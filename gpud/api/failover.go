@@ -65,7 +65,7 @@ func newGroupClient(addrs []string, o ClientOptions) (*Client, error) {
 	if f.timeout <= 0 {
 		f.timeout = DefaultFailoverTimeout
 	}
-	g := &Client{base: "http://gpud-controllers"}
+	g := &Client{base: "http://gpud-controllers", addr: strings.Join(addrs, ",")}
 	seen := map[string]string{}
 	for _, a := range addrs {
 		m, err := NewClientWith(a, o)
@@ -109,6 +109,10 @@ func addrKey(addr string) string {
 	}
 	return scheme + "://" + net.JoinHostPort(host, port)
 }
+
+// SameController reports whether two controller addresses name the same
+// controller (spelling aside: case, a default port, a socket path).
+func SameController(a, b string) bool { return addrKey(a) == addrKey(b) }
 
 // member is one controller of the group.
 type member struct {
@@ -735,7 +739,9 @@ func (c *Client) ControllersOfEach(ctx context.Context, timeout time.Duration) [
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		res, err := c.Controllers(rctx)
-		return []MemberAnswer{{Addr: c.base, Resp: res, Err: err}}
+		// The address as configured: c.base of a unix socket is the
+		// placeholder http://gpud.
+		return []MemberAnswer{{Addr: c.addr, Resp: res, Err: err}}
 	}
 	out := make([]MemberAnswer, len(f.members))
 	done := make(chan struct{})

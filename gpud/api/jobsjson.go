@@ -308,6 +308,8 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.raw(&j.StepSignals)
 		case "step_signal_seq":
 			return d.int(&j.StepSignalSeq)
+		case "interrupted":
+			return d.raw(&j.Interrupted) // rare: a requeued job's kept run
 		}
 		return false
 	})

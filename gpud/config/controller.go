@@ -45,7 +45,11 @@ type ControllerSection struct {
 	ListenTCP string `toml:"listen_tcp"`
 	StateDir  string `toml:"state_dir"`
 	// NodeTimeout without a heartbeat marks a node DOWN.
-	NodeTimeout       Duration `toml:"node_timeout"`
+	NodeTimeout Duration `toml:"node_timeout"`
+	// FailoverNodeGrace is how long a controller that just took the
+	// lead (an HA failover, a start) waits for a node it has not heard
+	// from yet before it marks it DOWN, when longer than node_timeout.
+	FailoverNodeGrace Duration `toml:"failover_node_grace"`
 	HeartbeatInterval Duration `toml:"heartbeat_interval"`
 	AllowRootJobs     bool     `toml:"allow_root_jobs"`
 	// MinJobAge is how long an ended job stays in the controller (squeue
@@ -453,6 +457,7 @@ func Defaults() Controller {
 			ListenSocket:      "/run/gpud/gpud.sock",
 			StateDir:          "/var/lib/gpud",
 			NodeTimeout:       "30s",
+			FailoverNodeGrace: "2m",
 			HeartbeatInterval: "5s",
 			AllowRootJobs:     true,
 			MinJobAge:         "5m",
@@ -557,6 +562,7 @@ func (c Controller) Validate() error {
 		p.addf("[controller] state_dir: %q must be an absolute path", cs.StateDir)
 	}
 	p.duration("[controller] node_timeout", cs.NodeTimeout, true)
+	p.duration("[controller] failover_node_grace", cs.FailoverNodeGrace, false)
 	p.duration("[controller] heartbeat_interval", cs.HeartbeatInterval, true)
 	p.duration("[controller] min_job_age", cs.MinJobAge, false)
 	if cs.MPIDefault != "" {

@@ -15,7 +15,7 @@ type HA struct {
 	ID string `toml:"id"`
 	// RaftListen is host:port this member accepts Raft traffic on (mutual
 	// TLS with the cluster CA); its peers entry's raft is what the others
-	// dial, and may differ (e.g. 0.0.0.0:6818 here, 10.0.0.1:6818 there).
+	// dial, and may differ (e.g. 0.0.0.0:6819 here, 10.0.0.1:6819 there).
 	RaftListen string   `toml:"raft_listen"`
 	Peers      []HAPeer `toml:"peers"`
 	// Join: start without making the group; wait to be added by the
@@ -56,7 +56,7 @@ func (c Controller) validateHA(p *problems) {
 		p.addf("[ha] id: %q must be a name (letters, digits, _ . @ -)", h.ID)
 	}
 	if _, _, err := net.SplitHostPort(h.RaftListen); err != nil {
-		p.addf("[ha] raft_listen: %q is not host:port (e.g. \"0.0.0.0:6818\")", h.RaftListen)
+		p.addf("[ha] raft_listen: %q is not host:port (e.g. \"0.0.0.0:6819\")", h.RaftListen)
 	}
 	if c.Controller.ListenTCP == "" {
 		p.addf("[ha]: [controller] listen_tcp is empty; members of an HA group serve clients and nodes over TCP (and share its CA)")

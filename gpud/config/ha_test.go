@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -58,5 +59,39 @@ func TestHAValidate(t *testing.T) {
 				t.Errorf("%s: %v\nlacks %q", tc.name, err, w)
 			}
 		}
+	}
+}
+
+// The shipped gpud.toml's [ha] example works as its comments say: with
+// its [[ha.peers]] tables uncommented, id, raft_listen and listen_tcp
+// filled in, it loads as a member of a three-member group. (Before, the
+// file had peers = [] above the commented tables: uncommenting them was
+// a duplicate key.)
+func TestShippedHAExampleLoads(t *testing.T) {
+	b, err := os.ReadFile("../../etc/gpud.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for _, r := range [][2]string{
+		{"\nid = \"\"\n", "\nid = \"c2\"\n"},
+		{`raft_listen = ""`, `raft_listen = "10.0.0.2:6819"`},
+		{`listen_tcp = ""`, `listen_tcp = "10.0.0.2:6817"`},
+		{"\n# [[ha.peers]]\n", "\n[[ha.peers]]\n"},
+		{"\n# id = \"c", "\nid = \"c"},
+		{"\n# raft = \"10.0.0.", "\nraft = \"10.0.0."},
+		{"\n# api = \"https://10.0.0.", "\napi = \"https://10.0.0."},
+	} {
+		if !strings.Contains(s, r[0]) {
+			t.Fatalf("etc/gpud.toml lacks %q", r[0])
+		}
+		s = strings.ReplaceAll(s, r[0], r[1])
+	}
+	c, err := LoadController(writeFile(t, "gpud.toml", s))
+	if err != nil {
+		t.Fatalf("etc/gpud.toml with its [ha] example uncommented: %v", err)
+	}
+	if got := len(c.HA.Peers); got != 3 || c.HA.Peers[1].ID != "c2" || c.HA.Peers[2].Raft != "10.0.0.3:6819" {
+		t.Errorf("peers = %+v; want the example's three members", c.HA.Peers)
 	}
 }

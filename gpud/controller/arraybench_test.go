@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -151,9 +151,9 @@ func BenchmarkPendingJobHeap(b *testing.B) {
 				store.discard = true
 				h := newHarness(b, store, func(c *Config) { c.MaxSubmitJobsPerUser = 0 })
 				ctx := context.Background()
-				runtime.GC()
-				var before, after runtime.MemStats
-				runtime.ReadMemStats(&before)
+				goruntime.GC()
+				var before, after goruntime.MemStats
+				goruntime.ReadMemStats(&before)
 				mkEnv := func() []string {
 					env := make([]string, 60)
 					for i := range env {
@@ -186,8 +186,8 @@ func BenchmarkPendingJobHeap(b *testing.B) {
 				if n != pending {
 					b.Fatalf("%d jobs pending, want %d", n, pending)
 				}
-				runtime.GC()
-				runtime.ReadMemStats(&after)
+				goruntime.GC()
+				goruntime.ReadMemStats(&after)
 				perJob = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
 				h.stop()
 			}

@@ -3,7 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
-	"runtime"
+	goruntime "runtime"
 	"testing"
 	"time"
 
@@ -55,9 +55,9 @@ func BenchmarkController100k(b *testing.B) {
 		js.TimeLimit = spec.Duration(time.Duration(60+i*6) * time.Minute)
 	})
 	h.settle()
-	var before runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	var before goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
 	submitted := 0
 	submit(pending, func(i int, js *spec.JobSpec) {
 		g := []int{1, 2, 4, 8}[i%4]
@@ -74,9 +74,9 @@ func BenchmarkController100k(b *testing.B) {
 	if err := h.c.query(ctx, func() error { submitted = len(h.c.st.pending); return nil }); err != nil {
 		b.Fatal(err)
 	}
-	var after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&after)
+	var after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&after)
 	perJob := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(submitted)
 
 	force := func() {

@@ -103,6 +103,13 @@ type Controller struct {
 	// nodeTimeout is cfg.NodeTimeout in nanoseconds, for the node
 	// protocol's answers off the owner loop (NodeTimeout).
 	nodeTimeout atomic.Int64
+	// epoch is c.now() at New: heartbeat arrivals are kept as offsets
+	// from it (on the monotonic clock; noteHeard).
+	epoch time.Time
+	// leadSince is when this controller last took the lead (started
+	// leading, or won an election): silence before it is not counted
+	// against nodes (overdue). Owner only.
+	leadSince time.Time
 
 	// following is true on a member of an HA group that is not the
 	// leader (leader.go): no housekeeping, no cycles, no recorder.
@@ -168,6 +175,8 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	c.epoch = c.now()
+	c.leadSince = c.epoch
 	if err := c.load(context.Background()); err != nil {
 		return nil, err
 	}
@@ -182,8 +191,16 @@ func (c *Controller) load(ctx context.Context) error {
 	}
 	now := c.now()
 	st := newState(next, now)
+	// Every node's silence is counted from when this controller took
+	// the lead, whatever it did before (overdue): a reload while leading
+	// (after a failed commit) does not restart it.
 	for i := range nodes {
-		st.addNode(&nodes[i], now)
+		st.addNode(&nodes[i], c.leadSince)
+		h := c.heardRec(nodes[i].Name)
+		// Its next heartbeat goes through the owner loop once, to
+		// bring it back if the state says DOWN.
+		h.up.Store(false)
+		h.resume.Store(false)
 	}
 	for i := range jobs {
 		rec := &jobRec{job: jobs[i]}
@@ -193,6 +210,11 @@ func (c *Controller) load(ctx context.Context) error {
 		rec.job.Env, _ = spec.DropSecretEnv(rec.job.Env, c.cfg.SecretEnv)
 		rec.publish()
 		st.addJob(rec)
+		if run := rec.job.Interrupted; run != nil && rec.job.State == spec.StatePending {
+			for _, p := range run.Alloc.Nodes {
+				c.heardRec(p.Node).resume.Store(true)
+			}
+		}
 		if a := rec.job.Alloc; a != nil {
 			for _, p := range a.Nodes {
 				if p.Ended {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpud/gpud/gpud/config"
 	"github.com/gpud/gpud/gpud/sched"
@@ -20,6 +21,7 @@ func FromConfig(c config.Controller) (Config, error) {
 		DefaultQOS:        c.DefaultQOS,
 		DefaultAccount:    c.DefaultAccount,
 		NodeTimeout:       c.Controller.NodeTimeout.Std(),
+		FailoverNodeGrace: failoverNodeGrace(c.Controller.FailoverNodeGrace.Std()),
 		HeartbeatInterval: c.Controller.HeartbeatInterval.Std(),
 		SchedInterval:     c.Scheduler.Interval.Std(),
 		AllowRootJobs:     c.Controller.AllowRootJobs,
@@ -167,4 +169,14 @@ func (c *Config) SchedPolicy() SchedPolicy {
 func (c *Config) basePriority(qos string, nice int) int64 {
 	q, _ := c.qos(qos)
 	return int64(q.Priority)*qosWeight - int64(nice)
+}
+
+// failoverNodeGrace maps failover_node_grace: "0s" asks for node_timeout
+// alone, which Config spells as a negative grace (its zero is the
+// default).
+func failoverNodeGrace(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

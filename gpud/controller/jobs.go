@@ -449,6 +449,7 @@ func (c *Controller) finish(tx *txn, rec *jobRec, state spec.JobState, code, sig
 	delete(c.st.ineligible, j.ID)
 	c.st.uncountActive(rec)
 	c.forgetIdle(j.ID)
+	c.dropInterrupted(rec)
 	tx.saveJob(rec)
 	tx.ended = append(tx.ended, *j)
 	if j.Alloc != nil && len(rec.liveNodes()) == 0 {
@@ -491,6 +492,7 @@ func (c *Controller) requeue(tx *txn, rec *jobRec, reason string) {
 	j.Nodes, j.GPUs, j.Alloc = nil, nil, nil
 	j.IdleGPU = ""
 	j.Steps, j.StepSignals = nil, nil // the next attempt numbers its steps from 0
+	rec.silent = nil
 	c.forgetIdle(j.ID)
 	c.st.pending[j.ID] = rec
 	c.st.countActive(rec)
@@ -502,6 +504,10 @@ func (c *Controller) requeue(tx *txn, rec *jobRec, reason string) {
 	c.obs.JobRequeued(j.Partition, reason)
 	c.log.Info("job requeued", "job_id", j.ID, "reason", reason)
 }
+
+// reasonNodeFailRequeue is the reason of a job requeued because a node of
+// its run failed or went silent.
+const reasonNodeFailRequeue = "NodeFail requeue"
 
 // exitInfo is how one part of an allocation ended.
 type exitInfo struct {
@@ -562,7 +568,7 @@ func (c *Controller) partEnded(tx *txn, rec *jobRec, node string, ev exitInfo) {
 		reason := j.StopReason
 		switch {
 		case nodeFail:
-			reason = "NodeFail requeue"
+			reason = reasonNodeFailRequeue
 		case reason == "":
 			reason = orDefault(ev.reason, "requeued")
 		}

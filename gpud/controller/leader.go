@@ -27,11 +27,13 @@ func WithFollower() Option { return func(c *Controller) { c.following = true } }
 func (c *Controller) Lead(ctx context.Context) error {
 	var ended []spec.JobID
 	err := c.roleCall(ctx, func() error {
+		// Silence before now is not this leader's to judge: every node
+		// gets FailoverNodeGrace (at least node_timeout) from now to
+		// find it (overdue).
+		c.leadSince = c.now()
 		if err := c.load(ctx); err != nil {
 			return err
 		}
-		// load gave every node a full node_timeout (from now) to find
-		// the new leader.
 		c.following = false
 		ended = c.ended()
 		return nil

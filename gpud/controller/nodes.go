@@ -46,6 +46,7 @@ func (c *Controller) Register(ctx context.Context, who Caller, inv spec.Inventor
 		return 0, spec.Errorf(spec.ErrInvalid, "node %s reports negative CPUs or memory", inv.Name)
 	}
 	var hb time.Duration
+	c.noteHeard(inv.Name)
 	err := c.call(ctx, func(tx *txn) error {
 		n := c.st.nodes[inv.Name]
 		if n == nil {
@@ -74,9 +75,11 @@ func (c *Controller) Register(ctx context.Context, who Caller, inv spec.Inventor
 // sealing checkpoints once out of touch that long (split brain).
 func (c *Controller) NodeTimeout() time.Duration { return time.Duration(c.nodeTimeout.Load()) }
 
-// Heartbeat records that a node is alive. running (the alloc ids the agent
-// has containers for) is informational for now. A node marked DOWN for
-// silence comes back.
+// Heartbeat records that a node is alive. running lists the alloc ids the
+// agent has containers for: a run of a job that this node's silence
+// interrupted (Job.Interrupted) is resumed when the node lists it again
+// before the job started elsewhere. A node marked DOWN for silence comes
+// back.
 //
 // The heartbeat of a node that is registered and up changes nothing but
 // its time, so it does not queue for the owner loop: it notes its arrival
@@ -89,7 +92,9 @@ func (c *Controller) Heartbeat(ctx context.Context, who Caller, name string, run
 	if err := requireRoot(who, "a node heartbeat"); err != nil {
 		return err
 	}
-	if h := c.noteHeard(name); h.up.Load() {
+	h := c.noteHeard(name)
+	h.running.Store(&running)
+	if h.up.Load() && !h.resume.Load() {
 		return nil
 	}
 	return c.call(ctx, func(tx *txn) error {
@@ -97,18 +102,30 @@ func (c *Controller) Heartbeat(ctx context.Context, who Caller, name string, run
 		if err != nil {
 			return err
 		}
-		n.lastHB = c.now()
-		if n.down && n.downReason == reasonNotResponding {
-			c.log.Info("node responding again", "node", name)
-			c.nodeEvent(tx, name, spec.NodeEventUp, "responding again", "gpud")
-			n.down, n.downReason = false, ""
-			tx.saveNode(n)
-			tx.bump[name] = true
-			tx.kick = true
+		c.responding(tx, n)
+		if !n.down {
+			for _, id := range running {
+				c.resumeInterrupted(tx, id, name)
+			}
 		}
-		c.heardRec(name).up.Store(!n.down)
 		return nil
 	})
+}
+
+// responding notes that node n answered now (a heartbeat, or events it
+// delivered): a node marked DOWN for silence comes back.
+func (c *Controller) responding(tx *txn, n *nodeRec) {
+	name := n.inv.Name
+	n.lastHB = c.now()
+	if n.down && n.downReason == reasonNotResponding {
+		c.log.Info("node responding again", "node", name)
+		c.nodeEvent(tx, name, spec.NodeEventUp, "responding again", "gpud")
+		n.down, n.downReason = false, ""
+		tx.saveNode(n)
+		tx.bump[name] = true
+		tx.kick = true
+	}
+	c.heardRec(name).up.Store(!n.down)
 }
 
 // keepGPUHealth returns inv with the health marks old had for the same
@@ -324,9 +341,17 @@ func (c *Controller) NodeEvents(ctx context.Context, who Caller, name string, ev
 		}
 	}
 	var acked uint64
+	c.noteHeard(name)
 	err := c.call(ctx, func(tx *txn) error {
-		if _, err := c.node(name); err != nil {
+		n, err := c.node(name)
+		if err != nil {
 			return err
+		}
+		// A node that delivers events is alive: one marked DOWN for
+		// silence is back before its events apply, so that a run its
+		// silence interrupted can resume and take them.
+		if n.down && n.downReason == reasonNotResponding {
+			c.responding(tx, n)
 		}
 		for _, ev := range events {
 			acked = max(acked, ev.Seq)
@@ -343,6 +368,12 @@ func (c *Controller) applyEvent(tx *txn, node string, ev NodeEvent) {
 		// A node speaks only for its own allocations.
 		c.log.Warn("node event for a job that does not exist refused", "node", node, "job_id", ev.JobID, "alloc_id", ev.AllocID, "kind", ev.Kind)
 		return
+	}
+	if rec.job.Alloc == nil && rec.job.Interrupted != nil && rec.job.Interrupted.Alloc.ID == ev.AllocID {
+		// The run this node's silence interrupted reports back (a step,
+		// its end): nothing else ran the job meanwhile, so it resumes,
+		// and the event is applied to it rather than lost.
+		c.resumeInterrupted(tx, ev.AllocID, node)
 	}
 	if rec.job.Alloc == nil || rec.job.Alloc.ID != ev.AllocID {
 		c.log.Debug("stale node event ignored", "node", node, "job_id", ev.JobID, "alloc_id", ev.AllocID, "kind", ev.Kind)
@@ -511,22 +542,32 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg Config) (string, error
 // every node whose heartbeat is waiting in the queue. gpud loadtest saw
 // that: 51 live nodes of 1,000 marked DOWN at the same instant during a
 // 100,000-job drain, their jobs ended NODE_FAIL (docs/fleet.md).
+//
+// The time is kept as an offset from the controller's start on its
+// monotonic clock: a step of the wall clock (NTP, a VM resumed) must not
+// make every node look silent for the size of the step.
 func (c *Controller) noteHeard(name string) *heardRec {
 	h := c.heardRec(name)
-	h.at.Store(c.now().UnixNano())
+	h.at.Store(int64(c.now().Sub(c.epoch)) + 1)
 	return h
 }
 
 // heardRec is what the controller notes of a node's heartbeats off the
 // owner loop.
 type heardRec struct {
-	// at is when the last heartbeat arrived (Unix nanoseconds).
+	// at is when the last heartbeat (or registration) arrived: 1 + its
+	// offset from Controller.epoch; 0 for never.
 	at atomic.Int64
 	// up says the owner loop knows the node and it is not DOWN, so a
 	// heartbeat need not go through the loop. Only the loop sets it:
 	// true when it applies a registration or a heartbeat of a node that
-	// is up, false when it marks the node DOWN.
+	// is up, false when it marks the node DOWN or reloads its state.
 	up atomic.Bool
+	// resume says a run this node's silence interrupted may be resumed
+	// (Job.Interrupted): its heartbeats go through the loop meanwhile.
+	resume atomic.Bool
+	// running is the alloc ids of the node's last heartbeat.
+	running atomic.Pointer[[]string]
 }
 
 func (c *Controller) heardRec(name string) *heardRec {
@@ -537,15 +578,46 @@ func (c *Controller) heardRec(name string) *heardRec {
 	return v.(*heardRec)
 }
 
+// heardAt is when node name's last heartbeat or registration arrived.
+func (c *Controller) heardAt(name string) (time.Time, bool) {
+	if v, ok := c.heard.Load(name); ok {
+		if at := v.(*heardRec).at.Load(); at != 0 {
+			return c.epoch.Add(time.Duration(at - 1)), true
+		}
+	}
+	return time.Time{}, false
+}
+
 // lastHeard is the later of applied (the heartbeat the owner loop last
 // applied) and the last one that arrived.
 func (c *Controller) lastHeard(name string, applied time.Time) time.Time {
-	if v, ok := c.heard.Load(name); ok {
-		if at := v.(*heardRec).at.Load(); at != 0 && time.Unix(0, at).After(applied) {
-			return time.Unix(0, at)
-		}
+	if at, ok := c.heardAt(name); ok && at.After(applied) {
+		return at
 	}
 	return applied
+}
+
+// overdue reports whether node n has been silent too long to be up. Only
+// silence this controller observed while leading counts: a node it has
+// not heard from since it took the lead (a failover, a restart) gets
+// FailoverNodeGrace from then, when that is longer than node_timeout, to
+// find it (Nomad's failover heartbeat TTL). What a node did before
+// proves nothing: the agents were talking to the old leader, or to
+// nobody while there was none. A node heard since is judged by
+// node_timeout from its last heartbeat.
+func (c *Controller) overdue(name string, n *nodeRec, now time.Time) bool {
+	last, heard := n.lastHB, false
+	if at, ok := c.heardAt(name); ok {
+		heard = !at.Before(c.leadSince)
+		if at.After(last) {
+			last = at
+		}
+	}
+	limit := c.cfg.NodeTimeout
+	if !heard {
+		limit = max(limit, c.cfg.FailoverNodeGrace)
+	}
+	return now.Sub(last) > limit
 }
 
 // housekeep runs on every tick: it marks silent nodes DOWN (failing or
@@ -556,7 +628,7 @@ func (c *Controller) housekeep(ctx context.Context) {
 		now := c.now()
 		for _, name := range c.st.nodeNames() {
 			n := c.st.nodes[name]
-			if n.down || now.Sub(c.lastHeard(name, n.lastHB)) <= c.cfg.NodeTimeout {
+			if n.down || !c.overdue(name, n, now) {
 				continue
 			}
 			c.markDown(tx, n, reasonNotResponding, now)
@@ -594,7 +666,23 @@ func (c *Controller) markDown(tx *txn, n *nodeRec, reason string, now time.Time)
 			delete(n.allocs, allocID)
 			continue
 		}
+		var run *spec.InterruptedRun
+		if reason == reasonNotResponding {
+			run = c.interruptible(rec, n.inv.Name)
+			rec.silent = append(rec.silent, n.inv.Name)
+		}
 		c.partEnded(tx, rec, n.inv.Name, exitInfo{state: spec.StateNodeFail, reason: "node " + n.inv.Name + " " + reason, at: now, nodeFail: true})
+		if run != nil && rec.job.State == spec.StatePending {
+			run.At = spec.NewTime(now)
+			rec.job.Interrupted = run
+			c.st.interrupted[run.Alloc.ID] = rec.job.ID
+			for _, p := range run.Alloc.Nodes {
+				c.heardRec(p.Node).resume.Store(true)
+			}
+			tx.saveJob(rec)
+			c.log.Info("job's run interrupted by node silence; it resumes if the node comes back with it before the job starts again",
+				"job_id", rec.job.ID, "alloc_id", run.Alloc.ID, "node", n.inv.Name)
+		}
 	}
 }
 

@@ -459,6 +459,7 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 		j.StartTime, j.EndTime = spec.NewTime(now), spec.Time{}
 		j.ExpectedStart, j.NodeReasons = spec.Time{}, ""
 		j.Nodes, j.GPUs = names, gpus
+		c.dropInterrupted(rec) // its old run, if any, is fenced now
 		delete(c.st.pending, j.ID)
 		delete(c.sched.waiting, j.ID)
 		tx.saveJob(rec)

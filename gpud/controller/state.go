@@ -36,6 +36,9 @@ type state struct {
 	// keys are the jobs made by each submission that carried an
 	// idempotency key (SubmitKeyed), by user and key.
 	keys map[idemKey][]spec.JobID
+	// interrupted maps the allocation of each run that node silence
+	// interrupted to its job (Job.Interrupted; interrupted.go).
+	interrupted map[string]spec.JobID
 	// groups are each user's group names as last seen on a call of
 	// theirs (access.go: allow_groups on a job its owner is not acting on).
 	groups map[uint32][]string
@@ -182,8 +185,9 @@ func newState(next spec.JobID, now time.Time) *state {
 		last:    map[uint32]shared{},
 		keys:    map[idemKey][]spec.JobID{},
 
-		groups:     map[uint32][]string{},
-		ineligible: map[spec.JobID]accessRefusal{},
+		interrupted: map[string]spec.JobID{},
+		groups:      map[uint32][]string{},
+		ineligible:  map[spec.JobID]accessRefusal{},
 	}
 }
 
@@ -204,6 +208,9 @@ func (s *state) addJob(rec *jobRec) {
 	if k := rec.job.IdempotencyKey; k != "" {
 		ik := idemKey{rec.job.UID, k}
 		s.keys[ik] = append(s.keys[ik], rec.job.ID)
+	}
+	if run := rec.job.Interrupted; run != nil && rec.job.State == spec.StatePending {
+		s.interrupted[run.Alloc.ID] = rec.job.ID
 	}
 }
 
@@ -236,6 +243,9 @@ type jobRec struct {
 	// charged is the recordBytes the job is counted with in state.active
 	// while it has not ended (0: not counted).
 	charged int64
+	// silent lists the nodes of the current run whose part ended because
+	// they were marked DOWN for silence (interrupted.go).
+	silent []string
 }
 
 func (r *jobRec) publish() { r.view = newView(&r.job) }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
@@ -57,6 +58,9 @@ func stepNet(s config.NodeSection, log *slog.Logger) (*node.StepNet, error) {
 		return nil, fmt.Errorf("cluster CA %s: %w", caPath, err)
 	}
 	ln, err := net.Listen("tcp", s.StepListen)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("listen for steps on %s: %w; another process has that port (a gpud controller of an HA group on this host may use it for [ha] raft_listen): choose another [node] step_listen, or move raft_listen (e.g. to 6819)", s.StepListen, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listen for steps on %s: %w; choose another [node] step_listen (or \"\" for none)", s.StepListen, err)
 	}

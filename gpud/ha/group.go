@@ -119,6 +119,13 @@ type Group struct {
 	// is lost: the server's gate (Leader) reads it.
 	mu      sync.Mutex
 	leading bool
+	// unreachable holds the members this leader's heartbeats fail to
+	// reach, with their last contact (watchPeers; guarded by mu).
+	unreachable map[string]time.Time
+	observer    *raft.Observer
+	watchDone   chan struct{}
+	stopWatch   sync.Once
+	watchWG     sync.WaitGroup
 
 	// A follower's view (Run, ReadReplica): the applied count it was last
 	// refreshed at, when it was last read (unix ns), and reads' requests
@@ -218,8 +225,49 @@ func Open(cfg Config, state *store.Store, acct Accounting) (*Group, error) {
 		logs.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	return &Group{cfg: cfg, log: cfg.Log, r: r, fsm: f, logs: logs, trans: trans, state: state, acct: acct, notes: notes,
-		refreshes: make(chan chan struct{})}, nil
+	g := &Group{cfg: cfg, log: cfg.Log, r: r, fsm: f, logs: logs, trans: trans, state: state, acct: acct, notes: notes,
+		refreshes: make(chan chan struct{})}
+	g.watchPeers()
+	return g, nil
+}
+
+// watchPeers notes, on the leader, which members its heartbeats fail to
+// reach (raft's heartbeat observations), so that GET /v1/controllers
+// shows a member that is down or cut off as unreachable rather than as a
+// follower. Close stops it.
+func (g *Group) watchPeers() {
+	ch := make(chan raft.Observation, 64)
+	g.unreachable = map[string]time.Time{}
+	g.observer = raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.LeaderObservation:
+			return true
+		}
+		return false
+	})
+	g.r.RegisterObserver(g.observer)
+	g.watchDone = make(chan struct{})
+	g.watchWG.Go(func() {
+		for {
+			select {
+			case <-g.watchDone:
+				return
+			case o := <-ch:
+				g.mu.Lock()
+				switch d := o.Data.(type) {
+				case raft.FailedHeartbeatObservation:
+					if _, ok := g.unreachable[string(d.PeerID)]; !ok {
+						g.unreachable[string(d.PeerID)] = d.LastContact
+					}
+				case raft.ResumedHeartbeatObservation:
+					delete(g.unreachable, string(d.PeerID))
+				case raft.LeaderObservation:
+					clear(g.unreachable) // another leader's view starts afresh
+				}
+				g.mu.Unlock()
+			}
+		}
+	})
 }
 
 func (c *Config) defaults() {
@@ -259,6 +307,11 @@ func (c *Config) peer(id string) (Peer, bool) {
 // Close stops the Raft node (a leader hands nothing over: the others elect
 // one after the heartbeat timeout) and closes raft.db.
 func (g *Group) Close() error {
+	g.stopWatch.Do(func() {
+		g.r.DeregisterObserver(g.observer)
+		close(g.watchDone)
+	})
+	g.watchWG.Wait()
 	err := g.r.Shutdown().Error()
 	g.trans.Close()
 	return errors.Join(err, g.logs.Close())
@@ -565,16 +618,30 @@ func (g *Group) Controllers(context.Context) (api.ControllersResponse, error) {
 	}
 	leaderAddr, leaderID := g.r.LeaderWithID()
 	_ = leaderAddr
+	leading := g.r.State() == raft.Leader
 	resp := api.ControllersResponse{Leader: string(leaderID), Self: g.cfg.ID}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for _, s := range fut.Configuration().Servers {
 		m := api.ControllerMember{ID: string(s.ID), RaftAddress: string(s.Address), APIAddress: g.fsm.apiOf(string(s.ID)),
 			Voter: s.Suffrage == raft.Voter, State: "follower"}
 		if s.ID == leaderID {
 			m.State = "leader"
 		}
+		if lc, ok := g.unreachable[string(s.ID)]; ok && leading && s.ID != leaderID {
+			// The leader's heartbeats to it fail: down or cut off.
+			m.State = "unreachable"
+			if !lc.IsZero() {
+				m.LastContact = lc.UTC().Format(time.RFC3339Nano)
+			}
+		}
 		if string(s.ID) == g.cfg.ID {
 			m.State = stateName(g.r.State())
-			m.Term, m.CommitIndex, m.AppliedIndex = g.r.CurrentTerm(), g.r.CommitIndex(), g.r.AppliedIndex()
+			// After a restart raft learns the commit index from the
+			// leader's next message; what this member applied was
+			// committed, so the commit index is at least that.
+			m.Term, m.AppliedIndex = g.r.CurrentTerm(), g.r.AppliedIndex()
+			m.CommitIndex = max(g.r.CommitIndex(), m.AppliedIndex)
 			if lc := g.r.LastContact(); !lc.IsZero() && g.r.State() != raft.Leader {
 				m.LastContact = lc.UTC().Format(time.RFC3339Nano)
 			}

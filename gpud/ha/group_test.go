@@ -669,3 +669,51 @@ func TestGroupDeleteJobs(t *testing.T) {
 		})
 	}
 }
+
+// GET /v1/controllers, as the leader answers it, shows a member its
+// heartbeats cannot reach as unreachable (with its last contact), not as
+// a follower, and as a follower again once it is back; a member's own
+// commit index is never below what it applied (after a restart raft
+// learns the commit index from the leader's next message). Issue 25:
+// gpuq controllers showed a killed member as "follower, TERM 0" and a
+// restarted one with COMMIT 0.
+func TestControllersShowUnreachableMember(t *testing.T) {
+	g := startGroup(t, 3, nil)
+	l := g.leader(10 * time.Second)
+	submit(t, l, 3)
+	f := g.follower(l)
+	f.stop()
+	state := func(id string) (api.ControllerMember, bool) {
+		res, err := l.g.Controllers(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range res.Members {
+			if m.ID == id {
+				return m, true
+			}
+		}
+		return api.ControllerMember{}, false
+	}
+	waitFor(t, 15*time.Second, "the stopped member shown unreachable", func() bool {
+		m, ok := state(f.id)
+		return ok && m.State == "unreachable"
+	})
+	if m, _ := state(f.id); m.LastContact == "" {
+		t.Errorf("unreachable member %s shows no last contact", f.id)
+	}
+	f.start()
+	waitFor(t, 15*time.Second, "the restarted member a follower again", func() bool {
+		m, ok := state(f.id)
+		return ok && m.State == "follower"
+	})
+	res, err := f.g.Controllers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range res.Members {
+		if m.ID == f.id && (m.CommitIndex < m.AppliedIndex || m.AppliedIndex == 0) {
+			t.Errorf("restarted member's own row: commit %d applied %d; want commit >= applied > 0", m.CommitIndex, m.AppliedIndex)
+		}
+	}
+}

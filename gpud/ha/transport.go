@@ -2,11 +2,13 @@ package ha
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -39,6 +41,11 @@ var raftLimits = guard.Limits{Handshake: 5 * time.Second, MaxPending: 64, MaxPen
 
 func newTLSStream(listen, advertise string, server, client *tls.Config, rev *auth.Revocations, log *slog.Logger) (*tlsStream, error) {
 	ln, err := net.Listen("tcp", listen)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		// gpud node's default step_listen is :6818, the port older docs
+		// gave raft_listen: a host running both would stop here.
+		return nil, fmt.Errorf("listen for raft traffic on %s: %w; another process has that port (a gpud node on this host takes :6818 for steps by default, [node] step_listen): give [ha] raft_listen another port, e.g. 6819, and the peers' raft addresses with it", listen, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listen for raft traffic on %s: %w; check [ha] raft_listen", listen, err)
 	}

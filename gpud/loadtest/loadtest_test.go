@@ -23,9 +23,13 @@ import (
 
 // gpudBinary builds gpud once for the tests that start a controller
 // child (and agents children): the harness runs the real binary, as make
-// bench-fleet does.
+// bench-fleet does; under make test, the one make build made
+// (GPUD_E2E_BIN).
 func gpudBinary(t *testing.T) string {
 	t.Helper()
+	if dir := os.Getenv("GPUD_E2E_BIN"); dir != "" {
+		return filepath.Join(dir, "gpud") // make test built it just now
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "gpud-loadtest-bin-")
 		if err != nil {
@@ -77,9 +81,12 @@ func TestLoadtestNothingLost(t *testing.T) {
 	var out strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	// NodeTimeout a minute: on a loaded machine (make test beside other
+	// work) heartbeats come late, and what this checks is that nothing
+	// acknowledged is lost, not how soon a silent node goes DOWN.
 	rep, err := Run(ctx, Options{
 		Nodes: 20, GPUsPerNode: 8, Jobs: 500, Submitters: 4, JobGPUs: 1, JobDuration: time.Second,
-		Heartbeat: time.Second, UsageInterval: time.Second, SchedInterval: time.Second, MaxJobsPerCycle: 1000,
+		Heartbeat: time.Second, NodeTimeout: time.Minute, UsageInterval: time.Second, SchedInterval: time.Second, MaxJobsPerCycle: 1000,
 		Timeout: 3 * time.Minute, Dir: filepath.Join(dir, "work"), AgentDir: filepath.Join(dir, "agents"),
 		Gpud: exe, Plot: svg, Log: node.TestLogger(t), Out: &out,
 	})
@@ -119,7 +126,7 @@ func TestLoadtestProcs(t *testing.T) {
 	defer cancel()
 	rep, err := Run(ctx, Options{
 		Nodes: 10, GPUsPerNode: 4, Jobs: 200, Submitters: 2, JobGPUs: 1, JobDuration: 500 * time.Millisecond,
-		Heartbeat: time.Second, UsageInterval: time.Second, SchedInterval: time.Second, MaxJobsPerCycle: 1000,
+		Heartbeat: time.Second, NodeTimeout: time.Minute, UsageInterval: time.Second, SchedInterval: time.Second, MaxJobsPerCycle: 1000,
 		Timeout: 3 * time.Minute, Dir: filepath.Join(dir, "work"), AgentDir: filepath.Join(dir, "agents"),
 		Gpud: exe, Procs: 2, MemoryOutbox: true, Log: node.TestLogger(t), Out: &out,
 	})

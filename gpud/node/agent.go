@@ -54,6 +54,12 @@ type Agent struct {
 	// the controller). Lock order: fenceMu before mu.
 	fenceMu sync.Mutex
 	fence   fenceState
+
+	// pollMu guards poll, the cancel function of the assignments poll in
+	// flight, and repollAsked (repoll).
+	pollMu      sync.Mutex
+	poll        context.CancelFunc
+	repollAsked bool
 }
 
 // New checks cfg and returns an agent that will talk to the controller
@@ -382,6 +388,9 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		case err == nil:
 			bo.reset()
 			a.contactOK(sent, resp.NodeTimeout())
+			if a.heartbeatAnswered(sent) {
+				a.repoll() // a fence waits for an answer asked after this one
+			}
 			if failing {
 				a.log.Info("heartbeats reach the controller again")
 				// The sender may be in a long backoff: deliver what
@@ -419,10 +428,22 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 	bo := a.newBackoff()
 	for {
 		sent := a.opts.net.Now()
-		resp, err := a.client.Assignments(ctx, a.cfg.Name, after, a.cfg.PollWait)
+		hb := a.lastHeartbeat()
+		pctx, cancel := context.WithCancel(ctx)
+		if a.pollCancel(cancel) {
+			after = 0 // asked to poll again: an answer at once
+		}
+		resp, err := a.client.Assignments(pctx, a.cfg.Name, after, a.cfg.PollWait)
+		a.pollCancel(nil)
+		repolled := pctx.Err() != nil
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
+			}
+			if repolled {
+				after = 0
+				continue
 			}
 			d := bo.next()
 			a.log.Warn("poll assignments from controller; retrying", "err", err, "retry_in", d)
@@ -447,15 +468,42 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 			listed[asg.Alloc.ID] = true
 		}
 		a.confirmAssigned(sent, listed)
-		a.reconcile(ctx, resp.Assignments)
+		a.reconcile(ctx, hb, a.opts.net.Now(), resp.Assignments)
 		if ctx.Err() != nil {
 			return
 		}
 	}
 }
 
-// reconcile moves the node towards the controller's desired set.
-func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
+// pollCancel sets the cancel function of the assignments poll in flight
+// (nil: none); it reports whether a repoll was asked while none was.
+func (a *Agent) pollCancel(cancel context.CancelFunc) bool {
+	a.pollMu.Lock()
+	defer a.pollMu.Unlock()
+	a.poll = cancel
+	asked := a.repollAsked && cancel != nil
+	if cancel != nil {
+		a.repollAsked = false
+	}
+	return asked
+}
+
+// repoll has the assignments asked again at once: the poll in flight is
+// cancelled, or the next one answers at once.
+func (a *Agent) repoll() {
+	a.pollMu.Lock()
+	defer a.pollMu.Unlock()
+	if a.poll != nil {
+		a.poll()
+		return
+	}
+	a.repollAsked = true
+}
+
+// reconcile moves the node towards the controller's desired set, as
+// answered at received to a poll sent when the last answered heartbeat
+// had been sent at hb (mayFence).
+func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []api.Assignment) {
 	want := make(map[string]bool, len(asgs))
 	owners := make(map[string]RunningJob, len(asgs))
 	defer func() {
@@ -510,7 +558,8 @@ func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
 		a.startRunner(ctx, newRunner(&a.runnerDeps, &asg, self, rec))
 	}
 	// Fence: a container whose allocation the controller no longer lists
-	// belongs to a job that was requeued or ended elsewhere.
+	// belongs to a job that was requeued or ended elsewhere, once the
+	// controller has heard what runs here (mayFence).
 	a.mu.Lock()
 	var fence []*runner
 	for id, r := range a.runners {
@@ -519,6 +568,11 @@ func (a *Agent) reconcile(ctx context.Context, asgs []api.Assignment) {
 		}
 	}
 	a.mu.Unlock()
+	if len(fence) > 0 && !a.mayFence(hb, received) {
+		a.log.Info("controller does not list allocations that run here, but has not had this node's heartbeat since it answered; fencing waits for it",
+			"allocs", len(fence))
+		return
+	}
 	for _, r := range fence {
 		r.stop(spec.StateCancelled, fmt.Sprintf("fenced: allocation %s is no longer assigned to node %s", r.allocID, a.cfg.Name))
 	}

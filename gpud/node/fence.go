@@ -45,6 +45,13 @@ type fenceState struct {
 	// (cut off, or back in touch and waiting for an answer) is logged.
 	refused int
 	logged  bool
+	// hbSent is when the last heartbeat the controller answered was
+	// sent: from its answer on the controller knows which allocations
+	// run here (the heartbeat lists them).
+	hbSent time.Time
+	// deferred says an assignments answer did not list a running
+	// allocation but could not fence it yet (mayFence).
+	deferred bool
 }
 
 // fenceAfter is how long without an answered heartbeat fences the node.
@@ -172,4 +179,56 @@ func (a *Agent) confirmAssigned(sent time.Time, ids map[string]bool) {
 			a.log.Info("allocation still assigned here after the node was out of touch; it checkpoints again", "alloc_id", id, "job_id", r.jobID)
 		}
 	}
+}
+
+// Fencing containers (reconcile) waits for the controller to have heard
+// what runs here. A node marked DOWN for silence comes back with its
+// containers running; its jobs were requeued, but a job that has not
+// started elsewhere resumes on the node's containers once the controller
+// hears the node's heartbeat listing them (gpud/controller,
+// interrupted.go). The assignments long poll may answer before that
+// heartbeat arrived, not listing the job: fencing then would kill the run
+// the heartbeat was about to resume. So an answer fences only if a
+// heartbeat was answered before its poll was sent (the controller applied
+// the heartbeat before it answered the poll) and that heartbeat was sent
+// less than fenceAfter before the answer arrived (so the controller
+// cannot have marked the node DOWN between the two). Otherwise fencing
+// waits, and the next heartbeat answer has the assignments asked again
+// at once (repoll).
+
+// heartbeatAnswered notes the controller's answer to a heartbeat sent at
+// sent; it reports whether a fence was deferred (ask the assignments
+// again now).
+func (a *Agent) heartbeatAnswered(sent time.Time) bool {
+	a.fenceMu.Lock()
+	defer a.fenceMu.Unlock()
+	f := &a.fence
+	if sent.After(f.hbSent) {
+		f.hbSent = sent
+	}
+	d := f.deferred
+	f.deferred = false
+	return d
+}
+
+// lastHeartbeat is when the last heartbeat the controller answered was
+// sent (zero: none yet): an assignments poll notes it as it is sent.
+func (a *Agent) lastHeartbeat() time.Time {
+	a.fenceMu.Lock()
+	defer a.fenceMu.Unlock()
+	return a.fence.hbSent
+}
+
+// mayFence reports whether an assignments answer that arrived at
+// received, to a poll sent when the last answered heartbeat had been sent
+// at hb, may fence the allocations it does not list; when not, the fence
+// is noted as deferred.
+func (a *Agent) mayFence(hb, received time.Time) bool {
+	a.fenceMu.Lock()
+	defer a.fenceMu.Unlock()
+	ok := !hb.IsZero() && received.Sub(hb) <= a.fenceAfter()
+	if !ok {
+		a.fence.deferred = true
+	}
+	return ok
 }

@@ -153,3 +153,40 @@ func TestCutOffAgentSealsAgainWhenStillAssigned(t *testing.T) {
 		t.Errorf("sealed counter = %q, %v; want 3 (the one after the fence lifted)", got, err)
 	}
 }
+
+// TestReturningAgentFencesOnlyOnceHeard: a node cut off for longer than
+// node_timeout comes back. The controller had requeued its job, and an
+// assignments answer that comes before the node's heartbeat does not list
+// it; the agent must not fence on it: the heartbeat, which lists the
+// running allocation, makes the controller resume the run (the job had
+// not started elsewhere), and the answer asked after it lists it again.
+// Before, the first answer fenced the container the controller was about
+// to resume (issue 25 B: every running job lost to a leader's cut).
+func TestReturningAgentFencesOnlyOnceHeard(t *testing.T) {
+	e, net, cid, staging := fenceEnv(t)
+	cutOff(t, e, net, cid, staging)
+	// The controller answers polls again, still without the heartbeat.
+	e.setAndWait(t)
+	if st, _ := e.rt.Status(cid); st != "running" {
+		t.Fatalf("container %s before any heartbeat answer after the cut; want running (not fenced)", st)
+	}
+	if ev := e.eventsOf("a7"); len(ev) > 0 && ev[len(ev)-1].Kind == "exited" {
+		t.Fatalf("a7 exited (%s) on an answer that preceded the node's heartbeat", ev[len(ev)-1].Reason)
+	}
+	// The heartbeat gets through; the controller resumed the run.
+	e.fc.Set(ckptAsg(7, e.home, 10*time.Minute, 1))
+	e.fc.Fail(epHeartbeat, false)
+	waitFor(t, "heartbeat answered again", func() bool { return rejoined(e.agent, net) }, e.on()...)
+	net.Advance(time.Second)
+	e.setAndWait(t, ckptAsg(7, e.home, 10*time.Minute, 1))
+	if st, _ := e.rt.Status(cid); st != "running" {
+		t.Fatalf("container %s after the controller resumed it; want running", st)
+	}
+	// Had it not resumed it, the next answer fences: with the heartbeat
+	// heard, an answer without the allocation means it is gone.
+	e.setAndWait(t)
+	ev := e.waitExited(t, "a7")
+	if ev.State != spec.StateCancelled {
+		t.Errorf("exit = %s (%s), want CANCELLED (fenced)", ev.State, ev.Reason)
+	}
+}

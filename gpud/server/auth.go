@@ -298,8 +298,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 			return
 		}
-		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" && s.metrics != nil && r.Header.Get("Authorization") == "" {
-			// /metrics without a token: the view without per-user series
+		if r.URL.Path == "/healthz" || r.URL.Path == "/livez" || r.URL.Path == "/readyz" ||
+			r.URL.Path == "/metrics" && s.metrics != nil && r.Header.Get("Authorization") == "" {
+			// Probes (/livez and /readyz are slurmrestd's, which
+			// Kubernetes operators probe) say only ok. /metrics without a token: the view without per-user series
 			// (serveMetrics); with one, the token decides below.
 			next.ServeHTTP(w, r)
 			return

@@ -173,3 +173,18 @@ func TestScontrolToken(t *testing.T) {
 		t.Errorf("alice's token with X-SLURM-USER-NAME bob: %d; want 401", resp.StatusCode)
 	}
 }
+
+// TestProbes: /livez, /readyz and /healthz answer ok without a token, as
+// slurmrestd's do for Kubernetes probes; Slurm's API itself needs one.
+func TestProbes(t *testing.T) {
+	c := startCluster(t)
+	for _, p := range []string{"/livez", "/readyz", "/healthz"} {
+		st, body := c.v1(t, "", "GET", p, nil)
+		if st != 200 || strings.TrimSpace(string(body)) != "ok" {
+			t.Errorf("GET %s without a token: %d %q; want 200 ok", p, st, body)
+		}
+	}
+	if st, _ := c.v1(t, "", "GET", "/slurm/v0.0.45/ping/", nil); st != http.StatusUnauthorized {
+		t.Errorf("ping without a token: %d; want 401", st)
+	}
+}

@@ -225,7 +225,7 @@ func arrayResult(w *jw, id spec.JobID, ref string, err error) {
 		w.str(ref)
 		code, msg := 0, ""
 		if err != nil {
-			code, msg = errorNumber(err, errInvalidJobID), err.Error()
+			code, msg = errorNumber(err, errInvalidJobID, errRESTInvalidQuery), err.Error()
 		}
 		w.key("error")
 		w.str(msg)
@@ -236,23 +236,31 @@ func arrayResult(w *jw, id spec.JobID, ref string, err error) {
 	})
 }
 
-// errorNumber is the Slurm error number of a /v1 error.
-func errorNumber(err error, notFound int) int {
+// errorNumber is the Slurm error number of a /v1 error: notFound for a
+// missing object, invalid for a bad request.
+func errorNumber(err error, notFound, invalid int) int {
 	var ae *api.Error
 	if !errors.As(err, &ae) {
 		return errInternal
 	}
+	if ae.Status == http.StatusTooManyRequests {
+		return errTooManyRPCs
+	}
 	switch ae.Code {
 	case api.CodeNotFound:
 		return notFound
+	case api.CodeInvalid:
+		return invalid
 	case api.CodePermissionDenied:
 		return errAccessDenied
 	case api.CodeConflict:
 		return errAlreadyDone
 	case api.CodeRefused:
 		return errAccountingPolicy
-	case api.CodeInvalid:
-		return errRESTInvalidQuery
+	case api.CodeUnavailable:
+		return errDBConnection
+	case api.CodeNotLeader:
+		return errCtldConnection
 	}
 	return errInternal
 }
@@ -299,7 +307,7 @@ func signalJob(c *call) {
 	var j spec.Job
 	err := c.h.v1.Call(c.r, http.MethodPost, p+"/cancel", req, &j)
 	if err != nil && c.v >= 44 {
-		c.addError(errorNumber(err, errInvalidJobID), err.Error(), "")
+		c.addError(errorNumber(err, errInvalidJobID, errRESTInvalidQuery), err.Error(), "")
 	}
 	if err != nil && c.v < 44 {
 		c.failV1(err, errInvalidJobID, errRESTInvalidQuery)
@@ -323,7 +331,7 @@ func killResult(w *jw, ref string, id spec.JobID, err error) {
 	w.obj(func() {
 		code, msg := 0, ""
 		if err != nil {
-			code, msg = errorNumber(err, errInvalidJobID), err.Error()
+			code, msg = errorNumber(err, errInvalidJobID, errRESTInvalidQuery), err.Error()
 		}
 		w.key("error")
 		w.obj(func() {
@@ -904,9 +912,7 @@ func reconfigure(c *call) {
 // ping is GET ping/ (scontrol ping): this controller answers.
 func ping(c *call) {
 	start := c.h.o.Now()
-	var out api.NodesResponse
 	err := c.h.v1.Call(c.r, http.MethodGet, "/v1/partitions", nil, nil)
-	_ = out
 	lat := c.h.o.Now().Sub(start)
 	c.reply(func(w *jw) {
 		w.key("pings")

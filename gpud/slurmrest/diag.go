@@ -1,7 +1,7 @@
 package slurmrest
 
 import (
-	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -172,7 +172,7 @@ func shares(c *call) {
 			w.key("shares")
 			w.arr(func() {
 				for i, r := range out.Rows {
-					if len(accounts) > 0 && !contains(accounts, r.Account) || len(users) > 0 && r.User != "" && !contains(users, r.User) {
+					if len(accounts) > 0 && !slices.Contains(accounts, r.Account) || len(users) > 0 && r.User != "" && !slices.Contains(users, r.User) {
 						continue
 					}
 					w.obj(func() {
@@ -247,15 +247,6 @@ func splitCSV(s string) []string {
 	return out
 }
 
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // conf is GET conf (v0.0.45, scontrol show config): what of Slurm's
 // configuration has a meaning in gpud.
 func conf(c *call) {
@@ -305,5 +296,4 @@ func conf(c *call) {
 			w.str(slurmMajor + "." + slurmMinor + "." + slurmMicro)
 		})
 	})
-	_ = http.StatusOK
 }

@@ -80,7 +80,3 @@ func emptyList[T any]() func(w *jw, x *T) {
 func unsetNum[T any]() func(w *jw, x *T) {
 	return func(w *jw, _ *T) { w.unset() }
 }
-
-func num[T any](get func(x *T) int64) func(w *jw, x *T) {
-	return func(w *jw, x *T) { w.num(get(x)) }
-}

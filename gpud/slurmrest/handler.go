@@ -296,26 +296,7 @@ func (c *call) failV1(err error, notFound, invalid int) {
 		c.fail(http.StatusInternalServerError, errInternal, err.Error(), "")
 		return
 	}
-	num := errInternal
-	switch ae.Code {
-	case api.CodeNotFound:
-		num = notFound
-	case api.CodeInvalid:
-		num = invalid
-	case api.CodePermissionDenied:
-		num = errAccessDenied
-	case api.CodeConflict:
-		num = errAlreadyDone
-	case api.CodeRefused:
-		num = errAccountingPolicy
-	case api.CodeUnavailable:
-		num = errDBConnection
-	case api.CodeNotLeader:
-		num = errCtldConnection
-	}
-	if ae.Status == http.StatusTooManyRequests {
-		num = errTooManyRPCs
-	}
+	num := errorNumber(err, notFound, invalid)
 	c.fail(ae.Status, num, ae.Message, "")
 }
 

@@ -208,7 +208,7 @@ type cluster struct {
 	ctl         *controller.Controller
 }
 
-func startCluster(t *testing.T, opts ...server.Option) *cluster {
+func startCluster(t testing.TB, opts ...server.Option) *cluster {
 	t.Helper()
 	dir := t.TempDir()
 	files, err := auth.EnsureTLS(filepath.Join(dir, "tls"), "test", []string{"127.0.0.1"}, time.Now())

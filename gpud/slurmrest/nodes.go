@@ -1,8 +1,9 @@
 package slurmrest
 
 import (
+	"cmp"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -33,8 +34,8 @@ func nodeStates(n *spec.Node) []string {
 	return []string{string(n.State)}
 }
 
-// gpuModels counts a node's whole GPUs by model, and MIG slices by
-// profile, in gres order ("gpu:h100:8").
+// nodeGres is a node's GPUs as Slurm's gres ("gpu:h100:8"): whole GPUs
+// by model and MIG slices by profile; used, those allocated.
 func nodeGres(n *spec.Node, used bool) string {
 	counts := map[string]int{}
 	alloc := map[string]bool{}
@@ -44,34 +45,26 @@ func nodeGres(n *spec.Node, used bool) string {
 	for _, g := range n.GPUs {
 		if len(g.MIGSlices) > 0 {
 			for _, s := range g.MIGSlices {
-				if !used || s.Job != 0 {
-					counts[s.Profile]++
-				} else {
-					counts[s.Profile] += 0
-				}
+				counts[s.Profile] += b2i(!used || s.Job != 0)
 			}
 			continue
 		}
-		model := g.Model
-		if model == "" {
-			model = "gpu"
-		}
-		if !used || alloc[g.UUID] {
-			counts[model]++
-		} else {
-			counts[model] += 0
-		}
+		model := cmp.Or(g.Model, "gpu")
+		counts[model] += b2i(!used || alloc[g.UUID])
 	}
-	kinds := make([]string, 0, len(counts))
-	for k := range counts {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
+	kinds := slices.Sorted(maps.Keys(counts))
 	parts := make([]string, 0, len(kinds))
 	for _, k := range kinds {
 		parts = append(parts, "gpu:"+k+":"+strconv.Itoa(counts[k]))
 	}
 	return strings.Join(parts, ",")
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func gpuCount(n *spec.Node, used bool) int {
@@ -222,13 +215,4 @@ func nodeSignature(nodes []spec.Node) string {
 		b.WriteByte(1)
 	}
 	return b.String()
-}
-
-func nodeNames(nodes []spec.Node) []string {
-	out := make([]string, len(nodes))
-	for i := range nodes {
-		out[i] = nodes[i].Name
-	}
-	slices.Sort(out)
-	return out
 }

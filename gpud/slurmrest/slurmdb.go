@@ -386,7 +386,7 @@ func dbJobs(c *call) {
 	names, qos := splitCSV(c.r.URL.Query().Get("job_name")), splitCSV(c.r.URL.Query().Get("qos"))
 	jobs := out.Jobs[:0]
 	for _, j := range out.Jobs {
-		if len(names) > 0 && !contains(names, j.Name) || len(qos) > 0 && !contains(qos, j.QOS) {
+		if len(names) > 0 && !slices.Contains(names, j.Name) || len(qos) > 0 && !slices.Contains(qos, j.QOS) {
 			continue
 		}
 		jobs = append(jobs, j)
@@ -645,14 +645,14 @@ func dbAssociations(c *call) {
 		w.arr(func() {
 			for i := range a.Accounts {
 				acct := &a.Accounts[i]
-				if len(accounts) > 0 && !contains(accounts, acct.Name) {
+				if len(accounts) > 0 && !slices.Contains(accounts, acct.Name) {
 					continue
 				}
 				if len(users) == 0 {
 					writeAssoc(w, c.h.o.Cluster, acct, "", a.DefaultQOS, acct.Shares)
 				}
 				for _, u := range acct.Users {
-					if len(users) == 0 || contains(users, u) {
+					if len(users) == 0 || slices.Contains(users, u) {
 						writeAssoc(w, c.h.o.Cluster, acct, u, a.DefaultQOS, 1)
 					}
 				}

@@ -273,6 +273,28 @@ type Job struct {
 	// cancel N.S); StepSignalSeq numbers them.
 	StepSignals   []StepSignal `json:"step_signals,omitempty"`
 	StepSignalSeq int          `json:"step_signal_seq,omitempty"`
+	// Interrupted is the run a node's silence ended, kept while the job
+	// waits to start again: the node (every node of the run) was marked
+	// DOWN for missed heartbeats and the job requeued, but its containers
+	// may still run there. A node that comes back reporting that
+	// allocation, before the job started again, resumes the run instead
+	// of having it fenced (docs/ha.md). Cleared when the job starts or ends.
+	Interrupted *InterruptedRun `json:"interrupted,omitempty"`
+}
+
+// InterruptedRun is what a requeue for node silence took off a job
+// (Job.Interrupted): enough to put the run back as it was.
+type InterruptedRun struct {
+	Alloc       Alloc        `json:"alloc"`
+	Nodes       []string     `json:"nodes"`
+	GPUs        []string     `json:"gpus"`
+	StartTime   Time         `json:"start_time"`
+	IdleGPU     string       `json:"idle_gpu,omitempty"`
+	LostWork    Duration     `json:"lost_work,omitempty"`
+	Steps       []Step       `json:"steps,omitempty"`
+	StepSignals []StepSignal `json:"step_signals,omitempty"`
+	// At is when the run was interrupted (the job requeued).
+	At Time `json:"at"`
 }
 
 // CheckpointRef identifies a sealed checkpoint of a job as its node

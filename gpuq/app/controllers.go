@@ -25,9 +25,10 @@ func controllersCommand() *cli.Command {
 			"COMMIT and APPLIED are the member's Raft commit and applied indices, CONTACT how long ago the leader last " +
 			"heard from it. Every address in --controller is asked at once (each within 2s); each member reports its " +
 			"own term and indices, the membership comes from the leader's answer (else any member's). A member whose " +
-			"address did not answer (a warning names it), or is not in --controller, is listed as the others see it, " +
-			"with term and indices 0. A single controller (no [ha] in " +
-			"gpud.toml) lists itself as the leader, with term and indices 0.\n\n" +
+			"address did not answer (a warning names it) is unreachable, as is one the leader's heartbeats do not reach; " +
+			"a member not in --controller is listed as the leader sees it. Term and indices a member did not report " +
+			"itself show as -. A single controller (no [ha] in " +
+			"gpud.toml) lists itself as the leader, with no term or indices.\n\n" +
 			"gpuq controllers add and remove change the group's membership (admin token; the request goes to the leader).",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print JSON: the leader's ID and every member"},
@@ -123,10 +124,23 @@ func mergeControllers(answers []api.MemberAnswer) (api.ControllersResponse, []st
 	for _, m := range base.Members {
 		if o, ok := own[m.ID]; ok {
 			m.State, m.Term, m.CommitIndex, m.AppliedIndex = o.State, o.Term, o.CommitIndex, o.AppliedIndex
+		} else if m.State != "leader" && didNotAnswer(answers, m.APIAddress) {
+			m.State = "unreachable" // asked, and silent
 		}
 		out.Members = append(out.Members, m)
 	}
 	return out, warnings, nil
+}
+
+// didNotAnswer reports whether addr is one of the addresses asked that
+// did not answer.
+func didNotAnswer(answers []api.MemberAnswer, addr string) bool {
+	for _, a := range answers {
+		if a.Err != nil && addr != "" && api.SameController(a.Addr, addr) {
+			return true
+		}
+	}
+	return false
 }
 
 func addController(c *cli.Context) error {

@@ -11,7 +11,8 @@ import (
 
 // Each member's own answer gives its row's state, term and indices; the
 // membership and leader come from the leader's answer; an address that
-// did not answer is warned of and its member keeps the others' view.
+// did not answer is warned of and its member shown unreachable (before:
+// a killed member showed as "follower" with term 0).
 func TestMergeControllers(t *testing.T) {
 	view := func(self string, own api.ControllerMember) api.ControllersResponse {
 		ms := []api.ControllerMember{
@@ -37,7 +38,7 @@ func TestMergeControllers(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := api.ControllersResponse{Leader: "c2", Self: "c2", Members: []api.ControllerMember{c1, c2,
-		{ID: "c3", APIAddress: "https://c3:6817", State: "follower", Voter: true}}}
+		{ID: "c3", APIAddress: "https://c3:6817", State: "unreachable", Voter: true}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("merged (-want +got):\n%s", diff)
 	}

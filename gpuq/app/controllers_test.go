@@ -44,6 +44,17 @@ func TestControllers(t *testing.T) {
 		t.Errorf("no leader: exit %d, stderr %q, stdout %q; want a warning and the members", r.code, r.stderr, r.stdout)
 	}
 
+	// A member that did not report its own term and indices (down, or a
+	// single controller) shows -, not 0.
+	ctl.Set(func(s *fakectl.Server) {
+		s.Controllers = &api.ControllersResponse{Leader: "c1", Members: []api.ControllerMember{res.Members[0],
+			{ID: "c2", APIAddress: "https://c2:6817", State: "unreachable", Voter: true}}}
+	})
+	r = run(t, ctl, "controllers", "--noheader")
+	if want := "c2  https://c2:6817  unreachable  yes  -  -   -   -\n"; !strings.HasSuffix(r.stdout, want) {
+		t.Errorf("unreachable member:\n%s\nwant its row %q", r.stdout, want)
+	}
+
 	if r = run(t, ctl, "controllers", "extra"); r.code != 2 {
 		t.Errorf("with an argument: exit %d; want 2", r.code)
 	}

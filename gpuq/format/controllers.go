@@ -3,6 +3,7 @@ package format
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -27,7 +28,13 @@ func WriteControllers(w io.Writer, res api.ControllersResponse, now time.Time, n
 		if !m.Voter {
 			voter = "no"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", m.ID, addr, m.State, voter, m.Term, m.CommitIndex, m.AppliedIndex, contact(m.LastContact, now))
+		// Raft terms start at 1: term 0 is a member that did not report
+		// its own (or a single controller, which has none).
+		term, commit, applied := "-", "-", "-"
+		if m.Term > 0 {
+			term, commit, applied = strconv.FormatUint(m.Term, 10), strconv.FormatUint(m.CommitIndex, 10), strconv.FormatUint(m.AppliedIndex, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, addr, m.State, voter, term, commit, applied, contact(m.LastContact, now))
 	}
 	return tw.Flush()
 }

@@ -147,7 +147,8 @@ func TestWriteJobsJSON(t *testing.T) {
 	if len(back) != 4 {
 		t.Fatalf("got %d jobs, want 4", len(back))
 	}
-	// DESIGN §7: the contract fields every element carries.
+	// The fields every element carries: scripts read them (README, "gpuq
+	// show 1 --json"), so they are a contract.
 	for _, k := range []string{"id", "name", "user", "account", "partition", "qos", "state", "reason", "exit_code",
 		"submit_time", "start_time", "end_time", "time_limit", "priority", "nodes", "gpus"} {
 		if _, ok := back[0][k]; !ok {

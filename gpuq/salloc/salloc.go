@@ -2,7 +2,7 @@
 // interactive allocation, waits for it, and runs a command (the user's
 // shell by default) on the submit host with the allocation's SLURM_*
 // variables, in which srun launches steps; the command's end releases the
-// allocation (DESIGN §7 "Allocations and steps").
+// allocation (docs/architecture.md, "Allocations and steps").
 package salloc
 
 import (

@@ -3,6 +3,7 @@ package slurm
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -630,5 +631,20 @@ func TestGoldenStartSummaryExact(t *testing.T) {
 				t.Errorf("%s %q (-want +got):\n%s", tc.cmd, tc.args, diff)
 			}
 		})
+	}
+}
+
+// TestDocNamesEveryCommand: the package comment names every command Run
+// serves, so a new one cannot be added without saying so there.
+func TestDocNamesEveryCommand(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	for _, n := range Names {
+		if !strings.Contains(text, " "+n+",") && !strings.Contains(text, " "+n+" ") {
+			t.Errorf("doc.go does not name %s", n)
+		}
 	}
 }

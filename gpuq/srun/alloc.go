@@ -25,7 +25,8 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 )
 
-// srun and salloc outside a job's containers (DESIGN §7): an allocation
+// srun and salloc outside a job's containers (docs/architecture.md,
+// "Allocations and steps"): an allocation
 // is a job whose nodes only hold (spec.JobSpec.Interactive); steps reach
 // its first node's step listener over TLS with the allocation's step
 // ticket, which only the job's owner (or root) gets from the controller.

@@ -1,6 +1,6 @@
 // Package srun is the srun command (gpuq run as srun): inside a job it
 // starts a job step through the job's node agent and streams the tasks'
-// output back (DESIGN §7 "Allocations and steps").
+// output back (docs/architecture.md, "Allocations and steps").
 package srun
 
 import (

@@ -13,6 +13,45 @@ import (
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
+// CDIOptions says where and under which kind a node's CDI spec is written;
+// runtime/gpu's and runtime/rdma's CDIOptions are this type, each writer
+// filling in its own kind.
+type CDIOptions struct {
+	// Vendor and Class form the CDI kind ("nvidia.com/gpu", "rdma/nic");
+	// empty means the writer's.
+	Vendor string
+	Class  string
+	// Name is the spec file's stem, usually the node name, so that several
+	// node agents of one `gpud standalone` can share a CDI dir without
+	// overwriting each other's spec. Required.
+	Name string
+	// DevRoot is the host directory holding the device nodes: "/dev" for
+	// real devices, a per-node directory filled by the writer's
+	// MakeMockDeviceNodes for mock ones. Empty means "/dev".
+	DevRoot string
+}
+
+// NewSpec starts the spec o describes, of kind vendor/class where o names
+// none, with its device nodes under o.DevRoot ("/dev" where empty).
+func (o CDIOptions) NewSpec(vendor, class string) (*CDISpec, error) {
+	if o.Vendor == "" {
+		o.Vendor = vendor
+	}
+	if o.Class == "" {
+		o.Class = class
+	}
+	if o.DevRoot == "" {
+		o.DevRoot = "/dev"
+	}
+	return NewCDISpec(o.Vendor, o.Class, o.Name, o.DevRoot)
+}
+
+// SpecPath is the spec file of o in dir: the node's name with suffix
+// (".json", ".mig.json", ".rdma.json"), one file per kind.
+func (o CDIOptions) SpecPath(dir, suffix string) string {
+	return filepath.Join(dir, o.Name+suffix)
+}
+
 // CDISpec builds one CDI spec file of one kind ("nvidia.com/gpu"): devices
 // that each inject some device nodes, and nodes every device brings
 // (spec-level edits). runtime/gpu (GPUs, MIG instances) and runtime/rdma

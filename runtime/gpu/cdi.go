@@ -12,21 +12,15 @@ import (
 	"github.com/gpud/gpud/runtime/devnode"
 )
 
-// CDIOptions says where and under which kind the node's CDI spec is written.
-type CDIOptions struct {
-	// Vendor and Class form the CDI kind ("nvidia.com/gpu"); empty means
-	// "nvidia.com" and "gpu".
-	Vendor string
-	Class  string
-	// Name is the spec file's stem, usually the node name, so that several
-	// node agents of one `gpud standalone` can share a CDI dir without
-	// overwriting each other's spec. Required.
-	Name string
-	// DevRoot is the host directory holding the device nodes: "/dev" for
-	// real GPUs, a per-node directory filled by MakeMockDeviceNodes for mock
-	// ones. Empty means "/dev".
-	DevRoot string
-}
+// CDIOptions says where and under which kind the node's CDI specs are
+// written; an empty Vendor and Class mean "nvidia.com" and "gpu".
+type CDIOptions = devnode.CDIOptions
+
+// The default kind of the GPU spec.
+const (
+	nvidiaVendor = "nvidia.com"
+	gpuClass     = "gpu"
+)
 
 // Device node names the NVIDIA driver creates besides one nvidiaN per GPU.
 const (
@@ -35,22 +29,9 @@ const (
 	devUVMTools = "nvidia-uvm-tools"
 )
 
-func (o CDIOptions) withDefaults() CDIOptions {
-	if o.Vendor == "" {
-		o.Vendor = "nvidia.com"
-	}
-	if o.Class == "" {
-		o.Class = "gpu"
-	}
-	if o.DevRoot == "" {
-		o.DevRoot = "/dev"
-	}
-	return o
-}
-
 // CDISpecPath is the file WriteCDISpec writes for opts in dir.
 func CDISpecPath(dir string, opts CDIOptions) string {
-	return filepath.Join(dir, opts.Name+".json")
+	return opts.SpecPath(dir, ".json")
 }
 
 // WriteCDISpec writes one CDI spec file into dir with one device per GPU,
@@ -65,8 +46,7 @@ func CDISpecPath(dir string, opts CDIOptions) string {
 // nodes are added only when present, because the driver creates them
 // lazily when nvidia-uvm is loaded.
 func WriteCDISpec(dir string, opts CDIOptions, devs []Device) (map[string]string, error) {
-	opts = opts.withDefaults()
-	spec, err := devnode.NewCDISpec(opts.Vendor, opts.Class, opts.Name, opts.DevRoot)
+	spec, err := opts.NewSpec(nvidiaVendor, gpuClass)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ const devCaps = "nvidia-caps"
 // CDI spec file holds one kind, so MIG instances get their own file next
 // to the GPU spec.
 func MIGCDISpecPath(dir string, opts CDIOptions) string {
-	return filepath.Join(dir, opts.Name+".mig.json")
+	return opts.SpecPath(dir, ".mig.json")
 }
 
 // WriteMIGCDISpec writes the node's MIG spec into dir: kind
@@ -38,9 +38,8 @@ func MIGCDISpecPath(dir string, opts CDIOptions) string {
 // instance can no longer be injected. Instances without a UUID (a GPU
 // instance with no compute instance) are skipped.
 func WriteMIGCDISpec(dir string, opts CDIOptions, migs []MIGDevice) (map[string]string, error) {
-	opts = opts.withDefaults()
 	opts.Class = MIGClass
-	spec, err := devnode.NewCDISpec(opts.Vendor, opts.Class, opts.Name, opts.DevRoot)
+	spec, err := opts.NewSpec(nvidiaVendor, MIGClass)
 	if err != nil {
 		return nil, err
 	}

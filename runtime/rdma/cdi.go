@@ -11,35 +11,13 @@ import (
 )
 
 // CDIOptions says where and under which kind the node's RDMA CDI spec is
-// written.
-type CDIOptions struct {
-	// Vendor and Class form the kind; empty means "rdma" and "nic", so
-	// devices are "rdma/nic=mlx5_0".
-	Vendor string
-	Class  string
-	// Name is the spec file's stem, usually the node name. Required.
-	Name string
-	// DevRoot holds the device nodes: "/dev", or a mock node's directory
-	// filled by MakeMockDeviceNodes. Empty means "/dev".
-	DevRoot string
-}
-
-func (o CDIOptions) withDefaults() CDIOptions {
-	if o.Vendor == "" {
-		o.Vendor = "rdma"
-	}
-	if o.Class == "" {
-		o.Class = "nic"
-	}
-	if o.DevRoot == "" {
-		o.DevRoot = "/dev"
-	}
-	return o
-}
+// written; an empty Vendor and Class mean "rdma" and "nic", so devices are
+// "rdma/nic=mlx5_0".
+type CDIOptions = devnode.CDIOptions
 
 // CDISpecPath is the file WriteCDISpec writes for opts in dir.
 func CDISpecPath(dir string, opts CDIOptions) string {
-	return filepath.Join(dir, opts.Name+".rdma.json")
+	return opts.SpecPath(dir, ".rdma.json")
 }
 
 // WriteCDISpec writes one CDI spec into dir with a device per NIC that has
@@ -53,8 +31,7 @@ func CDISpecPath(dir string, opts CDIOptions) string {
 // needs RLIMIT_MEMLOCK unlimited. CDI cannot set rlimits; the container's
 // OCI spec must (runtime/ocispec sets it for jobs that get a NIC).
 func WriteCDISpec(dir string, opts CDIOptions, nics []NIC) (map[string]string, error) {
-	opts = opts.withDefaults()
-	spec, err := devnode.NewCDISpec(opts.Vendor, opts.Class, opts.Name, opts.DevRoot)
+	spec, err := opts.NewSpec("rdma", "nic")
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 // job's trap, scancel by name, scontrol, sacct --parsable2, and -o
 // /dev/null.
 func TestSlurmNames(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 1, "--kill-grace", "2s")
 	work := t.TempDir()
 	script := e2etest.WriteScript(t, work, "trap.sh", `
@@ -82,6 +83,7 @@ echo finished
 // script already read goes to gpusubmit in memory; the exit status is the
 // job's).
 func TestSbatchHandsOff(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 1)
 	work := t.TempDir()
 	if r := c.CLI(work, "sbatch", "--help"); r.Code != 0 || !strings.Contains(r.Stdout, "sbatch - submit a batch job to gpud") {

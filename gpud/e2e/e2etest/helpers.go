@@ -58,7 +58,8 @@ type ShimProc struct {
 }
 
 // ShimProcs finds the containerd-shim processes of the private containerd
-// under stateDir (their command line names its socket) in /proc. Both the
+// under stateDir (their command line names its socket, so stateDir+"/":
+// another cluster's dir may start with this one's name) in /proc. Both the
 // check that a stop leaves none (shimsOf) and the clean-up of stray ones
 // (killStrayShims) look for them alike through it.
 func ShimProcs(stateDir string) []ShimProc {
@@ -67,7 +68,7 @@ func ShimProcs(stateDir string) []ShimProc {
 	for _, p := range procs {
 		cmdline, err := os.ReadFile(filepath.Join(p, "cmdline"))
 		if err != nil || !strings.HasPrefix(filepath.Base(strings.Split(string(cmdline), "\x00")[0]), "containerd-shim") ||
-			!strings.Contains(string(cmdline), stateDir) {
+			!strings.Contains(string(cmdline), stateDir+"/") {
 			continue
 		}
 		if pid, err := strconv.Atoi(filepath.Base(p)); err == nil {

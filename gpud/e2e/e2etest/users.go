@@ -6,8 +6,11 @@ import (
 	"os/exec"
 	"os/user"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // LocalUser is a throwaway local account made with useradd.
@@ -16,6 +19,9 @@ type LocalUser struct {
 	UID, GID uint32
 	Home     string // a work dir it owns
 }
+
+// userSeq numbers the users this process adds.
+var userSeq atomic.Int32
 
 func AddUser(t testing.TB) LocalUser { return AddUserTag(t, "") }
 
@@ -26,13 +32,15 @@ func AddUserTag(t testing.TB, tag string) LocalUser {
 	if _, err := exec.LookPath("useradd"); err != nil {
 		t.Skip("SKIP (loud): useradd not found; the multi-user test needs it (apt-get install passwd)")
 	}
-	name := fmt.Sprintf("gpude2e%d%s", os.Getpid()%100000, tag)
-	_ = exec.Command("userdel", name).Run() // left by a killed run, if any
-	if out, err := exec.Command("useradd", "--no-create-home", "--user-group", "--shell", "/bin/sh", name).CombinedOutput(); err != nil {
+	// Unique per process and call: tests of a package may run in
+	// parallel, and other test binaries beside them.
+	name := fmt.Sprintf("gpude2e%d_%d%s", os.Getpid()%100000, userSeq.Add(1), tag)
+	_, _ = accounts("userdel", name) // left by a killed run, if any
+	if out, err := accounts("useradd", "--no-create-home", "--user-group", "--shell", "/bin/sh", name); err != nil {
 		t.Fatalf("useradd %s: %v\n%s", name, err, out)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
+		if out, err := accounts("userdel", name); err != nil {
 			t.Errorf("userdel %s: %v\n%s", name, err, out)
 		}
 	})
@@ -84,4 +92,16 @@ func OpenCluster(t *testing.T, outsideTmp bool) *Cluster {
 		}
 	}
 	return c
+}
+
+// accounts runs useradd or userdel, again while another one holds the
+// lock on /etc/passwd (tests in parallel, other test binaries).
+func accounts(cmd string, args ...string) ([]byte, error) {
+	for try := 0; ; try++ {
+		out, err := exec.Command(cmd, args...).CombinedOutput()
+		if err == nil || try == 50 || !strings.Contains(string(out), "lock") {
+			return out, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -28,8 +28,10 @@ import (
 )
 
 // The HA suite (issue 16): three `gpud controller` processes on loopback,
-// each with its own state dir, its own loopback address (127.77.0.N, so
-// iptables can cut one off) and its own ports, forming a Raft group.
+// each with its own state dir, its own loopback address (127.77.X.N, so
+// iptables can cut one off; X from the test process, so a cut never
+// touches another run's group on the same host) and its own ports,
+// forming a Raft group.
 // Node agents are separate `gpud node` processes sharing one private
 // containerd. Agents and clients reach the group as users and nodes do:
 // over HTTPS with the three members' addresses as a list (node.toml's
@@ -156,7 +158,7 @@ func startHAGroup(t *testing.T, tune [][2]string) *haGroup {
 	e2etest.RequirePrereq(t)
 	h := &haGroup{t: t, dir: e2etest.ShortTempDir(t)}
 	for i := range 3 {
-		m := &haMember{id: fmt.Sprintf("c%d", i+1), ip: fmt.Sprintf("127.77.0.%d", i+1)}
+		m := &haMember{id: fmt.Sprintf("c%d", i+1), ip: fmt.Sprintf("127.77.%d.%d", os.Getpid()%250, i+1)}
 		m.raft = fmt.Sprintf("%s:%d", m.ip, e2etest.FreePort(t))
 		m.api = fmt.Sprintf("%s:%d", m.ip, e2etest.FreePort(t))
 		m.dir = filepath.Join(h.dir, m.id)
@@ -187,7 +189,7 @@ func startHAGroup(t *testing.T, tune [][2]string) *haGroup {
 	first := h.members[0]
 	h.start(first)
 	e2etest.WaitFor(t, 30*time.Second, "the first member's CA and keys", func() bool {
-		for _, p := range []string{"tls/ca-key.pem", "tls/ca.pem", "auth/token.key", "auth/join.token"} {
+		for _, p := range []string{"tls/ca-key.pem", "tls/ca.pem", "auth/token.key", "auth/join.token", "auth/step-ticket.key"} {
 			if _, err := os.Stat(filepath.Join(first.stateDir(), p)); err != nil {
 				return false
 			}
@@ -299,7 +301,7 @@ func (h *haGroup) config(m *haMember, tune [][2]string) string {
 		{`submit_rate = 20.0`, `submit_rate = 0.0`},
 		{"\nid = \"\"\n", fmt.Sprintf("\nid = %q\n", m.id)},
 		{`raft_listen = ""`, fmt.Sprintf("raft_listen = %q", m.raft)},
-		{"\npeers = []\n", "\npeers = [" + strings.Join(peers, ", ") + "]\n"},
+		{"\nsnapshot_interval = \"\"\n", "\nsnapshot_interval = \"\"\npeers = [" + strings.Join(peers, ", ") + "]\n"},
 	}, tune...) {
 		if !strings.Contains(s, r[0]) {
 			t.Fatalf("etc/gpud.toml no longer has %q; update the HA test", r[0])

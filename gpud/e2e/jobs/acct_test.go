@@ -22,6 +22,7 @@ import (
 // energy was sampled, gpuq report's total is the sum of the jobs, and
 // gpuq acct's CSV says what its JSON says.
 func TestAccountingMatchesAllocations(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 1, "--kill-grace", "2s", "--usage-interval", "1s")
 	work := t.TempDir()
 	submit := func(args ...string) string {
@@ -134,6 +135,7 @@ func TestAccountingMatchesAllocations(t *testing.T) {
 // the controller (gpuq show no longer finds it) while sacct keeps it,
 // and a dependency on it is refused, naming sacct.
 func TestPurgeAfterMinJobAge(t *testing.T) {
+	t.Parallel()
 	conf := filepath.Join(t.TempDir(), "gpud.toml")
 	if err := os.WriteFile(conf, []byte("version = 1\n[controller]\nmin_job_age = \"2s\"\n"), 0o644); err != nil {
 		t.Fatal(err)

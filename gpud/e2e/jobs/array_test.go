@@ -15,6 +15,7 @@ import (
 // TestJobArray submits a six-task array limited to two at once and checks
 // every task wrote its own output file with its index.
 func TestJobArray(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 1, "--kill-grace", "2s")
 	work := t.TempDir()
 	r := c.CLI(work, "gpusubmit", "--wait", "--array=0-5%2", "--wrap", "echo $SLURM_ARRAY_TASK_ID")

@@ -21,7 +21,7 @@ func killStrayDaemons(t testing.TB, stateDir string) {
 			continue
 		}
 		args := strings.Split(string(cmdline), "\x00")
-		if filepath.Base(args[0]) != "containerd" || !strings.Contains(string(cmdline), stateDir) {
+		if filepath.Base(args[0]) != "containerd" || !strings.Contains(string(cmdline), stateDir+"/") { // not another cluster's whose dir starts alike
 			continue
 		}
 		pid, err := strconv.Atoi(filepath.Base(p))

@@ -16,6 +16,7 @@ import (
 // every submission that was acknowledged must be there after a restart on
 // the same state dir, with the id it was given, and no id twice.
 func TestKill9DuringSubmissionBurst(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 0)
 	work := t.TempDir()
 	cl := c.Client()

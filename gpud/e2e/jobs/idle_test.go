@@ -16,6 +16,7 @@ import (
 // cancels ends CANCELLED with the idle reason. Usage is sampled every
 // second, and the policies wait 3 s.
 func TestIdleGPUPolicy(t *testing.T) {
+	t.Parallel()
 	dir := e2etest.ShortTempDir(t)
 	hookOut := filepath.Join(dir, "hook.out")
 	hook := e2etest.WriteScript(t, dir, "hook.sh", "#!/bin/sh\necho \"$GPUD_JOB_ID $GPUD_JOB_USER $GPUD_IDLE_REASON\" >> "+hookOut+"\n")

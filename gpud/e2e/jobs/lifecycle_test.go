@@ -21,6 +21,7 @@ var gpuUUID = regexp.MustCompile(`GPU-[0-9a-fA-F-]{36}`)
 // TestGPUJobLifecycle walks the foundation issue's must-show list on one
 // two-node simulated DGX H100 cluster.
 func TestGPUJobLifecycle(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 2, "--kill-grace", "2s")
 	work := t.TempDir()
 
@@ -161,6 +162,7 @@ echo never
 // every acknowledged job is still there, running jobs were re-adopted or
 // ended with a true state, and no job runs twice.
 func TestKill9Resumes(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 1, "--kill-grace", "2s")
 	work := t.TempDir()
 	var ids []string
@@ -267,6 +269,7 @@ func TestKill9Resumes(t *testing.T) {
 // reconfigure rejects a bad config file (the old one stays) and applies a
 // good one without a restart.
 func TestOOMAndReconfigure(t *testing.T) {
+	t.Parallel()
 	dir := e2etest.ShortTempDir(t)
 	conf := filepath.Join(dir, "gpud.toml")
 	base, err := os.ReadFile(e2etest.RepoPath(t, "etc/gpud.toml"))

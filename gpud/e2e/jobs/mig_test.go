@@ -19,6 +19,7 @@ var migUUID = regexp.MustCompile(`MIG-[0-9a-fA-F-]{36}`)
 // TestDynamicMIG walks the MIG issue's must-show list on one mock DGX H100
 // node in dynamic MIG mode.
 func TestDynamicMIG(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 1, "--mig", "dynamic", "--cpus", "64", "--mem", "64G", "--kill-grace", "2s")
 	work := t.TempDir()
 

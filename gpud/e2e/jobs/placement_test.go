@@ -16,6 +16,7 @@ import (
 // Resources, and the scheduler's per-reason node counts show in gpuq
 // show, in squeue's %r and in scontrol show job. (issue 17)
 func TestPendingNodeCounts(t *testing.T) {
+	t.Parallel()
 	dir := e2etest.ShortTempDir(t)
 	conf := filepath.Join(dir, "gpud.toml")
 	if err := os.WriteFile(conf, []byte(`version = 1

@@ -25,6 +25,7 @@ import (
 // HTTP API returns the utilisation of the GPU a running job holds, by
 // job_id, and the controller's count of running jobs.
 func TestPrometheusScrapesJobGPU(t *testing.T) {
+	t.Parallel()
 	prom, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Skip("prometheus is not installed (apt-get install prometheus, or make deps): skipping the real scrape test")

@@ -20,6 +20,7 @@ import (
 // 3a, 5d on node 0, 9a, ab, ba, db on node 1; mlx5_0 shares GPU 0's PCIe
 // switch, GPU 1's switch has no NIC).
 func TestRDMAPairedNICs(t *testing.T) {
+	t.Parallel()
 	e2etest.RequirePrereq(t)
 	sysfs := t.TempDir()
 	gpus := []rdma.FakePCIDevice{

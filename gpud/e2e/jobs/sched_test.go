@@ -58,6 +58,7 @@ func timeField(t *testing.T, j map[string]any, key string) time.Time {
 // long one waits for the Reservation, and a high-QOS job preempts a low
 // one by requeue; the low job later runs again under its own id.
 func TestBackfillReservationPreemption(t *testing.T) {
+	t.Parallel()
 	// 16 CPUs so that GPUs, not this machine's 2 cores, are what jobs wait for.
 	c := e2etest.StartCluster(t, 1, "--kill-grace", "2s", "--cpus", "16")
 	work := t.TempDir()
@@ -110,6 +111,7 @@ func TestBackfillReservationPreemption(t *testing.T) {
 // than 4 tasks running, an afterok chain runs in order, and afterok on a
 // failed job gives DependencyNeverSatisfied without blocking others.
 func TestArrayLimitAndDependencies(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 1, "--kill-grace", "2s", "--cpus", "16")
 	work := t.TempDir()
 	arr := submit(c, work, "--array=0-19%4", "--gpus-per-node=1", "--wrap", "sleep 1")
@@ -175,6 +177,7 @@ func TestArrayLimitAndDependencies(t *testing.T) {
 // heavy past GPU usage. With the node busy, a job of the other account is
 // ordered first, gpuq prio and gpuq share say why, and it starts first.
 func TestFairshareOrdersAccounts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "gpud.toml")
 	if err := os.WriteFile(conf, []byte(`version = 1

@@ -25,6 +25,7 @@ func shimsOf(stateDir string) []string {
 // ended with its node (NODE_FAIL, so it requeues at the next start: see
 // gpud/node's TestStopJobsOnStop) rather than left running.
 func TestStandaloneCleanStopLeavesNoShims(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 1, "--kill-grace", "2s", "--stop-jobs")
 	work := t.TempDir()
 	var ids []string

@@ -22,6 +22,7 @@ import (
 //   - after kill -9 and a restart the tasks still have their script and
 //     the user's held jobs still count.
 func TestArrayPayloadAndSubmitLimits(t *testing.T) {
+	t.Parallel()
 	e2etest.RequirePrereq(t)
 	u := e2etest.AddUser(t)
 	dir := e2etest.ShortTempDir(t)

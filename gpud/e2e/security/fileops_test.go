@@ -111,6 +111,7 @@ func checkUntouched(t *testing.T, path, text string, mode os.FileMode) {
 // predictable job directories. Root must never write or chown either, the
 // user must not manage to add any entry, and the jobs still run.
 func TestJobDirSymlinkRace(t *testing.T) {
+	t.Parallel()
 	c := e2etest.OpenCluster(t, false)
 	u := e2etest.AddUser(t)
 	target := rootFile(t, "passwd", "root:x:0:0::/root:/bin/sh\n")
@@ -161,6 +162,7 @@ func TestJobDirSymlinkRace(t *testing.T) {
 // must create nothing, not hang, and fail the job saying why its
 // checkpoint was refused.
 func TestCheckpointDoneAttacks(t *testing.T) {
+	t.Parallel()
 	c := e2etest.OpenCluster(t, false)
 	u := e2etest.AddUser(t)
 	private := e2etest.ShortTempDir(t) // 0700 root: only root could create in it
@@ -206,6 +208,7 @@ func TestCheckpointDoneAttacks(t *testing.T) {
 // containerd's and runc's state. None may be visible; the job's own
 // checkpoint dir, job dir and the controller's socket must be.
 func TestJobsCannotSeeDaemonState(t *testing.T) {
+	t.Parallel()
 	c := e2etest.OpenCluster(t, true)
 	u := e2etest.AddUser(t)
 	node := filepath.Join(c.Dir, "nodes", "node1")

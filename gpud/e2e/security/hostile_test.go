@@ -45,6 +45,7 @@ func postHostile(sock string) int {
 // hold them (the environment) comes back escaped from gpuq, to its owner
 // and to root, so nothing reaches a terminal raw.
 func TestHostileTextAndBounds(t *testing.T) {
+	t.Parallel()
 	fc := startFloodCluster(t)
 	copyExec(t, gpusubmitBin(t), filepath.Join(fc.bins, "gpusubmit"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

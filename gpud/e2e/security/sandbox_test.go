@@ -16,6 +16,7 @@ import (
 // (~/.cache, as XDG_CACHE_HOME defaults to), while a directory not listed
 // stays read-only and /tmp stays private to the job.
 func TestSandboxMounts(t *testing.T) {
+	t.Parallel()
 	e2etest.RequirePrereq(t)
 	wd, err := os.Getwd()
 	if err != nil {

@@ -90,6 +90,7 @@ func forT(c *e2etest.Cluster, t testing.TB) *e2etest.Cluster {
 // ones use what earlier ones made (the joined node, the lab jobs) and say
 // so when run alone with -run.
 func TestMultiUserSecurity(t *testing.T) {
+	t.Parallel()
 	e2etest.RequirePrereq(t)
 	u := e2etest.AddUser(t)
 	dir := e2etest.ShortTempDir(t)

@@ -23,6 +23,7 @@ import (
 // line each. Before the fix every file was 0644 and grep -a as the other
 // user found the script and the token.
 func TestStateFilesPrivate(t *testing.T) {
+	t.Parallel()
 	e2etest.RequirePrereq(t)
 	u := e2etest.AddUser(t)
 	c := e2etest.StartCluster(t, 1, "--kill-grace", "2s")

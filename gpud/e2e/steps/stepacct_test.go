@@ -55,6 +55,7 @@ echo end
 // --signal reaches the steps and not the batch shell, -b the batch shell
 // only) and accounted with their exit codes (sacct -j N, gpuq acct -j N).
 func TestStepAccounting(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 2, "--kill-grace", "2s")
 	work := t.TempDir()
 	e2etest.WriteScript(t, work, "steps.sh", stepAcctScript)

@@ -50,6 +50,7 @@ func login(c *e2etest.Cluster, dir string, extra []string, name string, args ...
 // srun inside it launches steps; srun with no allocation and no
 // resources is a clear error.
 func TestSrunOutsideAndSalloc(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 2, "--kill-grace", "2s")
 	work := t.TempDir()
 
@@ -125,6 +126,7 @@ func TestSrunOutsideAndSalloc(t *testing.T) {
 // allocation only with its step ticket, which the controller gives its
 // owner (or root) alone: another user's srun into it is refused.
 func TestStepTicketOtherUserRefused(t *testing.T) {
+	t.Parallel()
 	c := e2etest.OpenCluster(t, true)
 	alice, bob := e2etest.AddUserTag(t, "a"), e2etest.AddUserTag(t, "b")
 	// Alice holds an allocation with salloc running sleep.
@@ -188,16 +190,12 @@ func TestStepTicketOtherUserRefused(t *testing.T) {
 	e2etest.WaitFor(t, 30*time.Second, "alice's container removed", func() bool { return c.ContainersOf(id) == 0 })
 }
 
-// stepsExtra are extra gpud standalone flags for TestSteps.
-var stepsExtra []string
-
 // TestStepsOverNetwork is TestSteps with the nodes starting each other's
 // tasks over their step listeners (TLS, node certificates) instead of in
 // process: output relayed, stdin to task 0, -K, signals, exit codes.
 func TestStepsOverNetwork(t *testing.T) {
-	stepsExtra = []string{"--steps-over-network"}
-	defer func() { stepsExtra = nil }()
-	TestSteps(t)
+	t.Parallel()
+	testSteps(t, "--steps-over-network")
 }
 
 // TestStepsNeedJoinedNodes: node agents that talk to the controller

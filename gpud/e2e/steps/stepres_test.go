@@ -43,7 +43,14 @@ srun -w node2 -n2 --gpu-bind=single:1 bash -c 'echo W$SLURM_PROCID=$CUDA_VISIBLE
 // TestStepResources: steps take their resources out of the allocation
 // (Slurm ≥ 21.08), on a real two-node gpud standalone.
 func TestStepResources(t *testing.T) {
-	c := e2etest.StartCluster(t, 2, stepsExtra...)
+	t.Parallel()
+	testStepResources(t)
+}
+
+// testStepResources is TestStepResources on a standalone with the extra
+// flags.
+func testStepResources(t *testing.T, extra ...string) {
+	c := e2etest.StartCluster(t, 2, extra...)
 	work := t.TempDir()
 	e2etest.WriteScript(t, work, "res.sh", stepResScript)
 	r := c.CLI(work, "gpusubmit", "--wait", "--parsable", "-N", "2", "--ntasks-per-node", "2", "--gpus-per-node", "2", "--output", "res.out", "res.sh")
@@ -85,7 +92,6 @@ func TestStepResources(t *testing.T) {
 // merge of steps over the network with step resources, the wire carried
 // --gpus-per-task alone and node2's tasks saw all its GPUs).
 func TestStepResourcesOverNetwork(t *testing.T) {
-	stepsExtra = []string{"--steps-over-network"}
-	defer func() { stepsExtra = nil }()
-	TestStepResources(t)
+	t.Parallel()
+	testStepResources(t, "--steps-over-network")
 }

@@ -46,7 +46,13 @@ cat /tmp/sig.out
 // TestSteps runs the "Must show" two-node script on a real gpud
 // standalone with two nodes: the script once, steps over both nodes.
 func TestSteps(t *testing.T) {
-	c := e2etest.StartCluster(t, 2, stepsExtra...)
+	t.Parallel()
+	testSteps(t)
+}
+
+// testSteps is TestSteps on a standalone with the extra flags.
+func testSteps(t *testing.T, extra ...string) {
+	c := e2etest.StartCluster(t, 2, extra...)
 	work := t.TempDir()
 	e2etest.WriteScript(t, work, "steps.sh", stepsScript)
 	r := c.CLI(work, "gpusubmit", "--wait", "--parsable", "-N", "2", "--gpus-per-node", "2", "--output", "steps-%j.out", "steps.sh")
@@ -114,6 +120,7 @@ func TestSteps(t *testing.T) {
 // job. Another user's job cannot even see it (the node's state is hidden
 // from jobs), and from the host the socket refuses other users.
 func TestStepInOtherJobRefused(t *testing.T) {
+	t.Parallel()
 	c := e2etest.OpenCluster(t, true)
 	alice, bob := e2etest.AddUserTag(t, "a"), e2etest.AddUserTag(t, "b")
 	r := c.As(alice, nil, "gpusubmit", "--parsable", "--wrap", "sleep 300")
@@ -160,6 +167,7 @@ func TestStepInOtherJobRefused(t *testing.T) {
 // restart, the agents re-adopt a running two-node job and srun starts
 // steps in it again, on both nodes.
 func TestStepsAfterAgentRestart(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 2)
 	sock := stepJob(t, c, 2)
 	c.Stop(syscall.SIGKILL)

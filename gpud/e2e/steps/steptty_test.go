@@ -126,6 +126,7 @@ func startSrunOnPty(t *testing.T, p *testPty, sock string, args ...string) (*exe
 // command in the foreground (a 100 s sleep) and the shell carries on, and
 // the shell's exit code is srun's; srun's terminal is restored after.
 func TestSrunPty(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 1)
 	sock := stepJob(t, c, 1)
 	p := openTestPty(t, 30, 100)
@@ -213,6 +214,7 @@ func errorsAs(err error, ee **exec.ExitError) bool {
 // shows the tasks' states and the step runs on; two within a second send
 // SIGINT to the tasks and end the step; with -X one sends SIGINT.
 func TestSrunInterrupt(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 1)
 	sock := stepJob(t, c, 1)
 	id := regexp.MustCompile(`gpud-(\d+)-`).FindStringSubmatch(sock)[1]
@@ -383,6 +385,7 @@ func TestKill9AgentDuringPtyStep(t *testing.T) {
 // on that node, a resize reaches it over the agent-to-agent connection,
 // and its exit code is srun's.
 func TestSrunPtyRemoteTask0(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 2, "--steps-over-network")
 	sock := stepJob(t, c, 2) // node1's step socket
 	p := openTestPty(t, 30, 100)
@@ -420,6 +423,7 @@ func TestSrunPtyRemoteTask0(t *testing.T) {
 // interrupts the foreground command and the shell carries on, and the
 // shell's exit ends srun with its code and releases the allocation.
 func TestSrunPtyOutsideJob(t *testing.T) {
+	t.Parallel()
 	c := e2etest.StartCluster(t, 1, "--kill-grace", "2s")
 	p := openTestPty(t, 30, 100)
 	cmd := exec.Command(filepath.Join(e2etest.BinDir, "srun"), "--gpus=1", "--pty", "bash", "--norc", "--noprofile")
