@@ -19,7 +19,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,7 +88,7 @@ func Main(args []string, stderr io.Writer) int {
 		return 2
 	}
 	// Affinity is per thread; the exec keeps the thread that calls it.
-	runtime.LockOSThread()
+	goruntime.LockOSThread()
 	env := os.Environ()
 	if env, err = bind(o, env, stderr); err != nil {
 		fmt.Fprintf(stderr, "slurmstepd: error: task %d on %s: %v\n", o.Task, o.Node, err)

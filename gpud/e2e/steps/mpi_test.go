@@ -19,31 +19,49 @@ import (
 // --mpi=pmix (Open MPI, through gpud-pmix), and mpirun of each inside the
 // allocation (Hydra's and ORTE's, which find the allocation in SLURM_*
 // and start their daemons with gpud's srun).
-const mpiScript = `#!/bin/bash
-echo "slots=$SLURM_TASKS_PER_NODE cpus=$SLURM_JOB_CPUS_PER_NODE jobid=$SLURM_JOBID"
-echo "== list =="
-srun --mpi=list
-echo "== pmi2 =="
-timeout 300 srun --mpi=pmi2 ./ar-mpich
-echo "rc=$?"
-echo "== pmix =="
-timeout 300 srun --mpi=pmix ./ar-ompi
-echo "rc=$?"
-echo "== hydra =="
-timeout 300 mpiexec.hydra ./ar-mpich
-echo "rc=$?"
-echo "== orte =="
-timeout 300 mpirun.openmpi ./ar-ompi
-echo "rc=$?"
-echo "== end =="
-`
+// mpiLaunches are the launches of mpiScript: srun --mpi=pmi2 (MPICH,
+// PMI-1 over PMI_FD), srun --mpi=pmix (Open MPI, through gpud-pmix), and
+// mpirun of each inside the allocation (Hydra's and ORTE's, which find the
+// allocation in SLURM_* and start their daemons with gpud's srun).
+var mpiLaunches = map[string]string{
+	"pmi2":  "srun --mpi=pmi2 ./ar-mpich",
+	"pmix":  "srun --mpi=pmix ./ar-ompi",
+	"hydra": "mpiexec.hydra ./ar-mpich",
+	"orte":  "mpirun.openmpi ./ar-ompi",
+}
+
+// mpiScript runs the allreduce program of 2 nodes x 2 tasks by each of
+// launches (names of mpiLaunches).
+func mpiScript(launches []string) string {
+	var b strings.Builder
+	b.WriteString("#!/bin/bash\n")
+	b.WriteString(`echo "slots=$SLURM_TASKS_PER_NODE cpus=$SLURM_JOB_CPUS_PER_NODE jobid=$SLURM_JOBID"` + "\n")
+	b.WriteString("echo '== list =='\nsrun --mpi=list\n")
+	for _, l := range launches {
+		fmt.Fprintf(&b, "echo '== %s =='\ntimeout 300 %s\necho \"rc=$?\"\n", l, mpiLaunches[l])
+	}
+	b.WriteString("echo '== end =='\n")
+	return b.String()
+}
 
 // TestMPI: an MPI program's ranks meet and reduce across 2 nodes x 2
 // tasks, launched by srun --mpi=pmi2 (MPICH), srun --mpi=pmix (Open MPI)
 // and mpirun of both inside the batch job, run by a user (not root: the
 // PMI sockets and the PMIx server are the job user's).
 func TestMPI(t *testing.T) {
-	c := e2etest.StartCluster(t, 2, stepsExtra...)
+	testMPI(t, []string{"pmi2", "pmix", "hydra", "orte"})
+}
+
+// TestMPIOverNetwork: srun's MPI launches with the agents starting each
+// other's parts over their step listeners (TLS, node certificates): the
+// PMI servers of the two nodes fence through the step connection
+// (StepPMIFence), as on separate hosts.
+func TestMPIOverNetwork(t *testing.T) {
+	testMPI(t, []string{"pmi2", "pmix"}, "--steps-over-network")
+}
+
+func testMPI(t *testing.T, launches []string, extra ...string) {
+	c := e2etest.StartCluster(t, 2, extra...)
 	for _, d := range []string{c.Dir, e2etest.BinDir} {
 		if err := os.Chmod(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -51,7 +69,7 @@ func TestMPI(t *testing.T) {
 	}
 	u := e2etest.AddUser(t)
 	e2etest.BuildMPI(t, u.Home)
-	e2etest.WriteScript(t, u.Home, "mpi.sh", mpiScript)
+	e2etest.WriteScript(t, u.Home, "mpi.sh", mpiScript(launches))
 	if err := os.Chown(filepath.Join(u.Home, "mpi.sh"), int(u.UID), int(u.GID)); err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +88,8 @@ func TestMPI(t *testing.T) {
 	if !strings.Contains(out, "== list ==\nMPI plugin types are...\n\tnone\n\tpmi2\n\tpmix\nspecific pmix plugin versions available: pmix_v4\n") {
 		t.Errorf("srun --mpi=list is not Slurm's list")
 	}
-	for _, launch := range []string{"pmi2", "pmix", "hydra", "orte"} {
-		e2etest.CheckMPI(t, out, launch, 4)
+	for _, l := range launches {
+		e2etest.CheckMPI(t, out, l, 4)
 	}
 	if j["state"] != "COMPLETED" {
 		t.Errorf("job %s ended %v, want COMPLETED", id, j["state"])
@@ -111,7 +129,7 @@ echo "== end =="
 // TestBinding: srun's --cpu-bind, --gpu-bind and --distribution on real
 // tasks.
 func TestBinding(t *testing.T) {
-	c := e2etest.StartCluster(t, 2, stepsExtra...)
+	c := e2etest.StartCluster(t, 2)
 	work := t.TempDir()
 	e2etest.WriteScript(t, work, "bind.sh", bindScript)
 	r := c.CLI(work, "gpusubmit", "--wait", "--parsable", "-N", "2", "--gpus-per-node", "2", "--output", "bind-%j.out", "bind.sh")
@@ -196,14 +214,4 @@ func sectionOf(t *testing.T, out, name string) string {
 
 func containsAll(s string, subs ...string) bool {
 	return !slices.ContainsFunc(subs, func(x string) bool { return !strings.Contains(s, x) })
-}
-
-// TestMPIOverNetwork is TestMPI with the agents starting each other's
-// parts over their step listeners (TLS, node certificates): the PMI
-// servers of the two nodes fence through the step connection
-// (StepPMIFence), as on separate hosts.
-func TestMPIOverNetwork(t *testing.T) {
-	stepsExtra = []string{"--steps-over-network"}
-	defer func() { stepsExtra = nil }()
-	TestMPI(t)
 }
