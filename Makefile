@@ -13,7 +13,7 @@ GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio ssh
 PREFIX ?= /usr/local
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm clean
+.PHONY: help deps build install test test-clients check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm bench-flood clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -125,6 +125,9 @@ demo: ## Install what is missing, start a 2-node simulated H100 cluster, run an 
 
 bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha ## Run the benchmarks that print the issues' figures.
 
+bench-flood: ## Issue 24's Must-show (root): 5 min of one client's bad-token flood on the TCP port; another user's sbatch/squeue p50/p99 idle and under it, and state file growth (GPUD_BENCH_FLOOD_SECS to shorten).
+	$(GO) test -run '^$$' -bench BadTokenFlood -benchtime 1x -timeout 60m -v ./gpud/e2e/security/ | grep -E 'badtoken_test|Benchmark|ok|FAIL'
+
 bench-sbatch: build ## sbatch in a shell loop (one submitter, held jobs): submissions/s over a few runs, and sbatch's start cost.
 	./scripts/bench-sbatch.sh
 
@@ -168,6 +171,10 @@ bench-fleet-live: build ## 1,000 nodes x 8 GPUs, 20,000-job live burst with GPUs
 
 bench-fleet-heartbeats: build ## 10,000 nodes heartbeating every 10 s, agents in 4 processes (aim: controller under one core, none DOWN).
 	nice -n 10 bin/gpud loadtest --nodes 10000 --memory-outbox --jobs 0 --heartbeat 10s --hold 120s --ramp 120s --procs 4
+
+.PHONY: bench-revocation
+bench-revocation: ## Revocation (issue 24): gpuq reconfigure to the first refusal at every step listener of a 10-node standalone, p50/p99/max over 10 revocations (root).
+	$(GO) test -run '^$$' -bench 'RevocationLatency10Nodes' -benchtime 10x -timeout 20m ./gpud/e2e/security/
 
 bench-ha: ## HA (issue 16): submissions/s from 8 clients, 3-member Raft group vs single controller; failover time over 20 leader stops.
 	$(GO) test -run '^$$' -bench 'SubmitParallel8$$' -benchtime 5000x ./gpud/server/

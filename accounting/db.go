@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	// The SQLite driver; accounting is one of the two packages allowed to
@@ -28,6 +29,12 @@ type DB struct {
 	// the writer's connection: preparing them in every transaction was a
 	// quarter of the audit writer's CPU in an sbatch loop (perf).
 	auditIns, auditUpd *sql.Stmt
+	// auditMu guards the estimate of what the audit rows take
+	// (auditretain.go), measured once (auditSized) and then kept up to
+	// date by the writes.
+	auditMu    sync.Mutex
+	auditBytes int64
+	auditSized bool
 }
 
 // Option configures Open.

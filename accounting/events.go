@@ -2,6 +2,8 @@ package accounting
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -104,14 +106,17 @@ func (db *DB) AddAudits(ctx context.Context, as []AuditEntry) error {
 	defer tx.Rollback()
 	st := tx.StmtContext(ctx, db.auditIns)
 	defer st.Close()
+	var grew int64
 	for _, a := range as {
 		if _, err := st.ExecContext(ctx, a.Time.Unix(), a.ActorUID, a.ActorName, a.Role, a.Origin, a.Action, a.Target, a.Result, a.Summarised); err != nil {
 			return fmt.Errorf("add audit entry %s on %s by %s: %w", a.Action, a.Target, a.ActorName, err)
 		}
+		grew += rowBytes(a)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("add %d audit entries: %w", len(as), err)
 	}
+	db.addAuditBytes(grew)
 	return nil
 }
 
@@ -120,7 +125,7 @@ const (
 	insertAuditSQL = `INSERT INTO audit (time, actor_uid, actor_name, role, origin, action, target, result, summarised)
 		VALUES (?,?,?,?,?,?,?,?,?)`
 	updateAuditSQL = `UPDATE audit SET action = ?, target = ?, result = ? WHERE id = ?`
-	deleteAuditSQL = `DELETE FROM audit WHERE id = ?`
+	deleteAuditSQL = `DELETE FROM audit WHERE id = ? RETURNING ` + auditRowBytes
 )
 
 // AuditWrite is one write in WriteAudits: a new entry (ID 0; WriteAudits
@@ -155,15 +160,21 @@ func (db *DB) WriteAudits(ctx context.Context, ws []AuditWrite) error {
 	defer ins.Close()
 	defer upd.Close()
 	ids := make([]int64, len(ws))
+	var grew int64 // bytes of the rows written, less those deleted (auditretain.go)
 	for i, w := range ws {
 		a := w.Entry
 		if w.ID != 0 && w.Delete {
-			if _, err := tx.ExecContext(ctx, deleteAuditSQL, w.ID); err != nil {
+			var b int64
+			if err := tx.QueryRowContext(ctx, deleteAuditSQL, w.ID).Scan(&b); err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("fold refused call's audit entry %d (%s by %s) into its summary: %w", w.ID, a.Action, a.ActorName, err)
 			}
+			grew -= b
 			continue
 		}
 		if w.ID != 0 {
+			// The outcome replaces the entry's "in progress": about the
+			// result and target more.
+			grew += int64(len(a.Result) + len(a.Target) - len("in progress"))
 			res, err := upd.ExecContext(ctx, a.Action, a.Target, a.Result, w.ID)
 			if err != nil {
 				return fmt.Errorf("record the outcome of audit entry %d (%s by %s): %w", w.ID, a.Action, a.ActorName, err)
@@ -177,6 +188,7 @@ func (db *DB) WriteAudits(ctx context.Context, ws []AuditWrite) error {
 		if err != nil {
 			return fmt.Errorf("add audit entry %s on %s by %s: %w", a.Action, a.Target, a.ActorName, err)
 		}
+		grew += rowBytes(a)
 		if ids[i], err = res.LastInsertId(); err != nil {
 			return fmt.Errorf("add audit entry %s by %s: %w", a.Action, a.ActorName, err)
 		}
@@ -184,6 +196,7 @@ func (db *DB) WriteAudits(ctx context.Context, ws []AuditWrite) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("write %d audit entries: %w", len(ws), err)
 	}
+	db.addAuditBytes(grew)
 	for i := range ws {
 		if ws[i].ID == 0 {
 			ws[i].ID = ids[i]

@@ -121,7 +121,9 @@ var StepPartFlags = []string{StepFlagGPUs, StepFlagPty, StepFlagMPI, StepFlagBin
 type StepTicketResponse struct {
 	JobID spec.JobID `json:"job_id"`
 	Alloc string     `json:"alloc"`
-	// Ticket admits steps in Alloc at its nodes' step listeners.
+	// Ticket admits steps in Alloc at its nodes' step listeners, for
+	// five minutes and while the credential it was obtained with is not
+	// revoked: ask for one for every connection.
 	Ticket string `json:"ticket"`
 	// Nodes are the allocation's nodes by rank, with their step
 	// listeners' addresses (host:port; empty where a node has none).

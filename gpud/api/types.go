@@ -212,9 +212,6 @@ type Assignment struct {
 	// send its checkpoint signal, wait (bounded) for the job to finish
 	// and seal the checkpoint, and only then stop it.
 	Checkpoint bool `json:"checkpoint,omitempty"`
-	// StepTicket admits steps in the allocation at the node's step
-	// listener (srun outside the job's containers; see StepHello).
-	StepTicket string `json:"step_ticket,omitempty"`
 	// MPIDefault is the site's srun --mpi when a step names none
 	// (gpud.toml [controller] mpi_default, Slurm's MpiDefault).
 	MPIDefault string `json:"mpi_default,omitempty"`
@@ -229,6 +226,11 @@ type AssignmentsResponse struct {
 	Assignments []Assignment `json:"assignments"`
 	// Revocations: see Revocations (with revocations=VERSION asked).
 	Revocations *Revocations `json:"revocations,omitempty"`
+	// StepTicketKey is the public key (Ed25519, base64url) the node's
+	// step listener verifies step tickets with (srun outside the job's
+	// containers; see StepHello); empty from a controller that issues
+	// none.
+	StepTicketKey string `json:"step_ticket_key,omitempty"`
 }
 
 // Event kinds a node reports.

@@ -145,7 +145,7 @@ func (l *RevocationList) Revoked(c Credential) bool {
 
 // ErrRevoked is matched (errors.Is) by the error for a revoked
 // credential.
-var ErrRevoked = errors.New("credential revoked")
+var ErrRevoked = errors.New("was revoked")
 
 // ErrStaleRevocations is matched by the error of a node whose list is
 // older than its bound.
@@ -290,7 +290,7 @@ func (r *Revocations) Check(creds ...Credential) error {
 	}
 	for _, c := range creds {
 		if st.list.Revoked(c) {
-			return fmt.Errorf("%w: %s was revoked ([auth] revoked_%s in the controller's gpud.toml)", ErrRevoked, c, map[string]string{CredCert: "node_certs", CredToken: "tokens"}[c.Kind])
+			return fmt.Errorf("%s %w ([auth] revoked_%s in the controller's gpud.toml)", c, ErrRevoked, map[string]string{CredCert: "node_certs", CredToken: "tokens"}[c.Kind])
 		}
 	}
 	return nil

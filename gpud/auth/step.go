@@ -2,7 +2,6 @@ package auth
 
 import (
 	"crypto/ed25519"
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -147,23 +146,6 @@ func VerifyStepTicket(publicKey, ticket, alloc string, now time.Time) (StepTicke
 	}
 	return c, nil
 }
-
-// StepTicket is allocation allocID's step ticket of the first kind: an
-// HMAC of the ID under the controller's key, the same for every holder
-// and for the allocation's whole life.
-// Deprecated: replaced by StepTicketSigner (bound, short-lived tickets)
-// once the node agents verify those.
-func StepTicket(key []byte, allocID string) string {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte("gpud step ticket\x00" + allocID))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
-// StepTicketOK compares a presented step ticket of the first kind with
-// the allocation's in constant time; an allocation without one admits
-// none.
-// Deprecated: see StepTicket.
-func StepTicketOK(presented, real string) bool { return JoinTokenOK(presented, real) }
 
 // CAPool parses a PEM CA certificate into a pool.
 func CAPool(caPEM []byte) (*x509.CertPool, error) {

@@ -35,6 +35,29 @@ type Controller struct {
 	Accounts       []Account         `toml:"account"`
 	// HA is [ha] (ha.go); absent, the controller runs alone.
 	HA HA `toml:"ha"`
+	// Privacy is [privacy].
+	Privacy Privacy `toml:"privacy"`
+}
+
+// Privacy is [privacy], Slurm's PrivateData: what a user (not an
+// operator, admin or root) may see of others. All false by default, as
+// Slurm's: every user sees every job's queue entry, every user's usage,
+// every association. Scripts, environments and paths are the owner's
+// and operators' whatever this says.
+type Privacy struct {
+	// Jobs: users see only their own jobs and their coordinated
+	// accounts' (queue, job details, accounting, priorities, nodes' job
+	// lists, live usage); others are "not found".
+	Jobs bool `toml:"jobs"`
+	// Usage: users see only their own usage (and their coordinated
+	// accounts' users'): sshare, sreport, gpuq top.
+	Usage bool `toml:"usage"`
+	// Users: users see no other user by name in association listings
+	// (sacctmgr, sshare), but in the accounts they coordinate.
+	Users bool `toml:"users"`
+	// Accounts: users see only the accounts they belong to or
+	// coordinate.
+	Accounts bool `toml:"accounts"`
 }
 
 // ControllerSection is [controller]: where the controller listens and
@@ -116,7 +139,22 @@ type Accounting struct {
 	// GPUHourPrice is the price of one GPU-hour by GPU model ("h100" =
 	// 2.5), for gpuq acct/report's cost; a model not listed costs 0.
 	GPUHourPrice map[string]float64 `toml:"gpu_hour_price"`
+	// AuditMaxAge and AuditMaxSize are the audit log's retention: older
+	// entries, and the oldest once it takes more (a size, as
+	// [limits]'s), are deleted every minute; "UNLIMITED" keeps all.
+	// AuditMinFree is the free space the audit log leaves on its file
+	// system: below it, the log stops growing (its oldest entries make
+	// room for new ones), so state.db beside it keeps room for jobs.
+	AuditMaxAge  Duration `toml:"audit_max_age"`
+	AuditMaxSize string   `toml:"audit_max_size"`
+	AuditMinFree string   `toml:"audit_min_free"`
 }
+
+// AuditMaxBytes is audit_max_size in bytes, 0 for no limit.
+func (a Accounting) AuditMaxBytes() int64 { n, _ := sizeBytes(a.AuditMaxSize); return n }
+
+// AuditMinFreeBytes is audit_min_free in bytes, 0 for none.
+func (a Accounting) AuditMinFreeBytes() int64 { n, _ := sizeBytes(a.AuditMinFree); return n }
 
 // Auth is [auth]: identity of remote callers (TLS on listen_tcp, signed
 // bearer tokens) and the roles of users.
@@ -480,7 +518,7 @@ func Defaults() Controller {
 			},
 		},
 		Fairshare:  Fairshare{DecayHalfLife: "7d", GPUModelWeights: map[string]float64{}},
-		Accounting: Accounting{GPUHourPrice: map[string]float64{}},
+		Accounting: Accounting{GPUHourPrice: map[string]float64{}, AuditMaxAge: "365d", AuditMaxSize: "1G", AuditMinFree: "256M"},
 		Auth:       Auth{ClusterName: "gpud", ClockSkew: "2m"},
 		API: API{SubmitRate: 20, SubmitBurst: 200, RefusalRate: 2, RefusalBurst: 60, ReadTimeout: "30s", IdleTimeout: "60s", WriteTimeout: "10m",
 			MaxConnsPerUser: 128, MaxConnsPerIP: 256},
@@ -608,6 +646,12 @@ func (c Controller) Validate() error {
 	}
 	if g := c.Accounting.GridIntensity; g < 0 || g > 5000 {
 		p.addf("[accounting] grid_intensity_g_per_kwh: %v is outside 0-5000 (grams of CO2e per kWh; e.g. 400)", g)
+	}
+	p.duration("[accounting] audit_max_age", c.Accounting.AuditMaxAge, false)
+	for _, f := range []struct{ key, v string }{{"audit_max_size", c.Accounting.AuditMaxSize}, {"audit_min_free", c.Accounting.AuditMinFree}} {
+		if _, ok := sizeBytes(f.v); !ok {
+			p.addf("[accounting] %s: %q is not a size from 1M to 1T (e.g. \"256M\", \"1G\"), or \"UNLIMITED\"", f.key, f.v)
+		}
 	}
 	for m, price := range c.Accounting.GPUHourPrice {
 		if price < 0 || m == "" {

@@ -89,6 +89,9 @@ type Config struct {
 	// submission, like the GPUD_* credentials (spec.SecretEnv).
 	SecretEnv []string
 
+	// Privacy is [privacy] (privacy.go): what users see of each other.
+	Privacy Privacy
+
 	// MaxSubmitBytes caps what one submission stores (submitSize): its
 	// payload once plus each task's record; 0 means no cap.
 	MaxSubmitBytes int64

@@ -103,6 +103,9 @@ type Controller struct {
 	// nodeTimeout is cfg.NodeTimeout in nanoseconds, for the node
 	// protocol's answers off the owner loop (NodeTimeout).
 	nodeTimeout atomic.Int64
+	// published is cfg as of its last change, for readers off the owner
+	// loop (Viewer); never modified once stored.
+	published atomic.Pointer[Config]
 	// epoch is c.now() at New: heartbeat arrivals are kept as offsets
 	// from it (on the monotonic clock; noteHeard).
 	epoch time.Time
@@ -172,6 +175,7 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 	}
 	c.sched.incMin = incMinFullCycle
 	c.nodeTimeout.Store(int64(cfg.NodeTimeout))
+	c.published.Store(&cfg)
 	for _, o := range opts {
 		o(c)
 	}

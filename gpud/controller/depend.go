@@ -63,10 +63,14 @@ func (c *Controller) depJobs(r depRef, f func(*spec.Job) bool) bool {
 }
 
 // checkDepend refuses a dependency on a job that does not exist.
-func (c *Controller) checkDepend(s string, d *dependency) error {
+func (c *Controller) checkDepend(who Caller, s string, d *dependency) error {
+	// A job who may not see ([privacy] jobs, a hidden partition) is one
+	// that does not exist, so that dependencies tell no one of others' jobs.
+	v := Viewer{who: who, cfg: &c.cfg}
 	for _, it := range d.Items {
 		for _, r := range it.Refs {
-			if !c.depJobs(r, func(*spec.Job) bool { return false }) {
+			seen := false
+			if !c.depJobs(r, func(j *spec.Job) bool { seen = v.Job(j); return !seen }) || !seen {
 				if r.ID < c.st.nextID && c.cfg.MinJobAge > 0 {
 					// Slurm refuses it too ("Job dependency problem").
 					return spec.Errorf(spec.ErrInvalid, "--dependency=%s: job %s is not held by the controller: it never existed, or it ended more than min_job_age (%s) ago and was purged (sacct -j %d shows how it ended); a dependency can name only a pending, running or recently ended job", s, r, c.cfg.MinJobAge, r.ID)

@@ -41,6 +41,7 @@ func FromConfig(c config.Controller) (Config, error) {
 		PreemptMinRuntime: c.Scheduler.PreemptMinRuntime.Std(),
 		CheckpointGrace:   c.Scheduler.CheckpointGrace.Std(),
 		SecretEnv:         c.Auth.SecretEnv,
+		Privacy:           Privacy(c.Privacy),
 
 		MaxSubmitBytes:        c.Limits.MaxSubmitBytes(),
 		MaxSubmitJobsPerUser:  c.Limits.MaxSubmitJobsPerUser,

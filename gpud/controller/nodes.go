@@ -517,6 +517,7 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg Config) (string, error
 		changed := limitChanges(&c.cfg, &cfg)
 		c.cfg, c.pol = cfg, cfg.SchedPolicy()
 		c.nodeTimeout.Store(int64(cfg.NodeTimeout))
+		c.published.Store(&cfg)
 		c.recheckAccess()
 		if n := len(c.st.ineligible); n > 0 {
 			changed = append(changed, fmt.Sprintf("%d queued jobs may no longer run as they are (access rules) and wait saying why", n))

@@ -220,7 +220,7 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 	if js.Depend != "" {
 		// A malformed one is Validate's to report (spec.ParseDependency).
 		if d, err := spec.ParseDependency(js.Depend); err == nil {
-			if err := c.checkDepend(js.Depend, d); err != nil {
+			if err := c.checkDepend(who, js.Depend, d); err != nil {
 				errs = append(errs, err)
 			}
 		}

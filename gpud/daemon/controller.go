@@ -308,6 +308,8 @@ func (p *controllerParts) newServer() error {
 	// at most that window of audit entries, never a job.
 	opts := []server.Option{server.WithLogger(p.o.Log), server.WithAccounting(p.acct), server.WithUsageRecorder(p.hm.usage(p.acct)),
 		server.WithAudit(p.acct, p.mets.AuditDropped),
+		server.WithAuditRetention(server.AuditRetention{MaxAge: cfg.Accounting.AuditMaxAge.Std(),
+			MaxBytes: cfg.Accounting.AuditMaxBytes(), MinFree: cfg.Accounting.AuditMinFreeBytes()}),
 		// Per-user series (user and account labels) only for operators,
 		// admins and root: see server.WithOperatorMetrics.
 		server.WithMetrics(p.mets.PublicHandler(), p.mets.ObserveRequest),

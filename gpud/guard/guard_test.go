@@ -2,8 +2,14 @@ package guard
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"strings"
 	"sync"
@@ -197,5 +203,103 @@ func TestListenerDeadlineAndOpenCap(t *testing.T) {
 	s1.Close()
 	if st := a.ln.Stats(); st.Open != 1 || st.Expired != 1 || st.Refused != 1 {
 		t.Errorf("stats %+v; want 1 open, 1 expired, 1 refused", st)
+	}
+}
+
+// selfSigned is a throwaway TLS certificate for 127.0.0.1.
+func selfSigned(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestListenerFloodAndTLSClient: another address churning idle
+// connections (each closed one dialled again at once) and the client's
+// own address holding idle ones: a TLS client finishes its handshake
+// every time. A newcomer takes the place of an idle connection of its
+// own address; another address's churn never takes the client's.
+func TestListenerFloodAndTLSClient(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := raw.Addr().String()
+	ln := NewListener(raw, "test listener", Limits{Handshake: 5 * time.Second, MaxPending: 16, MaxPendingPerAddr: 4}, NewRateLog(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	cert := selfSigned(t)
+	tl := tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}})
+	go func() {
+		for {
+			c, err := tl.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if err := c.(*tls.Conn).Handshake(); err != nil {
+					return
+				}
+				Established(c)
+				_, _ = c.Write([]byte("ok"))
+				_, _ = c.Read(make([]byte, 1))
+			}()
+		}
+	}()
+	defer tl.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: time.Second}
+				c, err := d.Dial("tcp", addr)
+				if err != nil {
+					continue
+				}
+				// Held until the listener closes it, then dialled again.
+				_, _ = c.Read(make([]byte, 1))
+				c.Close()
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for range 20 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	time.Sleep(200 * time.Millisecond)
+	pool := x509.NewCertPool()
+	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
+	pool.AddCert(leaf)
+	for i := range 10 {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{RootCAs: pool})
+		if err != nil {
+			t.Fatalf("TLS client %d: %v", i, err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b := make([]byte, 2)
+		if _, err := io.ReadFull(c, b); err != nil || string(b) != "ok" {
+			t.Fatalf("TLS client %d: %q, %v", i, b, err)
+		}
+		c.Close()
+	}
+	if st := ln.Stats(); st.Evicted < 10 {
+		t.Errorf("stats %+v; want the churn to have evicted idle connections", st)
 	}
 }

@@ -6,7 +6,10 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits are a Listener's caps and deadline. Zero fields take
@@ -28,8 +31,10 @@ type Limits struct {
 	MaxOpenPerAddr int
 	MaxOpen        int
 	// Exempt lists networks whose connections are never capped (they
-	// still get the deadline).
-	Exempt []netip.Prefix
+	// still get the deadline); IsExempt, when set, decides instead (a
+	// server whose exempt networks change on reload).
+	Exempt   []netip.Prefix
+	IsExempt func(netip.Addr) bool
 }
 
 // DefaultLimits: a handshake is milliseconds on a cluster network; 5 s
@@ -58,14 +63,16 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Listener accepts connections under Limits. A new connection past its
-// address's share of pending connections evicts that address's oldest
-// pending one (a peer holding idle connections loses them to its own
-// new ones, not to others'); past MaxPending it evicts the oldest pending
-// connection of the address holding the most, when that address holds
-// more than the newcomer's; otherwise the newcomer is closed. Past the
-// open caps the newcomer is closed. Closing costs one accept and close:
-// no handshake, no goroutine. What it closes is logged through a RateLog
-// and counted (Stats).
+// address's share of pending connections takes the place of one of that
+// address's that is idle (has sent nothing: a legitimate client sends its
+// TLS ClientHello at once) or has taken over a second with its handshake;
+// past MaxPending it takes such a place from the address holding the
+// most, when that address holds more than the newcomer's. Otherwise the
+// newcomer is closed, as it is past the open caps. So a peer holding or
+// churning idle connections loses them to its own new ones, and a client
+// on the same address whose handshake is under way keeps its place.
+// Closing costs one accept and close: no handshake, no goroutine. What
+// it closes is logged through a RateLog and counted (Stats).
 type Listener struct {
 	net.Listener
 	name   string
@@ -125,6 +132,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 }
 
 func (l *Listener) exempt(a netip.Addr) bool {
+	if l.limits.IsExempt != nil {
+		return l.limits.IsExempt(a)
+	}
 	for _, p := range l.limits.Exempt {
 		if p.Contains(a) {
 			return true
@@ -139,6 +149,11 @@ func (l *Listener) admit(raw net.Conn) *Conn {
 	addr := addrOf(raw)
 	c := &Conn{Conn: raw, l: l, addr: addr, exempt: l.exempt(addr), accepted: time.Now()}
 	lim := l.limits
+	// A timer, not an I/O deadline: the server sets its own deadlines
+	// (net/http's header and body timeouts), and a timer also ends a
+	// connection the server has not begun to read. Made before c is
+	// listed: another accept may evict (close) it at once.
+	c.timer.Store(time.AfterFunc(lim.Handshake, c.expire))
 	var evict *Conn
 	l.mu.Lock()
 	if !c.exempt {
@@ -147,11 +162,19 @@ func (l *Listener) admit(raw net.Conn) *Conn {
 			n := l.open[addr]
 			l.mu.Unlock()
 			l.refused.Add(1)
+			c.timer.Load().Stop()
 			raw.Close()
 			l.log.Warn("connection refused: over the open connection cap", "listener", l.name, "remote", addr.String(), "open_from_address", n, "max_per_address", lim.MaxOpenPerAddr, "max", lim.MaxOpen)
 			return nil
 		case len(l.pending[addr]) >= lim.MaxPendingPerAddr:
-			evict = l.pending[addr][0]
+			if evict = victim(l.pending[addr]); evict == nil {
+				l.mu.Unlock()
+				l.refused.Add(1)
+				c.timer.Load().Stop()
+				raw.Close()
+				l.log.Warn("connection refused: its address has as many connections in their handshake as it may", "listener", l.name, "remote", addr.String(), "max_per_address", lim.MaxPendingPerAddr)
+				return nil
+			}
 		case l.npending >= lim.MaxPending:
 			var most netip.Addr
 			for a, cs := range l.pending {
@@ -159,14 +182,17 @@ func (l *Listener) admit(raw net.Conn) *Conn {
 					most = a
 				}
 			}
-			if len(l.pending[most]) <= len(l.pending[addr]) {
+			if len(l.pending[most]) > len(l.pending[addr]) {
+				evict = victim(l.pending[most])
+			}
+			if evict == nil {
 				l.mu.Unlock()
 				l.refused.Add(1)
+				c.timer.Load().Stop()
 				raw.Close()
 				l.log.Warn("connection refused: too many connections in their handshake", "listener", l.name, "remote", addr.String(), "pending", lim.MaxPending)
 				return nil
 			}
-			evict = l.pending[most][0]
 		}
 		if evict != nil {
 			l.unpendLocked(evict)
@@ -185,11 +211,27 @@ func (l *Listener) admit(raw net.Conn) *Conn {
 		l.log.Warn("connection closed before its handshake ended: its address's share of pending connections went to a newer one", "listener", l.name,
 			"remote", evict.addr.String(), "age", time.Since(evict.accepted).Round(time.Millisecond))
 	}
-	// A timer, not an I/O deadline: the server sets its own deadlines
-	// (net/http's header and body timeouts), and a timer also ends a
-	// connection the server has not begun to read.
-	c.timer = time.AfterFunc(lim.Handshake, c.expire)
 	return c
+}
+
+// slowHandshake is how long a handshake under way keeps its place
+// against newer connections of its address.
+const slowHandshake = time.Second
+
+// victim is the pending connection (of one address, oldest first) a
+// newcomer may take the place of: the oldest idle one, else the oldest
+// whose handshake has taken over slowHandshake; nil when every one is a
+// handshake under way.
+func victim(cs []*Conn) *Conn {
+	for _, c := range cs {
+		if c.idle() {
+			return c
+		}
+	}
+	if c := cs[0]; time.Since(c.accepted) > slowHandshake {
+		return c
+	}
+	return nil
 }
 
 // unpendLocked takes c off the pending lists (l.mu held).
@@ -221,10 +263,40 @@ type Conn struct {
 	addr     netip.Addr
 	exempt   bool
 	accepted time.Time
-	timer    *time.Timer
+	timer    atomic.Pointer[time.Timer]
 	// pending and counted are guarded by l.mu.
 	pending, counted    bool
 	established, closed atomic.Bool
+	// started: the peer has sent something (read by the server).
+	started atomic.Bool
+}
+
+// Read notes that the peer has sent something.
+func (c *Conn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.started.Load() {
+		c.started.Store(true)
+	}
+	return n, err
+}
+
+// idle says whether the peer has sent nothing: no byte read by the
+// server, none waiting in the socket's receive queue.
+func (c *Conn) idle() bool {
+	if c.started.Load() {
+		return false
+	}
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	waiting := 0
+	_ = rc.Control(func(fd uintptr) { waiting, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return waiting == 0
 }
 
 // Addr is the remote address the connection is counted under.
@@ -257,7 +329,7 @@ func (c *Conn) Established() bool {
 	if !was {
 		return false
 	}
-	c.timer.Stop()
+	c.timer.Load().Stop()
 	return !c.closed.Load()
 }
 
@@ -266,7 +338,7 @@ func (c *Conn) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return c.Conn.Close()
 	}
-	c.timer.Stop()
+	c.timer.Load().Stop()
 	c.l.mu.Lock()
 	c.l.unpendLocked(c)
 	if c.counted {

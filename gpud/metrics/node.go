@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gpud/gpud/gpud/guard"
 	"github.com/gpud/gpud/gpud/node"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime/gpu"
@@ -189,14 +192,29 @@ func (c *nodeCollector) collectMIG(ctx context.Context, ch chan<- prometheus.Met
 	}
 }
 
+// ScrapeLimits are the metrics listener's caps (gpud/guard): it is plain
+// HTTP with no authentication, meant for a monitoring network; a scraper
+// holds a connection or two, so one address keeps at most 8 before their
+// first request (5 s) and 32 open, all addresses 256.
+var ScrapeLimits = guard.Limits{Handshake: 5 * time.Second, MaxPending: 64, MaxPendingPerAddr: 8, MaxOpenPerAddr: 32, MaxOpen: 256}
+
 // Serve serves h's /metrics on ln until ctx ends, then shuts down (up to
-// 5s for scrapes in flight). Other paths are 404.
+// 5s for scrapes in flight). Other paths are 404. Connections are capped
+// (ScrapeLimits) and what a peer can make it log is rate-limited.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	rl := guard.NewRateLog(slog.Default())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+		ErrorLog: log.New(rl.Writer(slog.LevelWarn, "metrics connection error"), "", 0),
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateActive {
+				guard.Established(c)
+			}
+		}}
+	gl := guard.NewListener(ln, "node metrics", ScrapeLimits, rl)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(gl) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve metrics on %s: %w", ln.Addr(), err)

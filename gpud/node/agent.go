@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/node/step"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpud/statefile"
@@ -60,6 +61,11 @@ type Agent struct {
 	pollMu      sync.Mutex
 	poll        context.CancelFunc
 	repollAsked bool
+
+	// rev is the node's copy of the controller's revocation lists and
+	// stepKey the key step tickets are verified with (revoke.go).
+	rev     *auth.Revocations
+	stepKey atomic.Pointer[string]
 }
 
 // New checks cfg and returns an agent that will talk to the controller
@@ -116,8 +122,13 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 	for id, g := range gpus {
 		numa[id] = g.NUMANode
 	}
+	// The revocation lists' copy is trusted for fenceAfter since the
+	// controller last confirmed it (revoke.go); until the first answer
+	// says node_timeout, the default's.
+	a.rev = auth.NewRevocationCopy(a.fenceAfter(), o.net.Now)
 	a.runnerDeps.steps = step.NewNode(step.Config{Node: cfg.Name, Version: cfg.Version, KillGrace: cfg.KillGrace,
-		Runtime: rt, Clock: o.clock, Log: a.log, Peers: o.peers, Net: o.stepNet, Tools: cfg.ToolsDir, GPUNUMA: numa}, stepHost{a})
+		Runtime: rt, Clock: o.clock, Log: a.log, Peers: o.peers, Net: o.stepNet, Tools: cfg.ToolsDir, GPUNUMA: numa,
+		Revocations: a.rev, TicketKey: a.ticketKey, Now: o.net.Now}, stepHost{a})
 	return a, nil
 }
 
@@ -327,10 +338,11 @@ func (a *Agent) register(ctx context.Context) time.Duration {
 		// but generously: under a registration storm a controller may
 		// take long to answer, and a retry adds to its load.
 		rctx, cancel := context.WithTimeout(ctx, registerTimeout)
-		resp, err := a.client.Register(rctx, inv)
+		resp, err := a.client.RegisterNode(rctx, api.RegisterRequest{Inventory: inv, Revocations: a.rev.Version()})
 		cancel()
 		if err == nil {
 			a.contactOK(sent, resp.NodeTimeout())
+			a.learnRevocations(sent, resp.Revocations)
 			iv := a.cfg.HeartbeatInterval
 			if resp.HeartbeatIntervalSec > 0 {
 				iv = time.Duration(resp.HeartbeatIntervalSec) * time.Second
@@ -375,7 +387,8 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		began := time.Now()
 		sent := a.opts.net.Now()
 		hctx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout(interval))
-		resp, err := a.client.HeartbeatAnswer(hctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current()})
+		resp, err := a.client.HeartbeatAnswer(hctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current(),
+			Revocations: a.rev.Version()})
 		cancel()
 		next := max(interval-time.Since(began), 0) // the cadence of a ticker
 		if err != nil && ctx.Err() == nil {
@@ -388,6 +401,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		case err == nil:
 			bo.reset()
 			a.contactOK(sent, resp.NodeTimeout())
+			a.learnRevocations(sent, resp.Revocations)
 			if a.heartbeatAnswered(sent) {
 				a.repoll() // a fence waits for an answer asked after this one
 			}
@@ -433,7 +447,7 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 		if a.pollCancel(cancel) {
 			after = 0 // asked to poll again: an answer at once
 		}
-		resp, err := a.client.Assignments(pctx, a.cfg.Name, after, a.cfg.PollWait)
+		resp, err := a.client.PollAssignments(pctx, a.cfg.Name, api.AssignmentsRequest{After: after, Wait: a.cfg.PollWait, Revocations: a.rev.Version()})
 		a.pollCancel(nil)
 		repolled := pctx.Err() != nil
 		cancel()
@@ -453,6 +467,8 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 			continue
 		}
 		bo.reset()
+		a.learnRevocations(sent, resp.Revocations)
+		a.learnTicketKey(resp.StepTicketKey)
 		// A restarted controller starts again from generation 0 and
 		// answers at once; follow it down as well as up.
 		after = resp.Generation

@@ -2,10 +2,8 @@ package node
 
 import (
 	"context"
-	"time"
 
 	"github.com/gpud/gpud/gpud/api"
-	"github.com/gpud/gpud/gpud/spec"
 )
 
 // ControllerClient is what a node agent asks of the controller: these
@@ -13,18 +11,19 @@ import (
 // certificate in production) satisfies it; the agent's tests that used to
 // fake the HTTP server may pass an in-process one.
 type ControllerClient interface {
-	// Register registers (or re-registers) the node's inventory; the
-	// answer carries the heartbeat interval and node_timeout. Also used
-	// to report a changed MIG layout.
-	Register(ctx context.Context, inv spec.Inventory) (api.RegisterResponse, error)
+	// RegisterNode registers (or re-registers) the node's inventory; the
+	// answer carries the heartbeat interval, node_timeout and the
+	// revocation lists. Also used to report a changed MIG layout.
+	RegisterNode(ctx context.Context, req api.RegisterRequest) (api.RegisterResponse, error)
 	// HeartbeatAnswer tells the controller the node is alive, what it
 	// runs and which GPUs are unhealthy; the answer carries node_timeout
 	// (self-fencing, fence.go). spec.ErrNotFound: the controller does
 	// not know the node (register again).
 	HeartbeatAnswer(ctx context.Context, node string, req api.HeartbeatRequest) (api.HeartbeatResponse, error)
-	// Assignments long-polls, for at most wait, for the node's desired
-	// allocations newer than generation after.
-	Assignments(ctx context.Context, node string, after uint64, wait time.Duration) (api.AssignmentsResponse, error)
+	// PollAssignments long-polls, for at most req.Wait, for the node's
+	// desired allocations newer than generation req.After (or revocation
+	// lists other than req.Revocations).
+	PollAssignments(ctx context.Context, node string, req api.AssignmentsRequest) (api.AssignmentsResponse, error)
 	// Events delivers outbox events in seq order; the answer says up to
 	// which seq the controller has them.
 	Events(ctx context.Context, node string, events []api.AllocEvent) (api.EventsResponse, error)

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/fake"
@@ -113,6 +114,12 @@ type fakeController struct {
 	// nodeTimeout is the node_timeout registration answers carry (0:
 	// none, as from an older controller).
 	nodeTimeout time.Duration
+	// rev is the revocation lists the answers carry; noRev: none (an
+	// older controller). signer signs step tickets (Ticket), its public
+	// key going out with the assignments.
+	rev    *auth.RevocationList
+	noRev  bool
+	signer *auth.StepTicketSigner
 }
 
 const (
@@ -137,6 +144,10 @@ func newFakeController(t testing.TB) *fakeController {
 	}
 	fc := &fakeController{t: t, quit: make(chan struct{}), seen: map[uint64]bool{},
 		fail: map[string]bool{}, calls: map[string]int{}, changed: make(chan struct{})}
+	fc.rev, _ = auth.NewRevocationList(nil, nil)
+	if fc.signer, err = auth.NewStepTicketSigner([]byte("fake controller's step ticket key 0123456789"), nil); err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/nodes/register", fc.handleRegister)
 	mux.HandleFunc("POST /v1/nodes/{name}/heartbeat", fc.handleHeartbeat)
@@ -201,8 +212,9 @@ func (fc *fakeController) handleRegister(w http.ResponseWriter, r *http.Request)
 	fc.register = append(fc.register, req.Inventory)
 	fc.changedLocked()
 	nt := fc.nodeTimeout
+	rev := fc.revocationsLocked(req.Revocations)
 	fc.mu.Unlock()
-	writeJSON(w, http.StatusOK, api.RegisterResponse{HeartbeatIntervalSec: 1, NodeTimeoutMS: nt.Milliseconds()})
+	writeJSON(w, http.StatusOK, api.RegisterResponse{HeartbeatIntervalSec: 1, NodeTimeoutMS: nt.Milliseconds(), Revocations: rev})
 }
 
 func (fc *fakeController) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
@@ -217,8 +229,13 @@ func (fc *fakeController) handleHeartbeat(w http.ResponseWriter, r *http.Request
 	fc.mu.Lock()
 	fc.beats = append(fc.beats, req)
 	fc.changedLocked()
+	rev := fc.revocationsLocked(req.Revocations)
 	fc.mu.Unlock()
-	w.WriteHeader(http.StatusNoContent)
+	if rev == nil {
+		w.WriteHeader(http.StatusNoContent) // as an older controller
+		return
+	}
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Revocations: rev})
 }
 
 func (fc *fakeController) handleAssignments(w http.ResponseWriter, r *http.Request) {
@@ -227,6 +244,7 @@ func (fc *fakeController) handleAssignments(w http.ResponseWriter, r *http.Reque
 	}
 	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
 	wait, _ := strconv.Atoi(r.URL.Query().Get("wait"))
+	have := r.URL.Query().Get("revocations")
 	fc.mu.Lock()
 	fc.after = after
 	fc.changedLocked()
@@ -236,19 +254,20 @@ func (fc *fakeController) handleAssignments(w http.ResponseWriter, r *http.Reque
 	for {
 		fc.mu.Lock()
 		gen, asgs, ch, failing := fc.gen, fc.asgs, fc.changed, fc.fail[epAssignments]
+		res := api.AssignmentsResponse{Generation: gen, Assignments: asgs, Revocations: fc.revocationsLocked(have), StepTicketKey: fc.signer.PublicKey()}
 		fc.mu.Unlock()
 		if failing {
 			writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeUnavailable, Message: "controller is restarting"}})
 			return
 		}
-		if gen != after {
-			writeJSON(w, http.StatusOK, api.AssignmentsResponse{Generation: gen, Assignments: asgs})
+		if gen != after || res.Revocations != nil && res.Revocations.Lists != nil {
+			writeJSON(w, http.StatusOK, res)
 			return
 		}
 		select {
 		case <-ch:
 		case <-timer.C:
-			writeJSON(w, http.StatusOK, api.AssignmentsResponse{Generation: gen, Assignments: asgs})
+			writeJSON(w, http.StatusOK, res)
 			return
 		case <-r.Context().Done():
 			return
@@ -289,6 +308,40 @@ func (fc *fakeController) Set(asgs ...api.Assignment) uint64 {
 	fc.asgs = asgs
 	fc.changedLocked()
 	return fc.gen
+}
+
+// revocationsLocked is the revocation state for a node holding version
+// have (fc.mu held).
+func (fc *fakeController) revocationsLocked(have string) *api.Revocations {
+	if fc.noRev || have == "" {
+		return nil
+	}
+	out := &api.Revocations{Version: fc.rev.Version}
+	if have != fc.rev.Version {
+		out.Lists = &api.RevocationLists{Certs: fc.rev.Certs, Tokens: fc.rev.Tokens}
+	}
+	return out
+}
+
+// Revoke replaces the revocation lists the answers carry.
+func (fc *fakeController) Revoke(certs, tokens []string) {
+	l, err := auth.NewRevocationList(certs, tokens)
+	if err != nil {
+		fc.t.Fatal(err)
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.rev = l
+	fc.changedLocked()
+}
+
+// Ticket is a step ticket for alloc obtained with holder.
+func (fc *fakeController) Ticket(alloc string, job uint64, holder auth.Credential) string {
+	tk, err := fc.signer.Issue(alloc, job, holder)
+	if err != nil {
+		fc.t.Fatal(err)
+	}
+	return tk
 }
 
 // Reconciled reports whether the agent has handled generation gen: it

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime/gpu"
 )
@@ -265,7 +266,11 @@ func (a *Agent) refreshMIGLayout(ctx context.Context, log *slog.Logger) {
 	}
 	inv := a.inventory()
 	a.invMu.Unlock()
-	if _, err := a.client.Register(ctx, inv); err != nil {
+	sent := a.opts.net.Now()
+	resp, err := a.client.RegisterNode(ctx, api.RegisterRequest{Inventory: inv, Revocations: a.rev.Version()})
+	if err != nil {
 		log.Warn("report MIG layout to the controller", "err", err)
+		return
 	}
+	a.learnRevocations(sent, resp.Revocations)
 }

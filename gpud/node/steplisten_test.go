@@ -85,9 +85,15 @@ func TestStepListenerRefuses(t *testing.T) {
 		e.opts = append(e.opts, WithStepNet(StepNet{Listener: ln, Cert: ca.nodeCert(t, "node-1"), CA: ca.pool}))
 	})
 	a := asg(7, e.home)
-	a.StepTicket = "ticket-of-a7-0123456789abcdef0123456789"
 	e.fc.Set(a)
 	e.waitStarted(t, cid)
+	ticket := e.fc.Ticket("a7", 7, auth.TokenCredential("jti-alice"))
+	otherKey, err := auth.NewStepTicketSigner([]byte("another controller's step ticket key 0123"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, _ := otherKey.Issue("a7", 7, auth.TokenCredential("jti-alice"))
+	run := &api.StepRequest{Args: []string{"true"}}
 
 	peer0, peer9 := ca.nodeCert(t, "node-0"), ca.nodeCert(t, "node-9")
 	part := &api.StepPart{Step: 0, Tasks: []int{0}, Args: []string{"true"}}
@@ -101,9 +107,10 @@ func TestStepListenerRefuses(t *testing.T) {
 		{"allocation not on this node", &peer0, api.StepHello{Alloc: "a8", Part: part}, "runs no part of allocation \"a8\""},
 		{"part with a flag this agent does not know", &peer0, api.StepHello{Alloc: "a7", Part: &api.StepPart{Tasks: []int{0}, Args: []string{"true"}, Flags: []string{"warp-drive"}}}, `does not know step flag "warp-drive"`},
 		{"part without a node certificate", nil, api.StepHello{Alloc: "a7", Part: part}, "only a node agent with its node certificate"},
-		{"wrong ticket", nil, api.StepHello{Alloc: "a7", Ticket: "guess", Step: &api.StepRequest{Args: []string{"true"}}}, "wrong step ticket for allocation a7"},
-		{"no ticket", nil, api.StepHello{Alloc: "a7", Step: &api.StepRequest{Args: []string{"true"}}}, "wrong step ticket"},
-		{"ticket of another allocation", nil, api.StepHello{Alloc: "a8", Ticket: a.StepTicket, Step: &api.StepRequest{Args: []string{"true"}}}, "runs no part"},
+		{"guessed ticket", nil, api.StepHello{Alloc: "a7", Ticket: "guess", Step: run}, "not one the controller signed"},
+		{"ticket signed with another key", nil, api.StepHello{Alloc: "a7", Ticket: forged, Step: run}, "not one the controller signed"},
+		{"no ticket", nil, api.StepHello{Alloc: "a7", Step: run}, "no step ticket for allocation a7"},
+		{"ticket of another allocation", nil, api.StepHello{Alloc: "a8", Ticket: ticket, Step: run}, "step ticket is for allocation a7, not a8"},
 	} {
 		m, err := stepAnswer(t, addr, ca.pool, tc.cert, tc.hello)
 		if err != nil || m.Kind != api.StepError || !strings.Contains(m.Error, tc.want) {
@@ -154,54 +161,114 @@ func TestStepListenerRefuses(t *testing.T) {
 	}
 }
 
-// TestStepListenerGreetingCap: connections that never finish their
-// handshake hold at most step.MaxGreetings places; one more is closed at
-// once, and the places come back when they go.
-func TestStepListenerGreetingCap(t *testing.T) {
+// TestStepListenerPlainFlood (issue 24 hole 5): plain TCP connections
+// that never start TLS keep at most their address's share of the
+// connections in their handshake; another address's peer is served
+// meanwhile, and so is a peer from the flooding address itself (its
+// newest connection evicts the oldest idle one).
+func TestStepListenerPlainFlood(t *testing.T) {
 	ca := newTestCA(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	newEnv(t, func(e *env) {
+	e := newEnv(t, func(e *env) {
 		e.opts = append(e.opts, WithStepNet(StepNet{Listener: ln, Cert: ca.nodeCert(t, "node-1"), CA: ca.pool}))
 	})
+	waitFor(t, "the revocation list from the registration", func() bool { return e.agent.rev.Check() == nil }, e.on()...)
 	var idle []net.Conn
 	defer func() {
 		for _, c := range idle {
 			c.Close()
 		}
 	}()
-	for range step.MaxGreetings {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
+	for _, src := range []string{"127.0.0.2", "127.0.0.1"} {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		for range 2 * step.Limits.MaxPending {
+			c, err := d.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			idle = append(idle, c)
 		}
-		idle = append(idle, c)
 	}
-	extra, err := net.Dial("tcp", addr)
+	peer := ca.nodeCert(t, "node-0")
+	m, err := stepAnswer(t, addr, ca.pool, &peer, api.StepHello{Alloc: "none", Part: &api.StepPart{Tasks: []int{0}, Args: []string{"true"}}})
+	if err != nil || !strings.Contains(m.Error, "runs no part") {
+		t.Errorf("a peer from an address holding %d idle connections: %+v, %v; want it served (and refused: no such allocation)", 2*step.Limits.MaxPending, m, err)
+	}
+	// Each address kept its share; the rest were closed at once.
+	open := 0
+	for _, c := range idle {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+			open++
+		}
+	}
+	if open > 2*step.Limits.MaxPendingPerAddr {
+		t.Errorf("%d idle connections still open; want at most %d (each address's share)", open, 2*step.Limits.MaxPendingPerAddr)
+	}
+}
+
+// TestStepListenerRevocation (issue 24 hole 1, node side): the step
+// listener checks the peer's node certificate and the credential a step
+// ticket was obtained with against the node's copy of the controller's
+// revocation lists, which comes with the answers the agent polls for;
+// and a node whose copy the controller has not confirmed within its
+// bound trusts nobody.
+func TestStepListenerRevocation(t *testing.T) {
+	ca := newTestCA(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if n, err := extra.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("connection %d beyond the cap: read %d, %v; want it closed at once", step.MaxGreetings+1, n, err)
+	addr := ln.Addr().String()
+	e := newEnv(t, func(e *env) {
+		e.opts = append(e.opts, WithStepNet(StepNet{Listener: ln, Cert: ca.nodeCert(t, "node-1"), CA: ca.pool}))
+	})
+	e.fc.Set(asg(7, e.home))
+	e.waitStarted(t, cid)
+	peer0 := ca.nodeCert(t, "node-0")
+	leaf, err := x509.ParseCertificate(peer0.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
 	}
-	extra.Close()
-	for _, c := range idle {
-		c.Close()
-	}
-	idle = nil
-	// The places come back: a peer's connection is served again.
-	peer := ca.nodeCert(t, "node-0")
-	var m api.StepMsg
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if m, err = stepAnswer(t, addr, ca.pool, &peer, api.StepHello{Alloc: "none", Part: &api.StepPart{Tasks: []int{0}, Args: []string{"true"}}}); err == nil {
-			break
+	ticket := e.fc.Ticket("a7", 7, auth.TokenCredential("jti-alice"))
+	part := api.StepHello{Alloc: "a7", Part: &api.StepPart{Tasks: []int{0}, Args: []string{"true"}}}
+	srun := api.StepHello{Alloc: "a7", Ticket: ticket, Step: &api.StepRequest{Args: []string{"true"}}}
+	// Admitted: a part then fails as the fake runtime cannot exec, a
+	// step as node-0 (the allocation's other node) serves no steps here;
+	// either answer says so, not a refusal.
+	const admitted, admittedStep = "cannot start processes", "node node-0 of the allocation has no step listener"
+	ask := func(what string, cert *tls.Certificate, h api.StepHello, want string) {
+		t.Helper()
+		m, err := stepAnswer(t, addr, ca.pool, cert, h)
+		if err != nil || !strings.Contains(m.Error, want) {
+			t.Errorf("%s: %+v, %v; want an answer saying %q", what, m, err, want)
 		}
 	}
-	if err != nil || !strings.Contains(m.Error, "runs no part") {
-		t.Errorf("after the idle connections closed: %+v, %v; want the peer served (and refused: no such allocation)", m, err)
+	ask("node-0's part", &peer0, part, admitted)
+	ask("alice's ticket", nil, srun, admittedStep)
+
+	e.fc.Revoke([]string{auth.Serial(leaf)}, []string{"jti-alice"})
+	waitFor(t, "the new lists reach the node", func() bool { return e.agent.rev.List().Revoked(auth.TokenCredential("jti-alice")) }, e.on()...)
+	ask("node-0's part after its certificate was revoked", &peer0, part, "certificate "+auth.Serial(leaf)+" was revoked")
+	ask("alice's ticket after her token was revoked", nil, srun, "token jti-alice was revoked")
+	other := e.fc.Ticket("a7", 7, auth.TokenCredential("jti-bob"))
+	ask("a ticket obtained with another token", nil, api.StepHello{Alloc: "a7", Ticket: other, Step: srun.Step}, admittedStep)
+
+	// Cut off from the controller: once the copy is older than its bound
+	// (90 % of node_timeout; 3 heartbeats of 1 s by default here), the
+	// node trusts nobody, not even a credential it trusted before.
+	for _, ep := range []string{epRegister, epHeartbeat, epAssignments} {
+		e.fc.Fail(ep, true)
 	}
+	waitFor(t, "the copy goes stale", func() bool { return e.agent.rev.Check() != nil }, e.on()...)
+	ask("a ticket while the node's list is stale", nil, api.StepHello{Alloc: "a7", Ticket: other, Step: srun.Step}, "last confirmed by the controller")
+	for _, ep := range []string{epRegister, epHeartbeat, epAssignments} {
+		e.fc.Fail(ep, false)
+	}
+	waitFor(t, "the copy is confirmed again", func() bool { return e.agent.rev.Check() == nil }, e.on()...)
+	ask("a ticket once the list is confirmed again", nil, api.StepHello{Alloc: "a7", Ticket: other, Step: srun.Step}, admittedStep)
 }

@@ -83,6 +83,94 @@ func WithAudit(a AuditLog, onDrop func(n int)) Option {
 	return func(s *Server) { s.audit = &auditor{store: a, onDrop: onDrop} }
 }
 
+// AuditRetention is how much audit log the server keeps ([accounting]
+// audit_max_age, audit_max_size, audit_min_free): entries older than
+// MaxAge go, and the oldest ones once the log takes more than MaxBytes
+// (each checked every minute); when the file system of the audit log has
+// less than MinFree left, the log stops growing: each write is followed
+// by dropping as much of the oldest, down to what the log took then (at
+// least auditFloor), so job state on the same file system keeps its room
+// while the audit is under attack. Zero fields bound nothing. The
+// AuditLog must implement PruneAudit, AuditBytes and FreeBytes (as
+// *accounting.DB does), or retention is off.
+type AuditRetention struct {
+	MaxAge   time.Duration
+	MaxBytes int64
+	MinFree  int64
+}
+
+// auditFloor is the audit log a full disk still keeps (the newest rows).
+const auditFloor = 1 << 20
+
+// WithAuditRetention sets the audit log's retention (see AuditRetention).
+func WithAuditRetention(r AuditRetention) Option { return func(s *Server) { s.retain = r } }
+
+// auditPruner is what retention needs of the audit log (*accounting.DB).
+type auditPruner interface {
+	PruneAudit(ctx context.Context, before time.Time, maxBytes int64) (int, error)
+	AuditBytes(ctx context.Context) (int64, error)
+	FreeBytes() (int64, error)
+}
+
+// retention is the audit writer's state of AuditRetention.
+type retention struct {
+	AuditRetention
+	p auditPruner
+	// short: the disk has less than MinFree; the log keeps at most cap.
+	short   bool
+	cap     int64
+	checked time.Time
+}
+
+// keep applies the retention: by age and size (every minute: all), and
+// while the disk is short, the size the log had when it ran short.
+func (s *Server) keep(rt *retention, all bool) {
+	if rt.p == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	now := s.now()
+	if rt.MinFree > 0 && (all || now.Sub(rt.checked) >= time.Second) {
+		rt.checked = now
+		free, err := rt.p.FreeBytes()
+		switch {
+		case err != nil:
+			s.log.Warn("audit log retention: cannot tell the free space", "err", err)
+		case free < rt.MinFree && !rt.short:
+			size, err := rt.p.AuditBytes(ctx)
+			if err != nil {
+				s.log.Warn("audit log retention", "err", err)
+				return
+			}
+			rt.short, rt.cap = true, max(size, auditFloor)
+			s.log.Error("free space below [accounting] audit_min_free: the audit log stops growing, its oldest entries make room for new ones",
+				"free_bytes", free, "audit_min_free", rt.MinFree, "audit_bytes", rt.cap)
+		case free > rt.MinFree+rt.MinFree/8 && rt.short:
+			rt.short = false
+			s.log.Info("free space back above [accounting] audit_min_free: the audit log grows again up to audit_max_size", "free_bytes", free)
+		}
+	}
+	if !all && !rt.short {
+		return
+	}
+	var before time.Time
+	if rt.MaxAge > 0 && all {
+		before = now.Add(-rt.MaxAge)
+	}
+	limit := rt.MaxBytes
+	if rt.short && (limit == 0 || rt.cap < limit) {
+		limit = rt.cap
+	}
+	n, err := rt.p.PruneAudit(ctx, before, limit)
+	if err != nil {
+		s.log.Warn("audit log retention", "err", err)
+	}
+	if n > 0 && all {
+		s.log.Info("audit log entries past their retention deleted", "entries", n, "max_age", rt.MaxAge, "max_bytes", limit)
+	}
+}
+
 // auditOp is one write queued for the audit writer.
 type auditOp struct {
 	w accounting.AuditWrite
@@ -160,6 +248,12 @@ func (s *Server) runAudit() {
 		// waited: an op in batch has a caller waiting for its write.
 		waited bool
 	)
+	rt := &retention{AuditRetention: s.retain}
+	rt.p, _ = a.store.(auditPruner)
+	if rt.MaxAge == 0 && rt.MaxBytes == 0 && rt.MinFree == 0 {
+		rt.p = nil
+	}
+	s.keep(rt, true)
 	write := func() {
 		ops := append(held, batch...)
 		held, batch, waited = nil, batch[:0], false
@@ -192,6 +286,7 @@ func (s *Server) runAudit() {
 			}
 			ops = ops[n:]
 		}
+		s.keep(rt, false)
 		// Outcomes are bounded by the calls in flight (no new call starts
 		// while writes fail); refusals are not, so they are capped.
 		if over := len(held) - cap(a.ch); over > 0 {
@@ -262,6 +357,7 @@ func (s *Server) runAudit() {
 			if len(batch) > 0 {
 				write()
 			}
+			s.keep(rt, true)
 		case reply := <-a.flushc:
 			gather()
 			summarise()

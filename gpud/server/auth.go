@@ -199,6 +199,9 @@ type identity struct {
 	node string
 	// remote: the request came over TCP with a token.
 	remote bool
+	// cred is the credential the caller proved its identity with (what
+	// a step ticket it obtains is bound to).
+	cred auth.Credential
 }
 
 type identityKey struct{}
@@ -284,7 +287,7 @@ func nodeCaller(id identity, name string) (controller.Caller, error) {
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if peer, ok := r.Context().Value(callerKey{}).(controller.Caller); ok {
-			id := identity{caller: peer, role: s.configRole(peer.User, peer.UID)}
+			id := identity{caller: peer, role: s.configRole(peer.User, peer.UID), cred: auth.UIDCredential(peer.UID)}
 			if r.Header.Get(slurmTokenHeader) != "" || r.Header.Get(slurmUserHeader) != "" {
 				var (
 					class string
@@ -317,7 +320,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				}
 				// A node certificate from joining: the node's identity,
 				// bound to its name (nodeCaller checks each request).
-				id := identity{caller: controller.Caller{User: "node:" + node}, role: auth.RoleNode, node: node, remote: true}
+				id := identity{caller: controller.Caller{User: "node:" + node}, role: auth.RoleNode, node: node, remote: true, cred: auth.CertCredential(leaf)}
 				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 				return
 			}
@@ -438,7 +441,7 @@ func (s *Server) verify(r *http.Request) (identity, string, error) {
 	if name := r.Header.Get(slurmUserHeader); name != "" && name != c.User {
 		return identity{}, RefusedBadToken, fmt.Errorf("%s %q is not the token's user %q: gpud acts only as the token's user; send that user's own token", slurmUserHeader, clip(name), c.User)
 	}
-	id := identity{caller: controller.Caller{UID: c.UID, GID: c.GID, User: c.User, Known: true}, role: c.Role, remote: true}
+	id := identity{caller: controller.Caller{UID: c.UID, GID: c.GID, User: c.User, Known: true}, role: c.Role, remote: true, cred: auth.TokenCredential(c.ID)}
 	if c.Role != auth.RoleNode {
 		id.caller.Groups = s.groupsOf(c.UID, c.GID)
 	}

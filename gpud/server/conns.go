@@ -223,10 +223,8 @@ func (ln *limitListener) classify(lc *limitedConn) (key string, exempt bool) {
 		return lc.Conn.RemoteAddr().String(), false
 	}
 	addr := ap.Addr().Unmap()
-	for _, p := range ln.s.limits.Load().Exempt {
-		if p.Contains(addr) {
-			return "", true
-		}
+	if ln.s.exempt(addr) {
+		return "", true
 	}
 	return "address " + addr.String(), false
 }

@@ -136,9 +136,19 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	// Everyone sees every job, but another user's paths only in brief.
+	// Users see the jobs privacy lets them see ([privacy] jobs, hidden
+	// partitions), and another user's paths only in brief.
 	full := encoded
 	if id := who(r); !id.atLeast(auth.RoleOperator) || id.role == auth.RoleNode {
+		if seen := s.view(r); seen.HidesJobs() {
+			kept := views[:0]
+			for _, v := range views {
+				if j := v.Job(); seen.Job(&j) {
+					kept = append(kept, v)
+				}
+			}
+			views = kept
+		}
 		encoded = func(v *controller.JobView) []byte {
 			if j := v.Job(); ownsOrPrivileged(id, &j) {
 				return full(v)
@@ -175,7 +185,10 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	ref, err := jobRef(r)
 	if err == nil {
 		var j spec.Job
-		if j, err = s.c.JobByRef(r.Context(), ref); err == nil {
+		if j, err = s.c.JobByRef(r.Context(), ref); err == nil && !s.view(r).Job(&j) {
+			err = unseenJob(ref)
+		}
+		if err == nil {
 			redact(who(r), &j)
 			s.maskSecrets(who(r), &j)
 			s.writeJSON(w, j)
@@ -194,6 +207,10 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
 	timeout, err := seconds(r, "timeout", 30*time.Second)
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if j, err := s.c.Job(r.Context(), id); err == nil && !s.view(r).Job(&j) {
+		s.writeError(w, r, unseenJob(spec.JobRef{ID: id}))
 		return
 	}
 	s.longPoll(w, timeout)
@@ -225,7 +242,7 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 		as = ident.privileged() // operators act on any job
 	}
 	if err := s.c.MayAct(r.Context(), as, ref, r.PathValue("action")); err != nil {
-		s.refuse(w, r, err)
+		s.refuse(w, r, s.hideRefusal(r, ref, err))
 		return
 	}
 	var req api.JobActionRequest
@@ -326,7 +343,7 @@ func (s *Server) updateJob(w http.ResponseWriter, r *http.Request) {
 	}
 	j, err := s.c.UpdateJob(r.Context(), as, ref, u)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, s.hideRefusal(r, ref, err))
 		return
 	}
 	redact(ident, &j)
@@ -371,6 +388,9 @@ func (s *Server) cancelJobs(w http.ResponseWriter, r *http.Request) {
 	if ids == nil {
 		ids = []spec.JobID{}
 	}
+	if v := s.view(r); !v.All() && v.Privacy().Jobs {
+		skipped = 0 // others' jobs the filter matched are not the caller's to know of
+	}
 	s.writeJSON(w, api.CancelJobsResponse{Cancelled: ids, Skipped: skipped})
 }
 
@@ -383,9 +403,22 @@ func (s *Server) associations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := api.AssociationsResponse{Accounts: []api.AssocAccount{}, QOS: []api.AssocQOS{}, DefaultAccount: cfg.DefaultAccount, DefaultQOS: cfg.DefaultQOS}
+	v := s.view(r)
+	users := func(names []string, account string) []string {
+		out := []string{}
+		for _, n := range names {
+			if v.User(n, account) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
 	for _, a := range cfg.Accounts {
-		out.Accounts = append(out.Accounts, api.AssocAccount{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: append([]string{}, a.Users...),
-			Coordinators: a.Coordinators, MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
+		if !v.Account(a.Name) {
+			continue // [privacy] accounts
+		}
+		out.Accounts = append(out.Accounts, api.AssocAccount{Name: a.Name, Parent: a.Parent, Shares: a.Shares, Users: users(a.Users, a.Name),
+			Coordinators: users(a.Coordinators, a.Name), MaxGPUs: a.MaxGPUs, MaxJobs: a.MaxJobs, MaxSubmitJobs: a.MaxSubmitJobs,
 			MaxWall: spec.Duration(a.MaxWall), MaxGPUHours: a.MaxGPUHours})
 	}
 	for _, q := range cfg.QOS {
@@ -414,6 +447,23 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	// A node lists its jobs and partitions: only those the reader may see.
+	if v := s.view(r); v.HidesJobs() {
+		var ids []spec.JobID
+		for _, n := range nodes {
+			ids = append(ids, n.Jobs...)
+		}
+		seen, err := s.visibleJobs(r, ids, false)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		for i := range nodes {
+			n := &nodes[i]
+			n.Jobs = slices.DeleteFunc(slices.Clone(n.Jobs), func(id spec.JobID) bool { return !seen[id] })
+			n.Partitions = slices.DeleteFunc(slices.Clone(n.Partitions), func(p string) bool { return !v.Partition(p) })
+		}
 	}
 	s.writeJSON(w, api.NodesResponse{Nodes: nodes})
 }
@@ -555,11 +605,10 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := api.AssignmentsResponse{Generation: gen, Assignments: make([]api.Assignment, 0, len(list)),
-		Revocations: s.revocationsFor(have, asked)}
+		Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey()}
 	for _, a := range list {
 		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
-			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, StepTicket: s.steps.ticket(a.Alloc.ID),
-			MPIDefault: a.MPIDefault})
+			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault})
 	}
 	s.writeJSON(w, out)
 }

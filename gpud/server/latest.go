@@ -65,12 +65,25 @@ func (l *latestUsage) list(now time.Time) []api.LatestUsage {
 	return out
 }
 
-// usageLatest serves GET /v1/usage/latest (gpuq top): utilisation is no
-// one's private history, so any identified caller may read it.
+// usageLatest serves GET /v1/usage/latest (gpuq top) to any identified
+// caller, but for the jobs [privacy] jobs or usage hide from it.
 func (s *Server) usageLatest(w http.ResponseWriter, r *http.Request) {
 	if err := notNode(who(r), "live usage"); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, api.LatestUsageResponse{Samples: s.latest.list(s.now())})
+	samples := s.latest.list(s.now())
+	if v := s.view(r); v.HidesJobs() {
+		ids := make([]spec.JobID, len(samples))
+		for i, u := range samples {
+			ids[i] = u.JobID
+		}
+		seen, err := s.visibleJobs(r, ids, true)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		samples = slices.DeleteFunc(samples, func(u api.LatestUsage) bool { return !seen[u.JobID] })
+	}
+	s.writeJSON(w, api.LatestUsageResponse{Samples: samples})
 }

@@ -4,14 +4,16 @@ import (
 	"math"
 	"net/http"
 
+	"github.com/gpud/gpud/gpud/spec"
+
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/sched/fairshare"
 	"github.com/gpud/gpud/gpud/sched/priority"
 )
 
-// priorities serves GET /v1/priorities (gpuq prio). Like the queue, every
-// user may read every pending job's priority.
+// priorities serves GET /v1/priorities (gpuq prio). Like the queue, a
+// user may read every pending job's priority that [privacy] lets it see.
 func (s *Server) priorities(w http.ResponseWriter, r *http.Request) {
 	if err := notNode(who(r), "job priorities"); err != nil {
 		s.writeError(w, r, err)
@@ -23,8 +25,23 @@ func (s *Server) priorities(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := api.PrioritiesResponse{Jobs: make([]api.JobPriority, 0, len(ps))}
+	v := s.view(r)
+	var seen map[spec.JobID]bool
+	if v.HidesJobs() {
+		ids := make([]spec.JobID, len(ps))
+		for i := range ps {
+			ids[i] = ps[i].JobID
+		}
+		// A job's priority shows its user's fairshare: jobs and usage.
+		if seen, err = s.visibleJobs(r, ids, true); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	for i := range ps {
-		out.Jobs = append(out.Jobs, jobPriority(&ps[i]))
+		if seen == nil || seen[ps[i].JobID] {
+			out.Jobs = append(out.Jobs, jobPriority(&ps[i]))
+		}
 	}
 	s.writeJSON(w, out)
 }
@@ -39,7 +56,8 @@ func priorityFactors(f priority.Factors) api.PriorityFactors {
 }
 
 // fairshareTree serves GET /v1/fairshare (gpuq share); every user may
-// read it, as sshare shows every association.
+// read it, as sshare shows every association, but for what [privacy]
+// accounts, users and usage hide.
 func (s *Server) fairshareTree(w http.ResponseWriter, r *http.Request) {
 	if err := notNode(who(r), "fairshare"); err != nil {
 		s.writeError(w, r, err)
@@ -51,9 +69,17 @@ func (s *Server) fairshareTree(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := api.FairshareResponse{Rows: []api.FairshareRow{}}
+	v := s.view(r)
 	if rep != nil {
 		for i := range rep.Rows {
-			out.Rows = append(out.Rows, fairshareRow(&rep.Rows[i]))
+			row := &rep.Rows[i]
+			if row.Account != "" && !v.Account(row.Account) {
+				continue // [privacy] accounts
+			}
+			if row.User != "" && (!v.User(row.User, row.Account) || !v.Usage(row.User, row.Account)) {
+				continue // [privacy] users, usage
+			}
+			out.Rows = append(out.Rows, fairshareRow(row))
 		}
 	}
 	s.writeJSON(w, out)

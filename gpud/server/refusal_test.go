@@ -7,15 +7,18 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/server"
+	"github.com/gpud/gpud/gpud/server/servertest"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -230,5 +233,56 @@ func TestRefusedConnectionsClose(t *testing.T) {
 	}
 	if !strings.HasPrefix(s.https, "https://") {
 		t.Fatal(s.https)
+	}
+}
+
+// shortDisk is an audit log on a disk that reports free bytes.
+type shortDisk struct {
+	*accounting.DB
+	free atomic.Int64
+}
+
+func (d *shortDisk) FreeBytes() (int64, error) { return d.free.Load(), nil }
+
+// TestAuditStopsGrowingOnAShortDisk: with less free space than
+// audit_min_free, the audit log keeps the size it had, its oldest rows
+// making room for new ones; job submissions keep being accepted and
+// audited.
+func TestAuditStopsGrowingOnAShortDisk(t *testing.T) {
+	db := openAcct(t)
+	ctx := ctxT(t)
+	old := time.Now().Add(-time.Hour)
+	var ws []accounting.AuditWrite
+	for i := range 14000 {
+		ws = append(ws, accounting.AuditWrite{Entry: accounting.AuditEntry{Time: old, ActorName: "history", Origin: "unix",
+			Action: "POST /v1/jobs", Target: "job " + strconv.Itoa(i), Result: "200 ok"}})
+	}
+	if err := db.WriteAudits(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	before, err := db.AuditBytes(ctx)
+	if err != nil || before < 1<<20 {
+		t.Fatalf("history takes %d bytes (%v); want over the 1 MiB floor", before, err)
+	}
+	disk := &shortDisk{DB: db}
+	disk.free.Store(10 << 20)
+	addr, _, _ := servertest.Start(t, nil, servertest.Options{ServerOptions: []server.Option{server.WithAudit(disk, nil),
+		server.WithAuditRetention(server.AuditRetention{MinFree: 64 << 20})}})
+	c := client(t, addr)
+	for i := range 200 {
+		if _, err := c.Submit(ctx, api.SubmitRequest{Job: jobSpec("j" + strconv.Itoa(i))}); err != nil {
+			t.Fatalf("submission %d on a short disk: %v", i, err)
+		}
+	}
+	got := waitAudit(t, c, 14000)
+	after, _ := db.AuditBytes(ctx)
+	if after > before+4<<10 {
+		t.Errorf("the audit log grew from %d to %d bytes with the disk short; want it kept at its size", before, after)
+	}
+	if last := got[len(got)-1]; last.ActorName != "root" || !strings.HasPrefix(last.Result, "200") {
+		t.Errorf("newest audit entry %+v; want root's last submission", last)
+	}
+	if got[0].Target == "job 0" {
+		t.Errorf("the oldest entry is still there: the newest must replace the oldest")
 	}
 }

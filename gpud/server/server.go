@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/user"
 	"strconv"
@@ -54,6 +55,7 @@ type Server struct {
 	metrics  http.Handler
 	observe  func(route string, code int, d time.Duration)
 	audit    *auditor
+	retain   AuditRetention // audit.go
 	latest   latestUsage
 	limits   atomic.Pointer[Limits]
 	conns    connCounter
@@ -182,8 +184,19 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener, cfg *tls.Config)
 	// The guard gives each address a share of the connections still in
 	// their handshake (or before their first request), and closes those
 	// that take longer than apiHandshake.
-	gl := guard.NewListener(ln, "controller API", guard.Limits{Handshake: apiHandshake, Exempt: s.limits.Load().Exempt}, s.peerLog)
+	gl := guard.NewListener(ln, "controller API", guard.Limits{Handshake: apiHandshake, IsExempt: s.exempt}, s.peerLog)
 	return s.serve(ctx, tls.NewListener(s.limitListener(gl), cfg))
+}
+
+// exempt says whether a is in the exempt networks ([api]
+// conn_limit_exempt, as last reloaded).
+func (s *Server) exempt(a netip.Addr) bool {
+	for _, p := range s.limits.Load().Exempt {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // apiHandshake bounds a TCP connection's TLS handshake and first request

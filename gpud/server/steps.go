@@ -12,25 +12,36 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 )
 
-// stepTickets issues the allocations' step tickets (api.StepHello): the
-// nodes get them with their assignments, the job's owner (or root) with
-// POST /v1/jobs/{id}/step-ticket.
+// stepTickets issues the allocations' step tickets (api.StepHello) to
+// the job's owner (or root) with POST /v1/jobs/{id}/step-ticket: signed,
+// naming the allocation and the credential the caller authenticated
+// with, valid for auth.StepTicketTTL. The nodes get the public key with
+// their assignments, never a ticket.
 type stepTickets struct {
-	key []byte // nil: no tickets
-	ca  []byte // the cluster CA (PEM) the nodes' step listeners chain to
+	signer *auth.StepTicketSigner // nil: no tickets
+	ca     []byte                 // the cluster CA (PEM) the nodes' step listeners chain to
 }
 
-// WithStepTickets has the server derive step tickets from key and hand
-// out caPEM (the CA of the nodes' certificates; nil: srun uses its own).
+// WithStepTickets has the server sign step tickets with a key derived
+// from key (auth.NewStepTicketSigner) and hand out caPEM (the CA of the
+// nodes' certificates; nil: srun uses its own).
 func WithStepTickets(key, caPEM []byte) Option {
-	return func(s *Server) { s.steps = stepTickets{key: key, ca: caPEM} }
+	return func(s *Server) {
+		signer, err := auth.NewStepTicketSigner(key, s.now)
+		if err != nil {
+			s.log.Error("no step tickets", "err", err)
+			return
+		}
+		s.steps = stepTickets{signer: signer, ca: caPEM}
+	}
 }
 
-func (t stepTickets) ticket(allocID string) string {
-	if t.key == nil || allocID == "" {
+// publicKey is what nodes verify tickets with ("" without tickets).
+func (t stepTickets) publicKey() string {
+	if t.signer == nil {
 		return ""
 	}
-	return auth.StepTicket(t.key, allocID)
+	return t.signer.PublicKey()
 }
 
 // stepTicket is POST /v1/jobs/{id}/step-ticket: the running job's step
@@ -47,7 +58,7 @@ func (s *Server) stepTicket(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, err)
 		return
 	}
-	if s.steps.key == nil {
+	if s.steps.signer == nil {
 		s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "this controller issues no step tickets; start steps from inside the job"))
 		return
 	}
@@ -76,7 +87,12 @@ func (s *Server) stepTicket(w http.ResponseWriter, r *http.Request) {
 	}
 	al := slices.Clone(j.Alloc.Nodes)
 	slices.SortStableFunc(al, func(a, b spec.NodeAlloc) int { return cmp.Compare(a.Rank, b.Rank) })
-	out := api.StepTicketResponse{JobID: j.ID, Alloc: j.Alloc.ID, Ticket: s.steps.ticket(j.Alloc.ID), CA: string(s.steps.ca)}
+	ticket, err := s.steps.signer.Issue(j.Alloc.ID, uint64(j.ID), ident.cred)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.StepTicketResponse{JobID: j.ID, Alloc: j.Alloc.ID, Ticket: ticket, CA: string(s.steps.ca)}
 	for _, n := range al {
 		sn := api.StepNode{Name: n.Node}
 		if p := cmp.Or(port[n.Node], n.StepPort); p > 0 {

@@ -10,11 +10,12 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 )
 
-// TestStepTicket: a running job's step ticket goes with its assignment
-// to the node and, through POST /v1/jobs/{id}/step-ticket, to its owner
-// and root only, with the nodes' step addresses (registered step port on
-// the node's address) and the CA; another user, a node token and a job
-// that does not run get none.
+// TestStepTicket: a running job's step tickets go, through POST
+// /v1/jobs/{id}/step-ticket, to its owner and root only, with the nodes'
+// step addresses (registered step port on the node's address) and the
+// CA; each is signed, bound to the credential that obtained it and
+// short-lived, and the nodes get only the key to verify them with.
+// Another user, a node token and a job that does not run get none.
 func TestStepTicket(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef-step")
 	s := secureServer(t, server.WithStepTickets(key, []byte("CA PEM")))
@@ -36,15 +37,36 @@ func TestStepTicket(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := waitAssignment(t, root, "n1", func(a api.Assignment) bool { return a.Job.ID == sub.ID })
-	want := auth.StepTicket(key, a.Alloc.ID)
-	if a.StepTicket != want || !a.Job.Interactive {
-		t.Errorf("assignment: ticket %q interactive %v; want %q, true", a.StepTicket, a.Job.Interactive, want)
+	if !a.Job.Interactive {
+		t.Errorf("assignment: interactive %v; want true", a.Job.Interactive)
+	}
+	// The node gets the key tickets are verified with, not a ticket.
+	res, err := root.PollAssignments(ctx, "n1", api.AssignmentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := auth.NewStepTicketSigner(key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StepTicketKey != signer.PublicKey() {
+		t.Errorf("assignments answer's step ticket key %q; want the signer's %q", res.StepTicketKey, signer.PublicKey())
 	}
 	for name, c := range map[string]*api.Client{"alice": alice, "root": root} {
 		tk, err := c.StepTicket(ctx, sub.ID)
-		if err != nil || tk.Ticket != want || tk.Alloc != a.Alloc.ID || tk.CA != "CA PEM" ||
+		if err != nil || tk.Alloc != a.Alloc.ID || tk.CA != "CA PEM" ||
 			len(tk.Nodes) != 1 || tk.Nodes[0] != (api.StepNode{Name: "n1", StepAddr: "10.0.0.1:6818"}) {
-			t.Errorf("%s's step ticket: %+v, %v; want ticket %q for n1 at 10.0.0.1:6818 with the CA", name, tk, err, want)
+			t.Fatalf("%s's step ticket: %+v, %v; want a ticket for n1 at 10.0.0.1:6818 with the CA", name, tk, err)
+		}
+		claims, err := auth.VerifyStepTicket(res.StepTicketKey, tk.Ticket, a.Alloc.ID, time.Now())
+		if err != nil {
+			t.Fatalf("%s's step ticket does not verify with the nodes' key: %v", name, err)
+		}
+		// Bound to the credential that obtained it: alice's token, root's
+		// uid on the socket.
+		if name == "root" && claims.Holder != auth.UIDCredential(0) || name == "alice" && claims.Holder.Kind != auth.CredToken ||
+			claims.Job != uint64(sub.ID) || time.Unix(claims.Expires, 0).Sub(time.Unix(claims.IssuedAt, 0)) != auth.StepTicketTTL {
+			t.Errorf("%s's step ticket says %+v; want it bound to %s's credential, job %d, for %v", name, claims, name, sub.ID, auth.StepTicketTTL)
 		}
 	}
 	_, err = bob.StepTicket(ctx, sub.ID)

@@ -11,9 +11,11 @@ import (
 // user, what that user does (its environment variable names it).
 func TestMain(m *testing.M) {
 	os.Exit(e2etest.Main(m, map[string]func(string) int{
-		craftEnv:   craftRequests,
-		plantEnv:   plantSymlinks,
-		floodEnv:   floodConns,
-		hostileEnv: postHostile,
+		craftEnv:     craftRequests,
+		plantEnv:     plantSymlinks,
+		floodEnv:     floodConns,
+		hostileEnv:   postHostile,
+		badTokenEnv:  badTokenFlood,
+		stepFloodEnv: stepFlood,
 	}))
 }

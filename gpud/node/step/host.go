@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/guard"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 )
@@ -55,6 +57,17 @@ type Config struct {
 	// GPUNUMA is the NUMA node of each of the node's GPUs, by UUID
 	// (--gpu-bind=closest).
 	GPUNUMA map[string]int
+	// Revocations is the node's copy of the controller's revocation
+	// lists: every credential a peer or srun presents, and every peer
+	// this node dials, is checked against it, and nothing is trusted
+	// while it is stale. Nil: a copy never filled (nothing trusted).
+	Revocations *auth.Revocations
+	// TicketKey is the key step tickets are verified with, as the
+	// controller last sent it ("" or nil: none; tickets are refused).
+	TicketKey func() string
+	// Now is the wall clock tickets' expiry is judged by (nil:
+	// time.Now); Clock may be a test's.
+	Now func() time.Time
 }
 
 // Node is a node agent's step service: it starts its node's parts of
@@ -63,6 +76,8 @@ type Config struct {
 type Node struct {
 	cfg  Config
 	host Host
+	// peerLog bounds the log lines a remote caller can trigger.
+	peerLog *guard.RateLog
 }
 
 // NewNode returns the step service of the agent host.
@@ -70,7 +85,13 @@ func NewNode(cfg Config, host Host) *Node {
 	if cfg.Net != nil {
 		cfg.Net.fill()
 	}
-	return &Node{cfg: cfg, host: host}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Revocations == nil {
+		cfg.Revocations = auth.NewRevocationCopy(time.Minute, cfg.Now)
+	}
+	return &Node{cfg: cfg, host: host, peerLog: guard.NewRateLog(cfg.Log)}
 }
 
 // Run joins the in-process peers and serves the step listener, when the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/guard"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -40,6 +41,17 @@ type Net struct {
 	// sessions resumes TLS sessions with peers (a step's start costs no
 	// full handshake after the first with each peer).
 	sessions tls.ClientSessionCache
+	// guard is the listener's (serveNet), for its counts.
+	guard *guard.Listener
+}
+
+// Stats are the step listener's counts of connections it closed before
+// they were served (zero before it serves).
+func (sn *Net) Stats() guard.Stats {
+	if sn == nil || sn.guard == nil {
+		return guard.Stats{}
+	}
+	return sn.guard.Stats()
 }
 
 // fill makes the TLS session cache.
@@ -49,25 +61,30 @@ func (sn *Net) fill() {
 	}
 }
 
-// stepHelloTimeout bounds a connection's TLS handshake and first line.
-const stepHelloTimeout = 10 * time.Second
+// stepHello bounds a connection's TLS handshake and first line: both are
+// milliseconds for a peer or srun; the rest is for a loaded host.
+const stepHello = 5 * time.Second
 
 // maxStepHello bounds the first line (a step's argv and environment).
 const maxStepHello = 4 << 20
 
-// MaxGreetings bounds the connections in their handshake or hello at
-// once: the listener is on the network, and a caller is known only after
-// both; more are closed at once.
-const MaxGreetings = 128
+// Limits are the step listener's caps (gpud/guard): it is on the
+// network and a caller is known only after its handshake and hello, so
+// one address keeps at most 8 connections in them (a newer one evicts
+// its oldest), all addresses together 128, and every connection has
+// stepHello to finish them. Established connections (peers' parts, srun's
+// steps) are not capped per address: a busy login host opens many.
+var Limits = guard.Limits{Handshake: stepHello, MaxPending: 128, MaxPendingPerAddr: 8, MaxOpen: 4096}
 
 // serveNet accepts step connections until ctx ends or stop is called.
 func (n *Node) serveNet(ctx context.Context) (stop func()) {
 	sn := n.cfg.Net
-	ln := tls.NewListener(sn.Listener, auth.StepServerTLS(sn.Cert, sn.CA))
+	gl := guard.NewListener(sn.Listener, "step listener", Limits, n.peerLog)
+	sn.guard = gl
+	ln := tls.NewListener(gl, auth.StepServerTLS(sn.Cert, sn.CA))
 	n.cfg.Log.Info("serving steps to peers and srun", "addr", sn.Listener.Addr().String())
 	var wg sync.WaitGroup
 	wg.Add(1)
-	greeting := make(chan struct{}, MaxGreetings)
 	go func() {
 		defer wg.Done()
 		for {
@@ -78,14 +95,7 @@ func (n *Node) serveNet(ctx context.Context) (stop func()) {
 				}
 				return
 			}
-			select {
-			case greeting <- struct{}{}:
-			default:
-				n.cfg.Log.Warn("step connection closed: too many connections still in their handshake", "remote", c.RemoteAddr().String(), "max", MaxGreetings)
-				c.Close()
-				continue
-			}
-			go n.serveConn(ctx, c.(*tls.Conn), func() { <-greeting })
+			go n.serveConn(ctx, c.(*tls.Conn))
 		}
 	}()
 	stopC := make(chan struct{})
@@ -100,16 +110,14 @@ func (n *Node) serveNet(ctx context.Context) (stop func()) {
 	return func() { once.Do(func() { close(stopC); wg.Wait() }) }
 }
 
-// serveConn reads one connection's hello and serves it. greeted is
-// called once the hello is read (or the connection failed before).
-func (n *Node) serveConn(ctx context.Context, c *tls.Conn, greeted func()) {
+// serveConn reads one connection's hello and serves it.
+func (n *Node) serveConn(ctx context.Context, c *tls.Conn) {
 	defer c.Close()
-	greetDone := sync.OnceFunc(greeted)
-	defer greetDone()
-	_ = c.SetDeadline(time.Now().Add(stepHelloTimeout))
+	defer n.cfg.Revocations.Untrack(c)
+	_ = c.SetDeadline(time.Now().Add(stepHello))
 	out := newStream(c)
 	if err := c.HandshakeContext(ctx); err != nil {
-		n.cfg.Log.Info("step connection: TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		n.peerLog.Info("step connection: TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
 		return
 	}
 	br := bufio.NewReader(io.LimitReader(c, maxStepHello))
@@ -123,14 +131,22 @@ func (n *Node) serveConn(ctx context.Context, c *tls.Conn, greeted func()) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	greetDone()
+	if !guard.Established(c) {
+		return // evicted or past its deadline meanwhile
+	}
 	// What follows the hello (signals, stdin) is not bounded by the
 	// hello's limit.
 	dec := json.NewDecoder(io.MultiReader(br, c))
-	peer, isNode := auth.NodeOf(c.ConnectionState().VerifiedChains)
-	al, err := n.admit(h, peer, isNode)
+	cs := c.ConnectionState()
+	peer, isNode := auth.NodeOf(cs.VerifiedChains)
+	al, cred, err := n.admit(h, peer, isNode, cs)
+	if err == nil {
+		// Revoking the credential later closes the connection: the
+		// step's tasks here lose it and are killed.
+		err = n.cfg.Revocations.Track(c, cred)
+	}
 	if err != nil {
-		n.cfg.Log.Warn("step connection refused", "remote", c.RemoteAddr().String(), "peer", peer, "alloc_id", h.Alloc, "err", err)
+		n.peerLog.Warn("step connection refused", "remote", c.RemoteAddr().String(), "peer", peer, "alloc_id", h.Alloc, "err", err)
 		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
 		return
 	}
@@ -166,36 +182,57 @@ func (n *Node) serveConn(ctx context.Context, c *tls.Conn, greeted func()) {
 }
 
 // admit checks who may do what the hello asks and returns the steps of
-// its allocation.
-func (n *Node) admit(h api.StepHello, peer string, isNode bool) (*Alloc, error) {
+// its allocation and the credential the caller is admitted on (its node
+// certificate, or the one its step ticket was obtained with): the
+// caller tracks the connection under it. The credential is judged first:
+// a revoked or forged one learns nothing about what runs here.
+func (n *Node) admit(h api.StepHello, peer string, isNode bool, cs tls.ConnectionState) (*Alloc, auth.Credential, error) {
+	var none auth.Credential
 	if h.Part != nil && (h.Step != nil || h.Probe || h.Ticket != "") {
-		return nil, errors.New("a step hello asks for either a node's part (peer) or a step (srun with a ticket), not both")
+		return nil, none, errors.New("a step hello asks for either a node's part (peer) or a step (srun with a ticket), not both")
+	}
+	// A stale revocation list trusts nobody.
+	if err := n.cfg.Revocations.Check(); err != nil {
+		return nil, none, fmt.Errorf("node %s: %w", n.cfg.Node, err)
+	}
+	var cred auth.Credential
+	if h.Part != nil {
+		if !isNode {
+			return nil, none, errors.New("only a node agent with its node certificate may start a node's part of a step")
+		}
+		cred = auth.CertCredential(cs.PeerCertificates[0])
+		if err := n.cfg.Revocations.Check(cred); err != nil {
+			return nil, none, fmt.Errorf("node %s: %w", peer, err)
+		}
+	} else {
+		if h.Ticket == "" {
+			return nil, none, fmt.Errorf("no step ticket for allocation %s: only its job's owner (or root) gets one, with gpuq/srun from the controller", h.Alloc)
+		}
+		key := ""
+		if n.cfg.TicketKey != nil {
+			key = n.cfg.TicketKey()
+		}
+		tk, err := auth.VerifyStepTicket(key, h.Ticket, h.Alloc, n.cfg.Now())
+		if err != nil {
+			return nil, none, fmt.Errorf("step ticket refused by node %s: %w", n.cfg.Node, err)
+		}
+		if err := n.cfg.Revocations.Check(tk.Holder); err != nil {
+			return nil, none, fmt.Errorf("step ticket for allocation %s refused: the credential it was obtained with: %w", h.Alloc, err)
+		}
+		cred = tk.Holder
 	}
 	al := n.host.Alloc(h.Alloc)
 	if al == nil {
-		return nil, fmt.Errorf("node %s runs no part of allocation %q (ended, or never assigned here)", n.cfg.Node, h.Alloc)
+		return nil, none, fmt.Errorf("node %s runs no part of allocation %q (ended, or never assigned here)", n.cfg.Node, h.Alloc)
 	}
 	v := al.view()
 	if v.env == nil {
-		return nil, fmt.Errorf("node %s has not started (or, after an agent restart, not re-learned) its part of allocation %s; retry in a moment", n.cfg.Node, h.Alloc)
+		return nil, none, fmt.Errorf("node %s has not started (or, after an agent restart, not re-learned) its part of allocation %s; retry in a moment", n.cfg.Node, h.Alloc)
 	}
-	asg := v.asg
-	if h.Part != nil {
-		if !isNode {
-			return nil, errors.New("only a node agent with its node certificate may start a node's part of a step")
-		}
-		if !slices.ContainsFunc(asg.Alloc.Nodes, func(n spec.NodeAlloc) bool { return n.Node == peer }) {
-			return nil, fmt.Errorf("node %s is not in allocation %s; a node may start tasks only in allocations the controller assigned to it", peer, h.Alloc)
-		}
-		return al, nil
+	if h.Part != nil && !slices.ContainsFunc(v.asg.Alloc.Nodes, func(n spec.NodeAlloc) bool { return n.Node == peer }) {
+		return nil, none, fmt.Errorf("node %s is not in allocation %s; a node may start tasks only in allocations the controller assigned to it", peer, h.Alloc)
 	}
-	if asg.StepTicket == "" {
-		return nil, fmt.Errorf("allocation %s has no step ticket (the controller is older than this agent); start steps from inside the job", h.Alloc)
-	}
-	if !auth.StepTicketOK(h.Ticket, asg.StepTicket) {
-		return nil, fmt.Errorf("wrong step ticket for allocation %s: only its job's owner (or root) gets it, with gpuq/srun from the controller", h.Alloc)
-	}
-	return al, nil
+	return al, cred, nil
 }
 
 // servePart runs a peer's share of a step on this node: the tasks' output

@@ -55,8 +55,18 @@ func (p *remotePeer) owner(string) *Alloc { return nil }
 // and the part's signals go to the peer.
 func (p *remotePeer) startTasks(ctx context.Context, allocID string, st tasks, out *stream) (*part, error) {
 	sn := p.n.cfg.Net
+	rev := p.n.cfg.Revocations
 	cfg := auth.StepClientTLS(sn.CA, p.node, &sn.Cert)
 	cfg.ClientSessionCache = sn.sessions
+	// The peer's node certificate must not be revoked either (and this
+	// node trusts no peer while its list is stale).
+	verify := cfg.VerifyConnection
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if err := verify(cs); err != nil {
+			return err
+		}
+		return rev.VerifyPeer(cs)
+	}
 	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: stepDialTimeout}, Config: cfg}
 	dctx, cancel := context.WithTimeout(ctx, stepDialTimeout)
 	nc, err := d.DialContext(dctx, "tcp", p.addr)
@@ -64,7 +74,14 @@ func (p *remotePeer) startTasks(ctx context.Context, allocID string, st tasks, o
 	if err != nil {
 		return nil, fmt.Errorf("reach node %s's step listener at %s: %w", p.node, p.addr, err)
 	}
-	c := nc.(*tls.Conn)
+	tc := nc.(*tls.Conn)
+	// Revoking the peer's certificate later closes the connection: the
+	// peer's tasks are then lost to this step.
+	if err := rev.Track(tc, auth.CertCredential(tc.ConnectionState().PeerCertificates[0])); err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("node %s: %w", p.node, err)
+	}
+	c := &trackedConn{Conn: tc, rev: rev}
 	part := api.StepPart{Step: st.Step, NodeIndex: st.NodeIndex, Tasks: st.Tasks, GPUIdx: st.GPUIdx,
 		GPUsPerTask: st.Bind.perTask, GPUBindSingle: st.Bind.single, GPUBindMap: st.Bind.mapGPU,
 		GPUBindMask: st.Bind.maskGPU, GPUClosest: st.Bind.closest,
@@ -211,4 +228,16 @@ func (p *remotePeer) startTasks(ctx context.Context, allocID string, st tasks, o
 		c.Close()
 	}()
 	return sp, nil
+}
+
+// trackedConn is a dialled peer connection tracked by the revocation
+// state until it is closed.
+type trackedConn struct {
+	*tls.Conn
+	rev *auth.Revocations
+}
+
+func (c *trackedConn) Close() error {
+	c.rev.Untrack(c.Conn)
+	return c.Conn.Close()
 }
