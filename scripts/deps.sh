@@ -27,15 +27,16 @@ command -v iptables >/dev/null || missing+=(iptables)
 /usr/bin/python3 -c 'import typing_extensions' 2>/dev/null || missing+=(python3-typing-extensions)
 command -v curl >/dev/null || missing+=(curl)
 # MPI (srun --mpi, mpirun in jobs): Debian's MPICH and Open MPI with their
-# compilers (the tests build their MPI program with mpicc.mpich and
-# mpicc.openmpi), OpenPMIx's headers and pkg-config (bin/gpud-pmix links
-# libpmix), and Slurm's PMI-2 client library (a test of the PMI-2 server
-# with a client gpud did not write).
-command -v mpicc.mpich >/dev/null || missing+=(mpich libmpich-dev)
-command -v mpicc.openmpi >/dev/null || missing+=(openmpi-bin libopenmpi-dev)
-command -v pkg-config >/dev/null || missing+=(pkg-config)
-[ -e /usr/lib/x86_64-linux-gnu/pkgconfig/pmix.pc ] || [ -n "$(find /usr/lib -name pmix.pc 2>/dev/null | head -1)" ] || missing+=(libpmix-dev)
-[ -e /usr/include/slurm/pmi2.h ] || missing+=(libpmi2-0-dev)
+# compilers and headers (the tests build their MPI program with
+# mpicc.mpich and mpicc.openmpi), OpenPMIx's headers and pkg-config
+# (bin/gpud-pmix links libpmix), and Slurm's PMI-2 client library
+# (gpud/pmi's TestSlurmLibPMI2: the PMI-2 server against a client gpud did
+# not write). Checked by package: a compiler without its headers builds
+# nothing.
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
+for p in mpich libmpich-dev openmpi-bin libopenmpi-dev pkg-config libpmix-dev libpmi2-0-dev; do
+	installed "$p" || missing+=("$p")
+done
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "deps: missing ${missing[*]}; run as root (or apt-get install them) — tests that need them will be skipped" >&2
