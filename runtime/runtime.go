@@ -51,6 +51,11 @@ type TaskConfig struct {
 	AdditionalGIDs []uint32
 	Hostname       string
 	Mounts         []Mount
+	// HostRootReadOnly, on ImageHost, makes the host's root read-only in
+	// the job (node.toml host_root = "read-only"): only Mounts are
+	// writable. By default the job writes where its uid may, as a Slurm
+	// job does on its node.
+	HostRootReadOnly bool
 	// CPUs limits CPU time (in cores; 0 = unlimited). MemoryBytes limits
 	// memory (0 = unlimited); exceeding it ends the task OOM-killed.
 	CPUs        float64
@@ -174,6 +179,16 @@ type Process interface {
 // running container (job steps). It is optional, like UsageReader.
 type Execer interface {
 	Exec(ctx context.Context, containerID string, cfg ExecConfig) (Process, error)
+}
+
+// DirChecker is implemented by runtimes that can tell whether a path is
+// a directory as a running container's processes see it (its mounts, its
+// private /tmp), without starting anything in it: a step whose working
+// directory the job cannot see starts elsewhere, as slurmstepd does.
+type DirChecker interface {
+	// ContainerDir returns nil if path is a directory in container id,
+	// else an error wrapping the reason's errno (ENOENT, ENOTDIR).
+	ContainerDir(ctx context.Context, id, path string) error
 }
 
 // Resizer is a Process on a terminal (ExecConfig.Terminal).

@@ -48,6 +48,11 @@ type NodeSection struct {
 	// Mem offered to jobs, like "512G"; empty detects (see MemMiB).
 	Mem      string   `toml:"mem"`
 	Features []string `toml:"features"`
+	// HostRoot is how jobs on the host's root see it, one of HostRoots.
+	HostRoot string `toml:"host_root"`
+	// PrivateTmp gives each job an empty /tmp of its own (Slurm's
+	// job_container/tmpfs); false shares the node's.
+	PrivateTmp bool `toml:"private_tmp"`
 	// Mounts are the site's shared filesystems ("/home", "/scratch"),
 	// bound read-write at their own path into jobs on the host's root.
 	Mounts []string `toml:"mounts"`
@@ -92,6 +97,9 @@ type NodeSection struct {
 	UsageInterval Duration `toml:"usage_interval"`
 }
 
+// HostRoots are the values of [node] host_root.
+var HostRoots = []string{"writable", "read-only"}
+
 // MIGModes are the values of [node] mig and mig_gpus.
 var MIGModes = []string{"off", "static", "dynamic"}
 
@@ -127,6 +135,8 @@ func DefaultNode() Node {
 			StateDir:          "/var/lib/gpud/node",
 			GPUs:              "auto",
 			Features:          []string{},
+			HostRoot:          "writable",
+			PrivateTmp:        true,
 			Mounts:            []string{},
 			CDIDir:            "/var/run/cdi",
 			ContainerdAddress: "/run/containerd/containerd.sock",
@@ -231,6 +241,9 @@ func (n Node) Validate() error {
 		if f == "" || strings.ContainsAny(f, " \t,&|[]()*") {
 			p.addf("[node] features: %q is not a feature name (letters, digits, '-', '_', '.')", f)
 		}
+	}
+	if !slices.Contains(HostRoots, s.HostRoot) {
+		p.addf("[node] host_root: %q is not a host root mode (use %s)", s.HostRoot, quoteList(HostRoots))
 	}
 	for _, m := range s.Mounts {
 		if !filepath.IsAbs(m) || filepath.Clean(m) != m || m == "/" {

@@ -152,7 +152,9 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		HidePaths: append(append([]string{config.Defaults().Controller.StateDir}, o.HidePaths...), daemonDirs...),
 		ShowPaths: unixSocket(o.Controller),
 		// The site's shared filesystems, read-write in host jobs.
-		Mounts: s.Mounts,
+		Mounts:           s.Mounts,
+		HostRootReadOnly: s.HostRoot == "read-only",
+		SharedTmp:        !s.PrivateTmp,
 	}, client, rt, append(opts, healthOption(devs, o.Health)...)...)
 	if err != nil {
 		return err

@@ -80,8 +80,16 @@ type Config struct {
 	ShowPaths []string
 	// Mounts are the site's shared filesystems (node.toml mounts): each
 	// that exists on this node is bound read-write at its own path into
-	// jobs on the host's root, whose root is otherwise read-only.
+	// jobs on the host's root (which matters where HostRootReadOnly).
 	Mounts []string
+	// HostRootReadOnly makes the host's root read-only in jobs on it
+	// (node.toml host_root = "read-only"); by default they write where
+	// their uid may, as Slurm jobs do.
+	HostRootReadOnly bool
+	// SharedTmp gives jobs the node's /tmp (node.toml private_tmp =
+	// false) instead of a private one each (Slurm's job_container/tmpfs,
+	// the default).
+	SharedTmp bool
 }
 
 // Defaults for Config fields left zero.

@@ -316,6 +316,7 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
 		Hide: r.d.hidden(), Show: r.d.cfg.ShowPaths, Home: homeDir(job.UID),
 		Mounts: existingDirs(r.d.cfg.Mounts), ToolsDir: r.d.cfg.ToolsDir,
+		HostRootReadOnly: r.d.cfg.HostRootReadOnly, SharedTmp: r.d.cfg.SharedTmp,
 	}
 	return buildTask(in)
 }

@@ -104,6 +104,8 @@ type taskInput struct {
 	Home string
 	// ToolsDir is Config.ToolsDir ("" = none).
 	ToolsDir string
+	// HostRootReadOnly and SharedTmp are Config's.
+	HostRootReadOnly, SharedTmp bool
 }
 
 // batch says whether this node runs the batch script: the first node of
@@ -144,14 +146,16 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 		AdditionalGIDs: in.GroupIDs,
 		Hostname:       in.Hostname,
 		Mounts:         mounts,
-		CPUs:           float64(self.CPUs),
-		MemoryBytes:    self.MemMiB << 20,
-		CPUSet:         in.CPUSet,
-		CPUMems:        in.CPUMems,
-		CDIDevices:     devs.cdi,
-		StdoutPath:     out.stdout,
-		StderrPath:     out.stderr,
-		TruncateOutput: out.truncate,
+		// Only ImageHost reads it.
+		HostRootReadOnly: in.HostRootReadOnly,
+		CPUs:             float64(self.CPUs),
+		MemoryBytes:      self.MemMiB << 20,
+		CPUSet:           in.CPUSet,
+		CPUMems:          in.CPUMems,
+		CDIDevices:       devs.cdi,
+		StdoutPath:       out.stdout,
+		StderrPath:       out.stderr,
+		TruncateOutput:   out.truncate,
 	}, nil
 }
 

@@ -10,11 +10,13 @@ import (
 )
 
 // The task's mounts (docs/architecture.md, "Running a job on a node"):
-// on the host's root, daemon state hidden under empty tmpfs with only the
-// job's own files shown again, the site's shared filesystems and the
+// on the host's root (writable where the job's uid may write, unless the
+// node says read-only), daemon state hidden under empty tmpfs with only
+// the job's own files shown again, the site's shared filesystems and the
 // user's home; in every image the work, submit and job directories, the
-// job's tmp/ at /tmp, the output files' directories, the checkpoint
-// directory and the gpud tools, read-only.
+// job's tmp/ at /tmp (the node's /tmp where it shares it), the output
+// files' directories, the checkpoint directory and the gpud tools,
+// read-only.
 
 // taskMounts lists the container's mounts. A non-root job whose work,
 // submit or output directory is inside daemon state is refused.
@@ -67,7 +69,11 @@ func taskMounts(in taskInput, out taskOutput) ([]runtime.Mount, error) {
 		rw(d, d)
 	}
 	rw(in.JobDir, in.JobDir)
-	rw(filepath.Join(in.JobDir, "tmp"), "/tmp")
+	if in.SharedTmp {
+		rw("/tmp", "/tmp") // the node's, also in an image
+	} else {
+		rw(filepath.Join(in.JobDir, "tmp"), "/tmp")
+	}
 	for _, d := range userDirs[2:] {
 		rw(d, d)
 	}

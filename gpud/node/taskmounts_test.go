@@ -15,7 +15,8 @@ import (
 // TestTaskMounts: what a container binds, in order (a parent before its
 // children, so none hides another): on the host's root the hidden state
 // and what is shown of it, the site's filesystems and the home; then the
-// work and submit directories, the job directory and its tmp/ at /tmp,
+// work and submit directories, the job directory and its tmp/ at /tmp
+// (the node's /tmp where the node shares it),
 // the output files' directories, the checkpoint directory and the tools,
 // read-only. Each source is bound once.
 func TestTaskMounts(t *testing.T) {
@@ -50,6 +51,8 @@ func TestTaskMounts(t *testing.T) {
 			want: append(append([]runtime.Mount{rw(work)}, jobMounts...), rw(logs))},
 		{name: "the tools read-only", in: func() taskInput { x := in("busybox", 1000); x.CkptDir, x.ToolsDir = "", "/opt/gpud/bin"; return x }(),
 			want: append(append([]runtime.Mount{rw(work)}, jobMounts...), runtime.Mount{Source: "/opt/gpud/bin", Dest: "/opt/gpud/bin", ReadOnly: true})},
+		{name: "the node's /tmp where the node shares it", in: func() taskInput { x := in("busybox", 1000); x.CkptDir, x.SharedTmp = "", true; return x }(),
+			want: []runtime.Mount{rw(work), rw(job), rw("/tmp")}},
 		{name: "an output directory inside the state is refused", in: in("", 1000), out: taskOutput{stdout: filepath.Join(state, "x.out")},
 			wantErr: "inside " + state + ", gpud's state, which jobs may not see"},
 		{name: "root may name one", in: in("busybox", 0), out: taskOutput{stdout: filepath.Join(state, "x.out")},

@@ -16,8 +16,10 @@ import (
 // TestBuildConfinesJob inspects the full spec Build makes (from
 // containerd's default spec) for what isolates a job from the node and
 // from other jobs: no capability beyond containerd's default set (none at
-// all for a non-root job but the bounding set), no new privileges, a
-// read-only root for the host image, and exactly the job's own devices.
+// all for a non-root job but the bounding set), no new privileges, the
+// host image's root bound first (read-only where the node says so; else
+// writable under the job's uid, as on a Slurm node), and exactly the
+// job's own devices.
 func TestBuildConfinesJob(t *testing.T) {
 	t.Parallel()
 	cache, _ := testCDI(t)
@@ -33,15 +35,17 @@ func TestBuildConfinesJob(t *testing.T) {
 		uid     uint32
 		cdi     []string
 		wantDev []string
+		ro      bool
 	}{
 		{name: "user job without GPUs", uid: 1001},
 		{name: "user GPU job sees its own GPU only", uid: 1001, cdi: []string{"gpud.test/gpu=g0"}, wantDev: []string{"/dev/gpud-test0"}},
 		{name: "root job", uid: 0},
+		{name: "user job on a read-only host root", uid: 1001, ro: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := runtime.TaskConfig{ID: "job-1", Image: runtime.ImageHost, Args: []string{"/bin/true"}, Cwd: "/",
-				UID: tc.uid, GID: tc.uid, Hostname: "n1", CDIDevices: tc.cdi, StdoutPath: "/tmp/o", StderrPath: "/tmp/o"}
+				UID: tc.uid, GID: tc.uid, Hostname: "n1", CDIDevices: tc.cdi, StdoutPath: "/tmp/o", StderrPath: "/tmp/o", HostRootReadOnly: tc.ro}
 			s, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: cfg.ID}, Build(cfg, Inputs{CDI: cache})...)
 			if err != nil {
 				t.Fatal(err)
@@ -65,11 +69,12 @@ func TestBuildConfinesJob(t *testing.T) {
 			if len(c.Ambient) > 0 {
 				t.Errorf("ambient capabilities %v; want none", c.Ambient)
 			}
-			if s.Root == nil || !s.Root.Readonly {
-				t.Error("root filesystem is writable")
+			if s.Root == nil || s.Root.Readonly != tc.ro {
+				t.Errorf("root %+v; want read-only %v", s.Root, tc.ro)
 			}
-			if len(s.Mounts) == 0 || s.Mounts[0].Destination != "/" || !slices.Contains(s.Mounts[0].Options, "ro") {
-				t.Errorf("host root mount = %+v; want / bound read-only first", s.Mounts[:1])
+			mode := map[bool]string{false: "rw", true: "ro"}[tc.ro]
+			if len(s.Mounts) == 0 || s.Mounts[0].Destination != "/" || !slices.Contains(s.Mounts[0].Options, mode) {
+				t.Errorf("host root mount = %+v; want / bound %s first", s.Mounts[:1], mode)
 			}
 			// Devices: containerd's defaults plus exactly the job's own.
 			var extra []string

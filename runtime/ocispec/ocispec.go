@@ -46,7 +46,7 @@ const ShellPath = "/bin/sh"
 func Build(cfg runtime.TaskConfig, in Inputs) []oci.SpecOpts {
 	var opts []oci.SpecOpts
 	if cfg.Image == runtime.ImageHost {
-		opts = append(opts, WithHostRoot())
+		opts = append(opts, WithHostRoot(cfg.HostRootReadOnly))
 	} else {
 		// Jobs share the host's network namespace, so they resolve names
 		// the way the host does.
@@ -77,8 +77,11 @@ func Build(cfg runtime.TaskConfig, in Inputs) []oci.SpecOpts {
 	return opts
 }
 
-// WithHostRoot makes the host's root filesystem the container's root,
-// read-only, with the host's submounts (NFS homes, scratch) visible.
+// WithHostRoot makes the host's root filesystem the container's root, with
+// the host's submounts (NFS homes, scratch) visible: writable under the
+// job's uid's permissions, as on a Slurm node, or read-only (readOnly),
+// except for the job's own binds. Daemon state is hidden by the job's
+// mounts either way (runtime.Mount.Hide).
 //
 // Why not Root.Path "/": runc cannot pivot_root when the new root is the
 // current root (EBUSY). Instead the root stays the bundle's empty rootfs
@@ -88,17 +91,24 @@ func Build(cfg runtime.TaskConfig, in Inputs) []oci.SpecOpts {
 // pivot_root sees a proper mount point. Mount points the job's binds need
 // are created in the host's filesystem, so their destinations should exist
 // on the host.
-func WithHostRoot() oci.SpecOpts {
+func WithHostRoot(readOnly bool) oci.SpecOpts {
 	return func(ctx context.Context, c oci.Client, ctr *containers.Container, s *oci.Spec) error {
 		if s.Root == nil || s.Root.Path == "" {
 			s.Root = &specs.Root{Path: "rootfs"}
 		}
-		s.Root.Readonly = true
+		// runc remounts the new root (the host's, bound below) read-only
+		// after the mounts when Readonly is set; writable, the bind's
+		// own mode is what counts.
+		s.Root.Readonly = readOnly
+		mode := "rw"
+		if readOnly {
+			mode = "ro"
+		}
 		host := specs.Mount{
 			Destination: "/", Type: "bind", Source: "/",
 			// rslave: host mounts made later (automounted homes) still
 			// appear; nothing the job mounts goes back.
-			Options: []string{"rbind", "rslave", "ro"},
+			Options: []string{"rbind", "rslave", mode},
 		}
 		s.Mounts = append([]specs.Mount{host}, s.Mounts...)
 		return nil

@@ -37,19 +37,22 @@ func ptr[T any](v T) *T { return &v }
 
 func TestWithHostRoot(t *testing.T) {
 	t.Parallel()
-	s := &oci.Spec{Mounts: []specs.Mount{{Destination: "/proc", Type: "proc", Source: "proc"}}}
-	if err := apply(t, s, WithHostRoot()); err != nil {
-		t.Fatal(err)
-	}
-	want := &oci.Spec{
-		Root: &specs.Root{Path: "rootfs", Readonly: true},
-		Mounts: []specs.Mount{
-			{Destination: "/", Type: "bind", Source: "/", Options: []string{"rbind", "rslave", "ro"}},
-			{Destination: "/proc", Type: "proc", Source: "proc"},
-		},
-	}
-	if diff := cmp.Diff(want, s); diff != "" {
-		t.Errorf("spec (-want +got):\n%s", diff)
+	for _, ro := range []bool{false, true} {
+		s := &oci.Spec{Mounts: []specs.Mount{{Destination: "/proc", Type: "proc", Source: "proc"}}}
+		if err := apply(t, s, WithHostRoot(ro)); err != nil {
+			t.Fatal(err)
+		}
+		mode := map[bool]string{false: "rw", true: "ro"}[ro]
+		want := &oci.Spec{
+			Root: &specs.Root{Path: "rootfs", Readonly: ro},
+			Mounts: []specs.Mount{
+				{Destination: "/", Type: "bind", Source: "/", Options: []string{"rbind", "rslave", mode}},
+				{Destination: "/proc", Type: "proc", Source: "proc"},
+			},
+		}
+		if diff := cmp.Diff(want, s); diff != "" {
+			t.Errorf("read-only %v: spec (-want +got):\n%s", ro, diff)
+		}
 	}
 }
 
@@ -455,7 +458,7 @@ func TestEveryOptionOnEmptySpec(t *testing.T) {
 		opt   oci.SpecOpts
 		check func(*oci.Spec) bool
 	}{
-		{"WithHostRoot", WithHostRoot(), func(s *oci.Spec) bool { return s.Root != nil && s.Root.Readonly && len(s.Mounts) == 1 }},
+		{"WithHostRoot", WithHostRoot(true), func(s *oci.Spec) bool { return s.Root != nil && s.Root.Readonly && len(s.Mounts) == 1 }},
 		{"WithProcess", WithProcess([]string{"/bin/true"}, ""), func(s *oci.Spec) bool { return s.Process.Cwd == "/" }},
 		{"WithUser", WithUser(1000, 1000, []uint32{27}), func(s *oci.Spec) bool { return s.Process.User.UID == 1000 }},
 		{"WithJobNamespaces", WithJobNamespaces("h"), func(s *oci.Spec) bool { return s.Hostname == "h" && len(s.Linux.Namespaces) == 4 }},

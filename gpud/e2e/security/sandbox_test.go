@@ -11,10 +11,12 @@ import (
 	"github.com/gpud/gpud/gpud/e2e/e2etest"
 )
 
-// TestSandboxMounts: a job on the host's root writes where real jobs
-// expect to: a site filesystem node.toml lists in mounts, its user's home
-// (~/.cache, as XDG_CACHE_HOME defaults to), while a directory not listed
-// stays read-only and /tmp stays private to the job.
+// TestSandboxMounts: on a node whose host root is read-only for jobs
+// (node.toml host_root = "read-only"), a job on the host's root still
+// writes where real jobs expect to: a site filesystem node.toml lists in
+// mounts, its user's home (~/.cache, as XDG_CACHE_HOME defaults to), while
+// a directory not listed stays read-only and /tmp stays private to the
+// job. (The default, a writable root: TestHostFilesystem in e2e/steps.)
 func TestSandboxMounts(t *testing.T) {
 	t.Parallel()
 	e2etest.RequirePrereq(t)
@@ -38,7 +40,7 @@ func TestSandboxMounts(t *testing.T) {
 		t.Skipf("SKIP: no home directory for this user (%v)", err)
 	}
 	conf := filepath.Join(t.TempDir(), "node.toml")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("version = 1\n[node]\nmounts = [%q]\n", scratch)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("version = 1\n[node]\nhost_root = \"read-only\"\nmounts = [%q]\n", scratch)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c := e2etest.StartCluster(t, 1, "--node-config", conf)

@@ -107,6 +107,8 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out *st
 	}
 	own["SLURMD_NODENAME"] = n.cfg.Node
 	gpus := strings.FieldsFunc(own["CUDA_VISIBLE_DEVICES"], func(r rune) bool { return r == ',' })
+	var cwdWarning string
+	st.Cwd, cwdWarning = stepCwd(ctx, n.cfg.Runtime, v.ctr, st.Cwd) // cwd.go
 	// The node's PMI server of the step, before its tasks (mpi.go).
 	mp, err := n.startMPI(ctx, al, v.ctr, int(v.asg.Job.UID), int(v.asg.Job.GID), st)
 	if err != nil {
@@ -117,6 +119,9 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out *st
 			mp.stop()
 		}
 	}
+	// Not here: the tasks' output may be held back until the step is
+	// recorded, and the line waits with it.
+	go warnCwd(out, st, cwdWarning)
 	p := newPart(len(st.Tasks))
 	var wg sync.WaitGroup
 	execErrs := make([]error, len(st.Tasks))
