@@ -11,6 +11,7 @@ BINARIES := gpud gpud-pmix gpusubmit gpuq sbatch
 # sbatch is a program of its own (gpusubmit/quick says why).
 GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio sshare sreport
 PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
 PKGS := ./...
 
 .PHONY: help deps build install test test-clients check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm bench-flood clean
@@ -36,11 +37,16 @@ build: ## Build bin/gpud, bin/gpud-pmix, bin/gpusubmit, bin/gpuq and bin/sbatch,
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/sbatch ./gpusubmit/sbatch
 	@for n in $(GPUQ_NAMES); do ln -sfn gpuq bin/$$n; done
 
-install: build ## Install the binaries and Slurm's command names (links) into $(PREFIX)/bin (PREFIX=/usr/local).
+install: build ## Install the binaries and Slurm's command names (links) into $(PREFIX)/bin (PREFIX=/usr/local), and $(SYSCONFDIR)/profile.d/gpud.sh (SYSCONFDIR=/etc) for login shells.
 	install -d $(DESTDIR)$(PREFIX)/bin
 	rm -f $(DESTDIR)$(PREFIX)/bin/sbatch # a link to gpusubmit before: install would write through it
 	install -m 0755 bin/gpud bin/gpud-pmix bin/gpusubmit bin/gpuq bin/sbatch $(DESTDIR)$(PREFIX)/bin/
 	@for n in $(GPUQ_NAMES); do ln -sfn gpuq $(DESTDIR)$(PREFIX)/bin/$$n; done
+	@# Login shells (#!/bin/bash -l jobs, ssh) reset PATH: this puts a
+	@# job's gpud tools first again, and PREFIX/bin on PATH when missing.
+	install -d $(DESTDIR)$(SYSCONFDIR)/profile.d
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' etc/profile.d/gpud.sh > $(DESTDIR)$(SYSCONFDIR)/profile.d/gpud.sh
+	chmod 0644 $(DESTDIR)$(SYSCONFDIR)/profile.d/gpud.sh
 
 deps: ## Install containerd, runc, busybox-static, gcc, MPICH, Open MPI and OpenPMIx when missing (Debian, root).
 	@./scripts/deps.sh

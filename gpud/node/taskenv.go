@@ -107,7 +107,9 @@ func jobEnv(in taskInput, d taskDevs) []string {
 // defaultPath is PATH for a job whose environment has none.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// pathEnv puts the gpud tools (srun ...) first on the job's PATH.
+// pathEnv puts the gpud tools (srun ...) first on the job's PATH, and
+// names them in GPUD_TOOLS_DIR, whence /etc/profile.d/gpud.sh puts them
+// first again after a login shell reset PATH (#!/bin/bash -l).
 func pathEnv(in taskInput) []string {
 	if in.ToolsDir == "" {
 		return nil
@@ -118,7 +120,7 @@ func pathEnv(in taskInput) []string {
 			path = v
 		}
 	}
-	return []string{"PATH=" + in.ToolsDir + ":" + path}
+	return []string{"PATH=" + in.ToolsDir + ":" + path, "GPUD_TOOLS_DIR=" + in.ToolsDir}
 }
 
 // shareEnv is a share of one GPU's best-effort isolation through CUDA
