@@ -135,6 +135,17 @@ func (c *Cmd) scancel(ctx context.Context) error {
 	var errs []error
 	for _, ref := range refs {
 		if _, err := cl.RefAction(ctx, ref, action, req); err != nil {
+			// As Slurm's scancel: cancelling a job that already ended
+			// (ESLURM_ALREADY_DONE) or that the controller does not know
+			// (ESLURM_INVALID_JOB_ID) is no error, and says so only under
+			// -v; workflow tools cancel jobs that may have just ended.
+			// Signalling one is an error.
+			if req.Signal == "" && (errors.Is(err, spec.ErrConflict) || errors.Is(err, spec.ErrNotFound)) {
+				if getopt.Has(ps, "verbose") {
+					fmt.Fprintf(c.Stderr, "%s: error: Kill job error on job id %s: %v\n", c.Name, ref, err)
+				}
+				continue
+			}
 			errs = append(errs, fmt.Errorf("Kill job error on job id %s: %w", ref, err))
 		}
 	}

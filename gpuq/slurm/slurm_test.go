@@ -304,6 +304,31 @@ func TestScancel(t *testing.T) {
 	}
 }
 
+// TestScancelEnded: as Slurm's scancel, cancelling a job that already
+// ended or that the controller does not know exits 0 and prints nothing
+// (-v says why); a signal to one, or any other error, fails.
+func TestScancelEnded(t *testing.T) {
+	ctl := fixture(t)
+	ctl.Set(func(s *fakectl.Server) {
+		s.ActionErr = map[string]error{
+			"7": spec.Errorf(spec.ErrConflict, "job 7 already ended (COMPLETED)"),
+			"8": spec.Errorf(spec.ErrPermissionDenied, "job 8 is bob's"),
+		}
+	})
+	if out, errs, code := run(t, ctl, "scancel", "7", "404"); code != 0 || out != "" || errs != "" {
+		t.Errorf("scancel of an ended and an unknown job: exit %d, %q %q; want 0 and nothing", code, out, errs)
+	}
+	if _, errs, code := run(t, ctl, "scancel", "-v", "7"); code != 0 || !strings.Contains(errs, "scancel: error: Kill job error on job id 7: ") || !strings.Contains(errs, "already ended") {
+		t.Errorf("scancel -v of an ended job: exit %d, %q; want 0 and the reason", code, errs)
+	}
+	if _, errs, code := run(t, ctl, "scancel", "--signal=USR1", "7"); code == 0 || !strings.Contains(errs, "already ended") {
+		t.Errorf("scancel --signal of an ended job: exit %d, %q; want a failure", code, errs)
+	}
+	if _, errs, code := run(t, ctl, "scancel", "7", "8"); code == 0 || !strings.Contains(errs, "Kill job error on job id 8") || strings.Contains(errs, "job id 7") {
+		t.Errorf("scancel of an ended job and another user's: exit %d, %q; want a failure for job 8 alone", code, errs)
+	}
+}
+
 // TestUsageErrors go to stderr with getopt's words, never to stdout.
 func TestUsageErrors(t *testing.T) {
 	ctl := fixture(t)
