@@ -115,6 +115,9 @@ var optionDefs = sync.OnceValue(func() map[string]*directive.Def {
 type Prepared struct {
 	directive.Request
 	ScriptName string
+	// Cmd is the name the user called (gpusubmit or sbatch), which
+	// messages go under.
+	Cmd string
 }
 
 // SubmitRequest is the API request for p, named by a new idempotency key
@@ -174,7 +177,7 @@ func Prepare(in *Invocation) (*Prepared, error) {
 	if err := directive.Check(&req.Spec, opts); err != nil {
 		return nil, err
 	}
-	return &Prepared{Request: req, ScriptName: name}, nil
+	return &Prepared{Request: req, ScriptName: name, Cmd: in.Name}, nil
 }
 
 // PrintSubmitted writes the answer to a submission that made a job, as
@@ -183,7 +186,7 @@ func Prepare(in *Invocation) (*Prepared, error) {
 func (p *Prepared) PrintSubmitted(stdout, stderr io.Writer, resp wire.SubmitResponse) {
 	switch {
 	case p.TestOnly:
-		PrintTestOnly(stderr, resp, p.Spec.Partition)
+		PrintTestOnly(stderr, p.Cmd, resp, p.Spec.Partition)
 	case p.Parsable:
 		fmt.Fprintln(stdout, resp.ID)
 	default:
@@ -246,13 +249,13 @@ func readFileLimited(path string) ([]byte, error) {
 }
 
 // PrintTestOnly writes a --test-only answer: when and where the job would
-// start.
-func PrintTestOnly(w io.Writer, resp wire.SubmitResponse, partition string) {
+// start, under the command's name.
+func PrintTestOnly(w io.Writer, cmd string, resp wire.SubmitResponse, partition string) {
 	var b strings.Builder
 	if resp.ExpectedStart.IsZero() {
-		b.WriteString("gpusubmit: Job would be accepted; the controller gave no start estimate")
+		b.WriteString(cmd + ": Job would be accepted; the controller gave no start estimate")
 	} else {
-		fmt.Fprintf(&b, "gpusubmit: Job would start at %s", resp.ExpectedStart.Local().Format("2006-01-02T15:04:05"))
+		fmt.Fprintf(&b, "%s: Job would start at %s", cmd, resp.ExpectedStart.Local().Format("2006-01-02T15:04:05"))
 		if len(resp.Nodes) > 0 {
 			fmt.Fprintf(&b, " on %s", strings.Join(resp.Nodes, ","))
 		}

@@ -164,7 +164,7 @@ func wait(c *invocation, client *api.Client, resp api.SubmitResponse) error {
 		}
 		jc := JobExitCode(j)
 		if j.State != spec.StateCompleted {
-			note := fmt.Sprintf("gpusubmit: job %d ended %s with exit code %d", id, j.State, j.ExitCode)
+			note := fmt.Sprintf("%s: job %d ended %s with exit code %d", c.Name, id, j.State, j.ExitCode)
 			if j.Reason != "" && j.Reason != spec.ReasonNone && j.Reason != "NonZeroExitCode" {
 				note += " (" + j.Reason + ")"
 			}

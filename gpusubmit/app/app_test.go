@@ -317,6 +317,24 @@ func TestSbatchName(t *testing.T) {
 	if js := ctl.Submitted(t)[1].Job; js.Output != "slurm-%j.out" {
 		t.Errorf("default output %q, want slurm-%%j.out", js.Output)
 	}
+
+	// --wait's and --test-only's messages are sbatch's too.
+	ctl.Set(func(s *fakectl.Server) {
+		s.Jobs = []spec.Job{{ID: 7, State: spec.StateFailed, ExitCode: 3}}
+		s.SubmitResp = api.SubmitResponse{ID: 7}
+	})
+	for _, tc := range []struct{ flag, want string }{
+		{"--wait", "sbatch: job 7 ended FAILED with exit code 3\n"},
+		{"--test-only", "sbatch: Job would be accepted; the controller gave no start estimate\n"},
+	} {
+		errb.Reset()
+		a = ForName("sbatch")
+		a.Writer, a.ErrWriter = &out, &errb
+		exitcode.Main(context.Background(), a, Args([]string{"sbatch", "--controller", ctl.Addr, tc.flag, plain}), &errb)
+		if errb.String() != tc.want {
+			t.Errorf("sbatch %s: stderr %q, want %q", tc.flag, errb.String(), tc.want)
+		}
+	}
 }
 
 // TestEveryProblemInOnePass: the command line's and every directive's
