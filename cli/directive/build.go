@@ -19,6 +19,8 @@ type Env struct {
 	Now time.Time
 	// Cwd is the absolute directory gpusubmit runs in (the submit dir).
 	Cwd string
+	// Host is the submitting host's name (SLURM_SUBMIT_HOST; "": unknown).
+	Host string
 	// Environ is the submitting environment as KEY=VALUE strings.
 	Environ []string
 	// ScriptName names the job when --job-name is absent: the script's
@@ -214,6 +216,7 @@ func (b *builder) build() {
 	}
 
 	js.SubmitDir = b.env.Cwd
+	js.SubmitHost = b.env.Host
 	js.WorkDir = b.env.Cwd
 	if v, ok := b.str("chdir"); ok {
 		if filepath.IsAbs(v) {

@@ -160,7 +160,8 @@ func Prepare(in *Invocation) (*Prepared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find the submit directory: %w; run gpusubmit from a directory that exists", err)
 	}
-	req, err := directive.Build(opts, directive.Env{Now: time.Now(), Cwd: cwd, Environ: os.Environ(), ScriptName: name, Slurm: in.Name == "sbatch"})
+	host, _ := os.Hostname() // "": SLURM_SUBMIT_HOST unset
+	req, err := directive.Build(opts, directive.Env{Now: time.Now(), Cwd: cwd, Host: host, Environ: os.Environ(), ScriptName: name, Slurm: in.Name == "sbatch"})
 	if err != nil {
 		errs = append(errs, err)
 	}

@@ -215,6 +215,8 @@ type Assignment struct {
 	// MPIDefault is the site's srun --mpi when a step names none
 	// (gpud.toml [controller] mpi_default, Slurm's MpiDefault).
 	MPIDefault string `json:"mpi_default,omitempty"`
+	// ClusterName is the cluster's name (SLURM_CLUSTER_NAME).
+	ClusterName string `json:"cluster_name,omitempty"`
 }
 
 // AssignmentsResponse is GET /v1/nodes/{name}/assignments?after=GEN&wait=SECONDS&revocations=VERSION:

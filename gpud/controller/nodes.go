@@ -228,6 +228,8 @@ type Assignment struct {
 	SignalSeq int
 	// MPIDefault is the site's srun --mpi (Config.MPIDefault).
 	MPIDefault string
+	// ClusterName is Config.ClusterName (SLURM_CLUSTER_NAME).
+	ClusterName string
 }
 
 // Assignments returns the node's generation and every allocation it
@@ -282,7 +284,7 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 			continue
 		}
 		j := rec.view.job
-		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault}
+		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName}
 		if rec.job.StopState != "" || rec.job.State.Terminal() {
 			a.Stop = true
 			a.StopState = cmp.Or(rec.job.StopState, spec.StateCancelled)

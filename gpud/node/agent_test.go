@@ -34,6 +34,7 @@ func exited(alloc string, job spec.JobID, state spec.JobState, code int, sig sys
 func TestStartBuildsTaskConfig(t *testing.T) {
 	e := newEnv(t, nil)
 	a := asg(7, e.home)
+	a.Job.Account, a.Job.QOS, a.Job.SubmitHost, a.ClusterName = "ml", "normal", "login1", "gpu-cluster"
 	e.fc.Set(a)
 	e.waitStarted(t, cid)
 	waitFor(t, "started event", func() bool { return len(e.fc.Events()) == 1 }, e.on()...)
@@ -61,7 +62,10 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 			"SLURM_JOB_NUM_NODES=2", "SLURM_SUBMIT_DIR=" + filepath.Join(e.home, "submit"), "SLURM_JOB_NAME=train",
 			"SLURM_JOB_USER=alice", "SLURM_JOB_PARTITION=gpu", "SLURM_CPUS_ON_NODE=4", "SLURM_JOB_CPUS_PER_NODE=4(x2)", "SLURM_MEM_PER_NODE=8192", "SLURM_RESTART_COUNT=0",
 			"CUDA_VISIBLE_DEVICES=0,1", "NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b",
-			"SLURMD_NODENAME=node-1", "SLURM_GPUS_ON_NODE=2", "GPUD_STEP_SOCKET=" + filepath.Join(jobDir, "step.sock"), "SLURM_TASKS_PER_NODE=4(x2)",
+			"SLURMD_NODENAME=node-1", "SLURM_GPUS_ON_NODE=2", "GPUD_STEP_SOCKET=" + filepath.Join(jobDir, "step.sock"),
+			"SLURM_JOB_ACCOUNT=ml", "SLURM_JOB_QOS=normal", "SLURM_JOB_UID=1000", "SLURM_JOB_GID=1000",
+			"SLURM_TOPOLOGY_ADDR=node-1", "SLURM_TOPOLOGY_ADDR_PATTERN=node", "SLURM_CLUSTER_NAME=gpu-cluster", "SLURM_SUBMIT_HOST=login1",
+			"SLURM_JOB_GPUS=0,1", "SLURM_TASKS_PER_NODE=4(x2)",
 		},
 		Cwd: work, UID: 1000, GID: 1000,
 		Hostname: "node-1.test",

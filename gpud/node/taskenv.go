@@ -20,6 +20,7 @@ import (
 // taskEnv is the container's environment.
 func taskEnv(in taskInput, d taskDevs) []string {
 	ours := jobEnv(in, d)
+	ours = append(ours, slurmEnv(in)...)
 	ours = append(ours, pathEnv(in)...)
 	ours = append(ours, shareEnv(in)...)
 	ours = append(ours, layoutEnv(in)...)
@@ -102,6 +103,44 @@ func jobEnv(in taskInput, d taskDevs) []string {
 		"SLURM_GPUS_ON_NODE=" + strconv.Itoa(len(d.uuids)),
 		api.EnvStepSocket + "=" + filepath.Join(in.JobDir, step.SocketName),
 	}
+}
+
+// slurmEnv is the rest of sbatch(1)'s OUTPUT ENVIRONMENT that has a
+// meaning in gpud: who is charged, the cluster and the submit host (when
+// known), the user's ids, the node's place (a flat topology), and the
+// job's GPUs as the node numbers them (SLURM_JOB_GPUS; nvidia-smi's
+// indices, not CUDA_VISIBLE_DEVICES's, which count the job's own).
+func slurmEnv(in taskInput) []string {
+	job := &in.Asg.Job
+	env := []string{
+		"SLURM_JOB_ACCOUNT=" + job.Account,
+		"SLURM_JOB_QOS=" + job.QOS,
+		"SLURM_JOB_UID=" + strconv.FormatUint(uint64(job.UID), 10),
+		"SLURM_JOB_GID=" + strconv.FormatUint(uint64(job.GID), 10),
+		"SLURM_TOPOLOGY_ADDR=" + in.NodeName,
+		"SLURM_TOPOLOGY_ADDR_PATTERN=node",
+	}
+	if in.Asg.ClusterName != "" {
+		env = append(env, "SLURM_CLUSTER_NAME="+in.Asg.ClusterName)
+	}
+	if job.SubmitHost != "" {
+		env = append(env, "SLURM_SUBMIT_HOST="+job.SubmitHost)
+	}
+	var idx []int
+	for _, u := range in.Self.GPUs {
+		if g, ok := in.GPUs[u]; ok {
+			idx = append(idx, g.Index)
+		}
+	}
+	if len(idx) > 0 {
+		slices.Sort(idx)
+		s := make([]string, len(idx))
+		for i, n := range idx {
+			s[i] = strconv.Itoa(n)
+		}
+		env = append(env, "SLURM_JOB_GPUS="+strings.Join(s, ","))
+	}
+	return env
 }
 
 // defaultPath is PATH for a job whose environment has none.

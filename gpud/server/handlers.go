@@ -608,7 +608,7 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey()}
 	for _, a := range list {
 		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
-			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault})
+			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault, ClusterName: a.ClusterName})
 	}
 	s.writeJSON(w, out)
 }

@@ -126,6 +126,9 @@ type JobSpec struct {
 	// WorkDir is the job's working directory (-D, else the submit dir).
 	WorkDir   string `json:"work_dir"`
 	SubmitDir string `json:"submit_dir"`
+	// SubmitHost is the host the job was submitted from, as its client
+	// saw its name (SLURM_SUBMIT_HOST); "" when unknown.
+	SubmitHost string `json:"submit_host,omitempty"`
 	// Output and Error are file patterns (%j %x %u %a %A %N %%), relative to
 	// WorkDir unless absolute. Empty Error means stderr goes with stdout.
 	Output string `json:"output,omitempty"`

@@ -120,6 +120,7 @@ func (js *JobSpec) Validate() error {
 	})
 	c.path("--chdir", js.WorkDir)
 	c.path("submit dir", js.SubmitDir)
+	c.name("submit host", js.SubmitHost, MaxNameBytes)
 	if dir := cmpOr(js.WorkDir, js.SubmitDir); !path.IsAbs(dir) {
 		c.bad("--chdir", "--chdir: working directory %q is not an absolute path; pass --chdir /abs/dir", dir)
 	}

@@ -104,7 +104,8 @@ func Allocate(ctx context.Context, client *api.Client, prog, name string, opts [
 	if err != nil {
 		return nil, fmt.Errorf("%s: find the submit directory: %w", prog, err)
 	}
-	req, err := directive.Build(opts, directive.Env{Now: time.Now(), Cwd: cwd, Environ: os.Environ(), ScriptName: name, Slurm: true})
+	host, _ := os.Hostname() // "": SLURM_SUBMIT_HOST unset
+	req, err := directive.Build(opts, directive.Env{Now: time.Now(), Cwd: cwd, Host: host, Environ: os.Environ(), ScriptName: name, Slurm: true})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prog, err)
 	}
