@@ -5,8 +5,10 @@
 # page test renders every page), prometheus (the e2e test that scrapes
 # gpud with a real Prometheus; it runs its own on loopback, never the
 # package's service), iproute2 and util-linux's nsenter (the multi-host
-# e2e test puts each host in a network namespace), iptables (the HA e2e
-# test cuts a controller off its peers on loopback), python3-cloudpickle
+# e2e test puts each host in a network namespace; its tc adds loss and
+# delay in the chaos suite), iptables (the HA e2e test cuts a controller
+# off its peers on loopback), kmod (modprobe sch_netem for the chaos
+# suite's tc netem), python3-cloudpickle
 # and python3-typing-extensions (submitit, the Python client the e2e tests
 # drive, imports both), curl (the e2e test that runs Slurm's REST quick
 # start's curl commands against gpud), MPICH, Open MPI and OpenPMIx
@@ -23,6 +25,7 @@ command -v prometheus >/dev/null || missing+=(prometheus)
 command -v ip >/dev/null || missing+=(iproute2)
 command -v nsenter >/dev/null || missing+=(util-linux)
 command -v iptables >/dev/null || missing+=(iptables)
+command -v modprobe >/dev/null || missing+=(kmod)
 /usr/bin/python3 -c 'import cloudpickle' 2>/dev/null || missing+=(python3-cloudpickle)
 /usr/bin/python3 -c 'import typing_extensions' 2>/dev/null || missing+=(python3-typing-extensions)
 command -v curl >/dev/null || missing+=(curl)

@@ -39,10 +39,14 @@ import (
 // election, short enough that a group with no leader is reported.
 const DefaultFailoverTimeout = 12 * time.Second
 
-// Backoff between rounds of attempts over every address.
+// Backoff between rounds of attempts over every address. The cap bounds
+// how late a client notices the end of an election (a round finds no
+// leader, then sleeps): a quarter second, not the second it was, which
+// put up to a second on the first acknowledgement after a failover
+// (issue 25). A round costs each live member one small answer.
 const (
 	failoverBackoffMin = 50 * time.Millisecond
-	failoverBackoffMax = time.Second
+	failoverBackoffMax = 250 * time.Millisecond
 )
 
 // SplitControllers splits a controller address list on commas, trimming
@@ -150,15 +154,21 @@ type member struct {
 //     again of the leader it names, if configured, else (no leader known
 //     there) of the next address, so that a client reads its own writes
 //     and does not stay with a member cut off from the group; the first
-//     follower's answer stands if the others fail or are followers too;
+//     follower's answer stands if the others fail or are followers too,
+//     or if the leader's try has no connection staleWait after it began
+//     (a leader behind a cut link, which the follower still names until
+//     the election);
 //
 //   - an attempt that has no connection after hedgeDelay (a member behind a
 //     cut link answers no SYN) has the next member tried beside it, when
 //     the call may be sent twice (reads, keyed submissions, a node's
 //     idempotent calls); the first answer wins;
 //
-// backing off between rounds over every address; the whole call, from
-// its start, is bounded by timeout (plus a long poll's wait).
+// backing off between rounds over every address. A call that may be sent
+// twice does not wait for a try still in flight (a dial into a cut link)
+// before its next round: the member elected meanwhile is asked within the
+// backoff, not after the dial timeout. The whole call, from its start, is
+// bounded by timeout (plus a long poll's wait).
 type failover struct {
 	members []member
 	addrs   string // the configured list, for messages
@@ -182,6 +192,14 @@ func (f *failover) CloseIdleConnections() {
 // the dial timeout before trying the next would cost every call that
 // long. Only calls that are safe to send twice are tried in parallel.
 const hedgeDelay = 250 * time.Millisecond
+
+// staleWait is how long a follower's answer to a read is held while the
+// leader it names is asked, when that leader's try has no connection yet:
+// a leader behind a cut link, still named by the followers until they
+// elect another, never answers, and the read should not wait a dial
+// timeout for it. A leader with a connection is waited for (its answer
+// is the fresh one).
+const staleWait = time.Second
 
 // callOpts are what a Client method tells the failover transport about
 // its call, through the request's context (withCall).
@@ -287,10 +305,13 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		foreign  int // 421s this round naming a leader not in the list
 		lastResp *http.Response
 		lastErr  error
-		// staleFrom is the follower whose replica answered a read while
-		// the leader is asked (-1: none); staleOK takes its answer.
-		staleFrom = -1
-		staleOK   bool
+		// stale is a follower's answer to a read, held while the
+		// leader it names is asked (staleAt: that leader's index); the
+		// answer if the leader fails or makes no connection in time.
+		stale     *outcome
+		staleAt   = -1
+		staleT    *time.Timer
+		staleC    <-chan time.Time
 		staleHops int // stale answers followed to another member
 	)
 	defer func() {
@@ -300,7 +321,22 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		if round != nil {
 			round.Stop()
 		}
+		if staleT != nil {
+			staleT.Stop()
+		}
+		if stale != nil {
+			// Not the answer after all.
+			stale.resp.Body.Close()
+			stale.t.cancel()
+		}
 	}()
+	// useStale returns the held follower's answer.
+	useStale := func() *http.Response {
+		o := *stale
+		stale = nil
+		c.cancelAll()
+		return c.keep(o)
+	}
 	armHedge := func() {
 		if !again || c.newest == nil || c.newest.connected() || c.untried(pref) < 0 {
 			hedgeC = nil
@@ -326,6 +362,9 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			c.cancelAll()
 			return nil, ctx.Err()
 		case <-deadline.C:
+			if stale != nil {
+				return useStale(), nil
+			}
 			err := c.timeoutErr(lastErr, budget)
 			c.cancelAll()
 			if lastResp != nil {
@@ -335,6 +374,14 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 		case <-connC:
 			hedgeC = nil // connected in time: no need for another
 			continue
+		case <-staleC:
+			staleC = nil
+			if t := c.flying[staleAt]; t == nil || !t.connected() {
+				// The leader the follower named is not reachable
+				// (yet): the follower's answer it is.
+				return useStale(), nil
+			}
+			continue // connected: its answer is coming
 		case <-hedgeC:
 			// No connection yet: try the next member beside it.
 			if j := c.untried(pref); j >= 0 {
@@ -382,29 +429,39 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 			case resp.StatusCode == http.StatusServiceUnavailable && again:
 				v = retryNext
 			}
-			if v == answered && read && !staleOK && staleHops < n && resp.Header.Get(HeaderStale) == "true" {
+			if v == answered && read && staleHops < n && resp.Header.Get(HeaderStale) == "true" {
 				// A follower's replica may lag the leader: a job just
 				// submitted may be missing. Ask the leader it names; a
 				// follower that knows no leader (an election, or a
 				// member cut off from the others, whose replica stops
 				// where the cut came) sends the read on to the next
-				// address, which may. Should that fail, the first
-				// follower's answer will do.
+				// address, which may. Should that fail, or make no
+				// connection within staleWait, the first follower's
+				// answer will do.
 				j := f.index(ctx, resp.Header.Get(HeaderLeader))
 				if j < 0 {
 					j = (i + 1) % n
 				}
 				if j != i {
-					resp.Body.Close()
-					o.t.cancel()
-					if staleFrom < 0 {
-						staleFrom = i
+					if stale == nil {
+						stale = &o
+					} else {
+						resp.Body.Close()
+						o.t.cancel()
 					}
 					staleHops++
 					if c.flying[j] == nil {
 						c.launch(j)
 						armHedge()
 					}
+					staleAt = j
+					d := max(staleWait-time.Since(c.flying[j].began), 0)
+					if staleT == nil {
+						staleT = time.NewTimer(d)
+					} else {
+						staleT.Reset(d)
+					}
+					staleC = staleT.C
 					continue
 				}
 			}
@@ -434,41 +491,46 @@ func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
 				c.notes[i] = fmt.Sprintf("%v (after %s)", err, since(o.t.began))
 			}
 			o.t.cancel()
-			if staleFrom >= 0 {
+			if stale != nil {
 				// The leader failed: take the follower's answer after all.
-				j := staleFrom
-				staleFrom, staleOK = -1, true
-				if c.flying[j] == nil {
-					c.launch(j)
-				}
-				continue
+				return useStale(), nil
 			}
 			// At most n launches a round: members naming each other
 			// as leader (views differ during an election) back off too.
+			// A leader named while its try is still in flight (a dial
+			// into a cut link, during the election) is not waited for:
+			// the next member is asked.
 			if next >= 0 {
 				pref = next
-				if c.flying[next] != nil {
-					continue
-				}
-				if c.launches < n {
+				if c.flying[next] == nil && c.launches < n {
 					c.launch(next)
 					armHedge()
 					continue
 				}
-			} else if j := c.untried((i + 1) % n); j >= 0 && c.launches < n {
+			}
+			if j := c.untried((i + 1) % n); j >= 0 && c.launches < n {
 				c.launch(j)
 				armHedge()
 				continue
 			}
-			if c.inFlight() || roundC != nil {
-				continue // the others may still answer
+			if roundC != nil {
+				continue
 			}
-			// A round over every address failed.
-			if only503 && lastResp != nil {
-				return lastResp, nil // every controller says unavailable: that is the answer
-			}
-			if foreign >= n && lastResp != nil {
-				return lastResp, nil // the leader is at an address the user did not list
+			if c.inFlight() {
+				if !again || c.connectedInFlight() {
+					continue // a try in flight may have sent the call, or is being answered: wait for it
+				}
+				// The others answered; a try still dialing (into a cut
+				// link) must not hold the next round, which may find
+				// the member elected meanwhile.
+			} else {
+				// A round over every address failed.
+				if only503 && lastResp != nil {
+					return lastResp, nil // every controller says unavailable: that is the answer
+				}
+				if foreign >= n && lastResp != nil {
+					return lastResp, nil // the leader is at an address the user did not list
+				}
 			}
 			if round == nil {
 				round = time.NewTimer(backoff)
@@ -523,6 +585,16 @@ func (c *call) untried(from int) int {
 func (c *call) inFlight() bool {
 	for _, t := range c.flying {
 		if t != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// connectedInFlight reports whether a try in flight has a connection.
+func (c *call) connectedInFlight() bool {
+	for _, t := range c.flying {
+		if t != nil && t.connected() {
 			return true
 		}
 	}

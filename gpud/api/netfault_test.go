@@ -303,3 +303,57 @@ func httptestTLS2(c *ctl) *httptest.Server {
 	srv.StartTLS()
 	return srv
 }
+
+// The leader, listed first, is cut off (its dials hang) while the
+// followers still name it: a keyed submission does not wait for the dial
+// into the cut link before asking the others again, so it is
+// acknowledged as soon as one of them leads (within the backoff), not
+// after the dial timeout.
+func TestFailoverElectionBehindCutLeader(t *testing.T) {
+	cut := blackhole(t, "http")
+	f2, f3 := newCtl(t, "follower", false), newCtl(t, "follower", false)
+	f2.set("follower", cut)
+	f3.set("follower", cut)
+	cl, err := api.NewClientWith(list(cut, f2.URL, f3.URL), api.ClientOptions{DialTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	elected := time.AfterFunc(700*time.Millisecond, func() { f3.set("leader", "") })
+	defer elected.Stop()
+	start := time.Now()
+	r, err := cl.Submit(ctxT(t), api.SubmitRequest{Job: spec.JobSpec{Name: "j"}, IdempotencyKey: api.NewIdempotencyKey()})
+	if err != nil || r.ID != 42 {
+		t.Fatalf("keyed submission during the election: %+v %v", r, err)
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("keyed submission acknowledged %s after its start, the new leader elected at 700ms; want within the 250ms backoff of it", d)
+	}
+}
+
+// A read answered by a follower that names a leader behind a cut link is
+// not held for that leader's dial: the follower's answer stands once the
+// leader's try has made no connection for staleWait (1 s).
+func TestFailoverStaleReadCutLeader(t *testing.T) {
+	cut := blackhole(t, "http")
+	f2 := newCtl(t, "follower", false)
+	f2.set("follower", cut)
+	cl, err := api.NewClientWith(list(cut, f2.URL), api.ClientOptions{DialTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	nodes, err := cl.Nodes(ctxT(t))
+	if err != nil || len(nodes) != 1 || nodes[0].Name != "from-"+f2.URL {
+		t.Fatalf("read with the named leader cut off: %+v %v; want the follower's answer", nodes, err)
+	}
+	if d := time.Since(start); d < 900*time.Millisecond || d > 2500*time.Millisecond {
+		t.Errorf("read took %s with the named leader cut off; want about 1s (staleWait)", d)
+	}
+	// A leader that answers is still the one read from.
+	lead := newCtl(t, "leader", false)
+	f2.set("follower", lead.URL)
+	cl, _ = api.NewClientWith(list(f2.URL, lead.URL), api.ClientOptions{})
+	if nodes, err := cl.Nodes(ctxT(t)); err != nil || len(nodes) != 1 || nodes[0].Name != "from-"+lead.URL {
+		t.Fatalf("read with the leader up: %+v %v; want the leader's answer", nodes, err)
+	}
+}

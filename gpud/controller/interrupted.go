@@ -39,7 +39,7 @@ func (c *Controller) interruptible(rec *jobRec, node string) *spec.InterruptedRu
 		return nil // stopping for another reason
 	}
 	for _, p := range j.Alloc.Nodes {
-		if p.Node != node && !slices.Contains(rec.silent, p.Node) {
+		if p.Node != node && !slices.Contains(rec.silentParts, p.Node) {
 			return nil
 		}
 	}
@@ -91,7 +91,7 @@ func (c *Controller) resumeInterrupted(tx *txn, allocID, from string) {
 	delete(c.st.interrupted, allocID)
 	delete(c.st.pending, j.ID)
 	delete(c.sched.waiting, j.ID)
-	rec.silent = nil
+	rec.silentParts = nil
 	for _, p := range a.Nodes {
 		c.st.nodes[p.Node].allocs[a.ID] = j.ID
 		tx.bump[p.Node] = true
@@ -109,5 +109,5 @@ func (c *Controller) dropInterrupted(rec *jobRec) {
 		delete(c.st.interrupted, run.Alloc.ID)
 		rec.job.Interrupted = nil
 	}
-	rec.silent = nil
+	rec.silentParts = nil
 }

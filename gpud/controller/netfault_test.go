@@ -159,7 +159,9 @@ func TestRunStartedElsewhereIsNotResumed(t *testing.T) {
 	old := h.job(id).Alloc.ID
 	h.advance(20 * time.Second)
 	h.register("n2", 1)
-	h.advance(11 * time.Second) // n1 silent 31 s: DOWN; the job starts on n2
+	h.advance(6 * time.Second)
+	h.heartbeat("n2")
+	h.advance(5 * time.Second) // n1 silent 31 s: DOWN; the job starts on n2
 	got := h.job(id)
 	if got.State != spec.StateRunning || got.Attempt != 2 || got.Interrupted != nil {
 		t.Fatalf("job = %s attempt %d interrupted %v, want RUNNING attempt 2 on n2", got.State, got.Attempt, got.Interrupted)
@@ -219,5 +221,58 @@ func TestSilentRackResumesAcrossALeaderChange(t *testing.T) {
 	h.heartbeat("n2", alloc)
 	if got := h.job(id); got.State != spec.StateRunning || got.Alloc.ID != alloc || len(got.Alloc.Nodes) != 2 {
 		t.Fatalf("job = %s alloc %v with both back, want RUNNING on %s", got.State, got.Alloc, alloc)
+	}
+}
+
+// A node that missed two heartbeats is not responding (UNKNOWN): no new
+// job is placed on it (one would start on its other nodes only, behind a
+// cut link), though it is not DOWN and its running jobs stay; its next
+// heartbeat brings it back.
+func TestLateNodeGetsNoNewJobs(t *testing.T) {
+	h := newHarness(t, newFakeStore(), func(c *Config) { c.NodeTimeout = 30 * time.Second; c.HeartbeatInterval = 5 * time.Second })
+	h.register("n1", 1)
+	running := h.submit(alice, func(j *spec.JobSpec) { j.Requeue = true; j.Resources.GPUsPerNode = 1 })
+	h.register("n2", 1)
+	h.advance(6 * time.Second)
+	h.heartbeat("n1")
+	h.advance(5 * time.Second) // n2 silent 11 s, n1 5 s
+	if s := h.nodeState("n2"); s != spec.NodeUnknown {
+		t.Fatalf("n2 = %s after 11 s of silence, want UNKNOWN (not responding)", s)
+	}
+	waiting := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
+	if j := h.job(waiting); j.State != spec.StatePending {
+		t.Fatalf("job = %s on %v; want PENDING: the only free GPU is on a node not responding", j.State, j.Nodes)
+	}
+	if j := h.job(running); j.State != spec.StateRunning {
+		t.Fatalf("running job = %s, want RUNNING", j.State)
+	}
+	h.heartbeat("n2")
+	if j := h.job(waiting); j.State != spec.StateRunning || j.Nodes[0] != "n2" {
+		t.Fatalf("job = %s on %v after n2 answered; want RUNNING on n2", j.State, j.Nodes)
+	}
+}
+
+// A listing that runs in the same batch as a submission (the group commit
+// gathers both) does not see the job, whose view is published only at the
+// commit: before, it met the nil view and panicked (found by the chaos
+// suite: squeue answered "internal error ... nil pointer dereference").
+func TestListInTheBatchOfASubmission(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	before := h.submit(alice, nil)
+	err := h.c.query(context.Background(), func() error {
+		rec := &jobRec{job: spec.Job{ID: h.c.st.nextID, JobSpec: spec.JobSpec{Name: "j"}, User: "alice", UID: 1000, State: spec.StatePending}}
+		h.c.st.nextID++
+		h.c.st.addJob(rec) // as Submit does before the commit
+		got := h.c.listJobs(JobFilter{All: true})
+		if len(got) != 1 || got[0].job.ID != before {
+			t.Errorf("listed %d jobs; want only the committed job %d", len(got), before)
+		}
+		if got := h.c.listJobs(JobFilter{IDs: []spec.JobID{rec.job.ID}}); len(got) != 0 {
+			t.Errorf("listed the uncommitted job by id")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -54,6 +54,7 @@ func (c *Controller) Register(ctx context.Context, who Caller, inv spec.Inventor
 		}
 		n.inv = keepGPUHealth(n.inv, inv)
 		n.lastHB = c.now()
+		n.late = false
 		if n.down {
 			c.log.Info("node up", "node", inv.Name, "was", n.downReason)
 			c.nodeEvent(tx, inv.Name, spec.NodeEventUp, "registered", "gpud")
@@ -117,6 +118,11 @@ func (c *Controller) Heartbeat(ctx context.Context, who Caller, name string, run
 func (c *Controller) responding(tx *txn, n *nodeRec) {
 	name := n.inv.Name
 	n.lastHB = c.now()
+	if n.late {
+		n.late = false
+		tx.kick = true
+		c.log.Info("node answers again", "node", name)
+	}
 	if n.down && n.downReason == reasonNotResponding {
 		c.log.Info("node responding again", "node", name)
 		c.nodeEvent(tx, name, spec.NodeEventUp, "responding again", "gpud")
@@ -608,7 +614,7 @@ func (c *Controller) lastHeard(name string, applied time.Time) time.Time {
 // proves nothing: the agents were talking to the old leader, or to
 // nobody while there was none. A node heard since is judged by
 // node_timeout from its last heartbeat.
-func (c *Controller) overdue(name string, n *nodeRec, now time.Time) bool {
+func (c *Controller) overdue(name string, n *nodeRec, now time.Time) (late, down bool) {
 	last, heard := n.lastHB, false
 	if at, ok := c.heardAt(name); ok {
 		heard = !at.Before(c.leadSince)
@@ -620,7 +626,16 @@ func (c *Controller) overdue(name string, n *nodeRec, now time.Time) bool {
 	if !heard {
 		limit = max(limit, c.cfg.FailoverNodeGrace)
 	}
-	return now.Sub(last) > limit
+	silent := now.Sub(last)
+	return silent > c.lateAfter(), silent > limit
+}
+
+// lateAfter is how long a silent node still gets new jobs: two missed
+// heartbeats (at least a third of node_timeout). Past it the node is
+// not responding (UNKNOWN) until it answers: jobs placed on a node
+// behind a cut link would start on their other nodes only.
+func (c *Controller) lateAfter() time.Duration {
+	return max(2*c.cfg.HeartbeatInterval, c.cfg.NodeTimeout/3)
 }
 
 // housekeep runs on every tick: it marks silent nodes DOWN (failing or
@@ -631,10 +646,21 @@ func (c *Controller) housekeep(ctx context.Context) {
 		now := c.now()
 		for _, name := range c.st.nodeNames() {
 			n := c.st.nodes[name]
-			if n.down || !c.overdue(name, n, now) {
+			if n.down {
 				continue
 			}
-			c.markDown(tx, n, reasonNotResponding, now)
+			switch late, down := c.overdue(name, n, now); {
+			case down:
+				n.late = false
+				c.markDown(tx, n, reasonNotResponding, now)
+			case late && !n.late:
+				// No new work for it; its next heartbeat goes
+				// through the owner loop, to bring it back.
+				n.late = true
+				c.heardRec(name).up.Store(false)
+				c.sched.dirty, c.sched.full = true, true
+				c.log.Warn("node not responding; no new jobs for it until it answers", "node", name, "silent_for", now.Sub(c.lastHeard(name, n.lastHB)).Round(time.Millisecond))
+			}
 		}
 		if now.Sub(c.sched.lastPeriodic) >= c.cfg.SchedInterval {
 			c.sched.lastPeriodic = now
@@ -672,7 +698,7 @@ func (c *Controller) markDown(tx *txn, n *nodeRec, reason string, now time.Time)
 		var run *spec.InterruptedRun
 		if reason == reasonNotResponding {
 			run = c.interruptible(rec, n.inv.Name)
-			rec.silent = append(rec.silent, n.inv.Name)
+			rec.silentParts = append(rec.silentParts, n.inv.Name)
 		}
 		c.partEnded(tx, rec, n.inv.Name, exitInfo{state: spec.StateNodeFail, reason: "node " + n.inv.Name + " " + reason, at: now, nodeFail: true})
 		if run != nil && rec.job.State == spec.StatePending {

@@ -245,7 +245,7 @@ type jobRec struct {
 	charged int64
 	// silent lists the nodes of the current run whose part ended because
 	// they were marked DOWN for silence (interrupted.go).
-	silent []string
+	silentParts []string
 }
 
 func (r *jobRec) publish() { r.view = newView(&r.job) }
@@ -285,6 +285,9 @@ type nodeRec struct {
 	drain       bool
 	drainReason string
 	lastHB      time.Time
+	// late says the node has missed heartbeats (not responding, shown
+	// UNKNOWN): no new job is placed on it until it answers (lateAfter).
+	late bool
 	// gen counts changes to the node's assignments; changed is closed (and
 	// replaced) at each bump to wake long-polls.
 	gen     uint64
@@ -373,6 +376,8 @@ func (n *nodeRec) displayState(u usage) spec.NodeState {
 	switch {
 	case n.down:
 		return spec.NodeDown
+	case n.late:
+		return spec.NodeUnknown // not responding
 	case n.drain && len(u.jobs) > 0:
 		return spec.NodeDraining
 	case n.drain:
@@ -403,6 +408,8 @@ func (c *Controller) nodeView(n *nodeRec) spec.Node {
 		out.Reason = n.drainReason
 	case n.down:
 		out.Reason = n.downReason
+	case n.late:
+		out.Reason = reasonNotResponding
 	}
 	var sick []string
 	for _, g := range n.inv.GPUs {

@@ -477,6 +477,31 @@ func (g *Group) Leader() (bool, string) {
 	return false, g.fsm.apiOf(g.leaderID())
 }
 
+// WaitLeader waits, at most max or until ctx ends, while this member is
+// the newly elected leader still taking charge (barrier, reload: Lead),
+// and then says what Leader says: a call held here is served the moment
+// it is in charge (server.WithHA's gate), instead of being sent away to
+// come back after the client's backoff. A member that knows no leader
+// answers at once: it may be cut off from the others, and the client
+// should try them.
+func (g *Group) WaitLeader(ctx context.Context, max time.Duration) (bool, string) {
+	deadline := time.Now().Add(max)
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		leading, leader := g.Leader()
+		taking := !leading && g.r.State() == raft.Leader && g.leaderID() == g.cfg.ID
+		if !taking || time.Now().After(deadline) {
+			return leading, leader
+		}
+		select {
+		case <-ctx.Done():
+			return g.Leader()
+		case <-t.C:
+		}
+	}
+}
+
 // apply commits c through the log and returns its FSM result.
 func (g *Group) apply(c *command) error {
 	data, err := json.Marshal(c)

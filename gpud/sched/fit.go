@@ -141,3 +141,13 @@ func HasFeatures(features []string, constraint string) bool {
 	}
 	return true
 }
+
+// fitFor is where j fits on w for dur from now without overlapping a
+// reservation (w.freeNow): its GPUs, and for a share the GPU it joins.
+func (c *cycle) fitFor(w *workNode, j *Job, dur int64) (pick, bool) {
+	if isFrac(j) {
+		return fitShared(w, j, w.freeNow(c.off, dur), backfill.Add(c.off, dur), false)
+	}
+	g, ok := fitRes(w, j, w.freeNow(c.off, dur))
+	return pick{gpus: g}, ok
+}

@@ -7,8 +7,6 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
-
-	"github.com/gpud/gpud/gpud/sched/backfill"
 )
 
 // Placement is how a partition chooses nodes and GPUs for a job that
@@ -107,24 +105,11 @@ func (c *cycle) placeBest(j *Job, dur int64, pol Placement, m *fitMemo) ([]pick,
 	// reservation; physFit counts the nodes that hold it ignoring them.
 	try := func(i int) (pick, bool) {
 		w := c.nodes[i]
-		if !c.eligibleIn(m, i, j) {
-			return pick{}, false
-		}
-		if isFrac(j) {
-			if _, ok := fitShared(w, j, w.phys, 0, true); !ok {
-				return pick{}, false
-			}
-		} else if _, ok := fitRes(w, j, w.phys); !ok {
+		if !c.eligibleIn(m, i, j) || !fitsNow(w, j) {
 			return pick{}, false
 		}
 		physFit++
-		var p pick
-		ok := false
-		if isFrac(j) {
-			p, ok = fitShared(w, j, w.freeNow(c.off, dur), backfill.Add(c.off, dur), false)
-		} else {
-			p.gpus, ok = fitRes(w, j, w.freeNow(c.off, dur))
-		}
+		p, ok := c.fitFor(w, j, dur)
 		p.node = i
 		return p, ok
 	}

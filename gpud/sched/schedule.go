@@ -628,27 +628,14 @@ func (c *cycle) placeNow(j *Job, dur int64, m *fitMemo) ([]pick, int, int) {
 	first := -1
 	for i := m.physCursor; i < len(c.nodes); i++ {
 		w := c.nodes[i]
-		if !c.eligibleIn(m, i, j) {
-			continue
-		}
-		if isFrac(j) {
-			if _, ok := fitShared(w, j, w.phys, 0, true); !ok {
-				continue
-			}
-		} else if _, ok := fitRes(w, j, w.phys); !ok {
+		if !c.eligibleIn(m, i, j) || !fitsNow(w, j) {
 			continue
 		}
 		if first < 0 {
 			first = i
 		}
 		physFit++
-		var p pick
-		ok := false
-		if isFrac(j) {
-			p, ok = fitShared(w, j, w.freeNow(c.off, dur), backfill.Add(c.off, dur), false)
-		} else {
-			p.gpus, ok = fitRes(w, j, w.freeNow(c.off, dur))
-		}
+		p, ok := c.fitFor(w, j, dur)
 		if !ok {
 			continue
 		}

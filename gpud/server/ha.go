@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/auth"
@@ -22,6 +23,20 @@ type HA interface {
 	AddMember(ctx context.Context, m api.ControllerMember) error
 	RemoveMember(ctx context.Context, id string) error
 }
+
+// leaderWaiter is an HA group whose new leader can hold calls while it
+// takes charge (*ha.Group): WaitLeader returns once this member leads (its
+// controller in charge), at once when it is not the elected leader, or
+// after max, with what Leader says then.
+type leaderWaiter interface {
+	WaitLeader(ctx context.Context, max time.Duration) (leading bool, leaderAPI string)
+}
+
+// electionHold is how long a newly elected leader holds a write or node
+// call while it takes charge (a Raft barrier and a reload of its state):
+// served as soon as it is in charge, instead of answered not_leader and
+// sent again after the client's backoff (leaderWaiter).
+const electionHold = 3 * time.Second
 
 // replicaReader is an HA group that refreshes a follower's view on
 // demand (*ha.Group): ReadReplica is called before a follower answers a
@@ -66,10 +81,20 @@ func (s *Server) leaderGate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		read := r.Method == http.MethodGet || r.Method == http.MethodHead
+		if lw, ok := s.ha.(leaderWaiter); ok && (!read || poll) {
+			if leading, leader = lw.WaitLeader(r.Context(), electionHold); leading {
+				if poll {
+					next.ServeHTTP(&fenced{ResponseWriter: w, s: s, r: r}, r)
+				} else {
+					next.ServeHTTP(w, r)
+				}
+				return
+			}
+		}
 		if leader != "" {
 			w.Header().Set(api.HeaderLeader, leader)
 		}
-		read := r.Method == http.MethodGet || r.Method == http.MethodHead
 		if read && !poll {
 			if rr, ok := s.ha.(replicaReader); ok {
 				rr.ReadReplica(r.Context())

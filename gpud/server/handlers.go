@@ -189,8 +189,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 			err = unseenJob(ref)
 		}
 		if err == nil {
-			redact(who(r), &j)
-			s.maskSecrets(who(r), &j)
+			s.showJob(r, &j)
 			s.writeJSON(w, j)
 			return
 		}
@@ -219,8 +218,7 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	redact(who(r), &j)
-	s.maskSecrets(who(r), &j)
+	s.showJob(r, &j)
 	s.writeJSON(w, j)
 }
 
@@ -270,6 +268,7 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
+		s.showJob(r, &j)
 		s.writeJSON(w, j)
 		return
 	}
@@ -284,6 +283,7 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
+		s.showJob(r, &j)
 		s.writeJSON(w, j)
 		return
 	}
@@ -302,6 +302,7 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.showJob(r, &j)
 	s.writeJSON(w, j)
 }
 
@@ -346,8 +347,16 @@ func (s *Server) updateJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, s.hideRefusal(r, ref, err))
 		return
 	}
-	redact(ident, &j)
+	s.showJob(r, &j)
 	s.writeJSON(w, j)
+}
+
+// showJob makes j what the request's caller may see of it: another
+// user's script, environment and paths gone (redact), or for an
+// operator, its secrets masked (maskSecrets).
+func (s *Server) showJob(r *http.Request, j *spec.Job) {
+	redact(who(r), j)
+	s.maskSecrets(who(r), j)
 }
 
 // cancelJobs is POST /v1/jobs/cancel: scancel by filter, one call and one

@@ -65,13 +65,30 @@ func DropSecretEnv(env, site []string) (kept, dropped []string) {
 	return kept, dropped
 }
 
+// SensitiveEnv says whether name looks like a secret's: it contains
+// TOKEN, SECRET, PASSWORD, PASSWD, KEY or CREDENTIAL, in any case
+// (SECRET_PASSWORD, DB_PASSWD, OPENAI_API_KEY, HF_TOKEN). Such a variable
+// travels with its job (the job may need it), but its value is masked
+// wherever the job is shown to anyone but its owner, as if the site had
+// listed it in secret_env.
+func SensitiveEnv(name string) bool {
+	up := strings.ToUpper(name)
+	for _, w := range credentialWords {
+		if strings.Contains(up, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // MaskSecretEnv returns a copy of env whose secret variables' values
-// are MaskedValue (the names stay: they say what the job was given).
+// (SecretEnv, and SensitiveEnv's names) are MaskedValue: the names stay,
+// they say what the job was given.
 func MaskSecretEnv(env, site []string) []string {
 	var out []string
 	for i, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
-		if !SecretEnv(k, site) {
+		if !SecretEnv(k, site) && !SensitiveEnv(k) {
 			continue
 		}
 		if out == nil {

@@ -28,4 +28,16 @@ func TestSecretEnv(t *testing.T) {
 	if env[1] != "GPUD_TOKEN=eyJ.secret" {
 		t.Errorf("MaskSecretEnv modified its input")
 	}
+	// Names that look like secrets are masked too, not dropped (a job
+	// may need its database password); issue 24: operators saw
+	// SECRET_PASSWORD unless the site listed it.
+	env = []string{"SECRET_PASSWORD=hunter2", "db_passwd=x", "OPENAI_API_KEY=sk", "HF_TOKEN=hf", "MY_CREDENTIALS=c", "HOME=/h", "LANG=C"}
+	if kept, dropped := DropSecretEnv(env, nil); !slices.Equal(kept, env) || dropped != nil {
+		t.Errorf("DropSecretEnv of secret-looking names = %q, %q; want them kept for the job", kept, dropped)
+	}
+	want := []string{"SECRET_PASSWORD=" + MaskedValue, "db_passwd=" + MaskedValue, "OPENAI_API_KEY=" + MaskedValue, "HF_TOKEN=" + MaskedValue,
+		"MY_CREDENTIALS=" + MaskedValue, "HOME=/h", "LANG=C"}
+	if got := MaskSecretEnv(env, nil); !slices.Equal(got, want) {
+		t.Errorf("MaskSecretEnv(secret-looking names) = %q; want %q", got, want)
+	}
 }

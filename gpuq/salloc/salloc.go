@@ -72,12 +72,7 @@ func parse(args []string) ([]directive.Option, []string, error) {
 // Main runs salloc with args (args[0] is the program name) and returns
 // the command's exit code, or 1 / 2 for salloc's own errors.
 func Main(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 1 && (args[1] == "--help" || args[1] == "-h") {
-		_, _ = io.WriteString(stdout, Usage)
-		return 0
-	}
-	if len(args) == 2 && (args[1] == "--version" || args[1] == "-V") {
-		fmt.Fprintln(stdout, api.SlurmVersion)
+	if srun.Informational(args, Usage, stdout) {
 		return 0
 	}
 	opts, cmdArgs, err := parse(args[1:])

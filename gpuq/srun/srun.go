@@ -358,15 +358,25 @@ func exportEnv(spec string, env []string) []string {
 	return append(out, extra...)
 }
 
+// Informational answers what srun and salloc answer before reading any
+// option, as Slurm's do: --help or -h first (usage), --version or -V
+// alone. It reports whether it answered.
+func Informational(args []string, usage string, stdout io.Writer) bool {
+	switch {
+	case len(args) > 1 && (args[1] == "--help" || args[1] == "-h"):
+		_, _ = io.WriteString(stdout, usage)
+	case len(args) == 2 && (args[1] == "--version" || args[1] == "-V"):
+		fmt.Fprintln(stdout, api.SlurmVersion)
+	default:
+		return false
+	}
+	return true
+}
+
 // Main runs srun with args (args[0] is the program name) and returns its
 // exit code: the highest task exit code, or 1 / 2 for srun's own errors.
 func Main(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 1 && (args[1] == "--help" || args[1] == "-h") {
-		_, _ = io.WriteString(stdout, Usage)
-		return 0
-	}
-	if len(args) == 2 && (args[1] == "--version" || args[1] == "-V") {
-		fmt.Fprintln(stdout, api.SlurmVersion)
+	if Informational(args, Usage, stdout) {
 		return 0
 	}
 	o, err := parse(args[1:])

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/ocispec"
+	"github.com/gpud/gpud/runtime/safefs"
 )
 
 // DefaultNamespace is the containerd namespace job containers live in.
@@ -278,99 +278,19 @@ func outputFiles(cfg runtime.TaskConfig) []string {
 
 // createOutputFile makes sure path is a regular file the job's user owns,
 // creating it and its missing parent directories if needed, and empties
-// it when truncate is set. A missing directory is made as the user (Slurm
-// leaves the job failing instead; gpud starts jobs within milliseconds, before
-// a client that makes the folder right after submitting has done so). For a non-root job the file is created by a child
-// process running as that user, so the kernel applies the user's own
-// permissions: root creating it and handing it over would let a user claim
-// any missing file in a directory they cannot write (--output
-// /etc/ld.so.preload). An existing file must be a regular file (never a
-// symlink) of the job's user.
+// it when truncate is set (safefs.PrepareUserFile). A missing directory is
+// made as the user (Slurm leaves the job failing instead; gpud starts jobs
+// within milliseconds, before a client that makes the folder right after
+// submitting has done so). Everything is done with the user's rights, on a
+// thread of the agent with the user's filesystem identity: root creating
+// the file and handing it over would let a user claim any missing file in
+// a directory they cannot write (--output /etc/ld.so.preload). No shell
+// runs, nothing is followed, and nothing is emptied before the file is
+// checked on its descriptor: a regular file of the job's uid with no other
+// hard link (another user's symlink or link to the job user's own file
+// once emptied it before the check).
 func createOutputFile(path string, uid, gid uint32, groups []uint32, truncate bool) error {
-	if !filepath.IsAbs(path) {
-		return fmt.Errorf("create output file %q: path is not absolute", path)
-	}
-	if _, err := os.Lstat(path); err == nil && !truncate {
-		return checkOutputFile(path, uid)
-	}
-	if uid == 0 {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return fmt.Errorf("create the directory of output file %s: %w", path, err)
-		}
-		if truncate {
-			if err := truncateOwned(path, uid); err != nil {
-				return err
-			}
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
-		if err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("create output file %s: %w", path, err)
-		}
-		if err == nil {
-			f.Close()
-		}
-	} else {
-		// umask 022 and >> (append, create): the same file the job's shell
-		// will append to. Following a symlink here reaches only what the
-		// user could write anyway; the check below refuses it regardless.
-		script := `umask 022 && mkdir -p -- "$(dirname -- "$1")" && : >>"$1"`
-		if truncate {
-			script = `umask 022 && mkdir -p -- "$(dirname -- "$1")" && : >"$1"`
-		}
-		cmd := exec.Command("/bin/sh", "-c", script, "gpud-create-output", path)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
-		cmd.Env = []string{"PATH=/usr/bin:/bin"}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			msg := strings.TrimSpace(string(out))
-			if i := strings.LastIndex(msg, ": "); i >= 0 {
-				msg = msg[i+2:]
-			}
-			return fmt.Errorf("create output file %s as uid %d: %s (%v); choose an --output/--error path the job's user can write", path, uid, msg, err)
-		}
-	}
-	return checkOutputFile(path, uid)
-}
-
-// truncateOwned empties path when it is a regular file of uid, checked on
-// the open descriptor (never following a symlink); a missing file is fine.
-func truncateOwned(path string, uid uint32) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("open output file %s to truncate it: %w; choose another --output/--error path", path, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("check output file %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("output file %s exists and is not a regular file (%s); choose another --output/--error path", path, fi.Mode().Type())
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != uid {
-		return fmt.Errorf("output file %s exists and belongs to uid %d, not the job's uid %d; remove it or choose another --output/--error path", path, st.Uid, uid)
-	}
-	if err := f.Truncate(0); err != nil {
-		return fmt.Errorf("truncate output file %s: %w", path, err)
-	}
-	return nil
-}
-
-// checkOutputFile refuses anything but a regular file of uid.
-func checkOutputFile(path string, uid uint32) error {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return fmt.Errorf("check output file %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("output file %s exists and is not a regular file (%s); choose another --output/--error path", path, fi.Mode().Type())
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != uid {
-		return fmt.Errorf("output file %s exists and belongs to uid %d, not the job's uid %d; remove it or choose another --output/--error path", path, st.Uid, uid)
-	}
-	return nil
+	return safefs.PrepareUserFile(path, safefs.Cred{UID: uid, GID: gid, Groups: groups}, truncate)
 }
 
 // image returns ref from the image store, unpacked into Snapshotter. Jobs

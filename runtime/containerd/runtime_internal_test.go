@@ -173,8 +173,8 @@ func TestCreateOutputFile(t *testing.T) {
 	if got := owned(filepath.Dir(nested)); got != [2]uint32{1234, 5678} {
 		t.Errorf("made directory owned by %v, want 1234:5678", got)
 	}
-	if err := createOutputFile(filepath.Join(rootOnly, "sub", "x.out"), 1234, 5678, nil, false); err == nil || !strings.Contains(err.Error(), "Permission denied") {
-		t.Errorf("directory under a root-only one: %v, want Permission denied", err)
+	if err := createOutputFile(filepath.Join(rootOnly, "sub", "x.out"), 1234, 5678, nil, false); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("directory under a root-only one: %v, want permission denied", err)
 	}
 
 	tests := []struct {
@@ -186,7 +186,7 @@ func TestCreateOutputFile(t *testing.T) {
 		{name: "symlink", setup: func(p string) { os.Symlink("/etc/shadow", p) }, wantErr: "not a regular file"},
 		{name: "directory", setup: func(p string) { os.Mkdir(p, 0o755) }, wantErr: "not a regular file"},
 		// The escalation: root would create /etc/ld.so.preload for the user.
-		{name: "directory the user cannot write", setup: func(string) {}, wantErr: "Permission denied"},
+		{name: "directory the user cannot write", setup: func(string) {}, wantErr: "permission denied"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package safefs
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -262,4 +263,172 @@ func TestRemoveAndRenameDoNotFollow(t *testing.T) {
 		t.Fatalf("Lstat of a missing entry: %v", err)
 	}
 	checkVictim(t, victim)
+}
+
+// TestPrepareUserFile (issue 24, hole 2): a job's output file is made and
+// checked with the user's rights before anything is written to it: a
+// symlink or a hard link another user planted to the job user's own file,
+// a FIFO, another user's file, are refused and left as they were, even
+// with truncate; the user's own file is emptied only with truncate.
+func TestPrepareUserFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (it takes another uid's identity)")
+	}
+	const uid, gid = 4321, 4321
+	base := t.TempDir()
+	for d := base; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shared := filepath.Join(base, "shared") // like a group's project directory: not sticky
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(base, "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(home, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	important := filepath.Join(home, "important")
+	if err := os.WriteFile(important, []byte("eighteen bytes...\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(important, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	cred := Cred{UID: uid, GID: gid}
+	intact := func(what string) {
+		t.Helper()
+		if b, err := os.ReadFile(important); err != nil || string(b) != "eighteen bytes...\n" {
+			t.Fatalf("%s: the user's file became %q (%v)", what, b, err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		plant func(p string) error
+		want  string
+	}{
+		{"symlink to the user's file", func(p string) error { return os.Symlink(important, p) }, "not a regular file (symlink)"},
+		{"hard link to the user's file", func(p string) error { return os.Link(important, p) }, "2 hard links"},
+		// (Both writable by all: the checks, not the modes, refuse them.)
+		{"FIFO", func(p string) error {
+			if err := syscall.Mkfifo(p, 0o666); err != nil {
+				return err
+			}
+			return os.Chmod(p, 0o666)
+		}, "not a regular file (named pipe)"},
+		{"another user's file", func(p string) error {
+			if err := os.WriteFile(p, []byte("root's"), 0o666); err != nil {
+				return err
+			}
+			return os.Chmod(p, 0o666)
+		}, "belongs to uid 0"},
+	} {
+		p := filepath.Join(shared, strings.ReplaceAll(tc.name, " ", "_")+".out")
+		if err := tc.plant(p); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err := PrepareUserFile(p, cred, true)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "choose another --output/--error path") {
+			t.Errorf("%s: %v; want a refusal saying %q and what to do", tc.name, err, tc.want)
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Errorf("%s: took %v (blocked?)", tc.name, time.Since(start))
+		}
+		intact(tc.name)
+	}
+	if b, _ := os.ReadFile(filepath.Join(shared, "another_user's_file.out")); string(b) != "root's" {
+		t.Errorf("another user's file became %q", b)
+	}
+	// The user's own: made, owned by the user, kept or emptied.
+	own := filepath.Join(shared, "logs", "job.out")
+	if err := PrepareUserFile(own, cred, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{own, filepath.Dir(own)} {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != uid || st.Gid != gid {
+			t.Errorf("%s belongs to %d:%d; want the user's %d:%d", p, st.Uid, st.Gid, uid, gid)
+		}
+	}
+	if err := os.WriteFile(own, []byte("old run\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrepareUserFile(own, cred, false); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(own); string(b) != "old run\n" {
+		t.Errorf("append mode emptied the file: %q", b)
+	}
+	if err := PrepareUserFile(own, cred, true); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(own); len(b) != 0 {
+		t.Errorf("truncate mode left %q", b)
+	}
+	// A directory on the way that another user made a symlink to the
+	// user's home, in the shared directory: refused, the file intact.
+	// The user's own symlink, and root's, are followed.
+	trap := filepath.Join(shared, "bobdir")
+	if err := os.Symlink(home, trap); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(trap, 5555, 5555); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrepareUserFile(filepath.Join(trap, "important"), cred, true); err == nil || !strings.Contains(err.Error(), "bobdir is a symlink of uid 5555") {
+		t.Errorf("another user's symlink on the way: %v; want refused naming it", err)
+	}
+	intact("another user's symlink on the way")
+	for _, owner := range []int{uid, 0} {
+		mine := filepath.Join(shared, fmt.Sprintf("link-of-%d", owner))
+		if err := os.Symlink("logs/../logs", mine); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(mine, owner, owner); err != nil {
+			t.Fatal(err)
+		}
+		if err := PrepareUserFile(filepath.Join(mine, "job.out"), cred, false); err != nil {
+			t.Errorf("through a symlink of uid %d: %v", owner, err)
+		}
+	}
+	// A directory the user may only traverse is walked through.
+	traverse := filepath.Join(base, "traverse")
+	if err := os.Mkdir(traverse, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(traverse, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(home, filepath.Join(traverse, "home")); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrepareUserFile(filepath.Join(traverse, "home", "new", "x.out"), cred, true); err != nil {
+		t.Errorf("through a traverse-only directory and root's symlink: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(home, "new", "x.out")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uid {
+		t.Errorf("x.out under the user's home: %v", err)
+	}
+	// The user's rights: nothing where the user cannot write.
+	rootOnly := filepath.Join(base, "etc")
+	if err := os.Mkdir(rootOnly, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrepareUserFile(filepath.Join(rootOnly, "ld.so.preload"), cred, false); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("a file in a directory only root may write: %v; want permission denied", err)
+	}
+	// The agent's own threads keep root's identity.
+	if err := os.WriteFile(filepath.Join(rootOnly, "still-root"), nil, 0o600); err != nil {
+		t.Errorf("after AsUser, the process is no longer root: %v", err)
+	}
 }

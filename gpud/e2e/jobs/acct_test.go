@@ -51,18 +51,34 @@ func TestAccountingMatchesAllocations(t *testing.T) {
 	want[failed] = 1
 	cancelled := submit("-G", "1", "--wrap", "sleep 600")
 	want[cancelled] = 1
-	requeued := submit("-G", "1", "--wrap", "sleep 3")
+	// The requeued job marks each attempt's start, so the requeue comes
+	// when its first attempt has really run (the controller says RUNNING
+	// when it dispatches; the container may start seconds later under load).
+	marks := filepath.Join(work, "requeued.starts")
+	requeued := submit("-G", "1", "--wrap", "echo start >> "+marks+"; sleep 3")
 	want[requeued] = 1
 
 	c.WaitState(cancelled, 60*time.Second, "RUNNING")
 	time.Sleep(3 * time.Second)
 	gpuq("cancel", cancelled)
 	c.WaitState(requeued, 60*time.Second, "RUNNING")
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if b, _ := os.ReadFile(marks); len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the requeued job's first attempt did not start its script in 60s")
+		}
+	}
 	time.Sleep(2 * time.Second)
 	gpuq("requeue", requeued)
 	for id, states := range map[string][]string{whole: {"COMPLETED"}, frac: {"COMPLETED"}, failed: {"FAILED"},
 		cancelled: {"CANCELLED"}, requeued: {"COMPLETED"}} {
 		c.WaitState(id, 90*time.Second, states...)
+	}
+
+	if b, _ := os.ReadFile(marks); strings.Count(string(b), "start") != 2 {
+		t.Errorf("the requeued job's script started %d times, want 2 (one per attempt)", strings.Count(string(b), "start"))
 	}
 
 	// Ended jobs reach accounting through the recorder, asynchronously.

@@ -40,7 +40,7 @@ import (
 // system paths are shared by all namespaces); every user command goes from
 // the login host over HTTPS.
 func TestMultiHost(t *testing.T) {
-	requireNetns(t)
+	e2etest.RequireNetns(t)
 	start := time.Now()
 	mh := startMultiHost(t)
 	t.Logf("multi-host cluster up in %v", time.Since(start).Round(time.Millisecond))
@@ -59,11 +59,11 @@ const mhControllerPort = "7443"
 // multiHost is the running cluster.
 type multiHost struct {
 	t       *testing.T
-	net     *testNet
+	net     *e2etest.Net
 	dir     string
 	c       *e2etest.Cluster // the controller, through its unix socket
-	ctrl    *testHost
-	login   *testHost
+	ctrl    *e2etest.Host
+	login   *e2etest.Host
 	conf    string // controller gpud.toml
 	ca      string // the controller's CA certificate, copied out
 	url     string
@@ -78,7 +78,7 @@ type multiHost struct {
 
 // mhNode is one GPU host: its containerd and its agent.
 type mhNode struct {
-	host  *testHost
+	host  *e2etest.Host
 	dir   string
 	conf  string
 	ctrd  *exec.Cmd
@@ -91,7 +91,7 @@ func startMultiHost(t *testing.T) *multiHost {
 	t.Helper()
 	// The user first: its userdel then runs after every job has ended.
 	u := e2etest.AddUser(t)
-	mh := &multiHost{t: t, net: newTestNet(t), dir: e2etest.ShortTempDir(t), nodes: map[string]*mhNode{}, user: u, work: u.Home}
+	mh := &multiHost{t: t, net: e2etest.NewNet(t, "gmh"), dir: e2etest.ShortTempDir(t), nodes: map[string]*mhNode{}, user: u, work: u.Home}
 	// The user's jobs run srun from the binaries' directory (the node
 	// binds it into every job).
 	for _, d := range []string{mh.dir, e2etest.BinDir} {
@@ -99,12 +99,12 @@ func startMultiHost(t *testing.T) *multiHost {
 			t.Fatal(err)
 		}
 	}
-	mh.ctrl = mh.net.addHost("ctl", 1)
-	mh.login = mh.net.addHost("login", 2)
+	mh.ctrl = mh.net.AddHost("ctl", 1)
+	mh.login = mh.net.AddHost("login", 2)
 	for i, name := range []string{"gpu1", "gpu2", "gpu3"} {
-		mh.nodes[name] = &mhNode{host: mh.net.addHost(name, 11+i)}
+		mh.nodes[name] = &mhNode{host: mh.net.AddHost(name, 11+i)}
 	}
-	mh.url = "https://" + mh.ctrl.addr + ":" + mhControllerPort
+	mh.url = "https://" + mh.ctrl.Addr + ":" + mhControllerPort
 	mh.conf = mh.controllerConfig()
 	mh.c = &e2etest.Cluster{T: t, Dir: mh.dir, Addr: "unix://" + filepath.Join(mh.dir, "gpud.sock"), Log: &bytes.Buffer{}}
 	mh.ca = filepath.Join(mh.dir, "ca.pem")
@@ -115,7 +115,7 @@ func startMultiHost(t *testing.T) *multiHost {
 			n.stopContainerd()
 			e2etest.KillStrayShims(t, n.dir)
 			if t.Failed() {
-				t.Logf("gpud node %s log:\n%s", n.host.name, n.log.String())
+				t.Logf("gpud node %s log:\n%s", n.host.Name, n.log.String())
 			}
 		}
 		mh.stopController(syscall.SIGTERM)
@@ -168,7 +168,7 @@ func (mh *multiHost) controllerConfig() string {
 	s := string(base)
 	for _, r := range [][2]string{
 		{`listen_socket = "/run/gpud/gpud.sock"`, fmt.Sprintf("listen_socket = %q", filepath.Join(mh.dir, "gpud.sock"))},
-		{`listen_tcp = ""`, fmt.Sprintf("listen_tcp = %q", mh.ctrl.addr+":"+mhControllerPort)},
+		{`listen_tcp = ""`, fmt.Sprintf("listen_tcp = %q", mh.ctrl.Addr+":"+mhControllerPort)},
 		{`state_dir = "/var/lib/gpud"`, fmt.Sprintf("state_dir = %q", filepath.Join(mh.dir, "state"))},
 		{`node_timeout = "30s"`, `node_timeout = "4s"`},
 		{`heartbeat_interval = "5s"`, `heartbeat_interval = "1s"`},
@@ -204,7 +204,7 @@ containerd_address = %q
 checkpoint_root = %q
 kill_grace = "2s"
 usage_interval = "0s"
-`, n.host.name, mh.url, n.host.addr, mh.ca, filepath.Join(n.dir, "join.token"), filepath.Join(n.dir, "state"),
+`, n.host.Name, mh.url, n.host.Addr, mh.ca, filepath.Join(n.dir, "join.token"), filepath.Join(n.dir, "state"),
 		filepath.Join(n.dir, "cdi"), n.socket(), filepath.Join(mh.dir, "checkpoints"))
 	p := filepath.Join(n.dir, "node.toml")
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
@@ -214,13 +214,13 @@ usage_interval = "0s"
 }
 
 // gpudOn runs a short gpud command on host and returns its trimmed stdout.
-func (mh *multiHost) gpudOn(h *testHost, args ...string) string {
+func (mh *multiHost) gpudOn(h *e2etest.Host, args ...string) string {
 	mh.t.Helper()
-	cmd := h.command(filepath.Join(e2etest.BinDir, "gpud"), args...)
+	cmd := h.Command(filepath.Join(e2etest.BinDir, "gpud"), args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		mh.t.Fatalf("gpud %s on %s: %v\n%s", strings.Join(args, " "), h.name, err, errb.String())
+		mh.t.Fatalf("gpud %s on %s: %v\n%s", strings.Join(args, " "), h.Name, err, errb.String())
 	}
 	return strings.TrimSpace(out.String())
 }
@@ -229,7 +229,7 @@ func (mh *multiHost) startController() {
 	t := mh.t
 	t.Helper()
 	mh.ctrlLog = &e2etest.SyncBuffer{}
-	mh.ctrlCmd = mh.ctrl.command(filepath.Join(e2etest.BinDir, "gpud"), "controller", "--config", mh.conf)
+	mh.ctrlCmd = mh.ctrl.Command(filepath.Join(e2etest.BinDir, "gpud"), "controller", "--config", mh.conf)
 	mh.ctrlCmd.Stdout, mh.ctrlCmd.Stderr = mh.ctrlLog, mh.ctrlLog
 	mh.ctrlCmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := mh.ctrlCmd.Start(); err != nil {
@@ -307,14 +307,14 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	n.ctrd = n.host.command("containerd", "--config", filepath.Join(dir, "config.toml"))
+	n.ctrd = n.host.Command("containerd", "--config", filepath.Join(dir, "config.toml"))
 	n.ctrd.Stdout, n.ctrd.Stderr = logf, logf
 	n.ctrd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := n.ctrd.Start(); err != nil {
-		t.Fatalf("start containerd on %s: %v", n.host.name, err)
+		t.Fatalf("start containerd on %s: %v", n.host.Name, err)
 	}
 	go func() { _ = n.ctrd.Wait() }()
-	e2etest.WaitFor(t, 30*time.Second, "containerd of "+n.host.name, func() bool {
+	e2etest.WaitFor(t, 30*time.Second, "containerd of "+n.host.Name, func() bool {
 		_, err := os.Stat(n.socket())
 		return err == nil
 	})
@@ -331,11 +331,11 @@ func (n *mhNode) stopContainerd() {
 func (n *mhNode) startAgent(t *testing.T, mh *multiHost) {
 	t.Helper()
 	n.log = &e2etest.SyncBuffer{}
-	n.agent = n.host.command(filepath.Join(e2etest.BinDir, "gpud"), "node", "--config", n.conf)
+	n.agent = n.host.Command(filepath.Join(e2etest.BinDir, "gpud"), "node", "--config", n.conf)
 	n.agent.Stdout, n.agent.Stderr = n.log, n.log
 	n.agent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := n.agent.Start(); err != nil {
-		t.Fatalf("start gpud node on %s: %v", n.host.name, err)
+		t.Fatalf("start gpud node on %s: %v", n.host.Name, err)
 	}
 	done := make(chan struct{})
 	n.done = done
@@ -382,7 +382,7 @@ func (mh *multiHost) loginRun(ca, token, name string, args ...string) e2etest.Re
 	mh.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := mh.login.command(filepath.Join(e2etest.BinDir, name), args...)
+	c := mh.login.Command(filepath.Join(e2etest.BinDir, name), args...)
 	cmd := exec.CommandContext(ctx, c.Path, c.Args[1:]...)
 	cmd.Dir = mh.work
 	if cmd.Dir == "" {
@@ -480,7 +480,7 @@ func (mh *multiHost) testGangRendezvous(t *testing.T) {
 	if n := strings.Count(out, "once on "); n != 1 {
 		t.Errorf("the batch script ran %d times, want once (on the first host):\n%s", n, out)
 	}
-	master := mh.nodes[j.Nodes[0]].host.addr
+	master := mh.nodes[j.Nodes[0]].host.Addr
 	if !strings.Contains(out, "0: rank0 got: hello from rank 1") || !strings.Contains(out, "master "+master+":") ||
 		!strings.Contains(out, "1: rank1 got: welcome from rank0") || !strings.Contains(out, "srun rc=0") {
 		t.Fatalf("no rendezvous at %s over the bridge between srun's tasks:\n%s", master, out)
@@ -519,20 +519,20 @@ func (mh *multiHost) testLinkCut(t *testing.T) {
 	b, _ := os.ReadFile(out)
 	before := mhCheckpointCounters(string(b))
 	start := time.Now()
-	mh.net.setLink(victim.host, false)
+	mh.net.SetLink(victim.host, false)
 	linkUp := false
 	defer func() {
 		if !linkUp {
-			mh.net.setLink(victim.host, true)
+			mh.net.SetLink(victim.host, true)
 		}
 	}()
-	mh.waitNode(victim.host.name, 30*time.Second, func(s spec.NodeState) bool { return s == spec.NodeDown })
+	mh.waitNode(victim.host.Name, 30*time.Second, func(s spec.NodeState) bool { return s == spec.NodeDown })
 	down := time.Since(start)
 	j = e2etest.WaitJob(t, cl, id, 60*time.Second, "job running on another host", func(j spec.Job) bool {
 		return j.Attempt == 2 && j.State == spec.StateRunning
 	})
-	if j.Nodes[0] == victim.host.name {
-		t.Fatalf("requeued onto the cut-off node %s", victim.host.name)
+	if j.Nodes[0] == victim.host.Name {
+		t.Fatalf("requeued onto the cut-off node %s", victim.host.Name)
 	}
 	// The cut-off host cannot hear the controller, so its agent runs the
 	// first attempt on, but has fenced itself: it seals no checkpoint
@@ -556,12 +556,12 @@ func (mh *multiHost) testLinkCut(t *testing.T) {
 	// the job), so a cut-off agent that went on sealing would show below.
 	time.Sleep(3 * time.Second)
 
-	mh.net.setLink(victim.host, true)
+	mh.net.SetLink(victim.host, true)
 	linkUp = true
 	back := time.Now()
-	mh.waitNode(victim.host.name, 60*time.Second, func(s spec.NodeState) bool { return s != spec.NodeDown && s != "" })
+	mh.waitNode(victim.host.Name, 60*time.Second, func(s spec.NodeState) bool { return s != spec.NodeDown && s != "" })
 	// The stale first attempt on the cut-off host must not run on.
-	e2etest.WaitFor(t, 30*time.Second, "stale container on "+victim.host.name+" fenced", func() bool {
+	e2etest.WaitFor(t, 30*time.Second, "stale container on "+victim.host.Name+" fenced", func() bool {
 		return countContainersAt(t, victim.socket(), fmt.Sprint(id)) == 0
 	})
 	if s := mh.c.ShowJob(fmt.Sprint(id)); s["state"] != "RUNNING" {
@@ -587,14 +587,14 @@ func (mh *multiHost) testLinkCut(t *testing.T) {
 	}
 	if len(late) > 0 || !strings.Contains(vlog, "checkpoints fenced") {
 		t.Errorf("the cut-off node %s sealed checkpoints after it should have fenced itself (cut+3.6s): %v (fenced logged: %v); want none: two writers of one lineage",
-			victim.host.name, late, strings.Contains(vlog, "checkpoints fenced"))
+			victim.host.Name, late, strings.Contains(vlog, "checkpoints fenced"))
 	}
 	if _, err := cl.JobAction(context.Background(), id, "cancel", api.JobActionRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	e2etest.WaitJob(t, cl, id, 30*time.Second, "cancelled", func(j spec.Job) bool { return j.State.Terminal() })
 	t.Logf("link cut: %s DOWN after %v; job on %s from checkpoint %d after %v; rejoined %v after the link returned",
-		victim.host.name, down.Round(time.Millisecond), j.Nodes[0], last, moved.Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
+		victim.host.Name, down.Round(time.Millisecond), j.Nodes[0], last, moved.Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
 }
 
 // testControllerRestart: kill -9 of the controller while jobs run; the

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -40,13 +41,23 @@ const badTokenEnv = "GPUD_E2E_BADTOKEN_ADDR"
 // badTokenFlood sends GET /v1/jobs with a bad token from
 // GPUD_E2E_BADTOKEN_N goroutines over HTTP/2 (the client opens a new
 // connection when the server closes one) for GPUD_E2E_BADTOKEN_SECS
-// seconds. It prints "ready" once the first answer came, then "done
-// sent=S 401=A 429=B other=O errors=E".
+// seconds. With addr "unix:SOCKET|JOB" it sends instead, as the local
+// user it runs as, what that user may not do: cancel JOB, another user's
+// job, over the controller's socket. It prints "ready" once the first
+// answer came, then "done sent=S refused=A 429=B other=O errors=E"
+// (refused: 401 or 403).
 func badTokenFlood(addr string) int {
 	n, _ := strconv.Atoi(os.Getenv("GPUD_E2E_BADTOKEN_N"))
 	secs, _ := strconv.Atoi(os.Getenv("GPUD_E2E_BADTOKEN_SECS"))
 	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true, //nolint:gosec // the attacker does not care
 		MaxIdleConnsPerHost: n, DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
+	method, url, auth := http.MethodGet, "https://"+addr+"/v1/jobs", "Bearer not-a-token"
+	if sock, job, ok := strings.Cut(strings.TrimPrefix(addr, "unix:"), "|"); ok && strings.HasPrefix(addr, "unix:") {
+		tr = &http.Transport{MaxIdleConnsPerHost: n, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "unix", sock)
+		}}
+		method, url, auth = http.MethodPost, "http://gpud/v1/jobs/"+job+"/cancel", ""
+	}
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	stop := time.Now().Add(time.Duration(secs) * time.Second)
 	var sent, unauth, limited, other, errs atomic.Int64
@@ -57,8 +68,14 @@ func badTokenFlood(addr string) int {
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(stop) {
-				req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/v1/jobs", nil)
-				req.Header.Set("Authorization", "Bearer not-a-token")
+				var body io.Reader
+				if method == http.MethodPost {
+					body = strings.NewReader("{}")
+				}
+				req, _ := http.NewRequest(method, url, body)
+				if auth != "" {
+					req.Header.Set("Authorization", auth)
+				}
 				sent.Add(1)
 				resp, err := hc.Do(req)
 				if err != nil {
@@ -67,7 +84,7 @@ func badTokenFlood(addr string) int {
 				}
 				resp.Body.Close()
 				switch resp.StatusCode {
-				case http.StatusUnauthorized:
+				case http.StatusUnauthorized, http.StatusForbidden:
 					unauth.Add(1)
 				case http.StatusTooManyRequests:
 					limited.Add(1)
@@ -79,7 +96,7 @@ func badTokenFlood(addr string) int {
 		}()
 	}
 	wg.Wait()
-	fmt.Printf("done sent=%d 401=%d 429=%d other=%d errors=%d\n", sent.Load(), unauth.Load(), limited.Load(), other.Load(), errs.Load())
+	fmt.Printf("done sent=%d refused=%d 429=%d other=%d errors=%d\n", sent.Load(), unauth.Load(), limited.Load(), other.Load(), errs.Load())
 	return 0
 }
 
@@ -188,12 +205,12 @@ func (bc *badTokenCluster) userCmd(ctx context.Context, u e2etest.LocalUser, env
 	return cmd
 }
 
-// flood starts mallory's flood from n goroutines for secs seconds; wait
-// returns its last line.
-func (bc *badTokenCluster) flood(tb testing.TB, n, secs int) (wait func() string) {
+// flood starts mallory's flood of target (badTokenFlood's addr) from n
+// goroutines for secs seconds; wait returns its last line.
+func (bc *badTokenCluster) flood(tb testing.TB, target string, n, secs int) (wait func() string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs+120)*time.Second)
-	cmd := bc.userCmd(ctx, bc.mallory, []string{badTokenEnv + "=" + bc.addr, "GPUD_E2E_BADTOKEN_N=" + strconv.Itoa(n),
+	cmd := bc.userCmd(ctx, bc.mallory, []string{badTokenEnv + "=" + target, "GPUD_E2E_BADTOKEN_N=" + strconv.Itoa(n),
 		"GPUD_E2E_BADTOKEN_SECS=" + strconv.Itoa(secs)}, "e2e.test")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -250,9 +267,10 @@ func (bc *badTokenCluster) stateBytes(tb testing.TB) (state, acct int64) {
 	return state, acct
 }
 
-// floodAuditRows counts the audit log's rows of refusals before
-// authentication, and the refusals they stand for.
-func (bc *badTokenCluster) floodAuditRows(tb testing.TB) (rows, calls int) {
+// floodAuditRows counts the audit log's rows of actor's refusals
+// ("unidentified": before authentication), and the refusals they stand
+// for.
+func (bc *badTokenCluster) floodAuditRows(tb testing.TB, actor string) (rows, calls int) {
 	tb.Helper()
 	cmd := exec.Command(filepath.Join(bc.bins, "gpuq"), "audit", "--json")
 	cmd.Env = append(os.Environ(), api.EnvController+"=unix://"+bc.sock)
@@ -265,7 +283,7 @@ func (bc *badTokenCluster) floodAuditRows(tb testing.TB) (rows, calls int) {
 		tb.Fatal(err)
 	}
 	for _, e := range entries {
-		if e.ActorName == "unidentified" {
+		if e.ActorName == actor {
 			rows++
 			calls += max(e.Summarised, 1)
 		}
@@ -314,7 +332,7 @@ func (bc *badTokenCluster) userLoop(tb testing.TB, stop <-chan struct{}, pause t
 func TestBadTokenFloodBoundsDisk(t *testing.T) {
 	bc := startBadTokenCluster(t, "16m")
 	state0, acct0 := bc.stateBytes(t)
-	wait := bc.flood(t, 64, 20)
+	wait := bc.flood(t, bc.addr, 64, 20)
 	stop := make(chan struct{})
 	var sb, sq []time.Duration
 	done := make(chan struct{})
@@ -326,11 +344,11 @@ func TestBadTokenFloodBoundsDisk(t *testing.T) {
 	close(stop)
 	<-done
 	state1, acct1 := bc.stateBytes(t)
-	rows, calls := bc.floodAuditRows(t)
+	rows, calls := bc.floodAuditRows(t, "unidentified")
 	t.Logf("flood: %s; audit: %d rows for %d refusals; state files %d → %d KiB, accounting files %d → %d KiB; bob: %d sbatch (p50 %v, max %v), %d squeue (p50 %v, max %v)",
 		res, rows, calls, state0>>10, state1>>10, acct0>>10, acct1>>10, len(sb), pct(sb, 0.5), slices.Max(sb), len(sq), pct(sq, 0.5), slices.Max(sq))
 	var sent, unauth, limited, other, errs int
-	if _, err := fmt.Sscanf(res, "done sent=%d 401=%d 429=%d other=%d errors=%d", &sent, &unauth, &limited, &other, &errs); err != nil {
+	if _, err := fmt.Sscanf(res, "done sent=%d refused=%d 429=%d other=%d errors=%d", &sent, &unauth, &limited, &other, &errs); err != nil {
 		t.Fatalf("flood result %q: %v", res, err)
 	}
 	if unauth+limited < 100 || other > 0 {
@@ -358,6 +376,62 @@ func TestBadTokenFloodBoundsDisk(t *testing.T) {
 	}
 }
 
+// TestRefusedCallFloodBoundsDisk is hole 4's local half: mallory, a
+// local user on the controller's socket, asks as fast as 64 goroutines of
+// one client can for 20 s to cancel bob's job, which she may not do, with
+// the state directory a 16 MB tmpfs. Every call is refused (403, or 429
+// once over her refusal budget) and counted, but the audit log gets a
+// handful of rows standing for all of them, the state files stay far
+// from the file system's size, bob's job stays, and his sbatch and squeue
+// keep working. Before (b661b6b): one audit row per refused call, 3,596
+// in 5 s.
+func TestRefusedCallFloodBoundsDisk(t *testing.T) {
+	bc := startBadTokenCluster(t, "16m")
+	_, out, err := bc.timed(t, bc.bob, "sbatch", "--hold", "--parsable", "--wrap", "true")
+	if err != nil {
+		t.Fatalf("bob's sbatch: %v: %s", err, out)
+	}
+	job := strings.TrimSpace(out)
+	state0, acct0 := bc.stateBytes(t)
+	wait := bc.flood(t, "unix:"+bc.sock+"|"+job, 64, 20)
+	stop := make(chan struct{})
+	var sb, sq []time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sb, sq = bc.userLoop(t, stop, 200*time.Millisecond)
+	}()
+	res := wait()
+	close(stop)
+	<-done
+	state1, acct1 := bc.stateBytes(t)
+	rows, calls := bc.floodAuditRows(t, bc.mallory.Name)
+	t.Logf("flood: %s; audit: %d rows for %d refusals; state files %d → %d KiB, accounting files %d → %d KiB; bob: %d sbatch (p50 %v, max %v), %d squeue (p50 %v, max %v)",
+		res, rows, calls, state0>>10, state1>>10, acct0>>10, acct1>>10, len(sb), pct(sb, 0.5), slices.Max(sb), len(sq), pct(sq, 0.5), slices.Max(sq))
+	var sent, refused, limited, other, errs int
+	if _, err := fmt.Sscanf(res, "done sent=%d refused=%d 429=%d other=%d errors=%d", &sent, &refused, &limited, &other, &errs); err != nil {
+		t.Fatalf("flood result %q: %v", res, err)
+	}
+	if refused+limited < 100 || other > 0 {
+		t.Errorf("flood: %s; want every call refused (403, or 429 once over the refusal budget)", res)
+	}
+	if rows > 10 {
+		t.Errorf("the audit log has %d rows for mallory's refused calls; want a few (each kind's first and a summary per minute)", rows)
+	}
+	if calls < refused+limited-100 {
+		t.Errorf("mallory's audit rows stand for %d refusals of %d; want them all counted", calls, refused+limited)
+	}
+	if state1+acct1 > 10<<20 {
+		t.Errorf("the state files take %d KiB of the 16 MiB file system after the flood; want under 10 MiB", (state1+acct1)>>10)
+	}
+	if len(sb) < 3 || len(sq) < 3 {
+		t.Errorf("bob ran %d sbatch and %d squeue in 20 s of flood; want them answered", len(sb), len(sq))
+	}
+	if _, out, err := bc.timed(t, bc.bob, "squeue"); err != nil || !strings.Contains(out, job) {
+		t.Errorf("bob's held job %s after mallory's refused cancels: squeue %v\n%s", job, err, out)
+	}
+}
+
 // BenchmarkBadTokenFlood is issue 24's Must-show run (make bench-flood):
 // bob's sbatch and squeue p50/p99 without a flood (before and after it),
 // and during GPUD_BENCH_FLOOD_SECS (default 300) seconds of mallory's
@@ -379,7 +453,7 @@ func BenchmarkBadTokenFlood(b *testing.B) {
 	}
 	sb0, sq0 := idle()
 	state0, acct0 := bc.stateBytes(b)
-	wait := bc.flood(b, 64, secs)
+	wait := bc.flood(b, bc.addr, 64, secs)
 	stop := make(chan struct{})
 	var sb1, sq1 []time.Duration
 	done := make(chan struct{})
@@ -391,7 +465,7 @@ func BenchmarkBadTokenFlood(b *testing.B) {
 	close(stop)
 	<-done
 	state1, acct1 := bc.stateBytes(b)
-	rows, calls := bc.floodAuditRows(b)
+	rows, calls := bc.floodAuditRows(b, "unidentified")
 	sb2, sq2 := idle()
 	sb0, sq0 = append(sb0, sb2...), append(sq0, sq2...)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

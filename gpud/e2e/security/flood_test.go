@@ -304,9 +304,19 @@ func TestConnectionFlood(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	// Alice's own: refused (with a reset while the server is busy
-	// answering refusals; the reason is checked below).
-	if _, out, err := fc.gpuq(t, fc.alice); err == nil {
-		t.Errorf("alice's own gpuq during her flood answered:\n%s", out)
+	// answering refusals; the reason is checked below). Not every try:
+	// read_timeout cuts her held connections every 3 s, and in the moment
+	// before her flood's goroutines reconnect she is under her cap, so a
+	// gpuq may fairly get through. Most must not.
+	var aliceAnswered []string
+	for range 5 {
+		if _, out, err := fc.gpuq(t, fc.alice); err == nil {
+			aliceAnswered = append(aliceAnswered, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(aliceAnswered) > 2 {
+		t.Errorf("alice's own gpuq answered %d times out of 5 during her flood; want most refused at her cap:\n%s", len(aliceAnswered), strings.Join(aliceAnswered, "\n"))
 	}
 	if _, out, err := fc.gpuq(t, e2etest.LocalUser{Name: "root", Home: "/"}); err != nil {
 		t.Errorf("root's gpuq during the flood: %v\n%s", err, out)
