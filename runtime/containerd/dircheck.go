@@ -31,7 +31,8 @@ func (r *Runtime) ContainerDir(ctx context.Context, id, path string) error {
 	}
 	root, err := unix.Open(fmt.Sprintf("/proc/%d/root", task.Pid()), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("check %s in %s: open its root: %w", path, id, err)
+		// %v: a task gone meanwhile (ENOENT here) says nothing of path.
+		return fmt.Errorf("check %s in %s: open its root: %v", path, id, err)
 	}
 	defer unix.Close(root)
 	fd, err := unix.Openat2(root, path, &unix.OpenHow{
