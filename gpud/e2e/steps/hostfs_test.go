@@ -19,13 +19,13 @@ import (
 // (srun run from a directory under the host's /tmp) starts in /tmp with
 // slurmstepd's error line, instead of failing.
 func TestHostFilesystem(t *testing.T) {
+	u := e2etest.AddUser(t) // first: its userdel after the cluster's stop
 	c := e2etest.StartCluster(t, 1)
 	for _, d := range []string{c.Dir, e2etest.BinDir} {
 		if err := os.Chmod(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	u := e2etest.AddUser(t)
 	// Outside /tmp (the job's own) and outside everything gpud binds: only
 	// a writable host root lets the job write there.
 	scratch, err := os.MkdirTemp("/var/tmp", "gpud-e2e-scratch-")

@@ -61,13 +61,16 @@ func TestMPIOverNetwork(t *testing.T) {
 }
 
 func testMPI(t *testing.T, launches []string, extra ...string) {
+	// The user first: cleanups run last first, so its userdel comes
+	// after the cluster stopped and ended the user's containers (a node
+	// still stopping its share of the job holds a process of the user's).
+	u := e2etest.AddUser(t)
 	c := e2etest.StartCluster(t, 2, extra...)
 	for _, d := range []string{c.Dir, e2etest.BinDir} {
 		if err := os.Chmod(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	u := e2etest.AddUser(t)
 	e2etest.BuildMPI(t, u.Home)
 	e2etest.WriteScript(t, u.Home, "mpi.sh", mpiScript(launches))
 	if err := os.Chown(filepath.Join(u.Home, "mpi.sh"), int(u.UID), int(u.GID)); err != nil {
