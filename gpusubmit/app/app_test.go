@@ -65,18 +65,20 @@ func TestSubmitSlurmScript(t *testing.T) {
 		t.Fatalf("got %d submissions, want 1", len(subs))
 	}
 	cwd, _ := os.Getwd()
+	host, _ := os.Hostname() // SLURM_SUBMIT_HOST
 	want := spec.JobSpec{
-		Name:      "train-llm",
-		Resources: spec.Resources{Nodes: 1, CPUsPerNode: 32, MemMiB: 32 * 4096, GPUsPerNode: 2, GPUModel: "a100"},
-		TimeLimit: spec.Duration(24 * time.Hour),
-		Script:    slurmScript,
-		Args:      []string{"--epochs", "3"},
-		Env:       nil, // --export=NONE: an empty environment (omitted on the wire)
-		WorkDir:   cwd,
-		SubmitDir: cwd,
-		Output:    "slurm-%j.out",
-		Tasks:     spec.Tasks{NTasksPerNode: 4, CPUsPerTask: 8},
-		Requeue:   true,
+		Name:       "train-llm",
+		Resources:  spec.Resources{Nodes: 1, CPUsPerNode: 32, MemMiB: 32 * 4096, GPUsPerNode: 2, GPUModel: "a100"},
+		TimeLimit:  spec.Duration(24 * time.Hour),
+		Script:     slurmScript,
+		Args:       []string{"--epochs", "3"},
+		Env:        nil, // --export=NONE: an empty environment (omitted on the wire)
+		WorkDir:    cwd,
+		SubmitDir:  cwd,
+		SubmitHost: host,
+		Output:     "slurm-%j.out",
+		Tasks:      spec.Tasks{NTasksPerNode: 4, CPUsPerTask: 8},
+		Requeue:    true,
 	}
 	if diff := cmp.Diff(api.SubmitRequest{Job: want}, subs[0]); diff != "" {
 		t.Errorf("submission (-want +got):\n%s", diff)
