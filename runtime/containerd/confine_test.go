@@ -19,8 +19,11 @@ const defaultCaps = "00000000a80425fb"
 // TestJobContainerIsConfined runs real containers on the host image and
 // reads, from inside, what the kernel says about them: a user job holds
 // no capability (CapEff/CapPrm/CapInh/CapAmb all zero) and a root job no
-// more than the default set; both have NoNewPrivs; the root filesystem is
-// read-only; /dev has none of the host's disks or GPUs.
+// more than the default set; both have NoNewPrivs; the host's root is not
+// writable for a user job (its permissions: the root is writable under
+// the job's uid, as on a Slurm node) nor for a root job on a node whose
+// host root is read-only (HostRootReadOnly); /dev has none of the host's
+// disks or GPUs.
 func TestJobContainerIsConfined(t *testing.T) {
 	t.Parallel()
 	// The /dev check means something only if the host has such devices
@@ -48,17 +51,19 @@ echo dev=$(ls /dev | tr '\n' ' ')`
 	for _, tc := range []struct {
 		name string
 		uid  uint32
+		ro   bool
 		want map[string]string
 	}{
-		{"user", nobody, map[string]string{"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
+		{"user", nobody, false, map[string]string{"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
 			"CapBnd": defaultCaps, "CapAmb": "0000000000000000", "NoNewPrivs": "1"}},
-		{"root", 0, map[string]string{"CapInh": "0000000000000000", "CapPrm": defaultCaps, "CapEff": defaultCaps,
+		{"root", 0, true, map[string]string{"CapInh": "0000000000000000", "CapPrm": defaultCaps, "CapEff": defaultCaps,
 			"CapBnd": defaultCaps, "CapAmb": "0000000000000000", "NoNewPrivs": "1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := jobDir(t)
 			cfg := hostTask(t, dir, "/bin/sh", "-c", script)
 			cfg.UID, cfg.GID = tc.uid, tc.uid
+			cfg.HostRootReadOnly = tc.ro
 			cfg.Mounts = []runtime.Mount{{Source: dir, Dest: dir}}
 			if err := rt.Start(ctx, cfg); err != nil {
 				t.Fatalf("Start: %v", err)
@@ -82,7 +87,7 @@ echo dev=$(ls /dev | tr '\n' ' ')`
 			}
 			for _, w := range []string{"root=ro", "usr=ro"} {
 				if !strings.Contains(out, w) {
-					t.Errorf("the host root is writable from the job (want %s):\n%s", w, out)
+					t.Errorf("the host root is writable from the job (read-only root %v; want %s):\n%s", tc.ro, w, out)
 				}
 			}
 			_, dev, _ := strings.Cut(out, "dev=")
