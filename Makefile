@@ -14,7 +14,7 @@ PREFIX ?= /usr/local
 SYSCONFDIR ?= /etc
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients test-chaos check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm bench-flood clean
+.PHONY: help deps build install test test-clients test-chaos test-step-kills check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-twin bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm bench-flood clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -69,6 +69,9 @@ test: deps build ## Run every test: unit (with -race), real containerd integrati
 	$(GO) test -race -count=1 -timeout 20m -p 2 $(E2E_PKGS) & e2e=$$!; \
 	$(GO) test -race -count=1 -timeout 20m $$unit; rc=$$?; \
 	wait $$norace || rc=1; wait $$e2e || rc=1; exit $$rc
+
+test-step-kills: deps ## Kill -9 either node agent during a 2-host step (network namespaces), restart it 10s later: 10 runs for each node; STEP_KILLS=N for another count (root).
+	GPUD_TEST_STEP_KILLS=$${STEP_KILLS:-10} $(GO) test -count=1 -timeout 90m -run 'TestMultiHostSteps/AgentKill' -v ./gpud/e2e/multihost/
 
 test-clients: deps ## Run real Slurm clients unchanged against gpud standalone: Snakemake's --slurm executor (installs Debian's snakemake when missing; root).
 	@command -v snakemake >/dev/null || { echo "test-clients: installing snakemake"; \
@@ -159,6 +162,16 @@ bench-acct: ## Accounting: usage-sample inserts, acct and report over 1M jobs, c
 bench-sim: ## Simulator: the FGD paper's table on Alibaba openb and its --compare plots (README; needs ../shared/traces).
 	./scripts/bench-sim.sh
 
+# The twin's bars (issue 32; docs/simulator.md): the fidelity run at
+# TWIN_JOBS jobs on a live controller, replayed job by job, and the replay
+# of TWIN_RECORDS synthetic accounting records on 1,000 nodes. Hours on
+# the loaded 2-core dev machine at the defaults; make test runs 400 jobs.
+TWIN_JOBS ?= 50000
+TWIN_RECORDS ?= 1000000
+bench-twin: ## Simulator twin: fidelity against a live controller (TWIN_JOBS, default 50,000) and replay speed (TWIN_RECORDS on 1,000 nodes).
+	GPUD_TWIN_JOBS=$(TWIN_JOBS) $(GO) test -count=1 -timeout 0 -run 'TestTwinMatchesController$$' -v ./gpud/controller/
+	GPUD_TWIN_SPEED_RECORDS=$(TWIN_RECORDS) $(GO) test -count=1 -timeout 0 -run 'TestTwinSpeed$$' -v ./gpud/simulate/
+
 bench-sim-traces: ## Simulator: the queueing traces too (Lublin, KTH-SP2, Philly through sched.Schedule).
 	BENCH_SIM_TRACES=1 ./scripts/bench-sim.sh
 
@@ -180,6 +193,10 @@ bench-fleet-live: build ## 1,000 nodes x 8 GPUs, 20,000-job live burst with GPUs
 
 bench-fleet-heartbeats: build ## 10,000 nodes heartbeating every 10 s, agents in 4 processes (aim: controller under one core, none DOWN).
 	nice -n 10 bin/gpud loadtest --nodes 10000 --memory-outbox --jobs 0 --heartbeat 10s --hold 120s --ramp 120s --procs 4
+
+.PHONY: bench-images
+bench-images: ## Images (issue 27): cold start of a 1 GiB image from a private registry, submit->running, beside ctr image pull + ctr run; warm start beside the host image (root; GPUD_BENCH_IMAGE_MIB to resize).
+	$(GO) test -run '^$$' -bench 'ImageStart' -benchtime 1x -timeout 30m -v ./gpud/e2e/jobs/ | grep -E 'images_bench_test|Benchmark|ok|FAIL'
 
 .PHONY: bench-revocation
 bench-revocation: ## Revocation (issue 24): gpuq reconfigure to the first refusal at every step listener of a 10-node standalone, p50/p99/max over 10 revocations (root).

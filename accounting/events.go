@@ -72,6 +72,12 @@ func (db *DB) RecordNodeEvents(ctx context.Context, evs []spec.NodeEvent) error 
 	}
 	defer tx.Rollback()
 	for _, e := range evs {
+		if e.GPU != nil { // a GPU's health history, not the node's availability
+			if err := insertGPUEvent(ctx, tx, e.Time, e.Node, e.GPU); err != nil {
+				return err
+			}
+			continue
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO node_events (time, node, event, reason, actor) VALUES (?,?,?,?,?)`,
 			e.Time.Unix(), e.Node, e.Event, e.Reason, e.Actor); err != nil {
 			return fmt.Errorf("record node event %s for %s: %w", e.Event, e.Node, err)

@@ -3,6 +3,7 @@ package accounting
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -147,7 +148,8 @@ func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
 	q := `SELECT j.id, j.name, j.user, j.uid, j.account, j."partition", j.qos, j.state, j.reason,
 		j.exit_code, j.signal, j.submit_time, j.eligible_time, j.start_time, j.end_time, j.time_limit,
 		j.nodes, j.gpus, j.gpu_count, j.gpu_model, j.gpu_profile, j.gpu_fraction, j.cpus, j.mem_mib,
-		j.attempts, j.work_dir, j.array_job_id, j.array_task_id, j.wckey, j.ntasks, ` + usage + `
+		j.attempts, j.work_dir, j.array_job_id, j.array_task_id, j.wckey, j.ntasks,
+		j.request, j.dependency, j.nice, j.array_max, ` + usage + `
 	FROM jobs j` + renumber(where, first) + ` ORDER BY j.id`
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
@@ -168,11 +170,12 @@ func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
 			gpuSec, cpuSec, sliceSec float64
 			util, utilW, energyJ     float64
 			arrayID                  int64
+			req                      string
 		)
 		if err := rows.Scan(&id, &r.Name, &r.User, &r.UID, &r.Account, &r.Partition, &r.QOS, &state,
 			&r.Reason, &r.ExitCode, &r.Signal, &submit, &elig, &start, &en, &limit, &nodes, &gpus,
 			&r.GPUCount, &r.GPUModel, &r.GPUProfile, &r.GPUFraction, &r.CPUs, &r.MemMiB, &r.Attempts,
-			&r.WorkDir, &arrayID, &r.ArrayTaskID, &r.WCKey, &r.NTasks, &gpuSec, &cpuSec, &sliceSec, &util, &utilW, &energyJ); err != nil {
+			&r.WorkDir, &arrayID, &r.ArrayTaskID, &r.WCKey, &r.NTasks, &req, &r.Dependency, &r.Nice, &r.ArrayMax, &gpuSec, &cpuSec, &sliceSec, &util, &utilW, &energyJ); err != nil {
 			return nil, fmt.Errorf("list accounted jobs: read row: %w", err)
 		}
 		r.ID, r.State, r.ArrayJobID = spec.JobID(id), spec.JobState(state), spec.JobID(arrayID)
@@ -180,6 +183,12 @@ func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
 		r.StartTime, r.EndTime = fromUnix(start), fromUnix(en)
 		r.TimeLimit = spec.Duration(time.Duration(limit) * time.Second)
 		r.Nodes, r.GPUs = splitList(nodes), splitList(gpus)
+		if req != "" {
+			var res spec.Resources
+			if json.Unmarshal([]byte(req), &res) == nil {
+				r.Request = &res
+			}
+		}
 		r.Elapsed = elapsed(r.State, start, en, now)
 		r.GPUHours, r.CPUHours, r.SliceHours = gpuSec/3600, cpuSec/3600, sliceSec/3600
 		if utilW > 0 {

@@ -94,10 +94,34 @@ func TestJobsRecordFields(t *testing.T) {
 		State: spec.StateRunning, SubmitTime: at(7000), EligibleTime: at(7000), StartTime: at(8000),
 		TimeLimit: spec.Duration(time.Hour), Nodes: []string{"n2"}, GPUs: []string{"GPU-5", "GPU-6", "GPU-7", "GPU-8"},
 		GPUCount: 4, GPUModel: "a100", CPUs: 8, MemMiB: 1024, Attempts: 1, WorkDir: "/home/alice",
+		Request: &spec.Resources{Nodes: 1, CPUsPerNode: 8, GPUsPerNode: 4, GPUModel: "a100"},
 		Elapsed: 2000, GPUHours: 4 * 2000.0 / 3600, CPUHours: 8 * 2000.0 / 3600,
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("running job record (-want +got):\n%s", diff)
+	}
+}
+
+// What gpud simulate --from-accounting replays besides the allocation: the
+// request as submitted (a pending job's too), the dependency, the nice
+// and the array's %MAX.
+func TestJobsReplayFields(t *testing.T) {
+	t.Parallel()
+	db := openTest(t)
+	req := spec.Resources{Nodes: 2, CPUsPerNode: 4, GPUsPerNode: 8, GPUModel: "h100", Exclusive: true, Constraint: "ib"}
+	j := MakeJob(7).Resources(req).Submit(100).Obj()
+	j.Depend, j.Nice, j.ArrayJobID, j.ArrayTaskID, j.Array = "afterok:3:4,singleton", 5, 7, 0, "0-9%2"
+	record(t, db, j)
+	got := jobs(t, db, Filter{IDs: []spec.JobID{7}})
+	if len(got) != 1 {
+		t.Fatalf("got %d records, want 1", len(got))
+	}
+	r := got[0]
+	if diff := cmp.Diff(&req, r.Request); diff != "" {
+		t.Errorf("request (-want +got):\n%s", diff)
+	}
+	if r.Dependency != j.Depend || r.Nice != 5 || r.ArrayMax != 2 {
+		t.Errorf("dependency %q, nice %d, array max %d; want %q, 5, 2", r.Dependency, r.Nice, r.ArrayMax, j.Depend)
 	}
 }
 

@@ -3,6 +3,7 @@ package accounting
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -68,8 +69,8 @@ var terminalStates = func() string {
 var upsertJobSQL = `INSERT INTO jobs (id, name, user, uid, account, "partition", qos, state, reason,
 	exit_code, signal, submit_time, eligible_time, start_time, end_time, time_limit, nodes, gpus,
 	gpu_count, gpu_model, gpu_profile, gpu_fraction, cpus, mem_mib, attempts, work_dir,
-	array_job_id, array_task_id, wckey, ntasks)
-VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+	array_job_id, array_task_id, wckey, ntasks, request, dependency, nice, array_max)
+VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(id) DO UPDATE SET name=excluded.name, user=excluded.user, uid=excluded.uid,
 	account=excluded.account, "partition"=excluded."partition", qos=excluded.qos,
 	state=excluded.state, reason=excluded.reason, exit_code=excluded.exit_code,
@@ -79,7 +80,8 @@ ON CONFLICT(id) DO UPDATE SET name=excluded.name, user=excluded.user, uid=exclud
 	gpu_model=excluded.gpu_model, gpu_profile=excluded.gpu_profile,
 	gpu_fraction=excluded.gpu_fraction, cpus=excluded.cpus, mem_mib=excluded.mem_mib,
 	attempts=excluded.attempts, work_dir=excluded.work_dir, array_job_id=excluded.array_job_id,
-	array_task_id=excluded.array_task_id, wckey=excluded.wckey, ntasks=excluded.ntasks
+	array_task_id=excluded.array_task_id, wckey=excluded.wckey, ntasks=excluded.ntasks,
+	request=excluded.request, dependency=excluded.dependency, nice=excluded.nice, array_max=excluded.array_max
 WHERE excluded.attempts > jobs.attempts OR (excluded.attempts = jobs.attempts
 	AND NOT (jobs.state IN ` + terminalStates + ` AND excluded.state NOT IN ` + terminalStates + `))`
 
@@ -186,7 +188,7 @@ func (db *DB) recordJob(ctx context.Context, st *recordStmts, j *spec.Job) error
 		unixOrNull(eligible), unixOrNull(j.StartTime.Time), unixOrNull(j.EndTime.Time),
 		int64(j.TimeLimit.Std()/time.Second), strings.Join(nodes, ","), strings.Join(gpus, ","),
 		gpuCount, model, r.GPUProfile, r.GPUFraction, cpus, mem, j.Attempt, j.WorkDir,
-		int64(j.ArrayJobID), j.ArrayTaskID, j.WCKey, ntasks(j))
+		int64(j.ArrayJobID), j.ArrayTaskID, j.WCKey, ntasks(j), request(r), j.Depend, j.Nice, arrayMax(j))
 	if err != nil {
 		return fmt.Errorf("upsert job row: %w", err)
 	}
@@ -350,4 +352,27 @@ func ntasks(j *spec.Job) int {
 		return t.NTasksPerNode * max(j.Resources.Nodes, 1)
 	}
 	return 0
+}
+
+// request is the job's request as JSON (gpud simulate --from-accounting
+// replays it); a request that cannot be encoded is left out, not fatal.
+func request(r *spec.Resources) string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// arrayMax is the %MAX of an array task's --array, 0 when none.
+func arrayMax(j *spec.Job) int {
+	if j.ArrayJobID == 0 {
+		return 0
+	}
+	_, lim, ok := strings.Cut(j.Array, "%")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(lim)
+	return n
 }

@@ -34,6 +34,8 @@ var boundaries = []struct {
 	{"runtime/safefs", []string{module + "/", "github.com/containerd"}, "safefs is a leaf (stdlib and x/sys): gpud/node, checkpoint and runtime do every root file operation under a user-controlled directory through it"},
 	{"runtime/gpu", []string{"github.com/NVIDIA"}, "only runtime/gpu/nvml imports go-nvml"},
 	{"gpud/plot", []string{module + "/"}, "plot is a leaf the simulator and gpuq share"},
+	{"gpud/health", []string{module + "/", "os", "net", "io/fs", "database/sql", "log/slog", "log", "math/rand", "time/tzdata"},
+		"the GPU health model is pure like the scheduler core (no I/O, no clock reads, no logging) and a leaf the agent, the controller and config share"},
 	{"gpud/statefile", []string{module + "/"}, "statefile is a leaf the daemons and their stores share"},
 	{"gpud/hostlist", []string{module + "/"}, "hostlist is a leaf (above spec, see exempt) the CLIs and the daemons share"},
 	{"gpud/auth", []string{module + "/", "net/http"}, "auth (identities, revocation, step tickets) is a leaf the server, the node agent and gpud/ha share"},

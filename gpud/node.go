@@ -97,6 +97,7 @@ func nodeCommand() *cli.Command {
 				Containerd: s.ContainerdAddress,
 				Section:    *s,
 				Health:     cfg.Health,
+				Images:     cfg.Images,
 				DevRoot:    filepath.Join(s.StateDir, "dev"),
 				Log:        log,
 				Version:    version,

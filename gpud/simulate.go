@@ -1,19 +1,35 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpud/gpud/accounting"
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/config"
 	"github.com/gpud/gpud/gpud/sim"
+	"github.com/gpud/gpud/gpud/sim/trace"
 	"github.com/gpud/gpud/gpud/simulate"
+	"github.com/gpud/gpud/gpud/spec"
 )
 
 func simulateCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "simulate",
-		Usage: "replay a workload trace through the production scheduler in virtual time and compare policies",
-		Description: "Reads a trace (SWF, Philly, ITP, Tiresias or Alibaba openb; gzip too), builds a cluster from\n" +
+		Usage: "replay a workload trace, or the site's own accounting, through the production scheduler in virtual time",
+		Description: "With --from-accounting it replays the site's own accounting (accounting.db, or the JSON of gpuq acct\n" +
+			"--json --duplicates) between --start and --end through sched.Schedule as the controller runs it, under\n" +
+			"the current gpud.toml (--current) and, with --config, a changed one, and/or with --add-nodes and\n" +
+			"--remove-nodes changed hardware; it prints a what-if report per account and partition and how\n" +
+			"closely the current run reproduces the real starts (docs/simulator.md).\n\n" +
+			"Otherwise it reads a trace (SWF, Philly, ITP, Tiresias or Alibaba openb; gzip too), builds a cluster from\n" +
 			"--cluster or --nodes, and runs each --policy: fcfs (strict, no backfill), fcfs-easy-sim and\n" +
 			"sjf-easy-sim (the simulator's EASY baseline, placements by sched.Schedule), sjf (oracle order),\n" +
 			"sched (alias multifactor: sched.Schedule exactly as the controller calls it, with --config).\n" +
@@ -21,11 +37,19 @@ func simulateCommand() *cli.Command {
 			"seeded random order, no departures, until the arrived GPU demand reaches --demand percent of the\n" +
 			"cluster; it reports the GPU allocation rate per --placement, averaged over --seed (e.g. 42..51).",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "trace", Usage: "trace file (.gz is read transparently)", Required: true},
+			&cli.StringFlag{Name: "trace", Usage: "trace file (.gz is read transparently)"},
+			&cli.StringFlag{Name: "from-accounting", Usage: "replay the site's accounting: accounting.db, or a .json export (gpuq acct --json --duplicates)"},
+			&cli.TimestampFlag{Name: "start", Layout: "2006-01-02T15:04:05", Usage: "with --from-accounting, the window's start (UTC, 2006-01-02T15:04:05); default: the first submission"},
+			&cli.TimestampFlag{Name: "end", Layout: "2006-01-02T15:04:05", Usage: "with --from-accounting, the window's end (UTC); jobs submitted before it are replayed"},
+			&cli.StringFlag{Name: "current", Usage: "with --from-accounting, the configuration the site runs", Value: defaultControllerConfig},
+			&cli.StringFlag{Name: "inventory", Usage: "with --from-accounting, the nodes (gpuq nodes --json); default: inferred from the accounting"},
+			&cli.StringFlag{Name: "add-nodes", Usage: "with --from-accounting, add hardware in the changed run: NODESxGPUS[:MODEL][+...], e.g. 8x8:h200"},
+			&cli.StringSliceFlag{Name: "remove-nodes", Usage: "with --from-accounting, remove nodes (host lists, repeatable) in the changed run"},
+			&cli.IntFlag{Name: "top", Usage: "with --from-accounting, how many jobs whose start moved most to list", Value: 10},
 			&cli.StringFlag{Name: "format", Usage: "swf, philly, philly-vc, itp, tiresias, openb or auto", Value: "auto"},
 			&cli.StringFlag{Name: "cluster", Usage: "cluster spec NODESxGPUS[:MODEL][+...], e.g. 100x8:h100, or 256x1 for SWF processors"},
 			&cli.StringFlag{Name: "nodes", Usage: "node list file (openb or PAI machine CSV) instead of --cluster"},
-			&cli.StringFlag{Name: "config", Usage: "controller configuration (TOML) for the sched policy; default: built-in defaults"},
+			&cli.StringFlag{Name: "config", Usage: "controller configuration (TOML) for the sched policy (default: built-in defaults); with --from-accounting the changed configuration to compare with --current"},
 			&cli.StringSliceFlag{Name: "policy", Usage: "policy to run (repeatable): " + strings.Join(sim.Policies, ", "),
 				Value: cli.NewStringSlice("fcfs", "fcfs-easy-sim", "sjf-easy-sim", "sched")},
 			&cli.StringFlag{Name: "runtime-estimate", Usage: "what the scheduler is told: exact, trace, user (a time limit) or xN", Value: "exact"},
@@ -45,6 +69,12 @@ func simulateCommand() *cli.Command {
 			&cli.StringFlag{Name: "plot", Usage: "write wait/JCT CDFs and utilisation over time as SVG into this directory"},
 		},
 		Action: func(c *cli.Context) error {
+			if src := c.String("from-accounting"); src != "" {
+				return simulateAccounting(c, src)
+			}
+			if c.String("trace") == "" {
+				return spec.Errorf(spec.ErrInvalid, "give --trace FILE (a workload trace) or --from-accounting DB (the site's accounting)")
+			}
 			return simulate.Run(simulate.Options{
 				Trace: c.String("trace"), Format: c.String("format"), Cluster: c.String("cluster"), NodesFile: c.String("nodes"),
 				Config: c.String("config"), Policies: c.StringSlice("policy"), RuntimeEstimate: c.String("runtime-estimate"),
@@ -55,4 +85,114 @@ func simulateCommand() *cli.Command {
 			})
 		},
 	}
+}
+
+// simulateAccounting is gpud simulate --from-accounting: it reads the
+// accounting (the database, read here because gpud/simulate touches no
+// store, or a JSON export), the configurations and the inventory, and
+// hands them to simulate.RunTwin.
+func simulateAccounting(c *cli.Context, src string) error {
+	var start, end time.Time
+	if t := c.Timestamp("start"); t != nil {
+		start = t.UTC()
+	}
+	if t := c.Timestamp("end"); t != nil {
+		end = t.UTC()
+	}
+	if !start.IsZero() && !end.IsZero() && !end.After(start) {
+		return spec.Errorf(spec.ErrInvalid, "--end %s is not after --start %s", end.Format(time.RFC3339), start.Format(time.RFC3339))
+	}
+	o := simulate.TwinOptions{Source: src, Start: start, End: end, AddNodes: c.String("add-nodes"),
+		RemoveNodes: c.StringSlice("remove-nodes"), Top: c.Int("top"), JSON: c.Bool("json"), Plot: c.String("plot"), Out: c.App.Writer}
+	var errs []error
+	cur, err := config.LoadController(c.String("current"))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--current: %w", err))
+	}
+	o.Current = cur
+	if p := c.String("config"); p != "" {
+		if o.Changed, err = config.LoadController(p); err != nil {
+			errs = append(errs, fmt.Errorf("--config: %w", err))
+		}
+		o.ChangedName = "changed"
+	}
+	if p := c.String("inventory"); p != "" {
+		if o.Inventory, err = readInventory(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if strings.HasSuffix(src, ".json") {
+		f, err := os.Open(src)
+		if err != nil {
+			return fmt.Errorf("--from-accounting: %w", err)
+		}
+		o.Records, err = trace.ReadAccountingJSON(f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	} else if o.Records, o.Usage, err = readAccountingDB(c.Context, src, start, end, o.Current.Fairshare.DecayHalfLife.Std()); err != nil {
+		return err
+	}
+	_, err = simulate.RunTwin(o)
+	return err
+}
+
+// readAccountingDB reads the jobs of [start, end] with their attempts
+// and, for fairshare, the usage that ended in the 30 half-lives before
+// start (all of it without decay).
+func readAccountingDB(ctx context.Context, path string, start, end time.Time, halfLife time.Duration) ([]api.AcctJob, []spec.GPUUsage, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, nil, spec.Errorf(spec.ErrInvalid, "--from-accounting %s: %v (give the controller's accounting.db, or a copy of it)", path, err)
+	}
+	db, err := accounting.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer db.Close()
+	recs, err := db.Jobs(ctx, accounting.Filter{Start: start, End: end, NoUsage: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	var requeued []spec.JobID
+	for i := range recs {
+		if recs[i].Attempts > 1 {
+			requeued = append(requeued, recs[i].ID)
+		}
+	}
+	attempts, err := db.Attempts(ctx, requeued)
+	if err != nil {
+		return nil, nil, err
+	}
+	jobs := make([]api.AcctJob, len(recs))
+	for i := range recs {
+		jobs[i] = api.AcctJob{AcctRecord: recs[i], AttemptHistory: attempts[recs[i].ID]}
+	}
+	var usage []spec.GPUUsage
+	if !start.IsZero() {
+		since := time.Time{}
+		if halfLife > 0 {
+			since = start.Add(-30 * halfLife)
+		}
+		if usage, err = db.GPUUsage(ctx, since); err != nil {
+			return nil, nil, err
+		}
+	}
+	return jobs, usage, nil
+}
+
+// readInventory reads gpuq nodes --json: an array of nodes.
+func readInventory(path string) ([]spec.Node, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--inventory: %w", err)
+	}
+	var nodes []spec.Node
+	if err := json.Unmarshal(b, &nodes); err != nil {
+		return nil, spec.Errorf(spec.ErrInvalid, "--inventory %s: %v (give the JSON array gpuq nodes --json prints)", path, err)
+	}
+	return nodes, nil
 }

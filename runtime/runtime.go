@@ -16,6 +16,11 @@ var ErrNotFound = errors.New("task not found")
 // The caller should start under a fresh ID.
 var ErrIDInUse = errors.New("container ID held by stale engine state")
 
+// ErrNoCwd is returned by Exec when the process cannot enter its working
+// directory in the container (it is not there, or not the user's to
+// enter).
+var ErrNoCwd = errors.New("working directory not available in the container")
+
 // ImageHost selects the node's own root filesystem (read-only) as a job's
 // root: what a Slurm user expects, with the host's tools and libraries.
 const ImageHost = "host"
@@ -42,6 +47,9 @@ type TaskConfig struct {
 	Labels map[string]string
 	// Image is ImageHost or an image reference known to containerd.
 	Image string
+	// ReadOnlyRoot makes an image's root filesystem read-only (the
+	// host's always is).
+	ReadOnlyRoot bool
 	// Args is the process to run; Args[0] must exist inside the root.
 	Args     []string
 	Env      []string // applied last: wins over anything CDI injects
@@ -126,6 +134,15 @@ type Runtime interface {
 	Delete(ctx context.Context, id string) error
 	// List returns every container this runtime manages.
 	List(ctx context.Context) ([]TaskInfo, error)
+}
+
+// Pauser is implemented by runtimes that can freeze a task's cgroup
+// (scontrol suspend): every process of the container stops where it is,
+// keeping its memory and devices, until Resume. Both are idempotent.
+// Optional, like UsageReader: the node agent type-asserts it.
+type Pauser interface {
+	Pause(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
 }
 
 // TaskUsage is what a task's cgroup has used so far.

@@ -11,9 +11,11 @@
 # suite's tc netem), python3-cloudpickle
 # and python3-typing-extensions (submitit, the Python client the e2e tests
 # drive, imports both), curl (the e2e test that runs Slurm's REST quick
-# start's curl commands against gpud), MPICH, Open MPI and OpenPMIx
-# (below). Needs root to install; without root it only says what is
-# missing.
+# start's curl commands against gpud), docker-registry (the CNCF
+# distribution registry: image pull tests and make bench-images start
+# their own on loopback, never the package's service), MPICH, Open MPI
+# and OpenPMIx (below). Needs root to install; without root it only says
+# what is missing.
 set -euo pipefail
 missing=()
 command -v containerd >/dev/null || missing+=(containerd)
@@ -29,6 +31,7 @@ command -v modprobe >/dev/null || missing+=(kmod)
 /usr/bin/python3 -c 'import cloudpickle' 2>/dev/null || missing+=(python3-cloudpickle)
 /usr/bin/python3 -c 'import typing_extensions' 2>/dev/null || missing+=(python3-typing-extensions)
 command -v curl >/dev/null || missing+=(curl)
+command -v docker-registry >/dev/null || missing+=(docker-registry)
 # MPI (srun --mpi, mpirun in jobs): Debian's MPICH and Open MPI with their
 # compilers and headers (the tests build their MPI program with
 # mpicc.mpich and mpicc.openmpi), OpenPMIx's headers and pkg-config

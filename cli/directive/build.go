@@ -256,7 +256,16 @@ func (b *builder) build() {
 		js.Depend = v
 	}
 	js.Hold = b.flag("hold", false)
-	js.Requeue = !b.flag("no-requeue", false) && b.flag("requeue", true)
+	js.Requeue, js.RequeueExpedite = !b.flag("no-requeue", false), false
+	if o, ok := b.get("requeue"); ok && js.Requeue {
+		if strings.EqualFold(o.Value, "expedite") {
+			js.RequeueExpedite = true
+		} else if v, err := parseBool(o.Value); err != nil {
+			b.fail(o, fmt.Errorf("--requeue=%s: give --requeue, --requeue=expedite or --no-requeue", o.Value))
+		} else {
+			js.Requeue = v
+		}
+	}
 	if o, ok := b.get("begin"); ok {
 		t, err := slurmtime.Parse(o.Value, b.env.Now, slurmtime.Future)
 		if err != nil {
@@ -271,9 +280,16 @@ func (b *builder) build() {
 		}
 		js.Nice = n
 	}
-	if v, ok := b.str("image"); ok {
-		js.Image = v
+	for _, name := range []string{"image", "container-image"} {
+		if v, ok := b.str(name); ok {
+			ref, err := spec.ParseImage(v)
+			if err != nil {
+				b.fail(b.chosen[name], err)
+			}
+			js.Image = ref
+		}
 	}
+	js.Container = b.container()
 	if o, ok := b.get("checkpoint"); ok {
 		d, err := ParseCheckpointInterval(o.Value)
 		if err != nil {
@@ -581,4 +597,33 @@ func (b *builder) export() {
 		}
 		set(k + "=" + v)
 	}
+}
+
+// container reads pyxis's --container-* options (nil when none is given).
+func (b *builder) container() *spec.Container {
+	var c spec.Container
+	if o, ok := b.get("container-mounts"); ok {
+		for m := range strings.SplitSeq(o.Value, ",") {
+			if m = strings.TrimSpace(m); m == "" {
+				continue
+			}
+			if _, err := spec.ParseContainerMount(m); err != nil {
+				b.fail(o, err)
+				continue
+			}
+			c.Mounts = append(c.Mounts, m)
+		}
+	}
+	if v, ok := b.str("container-workdir"); ok {
+		c.WorkDir = v
+	}
+	if v, ok := b.str("container-name"); ok {
+		c.Name = v
+	}
+	c.ReadOnly = b.flag("container-readonly", false) || !b.flag("container-writable", true)
+	c.MountHome = b.flag("container-mount-home", false) || !b.flag("no-container-mount-home", true)
+	if c.IsZero() {
+		return nil
+	}
+	return &c
 }

@@ -127,6 +127,11 @@ func TestBuild(t *testing.T) {
 			opts: []Option{script(2, "no-requeue", "true"), cli("requeue", "true")},
 			want: func(*spec.JobSpec) {},
 		},
+		{
+			name: "requeue=expedite",
+			opts: []Option{script(2, "requeue", "expedite")},
+			want: func(js *spec.JobSpec) { js.RequeueExpedite = true },
+		},
 		{name: "export NONE", opts: []Option{cli("export", "NONE")}, want: func(js *spec.JobSpec) { js.Env = []string{} }},
 		{name: "export list", opts: []Option{cli("export", "HOME,Y=2,UNSET")}, want: func(js *spec.JobSpec) { js.Env = []string{"HOME=/home/alice", "Y=2"} }},
 		{

@@ -63,7 +63,7 @@ var Options = []Def{
 	{Name: "array", Short: "a", Value: "SPEC", Usage: "job array: 0-15, 1,3,5, 0-15:4, 0-99%10 (at most 10 running)"},
 	{Name: "dependency", Short: "d", Value: "TYPE:ID[:ID]", Usage: "start after other jobs: after, afterany, afterok, afternotok, aftercorr (joined by , for all or ? for any), or singleton"},
 	{Name: "hold", Short: "H", Bool: true, Usage: "submit held; start with gpuq release"},
-	{Name: "requeue", Bool: true, Usage: "requeue the job after node failure or preemption (the default)", family: "requeue"},
+	{Name: "requeue", Value: "[expedite]", Optional: "true", Usage: "requeue the job after node failure or preemption (the default); =expedite: when a hardware fault (a GPU or node gpud's health model takes out, a failed node) requeues it, it goes ahead of every other job, away from the failed GPU or node", family: "requeue"},
 	{Name: "no-requeue", Bool: true, Usage: "never requeue the job", family: "requeue"},
 	{Name: "begin", Value: "TIME", Usage: "do not start before TIME: " + slurmtime.Summary},
 	{Name: "nice", Value: "N", Usage: "lower the job's priority by N (negative raises it; needs operator rights)"},
@@ -73,7 +73,17 @@ var Options = []Def{
 	{Name: "exclude", Short: "x", Value: "HOSTS", Usage: "never run on these nodes, same forms as --nodelist"},
 	{Name: "constraint", Short: "C", Value: "FEATURES", Usage: "node features the job needs: nvlink, ib&nvlink, a|b"},
 	{Name: "export", Value: "VARS", Usage: "environment passed to the job: ALL (default), NONE, VAR,VAR=value (only those) or ALL,VAR=value"},
-	{Name: "image", Value: "IMAGE", Usage: "container image to run in, or host for the node's root filesystem (default: the node's default)"},
+	{Name: "image", Value: "IMAGE", Usage: "container image to run in: REGISTRY/IMAGE:TAG, enroot's REGISTRY#IMAGE:TAG, or host for the node's root filesystem (default: the node's default); pulled with your credentials from ~/.config/enroot/.credentials or ~/.docker/config.json", family: "image"},
+	{Name: "container-image", Value: "IMAGE", Usage: "pyxis's name for --image: enroot's [docker://]REGISTRY#IMAGE:TAG or an OCI reference", family: "image"},
+	{Name: "container-mounts", Value: "SRC[:DST[:ro]],...", Usage: "pyxis: bind node directories or files into the image, read-write unless :ro (DST defaults to SRC)"},
+	{Name: "container-workdir", Value: "DIR", Usage: "pyxis: working directory inside the image (default: --chdir if given, else the image's)"},
+	{Name: "container-name", Value: "NAME", Usage: "pyxis: name the job's container; steps (srun) that give the same name run in it and see its files"},
+	{Name: "container-writable", Bool: true, Usage: "pyxis: the image's root is writable (gpud's default); writes last as long as the job", family: "container-rw"},
+	{Name: "container-readonly", Bool: true, Usage: "pyxis: the image's root is read-only", family: "container-rw"},
+	{Name: "container-mount-home", Bool: true, Usage: "pyxis: bind your home directory at its path into the image", family: "container-home"},
+	{Name: "no-container-mount-home", Bool: true, Usage: "pyxis: do not bind your home into the image (gpud's default)", family: "container-home"},
+	{Name: "no-container-remap-root", Bool: true, Usage: "pyxis: accepted; jobs always run as your own user", NoOp: true, Warn: "jobs always run as your own user"},
+	{Name: "container-env", Value: "NAME,...", Usage: "pyxis: accepted and ignored: the job's environment (--export) already wins over the image's for every variable", NoOp: true, Warn: "the job's environment (--export) already wins over the image's for every variable"},
 	{Name: "checkpoint", Value: "INTERVAL", Usage: "ask the job to checkpoint every INTERVAL (minutes, a Slurm time, or 30m/1h); the job gets GPUD_CHECKPOINT_DIR"},
 	{Name: "signal", Value: "[B:]SIG[@SECONDS]", Usage: "send SIG this many seconds (default 60) before the time limit; also the checkpoint signal"},
 	{Name: "checkpoint-mode", Value: "MODE", Usage: "cooperative (default: the job saves its own state on the checkpoint signal) or criu (refused unless a node of the partition passes criu check)"},
@@ -119,7 +129,7 @@ var cliOnly = []getopt.Opt{
 
 // unsupportedNoArg are the refused options that take no value, so parsing
 // steps over the others' values and reports every problem at once.
-var unsupportedNoArg = map[string]bool{"oversubscribe": true, "contiguous": true, "ignore-pbs": true, "no-kill": true, "quiet": true, "verbose": true, "spread-job": true, "use-min-nodes": true, "x11": true}
+var unsupportedNoArg = map[string]bool{"container-remap-root": true, "container-entrypoint": true, "oversubscribe": true, "contiguous": true, "ignore-pbs": true, "no-kill": true, "quiet": true, "verbose": true, "spread-job": true, "use-min-nodes": true, "x11": true}
 
 // unsupportedShort are the letters of refused options.
 var unsupportedShort = map[string]byte{"oversubscribe": 's', "clusters": 'M', "core-spec": 'S', "extra-node-info": 'B', "nodefile": 'F', "input": 'i', "no-kill": 'k', "quiet": 'Q', "verbose": 'v'}
@@ -201,7 +211,7 @@ var unsupported = map[string]string{
 	"cpu-freq":            "gpud does not set CPU clocks",
 	"bb":                  "gpud has no burst buffers",
 	"bbf":                 "gpud has no burst buffers",
-	"container":           "use --image",
+	"container":           "use --image or --container-image",
 	"x11":                 "batch jobs have no display",
 	"quiet":               "gpusubmit prints only the job id line and warnings already",
 	"verbose":             "gpud logs submissions on the controller",
@@ -222,6 +232,10 @@ var unsupported = map[string]string{
 	"export-file":         "use --export",
 	"propagate":           "limits come from the allocation",
 	"kill-on-invalid-dep": "jobs with unsatisfiable dependencies stay pending with reason DependencyNeverSatisfied",
+	// pyxis's, which gpud cannot honour.
+	"container-remap-root": "gpud runs jobs as your own user and cannot make you root inside the image; use an image that works as a normal user",
+	"container-save":       "gpud does not save containers as squashfs files; write results to a --container-mounts directory, or build an image and push it to a registry",
+	"container-entrypoint": "gpud runs your command without the image's ENTRYPOINT; call the entrypoint yourself at the start of the command",
 }
 
 // RDMAPaired is --rdma given alone.
@@ -304,6 +318,15 @@ func Lookup(name string) (*Def, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Refusal explains why gpud refuses option name, for the commands
+// (srun) that parse it themselves; ok is false for options it takes.
+func Refusal(name string) (err error, ok bool) {
+	if _, ok := unsupported[name]; !ok {
+		return nil, false
+	}
+	return unknownOption(name), true
 }
 
 // unknownOption explains why name is not accepted.

@@ -17,7 +17,7 @@ func TestNormalize(t *testing.T) {
 		// getopt_long: prefixes, bundles, attached values.
 		{"sbatch --out x.log --tasks=4 -HJtrain -N2 job.sh -o y", "sbatch --output=x.log --ntasks-per-node=4 --hold --job-name=train --nodes=2 -- job.sh -o y"},
 		{"sbatch --parsable --hold=no --wait job.sh", "sbatch --parsable --hold=false --wait -- job.sh"},
-		{"sbatch --time 5 --frobnicate=1 --no --tim=4 job.sh", "sbatch --x-gpud-problem=unknown option --frobnicate; see gpusubmit --help for the options gpud honours --x-gpud-problem=option '--no' is ambiguous; possibilities: --no-kill --no-requeue --nodefile --nodelist --nodes --x-gpud-problem=option '--tim' is ambiguous; possibilities: --time --time-min --time=5 -- job.sh"},
+		{"sbatch --time 5 --frobnicate=1 --no --tim=4 job.sh", "sbatch --x-gpud-problem=unknown option --frobnicate; see gpusubmit --help for the options gpud honours --x-gpud-problem=option '--no' is ambiguous; possibilities: --no-container-mount-home --no-container-remap-root --no-kill --no-requeue --nodefile --nodelist --nodes --x-gpud-problem=option '--tim' is ambiguous; possibilities: --time --time-min --time=5 -- job.sh"},
 		{"sbatch --ouptut=x job.sh", "sbatch --x-gpud-problem=unknown option --ouptut; did you mean --output? see gpusubmit --help for the options gpud honours -- job.sh"},
 		{"sbatch --cpu-bind=cores job.sh", "sbatch --x-gpud-problem=--cpu-bind is an sbatch option gpud cannot honour (the node does not bind tasks to CPUs); remove it -- job.sh"},
 	} {

@@ -503,6 +503,22 @@ func (c *Client) NodeAction(ctx context.Context, name, action string, req NodeAc
 	return out, err
 }
 
+// UpdateNodes changes nodes as scontrol update NodeName= does, all or
+// nothing; it returns the live differences from what the nodes registered.
+func (c *Client) UpdateNodes(ctx context.Context, u spec.NodeUpdate) (AdminUpdateResponse, error) {
+	var out AdminUpdateResponse
+	err := c.do(ctx, http.MethodPatch, "/nodes", nil, u, &out)
+	return out, err
+}
+
+// UpdatePartition changes a partition as scontrol update PartitionName=
+// does; it returns every live difference from the configuration file.
+func (c *Client) UpdatePartition(ctx context.Context, u spec.PartitionUpdate) (AdminUpdateResponse, error) {
+	var out AdminUpdateResponse
+	err := c.do(ctx, http.MethodPatch, "/partitions/"+url.PathEscape(u.Name), nil, u, &out)
+	return out, err
+}
+
 // Reconfigure asks the controller to reload its configuration file.
 func (c *Client) Reconfigure(ctx context.Context) (ReconfigureResponse, error) {
 	var out ReconfigureResponse
@@ -680,4 +696,47 @@ func (c *Client) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
 	var out AuditResponse
 	err := c.do(withCall(ctx, callOpts{patience: reportPatience}), http.MethodGet, "/audit", q, nil, &out)
 	return out.Entries, err
+}
+
+// GPUEventQuery selects GPU health events (GET /v1/health/*); zero
+// fields select all.
+type GPUEventQuery struct {
+	Start, End                            time.Time
+	Nodes, Serials, UUIDs, Kinds, Classes []string
+	// Limit keeps the newest Limit events (0: all).
+	Limit int
+}
+
+func (f GPUEventQuery) values() url.Values {
+	q := url.Values{}
+	if !f.Start.IsZero() {
+		q.Set("start", f.Start.Format(time.RFC3339))
+	}
+	if !f.End.IsZero() {
+		q.Set("end", f.End.Format(time.RFC3339))
+	}
+	for k, vs := range map[string][]string{"node": f.Nodes, "serial": f.Serials, "uuid": f.UUIDs, "kind": f.Kinds, "class": f.Classes} {
+		for _, v := range vs {
+			q.Add(k, v)
+		}
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	return q
+}
+
+// GPUEvents lists GPU health events, oldest first (gpuq health).
+func (c *Client) GPUEvents(ctx context.Context, f GPUEventQuery) ([]spec.GPUEvent, error) {
+	var out GPUEventsResponse
+	err := c.do(withCall(ctx, callOpts{patience: reportPatience}), http.MethodGet, "/health/events", f.values(), nil, &out)
+	return out.Events, err
+}
+
+// RMAReport summarises GPU health events by GPU serial, RMA candidates
+// first (gpuq health --rma).
+func (c *Client) RMAReport(ctx context.Context, f GPUEventQuery) ([]RMARow, error) {
+	var out RMAResponse
+	err := c.do(withCall(ctx, callOpts{patience: reportPatience}), http.MethodGet, "/health/rma", f.values(), nil, &out)
+	return out.GPUs, err
 }

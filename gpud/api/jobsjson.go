@@ -192,12 +192,16 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.str(&j.WorkDir)
 		case "submit_dir":
 			return d.str(&j.SubmitDir)
+		case "submit_host":
+			return d.str(&j.SubmitHost)
 		case "output":
 			return d.str(&j.Output)
 		case "error":
 			return d.str(&j.Error)
 		case "image":
 			return d.str(&j.Image)
+		case "container":
+			return d.raw(&j.Container) // rare: pyxis's options
 		case "hold":
 			return d.bool(&j.Hold)
 		case "nice":
@@ -206,6 +210,8 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.time(&j.BeginTime)
 		case "requeue":
 			return d.bool(&j.Requeue)
+		case "requeue_expedite":
+			return d.bool(&j.RequeueExpedite)
 		case "array":
 			return d.str(&j.Array)
 		case "dependency":
@@ -262,6 +268,14 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.time(&j.EndTime)
 		case "attempt":
 			return d.int(&j.Attempt)
+		case "suspend_time":
+			return d.time(&j.SuspendTime)
+		case "suspended":
+			return d.duration(&j.Suspended)
+		case "hw_requeues":
+			return d.int(&j.HWRequeues)
+		case "expedited":
+			return d.bool(&j.Expedited)
 		case "array_job_id":
 			n, ok := d.uint(64)
 			j.ArrayJobID = spec.JobID(n)

@@ -58,10 +58,12 @@ type StepRequest struct {
 	Rows int  `json:"rows,omitempty"`
 	Cols int  `json:"cols,omitempty"`
 	// Attach, with Step, asks to follow a running step again: srun
-	// reconnecting after the node agent restarted (steptty.go).
-	Attach bool     `json:"attach,omitempty"`
-	Step   int      `json:"step,omitempty"`
-	Args   []string `json:"args"`
+	// reconnecting after the node agent restarted (steptty.go), with the
+	// output it Received so far.
+	Attach   bool        `json:"attach,omitempty"`
+	Step     int         `json:"step,omitempty"`
+	Received []StepCount `json:"received,omitempty"`
+	Args     []string    `json:"args"`
 	// Env is the tasks' environment (srun's, filtered by --export); the
 	// agent adds the node's and the step's variables over it.
 	Env []string `json:"env"`
@@ -86,6 +88,9 @@ const (
 	// node's (Round, Parts, or Error); a task's PMI abort (Code, Error).
 	StepPMIFence = "pmi_fence"
 	StepPMIAbort = "pmi_abort"
+	// StepAck is agent to peer (StepPart.Resumable): Counts of the part's
+	// output received so far.
+	StepAck = "ack"
 )
 
 // StepMsg is one message of a step stream.
@@ -112,6 +117,21 @@ type StepMsg struct {
 	// Round and Parts are a PMI fence's (StepPMIFence).
 	Round int      `json:"round,omitempty"`
 	Parts [][]byte `json:"parts,omitempty"`
+	// Counts are a StepAck's output received, per task and stream.
+	Counts []StepCount `json:"counts,omitempty"`
+	// Retry, with StepError, says the agent cannot answer yet (it is
+	// starting its part of the allocation, or restarting): ask again.
+	Retry bool `json:"retry,omitempty"`
+}
+
+// StepCount is how much of one task's stdout or stderr a reader has: the
+// bytes from the task's start. A reader that follows a step again says
+// what it has (StepRequest.Received, StepPart.Received), so that output
+// a lost connection delivered before it broke is not sent twice.
+type StepCount struct {
+	Task  int    `json:"task"`
+	Kind  string `json:"kind"` // StepStdout or StepStderr
+	Bytes int64  `json:"bytes"`
 }
 
 // Frame types of the agent's answer stream.

@@ -45,6 +45,16 @@ type StepHello struct {
 	// run tasks yet: the answer is StepDone once a `true` ran on each, or
 	// StepError (srun and salloc wait for a new allocation with it).
 	Probe bool `json:"probe,omitempty"`
+	// Holds (a peer) asks whether this node holds its part of Alloc (its
+	// container runs): StepDone if it does, StepError with Retry while
+	// not yet. The first node starts a batch script only once every node
+	// holds its part (gang start).
+	Holds bool `json:"holds,omitempty"`
+	// NumberStep (a peer serving a step of Alloc: srun in a task on its
+	// node) asks the allocation's first node for the step's number, so
+	// that steps are numbered per job wherever srun runs: StepStarted
+	// with Step.
+	NumberStep bool `json:"number_step,omitempty"`
 }
 
 // StepPart is one node's share of a step, as the step's first agent asks
@@ -91,11 +101,30 @@ type StepPart struct {
 	Distribution string `json:"distribution,omitempty"`
 	CPUsPerTask  int    `json:"cpus_per_task,omitempty"`
 	GPUClosest   bool   `json:"gpu_closest,omitempty"`
+	// Resumable says the caller follows the part again after a lost
+	// connection (either agent restarted): it acknowledges the output it
+	// received (StepAck) and, once the step ended, the part's StepDone
+	// with a StepDone of its own. The peer keeps a part whose connection
+	// drops, holding its output (bounded; the tasks then wait) and its
+	// exits, until the caller follows it again (StepFlagAttach) or the
+	// reattach grace (2 minutes) passes; then its tasks are killed. An
+	// older peer ignores it and kills a dropped part's tasks.
+	Resumable bool `json:"resumable,omitempty"`
+	// Received, with StepFlagAttach, is the part's output the caller (or
+	// its srun) has: the part sends only what follows.
+	Received []StepCount `json:"received,omitempty"`
 	// Flags name what a new kind of step needs of each node (a TTY, say)
 	// without a new call; an agent refuses a part with a flag it does not
 	// know (StepPartFlags), so an older peer never runs it half-way.
 	Flags []string `json:"flags,omitempty"`
 }
+
+// StepFlagAttach says the hello follows this node's running part of
+// step Step (node NodeIndex of the step) again, after a lost connection:
+// no task starts; the answer is StepStarted, the output not yet
+// acknowledged, every exit so far, and then the part as before. An
+// older agent refuses it rather than start the tasks a second time.
+const StepFlagAttach = "attach"
 
 // StepFlagGPUs says the part's GPUIdx and GPU binding must be honoured
 // (an agent before them would give the tasks all the node's GPUs).
@@ -114,7 +143,7 @@ const StepFlagMPI = "mpi"
 const StepFlagBind = "bind"
 
 // StepPartFlags are the StepPart flags this agent knows.
-var StepPartFlags = []string{StepFlagGPUs, StepFlagPty, StepFlagMPI, StepFlagBind}
+var StepPartFlags = []string{StepFlagGPUs, StepFlagPty, StepFlagAttach, StepFlagMPI, StepFlagBind}
 
 // StepTicketResponse is POST /v1/jobs/{id}/step-ticket: what srun outside
 // the job needs to start steps in its allocation.

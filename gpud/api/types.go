@@ -172,6 +172,10 @@ type RegisterResponse struct {
 	NodeTimeoutMS int64 `json:"node_timeout_ms,omitempty"`
 	// Revocations: see Revocations.
 	Revocations *Revocations `json:"revocations,omitempty"`
+	// GPUsOut are the node's GPUs that gpud's health model took out of
+	// service (Problem is the mark): a restarted agent probes them before
+	// they come back.
+	GPUsOut []spec.GPUProblem `json:"gpus_out,omitempty"`
 }
 
 // HeartbeatResponse answers a heartbeat (NodeTimeoutMS as in
@@ -188,6 +192,10 @@ type HeartbeatRequest struct {
 	// GPUProblems lists the node's GPUs that are unhealthy now; the
 	// controller takes each out of service and moves its jobs away.
 	GPUProblems []spec.GPUProblem `json:"gpu_problems,omitempty"`
+	// GPUEvents are the health events since the last answered heartbeat
+	// (findings, probes, readmissions), for the GPUs' history; a
+	// readmission puts a GPU that gpud took out back in service.
+	GPUEvents []spec.GPUEvent `json:"gpu_events,omitempty"`
 	// Revocations is the version of the revocation lists the node holds.
 	Revocations string `json:"revocations,omitempty"`
 }
@@ -350,6 +358,14 @@ type AcctRecord struct {
 	ArrayTaskID int        `json:"array_task_id,omitempty"`
 	WCKey       string     `json:"wckey,omitempty"`
 	NTasks      int        `json:"ntasks,omitempty"`
+	// Request is the job's request as submitted (per node; nil in
+	// records older than it), Dependency its --dependency, Nice its
+	// --nice and ArrayMax its array's %MAX (0: none): what gpud simulate
+	// --from-accounting needs to replay the job.
+	Request    *spec.Resources `json:"request,omitempty"`
+	Dependency string          `json:"dependency,omitempty"`
+	Nice       int             `json:"nice,omitempty"`
+	ArrayMax   int             `json:"array_max,omitempty"`
 	// Elapsed is the last attempt's run time in seconds, up to now for a
 	// running job (sacct's Elapsed).
 	Elapsed int64 `json:"elapsed"`
@@ -685,6 +701,13 @@ type Partition struct {
 	Nodes []string `json:"nodes"`
 }
 
+// AdminUpdateResponse answers PATCH /v1/nodes and /v1/partitions/{name}:
+// the live state's differences from the configuration file (or from
+// what nodes registered) that remain, one line each.
+type AdminUpdateResponse struct {
+	Differences []string `json:"differences"`
+}
+
 // PartitionsResponse is GET /v1/partitions.
 type PartitionsResponse struct {
 	Partitions []Partition `json:"partitions"`
@@ -734,4 +757,38 @@ type AssociationsResponse struct {
 	QOS            []AssocQOS     `json:"qos"`
 	DefaultAccount string         `json:"default_account,omitempty"`
 	DefaultQOS     string         `json:"default_qos,omitempty"`
+}
+
+// RMARow is one GPU of the RMA report (GET /v1/health/rma, gpuq health --rma): its faults over the period, by
+// board serial (a GPU keeps its serial when moved to another node).
+type RMARow struct {
+	Serial string `json:"serial"`
+	UUID   string `json:"uuid"`
+	// Node and GPU are where it was last seen.
+	Node string `json:"node"`
+	GPU  int    `json:"gpu"`
+	// Fatal and Degraded count its faults of each class; ProbesFailed
+	// its failed readmission probes; Readmits its readmissions.
+	Fatal        int `json:"fatal"`
+	Degraded     int `json:"degraded"`
+	ProbesFailed int `json:"probes_failed"`
+	Readmits     int `json:"readmits"`
+	// Codes are its distinct fault codes, most frequent first.
+	Codes     []string  `json:"codes"`
+	FirstSeen spec.Time `json:"first_seen"`
+	LastSeen  spec.Time `json:"last_seen"`
+	// Candidate: the GPU should go back to the vendor (RMACandidate).
+	Candidate bool   `json:"rma_candidate"`
+	Why       string `json:"why,omitempty"`
+}
+
+// GPUEventsResponse is GET /v1/health/events: GPU health events, oldest
+// first.
+type GPUEventsResponse struct {
+	Events []spec.GPUEvent `json:"events"`
+}
+
+// RMAResponse is GET /v1/health/rma.
+type RMAResponse struct {
+	GPUs []RMARow `json:"gpus"`
 }

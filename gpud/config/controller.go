@@ -327,6 +327,9 @@ type Partition struct {
 	DefaultTime  Duration `toml:"default_time"`
 	MaxTime      Duration `toml:"max_time"`
 	PriorityTier int      `toml:"priority_tier"`
+	// RequeueExpedite makes every job of the partition behave as if
+	// submitted with --requeue=expedite.
+	RequeueExpedite bool `toml:"requeue_expedite"`
 	// Who may use the partition, as Slurm's partition access rules: jobs
 	// of accounts in AllowAccounts (empty: every account) and not in
 	// DenyAccounts, of users in a group of AllowGroups (group names;

@@ -21,7 +21,7 @@ type HA struct {
 	// Join: start without making the group; wait to be added by the
 	// leader (POST /v1/controllers).
 	Join bool `toml:"join"`
-	// Timeouts; empty takes the defaults (1s, 1s, 500ms, 10s).
+	// Timeouts; empty takes the defaults (500ms, 500ms, 400ms, 10s).
 	HeartbeatTimeout   Duration `toml:"heartbeat_timeout"`
 	ElectionTimeout    Duration `toml:"election_timeout"`
 	LeaderLeaseTimeout Duration `toml:"leader_lease_timeout"`

@@ -2,12 +2,15 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpud/gpud/gpud/health"
 )
 
 // GPUBackends are the values of [node] gpus. runtime/gpu/nvml.Backends
@@ -19,6 +22,30 @@ type Node struct {
 	Version int         `toml:"version"`
 	Node    NodeSection `toml:"node"`
 	Health  Health      `toml:"health"`
+	Images  Images      `toml:"images"`
+}
+
+// Images is [images]: pulls from OCI registries and the node's one
+// cache of pulled images.
+type Images struct {
+	// CacheMax bounds the bytes on disk of the images this node pulled,
+	// like "200G"; "" is unbounded. The least recently used go first,
+	// never one a job runs from.
+	CacheMax string `toml:"cache_max"`
+	// CAFile is a site CA (PEM) trusted for registries besides the
+	// system roots; "" trusts the system roots only.
+	CAFile string `toml:"ca_file"`
+	// Mirrors lists, per registry host ("docker.io", "nvcr.io"), mirror
+	// URLs tried before it, in order.
+	Mirrors map[string][]string `toml:"mirrors"`
+	// Downloads is how many layers one pull fetches at once.
+	Downloads int `toml:"downloads"`
+}
+
+// CacheMaxBytes is CacheMax in bytes (0: unbounded). Valid after Validate.
+func (i Images) CacheMaxBytes() int64 {
+	n, _ := parseMemMiB(i.CacheMax)
+	return n << 20
 }
 
 // NodeSection is [node].
@@ -118,8 +145,23 @@ type Health struct {
 	GPUTempSustain Duration `toml:"gpu_temp_sustain"`
 	// GPUPowerMaxW held for GPUTempSustain drains the GPU; 0: no limit.
 	GPUPowerMaxW int `toml:"gpu_power_max_w"`
-	// FatalXIDs drain a GPU at once; empty: every XID does.
+	// FatalXIDs are XIDs that drain a GPU at once, on top of the triage
+	// table (the same as triage entries "xid<N>" = "fatal").
 	FatalXIDs []int `toml:"fatal_xids"`
+	// Triage overrides the health model's triage table: code → "class"
+	// or "class:action" (gpud/health.ParseTriage).
+	Triage map[string]string `toml:"triage"`
+	// ECCCorrectedMax corrected ECC errors within RateWindow are logged as
+	// degraded; 0: off. NVLinkErrorsMax likewise for NVLink errors.
+	ECCCorrectedMax int      `toml:"ecc_corrected_max"`
+	NVLinkErrorsMax int      `toml:"nvlink_errors_max"`
+	RateWindow      Duration `toml:"rate_window"`
+	// ProbeAfter: a drained GPU whose readings stay clean this long is
+	// probed, and readmitted if the probe passes.
+	ProbeAfter Duration `toml:"probe_after"`
+	// DCGMDiagLevel is the dcgmi diag run level of a readmission probe
+	// where DCGM is installed (1-3); 0: never run dcgmi.
+	DCGMDiagLevel int `toml:"dcgm_diag_level"`
 	// ECCUncorrectedMax: more uncorrected ECC errors drain the GPU; -1: off.
 	ECCUncorrectedMax int `toml:"ecc_uncorrected_max"`
 	// Interval between GPU health samples.
@@ -151,10 +193,10 @@ func DefaultNode() Node {
 			StepListen:        ":6818",
 		},
 		Health: Health{GPUTempMaxC: 85, GPUTempSustain: "60s", Interval: "10s",
-			// NVIDIA's "reset the GPU" XIDs: memory page retirement and
-			// row-remapping failures, fallen off the bus, NVLink, fatal
-			// uncontained ECC.
-			FatalXIDs: []int{48, 63, 64, 74, 79, 92, 94, 95}},
+			// The XIDs to drain on are the triage table's (gpud/health).
+			FatalXIDs: []int{}, Triage: map[string]string{},
+			ECCCorrectedMax: 1000, NVLinkErrorsMax: 10000, RateWindow: "1h", ProbeAfter: "60s", DCGMDiagLevel: 1},
+		Images: Images{Mirrors: map[string][]string{}, Downloads: 8},
 	}
 }
 
@@ -291,10 +333,22 @@ func (n Node) Validate() error {
 	if n.Health.ECCUncorrectedMax < -1 {
 		p.addf("[health] ecc_uncorrected_max: %d must be -1 (off) or more", n.Health.ECCUncorrectedMax)
 	}
+	n.Images.validate(&p)
 	for _, x := range n.Health.FatalXIDs {
 		if x <= 0 {
 			p.addf("[health] fatal_xids: %d is not an XID (positive numbers, e.g. 79)", x)
 		}
+	}
+	if _, err := n.Health.TriageTable(); err != nil {
+		p.addf("%v", err)
+	}
+	if n.Health.ECCCorrectedMax < 0 || n.Health.NVLinkErrorsMax < 0 {
+		p.addf("[health] ecc_corrected_max and nvlink_errors_max: %d and %d must not be negative (0 = off)", n.Health.ECCCorrectedMax, n.Health.NVLinkErrorsMax)
+	}
+	p.duration("[health] rate_window", n.Health.RateWindow, true)
+	p.duration("[health] probe_after", n.Health.ProbeAfter, true)
+	if n.Health.DCGMDiagLevel < 0 || n.Health.DCGMDiagLevel > 3 {
+		p.addf("[health] dcgm_diag_level: %d is outside 0-3 (0: never run dcgmi)", n.Health.DCGMDiagLevel)
 	}
 	return p.err()
 }
@@ -309,4 +363,46 @@ func controllerList(s string) []string {
 		}
 	}
 	return out
+}
+
+// TriageTable is the health model's triage table: the defaults with
+// fatal_xids and [health.triage] applied.
+func (h Health) TriageTable() (health.Triage, error) {
+	over := map[string]string{}
+	for _, x := range h.FatalXIDs {
+		if x > 0 {
+			over[health.XIDCode(x)] = string(health.Fatal)
+		}
+	}
+	maps.Copy(over, h.Triage)
+	return health.ParseTriage(health.DefaultTriage(), over)
+}
+
+// HealthLimits are the health model's thresholds.
+func (h Health) HealthLimits() health.Limits {
+	return health.Limits{TempMaxC: float64(h.GPUTempMaxC), PowerMaxW: float64(h.GPUPowerMaxW), Sustain: h.GPUTempSustain.Std(),
+		ECCUncorrectedMax: int64(h.ECCUncorrectedMax), ECCCorrectedMax: uint64(max(h.ECCCorrectedMax, 0)),
+		NVLinkErrorsMax: uint64(max(h.NVLinkErrorsMax, 0)), Window: h.RateWindow.Std(), ProbeAfter: h.ProbeAfter.Std()}
+}
+
+func (i Images) validate(p *problems) {
+	if _, err := parseMemMiB(i.CacheMax); err != nil {
+		p.addf("[images] cache_max: %q is not a size (%v; use e.g. \"200G\", or \"\" for no bound)", i.CacheMax, err)
+	}
+	if i.CAFile != "" && !filepath.IsAbs(i.CAFile) {
+		p.addf("[images] ca_file: %q must be an absolute path (or \"\" for the system roots only)", i.CAFile)
+	}
+	if i.Downloads < 1 || i.Downloads > 64 {
+		p.addf("[images] downloads: %d is outside 1-64", i.Downloads)
+	}
+	for host, urls := range i.Mirrors {
+		if host == "" || strings.ContainsAny(host, "/ #") {
+			p.addf("[images] mirrors: key %q is not a registry host (e.g. \"docker.io\", \"nvcr.io\", \"registry.site:5000\")", host)
+		}
+		for _, u := range urls {
+			if !(strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")) || len(strings.SplitN(u, "://", 2)[1]) == 0 {
+				p.addf("[images] mirrors: %s: %q is not a mirror URL (use \"https://host[:port]\")", host, u)
+			}
+		}
+	}
 }

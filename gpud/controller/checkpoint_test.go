@@ -129,10 +129,10 @@ func TestUnhealthyGPUMovesItsJobs(t *testing.T) {
 		t.Fatal("jobs share a GPU")
 	}
 	sick := []spec.GPUProblem{{UUID: uuid, Problem: "temperature 91C above 85C for 1m0s"}}
-	if err := h.c.GPUHealth(ctx, alice, "n1", sick); !errors.Is(err, spec.ErrPermissionDenied) {
+	if err := h.c.GPUHealth(ctx, alice, "n1", sick, nil); !errors.Is(err, spec.ErrPermissionDenied) {
 		t.Fatalf("GPUHealth by a user = %v, want permission denied", err)
 	}
-	if err := h.c.GPUHealth(ctx, root, "n1", sick); err != nil {
+	if err := h.c.GPUHealth(ctx, root, "n1", sick, nil); err != nil {
 		t.Fatal(err)
 	}
 	as := h.assignments("n1")
@@ -147,7 +147,7 @@ func TestUnhealthyGPUMovesItsJobs(t *testing.T) {
 		t.Errorf("node reason %q, want it to name the sick GPU (%q)", nodes[0].Reason, want)
 	}
 	// Re-sent: nothing changes. Re-registration keeps the mark.
-	if err := h.c.GPUHealth(ctx, root, "n1", sick); err != nil {
+	if err := h.c.GPUHealth(ctx, root, "n1", sick, nil); err != nil {
 		t.Fatal(err)
 	}
 	h.register("n1", 3)

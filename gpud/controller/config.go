@@ -154,6 +154,9 @@ type Partition struct {
 	MaxTime     time.Duration
 	// PriorityTier feeds the partition factor of job priority.
 	PriorityTier int
+	// RequeueExpedite: jobs requeued by a hardware fault go first, as
+	// with --requeue=expedite.
+	RequeueExpedite bool
 	// Placement chooses nodes and GPUs ("": sched.PlacePack).
 	Placement sched.Placement
 	// State is one of PartitionUp (default when empty), PartitionDown,

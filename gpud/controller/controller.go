@@ -145,6 +145,8 @@ type Controller struct {
 	pol   SchedPolicy
 	st    *state
 	sched schedState
+	// admin is scontrol's live changes (admin.go).
+	admin adminState
 }
 
 // op is one request to the owner. fn runs on the owner goroutine; done
@@ -174,6 +176,7 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		pol:       cfg.SchedPolicy(),
 	}
 	c.sched.incMin = incMinFullCycle
+	c.admin.fileParts = slices.Clone(cfg.Partitions)
 	c.nodeTimeout.Store(int64(cfg.NodeTimeout))
 	c.published.Store(&cfg)
 	for _, o := range opts {
@@ -192,6 +195,9 @@ func (c *Controller) load(ctx context.Context) error {
 	jobs, nodes, next, err := c.store.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("load controller state: %w", err)
+	}
+	if err := c.loadAdmin(ctx); err != nil {
+		return err
 	}
 	now := c.now()
 	st := newState(next, now)
@@ -250,6 +256,8 @@ func (c *Controller) load(ctx context.Context) error {
 		st.groups = c.st.groups
 	}
 	c.st = st
+	c.attachAdmin()
+	c.overlayPartitions()
 	// The configuration may have changed while the controller was down.
 	c.recheckAccess()
 	c.sched.dirty, c.sched.full = true, true
@@ -432,7 +440,7 @@ func (c *Controller) safely(what string, f func() error) (err error) {
 // bumps (waking long-polls) and job waiters. On a store failure the state
 // is reloaded from disk, so memory never runs ahead of what is durable.
 func (c *Controller) commit(ctx context.Context, tx *txn) error {
-	if len(tx.persistJobs) > 0 || len(tx.persistNodes) > 0 || tx.counter {
+	if len(tx.persistJobs) > 0 || len(tx.persistNodes) > 0 || tx.counter || len(tx.admin) > 0 {
 		if c.following {
 			return c.refuseFollowerCommit(ctx)
 		}
@@ -450,7 +458,10 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 			next = c.st.nextID
 		}
 		start := time.Now()
-		err := c.store.Apply(context.WithoutCancel(ctx), jobs, nodes, next)
+		err := c.commitAdmin(context.WithoutCancel(ctx), tx) // admin.go
+		if err == nil {
+			err = c.store.Apply(context.WithoutCancel(ctx), jobs, nodes, next)
+		}
 		c.gather.took = time.Since(start)
 		if err != nil {
 			c.log.Error("state commit failed; reloading state from the store", "err", err)
@@ -530,6 +541,9 @@ type txn struct {
 	submitted, freed []spec.JobID
 	// hooks are idle_hook runs, started once the batch is committed.
 	hooks []IdleEvent
+	// admin are changes of the admin's live state (admin.go), written
+	// before the jobs and nodes.
+	admin []spec.AdminRecord
 }
 
 func newTxn() *txn {

@@ -31,6 +31,8 @@ type fakeStore struct {
 	applies  int
 	// discard keeps nothing (benchmarks measure the controller's heap).
 	discard bool
+	// admin is the AdminStore's records by kind/name (admin_test.go).
+	admin map[string]spec.AdminRecord
 }
 
 func newFakeStore() *fakeStore {

@@ -60,15 +60,16 @@ func FromConfig(c config.Controller) (Config, error) {
 			return Config{}, fmt.Errorf("[[partition]] %q placement: %w", p.Name, err)
 		}
 		cc.Partitions = append(cc.Partitions, Partition{
-			Name:         p.Name,
-			Nodes:        nodes,
-			Default:      p.Default,
-			DefaultTime:  p.DefaultTime.Std(),
-			MaxTime:      p.MaxTime.Std(),
-			PriorityTier: p.PriorityTier,
-			State:        p.State,
-			Placement:    place,
-			Idle:         idleFromConfig(p.IdlePolicy),
+			Name:            p.Name,
+			Nodes:           nodes,
+			Default:         p.Default,
+			DefaultTime:     p.DefaultTime.Std(),
+			MaxTime:         p.MaxTime.Std(),
+			PriorityTier:    p.PriorityTier,
+			State:           p.State,
+			RequeueExpedite: p.RequeueExpedite,
+			Placement:       place,
+			Idle:            idleFromConfig(p.IdlePolicy),
 
 			AllowAccounts: p.AllowAccounts,
 			DenyAccounts:  p.DenyAccounts,

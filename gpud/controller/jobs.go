@@ -385,8 +385,16 @@ func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string
 			return fmt.Errorf("requeue job %d: it may no longer run as it is (%w); let it run to its end, or cancel it", id, err)
 		}
 		c.stopToRequeue(tx, rec, reason)
+	case ActionTop:
+		if err := c.top(tx, rec); err != nil { // jobadmin.go
+			return err
+		}
+	case ActionSuspend, ActionResumeJob:
+		if err := c.suspend(tx, who, rec, action == ActionSuspend); err != nil { // jobadmin.go
+			return err
+		}
 	default:
-		return spec.Errorf(spec.ErrInvalid, "unknown job action %q; use cancel, hold, release, requeue or cancel with a signal", action)
+		return spec.Errorf(spec.ErrInvalid, "unknown job action %q; use cancel, hold, release, requeue, top or cancel with a signal", action)
 	}
 	tx.saveJob(rec)
 	return nil
@@ -426,6 +434,12 @@ func pastTense(action string) string {
 		return "signalled"
 	case ActionComplete:
 		return "completed"
+	case ActionSuspend:
+		return "suspended"
+	case ActionResumeJob:
+		return "resumed"
+	case ActionTop:
+		return "moved to the top"
 	}
 	return action
 }
@@ -582,6 +596,9 @@ func (c *Controller) partEnded(tx *txn, rec *jobRec, node string, ev exitInfo) {
 		switch {
 		case nodeFail:
 			reason = reasonNodeFailRequeue
+			if j.StopState == "" { // once per failure, not per node of a gang
+				c.hardwareRequeue(rec)
+			}
 		case reason == "":
 			reason = orDefault(ev.reason, "requeued")
 		}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/gpud/gpud/gpud/health"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -158,12 +160,21 @@ func keepGPUHealth(old, inv spec.Inventory) spec.Inventory {
 
 func unhealthy(g spec.GPU) bool { return g.Health != "" && g.Health != "ok" }
 
-// GPUHealth takes the GPUs a node reports unhealthy out of service: the
-// scheduler places nothing more on them (until gpuq resume), and the jobs
-// running on them are requeued to run elsewhere, checkpointing first when
-// they take checkpoints. A job submitted with --no-requeue keeps running.
-// Reporting a GPU that is already out of service changes nothing.
-func (c *Controller) GPUHealth(ctx context.Context, who Caller, name string, problems []spec.GPUProblem) error {
+// GPUHealth applies what a node's health model reports (gpud/health):
+// problems are its GPUs to keep out of service now, events their history
+// since its last answered heartbeat.
+//
+// A GPU with a problem is taken out of service: the scheduler places
+// nothing more on it while the node's other GPUs keep scheduling, and the
+// jobs running on it are requeued to run elsewhere, checkpointing first
+// when they take checkpoints (a job submitted with --no-requeue keeps
+// running). A problem whose action is drain-node also drains the node,
+// unless a person drained it already: their reason stays. Reporting a GPU
+// that is already out of service changes nothing. Every event goes to
+// accounting (the GPU's history, by serial); a readmit event, sent after
+// a clean probe, puts back in service a GPU that gpud took out (its mark
+// starts "gpud:"), never one a person took out.
+func (c *Controller) GPUHealth(ctx context.Context, who Caller, name string, problems []spec.GPUProblem, events []spec.GPUEvent) error {
 	if err := requireRoot(who, "reporting GPU health"); err != nil {
 		return err
 	}
@@ -172,34 +183,112 @@ func (c *Controller) GPUHealth(ctx context.Context, who Caller, name string, pro
 		if err != nil {
 			return err
 		}
+		for _, ev := range events {
+			c.gpuEvent(tx, n, ev)
+		}
 		for _, p := range problems {
-			i := slices.IndexFunc(n.inv.GPUs, func(g spec.GPU) bool { return g.UUID == p.UUID })
-			if i < 0 {
-				c.log.Warn("node reports a problem with a GPU it did not register; ignored", "node", name, "gpu_uuid", p.UUID, "problem", p.Problem)
-				continue
-			}
-			if unhealthy(n.inv.GPUs[i]) {
-				continue
-			}
-			n.inv.GPUs = slices.Clone(n.inv.GPUs) // published views share the old slice
-			g := &n.inv.GPUs[i]
-			g.Health = fmt.Sprintf("GPU %d %s", g.Index, orDefault(p.Problem, "unhealthy"))
-			c.log.Warn("GPU out of service", "node", name, "gpu_uuid", g.UUID, "problem", g.Health)
-			tx.saveNode(n)
-			tx.kick = true
-			uuid := g.UUID
-			c.moveJobs(tx, n, "node "+name+" "+g.Health, false, func(p spec.NodeAlloc) bool { return slices.Contains(p.GPUs, uuid) })
+			c.gpuProblem(tx, n, p)
 		}
 		return nil
 	})
+}
+
+// gpuProblem takes one GPU out of service (owner only).
+func (c *Controller) gpuProblem(tx *txn, n *nodeRec, p spec.GPUProblem) {
+	name := n.inv.Name
+	i := slices.IndexFunc(n.inv.GPUs, func(g spec.GPU) bool { return g.UUID == p.UUID })
+	if i < 0 {
+		c.log.Warn("node reports a problem with a GPU it did not register; ignored", "node", name, "gpu_uuid", p.UUID, "problem", p.Problem)
+		return
+	}
+	reason := p.Problem
+	if !strings.HasPrefix(reason, health.ReasonPrefix) {
+		// An agent without the health model: say which GPU.
+		reason = fmt.Sprintf("GPU %d %s", n.inv.GPUs[i].Index, orDefault(p.Problem, "unhealthy"))
+	}
+	if p.Action == string(health.DrainNode) && !n.drain {
+		n.drain, n.drainReason = true, reason
+		c.log.Warn("node drained by its GPU health", "node", name, "reason", reason)
+		c.nodeEvent(tx, name, spec.NodeEventDrain, reason, "gpud")
+		c.moveJobs(tx, n, "node "+name+" drained: "+reason, false, true, func(spec.NodeAlloc) bool { return true })
+		tx.saveNode(n)
+		tx.kick = true
+	}
+	if unhealthy(n.inv.GPUs[i]) {
+		return
+	}
+	n.inv.GPUs = slices.Clone(n.inv.GPUs) // published views share the old slice
+	g := &n.inv.GPUs[i]
+	g.Health = reason
+	c.log.Warn("GPU out of service", "node", name, "gpu_uuid", g.UUID, "problem", g.Health)
+	tx.saveNode(n)
+	tx.kick = true
+	uuid := g.UUID
+	c.moveJobs(tx, n, "node "+name+" "+g.Health, false, true, func(p spec.NodeAlloc) bool { return slices.Contains(p.GPUs, uuid) })
+}
+
+// gpuEvent records one GPU health event and applies a readmission
+// (owner only).
+func (c *Controller) gpuEvent(tx *txn, n *nodeRec, ev spec.GPUEvent) {
+	name := n.inv.Name
+	i := slices.IndexFunc(n.inv.GPUs, func(g spec.GPU) bool { return g.UUID == ev.UUID })
+	if i < 0 {
+		c.log.Warn("node reports a health event of a GPU it did not register; ignored", "node", name, "gpu_uuid", ev.UUID, "kind", ev.Kind)
+		return
+	}
+	g := n.inv.GPUs[i]
+	ev.Node, ev.GPU, ev.Serial = name, g.Index, orDefault(g.Serial, ev.Serial)
+	if ev.Time.IsZero() || ev.Time.After(c.now()) {
+		ev.Time = spec.NewTime(c.now())
+	}
+	tx.nodeEvents = append(tx.nodeEvents, spec.NodeEvent{Time: ev.Time.Time, Node: name, Event: spec.NodeEventGPU, Actor: "gpud", GPU: &ev})
+	c.gpuEventSeen(name, ev)
+	if ev.Kind != spec.GPUEventReadmit {
+		return
+	}
+	if strings.HasPrefix(g.Health, health.ReasonPrefix) {
+		n.inv.GPUs = slices.Clone(n.inv.GPUs)
+		n.inv.GPUs[i].Health = ""
+		c.log.Info("GPU back in service after a clean probe", "node", name, "gpu_uuid", g.UUID, "was", g.Health)
+		tx.saveNode(n)
+		tx.bump[name] = true
+		tx.kick = true
+	}
+	// A node gpud drained for this GPU comes back with it.
+	if _, gi, _, ok := health.ParseReason(n.drainReason); n.drain && ok && gi == g.Index {
+		n.drain, n.drainReason = false, ""
+		c.nodeEvent(tx, name, spec.NodeEventResume, "GPU "+strconv.Itoa(g.Index)+" passed its readmission probe", "gpud")
+		tx.saveNode(n)
+		tx.kick = true
+	}
+}
+
+// GPUsOut returns the node's GPUs that gpud's health model took out of
+// service, for a registering agent to probe before they come back.
+func (c *Controller) GPUsOut(ctx context.Context, name string) ([]spec.GPUProblem, error) {
+	var out []spec.GPUProblem
+	err := c.query(ctx, func() error {
+		n, err := c.node(name)
+		if err != nil {
+			return err
+		}
+		for _, g := range n.inv.GPUs {
+			if code, _, _, ok := health.ParseReason(g.Health); ok {
+				out = append(out, spec.GPUProblem{UUID: g.UUID, Problem: g.Health, Code: code})
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // moveJobs stops the running jobs that have a part on node n matching
 // onPart and queues them again (same id and submit time), asking them to
 // checkpoint first when they take checkpoints, the way gpuq requeue does.
 // Jobs submitted with --no-requeue keep running, and with onlyCheckpointing
-// so do jobs that do not checkpoint (they would lose their work).
-func (c *Controller) moveJobs(tx *txn, n *nodeRec, reason string, onlyCheckpointing bool, onPart func(spec.NodeAlloc) bool) {
+// so do jobs that do not checkpoint (they would lose their work). hw says
+// the hardware is at fault (hardwareRequeue).
+func (c *Controller) moveJobs(tx *txn, n *nodeRec, reason string, onlyCheckpointing, hw bool, onPart func(spec.NodeAlloc) bool) {
 	for _, allocID := range slices.Sorted(maps.Keys(n.allocs)) {
 		rec := c.st.jobs[n.allocs[allocID]]
 		if rec == nil || rec.job.State != spec.StateRunning || !rec.job.Requeue {
@@ -213,8 +302,24 @@ func (c *Controller) moveJobs(tx *txn, n *nodeRec, reason string, onlyCheckpoint
 			continue
 		}
 		c.log.Info("moving job off node", "job_id", rec.job.ID, "node", n.inv.Name, "reason", reason, "checkpoint_first", checkpoints(&rec.job))
+		if hw {
+			c.hardwareRequeue(rec)
+		}
 		c.stopToRequeue(tx, rec, reason)
 		tx.saveJob(rec)
+	}
+}
+
+// hardwareRequeue notes that rec is requeued because its hardware failed
+// (a GPU or node gpud's health model took out, a node that failed): the
+// requeue is not charged to the job (HWRequeues), and a job that asked for
+// --requeue=expedite, or whose partition expedites, waits at top priority
+// until it starts again, away from the drained GPU or node.
+func (c *Controller) hardwareRequeue(rec *jobRec) {
+	j := &rec.job
+	j.HWRequeues++
+	if p := c.cfg.partition(j.Partition); j.RequeueExpedite || p != nil && p.RequeueExpedite {
+		j.Expedited = true
 	}
 }
 
@@ -473,20 +578,9 @@ func (c *Controller) NodeAction(ctx context.Context, who Caller, name, action, r
 		}
 		switch action {
 		case ActionDrain:
-			n.drain = true
-			n.drainReason = orDefault(reason, "drained by "+orDefault(who.User, "root"))
-			c.moveJobs(tx, n, "node "+name+" drained: "+n.drainReason, true, func(spec.NodeAlloc) bool { return true })
-			c.nodeEvent(tx, name, spec.NodeEventDrain, n.drainReason, orDefault(who.User, "root"))
+			c.drainNode(tx, n, reason, who)
 		case ActionResume:
-			n.drain, n.drainReason = false, ""
-			n.down, n.downReason = false, ""
-			n.lastHB = c.now()
-			n.inv.GPUs = slices.Clone(n.inv.GPUs)
-			for i := range n.inv.GPUs {
-				n.inv.GPUs[i].Health = ""
-			}
-			tx.bump[name] = true
-			c.nodeEvent(tx, name, spec.NodeEventResume, reason, orDefault(who.User, "root"))
+			c.resumeNode(tx, n, reason, who)
 		default:
 			return spec.Errorf(spec.ErrInvalid, "unknown node action %q; use drain or resume", action)
 		}
@@ -497,6 +591,32 @@ func (c *Controller) NodeAction(ctx context.Context, who Caller, name, action, r
 		return nil
 	})
 	return out, err
+}
+
+// drainNode drains n: no new jobs; its running jobs that checkpoint (and
+// allow requeue) checkpoint and are requeued, the others finish.
+func (c *Controller) drainNode(tx *txn, n *nodeRec, reason string, who Caller) {
+	name := n.inv.Name
+	n.drain = true
+	n.drainReason = orDefault(reason, "drained by "+orDefault(who.User, "root"))
+	c.moveJobs(tx, n, "node "+name+" drained: "+n.drainReason, true, false, func(spec.NodeAlloc) bool { return true })
+	c.nodeEvent(tx, name, spec.NodeEventDrain, n.drainReason, orDefault(who.User, "root"))
+}
+
+// resumeNode puts n back in service: it clears drain, DOWN (an admin's
+// too) and GPUs marked unhealthy.
+func (c *Controller) resumeNode(tx *txn, n *nodeRec, reason string, who Caller) {
+	name := n.inv.Name
+	n.drain, n.drainReason = false, ""
+	n.down, n.downReason = false, ""
+	c.clearAdminState(tx, n) // admin.go
+	n.lastHB = c.now()
+	n.inv.GPUs = slices.Clone(n.inv.GPUs)
+	for i := range n.inv.GPUs {
+		n.inv.GPUs[i].Health = ""
+	}
+	tx.bump[name] = true
+	c.nodeEvent(tx, name, spec.NodeEventResume, reason, orDefault(who.User, "root"))
 }
 
 // Reconfigure reloads the configuration through the reload hook. On
@@ -526,6 +646,7 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg Config) (string, error
 		c.cfg, c.pol = cfg, cfg.SchedPolicy()
 		c.nodeTimeout.Store(int64(cfg.NodeTimeout))
 		c.published.Store(&cfg)
+		diffs := c.setFilePartitions(tx) // admin.go: scontrol's live changes stay
 		c.recheckAccess()
 		if n := len(c.st.ineligible); n > 0 {
 			changed = append(changed, fmt.Sprintf("%d queued jobs may no longer run as they are (access rules) and wait saying why", n))
@@ -537,6 +658,9 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg Config) (string, error
 		msg = fmt.Sprintf("configuration reloaded: %d partitions (%s), %d QOS", len(cfg.Partitions), strings.Join(cfg.partitionNames(), ", "), len(cfg.QOS))
 		if len(changed) > 0 {
 			msg += "; limits changed: " + strings.Join(changed, "; ")
+		}
+		if len(diffs) > 0 {
+			msg += "; live changes that differ from the configuration file (scontrol update): " + strings.Join(diffs, "; ")
 		}
 		c.log.Info(msg)
 		return nil

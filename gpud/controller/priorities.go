@@ -95,22 +95,15 @@ func (c *Controller) fairshareReport(now time.Time) *fairshare.Report {
 // each; so does any other user with usage or a pending job in it (users
 // of the default account are usually listed nowhere).
 func (c *Controller) fairshareTree(past []fairshare.Past, usage []fairshare.Usage) *fairshare.Tree {
-	t := &fairshare.Tree{Accounts: make([]fairshare.Account, 0, len(c.cfg.Accounts))}
-	idx := make(map[string]int, len(c.cfg.Accounts))
+	base := c.cfg.fairshareAccounts()
+	t := &base
+	idx := make(map[string]int, len(t.Accounts))
 	seen := map[[2]string]bool{}
-	for _, a := range c.cfg.Accounts {
-		if _, dup := idx[a.Name]; dup {
-			continue
-		}
-		fa := fairshare.Account{Name: a.Name, Parent: a.Parent, Shares: float64(max(a.Shares, 1))}
+	for i, a := range t.Accounts {
+		idx[a.Name] = i
 		for _, u := range a.Users {
-			if !seen[[2]string{a.Name, u}] {
-				seen[[2]string{a.Name, u}] = true
-				fa.Users = append(fa.Users, fairshare.User{Name: u, Shares: 1})
-			}
+			seen[[2]string{a.Name, u.Name}] = true
 		}
-		idx[a.Name] = len(t.Accounts)
-		t.Accounts = append(t.Accounts, fa)
 	}
 	add := func(account, user string) {
 		i, ok := idx[account]

@@ -346,6 +346,15 @@ func (c *Controller) runningJob(j *spec.Job, now time.Time) sched.RunningJob {
 	if lc := j.LastCheckpoint; lc.Attempt == j.Alloc.Attempt && lc.Time.After(r.Start) {
 		r.LastCheckpoint = lc.Time.Time
 	}
+	if j.State == spec.StateSuspended && j.StopState == "" {
+		// Its limit runs on by the time it stays suspended (jobadmin.go);
+		// it is no victim while frozen.
+		r.QOS = ""
+		if r.TimeLimit > 0 {
+			r.TimeLimit += max(now.Sub(j.SuspendTime.Time), 0)
+		}
+		return r
+	}
 	if j.State != spec.StateRunning || j.StopState != "" {
 		grace := stopGrace
 		if j.StopCheckpoint {
@@ -364,13 +373,14 @@ func (c *Controller) schedNode(name string) (sched.Node, []spec.JobID) {
 	sn := sched.Node{
 		Name:       name,
 		State:      n.displayState(u),
-		Features:   n.inv.Features,
+		Features:   n.features(),
 		Partitions: c.cfg.partitionsOf(name),
 		CPUs:       n.inv.CPUs,
 		FreeCPUs:   n.inv.CPUs - u.cpus,
 		MemMiB:     n.inv.MemMiB,
 		FreeMemMiB: n.inv.MemMiB - u.mem,
 		Allocs:     len(u.jobs),
+		Weight:     n.weight(), // admin.go
 	}
 	groups := nvlinkGroups(n.inv.GPUs)
 	for i, g := range n.inv.GPUs {
@@ -394,7 +404,7 @@ func (c *Controller) nodeReasons(j *spec.Job) string {
 }
 
 func (c *Controller) schedJob(j *spec.Job) sched.Job {
-	sj := sched.Job{ID: j.ID, Partition: j.Partition, Priority: j.Priority, SubmitTime: j.SubmitTime.Time,
+	sj := sched.Job{ID: j.ID, Partition: j.Partition, Priority: j.Priority, Expedite: j.Expedited, SubmitTime: j.SubmitTime.Time,
 		BeginTime: j.BeginTime.Time, Held: j.Hold, Req: j.Resources,
 		Account: j.Account, User: j.User, QOS: j.QOS, Nice: j.Nice, TimeLimit: j.TimeLimit.Std()}
 	if p := c.cfg.partition(j.Partition); p == nil || p.State == PartitionDown || p.State == PartitionInactive {
@@ -454,6 +464,7 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 		}
 		j.Attempt = attempt
 		j.Alloc = a
+		j.Expedited = false
 		j.State, j.Reason = spec.StateRunning, spec.ReasonNone
 		j.StopState, j.StopReason = "", ""
 		j.StartTime, j.EndTime = spec.NewTime(now), spec.Time{}

@@ -294,6 +294,8 @@ type nodeRec struct {
 	changed chan struct{}
 	// allocs maps each live allocation on the node to its job.
 	allocs map[string]spec.JobID
+	// over is what an admin set on the node (admin.go); nil: nothing.
+	over *spec.NodeOverride
 }
 
 func (n *nodeRec) bump() {
@@ -374,7 +376,7 @@ func (s *state) usage(n *nodeRec) usage {
 // displayState is the node state gpuq shows and the scheduler sees.
 func (n *nodeRec) displayState(u usage) spec.NodeState {
 	switch {
-	case n.down:
+	case n.down || n.adminDown():
 		return spec.NodeDown
 	case n.late:
 		return spec.NodeUnknown // not responding
@@ -404,12 +406,27 @@ func (c *Controller) nodeView(n *nodeRec) spec.Node {
 		Jobs:          u.jobs,
 	}
 	switch {
+	case n.adminDown():
+		out.Reason = n.over.Reason
 	case n.drain:
 		out.Reason = n.drainReason
 	case n.down:
 		out.Reason = n.downReason
 	case n.late:
 		out.Reason = reasonNotResponding
+	}
+	if n.over != nil {
+		out.Features, out.Weight = n.features(), n.over.Weight
+		if n.over.State == spec.NodeFail {
+			// An admin's FAIL is a drain that says so (Slurm's FAIL and
+			// FAILING).
+			switch out.State {
+			case spec.NodeDrain:
+				out.State = spec.NodeFail
+			case spec.NodeDraining:
+				out.State = spec.NodeFailing
+			}
+		}
 	}
 	var sick []string
 	for _, g := range n.inv.GPUs {

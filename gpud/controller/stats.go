@@ -35,6 +35,19 @@ type Observer interface {
 	JobIdle(partition, action string)
 }
 
+// GPUObserver is an Observer that also counts GPU health events (gpud's
+// metrics do): kind is a spec.GPUEvent kind, code and class its triage.
+type GPUObserver interface {
+	GPUEvent(node, kind, code, class string)
+}
+
+// gpuEventSeen tells the observer of a GPU health event, if it counts them.
+func (c *Controller) gpuEventSeen(node string, ev spec.GPUEvent) {
+	if o, ok := c.obs.(GPUObserver); ok {
+		o.GPUEvent(node, ev.Kind, ev.Code, ev.Class)
+	}
+}
+
 // WithObserver sets who is told of cycles, starts, ends and requeues.
 func WithObserver(o Observer) Option { return func(c *Controller) { c.obs = o } }
 
@@ -99,6 +112,8 @@ type NodeCount struct {
 type GPUCount struct {
 	Model            string
 	Total, Allocated int
+	// Out counts GPUs out of service (health marks).
+	Out int
 }
 
 // Stats counts the live state in one query on the owner. The walk costs
@@ -120,7 +135,7 @@ func (c *Controller) Stats(ctx context.Context) (Stats, error) {
 		}
 		seen := map[spec.JobID]bool{}
 		nodes := map[spec.NodeState]int{}
-		type gc struct{ total, alloc int }
+		type gc struct{ total, alloc, out int }
 		gpus := map[string]*gc{}
 		for _, n := range c.st.nodes {
 			u := c.st.usage(n)
@@ -141,6 +156,9 @@ func (c *Controller) Stats(ctx context.Context) (Stats, error) {
 				if u.gpus[g.UUID] {
 					m.alloc++
 				}
+				if unhealthy(g) {
+					m.out++
+				}
 			}
 		}
 		for k, n := range jobs {
@@ -158,7 +176,7 @@ func (c *Controller) Stats(ctx context.Context) (Stats, error) {
 		}
 		slices.SortFunc(s.Nodes, func(a, b NodeCount) int { return cmp.Compare(a.State, b.State) })
 		for m, g := range gpus {
-			s.GPUs = append(s.GPUs, GPUCount{Model: m, Total: g.total, Allocated: g.alloc})
+			s.GPUs = append(s.GPUs, GPUCount{Model: m, Total: g.total, Allocated: g.alloc, Out: g.out})
 		}
 		slices.SortFunc(s.GPUs, func(a, b GPUCount) int { return cmp.Compare(a.Model, b.Model) })
 		s.Fairshare, s.FairshareDropped = c.fairshareFactors()

@@ -394,7 +394,7 @@ func (c *Controller) checkSatisfiable(part *Partition, r *spec.Resources) error 
 		if len(r.NodeList) > 0 && !slices.Contains(r.NodeList, n.inv.Name) || slices.Contains(r.Exclude, n.inv.Name) {
 			continue
 		}
-		if !sched.HasFeatures(n.inv.Features, r.Constraint) {
+		if !sched.HasFeatures(n.features(), r.Constraint) {
 			continue
 		}
 		if largest == nil || countGPUs(n, r.GPUModel) > countGPUs(largest, r.GPUModel) || n.inv.CPUs > largest.inv.CPUs {
@@ -518,7 +518,7 @@ func (c *Controller) partitionChoices(listed string, j *spec.Job, o owner) []str
 // and memory.
 func nodeHolds(n *nodeRec, r *spec.Resources) bool {
 	if len(r.NodeList) > 0 && !slices.Contains(r.NodeList, n.inv.Name) || slices.Contains(r.Exclude, n.inv.Name) ||
-		!sched.HasFeatures(n.inv.Features, r.Constraint) {
+		!sched.HasFeatures(n.features(), r.Constraint) {
 		return false
 	}
 	if r.RDMA != 0 && len(activeNICs(n.inv)) < max(r.RDMA, 1) {

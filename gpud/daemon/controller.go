@@ -558,6 +558,15 @@ func (obs observers) JobRequeued(partition, reason string) {
 	}
 }
 
+// GPUEvent implements controller.GPUObserver for the observers that do.
+func (obs observers) GPUEvent(node, kind, code, class string) {
+	for _, o := range obs {
+		if g, ok := o.(controller.GPUObserver); ok {
+			g.GPUEvent(node, kind, code, class)
+		}
+	}
+}
+
 func (obs observers) JobPreempted(partition, mode string) {
 	for _, o := range obs {
 		o.JobPreempted(partition, mode)

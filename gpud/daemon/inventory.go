@@ -119,6 +119,7 @@ func discover(ctx context.Context, o inventoryOptions) (spec.Inventory, gpu.Devi
 			NUMANode:    g.NUMANode,
 			NVLinkPeers: g.NVLinkPeers,
 			MIGEnabled:  g.MIGEnabled,
+			Serial:      g.Serial,
 			CDIName:     names[g.UUID],
 			Health:      "ok",
 		})

@@ -41,7 +41,9 @@ type NodeOptions struct {
 	Containerd string
 	Section    config.NodeSection
 	Health     config.Health
-	DevRoot    string // for mock GPUs
+	// Images is [images]: registry pulls and the node's image cache.
+	Images  config.Images
+	DevRoot string // for mock GPUs
 	// StopJobs ends the node's running jobs when it stops cleanly.
 	StopJobs bool
 	Log      *slog.Logger
@@ -96,7 +98,9 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	}
 	defer devs.Close()
 	inv.CRIU = detectCRIU(ctx)
-	rt, err := containerd.New(ctx, containerd.Options{Address: o.Containerd, CDISpecDirs: []string{s.CDIDir}})
+	rt, err := containerd.New(ctx, containerd.Options{Address: o.Containerd, CDISpecDirs: []string{s.CDIDir},
+		Images: containerd.ImageOptions{CacheBytes: o.Images.CacheMaxBytes(), Mirrors: o.Images.Mirrors, CAFile: o.Images.CAFile,
+			Downloads: o.Images.Downloads}})
 	if err != nil {
 		return fmt.Errorf("connect to containerd at %s: %w", o.Containerd, err)
 	}
@@ -131,6 +135,10 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		opts = append(opts, node.WithStepNet(*sn))
 		inv.StepPort = stepPort(sn)
 	}
+	hopts, err := healthOption(devs, o.Health)
+	if err != nil {
+		return err
+	}
 	agent, err := node.New(node.Config{
 		Name:           o.Name,
 		StateDir:       s.StateDir,
@@ -155,7 +163,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		Mounts:           s.Mounts,
 		HostRootReadOnly: s.HostRoot == "read-only",
 		SharedTmp:        !s.PrivateTmp,
-	}, client, rt, append(opts, healthOption(devs, o.Health)...)...)
+	}, client, rt, append(opts, hopts...)...)
 	if err != nil {
 		return err
 	}
@@ -240,19 +248,26 @@ func joinCluster(ctx context.Context, name, addr string, s config.NodeSection, k
 }
 
 // healthOption watches GPU health when the backend can sample its GPUs.
-func healthOption(devs gpu.Devices, h config.Health) []node.Option {
+// A readmission probe runs dcgmi diag where DCGM is installed.
+func healthOption(devs gpu.Devices, h config.Health) ([]node.Option, error) {
 	sampler, ok := devs.(gpu.Sampler)
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	return []node.Option{node.WithHealth(sampler, node.HealthLimits{
-		Interval:          h.Interval.Std(),
-		TempMaxC:          float64(h.GPUTempMaxC),
-		PowerMaxW:         float64(h.GPUPowerMaxW),
-		Sustain:           h.GPUTempSustain.Std(),
-		FatalXIDs:         h.FatalXIDs,
-		ECCUncorrectedMax: float64(h.ECCUncorrectedMax),
-	})}
+	triage, err := h.TriageTable()
+	if err != nil {
+		return nil, err
+	}
+	var prober node.GPUProber
+	if p := node.NewDCGMProber(h.DCGMDiagLevel); p != nil {
+		prober = p
+	}
+	return []node.Option{node.WithHealth(sampler, node.HealthConfig{
+		Interval: h.Interval.Std(),
+		Triage:   triage,
+		Limits:   h.HealthLimits(),
+		Prober:   prober,
+	})}, nil
 }
 
 // usageInterval maps node.toml's usage_interval ("0s": never) onto the

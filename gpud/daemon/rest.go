@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/guard"
 	"github.com/gpud/gpud/gpud/server"
 	"github.com/gpud/gpud/gpud/slurmrest"
 	"github.com/gpud/gpud/gpud/spec"
@@ -79,6 +81,8 @@ func RunRest(ctx context.Context, o RestOptions) error {
 			return err
 		}
 	}
+	// Every line a remote caller can trigger is rate-limited.
+	rl := guard.NewRateLog(o.Log)
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -87,7 +91,7 @@ func RunRest(ctx context.Context, o RestOptions) error {
 		},
 		Transport: cl.HTTPClient().Transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			o.Log.Warn("controller unreachable", "err", err, "path", r.URL.Path)
+			rl.Warn("controller unreachable", "err", err, "path", r.URL.Path)
 			restError(w, http.StatusBadGateway, fmt.Sprintf("the controller at %s did not answer (%v); check that gpud controller runs and --controller", addr, err))
 		},
 	}
@@ -114,7 +118,7 @@ func RunRest(ctx context.Context, o RestOptions) error {
 	})
 	g, gctx := errgroup.WithContext(ctx)
 	for _, l := range o.Listen {
-		ln, secure, err := restListen(l, tlsCfg, o.PlainHTTP)
+		ln, secure, err := restListen(l, tlsCfg, o.PlainHTTP, rl)
 		if err != nil {
 			return err
 		}
@@ -124,6 +128,12 @@ func RunRest(ctx context.Context, o RestOptions) error {
 			ReadTimeout:       time.Minute,
 			IdleTimeout:       2 * time.Minute,
 			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          log.New(rl.Writer(slog.LevelWarn, "rest connection error"), "", 0),
+			ConnState: func(c net.Conn, st http.ConnState) {
+				if st == http.StateActive {
+					guard.Established(c) // its TLS handshake and first request are in
+				}
+			},
 			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 				if uc, ok := c.(*net.UnixConn); ok {
 					if uid, ok := unixPeer(uc); ok {
@@ -180,8 +190,15 @@ func restPath(p string) bool {
 	return false
 }
 
-// restListen opens one of slurmrestd's listen arguments.
-func restListen(arg string, tlsCfg *tls.Config, plain bool) (net.Listener, bool, error) {
+// RestLimits are the caps of gpud rest's TCP listeners (gpud/guard), as
+// the controller's own TCP port: anyone who reaches them may connect, so
+// one address keeps at most 8 connections before their first request
+// (TLS handshake included, 5 s) and 256 open; all addresses 4,096.
+var RestLimits = guard.Limits{Handshake: 5 * time.Second, MaxPending: 128, MaxPendingPerAddr: 8, MaxOpenPerAddr: 256, MaxOpen: 4096}
+
+// restListen opens one of slurmrestd's listen arguments; a TCP one goes
+// through guard.Listener (RestLimits), logging to rl.
+func restListen(arg string, tlsCfg *tls.Config, plain bool, rl *guard.RateLog) (net.Listener, bool, error) {
 	if path, ok := strings.CutPrefix(arg, "unix:"); ok {
 		path = strings.TrimPrefix(path, "//")
 		ln, err := server.ListenUnix(path)
@@ -198,10 +215,11 @@ func restListen(arg string, tlsCfg *tls.Config, plain bool) (net.Listener, bool,
 	if tlsCfg == nil && !plain && !loopback(host) {
 		return nil, false, spec.Errorf(spec.ErrInvalid, "listen %s: plain HTTP off this host would carry tokens readable on the network; give --tls-cert/--tls-key, listen on 127.0.0.1 or a unix socket behind a TLS proxy, or pass --plain-http to accept that", arg)
 	}
-	ln, err := net.Listen("tcp", hostport)
+	raw, err := net.Listen("tcp", hostport)
 	if err != nil {
 		return nil, false, fmt.Errorf("listen %s: %w", arg, err)
 	}
+	var ln net.Listener = guard.NewListener(raw, "slurm rest", RestLimits, rl)
 	if tlsCfg != nil {
 		return tls.NewListener(ln, tlsCfg), true, nil
 	}

@@ -188,6 +188,7 @@ func startStandaloneNodes(ctx context.Context, g *errgroup.Group, o StandaloneOp
 				Containerd: ctrdAddr,
 				Section:    sec,
 				Health:     nodeCfg.Health,
+				Images:     nodeCfg.Images,
 				DevRoot:    filepath.Join(sec.StateDir, "dev"),
 				StopJobs:   o.StopJobs,
 				Log:        o.Log.With("component", "node"),

@@ -51,6 +51,9 @@ const (
 	kindConfig = "config"
 	// kindDelete purges ended jobs from state.db (controller.Purger).
 	kindDelete = "delete"
+	// kindAdmin is a change of the admin's live state (node and
+	// partition overrides, reservations: controller.AdminStore).
+	kindAdmin = "admin"
 )
 
 // command is one log entry, JSON-encoded.
@@ -65,6 +68,7 @@ type command struct {
 	Member  *Peer                    `json:"member,omitempty"`
 	Config  json.RawMessage          `json:"config,omitempty"`
 	Deleted []spec.JobID             `json:"deleted,omitempty"`
+	Admin   []spec.AdminRecord       `json:"admin,omitempty"`
 }
 
 // fsm applies the log to this member's state.db and accounting.db.
@@ -124,6 +128,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		f.setConfig(c.Config)
 	case kindDelete:
 		err = f.state.DeleteJobs(ctx, c.Deleted)
+	case kindAdmin:
+		err = f.state.ApplyAdmin(ctx, c.Admin)
 	default:
 		err = fmt.Errorf("HA log entry %d has unknown kind %q; is a newer gpud in the group?", l.Index, c.Kind)
 	}

@@ -82,14 +82,20 @@ type Config struct {
 }
 
 // Defaults for Config's zero fields: on a LAN, a dead leader is noticed
-// within 1-2 heartbeat timeouts and replaced within an election timeout
-// more. The lease is half the heartbeat timeout, so a leader cut off
-// from the majority steps down (and stops dispatching) well before the
-// others start an election.
+// within 1-3 heartbeat timeouts (a follower's timer, random in [1, 2]
+// timeouts, fires again when it last heard the leader less than one
+// ago; and a follower that still hears nobody else's leader rejects a
+// pre-vote, so the slower of two followers decides) and replaced within
+// an election timeout more. 500 ms puts the first acknowledgement after a
+// leader's link cut at about 1.3 s (1 s: about 2.5 s, up to 3.8 s; issue
+// 25, docs/ha.md "The chaos suite"); Raft's heartbeats go every 50 ms.
+// The lease is below the heartbeat timeout, so a leader cut off from the
+// majority steps down (and stops dispatching) before the others can
+// start an election.
 const (
-	DefaultHeartbeatTimeout   = 1000 * time.Millisecond
-	DefaultElectionTimeout    = 1000 * time.Millisecond
-	DefaultLeaderLeaseTimeout = 500 * time.Millisecond
+	DefaultHeartbeatTimeout   = 500 * time.Millisecond
+	DefaultElectionTimeout    = 500 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 400 * time.Millisecond
 	DefaultApplyTimeout       = 10 * time.Second
 	DefaultSnapshotThreshold  = 8192
 	DefaultTrailingLogs       = 10240
@@ -588,6 +594,20 @@ func (g *Group) GroupConfig() []byte { return g.fsm.groupConfig() }
 // the log (controller.Purger).
 func (g *Group) DeleteJobs(_ context.Context, ids []spec.JobID) error {
 	return g.apply(&command{Kind: kindDelete, Deleted: ids})
+}
+
+// ApplyAdmin commits a change of the admin's live state through the log
+// (controller.AdminStore).
+func (g *Group) ApplyAdmin(_ context.Context, recs []spec.AdminRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	return g.apply(&command{Kind: kindAdmin, Admin: recs})
+}
+
+// LoadAdmin reads the admin's live state from this member's state.db.
+func (g *Group) LoadAdmin(ctx context.Context) ([]spec.AdminRecord, error) {
+	return g.state.LoadAdmin(ctx)
 }
 
 // Load reads this member's state.db (the controller's Store).

@@ -36,6 +36,7 @@ type Controller struct {
 	started    *prometheus.CounterVec
 	ended      *prometheus.CounterVec
 	requeued   *prometheus.CounterVec
+	gpuEvents  *prometheus.CounterVec
 	preempted  *prometheus.CounterVec
 	backfilled *prometheus.CounterVec
 	idle       *prometheus.CounterVec
@@ -65,6 +66,10 @@ func NewController() *Controller {
 			Name: "gpud_jobs_ended_total",
 			Help: "Jobs that reached a terminal state, by partition and final state.",
 		}, []string{"partition", "state"}),
+		gpuEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpud_gpu_health_events_total",
+			Help: "GPU health events nodes reported (gpud/health): kind fault, probe-failed or readmit, the triage code (xid79, ecc-dbe, ...) and class.",
+		}, []string{"kind", "code", "class"}),
 		requeued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpud_jobs_requeued_total",
 			Help: "Job attempts ended with the job going back to PENDING (requeue, preemption, node failure), by partition.",
@@ -95,7 +100,7 @@ func NewController() *Controller {
 		Name: "gpud_api_refusals_total",
 		Help: "API requests refused, by class: before authentication (no_tls, no_token, bad_token, expired_token, revoked_token, revoked_node_cert, bad_join_token) or after (denied, invalid, not_found, conflict, rate_limited, other). The audit log keeps the first of each kind per source and minute and a summary of the rest.",
 	}, []string{"class"})
-	m.reg.MustRegister(m.cycle, m.started, m.ended, m.requeued, m.preempted, m.backfilled, m.idle, m.requests, m.auditDrops, m.refusals,
+	m.reg.MustRegister(m.cycle, m.started, m.ended, m.requeued, m.gpuEvents, m.preempted, m.backfilled, m.idle, m.requests, m.auditDrops, m.refusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -179,6 +184,11 @@ func (m *Controller) JobIdle(partition, action string) {
 	m.idle.WithLabelValues(partition, action).Inc()
 }
 
+// GPUEvent implements controller.GPUObserver.
+func (m *Controller) GPUEvent(_, kind, code, class string) {
+	m.gpuEvents.WithLabelValues(kind, code, class).Inc()
+}
+
 // JobRequeued implements controller.Observer. The reason is not a label:
 // gpuq requeue takes free text.
 func (m *Controller) JobRequeued(partition, _ string) { m.requeued.WithLabelValues(partition).Inc() }
@@ -191,6 +201,7 @@ var (
 	descNodes = prometheus.NewDesc("gpud_nodes", "Nodes by state, as gpuq nodes shows it.", []string{"state"}, nil)
 	descGPUs  = prometheus.NewDesc("gpud_gpus", "Whole GPUs registered, by model.", []string{"model"}, nil)
 	descAlloc = prometheus.NewDesc("gpud_gpus_allocated", "Whole GPUs held by a live allocation, by model.", []string{"model"}, nil)
+	descOut   = prometheus.NewDesc("gpud_gpus_out_of_service", "Whole GPUs out of service (drained by gpud's health model or a person), by model.", []string{"model"}, nil)
 	descFS    = prometheus.NewDesc("gpud_fairshare_factor", "Fair Tree fairshare factor in [0,1] of each user in each account (as gpuq share shows it); at most 1000 series.",
 		[]string{"account", "user"}, nil)
 	descFSDropped = prometheus.NewDesc("gpud_fairshare_factor_dropped", "Users whose gpud_fairshare_factor series were left out to bound cardinality.", nil, nil)
@@ -200,7 +211,7 @@ var (
 type statsCollector struct{ src StatsSource }
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descPending, descNodes, descGPUs, descAlloc, descFS, descFSDropped} {
+	for _, d := range []*prometheus.Desc{descJobs, descPending, descNodes, descGPUs, descAlloc, descOut, descFS, descFSDropped} {
 		ch <- d
 	}
 }
@@ -225,6 +236,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, g := range s.GPUs {
 		ch <- prometheus.MustNewConstMetric(descGPUs, prometheus.GaugeValue, float64(g.Total), g.Model)
 		ch <- prometheus.MustNewConstMetric(descAlloc, prometheus.GaugeValue, float64(g.Allocated), g.Model)
+		ch <- prometheus.MustNewConstMetric(descOut, prometheus.GaugeValue, float64(g.Out), g.Model)
 	}
 	for _, f := range s.Fairshare {
 		ch <- prometheus.MustNewConstMetric(descFS, prometheus.GaugeValue, f.Factor, f.Account, f.User)

@@ -146,7 +146,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			v   float64
 		}{
 			{descUtil, s.HasUtil, s.UtilPct}, {descFB, s.HasMem, s.MemUsedMiB}, {descTemp, s.HasTemp, s.TempC},
-			{descPower, s.HasPower, s.PowerW}, {descXID, s.HasXID, s.XID},
+			{descPower, s.HasPower, s.PowerW}, {descXID, s.HasXID, lastXID(s)},
 		} {
 			if v.has {
 				ch <- prometheus.MustNewConstMetric(v.d, prometheus.GaugeValue, v.v, labels...)
@@ -186,10 +186,18 @@ func (c *nodeCollector) collectMIG(ctx context.Context, ch chan<- prometheus.Met
 				ch <- prometheus.MustNewConstMetric(descTemp, prometheus.GaugeValue, s.TempC, labels...)
 			}
 			if s.HasXID {
-				ch <- prometheus.MustNewConstMetric(descXID, prometheus.GaugeValue, s.XID, labels...)
+				ch <- prometheus.MustNewConstMetric(descXID, prometheus.GaugeValue, lastXID(s), labels...)
 			}
 		}
 	}
+}
+
+// lastXID is the GPU's last XID error (0: none), as DCGM's XID gauge.
+func lastXID(s gpu.Sample) float64 {
+	if len(s.XIDs) == 0 {
+		return 0
+	}
+	return float64(s.XIDs[len(s.XIDs)-1].XID)
 }
 
 // ScrapeLimits are the metrics listener's caps (gpud/guard): it is plain

@@ -347,6 +347,7 @@ func (a *Agent) register(ctx context.Context) time.Duration {
 			if resp.HeartbeatIntervalSec > 0 {
 				iv = time.Duration(resp.HeartbeatIntervalSec) * time.Second
 			}
+			a.health.hold(resp.GPUsOut)
 			a.log.Info("node registered", "cpus", a.cfg.Inventory.CPUs, "mem_mib", a.cfg.Inventory.MemMiB,
 				"gpus", len(a.cfg.Inventory.GPUs), "heartbeat_interval", iv)
 			return iv
@@ -387,8 +388,9 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		began := time.Now()
 		sent := a.opts.net.Now()
 		hctx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout(interval))
+		events := a.health.pendingEvents()
 		resp, err := a.client.HeartbeatAnswer(hctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current(),
-			Revocations: a.rev.Version()})
+			GPUEvents: events, Revocations: a.rev.Version()})
 		cancel()
 		next := max(interval-time.Since(began), 0) // the cadence of a ticker
 		if err != nil && ctx.Err() == nil {
@@ -400,6 +402,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		switch {
 		case err == nil:
 			bo.reset()
+			a.health.ackEvents(len(events))
 			a.contactOK(sent, resp.NodeTimeout())
 			a.learnRevocations(sent, resp.Revocations)
 			if a.heartbeatAnswered(sent) {
@@ -543,6 +546,7 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 		a.mu.Unlock()
 		if r != nil {
 			r.learn(asg, self)
+			r.suspendTo(ctx, &asg) // runnersuspend.go
 			if asg.Stop {
 				r.stopAfter(stopState(asg), asg.StopReason, asg.Checkpoint)
 			} else {

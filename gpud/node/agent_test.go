@@ -56,7 +56,7 @@ func TestStartBuildsTaskConfig(t *testing.T) {
 		Env: []string{
 			"FOO=baz",
 			"GPUD_JOB_ID=7", "GPUD_NODELIST=node-0,node-1", "GPUD_NODEID=1", "GPUD_NNODES=2",
-			"GPUD_GPUS=GPU-a,GPU-b", "GPUD_CHECKPOINT_DIR=" + filepath.Join(ckpt, "staging"), "GPUD_RESTART_DIR=",
+			"GPUD_GPUS=GPU-a,GPU-b", "GPUD_CHECKPOINT_DIR=" + filepath.Join(ckpt, "staging"), "GPUD_RESTART_DIR=", "GPUD_IMAGE=host",
 			"MASTER_ADDR=10.0.0.1", "MASTER_PORT=20007", "WORLD_SIZE=2", "NODE_RANK=1",
 			"SLURM_JOB_ID=7", "SLURM_JOBID=7", "SLURM_JOB_NODELIST=node-[0-1]", "SLURM_NODELIST=node-[0-1]", "SLURM_NODEID=1", "SLURM_NNODES=2",
 			"SLURM_JOB_NUM_NODES=2", "SLURM_SUBMIT_DIR=" + filepath.Join(e.home, "submit"), "SLURM_JOB_NAME=train",

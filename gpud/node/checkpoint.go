@@ -30,6 +30,11 @@ type ckptPlan struct {
 	// B: the batch shell only.
 	target string
 	rank   int // the runner's rank in the job (for the log)
+	// phase, when set, is where intervals count from: a gang's
+	// allocation start, the same on every node, so that its ranks are
+	// signalled together although their containers start apart (the
+	// batch node's waits for the others: gang start).
+	phase time.Time
 }
 
 // ownsCheckpoints reports whether this runner manages the job's checkpoint
@@ -54,6 +59,9 @@ func (r *runner) checkpointPlan() *ckptPlan {
 		return nil
 	}
 	p := &ckptPlan{sig: checkpoint.DefaultSignal, interval: job.Ckpt.Std(), owner: r.ownsCheckpoints(), rank: r.self.Rank}
+	if len(r.asg.Alloc.Nodes) > 1 {
+		p.phase = allocStart(&r.asg.Alloc)
+	}
 	if job.JobSpec.Signal != "" {
 		sig, secs, batchOnly, err := checkpoint.ParseSignal(job.JobSpec.Signal)
 		if err != nil {

@@ -73,7 +73,11 @@ func (m *checkpointMachine) arm(plan *ckptPlan, deadline time.Time) {
 		return
 	}
 	if plan.interval > 0 {
-		m.intervalC = m.clock.After(plan.interval)
+		first := plan.interval
+		if since := m.clock.Now().Sub(plan.phase); !plan.phase.IsZero() && since > 0 {
+			first = plan.interval - since%plan.interval // the next multiple from phase
+		}
+		m.intervalC = m.clock.After(first)
 	}
 	if plan.before > 0 && !deadline.IsZero() {
 		m.beforeC = m.clock.After(deadline.Add(-plan.before).Sub(m.clock.Now()))

@@ -58,6 +58,21 @@ func fired[T any](c <-chan T) bool {
 	}
 }
 
+// A gang's ranks count intervals from the allocation's start (phase), so
+// that a rank whose container started late is signalled with the others.
+func TestCheckpointMachineIntervalPhase(t *testing.T) {
+	m, clock := newTestCkptMachine(&fakeCkptJob{})
+	m.arm(&ckptPlan{sig: syscall.SIGUSR1, interval: 10 * time.Minute, phase: t0.Add(-13 * time.Minute)}, time.Time{})
+	clock.Advance(7*time.Minute - time.Second)
+	if fired(m.intervalC) {
+		t.Fatal("interval timer fired before the allocation's next 10 minutes")
+	}
+	clock.Advance(time.Second)
+	if !fired(m.intervalC) {
+		t.Fatal("interval timer did not fire 20 minutes after the allocation's start")
+	}
+}
+
 // Every interval the job is signalled once; the machine polls until the
 // job marks its checkpoint done, seals it (rank 0) and goes idle, and the
 // next interval asks again.

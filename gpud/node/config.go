@@ -188,7 +188,7 @@ type options struct {
 	// healthSampler watches GPU health (nil: none); sampler feeds usage
 	// samples. Both are the node's GPU backend when it can sample.
 	healthSampler gpu.Sampler
-	health        HealthLimits
+	health        HealthConfig
 	mig           *MIGConfig
 	// usageTicks paces usage sampling instead of a real ticker.
 	usageTicks <-chan time.Time

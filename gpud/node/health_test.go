@@ -2,27 +2,39 @@ package node
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/gpud/gpud/gpud/health"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime/gpu"
 )
 
-// fakeSampler returns readings the test sets.
+// fakeSampler returns readings the test sets, with an XID log like the
+// NVML backend's.
 type fakeSampler struct {
 	mu      sync.Mutex
 	samples []gpu.Sample
+	seq     uint64
 }
 
 func (f *fakeSampler) Sample(context.Context) ([]gpu.Sample, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Clone(f.samples), nil
+	var out []gpu.Sample
+	for _, s := range f.samples {
+		if s.UUID != "" {
+			s.XIDs = slices.Clone(s.XIDs)
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeSampler) set(i int, mod func(*gpu.Sample)) {
@@ -31,79 +43,149 @@ func (f *fakeSampler) set(i int, mod func(*gpu.Sample)) {
 	mod(&f.samples[i])
 }
 
+// xid raises an XID on GPU i.
+func (f *fakeSampler) xid(i, x int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seq++
+	f.samples[i].XIDs = append(f.samples[i].XIDs, gpu.XIDEvent{Seq: f.seq, XID: x})
+}
+
 func healthySamples() []gpu.Sample {
 	var out []gpu.Sample
 	for i, u := range []string{"GPU-a", "GPU-b", "GPU-c"} {
-		out = append(out, gpu.Sample{Index: i, UUID: u, TempC: 40, PowerW: 300, HasTemp: true, HasPower: true, HasXID: true, HasECC: true})
+		out = append(out, gpu.Sample{Index: i, UUID: u, TempC: 40, PowerW: 300, HasTemp: true, HasPower: true, HasXID: true, HasECC: true,
+			NVLinkUp: 18, HasNVLink: true, HasRowRemap: true})
 	}
 	return out
 }
 
-// TestHealthReportsSustainedAndFatalProblems: a hot GPU is reported once
-// it stayed hot for the sustain time, a fatal XID at once, and the
-// heartbeats carry the current problems (none once the GPU cooled down).
-func TestHealthReportsSustainedAndFatalProblems(t *testing.T) {
-	fs := &fakeSampler{samples: healthySamples()}
-	limits := HealthLimits{Interval: 10 * time.Second, TempMaxC: 85, PowerMaxW: 700, Sustain: time.Minute, FatalXIDs: []int{79}}
-	e := newEnv(t, func(e *env) { e.opts = []Option{WithHealth(fs, limits)} })
-	lastProblems := func() []spec.GPUProblem {
-		hbs := e.fc.Heartbeats()
-		if len(hbs) == 0 {
-			return nil
-		}
-		return hbs[len(hbs)-1].GPUProblems
+// fakeProber fails while err is set and counts its probes.
+type fakeProber struct {
+	mu    sync.Mutex
+	err   error
+	calls int
+}
+
+func (p *fakeProber) Probe(context.Context, int, string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls++
+	return p.err
+}
+
+func (p *fakeProber) setErr(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.err = err
+}
+
+func lastBeat(e *env) ([]spec.GPUProblem, []spec.GPUEvent) {
+	hbs := e.fc.Heartbeats()
+	var evs []spec.GPUEvent
+	for _, hb := range hbs {
+		evs = append(evs, hb.GPUEvents...)
 	}
-	waitFor(t, "first health sample", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	if len(hbs) == 0 {
+		return nil, nil
+	}
+	return hbs[len(hbs)-1].GPUProblems, evs
+}
+
+func kinds(evs []spec.GPUEvent) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Kind+":"+e.Code+"@"+e.UUID)
+	}
+	return out
+}
+
+// TestHealthFaultProbeReadmit: a hot GPU is reported once it stayed hot
+// for the sustain time and an XID 79 at once, each with its triage; an
+// application XID only in the history of nothing (ignored). Once the
+// readings are clean for probe_after, a failed probe keeps the GPU out
+// and a clean one readmits it, every step in the heartbeats' events.
+func TestHealthFaultProbeReadmit(t *testing.T) {
+	fs := &fakeSampler{samples: healthySamples()}
+	prober := &fakeProber{err: errors.New("dcgmi diag: memory test failed")}
+	cfg := HealthConfig{Interval: 10 * time.Second, Triage: health.DefaultTriage(), Prober: prober,
+		Limits: health.Limits{TempMaxC: 85, PowerMaxW: 700, Sustain: time.Minute, ProbeAfter: 20 * time.Second, ECCUncorrectedMax: 0}}
+	e := newEnv(t, func(e *env) { e.opts = []Option{WithHealth(fs, cfg)} })
+	sampled := func(what string) {
+		t.Helper()
+		waitFor(t, what, func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	}
+	sampled("first health sample")
 	fs.set(0, func(s *gpu.Sample) { s.TempC = 90 })
-	fs.set(1, func(s *gpu.Sample) { s.XID = 13 }) // not fatal here
-	e.clock.Advance(10 * time.Second)             // hot since now
-	waitFor(t, "second sample", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	fs.xid(1, 13)                     // the application's: ignored
+	e.clock.Advance(10 * time.Second) // hot since now
+	sampled("second sample")
 	e.clock.Advance(50 * time.Second) // 50s hot: not yet
-	waitFor(t, "third sample", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	sampled("third sample")
 	if p := e.agent.health.current(); len(p) != 0 {
 		t.Fatalf("problems after 50s hot = %v, want none before the 1m sustain", p)
 	}
-	fs.set(1, func(s *gpu.Sample) { s.XID = 79 })
+	fs.xid(1, 79)
 	e.clock.Advance(10 * time.Second)
 	want := []spec.GPUProblem{
-		{UUID: "GPU-a", Problem: "temperature 90C at or above 85C for 1m0s"},
-		{UUID: "GPU-b", Problem: "XID 79"},
+		{UUID: "GPU-a", Problem: "gpud:temp gpu0 temperature 90C at or above 85C for 1m0s", Code: "temp", Class: "fatal", Action: "drain-gpu"},
+		{UUID: "GPU-b", Problem: "gpud:xid79 gpu1 XID 79 GPU has fallen off the bus", Code: "xid79", Class: "fatal", Action: "drain-gpu"},
 	}
-	waitFor(t, "heartbeat with both problems", func() bool { return cmp.Equal(want, lastProblems()) }, e.on()...)
+	waitFor(t, "heartbeat with both problems", func() bool { p, _ := lastBeat(e); return cmp.Equal(want, p) }, e.on()...)
 
+	// Cooled down, no more XIDs: still out until a probe passes.
 	fs.set(0, func(s *gpu.Sample) { s.TempC = 60 })
-	fs.set(1, func(s *gpu.Sample) { s.XID = 0 })
-	waitFor(t, "next sample", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	sampled("next sample")
+	e.clock.Advance(10 * time.Second) // clean since now
+	sampled("clean sample")
 	e.clock.Advance(10 * time.Second)
-	waitFor(t, "heartbeat without problems", func() bool {
-		hbs := e.fc.Heartbeats()
-		return len(hbs) > 0 && len(hbs[len(hbs)-1].GPUProblems) == 0 && len(e.agent.health.current()) == 0
+	sampled("clean 10s")
+	if p := e.agent.health.current(); len(p) != 2 {
+		t.Fatalf("problems %v after 10s clean, want both still out (probe after 20s)", p)
+	}
+	e.clock.Advance(10 * time.Second) // 20s clean: probes run, and fail
+	waitFor(t, "probes failed", func() bool {
+		_, evs := lastBeat(e)
+		return slices.Contains(kinds(evs), "probe-failed:probe-failed@GPU-a") && slices.Contains(kinds(evs), "probe-failed:probe-failed@GPU-b")
 	}, e.on()...)
+	prober.setErr(nil)
+	for range 3 { // another 20s clean: probes pass
+		sampled("sample after the failed probe")
+		e.clock.Advance(10 * time.Second)
+	}
+	waitFor(t, "readmitted, no problems left", func() bool {
+		p, evs := lastBeat(e)
+		return len(p) == 0 && slices.Contains(kinds(evs), "readmit:probe-failed,temp@GPU-a") && slices.Contains(kinds(evs), "readmit:probe-failed,xid79@GPU-b")
+	}, e.on()...)
+	_, evs := lastBeat(e)
+	wantKinds := []string{"fault:temp@GPU-a", "fault:xid79@GPU-b", "probe-failed:probe-failed@GPU-a", "probe-failed:probe-failed@GPU-b",
+		"readmit:probe-failed,temp@GPU-a", "readmit:probe-failed,xid79@GPU-b"}
+	if diff := cmp.Diff(wantKinds, kinds(evs), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("health events, each delivered once (-want +got):\n%s", diff)
+	}
 }
 
-func TestHealthJudge(t *testing.T) {
-	t.Parallel()
-	limits := HealthLimits{TempMaxC: 85, PowerMaxW: 700, Sustain: 0, ECCUncorrectedMax: 0}
-	for _, tc := range []struct {
-		name string
-		mod  func(*gpu.Sample)
-		want []string
-	}{
-		{"healthy", func(*gpu.Sample) {}, nil},
-		{"hot", func(s *gpu.Sample) { s.TempC = 85 }, []string{"temperature 85C at or above 85C for 0s"}},
-		{"power", func(s *gpu.Sample) { s.PowerW = 701 }, []string{"power 701W above 700W for 0s"}},
-		{"any xid when none listed", func(s *gpu.Sample) { s.XID = 48 }, []string{"XID 48"}},
-		{"ecc", func(s *gpu.Sample) { s.ECCUncorrected = 1 }, []string{"1 uncorrected ECC errors"}},
-		{"no reading", func(s *gpu.Sample) { s.TempC, s.HasTemp = 99, false }, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := &healthWatcher{limits: limits, over: map[string]time.Time{}}
-			s := healthySamples()[0]
-			tc.mod(&s)
-			if diff := cmp.Diff(tc.want, h.judge(s, t0)); diff != "" {
-				t.Errorf("judge (-want +got):\n%s", diff)
-			}
-		})
+// TestHealthHoldsWhatTheControllerHoldsOut: an agent that (re)starts
+// while the controller holds a GPU out for gpud probes it before it
+// comes back, rather than forgetting it; a vanished GPU is a fault.
+func TestHealthHoldsWhatTheControllerHoldsOut(t *testing.T) {
+	fs := &fakeSampler{samples: healthySamples()}
+	cfg := HealthConfig{Interval: 10 * time.Second, Limits: health.Limits{ProbeAfter: 15 * time.Second}}
+	e := newEnv(t, func(e *env) {
+		e.fc.gpusOut = []spec.GPUProblem{{UUID: "GPU-c", Problem: "gpud:xid79 gpu2 XID 79", Code: "xid79", Action: "drain-gpu"}}
+		e.opts = []Option{WithHealth(fs, cfg)}
+	})
+	waitFor(t, "GPU-c held", func() bool {
+		p, _ := lastBeat(e) // the agent's fields are its own until a heartbeat shows them
+		return len(p) == 1 && p[0].UUID == "GPU-c"
+	}, e.on()...)
+	fs.set(0, func(s *gpu.Sample) { s.UUID = "" }) // GPU-a vanishes
+	for range 3 {
+		waitFor(t, "sample", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+		e.clock.Advance(10 * time.Second)
 	}
+	waitFor(t, "GPU-c readmitted, GPU-a out", func() bool {
+		p, evs := lastBeat(e)
+		return len(p) == 1 && p[0].Code == "gpu-missing" && slices.Contains(kinds(evs), "readmit:xid79@GPU-c")
+	}, e.on()...)
 }

@@ -120,6 +120,8 @@ type fakeController struct {
 	rev    *auth.RevocationList
 	noRev  bool
 	signer *auth.StepTicketSigner
+	// gpusOut is what registration answers say gpud holds out.
+	gpusOut []spec.GPUProblem
 }
 
 const (
@@ -213,8 +215,9 @@ func (fc *fakeController) handleRegister(w http.ResponseWriter, r *http.Request)
 	fc.changedLocked()
 	nt := fc.nodeTimeout
 	rev := fc.revocationsLocked(req.Revocations)
+	out := fc.gpusOut
 	fc.mu.Unlock()
-	writeJSON(w, http.StatusOK, api.RegisterResponse{HeartbeatIntervalSec: 1, NodeTimeoutMS: nt.Milliseconds(), Revocations: rev})
+	writeJSON(w, http.StatusOK, api.RegisterResponse{HeartbeatIntervalSec: 1, NodeTimeoutMS: nt.Milliseconds(), Revocations: rev, GPUsOut: out})
 }
 
 func (fc *fakeController) handleHeartbeat(w http.ResponseWriter, r *http.Request) {

@@ -60,6 +60,10 @@ type runner struct {
 	stopWhy   string
 	ckptFirst bool // checkpoint before stopping (with the first reason)
 	signalSeq int
+	// frozen says the container is paused (runnersuspend.go); timing
+	// carries the time limit's changes to the runner goroutine.
+	frozen bool
+	timing chan runTiming
 
 	// learnC (adopted runners only) carries the job's assignment, which
 	// container labels do not hold, from the first assignments answer
@@ -74,6 +78,9 @@ type runner struct {
 	steps *step.Alloc
 	// logger is log's cache.
 	logger atomic.Pointer[runnerLog]
+	// pulled is the job's image as pullImage got it (Ref "" when the
+	// job runs on the host's root or the runtime does not pull).
+	pulled runtime.PullResult
 }
 
 // learned is an adopted runner's assignment and its part of it.
@@ -203,7 +210,8 @@ func (r *runner) run(ctx context.Context) {
 			return
 		default:
 		}
-		if !r.acquire(ctx, log) || !r.start(ctx, log) {
+		// image.go, runnersteps.go
+		if !r.pullImage(ctx, log) || !r.acquire(ctx, log) || !r.waitGang(ctx, log) || !r.start(ctx, log) {
 			return
 		}
 	}
@@ -268,6 +276,7 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 		}
 		if !errors.Is(err, runtime.ErrIDInUse) || try == 3 {
 			if err == nil {
+				r.steps.Started()
 				log.Info("job container started", "image", cfg.Image, "uid", cfg.UID, "gpus", r.self.GPUs)
 			}
 			break
@@ -315,7 +324,7 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 		CPUSet: r.cpus, CPUMems: r.mems,
 		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
 		Hide: r.d.hidden(), Show: r.d.cfg.ShowPaths, Home: homeDir(job.UID),
-		Mounts: existingDirs(r.d.cfg.Mounts), ToolsDir: r.d.cfg.ToolsDir,
+		Mounts: existingDirs(r.d.cfg.Mounts), ToolsDir: r.d.cfg.ToolsDir, PulledImage: r.pulled.Ref,
 		HostRootReadOnly: r.d.cfg.HostRootReadOnly, SharedTmp: r.d.cfg.SharedTmp,
 	}
 	return buildTask(in)
@@ -375,6 +384,7 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 	sm := newStopMachine(r.d.clock, r.d.cfg.KillGrace, log, runnerStops{r, ctx, log}, ck, r.stopCh, r.deadline)
 	ck.arm(r.checkpointPlan(), r.deadline)
 	learnC := r.learnC
+	timing, frozen := r.timingC(), false
 	adopt := func(l learned) {
 		learnC = nil
 		r.adopt(ctx, log, l, ck, sm)
@@ -398,6 +408,8 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 			}
 			r.exited(ctx, log, res)
 			return
+		case t := <-timing:
+			r.retime(t, sm, ck, &frozen) // runnersuspend.go
 		case <-sm.deadlineC:
 			sm.onDeadline(fmt.Sprintf("time limit %s reached", r.timeLimit()))
 		case <-sm.stopC:

@@ -41,12 +41,48 @@ func (h stepHost) ReserveIDs(ctx context.Context, allocID string, n int) (int, e
 	return h.a.ob.reserveStepIDs(ctx, allocID, n)
 }
 
+// Fail ends the node's part of allocID with NODE_FAIL: the controller
+// requeues the job if it may, else it ends NODE_FAIL with reason.
+func (h stepHost) Fail(allocID, reason string) {
+	h.a.mu.Lock()
+	r := h.a.runners[allocID]
+	h.a.mu.Unlock()
+	if r != nil {
+		r.stop(spec.StateNodeFail, reason)
+	}
+}
+
 // serveSteps makes the job's steps Ready (its container's environment
 // cfgEnv) and listens on its step socket until ctx ends or the runner is
 // done, or until the returned func is called.
 func (r *runner) serveSteps(ctx context.Context, env []string) (stop func()) {
 	r.steps.Ready(r.asg, r.self, r.id, r.jobDir(), env, r.log())
 	return r.steps.Serve(ctx, r.done)
+}
+
+// waitGang holds a multi-node batch job's script back until every node
+// of its allocation holds its part (gpud/node/step's gang start). It
+// reports whether the script may start; otherwise the runner is finished
+// (stopped meanwhile: as asked; a node that never started its part:
+// NODE_FAIL, which the controller requeues if it may).
+func (r *runner) waitGang(ctx context.Context, log *slog.Logger) bool {
+	if r.self.Rank != 0 || r.asg.Job.Interactive || len(r.asg.Alloc.Nodes) < 2 {
+		return true
+	}
+	err := r.d.steps.WaitGang(ctx, r.allocID, r.asg.Alloc.Nodes, r.stopCh)
+	switch {
+	case err == nil:
+		return true
+	case ctx.Err() != nil:
+		return false // shutdown: the next agent starts it again
+	}
+	state, why := r.ending()
+	if state == "" {
+		state, why = spec.StateNodeFail, fmt.Sprintf("the batch script of job %d did not start: %v", r.jobID, err)
+		log.Error("a node of the allocation did not start its part; the job's script never ran", "err", err)
+	}
+	r.finish(ctx, log, runtime.ExitStatus{}, state, why)
+	return false
 }
 
 // resumeSteps serves steps again in a job this agent re-adopted (an
@@ -66,8 +102,7 @@ func (r *runner) resumeSteps(ctx context.Context, log *slog.Logger) {
 		log.Warn("re-adopted job: srun will not work in it", "err", err)
 		return
 	}
-	r.steps.Ready(r.asg, r.self, r.id, r.jobDir(), cfg.Env, r.log())
-	r.steps.Readopt(ctx)
+	r.steps.Resume(ctx, r.asg, r.self, r.id, r.jobDir(), cfg.Env, r.log())
 	r.steps.Serve(ctx, r.done)
 	log.Info("re-adopted job serves steps again")
 }

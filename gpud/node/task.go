@@ -104,6 +104,9 @@ type taskInput struct {
 	Home string
 	// ToolsDir is Config.ToolsDir ("" = none).
 	ToolsDir string
+	// PulledImage is the job's image as the runtime stored it when it
+	// pulled it ("" if it did not): the normalised reference.
+	PulledImage string
 	// HostRootReadOnly and SharedTmp are Config's.
 	HostRootReadOnly, SharedTmp bool
 }
@@ -116,6 +119,9 @@ func (in *taskInput) batch() bool { return in.Self.Rank == 0 && !in.Asg.Job.Inte
 
 // image is the job's image, the node's default when it names none.
 func (in *taskInput) image() string {
+	if in.PulledImage != "" {
+		return in.PulledImage
+	}
 	if in.Asg.Job.Image != "" {
 		return in.Asg.Job.Image
 	}
@@ -134,13 +140,18 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 	if err != nil {
 		return runtime.TaskConfig{}, err
 	}
+	cwd := job.WorkDir
+	if c := job.Container; c != nil && c.WorkDir != "" && in.image() != runtime.ImageHost {
+		cwd = c.WorkDir
+	}
 	return runtime.TaskConfig{
+		ReadOnlyRoot:   job.Container != nil && job.Container.ReadOnly,
 		ID:             in.ContainerID,
 		Labels:         taskLabels(in),
 		Image:          in.image(),
 		Args:           taskArgs(in),
 		Env:            taskEnv(in, devs),
-		Cwd:            job.WorkDir,
+		Cwd:            cwd,
 		UID:            job.UID,
 		GID:            job.GID,
 		AdditionalGIDs: in.GroupIDs,

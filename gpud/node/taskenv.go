@@ -75,6 +75,9 @@ func jobEnv(in taskInput, d taskDevs) []string {
 		"GPUD_GPUS=" + strings.Join(d.uuids, ","),
 		"GPUD_CHECKPOINT_DIR=" + filepath.Join(in.CkptDir, "staging"),
 		"GPUD_RESTART_DIR=" + in.RestartDir,
+		// The image the job runs in ("host": the node's root): srun
+		// checks a step's --container-image against it.
+		"GPUD_IMAGE=" + in.image(),
 		"MASTER_ADDR=" + masterAddr(in, nodes),
 		"MASTER_PORT=" + strconv.Itoa(masterPort(job.ID)),
 		"WORLD_SIZE=" + nn,

@@ -65,6 +65,32 @@ func taskMounts(in taskInput, out taskOutput) ([]runtime.Mount, error) {
 			rw(in.Home, in.Home)
 		}
 	}
+	if c := job.Container; c != nil && in.image() != runtime.ImageHost {
+		// pyxis's --container-mount-home and --container-mounts: the
+		// user names the sources, so they pass the same test as the
+		// work directory (never daemon state), and must exist.
+		if c.MountHome && in.Home != "" && in.Home != "/" && insideAny(in.Home, in.Hide) == "" {
+			rw(in.Home, in.Home)
+		}
+		for _, s := range c.Mounts {
+			m, err := spec.ParseContainerMount(s)
+			if err != nil {
+				return nil, spec.Errorf(spec.ErrInvalid, "job %d: --container-mounts: %v", job.ID, err)
+			}
+			if h := insideAny(m.Source, in.Hide); h != "" && job.UID != 0 {
+				return nil, spec.Errorf(spec.ErrInvalid,
+					"--container-mounts: %s of job %d is inside %s, gpud's state, which jobs may not see; mount something else", m.Source, job.ID, h)
+			}
+			if _, err := os.Stat(m.Source); err != nil {
+				return nil, spec.Errorf(spec.ErrInvalid, "--container-mounts: %s does not exist on node %s (%v); mount a path every node has", m.Source, in.NodeName, err)
+			}
+			if seen[m.Source+"\x00"+m.Dest] {
+				continue
+			}
+			seen[m.Source+"\x00"+m.Dest] = true
+			mounts = append(mounts, runtime.Mount{Source: m.Source, Dest: m.Dest, ReadOnly: m.ReadOnly})
+		}
+	}
 	for _, d := range userDirs[:2] {
 		rw(d, d)
 	}

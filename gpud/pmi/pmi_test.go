@@ -127,11 +127,32 @@ func TestFence(t *testing.T) {
 	if len(f.rounds) != 0 {
 		t.Errorf("round 0 kept after every node took it: %v", f.rounds)
 	}
-	if _, err := f.Join(context.Background(), 3, 1, nil); err == nil {
+	// A node whose answer was lost joins again: the same answer, from
+	// a round every node took, or from one still open.
+	if parts, err := f.Join(context.Background(), 1, 0, []byte("b")); err != nil || fmt.Sprintf("%s", parts) != "[a b c]" {
+		t.Errorf("node 1 joining round 0 again: %s, %v", parts, err)
+	}
+	if _, err := f.Join(context.Background(), 1, 0, []byte("x")); err == nil {
+		t.Error("node 1 joined round 0 again with other data")
+	}
+	again := make(chan [][]byte, 2)
+	for range 2 {
+		go func() { parts, _ := f.Join(context.Background(), 2, 1, []byte("z")); again <- parts }()
+	}
+	go func() { _, _ = f.Join(context.Background(), 0, 1, []byte("x")) }()
+	if _, err := f.Join(context.Background(), 1, 1, []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if parts := <-again; fmt.Sprintf("%s", parts) != "[x y z]" {
+			t.Errorf("node 2 joining round 1 twice got %s", parts)
+		}
+	}
+	if _, err := f.Join(context.Background(), 3, 2, nil); err == nil {
 		t.Error("a node outside the step joined")
 	}
 	done := make(chan error, 1)
-	go func() { _, err := f.Join(context.Background(), 0, 1, nil); done <- err }()
+	go func() { _, err := f.Join(context.Background(), 0, 2, nil); done <- err }()
 	f.Fail(errors.New("node n2 lost"))
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "n2 lost") {
 		t.Errorf("waiting Join after Fail: %v", err)

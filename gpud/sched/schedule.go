@@ -302,7 +302,11 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 		w.prof = backfill.New(w.phys)
 		c.nodes = append(c.nodes, w)
 	}
-	slices.SortFunc(c.nodes, func(a, b *workNode) int { return cmp.Compare(a.n.Name, b.n.Name) })
+	// Weight first (lower first, Slurm's node weight), then name: nodes
+	// that fit equally well are used in this order.
+	slices.SortFunc(c.nodes, func(a, b *workNode) int {
+		return cmp.Or(cmp.Compare(a.n.Weight, b.n.Weight), cmp.Compare(a.n.Name, b.n.Name))
+	})
 	if len(snap.QOS) > 0 {
 		c.qos = make(map[string]*QOS, len(snap.QOS))
 		for i := range snap.QOS {
@@ -412,6 +416,18 @@ type JobPriority struct {
 // priority is j's multifactor priority, or Job.Priority when the
 // multifactor weights are all zero.
 func (c *cycle) priority(j *Job) priority.Result {
+	r := c.basePriority(j)
+	if j.Expedite {
+		r.Total += ExpeditePriority
+	}
+	return r
+}
+
+// ExpeditePriority is added to an expedited job's priority: more than any
+// multifactor total or priority a person sets, so it goes first.
+const ExpeditePriority = int64(1) << 48
+
+func (c *cycle) basePriority(j *Job) priority.Result {
 	if c.cfg.Priority.Weights.Zero() {
 		return priority.Result{Total: j.Priority}
 	}

@@ -132,6 +132,9 @@ type Node struct {
 	// Allocs counts the allocations running on the node; an exclusive job
 	// needs a node with none.
 	Allocs int
+	// Weight orders nodes that fit a job equally well: lower first
+	// (scontrol update Weight=); 0 is the default.
+	Weight int
 }
 
 // GPU is one schedulable GPU device: a whole GPU or (for a MIG-aware
@@ -176,8 +179,12 @@ type Job struct {
 	// admit the job's time limit.
 	Alternatives []string
 	// alt marks a copy of a job placed in one of its Alternatives.
-	alt        bool
-	Priority   int64
+	alt      bool
+	Priority int64
+	// Expedite puts the job ahead of every other (ExpeditePriority on
+	// top of its own): it was requeued by a hardware fault and asked for
+	// --requeue=expedite (Slurm 25.11's expedited requeue).
+	Expedite   bool
 	SubmitTime time.Time
 	BeginTime  time.Time
 	Held       bool

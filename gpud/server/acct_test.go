@@ -149,7 +149,8 @@ func TestAcctJobs(t *testing.T) {
 	}
 	want := api.AcctJob{AcctRecord: api.AcctRecord{ID: 1, Name: "j", User: "alice", UID: 1000, Account: "ml", Partition: "h100", State: spec.StateCompleted,
 		ExitCode: 3, SubmitTime: at(0), EligibleTime: at(0), StartTime: at(time.Minute), EndTime: at(time.Hour + time.Minute),
-		Nodes: []string{"gpu01"}, GPUs: []string{"GPU-1", "GPU-2"}, GPUCount: 2, CPUs: 4, Attempts: 1, Elapsed: 3600, GPUHours: 2, CPUHours: 4}}
+		Nodes: []string{"gpu01"}, GPUs: []string{"GPU-1", "GPU-2"}, GPUCount: 2, CPUs: 4, Attempts: 1, Elapsed: 3600, GPUHours: 2, CPUHours: 4,
+		Request: &spec.Resources{}}} // the request as submitted (this job asked for nothing)
 	if diff := cmp.Diff(want, got[0]); diff != "" {
 		t.Errorf("job 1 (-want +got):\n%s", diff)
 	}

@@ -44,6 +44,21 @@ func timeField(key string, get func(j *api.AcctJob) spec.Time) acctFieldEnc {
 	return func(b []byte, j *api.AcctJob) []byte { return get(j).AppendJSON(append(b, k...)) }
 }
 
+// requestField writes the job's request as submitted (null when the
+// record predates it) through encoding/json: a nested object, asked for
+// by gpud simulate's export, not by sacct's hot path.
+func requestField(b []byte, j *api.AcctJob) []byte {
+	b = append(b, `,"request":`...)
+	if j.Request == nil {
+		return append(b, "null"...)
+	}
+	r, err := json.Marshal(j.Request)
+	if err != nil {
+		return append(b, "null"...)
+	}
+	return append(b, r...)
+}
+
 func strsField(key string, get func(j *api.AcctJob) []string) acctFieldEnc {
 	k := `,"` + key + `":`
 	return func(b []byte, j *api.AcctJob) []byte {
@@ -96,6 +111,10 @@ var acctFields = map[string]acctFieldEnc{
 	"array_task_id": intField("array_task_id", func(j *api.AcctJob) int64 { return int64(j.ArrayTaskID) }),
 	"wckey":         strField("wckey", func(j *api.AcctJob) string { return j.WCKey }),
 	"ntasks":        intField("ntasks", func(j *api.AcctJob) int64 { return int64(j.NTasks) }),
+	"request":       requestField,
+	"dependency":    strField("dependency", func(j *api.AcctJob) string { return j.Dependency }),
+	"nice":          intField("nice", func(j *api.AcctJob) int64 { return int64(j.Nice) }),
+	"array_max":     intField("array_max", func(j *api.AcctJob) int64 { return int64(j.ArrayMax) }),
 	"elapsed":       intField("elapsed", func(j *api.AcctJob) int64 { return j.Elapsed }),
 	"gpu_hours":     floatField("gpu_hours", func(j *api.AcctJob) float64 { return j.GPUHours }),
 	"cpu_hours":     floatField("cpu_hours", func(j *api.AcctJob) float64 { return j.CPUHours }),

@@ -46,7 +46,8 @@ func TestAcctFieldsRoundTrip(t *testing.T) {
 		QOS: "high", State: spec.StateFailed, Reason: "NonZeroExitCode", ExitCode: 3, Signal: 9, SubmitTime: at, StartTime: at,
 		TimeLimit: spec.Duration(90 * time.Minute), Nodes: []string{"gpu01", "gpu\"02"}, GPUs: []string{}, GPUCount: 2,
 		GPUModel: "h100", GPUFraction: 0.25, CPUs: 8, MemMiB: 4096, Attempts: 2, WorkDir: "/home/alice", ArrayJobID: 5,
-		ArrayTaskID: 2, WCKey: "k", NTasks: 4, Elapsed: 3600, GPUHours: 1.0 / 3, CPUHours: 8, SliceHours: 1e-9, GPUUtil: 55.5,
+		ArrayTaskID: 2, WCKey: "k", NTasks: 4, Request: &spec.Resources{Nodes: 2, GPUsPerNode: 4, NodeList: []string{"gpu01"}},
+		Dependency: "afterok:3", Nice: 5, ArrayMax: 2, Elapsed: 3600, GPUHours: 1.0 / 3, CPUHours: 8, SliceHours: 1e-9, GPUUtil: 55.5,
 		EnergyKWh: 1.25, CO2Kg: 0.5, Cost: 12.75}, AttemptHistory: []api.AcctAttempt{{Attempt: 1, StartTime: at, Elapsed: 60}}, Steps: []api.AcctStep{{Step: spec.Step{ID: "batch", Name: "batch", State: spec.StateFailed, StartTime: at}, Elapsed: 60}},
 	}
 	encs, some, err := parseAcctFields([]string{strings.Join(names[:3], ","), strings.Join(names[3:], ",") + ",id"})

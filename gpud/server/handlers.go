@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -44,6 +45,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+v+"/nodes/{name}/assignments", s.assignments)
 	handle("POST "+v+"/nodes/{name}/events", s.events)
 	handle("POST "+v+"/nodes/{name}/{action}", s.nodeAction)
+	handle("PATCH "+v+"/nodes", s.updateNodes)
+	handle("PATCH "+v+"/partitions/{name}", s.updatePartition)
 	handle("POST "+v+"/reconfigure", s.reconfigure)
 	m.HandleFunc("GET "+v+"/priorities", s.priorities)
 	m.HandleFunc("GET "+v+"/fairshare", s.fairshareTree)
@@ -52,6 +55,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+v+"/accounting/cluster", s.acctCluster)
 	m.HandleFunc("GET "+v+"/usage/latest", s.usageLatest)
 	m.HandleFunc("GET "+v+"/audit", s.auditList)
+	m.HandleFunc("GET "+v+"/health/events", s.gpuEvents) // health.go
+	m.HandleFunc("GET "+v+"/health/rma", s.gpuRMA)
 	m.HandleFunc("GET "+v+"/controllers", s.controllers)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrNotFound, "no API endpoint %s %s; this controller serves /%s", r.Method, r.URL.Path, api.Version))
@@ -546,8 +551,13 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	out, err := s.c.GPUsOut(r.Context(), req.Inventory.Name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	s.writeJSON(w, api.RegisterResponse{HeartbeatIntervalSec: max(int(hb/time.Second), 1), NodeTimeoutMS: s.c.NodeTimeout().Milliseconds(),
-		Revocations: s.revocationsFor(req.Revocations, req.Revocations != "")})
+		Revocations: s.revocationsFor(req.Revocations, req.Revocations != ""), GPUsOut: out})
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
@@ -564,7 +574,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := checkGPUProblems(req.GPUProblems); err != nil {
+	if err := errors.Join(checkGPUProblems(req.GPUProblems), checkGPUEvents(req.GPUEvents)); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -580,8 +590,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	for i := range req.GPUProblems {
 		req.GPUProblems[i].Problem = sanitize(req.GPUProblems[i].Problem)
 	}
-	if len(req.GPUProblems) > 0 {
-		if err := s.c.GPUHealth(r.Context(), as, r.PathValue("name"), req.GPUProblems); err != nil {
+	for i := range req.GPUEvents {
+		req.GPUEvents[i].Detail = sanitize(req.GPUEvents[i].Detail)
+	}
+	if len(req.GPUProblems) > 0 || len(req.GPUEvents) > 0 {
+		if err := s.c.GPUHealth(r.Context(), as, r.PathValue("name"), req.GPUProblems, req.GPUEvents); err != nil {
 			s.writeError(w, r, err)
 			return
 		}

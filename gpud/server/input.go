@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -165,6 +166,30 @@ func checkGPUProblems(ps []spec.GPUProblem) error {
 	}
 	return c.err()
 }
+
+// checkGPUEvents refuses a malformed batch of GPU health events.
+func checkGPUEvents(evs []spec.GPUEvent) error {
+	var c checker
+	if len(evs) > maxGPUEvents {
+		c.bad("%d GPU health events in one heartbeat; send at most %d", len(evs), maxGPUEvents)
+		return c.err()
+	}
+	for i, e := range evs {
+		f := fmt.Sprintf("gpu_events[%d]", i)
+		c.name(f+".uuid", e.UUID, maxShort)
+		if !slices.Contains([]string{spec.GPUEventFault, spec.GPUEventProbeFailed, spec.GPUEventReadmit}, e.Kind) {
+			c.bad("%s.kind %q is not a GPU event kind; use fault, probe-failed or readmit", f, e.Kind)
+		}
+		for _, t := range []struct{ field, v string }{{"serial", e.Serial}, {"code", e.Code}, {"class", e.Class}, {"action", e.Action}} {
+			c.text(f+"."+t.field, t.v, maxShort)
+		}
+		c.text(f+".detail", e.Detail, maxText)
+	}
+	return c.err()
+}
+
+// maxGPUEvents matches the agent's queue of undelivered events.
+const maxGPUEvents = 512
 
 // maxGPUProblems is more GPUs than any server holds.
 const maxGPUProblems = 256

@@ -28,6 +28,10 @@ func nodeStates(n *spec.Node) []string {
 		return []string{"MIXED", "DRAIN"}
 	case spec.NodeDown:
 		return []string{"DOWN", "NOT_RESPONDING"}
+	case spec.NodeFail:
+		return []string{"IDLE", "FAIL"}
+	case spec.NodeFailing:
+		return []string{"MIXED", "FAIL"}
 	case "":
 		return []string{"UNKNOWN"}
 	}

@@ -135,15 +135,20 @@ type JobSpec struct {
 	Error  string `json:"error,omitempty"`
 	// Image is "host" (the node's root filesystem, read-only) or an image
 	// reference known to the node's containerd.
-	Image     string   `json:"image,omitempty"`
-	Hold      bool     `json:"hold,omitempty"`
-	Nice      int      `json:"nice,omitempty"`
-	BeginTime Time     `json:"begin_time"`
-	Requeue   bool     `json:"requeue"`
-	Array     string   `json:"array,omitempty"`
-	Depend    string   `json:"dependency,omitempty"`
-	Signal    string   `json:"signal,omitempty"`
-	Ckpt      Duration `json:"checkpoint_interval,omitempty"`
+	Image string `json:"image,omitempty"`
+	// Container holds pyxis's --container-* options (nil: none).
+	Container *Container `json:"container,omitempty"`
+	Hold      bool       `json:"hold,omitempty"`
+	Nice      int        `json:"nice,omitempty"`
+	BeginTime Time       `json:"begin_time"`
+	Requeue   bool       `json:"requeue"`
+	// RequeueExpedite (--requeue=expedite): requeued by a hardware fault,
+	// the job goes ahead of every other job.
+	RequeueExpedite bool     `json:"requeue_expedite,omitempty"`
+	Array           string   `json:"array,omitempty"`
+	Depend          string   `json:"dependency,omitempty"`
+	Signal          string   `json:"signal,omitempty"`
+	Ckpt            Duration `json:"checkpoint_interval,omitempty"`
 	// CkptMode is how the job is checkpointed: "" (cooperative, the
 	// default) or CkptModeCRIU.
 	CkptMode string `json:"checkpoint_mode,omitempty"`
@@ -201,9 +206,21 @@ type Job struct {
 	SubmitTime Time   `json:"submit_time"`
 	StartTime  Time   `json:"start_time"`
 	EndTime    Time   `json:"end_time"`
+	// SuspendTime is when a SUSPENDED job was suspended (scontrol
+	// suspend), or a resumed one last was; Suspended is the time it has
+	// spent suspended in all, by which its time limit was extended.
+	SuspendTime Time     `json:"suspend_time,omitzero"`
+	Suspended   Duration `json:"suspended,omitempty"`
 	// Attempt counts starts: 0 before the first, 1 while the first runs,
 	// and so on across requeues.
 	Attempt int `json:"attempt"`
+	// HWRequeues counts the requeues a hardware fault caused (a GPU or
+	// node taken out by gpud's health model, a failed node): not charged
+	// to the job, so not among scontrol's Restarts.
+	HWRequeues int `json:"hw_requeues,omitempty"`
+	// Expedited: requeued by a hardware fault with expedite on, the job
+	// waits at top priority until it starts again.
+	Expedited bool `json:"expedited,omitempty"`
 	// ArrayJobID is the ID of the array this job is a task of (Slurm's
 	// %A, SLURM_ARRAY_JOB_ID), 0 for a job that is not an array task;
 	// ArrayTaskID is its index in the array (%a, SLURM_ARRAY_TASK_ID).

@@ -42,8 +42,14 @@ type GPU struct {
 	// CDIName is the fully qualified CDI device name the node injects
 	// ("nvidia.com/gpu=GPU-...").
 	CDIName string `json:"cdi_name,omitempty"`
-	// Health is "ok" or what is wrong ("XID 79", "temperature 91C").
+	// Health is "ok" or why the GPU is out of service. gpud's own
+	// health model writes "gpud:<code> gpu<index> <detail>"
+	// ("gpud:xid79 gpu3 XID 79 GPU has fallen off the bus"); it lifts
+	// only such marks itself (after a clean probe), a person's never.
 	Health string `json:"health,omitempty"`
+	// Serial is the board serial number: the GPU's identity in health
+	// history and RMA reports ("" when NVML does not tell).
+	Serial string `json:"serial,omitempty"`
 	// NICs are the active RDMA NICs closest to the GPU: under its PCIe
 	// switch, else on its NUMA node.
 	NICs []string `json:"nics,omitempty"`
@@ -68,9 +74,46 @@ type NIC struct {
 // of node.toml's [health] for the sustain time, or a fatal XID/ECC error).
 type GPUProblem struct {
 	UUID string `json:"uuid"`
-	// Problem says what is wrong ("temperature 91C above 85C for 1m0s").
+	// Problem says what is wrong ("gpud:temp gpu3 temperature 91C at or
+	// above 85C for 1m0s").
 	Problem string `json:"problem"`
+	// Code, Class and Action are the health model's triage of it
+	// (gpud/health): "xid79", "fatal", "drain-gpu". Action
+	// "drain-node" takes the whole node out; empty means drain-gpu.
+	Code   string `json:"code,omitempty"`
+	Class  string `json:"class,omitempty"`
+	Action string `json:"action,omitempty"`
 }
+
+// GPUEvent is one entry of a GPU's health history: a finding of the
+// node's health model, a probe, a readmission. Nodes report them with
+// their heartbeats; accounting keeps them by GPU serial.
+type GPUEvent struct {
+	Time Time   `json:"time"`
+	Node string `json:"node"`
+	// GPU is the GPU's index on the node.
+	GPU    int    `json:"gpu"`
+	UUID   string `json:"uuid"`
+	Serial string `json:"serial,omitempty"`
+	// Kind is GPUEventFault, GPUEventProbeFailed or GPUEventReadmit.
+	Kind   string `json:"kind"`
+	Code   string `json:"code,omitempty"`
+	Class  string `json:"class,omitempty"`
+	Action string `json:"action,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// GPU event kinds.
+const (
+	// GPUEventFault is a finding (drained or only recorded: see Action).
+	GPUEventFault = "fault"
+	// GPUEventProbeFailed: a readmission probe found the GPU still bad.
+	GPUEventProbeFailed = "probe-failed"
+	// GPUEventReadmit: a clean probe put the GPU back in service.
+	GPUEventReadmit = "readmit"
+	// GPUEventResume: a person put the GPU back (gpuq resume).
+	GPUEventResume = "resume"
+)
 
 // Inventory is what a node agent registers.
 type Inventory struct {
@@ -104,6 +147,9 @@ type Node struct {
 	AllocMemMiB int64    `json:"alloc_mem_mib"`
 	AllocGPUs   []string `json:"alloc_gpus"`
 	Jobs        []JobID  `json:"jobs,omitempty"`
+	// Weight orders nodes for placement (scontrol update Weight=; lower
+	// first); 0 is the default.
+	Weight int `json:"weight,omitempty"`
 }
 
 // MIG modes of a GPU (GPU.MIGMode).

@@ -37,6 +37,10 @@ type NodeEvent struct {
 	// Actor is who caused it: a user name for drain/resume, "gpud" for the
 	// controller's own health and heartbeat decisions.
 	Actor string `json:"actor,omitempty"`
+	// GPU, when set, makes this an entry of one GPU's health history
+	// (Event NodeEventGPU) rather than a change of the node's
+	// availability: accounting keeps it apart, by GPU serial.
+	GPU *GPUEvent `json:"gpu,omitempty"`
 }
 
 // Node events the controller records.
@@ -45,4 +49,5 @@ const (
 	NodeEventUp     = "up"     // back after a down, by heartbeat or registration
 	NodeEventDrain  = "drain"  // gpuq drain
 	NodeEventResume = "resume" // gpuq resume: clears drain and down
+	NodeEventGPU    = "gpu"    // a GPU health event (NodeEvent.GPU)
 )

@@ -126,7 +126,12 @@ func (js *JobSpec) Validate() error {
 	}
 	c.path("--output", js.Output)
 	c.path("--error", js.Error)
-	c.name("--image", js.Image, MaxPathBytes)
+	js.Container.validate(&c, js.Image)
+	if c.name("--image", js.Image, MaxPathBytes) {
+		if _, err := ParseImage(js.Image); err != nil {
+			c.bad("--image", "--image: %s", err.Error())
+		}
+	}
 	if c.name("--array", js.Array, MaxNameBytes) && js.Array != "" {
 		if _, _, err := ParseArray(js.Array); err != nil {
 			c.bad("--array", "%s", err.Error())

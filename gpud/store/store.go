@@ -56,6 +56,10 @@ var schema = []string{
 	`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)`,
 	// One row per array (id: the array job id) or plain job (its id).
 	`CREATE TABLE IF NOT EXISTS payloads (id INTEGER PRIMARY KEY, data BLOB NOT NULL)`,
+	// The admin's live changes (admin.go): node and partition overrides,
+	// reservations. A new table needs no new schema version: an older
+	// gpud ignores it.
+	`CREATE TABLE IF NOT EXISTS admin (kind TEXT NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (kind, name))`,
 }
 
 // schemaAfter runs once the version is known to be current (a version-1

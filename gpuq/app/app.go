@@ -109,6 +109,7 @@ func New() *cli.App {
 			reportCommand(),
 			topCommand(),
 			auditCommand(),
+			healthCommand(),
 			prioCommand(),
 			shareCommand(),
 			controllersCommand(),

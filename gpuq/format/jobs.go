@@ -315,10 +315,14 @@ func Used(j *spec.Job, now time.Time) time.Duration {
 		return 0
 	}
 	end := now
+	if j.State == spec.StateSuspended && !j.SuspendTime.IsZero() {
+		end = j.SuspendTime.Time // the clock stops while suspended
+	}
 	if !j.EndTime.IsZero() && j.EndTime.After(j.StartTime.Time) {
 		end = j.EndTime.Time
 	}
-	return max(end.Sub(j.StartTime.Time), 0)
+	// Time spent suspended is not run time (Slurm's RunTime).
+	return max(end.Sub(j.StartTime.Time)-j.Suspended.Std(), 0)
 }
 
 // AppendElapsed writes d like squeue and sinfo: M:SS, H:MM:SS or

@@ -42,7 +42,7 @@ func WriteJobShow(w io.Writer, j *spec.Job, now time.Time) error {
 		{"JobId=" + strconv.FormatUint(uint64(j.ID), 10), "JobName=" + null(j.Name)},
 		{fmt.Sprintf("UserId=%s(%d)", null(j.User), j.UID), "GroupId=" + strconv.FormatUint(uint64(j.GID), 10), "Account=" + null(j.Account), "QOS=" + null(j.QOS)},
 		{"JobState=" + string(j.State), "Reason=" + reason, "Priority=" + strconv.FormatInt(j.Priority, 10), "Nice=" + strconv.Itoa(j.Nice), "ExitCode=" + ExitCode(j.ExitCode, j.Signal)},
-		{"RunTime=" + string(AppendElapsed(nil, Used(j, now))), "TimeLimit=" + limit, "Requeue=" + boolNum(j.Requeue), "Restarts=" + strconv.Itoa(max(j.Attempt-1, 0)), "Hold=" + boolNum(j.Hold)},
+		{"RunTime=" + string(AppendElapsed(nil, Used(j, now))), "TimeLimit=" + limit, "Requeue=" + boolNum(j.Requeue), "Restarts=" + strconv.Itoa(max(j.Attempt-1-j.HWRequeues, 0)), "Hold=" + boolNum(j.Hold)},
 		checkpointLine(j, now, tm),
 		{"SubmitTime=" + tm(j.SubmitTime), "BeginTime=" + tm(j.BeginTime), "StartTime=" + tm(j.StartTime), "EndTime=" + tm(j.EndTime)},
 		{"ExpectedStart=" + tm(j.ExpectedStart), "Dependency=" + null(j.Depend), "Array=" + null(j.Array)},

@@ -30,7 +30,7 @@ var scontrolSet = &getopt.Set{Opts: append([]getopt.Opt{
 
 func (c *Cmd) scontrol(ctx context.Context) error {
 	ps, rest, err := c.parse(scontrolSet)
-	if done, err := c.handled(err, "[-d] [-o] show job|node|partition|hostnames|hostlist [ID] | hold|release|requeue JOBID... | ping | token [lifespan=SECONDS]"); done || err != nil {
+	if done, err := c.handled(err, "[-d] [-o] show job|node|partition|hostnames|hostlist [ID] | hold|release|requeue JOBID... | update JobId=N|NodeName=LIST|PartitionName=P KEY=VALUE... | suspend|resume|top JOBID... | wait_job JOBID | ping | token [lifespan=SECONDS]"); done || err != nil {
 		return err
 	}
 	if len(rest) == 0 {
@@ -95,14 +95,23 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 			}
 		}
 		return errors.Join(errs...)
+	case "top":
+		return c.top(ctx, args)
+	case "suspend", "resume":
+		return c.suspend(ctx, cmd, args)
+	case "wait_job":
+		return c.waitJob(ctx, args)
 	case "ping":
 		return c.ping(ctx)
 	case "token":
 		return c.token(ctx, args)
 	case "update":
+		if ok, err := c.adminUpdate(ctx, args); ok {
+			return err
+		}
 		return c.update(ctx, args)
 	}
-	return invalid("unknown command %q; use show, hold, release, requeue, ping, token or update", cmd)
+	return invalid("unknown command %q; use show, hold, release, requeue, suspend, resume, top, wait_job, ping, token or update", cmd)
 }
 
 // oneLine joins a multi-line key=value block into one line (-o).
@@ -244,6 +253,7 @@ func (c *Cmd) showNodes(ctx context.Context, arg string, one bool) error {
 			{"Gres=" + gres},
 			{"NodeAddr=" + orDefault(n.Addr, n.Name), "NodeHostName=" + n.Name},
 			{"RealMemory=" + strconv.FormatInt(n.MemMiB, 10), "AllocMem=" + strconv.FormatInt(n.AllocMemMiB, 10)},
+			{"Weight=" + strconv.Itoa(max(n.Weight, 1))},
 			{"State=" + string(n.State), "Partitions=" + strings.Join(n.Partitions, ",")},
 			{"AllocTRES=" + allocTRES(n)},
 		}

@@ -69,7 +69,7 @@ func writeJobShow(b *bytes.Buffer, j *spec.Job, now time.Time, detail int) {
 		{fmt.Sprintf("UserId=%s(%d)", null(j.User), j.UID), fmt.Sprintf("GroupId=%s(%d)", groupName(j.GID), j.GID), "MCS_label=N/A"},
 		qos,
 		{"JobState=" + string(j.State), "Reason=" + reason, "Dependency=" + null(j.Depend)},
-		{"Requeue=" + boolNum(j.Requeue), "Restarts=" + strconv.Itoa(max(j.Attempt-1, 0)), "BatchFlag=1", "Reboot=0", exit},
+		{"Requeue=" + boolNum(j.Requeue), "Restarts=" + strconv.Itoa(max(j.Attempt-1-j.HWRequeues, 0)), "BatchFlag=1", "Reboot=0", exit},
 	}
 	if detail > 0 {
 		lines = append(lines, []string{"DerivedExitCode=" + jobExitCode(j)})
@@ -79,7 +79,7 @@ func writeJobShow(b *bytes.Buffer, j *spec.Job, now time.Time, detail int) {
 		[]string{"SubmitTime=" + tm(j.SubmitTime), "EligibleTime=" + tm(eligible)},
 		[]string{"AccrueTime=" + tm(eligible)},
 		[]string{"StartTime=" + tm(start), "EndTime=" + tm(end), "Deadline=N/A"},
-		[]string{"SuspendTime=None", "SecsPreSuspend=0", "LastSchedEval=" + tm(j.SubmitTime), "Scheduler=Main"},
+		[]string{"SuspendTime=" + suspendTime(j), "SecsPreSuspend=" + secsPreSuspend(j, now), "LastSchedEval=" + tm(j.SubmitTime), "Scheduler=Main"},
 		[]string{"Partition=" + null(format.JobPartition(j)), "AllocNode:Sid=" + null("") + ":0"},
 		[]string{"ReqNodeList=" + null(strings.Join(r.NodeList, ",")), "ExcNodeList=" + null(strings.Join(r.Exclude, ","))},
 		[]string{"NodeList=" + null(nodes)},

@@ -56,6 +56,7 @@ type sinfoRow struct {
 var shortNodeState = map[spec.NodeState]string{
 	spec.NodeIdle: "idle", spec.NodeMixed: "mix", spec.NodeAllocated: "alloc", spec.NodeDown: "down",
 	spec.NodeDrain: "drain", spec.NodeDraining: "drng", spec.NodeUnknown: "unk",
+	spec.NodeFail: "fail", spec.NodeFailing: "failg",
 }
 
 func (c *Cmd) sinfo(ctx context.Context) error {

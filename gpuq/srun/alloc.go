@@ -346,6 +346,17 @@ func outside(o options, stdout, stderr io.Writer) int {
 		}
 		job = al.Job
 	} else {
+		if len(o.container) > 0 {
+			j, err := client.Job(ctx, job)
+			if err != nil {
+				fmt.Fprintf(stderr, "srun: look up job %d for its image: %v\n", job, err)
+				return exitError
+			}
+			if err := o.checkContainer(cmpOr(j.Image, spec.ImageHost)); err != nil {
+				fmt.Fprintln(stderr, err)
+				return exitUsage
+			}
+		}
 		o.envDefaults(os.Getenv) // the salloc shell's layout
 	}
 	code := runTicket(ctx, client, job, o, stdout, stderr)

@@ -50,6 +50,9 @@ type session struct {
 	step   int
 	ntasks int
 	exits  map[int]api.StepMsg
+	// received counts each task's stdout and stderr bytes (the run
+	// loop's alone), told to a restarted agent so nothing comes twice.
+	received map[api.StepCount]int64
 
 	// ^C (signal goroutine only)
 	lastIntr time.Time
@@ -59,7 +62,8 @@ type session struct {
 // run sends the request over c and follows the step to its end; the
 // result is srun's exit code.
 func run(c net.Conn, o options, stdout, stderr io.Writer) int {
-	s := &session{o: o, stdout: stdout, stderr: stderr, conn: c, enc: json.NewEncoder(c), exits: map[int]api.StepMsg{}}
+	s := &session{o: o, stdout: stdout, stderr: stderr, conn: c, enc: json.NewEncoder(c), exits: map[int]api.StepMsg{},
+		received: map[api.StepCount]int64{}}
 	s.cond = sync.NewCond(&s.mu)
 	defer s.end()
 	return s.run()
@@ -204,6 +208,7 @@ func (s *session) run() int {
 				go sendStdin(os.Stdin, s.send)
 			}
 		case api.StepStdout, api.StepStderr:
+			s.received[api.StepCount{Task: m.Task, Kind: m.Kind}] += int64(len(m.Data))
 			pattern, sk := s.o.output, out
 			if m.Kind == api.StepStderr {
 				pattern, sk = s.o.errout, errs
@@ -291,7 +296,7 @@ func (s *session) reattach(cause error) *bufio.Reader {
 			enc := json.NewEncoder(c)
 			br := bufio.NewReaderSize(c, 256<<10)
 			var m api.StepMsg
-			if err = enc.Encode(api.StepRequest{Attach: true, Step: s.step}); err == nil {
+			if err = enc.Encode(api.StepRequest{Attach: true, Step: s.step, Received: s.counts()}); err == nil {
 				m, err = api.ReadStepFrame(br)
 			}
 			switch {
@@ -302,11 +307,13 @@ func (s *session) reattach(cause error) *bufio.Reader {
 				s.mu.Unlock()
 				fmt.Fprintf(s.stderr, "srun: the node agent is back; following %s again\n", id)
 				return br
-			case err == nil && m.Kind == api.StepError:
+			case err == nil && m.Kind == api.StepError && !m.Retry:
 				c.Close()
 				fmt.Fprintf(s.stderr, "srun: error: %s\n", m.Error)
 				return giveUp()
 			}
+			// Not there yet (the agent has not re-learned the job): ask
+			// again until the deadline.
 			c.Close()
 		}
 		if time.Now().After(deadline) {
@@ -316,6 +323,16 @@ func (s *session) reattach(cause error) *bufio.Reader {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// counts is what srun received of each task's output.
+func (s *session) counts() []api.StepCount {
+	out := make([]api.StepCount, 0, len(s.received))
+	for k, n := range s.received {
+		k.Bytes = n
+		out = append(out, k)
+	}
+	return out
 }
 
 // interrupt is SIGINT (^C) to srun, as Slurm's srun takes it: a first

@@ -21,6 +21,7 @@ import (
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/cpubind"
 	"github.com/gpud/gpud/gpud/pmi"
+	"github.com/gpud/gpud/gpud/spec"
 )
 
 // Exit codes beyond the tasks' own.
@@ -43,6 +44,8 @@ type options struct {
 	// pty: task 0 on a terminal (pty.go); disableStatus (-X) and
 	// quitOnInterrupt (-q): what ^C does (session.go).
 	pty, disableStatus, quitOnInterrupt bool
+	// container are the pyxis options given (checkContainer).
+	container []directive.Option
 	// jobID names the step in srun's messages (StepId=JOB.STEP).
 	jobID string
 	// listMPI: --mpi=list; noInput: --input=none.
@@ -168,7 +171,23 @@ var optSet = withAllocOptions(&getopt.Set{Mode: getopt.StopAtFirst, Opts: []geto
 	{Long: "pty"},
 	{Long: "disable-status", Short: 'X'},
 	{Long: "quit-on-interrupt"},
+	// pyxis's switches (its options with values come from sbatch's).
+	{Long: "container-writable"},
+	{Long: "container-readonly"},
+	{Long: "container-mount-home"},
+	{Long: "no-container-mount-home"},
+	{Long: "no-container-remap-root"},
+	{Long: "container-remap-root"},
+	{Long: "container-entrypoint"},
+	{Long: "container-save", Arg: getopt.Required},
 }})
+
+// containerOpts are pyxis's options that shape the job's container: srun
+// outside a job gives them to the allocation it makes; inside one the
+// container exists already (checkContainer).
+var containerOpts = map[string]bool{"container-image": true, "container-mounts": true, "container-workdir": true,
+	"container-name": true, "container-writable": true, "container-readonly": true, "container-mount-home": true,
+	"no-container-mount-home": true, "no-container-remap-root": true, "container-env": true}
 
 // given names: the short letter for -n, -N and -c (envDefaults reads
 // them so), the long name otherwise.
@@ -197,6 +216,20 @@ func parse(args []string) (options, error) {
 		name := p.Name()
 		o.given[cmpOr(givenAs[name], name)] = true
 		var err error
+		if strings.HasPrefix(name, "container-") {
+			if rerr, ok := directive.Refusal(name); ok {
+				return o, fmt.Errorf("srun: %w", rerr)
+			}
+		}
+		if containerOpts[name] {
+			if d, _ := directive.Lookup(name); d != nil && d.Bool {
+				o.alloc = append(o.alloc, directive.Option{Name: name, Source: directive.CommandLine})
+			}
+			o.container = append(o.container, directive.Option{Name: name, Value: p.Value, Source: directive.CommandLine})
+		}
+		if name == "container-workdir" {
+			o.req.Cwd = p.Value // the step's, in the job's container
+		}
 		if o.noteAlloc(name, p.Value) {
 			continue // shapes only an allocation srun makes (alloc.go)
 		}
@@ -393,6 +426,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		// A login host or a salloc shell (alloc.go).
 		return outside(o, stdout, stderr)
 	}
+	if err := o.checkContainer(os.Getenv("GPUD_IMAGE")); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
 	o.envDefaults(os.Getenv)
 	o.req.Stdin = !o.noInput && hasInput(os.Stdin)
 	if o.req.Cwd == "" {
@@ -555,4 +592,52 @@ func sendStdin(r io.Reader, send func(any) error) {
 			return
 		}
 	}
+}
+
+// checkContainer checks pyxis's options of a step inside a job, whose
+// image is jobImage: a step runs in the job's own container (gpud has no
+// containers per step), so --container-image must name the job's image
+// and --container-name names that container; --container-workdir is the
+// step's working directory there. Options that would make another
+// container are refused, saying where they belong.
+func (o *options) checkContainer(jobImage string) error {
+	for _, c := range o.container {
+		switch c.Name {
+		case "container-name", "container-workdir", "container-env", "no-container-remap-root":
+		case "container-image":
+			ref, err := spec.ParseImage(c.Value)
+			if err != nil {
+				return fmt.Errorf("srun: --container-image: %w", err)
+			}
+			if jobImage != "" && !sameImage(ref, jobImage) {
+				return fmt.Errorf("srun: --container-image=%s: this job runs in %s, and gpud runs a job's steps in the job's own container; give --container-image to sbatch or salloc (#SBATCH --container-image=%s) instead", c.Value, jobImage, c.Value)
+			}
+		default:
+			return fmt.Errorf("srun: --%s: the job's container exists already (gpud runs steps in it); give --%s to sbatch or salloc instead", c.Name, c.Name)
+		}
+	}
+	return nil
+}
+
+// sameImage reports whether two OCI references name one image, Docker
+// Hub's short names and a missing :latest included.
+func sameImage(a, b string) bool {
+	norm := func(r string) string {
+		if r == spec.ImageHost {
+			return r
+		}
+		first, _, ok := strings.Cut(r, "/")
+		if !ok || !strings.ContainsAny(first, ".:") && first != "localhost" {
+			if !ok {
+				r = "library/" + r
+			}
+			r = "docker.io/" + r
+		}
+		last := r[strings.LastIndexByte(r, '/')+1:]
+		if !strings.ContainsAny(last, ":@") {
+			r += ":latest"
+		}
+		return r
+	}
+	return norm(a) == norm(b)
 }

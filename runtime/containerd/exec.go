@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/containerd/containerd/v2/client"
@@ -56,11 +58,18 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 	}
 	var stdin io.Reader
 	var stdinDone chan struct{}
+	// containerd's copy of the input starts reading with the exec's IO,
+	// before the process starts: the gate holds it back until the start
+	// succeeded, so an exec that fails to start (a caller trying again
+	// elsewhere) takes none of the caller's input.
+	gate := &startGate{opened: make(chan struct{})}
+	defer gate.open(false) // a return before the start: EOF
 	if cfg.Stdin != nil {
 		// containerd closes the FIFO at EOF but not the process's end:
 		// that takes CloseIO once the copy is over (as ctr does).
 		stdinDone = make(chan struct{})
-		stdin = eofReader{cfg.Stdin, stdinDone}
+		gate.r = cfg.Stdin
+		stdin = eofReader{gate, stdinDone}
 	}
 	ioOpts := []cio.Opt{cio.WithStreams(stdin, stdout, stderr)}
 	if cfg.Terminal {
@@ -78,9 +87,14 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 		return nil, fmt.Errorf("exec %q in %s: %w", cfg.Args[0], id, err)
 	}
 	if err := proc.Start(ctx); err != nil {
+		gate.open(false)
 		_, _ = proc.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
+		if strings.Contains(err.Error(), "chdir to cwd") { // runc's words
+			return nil, fmt.Errorf("start %q in %s: %w: %w", cfg.Args[0], id, runtime.ErrNoCwd, err)
+		}
 		return nil, fmt.Errorf("start %q in %s: %w", cfg.Args[0], id, err)
 	}
+	gate.open(true)
 	// The keeper holds the output FIFOs (execkeep.go). Only after the
 	// start: the shim opens its ends then, waiting for a reader, which
 	// must be ours; a keeper opened before could stand in for it, and
@@ -98,6 +112,30 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 		}()
 	}
 	return &execProc{r: r, proc: proc, statusC: statusC, keep: keep}, nil
+}
+
+// startGate reads r once opened with true; opened with false (the
+// process did not start), it is at EOF without reading r.
+type startGate struct {
+	r      io.Reader
+	once   sync.Once
+	ok     bool
+	opened chan struct{}
+}
+
+func (g *startGate) open(ok bool) {
+	g.once.Do(func() {
+		g.ok = ok
+		close(g.opened)
+	})
+}
+
+func (g *startGate) Read(p []byte) (int, error) {
+	<-g.opened
+	if !g.ok {
+		return 0, io.EOF
+	}
+	return g.r.Read(p)
 }
 
 // eofReader closes done when its reader is exhausted.

@@ -2,6 +2,7 @@ package containerd_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"sync"
@@ -84,5 +85,45 @@ func TestExecOnTerminal(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("terminal output %q lacks %q", out.String(), want)
 		}
+	}
+}
+
+// TestExecMissingCwd: an exec whose working directory is not in the
+// container fails with runtime.ErrNoCwd without taking any of its input,
+// so the caller's next try (in /tmp) reads all of it.
+func TestExecMissingCwd(t *testing.T) {
+	t.Parallel()
+	addr := containerdtest.Start(t)
+	rt := newRuntime(t, addr)
+	ctx := context.Background()
+	cfg := hostTask(t, jobDir(t), "/bin/sh", "-c", "sleep 60")
+	if err := rt.Start(ctx, cfg); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = rt.Delete(context.Background(), cfg.ID) })
+	inR, inW := io.Pipe()
+	go func() {
+		_, _ = inW.Write([]byte("every byte\n"))
+		inW.Close()
+	}()
+	var out lockedBuf
+	ec := runtime.ExecConfig{ID: "nocwd", Args: []string{"/bin/sh", "-c", "cat; pwd"}, Env: []string{"PATH=/usr/bin:/bin"},
+		Cwd: "/no/such/dir/in/the/container", Stdin: inR, Stdout: &out}
+	if _, err := rt.Exec(ctx, cfg.ID, ec); !errors.Is(err, runtime.ErrNoCwd) {
+		t.Fatalf("Exec in a missing directory: %v; want runtime.ErrNoCwd", err)
+	}
+	ec.Cwd = "/"
+	proc, err := rt.Exec(ctx, cfg.ID, ec)
+	if err != nil {
+		t.Fatalf("Exec in /: %v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if st, err := proc.Wait(wctx); err != nil || st.Code != 0 {
+		t.Fatalf("exit %+v %v", st, err)
+	}
+	_ = proc.Delete(ctx)
+	if got := out.String(); got != "every byte\n/\n" {
+		t.Errorf("the second try read %q, want all the input and then /", got)
 	}
 }

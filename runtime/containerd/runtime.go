@@ -68,6 +68,8 @@ type Options struct {
 	// container IDs, and a container orphaned by a kill -9 of one daemon
 	// would block the same ID in another.
 	RuncRoot string
+	// Images configures pulls from registries and the image cache.
+	Images ImageOptions
 }
 
 // runcRoots holds the default runc roots, one per containerd address.
@@ -99,6 +101,8 @@ type Runtime struct {
 	runcRoot string
 	// memlock is the jobs' RLIMIT_MEMLOCK (0: unlimited), see memlockLimit.
 	memlock uint64
+	// images pulls from registries into the cache (pull.go).
+	images *imageCache
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -124,8 +128,13 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if runcRoot == "" {
 		runcRoot = defaultRuncRoot(opts.Address)
 	}
+	imgs, err := newImageCache(opts.Images)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
 	r := &Runtime{client: c, address: opts.Address, ns: ns, cgroupRoot: "/sys/fs/cgroup", memlock: memlockLimit(), runcRoot: runcRoot,
-		scope: cgroupScope(runcRoot)}
+		scope: cgroupScope(runcRoot), images: imgs}
 	if len(opts.CDISpecDirs) > 0 {
 		// An explicit cache, never CDI's global default: the node decides
 		// which directories count. No auto-refresh: it would start a file
@@ -142,6 +151,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 
 // Close closes the connection to containerd; containers keep running.
 func (r *Runtime) Close() error {
+	r.images.transport.CloseIdleConnections()
 	return r.client.Close()
 }
 
@@ -293,13 +303,14 @@ func createOutputFile(path string, uid, gid uint32, groups []uint32, truncate bo
 	return safefs.PrepareUserFile(path, safefs.Cred{UID: uid, GID: gid, Groups: groups}, truncate)
 }
 
-// image returns ref from the image store, unpacked into Snapshotter. Jobs
-// never pull: nodes may have no registry access, and a missing image is an
-// operator's decision.
+// image returns ref from the image store, unpacked into Snapshotter.
+// Start never pulls: the node agent pulls first (PullImage), with the job
+// user's credentials, so that a missing or refused image fails the job
+// with its reason before anything is created.
 func (r *Runtime) image(ctx context.Context, ref string) (client.Image, error) {
 	img, err := r.client.GetImage(ctx, ref)
 	if errdefs.IsNotFound(err) {
-		return nil, fmt.Errorf("image %s not found in containerd namespace %s; import it with `ctr -n %s images import FILE`", ref, r.ns, r.ns)
+		return nil, fmt.Errorf("image %s not found in containerd namespace %s; pull it (PullImage) or import it with `ctr -n %s images import FILE`", ref, r.ns, r.ns)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up image %s: %w", ref, err)

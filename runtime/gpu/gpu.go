@@ -15,6 +15,9 @@ type Device struct {
 	Minor       int // /dev/nvidiaN
 	NVLinkPeers []string
 	MIGEnabled  bool
+	// Serial is the board serial number (NVML GetSerial): the GPU's
+	// identity in health history and RMA reports; "" when unknown.
+	Serial string
 }
 
 // Devices is the node's view of its GPUs.
@@ -41,13 +44,36 @@ type Sample struct {
 	TempC float64
 	// PowerW is the board's power draw in watts.
 	PowerW float64
-	// XID is the last XID error seen (0: none).
-	XID float64
-	// ECCUncorrected counts uncorrected (double-bit) memory errors since
-	// the driver loaded (NVML's volatile counter).
-	ECCUncorrected float64
+	// XIDs are the GPU's recent XID errors, oldest first (a bounded
+	// log: several callers sample, so none may consume them). A caller
+	// takes those with a Seq above the last it saw.
+	XIDs []XIDEvent
+	// ECCUncorrected and ECCCorrected count uncorrected (double-bit) and
+	// corrected (single-bit) memory errors since the driver loaded
+	// (NVML's volatile counters).
+	ECCUncorrected, ECCCorrected float64
+	// RowRemapPending: a remapping waits for a GPU reset; RowRemapFailed:
+	// a row could not be remapped (NVML GetRemappedRows).
+	RowRemapPending, RowRemapFailed bool
+	// NVLinkUp counts the active NVLinks; NVLinkErrors sums their
+	// replay, recovery and CRC error counters.
+	NVLinkUp     int
+	NVLinkErrors float64
+	// PCIe link: current and maximum width and generation.
+	PCIeWidth, PCIeMaxWidth, PCIeGen, PCIeMaxGen int
+	// Throttle is the clock-event-reason bit mask
+	// (GetCurrentClocksEventReasons).
+	Throttle uint64
 
 	HasUtil, HasMem, HasTemp, HasPower, HasXID, HasECC bool
+	HasRowRemap, HasNVLink, HasPCIe, HasThrottle       bool
+}
+
+// XIDEvent is one XID error of a GPU. Seq grows by one per event on the
+// backend (across its GPUs), from 1.
+type XIDEvent struct {
+	Seq uint64
+	XID int
 }
 
 // Sampler is implemented by Devices backends that can read utilisation,

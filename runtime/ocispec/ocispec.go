@@ -51,6 +51,9 @@ func Build(cfg runtime.TaskConfig, in Inputs) []oci.SpecOpts {
 		// Jobs share the host's network namespace, so they resolve names
 		// the way the host does.
 		opts = append(opts, oci.WithHostHostsFile, oci.WithHostResolvconf, oci.WithEnv(in.ImageEnv))
+		if cfg.ReadOnlyRoot {
+			opts = append(opts, oci.WithRootFSReadonly())
+		}
 	}
 	memlock := in.MemlockBytes
 	if memlock == 0 {

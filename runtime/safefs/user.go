@@ -74,7 +74,7 @@ func becomeUser(c Cred) error {
 
 // PrepareUserFile makes path a regular file of cred's user, ready for the
 // user to append to, with the user's rights (AsUser). Its directory is
-// reached by UserDir (missing directories made, a symlink followed only
+// reached by userDir (missing directories made, a symlink followed only
 // when it cannot be another user's trap), and the file is created with
 // O_EXCL or opened with O_NOFOLLOW and O_NONBLOCK (a symlink is never
 // followed, a FIFO never blocks), then checked on the descriptor: a

@@ -53,9 +53,16 @@ func appendJobSpec(w *objWriter, j *spec.JobSpec) {
 	w.strs("env", j.Env)
 	w.str("work_dir", j.WorkDir, false)
 	w.str("submit_dir", j.SubmitDir, false)
+	w.str("submit_host", j.SubmitHost, true)
 	w.str("output", j.Output, true)
 	w.str("error", j.Error, true)
 	w.str("image", j.Image, true)
+	if j.Container != nil {
+		// Rare (pyxis's options), so encoding/json's reflection is paid
+		// only by the jobs that give them.
+		w.key("container")
+		w.value(j.Container)
+	}
 	if j.Hold {
 		w.key("hold")
 		w.bool(true)
@@ -65,6 +72,10 @@ func appendJobSpec(w *objWriter, j *spec.JobSpec) {
 	w.b = j.BeginTime.AppendJSON(w.b)
 	w.key("requeue")
 	w.bool(j.Requeue)
+	if j.RequeueExpedite {
+		w.key("requeue_expedite")
+		w.bool(true)
+	}
 	w.str("array", j.Array, true)
 	w.str("dependency", j.Depend, true)
 	w.str("signal", j.Signal, true)
@@ -183,8 +194,10 @@ var submitFields = map[reflect.Type][][2]string{
 	reflect.TypeFor[spec.JobSpec](): {{"Name", "name"}, {"Partition", "partition"}, {"QOS", "qos"}, {"Account", "account"},
 		{"Resources", "resources"}, {"TimeLimit", "time_limit"}, {"TimeUnlimited", "time_unlimited,omitempty"}, {"Script", "script"},
 		{"Args", "args,omitempty"}, {"Env", "env,omitempty"}, {"WorkDir", "work_dir"}, {"SubmitDir", "submit_dir"},
-		{"Output", "output,omitempty"}, {"Error", "error,omitempty"}, {"Image", "image,omitempty"}, {"Hold", "hold,omitempty"},
-		{"Nice", "nice,omitempty"}, {"BeginTime", "begin_time"}, {"Requeue", "requeue"}, {"Array", "array,omitempty"},
+		{"SubmitHost", "submit_host,omitempty"}, {"Output", "output,omitempty"}, {"Error", "error,omitempty"},
+		{"Image", "image,omitempty"}, {"Container", "container,omitempty"}, {"Hold", "hold,omitempty"},
+		{"Nice", "nice,omitempty"}, {"BeginTime", "begin_time"}, {"Requeue", "requeue"},
+		{"RequeueExpedite", "requeue_expedite,omitempty"}, {"Array", "array,omitempty"},
 		{"Depend", "dependency,omitempty"}, {"Signal", "signal,omitempty"}, {"Ckpt", "checkpoint_interval,omitempty"},
 		{"CkptMode", "checkpoint_mode,omitempty"}, {"Comment", "comment,omitempty"}, {"Tasks", "tasks,omitzero"},
 		{"OpenMode", "open_mode,omitempty"}, {"WCKey", "wckey,omitempty"}, {"Interactive", "interactive,omitempty"}},

@@ -77,6 +77,9 @@ func fill(v reflect.Value, n *int) {
 		v.SetInt(int64(*n))
 	case reflect.Float64:
 		v.SetFloat(float64(*n) / 8)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem(), n)
 	case reflect.Slice:
 		s := reflect.MakeSlice(v.Type(), 2, 2)
 		fill(s.Index(0), n)

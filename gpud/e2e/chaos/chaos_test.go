@@ -32,7 +32,8 @@ func TestMain(m *testing.M) { os.Exit(e2etest.Main(m, nil)) }
 // GPUD_CHAOS_SKIP names suite faults to leave out (comma separated:
 // leader-kill, leader-cut, follower-cut, node-cut-15, node-cut-45,
 // agent-kill, disk-full, lossy, clock); GPUD_CHAOS_REPORT is a directory
-// for the clients' log and the fault table.
+// for the clients' log and the fault table; GPUD_CHAOS_RAFT sets the
+// members' Raft timeouts (cluster_test.go).
 func TestChaos(t *testing.T) {
 	if os.Getenv("GPUD_CHAOS") != "1" {
 		t.Skip("SKIP (loud): the chaos suite runs with make test-chaos (GPUD_CHAOS=1): 20-30 minutes")
@@ -153,8 +154,8 @@ func leaderCutRuns(t *testing.T, c *cluster, n int) {
 			}
 			names = append(names, p.name)
 		}
-		if got := x.w.runningGangs(2, 3*time.Minute); len(got) < 2 {
-			t.Fatalf("run %d: the two 2-node jobs did not run their steps", run)
+		if got := x.w.runningGangs(2, 3*time.Minute, 65*time.Second); len(got) < 2 {
+			t.Fatalf("run %d: the two 2-node jobs did not run their steps with over 65 s of them left within 3 minutes", run)
 		}
 		old := c.waitLeader(time.Minute)
 		f := x.begin("leader link cut 60s", old.id, true)

@@ -25,6 +25,9 @@ type verdict struct {
 	problems []string
 	// by job: what it was asked and what became of it
 	records map[string][]api.AcctJob
+	// bad are the jobs with a problem (the fault table counts them
+	// against each fault they ran through).
+	bad []api.AcctJob
 }
 
 func (v *verdict) fail(format string, args ...any) {
@@ -147,15 +150,8 @@ func (x *chaos) check() *verdict {
 func (x *chaos) during(r api.AcctJob) string {
 	var names []string
 	for _, f := range x.faults {
-		end := f.Settled
-		if end.IsZero() {
-			end = f.End
-		}
-		for _, a := range r.AttemptHistory {
-			if a.StartTime.Before(end) && (a.EndTime.IsZero() || a.EndTime.After(f.Start)) {
-				names = append(names, f.Name+" ("+f.Target+")")
-				break
-			}
+		if f.touched(r) {
+			names = append(names, f.Name+" ("+f.Target+")")
 		}
 	}
 	var att []string
@@ -169,11 +165,24 @@ func (x *chaos) during(r api.AcctJob) string {
 	return fmt.Sprintf("[during %s; %s]", strings.Join(names, ", "), strings.Join(att, "; "))
 }
 
+// touched reports whether an attempt of r ran while f was under way
+// (until the cluster was whole again).
+func (f *fault) touched(r api.AcctJob) bool {
+	end := f.Settled
+	if end.IsZero() {
+		end = f.End
+	}
+	return slices.ContainsFunc(r.AttemptHistory, func(a api.AcctAttempt) bool {
+		return a.StartTime.Before(end) && (a.EndTime.IsZero() || a.EndTime.After(f.Start))
+	})
+}
+
 // checkJob checks one of the stream's jobs as it ended.
 func (x *chaos) checkJob(v *verdict, p plan, r api.AcctJob) {
 	n := len(v.problems)
 	defer func() {
 		if len(v.problems) > n {
+			v.bad = append(v.bad, r)
 			v.problems[len(v.problems)-1] += " " + x.during(r)
 			x.keepOutput(r.ID)
 		}
@@ -333,17 +342,14 @@ func (x *chaos) table(v *verdict) string {
 		if f.FirstAck > 0 {
 			ack = fmt.Sprintf("%.1f s", f.FirstAck.Seconds())
 		}
+		lost := "nothing"
+		if n := len(slices.DeleteFunc(slices.Clone(v.bad), func(r api.AcctJob) bool { return !f.touched(r) })); n > 0 {
+			lost = fmt.Sprintf("%d jobs with problems ran through it", n)
+		}
 		fmt.Fprintf(&b, "| %s | %s | %.1f s, %d/%d | %.1f s | %.0f s | %d | %s |\n", f.Name, ack, sqMax.Seconds(), sqFail, sqAll,
-			sbMax.Seconds(), end.Sub(f.Start).Seconds(), requeued, lostSummary(v))
+			sbMax.Seconds(), end.Sub(f.Start).Seconds(), requeued, lost)
 	}
 	return b.String()
-}
-
-func lostSummary(v *verdict) string {
-	if len(v.problems) == 0 {
-		return "nothing"
-	}
-	return fmt.Sprintf("%d problems", len(v.problems))
 }
 
 // report writes the clients' log, the faults and the verdict to dir.

@@ -230,6 +230,18 @@ func (c *cluster) controllerConfig(m *member, peers string) string {
 		}
 		s = strings.Replace(s, r[0], r[1], 1)
 	}
+	// GPUD_CHAOS_RAFT="HEARTBEAT,ELECTION,LEASE" measures other Raft
+	// timeouts than the shipped defaults (how soon a cut leader is
+	// replaced), e.g. "500ms,500ms,400ms".
+	if v := os.Getenv("GPUD_CHAOS_RAFT"); v != "" {
+		d := strings.Split(v, ",")
+		if len(d) != 3 {
+			t.Fatalf("GPUD_CHAOS_RAFT=%q: want HEARTBEAT,ELECTION,LEASE", v)
+		}
+		for i, k := range []string{"heartbeat_timeout", "election_timeout", "leader_lease_timeout"} {
+			s = strings.Replace(s, k+` = ""`, fmt.Sprintf("%s = %q", k, strings.TrimSpace(d[i])), 1)
+		}
+	}
 	p := filepath.Join(m.dir, "gpud.toml")
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)

@@ -121,7 +121,7 @@ func (x *chaos) followerCut(d time.Duration) {
 // gangNode picks a node running a part of a 2-node job's step (waiting
 // for one), rank pos of the job's nodes (0: the batch script's).
 func (x *chaos) gangNode(pos int) (*node, spec.Job) {
-	jobs := x.w.runningGangs(1, 3*time.Minute)
+	jobs := x.w.runningGangs(1, 3*time.Minute, 12*time.Second)
 	if len(jobs) == 0 {
 		x.c.t.Fatalf("no 2-node job ran a step within 3 minutes")
 	}

@@ -220,9 +220,9 @@ func (w *workload) snapshot() []call {
 	return out
 }
 
-// running2 waits until at least n of the stream's 2-node jobs run a step
-// with at least 10 s of it left, and returns them.
-func (w *workload) runningGangs(n int, within time.Duration) []spec.Job {
+// runningGangs waits until at least n of the workload's 2-node jobs run
+// their step with at least left of it to go, and returns them.
+func (w *workload) runningGangs(n int, within, left time.Duration) []spec.Job {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -230,11 +230,15 @@ func (w *workload) runningGangs(n int, within time.Duration) []spec.Job {
 		cancel()
 		var out []spec.Job
 		for _, j := range jobs {
-			if err != nil || !strings.HasPrefix(j.Name, "chaos-") || len(j.Nodes) != 2 {
+			w.mu.Lock()
+			p, ok := w.plans[j.Name]
+			w.mu.Unlock()
+			if err != nil || !ok || !p.gang || len(j.Nodes) != 2 {
 				continue
 			}
+			pace, _ := time.ParseDuration(p.pace + "s")
 			for _, s := range j.Steps {
-				if s.ID == "0" && s.State == spec.StateRunning && time.Since(s.StartTime.Time) < 20*time.Second {
+				if s.ID == "0" && s.State == spec.StateRunning && time.Until(s.StartTime.Add(time.Duration(p.lines)*pace)) >= left {
 					out = append(out, j)
 				}
 			}

@@ -146,7 +146,7 @@ type Cluster struct {
 	Dir   string
 	Addr  string
 	Cmd   *exec.Cmd
-	Log   *bytes.Buffer
+	Log   *SyncBuffer
 	Done  chan struct{}
 	Extra []string
 	// copts are client()'s TLS and token settings, for an https addr.
@@ -185,7 +185,7 @@ func (c *Cluster) Start(nodes int) {
 	c.T.Helper()
 	args := append([]string{"standalone", "--state-dir", c.Dir, "--nodes", fmt.Sprint(nodes), "--gpus", "mock:dgx-h100"}, c.Extra...)
 	c.Cmd = exec.Command(filepath.Join(BinDir, "gpud"), args...)
-	c.Log = &bytes.Buffer{}
+	c.Log = &SyncBuffer{}
 	c.Cmd.Stdout = c.Log
 	c.Cmd.Stderr = c.Log
 	// Its own process group, so the kill -9 test can take the whole tree.

@@ -51,7 +51,8 @@ func (s *SyncBuffer) String() string {
 
 // FaultNodeConfig is node.toml for the suite's nodes: shared checkpoint
 // root, short kill grace, and GPU health sampled every second with a 2s
-// sustain, so a fault shows within seconds.
+// sustain, so a fault shows within seconds, and a GPU clean for 2s probed
+// for readmission.
 func FaultNodeConfig(t *testing.T, c *Cluster) string {
 	t.Helper()
 	p := filepath.Join(c.Dir, "node.toml")
@@ -63,6 +64,7 @@ kill_grace = "2s"
 gpu_temp_max_c = 85
 gpu_temp_sustain = "2s"
 interval = "1s"
+probe_after = "2s"
 `, filepath.Join(c.Dir, "checkpoints"))
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)

@@ -181,7 +181,7 @@ func TestHotGPUDrainsAndMigrates(t *testing.T) {
 	}
 	last := checkResumed(t, work, id)
 	r := c.CLI(work, "gpuq", "nodes")
-	if r.Code != 0 || !regexp.MustCompile(hot.Name+`.*GPU 3 temperature 90C at or above 85C`).MatchString(r.Stdout) {
+	if r.Code != 0 || !regexp.MustCompile(hot.Name+`.*gpud:temp gpu3 temperature 90C at or above 85C`).MatchString(r.Stdout) {
 		t.Errorf("gpuq nodes does not show why %s's GPU 3 is out of service:\n%s%s", hot.Name, r.Stdout, r.Stderr)
 	}
 	t.Logf("FAULT GPU 90C: moved to %s and running after %v (2s sustain), resumed from %s; lost work %v",

@@ -1,7 +1,6 @@
 package ha
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -211,7 +210,7 @@ func startHAGroup(t *testing.T, tune [][2]string) *haGroup {
 	if err := os.WriteFile(h.join, []byte(h.gpud("token", "join", "--config", first.conf)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h.c = &e2etest.Cluster{T: t, Dir: h.dir, Addr: h.url, Log: &bytes.Buffer{}, Copts: api.ClientOptions{CAFile: h.ca, Token: h.token}}
+	h.c = &e2etest.Cluster{T: t, Dir: h.dir, Addr: h.url, Log: &e2etest.SyncBuffer{}, Copts: api.ClientOptions{CAFile: h.ca, Token: h.token}}
 	h.leader(30 * time.Second)
 	return h
 }

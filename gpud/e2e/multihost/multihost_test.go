@@ -74,6 +74,7 @@ type multiHost struct {
 	user    e2etest.LocalUser
 	token   string
 	work    string // the user's submit dir
+	opts    mhOptions
 }
 
 // mhNode is one GPU host: its containerd and its agent.
@@ -87,11 +88,22 @@ type mhNode struct {
 	done  chan struct{}
 }
 
+// mhOptions shape a multi-host cluster: its GPU hosts and the
+// controller's node_timeout.
+type mhOptions struct {
+	gpuHosts    []string
+	nodeTimeout string
+}
+
 func startMultiHost(t *testing.T) *multiHost {
+	return startMultiHostWith(t, mhOptions{gpuHosts: []string{"gpu1", "gpu2", "gpu3"}, nodeTimeout: "4s"})
+}
+
+func startMultiHostWith(t *testing.T, o mhOptions) *multiHost {
 	t.Helper()
 	// The user first: its userdel then runs after every job has ended.
 	u := e2etest.AddUser(t)
-	mh := &multiHost{t: t, net: e2etest.NewNet(t, "gmh"), dir: e2etest.ShortTempDir(t), nodes: map[string]*mhNode{}, user: u, work: u.Home}
+	mh := &multiHost{t: t, net: e2etest.NewNet(t, "gmh"), dir: e2etest.ShortTempDir(t), nodes: map[string]*mhNode{}, user: u, work: u.Home, opts: o}
 	// The user's jobs run srun from the binaries' directory (the node
 	// binds it into every job).
 	for _, d := range []string{mh.dir, e2etest.BinDir} {
@@ -101,12 +113,12 @@ func startMultiHost(t *testing.T) *multiHost {
 	}
 	mh.ctrl = mh.net.AddHost("ctl", 1)
 	mh.login = mh.net.AddHost("login", 2)
-	for i, name := range []string{"gpu1", "gpu2", "gpu3"} {
+	for i, name := range o.gpuHosts {
 		mh.nodes[name] = &mhNode{host: mh.net.AddHost(name, 11+i)}
 	}
 	mh.url = "https://" + mh.ctrl.Addr + ":" + mhControllerPort
 	mh.conf = mh.controllerConfig()
-	mh.c = &e2etest.Cluster{T: t, Dir: mh.dir, Addr: "unix://" + filepath.Join(mh.dir, "gpud.sock"), Log: &bytes.Buffer{}}
+	mh.c = &e2etest.Cluster{T: t, Dir: mh.dir, Addr: "unix://" + filepath.Join(mh.dir, "gpud.sock"), Log: &e2etest.SyncBuffer{}}
 	mh.ca = filepath.Join(mh.dir, "ca.pem")
 	t.Cleanup(func() {
 		mh.c.CancelAll()
@@ -157,8 +169,8 @@ func startMultiHost(t *testing.T) *multiHost {
 }
 
 // controllerConfig is etc/gpud.toml for the controller host: TLS on its
-// bridge address, a unix socket for the test, 1s heartbeats and a 4s node
-// timeout, a 1s scheduling interval.
+// bridge address, a unix socket for the test, 1s heartbeats and the
+// cluster's node timeout (TestMultiHost's: 4s), a 1s scheduling interval.
 func (mh *multiHost) controllerConfig() string {
 	t := mh.t
 	base, err := os.ReadFile(e2etest.RepoPath(t, "etc/gpud.toml"))
@@ -170,7 +182,7 @@ func (mh *multiHost) controllerConfig() string {
 		{`listen_socket = "/run/gpud/gpud.sock"`, fmt.Sprintf("listen_socket = %q", filepath.Join(mh.dir, "gpud.sock"))},
 		{`listen_tcp = ""`, fmt.Sprintf("listen_tcp = %q", mh.ctrl.Addr+":"+mhControllerPort)},
 		{`state_dir = "/var/lib/gpud"`, fmt.Sprintf("state_dir = %q", filepath.Join(mh.dir, "state"))},
-		{`node_timeout = "30s"`, `node_timeout = "4s"`},
+		{`node_timeout = "30s"`, fmt.Sprintf("node_timeout = %q", mh.opts.nodeTimeout)},
 		{`heartbeat_interval = "5s"`, `heartbeat_interval = "1s"`},
 		{`interval = "5s"`, `interval = "1s"`},
 	} {

@@ -331,49 +331,7 @@ func (bc *badTokenCluster) userLoop(tb testing.TB, stop <-chan struct{}, pause t
 // until the file system was full and bob's sbatch failed.
 func TestBadTokenFloodBoundsDisk(t *testing.T) {
 	bc := startBadTokenCluster(t, "16m")
-	state0, acct0 := bc.stateBytes(t)
-	wait := bc.flood(t, bc.addr, 64, 20)
-	stop := make(chan struct{})
-	var sb, sq []time.Duration
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sb, sq = bc.userLoop(t, stop, 200*time.Millisecond)
-	}()
-	res := wait()
-	close(stop)
-	<-done
-	state1, acct1 := bc.stateBytes(t)
-	rows, calls := bc.floodAuditRows(t, "unidentified")
-	t.Logf("flood: %s; audit: %d rows for %d refusals; state files %d → %d KiB, accounting files %d → %d KiB; bob: %d sbatch (p50 %v, max %v), %d squeue (p50 %v, max %v)",
-		res, rows, calls, state0>>10, state1>>10, acct0>>10, acct1>>10, len(sb), pct(sb, 0.5), slices.Max(sb), len(sq), pct(sq, 0.5), slices.Max(sq))
-	var sent, unauth, limited, other, errs int
-	if _, err := fmt.Sscanf(res, "done sent=%d refused=%d 429=%d other=%d errors=%d", &sent, &unauth, &limited, &other, &errs); err != nil {
-		t.Fatalf("flood result %q: %v", res, err)
-	}
-	if unauth+limited < 100 || other > 0 {
-		t.Errorf("flood: %s; want every request refused (401, or 429 once over the refusal budget)", res)
-	}
-	// A few kinds of refusal (bad token; 429 over budget), each its first
-	// and a summary per minute.
-	if rows > 10 {
-		t.Errorf("the audit log has %d rows for the flood's refusals; want a few (each kind's first and a summary per minute)", rows)
-	}
-	if calls < unauth+limited-100 {
-		t.Errorf("the audit rows stand for %d refusals of %d; want them all counted", calls, unauth+limited)
-	}
-	// The flood adds a few audit rows; bob's own work (his submissions,
-	// their audit entries) fills each database's WAL up to its automatic
-	// checkpoint (1000 pages, 4 MiB), and no more.
-	if state1+acct1 > 10<<20 {
-		t.Errorf("the state files take %d KiB of the 16 MiB file system after the flood; want under 10 MiB", (state1+acct1)>>10)
-	}
-	if len(sb) < 3 || len(sq) < 3 {
-		t.Errorf("bob ran %d sbatch and %d squeue in 20 s of flood; want them answered", len(sb), len(sq))
-	}
-	if m := slices.Max(append(slices.Clone(sb), sq...)); m > 10*time.Second {
-		t.Errorf("bob's slowest command took %v during the flood; want under 10 s", m)
-	}
+	bc.floodBoundsDisk(t, bc.addr, "unidentified")
 }
 
 // TestRefusedCallFloodBoundsDisk is hole 4's local half: mallory, a
@@ -392,8 +350,22 @@ func TestRefusedCallFloodBoundsDisk(t *testing.T) {
 		t.Fatalf("bob's sbatch: %v: %s", err, out)
 	}
 	job := strings.TrimSpace(out)
+	bc.floodBoundsDisk(t, "unix:"+bc.sock+"|"+job, bc.mallory.Name)
+	if _, out, err := bc.timed(t, bc.bob, "squeue"); err != nil || !strings.Contains(out, job) {
+		t.Errorf("bob's held job %s after mallory's refused cancels: squeue %v\n%s", job, err, out)
+	}
+}
+
+// floodBoundsDisk runs mallory's flood of target (badTokenFlood's addr)
+// from 64 goroutines for 20 s while bob submits, cancels and lists, and
+// checks what the flood tests hold: every request refused (401 or 403,
+// or 429 once over the refusal budget), a few audit rows (by actor)
+// standing for all of them, the state files far from the 16 MiB file
+// system's size, and bob answered.
+func (bc *badTokenCluster) floodBoundsDisk(t *testing.T, target, actor string) {
+	t.Helper()
 	state0, acct0 := bc.stateBytes(t)
-	wait := bc.flood(t, "unix:"+bc.sock+"|"+job, 64, 20)
+	wait := bc.flood(t, target, 64, 20)
 	stop := make(chan struct{})
 	var sb, sq []time.Duration
 	done := make(chan struct{})
@@ -405,7 +377,10 @@ func TestRefusedCallFloodBoundsDisk(t *testing.T) {
 	close(stop)
 	<-done
 	state1, acct1 := bc.stateBytes(t)
-	rows, calls := bc.floodAuditRows(t, bc.mallory.Name)
+	rows, calls := bc.floodAuditRows(t, actor)
+	if len(sb) < 3 || len(sq) < 3 {
+		t.Fatalf("bob ran %d sbatch and %d squeue in 20 s of flood; want them answered", len(sb), len(sq))
+	}
 	t.Logf("flood: %s; audit: %d rows for %d refusals; state files %d → %d KiB, accounting files %d → %d KiB; bob: %d sbatch (p50 %v, max %v), %d squeue (p50 %v, max %v)",
 		res, rows, calls, state0>>10, state1>>10, acct0>>10, acct1>>10, len(sb), pct(sb, 0.5), slices.Max(sb), len(sq), pct(sq, 0.5), slices.Max(sq))
 	var sent, refused, limited, other, errs int
@@ -413,22 +388,24 @@ func TestRefusedCallFloodBoundsDisk(t *testing.T) {
 		t.Fatalf("flood result %q: %v", res, err)
 	}
 	if refused+limited < 100 || other > 0 {
-		t.Errorf("flood: %s; want every call refused (403, or 429 once over the refusal budget)", res)
+		t.Errorf("flood: %s; want every request refused (401 or 403, or 429 once over the refusal budget)", res)
 	}
+	// A few kinds of refusal (bad token or denied; 429 over budget), each
+	// its first and a summary per minute.
 	if rows > 10 {
-		t.Errorf("the audit log has %d rows for mallory's refused calls; want a few (each kind's first and a summary per minute)", rows)
+		t.Errorf("the audit log has %d rows for the flood's refusals; want a few (each kind's first and a summary per minute)", rows)
 	}
 	if calls < refused+limited-100 {
-		t.Errorf("mallory's audit rows stand for %d refusals of %d; want them all counted", calls, refused+limited)
+		t.Errorf("the audit rows stand for %d refusals of %d; want them all counted", calls, refused+limited)
 	}
+	// The flood adds a few audit rows; bob's own work (his submissions,
+	// their audit entries) fills each database's WAL up to its automatic
+	// checkpoint (1000 pages, 4 MiB), and no more.
 	if state1+acct1 > 10<<20 {
 		t.Errorf("the state files take %d KiB of the 16 MiB file system after the flood; want under 10 MiB", (state1+acct1)>>10)
 	}
-	if len(sb) < 3 || len(sq) < 3 {
-		t.Errorf("bob ran %d sbatch and %d squeue in 20 s of flood; want them answered", len(sb), len(sq))
-	}
-	if _, out, err := bc.timed(t, bc.bob, "squeue"); err != nil || !strings.Contains(out, job) {
-		t.Errorf("bob's held job %s after mallory's refused cancels: squeue %v\n%s", job, err, out)
+	if m := slices.Max(append(slices.Clone(sb), sq...)); m > 10*time.Second {
+		t.Errorf("bob's slowest command took %v during the flood; want under 10 s", m)
 	}
 }
 

@@ -307,7 +307,14 @@ func TestRevocationAtStepListeners(t *testing.T) {
 		t.Fatal(err)
 	}
 	srunHello := api.StepHello{Alloc: al.ID, Ticket: tk.Ticket, Step: &api.StepRequest{Args: []string{"id", "-u"}, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: bob.Home}}
-	out, refused, err = stepOutput(addrs["node1"], "node1", rc.pool, nil, srunHello)
+	// A node that has not yet started (or re-learned) its part answers
+	// "retry in a moment", as srun is told: retry as srun does.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out, refused, err = stepOutput(addrs["node1"], "node1", rc.pool, nil, srunHello)
+		if !strings.Contains(refused, "retry in a moment") || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || refused != "" || !strings.Contains(out, uid) {
 		t.Fatalf("the ticket before its token was revoked: %q, refused %q, %v; want bob's uid (the test's premise)", out, refused, err)
 	}

@@ -41,7 +41,10 @@ type Alloc struct {
 	// that has not started (or, after an agent restart, not re-learned)
 	// its part refuses steps.
 	env []string
-	log *slog.Logger
+	// running says the allocation's container runs here: this node holds
+	// its part (api.StepHello.Holds).
+	running bool
+	log     *slog.Logger
 
 	reg     registry   // record.go
 	resumed stateSteps // state.go
@@ -57,19 +60,43 @@ func (al *Alloc) Ready(asg *api.Assignment, self spec.NodeAlloc, ctr, dir string
 	al.asg, al.self, al.ctr, al.dir, al.env, al.log = asg, self, ctr, dir, env, log
 }
 
+// Started says the allocation's container runs: this node holds its
+// part, and a batch script waiting for its gang may start (gang.go).
+func (al *Alloc) Started() {
+	al.mu.Lock()
+	defer al.mu.Unlock()
+	al.running = true
+}
+
+// Resume serves steps again in a job a restarted agent re-adopted, once
+// it knows the job's assignment (the arguments are Ready's): the steps
+// that were running when the old agent died are re-adopted first
+// (state.go), and only then does the allocation take steps, and its
+// peers' requests to follow their parts again.
+func (al *Alloc) Resume(ctx context.Context, asg *api.Assignment, self spec.NodeAlloc, ctr, dir string, env []string, log *slog.Logger) {
+	al.mu.Lock()
+	al.asg, al.self, al.ctr, al.dir, al.log = asg, self, ctr, dir, log
+	al.mu.Unlock()
+	al.readopt(ctx)
+	al.mu.Lock()
+	al.env, al.running = env, true
+	al.mu.Unlock()
+}
+
 // view is what the allocation's steps know of it, once Ready (asg nil
 // before).
 type view struct {
-	asg  *api.Assignment
-	self spec.NodeAlloc
-	ctr  string
-	env  []string
+	asg     *api.Assignment
+	self    spec.NodeAlloc
+	ctr     string
+	env     []string
+	running bool
 }
 
 func (al *Alloc) view() view {
 	al.mu.Lock()
 	defer al.mu.Unlock()
-	return view{asg: al.asg, self: al.self, ctr: al.ctr, env: al.env}
+	return view{asg: al.asg, self: al.self, ctr: al.ctr, env: al.env, running: al.running}
 }
 
 func (al *Alloc) logger() *slog.Logger {

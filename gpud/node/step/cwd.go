@@ -40,7 +40,7 @@ func stepCwd(ctx context.Context, rt runtime.Runtime, ctr, cwd string) (string, 
 
 // warnCwd writes stepCwd's line once for the node's part, on the stderr
 // of its first task.
-func warnCwd(out *stream, st tasks, line string) {
+func warnCwd(out sink, st tasks, line string) {
 	if line != "" && len(st.Tasks) > 0 {
 		taskWriter{out, api.StepStderr, st.Tasks[0]}.Write([]byte(line))
 	}

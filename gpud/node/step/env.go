@@ -1,6 +1,10 @@
 package step
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/gpud/gpud/gpud/api"
+)
 
 // MergeEnv returns base then over, where a key in over replaces the same
 // key in base (so the variables the agent owns cannot be spoofed by
@@ -29,10 +33,12 @@ func MergeEnv(base, over []string) []string {
 }
 
 // nodeEnvKeys are the job variables that differ between nodes: on each
-// node its own value wins over the one srun's environment carries.
+// node its own value wins over the one srun's environment carries. The
+// step socket is the node's own, so srun in a task reaches its node's
+// agent (a nested step from any node).
 var nodeEnvKeys = []string{"GPUD_NODEID", "GPUD_GPUS", "NODE_RANK", "SLURM_NODEID", "SLURM_CPUS_ON_NODE",
 	"SLURM_MEM_PER_NODE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
-	"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "NCCL_IB_HCA", "SLURMD_NODENAME", "HOSTNAME"}
+	"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "NCCL_IB_HCA", "SLURMD_NODENAME", "HOSTNAME", api.EnvStepSocket}
 
 // jobVars are the job's own variables of a container environment.
 func jobVars(env []string) []string {

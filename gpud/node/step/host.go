@@ -26,6 +26,11 @@ type Host interface {
 	// ReserveIDs durably reserves the next n step numbers of allocation
 	// id and returns the first: a restart never numbers a step twice.
 	ReserveIDs(ctx context.Context, allocID string, n int) (first int, err error)
+	// Fail ends this node's part of allocation id because another node
+	// of it does not hold its part (a step could not start there): the
+	// agent stops its container and reports NODE_FAIL with reason, so the
+	// job is requeued (or fails) instead of running on without that node.
+	Fail(allocID, reason string)
 }
 
 // Clock is the time of steps' records and of a step cancel's kill grace.
@@ -119,7 +124,8 @@ func (n *Node) Run(ctx context.Context) (stop func()) {
 // NewAlloc returns the steps of one allocation on this node; they are
 // served once Ready says where its container runs.
 func (n *Node) NewAlloc(allocID string, jobID spec.JobID) *Alloc {
-	return &Alloc{n: n, allocID: allocID, jobID: jobID, log: n.cfg.Log}
+	return &Alloc{n: n, allocID: allocID, jobID: jobID, log: n.cfg.Log, resumed: stateSteps{recs: map[int]stepRecord{},
+		parts: map[int]*resumedPart{}, kept: map[int]*kept{}, partRecs: map[int]*partRecord{}}}
 }
 
 // Peers finds the agents of other nodes in this process (gpud
@@ -157,7 +163,7 @@ func (p *Peers) get(name string) *Node {
 // process (this node itself, or Peers under gpud standalone) or over the
 // network (remotePeer, peerclient.go).
 type peer interface {
-	startTasks(ctx context.Context, allocID string, st tasks, out *stream) (*part, error)
+	startTasks(ctx context.Context, allocID string, st tasks, out sink) (*part, error)
 	// owner is the peer's steps of allocation allocID where the peer is
 	// in this process (it numbers the allocation's steps and books their
 	// resources when it runs the first node's part, record.go), nil

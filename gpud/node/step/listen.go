@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -146,13 +147,30 @@ func (n *Node) serveConn(ctx context.Context, c *tls.Conn) {
 		err = n.cfg.Revocations.Track(c, cred)
 	}
 	if err != nil {
-		n.peerLog.Warn("step connection refused", "remote", c.RemoteAddr().String(), "peer", peer, "alloc_id", h.Alloc, "err", err)
-		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+		level := slog.LevelWarn
+		if isNotHeld(err) {
+			level = slog.LevelDebug // not yet: a gang start or a step asks again
+		}
+		n.peerLog.Log(level, "step connection refused", "remote", c.RemoteAddr().String(), "peer", peer, "alloc_id", h.Alloc, "err", err)
+		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error(), Retry: isNotHeld(err)})
 		return
 	}
 	switch {
 	case h.Part != nil:
-		n.servePart(ctx, al, *h.Part, dec, out)
+		n.servePart(ctx, al, *h.Part, dec, out) // keep.go
+	case h.Holds:
+		out.send(api.StepMsg{Kind: api.StepDone}) // admit: its container runs
+	case h.NumberStep:
+		if al.view().self.Rank != 0 {
+			out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("node %s is not the first node of allocation %s: it numbers none of its steps", n.cfg.Node, h.Alloc)})
+			return
+		}
+		id, err := al.newID(ctx)
+		if err != nil {
+			out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+			return
+		}
+		out.send(api.StepMsg{Kind: api.StepStarted, Step: id})
 	case h.Probe:
 		n.probe(ctx, al, out)
 	default:
@@ -166,7 +184,7 @@ func (n *Node) serveConn(ctx context.Context, c *tls.Conn) {
 		if h.Step.Attach {
 			// srun outside the job following its step again after this
 			// agent restarted (state.go).
-			al.reattach(ctx, dec, out, h.Step.Step)
+			al.reattach(ctx, dec, out, h.Step.Step, h.Step.Received)
 			return
 		}
 		if len(h.Step.Args) == 0 {
@@ -188,15 +206,19 @@ func (n *Node) serveConn(ctx context.Context, c *tls.Conn) {
 // a revoked or forged one learns nothing about what runs here.
 func (n *Node) admit(h api.StepHello, peer string, isNode bool, cs tls.ConnectionState) (*Alloc, auth.Credential, error) {
 	var none auth.Credential
-	if h.Part != nil && (h.Step != nil || h.Probe || h.Ticket != "") {
+	fromPeer := h.Part != nil || h.Holds || h.NumberStep
+	if fromPeer && (h.Step != nil || h.Probe || h.Ticket != "") {
 		return nil, none, errors.New("a step hello asks for either a node's part (peer) or a step (srun with a ticket), not both")
 	}
-	// A stale revocation list trusts nobody.
+	// A stale revocation list trusts nobody, for now: it is stale until
+	// the agent registers after a restart, and while it is cut off from
+	// the controller, so a peer or srun asks again (notHeld) instead of
+	// taking a node that is coming back for one that refuses.
 	if err := n.cfg.Revocations.Check(); err != nil {
-		return nil, none, fmt.Errorf("node %s: %w", n.cfg.Node, err)
+		return nil, none, notHeld{n.cfg.Node, fmt.Errorf("node %s: %w", n.cfg.Node, err)}
 	}
 	var cred auth.Credential
-	if h.Part != nil {
+	if fromPeer {
 		if !isNode {
 			return nil, none, errors.New("only a node agent with its node certificate may start a node's part of a step")
 		}
@@ -223,62 +245,18 @@ func (n *Node) admit(h api.StepHello, peer string, isNode bool, cs tls.Connectio
 	}
 	al := n.host.Alloc(h.Alloc)
 	if al == nil {
-		return nil, none, fmt.Errorf("node %s runs no part of allocation %q (ended, or never assigned here)", n.cfg.Node, h.Alloc)
+		return nil, none, notHeld{n.cfg.Node, fmt.Errorf("node %s runs no part of allocation %q (ended, or never assigned here)", n.cfg.Node, h.Alloc)}
 	}
 	v := al.view()
-	if v.env == nil {
-		return nil, none, fmt.Errorf("node %s has not started (or, after an agent restart, not re-learned) its part of allocation %s; retry in a moment", n.cfg.Node, h.Alloc)
+	if v.env == nil || !v.running {
+		// Its container may be made but not started yet (a gang's nodes
+		// start theirs at their own pace): tasks exec'd now would fail.
+		return nil, none, notHeld{n.cfg.Node, fmt.Errorf("node %s has not started (or, after an agent restart, not re-learned) its part of allocation %s; retry in a moment", n.cfg.Node, h.Alloc)}
 	}
-	if h.Part != nil && !slices.ContainsFunc(v.asg.Alloc.Nodes, func(n spec.NodeAlloc) bool { return n.Node == peer }) {
+	if fromPeer && !slices.ContainsFunc(v.asg.Alloc.Nodes, func(n spec.NodeAlloc) bool { return n.Node == peer }) {
 		return nil, none, fmt.Errorf("node %s is not in allocation %s; a node may start tasks only in allocations the controller assigned to it", peer, h.Alloc)
 	}
 	return al, cred, nil
-}
-
-// servePart runs a peer's share of a step on this node: the tasks' output
-// and exits go back as frames, its signals and stdin come in, and a lost
-// connection kills the tasks (no one reads their output or exit).
-func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *json.Decoder, out *stream) {
-	for _, f := range p.Flags {
-		if !slices.Contains(api.StepPartFlags, f) {
-			out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("node %s's agent (version %s) does not know step flag %q; upgrade it", n.cfg.Node, n.cfg.Version, f)})
-			return
-		}
-	}
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	st := tasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUIdx: p.GPUIdx,
-		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap, maskGPU: p.GPUBindMask, closest: p.GPUClosest},
-		Args: p.Args, Env: p.Env, Cwd: p.Cwd, Pty: p.Pty, Rows: p.Rows, Cols: p.Cols,
-		CPU: cpuBind{bind: p.CPUBind, hint: p.Hint, dist: p.Distribution, cpusPerTask: p.CPUsPerTask}}
-	// The first node's messages: its fence answers go to this node's PMI
-	// server (mpi.go), the rest to follow.
-	msgs := readMsgs(dec)
-	if p.MPI != "" {
-		st.MPI, st.StepNodes, st.StepTasks = p.MPI, p.StepNodes, p.StepTasks
-		st.PMI, msgs = remotePMI(out, msgs)
-	}
-	// Task 0's input, when srun's goes to this node's part.
-	var stdinW *io.PipeWriter
-	if p.Stdin {
-		var stdinR *io.PipeReader
-		stdinR, stdinW = io.Pipe()
-		defer stdinR.Close()
-		st.Stdin = stdinR
-	}
-	running, err := n.startTasks(sctx, al.allocID, st, out)
-	if err != nil {
-		if stdinW != nil {
-			stdinW.Close()
-		}
-		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
-		return
-	}
-	out.send(api.StepMsg{Kind: api.StepStarted, Step: p.Step, NTasks: len(p.Tasks)})
-	// The first node's agent kills on a bad exit and keeps the first
-	// signal; this part only reports its exits (serve.go).
-	worst, _ := follow(ctx, msgs, []*part{running}, stdinW, false, out)
-	out.send(api.StepMsg{Kind: api.StepDone, Step: p.Step, Code: worst})
 }
 
 // probe runs `true` on every node of al's allocation, as a step's tasks

@@ -338,53 +338,135 @@ func (s *stepPMI) started(kill func()) {
 	}
 }
 
-// remotePMI is a part's link on a peer to the step's first node, over
-// the part's connection: it takes the fence answers out of in (the
-// first node's messages) and passes the rest on.
-func remotePMI(out *stream, in <-chan api.StepMsg) (pmiLink, <-chan api.StepMsg) {
-	var mu sync.Mutex
-	waiting := map[int]chan api.StepMsg{}
-	rest := make(chan api.StepMsg, 16)
-	gone := make(chan struct{})
-	go func() {
-		defer close(rest)
-		defer close(gone)
-		for m := range in {
-			if m.Kind == api.StepPMIFence {
-				mu.Lock()
-				c := waiting[m.Round]
-				delete(waiting, m.Round)
-				mu.Unlock()
-				if c != nil {
-					c <- m
-				}
-				continue
-			}
-			rest <- m
-		}
-	}()
-	link := pmiLink{
+// pmiRelay is a kept part's link to the step's first node (keep.go):
+// its PMI server's fence requests and aborts go up the connection that
+// follows the part, the answers come down it. While no connection
+// follows the part they wait; a new connection gets every request not
+// answered yet again (the first node answers a repeated one with the same
+// parts: pmi.Fence), so a fence survives a lost connection between the
+// agents. The step's first node keeps the fence: if its agent restarts,
+// the fence is lost and the servers' next fences fail.
+type pmiRelay struct {
+	mu      sync.Mutex
+	out     *stream // the connection that follows the part; nil while none
+	waiting map[int]*fenceWait
+	aborts  []api.StepMsg // sent while no connection followed
+	closed  bool
+	done    chan struct{}
+}
+
+// fenceWait is a fence request waiting for its answer.
+type fenceWait struct {
+	data   []byte
+	answer chan api.StepMsg
+}
+
+func newPMIRelay() *pmiRelay {
+	return &pmiRelay{waiting: map[int]*fenceWait{}, done: make(chan struct{})}
+}
+
+// link is the part's PMI server's way to the fence.
+func (r *pmiRelay) link() pmiLink {
+	return pmiLink{
 		fence: func(ctx context.Context, round int, data []byte) ([][]byte, error) {
-			c := make(chan api.StepMsg, 1)
-			mu.Lock()
-			waiting[round] = c
-			mu.Unlock()
-			out.send(api.StepMsg{Kind: api.StepPMIFence, Round: round, Data: data})
+			w := &fenceWait{data: data, answer: make(chan api.StepMsg, 1)}
+			r.mu.Lock()
+			if r.closed {
+				r.mu.Unlock()
+				return nil, errors.New("the step's part ended")
+			}
+			r.waiting[round] = w
+			out := r.out
+			r.mu.Unlock()
+			if out != nil {
+				out.send(api.StepMsg{Kind: api.StepPMIFence, Round: round, Data: data})
+			}
 			select {
-			case m := <-c:
+			case m := <-w.answer:
 				if m.Error != "" {
 					return nil, errors.New(m.Error)
 				}
 				return m.Parts, nil
-			case <-gone:
-				return nil, errors.New("lost the connection to the step's first node")
+			case <-r.done:
+				return nil, errors.New("the step's part ended")
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
 		},
 		abort: func(code int, msg string) {
-			out.send(api.StepMsg{Kind: api.StepPMIAbort, Code: code, Error: msg})
+			m := api.StepMsg{Kind: api.StepPMIAbort, Code: code, Error: msg}
+			r.mu.Lock()
+			out := r.out
+			if out == nil {
+				r.aborts = append(r.aborts, m)
+			}
+			r.mu.Unlock()
+			if out != nil {
+				out.send(m)
+			}
 		},
 	}
-	return link, rest
+}
+
+// attach sends what waits up a new connection, and what follows.
+func (r *pmiRelay) attach(out *stream) {
+	r.mu.Lock()
+	r.out = out
+	var ms []api.StepMsg
+	for round, w := range r.waiting {
+		ms = append(ms, api.StepMsg{Kind: api.StepPMIFence, Round: round, Data: w.data})
+	}
+	ms = append(ms, r.aborts...)
+	r.aborts = nil
+	r.mu.Unlock()
+	for _, m := range ms {
+		out.send(m)
+	}
+}
+
+// detach: the connection is gone; requests wait for the next.
+func (r *pmiRelay) detach() {
+	r.mu.Lock()
+	r.out = nil
+	r.mu.Unlock()
+}
+
+// answer passes the first node's answer to a fence (a repeated request's
+// second answer finds none waiting).
+func (r *pmiRelay) answer(m api.StepMsg) {
+	r.mu.Lock()
+	w := r.waiting[m.Round]
+	delete(r.waiting, m.Round)
+	r.mu.Unlock()
+	if w != nil {
+		w.answer <- m
+	}
+}
+
+// close fails the fences waiting: the part ended or was given up.
+func (r *pmiRelay) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.closed = true
+		close(r.done)
+	}
+}
+
+// answerFence joins a peer's PMI server to the step's fence for it (a
+// StepPMIFence from the peer, on the first node) and sends the answer
+// with send. A step this agent re-adopted after a restart has no fence
+// any more: the peer's server is told so.
+func answerFence(ctx context.Context, link pmiLink, m api.StepMsg, send func(api.StepMsg) bool) {
+	reply := api.StepMsg{Kind: api.StepPMIFence, Round: m.Round}
+	if link.fence == nil {
+		reply.Error = "the step's first node lost its PMI fence (its agent restarted during the step)"
+	} else {
+		parts, err := link.fence(ctx, m.Round, m.Data)
+		reply.Parts = parts
+		if err != nil {
+			reply.Error = err.Error()
+		}
+	}
+	send(reply)
 }

@@ -39,6 +39,10 @@ type tasks struct {
 	PMI       pmiLink
 	// CPU binds each task's CPUs (bind.go).
 	CPU cpuBind
+	// Kept says this node runs the part for another node's agent, over
+	// the step listener (keep.go): a restarted agent keeps it for that
+	// agent to follow again.
+	Kept bool
 }
 
 // part is one node's running tasks of a step.
@@ -51,6 +55,10 @@ type part struct {
 	// remoteResize sets the size of its terminal (srun --pty, task 0).
 	remote       func(syscall.Signal)
 	remoteResize func(rows, cols int)
+	// release, once the step's end reached srun, lets the part go: its
+	// node forgets its record (or, on another host, is told so).
+	release     func()
+	releaseOnce sync.Once
 }
 
 func newPart(ntasks int) *part { return &part{exits: make(chan api.StepMsg, ntasks)} }
@@ -73,6 +81,14 @@ func (p *part) wait() {
 	}
 }
 
+// done lets the part go once the step's end reached srun (or the step
+// was given up): it need not be followed again.
+func (p *part) done() {
+	if p.release != nil {
+		p.releaseOnce.Do(p.release)
+	}
+}
+
 // add keeps a started task's process (tty: on the step's terminal).
 func (p *part) add(proc runtime.Process, tty bool) {
 	p.mu.Lock()
@@ -84,20 +100,18 @@ func (p *part) add(proc runtime.Process, tty bool) {
 }
 
 // startTasks execs this node's tasks of a step into the allocation's
-// container and returns them running; their output goes to out.
-func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out *stream) (*part, error) {
+// container and returns them running; their output goes to out. A node
+// that does not hold its part (yet) answers notHeld.
+func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out sink) (*part, error) {
 	ex, ok := n.cfg.Runtime.(runtime.Execer)
 	if !ok {
 		return nil, errors.New("this node's runtime cannot start processes in a running container")
 	}
-	al := n.host.Alloc(allocID)
-	if al == nil {
-		return nil, fmt.Errorf("node %s runs no part of allocation %s", n.cfg.Node, allocID)
+	al, err := n.holder(allocID)
+	if err != nil {
+		return nil, err
 	}
 	v := al.view()
-	if v.env == nil {
-		return nil, fmt.Errorf("node %s has not started (or, after an agent restart, not re-learned) its part of allocation %s", n.cfg.Node, allocID)
-	}
 	own := map[string]string{}
 	for _, kv := range v.env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -123,6 +137,8 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out *st
 	// recorded, and the line waits with it.
 	go warnCwd(out, st, cwdWarning)
 	p := newPart(len(st.Tasks))
+	// Recorded before any task runs: a restarted agent finds every task.
+	al.recordPart(st)
 	var wg sync.WaitGroup
 	execErrs := make([]error, len(st.Tasks))
 	var startWG sync.WaitGroup
@@ -130,29 +146,65 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out *st
 		startWG.Add(1)
 		go func() {
 			defer startWG.Done()
-			execErrs[local] = n.startTask(ctx, ex, v.ctr, st, local, task, own, gpus, mp, out, p, &wg)
+			execErrs[local] = n.startTask(ctx, ex, al, v.ctr, st, local, task, own, gpus, mp, out, p, &wg)
 		}()
 	}
 	startWG.Wait()
 	if err := errors.Join(execErrs...); err != nil {
-		out.releaseOutput() // the started tasks' waits drain their output
+		if g, ok := out.(interface{ releaseOutput() }); ok {
+			g.releaseOutput() // the started tasks' waits drain their output
+		}
 		p.signal(syscall.SIGKILL)
 		wg.Wait()
 		stopMPI()
+		al.forgetPart(st.Step)
 		return nil, err
 	}
 	// The node's step tasks get the job's signals meant for steps
 	// (scancel --signal without -b), whoever serves their step.
 	al.reg.addPart(p)
-	al.recordPart(st)
-	go func() { wg.Wait(); stopMPI(); al.reg.removePart(p); al.forgetPart(st.Step); close(p.exits) }()
+	p.release = func() { al.forgetPart(st.Step) }
+	go func() { wg.Wait(); stopMPI(); al.reg.removePart(p); close(p.exits) }()
 	return p, nil
 }
 
+// holder is this node's steps of allocID if it holds its part: its
+// container runs (or, for the batch node, is about to) and the agent knows
+// its assignment.
+func (n *Node) holder(allocID string) (*Alloc, error) {
+	al := n.host.Alloc(allocID)
+	if al == nil {
+		return nil, notHeld{n.cfg.Node, fmt.Errorf("node %s runs no part of allocation %s", n.cfg.Node, allocID)}
+	}
+	if al.view().env == nil {
+		return nil, notHeld{n.cfg.Node, fmt.Errorf("node %s has not started (or, after an agent restart, not re-learned) its part of allocation %s", n.cfg.Node, allocID)}
+	}
+	return al, nil
+}
+
+// notHeld says a node of the allocation does not (yet) hold its part:
+// its agent runs no part of it, has not started it or re-learned it
+// after a restart, or cannot be reached. A step waits a while for it
+// (serve.go); a peer's listener answers it with Retry.
+type notHeld struct {
+	node string
+	err  error
+}
+
+func (e notHeld) Error() string { return e.err.Error() }
+func (e notHeld) Unwrap() error { return e.err }
+
+// isNotHeld says err is (or wraps) a notHeld.
+func isNotHeld(err error) bool {
+	var nh notHeld
+	return errors.As(err, &nh)
+}
+
 // startTask execs one task of a step and has a goroutine report its exit
-// on p.exits.
-func (n *Node) startTask(ctx context.Context, ex runtime.Execer, ctr string, st tasks, local, task int,
-	own map[string]string, gpus []string, mp *mpiPart, out *stream, p *part, wg *sync.WaitGroup) error {
+// on p.exits, recorded before the process is deleted (so a restarted
+// agent still knows it).
+func (n *Node) startTask(ctx context.Context, ex runtime.Execer, al *Alloc, ctr string, st tasks, local, task int,
+	own map[string]string, gpus []string, mp *mpiPart, out sink, p *part, wg *sync.WaitGroup) error {
 	over := []string{
 		"SLURM_PROCID=" + strconv.Itoa(task),
 		"SLURM_LOCALID=" + strconv.Itoa(local),
@@ -186,6 +238,22 @@ func (n *Node) startTask(ctx context.Context, ex runtime.Execer, ctr string, st 
 	}
 	ptyTask(&cfg, st, local)
 	proc, err := ex.Exec(ctx, ctr, cfg)
+	var warned *warnFirst
+	if errors.Is(err, runtime.ErrNoCwd) && cfg.Cwd != noCwd {
+		// As slurmstepd: a working directory the job's container does
+		// not show (outside its mounts, or under the host's /tmp, which
+		// is the job's own there) runs the task in /tmp, and says so on
+		// its stderr, before anything it writes. (Not at once: srun's
+		// stream holds output until every part started.)
+		warned = &warnFirst{msg: fmt.Sprintf("gpud: warning: couldn't chdir to `%s': not in the job's container: going to %s instead\n", cfg.Cwd, noCwd),
+			to: cfg.Stderr}
+		if cfg.Stderr == nil {
+			warned.to = cfg.Stdout // a terminal: one output
+		}
+		cfg.Stdout, cfg.Stderr = warned.before(cfg.Stdout), warned.before(cfg.Stderr)
+		cfg.Cwd = noCwd
+		proc, err = ex.Exec(ctx, ctr, cfg)
+	}
 	if err != nil {
 		return fmt.Errorf("task %d on node %s: %w", task, n.cfg.Node, err)
 	}
@@ -193,14 +261,56 @@ func (n *Node) startTask(ctx context.Context, ex runtime.Execer, ctr string, st 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		p.exits <- waitExit(ctx, proc, task, n.cfg.Node)
+		m := al.waitExit(ctx, proc, st.Step, task)
+		if warned != nil {
+			warned.flush() // a task that wrote nothing
+		}
+		p.exits <- m
 	}()
 	return nil
 }
 
-// waitExit waits for a task and reports its exit.
-func waitExit(ctx context.Context, proc runtime.Process, task int, node string) api.StepMsg {
-	m := api.StepMsg{Kind: api.StepExit, Task: task, Node: node}
+// warnFirst writes msg to to before a task's first output, or at flush
+// (its exit) when it wrote none.
+type warnFirst struct {
+	mu   sync.Mutex
+	to   io.Writer // nil: the task's output is dropped
+	msg  string
+	done bool
+}
+
+// before is w with the warning written first.
+func (f *warnFirst) before(w io.Writer) io.Writer {
+	if w == nil {
+		return nil
+	}
+	return writerFunc(func(p []byte) (int, error) {
+		f.flush()
+		return w.Write(p)
+	})
+}
+
+func (f *warnFirst) flush() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.done && f.to != nil {
+		f.done = true
+		_, _ = io.WriteString(f.to, f.msg)
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
+
+// noCwd is where a task whose working directory the container does not
+// show runs.
+const noCwd = "/tmp"
+
+// waitExit waits for a task of step and reports its exit, recorded in
+// the part's record before the process is deleted.
+func (al *Alloc) waitExit(ctx context.Context, proc runtime.Process, step, task int) api.StepMsg {
+	m := api.StepMsg{Kind: api.StepExit, Task: task, Node: al.n.cfg.Node}
 	st, err := proc.Wait(context.WithoutCancel(ctx))
 	if err != nil {
 		m.Code = 1
@@ -208,6 +318,7 @@ func waitExit(ctx context.Context, proc runtime.Process, task int, node string) 
 	} else {
 		m.Code, m.Signal = st.Code, int(st.Signal)
 	}
+	al.noteExit(step, m) // state.go
 	_ = proc.Delete(context.WithoutCancel(ctx))
 	return m
 }

@@ -2,11 +2,13 @@ package step
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gpud/gpud/gpud/api"
@@ -92,8 +94,9 @@ const IDBlock = 32
 // ledger: the first node's, when it is in this process (this agent, or a
 // peer under gpud standalone), else this one. On separate hosts srun in
 // the batch script and srun outside the job both reach the first node,
-// so it serves (numbers and books) their steps; only a step started from
-// a task on another node is numbered and booked there, apart.
+// so it serves (numbers and books) their steps; a step started from a
+// task on another node is numbered by the first node over its step
+// listener (newID) but booked apart, in that node's ledger.
 func (al *Alloc) owner() *Alloc {
 	v := al.view()
 	if v.asg == nil || v.self.Rank == 0 {
@@ -117,6 +120,11 @@ func (al *Alloc) owner() *Alloc {
 // (owner).
 func (al *Alloc) newID(ctx context.Context) (int, error) {
 	o := al.owner()
+	if v := al.view(); o == al && v.asg != nil && v.self.Rank != 0 {
+		if id, err, asked := al.remoteID(ctx, v.asg.Alloc.Nodes); asked {
+			return id, err
+		}
+	}
 	g := &o.reg
 	g.idMu.Lock()
 	defer g.idMu.Unlock()
@@ -130,6 +138,39 @@ func (al *Alloc) newID(ctx context.Context) (int, error) {
 	id := g.nextID
 	g.nextID++
 	return id, nil
+}
+
+// remoteID asks the allocation's first node, on another host, for a new
+// step number, waiting up to partWait while it cannot answer; asked is
+// false when it cannot be asked (no step listener): the step is then
+// numbered here.
+func (al *Alloc) remoteID(ctx context.Context, nodes []spec.NodeAlloc) (id int, err error, asked bool) {
+	for _, nd := range nodes {
+		if nd.Rank != 0 {
+			continue
+		}
+		p, err := al.n.peer(nd)
+		rp, ok := p.(*remotePeer)
+		if err != nil || !ok {
+			return 0, nil, false
+		}
+		deadline := time.Now().Add(partWait)
+		for {
+			id, err := rp.numberStep(ctx, al.allocID)
+			if err == nil || !isNotHeld(err) || time.Now().After(deadline) {
+				if err != nil {
+					err = fmt.Errorf("number the step at the allocation's first node: %w", err)
+				}
+				return id, err, true
+			}
+			select {
+			case <-ctx.Done():
+				return 0, err, true
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	return 0, nil, false
 }
 
 // started registers a step this node serves and records its start.

@@ -3,6 +3,7 @@ package step
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,14 +20,14 @@ type recSink struct {
 func (s *recSink) output(kind string, task int, p []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.got = append(s.got, heldOutput{kind, task, bytes.Clone(p)})
+	s.got = append(s.got, heldOutput{kind: kind, task: task, data: bytes.Clone(p)})
 }
 
 // TestRelayHoldsThenPasses: a re-adopted step's output is held, in
 // order, until srun reattaches; past maxHeldOutput the writer waits (the
 // task's output stays in its FIFO) instead of anything being dropped.
 func TestRelayHoldsThenPasses(t *testing.T) {
-	s := newRelay()
+	s := newRelay(true)
 	s.output(api.StepStdout, 0, []byte("a"))
 	s.output(api.StepStderr, 1, []byte("b"))
 	big := make([]byte, maxHeldOutput)
@@ -42,7 +43,7 @@ func TestRelayHoldsThenPasses(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	var sink recSink
-	s.attach(&sink)
+	s.attach(&sink, false, nil)
 	<-blocked
 	s.output(api.StepStdout, 2, []byte("live"))
 	sink.mu.Lock()
@@ -61,7 +62,7 @@ func TestRelayHoldsThenPasses(t *testing.T) {
 // TestRelayClose: a step no srun came back for drops its output and
 // never blocks its tasks' writers.
 func TestRelayClose(t *testing.T) {
-	s := newRelay()
+	s := newRelay(true)
 	s.output(api.StepStdout, 0, make([]byte, maxHeldOutput))
 	done := make(chan struct{})
 	go func() { s.output(api.StepStdout, 0, []byte("x")); close(done) }()
@@ -69,8 +70,82 @@ func TestRelayClose(t *testing.T) {
 	s.close()
 	<-done
 	var sink recSink
-	s.attach(&sink)
+	s.attach(&sink, false, nil)
 	if len(sink.got) != 0 {
 		t.Errorf("a closed relay passed on %d frames", len(sink.got))
+	}
+}
+
+func (s *recSink) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	for _, h := range s.got {
+		b.Write(h.data)
+	}
+	return b.String()
+}
+
+// TestRelayAcked: with a consumer that acknowledges (the agent serving
+// a step, following a peer's part), output stays held until acknowledged;
+// the next consumer gets exactly what neither it nor the acknowledgements
+// say was received (a partly received write from its first byte not
+// received); a full relay makes writers wait until acknowledgements free
+// room.
+func TestRelayAcked(t *testing.T) {
+	out0 := func(n int64) api.StepCount { return api.StepCount{Task: 0, Kind: api.StepStdout, Bytes: n} }
+	err1 := func(n int64) api.StepCount { return api.StepCount{Task: 1, Kind: api.StepStderr, Bytes: n} }
+	s := newRelay(true)
+	var first recSink
+	s.attach(&first, true, nil)
+	s.output(api.StepStdout, 0, []byte("one\n"))
+	s.output(api.StepStdout, 0, []byte("two\n"))
+	s.output(api.StepStderr, 1, []byte("three\n"))
+	if got := first.text(); got != "one\ntwo\nthree\n" {
+		t.Fatalf("passed on %q, want every write at once", got)
+	}
+	s.ack([]api.StepCount{out0(6)}) // "one\n" and "tw"
+	s.detach()
+	s.output(api.StepStdout, 0, []byte("four\n")) // while away
+	// The next consumer got "thr" of task 1's stderr before the old
+	// connection broke.
+	var second recSink
+	s.attach(&second, true, []api.StepCount{out0(6), err1(3)})
+	if got, want := second.text(), "o\nee\nfour\n"; got != want {
+		t.Fatalf("the next consumer got %q, want what it does not have: %q", got, want)
+	}
+	s.ack([]api.StepCount{out0(13), err1(6)})
+	if s.size != 0 || len(s.held) != 0 {
+		t.Fatalf("after every byte was acknowledged the relay holds %d bytes", s.size)
+	}
+
+	// Full: a writer waits for an acknowledgement.
+	s.output(api.StepStdout, 0, make([]byte, maxHeldOutput))
+	blocked := make(chan struct{})
+	go func() { s.output(api.StepStdout, 0, []byte("x")); close(blocked) }()
+	select {
+	case <-blocked:
+		t.Fatal("a full acked relay took more output before an acknowledgement")
+	case <-time.After(50 * time.Millisecond):
+	}
+	s.ack([]api.StepCount{out0(13 + maxHeldOutput)})
+	<-blocked
+}
+
+// TestRelayAlignedOnAttach: a re-adopted part's relay counts from what
+// the consumer has: a consumer that had 5 bytes gets what the restarted
+// agent read as the bytes after them, and its acknowledgements count the
+// same way.
+func TestRelayAlignedOnAttach(t *testing.T) {
+	s := newRelay(false)
+	s.output(api.StepStdout, 0, []byte("line 3\n"))
+	var sink recSink
+	s.attach(&sink, true, []api.StepCount{{Task: 0, Kind: api.StepStdout, Bytes: 14}})
+	if got := sink.text(); got != "line 3\n" {
+		t.Fatalf("a re-adopted relay sent %q, want everything it read", got)
+	}
+	s.ack([]api.StepCount{{Task: 0, Kind: api.StepStdout, Bytes: 21}})
+	if len(s.held) != 0 {
+		t.Errorf("after the consumer acknowledged 21 bytes (14 before, 7 since) the relay still holds %d bytes", s.size)
 	}
 }

@@ -11,10 +11,12 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/pmi"
+	"github.com/gpud/gpud/gpud/spec"
 )
 
 // Job steps (DESIGN §7 "Allocations and steps"). Every node of an
@@ -44,7 +46,7 @@ func (al *Alloc) serveConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	if req.Attach {
-		al.reattach(ctx, dec, out, req.Step)
+		al.reattach(ctx, dec, out, req.Step, req.Received)
 		return
 	}
 	if len(req.Args) == 0 {
@@ -168,26 +170,23 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 	parts := make([]*part, len(l.nodes))
 	errs := make([]error, len(l.nodes))
 	var startWG sync.WaitGroup
+	waiting := al.waitNotice(out)
 	for i, nd := range l.nodes {
 		startWG.Add(1)
 		go func() {
 			defer startWG.Done()
-			p, err := al.n.peer(nd)
-			if err == nil {
-				st := tasks{
-					Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUIdx: grant.gpus[i], Bind: bind,
-					Args: req.Args, Env: MergeEnv(req.Env, stepEnv), Cwd: req.Cwd,
-					Pty: req.Pty, Rows: req.Rows, Cols: req.Cols, CPU: cpu,
-				}
-				if sp != nil {
-					st.MPI, st.StepNodes, st.StepTasks, st.PMI = mpiType, names, l.tasks, sp.link(i)
-				}
-				if i == 0 && req.Stdin {
-					st.Stdin = stdinR
-				}
-				parts[i], err = p.startTasks(sctx, al.allocID, st, out)
+			st := tasks{
+				Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUIdx: grant.gpus[i], Bind: bind,
+				Args: req.Args, Env: MergeEnv(req.Env, stepEnv), Cwd: req.Cwd,
+				Pty: req.Pty, Rows: req.Rows, Cols: req.Cols, CPU: cpu,
 			}
-			errs[i] = err
+			if sp != nil {
+				st.MPI, st.StepNodes, st.StepTasks, st.PMI = mpiType, names, l.tasks, sp.link(i)
+			}
+			if i == 0 && req.Stdin {
+				st.Stdin = stdinR
+			}
+			parts[i], errs[i] = al.startPart(sctx, nd, st, out, waiting)
 		}()
 	}
 	startWG.Wait()
@@ -197,9 +196,12 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 			if p != nil {
 				p.signal(syscall.SIGKILL)
 				p.wait()
+				p.done()
 			}
 		}
-		out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("start step %d.%d: %v", al.jobID, step, err)})
+		msg := fmt.Sprintf("start step %d.%d: %v", al.jobID, step, err)
+		out.send(api.StepMsg{Kind: api.StepError, Error: msg})
+		al.failGang(errs, step)
 		return
 	}
 	signalAll := func(sig syscall.Signal) {
@@ -222,11 +224,79 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 	out.releaseOutput()
 	defer al.forgetStep(step)
 	worst, worstSig := follow(ctx, msgs, parts, stdinW, req.KillOnBadExit, out)
-	cancel()
 	endStdin()
 	log.Info("step ended", "step", step, "exit_code", worst)
 	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
+	// srun has the step's end: no part need be followed again.
+	for _, p := range parts {
+		p.done()
+	}
+	cancel()
 	al.ended(ctx, served, worst, worstSig) // after srun has its answer: this commits to disk
+}
+
+// partWait bounds how long a step waits for a node of the allocation that
+// does not hold its part yet (its agent starts it late, or restarts). A
+// variable for tests.
+var partWait = 2 * time.Minute
+
+// startPart starts node nd's part of a step, waiting up to partWait while
+// the node does not hold its part of the allocation (notHeld); waiting is
+// called once it waits.
+func (al *Alloc) startPart(ctx context.Context, nd spec.NodeAlloc, st tasks, out *stream, waiting func(node string, err error)) (*part, error) {
+	deadline := time.Now().Add(partWait)
+	pause := 100 * time.Millisecond
+	for {
+		p, err := al.n.peer(nd)
+		if err != nil {
+			return nil, err
+		}
+		running, err := p.startTasks(ctx, al.allocID, st, out)
+		if err == nil || !isNotHeld(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return running, err
+		}
+		waiting(nd.Node, err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
+// waitNotice tells srun, once, that its step waits for a node.
+func (al *Alloc) waitNotice(out *stream) func(node string, err error) {
+	var once sync.Once
+	return func(node string, err error) {
+		once.Do(func() {
+			al.logger().Info("step waits for a node of the allocation to hold its part", "node_peer", node, "err", err, "max", partWait)
+			out.send(api.StepMsg{Kind: api.StepWaiting, Error: fmt.Sprintf(
+				"waiting up to %v for node %s to start its part of the allocation (%v)", partWait, node, err)})
+		})
+	}
+}
+
+// failGang ends the job when a step could not start because a node of
+// its allocation does not hold its part: the job cannot do its work
+// without it, and must not end COMPLETED on what ran without it (Slurm
+// fails a job whose launch fails on a node). A batch job's part here ends
+// NODE_FAIL (the controller requeues it if it may); an interactive
+// allocation's srun decides for itself.
+func (al *Alloc) failGang(errs []error, step int) {
+	v := al.view()
+	if v.asg == nil || v.asg.Job.Interactive {
+		return
+	}
+	for _, err := range errs {
+		var nh notHeld
+		if errors.As(err, &nh) {
+			reason := fmt.Sprintf("step %d.%d could not start on node %s, which does not hold its part of the allocation: %v", al.jobID, step, nh.node, nh.err)
+			al.logger().Warn("a node of the allocation does not hold its part; ending the job", "node_peer", nh.node, "step", step, "err", nh.err)
+			al.n.host.Fail(al.allocID, reason)
+			return
+		}
+	}
 }
 
 // readMsgs decodes srun's messages after its request (signals, resizes,

@@ -20,7 +20,8 @@ import (
 	"github.com/gpud/gpud/runtime"
 )
 
-// Steps across a node agent's restart (kill -9 included).
+// Steps across a node agent's restart (kill -9 included), on any node of
+// the step.
 //
 // A step's tasks are processes exec'd into the allocation container; they
 // live under the container's shim, not under the agent, so they run on
@@ -30,20 +31,30 @@ import (
 // writes:
 //
 // (Step numbers are the job's, reserved in the outbox: record.go.)
-//   - step-N.json on the node srun talks to: the step's layout;
-//   - step-N.tasks.json on each node of the step: that node's tasks.
+//   - step-N.json on the node srun talks to (the step's server): the
+//     step's layout;
+//   - step-N.tasks.json on each node of the step: that node's tasks and
+//     each one's exit, recorded before the exited process is deleted, so
+//     no restart loses an exit status. It stays until the step's end
+//     reached srun (part.done).
 //
 // A restarted agent re-adopts the job (by its container's labels), and
 // once it knows the job's assignment it re-attaches to the recorded tasks
 // (runtime.ExecAttacher: containerd's LoadProcess over the FIFOs that
 // are still there), holds their output in memory (4 MiB, then the tasks
-// wait) and waits for their exits. srun, having lost its connection,
-// dials the step socket again and asks to follow the step (StepRequest
-// Attach): it gets the held output, the exits and the step's end. A task
-// whose exec is gone (its exit was taken by the dead agent) is reported
-// with an error saying its exit status is unknown. When no srun comes
-// back within stepReattachGrace, the step is ended as if its srun had
-// gone (its tasks are killed), and the node's log says so.
+// wait) and waits for their exits. Then:
+//   - on the server, srun, having lost its connection, dials the step
+//     socket (or the listener) again and asks to follow the step
+//     (StepRequest Attach): it gets the held output, the exits and the
+//     step's end; the server follows its parts on other hosts again
+//     (peerclient.go), whose agents kept them (keep.go);
+//   - on another node, the part is kept for the server, which follows
+//     it again over the step listener (StepFlagAttach) as it does when
+//     only the connection between the two agents was lost.
+//
+// When nobody comes back within stepReattachGrace, the step is ended as
+// if its srun had gone (its tasks are killed), and the node's log says
+// so.
 
 const (
 	stepReattachGrace = 2 * time.Minute
@@ -113,16 +124,25 @@ type partRecord struct {
 	Tasks     []int `json:"tasks"`
 	Pty       bool  `json:"pty,omitempty"`
 	Stdin     bool  `json:"stdin,omitempty"` // task 0's input comes from srun
+	// Kept: another node's agent serves the step (tasks.Kept).
+	Kept bool `json:"kept,omitempty"`
+	// Exits are the tasks that exited, as their exits were reported.
+	Exits []api.StepMsg `json:"exits,omitempty"`
 }
 
 func stepFile(step int) string { return "step-" + strconv.Itoa(step) + ".json" }
 func partFile(step int) string { return "step-" + strconv.Itoa(step) + ".tasks.json" }
 
-// stateSteps is an allocation's steps re-adopted after an agent restart.
+// stateSteps is an allocation's steps as recorded here, and those
+// re-adopted after an agent restart.
 type stateSteps struct {
 	mu    sync.Mutex
 	recs  map[int]stepRecord   // steps srun may reattach to here
 	parts map[int]*resumedPart // this node's re-adopted tasks, by step
+	// kept are the parts run for other nodes' agents (keep.go), by step.
+	kept map[int]*kept
+	// partRecs are this node's running parts' records, by step.
+	partRecs map[int]*partRecord
 }
 
 // resumedPart is one node's re-adopted tasks of a step.
@@ -143,18 +163,44 @@ func (al *Alloc) forgetStep(step int) { al.removeJobFile(stepFile(step)) }
 
 func (al *Alloc) recordPart(st tasks) {
 	if st.Step < 0 {
-		return // an allocation probe (steplisten.go), not a step
+		return // an allocation probe (listen.go), not a step
 	}
-	rec := partRecord{Step: st.Step, NodeIndex: st.NodeIndex, Tasks: st.Tasks, Pty: st.Pty, Stdin: st.Stdin != nil && st.NodeIndex == 0}
-	if err := al.writeJobFile(partFile(st.Step), rec); err != nil {
-		al.logger().Warn("record a step's tasks; an agent restart would lose them", "step", st.Step, "err", err)
+	al.keepPartRecord(&partRecord{Step: st.Step, NodeIndex: st.NodeIndex, Tasks: st.Tasks, Pty: st.Pty,
+		Stdin: st.Stdin != nil && st.NodeIndex == 0, Kept: st.Kept})
+}
+
+// keepPartRecord writes rec and keeps it for noteExit.
+func (al *Alloc) keepPartRecord(rec *partRecord) {
+	al.resumed.mu.Lock()
+	defer al.resumed.mu.Unlock()
+	al.resumed.partRecs[rec.Step] = rec
+	if err := al.writeJobFile(partFile(rec.Step), rec); err != nil {
+		al.logger().Warn("record a step's tasks; an agent restart would lose them", "step", rec.Step, "err", err)
+	}
+}
+
+// noteExit adds a task's exit to its part's record.
+func (al *Alloc) noteExit(step int, m api.StepMsg) {
+	al.resumed.mu.Lock()
+	defer al.resumed.mu.Unlock()
+	rec := al.resumed.partRecs[step]
+	if rec == nil {
+		return // a probe
+	}
+	rec.Exits = append(rec.Exits, m)
+	if err := al.writeJobFile(partFile(step), rec); err != nil {
+		al.logger().Warn("record a step task's exit; an agent restart before the step ends would lose it", "step", step, "task", m.Task, "err", err)
 	}
 }
 
 func (al *Alloc) forgetPart(step int) {
-	if step >= 0 {
-		al.removeJobFile(partFile(step))
+	if step < 0 {
+		return
 	}
+	al.resumed.mu.Lock()
+	delete(al.resumed.partRecs, step)
+	al.resumed.mu.Unlock()
+	al.removeJobFile(partFile(step))
 }
 
 // writeJobFile writes v as JSON to name in the job directory, replacing
@@ -187,11 +233,10 @@ func (al *Alloc) removeJobFile(name string) {
 	}
 }
 
-// Readopt finds the steps that ran here when the agent died (see
+// readopt finds the steps that ran here when the agent died (see
 // above), re-attaches to this node's tasks of them and lets their srun
-// reattach for stepReattachGrace. It is called once the allocation is
-// Ready again, before Serve.
-func (al *Alloc) Readopt(ctx context.Context) {
+// (or their server) follow them again for stepReattachGrace.
+func (al *Alloc) readopt(ctx context.Context) {
 	log := al.logger()
 	root, err := os.OpenRoot(al.jobDir())
 	if err != nil {
@@ -225,9 +270,6 @@ func (al *Alloc) Readopt(ctx context.Context) {
 			}
 			rec.giveBack = al.regrant(rec)
 			al.resumed.mu.Lock()
-			if al.resumed.recs == nil {
-				al.resumed.recs = map[int]stepRecord{}
-			}
 			al.resumed.recs[step] = rec
 			al.resumed.mu.Unlock()
 			found = true
@@ -248,14 +290,24 @@ func (al *Alloc) Readopt(ctx context.Context) {
 }
 
 // readoptPart re-attaches to this node's tasks of a step; their output
-// waits in a relay for srun.
+// waits in a relay for srun, or for the server of a kept part.
 func (al *Alloc) readoptPart(ctx context.Context, log *slog.Logger, pr partRecord) {
 	ax, canAttach := al.n.cfg.Runtime.(runtime.ExecAttacher)
 	node := al.n.cfg.Node
 	ctr := al.view().ctr
-	rp := &resumedPart{relay: newRelay(), part: newPart(len(pr.Tasks))}
+	rp := &resumedPart{relay: newRelay(false), part: newPart(len(pr.Tasks))}
+	exited := map[int]bool{}
+	for _, ex := range pr.Exits {
+		if slices.Contains(pr.Tasks, ex.Task) && !exited[ex.Task] {
+			exited[ex.Task] = true
+			rp.part.exits <- ex
+		}
+	}
 	var wg sync.WaitGroup
 	for local, task := range pr.Tasks {
+		if exited[task] {
+			continue
+		}
 		tty := isPtyTask(pr.Pty, pr.NodeIndex, local)
 		cfg := runtime.ExecConfig{Stdout: taskWriter{rp.relay, api.StepStdout, task}}
 		switch {
@@ -277,39 +329,42 @@ func (al *Alloc) readoptPart(ctx context.Context, log *slog.Logger, pr partRecor
 		}
 		if err != nil {
 			log.Warn("a re-adopted step's task is gone", "step", pr.Step, "task", task, "err", err)
-			rp.part.exits <- api.StepMsg{Kind: api.StepExit, Task: task, Node: node, Code: 1,
+			m := api.StepMsg{Kind: api.StepExit, Task: task, Node: node, Code: 1,
 				Error: fmt.Sprintf("its exit status was lost when the node agent restarted (%v)", err)}
+			pr.Exits = append(pr.Exits, m)
+			rp.part.exits <- m
 			continue
 		}
 		if stdinW != nil {
 			rp.stdin = stdinW
 		}
-		rp.part.procs = append(rp.part.procs, proc)
-		if tty {
-			rp.part.tty = proc
-		}
+		rp.part.add(proc, tty)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rp.part.exits <- waitExit(ctx, proc, task, node)
+			rp.part.exits <- al.waitExit(ctx, proc, pr.Step, task)
 		}()
 	}
+	al.keepPartRecord(&pr)
+	rp.part.release = func() { al.forgetPart(pr.Step) }
 	// The job's signals meant for steps (scancel --signal) reach the
 	// re-adopted tasks too (record.go).
 	al.reg.addPart(rp.part)
 	go func() {
 		wg.Wait()
 		al.reg.removePart(rp.part)
-		al.forgetPart(pr.Step)
 		close(rp.part.exits)
 	}()
-	al.resumed.mu.Lock()
-	if al.resumed.parts == nil {
-		al.resumed.parts = map[int]*resumedPart{}
+	log.Info("re-adopted a running step's tasks", "step", pr.Step, "tasks", pr.Tasks, "exited", len(exited), "kept_for_peer", pr.Kept)
+	if pr.Kept {
+		// Its server is on another node: it follows the part again over
+		// the step listener (keep.go).
+		al.keep(newKept(al, pr.Step, rp.part, rp.relay, rp.stdin, false))
+		return
 	}
+	al.resumed.mu.Lock()
 	al.resumed.parts[pr.Step] = rp
 	al.resumed.mu.Unlock()
-	log.Info("re-adopted a running step's tasks", "step", pr.Step, "tasks", pr.Tasks)
 }
 
 // resumedPart hands the re-adopted tasks of a step on this node to the
@@ -331,7 +386,7 @@ func (n *Node) resumedPart(allocID string, step int) *resumedPart {
 
 // lostPart stands for a node of a step whose tasks were not re-adopted:
 // each reports that its exit status is unknown.
-func lostPart(rec stepRecord, i int) *resumedPart {
+func lostPart(rec stepRecord, i int) *part {
 	node := rec.Nodes[i]
 	p := newPart(len(rec.Tasks[i]))
 	for _, t := range rec.Tasks[i] {
@@ -339,12 +394,15 @@ func lostPart(rec stepRecord, i int) *resumedPart {
 			Error: fmt.Sprintf("node %s's agent did not re-adopt this task after a restart; its exit status is unknown", node)}
 	}
 	close(p.exits)
-	return &resumedPart{part: p, relay: newRelay(), taken: true}
+	return p
 }
 
 // reattach serves an srun that follows step again after the agent
-// restarted: the held output, then the step as run runs it.
-func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, step int) {
+// restarted: the held output, then the step as run runs it. Its parts
+// are this node's and in-process peers' re-adopted tasks, and on other
+// hosts the parts their agents kept, followed again over their step
+// listeners.
+func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, step int, received []api.StepCount) {
 	log := al.logger()
 	al.resumed.mu.Lock()
 	rec, ok := al.resumed.recs[step]
@@ -360,35 +418,59 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	if rec.giveBack != nil {
 		defer rec.giveBack()
 	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: rec.NTasks, Nodes: rec.Nodes})
 	asg := al.view().asg
-	parts := make([]*resumedPart, len(rec.Nodes))
+	running := make([]*part, len(rec.Nodes))
+	relays := make([]*relay, len(rec.Nodes))
+	var stdin *io.PipeWriter
+	var wg sync.WaitGroup
 	for i, name := range rec.Nodes {
-		// Only this agent's and in-process peers' (gpud standalone) tasks
-		// are followed again; a part on another host ended with the
-		// connection to it (its listener kills a dropped part's tasks).
-		for _, nd := range asg.Alloc.Nodes {
-			if nd.Node != name {
-				continue
-			}
-			if p, err := al.n.peer(nd); err == nil {
-				if pn, ok := p.(*Node); ok {
-					parts[i] = pn.resumedPart(al.allocID, step)
+		nd, _ := nodeAlloc(asg, name)
+		p, err := al.n.peer(nd)
+		if pn, ok := p.(*Node); ok && err == nil {
+			if rp := pn.resumedPart(al.allocID, step); rp != nil {
+				running[i], relays[i] = rp.part, rp.relay
+				if i == 0 {
+					stdin = rp.stdin
 				}
 			}
+			continue
 		}
-		if parts[i] == nil {
-			parts[i] = lostPart(rec, i)
+		if err != nil {
+			continue
+		}
+		// On another host: its agent kept the part for this one.
+		st := tasks{Step: step, NodeIndex: i, Tasks: rec.Tasks[i], Pty: rec.Pty}
+		if i == 0 && rec.Stdin {
+			r, w := io.Pipe()
+			st.Stdin, stdin = r, w
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rp, err := attachRemote(sctx, p, al.allocID, st, out, countsOf(received, st.Tasks))
+			if err != nil {
+				log.Warn("a part of a re-adopted step on another node is lost", "step", step, "node", name, "err", err)
+			}
+			running[i] = rp
+		}()
+	}
+	// This node's held output goes at once; another host's part may
+	// take a while to answer (its agent may be restarting too).
+	for _, r := range relays {
+		if r != nil {
+			r.attach(out, false, nil)
 		}
 	}
-	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: rec.NTasks, Nodes: rec.Nodes})
-	for _, rp := range parts {
-		rp.relay.attach(out)
+	wg.Wait()
+	for i := range running {
+		if running[i] == nil {
+			running[i] = lostPart(rec, i)
+		}
 	}
 	log.Info("srun follows a re-adopted step again", "step", step)
-	running := make([]*part, len(parts))
-	for i, rp := range parts {
-		running[i] = rp.part
-	}
 	var served *servedStep
 	if rec.Acct != nil {
 		served = al.resumeServed(*rec.Acct, func(sig syscall.Signal) { // record.go
@@ -398,12 +480,38 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 		})
 	}
 	// From here on as a step this agent started (serve.go).
-	worst, worstSig := follow(ctx, readMsgs(dec), running, parts[0].stdin, rec.KillOnBadExit, out)
+	worst, worstSig := follow(ctx, readMsgs(dec), running, stdin, rec.KillOnBadExit, out)
 	log.Info("step ended", "step", step, "exit_code", worst)
 	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
+	for _, p := range running {
+		p.done()
+	}
 	if served != nil {
 		al.ended(ctx, served, worst, worstSig) // after srun has its answer
 	}
+}
+
+// countsOf are the counts of tasks' output among all.
+func countsOf(all []api.StepCount, tasks []int) []api.StepCount {
+	var out []api.StepCount
+	for _, c := range all {
+		if slices.Contains(tasks, c.Task) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// nodeAlloc is node name's part of asg's allocation.
+func nodeAlloc(asg *api.Assignment, name string) (spec.NodeAlloc, bool) {
+	if asg != nil {
+		for _, nd := range asg.Alloc.Nodes {
+			if nd.Node == name {
+				return nd, true
+			}
+		}
+	}
+	return spec.NodeAlloc{Node: name}, false
 }
 
 // abandon ends the re-adopted steps no srun came back for within
@@ -411,7 +519,7 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 func (al *Alloc) abandon(log *slog.Logger) {
 	al.resumed.mu.Lock()
 	recs := al.resumed.recs
-	al.resumed.recs = nil
+	al.resumed.recs = map[int]stepRecord{}
 	var parts []*resumedPart
 	for step, rp := range al.resumed.parts {
 		if !rp.taken {
@@ -439,6 +547,6 @@ func (al *Alloc) abandon(log *slog.Logger) {
 			rp.stdin.Close()
 		}
 		rp.part.signal(syscall.SIGKILL)
-		go rp.part.wait()
+		go func() { rp.part.wait(); rp.part.done() }()
 	}
 }

@@ -22,6 +22,7 @@ type fakeHost struct {
 	allocs map[string]*Alloc
 	events []api.AllocEvent
 	next   map[string]int
+	failed []string
 }
 
 func (h *fakeHost) Alloc(id string) *Alloc {
@@ -43,6 +44,12 @@ func (h *fakeHost) ReserveIDs(_ context.Context, allocID string, n int) (int, er
 	first := h.next[allocID]
 	h.next[allocID] = first + n
 	return first, nil
+}
+
+func (h *fakeHost) Fail(allocID, reason string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failed = append(h.failed, allocID+": "+reason)
 }
 
 type realClock struct{}
@@ -86,7 +93,7 @@ func TestStepRecords(t *testing.T) {
 	}
 	// The agent restarts: new steps for the same container.
 	al2 := testAlloc(t, n, h, asg, dir)
-	al2.Readopt(context.Background())
+	al2.readopt(context.Background())
 	if got, ok := al2.resumed.recs[2]; !ok || !got.Pty || got.NTasks != 2 {
 		t.Errorf("re-read step record %+v (%v), want %+v", got, ok, rec)
 	}
@@ -114,7 +121,7 @@ func TestRestartedAgentBooksRunningSteps(t *testing.T) {
 
 	// The agent restarts: new steps, an empty ledger, the record read.
 	al2 := testAlloc(t, n, h, asg, dir)
-	al2.Readopt(context.Background())
+	al2.readopt(context.Background())
 	if _, ok := al2.ledger().take(api.StepRequest{GPUsPerNode: 3, Exact: true}, l); ok {
 		t.Fatal("a new step got 3 of 4 GPUs while the re-adopted step holds 2")
 	}

@@ -17,6 +17,7 @@ import (
 const (
 	fnNumaNodeID = "GetNumaNodeId"
 	fnP2PStatus  = "GetP2PStatus"
+	fnSerial     = "GetSerial"
 )
 
 // devices implements gpu.Devices over any nvml.Interface. lib is nil for
@@ -38,6 +39,14 @@ type devices struct {
 	// mockHealth is a file of readings that override a mock GPU's
 	// synthetic ones (WithMockHealthFile); empty: none.
 	mockHealth string
+	// events receives the real GPUs' XID events once registered (nil
+	// before the first sample, or where the driver refused).
+	events      nvml.EventSet
+	eventsTried bool
+	// xids is each GPU's recent XID log (maxXIDLog entries), xidSeq the
+	// last sequence number given.
+	xids   map[string][]gpu.XIDEvent
+	xidSeq uint64
 
 	mu     sync.Mutex // serialises NVML use and guards closed
 	closed bool
@@ -71,6 +80,9 @@ func (d *devices) Close() error {
 		return nil
 	}
 	d.closed = true
+	if d.events != nil {
+		_ = d.events.Free()
+	}
 	return d.shutdown()
 }
 
@@ -149,6 +161,12 @@ func (d *devices) describe(index int, h nvml.Device) (gpu.Device, error) {
 	}
 	if dev.NUMANode < 0 && d.numaFallback != nil {
 		dev.NUMANode = d.numaFallback(dev.PCIBusID)
+	}
+	if d.supports(h, fnSerial) {
+		// Boards without a serial (consumer GPUs) say NOT_SUPPORTED.
+		if serial, ret := h.GetSerial(); ret == nvml.SUCCESS {
+			dev.Serial = serial
+		}
 	}
 	current, _, ret := h.GetMigMode()
 	if err := optional(check("GetMigMode", ret)); err != nil {

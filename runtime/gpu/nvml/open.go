@@ -3,6 +3,7 @@ package nvml
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -162,6 +163,8 @@ func openMock(backend string, s *server.Server, o options) *devices {
 			return p, nvml.SUCCESS
 		}
 		md.GetNumaNodeIdFunc = func() (int, nvml.Return) { return numa, nvml.SUCCESS }
+		serial := mockSerial(md.UUID)
+		md.GetSerialFunc = func() (string, nvml.Return) { return serial, nvml.SUCCESS }
 		md.GetP2PStatusFunc = func(peer nvml.Device, idx nvml.GpuP2PCapsIndex) (nvml.GpuP2PStatus, nvml.Return) {
 			if idx == nvml.P2P_CAPS_INDEX_NVLINK && peer != d {
 				return nvml.P2P_STATUS_OK, nvml.SUCCESS
@@ -178,6 +181,13 @@ func openMock(backend string, s *server.Server, o options) *devices {
 		mockMIGs:   migs,
 		mockHealth: o.mockHealth,
 	}
+}
+
+// mockSerial is a mock GPU's board serial, 13 digits derived from its
+// UUID (real H100 serials are 13 digits too), stable across restarts.
+func mockSerial(uuid string) string {
+	sum := sha256.Sum256([]byte(uuid))
+	return fmt.Sprintf("1654%09d", binary.BigEndian.Uint64(sum[:8])%1_000_000_000)
 }
 
 // mockUUID derives a stable, well-formed GPU UUID from seed, backend and
@@ -225,6 +235,8 @@ func mockSupports(d nvml.Device, fn string) bool {
 		return md.GetNumaNodeIdFunc != nil
 	case fnP2PStatus:
 		return md.GetP2PStatusFunc != nil
+	case fnSerial:
+		return md.GetSerialFunc != nil
 	}
 	return false
 }

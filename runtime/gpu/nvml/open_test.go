@@ -83,7 +83,10 @@ func TestMockBackends(t *testing.T) {
 				want := gpu.Device{
 					Index: i, UUID: d.UUID, Name: tc.wantName, Model: tc.wantMod, MemMiB: tc.wantMem,
 					PCIBusID: tc.wantBus[i], NUMANode: i / 4, Minor: i,
-					NVLinkPeers: peers,
+					NVLinkPeers: peers, Serial: mockSerial(d.UUID),
+				}
+				if !regexp.MustCompile(`^1654[0-9]{9}$`).MatchString(d.Serial) {
+					t.Errorf("GPU %d serial %q is not a 13-digit board serial", i, d.Serial)
 				}
 				if diff := cmp.Diff(want, d); diff != "" {
 					t.Errorf("GPU %d (-want +got):\n%s", i, diff)

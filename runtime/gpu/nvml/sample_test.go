@@ -40,7 +40,7 @@ func TestMockSamplesAreSyntheticAndStable(t *testing.T) {
 	for i, s := range a {
 		if s.Index != i || s.UUID != devs[i].UUID || !s.HasUtil || !s.HasMem || !s.HasTemp || !s.HasPower || !s.HasXID ||
 			s.UtilPct < 0 || s.UtilPct >= 100 || s.MemUsedMiB >= 50*1024 || s.TempC < 30 || s.TempC >= 70 ||
-			s.PowerW < 70 || s.PowerW >= 370 || s.XID != 0 {
+			s.PowerW < 70 || s.PowerW >= 370 || len(s.XIDs) != 0 || !s.HasNVLink || s.NVLinkUp != 18 || !s.HasPCIe || s.PCIeWidth != s.PCIeMaxWidth {
 			t.Errorf("sample %d = %+v; want GPU %s with every reading in its synthetic range", i, s, devs[i].UUID)
 		}
 	}
@@ -80,14 +80,20 @@ func TestMockHealthFileOverridesReadings(t *testing.T) {
 	if diff := cmp.Diff(sample(t, BackendDGXH100, WithMockSeed("node-a")), plain); diff != "" {
 		t.Fatalf("absent hook file changed readings (-want +got):\n%s", diff)
 	}
-	body := `{"3": {"temp_c": 90, "util": 1.5}, "` + plain[5].UUID + `": {"xid": 79, "ecc_uncorrected": 2}}`
+	body := `{"3": {"temp_c": 90, "util": 1.5}, "` + plain[5].UUID + `": {"xid": 79, "ecc_uncorrected": 2},
+		"6": {"xids": [48, 94], "ecc_corrected": 7, "row_remap_pending": true, "row_remap_failed": true, "nvlink_up": 17,
+		      "nvlink_errors": 12, "pcie_width": 8, "pcie_gen": 3, "throttle": 8}, "7": {"gone": true}}`
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	got := sample(t, BackendDGXH100, opts...)
 	want := slices.Clone(plain)
 	want[3].TempC, want[3].UtilPct = 90, 1.5
-	want[5].XID, want[5].ECCUncorrected = 79, 2
+	want[5].XIDs, want[5].ECCUncorrected = []gpu.XIDEvent{{Seq: 1, XID: 79}}, 2
+	w6 := &want[6]
+	w6.XIDs, w6.ECCCorrected, w6.RowRemapPending, w6.RowRemapFailed, w6.NVLinkUp = []gpu.XIDEvent{{Seq: 2, XID: 48}, {Seq: 3, XID: 94}}, 7, true, true, 17
+	w6.NVLinkErrors, w6.PCIeWidth, w6.PCIeGen, w6.Throttle = 12, 8, 3, 8
+	want = want[:7] // GPU 7 is gone
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("overridden samples (-want +got):\n%s", diff)
 	}

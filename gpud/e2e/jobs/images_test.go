@@ -1,0 +1,271 @@
+package jobs
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/e2e/e2etest"
+	"github.com/gpud/gpud/runtime/containerd/registrytest"
+)
+
+// regUser is the private registry's one account.
+var regUser = registrytest.User{Name: "alice", Password: "alice-registry-secret"}
+
+// imageCluster starts a private registry (TLS, basic auth) and a one-node
+// cluster whose node trusts the registry's CA through [images] ca_file.
+func imageCluster(t *testing.T) (*e2etest.Cluster, *registrytest.Registry) {
+	t.Helper()
+	e2etest.RequirePrereq(t)
+	reg := registrytest.Start(t, regUser)
+	path := nodeConfigWithCA(t, e2etest.ShortTempDir(t), reg.CAFile)
+	c := e2etest.StartCluster(t, 1, "--node-config", path, "--kill-grace", "2s")
+	for _, d := range []string{c.Dir, e2etest.BinDir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, reg
+}
+
+// nodeConfigWithCA writes etc/node.toml with [images] ca_file set into
+// dir and returns its path.
+func nodeConfigWithCA(t testing.TB, dir, caFile string) string {
+	t.Helper()
+	base, err := os.ReadFile(e2etest.RepoPath(t, "etc/node.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(base)
+	i := strings.Index(conf, "\n[images]\n")
+	if i < 0 || !strings.Contains(conf[i:], "\nca_file = \"\"\n") {
+		t.Fatal("etc/node.toml lacks [images] ca_file")
+	}
+	conf = conf[:i] + strings.Replace(conf[i:], "\nca_file = \"\"\n", fmt.Sprintf("\nca_file = %q\n", caFile), 1)
+	path := filepath.Join(dir, "node.toml")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// homeUser adds a local user whose passwd home is its work dir (where the
+// node looks for registry credentials).
+func homeUser(t *testing.T, tag string) e2etest.LocalUser {
+	t.Helper()
+	u := e2etest.AddUserTag(t, tag)
+	if out, err := exec.Command("usermod", "--home", u.Home, u.Name).CombinedOutput(); err != nil {
+		t.Fatalf("usermod --home %s %s: %v\n%s", u.Home, u.Name, err, out)
+	}
+	return u
+}
+
+// writeAs writes a file under u's home, owned by u, mode 0600.
+func writeAs(t *testing.T, u e2etest.LocalUser, rel, data string) string {
+	t.Helper()
+	p := filepath.Join(u.Home, rel)
+	for d := filepath.Dir(p); d != u.Home; d = filepath.Dir(d) {
+		defer os.Chown(d, int(u.UID), int(u.GID))
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, int(u.UID), int(u.GID)); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// submitAs submits a job as u and returns its ID.
+func submitAs(t *testing.T, c *e2etest.Cluster, u e2etest.LocalUser, args ...string) string {
+	t.Helper()
+	r := c.As(u, nil, "sbatch", append([]string{"--parsable"}, args...)...)
+	if r.Code != 0 {
+		t.Fatalf("sbatch %v as %s: exit %d: %s", args, u.Name, r.Code, r.Stderr)
+	}
+	return strings.TrimSpace(r.Stdout)
+}
+
+// TestImagesFromPrivateRegistry: a job names an image of a private
+// registry in enroot's syntax and runs in it, pulled with its user's own
+// credentials (enroot's .credentials); another user without credentials,
+// or with a link to the first user's file, is refused the cached image
+// and the job fails before it starts, saying why and what to do.
+func TestImagesFromPrivateRegistry(t *testing.T) {
+	t.Parallel()
+	c, reg := imageCluster(t)
+	img := reg.AppImage(t, "test/app:1")
+	alice, bob := homeUser(t, "a"), homeUser(t, "b")
+	cred := writeAs(t, alice, ".config/enroot/.credentials",
+		fmt.Sprintf("machine %s login %s password %s\n", reg.Host, regUser.Name, regUser.Password))
+
+	id := submitAs(t, c, alice, "--image="+reg.EnrootRef("test/app:1"), "-o", "app-%j.out", "--wrap", "cat /etc/os-release")
+	job := c.WaitState(id, 3*time.Minute, "COMPLETED", "FAILED")
+	if job["state"] != "COMPLETED" {
+		t.Fatalf("alice's job = %v (%v), want COMPLETED", job["state"], job["reason"])
+	}
+	out, err := os.ReadFile(filepath.Join(alice.Home, "app-"+id+".out"))
+	if err != nil || !strings.Contains(string(out), `IMAGE="test/app:1"`) {
+		t.Fatalf("job output = %q, %v; want the image's /etc/os-release", out, err)
+	}
+
+	// bob: no credentials. The node holds the image, but the registry
+	// would not serve bob, so neither does the node.
+	id = submitAs(t, c, bob, "--image="+reg.EnrootRef("test/app:1"), "--wrap", "cat /etc/os-release")
+	job = c.WaitState(id, 2*time.Minute, "COMPLETED", "FAILED")
+	reason := fmt.Sprint(job["reason"])
+	if job["state"] != "FAILED" || !strings.Contains(reason, "denied") || !strings.Contains(reason, ".credentials") {
+		t.Fatalf("bob's job = %v (%s), want FAILED with the denied pull and where credentials go", job["state"], reason)
+	}
+	// bob links alice's file into his home: his own process reads it,
+	// and may not, so it is as if he had none.
+	if err := os.MkdirAll(filepath.Join(bob.Home, ".config/enroot"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(cred, filepath.Join(bob.Home, ".config/enroot/.credentials")); err != nil {
+		t.Fatal(err)
+	}
+	id = submitAs(t, c, bob, "--image="+reg.EnrootRef("test/app:1"), "--wrap", "cat /etc/os-release")
+	job = c.WaitState(id, 2*time.Minute, "COMPLETED", "FAILED")
+	reason = fmt.Sprint(job["reason"])
+	// (bob cannot even see it: alice's ~/.config is hers alone.)
+	if job["state"] != "FAILED" || !strings.Contains(reason, "denied") || strings.Contains(reason, regUser.Password) {
+		t.Fatalf("bob's job with alice's file linked = %v (%s), want FAILED, denied", job["state"], reason)
+	}
+	if strings.Contains(c.Log.String(), regUser.Password) {
+		t.Fatal("the registry password is in gpud's log")
+	}
+	// A missing tag says so.
+	id = submitAs(t, c, alice, "--image="+reg.EnrootRef("test/app:404"), "--wrap", "true")
+	job = c.WaitState(id, 2*time.Minute, "COMPLETED", "FAILED")
+	if reason := fmt.Sprint(job["reason"]); job["state"] != "FAILED" || !strings.Contains(reason, "not found") {
+		t.Fatalf("missing tag: job = %v (%s), want FAILED, not found", job["state"], reason)
+	}
+	if n := reg.Requests("GET", img.ConfigDigest.String()); n != 1 {
+		t.Errorf("registry served the image's config %d times, want 1 (one pull, then the cache)", n)
+	}
+}
+
+// TestEightJobsOneImageOnePull: eight jobs starting at once on one node
+// with an image the node lacks cause one download, counted in the
+// registry's own log, and all run in it.
+func TestEightJobsOneImageOnePull(t *testing.T) {
+	t.Parallel()
+	c, reg := imageCluster(t)
+	img := reg.AppImage(t, "test/eight:1")
+	u := homeUser(t, "e")
+	writeAs(t, u, ".docker/config.json",
+		fmt.Sprintf(`{"auths": {%q: {"username": %q, "password": %q}}}`, reg.Host, regUser.Name, regUser.Password))
+	// One array of eight: the scheduler starts its tasks in one cycle.
+	arr := submitAs(t, c, u, "--array=0-7", "--image="+img.Ref, "-o", "eight-%a.out", "--wrap", "cat /etc/os-release")
+	first, err := strconv.Atoi(arr)
+	if err != nil {
+		t.Fatalf("sbatch --parsable printed %q", arr)
+	}
+	for i := range 8 {
+		id := strconv.Itoa(first + i)
+		job := c.WaitState(id, 3*time.Minute, "COMPLETED", "FAILED")
+		if job["state"] != "COMPLETED" {
+			t.Errorf("job %s = %v (%v), want COMPLETED", id, job["state"], job["reason"])
+			continue
+		}
+		if out, err := os.ReadFile(filepath.Join(u.Home, fmt.Sprintf("eight-%d.out", i))); err != nil || !strings.Contains(string(out), `IMAGE="test/eight:1"`) {
+			t.Errorf("job %s output = %q, %v", id, out, err)
+		}
+	}
+	// The test is about concurrent starts: at least two jobs must have
+	// found the pull under way (not cached) and joined it.
+	joined := 0
+	for _, line := range strings.Split(c.Log.String(), "\n") {
+		if strings.Contains(line, "job image ready") && strings.Contains(line, `"cached":false`) {
+			joined++
+		}
+	}
+	if joined < 2 {
+		t.Errorf("%d jobs met the pull under way, want at least 2 (did they start together?)", joined)
+	}
+	if n := reg.Requests("GET", img.ConfigDigest.String()); n != 1 {
+		t.Errorf("registry served the image's config %d times for 8 jobs, want 1:\n%s", n, reg.Log())
+	}
+}
+
+// TestPyxisFlags: pyxis's options as GPU-cluster scripts use them. srun
+// on a login host with --container-image (enroot syntax) and
+// --container-mounts runs in the image with the node directory mounted;
+// a batch job's named container is reused by its steps, which see each
+// other's writes; a step asking for another image is refused saying
+// where the option belongs; --container-readonly makes the root
+// read-only; options gpud cannot honour are refused with the reason.
+func TestPyxisFlags(t *testing.T) {
+	t.Parallel()
+	c, reg := imageCluster(t)
+	reg.AppImage(t, "test/app:1")
+	u := homeUser(t, "p")
+	writeAs(t, u, ".config/enroot/.credentials",
+		fmt.Sprintf("machine %s login %s password %s\n", reg.Host, regUser.Name, regUser.Password))
+	data := e2etest.ShortTempDir(t)
+	if err := os.Chmod(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "hello"), []byte("hello from the node\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	image := reg.EnrootRef("test/app:1")
+
+	r := c.As(u, nil, "srun", "-N1", "--container-image="+image, "--container-mounts="+data+":/data:ro",
+		"--container-workdir=/work", "sh", "-c", "cat /etc/os-release /data/hello; pwd; touch /data/x || echo read-only")
+	if r.Code != 0 || !strings.Contains(r.Stdout, `IMAGE="test/app:1"`) || !strings.Contains(r.Stdout, "hello from the node\n/work\n") ||
+		!strings.Contains(r.Stdout, "read-only") {
+		t.Fatalf("srun --container-image --container-mounts: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+
+	srun := filepath.Join(e2etest.BinDir, "srun")
+	script := filepath.Join(u.Home, "pyxis.sh")
+	if err := os.WriteFile(script, []byte(`#!/bin/sh
+#SBATCH --container-image=`+image+`
+#SBATCH --container-name=app
+`+srun+` --container-name=app sh -c 'echo step-one-was-here > /work/step1'
+`+srun+` --container-name=app --container-image=`+image+` cat /work/step1
+`+srun+` --container-image=busybox:latest true 2>&1 || echo other-image-refused
+`+srun+` --container-mounts=/tmp:/x true 2>&1 || echo mounts-refused
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(script, int(u.UID), int(u.GID)); err != nil {
+		t.Fatal(err)
+	}
+	id := submitAs(t, c, u, "-o", "pyxis-%j.out", "pyxis.sh")
+	job := c.WaitState(id, 3*time.Minute, "COMPLETED", "FAILED")
+	out, _ := os.ReadFile(filepath.Join(u.Home, "pyxis-"+id+".out"))
+	if job["state"] != "COMPLETED" || !strings.Contains(string(out), "step-one-was-here\n") ||
+		!strings.Contains(string(out), "give --container-image to sbatch or salloc") || !strings.Contains(string(out), "other-image-refused") ||
+		!strings.Contains(string(out), "mounts-refused") {
+		t.Fatalf("batch job with a named container: %v (%v)\n%s", job["state"], job["reason"], out)
+	}
+
+	id = submitAs(t, c, u, "--container-image="+image, "--container-readonly", "-o", "ro-%j.out", "--wrap", "touch /work/x || echo root-is-read-only")
+	c.WaitState(id, 3*time.Minute, "COMPLETED", "FAILED")
+	if out, _ := os.ReadFile(filepath.Join(u.Home, "ro-"+id+".out")); !strings.Contains(string(out), "root-is-read-only") {
+		t.Errorf("--container-readonly: output %q", out)
+	}
+
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--container-image=" + image, "--container-remap-root", "--wrap", "id"}},
+		{[]string{"--container-image=" + image, "--container-save=/tmp/x.sqsh", "--wrap", "id"}},
+		{[]string{"--container-image=/scratch/pytorch.sqsh", "--wrap", "id"}},
+		{[]string{"--container-mounts=/tmp:/x", "--wrap", "id"}},
+	} {
+		r := c.As(u, nil, "sbatch", tc.args...)
+		if r.Code == 0 || !strings.Contains(r.Stderr, "container") && !strings.Contains(r.Stderr, "squashfs") {
+			t.Errorf("sbatch %v: exit %d %q; want a refusal saying why", tc.args, r.Code, r.Stderr)
+		}
+	}
+}

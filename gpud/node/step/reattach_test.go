@@ -1,0 +1,471 @@
+package step
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime"
+)
+
+// fakeRT runs step tasks the test drives. Like tasks under a shim, they
+// outlive the agent that started them: output written while no agent
+// reads it waits (as in a FIFO) for the next one to attach.
+type fakeRT struct {
+	mu    sync.Mutex
+	procs map[string]*fakeProc // by exec ID
+	end   chan struct{}        // closed when the test ends
+}
+
+type fakeProc struct {
+	mu    sync.Mutex
+	out   io.Writer // the agent reading its output; nil: none
+	owner *agentRT
+	fifo  []string // written while none reads
+	done  chan struct{}
+	st    runtime.ExitStatus
+}
+
+func (p *fakeProc) write(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.out == nil {
+		p.fifo = append(p.fifo, s)
+		return
+	}
+	_, _ = io.WriteString(p.out, s)
+}
+
+func (p *fakeProc) exit(code int, sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.done:
+	default:
+		p.st = runtime.ExitStatus{Code: code, Signal: sig}
+		close(p.done)
+	}
+}
+
+// agentRT is one agent's runtime: its handles die with it (kill).
+type agentRT struct {
+	runtime.Runtime // not used by steps
+	rt              *fakeRT
+	dead            chan struct{}
+}
+
+func (a *agentRT) Exec(_ context.Context, _ string, cfg runtime.ExecConfig) (runtime.Process, error) {
+	if cfg.Cwd == "/not/in/the/container" {
+		return nil, fmt.Errorf("start %q: %w: chdir to cwd failed", cfg.Args[0], runtime.ErrNoCwd)
+	}
+	p := &fakeProc{out: cfg.Stdout, owner: a, done: make(chan struct{})}
+	a.rt.mu.Lock()
+	a.rt.procs[cfg.ID] = p
+	a.rt.mu.Unlock()
+	return &fakeHandle{p: p, a: a}, nil
+}
+
+func (a *agentRT) AttachExec(_ context.Context, _, id string, cfg runtime.ExecConfig) (runtime.Process, error) {
+	a.rt.mu.Lock()
+	p := a.rt.procs[id]
+	a.rt.mu.Unlock()
+	if p == nil {
+		return nil, runtime.ErrNotFound
+	}
+	p.mu.Lock()
+	p.out, p.owner = cfg.Stdout, a
+	fifo := p.fifo
+	p.fifo = nil
+	p.mu.Unlock()
+	for _, s := range fifo {
+		_, _ = io.WriteString(cfg.Stdout, s)
+	}
+	return &fakeHandle{p: p, a: a}, nil
+}
+
+// kill is kill -9 of the agent: its handles never answer again, and its
+// tasks' output waits for the next agent.
+func (a *agentRT) kill() {
+	close(a.dead)
+	a.rt.mu.Lock()
+	defer a.rt.mu.Unlock()
+	for _, p := range a.rt.procs {
+		p.mu.Lock()
+		if p.owner == a {
+			p.out = nil
+		}
+		p.mu.Unlock()
+	}
+}
+
+type fakeHandle struct {
+	p *fakeProc
+	a *agentRT
+}
+
+func (h *fakeHandle) Wait(context.Context) (runtime.ExitStatus, error) {
+	select {
+	case <-h.p.done:
+		select {
+		case <-h.a.dead:
+		default:
+			return h.p.st, nil
+		}
+	case <-h.a.dead:
+	}
+	<-h.a.rt.end // a dead agent hears nothing more
+	return runtime.ExitStatus{}, errors.New("agent gone")
+}
+
+func (h *fakeHandle) Signal(_ context.Context, sig syscall.Signal) error {
+	select {
+	case <-h.a.dead:
+		return nil
+	default:
+	}
+	if sig == syscall.SIGKILL {
+		h.p.exit(137, sig)
+	}
+	return nil
+}
+
+func (h *fakeHandle) Delete(context.Context) error {
+	h.a.rt.mu.Lock()
+	defer h.a.rt.mu.Unlock()
+	for id, p := range h.a.rt.procs {
+		if p == h.p {
+			delete(h.a.rt.procs, id)
+		}
+	}
+	return nil
+}
+
+func (rt *fakeRT) proc(t *testing.T, id string) *fakeProc {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		rt.mu.Lock()
+		p := rt.procs[id]
+		rt.mu.Unlock()
+		if p != nil {
+			return p
+		}
+	}
+	t.Fatalf("task %s never started", id)
+	return nil
+}
+
+// trackLn closes, on kill, the connections it accepted.
+type trackLn struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (l *trackLn) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.conns = append(l.conns, c)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+func (l *trackLn) cut() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		c.Close()
+	}
+	l.conns = nil
+}
+
+// testAgent is a node agent's step side over a step listener.
+type testAgent struct {
+	n    *Node
+	h    *fakeHost
+	al   *Alloc
+	rt   *agentRT
+	ln   *trackLn
+	stop func()
+}
+
+func (a *testAgent) kill() {
+	a.rt.kill()
+	a.stop()
+	a.ln.cut()
+}
+
+type testCluster struct {
+	t     *testing.T
+	rt    *fakeRT
+	pool  *x509.CertPool
+	ca    *auth.CA
+	asg   *api.Assignment
+	dirs  map[string]string
+	ports map[string]int
+	logs  *logBuf
+	// tools is the agents' Config.Tools ("" none).
+	tools string
+}
+
+func newTestCluster(t *testing.T, names ...string) *testCluster {
+	files, err := auth.EnsureTLS(t.TempDir(), "test", []string{"localhost"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := auth.LoadCA(files, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &testCluster{t: t, rt: &fakeRT{procs: map[string]*fakeProc{}, end: make(chan struct{})}, pool: ca.Pool(), ca: ca,
+		dirs: map[string]string{}, ports: map[string]int{}, logs: &logBuf{}}
+	t.Cleanup(func() {
+		close(c.rt.end)
+		if t.Failed() {
+			t.Logf("agents' logs:\n%s", c.logs.String())
+		}
+	})
+	asg := &api.Assignment{Job: spec.Job{ID: 7}, Alloc: spec.Alloc{ID: "7.1"}}
+	for i, name := range names {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ports[name] = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		c.dirs[name] = filepath.Join(t.TempDir(), "job-"+name)
+		asg.Alloc.Nodes = append(asg.Alloc.Nodes, spec.NodeAlloc{Node: name, Rank: i, Addr: "127.0.0.1", StepPort: c.ports[name], CPUs: 1})
+	}
+	c.asg = asg
+	return c
+}
+
+func (c *testCluster) cert(name string) tls.Certificate {
+	keyPEM, csrPEM, err := auth.NodeKey(name)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	certPEM, err := c.ca.SignNode(csrPEM, name)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cert
+}
+
+// start starts node name's agent (again, with resume: after a restart).
+func (c *testCluster) start(name string, resume bool) *testAgent {
+	t := c.t
+	var ln net.Listener
+	var err error
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ln, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", c.ports[name])); err == nil || time.Now().After(end) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := &trackLn{Listener: ln}
+	rt := &agentRT{rt: c.rt, dead: make(chan struct{})}
+	h := &fakeHost{allocs: map[string]*Alloc{}, next: map[string]int{}}
+	log := slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
+	// The controller's list, never stale: a node's copy is stale until
+	// its registration brings one, and trusts no peer meanwhile.
+	n := NewNode(Config{Node: name, Clock: realClock{}, Log: log, Runtime: rt, Revocations: auth.NewRevocations(nil), Tools: c.tools,
+		Net: &Net{Listener: tl, Cert: c.cert(name), CA: c.pool}}, h)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopNet := n.Run(ctx)
+	var self spec.NodeAlloc
+	for _, nd := range c.asg.Alloc.Nodes {
+		if nd.Node == name {
+			self = nd
+		}
+	}
+	al := n.NewAlloc(c.asg.Alloc.ID, c.asg.Job.ID)
+	h.allocs[c.asg.Alloc.ID] = al
+	env := []string{"PATH=/bin"}
+	if resume {
+		al.Resume(context.Background(), c.asg, self, "ctr-"+name, c.dirs[name], env, log)
+	} else {
+		mkdir(t, c.dirs[name])
+		al.Ready(c.asg, self, "ctr-"+name, c.dirs[name], env, log)
+		al.Started()
+	}
+	a := &testAgent{n: n, h: h, al: al, rt: rt, ln: tl}
+	var once sync.Once
+	a.stop = func() { once.Do(func() { cancel(); stopNet() }) }
+	t.Cleanup(a.stop)
+	return a
+}
+
+// logBuf keeps the agents' logs, shown when the test fails: agents of
+// the test may log after it ended.
+type logBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func mkdir(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// srun is a step client on the server agent's step socket side: it
+// reads the step's frames as they come.
+type srun struct {
+	t    *testing.T
+	c    net.Conn
+	mu   sync.Mutex
+	out  strings.Builder
+	exit map[int]api.StepMsg
+	done *api.StepMsg
+	err  error
+}
+
+func runStep(t *testing.T, al *Alloc, req api.StepRequest) *srun {
+	cli, srv := net.Pipe()
+	go al.serveConn(context.Background(), srv)
+	t.Cleanup(func() { cli.Close() })
+	s := &srun{t: t, c: cli, exit: map[int]api.StepMsg{}}
+	go func() {
+		br := bufio.NewReader(cli)
+		for {
+			m, err := api.ReadStepFrame(br)
+			s.mu.Lock()
+			switch {
+			case err != nil:
+				if s.err == nil {
+					s.err = err
+				}
+			case m.Kind == api.StepStdout || m.Kind == api.StepStderr:
+				fmt.Fprintf(&s.out, "%d:%s", m.Task, m.Data)
+			case m.Kind == api.StepExit:
+				if _, dup := s.exit[m.Task]; dup {
+					s.err = fmt.Errorf("task %d's exit reported twice", m.Task)
+				}
+				s.exit[m.Task] = m
+			case m.Kind == api.StepDone:
+				s.done = &m
+			case m.Kind == api.StepError:
+				s.err = errors.New(m.Error)
+			}
+			s.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	if err := json.NewEncoder(cli).Encode(req); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// until waits for cond (called with s.mu held).
+func (s *srun) until(what string, cond func() bool) {
+	s.t.Helper()
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		ok, err, out := cond(), s.err, s.out.String()
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		if err != nil {
+			s.t.Fatalf("waiting for %s: %v (output so far %q)", what, err, out)
+		}
+	}
+	s.t.Fatalf("timed out waiting for %s (output so far %q)", what, s.output())
+}
+
+func (s *srun) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
+func (s *srun) has(text string) func() bool {
+	return func() bool { return strings.Contains(s.out.String(), text) }
+}
+
+// TestPartFollowedAgain: a 2-node step over the step listeners outlives
+// the loss of the connection between the agents and a kill -9 of the
+// second node's agent: the part's tasks run on, their output written
+// meanwhile arrives once (none lost: what a dying connection swallowed
+// is sent again, as the part keeps output until acknowledged), and each
+// task's exit arrives once, with the step's exit code.
+func TestPartFollowedAgain(t *testing.T) {
+	c := newTestCluster(t, "n1", "n2")
+	a1 := c.start("n1", false)
+	a2 := c.start("n2", false)
+	s := runStep(t, a1.al, api.StepRequest{Args: []string{"work"}, Env: []string{}})
+	t0, t1 := c.rt.proc(t, execID(0, 0)), c.rt.proc(t, execID(0, 1))
+	t0.write("a1\n")
+	t1.write("b1\n")
+	s.until("the first lines", func() bool { return s.has("0:a1\n")() && s.has("1:b1\n")() })
+
+	// The network between the agents breaks: the first agent follows
+	// the part again over a new connection.
+	a2.ln.cut()
+	t1.write("b2\n")
+	s.until("b2 after the connection was lost", s.has("1:b2\n"))
+
+	// kill -9 of n2's agent: its task runs on and writes; a new agent
+	// re-adopts the part from its record and the first agent follows it
+	// again.
+	a2.kill()
+	t1.write("b3\n")
+	time.Sleep(100 * time.Millisecond)
+	t0.write("a2\n")
+	s.until("the first node's output while n2 is away", s.has("0:a2\n"))
+	c.start("n2", true)
+	s.until("b3 written while n2's agent was away", s.has("1:b3\n"))
+	t1.write("b4\n")
+	t1.exit(3, 0)
+	t0.exit(0, 0)
+	s.until("the step's end", func() bool { return s.done != nil })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if got, want := s.out.String(), "0:a1\n1:b1\n1:b2\n0:a2\n1:b3\n1:b4\n"; got != want {
+		t.Errorf("output %q, want %q (every line once, in order per task)", got, want)
+	}
+	if len(s.exit) != 2 || s.exit[1].Code != 3 || s.exit[1].Error != "" || s.exit[0].Code != 0 || s.done.Code != 3 {
+		t.Errorf("exits %+v done %+v; want task 1 exit 3 and the step's code 3", s.exit, s.done)
+	}
+}

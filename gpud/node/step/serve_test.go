@@ -1,0 +1,81 @@
+package step
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// TestStepWithoutAPartFailsTheJob: a step waits partWait for a node of
+// the allocation that does not hold its part; then srun is told why, the
+// tasks started elsewhere are killed, and a batch job's part here ends
+// (NODE_FAIL, through Host.Fail) naming the node, so the job never ends
+// COMPLETED on work that skipped it (issue 25 D). An interactive
+// allocation is left to its srun.
+func TestStepWithoutAPartFailsTheJob(t *testing.T) {
+	defer func(d time.Duration) { partWait = d }(partWait)
+	partWait = 300 * time.Millisecond
+	for _, interactive := range []bool{false, true} {
+		rt := &fakeRT{procs: map[string]*fakeProc{}, end: make(chan struct{})}
+		t.Cleanup(func() { close(rt.end) })
+		peers := NewPeers()
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		mk := func(name string) (*Node, *fakeHost) {
+			h := &fakeHost{allocs: map[string]*Alloc{}, next: map[string]int{}}
+			n := NewNode(Config{Node: name, Clock: realClock{}, Log: log, Runtime: &agentRT{rt: rt, dead: make(chan struct{})}, Peers: peers}, h)
+			t.Cleanup(n.Run(context.Background()))
+			return n, h
+		}
+		n1, h1 := mk("n1")
+		mk("n2") // runs no part of the allocation
+		asg := &api.Assignment{Job: spec.Job{ID: 7, JobSpec: spec.JobSpec{Interactive: interactive}},
+			Alloc: spec.Alloc{ID: "7.1", Nodes: []spec.NodeAlloc{{Node: "n1", CPUs: 1}, {Node: "n2", Rank: 1, CPUs: 1}}}}
+		al := testAlloc(t, n1, h1, asg, t.TempDir())
+		s := runStep(t, al, api.StepRequest{Args: []string{"work"}})
+		s.until("the step's error", func() bool { return s.err != nil })
+		s.mu.Lock()
+		err := s.err
+		s.mu.Unlock()
+		if !strings.Contains(err.Error(), "node n2 runs no part of allocation 7.1") {
+			t.Errorf("srun was told %v; want why node n2 cannot start its tasks", err)
+		}
+		h1.mu.Lock()
+		failed := h1.failed
+		h1.mu.Unlock()
+		switch {
+		case interactive && len(failed) != 0:
+			t.Errorf("an interactive allocation's part was ended: %q", failed)
+		case !interactive && (len(failed) != 1 || !strings.Contains(failed[0], "7.1: step 7.0 could not start on node n2, which does not hold its part")):
+			t.Errorf("the job's part here was ended with %q; want one NODE_FAIL naming node n2", failed)
+		}
+		rt.mu.Lock()
+		p := rt.procs[execID(0, 0)]
+		rt.mu.Unlock()
+		if p != nil {
+			t.Errorf("task 0 on n1 still runs after the step failed to start")
+		}
+	}
+}
+
+// TestStepCwdNotInContainer: a step whose working directory the job's
+// container does not show runs in /tmp, with slurmstepd's warning on its
+// stderr before its own output (issue 26).
+func TestStepCwdNotInContainer(t *testing.T) {
+	c := newTestCluster(t, "n1")
+	a := c.start("n1", false)
+	s := runStep(t, a.al, api.StepRequest{Args: []string{"work"}, Cwd: "/not/in/the/container"})
+	p := c.rt.proc(t, execID(0, 0))
+	p.write("hello\n")
+	p.exit(0, 0)
+	s.until("the step's end", func() bool { return s.done != nil })
+	want := "0:gpud: warning: couldn't chdir to `/not/in/the/container': not in the job's container: going to /tmp instead\n0:hello\n"
+	if got := s.output(); got != want || s.done.Code != 0 {
+		t.Errorf("output %q (exit %d), want %q and exit 0", got, s.done.Code, want)
+	}
+}

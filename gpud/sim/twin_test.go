@@ -1,0 +1,91 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/sched"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+func twinNodes(n, gpus int) []sched.Node {
+	var out []sched.Node
+	for i := range n {
+		name := "n" + string(rune('1'+i))
+		node := sched.Node{Name: name, CPUs: 64, MemMiB: 1 << 20, Partitions: []string{"gpu"}}
+		for g := range gpus {
+			node.GPUs = append(node.GPUs, sched.GPU{UUID: name + "-" + string(rune('0'+g)), Model: "h100"})
+		}
+		out = append(out, node)
+	}
+	return out
+}
+
+var twinT0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func twinJob(id int, submit, run time.Duration, gpus int) TwinJob {
+	return TwinJob{ID: spec.JobID(id), Name: "j", User: "u", Account: "a", QOS: "normal", Partition: "gpu",
+		Submit: twinT0.Add(submit), Runtime: run, TimeLimit: 2 * run, Outcome: spec.StateCompleted,
+		Req: spec.Resources{Nodes: 1, CPUsPerNode: 1, GPUsPerNode: gpus}}
+}
+
+// The twin keeps a dependent job until its parent ends, lets no more
+// than an array's %MAX tasks run at once, drops a job cancelled while it
+// waited, and lets a high QOS preempt (requeue) a low one.
+func TestTwinDependenciesArraysPreemption(t *testing.T) {
+	jobs := []TwinJob{
+		twinJob(1, 0, time.Hour, 4),
+		twinJob(2, time.Second, 10*time.Minute, 1),
+	}
+	jobs[1].Depend = "afterok:1"
+	for k := range 4 {
+		j := twinJob(3+k, 2*time.Second, 30*time.Minute, 1)
+		j.ArrayJobID, j.ArrayTaskID, j.ArrayMax = 3, k, 2
+		jobs = append(jobs, j)
+	}
+	cancelled := twinJob(7, 3*time.Second, time.Minute, 8)
+	cancelled.CancelAt = twinT0.Add(time.Minute)
+	jobs = append(jobs, cancelled)
+	urgent := twinJob(8, 2*time.Hour, time.Minute, 8)
+	urgent.QOS = "high"
+	low := twinJob(9, 90*time.Minute, 3*time.Hour, 8)
+	jobs = append(jobs, low, urgent)
+	pol := TwinPolicy{Interval: 5 * time.Second,
+		QOS:          []sched.QOS{{Name: "normal", Priority: 0}, {Name: "high", Priority: 10, Preempt: []string{"normal"}, PreemptMode: "requeue"}},
+		Partitions:   []sched.Partition{{Name: "gpu"}},
+		BasePriority: func(q string, nice int) int64 { return map[string]int64{"high": 1000}[q] - int64(nice) }}
+	r, err := RunTwin(jobs, TwinOptions{Nodes: twinNodes(1, 8), Policy: pol, Start: twinT0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(id int) TwinJobResult {
+		for i := range r.Jobs {
+			if r.Jobs[i].ID == spec.JobID(id) {
+				return r.Res[i]
+			}
+		}
+		t.Fatalf("no job %d", id)
+		return TwinJobResult{}
+	}
+	if s := at(2).Start; !s.Equal(twinT0.Add(time.Hour)) {
+		t.Errorf("job 2 (afterok:1) started at %s, want when job 1 ended (1h)", s.Sub(twinT0))
+	}
+	for k := range 4 {
+		want := twinT0.Add(2 * time.Second)
+		if k >= 2 {
+			want = want.Add(30 * time.Minute)
+		}
+		if s := at(3 + k).Start; !s.Equal(want) {
+			t.Errorf("array task %d started at %s, want %s (%%2)", k, s.Sub(twinT0), want.Sub(twinT0))
+		}
+	}
+	if c := at(7); c.Started || !c.Cancelled {
+		t.Errorf("job 7 cancelled while waiting: %+v", c)
+	}
+	if l := at(9); l.Preempted != 1 || l.Attempts != 2 {
+		t.Errorf("job 9 (normal, preempted by job 8 of QOS high): %+v, want preempted once and started twice", l)
+	}
+	if u := at(8); !u.Start.Equal(twinT0.Add(2 * time.Hour)) {
+		t.Errorf("job 8 (high) started at %s, want at once (2h) by preempting", u.Start.Sub(twinT0))
+	}
+}
