@@ -14,11 +14,6 @@ import (
 	"github.com/gpud/gpud/gpud/e2e/e2etest"
 )
 
-// mpiScript launches the allreduce program of 2 nodes x 2 tasks the four
-// ways issue 26 asks: srun --mpi=pmi2 (MPICH, PMI-1 over PMI_FD), srun
-// --mpi=pmix (Open MPI, through gpud-pmix), and mpirun of each inside the
-// allocation (Hydra's and ORTE's, which find the allocation in SLURM_*
-// and start their daemons with gpud's srun).
 // mpiLaunches are the launches of mpiScript: srun --mpi=pmi2 (MPICH,
 // PMI-1 over PMI_FD), srun --mpi=pmix (Open MPI, through gpud-pmix), and
 // mpirun of each inside the allocation (Hydra's and ORTE's, which find the
