@@ -39,6 +39,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+v+"/nodes", s.listNodes)
 	m.HandleFunc("GET "+v+"/partitions", s.listPartitions)
 	m.HandleFunc("GET "+v+"/associations", s.associations)
+	m.HandleFunc("GET "+v+"/config", s.clusterConfig) // config.go
 	handle("POST "+v+"/nodes/register", s.register)
 	handle("POST "+v+"/nodes/join", s.joinNode)
 	handle("POST "+v+"/nodes/{name}/heartbeat", s.heartbeat)
