@@ -671,7 +671,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			samples = append(samples, accounting.UsageSample{ID: u.ID, JobID: e.JobID, Attempt: u.Attempt,
 				Node: r.PathValue("name"), Start: u.Start.Time, End: u.End.Time, GPUs: u.GPUs,
 				GPUUtilAvg: u.GPUUtilAvg, GPUUtilMax: u.GPUUtilMax, GPUMemMiB: u.GPUMemMiB, PowerW: u.PowerW,
-				EnergyJ: u.EnergyJ, CPUSeconds: u.CPUSeconds, MemMiB: u.MemMiB})
+				EnergyJ: u.EnergyJ, CPUSeconds: u.CPUSeconds, MemMiB: u.MemMiB, MemPeakMiB: u.MemPeakMiB})
 			seen = append(seen, controller.UsageSeen{JobID: e.JobID, Attempt: u.Attempt, Start: u.Start.Time, End: u.End.Time,
 				GPUs: u.GPUs, GPUUtilMax: u.GPUUtilMax})
 			usageSeq = max(usageSeq, e.Seq)
