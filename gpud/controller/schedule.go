@@ -141,8 +141,8 @@ func (c *Controller) cycleDone(start time.Time) {
 // reasons, reservations and preemptions are all about pending jobs. A
 // fleet registering with an empty queue ran a full cycle (a snapshot of
 // every node) per registration batch: 15 % of the controller's CPU while
-// 10,000 nodes joined (gpud loadtest). The next pending job brings a full
-// cycle (inc is dropped: nodes may change).
+// 10,000 nodes joined (gpud loadtest). Nodes may change meanwhile, so the
+// next pending job brings a full cycle unless inc is kept:
 //
 // The last full cycle's State is kept, though, while it may still answer
 // events (keepInc): in a live burst the queue empties after nearly every
@@ -231,11 +231,12 @@ const maxInBatchFull = 4 * maxIncEvents
 // capacity is started by the commit that acknowledges its submission (or
 // the end that freed its GPUs), one durable write and one fsync fewer
 // per start, with no wait for a cycle. It is the same cycle, run by the
-// same rules: its pacing (cycleDue), and the queue in priority order with
-// every higher-priority waiting job's reservation held (sched.State.Submit
-// for a new job, State.End for freed resources; a full cycle when those
-// may not be used). Only when that cycle is cheap: an incremental one, or
-// a full one that took under incMin last time (a small queue), so the
+// same rules: the queue in priority order with every higher-priority
+// waiting job's reservation held (sched.State.Submit for a new job,
+// State.End for freed resources; a full cycle when those may not be used).
+// Only when that cycle is cheap: an incremental one (at once: one Submit
+// or End per event), or, when its pacing (cycleDue) says it is due, a
+// full one that took under incMin last time over a small queue, so the
 // batch's replies wait for no full cycle over a large queue.
 func (c *Controller) cycleInBatch(tx *txn) bool {
 	if c.following || len(tx.submitted)+len(tx.freed) == 0 {
