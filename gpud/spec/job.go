@@ -79,16 +79,16 @@ const (
 // Resources is what a job asks for on each of its nodes. A job with
 // Nodes > 1 is a gang: every node gets the same per-node request, all or none.
 type Resources struct {
-	Nodes       int   `json:"nodes"`
+	Nodes int `json:"nodes"`
+	// MaxNodes is the top of sbatch -N MIN-MAX (Nodes is MIN): the job
+	// starts on as many nodes as fit now within the range; 0 (or
+	// Nodes) is a fixed count.
+	MaxNodes    int   `json:"max_nodes,omitempty"`
 	CPUsPerNode int   `json:"cpus_per_node"`
 	MemMiB      int64 `json:"mem_mib_per_node"`
 	// MemWholeNode is Slurm's --mem=0: all the memory of each node (MemMiB
 	// is then 0). A node whose memory is partly allocated cannot take it.
 	MemWholeNode bool `json:"mem_whole_node,omitempty"`
-	// MaxNodes is the top of sbatch -N MIN-MAX (Nodes is MIN): the job
-	// starts on as many nodes as fit now within the range; 0 (or
-	// Nodes) is a fixed count.
-	MaxNodes int `json:"max_nodes,omitempty"`
 	// GPUsPerNode whole GPUs on each node, of GPUModel when set ("h100").
 	GPUsPerNode int    `json:"gpus_per_node"`
 	GPUModel    string `json:"gpu_model,omitempty"`
