@@ -29,10 +29,12 @@ func showResv(t *testing.T, c *e2etest.Cluster, dir, name string) string {
 // and sinfo -T print Slurm's layouts; reservations survive kill -9.
 func TestReservations(t *testing.T) {
 	t.Parallel()
-	c := e2etest.StartCluster(t, 3, "--cpus", "16")
-	work := t.TempDir()
+	// The users first: cleanups run last-first, so the cluster (and the
+	// users' jobs) stop before userdel.
 	inside := e2etest.AddUserTag(t, "rin")
 	outside := e2etest.AddUserTag(t, "rout")
+	c := e2etest.StartCluster(t, 3, "--cpus", "16")
+	work := t.TempDir()
 	for _, d := range []string{c.Dir, e2etest.BinDir} { // users reach the cluster (as OpenCluster)
 		if err := os.Chmod(d, 0o755); err != nil {
 			t.Fatal(err)
