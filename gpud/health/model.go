@@ -418,6 +418,24 @@ func (m *Model) ProbeFailed(now time.Time, uuid, detail string) Finding {
 	return f
 }
 
+// Latch records f, found outside a sample (by a job's start gate), as a
+// fault of its GPU, as a sample would have: it is reported with every
+// heartbeat until a clean probe readmits the GPU. It reports whether f is
+// new (a GPU already latched with f's code keeps the first).
+func (m *Model) Latch(f Finding) bool {
+	st := m.gpus[f.UUID]
+	if st == nil {
+		st = newState(f.GPU)
+		m.gpus[f.UUID] = st
+	}
+	if _, ok := st.faults[f.Code]; ok {
+		return false
+	}
+	st.faults[f.Code] = f
+	st.cleanSince = time.Time{}
+	return true
+}
+
 // Faulted reports whether the GPU has latched faults.
 func (m *Model) Faulted(uuid string) bool {
 	st := m.gpus[uuid]

@@ -118,6 +118,10 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 	a.runnerDeps.acquireDevices = a.acquireDevices
 	a.runnerDeps.releaseDevices = a.releaseDevices
 	a.runnerDeps.refreshMIGLayout = a.refreshMIGLayout
+	if o.healthSampler != nil {
+		a.health = newHealthWatcher(a)
+	}
+	a.runnerDeps.gateGPUs = a.health.gateStart
 	// The revocation lists' copy is trusted for fenceAfter since the
 	// controller last confirmed it (revoke.go); until the first answer
 	// says node_timeout, the default's.
@@ -265,8 +269,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer loops.Done()
 		a.sendLoop(ctx)
 	}()
-	if a.opts.healthSampler != nil {
-		a.health = newHealthWatcher(a)
+	if a.health != nil {
 		loops.Add(1)
 		go func() {
 			defer loops.Done()

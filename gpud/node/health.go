@@ -71,8 +71,6 @@ type healthWatcher struct {
 	events   []spec.GPUEvent
 	// probing: GPUs with a probe under way (run loop only).
 	probing map[string]bool
-	// last is the last sample's readings (for gates).
-	last []health.Reading
 	// xidSeen is the last XID sequence number taken, by GPU.
 	xidSeen map[string]uint64
 }
@@ -187,7 +185,6 @@ func (h *healthWatcher) check(ctx context.Context) {
 	h.mu.Lock()
 	readings := h.readings(samples, true)
 	rep := h.model.Observe(now, readings)
-	h.last = readings
 	h.problems = problemsOf(rep.Faults)
 	for _, f := range rep.New {
 		h.addEvent(now, spec.GPUEventFault, f)
@@ -290,18 +287,45 @@ func (h *healthWatcher) wake() {
 	}
 }
 
-// gate is the quick check before a job starts on uuids: GPUs the model
-// holds faulted and instant faults in the latest sample fail it.
-func (h *healthWatcher) gate(uuids []string) []health.Finding {
+// gateStart is the start gate, run by a runner just before its job
+// starts on uuids: a fresh sample judged by the model's quick checks
+// (health.Model.Gate: a GPU the model holds faulted, an XID not yet
+// taken, row remapping pending or failed, an NVLink down, new
+// uncorrected ECC errors, a vanished GPU). Each drain-worthy finding is
+// latched as a fault, as a sample would have, so the GPU goes out of
+// service with the next heartbeat (woken at once) and is readmitted only
+// after a clean probe; the runner hands the job back. A sample that fails
+// proves nothing against the GPUs: the gate passes (logged).
+func (h *healthWatcher) gateStart(ctx context.Context, uuids []string) []health.Finding {
 	if h == nil || len(uuids) == 0 {
 		return nil
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.last == nil {
-		return nil // nothing sampled yet: no evidence against the GPUs
+	samples, err := h.sampler.Sample(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.a.log.Warn("start gate: sample GPU health; passing the GPUs", "gpus", uuids, "err", err)
+		}
+		return nil
 	}
-	return h.model.Gate(uuids, h.last)
+	now := h.clock.Now()
+	h.mu.Lock()
+	fs := h.model.Gate(uuids, h.readings(samples, false))
+	latched := false
+	for _, f := range fs {
+		if h.model.Latch(f) {
+			f.Detail += " (start gate)"
+			h.addEvent(now, spec.GPUEventFault, f)
+			latched = true
+		}
+	}
+	if latched {
+		h.problems = problemsOf(h.model.Faults())
+	}
+	h.mu.Unlock()
+	if latched {
+		h.wake()
+	}
+	return fs
 }
 
 func problemsOf(fs []health.Finding) []spec.GPUProblem {

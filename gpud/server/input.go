@@ -218,6 +218,11 @@ func checkEvents(evs []api.AllocEvent) error {
 		for k, u := range e.MIG {
 			c.name(fmt.Sprintf("%s.mig[%d]", f, k), u, maxShort)
 		}
+		if len(e.GateFailed) > 0 {
+			if err := checkGPUProblems(e.GateFailed); err != nil {
+				c.bad("%s.gate_failed: %v", f, err)
+			}
+		}
 		if e.Kind == api.EventStepStarted || e.Kind == api.EventStepEnded {
 			st := e.Step
 			if st == nil {
