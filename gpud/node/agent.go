@@ -122,6 +122,7 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 		a.health = newHealthWatcher(a)
 	}
 	a.runnerDeps.gateGPUs = a.health.gateStart
+	a.runnerDeps.holdGPUs = a.health.holdGPUs
 	// The revocation lists' copy is trusted for fenceAfter since the
 	// controller last confirmed it (revoke.go); until the first answer
 	// says node_timeout, the default's.

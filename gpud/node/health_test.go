@@ -236,3 +236,79 @@ func TestStartGate(t *testing.T) {
 	e.waitStarted(t, ContainerID(8, 1, e.agent.cfg.Name))
 	e.waitStarted(t, ContainerID(9, 1, e.agent.cfg.Name))
 }
+
+// blockProber blocks until its ctx ends, telling which GPU it started on.
+type blockProber struct{ started chan string }
+
+func (p *blockProber) Probe(ctx context.Context, _ int, uuid string) error {
+	p.started <- uuid
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestBackgroundDiag: idle GPUs are diagnosed one at a time, each once
+// per diag interval: a pass is a "diag" event in the history, a failure a
+// diag-failed fault that takes the GPU out.
+func TestBackgroundDiag(t *testing.T) {
+	fs := &fakeSampler{samples: healthySamples()}
+	prober := &fakeProber{}
+	cfg := HealthConfig{Interval: 10 * time.Second, Limits: health.Limits{ProbeAfter: time.Hour}, DiagInterval: time.Hour, Diag: prober}
+	e := newEnv(t, func(e *env) { e.opts = []Option{WithHealth(fs, cfg)} })
+	diagOf := func(uuid string) func() bool {
+		return func() bool { _, evs := lastBeat(e); return slices.Contains(kinds(evs), "diag:diag@"+uuid) }
+	}
+	waitFor(t, "GPU-a diagnosed", diagOf("GPU-a"), e.on()...)
+	prober.setErr(errors.New("dcgmi diag -r 1 -i 1: exit status 226: Memory test failed"))
+	waitFor(t, "loop waiting", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	e.clock.Advance(10 * time.Second)
+	waitFor(t, "GPU-b failed its diagnostic and is out", func() bool {
+		p, evs := lastBeat(e)
+		return len(p) == 1 && p[0].UUID == "GPU-b" && p[0].Code == "diag-failed" && slices.Contains(kinds(evs), "fault:diag-failed@GPU-b")
+	}, e.on()...)
+	prober.setErr(nil)
+	waitFor(t, "loop waiting", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	e.clock.Advance(10 * time.Second)
+	waitFor(t, "GPU-c diagnosed", diagOf("GPU-c"), e.on()...)
+	for range 3 { // nothing more is due within the hour: GPU-b is out, the others done
+		waitFor(t, "loop waiting", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+		e.clock.Advance(10 * time.Second)
+	}
+	waitFor(t, "loop waiting", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	prober.mu.Lock()
+	calls := prober.calls
+	prober.mu.Unlock()
+	if calls != 3 {
+		t.Errorf("%d diagnostics within the hour, want 3 (one per GPU)", calls)
+	}
+}
+
+// TestBackgroundDiagEvictedByJob: a job placed on a GPU under diagnosis
+// ends the diagnostic at once (no result recorded) and starts; the next
+// diagnostic goes to an idle GPU, never the held one.
+func TestBackgroundDiagEvictedByJob(t *testing.T) {
+	fs := &fakeSampler{samples: healthySamples()}
+	bp := &blockProber{started: make(chan string, 4)}
+	cfg := HealthConfig{Interval: 10 * time.Second, Limits: health.Limits{ProbeAfter: time.Hour}, DiagInterval: time.Hour, Diag: bp}
+	e := newEnv(t, func(e *env) { e.opts = []Option{WithHealth(fs, cfg)} })
+	if got := <-bp.started; got != "GPU-a" {
+		t.Fatalf("first diagnostic on %s, want GPU-a", got)
+	}
+	a := asg(7, e.home)
+	a.Alloc.Nodes = []spec.NodeAlloc{{Node: "node-1", Rank: 0, CPUs: 1, MemMiB: 1024, GPUs: []string{"GPU-a"}}}
+	a.Gate = gateQuick
+	e.setAndWait(t, a)
+	e.waitStarted(t, ContainerID(7, 1, e.agent.cfg.Name))
+	waitFor(t, "loop waiting", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	e.clock.Advance(10 * time.Second)
+	select {
+	case got := <-bp.started:
+		if got != "GPU-b" {
+			t.Errorf("diagnostic after the job took GPU-a on %s, want GPU-b", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no diagnostic on an idle GPU after the eviction")
+	}
+	if _, evs := lastBeat(e); slices.ContainsFunc(evs, func(ev spec.GPUEvent) bool { return ev.UUID == "GPU-a" }) {
+		t.Errorf("history %v: the evicted diagnostic of GPU-a recorded something", kinds(evs))
+	}
+}

@@ -86,6 +86,8 @@ type runner struct {
 	// gateFailed are the GPUs that failed the start gate (gate), sent
 	// with the exit event.
 	gateFailed []spec.GPUProblem
+	// release ends holdGPUs' hold (nil: none).
+	release func()
 }
 
 // learned is an adopted runner's assignment and its part of it.
@@ -206,7 +208,13 @@ func (r *runner) jobDir() string { return filepath.Join(r.d.cfg.jobsDir(), r.id)
 
 func (r *runner) run(ctx context.Context) {
 	log := r.log()
+	defer func() {
+		if r.release != nil {
+			r.release()
+		}
+	}()
 	if !r.adopted {
+		r.holdGPUs()
 		select {
 		case <-r.stopCh:
 			// Stopped before it started: nothing to kill.
@@ -245,17 +253,7 @@ func (r *runner) gate(ctx context.Context, log *slog.Logger) bool {
 	if r.asg.Gate != gateQuick || r.d.gateGPUs == nil {
 		return true
 	}
-	var uuids []string
-	for _, u := range r.self.GPUs {
-		if _, ok := r.d.gpus[u]; ok && !slices.Contains(uuids, u) {
-			uuids = append(uuids, u)
-		}
-	}
-	for _, m := range r.self.MIG {
-		if !slices.Contains(uuids, m.GPU) {
-			uuids = append(uuids, m.GPU)
-		}
-	}
+	uuids := r.physicalGPUs()
 	if len(uuids) == 0 {
 		return true
 	}
@@ -274,6 +272,31 @@ func (r *runner) gate(ctx context.Context, log *slog.Logger) bool {
 	log.Warn("job's GPUs failed the start gate; handing the job back to be placed again", "reason", reason)
 	r.finish(ctx, log, runtime.ExitStatus{}, spec.StateRequeued, reason)
 	return false
+}
+
+// physicalGPUs are the node's GPUs (UUIDs) the job's part uses: its
+// whole or shared GPUs and its MIG slices' parents.
+func (r *runner) physicalGPUs() []string {
+	var uuids []string
+	for _, u := range r.self.GPUs {
+		if _, ok := r.d.gpus[u]; ok && !slices.Contains(uuids, u) {
+			uuids = append(uuids, u)
+		}
+	}
+	for _, m := range r.self.MIG {
+		if !slices.Contains(uuids, m.GPU) {
+			uuids = append(uuids, m.GPU)
+		}
+	}
+	return uuids
+}
+
+// holdGPUs marks the job's GPUs held (no background diagnostic runs on
+// them; one running ends first) until run returns. Runner goroutine only.
+func (r *runner) holdGPUs() {
+	if r.release == nil && r.d.holdGPUs != nil {
+		r.release = r.d.holdGPUs(r.physicalGPUs())
+	}
 }
 
 // gateQuick is Assignment.Gate's quick start gate.
@@ -484,6 +507,7 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 // unless it is being stopped, takes its job's checkpoints again.
 func (r *runner) adopt(ctx context.Context, log *slog.Logger, l learned, ck *checkpointMachine, sm *stopMachine) {
 	r.asg, r.self = l.asg, l.self
+	r.holdGPUs()
 	r.resumeSteps(ctx, log)
 	if !sm.stopping() {
 		ck.arm(r.checkpointPlan(), r.deadline)

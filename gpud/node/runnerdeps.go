@@ -54,6 +54,9 @@ type runnerDeps struct {
 	// of a fresh reading of the GPUs (UUIDs), each now a latched fault
 	// reported to the controller; none when the node has no health model.
 	gateGPUs func(ctx context.Context, uuids []string) []health.Finding
+	// holdGPUs marks GPUs held by a job until release: no background
+	// diagnostic runs on them (one running ends first); nil: none run.
+	holdGPUs func(uuids []string) (release func())
 }
 
 // backoff paces retries: exponential between the agent's bounds, with

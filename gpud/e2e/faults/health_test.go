@@ -243,7 +243,11 @@ func TestStartGateMovesJob(t *testing.T) {
 	}
 	start := time.Now()
 	id := submit("--wrap", "sleep 600")
-	j := e2etest.WaitJob(t, cl, id, 60*time.Second, "gated job running", running)
+	// The controller calls a job RUNNING once it places it, before the
+	// node starts it: the fact to wait for is its second attempt running.
+	j := e2etest.WaitJob(t, cl, id, 60*time.Second, "gated job running again after the gate", func(j spec.Job) bool {
+		return j.Attempt >= 2 && running(j)
+	})
 	took := time.Since(start)
 	if j.Attempt != 2 || j.HWRequeues != 1 || len(j.GPUs) != 1 || index[j.GPUs[0]] < 2 {
 		t.Fatalf("gated job attempt %d hw_requeues %d on GPUs %v; want attempt 2 (one hardware requeue) on GPU 2 or above", j.Attempt, j.HWRequeues, j.GPUs)
@@ -269,4 +273,63 @@ func TestStartGateMovesJob(t *testing.T) {
 			return e.GPU == 1 && e.Kind == spec.GPUEventFault && e.Code == "xid79" && strings.HasSuffix(e.Detail, "(start gate)")
 		})
 	})
+	if j, err := cl.Job(ctx, off.ID); err != nil || j.State != spec.StateRunning || j.Attempt != 1 {
+		t.Errorf("nogate job %s at attempt %d (err %v), want still RUNNING at its first attempt on the faulted GPU 0", j.State, j.Attempt, err)
+	}
+}
+
+// TestBackgroundDiagnostics: with [health] diag_interval set, the node
+// diagnoses its idle GPUs one at a time in the background; each pass is a
+// "diag" event in gpuq health, and a job that needs every GPU starts at
+// once, ending a diagnostic under way rather than waiting for it.
+func TestBackgroundDiagnostics(t *testing.T) {
+	e2etest.RequirePrereq(t)
+	c := e2etest.StartCluster(t, 0, "--config", e2etest.FaultControllerConfig(t, e2etest.ShortTempDir(t)), "--kill-grace", "2s")
+	conf := e2etest.FaultNodeConfig(t, c)
+	body, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(body), "[node]\n", "[node]\ncpus = 32\n", 1)
+	s = strings.Replace(s, "[health]\n", "[health]\ndiag_interval = \"1h\"\n", 1)
+	if err := os.WriteFile(conf, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.StartNode(t, "node1", conf)
+	cl := c.Client()
+	work := t.TempDir()
+	diagnosed := func() map[int]bool {
+		r := c.CLI(work, "gpuq", "health", "--event", "diag", "--json")
+		var evs []spec.GPUEvent
+		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &evs) != nil {
+			t.Fatalf("gpuq health --event diag --json: exit %d %s%s", r.Code, r.Stdout, r.Stderr)
+		}
+		out := map[int]bool{}
+		for _, e := range evs {
+			if e.Kind != spec.GPUEventDiag || e.Node != "node1" {
+				t.Fatalf("gpuq health --event diag listed %+v", e)
+			}
+			out[e.GPU] = true
+		}
+		return out
+	}
+	e2etest.WaitFor(t, 60*time.Second, "two GPUs diagnosed", func() bool { return len(diagnosed()) >= 2 })
+	r := c.CLI(work, "gpusubmit", "--parsable", "--time", "10", "-G", "8", "--wrap", "sleep 600")
+	if r.Code != 0 {
+		t.Fatalf("gpusubmit: exit %d: %s", r.Code, r.Stderr)
+	}
+	var id spec.JobID
+	if _, err := fmt.Sscan(strings.TrimSpace(r.Stdout), &id); err != nil {
+		t.Fatalf("gpusubmit printed %q", r.Stdout)
+	}
+	e2etest.WaitJob(t, cl, id, 60*time.Second, "8-GPU job running", func(j spec.Job) bool { return j.State == spec.StateRunning })
+	before := diagnosed()
+	time.Sleep(3 * time.Second) // three health intervals: a held GPU must get no diagnostic
+	if after := diagnosed(); len(after) != len(before) {
+		t.Errorf("GPUs diagnosed while every GPU was held by a job: %v, before %v", after, before)
+	}
+	r = c.CLI(work, "gpuq", "health", "--node", "node1")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "diag") || !strings.Contains(r.Stdout, "passed quick checks") {
+		t.Errorf("gpuq health does not show the diagnostics:\n%s%s", r.Stdout, r.Stderr)
+	}
 }
