@@ -243,7 +243,11 @@ func TestStartGateMovesJob(t *testing.T) {
 	}
 	start := time.Now()
 	id := submit("--wrap", "sleep 600")
-	j := e2etest.WaitJob(t, cl, id, 60*time.Second, "gated job running", running)
+	// The controller calls a job RUNNING once it places it, before the
+	// node starts it: the fact to wait for is its second attempt running.
+	j := e2etest.WaitJob(t, cl, id, 60*time.Second, "gated job running again after the gate", func(j spec.Job) bool {
+		return j.Attempt >= 2 && running(j)
+	})
 	took := time.Since(start)
 	if j.Attempt != 2 || j.HWRequeues != 1 || len(j.GPUs) != 1 || index[j.GPUs[0]] < 2 {
 		t.Fatalf("gated job attempt %d hw_requeues %d on GPUs %v; want attempt 2 (one hardware requeue) on GPU 2 or above", j.Attempt, j.HWRequeues, j.GPUs)
@@ -269,4 +273,7 @@ func TestStartGateMovesJob(t *testing.T) {
 			return e.GPU == 1 && e.Kind == spec.GPUEventFault && e.Code == "xid79" && strings.HasSuffix(e.Detail, "(start gate)")
 		})
 	})
+	if j, err := cl.Job(ctx, off.ID); err != nil || j.State != spec.StateRunning || j.Attempt != 1 {
+		t.Errorf("nogate job %s at attempt %d (err %v), want still RUNNING at its first attempt on the faulted GPU 0", j.State, j.Attempt, err)
+	}
 }
