@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -259,7 +260,10 @@ func (h *healthWatcher) startDiag(ctx context.Context) {
 	}
 	var pick string
 	var index int
-	for _, g := range h.a.cfg.Inventory.GPUs {
+	// The inventory by UUID never changes (cfg.Inventory does, under
+	// invMu, with the MIG layout); by index, so the order is stable.
+	gpus := slices.SortedFunc(maps.Values(h.a.gpus), func(a, b spec.GPU) int { return cmp.Compare(a.Index, b.Index) })
+	for _, g := range gpus {
 		u := g.UUID
 		last, ok := h.lastDiag[u]
 		if h.held[u] > 0 || h.probing[u] || h.model.Faulted(u) || ok && now.Sub(last) < h.cfg.DiagInterval {
