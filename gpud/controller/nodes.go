@@ -337,6 +337,8 @@ type Assignment struct {
 	// Signal, sent once per SignalSeq, is a user's scancel --signal.
 	Signal    string
 	SignalSeq int
+	// MPIDefault is the site's srun --mpi (Config.MPIDefault).
+	MPIDefault string
 	// ClusterName is Config.ClusterName (SLURM_CLUSTER_NAME).
 	ClusterName string
 	// Gate is the job's partition's start gate (Partition.StartGate).
@@ -395,7 +397,7 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 			continue
 		}
 		j := rec.view.job
-		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), ClusterName: c.cfg.ClusterName, Gate: StartGateQuick}
+		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName, Gate: StartGateQuick}
 		if p := c.cfg.partition(j.Partition); p != nil && p.StartGate != "" {
 			a.Gate = p.StartGate
 		}

@@ -29,6 +29,9 @@ type kept struct {
 	ntasks int
 	part   *part
 	relay  *relay
+	// pmi relays its PMI server's fences to the step's first node (nil:
+	// the step has no MPI, or this agent re-adopted the part).
+	pmi *pmiRelay
 	// stdinC feeds task 0's input (nil: it has none), written by one
 	// goroutine so that a task not reading blocks no connection.
 	stdinC chan []byte
@@ -130,6 +133,9 @@ func (k *kept) follow(dec *json.Decoder, out *stream, have []api.StepCount) {
 	}
 	k.out = out
 	k.mu.Unlock()
+	if k.pmi != nil {
+		k.pmi.attach(out)
+	}
 
 	msgs := readMsgs(dec)
 	// Left early, the connection's reader must not block on msgs.
@@ -157,6 +163,8 @@ func (k *kept) follow(dec *json.Decoder, out *stream, have []api.StepCount) {
 			}
 		case m.Kind == api.StepAck:
 			k.relay.ack(m.Counts)
+		case m.Kind == api.StepPMIFence && k.pmi != nil:
+			k.pmi.answer(m)
 		case m.Kind == api.StepDone:
 			k.release()
 			return
@@ -170,6 +178,9 @@ func (k *kept) follow(dec *json.Decoder, out *stream, have []api.StepCount) {
 	// The serving agent's connection is gone: hold on for its next one.
 	k.out = nil
 	k.relay.detach()
+	if k.pmi != nil {
+		k.pmi.detach()
+	}
 	k.al.logger().Warn("lost the connection to the agent serving a step; its tasks here run on, waiting for it to follow them again",
 		"step", k.step, "grace", stepReattachGrace)
 	k.grace = time.AfterFunc(stepReattachGrace, k.giveUp)
@@ -207,6 +218,9 @@ func (k *kept) giveUp() {
 	k.al.logger().Warn("no agent followed a step's part again; its tasks here are killed", "step", k.step, "grace", stepReattachGrace)
 	k.doneOnce.Do(func() { close(k.done) })
 	k.relay.close()
+	if k.pmi != nil {
+		k.pmi.close()
+	}
 	k.part.signal(syscall.SIGKILL)
 	if ended {
 		k.forget()
@@ -216,6 +230,9 @@ func (k *kept) giveUp() {
 // forget drops the part's record once it ended and was released.
 func (k *kept) forget() {
 	k.doneOnce.Do(func() { close(k.done) })
+	if k.pmi != nil {
+		k.pmi.close()
+	}
 	k.part.done()
 	al := k.al
 	al.resumed.mu.Lock()
@@ -256,8 +273,20 @@ func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *js
 		return
 	}
 	st := tasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUIdx: p.GPUIdx,
-		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap},
-		Args: p.Args, Env: p.Env, Cwd: p.Cwd, Pty: p.Pty, Rows: p.Rows, Cols: p.Cols, Kept: p.Resumable && p.Step >= 0}
+		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap, maskGPU: p.GPUBindMask, closest: p.GPUClosest},
+		Args: p.Args, Env: p.Env, Cwd: p.Cwd, Pty: p.Pty, Rows: p.Rows, Cols: p.Cols, Kept: p.Resumable && p.Step >= 0,
+		CPU: cpuBind{bind: p.CPUBind, hint: p.Hint, dist: p.Distribution, cpusPerTask: p.CPUsPerTask}}
+	// The node's PMI server fences through the connection that follows
+	// the part (mpi.go), which only a kept part has.
+	var pr *pmiRelay
+	if p.MPI != "" {
+		if !st.Kept {
+			out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("node %s: an MPI step's part must be followed again after a lost connection (StepPart.Resumable); upgrade the agent serving the step", n.cfg.Node)})
+			return
+		}
+		pr = newPMIRelay()
+		st.MPI, st.StepNodes, st.StepTasks, st.PMI = p.MPI, p.StepNodes, p.StepTasks, pr.link()
+	}
 	// Task 0's input, when srun's goes to this node's part.
 	var stdinW *io.PipeWriter
 	if p.Stdin {
@@ -278,11 +307,15 @@ func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *js
 		if stdinW != nil {
 			stdinW.Close()
 		}
+		if pr != nil {
+			pr.close()
+		}
 		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error(), Retry: isNotHeld(err)})
 		return
 	}
 	if st.Kept {
 		k := newKept(al, p.Step, running, r, stdinW, true)
+		k.pmi = pr
 		al.keep(k)
 		k.follow(dec, out, nil)
 		return

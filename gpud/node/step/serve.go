@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/hostlist"
+	"github.com/gpud/gpud/gpud/pmi"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -78,6 +79,11 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
 		return
 	}
+	mpiType, cpu, err := stepMPIBind(req, v.asg.MPIDefault) // mpi.go, bind.go
+	if err != nil {
+		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+		return
+	}
 	// srun's messages (signals, stdin) and its going away, from now on.
 	msgs := readMsgs(dec)
 	// The step's share of the allocation: it waits while running steps
@@ -128,6 +134,9 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 	if req.CPUsPerTask > 0 {
 		stepEnv = append(stepEnv, "SLURM_CPUS_PER_TASK="+strconv.Itoa(req.CPUsPerTask))
 	}
+	if req.Distribution != "" {
+		stepEnv = append(stepEnv, "SLURM_DISTRIBUTION="+req.Distribution)
+	}
 
 	// srun learns the step and where each task runs before any task
 	// writes output (its %s and %n output patterns).
@@ -135,7 +144,17 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 	for i, t := range l.tasks {
 		perNode[i] = len(t)
 	}
-	out.send(api.StepMsg{Kind: api.StepLayout, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode})
+	var taskNodes []int
+	if !l.blocked() {
+		taskNodes = l.taskNodes()
+	}
+	out.send(api.StepMsg{Kind: api.StepLayout, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode, TaskNodes: taskNodes})
+	// The step's PMI fence, when it has MPI (mpi.go).
+	var sp *stepPMI
+	if mpiType != pmi.None {
+		sp = newStepPMI(len(l.nodes), out)
+		defer sp.fence.Fail(nil) // a server still waiting when the step ends
+	}
 
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -159,7 +178,10 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 			st := tasks{
 				Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUIdx: grant.gpus[i], Bind: bind,
 				Args: req.Args, Env: MergeEnv(req.Env, stepEnv), Cwd: req.Cwd,
-				Pty: req.Pty, Rows: req.Rows, Cols: req.Cols,
+				Pty: req.Pty, Rows: req.Rows, Cols: req.Cols, CPU: cpu,
+			}
+			if sp != nil {
+				st.MPI, st.StepNodes, st.StepTasks, st.PMI = mpiType, names, l.tasks, sp.link(i)
 			}
 			if i == 0 && req.Stdin {
 				st.Stdin = stdinR
@@ -187,6 +209,9 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 			p.signal(sig)
 		}
 	}
+	if sp != nil {
+		sp.started(func() { signalAll(syscall.SIGKILL) })
+	}
 	served := al.started(ctx, step, req, l, grant, signalAll) // record.go
 	// For srun to follow the step again after an agent restart, and the
 	// restarted agent to record its end (state.go): recorded before
@@ -195,7 +220,7 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 	al.recordStep(stepRecord{Step: step, NTasks: nt, Nodes: names, Tasks: l.tasks, Pty: req.Pty, Stdin: req.Stdin,
 		KillOnBadExit: req.KillOnBadExit, Acct: &acct, Grant: recordGrant(grant)})
 	log.Info("step started", "step", step, "tasks", nt, "nodes", names, "pty", req.Pty)
-	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode})
+	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode, TaskNodes: taskNodes})
 	out.releaseOutput()
 	defer al.forgetStep(step)
 	worst, worstSig := follow(ctx, msgs, parts, stdinW, req.KillOnBadExit, out)
