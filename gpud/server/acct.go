@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/api"
-	"github.com/gpud/gpud/gpud/auth"
 	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -58,10 +57,7 @@ func (s *Server) acctJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	as := id.caller
-	if id.atLeast(auth.RoleOperator) {
-		as = id.privileged() // operators see every user's history
-	}
+	as := id.actor()
 	if err := scopeToCaller(as, &f); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -219,10 +215,7 @@ func (s *Server) acctSummary(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	as := id.caller
-	if id.atLeast(auth.RoleOperator) {
-		as = id.privileged()
-	}
+	as := id.actor()
 	if err := scopeToCaller(as, &f); err != nil {
 		s.writeError(w, r, err)
 		return

@@ -237,6 +237,15 @@ func (id identity) privileged() controller.Caller {
 	return controller.Caller{UID: 0, GID: 0, User: id.caller.User, Known: true}
 }
 
+// actor is the caller a request acts as on jobs and their history:
+// operators (and admins) act on every user's, anyone else as themselves.
+func (id identity) actor() controller.Caller {
+	if id.atLeast(auth.RoleOperator) {
+		return id.privileged()
+	}
+	return id.caller
+}
+
 func denied(format string, args ...any) error {
 	return spec.Errorf(spec.ErrPermissionDenied, format, args...)
 }

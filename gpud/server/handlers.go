@@ -224,12 +224,7 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
 	}
 	s.longPoll(w, timeout)
 	j, err := s.c.WaitJob(r.Context(), id, timeout)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.showJob(r, &j)
-	s.writeJSON(w, j)
+	s.answerJob(w, r, j, err)
 }
 
 func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
@@ -245,10 +240,7 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, err)
 		return
 	}
-	as := ident.caller
-	if ident.atLeast(auth.RoleOperator) {
-		as = ident.privileged() // operators act on any job
-	}
+	as := ident.actor()
 	if err := s.c.MayAct(r.Context(), as, ref, r.PathValue("action")); err != nil {
 		s.refuse(w, r, s.hideRefusal(r, ref, err))
 		return
@@ -274,12 +266,7 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		j, err := s.c.StepAction(r.Context(), as, ref, req.Step, req.Signal)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		s.showJob(r, &j)
-		s.writeJSON(w, j)
+		s.answerJob(w, r, j, err)
 		return
 	}
 	if action == controller.ActionComplete {
@@ -289,12 +276,7 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		j, err := s.c.Complete(r.Context(), as, ref.ID, req.ExitCode, req.ExitSignal, reason)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		s.showJob(r, &j)
-		s.writeJSON(w, j)
+		s.answerJob(w, r, j, err)
 		return
 	}
 	if req.Signal != "" && req.SignalTarget != "" {
@@ -308,12 +290,7 @@ func (s *Server) jobAction(w http.ResponseWriter, r *http.Request) {
 		action, reason = controller.ActionSignal, req.Signal
 	}
 	j, err := s.c.RefAction(r.Context(), as, ref, action, reason)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.showJob(r, &j)
-	s.writeJSON(w, j)
+	s.answerJob(w, r, j, err)
 }
 
 // updateJob is PATCH /v1/jobs/{id}: scontrol update JobId=N.
@@ -348,10 +325,7 @@ func (s *Server) updateJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	as := ident.caller
-	if ident.atLeast(auth.RoleOperator) {
-		as = ident.privileged()
-	}
+	as := ident.actor()
 	j, err := s.c.UpdateJob(r.Context(), as, ref, u)
 	if err != nil {
 		s.writeError(w, r, s.hideRefusal(r, ref, err))
@@ -367,6 +341,17 @@ func (s *Server) updateJob(w http.ResponseWriter, r *http.Request) {
 func (s *Server) showJob(r *http.Request, j *spec.Job) {
 	redact(who(r), j)
 	s.maskSecrets(who(r), j)
+}
+
+// answerJob answers a call that returns a job: the error, or the job as
+// the caller may see it.
+func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, j spec.Job, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.showJob(r, &j)
+	s.writeJSON(w, j)
 }
 
 // cancelJobs is POST /v1/jobs/cancel: scancel by filter, one call and one
@@ -393,10 +378,7 @@ func (s *Server) cancelJobs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	as := ident.caller
-	if ident.atLeast(auth.RoleOperator) {
-		as = ident.privileged()
-	}
+	as := ident.actor()
 	f := controller.CancelFilter{JobFilter: controller.JobFilter{IDs: req.Filter.IDs, Users: req.Filter.Users, Accounts: req.Filter.Accounts,
 		Partitions: req.Filter.Partitions, States: req.Filter.States}, Names: req.Names, QOS: req.QOS}
 	ids, skipped, err := s.c.CancelJobs(r.Context(), as, f, req.Reason)
