@@ -141,6 +141,9 @@ type stateSteps struct {
 	parts map[int]*resumedPart // this node's re-adopted tasks, by step
 	// kept are the parts run for other nodes' agents (keep.go), by step.
 	kept map[int]*kept
+	// starting are the kept parts being started, by step: closed once
+	// started or failed (keep.go, startOnce).
+	starting map[int]chan struct{}
 	// partRecs are this node's running parts' records, by step.
 	partRecs map[int]*partRecord
 }
