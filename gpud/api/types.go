@@ -142,6 +142,11 @@ type RegisterRequest struct {
 	// Revocations is the version of the revocation lists the node holds
 	// (Revocations.Version; an agent before them sends none).
 	Revocations string `json:"revocations,omitempty"`
+	// Running lists the allocation IDs the agent has live containers
+	// for, as HeartbeatRequest.Running (nil: an agent that does not
+	// say): a run the node's silence interrupted resumes as the node
+	// comes back, before a new attempt of its job can start.
+	Running []string `json:"running,omitempty"`
 }
 
 // Revocations is the cluster's revocation state as the controller sends

@@ -334,7 +334,9 @@ func (a *Agent) register(ctx context.Context) time.Duration {
 		// but generously: under a registration storm a controller may
 		// take long to answer, and a retry adds to its load.
 		rctx, cancel := context.WithTimeout(ctx, registerTimeout)
-		resp, err := a.client.RegisterNode(rctx, api.RegisterRequest{Inventory: inv, Revocations: a.rev.Version()})
+		// Running: the containers it re-adopted (recoverContainers ran
+		// first) resume their interrupted runs as the node comes back.
+		resp, err := a.client.RegisterNode(rctx, api.RegisterRequest{Inventory: inv, Revocations: a.rev.Version(), Running: a.Running()})
 		cancel()
 		if err == nil {
 			a.contactOK(sent, resp.NodeTimeout())

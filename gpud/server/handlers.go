@@ -541,12 +541,16 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := checkRunning(req.Running); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	as, err := nodeCaller(who(r), req.Inventory.Name)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	hb, err := s.c.Register(r.Context(), as, req.Inventory)
+	hb, err := s.c.RegisterRunning(r.Context(), as, req.Inventory, req.Running)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
