@@ -56,6 +56,12 @@ type StepRequest struct {
 	Attach   bool        `json:"attach,omitempty"`
 	Step     int         `json:"step,omitempty"`
 	Received []StepCount `json:"received,omitempty"`
+	// Key names this request, the same when srun sends it again (its
+	// node agent died before it answered, or did not answer yet): a
+	// restarted agent that finds the step it started for the key
+	// follows it (as Attach) instead of starting a second one. srun
+	// makes one per step: 128 random bits, hex.
+	Key string `json:"key,omitempty"`
 	Args     []string    `json:"args"`
 	// Env is the tasks' environment (srun's, filtered by --export); the
 	// agent adds the node's and the step's variables over it.
@@ -76,7 +82,9 @@ const (
 	StepSignal  = "signal"  // srun to agent: Signal for every task
 	StepStdin   = "in"      // srun to agent: Data for task 0's stdin; empty Data is EOF
 	// StepAck is agent to peer (StepPart.Resumable): Counts of the part's
-	// output received so far.
+	// output received so far. Agent to srun, a count of Kind StepStdin is
+	// how many bytes of srun's input task 0 has (written into its stdin):
+	// srun keeps its input from there on until acknowledged.
 	StepAck = "ack"
 )
 
@@ -98,7 +106,13 @@ type StepMsg struct {
 	// Rows and Cols are a StepResize's terminal size.
 	Rows int `json:"rows,omitempty"`
 	Cols int `json:"cols,omitempty"`
-	// Counts are a StepAck's output received, per task and stream.
+	// Counts are a StepAck's output received, per task and stream, or
+	// (Kind StepStdin) task 0's input acknowledged. A StepStarted with a
+	// StepStdin count says the agent acknowledges srun's input: on a
+	// step's start its count is 0, and when srun follows the step again
+	// after an agent restart it is where srun sends its input again from
+	// (what the old agent took but never wrote into the task's stdin was
+	// lost with it).
 	Counts []StepCount `json:"counts,omitempty"`
 	// Retry, with StepError, says the agent cannot answer yet (it is
 	// starting its part of the allocation, or restarting): ask again.
@@ -111,7 +125,7 @@ type StepMsg struct {
 // a lost connection delivered before it broke is not sent twice.
 type StepCount struct {
 	Task  int    `json:"task"`
-	Kind  string `json:"kind"` // StepStdout or StepStderr
+	Kind  string `json:"kind"` // StepStdout or StepStderr (StepStdin: task 0's input)
 	Bytes int64  `json:"bytes"`
 }
 

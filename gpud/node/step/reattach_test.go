@@ -540,3 +540,32 @@ func TestPartStartSentAgain(t *testing.T) {
 	out = &recSink{}
 	follow(start(5, out), out, task, "five\n", "four\nfive\n")
 }
+
+// TestStepRequestSentAgain: srun sends its step request again after its
+// agent was killed before srun heard of the step (its connection ended
+// before the started answer): the restarted agent finds the step started
+// for the request's key and srun follows it; no second step starts.
+func TestStepRequestSentAgain(t *testing.T) {
+	c := newTestCluster(t, "n1")
+	a1 := c.start("n1", false)
+	req := api.StepRequest{Args: []string{"work"}, Env: []string{}, Key: "k-1"}
+	s := runStep(t, a1.al, req)
+	task := c.rt.proc(t, execID(0, 0))
+	a1.kill()
+	task.write("one\n")
+	a1 = c.start("n1", true)
+	s = runStep(t, a1.al, req)
+	task.write("two\n")
+	task.exit(0, 0)
+	s.until("the step's end", func() bool { return s.done != nil })
+	if got, want := s.output(), "0:one\n0:two\n"; got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	for id := range c.rt.procs {
+		if id != execID(0, 0) {
+			t.Errorf("a second step ran (%s)", id)
+		}
+	}
+}
