@@ -390,7 +390,7 @@ func TestEmptyMemberCatchesUpFromSnapshot(t *testing.T) {
 	wipe(t, l, f, 50)
 	f.start()
 	want := replicaJobs(t, l)
-	waitFor(t, 15*time.Second, "the new member has all 100 jobs", func() bool { return len(replicaJobs(t, f)) == len(want) && len(want) == 100 })
+	waitFor(t, 60*time.Second, "the new member has all 100 jobs", func() bool { return len(replicaJobs(t, f)) == len(want) && len(want) == 100 })
 	if len(snapshots(f)) == 0 {
 		t.Error("the new member caught up without installing a snapshot; the test no longer shows snapshot catch-up")
 	}
@@ -572,7 +572,7 @@ func TestFollowerRefreshesOnRead(t *testing.T) {
 	l := g.leader(10 * time.Second)
 	f := g.follower(l)
 	submit(t, l, 20)
-	waitFor(t, 5*time.Second, "follower's state.db has the 20 jobs", func() bool { return len(replicaJobs(t, f)) == 20 })
+	waitFor(t, 30*time.Second, "follower's state.db has the 20 jobs", func() bool { return len(replicaJobs(t, f)) == 20 })
 	time.Sleep(2 * time.Second) // two refresh periods of the old ticker
 	view, err := f.ctrl.ListJobs(context.Background(), controller.JobFilter{All: true})
 	if err != nil {
@@ -587,7 +587,7 @@ func TestFollowerRefreshesOnRead(t *testing.T) {
 	}
 	// Reads keep the view fresh (within about refreshMin).
 	more := submit(t, l, 5)
-	waitFor(t, 5*time.Second, "follower's view has the 5 new jobs", func() bool {
+	waitFor(t, 30*time.Second, "follower's view has the 5 new jobs", func() bool {
 		jobs, err := f.client().Jobs(context.Background(), api.JobFilter{All: true})
 		return err == nil && len(jobs) == 25 && jobs[24].ID == more[4]
 	})

@@ -153,8 +153,18 @@ type Cluster struct {
 }
 
 // ShortTempDir keeps unix socket paths under the 108-byte limit.
+//
+// It also makes the test's t.TempDir() parent first. The testing package
+// registers that parent's removal at the first t.TempDir() call, and
+// cleanups run last-registered first: a test that started its cluster and
+// then took `work := t.TempDir()` had its job directory removed while the
+// cluster was still stopping, and a job ending meanwhile wrote into it
+// ("TempDir RemoveAll cleanup: directory not empty" failed TestDynamicMIG in
+// CI). Registered here, before the cluster's own stop, the removal runs
+// after it.
 func ShortTempDir(t testing.TB) string {
 	t.Helper()
+	_ = t.TempDir()
 	d, err := os.MkdirTemp("/tmp", "ge2e-")
 	if err != nil {
 		t.Fatal(err)
