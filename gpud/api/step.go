@@ -61,8 +61,8 @@ type StepRequest struct {
 	// restarted agent that finds the step it started for the key
 	// follows it (as Attach) instead of starting a second one. srun
 	// makes one per step: 128 random bits, hex.
-	Key string `json:"key,omitempty"`
-	Args     []string    `json:"args"`
+	Key  string   `json:"key,omitempty"`
+	Args []string `json:"args"`
 	// Env is the tasks' environment (srun's, filtered by --export); the
 	// agent adds the node's and the step's variables over it.
 	Env []string `json:"env"`
