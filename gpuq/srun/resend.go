@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -28,13 +30,15 @@ func newKey() string {
 }
 
 // dialAgain dials the node agent with redial, again until reattachWait
-// has passed while it refuses (it is restarting).
+// has passed while it refuses the connection (the socket is there but its
+// agent died and is restarting). Any other error (no such socket, no
+// permission) is srun's answer at once.
 func dialAgain(redial func() (net.Conn, error), stderr io.Writer, where string) (net.Conn, error) {
 	deadline := time.Now().Add(reattachWait)
 	said := false
 	for {
 		c, err := redial()
-		if err == nil || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) {
 			return c, err
 		}
 		if !said {
