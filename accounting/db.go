@@ -29,6 +29,9 @@ type DB struct {
 	// the writer's connection: preparing them in every transaction was a
 	// quarter of the audit writer's CPU in an sbatch loop (perf).
 	auditIns, auditUpd *sql.Stmt
+	// rec are RecordJobs' statements, prepared once on the writer's
+	// connection for the same reason.
+	rec *recordStmts
 	// auditMu guards the estimate of what the audit rows take
 	// (auditretain.go), measured once (auditSized) and then kept up to
 	// date by the writes.
@@ -165,6 +168,9 @@ func Open(path string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open accounting db %s: prepare the audit statements: %w", path, err), db.Close())
 	}
+	if db.rec, err = prepareRecord(ctx, w); err != nil {
+		return nil, errors.Join(fmt.Errorf("open accounting db %s: prepare the job record statements: %w", path, err), db.Close())
+	}
 	return db, nil
 }
 
@@ -198,6 +204,9 @@ func (db *DB) Close() error {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
+	}
+	if db.rec != nil {
+		db.rec.close()
 	}
 	if db.r != nil {
 		errs = append(errs, db.r.Close())

@@ -188,6 +188,23 @@ type RegisterResponse struct {
 type HeartbeatResponse struct {
 	NodeTimeoutMS int64        `json:"node_timeout_ms,omitempty"`
 	Revocations   *Revocations `json:"revocations,omitempty"`
+	// Prefetch lists the images of pending jobs that the last full
+	// scheduling cycle expects to start on this node (backfill
+	// reservations), soonest first: the node pulls them into its cache
+	// while the jobs wait.
+	Prefetch []Prefetch `json:"prefetch,omitempty"`
+}
+
+// Prefetch is one pending job's image for a node to pull ahead of the
+// job. The pull runs with the job user's own credentials, as the job's
+// own pull would.
+type Prefetch struct {
+	Job   spec.JobID `json:"job"`
+	Image string     `json:"image"`
+	UID   uint32     `json:"uid"`
+	GID   uint32     `json:"gid"`
+	// Start is when the job is expected to start.
+	Start spec.Time `json:"start"`
 }
 
 // HeartbeatRequest is POST /v1/nodes/{name}/heartbeat. Running lists the

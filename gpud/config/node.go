@@ -40,6 +40,9 @@ type Images struct {
 	Mirrors map[string][]string `toml:"mirrors"`
 	// Downloads is how many layers one pull fetches at once.
 	Downloads int `toml:"downloads"`
+	// Prefetch pulls the images of pending jobs that the scheduler
+	// expects to start on this node while they wait.
+	Prefetch bool `toml:"prefetch"`
 }
 
 // CacheMaxBytes is CacheMax in bytes (0: unbounded). Valid after Validate.
@@ -196,7 +199,7 @@ func DefaultNode() Node {
 			// The XIDs to drain on are the triage table's (gpud/health).
 			FatalXIDs: []int{}, Triage: map[string]string{},
 			ECCCorrectedMax: 1000, NVLinkErrorsMax: 10000, RateWindow: "1h", ProbeAfter: "60s", DCGMDiagLevel: 1},
-		Images: Images{Mirrors: map[string][]string{}, Downloads: 8},
+		Images: Images{Mirrors: map[string][]string{}, Downloads: 8, Prefetch: true},
 	}
 }
 

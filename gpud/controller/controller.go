@@ -96,6 +96,10 @@ type Controller struct {
 	// budget is each account's GPU-hours over its budget period, from
 	// SetBudgetUsage (nil until the first).
 	budget atomic.Pointer[map[string]float64]
+	// prefetch is each node's images to pull ahead, from the last full
+	// cycle's reservations (prefetch.go); read by heartbeats off the
+	// owner loop.
+	prefetch atomic.Pointer[map[string][]Prefetch]
 	// heard is each node's *heardRec: when its last heartbeat arrived,
 	// noted by Heartbeat off the owner loop (see Controller.Heartbeat and
 	// lastHeard).
@@ -412,7 +416,11 @@ func (c *Controller) runBatch(ctx context.Context, batch []*op) {
 	for _, o := range batch {
 		o.err = c.safely("request", func() error { return o.fn(tx) })
 	}
+	inBatch := c.cycleInBatch(tx) // schedule.go
 	if err := c.commit(ctx, tx); err != nil {
+		if inBatch {
+			c.sched.inc = nil // it may be ahead of the reloaded state
+		}
 		for _, o := range batch {
 			if o.err == nil {
 				o.err = err
@@ -498,6 +506,12 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 	c.queueHooks(tx.hooks)
 	c.enqueueNodeEvents(tx.nodeEvents)
 	c.enqueueSteps(tx.steps)
+	c.noteSched(tx)
+	return nil
+}
+
+// noteSched hands tx's scheduling events to the next cycle.
+func (c *Controller) noteSched(tx *txn) {
 	if tx.kick {
 		c.sched.dirty, c.sched.full = true, true
 	}
@@ -515,7 +529,6 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 		c.sched.submitted = append(c.sched.submitted, tx.submitted...)
 		c.sched.freed = append(c.sched.freed, tx.freed...)
 	}
-	return nil
 }
 
 // txn collects the effects of a batch of ops.

@@ -119,8 +119,17 @@ func (c *Controller) fairshareTree(past []fairshare.Past, usage []fairshare.Usag
 	for i := range usage {
 		add(usage[i].Account, usage[i].User)
 	}
+	var lastAccount, lastUser string
 	for _, rec := range c.st.pending {
-		add(rec.job.Account, rec.job.User)
+		// Pending jobs come mostly in runs of one user's (their strings
+		// shared, state.share): a pair just added costs a comparison, not
+		// a map lookup hashing both strings (5 % of the controller's CPU
+		// with 100,000 jobs queued, gpud loadtest's profile).
+		if rec.job.Account == lastAccount && rec.job.User == lastUser {
+			continue
+		}
+		lastAccount, lastUser = rec.job.Account, rec.job.User
+		add(lastAccount, lastUser)
 	}
 	for i := range t.Accounts {
 		slices.SortStableFunc(t.Accounts[i].Users, func(a, b fairshare.User) int {

@@ -146,6 +146,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		KillGrace:      s.KillGrace.Std(),
 		StopJobsOnStop: o.StopJobs,
 		DefaultImage:   s.DefaultImage,
+		PrefetchImages: o.Images.Prefetch,
 		ToolsDir:       toolsDir(),
 		CheckpointRoot: s.CheckpointRoot,
 		Addr:           s.Address,

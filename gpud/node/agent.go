@@ -48,8 +48,11 @@ type Agent struct {
 	// cgroups is each running allocation's last cgroup reading, taken by
 	// the usage sampler (RunningJob.CPUSeconds, MemBytes).
 	cgroups map[string]runtime.TaskUsage
-	// runnerWG counts runner goroutines; Run waits for it after its loops.
+	// runnerWG counts runner goroutines (and a prefetch's); Run waits for
+	// it after its loops.
 	runnerWG sync.WaitGroup
+	// pf pulls pending jobs' images ahead (prefetch.go).
+	pf prefetcher
 
 	// fenceMu guards fence (fence.go: self-fencing when cut off from
 	// the controller). Lock order: fenceMu before mu.
@@ -403,6 +406,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 			a.health.ackEvents(len(events))
 			a.contactOK(sent, resp.NodeTimeout())
 			a.learnRevocations(sent, resp.Revocations)
+			a.prefetch(ctx, resp.Prefetch)
 			if a.heartbeatAnswered(sent) {
 				a.repoll() // a fence waits for an answer asked after this one
 			}

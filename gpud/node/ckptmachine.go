@@ -24,8 +24,9 @@ import (
 //
 // disarm (the job is being stopped) drops the timers: no new request
 // starts, but one being written still completes. One request at a time:
-// a request while writing starts nothing. A fenced node (fence.go) asks
-// for none.
+// a request while writing starts nothing, unless the job has just marked
+// that one done (rank 0 seals it at once and asks anew). A fenced node
+// (fence.go) asks for none.
 //
 // The runner's wait loop selects on intervalC, beforeC and pollC and
 // calls onInterval, onBefore and onPoll; each timer is one Clock.After,
@@ -117,7 +118,13 @@ func (m *checkpointMachine) request(why string) bool {
 	}
 	p := m.plan
 	if p.owner && m.job.ready() {
-		m.job.seal() // the job finished one unasked (logged)
+		// The job finished one, unasked or answering the request out:
+		// sealed now, that request is answered (back to idle). Left
+		// writing, the machine would wait for a .done the job already
+		// wrote, and a stop asking for a checkpoint first would wait
+		// the whole checkpoint timeout; this request asks anew instead.
+		m.job.seal() // logged
+		m.until, m.pollC = time.Time{}, nil
 	}
 	if m.writing() {
 		return true // the job is still writing the last one

@@ -153,6 +153,35 @@ func TestCheckpointMachineTimeoutAndOneAtATime(t *testing.T) {
 	}
 }
 
+// A stop that asks for a checkpoint first while an interval's checkpoint
+// is out and already marked done (the job wrote it; the next poll has not
+// come yet) is answered at once: that checkpoint is sealed and the job
+// asked for a fresh one, which the next poll finds. Before, the machine
+// sealed it, stayed writing and polled for a .done the job had already
+// written, so the stop waited the whole checkpoint timeout (the XID 79
+// e2e test's job not requeued within 60 s under load).
+func TestCheckpointMachineRequestAfterDoneBeforePoll(t *testing.T) {
+	job := &fakeCkptJob{}
+	m, clock := newTestCkptMachine(job)
+	m.arm(&ckptPlan{sig: syscall.SIGUSR1, owner: true}, time.Time{})
+	m.request("every 2s")
+	job.done = true // the job answered; the poll is 100 ms away
+	if !m.request("checkpoint before stop (REQUEUED)") {
+		t.Fatal("the stop's request reports no checkpoint being written")
+	}
+	if job.seals != 1 || len(job.signals) != 2 {
+		t.Fatalf("stop's request: seals %d, signals %d; want the done one sealed and the job asked again", job.seals, len(job.signals))
+	}
+	job.done = true // the job answers the stop's request
+	clock.Advance(checkpointPoll)
+	if !fired(m.pollC) || !m.onPoll() {
+		t.Fatal("the stop's checkpoint did not end at the first poll after the job marked it done")
+	}
+	if job.seals != 2 || m.writing() {
+		t.Fatalf("after the stop's checkpoint: seals %d, writing %v; want 2, idle", job.seals, m.writing())
+	}
+}
+
 // Fenced, the machine asks for nothing: a request reports no checkpoint
 // unless one was already out.
 func TestCheckpointMachineFenced(t *testing.T) {

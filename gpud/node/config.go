@@ -45,6 +45,10 @@ type Config struct {
 	Addr string
 	// DefaultImage is used for jobs that name no image.
 	DefaultImage string
+	// PrefetchImages pulls the images of pending jobs the controller
+	// expects to start here (heartbeat answers) while they wait
+	// (prefetch.go; node.toml [images] prefetch).
+	PrefetchImages bool
 	// ToolsDir holds srun and gpud's other CLIs (with Slurm's names); it is
 	// mounted read-only into every job at its own path and put first on
 	// the job's PATH. Empty: jobs get no tools.

@@ -21,17 +21,8 @@ func (r *runner) pullImage(ctx context.Context, log *slog.Logger) bool {
 	if !ok || ref == "" || ref == runtime.ImageHost {
 		return true
 	}
-	// The CLIs send OCI references already; a job submitted over REST
-	// may still use enroot's REGISTRY#IMAGE (validated on submit).
-	if oci, err := spec.ParseImage(ref); err == nil {
-		ref = oci
-	}
 	job := &r.asg.Job
-	groups, err := supplementaryGroups(job.UID, job.GID)
-	if err != nil {
-		log.Debug("no supplementary groups for job user", "uid", job.UID, "err", err)
-	}
-	creds, err := userCredentials(ctx, job.UID, job.GID, groups, homeDir(job.UID))
+	req, err := r.d.userPull(ctx, ref, job.UID, job.GID)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false
@@ -40,6 +31,7 @@ func (r *runner) pullImage(ctx context.Context, log *slog.Logger) bool {
 			fmt.Sprintf("pull image %s for job %d on node %s: %v; make the file readable by you, or remove it", ref, r.jobID, r.d.cfg.Name, err))
 		return false
 	}
+	ref = req.Ref
 	// A cancel (scancel, time limit, preemption) ends the wait, not the
 	// download: the node's cache finishes it for the next job.
 	pctx, cancel := context.WithCancel(ctx)
@@ -51,7 +43,7 @@ func (r *runner) pullImage(ctx context.Context, log *slog.Logger) bool {
 		case <-pctx.Done():
 		}
 	}()
-	res, err := puller.PullImage(pctx, runtime.PullRequest{Ref: ref, Credentials: creds})
+	res, err := puller.PullImage(pctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			// The agent is shutting down: the next one pulls again.
@@ -86,4 +78,25 @@ func pullAdvice(err error) string {
 		return "the registry (or its mirror) did not answer; submit again later, or ask the site about the node's network"
 	}
 	return "submit again; if it fails again, tell the site"
+}
+
+// userPull is the pull request of ref for the user uid:gid: the
+// reference in OCI form and the user's own registry credentials, read by
+// a process running as the user (imagecreds.go). An error means the
+// user's credentials file could not be read.
+func (d *runnerDeps) userPull(ctx context.Context, ref string, uid, gid uint32) (runtime.PullRequest, error) {
+	// The CLIs send OCI references already; a job submitted over REST
+	// may still use enroot's REGISTRY#IMAGE (validated on submit).
+	if oci, err := spec.ParseImage(ref); err == nil {
+		ref = oci
+	}
+	groups, err := supplementaryGroups(uid, gid)
+	if err != nil {
+		d.log.Debug("no supplementary groups for job user", "uid", uid, "err", err)
+	}
+	creds, err := userCredentials(ctx, uid, gid, groups, homeDir(uid))
+	if err != nil {
+		return runtime.PullRequest{}, err
+	}
+	return runtime.PullRequest{Ref: ref, Credentials: creds}, nil
 }

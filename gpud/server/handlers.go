@@ -603,8 +603,12 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.writeJSON(w, api.HeartbeatResponse{NodeTimeoutMS: s.c.NodeTimeout().Milliseconds(),
-		Revocations: s.revocationsFor(req.Revocations, req.Revocations != "")})
+	resp := api.HeartbeatResponse{NodeTimeoutMS: s.c.NodeTimeout().Milliseconds(),
+		Revocations: s.revocationsFor(req.Revocations, req.Revocations != "")}
+	for _, p := range s.c.PrefetchFor(r.PathValue("name")) {
+		resp.Prefetch = append(resp.Prefetch, api.Prefetch{Job: p.Job, Image: p.Image, UID: p.UID, GID: p.GID, Start: spec.NewTime(p.Start)})
+	}
+	s.writeJSON(w, resp)
 }
 
 func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {

@@ -16,16 +16,25 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 )
 
-// WaitJob polls job id through the API until cond holds.
+// WaitJob polls job id through the API until cond holds. On a timeout it
+// says where the job was (state, reason, attempt), so that a flake shows
+// which step never came.
 func WaitJob(t *testing.T, cl *api.Client, id spec.JobID, timeout time.Duration, what string, cond func(spec.Job) bool) spec.Job {
 	t.Helper()
 	var j spec.Job
-	WaitFor(t, timeout, what, func() bool {
-		var err error
+	var err error
+	deadline := time.Now().Add(timeout)
+	for {
 		j, err = cl.Job(context.Background(), id)
-		return err == nil && cond(j)
-	})
-	return j
+		if err == nil && cond(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s: job %d %s (reason %q, attempt %d, nodes %v, gpus %v; err %v)",
+				timeout, what, id, j.State, j.Reason, j.Attempt, j.Nodes, j.GPUs, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func WaitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {

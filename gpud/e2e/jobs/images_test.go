@@ -269,3 +269,58 @@ func TestPyxisFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchWhilePending: a job that must wait for GPUs, with an image
+// the node lacks, has its image pulled to the node the scheduler reserved
+// for it while it waits (with its user's credentials), so when the GPUs
+// free up it starts from the cache: one download in the registry's log,
+// made before the job started.
+func TestPrefetchWhilePending(t *testing.T) {
+	t.Parallel()
+	c, reg := imageCluster(t)
+	img := reg.AppImage(t, "test/prefetch:1")
+	u := homeUser(t, "p")
+	writeAs(t, u, ".docker/config.json",
+		fmt.Sprintf(`{"auths": {%q: {"username": %q, "password": %q}}}`, reg.Host, regUser.Name, regUser.Password))
+	// Every GPU busy until the blocker ends; its time limit gives the
+	// scheduler an expected start for the next job (a reservation).
+	blocker := submitAs(t, c, u, "--gpus=8", "--time=20", "--wrap", "sleep 600")
+	c.WaitState(blocker, time.Minute, "RUNNING")
+	id := submitAs(t, c, u, "--gpus=8", "--time=5", "--image="+img.Ref, "-o", "pf-%j.out", "--wrap", "cat /etc/os-release")
+	// The node is told at a heartbeat after a full cycle reserved it.
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(c.Log.String(), `"msg":"image prefetched"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiting job's image was not prefetched within 2 minutes; log:\n%s", c.Log.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if job := c.ShowJob(id); job["state"] != "PENDING" {
+		t.Fatalf("job %s = %v while its image was prefetched, want PENDING (behind the blocker)", id, job["state"])
+	}
+	if n := reg.Requests("GET", img.ConfigDigest.String()); n != 1 {
+		t.Fatalf("registry served the image's config %d times by the prefetch, want 1:\n%s", n, reg.Log())
+	}
+	if r := c.CLI(c.Dir, "gpuq", "cancel", blocker); r.Code != 0 {
+		t.Fatalf("cancel the blocker: exit %d: %s", r.Code, r.Stderr)
+	}
+	job := c.WaitState(id, 2*time.Minute, "COMPLETED", "FAILED")
+	if job["state"] != "COMPLETED" {
+		t.Fatalf("job %s = %v (%v), want COMPLETED", id, job["state"], job["reason"])
+	}
+	if out, err := os.ReadFile(filepath.Join(u.Home, "pf-"+id+".out")); err != nil || !strings.Contains(string(out), `IMAGE="test/prefetch:1"`) {
+		t.Errorf("job output = %q, %v; want the image's /etc/os-release", out, err)
+	}
+	cached := false
+	for line := range strings.SplitSeq(c.Log.String(), "\n") {
+		if strings.Contains(line, `"msg":"job image ready"`) && strings.Contains(line, fmt.Sprintf(`"job_id":%s,`, id)) {
+			cached = strings.Contains(line, `"cached":true`)
+		}
+	}
+	if !cached {
+		t.Errorf("job %s's own pull was not answered from the cache after the prefetch", id)
+	}
+	if n := reg.Requests("GET", img.ConfigDigest.String()); n != 1 {
+		t.Errorf("registry served the image's config %d times, want 1 (the prefetch, then the cache):\n%s", n, reg.Log())
+	}
+}

@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// TestSubmitStartsInItsCommit: a job that fits free capacity is started
+// by the commit that acknowledges its submission (one store write, the
+// job RUNNING when Submit returns, no wait for a cycle), and only as the
+// cycle would start it: a job that would delay the reservation of an
+// older (higher-priority) waiting job stays pending, one that fits
+// before that reservation starts (backfill).
+func TestSubmitStartsInItsCommit(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, store, nil)
+	h.register("n1", 2)
+	ctx := context.Background()
+	// submit submits js with the cycle's pacing due (a test's requests
+	// come faster than any real cycle's gap) and returns the job as the
+	// acknowledgement left it, and how many store writes that took.
+	submit := func(gpus int, limit time.Duration) (spec.Job, int) {
+		t.Helper()
+		if err := h.c.query(ctx, func() error { h.c.sched.lastEnd = time.Time{}; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		store.mu.Lock()
+		before := store.applies
+		store.mu.Unlock()
+		id := h.submit(alice, func(js *spec.JobSpec) {
+			js.Resources.GPUsPerNode = gpus
+			js.TimeLimit = spec.Duration(limit)
+		})
+		store.mu.Lock()
+		writes := store.applies - before
+		stored := store.jobs[id]
+		store.mu.Unlock()
+		j, err := h.c.Job(ctx, id) // no settle: what the commit left
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored.State != j.State {
+			t.Fatalf("job %d is %s in memory but %s in the store", id, j.State, stored.State)
+		}
+		return j, writes
+	}
+	a, writes := submit(1, time.Hour)
+	if a.State != spec.StateRunning || writes != 1 {
+		t.Fatalf("job %d on a free node: %s after %d store writes when Submit returned, want RUNNING after 1", a.ID, a.State, writes)
+	}
+	b, _ := submit(2, time.Hour)
+	if b.State != spec.StatePending {
+		t.Fatalf("job %d asks for both GPUs while one is busy: %s, want PENDING", b.ID, b.State)
+	}
+	c, _ := submit(1, 2*time.Hour)
+	if c.State != spec.StatePending {
+		t.Fatalf("job %d fits the free GPU but would delay job %d's reservation: %s, want PENDING", c.ID, b.ID, c.State)
+	}
+	d, writes := submit(1, 30*time.Minute)
+	if d.State != spec.StateRunning || writes != 1 {
+		t.Fatalf("job %d fits the free GPU before job %d's reservation: %s after %d store writes, want RUNNING after 1", d.ID, b.ID, d.State, writes)
+	}
+	h.settle()
+	if c = h.job(c.ID); c.State != spec.StatePending {
+		t.Fatalf("after a cycle job %d is %s, want PENDING", c.ID, c.State)
+	}
+}
