@@ -260,6 +260,14 @@ type AssignmentsResponse struct {
 	// containers; see StepHello); empty from a controller that issues
 	// none.
 	StepTicketKey string `json:"step_ticket_key,omitempty"`
+	// Now is the controller's wall clock as it answered. The node takes
+	// each allocation's start time (stamped on the controller's clock)
+	// as that long before it received the answer, on its own clock: a
+	// node whose clock differs from the controller's, or was stepped,
+	// measures a time limit from the true start, not from a start an
+	// hour in its future or past (zero: a controller that does not say;
+	// the start is taken as it is).
+	Now time.Time `json:"now,omitzero"`
 }
 
 // Event kinds a node reports.

@@ -91,6 +91,10 @@ func (c *Controller) RegisterRunning(ctx context.Context, who Caller, inv spec.I
 	return hb, err
 }
 
+// Now is the controller's wall clock (node agents translate the start
+// times it stamps to their own clocks: api.AssignmentsResponse.Now).
+func (c *Controller) Now() time.Time { return c.now() }
+
 // NodeTimeout is how long a node may be silent before it is marked DOWN
 // and its jobs are requeued or failed ([controller] node_timeout). Node
 // agents learn it from their registration and heartbeat answers and stop

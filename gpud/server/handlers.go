@@ -635,7 +635,7 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := api.AssignmentsResponse{Generation: gen, Assignments: make([]api.Assignment, 0, len(list)),
-		Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey()}
+		Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey(), Now: s.c.Now()}
 	for _, a := range list {
 		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
 			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, ClusterName: a.ClusterName})
