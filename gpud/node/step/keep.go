@@ -116,11 +116,12 @@ func (k *kept) follow(dec *json.Decoder, out *stream, have []api.StepCount) {
 // generation, or false (and tells out) when the part already ended.
 func (k *kept) attach(out *stream, have []api.StepCount) (gen int, ok bool) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	if k.released {
+		k.mu.Unlock()
 		out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("node %s's part of step %d.%d ended", k.al.n.cfg.Node, k.al.jobID, k.step)})
 		return 0, false
 	}
+	defer k.mu.Unlock()
 	if k.grace != nil {
 		k.grace.Stop()
 		k.grace = nil
