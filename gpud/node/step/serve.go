@@ -140,8 +140,9 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 	// Recorded before any task runs: srun sending its request again
 	// after an agent restart follows this step (its key), and the
 	// restarted agent re-adopts it.
+	early := al.stepAcct(step, req, l, grant)
 	rec := stepRecord{Step: step, Key: req.Key, NTasks: nt, Nodes: names, Tasks: l.tasks, Pty: req.Pty, Stdin: req.Stdin,
-		KillOnBadExit: req.KillOnBadExit, Grant: recordGrant(grant)}
+		KillOnBadExit: req.KillOnBadExit, Acct: &early, Grant: recordGrant(grant)}
 	al.recordStep(rec)
 
 	// srun learns the step and where each task runs before any task
@@ -215,7 +216,7 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 	// For the restarted agent to record its end (state.go): recorded
 	// before srun hears of the start or sees any output.
 	acct := served.rec
-	rec.Acct = &acct
+	rec.Acct, rec.AcctStarted = &acct, true
 	al.recordStep(rec)
 	log.Info("step started", "step", step, "tasks", nt, "nodes", names, "pty", req.Pty)
 	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode, Counts: stdinAcks})

@@ -74,8 +74,11 @@ type stepRecord struct {
 	Stdin         bool     `json:"stdin,omitempty"`
 	KillOnBadExit bool     `json:"kill_on_bad_exit,omitempty"`
 	// Acct is the step's accounting record as its start was recorded
-	// (record.go), for the restarted agent to record its end.
-	Acct *spec.Step `json:"acct,omitempty"`
+	// (record.go), for the restarted agent to record its end; before
+	// AcctStarted (the agent died while the tasks started), as the start
+	// is to be recorded by the restarted agent.
+	Acct        *spec.Step `json:"acct,omitempty"`
+	AcctStarted bool       `json:"acct_started,omitempty"`
 	// Grant is what the step holds of the allocation (ledger.go), per
 	// node of Nodes; nil for --overlap. A restarted agent books it again,
 	// so a new step is not given the GPUs of one still running.
@@ -494,12 +497,20 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	}
 	log.Info("srun follows a re-adopted step again", "step", step)
 	var served *servedStep
-	if rec.Acct != nil {
-		served = al.resumeServed(*rec.Acct, func(sig syscall.Signal) { // record.go
-			for _, p := range running {
-				p.signal(sig)
-			}
-		})
+	signalAll := func(sig syscall.Signal) {
+		for _, p := range running {
+			p.signal(sig)
+		}
+	}
+	switch {
+	case rec.Acct != nil && (rec.AcctStarted || rec.Key == ""):
+		// (A record without the key is an older agent's, written once
+		// the step's start was recorded.)
+		served = al.resumeServed(*rec.Acct, signalAll) // record.go
+	case rec.Acct != nil:
+		// Its start was not recorded: the old agent died while the
+		// tasks started.
+		served = al.startedAs(ctx, *rec.Acct, signalAll)
 	}
 	// From here on as a step this agent started (serve.go).
 	worst, worstSig := follow(ctx, readMsgs(dec), running, stdin, rec.KillOnBadExit, out)
