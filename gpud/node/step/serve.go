@@ -202,9 +202,11 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 			}
 		}
 		al.forgetStep(step)
+		// The job's part ends before srun hears: its script then cannot
+		// carry on as if the step had run.
+		al.failGang(errs, step)
 		msg := fmt.Sprintf("start step %d.%d: %v", al.jobID, step, err)
 		out.send(api.StepMsg{Kind: api.StepError, Error: msg})
-		al.failGang(errs, step)
 		return
 	}
 	signalAll := func(sig syscall.Signal) {
