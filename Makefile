@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 export CGO_ENABLED := 1
 # go-nvml's headers use deprecated declarations; the warnings are noise.
 export CGO_CFLAGS := -Wno-deprecated-declarations
-BINARIES := gpud gpusubmit gpuq sbatch
+BINARIES := gpud gpud-pmix gpusubmit gpuq sbatch
 # Slurm's command names: links to gpuq, which acts by the name it runs as.
 # sbatch is a program of its own (gpusubmit/quick says why).
 GPUQ_NAMES := srun salloc squeue scancel sacct scontrol sinfo sacctmgr sprio sshare sreport
@@ -19,9 +19,12 @@ PKGS := ./...
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-build: ## Build bin/gpud, bin/gpusubmit, bin/gpuq and bin/sbatch, with Slurm's other names (squeue ...) linked to gpuq.
+build: ## Build bin/gpud, bin/gpud-pmix, bin/gpusubmit, bin/gpuq and bin/sbatch, with Slurm's other names (squeue ...) linked to gpuq.
 	@mkdir -p bin
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/gpud ./gpud
+	@# gpud-pmix: a step's PMIx server on a node (srun --mpi=pmix), linked
+	@# with OpenPMIx (libpmix-dev, make deps); the node execs it from here.
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/gpud-pmix ./gpud/pmi/pmixd
 	@# The CLIs need no cgo: static binaries start faster (gpusubmit runs
 	@# once per submission) and copy to login nodes as they are. The tag
 	@# drops urfave/cli's markdown/man generation (man/gen has its own),
@@ -37,7 +40,7 @@ build: ## Build bin/gpud, bin/gpusubmit, bin/gpuq and bin/sbatch, with Slurm's o
 install: build ## Install the binaries and Slurm's command names (links) into $(PREFIX)/bin (PREFIX=/usr/local), and $(SYSCONFDIR)/profile.d/gpud.sh (SYSCONFDIR=/etc) for login shells.
 	install -d $(DESTDIR)$(PREFIX)/bin
 	rm -f $(DESTDIR)$(PREFIX)/bin/sbatch # a link to gpusubmit before: install would write through it
-	install -m 0755 bin/gpud bin/gpusubmit bin/gpuq bin/sbatch $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 bin/gpud bin/gpud-pmix bin/gpusubmit bin/gpuq bin/sbatch $(DESTDIR)$(PREFIX)/bin/
 	@for n in $(GPUQ_NAMES); do ln -sfn gpuq $(DESTDIR)$(PREFIX)/bin/$$n; done
 	@# Login shells (#!/bin/bash -l jobs, ssh) reset PATH: this puts a
 	@# job's gpud tools first again, and PREFIX/bin on PATH when missing.
@@ -45,7 +48,7 @@ install: build ## Install the binaries and Slurm's command names (links) into $(
 	sed 's|@BINDIR@|$(PREFIX)/bin|g' etc/profile.d/gpud.sh > $(DESTDIR)$(SYSCONFDIR)/profile.d/gpud.sh
 	chmod 0644 $(DESTDIR)$(SYSCONFDIR)/profile.d/gpud.sh
 
-deps: ## Install containerd, runc, busybox-static and gcc when missing (Debian, root).
+deps: ## Install containerd, runc, busybox-static, gcc, MPICH, Open MPI and OpenPMIx when missing (Debian, root).
 	@./scripts/deps.sh
 
 # Packages that start no goroutine (TestNoRacePackagesStartNoGoroutine

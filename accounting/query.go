@@ -111,6 +111,16 @@ const (
 		WHERE s.job_id = j.id AND s.end_time BETWEEN ?2 AND ?3)`
 	energySQL = `(SELECT COALESCE(SUM(s.energy_j), 0) FROM usage_samples s
 		WHERE s.job_id = j.id AND s.end_time BETWEEN ?2 AND ?3)`
+	// rssSQL is the last attempt's peak memory per node (memory.peak
+	// only grows, so a node's newest sample has its highest): the
+	// highest, the mean over the nodes that reported one, and the node
+	// of the highest.
+	rssSQL = `(SELECT COALESCE(MAX(p), 0) FROM (SELECT MAX(s.mem_peak_mib) AS p FROM usage_samples s
+		WHERE s.job_id = j.id AND s.attempt = j.attempts AND s.mem_peak_mib > 0 GROUP BY s.node)),
+		(SELECT COALESCE(AVG(p), 0) FROM (SELECT MAX(s.mem_peak_mib) AS p FROM usage_samples s
+		WHERE s.job_id = j.id AND s.attempt = j.attempts AND s.mem_peak_mib > 0 GROUP BY s.node)),
+		COALESCE((SELECT s.node FROM usage_samples s WHERE s.job_id = j.id AND s.attempt = j.attempts AND s.mem_peak_mib > 0
+		ORDER BY s.mem_peak_mib DESC, s.node LIMIT 1), '')`
 )
 
 var idleSQL = `(SELECT COALESCE(SUM(s.seconds * s.gpus), 0) FROM usage_samples s
@@ -138,10 +148,10 @@ func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
 	where, args := f.where()
 	// Records report whole jobs, so usage is not clipped to the window.
 	ws, we := bounds(time.Time{}, time.Time{})
-	usage := usageSQL + `, ` + cpuSQL + `, ` + sliceSQL + `, ` + utilSQL + `, ` + utilWeightSQL + `, ` + energySQL
+	usage := usageSQL + `, ` + cpuSQL + `, ` + sliceSQL + `, ` + utilSQL + `, ` + utilWeightSQL + `, ` + energySQL + `, ` + rssSQL
 	first := 4
 	if f.NoUsage {
-		usage, first = `0, 0, 0, 0, 0, 0`, 1 // no sub-select uses ?1-?3
+		usage, first = `0, 0, 0, 0, 0, 0, 0, 0, ''`, 1 // no sub-select uses ?1-?3
 	} else {
 		args = append([]any{now, ws, we}, args...)
 	}
@@ -175,7 +185,8 @@ func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
 		if err := rows.Scan(&id, &r.Name, &r.User, &r.UID, &r.Account, &r.Partition, &r.QOS, &state,
 			&r.Reason, &r.ExitCode, &r.Signal, &submit, &elig, &start, &en, &limit, &nodes, &gpus,
 			&r.GPUCount, &r.GPUModel, &r.GPUProfile, &r.GPUFraction, &r.CPUs, &r.MemMiB, &r.Attempts,
-			&r.WorkDir, &arrayID, &r.ArrayTaskID, &r.WCKey, &r.NTasks, &req, &r.Dependency, &r.Nice, &r.ArrayMax, &gpuSec, &cpuSec, &sliceSec, &util, &utilW, &energyJ); err != nil {
+			&r.WorkDir, &arrayID, &r.ArrayTaskID, &r.WCKey, &r.NTasks, &req, &r.Dependency, &r.Nice, &r.ArrayMax, &gpuSec, &cpuSec, &sliceSec, &util, &utilW, &energyJ,
+			&r.MaxRSSMiB, &r.AveRSSMiB, &r.MaxRSSNode); err != nil {
 			return nil, fmt.Errorf("list accounted jobs: read row: %w", err)
 		}
 		r.ID, r.State, r.ArrayJobID = spec.JobID(id), spec.JobState(state), spec.JobID(arrayID)

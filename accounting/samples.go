@@ -28,6 +28,9 @@ type UsageSample struct {
 	GPUMemMiB, PowerW      float64
 	EnergyJ                float64
 	CPUSeconds, MemMiB     float64
+	// MemPeakMiB is the cgroup's peak memory since the job started on
+	// the node, at End (0: unknown).
+	MemPeakMiB float64
 }
 
 // RecordUsageSamples stores samples in one transaction: all or none. A
@@ -63,7 +66,7 @@ func (db *DB) RecordUsageSamples(ctx context.Context, samples []UsageSample) (er
 		for _, s := range samples[:n] {
 			args = append(args, s.ID, int64(s.JobID), s.Attempt, s.Node, s.Start.Unix(), s.End.Unix(),
 				s.End.Sub(s.Start).Seconds(), s.GPUs, s.GPUUtilAvg, s.GPUUtilMax, s.GPUMemMiB, s.PowerW, s.EnergyJ,
-				s.CPUSeconds, s.MemMiB)
+				s.CPUSeconds, s.MemMiB, s.MemPeakMiB)
 		}
 		var err error
 		if n == samplesPerInsert {
@@ -90,7 +93,7 @@ func (db *DB) RecordUsageSamples(ctx context.Context, samples []UsageSample) (er
 
 // samplesPerInsert rows of sampleColumns parameters stay under SQLite's
 // 32,766 parameters per statement.
-const samplesPerInsert, sampleColumns = 500, 15
+const samplesPerInsert, sampleColumns = 500, 16
 
 var insertSamples sync.Map // rows → SQL
 
@@ -100,7 +103,7 @@ func insertSamplesSQL(rows int) string {
 	}
 	row := "(" + strings.TrimSuffix(strings.Repeat("?,", sampleColumns), ",") + ")"
 	q := `INSERT INTO usage_samples (sample_id, job_id, attempt, node, start_time, end_time, seconds, gpus,
-		gpu_util_avg, gpu_util_max, gpu_mem_mib, power_w, energy_j, cpu_seconds, mem_mib) VALUES ` +
+		gpu_util_avg, gpu_util_max, gpu_mem_mib, power_w, energy_j, cpu_seconds, mem_mib, mem_peak_mib) VALUES ` +
 		strings.TrimSuffix(strings.Repeat(row+",", rows), ",") + ` ON CONFLICT(sample_id) DO NOTHING`
 	insertSamples.Store(rows, q)
 	return q

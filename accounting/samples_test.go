@@ -111,3 +111,37 @@ func TestJobTotalsKept(t *testing.T) {
 		t.Errorf("ended job totals = %v %v %v; want 1200 GPU-s, 7200 CPU-s, 0 slice-s", g, c, s)
 	}
 }
+
+// TestMaxRSS: a job's MaxRSS is the highest memory peak its last
+// attempt's nodes reported (a node's newest sample: the peak only grows),
+// AveRSS the mean of the nodes' peaks, MaxRSSNode the node; an earlier
+// attempt's samples and samples without a peak do not count.
+func TestMaxRSS(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(10000).Time }))
+	ctx := context.Background()
+	record(t, db,
+		MakeJob(1).Ran(2, 0, node("n1", 2), node("n2", 2)).End(600, spec.StateCompleted).Obj(),
+		MakeJob(2).Ran(1, 0, node("n1", 2)).End(600, spec.StateCompleted).Obj(),
+	)
+	peak := func(id string, job spec.JobID, attempt int, nd string, end int64, mib float64) UsageSample {
+		return UsageSample{ID: id, JobID: job, Attempt: attempt, Node: nd, Start: at(end - 30).Time, End: at(end).Time, MemPeakMiB: mib}
+	}
+	if err := db.RecordUsageSamples(ctx, []UsageSample{
+		peak("n1/a/1", 1, 2, "n1", 30, 100), peak("n1/a/2", 1, 2, "n1", 60, 300),
+		peak("n2/a/1", 1, 2, "n2", 30, 500), peak("n2/a/2", 1, 2, "n2", 60, 0), // no peak read: not a drop
+		peak("n1/old/1", 1, 1, "n1", 20, 9000), // the requeued attempt's
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rs := jobs(t, db, Filter{})
+	if r := rs[0]; r.MaxRSSMiB != 500 || r.AveRSSMiB != 400 || r.MaxRSSNode != "n2" {
+		t.Errorf("job 1: MaxRSS %v AveRSS %v node %q; want 500, 400 (of n1's 300 and n2's 500), n2", r.MaxRSSMiB, r.AveRSSMiB, r.MaxRSSNode)
+	}
+	if r := rs[1]; r.MaxRSSMiB != 0 || r.AveRSSMiB != 0 || r.MaxRSSNode != "" {
+		t.Errorf("job 2 without samples: MaxRSS %v AveRSS %v node %q; want none", r.MaxRSSMiB, r.AveRSSMiB, r.MaxRSSNode)
+	}
+	if r := jobs(t, db, Filter{NoUsage: true})[0]; r.MaxRSSMiB != 0 {
+		t.Errorf("NoUsage read MaxRSS %v", r.MaxRSSMiB)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpud/gpud/cli/exitcode"
 	"github.com/gpud/gpud/cli/termsafe"
+	"github.com/gpud/gpud/gpud/launch"
 	"github.com/gpud/gpud/gpuq/app"
 	"github.com/gpud/gpud/gpuq/salloc"
 	"github.com/gpud/gpud/gpuq/slurm"
@@ -25,6 +26,11 @@ func main() {
 	// it (a quarter of `gpuq` with 100,000 jobs). GOGC still wins if set.
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
+	}
+	if len(os.Args) > 1 && os.Args[1] == launch.Arg {
+		// A step task's launcher in the job's container (binding, PMI):
+		// it execs the task's program, or returns why it could not.
+		os.Exit(launch.Main(os.Args[2:], os.Stderr))
 	}
 	if filepath.Base(os.Args[0]) == "srun" {
 		// srun handles its signals itself: they go to the step's tasks.

@@ -151,6 +151,10 @@ type TaskUsage struct {
 	CPUSeconds float64
 	// MemBytes is memory in use now.
 	MemBytes int64
+	// MemPeakBytes is the most memory the task's cgroup has used since it
+	// started (cgroup v2 memory.peak, v1 memory.max_usage_in_bytes; 0
+	// where the kernel keeps none: v2 before Linux 5.19).
+	MemPeakBytes int64
 }
 
 // UsageReader is implemented by runtimes that can read a running task's

@@ -13,7 +13,8 @@
 # drive, imports both), curl (the e2e test that runs Slurm's REST quick
 # start's curl commands against gpud), docker-registry (the CNCF
 # distribution registry: image pull tests and make bench-images start
-# their own on loopback, never the package's service). Needs root to install; without root it only says
+# their own on loopback, never the package's service), MPICH, Open MPI
+# and OpenPMIx (below). Needs root to install; without root it only says
 # what is missing.
 set -euo pipefail
 missing=()
@@ -31,6 +32,17 @@ command -v modprobe >/dev/null || missing+=(kmod)
 /usr/bin/python3 -c 'import typing_extensions' 2>/dev/null || missing+=(python3-typing-extensions)
 command -v curl >/dev/null || missing+=(curl)
 command -v docker-registry >/dev/null || missing+=(docker-registry)
+# MPI (srun --mpi, mpirun in jobs): Debian's MPICH and Open MPI with their
+# compilers and headers (the tests build their MPI program with
+# mpicc.mpich and mpicc.openmpi), OpenPMIx's headers and pkg-config
+# (bin/gpud-pmix links libpmix), and Slurm's PMI-2 client library
+# (gpud/pmi's TestSlurmLibPMI2: the PMI-2 server against a client gpud did
+# not write). Checked by package: a compiler without its headers builds
+# nothing.
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
+for p in mpich libmpich-dev openmpi-bin libopenmpi-dev pkg-config libpmix-dev libpmi2-0-dev; do
+	installed "$p" || missing+=("$p")
+done
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "deps: missing ${missing[*]}; run as root (or apt-get install them) — tests that need them will be skipped" >&2

@@ -390,7 +390,8 @@ func (b *builder) resources() {
 	var g GPURequest
 	var gopt Option
 	haveGPU := false
-	for _, name := range []string{"gres", "gpus-per-node", "gpus", "gpus-per-task"} {
+	perTask := 0 // --gpus-per-task beside a node's or the job's count
+	for _, name := range []string{"gres", "gpus-per-node", "gpus"} {
 		o, ok := b.get(name)
 		if !ok {
 			continue
@@ -406,6 +407,29 @@ func (b *builder) resources() {
 			continue
 		}
 		gopt, haveGPU = o, true
+	}
+	// --gpus-per-task alone sizes the node's GPUs by its tasks; beside a
+	// node's or the job's count (--gres=gpu:4 --gpus-per-task=1, as
+	// Slurm scripts write) that count stands and each task binds its own.
+	if o, ok := b.get("gpus-per-task"); ok {
+		pt, err := ParseGPUSpec(o.Value)
+		switch {
+		case err != nil:
+			b.fail(o, err)
+		case !haveGPU:
+			g, gopt, haveGPU = pt, o, true
+		case pt.Fraction > 0 || g.Fraction > 0:
+			b.fail(o, fmt.Errorf("a share of a GPU cannot be bound per task; drop --gpus-per-task or ask --%s for whole GPUs", gopt.Name))
+		case pt.Profile != "" || g.Profile != "":
+			b.fail(o, errors.New("MIG slices per task are not supported; use --gpus-per-node=PROFILE:N"))
+		case pt.Model != "" && g.Model != "" && !strings.EqualFold(pt.Model, g.Model):
+			b.fail(o, fmt.Errorf("GPU type %s differs from --%s=%s; give one type", pt.Model, gopt.Name, gopt.Value))
+		default:
+			if g.Model == "" {
+				g.Model = pt.Model
+			}
+			perTask = pt.Count
+		}
 	}
 	if haveGPU && g.Count == 0 && g.Fraction == 0 {
 		haveGPU = false // --gres=gpu:0: no GPUs, as in Slurm
@@ -442,6 +466,13 @@ func (b *builder) resources() {
 		default:
 			r.GPUsPerNode = g.Count
 			gpusPerNode = g.Count
+		}
+		if perTask > 0 {
+			b.req.Spec.Tasks.GPUsPerTask = perTask
+			if r.GPUsPerNode > 0 && perTask*tasksPerNode > r.GPUsPerNode {
+				o := b.chosen["gpus-per-task"]
+				b.fail(o, fmt.Errorf("%s × %d tasks per node needs %d GPUs per node, more than --%s=%s gives", o.Value, tasksPerNode, perTask*tasksPerNode, gopt.Name, gopt.Value))
+			}
 		}
 	}
 

@@ -156,6 +156,23 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
+			// Slurm scripts give the node's GPUs and each task's (issue 26).
+			name: "gres beside gpus per task",
+			opts: []Option{script(2, "gres", "gpu:a100:4"), script(3, "ntasks-per-node", "4"), script(4, "gpus-per-task", "1")},
+			want: func(js *spec.JobSpec) {
+				js.Resources = spec.Resources{Nodes: 1, CPUsPerNode: 4, GPUsPerNode: 4, GPUModel: "a100"}
+				js.Tasks = spec.Tasks{NTasksPerNode: 4, GPUsPerTask: 1}
+			},
+		},
+		{
+			name: "gres=gpu:1 with gpus per task, one task",
+			opts: []Option{cli("gres", "gpu:1"), cli("gpus-per-task", "1")},
+			want: func(js *spec.JobSpec) {
+				js.Resources = spec.Resources{Nodes: 1, GPUsPerNode: 1}
+				js.Tasks = spec.Tasks{GPUsPerTask: 1}
+			},
+		},
+		{
 			name: "mem=0, gres=gpu:0, mincpus, open-mode, wckey, @ account, partition list",
 			opts: []Option{script(2, "mem", "0"), script(3, "gres", "gpu:0"), script(4, "mincpus", "8"), script(5, "open-mode", "append"),
 				script(6, "wckey", "proj-x"), script(7, "account", "alice@lab"), script(8, "partition", "h100,a100")},
@@ -221,6 +238,10 @@ func TestBuildErrors(t *testing.T) {
 		{"mem per gpu without gpu", []Option{cli("mem-per-gpu", "1G")}, "command line: --mem-per-gpu: needs a GPU request (--gpus, --gpus-per-node or --gres=gpu:N); or use --mem"},
 		{"mem-per-cpu of zero", []Option{cli("mem-per-cpu", "0")}, "command line: --mem-per-cpu: 0 is not a size; --mem=0 asks for each node's whole memory, --mem-per-cpu needs a size"},
 		{"bad open mode", []Option{cli("open-mode", "rw")}, `command line: --open-mode: bad open mode "rw"; use append or truncate`},
+		{"gres short of gpus per task", []Option{cli("gres", "gpu:2"), cli("ntasks-per-node", "4"), cli("gpus-per-task", "1")},
+			"command line: --gpus-per-task: 1 × 4 tasks per node needs 4 GPUs per node, more than --gres=gpu:2 gives"},
+		{"gres and gpus per task of two types", []Option{cli("gres", "gpu:a100:2"), cli("gpus-per-task", "h100:1")},
+			"command line: --gpus-per-task: GPU type h100 differs from --gres=gpu:a100:2; give one type"},
 		{"uneven gpus per task", []Option{cli("nodes", "2"), cli("ntasks", "3"), cli("gpus-per-task", "1")}, "command line: --gpus-per-task: 3 tasks cannot be split evenly over 2 nodes, so neither can their GPUs (gpud gives every node the same); use --ntasks-per-node"},
 		{"bad partition list", []Option{cli("partition", "a,,b")}, `command line: --partition: "a,,b" is not a valid partition list; use names of letters, digits, '.', '_' and '-' separated by commas`},
 		{"fewer tasks than nodes", []Option{cli("nodes", "4"), cli("ntasks", "2")}, "command line: --ntasks: 2 tasks on 4 nodes leaves nodes without a task; use -n >= -N"},

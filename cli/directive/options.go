@@ -92,7 +92,7 @@ var Options = []Def{
 	{Name: "parsable", Bool: true, Usage: "print only the job id"},
 	{Name: "wait", Short: "W", Bool: true, Usage: "wait for the job to end and exit with its exit code"},
 	{Name: "wrap", Value: "CMD", Usage: "run CMD with /bin/sh instead of a script", CommandLineOnly: true},
-	{Name: "gpus-per-task", Value: "[TYPE:]N", Usage: "GPUs for each task: times the tasks on a node (--ntasks-per-node, or -n spread over -N) gives the GPUs per node", family: "gpu"},
+	{Name: "gpus-per-task", Value: "[TYPE:]N", Usage: "GPUs for each task: times the tasks on a node (--ntasks-per-node, or -n spread over -N) gives the GPUs per node; with --gres=gpu:N, --gpus-per-node or --gpus those give the node's GPUs and each task binds its own"},
 	{Name: "open-mode", Value: "MODE", Usage: "append to or truncate (the default) the --output and --error files"},
 	{Name: "wckey", Value: "KEY", Usage: "workload characterisation key, kept with the job and shown by gpuq acct and sacct"},
 	{Name: "mincpus", Value: "N", Usage: "at least N CPUs on each node: raises the CPUs per node to N when fewer were asked"},

@@ -145,7 +145,7 @@ type GPURequest struct {
 }
 
 // GPUForms lists the accepted GPU request forms for error messages.
-const GPUForms = "N, MODEL:N, PROFILE:N (MIG, e.g. 1g.10gb:2) or a fraction of one GPU (0.5, h100:0.5)"
+const GPUForms = "N, MODEL:N, PROFILE:N (MIG, e.g. 1g.10gb:2 or h100_80gb_hbm3_1g.10gb:2) or a fraction of one GPU (0.5, h100:0.5)"
 
 var (
 	migProfileRE = lazyRE(`^[0-9]+g\.[0-9]+gb(\+me)?$`)
@@ -154,6 +154,20 @@ var (
 
 // IsMIGProfile reports whether s names a MIG profile ("1g.10gb").
 func IsMIGProfile(s string) bool { return migProfileRE().MatchString(strings.ToLower(s)) }
+
+// siteMIGProfile reads a MIG GRES type as Slurm's AutoDetect=nvml names
+// it, the device's name and the profile joined by '_'
+// ("nvidia_h100_80gb_hbm3_1g.10gb", "h100_80gb_hbm3_1g.10gb",
+// "nvidia_a100-sxm4-80gb_3g.40gb"), as sites' scripts ask for it: its
+// profile. gpud places MIG jobs by profile: the device part is not
+// checked against the nodes' models.
+func siteMIGProfile(k string) (string, bool) {
+	i := strings.LastIndexByte(k, '_')
+	if i <= 0 || !IsMIGProfile(k[i+1:]) || !gpuModelRE().MatchString(k[:i]) {
+		return "", false
+	}
+	return k[i+1:], true
+}
 
 // maxGPUs bounds a count: no node has more and a bigger number is a typo.
 const maxGPUs = 1 << 16
@@ -184,7 +198,11 @@ func ParseGPUSpec(s string) (GPURequest, error) {
 		case gpuModelRE().MatchString(k):
 			r.Model = k
 		default:
-			return bad("type must be a GPU model like h100 or a MIG profile like 1g.10gb")
+			p, ok := siteMIGProfile(k)
+			if !ok {
+				return bad("type must be a GPU model like h100 or a MIG profile like 1g.10gb or h100_80gb_hbm3_1g.10gb")
+			}
+			r.Profile = p
 		}
 	}
 	if n, err := spec.ParseDigits(count); err == nil {

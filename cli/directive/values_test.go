@@ -131,6 +131,11 @@ func TestParseGPUSpec(t *testing.T) {
 		{in: "h100:NaN", wantErr: "use N"},
 		{in: "1e-1", wantErr: "use N"},
 		{in: "h 100:1", wantErr: "type must be"},
+		// MIG types as Slurm's AutoDetect=nvml names them (issue 26).
+		{in: "nvidia_a100-sxm4-80gb_3g.40gb", want: GPURequest{Profile: "3g.40gb", Count: 1}},
+		{in: "h100_80gb_hbm3_1g.10gb+me:2", want: GPURequest{Profile: "1g.10gb+me", Count: 2}},
+		{in: "h100_9g.x:1", wantErr: "type must be"},
+		{in: "_1g.10gb:1", wantErr: "type must be"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
@@ -155,6 +160,8 @@ func TestParseGres(t *testing.T) {
 		{in: "gpu:4", want: GPURequest{Count: 4}},
 		{in: "gpu:a100:2", want: GPURequest{Model: "a100", Count: 2}},
 		{in: "gpu:1g.10gb:3", want: GPURequest{Profile: "1g.10gb", Count: 3}},
+		{in: "gpu:h100_80gb_hbm3_1g.10gb:1", want: GPURequest{Profile: "1g.10gb", Count: 1}},
+		{in: "gpu:nvidia_h100_80gb_hbm3_1g.10gb:2", want: GPURequest{Profile: "1g.10gb", Count: 2}},
 		{in: "shard:2", wantErr: "only gpu"},
 		{in: "gpu:2,nvme:1", wantErr: "only gpu"},
 		{in: "gpu:1,gpu:2", wantErr: "twice"},

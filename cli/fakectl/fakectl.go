@@ -50,6 +50,8 @@ type Server struct {
 	Partitions []api.Partition
 	// Associations is returned by GET /v1/associations.
 	Associations api.AssociationsResponse
+	// Config is returned by GET /v1/config.
+	Config api.ClusterConfig
 	// Priorities is returned by GET /v1/priorities.
 	Priorities []api.JobPriority
 	// SubmitErr, when set, answers every submission with this error.
@@ -158,6 +160,11 @@ func (s *Server) mux() http.Handler {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		reply(w, s.Associations, nil)
+	})
+	m.HandleFunc("GET /v1/config", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		reply(w, s.Config, nil)
 	})
 	m.HandleFunc("GET /v1/partitions", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()

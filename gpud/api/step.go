@@ -42,6 +42,13 @@ type StepRequest struct {
 	// must run on; GPUBind is srun's --gpu-bind.
 	NodeList string `json:"nodelist,omitempty"`
 	GPUBind  string `json:"gpu_bind,omitempty"`
+	// MPI is srun's --mpi (none, pmi2, pmix; empty: the site's
+	// mpi_default). CPUBind, Hint and Distribution are --cpu-bind, --hint
+	// and --distribution as srun checked them (gpud/cpubind).
+	MPI          string `json:"mpi,omitempty"`
+	CPUBind      string `json:"cpu_bind,omitempty"`
+	Hint         string `json:"hint,omitempty"`
+	Distribution string `json:"distribution,omitempty"`
 	// Stdin says srun sends its input (StepStdin) for task 0.
 	Stdin bool `json:"stdin,omitempty"`
 	// Pty runs task 0 on a terminal (srun --pty) of Rows x Cols; its
@@ -81,6 +88,12 @@ const (
 	StepError   = "error"   // Error: the step could not run
 	StepSignal  = "signal"  // srun to agent: Signal for every task
 	StepStdin   = "in"      // srun to agent: Data for task 0's stdin; empty Data is EOF
+	// Between agents only (a step's part on a peer and the agent of the
+	// step's first node), for srun --mpi: a node's contribution to a
+	// fence of the step's PMI servers (Round, Data) and, back, every
+	// node's (Round, Parts, or Error); a task's PMI abort (Code, Error).
+	StepPMIFence = "pmi_fence"
+	StepPMIAbort = "pmi_abort"
 	// StepAck is agent to peer (StepPart.Resumable): Counts of the part's
 	// output received so far. Agent to srun, a count of Kind StepStdin is
 	// how many bytes of srun's input task 0 has (written into its stdin):
@@ -97,15 +110,21 @@ type StepMsg struct {
 	Nodes  []string `json:"nodes,omitempty"`
 	// TasksPerNode counts the step's tasks on each of Nodes (block
 	// layout: node i runs the next TasksPerNode[i] task IDs).
-	TasksPerNode []int  `json:"tasks_per_node,omitempty"`
-	Node         string `json:"node,omitempty"`
-	Data         []byte `json:"data,omitempty"`
-	Code         int    `json:"code,omitempty"`
-	Signal       int    `json:"signal,omitempty"`
-	Error        string `json:"error,omitempty"`
+	TasksPerNode []int `json:"tasks_per_node,omitempty"`
+	// TaskNodes is each task's node (index into Nodes) when the layout
+	// is not in blocks (--distribution=cyclic or plane).
+	TaskNodes []int  `json:"task_nodes,omitempty"`
+	Node      string `json:"node,omitempty"`
+	Data      []byte `json:"data,omitempty"`
+	Code      int    `json:"code,omitempty"`
+	Signal    int    `json:"signal,omitempty"`
+	Error     string `json:"error,omitempty"`
 	// Rows and Cols are a StepResize's terminal size.
 	Rows int `json:"rows,omitempty"`
 	Cols int `json:"cols,omitempty"`
+	// Round and Parts are a PMI fence's (StepPMIFence).
+	Round int      `json:"round,omitempty"`
+	Parts [][]byte `json:"parts,omitempty"`
 	// Counts are a StepAck's output received, per task and stream, or
 	// (Kind StepStdin) task 0's input acknowledged. A StepStarted with a
 	// StepStdin count says the agent acknowledges srun's input: on a

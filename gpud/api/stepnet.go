@@ -69,12 +69,14 @@ type StepPart struct {
 	// GPUsPerTask, GPUBindSingle and GPUBindMap share them among the
 	// node's tasks: --gpus-per-task, --gpu-bind=single:N and
 	// --gpu-bind=map_gpu:LIST.
-	GPUsPerTask   int      `json:"gpus_per_task,omitempty"`
-	GPUBindSingle int      `json:"gpu_bind_single,omitempty"`
-	GPUBindMap    []int    `json:"gpu_bind_map,omitempty"`
-	Args          []string `json:"args"`
-	Env           []string `json:"env"`
-	Cwd           string   `json:"cwd,omitempty"`
+	GPUsPerTask   int   `json:"gpus_per_task,omitempty"`
+	GPUBindSingle int   `json:"gpu_bind_single,omitempty"`
+	GPUBindMap    []int `json:"gpu_bind_map,omitempty"`
+	// GPUBindMask is --gpu-bind=mask_gpu:LIST, each mask as GPU indices.
+	GPUBindMask [][]int  `json:"gpu_bind_mask,omitempty"`
+	Args        []string `json:"args"`
+	Env         []string `json:"env"`
+	Cwd         string   `json:"cwd,omitempty"`
 	// Stdin says StepStdin messages follow for the part's task 0 (the
 	// step's task 0).
 	Stdin bool `json:"stdin,omitempty"`
@@ -84,6 +86,21 @@ type StepPart struct {
 	Pty  bool `json:"pty,omitempty"`
 	Rows int  `json:"rows,omitempty"`
 	Cols int  `json:"cols,omitempty"`
+	// MPI is the step's --mpi (pmi2, pmix; empty: none): the node runs
+	// the step's PMI server for its tasks, which fences through the
+	// connection (StepPMIFence). StepNodes and StepTasks are the whole
+	// step's nodes and each one's tasks, which the PMI servers publish.
+	MPI       string   `json:"mpi,omitempty"`
+	StepNodes []string `json:"step_nodes,omitempty"`
+	StepTasks [][]int  `json:"step_tasks,omitempty"`
+	// CPUBind, Hint, Distribution and CPUsPerTask bind each task's CPUs
+	// (srun --cpu-bind, --hint, --distribution, -c); GPUClosest keeps
+	// each task's GPUs on its CPUs' NUMA nodes (--gpu-bind=closest).
+	CPUBind      string `json:"cpu_bind,omitempty"`
+	Hint         string `json:"hint,omitempty"`
+	Distribution string `json:"distribution,omitempty"`
+	CPUsPerTask  int    `json:"cpus_per_task,omitempty"`
+	GPUClosest   bool   `json:"gpu_closest,omitempty"`
 	// Resumable says the caller follows the part again after a lost
 	// connection (either agent restarted): it acknowledges the output it
 	// received (StepAck) and, once the step ended, the part's StepDone
@@ -117,8 +134,16 @@ const StepFlagGPUs = "gpus"
 // would run task 0 without a terminal and send every task's output).
 const StepFlagPty = "pty"
 
+// StepFlagMPI says the part's MPI must be honoured (an agent before it
+// would start the tasks without their PMI server).
+const StepFlagMPI = "mpi"
+
+// StepFlagBind says the part's CPU binding (and --gpu-bind=closest) must
+// be honoured.
+const StepFlagBind = "bind"
+
 // StepPartFlags are the StepPart flags this agent knows.
-var StepPartFlags = []string{StepFlagGPUs, StepFlagPty, StepFlagAttach}
+var StepPartFlags = []string{StepFlagGPUs, StepFlagPty, StepFlagAttach, StepFlagMPI, StepFlagBind}
 
 // StepTicketResponse is POST /v1/jobs/{id}/step-ticket: what srun outside
 // the job needs to start steps in its allocation.

@@ -242,6 +242,9 @@ type Assignment struct {
 	// send its checkpoint signal, wait (bounded) for the job to finish
 	// and seal the checkpoint, and only then stop it.
 	Checkpoint bool `json:"checkpoint,omitempty"`
+	// MPIDefault is the site's srun --mpi when a step names none
+	// (gpud.toml [controller] mpi_default, Slurm's MpiDefault).
+	MPIDefault string `json:"mpi_default,omitempty"`
 	// ClusterName is the cluster's name (SLURM_CLUSTER_NAME).
 	ClusterName string `json:"cluster_name,omitempty"`
 }
@@ -308,6 +311,10 @@ type UsageSample struct {
 	// at End (both from the job's cgroup; 0 where unreadable).
 	CPUSeconds float64 `json:"cpu_seconds"`
 	MemMiB     float64 `json:"mem_mib"`
+	// MemPeakMiB is the most memory the job's cgroup on the node has used
+	// since it started, at End (0 where the kernel keeps no peak): sacct's
+	// MaxRSS.
+	MemPeakMiB float64 `json:"mem_peak_mib,omitempty"`
 }
 
 // AllocEvent is a state change of one allocation on one node. Nodes keep
@@ -411,6 +418,15 @@ type AcctRecord struct {
 	EnergyKWh  float64 `json:"energy_kwh"`
 	CO2Kg      float64 `json:"co2_kg"`
 	Cost       float64 `json:"cost"`
+	// MaxRSSMiB is the last attempt's peak memory on its busiest node
+	// (MaxRSSNode), AveRSSMiB the mean of each node's peak: the peak of
+	// the job's cgroup on the node (every step's tasks together) as the
+	// nodes' usage samples last saw it (0 and "" without samples: a job
+	// shorter than a sample interval, or a kernel without memory.peak).
+	// sacct's MaxRSS, AveRSS and MaxRSSNode.
+	MaxRSSMiB  float64 `json:"max_rss_mib"`
+	AveRSSMiB  float64 `json:"ave_rss_mib"`
+	MaxRSSNode string  `json:"max_rss_node"`
 }
 
 // AcctJob is one job of GET /v1/accounting/jobs: its record (whose fields

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/pmi"
 )
 
 // Controller is gpud.toml, the controller's configuration.
@@ -79,6 +80,9 @@ type ControllerSection struct {
 	// then it is purged from memory and state.db, as Slurm's MinJobAge.
 	// "0s" keeps every job.
 	MinJobAge Duration `toml:"min_job_age"`
+	// MPIDefault is srun's --mpi when a step names none (Slurm's
+	// MpiDefault): none, pmi2 or pmix.
+	MPIDefault string `toml:"mpi_default"`
 }
 
 // Scheduler is [scheduler].
@@ -498,6 +502,7 @@ func Defaults() Controller {
 			HeartbeatInterval: "5s",
 			AllowRootJobs:     true,
 			MinJobAge:         "5m",
+			MPIDefault:        "none",
 		},
 		Scheduler: Scheduler{
 			Interval:          "5s",
@@ -601,6 +606,11 @@ func (c Controller) Validate() error {
 	p.duration("[controller] failover_node_grace", cs.FailoverNodeGrace, false)
 	p.duration("[controller] heartbeat_interval", cs.HeartbeatInterval, true)
 	p.duration("[controller] min_job_age", cs.MinJobAge, false)
+	if cs.MPIDefault != "" {
+		if _, err := pmi.Parse(cs.MPIDefault); err != nil {
+			p.addf("[controller] mpi_default: %q is not an MPI type; use %q, %q or %q", cs.MPIDefault, pmi.None, pmi.PMI2, pmi.PMIx)
+		}
+	}
 	if hb, nt := cs.HeartbeatInterval.Std(), cs.NodeTimeout.Std(); hb > 0 && nt > 0 && nt < 2*hb {
 		p.addf("[controller] node_timeout: %s must be at least twice heartbeat_interval (%s), or one late heartbeat marks a node DOWN",
 			cs.NodeTimeout, cs.HeartbeatInterval)

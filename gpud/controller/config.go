@@ -46,8 +46,12 @@ type Config struct {
 	SchedInterval time.Duration
 	// AllowRootJobs lets uid 0 submit jobs.
 	AllowRootJobs bool
+	// MPIDefault is srun's --mpi where a step names none, sent to the
+	// nodes with each assignment (Slurm's MpiDefault).
+	MPIDefault string
 	// ClusterName is the cluster's name ([auth] cluster_name), sent with
-	// each assignment for SLURM_CLUSTER_NAME.
+	// each assignment for SLURM_CLUSTER_NAME and shown by scontrol show
+	// config.
 	ClusterName string
 	// MaxNodesPerJob bounds --nodes (default 1024).
 	MaxNodesPerJob int

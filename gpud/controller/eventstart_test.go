@@ -68,3 +68,48 @@ func TestSubmitStartsInItsCommit(t *testing.T) {
 		t.Fatalf("after a cycle job %d is %s, want PENDING", c.ID, c.State)
 	}
 }
+
+// TestEmptyQueueKeepsState: in a live burst the queue empties after nearly
+// every batch; the last full cycle's State is kept through that (the ends
+// it missed are handed to it), so the next submission starts in its own
+// commit through it, with no full cycle, and never on a GPU in use.
+func TestEmptyQueueKeepsState(t *testing.T) {
+	store := newFakeStore()
+	h := newHarnessAt(t, store, nil, t0, alwaysIncremental)
+	h.register("n1", 2)
+	gpu := func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 }
+	a := h.submit(alice, gpu)
+	b := h.submit(alice, gpu)
+	ja := h.job(a)
+	full := h.fullCycles()
+	h.exit("n1", ja, spec.StateCompleted, 0) // nothing pending: an empty queue's cycle
+	h.settle()
+	store.mu.Lock()
+	before := store.applies
+	store.mu.Unlock()
+	c := h.submit(alice, gpu)
+	store.mu.Lock()
+	writes := store.applies - before
+	store.mu.Unlock()
+	jc, err := h.c.Job(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jc.State != spec.StateRunning || writes != 1 {
+		t.Fatalf("job %d after the queue emptied: %s after %d store writes, want RUNNING after 1", c, jc.State, writes)
+	}
+	if n := h.fullCycles(); n != full {
+		t.Fatalf("%d full cycles for an end and a submission, want 0", n-full)
+	}
+	if jb := h.job(b); jc.GPUs[0] == jb.GPUs[0] || jc.GPUs[0] != ja.GPUs[0] {
+		t.Fatalf("job %d got %v; job %d holds %v, the freed GPU was %v", c, jc.GPUs, b, jb.GPUs, ja.GPUs)
+	}
+	// A node change is something only a full cycle follows.
+	h.register("n2", 1)
+	h.exit("n1", h.job(b), spec.StateCompleted, 0)
+	h.settle()
+	h.submit(alice, gpu)
+	if n := h.fullCycles(); n == full {
+		t.Fatal("a registration did not bring a full cycle")
+	}
+}

@@ -360,6 +360,8 @@ type Assignment struct {
 	// Signal, sent once per SignalSeq, is a user's scancel --signal.
 	Signal    string
 	SignalSeq int
+	// MPIDefault is the site's srun --mpi (Config.MPIDefault).
+	MPIDefault string
 	// ClusterName is Config.ClusterName (SLURM_CLUSTER_NAME).
 	ClusterName string
 }
@@ -416,7 +418,7 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 			continue
 		}
 		j := rec.view.job
-		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), ClusterName: c.cfg.ClusterName}
+		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName}
 		if rec.job.StopState != "" || rec.job.State.Terminal() {
 			a.Stop = true
 			a.StopState = cmp.Or(rec.job.StopState, spec.StateCancelled)

@@ -141,15 +141,41 @@ func (c *Controller) cycleDone(start time.Time) {
 // reasons, reservations and preemptions are all about pending jobs. A
 // fleet registering with an empty queue ran a full cycle (a snapshot of
 // every node) per registration batch: 15 % of the controller's CPU while
-// 10,000 nodes joined (gpud loadtest). The next pending job brings a full
-// cycle (inc is dropped: nodes may change).
+// 10,000 nodes joined (gpud loadtest). Nodes may change meanwhile, so the
+// next pending job brings a full cycle unless inc is kept:
+//
+// The last full cycle's State is kept, though, while it may still answer
+// events (keepInc): in a live burst the queue empties after nearly every
+// batch, and dropping it made every next submission wait for a full cycle
+// rather than be started in its own batch (cycleInBatch).
 func (c *Controller) nothingPending() bool {
 	if len(c.st.pending) > 0 {
 		return false
 	}
 	s := &c.sched
-	s.dirty, s.inc = false, nil
+	if !c.keepInc() {
+		s.inc = nil
+	}
+	s.dirty, s.submitted, s.freed = false, s.submitted[:0], s.freed[:0]
 	s.lastDur, s.lastEnd = 0, time.Now()
+	return true
+}
+
+// keepInc hands the ends since the last cycle to s.inc with nothing
+// pending (they free resources, and nobody is there to take them) and
+// reports whether s.inc is still good for the next events: not after a
+// change only a full cycle follows (s.full), nor past the interval.
+func (c *Controller) keepInc() bool {
+	s := &c.sched
+	now := c.now()
+	if s.inc == nil || !s.incOK || s.full || now.Sub(s.incAt) >= c.cfg.SchedInterval || len(s.freed) > c.maxIncEnds() {
+		return false
+	}
+	for _, id := range s.freed {
+		if p := s.inc.End(id, now); len(p.Starts)+len(p.Preemptions) > 0 {
+			return false // nothing is pending to start: never expected; a full cycle sorts it out
+		}
+	}
 	return true
 }
 
@@ -205,11 +231,12 @@ const maxInBatchFull = 4 * maxIncEvents
 // capacity is started by the commit that acknowledges its submission (or
 // the end that freed its GPUs), one durable write and one fsync fewer
 // per start, with no wait for a cycle. It is the same cycle, run by the
-// same rules: its pacing (cycleDue), and the queue in priority order with
-// every higher-priority waiting job's reservation held (sched.State.Submit
-// for a new job, State.End for freed resources; a full cycle when those
-// may not be used). Only when that cycle is cheap: an incremental one, or
-// a full one that took under incMin last time (a small queue), so the
+// same rules: the queue in priority order with every higher-priority
+// waiting job's reservation held (sched.State.Submit for a new job,
+// State.End for freed resources; a full cycle when those may not be used).
+// Only when that cycle is cheap: an incremental one (at once: one Submit
+// or End per event), or, when its pacing (cycleDue) says it is due, a
+// full one that took under incMin last time over a small queue, so the
 // batch's replies wait for no full cycle over a large queue.
 func (c *Controller) cycleInBatch(tx *txn) bool {
 	if c.following || len(tx.submitted)+len(tx.freed) == 0 {
@@ -219,9 +246,16 @@ func (c *Controller) cycleInBatch(tx *txn) bool {
 	c.noteSched(tx)
 	tx.kick, tx.more, tx.submitted, tx.freed = false, false, nil, nil
 	s := &c.sched
-	cheap := c.incremental(c.now()) || s.fullDur < s.incMin && len(c.st.pending) <= maxInBatchFull
-	if c.cycleDue() != 0 || !cheap {
+	inc := c.incremental(c.now())
+	switch {
+	case inc && !s.inc.Capped():
+		// Each event answered by State.Submit or End: cheap whatever the
+		// pacing (which spaces full cycles and the resumes of a capped
+		// one, so that events are not starved behind them).
+	case c.cycleDue() != 0:
 		return false // the loop runs it after the commit, as before
+	case !inc && (s.fullDur >= s.incMin || len(c.st.pending) > maxInBatchFull):
+		return false // a full cycle that may be long: after the commit
 	}
 	if c.nothingPending() {
 		return false

@@ -124,12 +124,16 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 	a.runnerDeps.acquireDevices = a.acquireDevices
 	a.runnerDeps.releaseDevices = a.releaseDevices
 	a.runnerDeps.refreshMIGLayout = a.refreshMIGLayout
+	numa := make(map[string]int, len(gpus))
+	for id, g := range gpus {
+		numa[id] = g.NUMANode
+	}
 	// The revocation lists' copy is trusted for fenceAfter since the
 	// controller last confirmed it (revoke.go); until the first answer
 	// says node_timeout, the default's.
 	a.rev = auth.NewRevocationCopy(a.fenceAfter(), o.net.Now)
 	a.runnerDeps.steps = step.NewNode(step.Config{Node: cfg.Name, Version: cfg.Version, KillGrace: cfg.KillGrace,
-		Runtime: rt, Clock: o.clock, Log: a.log, Peers: o.peers, Net: o.stepNet,
+		Runtime: rt, Clock: o.clock, Log: a.log, Peers: o.peers, Net: o.stepNet, Tools: cfg.ToolsDir, GPUNUMA: numa,
 		Revocations: a.rev, TicketKey: a.ticketKey, Now: o.net.Now}, stepHost{a})
 	return a, nil
 }

@@ -60,8 +60,9 @@ func jobEnv(in taskInput, d taskDevs) []string {
 	job, alloc, self := &in.Asg.Job, &in.Asg.Alloc, in.Self
 	nodes := rankedNodes(in)
 	names := make([]string, len(nodes))
+	cpus := make([]int, len(nodes))
 	for i, n := range nodes {
-		names[i] = n.Node
+		names[i], cpus[i] = n.Node, n.CPUs
 	}
 	id := strconv.FormatUint(uint64(job.ID), 10)
 	rank := strconv.Itoa(self.Rank)
@@ -82,6 +83,9 @@ func jobEnv(in taskInput, d taskDevs) []string {
 		"WORLD_SIZE=" + nn,
 		"NODE_RANK=" + rank,
 		"SLURM_JOB_ID=" + id,
+		// The older name, which Open MPI still reads to find it runs in
+		// a Slurm job (its ras/slurm and schizo/slurm).
+		"SLURM_JOBID=" + id,
 		"SLURM_JOB_NODELIST=" + hostlist.Compress(names),
 		"SLURM_NODELIST=" + hostlist.Compress(names),
 		"SLURM_NODEID=" + rank,
@@ -92,6 +96,7 @@ func jobEnv(in taskInput, d taskDevs) []string {
 		"SLURM_JOB_USER=" + job.User,
 		"SLURM_JOB_PARTITION=" + job.Partition,
 		"SLURM_CPUS_ON_NODE=" + strconv.Itoa(self.CPUs),
+		"SLURM_JOB_CPUS_PER_NODE=" + step.Counts(cpus),
 		"SLURM_MEM_PER_NODE=" + strconv.FormatInt(self.MemMiB, 10),
 		// Requeues and preemptions so far: a script can tell a rerun.
 		"SLURM_RESTART_COUNT=" + strconv.Itoa(max(alloc.Attempt-1, 0)),
@@ -197,6 +202,16 @@ func layoutEnv(in taskInput) []string {
 		if tpn, ok := step.TasksPerNode(in.Asg.Alloc.Nodes, nt, t.NTasksPerNode); ok {
 			env = append(env, "SLURM_TASKS_PER_NODE="+tpn)
 		}
+	} else {
+		// No task count: as sbatch, a task per CPU (-c CPUs each) on each
+		// node, the slots mpirun inside the job fills (Open MPI's
+		// ras/slurm, MPICH's hydra read this).
+		nodes := rankedNodes(in)
+		counts := make([]int, len(nodes))
+		for i, n := range nodes {
+			counts[i] = max(n.CPUs/max(t.CPUsPerTask, 1), 1)
+		}
+		env = append(env, "SLURM_TASKS_PER_NODE="+step.Counts(counts))
 	}
 	for _, v := range []struct {
 		key string

@@ -126,7 +126,7 @@ func (a *Agent) sampleUsage(ctx context.Context, last map[string]usagePoint) {
 // (prev.at, now]. A GPU share's power and memory count its fraction.
 func jobSample(j RunningJob, byUUID map[string]gpu.Sample, prev usagePoint, now time.Time, tu runtime.TaskUsage) api.UsageSample {
 	u := api.UsageSample{Attempt: j.Attempt, Start: spec.NewTime(prev.at), End: spec.NewTime(now),
-		CPUSeconds: max(tu.CPUSeconds-prev.cpu, 0), MemMiB: float64(tu.MemBytes) / (1 << 20)}
+		CPUSeconds: max(tu.CPUSeconds-prev.cpu, 0), MemMiB: float64(tu.MemBytes) / (1 << 20), MemPeakMiB: float64(tu.MemPeakBytes) / (1 << 20)}
 	share := 1.0
 	if j.GPUFraction > 0 {
 		share = j.GPUFraction

@@ -123,11 +123,15 @@ var acctFields = map[string]acctFieldEnc{
 	"energy_kwh":    floatField("energy_kwh", func(j *api.AcctJob) float64 { return j.EnergyKWh }),
 	"co2_kg":        floatField("co2_kg", func(j *api.AcctJob) float64 { return j.CO2Kg }),
 	"cost":          floatField("cost", func(j *api.AcctJob) float64 { return j.Cost }),
+	"max_rss_mib":   floatField("max_rss_mib", func(j *api.AcctJob) float64 { return j.MaxRSSMiB }),
+	"ave_rss_mib":   floatField("ave_rss_mib", func(j *api.AcctJob) float64 { return j.AveRSSMiB }),
+	"max_rss_node":  strField("max_rss_node", func(j *api.AcctJob) string { return j.MaxRSSNode }),
 }
 
 // acctUsageFields are the fields accounting sums from usage, attempts
 // and samples (accounting.Filter.NoUsage leaves them zero).
-var acctUsageFields = []string{"gpu_hours", "cpu_hours", "slice_hours", "gpu_util", "energy_kwh", "co2_kg", "cost"}
+var acctUsageFields = []string{"gpu_hours", "cpu_hours", "slice_hours", "gpu_util", "energy_kwh", "co2_kg", "cost",
+	"max_rss_mib", "ave_rss_mib", "max_rss_node"}
 
 // parseAcctFields reads fields=: comma-separated (or repeated) JSON keys
 // of api.AcctJob; nil when absent (every field).

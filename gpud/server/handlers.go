@@ -39,6 +39,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+v+"/nodes", s.listNodes)
 	m.HandleFunc("GET "+v+"/partitions", s.listPartitions)
 	m.HandleFunc("GET "+v+"/associations", s.associations)
+	m.HandleFunc("GET "+v+"/config", s.clusterConfig) // config.go
 	handle("POST "+v+"/nodes/register", s.register)
 	handle("POST "+v+"/nodes/join", s.joinNode)
 	handle("POST "+v+"/nodes/{name}/heartbeat", s.heartbeat)
@@ -638,7 +639,7 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey(), Now: s.c.Now()}
 	for _, a := range list {
 		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
-			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, ClusterName: a.ClusterName})
+			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault, ClusterName: a.ClusterName})
 	}
 	s.writeJSON(w, out)
 }
@@ -678,7 +679,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			samples = append(samples, accounting.UsageSample{ID: u.ID, JobID: e.JobID, Attempt: u.Attempt,
 				Node: r.PathValue("name"), Start: u.Start.Time, End: u.End.Time, GPUs: u.GPUs,
 				GPUUtilAvg: u.GPUUtilAvg, GPUUtilMax: u.GPUUtilMax, GPUMemMiB: u.GPUMemMiB, PowerW: u.PowerW,
-				EnergyJ: u.EnergyJ, CPUSeconds: u.CPUSeconds, MemMiB: u.MemMiB})
+				EnergyJ: u.EnergyJ, CPUSeconds: u.CPUSeconds, MemMiB: u.MemMiB, MemPeakMiB: u.MemPeakMiB})
 			seen = append(seen, controller.UsageSeen{JobID: e.JobID, Attempt: u.Attempt, Start: u.Start.Time, End: u.End.Time,
 				GPUs: u.GPUs, GPUUtilMax: u.GPUUtilMax})
 			usageSeq = max(usageSeq, e.Seq)

@@ -52,6 +52,7 @@ type Server struct {
 	join     *nodeJoin
 	submits  *rateLimiter
 	now      func() time.Time
+	started  time.Time // when New ran: the controller's BOOT_TIME (config.go)
 	metrics  http.Handler
 	observe  func(route string, code int, d time.Duration)
 	audit    *auditor
@@ -144,6 +145,7 @@ func New(c *controller.Controller, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
+	s.started = s.now()
 	s.peerLog = guard.NewRateLog(s.log)
 	s.routes()
 	s.haRoutes()

@@ -46,6 +46,12 @@ func StepAcct(j *api.AcctJob, s *api.AcctStep) api.AcctJob {
 	if r.State == "" {
 		r.State = spec.StateRunning
 	}
+	if s.ID == spec.StepBatch {
+		// The job's memory peak is its cgroup's, every step's tasks
+		// together (gpud has no cgroup per step): it shows on the job's
+		// row and its batch step's, where tools such as seff look.
+		r.MaxRSSMiB, r.AveRSSMiB, r.MaxRSSNode = j.MaxRSSMiB, j.AveRSSMiB, j.MaxRSSNode
+	}
 	return r
 }
 

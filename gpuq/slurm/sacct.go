@@ -118,6 +118,26 @@ var sacctFields = []sacctField{
 	{"WorkDir", 10, func(j *api.AcctJob) string { return j.WorkDir }},
 	{"Reason", 10, func(j *api.AcctJob) string { return orDefault(j.Reason, "None") }},
 	{"WCKey", 10, func(j *api.AcctJob) string { return j.WCKey }},
+	{"MaxRSS", 10, func(j *api.AcctJob) string { return rss(j.MaxRSSMiB) }},
+	{"AveRSS", 10, func(j *api.AcctJob) string { return rss(j.AveRSSMiB) }},
+	{"MaxRSSNode", 10, func(j *api.AcctJob) string { return j.MaxRSSNode }},
+}
+
+// rss is a memory size as sacct prints MaxRSS: in KiB, converted to a
+// larger unit only where it divides exactly (sacct's default
+// CONVERT_NUM_UNIT_EXACT: "2063608K", "2M"); "" when unknown.
+func rss(mib float64) string {
+	if mib <= 0 {
+		return ""
+	}
+	n := int64(mib*1024 + 0.5)
+	units := "KMGTP"
+	i := 0
+	for n >= 1024 && n%1024 == 0 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	return strconv.FormatInt(n, 10) + units[i:i+1]
 }
 
 // sacctNeeds are the accounting record fields (api.AcctJob's JSON keys)
@@ -135,7 +155,7 @@ var sacctNeeds = map[string][]string{
 	"Submit": {"submit_time"}, "Eligible": {"eligible_time"}, "Start": {"start_time"}, "End": {"end_time"},
 	"AllocCPUS": {"cpus", "nodes"}, "ReqCPUS": {"cpus", "nodes"}, "NNodes": {"nodes"}, "NTasks": {"ntasks"},
 	"ReqMem": {"mem_mib"}, "Timelimit": {"time_limit"}, "WorkDir": {"work_dir"}, "Reason": {"reason"},
-	"WCKey": {"wckey"},
+	"WCKey": {"wckey"}, "MaxRSS": {"max_rss_mib"}, "AveRSS": {"ave_rss_mib"}, "MaxRSSNode": {"max_rss_node"},
 }
 
 // sacctFieldsOf lists the record fields cols need, with those sacct

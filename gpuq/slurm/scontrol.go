@@ -30,7 +30,7 @@ var scontrolSet = &getopt.Set{Opts: append([]getopt.Opt{
 
 func (c *Cmd) scontrol(ctx context.Context) error {
 	ps, rest, err := c.parse(scontrolSet)
-	if done, err := c.handled(err, "[-d] [-o] show job|node|partition|hostnames|hostlist [ID] | hold|release|requeue JOBID... | update JobId=N|NodeName=LIST|PartitionName=P KEY=VALUE... | suspend|resume|top JOBID... | wait_job JOBID | ping | token [lifespan=SECONDS]"); done || err != nil {
+	if done, err := c.handled(err, "[-d] [-o] show job|node|partition|config|hostnames|hostlist [ID] | hold|release|requeue JOBID... | update JobId=N|NodeName=LIST|PartitionName=P KEY=VALUE... | suspend|resume|top JOBID... | wait_job JOBID | ping | token [lifespan=SECONDS]"); done || err != nil {
 		return err
 	}
 	if len(rest) == 0 {
@@ -41,7 +41,7 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 	switch cmd {
 	case "show":
 		if len(args) == 0 {
-			return invalid("show needs an entity: job, node, partition, hostnames or hostlist")
+			return invalid("show needs an entity: job, node, partition, config, hostnames or hostlist")
 		}
 		what, arg := strings.ToLower(args[0]), strings.Join(args[1:], ",")
 		switch {
@@ -51,6 +51,8 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 			return c.showNodes(ctx, arg, one)
 		case strings.HasPrefix("partitions", what) && len(what) >= 2:
 			return c.showPartitions(ctx, arg, one)
+		case what == "config":
+			return c.showConfig(ctx) // showconfig.go
 		case what == "hostnames":
 			if arg == "" {
 				arg = os.Getenv("SLURM_JOB_NODELIST")
@@ -74,7 +76,7 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 			fmt.Fprintln(c.Stdout, hostlist.Compress(hs))
 			return nil
 		}
-		return invalid("show %s is not supported; use job, node, partition, hostnames or hostlist", what)
+		return invalid("show %s is not supported; use job, node, partition, config, hostnames or hostlist", what)
 	case "hold", "uhold", "release", "requeue", "requeuehold":
 		action := map[string]string{"hold": "hold", "uhold": "hold", "release": "release", "requeue": "requeue", "requeuehold": "requeue"}[cmd]
 		if len(args) == 0 {

@@ -22,7 +22,8 @@ func TestSacctSteps(t *testing.T) {
 	start := spec.NewTime(now.Add(-time.Hour))
 	ctl.Set(func(s *fakectl.Server) {
 		s.Acct = []api.AcctJob{{AcctRecord: api.AcctRecord{ID: 5, Name: "job", User: "alice", Account: "ml", Partition: "gpu", State: spec.StateFailed,
-			ExitCode: 3, StartTime: start, EndTime: spec.NewTime(now), Elapsed: 3600, Nodes: []string{"gpu01", "gpu02"}, CPUs: 8, GPUCount: 2}, Steps: []api.AcctStep{
+			ExitCode: 3, StartTime: start, EndTime: spec.NewTime(now), Elapsed: 3600, Nodes: []string{"gpu01", "gpu02"}, CPUs: 8, GPUCount: 2,
+			MaxRSSMiB: 2015.25, AveRSSMiB: 2048, MaxRSSNode: "gpu02"}, Steps: []api.AcctStep{
 			{Step: spec.Step{ID: "batch", Name: "batch", State: spec.StateFailed, ExitCode: 3, StartTime: start, EndTime: spec.NewTime(now), Nodes: []string{"gpu01"}, NTasks: 1, CPUs: 4, GPUs: 1}, Elapsed: 3600},
 			{Step: spec.Step{ID: "0", Name: "hostname", State: spec.StateCompleted, StartTime: start, EndTime: spec.NewTime(now.Add(-59 * time.Minute)), Nodes: []string{"gpu01", "gpu02"}, NTasks: 2}, Elapsed: 60},
 			{Step: spec.Step{ID: "1", Name: "python", State: spec.StateCancelled, Signal: 15, StartTime: start, EndTime: spec.NewTime(now.Add(-58 * time.Minute)), Nodes: []string{"gpu02"}, NTasks: 1, CPUs: 2, GPUs: 1}, Elapsed: 120},
@@ -42,6 +43,10 @@ func TestSacctSteps(t *testing.T) {
 				"5.batch|5.batch|batch||FAILED|3:0|01:00:00|gpu01|1|billing=4,cpu=4,gres/gpu=1,node=1\n" +
 				"5.0|5.0|hostname||COMPLETED|0:0|00:01:00|gpu[01-02]|2|billing=8,cpu=8,node=2\n" +
 				"5.1|5.1|python||CANCELLED|0:15|00:02:00|gpu02|1|billing=2,cpu=2,gres/gpu=1,node=1\n"},
+		// The job's cgroup peak, in KiB as sacct prints it (converted only
+		// where it divides exactly), on the job's row and its batch step's.
+		{"memory peak", []string{"-P", "-n", "-j", "5", "-o", "JobID,MaxRSS,AveRSS,MaxRSSNode"},
+			"5|2063616K|2G|gpu02\n5.batch|2063616K|2G|gpu02\n5.0|||\n5.1|||\n"},
 		{"-X hides steps", []string{"-P", "-n", "-X", "-j", "5", "-o", "JobID,State"}, "5|FAILED\n"},
 		{"one step", []string{"-P", "-n", "-j", "5.1", "-o", "JobID,State,ExitCode"}, "5.1|CANCELLED|0:15\n"},
 		{"running job's steps", []string{"-P", "-n", "-j", "7", "-o", "JobID,JobName,State,NTasks"},

@@ -369,7 +369,7 @@ func outside(o options, stdout, stderr io.Writer) int {
 // runTicket runs srun's step in job's allocation through its first
 // node's step listener.
 func runTicket(ctx context.Context, client *api.Client, job spec.JobID, o options, stdout, stderr io.Writer) int {
-	o.req.Stdin = hasInput(os.Stdin)
+	o.req.Stdin = !o.noInput && hasInput(os.Stdin)
 	if o.req.Cwd == "" {
 		o.req.Cwd, _ = os.Getwd()
 	}

@@ -209,11 +209,11 @@ func (s *session) run() int {
 			waited = true
 		case api.StepLayout:
 			// Before the tasks start: output may follow at once.
-			step, nodeOf = m.Step, taskNodes(m.TasksPerNode)
+			step, nodeOf = m.Step, taskNodes(m)
 		case api.StepStarted:
 			step = m.Step
 			if m.TasksPerNode != nil {
-				nodeOf = taskNodes(m.TasksPerNode)
+				nodeOf = taskNodes(m)
 			}
 			s.mu.Lock()
 			s.start, s.step, s.ntasks = true, m.Step, m.NTasks
@@ -464,9 +464,12 @@ func taskRanges(ts []int) string {
 
 // taskNodes is, for each task of a block layout, its node's index in the
 // step.
-func taskNodes(perNode []int) []int {
+func taskNodes(m api.StepMsg) []int {
+	if m.TaskNodes != nil { // not in blocks: --distribution=cyclic, plane
+		return m.TaskNodes
+	}
 	var out []int
-	for i, n := range perNode {
+	for i, n := range m.TasksPerNode {
 		for range n {
 			out = append(out, i)
 		}

@@ -18,6 +18,8 @@ import (
 	"github.com/gpud/gpud/cli/directive"
 	"github.com/gpud/gpud/cli/getopt"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/cpubind"
+	"github.com/gpud/gpud/gpud/pmi"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -45,6 +47,8 @@ type options struct {
 	container []directive.Option
 	// jobID names the step in srun's messages (StepId=JOB.STEP).
 	jobID string
+	// listMPI: --mpi=list; noInput: --input=none.
+	listMPI, noInput bool
 	// redial connects to the node agent again, to follow the step after
 	// the agent restarted; nil: srun does not try.
 	redial func() (net.Conn, error)
@@ -65,6 +69,25 @@ func (o *options) envDefaults(getenv func(string) string) {
 	if !o.given["gpus-per-task"] {
 		o.req.GPUsPerTask = num("SLURM_GPUS_PER_TASK")
 	}
+	// Slurm's input variables of the binding and MPI options: what the
+	// command line leaves out (sbatch --distribution and --gpu-bind set
+	// two of them; mpirun sets SLURM_CPU_BIND=none for its daemons).
+	// Checked by the agent, like the options themselves.
+	for _, v := range []struct {
+		opt, env string
+		to       *string
+	}{{"mpi", "SLURM_MPI_TYPE", &o.req.MPI}, {"cpu-bind", "SLURM_CPU_BIND", &o.req.CPUBind}, {"hint", "SLURM_HINT", &o.req.Hint},
+		{"distribution", "SLURM_DISTRIBUTION", &o.req.Distribution}, {"gpu-bind", "SLURM_GPU_BIND", &o.req.GPUBind}} {
+		if !o.given[v.opt] && *v.to == "" {
+			*v.to = getenv(v.env)
+		}
+	}
+	if o.given["cpu-bind"] && !o.given["hint"] {
+		o.req.Hint = "" // --cpu-bind on the command line wins over SLURM_HINT
+	}
+	if o.given["hint"] && !o.given["cpu-bind"] {
+		o.req.CPUBind = "" // and --hint over SLURM_CPU_BIND
+	}
 	if getenv("SLURM_DISABLE_STATUS") != "" {
 		o.disableStatus = true
 	}
@@ -81,8 +104,9 @@ const Usage = `usage: srun [options] COMMAND [ARGS...]
       --gpus-per-node=N     GPUs the step takes on each node (default: all the job's there)
   -G, --gpus=N              GPUs the step takes in all, spread over its nodes
   -w, --nodelist=HOSTS      run on these nodes of the job (a hostlist: node[1-2])
-      --gpu-bind=none|closest|single:N|map_gpu:LIST
-                            tasks' GPUs: all the step's, N tasks per GPU, or task i the i-th of LIST
+      --gpu-bind=[verbose,]none|closest|single:N|per_task:N|map_gpu:LIST|mask_gpu:LIST
+                            tasks' GPUs: all the step's (none), those on their CPUs' NUMA nodes, N tasks
+                            per GPU, N each, local task i the i-th of LIST (a GPU index or a hex mask)
   -l, --label               prefix each output line with its task number
   -u, --unbuffered          accepted: output is never buffered by srun
   -o, --output=FILE         tasks' stdout to FILE (%j job, %J job.step, %s step, %t task, %n node in the step,
@@ -93,8 +117,15 @@ const Usage = `usage: srun [options] COMMAND [ARGS...]
       --overlap             share the allocation's resources with other steps
       --exact               take only the CPUs the tasks ask for (-c each, 1 without), not the nodes' all
       --exclusive           dedicated CPUs for the step: --exact (steps that do not fit wait)
-      --mpi=none            accepted (no MPI plugin)
-      --cpu-bind=q|v|none   accepted (tasks share the job's pinned cores; other bindings are refused)
+      --mpi=pmi2|pmix|none|list  the tasks' MPI process management: a PMI-1/PMI-2 server over PMI_FD
+                            (MPICH), an OpenPMIx server (Open MPI), none (mpirun's daemons); list shows them
+      --cpu-bind=[quiet|verbose,]TYPE  bind each task's CPUs (also --cpu_bind): none, threads, cores,
+                            sockets, ldoms, rank, rank_ldom, map_cpu:LIST, mask_cpu:LIST, map_ldom:LIST,
+                            mask_ldom:LIST; verbose prints each task's mask
+      --hint=compute_bound|memory_bound|multithread|nomultithread  bind for the kind of program
+  -m, --distribution=block|cyclic|plane=N[:block|cyclic|fcyclic[:block|cyclic|fcyclic]]
+                            tasks over the nodes, then the node's CPUs over the tasks (sockets, cores)
+  -i, --input=all|none|0    srun's input to task 0 (all, 0) or to no task (none)
   -D, --chdir=DIR           tasks' working directory
       --pty                 run task 0 on a terminal (srun's own in raw mode; the other tasks' output is dropped)
   -X, --disable-status      a single ^C sends SIGINT to the tasks (default: it shows their state; two within 1 s abort)
@@ -123,6 +154,10 @@ var optSet = withAllocOptions(&getopt.Set{Mode: getopt.StopAtFirst, Opts: []geto
 	{Long: "export", Arg: getopt.Required},
 	{Long: "chdir", Short: 'D', Arg: getopt.Required},
 	{Long: "cpu-bind", Arg: getopt.Required},
+	{Long: "cpu_bind", Arg: getopt.Required},
+	{Long: "hint", Arg: getopt.Required},
+	{Long: "distribution", Short: 'm', Arg: getopt.Required},
+	{Long: "input", Short: 'i', Arg: getopt.Required},
 	{Long: "mpi", Arg: getopt.Required},
 	{Long: "label", Short: 'l'},
 	{Long: "unbuffered", Short: 'u'},
@@ -155,7 +190,7 @@ var containerOpts = map[string]bool{"container-image": true, "container-mounts":
 
 // given names: the short letter for -n, -N and -c (envDefaults reads
 // them so), the long name otherwise.
-var givenAs = map[string]string{"ntasks": "n", "nodes": "N", "cpus-per-task": "c"}
+var givenAs = map[string]string{"ntasks": "n", "nodes": "N", "cpus-per-task": "c", "cpu_bind": "cpu-bind"}
 
 // parse reads srun's options; the command starts at the first argument
 // that is not an option (or after --).
@@ -224,20 +259,37 @@ func parse(args []string) (options, error) {
 			o.export = p.Value
 		case "chdir":
 			o.req.Cwd = p.Value
-		case "cpu-bind":
-			// Verbosity alone (Snakemake passes q) changes no result:
-			// accepted. Binding each task is not built: the tasks share
-			// the cores the node pinned the allocation to.
-			for w := range strings.SplitSeq(p.Value, ",") {
-				switch w {
-				case "q", "quiet", "v", "verbose", "none", "no":
-				default:
-					return o, fmt.Errorf("srun: --cpu-bind=%s: gpud does not bind each task; the step's tasks share the cores the node pinned the job to; use --cpu-bind=none (or q)", p.Value)
+		case "cpu-bind", "cpu_bind":
+			if _, err = cpubind.ParseBind(p.Value); err == nil {
+				o.req.CPUBind = p.Value
+			}
+		case "hint":
+			o.req.Hint, err = cpubind.ParseHint(p.Value)
+		case "distribution":
+			plane, _ := strconv.Atoi(os.Getenv("SLURM_DIST_PLANESIZE"))
+			if _, err = cpubind.ParseDist(p.Value, plane); err == nil {
+				o.req.Distribution = p.Value
+				if p.Value == "plane" {
+					o.req.Distribution = "plane=" + strconv.Itoa(plane)
 				}
 			}
+		case "input":
+			switch p.Value {
+			case "all", "0":
+			case "none":
+				o.noInput = true
+			default:
+				err = fmt.Errorf("srun: --input=%s: gpud sends srun's input to task 0 (all, 0) or to none (none)", p.Value)
+			}
 		case "mpi":
-			if p.Value != "none" {
-				return o, fmt.Errorf("srun: --mpi=%s: gpud has no MPI plugins; use --mpi=none and start MPI ranks as tasks (SLURM_PROCID)", p.Value)
+			if p.Value == "list" {
+				o.listMPI = true
+				break
+			}
+			if _, perr := pmi.Parse(p.Value); perr != nil {
+				err = fmt.Errorf("srun: error: Invalid MPI type '%s', --mpi=list for acceptable types", p.Value)
+			} else {
+				o.req.MPI = p.Value
 			}
 		case "label":
 			o.label = true
@@ -263,8 +315,19 @@ func parse(args []string) (options, error) {
 			o.quitOnInterrupt = true
 		}
 		if err != nil {
+			if !strings.HasPrefix(err.Error(), "srun: ") {
+				err = fmt.Errorf("srun: %w", err)
+			}
 			return o, err
 		}
+	}
+	if o.given["hint"] && o.req.CPUBind != "" {
+		if b, _ := cpubind.ParseBind(o.req.CPUBind); b.Type != "" {
+			return o, fmt.Errorf("srun: --hint and --cpu-bind=%s are mutually exclusive (as in Slurm, only --cpu-bind=verbose goes with --hint); give one", o.req.CPUBind)
+		}
+	}
+	if o.listMPI {
+		return o, nil
 	}
 	if len(rest) == 0 {
 		return o, errors.New("srun: no command given\n" + Usage)
@@ -353,6 +416,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
+	if o.listMPI {
+		_, _ = io.WriteString(stdout, pmi.ListText())
+		return 0
+	}
 	sock := os.Getenv(api.EnvStepSocket)
 	if sock == "" {
 		// A login host or a salloc shell (alloc.go).
@@ -363,7 +430,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	o.envDefaults(os.Getenv)
-	o.req.Stdin = hasInput(os.Stdin)
+	o.req.Stdin = !o.noInput && hasInput(os.Stdin)
 	if o.req.Cwd == "" {
 		o.req.Cwd, _ = os.Getwd()
 	}

@@ -20,9 +20,18 @@ func TestParse(t *testing.T) {
 			want: api.StepRequest{NTasksPerNode: 2, GPUsPerTask: 1, Args: []string{"bash", "-c", "echo -n"}}},
 		{args: []string{"-n4", "-N", "2", "-lK", "-c2", "--overlap", "--", "-x"},
 			want: api.StepRequest{NTasks: 4, Nodes: 2, CPUsPerTask: 2, KillOnBadExit: true, Overlap: true, Args: []string{"-x"}}, lab: true},
-		{args: []string{"--mpi=pmix", "true"}, err: "no MPI plugins"},
-		{args: []string{"-n1", "--cpu-bind=q", "true"}, want: api.StepRequest{NTasks: 1, Args: []string{"true"}}},
-		{args: []string{"--cpu-bind=cores", "true"}, err: "does not bind each task"},
+		{args: []string{"--mpi=pmix", "true"}, want: api.StepRequest{MPI: "pmix", Args: []string{"true"}}},
+		{args: []string{"--mpi=pmi2", "--mpi=none", "true"}, want: api.StepRequest{MPI: "none", Args: []string{"true"}}},
+		{args: []string{"--mpi=pmi1", "true"}, err: "Invalid MPI type 'pmi1', --mpi=list"},
+		{args: []string{"-n1", "--cpu-bind=q", "true"}, want: api.StepRequest{NTasks: 1, CPUBind: "q", Args: []string{"true"}}},
+		{args: []string{"--cpu_bind=verbose,cores", "-m", "block:block", "true"}, want: api.StepRequest{CPUBind: "verbose,cores", Distribution: "block:block", Args: []string{"true"}}},
+		{args: []string{"--cpu-bind=core", "true"}, err: "unknown type"},
+		{args: []string{"--hint=nomultithread", "--cpu-bind=v", "true"}, want: api.StepRequest{Hint: "nomultithread", CPUBind: "v", Args: []string{"true"}}},
+		{args: []string{"--hint=nomultithread", "--cpu-bind=cores", "true"}, err: "mutually exclusive"},
+		{args: []string{"--hint=fast", "true"}, err: "compute_bound"},
+		{args: []string{"--distribution=arbitrary", "true"}, err: "SLURM_HOSTFILE"},
+		{args: []string{"--input", "none", "-n1", "true"}, want: api.StepRequest{NTasks: 1, Args: []string{"true"}}},
+		{args: []string{"-i", "3", "true"}, err: "--input=3"},
 		{args: []string{"--frob", "1", "true"}, err: "unknown option --frob"},
 		{args: []string{"-n", "x", "true"}, err: "wants a number"},
 		{args: []string{"-l"}, err: "no command given"},
@@ -55,7 +64,8 @@ func TestParse(t *testing.T) {
 			o.req.CPUsPerTask != tc.want.CPUsPerTask || o.req.GPUsPerTask != tc.want.GPUsPerTask ||
 			o.req.KillOnBadExit != tc.want.KillOnBadExit || o.req.Overlap != tc.want.Overlap ||
 			o.req.GPUs != tc.want.GPUs || o.req.GPUsPerNode != tc.want.GPUsPerNode || o.req.NodeList != tc.want.NodeList ||
-			o.req.GPUBind != tc.want.GPUBind || o.req.Exact != tc.want.Exact || o.req.Exclusive != tc.want.Exclusive {
+			o.req.GPUBind != tc.want.GPUBind || o.req.Exact != tc.want.Exact || o.req.Exclusive != tc.want.Exclusive ||
+			o.req.MPI != tc.want.MPI || o.req.CPUBind != tc.want.CPUBind || o.req.Hint != tc.want.Hint || o.req.Distribution != tc.want.Distribution {
 			t.Errorf("%q: %+v, want %+v", tc.args, o.req, tc.want)
 		}
 	}
@@ -74,6 +84,35 @@ func TestEnvDefaults(t *testing.T) {
 	o.envDefaults(func(k string) string { return env[k] })
 	if o.req.NTasks != 0 || o.req.NTasksPerNode != 0 || o.req.Nodes != 1 || o.req.CPUsPerTask != 1 {
 		t.Errorf("-N1 -c1 must not take the job's task counts: %+v", o.req)
+	}
+}
+
+// TestEnvBinding: SLURM_MPI_TYPE, SLURM_CPU_BIND, SLURM_HINT,
+// SLURM_DISTRIBUTION and SLURM_GPU_BIND stand for options the command
+// line leaves out (mpirun sets SLURM_CPU_BIND=none for its daemons), and
+// --cpu-bind and --hint given on it override each other's variable.
+func TestEnvBinding(t *testing.T) {
+	env := map[string]string{"SLURM_MPI_TYPE": "pmix", "SLURM_CPU_BIND": "none", "SLURM_DISTRIBUTION": "cyclic",
+		"SLURM_GPU_BIND": "closest", "SLURM_HINT": "multithread"}
+	get := func(k string) string { return env[k] }
+	o, _ := parse([]string{"true"})
+	o.envDefaults(get)
+	if o.req.MPI != "pmix" || o.req.CPUBind != "none" || o.req.Distribution != "cyclic" || o.req.GPUBind != "closest" || o.req.Hint != "multithread" {
+		t.Errorf("from the environment: %+v", o.req)
+	}
+	o, _ = parse([]string{"--mpi=none", "--cpu-bind=cores", "-m", "block", "true"})
+	o.envDefaults(get)
+	if o.req.MPI != "none" || o.req.CPUBind != "cores" || o.req.Distribution != "block" || o.req.Hint != "" {
+		t.Errorf("the command line wins: %+v", o.req)
+	}
+	o, _ = parse([]string{"--hint=compute_bound", "true"})
+	o.envDefaults(get)
+	if o.req.Hint != "compute_bound" || o.req.CPUBind != "" {
+		t.Errorf("--hint drops SLURM_CPU_BIND: %+v", o.req)
+	}
+	o, err := parse([]string{"--mpi=list"})
+	if err != nil || !o.listMPI {
+		t.Errorf("--mpi=list without a command: %+v %v", o, err)
 	}
 }
 
@@ -116,7 +155,10 @@ func TestExpandArrayPatterns(t *testing.T) {
 	if got := expand("/l/%j.%s-%n-%t.out", 3, 5, 1); got != "/l/12.3-1-5.out" {
 		t.Errorf("%%n (node in the step): %s", got)
 	}
-	if got := taskNodes([]int{2, 1}); len(got) != 3 || got[0] != 0 || got[1] != 0 || got[2] != 1 {
+	if got := taskNodes(api.StepMsg{TaskNodes: []int{0, 1, 0}}); !slices.Equal(got, []int{0, 1, 0}) {
+		t.Errorf("taskNodes of a cyclic layout = %v", got)
+	}
+	if got := taskNodes(api.StepMsg{TasksPerNode: []int{2, 1}}); len(got) != 3 || got[0] != 0 || got[1] != 0 || got[2] != 1 {
 		t.Errorf("taskNodes(2,1) = %v", got)
 	}
 	t.Setenv("SLURM_ARRAY_JOB_ID", "10")

@@ -56,6 +56,7 @@ func cgroupUsage(root, path string) (runtime.TaskUsage, error) {
 		}
 		mem, err := readInt(filepath.Join(root, path, "memory.current"))
 		u.MemBytes = mem
+		u.MemPeakBytes = readPeak(filepath.Join(root, path, "memory.peak"))
 		return u, err
 	}
 	ns, err := readInt(filepath.Join(root, "cpuacct", path, "cpuacct.usage"))
@@ -64,7 +65,18 @@ func cgroupUsage(root, path string) (runtime.TaskUsage, error) {
 	}
 	u.CPUSeconds = float64(ns) / 1e9
 	u.MemBytes, err = readInt(filepath.Join(root, "memory", path, "memory.usage_in_bytes"))
+	u.MemPeakBytes = readPeak(filepath.Join(root, "memory", path, "memory.max_usage_in_bytes"))
 	return u, err
+}
+
+// readPeak reads a cgroup's peak memory, 0 when the kernel keeps none
+// (memory.peak is Linux 5.19's): the sample goes on without it.
+func readPeak(file string) int64 {
+	n, err := readInt(file)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 func readInt(file string) (int64, error) {

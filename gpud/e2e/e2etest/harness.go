@@ -71,8 +71,9 @@ func Main(m *testing.M, children map[string]func(string) int) int {
 const EnvBin = "GPUD_E2E_BIN"
 
 // programs are the binaries the tests run, by package, as make build
-// makes them: sbatch is gpusubmit/sbatch, a program of its own.
-var programs = map[string]string{"gpud": "gpud", "gpusubmit": "gpusubmit", "gpuq": "gpuq", "sbatch": "gpusubmit/sbatch"}
+// makes them: sbatch is gpusubmit/sbatch, a program of its own; gpud-pmix
+// is a step's PMIx server (srun --mpi=pmix), linked with libpmix.
+var programs = map[string]string{"gpud": "gpud", "gpusubmit": "gpusubmit", "gpuq": "gpuq", "sbatch": "gpusubmit/sbatch", "gpud-pmix": "gpud/pmi/pmixd"}
 
 // installBinaries puts the programs into dir: from $GPUD_E2E_BIN (hard
 // linked, or copied across file systems), else built. The tests write
@@ -89,7 +90,7 @@ func installBinaries(dir string) error {
 	for b, pkg := range programs {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "github.com/gpud/gpud/"+pkg)
 		cmd.Env = append(os.Environ(), "CGO_CFLAGS=-Wno-deprecated-declarations")
-		if b != "gpud" {
+		if b != "gpud" && b != "gpud-pmix" {
 			cmd.Env = append(cmd.Env, "CGO_ENABLED=0") // as make build: static CLIs
 		}
 		if out, err := cmd.CombinedOutput(); err != nil {

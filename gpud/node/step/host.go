@@ -55,6 +55,13 @@ type Config struct {
 	// Net is the step listener and the node's identity towards peers on
 	// other hosts (listen.go); nil: none.
 	Net *Net
+	// Tools is the directory of gpud's tools, bound into every job at
+	// the same path: gpuq (the task launcher, bind.go) and gpud-pmix (the
+	// PMIx helper, mpi.go); "" when the node has none.
+	Tools string
+	// GPUNUMA is the NUMA node of each of the node's GPUs, by UUID
+	// (--gpu-bind=closest).
+	GPUNUMA map[string]int
 	// Revocations is the node's copy of the controller's revocation
 	// lists: every credential a peer or srun presents, and every peer
 	// this node dials, is checked against it, and nothing is trusted

@@ -29,6 +29,9 @@ type kept struct {
 	ntasks int
 	part   *part
 	relay  *relay
+	// pmi relays its PMI server's fences to the step's first node (nil:
+	// the step has no MPI, or this agent re-adopted the part).
+	pmi *pmiRelay
 	// stdinC feeds task 0's input (nil: it has none), written by one
 	// goroutine so that a task not reading blocks no connection.
 	stdinC chan []byte
@@ -121,7 +124,6 @@ func (k *kept) attach(out *stream, have []api.StepCount) (gen int, ok bool) {
 		out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("node %s's part of step %d.%d ended", k.al.n.cfg.Node, k.al.jobID, k.step)})
 		return 0, false
 	}
-	defer k.mu.Unlock()
 	if k.grace != nil {
 		k.grace.Stop()
 		k.grace = nil
@@ -140,6 +142,10 @@ func (k *kept) attach(out *stream, have []api.StepCount) (gen int, ok bool) {
 		out.send(api.StepMsg{Kind: api.StepDone, Step: k.step, Code: k.worst})
 	}
 	k.out = out
+	k.mu.Unlock()
+	if k.pmi != nil {
+		k.pmi.attach(out)
+	}
 	return gen, true
 }
 
@@ -173,6 +179,8 @@ func (k *kept) serve(gen int, dec *json.Decoder) {
 			}
 		case m.Kind == api.StepAck:
 			k.relay.ack(m.Counts)
+		case m.Kind == api.StepPMIFence && k.pmi != nil:
+			k.pmi.answer(m)
 		case m.Kind == api.StepDone:
 			k.release()
 			return
@@ -186,6 +194,9 @@ func (k *kept) serve(gen int, dec *json.Decoder) {
 	// The serving agent's connection is gone: hold on for its next one.
 	k.out = nil
 	k.relay.detach()
+	if k.pmi != nil {
+		k.pmi.detach()
+	}
 	k.al.logger().Warn("lost the connection to the agent serving a step; its tasks here run on, waiting for it to follow them again",
 		"step", k.step, "grace", stepReattachGrace)
 	k.grace = time.AfterFunc(stepReattachGrace, k.giveUp)
@@ -223,6 +234,9 @@ func (k *kept) giveUp() {
 	k.al.logger().Warn("no agent followed a step's part again; its tasks here are killed", "step", k.step, "grace", stepReattachGrace)
 	k.doneOnce.Do(func() { close(k.done) })
 	k.relay.close()
+	if k.pmi != nil {
+		k.pmi.close()
+	}
 	k.part.signal(syscall.SIGKILL)
 	if ended {
 		k.forget()
@@ -232,6 +246,9 @@ func (k *kept) giveUp() {
 // forget drops the part's record once it ended and was released.
 func (k *kept) forget() {
 	k.doneOnce.Do(func() { close(k.done) })
+	if k.pmi != nil {
+		k.pmi.close()
+	}
 	k.part.done()
 	al := k.al
 	al.resumed.mu.Lock()
@@ -308,8 +325,9 @@ func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *js
 		return
 	}
 	st := tasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUIdx: p.GPUIdx,
-		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap},
-		Args: p.Args, Env: p.Env, Cwd: p.Cwd, Pty: p.Pty, Rows: p.Rows, Cols: p.Cols, Kept: p.Resumable && p.Step >= 0}
+		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap, maskGPU: p.GPUBindMask, closest: p.GPUClosest},
+		Args: p.Args, Env: p.Env, Cwd: p.Cwd, Pty: p.Pty, Rows: p.Rows, Cols: p.Cols, Kept: p.Resumable && p.Step >= 0,
+		CPU: cpuBind{bind: p.CPUBind, hint: p.Hint, dist: p.Distribution, cpusPerTask: p.CPUsPerTask}}
 	started := func() {}
 	if st.Kept {
 		// The same start sent again (its answer was lost, or this agent
@@ -321,6 +339,17 @@ func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *js
 			return
 		}
 		defer started()
+	}
+	// The node's PMI server fences through the connection that follows
+	// the part (mpi.go), which only a kept part has.
+	var pr *pmiRelay
+	if p.MPI != "" {
+		if !st.Kept {
+			out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("node %s: an MPI step's part must be followed again after a lost connection (StepPart.Resumable); upgrade the agent serving the step", n.cfg.Node)})
+			return
+		}
+		pr = newPMIRelay()
+		st.MPI, st.StepNodes, st.StepTasks, st.PMI = p.MPI, p.StepNodes, p.StepTasks, pr.link()
 	}
 	// Task 0's input, when srun's goes to this node's part.
 	var stdinW *io.PipeWriter
@@ -342,11 +371,15 @@ func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *js
 		if stdinW != nil {
 			stdinW.Close()
 		}
+		if pr != nil {
+			pr.close()
+		}
 		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error(), Retry: isNotHeld(err)})
 		return
 	}
 	if st.Kept {
 		k := newKept(al, p.Step, running, r, stdinW, true)
+		k.pmi = pr
 		al.keep(k)
 		// Attached before a resend waiting in startOnce is let through,
 		// so the resend's connection, the newer one, follows the part.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/cpubind"
 	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -82,19 +83,19 @@ func stepLayout(alloc []spec.NodeAlloc, req api.StepRequest) (layout, error) {
 	if nt < nn {
 		return layout{}, spec.Errorf(spec.ErrInvalid, "step asks for %d tasks on %d nodes; each node needs at least one task", nt, nn)
 	}
-	l := layout{nodes: nodes[:nn], tasks: make([][]int, nn)}
-	next := 0
+	dist, err := cpubind.ParseDist(req.Distribution, 0)
+	if err != nil {
+		return layout{}, spec.Errorf(spec.ErrInvalid, "%v", err)
+	}
+	l := layout{nodes: nodes[:nn], tasks: distribute(nt, nn, dist)}
+	for nn > 1 && len(l.tasks[nn-1]) == 0 { // a plane wider than the tasks
+		nn--
+		l.nodes, l.tasks = l.nodes[:nn], l.tasks[:nn]
+	}
 	for i := range nn {
-		n := nt / nn
-		if i < nt%nn {
-			n++
-		}
+		n := len(l.tasks[i])
 		if req.NTasksPerNode > 0 && n > req.NTasksPerNode {
 			return layout{}, spec.Errorf(spec.ErrInvalid, "%d tasks do not fit on %d nodes at --ntasks-per-node=%d", nt, nn, req.NTasksPerNode)
-		}
-		for range n {
-			l.tasks[i] = append(l.tasks[i], next)
-			next++
 		}
 		nd := nodes[i]
 		if c := req.CPUsPerTask; c > 0 && n*c > nd.CPUs {
@@ -117,6 +118,77 @@ func stepLayout(alloc []spec.NodeAlloc, req api.StepRequest) (layout, error) {
 	return l, nil
 }
 
+// distribute lays nt tasks over nn nodes (each gets some): block
+// (consecutive tasks share a node; the counts as even as they go, the
+// first nodes one more), cyclic (the same counts, tasks dealt round
+// robin) or plane (blocks of dist.Plane tasks dealt round robin).
+func distribute(nt, nn int, dist cpubind.Dist) [][]int {
+	tasks := make([][]int, nn)
+	if dist.Nodes == "plane" {
+		for t := 0; t < nt; {
+			for i := 0; i < nn && t < nt; i++ {
+				for k := 0; k < dist.Plane && t < nt; k++ {
+					tasks[i] = append(tasks[i], t)
+					t++
+				}
+			}
+		}
+		return tasks
+	}
+	count := make([]int, nn)
+	for i := range nn {
+		count[i] = nt / nn
+		if i < nt%nn {
+			count[i]++
+		}
+	}
+	if dist.Nodes == "cyclic" {
+		for t := 0; t < nt; {
+			for i := 0; i < nn && t < nt; i++ {
+				if len(tasks[i]) < count[i] {
+					tasks[i] = append(tasks[i], t)
+					t++
+				}
+			}
+		}
+		return tasks
+	}
+	next := 0
+	for i, c := range count {
+		for range c {
+			tasks[i] = append(tasks[i], next)
+			next++
+		}
+	}
+	return tasks
+}
+
+// blocked reports whether the layout is in blocks: node i runs the next
+// len(tasks[i]) tasks.
+func (l layout) blocked() bool {
+	next := 0
+	for _, ts := range l.tasks {
+		for _, t := range ts {
+			if t != next {
+				return false
+			}
+			next++
+		}
+	}
+	return true
+}
+
+// taskNodes is each task's node index.
+func (l layout) taskNodes() []int {
+	out := make([]int, l.ntasks())
+	for i, ts := range l.tasks {
+		for _, t := range ts {
+			out[t] = i
+		}
+	}
+	return out
+}
+
 func describeAlloc(nodes []spec.NodeAlloc) string {
 	parts := make([]string, len(nodes))
 	for i, n := range nodes {
@@ -127,16 +199,26 @@ func describeAlloc(nodes []spec.NodeAlloc) string {
 
 // tasksPerNode is Slurm's SLURM_TASKS_PER_NODE form: "2(x3),1".
 func tasksPerNode(l layout) string {
+	counts := make([]int, len(l.tasks))
+	for i, t := range l.tasks {
+		counts[i] = len(t)
+	}
+	return Counts(counts)
+}
+
+// Counts is a count per node in Slurm's compressed form
+// (SLURM_TASKS_PER_NODE, SLURM_JOB_CPUS_PER_NODE): "2(x3),1".
+func Counts(counts []int) string {
 	var parts []string
-	for i := 0; i < len(l.tasks); {
+	for i := 0; i < len(counts); {
 		j := i
-		for j < len(l.tasks) && len(l.tasks[j]) == len(l.tasks[i]) {
+		for j < len(counts) && counts[j] == counts[i] {
 			j++
 		}
 		if j-i > 1 {
-			parts = append(parts, fmt.Sprintf("%d(x%d)", len(l.tasks[i]), j-i))
+			parts = append(parts, fmt.Sprintf("%d(x%d)", counts[i], j-i))
 		} else {
-			parts = append(parts, strconv.Itoa(len(l.tasks[i])))
+			parts = append(parts, strconv.Itoa(counts[i]))
 		}
 		i = j
 	}

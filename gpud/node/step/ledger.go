@@ -216,45 +216,120 @@ func taskGPUs(devs []string, idx []int, req gpuBind, local int) ([]string, error
 			return nil, fmt.Errorf("--gpu-bind=map_gpu: GPU %d is not one of the step's %d on this node (they are 0-%d)", k, len(step), len(step)-1)
 		}
 		return step[k : k+1], nil
+	case len(req.maskGPU) > 0:
+		var mine []string
+		for _, k := range req.maskGPU[local%len(req.maskGPU)] {
+			if k < len(step) {
+				mine = append(mine, step[k])
+			}
+		}
+		if len(mine) == 0 {
+			return nil, fmt.Errorf("--gpu-bind=mask_gpu: local task %d's mask names none of the step's %d GPUs on this node (bits 0-%d)", local, len(step), len(step)-1)
+		}
+		return mine, nil
 	}
 	return step, nil
 }
 
 // gpuBind is how a step's tasks share its GPUs on a node.
 type gpuBind struct {
-	perTask int   // --gpus-per-task
-	single  int   // --gpu-bind=single:N: N tasks per GPU
-	mapGPU  []int // --gpu-bind=map_gpu:i,j,...: local task k gets GPU list[k % len]
+	perTask int     // --gpus-per-task, --gpu-bind=per_task:N
+	single  int     // --gpu-bind=single:N: N tasks per GPU
+	mapGPU  []int   // --gpu-bind=map_gpu:i,j,...: local task k gets GPU list[k % len]
+	maskGPU [][]int // --gpu-bind=mask_gpu:m,n,...: local task k gets the GPUs of mask[k % len]
+	// closest keeps each task's GPUs on the NUMA nodes of its CPUs (in
+	// the task's launcher, which knows them once bound).
+	closest bool
 }
 
-// parseGPUBind reads srun's --gpu-bind: none and closest (the container
-// sees only the allocation's GPUs, so the closest are its own) change
-// nothing; single:N and map_gpu:LIST give each task its own GPU; other
-// bindings are refused.
+// parseGPUBind reads srun's --gpu-bind. Under --gpus-per-task each task
+// gets its own GPUs unless the binding says otherwise: none gives every
+// task all of the step's GPUs on its node, as Slurm does; closest those
+// on its CPUs' NUMA nodes; single:N, map_gpu:LIST and mask_gpu:LIST as
+// they say; per_task:N N each.
 func parseGPUBind(s string, perTask int) (gpuBind, error) {
 	b := gpuBind{perTask: perTask}
-	v := strings.TrimPrefix(strings.TrimPrefix(s, "verbose,"), "quiet,")
+	v := s
+	for {
+		rest, ok := strings.CutPrefix(v, "verbose,")
+		if !ok {
+			rest, ok = strings.CutPrefix(v, "quiet,")
+		}
+		if !ok {
+			break
+		}
+		v = rest
+	}
+	list := func(kind string) ([]string, error) {
+		items := strings.Split(strings.TrimPrefix(v, kind+":"), ",")
+		var out []string
+		for _, it := range items {
+			val, rep, hasRep := strings.Cut(it, "*")
+			n := 1
+			if hasRep {
+				var err error
+				if n, err = strconv.Atoi(rep); err != nil || n < 1 || n > 4096 {
+					return nil, spec.Errorf(spec.ErrInvalid, "--gpu-bind=%s: %s item %q: the repetition after * is a count from 1 to 4096", s, kind, it)
+				}
+			}
+			for range n {
+				out = append(out, val)
+			}
+		}
+		return out, nil
+	}
 	switch {
-	case v == "" || v == "none" || v == "closest":
+	case v == "" || v == "verbose" || v == "quiet":
+	case v == "none":
+		b.perTask = 0
+	case v == "closest":
+		b.perTask, b.closest = 0, true
+	case strings.HasPrefix(v, "per_task:"):
+		n, err := strconv.Atoi(strings.TrimPrefix(v, "per_task:"))
+		if err != nil || n < 1 {
+			return b, spec.Errorf(spec.ErrInvalid, "--gpu-bind=%s: per_task:N wants a number of GPUs per task ≥ 1", s)
+		}
+		b.perTask = n
 	case strings.HasPrefix(v, "single:"):
 		n, err := strconv.Atoi(strings.TrimPrefix(v, "single:"))
 		if err != nil || n < 1 {
 			return b, spec.Errorf(spec.ErrInvalid, "--gpu-bind=%s: single:N wants a number of tasks per GPU ≥ 1", s)
 		}
-		b.single = n
+		b.single, b.perTask = n, 0
 	case strings.HasPrefix(v, "map_gpu:"):
-		for _, f := range strings.Split(strings.TrimPrefix(v, "map_gpu:"), ",") {
+		items, err := list("map_gpu")
+		if err != nil {
+			return b, err
+		}
+		for _, f := range items {
 			n, err := strconv.Atoi(f)
 			if err != nil || n < 0 {
 				return b, spec.Errorf(spec.ErrInvalid, "--gpu-bind=%s: map_gpu wants GPU indices (0,1,...) among the step's GPUs on each node", s)
 			}
 			b.mapGPU = append(b.mapGPU, n)
 		}
+		b.perTask = 0
+	case strings.HasPrefix(v, "mask_gpu:"):
+		items, err := list("mask_gpu")
+		if err != nil {
+			return b, err
+		}
+		for _, f := range items {
+			m, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimPrefix(f, "0x"), "0X"), 16, 64)
+			if err != nil || m == 0 {
+				return b, spec.Errorf(spec.ErrInvalid, "--gpu-bind=%s: mask_gpu wants non-zero hexadecimal masks of the step's GPUs on each node (0x1,0x2,...)", s)
+			}
+			var idx []int
+			for k := range 64 {
+				if m&(1<<k) != 0 {
+					idx = append(idx, k)
+				}
+			}
+			b.maskGPU = append(b.maskGPU, idx)
+		}
+		b.perTask = 0
 	default:
-		return b, spec.Errorf(spec.ErrInvalid, "--gpu-bind=%s: gpud honours none, closest, single:N and map_gpu:LIST (the container sees only the allocation's GPUs); use one of those", s)
-	}
-	if b.perTask > 0 && (b.single > 0 || len(b.mapGPU) > 0) {
-		return b, spec.Errorf(spec.ErrInvalid, "--gpu-bind=%s with --gpus-per-task: each task already has its own GPUs; give one of them", s)
+		return b, spec.Errorf(spec.ErrInvalid, "--gpu-bind=%s: gpud honours none, closest, single:N, per_task:N, map_gpu:LIST and mask_gpu:LIST (with verbose or quiet before them); use one of those", s)
 	}
 	return b, nil
 }

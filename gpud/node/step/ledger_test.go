@@ -89,8 +89,14 @@ func TestTaskGPUs(t *testing.T) {
 		{idx: []int{1, 3}, bind: "map_gpu:1,0", local: 2, want: "3"},
 		{idx: nil, bind: "closest", local: 0, want: "0,1,2,3"},
 		{idx: []int{0}, bind: "single:1", local: 1, err: "local task 1 has no GPU"},
-		{bind: "mask_gpu:0x1", err: "honours none, closest"},
-		{bind: "single:1", per: 1, err: "already has its own GPUs"},
+		{idx: nil, bind: "mask_gpu:0x3,0xc", local: 1, want: "2,3"},
+		{idx: nil, bind: "verbose,mask_gpu:0x1*2,0x8", local: 2, want: "3"},
+		{idx: []int{0, 1}, bind: "none", per: 1, local: 1, want: "0,1"}, // every task all the step's GPUs
+		{idx: []int{0, 1}, bind: "closest", per: 1, local: 1, want: "0,1"},
+		{idx: nil, bind: "per_task:2", local: 1, want: "2,3"},
+		{bind: "mask_gpu:0x10", err: "names none of the step's 4 GPUs"},
+		{bind: "mask_gpu:zz", err: "hexadecimal"},
+		{bind: "rank", err: "honours none, closest"},
 	} {
 		b, err := parseGPUBind(tc.bind, tc.per)
 		var got []string

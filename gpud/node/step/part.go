@@ -30,6 +30,15 @@ type tasks struct {
 	// under Slurm's --pty, run without one and their output is dropped.
 	Pty        bool
 	Rows, Cols int
+	// MPI is the step's --mpi (pmi2, pmix; "" none), StepNodes and
+	// StepTasks the whole step's nodes and each one's tasks, PMI how the
+	// node's PMI server reaches the step's first node (mpi.go).
+	MPI       string
+	StepNodes []string
+	StepTasks [][]int
+	PMI       pmiLink
+	// CPU binds each task's CPUs (bind.go).
+	CPU cpuBind
 	// Kept says this node runs the part for another node's agent, over
 	// the step listener (keep.go): a restarted agent keeps it for that
 	// agent to follow again.
@@ -114,6 +123,16 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out sin
 	gpus := strings.FieldsFunc(own["CUDA_VISIBLE_DEVICES"], func(r rune) bool { return r == ',' })
 	var cwdWarning string
 	st.Cwd, cwdWarning = stepCwd(ctx, n.cfg.Runtime, v.ctr, st.Cwd) // cwd.go
+	// The node's PMI server of the step, before its tasks (mpi.go).
+	mp, err := n.startMPI(ctx, al, v.ctr, int(v.asg.Job.UID), int(v.asg.Job.GID), st)
+	if err != nil {
+		return nil, err
+	}
+	stopMPI := func() {
+		if mp != nil {
+			mp.stop()
+		}
+	}
 	// Not here: the tasks' output may be held back until the step is
 	// recorded, and the line waits with it.
 	go warnCwd(out, st, cwdWarning)
@@ -127,7 +146,7 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out sin
 		startWG.Add(1)
 		go func() {
 			defer startWG.Done()
-			execErrs[local] = n.startTask(ctx, ex, al, v.ctr, st, local, task, own, gpus, out, p, &wg)
+			execErrs[local] = n.startTask(ctx, ex, al, v.ctr, st, local, task, own, gpus, mp, out, p, &wg)
 		}()
 	}
 	startWG.Wait()
@@ -137,6 +156,7 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out sin
 		}
 		p.signal(syscall.SIGKILL)
 		wg.Wait()
+		stopMPI()
 		al.forgetPart(st.Step)
 		return nil, err
 	}
@@ -144,7 +164,7 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out sin
 	// (scancel --signal without -b), whoever serves their step.
 	al.reg.addPart(p)
 	p.release = func() { al.forgetPart(st.Step) }
-	go func() { wg.Wait(); al.reg.removePart(p); close(p.exits) }()
+	go func() { wg.Wait(); stopMPI(); al.reg.removePart(p); close(p.exits) }()
 	return p, nil
 }
 
@@ -184,7 +204,7 @@ func isNotHeld(err error) bool {
 // on p.exits, recorded before the process is deleted (so a restarted
 // agent still knows it).
 func (n *Node) startTask(ctx context.Context, ex runtime.Execer, al *Alloc, ctr string, st tasks, local, task int,
-	own map[string]string, gpus []string, out sink, p *part, wg *sync.WaitGroup) error {
+	own map[string]string, gpus []string, mp *mpiPart, out sink, p *part, wg *sync.WaitGroup) error {
 	over := []string{
 		"SLURM_PROCID=" + strconv.Itoa(task),
 		"SLURM_LOCALID=" + strconv.Itoa(local),
@@ -205,9 +225,14 @@ func (n *Node) startTask(ctx context.Context, ex runtime.Execer, al *Alloc, ctr 
 	if len(gpus) > 0 {
 		over = append(over, "CUDA_VISIBLE_DEVICES="+strings.Join(mine, ","), "SLURM_GPUS_ON_NODE="+strconv.Itoa(len(mine)))
 	}
+	over = append(over, mp.taskEnv(task)...)
+	args, err := n.taskArgs(st, local, task, mp, n.gpuNUMA(gpus, splitList(own["GPUD_GPUS"]), mine)) // bind.go
+	if err != nil {
+		return err
+	}
 	cfg := runtime.ExecConfig{
 		ID:   execID(st.Step, task),
-		Args: st.Args, Env: MergeEnv(st.Env, over), Cwd: st.Cwd,
+		Args: args, Env: MergeEnv(st.Env, over), Cwd: st.Cwd,
 		Stdout: taskWriter{out, api.StepStdout, task}, Stderr: taskWriter{out, api.StepStderr, task},
 		Stdin: stdinOf(st, local),
 	}

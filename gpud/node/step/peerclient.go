@@ -228,10 +228,20 @@ func (rp *remotePart) hello(attach bool) api.StepHello {
 	st := rp.st
 	part := api.StepPart{Step: st.Step, NodeIndex: st.NodeIndex, Tasks: st.Tasks, GPUIdx: st.GPUIdx,
 		GPUsPerTask: st.Bind.perTask, GPUBindSingle: st.Bind.single, GPUBindMap: st.Bind.mapGPU,
+		GPUBindMask: st.Bind.maskGPU, GPUClosest: st.Bind.closest,
 		Args: st.Args, Env: st.Env, Cwd: st.Cwd, Stdin: st.Stdin != nil && st.NodeIndex == 0,
-		Pty: st.Pty, Rows: st.Rows, Cols: st.Cols, Resumable: st.Step >= 0}
+		Pty: st.Pty, Rows: st.Rows, Cols: st.Cols,
+		MPI: st.MPI, StepNodes: st.StepNodes, StepTasks: st.StepTasks,
+		CPUBind: st.CPU.bind, Hint: st.CPU.hint, Distribution: st.CPU.dist, CPUsPerTask: st.CPU.cpusPerTask,
+		Resumable: st.Step >= 0}
 	if st.Pty {
 		part.Flags = append(part.Flags, api.StepFlagPty)
+	}
+	if st.MPI != "" {
+		part.Flags = append(part.Flags, api.StepFlagMPI)
+	}
+	if st.CPU.binds() || st.Bind.closest || len(st.Bind.maskGPU) > 0 {
+		part.Flags = append(part.Flags, api.StepFlagBind)
 	}
 	if st.GPUIdx != nil || st.Bind.single > 0 || len(st.Bind.mapGPU) > 0 {
 		// A peer that does not know the step's GPUs would give its tasks
@@ -475,6 +485,14 @@ func (rp *remotePart) read(ctx context.Context) {
 			rp.pass(m)
 			if br.Buffered() == 0 {
 				rp.ack()
+			}
+		case api.StepPMIFence:
+			// The peer's PMI server in a fence: join it for the peer and
+			// answer when every node has (mpi.go).
+			go answerFence(ctx, rp.st.PMI, m, rp.send)
+		case api.StepPMIAbort:
+			if rp.st.PMI.abort != nil {
+				rp.st.PMI.abort(m.Code, m.Error)
 			}
 		case api.StepExit:
 			if slices.Contains(rp.st.Tasks, m.Task) && !rp.exited[m.Task] {

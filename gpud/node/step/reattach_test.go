@@ -226,6 +226,8 @@ type testCluster struct {
 	dirs  map[string]string
 	ports map[string]int
 	logs  *logBuf
+	// tools is the agents' Config.Tools ("" none).
+	tools string
 }
 
 func newTestCluster(t *testing.T, names ...string) *testCluster {
@@ -295,7 +297,7 @@ func (c *testCluster) start(name string, resume bool) *testAgent {
 	log := slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
 	// The controller's list, never stale: a node's copy is stale until
 	// its registration brings one, and trusts no peer meanwhile.
-	n := NewNode(Config{Node: name, Clock: realClock{}, Log: log, Runtime: rt, Revocations: auth.NewRevocations(nil),
+	n := NewNode(Config{Node: name, Clock: realClock{}, Log: log, Runtime: rt, Revocations: auth.NewRevocations(nil), Tools: c.tools,
 		Net: &Net{Listener: tl, Cert: c.cert(name), CA: c.pool}}, h)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopNet := n.Run(ctx)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/hostlist"
+	"github.com/gpud/gpud/gpud/pmi"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -86,6 +87,11 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
 		return
 	}
+	mpiType, cpu, err := stepMPIBind(req, v.asg.MPIDefault) // mpi.go, bind.go
+	if err != nil {
+		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+		return
+	}
 	// srun's messages (signals, stdin) and its going away, from now on.
 	msgs := readMsgs(dec)
 	// The step's share of the allocation: it waits while running steps
@@ -136,6 +142,9 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 	if req.CPUsPerTask > 0 {
 		stepEnv = append(stepEnv, "SLURM_CPUS_PER_TASK="+strconv.Itoa(req.CPUsPerTask))
 	}
+	if req.Distribution != "" {
+		stepEnv = append(stepEnv, "SLURM_DISTRIBUTION="+req.Distribution)
+	}
 
 	// Recorded before any task runs: srun sending its request again
 	// after an agent restart follows this step (its key), and the
@@ -151,7 +160,17 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 	for i, t := range l.tasks {
 		perNode[i] = len(t)
 	}
-	out.send(api.StepMsg{Kind: api.StepLayout, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode})
+	var taskNodes []int
+	if !l.blocked() {
+		taskNodes = l.taskNodes()
+	}
+	out.send(api.StepMsg{Kind: api.StepLayout, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode, TaskNodes: taskNodes})
+	// The step's PMI fence, when it has MPI (mpi.go).
+	var sp *stepPMI
+	if mpiType != pmi.None {
+		sp = newStepPMI(len(l.nodes), out)
+		defer sp.fence.Fail(nil) // a server still waiting when the step ends
+	}
 
 	// Task 0's input is acknowledged to srun when task 0 runs here
 	// (stdin.go).
@@ -183,7 +202,10 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 			st := tasks{
 				Step: step, NodeIndex: i, Tasks: l.tasks[i], GPUIdx: grant.gpus[i], Bind: bind,
 				Args: req.Args, Env: MergeEnv(req.Env, stepEnv), Cwd: req.Cwd,
-				Pty: req.Pty, Rows: req.Rows, Cols: req.Cols,
+				Pty: req.Pty, Rows: req.Rows, Cols: req.Cols, CPU: cpu,
+			}
+			if sp != nil {
+				st.MPI, st.StepNodes, st.StepTasks, st.PMI = mpiType, names, l.tasks, sp.link(i)
 			}
 			if i == 0 && req.Stdin {
 				st.Stdin = stdinR
@@ -214,6 +236,9 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 			p.signal(sig)
 		}
 	}
+	if sp != nil {
+		sp.started(func() { signalAll(syscall.SIGKILL) })
+	}
 	served := al.started(ctx, step, req, l, grant, signalAll) // record.go
 	// For the restarted agent to record its end (state.go): recorded
 	// before srun hears of the start or sees any output.
@@ -221,7 +246,7 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 	rec.Acct, rec.AcctStarted = &acct, true
 	al.recordStep(rec)
 	log.Info("step started", "step", step, "tasks", nt, "nodes", names, "pty", req.Pty)
-	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode, Counts: stdinAcks})
+	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode, TaskNodes: taskNodes, Counts: stdinAcks})
 	out.releaseOutput()
 	defer al.forgetStep(step)
 	worst, worstSig := follow(ctx, msgs, parts, stdinW, req.KillOnBadExit, out)
