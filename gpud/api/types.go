@@ -247,6 +247,10 @@ type Assignment struct {
 	MPIDefault string `json:"mpi_default,omitempty"`
 	// ClusterName is the cluster's name (SLURM_CLUSTER_NAME).
 	ClusterName string `json:"cluster_name,omitempty"`
+	// Gate is the check of the job's GPUs before it starts on the node:
+	// "quick" (the node's health model judges a fresh reading) or "off";
+	// "" (an older controller) is "off".
+	Gate string `json:"gate,omitempty"`
 }
 
 // AssignmentsResponse is GET /v1/nodes/{name}/assignments?after=GEN&wait=SECONDS&revocations=VERSION:
@@ -343,6 +347,10 @@ type AllocEvent struct {
 	Usage *UsageSample `json:"usage,omitempty"`
 	// For EventStepStarted and EventStepEnded: the step.
 	Step *spec.Step `json:"step,omitempty"`
+	// For EventExited (state REQUEUED) before the job started: the GPUs
+	// that failed the start gate (Assignment.Gate). The controller takes
+	// them out of service and places the job again, not charging it.
+	GateFailed []spec.GPUProblem `json:"gate_failed,omitempty"`
 }
 
 // EventsRequest is POST /v1/nodes/{name}/events.

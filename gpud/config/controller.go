@@ -330,6 +330,11 @@ type Partition struct {
 	// RequeueExpedite makes every job of the partition behave as if
 	// submitted with --requeue=expedite.
 	RequeueExpedite bool `toml:"requeue_expedite"`
+	// StartGate is the check of a job's GPUs on the node before the job
+	// starts there: one of StartGates ("" is "quick"). A GPU that fails
+	// it is taken out of service and the job placed again, not charged a
+	// restart (docs/health.md).
+	StartGate string `toml:"start_gate"`
 	// Who may use the partition, as Slurm's partition access rules: jobs
 	// of accounts in AllowAccounts (empty: every account) and not in
 	// DenyAccounts, of users in a group of AllowGroups (group names;
@@ -355,6 +360,12 @@ type Partition struct {
 	Placement string `toml:"placement"`
 	IdlePolicy
 }
+
+// StartGates are the start gates a partition may give: "quick" (the
+// node's health model judges a fresh reading of the job's GPUs: an XID,
+// row remapping pending or failed, an NVLink down, new uncorrected ECC
+// errors, a vanished GPU or one it holds faulted) or "off".
+var StartGates = []string{"quick", "off"}
 
 // Placements are the placement names a partition may give ("" is
 // "pack"). The names are gpud/sched's (sched.Placements); gpud/config
@@ -534,6 +545,7 @@ func Defaults() Controller {
 			MaxTime:     Unlimited,
 			State:       PartitionUp,
 			Placement:   Placements[0],
+			StartGate:   StartGates[0],
 		}},
 		QOS: []QOS{
 			{Name: "low", Priority: 0, PreemptMode: PreemptOff},
@@ -822,6 +834,9 @@ func (c Controller) validatePartitions(p *problems, accounts map[string]bool) {
 		}
 		if part.State != "" && part.State != PartitionUp && part.State != PartitionDown {
 			p.addf("%s state: %q is not allowed (use \"UP\" or \"DOWN\")", key, part.State)
+		}
+		if part.StartGate != "" && !slices.Contains(StartGates, part.StartGate) {
+			p.addf("%s start_gate: %q is not a start gate (use %s)", key, part.StartGate, quoteList(StartGates))
 		}
 		if part.Placement != "" && !slices.Contains(Placements, part.Placement) {
 			p.addf("%s placement: %q is not a placement (use %s)", key, part.Placement, quoteList(Placements))

@@ -169,6 +169,18 @@ type Health struct {
 	ECCUncorrectedMax int `toml:"ecc_uncorrected_max"`
 	// Interval between GPU health samples.
 	Interval Duration `toml:"interval"`
+	// DiagInterval is how often each idle GPU gets a background
+	// diagnostic ("0s": never); DiagLevel the dcgmi diag run level of it
+	// where DCGM is installed (1-3; 0: quick checks only).
+	DiagInterval Duration `toml:"diag_interval"`
+	DiagLevel    int      `toml:"diag_level"`
+	// The trend rule (gpud/health Limits): corrected ECC errors counted
+	// per TrendWindow, rising by half or more over TrendWindows windows
+	// to at least ECCTrendMin, or rows remapped in each of them, take
+	// the GPU out before it fails; TrendWindows 0: off.
+	TrendWindow  Duration `toml:"trend_window"`
+	TrendWindows int      `toml:"trend_windows"`
+	ECCTrendMin  int      `toml:"ecc_trend_min"`
 }
 
 // DefaultNode returns the node configuration used when no file is given.
@@ -198,7 +210,8 @@ func DefaultNode() Node {
 		Health: Health{GPUTempMaxC: 85, GPUTempSustain: "60s", Interval: "10s",
 			// The XIDs to drain on are the triage table's (gpud/health).
 			FatalXIDs: []int{}, Triage: map[string]string{},
-			ECCCorrectedMax: 1000, NVLinkErrorsMax: 10000, RateWindow: "1h", ProbeAfter: "60s", DCGMDiagLevel: 1},
+			ECCCorrectedMax: 1000, NVLinkErrorsMax: 10000, RateWindow: "1h", ProbeAfter: "60s", DCGMDiagLevel: 1,
+			DiagInterval: "0s", DiagLevel: 1, TrendWindow: "6h", TrendWindows: 4, ECCTrendMin: 100},
 		Images: Images{Mirrors: map[string][]string{}, Downloads: 8, Prefetch: true},
 	}
 }
@@ -350,6 +363,17 @@ func (n Node) Validate() error {
 	}
 	p.duration("[health] rate_window", n.Health.RateWindow, true)
 	p.duration("[health] probe_after", n.Health.ProbeAfter, true)
+	p.duration("[health] diag_interval", n.Health.DiagInterval, false)
+	p.duration("[health] trend_window", n.Health.TrendWindow, true)
+	if w := n.Health.TrendWindows; w != 0 && (w < 2 || w > 48) {
+		p.addf("[health] trend_windows: %d is outside 2-48 (0: no trend rule)", w)
+	}
+	if n.Health.ECCTrendMin < 1 {
+		p.addf("[health] ecc_trend_min: %d must be at least 1", n.Health.ECCTrendMin)
+	}
+	if n.Health.DiagLevel < 0 || n.Health.DiagLevel > 3 {
+		p.addf("[health] diag_level: %d is outside 0-3 (0: gpud's quick checks only, never dcgmi)", n.Health.DiagLevel)
+	}
 	if n.Health.DCGMDiagLevel < 0 || n.Health.DCGMDiagLevel > 3 {
 		p.addf("[health] dcgm_diag_level: %d is outside 0-3 (0: never run dcgmi)", n.Health.DCGMDiagLevel)
 	}
@@ -385,7 +409,8 @@ func (h Health) TriageTable() (health.Triage, error) {
 func (h Health) HealthLimits() health.Limits {
 	return health.Limits{TempMaxC: float64(h.GPUTempMaxC), PowerMaxW: float64(h.GPUPowerMaxW), Sustain: h.GPUTempSustain.Std(),
 		ECCUncorrectedMax: int64(h.ECCUncorrectedMax), ECCCorrectedMax: uint64(max(h.ECCCorrectedMax, 0)),
-		NVLinkErrorsMax: uint64(max(h.NVLinkErrorsMax, 0)), Window: h.RateWindow.Std(), ProbeAfter: h.ProbeAfter.Std()}
+		NVLinkErrorsMax: uint64(max(h.NVLinkErrorsMax, 0)), Window: h.RateWindow.Std(), ProbeAfter: h.ProbeAfter.Std(),
+		TrendWindow: h.TrendWindow.Std(), TrendWindows: h.TrendWindows, ECCTrendMin: uint64(max(h.ECCTrendMin, 1))}
 }
 
 func (i Images) validate(p *problems) {

@@ -157,6 +157,9 @@ type Partition struct {
 	// RequeueExpedite: jobs requeued by a hardware fault go first, as
 	// with --requeue=expedite.
 	RequeueExpedite bool
+	// StartGate is the check of a job's GPUs on the node before it
+	// starts there: StartGateQuick ("" too) or StartGateOff.
+	StartGate string
 	// Placement chooses nodes and GPUs ("": sched.PlacePack).
 	Placement sched.Placement
 	// State is one of PartitionUp (default when empty), PartitionDown,
@@ -174,6 +177,12 @@ type Partition struct {
 	// to users the access rules let use them.
 	Hidden bool
 }
+
+// Start gates (Partition.StartGate).
+const (
+	StartGateQuick = "quick"
+	StartGateOff   = "off"
+)
 
 // Idle actions (IdlePolicy.Action).
 const (

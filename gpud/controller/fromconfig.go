@@ -68,6 +68,7 @@ func FromConfig(c config.Controller) (Config, error) {
 			PriorityTier:    p.PriorityTier,
 			State:           p.State,
 			RequeueExpedite: p.RequeueExpedite,
+			StartGate:       p.StartGate,
 			Placement:       place,
 			Idle:            idleFromConfig(p.IdlePolicy),
 

@@ -200,3 +200,61 @@ func TestExpediteRequeue(t *testing.T) {
 		})
 	}
 }
+
+// TestStartGateFailure: a node hands back a job whose GPU failed the start
+// gate (an exit REQUEUED with GateFailed): the GPU goes out of service
+// with the finding, the job is placed again at once on a healthy GPU,
+// the requeue is a hardware one (not a restart), and assignments carry
+// each partition's gate (quick by default, off where the partition says).
+func TestStartGateFailure(t *testing.T) {
+	h := newHarnessAt(t, newFakeStore(), func(c *Config) {
+		c.NodeTimeout = time.Hour
+		c.Partitions = append(c.Partitions, Partition{Name: "nogate", StartGate: StartGateOff})
+	}, t0)
+	ctx := context.Background()
+	registerDGX(h, "n1", 2)
+	nodes, _ := h.c.Nodes(ctx)
+	inv := nodes[0].GPUs
+	job := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
+	j := h.job(job)
+	if j.State != spec.StateRunning || len(j.GPUs) != 1 {
+		t.Fatalf("job %s on %v, want RUNNING on one GPU", j.State, j.GPUs)
+	}
+	as := h.assignments("n1")
+	if len(as) != 1 || as[0].Gate != StartGateQuick {
+		t.Fatalf("assignments %+v, want one with gate %q", as, StartGateQuick)
+	}
+	bad := j.GPUs[0]
+	idx := slices.IndexFunc(inv, func(g spec.GPU) bool { return g.UUID == bad })
+	p := spec.GPUProblem{UUID: bad, Problem: fmt.Sprintf("gpud:xid79 gpu%d XID 79 GPU has fallen off the bus", idx), Code: "xid79", Class: "fatal", Action: "drain-gpu"}
+	reason := "start gate on node n1: " + p.Problem
+	if _, err := h.c.NodeEvents(ctx, root, "n1", []NodeEvent{{Seq: 1, AllocID: j.Alloc.ID, JobID: job, Kind: EventExited,
+		State: spec.StateRequeued, Reason: reason, GateFailed: []spec.GPUProblem{p}}}); err != nil {
+		t.Fatal(err)
+	}
+	h.tick <- h.clock()
+	got := h.job(job)
+	if got.State != spec.StateRunning || got.Attempt != 2 || slices.Contains(got.GPUs, bad) {
+		t.Fatalf("after the gate: job %s attempt %d on %v, want RUNNING attempt 2 off %s", got.State, got.Attempt, got.GPUs, bad)
+	}
+	if got.HWRequeues != 1 {
+		t.Errorf("hw_requeues %d, want 1: a job that never ran is not charged a restart", got.HWRequeues)
+	}
+	nodes, _ = h.c.Nodes(ctx)
+	if nodes[0].GPUs[idx].Health != p.Problem || nodes[0].State == spec.NodeDrain {
+		t.Errorf("node %s, GPU %d health %q; want the node up and the GPU marked %q", nodes[0].State, idx, nodes[0].GPUs[idx].Health, p.Problem)
+	}
+	other := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1; j.Partition = "nogate" })
+	if j := h.job(other); j.State != spec.StatePending {
+		t.Errorf("second job %s on %v, want PENDING: the only other GPU is out", j.State, j.GPUs)
+	}
+	h.exit("n1", got, spec.StateCompleted, 0)
+	h.tick <- h.clock()
+	gates := map[spec.JobID]string{}
+	for _, a := range h.assignments("n1") {
+		gates[a.Job.ID] = a.Gate
+	}
+	if g, ok := gates[other]; !ok || g != StartGateOff {
+		t.Errorf("assignments' gates %v, want job %d (partition nogate) with gate %q", gates, other, StartGateOff)
+	}
+}

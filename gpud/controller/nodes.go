@@ -364,6 +364,8 @@ type Assignment struct {
 	MPIDefault string
 	// ClusterName is Config.ClusterName (SLURM_CLUSTER_NAME).
 	ClusterName string
+	// Gate is the job's partition's start gate (Partition.StartGate).
+	Gate string
 }
 
 // Assignments returns the node's generation and every allocation it
@@ -418,7 +420,10 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 			continue
 		}
 		j := rec.view.job
-		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName}
+		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName, Gate: StartGateQuick}
+		if p := c.cfg.partition(j.Partition); p != nil && p.StartGate != "" {
+			a.Gate = p.StartGate
+		}
 		if rec.job.StopState != "" || rec.job.State.Terminal() {
 			a.Stop = true
 			a.StopState = cmp.Or(rec.job.StopState, spec.StateCancelled)
@@ -452,6 +457,8 @@ type NodeEvent struct {
 	MIG []string
 	// For EventStepStarted and EventStepEnded.
 	Step *spec.Step
+	// For EventExited: the GPUs that failed the job's start gate.
+	GateFailed []spec.GPUProblem
 }
 
 // Node event kinds.
@@ -545,9 +552,31 @@ func (c *Controller) applyEvent(tx *txn, node string, ev NodeEvent) {
 	case EventCheckpointed:
 		c.checkpointed(tx, rec, node, ev, at)
 	case EventExited:
+		if len(ev.GateFailed) > 0 && ev.State == spec.StateRequeued {
+			c.gateFailed(tx, rec, node, ev, at)
+			return
+		}
 		c.partEnded(tx, rec, node, exitInfo{state: ev.State, code: ev.ExitCode, signal: ev.Signal, reason: ev.Reason, at: at})
 	default:
 		c.log.Warn("unknown node event kind ignored", "node", node, "kind", ev.Kind, "job_id", ev.JobID)
+	}
+}
+
+// gateFailed ends a part whose GPUs failed the start gate on node: the
+// job never ran there, so it is requeued as a hardware requeue (not
+// charged as a restart; expedited when it asks), and the GPUs are taken
+// out of service with their findings (after the part ended, so that the
+// job is not also moved as a running one).
+func (c *Controller) gateFailed(tx *txn, rec *jobRec, node string, ev NodeEvent, at time.Time) {
+	if rec.job.StopState == "" && !rec.job.State.Terminal() {
+		c.hardwareRequeue(rec)
+	}
+	c.log.Warn("job's GPUs failed the start gate; placing it again", "job_id", rec.job.ID, "node", node, "reason", ev.Reason)
+	c.partEnded(tx, rec, node, exitInfo{state: spec.StateRequeued, reason: ev.Reason, at: at})
+	if n := c.st.nodes[node]; n != nil {
+		for _, p := range ev.GateFailed {
+			c.gpuProblem(tx, n, p)
+		}
 	}
 }
 

@@ -263,11 +263,17 @@ func healthOption(devs gpu.Devices, h config.Health) ([]node.Option, error) {
 	if p := node.NewDCGMProber(h.DCGMDiagLevel); p != nil {
 		prober = p
 	}
+	var diag node.GPUProber
+	if p := node.NewDCGMDiag(h.DiagLevel); p != nil {
+		diag = p
+	}
 	return []node.Option{node.WithHealth(sampler, node.HealthConfig{
-		Interval: h.Interval.Std(),
-		Triage:   triage,
-		Limits:   h.HealthLimits(),
-		Prober:   prober,
+		Interval:     h.Interval.Std(),
+		Triage:       triage,
+		Limits:       h.HealthLimits(),
+		Prober:       prober,
+		DiagInterval: h.DiagInterval.Std(),
+		Diag:         diag,
 	})}, nil
 }
 

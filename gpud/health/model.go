@@ -35,7 +35,10 @@ type Reading struct {
 	HasECC                       bool
 
 	RowRemapPending, RowRemapFailed bool
-	HasRowRemap                     bool
+	// RowsRemapped counts the rows remapped since the GPU was made
+	// (correctable and uncorrectable: NVML's GetRemappedRows).
+	RowsRemapped uint64
+	HasRowRemap  bool
 
 	// NVLinkUp is how many of the GPU's NVLinks are active; NVLinkErrors
 	// the sum of their error counters (CRC, replay, recovery).
@@ -75,12 +78,23 @@ type Limits struct {
 	// ProbeAfter is how long a faulted GPU's readings must stay clean
 	// before the agent probes it for readmission; 0 means one minute.
 	ProbeAfter time.Duration
+	// The trend rule (predictive): the counts of corrected ECC errors
+	// and of remapped rows are taken per TrendWindow; over the last
+	// TrendWindows windows, corrected errors that grew by half or more
+	// each window and reached ECCTrendMin in the last ("ecc-sbe-trend"), or
+	// rows remapped in every one of them ("row-remap-trend"), flag a GPU
+	// whose memory is wearing out before it fails uncorrectably.
+	// TrendWindows below 2 turns the rule off.
+	TrendWindow  time.Duration
+	TrendWindows int
+	ECCTrendMin  uint64
 }
 
 // DefaultLimits are the thresholds gpud ships.
 func DefaultLimits() Limits {
 	return Limits{TempMaxC: 85, Sustain: time.Minute, ECCUncorrectedMax: 0, ECCCorrectedMax: 1000,
-		NVLinkErrorsMax: 10000, Window: time.Hour, ProbeAfter: time.Minute}
+		NVLinkErrorsMax: 10000, Window: time.Hour, ProbeAfter: time.Minute,
+		TrendWindow: 6 * time.Hour, TrendWindows: 4, ECCTrendMin: 100}
 }
 
 // Finding is one thing wrong with one GPU.
@@ -144,6 +158,16 @@ type gpuState struct {
 	logged map[string]bool
 	// cleanSince: while faulted, since when nothing drain-worthy showed.
 	cleanSince time.Time
+	// The trend rule's windows: the current one's start and the counts
+	// then, and the closed windows' counts (oldest first, at most
+	// TrendWindows).
+	trendStart          time.Time
+	trendSBE, trendRows uint64
+	sbePer, rowsPer     []uint64
+	// trendNow are the trend findings of the last closed windows: present
+	// in every reading until the next window closes without them, so a
+	// GPU drained for a trend is not clean (nor probed) while it lasts.
+	trendNow [][2]string
 }
 
 // New returns a model of the GPUs in inventory (index → UUID).
@@ -308,6 +332,9 @@ func (m *Model) judge(st *gpuState, r Reading, now time.Time) []Finding {
 			add(CodeECCSBERate, fmt.Sprintf("%d corrected ECC errors within %s (limit %d)", r.ECCCorrected-st.sbeBase, l.Window, l.ECCCorrectedMax))
 		}
 	}
+	for _, f := range m.trend(st, r, now) {
+		add(f[0], f[1])
+	}
 	if r.HasRowRemap {
 		if r.RowRemapFailed {
 			add(CodeRowRemapFailed, "row remapping failed")
@@ -335,6 +362,56 @@ func (m *Model) judge(st *gpuState, r Reading, now time.Time) []Finding {
 			fmt.Sprintf("PCIe gen%d of gen%d under load", r.PCIeGen, r.PCIeMaxGen))
 	}
 	return out
+}
+
+// trend closes the trend rule's window when due and returns its findings
+// (code, detail): those of the last closed windows.
+func (m *Model) trend(st *gpuState, r Reading, now time.Time) [][2]string {
+	l := m.limits
+	if l.TrendWindows < 2 || l.TrendWindow <= 0 || !r.HasECC {
+		return nil
+	}
+	if st.trendStart.IsZero() {
+		st.trendStart, st.trendSBE, st.trendRows = now, r.ECCCorrected, r.RowsRemapped
+		return nil
+	}
+	if now.Sub(st.trendStart) < l.TrendWindow {
+		return st.trendNow
+	}
+	// A counter that went down (the driver reloaded) starts afresh.
+	sbe := r.ECCCorrected - min(st.trendSBE, r.ECCCorrected)
+	rows := r.RowsRemapped - min(st.trendRows, r.RowsRemapped)
+	push := func(l []uint64, v uint64) []uint64 {
+		l = append(l, v)
+		return l[max(len(l)-m.limits.TrendWindows, 0):]
+	}
+	st.sbePer, st.rowsPer = push(st.sbePer, sbe), push(st.rowsPer, rows)
+	st.trendStart, st.trendSBE, st.trendRows = now, r.ECCCorrected, r.RowsRemapped
+	st.trendNow = nil
+	if len(st.sbePer) < l.TrendWindows {
+		return nil
+	}
+	var out [][2]string
+	rising := st.sbePer[len(st.sbePer)-1] >= max(l.ECCTrendMin, 1)
+	for i := 1; i < len(st.sbePer) && rising; i++ {
+		rising = st.sbePer[i-1] > 0 && 2*st.sbePer[i] >= 3*st.sbePer[i-1] // up by half or more
+	}
+	if rising {
+		out = append(out, [2]string{CodeECCTrend, fmt.Sprintf("corrected ECC errors per %s rising: %s", l.TrendWindow, counts(st.sbePer))})
+	}
+	if r.HasRowRemap && !slices.Contains(st.rowsPer, 0) {
+		out = append(out, [2]string{CodeRowRemapTrend, fmt.Sprintf("rows remapped in each of the last %d windows of %s: %s", l.TrendWindows, l.TrendWindow, counts(st.rowsPer))})
+	}
+	st.trendNow = out
+	return out
+}
+
+func counts(l []uint64) string {
+	s := make([]string, len(l))
+	for i, v := range l {
+		s[i] = strconv.FormatUint(v, 10)
+	}
+	return strings.Join(s, ", ")
 }
 
 // Gate is the quick check before a job starts on GPUs: it fails a GPU the
@@ -415,6 +492,33 @@ func (m *Model) ProbeFailed(now time.Time, uuid, detail string) Finding {
 	f := m.finding(st.index, uuid, CodeProbeFailed, detail)
 	st.faults[CodeProbeFailed] = f
 	st.cleanSince = now
+	return f
+}
+
+// Latch records f, found outside a sample (by a job's start gate), as a
+// fault of its GPU, as a sample would have: it is reported with every
+// heartbeat until a clean probe readmits the GPU. It reports whether f is
+// new (a GPU already latched with f's code keeps the first).
+func (m *Model) Latch(f Finding) bool {
+	st := m.gpus[f.UUID]
+	if st == nil {
+		st = newState(f.GPU)
+		m.gpus[f.UUID] = st
+	}
+	if _, ok := st.faults[f.Code]; ok {
+		return false
+	}
+	st.faults[f.Code] = f
+	st.cleanSince = time.Time{}
+	return true
+}
+
+// DiagFailed records a failed background diagnostic of a GPU in service:
+// a diag-failed fault, latched like a sample's (probed for readmission
+// after ProbeAfter of clean readings).
+func (m *Model) DiagFailed(index int, uuid, detail string) Finding {
+	f := m.finding(index, uuid, CodeDiagFailed, detail)
+	m.Latch(f)
 	return f
 }
 

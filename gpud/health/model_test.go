@@ -218,6 +218,33 @@ func TestGate(t *testing.T) {
 	}
 }
 
+// TestLatchFromGate: a finding the start gate latched is a fault like a
+// sample's: the next sample that sees the same XID raises nothing new,
+// and the GPU is probed only after ProbeAfter of clean readings.
+func TestLatchFromGate(t *testing.T) {
+	t.Parallel()
+	l := DefaultLimits()
+	m := New(DefaultTriage(), l, inventory(2))
+	m.Observe(t0, node(2, nil))
+	xid := node(2, func(i int, r *Reading) {
+		if i == 1 {
+			r.XIDs = []int{79}
+		}
+	})
+	fs := m.Gate([]string{uuidOf(1)}, xid)
+	if len(fs) != 1 || !m.Latch(fs[0]) || m.Latch(fs[0]) {
+		t.Fatalf("gate %v: want one finding, new when latched the first time only", codes(fs))
+	}
+	rep := m.Observe(t0.Add(time.Second), xid)
+	if len(rep.New) != 0 || len(rep.Faults) != 1 || rep.Faults[0].Code != "xid79" {
+		t.Fatalf("sample after the gate: new %v faults %v; want nothing new and xid79 latched", codes(rep.New), codes(rep.Faults))
+	}
+	m.Observe(t0.Add(2*time.Second), node(2, nil))
+	if rep := m.Observe(t0.Add(2*time.Second+l.ProbeAfter), node(2, nil)); len(rep.ProbeDue) != 1 || rep.ProbeDue[0] != uuidOf(1) {
+		t.Errorf("probe due %v after %s clean, want GPU 1", rep.ProbeDue, l.ProbeAfter)
+	}
+}
+
 func TestParseTriage(t *testing.T) {
 	t.Parallel()
 	got, err := ParseTriage(DefaultTriage(), map[string]string{"xid13": "fatal", "xid79": "fatal:drain-node", "row-remap-pending": "degraded:log", "xid500": "info"})

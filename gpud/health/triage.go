@@ -72,6 +72,9 @@ const (
 	CodeThrottleSWTherm = "throttle-sw-thermal"
 	CodeGPUMissing      = "gpu-missing"
 	CodeProbeFailed     = "probe-failed"
+	CodeDiagFailed      = "diag-failed"
+	CodeECCTrend        = "ecc-sbe-trend"
+	CodeRowRemapTrend   = "row-remap-trend"
 )
 
 // XIDCode is the triage code of XID n ("xid79").
@@ -108,6 +111,9 @@ func DefaultTriage() Triage {
 		CodeThrottleSWTherm: {Info, Ignore, "clocks held down by software thermal slowdown"},
 		CodeGPUMissing:      {Fatal, DrainGPU, "the GPU vanished from NVML (count below the inventory)"},
 		CodeProbeFailed:     {Fatal, DrainGPU, "a readmission probe failed"},
+		CodeDiagFailed:      {Fatal, DrainGPU, "a background diagnostic of the idle GPU failed"},
+		CodeECCTrend:        {Degraded, DrainGPU, "corrected ECC errors rising window after window: memory wearing out"},
+		CodeRowRemapTrend:   {Degraded, DrainGPU, "rows remapped window after window: memory wearing out"},
 	}
 	for x, what := range map[int]string{
 		48: "double-bit ECC error", 61: "internal micro-controller breakpoint", 62: "internal micro-controller halt",
@@ -172,7 +178,8 @@ func ParseTriage(base Triage, overrides map[string]string) (Triage, error) {
 func Codes() []string {
 	return []string{CodeTemp, CodePower, CodeECCDBE, CodeECCSBERate, CodeRowRemapPending, CodeRowRemapFailed,
 		CodeNVLinkDown, CodeNVLinkErrors, CodePCIeWidth, CodePCIeGen, CodeThrottleHW, CodeThrottleHWTherm,
-		CodeThrottleBrake, CodeThrottleSWTherm, CodeGPUMissing, CodeProbeFailed}
+		CodeThrottleBrake, CodeThrottleSWTherm, CodeGPUMissing, CodeProbeFailed, CodeDiagFailed,
+		CodeECCTrend, CodeRowRemapTrend}
 }
 
 // ValidCode reports whether code is an XID code or one of Codes.

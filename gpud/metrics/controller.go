@@ -68,7 +68,7 @@ func NewController() *Controller {
 		}, []string{"partition", "state"}),
 		gpuEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpud_gpu_health_events_total",
-			Help: "GPU health events nodes reported (gpud/health): kind fault, probe-failed or readmit, the triage code (xid79, ecc-dbe, ...) and class.",
+			Help: "GPU health events nodes reported (gpud/health): kind fault, probe-failed, readmit or diag, the triage code (xid79, ecc-dbe, ...) and class.",
 		}, []string{"kind", "code", "class"}),
 		requeued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpud_jobs_requeued_total",

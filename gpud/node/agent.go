@@ -124,6 +124,11 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 	a.runnerDeps.acquireDevices = a.acquireDevices
 	a.runnerDeps.releaseDevices = a.releaseDevices
 	a.runnerDeps.refreshMIGLayout = a.refreshMIGLayout
+	if o.healthSampler != nil {
+		a.health = newHealthWatcher(a)
+	}
+	a.runnerDeps.gateGPUs = a.health.gateStart
+	a.runnerDeps.holdGPUs = a.health.holdGPUs
 	numa := make(map[string]int, len(gpus))
 	for id, g := range gpus {
 		numa[id] = g.NUMANode
@@ -275,8 +280,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer loops.Done()
 		a.sendLoop(ctx)
 	}()
-	if a.opts.healthSampler != nil {
-		a.health = newHealthWatcher(a)
+	if a.health != nil {
 		loops.Add(1)
 		go func() {
 			defer loops.Done()

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +27,14 @@ type HealthConfig struct {
 	// Prober is the deep check of a readmission probe (dcgmi diag where
 	// DCGM is installed); nil: the model's quick checks only.
 	Prober GPUProber
+	// DiagInterval is how often each idle GPU gets a background
+	// diagnostic (0: never): the model's quick checks on a fresh sample,
+	// then Diag where set. One GPU at a time, never on a GPU a job holds,
+	// and a job placed on a GPU under diagnosis ends the diagnosis at once.
+	DiagInterval time.Duration
+	// Diag is the deep check of a background diagnostic (dcgmi diag at
+	// [health] diag_level, at the lowest CPU priority); nil: quick checks.
+	Diag GPUProber
 }
 
 // GPUProber checks one GPU in depth before it is readmitted.
@@ -71,10 +80,32 @@ type healthWatcher struct {
 	events   []spec.GPUEvent
 	// probing: GPUs with a probe under way (run loop only).
 	probing map[string]bool
-	// last is the last sample's readings (for gates).
-	last []health.Reading
 	// xidSeen is the last XID sequence number taken, by GPU.
 	xidSeen map[string]uint64
+	// held counts the runners holding each GPU (hold): no diagnostic
+	// starts on a held GPU, and one running is ended.
+	held map[string]int
+	// diag is the background diagnostic under way (nil: none); lastDiag
+	// when each GPU's last one ended (run loop only, but for diag,
+	// which hold also reads under mu).
+	diag     *diagRun
+	lastDiag map[string]time.Time
+	diagDone chan diagResult
+}
+
+// diagRun is one GPU's background diagnostic under way.
+type diagRun struct {
+	uuid   string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type diagResult struct {
+	run  *diagRun
+	err  error
+	took time.Duration
+	// ended: cut short (a job took the GPU, or the agent stops).
+	ended bool
 }
 
 type probeResult struct {
@@ -98,7 +129,8 @@ func newHealthWatcher(a *Agent) *healthWatcher {
 	a.invMu.Unlock()
 	return &healthWatcher{sampler: a.opts.healthSampler, cfg: c, clock: a.clock, a: a,
 		model: health.New(c.Triage, c.Limits, inv), changed: make(chan struct{}, 1),
-		probed: make(chan probeResult, 1), probing: map[string]bool{}, xidSeen: map[string]uint64{}}
+		probed: make(chan probeResult, 1), probing: map[string]bool{}, xidSeen: map[string]uint64{},
+		held: map[string]int{}, lastDiag: map[string]time.Time{}, diagDone: make(chan diagResult, 1)}
 }
 
 // current returns the GPUs to keep out of service now (nil when all are
@@ -152,11 +184,13 @@ func (h *healthWatcher) hold(out []spec.GPUProblem) {
 	h.problems = problemsOf(h.model.Faults())
 }
 
-// run samples every Interval until ctx ends, and waits for its probes.
+// run samples every Interval until ctx ends, and waits for its probes
+// and diagnostics.
 func (h *healthWatcher) run(ctx context.Context) {
 	defer h.probes.Wait()
 	for {
 		h.check(ctx)
+		h.startDiag(ctx)
 		tick := h.clock.After(h.cfg.Interval)
 	wait:
 		for {
@@ -165,11 +199,146 @@ func (h *healthWatcher) run(ctx context.Context) {
 				return
 			case r := <-h.probed:
 				h.probeDone(r)
+			case r := <-h.diagDone:
+				h.diagEnded(r)
 			case <-tick:
 				break wait
 			}
 		}
 	}
+}
+
+// hold marks uuids as held by a job from now until release is called:
+// a background diagnostic of one of them ends at once (hold waits for
+// it, so the job never shares its GPU with one) and none starts. Real
+// work always wins over diagnostics.
+func (h *healthWatcher) holdGPUs(uuids []string) (release func()) {
+	if h == nil || len(uuids) == 0 {
+		return func() {}
+	}
+	h.mu.Lock()
+	for _, u := range uuids {
+		h.held[u]++
+	}
+	d := h.diag
+	if d != nil && slices.Contains(uuids, d.uuid) {
+		d.cancel()
+	} else {
+		d = nil
+	}
+	h.mu.Unlock()
+	if d != nil {
+		<-d.done
+		h.a.log.Info("background GPU diagnostic ended: a job takes the GPU", "gpu_uuid", d.uuid)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			for _, u := range uuids {
+				if h.held[u]--; h.held[u] <= 0 {
+					delete(h.held, u)
+				}
+			}
+		})
+	}
+}
+
+// startDiag starts the background diagnostic of the idle GPU whose last
+// one is oldest, if it is due (DiagInterval) and none runs: a GPU no job
+// holds, in service on this node (not faulted, not being probed).
+func (h *healthWatcher) startDiag(ctx context.Context) {
+	if h.cfg.DiagInterval <= 0 {
+		return
+	}
+	now := h.clock.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.diag != nil {
+		return
+	}
+	var pick string
+	var index int
+	// The inventory by UUID never changes (cfg.Inventory does, under
+	// invMu, with the MIG layout); by index, so the order is stable.
+	gpus := slices.SortedFunc(maps.Values(h.a.gpus), func(a, b spec.GPU) int { return cmp.Compare(a.Index, b.Index) })
+	for _, g := range gpus {
+		u := g.UUID
+		last, ok := h.lastDiag[u]
+		if h.held[u] > 0 || h.probing[u] || h.model.Faulted(u) || ok && now.Sub(last) < h.cfg.DiagInterval {
+			continue
+		}
+		if pick == "" || last.Before(h.lastDiag[pick]) {
+			pick, index = u, g.Index
+		}
+	}
+	if pick == "" {
+		return
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	d := &diagRun{uuid: pick, cancel: cancel, done: make(chan struct{})}
+	h.diag = d
+	h.probes.Add(1)
+	go func() {
+		defer h.probes.Done()
+		defer close(d.done)
+		defer cancel()
+		began := time.Now()
+		err := h.diagnose(dctx, index, pick)
+		res := diagResult{run: d, err: err, took: time.Since(began), ended: dctx.Err() != nil}
+		select {
+		case h.diagDone <- res:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// diagnose is one GPU's background diagnostic: the quick checks of a
+// fresh sample, then the deep check (Diag) where configured.
+func (h *healthWatcher) diagnose(ctx context.Context, index int, uuid string) error {
+	if err := h.quickCheck(ctx, uuid); err != nil {
+		return err
+	}
+	if h.cfg.Diag != nil {
+		return h.cfg.Diag.Probe(ctx, index, uuid)
+	}
+	return nil
+}
+
+// diagEnded records a background diagnostic's result: a pass is a
+// "diag" event in the GPU's history, a failure a diag-failed fault (the
+// GPU leaves service and comes back after a clean probe); one a job
+// evicted (or the agent's stop ended) records nothing and runs again
+// when the GPU is next idle.
+func (h *healthWatcher) diagEnded(r diagResult) {
+	now := h.clock.Now()
+	h.mu.Lock()
+	h.diag = nil
+	g := h.a.gpus[r.run.uuid]
+	if r.ended {
+		h.mu.Unlock()
+		return
+	}
+	h.lastDiag[r.run.uuid] = now
+	what := "quick checks"
+	if d, ok := h.cfg.Diag.(fmt.Stringer); ok {
+		what += " and " + d.String()
+	}
+	if r.err == nil {
+		h.addEvent(now, spec.GPUEventDiag, health.Finding{GPU: g.Index, UUID: r.run.uuid, Code: spec.GPUEventDiag,
+			Detail: fmt.Sprintf("passed %s in %s", what, r.took.Round(time.Millisecond))})
+		h.mu.Unlock()
+		h.a.log.Info("background GPU diagnostic passed", "gpu", g.Index, "gpu_uuid", r.run.uuid, "took", r.took)
+		h.wake()
+		return
+	}
+	f := h.model.DiagFailed(g.Index, r.run.uuid, r.err.Error())
+	h.addEvent(now, spec.GPUEventFault, f)
+	h.problems = problemsOf(h.model.Faults())
+	h.mu.Unlock()
+	h.a.log.Warn("background GPU diagnostic failed; taking the GPU out of service", "gpu", g.Index, "gpu_uuid", r.run.uuid, "err", r.err)
+	h.wake()
 }
 
 // check takes one sample into the model. A failed sample keeps the last
@@ -187,7 +356,6 @@ func (h *healthWatcher) check(ctx context.Context) {
 	h.mu.Lock()
 	readings := h.readings(samples, true)
 	rep := h.model.Observe(now, readings)
-	h.last = readings
 	h.problems = problemsOf(rep.Faults)
 	for _, f := range rep.New {
 		h.addEvent(now, spec.GPUEventFault, f)
@@ -228,20 +396,28 @@ func (h *healthWatcher) startProbe(ctx context.Context, uuid string) {
 }
 
 func (h *healthWatcher) probe(ctx context.Context, index int, uuid string) error {
+	if err := h.quickCheck(ctx, uuid); err != nil {
+		return err
+	}
+	if h.cfg.Prober != nil {
+		return h.cfg.Prober.Probe(ctx, index, uuid)
+	}
+	return nil
+}
+
+// quickCheck judges a fresh sample of uuid with the start gate's checks,
+// as if the GPU were sound (its latched faults left aside).
+func (h *healthWatcher) quickCheck(ctx context.Context, uuid string) error {
 	samples, err := h.sampler.Sample(ctx)
 	if err != nil {
 		return fmt.Errorf("sample: %w", err)
 	}
 	h.mu.Lock()
 	readings := h.readings(samples, false)
-	// The quick checks, as at a job's start, of a GPU taken as if sound.
 	fs := health.New(h.cfg.Triage, h.cfg.Limits, nil).Gate([]string{uuid}, readings)
 	h.mu.Unlock()
 	if len(fs) > 0 {
 		return fmt.Errorf("quick check: %s", fs[0].Reason())
-	}
-	if h.cfg.Prober != nil {
-		return h.cfg.Prober.Probe(ctx, index, uuid)
 	}
 	return nil
 }
@@ -290,18 +466,45 @@ func (h *healthWatcher) wake() {
 	}
 }
 
-// gate is the quick check before a job starts on uuids: GPUs the model
-// holds faulted and instant faults in the latest sample fail it.
-func (h *healthWatcher) gate(uuids []string) []health.Finding {
+// gateStart is the start gate, run by a runner just before its job
+// starts on uuids: a fresh sample judged by the model's quick checks
+// (health.Model.Gate: a GPU the model holds faulted, an XID not yet
+// taken, row remapping pending or failed, an NVLink down, new
+// uncorrected ECC errors, a vanished GPU). Each drain-worthy finding is
+// latched as a fault, as a sample would have, so the GPU goes out of
+// service with the next heartbeat (woken at once) and is readmitted only
+// after a clean probe; the runner hands the job back. A sample that fails
+// proves nothing against the GPUs: the gate passes (logged).
+func (h *healthWatcher) gateStart(ctx context.Context, uuids []string) []health.Finding {
 	if h == nil || len(uuids) == 0 {
 		return nil
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.last == nil {
-		return nil // nothing sampled yet: no evidence against the GPUs
+	samples, err := h.sampler.Sample(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.a.log.Warn("start gate: sample GPU health; passing the GPUs", "gpus", uuids, "err", err)
+		}
+		return nil
 	}
-	return h.model.Gate(uuids, h.last)
+	now := h.clock.Now()
+	h.mu.Lock()
+	fs := h.model.Gate(uuids, h.readings(samples, false))
+	latched := false
+	for _, f := range fs {
+		if h.model.Latch(f) {
+			f.Detail += " (start gate)"
+			h.addEvent(now, spec.GPUEventFault, f)
+			latched = true
+		}
+	}
+	if latched {
+		h.problems = problemsOf(h.model.Faults())
+	}
+	h.mu.Unlock()
+	if latched {
+		h.wake()
+	}
+	return fs
 }
 
 func problemsOf(fs []health.Finding) []spec.GPUProblem {
@@ -336,7 +539,7 @@ func reading(s gpu.Sample) health.Reading {
 	return health.Reading{Index: s.Index, UUID: s.UUID,
 		TempC: s.TempC, PowerW: s.PowerW, UtilPct: s.UtilPct, HasTemp: s.HasTemp, HasPower: s.HasPower, HasUtil: s.HasUtil,
 		ECCCorrected: uint64(s.ECCCorrected), ECCUncorrected: uint64(s.ECCUncorrected), HasECC: s.HasECC,
-		RowRemapPending: s.RowRemapPending, RowRemapFailed: s.RowRemapFailed, HasRowRemap: s.HasRowRemap,
+		RowRemapPending: s.RowRemapPending, RowRemapFailed: s.RowRemapFailed, RowsRemapped: uint64(s.RowsRemapped), HasRowRemap: s.HasRowRemap,
 		NVLinkUp: s.NVLinkUp, NVLinkErrors: uint64(s.NVLinkErrors), HasNVLink: s.HasNVLink,
 		PCIeWidth: s.PCIeWidth, PCIeMaxWidth: s.PCIeMaxWidth, PCIeGen: s.PCIeGen, PCIeMaxGen: s.PCIeMaxGen, HasPCIe: s.HasPCIe,
 		Throttle: s.Throttle, HasThrottle: s.HasThrottle}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/health"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime/gpu"
@@ -188,4 +190,125 @@ func TestHealthHoldsWhatTheControllerHoldsOut(t *testing.T) {
 		p, evs := lastBeat(e)
 		return len(p) == 1 && p[0].Code == "gpu-missing" && slices.Contains(kinds(evs), "readmit:xid79@GPU-c")
 	}, e.on()...)
+}
+
+// TestStartGate: a job whose partition asks for the quick start gate does
+// not start on a GPU whose fresh reading shows a fault the samples have
+// not yet taken (an XID raised since): the job is handed back REQUEUED
+// with the GPU in GateFailed, nothing is started, and the GPU is latched
+// out (the heartbeat's problems and a "start gate" fault in its history).
+// A job on healthy GPUs passes it and starts; with the gate off a job
+// starts whatever the reading.
+func TestStartGate(t *testing.T) {
+	fs := &fakeSampler{samples: healthySamples()}
+	cfg := HealthConfig{Interval: time.Hour, Limits: health.Limits{ProbeAfter: time.Hour}}
+	e := newEnv(t, func(e *env) { e.opts = []Option{WithHealth(fs, cfg)} })
+	waitFor(t, "first health sample", func() bool { return e.clock.Waiters() >= 1 }, e.on()...)
+	fs.xid(1, 79) // GPU-b falls off the bus after the sample
+	one := func(id spec.JobID, gate string, gpus ...string) api.Assignment {
+		a := asg(id, e.home)
+		a.Alloc.Nodes = []spec.NodeAlloc{{Node: "node-1", Rank: 0, CPUs: 1, MemMiB: 1024, GPUs: gpus}}
+		a.Gate = gate
+		return a
+	}
+	gated := one(7, gateQuick, "GPU-a", "GPU-b")
+	e.setAndWait(t, gated)
+	ev := e.waitExited(t, gated.Alloc.ID)
+	wantProblem := spec.GPUProblem{UUID: "GPU-b", Problem: "gpud:xid79 gpu1 XID 79 GPU has fallen off the bus", Code: "xid79", Class: "fatal", Action: "drain-gpu"}
+	if ev.State != spec.StateRequeued || !strings.Contains(ev.Reason, "start gate on node") || !cmp.Equal([]spec.GPUProblem{wantProblem}, ev.GateFailed) {
+		t.Fatalf("exit event %+v, want REQUEUED by the start gate with GPU-b failed", ev)
+	}
+	if _, ok := e.rt.Status(ContainerID(7, 1, e.agent.cfg.Name)); ok {
+		t.Error("the gated job's container was created")
+	}
+	waitFor(t, "heartbeat with GPU-b out", func() bool {
+		p, evs := lastBeat(e)
+		return cmp.Equal([]spec.GPUProblem{wantProblem}, p) && slices.Contains(kinds(evs), "fault:xid79@GPU-b")
+	}, e.on()...)
+	_, evs := lastBeat(e)
+	if !strings.HasSuffix(evs[len(evs)-1].Detail, "(start gate)") {
+		t.Errorf("history event %+v, want its detail to say the start gate found it", evs[len(evs)-1])
+	}
+
+	healthy := one(8, gateQuick, "GPU-a", "GPU-c")
+	off := one(9, "off", "GPU-b")
+	e.setAndWait(t, healthy, off)
+	e.waitStarted(t, ContainerID(8, 1, e.agent.cfg.Name))
+	e.waitStarted(t, ContainerID(9, 1, e.agent.cfg.Name))
+}
+
+// blockProber blocks until its ctx ends, telling which GPU it started on.
+type blockProber struct{ started chan string }
+
+func (p *blockProber) Probe(ctx context.Context, _ int, uuid string) error {
+	p.started <- uuid
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestBackgroundDiag: idle GPUs are diagnosed one at a time, each once
+// per diag interval: a pass is a "diag" event in the history, a failure a
+// diag-failed fault that takes the GPU out.
+func TestBackgroundDiag(t *testing.T) {
+	fs := &fakeSampler{samples: healthySamples()}
+	prober := &fakeProber{}
+	cfg := HealthConfig{Interval: 10 * time.Second, Limits: health.Limits{ProbeAfter: time.Hour}, DiagInterval: time.Hour, Diag: prober}
+	e := newEnv(t, func(e *env) { e.opts = []Option{WithHealth(fs, cfg)} })
+	diagOf := func(uuid string) func() bool {
+		return func() bool { _, evs := lastBeat(e); return slices.Contains(kinds(evs), "diag:diag@"+uuid) }
+	}
+	waitFor(t, "GPU-a diagnosed", diagOf("GPU-a"), e.on()...)
+	prober.setErr(errors.New("dcgmi diag -r 1 -i 1: exit status 226: Memory test failed"))
+	waitFor(t, "loop waiting", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	e.clock.Advance(10 * time.Second)
+	waitFor(t, "GPU-b failed its diagnostic and is out", func() bool {
+		p, evs := lastBeat(e)
+		return len(p) == 1 && p[0].UUID == "GPU-b" && p[0].Code == "diag-failed" && slices.Contains(kinds(evs), "fault:diag-failed@GPU-b")
+	}, e.on()...)
+	prober.setErr(nil)
+	waitFor(t, "loop waiting", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	e.clock.Advance(10 * time.Second)
+	waitFor(t, "GPU-c diagnosed", diagOf("GPU-c"), e.on()...)
+	for range 3 { // nothing more is due within the hour: GPU-b is out, the others done
+		waitFor(t, "loop waiting", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+		e.clock.Advance(10 * time.Second)
+	}
+	waitFor(t, "loop waiting", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	prober.mu.Lock()
+	calls := prober.calls
+	prober.mu.Unlock()
+	if calls != 3 {
+		t.Errorf("%d diagnostics within the hour, want 3 (one per GPU)", calls)
+	}
+}
+
+// TestBackgroundDiagEvictedByJob: a job placed on a GPU under diagnosis
+// ends the diagnostic at once (no result recorded) and starts; the next
+// diagnostic goes to an idle GPU, never the held one.
+func TestBackgroundDiagEvictedByJob(t *testing.T) {
+	fs := &fakeSampler{samples: healthySamples()}
+	bp := &blockProber{started: make(chan string, 4)}
+	cfg := HealthConfig{Interval: 10 * time.Second, Limits: health.Limits{ProbeAfter: time.Hour}, DiagInterval: time.Hour, Diag: bp}
+	e := newEnv(t, func(e *env) { e.opts = []Option{WithHealth(fs, cfg)} })
+	if got := <-bp.started; got != "GPU-a" {
+		t.Fatalf("first diagnostic on %s, want GPU-a", got)
+	}
+	a := asg(7, e.home)
+	a.Alloc.Nodes = []spec.NodeAlloc{{Node: "node-1", Rank: 0, CPUs: 1, MemMiB: 1024, GPUs: []string{"GPU-a"}}}
+	a.Gate = gateQuick
+	e.setAndWait(t, a)
+	e.waitStarted(t, ContainerID(7, 1, e.agent.cfg.Name))
+	waitFor(t, "loop waiting", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	e.clock.Advance(10 * time.Second)
+	select {
+	case got := <-bp.started:
+		if got != "GPU-b" {
+			t.Errorf("diagnostic after the job took GPU-a on %s, want GPU-b", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no diagnostic on an idle GPU after the eviction")
+	}
+	if _, evs := lastBeat(e); slices.ContainsFunc(evs, func(ev spec.GPUEvent) bool { return ev.UUID == "GPU-a" }) {
+		t.Errorf("history %v: the evicted diagnostic of GPU-a recorded something", kinds(evs))
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -81,6 +83,11 @@ type runner struct {
 	// pulled is the job's image as pullImage got it (Ref "" when the
 	// job runs on the host's root or the runtime does not pull).
 	pulled runtime.PullResult
+	// gateFailed are the GPUs that failed the start gate (gate), sent
+	// with the exit event.
+	gateFailed []spec.GPUProblem
+	// release ends holdGPUs' hold (nil: none).
+	release func()
 }
 
 // learned is an adopted runner's assignment and its part of it.
@@ -201,7 +208,13 @@ func (r *runner) jobDir() string { return filepath.Join(r.d.cfg.jobsDir(), r.id)
 
 func (r *runner) run(ctx context.Context) {
 	log := r.log()
+	defer func() {
+		if r.release != nil {
+			r.release()
+		}
+	}()
 	if !r.adopted {
+		r.holdGPUs()
 		select {
 		case <-r.stopCh:
 			// Stopped before it started: nothing to kill.
@@ -211,7 +224,7 @@ func (r *runner) run(ctx context.Context) {
 		default:
 		}
 		// image.go, runnersteps.go
-		if !r.pullImage(ctx, log) || !r.acquire(ctx, log) || !r.waitGang(ctx, log) || !r.start(ctx, log) {
+		if !r.pullImage(ctx, log) || !r.gate(ctx, log) || !r.acquire(ctx, log) || !r.waitGang(ctx, log) || !r.start(ctx, log) {
 			return
 		}
 	}
@@ -228,6 +241,66 @@ func (r *runner) run(ctx context.Context) {
 	}
 	r.wait(ctx, log)
 }
+
+// gate runs the start gate the job's partition asks for (Assignment.Gate
+// "quick"): the node's health model judges a fresh reading of the job's
+// GPUs (MIG slices: their parent GPUs). A GPU that fails is latched as a
+// fault (out of service with the next heartbeat) and the job is handed
+// back unstarted, REQUEUED with the findings (GateFailed): the controller
+// takes the GPUs out and places the job again without charging it a
+// restart. It reports whether the job may start.
+func (r *runner) gate(ctx context.Context, log *slog.Logger) bool {
+	if r.asg.Gate != gateQuick || r.d.gateGPUs == nil {
+		return true
+	}
+	uuids := r.physicalGPUs()
+	if len(uuids) == 0 {
+		return true
+	}
+	began := time.Now()
+	fs := r.d.gateGPUs(ctx, uuids)
+	log.Debug("start gate", "gpus", uuids, "failed", len(fs), "took", time.Since(began))
+	if len(fs) == 0 || ctx.Err() != nil {
+		return ctx.Err() == nil
+	}
+	why := make([]string, 0, len(fs))
+	for _, f := range fs {
+		why = append(why, f.Reason())
+	}
+	r.gateFailed = problemsOf(fs)
+	reason := fmt.Sprintf("start gate on node %s: %s", r.d.cfg.Name, strings.Join(why, "; "))
+	log.Warn("job's GPUs failed the start gate; handing the job back to be placed again", "reason", reason)
+	r.finish(ctx, log, runtime.ExitStatus{}, spec.StateRequeued, reason)
+	return false
+}
+
+// physicalGPUs are the node's GPUs (UUIDs) the job's part uses: its
+// whole or shared GPUs and its MIG slices' parents.
+func (r *runner) physicalGPUs() []string {
+	var uuids []string
+	for _, u := range r.self.GPUs {
+		if _, ok := r.d.gpus[u]; ok && !slices.Contains(uuids, u) {
+			uuids = append(uuids, u)
+		}
+	}
+	for _, m := range r.self.MIG {
+		if !slices.Contains(uuids, m.GPU) {
+			uuids = append(uuids, m.GPU)
+		}
+	}
+	return uuids
+}
+
+// holdGPUs marks the job's GPUs held (no background diagnostic runs on
+// them; one running ends first) until run returns. Runner goroutine only.
+func (r *runner) holdGPUs() {
+	if r.release == nil && r.d.holdGPUs != nil {
+		r.release = r.d.holdGPUs(r.physicalGPUs())
+	}
+}
+
+// gateQuick is Assignment.Gate's quick start gate.
+const gateQuick = "quick"
 
 // acquire makes the job's MIG instances (and switches MIG mode off for
 // whole GPUs that need it). A failure is the node's, not the job's: the
@@ -434,6 +507,7 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 // unless it is being stopped, takes its job's checkpoints again.
 func (r *runner) adopt(ctx context.Context, log *slog.Logger, l learned, ck *checkpointMachine, sm *stopMachine) {
 	r.asg, r.self = l.asg, l.self
+	r.holdGPUs()
 	r.resumeSteps(ctx, log)
 	if !sm.stopping() {
 		ck.arm(r.checkpointPlan(), r.deadline)
@@ -625,6 +699,7 @@ func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitSt
 	r.ended.Store(true)
 	if !r.rec.Exited {
 		ev := r.d.exitEvent(r.allocID, r.jobID, state, why, st)
+		ev.GateFailed = r.gateFailed
 		bo := r.d.newBackoff()
 		for {
 			err := r.d.record(ctx, ev)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/health"
 	"github.com/gpud/gpud/gpud/node/step"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
@@ -49,6 +50,13 @@ type runnerDeps struct {
 	acquireDevices   func(ctx context.Context, log *slog.Logger, self spec.NodeAlloc) ([]migDevice, error)
 	releaseDevices   func(ctx context.Context, log *slog.Logger, self spec.NodeAlloc) (stale bool)
 	refreshMIGLayout func(ctx context.Context, log *slog.Logger)
+	// gateGPUs is the start gate (health.go): the drain-worthy findings
+	// of a fresh reading of the GPUs (UUIDs), each now a latched fault
+	// reported to the controller; none when the node has no health model.
+	gateGPUs func(ctx context.Context, uuids []string) []health.Finding
+	// holdGPUs marks GPUs held by a job until release: no background
+	// diagnostic runs on them (one running ends first); nil: none run.
+	holdGPUs func(uuids []string) (release func())
 }
 
 // backoff paces retries: exponential between the agent's bounds, with

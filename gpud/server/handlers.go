@@ -639,7 +639,7 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey(), Now: s.c.Now()}
 	for _, a := range list {
 		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
-			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault, ClusterName: a.ClusterName})
+			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault, ClusterName: a.ClusterName, Gate: a.Gate})
 	}
 	s.writeJSON(w, out)
 }
@@ -685,9 +685,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			usageSeq = max(usageSeq, e.Seq)
 			continue
 		}
+		for i := range e.GateFailed {
+			e.GateFailed[i].Problem = sanitize(e.GateFailed[i].Problem)
+		}
 		evs = append(evs, controller.NodeEvent{Seq: e.Seq, Node: e.Node, AllocID: e.AllocID, JobID: e.JobID, Kind: e.Kind,
 			Time: e.Time.Time, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Reason: sanitize(e.Reason),
-			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes, MIG: e.MIG, Step: e.Step})
+			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes, MIG: e.MIG, Step: e.Step, GateFailed: e.GateFailed})
 	}
 	// A node speaks only for its own allocations, usage included: judged
 	// before the events apply (an exit in this batch may end the attempt).

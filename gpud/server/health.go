@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -44,8 +45,8 @@ func gpuEventFilter(q url.Values) (accounting.GPUEventFilter, error) {
 		f.Limit = n
 	}
 	for _, k := range f.Kinds {
-		if k != spec.GPUEventFault && k != spec.GPUEventProbeFailed && k != spec.GPUEventReadmit {
-			c.bad("query parameter kind=%q is not a GPU event kind; use fault, probe-failed or readmit", k)
+		if !slices.Contains(gpuEventKinds, k) {
+			c.bad("query parameter kind=%q is not a GPU event kind; use fault, probe-failed, readmit or diag", k)
 		}
 	}
 	for _, cl := range f.Classes {

@@ -167,6 +167,9 @@ func checkGPUProblems(ps []spec.GPUProblem) error {
 	return c.err()
 }
 
+// gpuEventKinds are the kinds of GPU health events.
+var gpuEventKinds = []string{spec.GPUEventFault, spec.GPUEventProbeFailed, spec.GPUEventReadmit, spec.GPUEventDiag}
+
 // checkGPUEvents refuses a malformed batch of GPU health events.
 func checkGPUEvents(evs []spec.GPUEvent) error {
 	var c checker
@@ -177,8 +180,8 @@ func checkGPUEvents(evs []spec.GPUEvent) error {
 	for i, e := range evs {
 		f := fmt.Sprintf("gpu_events[%d]", i)
 		c.name(f+".uuid", e.UUID, maxShort)
-		if !slices.Contains([]string{spec.GPUEventFault, spec.GPUEventProbeFailed, spec.GPUEventReadmit}, e.Kind) {
-			c.bad("%s.kind %q is not a GPU event kind; use fault, probe-failed or readmit", f, e.Kind)
+		if !slices.Contains(gpuEventKinds, e.Kind) {
+			c.bad("%s.kind %q is not a GPU event kind; use fault, probe-failed, readmit or diag", f, e.Kind)
 		}
 		for _, t := range []struct{ field, v string }{{"serial", e.Serial}, {"code", e.Code}, {"class", e.Class}, {"action", e.Action}} {
 			c.text(f+"."+t.field, t.v, maxShort)
@@ -217,6 +220,11 @@ func checkEvents(evs []api.AllocEvent) error {
 		}
 		for k, u := range e.MIG {
 			c.name(fmt.Sprintf("%s.mig[%d]", f, k), u, maxShort)
+		}
+		if len(e.GateFailed) > 0 {
+			if err := checkGPUProblems(e.GateFailed); err != nil {
+				c.bad("%s.gate_failed: %v", f, err)
+			}
 		}
 		if e.Kind == api.EventStepStarted || e.Kind == api.EventStepEnded {
 			st := e.Step

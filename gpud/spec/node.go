@@ -95,7 +95,8 @@ type GPUEvent struct {
 	GPU    int    `json:"gpu"`
 	UUID   string `json:"uuid"`
 	Serial string `json:"serial,omitempty"`
-	// Kind is GPUEventFault, GPUEventProbeFailed or GPUEventReadmit.
+	// Kind is GPUEventFault, GPUEventProbeFailed, GPUEventReadmit or
+	// GPUEventDiag.
 	Kind   string `json:"kind"`
 	Code   string `json:"code,omitempty"`
 	Class  string `json:"class,omitempty"`
@@ -111,6 +112,9 @@ const (
 	GPUEventProbeFailed = "probe-failed"
 	// GPUEventReadmit: a clean probe put the GPU back in service.
 	GPUEventReadmit = "readmit"
+	// GPUEventDiag: a background diagnostic of an idle GPU passed (one
+	// that fails is a fault with code diag-failed).
+	GPUEventDiag = "diag"
 	// GPUEventResume: a person put the GPU back (gpuq resume).
 	GPUEventResume = "resume"
 )

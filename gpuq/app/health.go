@@ -16,7 +16,8 @@ func healthCommand() *cli.Command {
 		Description: "Lists the health events of GPUs between --starttime (default: 7 days ago) and --endtime " +
 			"(default: now), oldest first, with columns TIME NODE GPU SERIAL EVENT CODE CLASS ACTION DETAIL. EVENT is " +
 			"fault (a finding of the node's health model: ACTION drain-gpu or drain-node took it out of service, log " +
-			"only recorded it), probe-failed or readmit (a clean probe put the GPU back). CODE is the triage code " +
+			"only recorded it), probe-failed, readmit (a clean probe put the GPU back) or diag (a background " +
+			"diagnostic of the idle GPU passed; one that fails is a fault diag-failed). CODE is the triage code " +
 			"(xid79, ecc-dbe, row-remap-failed, temp, ...; see gpud.toml(5) [health]). Events are kept by the GPU's " +
 			"board serial, so a GPU moved to another node keeps its history. --rma summarises the window by GPU, " +
 			"RMA candidates first: a GPU with a fault that marks bad hardware (failed row remapping, XID 64, 79 or " +
@@ -27,7 +28,7 @@ func healthCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "node", Aliases: []string{"w"}, Usage: "only GPUs of these nodes (repeat or comma-separate)"},
 			&cli.StringSliceFlag{Name: "serial", Usage: "only GPUs with these board serials"},
 			&cli.StringSliceFlag{Name: "uuid", Usage: "only GPUs with these UUIDs"},
-			&cli.StringSliceFlag{Name: "event", Usage: "only these events: fault, probe-failed, readmit"},
+			&cli.StringSliceFlag{Name: "event", Usage: "only these events: fault, probe-failed, readmit, diag"},
 			&cli.StringSliceFlag{Name: "class", Usage: "only findings of these classes: fatal, degraded, info"},
 			&cli.IntFlag{Name: "limit", Usage: "only the newest N events (0: all)"},
 			&cli.BoolFlag{Name: "rma", Usage: "summarise by GPU serial: faults, probes, readmissions, RMA candidates first"},

@@ -55,6 +55,10 @@ type Sample struct {
 	// RowRemapPending: a remapping waits for a GPU reset; RowRemapFailed:
 	// a row could not be remapped (NVML GetRemappedRows).
 	RowRemapPending, RowRemapFailed bool
+	// RowsRemapped counts the GPU's remapped rows, correctable and
+	// uncorrectable (GetRemappedRows): a count that keeps rising is
+	// memory wearing out (gpud/health's trend rule).
+	RowsRemapped float64
 	// NVLinkUp counts the active NVLinks; NVLinkErrors sums their
 	// replay, recovery and CRC error counters.
 	NVLinkUp     int

@@ -172,3 +172,164 @@ func TestXID79DrainsOneGPU(t *testing.T) {
 	}
 	t.Logf("gpuq health --rma:\n%s", r.Stdout)
 }
+
+// TestStartGateMovesJob: a GPU that faults between the node's health
+// samples (here: sampled once an hour) is caught by the start gate of the
+// next job placed on it. The job does not start there: the GPU goes out of
+// service with the finding (gpuq nodes, gpuq health: "start gate"), and the
+// job runs at once on another GPU, its attempt not counted as a restart. A
+// partition with start_gate = "off" starts its job on a faulted GPU.
+func TestStartGateMovesJob(t *testing.T) {
+	e2etest.RequirePrereq(t)
+	cconf := e2etest.FaultControllerConfig(t, e2etest.ShortTempDir(t))
+	f, err := os.OpenFile(cconf, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("\n[[partition]]\nname = \"nogate\"\nnodes = [\"ALL\"]\nstart_gate = \"off\"\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	c := e2etest.StartCluster(t, 0, "--config", cconf, "--kill-grace", "2s")
+	conf := e2etest.FaultNodeConfig(t, c)
+	body, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(body), "[node]\n", "[node]\ncpus = 32\n", 1)
+	s = strings.Replace(s, `interval = "1s"`, `interval = "1h"`, 1) // only the gate can see a new fault
+	if err := os.WriteFile(conf, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := c.StartNode(t, "node1", conf)
+	cl := c.Client()
+	ctx := context.Background()
+	work := t.TempDir()
+	healthFile := filepath.Join(n.Dir, "mock-gpu-health.json")
+	ns, err := cl.Nodes(ctx)
+	if err != nil || len(ns) != 1 {
+		t.Fatalf("nodes: %v %v", ns, err)
+	}
+	index := map[string]int{}
+	for _, g := range ns[0].GPUs {
+		index[g.UUID] = g.Index
+	}
+	submit := func(args ...string) spec.JobID {
+		t.Helper()
+		r := c.CLI(work, "gpusubmit", append([]string{"--parsable", "--time", "10", "-G", "1"}, args...)...)
+		if r.Code != 0 {
+			t.Fatalf("gpusubmit %v: exit %d: %s", args, r.Code, r.Stderr)
+		}
+		var id spec.JobID
+		if _, err := fmt.Sscan(strings.TrimSpace(r.Stdout), &id); err != nil {
+			t.Fatalf("gpusubmit printed %q", r.Stdout)
+		}
+		return id
+	}
+	running := func(j spec.Job) bool { return j.State == spec.StateRunning }
+
+	// GPU 0 falls off the bus; with the gate off the job starts on it.
+	if err := os.WriteFile(healthFile, []byte(`{"0": {"xid": 79}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	off := e2etest.WaitJob(t, cl, submit("-p", "nogate", "--wrap", "sleep 600"), 60*time.Second, "nogate job running", running)
+	if len(off.GPUs) != 1 || index[off.GPUs[0]] != 0 || off.Attempt != 1 {
+		t.Fatalf("nogate job on GPUs %v attempt %d, want GPU 0 (the lowest free) at its first attempt", off.GPUs, off.Attempt)
+	}
+
+	// GPU 1 falls off the bus too; the next job, placed on it, is gated.
+	if err := os.WriteFile(healthFile, []byte(`{"0": {"xid": 79}, "1": {"xid": 79}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	id := submit("--wrap", "sleep 600")
+	// The controller calls a job RUNNING once it places it, before the
+	// node starts it: the fact to wait for is its second attempt running.
+	j := e2etest.WaitJob(t, cl, id, 60*time.Second, "gated job running again after the gate", func(j spec.Job) bool {
+		return j.Attempt >= 2 && running(j)
+	})
+	took := time.Since(start)
+	if j.Attempt != 2 || j.HWRequeues != 1 || len(j.GPUs) != 1 || index[j.GPUs[0]] < 2 {
+		t.Fatalf("gated job attempt %d hw_requeues %d on GPUs %v; want attempt 2 (one hardware requeue) on GPU 2 or above", j.Attempt, j.HWRequeues, j.GPUs)
+	}
+	t.Logf("START GATE: job running on GPU %d %v after submission, its first GPU (1) gated out", index[j.GPUs[0]], took.Round(time.Millisecond))
+	ns, _ = cl.Nodes(ctx)
+	if h := ns[0].GPUs[1].Health; !strings.HasPrefix(h, "gpud:xid79 gpu1 ") {
+		t.Errorf("GPU 1 health %q, want gpud:xid79 gpu1", h)
+	}
+	if h := ns[0].GPUs[0].Health; h != "" && h != "ok" {
+		t.Errorf("GPU 0 health %q, want it in service: no gate and no sample has looked at it since its fault", h)
+	}
+	if r := c.CLI(work, "gpuq", "show", fmt.Sprint(id)); r.Code != 0 || !strings.Contains(r.Stdout, "Restarts=0") {
+		t.Errorf("gpuq show: want Restarts=0 (a gated start is not a restart):\n%s%s", r.Stdout, r.Stderr)
+	}
+	e2etest.WaitFor(t, 30*time.Second, "the gate's finding in gpuq health", func() bool {
+		r := c.CLI(work, "gpuq", "health", "--json")
+		var evs []spec.GPUEvent
+		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &evs) != nil {
+			return false
+		}
+		return slices.ContainsFunc(evs, func(e spec.GPUEvent) bool {
+			return e.GPU == 1 && e.Kind == spec.GPUEventFault && e.Code == "xid79" && strings.HasSuffix(e.Detail, "(start gate)")
+		})
+	})
+	if j, err := cl.Job(ctx, off.ID); err != nil || j.State != spec.StateRunning || j.Attempt != 1 {
+		t.Errorf("nogate job %s at attempt %d (err %v), want still RUNNING at its first attempt on the faulted GPU 0", j.State, j.Attempt, err)
+	}
+}
+
+// TestBackgroundDiagnostics: with [health] diag_interval set, the node
+// diagnoses its idle GPUs one at a time in the background; each pass is a
+// "diag" event in gpuq health, and a job that needs every GPU starts at
+// once, ending a diagnostic under way rather than waiting for it.
+func TestBackgroundDiagnostics(t *testing.T) {
+	e2etest.RequirePrereq(t)
+	c := e2etest.StartCluster(t, 0, "--config", e2etest.FaultControllerConfig(t, e2etest.ShortTempDir(t)), "--kill-grace", "2s")
+	conf := e2etest.FaultNodeConfig(t, c)
+	body, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(body), "[node]\n", "[node]\ncpus = 32\n", 1)
+	s = strings.Replace(s, "[health]\n", "[health]\ndiag_interval = \"1h\"\n", 1)
+	if err := os.WriteFile(conf, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.StartNode(t, "node1", conf)
+	cl := c.Client()
+	work := t.TempDir()
+	diagnosed := func() map[int]bool {
+		r := c.CLI(work, "gpuq", "health", "--event", "diag", "--json")
+		var evs []spec.GPUEvent
+		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &evs) != nil {
+			t.Fatalf("gpuq health --event diag --json: exit %d %s%s", r.Code, r.Stdout, r.Stderr)
+		}
+		out := map[int]bool{}
+		for _, e := range evs {
+			if e.Kind != spec.GPUEventDiag || e.Node != "node1" {
+				t.Fatalf("gpuq health --event diag listed %+v", e)
+			}
+			out[e.GPU] = true
+		}
+		return out
+	}
+	e2etest.WaitFor(t, 60*time.Second, "two GPUs diagnosed", func() bool { return len(diagnosed()) >= 2 })
+	r := c.CLI(work, "gpusubmit", "--parsable", "--time", "10", "-G", "8", "--wrap", "sleep 600")
+	if r.Code != 0 {
+		t.Fatalf("gpusubmit: exit %d: %s", r.Code, r.Stderr)
+	}
+	var id spec.JobID
+	if _, err := fmt.Sscan(strings.TrimSpace(r.Stdout), &id); err != nil {
+		t.Fatalf("gpusubmit printed %q", r.Stdout)
+	}
+	e2etest.WaitJob(t, cl, id, 60*time.Second, "8-GPU job running", func(j spec.Job) bool { return j.State == spec.StateRunning })
+	before := diagnosed()
+	time.Sleep(3 * time.Second) // three health intervals: a held GPU must get no diagnostic
+	if after := diagnosed(); len(after) != len(before) {
+		t.Errorf("GPUs diagnosed while every GPU was held by a job: %v, before %v", after, before)
+	}
+	r = c.CLI(work, "gpuq", "health", "--node", "node1")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "diag") || !strings.Contains(r.Stdout, "passed quick checks") {
+		t.Errorf("gpuq health does not show the diagnostics:\n%s%s", r.Stdout, r.Stderr)
+	}
+}

@@ -36,6 +36,7 @@ type mockOverride struct {
 	ECCCorrected   *float64 `json:"ecc_corrected"`
 	RowRemapPend   *bool    `json:"row_remap_pending"`
 	RowRemapFailed *bool    `json:"row_remap_failed"`
+	RowsRemapped   *float64 `json:"rows_remapped"`
 	NVLinkUp       *int     `json:"nvlink_up"`
 	NVLinkErrors   *float64 `json:"nvlink_errors"`
 	PCIeWidth      *int     `json:"pcie_width"`
@@ -63,7 +64,7 @@ func readMockHealth(path string) (mockOverrides, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("mock GPU health file %s: %w; write e.g. {\"3\": {\"temp_c\": 90, \"util\": 2, \"xid\": 79, \"power_w\": 800, \"ecc_uncorrected\": 1, \"ecc_corrected\": 5, \"row_remap_pending\": true, \"row_remap_failed\": true, \"nvlink_up\": 17, \"nvlink_errors\": 9, \"pcie_width\": 8, \"pcie_gen\": 3, \"throttle\": 8, \"gone\": true}}", path, err)
+		return nil, fmt.Errorf("mock GPU health file %s: %w; write e.g. {\"3\": {\"temp_c\": 90, \"util\": 2, \"xid\": 79, \"power_w\": 800, \"ecc_uncorrected\": 1, \"ecc_corrected\": 5, \"row_remap_pending\": true, \"row_remap_failed\": true, \"rows_remapped\": 3, \"nvlink_up\": 17, \"nvlink_errors\": 9, \"pcie_width\": 8, \"pcie_gen\": 3, \"throttle\": 8, \"gone\": true}}", path, err)
 	}
 	return m, nil
 }
@@ -85,6 +86,7 @@ func (m mockOverrides) apply(s gpu.Sample) (gpu.Sample, []int, bool) {
 	set(&s.ECCCorrected, o.ECCCorrected)
 	set(&s.RowRemapPending, o.RowRemapPend)
 	set(&s.RowRemapFailed, o.RowRemapFailed)
+	set(&s.RowsRemapped, o.RowsRemapped)
 	set(&s.NVLinkUp, o.NVLinkUp)
 	set(&s.NVLinkErrors, o.NVLinkErrors)
 	set(&s.PCIeWidth, o.PCIeWidth)

@@ -165,8 +165,9 @@ func (d *devices) readSample(index int, uuid string, h nvml.Device) gpu.Sample {
 		}
 	}
 	if d.supports(h, fnRemappedRows) {
-		if _, _, pending, failed, ret := h.GetRemappedRows(); ret == nvml.SUCCESS {
+		if corr, unc, pending, failed, ret := h.GetRemappedRows(); ret == nvml.SUCCESS {
 			s.RowRemapPending, s.RowRemapFailed, s.HasRowRemap = pending, failed, true
+			s.RowsRemapped = float64(corr + unc)
 		}
 	}
 	for link := range nvml.NVLINK_MAX_LINKS {
