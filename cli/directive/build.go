@@ -328,6 +328,20 @@ func (b *builder) build() {
 	if v, ok := b.str("wckey"); ok {
 		js.WCKey = v
 	}
+	if v, ok := b.str("reservation"); ok {
+		js.Reservation = v
+	}
+	if o, ok := b.get("time-min"); ok {
+		d, err := ParseTime(o.Value)
+		switch {
+		case err != nil:
+			b.fail(o, err)
+		case d == Unlimited:
+			b.fail(o, fmt.Errorf("--time-min=%s: give a time; UNLIMITED is --time's", o.Value))
+		default:
+			js.TimeMin = spec.Duration(d)
+		}
+	}
 	b.export()
 	// Credentials never travel with a job (the controller drops them too,
 	// with the site's [auth] secret_env): a token in the job's environment
@@ -352,11 +366,18 @@ func (b *builder) resources() {
 	r := &b.req.Spec.Resources
 	r.Nodes = 1
 	if o, ok := b.get("nodes"); ok {
-		n, err := ParseNodes(o.Value)
-		if err != nil {
+		lo, hi, err := ParseNodeRange(o.Value)
+		switch {
+		case err != nil:
 			b.fail(o, err)
-		} else {
-			r.Nodes = n
+		case hi > lo && (b.has("ntasks") || b.has("gpus") || b.has("gpus-per-task")):
+			// Totals cannot be split before the node count is known.
+			b.fail(o, fmt.Errorf("-N %s: a node range takes per-node amounts; use --ntasks-per-node and --gpus-per-node instead of --ntasks, --gpus or --gpus-per-task", o.Value))
+		default:
+			r.Nodes = lo
+			if hi > lo {
+				r.MaxNodes = hi
+			}
 		}
 	}
 

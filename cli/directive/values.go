@@ -255,21 +255,32 @@ func ParseGres(s string) (GPURequest, error) {
 	return out, nil
 }
 
-// ParseNodes parses -N/--nodes: "N" or "N-N". gpud allocates a fixed node
-// count, so a range with different ends is refused rather than guessed.
+// ParseNodes parses a fixed -N/--nodes: "N" or "N-N" (a step inside an
+// allocation); ParseNodeRange takes a job's MIN-MAX.
 func ParseNodes(s string) (int, error) {
-	lo, hi, isRange := strings.Cut(s, "-")
-	a, err := spec.ParseDigits(lo)
-	if err != nil || a == 0 || a > 1<<20 {
-		return 0, fmt.Errorf("bad node count %q; use N or N-N with N >= 1", s)
+	lo, hi, err := ParseNodeRange(s)
+	if err == nil && hi != lo {
+		return 0, fmt.Errorf("bad node count %q: gpud allocates a fixed number of nodes here; use N (or N-N with equal ends)", s)
 	}
+	return lo, err
+}
+
+// ParseNodeRange parses sbatch's -N MIN[-MAX]: the job starts on as many
+// nodes as fit within the range (hi == lo: a fixed count).
+func ParseNodeRange(s string) (lo, hi int, err error) {
+	l, h, isRange := strings.Cut(s, "-")
+	a, err := spec.ParseDigits(l)
+	if err != nil || a == 0 || a > 1<<20 {
+		return 0, 0, fmt.Errorf("bad node count %q; use N or MIN-MAX with N >= 1 and MIN <= MAX", s)
+	}
+	b := a
 	if isRange {
-		b, err := spec.ParseDigits(hi)
-		if err != nil || b != a {
-			return 0, fmt.Errorf("bad node count %q: gpud allocates a fixed number of nodes; use N (or N-N with equal ends)", s)
+		b, err = spec.ParseDigits(h)
+		if err != nil || b < a || b > 1<<20 {
+			return 0, 0, fmt.Errorf("bad node count %q; use N or MIN-MAX with N >= 1 and MIN <= MAX", s)
 		}
 	}
-	return int(a), nil
+	return int(a), int(b), nil
 }
 
 // parsePositive parses a count option (-n, -c, ...) in 1..max.

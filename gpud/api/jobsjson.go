@@ -238,6 +238,10 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.str(&j.WCKey)
 		case "interactive":
 			return d.bool(&j.Interactive)
+		case "reservation":
+			return d.str(&j.Reservation)
+		case "time_min":
+			return d.duration(&j.TimeMin)
 		case "user":
 			return d.str(&j.User)
 		case "uid":
@@ -334,6 +338,8 @@ func (d *jobsDecoder) resources(r *spec.Resources) bool {
 		switch string(key) {
 		case "nodes":
 			return d.int(&r.Nodes)
+		case "max_nodes":
+			return d.int(&r.MaxNodes)
 		case "cpus_per_node":
 			return d.int(&r.CPUsPerNode)
 		case "mem_mib_per_node":

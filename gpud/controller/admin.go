@@ -40,12 +40,15 @@ type adminState struct {
 	// fileParts are the partitions as the configuration says (c.cfg's
 	// are these with parts applied).
 	fileParts []Partition
+	// resvs are the advance reservations by name (reservation.go).
+	resvs map[string]*spec.Reservation
 }
 
 // loadAdmin reads the admin's live state from the store.
 func (c *Controller) loadAdmin(ctx context.Context) error {
 	c.admin.nodes = map[string]*spec.NodeOverride{}
 	c.admin.parts = map[string]*spec.PartitionUpdate{}
+	c.admin.resvs = map[string]*spec.Reservation{}
 	as, ok := c.store.(AdminStore)
 	if !ok {
 		return nil
@@ -68,6 +71,12 @@ func (c *Controller) loadAdmin(ctx context.Context) error {
 				return fmt.Errorf("decode partition %s's admin state: %w", r.Name, err)
 			}
 			c.admin.parts[r.Name] = &u
+		case spec.AdminReservation:
+			v, err := decodeResv(r)
+			if err != nil {
+				return err
+			}
+			c.admin.resvs[r.Name] = v
 		default:
 			c.log.Warn("admin state record of an unknown kind; a newer gpud wrote it", "kind", r.Kind, "name", r.Name)
 		}

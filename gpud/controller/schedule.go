@@ -334,6 +334,7 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 	snap.QOS = c.pol.QOS
 	snap.Partitions = c.pol.Partitions
 	snap.AccountLimits = c.accountLimits()
+	snap.AdvanceReservations = c.schedResvs() // reservation.go
 	if c.cfg.Priority.Fairshare != 0 && len(c.cfg.Accounts) > 0 {
 		// Costs a walk over every job remembered (usage has no feed of
 		// its own yet); only when fairshare weighs in.
@@ -514,6 +515,7 @@ func (c *Controller) fillSchedJob(sj *sched.Job, j *spec.Job) {
 	sj.ID, sj.Partition, sj.Priority, sj.Expedite = j.ID, j.Partition, j.Priority, j.Expedited
 	sj.SubmitTime, sj.BeginTime, sj.Held, sj.Req = j.SubmitTime.Time, j.BeginTime.Time, j.Hold, j.Resources
 	sj.Account, sj.User, sj.QOS, sj.Nice, sj.TimeLimit = j.Account, j.User, j.QOS, j.Nice, j.TimeLimit.Std()
+	sj.Reservation, sj.TimeMin = j.Reservation, j.TimeMin.Std() // reservation.go, --time-min
 	if p := c.cfg.partition(j.Partition); p == nil || p.State == PartitionDown || p.State == PartitionInactive {
 		sj.PartitionDown = true
 	}
@@ -534,6 +536,8 @@ func (c *Controller) fillSchedJob(sj *sched.Job, j *spec.Job) {
 // (id "<job>.<attempt>"); pending reasons and expected starts are updated
 // in memory and published.
 func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
+	// Before the starts leave the pending set: PURGE_COMP counts them.
+	c.resvUpkeep(tx, &plan, now) // reservation.go
 	for _, p := range plan.Preemptions {
 		rec := c.st.jobs[p.Victim]
 		if rec == nil || rec.job.State != spec.StateRunning || rec.job.StopState != "" {
@@ -554,6 +558,11 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 		j := &rec.job
 		if s.Partition != "" && slices.Contains(j.Partitions, s.Partition) {
 			j.Partition = s.Partition // -p a,b: it starts in this one
+		}
+		if s.TimeLimit > 0 && (j.TimeLimit == 0 || s.TimeLimit < j.TimeLimit.Std()) {
+			// --time-min: it starts with the time that fits (Slurm sets
+			// the job's limit so).
+			j.TimeLimit = spec.Duration(s.TimeLimit)
 		}
 		attempt := j.Attempt + 1
 		a := &spec.Alloc{ID: fmt.Sprintf("%d.%d", j.ID, attempt), JobID: j.ID, Attempt: attempt, StartTime: spec.NewTime(now)}
@@ -635,7 +644,7 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 // placement (and so has node counts).
 func placementReason(reason string) bool {
 	switch reason {
-	case spec.ReasonResources, spec.ReasonPriority, spec.ReasonReservation:
+	case spec.ReasonResources, spec.ReasonPriority, spec.ReasonReservation, spec.ReasonReservedMaint:
 		return true
 	}
 	return false

@@ -279,6 +279,9 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		if err := overPartitionTime(part, js.TimeLimit.Std()); err != nil {
 			errs = append(errs, err)
 		}
+		if js.TimeMin > 0 && js.TimeLimit > 0 && js.TimeMin > js.TimeLimit {
+			bad("--time-min=%s exceeds the job's time limit %s; give a time-min no longer than --time", fmtDur(js.TimeMin.Std()), fmtDur(js.TimeLimit.Std()))
+		}
 	}
 
 	if err := checkNice(js.Nice, who.UID == 0); err != nil {
@@ -292,6 +295,16 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		r.Nodes = 1
 	case r.Nodes > c.cfg.MaxNodesPerJob:
 		bad("--nodes=%d exceeds the limit of %d nodes per job", r.Nodes, c.cfg.MaxNodesPerJob)
+	}
+	switch {
+	case r.MaxNodes == r.Nodes:
+		r.MaxNodes = 0 // N-N is N
+	case r.MaxNodes != 0 && r.MaxNodes < r.Nodes:
+		bad("--nodes=%d-%d: the range's top is below its bottom; use MIN-MAX with MIN <= MAX", r.Nodes, r.MaxNodes)
+	case r.MaxNodes > c.cfg.MaxNodesPerJob:
+		bad("--nodes=%d-%d exceeds the limit of %d nodes per job", r.Nodes, r.MaxNodes, c.cfg.MaxNodesPerJob)
+	case r.MaxNodes != 0 && (r.TotalGPUs > 0 || r.GPUProfile != ""):
+		bad("--nodes=%d-%d: a node range takes whole GPUs per node (--gpus-per-node), not --gpus totals or MIG slices", r.Nodes, r.MaxNodes)
 	}
 	if r.CPUsPerNode == 0 {
 		r.CPUsPerNode = 1
@@ -309,6 +322,9 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		}
 	}
 	if err := c.checkCkptMode(part, js.CkptMode); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.checkResvAccess(&js, who); err != nil { // reservation.go
 		errs = append(errs, err)
 	}
 	// Who may run what where (access.go): the partition's, account's and

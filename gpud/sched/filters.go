@@ -69,6 +69,14 @@ var staticFilters = [...]nodeFilter{
 		rejects: func(w *workNode, j *Job, _ bool) bool {
 			return len(j.Req.NodeList) > 0 && !slices.Contains(j.Req.NodeList, w.n.Name)
 		}},
+	{name: "reservation nodes", when: "the job asks for a reservation (not FLEX) that does not hold the node", reason: func(j *Job) string { return "not in reservation " + j.Reservation },
+		rejects: func(w *workNode, j *Job, _ bool) bool {
+			if j.Reservation == "" {
+				return false
+			}
+			ar := w.adv[j.Reservation]
+			return ar == nil || !ar.r.Flex && !slices.Contains(w.advOn, ar)
+		}},
 	{name: "exclude", when: "the node is in --exclude", reason: said("excluded"),
 		rejects: func(w *workNode, j *Job, _ bool) bool { return slices.Contains(j.Req.Exclude, w.n.Name) }},
 	{name: "constraint", when: "the node lacks a --constraint feature", reason: func(j *Job) string { return "constraint " + j.Req.Constraint },

@@ -41,6 +41,7 @@ func TestFilters(t *testing.T) {
 		{filter: "unknown", node: withState(spec.NodeUnknown), want: "unknown"},
 		{filter: "partition", job: func(j *Job) { j.Partition = "debug" }, want: "not in partition debug"},
 		{filter: "nodelist", job: func(j *Job) { j.Req.NodeList = []string{"other"} }, want: "not in the requested node list"},
+		{filter: "reservation nodes", job: func(j *Job) { j.Reservation = "class" }, want: "not in reservation class"},
 		{filter: "exclude", job: func(j *Job) { j.Req.Exclude = []string{"n"} }, want: "excluded"},
 		{filter: "constraint", job: func(j *Job) { j.Req.Constraint = "ib&nvme" }, node: func(n *Node) { n.Features = []string{"ib"} },
 			want: "constraint ib&nvme"},

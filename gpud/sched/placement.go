@@ -98,7 +98,7 @@ func (c *cycle) rebucket(i int) {
 
 // placeBest is placeNow for pack, spread and fgd.
 func (c *cycle) placeBest(j *Job, dur int64, pol Placement, m *fitMemo) ([]pick, int, int) {
-	want := max(j.Req.Nodes, 1)
+	need, want := max(j.Req.Nodes, 1), wantNodes(j)
 	picks := c.picked[:0]
 	physFit := 0
 	// try reports whether node i holds j now without overlapping a
@@ -199,7 +199,7 @@ func (c *cycle) placeBest(j *Job, dur int64, pol Placement, m *fitMemo) ([]pick,
 		}
 	}
 	c.picked = picks
-	if len(picks) < want {
+	if len(picks) < need {
 		if !m.failed || dur < m.failedDur {
 			m.failed, m.failedDur = true, dur
 		}

@@ -70,6 +70,10 @@ type workNode struct {
 	// nvlink and numa are the masks of GPUs per NVLink group and NUMA
 	// node (nil: no topology to respect).
 	nvlink, numa []uint64
+	// advOn are the advance reservations that hold the node; adv is the
+	// cycle's by name (advres.go).
+	advOn []*advRes
+	adv   map[string]*advRes
 }
 
 type runJob struct {
@@ -103,7 +107,7 @@ type wjob struct {
 // shape is what makes two requests interchangeable for fit memoisation.
 type shape struct {
 	partition, model, constraint string
-	gpus, cpus, nodes            int
+	gpus, cpus, nodes, maxNodes  int
 	mem                          int64
 	memWhole                     bool
 	exclusive                    bool
@@ -248,6 +252,8 @@ type cycle struct {
 	gen      uint64
 	// counts are the node counts by shape without QOS (filters.go).
 	counts map[shape]countEntry
+	// adv are the advance reservations by name (advres.go).
+	adv map[string]*advRes
 }
 
 type pick struct {
@@ -393,6 +399,7 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 	} else if len(snap.Accounts.Accounts) > 0 && cfg.Priority.Weights.Fairshare != 0 {
 		c.share = fairshare.Compute(&snap.Accounts, snap.Usage, now, cfg.Fairshare)
 	}
+	c.setupAdvRes()
 	return c
 }
 
@@ -532,6 +539,10 @@ func (c *cycle) decide(wj wjob, mayPreempt bool) {
 		c.pending(j, spec.ReasonPriority, capDetail)
 		return
 	}
+	if j.Reservation != "" {
+		c.decideInResv(j) // advres.go
+		return
+	}
 	dur := durOf(j)
 	if j.Req.GPUProfile != "" {
 		c.decideMIG(j, dur) // mig.go
@@ -547,6 +558,10 @@ func (c *cycle) decide(wj wjob, mayPreempt bool) {
 		c.start(alt, picks, dur)
 		return
 	}
+	if picks, d := c.placeShortened(j, m); picks != nil {
+		c.start(j, picks, d)
+		return
+	}
 	c.unplaced = append(c.unplaced, unplaced{j: j, m: m})
 	want := max(j.Req.Nodes, 1)
 	detail := fmt.Sprintf("needs %s; %d of %d nodes fit now", describe(j.Req), fitting, len(c.nodes))
@@ -555,6 +570,9 @@ func (c *cycle) decide(wj wjob, mayPreempt bool) {
 	}
 	p := Pending{JobID: j.ID, Detail: detail}
 	switch {
+	case physFit >= want && c.maintBlocks(j, dur):
+		p.Reason = spec.ReasonReservedMaint
+		p.Detail = fmt.Sprintf("needs %s; %d nodes fit now but its time limit crosses a maintenance reservation", describe(j.Req), physFit)
 	case physFit >= want:
 		p.Reason = spec.ReasonReservation
 		p.Detail = fmt.Sprintf("needs %s; %d nodes fit now but starting would delay a reservation", describe(j.Req), physFit)
@@ -572,6 +590,39 @@ func (c *cycle) decide(wj wjob, mayPreempt bool) {
 	}
 	c.plan.Pending = append(c.plan.Pending, p)
 }
+
+// placeShortened is --time-min: where j fits now for the longest time
+// in whole minutes from its TimeMin up to (not including) its TimeLimit,
+// and that time; nil when it does not fit even for TimeMin. Fitting is
+// monotonic in the duration (a shorter hold overlaps less), so a binary
+// search finds it.
+func (c *cycle) placeShortened(j *Job, m *fitMemo) ([]pick, int64) {
+	limit := j.TimeLimit
+	if limit == 0 {
+		limit = maxShortened // none: search up to a year
+	}
+	if j.TimeMin <= 0 || limit <= j.TimeMin {
+		return nil, 0
+	}
+	picks, _, _ := c.placeNow(j, int64(j.TimeMin), m)
+	if picks == nil {
+		return nil, 0
+	}
+	best, bestDur := slices.Clone(picks), int64(j.TimeMin)
+	lo, hi := int64(j.TimeMin/time.Minute), int64(limit/time.Minute) // fits at lo, not at hi
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if p, _, _ := c.placeNow(j, mid*int64(time.Minute), m); p != nil {
+			best, bestDur, lo = slices.Clone(p), mid*int64(time.Minute), mid
+		} else {
+			hi = mid
+		}
+	}
+	return best, bestDur
+}
+
+// maxShortened bounds the --time-min search of a job without a limit.
+const maxShortened = 366 * 24 * time.Hour
 
 // choices are the ways to place j: j itself, then a copy of j in each of
 // its Alternatives that admits its time limit, in the order given.
@@ -606,11 +657,11 @@ func (c *cycle) placeAlternative(j *Job, dur int64) (*Job, []pick) {
 
 func shapeOf(j *Job) (shape, bool) {
 	r := &j.Req
-	if len(r.NodeList) > 0 || len(r.Exclude) > 0 {
+	if len(r.NodeList) > 0 || len(r.Exclude) > 0 || j.Reservation != "" {
 		return shape{}, false
 	}
 	return shape{partition: j.Partition, model: r.GPUModel, constraint: r.Constraint, gpus: r.GPUsPerNode, cpus: r.CPUsPerNode,
-		nodes: max(r.Nodes, 1), mem: r.MemMiB, memWhole: r.MemWholeNode, exclusive: r.Exclusive, qos: j.QOS, fraction: r.GPUFraction, rdma: r.RDMA,
+		nodes: max(r.Nodes, 1), maxNodes: r.MaxNodes, mem: r.MemMiB, memWhole: r.MemWholeNode, exclusive: r.Exclusive, qos: j.QOS, fraction: r.GPUFraction, rdma: r.RDMA,
 		profile: r.GPUProfile}, true
 }
 
@@ -638,7 +689,8 @@ func (c *cycle) placeNow(j *Job, dur int64, m *fitMemo) ([]pick, int, int) {
 	if pol := c.placement(j); pol != PlaceFirstFit {
 		return c.placeBest(j, dur, pol, m)
 	}
-	want := max(j.Req.Nodes, 1)
+	need := max(j.Req.Nodes, 1)
+	want := wantNodes(j)
 	picks := c.picked[:0]
 	physFit := 0
 	first := -1
@@ -667,7 +719,7 @@ func (c *cycle) placeNow(j *Job, dur int64, m *fitMemo) ([]pick, int, int) {
 	} else {
 		m.physCursor = len(c.nodes)
 	}
-	if len(picks) < want {
+	if len(picks) < need {
 		if !m.failed || dur < m.failedDur {
 			m.failed, m.failedDur = true, dur
 		}
@@ -676,6 +728,11 @@ func (c *cycle) placeNow(j *Job, dur int64, m *fitMemo) ([]pick, int, int) {
 	}
 	return picks, len(picks), physFit
 }
+
+// wantNodes is how many nodes j takes when they fit: the top of its
+// range (-N MIN-MAX), else its node count. Backfill reserves and
+// preemption frees the bottom (Job.Req.Nodes).
+func wantNodes(j *Job) int { return max(j.Req.MaxNodes, j.Req.Nodes, 1) }
 
 // freeNow is what a job starting now for dur may take on w: free now
 // (without what victims of this cycle will free) and not held by any
@@ -730,11 +787,18 @@ func (c *cycle) start(j *Job, picks []pick, dur int64) {
 		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur)}
 	}
 	st := Start{JobID: j.ID, Nodes: allocs, Backfilled: c.reserving(j)}
+	if dur < durOf(j) {
+		st.TimeLimit = time.Duration(dur) // shortened to fit (--time-min)
+	}
 	if j.alt {
 		st.Partition = j.Partition
 	}
 	c.plan.Starts = append(c.plan.Starts, st)
-	c.lim.add(j.QOS, j.User, j.Account, jobGPUs(j))
+	gpus := jobGPUs(j)
+	if len(picks) > max(j.Req.Nodes, 1) && !isFrac(j) {
+		gpus = len(picks) * j.Req.GPUsPerNode // -N MIN-MAX got more than MIN
+	}
+	c.lim.add(j.QOS, j.User, j.Account, gpus)
 }
 
 // takeShare books fractional j's share of the GPU in p on w from now. The
@@ -761,6 +825,11 @@ func (c *cycle) takeShare(w *workNode, j *Job, p pick, dur int64) {
 // for j's duration computed, until no remaining bound can beat the best.
 // Holds only delay, so bounds stay valid across the cycle.
 func (c *cycle) reserve(j *Job, dur int64) (time.Time, bool) {
+	return c.reserveFrom(j, dur, c.off)
+}
+
+// reserveFrom is reserve for a start no earlier than from (≥ c.off).
+func (c *cycle) reserveFrom(j *Job, dur, from int64) (time.Time, bool) {
 	m := c.memoFor(j)
 	fits := func(w *workNode) func(backfill.Res) bool {
 		return func(r backfill.Res) bool { _, ok := fitRes(w, j, r); return ok }
@@ -774,7 +843,7 @@ func (c *cycle) reserve(j *Job, dur int64) (time.Time, bool) {
 				continue
 			}
 			m.elig[i] = true
-			if t, ok := w.prof.Earliest(c.off, 1, c.horizon, fits(w)); ok {
+			if t, ok := w.prof.Earliest(from, 1, c.horizon, fits(w)); ok {
 				m.key[i] = t
 				m.heap.push(hent{t, i})
 			}
@@ -801,7 +870,7 @@ func (c *cycle) reserve(j *Job, dur int64) (time.Time, bool) {
 		m.key[top.node] = backfill.Forever
 		popped = append(popped, top.node)
 		w := c.nodes[top.node]
-		if t, ok := w.prof.Earliest(max(top.t, c.off), dur, c.horizon, fits(w)); ok {
+		if t, ok := w.prof.Earliest(max(top.t, from), dur, c.horizon, fits(w)); ok {
 			k, _ := slices.BinarySearchFunc(found, cand{t, top.node}, func(a, b cand) int {
 				if x := cmp.Compare(a.t, b.t); x != 0 {
 					return x
@@ -818,7 +887,7 @@ func (c *cycle) reserve(j *Job, dur int64) (time.Time, bool) {
 		// Popped nodes go back with fresh bounds.
 		for _, i := range popped {
 			w := c.nodes[i]
-			if t, ok := w.prof.Earliest(c.off, 1, c.horizon, fits(w)); ok {
+			if t, ok := w.prof.Earliest(from, 1, c.horizon, fits(w)); ok {
 				m.key[i] = t
 				m.heap.push(hent{t, i})
 			}

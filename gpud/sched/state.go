@@ -192,7 +192,7 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 			break
 		}
 		j := wj.j
-		if st.done[j.ID] || max(j.Req.Nodes, 1) > 1 {
+		if st.done[j.ID] || wantNodes(j) > 1 || j.Reservation != "" {
 			continue
 		}
 		dur := durOf(j)

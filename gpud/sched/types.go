@@ -40,6 +40,9 @@ type Snapshot struct {
 	// fragmentation against; empty, it is taken from the pending and
 	// running jobs of the snapshot.
 	Workload []Demand
+	// AdvanceReservations keep nodes for the jobs that ask for them
+	// (advres.go).
+	AdvanceReservations []AdvanceReservation
 }
 
 // AccountLimit is one account's limits; 0 means none. Running jobs and
@@ -205,6 +208,10 @@ type Job struct {
 	Nice    int
 	// TimeLimit 0 means none (the job never ends as far as backfill knows).
 	TimeLimit time.Duration
+	// TimeMin (--time-min) lets a job that does not fit now for its
+	// TimeLimit start for less, at least TimeMin: the longest whole
+	// minutes that fit (Start.TimeLimit says what it got).
+	TimeMin time.Duration
 	// The controller resolves dependencies: DependencyPending jobs wait
 	// with ReasonDependency, DependencyNeverSatisfied ones with
 	// ReasonDependencyNeverSatisfied; neither blocks other jobs.
@@ -214,6 +221,9 @@ type Job struct {
 	// waits for what they free and preempts no more meanwhile. It keeps
 	// its QOS (priority, limits) in every other way.
 	AwaitingVictims bool
+	// Reservation is the advance reservation the job asks for
+	// (--reservation): it runs only on its nodes, in its windows.
+	Reservation string
 }
 
 // Config tunes a cycle.
@@ -282,6 +292,9 @@ type Start struct {
 	// starts only because it does not delay that job
 	// (gpud_backfill_starts_total counts these).
 	Backfilled bool
+	// TimeLimit is set when the job starts with less than its own limit
+	// (Job.TimeMin): its new limit.
+	TimeLimit time.Duration
 }
 
 // Pending says why a job waits. Detail is a short human explanation.

@@ -53,8 +53,8 @@ func Verify(snap *Snapshot, plan Plan) error {
 			errs = append(errs, fmt.Errorf("job %d started twice", s.JobID))
 		}
 		seen[s.JobID] = true
-		if len(s.Nodes) != max(j.Req.Nodes, 1) {
-			errs = append(errs, fmt.Errorf("job %d wants %d nodes, got %d", j.ID, j.Req.Nodes, len(s.Nodes)))
+		if len(s.Nodes) < max(j.Req.Nodes, 1) || len(s.Nodes) > wantNodes(j) {
+			errs = append(errs, fmt.Errorf("job %d wants %d to %d nodes, got %d", j.ID, j.Req.Nodes, wantNodes(j), len(s.Nodes)))
 		}
 		// Every node is in the partition the job starts in: its own, or
 		// one of its Alternatives named by the Start.
@@ -296,6 +296,9 @@ func VerifyPlan(snap *Snapshot, now time.Time, cfg Config, plan Plan) error {
 		dur := backfill.Forever
 		if j := jobs[s.JobID]; j != nil && j.TimeLimit > 0 {
 			dur = int64(j.TimeLimit)
+		}
+		if s.TimeLimit > 0 {
+			dur = int64(s.TimeLimit) // --time-min shortened it
 		}
 		for _, a := range s.Nodes {
 			take("start", s.JobID, a, 0, dur)

@@ -48,6 +48,10 @@ func (s *Server) routes() {
 	handle("POST "+v+"/nodes/{name}/{action}", s.nodeAction)
 	handle("PATCH "+v+"/nodes", s.updateNodes)
 	handle("PATCH "+v+"/partitions/{name}", s.updatePartition)
+	m.HandleFunc("GET "+v+"/reservations", s.listReservations) // reservation.go
+	handle("POST "+v+"/reservations", s.createReservation)
+	handle("PATCH "+v+"/reservations/{name}", s.updateReservation)
+	handle("DELETE "+v+"/reservations/{name}", s.deleteReservation)
 	handle("POST "+v+"/reconfigure", s.reconfigure)
 	m.HandleFunc("GET "+v+"/priorities", s.priorities)
 	m.HandleFunc("GET "+v+"/fairshare", s.fairshareTree)

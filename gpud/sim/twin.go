@@ -61,6 +61,10 @@ type TwinJob struct {
 	// never started); RealAttempts its starts.
 	RealStart    time.Time
 	RealAttempts int
+	// Reservation is the advance reservation the job asked for.
+	Reservation string
+	// TimeMin is --time-min.
+	TimeMin time.Duration
 }
 
 // TwinPolicy is the controller's scheduling policy
@@ -83,6 +87,9 @@ type TwinPolicy struct {
 	Accounts      *fairshare.Tree
 	Fairshare     fairshare.Config
 	AccountLimits []sched.AccountLimit
+	// Reservations are the advance reservations, as the controller
+	// gives them to every cycle.
+	Reservations []sched.AdvanceReservation
 	// LastAttemptOnly bills each job's last attempt only, and nothing
 	// of a requeued job while it waits: the controller without
 	// accounting's usage feed does so. With the feed (production) every
@@ -439,7 +446,7 @@ func (e *twin) dep(i int) *spec.Dependency {
 func (e *twin) snapshot() *sched.Snapshot {
 	e.snapID++
 	snap := &sched.Snapshot{ID: e.snapID, Nodes: e.nodes, Running: e.runList, QOS: e.o.Policy.QOS,
-		Partitions: e.o.Policy.Partitions, AccountLimits: e.o.Policy.AccountLimits}
+		Partitions: e.o.Policy.Partitions, AccountLimits: e.o.Policy.AccountLimits, AdvanceReservations: e.o.Policy.Reservations}
 	if e.o.Policy.Accounts != nil {
 		snap.Fairshare = e.fairshare()
 	}
@@ -487,7 +494,7 @@ func (e *twin) schedJob(i int) sched.Job {
 	j := &e.jobs[i]
 	return sched.Job{ID: j.ID, Partition: j.Partition, Priority: e.prio[i],
 		SubmitTime: j.Submit, BeginTime: j.Begin, Req: j.Req, Account: j.Account, User: j.User, QOS: j.QOS,
-		Nice: j.Nice, TimeLimit: j.TimeLimit, PartitionDown: e.down[j.Partition]}
+		Nice: j.Nice, TimeLimit: j.TimeLimit, PartitionDown: e.down[j.Partition], Reservation: j.Reservation, TimeMin: j.TimeMin}
 }
 
 // fairshare is the report the controller builds each cycle: the tree
@@ -579,7 +586,11 @@ func (e *twin) start(i int, s sched.Start) {
 	if s.Partition != "" {
 		part = s.Partition
 	}
-	e.runList = append(e.runList, sched.RunningJob{ID: j.ID, Nodes: s.Nodes, Start: e.now, TimeLimit: j.TimeLimit,
+	limit := j.TimeLimit
+	if s.TimeLimit > 0 {
+		limit = s.TimeLimit // --time-min: started shortened
+	}
+	e.runList = append(e.runList, sched.RunningJob{ID: j.ID, Nodes: s.Nodes, Start: e.now, TimeLimit: limit,
 		Priority: e.prio[i], QOS: j.QOS, Account: j.Account, User: j.User, Partition: part})
 	e.runOf = append(e.runOf, i)
 	res := &e.res[i]
@@ -588,10 +599,10 @@ func (e *twin) start(i int, s sched.Start) {
 	}
 	res.Attempts++
 	run := j.Runtime
-	if j.TimeLimit > 0 && run > j.TimeLimit {
-		run = j.TimeLimit
+	if limit > 0 && run > limit {
+		run = limit
 	}
-	res.Killed = j.TimeLimit > 0 && j.Runtime > j.TimeLimit
+	res.Killed = limit > 0 && j.Runtime > limit
 	heap.Push(&e.events, twEvent{t: e.now.Add(run), kind: twEnd, job: i, gen: r.gen})
 }
 

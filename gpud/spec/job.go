@@ -45,10 +45,15 @@ func (s JobState) Active() bool {
 
 // Pending reasons, shown by gpuq like squeue's REASON column.
 const (
-	ReasonNone                     = "None"
-	ReasonPriority                 = "Priority"
-	ReasonResources                = "Resources"
-	ReasonReservation              = "Reservation"
+	ReasonNone        = "None"
+	ReasonPriority    = "Priority"
+	ReasonResources   = "Resources"
+	ReasonReservation = "Reservation"
+	// ReasonReservedMaint: the job's time limit crosses a maintenance
+	// reservation on the nodes it fits (Slurm's words).
+	ReasonReservedMaint = "ReqNodeNotAvail, Reserved for maintenance"
+	// ReasonReservationDeleted: the job's --reservation is gone.
+	ReasonReservationDeleted       = "ReservationDeleted"
 	ReasonDependency               = "Dependency"
 	ReasonDependencyNeverSatisfied = "DependencyNeverSatisfied"
 	ReasonQOSLimit                 = "QOSLimit"
@@ -74,7 +79,11 @@ const (
 // Resources is what a job asks for on each of its nodes. A job with
 // Nodes > 1 is a gang: every node gets the same per-node request, all or none.
 type Resources struct {
-	Nodes       int   `json:"nodes"`
+	Nodes int `json:"nodes"`
+	// MaxNodes is the top of sbatch -N MIN-MAX (Nodes is MIN): the job
+	// starts on as many nodes as fit now within the range; 0 (or
+	// Nodes) is a fixed count.
+	MaxNodes    int   `json:"max_nodes,omitempty"`
 	CPUsPerNode int   `json:"cpus_per_node"`
 	MemMiB      int64 `json:"mem_mib_per_node"`
 	// MemWholeNode is Slurm's --mem=0: all the memory of each node (MemMiB
@@ -168,6 +177,13 @@ type JobSpec struct {
 	// holds its share until the allocation is released (cancelled) or
 	// its time is up.
 	Interactive bool `json:"interactive,omitempty"`
+	// Reservation is the advance reservation the job runs in
+	// (--reservation): only on its nodes, in its windows.
+	Reservation string `json:"reservation,omitempty"`
+	// TimeMin (--time-min) lets the scheduler start the job with less
+	// than TimeLimit, at least TimeMin, where that fits a backfill hole;
+	// TimeLimit then becomes what it got.
+	TimeMin Duration `json:"time_min,omitempty"`
 }
 
 // Tasks is a job's task layout (JobSpec.Tasks).

@@ -30,7 +30,7 @@ var scontrolSet = &getopt.Set{Opts: append([]getopt.Opt{
 
 func (c *Cmd) scontrol(ctx context.Context) error {
 	ps, rest, err := c.parse(scontrolSet)
-	if done, err := c.handled(err, "[-d] [-o] show job|node|partition|config|hostnames|hostlist [ID] | hold|release|requeue JOBID... | update JobId=N|NodeName=LIST|PartitionName=P KEY=VALUE... | suspend|resume|top JOBID... | wait_job JOBID | ping | token [lifespan=SECONDS]"); done || err != nil {
+	if done, err := c.handled(err, "[-d] [-o] show job|node|partition|reservation|config|hostnames|hostlist [ID] | hold|release|requeue JOBID... | update JobId=N|NodeName=LIST|PartitionName=P|ReservationName=R KEY=VALUE... | create|delete reservation KEY=VALUE... | suspend|resume|top JOBID... | wait_job JOBID | ping | token [lifespan=SECONDS]"); done || err != nil {
 		return err
 	}
 	if len(rest) == 0 {
@@ -41,7 +41,7 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 	switch cmd {
 	case "show":
 		if len(args) == 0 {
-			return invalid("show needs an entity: job, node, partition, config, hostnames or hostlist")
+			return invalid("show needs an entity: job, node, partition, reservation, config, hostnames or hostlist")
 		}
 		what, arg := strings.ToLower(args[0]), strings.Join(args[1:], ",")
 		switch {
@@ -51,6 +51,8 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 			return c.showNodes(ctx, arg, one)
 		case strings.HasPrefix("partitions", what) && len(what) >= 2:
 			return c.showPartitions(ctx, arg, one)
+		case strings.HasPrefix("reservations", what) && len(what) >= 3:
+			return c.showResv(ctx, arg, one) // scontrol_resv.go
 		case what == "config":
 			return c.showConfig(ctx) // showconfig.go
 		case what == "hostnames":
@@ -76,7 +78,7 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 			fmt.Fprintln(c.Stdout, hostlist.Compress(hs))
 			return nil
 		}
-		return invalid("show %s is not supported; use job, node, partition, config, hostnames or hostlist", what)
+		return invalid("show %s is not supported; use job, node, partition, reservation, config, hostnames or hostlist", what)
 	case "hold", "uhold", "release", "requeue", "requeuehold":
 		action := map[string]string{"hold": "hold", "uhold": "hold", "release": "release", "requeue": "requeue", "requeuehold": "requeue"}[cmd]
 		if len(args) == 0 {
@@ -107,13 +109,17 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 		return c.ping(ctx)
 	case "token":
 		return c.token(ctx, args)
+	case "create":
+		return c.createResv(ctx, args) // scontrol_resv.go
+	case "delete":
+		return c.deleteResv(ctx, args)
 	case "update":
 		if ok, err := c.adminUpdate(ctx, args); ok {
 			return err
 		}
 		return c.update(ctx, args)
 	}
-	return invalid("unknown command %q; use show, hold, release, requeue, suspend, resume, top, wait_job, ping, token or update", cmd)
+	return invalid("unknown command %q; use show, hold, release, requeue, suspend, resume, top, wait_job, ping, token, update, create or delete", cmd)
 }
 
 // oneLine joins a multi-line key=value block into one line (-o).

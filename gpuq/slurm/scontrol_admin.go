@@ -25,6 +25,8 @@ func (c *Cmd) adminUpdate(ctx context.Context, args []string) (bool, error) {
 			return true, c.updateNodes(ctx, args)
 		case "partitionname":
 			return true, c.updatePartition(ctx, args)
+		case "reservationname", "reservation":
+			return true, c.updateResv(ctx, args) // scontrol_resv.go
 		}
 	}
 	return false, nil

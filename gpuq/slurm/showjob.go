@@ -75,7 +75,7 @@ func writeJobShow(b *bytes.Buffer, j *spec.Job, now time.Time, detail int) {
 		lines = append(lines, []string{"DerivedExitCode=" + jobExitCode(j)})
 	}
 	lines = append(lines,
-		[]string{"RunTime=" + format.AcctDuration(int64(format.Used(j, now)/time.Second)), "TimeLimit=" + limit, "TimeMin=N/A"},
+		[]string{"RunTime=" + format.AcctDuration(int64(format.Used(j, now)/time.Second)), "TimeLimit=" + limit, "TimeMin=" + timeMin(j)},
 		[]string{"SubmitTime=" + tm(j.SubmitTime), "EligibleTime=" + tm(eligible)},
 		[]string{"AccrueTime=" + tm(eligible)},
 		[]string{"StartTime=" + tm(start), "EndTime=" + tm(end), "Deadline=N/A"},
@@ -253,4 +253,12 @@ func groupName(gid uint32) string {
 		return strconv.FormatUint(uint64(gid), 10)
 	}
 	return g.Name
+}
+
+// timeMin is --time-min as scontrol shows it (N/A when none).
+func timeMin(j *spec.Job) string {
+	if j.TimeMin <= 0 {
+		return "N/A"
+	}
+	return format.AcctDuration(int64(j.TimeMin.Std() / time.Second))
 }

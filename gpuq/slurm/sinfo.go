@@ -26,6 +26,7 @@ var sinfoSet = &getopt.Set{Opts: append([]getopt.Opt{
 	{Long: "json"},
 	{Long: "all", Short: 'a'},
 	{Long: "exact", Short: 'e'},
+	{Long: "reservation", Short: 'T'},
 }, common...)}
 
 // sinfo's default formats (man sinfo).
@@ -61,11 +62,14 @@ var shortNodeState = map[spec.NodeState]string{
 
 func (c *Cmd) sinfo(ctx context.Context) error {
 	ps, rest, err := c.parse(sinfoSet)
-	if done, err := c.handled(err, "[-h] [-N] [-l] [-s] [-e] [-o FORMAT] [-p PARTS] [-n NODES] [--json]"); done || err != nil {
+	if done, err := c.handled(err, "[-h] [-N] [-l] [-s] [-e] [-o FORMAT] [-p PARTS] [-n NODES] [-T] [--json]"); done || err != nil {
 		return err
 	}
 	if len(rest) > 0 {
 		return invalid("unrecognized argument %q", rest[0])
+	}
+	if getopt.Has(ps, "reservation") {
+		return c.sinfoResv(ctx) // scontrol_resv.go
 	}
 	ns, err := c.nodes(ctx)
 	if err != nil {

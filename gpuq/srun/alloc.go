@@ -47,7 +47,7 @@ func Client() (*api.Client, error) {
 // job): inside one they are accepted and have no effect, as Slurm's.
 var allocOnly = map[string]bool{"time": true, "partition": true, "mem": true, "job-name": true, "account": true,
 	"qos": true, "constraint": true, "mem-per-cpu": true, "mem-per-gpu": true, "cpus-per-gpu": true, "exclude": true,
-	"image": true, "nice": true, "comment": true, "begin": true}
+	"image": true, "nice": true, "comment": true, "begin": true, "reservation": true}
 
 // withAllocOptions adds to set sbatch's options that take a value and
 // that srun's own set lacks, so srun outside a job takes them for the

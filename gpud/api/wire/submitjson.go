@@ -101,12 +101,18 @@ func appendJobSpec(w *objWriter, j *spec.JobSpec) {
 		w.key("interactive")
 		w.bool(true)
 	}
+	w.str("reservation", j.Reservation, true)
+	if j.TimeMin != 0 {
+		w.key("time_min")
+		w.b = j.TimeMin.AppendJSON(w.b)
+	}
 	w.close()
 }
 
 func appendResources(w *objWriter, r *spec.Resources) {
 	w.open()
 	w.int("nodes", int64(r.Nodes), false)
+	w.int("max_nodes", int64(r.MaxNodes), true)
 	w.int("cpus_per_node", int64(r.CPUsPerNode), false)
 	w.int("mem_mib_per_node", r.MemMiB, false)
 	if r.MemWholeNode {
@@ -200,8 +206,9 @@ var submitFields = map[reflect.Type][][2]string{
 		{"RequeueExpedite", "requeue_expedite,omitempty"}, {"Array", "array,omitempty"},
 		{"Depend", "dependency,omitempty"}, {"Signal", "signal,omitempty"}, {"Ckpt", "checkpoint_interval,omitempty"},
 		{"CkptMode", "checkpoint_mode,omitempty"}, {"Comment", "comment,omitempty"}, {"Tasks", "tasks,omitzero"},
-		{"OpenMode", "open_mode,omitempty"}, {"WCKey", "wckey,omitempty"}, {"Interactive", "interactive,omitempty"}},
-	reflect.TypeFor[spec.Resources](): {{"Nodes", "nodes"}, {"CPUsPerNode", "cpus_per_node"}, {"MemMiB", "mem_mib_per_node"},
+		{"OpenMode", "open_mode,omitempty"}, {"WCKey", "wckey,omitempty"}, {"Interactive", "interactive,omitempty"},
+		{"Reservation", "reservation,omitempty"}, {"TimeMin", "time_min,omitempty"}},
+	reflect.TypeFor[spec.Resources](): {{"Nodes", "nodes"}, {"MaxNodes", "max_nodes,omitempty"}, {"CPUsPerNode", "cpus_per_node"}, {"MemMiB", "mem_mib_per_node"},
 		{"MemWholeNode", "mem_whole_node,omitempty"}, {"GPUsPerNode", "gpus_per_node"}, {"GPUModel", "gpu_model,omitempty"},
 		{"GPUProfile", "gpu_profile,omitempty"}, {"GPUFraction", "gpu_fraction,omitempty"}, {"TotalGPUs", "total_gpus,omitempty"},
 		{"RDMA", "rdma,omitempty"}, {"Exclusive", "exclusive,omitempty"}, {"NodeList", "nodelist,omitempty"},

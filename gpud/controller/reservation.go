@@ -1,0 +1,499 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpud/gpud/gpud/sched"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// Advance reservations (scontrol create/update/delete/show reservation,
+// sbatch --reservation): kept in the admin state (admin.go), so they are
+// durable and an HA group replicates them; the scheduler keeps their
+// nodes for their jobs (gpud/sched/advres.go). Errors use Slurm's words
+// first, then say what to do.
+
+// ReservationView is a reservation as scontrol and sinfo -T show it: its
+// state now and its current or next window.
+type ReservationView struct {
+	spec.Reservation
+	// State is ACTIVE while a window holds now, else INACTIVE.
+	State string
+	// Start and End are the window active now, else the next one (zero
+	// when none is left).
+	Start, End time.Time
+}
+
+// schedResv is r as the scheduler takes it.
+func schedResv(r *spec.Reservation) sched.AdvanceReservation {
+	ar := sched.AdvanceReservation{Name: r.Name, Start: r.StartTime.Time, End: r.EndTime.Time, Nodes: r.Nodes,
+		Users: r.Users, Accounts: r.Accounts, Maint: r.Has(spec.ResvMaint), Flex: r.Has(spec.ResvFlex)}
+	switch r.Recurrence() {
+	case spec.ResvHourly:
+		ar.Recur = sched.RecurHourly
+	case spec.ResvDaily:
+		ar.Recur = sched.RecurDaily
+	case spec.ResvWeekly:
+		ar.Recur = sched.RecurWeekly
+	case spec.ResvWeekday:
+		ar.Recur = sched.RecurWeekday
+	case spec.ResvWeekend:
+		ar.Recur = sched.RecurWeekend
+	}
+	return ar
+}
+
+// schedResvs are the reservations for a scheduling snapshot.
+func (c *Controller) schedResvs() []sched.AdvanceReservation {
+	if len(c.admin.resvs) == 0 {
+		return nil
+	}
+	out := make([]sched.AdvanceReservation, 0, len(c.admin.resvs))
+	for _, name := range sortedKeys(c.admin.resvs) {
+		out = append(out, schedResv(c.admin.resvs[name]))
+	}
+	return out
+}
+
+func (c *Controller) viewResv(r *spec.Reservation, now time.Time) ReservationView {
+	v := ReservationView{Reservation: *r, State: "INACTIVE"}
+	ar := schedResv(r)
+	if s, e, ok := ar.Next(now); ok {
+		v.Start, v.End = s, e
+		if !s.After(now) {
+			v.State = "ACTIVE"
+		}
+	}
+	return v
+}
+
+// Reservations lists the reservations (anyone may see them, as in
+// Slurm), by name.
+func (c *Controller) Reservations(ctx context.Context) ([]ReservationView, error) {
+	var out []ReservationView
+	err := c.query(ctx, func() error {
+		now := c.now()
+		for _, name := range sortedKeys(c.admin.resvs) {
+			out = append(out, c.viewResv(c.admin.resvs[name], now))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// CreateReservation is scontrol create reservation; it returns the name
+// (made up from the first user or account when none is given, as Slurm
+// does).
+func (c *Controller) CreateReservation(ctx context.Context, who Caller, u spec.ReservationUpdate) (string, error) {
+	if err := requireRoot(who, "creating a reservation"); err != nil {
+		return "", err
+	}
+	var problems []error
+	bad := func(format string, args ...any) {
+		problems = append(problems, spec.Errorf(spec.ErrInvalid, format, args...))
+	}
+	if u.StartTime == nil {
+		bad("StartTime must be specified; e.g. StartTime=now or StartTime=2026-12-07T09:00:00")
+	}
+	if u.EndTime == nil && u.Duration == nil {
+		bad("Duration or EndTime must be specified; e.g. Duration=60 (minutes) or Duration=1-00:00:00")
+	}
+	if u.Nodes == nil && u.NodeCount == nil {
+		bad("Nodes or NodeCnt must be specified; e.g. Nodes=gpu-[01-02], Nodes=ALL or NodeCnt=2")
+	}
+	if (u.Users == nil || len(*u.Users) == 0) && (u.Accounts == nil || len(*u.Accounts) == 0) {
+		bad("Either Users or Accounts must be specified; e.g. Users=root or Accounts=physics")
+	}
+	if err := resvName(u.Name); err != nil {
+		problems = append(problems, err)
+	}
+	if len(problems) > 0 {
+		return "", errors.Join(problems...)
+	}
+	var name string
+	err := c.call(ctx, func(tx *txn) error {
+		r := &spec.Reservation{Name: u.Name, Creator: orDefault(who.User, "root")}
+		if r.Name == "" {
+			base := "root"
+			if u.Users != nil && len(*u.Users) > 0 {
+				base = (*u.Users)[0]
+			} else if u.Accounts != nil && len(*u.Accounts) > 0 {
+				base = (*u.Accounts)[0]
+			}
+			for i := 1; ; i++ {
+				if n := base + "_" + strconv.Itoa(i); c.admin.resvs[n] == nil {
+					r.Name = n
+					break
+				}
+			}
+		} else if c.admin.resvs[r.Name] != nil {
+			return spec.Errorf(spec.ErrConflict, "Duplicate reservation name: %s exists; update it (scontrol update ReservationName=%s ...) or choose another name", r.Name, r.Name)
+		}
+		if err := c.setResv(tx, r, u, true); err != nil {
+			return err
+		}
+		name = r.Name
+		c.log.Info("reservation created", "reservation", r.Name, "start", r.StartTime.Time, "end", r.EndTime.Time, "nodes", strings.Join(r.Nodes, ","), "flags", strings.Join(r.Flags, ","), "by", r.Creator)
+		return nil
+	})
+	return name, err
+}
+
+// UpdateReservation is scontrol update ReservationName=NAME ...
+func (c *Controller) UpdateReservation(ctx context.Context, who Caller, u spec.ReservationUpdate) error {
+	if err := requireRoot(who, "updating a reservation"); err != nil {
+		return err
+	}
+	return c.call(ctx, func(tx *txn) error {
+		old := c.admin.resvs[u.Name]
+		if old == nil {
+			return c.noResv(u.Name)
+		}
+		r := *old
+		if err := c.setResv(tx, &r, u, false); err != nil {
+			return err
+		}
+		c.log.Info("reservation updated", "reservation", r.Name, "by", orDefault(who.User, "root"))
+		return nil
+	})
+}
+
+// DeleteReservation is scontrol delete ReservationName=NAME: refused
+// while jobs run in it (Slurm's rule); its pending jobs then wait with
+// ReservationDeleted.
+func (c *Controller) DeleteReservation(ctx context.Context, who Caller, name string) error {
+	if err := requireRoot(who, "deleting a reservation"); err != nil {
+		return err
+	}
+	return c.call(ctx, func(tx *txn) error {
+		if c.admin.resvs[name] == nil {
+			return c.noResv(name)
+		}
+		var running []string
+		for _, id := range c.sched.active {
+			if rec := c.st.jobs[id]; rec != nil && rec.job.Reservation == name && !rec.job.State.Terminal() {
+				running = append(running, strconv.FormatInt(int64(id), 10))
+			}
+		}
+		if len(running) > 0 {
+			return spec.Errorf(spec.ErrConflict, "Reservation is in use: job(s) %s run in %s; wait for them or cancel them first", strings.Join(running, ","), name)
+		}
+		c.dropResv(tx, name)
+		c.log.Info("reservation deleted", "reservation", name, "by", orDefault(who.User, "root"))
+		return nil
+	})
+}
+
+func (c *Controller) dropResv(tx *txn, name string) {
+	delete(c.admin.resvs, name)
+	tx.saveAdmin(spec.AdminReservation, name, nil)
+	tx.kick = true
+}
+
+func (c *Controller) noResv(name string) error {
+	names := sortedKeys(c.admin.resvs)
+	have := "there are none"
+	if len(names) > 0 {
+		have = "there are " + strings.Join(names, ", ")
+	}
+	return spec.Errorf(spec.ErrNotFound, "Requested reservation is invalid: no reservation %s (%s; scontrol show reservation lists them)", name, have)
+}
+
+// resvName checks a reservation name given by an admin.
+func resvName(n string) error {
+	if n == "" {
+		return nil
+	}
+	if len(n) > 64 || strings.ContainsAny(n, " \t\n,=/\\\"'") {
+		return spec.Errorf(spec.ErrInvalid, "ReservationName=%q: use letters, digits, '-', '_' and '.' (at most 64)", n)
+	}
+	return nil
+}
+
+// setResv applies u to r, checks the result (all problems at once) and
+// keeps it. create requires what a new reservation must have.
+func (c *Controller) setResv(tx *txn, r *spec.Reservation, u spec.ReservationUpdate, create bool) error {
+	var problems []error
+	bad := func(format string, args ...any) {
+		problems = append(problems, spec.Errorf(spec.ErrInvalid, format, args...))
+	}
+	dur := r.EndTime.Sub(r.StartTime.Time)
+	if u.StartTime != nil {
+		r.StartTime = *u.StartTime
+	}
+	switch {
+	case u.Duration != nil:
+		dur = u.Duration.Std()
+		r.EndTime = spec.NewTime(r.StartTime.Add(dur))
+	case u.EndTime != nil:
+		r.EndTime = *u.EndTime
+		dur = r.EndTime.Sub(r.StartTime.Time)
+	default:
+		r.EndTime = spec.NewTime(r.StartTime.Add(dur)) // a moved start keeps its duration
+	}
+	if dur <= 0 {
+		bad("Invalid time specification: the reservation ends (%s) before it starts (%s); give a positive Duration", r.EndTime.Format(time.RFC3339), r.StartTime.Format(time.RFC3339))
+	}
+	if u.Users != nil {
+		r.Users = slices.Clone(*u.Users)
+	}
+	if u.Accounts != nil {
+		r.Accounts = slices.Clone(*u.Accounts)
+	}
+	if len(r.Users) == 0 && len(r.Accounts) == 0 {
+		bad("Either Users or Accounts must be specified")
+	}
+	for _, a := range r.Accounts {
+		if len(c.cfg.Accounts) > 0 && c.cfg.account(a) == nil {
+			bad("Invalid account or account/partition combination specified: %s is no account of this cluster", a)
+		}
+	}
+	if u.Partition != nil {
+		r.Partition = *u.Partition
+		if r.Partition != "" && c.cfg.partition(r.Partition) == nil {
+			bad("Invalid partition name specified: %s; this cluster has %s", r.Partition, strings.Join(c.cfg.partitionNames(), ", "))
+		}
+	}
+	flags := slices.Clone(r.Flags)
+	if u.Flags != nil {
+		flags = flags[:0]
+		for _, f := range *u.Flags {
+			flags = append(flags, spec.NormFlag(f))
+		}
+		if r.Has(spec.ResvSpecNodes) && !slices.Contains(flags, spec.ResvSpecNodes) {
+			flags = append(flags, spec.ResvSpecNodes)
+		}
+	}
+	for _, f := range u.FlagsAdd {
+		flags = append(flags, spec.NormFlag(f))
+	}
+	for _, f := range u.FlagsRemove {
+		flags = slices.DeleteFunc(flags, func(g string) bool { return g == spec.NormFlag(f) })
+	}
+	var recur []string
+	for _, f := range flags {
+		if !slices.Contains(spec.ResvFlags, f) {
+			bad("Invalid reservation flag: %s; gpud takes %s", f, strings.Join(spec.ResvFlags[:len(spec.ResvFlags)-1], ", "))
+		}
+		if slices.Contains(spec.ResvRecurrences, f) && !slices.Contains(recur, f) {
+			recur = append(recur, f)
+		}
+	}
+	if len(recur) > 1 {
+		bad("Flags: %s: a reservation recurs in one way only", strings.Join(recur, " and "))
+	}
+	slices.Sort(flags)
+	r.Flags = slices.Compact(flags)
+	// Nodes: named (ALL is every node), else NodeCnt chosen now.
+	if u.Nodes != nil {
+		ns := *u.Nodes
+		if len(ns) == 1 && strings.EqualFold(ns[0], "ALL") {
+			ns = c.st.nodeNames()
+		}
+		var missing []string
+		for _, n := range ns {
+			if c.st.nodes[n] == nil {
+				missing = append(missing, n)
+			}
+		}
+		if len(missing) > 0 {
+			bad("Invalid node name specified: %s (no such node has registered)", strings.Join(missing, ","))
+		}
+		r.Nodes, r.NodeCount = slices.Clone(ns), 0
+		if !r.Has(spec.ResvSpecNodes) {
+			r.Flags = append(r.Flags, spec.ResvSpecNodes)
+			slices.Sort(r.Flags)
+		}
+	} else if u.NodeCount != nil {
+		r.NodeCount = *u.NodeCount
+		r.Flags = slices.DeleteFunc(r.Flags, func(f string) bool { return f == spec.ResvSpecNodes })
+		if r.NodeCount <= 0 {
+			bad("NodeCnt=%d: give a positive number of nodes", r.NodeCount)
+		}
+	}
+	if len(problems) > 0 {
+		return errors.Join(problems...)
+	}
+	if u.NodeCount != nil && u.Nodes == nil {
+		// Slurm picks the nodes when the reservation is made: free of
+		// other reservations and (unless IGNORE_JOBS) of jobs then.
+		avoid := map[string]bool{}
+		for _, n := range c.st.nodeNames() {
+			if c.resvConflict(r, n) != "" || !r.Has(spec.ResvIgnoreJobs) && c.busyAt(n, r) != "" {
+				avoid[n] = true
+			}
+		}
+		nodes := make([]sched.Node, 0, len(c.st.nodes))
+		for _, name := range c.st.nodeNames() {
+			sn, _ := c.schedNode(name)
+			nodes = append(nodes, sn)
+		}
+		r.Nodes = sched.PickReservationNodes(nodes, r.NodeCount, 0, r.Partition, avoid)
+		if len(r.Nodes) < r.NodeCount {
+			return spec.Errorf(spec.ErrConflict, "Requested nodes are busy: NodeCnt=%d but only %d node(s) are free of jobs and other reservations then; use IGNORE_JOBS, fewer nodes or another time", r.NodeCount, len(r.Nodes))
+		}
+	} else {
+		var conflicts, busy []string
+		for _, n := range r.Nodes {
+			if o := c.resvConflict(r, n); o != "" {
+				conflicts = append(conflicts, n+" (in "+o+")")
+			}
+			if !r.Has(spec.ResvIgnoreJobs) {
+				if j := c.busyAt(n, r); j != "" {
+					busy = append(busy, n+" (job "+j+")")
+				}
+			}
+		}
+		if len(conflicts) > 0 {
+			return spec.Errorf(spec.ErrConflict, "Requested reservation overlaps with another reservation: %s; add Flags=OVERLAP (or MAINT) to allow it", strings.Join(conflicts, ", "))
+		}
+		if len(busy) > 0 {
+			return spec.Errorf(spec.ErrConflict, "Requested nodes are busy: %s run jobs past the reservation's start; add Flags=IGNORE_JOBS to reserve them anyway", strings.Join(busy, ", "))
+		}
+	}
+	if c.admin.resvs == nil {
+		c.admin.resvs = map[string]*spec.Reservation{}
+	}
+	c.admin.resvs[r.Name] = r
+	tx.saveAdmin(spec.AdminReservation, r.Name, r)
+	tx.kick = true
+	return nil
+}
+
+// resvOverlapHorizon bounds how far ahead two recurring reservations are
+// compared window by window.
+const resvOverlapHorizon = 8 * 7 * 24 * time.Hour
+
+// resvConflict names a reservation other than r that holds node n at a
+// time r does, "" when none does (or either may overlap).
+func (c *Controller) resvConflict(r *spec.Reservation, n string) string {
+	if r.Has(spec.ResvOverlap) || r.Has(spec.ResvMaint) {
+		return ""
+	}
+	a := schedResv(r)
+	for _, name := range sortedKeys(c.admin.resvs) {
+		o := c.admin.resvs[name]
+		if name == r.Name || o.Has(spec.ResvOverlap) || o.Has(spec.ResvMaint) || !slices.Contains(o.Nodes, n) {
+			continue
+		}
+		b := schedResv(o)
+		t := a.Start
+		for t.Before(a.Start.Add(resvOverlapHorizon)) {
+			s, e, ok := a.Next(t)
+			if !ok {
+				break
+			}
+			if bs, _, ok := b.Next(s); ok && bs.Before(e) {
+				return name
+			}
+			t = e
+		}
+	}
+	return ""
+}
+
+// busyAt names a job on node n expected to run past r's start ("" when
+// none): it would have to be killed for the reservation.
+func (c *Controller) busyAt(n string, r *spec.Reservation) string {
+	nr := c.st.nodes[n]
+	if nr == nil {
+		return ""
+	}
+	_, jobs := c.schedNode(n)
+	for _, id := range jobs {
+		rec := c.st.jobs[id]
+		if rec == nil || rec.job.Reservation == r.Name {
+			continue
+		}
+		lim := rec.job.TimeLimit.Std()
+		if lim == 0 || rec.job.StartTime.Add(lim+rec.job.Suspended.Std()).After(r.StartTime.Time) {
+			return strconv.FormatInt(int64(id), 10)
+		}
+	}
+	return ""
+}
+
+// checkResvAccess is the submit-time check of --reservation.
+func (c *Controller) checkResvAccess(js *spec.JobSpec, who Caller) error {
+	if js.Reservation == "" {
+		return nil
+	}
+	r := c.admin.resvs[js.Reservation]
+	if r == nil {
+		return c.noResv(js.Reservation)
+	}
+	if ar := schedResv(r); who.UID != 0 && !ar.Admits(who.User, js.Account) {
+		return spec.Errorf(spec.ErrPermissionDenied, "Access denied to requested reservation: %s admits users %s and accounts %s", r.Name,
+			orDefault(strings.Join(r.Users, ","), "(none)"), orDefault(strings.Join(r.Accounts, ","), "(none)"))
+	}
+	return nil
+}
+
+// resvUpkeep runs with each scheduling cycle's apply: a reservation
+// whose last window has ended is deleted (Slurm does so), and a
+// PURGE_COMP one once a job ran in it and none is left pending or
+// running.
+func (c *Controller) resvUpkeep(tx *txn, plan *sched.Plan, now time.Time) {
+	if len(c.admin.resvs) == 0 {
+		return
+	}
+	for _, s := range plan.Starts {
+		rec := c.st.jobs[s.JobID]
+		if rec == nil || rec.job.Reservation == "" {
+			continue
+		}
+		if r := c.admin.resvs[rec.job.Reservation]; r != nil && r.UsedAt.IsZero() {
+			r.UsedAt = spec.NewTime(now)
+			tx.saveAdmin(spec.AdminReservation, r.Name, r)
+		}
+	}
+	for _, name := range sortedKeys(c.admin.resvs) {
+		r := c.admin.resvs[name]
+		if ar := schedResv(r); !hasWindow(&ar, now) {
+			c.log.Info("reservation ended", "reservation", name)
+			c.dropResv(tx, name)
+			continue
+		}
+		if r.Has(spec.ResvPurgeComp) && !r.UsedAt.IsZero() && !c.resvInUse(name) {
+			c.log.Info("reservation purged: its jobs are done (PURGE_COMP)", "reservation", name)
+			c.dropResv(tx, name)
+		}
+	}
+}
+
+// resvInUse says whether a pending or running job asks for reservation
+// name.
+func (c *Controller) resvInUse(name string) bool {
+	for _, rec := range c.st.pending {
+		if rec.job.Reservation == name {
+			return true
+		}
+	}
+	for _, id := range c.sched.active {
+		if rec := c.st.jobs[id]; rec != nil && rec.job.Reservation == name && !rec.job.State.Terminal() {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeResv reads a stored reservation (loadAdmin).
+func decodeResv(r spec.AdminRecord) (*spec.Reservation, error) {
+	var v spec.Reservation
+	if err := json.Unmarshal(r.Data, &v); err != nil {
+		return nil, fmt.Errorf("decode reservation %s: %w", r.Name, err)
+	}
+	return &v, nil
+}
+
+func hasWindow(ar *sched.AdvanceReservation, now time.Time) bool {
+	_, _, ok := ar.Next(now)
+	return ok
+}

@@ -1,0 +1,146 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+func resvReq(name string, start time.Time, d time.Duration, nodes []string, mod func(*spec.ReservationUpdate)) spec.ReservationUpdate {
+	st, dd := spec.NewTime(start), spec.Duration(d)
+	users := []string{"alice"}
+	u := spec.ReservationUpdate{Name: name, StartTime: &st, Duration: &dd, Nodes: &nodes, Users: &users}
+	if mod != nil {
+		mod(&u)
+	}
+	return u
+}
+
+func TestReservationLifecycle(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, store, nil)
+	ctx := context.Background()
+	h.register("n1", 8)
+	h.register("n2", 8)
+
+	// Refusals, all problems at once.
+	_, err := h.c.CreateReservation(ctx, root, spec.ReservationUpdate{})
+	for _, want := range []string{"StartTime must be specified", "Duration or EndTime must be specified", "Nodes or NodeCnt must be specified", "Either Users or Accounts must be specified"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("empty create: %v; want %q", err, want)
+		}
+	}
+	if _, err := h.c.CreateReservation(ctx, alice, resvReq("x", t0, time.Hour, []string{"n1"}, nil)); !errors.Is(err, spec.ErrPermissionDenied) {
+		t.Errorf("alice created a reservation: %v", err)
+	}
+	_, err = h.c.CreateReservation(ctx, root, resvReq("x", t0, time.Hour, []string{"n9"}, func(u *spec.ReservationUpdate) { u.Flags = &[]string{"MAINT", "BOGUS", "DAILY", "WEEKLY"} }))
+	for _, want := range []string{"Invalid node name specified: n9", "Invalid reservation flag: BOGUS", "DAILY and WEEKLY"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bad create: %v; want %q", err, want)
+		}
+	}
+
+	// A running job without a time limit makes n1 busy.
+	long := h.submit(bob, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1; j.Resources.NodeList = []string{"n1"} })
+	if h.job(long).State != spec.StateRunning {
+		t.Fatal("job not running")
+	}
+	_, err = h.c.CreateReservation(ctx, root, resvReq("maint", t0.Add(10*time.Minute), time.Hour, []string{"n1", "n2"}, func(u *spec.ReservationUpdate) { u.Flags = &[]string{"MAINT"} }))
+	if err == nil || !strings.Contains(err.Error(), "Requested nodes are busy: n1") {
+		t.Fatalf("busy nodes: %v", err)
+	}
+	name, err := h.c.CreateReservation(ctx, root, resvReq("maint", t0.Add(10*time.Minute), time.Hour, []string{"n1", "n2"}, func(u *spec.ReservationUpdate) {
+		u.Flags = &[]string{"maint", "ignore_jobs"}
+	}))
+	if err != nil || name != "maint" {
+		t.Fatalf("create: %q, %v", name, err)
+	}
+	if _, err := h.c.CreateReservation(ctx, root, resvReq("maint", t0, time.Hour, []string{"n2"}, nil)); !errors.Is(err, spec.ErrConflict) || !strings.Contains(err.Error(), "Duplicate reservation name") {
+		t.Errorf("duplicate: %v", err)
+	}
+	// Overlap with another (non-MAINT) reservation needs OVERLAP.
+	if _, err := h.c.CreateReservation(ctx, root, resvReq("", t0.Add(2*time.Hour), time.Hour, []string{"n2"}, nil)); err != nil {
+		t.Fatalf("second reservation: %v", err)
+	}
+	_, err = h.c.CreateReservation(ctx, root, resvReq("", t0.Add(150*time.Minute), time.Hour, []string{"n2"}, nil))
+	if err == nil || !strings.Contains(err.Error(), "overlaps with another reservation") {
+		t.Errorf("overlap: %v", err)
+	}
+
+	// Jobs: a 30-minute job waits with Slurm's reason, a 5-minute one runs.
+	j30 := h.submit(bob, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 8; j.TimeLimit = spec.Duration(30 * time.Minute) })
+	j5 := h.submit(bob, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 8; j.TimeLimit = spec.Duration(5 * time.Minute) })
+	if j := h.job(j30); j.State != spec.StatePending || j.Reason != spec.ReasonReservedMaint {
+		t.Errorf("30-minute job: %s %q", j.State, j.Reason)
+	}
+	if j := h.job(j5); j.State != spec.StateRunning {
+		t.Errorf("5-minute job: %s %q", j.State, j.Reason)
+	}
+	// --reservation: refused to who it does not admit, taken from who it does.
+	_, err = h.c.Submit(ctx, bob, spec.JobSpec{Name: "j", Script: "#!/bin/sh\n", WorkDir: "/tmp", Reservation: "maint"})
+	if !errors.Is(err, spec.ErrPermissionDenied) || !strings.Contains(err.Error(), "Access denied to requested reservation") {
+		t.Errorf("bob in alice's reservation: %v", err)
+	}
+	_, err = h.c.Submit(ctx, alice, spec.JobSpec{Name: "j", Script: "#!/bin/sh\n", WorkDir: "/tmp", Reservation: "nope"})
+	if err == nil || !strings.Contains(err.Error(), "Requested reservation is invalid") {
+		t.Errorf("unknown reservation: %v", err)
+	}
+	in := h.submit(alice, func(j *spec.JobSpec) {
+		j.Reservation = "maint"
+		j.Resources.GPUsPerNode = 1
+		j.TimeLimit = spec.Duration(10 * time.Minute)
+	})
+	if j := h.job(in); j.State != spec.StatePending || j.Reason != spec.ReasonReservation {
+		t.Errorf("job before its reservation: %s %q", j.State, j.Reason)
+	}
+
+	// Durable: a restarted controller has it, and shows it.
+	h.stop()
+	h2 := newHarnessAt(t, store, nil, t0)
+	vs, err := h2.c.Reservations(ctx)
+	if err != nil || len(vs) != 2 || vs[0].Name != "alice_1" || vs[1].Name != "maint" || !vs[1].Has(spec.ResvMaint) || vs[1].State != "INACTIVE" {
+		t.Fatalf("after restart: %+v, %v", vs, err)
+	}
+	// Its window opens: the job in it starts, on its nodes.
+	h2.advance(11 * time.Minute)
+	h2.register("n1", 8) // a restarted controller hears from its nodes again
+	h2.register("n2", 8)
+	h2.kickCycle()
+	if j := h2.job(in); j.State != spec.StateRunning {
+		t.Errorf("job in its open reservation: %s %q", j.State, j.Reason)
+	}
+	// Update and delete.
+	nd := spec.Duration(2 * time.Hour)
+	if err := h2.c.UpdateReservation(ctx, root, spec.ReservationUpdate{Name: "maint", Duration: &nd, FlagsAdd: []string{"FLEX"}}); err != nil {
+		t.Fatal(err)
+	}
+	vs, _ = h2.c.Reservations(ctx)
+	if got := vs[1].EndTime.Sub(vs[1].StartTime.Time); got != 2*time.Hour || !vs[1].Has(spec.ResvFlex) || !vs[1].Has(spec.ResvSpecNodes) {
+		t.Errorf("after update: %v, flags %v", got, vs[1].Flags)
+	}
+	if err := h2.c.DeleteReservation(ctx, root, "nope"); !errors.Is(err, spec.ErrNotFound) {
+		t.Errorf("delete unknown: %v", err)
+	}
+	if err := h2.c.DeleteReservation(ctx, root, "alice_1"); err != nil {
+		t.Fatal(err)
+	}
+	if vs, _ := h2.c.Reservations(ctx); len(vs) != 1 {
+		t.Errorf("after delete: %+v", vs)
+	}
+}
+
+// kickCycle makes the next settle run a full cycle (as the periodic one
+// does once SchedInterval has passed).
+func (h *harness) kickCycle() {
+	h.t.Helper()
+	if err := h.c.query(context.Background(), func() error {
+		h.c.sched.dirty, h.c.sched.full = true, true
+		return nil
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+}
