@@ -63,7 +63,13 @@ type StepRequest struct {
 	Attach   bool        `json:"attach,omitempty"`
 	Step     int         `json:"step,omitempty"`
 	Received []StepCount `json:"received,omitempty"`
-	Args     []string    `json:"args"`
+	// Key names this request, the same when srun sends it again (its
+	// node agent died before it answered, or did not answer yet): a
+	// restarted agent that finds the step it started for the key
+	// follows it (as Attach) instead of starting a second one. srun
+	// makes one per step: 128 random bits, hex.
+	Key  string   `json:"key,omitempty"`
+	Args []string `json:"args"`
 	// Env is the tasks' environment (srun's, filtered by --export); the
 	// agent adds the node's and the step's variables over it.
 	Env []string `json:"env"`
@@ -89,7 +95,9 @@ const (
 	StepPMIFence = "pmi_fence"
 	StepPMIAbort = "pmi_abort"
 	// StepAck is agent to peer (StepPart.Resumable): Counts of the part's
-	// output received so far.
+	// output received so far. Agent to srun, a count of Kind StepStdin is
+	// how many bytes of srun's input task 0 has (written into its stdin):
+	// srun keeps its input from there on until acknowledged.
 	StepAck = "ack"
 )
 
@@ -117,7 +125,13 @@ type StepMsg struct {
 	// Round and Parts are a PMI fence's (StepPMIFence).
 	Round int      `json:"round,omitempty"`
 	Parts [][]byte `json:"parts,omitempty"`
-	// Counts are a StepAck's output received, per task and stream.
+	// Counts are a StepAck's output received, per task and stream, or
+	// (Kind StepStdin) task 0's input acknowledged. A StepStarted with a
+	// StepStdin count says the agent acknowledges srun's input: on a
+	// step's start its count is 0, and when srun follows the step again
+	// after an agent restart it is where srun sends its input again from
+	// (what the old agent took but never wrote into the task's stdin was
+	// lost with it).
 	Counts []StepCount `json:"counts,omitempty"`
 	// Retry, with StepError, says the agent cannot answer yet (it is
 	// starting its part of the allocation, or restarting): ask again.
@@ -130,7 +144,7 @@ type StepMsg struct {
 // a lost connection delivered before it broke is not sent twice.
 type StepCount struct {
 	Task  int    `json:"task"`
-	Kind  string `json:"kind"` // StepStdout or StepStderr
+	Kind  string `json:"kind"` // StepStdout or StepStderr (StepStdin: task 0's input)
 	Bytes int64  `json:"bytes"`
 }
 

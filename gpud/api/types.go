@@ -142,6 +142,11 @@ type RegisterRequest struct {
 	// Revocations is the version of the revocation lists the node holds
 	// (Revocations.Version; an agent before them sends none).
 	Revocations string `json:"revocations,omitempty"`
+	// Running lists the allocation IDs the agent has live containers
+	// for, as HeartbeatRequest.Running (nil: an agent that does not
+	// say): a run the node's silence interrupted resumes as the node
+	// comes back, before a new attempt of its job can start.
+	Running []string `json:"running,omitempty"`
 }
 
 // Revocations is the cluster's revocation state as the controller sends
@@ -262,6 +267,14 @@ type AssignmentsResponse struct {
 	// containers; see StepHello); empty from a controller that issues
 	// none.
 	StepTicketKey string `json:"step_ticket_key,omitempty"`
+	// Now is the controller's wall clock as it answered. The node takes
+	// each allocation's start time (stamped on the controller's clock)
+	// as that long before it received the answer, on its own clock: a
+	// node whose clock differs from the controller's, or was stepped,
+	// measures a time limit from the true start, not from a start an
+	// hour in its future or past (zero: a controller that does not say;
+	// the start is taken as it is).
+	Now time.Time `json:"now,omitzero"`
 }
 
 // Event kinds a node reports.

@@ -129,6 +129,43 @@ func TestReturningNodeResumesItsRun(t *testing.T) {
 	}
 }
 
+// A node back just past node_timeout registers before its first
+// heartbeat (an agent restarted, or one whose controller forgot it):
+// its registration says which runs it still has, and the run resumes as
+// the node comes back, before a scheduling cycle could start the job's
+// next attempt on the node the registration just brought back (the old
+// run, alive, was then fenced a heartbeat later). A registration that
+// does not list the run (an older agent) leaves the job to start again.
+func TestRegisteringNodeResumesItsRun(t *testing.T) {
+	for _, listed := range []bool{true, false} {
+		h := newHarness(t, newFakeStore(), func(c *Config) { c.NodeTimeout = 30 * time.Second })
+		h.register("n1", 1)
+		id := h.submit(alice, func(j *spec.JobSpec) { j.Requeue = true; j.Resources.GPUsPerNode = 1 })
+		alloc := h.job(id).Alloc.ID
+		h.advance(31 * time.Second)
+		if got := h.job(id); got.State != spec.StatePending || got.Interrupted == nil {
+			t.Fatalf("job = %s interrupted %v, want PENDING keeping its run", got.State, got.Interrupted)
+		}
+		var running []string
+		if listed {
+			running = []string{alloc}
+		}
+		inv := spec.Inventory{Name: "n1", CPUs: 8, MemMiB: 1000, GPUs: []spec.GPU{{UUID: "GPU-n1-0", Model: "h100"}}}
+		if _, err := h.c.RegisterRunning(context.Background(), root, inv, running); err != nil {
+			t.Fatal(err)
+		}
+		h.advance(time.Second) // a scheduling cycle, before any heartbeat
+		got := h.job(id)
+		switch {
+		case listed && (got.State != spec.StateRunning || got.Alloc == nil || got.Alloc.ID != alloc || got.Attempt != 1):
+			t.Fatalf("registered with its run: job = %s alloc %v attempt %d; want RUNNING on %s, attempt 1", got.State, got.Alloc, got.Attempt, alloc)
+		case !listed && (got.State != spec.StateRunning || got.Attempt != 2):
+			t.Fatalf("registered without its run: job = %s attempt %d; want its second attempt", got.State, got.Attempt)
+		}
+		h.stop()
+	}
+}
+
 // The run's end reported by the returning node (it ended while the node
 // was cut off) resumes and ends the job: it ran once, it is not run again.
 func TestReturningNodeReportsTheRunsEnd(t *testing.T) {

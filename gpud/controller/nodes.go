@@ -38,6 +38,19 @@ func (c *Controller) node(name string) (*nodeRec, error) {
 // returns the heartbeat interval the agent must use. A DOWN node comes
 // back; a drained one stays drained.
 func (c *Controller) Register(ctx context.Context, who Caller, inv spec.Inventory) (time.Duration, error) {
+	return c.RegisterRunning(ctx, who, inv, nil)
+}
+
+// RegisterRunning is Register for an agent that says which allocations it
+// has live containers for (running; nil from an agent that does not say),
+// as its heartbeats do. A run that the node's silence interrupted
+// (Job.Interrupted) and that the node still runs is resumed in the same
+// step that brings the node back, before any scheduling cycle can see
+// the node up and its job pending: else an agent back just past
+// node_timeout (a restart, a healed link) registered, the kicked cycle
+// started the job's next attempt, and the old run, alive, was fenced a
+// heartbeat interval later, when its first heartbeat came.
+func (c *Controller) RegisterRunning(ctx context.Context, who Caller, inv spec.Inventory, running []string) (time.Duration, error) {
 	if err := requireRoot(who, "registering a node"); err != nil {
 		return 0, err
 	}
@@ -48,7 +61,10 @@ func (c *Controller) Register(ctx context.Context, who Caller, inv spec.Inventor
 		return 0, spec.Errorf(spec.ErrInvalid, "node %s reports negative CPUs or memory", inv.Name)
 	}
 	var hb time.Duration
-	c.noteHeard(inv.Name)
+	h := c.noteHeard(inv.Name)
+	if running != nil {
+		h.running.Store(&running)
+	}
 	err := c.call(ctx, func(tx *txn) error {
 		n := c.st.nodes[inv.Name]
 		if n == nil {
@@ -66,11 +82,18 @@ func (c *Controller) Register(ctx context.Context, who Caller, inv spec.Inventor
 		tx.saveNode(n)
 		tx.bump[inv.Name] = true
 		tx.kick = true
+		for _, id := range running {
+			c.resumeInterrupted(tx, id, inv.Name)
+		}
 		hb = c.cfg.HeartbeatInterval
 		return nil
 	})
 	return hb, err
 }
+
+// Now is the controller's wall clock (node agents translate the start
+// times it stamps to their own clocks: api.AssignmentsResponse.Now).
+func (c *Controller) Now() time.Time { return c.now() }
 
 // NodeTimeout is how long a node may be silent before it is marked DOWN
 // and its jobs are requeued or failed ([controller] node_timeout). Node

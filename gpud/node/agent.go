@@ -37,6 +37,9 @@ type Agent struct {
 	migs  migDevs
 
 	ran atomic.Bool
+	// skewWarned: the log said once that this node's clock differs
+	// from the controller's (localStarts).
+	skewWarned atomic.Bool
 	// health is nil unless WithHealth was given.
 	health *healthWatcher
 
@@ -345,7 +348,9 @@ func (a *Agent) register(ctx context.Context) time.Duration {
 		// but generously: under a registration storm a controller may
 		// take long to answer, and a retry adds to its load.
 		rctx, cancel := context.WithTimeout(ctx, registerTimeout)
-		resp, err := a.client.RegisterNode(rctx, api.RegisterRequest{Inventory: inv, Revocations: a.rev.Version()})
+		// Running: the containers it re-adopted (recoverContainers ran
+		// first) resume their interrupted runs as the node comes back.
+		resp, err := a.client.RegisterNode(rctx, api.RegisterRequest{Inventory: inv, Revocations: a.rev.Version(), Running: a.Running()})
 		cancel()
 		if err == nil {
 			a.contactOK(sent, resp.NodeTimeout())
@@ -480,6 +485,7 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 		bo.reset()
 		a.learnRevocations(sent, resp.Revocations)
 		a.learnTicketKey(resp.StepTicketKey)
+		a.localStarts(&resp)
 		// A restarted controller starts again from generation 0 and
 		// answers at once; follow it down as well as up.
 		after = resp.Generation
@@ -498,6 +504,29 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 		a.reconcile(ctx, hb, a.opts.net.Now(), resp.Assignments)
 		if ctx.Err() != nil {
 			return
+		}
+	}
+}
+
+// localStarts translates the allocations' start times, stamped on the
+// controller's clock, to this node's (the clock of job time): each
+// started as long before the answer arrived as the controller says it
+// started before it answered. A node whose clock is an hour ahead of the
+// controller's would otherwise time every job out at once, and one an
+// hour behind give every job an hour more (a clock step of either does
+// the same).
+func (a *Agent) localStarts(resp *api.AssignmentsResponse) {
+	if resp.Now.IsZero() {
+		return // a controller that does not say: taken as they are
+	}
+	got := a.runnerDeps.clock.Now()
+	if skew := resp.Now.Sub(got).Abs(); skew > time.Second && a.skewWarned.CompareAndSwap(false, true) {
+		a.log.Warn("this node's clock differs from the controller's; job time limits are measured from each job's start as the controller saw it, on this node's clock", "controller_ahead_by", resp.Now.Sub(got).Round(time.Millisecond))
+	}
+	for i := range resp.Assignments {
+		al := &resp.Assignments[i].Alloc
+		if !al.StartTime.IsZero() {
+			al.StartTime = spec.NewTime(got.Add(-resp.Now.Sub(al.StartTime.Time)))
 		}
 	}
 }

@@ -222,6 +222,29 @@ func TestExitStates(t *testing.T) {
 	}
 }
 
+// TestTimeLimitOnTheNodesClock: the controller's clock is an hour behind
+// this node's (or the node's was stepped an hour forward): the job's start,
+// stamped on the controller's clock, is an hour in the node's past, yet the
+// job gets its whole hour, measured on the node's clock from when the
+// controller says it started (before, it was timed out at once).
+func TestTimeLimitOnTheNodesClock(t *testing.T) {
+	e := newEnv(t, nil)
+	a := asg(7, e.home)
+	a.Alloc.StartTime = spec.NewTime(t0.Add(-time.Hour).Add(-time.Second)) // a second before the controller's now
+	e.fc.mu.Lock()
+	e.fc.now = t0.Add(-time.Hour)
+	e.fc.mu.Unlock()
+	e.fc.Set(a)
+	e.waitStarted(t, cid)
+	waitFor(t, "deadline timer", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	e.clock.Advance(time.Hour - 2*time.Second)
+	if got := e.rt.Signals(cid); len(got) != 0 {
+		t.Fatalf("signals before the hour: %v", got)
+	}
+	e.clock.Advance(time.Second)
+	waitFor(t, "SIGTERM at the hour", func() bool { return len(e.rt.Signals(cid)) == 1 }, e.on()...)
+}
+
 func TestTimeLimit(t *testing.T) {
 	tests := []struct {
 		name        string

@@ -100,9 +100,11 @@ type fakeController struct {
 	Client *api.Client
 	quit   chan struct{}
 
-	mu       sync.Mutex
-	gen      uint64
-	asgs     []api.Assignment
+	mu   sync.Mutex
+	gen  uint64
+	asgs []api.Assignment
+	// now is the controller's clock its answers carry (zero: none).
+	now      time.Time
 	events   []api.AllocEvent
 	seen     map[uint64]bool
 	register []spec.Inventory
@@ -257,7 +259,7 @@ func (fc *fakeController) handleAssignments(w http.ResponseWriter, r *http.Reque
 	for {
 		fc.mu.Lock()
 		gen, asgs, ch, failing := fc.gen, fc.asgs, fc.changed, fc.fail[epAssignments]
-		res := api.AssignmentsResponse{Generation: gen, Assignments: asgs, Revocations: fc.revocationsLocked(have), StepTicketKey: fc.signer.PublicKey()}
+		res := api.AssignmentsResponse{Generation: gen, Assignments: asgs, Revocations: fc.revocationsLocked(have), StepTicketKey: fc.signer.PublicKey(), Now: fc.now}
 		fc.mu.Unlock()
 		if failing {
 			writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeUnavailable, Message: "controller is restarting"}})

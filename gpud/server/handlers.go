@@ -528,12 +528,16 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := checkRunning(req.Running); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	as, err := nodeCaller(who(r), req.Inventory.Name)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	hb, err := s.c.Register(r.Context(), as, req.Inventory)
+	hb, err := s.c.RegisterRunning(r.Context(), as, req.Inventory, req.Running)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -618,7 +622,7 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := api.AssignmentsResponse{Generation: gen, Assignments: make([]api.Assignment, 0, len(list)),
-		Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey()}
+		Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey(), Now: s.c.Now()}
 	for _, a := range list {
 		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
 			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault, ClusterName: a.ClusterName, Gate: a.Gate})

@@ -47,12 +47,20 @@ type session struct {
 	over   bool // sends fail
 	quit   bool // a third ^C: srun ends without waiting for the tasks
 	start  bool // the step started
+	resent bool // the request was sent again (resend.go)
 	step   int
 	ntasks int
 	exits  map[int]api.StepMsg
 	// received counts each task's stdout and stderr bytes (the run
 	// loop's alone), told to a restarted agent so nothing comes twice.
 	received map[api.StepCount]int64
+	// srun's input, kept from inBase on until task 0's agent
+	// acknowledges it (inAcks; stdin.go): sent again after an agent
+	// restart from where task 0's input stood.
+	inAcks bool
+	inBuf  []byte
+	inBase int64
+	inEOF  bool // its end was sent
 
 	// ^C (signal goroutine only)
 	lastIntr time.Time
@@ -113,6 +121,9 @@ func (s *session) run() int {
 	sigC := make(chan os.Signal, 8)
 	signal.Notify(sigC, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT)
 	defer signal.Stop(sigC)
+	if s.o.req.Key == "" && !s.o.req.Attach {
+		s.o.req.Key = newKey() // resend.go
+	}
 	if err := s.send(s.o.req); err != nil {
 		fmt.Fprintf(s.stderr, "srun: send step request: %v\n", err)
 		return exitError
@@ -182,6 +193,12 @@ func (s *session) run() int {
 				}
 				return exitError
 			}
+			if s.o.redial != nil && s.o.req.Key != "" {
+				if br = s.resend(err); br != nil { // resend.go
+					continue
+				}
+				return exitError
+			}
 			fmt.Fprintf(s.stderr, "srun: lost the connection to the node agent before the step ended: %v\n", err)
 			return exitError
 		}
@@ -205,7 +222,14 @@ func (s *session) run() int {
 				fmt.Fprintf(s.stderr, "srun: Step created for StepId=%s.%d\n", os.Getenv("SLURM_JOB_ID"), m.Step)
 			}
 			if s.o.req.Stdin {
-				go sendStdin(os.Stdin, s.send)
+				s.mu.Lock()
+				_, s.inAcks = stdinAcked(m.Counts)
+				s.mu.Unlock()
+				go s.pumpStdin(os.Stdin)
+			}
+		case api.StepAck:
+			if n, ok := stdinAcked(m.Counts); ok {
+				s.ackInput(n)
 			}
 		case api.StepStdout, api.StepStderr:
 			s.received[api.StepCount{Task: m.Task, Kind: m.Kind}] += int64(len(m.Data))
@@ -258,6 +282,18 @@ func (s *session) run() int {
 			}
 			return max(worst, m.Code)
 		case api.StepError:
+			s.mu.Lock()
+			started := s.start
+			s.mu.Unlock()
+			if m.Retry && !started && s.o.redial != nil && s.o.req.Key != "" {
+				// The agent is not ready for the step yet (it is
+				// restarting): ask again.
+				time.Sleep(250 * time.Millisecond)
+				if br = s.resend(fmt.Errorf("%s", m.Error)); br != nil {
+					continue
+				}
+				return exitError
+			}
 			fmt.Fprintf(s.stderr, "srun: error: %s\n", m.Error)
 			return exitError
 		}
@@ -303,6 +339,7 @@ func (s *session) reattach(cause error) *bufio.Reader {
 			case err == nil && m.Kind == api.StepStarted:
 				s.mu.Lock()
 				s.conn, s.enc, s.down = c, enc, false
+				s.resendInput(m.Counts)
 				s.cond.Broadcast()
 				s.mu.Unlock()
 				fmt.Fprintf(s.stderr, "srun: the node agent is back; following %s again\n", id)

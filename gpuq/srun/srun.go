@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -437,7 +436,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	o.req.Env = exportEnv(o.export, os.Environ())
 	o.redial = func() (net.Conn, error) { return net.Dial("unix", sock) }
-	c, err := o.redial()
+	c, err := dialAgain(o.redial, stderr, sock) // resend.go
 	if err != nil {
 		fmt.Fprintf(stderr, "srun: reach this job's node agent at %s: %v\n", sock, err)
 		return exitError
@@ -575,23 +574,6 @@ func hasInput(f *os.File) bool {
 	}
 	null, err := os.Stat(os.DevNull)
 	return err != nil || !os.SameFile(fi, null)
-}
-
-// sendStdin passes srun's input to task 0 and then its end (empty Data).
-func sendStdin(r io.Reader, send func(any) error) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			if send(api.StepMsg{Kind: api.StepStdin, Data: slices.Clone(buf[:n])}) != nil {
-				return
-			}
-		}
-		if err != nil {
-			_ = send(api.StepMsg{Kind: api.StepStdin})
-			return
-		}
-	}
 }
 
 // checkContainer checks pyxis's options of a step inside a job, whose

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -89,16 +90,31 @@ func (r *Runtime) AttachExec(ctx context.Context, id, execID string, cfg runtime
 		}
 		return nil, fmt.Errorf("attach to %s in %s: wait: %w", execID, id, err)
 	}
+	var keep *keeper
+	if st, err := proc.Status(ctx); err == nil && st.Status == client.Created {
+		// The caller died between creating the process and starting
+		// it: it never ran, so it is started now, once (a step's task
+		// whose start a restarted agent re-adopts).
+		if err := proc.Start(ctx); err != nil {
+			if io := proc.IO(); io != nil {
+				io.Cancel()
+				_ = io.Close()
+			}
+			_, _ = proc.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
+			return nil, fmt.Errorf("start %s in %s, created before the caller restarted: %w", execID, id, err)
+		}
+		if keep, err = startKeeper(proc.IO().Config(), task.Pid()); err != nil {
+			slog.Warn("keep an exec's output beyond the node agent; output written while the agent is away may be lost", "exec", execID, "err", err)
+		}
+	} else if pio := proc.IO(); pio != nil {
+		c := pio.Config()
+		keep = findKeeper(cmp.Or(c.Stdout, c.Stderr))
+	}
 	if stdinDone != nil {
 		go func() {
 			<-stdinDone
 			_ = proc.CloseIO(context.WithoutCancel(ctx), client.WithStdinCloser)
 		}()
-	}
-	var keep *keeper
-	if pio := proc.IO(); pio != nil {
-		c := pio.Config()
-		keep = findKeeper(cmp.Or(c.Stdout, c.Stderr))
 	}
 	return &execProc{r: r, proc: proc, statusC: statusC, attached: true, keep: keep}, nil
 }

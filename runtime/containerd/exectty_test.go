@@ -9,7 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+
 	"github.com/gpud/gpud/runtime"
+	"github.com/gpud/gpud/runtime/containerd"
 	"github.com/gpud/gpud/runtime/containerd/containerdtest"
 )
 
@@ -126,4 +131,53 @@ func TestExecMissingCwd(t *testing.T) {
 	if got := out.String(); got != "every byte\n/\n" {
 		t.Errorf("the second try read %q, want all the input and then /", got)
 	}
+}
+
+// TestAttachExecCreatedNotStarted: the caller died between creating an
+// exec and starting it (a node agent killed mid-step-start): attaching to
+// it again starts it, once, and its exit is waited for (before, the
+// process stayed created and the wait never ended).
+func TestAttachExecCreatedNotStarted(t *testing.T) {
+	t.Parallel()
+	addr := containerdtest.Start(t)
+	rt := newRuntime(t, addr)
+	ctx := context.Background()
+	cfg := hostTask(t, jobDir(t), "/bin/sh", "-c", "sleep 60")
+	if err := rt.Start(ctx, cfg); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = rt.Delete(context.Background(), cfg.ID) })
+	cl, err := client.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cctx := namespaces.WithNamespace(ctx, containerd.DefaultNamespace)
+	ctr, err := cl.LoadContainer(cctx, cfg.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := ctr.Task(cctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ctr.Spec(cctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := *sp.Process
+	p.Args = []string{"/bin/sh", "-c", "exit 7"}
+	if _, err := task.Exec(cctx, "created", &p, cio.NullIO); err != nil {
+		t.Fatalf("create the exec: %v", err)
+	}
+	proc, err := rt.AttachExec(ctx, cfg.ID, "created", runtime.ExecConfig{})
+	if err != nil {
+		t.Fatalf("AttachExec of a created process: %v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if st, err := proc.Wait(wctx); err != nil || st.Code != 7 {
+		t.Fatalf("exit %+v %v; want the process started and its code 7", st, err)
+	}
+	_ = proc.Delete(ctx)
 }

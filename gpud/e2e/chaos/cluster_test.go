@@ -129,7 +129,7 @@ func startCluster(t *testing.T) *cluster {
 		}
 		for _, m := range c.ctl {
 			m.stop(syscall.SIGTERM)
-			if t.Failed() {
+			if t.Failed() && m.log != nil { // nil: never started
 				t.Logf("gpud controller %s log:\n%s", m.id, m.log.String())
 			}
 			_ = exec.Command("umount", "-l", m.tmpfs).Run()

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -70,7 +71,8 @@ func (x *chaos) probeAcks(tag string, from time.Time, d time.Duration) time.Dura
 }
 
 // settle waits until the group has a leader every member follows and
-// every node is up, and gives the workload a few seconds.
+// every node is up, and, while the stream runs, until its clients are
+// answered again (a squeue from the login host sent after that).
 func (x *chaos) settle(f *fault) {
 	c := x.c
 	c.waitLeader(2 * time.Minute)
@@ -79,7 +81,13 @@ func (x *chaos) settle(f *fault) {
 	}
 	f.Settled = time.Now()
 	c.t.Logf("fault: %s settled %.1fs after it began", f.Name, f.Settled.Sub(f.Start).Seconds())
-	time.Sleep(5 * time.Second)
+	if x.w.streaming() {
+		e2etest.WaitFor(c.t, time.Minute, "the stream's squeue answered after "+f.Name, func() bool {
+			return slices.ContainsFunc(x.w.snapshot(), func(cl call) bool {
+				return cl.Kind == "squeue" && cl.Code == 0 && cl.Start.After(f.Settled)
+			})
+		})
+	}
 }
 
 // leaderKill: kill -9 of the leader; it is started again after 10 s.

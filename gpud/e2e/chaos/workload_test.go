@@ -64,21 +64,45 @@ type plan struct {
 	code  int
 }
 
+// shape is how much the stream submits: at most waiting of its jobs
+// pending at once, and a 2-node job's step of lines lines, one each half
+// second.
+type shape struct {
+	waiting int
+	lines   int
+}
+
+var (
+	// suiteShape keeps the nodes busy through a long run.
+	suiteShape = shape{waiting: 6, lines: 60}
+	// shortShape keeps a gang running without a queue to drain after it.
+	shortShape = shape{waiting: 2, lines: 40}
+)
+
 type workload struct {
 	c     *cluster
 	addrs string // GPUD_CONTROLLER for the CLIs
+	shape shape
 
 	mu    sync.Mutex
 	calls []call
 	plans map[string]plan
 	n     int
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop    chan struct{}
+	started bool
+	wg      sync.WaitGroup
+}
+
+// streaming says the stream was started (and not halted).
+func (w *workload) streaming() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.started
 }
 
 func newWorkload(c *cluster, addrs string) *workload {
-	w := &workload{c: c, addrs: addrs, plans: map[string]plan{}, stop: make(chan struct{})}
+	w := &workload{c: c, addrs: addrs, shape: suiteShape, plans: map[string]plan{}, stop: make(chan struct{})}
 	for name, body := range map[string]string{"gang.sh": gangScript, "single.sh": singleScript} {
 		p := filepath.Join(c.work, name)
 		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
@@ -136,7 +160,7 @@ func (w *workload) submit() call {
 	w.n++
 	n := w.n
 	w.mu.Unlock()
-	p := plan{name: fmt.Sprintf("chaos-%d", n), gang: n%2 == 1, lines: 60, pace: "0.5", code: n % 3}
+	p := plan{name: fmt.Sprintf("chaos-%d", n), gang: n%2 == 1, lines: w.shape.lines, pace: "0.5", code: n % 3}
 	w.mu.Lock()
 	w.plans[p.name] = p
 	w.mu.Unlock()
@@ -157,9 +181,12 @@ func (w *workload) probe(tag string) call {
 	return w.run("probe", name, "--parsable", "--hold", "-J", name, "-c", "1", "--wrap", "true")
 }
 
-// start runs the stream: a submission every 2 s while fewer than 6 of the
-// stream's jobs wait, and squeue every 2 s.
+// start runs the stream: a submission every 2 s while fewer than
+// shape.waiting of the stream's jobs wait, and squeue every 2 s.
 func (w *workload) start() {
+	w.mu.Lock()
+	w.started = true
+	w.mu.Unlock()
 	w.wg.Go(func() {
 		t := time.NewTicker(2 * time.Second)
 		defer t.Stop()
@@ -169,7 +196,7 @@ func (w *workload) start() {
 				return
 			case <-t.C:
 			}
-			if w.waiting() < 6 {
+			if w.waiting() < w.shape.waiting {
 				w.submit()
 			}
 		}
@@ -207,6 +234,9 @@ func (w *workload) waiting() int {
 }
 
 func (w *workload) halt() {
+	w.mu.Lock()
+	w.started = false
+	w.mu.Unlock()
 	close(w.stop)
 	w.wg.Wait()
 }

@@ -222,6 +222,49 @@ func TestKill9NodeAgentMidJob(t *testing.T) {
 	t.Logf("FAULT kill -9 agent: container re-adopted %v after the kill, job ran once and ended FAILED exit 3", back.Round(time.Millisecond))
 }
 
+// TestAgentBackPastNodeTimeoutResumes: kill -9 of the agent of a node
+// running a job, restarted once the controller marked the node DOWN for
+// silence (node_timeout 4s) while the job's container runs on. The
+// restarted agent re-adopts the container and registers with it: the run
+// resumes as it was (the same attempt, its container untouched) instead
+// of a new attempt started the moment the registration brought the node
+// back, a heartbeat before the agent said it still ran the old one (which
+// it then fenced).
+func TestAgentBackPastNodeTimeoutResumes(t *testing.T) {
+	c, nodes := e2etest.StartFaultCluster(t, "node1")
+	cl := c.Client()
+	work := t.TempDir()
+	r := c.CLI(work, "gpusubmit", "--parsable", "--output", "back-%j.out", "--wrap",
+		"echo begin; for i in $(seq 1 20); do echo tick $i; sleep 1; done; echo end")
+	if r.Code != 0 {
+		t.Fatalf("submit: %d %s", r.Code, r.Stderr)
+	}
+	n64, err := strconv.ParseUint(strings.TrimSpace(r.Stdout), 10, 64)
+	if err != nil {
+		t.Fatalf("gpusubmit --parsable printed %q", r.Stdout)
+	}
+	id := spec.JobID(n64)
+	out := filepath.Join(work, fmt.Sprintf("back-%d.out", id))
+	e2etest.WaitFor(t, 60*time.Second, "job output begins", func() bool {
+		b, _ := os.ReadFile(out)
+		return strings.Contains(string(b), "begin")
+	})
+	nodes["node1"].Stop(syscall.SIGKILL)
+	e2etest.WaitJob(t, cl, id, 60*time.Second, "the job's run interrupted (node DOWN for silence)", func(j spec.Job) bool {
+		return j.State == spec.StatePending && j.Interrupted != nil
+	})
+	c.StartNode(t, "node1", filepath.Join(c.Dir, "node.toml"))
+	j := e2etest.WaitJob(t, cl, id, 2*time.Minute, "the job to end", func(j spec.Job) bool { return j.State.Terminal() })
+	b, _ := os.ReadFile(out)
+	text := string(b)
+	if j.State != spec.StateCompleted || j.Attempt != 1 {
+		t.Errorf("job ended %s on attempt %d (%s); want COMPLETED on its first attempt, resumed", j.State, j.Attempt, j.Reason)
+	}
+	if strings.Count(text, "begin") != 1 || strings.Count(text, "end") != 1 || !strings.Contains(text, "tick 20\n") {
+		t.Errorf("the job ran other than once through:\n%s", text)
+	}
+}
+
 // TestControllerAwayNodesDeliver: the controller is killed (kill -9) and
 // kept down while jobs end on the nodes; after it restarts, the nodes
 // deliver every exit from their outboxes.

@@ -347,6 +347,60 @@ echo "srun-rc=$?"
 	}
 }
 
+// TestKill9AgentDuringStdin: kill -9 of the node agent while srun streams
+// its input to task 0 (a batch script piping 3000 numbered lines into
+// srun, which writes them to a file), restarted at once. srun follows the
+// step again and sends its input again from what task 0 had: every line
+// arrives, once, in order, and the step ends with its exit code.
+func TestKill9AgentDuringStdin(t *testing.T) {
+	c, nodes := e2etest.StartFaultCluster(t, "node1")
+	work := t.TempDir()
+	e2etest.WriteScript(t, work, "k9in.sh", `#!/bin/bash
+for i in $(seq 1 3000); do echo "line $i"; [ $((i % 50)) = 0 ] && sleep 0.05; done | srun bash -c 'cat > `+work+`/got.txt; exit 3'
+echo "srun-rc=$?"
+`)
+	r := c.CLI(work, "gpusubmit", "--parsable", "--output", "k9in-%j.out", "k9in.sh")
+	if r.Code != 0 {
+		t.Fatalf("submit: %d %s", r.Code, r.Stderr)
+	}
+	id := strings.TrimSpace(r.Stdout)
+	got := filepath.Join(work, "got.txt")
+	e2etest.WaitFor(t, 60*time.Second, "task 0 has 200 lines of its input", func() bool {
+		b, _ := os.ReadFile(got)
+		return bytes.Count(b, []byte("\n")) >= 200
+	})
+	nodes["node1"].Stop(syscall.SIGKILL)
+	b, _ := os.ReadFile(got)
+	at := bytes.Count(b, []byte("\n"))
+	c.StartNode(t, "node1", filepath.Join(c.Dir, "node.toml"))
+	j := c.WaitState(id, 2*time.Minute, "COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED")
+	out, _ := os.ReadFile(filepath.Join(work, "k9in-"+id+".out"))
+	b, _ = os.ReadFile(got)
+	var want strings.Builder
+	for i := 1; i <= 3000; i++ {
+		fmt.Fprintf(&want, "line %d\n", i)
+	}
+	if string(b) != want.String() {
+		lines := strings.Split(string(b), "\n")
+		t.Errorf("task 0's input: %d lines, want lines 1-3000 each once in order (the agent was killed at line %d); first difference near %q",
+			len(lines)-1, at, firstDiff(lines, strings.Split(want.String(), "\n")))
+	}
+	if j["state"] != "COMPLETED" || !strings.Contains(string(out), "srun-rc=3\n") {
+		t.Errorf("job ended %v; output:\n%s\nwant COMPLETED and srun's exit 3", j["state"], out)
+	}
+	t.Logf("agent killed after %d lines of input; output:\n%s", at, out)
+}
+
+// firstDiff is the first line of got that differs from want.
+func firstDiff(got, want []string) string {
+	for i := range got {
+		if i >= len(want) || got[i] != want[i] {
+			return fmt.Sprintf("line %d: %q", i+1, got[i])
+		}
+	}
+	return "(the end)"
+}
+
 // TestKill9AgentDuringPtyStep: kill -9 of the node agent under srun
 // --pty bash. The shell lives on under its shim with its terminal; srun
 // follows the step again once the agent is back, the keys typed while it

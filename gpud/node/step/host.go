@@ -125,7 +125,7 @@ func (n *Node) Run(ctx context.Context) (stop func()) {
 // served once Ready says where its container runs.
 func (n *Node) NewAlloc(allocID string, jobID spec.JobID) *Alloc {
 	return &Alloc{n: n, allocID: allocID, jobID: jobID, log: n.cfg.Log, resumed: stateSteps{recs: map[int]stepRecord{},
-		parts: map[int]*resumedPart{}, kept: map[int]*kept{}, partRecs: map[int]*partRecord{}}}
+		parts: map[int]*resumedPart{}, kept: map[int]*kept{}, starting: map[int]chan struct{}{}, stdinOut: map[int]*stream{}, partRecs: map[int]*partRecord{}}}
 }
 
 // Peers finds the agents of other nodes in this process (gpud

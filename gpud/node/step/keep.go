@@ -108,18 +108,28 @@ func (k *kept) collect() {
 // (the part is forgotten) or the connection drops (the part waits for the
 // next one).
 func (k *kept) follow(dec *json.Decoder, out *stream, have []api.StepCount) {
+	if gen, ok := k.attach(out, have); ok {
+		k.serve(gen, dec)
+	}
+}
+
+// attach makes out the connection that follows the part (a newer one
+// than any before): it gets the part's started answer, the output it
+// does not have and every exit so far. It returns the connection's
+// generation, or false (and tells out) when the part already ended.
+func (k *kept) attach(out *stream, have []api.StepCount) (gen int, ok bool) {
 	k.mu.Lock()
 	if k.released {
 		k.mu.Unlock()
 		out.send(api.StepMsg{Kind: api.StepError, Error: fmt.Sprintf("node %s's part of step %d.%d ended", k.al.n.cfg.Node, k.al.jobID, k.step)})
-		return
+		return 0, false
 	}
 	if k.grace != nil {
 		k.grace.Stop()
 		k.grace = nil
 	}
 	k.gen++
-	gen := k.gen
+	gen = k.gen
 	if k.out != nil {
 		k.relay.detach() // an older connection the agent gave up on
 	}
@@ -136,7 +146,13 @@ func (k *kept) follow(dec *json.Decoder, out *stream, have []api.StepCount) {
 	if k.pmi != nil {
 		k.pmi.attach(out)
 	}
+	return gen, true
+}
 
+// serve reads connection gen's signals, sizes, input and
+// acknowledgements until the serving agent acknowledges the part's end
+// or the connection drops or is superseded.
+func (k *kept) serve(gen int, dec *json.Decoder) {
 	msgs := readMsgs(dec)
 	// Left early, the connection's reader must not block on msgs.
 	defer func() { go drain(msgs) }()
@@ -242,6 +258,42 @@ func (k *kept) forget() {
 	al.resumed.mu.Unlock()
 }
 
+// startOnce makes the start of this node's part of step idempotent: a
+// node runs at most one part of a step (the step's layout gives each node
+// one), so a start is keyed by the allocation and the step's number (the
+// job's own, numbered once by its first node). It returns the part this
+// node already keeps for step, to be followed instead of started twice
+// (whose execs containerd would refuse: "already exists"), or nil and
+// started, which the caller calls once its start succeeded (the part is
+// kept) or failed; meanwhile a second start of step waits for it.
+func (al *Alloc) startOnce(step int) (k *kept, started func()) {
+	al.resumed.mu.Lock()
+	defer al.resumed.mu.Unlock()
+	for {
+		if k := al.resumed.kept[step]; k != nil {
+			return k, nil
+		}
+		busy := al.resumed.starting[step]
+		if busy == nil {
+			break
+		}
+		al.resumed.mu.Unlock()
+		<-busy
+		al.resumed.mu.Lock()
+	}
+	ch := make(chan struct{})
+	al.resumed.starting[step] = ch
+	var once sync.Once
+	return nil, func() {
+		once.Do(func() {
+			al.resumed.mu.Lock()
+			delete(al.resumed.starting, step)
+			al.resumed.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
 // keep registers k for the serving agent to follow (again).
 func (al *Alloc) keep(k *kept) {
 	al.resumed.mu.Lock()
@@ -276,6 +328,18 @@ func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *js
 		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap, maskGPU: p.GPUBindMask, closest: p.GPUClosest},
 		Args: p.Args, Env: p.Env, Cwd: p.Cwd, Pty: p.Pty, Rows: p.Rows, Cols: p.Cols, Kept: p.Resumable && p.Step >= 0,
 		CPU: cpuBind{bind: p.CPUBind, hint: p.Hint, dist: p.Distribution, cpusPerTask: p.CPUsPerTask}}
+	started := func() {}
+	if st.Kept {
+		// The same start sent again (its answer was lost, or this agent
+		// restarted after starting the tasks) follows the part already
+		// running: a step's part is started once.
+		var k *kept
+		if k, started = al.startOnce(p.Step); k != nil {
+			k.follow(dec, out, nil)
+			return
+		}
+		defer started()
+	}
 	// The node's PMI server fences through the connection that follows
 	// the part (mpi.go), which only a kept part has.
 	var pr *pmiRelay
@@ -317,7 +381,13 @@ func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *js
 		k := newKept(al, p.Step, running, r, stdinW, true)
 		k.pmi = pr
 		al.keep(k)
-		k.follow(dec, out, nil)
+		// Attached before a resend waiting in startOnce is let through,
+		// so the resend's connection, the newer one, follows the part.
+		gen, ok := k.attach(out, nil)
+		started()
+		if ok {
+			k.serve(gen, dec)
+		}
 		return
 	}
 	out.send(api.StepMsg{Kind: api.StepStarted, Step: p.Step, NTasks: len(p.Tasks)})

@@ -236,6 +236,9 @@ func (n *Node) startTask(ctx context.Context, ex runtime.Execer, al *Alloc, ctr 
 		Stdout: taskWriter{out, api.StepStdout, task}, Stderr: taskWriter{out, api.StepStderr, task},
 		Stdin: stdinOf(st, local),
 	}
+	if cfg.Stdin != nil && st.Step >= 0 {
+		cfg.Stdin = al.countStdin(st.Step, cfg.Stdin, 0) // stdin.go
+	}
 	ptyTask(&cfg, st, local)
 	proc, err := ex.Exec(ctx, ctr, cfg)
 	var warned *warnFirst

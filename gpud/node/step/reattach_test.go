@@ -77,8 +77,12 @@ func (a *agentRT) Exec(_ context.Context, _ string, cfg runtime.ExecConfig) (run
 	}
 	p := &fakeProc{out: cfg.Stdout, owner: a, done: make(chan struct{})}
 	a.rt.mu.Lock()
+	defer a.rt.mu.Unlock()
+	if a.rt.procs[cfg.ID] != nil {
+		// As containerd: an exec ID is the container's once.
+		return nil, fmt.Errorf("exec %s: already exists", cfg.ID)
+	}
 	a.rt.procs[cfg.ID] = p
-	a.rt.mu.Unlock()
 	return &fakeHandle{p: p, a: a}, nil
 }
 
@@ -467,5 +471,103 @@ func TestPartFollowedAgain(t *testing.T) {
 	}
 	if len(s.exit) != 2 || s.exit[1].Code != 3 || s.exit[1].Error != "" || s.exit[0].Code != 0 || s.done.Code != 3 {
 		t.Errorf("exits %+v done %+v; want task 1 exit 3 and the step's code 3", s.exit, s.done)
+	}
+}
+
+// TestPartStartSentAgain: the first node's agent sends the start of the
+// second node's part again (its answer was lost, or that agent restarted
+// just after starting the tasks): the start sent again follows the
+// running part instead of starting its tasks twice (which containerd
+// refuses, "already exists"), with every line of output once.
+func TestPartStartSentAgain(t *testing.T) {
+	c := newTestCluster(t, "n1", "n2")
+	a1 := c.start("n1", false)
+	a2 := c.start("n2", false)
+	pr, err := a1.n.peer(c.asg.Alloc.Nodes[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := func(step int, out sink) *remotePart {
+		t.Helper()
+		st := tasks{Step: step, NodeIndex: 1, Tasks: []int{1}, Args: []string{"work"}, Env: []string{}}
+		rp := newRemotePart(pr.(*remotePeer), c.asg.Alloc.ID, st, out)
+		if err := rp.connect(ctx, false); err != nil {
+			t.Fatalf("start node n2's part of step %d: %v", step, err)
+		}
+		return rp
+	}
+	lose := func(rp *remotePart) { // the answer never reaches the sender
+		rp.mu.Lock()
+		rp.c.Close()
+		rp.mu.Unlock()
+	}
+	follow := func(rp *remotePart, out *recSink, task *fakeProc, last, want string) {
+		t.Helper()
+		rp.start(ctx)
+		task.write(last)
+		task.exit(0, 0)
+		for ex := range rp.part.exits {
+			if ex.Code != 0 || ex.Error != "" {
+				t.Errorf("task exit %+v; want 0", ex)
+			}
+		}
+		if got := out.text(); got != want {
+			t.Errorf("output %q; want %q (each line once)", got, want)
+		}
+		rp.release()
+		eventually(t, "the task deleted once the part was released", func() bool {
+			c.rt.mu.Lock()
+			defer c.rt.mu.Unlock()
+			return len(c.rt.procs) == 0
+		})
+	}
+
+	// Its answer lost, the start is sent again, twice.
+	lose(start(4, &recSink{}))
+	task := c.rt.proc(t, execID(4, 1))
+	task.write("one\n")
+	lose(start(4, &recSink{}))
+	task.write("two\n")
+	out := &recSink{}
+	follow(start(4, out), out, task, "three\n", "one\ntwo\nthree\n")
+
+	// Sent again after n2's agent restarted, which re-adopted the part.
+	lose(start(5, &recSink{}))
+	task = c.rt.proc(t, execID(5, 1))
+	a2.kill()
+	task.write("four\n")
+	c.start("n2", true)
+	out = &recSink{}
+	follow(start(5, out), out, task, "five\n", "four\nfive\n")
+}
+
+// TestStepRequestSentAgain: srun sends its step request again after its
+// agent was killed before srun heard of the step (its connection ended
+// before the started answer): the restarted agent finds the step started
+// for the request's key and srun follows it; no second step starts.
+func TestStepRequestSentAgain(t *testing.T) {
+	c := newTestCluster(t, "n1")
+	a1 := c.start("n1", false)
+	req := api.StepRequest{Args: []string{"work"}, Env: []string{}, Key: "k-1"}
+	s := runStep(t, a1.al, req)
+	task := c.rt.proc(t, execID(0, 0))
+	a1.kill()
+	task.write("one\n")
+	a1 = c.start("n1", true)
+	s = runStep(t, a1.al, req)
+	task.write("two\n")
+	task.exit(0, 0)
+	s.until("the step's end", func() bool { return s.done != nil })
+	if got, want := s.output(), "0:one\n0:two\n"; got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	for id := range c.rt.procs {
+		if id != execID(0, 0) {
+			t.Errorf("a second step ran (%s)", id)
+		}
 	}
 }

@@ -175,17 +175,26 @@ func (al *Alloc) remoteID(ctx context.Context, nodes []spec.NodeAlloc) (id int, 
 
 // started registers a step this node serves and records its start.
 func (al *Alloc) started(ctx context.Context, step int, req api.StepRequest, l layout, gr stepGrant, signalAll func(syscall.Signal)) *servedStep {
+	return al.startedAs(ctx, al.stepAcct(step, req, l, gr), signalAll)
+}
+
+// stepAcct is the accounting record of step as it starts now.
+func (al *Alloc) stepAcct(step int, req api.StepRequest, l layout, gr stepGrant) spec.Step {
 	cpus, gpus := 0, 0
 	for i := range l.nodes {
 		cpus += gr.cpus[i]
 		gpus += len(gr.gpus[i])
 	}
-	s := &servedStep{
-		rec: spec.Step{ID: strconv.Itoa(step), Name: stepName(req.Args[0]), State: spec.StateRunning,
-			StartTime: spec.NewTime(al.n.cfg.Clock.Now()), Nodes: l.names(), NTasks: l.ntasks(), CPUs: cpus, GPUs: gpus},
-		signalAll: signalAll,
-		recorded:  make(chan struct{}),
-	}
+	return spec.Step{ID: strconv.Itoa(step), Name: stepName(req.Args[0]), State: spec.StateRunning,
+		StartTime: spec.NewTime(al.n.cfg.Clock.Now()), Nodes: l.names(), NTasks: l.ntasks(), CPUs: cpus, GPUs: gpus}
+}
+
+// startedAs is started for the step whose accounting record is acct (a
+// restarted agent's, for a step its predecessor started but had not
+// recorded as started).
+func (al *Alloc) startedAs(ctx context.Context, acct spec.Step, signalAll func(syscall.Signal)) *servedStep {
+	step := acct.Num()
+	s := &servedStep{rec: acct, signalAll: signalAll, recorded: make(chan struct{})}
 	al.serve(step, s)
 	rec := s.rec
 	// Off srun's path: the outbox commit is an fsync.

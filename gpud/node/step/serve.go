@@ -61,6 +61,14 @@ func (al *Alloc) serveConn(ctx context.Context, c net.Conn) {
 // from the node's step listener (srun with the allocation's ticket).
 func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder, out *stream) {
 	log := al.logger()
+	// The request sent again (this agent restarted before srun heard of
+	// the step, or before it answered): srun follows the step started
+	// for it. A step start is keyed by srun's request key.
+	if step, ok := al.stepOfKey(req.Key); ok {
+		log.Info("srun sent a step request again; it follows the step started for it", "step", step)
+		al.reattach(ctx, dec, out, step, nil)
+		return
+	}
 	v := al.view()
 	l, err := stepLayout(v.asg.Alloc.Nodes, req)
 	if err != nil {
@@ -138,6 +146,14 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 		stepEnv = append(stepEnv, "SLURM_DISTRIBUTION="+req.Distribution)
 	}
 
+	// Recorded before any task runs: srun sending its request again
+	// after an agent restart follows this step (its key), and the
+	// restarted agent re-adopts it.
+	early := al.stepAcct(step, req, l, grant)
+	rec := stepRecord{Step: step, Key: req.Key, NTasks: nt, Nodes: names, Tasks: l.tasks, Pty: req.Pty, Stdin: req.Stdin,
+		KillOnBadExit: req.KillOnBadExit, Acct: &early, Grant: recordGrant(grant)}
+	al.recordStep(rec)
+
 	// srun learns the step and where each task runs before any task
 	// writes output (its %s and %n output patterns).
 	perNode := make([]int, len(l.tasks))
@@ -156,6 +172,14 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 		defer sp.fence.Fail(nil) // a server still waiting when the step ends
 	}
 
+	// Task 0's input is acknowledged to srun when task 0 runs here
+	// (stdin.go).
+	var stdinAcks []api.StepCount
+	if req.Stdin && !req.Pty && names[0] == al.n.cfg.Node {
+		stdinAcks = stdinCount(0)
+		al.followStdin(step, out)
+		defer al.followStdin(step, nil)
+	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	// srun's stdin goes to task 0 (on the first node of the step).
@@ -199,9 +223,12 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 				p.done()
 			}
 		}
+		al.forgetStep(step)
+		// The job's part ends before srun hears: its script then cannot
+		// carry on as if the step had run.
+		al.failGang(errs, step)
 		msg := fmt.Sprintf("start step %d.%d: %v", al.jobID, step, err)
 		out.send(api.StepMsg{Kind: api.StepError, Error: msg})
-		al.failGang(errs, step)
 		return
 	}
 	signalAll := func(sig syscall.Signal) {
@@ -213,14 +240,13 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 		sp.started(func() { signalAll(syscall.SIGKILL) })
 	}
 	served := al.started(ctx, step, req, l, grant, signalAll) // record.go
-	// For srun to follow the step again after an agent restart, and the
-	// restarted agent to record its end (state.go): recorded before
-	// srun hears of the start or sees any output.
+	// For the restarted agent to record its end (state.go): recorded
+	// before srun hears of the start or sees any output.
 	acct := served.rec
-	al.recordStep(stepRecord{Step: step, NTasks: nt, Nodes: names, Tasks: l.tasks, Pty: req.Pty, Stdin: req.Stdin,
-		KillOnBadExit: req.KillOnBadExit, Acct: &acct, Grant: recordGrant(grant)})
+	rec.Acct, rec.AcctStarted = &acct, true
+	al.recordStep(rec)
 	log.Info("step started", "step", step, "tasks", nt, "nodes", names, "pty", req.Pty)
-	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode, TaskNodes: taskNodes})
+	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: nt, Nodes: names, TasksPerNode: perNode, TaskNodes: taskNodes, Counts: stdinAcks})
 	out.releaseOutput()
 	defer al.forgetStep(step)
 	worst, worstSig := follow(ctx, msgs, parts, stdinW, req.KillOnBadExit, out)

@@ -63,7 +63,10 @@ const (
 
 // stepRecord is a running step's layout, on the node srun talks to.
 type stepRecord struct {
-	Step          int      `json:"step"`
+	Step int `json:"step"`
+	// Key is srun's request's (api.StepRequest.Key): srun sending the
+	// request again follows this step.
+	Key           string   `json:"key,omitempty"`
 	NTasks        int      `json:"ntasks"`
 	Nodes         []string `json:"nodes"`
 	Tasks         [][]int  `json:"tasks"` // per node of Nodes
@@ -71,8 +74,11 @@ type stepRecord struct {
 	Stdin         bool     `json:"stdin,omitempty"`
 	KillOnBadExit bool     `json:"kill_on_bad_exit,omitempty"`
 	// Acct is the step's accounting record as its start was recorded
-	// (record.go), for the restarted agent to record its end.
-	Acct *spec.Step `json:"acct,omitempty"`
+	// (record.go), for the restarted agent to record its end; before
+	// AcctStarted (the agent died while the tasks started), as the start
+	// is to be recorded by the restarted agent.
+	Acct        *spec.Step `json:"acct,omitempty"`
+	AcctStarted bool       `json:"acct_started,omitempty"`
 	// Grant is what the step holds of the allocation (ledger.go), per
 	// node of Nodes; nil for --overlap. A restarted agent books it again,
 	// so a new step is not given the GPUs of one still running.
@@ -141,6 +147,12 @@ type stateSteps struct {
 	parts map[int]*resumedPart // this node's re-adopted tasks, by step
 	// kept are the parts run for other nodes' agents (keep.go), by step.
 	kept map[int]*kept
+	// starting are the kept parts being started, by step: closed once
+	// started or failed (keep.go, startOnce).
+	starting map[int]chan struct{}
+	// stdinOut are the sruns that get task 0's input acknowledgements,
+	// by step (stdin.go).
+	stdinOut map[int]*stream
 	// partRecs are this node's running parts' records, by step.
 	partRecs map[int]*partRecord
 }
@@ -150,7 +162,9 @@ type resumedPart struct {
 	part  *part
 	relay *relay
 	stdin *io.PipeWriter // task 0's input, when it had srun's
-	taken bool           // a reattached srun follows it, or it was ended
+	// stdinFrom is how much of srun's input task 0 had (stdin.go).
+	stdinFrom int64
+	taken     bool // a reattached srun follows it, or it was ended
 }
 
 func (al *Alloc) recordStep(rec stepRecord) {
@@ -201,6 +215,7 @@ func (al *Alloc) forgetPart(step int) {
 	delete(al.resumed.partRecs, step)
 	al.resumed.mu.Unlock()
 	al.removeJobFile(partFile(step))
+	al.removeJobFile(stdinFile(step))
 }
 
 // writeJobFile writes v as JSON to name in the job directory, replacing
@@ -320,7 +335,9 @@ func (al *Alloc) readoptPart(ctx context.Context, log *slog.Logger, pr partRecor
 		if pr.Stdin && pr.NodeIndex == 0 && local == 0 {
 			var stdinR *io.PipeReader
 			stdinR, stdinW = io.Pipe()
-			cfg.Stdin = stdinR
+			// srun sends its input again from what task 0 had.
+			rp.stdinFrom = al.recordedStdin(pr.Step)
+			cfg.Stdin = al.countStdin(pr.Step, stdinR, rp.stdinFrom)
 		}
 		err := errors.New("this node's runtime cannot re-attach to running processes")
 		var proc runtime.Process
@@ -420,7 +437,15 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: rec.NTasks, Nodes: rec.Nodes})
+	// srun sends its input again from what task 0 had, when task 0 runs
+	// here (stdin.go).
+	var stdinAcks []api.StepCount
+	if n, ok := al.resumedStdin(rec); ok {
+		stdinAcks = stdinCount(n)
+		al.followStdin(step, out)
+		defer al.followStdin(step, nil)
+	}
+	out.send(api.StepMsg{Kind: api.StepStarted, Step: step, NTasks: rec.NTasks, Nodes: rec.Nodes, Counts: stdinAcks})
 	asg := al.view().asg
 	running := make([]*part, len(rec.Nodes))
 	relays := make([]*relay, len(rec.Nodes))
@@ -472,12 +497,20 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	}
 	log.Info("srun follows a re-adopted step again", "step", step)
 	var served *servedStep
-	if rec.Acct != nil {
-		served = al.resumeServed(*rec.Acct, func(sig syscall.Signal) { // record.go
-			for _, p := range running {
-				p.signal(sig)
-			}
-		})
+	signalAll := func(sig syscall.Signal) {
+		for _, p := range running {
+			p.signal(sig)
+		}
+	}
+	switch {
+	case rec.Acct != nil && (rec.AcctStarted || rec.Key == ""):
+		// (A record without the key is an older agent's, written once
+		// the step's start was recorded.)
+		served = al.resumeServed(*rec.Acct, signalAll) // record.go
+	case rec.Acct != nil:
+		// Its start was not recorded: the old agent died while the
+		// tasks started.
+		served = al.startedAs(ctx, *rec.Acct, signalAll)
 	}
 	// From here on as a step this agent started (serve.go).
 	worst, worstSig := follow(ctx, readMsgs(dec), running, stdin, rec.KillOnBadExit, out)
@@ -489,6 +522,37 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	if served != nil {
 		al.ended(ctx, served, worst, worstSig) // after srun has its answer
 	}
+}
+
+// stepOfKey is the re-adopted step started for srun's request key (""
+// matches none).
+func (al *Alloc) stepOfKey(key string) (int, bool) {
+	if key == "" {
+		return 0, false
+	}
+	al.resumed.mu.Lock()
+	defer al.resumed.mu.Unlock()
+	for step, rec := range al.resumed.recs {
+		if rec.Key == key {
+			return step, true
+		}
+	}
+	return 0, false
+}
+
+// resumedStdin is how much of srun's input task 0 of the re-adopted step
+// rec had, when task 0 runs here with srun's input.
+func (al *Alloc) resumedStdin(rec stepRecord) (int64, bool) {
+	if !rec.Stdin || rec.Pty || len(rec.Nodes) == 0 || rec.Nodes[0] != al.n.cfg.Node {
+		return 0, false
+	}
+	al.resumed.mu.Lock()
+	defer al.resumed.mu.Unlock()
+	rp := al.resumed.parts[rec.Step]
+	if rp == nil || rp.stdin == nil {
+		return 0, false
+	}
+	return rp.stdinFrom, true
 }
 
 // countsOf are the counts of tasks' output among all.
