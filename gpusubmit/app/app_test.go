@@ -349,7 +349,7 @@ func TestEveryProblemInOnePass(t *testing.T) {
 		"gpusubmit: line 2 of job.sh: unknown option --tme; did you mean --time? see gpusubmit --help for the options gpud honours\n" +
 		"gpusubmit: line 3 of job.sh: --cpu-bind is an sbatch option gpud cannot honour (the node does not bind tasks to CPUs); remove it\n" +
 		"gpusubmit: line 4 of job.sh: heterogeneous jobs (#SBATCH hetjob) are not supported by gpud; submit each component as its own job, linked with --dependency=after:JOBID if they must start in order\n" +
-		"gpusubmit: line 5 of job.sh: --nodes: bad node count \"0\"; use N or N-N with N >= 1\n" +
+		"gpusubmit: line 5 of job.sh: --nodes: bad node count \"0\"; use N or MIN-MAX with N >= 1 and MIN <= MAX\n" +
 		"gpusubmit: line 3 of job.sh: --mem: bad memory size \"lots\"; use a whole number with an optional K, M, G or T suffix, B or iB allowed (500M, 4G, 8gb, 1T; no suffix means MiB)\n"
 	if got.code != 2 {
 		t.Errorf("exit %d, want 2", got.code)

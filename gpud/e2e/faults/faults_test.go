@@ -363,8 +363,12 @@ srun --ntasks-per-node=1 bash gang-worker.sh
 `
 
 // gangWorker: on SIGUSR1 every rank saves its own counter; rank 0 marks
-// the checkpoint done once both ranks' files are there.
+// the checkpoint done once both ranks' files are there. The trap comes
+// first: the step may start just as a checkpoint interval ends, and a
+// signal before it would end the rank (the test failed once so, "killed
+// by signal SIGUSR1").
 const gangWorker = `#!/bin/bash
+trap checkpoint USR1
 n=0
 checkpoint() {
 	echo "$n" > "$GPUD_CHECKPOINT_DIR/rank-$NODE_RANK"
@@ -376,7 +380,6 @@ checkpoint() {
 		touch "$GPUD_CHECKPOINT_DIR/.done"
 	fi
 }
-trap checkpoint USR1
 while [ "$n" -lt 1000000 ]; do
 	n=$((n+1))
 	sleep 0.2

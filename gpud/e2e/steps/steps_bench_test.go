@@ -48,6 +48,12 @@ func waitStep(b testing.TB, sock string, nodes int) {
 func srunCmd(sock string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(e2etest.BinDir, "srun"), args...)
 	cmd.Env = append(os.Environ(), api.EnvStepSocket+"="+sock)
+	// The step's tasks start in srun's directory. The test's own (the
+	// package's, in the checkout) is not in a job whose checkout lies
+	// under /tmp (jobs get a private /tmp), and the task then says so
+	// before its output (slurmstepd's "couldn't chdir" line); "/" is in
+	// every job. Tests about directories set their own.
+	cmd.Dir = "/"
 	return cmd
 }
 
