@@ -25,6 +25,9 @@ var mpiLaunches = map[string]string{
 	"orte":  "mpirun.openmpi ./ar-ompi",
 }
 
+// mpichLaunch are the launches of MPICH (see mpiScript).
+var mpichLaunch = map[string]bool{"pmi2": true, "hydra": true}
+
 // mpiScript runs the allreduce program of 2 nodes x 2 tasks by each of
 // launches (names of mpiLaunches).
 func mpiScript(launches []string) string {
@@ -33,7 +36,25 @@ func mpiScript(launches []string) string {
 	b.WriteString(`echo "slots=$SLURM_TASKS_PER_NODE cpus=$SLURM_JOB_CPUS_PER_NODE jobid=$SLURM_JOBID"` + "\n")
 	b.WriteString("echo '== list =='\nsrun --mpi=list\n")
 	for _, l := range launches {
-		fmt.Fprintf(&b, "echo '== %s =='\ntimeout 300 %s\necho \"rc=$?\"\n", l, mpiLaunches[l])
+		if !mpichLaunch[l] {
+			fmt.Fprintf(&b, "echo '== %s =='\ntimeout 300 %s\necho \"rc=$?\"\n", l, mpiLaunches[l])
+			continue
+		}
+		// Debian 12's MPICH 4.0.2 (ch4:ucx) can hang in MPI_Finalize
+		// after every rank's work is done: a rank blocked in the
+		// finalize PMI barrier stops progressing UCX, and a peer still
+		// disconnecting from it waits for ever (fixed upstream by
+		// removing that barrier, pmodels/mpich#6596; Slurm's pmi2 hangs
+		// alike). A launch that hangs so is tried once more; a fault of
+		// gpud's (a fence that never completes) fails both tries.
+		fmt.Fprintf(&b, `echo '== %[1]s =='
+for try in 1 2; do
+	timeout 120 %[2]s >%[1]s.try 2>&1; rc=$?
+	if [ $rc = 124 ] && [ $try = 1 ]; then echo 'mpich finalize hang: launching again'; continue; fi
+	cat %[1]s.try; break
+done
+echo "rc=$rc"
+`, l, mpiLaunches[l])
 	}
 	b.WriteString("echo '== end =='\n")
 	return b.String()
@@ -88,6 +109,9 @@ func testMPI(t *testing.T, launches []string, extra ...string) {
 	}
 	for _, l := range launches {
 		e2etest.CheckMPI(t, out, l, 4)
+	}
+	if n := strings.Count(out, "mpich finalize hang: launching again"); n > 0 {
+		t.Logf("%d MPICH launch(es) hung in MPI_Finalize (MPICH 4.0's finalize PMI barrier) and were launched again", n)
 	}
 	if j["state"] != "COMPLETED" {
 		t.Errorf("job %s ended %v, want COMPLETED", id, j["state"])
