@@ -58,14 +58,18 @@ class Counter(Checkpointable):
 
 class Waiter(Checkpointable):
     """Waits to be preempted (job._interrupt()), then finishes on its
-    requeued run."""
+    requeued run. The first run creates started, the file the test waits
+    for: submitit sets its signal handlers just before it calls the
+    function, so from then on a SIGTERM is one submitit handles."""
 
     def __init__(self):
         self.runs = 0
 
-    def __call__(self):
+    def __call__(self, started):
         self.runs += 1
         if self.runs == 1:
+            with open(started, "w") as f:
+                f.write("1")
             time.sleep(600)
         return self.runs
 
@@ -138,9 +142,18 @@ def flow_checkpoint(ex, mode):
 def flow_interrupt(ex, mode):
     """job._interrupt(): a preemption (SIGTERM, then USR2, by scancel
     --signal) checkpoints and requeues the job, which then finishes."""
-    job = ex.submit(Waiter())
+    # ex.folder is logs/%j: the file goes beside the job folders.
+    started = os.path.join(str(ex.folder.parent), "waiter-started")
+    job = ex.submit(Waiter(), started)
     wait_running(job)
-    time.sleep(3)  # submitit's handlers are set once the task has loaded the pickle
+    # Not a fixed sleep: on a fresh machine the task's first import of
+    # submitit (compiling it) took longer than 3 s, and a SIGTERM before
+    # the handlers are set ends the task.
+    deadline = time.time() + 120
+    while not os.path.exists(started):
+        if time.time() > deadline:
+            raise AssertionError(f"job {job.job_id}'s function never started: {job.state}")
+        time.sleep(0.2)
     job._interrupt()
     assert job.result() == 2, job.result()
     wait_state(job, "COMPLETED")
