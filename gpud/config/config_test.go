@@ -56,10 +56,10 @@ func TestShippedFilesListEveryKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := string(data)
-		// An [[ha.peers]] entry would turn HA on, so the file shows one
-		// commented out.
+		// An [[ha.peers]] entry would turn HA on, and a [[power.nodes]]
+		// entry declare nodes, so the file shows them commented out.
 		commented := map[string]bool{}
-		for _, key := range allKeys(HAPeer{}) {
+		for _, key := range append(allKeys(HAPeer{}), allKeys(PowerNode{})...) {
 			commented[key] = strings.Contains(text, "\n# "+key+" = ")
 		}
 		for _, key := range allKeys(tc.root) {

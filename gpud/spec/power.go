@@ -35,6 +35,13 @@ func (p PowerState) Suffix() string {
 	return ""
 }
 
+// Node events of power saving (NodeEvent.Event): the node's powered-down
+// time runs from power_down to power_up. Neither is down time.
+const (
+	NodeEventPowerDown = "power_down"
+	NodeEventPowerUp   = "power_up"
+)
+
 // AdminPower is the kind of AdminRecord that keeps a node's NodePower.
 const AdminPower = "power"
 
