@@ -209,13 +209,27 @@ func (c *Controller) powerTick(tx *txn, now time.Time) {
 			ps.idleSince[name] = now
 		}
 	}
-	// The snapshot updates the scheduler's bookkeeping for the apply that
-	// follows it in a cycle; planning power must leave it as it was.
-	saved := c.sched
-	saved.arrayLimited = slices.Clone(c.sched.arrayLimited)
-	saved.active = slices.Clone(c.sched.active)
-	snap := c.snapshot(now)
-	c.sched = saved
+	var snap *sched.Snapshot
+	switch {
+	case len(c.st.pending) > 0:
+		// The snapshot updates the scheduler's bookkeeping for the apply
+		// that follows it in a cycle; planning power must leave it as it
+		// was.
+		saved := c.sched
+		saved.arrayLimited = slices.Clone(c.sched.arrayLimited)
+		saved.active = slices.Clone(c.sched.active)
+		snap = c.snapshot(now)
+		c.sched = saved
+	case pc.SuspendTime > 0:
+		// Nothing to power up: the nodes alone say what is idle.
+		snap = &sched.Snapshot{Nodes: make([]sched.Node, 0, len(c.st.nodes))}
+		for _, name := range c.st.nodeNames() {
+			sn, _ := c.schedNode(name)
+			snap.Nodes = append(snap.Nodes, sn)
+		}
+	default:
+		return
+	}
 	cfg := c.schedConfig()
 	plan := sched.PlanPower(snap, now, cfg, sched.PowerConfig{
 		SuspendTime: pc.SuspendTime,

@@ -170,6 +170,7 @@ func TestElasticPower(t *testing.T) {
 	for _, id := range ids {
 		c.WaitState(id, 2*time.Minute, "COMPLETED")
 	}
+	t.Logf("burst done; waiting for the power-down")
 	// Idle for suspend_time: the four are powered down, their agents
 	// stopped; node1 and node2 stay on.
 	waitSinfoFor(c, work, 90*time.Second, map[string]string{"node1": "idle", "node2": "idle",
@@ -183,6 +184,7 @@ func TestElasticPower(t *testing.T) {
 		return len(pids) == 0
 	})
 
+	t.Logf("powered down; now a failing resume")
 	// A failing resume: cloud1 cannot boot. Two jobs fill node1 and
 	// node2, the third powers up cloud1, fails, and runs on cloud2.
 	if err := os.WriteFile(filepath.Join(pw, "fail-cloud1"), nil, 0o644); err != nil {
@@ -193,7 +195,8 @@ func TestElasticPower(t *testing.T) {
 		more = append(more, submit(c, work, "--gpus-per-node=8", "--time=10", "--wrap", "sleep 300"))
 	}
 	for _, id := range more {
-		c.WaitState(id, 3*time.Minute, "RUNNING")
+		j := c.WaitState(id, 3*time.Minute, "RUNNING")
+		t.Logf("job %s running on %v", id, j["nodes"])
 	}
 	states := sinfoStates(c, work)
 	if states["cloud1"] != "down~" {
