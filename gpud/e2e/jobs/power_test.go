@@ -208,6 +208,19 @@ func TestElasticPower(t *testing.T) {
 	if !strings.Contains(c.Log.String(), "no capacity in the zone") {
 		t.Errorf("the resume program's output is not in the controller's log")
 	}
+	// End the jobs while cloud2's agent still runs to stop their
+	// containers (the scripts' cleanup stops it after the cluster's).
+	for _, id := range more {
+		if r := c.CLI(work, "scancel", id); r.Code != 0 {
+			t.Errorf("scancel %s: exit %d: %s", id, r.Code, r.Stderr)
+		}
+	}
+	for _, id := range more {
+		c.WaitState(id, 2*time.Minute, "CANCELLED")
+	}
+	if c.ContainersOf(more[2]) != 0 {
+		t.Errorf("job %s's container outlived its cancel", more[2])
+	}
 }
 
 // waitSinfoFor is waitSinfo with its own bound.
