@@ -689,7 +689,7 @@ func (a *Agent) sendLoop(ctx context.Context) {
 				}
 				break
 			}
-			resp, err := a.client.Events(ctx, a.cfg.Name, evs)
+			resp, err := a.client.EventsAt(ctx, a.cfg.Name, evs, a.runnerDeps.clock.Now())
 			if err != nil {
 				if ctx.Err() == nil {
 					a.log.Warn("deliver events to controller; will retry", "events", len(evs), "first_seq", evs[0].Seq, "err", err)
