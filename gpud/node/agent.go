@@ -526,7 +526,11 @@ func (a *Agent) localStarts(resp *api.AssignmentsResponse) {
 	for i := range resp.Assignments {
 		al := &resp.Assignments[i].Alloc
 		if !al.StartTime.IsZero() {
-			al.StartTime = spec.NewTime(got.Add(-resp.Now.Sub(al.StartTime.Time)))
+			// Not spec.NewTime: the start keeps got's monotonic reading,
+			// so a deadline taken from it and armed later (a gang
+			// start's wait, an image pull) is not moved by a step of
+			// this node's clock in between.
+			al.StartTime = spec.Time{Time: got.Add(-resp.Now.Sub(al.StartTime.Time))}
 		}
 	}
 }
