@@ -28,6 +28,9 @@ func TestMain(m *testing.M) { os.Exit(e2etest.Main(m, nil)) }
 //	             jobs running steps (issue 25's Must-show)
 //	firstack:N   N cuts of the leader listed first in GPUD_CONTROLLER:
 //	             how soon a submission is acknowledged, and squeue
+//	clock        the suite's clock fault alone, under the stream: the
+//	             leader's and a node's wall clocks stepped by an hour
+//	             while jobs with time limits run (both ways)
 //	agentkill:N  N runs each of kill -9 of the agent of the first and of
 //	             the second node of a running 2-node step, restarted
 //	             after 10 s (issue 25's Must-show)
@@ -59,10 +62,12 @@ func TestChaos(t *testing.T) {
 			t.Run("LeaderCut", func(t *testing.T) { leaderCutRuns(t, c, max(n, 1)) })
 		case "firstack":
 			t.Run("FirstAck", func(t *testing.T) { firstAckCuts(t, c, max(n, 1)) })
+		case "clock":
+			t.Run("Clock", func(t *testing.T) { suite(t, c, shortShape, []step{clockFault}) })
 		case "agentkill":
 			t.Run("AgentKill", func(t *testing.T) { agentKillRuns(t, c, max(n, 1)) })
 		default:
-			t.Fatalf("GPUD_CHAOS_RUNS: unknown %q (suite, leadercut:N, firstack:N, agentkill:N)", name)
+			t.Fatalf("GPUD_CHAOS_RUNS: unknown %q (suite, leadercut:N, firstack:N, clock, agentkill:N)", name)
 		}
 	}
 }
@@ -83,8 +88,13 @@ var suiteFaults = []step{
 	{"agent-kill", func(x *chaos) { x.agentKill(0); x.agentKill(1) }},
 	{"disk-full", func(x *chaos) { x.diskFull(30 * time.Second) }},
 	{"lossy", func(x *chaos) { x.lossy(30 * time.Second) }},
-	{"clock", func(x *chaos) { x.clockStep(10*time.Minute, 30*time.Second) }},
+	clockFault,
 }
+
+// clockFault steps the leader's wall clock an hour forward and a node's
+// an hour back while jobs with time limits run, then the other way round
+// (another leader, perhaps, and another node).
+var clockFault = step{"clock", func(x *chaos) { x.clockStep(time.Hour, -time.Hour, 0); x.clockStep(-time.Hour, time.Hour, 1) }}
 
 // shortFaults are the part of the suite make test runs (TestChaosShort):
 // the faults that found the most so far, in about two minutes: kill -9
