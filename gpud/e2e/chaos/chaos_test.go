@@ -246,7 +246,9 @@ func leaderCutRuns(t *testing.T, c *cluster, n int) {
 		c.net.SetLink(old.host, true)
 		f.End = time.Now()
 		x.settle(f)
-		e2etest.WaitFor(t, 3*time.Minute, "run's jobs to end", func() bool {
+		// Generous: on a loaded machine a 90 s step took over four
+		// minutes (each of its 180 lines forks a sleep).
+		e2etest.WaitFor(t, 10*time.Minute, "run's jobs to end", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			jobs, err := c.admin.Jobs(ctx, api.JobFilter{})
@@ -295,7 +297,7 @@ func agentKillRuns(t *testing.T, c *cluster, n int) {
 		}
 		x.agentKill(pos)
 		f := x.faults[len(x.faults)-1]
-		e2etest.WaitFor(t, 3*time.Minute, "run's job to end", func() bool {
+		e2etest.WaitFor(t, 10*time.Minute, "run's job to end", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			jobs, err := c.admin.Jobs(ctx, api.JobFilter{})
