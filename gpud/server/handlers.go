@@ -631,18 +631,23 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, out)
 }
 
+// eventSkewTolerance is the difference between a node's clock as it sent
+// events and the controller's as it reads them that is taken for the
+// request's own delay (a loaded controller reads it seconds later) and
+// left alone.
+const eventSkewTolerance = time.Minute
+
 // shiftEventTimes moves the times of a node's events, stamped on its
 // clock, to the controller's (now): by the difference of the two clocks
-// as the node sent them (EventsRequest.Now), where it is over a second.
-// A job's start stamped by a node whose clock is an hour behind would
-// otherwise be an hour in the controller's past, and the job's time
-// limit (measured from it) run out at once.
+// as the node sent them (EventsRequest.Now), where it is over
+// eventSkewTolerance. A job's start stamped by a node whose clock is an
+// hour behind would otherwise be an hour in the controller's past.
 func shiftEventTimes(req api.EventsRequest, now time.Time, log *slog.Logger, node string) {
 	if req.Now.IsZero() {
 		return
 	}
 	d := now.Sub(req.Now)
-	if d.Abs() <= time.Second {
+	if d.Abs() <= eventSkewTolerance {
 		return
 	}
 	log.Debug("node's clock differs from the controller's; its events' times moved", "node", node, "controller_ahead_by", d.Round(time.Millisecond))
