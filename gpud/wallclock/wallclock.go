@@ -108,6 +108,7 @@ func Follow(ctx context.Context, path string, log *slog.Logger) error {
 	go func() {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
+		said := "" // the last error logged: each said once, not every 100 ms
 		for {
 			select {
 			case <-ctx.Done():
@@ -116,9 +117,13 @@ func Follow(ctx context.Context, path string, log *slog.Logger) error {
 			}
 			off, err := readOffset(path)
 			if err != nil {
-				log.Error("test wall clock: offset kept", "offset", Offset().String(), "err", err)
+				if err.Error() != said {
+					said = err.Error()
+					log.Error("test wall clock: offset kept", "offset", Offset().String(), "err", err)
+				}
 				continue
 			}
+			said = ""
 			apply(off)
 		}
 	}()
