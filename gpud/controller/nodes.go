@@ -366,6 +366,8 @@ type Assignment struct {
 	ClusterName string
 	// Gate is the job's partition's start gate (Partition.StartGate).
 	Gate string
+	// Het are the components of Job's heterogeneous job (het.go).
+	Het []spec.HetComponent
 }
 
 // Assignments returns the node's generation and every allocation it
@@ -420,7 +422,8 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 			continue
 		}
 		j := rec.view.job
-		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName, Gate: StartGateQuick}
+		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName, Gate: StartGateQuick,
+			Het: c.hetComponents(&rec.job)}
 		if p := c.cfg.partition(j.Partition); p != nil && p.StartGate != "" {
 			a.Gate = p.StartGate
 		}
