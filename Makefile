@@ -14,7 +14,7 @@ PREFIX ?= /usr/local
 SYSCONFDIR ?= /etc
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients test-chaos test-step-kills check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-twin bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm bench-flood clean
+.PHONY: help deps build install test test-clients test-chaos test-step-kills check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-twin bench-sim-traces bench-goodput bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm bench-flood clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -174,6 +174,15 @@ bench-twin: ## Simulator twin: fidelity against a live controller (TWIN_JOBS, de
 
 bench-sim-traces: ## Simulator: the queueing traces too (Lublin, KTH-SP2, Philly through sched.Schedule).
 	BENCH_SIM_TRACES=1 ./scripts/bench-sim.sh
+
+# Issue 29's goodput study (docs/health.md): Meta's Llama 3 failure rate and
+# causes injected into the whole Philly trace, gpud's health policy against
+# whole-node drain, seeds GOODPUT_SEEDS. About 10 minutes a seed on the loaded
+# 2-core dev machine.
+GOODPUT_SEEDS ?= 1..3
+bench-goodput: build ## Simulator: goodput under Meta's failure rates on the Philly trace, per-GPU drain + expedite + checkpoint-first vs whole-node drain (needs ../shared/traces).
+	nice -n 10 bin/gpud simulate --trace ../shared/traces/gpu/philly-rfold/philly_trace.csv --cluster 311x8 \
+		--failures meta --seed $(GOODPUT_SEEDS)
 
 # A modest fleet that finishes in a few minutes on a 2-core machine; docs/fleet.md
 # has the flags of the big runs (1,000 nodes x 8 GPUs with 100,000 jobs;
