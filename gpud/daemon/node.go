@@ -144,6 +144,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		StateDir:       s.StateDir,
 		Inventory:      inv,
 		KillGrace:      s.KillGrace.Std(),
+		OverTimeLimit:  s.OverTimeLimit.Std(),
 		StopJobsOnStop: o.StopJobs,
 		DefaultImage:   s.DefaultImage,
 		PrefetchImages: o.Images.Prefetch,

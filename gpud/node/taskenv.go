@@ -280,16 +280,39 @@ func nicEnv(in taskInput) []string {
 	return []string{"NCCL_IB_HCA=" + strings.Join(in.Self.NICs, ",")}
 }
 
-// arrayEnv are an array task's variables.
+// arrayEnv are an array task's variables: its index and array, and, as
+// sbatch(1) sets them, the array's task count, lowest and highest index
+// and step (scripts that split work by index read them: a task handles
+// indices ID to ID+STEP-1). The step is the spacing of the indices, 1
+// when they are not evenly spaced.
 func arrayEnv(in taskInput) []string {
 	job := &in.Asg.Job
 	if job.ArrayJobID == 0 {
 		return nil
 	}
 	tid := strconv.Itoa(job.ArrayTaskID)
-	return []string{
+	env := []string{
 		"GPUD_ARRAY_TASK_ID=" + tid,
 		"SLURM_ARRAY_TASK_ID=" + tid,
 		"SLURM_ARRAY_JOB_ID=" + strconv.FormatUint(uint64(job.ArrayJobID), 10),
 	}
+	idx, _, err := spec.ParseArray(job.Array)
+	if err != nil || len(idx) == 0 {
+		return env // validated at submit; a task without its spec has only its index
+	}
+	step := 1
+	if len(idx) > 1 {
+		step = idx[1] - idx[0]
+		for i := 2; i < len(idx); i++ {
+			if idx[i]-idx[i-1] != step {
+				step = 1
+				break
+			}
+		}
+	}
+	return append(env,
+		"SLURM_ARRAY_TASK_COUNT="+strconv.Itoa(len(idx)),
+		"SLURM_ARRAY_TASK_MIN="+strconv.Itoa(idx[0]),
+		"SLURM_ARRAY_TASK_MAX="+strconv.Itoa(idx[len(idx)-1]),
+		"SLURM_ARRAY_TASK_STEP="+strconv.Itoa(step))
 }

@@ -47,6 +47,9 @@ type options struct {
 	container []directive.Option
 	// jobID names the step in srun's messages (StepId=JOB.STEP).
 	jobID string
+	// jobOpt is --jobid's job ("": not given): inside a job it must be
+	// that job; outside one it is the allocation to run in.
+	jobOpt string
 	// listMPI: --mpi=list; noInput: --input=none.
 	listMPI, noInput bool
 	// redial connects to the node agent again, to follow the step after
@@ -122,6 +125,8 @@ const Usage = `usage: srun [options] COMMAND [ARGS...]
   -K, --kill-on-bad-exit[=0|1]  end the step when a task exits non-zero
       --export=ALL|NONE|VARS  environment of the tasks (default ALL)
       --overlap             share the allocation's resources with other steps
+      --jobid=ID            the job to run in: inside a job, that job (scripts name their own
+                            SLURM_JOB_ID); outside one, the allocation of job ID
       --exact               take only the CPUs the tasks ask for (-c each, 1 without), not the nodes' all
       --exclusive           dedicated CPUs for the step: --exact (steps that do not fit wait)
       --mpi=pmi2|pmix|none|list  the tasks' MPI process management: a PMI-1/PMI-2 server over PMI_FD
@@ -175,6 +180,7 @@ var optSet = withAllocOptions(&getopt.Set{Mode: getopt.StopAtFirst, Opts: []geto
 	// name, pack-group).
 	{Long: "het-group", Arg: getopt.Required},
 	{Long: "pack-group", Arg: getopt.Required},
+	{Long: "jobid", Arg: getopt.Required},
 	{Long: "exclusive", Arg: getopt.Optional},
 	{Long: "exact"},
 	// srun --pty and what ^C does (session.go). --quit-on-interrupt has
@@ -322,6 +328,11 @@ func parse(args []string) (options, error) {
 			default:
 				o.req.HetGroup = n + 1
 			}
+		case "jobid":
+			if n, perr := strconv.ParseUint(p.Value, 10, 32); perr != nil || n == 0 {
+				err = fmt.Errorf("srun: --jobid wants a job ID (a number), not %q", p.Value)
+			}
+			o.jobOpt = p.Value
 		case "exclusive":
 			// A step's --exclusive: dedicated CPUs, only those asked for.
 			if p.HasValue && p.Value != "user" && p.Value != "mcs" {
@@ -453,6 +464,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	o.envDefaults(os.Getenv)
+	if o.jobOpt != "" && o.jobOpt != o.jobID {
+		// Slurm's srun would start the step in that other job; gpud's
+		// steps reach only the job whose step socket this is.
+		fmt.Fprintf(stderr, "srun: --jobid=%s: this srun runs inside job %s, and gpud starts steps only in the job srun runs in; drop --jobid, or run srun --jobid=%s from outside a job\n", o.jobOpt, o.jobID, o.jobOpt)
+		return exitUsage
+	}
 	o.req.Stdin = !o.noInput && hasInput(os.Stdin)
 	if o.req.Cwd == "" {
 		o.req.Cwd, _ = os.Getwd()
