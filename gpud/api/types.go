@@ -584,6 +584,10 @@ type AcctClusterRow struct {
 	AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
 	IdleGPUHours      float64 `json:"idle_gpu_hours"`
 	DownGPUHours      float64 `json:"down_gpu_hours"`
+	// PoweredDownGPUHours are the hours of GPUs on nodes power saving
+	// had powered down (node events power_down to power_up; Slurm's
+	// sreport "PLND Down"), not counted as down.
+	PoweredDownGPUHours float64 `json:"powered_down_gpu_hours,omitempty"`
 }
 
 // AcctUtilPoint is one bucket of GET /v1/accounting/cluster's series;

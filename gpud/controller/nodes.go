@@ -71,6 +71,7 @@ func (c *Controller) RegisterRunning(ctx context.Context, who Caller, inv spec.I
 			n = c.st.addNode(&spec.Node{Inventory: inv, State: spec.NodeIdle}, c.now())
 		}
 		n.inv = keepGPUHealth(n.inv, inv)
+		c.powerRegistered(tx, n, c.now()) // power.go
 		n.lastHB = c.now()
 		n.late = false
 		if n.down {
@@ -707,6 +708,7 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg Config) (string, error
 		c.nodeTimeout.Store(int64(cfg.NodeTimeout))
 		c.published.Store(&cfg)
 		diffs := c.setFilePartitions(tx) // admin.go: scontrol's live changes stay
+		c.declareCloudNodes()            // power.go: nodes the new file declares
 		c.recheckAccess()
 		if n := len(c.st.ineligible); n > 0 {
 			changed = append(changed, fmt.Sprintf("%d queued jobs may no longer run as they are (access rules) and wait saying why", n))
@@ -830,8 +832,8 @@ func (c *Controller) housekeep(ctx context.Context) {
 		now := c.now()
 		for _, name := range c.st.nodeNames() {
 			n := c.st.nodes[name]
-			if n.down {
-				continue
+			if n.down || c.powerOff(name) {
+				continue // a powered-down node is silent by design (power.go)
 			}
 			switch late, down := c.overdue(name, n, now); {
 			case down:
@@ -846,6 +848,7 @@ func (c *Controller) housekeep(ctx context.Context) {
 				c.log.Warn("node not responding; no new jobs for it until it answers", "node", name, "silent_for", now.Sub(c.lastHeard(name, n.lastHB)).Round(time.Millisecond))
 			}
 		}
+		c.powerTick(tx, now) // power.go
 		if now.Sub(c.sched.lastPeriodic) >= c.cfg.SchedInterval {
 			c.sched.lastPeriodic = now
 			c.runs.prune(func(key string) bool {

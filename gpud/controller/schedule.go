@@ -487,7 +487,9 @@ func (c *Controller) schedNode(name string) (sched.Node, []spec.JobID) {
 		MemMiB:     n.inv.MemMiB,
 		FreeMemMiB: n.inv.MemMiB - u.mem,
 		Allocs:     len(u.jobs),
-		Weight:     n.weight(), // admin.go
+		Weight:     n.weight(),      // admin.go
+		Power:      c.powerOf(name), // power.go
+		IdleSince:  c.power.idleSince[name],
 	}
 	groups := nvlinkGroups(n.inv.GPUs)
 	for i, g := range n.inv.GPUs {

@@ -405,6 +405,9 @@ func (c *Controller) nodeView(n *nodeRec) spec.Node {
 		AllocGPUs:     []string{},
 		Jobs:          u.jobs,
 	}
+	if p := c.admin.power[n.inv.Name]; p != nil {
+		out.Power, out.PowerSince = p.State, p.Since
+	}
 	switch {
 	case n.adminDown():
 		out.Reason = n.over.Reason

@@ -138,6 +138,13 @@ type Node struct {
 	// Weight orders nodes that fit a job equally well: lower first
 	// (scontrol update Weight=); 0 is the default.
 	Weight int
+	// Power is the node's power-saving state: a node that is not on
+	// runs nothing now; PlanPower (power.go) plans pending work on the
+	// powered-down ones, which powers them up.
+	Power spec.PowerState
+	// IdleSince is when the node last held an allocation (or came up),
+	// for PlanPower's idle suspension; zero when unknown.
+	IdleSince time.Time
 }
 
 // GPU is one schedulable GPU device: a whole GPU or (for a MIG-aware

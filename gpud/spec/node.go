@@ -154,6 +154,10 @@ type Node struct {
 	// Weight orders nodes for placement (scontrol update Weight=; lower
 	// first); 0 is the default.
 	Weight int `json:"weight,omitempty"`
+	// Power is the node's power-saving state ("" powered on; power.go).
+	Power PowerState `json:"power,omitempty"`
+	// PowerSince is when the node entered Power (zero when on).
+	PowerSince Time `json:"power_since,omitzero"`
 }
 
 // MIG modes of a GPU (GPU.MIGMode).
