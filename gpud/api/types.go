@@ -256,6 +256,10 @@ type Assignment struct {
 	// "quick" (the node's health model judges a fresh reading) or "off";
 	// "" (an older controller) is "off".
 	Gate string `json:"gate,omitempty"`
+	// Het are the components of the heterogeneous job Job is a component
+	// of, in offset order (nil for another job): the SLURM_*_HET_GROUP_N
+	// variables, and where srun --het-group runs a step.
+	Het []spec.HetComponent `json:"het,omitempty"`
 }
 
 // AssignmentsResponse is GET /v1/nodes/{name}/assignments?after=GEN&wait=SECONDS&revocations=VERSION:

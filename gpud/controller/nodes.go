@@ -446,6 +446,8 @@ type Assignment struct {
 	ClusterName string
 	// Gate is the job's partition's start gate (Partition.StartGate).
 	Gate string
+	// Het are the components of Job's heterogeneous job (het.go).
+	Het []spec.HetComponent
 }
 
 // Assignments returns the node's generation and every allocation it
@@ -501,7 +503,8 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 			continue
 		}
 		j := rec.view.job
-		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName, Gate: StartGateQuick}
+		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName, Gate: StartGateQuick,
+			Het: c.hetComponents(&rec.job)}
 		// The node measures the time limit from the start it is sent,
 		// against the controller's clock as it answers (localStarts):
 		// the start as it is on that clock now, however it was stepped.
