@@ -231,6 +231,13 @@ type Job struct {
 	// Reservation is the advance reservation the job asks for
 	// (--reservation): it runs only on its nodes, in its windows.
 	Reservation string
+	// HetJobID, when set, makes the job component HetOffset of the
+	// heterogeneous job HetJobID of HetSize components (het.go): all of
+	// them start in the same cycle or none does. The controller gives
+	// them whole GPUs only, in one partition, outside reservations.
+	HetJobID  spec.JobID
+	HetOffset int
+	HetSize   int
 }
 
 // Config tunes a cycle.
