@@ -405,6 +405,9 @@ func (c *Controller) nodeView(n *nodeRec) spec.Node {
 		AllocGPUs:     []string{},
 		Jobs:          u.jobs,
 	}
+	if p := c.admin.power[n.inv.Name]; p != nil {
+		out.Power, out.PowerSince = p.State, p.Since
+	}
 	switch {
 	case n.adminDown():
 		out.Reason = n.over.Reason
@@ -432,6 +435,11 @@ func (c *Controller) nodeView(n *nodeRec) spec.Node {
 	for _, g := range n.inv.GPUs {
 		if unhealthy(g) {
 			sick = append(sick, g.Health)
+		}
+	}
+	for _, nic := range n.inv.NICs {
+		if nic.Health != "" {
+			sick = append(sick, nic.Health)
 		}
 	}
 	if len(sick) > 0 {

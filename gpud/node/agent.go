@@ -401,8 +401,9 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		sent := a.opts.net.Now()
 		hctx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout(interval))
 		events := a.health.pendingEvents()
+		nicReport, nicProblems := a.health.nicReport()
 		resp, err := a.client.HeartbeatAnswer(hctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current(),
-			GPUEvents: events, Revocations: a.rev.Version()})
+			GPUEvents: events, NICReport: nicReport, NICProblems: nicProblems, Revocations: a.rev.Version()})
 		cancel()
 		next := max(interval-time.Since(began), 0) // the cadence of a ticker
 		if err != nil && ctx.Err() == nil {

@@ -138,6 +138,13 @@ type Node struct {
 	// Weight orders nodes that fit a job equally well: lower first
 	// (scontrol update Weight=); 0 is the default.
 	Weight int
+	// Power is the node's power-saving state: a node that is not on
+	// runs nothing now; PlanPower (power.go) plans pending work on the
+	// powered-down ones, which powers them up.
+	Power spec.PowerState
+	// IdleSince is when the node last held an allocation (or came up),
+	// for PlanPower's idle suspension; zero when unknown.
+	IdleSince time.Time
 }
 
 // GPU is one schedulable GPU device: a whole GPU or (for a MIG-aware
@@ -224,6 +231,13 @@ type Job struct {
 	// Reservation is the advance reservation the job asks for
 	// (--reservation): it runs only on its nodes, in its windows.
 	Reservation string
+	// HetJobID, when set, makes the job component HetOffset of the
+	// heterogeneous job HetJobID of HetSize components (het.go): all of
+	// them start in the same cycle or none does. The controller gives
+	// them whole GPUs only, in one partition, outside reservations.
+	HetJobID  spec.JobID
+	HetOffset int
+	HetSize   int
 }
 
 // Config tunes a cycle.
