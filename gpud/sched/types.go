@@ -138,6 +138,10 @@ type Node struct {
 	// Weight orders nodes that fit a job equally well: lower first
 	// (scontrol update Weight=); 0 is the default.
 	Weight int
+	// Images are the images in the node's cache (spec.ImageKey names):
+	// among nodes equally good for a job, those holding its image come
+	// first (image.go). Never modified once in a snapshot.
+	Images map[string]bool
 }
 
 // GPU is one schedulable GPU device: a whole GPU or (for a MIG-aware
@@ -224,6 +228,9 @@ type Job struct {
 	// Reservation is the advance reservation the job asks for
 	// (--reservation): it runs only on its nodes, in its windows.
 	Reservation string
+	// Image is the job's image as spec.ImageKey names it ("" for the
+	// host's root): a tie-breaker towards nodes that hold it (image.go).
+	Image string
 }
 
 // Config tunes a cycle.
