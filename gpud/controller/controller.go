@@ -222,6 +222,8 @@ func (c *Controller) load(ctx context.Context) error {
 		// given to the job (nor shown) and leaves state.db at the job's
 		// next save.
 		rec.job.Env, _ = spec.DropSecretEnv(rec.job.Env, c.cfg.SecretEnv)
+		// A pull's progress is the nodes' to tell again (images.go).
+		rec.job.ImagePull = nil
 		rec.publish()
 		st.addJob(rec)
 		if run := rec.job.Interrupted; run != nil && rec.job.State == spec.StatePending {

@@ -481,7 +481,8 @@ func (c *Controller) schedNode(name string) (sched.Node, []spec.JobID) {
 		MemMiB:     n.inv.MemMiB,
 		FreeMemMiB: n.inv.MemMiB - u.mem,
 		Allocs:     len(u.jobs),
-		Weight:     n.weight(), // admin.go
+		Weight:     n.weight(),           // admin.go
+		Images:     c.nodeImageSet(name), // images.go
 	}
 	groups := nvlinkGroups(n.inv.GPUs)
 	for i, g := range n.inv.GPUs {
@@ -516,6 +517,9 @@ func (c *Controller) fillSchedJob(sj *sched.Job, j *spec.Job) {
 	sj.SubmitTime, sj.BeginTime, sj.Held, sj.Req = j.SubmitTime.Time, j.BeginTime.Time, j.Hold, j.Resources
 	sj.Account, sj.User, sj.QOS, sj.Nice, sj.TimeLimit = j.Account, j.User, j.QOS, j.Nice, j.TimeLimit.Std()
 	sj.Reservation, sj.TimeMin = j.Reservation, j.TimeMin.Std() // reservation.go, --time-min
+	if j.Image != "" && j.Image != spec.ImageHost {
+		sj.Image = spec.ImageKey(j.Image) // images.go
+	}
 	if p := c.cfg.partition(j.Partition); p == nil || p.State == PartitionDown || p.State == PartitionInactive {
 		sj.PartitionDown = true
 	}
