@@ -29,6 +29,9 @@ func controllerCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if err := followTestClock(c.Context, log); err != nil {
+				return err
+			}
 			if p := c.String("cpuprofile"); p != "" {
 				stop, err := process.StartCPUProfile(p)
 				if err != nil {

@@ -27,6 +27,7 @@ var boundaries = []struct {
 	why       string
 }{
 	{"gpud/spec", []string{module + "/", "database/sql", "net/http"}, "spec is the leaf every layer shares"},
+	{"gpud/wallclock", []string{module + "/", "net/http", "database/sql"}, "the daemons' wall clock (a test can step it) is a leaf: the standard library only"},
 	{"gpud/api", []string{module + "/gpud/controller", module + "/gpud/store", module + "/runtime", "database/sql", "github.com/containerd"}, "api is stdlib + spec only, so external tools can use it"},
 	{"gpud/sched/...", []string{"os", "net", "io/fs", "database/sql", "log/slog", "log", "math/rand", module + "/runtime", module + "/accounting", module + "/gpud/store", module + "/gpud/controller"}, "the scheduler core is pure: no I/O, no logging, no global randomness"},
 	{"runtime/...", []string{module + "/gpud/"}, "runtime never imports gpud/*: the node agent adapts"},

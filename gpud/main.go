@@ -23,6 +23,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpud/wallclock"
 )
 
 // version is set at build time with -ldflags -X main.version=....
@@ -124,4 +125,16 @@ func newLogger(c *cli.Context, w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
 	return nil, usagef("--log-format %q: use json or text", c.String("log-format"))
+}
+
+// followTestClock steps the daemon's wall clock by the offset in the file
+// GPUD_TEST_WALL_CLOCK_FILE names, and follows it: end-to-end tests step
+// one daemon's clock (gpud/wallclock). Unset, the clock is the system's.
+func followTestClock(ctx context.Context, log *slog.Logger) error {
+	path := os.Getenv(wallclock.EnvFile)
+	if path == "" {
+		return nil
+	}
+	log.Warn("this daemon's wall clock follows a test offset", "file", path)
+	return wallclock.Follow(ctx, path, log)
 }

@@ -39,6 +39,9 @@ func nodeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if err := followTestClock(c.Context, log); err != nil {
+				return err
+			}
 			path := configPath(c)
 			cfg, err := config.LoadNode(path)
 			if err != nil {

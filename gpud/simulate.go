@@ -65,6 +65,13 @@ func simulateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "markdown", Usage: "with --fgd, print the results as a Markdown table (the README's, with --compare)"},
 			&cli.BoolFlag{Name: "cpu-nodes", Usage: "with --fgd, let the node list's CPU-only nodes take part (the paper leaves them out)"},
 			&cli.StringSliceFlag{Name: "vary", Usage: "with --fgd, replay one experiment choice as gpud's earlier setup made it (docs/simulator.md): tie=name|random, arrivals=reshuffle, metric=first, memory=off"},
+			&cli.StringFlag{Name: "failures", Usage: "inject failures and compare gpud's health policy (per-GPU drain, expedite, checkpoint-first) with whole-node drain and ordinary requeue: meta (Llama 3 405B's rate and causes); --seed N, A..B or a list (docs/health.md)"},
+			&cli.Float64Flag{Name: "failure-scale", Usage: "with --failures, multiply the published rate", Value: 1},
+			&cli.DurationFlag{Name: "checkpoint-every", Usage: "with --failures, how often jobs checkpoint", Value: 30 * time.Minute},
+			&cli.DurationFlag{Name: "restart-cost", Usage: "with --failures, a requeued job's start-up before useful work", Value: 5 * time.Minute},
+			&cli.DurationFlag{Name: "checkpoint-cost", Usage: "with --failures, a checkpoint-first stop's duration", Value: time.Minute},
+			&cli.DurationFlag{Name: "gpu-repair", Usage: "with --failures, mean time until a faulted GPU reads clean again", Value: 12 * time.Hour},
+			&cli.DurationFlag{Name: "node-repair", Usage: "with --failures, mean time until a failed node is back", Value: 4 * time.Hour},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
 			&cli.StringFlag{Name: "plot", Usage: "write wait/JCT CDFs and utilisation over time as SVG into this directory"},
 		},
@@ -75,13 +82,20 @@ func simulateCommand() *cli.Command {
 			if c.String("trace") == "" {
 				return spec.Errorf(spec.ErrInvalid, "give --trace FILE (a workload trace) or --from-accounting DB (the site's accounting)")
 			}
+			policies := c.StringSlice("policy")
+			if c.String("failures") != "" && !c.IsSet("policy") {
+				policies = []string{"sched"} // the controller's
+			}
 			return simulate.Run(simulate.Options{
 				Trace: c.String("trace"), Format: c.String("format"), Cluster: c.String("cluster"), NodesFile: c.String("nodes"),
-				Config: c.String("config"), Policies: c.StringSlice("policy"), RuntimeEstimate: c.String("runtime-estimate"),
+				Config: c.String("config"), Policies: policies, RuntimeEstimate: c.String("runtime-estimate"),
 				Jobs: c.Int("jobs"), Skip: c.Int("skip"), Windows: c.Int("windows"), Seed: c.String("seed"),
 				FGD: c.Bool("fgd"), Placements: c.StringSlice("placement"), Demand: c.Int("demand"), Compare: c.String("compare"),
 				Markdown: c.Bool("markdown"), CPUNodes: c.Bool("cpu-nodes"), Vary: c.StringSlice("vary"),
 				JSON: c.Bool("json"), Plot: c.String("plot"), Out: c.App.Writer,
+				Failure: simulate.FailureOptions{Mix: c.String("failures"), Scale: c.Float64("failure-scale"),
+					CheckpointEvery: c.Duration("checkpoint-every"), RestartCost: c.Duration("restart-cost"),
+					CheckpointCost: c.Duration("checkpoint-cost"), GPURepair: c.Duration("gpu-repair"), NodeRepair: c.Duration("node-repair")},
 			})
 		},
 	}

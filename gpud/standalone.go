@@ -38,6 +38,9 @@ func standaloneCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if err := followTestClock(c.Context, log); err != nil {
+				return err
+			}
 			n := c.Int("nodes")
 			if n < 0 || n > 64 {
 				return usagef("--nodes %d: use 0 to 64", n)

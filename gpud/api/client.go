@@ -566,9 +566,15 @@ func (c *Client) Assignments(ctx context.Context, node string, after uint64, wai
 
 // Events delivers allocation events from a node's outbox.
 func (c *Client) Events(ctx context.Context, node string, events []AllocEvent) (EventsResponse, error) {
+	return c.EventsAt(ctx, node, events, time.Time{})
+}
+
+// EventsAt is Events saying the node's clock as it sends them (the
+// events' times are on it; EventsRequest.Now).
+func (c *Client) EventsAt(ctx context.Context, node string, events []AllocEvent, now time.Time) (EventsResponse, error) {
 	var out EventsResponse
 	// The controller applies events idempotently by seq.
-	err := c.do(withCall(ctx, callOpts{resend: true}), http.MethodPost, "/nodes/"+url.PathEscape(node)+"/events", nil, EventsRequest{Events: events}, &out)
+	err := c.do(withCall(ctx, callOpts{resend: true}), http.MethodPost, "/nodes/"+url.PathEscape(node)+"/events", nil, EventsRequest{Events: events, Now: now}, &out)
 	return out, err
 }
 

@@ -400,6 +400,13 @@ type AllocEvent struct {
 // EventsRequest is POST /v1/nodes/{name}/events.
 type EventsRequest struct {
 	Events []AllocEvent `json:"events"`
+	// Now is the node's clock (the clock of the events' times) as it
+	// sent them. Where it differs from the controller's by over a
+	// minute, the controller moves the events' times by the difference:
+	// a job that started on a node whose clock is an hour behind did not
+	// run an hour already (zero: a node that does not say; taken as they
+	// are).
+	Now time.Time `json:"now,omitzero"`
 }
 
 // EventsResponse acknowledges every event up to and including AckedSeq.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/gpud/wallclock"
 )
 
 // Store persists the controller's state. The owner loop is its only
@@ -110,6 +111,9 @@ type Controller struct {
 	// published is cfg as of its last change, for readers off the owner
 	// loop (Viewer); never modified once stored.
 	published atomic.Pointer[Config]
+	// runs measures how long allocations have run on the monotonic
+	// clock (runclock.go).
+	runs runClock
 	// epoch is c.now() at New: heartbeat arrivals are kept as offsets
 	// from it (on the monotonic clock; noteHeard).
 	epoch time.Time
@@ -167,7 +171,7 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 	c := &Controller{
 		log:       slog.Default(),
 		store:     store,
-		now:       time.Now,
+		now:       wallclock.Now,
 		ops:       make(chan *op, 4096),
 		roles:     make(chan *op),
 		started:   make(chan struct{}),

@@ -414,6 +414,7 @@ func (c *Controller) Assignments(ctx context.Context, who Caller, name string, a
 
 func (c *Controller) assignments(n *nodeRec) []Assignment {
 	out := []Assignment{}
+	now := c.now()
 	for _, allocID := range slices.Sorted(maps.Keys(n.allocs)) {
 		rec := c.st.jobs[n.allocs[allocID]]
 		if rec == nil || rec.job.Alloc == nil || rec.job.Alloc.ID != allocID {
@@ -421,6 +422,10 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 		}
 		j := rec.view.job
 		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName, Gate: StartGateQuick}
+		// The node measures the time limit from the start it is sent,
+		// against the controller's clock as it answers (localStarts):
+		// the start as it is on that clock now, however it was stepped.
+		a.Alloc.StartTime = spec.NewTime(c.runs.start(allocID, a.Alloc.StartTime.Time, now))
 		if p := c.cfg.partition(j.Partition); p != nil && p.StartGate != "" {
 			a.Gate = p.StartGate
 		}
@@ -850,6 +855,12 @@ func (c *Controller) housekeep(ctx context.Context) {
 		}
 		if now.Sub(c.sched.lastPeriodic) >= c.cfg.SchedInterval {
 			c.sched.lastPeriodic = now
+			c.runs.prune(func(key string) bool {
+				id, _, _ := strings.Cut(strings.TrimPrefix(key, "job:"), ".")
+				jid, err := strconv.ParseUint(id, 10, 64)
+				rec := c.st.jobs[spec.JobID(jid)]
+				return err == nil && rec != nil && !rec.job.State.Terminal()
+			})
 			// The periodic full cycle revisits pending jobs (begin
 			// times, fairshare, backfill); with none there is nothing
 			// to decide, and its snapshot of every node was a fifth of

@@ -442,7 +442,7 @@ func (c *Controller) stopping(id spec.JobID) bool {
 // told to stop is no victim (it has no QOS here) and is expected to give
 // its resources back within stopGrace (plus the checkpoint grace).
 func (c *Controller) runningJob(j *spec.Job, now time.Time) sched.RunningJob {
-	r := sched.RunningJob{ID: j.ID, Nodes: j.Alloc.Nodes, Start: j.StartTime.Time, TimeLimit: j.TimeLimit.Std(),
+	r := sched.RunningJob{ID: j.ID, Nodes: j.Alloc.Nodes, Start: c.runs.start("job:"+j.Alloc.ID, j.StartTime.Time, now), TimeLimit: j.TimeLimit.Std(),
 		Priority: j.Priority, QOS: j.QOS, Account: j.Account, User: j.User, Partition: j.Partition}
 	if lc := j.LastCheckpoint; lc.Attempt == j.Alloc.Attempt && lc.Time.After(r.Start) {
 		r.LastCheckpoint = lc.Time.Time

@@ -532,7 +532,11 @@ func (a *Agent) localStarts(resp *api.AssignmentsResponse) {
 	for i := range resp.Assignments {
 		al := &resp.Assignments[i].Alloc
 		if !al.StartTime.IsZero() {
-			al.StartTime = spec.NewTime(got.Add(-resp.Now.Sub(al.StartTime.Time)))
+			// Not spec.NewTime: the start keeps got's monotonic reading,
+			// so a deadline taken from it and armed later (a gang
+			// start's wait, an image pull) is not moved by a step of
+			// this node's clock in between.
+			al.StartTime = spec.Time{Time: got.Add(-resp.Now.Sub(al.StartTime.Time))}
 		}
 	}
 }
@@ -695,7 +699,7 @@ func (a *Agent) sendLoop(ctx context.Context) {
 				}
 				break
 			}
-			resp, err := a.client.Events(ctx, a.cfg.Name, evs)
+			resp, err := a.client.EventsAt(ctx, a.cfg.Name, evs, a.runnerDeps.clock.Now())
 			if err != nil {
 				if ctx.Err() == nil {
 					a.log.Warn("deliver events to controller; will retry", "events", len(evs), "first_seq", evs[0].Seq, "err", err)

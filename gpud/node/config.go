@@ -268,7 +268,7 @@ func (o *options) fill() {
 		o.clock = realClock{}
 	}
 	if o.net == nil {
-		o.net = realClock{}
+		o.net = netClock{}
 	}
 	if o.backoffMin <= 0 {
 		o.backoffMin = 500 * time.Millisecond

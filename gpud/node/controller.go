@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"time"
 
 	"github.com/gpud/gpud/gpud/api"
 )
@@ -26,7 +27,7 @@ type ControllerClient interface {
 	PollAssignments(ctx context.Context, node string, req api.AssignmentsRequest) (api.AssignmentsResponse, error)
 	// Events delivers outbox events in seq order; the answer says up to
 	// which seq the controller has them.
-	Events(ctx context.Context, node string, events []api.AllocEvent) (api.EventsResponse, error)
+	EventsAt(ctx context.Context, node string, events []api.AllocEvent, now time.Time) (api.EventsResponse, error)
 }
 
 var _ ControllerClient = (*api.Client)(nil)

@@ -283,10 +283,13 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 		total += min(len(snap.Nodes[i].GPUs), 64)
 	}
 	fracs, ends := make([]float64, total), make([]int64, total)
+	// Likewise the nodes themselves and their profiles' first steps.
+	ws, steps := make([]workNode, len(snap.Nodes)), backfill.MakeBuf(len(snap.Nodes))
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
 		g := min(len(n.GPUs), 64)
-		w := &workNode{n: n, frac: fracs[:g:g], fracEnd: ends[:g:g]}
+		w := &ws[i]
+		*w = workNode{n: n, frac: fracs[:g:g], fracEnd: ends[:g:g]}
 		fracs, ends = fracs[g:], ends[g:]
 		var free uint64
 		for k, g := range n.GPUs {
@@ -308,7 +311,7 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 		}
 		w.phys = backfill.Res{GPUs: free, CPUs: n.FreeCPUs, MemMiB: n.FreeMemMiB, Allocs: n.Allocs}
 		w.topology()
-		w.prof = backfill.New(w.phys)
+		w.prof = backfill.NewIn(steps, i, w.phys)
 		c.nodes = append(c.nodes, w)
 	}
 	// Weight first (lower first, Slurm's node weight), then name: nodes

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"errors"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -643,6 +644,45 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, out)
 }
 
+// eventSkewTolerance is the difference between a node's clock as it sent
+// events and the controller's as it reads them that is taken for the
+// request's own delay (a loaded controller reads it seconds later) and
+// left alone.
+const eventSkewTolerance = time.Minute
+
+// shiftEventTimes moves the times of a node's events, stamped on its
+// clock, to the controller's (now): by the difference of the two clocks
+// as the node sent them (EventsRequest.Now), where it is over
+// eventSkewTolerance. A job's start stamped by a node whose clock is an
+// hour behind would otherwise be an hour in the controller's past.
+func shiftEventTimes(req api.EventsRequest, now time.Time, log *slog.Logger, node string) {
+	if req.Now.IsZero() {
+		return
+	}
+	d := now.Sub(req.Now)
+	if d.Abs() <= eventSkewTolerance {
+		return
+	}
+	log.Debug("node's clock differs from the controller's; its events' times moved", "node", node, "controller_ahead_by", d.Round(time.Millisecond))
+	move := func(t *spec.Time) {
+		if !t.IsZero() {
+			*t = spec.NewTime(t.Add(d))
+		}
+	}
+	for i := range req.Events {
+		e := &req.Events[i]
+		move(&e.Time)
+		if e.Step != nil {
+			move(&e.Step.StartTime)
+			move(&e.Step.EndTime)
+		}
+		if e.Usage != nil {
+			move(&e.Usage.Start)
+			move(&e.Usage.End)
+		}
+	}
+}
+
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if _, err := nodeCaller(who(r), r.PathValue("name")); err != nil {
 		s.refuse(w, r, err)
@@ -666,6 +706,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	shiftEventTimes(req, s.c.Now(), s.log, r.PathValue("name"))
 	evs := make([]controller.NodeEvent, 0, len(req.Events))
 	var samples []accounting.UsageSample
 	var seen []controller.UsageSeen

@@ -25,6 +25,11 @@
 //	gpud simulate --fgd --trace openb_pod_list_default.csv --nodes openb_node_list_gpu_node.csv --seed 42..51
 //	first-fit 94.25, pack 94.25, fgd 94.69 (≈1.5 min on the 2-core dev machine)
 //
-// sim imports spec, sched and the standard library only; trace readers
+// With Options.Faults a replay injects failures (faults.go: gpud
+// simulate --failures, the goodput study of docs/health.md): GPU faults
+// go through the agent's health.Model and triage table, which decide
+// between draining the GPU and the node and readmit after a clean probe.
+//
+// sim imports spec, sched, health and the standard library only; trace readers
 // live in gpud/sim/trace, the command in gpud/simulate.go.
 package sim

@@ -23,6 +23,8 @@ type Options struct {
 	// OnPlan, when set, sees every plan the BackfillSched policies apply,
 	// at virtual time now (tests compare them with the controller's).
 	OnPlan func(now time.Duration, plan sched.Plan)
+	// Faults, when set, injects failures (faults.go).
+	Faults *Faults
 }
 
 // JobResult is what happened to one job.
@@ -52,6 +54,8 @@ type Result struct {
 	Preemptions int
 	// NeverStarted counts fittable jobs still pending when events ran out.
 	NeverStarted int
+	// Faults is what injected failures cost (with Options.Faults).
+	Faults *FaultStats
 }
 
 // Sample is a point of a step function.
@@ -103,6 +107,9 @@ type engine struct {
 	series      []Sample
 	easy        easyCache
 	scratch     []sched.Job
+
+	flt       *faultState
+	totalGPUs int
 }
 
 // Run replays jobs (sorted by Submit; see SortBySubmit) on opts.Nodes
@@ -119,9 +126,20 @@ func Run(jobs []Job, opts Options) (*Result, error) {
 		gpuIx: map[string]gpuRef{}, nodeIx: map[string]int{}}
 	e.buildNodes()
 	e.markUnfittable()
+	e.totalGPUs = TotalGPUs(opts.Nodes)
+	if f := opts.Faults; f != nil && len(jobs) > 0 {
+		perNode := make([]int, len(e.nodes))
+		for ni := range e.nodes {
+			perNode[ni] = len(e.nodes[ni].GPUs)
+		}
+		e.flt = newFaultState(f, len(jobs), perNode)
+	}
 	e.loop()
-	r := &Result{Policy: opts.Policy.Name, Jobs: jobs, Res: e.res, TotalGPUs: TotalGPUs(opts.Nodes), Busy: e.series,
+	r := &Result{Policy: opts.Policy.Name, Jobs: jobs, Res: e.res, TotalGPUs: e.totalGPUs, Busy: e.series,
 		Cycles: e.cycles, NeverStarted: len(e.pending), Preemptions: e.preemptions}
+	if e.flt != nil {
+		r.Faults = e.finalStats()
+	}
 	r.Wall = time.Since(start)
 	return r, nil
 }
@@ -182,6 +200,7 @@ func (e *engine) schedJob(i int) sched.Job {
 		sj.TimeLimit = e.limit(i)
 	}
 	sj.QOS, sj.Partition = e.opts.Policy.JobQOS, e.opts.Policy.JobPartition
+	sj.Expedite = e.flt != nil && e.flt.expedite[i]
 	return sj
 }
 
@@ -202,15 +221,26 @@ func (e *engine) loop() {
 			t = e.jobs[next].Submit
 		case e.ends.Len() > 0:
 			t = e.ends[0].t
+		case e.flt != nil && len(e.pending) > 0 && len(e.flt.events) > 0:
+			// Jobs wait for hardware a repair brings back.
+			t = e.flt.events[0].t
 		default:
 			return
+		}
+		if e.flt != nil {
+			if ft, ok := e.flt.next(); ok && ft < t {
+				t = ft
+			}
 		}
 		e.now = t
 		for e.ends.Len() > 0 && e.ends[0].t <= t {
 			ev := heap.Pop(&e.ends).(endEvent)
-			if e.run[ev.job] == ev.r { // else preempted since
+			if e.run[ev.job] == ev.r { // else preempted or interrupted since
 				e.finish(ev.job)
 			}
+		}
+		if e.flt != nil {
+			e.faults()
 		}
 		for next < len(e.jobs) && e.jobs[next].Submit <= t {
 			if !e.res[next].Unfittable {
@@ -297,6 +327,9 @@ func (e *engine) apply(s sched.Start) {
 	}
 	j := &e.jobs[i]
 	run := j.Runtime
+	if e.flt != nil {
+		run = e.flt.started(i, run, e.now)
+	}
 	est := e.estimate(i)
 	if e.opts.Estimate.Limit && est > 0 && est < run {
 		run = est
@@ -317,6 +350,9 @@ func (e *engine) apply(s sched.Start) {
 func (e *engine) finish(i int) {
 	r := e.run[i]
 	delete(e.run, i)
+	if e.flt != nil {
+		e.flt.ended(e.jobs[i].GPUs(), i, e.now)
+	}
 	last := len(e.runList) - 1
 	if r.at != last {
 		e.runList[r.at], e.runOf[r.at] = e.runList[last], e.runOf[last]
@@ -350,6 +386,8 @@ func (e *engine) finish(i int) {
 func (e *engine) setState(ni int) {
 	n := &e.nodes[ni]
 	switch {
+	case e.flt != nil && e.flt.down[ni]:
+		n.State = spec.NodeDrain // out of service (drained, or failed and DOWN): sched places nothing
 	case n.Allocs == 0:
 		n.State = spec.NodeIdle
 	case e.busy[ni] == len(n.GPUs) && len(n.GPUs) > 0:

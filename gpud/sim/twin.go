@@ -222,6 +222,8 @@ type twin struct {
 	past map[[2]string]*fairshare.Past
 	down map[string]bool
 	deps map[int]*spec.Dependency
+	// fs is the fairshare tree kept between cycles (nil until the first).
+	fs *twinFS
 	// prio is each job's priority as the controller keeps it: the base
 	// from its QOS and nice, then its total in the last full cycle
 	// that ordered it.
@@ -498,51 +500,121 @@ func (e *twin) schedJob(i int) sched.Job {
 }
 
 // fairshare is the report the controller builds each cycle: the tree
-// as configured plus every user seen with usage or a pending job (one
-// share each), the ended usage and the jobs running now.
+// as configured plus every user seen with ended usage, a running or a
+// pending job (one share each), the ended usage and the jobs running
+// now. The configured tree with the users of the ended usage, and that
+// usage's order, are kept between cycles (fsCache): they only grow, and
+// rebuilding both was a third of a cycle on a month's replay. A user
+// with only running or pending jobs joins a copy for this cycle alone,
+// as in the controller, which forgets a user whose jobs were all
+// cancelled while pending.
 func (e *twin) fairshare() *fairshare.Report {
-	base := e.o.Policy.Accounts
-	t := &fairshare.Tree{Accounts: slices.Clone(base.Accounts)}
-	idx := make(map[string]int, len(t.Accounts))
-	seen := map[[2]string]bool{}
-	for i := range t.Accounts {
-		a := &t.Accounts[i]
-		a.Users = slices.Clone(a.Users)
-		if _, dup := idx[a.Name]; !dup {
-			idx[a.Name] = i
-		}
-		for _, u := range a.Users {
-			seen[[2]string{a.Name, u.Name}] = true
-		}
-	}
-	add := func(account, user string) {
-		i, ok := idx[account]
-		if !ok || user == "" || seen[[2]string{account, user}] {
-			return
-		}
-		seen[[2]string{account, user}] = true
-		t.Accounts[i].Users = append(t.Accounts[i].Users, fairshare.User{Name: user, Shares: 1})
-	}
-	past := make([]fairshare.Past, 0, len(e.past))
-	for _, k := range slices.SortedFunc(maps.Keys(e.past), func(a, b [2]string) int {
-		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
-	}) {
+	fs := e.fsCache()
+	past := make([]fairshare.Past, 0, len(fs.keys))
+	for _, k := range fs.keys {
 		past = append(past, *e.past[k])
-		add(k[0], k[1])
 	}
 	usage := make([]fairshare.Usage, 0, len(e.runOf))
+	var extra map[[2]string]bool
+	note := func(i int) {
+		k := [2]string{e.jobs[i].Account, e.jobs[i].User}
+		if _, ok := fs.idx[k[0]]; ok && k[1] != "" && !fs.seen[k] {
+			if extra == nil {
+				extra = map[[2]string]bool{}
+			}
+			extra[k] = true
+		}
+	}
 	for k, i := range e.runOf {
 		usage = append(usage, e.usage(i, e.runList[k].Start, time.Time{}, e.runList[k].Nodes))
-		add(e.jobs[i].Account, e.jobs[i].User)
+		note(i)
 	}
 	for _, i := range e.pending {
-		add(e.jobs[i].Account, e.jobs[i].User)
+		note(i)
 	}
-	for i := range t.Accounts {
-		slices.SortStableFunc(t.Accounts[i].Users, func(a, b fairshare.User) int { return cmp.Compare(a.Name, b.Name) })
+	t := fs.tree
+	if extra != nil {
+		t = &fairshare.Tree{Accounts: slices.Clone(t.Accounts)}
+		touched := map[int]bool{}
+		for k := range extra {
+			i := fs.idx[k[0]]
+			if !touched[i] {
+				touched[i] = true
+				t.Accounts[i].Users = slices.Clone(t.Accounts[i].Users)
+			}
+			t.Accounts[i].Users = append(t.Accounts[i].Users, fairshare.User{Name: k[1], Shares: 1})
+		}
+		for i := range touched {
+			slices.SortStableFunc(t.Accounts[i].Users, byUserName)
+		}
 	}
 	return fairshare.ComputeWithPast(t, past, usage, e.now, e.o.Policy.Fairshare)
 }
+
+// twinFS is the fairshare tree the twin's cycles share: the configured
+// accounts plus each user seen so far, users sorted by name within their
+// account, and the keys of the ended usage in (account, user) order.
+type twinFS struct {
+	tree *fairshare.Tree
+	idx  map[string]int
+	seen map[[2]string]bool
+	keys [][2]string
+}
+
+func (e *twin) fsCache() *twinFS {
+	if e.fs != nil {
+		return e.fs
+	}
+	base := e.o.Policy.Accounts
+	fs := &twinFS{tree: &fairshare.Tree{Accounts: slices.Clone(base.Accounts)}, idx: make(map[string]int, len(base.Accounts)),
+		seen: map[[2]string]bool{}}
+	for i := range fs.tree.Accounts {
+		a := &fs.tree.Accounts[i]
+		a.Users = slices.Clone(a.Users)
+		if _, dup := fs.idx[a.Name]; !dup {
+			fs.idx[a.Name] = i
+		}
+		for _, u := range a.Users {
+			fs.seen[[2]string{a.Name, u.Name}] = true
+		}
+		slices.SortStableFunc(a.Users, byUserName)
+	}
+	e.fs = fs
+	for _, k := range slices.SortedFunc(maps.Keys(e.past), cmpKey) {
+		e.fsPast(k)
+	}
+	return fs
+}
+
+// fsPast records that the ended usage has an entry for k.
+func (e *twin) fsPast(k [2]string) {
+	if e.fs == nil {
+		return // fsCache lists e.past when it is first built
+	}
+	i, found := slices.BinarySearchFunc(e.fs.keys, k, cmpKey)
+	if !found {
+		e.fs.keys = slices.Insert(e.fs.keys, i, k)
+	}
+	e.fs.add(k[0], k[1])
+}
+
+// add gives a user seen for the first time one share in its account (an
+// account the tree does not have keeps the user out, as the controller
+// does).
+func (fs *twinFS) add(account, user string) {
+	i, ok := fs.idx[account]
+	if !ok || user == "" || fs.seen[[2]string{account, user}] {
+		return
+	}
+	fs.seen[[2]string{account, user}] = true
+	a := &fs.tree.Accounts[i]
+	a.Users = append(a.Users, fairshare.User{Name: user, Shares: 1})
+	slices.SortStableFunc(a.Users, byUserName)
+}
+
+func byUserName(a, b fairshare.User) int { return cmp.Compare(a.Name, b.Name) }
+
+func cmpKey(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) }
 
 func (e *twin) usage(i int, start, end time.Time, alloc []spec.NodeAlloc) fairshare.Usage {
 	j := &e.jobs[i]
@@ -568,6 +640,7 @@ func (e *twin) bill(i int, start time.Time, alloc []spec.NodeAlloc) {
 	if p == nil {
 		p = &fairshare.Past{Account: j.Account, User: j.User, At: e.now}
 		e.past[k] = p
+		e.fsPast(k)
 	}
 	p.DecayTo(e.now, &e.o.Policy.Fairshare)
 	u := e.usage(i, start, e.now, alloc)

@@ -41,6 +41,9 @@ type Options struct {
 	CPUNodes   bool
 	Vary       []string
 	JSON       bool
+	// Failures: the goodput study under injected failures (Failure.Mix
+	// set) instead of a policy comparison.
+	Failure FailureOptions
 	// Plot is a directory to write plots into ("": none).
 	Plot string
 	Out  io.Writer
@@ -74,8 +77,8 @@ func Run(o Options) error {
 	if o.FGD {
 		return runFGD(o, nodes, seeds)
 	}
-	if len(seeds) > 1 {
-		return spec.Errorf(spec.ErrInvalid, "--seed %s: a replay takes one seed (several are for --fgd)", o.Seed)
+	if len(seeds) > 1 && o.Failure.Mix == "" {
+		return spec.Errorf(spec.ErrInvalid, "--seed %s: a replay takes one seed (several are for --fgd and --failures)", o.Seed)
 	}
 	cfg := config.Defaults()
 	if p := o.Config; p != "" {
@@ -105,6 +108,12 @@ func Run(o Options) error {
 	all = all[skip:]
 	if n <= 0 {
 		n = len(all)
+	}
+	if o.Failure.Mix != "" {
+		if len(policies) != 1 {
+			return spec.Errorf(spec.ErrInvalid, "--failures runs one policy (sched, the controller's, by default); %d given", len(policies))
+		}
+		return runFailures(o, all[:min(n, len(all))], nodes, est, policies[0], seeds)
 	}
 	starts := []int{0}
 	if k := o.Windows; k > 0 {

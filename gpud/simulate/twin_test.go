@@ -60,7 +60,7 @@ func gpuList(node string, n int) []string {
 	return out
 }
 
-func twinConfig(t *testing.T, extra string) config.Controller {
+func twinConfig(t testing.TB, extra string) config.Controller {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "gpud.toml")
 	toml := `version = 1
@@ -230,4 +230,22 @@ func speedRecords(n, nodes int, span time.Duration) ([]api.AcctJob, []spec.Node)
 			Request: &spec.Resources{Nodes: 1, CPUsPerNode: gpus, GPUsPerNode: gpus}}}
 	}
 	return recs, inv
+}
+
+// BenchmarkTwinReplay replays 300 synthetic records (a month) on 1,000
+// nodes of 8 GPUs: the cost of the twin's cycles, which at a month of a
+// 1,000-node cluster's accounting (TestTwinSpeed) is nearly all of it.
+func BenchmarkTwinReplay(b *testing.B) {
+	recs, inv := speedRecords(300, 1000, 30*24*time.Hour)
+	cur := twinConfig(b, "")
+	b.ReportAllocs()
+	cycles := 0
+	for b.Loop() {
+		rep, err := RunTwin(TwinOptions{Records: recs, Current: cur, Inventory: inv})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cycles = rep.Current.Cycles
+	}
+	b.ReportMetric(float64(cycles), "cycles/op")
 }

@@ -28,6 +28,12 @@ func TestMain(m *testing.M) { os.Exit(e2etest.Main(m, nil)) }
 //	             jobs running steps (issue 25's Must-show)
 //	firstack:N   N cuts of the leader listed first in GPUD_CONTROLLER:
 //	             how soon a submission is acknowledged, and squeue
+//	clock        the suite's clock fault alone, under the stream: the
+//	             leader's and a node's wall clocks stepped by an hour
+//	             while jobs with time limits run (both ways)
+//	agentkill:N  N runs each of kill -9 of the agent of the first and of
+//	             the second node of a running 2-node step, restarted
+//	             after 10 s (issue 25's Must-show)
 //
 // GPUD_CHAOS_SKIP names suite faults to leave out (comma separated:
 // leader-kill, leader-cut, follower-cut, node-cut-15, node-cut-45,
@@ -56,8 +62,12 @@ func TestChaos(t *testing.T) {
 			t.Run("LeaderCut", func(t *testing.T) { leaderCutRuns(t, c, max(n, 1)) })
 		case "firstack":
 			t.Run("FirstAck", func(t *testing.T) { firstAckCuts(t, c, max(n, 1)) })
+		case "clock":
+			t.Run("Clock", func(t *testing.T) { suite(t, c, shortShape, []step{clockFault}) })
+		case "agentkill":
+			t.Run("AgentKill", func(t *testing.T) { agentKillRuns(t, c, max(n, 1)) })
 		default:
-			t.Fatalf("GPUD_CHAOS_RUNS: unknown %q (suite, leadercut:N, firstack:N)", name)
+			t.Fatalf("GPUD_CHAOS_RUNS: unknown %q (suite, leadercut:N, firstack:N, clock, agentkill:N)", name)
 		}
 	}
 }
@@ -78,8 +88,13 @@ var suiteFaults = []step{
 	{"agent-kill", func(x *chaos) { x.agentKill(0); x.agentKill(1) }},
 	{"disk-full", func(x *chaos) { x.diskFull(30 * time.Second) }},
 	{"lossy", func(x *chaos) { x.lossy(30 * time.Second) }},
-	{"clock", func(x *chaos) { x.clockStep(10*time.Minute, 30*time.Second) }},
+	clockFault,
 }
+
+// clockFault steps the leader's wall clock an hour forward and a node's
+// an hour back while jobs with time limits run, then the other way round
+// (another leader, perhaps, and another node).
+var clockFault = step{"clock", func(x *chaos) { x.clockStep(time.Hour, -time.Hour, 0); x.clockStep(-time.Hour, time.Hour, 1) }}
 
 // shortFaults are the part of the suite make test runs (TestChaosShort):
 // the faults that found the most so far, in about two minutes: kill -9
@@ -231,7 +246,9 @@ func leaderCutRuns(t *testing.T, c *cluster, n int) {
 		c.net.SetLink(old.host, true)
 		f.End = time.Now()
 		x.settle(f)
-		e2etest.WaitFor(t, 3*time.Minute, "run's jobs to end", func() bool {
+		// Generous: on a loaded machine a 90 s step took over four
+		// minutes (each of its 180 lines forks a sleep).
+		e2etest.WaitFor(t, 10*time.Minute, "run's jobs to end", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			jobs, err := c.admin.Jobs(ctx, api.JobFilter{})
@@ -253,6 +270,55 @@ func leaderCutRuns(t *testing.T, c *cluster, n int) {
 	}
 	t.Logf("leader link cut 60s x %d: new leader after %s; every node at the new leader after %s; jobs %d, requeued %d, problems %d",
 		n, spread(leaderAfter), spread(nodesAfter), len(v.records), requeued, len(v.problems))
+	for _, p := range v.problems {
+		t.Error(p)
+	}
+}
+
+// agentKillRuns: n times for the first node of a 2-node job (the batch
+// script's, srun's own) and n times for the second, kill -9 of that
+// node's agent while the job's step runs, started again after 10 s; each
+// job must end COMPLETED on its first attempt with every line of both
+// tasks and the step's exit status (the checker).
+func agentKillRuns(t *testing.T, c *cluster, n int) {
+	c.t = t
+	x := &chaos{c: c, w: newWorkload(c, controllers(c.ctl...))}
+	var took []time.Duration
+	for run := 1; run <= 2*n; run++ {
+		pos := (run - 1) % 2
+		p := plan{name: fmt.Sprintf("akill-%d-%d", run, pos), gang: true, lines: 60, pace: "0.5", code: run % 3}
+		x.w.mu.Lock()
+		x.w.plans[p.name] = p
+		x.w.mu.Unlock()
+		cl := x.w.run("sbatch", p.name, "--parsable", "-J", p.name, "-N2", "-c", "1", "--mem=64M", "-t", "30",
+			"gang.sh", strconv.Itoa(p.lines), p.pace, strconv.Itoa(p.code))
+		if !cl.acked() {
+			t.Fatalf("run %d: submit %s: exit %d: %s", run, p.name, cl.Code, cl.Stderr)
+		}
+		x.agentKill(pos)
+		f := x.faults[len(x.faults)-1]
+		e2etest.WaitFor(t, 10*time.Minute, "run's job to end", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			jobs, err := c.admin.Jobs(ctx, api.JobFilter{})
+			return err == nil && !slices.ContainsFunc(jobs, func(j spec.Job) bool { return j.Name == p.name })
+		})
+		took = append(took, time.Since(f.Start))
+		t.Logf("run %d: %s (the step's node %d) killed at %s; job ended %.1fs after", run, f.Target, pos, f.Start.Format("15:04:05"), time.Since(f.Start).Seconds())
+	}
+	v := x.check()
+	x.report(os.Getenv("GPUD_CHAOS_REPORT"), v)
+	requeued := 0
+	for _, recs := range v.records {
+		for _, r := range recs {
+			requeued += max(len(r.AttemptHistory)-1, 0)
+		}
+	}
+	t.Logf("agent kill -9 under a 2-node step, restarted after 10 s, %d runs on each node: job ended %s after the kill; jobs %d, requeued %d, problems %d",
+		n, spread(took), len(v.records), requeued, len(v.problems))
+	if requeued > 0 {
+		t.Errorf("%d jobs requeued by an agent restart", requeued)
+	}
 	for _, p := range v.problems {
 		t.Error(p)
 	}

@@ -305,6 +305,7 @@ func (c *cluster) startMember(m *member) {
 	}
 	fmt.Fprintf(m.log, "--- start %s\n", time.Now().Format(time.RFC3339Nano))
 	m.cmd = m.host.Command(filepath.Join(e2etest.BinDir, "gpud"), "controller", "--config", m.conf)
+	m.cmd.Env = clockEnv(t, m.clock())
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := m.cmd.Start(); err != nil {
@@ -449,6 +450,7 @@ func (n *node) startAgent(t *testing.T) {
 	}
 	n.log = &e2etest.SyncBuffer{}
 	n.agent = n.host.Command(filepath.Join(e2etest.BinDir, "gpud"), "node", "--config", n.conf)
+	n.agent.Env = clockEnv(t, n.clock())
 	n.agent.Stdout, n.agent.Stderr = n.log, n.log
 	n.agent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := n.agent.Start(); err != nil {

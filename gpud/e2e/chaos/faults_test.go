@@ -1,18 +1,22 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
+	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/e2e/e2etest"
 	"github.com/gpud/gpud/gpud/spec"
-	"golang.org/x/sys/unix"
+	"github.com/gpud/gpud/gpud/wallclock"
 )
 
 // fault is one injected fault as it happened: the checker and the fault
@@ -202,30 +206,158 @@ func (x *chaos) lossy(d time.Duration) {
 	x.settle(f)
 }
 
-// clockStep steps the machine's wall clock forward by step for d and back.
-// Linux cannot step one namespace's CLOCK_REALTIME (time namespaces offset
-// only the monotonic and boot clocks), so this steps every member and
-// node at once; it runs only where the machine is the test's own
-// (GPUD_CHAOS_CLOCK=1, as .ci/run sets).
-func (x *chaos) clockStep(step, d time.Duration) {
-	if os.Getenv("GPUD_CHAOS_CLOCK") != "1" {
-		x.c.t.Log("SKIP (loud): clock step: it steps the whole machine's clock (no namespace has a clock of its own); set GPUD_CHAOS_CLOCK=1 on a machine of the test's own (CI does)")
-		return
+// The daemons' wall clocks: each member and agent follows a test offset
+// in a file of its own (gpud/wallclock: Linux cannot step one namespace's
+// CLOCK_REALTIME, and stepping this machine's would step every other
+// test's). A step moves the daemon's wall reading and keeps its
+// monotonic one, as a real step does; a restarted daemon keeps the
+// offset, as a host keeps a stepped clock.
+
+func (m *member) clock() string { return filepath.Join(m.dir, "clock") }
+func (n *node) clock() string   { return filepath.Join(n.dir, "clock") }
+
+// clockEnv is the daemons' environment: the test's own, and the file of
+// its wall clock offset (made, "0s", on the first start).
+func clockEnv(t *testing.T, file string) []string {
+	if _, err := os.Stat(file); os.IsNotExist(err) {
+		if err := os.WriteFile(file, []byte("0s\n"), 0o600); err != nil {
+			t.Fatalf("clock offset file: %v", err)
+		}
 	}
-	l := x.c.waitLeader(time.Minute)
-	setClock(x.c, step)
-	f := x.begin(fmt.Sprintf("wall clock stepped +%s for %s", step, d), l.id, true)
-	time.Sleep(d)
-	setClock(x.c, -step)
-	f.End = time.Now()
-	x.settle(f)
+	return append(os.Environ(), wallclock.EnvFile+"="+file)
 }
 
-func setClock(c *cluster, by time.Duration) {
-	ts := unix.NsecToTimespec(time.Now().Add(by).UnixNano())
-	if err := unix.ClockSettime(unix.CLOCK_REALTIME, &ts); err != nil {
-		c.t.Fatalf("step the clock by %s: %v", by, err)
+// stepClock sets the wall clock offset of the daemon that reads file and
+// waits until its log says it took it.
+func (c *cluster) stepClock(who, file string, log func() string, off time.Duration) {
+	said := "test wall clock stepped"
+	before := strings.Count(log(), said)
+	if err := os.WriteFile(file+".new", []byte(off.String()+"\n"), 0o600); err != nil {
+		c.t.Fatal(err)
 	}
+	if err := os.Rename(file+".new", file); err != nil {
+		c.t.Fatal(err)
+	}
+	e2etest.WaitFor(c.t, 30*time.Second, who+"'s clock stepped to "+off.String(), func() bool {
+		return strings.Count(log(), said) > before
+	})
+}
+
+// clockJob is one job of the clock fault: a time limit of a minute, and
+// a script that prints its start (the real clock: a job's container is
+// not stepped) and sleeps sleep seconds.
+type clockJob struct {
+	name  string
+	id    spec.JobID
+	sleep int
+	ended time.Time // seen gone from the queue (the test's clock)
+}
+
+// clockStep: the leader's wall clock stepped by ctl and a node's by
+// nodeStep while jobs with a one-minute limit run on that node, some
+// started before the step and some after it; each job that sleeps past
+// its limit must end TIMEOUT a minute after it started (not at once, not
+// an hour late), each that fits must end COMPLETED, and no job may be
+// requeued. Both clocks are stepped back once the jobs have ended.
+func (x *chaos) clockStep(ctl, nodeStep time.Duration, nodeAt int) {
+	c := x.c
+	l := c.waitLeader(time.Minute)
+	n := c.nodes[nodeAt%len(c.nodes)]
+	tag := fmt.Sprintf("clk%+d", int(ctl.Hours()))
+	var jobs []*clockJob
+	submit := func(phase string) {
+		for _, sleep := range []int{600, 40} {
+			j := &clockJob{name: fmt.Sprintf("%s-%s-%d", tag, phase, sleep), sleep: sleep}
+			cl := x.w.run("clock", j.name, "--parsable", "-J", j.name, "-w", n.name, "-c", "1", "--mem=64M", "-t", "1",
+				"--wrap", fmt.Sprintf("echo start $(date +%%s.%%N); sleep %d; echo done", sleep))
+			if !cl.acked() {
+				c.t.Fatalf("submit %s: exit %d: %s", j.name, cl.Code, cl.Stderr)
+			}
+			j.id = cl.JobID
+			jobs = append(jobs, j)
+		}
+	}
+	started := func(js []*clockJob) {
+		for _, j := range js {
+			e2etest.WaitFor(c.t, 3*time.Minute, j.name+" to start", func() bool {
+				_, ok := x.clockJobStart(j)
+				return ok
+			})
+		}
+	}
+	submit("before")
+	started(jobs)
+	f := x.begin(fmt.Sprintf("wall clocks stepped: leader %s, node %s", ctl, nodeStep), l.id+","+n.name, true)
+	c.stepClock(l.id, l.clock(), l.log.String, ctl)
+	c.stepClock(n.name, n.clock(), func() string { return n.allLogs() }, nodeStep)
+	submit("after")
+	started(jobs[2:])
+	e2etest.WaitFor(c.t, 6*time.Minute, "the clock fault's jobs to end", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		active, err := c.admin.Jobs(ctx, api.JobFilter{})
+		if err != nil {
+			return false
+		}
+		left := 0
+		for _, j := range jobs {
+			if !j.ended.IsZero() {
+				continue
+			}
+			if slices.ContainsFunc(active, func(a spec.Job) bool { return a.ID == j.id }) {
+				left++
+			} else {
+				j.ended = time.Now()
+			}
+		}
+		return left == 0
+	})
+	c.stepClock(l.id, l.clock(), l.log.String, 0)
+	c.stepClock(n.name, n.clock(), func() string { return n.allLogs() }, 0)
+	f.End = time.Now()
+	x.settle(f)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, j := range jobs {
+		recs, err := c.admin.AcctJobs(ctx, api.AcctFilter{IDs: []spec.JobID{j.id}, AttemptHistory: true})
+		if err != nil || len(recs) != 1 {
+			c.t.Errorf("clock fault: job %d (%s) in accounting: %v (%d records)", j.id, j.name, err, len(recs))
+			continue
+		}
+		r := recs[0]
+		began, _ := x.clockJobStart(j)
+		ran := j.ended.Sub(began)
+		f.note("job %s: %s after %.1fs (seen ended; started %s)", j.name, r.State, ran.Seconds(), began.Format("15:04:05"))
+		c.t.Logf("clock fault: job %d %s: %s %.1fs after its script started", j.id, j.name, r.State, ran.Seconds())
+		switch {
+		case len(r.AttemptHistory) > 1:
+			c.t.Errorf("clock fault: job %d (%s) was requeued (%d attempts): a clock step cost a running job", j.id, j.name, len(r.AttemptHistory))
+		case j.sleep < 60 && r.State != spec.StateCompleted:
+			c.t.Errorf("clock fault: job %d (%s) sleeps %d s under a 1-minute limit and ended %s (%s) after %.1fs; want COMPLETED",
+				j.id, j.name, j.sleep, r.State, r.Reason, ran.Seconds())
+		case j.sleep > 60 && r.State != spec.StateTimeout:
+			c.t.Errorf("clock fault: job %d (%s) ended %s (%s); want TIMEOUT", j.id, j.name, r.State, r.Reason)
+		case j.sleep > 60 && (ran < 30*time.Second || ran > 3*time.Minute):
+			c.t.Errorf("clock fault: job %d (%s) timed out %.1fs after its script started; want about 60 s (a step moved its deadline)", j.id, j.name, ran.Seconds())
+		}
+	}
+}
+
+// clockJobStart is when j's script started, by the line it printed (0:
+// not yet).
+func (x *chaos) clockJobStart(j *clockJob) (time.Time, bool) {
+	b, err := os.ReadFile(filepath.Join(x.c.work, fmt.Sprintf("slurm-%d.out", j.id)))
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "start "); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return time.Unix(0, int64(f*1e9)), true
+			}
+		}
+	}
+	return time.Time{}, false
 }
 
 // degrade makes h's link lossy and slow: netem both ways where the kernel

@@ -39,6 +39,22 @@ type Profile struct {
 // New returns a profile with free resources now and no future change.
 func New(free Res) Profile { return Profile{steps: []step{{0, free}}} }
 
+// Buf is one backing array for the first step of many profiles (NewIn):
+// a scheduling cycle builds a profile per node, and one allocation per
+// node was a third of a cycle's allocations on 1,000 nodes.
+type Buf []step
+
+// MakeBuf returns room for n profiles' first steps.
+func MakeBuf(n int) Buf { return make(Buf, n) }
+
+// NewIn is New with its step in s[i]; the profile's first change
+// copies it out (the slice's capacity is 1), so profiles never share
+// later steps.
+func NewIn(s Buf, i int, free Res) Profile {
+	s[i] = step{0, free}
+	return Profile{steps: s[i : i+1 : i+1]}
+}
+
 // Add returns the end of a job of duration d starting at t, saturating.
 func Add(t, d int64) int64 {
 	if d >= Forever-t {
