@@ -105,6 +105,9 @@ type Controller struct {
 	// noted by Heartbeat off the owner loop (see Controller.Heartbeat and
 	// lastHeard).
 	heard sync.Map
+	// imageMoves names the nodes whose image inventory changed since the
+	// scheduler's State last took it (images.go).
+	imageMoves imageMoves
 	// nodeTimeout is cfg.NodeTimeout in nanoseconds, for the node
 	// protocol's answers off the owner loop (NodeTimeout).
 	nodeTimeout atomic.Int64

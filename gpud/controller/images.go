@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"slices"
+	"sync"
 
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -53,7 +55,9 @@ func (c *Controller) NodeImages(ctx context.Context, who Caller, name string, in
 		for _, img := range inv.Images {
 			ni.set[img] = true
 		}
-		h.images.Store(ni)
+		if old := h.images.Swap(ni); old == nil || old.version != ni.version {
+			c.imageMoves.add(name)
+		}
 	}
 	version := ""
 	if ni := h.images.Load(); ni != nil {
@@ -112,6 +116,39 @@ func (c *Controller) notePulls(tx *txn, node string, pulls []PullNote) {
 	} else {
 		c.st.pullsOn[node] = now
 	}
+}
+
+// imageMoves are the nodes whose inventory changed since the scheduler's
+// State (sched.State, the last full cycle's) last took it: heartbeats
+// store inventories off the owner loop, and the next incremental cycle
+// hands them to the State (State.SetImages), so that a job submitted
+// after its image reached a node is placed there without waiting for a
+// full cycle. A full cycle's snapshot reads them all anew.
+type imageMoves struct {
+	mu    sync.Mutex
+	nodes map[string]bool
+}
+
+func (m *imageMoves) add(name string) {
+	m.mu.Lock()
+	if m.nodes == nil {
+		m.nodes = map[string]bool{}
+	}
+	m.nodes[name] = true
+	m.mu.Unlock()
+}
+
+// take returns the nodes added since the last take, sorted, and forgets
+// them.
+func (m *imageMoves) take() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.nodes) == 0 {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(m.nodes))
+	clear(m.nodes)
+	return names
 }
 
 // nodeImageSet is the inventory of node name for the scheduler (nil:

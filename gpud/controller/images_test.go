@@ -107,3 +107,26 @@ func TestInventoryReachesTheScheduler(t *testing.T) {
 		t.Errorf("node view CachedImages = %+v, %v; want 1", nodes, err)
 	}
 }
+
+// TestInventoryReachesIncrementalCycles: an inventory that arrives after
+// the full cycle whose State answers submissions incrementally is the one
+// that places the next job of its image, without a new full cycle.
+func TestInventoryReachesIncrementalCycles(t *testing.T) {
+	h := newHarnessAt(t, newFakeStore(), nil, t0, alwaysIncremental)
+	h.register("n1", 2)
+	h.register("n2", 2)
+	ctx := context.Background()
+	a := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
+	full := h.fullCycles()
+	if _, err := h.c.NodeImages(ctx, root, "n2", &NodeImages{Version: "v1", Images: []string{"reg.site/app:1"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.exit(h.job(a).Alloc.Nodes[0].Node, h.job(a), spec.StateCompleted, 0)
+	b := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode, j.Image = 2, "reg.site/app:1" })
+	if n := h.fullCycles(); n != full {
+		t.Fatalf("%d full cycles for a job end and a submission, want 0 (the test is about incremental cycles)", n-full)
+	}
+	if j := h.job(b); j.State != spec.StateRunning || j.Alloc.Nodes[0].Node != "n2" {
+		t.Fatalf("job %d = %s on %v, want RUNNING on n2 (its image's node, reported after the full cycle)", b, j.State, j.Nodes)
+	}
+}

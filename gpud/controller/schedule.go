@@ -193,6 +193,7 @@ func (c *Controller) scheduleInto(tx *txn, start time.Time) error {
 			return nil
 		}
 		s.inc, s.full, s.submitted, s.freed = nil, false, s.submitted[:0], s.freed[:0]
+		c.imageMoves.take() // the snapshot reads every inventory as it is now
 		snap := c.snapshot(now)
 		cfg := c.schedConfig()
 		st, plan := sched.NewState(snap, now, cfg)
@@ -280,6 +281,10 @@ func (c *Controller) cycleInBatch(tx *txn) bool {
 // the rest (it looks at everything anew).
 func (c *Controller) cycleIncremental(tx *txn, now, start time.Time) {
 	s := &c.sched
+	for _, name := range c.imageMoves.take() {
+		// Inventories that came since the full cycle (images.go).
+		s.inc.SetImages(name, c.nodeImageSet(name))
+	}
 	for i, id := range s.freed {
 		if i > 0 && time.Since(start) > s.fullDur {
 			tx.kick = true

@@ -82,3 +82,25 @@ func (c *cycle) bucketNodes(b int) []int {
 	c.bucketBuf = idx
 	return idx
 }
+
+// SetImages replaces node name's inventory (Node.Images) in the State,
+// for the Submit, End and Resume answered after its full cycle: a node's
+// cache changes with its pulls, and a job submitted once its image
+// reached a node should be placed there without waiting for the next
+// full cycle. Only the order among equally good nodes depends on it, so
+// nothing the full cycle decided changes. An unknown name is ignored.
+func (st *State) SetImages(name string, images map[string]bool) {
+	c := st.c
+	if c.byName == nil {
+		c.byName = make(map[string]int, len(c.nodes))
+		for i, w := range c.nodes {
+			c.byName[w.n.Name] = i
+		}
+	}
+	i, ok := c.byName[name]
+	if !ok {
+		return
+	}
+	c.nodes[i].n.Images = images
+	c.holders = nil
+}

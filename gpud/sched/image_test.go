@@ -148,3 +148,29 @@ func TestImageTieBreakerDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestStateSetImages: a State's Submit places by the inventories as they
+// are now (SetImages), not as its full cycle saw them, and a node holding
+// the job's image taken away again goes back to name order.
+func TestStateSetImages(t *testing.T) {
+	t.Parallel()
+	nodes := []sched.Node{pnode("a", 8), pnode("b", 8), pnode("c", 8)}
+	snap := &sched.Snapshot{Nodes: nodes, Partitions: []sched.Partition{{Name: "batch"}}}
+	st, _ := sched.NewState(snap, bt0, sched.Config{})
+	submit := func(id spec.JobID) string {
+		t.Helper()
+		plan := st.Submit(imageJob(id, 1, 8, img), bt0)
+		n, _ := placed(t, plan, id)
+		return strings.Join(n, ",")
+	}
+	st.SetImages("b", map[string]bool{img: true})
+	st.SetImages("nowhere", map[string]bool{img: true}) // ignored
+	if got := submit(1); got != "b" {
+		t.Errorf("job 1 on %s after b's inventory came, want b", got)
+	}
+	st.SetImages("b", nil)
+	st.SetImages("c", map[string]bool{"other:1": true})
+	if got := submit(2); got != "a" {
+		t.Errorf("job 2 on %s with no node holding its image, want a (by name)", got)
+	}
+}

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/e2e/e2etest"
+	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime/containerd/registrytest"
 )
 
@@ -378,6 +380,12 @@ func TestSecondJobLandsWhereItsImageIs(t *testing.T) {
 		}
 		return fmt.Sprint(job["nodes"])
 	}
+	// The standalone's nodes share one containerd, so node1 would list
+	// the image too once it lists its cache: its first listing (sent with
+	// its first heartbeat) must come before the pull. It lists again only
+	// after a pull of its own, or in 5 minutes (node/inventory.go), as
+	// a node with a cache of its own would.
+	heartbeats(t, c, 2)
 	first := submitAs(t, c, alice, "-w", "node2", "--gpus=1", "--image="+img.Ref, "-o", "ia-%j.out", "--wrap", "true")
 	if got := nodesOf(first); got != "[node2]" {
 		t.Fatalf("first job ran on %s, want [node2] (-w)", got)
@@ -421,7 +429,7 @@ func TestSecondJobLandsWhereItsImageIs(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if b, _ := strconv.ParseInt(pull[first][1], 10, 64); b <= 0 {
+	if b := sacctBytes(t, pull[first][1]); b <= 0 {
 		t.Errorf("first job's ImagePullBytes = %q, want the bytes its pull downloaded (> 0)", pull[first][1])
 	}
 	if pull[second][1] != "0" {
@@ -443,5 +451,67 @@ func TestSecondJobLandsWhereItsImageIs(t *testing.T) {
 		if strings.Contains(r.Stdout+r.Stderr, "private/placed") {
 			t.Errorf("%v as another user shows alice's image:\n%s%s", args, r.Stdout, r.Stderr)
 		}
+	}
+}
+
+// sacctBytes reads a byte count as sacct writes it (format.Bytes: K, M,
+// G, T where it divides exactly).
+func sacctBytes(t *testing.T, s string) int64 {
+	t.Helper()
+	mult := int64(1)
+	if i := strings.IndexAny(s, "KMGT"); i > 0 && i == len(s)-1 {
+		mult = 1 << (10 * (1 + strings.IndexByte("KMGT", s[i])))
+		s = s[:i]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("sacct byte count %q: %v", s, err)
+	}
+	return n * mult
+}
+
+// heartbeats waits until each of the cluster's n nodes has sent a
+// heartbeat after the first one the controller showed for it (so each
+// has sent its image inventory at least once).
+func heartbeats(t *testing.T, c *e2etest.Cluster, n int) {
+	t.Helper()
+	beats := func() map[string]time.Time {
+		r := c.CLI(c.Dir, "gpuq", "nodes", "--json")
+		if r.Code != 0 {
+			t.Fatalf("gpuq nodes --json: exit %d: %s", r.Code, r.Stderr)
+		}
+		var nodes []spec.Node
+		if err := json.Unmarshal([]byte(r.Stdout), &nodes); err != nil {
+			t.Fatalf("gpuq nodes --json: %v\n%s", err, r.Stdout)
+		}
+		out := map[string]time.Time{}
+		for _, n := range nodes {
+			out[n.Name] = n.LastHeartbeat.Time
+		}
+		return out
+	}
+	deadline := time.Now().Add(time.Minute)
+	first := beats()
+	for len(first) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d nodes registered within a minute, want %d", len(first), n)
+		}
+		time.Sleep(100 * time.Millisecond)
+		first = beats()
+	}
+	for {
+		now, waiting := beats(), 0
+		for name, at := range first {
+			if !now[name].After(at) {
+				waiting++
+			}
+		}
+		if waiting == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d nodes sent no heartbeat within a minute: %v, then %v", waiting, first, now)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
