@@ -169,7 +169,7 @@ func (db *DB) ClusterUsage(ctx context.Context, start, end time.Time, bucket tim
 		return ClusterUsage{}, fmt.Errorf("cluster usage: idle samples: %w", err)
 	}
 
-	down, err := db.downIntervals(ctx, start, end)
+	down, powered, err := db.downIntervals(ctx, start, end)
 	if err != nil {
 		return ClusterUsage{}, err
 	}
@@ -177,6 +177,9 @@ func (db *DB) ClusterUsage(ctx context.Context, start, end time.Time, bucket tim
 		for _, iv := range down[n.Node] {
 			row(n.Model, "").DownGPUHours += float64(iv[1]-iv[0]) * float64(n.GPUs) / 3600
 			spread(iv[0], iv[1], float64(n.GPUs), func(p *UtilPoint, h float64) { p.DownGPUHours += h })
+		}
+		for _, iv := range powered[n.Node] {
+			row(n.Model, "").PoweredDownGPUHours += float64(iv[1]-iv[0]) * float64(n.GPUs) / 3600
 		}
 	}
 
@@ -198,12 +201,36 @@ func sumGPUs(m map[string]int) int {
 }
 
 // downIntervals reads node events up to end and returns, per node, the
-// intervals within [start, end] it was DOWN or drained, in unix seconds.
-// A node's state at start is what its last earlier event left.
-func (db *DB) downIntervals(ctx context.Context, start, end time.Time) (map[string][][2]int64, error) {
+// intervals within [start, end] it was DOWN or drained, and those it was
+// powered down by power saving (and not down), in unix seconds. A node's
+// state at start is what its last earlier event left.
+func (db *DB) downIntervals(ctx context.Context, start, end time.Time) (down, powered map[string][][2]int64, err error) {
 	evs, err := db.NodeEvents(ctx, "", time.Time{}, end)
 	if err != nil {
-		return nil, fmt.Errorf("cluster usage: %w", err)
+		return nil, nil, fmt.Errorf("cluster usage: %w", err)
+	}
+	powered = map[string][][2]int64{}
+	poweredSince := map[string]int64{}
+	for _, ev := range evs {
+		t := ev.Time.Unix()
+		switch ev.Event {
+		case spec.NodeEventPowerDown:
+			if _, ok := poweredSince[ev.Node]; !ok {
+				poweredSince[ev.Node] = t
+			}
+		case spec.NodeEventPowerUp:
+			if since, ok := poweredSince[ev.Node]; ok {
+				if a, b := max(since, start.Unix()), min(t, end.Unix()); b > a {
+					powered[ev.Node] = append(powered[ev.Node], [2]int64{a, b})
+				}
+				delete(poweredSince, ev.Node)
+			}
+		}
+	}
+	for node, since := range poweredSince {
+		if a, b := max(since, start.Unix()), end.Unix(); b > a {
+			powered[node] = append(powered[node], [2]int64{a, b})
+		}
 	}
 	type st struct {
 		down, drain bool
@@ -249,7 +276,7 @@ func (db *DB) downIntervals(ctx context.Context, start, end time.Time) (map[stri
 			closeAt(node, n.since, e)
 		}
 	}
-	return out, nil
+	return out, powered, nil
 }
 
 // scan runs a query on the read pool and calls each for every row with

@@ -35,6 +35,11 @@ func TestClusterUsage(t *testing.T) {
 		{Time: at(4000).Time, Node: "n2", Event: spec.NodeEventDown, Actor: "gpud"}, // drained and down: counted once
 		{Time: at(5400).Time, Node: "n2", Event: spec.NodeEventResume, Actor: "root"},
 		{Time: at(3 * 3600).Time, Node: "gone", Event: spec.NodeEventDown, Actor: "gpud"}, // not in the inventory
+		// Power saving: n2 powered down for the last hour, n1 for 10
+		// minutes from before the window; neither is down time.
+		{Time: at(3 * 3600).Time, Node: "n2", Event: spec.NodeEventPowerDown, Actor: "gpud"},
+		{Time: at(-600).Time, Node: "n1", Event: spec.NodeEventPowerDown, Actor: "gpud"},
+		{Time: at(600).Time, Node: "n1", Event: spec.NodeEventPowerUp, Actor: "gpud"},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +49,8 @@ func TestClusterUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []ClusterRow{
-		{Model: "a100", GPUs: 2, TotalGPUHours: 8, AllocatedGPUHours: 2, DownGPUHours: 1},
-		{Model: "h100", GPUs: 4, TotalGPUHours: 16, AllocatedGPUHours: 2 + 2.0/7, IdleGPUHours: 1 + 2.0/7, DownGPUHours: 2},
+		{Model: "a100", GPUs: 2, TotalGPUHours: 8, AllocatedGPUHours: 2, DownGPUHours: 1, PoweredDownGPUHours: 2},
+		{Model: "h100", GPUs: 4, TotalGPUHours: 16, AllocatedGPUHours: 2 + 2.0/7, IdleGPUHours: 1 + 2.0/7, DownGPUHours: 2, PoweredDownGPUHours: 4 * 600.0 / 3600},
 		{Model: "h100", Profile: "1g.10gb", AllocatedGPUHours: 2.0 / 7, IdleGPUHours: 2.0 / 7},
 	}
 	if len(got.Rows) != len(want) {
@@ -55,7 +60,8 @@ func TestClusterUsage(t *testing.T) {
 	for i, w := range want {
 		g := got.Rows[i]
 		if g.Model != w.Model || g.Profile != w.Profile || g.GPUs != w.GPUs || !near(g.TotalGPUHours, w.TotalGPUHours) ||
-			!near(g.AllocatedGPUHours, w.AllocatedGPUHours) || !near(g.IdleGPUHours, w.IdleGPUHours) || !near(g.DownGPUHours, w.DownGPUHours) {
+			!near(g.AllocatedGPUHours, w.AllocatedGPUHours) || !near(g.IdleGPUHours, w.IdleGPUHours) || !near(g.DownGPUHours, w.DownGPUHours) ||
+			!near(g.PoweredDownGPUHours, w.PoweredDownGPUHours) {
 			t.Errorf("row %d = %+v, want %+v", i, g, w)
 		}
 	}

@@ -286,6 +286,14 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return ok
 		case "array_task_id":
 			return d.int(&j.ArrayTaskID)
+		case "het_job_id":
+			n, ok := d.uint(64)
+			j.HetJobID = spec.JobID(n)
+			return ok
+		case "het_offset":
+			return d.int(&j.HetOffset)
+		case "het_size":
+			return d.int(&j.HetSize)
 		case "nodes":
 			return d.strs(&j.Nodes)
 		case "gpus":

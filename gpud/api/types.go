@@ -252,6 +252,11 @@ type HeartbeatRequest struct {
 	// (findings, probes, readmissions), for the GPUs' history; a
 	// readmission puts a GPU that gpud took out back in service.
 	GPUEvents []spec.GPUEvent `json:"gpu_events,omitempty"`
+	// NICReport says the agent checks its RDMA NICs' health: NICProblems
+	// is then the whole list of NICs it holds out of service (an empty
+	// list readmits every NIC gpud took out).
+	NICReport   bool              `json:"nic_report,omitempty"`
+	NICProblems []spec.NICProblem `json:"nic_problems,omitempty"`
 	// Revocations is the version of the revocation lists the node holds.
 	Revocations string `json:"revocations,omitempty"`
 	// Images is the node's image inventory, sent when it differs from
@@ -291,6 +296,10 @@ type Assignment struct {
 	// "quick" (the node's health model judges a fresh reading) or "off";
 	// "" (an older controller) is "off".
 	Gate string `json:"gate,omitempty"`
+	// Het are the components of the heterogeneous job Job is a component
+	// of, in offset order (nil for another job): the SLURM_*_HET_GROUP_N
+	// variables, and where srun --het-group runs a step.
+	Het []spec.HetComponent `json:"het,omitempty"`
 }
 
 // AssignmentsResponse is GET /v1/nodes/{name}/assignments?after=GEN&wait=SECONDS&revocations=VERSION:
@@ -635,6 +644,10 @@ type AcctClusterRow struct {
 	AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
 	IdleGPUHours      float64 `json:"idle_gpu_hours"`
 	DownGPUHours      float64 `json:"down_gpu_hours"`
+	// PoweredDownGPUHours are the hours of GPUs on nodes power saving
+	// had powered down (node events power_down to power_up; Slurm's
+	// sreport "PLND Down"), not counted as down.
+	PoweredDownGPUHours float64 `json:"powered_down_gpu_hours,omitempty"`
 }
 
 // AcctUtilPoint is one bucket of GET /v1/accounting/cluster's series;

@@ -56,10 +56,10 @@ func TestShippedFilesListEveryKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := string(data)
-		// An [[ha.peers]] entry would turn HA on, so the file shows one
-		// commented out.
+		// An [[ha.peers]] entry would turn HA on, and a [[power.nodes]]
+		// entry declare nodes, so the file shows them commented out.
 		commented := map[string]bool{}
-		for _, key := range allKeys(HAPeer{}) {
+		for _, key := range append(allKeys(HAPeer{}), allKeys(PowerNode{})...) {
 			commented[key] = strings.Contains(text, "\n# "+key+" = ")
 		}
 		for _, key := range allKeys(tc.root) {
@@ -550,5 +550,42 @@ func TestNodeControllerList(t *testing.T) {
 	n.Node.Controller = "https://c1:6817, https://c2:6817,https://c3:6817"
 	if err := n.Validate(); err != nil {
 		t.Errorf("a list of three https addresses: %v", err)
+	}
+}
+
+// Every problem of [power] at once, each naming its key.
+func TestPowerValidate(t *testing.T) {
+	c := Defaults()
+	c.Power = Power{ResumeProgram: "bin/resume", SuspendTime: "5m", ResumeTimeout: "soon", SuspendTimeout: "30s", ResumeRate: -1,
+		SuspendExcNodes: []string{"gpu[3-"}, SuspendExcParts: []string{"nope"},
+		Nodes: []PowerNode{{Names: "gpu[1-2]", CPUs: 0, Mem: "lots", GPUs: 8}, {Names: "gpu2", CPUs: 4, Mem: "1G"}}}
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("bad [power] passed")
+	}
+	for _, want := range []string{
+		`[power] resume_program: "bin/resume" is not an absolute path`,
+		"[power] suspend_time: 5m is set but suspend_program is empty",
+		`[power] resume_timeout: "soon" is not a duration`,
+		"resume_rate, suspend_rate: -1, 0 must not be negative",
+		`[power] suspend_exc_nodes: "gpu[3-"`,
+		`[power] suspend_exc_parts: "nope" is not a [[partition]]`,
+		`[[power.nodes]] "gpu[1-2]" cpus: 0 must be at least 1`,
+		`[[power.nodes]] "gpu[1-2]" mem: "lots" is not a memory size`,
+		`[[power.nodes]] "gpu[1-2]" gpu_model: empty`,
+		`[[power.nodes]] "gpu2" names: node gpu2 is declared twice`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	c = Defaults()
+	c.Power = Power{ResumeProgram: "/r", SuspendProgram: "/s", SuspendTime: "10m", ResumeTimeout: "60s", SuspendTimeout: "30s",
+		SuspendExcNodes: []string{"gpu[1-2]"}, Nodes: []PowerNode{{Names: "gpu[3-6]", CPUs: 64, Mem: "512G", GPUs: 8, GPUModel: "h100"}}}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("good [power]: %v", err)
+	}
+	if got := c.Power.Nodes[0].ExpandNames(); len(got) != 4 || got[3] != "gpu6" {
+		t.Errorf("ExpandNames = %v", got)
 	}
 }

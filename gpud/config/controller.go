@@ -37,6 +37,8 @@ type Controller struct {
 	HA HA `toml:"ha"`
 	// Privacy is [privacy].
 	Privacy Privacy `toml:"privacy"`
+	// Power is [power], power saving and CLOUD nodes (power.go).
+	Power Power `toml:"power"`
 }
 
 // Privacy is [privacy], Slurm's PrivateData: what a user (not an
@@ -553,6 +555,8 @@ func Defaults() Controller {
 			{Name: "high", Priority: 1000, Preempt: []string{"low"}, PreemptMode: PreemptRequeue},
 		},
 		Accounts: []Account{{Name: "default", Shares: 1}},
+		// Slurm's defaults.
+		Power: Power{ResumeTimeout: "60s", SuspendTimeout: "30s", ResumeRate: 300, SuspendRate: 60},
 	}
 }
 
@@ -681,6 +685,7 @@ func (c Controller) Validate() error {
 	accounts := c.validateAccounts(&p)
 	c.validatePartitions(&p, accounts)
 	c.validateQOS(&p)
+	c.validatePower(&p)
 	if c.DefaultAccount != "" && !accounts[c.DefaultAccount] {
 		p.addf("default_account: %q is not an [[account]] (have %s)", c.DefaultAccount, quoteList(keys(accounts)))
 	}

@@ -93,7 +93,10 @@ type NodeSection struct {
 	// filesystem, read-only) or an image reference.
 	DefaultImage string `toml:"default_image"`
 	// KillGrace is the wait between SIGTERM and SIGKILL.
-	KillGrace      Duration `toml:"kill_grace"`
+	KillGrace Duration `toml:"kill_grace"`
+	// OverTimeLimit is how long a job may run past its time limit before
+	// it is stopped (Slurm's OverTimeLimit).
+	OverTimeLimit  Duration `toml:"over_time_limit"`
 	CheckpointRoot string   `toml:"checkpoint_root"`
 	// CheckpointTimeout is how long a job has to complete a checkpoint
 	// after the signal; a checkpoint-first stop (requeue, checkpoint-mode
@@ -199,6 +202,7 @@ func DefaultNode() Node {
 			ContainerdAddress: "/run/containerd/containerd.sock",
 			DefaultImage:      "host",
 			KillGrace:         "30s",
+			OverTimeLimit:     "0s",
 			CheckpointRoot:    "/var/lib/gpud/checkpoints",
 			CheckpointTimeout: "60s",
 			MIG:               "off",
@@ -315,6 +319,7 @@ func (n Node) Validate() error {
 		p.addf("[node] default_image: empty; use \"host\" or an image reference")
 	}
 	p.duration("[node] kill_grace", s.KillGrace, true)
+	p.duration("[node] over_time_limit", s.OverTimeLimit, false)
 	p.duration("[node] checkpoint_timeout", s.CheckpointTimeout, true)
 	p.duration("[node] usage_interval", s.UsageInterval, false)
 	if s.StepListen != "" {

@@ -42,6 +42,9 @@ type adminState struct {
 	fileParts []Partition
 	// resvs are the advance reservations by name (reservation.go).
 	resvs map[string]*spec.Reservation
+	// power are the nodes' power states by name (power.go); a node
+	// without one is powered on.
+	power map[string]*spec.NodePower
 }
 
 // loadAdmin reads the admin's live state from the store.
@@ -49,6 +52,7 @@ func (c *Controller) loadAdmin(ctx context.Context) error {
 	c.admin.nodes = map[string]*spec.NodeOverride{}
 	c.admin.parts = map[string]*spec.PartitionUpdate{}
 	c.admin.resvs = map[string]*spec.Reservation{}
+	c.admin.power = map[string]*spec.NodePower{}
 	as, ok := c.store.(AdminStore)
 	if !ok {
 		return nil
@@ -77,6 +81,12 @@ func (c *Controller) loadAdmin(ctx context.Context) error {
 				return err
 			}
 			c.admin.resvs[r.Name] = v
+		case spec.AdminPower:
+			v, err := decodePower(r)
+			if err != nil {
+				return err
+			}
+			c.admin.power[r.Name] = v
 		default:
 			c.log.Warn("admin state record of an unknown kind; a newer gpud wrote it", "kind", r.Kind, "name", r.Name)
 		}
@@ -163,7 +173,7 @@ func (c *Controller) clearAdminState(tx *txn, n *nodeRec) {
 }
 
 // Node states scontrol update NodeName= State= takes.
-var nodeUpdateStates = []string{"DRAIN", "FAIL", "DOWN", "RESUME", "UNDRAIN", "IDLE"}
+var nodeUpdateStates = []string{"DRAIN", "FAIL", "DOWN", "RESUME", "UNDRAIN", "IDLE", statePowerUp, statePowerDown}
 
 // UpdateNodes is scontrol update NodeName=...: all of u or nothing (root
 // or an operator). It returns the differences from what the nodes
@@ -233,6 +243,11 @@ func (c *Controller) UpdateNodes(ctx context.Context, who Caller, u spec.NodeUpd
 				}
 			}
 			reason := strings.TrimSpace(u.Reason)
+			if state == statePowerUp || state == statePowerDown {
+				if err := c.updatePower(tx, n, state, actor, now); err != nil {
+					return err
+				}
+			}
 			switch state {
 			case "DRAIN", "FAIL":
 				c.drainNode(tx, n, reason, who)
@@ -250,6 +265,12 @@ func (c *Controller) UpdateNodes(ctx context.Context, who Caller, u spec.NodeUpd
 			case "RESUME", "UNDRAIN", "IDLE":
 				c.resumeNode(tx, n, reason, who)
 				o.State, o.Reason = "", ""
+				if n.down && c.powerOff(name) {
+					// down~ (a resume that failed): back to idle~, to be
+					// powered up again when work needs it.
+					c.nodeEvent(tx, name, spec.NodeEventUp, "resumed by "+actor, actor)
+					n.down, n.downReason = false, ""
+				}
 			}
 			c.setOverride(tx, n, &o)
 			c.log.Info("node updated", "node", name, "state", state, "reason", reason, "by", actor)

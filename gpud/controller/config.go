@@ -107,6 +107,8 @@ type Config struct {
 	// store: each plain job's or array's payload once, and each job's
 	// record; 0 means no cap. root is not capped.
 	MaxSubmitBytesPerUser int64
+	// Power is power saving and CLOUD nodes (power.go).
+	Power PowerConfig
 }
 
 // Defaults of the submission limits (gpud.toml [limits]).

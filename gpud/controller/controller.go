@@ -94,6 +94,10 @@ type Controller struct {
 	// runHook runs idle_hook programs (WithIdleHook) from hookLoop.
 	runHook   func(ctx context.Context, ev IdleEvent) error
 	hookQueue chan IdleEvent
+	// runPower runs the [power] programs (WithPowerProgram) from
+	// powerLoop.
+	runPower   func(ctx context.Context, r PowerRun) error
+	powerQueue chan PowerRun
 	// budget is each account's GPU-hours over its budget period, from
 	// SetBudgetUsage (nil until the first).
 	budget atomic.Pointer[map[string]float64]
@@ -158,6 +162,8 @@ type Controller struct {
 	sched schedState
 	// admin is scontrol's live changes (admin.go).
 	admin adminState
+	// power is power saving's bookkeeping (power.go).
+	power powerState
 }
 
 // op is one request to the owner. fn runs on the owner goroutine; done
@@ -172,19 +178,20 @@ type op struct {
 func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 	cfg.normalize()
 	c := &Controller{
-		log:       slog.Default(),
-		store:     store,
-		now:       wallclock.Now,
-		ops:       make(chan *op, 4096),
-		roles:     make(chan *op),
-		started:   make(chan struct{}),
-		stopped:   make(chan struct{}),
-		recWake:   make(chan struct{}, 1),
-		feedWake:  make(chan struct{}, 1),
-		obs:       nopObserver{},
-		hookQueue: make(chan IdleEvent, idleHookQueue),
-		cfg:       cfg,
-		pol:       cfg.SchedPolicy(),
+		log:        slog.Default(),
+		store:      store,
+		now:        wallclock.Now,
+		ops:        make(chan *op, 4096),
+		roles:      make(chan *op),
+		started:    make(chan struct{}),
+		stopped:    make(chan struct{}),
+		recWake:    make(chan struct{}, 1),
+		feedWake:   make(chan struct{}, 1),
+		obs:        nopObserver{},
+		hookQueue:  make(chan IdleEvent, idleHookQueue),
+		powerQueue: make(chan PowerRun, 256),
+		cfg:        cfg,
+		pol:        cfg.SchedPolicy(),
 	}
 	c.sched.incMin = incMinFullCycle
 	c.admin.fileParts = slices.Clone(cfg.Partitions)
@@ -270,6 +277,7 @@ func (c *Controller) load(ctx context.Context) error {
 	}
 	c.st = st
 	c.attachAdmin()
+	c.declareCloudNodes() // power.go
 	c.overlayPartitions()
 	// The configuration may have changed while the controller was down.
 	c.recheckAccess()
@@ -311,6 +319,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	if c.runHook != nil {
 		wg.Go(func() { c.hookLoop(feedCtx) })
+	}
+	if c.runPower != nil {
+		wg.Go(func() { c.powerLoop(feedCtx) })
 	}
 	if c.feed != nil {
 		c.loadFeed(ctx)
@@ -513,6 +524,7 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 		c.enqueueRecords(tx.ended)
 	}
 	c.queueHooks(tx.hooks)
+	c.queuePower(tx.power)
 	c.enqueueNodeEvents(tx.nodeEvents)
 	c.enqueueSteps(tx.steps)
 	c.noteSched(tx)
@@ -563,6 +575,8 @@ type txn struct {
 	submitted, freed []spec.JobID
 	// hooks are idle_hook runs, started once the batch is committed.
 	hooks []IdleEvent
+	// power are [power] program runs, started once it is committed.
+	power []PowerRun
 	// admin are changes of the admin's live state (admin.go), written
 	// before the jobs and nodes.
 	admin []spec.AdminRecord

@@ -47,6 +47,7 @@ func FromConfig(c config.Controller) (Config, error) {
 		MaxSubmitBytes:        c.Limits.MaxSubmitBytes(),
 		MaxSubmitJobsPerUser:  c.Limits.MaxSubmitJobsPerUser,
 		MaxSubmitBytesPerUser: c.Limits.MaxSubmitBytesPerUser(),
+		Power:                 powerFromConfig(c.Power),
 	}
 	for _, p := range c.Partitions {
 		nodes := p.Nodes
@@ -183,4 +184,27 @@ func failoverNodeGrace(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// powerFromConfig maps [power] (validated) onto PowerConfig.
+func powerFromConfig(p config.Power) PowerConfig {
+	pc := PowerConfig{
+		ResumeProgram:  strings.Fields(p.ResumeProgram),
+		SuspendProgram: strings.Fields(p.SuspendProgram),
+		SuspendTime:    p.SuspendTime.Std(),
+		ResumeTimeout:  p.ResumeTimeout.Std(),
+		SuspendTimeout: p.SuspendTimeout.Std(),
+		ResumeRate:     p.ResumeRate,
+		SuspendRate:    p.SuspendRate,
+		ExcNodes:       p.ExcludedNodes(),
+		ExcParts:       slices.Clone(p.SuspendExcParts),
+		User:           p.ProgramUser,
+	}
+	for _, d := range p.Nodes {
+		for _, name := range d.ExpandNames() {
+			pc.Nodes = append(pc.Nodes, CloudNode{Name: name, CPUs: d.CPUs, MemMiB: d.MemMiB(), GPUs: d.GPUs,
+				GPUModel: d.GPUModel, Features: slices.Clone(d.Features)})
+		}
+	}
+	return pc
 }

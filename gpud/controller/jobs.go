@@ -361,6 +361,13 @@ func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string
 			j.StopCheckpoint = false // a cancel does not wait for one
 			c.bumpLive(tx, rec)
 		}
+		// A heterogeneous job is cancelled whole, whichever component
+		// was named (het.go); those already ending are left to end.
+		for _, s := range c.hetSiblings(rec) {
+			if !s.job.State.Terminal() && s.job.State != spec.StateCompleting {
+				_ = c.act(tx, who, s, ActionCancel, reason)
+			}
+		}
 	case ActionHold:
 		if j.State != spec.StatePending {
 			return spec.Errorf(spec.ErrConflict, "job %d is %s; only pending jobs can be held", id, j.State)
@@ -486,6 +493,7 @@ func (c *Controller) finish(tx *txn, rec *jobRec, state spec.JobState, code, sig
 	}
 	c.obs.JobEnded(j.Partition, state)
 	c.log.Info("job ended", "job_id", j.ID, "state", state, "exit_code", code, "reason", reason)
+	c.endHet(tx, rec, state, code, sig) // het.go
 }
 
 // requeue puts a job whose parts have all ended back in the queue with

@@ -70,7 +70,8 @@ func (c *Controller) RegisterRunning(ctx context.Context, who Caller, inv spec.I
 		if n == nil {
 			n = c.st.addNode(&spec.Node{Inventory: inv, State: spec.NodeIdle}, c.now())
 		}
-		n.inv = keepGPUHealth(n.inv, inv)
+		n.inv = keepNICHealth(n.inv, keepGPUHealth(n.inv, inv))
+		c.powerRegistered(tx, n, c.now()) // power.go
 		n.lastHB = c.now()
 		n.late = false
 		if n.down {
@@ -182,6 +183,85 @@ func keepGPUHealth(old, inv spec.Inventory) spec.Inventory {
 }
 
 func unhealthy(g spec.GPU) bool { return g.Health != "" && g.Health != "ok" }
+
+// keepNICHealth is keepGPUHealth for RDMA NICs: a NIC gpud took out stays
+// out over a re-registration until the agent's clean probe.
+func keepNICHealth(old, inv spec.Inventory) spec.Inventory {
+	marks := map[string]string{}
+	for _, n := range old.NICs {
+		if n.Health != "" {
+			marks[n.Name] = n.Health
+		}
+	}
+	if len(marks) == 0 {
+		return inv
+	}
+	inv.NICs = slices.Clone(inv.NICs)
+	for i := range inv.NICs {
+		if h, ok := marks[inv.NICs[i].Name]; ok && inv.NICs[i].Health == "" {
+			inv.NICs[i].Health = h
+		}
+	}
+	return inv
+}
+
+// NICHealth applies a node's RDMA NIC health: problems are every NIC the
+// agent holds out of service now (the whole list: a NIC gpud marked that
+// is no longer listed passed the agent's clean probe and comes back).
+// A NIC taken out is left out of the scheduler's view of the node, so jobs
+// that need RDMA go elsewhere while the node keeps running the others, and
+// the running jobs that use it are requeued (checkpointing first when they
+// checkpoint; a hardware requeue, expedited when they ask). A person's
+// mark (not "gpud:") is never lifted here.
+func (c *Controller) NICHealth(ctx context.Context, who Caller, name string, problems []spec.NICProblem) error {
+	if err := requireRoot(who, "reporting NIC health"); err != nil {
+		return err
+	}
+	return c.call(ctx, func(tx *txn) error {
+		n, err := c.node(name)
+		if err != nil {
+			return err
+		}
+		bad := map[string]string{}
+		for _, p := range problems {
+			if !slices.ContainsFunc(n.inv.NICs, func(x spec.NIC) bool { return x.Name == p.Name }) {
+				c.log.Warn("node reports a problem with a NIC it did not register; ignored", "node", name, "nic", p.Name, "problem", p.Problem)
+				continue
+			}
+			reason := p.Problem
+			if !strings.HasPrefix(reason, health.ReasonPrefix) {
+				reason = health.ReasonPrefix + "nic " + p.Name + " " + orDefault(p.Problem, "unhealthy")
+			}
+			bad[p.Name] = reason
+		}
+		nics := slices.Clone(n.inv.NICs)
+		changed := false
+		for i := range nics {
+			nic := &nics[i]
+			reason, isBad := bad[nic.Name]
+			switch {
+			case isBad && nic.Health == "":
+				nic.Health, changed = reason, true
+				c.log.Warn("RDMA NIC out of service", "node", name, "nic", nic.Name, "problem", reason)
+				c.nodeEvent(tx, name, spec.NodeEventDrain, "NIC "+nic.Name+": "+reason, "gpud")
+				nicName := nic.Name
+				n.inv.NICs = nics
+				c.moveJobs(tx, n, "node "+name+" "+reason, false, true, func(p spec.NodeAlloc) bool { return slices.Contains(p.NICs, nicName) })
+			case !isBad && strings.HasPrefix(nic.Health, health.ReasonPrefix):
+				c.log.Info("RDMA NIC back in service after a clean probe", "node", name, "nic", nic.Name, "was", nic.Health)
+				c.nodeEvent(tx, name, spec.NodeEventResume, "NIC "+nic.Name+" passed its readmission probe", "gpud")
+				nic.Health, changed = "", true
+			}
+		}
+		if changed {
+			n.inv.NICs = nics
+			tx.saveNode(n)
+			tx.bump[name] = true
+			tx.kick = true
+		}
+		return nil
+	})
+}
 
 // GPUHealth applies what a node's health model reports (gpud/health):
 // problems are its GPUs to keep out of service now, events their history
@@ -366,6 +446,8 @@ type Assignment struct {
 	ClusterName string
 	// Gate is the job's partition's start gate (Partition.StartGate).
 	Gate string
+	// Het are the components of Job's heterogeneous job (het.go).
+	Het []spec.HetComponent
 }
 
 // Assignments returns the node's generation and every allocation it
@@ -421,7 +503,8 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 			continue
 		}
 		j := rec.view.job
-		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName, Gate: StartGateQuick}
+		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName, Gate: StartGateQuick,
+			Het: c.hetComponents(&rec.job)}
 		// The node measures the time limit from the start it is sent,
 		// against the controller's clock as it answers (localStarts):
 		// the start as it is on that clock now, however it was stepped.
@@ -678,6 +761,10 @@ func (c *Controller) resumeNode(tx *txn, n *nodeRec, reason string, who Caller) 
 	for i := range n.inv.GPUs {
 		n.inv.GPUs[i].Health = ""
 	}
+	n.inv.NICs = slices.Clone(n.inv.NICs)
+	for i := range n.inv.NICs {
+		n.inv.NICs[i].Health = ""
+	}
 	tx.bump[name] = true
 	c.nodeEvent(tx, name, spec.NodeEventResume, reason, orDefault(who.User, "root"))
 }
@@ -710,6 +797,7 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg Config) (string, error
 		c.nodeTimeout.Store(int64(cfg.NodeTimeout))
 		c.published.Store(&cfg)
 		diffs := c.setFilePartitions(tx) // admin.go: scontrol's live changes stay
+		c.declareCloudNodes()            // power.go: nodes the new file declares
 		c.recheckAccess()
 		if n := len(c.st.ineligible); n > 0 {
 			changed = append(changed, fmt.Sprintf("%d queued jobs may no longer run as they are (access rules) and wait saying why", n))
@@ -837,8 +925,8 @@ func (c *Controller) housekeep(ctx context.Context) {
 		now := c.now()
 		for _, name := range c.st.nodeNames() {
 			n := c.st.nodes[name]
-			if n.down {
-				continue
+			if n.down || c.powerOff(name) {
+				continue // a powered-down node is silent by design (power.go)
 			}
 			switch late, down := c.overdue(name, n, now); {
 			case down:
@@ -853,6 +941,7 @@ func (c *Controller) housekeep(ctx context.Context) {
 				c.log.Warn("node not responding; no new jobs for it until it answers", "node", name, "silent_for", now.Sub(c.lastHeard(name, n.lastHB)).Round(time.Millisecond))
 			}
 		}
+		c.powerTick(tx, now) // power.go
 		if now.Sub(c.sched.lastPeriodic) >= c.cfg.SchedInterval {
 			c.sched.lastPeriodic = now
 			c.runs.prune(func(key string) bool {

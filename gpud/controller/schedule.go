@@ -373,6 +373,12 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 			c.depFlags(sj, rec, single)
 			c.sched.anyDeps = true
 		}
+		if rec.job.HetJobID != 0 {
+			// A heterogeneous job's components start together or not at
+			// all: only a full cycle, which sees them all, may start one
+			// (sched.State.Submit and End decide one job at a time).
+			c.sched.anyDeps = true
+		}
 		if arrayLimit(&rec.job) > 0 && !sj.Held && !sj.DependencyPending && !sj.DependencyNeverSatisfied {
 			if limited == nil {
 				limited = map[spec.JobID][]sched.Job{}
@@ -486,7 +492,9 @@ func (c *Controller) schedNode(name string) (sched.Node, []spec.JobID) {
 		MemMiB:     n.inv.MemMiB,
 		FreeMemMiB: n.inv.MemMiB - u.mem,
 		Allocs:     len(u.jobs),
-		Weight:     n.weight(),           // admin.go
+		Weight:     n.weight(),      // admin.go
+		Power:      c.powerOf(name), // power.go
+		IdleSince:  c.power.idleSince[name],
 		Images:     c.nodeImageSet(name), // images.go
 	}
 	groups := nvlinkGroups(n.inv.GPUs)
@@ -521,7 +529,8 @@ func (c *Controller) fillSchedJob(sj *sched.Job, j *spec.Job) {
 	sj.ID, sj.Partition, sj.Priority, sj.Expedite = j.ID, j.Partition, j.Priority, j.Expedited
 	sj.SubmitTime, sj.BeginTime, sj.Held, sj.Req = j.SubmitTime.Time, j.BeginTime.Time, j.Hold, j.Resources
 	sj.Account, sj.User, sj.QOS, sj.Nice, sj.TimeLimit = j.Account, j.User, j.QOS, j.Nice, j.TimeLimit.Std()
-	sj.Reservation, sj.TimeMin = j.Reservation, j.TimeMin.Std() // reservation.go, --time-min
+	sj.Reservation, sj.TimeMin = j.Reservation, j.TimeMin.Std()                // reservation.go, --time-min
+	sj.HetJobID, sj.HetOffset, sj.HetSize = j.HetJobID, j.HetOffset, j.HetSize // het.go
 	if j.Image != "" && j.Image != spec.ImageHost {
 		sj.Image = spec.ImageKey(j.Image) // images.go
 	}

@@ -409,6 +409,9 @@ func (c *Controller) nodeView(n *nodeRec) spec.Node {
 		Jobs:          u.jobs,
 		CachedImages:  len(c.nodeImageSet(n.inv.Name)), // images.go
 	}
+	if p := c.admin.power[n.inv.Name]; p != nil {
+		out.Power, out.PowerSince = p.State, p.Since
+	}
 	switch {
 	case n.adminDown():
 		out.Reason = n.over.Reason
@@ -436,6 +439,11 @@ func (c *Controller) nodeView(n *nodeRec) spec.Node {
 	for _, g := range n.inv.GPUs {
 		if unhealthy(g) {
 			sick = append(sick, g.Health)
+		}
+	}
+	for _, nic := range n.inv.NICs {
+		if nic.Health != "" {
+			sick = append(sick, nic.Health)
 		}
 	}
 	if len(sick) > 0 {

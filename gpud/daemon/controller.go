@@ -226,6 +226,7 @@ func (p *controllerParts) newController(ccfg controller.Config) error {
 		controller.WithUsageSource(p.acct),
 		controller.WithObserver(observers{p.mets, &p.diag}),
 		controller.WithIdleHook(runIdleHook),
+		controller.WithPowerProgram(powerRunner(p.o.Log)),
 		controller.WithReload(p.reload)}, hm.controllerOptions()...)...)
 	if err != nil {
 		return err

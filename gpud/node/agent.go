@@ -402,8 +402,9 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		sent := a.opts.net.Now()
 		hctx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout(interval))
 		events := a.health.pendingEvents()
+		nicReport, nicProblems := a.health.nicReport()
 		req := api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current(),
-			GPUEvents: events, Revocations: a.rev.Version()}
+			GPUEvents: events, NICReport: nicReport, NICProblems: nicProblems, Revocations: a.rev.Version()}
 		if puller, ok := a.rt.(runtime.ImagePuller); ok {
 			req.Images, req.Pulls = a.images.inventory(hctx, puller), a.images.pullsNow()
 		}

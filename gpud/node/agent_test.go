@@ -572,3 +572,29 @@ func TestReconnectDeliversAtOnce(t *testing.T) {
 	e.fc.Fail(epHeartbeat, false)
 	waitFor(t, "started event delivered after the reconnect", func() bool { return len(e.eventsOf("a7")) == 1 }, e.on()...)
 }
+
+// TestOverTimeLimit: with the site's OverTimeLimit a job runs that much
+// past its time limit before it is stopped (then TIMEOUT, for its limit,
+// as in Slurm); a job ending within it is not stopped at all.
+func TestOverTimeLimit(t *testing.T) {
+	e := newEnv(t, func(e *env) {
+		e.cfgExtra = func(c *Config) { c.OverTimeLimit = 2 * time.Minute }
+	})
+	e.fc.Set(asg(7, e.home))
+	e.waitStarted(t, cid)
+	waitFor(t, "deadline timer", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	e.clock.mu.Lock()
+	at := e.clock.waiters[0].at
+	e.clock.mu.Unlock()
+	if want := t0.Add(time.Hour + 2*time.Minute); !at.Equal(want) {
+		t.Fatalf("the job is stopped at %s, want its hour's limit and 2 minutes over, %s", at, want)
+	}
+	e.clock.Advance(time.Hour + 2*time.Minute)
+	got := e.waitExited(t, "a7")
+	if got.State != spec.StateTimeout || got.Reason != "time limit 1h0m0s reached" {
+		t.Errorf("exited %s (%q), want TIMEOUT for the time limit", got.State, got.Reason)
+	}
+	if diff := cmp.Diff([]syscall.Signal{syscall.SIGTERM}, e.rt.Signals(cid)); diff != "" {
+		t.Errorf("signals (-want +got):\n%s", diff)
+	}
+}

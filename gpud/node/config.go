@@ -28,6 +28,12 @@ type Config struct {
 	Inventory spec.Inventory
 	// KillGrace is how long a job has between SIGTERM and SIGKILL.
 	KillGrace time.Duration
+	// OverTimeLimit is how long a job may run past its time limit before
+	// the node stops it (Slurm's OverTimeLimit): a site's allowance for
+	// a slow start (container creation, prologs) or a job finishing its
+	// last write. The limit itself is unchanged: backfill plans with it,
+	// and a checkpoint or --signal before the limit comes when it says.
+	OverTimeLimit time.Duration
 	// StopJobsOnStop makes a clean stop of the agent end its running jobs
 	// too (SIGTERM, KillGrace, SIGKILL; recorded NODE_FAIL, so the
 	// controller requeues those that allow it) instead of leaving them

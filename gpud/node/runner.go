@@ -457,7 +457,7 @@ func (r *runner) wait(ctx context.Context, log *slog.Logger) {
 	exits, stopWaiting := r.watchExit(ctx, log)
 	defer stopWaiting()
 	ck := newCheckpointMachine(r.d.clock, r.d.cfg.CheckpointTimeout, log, runnerCheckpoints{r, ctx, log})
-	sm := newStopMachine(r.d.clock, r.d.cfg.KillGrace, log, runnerStops{r, ctx, log}, ck, r.stopCh, r.deadline)
+	sm := newStopMachine(r.d.clock, r.d.cfg.KillGrace, log, runnerStops{r, ctx, log}, ck, r.stopCh, r.stopAt(r.deadline))
 	ck.arm(r.checkpointPlan(), r.deadline)
 	learnC := r.learnC
 	timing, frozen := r.timingC(), false
@@ -624,6 +624,15 @@ func (s runnerStops) markStopping(state spec.JobState, why string) {
 	if err := r.d.ob.markStopping(context.WithoutCancel(s.ctx), r.allocID, r.jobID, state, why, r.d.clock.Now()); err != nil {
 		s.log.Warn("remember why the job is being stopped", "err", err)
 	}
+}
+
+// stopAt is when a job whose time limit ends at deadline is stopped: the
+// site's OverTimeLimit later (zero: no limit).
+func (r *runner) stopAt(deadline time.Time) time.Time {
+	if deadline.IsZero() {
+		return deadline
+	}
+	return deadline.Add(r.d.cfg.OverTimeLimit)
 }
 
 func (r *runner) timeLimit() time.Duration {

@@ -88,7 +88,7 @@ func (r *runner) retime(t runTiming, sm *stopMachine, ck *checkpointMachine, fro
 	case t.deadline.IsZero():
 	case *frozen || !t.deadline.Equal(r.deadline):
 		r.deadline = t.deadline
-		sm.deadlineC = r.d.clock.After(t.deadline.Sub(r.d.clock.Now()))
+		sm.deadlineC = r.d.clock.After(r.stopAt(t.deadline).Sub(r.d.clock.Now()))
 		ck.arm(r.checkpointPlan(), r.deadline)
 	}
 	*frozen = t.frozen

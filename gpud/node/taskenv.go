@@ -26,7 +26,54 @@ func taskEnv(in taskInput, d taskDevs) []string {
 	ours = append(ours, layoutEnv(in)...)
 	ours = append(ours, nicEnv(in)...)
 	ours = append(ours, arrayEnv(in)...)
+	ours = append(ours, hetEnv(in)...)
 	return step.MergeEnv(in.Asg.Job.Env, ours)
+}
+
+// hetEnv is a heterogeneous job's: its size, and each component's
+// variables with _HET_GROUP_N appended to the usual name (Slurm's
+// heterogeneous_jobs.html), in every component's containers.
+func hetEnv(in taskInput) []string {
+	het := in.Asg.Het
+	if len(het) == 0 {
+		return nil
+	}
+	env := []string{"SLURM_HET_SIZE=" + strconv.Itoa(len(het))}
+	for _, hc := range het {
+		sfx := "_HET_GROUP_" + strconv.Itoa(hc.Offset)
+		names := make([]string, len(hc.Nodes))
+		cpus := make([]int, len(hc.Nodes))
+		for i, n := range hc.Nodes {
+			names[i], cpus[i] = n.Node, n.CPUs
+		}
+		nn := strconv.Itoa(len(names))
+		env = append(env,
+			"SLURM_JOB_ID"+sfx+"="+strconv.FormatUint(uint64(hc.JobID), 10),
+			"SLURM_JOB_NODELIST"+sfx+"="+hostlist.Compress(names),
+			"SLURM_NODELIST"+sfx+"="+hostlist.Compress(names),
+			"SLURM_JOB_NUM_NODES"+sfx+"="+nn,
+			"SLURM_NNODES"+sfx+"="+nn,
+			"SLURM_JOB_PARTITION"+sfx+"="+hc.Partition,
+			"SLURM_JOB_ACCOUNT"+sfx+"="+hc.Account,
+			"SLURM_JOB_QOS"+sfx+"="+hc.QOS,
+			"SLURM_JOB_CPUS_PER_NODE"+sfx+"="+step.Counts(cpus),
+		)
+		if t := hc.Tasks; t.NTasks > 0 || t.NTasksPerNode > 0 {
+			nt := t.NTasks
+			if nt == 0 {
+				nt = t.NTasksPerNode * len(names)
+			}
+			env = append(env, "SLURM_NTASKS"+sfx+"="+strconv.Itoa(nt))
+		}
+		if len(hc.GPUIndex) > 0 {
+			s := make([]string, len(hc.GPUIndex))
+			for i, n := range hc.GPUIndex {
+				s[i] = strconv.Itoa(n)
+			}
+			env = append(env, "SLURM_JOB_GPUS"+sfx+"="+strings.Join(s, ","))
+		}
+	}
+	return env
 }
 
 // rankedNodes are the allocation's nodes in rank order.
@@ -233,16 +280,39 @@ func nicEnv(in taskInput) []string {
 	return []string{"NCCL_IB_HCA=" + strings.Join(in.Self.NICs, ",")}
 }
 
-// arrayEnv are an array task's variables.
+// arrayEnv are an array task's variables: its index and array, and, as
+// sbatch(1) sets them, the array's task count, lowest and highest index
+// and step (scripts that split work by index read them: a task handles
+// indices ID to ID+STEP-1). The step is the spacing of the indices, 1
+// when they are not evenly spaced.
 func arrayEnv(in taskInput) []string {
 	job := &in.Asg.Job
 	if job.ArrayJobID == 0 {
 		return nil
 	}
 	tid := strconv.Itoa(job.ArrayTaskID)
-	return []string{
+	env := []string{
 		"GPUD_ARRAY_TASK_ID=" + tid,
 		"SLURM_ARRAY_TASK_ID=" + tid,
 		"SLURM_ARRAY_JOB_ID=" + strconv.FormatUint(uint64(job.ArrayJobID), 10),
 	}
+	idx, _, err := spec.ParseArray(job.Array)
+	if err != nil || len(idx) == 0 {
+		return env // validated at submit; a task without its spec has only its index
+	}
+	step := 1
+	if len(idx) > 1 {
+		step = idx[1] - idx[0]
+		for i := 2; i < len(idx); i++ {
+			if idx[i]-idx[i-1] != step {
+				step = 1
+				break
+			}
+		}
+	}
+	return append(env,
+		"SLURM_ARRAY_TASK_COUNT="+strconv.Itoa(len(idx)),
+		"SLURM_ARRAY_TASK_MIN="+strconv.Itoa(idx[0]),
+		"SLURM_ARRAY_TASK_MAX="+strconv.Itoa(idx[len(idx)-1]),
+		"SLURM_ARRAY_TASK_STEP="+strconv.Itoa(step))
 }

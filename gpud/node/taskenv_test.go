@@ -71,6 +71,12 @@ func TestTaskEnv(t *testing.T) {
 			want: []string{"NCCL_IB_HCA=mlx5_0,mlx5_1"}},
 		{name: "an array task", change: func(in *taskInput) { in.Asg.Job.ArrayJobID, in.Asg.Job.ArrayTaskID = 5, 3 },
 			want: []string{"GPUD_ARRAY_TASK_ID=3", "SLURM_ARRAY_TASK_ID=3", "SLURM_ARRAY_JOB_ID=5"}},
+		{name: "an array task: the array's count, bounds and step", change: func(in *taskInput) {
+			in.Asg.Job.ArrayJobID, in.Asg.Job.ArrayTaskID, in.Asg.Job.Array = 5, 4, "0-8:2%3"
+		}, want: []string{"SLURM_ARRAY_TASK_ID=4", "SLURM_ARRAY_TASK_COUNT=5", "SLURM_ARRAY_TASK_MIN=0", "SLURM_ARRAY_TASK_MAX=8", "SLURM_ARRAY_TASK_STEP=2"}},
+		{name: "an array of unevenly spaced indices: step 1", change: func(in *taskInput) {
+			in.Asg.Job.ArrayJobID, in.Asg.Job.ArrayTaskID, in.Asg.Job.Array = 5, 7, "1,2,7"
+		}, want: []string{"SLURM_ARRAY_TASK_COUNT=3", "SLURM_ARRAY_TASK_MIN=1", "SLURM_ARRAY_TASK_MAX=7", "SLURM_ARRAY_TASK_STEP=1"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

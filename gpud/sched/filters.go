@@ -61,6 +61,8 @@ var staticFilters = [...]nodeFilter{
 		rejects: func(w *workNode, _ *Job, _ bool) bool { return w.n.State == spec.NodeDraining }},
 	{name: "unknown", when: "the node is UNKNOWN (not responding)", reason: said("unknown"),
 		rejects: func(w *workNode, _ *Job, _ bool) bool { return w.n.State == spec.NodeUnknown }},
+	{name: "power", when: "the node is powered down, powering up or powering down (PlanPower may power it up)", reason: said("powered down"),
+		rejects: func(w *workNode, _ *Job, _ bool) bool { return w.n.Power != spec.PowerOn }},
 	{name: "partition", when: "the node is not in the job's partition", reason: func(j *Job) string { return "not in partition " + j.Partition },
 		rejects: func(w *workNode, j *Job, _ bool) bool {
 			return j.Partition != "" && !slices.Contains(w.n.Partitions, j.Partition)

@@ -39,6 +39,8 @@ func TestFilters(t *testing.T) {
 		{filter: "drain", node: withState(spec.NodeDrain), want: "drain"},
 		{filter: "draining", node: withState(spec.NodeDraining), want: "draining"},
 		{filter: "unknown", node: withState(spec.NodeUnknown), want: "unknown"},
+		{filter: "power", node: func(n *Node) { n.Power = spec.PoweredDown }, want: "powered down"},
+		{filter: "power", node: func(n *Node) { n.Power = spec.PoweringUp }, want: "powered down"},
 		{filter: "partition", job: func(j *Job) { j.Partition = "debug" }, want: "not in partition debug"},
 		{filter: "nodelist", job: func(j *Job) { j.Req.NodeList = []string{"other"} }, want: "not in the requested node list"},
 		{filter: "reservation nodes", job: func(j *Job) { j.Reservation = "class" }, want: "not in reservation class"},

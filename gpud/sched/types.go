@@ -142,6 +142,13 @@ type Node struct {
 	// among nodes equally good for a job, those holding its image come
 	// first (image.go). Never modified once in a snapshot.
 	Images map[string]bool
+	// Power is the node's power-saving state: a node that is not on
+	// runs nothing now; PlanPower (power.go) plans pending work on the
+	// powered-down ones, which powers them up.
+	Power spec.PowerState
+	// IdleSince is when the node last held an allocation (or came up),
+	// for PlanPower's idle suspension; zero when unknown.
+	IdleSince time.Time
 }
 
 // GPU is one schedulable GPU device: a whole GPU or (for a MIG-aware
@@ -231,6 +238,13 @@ type Job struct {
 	// Image is the job's image as spec.ImageKey names it ("" for the
 	// host's root): a tie-breaker towards nodes that hold it (image.go).
 	Image string
+	// HetJobID, when set, makes the job component HetOffset of the
+	// heterogeneous job HetJobID of HetSize components (het.go): all of
+	// them start in the same cycle or none does. The controller gives
+	// them whole GPUs only, in one partition, outside reservations.
+	HetJobID  spec.JobID
+	HetOffset int
+	HetSize   int
 }
 
 // Config tunes a cycle.

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpud/gpud/gpud/sched"
@@ -137,8 +138,11 @@ type TwinResult struct {
 	Start     time.Time
 	// Busy is the allocated GPUs after each event (a step function;
 	// T is the offset from Start).
-	Busy        []Sample
-	Cycles      int
+	Busy   []Sample
+	Cycles int
+	// Skipped are the periodic cycles not run because they could decide
+	// nothing (twin.quiet).
+	Skipped     int
 	Preemptions int
 	Wall        time.Duration
 }
@@ -222,6 +226,12 @@ type twin struct {
 	past map[[2]string]*fairshare.Past
 	down map[string]bool
 	deps map[int]*spec.Dependency
+	// idle: the last cycle, at lastCycle, found that the periodic cycles
+	// after it decide nothing until the next event (quiet); skipped
+	// counts the cycles not run so.
+	idle      bool
+	lastCycle time.Time
+	skipped   int
 	// fs is the fairshare tree kept between cycles (nil until the first).
 	fs *twinFS
 	// prio is each job's priority as the controller keeps it: the base
@@ -293,7 +303,7 @@ func RunTwin(jobs []TwinJob, o TwinOptions) (*TwinResult, error) {
 		}
 	}
 	return &TwinResult{Jobs: jobs, Res: e.res, TotalGPUs: total, Start: o.Start, Busy: e.series, Cycles: e.cycles,
-		Preemptions: e.preempts, Wall: time.Since(wall)}, nil
+		Skipped: e.skipped, Preemptions: e.preempts, Wall: time.Since(wall)}, nil
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -345,18 +355,113 @@ func (e *twin) loop() {
 				}
 			}
 		}
-		if !t.Before(nextTick) {
-			// The periodic cycle revisits begin times, ages, fairshare.
-			dirty = true
+		tick := !t.Before(nextTick)
+		if dirty {
+			e.idle = false
 		}
 		if !nextTick.After(t) {
 			nextTick = nextTick.Add((t.Sub(nextTick)/interval + 1) * interval)
 		}
-		if dirty && len(e.pending) > 0 {
+		switch {
+		case len(e.pending) == 0:
+		case dirty:
+			e.cycle()
+		case tick && e.idle && !e.beginSince(e.lastCycle, t):
+			// The periodic cycle could start or preempt nothing: see idle.
+			e.skipped++
+		case tick:
+			// The periodic cycle revisits begin times, ages, fairshare.
 			e.cycle()
 		}
 		e.series = append(e.series, Sample{T: t.Sub(e.o.Start), V: float64(e.busyGPUs)})
 	}
+}
+
+// beginSince reports whether a pending job's --begin passed in (from, to].
+func (e *twin) beginSince(from, to time.Time) bool {
+	for _, i := range e.pending {
+		if b := e.jobs[i].Begin; b.After(from) && !b.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// quiet reports whether, after a cycle whose plan was plan, the periodic
+// cycles that follow with no event between them (no submission, end or
+// cancellation) can decide nothing, so the replay may skip them: the
+// plan started and preempted nothing; no QOS may preempt; there are no
+// advance reservations (their windows open and close on the clock); and
+// no pending job fits what is free now even if it were alone, so no
+// order of the queue (ages and fairshare change it between cycles) and
+// no backfill reservation can start one. Without events what is free
+// stays as it is, and the holes under reservations only shrink as the
+// clock moves on. A --begin that passes ends the skipping (beginSince).
+// Skipped cycles are counted, not run: on a month of a busy 1,000-node
+// cluster they were most of the replay.
+func (e *twin) quiet(plan sched.Plan) bool {
+	if len(plan.Starts) > 0 || len(plan.Preemptions) > 0 || e.o.OnPlan != nil || len(e.o.Policy.Reservations) > 0 {
+		return false
+	}
+	for i := range e.o.Policy.QOS {
+		if len(e.o.Policy.QOS[i].Preempt) > 0 {
+			return false
+		}
+	}
+	memo := map[twShape]bool{}
+	for _, i := range e.pending {
+		r := &e.jobs[i].Req
+		sh := twShape{part: e.jobs[i].Partition, nodes: max(r.Nodes, 1), cpus: r.CPUsPerNode, gpus: r.GPUsPerNode, mem: r.MemMiB}
+		if r.GPUProfile != "" || r.GPUFraction > 0 || r.TotalGPUs > 0 || r.RDMA > 0 || r.MemWholeNode || e.jobs[i].TimeMin > 0 {
+			return false // shapes the count below does not follow
+		}
+		fits, seen := memo[sh]
+		if !seen {
+			fits = e.mayFit(sh)
+			memo[sh] = fits
+		}
+		if fits {
+			return false
+		}
+	}
+	return true
+}
+
+// twShape is what mayFit looks at of a request.
+type twShape struct {
+	part              string
+	nodes, cpus, gpus int
+	mem               int64
+}
+
+// mayFit reports whether enough nodes of the partition have the CPUs,
+// memory and whole free GPUs a request needs per node. It looks at less
+// than the scheduler does (models, features, node lists, topology), so
+// it may say yes where the scheduler says no, never the reverse.
+func (e *twin) mayFit(sh twShape) bool {
+	parts := strings.Split(sh.part, ",")
+	n := 0
+	for i := range e.nodes {
+		nd := &e.nodes[i]
+		if nd.FreeCPUs < sh.cpus || nd.FreeMemMiB < sh.mem {
+			continue
+		}
+		if sh.part != "" && !slices.ContainsFunc(parts, func(p string) bool { return slices.Contains(nd.Partitions, p) }) {
+			continue
+		}
+		free := 0
+		for g := range nd.GPUs {
+			if x := &nd.GPUs[g]; x.Free && !x.Unhealthy && x.Profile == "" && !x.MIGEnabled {
+				free++
+			}
+		}
+		if free >= sh.gpus {
+			if n++; n >= sh.nodes {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // beginAhead reports whether a pending job waits for its --begin.
@@ -411,6 +516,7 @@ func (e *twin) cycle() {
 		e.removePending(started)
 		capped := e.o.Policy.Config.MaxStartsPerCycle > 0 && len(plan.Starts) >= e.o.Policy.Config.MaxStartsPerCycle
 		if len(e.pending) == 0 || !capped && !preempted && !(len(started) > 0 && e.afterDeps()) {
+			e.lastCycle, e.idle = e.now, e.quiet(plan)
 			return
 		}
 	}

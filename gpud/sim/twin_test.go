@@ -1,10 +1,14 @@
 package sim
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/gpud/gpud/gpud/sched"
+	"github.com/gpud/gpud/gpud/sched/fairshare"
+	"github.com/gpud/gpud/gpud/sched/priority"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -88,4 +92,54 @@ func TestTwinDependenciesArraysPreemption(t *testing.T) {
 	if u := at(8); !u.Start.Equal(twinT0.Add(2 * time.Hour)) {
 		t.Errorf("job 8 (high) started at %s, want at once (2h) by preempting", u.Start.Sub(twinT0))
 	}
+}
+
+// The replay skips a periodic cycle only when it could decide nothing:
+// on a congested cluster under fairshare and age priorities, with --begin
+// times, multi-node jobs and cancellations, skipping gives every job the
+// same start, end and attempts as running every cycle (OnPlan set turns
+// skipping off), and skips most cycles.
+func TestTwinSkipsOnlyIdleCycles(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	var jobs []TwinJob
+	for i := range 150 {
+		gpus := []int{1, 2, 4, 8, 8}[rng.IntN(5)]
+		j := twinJob(i+1, time.Duration(rng.IntN(2*3600))*time.Second, time.Duration(60+rng.IntN(3600))*time.Second, gpus)
+		j.Account = []string{"a", "b"}[rng.IntN(2)]
+		j.User = j.Account + string(rune('0'+rng.IntN(4)))
+		switch rng.IntN(10) {
+		case 0:
+			j.Req.Nodes = 2
+		case 1:
+			j.Begin = j.Submit.Add(time.Duration(rng.IntN(7200)) * time.Second)
+		case 2:
+			j.CancelAt = j.Submit.Add(time.Duration(rng.IntN(3600)) * time.Second)
+		}
+		jobs = append(jobs, j)
+	}
+	pol := TwinPolicy{Interval: 5 * time.Second, Partitions: []sched.Partition{{Name: "gpu"}},
+		QOS:       []sched.QOS{{Name: "normal"}},
+		Accounts:  &fairshare.Tree{Accounts: []fairshare.Account{{Name: "a", Shares: 3}, {Name: "b", Shares: 1}}},
+		Fairshare: fairshare.Config{HalfLife: time.Hour}}
+	pol.Config.Priority.Weights = priority.Weights{Age: 100, Fairshare: 10000}
+	run := func(onPlan func(time.Time, sched.Plan)) *TwinResult {
+		r, err := RunTwin(slices.Clone(jobs), TwinOptions{Nodes: twinNodes(4, 8), Policy: pol, Start: twinT0, OnPlan: onPlan})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	skip, every := run(nil), run(func(time.Time, sched.Plan) {})
+	if every.Skipped != 0 {
+		t.Fatalf("with OnPlan set %d cycles were skipped", every.Skipped)
+	}
+	for i := range jobs {
+		if skip.Res[i] != every.Res[i] {
+			t.Errorf("job %d: skipping idle cycles %+v, every cycle %+v", jobs[i].ID, skip.Res[i], every.Res[i])
+		}
+	}
+	if skip.Skipped < every.Cycles/2 {
+		t.Errorf("skipped %d of %d cycles: the congested replay should skip most", skip.Skipped, every.Cycles)
+	}
+	t.Logf("every cycle: %d; skipping: %d run, %d skipped", every.Cycles, skip.Cycles, skip.Skipped)
 }

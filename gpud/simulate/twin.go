@@ -69,7 +69,10 @@ type TwinRun struct {
 	Accounts   []TwinGroup
 	Partitions []TwinGroup
 	Cycles     int
-	WallMS     int64
+	// Skipped are periodic cycles the replay proved could decide
+	// nothing and did not run.
+	Skipped int
+	WallMS  int64
 }
 
 // TwinGroup is one account's, partition's or the cluster's measures.
@@ -212,7 +215,7 @@ func replay(name string, file config.Controller, inv []spec.Node, jobs []sim.Twi
 	if err != nil {
 		return nil, err
 	}
-	run := &TwinRun{Name: name, Nodes: len(nodes), GPUs: r.TotalGPUs, Result: r, Cycles: r.Cycles, WallMS: r.Wall.Milliseconds()}
+	run := &TwinRun{Name: name, Nodes: len(nodes), GPUs: r.TotalGPUs, Result: r, Cycles: r.Cycles, Skipped: r.Skipped, WallMS: r.Wall.Milliseconds()}
 	measure(run, rp.Accounts)
 	return run, nil
 }

@@ -196,8 +196,8 @@ func TestTwinSpeed(t *testing.T) {
 		}
 	}
 	g := rep.Current.Overall
-	t.Logf("%d records on %d nodes (%d GPUs): replay %s (%d cycles), peak RSS %s, heap %d MiB; %d started, wait p50 %s p95 %s, utilisation %.1f%%",
-		n, rep.Current.Nodes, rep.Current.GPUs, el.Round(time.Millisecond), rep.Current.Cycles, hwm, after.HeapSys>>20, g.Started,
+	t.Logf("%d records on %d nodes (%d GPUs): replay %s (%d cycles, %d skipped), peak RSS %s, heap %d MiB; %d started, wait p50 %s p95 %s, utilisation %.1f%%",
+		n, rep.Current.Nodes, rep.Current.GPUs, el.Round(time.Millisecond), rep.Current.Cycles, rep.Current.Skipped, hwm, after.HeapSys>>20, g.Started,
 		fmtSec(g.WaitP50), fmtSec(g.WaitP95), 100*g.Utilisation)
 }
 
@@ -239,13 +239,14 @@ func BenchmarkTwinReplay(b *testing.B) {
 	recs, inv := speedRecords(300, 1000, 30*24*time.Hour)
 	cur := twinConfig(b, "")
 	b.ReportAllocs()
-	cycles := 0
+	cycles, skipped := 0, 0
 	for b.Loop() {
 		rep, err := RunTwin(TwinOptions{Records: recs, Current: cur, Inventory: inv})
 		if err != nil {
 			b.Fatal(err)
 		}
-		cycles = rep.Current.Cycles
+		cycles, skipped = rep.Current.Cycles, rep.Current.Skipped
 	}
 	b.ReportMetric(float64(cycles), "cycles/op")
+	b.ReportMetric(float64(skipped), "skipped/op")
 }

@@ -51,6 +51,15 @@ func (j *Job) AppendBriefJSON(b []byte) []byte {
 		b = append(b, `,"array_task_id":`...)
 		b = strconv.AppendInt(b, int64(j.ArrayTaskID), 10)
 	}
+	if j.HetJobID != 0 {
+		// %i shows a heterogeneous job's components as LEADER+OFFSET.
+		b = append(b, `,"het_job_id":`...)
+		b = strconv.AppendUint(b, uint64(j.HetJobID), 10)
+		b = append(b, `,"het_offset":`...)
+		b = strconv.AppendInt(b, int64(j.HetOffset), 10)
+		b = append(b, `,"het_size":`...)
+		b = strconv.AppendInt(b, int64(j.HetSize), 10)
+	}
 	if j.Priority != 0 {
 		b = append(b, `,"priority":`...)
 		b = strconv.AppendInt(b, j.Priority, 10)

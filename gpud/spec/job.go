@@ -186,6 +186,24 @@ type JobSpec struct {
 	TimeMin Duration `json:"time_min,omitempty"`
 }
 
+// HetComponent is one component of a heterogeneous job as its nodes see
+// it (api.Assignment.Het): what the SLURM_*_HET_GROUP_N variables say.
+type HetComponent struct {
+	Offset    int    `json:"offset"`
+	JobID     JobID  `json:"job_id"`
+	AllocID   string `json:"alloc_id,omitempty"`
+	Partition string `json:"partition"`
+	Account   string `json:"account,omitempty"`
+	QOS       string `json:"qos,omitempty"`
+	// Nodes are the component's allocation in rank order (empty while it
+	// has none).
+	Nodes []NodeAlloc `json:"nodes,omitempty"`
+	Tasks Tasks       `json:"tasks,omitzero"`
+	// GPUIndex are the node's numbers (nvidia-smi's) of the component's
+	// whole GPUs on its first node (SLURM_JOB_GPUS_HET_GROUP_N).
+	GPUIndex []int `json:"gpu_index,omitempty"`
+}
+
 // Tasks is a job's task layout (JobSpec.Tasks).
 type Tasks struct {
 	NTasks        int `json:"ntasks,omitempty"`
@@ -242,6 +260,14 @@ type Job struct {
 	// ArrayTaskID is its index in the array (%a, SLURM_ARRAY_TASK_ID).
 	ArrayJobID  JobID `json:"array_job_id,omitempty"`
 	ArrayTaskID int   `json:"array_task_id,omitempty"`
+	// HetJobID is the id of the heterogeneous job this job is a component
+	// of (its component 0, the leader; Slurm's HetJobId), 0 for a job that
+	// is not one; HetOffset is its component number (Slurm's
+	// HetJobOffset: squeue shows HetJobID+HetOffset) and HetSize the
+	// number of components. The components start together or not at all.
+	HetJobID  JobID `json:"het_job_id,omitempty"`
+	HetOffset int   `json:"het_offset,omitempty"`
+	HetSize   int   `json:"het_size,omitempty"`
 	// Nodes and GPUs describe the current (or last) allocation: node names,
 	// and the allocated devices' UUIDs (MIG UUIDs for slices).
 	Nodes []string `json:"nodes"`

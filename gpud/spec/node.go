@@ -68,6 +68,19 @@ type NIC struct {
 	// Active: a port is ACTIVE and user-space verbs are available.
 	Active  bool   `json:"active"`
 	CDIName string `json:"cdi_name,omitempty"`
+	// Health is "" or why the NIC is out of service: gpud's health
+	// checks write "gpud:nic-down mlx5_0 ..." and lift only such marks
+	// (after a clean probe). Jobs that need RDMA avoid a NIC out of
+	// service; the node's other work goes on.
+	Health string `json:"health,omitempty"`
+}
+
+// NICProblem is an RDMA NIC a node agent found unhealthy: its link down,
+// or its port error counters climbing.
+type NICProblem struct {
+	Name string `json:"name"`
+	// Problem says what is wrong ("gpud:nic-down mlx5_0 port 1 DOWN").
+	Problem string `json:"problem"`
 }
 
 // GPUProblem is a GPU a node agent found unhealthy (over a health limit
@@ -158,6 +171,10 @@ type Node struct {
 	// last report said (scontrol show node). Only the count: which
 	// images a node holds tells which images its users run.
 	CachedImages int `json:"cached_images,omitempty"`
+	// Power is the node's power-saving state ("" powered on; power.go).
+	Power PowerState `json:"power,omitempty"`
+	// PowerSince is when the node entered Power (zero when on).
+	PowerSince Time `json:"power_since,omitzero"`
 }
 
 // MIG modes of a GPU (GPU.MIGMode).

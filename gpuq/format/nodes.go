@@ -24,7 +24,7 @@ func WriteNodes(w io.Writer, nodes []spec.Node, noHeader bool) error {
 		if reason == "" {
 			reason = "none"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s/%s\t%s\t%s\n", n.Name, n.State, n.AllocCPUs, n.CPUs,
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s/%s\t%s\t%s\n", n.Name, string(n.State)+n.Power.Suffix(), n.AllocCPUs, n.CPUs,
 			MiB(n.AllocMemMiB), MiB(n.MemMiB), NodeGPUs(n), reason)
 	}
 	return tw.Flush()

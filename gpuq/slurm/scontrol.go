@@ -262,7 +262,7 @@ func (c *Cmd) showNodes(ctx context.Context, arg string, one bool) error {
 			{"NodeAddr=" + orDefault(n.Addr, n.Name), "NodeHostName=" + n.Name},
 			{"RealMemory=" + strconv.FormatInt(n.MemMiB, 10), "AllocMem=" + strconv.FormatInt(n.AllocMemMiB, 10)},
 			{"Weight=" + strconv.Itoa(max(n.Weight, 1)), "CachedImages=" + strconv.Itoa(n.CachedImages)},
-			{"State=" + string(n.State), "Partitions=" + strings.Join(n.Partitions, ",")},
+			{"State=" + nodeStateFlags(n), "Partitions=" + strings.Join(n.Partitions, ",")},
 			{"AllocTRES=" + allocTRES(n)},
 		}
 		if reason != "" {
@@ -453,4 +453,13 @@ func (c *Cmd) token(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.Stdout, "SLURM_JWT=%s\n", tok.Token)
 	return nil
+}
+
+// nodeStateFlags is scontrol show node's State=: the state and, as Slurm
+// prints them, its power-saving flags (IDLE+POWERED_DOWN).
+func nodeStateFlags(n *spec.Node) string {
+	if n.Power == spec.PowerOn {
+		return string(n.State)
+	}
+	return string(n.State) + "+" + string(n.Power)
 }

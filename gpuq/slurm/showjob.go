@@ -29,6 +29,14 @@ func writeJobShow(b *bytes.Buffer, j *spec.Job, now time.Time, detail int) {
 	if j.ArrayJobID != 0 {
 		head = append(head, "ArrayJobId="+strconv.FormatUint(uint64(j.ArrayJobID), 10), "ArrayTaskId="+strconv.Itoa(j.ArrayTaskID))
 	}
+	if j.HetJobID != 0 {
+		// Slurm's: the leader, the component, and the ids of them all.
+		set := strconv.FormatUint(uint64(j.HetJobID), 10)
+		if j.HetSize > 1 {
+			set += "-" + strconv.FormatUint(uint64(j.HetJobID)+uint64(j.HetSize)-1, 10)
+		}
+		head = append(head, "HetJobId="+strconv.FormatUint(uint64(j.HetJobID), 10), "HetJobOffset="+strconv.Itoa(j.HetOffset), "HetJobIdSet="+set)
+	}
 	head = append(head, "JobName="+null(j.Name))
 	reason := j.Reason
 	if reason == "" {

@@ -42,6 +42,7 @@ const (
 // by size too; -s leaves it empty (one row per partition).
 type sinfoKey struct {
 	state spec.NodeState
+	power spec.PowerState
 	cpus  int
 	mem   int64
 	gres  string
@@ -51,6 +52,8 @@ type sinfoKey struct {
 type sinfoRow struct {
 	part  *api.Partition
 	state spec.NodeState
+	// power adds Slurm's suffix to the state ("idle~").
+	power spec.PowerState
 	nodes []*spec.Node
 }
 
@@ -127,16 +130,16 @@ func (c *Cmd) sinfo(ctx context.Context) error {
 				continue
 			}
 			if byNode {
-				rows = append(rows, sinfoRow{part: p, state: n.State, nodes: []*spec.Node{n}})
+				rows = append(rows, sinfoRow{part: p, state: n.State, power: n.Power, nodes: []*spec.Node{n}})
 				continue
 			}
 			var k sinfoKey
 			switch {
 			case summarize:
 			case exact:
-				k = sinfoKey{state: n.State, cpus: n.CPUs, mem: n.MemMiB, gres: nodeGres(n)}
+				k = sinfoKey{state: n.State, power: n.Power, cpus: n.CPUs, mem: n.MemMiB, gres: nodeGres(n)}
 			default:
-				k = sinfoKey{state: n.State}
+				k = sinfoKey{state: n.State, power: n.Power}
 			}
 			if _, ok := groups[k]; !ok {
 				order = append(order, k)
@@ -144,7 +147,7 @@ func (c *Cmd) sinfo(ctx context.Context) error {
 			groups[k] = append(groups[k], n)
 		}
 		for _, k := range order {
-			rows = append(rows, sinfoRow{part: p, state: k.state, nodes: groups[k]})
+			rows = append(rows, sinfoRow{part: p, state: k.state, power: k.power, nodes: groups[k]})
 		}
 		if len(p.Nodes) == 0 && !byNode {
 			rows = append(rows, sinfoRow{part: p, state: "n/a"})
@@ -263,11 +266,11 @@ func sinfoValue(r sinfoRow, verb byte) string {
 		return strconv.Itoa(len(r.nodes))
 	case 't':
 		if s, ok := shortNodeState[r.state]; ok {
-			return s
+			return s + r.power.Suffix()
 		}
-		return string(r.state)
+		return string(r.state) + r.power.Suffix()
 	case 'T':
-		return strings.ToLower(string(r.state))
+		return strings.ToLower(string(r.state)) + r.power.Suffix()
 	case 'N', 'n':
 		var hs []string
 		for _, n := range r.nodes {

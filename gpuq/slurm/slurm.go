@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -44,7 +45,14 @@ type Cmd struct {
 // Main runs the command called name with args (args[0] is the program)
 // and returns its exit status. Errors go to stderr, never stdout.
 func Main(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	c := &Cmd{Name: name, Args: args[1:], Stdout: stdout, Stderr: stderr, Now: time.Now(),
+	// Standard output goes out at the end (or per 64 KiB), as Slurm's
+	// commands write theirs through stdio, fully buffered on a pipe. A
+	// reader that stops early then finds the output already written:
+	// with a write per line, `scontrol show hostnames | head -n 1` under
+	// `set -o pipefail` (stas00/ml-engineering's launchers) died of
+	// SIGPIPE when head had exited before the second line.
+	out := bufio.NewWriterSize(stdout, 64<<10)
+	c := &Cmd{Name: name, Args: args[1:], Stdout: out, Stderr: stderr, Now: time.Now(),
 		Controller: os.Getenv(api.EnvController)}
 	if c.Controller == "" {
 		c.Controller = DefaultController
@@ -53,6 +61,7 @@ func Main(ctx context.Context, name string, args []string, stdout, stderr io.Wri
 		c.User = u.Username
 	}
 	err := c.Run(ctx)
+	out.Flush()
 	exitcode.Print(stderr, name, err)
 	return exitcode.Code(err)
 }

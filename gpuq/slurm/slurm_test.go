@@ -673,3 +673,25 @@ func TestDocNamesEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// writeCounter records each Write it is given.
+type writeCounter struct{ writes []string }
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, string(p))
+	return len(p), nil
+}
+
+// TestOutputInOneWrite: a command's output reaches standard output in one
+// write, as through Slurm's stdio buffer, so `scontrol show hostnames |
+// head -n 1` under pipefail cannot die of SIGPIPE between lines.
+func TestOutputInOneWrite(t *testing.T) {
+	var out writeCounter
+	var stderr strings.Builder
+	if code := Main(context.Background(), "scontrol", []string{"scontrol", "show", "hostnames", "node[1-3]"}, &out, &stderr); code != 0 {
+		t.Fatalf("scontrol show hostnames: exit %d: %s", code, stderr.String())
+	}
+	if len(out.writes) != 1 || out.writes[0] != "node1\nnode2\nnode3\n" {
+		t.Errorf("stdout writes %q, want one of the three names", out.writes)
+	}
+}

@@ -124,17 +124,18 @@ func (c *Cmd) sreport(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read cluster usage: %w", err)
 		}
-		var total, alloc, down, idle float64
+		var total, alloc, down, plnd, idle float64
 		for _, r := range cu.Rows {
 			total += r.TotalGPUHours
 			alloc += r.AllocatedGPUHours
 			down += r.DownGPUHours
+			plnd += r.PoweredDownGPUHours
 		}
-		idle = max(total-alloc-down, 0)
+		idle = max(total-alloc-down-plnd, 0)
 		title = "Cluster Utilization"
 		cols = []srCol{{"Cluster", 9, false}, {"TRES Name", 14, false}, {"Allocated", 13, false}, {"Down", 13, false},
 			{"PLND Down", 13, false}, {"Idle", 13, false}, {"Planned", 10, false}, {"Reported", 14, false}}
-		rows = append(rows, []string{clusterName, "gres/gpu", amount(alloc, total), amount(down, total), amount(0, total),
+		rows = append(rows, []string{clusterName, "gres/gpu", amount(alloc, total), amount(down, total), amount(plnd, total),
 			amount(idle, total), amount(0, total), amount(total, total)})
 	case "user topusage", "cluster accountutilizationbyuser":
 		f := api.AcctFilter{Users: users, Accounts: accounts, Start: start, End: end}

@@ -300,10 +300,10 @@ func stepCA(caPEM string) (*x509.CertPool, error) {
 	return auth.CAPool(b)
 }
 
-// jobFromEnv is the job srun runs in when outside its containers: a
-// salloc shell's SLURM_JOB_ID (0: none).
-func jobFromEnv() spec.JobID {
-	n, err := strconv.ParseUint(strings.TrimSpace(os.Getenv("SLURM_JOB_ID")), 10, 64)
+// jobFromEnv is the job srun runs in when outside its containers: the
+// job of --jobid, else a salloc shell's SLURM_JOB_ID (0: none).
+func jobFromEnv(jobOpt string) spec.JobID {
+	n, err := strconv.ParseUint(strings.TrimSpace(cmpOr(jobOpt, os.Getenv("SLURM_JOB_ID"))), 10, 64)
 	if err != nil {
 		return 0
 	}
@@ -332,7 +332,7 @@ func outside(o options, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "srun: %v\n", err)
 		return exitError
 	}
-	job := jobFromEnv()
+	job := jobFromEnv(o.jobOpt)
 	var al *Allocation
 	if job == 0 {
 		if !o.wantsAllocation() {

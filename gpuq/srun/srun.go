@@ -47,6 +47,9 @@ type options struct {
 	container []directive.Option
 	// jobID names the step in srun's messages (StepId=JOB.STEP).
 	jobID string
+	// jobOpt is --jobid's job ("": not given): inside a job it must be
+	// that job; outside one it is the allocation to run in.
+	jobOpt string
 	// listMPI: --mpi=list; noInput: --input=none.
 	listMPI, noInput bool
 	// redial connects to the node agent again, to follow the step after
@@ -58,7 +61,14 @@ type options struct {
 // layout, as Slurm's srun reads SLURM_NTASKS and friends: the task counts
 // only when none of -n, -N and --ntasks-per-node was given.
 func (o *options) envDefaults(getenv func(string) string) {
-	num := func(k string) int { n, _ := strconv.Atoi(getenv(k)); return max(n, 0) }
+	layout := getenv
+	if o.req.HetGroup > 0 && getenv("SLURM_HET_SIZE") != "" {
+		// The task layout of the component the step runs in, not the
+		// batch script's (Slurm's _HET_GROUP_N variables).
+		sfx := "_HET_GROUP_" + strconv.Itoa(o.req.HetGroup-1)
+		layout = func(k string) string { return getenv(k + sfx) }
+	}
+	num := func(k string) int { n, _ := strconv.Atoi(layout(k)); return max(n, 0) }
 	if !o.given["n"] && !o.given["N"] && !o.given["ntasks-per-node"] {
 		o.req.NTasks = num("SLURM_NTASKS")
 		o.req.NTasksPerNode = num("SLURM_NTASKS_PER_NODE")
@@ -115,6 +125,8 @@ const Usage = `usage: srun [options] COMMAND [ARGS...]
   -K, --kill-on-bad-exit[=0|1]  end the step when a task exits non-zero
       --export=ALL|NONE|VARS  environment of the tasks (default ALL)
       --overlap             share the allocation's resources with other steps
+      --jobid=ID            the job to run in: inside a job, that job (scripts name their own
+                            SLURM_JOB_ID); outside one, the allocation of job ID
       --exact               take only the CPUs the tasks ask for (-c each, 1 without), not the nodes' all
       --exclusive           dedicated CPUs for the step: --exact (steps that do not fit wait)
       --mpi=pmi2|pmix|none|list  the tasks' MPI process management: a PMI-1/PMI-2 server over PMI_FD
@@ -126,6 +138,7 @@ const Usage = `usage: srun [options] COMMAND [ARGS...]
   -m, --distribution=block|cyclic|plane=N[:block|cyclic|fcyclic[:block|cyclic|fcyclic]]
                             tasks over the nodes, then the node's CPUs over the tasks (sockets, cores)
   -i, --input=all|none|0    srun's input to task 0 (all, 0) or to no task (none)
+      --het-group=N         run in component N of a heterogeneous job (sbatch's hetjob), with its nodes and variables
   -D, --chdir=DIR           tasks' working directory
       --pty                 run task 0 on a terminal (srun's own in raw mode; the other tasks' output is dropped)
   -X, --disable-status      a single ^C sends SIGINT to the tasks (default: it shows their state; two within 1 s abort)
@@ -163,6 +176,11 @@ var optSet = withAllocOptions(&getopt.Set{Mode: getopt.StopAtFirst, Opts: []geto
 	{Long: "unbuffered", Short: 'u'},
 	{Long: "kill-on-bad-exit", Short: 'K', Arg: getopt.Optional},
 	{Long: "overlap"},
+	// Slurm's heterogeneous job component of the step (and its older
+	// name, pack-group).
+	{Long: "het-group", Arg: getopt.Required},
+	{Long: "pack-group", Arg: getopt.Required},
+	{Long: "jobid", Arg: getopt.Required},
 	{Long: "exclusive", Arg: getopt.Optional},
 	{Long: "exact"},
 	// srun --pty and what ^C does (session.go). --quit-on-interrupt has
@@ -299,6 +317,22 @@ func parse(args []string) (options, error) {
 			o.req.KillOnBadExit = !p.HasValue || p.Value != "0"
 		case "overlap":
 			o.req.Overlap = true
+		case "het-group", "pack-group":
+			var n int
+			n, err = strconv.Atoi(p.Value)
+			switch {
+			case err != nil && strings.ContainsAny(p.Value, ",-"):
+				err = fmt.Errorf("srun: --het-group=%s: a step across several components is not supported by gpud; run one srun per component (srun --het-group=N ... &) and wait for them", p.Value)
+			case err != nil || n < 0 || n >= 128:
+				err = fmt.Errorf("srun: --het-group=%s: give a component number, 0 to 127", p.Value)
+			default:
+				o.req.HetGroup = n + 1
+			}
+		case "jobid":
+			if n, perr := strconv.ParseUint(p.Value, 10, 32); perr != nil || n == 0 {
+				err = fmt.Errorf("srun: --jobid wants a job ID (a number), not %q", p.Value)
+			}
+			o.jobOpt = p.Value
 		case "exclusive":
 			// A step's --exclusive: dedicated CPUs, only those asked for.
 			if p.HasValue && p.Value != "user" && p.Value != "mcs" {
@@ -430,6 +464,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	o.envDefaults(os.Getenv)
+	if o.jobOpt != "" && o.jobOpt != o.jobID {
+		// Slurm's srun would start the step in that other job; gpud's
+		// steps reach only the job whose step socket this is.
+		fmt.Fprintf(stderr, "srun: --jobid=%s: this srun runs inside job %s, and gpud starts steps only in the job srun runs in; drop --jobid, or run srun --jobid=%s from outside a job\n", o.jobOpt, o.jobID, o.jobOpt)
+		return exitUsage
+	}
 	o.req.Stdin = !o.noInput && hasInput(os.Stdin)
 	if o.req.Cwd == "" {
 		o.req.Cwd, _ = os.Getwd()

@@ -1,6 +1,8 @@
 package srun
 
 import (
+	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -44,6 +46,8 @@ func TestParse(t *testing.T) {
 		{args: []string{"--ntasks", "2", "true"}, want: api.StepRequest{NTasks: 2, Args: []string{"true"}}},
 		{args: []string{"--gpus=x", "true"}, err: "wants a GPU count"},
 		{args: []string{"--n", "2", "true"}, err: "ambiguous"},
+		{args: []string{"--wait=60", "--jobid", "15", "true"}, want: api.StepRequest{Args: []string{"true"}}},
+		{args: []string{"--jobid=x", "true"}, err: "--jobid wants a job ID"},
 	} {
 		o, err := parse(tc.args)
 		if tc.err != "" {
@@ -165,5 +169,28 @@ func TestExpandArrayPatterns(t *testing.T) {
 	t.Setenv("SLURM_ARRAY_TASK_ID", "2")
 	if got := expand("/l/%A_%a/%A_%a_%t_log.out", 0, 0, 0); got != "/l/10_2/10_2_0_log.out" {
 		t.Errorf("in an array: %s", got)
+	}
+}
+
+// TestJobIDOption: scripts pass their own SLURM_JOB_ID to srun --jobid
+// (stas00/ml-engineering's launchers): accepted; another job's ID inside
+// a job is refused, naming both, before any step starts.
+func TestJobIDOption(t *testing.T) {
+	o, err := parse([]string{"--jobid", "15", "true"})
+	if err != nil || o.jobOpt != "15" {
+		t.Fatalf("parse --jobid 15: %q, %v", o.jobOpt, err)
+	}
+	t.Setenv(api.EnvStepSocket, filepath.Join(t.TempDir(), "step.sock"))
+	t.Setenv("SLURM_JOB_ID", "15")
+	var stderr strings.Builder
+	if code := Main([]string{"srun", "--jobid=16", "true"}, io.Discard, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), "--jobid=16: this srun runs inside job 15") {
+		t.Errorf("srun --jobid=16 in job 15: exit %d, %q; want %d naming both jobs", code, stderr.String(), exitUsage)
+	}
+	if got := jobFromEnv("16"); got != 16 {
+		t.Errorf("outside a job, --jobid=16 runs in job %d", got)
+	}
+	if got := jobFromEnv(""); got != 15 {
+		t.Errorf("outside a job without --jobid, SLURM_JOB_ID=15 gives job %d", got)
 	}
 }

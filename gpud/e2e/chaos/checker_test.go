@@ -239,14 +239,19 @@ func (x *chaos) checkJob(v *verdict, p plan, r api.AcctJob) {
 	}
 }
 
-// keepOutput copies job id's output into the report directory.
+// keepOutput copies job id's output into the report directory, and logs
+// its last lines (a CI run keeps no report directory: what srun said is
+// how a failure there is understood).
 func (x *chaos) keepOutput(id spec.JobID) {
-	dir := os.Getenv("GPUD_CHAOS_REPORT")
-	if dir == "" {
+	name := fmt.Sprintf("slurm-%d.out", id)
+	b, err := os.ReadFile(filepath.Join(x.c.work, name))
+	if err != nil {
+		x.c.t.Logf("job %d's output: %v", id, err)
 		return
 	}
-	name := fmt.Sprintf("slurm-%d.out", id)
-	if b, err := os.ReadFile(filepath.Join(x.c.work, name)); err == nil {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	x.c.t.Logf("job %d's output, last %d of %d lines:\n%s", id, min(len(lines), 12), len(lines), strings.Join(lines[max(len(lines)-12, 0):], "\n"))
+	if dir := os.Getenv("GPUD_CHAOS_REPORT"); dir != "" {
 		_ = os.MkdirAll(dir, 0o755)
 		_ = os.WriteFile(filepath.Join(dir, name), b, 0o644)
 	}
