@@ -218,6 +218,11 @@ type HeartbeatRequest struct {
 	// (findings, probes, readmissions), for the GPUs' history; a
 	// readmission puts a GPU that gpud took out back in service.
 	GPUEvents []spec.GPUEvent `json:"gpu_events,omitempty"`
+	// NICReport says the agent checks its RDMA NICs' health: NICProblems
+	// is then the whole list of NICs it holds out of service (an empty
+	// list readmits every NIC gpud took out).
+	NICReport   bool              `json:"nic_report,omitempty"`
+	NICProblems []spec.NICProblem `json:"nic_problems,omitempty"`
 	// Revocations is the version of the revocation lists the node holds.
 	Revocations string `json:"revocations,omitempty"`
 }

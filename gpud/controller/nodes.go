@@ -70,7 +70,7 @@ func (c *Controller) RegisterRunning(ctx context.Context, who Caller, inv spec.I
 		if n == nil {
 			n = c.st.addNode(&spec.Node{Inventory: inv, State: spec.NodeIdle}, c.now())
 		}
-		n.inv = keepGPUHealth(n.inv, inv)
+		n.inv = keepNICHealth(n.inv, keepGPUHealth(n.inv, inv))
 		c.powerRegistered(tx, n, c.now()) // power.go
 		n.lastHB = c.now()
 		n.late = false
@@ -183,6 +183,85 @@ func keepGPUHealth(old, inv spec.Inventory) spec.Inventory {
 }
 
 func unhealthy(g spec.GPU) bool { return g.Health != "" && g.Health != "ok" }
+
+// keepNICHealth is keepGPUHealth for RDMA NICs: a NIC gpud took out stays
+// out over a re-registration until the agent's clean probe.
+func keepNICHealth(old, inv spec.Inventory) spec.Inventory {
+	marks := map[string]string{}
+	for _, n := range old.NICs {
+		if n.Health != "" {
+			marks[n.Name] = n.Health
+		}
+	}
+	if len(marks) == 0 {
+		return inv
+	}
+	inv.NICs = slices.Clone(inv.NICs)
+	for i := range inv.NICs {
+		if h, ok := marks[inv.NICs[i].Name]; ok && inv.NICs[i].Health == "" {
+			inv.NICs[i].Health = h
+		}
+	}
+	return inv
+}
+
+// NICHealth applies a node's RDMA NIC health: problems are every NIC the
+// agent holds out of service now (the whole list: a NIC gpud marked that
+// is no longer listed passed the agent's clean probe and comes back).
+// A NIC taken out is left out of the scheduler's view of the node, so jobs
+// that need RDMA go elsewhere while the node keeps running the others, and
+// the running jobs that use it are requeued (checkpointing first when they
+// checkpoint; a hardware requeue, expedited when they ask). A person's
+// mark (not "gpud:") is never lifted here.
+func (c *Controller) NICHealth(ctx context.Context, who Caller, name string, problems []spec.NICProblem) error {
+	if err := requireRoot(who, "reporting NIC health"); err != nil {
+		return err
+	}
+	return c.call(ctx, func(tx *txn) error {
+		n, err := c.node(name)
+		if err != nil {
+			return err
+		}
+		bad := map[string]string{}
+		for _, p := range problems {
+			if !slices.ContainsFunc(n.inv.NICs, func(x spec.NIC) bool { return x.Name == p.Name }) {
+				c.log.Warn("node reports a problem with a NIC it did not register; ignored", "node", name, "nic", p.Name, "problem", p.Problem)
+				continue
+			}
+			reason := p.Problem
+			if !strings.HasPrefix(reason, health.ReasonPrefix) {
+				reason = health.ReasonPrefix + "nic " + p.Name + " " + orDefault(p.Problem, "unhealthy")
+			}
+			bad[p.Name] = reason
+		}
+		nics := slices.Clone(n.inv.NICs)
+		changed := false
+		for i := range nics {
+			nic := &nics[i]
+			reason, isBad := bad[nic.Name]
+			switch {
+			case isBad && nic.Health == "":
+				nic.Health, changed = reason, true
+				c.log.Warn("RDMA NIC out of service", "node", name, "nic", nic.Name, "problem", reason)
+				c.nodeEvent(tx, name, spec.NodeEventDrain, "NIC "+nic.Name+": "+reason, "gpud")
+				nicName := nic.Name
+				n.inv.NICs = nics
+				c.moveJobs(tx, n, "node "+name+" "+reason, false, true, func(p spec.NodeAlloc) bool { return slices.Contains(p.NICs, nicName) })
+			case !isBad && strings.HasPrefix(nic.Health, health.ReasonPrefix):
+				c.log.Info("RDMA NIC back in service after a clean probe", "node", name, "nic", nic.Name, "was", nic.Health)
+				c.nodeEvent(tx, name, spec.NodeEventResume, "NIC "+nic.Name+" passed its readmission probe", "gpud")
+				nic.Health, changed = "", true
+			}
+		}
+		if changed {
+			n.inv.NICs = nics
+			tx.saveNode(n)
+			tx.bump[name] = true
+			tx.kick = true
+		}
+		return nil
+	})
+}
 
 // GPUHealth applies what a node's health model reports (gpud/health):
 // problems are its GPUs to keep out of service now, events their history
@@ -675,6 +754,10 @@ func (c *Controller) resumeNode(tx *txn, n *nodeRec, reason string, who Caller) 
 	n.inv.GPUs = slices.Clone(n.inv.GPUs)
 	for i := range n.inv.GPUs {
 		n.inv.GPUs[i].Health = ""
+	}
+	n.inv.NICs = slices.Clone(n.inv.NICs)
+	for i := range n.inv.NICs {
+		n.inv.NICs[i].Health = ""
 	}
 	tx.bump[name] = true
 	c.nodeEvent(tx, name, spec.NodeEventResume, reason, orDefault(who.User, "root"))

@@ -437,6 +437,11 @@ func (c *Controller) nodeView(n *nodeRec) spec.Node {
 			sick = append(sick, g.Health)
 		}
 	}
+	for _, nic := range n.inv.NICs {
+		if nic.Health != "" {
+			sick = append(sick, nic.Health)
+		}
+	}
 	if len(sick) > 0 {
 		// GPUs out of service show even on a node that is otherwise up.
 		out.Reason = strings.Join(append(slices.DeleteFunc([]string{out.Reason}, func(s string) bool { return s == "" }), sick...), "; ")

@@ -35,6 +35,12 @@ type HealthConfig struct {
 	// Diag is the deep check of a background diagnostic (dcgmi diag at
 	// [health] diag_level, at the lowest CPU priority); nil: quick checks.
 	Diag GPUProber
+	// NICs reads the node's RDMA NICs each sample (nil: not checked): by
+	// name, "" for a usable NIC (a port ACTIVE, a verbs device) or what
+	// is wrong ("port 1 DOWN"). A NIC registered usable that reads wrong
+	// is reported out of service; it comes back after reading usable for
+	// Limits.ProbeAfter.
+	NICs func(ctx context.Context) (map[string]string, error)
 }
 
 // GPUProber checks one GPU in depth before it is readmitted.
@@ -91,6 +97,10 @@ type healthWatcher struct {
 	diag     *diagRun
 	lastDiag map[string]time.Time
 	diagDone chan diagResult
+	// nicOut: the RDMA NICs held out of service, by name, with their
+	// reason; nicClean since when each has read usable again.
+	nicOut   map[string]string
+	nicClean map[string]time.Time
 }
 
 // diagRun is one GPU's background diagnostic under way.
@@ -130,7 +140,8 @@ func newHealthWatcher(a *Agent) *healthWatcher {
 	return &healthWatcher{sampler: a.opts.healthSampler, cfg: c, clock: a.clock, a: a,
 		model: health.New(c.Triage, c.Limits, inv), changed: make(chan struct{}, 1),
 		probed: make(chan probeResult, 1), probing: map[string]bool{}, xidSeen: map[string]uint64{},
-		held: map[string]int{}, lastDiag: map[string]time.Time{}, diagDone: make(chan diagResult, 1)}
+		held: map[string]int{}, lastDiag: map[string]time.Time{}, diagDone: make(chan diagResult, 1),
+		nicOut: map[string]string{}, nicClean: map[string]time.Time{}}
 }
 
 // current returns the GPUs to keep out of service now (nil when all are
@@ -374,9 +385,81 @@ func (h *healthWatcher) check(ctx context.Context) {
 	for _, uuid := range due {
 		h.startProbe(ctx, uuid)
 	}
-	if len(rep.New) > 0 {
+	if h.checkNICs(ctx, now) || len(rep.New) > 0 {
 		h.wake()
 	}
+}
+
+// checkNICs reads the RDMA NICs and reports whether the NICs held out
+// changed: a NIC registered usable that reads wrong goes out at once
+// ("gpud:nic-down NAME what"), and one out that reads usable for
+// ProbeAfter comes back (its reading is the probe: an ACTIVE port with
+// its verbs device).
+func (h *healthWatcher) checkNICs(ctx context.Context, now time.Time) bool {
+	if h.cfg.NICs == nil {
+		return false
+	}
+	states, err := h.cfg.NICs(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.a.log.Warn("read RDMA NIC health; keeping the last verdict", "err", err)
+		}
+		return false
+	}
+	probeAfter := h.cfg.Limits.ProbeAfter
+	if probeAfter <= 0 {
+		probeAfter = time.Minute
+	}
+	h.a.invMu.Lock()
+	nics := slices.Clone(h.a.cfg.Inventory.NICs)
+	h.a.invMu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	changed := false
+	for _, n := range nics {
+		if !n.Active {
+			continue // never usable here: nothing to take out
+		}
+		what, ok := states[n.Name]
+		if !ok {
+			what = "vanished from sysfs"
+		}
+		switch {
+		case what != "":
+			delete(h.nicClean, n.Name)
+			if _, out := h.nicOut[n.Name]; !out {
+				h.nicOut[n.Name] = health.ReasonPrefix + "nic-down " + n.Name + " " + what
+				h.a.log.Warn("RDMA NIC out of service", "nic", n.Name, "problem", what)
+				changed = true
+			}
+		case h.nicOut[n.Name] != "":
+			since, ok := h.nicClean[n.Name]
+			if !ok {
+				h.nicClean[n.Name] = now
+			} else if now.Sub(since) >= probeAfter {
+				h.a.log.Info("RDMA NIC back in service after a clean probe", "nic", n.Name, "was", h.nicOut[n.Name])
+				delete(h.nicOut, n.Name)
+				delete(h.nicClean, n.Name)
+				changed = true
+			}
+		}
+	}
+	return changed
+}
+
+// nicReport returns whether the agent checks its NICs and the ones it
+// holds out of service now.
+func (h *healthWatcher) nicReport() (bool, []spec.NICProblem) {
+	if h == nil || h.cfg.NICs == nil {
+		return false, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []spec.NICProblem
+	for _, name := range slices.Sorted(maps.Keys(h.nicOut)) {
+		out = append(out, spec.NICProblem{Name: name, Problem: h.nicOut[name]})
+	}
+	return true, out
 }
 
 // startProbe probes a faulted GPU whose readings have been clean: a

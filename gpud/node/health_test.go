@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -311,4 +312,74 @@ func TestBackgroundDiagEvictedByJob(t *testing.T) {
 	if _, evs := lastBeat(e); slices.ContainsFunc(evs, func(ev spec.GPUEvent) bool { return ev.UUID == "GPU-a" }) {
 		t.Errorf("history %v: the evicted diagnostic of GPU-a recorded something", kinds(evs))
 	}
+}
+
+// TestHealthNICDownAndBack: an RDMA NIC registered usable whose port goes
+// down is reported out of service with the next heartbeat (the whole list,
+// nic_report set); it comes back once it has read usable for ProbeAfter.
+func TestHealthNICDownAndBack(t *testing.T) {
+	fs := &fakeSampler{samples: healthySamples()}
+	var mu sync.Mutex
+	state := map[string]string{"mlx5_0": "", "mlx5_1": ""}
+	nics := func(context.Context) (map[string]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(state), nil
+	}
+	set := func(name, what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		state[name] = what
+	}
+	cfg := HealthConfig{Interval: 10 * time.Second, Triage: health.DefaultTriage(), NICs: nics,
+		Limits: health.Limits{ProbeAfter: 20 * time.Second, ECCUncorrectedMax: 0}}
+	e := newEnv(t, func(e *env) {
+		e.opts = []Option{WithHealth(fs, cfg)}
+		e.cfgExtra = func(c *Config) {
+			c.Inventory.NICs = []spec.NIC{{Name: "mlx5_0", Active: true}, {Name: "mlx5_1", Active: true}, {Name: "mlx5_2"}}
+		}
+	})
+	sampled := func(what string) {
+		t.Helper()
+		waitFor(t, what, func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	}
+	nicBeat := func() (bool, []spec.NICProblem) {
+		hbs := e.fc.Heartbeats()
+		if len(hbs) == 0 {
+			return false, nil
+		}
+		return hbs[len(hbs)-1].NICReport, hbs[len(hbs)-1].NICProblems
+	}
+	sampled("first health sample")
+	if ok, p := e.agent.health.nicReport(); !ok || len(p) != 0 {
+		t.Fatalf("healthy NICs: report %v problems %v, want a report of none", ok, p)
+	}
+	set("mlx5_1", "port 1 DOWN")
+	e.clock.Advance(10 * time.Second)
+	want := []spec.NICProblem{{Name: "mlx5_1", Problem: "gpud:nic-down mlx5_1 port 1 DOWN"}}
+	waitFor(t, "heartbeat with the NIC out", func() bool { ok, p := nicBeat(); return ok && cmp.Equal(want, p) }, e.on()...)
+
+	set("mlx5_1", "")
+	sampled("next sample")
+	e.clock.Advance(10 * time.Second) // clean since now
+	sampled("clean sample")
+	e.clock.Advance(10 * time.Second)
+	sampled("clean 10s")
+	if _, p := e.agent.health.nicReport(); len(p) != 1 {
+		t.Fatalf("NIC problems %v after 10s clean, want still out (probe after 20s)", p)
+	}
+	e.clock.Advance(10 * time.Second)
+	waitFor(t, "heartbeat with the NIC back", func() bool { ok, p := nicBeat(); return ok && len(p) == 0 && len(e.fc.Heartbeats()) > 1 }, e.on()...)
+	// A NIC that vanishes from sysfs goes out too; one never usable here
+	// (mlx5_2) is not reported.
+	set("mlx5_0", "")
+	mu.Lock()
+	delete(state, "mlx5_0")
+	mu.Unlock()
+	sampled("sample before the NIC vanishes")
+	e.clock.Advance(10 * time.Second)
+	waitFor(t, "heartbeat with the vanished NIC", func() bool {
+		_, p := nicBeat()
+		return len(p) == 1 && p[0].Name == "mlx5_0" && strings.Contains(p[0].Problem, "vanished")
+	}, e.on()...)
 }

@@ -595,6 +595,15 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if req.NICReport {
+		for i := range req.NICProblems {
+			req.NICProblems[i].Problem = sanitize(req.NICProblems[i].Problem)
+		}
+		if err := s.c.NICHealth(r.Context(), as, r.PathValue("name"), req.NICProblems); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	resp := api.HeartbeatResponse{NodeTimeoutMS: s.c.NodeTimeout().Milliseconds(),
 		Revocations: s.revocationsFor(req.Revocations, req.Revocations != "")}
 	for _, p := range s.c.PrefetchFor(r.PathValue("name")) {

@@ -68,6 +68,19 @@ type NIC struct {
 	// Active: a port is ACTIVE and user-space verbs are available.
 	Active  bool   `json:"active"`
 	CDIName string `json:"cdi_name,omitempty"`
+	// Health is "" or why the NIC is out of service: gpud's health
+	// checks write "gpud:nic-down mlx5_0 ..." and lift only such marks
+	// (after a clean probe). Jobs that need RDMA avoid a NIC out of
+	// service; the node's other work goes on.
+	Health string `json:"health,omitempty"`
+}
+
+// NICProblem is an RDMA NIC a node agent found unhealthy: its link down,
+// or its port error counters climbing.
+type NICProblem struct {
+	Name string `json:"name"`
+	// Problem says what is wrong ("gpud:nic-down mlx5_0 port 1 DOWN").
+	Problem string `json:"problem"`
 }
 
 // GPUProblem is a GPU a node agent found unhealthy (over a health limit
