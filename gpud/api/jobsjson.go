@@ -334,6 +334,10 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.raw(&j.StepSignals)
 		case "step_signal_seq":
 			return d.int(&j.StepSignalSeq)
+		case "notices":
+			return d.raw(&j.Notices)
+		case "notice_seq":
+			return d.int(&j.NoticeSeq)
 		case "interrupted":
 			return d.raw(&j.Interrupted) // rare: a requeued job's kept run
 		}

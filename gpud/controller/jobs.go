@@ -341,6 +341,13 @@ func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string
 		tx.saveJob(rec)
 		return nil
 	}
+	if action == ActionNotify {
+		if err := c.notify(tx, who, rec, reason); err != nil { // jobadmin.go
+			return err
+		}
+		tx.saveJob(rec)
+		return nil
+	}
 	if reason == "" {
 		reason = fmt.Sprintf("%s by %s", pastTense(action), orDefault(who.User, fmt.Sprint(who.UID)))
 	}
@@ -401,7 +408,7 @@ func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string
 			return err
 		}
 	default:
-		return spec.Errorf(spec.ErrInvalid, "unknown job action %q; use cancel, hold, release, requeue, top or cancel with a signal", action)
+		return spec.Errorf(spec.ErrInvalid, "unknown job action %q; use cancel, hold, release, requeue, top, suspend, resume, notify or cancel with a signal", action)
 	}
 	tx.saveJob(rec)
 	return nil
@@ -447,6 +454,8 @@ func pastTense(action string) string {
 		return "resumed"
 	case ActionTop:
 		return "moved to the top"
+	case ActionNotify:
+		return "notified"
 	}
 	return action
 }

@@ -598,6 +598,9 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 				if len(asg.Job.StepSignals) > 0 {
 					r.steps.Signals(ctx, asg.Job.StepSignals)
 				}
+				if len(asg.Job.Notices) > 0 {
+					r.notify(ctx, &asg, self) // runnernotify.go
+				}
 			}
 			continue
 		}
@@ -786,12 +789,13 @@ func (a *Agent) recoverContainers(ctx context.Context) error {
 				}
 			}
 			r := &runner{d: &a.runnerDeps, id: ti.ID, allocID: allocID, jobID: spec.JobID(job), deadline: deadline,
-				adopted: true, rec: rec, signalSeq: rec.SignalSeq, done: make(chan struct{}), stopCh: make(chan struct{}),
+				adopted: true, rec: rec, signalSeq: rec.SignalSeq, noticeSeq: rec.NoticeSeq, done: make(chan struct{}), stopCh: make(chan struct{}),
 				steps:  a.steps.NewAlloc(allocID, spec.JobID(job)),
 				learnC: make(chan learned, 1),
 				// A stop begun before the restart keeps its reason; the
 				// controller's next answer repeats the request itself.
 				stopState: rec.StopState, stopWhy: rec.StopWhy}
+			r.outputReady.Store(true) // its output files were made when it started
 			keep[ti.ID] = true
 			log.Info("re-adopting running container", "status", ti.Status)
 			a.startRunner(ctx, r)

@@ -62,6 +62,10 @@ type runner struct {
 	stopWhy   string
 	ckptFirst bool // checkpoint before stopping (with the first reason)
 	signalSeq int
+	noticeSeq int // the last notify message written (runnernotify.go)
+	// outputReady says the batch script's output files are in place (the
+	// container started or was re-adopted): a notify message waits for it.
+	outputReady atomic.Bool
 	// frozen says the container is paused (runnersuspend.go); timing
 	// carries the time limit's changes to the runner goroutine.
 	frozen bool
@@ -111,6 +115,7 @@ func newRunner(d *runnerDeps, asg *api.Assignment, self spec.NodeAlloc, rec allo
 		id:        ContainerID(asg.Job.ID, asg.Alloc.Attempt, d.cfg.Name),
 		steps:     d.steps.NewAlloc(asg.Alloc.ID, asg.Job.ID),
 		signalSeq: rec.SignalSeq,
+		noticeSeq: rec.NoticeSeq,
 		done:      make(chan struct{}),
 		stopCh:    make(chan struct{}),
 	}
@@ -350,6 +355,7 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 		if !errors.Is(err, runtime.ErrIDInUse) || try == 3 {
 			if err == nil {
 				r.steps.Started()
+				r.outputReady.Store(true)
 				log.Info("job container started", "image", cfg.Image, "uid", cfg.UID, "gpus", r.self.GPUs)
 			}
 			break

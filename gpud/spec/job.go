@@ -327,6 +327,11 @@ type Job struct {
 	// SignalTarget is who gets SignalName: "" or SignalFull every process,
 	// SignalSteps the steps' tasks, SignalBatch the batch shell only.
 	SignalTarget string `json:"signal_target,omitempty"`
+	// Notices are the latest scontrol notify messages (the newest
+	// MaxNotices); NoticeSeq numbers them. The batch node of the
+	// allocation a notice names appends it to the job's stderr once.
+	Notices   []JobNotice `json:"notices,omitempty"`
+	NoticeSeq int         `json:"notice_seq,omitempty"`
 	// Steps are the current attempt's steps: the batch step and each
 	// srun, running and ended (the newest maxKeptSteps ended ones); ended
 	// steps are in accounting as well.

@@ -105,6 +105,8 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 		return c.suspend(ctx, cmd, args)
 	case "wait_job":
 		return c.waitJob(ctx, args)
+	case "notify":
+		return c.notify(ctx, args) // scontrol_admin.go
 	case "ping":
 		return c.ping(ctx)
 	case "token":
@@ -119,7 +121,7 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 		}
 		return c.update(ctx, args)
 	}
-	return invalid("unknown command %q; use show, hold, release, requeue, suspend, resume, top, wait_job, ping, token, update, create or delete", cmd)
+	return invalid("unknown command %q; use show, hold, release, requeue, suspend, resume, top, wait_job, notify, ping, token, update, create or delete", cmd)
 }
 
 // oneLine joins a multi-line key=value block into one line (-o).
