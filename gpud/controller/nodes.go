@@ -672,8 +672,11 @@ type NodeEvent struct {
 	// For EventCheckpointed.
 	CkptSeq   int
 	CkptBytes int64
-	// For EventStarted: the MIG UUIDs of the part's slices, in order.
-	MIG []string
+	// For EventStarted: the MIG UUIDs of the part's slices, in order,
+	// and what the job's image cost the part (spec.NodeAlloc PullMS,
+	// PullBytes).
+	MIG               []string
+	PullMS, PullBytes int64
 	// For EventStepStarted and EventStepEnded.
 	Step *spec.Step
 	// For EventExited: the GPUs that failed the job's start gate.
@@ -760,6 +763,9 @@ func (c *Controller) applyEvent(tx *txn, node string, ev NodeEvent) {
 	}
 	switch ev.Kind {
 	case EventStarted:
+		if c.pullCost(rec, node, ev) { // images.go
+			tx.saveJob(rec)
+		}
 		if part.Rank == 0 && !rec.job.State.Terminal() {
 			rec.job.StartTime = spec.NewTime(at)
 			batchStarted(&rec.job, part, at) // steps.go
@@ -977,6 +983,10 @@ type heardRec struct {
 	resume atomic.Bool
 	// running is the alloc ids of the node's last heartbeat.
 	running atomic.Pointer[[]string]
+	// images is the node's image inventory; pulling says its last
+	// report listed pulls (images.go).
+	images  atomic.Pointer[nodeImages]
+	pulling atomic.Bool
 }
 
 func (c *Controller) heardRec(name string) *heardRec {

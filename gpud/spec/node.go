@@ -170,6 +170,10 @@ type Node struct {
 	// Weight orders nodes for placement (scontrol update Weight=; lower
 	// first); 0 is the default.
 	Weight int `json:"weight,omitempty"`
+	// CachedImages counts the images in the node's image cache as its
+	// last report said (scontrol show node). Only the count: which
+	// images a node holds tells which images its users run.
+	CachedImages int `json:"cached_images,omitempty"`
 	// Power is the node's power-saving state ("" powered on; power.go).
 	Power PowerState `json:"power,omitempty"`
 	// PowerSince is when the node entered Power (zero when on).

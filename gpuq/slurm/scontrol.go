@@ -263,7 +263,7 @@ func (c *Cmd) showNodes(ctx context.Context, arg string, one bool) error {
 			{"Gres=" + gres},
 			{"NodeAddr=" + orDefault(n.Addr, n.Name), "NodeHostName=" + n.Name},
 			{"RealMemory=" + strconv.FormatInt(n.MemMiB, 10), "AllocMem=" + strconv.FormatInt(n.AllocMemMiB, 10)},
-			{"Weight=" + strconv.Itoa(max(n.Weight, 1))},
+			{"Weight=" + strconv.Itoa(max(n.Weight, 1)), "CachedImages=" + strconv.Itoa(n.CachedImages)},
 			{"State=" + nodeStateFlags(n), "Partitions=" + strings.Join(n.Partitions, ",")},
 			{"AllocTRES=" + allocTRES(n)},
 		}
