@@ -206,7 +206,7 @@ bench-fleet-heartbeats: build ## 10,000 nodes heartbeating every 10 s, agents in
 	nice -n 10 bin/gpud loadtest --nodes 10000 --memory-outbox --jobs 0 --heartbeat 10s --hold 120s --ramp 120s --procs 4
 
 .PHONY: bench-images
-bench-images: ## Images (issue 27): cold start of a 1 GiB image from a private registry, submit->running, beside ctr image pull + ctr run; warm start beside the host image (root; GPUD_BENCH_IMAGE_MIB to resize).
+bench-images: ## Images (issue 27): cold start of a 1 GiB image from a private registry, submit->running, beside ctr image pull + ctr run; warm start beside the host image; a job that waited longer than its pull (prefetched) beside one whose image was cached (root; GPUD_BENCH_IMAGE_MIB to resize).
 	$(GO) test -run '^$$' -bench 'ImageStart' -benchtime 1x -timeout 30m -v ./gpud/e2e/jobs/ | grep -E 'images_bench_test|Benchmark|ok|FAIL'
 
 .PHONY: bench-revocation

@@ -124,6 +124,11 @@ var sacctFields = []sacctField{
 	{"MaxRSS", 10, func(j *api.AcctJob) string { return rss(j.MaxRSSMiB) }},
 	{"AveRSS", 10, func(j *api.AcctJob) string { return rss(j.AveRSSMiB) }},
 	{"MaxRSSNode", 10, func(j *api.AcctJob) string { return j.MaxRSSNode }},
+	// gpud's own: what the job's container image cost before its task
+	// started (docs/pyxis.md), in the forms of Slurm's TotalCPU and
+	// MaxDiskRead.
+	{"ImagePullTime", 13, func(j *api.AcctJob) string { return format.CPUTime(j.ImagePullSeconds) }},
+	{"ImagePullBytes", 14, func(j *api.AcctJob) string { return format.Bytes(j.ImagePullBytes) }},
 }
 
 // rss is a memory size as sacct prints MaxRSS: in KiB, converted to a
@@ -159,6 +164,7 @@ var sacctNeeds = map[string][]string{
 	"AllocCPUS": {"cpus", "nodes"}, "ReqCPUS": {"cpus", "nodes"}, "NNodes": {"nodes"}, "NTasks": {"ntasks"},
 	"ReqMem": {"mem_mib"}, "Timelimit": {"time_limit"}, "WorkDir": {"work_dir"}, "Reason": {"reason"},
 	"WCKey": {"wckey"}, "MaxRSS": {"max_rss_mib"}, "AveRSS": {"ave_rss_mib"}, "MaxRSSNode": {"max_rss_node"},
+	"ImagePullTime": {"image_pull_seconds"}, "ImagePullBytes": {"image_pull_bytes"},
 }
 
 // sacctFieldsOf lists the record fields cols need, with those sacct
