@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,82 @@ func TestMIGInstanceHealth(t *testing.T) {
 	}
 	if nodes, _ = h.c.Nodes(ctx); strings.Contains(nodes[0].GPUs[0].MIGSlices[0].Health, "xid94") {
 		t.Fatalf("MIG-a still marked after its readmission: %+v", nodes[0].GPUs[0].MIGSlices)
+	}
+}
+
+// TestMIGDynamicInstanceHealth: on a dynamic MIG GPU the instances are
+// made for their jobs and destroyed with them, so an instance's fault
+// takes the GPU out instead (its mark names the instance): only the job
+// on the faulted instance moves, the job on the GPU's other instance runs
+// on, nothing new is placed on the GPU, and the instance's readmission
+// puts the GPU back. A whole-GPU fault (xid79) of a MIG GPU moves the
+// jobs on every instance of it.
+func TestMIGDynamicInstanceHealth(t *testing.T) {
+	h := newHarnessAt(t, newFakeStore(), func(c *Config) { c.NodeTimeout = time.Hour }, t0)
+	ctx := context.Background()
+	prof := spec.MIGProfile{Name: "3g.40gb", Slices: 3, MemMiB: 40960, MaxCount: 2,
+		Placements: []spec.MIGPlacement{{Start: 0, Size: 3}, {Start: 4, Size: 3}}}
+	inv := spec.Inventory{Name: "n1", CPUs: 32, MemMiB: 100000, GPUs: []spec.GPU{{Index: 0, UUID: "GPU-0", Model: "h100",
+		MIGEnabled: true, MIGMode: spec.MIGDynamic, MIGProfiles: []spec.MIGProfile{prof}, Serial: "S0"}}}
+	if _, err := h.c.Register(ctx, root, inv); err != nil {
+		t.Fatal(err)
+	}
+	slice := func(j *spec.JobSpec) {
+		j.Requeue, j.Resources.GPUsPerNode, j.Resources.GPUProfile = true, 1, "3g.40gb"
+	}
+	var ids []spec.JobID
+	for k := range 2 {
+		id := h.submit(alice, slice)
+		j := h.job(id)
+		if j.State != spec.StateRunning || len(j.Alloc.Nodes) != 1 || len(j.Alloc.Nodes[0].MIG) != 1 {
+			t.Fatalf("MIG job %d: %s %+v, want RUNNING on one instance", id, j.State, j.Alloc)
+		}
+		// The node made the instance and names it (api: mig_created).
+		if _, err := h.c.NodeEvents(ctx, root, "n1", []NodeEvent{{Seq: uint64(k + 1), AllocID: j.Alloc.ID, JobID: id, Kind: EventStarted,
+			Time: t0, MIG: []string{fmt.Sprintf("MIG-%d", k)}}}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	reason := "gpud:xid94 gpu0 XID 94 contained ECC error on MIG instance MIG-0"
+	p := []spec.GPUProblem{{UUID: "MIG-0", GPU: "GPU-0", Problem: reason, Code: "xid94", Class: "fatal", Action: "drain-slice"}}
+	if err := h.c.GPUHealth(ctx, root, "n1", p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if j := h.job(ids[0]); j.State != spec.StateCompleting || j.HWRequeues != 1 {
+		t.Fatalf("job on the faulted instance %s with %d hardware requeues, want COMPLETING to be requeued (1)", j.State, j.HWRequeues)
+	}
+	if j := h.job(ids[1]); j.State != spec.StateRunning {
+		t.Fatalf("job on the GPU's other instance %s, want RUNNING", j.State)
+	}
+	nodes, _ := h.c.Nodes(ctx)
+	if g := nodes[0].GPUs[0]; g.Health != reason {
+		t.Fatalf("GPU health %q, want the instance's reason %q", g.Health, reason)
+	}
+	h.exit("n1", h.job(ids[0]), spec.StateRequeued, 0)
+	h.tick <- h.clock()
+	if j := h.job(ids[0]); j.State != spec.StatePending {
+		t.Fatalf("requeued job %s, want PENDING (its GPU is out)", j.State)
+	}
+	readmit := []spec.GPUEvent{{UUID: "MIG-0", GPU: 0, Kind: spec.GPUEventReadmit, Code: "xid94", Detail: "clean probe"}}
+	if err := h.c.GPUHealth(ctx, root, "n1", nil, readmit); err != nil {
+		t.Fatal(err)
+	}
+	h.tick <- h.clock()
+	if j := h.job(ids[0]); j.State != spec.StateRunning {
+		t.Fatalf("job %s after the instance's readmission, want RUNNING", j.State)
+	}
+	if nodes, _ = h.c.Nodes(ctx); nodes[0].GPUs[0].Health != "" {
+		t.Fatalf("GPU still out after the readmission: %q", nodes[0].GPUs[0].Health)
+	}
+	// XID 79: the GPU is gone, every instance's job moves.
+	p = []spec.GPUProblem{{UUID: "GPU-0", Problem: "gpud:xid79 gpu0 XID 79 GPU has fallen off the bus", Code: "xid79", Class: "fatal", Action: "drain-gpu"}}
+	if err := h.c.GPUHealth(ctx, root, "n1", p, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if j := h.job(id); j.State != spec.StateCompleting {
+			t.Errorf("job %d on an instance of the GPU that fell off the bus: %s, want COMPLETING to be requeued", id, j.State)
+		}
 	}
 }

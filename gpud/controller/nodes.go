@@ -358,10 +358,20 @@ func (c *Controller) gpuProblem(tx *txn, n *nodeRec, p spec.GPUProblem) {
 		// An instance the node made for a job on a dynamic MIG GPU: it
 		// is destroyed with the job, so the GPU (its placements) goes
 		// out instead, and is readmitted with its own probe.
+		// Only the job on the instance moves: the fault is contained to
+		// it; the GPU's other instances keep their jobs.
 		if gi, ok := c.sliceOwner(n, p.UUID); ok {
 			c.log.Warn("fault of a MIG instance of a dynamic MIG GPU: the GPU goes out", "node", name, "mig_uuid", p.UUID, "gpu_uuid", n.inv.GPUs[gi].UUID)
+			mig := p.UUID
+			onSlice := func(a spec.NodeAlloc) bool {
+				return slices.ContainsFunc(a.MIG, func(m spec.MIGSlice) bool { return m.UUID == mig })
+			}
+			if unhealthy(n.inv.GPUs[gi]) { // out already (another instance's fault): move this one's job
+				c.moveJobs(tx, n, "node "+name+" "+orDefault(p.Problem, "MIG instance "+mig+" unhealthy"), false, true, onSlice)
+				return
+			}
 			p.UUID, p.GPU = n.inv.GPUs[gi].UUID, ""
-			c.gpuProblem(tx, n, p)
+			c.gpuOut(tx, n, gi, p, onSlice)
 			return
 		}
 	}
@@ -369,6 +379,17 @@ func (c *Controller) gpuProblem(tx *txn, n *nodeRec, p spec.GPUProblem) {
 		c.log.Warn("node reports a problem with a GPU it did not register; ignored", "node", name, "gpu_uuid", p.UUID, "problem", p.Problem)
 		return
 	}
+	// The jobs on the GPU: whole or a share of it, or on its MIG instances.
+	uuid := p.UUID
+	c.gpuOut(tx, n, i, p, func(a spec.NodeAlloc) bool {
+		return slices.Contains(a.GPUs, uuid) || slices.ContainsFunc(a.MIG, func(m spec.MIGSlice) bool { return m.GPU == uuid })
+	})
+}
+
+// gpuOut takes GPU i of node n out of service for p and moves the jobs
+// onPart matches (owner only).
+func (c *Controller) gpuOut(tx *txn, n *nodeRec, i int, p spec.GPUProblem, onPart func(spec.NodeAlloc) bool) {
+	name := n.inv.Name
 	reason := p.Problem
 	if !strings.HasPrefix(reason, health.ReasonPrefix) {
 		// An agent without the health model: say which GPU.
@@ -391,8 +412,7 @@ func (c *Controller) gpuProblem(tx *txn, n *nodeRec, p spec.GPUProblem) {
 	c.log.Warn("GPU out of service", "node", name, "gpu_uuid", g.UUID, "problem", g.Health)
 	tx.saveNode(n)
 	tx.kick = true
-	uuid := g.UUID
-	c.moveJobs(tx, n, "node "+name+" "+g.Health, false, true, func(p spec.NodeAlloc) bool { return slices.Contains(p.GPUs, uuid) })
+	c.moveJobs(tx, n, "node "+name+" "+g.Health, false, true, onPart)
 }
 
 // sliceProblem takes one MIG instance out of service: the scheduler
