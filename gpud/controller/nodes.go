@@ -208,6 +208,22 @@ func findSlice(inv spec.Inventory, uuid string) (gi, si int, ok bool) {
 	return 0, 0, false
 }
 
+// dynamicSliceGPU returns the index in n.inv.GPUs of the dynamic MIG
+// GPU whose instance uuid is (or was): the GPU of a running job's instance,
+// else the GPU (of index gpu, when not -1) that went out for it (its mark
+// names the instance; the job and the instance may be gone); -1 if none.
+func (c *Controller) dynamicSliceGPU(n *nodeRec, uuid string, gpu int) int {
+	if !strings.HasPrefix(uuid, "MIG-") {
+		return -1
+	}
+	if gi, ok := c.sliceOwner(n, uuid); ok {
+		return gi
+	}
+	return slices.IndexFunc(n.inv.GPUs, func(g spec.GPU) bool {
+		return (gpu < 0 || g.Index == gpu) && strings.Contains(g.Health, uuid)
+	})
+}
+
 // sliceOwner returns the index in inv.GPUs of the GPU a running job's MIG
 // instance uuid on node n lives on: an instance a dynamic MIG GPU made
 // for the job, which the node's inventory does not list.
@@ -360,6 +376,9 @@ func (c *Controller) gpuProblem(tx *txn, n *nodeRec, p spec.GPUProblem) {
 		// out instead, and is readmitted with its own probe.
 		// Only the job on the instance moves: the fault is contained to
 		// it; the GPU's other instances keep their jobs.
+		if gi := c.dynamicSliceGPU(n, p.UUID, -1); gi >= 0 && strings.Contains(n.inv.GPUs[gi].Health, p.UUID) {
+			return // out for it already; its job moved and the instance is gone
+		}
 		if gi, ok := c.sliceOwner(n, p.UUID); ok {
 			c.log.Warn("fault of a MIG instance of a dynamic MIG GPU: the GPU goes out", "node", name, "mig_uuid", p.UUID, "gpu_uuid", n.inv.GPUs[gi].UUID)
 			mig := p.UUID
@@ -451,10 +470,10 @@ func (c *Controller) gpuEvent(tx *txn, n *nodeRec, ev spec.GPUEvent) {
 		c.sliceEvent(tx, n, gi, si, ev)
 		return
 	}
-	if i < 0 && strings.HasPrefix(ev.UUID, "MIG-") {
-		// An instance a dynamic MIG GPU made for a job (gone with it):
-		// the GPU went out for it (gpuProblem), its mark names it.
-		i = slices.IndexFunc(n.inv.GPUs, func(g spec.GPU) bool { return g.Index == ev.GPU && strings.Contains(g.Health, ev.UUID) })
+	if i < 0 {
+		// An instance a dynamic MIG GPU made for a job: the GPU's
+		// history (the instance's UUID kept in the event).
+		i = c.dynamicSliceGPU(n, ev.UUID, ev.GPU)
 	}
 	if i < 0 {
 		c.log.Warn("node reports a health event of a GPU it did not register; ignored", "node", name, "gpu_uuid", ev.UUID, "kind", ev.Kind)
@@ -469,6 +488,9 @@ func (c *Controller) gpuEvent(tx *txn, n *nodeRec, ev spec.GPUEvent) {
 	c.gpuEventSeen(name, ev)
 	if ev.Kind != spec.GPUEventReadmit {
 		return
+	}
+	if ev.UUID != g.UUID && !strings.Contains(g.Health, ev.UUID) {
+		return // an instance's readmission; the GPU is out for something else
 	}
 	if strings.HasPrefix(g.Health, health.ReasonPrefix) {
 		n.inv.GPUs = slices.Clone(n.inv.GPUs)
