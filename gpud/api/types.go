@@ -458,8 +458,13 @@ type AcctRecord struct {
 	// 0 outside arrays); WCKey is --wckey and NTasks the task count.
 	ArrayJobID  spec.JobID `json:"array_job_id,omitempty"`
 	ArrayTaskID int        `json:"array_task_id,omitempty"`
-	WCKey       string     `json:"wckey,omitempty"`
-	NTasks      int        `json:"ntasks,omitempty"`
+	// HetJobID and HetOffset place a heterogeneous job's component
+	// (sacct's JobID N+K): its leader's id and its offset (0 and 0 for
+	// other jobs).
+	HetJobID  spec.JobID `json:"het_job_id,omitempty"`
+	HetOffset int        `json:"het_job_offset,omitempty"`
+	WCKey     string     `json:"wckey,omitempty"`
+	NTasks    int        `json:"ntasks,omitempty"`
 	// Request is the job's request as submitted (per node; nil in
 	// records older than it), Dependency its --dependency, Nice its
 	// --nice and ArrayMax its array's %MAX (0: none): what gpud simulate

@@ -109,6 +109,8 @@ var acctFields = map[string]acctFieldEnc{
 	"work_dir":           strField("work_dir", func(j *api.AcctJob) string { return j.WorkDir }),
 	"array_job_id":       intField("array_job_id", func(j *api.AcctJob) int64 { return int64(j.ArrayJobID) }),
 	"array_task_id":      intField("array_task_id", func(j *api.AcctJob) int64 { return int64(j.ArrayTaskID) }),
+	"het_job_id":         intField("het_job_id", func(j *api.AcctJob) int64 { return int64(j.HetJobID) }),
+	"het_job_offset":     intField("het_job_offset", func(j *api.AcctJob) int64 { return int64(j.HetOffset) }),
 	"wckey":              strField("wckey", func(j *api.AcctJob) string { return j.WCKey }),
 	"ntasks":             intField("ntasks", func(j *api.AcctJob) int64 { return int64(j.NTasks) }),
 	"request":            requestField,
