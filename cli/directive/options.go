@@ -251,14 +251,34 @@ const ProblemFlag = "x-gpud-problem"
 // optional values filled), then "--" and the script with its arguments.
 // Unknown and refused options become --x-gpud-problem=MESSAGE, so they are
 // reported together with every other problem.
+//
+// A heterogeneous job's components, separated by ":" words on sbatch's
+// command line (sbatch -N1 : -p gpu -G1 job.sh), each follow a
+// --x-gpud-hetjob word with their own options.
 func Normalize(args []string) []string {
 	if len(args) == 0 {
 		return args
 	}
-	ps, rest, errs := OptionSet().Parse(args[1:])
 	out := make([]string, 0, len(args)+2)
 	out = append(out, args[0])
-	problem := func(msg string) { out = append(out, "--"+ProblemFlag+"="+msg) }
+	rest := normalizeComponent(&out, args[1:])
+	for len(rest) > 0 && rest[0] == ":" {
+		out = append(out, "--"+HetFlag)
+		rest = normalizeComponent(&out, rest[1:])
+	}
+	out = append(out, "--")
+	return append(out, rest...)
+}
+
+// HetFlag is the hidden word Normalize puts before each further component
+// of a heterogeneous job.
+const HetFlag = "x-gpud-hetjob"
+
+// normalizeComponent appends the canonical words of the options at the
+// front of args to *out and returns the words after them.
+func normalizeComponent(out *[]string, args []string) []string {
+	ps, rest, errs := OptionSet().Parse(args)
+	problem := func(msg string) { *out = append(*out, "--"+ProblemFlag+"="+msg) }
 	for _, e := range errs {
 		problem(UsageMessage(e))
 	}
@@ -266,11 +286,11 @@ func Normalize(args []string) []string {
 	for _, p := range ps {
 		switch p.Name() {
 		case "help", "usage":
-			out = append(out, "--help")
+			*out = append(*out, "--help")
 		case "version":
-			out = append(out, "--version")
+			*out = append(*out, "--version")
 		case "controller":
-			out = append(out, "--controller="+p.Value)
+			*out = append(*out, "--controller="+p.Value)
 		default:
 			job = append(job, p)
 		}
@@ -281,15 +301,14 @@ func Normalize(args []string) []string {
 	}
 	for _, o := range opts {
 		if d, _ := Lookup(o.Name); !d.Bool {
-			out = append(out, "--"+o.Name+"="+o.Value)
+			*out = append(*out, "--"+o.Name+"="+o.Value)
 		} else if v, _ := parseBool(o.Value); v && o.Value == "true" {
-			out = append(out, "--"+o.Name)
+			*out = append(*out, "--"+o.Name)
 		} else {
-			out = append(out, fmt.Sprintf("--%s=%t", o.Name, v))
+			*out = append(*out, fmt.Sprintf("--%s=%t", o.Name, v))
 		}
 	}
-	out = append(out, "--")
-	return append(out, rest...)
+	return rest
 }
 
 // UsageMessage words a getopt error for gpusubmit: unknown options get
@@ -397,4 +416,27 @@ func parseBool(v string) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("takes no value (got %q)", v)
+}
+
+// propagated are the options a heterogeneous job's first component gives
+// the others unless they set their own (Slurm's list in
+// heterogeneous_jobs.html, less what gpud has no option for); the rest
+// (resources, task layout) start from their defaults in each component.
+var propagated = map[string]bool{
+	"account": true, "begin": true, "chdir": true, "comment": true, "dependency": true, "error": true,
+	"exclude": true, "export": true, "hold": true, "job-name": true, "nice": true, "no-requeue": true,
+	"open-mode": true, "output": true, "partition": true, "qos": true, "requeue": true, "reservation": true,
+	"signal": true, "time": true, "time-min": true, "wckey": true,
+}
+
+// Propagated are the options of opts a heterogeneous job's further
+// components take from its first, in order.
+func Propagated(opts []Option) []Option {
+	var out []Option
+	for _, o := range opts {
+		if propagated[o.Name] {
+			out = append(out, o)
+		}
+	}
+	return out
 }

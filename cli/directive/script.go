@@ -16,8 +16,12 @@ var prefixes = []string{"#GPU", "#SBATCH"}
 
 // Script is what ParseScript found in a batch script's header.
 type Script struct {
-	// Options are the directives in file order.
+	// Options are the directives in file order: those of the job, or of
+	// its component 0 when it is a heterogeneous job.
 	Options []Option
+	// Het are the options of a heterogeneous job's further components,
+	// each after a `#SBATCH hetjob` (or the older `packjob`) line.
+	Het [][]Option
 	// Warnings are problems worth a line on stderr that do not stop the
 	// submission (directives after the first command, indented ones).
 	Warnings []string
@@ -73,11 +77,19 @@ func ParseScript(name string, text []byte) (Script, error) {
 			}
 			continue
 		}
+		if f := strings.Fields(rest); len(f) == 1 && (f[0] == "hetjob" || f[0] == "packjob") {
+			s.Het = append(s.Het, []Option{}) // the next component's options follow
+			continue
+		}
 		opts, err := parseDirective(src, rest)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		s.Options = append(s.Options, opts...)
+		if n := len(s.Het); n > 0 {
+			s.Het[n-1] = append(s.Het[n-1], opts...)
+		} else {
+			s.Options = append(s.Options, opts...)
+		}
 	}
 	return s, errors.Join(errs...)
 }
@@ -122,7 +134,7 @@ func parseDirective(src Source, text string) ([]Option, error) {
 	}
 	for _, w := range rest {
 		if w == "hetjob" || w == "packjob" || w == ":" {
-			errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: heterogeneous jobs (#SBATCH %s) are not supported by gpud; submit each component as its own job, linked with --dependency=after:JOBID if they must start in order", src, w))
+			errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: %q separates the components of a heterogeneous job on a line of its own (#SBATCH hetjob); put the options before it and after it on other lines", src, w))
 			continue
 		}
 		errs = append(errs, spec.Errorf(spec.ErrInvalid, "%s: %q is not an option; directives hold options only (#SBATCH --time=10)", src, w))

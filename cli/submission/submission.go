@@ -45,9 +45,12 @@ type Invocation struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Values         map[string]string
-	Problems       []string
-	Args           []string
-	Controller     string
+	// Het are the command line's options of a heterogeneous job's
+	// further components (sbatch A : B : C SCRIPT), one map each.
+	Het        []map[string]string
+	Problems   []string
+	Args       []string
+	Controller string
 }
 
 // Fast reads Normalize's words: --name or --name=value for each option,
@@ -59,6 +62,7 @@ func Fast(name string, words []string) (*Invocation, bool) {
 		name = "gpusubmit"
 	}
 	in := &Invocation{Name: name, Values: map[string]string{}}
+	values := in.Values // the current component's
 	ctlSet := false
 	for i := 1; i < len(words); i++ {
 		w := words[i]
@@ -79,6 +83,9 @@ func Fast(name string, words []string) (*Invocation, bool) {
 		}
 		key, val, hasVal := strings.Cut(opt, "=")
 		switch key {
+		case directive.HetFlag:
+			values = map[string]string{}
+			in.Het = append(in.Het, values)
 		case directive.ProblemFlag:
 			in.Problems = append(in.Problems, val)
 		case "controller":
@@ -95,7 +102,11 @@ func Fast(name string, words []string) (*Invocation, bool) {
 			case !d.Bool && !hasVal:
 				return nil, false
 			}
-			in.Values[key] = val
+			if key == "wrap" {
+				in.Values[key] = val // the script, whichever component it follows
+			} else {
+				values[key] = val
+			}
 		}
 	}
 	return nil, false
@@ -114,6 +125,9 @@ var optionDefs = sync.OnceValue(func() map[string]*directive.Def {
 // made it (script and arguments set) and the script's name for messages.
 type Prepared struct {
 	directive.Request
+	// Het are a heterogeneous job's further components (Spec is its
+	// component 0), nil for another job.
+	Het        []spec.JobSpec
 	ScriptName string
 	// Cmd is the name the user called (gpusubmit or sbatch), which
 	// messages go under.
@@ -124,7 +138,7 @@ type Prepared struct {
 // so that a resend after a broken connection makes no second job (none
 // for --test-only, which makes no job to name).
 func (p *Prepared) SubmitRequest() wire.SubmitRequest {
-	r := wire.SubmitRequest{Job: p.Spec, TestOnly: p.TestOnly}
+	r := wire.SubmitRequest{Job: p.Spec, Het: p.Het, TestOnly: p.TestOnly}
 	if !p.TestOnly {
 		r.IdempotencyKey = wire.NewIdempotencyKey()
 	}
@@ -148,22 +162,42 @@ func Prepare(in *Invocation) (*Prepared, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	opts := sc.Options
-	for _, d := range directive.Options {
-		v, set := in.Values[d.Name]
-		if d.Name == "wrap" || !set {
-			continue
-		}
-		opts = append(opts, directive.Option{Name: d.Name, Value: v, Source: directive.CommandLine})
-	}
+	opts := withCommandLine(sc.Options, in.Values)
 	cwd, err := os.Getwd()
 	if err != nil {
 		return nil, fmt.Errorf("find the submit directory: %w; run gpusubmit from a directory that exists", err)
 	}
 	host, _ := os.Hostname() // "": SLURM_SUBMIT_HOST unset
-	req, err := directive.Build(opts, directive.Env{Now: time.Now(), Cwd: cwd, Host: host, Environ: os.Environ(), ScriptName: name, Slurm: in.Name == "sbatch"})
+	env := directive.Env{Now: time.Now(), Cwd: cwd, Host: host, Environ: os.Environ(), ScriptName: name, Slurm: in.Name == "sbatch"}
+	req, err := directive.Build(opts, env)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	// A heterogeneous job's further components: the script's (after each
+	// #SBATCH hetjob) and the command line's (after each ":"), by their
+	// order, each over what component 0 propagates.
+	ncomp := max(len(sc.Het), len(in.Het))
+	comps := make([]spec.JobSpec, 0, ncomp)
+	compOpts := make([][]directive.Option, 0, ncomp)
+	for k := range ncomp {
+		o := directive.Propagated(opts)
+		if k < len(sc.Het) {
+			o = append(o, sc.Het[k]...)
+		}
+		if k < len(in.Het) {
+			o = withCommandLine(o, in.Het[k])
+		}
+		r, err := directive.Build(o, env)
+		if err != nil {
+			errs = append(errs, hetProblems(k+1, err))
+			continue
+		}
+		req.Warnings = append(req.Warnings, r.Warnings...)
+		r.Spec.Script = spec.HetScript
+		comps, compOpts = append(comps, r.Spec), append(compOpts, o)
+	}
+	if ncomp > 0 && req.Spec.Array != "" {
+		errs = append(errs, invalid("--array: a heterogeneous job cannot be an array job (Slurm refuses them too); submit the array and the heterogeneous job separately"))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -176,9 +210,43 @@ func Prepare(in *Invocation) (*Prepared, error) {
 	// The checks the server and the controller run (spec.JobSpec.Validate),
 	// here first, each at the line or flag that gave the value.
 	if err := directive.Check(&req.Spec, opts); err != nil {
-		return nil, err
+		errs = append(errs, err)
 	}
-	return &Prepared{Request: req, ScriptName: name, Cmd: in.Name}, nil
+	for k := range comps {
+		if err := directive.Check(&comps[k], compOpts[k]); err != nil {
+			errs = append(errs, hetProblems(k+1, err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return &Prepared{Request: req, Het: comps, ScriptName: name, Cmd: in.Name}, nil
+}
+
+// withCommandLine is opts with the command line's values after them (so
+// they win), in the options' order; --wrap is the script, not an option.
+func withCommandLine(opts []directive.Option, values map[string]string) []directive.Option {
+	for _, d := range directive.Options {
+		v, set := values[d.Name]
+		if d.Name == "wrap" || !set {
+			continue
+		}
+		opts = append(opts, directive.Option{Name: d.Name, Value: v, Source: directive.CommandLine})
+	}
+	return opts
+}
+
+// hetProblems names heterogeneous job component k in each of err's
+// problems.
+func hetProblems(k int, err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, hetProblems(k, e))
+		}
+		return errors.Join(out...)
+	}
+	return invalid("hetjob component %d: %v", k, err)
 }
 
 // PrintSubmitted writes the answer to a submission that made a job, as

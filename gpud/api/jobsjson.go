@@ -286,6 +286,14 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return ok
 		case "array_task_id":
 			return d.int(&j.ArrayTaskID)
+		case "het_job_id":
+			n, ok := d.uint(64)
+			j.HetJobID = spec.JobID(n)
+			return ok
+		case "het_offset":
+			return d.int(&j.HetOffset)
+		case "het_size":
+			return d.int(&j.HetSize)
 		case "nodes":
 			return d.strs(&j.Nodes)
 		case "gpus":
@@ -316,6 +324,8 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.str(&j.NodeReasons)
 		case "idle_gpu":
 			return d.str(&j.IdleGPU)
+		case "image_pull":
+			return d.raw(&j.ImagePull) // rare: while a pull runs
 		case "idempotency_key":
 			return d.str(&j.IdempotencyKey)
 		case "signal_target":
@@ -326,6 +336,10 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.raw(&j.StepSignals)
 		case "step_signal_seq":
 			return d.int(&j.StepSignalSeq)
+		case "notices":
+			return d.raw(&j.Notices)
+		case "notice_seq":
+			return d.int(&j.NoticeSeq)
 		case "interrupted":
 			return d.raw(&j.Interrupted) // rare: a requeued job's kept run
 		}

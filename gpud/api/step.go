@@ -74,6 +74,10 @@ type StepRequest struct {
 	// agent adds the node's and the step's variables over it.
 	Env []string `json:"env"`
 	Cwd string   `json:"cwd,omitempty"`
+	// HetGroup is srun --het-group=N plus one (0: not given): the step
+	// runs in component N of the heterogeneous job, whichever
+	// component's step socket srun reached.
+	HetGroup int `json:"het_group,omitempty"`
 }
 
 // Step message kinds.

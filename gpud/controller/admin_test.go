@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -249,5 +250,71 @@ func TestWeightOrdersEqualNodes(t *testing.T) {
 	id := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1; j.Resources.Nodes = 1 })
 	if j := h.job(id); j.State != spec.StateRunning || j.Nodes[0] != "n2" {
 		t.Fatalf("job = %s on %v; want RUNNING on n2, the lighter node", j.State, j.Nodes)
+	}
+}
+
+// TestNotify: scontrol notify keeps the latest messages for the running
+// job's allocation (the newest spec.MaxNotices, numbered), sent to its
+// nodes with the job; the owner and root may, others not; a pending, an
+// ended or an srun/salloc job is refused in Slurm's words.
+func TestNotify(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	ctx := context.Background()
+	h.register("n1", 1)
+	gpu := func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1; j.Resources.Nodes = 1 }
+	run := h.submit(alice, gpu)
+	wait := h.submit(alice, gpu)
+	if j := h.job(run); j.State != spec.StateRunning {
+		t.Fatalf("job = %s", j.State)
+	}
+	if _, err := h.c.JobAction(ctx, bob, run, ActionNotify, "hi"); !errors.Is(err, spec.ErrPermissionDenied) {
+		t.Fatalf("bob notifies alice's job: %v", err)
+	}
+	if _, err := h.c.JobAction(ctx, alice, run, ActionNotify, ""); !errors.Is(err, spec.ErrInvalid) {
+		t.Fatalf("notify without a message: %v", err)
+	}
+	if _, err := h.c.JobAction(ctx, alice, wait, ActionNotify, "hi"); !errors.Is(err, spec.ErrConflict) || !strings.Contains(err.Error(), "presently disabled") {
+		t.Fatalf("notify of a pending job: %v", err)
+	}
+	for i := range spec.MaxNotices + 2 {
+		who := alice
+		if i%2 == 1 {
+			who = root
+		}
+		if _, err := h.c.JobAction(ctx, who, run, ActionNotify, fmt.Sprintf("message %d", i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j := h.job(run)
+	if j.NoticeSeq != spec.MaxNotices+2 || len(j.Notices) != spec.MaxNotices {
+		t.Fatalf("NoticeSeq %d, %d notices; want %d and the newest %d", j.NoticeSeq, len(j.Notices), spec.MaxNotices+2, spec.MaxNotices)
+	}
+	first, last := j.Notices[0], j.Notices[len(j.Notices)-1]
+	if first.Seq != 3 || first.Message != "message 3" || last.Seq != spec.MaxNotices+2 || last.AllocID != j.Alloc.ID || last.By != "root" {
+		t.Fatalf("notices = %+v", j.Notices)
+	}
+	var sent []spec.JobNotice
+	for _, a := range h.assignments("n1") {
+		if a.Job.ID == run {
+			sent = a.Job.Notices
+		}
+	}
+	if len(sent) != spec.MaxNotices || sent[len(sent)-1].Seq != last.Seq {
+		t.Fatalf("the node's assignment carries notices %+v", sent)
+	}
+	h.exit("n1", j, spec.StateCompleted, 0)
+	if _, err := h.c.JobAction(ctx, alice, run, ActionNotify, "too late"); !errors.Is(err, spec.ErrConflict) || !strings.Contains(err.Error(), "already completing or completed") {
+		t.Fatalf("notify of an ended job: %v", err)
+	}
+	if _, err := h.c.JobAction(ctx, alice, wait, ActionNotify, "now running"); err != nil {
+		t.Fatalf("notify of the second job once it runs: %v (state %s)", err, h.job(wait).State)
+	}
+	h.exit("n1", h.job(wait), spec.StateCompleted, 0)
+	salloc := h.submit(alice, func(j *spec.JobSpec) { gpu(j); j.Interactive = true })
+	if j := h.job(salloc); j.State != spec.StateRunning {
+		t.Fatalf("salloc allocation = %s", j.State)
+	}
+	if _, err := h.c.JobAction(ctx, alice, salloc, ActionNotify, "hi"); !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), "batch job") {
+		t.Fatalf("notify of an salloc allocation: %v (state %s)", err, h.job(salloc).State)
 	}
 }

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
@@ -88,5 +90,34 @@ func (c *Controller) suspend(tx *txn, who Caller, rec *jobRec, suspend bool) err
 	c.log.Info("job "+pastTense(action), "job_id", j.ID, "by", orDefault(who.User, "root"))
 	c.bumpLive(tx, rec)
 	tx.kick = true // its expected end moved
+	return nil
+}
+
+// ActionNotify is scontrol notify: a message to a running batch job.
+const ActionNotify = "notify"
+
+// notify queues msg for rec's batch node, which appends it to the job's
+// stderr (gpud/node: runnernotify.go), as Slurm's scontrol notify sends
+// it to the batch job's slurmstepd. The job's owner, root, an operator or
+// a coordinator of its account may (mayAct). Errors in Slurm's words.
+func (c *Controller) notify(tx *txn, who Caller, rec *jobRec, msg string) error {
+	j := &rec.job
+	switch {
+	case msg == "":
+		return spec.Errorf(spec.ErrInvalid, "notify needs a message; e.g. scontrol notify %d 'the file system goes read-only at 18:00'", j.ID)
+	case j.State.Terminal() || j.StopState != "" || j.State == spec.StateCompleting:
+		return spec.Errorf(spec.ErrConflict, "Job/step already completing or completed: job %d is %s", j.ID, j.State)
+	case j.State == spec.StatePending || j.Alloc == nil:
+		return spec.Errorf(spec.ErrConflict, "Requested operation is presently disabled: job %d is %s; a message reaches a running job only", j.ID, j.State)
+	case j.Interactive:
+		return spec.Errorf(spec.ErrInvalid, "job %d is an srun or salloc allocation; gpud delivers notify messages to a batch job's stderr only", j.ID)
+	}
+	j.NoticeSeq++
+	n := spec.JobNotice{AllocID: j.Alloc.ID, Seq: j.NoticeSeq, Message: msg, By: orDefault(who.User, strconv.FormatUint(uint64(who.UID), 10))}
+	// A new slice each time: the published view shares the old one.
+	keep := j.Notices[max(len(j.Notices)-(spec.MaxNotices-1), 0):]
+	j.Notices = append(slices.Clone(keep), n)
+	c.log.Info("job notified", "job_id", j.ID, "notice_seq", n.Seq, "by", n.By)
+	c.bumpLive(tx, rec)
 	return nil
 }

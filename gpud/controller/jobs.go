@@ -341,6 +341,13 @@ func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string
 		tx.saveJob(rec)
 		return nil
 	}
+	if action == ActionNotify {
+		if err := c.notify(tx, who, rec, reason); err != nil { // jobadmin.go
+			return err
+		}
+		tx.saveJob(rec)
+		return nil
+	}
 	if reason == "" {
 		reason = fmt.Sprintf("%s by %s", pastTense(action), orDefault(who.User, fmt.Sprint(who.UID)))
 	}
@@ -360,6 +367,13 @@ func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string
 			j.StopState, j.StopReason, j.Reason = spec.StateCancelled, reason, reason
 			j.StopCheckpoint = false // a cancel does not wait for one
 			c.bumpLive(tx, rec)
+		}
+		// A heterogeneous job is cancelled whole, whichever component
+		// was named (het.go); those already ending are left to end.
+		for _, s := range c.hetSiblings(rec) {
+			if !s.job.State.Terminal() && s.job.State != spec.StateCompleting {
+				_ = c.act(tx, who, s, ActionCancel, reason)
+			}
 		}
 	case ActionHold:
 		if j.State != spec.StatePending {
@@ -394,7 +408,7 @@ func (c *Controller) act(tx *txn, who Caller, rec *jobRec, action, reason string
 			return err
 		}
 	default:
-		return spec.Errorf(spec.ErrInvalid, "unknown job action %q; use cancel, hold, release, requeue, top or cancel with a signal", action)
+		return spec.Errorf(spec.ErrInvalid, "unknown job action %q; use cancel, hold, release, requeue, top, suspend, resume, notify or cancel with a signal", action)
 	}
 	tx.saveJob(rec)
 	return nil
@@ -440,6 +454,8 @@ func pastTense(action string) string {
 		return "resumed"
 	case ActionTop:
 		return "moved to the top"
+	case ActionNotify:
+		return "notified"
 	}
 	return action
 }
@@ -486,6 +502,7 @@ func (c *Controller) finish(tx *txn, rec *jobRec, state spec.JobState, code, sig
 	}
 	c.obs.JobEnded(j.Partition, state)
 	c.log.Info("job ended", "job_id", j.ID, "state", state, "exit_code", code, "reason", reason)
+	c.endHet(tx, rec, state, code, sig) // het.go
 }
 
 // requeue puts a job whose parts have all ended back in the queue with

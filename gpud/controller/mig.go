@@ -87,7 +87,7 @@ func wholeCapable(g spec.GPU) bool { return !g.MIGEnabled || g.MIGMode == spec.M
 func activeNICs(inv spec.Inventory) []string {
 	var out []string
 	for _, n := range inv.NICs {
-		if n.Active {
+		if n.Active { // one out of service for a while still counts (submit's "could ever")
 			out = append(out, n.Name)
 		}
 	}
@@ -98,7 +98,7 @@ func activeNICs(inv spec.Inventory) []string {
 func schedNICs(inv spec.Inventory) []sched.NIC {
 	var out []sched.NIC
 	for _, n := range inv.NICs {
-		if n.Active {
+		if n.Active && n.Health == "" { // a NIC out of service takes no RDMA job
 			out = append(out, sched.NIC{Name: n.Name, NUMANode: n.NUMANode})
 		}
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/containerd"
 	"github.com/gpud/gpud/runtime/gpu"
+	"github.com/gpud/gpud/runtime/rdma"
 )
 
 var (
@@ -135,7 +137,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		opts = append(opts, node.WithStepNet(*sn))
 		inv.StepPort = stepPort(sn)
 	}
-	hopts, err := healthOption(devs, o.Health)
+	hopts, err := healthOption(devs, o.Health, s.RDMASysfs)
 	if err != nil {
 		return err
 	}
@@ -249,9 +251,10 @@ func joinCluster(ctx context.Context, name, addr string, s config.NodeSection, k
 	return auth.WriteNodeCert(keyPath, certPath, keyPEM, []byte(res.Cert))
 }
 
-// healthOption watches GPU health when the backend can sample its GPUs.
-// A readmission probe runs dcgmi diag where DCGM is installed.
-func healthOption(devs gpu.Devices, h config.Health) ([]node.Option, error) {
+// healthOption watches GPU health when the backend can sample its GPUs,
+// and the RDMA NICs under rdmaSysfs with it ("": none). A readmission
+// probe runs dcgmi diag where DCGM is installed.
+func healthOption(devs gpu.Devices, h config.Health, rdmaSysfs string) ([]node.Option, error) {
 	sampler, ok := devs.(gpu.Sampler)
 	if !ok {
 		return nil, nil
@@ -275,7 +278,38 @@ func healthOption(devs gpu.Devices, h config.Health) ([]node.Option, error) {
 		Prober:       prober,
 		DiagInterval: h.DiagInterval.Std(),
 		Diag:         diag,
+		NICs:         nicReader(rdmaSysfs),
 	})}, nil
+}
+
+// nicReader reads the NICs' state from sysfs each sample (nil without
+// RDMA): "" for a usable NIC, else its ports' states.
+func nicReader(sysfs string) func(context.Context) (map[string]string, error) {
+	if sysfs == "" {
+		return nil
+	}
+	return func(ctx context.Context) (map[string]string, error) {
+		nics, err := rdma.Discover(ctx, sysfs)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]string, len(nics))
+		for _, n := range nics {
+			if n.Active() {
+				out[n.Name] = ""
+				continue
+			}
+			var ports []string
+			for _, p := range n.Ports {
+				ports = append(ports, fmt.Sprintf("port %d %s", p.Num, p.State))
+			}
+			if n.Uverbs == "" {
+				ports = append(ports, "no verbs device")
+			}
+			out[n.Name] = cmp.Or(strings.Join(ports, ", "), "no ports")
+		}
+		return out, nil
+	}
 }
 
 // usageInterval maps node.toml's usage_interval ("0s": never) onto the

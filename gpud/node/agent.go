@@ -110,6 +110,7 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 			nics:       nics,
 			pins:       newCPUPins(cfg.SysfsRoot, o.log),
 			kick:       make(chan struct{}, 1),
+			images:     &imageState{},
 			backoffMin: o.backoffMin,
 			backoffMax: o.backoffMax,
 		},
@@ -401,8 +402,13 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		sent := a.opts.net.Now()
 		hctx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout(interval))
 		events := a.health.pendingEvents()
-		resp, err := a.client.HeartbeatAnswer(hctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current(),
-			GPUEvents: events, Revocations: a.rev.Version()})
+		nicReport, nicProblems := a.health.nicReport()
+		req := api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current(),
+			GPUEvents: events, NICReport: nicReport, NICProblems: nicProblems, Revocations: a.rev.Version()}
+		if puller, ok := a.rt.(runtime.ImagePuller); ok {
+			req.Images, req.Pulls = a.images.inventory(hctx, puller), a.images.pullsNow()
+		}
+		resp, err := a.client.HeartbeatAnswer(hctx, a.cfg.Name, req)
 		cancel()
 		next := max(interval-time.Since(began), 0) // the cadence of a ticker
 		if err != nil && ctx.Err() == nil {
@@ -418,6 +424,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 			a.contactOK(sent, resp.NodeTimeout())
 			a.learnRevocations(sent, resp.Revocations)
 			a.prefetch(ctx, resp.Prefetch)
+			a.images.answered(resp.ImagesVersion)
 			if a.heartbeatAnswered(sent) {
 				a.repoll() // a fence waits for an answer asked after this one
 			}
@@ -596,6 +603,9 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 				}
 				if len(asg.Job.StepSignals) > 0 {
 					r.steps.Signals(ctx, asg.Job.StepSignals)
+				}
+				if len(asg.Job.Notices) > 0 {
+					r.notify(ctx, &asg, self) // runnernotify.go
 				}
 			}
 			continue
@@ -785,12 +795,13 @@ func (a *Agent) recoverContainers(ctx context.Context) error {
 				}
 			}
 			r := &runner{d: &a.runnerDeps, id: ti.ID, allocID: allocID, jobID: spec.JobID(job), deadline: deadline,
-				adopted: true, rec: rec, signalSeq: rec.SignalSeq, done: make(chan struct{}), stopCh: make(chan struct{}),
+				adopted: true, rec: rec, signalSeq: rec.SignalSeq, noticeSeq: rec.NoticeSeq, done: make(chan struct{}), stopCh: make(chan struct{}),
 				steps:  a.steps.NewAlloc(allocID, spec.JobID(job)),
 				learnC: make(chan learned, 1),
 				// A stop begun before the restart keeps its reason; the
 				// controller's next answer repeats the request itself.
 				stopState: rec.StopState, stopWhy: rec.StopWhy}
+			r.outputReady.Store(true) // its output files were made when it started
 			keep[ti.ID] = true
 			log.Info("re-adopting running container", "status", ti.Status)
 			a.startRunner(ctx, r)

@@ -35,6 +35,12 @@ type HealthConfig struct {
 	// Diag is the deep check of a background diagnostic (dcgmi diag at
 	// [health] diag_level, at the lowest CPU priority); nil: quick checks.
 	Diag GPUProber
+	// NICs reads the node's RDMA NICs each sample (nil: not checked): by
+	// name, "" for a usable NIC (a port ACTIVE, a verbs device) or what
+	// is wrong ("port 1 DOWN"). A NIC registered usable that reads wrong
+	// is reported out of service; it comes back after reading usable for
+	// Limits.ProbeAfter.
+	NICs func(ctx context.Context) (map[string]string, error)
 }
 
 // GPUProber checks one GPU in depth before it is readmitted.
@@ -91,6 +97,10 @@ type healthWatcher struct {
 	diag     *diagRun
 	lastDiag map[string]time.Time
 	diagDone chan diagResult
+	// nicOut: the RDMA NICs held out of service, by name, with their
+	// reason; nicClean since when each has read usable again.
+	nicOut   map[string]string
+	nicClean map[string]time.Time
 }
 
 // diagRun is one GPU's background diagnostic under way.
@@ -130,7 +140,8 @@ func newHealthWatcher(a *Agent) *healthWatcher {
 	return &healthWatcher{sampler: a.opts.healthSampler, cfg: c, clock: a.clock, a: a,
 		model: health.New(c.Triage, c.Limits, inv), changed: make(chan struct{}, 1),
 		probed: make(chan probeResult, 1), probing: map[string]bool{}, xidSeen: map[string]uint64{},
-		held: map[string]int{}, lastDiag: map[string]time.Time{}, diagDone: make(chan diagResult, 1)}
+		held: map[string]int{}, lastDiag: map[string]time.Time{}, diagDone: make(chan diagResult, 1),
+		nicOut: map[string]string{}, nicClean: map[string]time.Time{}}
 }
 
 // current returns the GPUs to keep out of service now (nil when all are
@@ -173,12 +184,12 @@ func (h *healthWatcher) hold(out []spec.GPUProblem) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, p := range out {
-		g := h.a.gpus[p.UUID]
+		g := h.a.gpus[cmp.Or(p.GPU, p.UUID)] // a MIG instance's: its GPU's
 		code, _, detail, ok := health.ParseReason(p.Problem)
 		if !ok {
 			code, detail = "held", p.Problem
 		}
-		h.model.Hold(health.Finding{GPU: g.Index, UUID: p.UUID, Code: cmp.Or(p.Code, code), Class: health.Class(p.Class),
+		h.model.Hold(health.Finding{GPU: g.Index, UUID: p.UUID, Parent: p.GPU, Code: cmp.Or(p.Code, code), Class: health.Class(p.Class),
 			Action: health.Action(cmp.Or(p.Action, string(health.DrainGPU))), Detail: detail})
 	}
 	h.problems = problemsOf(h.model.Faults())
@@ -374,16 +385,113 @@ func (h *healthWatcher) check(ctx context.Context) {
 	for _, uuid := range due {
 		h.startProbe(ctx, uuid)
 	}
-	if len(rep.New) > 0 {
+	if h.checkNICs(ctx, now) || len(rep.New) > 0 {
 		h.wake()
 	}
+}
+
+// checkNICs reads the RDMA NICs and reports whether the NICs held out
+// changed: a NIC registered usable that reads wrong goes out at once
+// ("gpud:nic-down NAME what"), and one out that reads usable for
+// ProbeAfter comes back (its reading is the probe: an ACTIVE port with
+// its verbs device).
+func (h *healthWatcher) checkNICs(ctx context.Context, now time.Time) bool {
+	if h.cfg.NICs == nil {
+		return false
+	}
+	states, err := h.cfg.NICs(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.a.log.Warn("read RDMA NIC health; keeping the last verdict", "err", err)
+		}
+		return false
+	}
+	probeAfter := h.cfg.Limits.ProbeAfter
+	if probeAfter <= 0 {
+		probeAfter = time.Minute
+	}
+	h.a.invMu.Lock()
+	nics := slices.Clone(h.a.cfg.Inventory.NICs)
+	h.a.invMu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	changed := false
+	for _, n := range nics {
+		if !n.Active {
+			continue // never usable here: nothing to take out
+		}
+		what, ok := states[n.Name]
+		if !ok {
+			what = "vanished from sysfs"
+		}
+		switch {
+		case what != "":
+			delete(h.nicClean, n.Name)
+			if _, out := h.nicOut[n.Name]; !out {
+				h.nicOut[n.Name] = health.ReasonPrefix + "nic-down " + n.Name + " " + what
+				h.a.log.Warn("RDMA NIC out of service", "nic", n.Name, "problem", what)
+				changed = true
+			}
+		case h.nicOut[n.Name] != "":
+			since, ok := h.nicClean[n.Name]
+			if !ok {
+				h.nicClean[n.Name] = now
+			} else if now.Sub(since) >= probeAfter {
+				h.a.log.Info("RDMA NIC back in service after a clean probe", "nic", n.Name, "was", h.nicOut[n.Name])
+				delete(h.nicOut, n.Name)
+				delete(h.nicClean, n.Name)
+				changed = true
+			}
+		}
+	}
+	return changed
+}
+
+// nicReport returns whether the agent checks its NICs and the ones it
+// holds out of service now.
+func (h *healthWatcher) nicReport() (bool, []spec.NICProblem) {
+	if h == nil || h.cfg.NICs == nil {
+		return false, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []spec.NICProblem
+	for _, name := range slices.Sorted(maps.Keys(h.nicOut)) {
+		out = append(out, spec.NICProblem{Name: name, Problem: h.nicOut[name]})
+	}
+	return true, out
 }
 
 // startProbe probes a faulted GPU whose readings have been clean: a
 // fresh sample must show it present and passing the gate's checks, then
 // the deep check (if any) must pass.
 func (h *healthWatcher) startProbe(ctx context.Context, uuid string) {
-	g := h.a.gpus[uuid]
+	h.mu.Lock()
+	parent := h.model.Parent(uuid)
+	h.mu.Unlock()
+	g := h.a.gpus[cmp.Or(parent, uuid)]
+	if parent != "" {
+		// A MIG instance: the quick checks of its GPU (which must not be
+		// faulted itself) and no XID attributed to it since; no deep
+		// diagnostic, which needs the whole GPU while its other
+		// instances run jobs.
+		h.probes.Add(1)
+		go func() {
+			defer h.probes.Done()
+			h.mu.Lock()
+			faulted := h.model.Faulted(parent)
+			h.mu.Unlock()
+			err := h.quickCheck(ctx, parent)
+			if err == nil && faulted {
+				err = fmt.Errorf("its GPU %s is out of service", parent)
+			}
+			select {
+			case h.probed <- probeResult{uuid: uuid, err: err}:
+			case <-ctx.Done():
+			}
+		}()
+		return
+	}
 	h.probes.Add(1)
 	go func() {
 		defer h.probes.Done()
@@ -434,13 +542,14 @@ func (h *healthWatcher) probeDone(r probeResult) {
 		h.a.log.Warn("GPU readmission probe failed; keeping it out of service", "gpu_uuid", r.uuid, "err", r.err)
 		return
 	}
+	parent := h.model.Parent(r.uuid)
 	cleared := h.model.Readmit(r.uuid)
-	g := h.a.gpus[r.uuid]
+	g := h.a.gpus[cmp.Or(parent, r.uuid)]
 	var codes []string
 	for _, f := range cleared {
 		codes = append(codes, f.Code)
 	}
-	h.addEvent(now, spec.GPUEventReadmit, health.Finding{GPU: g.Index, UUID: r.uuid, Code: strings.Join(codes, ","),
+	h.addEvent(now, spec.GPUEventReadmit, health.Finding{GPU: g.Index, UUID: r.uuid, Parent: parent, Code: strings.Join(codes, ","),
 		Detail: "clean probe after " + strings.Join(codes, ", ")})
 	h.problems = slices.DeleteFunc(h.problems, func(p spec.GPUProblem) bool { return p.UUID == r.uuid })
 	h.mu.Unlock()
@@ -450,7 +559,7 @@ func (h *healthWatcher) probeDone(r probeResult) {
 
 // addEvent queues a history event; callers hold mu.
 func (h *healthWatcher) addEvent(now time.Time, kind string, f health.Finding) {
-	g := h.a.gpus[f.UUID]
+	g := h.a.gpus[cmp.Or(f.Parent, f.UUID)]
 	h.events = append(h.events, spec.GPUEvent{Time: spec.NewTime(now), Node: h.a.cfg.Name, GPU: f.GPU, UUID: f.UUID, Serial: g.Serial,
 		Kind: kind, Code: f.Code, Class: string(f.Class), Action: string(f.Action), Detail: f.Detail})
 	if over := len(h.events) - maxGPUEvents; over > 0 {
@@ -510,7 +619,7 @@ func (h *healthWatcher) gateStart(ctx context.Context, uuids []string) []health.
 func problemsOf(fs []health.Finding) []spec.GPUProblem {
 	var out []spec.GPUProblem
 	for _, f := range fs {
-		out = append(out, spec.GPUProblem{UUID: f.UUID, Problem: f.Reason(), Code: f.Code, Class: string(f.Class), Action: string(f.Action)})
+		out = append(out, spec.GPUProblem{UUID: f.UUID, GPU: f.Parent, Problem: f.Reason(), Code: f.Code, Class: string(f.Class), Action: string(f.Action)})
 	}
 	return out
 }
@@ -522,7 +631,14 @@ func (h *healthWatcher) readings(samples []gpu.Sample, take bool) []health.Readi
 	for i, s := range samples {
 		out[i] = reading(s)
 		for _, x := range s.XIDs {
-			if x.Seq > h.xidSeen[s.UUID] {
+			switch {
+			case x.Seq <= h.xidSeen[s.UUID]:
+			case x.MIG != "":
+				if out[i].MIGXIDs == nil {
+					out[i].MIGXIDs = map[string][]int{}
+				}
+				out[i].MIGXIDs[x.MIG] = append(out[i].MIGXIDs[x.MIG], x.XID)
+			default:
 				out[i].XIDs = append(out[i].XIDs, x.XID)
 			}
 		}

@@ -35,6 +35,7 @@ type allocRecord struct {
 	StopState spec.JobState // set once the agent began ending it on purpose
 	StopWhy   string
 	SignalSeq int
+	NoticeSeq int // the last notify message written (runnernotify.go)
 }
 
 // exitedRetention is how long an ended allocation is remembered. The
@@ -56,6 +57,10 @@ CREATE TABLE IF NOT EXISTS allocs (
 	stop_why   TEXT NOT NULL DEFAULT '',
 	signal_seq INTEGER NOT NULL DEFAULT 0,
 	updated_ns INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS notices (
+	alloc_id TEXT PRIMARY KEY,  -- an allocation whose batch job got notify messages
+	seq      INTEGER NOT NULL   -- the last one written to its stderr
 );
 CREATE TABLE IF NOT EXISTS step_ids (
 	alloc_id TEXT PRIMARY KEY,  -- an allocation whose steps this node numbers (rank 0)
@@ -113,6 +118,10 @@ func openOutboxDSN(ctx context.Context, path, dsn string, now time.Time) (*outbo
 	if _, err := db.ExecContext(ctx, `DELETE FROM allocs WHERE exited = 1 AND updated_ns < ?`, cut); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("prune outbox %s: %w", path, err)
+	}
+	if _, err := db.ExecContext(ctx, `DELETE FROM notices WHERE alloc_id NOT IN (SELECT alloc_id FROM allocs)`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("prune notify messages in outbox %s: %w", path, err)
 	}
 	if _, err := db.ExecContext(ctx, `DELETE FROM step_ids WHERE alloc_id NOT IN (SELECT alloc_id FROM allocs)`); err != nil {
 		db.Close()
@@ -203,6 +212,19 @@ func (o *outbox) markSignal(ctx context.Context, allocID string, job spec.JobID,
 	return nil
 }
 
+// markNotice remembers the last notify message written for alloc.
+func (o *outbox) markNotice(ctx context.Context, allocID string, seq int) error {
+	if o.mem != nil {
+		return o.mem.markNotice(ctx, allocID, seq)
+	}
+	_, err := o.db.ExecContext(ctx, `INSERT INTO notices (alloc_id, seq) VALUES (?, ?)
+		ON CONFLICT(alloc_id) DO UPDATE SET seq = excluded.seq`, allocID, seq)
+	if err != nil {
+		return fmt.Errorf("remember notify message %d of alloc %s: %w", seq, allocID, err)
+	}
+	return nil
+}
+
 // alloc returns what is known about allocID (the zero record if nothing).
 func (o *outbox) alloc(ctx context.Context, allocID string) (allocRecord, error) {
 	if o.mem != nil {
@@ -210,8 +232,9 @@ func (o *outbox) alloc(ctx context.Context, allocID string) (allocRecord, error)
 	}
 	var r allocRecord
 	var state string
-	err := o.db.QueryRowContext(ctx, `SELECT started, exited, stop_state, stop_why, signal_seq FROM allocs WHERE alloc_id = ?`, allocID).
-		Scan(&r.Started, &r.Exited, &state, &r.StopWhy, &r.SignalSeq)
+	err := o.db.QueryRowContext(ctx, `SELECT started, exited, stop_state, stop_why, signal_seq,
+		COALESCE((SELECT seq FROM notices WHERE notices.alloc_id = allocs.alloc_id), 0) FROM allocs WHERE alloc_id = ?`, allocID).
+		Scan(&r.Started, &r.Exited, &state, &r.StopWhy, &r.SignalSeq, &r.NoticeSeq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return allocRecord{}, nil
 	}

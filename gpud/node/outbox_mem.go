@@ -76,6 +76,18 @@ func (m *memOutbox) markSignal(ctx context.Context, allocID string, seq int) err
 	return nil
 }
 
+func (m *memOutbox) markNotice(ctx context.Context, allocID string, seq int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.allocs[allocID]
+	r.NoticeSeq = seq
+	m.allocs[allocID] = r
+	return nil
+}
+
 func (m *memOutbox) alloc(ctx context.Context, allocID string) (allocRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return allocRecord{}, err

@@ -247,6 +247,8 @@ func TestMemoryOutboxAnswersLikeSQLite(t *testing.T) {
 		out = append(out, answer{Err: ob.markStopping(ctx, "a2", 2, spec.StateCancelled, "cancelled", t0) != nil, Comment: "stop a2 again"})
 		out = append(out, answer{Err: ob.markStopping(ctx, "a3", 3, spec.StateCancelled, "never started", t0) != nil, Comment: "stop a3"})
 		out = append(out, answer{Err: ob.markSignal(ctx, "a1", 1, 4, t0) != nil, Comment: "signal a1"})
+		out = append(out, answer{Err: ob.markNotice(ctx, "a1", 2) != nil, Comment: "notice a1"})
+		out = append(out, answer{Err: ob.markNotice(ctx, "a1", 5) != nil, Comment: "notice a1 again"})
 		look("a2")
 		look("a3")
 		look("a1")
@@ -346,5 +348,45 @@ func TestStepIDsDurable(t *testing.T) {
 	}
 	if again, err := ob.reserveStepIDs(ctx, "a2", 32); err != nil || again != 0 {
 		t.Errorf("a2, never started here, was pruned: reserves from %d (%v), want 0", again, err)
+	}
+}
+
+// TestNoticeSeqDurable: the last notify message written for an
+// allocation survives a reopened outbox (an agent restart), so a
+// re-adopted job does not get its messages twice; it is forgotten with
+// the allocation.
+func TestNoticeSeqDurable(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	ob, err := openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: "a1", JobID: 1, Kind: api.EventStarted, Time: spec.NewTime(t0)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.markNotice(ctx, "a1", 3); err != nil {
+		t.Fatal(err)
+	}
+	ob.Close()
+	ob, err = openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ob.alloc(ctx, "a1"); err != nil || r.NoticeSeq != 3 || !r.Started {
+		t.Fatalf("after reopening: %+v, %v; want NoticeSeq 3", r, err)
+	}
+	if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: "a1", JobID: 1, Kind: api.EventExited, Time: spec.NewTime(t0), State: spec.StateCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	ob.Close()
+	ob, err = openOutbox(ctx, slog.Default(), dir, t0.Add(exitedRetention+time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	var n int
+	if err := ob.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM notices`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("notices left after the allocation was pruned: %d (%v)", n, err)
 	}
 }

@@ -62,6 +62,10 @@ type runner struct {
 	stopWhy   string
 	ckptFirst bool // checkpoint before stopping (with the first reason)
 	signalSeq int
+	noticeSeq int // the last notify message written (runnernotify.go)
+	// outputReady says the batch script's output files are in place (the
+	// container started or was re-adopted): a notify message waits for it.
+	outputReady atomic.Bool
 	// frozen says the container is paused (runnersuspend.go); timing
 	// carries the time limit's changes to the runner goroutine.
 	frozen bool
@@ -111,6 +115,7 @@ func newRunner(d *runnerDeps, asg *api.Assignment, self spec.NodeAlloc, rec allo
 		id:        ContainerID(asg.Job.ID, asg.Alloc.Attempt, d.cfg.Name),
 		steps:     d.steps.NewAlloc(asg.Alloc.ID, asg.Job.ID),
 		signalSeq: rec.SignalSeq,
+		noticeSeq: rec.NoticeSeq,
 		done:      make(chan struct{}),
 		stopCh:    make(chan struct{}),
 	}
@@ -234,6 +239,9 @@ func (r *runner) run(ctx context.Context) {
 		for _, m := range r.mig {
 			ev.MIG = append(ev.MIG, m.UUID)
 		}
+		// What the image cost this start (accounting: sacct's
+		// ImagePullTime and ImagePullBytes); zero for an adopted run.
+		ev.PullMS, ev.PullBytes = r.pulled.Duration.Milliseconds(), r.pulled.Bytes
 		if err := r.d.record(ctx, ev); err != nil {
 			// The exit event will still tell the controller it ran.
 			log.Error("record start of job", "err", err)
@@ -350,6 +358,7 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 		if !errors.Is(err, runtime.ErrIDInUse) || try == 3 {
 			if err == nil {
 				r.steps.Started()
+				r.outputReady.Store(true)
 				log.Info("job container started", "image", cfg.Image, "uid", cfg.UID, "gpus", r.self.GPUs)
 			}
 			break

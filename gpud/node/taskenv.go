@@ -26,7 +26,54 @@ func taskEnv(in taskInput, d taskDevs) []string {
 	ours = append(ours, layoutEnv(in)...)
 	ours = append(ours, nicEnv(in)...)
 	ours = append(ours, arrayEnv(in)...)
+	ours = append(ours, hetEnv(in)...)
 	return step.MergeEnv(in.Asg.Job.Env, ours)
+}
+
+// hetEnv is a heterogeneous job's: its size, and each component's
+// variables with _HET_GROUP_N appended to the usual name (Slurm's
+// heterogeneous_jobs.html), in every component's containers.
+func hetEnv(in taskInput) []string {
+	het := in.Asg.Het
+	if len(het) == 0 {
+		return nil
+	}
+	env := []string{"SLURM_HET_SIZE=" + strconv.Itoa(len(het))}
+	for _, hc := range het {
+		sfx := "_HET_GROUP_" + strconv.Itoa(hc.Offset)
+		names := make([]string, len(hc.Nodes))
+		cpus := make([]int, len(hc.Nodes))
+		for i, n := range hc.Nodes {
+			names[i], cpus[i] = n.Node, n.CPUs
+		}
+		nn := strconv.Itoa(len(names))
+		env = append(env,
+			"SLURM_JOB_ID"+sfx+"="+strconv.FormatUint(uint64(hc.JobID), 10),
+			"SLURM_JOB_NODELIST"+sfx+"="+hostlist.Compress(names),
+			"SLURM_NODELIST"+sfx+"="+hostlist.Compress(names),
+			"SLURM_JOB_NUM_NODES"+sfx+"="+nn,
+			"SLURM_NNODES"+sfx+"="+nn,
+			"SLURM_JOB_PARTITION"+sfx+"="+hc.Partition,
+			"SLURM_JOB_ACCOUNT"+sfx+"="+hc.Account,
+			"SLURM_JOB_QOS"+sfx+"="+hc.QOS,
+			"SLURM_JOB_CPUS_PER_NODE"+sfx+"="+step.Counts(cpus),
+		)
+		if t := hc.Tasks; t.NTasks > 0 || t.NTasksPerNode > 0 {
+			nt := t.NTasks
+			if nt == 0 {
+				nt = t.NTasksPerNode * len(names)
+			}
+			env = append(env, "SLURM_NTASKS"+sfx+"="+strconv.Itoa(nt))
+		}
+		if len(hc.GPUIndex) > 0 {
+			s := make([]string, len(hc.GPUIndex))
+			for i, n := range hc.GPUIndex {
+				s[i] = strconv.Itoa(n)
+			}
+			env = append(env, "SLURM_JOB_GPUS"+sfx+"="+strings.Join(s, ","))
+		}
+	}
+	return env
 }
 
 // rankedNodes are the allocation's nodes in rank order.

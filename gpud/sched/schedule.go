@@ -242,6 +242,9 @@ type cycle struct {
 	fgd      []fgdGroup
 	shares   []float64
 	fgdMemo  map[fgdState]fgdScore
+	// holders are the nodes holding each image (image.go).
+	holders             map[string][]uint64
+	orderBuf, bucketBuf []int
 	// mig is the MIG layout (mig.go), built for the first MIG job.
 	mig *migCycle
 	// unplaced are the jobs whose placement failed since the plan's
@@ -254,6 +257,11 @@ type cycle struct {
 	counts map[shape]countEntry
 	// adv are the advance reservations by name (advres.go).
 	adv map[string]*advRes
+	// het are the pending components of each heterogeneous job in the
+	// queue, by leader, built on first use; hetDone the groups decided
+	// (het.go). State events reset both.
+	het     map[spec.JobID][]*Job
+	hetDone map[spec.JobID]bool
 }
 
 type pick struct {
@@ -604,6 +612,10 @@ func (c *cycle) atCap() bool {
 // decide starts, preempts for, reserves for or explains one job.
 func (c *cycle) decide(wj wjob, mayPreempt bool) {
 	j := wj.j
+	if j.HetJobID != 0 {
+		c.decideHet(j) // het.go
+		return
+	}
 	if reason, detail := c.gate(j); reason != "" {
 		c.pending(j, reason, detail)
 		return
@@ -835,7 +847,8 @@ func (c *cycle) alloc(w *workNode, j *Job, g uint64, rank int, free backfill.Res
 	return a
 }
 
-func (c *cycle) start(j *Job, picks []pick, dur int64) {
+// start starts j on picks for dur and returns what it took on each node.
+func (c *cycle) start(j *Job, picks []pick, dur int64) []runPart {
 	c.gen++
 	allocs := make([]spec.NodeAlloc, 0, len(picks))
 	var parts []runPart
@@ -867,11 +880,16 @@ func (c *cycle) start(j *Job, picks []pick, dur int64) {
 		st.Partition = j.Partition
 	}
 	c.plan.Starts = append(c.plan.Starts, st)
-	gpus := jobGPUs(j)
+	c.lim.add(j.QOS, j.User, j.Account, startGPUs(j, picks))
+	return parts
+}
+
+// startGPUs is how many GPUs j started on picks counts against limits.
+func startGPUs(j *Job, picks []pick) int {
 	if len(picks) > max(j.Req.Nodes, 1) && !isFrac(j) {
-		gpus = len(picks) * j.Req.GPUsPerNode // -N MIN-MAX got more than MIN
+		return len(picks) * j.Req.GPUsPerNode // -N MIN-MAX got more than MIN
 	}
-	c.lim.add(j.QOS, j.User, j.Account, gpus)
+	return jobGPUs(j)
 }
 
 // takeShare books fractional j's share of the GPU in p on w from now. The

@@ -96,6 +96,7 @@ func (st *State) EachPriority(fn func(id spec.JobID, total int64)) {
 
 func (st *State) at(now time.Time) {
 	st.c.plan = Plan{}
+	st.c.het, st.c.hetDone = nil, nil
 	st.c.unplaced = st.c.unplaced[:0]
 	st.c.off = max(int64(now.Sub(st.c.now)), st.c.off)
 }

@@ -87,6 +87,10 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if req.TestOnly && len(req.Het) > 0 {
+		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "--test-only of a heterogeneous job is not supported; test each component as a job of its own"))
+		return
+	}
 	if req.TestOnly {
 		res, err := s.c.TestSubmit(r.Context(), id.caller, req.Job)
 		if err != nil {
@@ -101,7 +105,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "%s header: want 1 to %d printable ASCII characters without spaces (api.NewIdempotencyKey makes one)", api.HeaderIdempotencyKey, api.MaxIdempotencyKey))
 		return
 	}
-	ids, err := s.c.SubmitKeyed(r.Context(), id.caller, req.Job, key)
+	ids, err := s.c.SubmitHet(r.Context(), id.caller, req.Job, req.Het, key) // SubmitKeyed without req.Het
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -566,7 +570,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := errors.Join(checkGPUProblems(req.GPUProblems), checkGPUEvents(req.GPUEvents)); err != nil {
+	if err := errors.Join(checkGPUProblems(req.GPUProblems), checkGPUEvents(req.GPUEvents), checkImageReport(req.Images, req.Pulls)); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -591,8 +595,30 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if req.NICReport {
+		for i := range req.NICProblems {
+			req.NICProblems[i].Problem = sanitize(req.NICProblems[i].Problem)
+		}
+		if err := s.c.NICHealth(r.Context(), as, r.PathValue("name"), req.NICProblems); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	var inv *controller.NodeImages
+	if req.Images != nil {
+		inv = &controller.NodeImages{Version: req.Images.Version, Images: req.Images.Images}
+	}
+	var pulls []controller.PullNote
+	for _, p := range req.Pulls {
+		pulls = append(pulls, controller.PullNote{Job: p.Job, Done: p.Done, Total: p.Total, Prefetch: p.Prefetch})
+	}
+	imagesVersion, err := s.c.NodeImages(r.Context(), as, r.PathValue("name"), inv, pulls)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	resp := api.HeartbeatResponse{NodeTimeoutMS: s.c.NodeTimeout().Milliseconds(),
-		Revocations: s.revocationsFor(req.Revocations, req.Revocations != "")}
+		Revocations: s.revocationsFor(req.Revocations, req.Revocations != ""), ImagesVersion: imagesVersion}
 	for _, p := range s.c.PrefetchFor(r.PathValue("name")) {
 		resp.Prefetch = append(resp.Prefetch, api.Prefetch{Job: p.Job, Image: p.Image, UID: p.UID, GID: p.GID, Start: spec.NewTime(p.Start)})
 	}
@@ -626,7 +652,7 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey(), Now: s.c.Now()}
 	for _, a := range list {
 		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
-			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault, ClusterName: a.ClusterName, Gate: a.Gate})
+			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault, ClusterName: a.ClusterName, Gate: a.Gate, Het: a.Het})
 	}
 	s.writeJSON(w, out)
 }
@@ -717,7 +743,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		evs = append(evs, controller.NodeEvent{Seq: e.Seq, Node: e.Node, AllocID: e.AllocID, JobID: e.JobID, Kind: e.Kind,
 			Time: e.Time.Time, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Reason: sanitize(e.Reason),
-			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes, MIG: e.MIG, Step: e.Step, GateFailed: e.GateFailed})
+			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes, MIG: e.MIG, Step: e.Step, GateFailed: e.GateFailed,
+			PullMS: max(e.PullMS, 0), PullBytes: max(e.PullBytes, 0)})
 	}
 	// A node speaks only for its own allocations, usage included: judged
 	// before the events apply (an exit in this batch may end the attempt).

@@ -186,6 +186,24 @@ type JobSpec struct {
 	TimeMin Duration `json:"time_min,omitempty"`
 }
 
+// HetComponent is one component of a heterogeneous job as its nodes see
+// it (api.Assignment.Het): what the SLURM_*_HET_GROUP_N variables say.
+type HetComponent struct {
+	Offset    int    `json:"offset"`
+	JobID     JobID  `json:"job_id"`
+	AllocID   string `json:"alloc_id,omitempty"`
+	Partition string `json:"partition"`
+	Account   string `json:"account,omitempty"`
+	QOS       string `json:"qos,omitempty"`
+	// Nodes are the component's allocation in rank order (empty while it
+	// has none).
+	Nodes []NodeAlloc `json:"nodes,omitempty"`
+	Tasks Tasks       `json:"tasks,omitzero"`
+	// GPUIndex are the node's numbers (nvidia-smi's) of the component's
+	// whole GPUs on its first node (SLURM_JOB_GPUS_HET_GROUP_N).
+	GPUIndex []int `json:"gpu_index,omitempty"`
+}
+
 // Tasks is a job's task layout (JobSpec.Tasks).
 type Tasks struct {
 	NTasks        int `json:"ntasks,omitempty"`
@@ -242,6 +260,14 @@ type Job struct {
 	// ArrayTaskID is its index in the array (%a, SLURM_ARRAY_TASK_ID).
 	ArrayJobID  JobID `json:"array_job_id,omitempty"`
 	ArrayTaskID int   `json:"array_task_id,omitempty"`
+	// HetJobID is the id of the heterogeneous job this job is a component
+	// of (its component 0, the leader; Slurm's HetJobId), 0 for a job that
+	// is not one; HetOffset is its component number (Slurm's
+	// HetJobOffset: squeue shows HetJobID+HetOffset) and HetSize the
+	// number of components. The components start together or not at all.
+	HetJobID  JobID `json:"het_job_id,omitempty"`
+	HetOffset int   `json:"het_offset,omitempty"`
+	HetSize   int   `json:"het_size,omitempty"`
 	// Nodes and GPUs describe the current (or last) allocation: node names,
 	// and the allocated devices' UUIDs (MIG UUIDs for slices).
 	Nodes []string `json:"nodes"`
@@ -292,6 +318,11 @@ type Job struct {
 	// idle-GPU policy's utilisation for the policy's time ("below 5% for
 	// 30 min"); cleared when they get busy again. gpuq shows it.
 	IdleGPU string `json:"idle_gpu,omitempty"`
+	// ImagePull is how far a pull of the job's image is while one runs
+	// on a node: the job's own pull before its task starts (RUNNING), or
+	// a prefetch while it waits (PENDING). From the nodes' heartbeats;
+	// shown (squeue %r, scontrol show job), cleared when the pull ends.
+	ImagePull *ImagePull `json:"image_pull,omitempty"`
 
 	// IdempotencyKey is the Idempotency-Key of the submission that made
 	// the job (a client's random name for one submission): a resend with
@@ -301,6 +332,11 @@ type Job struct {
 	// SignalTarget is who gets SignalName: "" or SignalFull every process,
 	// SignalSteps the steps' tasks, SignalBatch the batch shell only.
 	SignalTarget string `json:"signal_target,omitempty"`
+	// Notices are the latest scontrol notify messages (the newest
+	// MaxNotices); NoticeSeq numbers them. The batch node of the
+	// allocation a notice names appends it to the job's stderr once.
+	Notices   []JobNotice `json:"notices,omitempty"`
+	NoticeSeq int         `json:"notice_seq,omitempty"`
 	// Steps are the current attempt's steps: the batch step and each
 	// srun, running and ended (the newest maxKeptSteps ended ones); ended
 	// steps are in accounting as well.
@@ -380,4 +416,30 @@ type NodeAlloc struct {
 	// (or its node failed): its resources are free again. A job holds
 	// resources while any part of its current Alloc has not ended.
 	Ended bool `json:"ended,omitempty"`
+	// PullMS and PullBytes are what making the job's image ready cost
+	// this part before its task started: the wait for the pull (for a
+	// cached image, the registry's check of the user's access) and the
+	// bytes downloaded for it (0 when the cache held the image, or
+	// another job's pull brought it); 0 and 0 on the host's root.
+	PullMS    int64 `json:"pull_ms,omitempty"`
+	PullBytes int64 `json:"pull_bytes,omitempty"`
+}
+
+// ImagePull is a pull of a job's image under way on one of its nodes.
+type ImagePull struct {
+	Node string `json:"node"`
+	// Done and Total are bytes of the image's blobs (Total 0 until the
+	// registry sent the manifest).
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
+	// Prefetch is true for a pull ahead of the pending job.
+	Prefetch bool `json:"prefetch,omitempty"`
+}
+
+// Percent is how far p is, 0-100 (0 while Total is unknown).
+func (p *ImagePull) Percent() int {
+	if p.Total <= 0 {
+		return 0
+	}
+	return int(min(p.Done*100/p.Total, 100))
 }

@@ -68,12 +68,28 @@ type NIC struct {
 	// Active: a port is ACTIVE and user-space verbs are available.
 	Active  bool   `json:"active"`
 	CDIName string `json:"cdi_name,omitempty"`
+	// Health is "" or why the NIC is out of service: gpud's health
+	// checks write "gpud:nic-down mlx5_0 ..." and lift only such marks
+	// (after a clean probe). Jobs that need RDMA avoid a NIC out of
+	// service; the node's other work goes on.
+	Health string `json:"health,omitempty"`
+}
+
+// NICProblem is an RDMA NIC a node agent found unhealthy: its link down,
+// or its port error counters climbing.
+type NICProblem struct {
+	Name string `json:"name"`
+	// Problem says what is wrong ("gpud:nic-down mlx5_0 port 1 DOWN").
+	Problem string `json:"problem"`
 }
 
 // GPUProblem is a GPU a node agent found unhealthy (over a health limit
 // of node.toml's [health] for the sustain time, or a fatal XID/ECC error).
 type GPUProblem struct {
 	UUID string `json:"uuid"`
+	// GPU is the parent GPU's UUID when UUID names a MIG instance (a
+	// drain-slice finding: only that instance goes out).
+	GPU string `json:"gpu,omitempty"`
 	// Problem says what is wrong ("gpud:temp gpu3 temperature 91C at or
 	// above 85C for 1m0s").
 	Problem string `json:"problem"`
@@ -154,6 +170,10 @@ type Node struct {
 	// Weight orders nodes for placement (scontrol update Weight=; lower
 	// first); 0 is the default.
 	Weight int `json:"weight,omitempty"`
+	// CachedImages counts the images in the node's image cache as its
+	// last report said (scontrol show node). Only the count: which
+	// images a node holds tells which images its users run.
+	CachedImages int `json:"cached_images,omitempty"`
 	// Power is the node's power-saving state ("" powered on; power.go).
 	Power PowerState `json:"power,omitempty"`
 	// PowerSince is when the node entered Power (zero when on).
@@ -202,4 +222,9 @@ type MIGSlice struct {
 	UUID string `json:"uuid,omitempty"`
 	// Job holds the slice (in the controller's node view); 0 when idle.
 	Job JobID `json:"job,omitempty"`
+	// Health is "" or why the instance is out of service (a fault NVML
+	// attributed to it alone: "gpud:xid94 gpu3 ..."); the GPU's other
+	// instances keep scheduling. gpud lifts only its own marks, after a
+	// clean probe.
+	Health string `json:"health,omitempty"`
 }

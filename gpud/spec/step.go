@@ -62,6 +62,19 @@ type StepSignal struct {
 	By      string `json:"by,omitempty"`
 }
 
+// JobNotice is one scontrol notify message to a running batch job: the
+// node running the batch script of allocation AllocID appends it to the
+// job's stderr, as Slurm's slurmstepd does ("slurmstepd: error: MSG").
+type JobNotice struct {
+	AllocID string `json:"alloc_id"`
+	Seq     int    `json:"seq"`
+	Message string `json:"message"`
+	By      string `json:"by,omitempty"`
+}
+
+// MaxNotices bounds the notify messages a job keeps for its nodes.
+const MaxNotices = 8
+
 // Signal targets (Job.SignalTarget, scancel -b/-f), as Slurm's: a signal
 // goes to the steps' tasks and not to the batch shell, to the batch shell
 // only (-b, --signal=B:), or to every process of the job (-f).

@@ -251,6 +251,42 @@ func (js *JobSpec) Validate() error {
 	return errors.Join(c.errs...)
 }
 
+// MaxHetComponents bounds the components of a heterogeneous job (Slurm's
+// MAX_HET_JOB_COMPONENTS is 128).
+const MaxHetComponents = 128
+
+// HetScript is the script of a heterogeneous job's components after the
+// first: their nodes hold their share and run what srun --het-group
+// sends them; component 0's script is the job's.
+const HetScript = "#!/bin/sh\n# heterogeneous job component: its nodes hold; steps come from srun --het-group\n"
+
+// ValidateHet checks the further components comps of the heterogeneous
+// job whose component 0 is lead (each spec on its own is Validate's),
+// each problem named with its component ("hetjob component 1: ...").
+func ValidateHet(lead *JobSpec, comps []JobSpec) error {
+	var c fieldChecker
+	if len(comps)+1 > MaxHetComponents {
+		c.bad("hetjob", "a heterogeneous job has %d components; at most %d", len(comps)+1, MaxHetComponents)
+		return errors.Join(c.errs...)
+	}
+	if lead.Array != "" {
+		c.bad("--array", "--array: a heterogeneous job cannot be an array job (Slurm refuses them too); submit the array and the heterogeneous job separately")
+	}
+	for i := range comps {
+		comp := comps[i]
+		if comp.Script == "" {
+			comp.Script = HetScript
+		}
+		if comp.Array != "" {
+			c.bad("--array", "hetjob component %d: --array: a component cannot be an array job; remove --array", i+1)
+		}
+		for _, fe := range FieldErrors(comp.Validate()) {
+			c.errs = append(c.errs, &FieldError{Field: fe.Field, Msg: fmt.Sprintf("hetjob component %d: %s", i+1, fe.Msg)})
+		}
+	}
+	return errors.Join(c.errs...)
+}
+
 func cmpOr(a, b string) string {
 	if a != "" {
 		return a

@@ -207,6 +207,11 @@ func orNA(b []byte, s string) []byte {
 func appendJobField(b []byte, j *spec.Job, verb byte, now time.Time) []byte {
 	switch verb {
 	case 'i':
+		if j.HetJobID != 0 { // a heterogeneous job's component: 7+1
+			b = strconv.AppendUint(b, uint64(j.HetJobID), 10)
+			b = append(b, '+')
+			return strconv.AppendInt(b, int64(j.HetOffset), 10)
+		}
 		if j.ArrayJobID != 0 {
 			b = strconv.AppendUint(b, uint64(j.ArrayJobID), 10)
 			b = append(b, '_')
@@ -286,6 +291,13 @@ func appendJobField(b []byte, j *spec.Job, verb byte, now time.Time) []byte {
 			// runs the job (%R keeps Slurm's bare "(Resources)").
 			b = append(b, " ("...)
 			b = append(b, j.NodeReasons...)
+			b = append(b, ')')
+		}
+		if p := ImagePull(j); p != "" {
+			// A pull under way: the job's own before it starts, or
+			// the node's prefetch while it waits.
+			b = append(b, " ("...)
+			b = append(b, p...)
 			b = append(b, ')')
 		}
 		return b

@@ -227,6 +227,26 @@ func (c *Cmd) waitJob(ctx context.Context, args []string) error {
 	}
 }
 
+// notify is scontrol notify JOBID MESSAGE...: the words after the job id
+// are the message, which the running batch job gets in its stderr.
+func (c *Cmd) notify(ctx context.Context, args []string) error {
+	if len(args) < 2 {
+		return invalid("notify needs a job id and a message; e.g. scontrol notify 42 'the file system goes read-only at 18:00'")
+	}
+	s, err := parseSel(args[0])
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	if _, err := cl.RefAction(ctx, s.ref, "notify", api.JobActionRequest{Reason: strings.Join(args[1:], " ")}); err != nil {
+		return fmt.Errorf("notify job %s: %w", s.ref, err)
+	}
+	return nil
+}
+
 // waitJobPoll is how often wait_job asks (Slurm's scontrol polls too).
 const waitJobPoll = 500 * time.Millisecond
 

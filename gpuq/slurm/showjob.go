@@ -29,6 +29,14 @@ func writeJobShow(b *bytes.Buffer, j *spec.Job, now time.Time, detail int) {
 	if j.ArrayJobID != 0 {
 		head = append(head, "ArrayJobId="+strconv.FormatUint(uint64(j.ArrayJobID), 10), "ArrayTaskId="+strconv.Itoa(j.ArrayTaskID))
 	}
+	if j.HetJobID != 0 {
+		// Slurm's: the leader, the component, and the ids of them all.
+		set := strconv.FormatUint(uint64(j.HetJobID), 10)
+		if j.HetSize > 1 {
+			set += "-" + strconv.FormatUint(uint64(j.HetJobID)+uint64(j.HetSize)-1, 10)
+		}
+		head = append(head, "HetJobId="+strconv.FormatUint(uint64(j.HetJobID), 10), "HetJobOffset="+strconv.Itoa(j.HetOffset), "HetJobIdSet="+set)
+	}
 	head = append(head, "JobName="+null(j.Name))
 	reason := j.Reason
 	if reason == "" {
@@ -136,6 +144,9 @@ func writeJobShow(b *bytes.Buffer, j *spec.Job, now time.Time, detail int) {
 		[]string{"SubmitDir=" + null(j.SubmitDir), "Image=" + null(j.Image), "Signal=" + null(j.JobSpec.Signal), "Hold=" + boolNum(j.Hold)},
 		[]string{"Attempt=" + strconv.Itoa(j.Attempt), "Checkpoints=" + strconv.Itoa(j.Checkpoints), "IdleGPU=" + null(j.IdleGPU)},
 	)
+	if f := format.ImageFields(j); len(f) > 0 {
+		lines = append(lines, f)
+	}
 	if j.NodeReasons != "" {
 		// Why no node runs the pending job now; the last line, as its
 		// value has spaces.

@@ -61,7 +61,14 @@ type options struct {
 // layout, as Slurm's srun reads SLURM_NTASKS and friends: the task counts
 // only when none of -n, -N and --ntasks-per-node was given.
 func (o *options) envDefaults(getenv func(string) string) {
-	num := func(k string) int { n, _ := strconv.Atoi(getenv(k)); return max(n, 0) }
+	layout := getenv
+	if o.req.HetGroup > 0 && getenv("SLURM_HET_SIZE") != "" {
+		// The task layout of the component the step runs in, not the
+		// batch script's (Slurm's _HET_GROUP_N variables).
+		sfx := "_HET_GROUP_" + strconv.Itoa(o.req.HetGroup-1)
+		layout = func(k string) string { return getenv(k + sfx) }
+	}
+	num := func(k string) int { n, _ := strconv.Atoi(layout(k)); return max(n, 0) }
 	if !o.given["n"] && !o.given["N"] && !o.given["ntasks-per-node"] {
 		o.req.NTasks = num("SLURM_NTASKS")
 		o.req.NTasksPerNode = num("SLURM_NTASKS_PER_NODE")
@@ -131,6 +138,7 @@ const Usage = `usage: srun [options] COMMAND [ARGS...]
   -m, --distribution=block|cyclic|plane=N[:block|cyclic|fcyclic[:block|cyclic|fcyclic]]
                             tasks over the nodes, then the node's CPUs over the tasks (sockets, cores)
   -i, --input=all|none|0    srun's input to task 0 (all, 0) or to no task (none)
+      --het-group=N         run in component N of a heterogeneous job (sbatch's hetjob), with its nodes and variables
   -D, --chdir=DIR           tasks' working directory
       --pty                 run task 0 on a terminal (srun's own in raw mode; the other tasks' output is dropped)
   -X, --disable-status      a single ^C sends SIGINT to the tasks (default: it shows their state; two within 1 s abort)
@@ -168,6 +176,10 @@ var optSet = withAllocOptions(&getopt.Set{Mode: getopt.StopAtFirst, Opts: []geto
 	{Long: "unbuffered", Short: 'u'},
 	{Long: "kill-on-bad-exit", Short: 'K', Arg: getopt.Optional},
 	{Long: "overlap"},
+	// Slurm's heterogeneous job component of the step (and its older
+	// name, pack-group).
+	{Long: "het-group", Arg: getopt.Required},
+	{Long: "pack-group", Arg: getopt.Required},
 	{Long: "jobid", Arg: getopt.Required},
 	{Long: "exclusive", Arg: getopt.Optional},
 	{Long: "exact"},
@@ -305,6 +317,17 @@ func parse(args []string) (options, error) {
 			o.req.KillOnBadExit = !p.HasValue || p.Value != "0"
 		case "overlap":
 			o.req.Overlap = true
+		case "het-group", "pack-group":
+			var n int
+			n, err = strconv.Atoi(p.Value)
+			switch {
+			case err != nil && strings.ContainsAny(p.Value, ",-"):
+				err = fmt.Errorf("srun: --het-group=%s: a step across several components is not supported by gpud; run one srun per component (srun --het-group=N ... &) and wait for them", p.Value)
+			case err != nil || n < 0 || n >= 128:
+				err = fmt.Errorf("srun: --het-group=%s: give a component number, 0 to 127", p.Value)
+			default:
+				o.req.HetGroup = n + 1
+			}
 		case "jobid":
 			if n, perr := strconv.ParseUint(p.Value, 10, 32); perr != nil || n == 0 {
 				err = fmt.Errorf("srun: --jobid wants a job ID (a number), not %q", p.Value)

@@ -348,9 +348,9 @@ func TestEveryProblemInOnePass(t *testing.T) {
 	want := "gpusubmit: command line: unknown option --partiton; did you mean --partition? see gpusubmit --help for the options gpud honours\n" +
 		"gpusubmit: line 2 of job.sh: unknown option --tme; did you mean --time? see gpusubmit --help for the options gpud honours\n" +
 		"gpusubmit: line 3 of job.sh: --cpu-bind is an sbatch option gpud cannot honour (the node does not bind tasks to CPUs); remove it\n" +
-		"gpusubmit: line 4 of job.sh: heterogeneous jobs (#SBATCH hetjob) are not supported by gpud; submit each component as its own job, linked with --dependency=after:JOBID if they must start in order\n" +
-		"gpusubmit: line 5 of job.sh: --nodes: bad node count \"0\"; use N or MIN-MAX with N >= 1 and MIN <= MAX\n" +
-		"gpusubmit: line 3 of job.sh: --mem: bad memory size \"lots\"; use a whole number with an optional K, M, G or T suffix, B or iB allowed (500M, 4G, 8gb, 1T; no suffix means MiB)\n"
+		"gpusubmit: line 3 of job.sh: --mem: bad memory size \"lots\"; use a whole number with an optional K, M, G or T suffix, B or iB allowed (500M, 4G, 8gb, 1T; no suffix means MiB)\n" +
+		// Line 4 (#SBATCH hetjob) begins a heterogeneous job's component 1.
+		"gpusubmit: hetjob component 1: line 5 of job.sh: --nodes: bad node count \"0\"; use N or MIN-MAX with N >= 1 and MIN <= MAX\n"
 	if got.code != 2 {
 		t.Errorf("exit %d, want 2", got.code)
 	}
@@ -403,4 +403,45 @@ func BenchmarkSbatchClient(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestHetJobComponents: a heterogeneous job's components, from a
+// script's `#SBATCH hetjob` lines and from ":" on the command line, each
+// with its own resources, over what component 0 propagates (Slurm's
+// rules: the job name and account are, the node and GPU counts not).
+func TestHetJobComponents(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string
+		args   []string
+	}{
+		{"script", "#!/bin/sh\n#SBATCH -J het -A lab -p cpu -N2 -c4\n#SBATCH hetjob\n#SBATCH -p gpu --gpus-per-node=2 -n1\n#SBATCH packjob\n#SBATCH -N1 --mem=1G\ntrue\n", nil},
+		{"command line", "#!/bin/sh\ntrue\n", []string{"-J", "het", "-A", "lab", "-p", "cpu", "-N2", "-c4", ":", "-p", "gpu", "--gpus-per-node=2", "-n1", ":", "-N1", "--mem=1G"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctl := fakectl.New(t)
+			path := writeScript(t, tc.script)
+			got := run(t, ctl, append(tc.args, path)...)
+			if got.code != 0 {
+				t.Fatalf("exit %d: %s", got.code, got.stderr)
+			}
+			sub := ctl.Submitted(t)[0]
+			js := sub.Job
+			if js.Partition != "cpu" || js.Resources.Nodes != 2 || js.Resources.CPUsPerNode != 4 || len(sub.Het) != 2 {
+				t.Fatalf("component 0: partition %q nodes %d cpus %d, %d more components", js.Partition, js.Resources.Nodes, js.Resources.CPUsPerNode, len(sub.Het))
+			}
+			c1, c2 := sub.Het[0], sub.Het[1]
+			if c1.Name != "het" || c1.Account != "lab" || c1.Partition != "gpu" || c1.Resources.GPUsPerNode != 2 || c1.Tasks.NTasks != 1 || c1.Resources.Nodes > 1 {
+				t.Errorf("component 1: %+v", c1)
+			}
+			if c2.Partition != "cpu" || c2.Resources.MemMiB != 1024 || c2.Resources.GPUsPerNode != 0 || c2.Resources.Nodes != 1 || c2.Script != spec.HetScript {
+				t.Errorf("component 2 (propagated partition, own memory): %+v", c2)
+			}
+		})
+	}
+	ctl := fakectl.New(t)
+	got := run(t, ctl, "--array=1-3", "-N1", ":", "-N1", "--wrap", "true")
+	if got.code != 2 || !strings.Contains(got.stderr, "cannot be an array job") {
+		t.Errorf("an array heterogeneous job: exit %d, %q; want a refusal", got.code, got.stderr)
+	}
 }

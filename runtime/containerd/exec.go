@@ -17,6 +17,14 @@ import (
 	"github.com/gpud/gpud/runtime"
 )
 
+// notFound says err is containerd's "not found", as a gRPC status or as
+// the client returns it, already made native (a second errgrpc.ToNative
+// of that loses its class: an exec that was never created then looked
+// like any other failure to a restarted agent).
+func notFound(err error) bool {
+	return errdefs.IsNotFound(err) || errdefs.IsNotFound(errgrpc.ToNative(err))
+}
+
 // Exec starts a process inside the running container id (containerd's
 // task Exec, which containerd 1.6 serves too): a step task. It inherits
 // the container process's user, groups, capabilities and rlimits; its
@@ -28,7 +36,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cfg runtime.ExecConfig) (
 	}
 	ctr, err := r.client.LoadContainer(ctx, id)
 	if err != nil {
-		if errdefs.IsNotFound(errgrpc.ToNative(err)) {
+		if notFound(err) {
 			return nil, fmt.Errorf("exec in %s: %w", id, runtime.ErrNotFound)
 		}
 		return nil, fmt.Errorf("exec in %s: %w", id, err)
@@ -196,7 +204,7 @@ func (e *execProc) Wait(ctx context.Context) (runtime.ExitStatus, error) {
 
 func (e *execProc) Signal(ctx context.Context, sig syscall.Signal) error {
 	err := e.proc.Kill(e.r.nsCtx(ctx), sig)
-	if err != nil && errdefs.IsNotFound(errgrpc.ToNative(err)) {
+	if err != nil && notFound(err) {
 		return fmt.Errorf("signal process %s: %w", e.proc.ID(), runtime.ErrNotFound)
 	}
 	return err
@@ -204,7 +212,7 @@ func (e *execProc) Signal(ctx context.Context, sig syscall.Signal) error {
 
 func (e *execProc) Delete(ctx context.Context) error {
 	_, err := e.proc.Delete(e.r.nsCtx(ctx), client.WithProcessKill)
-	if err != nil && errdefs.IsNotFound(errgrpc.ToNative(err)) {
+	if err != nil && notFound(err) {
 		return nil
 	}
 	return err

@@ -10,8 +10,6 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
-	"github.com/containerd/errdefs"
-	"github.com/containerd/errdefs/pkg/errgrpc"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/gpud/gpud/runtime"
@@ -56,14 +54,14 @@ func (r *Runtime) AttachExec(ctx context.Context, id, execID string, cfg runtime
 	ctx = r.nsCtx(ctx)
 	ctr, err := r.client.LoadContainer(ctx, id)
 	if err != nil {
-		if errdefs.IsNotFound(errgrpc.ToNative(err)) {
+		if notFound(err) {
 			return nil, fmt.Errorf("attach to %s in %s: %w", execID, id, runtime.ErrNotFound)
 		}
 		return nil, fmt.Errorf("attach to %s in %s: %w", execID, id, err)
 	}
 	task, err := ctr.Task(ctx, nil)
 	if err != nil {
-		if errdefs.IsNotFound(errgrpc.ToNative(err)) {
+		if notFound(err) {
 			return nil, fmt.Errorf("attach to %s in %s: the container has no task: %w", execID, id, runtime.ErrNotFound)
 		}
 		return nil, fmt.Errorf("attach to %s in %s: %w", execID, id, err)
@@ -77,7 +75,7 @@ func (r *Runtime) AttachExec(ctx context.Context, id, execID string, cfg runtime
 	// cio.NewAttach leaves out the streams given as nil.
 	proc, err := task.LoadProcess(ctx, execID, cio.NewAttach(cio.WithStreams(stdin, cfg.Stdout, cfg.Stderr)))
 	if err != nil {
-		if errdefs.IsNotFound(errgrpc.ToNative(err)) {
+		if notFound(err) {
 			return nil, fmt.Errorf("attach to %s in %s: %w", execID, id, runtime.ErrNotFound)
 		}
 		return nil, fmt.Errorf("attach to %s in %s: %w", execID, id, err)

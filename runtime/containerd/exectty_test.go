@@ -181,3 +181,22 @@ func TestAttachExecCreatedNotStarted(t *testing.T) {
 	}
 	_ = proc.Delete(ctx)
 }
+
+// TestAttachExecNeverCreated: attaching to an exec the caller died before
+// creating answers runtime.ErrNotFound (a restarted node agent then
+// starts the step's task, which never ran), not an unclassified error.
+func TestAttachExecNeverCreated(t *testing.T) {
+	t.Parallel()
+	addr := containerdtest.Start(t)
+	rt := newRuntime(t, addr)
+	ctx := context.Background()
+	cfg := hostTask(t, jobDir(t), "/bin/sh", "-c", "sleep 60")
+	if err := rt.Start(ctx, cfg); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = rt.Delete(context.Background(), cfg.ID) })
+	_, err := rt.AttachExec(ctx, cfg.ID, "never-created", runtime.ExecConfig{})
+	if !errors.Is(err, runtime.ErrNotFound) {
+		t.Fatalf("AttachExec of an exec never created: %v; want runtime.ErrNotFound", err)
+	}
+}

@@ -343,6 +343,11 @@ func TestPrepareUserFile(t *testing.T) {
 			t.Errorf("%s: took %v (blocked?)", tc.name, time.Since(start))
 		}
 		intact(tc.name)
+		// A notify message (AppendUserFile) is refused the same way.
+		if err := AppendUserFile(p, cred, []byte("slurmstepd: error: hi\n")); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: append: %v; want a refusal saying %q", tc.name, err, tc.want)
+		}
+		intact(tc.name + " (append)")
 	}
 	if b, _ := os.ReadFile(filepath.Join(shared, "another_user's_file.out")); string(b) != "root's" {
 		t.Errorf("another user's file became %q", b)
@@ -369,6 +374,12 @@ func TestPrepareUserFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(own); string(b) != "old run\n" {
 		t.Errorf("append mode emptied the file: %q", b)
+	}
+	if err := AppendUserFile(own, cred, []byte("slurmstepd: error: hi\n")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(own); string(b) != "old run\nslurmstepd: error: hi\n" {
+		t.Errorf("after AppendUserFile the file is %q", b)
 	}
 	if err := PrepareUserFile(own, cred, true); err != nil {
 		t.Fatal(err)

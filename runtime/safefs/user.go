@@ -130,6 +130,53 @@ func PrepareUserFile(path string, cred Cred, truncate bool) error {
 	})
 }
 
+// AppendUserFile appends b to path, a regular file of cred's user (made
+// if missing), with the user's rights (AsUser): its directory reached as
+// PrepareUserFile reaches it, the file opened O_APPEND and O_NOFOLLOW (a
+// symlink is never followed, a FIFO never blocks) and checked on its
+// descriptor (a regular file of the user's uid with no other hard link)
+// before anything is written.
+func AppendUserFile(path string, cred Cred, b []byte) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("output file %q: path is not absolute", path)
+	}
+	path = filepath.Clean(path)
+	dir, base := filepath.Split(path)
+	return AsUser(cred, func() error {
+		dfd, err := userDir(dir, cred.UID)
+		if err != nil {
+			return fmt.Errorf("output file %s: %w", path, err)
+		}
+		defer unix.Close(dfd)
+		fd, err := openat(dfd, base, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			var st unix.Stat_t // say what is there when that is why
+			if lerr := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); lerr == nil {
+				if err := checkUserFile(path, &st, cred.UID); err != nil {
+					return err
+				}
+			}
+			return fmt.Errorf("open output file %s as uid %d: %w", path, cred.UID, err)
+		}
+		defer unix.Close(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("check output file %s: %w", path, err)
+		}
+		if err := checkUserFile(path, &st, cred.UID); err != nil {
+			return err
+		}
+		for len(b) > 0 {
+			n, err := unix.Write(fd, b)
+			if err != nil {
+				return fmt.Errorf("append to output file %s: %w", path, err)
+			}
+			b = b[n:]
+		}
+		return nil
+	})
+}
+
 // maxSymlinks bounds the symlinks one walk follows (the kernel's own
 // limit is 40).
 const maxSymlinks = 40

@@ -26,6 +26,17 @@ func (r SubmitRequest) MarshalJSON() ([]byte, error) {
 	w.open()
 	w.key("job")
 	appendJobSpec(&w, &r.Job)
+	if len(r.Het) > 0 {
+		w.key("het")
+		w.b = append(w.b, '[')
+		for i := range r.Het {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			appendJobSpec(&w, &r.Het[i])
+		}
+		w.b = append(w.b, ']')
+	}
 	if r.TestOnly {
 		w.key("test_only")
 		w.bool(true)
@@ -196,7 +207,7 @@ func (w *objWriter) value(v any) {
 // submitFields lists, field by field, the struct fields MarshalJSON
 // writes: name and json tag.
 var submitFields = map[reflect.Type][][2]string{
-	reflect.TypeFor[SubmitRequest](): {{"Job", "job"}, {"TestOnly", "test_only,omitempty"}, {"IdempotencyKey", "-"}},
+	reflect.TypeFor[SubmitRequest](): {{"Job", "job"}, {"Het", "het,omitempty"}, {"TestOnly", "test_only,omitempty"}, {"IdempotencyKey", "-"}},
 	reflect.TypeFor[spec.JobSpec](): {{"Name", "name"}, {"Partition", "partition"}, {"QOS", "qos"}, {"Account", "account"},
 		{"Resources", "resources"}, {"TimeLimit", "time_limit"}, {"TimeUnlimited", "time_unlimited,omitempty"}, {"Script", "script"},
 		{"Args", "args,omitempty"}, {"Env", "env,omitempty"}, {"WorkDir", "work_dir"}, {"SubmitDir", "submit_dir"},

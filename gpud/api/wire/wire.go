@@ -100,6 +100,11 @@ func CodeKind(code string) error {
 // SubmitRequest is POST /v1/jobs.
 type SubmitRequest struct {
 	Job spec.JobSpec `json:"job"`
+	// Het are the further components of a heterogeneous job (sbatch's
+	// `:` and `#SBATCH hetjob`), each with its own resources, partition
+	// and task layout; Job is component 0, whose script runs. The
+	// controller makes one job per component, with consecutive ids.
+	Het []spec.JobSpec `json:"het,omitempty"`
 	// TestOnly validates and estimates without keeping the job.
 	TestOnly bool `json:"test_only,omitempty"`
 	// IdempotencyKey, sent as the Idempotency-Key header, names this

@@ -82,4 +82,38 @@ func TestRDMAPairedNICs(t *testing.T) {
 		c.WaitState(strings.TrimSpace(r.Stdout), 60*time.Second, "RUNNING") // holds GPUs 0-3
 		run(t, "mlx5_2,mlx5_3", "rdma_cm uverbs2 uverbs3")
 	})
+	// The node's health loop reads the NICs with every sample (10 s here):
+	// a port that goes DOWN takes its NIC out of service; a job asking for
+	// all four NICs waits while jobs without RDMA still run on the node;
+	// the port back ACTIVE for probe_after (1 minute here) readmits the NIC
+	// and the job starts.
+	t.Run("a NIC whose port goes down is drained and readmitted", func(t *testing.T) {
+		state := filepath.Join(sysfs, "class", "infiniband", "mlx5_3", "ports", "1", "state")
+		nodes := func() string { return c.CLI(work, "gpuq", "nodes", "--json").Stdout }
+		if err := os.WriteFile(state, []byte("1: DOWN\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e2etest.WaitFor(t, 30*time.Second, "the NIC's mark on the node", func() bool {
+			return strings.Contains(nodes(), "gpud:nic-down mlx5_3 port 1 DOWN")
+		})
+		r := c.CLI(work, "gpusubmit", "--parsable", "--gpus=1", "--rdma=4", "--output", "rdma4-%j.out", "--wrap", "true")
+		if r.Code != 0 {
+			t.Fatalf("gpusubmit --rdma=4: exit %d: %s", r.Code, r.Stderr)
+		}
+		all := strings.TrimSpace(r.Stdout)
+		// A job without RDMA, submitted after, runs and ends meanwhile.
+		if r := c.CLI(work, "gpusubmit", "--wait", "--gpus=1", "--output", "plain-%j.out", "--wrap", "true"); r.Code != 0 {
+			t.Fatalf("gpusubmit without RDMA: exit %d: %s", r.Code, r.Stderr)
+		}
+		if st := c.CLI(work, "gpuq", "show", all).Stdout; !strings.Contains(st, "PENDING") {
+			t.Fatalf("the --rdma=4 job is not pending while a NIC is out:\n%s", st)
+		}
+		if err := os.WriteFile(state, []byte("4: ACTIVE\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.WaitState(all, 180*time.Second, "COMPLETED")
+		if n := nodes(); strings.Contains(n, "nic-down") {
+			t.Errorf("the NIC's mark stayed after its readmission: %s", n)
+		}
+	})
 }

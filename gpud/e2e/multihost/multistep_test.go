@@ -35,6 +35,7 @@ func TestMultiHostSteps(t *testing.T) {
 	t.Logf("two-host cluster up in %v", time.Since(start).Round(time.Millisecond))
 	t.Run("NestedSrun", mh.testNestedSrun)
 	t.Run("AgentKill", mh.testStepAgentKill)
+	t.Run("AgentKillAtStart", mh.testAgentKillAtStart)
 	t.Run("GangStart", mh.testGangStart)
 }
 
@@ -294,4 +295,78 @@ func agentLogTime(log, msg, allocID string) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// startKillScript runs step 0 over both hosts as its first command; its
+// last command succeeds whatever srun did, as a batch script's often does.
+const startKillScript = `#!/bin/bash
+echo "script start restart $SLURM_RESTART_COUNT"
+srun -N2 -n2 -l bash -c 'for i in 1 2 3; do echo "line $i on $SLURMD_NODENAME"; done'
+echo "srun rc=$?"
+`
+
+// testAgentKillAtStart: kill -9 of the batch node's agent (gpu1's) while
+// srun starts step 0, restarted 10s later (a TestChaosShort run found such
+// a job COMPLETED with no step 0 and none of its lines: the agent had
+// recorded gpu1's part of the step and died before creating its task,
+// which the restarted agent then reported lost). The step is not lost: the
+// job ends COMPLETED with step 0's lines from both hosts in its last
+// attempt (the task never created is started by the restarted agent; a
+// step whose tasks' fate is unknown fails the attempt, which is requeued).
+// The kill comes at the moment gpu1's agent records its part of the step
+// (the window that run hit), at the moment it records the step, and 300ms
+// after the container started.
+func (mh *multiHost) testAgentKillAtStart(t *testing.T) {
+	mh.sub(t)
+	mh.writeScript("start-kill.sh", startKillScript)
+	victim := mh.nodes["gpu1"]
+	for _, at := range []string{"step-0.tasks.json", "step-0.json", "300ms"} {
+		id := mh.submit("-N", "2", "-w", "gpu1,gpu2", "--time", "5", "--output", "start-kill-%j.out", "start-kill.sh")
+		outFile := filepath.Join(mh.work, fmt.Sprintf("start-kill-%d.out", id))
+		if d, err := time.ParseDuration(at); err == nil {
+			deadline := time.Now().Add(2 * time.Minute)
+			for agentLogTime(victim.log.String(), "job container started", fmt.Sprintf("%d.1", id)).IsZero() {
+				if time.Now().After(deadline) {
+					t.Fatalf("job %d's container did not start on gpu1 within 2m", id)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(d)
+		} else {
+			// Polled without sleeping: the part's record comes
+			// milliseconds before its task's process.
+			record := filepath.Join(victim.dir, "state", "jobs", fmt.Sprintf("gpud-%d-1-gpu1", id), at)
+			deadline := time.Now().Add(2 * time.Minute)
+			for _, err := os.Stat(record); err != nil; _, err = os.Stat(record) {
+				if time.Now().After(deadline) {
+					t.Fatalf("gpu1's agent never wrote %s", record)
+				}
+			}
+		}
+		victim.stopAgent(syscall.SIGKILL)
+		killed := time.Now()
+		oldLog := victim.log.String()
+		time.Sleep(10 * time.Second)
+		victim.startAgent(t, mh)
+		j := e2etest.WaitJob(t, mh.c.Client(), id, 3*time.Minute, "the job's end", func(j spec.Job) bool { return j.State.Terminal() })
+		b, _ := os.ReadFile(outFile)
+		out := string(b)
+		last := out[max(0, strings.LastIndex(out, "script start")):]
+		var problems []string
+		if j.State != spec.StateCompleted {
+			problems = append(problems, fmt.Sprintf("the job ended %s (%s)", j.State, j.Reason))
+		}
+		for _, want := range []string{"0: line 1 on gpu1\n", "0: line 3 on gpu1\n", "1: line 1 on gpu2\n", "1: line 3 on gpu2\n", "srun rc=0\n"} {
+			if !strings.Contains(last, want) {
+				problems = append(problems, fmt.Sprintf("its last attempt's output lacks %q", want))
+			}
+		}
+		if len(problems) > 0 {
+			t.Errorf("kill -9 of gpu1's agent at %s of job %d: the job ended %s in attempt %d:\n  %s\noutput:\n%s\ngpu1's log before the kill:\n%s\ngpu1's log after:\n%s\ngpu2's log:\n%s",
+				at, id, j.State, j.Attempt, strings.Join(problems, "\n  "), out, oldLog, victim.log.String(), mh.nodes["gpu2"].log.String())
+			return
+		}
+		t.Logf("kill -9 of gpu1's agent at %s of job %d: COMPLETED in attempt %d, %v after the kill; output:\n%s",
+			at, id, j.Attempt, time.Since(killed).Round(time.Millisecond), out)
+	}
 }

@@ -77,7 +77,7 @@ func (al *Alloc) Resume(ctx context.Context, asg *api.Assignment, self spec.Node
 	al.mu.Lock()
 	al.asg, al.self, al.ctr, al.dir, al.log = asg, self, ctr, dir, log
 	al.mu.Unlock()
-	al.readopt(ctx)
+	al.readopt(ctx, env)
 	al.mu.Lock()
 	al.env, al.running = env, true
 	al.mu.Unlock()

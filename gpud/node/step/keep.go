@@ -324,10 +324,8 @@ func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *js
 		k.follow(dec, out, p.Received)
 		return
 	}
-	st := tasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUIdx: p.GPUIdx,
-		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap, maskGPU: p.GPUBindMask, closest: p.GPUClosest},
-		Args: p.Args, Env: p.Env, Cwd: p.Cwd, Pty: p.Pty, Rows: p.Rows, Cols: p.Cols, Kept: p.Resumable && p.Step >= 0,
-		CPU: cpuBind{bind: p.CPUBind, hint: p.Hint, dist: p.Distribution, cpusPerTask: p.CPUsPerTask}}
+	st := tasksOf(p)
+	st.Kept = p.Resumable && p.Step >= 0
 	started := func() {}
 	if st.Kept {
 		// The same start sent again (its answer was lost, or this agent

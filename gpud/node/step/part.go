@@ -112,15 +112,7 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out sin
 		return nil, err
 	}
 	v := al.view()
-	own := map[string]string{}
-	for _, kv := range v.env {
-		k, v, _ := strings.Cut(kv, "=")
-		if slices.Contains(nodeEnvKeys, k) {
-			own[k] = v
-		}
-	}
-	own["SLURMD_NODENAME"] = n.cfg.Node
-	gpus := strings.FieldsFunc(own["CUDA_VISIBLE_DEVICES"], func(r rune) bool { return r == ',' })
+	own, gpus := n.nodeOwn(v.env)
 	var cwdWarning string
 	st.Cwd, cwdWarning = stepCwd(ctx, n.cfg.Runtime, v.ctr, st.Cwd) // cwd.go
 	// The node's PMI server of the step, before its tasks (mpi.go).
@@ -166,6 +158,21 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out sin
 	p.release = func() { al.forgetPart(st.Step) }
 	go func() { wg.Wait(); stopMPI(); al.reg.removePart(p); close(p.exits) }()
 	return p, nil
+}
+
+// nodeOwn is what of the node's part of the container's environment env
+// its tasks get as their own (nodeEnvKeys), and the node's GPUs.
+func (n *Node) nodeOwn(env []string) (own map[string]string, gpus []string) {
+	own = map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if slices.Contains(nodeEnvKeys, k) {
+			own[k] = v
+		}
+	}
+	own["SLURMD_NODENAME"] = n.cfg.Node
+	gpus = strings.FieldsFunc(own["CUDA_VISIBLE_DEVICES"], func(r rune) bool { return r == ',' })
+	return own, gpus
 }
 
 // holder is this node's steps of allocID if it holds its part: its

@@ -226,14 +226,8 @@ func newRemotePart(p *remotePeer, allocID string, st tasks, out sink) *remotePar
 // hello is the part's StepHello; attach follows the running part again.
 func (rp *remotePart) hello(attach bool) api.StepHello {
 	st := rp.st
-	part := api.StepPart{Step: st.Step, NodeIndex: st.NodeIndex, Tasks: st.Tasks, GPUIdx: st.GPUIdx,
-		GPUsPerTask: st.Bind.perTask, GPUBindSingle: st.Bind.single, GPUBindMap: st.Bind.mapGPU,
-		GPUBindMask: st.Bind.maskGPU, GPUClosest: st.Bind.closest,
-		Args: st.Args, Env: st.Env, Cwd: st.Cwd, Stdin: st.Stdin != nil && st.NodeIndex == 0,
-		Pty: st.Pty, Rows: st.Rows, Cols: st.Cols,
-		MPI: st.MPI, StepNodes: st.StepNodes, StepTasks: st.StepTasks,
-		CPUBind: st.CPU.bind, Hint: st.CPU.hint, Distribution: st.CPU.dist, CPUsPerTask: st.CPU.cpusPerTask,
-		Resumable: st.Step >= 0}
+	part := stepPartOf(st)
+	part.Resumable = st.Step >= 0
 	if st.Pty {
 		part.Flags = append(part.Flags, api.StepFlagPty)
 	}
@@ -551,4 +545,24 @@ type trackedConn struct {
 func (c *trackedConn) Close() error {
 	c.rev.Untrack(c.Conn)
 	return c.Conn.Close()
+}
+
+// stepPartOf is st as the api describes a node's part of a step (a
+// peer's start, a part record's); tasksOf is its inverse.
+func stepPartOf(st tasks) api.StepPart {
+	return api.StepPart{Step: st.Step, NodeIndex: st.NodeIndex, Tasks: st.Tasks, GPUIdx: st.GPUIdx,
+		GPUsPerTask: st.Bind.perTask, GPUBindSingle: st.Bind.single, GPUBindMap: st.Bind.mapGPU,
+		GPUBindMask: st.Bind.maskGPU, GPUClosest: st.Bind.closest,
+		Args: st.Args, Env: st.Env, Cwd: st.Cwd, Stdin: st.Stdin != nil && st.NodeIndex == 0,
+		Pty: st.Pty, Rows: st.Rows, Cols: st.Cols,
+		MPI: st.MPI, StepNodes: st.StepNodes, StepTasks: st.StepTasks,
+		CPUBind: st.CPU.bind, Hint: st.CPU.hint, Distribution: st.CPU.dist, CPUsPerTask: st.CPU.cpusPerTask}
+}
+
+// tasksOf is the node's part p (no input, PMI or keeping: the caller's).
+func tasksOf(p api.StepPart) tasks {
+	return tasks{Step: p.Step, NodeIndex: p.NodeIndex, Tasks: p.Tasks, GPUIdx: p.GPUIdx,
+		Bind: gpuBind{perTask: p.GPUsPerTask, single: p.GPUBindSingle, mapGPU: p.GPUBindMap, maskGPU: p.GPUBindMask, closest: p.GPUClosest},
+		Args: p.Args, Env: p.Env, Cwd: p.Cwd, Pty: p.Pty, Rows: p.Rows, Cols: p.Cols,
+		CPU: cpuBind{bind: p.CPUBind, hint: p.Hint, dist: p.Distribution, cpusPerTask: p.CPUsPerTask}}
 }

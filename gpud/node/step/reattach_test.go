@@ -69,9 +69,19 @@ type agentRT struct {
 	runtime.Runtime // not used by steps
 	rt              *fakeRT
 	dead            chan struct{}
+	// stall, when set, is told when Exec is entered, and Exec then creates
+	// nothing and never returns: the agent is to be killed while it
+	// creates a task's process.
+	stall chan struct{}
 }
 
 func (a *agentRT) Exec(_ context.Context, _ string, cfg runtime.ExecConfig) (runtime.Process, error) {
+	if a.stall != nil {
+		a.stall <- struct{}{}
+		<-a.dead
+		<-a.rt.end // a dead agent hears nothing more
+		return nil, errors.New("agent gone")
+	}
 	if cfg.Cwd == "/not/in/the/container" {
 		return nil, fmt.Errorf("start %q: %w: chdir to cwd failed", cfg.Args[0], runtime.ErrNoCwd)
 	}
@@ -569,5 +579,74 @@ func TestStepRequestSentAgain(t *testing.T) {
 		if id != execID(0, 0) {
 			t.Errorf("a second step ran (%s)", id)
 		}
+	}
+}
+
+// TestTaskNeverCreatedStartsAfterRestart: the agent is killed after it
+// recorded a step's part and before it created the task's process (the
+// kill -9 of a batch node's agent as srun starts step 0 that a
+// TestChaosShort run found: the job ended COMPLETED with none of the
+// step's output). The task never ran, so the restarted agent starts it:
+// srun, sending its request again, gets its output and its exit code,
+// not "its exit status was lost".
+func TestTaskNeverCreatedStartsAfterRestart(t *testing.T) {
+	c := newTestCluster(t, "n1")
+	a1 := c.start("n1", false)
+	a1.rt.stall = make(chan struct{})
+	req := api.StepRequest{Args: []string{"work"}, Env: []string{"FROM_SRUN=1"}, Key: "k-1"}
+	runStep(t, a1.al, req)
+	<-a1.rt.stall // the part is recorded; its task is being created
+	a1.kill()
+	c.rt.mu.Lock()
+	created := len(c.rt.procs)
+	c.rt.mu.Unlock()
+	if created != 0 {
+		t.Fatalf("%d processes created before the kill, want none", created)
+	}
+	a1 = c.start("n1", true)
+	s := runStep(t, a1.al, req)
+	task := c.rt.proc(t, execID(0, 0))
+	task.write("ran\n")
+	task.exit(3, 0)
+	s.until("the step's end", func() bool { return s.done != nil })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if got := s.out.String(); got != "0:ran\n" {
+		t.Errorf("output %q, want the task's line", got)
+	}
+	if ex := s.exit[0]; ex.Code != 3 || ex.Error != "" || s.done.Code != 3 {
+		t.Errorf("task 0's exit %+v, step's code %d; want the task's own exit code 3", ex, s.done.Code)
+	}
+	a1.h.mu.Lock()
+	defer a1.h.mu.Unlock()
+	if len(a1.h.failed) != 0 {
+		t.Errorf("the job was failed (%q); nothing was lost", a1.h.failed)
+	}
+}
+
+// TestLostStepTasksFailJob: the agent was killed after it recorded a
+// step and before it recorded (or started) the step's part: the restarted
+// agent cannot know whether the tasks ran, so srun hears that their exit
+// status is unknown and the batch job's part ends NODE_FAIL (the
+// controller requeues it) with a reason naming the node, instead of the
+// script carrying on to COMPLETED without the step's work.
+func TestLostStepTasksFailJob(t *testing.T) {
+	c := newTestCluster(t, "n1")
+	a1 := c.start("n1", false)
+	a1.al.recordStep(stepRecord{Step: 0, Key: "k-1", NTasks: 1, Nodes: []string{"n1"}, Tasks: [][]int{{0}}})
+	a1.kill()
+	a1 = c.start("n1", true)
+	s := runStep(t, a1.al, api.StepRequest{Args: []string{"work"}, Env: []string{}, Key: "k-1"})
+	s.until("the step's end", func() bool { return s.done != nil })
+	s.mu.Lock()
+	ex := s.exit[0]
+	s.mu.Unlock()
+	if ex.Code == 0 || !strings.Contains(ex.Error, "exit status is unknown") {
+		t.Errorf("task 0's exit %+v; want its exit status unknown", ex)
+	}
+	a1.h.mu.Lock()
+	defer a1.h.mu.Unlock()
+	if len(a1.h.failed) != 1 || !strings.Contains(a1.h.failed[0], "7.1: step 7.0 lost tasks on node n1 when a node agent restarted") {
+		t.Errorf("job failures %q; want the allocation failed once, naming node n1", a1.h.failed)
 	}
 }

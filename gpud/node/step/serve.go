@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -53,7 +54,70 @@ func (al *Alloc) serveConn(ctx context.Context, c net.Conn) {
 		out.send(api.StepMsg{Kind: api.StepError, Error: "srun: no command given"})
 		return
 	}
+	if req.HetGroup > 0 {
+		target, err := al.hetTarget(req.HetGroup - 1)
+		if err != nil {
+			out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
+			return
+		}
+		if target != al {
+			// The component's own variables, not the caller's: its id,
+			// nodes and layout (as a step from outside gets them).
+			req.Env = MergeEnv(dropSlurmVars(req.Env), jobVars(target.view().env))
+		}
+		al = target
+	}
 	al.run(ctx, req, dec, out)
+}
+
+// hetTarget is the allocation of component k of al's heterogeneous job,
+// whose steps srun --het-group=k runs: its first node's, served by this
+// node's agent or, under gpud standalone, by another agent of this
+// process. A component whose first node is another host's is refused
+// for now: its agent takes steps only from srun with a ticket.
+func (al *Alloc) hetTarget(k int) (*Alloc, error) {
+	v := al.view()
+	if len(v.asg.Het) == 0 {
+		if k == 0 {
+			return al, nil // Slurm's --het-group=0 of a plain job
+		}
+		return nil, fmt.Errorf("--het-group=%d: job %d is not a heterogeneous job; leave --het-group out", k, v.asg.Job.ID)
+	}
+	i := slices.IndexFunc(v.asg.Het, func(h spec.HetComponent) bool { return h.Offset == k })
+	if i < 0 {
+		return nil, fmt.Errorf("--het-group=%d: job %d has components 0-%d; name one of them", k, v.asg.Job.HetJobID, len(v.asg.Het)-1)
+	}
+	hc := v.asg.Het[i]
+	if hc.JobID == v.asg.Job.ID {
+		return al, nil
+	}
+	if hc.AllocID == "" || len(hc.Nodes) == 0 {
+		return nil, fmt.Errorf("--het-group=%d: component %d+%d (job %d) holds no allocation now (ended?); its steps cannot run", k, v.asg.Job.HetJobID, k, hc.JobID)
+	}
+	first := hc.Nodes[0]
+	p, err := al.n.peer(first)
+	if err != nil {
+		return nil, fmt.Errorf("--het-group=%d: reach node %s, first of component %d+%d: %v", k, first.Node, v.asg.Job.HetJobID, k, err)
+	}
+	t := p.owner(hc.AllocID)
+	if t == nil {
+		return nil, fmt.Errorf("--het-group=%d: component %d+%d's first node %s is another host's; gpud runs a component's steps from a node of the same agent only (run srun --het-group=%d from that component's node, or with salloc/srun outside the job)", k, v.asg.Job.HetJobID, k, first.Node, k)
+	}
+	if tv := t.view(); tv.env == nil || !tv.running {
+		return nil, fmt.Errorf("--het-group=%d: component %d+%d has not started on node %s yet; retry in a moment", k, v.asg.Job.HetJobID, k, first.Node)
+	}
+	return t, nil
+}
+
+// dropSlurmVars is env without the job's variables (jobVars' names).
+func dropSlurmVars(env []string) []string {
+	keep := jobVars(nil)
+	for _, kv := range env {
+		if len(jobVars([]string{kv})) == 0 {
+			keep = append(keep, kv)
+		}
+	}
+	return keep
 }
 
 // run runs srun's step req, whose later messages (signals, stdin) come

@@ -134,6 +134,12 @@ type partRecord struct {
 	Kept bool `json:"kept,omitempty"`
 	// Exits are the tasks that exited, as their exits were reported.
 	Exits []api.StepMsg `json:"exits,omitempty"`
+	// Start is the part as its tasks were to start (command, environment,
+	// binding), for a restarted agent to start a task the old one recorded
+	// but died before creating (its process does not exist): it never ran.
+	// None for an MPI part (its PMI server died with the agent) or a
+	// terminal's.
+	Start *api.StepPart `json:"start,omitempty"`
 }
 
 func stepFile(step int) string { return "step-" + strconv.Itoa(step) + ".json" }
@@ -165,6 +171,8 @@ type resumedPart struct {
 	// stdinFrom is how much of srun's input task 0 had (stdin.go).
 	stdinFrom int64
 	taken     bool // a reattached srun follows it, or it was ended
+	// lost says a task's exit status was lost with the old agent.
+	lost bool
 }
 
 func (al *Alloc) recordStep(rec stepRecord) {
@@ -179,8 +187,13 @@ func (al *Alloc) recordPart(st tasks) {
 	if st.Step < 0 {
 		return // an allocation probe (listen.go), not a step
 	}
-	al.keepPartRecord(&partRecord{Step: st.Step, NodeIndex: st.NodeIndex, Tasks: st.Tasks, Pty: st.Pty,
-		Stdin: st.Stdin != nil && st.NodeIndex == 0, Kept: st.Kept})
+	rec := &partRecord{Step: st.Step, NodeIndex: st.NodeIndex, Tasks: st.Tasks, Pty: st.Pty,
+		Stdin: st.Stdin != nil && st.NodeIndex == 0, Kept: st.Kept}
+	if st.MPI == "" && !st.Pty {
+		start := stepPartOf(st)
+		rec.Start = &start
+	}
+	al.keepPartRecord(rec)
 }
 
 // keepPartRecord writes rec and keeps it for noteExit.
@@ -251,7 +264,7 @@ func (al *Alloc) removeJobFile(name string) {
 // readopt finds the steps that ran here when the agent died (see
 // above), re-attaches to this node's tasks of them and lets their srun
 // (or their server) follow them again for stepReattachGrace.
-func (al *Alloc) readopt(ctx context.Context) {
+func (al *Alloc) readopt(ctx context.Context, env []string) {
 	log := al.logger()
 	root, err := os.OpenRoot(al.jobDir())
 	if err != nil {
@@ -295,7 +308,7 @@ func (al *Alloc) readopt(ctx context.Context) {
 				al.removeJobFile(name)
 				continue
 			}
-			al.readoptPart(ctx, log, pr)
+			al.readoptPart(ctx, log, pr, env)
 			found = true
 		}
 	}
@@ -305,8 +318,13 @@ func (al *Alloc) readopt(ctx context.Context) {
 }
 
 // readoptPart re-attaches to this node's tasks of a step; their output
-// waits in a relay for srun, or for the server of a kept part.
-func (al *Alloc) readoptPart(ctx context.Context, log *slog.Logger, pr partRecord) {
+// waits in a relay for srun, or for the server of a kept part. A task
+// whose process does not exist and whose exit was not recorded was never
+// created (the old agent died between recording the part and creating
+// the task's process, and a process stays until its exit is recorded):
+// it never ran, so it starts now, once, as the old agent would have
+// started it (env is the node's part of the container's environment).
+func (al *Alloc) readoptPart(ctx context.Context, log *slog.Logger, pr partRecord, env []string) {
 	ax, canAttach := al.n.cfg.Runtime.(runtime.ExecAttacher)
 	node := al.n.cfg.Node
 	ctr := al.view().ctr
@@ -332,17 +350,34 @@ func (al *Alloc) readoptPart(ctx context.Context, log *slog.Logger, pr partRecor
 			cfg.Stderr = taskWriter{rp.relay, api.StepStderr, task}
 		}
 		var stdinW *io.PipeWriter
+		var stdinR *io.PipeReader
+		var counter *stdinCounter
 		if pr.Stdin && pr.NodeIndex == 0 && local == 0 {
-			var stdinR *io.PipeReader
 			stdinR, stdinW = io.Pipe()
 			// srun sends its input again from what task 0 had.
 			rp.stdinFrom = al.recordedStdin(pr.Step)
-			cfg.Stdin = al.countStdin(pr.Step, stdinR, rp.stdinFrom)
+			counter = al.countStdin(pr.Step, stdinR, rp.stdinFrom)
+			cfg.Stdin = counter
 		}
 		err := errors.New("this node's runtime cannot re-attach to running processes")
 		var proc runtime.Process
 		if canAttach {
 			proc, err = ax.AttachExec(ctx, ctr, execID(pr.Step, task), cfg)
+		}
+		if err != nil && errors.Is(err, runtime.ErrNotFound) && pr.Start != nil {
+			if counter != nil && counter.f != nil {
+				counter.f.Close() // the fresh task counts its input anew
+				counter.f = nil
+			}
+			if serr := al.startLost(ctx, pr, local, task, env, rp, stdinR, &wg); serr != nil {
+				err = fmt.Errorf("%w; starting it now failed: %w", err, serr)
+			} else {
+				log.Warn("a re-adopted step's task was never created (the agent died while starting it); started it now", "step", pr.Step, "task", task)
+				if stdinW != nil {
+					rp.stdin, rp.stdinFrom = stdinW, 0
+				}
+				continue
+			}
 		}
 		if err != nil {
 			log.Warn("a re-adopted step's task is gone", "step", pr.Step, "task", task, "err", err)
@@ -350,6 +385,7 @@ func (al *Alloc) readoptPart(ctx context.Context, log *slog.Logger, pr partRecor
 				Error: fmt.Sprintf("its exit status was lost when the node agent restarted (%v)", err)}
 			pr.Exits = append(pr.Exits, m)
 			rp.part.exits <- m
+			rp.lost = true
 			continue
 		}
 		if stdinW != nil {
@@ -382,6 +418,23 @@ func (al *Alloc) readoptPart(ctx context.Context, log *slog.Logger, pr partRecor
 	al.resumed.mu.Lock()
 	al.resumed.parts[pr.Step] = rp
 	al.resumed.mu.Unlock()
+}
+
+// startLost starts task (local on this node) of the re-adopted part pr,
+// which the old agent never created, into rp; stdin, when set, is task
+// 0's input from srun (none of it reached the task).
+func (al *Alloc) startLost(ctx context.Context, pr partRecord, local, task int, env []string, rp *resumedPart, stdin *io.PipeReader, wg *sync.WaitGroup) error {
+	ex, ok := al.n.cfg.Runtime.(runtime.Execer)
+	if !ok {
+		return errors.New("this node's runtime cannot start processes in a running container")
+	}
+	st := tasksOf(*pr.Start)
+	st.Kept = pr.Kept
+	if stdin != nil {
+		st.Stdin = stdin
+	}
+	own, gpus := al.n.nodeOwn(env)
+	return al.n.startTask(ctx, ex, al, al.view().ctr, st, local, task, own, gpus, nil, rp.relay, rp.part, wg)
 }
 
 // resumedPart hands the re-adopted tasks of a step on this node to the
@@ -451,6 +504,7 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	relays := make([]*relay, len(rec.Nodes))
 	var stdin *io.PipeWriter
 	var wg sync.WaitGroup
+	var lost []string // nodes whose tasks' exits are unknown
 	for i, name := range rec.Nodes {
 		nd, _ := nodeAlloc(asg, name)
 		p, err := al.n.peer(nd)
@@ -459,6 +513,9 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 				running[i], relays[i] = rp.part, rp.relay
 				if i == 0 {
 					stdin = rp.stdin
+				}
+				if rp.lost {
+					lost = append(lost, name)
 				}
 			}
 			continue
@@ -493,7 +550,11 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	for i := range running {
 		if running[i] == nil {
 			running[i] = lostPart(rec, i)
+			lost = append(lost, rec.Nodes[i])
 		}
+	}
+	if len(lost) > 0 {
+		al.failLost(step, lost)
 	}
 	log.Info("srun follows a re-adopted step again", "step", step)
 	var served *servedStep
@@ -522,6 +583,25 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	if served != nil {
 		al.ended(ctx, served, worst, worstSig) // after srun has its answer
 	}
+}
+
+// failLost ends the job when a re-adopted step lost tasks on nodes to an
+// agent restart (they may never have run, and their exits are unknown):
+// as failGang, a batch job's part here ends NODE_FAIL, which the
+// controller requeues if it may, so the job never ends COMPLETED on a
+// step that did not run; an interactive allocation's srun decides for
+// itself.
+func (al *Alloc) failLost(step int, nodes []string) {
+	v := al.view()
+	if v.asg == nil || v.asg.Job.Interactive {
+		return
+	}
+	slices.Sort(nodes)
+	nodes = slices.Compact(nodes)
+	reason := fmt.Sprintf("step %d.%d lost tasks on node %s when a node agent restarted (they may never have run; their exit status is unknown)",
+		al.jobID, step, strings.Join(nodes, ","))
+	al.logger().Warn("a re-adopted step lost tasks to an agent restart; ending the job", "step", step, "nodes", nodes)
+	al.n.host.Fail(al.allocID, reason)
 }
 
 // stepOfKey is the re-adopted step started for srun's request key (""

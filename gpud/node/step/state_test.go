@@ -93,7 +93,7 @@ func TestStepRecords(t *testing.T) {
 	}
 	// The agent restarts: new steps for the same container.
 	al2 := testAlloc(t, n, h, asg, dir)
-	al2.readopt(context.Background())
+	al2.readopt(context.Background(), nil)
 	if got, ok := al2.resumed.recs[2]; !ok || !got.Pty || got.NTasks != 2 {
 		t.Errorf("re-read step record %+v (%v), want %+v", got, ok, rec)
 	}
@@ -121,7 +121,7 @@ func TestRestartedAgentBooksRunningSteps(t *testing.T) {
 
 	// The agent restarts: new steps, an empty ledger, the record read.
 	al2 := testAlloc(t, n, h, asg, dir)
-	al2.readopt(context.Background())
+	al2.readopt(context.Background(), nil)
 	if _, ok := al2.ledger().take(api.StepRequest{GPUsPerNode: 3, Exact: true}, l); ok {
 		t.Fatal("a new step got 3 of 4 GPUs while the re-adopted step holds 2")
 	}
