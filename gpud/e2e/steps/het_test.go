@@ -87,7 +87,7 @@ func TestHetJob(t *testing.T) {
 		"gpu-task 0 node2 job=" + next + " gpus=[0,1] ntasks=1\n",
 		"het-rc=0\n",
 		// A component the job does not have: srun says which it has.
-		"--het-group=2: job " + id + " has components 0-1; name one of them\n",
+		"srun: error: --het-group=2: job " + id + " has components 0-1; name one of them\n",
 		"group2-rc=1\n",
 		"ntasks0=2 nodelist=node1\n",
 	} {
