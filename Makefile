@@ -77,7 +77,7 @@ test-clients: deps ## Run real Slurm clients unchanged against gpud standalone: 
 	@command -v snakemake >/dev/null || { echo "test-clients: installing snakemake"; \
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq snakemake; }
 	@command -v _toil_worker >/dev/null || { echo "test-clients: installing toil"; \
-		DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends toil; }
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq toil; }
 	GPUD_TEST_CLIENTS=1 $(GO) test -count=1 -timeout 30m -run 'TestSnakemakeSlurm|TestToilSlurm' -v ./gpud/e2e/clients/
 
 test-chaos: deps ## Run the chaos suite (root, ~10 min): three HA controllers, three nodes and a login host in network namespaces under a steady workload while links are cut and processes killed; a checker then reads accounting, outputs and the clients' log (docs/ha.md). CHAOS_RUNS=leadercut:10,firstack:20,agentkill:10 runs issue 25's measurements instead (up to an hour on a loaded machine), CHAOS_RUNS=clock the clock fault alone.
