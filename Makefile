@@ -73,10 +73,12 @@ test: deps build ## Run every test: unit (with -race), real containerd integrati
 test-step-kills: deps ## Kill -9 either node agent during a 2-host step (network namespaces), restart it 10s later: 10 runs for each node; STEP_KILLS=N for another count (root).
 	GPUD_TEST_STEP_KILLS=$${STEP_KILLS:-10} $(GO) test -count=1 -timeout 90m -run 'TestMultiHostSteps/AgentKill' -v ./gpud/e2e/multihost/
 
-test-clients: deps ## Run real Slurm clients unchanged against gpud standalone: Snakemake's --slurm executor (installs Debian's snakemake when missing; root).
+test-clients: deps ## Run real Slurm clients unchanged against gpud standalone: Snakemake's --slurm executor and Toil's Slurm batch system (installs Debian's snakemake and toil when missing; root).
 	@command -v snakemake >/dev/null || { echo "test-clients: installing snakemake"; \
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq snakemake; }
-	GPUD_TEST_CLIENTS=1 $(GO) test -count=1 -timeout 20m -run 'TestSnakemakeSlurm' -v ./gpud/e2e/clients/
+	@command -v _toil_worker >/dev/null || { echo "test-clients: installing toil"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq toil; }
+	GPUD_TEST_CLIENTS=1 $(GO) test -count=1 -timeout 30m -run 'TestSnakemakeSlurm|TestToilSlurm' -v ./gpud/e2e/clients/
 
 test-chaos: deps ## Run the chaos suite (root, ~10 min): three HA controllers, three nodes and a login host in network namespaces under a steady workload while links are cut and processes killed; a checker then reads accounting, outputs and the clients' log (docs/ha.md). CHAOS_RUNS=leadercut:10,firstack:20,agentkill:10 runs issue 25's measurements instead (up to an hour on a loaded machine), CHAOS_RUNS=clock the clock fault alone.
 	GPUD_CHAOS=1 GPUD_CHAOS_RUNS=$(CHAOS_RUNS) GPUD_CHAOS_REPORT=$(CURDIR)/chaos-report $(GO) test -count=1 -timeout 90m -run 'TestChaos' -v ./gpud/e2e/chaos/
@@ -204,7 +206,7 @@ bench-fleet-heartbeats: build ## 10,000 nodes heartbeating every 10 s, agents in
 	nice -n 10 bin/gpud loadtest --nodes 10000 --memory-outbox --jobs 0 --heartbeat 10s --hold 120s --ramp 120s --procs 4
 
 .PHONY: bench-images
-bench-images: ## Images (issue 27): cold start of a 1 GiB image from a private registry, submit->running, beside ctr image pull + ctr run; warm start beside the host image (root; GPUD_BENCH_IMAGE_MIB to resize).
+bench-images: ## Images (issue 27): cold start of a 1 GiB image from a private registry, submit->running, beside ctr image pull + ctr run; warm start beside the host image; a job that waited longer than its pull (prefetched) beside one whose image was cached (root; GPUD_BENCH_IMAGE_MIB to resize).
 	$(GO) test -run '^$$' -bench 'ImageStart' -benchtime 1x -timeout 30m -v ./gpud/e2e/jobs/ | grep -E 'images_bench_test|Benchmark|ok|FAIL'
 
 .PHONY: bench-revocation

@@ -40,7 +40,7 @@ func (db *DB) Attempts(ctx context.Context, ids []spec.JobID) (map[spec.JobID][]
 
 func (db *DB) readAttempts(ctx context.Context, now int64, ids []any, out map[spec.JobID][]Attempt) error {
 	rows, err := db.r.QueryContext(ctx, `SELECT job_id, attempt, alloc_id, state, reason, nodes, cpus, mem_mib,
-		start_time, end_time, checkpoint_seq, checkpoint_time, lost_work
+		start_time, end_time, checkpoint_seq, checkpoint_time, lost_work, pull_ms, pull_bytes
 	FROM attempts WHERE job_id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+`)
 	ORDER BY job_id, attempt`, ids...)
 	if err != nil {
@@ -53,9 +53,10 @@ func (db *DB) readAttempts(ctx context.Context, now int64, ids []any, out map[sp
 			id, start          int64
 			state, nodes       string
 			end, seq, ckptTime sql.NullInt64
+			pullMS             int64
 		)
 		if err := rows.Scan(&id, &a.Attempt, &a.AllocID, &state, &a.Reason, &nodes, &a.CPUs, &a.MemMiB,
-			&start, &end, &seq, &ckptTime, &a.LostWork); err != nil {
+			&start, &end, &seq, &ckptTime, &a.LostWork, &pullMS, &a.ImagePullBytes); err != nil {
 			return fmt.Errorf("list attempts: read row: %w", err)
 		}
 		a.State, a.Nodes = spec.JobState(state), splitList(nodes)
@@ -63,6 +64,7 @@ func (db *DB) readAttempts(ctx context.Context, now int64, ids []any, out map[sp
 		a.StartTime, a.EndTime = fromUnix(startV), fromUnix(end)
 		a.Elapsed = elapsed(a.State, startV, end, now)
 		a.CheckpointSeq, a.CheckpointTime = int(seq.Int64), fromUnix(ckptTime)
+		a.ImagePullSeconds = float64(pullMS) / 1000
 		out[spec.JobID(id)] = append(out[spec.JobID(id)], a)
 	}
 	if err := rows.Err(); err != nil {

@@ -159,7 +159,7 @@ func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
 		j.exit_code, j.signal, j.submit_time, j.eligible_time, j.start_time, j.end_time, j.time_limit,
 		j.nodes, j.gpus, j.gpu_count, j.gpu_model, j.gpu_profile, j.gpu_fraction, j.cpus, j.mem_mib,
 		j.attempts, j.work_dir, j.array_job_id, j.array_task_id, j.wckey, j.ntasks,
-		j.request, j.dependency, j.nice, j.array_max, ` + usage + `
+		j.request, j.dependency, j.nice, j.array_max, j.pull_ms, j.pull_bytes, j.het_job_id, j.het_offset, ` + usage + `
 	FROM jobs j` + renumber(where, first) + ` ORDER BY j.id`
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
@@ -179,17 +179,18 @@ func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
 			limit                    int64
 			gpuSec, cpuSec, sliceSec float64
 			util, utilW, energyJ     float64
-			arrayID                  int64
+			arrayID, hetID           int64
 			req                      string
+			pullMS                   int64
 		)
 		if err := rows.Scan(&id, &r.Name, &r.User, &r.UID, &r.Account, &r.Partition, &r.QOS, &state,
 			&r.Reason, &r.ExitCode, &r.Signal, &submit, &elig, &start, &en, &limit, &nodes, &gpus,
 			&r.GPUCount, &r.GPUModel, &r.GPUProfile, &r.GPUFraction, &r.CPUs, &r.MemMiB, &r.Attempts,
-			&r.WorkDir, &arrayID, &r.ArrayTaskID, &r.WCKey, &r.NTasks, &req, &r.Dependency, &r.Nice, &r.ArrayMax, &gpuSec, &cpuSec, &sliceSec, &util, &utilW, &energyJ,
+			&r.WorkDir, &arrayID, &r.ArrayTaskID, &r.WCKey, &r.NTasks, &req, &r.Dependency, &r.Nice, &r.ArrayMax, &pullMS, &r.ImagePullBytes, &hetID, &r.HetOffset, &gpuSec, &cpuSec, &sliceSec, &util, &utilW, &energyJ,
 			&r.MaxRSSMiB, &r.AveRSSMiB, &r.MaxRSSNode); err != nil {
 			return nil, fmt.Errorf("list accounted jobs: read row: %w", err)
 		}
-		r.ID, r.State, r.ArrayJobID = spec.JobID(id), spec.JobState(state), spec.JobID(arrayID)
+		r.ID, r.State, r.ArrayJobID, r.HetJobID = spec.JobID(id), spec.JobState(state), spec.JobID(arrayID), spec.JobID(hetID)
 		r.SubmitTime, r.EligibleTime = fromUnix(submit), fromUnix(elig)
 		r.StartTime, r.EndTime = fromUnix(start), fromUnix(en)
 		r.TimeLimit = spec.Duration(time.Duration(limit) * time.Second)
@@ -201,6 +202,7 @@ func (db *DB) Jobs(ctx context.Context, f Filter) ([]Record, error) {
 			}
 		}
 		r.Elapsed = elapsed(r.State, start, en, now)
+		r.ImagePullSeconds = float64(pullMS) / 1000
 		r.GPUHours, r.CPUHours, r.SliceHours = gpuSec/3600, cpuSec/3600, sliceSec/3600
 		if utilW > 0 {
 			r.GPUUtil = util / utilW

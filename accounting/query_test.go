@@ -472,3 +472,21 @@ func TestWriteAudits(t *testing.T) {
 		t.Errorf("audit log = %+v; want alice's in progress, bob's cancel done (and nothing of the failed write)", got)
 	}
 }
+
+// TestJobsHetFields: a heterogeneous job's component keeps its leader's
+// id and its offset (sacct's JobID N+K).
+func TestJobsHetFields(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(10000).Time }))
+	j := MakeJob(8).Obj()
+	j.HetJobID, j.HetOffset, j.HetSize = 7, 1, 2
+	record(t, db, j)
+	record(t, db, MakeJob(9).Obj())
+	rs, err := db.Jobs(context.Background(), Filter{IDs: []spec.JobID{8, 9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].HetJobID != 7 || rs[0].HetOffset != 1 || rs[1].HetJobID != 0 || rs[1].HetOffset != 0 {
+		t.Errorf("records %+v, want job 8 as component 7+1 and job 9 as no component", rs)
+	}
+}

@@ -66,8 +66,8 @@ var terminalStates = func() string {
 var upsertJobSQL = `INSERT INTO jobs (id, name, user, uid, account, "partition", qos, state, reason,
 	exit_code, signal, submit_time, eligible_time, start_time, end_time, time_limit, nodes, gpus,
 	gpu_count, gpu_model, gpu_profile, gpu_fraction, cpus, mem_mib, attempts, work_dir,
-	array_job_id, array_task_id, wckey, ntasks, request, dependency, nice, array_max)
-VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+	array_job_id, array_task_id, wckey, ntasks, request, dependency, nice, array_max, pull_ms, pull_bytes, het_job_id, het_offset)
+VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(id) DO UPDATE SET name=excluded.name, user=excluded.user, uid=excluded.uid,
 	account=excluded.account, "partition"=excluded."partition", qos=excluded.qos,
 	state=excluded.state, reason=excluded.reason, exit_code=excluded.exit_code,
@@ -78,19 +78,21 @@ ON CONFLICT(id) DO UPDATE SET name=excluded.name, user=excluded.user, uid=exclud
 	gpu_fraction=excluded.gpu_fraction, cpus=excluded.cpus, mem_mib=excluded.mem_mib,
 	attempts=excluded.attempts, work_dir=excluded.work_dir, array_job_id=excluded.array_job_id,
 	array_task_id=excluded.array_task_id, wckey=excluded.wckey, ntasks=excluded.ntasks,
-	request=excluded.request, dependency=excluded.dependency, nice=excluded.nice, array_max=excluded.array_max
+	request=excluded.request, dependency=excluded.dependency, nice=excluded.nice, array_max=excluded.array_max,
+	pull_ms=excluded.pull_ms, pull_bytes=excluded.pull_bytes,
+	het_job_id=excluded.het_job_id, het_offset=excluded.het_offset
 WHERE excluded.attempts > jobs.attempts OR (excluded.attempts = jobs.attempts
 	AND NOT (jobs.state IN ` + terminalStates + ` AND excluded.state NOT IN ` + terminalStates + `))`
 
 // An ended attempt is never reopened by a stale record of it running.
 const upsertAttemptSQL = `INSERT INTO attempts (job_id, attempt, alloc_id, nodes, cpus, mem_mib, start_time, end_time,
-	state, reason, checkpoint_seq, checkpoint_time, lost_work)
-VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
+	state, reason, checkpoint_seq, checkpoint_time, lost_work, pull_ms, pull_bytes)
+VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(job_id, attempt) DO UPDATE SET alloc_id=excluded.alloc_id, nodes=excluded.nodes,
 	cpus=excluded.cpus, mem_mib=excluded.mem_mib, start_time=excluded.start_time,
 	end_time=excluded.end_time, state=excluded.state, reason=excluded.reason,
 	checkpoint_seq=excluded.checkpoint_seq, checkpoint_time=excluded.checkpoint_time,
-	lost_work=excluded.lost_work
+	lost_work=excluded.lost_work, pull_ms=excluded.pull_ms, pull_bytes=excluded.pull_bytes
 WHERE NOT (attempts.end_time IS NOT NULL AND excluded.end_time IS NULL)`
 
 type recordStmts struct {
@@ -186,6 +188,7 @@ func (db *DB) recordJob(ctx context.Context, st *recordStmts, j *spec.Job) error
 			model = m
 		}
 	}
+	pullMS, pullBytes := pullCost(j.Alloc)
 	eligible := j.SubmitTime.Time
 	if j.BeginTime.After(eligible) {
 		eligible = j.BeginTime.Time
@@ -195,7 +198,8 @@ func (db *DB) recordJob(ctx context.Context, st *recordStmts, j *spec.Job) error
 		unixOrNull(eligible), unixOrNull(j.StartTime.Time), unixOrNull(j.EndTime.Time),
 		int64(j.TimeLimit.Std()/time.Second), strings.Join(nodes, ","), strings.Join(gpus, ","),
 		gpuCount, model, r.GPUProfile, r.GPUFraction, cpus, mem, j.Attempt, j.WorkDir,
-		int64(j.ArrayJobID), j.ArrayTaskID, j.WCKey, ntasks(j), request(r), j.Depend, j.Nice, arrayMax(j))
+		int64(j.ArrayJobID), j.ArrayTaskID, j.WCKey, ntasks(j), request(r), j.Depend, j.Nice, arrayMax(j), pullMS, pullBytes,
+		int64(j.HetJobID), j.HetOffset)
 	if err != nil {
 		return fmt.Errorf("upsert job row: %w", err)
 	}
@@ -253,8 +257,9 @@ func (db *DB) recordAttempt(ctx context.Context, st *recordStmts, j *spec.Job, n
 	if lc := j.LastCheckpoint; lc.Seq > 0 && lc.Attempt == attempt {
 		ckptSeq, ckptTime = sql.NullInt64{Int64: int64(lc.Seq), Valid: true}, unixOrNull(lc.Time.Time)
 	}
+	pullMS, pullBytes := pullCost(a)
 	res, err := st.attempt.ExecContext(ctx, int64(j.ID), attempt, a.ID, strings.Join(nodes, ","), cpus, mem, startS, end,
-		string(state), j.Reason, ckptSeq, ckptTime, lost)
+		string(state), j.Reason, ckptSeq, ckptTime, lost, pullMS, pullBytes)
 	if err != nil {
 		return fmt.Errorf("upsert attempt %d: %w", attempt, err)
 	}
@@ -290,6 +295,19 @@ func (db *DB) recordAttempt(ctx context.Context, st *recordStmts, j *spec.Job, n
 		}
 	}
 	return nil
+}
+
+// pullCost is what a's image cost before its task started: the slowest
+// node's wait (the job starts when every node holds its image) and the
+// bytes all its nodes downloaded.
+func pullCost(a *spec.Alloc) (ms, bytes int64) {
+	if a == nil {
+		return 0, 0
+	}
+	for _, n := range a.Nodes {
+		ms, bytes = max(ms, n.PullMS), bytes+n.PullBytes
+	}
+	return ms, bytes
 }
 
 // device is one allocated device: a whole or shared GPU, or a MIG slice

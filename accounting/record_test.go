@@ -364,3 +364,41 @@ func TestAttemptsRunningAndMany(t *testing.T) {
 		t.Errorf("running attempt = %+v, want RUNNING, 900s elapsed, no end", last)
 	}
 }
+
+// TestImagePullCost: what a job's image cost before it started is kept
+// per attempt and on the job's row for its last attempt: the slowest
+// node's wait and the bytes of all its nodes (migration 015).
+func TestImagePullCost(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(100000).Time }))
+	pulled := func(n spec.NodeAlloc, ms, bytes int64) spec.NodeAlloc { n.PullMS, n.PullBytes = ms, bytes; return n }
+	b := MakeJob(1)
+	b.Ran(1, 0, pulled(node("n1", 4, "GPU-a"), 18250, 1<<30), pulled(node("n2", 4, "GPU-b"), 20500, 1<<30))
+	b.j.State, b.j.Reason, b.j.EndTime = spec.StatePending, "node failure", at(3600)
+	record(t, db, b.Obj())
+	b.Ran(2, 4000, pulled(node("n1", 4, "GPU-a"), 40, 0), pulled(node("n3", 4, "GPU-c"), 19000, 1<<30))
+	b.j.Reason = ""
+	record(t, db, b.End(5000, spec.StateCompleted).Obj())
+
+	got, err := db.Attempts(context.Background(), []spec.JobID{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got[1]) != 2 {
+		t.Fatalf("attempts = %+v, want 2", got[1])
+	}
+	for i, want := range []struct {
+		s float64
+		b int64
+	}{{20.5, 2 << 30}, {19, 1 << 30}} {
+		if a := got[1][i]; a.ImagePullSeconds != want.s || a.ImagePullBytes != want.b {
+			t.Errorf("attempt %d: pull %vs, %d bytes; want %vs, %d", a.Attempt, a.ImagePullSeconds, a.ImagePullBytes, want.s, want.b)
+		}
+	}
+	for _, f := range []Filter{{}, {NoUsage: true}} {
+		r := jobs(t, db, f)[0]
+		if r.ImagePullSeconds != 19 || r.ImagePullBytes != 1<<30 {
+			t.Errorf("job row (NoUsage %v): pull %vs, %d bytes; want the last attempt's 19s, %d", f.NoUsage, r.ImagePullSeconds, r.ImagePullBytes, 1<<30)
+		}
+	}
+}

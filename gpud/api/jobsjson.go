@@ -324,6 +324,8 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 			return d.str(&j.NodeReasons)
 		case "idle_gpu":
 			return d.str(&j.IdleGPU)
+		case "image_pull":
+			return d.raw(&j.ImagePull) // rare: while a pull runs
 		case "idempotency_key":
 			return d.str(&j.IdempotencyKey)
 		case "signal_target":

@@ -193,6 +193,40 @@ type HeartbeatResponse struct {
 	// reservations), soonest first: the node pulls them into its cache
 	// while the jobs wait.
 	Prefetch []Prefetch `json:"prefetch,omitempty"`
+	// ImagesVersion is the version of the node's image inventory the
+	// controller holds (ImageInventory.Version; "" for none): the node
+	// sends its inventory again when its own differs.
+	ImagesVersion string `json:"images_version,omitempty"`
+}
+
+// MaxNodeImages bounds an image inventory: a node with more cached
+// images reports the most recently used.
+const MaxNodeImages = 512
+
+// MaxPulls bounds the pulls one heartbeat reports.
+const MaxPulls = 256
+
+// ImageInventory is the images in a node's cache (spec.ImageKey names),
+// for the scheduler to prefer nodes that hold a job's image. The
+// controller keeps it in memory only and shows it to no user: which
+// images a node holds says which images its users run.
+type ImageInventory struct {
+	// Version identifies Images (a hash of them): equal versions, equal
+	// lists.
+	Version string   `json:"version"`
+	Images  []string `json:"images"`
+}
+
+// PullProgress is how far a job's image pull on the node is: the job's
+// own pull before it starts, or a prefetch while it waits.
+type PullProgress struct {
+	Job spec.JobID `json:"job"`
+	// Done and Total are bytes of the image's blobs (Total 0 until the
+	// manifest is read).
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
+	// Prefetch is true for a pull ahead of a pending job.
+	Prefetch bool `json:"prefetch,omitempty"`
 }
 
 // Prefetch is one pending job's image for a node to pull ahead of the
@@ -225,6 +259,12 @@ type HeartbeatRequest struct {
 	NICProblems []spec.NICProblem `json:"nic_problems,omitempty"`
 	// Revocations is the version of the revocation lists the node holds.
 	Revocations string `json:"revocations,omitempty"`
+	// Images is the node's image inventory, sent when it differs from
+	// the one the controller holds (HeartbeatResponse.ImagesVersion);
+	// nil: unchanged.
+	Images *ImageInventory `json:"images,omitempty"`
+	// Pulls are the image pulls under way on the node for jobs.
+	Pulls []PullProgress `json:"pulls,omitempty"`
 }
 
 // Assignment is the controller's desired state for one allocation on one
@@ -352,6 +392,10 @@ type AllocEvent struct {
 	// For EventStarted: the MIG UUIDs of the node's slices, in the order
 	// of its NodeAlloc.MIG (the node creates them, so only it knows).
 	MIG []string `json:"mig,omitempty"`
+	// For EventStarted: how long the job's start waited for its image
+	// and the bytes downloaded for it (spec.NodeAlloc PullMS, PullBytes).
+	PullMS    int64 `json:"pull_ms,omitempty"`
+	PullBytes int64 `json:"pull_bytes,omitempty"`
 	// For EventUsage: the sample.
 	Usage *UsageSample `json:"usage,omitempty"`
 	// For EventStepStarted and EventStepEnded: the step.
@@ -414,8 +458,13 @@ type AcctRecord struct {
 	// 0 outside arrays); WCKey is --wckey and NTasks the task count.
 	ArrayJobID  spec.JobID `json:"array_job_id,omitempty"`
 	ArrayTaskID int        `json:"array_task_id,omitempty"`
-	WCKey       string     `json:"wckey,omitempty"`
-	NTasks      int        `json:"ntasks,omitempty"`
+	// HetJobID and HetOffset place a heterogeneous job's component
+	// (sacct's JobID N+K): its leader's id and its offset (0 and 0 for
+	// other jobs).
+	HetJobID  spec.JobID `json:"het_job_id,omitempty"`
+	HetOffset int        `json:"het_job_offset,omitempty"`
+	WCKey     string     `json:"wckey,omitempty"`
+	NTasks    int        `json:"ntasks,omitempty"`
 	// Request is the job's request as submitted (per node; nil in
 	// records older than it), Dependency its --dependency, Nice its
 	// --nice and ArrayMax its array's %MAX (0: none): what gpud simulate
@@ -451,6 +500,13 @@ type AcctRecord struct {
 	MaxRSSMiB  float64 `json:"max_rss_mib"`
 	AveRSSMiB  float64 `json:"ave_rss_mib"`
 	MaxRSSNode string  `json:"max_rss_node"`
+	// ImagePullSeconds and ImagePullBytes are what the last attempt's
+	// container image cost before its task started: the slowest node's
+	// wait for it (for a cached image, the registry's check of the
+	// user's access) and the bytes its nodes downloaded (0 when cached).
+	// sacct's ImagePullTime and ImagePullBytes, gpud's own fields.
+	ImagePullSeconds float64 `json:"image_pull_seconds"`
+	ImagePullBytes   int64   `json:"image_pull_bytes"`
 }
 
 // AcctJob is one job of GET /v1/accounting/jobs: its record (whose fields
@@ -502,6 +558,10 @@ type AcctAttempt struct {
 	// LostWork is the seconds of compute the attempt's requeue threw away,
 	// from its checkpoint (or its start); 0 if it was not requeued.
 	LostWork int64 `json:"lost_work"`
+	// ImagePullSeconds and ImagePullBytes: what the attempt's image cost
+	// before its task started (AcctRecord's fields of the same names).
+	ImagePullSeconds float64 `json:"image_pull_seconds"`
+	ImagePullBytes   int64   `json:"image_pull_bytes"`
 }
 
 // AcctFilter selects jobs for GET /v1/accounting/jobs, with sacct's

@@ -109,6 +109,9 @@ type Controller struct {
 	// noted by Heartbeat off the owner loop (see Controller.Heartbeat and
 	// lastHeard).
 	heard sync.Map
+	// imageMoves names the nodes whose image inventory changed since the
+	// scheduler's State last took it (images.go).
+	imageMoves imageMoves
 	// nodeTimeout is cfg.NodeTimeout in nanoseconds, for the node
 	// protocol's answers off the owner loop (NodeTimeout).
 	nodeTimeout atomic.Int64
@@ -233,6 +236,8 @@ func (c *Controller) load(ctx context.Context) error {
 		// given to the job (nor shown) and leaves state.db at the job's
 		// next save.
 		rec.job.Env, _ = spec.DropSecretEnv(rec.job.Env, c.cfg.SecretEnv)
+		// A pull's progress is the nodes' to tell again (images.go).
+		rec.job.ImagePull = nil
 		rec.publish()
 		st.addJob(rec)
 		if run := rec.job.Interrupted; run != nil && rec.job.State == spec.StatePending {

@@ -169,17 +169,83 @@ func keepGPUHealth(old, inv spec.Inventory) spec.Inventory {
 		if unhealthy(g) {
 			marks[g.UUID] = g.Health
 		}
+		for _, m := range g.MIGSlices {
+			if m.Health != "" && m.UUID != "" {
+				marks[m.UUID] = m.Health
+			}
+		}
 	}
 	if len(marks) == 0 {
 		return inv
 	}
 	inv.GPUs = slices.Clone(inv.GPUs)
 	for i := range inv.GPUs {
-		if h, ok := marks[inv.GPUs[i].UUID]; ok && !unhealthy(inv.GPUs[i]) {
-			inv.GPUs[i].Health = h
+		g := &inv.GPUs[i]
+		if h, ok := marks[g.UUID]; ok && !unhealthy(*g) {
+			g.Health = h
+		}
+		g.MIGSlices = slices.Clone(g.MIGSlices)
+		for k := range g.MIGSlices {
+			if h, ok := marks[g.MIGSlices[k].UUID]; ok && g.MIGSlices[k].Health == "" {
+				g.MIGSlices[k].Health = h
+			}
 		}
 	}
 	return inv
+}
+
+// findSlice returns where MIG instance uuid is in inv: its GPU's index in
+// inv.GPUs and its own in that GPU's MIGSlices.
+func findSlice(inv spec.Inventory, uuid string) (gi, si int, ok bool) {
+	if uuid == "" {
+		return 0, 0, false
+	}
+	for i, g := range inv.GPUs {
+		if k := slices.IndexFunc(g.MIGSlices, func(m spec.MIGSlice) bool { return m.UUID == uuid }); k >= 0 {
+			return i, k, true
+		}
+	}
+	return 0, 0, false
+}
+
+// dynamicSliceGPU returns the index in n.inv.GPUs of the dynamic MIG
+// GPU whose instance uuid is (or was): the GPU of a running job's instance,
+// else the GPU (of index gpu, when not -1) that went out for it (its mark
+// names the instance; the job and the instance may be gone); -1 if none.
+func (c *Controller) dynamicSliceGPU(n *nodeRec, uuid string, gpu int) int {
+	if !strings.HasPrefix(uuid, "MIG-") {
+		return -1
+	}
+	if gi, ok := c.sliceOwner(n, uuid); ok {
+		return gi
+	}
+	return slices.IndexFunc(n.inv.GPUs, func(g spec.GPU) bool {
+		return (gpu < 0 || g.Index == gpu) && strings.Contains(g.Health, uuid)
+	})
+}
+
+// sliceOwner returns the index in inv.GPUs of the GPU a running job's MIG
+// instance uuid on node n lives on: an instance a dynamic MIG GPU made
+// for the job, which the node's inventory does not list.
+func (c *Controller) sliceOwner(n *nodeRec, uuid string) (int, bool) {
+	for _, allocID := range slices.Sorted(maps.Keys(n.allocs)) {
+		rec := c.st.jobs[n.allocs[allocID]]
+		if rec == nil {
+			continue
+		}
+		part, ok := rec.livePart(n.inv.Name)
+		if !ok {
+			continue
+		}
+		for _, m := range part.MIG {
+			if m.UUID == uuid {
+				if i := slices.IndexFunc(n.inv.GPUs, func(g spec.GPU) bool { return g.UUID == m.GPU }); i >= 0 {
+					return i, true
+				}
+			}
+		}
+	}
+	return 0, false
 }
 
 func unhealthy(g spec.GPU) bool { return g.Health != "" && g.Health != "ok" }
@@ -301,9 +367,48 @@ func (c *Controller) gpuProblem(tx *txn, n *nodeRec, p spec.GPUProblem) {
 	name := n.inv.Name
 	i := slices.IndexFunc(n.inv.GPUs, func(g spec.GPU) bool { return g.UUID == p.UUID })
 	if i < 0 {
+		if gi, si, ok := findSlice(n.inv, p.UUID); ok {
+			c.sliceProblem(tx, n, gi, si, p)
+			return
+		}
+		// An instance the node made for a job on a dynamic MIG GPU: it
+		// is destroyed with the job, so the GPU (its placements) goes
+		// out instead, and is readmitted with its own probe.
+		// Only the job on the instance moves: the fault is contained to
+		// it; the GPU's other instances keep their jobs.
+		if gi := c.dynamicSliceGPU(n, p.UUID, -1); gi >= 0 && strings.Contains(n.inv.GPUs[gi].Health, p.UUID) {
+			return // out for it already; its job moved and the instance is gone
+		}
+		if gi, ok := c.sliceOwner(n, p.UUID); ok {
+			c.log.Warn("fault of a MIG instance of a dynamic MIG GPU: the GPU goes out", "node", name, "mig_uuid", p.UUID, "gpu_uuid", n.inv.GPUs[gi].UUID)
+			mig := p.UUID
+			onSlice := func(a spec.NodeAlloc) bool {
+				return slices.ContainsFunc(a.MIG, func(m spec.MIGSlice) bool { return m.UUID == mig })
+			}
+			if unhealthy(n.inv.GPUs[gi]) { // out already (another instance's fault): move this one's job
+				c.moveJobs(tx, n, "node "+name+" "+orDefault(p.Problem, "MIG instance "+mig+" unhealthy"), false, true, onSlice)
+				return
+			}
+			p.UUID, p.GPU = n.inv.GPUs[gi].UUID, ""
+			c.gpuOut(tx, n, gi, p, onSlice)
+			return
+		}
+	}
+	if i < 0 {
 		c.log.Warn("node reports a problem with a GPU it did not register; ignored", "node", name, "gpu_uuid", p.UUID, "problem", p.Problem)
 		return
 	}
+	// The jobs on the GPU: whole or a share of it, or on its MIG instances.
+	uuid := p.UUID
+	c.gpuOut(tx, n, i, p, func(a spec.NodeAlloc) bool {
+		return slices.Contains(a.GPUs, uuid) || slices.ContainsFunc(a.MIG, func(m spec.MIGSlice) bool { return m.GPU == uuid })
+	})
+}
+
+// gpuOut takes GPU i of node n out of service for p and moves the jobs
+// onPart matches (owner only).
+func (c *Controller) gpuOut(tx *txn, n *nodeRec, i int, p spec.GPUProblem, onPart func(spec.NodeAlloc) bool) {
+	name := n.inv.Name
 	reason := p.Problem
 	if !strings.HasPrefix(reason, health.ReasonPrefix) {
 		// An agent without the health model: say which GPU.
@@ -326,8 +431,34 @@ func (c *Controller) gpuProblem(tx *txn, n *nodeRec, p spec.GPUProblem) {
 	c.log.Warn("GPU out of service", "node", name, "gpu_uuid", g.UUID, "problem", g.Health)
 	tx.saveNode(n)
 	tx.kick = true
-	uuid := g.UUID
-	c.moveJobs(tx, n, "node "+name+" "+g.Health, false, true, func(p spec.NodeAlloc) bool { return slices.Contains(p.GPUs, uuid) })
+	c.moveJobs(tx, n, "node "+name+" "+g.Health, false, true, onPart)
+}
+
+// sliceProblem takes one MIG instance out of service: the scheduler
+// places nothing more on it (sched skips an instance with Health set)
+// while the GPU's other instances keep their jobs and keep scheduling,
+// and the job running on it is requeued as gpuProblem requeues a GPU's.
+func (c *Controller) sliceProblem(tx *txn, n *nodeRec, gi, si int, p spec.GPUProblem) {
+	name := n.inv.Name
+	reason := p.Problem
+	if !strings.HasPrefix(reason, health.ReasonPrefix) {
+		reason = fmt.Sprintf("GPU %d MIG instance %s %s", n.inv.GPUs[gi].Index, p.UUID, orDefault(p.Problem, "unhealthy"))
+	}
+	if n.inv.GPUs[gi].MIGSlices[si].Health != "" {
+		return
+	}
+	n.inv.GPUs = slices.Clone(n.inv.GPUs) // published views share the old slices
+	g := &n.inv.GPUs[gi]
+	g.MIGSlices = slices.Clone(g.MIGSlices)
+	g.MIGSlices[si].Health = reason
+	c.log.Warn("MIG instance out of service", "node", name, "gpu_uuid", g.UUID, "mig_uuid", p.UUID, "problem", reason)
+	tx.saveNode(n)
+	tx.bump[name] = true
+	tx.kick = true
+	uuid := p.UUID
+	c.moveJobs(tx, n, "node "+name+" "+reason, false, true, func(a spec.NodeAlloc) bool {
+		return slices.ContainsFunc(a.MIG, func(m spec.MIGSlice) bool { return m.UUID == uuid })
+	})
 }
 
 // gpuEvent records one GPU health event and applies a readmission
@@ -335,6 +466,15 @@ func (c *Controller) gpuProblem(tx *txn, n *nodeRec, p spec.GPUProblem) {
 func (c *Controller) gpuEvent(tx *txn, n *nodeRec, ev spec.GPUEvent) {
 	name := n.inv.Name
 	i := slices.IndexFunc(n.inv.GPUs, func(g spec.GPU) bool { return g.UUID == ev.UUID })
+	if gi, si, ok := findSlice(n.inv, ev.UUID); i < 0 && ok {
+		c.sliceEvent(tx, n, gi, si, ev)
+		return
+	}
+	if i < 0 {
+		// An instance a dynamic MIG GPU made for a job: the GPU's
+		// history (the instance's UUID kept in the event).
+		i = c.dynamicSliceGPU(n, ev.UUID, ev.GPU)
+	}
 	if i < 0 {
 		c.log.Warn("node reports a health event of a GPU it did not register; ignored", "node", name, "gpu_uuid", ev.UUID, "kind", ev.Kind)
 		return
@@ -348,6 +488,9 @@ func (c *Controller) gpuEvent(tx *txn, n *nodeRec, ev spec.GPUEvent) {
 	c.gpuEventSeen(name, ev)
 	if ev.Kind != spec.GPUEventReadmit {
 		return
+	}
+	if ev.UUID != g.UUID && !strings.Contains(g.Health, ev.UUID) {
+		return // an instance's readmission; the GPU is out for something else
 	}
 	if strings.HasPrefix(g.Health, health.ReasonPrefix) {
 		n.inv.GPUs = slices.Clone(n.inv.GPUs)
@@ -366,6 +509,31 @@ func (c *Controller) gpuEvent(tx *txn, n *nodeRec, ev spec.GPUEvent) {
 	}
 }
 
+// sliceEvent is gpuEvent for a MIG instance: the event goes to its GPU's
+// history (the GPU's serial; UUID the instance's), and a readmission puts
+// the instance back in service.
+func (c *Controller) sliceEvent(tx *txn, n *nodeRec, gi, si int, ev spec.GPUEvent) {
+	name := n.inv.Name
+	g := n.inv.GPUs[gi]
+	ev.Node, ev.GPU, ev.Serial = name, g.Index, orDefault(g.Serial, ev.Serial)
+	if ev.Time.IsZero() || ev.Time.After(c.now()) {
+		ev.Time = spec.NewTime(c.now())
+	}
+	tx.nodeEvents = append(tx.nodeEvents, spec.NodeEvent{Time: ev.Time.Time, Node: name, Event: spec.NodeEventGPU, Actor: "gpud", GPU: &ev})
+	c.gpuEventSeen(name, ev)
+	if ev.Kind != spec.GPUEventReadmit || !strings.HasPrefix(g.MIGSlices[si].Health, health.ReasonPrefix) {
+		return
+	}
+	c.log.Info("MIG instance back in service after a clean probe", "node", name, "gpu_uuid", g.UUID, "mig_uuid", ev.UUID, "was", g.MIGSlices[si].Health)
+	n.inv.GPUs = slices.Clone(n.inv.GPUs)
+	ms := slices.Clone(g.MIGSlices)
+	ms[si].Health = ""
+	n.inv.GPUs[gi].MIGSlices = ms
+	tx.saveNode(n)
+	tx.bump[name] = true
+	tx.kick = true
+}
+
 // GPUsOut returns the node's GPUs that gpud's health model took out of
 // service, for a registering agent to probe before they come back.
 func (c *Controller) GPUsOut(ctx context.Context, name string) ([]spec.GPUProblem, error) {
@@ -378,6 +546,11 @@ func (c *Controller) GPUsOut(ctx context.Context, name string) ([]spec.GPUProble
 		for _, g := range n.inv.GPUs {
 			if code, _, _, ok := health.ParseReason(g.Health); ok {
 				out = append(out, spec.GPUProblem{UUID: g.UUID, Problem: g.Health, Code: code})
+			}
+			for _, m := range g.MIGSlices {
+				if code, _, _, ok := health.ParseReason(m.Health); ok {
+					out = append(out, spec.GPUProblem{UUID: m.UUID, GPU: g.UUID, Problem: m.Health, Code: code, Action: string(health.DrainSlice)})
+				}
 			}
 		}
 		return nil
@@ -541,8 +714,11 @@ type NodeEvent struct {
 	// For EventCheckpointed.
 	CkptSeq   int
 	CkptBytes int64
-	// For EventStarted: the MIG UUIDs of the part's slices, in order.
-	MIG []string
+	// For EventStarted: the MIG UUIDs of the part's slices, in order,
+	// and what the job's image cost the part (spec.NodeAlloc PullMS,
+	// PullBytes).
+	MIG               []string
+	PullMS, PullBytes int64
 	// For EventStepStarted and EventStepEnded.
 	Step *spec.Step
 	// For EventExited: the GPUs that failed the job's start gate.
@@ -629,6 +805,9 @@ func (c *Controller) applyEvent(tx *txn, node string, ev NodeEvent) {
 	}
 	switch ev.Kind {
 	case EventStarted:
+		if c.pullCost(rec, node, ev) { // images.go
+			tx.saveJob(rec)
+		}
 		if part.Rank == 0 && !rec.job.State.Terminal() {
 			rec.job.StartTime = spec.NewTime(at)
 			batchStarted(&rec.job, part, at) // steps.go
@@ -846,6 +1025,10 @@ type heardRec struct {
 	resume atomic.Bool
 	// running is the alloc ids of the node's last heartbeat.
 	running atomic.Pointer[[]string]
+	// images is the node's image inventory; pulling says its last
+	// report listed pulls (images.go).
+	images  atomic.Pointer[nodeImages]
+	pulling atomic.Bool
 }
 
 func (c *Controller) heardRec(name string) *heardRec {

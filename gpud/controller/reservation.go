@@ -123,7 +123,7 @@ func (c *Controller) CreateReservation(ctx context.Context, who Caller, u spec.R
 		if r.Name == "" {
 			base := "root"
 			if u.Users != nil && len(*u.Users) > 0 {
-				base = (*u.Users)[0]
+				base = strings.TrimPrefix((*u.Users)[0], "-")
 			} else if u.Accounts != nil && len(*u.Accounts) > 0 {
 				base = (*u.Accounts)[0]
 			}
@@ -243,6 +243,9 @@ func (c *Controller) setResv(tx *txn, r *spec.Reservation, u spec.ReservationUpd
 	}
 	if u.Users != nil {
 		r.Users = slices.Clone(*u.Users)
+		if err := spec.CheckResvUsers(r.Users); err != nil {
+			problems = append(problems, err)
+		}
 	}
 	if u.Accounts != nil {
 		r.Accounts = slices.Clone(*u.Accounts)

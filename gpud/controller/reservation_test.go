@@ -144,3 +144,33 @@ func (h *harness) kickCycle() {
 		h.t.Fatal(err)
 	}
 }
+
+// TestReservationExcludedUsers: Users=-name (Slurm's) admits every user
+// but those named, within Accounts where it lists any; a list that mixes
+// refused and admitted names is refused.
+func TestReservationExcludedUsers(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	ctx := context.Background()
+	h.register("n1", 8)
+	_, err := h.c.CreateReservation(ctx, root, resvReq("mixed", t0, time.Hour, []string{"n1"}, func(u *spec.ReservationUpdate) { u.Users = &[]string{"-alice", "bob"} }))
+	if !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), "either every user is prefixed with '-'") {
+		t.Fatalf("mixed users: %v", err)
+	}
+	name, err := h.c.CreateReservation(ctx, root, resvReq("", t0, time.Hour, []string{"n1"}, func(u *spec.ReservationUpdate) { u.Users = &[]string{"-alice"} }))
+	if err != nil || name != "alice_1" {
+		t.Fatalf("create Users=-alice: %q, %v", name, err)
+	}
+	in := func(j *spec.JobSpec) {
+		j.Reservation = name
+		j.Resources.GPUsPerNode = 1
+		j.TimeLimit = spec.Duration(10 * time.Minute)
+	}
+	_, err = h.c.Submit(ctx, alice, spec.JobSpec{Name: "j", Script: "#!/bin/sh\n", WorkDir: "/tmp", Reservation: name})
+	if !errors.Is(err, spec.ErrPermissionDenied) || !strings.Contains(err.Error(), "Access denied to requested reservation") {
+		t.Fatalf("alice in a reservation that refuses her: %v", err)
+	}
+	b := h.submit(bob, in)
+	if j := h.job(b); j.State != spec.StateRunning {
+		t.Fatalf("bob's job in Users=-alice: %s %q", j.State, j.Reason)
+	}
+}

@@ -193,6 +193,7 @@ func (c *Controller) scheduleInto(tx *txn, start time.Time) error {
 			return nil
 		}
 		s.inc, s.full, s.submitted, s.freed = nil, false, s.submitted[:0], s.freed[:0]
+		c.imageMoves.take() // the snapshot reads every inventory as it is now
 		snap := c.snapshot(now)
 		cfg := c.schedConfig()
 		st, plan := sched.NewState(snap, now, cfg)
@@ -280,6 +281,10 @@ func (c *Controller) cycleInBatch(tx *txn) bool {
 // the rest (it looks at everything anew).
 func (c *Controller) cycleIncremental(tx *txn, now, start time.Time) {
 	s := &c.sched
+	for _, name := range c.imageMoves.take() {
+		// Inventories that came since the full cycle (images.go).
+		s.inc.SetImages(name, c.nodeImageSet(name))
+	}
 	for i, id := range s.freed {
 		if i > 0 && time.Since(start) > s.fullDur {
 			tx.kick = true
@@ -490,6 +495,7 @@ func (c *Controller) schedNode(name string) (sched.Node, []spec.JobID) {
 		Weight:     n.weight(),      // admin.go
 		Power:      c.powerOf(name), // power.go
 		IdleSince:  c.power.idleSince[name],
+		Images:     c.nodeImageSet(name), // images.go
 	}
 	groups := nvlinkGroups(n.inv.GPUs)
 	for i, g := range n.inv.GPUs {
@@ -525,6 +531,9 @@ func (c *Controller) fillSchedJob(sj *sched.Job, j *spec.Job) {
 	sj.Account, sj.User, sj.QOS, sj.Nice, sj.TimeLimit = j.Account, j.User, j.QOS, j.Nice, j.TimeLimit.Std()
 	sj.Reservation, sj.TimeMin = j.Reservation, j.TimeMin.Std()                // reservation.go, --time-min
 	sj.HetJobID, sj.HetOffset, sj.HetSize = j.HetJobID, j.HetOffset, j.HetSize // het.go
+	if j.Image != "" && j.Image != spec.ImageHost {
+		sj.Image = spec.ImageKey(j.Image) // images.go
+	}
 	if p := c.cfg.partition(j.Partition); p == nil || p.State == PartitionDown || p.State == PartitionInactive {
 		sj.PartitionDown = true
 	}

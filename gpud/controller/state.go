@@ -12,6 +12,9 @@ import (
 type state struct {
 	nextID spec.JobID
 	jobs   map[spec.JobID]*jobRec
+	// pullsOn is the jobs each node last reported image pulls for
+	// (images.go).
+	pullsOn map[string][]spec.JobID
 	// order holds every job id ascending (ids are monotonic, so appending
 	// keeps it sorted); listing walks it instead of sorting a map.
 	order   []spec.JobID
@@ -404,6 +407,7 @@ func (c *Controller) nodeView(n *nodeRec) spec.Node {
 		AllocMemMiB:   u.mem,
 		AllocGPUs:     []string{},
 		Jobs:          u.jobs,
+		CachedImages:  len(c.nodeImageSet(n.inv.Name)), // images.go
 	}
 	if p := c.admin.power[n.inv.Name]; p != nil {
 		out.Power, out.PowerSince = p.State, p.Since

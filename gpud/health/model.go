@@ -26,6 +26,10 @@ type Reading struct {
 	UUID  string
 	// XIDs are the XID errors seen since the previous reading.
 	XIDs []int
+	// MIGXIDs are XID errors NVML attributed to one of the GPU's MIG
+	// instances, by the instance's UUID: a drain-slice finding takes
+	// only that instance out, any other counts as the GPU's own.
+	MIGXIDs map[string][]int
 
 	TempC, PowerW, UtilPct     float64
 	HasTemp, HasPower, HasUtil bool
@@ -99,8 +103,11 @@ func DefaultLimits() Limits {
 
 // Finding is one thing wrong with one GPU.
 type Finding struct {
-	GPU    int    `json:"gpu"`
+	GPU int `json:"gpu"`
+	// UUID is the GPU's, or the MIG instance's for a finding of one
+	// instance (action drain-slice); Parent is then the GPU's.
 	UUID   string `json:"uuid"`
+	Parent string `json:"parent,omitempty"`
 	Code   string `json:"code"`
 	Class  Class  `json:"class"`
 	Action Action `json:"action"`
@@ -140,6 +147,9 @@ type Model struct {
 
 type gpuState struct {
 	index int
+	// parent is the GPU's UUID when this is a MIG instance (it has no
+	// readings of its own: only the XIDs NVML attributes to it).
+	parent string
 	// over: since when a sustained condition has held, by code.
 	over map[string]time.Time
 	// Counter baselines: the rate window's start and the counts then.
@@ -194,6 +204,7 @@ func newState(index int) *gpuState {
 func (m *Model) Observe(now time.Time, readings []Reading) Report {
 	var rep Report
 	seen := map[string]bool{}
+	sliceFs := map[string][]Finding{}
 	for _, r := range readings {
 		seen[r.UUID] = true
 		st := m.gpus[r.UUID]
@@ -201,10 +212,26 @@ func (m *Model) Observe(now time.Time, readings []Reading) Report {
 			st = newState(r.Index)
 			m.gpus[r.UUID] = st
 		}
-		m.update(&rep, st, now, m.judge(st, r, now))
+		var own []Finding
+		for _, f := range m.judge(st, r, now) {
+			if f.Parent == "" {
+				own = append(own, f)
+				continue
+			}
+			m.sliceState(f)
+			sliceFs[f.UUID] = append(sliceFs[f.UUID], f)
+		}
+		m.update(&rep, st, now, own)
+	}
+	// A MIG instance is clean while no XID is attributed to it and its
+	// GPU is still listed (a GPU gone is the GPU's fault, not the slice's).
+	for _, uuid := range slices.Sorted(maps.Keys(m.gpus)) {
+		if st := m.gpus[uuid]; st.parent != "" && seen[st.parent] {
+			m.update(&rep, st, now, sliceFs[uuid])
+		}
 	}
 	for _, uuid := range slices.Sorted(maps.Keys(m.gpus)) {
-		if seen[uuid] {
+		if seen[uuid] || m.gpus[uuid].parent != "" {
 			continue
 		}
 		st := m.gpus[uuid]
@@ -219,6 +246,27 @@ func (m *Model) Observe(now time.Time, readings []Reading) Report {
 	}
 	slices.SortFunc(rep.New, byGPU)
 	return rep
+}
+
+// sliceState returns the state of the MIG instance f names, made on
+// first sight.
+func (m *Model) sliceState(f Finding) *gpuState {
+	st := m.gpus[f.UUID]
+	if st == nil {
+		st = newState(f.GPU)
+		m.gpus[f.UUID] = st
+	}
+	st.index, st.parent = f.GPU, f.Parent
+	return st
+}
+
+// Parent returns the GPU's UUID when uuid is a MIG instance the model
+// follows, else "".
+func (m *Model) Parent(uuid string) string {
+	if st := m.gpus[uuid]; st != nil {
+		return st.parent
+	}
+	return ""
 }
 
 func byGPU(a, b Finding) int {
@@ -298,6 +346,17 @@ func (m *Model) judge(st *gpuState, r Reading, now time.Time) []Finding {
 	}
 	for _, x := range slices.Compact(slices.Sorted(slices.Values(r.XIDs))) {
 		add(XIDCode(x), "XID "+fmt.Sprint(x)+" "+m.triage.Lookup(XIDCode(x)).What)
+	}
+	for _, mig := range slices.Sorted(maps.Keys(r.MIGXIDs)) {
+		for _, x := range slices.Compact(slices.Sorted(slices.Values(r.MIGXIDs[mig]))) {
+			f := m.finding(r.Index, r.UUID, XIDCode(x), fmt.Sprintf("XID %d %s on MIG instance %s", x, m.triage.Lookup(XIDCode(x)).What, mig))
+			if f.Action == DrainSlice && mig != r.UUID {
+				f.UUID, f.Parent = mig, r.UUID
+			}
+			if f.Action != Ignore {
+				out = append(out, f)
+			}
+		}
 	}
 	if l.TempMaxC > 0 && r.HasTemp {
 		sustained(CodeTemp, r.TempC >= l.TempMaxC, fmt.Sprintf("temperature %.0fC at or above %.0fC", r.TempC, l.TempMaxC))
@@ -450,6 +509,15 @@ func (m *Model) Gate(want []string, readings []Reading) []Finding {
 		for _, x := range r.XIDs {
 			add(XIDCode(x), "XID "+fmt.Sprint(x)+" "+m.triage.Lookup(XIDCode(x)).What)
 		}
+		// An XID of one MIG instance fails the GPU's gate only when it is
+		// not the instance's alone (drain-slice: the sample takes it).
+		for _, mig := range slices.Sorted(maps.Keys(r.MIGXIDs)) {
+			for _, x := range r.MIGXIDs[mig] {
+				if m.triage.Lookup(XIDCode(x)).Action != DrainSlice {
+					add(XIDCode(x), fmt.Sprintf("XID %d %s on MIG instance %s", x, m.triage.Lookup(XIDCode(x)).What, mig))
+				}
+			}
+		}
 		if r.HasRowRemap && r.RowRemapFailed {
 			add(CodeRowRemapFailed, "row remapping failed")
 		}
@@ -505,6 +573,9 @@ func (m *Model) Latch(f Finding) bool {
 		st = newState(f.GPU)
 		m.gpus[f.UUID] = st
 	}
+	if f.Parent != "" {
+		st.parent = f.Parent
+	}
 	if _, ok := st.faults[f.Code]; ok {
 		return false
 	}
@@ -536,6 +607,9 @@ func (m *Model) Hold(f Finding) {
 	if st == nil {
 		st = newState(f.GPU)
 		m.gpus[f.UUID] = st
+	}
+	if f.Parent != "" {
+		st.parent = f.Parent
 	}
 	if len(st.faults) == 0 {
 		st.faults[f.Code] = f

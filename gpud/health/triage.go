@@ -34,6 +34,11 @@ const (
 	// checkpointed (when they checkpoint) and requeued elsewhere, while
 	// the node's other GPUs keep scheduling.
 	DrainGPU Action = "drain-gpu"
+	// DrainSlice takes only the MIG instance NVML attributed the finding
+	// to out of service (the GPU's other instances keep their jobs and
+	// keep scheduling); a finding of a whole GPU (no MIG attribution) is
+	// drain-gpu.
+	DrainSlice Action = "drain-slice"
 	// Log records the finding in the GPU's history; nothing moves.
 	Log Action = "log"
 	// Ignore drops the finding.
@@ -41,7 +46,7 @@ const (
 )
 
 // Drains reports whether the action takes something out of service.
-func (a Action) Drains() bool { return a == DrainNode || a == DrainGPU }
+func (a Action) Drains() bool { return a == DrainNode || a == DrainGPU || a == DrainSlice }
 
 // defaultAction is each class's action when a rule names only the class.
 var defaultAction = map[Class]Action{Fatal: DrainGPU, Degraded: Log, Info: Ignore}
@@ -123,6 +128,10 @@ func DefaultTriage() Triage {
 	} {
 		t[XIDCode(x)] = Rule{Fatal, DrainGPU, what}
 	}
+	// A contained ECC error stays within the MIG instance that met it
+	// (NVIDIA's XID catalogue: the other instances run on); an
+	// uncontained one (95) needs the whole GPU reset.
+	t[XIDCode(94)] = Rule{Fatal, DrainSlice, "contained ECC error"}
 	for x, what := range map[int]string{140: "unrecovered ECC error", 143: "GPU initialisation failure"} {
 		t[XIDCode(x)] = Rule{Degraded, Log, what}
 	}
@@ -158,14 +167,14 @@ func ParseTriage(base Triage, overrides map[string]string) (Triage, error) {
 		cls, act, hasAct := strings.Cut(v, ":")
 		r := Rule{Class: Class(cls), What: base.Lookup(code).What}
 		if _, ok := defaultAction[r.Class]; !ok {
-			errs = append(errs, fmt.Errorf("[health.triage] %s = %q: unknown class %q; use fatal, degraded or info, optionally with :drain-node, :drain-gpu, :log or :ignore", code, v, cls))
+			errs = append(errs, fmt.Errorf("[health.triage] %s = %q: unknown class %q; use fatal, degraded or info, optionally with :drain-node, :drain-gpu, :drain-slice, :log or :ignore", code, v, cls))
 			continue
 		}
 		r.Action = defaultAction[r.Class]
 		if hasAct {
 			r.Action = Action(act)
-			if !slices.Contains([]Action{DrainNode, DrainGPU, Log, Ignore}, r.Action) {
-				errs = append(errs, fmt.Errorf("[health.triage] %s = %q: unknown action %q; use drain-node, drain-gpu, log or ignore", code, v, act))
+			if !slices.Contains([]Action{DrainNode, DrainGPU, DrainSlice, Log, Ignore}, r.Action) {
+				errs = append(errs, fmt.Errorf("[health.triage] %s = %q: unknown action %q; use drain-node, drain-gpu, drain-slice, log or ignore", code, v, act))
 				continue
 			}
 		}

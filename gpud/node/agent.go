@@ -110,6 +110,7 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 			nics:       nics,
 			pins:       newCPUPins(cfg.SysfsRoot, o.log),
 			kick:       make(chan struct{}, 1),
+			images:     &imageState{},
 			backoffMin: o.backoffMin,
 			backoffMax: o.backoffMax,
 		},
@@ -402,8 +403,12 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		hctx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout(interval))
 		events := a.health.pendingEvents()
 		nicReport, nicProblems := a.health.nicReport()
-		resp, err := a.client.HeartbeatAnswer(hctx, a.cfg.Name, api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current(),
-			GPUEvents: events, NICReport: nicReport, NICProblems: nicProblems, Revocations: a.rev.Version()})
+		req := api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current(),
+			GPUEvents: events, NICReport: nicReport, NICProblems: nicProblems, Revocations: a.rev.Version()}
+		if puller, ok := a.rt.(runtime.ImagePuller); ok {
+			req.Images, req.Pulls = a.images.inventory(hctx, puller), a.images.pullsNow()
+		}
+		resp, err := a.client.HeartbeatAnswer(hctx, a.cfg.Name, req)
 		cancel()
 		next := max(interval-time.Since(began), 0) // the cadence of a ticker
 		if err != nil && ctx.Err() == nil {
@@ -419,6 +424,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 			a.contactOK(sent, resp.NodeTimeout())
 			a.learnRevocations(sent, resp.Revocations)
 			a.prefetch(ctx, resp.Prefetch)
+			a.images.answered(resp.ImagesVersion)
 			if a.heartbeatAnswered(sent) {
 				a.repoll() // a fence waits for an answer asked after this one
 			}

@@ -184,12 +184,12 @@ func (h *healthWatcher) hold(out []spec.GPUProblem) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, p := range out {
-		g := h.a.gpus[p.UUID]
+		g := h.a.gpus[cmp.Or(p.GPU, p.UUID)] // a MIG instance's: its GPU's
 		code, _, detail, ok := health.ParseReason(p.Problem)
 		if !ok {
 			code, detail = "held", p.Problem
 		}
-		h.model.Hold(health.Finding{GPU: g.Index, UUID: p.UUID, Code: cmp.Or(p.Code, code), Class: health.Class(p.Class),
+		h.model.Hold(health.Finding{GPU: g.Index, UUID: p.UUID, Parent: p.GPU, Code: cmp.Or(p.Code, code), Class: health.Class(p.Class),
 			Action: health.Action(cmp.Or(p.Action, string(health.DrainGPU))), Detail: detail})
 	}
 	h.problems = problemsOf(h.model.Faults())
@@ -466,7 +466,32 @@ func (h *healthWatcher) nicReport() (bool, []spec.NICProblem) {
 // fresh sample must show it present and passing the gate's checks, then
 // the deep check (if any) must pass.
 func (h *healthWatcher) startProbe(ctx context.Context, uuid string) {
-	g := h.a.gpus[uuid]
+	h.mu.Lock()
+	parent := h.model.Parent(uuid)
+	h.mu.Unlock()
+	g := h.a.gpus[cmp.Or(parent, uuid)]
+	if parent != "" {
+		// A MIG instance: the quick checks of its GPU (which must not be
+		// faulted itself) and no XID attributed to it since; no deep
+		// diagnostic, which needs the whole GPU while its other
+		// instances run jobs.
+		h.probes.Add(1)
+		go func() {
+			defer h.probes.Done()
+			h.mu.Lock()
+			faulted := h.model.Faulted(parent)
+			h.mu.Unlock()
+			err := h.quickCheck(ctx, parent)
+			if err == nil && faulted {
+				err = fmt.Errorf("its GPU %s is out of service", parent)
+			}
+			select {
+			case h.probed <- probeResult{uuid: uuid, err: err}:
+			case <-ctx.Done():
+			}
+		}()
+		return
+	}
 	h.probes.Add(1)
 	go func() {
 		defer h.probes.Done()
@@ -517,13 +542,14 @@ func (h *healthWatcher) probeDone(r probeResult) {
 		h.a.log.Warn("GPU readmission probe failed; keeping it out of service", "gpu_uuid", r.uuid, "err", r.err)
 		return
 	}
+	parent := h.model.Parent(r.uuid)
 	cleared := h.model.Readmit(r.uuid)
-	g := h.a.gpus[r.uuid]
+	g := h.a.gpus[cmp.Or(parent, r.uuid)]
 	var codes []string
 	for _, f := range cleared {
 		codes = append(codes, f.Code)
 	}
-	h.addEvent(now, spec.GPUEventReadmit, health.Finding{GPU: g.Index, UUID: r.uuid, Code: strings.Join(codes, ","),
+	h.addEvent(now, spec.GPUEventReadmit, health.Finding{GPU: g.Index, UUID: r.uuid, Parent: parent, Code: strings.Join(codes, ","),
 		Detail: "clean probe after " + strings.Join(codes, ", ")})
 	h.problems = slices.DeleteFunc(h.problems, func(p spec.GPUProblem) bool { return p.UUID == r.uuid })
 	h.mu.Unlock()
@@ -533,7 +559,7 @@ func (h *healthWatcher) probeDone(r probeResult) {
 
 // addEvent queues a history event; callers hold mu.
 func (h *healthWatcher) addEvent(now time.Time, kind string, f health.Finding) {
-	g := h.a.gpus[f.UUID]
+	g := h.a.gpus[cmp.Or(f.Parent, f.UUID)]
 	h.events = append(h.events, spec.GPUEvent{Time: spec.NewTime(now), Node: h.a.cfg.Name, GPU: f.GPU, UUID: f.UUID, Serial: g.Serial,
 		Kind: kind, Code: f.Code, Class: string(f.Class), Action: string(f.Action), Detail: f.Detail})
 	if over := len(h.events) - maxGPUEvents; over > 0 {
@@ -593,7 +619,7 @@ func (h *healthWatcher) gateStart(ctx context.Context, uuids []string) []health.
 func problemsOf(fs []health.Finding) []spec.GPUProblem {
 	var out []spec.GPUProblem
 	for _, f := range fs {
-		out = append(out, spec.GPUProblem{UUID: f.UUID, Problem: f.Reason(), Code: f.Code, Class: string(f.Class), Action: string(f.Action)})
+		out = append(out, spec.GPUProblem{UUID: f.UUID, GPU: f.Parent, Problem: f.Reason(), Code: f.Code, Class: string(f.Class), Action: string(f.Action)})
 	}
 	return out
 }
@@ -605,7 +631,14 @@ func (h *healthWatcher) readings(samples []gpu.Sample, take bool) []health.Readi
 	for i, s := range samples {
 		out[i] = reading(s)
 		for _, x := range s.XIDs {
-			if x.Seq > h.xidSeen[s.UUID] {
+			switch {
+			case x.Seq <= h.xidSeen[s.UUID]:
+			case x.MIG != "":
+				if out[i].MIGXIDs == nil {
+					out[i].MIGXIDs = map[string][]int{}
+				}
+				out[i].MIGXIDs[x.MIG] = append(out[i].MIGXIDs[x.MIG], x.XID)
+			default:
 				out[i].XIDs = append(out[i].XIDs, x.XID)
 			}
 		}

@@ -383,3 +383,55 @@ func TestHealthNICDownAndBack(t *testing.T) {
 		return len(p) == 1 && p[0].Name == "mlx5_0" && strings.Contains(p[0].Problem, "vanished")
 	}, e.on()...)
 }
+
+// TestHealthMIGInstance: an XID 94 the backend attributes to a MIG
+// instance of GPU 1 takes that instance alone out (the problem names the
+// instance and its GPU; the GPU is no problem and a job on it passes its
+// gate), its event is in the GPU's history by serial; after probe_after
+// clean, the instance's probe (its GPU's quick checks; no deep
+// diagnostic, the prober is never called) readmits it.
+func TestHealthMIGInstance(t *testing.T) {
+	fs := &fakeSampler{samples: healthySamples()}
+	prober := &fakeProber{err: errors.New("a deep diagnostic ran on a GPU whose other instances run jobs")}
+	cfg := HealthConfig{Interval: 10 * time.Second, Triage: health.DefaultTriage(), Prober: prober,
+		Limits: health.Limits{TempMaxC: 85, Sustain: time.Minute, ProbeAfter: 20 * time.Second}}
+	e := newEnv(t, func(e *env) { e.opts = []Option{WithHealth(fs, cfg)} })
+	sampled := func(what string) {
+		t.Helper()
+		waitFor(t, what, func() bool { return e.clock.Waiters() == 1 }, e.on()...)
+	}
+	sampled("first health sample")
+	fs.mu.Lock()
+	fs.seq++
+	fs.samples[1].XIDs = append(fs.samples[1].XIDs, gpu.XIDEvent{Seq: fs.seq, XID: 94, MIG: "MIG-b1"})
+	fs.mu.Unlock()
+	e.clock.Advance(10 * time.Second)
+	want := []spec.GPUProblem{{UUID: "MIG-b1", GPU: "GPU-b", Problem: "gpud:xid94 gpu1 XID 94 contained ECC error on MIG instance MIG-b1",
+		Code: "xid94", Class: "fatal", Action: "drain-slice"}}
+	waitFor(t, "heartbeat with the instance's problem", func() bool { p, _ := lastBeat(e); return cmp.Equal(want, p) }, e.on()...)
+	if fs := e.agent.health.gateStart(context.Background(), []string{"GPU-b"}); len(fs) != 0 {
+		t.Fatalf("gate of the faulted instance's GPU: %+v, want it passing (its other instances take jobs)", fs)
+	}
+	for range 3 { // 20s clean: the instance's probe passes
+		sampled("clean sample")
+		e.clock.Advance(10 * time.Second)
+	}
+	waitFor(t, "the instance readmitted", func() bool {
+		p, evs := lastBeat(e)
+		return len(p) == 0 && slices.Contains(kinds(evs), "readmit:xid94@MIG-b1")
+	}, e.on()...)
+	_, evs := lastBeat(e)
+	if diff := cmp.Diff([]string{"fault:xid94@MIG-b1", "readmit:xid94@MIG-b1"}, kinds(evs)); diff != "" {
+		t.Errorf("health events (-want +got):\n%s", diff)
+	}
+	for _, ev := range evs {
+		if ev.GPU != 1 {
+			t.Errorf("event %s of MIG-b1 names GPU %d, want its GPU 1", ev.Kind, ev.GPU)
+		}
+	}
+	prober.mu.Lock()
+	defer prober.mu.Unlock()
+	if prober.calls != 0 {
+		t.Errorf("the deep prober ran %d times for a MIG instance's probe, want none", prober.calls)
+	}
+}

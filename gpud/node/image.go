@@ -32,6 +32,9 @@ func (r *runner) pullImage(ctx context.Context, log *slog.Logger) bool {
 		return false
 	}
 	ref = req.Ref
+	var done func()
+	req.Progress, done = r.d.images.startPull(r.jobID, false)
+	defer done()
 	// A cancel (scancel, time limit, preemption) ends the wait, not the
 	// download: the node's cache finishes it for the next job.
 	pctx, cancel := context.WithCancel(ctx)

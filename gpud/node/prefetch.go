@@ -91,7 +91,10 @@ func (a *Agent) prefetch(ctx context.Context, ps []api.Prefetch) {
 			log.Info("image not prefetched: the user's registry credentials could not be read; the job's own pull will say why", "err", err)
 			return
 		}
+		var done func()
+		req.Progress, done = a.images.startPull(p.Job, true)
 		res, err := puller.PullImage(ctx, req)
+		done()
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Info("image not prefetched; the job's own pull will try again", "err", err)

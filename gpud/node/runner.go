@@ -239,6 +239,9 @@ func (r *runner) run(ctx context.Context) {
 		for _, m := range r.mig {
 			ev.MIG = append(ev.MIG, m.UUID)
 		}
+		// What the image cost this start (accounting: sacct's
+		// ImagePullTime and ImagePullBytes); zero for an adopted run.
+		ev.PullMS, ev.PullBytes = r.pulled.Duration.Milliseconds(), r.pulled.Bytes
 		if err := r.d.record(ctx, ev); err != nil {
 			// The exit event will still tell the controller it ran.
 			log.Error("record start of job", "err", err)

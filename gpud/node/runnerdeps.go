@@ -40,6 +40,9 @@ type runnerDeps struct {
 	steps *step.Node
 	// kick wakes the outbox sender; buffered so a send never blocks.
 	kick chan struct{}
+	// images is the node's image pulls and cache inventory, for its
+	// heartbeats (inventory.go).
+	images *imageState
 	// backoffMin and backoffMax bound retry pacing (newBackoff).
 	backoffMin, backoffMax time.Duration
 

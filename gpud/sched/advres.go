@@ -46,7 +46,10 @@ type AdvanceReservation struct {
 	Recur      Recurrence
 	Nodes      []string
 	// Users and Accounts may use it (either matches); both empty: only
-	// root (the controller refuses to create such a reservation).
+	// root (the controller refuses to create such a reservation). Users
+	// all prefixed with '-' (Slurm's Users=-alice,-bob) are the ones it
+	// refuses: every other user may, where Accounts is empty or has the
+	// job's account.
 	Users, Accounts []string
 	// Maint marks a maintenance window: the jobs it keeps off its nodes
 	// wait with spec.ReasonReservedMaint.
@@ -117,6 +120,9 @@ func (r *AdvanceReservation) Active(t time.Time) bool {
 
 // Admits reports whether a job of user and account may use r.
 func (r *AdvanceReservation) Admits(user, account string) bool {
+	if spec.ResvUsersExcluded(r.Users) {
+		return !slices.Contains(r.Users, "-"+user) && (len(r.Accounts) == 0 || account != "" && slices.Contains(r.Accounts, account))
+	}
 	return slices.Contains(r.Users, user) || account != "" && slices.Contains(r.Accounts, account)
 }
 

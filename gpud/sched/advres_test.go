@@ -232,3 +232,25 @@ func TestTimeMinFillsBackfillHole(t *testing.T) {
 		t.Errorf("started with a hole below its --time-min: %+v", p.Starts)
 	}
 }
+
+func TestAdmitsExcludedUsers(t *testing.T) {
+	for _, tc := range []struct {
+		users, accounts []string
+		user, account   string
+		want            bool
+	}{
+		{[]string{"alice"}, nil, "alice", "a", true},
+		{[]string{"alice"}, nil, "bob", "a", false},
+		{[]string{"alice"}, []string{"a"}, "bob", "a", true}, // either matches
+		{[]string{"-alice"}, nil, "bob", "a", true},
+		{[]string{"-alice", "-carol"}, nil, "carol", "a", false},
+		{[]string{"-alice"}, []string{"a"}, "bob", "a", true},
+		{[]string{"-alice"}, []string{"a"}, "bob", "b", false}, // not its account
+		{[]string{"-alice"}, []string{"a"}, "alice", "a", false},
+	} {
+		r := AdvanceReservation{Users: tc.users, Accounts: tc.accounts}
+		if got := r.Admits(tc.user, tc.account); got != tc.want {
+			t.Errorf("Users=%v Accounts=%v admits %s (account %s) = %v, want %v", tc.users, tc.accounts, tc.user, tc.account, got, tc.want)
+		}
+	}
+}

@@ -90,7 +90,7 @@ func (c *cycle) migState() *migCycle {
 			for _, s := range g.MIG.Slices {
 				mg.used |= placementMask(s.Placement)
 				mg.count[s.Profile]++
-				if s.Job == 0 && s.UUID != "" {
+				if s.Job == 0 && s.UUID != "" && s.Health == "" { // an instance out of service takes no job
 					mg.idle = append(mg.idle, s)
 				}
 			}
@@ -459,6 +459,8 @@ func (v *migVerifier) check(j *Job, n *Node, a spec.NodeAlloc, gpuTaken map[stri
 				bad("reuses MIG instance %s, which is not on GPU %s", s.UUID, s.GPU)
 			case g.MIG.Slices[i].Job != 0:
 				bad("reuses MIG instance %s, which job %d holds", s.UUID, g.MIG.Slices[i].Job)
+			case g.MIG.Slices[i].Health != "":
+				bad("reuses MIG instance %s, which is out of service (%s)", s.UUID, g.MIG.Slices[i].Health)
 			case g.MIG.Slices[i].Placement != s.Placement || g.MIG.Slices[i].Profile != s.Profile:
 				bad("reuses MIG instance %s with a different profile or placement", s.UUID)
 			case v.reused[s.UUID]:

@@ -38,6 +38,18 @@ func migNode(name string, n int, dynamic bool) Node {
 	return nd
 }
 
+// staticNode is a node with one static MIG H100 holding two 3g.40gb
+// instances, the first (MIG-a, at 0) marked with health (when not "").
+func staticNode(name, health string) Node {
+	nd := migNode(name, 1, false)
+	g := name + "-g0"
+	nd.GPUs[0].MIG.Slices = []spec.MIGSlice{
+		{GPU: g, Profile: "3g.40gb", Placement: spec.MIGPlacement{Start: 0, Size: 3}, UUID: "MIG-a", Health: health},
+		{GPU: g, Profile: "3g.40gb", Placement: spec.MIGPlacement{Start: 4, Size: 3}, UUID: "MIG-b"},
+	}
+	return nd
+}
+
 func migJob(id spec.JobID, profile string, n int) Job {
 	return Job{ID: id, SubmitTime: time.Unix(int64(id), 0), Req: spec.Resources{Nodes: 1, CPUsPerNode: 1, GPUsPerNode: n, GPUProfile: profile}}
 }
@@ -110,6 +122,12 @@ func TestMIGPlacement(t *testing.T) {
 			[]Job{{ID: 1, Req: spec.Resources{Nodes: 2, CPUsPerNode: 1, GPUsPerNode: 1, GPUProfile: "7g.80gb"}}},
 			map[spec.JobID]string{1: "n1-g0@0+7,n2-g0@0+7"}},
 		{"unknown profile waits", []Node{migNode("n1", 1, true)}, []Job{migJob(1, "5g.60gb", 1)}, map[spec.JobID]string{}},
+		// A MIG instance out of service (a fault NVML attributed to it)
+		// takes no job; its GPU's other instance does.
+		{"an instance out of service takes no job", []Node{staticNode("n1", "gpud:xid94 gpu0 XID 94 on MIG-a")},
+			[]Job{migJob(1, "3g.40gb", 1), migJob(2, "3g.40gb", 1)}, map[spec.JobID]string{1: "n1-g0@4+3"}},
+		{"both instances in service", []Node{staticNode("n1", "")},
+			[]Job{migJob(1, "3g.40gb", 1), migJob(2, "3g.40gb", 1)}, map[spec.JobID]string{1: "n1-g0@0+3", 2: "n1-g0@4+3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan := scheduleOK(t, &Snapshot{Nodes: tc.nodes, Jobs: tc.jobs})

@@ -120,12 +120,25 @@ func (c *cycle) placeBest(j *Job, dur int64, pol Placement, m *fitMemo) ([]pick,
 			s1, s2 float64
 		}
 		var best []scored
+		holders := c.imageHolders(j.Image)
 		better := func(a, b scored) int {
 			if x := cmp.Compare(a.s1, b.s1); x != 0 {
 				return x
 			}
 			if x := cmp.Compare(a.s2, b.s2); x != 0 {
 				return x
+			}
+			if holders != nil {
+				// Weight, then the image (image.go), then name.
+				if x := cmp.Compare(c.nodes[a.p.node].n.Weight, c.nodes[b.p.node].n.Weight); x != 0 {
+					return x
+				}
+				if ha, hb := holds(holders, a.p.node), holds(holders, b.p.node); ha != hb {
+					if ha {
+						return -1
+					}
+					return 1
+				}
 			}
 			return cmp.Compare(a.p.node, b.p.node)
 		}
@@ -182,8 +195,24 @@ func (c *cycle) placeBest(j *Job, dur int64, pol Placement, m *fitMemo) ([]pick,
 		if pol == PlaceSpread {
 			step, b = -1, 64
 		}
+		holders := c.imageHolders(j.Image)
 	scan:
 		for ; b >= lo && b <= 64; b += step {
+			if holders != nil {
+				// The bucket's nodes (equally good) with those holding the
+				// job's image first among equal weights (image.go).
+				idx := c.bucketNodes(b)
+				c.imageFirst(idx, holders)
+				for _, i := range idx {
+					if p, ok := try(i); ok {
+						picks = append(picks, p)
+						if len(picks) == want {
+							break scan
+						}
+					}
+				}
+				continue
+			}
 			for wi, word := range c.buckets[b] {
 				for word != 0 {
 					i := wi*64 + bits.TrailingZeros64(word)

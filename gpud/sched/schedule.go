@@ -242,6 +242,9 @@ type cycle struct {
 	fgd      []fgdGroup
 	shares   []float64
 	fgdMemo  map[fgdState]fgdScore
+	// holders are the nodes holding each image (image.go).
+	holders             map[string][]uint64
+	orderBuf, bucketBuf []int
 	// mig is the MIG layout (mig.go), built for the first MIG job.
 	mig *migCycle
 	// unplaced are the jobs whose placement failed since the plan's

@@ -138,6 +138,10 @@ type Node struct {
 	// Weight orders nodes that fit a job equally well: lower first
 	// (scontrol update Weight=); 0 is the default.
 	Weight int
+	// Images are the images in the node's cache (spec.ImageKey names):
+	// among nodes equally good for a job, those holding its image come
+	// first (image.go). Never modified once in a snapshot.
+	Images map[string]bool
 	// Power is the node's power-saving state: a node that is not on
 	// runs nothing now; PlanPower (power.go) plans pending work on the
 	// powered-down ones, which powers them up.
@@ -231,6 +235,9 @@ type Job struct {
 	// Reservation is the advance reservation the job asks for
 	// (--reservation): it runs only on its nodes, in its windows.
 	Reservation string
+	// Image is the job's image as spec.ImageKey names it ("" for the
+	// host's root): a tie-breaker towards nodes that hold it (image.go).
+	Image string
 	// HetJobID, when set, makes the job component HetOffset of the
 	// heterogeneous job HetJobID of HetSize components (het.go): all of
 	// them start in the same cycle or none does. The controller gives

@@ -570,7 +570,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := errors.Join(checkGPUProblems(req.GPUProblems), checkGPUEvents(req.GPUEvents)); err != nil {
+	if err := errors.Join(checkGPUProblems(req.GPUProblems), checkGPUEvents(req.GPUEvents), checkImageReport(req.Images, req.Pulls)); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -604,8 +604,21 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var inv *controller.NodeImages
+	if req.Images != nil {
+		inv = &controller.NodeImages{Version: req.Images.Version, Images: req.Images.Images}
+	}
+	var pulls []controller.PullNote
+	for _, p := range req.Pulls {
+		pulls = append(pulls, controller.PullNote{Job: p.Job, Done: p.Done, Total: p.Total, Prefetch: p.Prefetch})
+	}
+	imagesVersion, err := s.c.NodeImages(r.Context(), as, r.PathValue("name"), inv, pulls)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	resp := api.HeartbeatResponse{NodeTimeoutMS: s.c.NodeTimeout().Milliseconds(),
-		Revocations: s.revocationsFor(req.Revocations, req.Revocations != "")}
+		Revocations: s.revocationsFor(req.Revocations, req.Revocations != ""), ImagesVersion: imagesVersion}
 	for _, p := range s.c.PrefetchFor(r.PathValue("name")) {
 		resp.Prefetch = append(resp.Prefetch, api.Prefetch{Job: p.Job, Image: p.Image, UID: p.UID, GID: p.GID, Start: spec.NewTime(p.Start)})
 	}
@@ -730,7 +743,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		evs = append(evs, controller.NodeEvent{Seq: e.Seq, Node: e.Node, AllocID: e.AllocID, JobID: e.JobID, Kind: e.Kind,
 			Time: e.Time.Time, State: e.State, ExitCode: e.ExitCode, Signal: e.Signal, Reason: sanitize(e.Reason),
-			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes, MIG: e.MIG, Step: e.Step, GateFailed: e.GateFailed})
+			CkptSeq: e.CkptSeq, CkptBytes: e.CkptBytes, MIG: e.MIG, Step: e.Step, GateFailed: e.GateFailed,
+			PullMS: max(e.PullMS, 0), PullBytes: max(e.PullBytes, 0)})
 	}
 	// A node speaks only for its own allocations, usage included: judged
 	// before the events apply (an exit in this batch may end the attempt).

@@ -257,3 +257,28 @@ func checkEvents(evs []api.AllocEvent) error {
 	}
 	return c.err()
 }
+
+// checkImageReport refuses a malformed image inventory or list of pulls
+// in a heartbeat (api.MaxNodeImages, api.MaxPulls).
+func checkImageReport(inv *api.ImageInventory, pulls []api.PullProgress) error {
+	var c checker
+	if inv != nil {
+		c.name("images.version", inv.Version, 64)
+		if len(inv.Images) > api.MaxNodeImages {
+			c.bad("images has %d entries; at most %d are allowed", len(inv.Images), api.MaxNodeImages)
+		} else {
+			for i, img := range inv.Images {
+				c.name(fmt.Sprintf("images.images[%d]", i), img, maxShort)
+			}
+		}
+	}
+	if len(pulls) > api.MaxPulls {
+		c.bad("pulls has %d entries; at most %d are allowed", len(pulls), api.MaxPulls)
+	}
+	for i, p := range pulls {
+		if p.Done < 0 || p.Total < 0 {
+			c.bad("pulls[%d] has negative byte counts (done %d, total %d)", i, p.Done, p.Total)
+		}
+	}
+	return c.err()
+}

@@ -132,7 +132,7 @@ func MetaCauses() []Cause {
 func WholeNode(t health.Triage) (health.Triage, error) {
 	over := map[string]string{}
 	for code, r := range t {
-		if r.Action == health.DrainGPU {
+		if r.Action == health.DrainGPU || r.Action == health.DrainSlice { // no MIG here: a slice is its GPU
 			over[code] = string(r.Class) + ":" + string(health.DrainNode)
 		}
 	}
@@ -413,7 +413,7 @@ func (e *engine) gpuFault(ev faultEvent, c Cause) {
 		switch {
 		case f.Action == health.DrainNode:
 			action = health.DrainNode
-		case f.Action == health.DrainGPU && action == "":
+		case (f.Action == health.DrainGPU || f.Action == health.DrainSlice) && action == "": // no MIG here: a slice is its GPU
 			action = health.DrainGPU
 		}
 	}

@@ -26,6 +26,20 @@ func (j *Job) AppendBriefJSON(b []byte) []byte {
 	// %r: why no node runs a pending job, per reason.
 	b = appendStringField(b, `,"node_reasons":`, j.NodeReasons)
 	b = appendStringField(b, `,"idle_gpu":`, j.IdleGPU)
+	if p := j.ImagePull; p != nil {
+		// %r: the pull under way, with its image.
+		b = appendStringField(b, `,"image":`, j.Image)
+		b = append(b, `,"image_pull":{"node":`...)
+		b = AppendJSONString(b, p.Node)
+		b = append(b, `,"done":`...)
+		b = strconv.AppendInt(b, p.Done, 10)
+		b = append(b, `,"total":`...)
+		b = strconv.AppendInt(b, p.Total, 10)
+		if p.Prefetch {
+			b = append(b, `,"prefetch":true`...)
+		}
+		b = append(b, '}')
+	}
 	if j.ExitCode != 0 {
 		b = append(b, `,"exit_code":`...)
 		b = strconv.AppendInt(b, int64(j.ExitCode), 10)

@@ -35,6 +35,11 @@ func TestAppendBriefJSON(t *testing.T) {
 		{name: "pending", in: Job{ID: 1, JobSpec: JobSpec{Name: "x"}, State: StatePending, Reason: ReasonPriority},
 			want:     Job{ID: 1, JobSpec: JobSpec{Name: "x"}, State: StatePending, Reason: ReasonPriority},
 			wantJSON: `{"id":1,"name":"x","state":"PENDING","reason":"Priority"}`},
+		{name: "pulling", in: Job{ID: 2, JobSpec: JobSpec{Image: "reg:5000/a:1", Script: "x"}, State: StateRunning,
+			ImagePull: &ImagePull{Node: "n1", Done: 5, Total: 10, Prefetch: true}},
+			want: Job{ID: 2, JobSpec: JobSpec{Image: "reg:5000/a:1"}, State: StateRunning,
+				ImagePull: &ImagePull{Node: "n1", Done: 5, Total: 10, Prefetch: true}},
+			wantJSON: `{"id":2,"state":"RUNNING","image":"reg:5000/a:1","image_pull":{"node":"n1","done":5,"total":10,"prefetch":true}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.in.AppendBriefJSON([]byte("prefix"))

@@ -50,3 +50,31 @@ func ParseImage(s string) (string, error) {
 	}
 	return ref, nil
 }
+
+// ImageKey is the name an image is cached under on the nodes, for
+// matching a job's image with a node's inventory: ParseImage's reference
+// with Docker's defaults made explicit (the registry docker.io, its
+// library/ namespace, the tag latest), as containerd stores it
+// ("ubuntu" is docker.io/library/ubuntu:latest). "" for "", "host" and
+// references ParseImage refuses.
+func ImageKey(s string) string {
+	ref, err := ParseImage(s)
+	if err != nil || ref == "" || ref == ImageHost {
+		return ""
+	}
+	name, digest, hasDigest := strings.Cut(ref, "@")
+	host, rest, ok := strings.Cut(name, "/")
+	if !ok || (!strings.ContainsAny(host, ".:") && host != "localhost") {
+		host, rest = "docker.io", name
+	}
+	if host == "docker.io" && !strings.Contains(rest, "/") {
+		rest = "library/" + rest
+	}
+	if hasDigest {
+		return host + "/" + rest + "@" + digest
+	}
+	if i := strings.LastIndexByte(rest, ':'); i < 0 || strings.Contains(rest[i:], "/") {
+		rest += ":latest"
+	}
+	return host + "/" + rest
+}

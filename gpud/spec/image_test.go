@@ -54,3 +54,27 @@ func TestContainerValidate(t *testing.T) {
 		t.Errorf("bad name, workdir and mount: %v", c.errs)
 	}
 }
+
+// TestImageKey: the names containerd's reference.ParseDockerRef gives
+// (what the nodes' caches report), from every form users write.
+func TestImageKey(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"host", ""},
+		{"/x.sqsh", ""},
+		{"busybox", "docker.io/library/busybox:latest"},
+		{"ubuntu:22.04", "docker.io/library/ubuntu:22.04"},
+		{"docker://ubuntu", "docker.io/library/ubuntu:latest"},
+		{"pytorch/pytorch:2.3", "docker.io/pytorch/pytorch:2.3"},
+		{"docker.io/ubuntu", "docker.io/library/ubuntu:latest"},
+		{"localhost/app", "localhost/app:latest"},
+		{"nvcr.io#nvidia/pytorch:24.05-py3", "nvcr.io/nvidia/pytorch:24.05-py3"},
+		{"127.0.0.1:5000/test/app", "127.0.0.1:5000/test/app:latest"},
+		{"alice@127.0.0.1:5000#test/app:1", "127.0.0.1:5000/test/app:1"},
+		{"127.0.0.1:5000#test/app@sha256:abc", "127.0.0.1:5000/test/app@sha256:abc"},
+	} {
+		if got := ImageKey(tc.in); got != tc.want {
+			t.Errorf("ImageKey(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -318,6 +318,11 @@ type Job struct {
 	// idle-GPU policy's utilisation for the policy's time ("below 5% for
 	// 30 min"); cleared when they get busy again. gpuq shows it.
 	IdleGPU string `json:"idle_gpu,omitempty"`
+	// ImagePull is how far a pull of the job's image is while one runs
+	// on a node: the job's own pull before its task starts (RUNNING), or
+	// a prefetch while it waits (PENDING). From the nodes' heartbeats;
+	// shown (squeue %r, scontrol show job), cleared when the pull ends.
+	ImagePull *ImagePull `json:"image_pull,omitempty"`
 
 	// IdempotencyKey is the Idempotency-Key of the submission that made
 	// the job (a client's random name for one submission): a resend with
@@ -411,4 +416,30 @@ type NodeAlloc struct {
 	// (or its node failed): its resources are free again. A job holds
 	// resources while any part of its current Alloc has not ended.
 	Ended bool `json:"ended,omitempty"`
+	// PullMS and PullBytes are what making the job's image ready cost
+	// this part before its task started: the wait for the pull (for a
+	// cached image, the registry's check of the user's access) and the
+	// bytes downloaded for it (0 when the cache held the image, or
+	// another job's pull brought it); 0 and 0 on the host's root.
+	PullMS    int64 `json:"pull_ms,omitempty"`
+	PullBytes int64 `json:"pull_bytes,omitempty"`
+}
+
+// ImagePull is a pull of a job's image under way on one of its nodes.
+type ImagePull struct {
+	Node string `json:"node"`
+	// Done and Total are bytes of the image's blobs (Total 0 until the
+	// registry sent the manifest).
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
+	// Prefetch is true for a pull ahead of the pending job.
+	Prefetch bool `json:"prefetch,omitempty"`
+}
+
+// Percent is how far p is, 0-100 (0 while Total is unknown).
+func (p *ImagePull) Percent() int {
+	if p.Total <= 0 {
+		return 0
+	}
+	return int(min(p.Done*100/p.Total, 100))
 }

@@ -87,6 +87,9 @@ type NICProblem struct {
 // of node.toml's [health] for the sustain time, or a fatal XID/ECC error).
 type GPUProblem struct {
 	UUID string `json:"uuid"`
+	// GPU is the parent GPU's UUID when UUID names a MIG instance (a
+	// drain-slice finding: only that instance goes out).
+	GPU string `json:"gpu,omitempty"`
 	// Problem says what is wrong ("gpud:temp gpu3 temperature 91C at or
 	// above 85C for 1m0s").
 	Problem string `json:"problem"`
@@ -167,6 +170,10 @@ type Node struct {
 	// Weight orders nodes for placement (scontrol update Weight=; lower
 	// first); 0 is the default.
 	Weight int `json:"weight,omitempty"`
+	// CachedImages counts the images in the node's image cache as its
+	// last report said (scontrol show node). Only the count: which
+	// images a node holds tells which images its users run.
+	CachedImages int `json:"cached_images,omitempty"`
 	// Power is the node's power-saving state ("" powered on; power.go).
 	Power PowerState `json:"power,omitempty"`
 	// PowerSince is when the node entered Power (zero when on).
@@ -215,4 +222,9 @@ type MIGSlice struct {
 	UUID string `json:"uuid,omitempty"`
 	// Job holds the slice (in the controller's node view); 0 when idle.
 	Job JobID `json:"job,omitempty"`
+	// Health is "" or why the instance is out of service (a fault NVML
+	// attributed to it alone: "gpud:xid94 gpu3 ..."); the GPU's other
+	// instances keep scheduling. gpud lifts only its own marks, after a
+	// clean probe.
+	Health string `json:"health,omitempty"`
 }

@@ -90,3 +90,25 @@ type ReservationUpdate struct {
 func NormFlag(f string) string {
 	return strings.ReplaceAll(strings.ToUpper(strings.TrimSpace(f)), "-", "_")
 }
+
+// ResvUsersExcluded reports whether a reservation's users are the ones it
+// refuses (Slurm's Users=-alice,-bob: every name prefixed with '-'): then
+// every other user may use it.
+func ResvUsersExcluded(users []string) bool {
+	return len(users) > 0 && strings.HasPrefix(users[0], "-")
+}
+
+// CheckResvUsers refuses a user list that mixes refused ('-name') and
+// admitted names, or names nobody, as Slurm does.
+func CheckResvUsers(users []string) error {
+	neg := ResvUsersExcluded(users)
+	for _, u := range users {
+		switch {
+		case strings.HasPrefix(u, "-") != neg:
+			return Errorf(ErrInvalid, "Users=%s: either every user is prefixed with '-' (all users but these may use the reservation) or none is; e.g. Users=-alice,-bob or Users=alice,bob", strings.Join(users, ","))
+		case strings.TrimPrefix(u, "-") == "":
+			return Errorf(ErrInvalid, "Users=%s: an empty user name; e.g. Users=alice,bob", strings.Join(users, ","))
+		}
+	}
+	return nil
+}

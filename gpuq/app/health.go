@@ -15,7 +15,7 @@ func healthCommand() *cli.Command {
 		Usage: "list GPU health history (faults, probes, readmissions) or, with --rma, the GPUs to send back",
 		Description: "Lists the health events of GPUs between --starttime (default: 7 days ago) and --endtime " +
 			"(default: now), oldest first, with columns TIME NODE GPU SERIAL EVENT CODE CLASS ACTION DETAIL. EVENT is " +
-			"fault (a finding of the node's health model: ACTION drain-gpu or drain-node took it out of service, log " +
+			"fault (a finding of the node's health model: ACTION drain-gpu, drain-slice (one MIG instance) or drain-node took it out of service, log " +
 			"only recorded it), probe-failed, readmit (a clean probe put the GPU back) or diag (a background " +
 			"diagnostic of the idle GPU passed; one that fails is a fault diag-failed). CODE is the triage code " +
 			"(xid79, ecc-dbe, row-remap-failed, temp, ...; see gpud.toml(5) [health]). Events are kept by the GPU's " +

@@ -138,6 +138,7 @@ func ExpandAttempts(jobs []api.AcctJob) []api.AcctJob {
 			r.StartTime, r.EndTime, r.Elapsed = a.StartTime, a.EndTime, a.Elapsed
 			r.Nodes, r.CPUs, r.MemMiB = a.Nodes, a.CPUs, a.MemMiB
 			r.State, r.Reason = a.State, a.Reason
+			r.ImagePullSeconds, r.ImagePullBytes = a.ImagePullSeconds, a.ImagePullBytes
 			r.AttemptHistory = hist[i : i+1 : i+1]
 			if i < len(hist)-1 {
 				r.GPUs = nil
@@ -148,6 +149,7 @@ func ExpandAttempts(jobs []api.AcctJob) []api.AcctJob {
 			r := j
 			r.StartTime, r.EndTime, r.Elapsed = spec.Time{}, spec.Time{}, 0
 			r.Nodes, r.GPUs = nil, nil
+			r.ImagePullSeconds, r.ImagePullBytes = 0, 0
 			r.AttemptHistory = []api.AcctAttempt{{Attempt: last.Attempt + 1, State: spec.StatePending, Reason: j.Reason}}
 			out = append(out, r)
 		}

@@ -37,7 +37,8 @@ func StepAcct(j *api.AcctJob, s *api.AcctStep) api.AcctJob {
 		State: s.State, Reason: s.Reason, ExitCode: s.ExitCode, Signal: s.Signal, SubmitTime: s.StartTime,
 		EligibleTime: s.StartTime, StartTime: s.StartTime, EndTime: s.EndTime, Nodes: s.Nodes,
 		GPUCount: s.GPUs, GPUModel: j.GPUModel, CPUs: s.CPUs, NTasks: s.NTasks, Elapsed: s.Elapsed,
-		WorkDir: j.WorkDir, ArrayJobID: j.ArrayJobID, ArrayTaskID: j.ArrayTaskID, WCKey: j.WCKey}, StepID: s.ID}
+		WorkDir: j.WorkDir, ArrayJobID: j.ArrayJobID, ArrayTaskID: j.ArrayTaskID,
+		HetJobID: j.HetJobID, HetOffset: j.HetOffset, WCKey: j.WCKey}, StepID: s.ID}
 	if r.CPUs == 0 && len(j.Nodes) > 0 {
 		// A step that asked for no CPUs shares its nodes' part of the
 		// allocation.

@@ -293,6 +293,13 @@ func appendJobField(b []byte, j *spec.Job, verb byte, now time.Time) []byte {
 			b = append(b, j.NodeReasons...)
 			b = append(b, ')')
 		}
+		if p := ImagePull(j); p != "" {
+			// A pull under way: the job's own before it starts, or
+			// the node's prefetch while it waits.
+			b = append(b, " ("...)
+			b = append(b, p...)
+			b = append(b, ')')
+		}
 		return b
 	case 'G':
 		if j.IdleGPU != "" {

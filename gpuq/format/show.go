@@ -51,7 +51,8 @@ func WriteJobShow(w io.Writer, j *spec.Job, now time.Time) error {
 		{"GPUs=" + null(strings.Join(j.GPUs, ",")), "IdleGPU=" + null(j.IdleGPU)},
 		{"WorkDir=" + null(j.WorkDir), "SubmitDir=" + null(j.SubmitDir)},
 		{"StdOut=" + null(firstNonEmpty(j.StdoutPath, j.Output)), "StdErr=" + null(firstNonEmpty(j.StderrPath, j.Error, j.StdoutPath, j.Output))},
-		{"Image=" + null(j.Image), "Signal=" + null(j.JobSpec.Signal), "CheckpointInterval=" + ckpt(j.Ckpt), "Comment=" + null(j.Comment)},
+		append([]string{"Image=" + null(j.Image), "Signal=" + null(j.JobSpec.Signal), "CheckpointInterval=" + ckpt(j.Ckpt), "Comment=" + null(j.Comment)},
+			ImageFields(j)...),
 	}
 	if j.ArrayJobID != 0 {
 		// An array task names its array, as scontrol does.

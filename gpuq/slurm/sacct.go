@@ -66,6 +66,9 @@ func tres(j *api.AcctJob) string {
 
 var sacctFields = []sacctField{
 	{"JobID", 12, func(j *api.AcctJob) string {
+		if j.HetJobID != 0 { // a heterogeneous job's component: N+K
+			return format.AcctJobID(strconv.FormatUint(uint64(j.HetJobID), 10)+"+"+strconv.Itoa(j.HetOffset), j)
+		}
 		if j.ArrayJobID != 0 {
 			return format.AcctJobID(strconv.FormatUint(uint64(j.ArrayJobID), 10)+"_"+strconv.Itoa(j.ArrayTaskID), j)
 		}
@@ -121,6 +124,11 @@ var sacctFields = []sacctField{
 	{"MaxRSS", 10, func(j *api.AcctJob) string { return rss(j.MaxRSSMiB) }},
 	{"AveRSS", 10, func(j *api.AcctJob) string { return rss(j.AveRSSMiB) }},
 	{"MaxRSSNode", 10, func(j *api.AcctJob) string { return j.MaxRSSNode }},
+	// gpud's own: what the job's container image cost before its task
+	// started (docs/pyxis.md), in the forms of Slurm's TotalCPU and
+	// MaxDiskRead.
+	{"ImagePullTime", 13, func(j *api.AcctJob) string { return format.CPUTime(j.ImagePullSeconds) }},
+	{"ImagePullBytes", 14, func(j *api.AcctJob) string { return format.Bytes(j.ImagePullBytes) }},
 }
 
 // rss is a memory size as sacct prints MaxRSS: in KiB, converted to a
@@ -156,13 +164,15 @@ var sacctNeeds = map[string][]string{
 	"AllocCPUS": {"cpus", "nodes"}, "ReqCPUS": {"cpus", "nodes"}, "NNodes": {"nodes"}, "NTasks": {"ntasks"},
 	"ReqMem": {"mem_mib"}, "Timelimit": {"time_limit"}, "WorkDir": {"work_dir"}, "Reason": {"reason"},
 	"WCKey": {"wckey"}, "MaxRSS": {"max_rss_mib"}, "AveRSS": {"ave_rss_mib"}, "MaxRSSNode": {"max_rss_node"},
+	"ImagePullTime": {"image_pull_seconds"}, "ImagePullBytes": {"image_pull_bytes"},
 }
 
 // sacctFieldsOf lists the record fields cols need, with those sacct
-// itself reads: an array task's place (JobID, -j A and A_T) and, for
-// --name, the name.
+// itself reads: an array task's place (JobID, -j A and A_T), a
+// heterogeneous job component's (JobID N+K, -j N) and, for --name, the
+// name.
 func sacctFieldsOf(cols []sacctCol, byName bool) []string {
-	out := []string{"array_job_id", "array_task_id"}
+	out := []string{"array_job_id", "array_task_id", "het_job_id", "het_job_offset"}
 	if byName {
 		out = append(out, "name")
 	}
@@ -295,10 +305,14 @@ func (c *Cmd) sacct(ctx context.Context) error {
 	}
 	for _, j := range jobs {
 		arrays = arrays || j.ArrayJobID != 0 && slices.ContainsFunc(sels, func(s jobSel) bool { return s.ref.ID == j.ArrayJobID })
+		// A heterogeneous job's leader names every component, as in
+		// Slurm's sacct -j N.
+		arrays = arrays || j.HetJobID != 0 && j.HetJobID == j.ID && slices.ContainsFunc(sels, func(s jobSel) bool { return !s.ref.IsTask && s.ref.ID == j.ID })
 	}
 	if arrays {
-		// An array's id or an A_T names tasks whose job ids differ: read
-		// without the id filter and select the tasks here.
+		// An array's id or an A_T names tasks whose job ids differ (and
+		// a heterogeneous job's id its components): read without the id
+		// filter and select the tasks here.
 		all := f
 		all.IDs = nil
 		if jobs, err = cl.AcctJobs(ctx, all); err != nil {
@@ -309,7 +323,7 @@ func (c *Cmd) sacct(ctx context.Context) error {
 				if s.ref.IsTask {
 					return j.ArrayJobID == s.ref.ID && j.ArrayTaskID == s.ref.Task
 				}
-				return j.ID == s.ref.ID || j.ArrayJobID == s.ref.ID
+				return j.ID == s.ref.ID || j.ArrayJobID == s.ref.ID || j.HetJobID == s.ref.ID
 			})
 		})
 	}
@@ -368,6 +382,21 @@ func (c *Cmd) withLive(ctx context.Context, cl *api.Client, jobs []api.AcctJob, 
 		lf.IDs = nil
 		live, err = cl.Jobs(ctx, lf)
 	}
+	if err == nil && byIDs {
+		// A heterogeneous job's leader names its components too: their
+		// ids follow the leader's.
+		more := false
+		for _, j := range live {
+			if j.HetJobID == j.ID && j.HetSize > 1 && slices.ContainsFunc(sels, func(s jobSel) bool { return s.ref.ID == j.ID }) {
+				for k := 1; k < j.HetSize; k++ {
+					lf.IDs, more = append(lf.IDs, j.ID+spec.JobID(k)), true
+				}
+			}
+		}
+		if more {
+			live, err = cl.Jobs(ctx, lf)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -380,7 +409,7 @@ func (c *Cmd) withLive(ctx context.Context, cl *api.Client, jobs []api.AcctJob, 
 		if j.State.Terminal() {
 			continue
 		}
-		if len(sels) > 0 && !slices.ContainsFunc(sels, func(s jobSel) bool { return s.matches(j) }) {
+		if len(sels) > 0 && !slices.ContainsFunc(sels, func(s jobSel) bool { return s.matches(j) || !s.ref.IsTask && j.HetJobID == s.ref.ID }) {
 			continue
 		}
 		if len(f.States) > 0 && !slices.Contains(f.States, j.State) {
@@ -407,6 +436,7 @@ func liveAcct(j *spec.Job, now time.Time) api.AcctJob {
 		GPUProfile: r.GPUProfile, GPUFraction: r.GPUFraction, GPUCount: r.GPUsPerNode * nodes,
 		CPUs: r.CPUsPerNode * nodes, MemMiB: r.MemMiB * int64(nodes), Attempts: j.Attempt, WorkDir: j.WorkDir,
 		Elapsed: int64(format.Used(j, now) / time.Second), ArrayJobID: j.ArrayJobID, ArrayTaskID: j.ArrayTaskID,
+		HetJobID: j.HetJobID, HetOffset: j.HetOffset,
 		WCKey: j.WCKey, NTasks: j.Tasks.NTasks}}
 	if j.BeginTime.After(j.SubmitTime.Time) {
 		a.EligibleTime = j.BeginTime

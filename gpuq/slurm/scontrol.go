@@ -107,6 +107,8 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 		return c.waitJob(ctx, args)
 	case "notify":
 		return c.notify(ctx, args) // scontrol_admin.go
+	case "listpids":
+		return c.listpids(ctx, args) // listpids.go
 	case "ping":
 		return c.ping(ctx)
 	case "token":
@@ -121,7 +123,7 @@ func (c *Cmd) scontrol(ctx context.Context) error {
 		}
 		return c.update(ctx, args)
 	}
-	return invalid("unknown command %q; use show, hold, release, requeue, suspend, resume, top, wait_job, notify, ping, token, update, create or delete", cmd)
+	return invalid("unknown command %q; use show, hold, release, requeue, suspend, resume, top, wait_job, notify, listpids, ping, token, update, create or delete", cmd)
 }
 
 // oneLine joins a multi-line key=value block into one line (-o).
@@ -263,7 +265,7 @@ func (c *Cmd) showNodes(ctx context.Context, arg string, one bool) error {
 			{"Gres=" + gres},
 			{"NodeAddr=" + orDefault(n.Addr, n.Name), "NodeHostName=" + n.Name},
 			{"RealMemory=" + strconv.FormatInt(n.MemMiB, 10), "AllocMem=" + strconv.FormatInt(n.AllocMemMiB, 10)},
-			{"Weight=" + strconv.Itoa(max(n.Weight, 1))},
+			{"Weight=" + strconv.Itoa(max(n.Weight, 1)), "CachedImages=" + strconv.Itoa(n.CachedImages)},
 			{"State=" + nodeStateFlags(n), "Partitions=" + strings.Join(n.Partitions, ",")},
 			{"AllocTRES=" + allocTRES(n)},
 		}

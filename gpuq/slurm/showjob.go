@@ -144,6 +144,9 @@ func writeJobShow(b *bytes.Buffer, j *spec.Job, now time.Time, detail int) {
 		[]string{"SubmitDir=" + null(j.SubmitDir), "Image=" + null(j.Image), "Signal=" + null(j.JobSpec.Signal), "Hold=" + boolNum(j.Hold)},
 		[]string{"Attempt=" + strconv.Itoa(j.Attempt), "Checkpoints=" + strconv.Itoa(j.Checkpoints), "IdleGPU=" + null(j.IdleGPU)},
 	)
+	if f := format.ImageFields(j); len(f) > 0 {
+		lines = append(lines, f)
+	}
 	if j.NodeReasons != "" {
 		// Why no node runs the pending job now; the last line, as its
 		// value has spaces.

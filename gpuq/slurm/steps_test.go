@@ -84,7 +84,7 @@ func TestSacctNeeds(t *testing.T) {
 		State: spec.StateFailed, Reason: "NonZeroExitCode", ExitCode: 3, Signal: 0, SubmitTime: spec.NewTime(now.Add(-3 * time.Hour)),
 		EligibleTime: spec.NewTime(now.Add(-2 * time.Hour)), StartTime: spec.NewTime(now.Add(-time.Hour)), EndTime: spec.NewTime(now),
 		TimeLimit: spec.Duration(2 * time.Hour), Nodes: []string{"gpu01", "gpu02"}, GPUs: []string{"GPU-1"}, GPUCount: 2, GPUModel: "h100",
-		CPUs: 16, MemMiB: 8192, Attempts: 2, WorkDir: "/home/alice", ArrayJobID: 40, ArrayTaskID: 2, WCKey: "k", NTasks: 4, Elapsed: 3600,
+		CPUs: 16, MemMiB: 8192, Attempts: 2, WorkDir: "/home/alice", ArrayJobID: 40, ArrayTaskID: 2, HetJobID: 41, HetOffset: 1, WCKey: "k", NTasks: 4, Elapsed: 3600,
 		GPUHours: 2, CPUHours: 16}, Steps: []api.AcctStep{{Step: spec.Step{ID: "batch", Name: "batch", State: spec.StateFailed, ExitCode: 3, Nodes: []string{"gpu01"},
 		StartTime: spec.NewTime(now.Add(-time.Hour)), EndTime: spec.NewTime(now)}, Elapsed: 3600}},
 	}
@@ -119,6 +119,43 @@ func TestSacctNeeds(t *testing.T) {
 			if w, g := f.value(&want[i]), f.value(&got[i]); w != g {
 				t.Errorf("%s of row %d: %q from the fields sacct asks for, %q from the whole record; add the missing field to sacctNeeds", f.name, i, g, w)
 			}
+		}
+	}
+}
+
+// TestSacctHetJob: a heterogeneous job's components show as N+K (their
+// steps as N+K.S), and -j with the leader's id lists every component,
+// ended (from accounting) or running (from the queue), as Slurm's sacct.
+func TestSacctHetJob(t *testing.T) {
+	ctl := fakectl.New(t)
+	ctl.Set(func(s *fakectl.Server) {
+		s.Jobs = []spec.Job{
+			{ID: 30, JobSpec: spec.JobSpec{Name: "live", Partition: "cpu"}, User: "alice", State: spec.StateRunning, HetJobID: 30, HetOffset: 0, HetSize: 2},
+			{ID: 31, JobSpec: spec.JobSpec{Name: "live", Partition: "gpu"}, User: "alice", State: spec.StateRunning, HetJobID: 30, HetOffset: 1, HetSize: 2},
+			{ID: 32, JobSpec: spec.JobSpec{Name: "other"}, User: "alice", State: spec.StateRunning},
+		}
+		s.Acct = []api.AcctJob{
+			{AcctRecord: api.AcctRecord{ID: 20, Name: "het", User: "alice", Partition: "cpu", State: spec.StateCompleted, HetJobID: 20},
+				Steps: []api.AcctStep{{Step: spec.Step{ID: "batch", Name: "batch", State: spec.StateCompleted}}}},
+			{AcctRecord: api.AcctRecord{ID: 21, Name: "het", User: "alice", Partition: "gpu", State: spec.StateCompleted, HetJobID: 20, HetOffset: 1},
+				Steps: []api.AcctStep{{Step: spec.Step{ID: "0", Name: "bash", State: spec.StateCompleted}}}},
+			{AcctRecord: api.AcctRecord{ID: 22, Name: "plain", User: "alice", State: spec.StateCompleted}},
+		}
+	})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-X", "-j", "20"}, "20+0|20|cpu|COMPLETED\n20+1|21|gpu|COMPLETED\n"},
+		{[]string{"-X", "-j", "21"}, "20+1|21|gpu|COMPLETED\n"},
+		{[]string{"-j", "20"}, "20+0|20|cpu|COMPLETED\n20+0.batch|20.batch||COMPLETED\n20+1|21|gpu|COMPLETED\n20+1.0|21.0||COMPLETED\n"},
+		{[]string{"-X", "-j", "30"}, "30+0|30|cpu|RUNNING\n30+1|31|gpu|RUNNING\n"},
+		{[]string{"-X", "-j", "22"}, "22|22||COMPLETED\n"},
+	} {
+		args := append([]string{"-n", "-P", "-o", "JobID,JobIDRaw,Partition,State"}, tc.args...)
+		out, errs, code := run(t, ctl, "sacct", args...)
+		if code != 0 || out != tc.want {
+			t.Errorf("sacct %v: exit %d, %q (%s), want %q", tc.args, code, out, errs, tc.want)
 		}
 	}
 }

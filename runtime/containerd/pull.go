@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/remotes"
 	"github.com/containerd/containerd/v2/core/remotes/docker"
@@ -405,8 +406,8 @@ func (r *Runtime) progress(ctx context.Context, mu *sync.Mutex, blobs map[string
 	open := map[string]int64{}
 	if sts, err := cs.ListStatuses(ctx); err == nil {
 		for _, s := range sts {
-			if s.Expected != "" {
-				open[s.Expected.String()] = s.Offset
+			if d := ingestDigest(s); d != "" {
+				open[d] = s.Offset
 			}
 		}
 	}
@@ -419,6 +420,23 @@ func (r *Runtime) progress(ctx context.Context, mu *sync.Mutex, blobs map[string
 		}
 	}
 	return p
+}
+
+// ingestDigest is the digest of the blob an open ingest writes: its
+// Expected where the store says it, else the end of its ref, which the
+// pull's fetch names "layer-sha256:…" (remotes.MakeRefKey). A daemon's
+// local store (containerd 1.6's as 2.x's) lists ingests without Expected,
+// so without the ref a blob's progress showed only once it was whole.
+func ingestDigest(s content.Status) string {
+	if s.Expected != "" {
+		return s.Expected.String()
+	}
+	i := strings.LastIndexAny(s.Ref, "-@")
+	d, err := digest.Parse(s.Ref[i+1:])
+	if err != nil {
+		return ""
+	}
+	return d.String()
 }
 
 // pullError wraps err with the runtime's kind of failure, saying what the

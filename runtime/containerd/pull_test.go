@@ -5,9 +5,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,9 +26,14 @@ func creds(u registrytest.User) runtime.Credentials {
 	return func(string) (string, string, error) { return u.Name, u.Password, nil }
 }
 
-func pullRuntime(t *testing.T, addr string, reg *registrytest.Registry, opts containerd.ImageOptions) *containerd.Runtime {
+// pullRuntime is a runtime on addr that trusts reg's CA (or caFile,
+// where given).
+func pullRuntime(t *testing.T, addr string, reg *registrytest.Registry, opts containerd.ImageOptions, caFile ...string) *containerd.Runtime {
 	t.Helper()
 	opts.CAFile = reg.CAFile
+	if len(caFile) > 0 {
+		opts.CAFile = caFile[0]
+	}
 	if opts.RetryWait == 0 {
 		opts.RetryWait = 10 * time.Millisecond
 	}
@@ -326,5 +334,96 @@ func TestCacheEvictsLeastRecentlyUsedNeverInUse(t *testing.T) {
 	}
 	if strings.Join(refs, " ") != a.Ref+" "+c.Ref {
 		t.Fatalf("cached after pulling a (in use), b, c over the bound: %v, want [%s %s]", refs, a.Ref, c.Ref)
+	}
+}
+
+// TestPullThroughMirror: node.toml's mirrors of a registry are asked
+// first, in order: a mirror that does not answer is passed over, an image
+// the mirror holds comes from it (the registry is never asked for it),
+// and one the mirror lacks comes from the registry itself. Each
+// registry's own log counts what it served.
+func TestPullThroughMirror(t *testing.T) {
+	t.Parallel()
+	origin, mirror := registrytest.Start(t, alice), registrytest.Start(t, alice)
+	cached := mirror.AppImage(t, "test/mirrored:1")
+	only := origin.AppImage(t, "test/origin-only:1")
+	// Nothing listens on a port just closed: the first mirror is down.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	cas := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(cas, append(append([]byte{}, origin.CAPEM...), mirror.CAPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := containerd.ImageOptions{Mirrors: map[string][]string{origin.Host: {"https://" + dead, "https://" + mirror.Host}}}
+	rt := pullRuntime(t, containerdtest.Start(t), origin, opts, cas)
+	ctx := context.Background()
+
+	res, err := rt.PullImage(ctx, runtime.PullRequest{Ref: origin.Ref("test/mirrored:1"), Credentials: creds(alice)})
+	if err != nil || res.Digest != cached.Digest.String() {
+		t.Fatalf("pull of an image only the mirror holds = %+v, %v; want %s from the mirror", res, err, cached.Digest)
+	}
+	if n := mirror.Requests("GET", cached.ConfigDigest.String()); n != 1 {
+		t.Errorf("mirror served the config %d times, want 1", n)
+	}
+	if n := origin.Requests("GET", cached.ConfigDigest.String()); n != 0 {
+		t.Errorf("registry served the mirrored image's config %d times, want 0", n)
+	}
+	if out := runIn(t, rt, testID(t), res.Ref, "cat", "/etc/os-release"); !strings.Contains(out, `IMAGE="test/mirrored:1"`) {
+		t.Fatalf("os-release in the mirrored image = %q", out)
+	}
+	res, err = rt.PullImage(ctx, runtime.PullRequest{Ref: only.Ref, Credentials: creds(alice)})
+	if err != nil || res.Digest != only.Digest.String() {
+		t.Fatalf("pull of an image the mirror lacks = %+v, %v; want %s from the registry", res, err, only.Digest)
+	}
+	if n := origin.Requests("GET", only.ConfigDigest.String()); n != 1 {
+		t.Errorf("registry served the config %d times, want 1 (the mirror lacks it)", n)
+	}
+}
+
+// TestPullOntoAFullDiskFailsSayingSo: a node whose image store has no room
+// for an image fails the pull at once (no retry) with the full-disk
+// error, which says what is wrong, and keeps no image under the name. The
+// store is a 48 MiB tmpfs; the image is 96 MiB.
+func TestPullOntoAFullDiskFailsSayingSo(t *testing.T) {
+	t.Parallel()
+	reg := registrytest.Start(t, alice)
+	img := reg.BigImage(t, t.TempDir(), "test/too-big:1", 96<<20)
+	mnt, err := os.MkdirTemp("", "ctdfull")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=48m,mode=0755"); err != nil {
+		os.Remove(mnt)
+		t.Fatalf("mount a 48 MiB tmpfs: %v", err)
+	}
+	t.Cleanup(func() { // after the daemon's own cleanup (registered later, run first)
+		if err := syscall.Unmount(mnt, 0); err != nil {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+		os.Remove(mnt)
+	})
+	rt := pullRuntime(t, containerdtest.StartIn(t, mnt), reg, containerd.ImageOptions{Tries: 3})
+	ctx := context.Background()
+
+	_, err = rt.PullImage(ctx, runtime.PullRequest{Ref: img.Ref, Credentials: creds(alice)})
+	if !errors.Is(err, runtime.ErrImageNoSpace) || !strings.Contains(err.Error(), "image store is full") {
+		t.Fatalf("PullImage onto a full store = %v, want %v saying the store is full", err, runtime.ErrImageNoSpace)
+	}
+	if strings.Contains(err.Error(), "tries)") {
+		t.Errorf("a full disk was tried again: %v", err)
+	}
+	if n := reg.Requests("GET", img.ConfigDigest.String()); n != 1 {
+		t.Errorf("registry served the config %d times, want 1 (no retry)", n)
+	}
+	inv, err := rt.CachedImages(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv) != 0 {
+		t.Errorf("inventory after the failed pull = %+v, want none", inv)
 	}
 }

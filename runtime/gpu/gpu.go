@@ -78,6 +78,9 @@ type Sample struct {
 type XIDEvent struct {
 	Seq uint64
 	XID int
+	// MIG is the UUID of the MIG instance NVML attributed the error to
+	// (the event's GPU instance), "" for the whole GPU.
+	MIG string
 }
 
 // Sampler is implemented by Devices backends that can read utilisation,

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,12 +19,13 @@ import (
 
 // Real Slurm clients, run unchanged against gpud standalone with Slurm's
 // command names first on PATH and nothing between them: Snakemake's
-// --slurm executor (Debian's snakemake, `make test-clients`) and submitit
+// --slurm executor and Toil's Slurm batch system (Debian's snakemake and
+// toil, `make test-clients`) and submitit
 // (../shared/clients/submitit, `make test`).
 
-// clientsEnv gates the Snakemake test: `make test-clients` sets it after
-// installing snakemake; without it the test skips, so `make test` does
-// not take its minutes.
+// clientsEnv gates the Snakemake and Toil tests: `make test-clients` sets
+// it after installing snakemake and toil; without it the tests skip, so
+// `make test` does not take their minutes.
 const clientsEnv = "GPUD_TEST_CLIENTS"
 
 // clientBin copies the built binaries and Slurm's names into a directory
@@ -287,5 +289,111 @@ func TestSubmitit(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// toilWorkflow is a Toil workflow as its users write one: a root job with
+// two children (each computes a square and says which Slurm job ran it)
+// and a follow-on that gathers their results, which the leader writes to
+// the file named by its last argument.
+const toilWorkflow = `import os
+from toil.common import Toil
+from toil.job import Job
+
+
+def square(job, n):
+    return "%d %s" % (n * n, os.environ.get("SLURM_JOB_ID", "none"))
+
+
+def gather(job, results):
+    return sorted(results)
+
+
+def root(job):
+    kids = [job.addChildJobFn(square, n).rv() for n in (2, 3)]
+    return job.addFollowOnJobFn(gather, kids).rv()
+
+
+if __name__ == "__main__":
+    parser = Job.Runner.getDefaultArgumentParser()
+    parser.add_argument("result")
+    options = parser.parse_args()
+    with Toil(options) as toil:
+        got = toil.start(Job.wrapJobFn(root))
+    with open(options.result, "w") as f:
+        f.write("\n".join(got) + "\n")
+`
+
+// TestToilSlurm runs a Toil workflow with Debian's toil (5.9) and its
+// Slurm batch system, with Toil's default options: Toil reads scontrol
+// show config for its polling interval, submits each job with sbatch
+// --export=ALL,... --mem --cpus-per-task -o -e --wrap, and follows them
+// with squeue -h --format '%i %t %M' and sacct -n -P -j IDS --format
+// JobIDRaw,State,ExitCode -S 1970-01-01. Each job runs Toil's
+// _toil_worker against the file job store in the work directory.
+func TestToilSlurm(t *testing.T) {
+	if os.Getenv(clientsEnv) == "" {
+		t.Skipf("SKIP: set %s=1 (make test-clients installs toil and runs this)", clientsEnv)
+	}
+	worker, err := exec.LookPath("_toil_worker")
+	if err != nil {
+		t.Fatalf("Toil is not installed (apt-get install toil; make test-clients does): %v", err)
+	}
+	// The workflow runs under the Python Toil is installed for (Debian's
+	// /usr/bin/python3), which its _toil_worker names: the first python3
+	// on PATH may be another one (pyenv's).
+	head, err := os.ReadFile(worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(head), "\n")
+	python := strings.TrimSpace(strings.TrimPrefix(first, "#!"))
+	if !strings.HasPrefix(first, "#!") || strings.ContainsAny(python, " \t") {
+		t.Fatalf("%s does not start with #!PYTHON: %q", worker, first)
+	}
+	c := e2etest.StartCluster(t, 1, "--kill-grace", "2s")
+	bin := clientBin(t)
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "workflow.py"), []byte(toilWorkflow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	result := filepath.Join(work, "result.txt")
+	out, err := runClient(t, work, clientEnv(c, bin), 8*time.Minute, python, "workflow.py",
+		"file:"+filepath.Join(work, "jobstore"), result, "--batchSystem", "slurm")
+	if err != nil {
+		t.Fatalf("toil --batchSystem slurm: %v\n%s", err, out)
+	}
+	got, err := os.ReadFile(result)
+	if err != nil {
+		t.Fatalf("the workflow's result: %v\n%s", err, out)
+	}
+	// Each square ran in a Slurm job of its own.
+	lines := strings.Split(strings.TrimSpace(string(got)), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "4 ") || !strings.HasPrefix(lines[1], "9 ") {
+		t.Fatalf("result = %q, want the squares 4 and 9 each with its job id\n%s", got, out)
+	}
+	ids := []string{strings.TrimPrefix(lines[0], "4 "), strings.TrimPrefix(lines[1], "9 ")}
+	if ids[0] == "none" || ids[1] == "none" || ids[0] == ids[1] {
+		t.Fatalf("the squares ran in jobs %q and %q, want two Slurm jobs\n%s", ids[0], ids[1], out)
+	}
+	// Every job Toil submitted ended COMPLETED, under Toil's job names.
+	r := c.CLI(work, "sacct", "-n", "-X", "-P", "-o", "JobIDRaw,JobName,State,ExitCode")
+	if r.Code != 0 {
+		t.Fatalf("sacct: exit %d: %s", r.Code, r.Stderr)
+	}
+	rows := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if len(rows) < 3 {
+		t.Errorf("sacct lists %d jobs, want the root, its two children and the follow-on (at least 3: Toil may chain the follow-on):\n%s", len(rows), r.Stdout)
+	}
+	for _, row := range rows {
+		f := strings.Split(row, "|")
+		if len(f) != 4 || !strings.HasPrefix(f[1], "toil_job_") || f[2] != "COMPLETED" || f[3] != "0:0" {
+			t.Errorf("sacct row %q: want a toil_job_* job COMPLETED 0:0", row)
+		}
+	}
+	for _, id := range ids {
+		if !slices.ContainsFunc(rows, func(row string) bool { return strings.HasPrefix(row, id+"|") }) {
+			t.Errorf("job %s, which ran a square, is not in sacct:\n%s", id, r.Stdout)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/e2e/e2etest"
+	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime/containerd/registrytest"
 )
 
@@ -322,5 +324,194 @@ func TestPrefetchWhilePending(t *testing.T) {
 	}
 	if n := reg.Requests("GET", img.ConfigDigest.String()); n != 1 {
 		t.Errorf("registry served the image's config %d times, want 1 (the prefetch, then the cache):\n%s", n, reg.Log())
+	}
+}
+
+// privateJobsConfig writes etc/gpud.toml with [privacy] jobs = true into
+// dir and returns its path.
+func privateJobsConfig(t *testing.T, dir string) string {
+	t.Helper()
+	base, err := os.ReadFile(e2etest.RepoPath(t, "etc/gpud.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(base)
+	i := strings.Index(conf, "\n[privacy]\n")
+	if i < 0 || !strings.Contains(conf[i:], "\njobs = false\n") {
+		t.Fatal("etc/gpud.toml lacks [privacy] jobs")
+	}
+	conf = conf[:i] + strings.Replace(conf[i:], "\njobs = false\n", "\njobs = true\n", 1)
+	path := filepath.Join(dir, "gpud.toml")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestSecondJobLandsWhereItsImageIs: on two nodes equally good for a
+// job, the second job of an image goes to the node whose cache the first
+// job's pull filled (its inventory reached the controller with a
+// heartbeat), where a job on the host's root goes to the first by name.
+// sacct shows what the image cost each: the first job downloaded it,
+// the second found it cached. Another local user, with [privacy] jobs,
+// learns nothing of the image from squeue, scontrol show node or job.
+func TestSecondJobLandsWhereItsImageIs(t *testing.T) {
+	t.Parallel()
+	e2etest.RequirePrereq(t)
+	reg := registrytest.Start(t, regUser)
+	dir := e2etest.ShortTempDir(t)
+	c := e2etest.StartCluster(t, 2, "--node-config", nodeConfigWithCA(t, dir, reg.CAFile), "--config", privateJobsConfig(t, dir),
+		"--kill-grace", "2s")
+	for _, d := range []string{c.Dir, e2etest.BinDir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img := reg.AppImage(t, "private/placed:1")
+	alice, bob := homeUser(t, "ia"), homeUser(t, "ib")
+	writeAs(t, alice, ".docker/config.json",
+		fmt.Sprintf(`{"auths": {%q: {"username": %q, "password": %q}}}`, reg.Host, regUser.Name, regUser.Password))
+
+	nodesOf := func(id string) string {
+		t.Helper()
+		job := c.WaitState(id, 3*time.Minute, "COMPLETED", "FAILED")
+		if job["state"] != "COMPLETED" {
+			t.Fatalf("job %s = %v (%v), want COMPLETED", id, job["state"], job["reason"])
+		}
+		return fmt.Sprint(job["nodes"])
+	}
+	// The standalone's nodes share one containerd, so node1 would list
+	// the image too once it lists its cache: its first listing (sent with
+	// its first heartbeat) must come before the pull. It lists again only
+	// after a pull of its own, or in 5 minutes (node/inventory.go), as
+	// a node with a cache of its own would.
+	heartbeats(t, c, 2)
+	first := submitAs(t, c, alice, "-w", "node2", "--gpus=1", "--image="+img.Ref, "-o", "ia-%j.out", "--wrap", "true")
+	if got := nodesOf(first); got != "[node2]" {
+		t.Fatalf("first job ran on %s, want [node2] (-w)", got)
+	}
+	// node2's next heartbeat carries its new inventory.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r := c.CLI(c.Dir, "scontrol", "show", "node", "node2")
+		if strings.Contains(r.Stdout, "CachedImages=1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node2's inventory did not reach the controller within a minute:\n%s", r.Stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	second := submitAs(t, c, alice, "--gpus=1", "--image="+img.Ref, "-o", "ia-%j.out", "--wrap", "true")
+	if got := nodesOf(second); got != "[node2]" {
+		t.Errorf("second job of the image ran on %s, want [node2] (the node holding it)", got)
+	}
+	host := submitAs(t, c, alice, "--gpus=1", "-o", "ia-%j.out", "--wrap", "true")
+	if got := nodesOf(host); got != "[node1]" {
+		t.Errorf("a job on the host's root ran on %s, want [node1] (first by name: only the image moved the second)", got)
+	}
+
+	// Accounting: the first job's pull downloaded the image; the second's
+	// was answered from the cache.
+	pull := map[string][2]string{}
+	deadline = time.Now().Add(time.Minute)
+	for len(pull) < 2 {
+		pull = map[string][2]string{}
+		r := c.As(alice, nil, "sacct", "-j", first+","+second, "-X", "-n", "-P", "-o", "JobID,State,ImagePullTime,ImagePullBytes")
+		for line := range strings.SplitSeq(strings.TrimSpace(r.Stdout), "\n") {
+			f := strings.Split(line, "|")
+			if len(f) == 4 && f[1] == "COMPLETED" && f[2] != "" {
+				pull[f[0]] = [2]string{f[2], f[3]}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sacct did not show both jobs' pulls within a minute: %v\n%s%s", pull, r.Stdout, r.Stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if b := sacctBytes(t, pull[first][1]); b <= 0 {
+		t.Errorf("first job's ImagePullBytes = %q, want the bytes its pull downloaded (> 0)", pull[first][1])
+	}
+	if pull[second][1] != "0" {
+		t.Errorf("second job's ImagePullBytes = %q, want 0 (cached)", pull[second][1])
+	}
+	if r := c.As(alice, nil, "scontrol", "show", "job", first); !strings.Contains(r.Stdout, "ImagePullBytes="+pull[first][1]) {
+		t.Errorf("scontrol show job %s lacks ImagePullBytes=%s:\n%s", first, pull[first][1], r.Stdout)
+	}
+
+	// bob: alice's jobs are private, and so is what node2 holds.
+	for _, args := range [][]string{
+		{"squeue", "-o", "%i %u %r"},
+		{"scontrol", "show", "node", "node2"},
+		{"scontrol", "show", "job", second},
+		{"sacct", "-a", "-P", "-o", "JobID,ImagePullBytes"},
+		{"gpuq", "nodes"},
+	} {
+		r := c.As(bob, nil, args[0], args[1:]...)
+		if strings.Contains(r.Stdout+r.Stderr, "private/placed") {
+			t.Errorf("%v as another user shows alice's image:\n%s%s", args, r.Stdout, r.Stderr)
+		}
+	}
+}
+
+// sacctBytes reads a byte count as sacct writes it (format.Bytes: K, M,
+// G, T where it divides exactly).
+func sacctBytes(t *testing.T, s string) int64 {
+	t.Helper()
+	mult := int64(1)
+	if i := strings.IndexAny(s, "KMGT"); i > 0 && i == len(s)-1 {
+		mult = 1 << (10 * (1 + strings.IndexByte("KMGT", s[i])))
+		s = s[:i]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("sacct byte count %q: %v", s, err)
+	}
+	return n * mult
+}
+
+// heartbeats waits until each of the cluster's n nodes has sent a
+// heartbeat after the first one the controller showed for it (so each
+// has sent its image inventory at least once).
+func heartbeats(t *testing.T, c *e2etest.Cluster, n int) {
+	t.Helper()
+	beats := func() map[string]time.Time {
+		r := c.CLI(c.Dir, "gpuq", "nodes", "--json")
+		if r.Code != 0 {
+			t.Fatalf("gpuq nodes --json: exit %d: %s", r.Code, r.Stderr)
+		}
+		var nodes []spec.Node
+		if err := json.Unmarshal([]byte(r.Stdout), &nodes); err != nil {
+			t.Fatalf("gpuq nodes --json: %v\n%s", err, r.Stdout)
+		}
+		out := map[string]time.Time{}
+		for _, n := range nodes {
+			out[n.Name] = n.LastHeartbeat.Time
+		}
+		return out
+	}
+	deadline := time.Now().Add(time.Minute)
+	first := beats()
+	for len(first) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d nodes registered within a minute, want %d", len(first), n)
+		}
+		time.Sleep(100 * time.Millisecond)
+		first = beats()
+	}
+	for {
+		now, waiting := beats(), 0
+		for name, at := range first {
+			if !now[name].After(at) {
+				waiting++
+			}
+		}
+		if waiting == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d nodes sent no heartbeat within a minute: %v, then %v", waiting, first, now)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

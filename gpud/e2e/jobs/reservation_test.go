@@ -115,6 +115,26 @@ func TestReservations(t *testing.T) {
 		t.Errorf("sinfo -T: exit %d:\n%s%s", st.Code, st.Stdout, st.Stderr)
 	}
 
+	// Users=-name: every user but the ones named (Slurm's); a list
+	// mixing refused and admitted names is refused.
+	if r := c.CLI(work, "scontrol", "create", "reservation", "ReservationName=allbut", "StartTime=now+1days", "Duration=60",
+		"Nodes=node3", "Users=-"+outside.Name+",root"); r.Code != 2 || !strings.Contains(r.Stderr, "prefixed with '-'") {
+		t.Errorf("create with mixed users: exit %d: %s", r.Code, r.Stderr)
+	}
+	if r := c.CLI(work, "scontrol", "create", "reservation", "ReservationName=allbut", "StartTime=now+1days", "Duration=60",
+		"Nodes=node3", "Users=-"+outside.Name); r.Code != 0 {
+		t.Fatalf("create allbut: exit %d: %s", r.Code, r.Stderr)
+	}
+	if out := showResv(t, c, work, "allbut"); !strings.Contains(out, "Users=-"+outside.Name+" ") {
+		t.Errorf("scontrol show reservation allbut:\n%s", out)
+	}
+	if r := c.As(outside, nil, "sbatch", "--reservation=allbut", "--time=5", "--wrap", "true"); r.Code == 0 ||
+		!strings.Contains(r.Stderr, "Access denied to requested reservation") {
+		t.Errorf("refused user with --reservation=allbut: exit %d: %s", r.Code, r.Stderr)
+	}
+	later := submitAs(t, c, inside, "--reservation=allbut", "--time=5", "--wrap", "true")
+	waitReason(c, later, "Reservation", 30*time.Second)
+
 	// Durable across kill -9 of the controller.
 	c.Stop(syscall.SIGKILL)
 	killStrayDaemons(t, c.Dir)

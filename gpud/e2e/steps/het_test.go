@@ -45,6 +45,9 @@ echo "group1 id=$SLURM_JOB_ID_HET_GROUP_1 nodes=$SLURM_JOB_NODELIST_HET_GROUP_1 
 srun --het-group=0 -l bash -c 'echo "cpu-task $SLURM_PROCID $SLURMD_NODENAME job=$SLURM_JOB_ID gpus=[${CUDA_VISIBLE_DEVICES}]"'
 srun --het-group=1 bash -c 'echo "gpu-task $SLURM_PROCID $SLURMD_NODENAME job=$SLURM_JOB_ID gpus=[${CUDA_VISIBLE_DEVICES}] ntasks=$SLURM_NTASKS"'
 echo "het-rc=$?"
+srun --het-group=2 true
+echo "group2-rc=$?"
+echo "ntasks0=$SLURM_NTASKS_HET_GROUP_0 nodelist=$SLURM_JOB_NODELIST"
 `
 
 // TestHetJob: a `#SBATCH hetjob` script with a CPU component and a GPU
@@ -83,6 +86,10 @@ func TestHetJob(t *testing.T) {
 		"1: cpu-task 1 node1 job=" + id + " gpus=[]\n",
 		"gpu-task 0 node2 job=" + next + " gpus=[0,1] ntasks=1\n",
 		"het-rc=0\n",
+		// A component the job does not have: srun says which it has.
+		"srun: error: --het-group=2: job " + id + " has components 0-1; name one of them\n",
+		"group2-rc=1\n",
+		"ntasks0=2 nodelist=node1\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q", want)
@@ -103,10 +110,16 @@ func TestHetJob(t *testing.T) {
 	if !strings.Contains(sc.Stdout, "HetJobId="+id+" HetJobOffset=1 HetJobIdSet="+id+"-"+next) {
 		t.Errorf("scontrol show job %s lacks the het fields:\n%s", next, sc.Stdout)
 	}
-	acct := c.CLI(work, "sacct", "-n", "-X", "-P", "-j", id+","+next, "-o", "JobIDRaw,Partition,State")
-	for _, want := range []string{id + "|cpu|COMPLETED", next + "|gpu|COMPLETED"} {
+	// sacct as Slurm's: JobID N+K, the leader's id naming every
+	// component, each component's steps under its N+K.
+	acct := c.CLI(work, "sacct", "-n", "-X", "-P", "-j", id, "-o", "JobID,JobIDRaw,Partition,State")
+	if want := id + "+0|" + id + "|cpu|COMPLETED\n" + id + "+1|" + next + "|gpu|COMPLETED\n"; acct.Stdout != want {
+		t.Errorf("sacct -X -j %s: got %q (%s), want %q", id, acct.Stdout, acct.Stderr, want)
+	}
+	acct = c.CLI(work, "sacct", "-n", "-P", "-j", id, "-o", "JobID,State")
+	for _, want := range []string{id + "+0.batch|COMPLETED\n", id + "+0.0|COMPLETED\n", id + "+1.0|COMPLETED\n"} {
 		if !strings.Contains(acct.Stdout, want) {
-			t.Errorf("sacct lacks the row %q:\n%s%s", want, acct.Stdout, acct.Stderr)
+			t.Errorf("sacct -j %s lacks the step row %q:\n%s%s", id, want, acct.Stdout, acct.Stderr)
 		}
 	}
 }
@@ -165,6 +178,10 @@ func TestHetJobErrorsAndRestart(t *testing.T) {
 	}
 	for _, jid := range []string{id, next} {
 		c.WaitState(jid, 30*time.Second, "RUNNING")
+	}
+	// While it runs, sacct -j of the leader shows both components.
+	if acct := c.CLI(work, "sacct", "-n", "-X", "-P", "-j", id, "-o", "JobID,State"); acct.Stdout != id+"+0|RUNNING\n"+id+"+1|RUNNING\n" {
+		t.Errorf("sacct -X -j %s of the running job: %q (%s), want both components RUNNING", id, acct.Stdout, acct.Stderr)
 	}
 	if r := c.CLI(work, "scancel", id); r.Code != 0 {
 		t.Fatalf("scancel %s: exit %d: %s", id, r.Code, r.Stderr)

@@ -81,30 +81,30 @@ func (al *Alloc) hetTarget(k int) (*Alloc, error) {
 		if k == 0 {
 			return al, nil // Slurm's --het-group=0 of a plain job
 		}
-		return nil, fmt.Errorf("srun: --het-group=%d: job %d is not a heterogeneous job; leave --het-group out", k, v.asg.Job.ID)
+		return nil, fmt.Errorf("--het-group=%d: job %d is not a heterogeneous job; leave --het-group out", k, v.asg.Job.ID)
 	}
 	i := slices.IndexFunc(v.asg.Het, func(h spec.HetComponent) bool { return h.Offset == k })
 	if i < 0 {
-		return nil, fmt.Errorf("srun: --het-group=%d: job %d has components 0-%d; name one of them", k, v.asg.Job.HetJobID, len(v.asg.Het)-1)
+		return nil, fmt.Errorf("--het-group=%d: job %d has components 0-%d; name one of them", k, v.asg.Job.HetJobID, len(v.asg.Het)-1)
 	}
 	hc := v.asg.Het[i]
 	if hc.JobID == v.asg.Job.ID {
 		return al, nil
 	}
 	if hc.AllocID == "" || len(hc.Nodes) == 0 {
-		return nil, fmt.Errorf("srun: --het-group=%d: component %d+%d (job %d) holds no allocation now (ended?); its steps cannot run", k, v.asg.Job.HetJobID, k, hc.JobID)
+		return nil, fmt.Errorf("--het-group=%d: component %d+%d (job %d) holds no allocation now (ended?); its steps cannot run", k, v.asg.Job.HetJobID, k, hc.JobID)
 	}
 	first := hc.Nodes[0]
 	p, err := al.n.peer(first)
 	if err != nil {
-		return nil, fmt.Errorf("srun: --het-group=%d: reach node %s, first of component %d+%d: %v", k, first.Node, v.asg.Job.HetJobID, k, err)
+		return nil, fmt.Errorf("--het-group=%d: reach node %s, first of component %d+%d: %v", k, first.Node, v.asg.Job.HetJobID, k, err)
 	}
 	t := p.owner(hc.AllocID)
 	if t == nil {
-		return nil, fmt.Errorf("srun: --het-group=%d: component %d+%d's first node %s is another host's; gpud runs a component's steps from a node of the same agent only (run srun --het-group=%d from that component's node, or with salloc/srun outside the job)", k, v.asg.Job.HetJobID, k, first.Node, k)
+		return nil, fmt.Errorf("--het-group=%d: component %d+%d's first node %s is another host's; gpud runs a component's steps from a node of the same agent only (run srun --het-group=%d from that component's node, or with salloc/srun outside the job)", k, v.asg.Job.HetJobID, k, first.Node, k)
 	}
 	if tv := t.view(); tv.env == nil || !tv.running {
-		return nil, fmt.Errorf("srun: --het-group=%d: component %d+%d has not started on node %s yet; retry in a moment", k, v.asg.Job.HetJobID, k, first.Node)
+		return nil, fmt.Errorf("--het-group=%d: component %d+%d has not started on node %s yet; retry in a moment", k, v.asg.Job.HetJobID, k, first.Node)
 	}
 	return t, nil
 }

@@ -43,6 +43,9 @@ type mockOverride struct {
 	PCIeGen        *int     `json:"pcie_gen"`
 	Throttle       *uint64  `json:"throttle"`
 	Gone           bool     `json:"gone"`
+	// MIG attributes the override's XIDs to this MIG instance (its UUID),
+	// as NVML's event does with the instance's ID.
+	MIG string `json:"mig"`
 }
 
 type mockOverrides map[string]mockOverride
@@ -64,20 +67,20 @@ func readMockHealth(path string) (mockOverrides, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("mock GPU health file %s: %w; write e.g. {\"3\": {\"temp_c\": 90, \"util\": 2, \"xid\": 79, \"power_w\": 800, \"ecc_uncorrected\": 1, \"ecc_corrected\": 5, \"row_remap_pending\": true, \"row_remap_failed\": true, \"rows_remapped\": 3, \"nvlink_up\": 17, \"nvlink_errors\": 9, \"pcie_width\": 8, \"pcie_gen\": 3, \"throttle\": 8, \"gone\": true}}", path, err)
+		return nil, fmt.Errorf("mock GPU health file %s: %w; write e.g. {\"3\": {\"temp_c\": 90, \"util\": 2, \"xid\": 79, \"power_w\": 800, \"ecc_uncorrected\": 1, \"ecc_corrected\": 5, \"row_remap_pending\": true, \"row_remap_failed\": true, \"rows_remapped\": 3, \"nvlink_up\": 17, \"nvlink_errors\": 9, \"pcie_width\": 8, \"pcie_gen\": 3, \"throttle\": 8, \"gone\": true}} (\"mig\": \"MIG-...\" attributes the XIDs to that MIG instance)", path, err)
 	}
 	return m, nil
 }
 
-// apply overrides one GPU's sample and returns the XIDs it raises now;
-// false: the GPU is gone.
-func (m mockOverrides) apply(s gpu.Sample) (gpu.Sample, []int, bool) {
+// apply overrides one GPU's sample and returns the XIDs it raises now
+// and the MIG instance they are attributed to; false: the GPU is gone.
+func (m mockOverrides) apply(s gpu.Sample) (gpu.Sample, []int, string, bool) {
 	o, ok := m[strconv.Itoa(s.Index)]
 	if !ok {
 		o, ok = m[s.UUID]
 	}
 	if !ok {
-		return s, nil, true
+		return s, nil, "", true
 	}
 	set(&s.TempC, o.TempC)
 	set(&s.UtilPct, o.Util)
@@ -96,7 +99,7 @@ func (m mockOverrides) apply(s gpu.Sample) (gpu.Sample, []int, bool) {
 	if o.XID != nil && *o.XID != 0 {
 		xids = append(xids, int(*o.XID))
 	}
-	return s, append(xids, o.XIDs...), !o.Gone
+	return s, append(xids, o.XIDs...), o.MIG, !o.Gone
 }
 
 func set[T any](dst, v *T) {

@@ -59,9 +59,9 @@ func (d *devices) Sample(ctx context.Context) ([]gpu.Sample, error) {
 			return nil, fmt.Errorf("sample GPU %d of backend %q: %w", i, d.backend, err)
 		}
 		if d.mockMIGs != nil {
-			s, xids, ok := over.apply(syntheticSample(i, uuid))
+			s, xids, mig, ok := over.apply(syntheticSample(i, uuid))
 			for _, x := range xids {
-				d.recordXID(uuid, x)
+				d.recordXID(uuid, x, mig)
 			}
 			if ok {
 				s.XIDs = slices.Clone(d.xids[uuid])
@@ -80,13 +80,14 @@ func (d *devices) Sample(ctx context.Context) ([]gpu.Sample, error) {
 // sample interval ever sees from a GPU that still works.
 const maxXIDLog = 64
 
-// recordXID appends to uuid's XID log; callers hold mu.
-func (d *devices) recordXID(uuid string, xid int) {
+// recordXID appends to uuid's XID log (mig: the MIG instance it was
+// attributed to, or ""); callers hold mu.
+func (d *devices) recordXID(uuid string, xid int, mig string) {
 	if d.xids == nil {
 		d.xids = map[string][]gpu.XIDEvent{}
 	}
 	d.xidSeq++
-	l := append(d.xids[uuid], gpu.XIDEvent{Seq: d.xidSeq, XID: xid})
+	l := append(d.xids[uuid], gpu.XIDEvent{Seq: d.xidSeq, XID: xid, MIG: mig})
 	d.xids[uuid] = l[max(len(l)-maxXIDLog, 0):]
 }
 
@@ -132,9 +133,36 @@ func (d *devices) drainXIDs(n int) {
 			continue
 		}
 		if uuid, ret := e.Device.GetUUID(); ret == nvml.SUCCESS {
-			d.recordXID(uuid, int(e.EventData))
+			d.recordXID(uuid, int(e.EventData), eventMIG(e))
 		}
 	}
+}
+
+// noInstance is NVML's GPU (compute) instance ID of an event not
+// attributed to a MIG instance.
+const noInstance = 0xFFFFFFFF
+
+// eventMIG returns the UUID of the MIG instance NVML attributed event e
+// to ("" for the whole GPU, or when the instance cannot be named: the
+// error then counts as the GPU's, the safe side).
+func eventMIG(e nvml.EventData) string {
+	if e.GpuInstanceId == noInstance {
+		return ""
+	}
+	uuids, err := migUUIDs(e.Device)
+	if err != nil {
+		return ""
+	}
+	gi, ci := int(e.GpuInstanceId), int(e.ComputeInstanceId)
+	if u, ok := uuids[[2]int{gi, ci}]; ok {
+		return u
+	}
+	for k, u := range uuids { // the GPU instance's, whatever its compute instance
+		if k[0] == gi {
+			return u
+		}
+	}
+	return ""
 }
 
 // Optional NVML calls of a sample, looked up before use.

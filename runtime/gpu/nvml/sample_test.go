@@ -80,7 +80,7 @@ func TestMockHealthFileOverridesReadings(t *testing.T) {
 	if diff := cmp.Diff(sample(t, BackendDGXH100, WithMockSeed("node-a")), plain); diff != "" {
 		t.Fatalf("absent hook file changed readings (-want +got):\n%s", diff)
 	}
-	body := `{"3": {"temp_c": 90, "util": 1.5}, "` + plain[5].UUID + `": {"xid": 79, "ecc_uncorrected": 2},
+	body := `{"3": {"temp_c": 90, "util": 1.5, "xid": 94, "mig": "MIG-3a"}, "` + plain[5].UUID + `": {"xid": 79, "ecc_uncorrected": 2},
 		"6": {"xids": [48, 94], "ecc_corrected": 7, "row_remap_pending": true, "row_remap_failed": true, "nvlink_up": 17,
 		      "nvlink_errors": 12, "pcie_width": 8, "pcie_gen": 3, "throttle": 8}, "7": {"gone": true}}`
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
@@ -89,9 +89,10 @@ func TestMockHealthFileOverridesReadings(t *testing.T) {
 	got := sample(t, BackendDGXH100, opts...)
 	want := slices.Clone(plain)
 	want[3].TempC, want[3].UtilPct = 90, 1.5
-	want[5].XIDs, want[5].ECCUncorrected = []gpu.XIDEvent{{Seq: 1, XID: 79}}, 2
+	want[3].XIDs = []gpu.XIDEvent{{Seq: 1, XID: 94, MIG: "MIG-3a"}} // attributed to a MIG instance
+	want[5].XIDs, want[5].ECCUncorrected = []gpu.XIDEvent{{Seq: 2, XID: 79}}, 2
 	w6 := &want[6]
-	w6.XIDs, w6.ECCCorrected, w6.RowRemapPending, w6.RowRemapFailed, w6.NVLinkUp = []gpu.XIDEvent{{Seq: 2, XID: 48}, {Seq: 3, XID: 94}}, 7, true, true, 17
+	w6.XIDs, w6.ECCCorrected, w6.RowRemapPending, w6.RowRemapFailed, w6.NVLinkUp = []gpu.XIDEvent{{Seq: 3, XID: 48}, {Seq: 4, XID: 94}}, 7, true, true, 17
 	w6.NVLinkErrors, w6.PCIeWidth, w6.PCIeGen, w6.Throttle = 12, 8, 3, 8
 	want = want[:7] // GPU 7 is gone
 	if diff := cmp.Diff(want, got); diff != "" {
