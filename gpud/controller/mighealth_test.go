@@ -68,6 +68,9 @@ func TestMIGInstanceHealth(t *testing.T) {
 	if g.Health != "" || g.MIGSlices[0].Health != reason || g.MIGSlices[1].Health != "" || nodes[0].State == spec.NodeDrain {
 		t.Fatalf("node %s GPU health %q slices %+v; want only MIG-a marked", nodes[0].State, g.Health, g.MIGSlices)
 	}
+	if !strings.Contains(nodes[0].Reason, reason) {
+		t.Errorf("node reason %q does not show the instance's %q (sinfo -R, gpuq nodes)", nodes[0].Reason, reason)
+	}
 	// The agent's restart: the mark stays and is listed for its probe.
 	if _, err := h.c.Register(ctx, root, inv); err != nil {
 		t.Fatal(err)

@@ -440,6 +440,11 @@ func (c *Controller) nodeView(n *nodeRec) spec.Node {
 		if unhealthy(g) {
 			sick = append(sick, g.Health)
 		}
+		for _, m := range g.MIGSlices {
+			if m.Health != "" {
+				sick = append(sick, m.Health)
+			}
+		}
 	}
 	for _, nic := range n.inv.NICs {
 		if nic.Health != "" {

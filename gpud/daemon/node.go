@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -283,11 +284,16 @@ func healthOption(devs gpu.Devices, h config.Health, rdmaSysfs string) ([]node.O
 }
 
 // nicReader reads the NICs' state from sysfs each sample (nil without
-// RDMA): "" for a usable NIC, else its ports' states.
+// RDMA): "" for a usable NIC, else its ports' states, or the port whose
+// link went down and came back since the previous reading (its
+// link_downed counter rose: a flap between samples, which breaks the
+// connections of the jobs on it). Such a NIC reads usable again at the
+// next reading, so it comes back after probe_after.
 func nicReader(sysfs string) func(context.Context) (map[string]string, error) {
 	if sysfs == "" {
 		return nil
 	}
+	downed := map[string]uint64{} // "mlx5_0/1" -> the last link_downed read
 	return func(ctx context.Context) (map[string]string, error) {
 		nics, err := rdma.Discover(ctx, sysfs)
 		if err != nil {
@@ -295,8 +301,19 @@ func nicReader(sysfs string) func(context.Context) (map[string]string, error) {
 		}
 		out := make(map[string]string, len(nics))
 		for _, n := range nics {
+			var flaps []string
+			for _, p := range n.Ports {
+				if !p.HasLinkDowned {
+					continue
+				}
+				key := n.Name + "/" + strconv.Itoa(p.Num)
+				if last, ok := downed[key]; ok && p.LinkDowned > last {
+					flaps = append(flaps, fmt.Sprintf("port %d link went down %d times since the last reading (link_downed %d)", p.Num, p.LinkDowned-last, p.LinkDowned))
+				}
+				downed[key] = p.LinkDowned
+			}
 			if n.Active() {
-				out[n.Name] = ""
+				out[n.Name] = strings.Join(flaps, ", ")
 				continue
 			}
 			var ports []string

@@ -28,7 +28,8 @@ type FakeNIC struct {
 
 // WriteFakeSysfs builds under root the parts of sysfs Discover and Locate
 // read: devices/<PCIPath>/numa_node, bus/pci/devices/<bus ID> links,
-// class/infiniband/<name>/{device,ports/1/state,ports/1/link_layer} and
+// class/infiniband/<name>/{device,ports/1/state,ports/1/link_layer,
+// ports/1/counters/link_downed (0)} and
 // class/infiniband_verbs/uverbsN/ibdev. For tests and mock nodes.
 func WriteFakeSysfs(root string, pcis []FakePCIDevice, nics []FakeNIC) error {
 	mkPCI := func(d FakePCIDevice) (string, error) {
@@ -79,6 +80,12 @@ func WriteFakeSysfs(root string, pcis []FakePCIDevice, nics []FakeNIC) error {
 			return err
 		}
 		if err := os.WriteFile(filepath.Join(port, "link_layer"), []byte(ll+"\n"), 0o644); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(port, "counters"), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(port, "counters", "link_downed"), []byte("0\n"), 0o644); err != nil {
 			return err
 		}
 		if n.Uverbs >= 0 {

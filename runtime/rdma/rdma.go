@@ -37,6 +37,12 @@ type Port struct {
 	State string
 	// LinkLayer is "InfiniBand" or "Ethernet" (RoCE).
 	LinkLayer string
+	// LinkDowned is the port's counters/link_downed: how many times its
+	// link went down since the driver loaded (HasLinkDowned: the file
+	// was read). A rise between two readings is a link that went down
+	// and came back in between.
+	LinkDowned    uint64
+	HasLinkDowned bool
 }
 
 // NIC is one RDMA device ("mlx5_0").
@@ -132,6 +138,11 @@ func readNIC(sysfsRoot, dir, name string) (NIC, error) {
 			port.State = strings.TrimSpace(st)
 		}
 		port.LinkLayer, _ = readTrim(filepath.Join(dir, "ports", p.Name(), "link_layer"))
+		if s, err := readTrim(filepath.Join(dir, "ports", p.Name(), "counters", "link_downed")); err == nil {
+			if v, err := strconv.ParseUint(s, 10, 64); err == nil {
+				port.LinkDowned, port.HasLinkDowned = v, true
+			}
+		}
 		n.Ports = append(n.Ports, port)
 	}
 	sort.Slice(n.Ports, func(i, j int) bool { return n.Ports[i].Num < n.Ports[j].Num })

@@ -76,7 +76,7 @@ func TestDiscover(t *testing.T) {
 				ParentBridge: "pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0",
 				Switch:       "pci0000:15/0000:15:01.0/0000:16:00.0",
 			},
-			Ports:       []Port{{Num: 1, State: "ACTIVE", LinkLayer: "InfiniBand"}},
+			Ports:       []Port{{Num: 1, State: "ACTIVE", LinkLayer: "InfiniBand", HasLinkDowned: true}},
 			Uverbs:      "uverbs0",
 			DeviceNodes: []string{"/dev/infiniband/uverbs0", "/dev/infiniband/rdma_cm"},
 		},
