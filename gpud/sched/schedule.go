@@ -392,7 +392,8 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 		where, perNode := make([]int32, total), make([]int32, len(c.nodes))
 		k := 0
 		for i := range snap.Running {
-			for _, a := range snap.Running[i].Nodes {
+			for j := range snap.Running[i].Nodes {
+				a := &snap.Running[i].Nodes[j] // by pointer: a large record
 				ni, ok := c.byName[a.Node]
 				if !ok || a.Ended {
 					ni = -1
@@ -417,7 +418,8 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 				rj.end = max(int64(r.Start.Add(r.TimeLimit).Sub(now)), 1)
 			}
 			first := len(parts)
-			for _, a := range r.Nodes {
+			for j := range r.Nodes {
+				a := &r.Nodes[j]
 				ni := int(where[k])
 				k++
 				if ni < 0 {
