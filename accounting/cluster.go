@@ -178,7 +178,9 @@ func (db *DB) ClusterUsage(ctx context.Context, start, end time.Time, bucket tim
 			row(n.Model, "").DownGPUHours += float64(iv[1]-iv[0]) * float64(n.GPUs) / 3600
 			spread(iv[0], iv[1], float64(n.GPUs), func(p *UtilPoint, h float64) { p.DownGPUHours += h })
 		}
-		for _, iv := range powered[n.Node] {
+		// A node both powered down and DOWN (a failed resume, "down~")
+		// counts as down only, as each GPU-hour is counted once.
+		for _, iv := range cutOut(powered[n.Node], down[n.Node]) {
 			row(n.Model, "").PoweredDownGPUHours += float64(iv[1]-iv[0]) * float64(n.GPUs) / 3600
 		}
 	}
@@ -198,6 +200,28 @@ func sumGPUs(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// cutOut returns the parts of the intervals a outside every interval of b.
+func cutOut(a, b [][2]int64) [][2]int64 {
+	out := slices.Clone(a)
+	for _, c := range b {
+		var next [][2]int64
+		for _, iv := range out {
+			if c[1] <= iv[0] || c[0] >= iv[1] {
+				next = append(next, iv)
+				continue
+			}
+			if iv[0] < c[0] {
+				next = append(next, [2]int64{iv[0], c[0]})
+			}
+			if c[1] < iv[1] {
+				next = append(next, [2]int64{c[1], iv[1]})
+			}
+		}
+		out = next
+	}
+	return out
 }
 
 // downIntervals reads node events up to end and returns, per node, the

@@ -36,10 +36,14 @@ func TestClusterUsage(t *testing.T) {
 		{Time: at(5400).Time, Node: "n2", Event: spec.NodeEventResume, Actor: "root"},
 		{Time: at(3 * 3600).Time, Node: "gone", Event: spec.NodeEventDown, Actor: "gpud"}, // not in the inventory
 		// Power saving: n2 powered down for the last hour, n1 for 10
-		// minutes from before the window; neither is down time.
+		// minutes; neither is down time. n1 was also powered down from
+		// before the window to 600 while DOWN (a failed resume, down~):
+		// down time only, not counted twice.
 		{Time: at(3 * 3600).Time, Node: "n2", Event: spec.NodeEventPowerDown, Actor: "gpud"},
 		{Time: at(-600).Time, Node: "n1", Event: spec.NodeEventPowerDown, Actor: "gpud"},
 		{Time: at(600).Time, Node: "n1", Event: spec.NodeEventPowerUp, Actor: "gpud"},
+		{Time: at(2000).Time, Node: "n1", Event: spec.NodeEventPowerDown, Actor: "gpud"},
+		{Time: at(2600).Time, Node: "n1", Event: spec.NodeEventPowerUp, Actor: "gpud"},
 	}); err != nil {
 		t.Fatal(err)
 	}

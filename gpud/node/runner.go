@@ -700,6 +700,10 @@ func exitState(st runtime.ExitStatus, stopState spec.JobState, stopWhy string) (
 	}
 }
 
+// stepEndsWait bounds how long a job's exit waits for the record of a
+// step's end that srun has already heard (an outbox commit).
+const stepEndsWait = 10 * time.Second
+
 // finish releases the job's devices, records the exit (committed before
 // the container goes), then deletes the container and the job directory.
 func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitStatus, state spec.JobState, why string) {
@@ -716,6 +720,10 @@ func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitSt
 	}
 	r.ended.Store(true)
 	if !r.rec.Exited {
+		// A step's end srun has heard goes to the outbox first.
+		if r.steps != nil && !r.steps.WaitStepEnds(stepEndsWait) {
+			log.Warn("a step's end is not recorded yet; recording the job's exit first (accounting may show the step CANCELLED)", "waited", stepEndsWait)
+		}
 		ev := r.d.exitEvent(r.allocID, r.jobID, state, why, st)
 		ev.GateFailed = r.gateFailed
 		bo := r.d.newBackoff()

@@ -34,7 +34,7 @@ import (
 type State struct {
 	c    *cycle
 	done map[spec.JobID]bool // started since the full cycle
-	runs map[spec.JobID]int  // snapshot running job → index
+	runs map[spec.JobID]int  // snapshot running job → index (running)
 	// head is the queue index before which every job has started
 	// (done): End's walk starts there. Starts go mostly to the head of
 	// the queue, and walking thousands of started jobs at each End cost
@@ -59,12 +59,9 @@ func NewState(snap *Snapshot, now time.Time, cfg Config) (*State, Plan) {
 	c.started = map[spec.JobID]startRec{}
 	c.resv = map[spec.JobID]startRec{}
 	plan := c.run()
-	st := &State{c: c, done: map[spec.JobID]bool{}, runs: map[spec.JobID]int{}}
+	st := &State{c: c, done: map[spec.JobID]bool{}}
 	for _, s := range plan.Starts {
 		st.done[s.JobID] = true
-	}
-	for i := range c.running {
-		st.runs[c.running[i].r.ID] = i
 	}
 	for _, wj := range c.queue {
 		if gpuless(wj.j) {
@@ -72,6 +69,20 @@ func NewState(snap *Snapshot, now time.Time, cfg Config) (*State, Plan) {
 		}
 	}
 	return st, plan
+}
+
+// running finds a snapshot running job's index. The map is built at
+// the first End: a State that answers none (the simulator's, one per
+// event) does not pay for it.
+func (st *State) running(id spec.JobID) (int, bool) {
+	if st.runs == nil {
+		st.runs = make(map[spec.JobID]int, len(st.c.running))
+		for i := range st.c.running {
+			st.runs[st.c.running[i].r.ID] = i
+		}
+	}
+	i, ok := st.runs[id]
+	return i, ok
 }
 
 // EachPriority calls fn with each job the full cycle ordered and its total
@@ -136,7 +147,7 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 			freed = append(freed, p.node)
 		}
 		delete(c.started, id)
-	} else if ri, ok := st.runs[id]; ok && !c.running[ri].gone {
+	} else if ri, ok := st.running(id); ok && !c.running[ri].gone {
 		rj := &c.running[ri]
 		rj.gone = true
 		for _, p := range rj.parts {

@@ -142,7 +142,10 @@ type TwinResult struct {
 	Cycles int
 	// Skipped are the periodic cycles not run because they could decide
 	// nothing (twin.quiet).
-	Skipped     int
+	Skipped int
+	// Unordered are the cycles run without a fairshare report: nothing
+	// in their queue to order (twin.ordered).
+	Unordered   int
 	Preemptions int
 	Wall        time.Duration
 }
@@ -232,6 +235,7 @@ type twin struct {
 	idle      bool
 	lastCycle time.Time
 	skipped   int
+	unordered int
 	// fs is the fairshare tree kept between cycles (nil until the first).
 	fs *twinFS
 	// prio is each job's priority as the controller keeps it: the base
@@ -303,7 +307,7 @@ func RunTwin(jobs []TwinJob, o TwinOptions) (*TwinResult, error) {
 		}
 	}
 	return &TwinResult{Jobs: jobs, Res: e.res, TotalGPUs: total, Start: o.Start, Busy: e.series, Cycles: e.cycles,
-		Skipped: e.skipped, Preemptions: e.preempts, Wall: time.Since(wall)}, nil
+		Skipped: e.skipped, Unordered: e.unordered, Preemptions: e.preempts, Wall: time.Since(wall)}, nil
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -390,7 +394,7 @@ func (e *twin) beginSince(from, to time.Time) bool {
 // quiet reports whether, after a cycle whose plan was plan, the periodic
 // cycles that follow with no event between them (no submission, end or
 // cancellation) can decide nothing, so the replay may skip them: the
-// plan started and preempted nothing; no QOS may preempt; there are no
+// plan started and preempted nothing; no pending job's QOS may preempt; there are no
 // advance reservations (their windows open and close on the clock); and
 // no pending job fits what is free now even if it were alone, so no
 // order of the queue (ages and fairshare change it between cycles) and
@@ -403,13 +407,11 @@ func (e *twin) quiet(plan sched.Plan) bool {
 	if len(plan.Starts) > 0 || len(plan.Preemptions) > 0 || e.o.OnPlan != nil || len(e.o.Policy.Reservations) > 0 {
 		return false
 	}
-	for i := range e.o.Policy.QOS {
-		if len(e.o.Policy.QOS[i].Preempt) > 0 {
-			return false
-		}
-	}
 	memo := map[twShape]bool{}
 	for _, i := range e.pending {
+		if e.preemptor(e.jobs[i].QOS) {
+			return false
+		}
 		r := &e.jobs[i].Req
 		sh := twShape{part: e.jobs[i].Partition, nodes: max(r.Nodes, 1), cpus: r.CPUsPerNode, gpus: r.GPUsPerNode, mem: r.MemMiB}
 		if r.GPUProfile != "" || r.GPUFraction > 0 || r.TotalGPUs > 0 || r.RDMA > 0 || r.MemWholeNode || e.jobs[i].TimeMin > 0 {
@@ -556,7 +558,11 @@ func (e *twin) snapshot() *sched.Snapshot {
 	snap := &sched.Snapshot{ID: e.snapID, Nodes: e.nodes, Running: e.runList, QOS: e.o.Policy.QOS,
 		Partitions: e.o.Policy.Partitions, AccountLimits: e.o.Policy.AccountLimits, AdvanceReservations: e.o.Policy.Reservations}
 	if e.o.Policy.Accounts != nil {
-		snap.Fairshare = e.fairshare()
+		if e.ordered() {
+			snap.Fairshare = e.fairshare()
+		} else {
+			e.unordered++
+		}
 	}
 	var single *twSingletons
 	limited := map[spec.JobID][]int{}
@@ -596,6 +602,43 @@ func (e *twin) snapshot() *sched.Snapshot {
 	}
 	snap.Jobs = jobs
 	return snap
+}
+
+// ordered reports whether the cycle's order of the queue can matter,
+// so that the fairshare report the priorities need is worth building:
+// with one job pending or none there is nothing to order. A lone job's
+// priority is still read by preemption, where its QOS may preempt
+// (its priority against the victims') or be preempted (the priority
+// it started at, against a later preemptor's). Most of a replay's
+// cycles answer one submission to an empty queue, and the report was a
+// third of each (it walks every running job).
+func (e *twin) ordered() bool {
+	switch {
+	case len(e.pending) > 1 || e.o.OnPlan != nil:
+		return true
+	case len(e.pending) == 0:
+		return false
+	}
+	q := e.jobs[e.pending[0]].QOS
+	if e.preemptor(q) {
+		return true
+	}
+	for i := range e.o.Policy.QOS {
+		if slices.Contains(e.o.Policy.QOS[i].Preempt, q) {
+			return true
+		}
+	}
+	return false
+}
+
+// preemptor reports whether QOS q may preempt another.
+func (e *twin) preemptor(q string) bool {
+	for i := range e.o.Policy.QOS {
+		if x := &e.o.Policy.QOS[i]; x.Name == q && len(x.Preempt) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *twin) schedJob(i int) sched.Job {

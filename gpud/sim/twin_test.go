@@ -143,3 +143,90 @@ func TestTwinSkipsOnlyIdleCycles(t *testing.T) {
 	}
 	t.Logf("every cycle: %d; skipping: %d run, %d skipped", every.Cycles, skip.Cycles, skip.Skipped)
 }
+
+// TestTwinOrdersOnlyAQueue: cycles with one job pending or none run
+// without the fairshare report (nothing to order), and every job's
+// result is the one with a report at every cycle (OnPlan set). The
+// workload alternates quiet hours, where a submission finds an empty
+// queue, and bursts that queue behind a congested cluster, where
+// fairshare decides the order.
+func TestTwinOrdersOnlyAQueue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 11))
+	var jobs []TwinJob
+	for i := range 200 {
+		at := time.Duration(i/20)*2*time.Hour + time.Duration(rng.IntN(600))*time.Second
+		if (i/20)%2 == 0 {
+			at = time.Duration(i/20)*2*time.Hour + time.Duration(i%20)*5*time.Minute
+		}
+		j := twinJob(i+1, at, time.Duration(60+rng.IntN(1800))*time.Second, []int{1, 2, 4, 8}[rng.IntN(4)])
+		j.Account = []string{"a", "b"}[rng.IntN(2)]
+		j.User = j.Account + string(rune('0'+rng.IntN(3)))
+		switch rng.IntN(10) {
+		case 0:
+			j.QOS = "high"
+		case 1, 2, 3:
+			j.QOS = "low"
+		}
+		jobs = append(jobs, j)
+	}
+	pol := TwinPolicy{Interval: 5 * time.Second, Partitions: []sched.Partition{{Name: "gpu"}},
+		// A QOS that preempts another, as in the default configuration:
+		// its jobs and their victims' need their priorities.
+		QOS:       []sched.QOS{{Name: "normal"}, {Name: "high", Priority: 1000, Preempt: []string{"low"}, PreemptMode: "requeue"}, {Name: "low"}},
+		Accounts:  &fairshare.Tree{Accounts: []fairshare.Account{{Name: "a", Shares: 4}, {Name: "b", Shares: 1}}},
+		Fairshare: fairshare.Config{HalfLife: 30 * time.Minute}}
+	pol.Config.Priority.Weights = priority.Weights{Age: 10, Fairshare: 100000, QOS: 100000}
+	run := func(onPlan func(time.Time, sched.Plan)) *TwinResult {
+		r, err := RunTwin(slices.Clone(jobs), TwinOptions{Nodes: twinNodes(3, 8), Policy: pol, Start: twinT0, OnPlan: onPlan})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	lean, every := run(nil), run(func(time.Time, sched.Plan) {})
+	if every.Unordered != 0 {
+		t.Fatalf("with OnPlan set %d cycles ran without a fairshare report", every.Unordered)
+	}
+	if lean.Unordered == 0 {
+		t.Fatal("no cycle ran without a fairshare report: the quiet hours should have some")
+	}
+	for i := range jobs {
+		if lean.Res[i] != every.Res[i] {
+			t.Errorf("job %d: %+v, with a report every cycle %+v", jobs[i].ID, lean.Res[i], every.Res[i])
+		}
+	}
+	if lean.Skipped == 0 || every.Preemptions == 0 {
+		t.Errorf("%d cycles skipped, %d preemptions: the workload should have both", lean.Skipped, every.Preemptions)
+	}
+	t.Logf("%d cycles, %d skipped, %d without a report, %d preemptions", lean.Cycles, lean.Skipped, lean.Unordered, lean.Preemptions)
+}
+
+// A job alone in the queue still needs what preemption reads: a lone
+// high-QOS job that may preempt only once its victim has run
+// PreemptMinRuntime is answered by a periodic cycle (not skipped as
+// idle), and it is let preempt on its priority with fairshare (without
+// the report its priority is its QOS's alone, below the victim's).
+func TestTwinLoneJobsThatPreempt(t *testing.T) {
+	low := twinJob(1, 0, 3*time.Hour, 8)
+	low.QOS, low.Account, low.User = "low", "b", "bob"
+	high := twinJob(2, time.Minute, 10*time.Minute, 8)
+	high.QOS, high.Account, high.User = "high", "a", "amy"
+	pol := TwinPolicy{Interval: 5 * time.Second, Partitions: []sched.Partition{{Name: "gpu"}},
+		QOS: []sched.QOS{{Name: "normal"}, {Name: "high", Priority: 1000, Preempt: []string{"low"}, PreemptMode: "requeue"},
+			{Name: "low"}},
+		Accounts:  &fairshare.Tree{Accounts: []fairshare.Account{{Name: "a", Shares: 1}, {Name: "b", Shares: 1}}},
+		Fairshare: fairshare.Config{HalfLife: time.Hour}}
+	pol.Config.Priority.Weights = priority.Weights{Fairshare: 100000, QOS: 1000}
+	pol.Config.PreemptMinRuntime = 10 * time.Minute
+	r, err := RunTwin([]TwinJob{low, high}, TwinOptions{Nodes: twinNodes(1, 8), Policy: pol, Start: twinT0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Res[0].Preempted != 1 {
+		t.Errorf("low job: %+v, want preempted once", r.Res[0])
+	}
+	want := twinT0.Add(10 * time.Minute)
+	if s := r.Res[1].Start; s.Before(want) || s.After(want.Add(pol.Interval)) {
+		t.Errorf("high job started at %s, want within an interval of the victim's 10 minutes", s.Sub(twinT0))
+	}
+}

@@ -216,3 +216,77 @@ func TestSqueueShowsPullProgress(t *testing.T) {
 	t.Logf("squeue while held: %q", last)
 	t.Logf("pull held %v at %d bytes; sacct: ImagePullTime=%s ImagePullBytes=%s", held.Round(time.Millisecond), proxy.after, f[1], f[2])
 }
+
+// TestSqueueShowsPrefetchProgress: a job waiting behind another for the
+// node's GPUs has its large image prefetched by the node it is expected
+// to start on, and squeue's reason says so, with the progress, while the
+// job is still pending (the proxy holds the pull half-way). Once the
+// image is in the cache and the GPUs free up, the job starts from it:
+// sacct shows 0 bytes downloaded for the job itself.
+func TestSqueueShowsPrefetchProgress(t *testing.T) {
+	t.Parallel()
+	c, reg := imageCluster(t)
+	dir := e2etest.ShortTempDir(t)
+	img := reg.BigImage(t, dir, "test/big-prefetch:1", 96<<20)
+	proxy := startHoldingProxy(t, reg.Host, 48<<20)
+	ref := strings.Replace(img.Ref, reg.Host, proxy.Host, 1)
+	u := homeUser(t, "f")
+	writeAs(t, u, ".docker/config.json",
+		fmt.Sprintf(`{"auths": {%q: {"username": %q, "password": %q}}}`, proxy.Host, regUser.Name, regUser.Password))
+
+	blocker := submitAs(t, c, u, "--gpus=8", "--time=20", "--wrap", "sleep 600")
+	c.WaitState(blocker, time.Minute, "RUNNING")
+	id := submitAs(t, c, u, "--gpus=8", "--time=5", "--image="+ref, "-o", "pf-%j.out", "--wrap", "true")
+	select {
+	case <-proxy.held:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("no prefetch of %s got %d bytes into the image within 3 minutes: job %v", ref, proxy.after, c.ShowJob(id))
+	}
+	want := regexp.MustCompile(`^` + id + ` PENDING .*\(prefetching image ` + regexp.QuoteMeta(ref) + ` on node1: (\d+)% of ([0-9.]+M)\)$`)
+	size := fmt.Sprintf("%.1fM", float64(img.Size)/(1<<20))
+	deadline := time.Now().Add(time.Minute)
+	var last string
+	for {
+		r := c.As(u, nil, "squeue", "-h", "-j", id, "-o", "%i %T %r")
+		last = strings.TrimSpace(r.Stdout)
+		if m := want.FindStringSubmatch(last); m != nil {
+			if pct, _ := strconv.Atoi(m[1]); pct < 10 || pct >= 100 || m[2] != size {
+				t.Fatalf("squeue shows %q: want a prefetch part-way (10 <= %% < 100) of %s", last, size)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("squeue never showed the prefetch's progress within a minute; last: %q", last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("squeue while held: %q", last)
+	proxy.Release()
+	deadline = time.Now().Add(3 * time.Minute)
+	for !strings.Contains(c.Log.String(), `"msg":"image prefetched"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the prefetch did not end within 3 minutes of its release")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if r := c.CLI(c.Dir, "scancel", blocker); r.Code != 0 {
+		t.Fatalf("scancel %s: exit %d: %s", blocker, r.Code, r.Stderr)
+	}
+	if job := c.WaitState(id, 3*time.Minute, "COMPLETED", "FAILED"); job["state"] != "COMPLETED" {
+		t.Fatalf("job %s = %v (%v), want COMPLETED", id, job["state"], job["reason"])
+	}
+	deadline = time.Now().Add(time.Minute)
+	for {
+		r := c.As(u, nil, "sacct", "-j", id, "-X", "-n", "-P", "-o", "State,ImagePullBytes")
+		if f := strings.Split(strings.TrimSpace(r.Stdout), "|"); len(f) == 2 && f[0] == "COMPLETED" {
+			if f[1] != "0" {
+				t.Errorf("sacct ImagePullBytes = %q for a job whose image was prefetched, want 0", f[1])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sacct did not show the job within a minute: %q %s", r.Stdout, r.Stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

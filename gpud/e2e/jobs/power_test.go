@@ -3,6 +3,7 @@ package jobs
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,8 +19,11 @@ import (
 // elastic test: resume starts a real `gpud node` agent per host of its
 // hostlist argument (expanded by scontrol show hostnames, as Slurm sites
 // do), unless a fail-HOST file says that host does not come up; suspend
-// stops them. Both append their argument to calls.log.
-func powerScripts(t *testing.T, c *e2etest.Cluster, nodeConf string) (resume, suspend string) {
+// stops them. Both append their argument to calls.log. With nsPrefix set,
+// each host is a network namespace of its own (nsPrefix+host) that resume
+// makes and starts the agent in (nsenter) and suspend deletes: the agent
+// reaches the controller and containerd through their unix sockets.
+func powerScripts(t *testing.T, c *e2etest.Cluster, nodeConf, nsPrefix string) (resume, suspend string) {
 	t.Helper()
 	bin := e2etest.BinDir
 	pw := filepath.Join(c.Dir, "power")
@@ -36,22 +40,36 @@ for h in $(%[2]s/scontrol show hostnames "$1"); do
 		status=1
 		continue
 	fi
-	setsid %[2]s/gpud node --config %[3]s --name $h --controller %[4]s --containerd %[5]s \
+	run=""
+	if [ -n "%[7]s" ]; then
+		ip netns add %[7]s$h && ip -n %[7]s$h link set lo up || { echo "cannot make namespace %[7]s$h" >&2; status=1; continue; }
+		run="nsenter --net=/run/netns/%[7]s$h --"
+	fi
+	setsid $run %[2]s/gpud node --config %[3]s --name $h --controller %[4]s --containerd %[5]s \
 		--gpus mock:dgx-h100 --state-dir %[6]s/nodes/$h --cdi-dir %[6]s/cdi >%[1]s/$h.log 2>&1 </dev/null &
 	echo $! > %[1]s/$h.pid
 	echo "booting $h"
 done
 exit $status
-`, pw, bin, nodeConf, c.Addr, containerd.SocketPath(filepath.Join(c.Dir, "containerd")), c.Dir))
+`, pw, bin, nodeConf, c.Addr, containerd.SocketPath(filepath.Join(c.Dir, "containerd")), c.Dir, nsPrefix))
 	suspend = e2etest.WriteScript(t, pw, "suspend.sh", fmt.Sprintf(`#!/bin/sh
 echo "suspend $1" >> %[1]s/calls.log
 for h in $(%[2]s/scontrol show hostnames "$1"); do
-	[ -s %[1]s/$h.pid ] && kill $(cat %[1]s/$h.pid)
+	if [ -s %[1]s/$h.pid ]; then
+		kill $(cat %[1]s/$h.pid)
+	fi
 	rm -f %[1]s/$h.pid
+	[ -n "%[3]s" ] && ip netns del %[3]s$h 2>/dev/null
 	echo "stopped $h"
 done
-`, pw, bin))
+exit 0
+`, pw, bin, nsPrefix))
 	t.Cleanup(func() {
+		if nsPrefix != "" {
+			for i := 1; i <= 4; i++ {
+				_ = exec.Command("ip", "netns", "del", fmt.Sprintf("%scloud%d", nsPrefix, i)).Run()
+			}
+		}
 		pids, _ := filepath.Glob(filepath.Join(pw, "*.pid"))
 		for _, p := range pids {
 			b, _ := os.ReadFile(p)
@@ -117,7 +135,14 @@ func TestElasticPower(t *testing.T) {
 	c := &e2etest.Cluster{T: t, Dir: e2etest.ShortTempDir(t)}
 	c.Addr = "unix://" + filepath.Join(c.Dir, "gpud.sock")
 	nodeConf := e2etest.FaultNodeConfig(t, c)
-	resume, suspend := powerScripts(t, c, nodeConf)
+	// Each cloud node in a network namespace of its own where the host
+	// can make them (else loudly without: the agents share the host's).
+	nsPrefix := fmt.Sprintf("gpw%d", os.Getpid()%100000)
+	if why := e2etest.NetnsPrereq(); why != "" {
+		t.Logf("LOUD: cloud nodes run without network namespaces here: %s", why)
+		nsPrefix = ""
+	}
+	resume, suspend := powerScripts(t, c, nodeConf, nsPrefix)
 	conf := powerConfig(t, dir, resume, suspend)
 	c.Extra = []string{"--config", conf, "--kill-grace", "2s"}
 	c.Start(0)
@@ -162,6 +187,21 @@ func TestElasticPower(t *testing.T) {
 	if onCloud != 4 {
 		t.Fatalf("%d of the 6 jobs ran on cloud nodes, want 4", onCloud)
 	}
+	if nsPrefix != "" {
+		// The agents the resume program started run in their own
+		// network namespaces.
+		self, _ := os.Readlink("/proc/self/ns/net")
+		for i := 1; i <= 4; i++ {
+			b, err := os.ReadFile(filepath.Join(pw, fmt.Sprintf("cloud%d.pid", i)))
+			if err != nil {
+				t.Fatalf("cloud%d's agent pid: %v", i, err)
+			}
+			ns, err := os.Readlink(filepath.Join("/proc", strings.TrimSpace(string(b)), "ns", "net"))
+			if err != nil || ns == self {
+				t.Errorf("cloud%d's agent runs in network namespace %q (%v), the test's is %q: want its own", i, ns, err, self)
+			}
+		}
+	}
 	t.Logf("POWER_UP_LATENCY submit to running on a powered-down node: %v", latencies)
 	calls, _ := os.ReadFile(filepath.Join(pw, "calls.log"))
 	if !strings.Contains(string(calls), "resume cloud[") && !strings.Contains(string(calls), "resume cloud1") {
@@ -183,6 +223,12 @@ func TestElasticPower(t *testing.T) {
 		pids, _ := filepath.Glob(filepath.Join(pw, "cloud*.pid"))
 		return len(pids) == 0
 	})
+	if nsPrefix != "" {
+		e2etest.WaitFor(t, 30*time.Second, "the cloud nodes' namespaces deleted", func() bool {
+			out, _ := exec.Command("ip", "netns", "list").Output()
+			return !strings.Contains(string(out), nsPrefix)
+		})
+	}
 
 	t.Logf("powered down; now a failing resume")
 	// A failing resume: cloud1 cannot boot. Two jobs fill node1 and

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
@@ -48,6 +49,59 @@ type Alloc struct {
 
 	reg     registry   // record.go
 	resumed stateSteps // state.go
+	// ends counts the steps served here whose end srun has heard and
+	// whose record is not yet committed (WaitStepEnds).
+	ends pendingEnds
+}
+
+// pendingEnds counts work in flight that can be waited for with a bound.
+type pendingEnds struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n drops to 0
+}
+
+func (p *pendingEnds) add() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == 0 {
+		p.zero = make(chan struct{})
+	}
+	p.n++
+}
+
+func (p *pendingEnds) done() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n--
+	if p.n == 0 {
+		close(p.zero)
+	}
+}
+
+// WaitStepEnds waits up to d for the ends of the steps served here that
+// srun has heard of to be recorded, and says whether they were. The
+// allocation's exit is recorded after them: a batch script that ends the
+// moment its last srun returns would otherwise have the job's end reach
+// the controller before its step's, which then closes the step as
+// CANCELLED with no exit code (a chaos run found step 0 of a job so).
+func (al *Alloc) WaitStepEnds(d time.Duration) bool {
+	p := &al.ends
+	p.mu.Lock()
+	if p.n == 0 {
+		p.mu.Unlock()
+		return true
+	}
+	zero := p.zero
+	p.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-zero:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // Ready makes the allocation serve steps: its container ctr (its job

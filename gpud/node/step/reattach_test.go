@@ -650,3 +650,39 @@ func TestLostStepTasksFailJob(t *testing.T) {
 		t.Errorf("job failures %q; want the allocation failed once, naming node n1", a1.h.failed)
 	}
 }
+
+// TestStepEndRecordedBeforeJobEnds: srun hears a step's end before the
+// agent has committed its record (off srun's path), and a batch script
+// may end the job the moment srun returns: the allocation's exit waits
+// for the step's record (WaitStepEnds), so the controller never closes
+// the step as CANCELLED for a job that ended first.
+func TestStepEndRecordedBeforeJobEnds(t *testing.T) {
+	c := newTestCluster(t, "n1")
+	a1 := c.start("n1", false)
+	hold := make(chan struct{})
+	a1.h.mu.Lock()
+	a1.h.holdEnd = hold
+	a1.h.mu.Unlock()
+	s := runStep(t, a1.al, api.StepRequest{Args: []string{"work"}, Env: []string{}, Key: "k-1"})
+	task := c.rt.proc(t, execID(0, 0))
+	task.exit(2, 0)
+	s.until("the step's end", func() bool { return s.done != nil })
+	if a1.al.WaitStepEnds(200 * time.Millisecond) {
+		t.Fatal("WaitStepEnds returned true while the end of a step srun has heard is not recorded")
+	}
+	close(hold)
+	if !a1.al.WaitStepEnds(10 * time.Second) {
+		t.Fatal("WaitStepEnds still waits after the step's end was recorded")
+	}
+	a1.h.mu.Lock()
+	defer a1.h.mu.Unlock()
+	ended := false
+	for _, ev := range a1.h.events {
+		if ev.Kind == api.EventStepEnded && ev.Step != nil && ev.Step.ID == "0" && ev.State == spec.StateFailed && ev.ExitCode == 2 {
+			ended = true
+		}
+	}
+	if !ended {
+		t.Errorf("events %+v; want step 0's end, FAILED with exit code 2", a1.h.events)
+	}
+}

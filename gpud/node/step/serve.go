@@ -316,6 +316,8 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 	worst, worstSig := follow(ctx, msgs, parts, stdinW, req.KillOnBadExit, out)
 	endStdin()
 	log.Info("step ended", "step", step, "exit_code", worst)
+	al.ends.add() // before srun hears: its script may end the job at once
+	defer al.ends.done()
 	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
 	// srun has the step's end: no part need be followed again.
 	for _, p := range parts {

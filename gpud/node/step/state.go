@@ -576,6 +576,8 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	// From here on as a step this agent started (serve.go).
 	worst, worstSig := follow(ctx, readMsgs(dec), running, stdin, rec.KillOnBadExit, out)
 	log.Info("step ended", "step", step, "exit_code", worst)
+	al.ends.add() // before srun hears: its script may end the job at once
+	defer al.ends.done()
 	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
 	for _, p := range running {
 		p.done()

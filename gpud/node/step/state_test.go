@@ -23,6 +23,9 @@ type fakeHost struct {
 	events []api.AllocEvent
 	next   map[string]int
 	failed []string
+	// holdEnd, when set, holds each step end's record until closed (a
+	// slow outbox commit).
+	holdEnd chan struct{}
 }
 
 func (h *fakeHost) Alloc(id string) *Alloc {
@@ -32,6 +35,12 @@ func (h *fakeHost) Alloc(id string) *Alloc {
 }
 
 func (h *fakeHost) Record(_ context.Context, ev api.AllocEvent) error {
+	h.mu.Lock()
+	hold := h.holdEnd
+	h.mu.Unlock()
+	if hold != nil && ev.Kind == api.EventStepEnded {
+		<-hold
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.events = append(h.events, ev)

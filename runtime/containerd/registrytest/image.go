@@ -292,3 +292,39 @@ func (r *Registry) BigImage(t testing.TB, dir, repoTag string, size int64) Image
 	}
 	return img
 }
+
+// Tag gives img's manifest one more tag in its repository: the same
+// image under another name (its blobs are not uploaded again), for a
+// test that needs a name no cache has seen.
+func (r *Registry) Tag(t testing.TB, img Image, tag string) Image {
+	t.Helper()
+	ctx := context.Background()
+	repoTag := strings.TrimPrefix(img.Ref, r.Host+"/")
+	i := strings.LastIndexByte(repoTag, ':')
+	if repoTag == img.Ref || i < 0 {
+		t.Fatalf("tag %s: not an image of registry %s", img.Ref, r.Host)
+	}
+	repo := repoTag[:i]
+	resp, err := r.do(ctx, http.MethodGet, fmt.Sprintf("https://%s/v2/%s/manifests/%s", r.Host, repo, img.Digest), nil, 0,
+		http.Header{"Accept": {ocispecv1.MediaTypeImageManifest}})
+	if err != nil {
+		t.Fatalf("tag %s: get manifest: %v", img.Ref, err)
+	}
+	manifest, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || digest.FromBytes(manifest) != img.Digest {
+		t.Fatalf("tag %s: get manifest: %s, %v (%d bytes)", img.Ref, resp.Status, err, len(manifest))
+	}
+	resp, err = r.do(ctx, http.MethodPut, fmt.Sprintf("https://%s/v2/%s/manifests/%s", r.Host, repo, tag), bytes.NewReader(manifest),
+		int64(len(manifest)), http.Header{"Content-Type": {ocispecv1.MediaTypeImageManifest}})
+	if err != nil {
+		t.Fatalf("tag %s as %s: %v", img.Ref, tag, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("tag %s as %s: %s: %s", img.Ref, tag, resp.Status, body)
+	}
+	img.Ref = r.Ref(repo + ":" + tag)
+	return img
+}
