@@ -297,6 +297,11 @@ func TestBackgroundDiagEvictedByJob(t *testing.T) {
 	a := asg(7, e.home)
 	a.Alloc.Nodes = []spec.NodeAlloc{{Node: "node-1", Rank: 0, CPUs: 1, MemMiB: 1024, GPUs: []string{"GPU-a"}}}
 	a.Gate = gateQuick
+	// No time limit: the job's deadline would be a second timer on the
+	// fake clock, armed just after its container starts, and the wait
+	// below for the loop's tick alone then failed whenever the runner
+	// armed it first (2 runs in 50 under -race).
+	a.Job.TimeLimit = 0
 	e.setAndWait(t, a)
 	e.waitStarted(t, ContainerID(7, 1, e.agent.cfg.Name))
 	waitFor(t, "loop waiting", func() bool { return e.clock.Waiters() == 1 }, e.on()...)
