@@ -166,7 +166,10 @@ func (c *Controller) StepAction(ctx context.Context, who Caller, ref spec.JobRef
 		req.Seq = j.StepSignalSeq
 		j.StepSignals = append(j.StepSignals, req)
 		if over := len(j.StepSignals) - maxStepSignals; over > 0 {
-			j.StepSignals = slices.Delete(j.StepSignals, 0, over)
+			// A new array: the published view of the job (and out) share
+			// this one, and deleting in place moved what their readers
+			// read.
+			j.StepSignals = slices.Clone(j.StepSignals[over:])
 		}
 		c.bumpLive(tx, rec)
 		tx.saveJob(rec)

@@ -148,3 +148,37 @@ func TestStepsSurviveRestart(t *testing.T) {
 		t.Errorf("step 0 after its end = %+v, want CANCELLED by signal 15", j.Steps[0])
 	}
 }
+
+// TestStepSignalsTrimmedInANewArray: past maxStepSignals the oldest
+// requests are dropped, and a job returned before (a published view, a
+// reader's copy) keeps what it had: the trim used to shift the shared
+// array under its readers.
+func TestStepSignalsTrimmedInANewArray(t *testing.T) {
+	ctx := context.Background()
+	h := newHarnessAt(t, newFakeStore(), func(c *Config) { c.NodeTimeout = time.Hour }, t0)
+	h.register("n1", 2)
+	id := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
+	j := h.job(id)
+	if _, err := h.c.NodeEvents(ctx, root, "n1", []NodeEvent{{Seq: 1, AllocID: j.Alloc.ID, JobID: id, Kind: EventStarted, Time: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	h.stepEvent("n1", j, 2, EventStepStarted, spec.Step{ID: "0", Name: "sleep", State: spec.StateRunning, StartTime: spec.NewTime(t0), Nodes: []string{"n1"}, NTasks: 1})
+	var before spec.Job
+	for i := range maxStepSignals + 3 {
+		out, err := h.c.StepAction(ctx, alice, spec.JobRef{ID: id}, "0", "USR1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == maxStepSignals-1 {
+			before = out
+		}
+	}
+	if len(before.StepSignals) != maxStepSignals || before.StepSignals[0].Seq != 1 {
+		t.Fatalf("the job as returned at the %dth signal: %d requests from seq %d, want %d from seq 1 (it changed after it was returned)",
+			maxStepSignals, len(before.StepSignals), before.StepSignals[0].Seq, maxStepSignals)
+	}
+	now := h.job(id).StepSignals
+	if len(now) != maxStepSignals || now[0].Seq != 4 || now[len(now)-1].Seq != maxStepSignals+3 {
+		t.Errorf("step signals kept: %d from seq %d to %d, want the newest %d (4..%d)", len(now), now[0].Seq, now[len(now)-1].Seq, maxStepSignals, maxStepSignals+3)
+	}
+}
