@@ -188,7 +188,7 @@ func (n *Node) serveConn(ctx context.Context, c *tls.Conn) {
 			return
 		}
 		if len(h.Step.Args) == 0 {
-			out.send(api.StepMsg{Kind: api.StepError, Error: "srun: no command given"})
+			out.send(api.StepMsg{Kind: api.StepError, Error: "no command given: srun runs a program (srun [OPTIONS] PROGRAM [ARGS...])"})
 			return
 		}
 		// srun outside the containers brings the login host's

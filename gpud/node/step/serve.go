@@ -51,7 +51,7 @@ func (al *Alloc) serveConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	if len(req.Args) == 0 {
-		out.send(api.StepMsg{Kind: api.StepError, Error: "srun: no command given"})
+		out.send(api.StepMsg{Kind: api.StepError, Error: "no command given: srun runs a program (srun [OPTIONS] PROGRAM [ARGS...])"})
 		return
 	}
 	if req.HetGroup > 0 {
