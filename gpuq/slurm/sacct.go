@@ -307,7 +307,7 @@ func (c *Cmd) sacct(ctx context.Context) error {
 		arrays = arrays || j.ArrayJobID != 0 && slices.ContainsFunc(sels, func(s jobSel) bool { return s.ref.ID == j.ArrayJobID })
 		// A heterogeneous job's leader names every component, as in
 		// Slurm's sacct -j N.
-		arrays = arrays || j.HetJobID != 0 && j.HetJobID == j.ID && slices.ContainsFunc(sels, func(s jobSel) bool { return !s.ref.IsTask && s.ref.ID == j.ID })
+		arrays = arrays || j.HetJobID != 0 && j.HetJobID == j.ID && slices.ContainsFunc(sels, func(s jobSel) bool { return s.leader(j.ID) })
 	}
 	if arrays {
 		// An array's id or an A_T names tasks whose job ids differ (and
@@ -320,7 +320,10 @@ func (c *Cmd) sacct(ctx context.Context) error {
 		}
 		jobs = slices.DeleteFunc(jobs, func(j api.AcctJob) bool {
 			return !slices.ContainsFunc(sels, func(s jobSel) bool {
-				if s.ref.IsTask {
+				switch {
+				case s.het:
+					return j.ID == s.ref.ID && j.HetJobID == s.hetOf
+				case s.ref.IsTask:
 					return j.ArrayJobID == s.ref.ID && j.ArrayTaskID == s.ref.Task
 				}
 				return j.ID == s.ref.ID || j.ArrayJobID == s.ref.ID || j.HetJobID == s.ref.ID
@@ -387,7 +390,7 @@ func (c *Cmd) withLive(ctx context.Context, cl *api.Client, jobs []api.AcctJob, 
 		// ids follow the leader's.
 		more := false
 		for _, j := range live {
-			if j.HetJobID == j.ID && j.HetSize > 1 && slices.ContainsFunc(sels, func(s jobSel) bool { return s.ref.ID == j.ID }) {
+			if j.HetJobID == j.ID && j.HetSize > 1 && slices.ContainsFunc(sels, func(s jobSel) bool { return s.leader(j.ID) }) {
 				for k := 1; k < j.HetSize; k++ {
 					lf.IDs, more = append(lf.IDs, j.ID+spec.JobID(k)), true
 				}
@@ -409,7 +412,7 @@ func (c *Cmd) withLive(ctx context.Context, cl *api.Client, jobs []api.AcctJob, 
 		if j.State.Terminal() {
 			continue
 		}
-		if len(sels) > 0 && !slices.ContainsFunc(sels, func(s jobSel) bool { return s.matches(j) || !s.ref.IsTask && j.HetJobID == s.ref.ID }) {
+		if len(sels) > 0 && !slices.ContainsFunc(sels, func(s jobSel) bool { return s.matches(j) || s.leader(j.HetJobID) }) {
 			continue
 		}
 		if len(f.States) > 0 && !slices.Contains(f.States, j.State) {

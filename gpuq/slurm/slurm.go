@@ -159,32 +159,53 @@ func splitList(vs ...string) []string {
 }
 
 // jobSel is a job id as Slurm's commands take it: N, A_T, A (an array:
-// every task) or N.S (a step).
+// every task), N+K (component K of heterogeneous job N) or any of them
+// with .S (a step).
 type jobSel struct {
 	ref  spec.JobRef
 	step string
+	// het: the selector was N+K; ref.ID is then the component's own id
+	// (a heterogeneous job's components take the ids after the
+	// leader's, N+K is job N+K) and hetOf the leader N.
+	het   bool
+	hetOf spec.JobID
 }
 
 func parseSel(s string) (jobSel, error) {
 	head, step, hasStep := strings.Cut(s, ".")
+	if hasStep && step == "" {
+		return jobSel{}, invalid("%q: a step id follows the dot (42.0, 42.batch)", s)
+	}
+	if lead, off, ok := strings.Cut(head, "+"); ok {
+		n, err1 := strconv.ParseUint(lead, 10, 32)
+		k, err2 := strconv.ParseUint(off, 10, 16)
+		if err1 != nil || err2 != nil || n == 0 {
+			return jobSel{}, invalid("%q: a heterogeneous job's component is LEADER+OFFSET (42+1)", s)
+		}
+		return jobSel{ref: spec.JobRef{ID: spec.JobID(n + k)}, step: step, het: true, hetOf: spec.JobID(n)}, nil
+	}
 	ref, err := spec.ParseJobRef(head)
 	if err != nil {
 		return jobSel{}, err
-	}
-	if hasStep && step == "" {
-		return jobSel{}, invalid("%q: a step id follows the dot (42.0, 42.batch)", s)
 	}
 	return jobSel{ref: ref, step: step}, nil
 }
 
 // matches reports whether j is selected by sel: its id, or the array it is
-// a task of.
+// a task of; N+K only the component K of N.
 func (s jobSel) matches(j *spec.Job) bool {
-	if s.ref.IsTask {
+	switch {
+	case s.het:
+		return j.ID == s.ref.ID && j.HetJobID == s.hetOf
+	case s.ref.IsTask:
 		return j.ArrayJobID == s.ref.ID && j.ArrayTaskID == s.ref.Task
 	}
 	return j.ID == s.ref.ID || j.ArrayJobID == s.ref.ID
 }
+
+// leader reports whether sel names heterogeneous job id's leader as a
+// whole (N, not N+0), which names every component.
+func (s jobSel) leader(id spec.JobID) bool { return !s.ref.IsTask && !s.het && s.ref.ID == id }
 
 func parseSels(vs []string) ([]jobSel, error) {
 	var out []jobSel

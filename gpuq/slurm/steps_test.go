@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,11 +152,42 @@ func TestSacctHetJob(t *testing.T) {
 		{[]string{"-j", "20"}, "20+0|20|cpu|COMPLETED\n20+0.batch|20.batch||COMPLETED\n20+1|21|gpu|COMPLETED\n20+1.0|21.0||COMPLETED\n"},
 		{[]string{"-X", "-j", "30"}, "30+0|30|cpu|RUNNING\n30+1|31|gpu|RUNNING\n"},
 		{[]string{"-X", "-j", "22"}, "22|22||COMPLETED\n"},
+		// N+K: that component alone (N+0 is not the whole job), ended or
+		// running, with its steps; an id that is no component of N
+		// selects nothing.
+		{[]string{"-X", "-j", "20+1"}, "20+1|21|gpu|COMPLETED\n"},
+		{[]string{"-X", "-j", "20+0"}, "20+0|20|cpu|COMPLETED\n"},
+		{[]string{"-j", "20+1"}, "20+1|21|gpu|COMPLETED\n20+1.0|21.0||COMPLETED\n"},
+		{[]string{"-X", "-j", "30+1"}, "30+1|31|gpu|RUNNING\n"},
+		{[]string{"-X", "-j", "30+0,20+1"}, "20+1|21|gpu|COMPLETED\n30+0|30|cpu|RUNNING\n"},
+		{[]string{"-X", "-j", "30+2"}, ""},
 	} {
 		args := append([]string{"-n", "-P", "-o", "JobID,JobIDRaw,Partition,State"}, tc.args...)
 		out, errs, code := run(t, ctl, "sacct", args...)
 		if code != 0 || out != tc.want {
 			t.Errorf("sacct %v: exit %d, %q (%s), want %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+}
+
+// squeue and scontrol take N+K too, and a malformed one says what the
+// form is.
+func TestHetSelectors(t *testing.T) {
+	ctl := fakectl.New(t)
+	ctl.Set(func(s *fakectl.Server) {
+		s.Jobs = []spec.Job{
+			{ID: 30, JobSpec: spec.JobSpec{Name: "live", Partition: "cpu"}, User: "alice", State: spec.StatePending, HetJobID: 30, HetOffset: 0, HetSize: 2},
+			{ID: 31, JobSpec: spec.JobSpec{Name: "live", Partition: "gpu"}, User: "alice", State: spec.StatePending, HetJobID: 30, HetOffset: 1, HetSize: 2},
+		}
+	})
+	out, errs, code := run(t, ctl, "squeue", "-h", "-j", "30+1", "-o", "%i %P")
+	if code != 0 || out != "30+1 gpu\n" {
+		t.Errorf("squeue -j 30+1: exit %d, %q (%s), want component 1 alone", code, out, errs)
+	}
+	for _, bad := range []string{"30+", "+1", "30+x", "0+1"} {
+		_, errs, code := run(t, ctl, "squeue", "-j", bad)
+		if code == 0 || !strings.Contains(errs, "LEADER+OFFSET") {
+			t.Errorf("squeue -j %s: exit %d, %q; want the form named", bad, code, errs)
 		}
 	}
 }
