@@ -103,22 +103,10 @@ func PrepareUserFile(path string, cred Cred, truncate bool) error {
 		}
 		fd, err = openat(dfd, base, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			// Say what is there when that is why (a symlink, a FIFO
-			// without a reader, a directory, another user's file).
-			var st unix.Stat_t
-			if lerr := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); lerr == nil {
-				if err := checkUserFile(path, &st, cred.UID); err != nil {
-					return err
-				}
-			}
-			return fmt.Errorf("open output file %s as uid %d: %w; choose an --output/--error path the job's user can write", path, cred.UID, err)
+			return openFailed(dfd, base, path, cred.UID, err, "; choose an --output/--error path the job's user can write")
 		}
 		defer unix.Close(fd)
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return fmt.Errorf("check output file %s: %w", path, err)
-		}
-		if err := checkUserFile(path, &st, cred.UID); err != nil {
+		if err := checkOpened(fd, path, cred.UID); err != nil {
 			return err
 		}
 		if truncate {
@@ -128,6 +116,29 @@ func PrepareUserFile(path string, cred Cred, truncate bool) error {
 		}
 		return nil
 	})
+}
+
+// openFailed is the error of a failed open of base under dfd for path:
+// what is there where that is why (a symlink, a FIFO without a reader, a
+// directory, another user's file), else the open's error and hint.
+func openFailed(dfd int, base, path string, uid uint32, err error, hint string) error {
+	var st unix.Stat_t
+	if lerr := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); lerr == nil {
+		if err := checkUserFile(path, &st, uid); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("open output file %s as uid %d: %w%s", path, uid, err, hint)
+}
+
+// checkOpened checks an opened output file on its descriptor: a regular
+// file of uid with no other hard link (checkUserFile).
+func checkOpened(fd int, path string, uid uint32) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("check output file %s: %w", path, err)
+	}
+	return checkUserFile(path, &st, uid)
 }
 
 // AppendUserFile appends b to path, a regular file of cred's user (made
@@ -150,20 +161,10 @@ func AppendUserFile(path string, cred Cred, b []byte) error {
 		defer unix.Close(dfd)
 		fd, err := openat(dfd, base, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0o644)
 		if err != nil {
-			var st unix.Stat_t // say what is there when that is why
-			if lerr := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); lerr == nil {
-				if err := checkUserFile(path, &st, cred.UID); err != nil {
-					return err
-				}
-			}
-			return fmt.Errorf("open output file %s as uid %d: %w", path, cred.UID, err)
+			return openFailed(dfd, base, path, cred.UID, err, "")
 		}
 		defer unix.Close(fd)
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return fmt.Errorf("check output file %s: %w", path, err)
-		}
-		if err := checkUserFile(path, &st, cred.UID); err != nil {
+		if err := checkOpened(fd, path, cred.UID); err != nil {
 			return err
 		}
 		for len(b) > 0 {
