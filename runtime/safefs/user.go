@@ -83,17 +83,7 @@ func becomeUser(c Cred) error {
 // emptied. Nothing is written before the checks. The error says what is
 // wrong and what to do.
 func PrepareUserFile(path string, cred Cred, truncate bool) error {
-	if !filepath.IsAbs(path) {
-		return fmt.Errorf("output file %q: path is not absolute", path)
-	}
-	path = filepath.Clean(path)
-	dir, base := filepath.Split(path)
-	return AsUser(cred, func() error {
-		dfd, err := userDir(dir, cred.UID)
-		if err != nil {
-			return fmt.Errorf("output file %s: %w; choose an --output/--error path the job's user can write", path, err)
-		}
-		defer unix.Close(dfd)
+	return inUserDir(path, cred, "; choose an --output/--error path the job's user can write", func(dfd int, path, base string) error {
 		fd, err := openat(dfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0o644)
 		if err == nil {
 			return unix.Close(fd) // new: nothing to check, nothing to empty
@@ -115,6 +105,25 @@ func PrepareUserFile(path string, cred Cred, truncate bool) error {
 			}
 		}
 		return nil
+	})
+}
+
+// inUserDir runs fn with cred's rights (AsUser) on the directory of the
+// absolute path, reached by userDir, and the path's cleaned form and base
+// name; hint ends the error of a directory that cannot be reached.
+func inUserDir(path string, cred Cred, hint string, fn func(dfd int, path, base string) error) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("output file %q: path is not absolute", path)
+	}
+	path = filepath.Clean(path)
+	dir, base := filepath.Split(path)
+	return AsUser(cred, func() error {
+		dfd, err := userDir(dir, cred.UID)
+		if err != nil {
+			return fmt.Errorf("output file %s: %w%s", path, err, hint)
+		}
+		defer unix.Close(dfd)
+		return fn(dfd, path, base)
 	})
 }
 
@@ -148,17 +157,7 @@ func checkOpened(fd int, path string, uid uint32) error {
 // descriptor (a regular file of the user's uid with no other hard link)
 // before anything is written.
 func AppendUserFile(path string, cred Cred, b []byte) error {
-	if !filepath.IsAbs(path) {
-		return fmt.Errorf("output file %q: path is not absolute", path)
-	}
-	path = filepath.Clean(path)
-	dir, base := filepath.Split(path)
-	return AsUser(cred, func() error {
-		dfd, err := userDir(dir, cred.UID)
-		if err != nil {
-			return fmt.Errorf("output file %s: %w", path, err)
-		}
-		defer unix.Close(dfd)
+	return inUserDir(path, cred, "", func(dfd int, path, base string) error {
 		fd, err := openat(dfd, base, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0o644)
 		if err != nil {
 			return openFailed(dfd, base, path, cred.UID, err, "")
