@@ -1,7 +1,9 @@
 package sched
 
 import (
+	"math/bits"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpud/gpud/gpud/sched/backfill"
@@ -442,4 +444,86 @@ func PickReservationNodes(nodes []Node, count, gpus int, partition string, avoid
 		out = append(out, c.name)
 	}
 	return out
+}
+
+// PickReservationGPUs chooses count GPUs (of model; any when "") for a
+// GPU-count reservation (Slurm's TRES=gres/gpu=N): on the nodes named in
+// only, else on any schedulable node of partition (any, when ""), never
+// on a node in avoid nor a GPU in taken (busy then: jobs running past
+// its start, other reservations). With perNode > 0 (NodeCnt=) it takes
+// exactly perNode on each node it uses. Nodes with the most such GPUs
+// come first (the fewest nodes), idle ones before busy, then by name;
+// each node's lowest indexes are taken. It returns the GPUs per node as
+// masks of indexes and how many it found (fewer than count when there
+// are not enough).
+func PickReservationGPUs(nodes []Node, count, perNode int, model, partition string, only []string, avoid map[string]bool, taken map[string]uint64) (map[string]uint64, int) {
+	type cand struct {
+		name  string
+		free  uint64
+		n     int
+		idle  bool
+		order int
+	}
+	var cs []cand
+	for i := range nodes {
+		n := &nodes[i]
+		order := 0
+		if only != nil {
+			order = slices.Index(only, n.Name)
+			if order < 0 {
+				continue
+			}
+		} else if !schedulable(n.State) || partition != "" && !slices.Contains(n.Partitions, partition) {
+			continue
+		}
+		if avoid[n.Name] {
+			continue
+		}
+		var free uint64
+		for k := range min(len(n.GPUs), 64) {
+			g := &n.GPUs[k]
+			if g.Unhealthy || g.MIGEnabled || g.Profile != "" || model != "" && !modelMatch(model, g.Model) {
+				continue
+			}
+			free |= 1 << k
+		}
+		free &^= taken[n.Name]
+		c := cand{name: n.Name, free: free, n: bits.OnesCount64(free), idle: n.Allocs == 0, order: order}
+		if c.n == 0 || perNode > 0 && c.n < perNode {
+			continue
+		}
+		cs = append(cs, c)
+	}
+	slices.SortFunc(cs, func(a, b cand) int {
+		switch {
+		case a.n != b.n && perNode == 0:
+			return b.n - a.n
+		case a.idle != b.idle:
+			if a.idle {
+				return -1
+			}
+			return 1
+		case a.order != b.order:
+			return a.order - b.order
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	out := map[string]uint64{}
+	got := 0
+	for _, c := range cs {
+		if got == count {
+			break
+		}
+		want := min(c.n, count-got)
+		if perNode > 0 {
+			want = perNode
+		}
+		var m uint64
+		for f := c.free; bits.OnesCount64(m) < want; f &= f - 1 {
+			m |= f & -f
+		}
+		out[c.name] = m
+		got += want
+	}
+	return out, got
 }

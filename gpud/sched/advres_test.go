@@ -376,3 +376,37 @@ func TestGPUReservationInWindow(t *testing.T) {
 		t.Errorf("after job 9's end, job 5 (not a member) started on its reserved GPU: %v", gpusOn(p, 5))
 	}
 }
+
+// PickReservationGPUs takes the fewest nodes, never a GPU that is taken
+// or unhealthy, and with a per-node count exactly that many per node.
+func TestPickReservationGPUs(t *testing.T) {
+	t.Parallel()
+	a, b, c := node("a", 8, 1000, "h100", 8), node("b", 8, 1000, "h100", 8), node("c", 8, 1000, "a100", 4)
+	a.GPUs[1].Unhealthy = true
+	nodes := []Node{a, b, c}
+	taken := map[string]uint64{"a": 0x01, "b": 0xf0}
+	// a has 6 usable (0 taken, 1 unhealthy), b 4, c 4: 9 GPUs are a's 6
+	// and three of b's.
+	got, n := PickReservationGPUs(nodes, 9, 0, "", "", nil, nil, taken)
+	if n != 9 || got["a"] != 0xfc || got["b"] != 0x07 || len(got) != 2 {
+		t.Errorf("9 GPUs: %d, %#v; want a:0xfc b:0x7", n, got)
+	}
+	got, n = PickReservationGPUs(nodes, 4, 2, "", "", nil, nil, taken)
+	if n != 4 || got["a"] != 0x0c || len(got) != 2 {
+		t.Errorf("4 GPUs, 2 per node: %d, %#v; want a:0xc and one more node", n, got)
+	}
+	got, n = PickReservationGPUs(nodes, 3, 0, "a100", "", nil, nil, taken)
+	if n != 3 || got["c"] != 0x07 || len(got) != 1 {
+		t.Errorf("3 a100: %d, %#v; want c:0x7", n, got)
+	}
+	if _, n = PickReservationGPUs(nodes, 12, 0, "h100", "", nil, nil, taken); n != 10 {
+		t.Errorf("12 h100 of 10 usable: found %d, want 10", n)
+	}
+	got, n = PickReservationGPUs(nodes, 2, 0, "", "", []string{"b"}, nil, taken)
+	if n != 2 || got["b"] != 0x03 || len(got) != 1 {
+		t.Errorf("2 GPUs on named node b: %d, %#v", n, got)
+	}
+	if _, n = PickReservationGPUs(nodes, 2, 0, "", "", nil, map[string]bool{"a": true, "b": true, "c": true}, nil); n != 0 {
+		t.Errorf("every node avoided: found %d", n)
+	}
+}
