@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpud/gpud/gpud/hostlist"
 	"github.com/gpud/gpud/gpud/sched"
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -35,6 +36,12 @@ type ReservationView struct {
 func schedResv(r *spec.Reservation) sched.AdvanceReservation {
 	ar := sched.AdvanceReservation{Name: r.Name, Start: r.StartTime.Time, End: r.EndTime.Time, Nodes: r.Nodes,
 		Users: r.Users, Accounts: r.Accounts, Maint: r.Has(spec.ResvMaint), Flex: r.Has(spec.ResvFlex)}
+	if r.GPUs > 0 {
+		ar.GPUs = make(map[string]uint64, len(r.NodeGPUs))
+		for n, ks := range r.NodeGPUs {
+			ar.GPUs[n] = gpuMask(ks)
+		}
+	}
 	switch r.Recurrence() {
 	case spec.ResvHourly:
 		ar.Recur = sched.RecurHourly
@@ -105,8 +112,8 @@ func (c *Controller) CreateReservation(ctx context.Context, who Caller, u spec.R
 	if u.EndTime == nil && u.Duration == nil {
 		bad("Duration or EndTime must be specified; e.g. Duration=60 (minutes) or Duration=1-00:00:00")
 	}
-	if u.Nodes == nil && u.NodeCount == nil {
-		bad("Nodes or NodeCnt must be specified; e.g. Nodes=gpu-[01-02], Nodes=ALL or NodeCnt=2")
+	if u.Nodes == nil && u.NodeCount == nil && (u.GPUs == nil || *u.GPUs == 0) {
+		bad("Nodes, NodeCnt or TRES=gres/gpu=N must be specified; e.g. Nodes=gpu-[01-02], Nodes=ALL, NodeCnt=2 or TRES=gres/gpu=16")
 	}
 	if (u.Users == nil || len(*u.Users) == 0) && (u.Accounts == nil || len(*u.Accounts) == 0) {
 		bad("Either Users or Accounts must be specified; e.g. Users=root or Accounts=physics")
@@ -264,6 +271,18 @@ func (c *Controller) setResv(tx *txn, r *spec.Reservation, u spec.ReservationUpd
 			bad("Invalid partition name specified: %s; this cluster has %s", r.Partition, strings.Join(c.cfg.partitionNames(), ", "))
 		}
 	}
+	if u.GPUs != nil {
+		r.GPUs = *u.GPUs
+		if r.GPUs < 0 {
+			bad("TRES=gres/gpu=%d: give a positive number of GPUs", r.GPUs)
+		}
+		if r.GPUs == 0 {
+			r.GPUModel, r.NodeGPUs = "", nil
+		}
+	}
+	if u.GPUModel != nil {
+		r.GPUModel = *u.GPUModel
+	}
 	flags := slices.Clone(r.Flags)
 	if u.Flags != nil {
 		flags = flags[:0]
@@ -324,7 +343,11 @@ func (c *Controller) setResv(tx *txn, r *spec.Reservation, u spec.ReservationUpd
 	if len(problems) > 0 {
 		return errors.Join(problems...)
 	}
-	if u.NodeCount != nil && u.Nodes == nil {
+	if r.GPUs > 0 {
+		if err := c.setResvGPUs(r, u, create); err != nil {
+			return err
+		}
+	} else if u.NodeCount != nil && u.Nodes == nil {
 		// Slurm picks the nodes when the reservation is made: free of
 		// other reservations and (unless IGNORE_JOBS) of jobs then.
 		avoid := map[string]bool{}
@@ -386,20 +409,202 @@ func (c *Controller) resvConflict(r *spec.Reservation, n string) string {
 		if name == r.Name || o.Has(spec.ResvOverlap) || o.Has(spec.ResvMaint) || !slices.Contains(o.Nodes, n) {
 			continue
 		}
-		b := schedResv(o)
-		t := a.Start
-		for t.Before(a.Start.Add(resvOverlapHorizon)) {
-			s, e, ok := a.Next(t)
-			if !ok {
-				break
-			}
-			if bs, _, ok := b.Next(s); ok && bs.Before(e) {
-				return name
-			}
-			t = e
+		if r.GPUs > 0 && o.GPUs > 0 && gpuMask(r.NodeGPUs[n])&gpuMask(o.NodeGPUs[n]) == 0 {
+			continue // different GPUs of the node
+		}
+		if b := schedResv(o); resvOverlap(&a, &b) {
+			return name
 		}
 	}
 	return ""
+}
+
+// resvOverlap reports whether a window of a meets one of b (within
+// resvOverlapHorizon of a's start).
+func resvOverlap(a, b *sched.AdvanceReservation) bool {
+	t := a.Start
+	for t.Before(a.Start.Add(resvOverlapHorizon)) {
+		s, e, ok := a.Next(t)
+		if !ok {
+			break
+		}
+		if bs, _, ok := b.Next(s); ok && bs.Before(e) {
+			return true
+		}
+		t = e
+	}
+	return false
+}
+
+// gpuMask is GPU indexes as a mask (bit k: GPU k; indexes past 63 are
+// not scheduled).
+func gpuMask(ks []int) uint64 {
+	var m uint64
+	for _, k := range ks {
+		if k >= 0 && k < 64 {
+			m |= 1 << k
+		}
+	}
+	return m
+}
+
+// maskIndexes is a mask's GPU indexes, ascending.
+func maskIndexes(m uint64) []int {
+	var out []int
+	for k := range 64 {
+		if m&(1<<k) != 0 {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// setResvGPUs chooses (on create, or when TRES, Nodes, NodeCnt or the
+// partition change) or checks the GPUs of a GPU-count reservation
+// (TRES=gres/gpu=N): free then of jobs running past its start (without
+// IGNORE_JOBS) and of other reservations holding them at a time it does
+// (without OVERLAP or MAINT on either side), on the named nodes (with
+// NodeCnt: GPUs/NodeCnt on each of that many), else on as few nodes as
+// hold them.
+func (c *Controller) setResvGPUs(r *spec.Reservation, u spec.ReservationUpdate, create bool) error {
+	repick := create || u.GPUs != nil || u.GPUModel != nil || u.Nodes != nil || u.NodeCount != nil || u.Partition != nil
+	if !repick {
+		var conflicts, busy []string
+		for _, n := range r.Nodes {
+			if o := c.resvConflict(r, n); o != "" {
+				conflicts = append(conflicts, n+" (in "+o+")")
+			}
+			if !r.Has(spec.ResvIgnoreJobs) {
+				if j := c.busyGPUs(n, r, gpuMask(r.NodeGPUs[n])); j != "" {
+					busy = append(busy, n+" (job "+j+")")
+				}
+			}
+		}
+		if len(conflicts) > 0 {
+			return spec.Errorf(spec.ErrConflict, "Requested reservation overlaps with another reservation: %s; add Flags=OVERLAP (or MAINT) to allow it", strings.Join(conflicts, ", "))
+		}
+		if len(busy) > 0 {
+			return spec.Errorf(spec.ErrConflict, "Requested nodes are busy: %s run jobs on its GPUs past the reservation's start; add Flags=IGNORE_JOBS to reserve them anyway", strings.Join(busy, ", "))
+		}
+		return nil
+	}
+	var only []string
+	if u.Nodes != nil || r.Has(spec.ResvSpecNodes) {
+		only = r.Nodes
+	}
+	perNode := 0
+	if r.NodeCount > 0 {
+		if r.GPUs%r.NodeCount != 0 {
+			return spec.Errorf(spec.ErrInvalid, "TRES=gres/gpu=%d with NodeCnt=%d: the GPUs are reserved evenly, GPUs/NodeCnt on each node; give a multiple of NodeCnt", r.GPUs, r.NodeCount)
+		}
+		perNode = r.GPUs / r.NodeCount
+	}
+	a := schedResv(r)
+	avoid, taken := map[string]bool{}, map[string]uint64{}
+	nodes := make([]sched.Node, 0, len(c.st.nodes))
+	for _, name := range c.st.nodeNames() {
+		sn, jobs := c.schedNode(name)
+		nodes = append(nodes, sn)
+		if !r.Has(spec.ResvIgnoreJobs) {
+			taken[name] |= c.gpusPast(name, sn, jobs, r)
+		}
+		if r.Has(spec.ResvOverlap) || r.Has(spec.ResvMaint) {
+			continue
+		}
+		for _, oname := range sortedKeys(c.admin.resvs) {
+			o := c.admin.resvs[oname]
+			if oname == r.Name || o.Has(spec.ResvOverlap) || o.Has(spec.ResvMaint) || !slices.Contains(o.Nodes, name) {
+				continue
+			}
+			if b := schedResv(o); !resvOverlap(&a, &b) {
+				continue
+			}
+			if o.GPUs > 0 {
+				taken[name] |= gpuMask(o.NodeGPUs[name])
+			} else {
+				avoid[name] = true
+			}
+		}
+	}
+	picked, got := sched.PickReservationGPUs(nodes, r.GPUs, perNode, r.GPUModel, r.Partition, only, avoid, taken)
+	if got < r.GPUs {
+		model := "GPUs"
+		if r.GPUModel != "" {
+			model = r.GPUModel + " GPUs"
+		}
+		where := "the cluster's nodes"
+		if only != nil {
+			where = hostlist.Compress(only)
+		}
+		return spec.Errorf(spec.ErrConflict, "Requested nodes are busy: TRES=gres/gpu=%d but only %d %s of %s are free of jobs and other reservations then%s; use IGNORE_JOBS, fewer GPUs, other nodes or another time",
+			r.GPUs, got, model, where, map[bool]string{true: fmt.Sprintf(" (%d on each of %d nodes)", perNode, r.NodeCount), false: ""}[perNode > 0])
+	}
+	r.Nodes, r.NodeGPUs = nil, map[string][]int{}
+	for _, name := range sortedKeys(picked) {
+		r.Nodes = append(r.Nodes, name)
+		r.NodeGPUs[name] = maskIndexes(picked[name])
+	}
+	return nil
+}
+
+// gpuIndexes maps node n's GPU UUIDs to their indexes.
+func gpuIndexes(sn sched.Node) map[string]int {
+	out := make(map[string]int, len(sn.GPUs))
+	for k, g := range sn.GPUs {
+		out[g.UUID] = k
+	}
+	return out
+}
+
+// gpusPast is the GPUs of node name held by jobs expected to run past
+// r's start.
+func (c *Controller) gpusPast(name string, sn sched.Node, jobs []spec.JobID, r *spec.Reservation) uint64 {
+	var m uint64
+	idx := gpuIndexes(sn)
+	for _, id := range jobs {
+		rec := c.st.jobs[id]
+		if rec == nil || rec.job.Reservation == r.Name || !runsPast(&rec.job, r) {
+			continue
+		}
+		if p, ok := rec.livePart(name); ok {
+			for _, u := range p.GPUs {
+				if k, ok := idx[u]; ok && k < 64 {
+					m |= 1 << k
+				}
+			}
+		}
+	}
+	return m
+}
+
+// busyGPUs names a job on node n holding one of the GPUs in mask past r's
+// start ("" when none).
+func (c *Controller) busyGPUs(n string, r *spec.Reservation, mask uint64) string {
+	if c.st.nodes[n] == nil {
+		return ""
+	}
+	sn, jobs := c.schedNode(n)
+	idx := gpuIndexes(sn)
+	for _, id := range jobs {
+		rec := c.st.jobs[id]
+		if rec == nil || rec.job.Reservation == r.Name || !runsPast(&rec.job, r) {
+			continue
+		}
+		if p, ok := rec.livePart(n); ok {
+			for _, u := range p.GPUs {
+				if k, ok := idx[u]; ok && k < 64 && mask&(1<<k) != 0 {
+					return strconv.FormatInt(int64(id), 10)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// runsPast reports whether job j is expected to run past r's start.
+func runsPast(j *spec.Job, r *spec.Reservation) bool {
+	lim := j.TimeLimit.Std()
+	return lim == 0 || j.StartTime.Add(lim+j.Suspended.Std()).After(r.StartTime.Time)
 }
 
 // busyAt names a job on node n expected to run past r's start ("" when
@@ -415,8 +620,7 @@ func (c *Controller) busyAt(n string, r *spec.Reservation) string {
 		if rec == nil || rec.job.Reservation == r.Name {
 			continue
 		}
-		lim := rec.job.TimeLimit.Std()
-		if lim == 0 || rec.job.StartTime.Add(lim+rec.job.Suspended.Std()).After(r.StartTime.Time) {
+		if runsPast(&rec.job, r) {
 			return strconv.FormatInt(int64(id), 10)
 		}
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func TestReservationLifecycle(t *testing.T) {
 
 	// Refusals, all problems at once.
 	_, err := h.c.CreateReservation(ctx, root, spec.ReservationUpdate{})
-	for _, want := range []string{"StartTime must be specified", "Duration or EndTime must be specified", "Nodes or NodeCnt must be specified", "Either Users or Accounts must be specified"} {
+	for _, want := range []string{"StartTime must be specified", "Duration or EndTime must be specified", "Nodes, NodeCnt or TRES=gres/gpu=N must be specified", "Either Users or Accounts must be specified"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("empty create: %v; want %q", err, want)
 		}
@@ -172,5 +173,78 @@ func TestReservationExcludedUsers(t *testing.T) {
 	b := h.submit(bob, in)
 	if j := h.job(b); j.State != spec.StateRunning {
 		t.Fatalf("bob's job in Users=-alice: %s %q", j.State, j.Reason)
+	}
+}
+
+// TestGPUReservation: TRES=gres/gpu=4 picks four GPUs of a node that are
+// free of jobs running past its start, holds only those (others' jobs
+// run beside them), gives its members exactly those, and survives a
+// restart; too many GPUs is Slurm's busy error.
+func TestGPUReservation(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, store, nil)
+	ctx := context.Background()
+	h.register("n1", 8)
+	gpus := func(n int) func(*spec.ReservationUpdate) {
+		return func(u *spec.ReservationUpdate) { u.Nodes, u.GPUs = nil, &n }
+	}
+	// bob's job without a time limit holds GPUs 0 and 1 for good.
+	long := h.submit(bob, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 2 })
+	if j := h.job(long); j.State != spec.StateRunning || j.Alloc == nil || len(j.Alloc.Nodes) != 1 || !slices.Equal(j.Alloc.Nodes[0].GPUs, []string{"GPU-n1-0", "GPU-n1-1"}) {
+		t.Fatalf("long job: %s %+v", j.State, j.Alloc)
+	}
+	_, err := h.c.CreateReservation(ctx, root, resvReq("big", t0.Add(10*time.Minute), time.Hour, nil, gpus(7)))
+	if !errors.Is(err, spec.ErrConflict) || !strings.Contains(err.Error(), "Requested nodes are busy: TRES=gres/gpu=7 but only 6 GPUs") {
+		t.Fatalf("7 GPUs with 6 free: %v", err)
+	}
+	name, err := h.c.CreateReservation(ctx, root, resvReq("g", t0.Add(10*time.Minute), time.Hour, nil, gpus(4)))
+	if err != nil || name != "g" {
+		t.Fatalf("create: %q, %v", name, err)
+	}
+	vs, _ := h.c.Reservations(ctx)
+	if len(vs) != 1 || !slices.Equal(vs[0].Nodes, []string{"n1"}) || !slices.Equal(vs[0].NodeGPUs["n1"], []int{2, 3, 4, 5}) || vs[0].GPUs != 4 {
+		t.Fatalf("reservation: %+v", vs)
+	}
+	// Another GPU reservation at the same time takes other GPUs; a
+	// whole-node one there overlaps.
+	if _, err := h.c.CreateReservation(ctx, root, resvReq("g2", t0.Add(20*time.Minute), time.Hour, nil, gpus(2))); err != nil {
+		t.Fatalf("second GPU reservation: %v", err)
+	}
+	vs, _ = h.c.Reservations(ctx)
+	if !slices.Equal(vs[1].NodeGPUs["n1"], []int{6, 7}) {
+		t.Errorf("second GPU reservation took %v, want 6,7", vs[1].NodeGPUs)
+	}
+	if _, err := h.c.CreateReservation(ctx, root, resvReq("w", t0.Add(20*time.Minute), time.Hour, []string{"n1"}, func(u *spec.ReservationUpdate) { u.Flags = &[]string{"IGNORE_JOBS"} })); err == nil || !strings.Contains(err.Error(), "overlaps with another reservation") {
+		t.Errorf("whole-node reservation over GPU reservations: %v", err)
+	}
+	if err := h.c.DeleteReservation(ctx, root, "g2"); err != nil {
+		t.Fatal(err)
+	}
+	// Before the window: a 2-hour job runs on the unreserved GPUs 6-7;
+	// another finds only reserved ones and waits; alice's waits for it.
+	beside := h.submit(bob, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 2; j.TimeLimit = spec.Duration(2 * time.Hour) })
+	if j := h.job(beside); j.State != spec.StateRunning || !slices.Equal(j.Alloc.Nodes[0].GPUs, []string{"GPU-n1-6", "GPU-n1-7"}) {
+		t.Fatalf("job beside the reservation: %s %q %+v", j.State, j.Reason, j.Alloc)
+	}
+	crossing := h.submit(bob, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1; j.TimeLimit = spec.Duration(2 * time.Hour) })
+	if j := h.job(crossing); j.State != spec.StatePending || j.Reason != spec.ReasonReservation {
+		t.Errorf("job that would cross the window on reserved GPUs: %s %q", j.State, j.Reason)
+	}
+	in := h.submit(alice, func(j *spec.JobSpec) {
+		j.Reservation = "g"
+		j.Resources.GPUsPerNode = 4
+		j.TimeLimit = spec.Duration(10 * time.Minute)
+	})
+	if j := h.job(in); j.State != spec.StatePending || j.Reason != spec.ReasonReservation {
+		t.Errorf("job before its window: %s %q", j.State, j.Reason)
+	}
+	// Restarted, the window open: alice's job gets exactly GPUs 2-5.
+	h.stop()
+	h2 := newHarnessAt(t, store, nil, t0)
+	h2.advance(11 * time.Minute)
+	h2.register("n1", 8)
+	h2.kickCycle()
+	if j := h2.job(in); j.State != spec.StateRunning || !slices.Equal(j.Alloc.Nodes[0].GPUs, []string{"GPU-n1-2", "GPU-n1-3", "GPU-n1-4", "GPU-n1-5"}) {
+		t.Errorf("job in its window: %s %q %+v", j.State, j.Reason, j.Alloc)
 	}
 }

@@ -172,6 +172,7 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 	c.gen++
 	slices.Sort(freed)
 	freed = slices.Compact(freed)
+	c.reholdGPUs(freed) // a GPU-count reservation's GPUs it freed stay held
 	// Reservation bounds of the freed nodes may be earlier now.
 	for _, m := range c.memo {
 		if m.key == nil {
