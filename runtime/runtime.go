@@ -136,6 +136,29 @@ type Runtime interface {
 	List(ctx context.Context) ([]TaskInfo, error)
 }
 
+// Preparer is implemented by runtimes that can make a container ready
+// ahead of its job (node.toml prepared_containers): Prepare does all that
+// Start does except start the process — the container, its snapshot, its
+// shim and the task created (namespaces, cgroup with its limits, mounts,
+// devices), the process waiting to be started — and StartPrepared later
+// starts it. A prepared container that is never claimed is removed with
+// Delete, like any other. Optional, like UsageReader.
+type Preparer interface {
+	// Prepare creates container cfg.ID and its task without starting
+	// the task's process. It creates no output files (cfg.StdoutPath and
+	// cfg.StderrPath should be empty: the process that would write them
+	// is not the job's yet).
+	Prepare(ctx context.Context, cfg TaskConfig) error
+	// StartPrepared starts the process of container id, which Prepare
+	// made. cfg is the job that claims it: its Labels replace the
+	// container's (a label given as "" is removed), and its output files
+	// (StdoutPath, StderrPath, TruncateOutput, as the user UID, GID,
+	// AdditionalGIDs) are created as Start creates them; the rest of cfg
+	// is not read. ErrNotFound says id is not there; an error wrapping
+	// os.ErrExist says its process was already started.
+	StartPrepared(ctx context.Context, id string, cfg TaskConfig) error
+}
+
 // Pauser is implemented by runtimes that can freeze a task's cgroup
 // (scontrol suspend): every process of the container stops where it is,
 // keeping its memory and devices, until Resume. Both are idempotent.

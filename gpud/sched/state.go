@@ -54,7 +54,11 @@ func gpuless(j *Job) bool {
 // NewState runs a full cycle (the same Plan as Schedule) and keeps its
 // work for Submit and End.
 func NewState(snap *Snapshot, now time.Time, cfg Config) (*State, Plan) {
-	c := newCycle(snap, now, cfg)
+	return newState(newCycle(snap, now, cfg))
+}
+
+// newState runs the full cycle c and keeps its work.
+func newState(c *cycle) (*State, Plan) {
 	c.track = true
 	c.started = map[spec.JobID]startRec{}
 	c.resv = map[spec.JobID]startRec{}
