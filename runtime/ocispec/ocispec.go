@@ -435,19 +435,7 @@ func WithShellWrapper(stdoutPath, stderrPath string) oci.SpecOpts {
 				return fmt.Errorf("redirect job output to %q: path is not absolute", p)
 			}
 		}
-		script := `"$@"`
-		if stdoutPath != "" {
-			script += " >>" + shellQuote(stdoutPath)
-		}
-		switch {
-		case stderrPath == "":
-		case stderrPath == stdoutPath:
-			script += " 2>&1"
-		default:
-			script += " 2>>" + shellQuote(stderrPath)
-		}
-		script += "; exit $?"
-		s.Process.Args = append([]string{ShellPath, "-c", script, "gpud-job"}, s.Process.Args...)
+		s.Process.Args = WrapperArgs(s.Process.Args, stdoutPath, stderrPath)
 		seen := map[string]bool{}
 		for _, p := range []string{stdoutPath, stderrPath} {
 			if p == "" || seen[p] {
@@ -462,6 +450,29 @@ func WithShellWrapper(stdoutPath, stderrPath string) oci.SpecOpts {
 		return nil
 	}
 }
+
+// WrapperArgs is args run by WithShellWrapper's shell, its output
+// appended to stdoutPath and stderrPath ("" discards nothing and redirects
+// nothing): what a container's process is, or what a prepared container's
+// launcher execs.
+func WrapperArgs(args []string, stdoutPath, stderrPath string) []string {
+	script := `"$@"`
+	if stdoutPath != "" {
+		script += " >>" + shellQuote(stdoutPath)
+	}
+	switch {
+	case stderrPath == "":
+	case stderrPath == stdoutPath:
+		script += " 2>&1"
+	default:
+		script += " 2>>" + shellQuote(stderrPath)
+	}
+	script += "; exit $?"
+	return append([]string{ShellPath, "-c", script, "gpud-job"}, args...)
+}
+
+// ShellQuote quotes s for POSIX sh (see shellQuote).
+func ShellQuote(s string) string { return shellQuote(s) }
 
 // shellQuote quotes s for POSIX sh: inside single quotes nothing is special
 // except the single quote itself.
