@@ -146,7 +146,9 @@ type Controller struct {
 	recMu    sync.Mutex
 	recQueue []spec.Job
 	recWake  chan struct{}
-	evQueue  []spec.NodeEvent
+	// recLinger is how long a wake waits for more records (recorder.go).
+	recLinger time.Duration
+	evQueue   []spec.NodeEvent
 	// stepQueue holds ended steps for a StepRecorder (steps.go).
 	stepQueue []spec.JobSteps
 
@@ -186,6 +188,7 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		started:    make(chan struct{}),
 		stopped:    make(chan struct{}),
 		recWake:    make(chan struct{}, 1),
+		recLinger:  recordLinger,
 		feedWake:   make(chan struct{}, 1),
 		obs:        nopObserver{},
 		hookQueue:  make(chan IdleEvent, idleHookQueue),
