@@ -34,7 +34,9 @@ func TestShapeOf(t *testing.T) {
 		"devices": func(c *runtime.TaskConfig) { c.CDIDevices = []string{"nvidia.com/gpu=GPU-1"} },
 		"memory":  func(c *runtime.TaskConfig) { c.MemoryBytes = 2 << 30 },
 		"cores":   func(c *runtime.TaskConfig) { c.CPUSet = "0-3" },
-		"mount":   func(c *runtime.TaskConfig) { c.Mounts = append(c.Mounts[:3:3], runtime.Mount{Source: "/data", Dest: "/data"}) },
+		"mount": func(c *runtime.TaskConfig) {
+			c.Mounts = append(c.Mounts[:3:3], runtime.Mount{Source: "/data", Dest: "/data"})
+		},
 	} {
 		c := base
 		change(&c)
