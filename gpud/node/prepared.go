@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/runtime"
-	"github.com/gpud/gpud/runtime/ocispec"
 	"github.com/gpud/gpud/runtime/safefs"
 )
 
@@ -157,16 +156,16 @@ func shellName(k string) bool {
 
 // launcher is the prepared container's process: it sets the job's
 // environment and execs what a cold start's container would run
-// (ocispec.WrapperArgs: the job's command, output appended to its files).
+// (runtime.WrapperArgs: the job's command, output appended to its files).
 func launcher(cfg runtime.TaskConfig) []byte {
 	var b strings.Builder
 	b.WriteString("# gpud: the job's start in a prepared container\n")
 	for _, e := range cfg.Env {
-		b.WriteString("export " + ocispec.ShellQuote(e) + "\n")
+		b.WriteString("export " + runtime.ShellQuote(e) + "\n")
 	}
 	b.WriteString("exec")
-	for _, a := range ocispec.WrapperArgs(cfg.Args, cfg.StdoutPath, cfg.StderrPath) {
-		b.WriteString(" " + ocispec.ShellQuote(a))
+	for _, a := range runtime.WrapperArgs(cfg.Args, cfg.StdoutPath, cfg.StderrPath) {
+		b.WriteString(" " + runtime.ShellQuote(a))
 	}
 	b.WriteString("\n")
 	return []byte(b.String())
@@ -337,7 +336,7 @@ func (p *preparedPool) prepare(ctx context.Context, tmpl runtime.TaskConfig, sha
 	cfg.ID = id
 	cfg.Mounts = rebase(tmpl.Mounts, shapeJobDir, dir, shapeCkptDir, ckpt)
 	cfg.Labels = map[string]string{LabelNode: p.d.cfg.Name, LabelPrepared: "1", LabelUser: tmpl.Labels[LabelUser]}
-	cfg.Args = []string{ocispec.ShellPath, filepath.Join(dir, "launch")}
+	cfg.Args = []string{runtime.ShellPath, filepath.Join(dir, "launch")}
 	cfg.Env = nil
 	cfg.StdoutPath, cfg.StderrPath, cfg.TruncateOutput = "", "", false
 	if err := p.prep.Prepare(ctx, cfg); err != nil {
