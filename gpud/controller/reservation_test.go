@@ -351,7 +351,7 @@ func TestReservationAccessFields(t *testing.T) {
 		ok      bool
 	}{
 		{alice, "physics", true},
-		{alice, "chem", false}, // her, but not the account
+		{alice, "chem", false},  // her, but not the account
 		{bob, "physics", false}, // the account, but not him
 	} {
 		if err := submit(tc.who, "ua", tc.account); (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "Access denied to requested reservation") {
