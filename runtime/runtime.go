@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -24,6 +25,36 @@ var ErrNoCwd = errors.New("working directory not available in the container")
 // ImageHost selects the node's own root filesystem (read-only) as a job's
 // root: what a Slurm user expects, with the host's tools and libraries.
 const ImageHost = "host"
+
+// ShellPath is the shell every job's root must provide: a job's process
+// runs under it, its output redirected (WrapperArgs).
+const ShellPath = "/bin/sh"
+
+// WrapperArgs is args run by ShellPath with its output appended to
+// stdoutPath and stderrPath (equal: one merged file; "": not redirected):
+// a job container's process (ocispec.WithShellWrapper), or what a
+// prepared container's launcher execs.
+func WrapperArgs(args []string, stdoutPath, stderrPath string) []string {
+	script := `"$@"`
+	if stdoutPath != "" {
+		script += " >>" + ShellQuote(stdoutPath)
+	}
+	switch {
+	case stderrPath == "":
+	case stderrPath == stdoutPath:
+		script += " 2>&1"
+	default:
+		script += " 2>>" + ShellQuote(stderrPath)
+	}
+	script += "; exit $?"
+	return append([]string{ShellPath, "-c", script, "gpud-job"}, args...)
+}
+
+// ShellQuote quotes s for POSIX sh: inside single quotes nothing is
+// special except the single quote itself.
+func ShellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
 
 // Mount is a bind mount into the container, or with Hide an empty tmpfs
 // over Dest that keeps what the host has there (daemon state) out of the
