@@ -678,6 +678,27 @@ type AcctClusterResponse struct {
 	Series []AcctUtilPoint  `json:"series"`
 }
 
+// AcctResvRow is one window of a reservation in GET
+// /v1/accounting/reservations (sreport reservation utilization): the
+// GPU-seconds its jobs used within the window and the reserved ones they
+// left idle. TotalSeconds is how long the window held (up to now while
+// it holds); Idle is GPUs × TotalSeconds less Allocated, at least 0.
+type AcctResvRow struct {
+	spec.ResvRecord
+	TotalSeconds    int64   `json:"total_seconds"`
+	AllocGPUSeconds float64 `json:"alloc_gpu_seconds"`
+	IdleGPUSeconds  float64 `json:"idle_gpu_seconds"`
+}
+
+// AcctResvResponse is GET /v1/accounting/reservations: the windows that
+// held at any time in [Start, End), each whole (as sreport: the period
+// picks reservations, it does not cut them).
+type AcctResvResponse struct {
+	Start time.Time     `json:"start"`
+	End   time.Time     `json:"end"`
+	Rows  []AcctResvRow `json:"rows"`
+}
+
 // LatestUsage is the newest usage sample of a job on a node (GET
 // /v1/usage/latest, gpuq top): the UsageSample fields a live view needs.
 type LatestUsage struct {

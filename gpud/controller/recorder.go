@@ -37,7 +37,7 @@ func WithRecordLinger(d time.Duration) Option {
 func (c *Controller) recQueued() int {
 	c.recMu.Lock()
 	defer c.recMu.Unlock()
-	return len(c.recQueue) + len(c.evQueue) + len(c.stepQueue)
+	return len(c.recQueue) + len(c.evQueue) + len(c.rvQueue) + len(c.stepQueue)
 }
 
 // lingerRecords waits, after a wake, for more records to join the batch:
@@ -165,8 +165,55 @@ func (c *Controller) flushNodeEvents(ctx context.Context) bool {
 
 func (c *Controller) flushRecords(ctx context.Context) bool {
 	evOK := c.flushNodeEvents(ctx)
+	rvOK := c.flushResvRecords(ctx)
 	stepsOK := c.flushSteps(ctx)
-	return c.flushJobRecords(ctx) && evOK && stepsOK
+	return c.flushJobRecords(ctx) && evOK && rvOK && stepsOK
+}
+
+// ReservationRecorder is implemented by a Recorder that keeps
+// reservation windows (sreport reservation utilization).
+type ReservationRecorder interface {
+	RecordReservations(ctx context.Context, recs []spec.ResvRecord) error
+}
+
+func (c *Controller) enqueueResvRecords(recs []spec.ResvRecord) {
+	if len(recs) == 0 {
+		return
+	}
+	if _, ok := c.recorder.(ReservationRecorder); !ok {
+		return
+	}
+	c.recMu.Lock()
+	c.rvQueue = append(c.rvQueue, recs...)
+	if over := len(c.rvQueue) - maxRecordQueue; over > 0 {
+		c.log.Error("accounting recorder is behind; dropping reservation windows from its queue", "dropped", over)
+		c.rvQueue = append([]spec.ResvRecord(nil), c.rvQueue[over:]...)
+	}
+	c.recMu.Unlock()
+	select {
+	case c.recWake <- struct{}{}:
+	default:
+	}
+}
+
+// flushResvRecords hands the queued reservation windows to the recorder,
+// in order; a failed batch goes back to the front of the queue.
+func (c *Controller) flushResvRecords(ctx context.Context) bool {
+	c.recMu.Lock()
+	batch := c.rvQueue
+	c.rvQueue = nil
+	c.recMu.Unlock()
+	if len(batch) == 0 {
+		return true
+	}
+	if err := c.recorder.(ReservationRecorder).RecordReservations(ctx, batch); err != nil {
+		c.log.Warn("recording reservation windows failed; will retry", "windows", len(batch), "err", err)
+		c.recMu.Lock()
+		c.rvQueue = append(batch, c.rvQueue...)
+		c.recMu.Unlock()
+		return false
+	}
+	return true
 }
 
 func (c *Controller) flushJobRecords(ctx context.Context) bool {

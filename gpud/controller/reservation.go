@@ -199,6 +199,9 @@ func (c *Controller) DeleteReservation(ctx context.Context, who Caller, name str
 }
 
 func (c *Controller) dropResv(tx *txn, name string) {
+	if r := c.admin.resvs[name]; r != nil {
+		c.noteResvEnd(tx, r, c.now())
+	}
 	delete(c.admin.resvs, name)
 	tx.saveAdmin(spec.AdminReservation, name, nil)
 	tx.kick = true
@@ -390,6 +393,7 @@ func (c *Controller) setResv(tx *txn, r *spec.Reservation, u spec.ReservationUpd
 	c.admin.resvs[r.Name] = r
 	tx.saveAdmin(spec.AdminReservation, r.Name, r)
 	tx.kick = true
+	c.noteResv(tx, r, c.now())
 	return nil
 }
 
@@ -663,6 +667,7 @@ func (c *Controller) resvUpkeep(tx *txn, plan *sched.Plan, now time.Time) {
 	}
 	for _, name := range sortedKeys(c.admin.resvs) {
 		r := c.admin.resvs[name]
+		c.noteResv(tx, r, now) // a recurring one's next window, once it is the next
 		if ar := schedResv(r); !hasWindow(&ar, now) {
 			c.log.Info("reservation ended", "reservation", name)
 			c.dropResv(tx, name)
@@ -703,4 +708,70 @@ func decodeResv(r spec.AdminRecord) (*spec.Reservation, error) {
 func hasWindow(ar *sched.AdvanceReservation, now time.Time) bool {
 	_, _, ok := ar.Next(now)
 	return ok
+}
+
+// resvRecord is r's window [s, e) as accounting keeps it: the GPUs it
+// reserves are a GPU-count reservation's, else every GPU of its nodes.
+func (c *Controller) resvRecord(r *spec.Reservation, s, e time.Time) spec.ResvRecord {
+	gpus := r.GPUs
+	if gpus == 0 {
+		for _, n := range r.Nodes {
+			if nr := c.st.nodes[n]; nr != nil {
+				gpus += len(nr.inv.GPUs)
+			}
+		}
+	}
+	return spec.ResvRecord{Name: r.Name, Start: spec.NewTime(s), End: spec.NewTime(e), Nodes: slices.Clone(r.Nodes), GPUs: gpus,
+		Flags: slices.Clone(r.Flags), Users: slices.Clone(r.Users), Accounts: slices.Clone(r.Accounts)}
+}
+
+func sameResvRecord(a, b spec.ResvRecord) bool {
+	return a.Name == b.Name && a.Start.Equal(b.Start.Time) && a.End.Equal(b.End.Time) && a.GPUs == b.GPUs &&
+		slices.Equal(a.Nodes, b.Nodes) && slices.Equal(a.Flags, b.Flags) && slices.Equal(a.Users, b.Users) && slices.Equal(a.Accounts, b.Accounts)
+}
+
+// noteResv hands accounting r's current or next window when it differs
+// from the one last handed (made, changed, or a recurring one's next):
+// sreport reservation utilization reads them. A window moved before it
+// began is removed; one cut short while it held ends now.
+func (c *Controller) noteResv(tx *txn, r *spec.Reservation, now time.Time) {
+	ar := schedResv(r)
+	s, e, ok := ar.Next(now)
+	if !ok {
+		return
+	}
+	rec := c.resvRecord(r, s, e)
+	old, had := c.admin.resvRecorded[r.Name]
+	if had && sameResvRecord(old, rec) {
+		return
+	}
+	if had && !old.Start.Equal(rec.Start.Time) {
+		switch {
+		case old.Start.After(now):
+			tx.resvRecs = append(tx.resvRecs, spec.ResvRecord{Name: r.Name, Start: old.Start, Remove: true})
+		case old.End.After(now):
+			old.End = spec.NewTime(now)
+			tx.resvRecs = append(tx.resvRecs, old)
+		}
+	}
+	tx.resvRecs = append(tx.resvRecs, rec)
+	if c.admin.resvRecorded == nil {
+		c.admin.resvRecorded = map[string]spec.ResvRecord{}
+	}
+	c.admin.resvRecorded[r.Name] = rec
+}
+
+// noteResvEnd hands accounting the end of r (deleted, purged or past):
+// its window that has not begun is removed, one that holds ends now.
+func (c *Controller) noteResvEnd(tx *txn, r *spec.Reservation, now time.Time) {
+	delete(c.admin.resvRecorded, r.Name)
+	ar := schedResv(r)
+	s, _, ok := ar.Next(now)
+	switch {
+	case !ok:
+	case s.After(now):
+		tx.resvRecs = append(tx.resvRecs, spec.ResvRecord{Name: r.Name, Start: spec.NewTime(s), Remove: true})
+	default:
+		tx.resvRecs = append(tx.resvRecs, c.resvRecord(r, s, now))
+	}
 }

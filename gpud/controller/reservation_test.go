@@ -248,3 +248,74 @@ func TestGPUReservation(t *testing.T) {
 		t.Errorf("job in its window: %s %q %+v", j.State, j.Reason, j.Alloc)
 	}
 }
+
+// resvRecorder is a Recorder that keeps reservation windows and says
+// when a batch arrives.
+type resvRecorder struct {
+	fakeRecorder
+	got chan spec.ResvRecord
+}
+
+func (r *resvRecorder) RecordReservations(_ context.Context, recs []spec.ResvRecord) error {
+	for _, x := range recs {
+		r.got <- x
+	}
+	return nil
+}
+
+// next waits for the next reservation window handed to the recorder.
+func (r *resvRecorder) next(t *testing.T) spec.ResvRecord {
+	t.Helper()
+	select {
+	case x := <-r.got:
+		return x
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reservation window recorded within 10s")
+	}
+	return spec.ResvRecord{}
+}
+
+// TestReservationRecords: accounting gets a reservation's window when it
+// is made (with its reserved GPUs), each new occurrence of a recurring
+// one, the removal of one deleted before it began and the end of one
+// deleted while it holds.
+func TestReservationRecords(t *testing.T) {
+	rec := &resvRecorder{got: make(chan spec.ResvRecord, 16)}
+	h := newHarnessAt(t, newFakeStore(), nil, t0, WithRecorder(rec))
+	ctx := context.Background()
+	h.register("n1", 8)
+	h.register("n2", 4)
+	want := func(name string, s, e time.Time, gpus int, remove bool) {
+		t.Helper()
+		x := rec.next(t)
+		if x.Name != name || !x.Start.Equal(s) || x.Remove != remove || !remove && (!x.End.Equal(e) || x.GPUs != gpus) {
+			t.Errorf("recorded %+v; want %s %v-%v with %d GPUs (remove %v)", x, name, s, e, gpus, remove)
+		}
+	}
+	if _, err := h.c.CreateReservation(ctx, root, resvReq("d", t0.Add(time.Hour), time.Hour, []string{"n1", "n2"}, func(u *spec.ReservationUpdate) { u.Flags = &[]string{"DAILY"} })); err != nil {
+		t.Fatal(err)
+	}
+	want("d", t0.Add(time.Hour), t0.Add(2*time.Hour), 12, false)
+	n := 3
+	if _, err := h.c.CreateReservation(ctx, root, resvReq("g", t0, time.Hour, nil, func(u *spec.ReservationUpdate) { u.Nodes, u.GPUs = nil, &n })); err != nil {
+		t.Fatal(err)
+	}
+	want("g", t0, t0.Add(time.Hour), 3, false)
+	if _, err := h.c.CreateReservation(ctx, root, resvReq("x", t0.Add(3*time.Hour), time.Hour, []string{"n2"}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	want("x", t0.Add(3*time.Hour), t0.Add(4*time.Hour), 4, false)
+	if err := h.c.DeleteReservation(ctx, root, "x"); err != nil {
+		t.Fatal(err)
+	}
+	want("x", t0.Add(3*time.Hour), time.Time{}, 0, true)
+	h.advance(10 * time.Minute)
+	if err := h.c.DeleteReservation(ctx, root, "g"); err != nil {
+		t.Fatal(err)
+	}
+	want("g", t0, t0.Add(10*time.Minute), 3, false)
+	// Past d's first window: its next occurrence is recorded, by the
+	// periodic housekeeping (nothing is pending, so no cycle runs).
+	h.advance(2 * time.Hour)
+	want("d", t0.Add(25*time.Hour), t0.Add(26*time.Hour), 12, false)
+}

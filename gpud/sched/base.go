@@ -46,9 +46,15 @@ type Base struct {
 	// dirty are the cycle positions touched since the last cycle.
 	dirty   []int
 	touched []bool
-	// ids and parts are the running jobs, in the caller's order.
+	// ids, parts and ends are the running jobs, in the caller's order.
 	ids   []spec.JobID
 	parts [][]basePart
+	ends  []baseEnd
+	// perNode and endsPerNode count the parts on each node (by cycle
+	// position), of all running jobs and of those with a time limit;
+	// nparts and nends are their sums.
+	perNode, endsPerNode []int
+	nparts, nends        int
 	// buf are the last cycle's arrays, reused by the next: a State made
 	// from the Base is good until the next one is made.
 	buf baseBufs
@@ -82,12 +88,20 @@ type basePart struct {
 	memMiB int64
 }
 
+// baseEnd is a running job's expected end in nanoseconds; ok: it may
+// be used (unixNanos), else the cycle computes it as buildRunning does.
+// limited: the job has a time limit (else no end is expected).
+type baseEnd struct {
+	ns          int64
+	ok, limited bool
+}
+
 // NewBase keeps nodes (the caller's: every cycle made from the Base
 // reads them, and the snapshot given to NewStateFrom must carry this
 // very slice).
 func NewBase(nodes []Node) *Base {
 	b := &Base{nodes: nodes, pos: make([]int, len(nodes)), byName: make(map[string]int, len(nodes)),
-		touched: make([]bool, len(nodes))}
+		touched: make([]bool, len(nodes)), perNode: make([]int, len(nodes)), endsPerNode: make([]int, len(nodes))}
 	order := make([]int, len(nodes))
 	for i := range order {
 		order[i] = i
@@ -163,16 +177,39 @@ func (b *Base) Start(r *RunningJob) {
 		}
 		ps[j] = basePart{node: p, gpus: m, frac: a.GPUFraction > 0 && a.GPUFraction < 1, cpus: a.CPUs, memMiB: a.MemMiB}
 	}
+	e := baseEnd{limited: r.TimeLimit > 0}
+	if e.limited {
+		e.ns, e.ok = unixNanos(r.Start.Add(r.TimeLimit))
+	}
+	b.count(ps, e.limited, 1)
 	b.ids = append(b.ids, r.ID)
 	b.parts = append(b.parts, ps)
+	b.ends = append(b.ends, e)
+}
+
+// count adds (sign 1) or takes away (-1) a running job's parts from the
+// counts per node.
+func (b *Base) count(ps []basePart, limited bool, sign int) {
+	for _, bp := range ps {
+		if bp.node < 0 {
+			continue
+		}
+		b.perNode[bp.node] += sign
+		b.nparts += sign
+		if limited {
+			b.endsPerNode[bp.node] += sign
+			b.nends += sign
+		}
+	}
 }
 
 // End removes running job i (its index in the snapshot's Running) the
 // way the caller does: the last running job takes its place.
 func (b *Base) End(i int) {
+	b.count(b.parts[i], b.ends[i].limited, -1)
 	last := len(b.ids) - 1
-	b.ids[i], b.parts[i] = b.ids[last], b.parts[last]
-	b.ids, b.parts = b.ids[:last], b.parts[:last]
+	b.ids[i], b.parts[i], b.ends[i] = b.ids[last], b.parts[last], b.ends[last]
+	b.ids, b.parts, b.ends = b.ids[:last], b.parts[:last], b.ends[:last]
 }
 
 // NewStateFrom is NewState for a snapshot whose nodes are b's and whose
@@ -220,7 +257,10 @@ func (b *Base) nodesInto(c *cycle) {
 	c.byName = b.byName
 }
 
-// runningInto is buildRunning with the parts resolved at their starts.
+// runningInto is buildRunning with the parts resolved at their starts,
+// the counts per node kept and the expected ends in nanoseconds: one
+// pass over the running jobs, writing each node's running list and
+// releases in place.
 func (b *Base) runningInto(c *cycle) {
 	snap, now := c.snap, c.now
 	if len(snap.Running) == 0 {
@@ -230,33 +270,43 @@ func (b *Base) runningInto(c *cycle) {
 	bf.running = slices.Grow(bf.running[:0], len(snap.Running))[:len(snap.Running)]
 	c.running = bf.running
 	shareEnd := map[[2]int]int64{}
-	total := 0
-	bf.perNode = slices.Grow(bf.perNode[:0], len(c.nodes))[:len(c.nodes)]
-	perNode := bf.perNode
-	clear(perNode)
-	for i := range b.parts {
-		if snap.Running[i].ID != b.ids[i] {
-			panic(fmt.Sprintf("sched: NewStateFrom: running job %d of the snapshot is %d, the Base's is %d", i, snap.Running[i].ID, b.ids[i]))
-		}
-		for _, bp := range b.parts[i] {
-			if bp.node >= 0 {
-				perNode[bp.node]++
-				total++
-			}
-		}
-	}
-	bf.onNode = slices.Grow(bf.onNode[:0], total)[:total]
+	bf.onNode = slices.Grow(bf.onNode[:0], b.nparts)[:b.nparts]
 	onNode := bf.onNode
-	for i, w := range c.nodes {
-		n := int(perNode[i])
-		w.running, onNode = onNode[:0:n], onNode[n:]
+	// Each node's releases are cut from one array (deferEnds's layout):
+	// at[p] is where node p's start, next[p] where its next goes.
+	sc := &bf.endings
+	sc.off = slices.Grow(sc.off[:0], len(c.nodes))[:len(c.nodes)]
+	sc.next = slices.Grow(sc.next[:0], len(c.nodes))[:len(c.nodes)]
+	if cap(sc.buf) < b.nends {
+		sc.buf = backfill.MakeEndings(b.nends + b.nends/4)
 	}
-	parts, ends := slices.Grow(bf.parts[:0], total), slices.Grow(bf.ends[:0], total)
+	at, next, buf := sc.off, sc.next, sc.buf[:b.nends]
+	k := 0
+	for p, w := range c.nodes {
+		n := b.perNode[p]
+		w.running, onNode = onNode[:0:n], onNode[n:]
+		at[p], next[p] = k, k
+		k += b.endsPerNode[p]
+	}
+	parts := slices.Grow(bf.parts[:0], b.nparts)
+	nowNs, nowOK := unixNanos(now)
+	var lastQ string
+	var lastQOS *QOS
 	for i := range snap.Running {
 		r := &snap.Running[i]
-		rj := runJob{r: r, qos: c.qos[r.QOS], end: backfill.Forever}
+		if r.ID != b.ids[i] {
+			panic(fmt.Sprintf("sched: NewStateFrom: running job %d of the snapshot is %d, the Base's is %d", i, r.ID, b.ids[i]))
+		}
+		if i == 0 || r.QOS != lastQ {
+			lastQ, lastQOS = r.QOS, c.qos[r.QOS]
+		}
+		rj := runJob{r: r, qos: lastQOS, end: backfill.Forever}
 		if r.TimeLimit > 0 {
-			rj.end = max(int64(r.Start.Add(r.TimeLimit).Sub(now)), 1)
+			if e := b.ends[i]; e.ok && nowOK {
+				rj.end = max(e.ns-nowNs, 1) // as Sub: both wall clocks, no overflow
+			} else {
+				rj.end = max(int64(r.Start.Add(r.TimeLimit).Sub(now)), 1)
+			}
 		}
 		first := len(parts)
 		for _, bp := range b.parts[i] {
@@ -283,7 +333,8 @@ func (b *Base) runningInto(c *cycle) {
 			parts = append(parts, runPart{node: ni, res: res})
 			w.running = append(w.running, i)
 			if rj.end < backfill.Forever {
-				ends = append(ends, nodeEnd{ni, rj.end, res})
+				buf.Set(next[ni], rj.end, res)
+				next[ni]++
 			}
 		}
 		if len(parts) > first {
@@ -292,8 +343,12 @@ func (b *Base) runningInto(c *cycle) {
 		c.running[i] = rj
 		c.lim.add(r.QOS, r.User, r.Account, rj.gpuCount)
 	}
-	bf.parts, bf.ends = parts, ends
-	deferEndsIn(c.nodes, ends, &bf.endings)
+	bf.parts = parts
+	for p, w := range c.nodes {
+		if at[p] < next[p] {
+			w.prof.Defer(buf[at[p]:next[p]:next[p]])
+		}
+	}
 	for key, end := range shareEnd {
 		w := c.nodes[key[0]]
 		k := key[1]
@@ -302,4 +357,21 @@ func (b *Base) runningInto(c *cycle) {
 			w.prof.Release(end, backfill.Res{GPUs: 1 << k})
 		}
 	}
+}
+
+// Wall clocks from 1900 to 2150 are within int64 nanoseconds of each
+// other (292 years): their difference in nanoseconds is Sub's.
+var (
+	nanosFrom = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	nanosTo   = time.Date(2150, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// unixNanos is t in nanoseconds and whether a difference of two such
+// is t.Sub's: t has no monotonic reading (Sub would read that) and lies
+// between 1900 and 2150.
+func unixNanos(t time.Time) (int64, bool) {
+	if t != t.Round(0) || t.Before(nanosFrom) || !t.Before(nanosTo) {
+		return 0, false
+	}
+	return t.UnixNano(), true
 }

@@ -55,6 +55,9 @@ func (w *baseWorld) start() {
 	w.nextID++
 	if w.rng.IntN(4) > 0 {
 		r.TimeLimit = time.Duration(1+w.rng.IntN(120)) * time.Minute
+		if w.rng.IntN(20) == 0 {
+			r.TimeLimit = 150 * 365 * 24 * time.Hour // an end past 2150: Sub's way
+		}
 	}
 	frac := w.rng.IntN(4) == 0
 	for range 1 + w.rng.IntN(2) {

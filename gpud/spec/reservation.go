@@ -123,3 +123,20 @@ func CheckResvUsers(users []string) error {
 	}
 	return nil
 }
+
+// ResvRecord is one window of a reservation as accounting keeps it, for
+// sreport reservation utilization: the reserved GPUs (a GPU-count
+// reservation's, else every GPU of its nodes) over [Start, End).
+type ResvRecord struct {
+	Name     string   `json:"name"`
+	Start    Time     `json:"start"`
+	End      Time     `json:"end"`
+	Nodes    []string `json:"nodes,omitempty"`
+	GPUs     int      `json:"gpus"`
+	Flags    []string `json:"flags,omitempty"`
+	Users    []string `json:"users,omitempty"`
+	Accounts []string `json:"accounts,omitempty"`
+	// Remove drops the window: the reservation was deleted, or moved,
+	// before it started (Slurm keeps no record of such a window).
+	Remove bool `json:"remove,omitempty"`
+}

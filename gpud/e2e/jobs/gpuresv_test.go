@@ -2,9 +2,11 @@ package jobs
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,13 +80,49 @@ func TestGPUReservation(t *testing.T) {
 	}
 	blocked := submitAs(t, c, outside, "--gpus-per-node=1", "--time=30", "--wrap", "sleep 600")
 	waitReason(c, blocked, "Reservation", 30*time.Second) // the free GPUs are reserved
-	in := submitAs(t, c, inside, "--reservation=gpus", "--gpus-per-node=4", "--time=30", "--wrap", "sleep 600")
+	// The member job runs a few seconds, for its reservation's accounting.
+	in := submitAs(t, c, inside, "--reservation=gpus", "--gpus-per-node=4", "--time=30", "--wrap", "sleep 5")
 	j = c.WaitState(in, 30*time.Second, "RUNNING")
 	got = gpusOf(j)
 	if len(got) != 4 || slices.ContainsFunc(got, func(u string) bool { return !reserved[u] }) {
 		t.Errorf("the job in the reservation has GPUs %v; want exactly the reserved ones (0-3)", got)
 	}
-	for _, id := range []string{beside, blocked, in} {
+
+	// sreport reservation utilization from the accounting database: the
+	// member job's four GPUs for its run time are the reservation's
+	// allocated time (the job beside it, on four other GPUs for longer,
+	// is not); the rest of 4 GPUs × the window so far is idle.
+	j = c.WaitState(in, time.Minute, "COMPLETED")
+	for _, id := range []string{beside, blocked} {
 		c.CLI(work, "scancel", id)
+	}
+	st, err1 := time.Parse(time.RFC3339Nano, fmt.Sprint(j["start_time"]))
+	et, err2 := time.Parse(time.RFC3339Nano, fmt.Sprint(j["end_time"]))
+	if err1 != nil || err2 != nil {
+		t.Fatalf("member job times: %v %v (%v, %v)", j["start_time"], j["end_time"], err1, err2)
+	}
+	want := 4 * (et.Unix() - st.Unix())
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for {
+		r := c.CLI(work, "sreport", "-nP", "-t", "seconds", "reservation", "utilization", "start=now-1hours", "end=now", "names=gpus")
+		last = r.Stdout + r.Stderr
+		f := strings.Split(strings.TrimSpace(r.Stdout), "|")
+		if r.Code == 0 && len(f) == 7 && f[1] == "gpus" && f[4] == "gres/gpu" {
+			alloc, _ := strconv.ParseInt(f[5], 10, 64)
+			idle, _ := strconv.ParseInt(f[6], 10, 64)
+			if alloc > 0 && alloc >= want-8 && alloc <= want+8 && idle > 0 {
+				t.Logf("sreport -nP -t seconds reservation utilization: %s (member job %s on 4 GPUs)", strings.TrimSpace(r.Stdout), et.Sub(st))
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sreport reservation utilization: want gpus with %d±8 allocated GPU-seconds (4 × the member job's %s) and some idle; last:\n%s", want, et.Sub(st), last)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if r := c.CLI(work, "sreport", "reservation", "utilization", "start=now-1hours", "end=now"); r.Code != 0 ||
+		!regexp.MustCompile(`(?m)^  Cluster      Name               Start                 End      TRES Name            Allocated                 Idle$`).MatchString(r.Stdout) {
+		t.Errorf("sreport reservation utilization: exit %d:\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }
