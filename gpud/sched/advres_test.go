@@ -233,24 +233,37 @@ func TestTimeMinFillsBackfillHole(t *testing.T) {
 	}
 }
 
-func TestAdmitsExcludedUsers(t *testing.T) {
+// TestAdmits: every access field given must approve the job (Slurm's
+// rule), Users=-name refuses those named, Groups= admits their members.
+func TestAdmits(t *testing.T) {
 	for _, tc := range []struct {
-		users, accounts []string
-		user, account   string
-		want            bool
+		users, groups, accounts []string
+		user, account           string
+		in                      []string
+		want                    bool
 	}{
-		{[]string{"alice"}, nil, "alice", "a", true},
-		{[]string{"alice"}, nil, "bob", "a", false},
-		{[]string{"alice"}, []string{"a"}, "bob", "a", true}, // either matches
-		{[]string{"-alice"}, nil, "bob", "a", true},
-		{[]string{"-alice", "-carol"}, nil, "carol", "a", false},
-		{[]string{"-alice"}, []string{"a"}, "bob", "a", true},
-		{[]string{"-alice"}, []string{"a"}, "bob", "b", false}, // not its account
-		{[]string{"-alice"}, []string{"a"}, "alice", "a", false},
+		{[]string{"alice"}, nil, nil, "alice", "a", nil, true},
+		{[]string{"alice"}, nil, nil, "bob", "a", nil, false},
+		{[]string{"alice"}, nil, []string{"a"}, "bob", "a", nil, false},   // the account alone is not enough
+		{[]string{"alice"}, nil, []string{"a"}, "alice", "b", nil, false}, // nor the user alone
+		{[]string{"alice"}, nil, []string{"a"}, "alice", "a", nil, true},
+		{nil, nil, []string{"a"}, "bob", "a", nil, true},
+		{nil, nil, []string{"a"}, "bob", "", nil, false},
+		{[]string{"-alice"}, nil, nil, "bob", "a", nil, true},
+		{[]string{"-alice", "-carol"}, nil, nil, "carol", "a", nil, false},
+		{[]string{"-alice"}, nil, []string{"a"}, "bob", "a", nil, true},
+		{[]string{"-alice"}, nil, []string{"a"}, "bob", "b", nil, false}, // not its account
+		{[]string{"-alice"}, nil, []string{"a"}, "alice", "a", nil, false},
+		{nil, []string{"bio", "chem"}, nil, "bob", "a", []string{"bob", "chem"}, true},
+		{nil, []string{"bio"}, nil, "bob", "a", []string{"bob", "chem"}, false},
+		{nil, []string{"bio"}, nil, "bob", "a", nil, false}, // groups unknown
+		{nil, []string{"bio"}, []string{"a"}, "bob", "b", []string{"bio"}, false},
+		{nil, []string{"bio"}, []string{"a"}, "bob", "a", []string{"bio"}, true},
+		{nil, nil, nil, "root", "a", nil, false},
 	} {
-		r := AdvanceReservation{Users: tc.users, Accounts: tc.accounts}
-		if got := r.Admits(tc.user, tc.account); got != tc.want {
-			t.Errorf("Users=%v Accounts=%v admits %s (account %s) = %v, want %v", tc.users, tc.accounts, tc.user, tc.account, got, tc.want)
+		r := AdvanceReservation{Users: tc.users, Groups: tc.groups, Accounts: tc.accounts}
+		if got := r.Admits(tc.user, tc.account, tc.in); got != tc.want {
+			t.Errorf("Users=%v Groups=%v Accounts=%v admits %s (account %s, groups %v) = %v, want %v", tc.users, tc.groups, tc.accounts, tc.user, tc.account, tc.in, got, tc.want)
 		}
 	}
 }
