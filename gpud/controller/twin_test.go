@@ -329,41 +329,57 @@ func runTwinController(t *testing.T, cfg Config, work []twinJobSpec, nodes, gpus
 				exits = append(exits, exit{n, NodeEvent{Seq: 1, AllocID: e.alloc, JobID: e.id, Kind: EventExited, State: state, ExitCode: code}})
 			}
 		}
-		if len(exits) > 0 {
-			report(exits)
-			settle()
-			scan(now)
-		}
+		// The instant's submissions (distinct seconds: at most one) go in
+		// the same owner operation as its ends, so that one cycle answers
+		// them all, as the replay does: accounting's whole seconds do not
+		// say which came first, and a controller whose cycles are paced
+		// answers what arrived in the same second together.
+		var subs []twinJobSpec
 		for next < len(work) && work[next].at == now {
 			w := work[next]
 			if w.dependOn >= 0 {
 				w.js.Depend = "afterok:" + strconv.Itoa(int(ids[w.dependOn]))
 			}
-			id, err := h.c.Submit(ctx, w.who, w.js)
-			if err != nil {
-				t.Fatalf("submit %d: %v", next, err)
-			}
-			if w.dependOn >= 0 {
-				depends[id] = ids[w.dependOn]
-			}
-			ids[next] = id
-			n := 1
-			if w.js.Array != "" {
-				idx, _, _ := spec.ParseArray(w.js.Array)
-				n = len(idx)
-			}
-			for k := range n {
-				runtime[id+spec.JobID(k)] = w.runtime
-				fails[id+spec.JobID(k)] = w.fail
-			}
+			subs = append(subs, w)
 			next++
-			if next%max(len(work)/10, 1) == 0 {
-				pending := 0
-				if err := h.c.query(ctx, func() error { pending = len(h.c.st.pending); return nil }); err != nil {
-					t.Fatal(err)
+		}
+		if len(exits) > 0 || len(subs) > 0 {
+			var made [][]spec.JobID
+			if err := h.c.call(ctx, func(tx *txn) error {
+				for _, x := range exits {
+					h.c.applyEvent(tx, x.node, x.ev)
 				}
-				t.Logf("controller: %d of %d submitted at %s of virtual time, %d pending, %d running, %s wall", next, len(work), now, pending, len(live),
-					time.Since(wall).Round(time.Second))
+				made = made[:0]
+				for _, w := range subs {
+					id, err := h.c.submitIn(tx, w.who, w.js, "")
+					if err != nil {
+						return fmt.Errorf("submit %s: %w", w.js.Name, err)
+					}
+					made = append(made, id)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			for k, w := range subs {
+				k0 := next - len(subs) + k
+				id := made[k][0]
+				ids[k0] = id
+				if w.dependOn >= 0 {
+					depends[id] = ids[w.dependOn]
+				}
+				for _, tid := range made[k] {
+					runtime[tid] = w.runtime
+					fails[tid] = w.fail
+				}
+				if (k0+1)%max(len(work)/10, 1) == 0 {
+					pending := 0
+					if err := h.c.query(ctx, func() error { pending = len(h.c.st.pending); return nil }); err != nil {
+						t.Fatal(err)
+					}
+					t.Logf("controller: %d of %d submitted at %s of virtual time, %d pending, %d running, %s wall", k0+1, len(work), now, pending, len(live),
+						time.Since(wall).Round(time.Second))
+				}
 			}
 			settle()
 			scan(now)
