@@ -66,8 +66,8 @@ var terminalStates = func() string {
 var upsertJobSQL = `INSERT INTO jobs (id, name, user, uid, account, "partition", qos, state, reason,
 	exit_code, signal, submit_time, eligible_time, start_time, end_time, time_limit, nodes, gpus,
 	gpu_count, gpu_model, gpu_profile, gpu_fraction, cpus, mem_mib, attempts, work_dir,
-	array_job_id, array_task_id, wckey, ntasks, request, dependency, nice, array_max, pull_ms, pull_bytes, het_job_id, het_offset)
-VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+	array_job_id, array_task_id, wckey, ntasks, request, dependency, nice, array_max, pull_ms, pull_bytes, het_job_id, het_offset, reservation)
+VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(id) DO UPDATE SET name=excluded.name, user=excluded.user, uid=excluded.uid,
 	account=excluded.account, "partition"=excluded."partition", qos=excluded.qos,
 	state=excluded.state, reason=excluded.reason, exit_code=excluded.exit_code,
@@ -80,7 +80,7 @@ ON CONFLICT(id) DO UPDATE SET name=excluded.name, user=excluded.user, uid=exclud
 	array_task_id=excluded.array_task_id, wckey=excluded.wckey, ntasks=excluded.ntasks,
 	request=excluded.request, dependency=excluded.dependency, nice=excluded.nice, array_max=excluded.array_max,
 	pull_ms=excluded.pull_ms, pull_bytes=excluded.pull_bytes,
-	het_job_id=excluded.het_job_id, het_offset=excluded.het_offset
+	het_job_id=excluded.het_job_id, het_offset=excluded.het_offset, reservation=excluded.reservation
 WHERE excluded.attempts > jobs.attempts OR (excluded.attempts = jobs.attempts
 	AND NOT (jobs.state IN ` + terminalStates + ` AND excluded.state NOT IN ` + terminalStates + `))`
 
@@ -199,7 +199,7 @@ func (db *DB) recordJob(ctx context.Context, st *recordStmts, j *spec.Job) error
 		int64(j.TimeLimit.Std()/time.Second), strings.Join(nodes, ","), strings.Join(gpus, ","),
 		gpuCount, model, r.GPUProfile, r.GPUFraction, cpus, mem, j.Attempt, j.WorkDir,
 		int64(j.ArrayJobID), j.ArrayTaskID, j.WCKey, ntasks(j), request(r), j.Depend, j.Nice, arrayMax(j), pullMS, pullBytes,
-		int64(j.HetJobID), j.HetOffset)
+		int64(j.HetJobID), j.HetOffset, j.Reservation)
 	if err != nil {
 		return fmt.Errorf("upsert job row: %w", err)
 	}

@@ -195,6 +195,87 @@ func (s *Store) Staging(id spec.JobID) (string, error) {
 	return s.stagingDir(id), nil
 }
 
+// PrepareSlot makes a checkpoint directory before its job is known: the
+// root's entry name (0711, the agent's) with an empty staging directory
+// given to uid:gid (none when uid is negative), for a container prepared
+// ahead of its job to bind; AdoptSlot names it for the job that claims
+// the container, RemoveSlot removes it if none does. name must not be a
+// job id (digits only). It returns the slot's directory.
+func (s *Store) PrepareSlot(name string, uid, gid int) (string, error) {
+	if err := slotName(name); err != nil {
+		return "", err
+	}
+	root, err := safefs.OpenDir(s.root)
+	if err != nil {
+		return "", fmt.Errorf("prepare checkpoint slot %s: %w", name, err)
+	}
+	defer root.Close()
+	if err := root.RemoveAll(name); err != nil {
+		return "", fmt.Errorf("prepare checkpoint slot %s: %w", name, err)
+	}
+	jd, err := root.Mkdir(name, 0o711)
+	if err != nil {
+		return "", fmt.Errorf("prepare checkpoint slot %s: %w", name, err)
+	}
+	defer jd.Close()
+	st, err := jd.Mkdir(stagingName, 0o700)
+	if err != nil {
+		return "", fmt.Errorf("prepare checkpoint slot %s: %w", name, err)
+	}
+	defer st.Close()
+	if uid >= 0 {
+		if err := st.Chown(uid, gid); err != nil {
+			return "", fmt.Errorf("prepare checkpoint slot %s: give staging dir to %d:%d: %w", name, uid, gid, err)
+		}
+	}
+	return filepath.Join(s.root, name), nil
+}
+
+// AdoptSlot makes slot name job id's checkpoint directory (a rename, so
+// a container that binds the slot keeps it). It fails with an error
+// wrapping fs.ErrExist, and changes nothing, if the job has one already.
+func (s *Store) AdoptSlot(name string, id spec.JobID) error {
+	if err := slotName(name); err != nil {
+		return err
+	}
+	root, err := safefs.OpenDir(s.root)
+	if err != nil {
+		return fmt.Errorf("adopt checkpoint slot %s for job %d: %w", name, id, err)
+	}
+	defer root.Close()
+	if err := root.RenameNoReplace(name, root, strconv.FormatUint(uint64(id), 10)); err != nil {
+		return fmt.Errorf("adopt checkpoint slot %s for job %d: %w", name, id, err)
+	}
+	if err := root.Sync(); err != nil {
+		return fmt.Errorf("adopt checkpoint slot %s for job %d: %w", name, id, err)
+	}
+	return nil
+}
+
+// RemoveSlot removes slot name; a missing one is not an error.
+func (s *Store) RemoveSlot(name string) error {
+	if err := slotName(name); err != nil {
+		return err
+	}
+	root, err := safefs.OpenDir(s.root)
+	if err == nil {
+		err = root.RemoveAll(name)
+		root.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("remove checkpoint slot %s: %w", name, err)
+	}
+	return nil
+}
+
+// slotName refuses a slot name that is a job's directory name.
+func slotName(name string) error {
+	if name == "" || strings.Trim(name, "0123456789") == "" {
+		return fmt.Errorf("checkpoint slot name %q: must not be empty or digits only (a job's directory)", name)
+	}
+	return nil
+}
+
 // raceRetries bounds how often Staging and Join try again after losing a
 // race with each other on a checkpoint root shared by a gang's nodes.
 const raceRetries = 100

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -24,6 +25,36 @@ var ErrNoCwd = errors.New("working directory not available in the container")
 // ImageHost selects the node's own root filesystem (read-only) as a job's
 // root: what a Slurm user expects, with the host's tools and libraries.
 const ImageHost = "host"
+
+// ShellPath is the shell every job's root must provide: a job's process
+// runs under it, its output redirected (WrapperArgs).
+const ShellPath = "/bin/sh"
+
+// WrapperArgs is args run by ShellPath with its output appended to
+// stdoutPath and stderrPath (equal: one merged file; "": not redirected):
+// a job container's process (ocispec.WithShellWrapper), or what a
+// prepared container's launcher execs.
+func WrapperArgs(args []string, stdoutPath, stderrPath string) []string {
+	script := `"$@"`
+	if stdoutPath != "" {
+		script += " >>" + ShellQuote(stdoutPath)
+	}
+	switch {
+	case stderrPath == "":
+	case stderrPath == stdoutPath:
+		script += " 2>&1"
+	default:
+		script += " 2>>" + ShellQuote(stderrPath)
+	}
+	script += "; exit $?"
+	return append([]string{ShellPath, "-c", script, "gpud-job"}, args...)
+}
+
+// ShellQuote quotes s for POSIX sh: inside single quotes nothing is
+// special except the single quote itself.
+func ShellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
 
 // Mount is a bind mount into the container, or with Hide an empty tmpfs
 // over Dest that keeps what the host has there (daemon state) out of the
@@ -134,6 +165,29 @@ type Runtime interface {
 	Delete(ctx context.Context, id string) error
 	// List returns every container this runtime manages.
 	List(ctx context.Context) ([]TaskInfo, error)
+}
+
+// Preparer is implemented by runtimes that can make a container ready
+// ahead of its job (node.toml prepared_containers): Prepare does all that
+// Start does except start the process — the container, its snapshot, its
+// shim and the task created (namespaces, cgroup with its limits, mounts,
+// devices), the process waiting to be started — and StartPrepared later
+// starts it. A prepared container that is never claimed is removed with
+// Delete, like any other. Optional, like UsageReader.
+type Preparer interface {
+	// Prepare creates container cfg.ID and its task without starting
+	// the task's process. It creates no output files (cfg.StdoutPath and
+	// cfg.StderrPath should be empty: the process that would write them
+	// is not the job's yet).
+	Prepare(ctx context.Context, cfg TaskConfig) error
+	// StartPrepared starts the process of container id, which Prepare
+	// made. cfg is the job that claims it: its Labels replace the
+	// container's (a label given as "" is removed), and its output files
+	// (StdoutPath, StderrPath, TruncateOutput, as the user UID, GID,
+	// AdditionalGIDs) are created as Start creates them; the rest of cfg
+	// is not read. ErrNotFound says id is not there; an error wrapping
+	// os.ErrExist says its process was already started.
+	StartPrepared(ctx context.Context, id string, cfg TaskConfig) error
 }
 
 // Pauser is implemented by runtimes that can freeze a task's cgroup

@@ -74,6 +74,9 @@ type Server struct {
 	// Cluster is returned by GET /v1/accounting/cluster, with the window
 	// of the query (tests check the query for the rest).
 	Cluster api.AcctClusterResponse
+	// Resv is returned by GET /v1/accounting/reservations, with the
+	// window of the query.
+	Resv api.AcctResvResponse
 	// Latest is returned by GET /v1/usage/latest.
 	Latest []api.LatestUsage
 	// Fairshare is returned by GET /v1/fairshare.
@@ -183,6 +186,14 @@ func (s *Server) mux() http.Handler {
 			return
 		}
 		out := s.Cluster
+		out.Start, _ = time.Parse(time.RFC3339, r.URL.Query().Get("start"))
+		out.End, _ = time.Parse(time.RFC3339, r.URL.Query().Get("end"))
+		reply(w, out, nil)
+	})
+	m.HandleFunc("GET /v1/accounting/reservations", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		out := s.Resv
 		out.Start, _ = time.Parse(time.RFC3339, r.URL.Query().Get("start"))
 		out.End, _ = time.Parse(time.RFC3339, r.URL.Query().Get("end"))
 		reply(w, out, nil)

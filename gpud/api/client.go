@@ -672,6 +672,26 @@ func (c *Client) AcctCluster(ctx context.Context, start, end time.Time, bucket t
 	return out, err
 }
 
+// AcctReservations reports the reservation windows that held at any
+// time in [start, end] (sreport reservation utilization), of the
+// reservations in names (all when empty): GET
+// /v1/accounting/reservations?start=&end=&names=.
+func (c *Client) AcctReservations(ctx context.Context, start, end time.Time, names []string) (AcctResvResponse, error) {
+	q := url.Values{}
+	if !start.IsZero() {
+		q.Set("start", start.Format(time.RFC3339))
+	}
+	if !end.IsZero() {
+		q.Set("end", end.Format(time.RFC3339))
+	}
+	if len(names) > 0 {
+		q.Set("names", strings.Join(names, ","))
+	}
+	var out AcctResvResponse
+	err := c.do(withCall(ctx, callOpts{patience: reportPatience}), http.MethodGet, "/accounting/reservations", q, nil, &out)
+	return out, err
+}
+
 // LatestUsage lists the newest usage sample of each job on each node
 // from the last few minutes (gpuq top): GET /v1/usage/latest.
 func (c *Client) LatestUsage(ctx context.Context) ([]LatestUsage, error) {

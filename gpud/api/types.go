@@ -676,6 +676,34 @@ type AcctClusterResponse struct {
 	Bucket int64            `json:"bucket_seconds"`
 	Rows   []AcctClusterRow `json:"rows"`
 	Series []AcctUtilPoint  `json:"series"`
+	// ReservedIdleGPUHours and MaintIdleGPUHours are the GPU-hours that
+	// advance reservations held in the window and their jobs left idle,
+	// within the rows' idle hours: of reservations without MAINT (sreport
+	// cluster utilization counts them as Allocated, as Slurm) and of MAINT
+	// ones (Planned Down); IGNORE_JOBS ones count in neither.
+	ReservedIdleGPUHours float64 `json:"reserved_idle_gpu_hours,omitempty"`
+	MaintIdleGPUHours    float64 `json:"maint_idle_gpu_hours,omitempty"`
+}
+
+// AcctResvRow is one window of a reservation in GET
+// /v1/accounting/reservations (sreport reservation utilization): the
+// GPU-seconds its jobs used within the window and the reserved ones they
+// left idle. TotalSeconds is how long the window held (up to now while
+// it holds); Idle is GPUs × TotalSeconds less Allocated, at least 0.
+type AcctResvRow struct {
+	spec.ResvRecord
+	TotalSeconds    int64   `json:"total_seconds"`
+	AllocGPUSeconds float64 `json:"alloc_gpu_seconds"`
+	IdleGPUSeconds  float64 `json:"idle_gpu_seconds"`
+}
+
+// AcctResvResponse is GET /v1/accounting/reservations: the windows that
+// held at any time in [Start, End), each whole (as sreport: the period
+// picks reservations, it does not cut them).
+type AcctResvResponse struct {
+	Start time.Time     `json:"start"`
+	End   time.Time     `json:"end"`
+	Rows  []AcctResvRow `json:"rows"`
 }
 
 // LatestUsage is the newest usage sample of a job on a node (GET

@@ -128,6 +128,17 @@ type NodeSection struct {
 	// utilisation, memory, power; cgroup CPU and memory) is sampled for
 	// accounting; "0s" samples nothing.
 	UsageInterval Duration `toml:"usage_interval"`
+	// PreparedContainers is how many containers the agent keeps prepared
+	// for the next jobs of each shape (user, image, working directory,
+	// devices, limits, mounts) that it started: such a job's start is
+	// then only its process's start. 0 (the default) prepares none.
+	PreparedContainers int `toml:"prepared_containers"`
+	// PreparedMax bounds the prepared containers on the node, all shapes
+	// together.
+	PreparedMax int `toml:"prepared_max"`
+	// PreparedMaxAge is how long a prepared container waits for a job
+	// of its shape before it is destroyed.
+	PreparedMaxAge Duration `toml:"prepared_max_age"`
 }
 
 // HostRoots are the values of [node] host_root.
@@ -210,6 +221,8 @@ func DefaultNode() Node {
 			RDMASysfs:         "/sys",
 			UsageInterval:     "30s",
 			StepListen:        ":6818",
+			PreparedMax:       8,
+			PreparedMaxAge:    "60s",
 		},
 		Health: Health{GPUTempMaxC: 85, GPUTempSustain: "60s", Interval: "10s",
 			// The XIDs to drain on are the triage table's (gpud/health).
@@ -322,6 +335,13 @@ func (n Node) Validate() error {
 	p.duration("[node] over_time_limit", s.OverTimeLimit, false)
 	p.duration("[node] checkpoint_timeout", s.CheckpointTimeout, true)
 	p.duration("[node] usage_interval", s.UsageInterval, false)
+	p.duration("[node] prepared_max_age", s.PreparedMaxAge, true)
+	if s.PreparedContainers < 0 {
+		p.addf("[node] prepared_containers: %d must not be negative (0 = no prepared containers)", s.PreparedContainers)
+	}
+	if s.PreparedMax < 1 {
+		p.addf("[node] prepared_max: %d must be at least 1 (set prepared_containers = 0 to prepare none)", s.PreparedMax)
+	}
 	if s.StepListen != "" {
 		if _, port, err := net.SplitHostPort(s.StepListen); err != nil || port == "" {
 			p.addf("[node] step_listen: %q is not host:port (use e.g. \":6818\", or \"\" for no steps across hosts)", s.StepListen)

@@ -42,6 +42,10 @@ type adminState struct {
 	fileParts []Partition
 	// resvs are the advance reservations by name (reservation.go).
 	resvs map[string]*spec.Reservation
+	// resvRecorded is the window of each reservation last handed to the
+	// accounting recorder (not kept: a restarted controller records the
+	// current windows again, an idempotent upsert).
+	resvRecorded map[string]spec.ResvRecord
 	// power are the nodes' power states by name (power.go); a node
 	// without one is powered on.
 	power map[string]*spec.NodePower

@@ -146,7 +146,12 @@ type Controller struct {
 	recMu    sync.Mutex
 	recQueue []spec.Job
 	recWake  chan struct{}
-	evQueue  []spec.NodeEvent
+	// recLinger is how long a wake waits for more records (recorder.go).
+	recLinger time.Duration
+	evQueue   []spec.NodeEvent
+	// rvQueue holds reservation windows for a ReservationRecorder
+	// (reservation.go).
+	rvQueue []spec.ResvRecord
 	// stepQueue holds ended steps for a StepRecorder (steps.go).
 	stepQueue []spec.JobSteps
 
@@ -186,6 +191,7 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		started:    make(chan struct{}),
 		stopped:    make(chan struct{}),
 		recWake:    make(chan struct{}, 1),
+		recLinger:  recordLinger,
 		feedWake:   make(chan struct{}, 1),
 		obs:        nopObserver{},
 		hookQueue:  make(chan IdleEvent, idleHookQueue),
@@ -526,6 +532,7 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 	c.queueHooks(tx.hooks)
 	c.queuePower(tx.power)
 	c.enqueueNodeEvents(tx.nodeEvents)
+	c.enqueueResvRecords(tx.resvRecs)
 	c.enqueueSteps(tx.steps)
 	c.noteSched(tx)
 	return nil
@@ -563,6 +570,8 @@ type txn struct {
 	ended   []spec.Job
 	// nodeEvents go to the recorder after the commit, like ended.
 	nodeEvents []spec.NodeEvent
+	// resvRecs are reservation windows for the recorder, after the commit.
+	resvRecs []spec.ResvRecord
 	// steps are ended job steps for a StepRecorder, after the commit.
 	steps []spec.JobSteps
 	// kick asks for a full scheduling cycle; submitted (plain new pending

@@ -83,11 +83,14 @@ func (s *fakeStore) Apply(_ context.Context, jobs []*spec.Job, nodes []*spec.Nod
 type fakeRecorder struct {
 	mu   sync.Mutex
 	jobs []spec.Job
+	// batches is how many RecordJobs calls there were.
+	batches int
 }
 
 func (r *fakeRecorder) RecordJobs(_ context.Context, jobs []spec.Job) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.batches++
 	r.jobs = append(r.jobs, jobs...)
 	return nil
 }

@@ -62,7 +62,7 @@ func (c *Controller) Follow(ctx context.Context) error {
 	// What the recorder still holds is recorded again by the next
 	// leader's recheck (it reads state.db, not this queue).
 	c.recMu.Lock()
-	c.recQueue, c.evQueue = nil, nil
+	c.recQueue, c.evQueue, c.rvQueue = nil, nil, nil
 	c.recMu.Unlock()
 	return err
 }

@@ -1131,6 +1131,11 @@ func (c *Controller) housekeep(ctx context.Context) {
 			if len(c.st.pending) > 0 {
 				c.sched.dirty, c.sched.full = true, true
 			}
+			// Reservations' new occurrences reach accounting without a
+			// cycle too (none runs with nothing pending).
+			for _, name := range sortedKeys(c.admin.resvs) {
+				c.noteResv(tx, c.admin.resvs[name], now)
+			}
 		}
 		return nil
 	})

@@ -168,6 +168,10 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		Mounts:           s.Mounts,
 		HostRootReadOnly: s.HostRoot == "read-only",
 		SharedTmp:        !s.PrivateTmp,
+		// Containers made ahead of the next jobs of a shape (prepared.go).
+		PreparedContainers: s.PreparedContainers,
+		PreparedMax:        s.PreparedMax,
+		PreparedMaxAge:     s.PreparedMaxAge.Std(),
 	}, client, rt, append(opts, hopts...)...)
 	if err != nil {
 		return err

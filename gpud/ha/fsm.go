@@ -29,6 +29,7 @@ import (
 type Accounting interface {
 	RecordJobs(ctx context.Context, jobs []spec.Job) error
 	RecordNodeEvents(ctx context.Context, evs []spec.NodeEvent) error
+	RecordReservations(ctx context.Context, recs []spec.ResvRecord) error
 	RecordUsageSamples(ctx context.Context, samples []accounting.UsageSample) error
 	RecordedTerminal(ctx context.Context, ids []spec.JobID) (map[spec.JobID]int, error)
 	Snapshot(ctx context.Context, path string) error
@@ -43,6 +44,8 @@ const (
 	kindRecords = "records"
 	kindEvents  = "node_events"
 	kindUsage   = "usage"
+	// kindResv is reservation windows for accounting.
+	kindResv = "reservations"
 	// kindMember notes a member's API address (added members).
 	kindMember = "member"
 	// kindConfig is the group's configuration (a reload on the leader):
@@ -65,6 +68,7 @@ type command struct {
 	Records []spec.Job               `json:"records,omitempty"`
 	Events  []spec.NodeEvent         `json:"events,omitempty"`
 	Usage   []accounting.UsageSample `json:"usage,omitempty"`
+	Resvs   []spec.ResvRecord        `json:"resvs,omitempty"`
 	Member  *Peer                    `json:"member,omitempty"`
 	Config  json.RawMessage          `json:"config,omitempty"`
 	Deleted []spec.JobID             `json:"deleted,omitempty"`
@@ -118,6 +122,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		err = f.acct.RecordNodeEvents(ctx, c.Events)
 	case kindUsage:
 		err = f.acct.RecordUsageSamples(ctx, c.Usage)
+	case kindResv:
+		err = f.acct.RecordReservations(ctx, c.Resvs)
 	case kindMember:
 		if c.Member != nil {
 			f.mu.Lock()

@@ -642,6 +642,12 @@ func (g *Group) RecordNodeEvents(_ context.Context, evs []spec.NodeEvent) error 
 	return g.apply(&command{Kind: kindEvents, Events: evs})
 }
 
+// RecordReservations replicates reservation windows (the controller's
+// ReservationRecorder).
+func (g *Group) RecordReservations(_ context.Context, recs []spec.ResvRecord) error {
+	return g.apply(&command{Kind: kindResv, Resvs: recs})
+}
+
 // RecordUsageSamples replicates the nodes' usage samples (the server's
 // UsageRecorder).
 func (g *Group) RecordUsageSamples(_ context.Context, samples []accounting.UsageSample) error {

@@ -121,6 +121,7 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 		cgroups: map[string]runtime.TaskUsage{},
 		migs:    migDevs{whole: map[string]int{}},
 	}
+	a.runnerDeps.pool = newPreparedPool(&a.runnerDeps)
 	a.runnerDeps.mayCheckpoint = a.mayCheckpoint
 	a.runnerDeps.acquireDevices = a.acquireDevices
 	a.runnerDeps.releaseDevices = a.releaseDevices
@@ -273,6 +274,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		}
 		return err
+	}
+	if a.pool != nil {
+		// Before the runners' wait (deferred above): it runs first.
+		stopPool := a.pool.run(ctx)
+		defer stopPool()
 	}
 
 	var loops sync.WaitGroup
@@ -759,10 +765,11 @@ func (a *Agent) recoverContainers(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	a.removePreparedLeftovers(ctx, infos) // prepared.go
 	keep := map[string]bool{}
 	for _, ti := range infos {
-		if ti.Labels[LabelNode] != a.cfg.Name {
-			continue // another agent's (standalone mode shares containerd)
+		if ti.Labels[LabelNode] != a.cfg.Name || ti.Labels[LabelPrepared] != "" {
+			continue // another agent's (standalone mode shares containerd), or removed above
 		}
 		allocID := ti.Labels[LabelAlloc]
 		job, err := strconv.ParseUint(ti.Labels[LabelJob], 10, 64)

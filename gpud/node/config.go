@@ -100,6 +100,16 @@ type Config struct {
 	// false) instead of a private one each (Slurm's job_container/tmpfs,
 	// the default).
 	SharedTmp bool
+	// PreparedContainers is how many containers the agent keeps prepared
+	// for the next jobs of each shape it started (node.toml
+	// prepared_containers; prepared.go); 0: none, every job's container
+	// is made when it starts. PreparedMax bounds them on the node
+	// (prepared_max; default DefaultPreparedMax) and PreparedMaxAge how
+	// long one waits unclaimed before it is destroyed (prepared_max_age;
+	// default DefaultPreparedMaxAge).
+	PreparedContainers int
+	PreparedMax        int
+	PreparedMaxAge     time.Duration
 }
 
 // Defaults for Config fields left zero.
@@ -110,6 +120,8 @@ const (
 	DefaultCheckpointKeep    = 3
 	DefaultCheckpointTimeout = time.Minute
 	DefaultUsageInterval     = 30 * time.Second
+	DefaultPreparedMax       = 8
+	DefaultPreparedMaxAge    = time.Minute
 )
 
 // withDefaults returns c with zero fields filled in.
@@ -147,6 +159,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SysfsRoot == "" {
 		c.SysfsRoot = "/sys"
+	}
+	if c.PreparedMax <= 0 {
+		c.PreparedMax = DefaultPreparedMax
+	}
+	if c.PreparedMaxAge <= 0 {
+		c.PreparedMaxAge = DefaultPreparedMaxAge
 	}
 	if c.CheckpointRoot == "" && c.StateDir != "" {
 		c.CheckpointRoot = filepath.Join(c.StateDir, "checkpoints")

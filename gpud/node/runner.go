@@ -336,6 +336,11 @@ func (r *runner) acquire(ctx context.Context, log *slog.Logger) bool {
 // start prepares the job directory and starts the container. It reports
 // whether the container runs; otherwise the runner is finished.
 func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
+	started, refill := r.startPrepared(ctx, log) // prepared.go
+	if started {
+		refill()
+		return true
+	}
 	base := r.id
 	var err error
 	for try := 1; ; try++ {
@@ -370,6 +375,9 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 		log.Warn("container ID held by stale state; starting under a fresh ID", "container", r.id, "err", err)
 	}
 	if err == nil {
+		if refill != nil {
+			refill()
+		}
 		return true
 	}
 	if ctx.Err() != nil {
@@ -388,48 +396,59 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 func (r *runner) prepare() (runtime.TaskConfig, error) {
 	job := &r.asg.Job
 	dir := r.jobDir()
-	if err := r.makeJobDir(job.Script, int(job.UID), int(job.GID)); err != nil {
+	if err := makeJobDir(r.d.cfg.jobsDir(), r.id, []byte(job.Script), int(job.UID), int(job.GID)); err != nil {
 		return runtime.TaskConfig{}, err
 	}
-	script := filepath.Join(dir, "script")
 	ckpt, restart, err := r.prepareCheckpoints(job.UID, job.GID)
 	if err != nil {
 		return runtime.TaskConfig{}, err
 	}
-	groups, err := supplementaryGroups(job.UID, job.GID)
+	in, err := r.taskInput(dir, ckpt, restart)
 	if err != nil {
-		r.log().Debug("no supplementary groups for job user", "uid", job.UID, "err", err)
-	}
-	in := taskInput{
-		Asg: *r.asg, Self: r.self, NodeName: r.d.cfg.Name, Hostname: r.d.cfg.Hostname, SelfAddr: r.d.cfg.Addr,
-		DefaultImage: r.d.cfg.DefaultImage, GPUs: r.d.gpus, NICs: r.d.nics, MIG: r.mig, ContainerID: r.id, JobDir: dir,
-		CPUSet: r.cpus, CPUMems: r.mems,
-		ScriptPath: script, CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
-		Hide: r.d.hidden(), Show: r.d.cfg.ShowPaths, Home: homeDir(job.UID),
-		Mounts: existingDirs(r.d.cfg.Mounts), ToolsDir: r.d.cfg.ToolsDir, PulledImage: r.pulled.Ref,
-		HostRootReadOnly: r.d.cfg.HostRootReadOnly, SharedTmp: r.d.cfg.SharedTmp,
+		return runtime.TaskConfig{}, err
 	}
 	return buildTask(in)
 }
 
-// makeJobDir makes the job directory afresh: jobs/<container ID>/ with
-// tmp/ and script. The user can traverse jobs/ and knows the name, so
-// everything is made through descriptors (safefs: nothing is reused that
-// was not just made, nothing is followed) while only root can write there;
-// tmp/ and script are handed to uid:gid with fchown once complete. The
-// directory itself stays root's (0711): the user can never add, rename or
-// swap an entry in it, so neither root's later removal nor the runtime's
-// bind mounts of tmp/ and the script can be pointed elsewhere.
-func (r *runner) makeJobDir(script string, uid, gid int) error {
-	jobs, err := safefs.OpenDir(r.d.cfg.jobsDir())
+// taskInput gathers what buildTask needs for the job, with dir as its
+// job directory, ckpt its checkpoint directory and restart the checkpoint
+// it restarts from (""). It changes nothing on the node.
+func (r *runner) taskInput(dir, ckpt, restart string) (taskInput, error) {
+	job := &r.asg.Job
+	groups, err := supplementaryGroups(job.UID, job.GID)
+	if err != nil {
+		r.log().Debug("no supplementary groups for job user", "uid", job.UID, "err", err)
+	}
+	return taskInput{
+		Asg: *r.asg, Self: r.self, NodeName: r.d.cfg.Name, Hostname: r.d.cfg.Hostname, SelfAddr: r.d.cfg.Addr,
+		DefaultImage: r.d.cfg.DefaultImage, GPUs: r.d.gpus, NICs: r.d.nics, MIG: r.mig, ContainerID: r.id, JobDir: dir,
+		CPUSet: r.cpus, CPUMems: r.mems,
+		ScriptPath: filepath.Join(dir, "script"), CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
+		Hide: r.d.hidden(), Show: r.d.cfg.ShowPaths, Home: homeDir(job.UID),
+		Mounts: existingDirs(r.d.cfg.Mounts), ToolsDir: r.d.cfg.ToolsDir, PulledImage: r.pulled.Ref,
+		HostRootReadOnly: r.d.cfg.HostRootReadOnly, SharedTmp: r.d.cfg.SharedTmp,
+	}, nil
+}
+
+// makeJobDir makes the job directory afresh: jobsDir/<id>/ with tmp/ and,
+// unless script is nil, the script. The user can traverse jobs/ and knows
+// the name, so everything is made through descriptors (safefs: nothing is
+// reused that was not just made, nothing is followed) while only root can
+// write there; tmp/ and script are handed to uid:gid with fchown once
+// complete. The directory itself stays root's (0711): the user can never
+// add, rename or swap an entry in it, so neither root's later removal nor
+// the runtime's bind mounts of tmp/ and the script can be pointed
+// elsewhere.
+func makeJobDir(jobsDir, id string, script []byte, uid, gid int) error {
+	jobs, err := safefs.OpenDir(jobsDir)
 	if err != nil {
 		return fmt.Errorf("open job directories: %w", err)
 	}
 	defer jobs.Close()
-	if err := jobs.RemoveAll(r.id); err != nil {
+	if err := jobs.RemoveAll(id); err != nil {
 		return fmt.Errorf("clear job directory: %w", err)
 	}
-	d, err := jobs.Mkdir(r.id, 0o711)
+	d, err := jobs.Mkdir(id, 0o711)
 	if err != nil {
 		return fmt.Errorf("create job directory: %w", err)
 	}
@@ -448,8 +467,11 @@ func (r *runner) makeJobDir(script string, uid, gid int) error {
 			return fmt.Errorf("give job directory to uid %d: %w", uid, err)
 		}
 	}
+	if script == nil {
+		return nil
+	}
 	// 0700: readable by the job's user only (the path is predictable).
-	if err := d.WriteFile("script", []byte(script), 0o700, owner, gid); err != nil {
+	if err := d.WriteFile("script", script, 0o700, owner, gid); err != nil {
 		return fmt.Errorf("write job script: %w", err)
 	}
 	return nil

@@ -43,6 +43,9 @@ type runnerDeps struct {
 	// images is the node's image pulls and cache inventory, for its
 	// heartbeats (inventory.go).
 	images *imageState
+	// pool holds the containers prepared ahead of jobs (prepared.go);
+	// nil when off.
+	pool *preparedPool
 	// backoffMin and backoffMax bound retry pacing (newBackoff).
 	backoffMin, backoffMax time.Duration
 

@@ -1,7 +1,9 @@
 package sched
 
 import (
+	"math/bits"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpud/gpud/gpud/sched/backfill"
@@ -22,6 +24,16 @@ import (
 // Holds take CPUs, not GPUs: counts add and subtract exactly, so lifting
 // a window for a member and holding it again leaves the members' own
 // starts in place (GPU masks would not).
+//
+// A GPU-count reservation (Slurm's TRES=gres/gpu=N) holds only its GPUs
+// on each node (AdvanceReservation.GPUs): the rest of the node stays
+// everyone's, before, during and after its windows. Its holds take the
+// reserved GPUs that are free at each moment (backfill.HoldFree) and
+// remember what they took, so lifting gives back exactly that: a job on
+// a reserved GPU (one that ran when the reservation was made with
+// IGNORE_JOBS, or a member started while the holds were lifted) keeps
+// it. What a job's end or a preemption frees is taken again
+// (reholdGPUs). Its members get those GPUs and no others (without FLEX).
 
 // Recurrence is how an advance reservation repeats.
 type Recurrence uint8
@@ -45,12 +57,17 @@ type AdvanceReservation struct {
 	Start, End time.Time
 	Recur      Recurrence
 	Nodes      []string
-	// Users and Accounts may use it (either matches); both empty: only
-	// root (the controller refuses to create such a reservation). Users
-	// all prefixed with '-' (Slurm's Users=-alice,-bob) are the ones it
-	// refuses: every other user may, where Accounts is empty or has the
-	// job's account.
-	Users, Accounts []string
+	// GPUs, when set, makes it a GPU-count reservation: the indexes of
+	// the GPUs it holds on each of its nodes, as a mask (bit k: the
+	// node's GPU k); it holds nothing else of them. Nil: whole nodes.
+	GPUs map[string]uint64
+	// Users, Groups and Accounts are who may use it, as Slurm judges
+	// them: a job must be approved by each one given (its user in Users,
+	// or in one of Groups, and its account in Accounts). Users all
+	// prefixed with '-' (Slurm's Users=-alice,-bob) are the ones it
+	// refuses. Users and Groups are not both given; all empty: only root
+	// (the controller refuses to create such a reservation).
+	Users, Groups, Accounts []string
 	// Maint marks a maintenance window: the jobs it keeps off its nodes
 	// wait with spec.ReasonReservedMaint.
 	Maint bool
@@ -118,23 +135,46 @@ func (r *AdvanceReservation) Active(t time.Time) bool {
 	return ok && !s.After(t)
 }
 
-// Admits reports whether a job of user and account may use r.
-func (r *AdvanceReservation) Admits(user, account string) bool {
-	if spec.ResvUsersExcluded(r.Users) {
-		return !slices.Contains(r.Users, "-"+user) && (len(r.Accounts) == 0 || account != "" && slices.Contains(r.Accounts, account))
+// Admits reports whether a job of user (in groups) and account may use
+// r: every access field r has approves it (Slurm: "If multiple access
+// control fields are specified, a job must be approved by all of them").
+func (r *AdvanceReservation) Admits(user, account string, groups []string) bool {
+	if len(r.Users)+len(r.Groups)+len(r.Accounts) == 0 {
+		return false
 	}
-	return slices.Contains(r.Users, user) || account != "" && slices.Contains(r.Accounts, account)
+	switch {
+	case spec.ResvUsersExcluded(r.Users):
+		if slices.Contains(r.Users, "-"+user) {
+			return false
+		}
+	case len(r.Users) > 0:
+		if !slices.Contains(r.Users, user) {
+			return false
+		}
+	case len(r.Groups) > 0:
+		if !slices.ContainsFunc(groups, func(g string) bool { return slices.Contains(r.Groups, g) }) {
+			return false
+		}
+	}
+	return len(r.Accounts) == 0 || account != "" && slices.Contains(r.Accounts, account)
 }
 
 // window is a span of offsets from the cycle's now.
 type window struct{ from, to int64 }
 
 // advRes is an advance reservation in a cycle: its nodes and windows.
+// For a GPU-count reservation, mask[i] is what it holds on nodes[i] and
+// held[i] what its holds took there (backfill.HoldFree).
 type advRes struct {
 	r     *AdvanceReservation
 	nodes []int
 	wins  []window
+	mask  []uint64
+	held  [][]backfill.Span
 }
+
+// gpuHold reports whether ar holds GPUs rather than whole nodes.
+func (ar *advRes) gpuHold() bool { return ar.r.GPUs != nil }
 
 // windows are r's windows from now as offsets, the recurring ones up to
 // recurHorizon and then one that never ends.
@@ -179,6 +219,12 @@ func (c *cycle) setupAdvRes() {
 			}
 			ar.nodes = append(ar.nodes, ni)
 			w := c.nodes[ni]
+			if ar.gpuHold() {
+				m := rs[i].GPUs[name] & w.ok
+				ar.mask = append(ar.mask, m)
+				ar.held = append(ar.held, nil)
+				w.resvGPUs |= m // a share on them must not cross a window
+			}
 			w.advOn = append(w.advOn, ar)
 			w.adv = c.adv
 			if len(ar.wins) > 0 {
@@ -194,8 +240,19 @@ func (c *cycle) setupAdvRes() {
 
 // holdAdv holds (or, hold false, lifts) ar's windows on its nodes.
 func (c *cycle) holdAdv(ar *advRes, hold bool) {
-	for _, ni := range ar.nodes {
+	for k, ni := range ar.nodes {
 		w := c.nodes[ni]
+		if ar.gpuHold() {
+			if hold {
+				ar.hold(w, k)
+				continue
+			}
+			for _, s := range ar.held[k] {
+				w.prof.Unhold(s.From, s.To, backfill.Res{GPUs: s.GPUs})
+			}
+			ar.held[k] = ar.held[k][:0]
+			continue
+		}
 		res := backfill.Res{CPUs: w.n.CPUs + 1}
 		for _, win := range ar.wins {
 			if hold {
@@ -206,6 +263,71 @@ func (c *cycle) holdAdv(ar *advRes, hold bool) {
 		}
 	}
 	c.gen++
+}
+
+// hold takes ar's reserved GPUs on its k'th node, w, over its windows
+// where they are free, adding to what it holds there.
+func (ar *advRes) hold(w *workNode, k int) {
+	for _, win := range ar.wins {
+		ar.held[k] = w.prof.HoldFree(win.from, win.to, ar.mask[k], ar.held[k])
+	}
+}
+
+// reholdGPUs takes again, on the given nodes, the reserved GPUs of the
+// GPU-count reservations that a job's end or a preemption freed within
+// their windows: nobody else may start on them there.
+func (c *cycle) reholdGPUs(nodes []int) {
+	if c.adv == nil {
+		return
+	}
+	for _, ni := range nodes {
+		w := c.nodes[ni]
+		for _, ar := range w.advOn {
+			if !ar.gpuHold() {
+				continue
+			}
+			if k := slices.Index(ar.nodes, ni); k >= 0 {
+				ar.hold(w, k)
+			}
+		}
+	}
+}
+
+// holdGPUsOn takes, on p (a copy of node ni's profile), the reserved GPUs
+// of the GPU-count reservations on it that are free there: what a
+// preemption search frees of them stays theirs.
+func (c *cycle) holdGPUsOn(p *backfill.Profile, ni int) {
+	if c.adv == nil {
+		return
+	}
+	for _, ar := range c.nodes[ni].advOn {
+		if k := slices.Index(ar.nodes, ni); k >= 0 && ar.gpuHold() {
+			for _, win := range ar.wins {
+				p.HoldFree(win.from, win.to, ar.mask[k], nil)
+			}
+		}
+	}
+}
+
+// only restricts the GPUs that may be handed out on ar's nodes to its
+// reserved ones (a member of a GPU-count reservation gets those and no
+// others) and returns what undoes it.
+func (c *cycle) only(ar *advRes) func() {
+	if !ar.gpuHold() || ar.r.Flex {
+		return func() {}
+	}
+	saved := make([]uint64, len(ar.nodes))
+	for k, ni := range ar.nodes {
+		w := c.nodes[ni]
+		saved[k] = w.ok
+		w.ok &= ar.mask[k]
+	}
+	return func() {
+		for k, ni := range ar.nodes {
+			c.nodes[ni].ok = saved[k]
+			c.rebucket(ni) // a start's bucket was counted with the restriction
+		}
+	}
 }
 
 // nextFrom is when a job in ar may start at the earliest (from off on),
@@ -224,8 +346,8 @@ func (ar *advRes) nextFrom(off int64) (int64, bool) {
 func (w *workNode) inMaint(off, dur int64) bool {
 	end := backfill.Add(off, dur)
 	for _, ar := range w.advOn {
-		if !ar.r.Maint {
-			continue
+		if !ar.r.Maint || ar.gpuHold() {
+			continue // a GPU-count one keeps nobody off the node
 		}
 		for _, win := range ar.wins {
 			if win.from < end && win.to > off {
@@ -260,7 +382,7 @@ func (c *cycle) decideInResv(j *Job) {
 		c.pending(j, spec.ReasonReservationDeleted, "reservation "+j.Reservation+" does not exist")
 		return
 	}
-	if !ar.r.Admits(j.User, j.Account) {
+	if !ar.r.Admits(j.User, j.Account, j.Groups) {
 		c.pending(j, spec.ReasonReservation, "user "+j.User+" (account "+j.Account+") may not use reservation "+ar.r.Name)
 		return
 	}
@@ -271,6 +393,7 @@ func (c *cycle) decideInResv(j *Job) {
 	}
 	c.holdAdv(ar, false)
 	defer c.holdAdv(ar, true)
+	defer c.only(ar)()
 	dur := durOf(j)
 	if from <= c.off || ar.r.Flex {
 		if j.Req.GPUProfile != "" {
@@ -338,4 +461,86 @@ func PickReservationNodes(nodes []Node, count, gpus int, partition string, avoid
 		out = append(out, c.name)
 	}
 	return out
+}
+
+// PickReservationGPUs chooses count GPUs (of model; any when "") for a
+// GPU-count reservation (Slurm's TRES=gres/gpu=N): on the nodes named in
+// only, else on any schedulable node of partition (any, when ""), never
+// on a node in avoid nor a GPU in taken (busy then: jobs running past
+// its start, other reservations). With perNode > 0 (NodeCnt=) it takes
+// exactly perNode on each node it uses. Nodes with the most such GPUs
+// come first (the fewest nodes), idle ones before busy, then by name;
+// each node's lowest indexes are taken. It returns the GPUs per node as
+// masks of indexes and how many it found (fewer than count when there
+// are not enough).
+func PickReservationGPUs(nodes []Node, count, perNode int, model, partition string, only []string, avoid map[string]bool, taken map[string]uint64) (map[string]uint64, int) {
+	type cand struct {
+		name  string
+		free  uint64
+		n     int
+		idle  bool
+		order int
+	}
+	var cs []cand
+	for i := range nodes {
+		n := &nodes[i]
+		order := 0
+		if only != nil {
+			order = slices.Index(only, n.Name)
+			if order < 0 {
+				continue
+			}
+		} else if !schedulable(n.State) || partition != "" && !slices.Contains(n.Partitions, partition) {
+			continue
+		}
+		if avoid[n.Name] {
+			continue
+		}
+		var free uint64
+		for k := range min(len(n.GPUs), 64) {
+			g := &n.GPUs[k]
+			if g.Unhealthy || g.MIGEnabled || g.Profile != "" || model != "" && !modelMatch(model, g.Model) {
+				continue
+			}
+			free |= 1 << k
+		}
+		free &^= taken[n.Name]
+		c := cand{name: n.Name, free: free, n: bits.OnesCount64(free), idle: n.Allocs == 0, order: order}
+		if c.n == 0 || perNode > 0 && c.n < perNode {
+			continue
+		}
+		cs = append(cs, c)
+	}
+	slices.SortFunc(cs, func(a, b cand) int {
+		switch {
+		case a.n != b.n && perNode == 0:
+			return b.n - a.n
+		case a.idle != b.idle:
+			if a.idle {
+				return -1
+			}
+			return 1
+		case a.order != b.order:
+			return a.order - b.order
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	out := map[string]uint64{}
+	got := 0
+	for _, c := range cs {
+		if got == count {
+			break
+		}
+		want := min(c.n, count-got)
+		if perNode > 0 {
+			want = perNode
+		}
+		var m uint64
+		for f := c.free; bits.OnesCount64(m) < want; f &= f - 1 {
+			m |= f & -f
+		}
+		out[c.name] = m
+		got += want
+	}
+	return out, got
 }

@@ -233,24 +233,193 @@ func TestTimeMinFillsBackfillHole(t *testing.T) {
 	}
 }
 
-func TestAdmitsExcludedUsers(t *testing.T) {
+// TestAdmits: every access field given must approve the job (Slurm's
+// rule), Users=-name refuses those named, Groups= admits their members.
+func TestAdmits(t *testing.T) {
 	for _, tc := range []struct {
-		users, accounts []string
-		user, account   string
-		want            bool
+		users, groups, accounts []string
+		user, account           string
+		in                      []string
+		want                    bool
 	}{
-		{[]string{"alice"}, nil, "alice", "a", true},
-		{[]string{"alice"}, nil, "bob", "a", false},
-		{[]string{"alice"}, []string{"a"}, "bob", "a", true}, // either matches
-		{[]string{"-alice"}, nil, "bob", "a", true},
-		{[]string{"-alice", "-carol"}, nil, "carol", "a", false},
-		{[]string{"-alice"}, []string{"a"}, "bob", "a", true},
-		{[]string{"-alice"}, []string{"a"}, "bob", "b", false}, // not its account
-		{[]string{"-alice"}, []string{"a"}, "alice", "a", false},
+		{[]string{"alice"}, nil, nil, "alice", "a", nil, true},
+		{[]string{"alice"}, nil, nil, "bob", "a", nil, false},
+		{[]string{"alice"}, nil, []string{"a"}, "bob", "a", nil, false},   // the account alone is not enough
+		{[]string{"alice"}, nil, []string{"a"}, "alice", "b", nil, false}, // nor the user alone
+		{[]string{"alice"}, nil, []string{"a"}, "alice", "a", nil, true},
+		{nil, nil, []string{"a"}, "bob", "a", nil, true},
+		{nil, nil, []string{"a"}, "bob", "", nil, false},
+		{[]string{"-alice"}, nil, nil, "bob", "a", nil, true},
+		{[]string{"-alice", "-carol"}, nil, nil, "carol", "a", nil, false},
+		{[]string{"-alice"}, nil, []string{"a"}, "bob", "a", nil, true},
+		{[]string{"-alice"}, nil, []string{"a"}, "bob", "b", nil, false}, // not its account
+		{[]string{"-alice"}, nil, []string{"a"}, "alice", "a", nil, false},
+		{nil, []string{"bio", "chem"}, nil, "bob", "a", []string{"bob", "chem"}, true},
+		{nil, []string{"bio"}, nil, "bob", "a", []string{"bob", "chem"}, false},
+		{nil, []string{"bio"}, nil, "bob", "a", nil, false}, // groups unknown
+		{nil, []string{"bio"}, []string{"a"}, "bob", "b", []string{"bio"}, false},
+		{nil, []string{"bio"}, []string{"a"}, "bob", "a", []string{"bio"}, true},
+		{nil, nil, nil, "root", "a", nil, false},
 	} {
-		r := AdvanceReservation{Users: tc.users, Accounts: tc.accounts}
-		if got := r.Admits(tc.user, tc.account); got != tc.want {
-			t.Errorf("Users=%v Accounts=%v admits %s (account %s) = %v, want %v", tc.users, tc.accounts, tc.user, tc.account, got, tc.want)
+		r := AdvanceReservation{Users: tc.users, Groups: tc.groups, Accounts: tc.accounts}
+		if got := r.Admits(tc.user, tc.account, tc.in); got != tc.want {
+			t.Errorf("Users=%v Groups=%v Accounts=%v admits %s (account %s, groups %v) = %v, want %v", tc.users, tc.groups, tc.accounts, tc.user, tc.account, tc.in, got, tc.want)
 		}
+	}
+}
+
+// gpusOn returns the GPU indexes job id started on, by node.
+func gpusOn(p Plan, id spec.JobID) map[string][]string {
+	out := map[string][]string{}
+	for _, s := range p.Starts {
+		if s.JobID != id {
+			continue
+		}
+		for _, a := range s.Nodes {
+			out[a.Node] = append(out[a.Node], a.GPUs...)
+		}
+	}
+	return out
+}
+
+// A GPU-count reservation (TRES=gres/gpu=4) holds only its four GPUs of
+// node a: before its window a long job takes the other four across the
+// window's start, a short one backfills on the reserved GPUs, and a long
+// one that only fits on reserved GPUs waits for the window's end.
+func TestGPUReservationBeforeWindow(t *testing.T) {
+	t.Parallel()
+	n := node("a", 16, 1000, "h100", 8)
+	r := AdvanceReservation{Name: "g", Start: t0.Add(10 * time.Minute), End: t0.Add(70 * time.Minute), Nodes: []string{"a"},
+		GPUs: map[string]uint64{"a": 0x0f}, Users: []string{"alice"}}
+	snap := &Snapshot{Nodes: []Node{n}, AdvanceReservations: []AdvanceReservation{r}, Jobs: []Job{
+		job(1, 1, 4, func(j *Job) { j.User, j.TimeLimit = "bob", 2*time.Hour }),
+		job(2, 1, 2, func(j *Job) { j.User, j.TimeLimit = "bob", 2*time.Hour }),
+		job(3, 1, 2, func(j *Job) { j.User, j.TimeLimit = "carol", 5*time.Minute }),
+	}}
+	p := Schedule(snap, t0, Config{})
+	if err := Verify(snap, p); err != nil {
+		t.Fatal(err)
+	}
+	g1 := gpusOn(p, 1)["a"]
+	if len(g1) != 4 {
+		t.Fatalf("job 1 (4 GPUs, 2h) did not start beside the reserved GPUs: starts %v, pending %+v", startsOf(p), p.Pending)
+	}
+	for _, u := range g1 {
+		for k := range 4 {
+			if u == n.GPUs[k].UUID {
+				t.Errorf("job 1 (crosses the window) got reserved GPU %d: %v", k, g1)
+			}
+		}
+	}
+	if len(gpusOn(p, 3)["a"]) != 2 {
+		t.Errorf("job 3 (5 minutes, ends before the window) did not backfill on the reserved GPUs: %v", startsOf(p))
+	}
+	if _, ok := startsOf(p)[2]; ok {
+		t.Errorf("job 2 (2h) started on reserved GPUs across the window: %v", gpusOn(p, 2))
+	}
+	if q := pendingOf(p, 2); q.Reason != spec.ReasonReservation || !q.ExpectedStart.Equal(t0.Add(70*time.Minute)) {
+		t.Errorf("job 2 waits with %q (%s) expected %v; want %q at the window's end %v", q.Reason, q.Detail, q.ExpectedStart,
+			spec.ReasonReservation, t0.Add(70*time.Minute))
+	}
+}
+
+// During a GPU-count reservation's window its members get exactly its
+// GPUs (not the free ones beside them), two members never share one,
+// a job still on a reserved GPU (IGNORE_JOBS) keeps it, and others use
+// the rest of the node; when that job ends (State.End) its GPU goes back
+// to the reservation, not to the queue.
+func TestGPUReservationInWindow(t *testing.T) {
+	t.Parallel()
+	n := node("a", 16, 1000, "h100", 8)
+	n.GPUs[0].Free, n.FreeCPUs, n.Allocs = false, 15, 1
+	run := RunningJob{ID: 9, User: "bob", Nodes: []spec.NodeAlloc{{Node: "a", CPUs: 1, GPUs: []string{"GPU-a-0"}}}, Start: t0.Add(-30 * time.Minute), TimeLimit: 2 * time.Hour}
+	r := AdvanceReservation{Name: "g", Start: t0.Add(-10 * time.Minute), End: t0.Add(time.Hour), Nodes: []string{"a"},
+		GPUs: map[string]uint64{"a": 0x0f}, Users: []string{"alice"}}
+	member := func(gpus int) func(*Job) {
+		return func(j *Job) { j.User, j.Reservation, j.TimeLimit = "alice", "g", 20*time.Minute }
+	}
+	snap := &Snapshot{Nodes: []Node{n}, Running: []RunningJob{run}, AdvanceReservations: []AdvanceReservation{r}, Jobs: []Job{
+		job(1, 1, 2, member(2)),
+		job(2, 1, 1, member(1)),
+		job(3, 1, 1, member(1)), // GPUs 1-3 are taken by 1 and 2; 0 is job 9's
+		job(4, 1, 4, func(j *Job) { j.User, j.TimeLimit = "bob", 3*time.Hour }),
+		job(5, 1, 1, func(j *Job) { j.User, j.TimeLimit = "carol", 3*time.Hour }),
+	}}
+	st, p := NewState(snap, t0, Config{})
+	if err := Verify(snap, p); err != nil {
+		t.Fatal(err)
+	}
+	reserved := map[string]bool{}
+	for k := range 4 {
+		reserved[n.GPUs[k].UUID] = true
+	}
+	for _, id := range []spec.JobID{1, 2} {
+		g := gpusOn(p, id)["a"]
+		if len(g) == 0 {
+			t.Fatalf("member job %d did not start: starts %v, pending %+v", id, startsOf(p), p.Pending)
+		}
+		for _, u := range g {
+			if !reserved[u] {
+				t.Errorf("member job %d got %s, outside the reservation's GPUs", id, u)
+			}
+		}
+	}
+	if _, ok := startsOf(p)[3]; ok {
+		t.Errorf("member job 3 started though the reservation's GPUs are all taken: %v", gpusOn(p, 3))
+	}
+	if q := pendingOf(p, 3); !q.ExpectedStart.Equal(t0.Add(20 * time.Minute)) {
+		t.Errorf("member job 3 expected at %v (%s), want when members 1 and 2 end, %v", q.ExpectedStart, q.Detail, t0.Add(20*time.Minute))
+	}
+	for _, u := range gpusOn(p, 4)["a"] {
+		if reserved[u] {
+			t.Errorf("job 4 (not a member) got reserved GPU %s", u)
+		}
+	}
+	if len(gpusOn(p, 4)["a"]) != 4 {
+		t.Errorf("job 4 did not start on the four unreserved GPUs: %v, pending %+v", startsOf(p), p.Pending)
+	}
+	if _, ok := startsOf(p)[5]; ok {
+		t.Errorf("job 5 (not a member) started with only reserved GPUs left: %v", gpusOn(p, 5))
+	}
+	// Job 9 (expected to run past the window) ends: its GPU 0 is the
+	// reservation's now, so job 5 still waits; member job 3 is started by
+	// the next full cycle, not by End.
+	p = st.End(9, t0.Add(time.Minute))
+	if _, ok := startsOf(p)[5]; ok {
+		t.Errorf("after job 9's end, job 5 (not a member) started on its reserved GPU: %v", gpusOn(p, 5))
+	}
+}
+
+// PickReservationGPUs takes the fewest nodes, never a GPU that is taken
+// or unhealthy, and with a per-node count exactly that many per node.
+func TestPickReservationGPUs(t *testing.T) {
+	t.Parallel()
+	a, b, c := node("a", 8, 1000, "h100", 8), node("b", 8, 1000, "h100", 8), node("c", 8, 1000, "a100", 4)
+	a.GPUs[1].Unhealthy = true
+	nodes := []Node{a, b, c}
+	taken := map[string]uint64{"a": 0x01, "b": 0xf0}
+	// a has 6 usable (0 taken, 1 unhealthy), b 4, c 4: 9 GPUs are a's 6
+	// and three of b's.
+	got, n := PickReservationGPUs(nodes, 9, 0, "", "", nil, nil, taken)
+	if n != 9 || got["a"] != 0xfc || got["b"] != 0x07 || len(got) != 2 {
+		t.Errorf("9 GPUs: %d, %#v; want a:0xfc b:0x7", n, got)
+	}
+	got, n = PickReservationGPUs(nodes, 4, 2, "", "", nil, nil, taken)
+	if n != 4 || got["a"] != 0x0c || len(got) != 2 {
+		t.Errorf("4 GPUs, 2 per node: %d, %#v; want a:0xc and one more node", n, got)
+	}
+	got, n = PickReservationGPUs(nodes, 3, 0, "a100", "", nil, nil, taken)
+	if n != 3 || got["c"] != 0x07 || len(got) != 1 {
+		t.Errorf("3 a100: %d, %#v; want c:0x7", n, got)
+	}
+	if _, n = PickReservationGPUs(nodes, 12, 0, "h100", "", nil, nil, taken); n != 10 {
+		t.Errorf("12 h100 of 10 usable: found %d, want 10", n)
+	}
+	got, n = PickReservationGPUs(nodes, 2, 0, "", "", []string{"b"}, nil, taken)
+	if n != 2 || got["b"] != 0x03 || len(got) != 1 {
+		t.Errorf("2 GPUs on named node b: %d, %#v", n, got)
+	}
+	if _, n = PickReservationGPUs(nodes, 2, 0, "", "", nil, map[string]bool{"a": true, "b": true, "c": true}, nil); n != 0 {
+		t.Errorf("every node avoided: found %d", n)
 	}
 }

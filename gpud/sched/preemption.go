@@ -88,6 +88,9 @@ func (c *cycle) preempt(j *Job, prio int64, dur int64) bool {
 				Reason: fmt.Sprintf("preempted by job %d (QOS %s)", j.ID, q.Name)})
 		}
 	}
+	// What the victims free of a GPU-count reservation's GPUs within its
+	// windows stays the reservation's.
+	c.reholdGPUs(freed)
 	slices.Sort(nodes)
 	// The victims' nodes have more free from now on (for reservations, not
 	// for starts now): reset their reservation bounds.
@@ -277,5 +280,6 @@ func (s *victimSearch) without(c *cycle, w *workNode, ni int, vs []preempt.Candi
 			}
 		}
 	}
+	c.holdGPUsOn(&p, ni)
 	return &p
 }

@@ -285,18 +285,36 @@ type nodeEnd struct {
 // deferEnds gives each node's profile its running jobs' ends, in one
 // array cut per node: a cycle on 1,000 nodes made thousands of small
 // allocations growing each profile one release at a time.
-func deferEnds(nodes []*workNode, ends []nodeEnd) {
+func deferEnds(nodes []*workNode, ends []nodeEnd) { deferEndsIn(nodes, ends, nil) }
+
+// endScratch are deferEnds's arrays, kept by a Base between its cycles.
+type endScratch struct {
+	off, next []int
+	buf       backfill.Endings
+}
+
+// deferEndsIn is deferEnds with its arrays in sc (nil: new ones).
+func deferEndsIn(nodes []*workNode, ends []nodeEnd, sc *endScratch) {
 	if len(ends) == 0 {
 		return
 	}
-	off := make([]int, len(nodes)+1)
+	if sc == nil {
+		sc = &endScratch{}
+	}
+	sc.off = slices.Grow(sc.off[:0], len(nodes)+1)[:len(nodes)+1]
+	clear(sc.off)
+	off := sc.off
 	for _, e := range ends {
 		off[e.node+1]++
 	}
 	for i := range nodes {
 		off[i+1] += off[i]
 	}
-	buf, next := backfill.MakeEndings(len(ends)), slices.Clone(off[:len(nodes)])
+	if cap(sc.buf) < len(ends) {
+		sc.buf = backfill.MakeEndings(len(ends) + len(ends)/4)
+	}
+	sc.next = append(sc.next[:0], off[:len(nodes)]...)
+	buf, next := sc.buf[:len(ends)], sc.next
 	for _, e := range ends {
 		buf.Set(next[e.node], e.at, e.res)
 		next[e.node]++
@@ -308,11 +326,68 @@ func deferEnds(nodes []*workNode, ends []nodeEnd) {
 	}
 }
 
+// initNode sets w's GPU masks, shares, free resources and topology from
+// its node (w.n, with w.frac and w.fracEnd zero and sized to its first
+// 64 GPUs).
+func (w *workNode) initNode() {
+	n := w.n
+	var free uint64
+	for k := range len(w.frac) {
+		// By pointer: a GPU's record is large, and copying each one
+		// was a tenth of a cycle on 1,000 nodes.
+		g := &n.GPUs[k]
+		if (!g.MIGEnabled || migWholeOK(g)) && g.Profile == "" && !g.Unhealthy {
+			w.ok |= 1 << k
+			switch {
+			case g.Free:
+				free |= 1 << k
+				w.frac[k] = 1
+			case g.FreeFraction > 0 && g.FreeFraction < 1:
+				// Partly held by fractional jobs.
+				w.frac[k] = g.FreeFraction
+				w.fracEnd[k] = backfill.Forever // lowered below from the running jobs
+			}
+		}
+	}
+	w.phys = backfill.Res{GPUs: free, CPUs: n.FreeCPUs, MemMiB: n.FreeMemMiB, Allocs: n.Allocs}
+	w.topology()
+}
+
 func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
+	c := cycleFor(snap, now, cfg)
+	c.buildNodes()
+	c.buildRunning()
+	c.finishSetup()
+	return c
+}
+
+// cycleFor is a cycle's setup before its nodes and running jobs: the
+// QOS, partition and limit tables.
+func cycleFor(snap *Snapshot, now time.Time, cfg Config) *cycle {
 	c := &cycle{snap: snap, now: now, cfg: cfg, horizon: backfill.Forever, memo: map[shape]*fitMemo{}, clusterGPUs: -1}
 	if cfg.BackfillWindow > 0 {
 		c.horizon = int64(cfg.BackfillWindow)
 	}
+	if len(snap.QOS) > 0 {
+		c.qos = make(map[string]*QOS, len(snap.QOS))
+		for i := range snap.QOS {
+			c.qos[snap.QOS[i].Name] = &snap.QOS[i]
+		}
+	}
+	c.lim = newLimits(snap.QOS, snap.AccountLimits)
+	if len(snap.Partitions) > 0 {
+		c.parts = make(map[string]*Partition, len(snap.Partitions))
+		for i := range snap.Partitions {
+			c.parts[snap.Partitions[i].Name] = &snap.Partitions[i]
+		}
+	}
+	return c
+}
+
+// buildNodes makes the cycle's work nodes from the snapshot's, in cycle
+// order.
+func (c *cycle) buildNodes() {
+	snap := c.snap
 	c.nodes = make([]*workNode, 0, len(snap.Nodes))
 	// One backing array for every node's share state: a cycle runs for
 	// every event in the simulator, and per-node slices were most of its
@@ -330,26 +405,7 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 		w := &ws[i]
 		*w = workNode{n: n, frac: fracs[:ng:ng], fracEnd: fracEnds[:ng:ng]}
 		fracs, fracEnds = fracs[ng:], fracEnds[ng:]
-		var free uint64
-		for k := range ng {
-			// By pointer: a GPU's record is large, and copying each one
-			// was a tenth of a cycle on 1,000 nodes.
-			g := &n.GPUs[k]
-			if (!g.MIGEnabled || migWholeOK(g)) && g.Profile == "" && !g.Unhealthy {
-				w.ok |= 1 << k
-				switch {
-				case g.Free:
-					free |= 1 << k
-					w.frac[k] = 1
-				case g.FreeFraction > 0 && g.FreeFraction < 1:
-					// Partly held by fractional jobs.
-					w.frac[k] = g.FreeFraction
-					w.fracEnd[k] = backfill.Forever // lowered below from the running jobs
-				}
-			}
-		}
-		w.phys = backfill.Res{GPUs: free, CPUs: n.FreeCPUs, MemMiB: n.FreeMemMiB, Allocs: n.Allocs}
-		w.topology()
+		w.initNode()
 		w.prof = backfill.NewIn(steps, i, w.phys)
 		c.nodes = append(c.nodes, w)
 	}
@@ -358,19 +414,13 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 	slices.SortFunc(c.nodes, func(a, b *workNode) int {
 		return cmp.Or(cmp.Compare(a.n.Weight, b.n.Weight), cmp.Compare(a.n.Name, b.n.Name))
 	})
-	if len(snap.QOS) > 0 {
-		c.qos = make(map[string]*QOS, len(snap.QOS))
-		for i := range snap.QOS {
-			c.qos[snap.QOS[i].Name] = &snap.QOS[i]
-		}
-	}
-	c.lim = newLimits(snap.QOS, snap.AccountLimits)
-	if len(snap.Partitions) > 0 {
-		c.parts = make(map[string]*Partition, len(snap.Partitions))
-		for i := range snap.Partitions {
-			c.parts[snap.Partitions[i].Name] = &snap.Partitions[i]
-		}
-	}
+}
+
+// buildRunning resolves the snapshot's running jobs onto the cycle's
+// nodes: their parts, the limits they count against and the profiles'
+// releases at their expected ends.
+func (c *cycle) buildRunning() {
+	snap, now := c.snap, c.now
 	if len(snap.Running) > 0 {
 		c.byName = make(map[string]int, len(c.nodes))
 		for i, w := range c.nodes {
@@ -477,13 +527,18 @@ func newCycle(snap *Snapshot, now time.Time, cfg Config) *cycle {
 			}
 		}
 	}
+}
+
+// finishSetup is the setup after the nodes and running jobs: fairshare
+// and advance reservations.
+func (c *cycle) finishSetup() {
+	snap, now, cfg := c.snap, c.now, c.cfg
 	if snap.Fairshare != nil {
 		c.share = snap.Fairshare
 	} else if len(snap.Accounts.Accounts) > 0 && cfg.Priority.Weights.Fairshare != 0 {
 		c.share = fairshare.Compute(&snap.Accounts, snap.Usage, now, cfg.Fairshare)
 	}
 	c.setupAdvRes()
-	return c
 }
 
 // Priorities computes every pending job's multifactor priority and its

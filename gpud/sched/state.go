@@ -54,7 +54,11 @@ func gpuless(j *Job) bool {
 // NewState runs a full cycle (the same Plan as Schedule) and keeps its
 // work for Submit and End.
 func NewState(snap *Snapshot, now time.Time, cfg Config) (*State, Plan) {
-	c := newCycle(snap, now, cfg)
+	return newState(newCycle(snap, now, cfg))
+}
+
+// newState runs the full cycle c and keeps its work.
+func newState(c *cycle) (*State, Plan) {
 	c.track = true
 	c.started = map[spec.JobID]startRec{}
 	c.resv = map[spec.JobID]startRec{}
@@ -172,6 +176,7 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 	c.gen++
 	slices.Sort(freed)
 	freed = slices.Compact(freed)
+	c.reholdGPUs(freed) // a GPU-count reservation's GPUs it freed stay held
 	// Reservation bounds of the freed nodes may be earlier now.
 	for _, m := range c.memo {
 		if m.key == nil {

@@ -292,7 +292,67 @@ func (s *Server) acctCluster(w http.ResponseWriter, r *http.Request) {
 	// accounting's rows and points are the API's types.
 	out.Rows = append(out.Rows, usage.Rows...)
 	out.Series = append(out.Series, usage.Series...)
+	if ri, ok := s.acct.(ReservedIdleAccounting); ok {
+		if out.ReservedIdleGPUHours, out.MaintIdleGPUHours, err = ri.ReservedIdle(r.Context(), f.Start, f.End); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	s.writeJSON(w, out)
+}
+
+// ReservedIdleAccounting is implemented by an Accounting that keeps
+// reservation windows (*accounting.DB): their idle reserved GPU-hours in
+// GET /v1/accounting/cluster.
+type ReservedIdleAccounting interface {
+	ReservedIdle(ctx context.Context, start, end time.Time) (reserved, maint float64, err error)
+}
+
+// ResvAccounting is implemented by an Accounting that keeps reservation
+// windows (*accounting.DB): GET /v1/accounting/reservations.
+type ResvAccounting interface {
+	ReservationUsage(ctx context.Context, start, end time.Time, names []string) ([]api.AcctResvRow, error)
+}
+
+// acctResv serves GET /v1/accounting/reservations (sreport reservation
+// utilization). Any identified caller may read it, as scontrol show
+// reservation. The period defaults to the last 24 hours.
+func (s *Server) acctResv(w http.ResponseWriter, r *http.Request) {
+	ra, ok := s.acct.(ResvAccounting)
+	if !ok {
+		s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "this controller keeps no reservation accounting; start it with an accounting database to use sreport reservation utilization"))
+		return
+	}
+	if err := notNode(who(r), "reservation accounting"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	f, err := acctFilter(url.Values{"start": q["start"], "end": q["end"]})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if f.End.IsZero() {
+		f.End = s.now().Truncate(time.Second)
+	}
+	if f.Start.IsZero() {
+		f.Start = f.End.Add(-24 * time.Hour)
+	}
+	if !f.End.After(f.Start) {
+		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "the window %s to %s is empty; pick an end after the start", f.Start.Format(time.RFC3339), f.End.Format(time.RFC3339)))
+		return
+	}
+	var names []string
+	if v := q.Get("names"); v != "" {
+		names = strings.Split(v, ",")
+	}
+	rows, err := ra.ReservationUsage(r.Context(), f.Start, f.End, names)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, api.AcctResvResponse{Start: f.Start, End: f.End, Rows: append([]api.AcctResvRow{}, rows...)})
 }
 
 // nodeGPUs counts each node's whole GPUs by model: the capacity cluster

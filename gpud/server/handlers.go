@@ -59,6 +59,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+v+"/accounting/jobs", s.acctJobs)
 	m.HandleFunc("GET "+v+"/accounting/summary", s.acctSummary)
 	m.HandleFunc("GET "+v+"/accounting/cluster", s.acctCluster)
+	m.HandleFunc("GET "+v+"/accounting/reservations", s.acctResv)
 	m.HandleFunc("GET "+v+"/usage/latest", s.usageLatest)
 	m.HandleFunc("GET "+v+"/audit", s.auditList)
 	m.HandleFunc("GET "+v+"/health/events", s.gpuEvents) // health.go

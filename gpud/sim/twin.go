@@ -242,7 +242,16 @@ type twin struct {
 	// from its QOS and nice, then its total in the last full cycle
 	// that ordered it.
 	prio []int64
+	// base keeps the cycles' node and running-job setup between them
+	// (sched.Base): take touches the nodes it changes, start and finish
+	// keep its running jobs in runList's order. nil: every cycle builds
+	// it from the snapshot (twinFullSetup).
+	base *sched.Base
 }
+
+// twinFullSetup makes every cycle build its setup from the snapshot, as
+// before sched.Base: the test that the two decide alike sets it.
+var twinFullSetup = false
 
 // RunTwin replays jobs under o and reports what happened to each. It is
 // deterministic: equal inputs give equal results.
@@ -278,6 +287,9 @@ func RunTwin(jobs []TwinJob, o TwinOptions) (*TwinResult, error) {
 			e.gpuIx[n.GPUs[g].UUID] = gpuRef{int32(i), int32(g)}
 		}
 		total += len(n.GPUs)
+	}
+	if !twinFullSetup {
+		e.base = sched.NewBase(e.nodes)
 	}
 	e.prio = make([]int64, len(jobs))
 	for i := range jobs {
@@ -483,7 +495,13 @@ func (e *twin) cycle() {
 	for {
 		snap := e.snapshot()
 		e.cycles++
-		st, plan := sched.NewState(snap, e.now, e.o.Policy.Config)
+		var st *sched.State
+		var plan sched.Plan
+		if e.base != nil {
+			st, plan = sched.NewStateFrom(e.base, snap, e.now, e.o.Policy.Config)
+		} else {
+			st, plan = sched.NewState(snap, e.now, e.o.Policy.Config)
+		}
 		if !e.o.Policy.Config.Priority.Weights.Zero() {
 			// The controller keeps each pending job's last priority and
 			// a running job the one it started at: preemption weighs it.
@@ -815,6 +833,9 @@ func (e *twin) start(i int, s sched.Start) {
 	e.runList = append(e.runList, sched.RunningJob{ID: j.ID, Nodes: s.Nodes, Start: e.now, TimeLimit: limit,
 		Priority: e.prio[i], QOS: j.QOS, Account: j.Account, User: j.User, Partition: part})
 	e.runOf = append(e.runOf, i)
+	if e.base != nil {
+		e.base.Start(&e.runList[len(e.runList)-1])
+	}
 	res := &e.res[i]
 	if !res.Started {
 		res.Started, res.Start, res.Backfilled = true, e.now, s.Backfilled
@@ -870,6 +891,9 @@ func (e *twin) take(alloc []spec.NodeAlloc, sign int) {
 			continue
 		}
 		n := &e.nodes[ni]
+		if e.base != nil {
+			e.base.Touch(ni)
+		}
 		n.FreeCPUs -= sign * na.CPUs
 		n.FreeMemMiB -= int64(sign) * na.MemMiB
 		n.Allocs += sign
@@ -921,6 +945,9 @@ func (e *twin) finish(i int, preempted bool) {
 		e.run[e.runOf[r.at]].at = r.at
 	}
 	e.runList, e.runOf = e.runList[:last], e.runOf[:last]
+	if e.base != nil {
+		e.base.End(r.at)
+	}
 	e.take(r.alloc, -1)
 	if !preempted || !e.o.Policy.LastAttemptOnly {
 		e.bill(i, r.start, r.alloc)

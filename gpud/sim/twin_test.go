@@ -2,7 +2,9 @@ package sim
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -229,4 +231,115 @@ func TestTwinLoneJobsThatPreempt(t *testing.T) {
 	if s := r.Res[1].Start; s.Before(want) || s.After(want.Add(pol.Interval)) {
 		t.Errorf("high job started at %s, want within an interval of the victim's 10 minutes", s.Sub(twinT0))
 	}
+}
+
+// The cycles made from the twin's sched.Base decide as cycles built from
+// the snapshot did: on a mixed workload — QOS preemption that requeues
+// and cancels, fairshare and age priorities, arrays with %MAX,
+// dependencies, cancellations, multi-node and fractional jobs, --begin,
+// jobs running at the start, weighted nodes and an unhealthy GPU — every
+// plan (starts with their nodes and devices, preemptions, reasons) is
+// the same, and so is every job's outcome.
+func TestTwinBaseDecidesAsFullSetup(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 4))
+	nodes := twinNodes(6, 8)
+	for i := range nodes {
+		nodes[i].Weight = (i * 7) % 3
+	}
+	nodes[2].GPUs[5].Unhealthy = true
+	var jobs []TwinJob
+	for i := range 240 {
+		at := time.Duration(i)*60*time.Second + time.Duration(rng.IntN(30))*time.Second
+		j := twinJob(i+1, at, time.Duration(60+rng.IntN(2400))*time.Second, []int{1, 1, 2, 4, 8}[rng.IntN(5)])
+		j.Account = []string{"a", "b", "c"}[rng.IntN(3)]
+		j.User = j.Account + string(rune('0'+rng.IntN(3)))
+		switch rng.IntN(12) {
+		case 0:
+			j.QOS = "high"
+		case 1, 2:
+			j.QOS = "low"
+		case 3:
+			j.QOS = "scav"
+		}
+		switch rng.IntN(14) {
+		case 0:
+			j.Req.Nodes, j.Req.GPUsPerNode = 2, 4
+		case 1:
+			j.Req.GPUsPerNode, j.Req.GPUFraction = 0, 0.5
+		case 2:
+			j.Depend = "afterok:" + strconv.Itoa(max(1, i-3))
+		case 3:
+			j.CancelAt = j.Submit.Add(10 * time.Minute)
+		case 4:
+			j.Begin = j.Submit.Add(20 * time.Minute)
+		case 5:
+			j.Depend = "afterany:" + strconv.Itoa(max(1, i-1))
+		}
+		if i >= 200 && i < 216 {
+			j.ArrayJobID, j.ArrayTaskID, j.ArrayMax = 201, i-200, 3
+		}
+		j.Runtime = min(j.Runtime, j.TimeLimit)
+		if i%50 == 7 {
+			j.Runtime = 3 * j.TimeLimit // runs into its limit
+		}
+		jobs = append(jobs, j)
+	}
+	fixed := twinJob(1000, -time.Hour, 3*time.Hour, 2)
+	fixed.Fixed, fixed.RealStart = true, twinT0.Add(-time.Hour)
+	fixed.Alloc = []spec.NodeAlloc{{Node: nodes[0].Name, CPUs: 2, GPUs: []string{nodes[0].GPUs[0].UUID, nodes[0].GPUs[1].UUID}}}
+	jobs = append(jobs, fixed)
+	pol := TwinPolicy{Interval: 5 * time.Second, Partitions: []sched.Partition{{Name: "gpu"}},
+		QOS: []sched.QOS{{Name: "normal"}, {Name: "high", Priority: 1000, Preempt: []string{"low", "scav"}, PreemptMode: "requeue"},
+			{Name: "low"}, {Name: "scav", PreemptMode: "cancel"}},
+		Accounts:  &fairshare.Tree{Accounts: []fairshare.Account{{Name: "a", Shares: 4}, {Name: "b", Shares: 2}, {Name: "c", Shares: 1}}},
+		Fairshare: fairshare.Config{HalfLife: time.Hour}}
+	pol.Config.Priority.Weights = priority.Weights{Age: 10, Fairshare: 100000, QOS: 100000}
+	pol.Config.BackfillDepth = 50
+	type planAt struct {
+		at   time.Time
+		plan sched.Plan
+	}
+	run := func(full bool) (*TwinResult, []planAt) {
+		t.Helper()
+		defer func(old bool) { twinFullSetup = old }(twinFullSetup)
+		twinFullSetup = full
+		var plans []planAt
+		r, err := RunTwin(slices.Clone(jobs), TwinOptions{Nodes: nodes, Policy: pol, Start: twinT0,
+			OnPlan: func(at time.Time, p sched.Plan) { plans = append(plans, planAt{at, p}) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lean, err := RunTwin(slices.Clone(jobs), TwinOptions{Nodes: nodes, Policy: pol, Start: twinT0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(r.Res, lean.Res) {
+			t.Errorf("full setup %v: the outcomes with OnPlan set differ from those without", full)
+		}
+		return lean, plans
+	}
+	old, oldPlans := run(true)
+	kept, keptPlans := run(false)
+	if len(oldPlans) != len(keptPlans) {
+		t.Fatalf("%d plans from the kept setup, %d built from the snapshot", len(keptPlans), len(oldPlans))
+	}
+	starts := 0
+	for k := range oldPlans {
+		if !reflect.DeepEqual(oldPlans[k], keptPlans[k]) {
+			t.Fatalf("plan %d at %s: from the kept setup\n%+v\nbuilt from the snapshot\n%+v", k, keptPlans[k].at.Sub(twinT0),
+				keptPlans[k].plan, oldPlans[k].plan)
+		}
+		starts += len(oldPlans[k].plan.Starts)
+	}
+	for i := range jobs {
+		if old.Res[i] != kept.Res[i] {
+			t.Errorf("job %d: %+v from the kept setup, %+v built from the snapshot", jobs[i].ID, kept.Res[i], old.Res[i])
+		}
+	}
+	if old.Preemptions == 0 || old.Skipped == 0 || old.Unordered == 0 || starts < len(jobs)*9/10 {
+		t.Errorf("%d preemptions, %d cycles skipped, %d without a fairshare report, %d starts: the workload should preempt, skip and order cycles and start most jobs",
+			old.Preemptions, old.Skipped, old.Unordered, starts)
+	}
+	t.Logf("%d plans, %d starts, %d preemptions; without OnPlan %d cycles (%d skipped, %d without a report)", len(oldPlans), starts,
+		old.Preemptions, old.Cycles, old.Skipped, old.Unordered)
 }

@@ -20,8 +20,19 @@ type Reservation struct {
 	Nodes     []string `json:"nodes"`
 	NodeCount int      `json:"node_count,omitempty"`
 	Partition string   `json:"partition,omitempty"`
-	Users     []string `json:"users,omitempty"`
-	Accounts  []string `json:"accounts,omitempty"`
+	// GPUs, when set, makes it a GPU-count reservation (Slurm's
+	// TRES=gres/gpu=N, gres/gpu:MODEL=N): it holds GPUs GPUs (of
+	// GPUModel, when given), NodeGPUs (GPU indexes) on each of Nodes,
+	// chosen when it was made; the rest of its nodes stays everyone's.
+	GPUs     int              `json:"gpus,omitempty"`
+	GPUModel string           `json:"gpu_model,omitempty"`
+	NodeGPUs map[string][]int `json:"node_gpus,omitempty"`
+	Users    []string         `json:"users,omitempty"`
+	Accounts []string         `json:"accounts,omitempty"`
+	// Groups admits the members of these unix groups (Slurm's Groups=;
+	// not with Users). A job must be approved by each of Users (or
+	// Groups) and Accounts that is given, as Slurm judges it.
+	Groups []string `json:"groups,omitempty"`
 	// Flags are Slurm's names, upper case (ResvFlags lists them).
 	Flags []string `json:"flags,omitempty"`
 	// Creator is who created it; UsedAt is when a job last ran in it
@@ -76,10 +87,15 @@ type ReservationUpdate struct {
 	EndTime   *Time     `json:"end_time,omitempty"`
 	Duration  *Duration `json:"duration,omitempty"`
 	// Nodes ["ALL"] is every node.
-	Nodes       *[]string `json:"nodes,omitempty"`
-	NodeCount   *int      `json:"node_count,omitempty"`
-	Partition   *string   `json:"partition,omitempty"`
+	Nodes     *[]string `json:"nodes,omitempty"`
+	NodeCount *int      `json:"node_count,omitempty"`
+	Partition *string   `json:"partition,omitempty"`
+	// GPUs is TRES=gres/gpu=N (GPUModel: gres/gpu:MODEL=N); 0 makes a
+	// GPU-count reservation one of whole nodes again.
+	GPUs        *int      `json:"gpus,omitempty"`
+	GPUModel    *string   `json:"gpu_model,omitempty"`
 	Users       *[]string `json:"users,omitempty"`
+	Groups      *[]string `json:"groups,omitempty"`
 	Accounts    *[]string `json:"accounts,omitempty"`
 	Flags       *[]string `json:"flags,omitempty"`
 	FlagsAdd    []string  `json:"flags_add,omitempty"`
@@ -111,4 +127,21 @@ func CheckResvUsers(users []string) error {
 		}
 	}
 	return nil
+}
+
+// ResvRecord is one window of a reservation as accounting keeps it, for
+// sreport reservation utilization: the reserved GPUs (a GPU-count
+// reservation's, else every GPU of its nodes) over [Start, End).
+type ResvRecord struct {
+	Name     string   `json:"name"`
+	Start    Time     `json:"start"`
+	End      Time     `json:"end"`
+	Nodes    []string `json:"nodes,omitempty"`
+	GPUs     int      `json:"gpus"`
+	Flags    []string `json:"flags,omitempty"`
+	Users    []string `json:"users,omitempty"`
+	Accounts []string `json:"accounts,omitempty"`
+	// Remove drops the window: the reservation was deleted, or moved,
+	// before it started (Slurm keeps no record of such a window).
+	Remove bool `json:"remove,omitempty"`
 }

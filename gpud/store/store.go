@@ -46,7 +46,6 @@ var schema = []string{
 		job     TEXT NOT NULL,
 		payload INTEGER
 	)`,
-	`CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state)`,
 	`CREATE TABLE IF NOT EXISTS nodes (
 		name      TEXT PRIMARY KEY,
 		state     TEXT NOT NULL,
@@ -66,6 +65,13 @@ var schema = []string{
 // jobs table has no payload column until migrate adds it).
 var schemaAfter = []string{
 	`CREATE INDEX IF NOT EXISTS jobs_payload ON jobs(payload)`,
+	// jobs_state (an index on jobs(state), up to session 11) served no
+	// query: Load reads every row, the rest goes by id. It cost every
+	// change of a job's state an index entry deleted and one inserted,
+	// one more page in each commit's WAL write (BenchmarkCommitBytes:
+	// 26,498 -> 21,876 bytes written per commit of a start, a started
+	// event and an end). An older gpud creates it again, harmlessly.
+	`DROP INDEX IF EXISTS jobs_state`,
 }
 
 // payload is the part of a job that can be large and that every task of

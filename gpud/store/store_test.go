@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -336,6 +338,9 @@ func TestMigrateSchema1(t *testing.T) {
 		return out
 	}
 	s := open(t, path)
+	if has := hasIndex(t, s, "jobs_state"); has {
+		t.Fatal("the upgraded state.db still has index jobs_state; want it dropped")
+	}
 	got, _, next, err := s.Load(ctx)
 	if err != nil {
 		t.Fatalf("Load after upgrade: %v", err)
@@ -545,4 +550,114 @@ func TestMigrateSchema2(t *testing.T) {
 		strings.Contains(data, "comment") || v != schemaVersion {
 		t.Errorf("payload after the upgrade %s, schema %d (%v); want no comment, version %d", data, v, err, schemaVersion)
 	}
+}
+
+func hasIndex(t testing.TB, s *Store, name string) bool {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?`, name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+// TestNoStateIndex: state.db has no index on jobs(state), which no query
+// used and every state change of a job paid for in its commit (a fresh
+// database, and one an older gpud made with it).
+func TestNoStateIndex(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := open(t, path)
+	if hasIndex(t, s, "jobs_state") {
+		t.Fatal("a new state.db has index jobs_state")
+	}
+	if !hasIndex(t, s, "jobs_payload") {
+		t.Fatal("a new state.db lacks index jobs_payload (DeleteJobs needs it)")
+	}
+	if _, err := s.db.Exec(`CREATE INDEX jobs_state ON jobs(state)`); err != nil { // as an older gpud made it
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, path)
+	if hasIndex(t, s, "jobs_state") {
+		t.Fatal("reopened, a state.db with index jobs_state kept it; want it dropped")
+	}
+}
+
+// BenchmarkCommitBytes commits what a live burst's batch holds for three
+// jobs at once: one submitted and started (a new row and its payload), one
+// started on its node (StartTime), one ended, with the job id counter;
+// with the old jobs_state index ("state-index", as before session 11) and
+// without it. It reports the bytes the process wrote per commit (WAL
+// frames, checkpoints) and its CPU time per commit: fewer pages per commit
+// is less to write and fsync.
+func BenchmarkCommitBytes(b *testing.B) {
+	for _, mode := range []string{"state-index", "now"} {
+		b.Run(mode, func(b *testing.B) {
+			ctx := context.Background()
+			s, err := Open(ctx, filepath.Join(b.TempDir(), "state.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if mode == "state-index" {
+				if _, err := s.db.Exec(`CREATE INDEX jobs_state ON jobs(state)`); err != nil {
+					b.Fatal(err)
+				}
+			}
+			env := []string{"HOME=/home/alice", "PATH=/usr/bin:/bin", "USER=alice"}
+			jobs := map[spec.JobID]*spec.Job{}
+			id := spec.JobID(1)
+			cpu0, w0 := processCPU(b), written(b)
+			for b.Loop() {
+				j := &spec.Job{ID: id, User: "alice", UID: 1000, State: spec.StateRunning,
+					JobSpec: spec.JobSpec{Name: fmt.Sprint("job", id), Script: "#!/bin/sh\nsleep 5\n", Env: env}}
+				jobs[id] = j
+				batch := []*spec.Job{j}
+				if o := jobs[id-3]; o != nil {
+					o.StartTime = spec.NewTime(time.Unix(int64(id), 0))
+					batch = append(batch, o)
+				}
+				if o := jobs[id-6]; o != nil {
+					o.State = spec.StateCompleted
+					batch = append(batch, o)
+					delete(jobs, id-6)
+				}
+				id++
+				if err := s.Apply(ctx, batch, nil, id); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64(written(b)-w0)/float64(b.N), "written-B/op")
+		})
+	}
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// written is the bytes this process has written (/proc/self/io wchar).
+func written(b *testing.B) int64 {
+	raw, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for l := range strings.SplitSeq(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(l, "wchar: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatal("no wchar in /proc/self/io")
+	return 0
 }

@@ -20,7 +20,7 @@ import (
 // reservation, and sinfo -T, in Slurm's words and layouts.
 
 // resvKeys are the keys scontrol create and update reservation take.
-const resvKeys = "ReservationName, StartTime, EndTime, Duration, Nodes, NodeCnt, PartitionName, Users, Accounts, Flags (Flags+=, Flags-=)"
+const resvKeys = "ReservationName, StartTime, EndTime, Duration, Nodes, NodeCnt, TRES (gres/gpu=N, node=N), PartitionName, Users, Groups, Accounts, Flags (Flags+=, Flags-=)"
 
 // parseResv reads scontrol's Key=Value words for a reservation.
 func (c *Cmd) parseResv(args []string) (spec.ReservationUpdate, error) {
@@ -84,6 +84,11 @@ func (c *Cmd) parseResv(args []string) (spec.ReservationUpdate, error) {
 				continue
 			}
 			u.NodeCount = &n
+		case "tres":
+			if err := parseResvTRES(v, &u); err != nil {
+				problems = append(problems, err)
+				continue
+			}
 		case "partitionname", "partition":
 			p := v
 			u.Partition = &p
@@ -93,6 +98,9 @@ func (c *Cmd) parseResv(args []string) (spec.ReservationUpdate, error) {
 		case "accounts", "account":
 			as := splitList(v)
 			u.Accounts = &as
+		case "groups", "group":
+			gs := splitList(v)
+			u.Groups = &gs
 		case "flags", "flag":
 			fs := splitList(v)
 			switch op {
@@ -113,6 +121,33 @@ func (c *Cmd) parseResv(args []string) (spec.ReservationUpdate, error) {
 		}
 	}
 	return u, errors.Join(problems...)
+}
+
+// parseResvTRES reads TRES=: gres/gpu=N or gres/gpu:MODEL=N (a
+// GPU-count reservation) and node=N (NodeCnt), comma-separated, as
+// Slurm writes them; the other TRES (cpu, license, bb) are refused.
+func parseResvTRES(v string, u *spec.ReservationUpdate) error {
+	var problems []error
+	for item := range strings.SplitSeq(v, ",") {
+		k, n, ok := strings.Cut(strings.TrimSpace(item), "=")
+		count, err := strconv.Atoi(n)
+		if !ok || err != nil || count < 0 {
+			problems = append(problems, invalid("TRES=%s: %q is not TYPE=COUNT; e.g. TRES=gres/gpu=16 or TRES=gres/gpu:h100=8,node=2", v, item))
+			continue
+		}
+		switch key := strings.ToLower(k); {
+		case key == "gres/gpu":
+			u.GPUs = &count
+		case strings.HasPrefix(key, "gres/gpu:"):
+			model := k[len("gres/gpu:"):]
+			u.GPUs, u.GPUModel = &count, &model
+		case key == "node":
+			u.NodeCount = &count
+		default:
+			problems = append(problems, invalid("TRES=%s: gpud reserves GPUs (gres/gpu=N, gres/gpu:MODEL=N) or whole nodes (node=N), not %s", v, k))
+		}
+	}
+	return errors.Join(problems...)
 }
 
 // createResv is scontrol create reservation KEY=VALUE...
@@ -254,19 +289,35 @@ func (c *Cmd) showResv(ctx context.Context, name string, one bool) error {
 		if gpus > 0 {
 			tres += ",gres/gpu=" + strconv.Itoa(gpus)
 		}
+		// A GPU-count reservation holds GPUs alone: no cores, and which
+		// GPUs of each node on a line of its own where Slurm shows a core
+		// reservation's CoreIDs.
+		var perNode [][]string
+		if r.GPUs > 0 {
+			cpus, tres = 0, "gres/gpu="+strconv.Itoa(r.GPUs)
+			if r.GPUModel != "" {
+				tres += ",gres/gpu:" + r.GPUModel + "=" + strconv.Itoa(r.GPUs)
+			}
+			for _, n := range r.Nodes {
+				perNode = append(perNode, []string{"  NodeName=" + n, "GPUIDs=" + indexRanges(r.NodeGPUs[n])})
+			}
+		}
 		start, end := r.WindowStart, r.WindowEnd
 		if start.IsZero() {
 			start, end = r.StartTime, r.EndTime
 		}
-		c.writeShowRecord([][]string{
+		lines := [][]string{
 			{"ReservationName=" + r.Name, "StartTime=" + resvTime(start), "EndTime=" + resvTime(end), "Duration=" + resvDuration(r)},
 			{"Nodes=" + orNull(hostlist.Compress(r.Nodes)), "NodeCnt=" + strconv.Itoa(len(r.Nodes)), "CoreCnt=" + strconv.Itoa(cpus),
 				"Features=(null)", "PartitionName=" + orNull(r.Partition), "Flags=" + strings.Join(r.Flags, ",")},
+		}
+		lines = append(lines, perNode...)
+		c.writeShowRecord(append(lines, [][]string{
 			{"TRES=" + tres},
-			{"Users=" + orNull(strings.Join(r.Users, ",")), "Groups=(null)", "Accounts=" + orNull(strings.Join(r.Accounts, ",")),
+			{"Users=" + orNull(strings.Join(r.Users, ",")), "Groups=" + orNull(strings.Join(r.Groups, ",")), "Accounts=" + orNull(strings.Join(r.Accounts, ",")),
 				"Licenses=(null)", "State=" + r.State, "BurstBuffer=(null)", "Watts=n/a"},
 			{"MaxStartDelay=(null)"},
-		}, one)
+		}...), one)
 	}
 	if shown == 0 {
 		return spec.Errorf(spec.ErrNotFound, "Reservation %s not found", name)
@@ -312,4 +363,24 @@ func (c *Cmd) sinfoResv(ctx context.Context) error {
 		fmt.Fprintln(c.Stdout, strings.TrimRight(b.String(), " "))
 	}
 	return nil
+}
+
+// indexRanges writes GPU indexes as Slurm writes ID lists: 0-3,6.
+func indexRanges(ks []int) string {
+	var b strings.Builder
+	for i := 0; i < len(ks); {
+		j := i
+		for j+1 < len(ks) && ks[j+1] == ks[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(ks[i]))
+		if j > i {
+			b.WriteString("-" + strconv.Itoa(ks[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
 }

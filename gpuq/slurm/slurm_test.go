@@ -480,9 +480,18 @@ func TestHelpShortOption(t *testing.T) {
 func TestSreport(t *testing.T) {
 	ctl := fixture(t)
 	ctl.Set(func(s *fakectl.Server) {
-		s.Cluster = api.AcctClusterResponse{Rows: []api.AcctClusterRow{{Model: "h100", GPUs: 2, TotalGPUHours: 48, AllocatedGPUHours: 12, DownGPUHours: 6}}}
+		// 5 idle reserved GPU-hours count as Allocated, 2 of a MAINT
+		// reservation as PLND Down (Slurm's rule).
+		s.Cluster = api.AcctClusterResponse{Rows: []api.AcctClusterRow{{Model: "h100", GPUs: 2, TotalGPUHours: 48, AllocatedGPUHours: 12, DownGPUHours: 6}},
+			ReservedIdleGPUHours: 5, MaintIdleGPUHours: 2}
 		s.Acct[0].GPUHours, s.Acct[1].GPUHours = 2, 0.5 // alice's jobs 5 and 6
 		s.Acct = append(s.Acct, api.AcctJob{AcctRecord: api.AcctRecord{ID: 20, User: "bob", Account: "vision", GPUHours: 4, State: spec.StateCompleted}})
+		s.Resv.Rows = []api.AcctResvRow{
+			{ResvRecord: spec.ResvRecord{Name: "lab", Start: spec.NewTime(time.Date(2025, 3, 13, 9, 0, 0, 0, time.Local)), End: spec.NewTime(time.Date(2025, 3, 13, 11, 0, 0, 0, time.Local)),
+				Nodes: []string{"n1"}, GPUs: 4}, TotalSeconds: 7200, AllocGPUSeconds: 7200, IdleGPUSeconds: 21600},
+			{ResvRecord: spec.ResvRecord{Name: "other", Start: spec.NewTime(time.Date(2025, 3, 13, 9, 0, 0, 0, time.Local)), End: spec.NewTime(time.Date(2025, 3, 13, 10, 0, 0, 0, time.Local)),
+				Nodes: []string{"n2"}, GPUs: 1}, TotalSeconds: 3600, IdleGPUSeconds: 3600},
+		}
 	})
 	for _, tc := range []struct {
 		name string
@@ -493,9 +502,15 @@ func TestSreport(t *testing.T) {
 			strings.Repeat("-", 80) + "\nCluster Utilization 2025-03-13T00:00:00 - 2025-03-13T23:59:59\nUsage reported in TRES Minutes\n" + strings.Repeat("-", 80) + "\n" +
 			"  Cluster      TRES Name     Allocated          Down     PLND Down          Idle    Planned       Reported\n" +
 			"--------- -------------- ------------- ------------- ------------- ------------- ---------- --------------\n" +
-			"     gpud       gres/gpu           720           360             0          1800          0           2880\n"},
-		{"cluster utilization percent, parsable", []string{"-nP", "-t", "percent", "cluster", "utilization"}, "gpud|gres/gpu|25.00%|12.50%|0.00%|62.50%|0.00%|100.00%\n"},
+			"     gpud       gres/gpu          1020           360           120          1380          0           2880\n"},
+		{"cluster utilization percent, parsable", []string{"-nP", "-t", "percent", "cluster", "utilization"}, "gpud|gres/gpu|35.42%|12.50%|4.17%|47.92%|0.00%|100.00%\n"},
 		{"user topusage", []string{"-nP", "-t", "hours", "user", "topusage", "topcount=1"}, "gpud|bob|bob|4|0\n"},
+		{"reservation utilization", []string{"reservation", "utilization", "start=2025-03-13", "end=2025-03-14", "nodes=n[1,3]"}, "" +
+			strings.Repeat("-", 80) + "\nReservation Utilization 2025-03-13T00:00:00 - 2025-03-13T23:59:59\nUsage reported in TRES Minutes\n" + strings.Repeat("-", 80) + "\n" +
+			"  Cluster      Name               Start                 End      TRES Name            Allocated                 Idle\n" +
+			"--------- --------- ------------------- ------------------- -------------- -------------------- --------------------\n" +
+			"     gpud       lab 2025-03-13T09:00:00 2025-03-13T11:00:00       gres/gpu                  120                  360\n"},
+		{"reservation utilization percent", []string{"-nP", "-t", "percent", "reservation", "utilization"}, "gpud|lab|2025-03-13T09:00:00|2025-03-13T11:00:00|gres/gpu|25.00%|75.00%\ngpud|other|2025-03-13T09:00:00|2025-03-13T10:00:00|gres/gpu|0.00%|100.00%\n"},
 		{"account by user", []string{"-nP", "cluster", "AccountUtilizationByUser"}, "gpud|ml|||150|0\ngpud|ml|alice|alice|150|0\ngpud|vision|||240|0\ngpud|vision|bob|bob|240|0\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpud/gpud/cli/getopt"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/hostlist"
 )
 
 var sreportSet = &getopt.Set{Opts: append([]getopt.Opt{
@@ -31,16 +32,18 @@ type srCol struct {
 }
 
 // sreport is Slurm's sreport over gpud's accounting: cluster utilization,
-// cluster accountutilizationbyuser and user topusage, in TRES minutes
+// cluster accountutilizationbyuser, user topusage and reservation
+// utilization (each reservation window's allocated and idle reserved
+// GPU-time, as Slurm's: the period picks windows, whole), in TRES minutes
 // (hours, seconds or percent with -t) of gres/gpu, or cpu with -T cpu
 // for the user and account reports.
 func (c *Cmd) sreport(ctx context.Context) error {
 	ps, rest, err := c.parse(sreportSet)
-	if done, err := c.handled(err, "[-n] [-P|-p] [-t minutes|hours|seconds|percent] [-T gres/gpu|cpu] cluster utilization|cluster accountutilizationbyuser|user topusage [start=TIME] [end=TIME] [topcount=N] [users=...] [accounts=...]"); done || err != nil {
+	if done, err := c.handled(err, "[-n] [-P|-p] [-t minutes|hours|seconds|percent] [-T gres/gpu|cpu] cluster utilization|cluster accountutilizationbyuser|user topusage|reservation utilization [start=TIME] [end=TIME] [topcount=N] [users=...] [accounts=...] [names=...] [nodes=...]"); done || err != nil {
 		return err
 	}
 	if len(rest) < 2 {
-		return invalid("give a report: cluster utilization, cluster accountutilizationbyuser or user topusage")
+		return invalid("give a report: cluster utilization, cluster accountutilizationbyuser, user topusage or reservation utilization")
 	}
 	report := strings.ToLower(rest[0]) + " " + strings.ToLower(rest[1])
 	unit := "minutes"
@@ -63,7 +66,7 @@ func (c *Cmd) sreport(ctx context.Context) error {
 	end := time.Date(y, m, d, 0, 0, 0, 0, c.Now.Location())
 	start := end.AddDate(0, 0, -1) // sreport's default: yesterday
 	top := 10
-	var users, accounts []string
+	var users, accounts, names, onNodes []string
 	for _, w := range rest[2:] {
 		k, v, ok := strings.Cut(w, "=")
 		if !ok {
@@ -86,9 +89,15 @@ func (c *Cmd) sreport(ctx context.Context) error {
 			users = splitList(v)
 		case "accounts", "account":
 			accounts = splitList(v)
+		case "names", "name":
+			names = splitList(v)
+		case "nodes", "node":
+			if onNodes, err = hostlist.Expand(v); err != nil {
+				return invalid("nodes=%s: %v", v, err)
+			}
 		case "cluster", "clusters":
 		default:
-			return invalid("%s= is not supported; use start=, end=, topcount=, users=, accounts=", k)
+			return invalid("%s= is not supported; use start=, end=, topcount=, users=, accounts= (names=, nodes= for reservation utilization)", k)
 		}
 	}
 	if !end.After(start) {
@@ -131,6 +140,10 @@ func (c *Cmd) sreport(ctx context.Context) error {
 			down += r.DownGPUHours
 			plnd += r.PoweredDownGPUHours
 		}
+		// Slurm counts a reservation's idle time as Allocated, a MAINT
+		// one's as Planned Down.
+		alloc += cu.ReservedIdleGPUHours
+		plnd += cu.MaintIdleGPUHours
 		idle = max(total-alloc-down-plnd, 0)
 		title = "Cluster Utilization"
 		cols = []srCol{{"Cluster", 9, false}, {"TRES Name", 14, false}, {"Allocated", 13, false}, {"Down", 13, false},
@@ -185,8 +198,28 @@ func (c *Cmd) sreport(ctx context.Context) error {
 				rows = append(rows, []string{clusterName, a.Group, u.Group, u.Group, amount(val(u), total), strconv.FormatFloat(u.EnergyKWh*3.6e6, 'f', 0, 64)})
 			}
 		}
+	case "reservation utilization":
+		if tres != "gres/gpu" {
+			return invalid("reservation utilization: gpud reserves and reports gres/gpu only")
+		}
+		ru, err := cl.AcctReservations(ctx, start, end, names)
+		if err != nil {
+			return fmt.Errorf("read reservation usage: %w", err)
+		}
+		title = "Reservation Utilization"
+		cols = []srCol{{"Cluster", 9, false}, {"Name", 9, false}, {"Start", 19, false}, {"End", 19, false}, {"TRES Name", 14, false},
+			{"Allocated", 20, false}, {"Idle", 20, false}}
+		layout := "2006-01-02T15:04:05"
+		for _, r := range ru.Rows {
+			if len(onNodes) > 0 && !slices.ContainsFunc(r.Nodes, func(n string) bool { return slices.Contains(onNodes, n) }) {
+				continue
+			}
+			total := float64(r.GPUs) * float64(r.TotalSeconds) / 3600
+			rows = append(rows, []string{clusterName, r.Name, r.Start.Local().Format(layout), r.End.Local().Format(layout), "gres/gpu",
+				amount(r.AllocGPUSeconds/3600, total), amount(r.IdleGPUSeconds/3600, total)})
+		}
 	default:
-		return invalid("%s %s is not supported; gpud's sreport has cluster utilization, cluster accountutilizationbyuser and user topusage", rest[0], rest[1])
+		return invalid("%s %s is not supported; gpud's sreport has cluster utilization, cluster accountutilizationbyuser, user topusage and reservation utilization", rest[0], rest[1])
 	}
 	w := bufio.NewWriter(c.Stdout)
 	parsable := getopt.Has(ps, "parsable2") || getopt.Has(ps, "parsable")

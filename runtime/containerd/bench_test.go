@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +18,8 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
 
+	"github.com/gpud/gpud/runtime"
+	"github.com/gpud/gpud/runtime/containerd"
 	"github.com/gpud/gpud/runtime/containerd/containerdtest"
 )
 
@@ -92,4 +97,158 @@ func BenchmarkBareContainerd(b *testing.B) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "containers/s")
+}
+
+// BenchmarkStartToRunning is one job container from the call to running,
+// one at a time on an otherwise idle containerd (the host's root, the
+// job's shape as the node agent builds it: user, binds, limits): "cold"
+// is Start (container, shim, runc create, start), "prepared" is
+// StartPrepared on a container Prepare made beforehand (untimed): only
+// the relabel, the output files and runc start. It reports the p50 and
+// p99 in ms.
+func BenchmarkStartToRunning(b *testing.B) {
+	addr := containerdtest.Start(b)
+	rt, err := containerd.New(context.Background(), containerd.Options{Address: addr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	ctx := context.Background()
+	dir := b.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		b.Fatal(err)
+	}
+	cfgOf := func(id string) runtime.TaskConfig {
+		return runtime.TaskConfig{ID: id, Labels: map[string]string{"gpud.job": id}, Image: runtime.ImageHost,
+			Args: []string{"/bin/true"}, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: dir, UID: 65534, GID: 65534,
+			Hostname: "bench", Mounts: []runtime.Mount{{Source: dir, Dest: dir}}, CPUs: 1, MemoryBytes: 256 << 20}
+	}
+	for _, mode := range []string{"cold", "prepared"} {
+		b.Run(mode, func(b *testing.B) {
+			var took []time.Duration
+			for i := 0; i < b.N; i++ {
+				cfg := cfgOf(fmt.Sprintf("%s-%d", mode, i))
+				b.StopTimer()
+				if mode == "prepared" {
+					if err := rt.Prepare(ctx, cfg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				t0 := time.Now()
+				if mode == "prepared" {
+					err = rt.StartPrepared(ctx, cfg.ID, cfg)
+				} else {
+					err = rt.Start(ctx, cfg)
+				}
+				took = append(took, time.Since(t0))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if es, err := rt.Wait(ctx, cfg.ID); err != nil || es.Code != 0 {
+					b.Fatalf("wait: %v %+v", err, es)
+				}
+				if err := rt.Delete(ctx, cfg.ID); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms-p50")
+			b.ReportMetric(float64(took[(len(took)*99)/100].Microseconds())/1000, "ms-p99")
+		})
+	}
+}
+
+// BenchmarkPreparedIdleCost is what a prepared container costs while it
+// waits: 8 are prepared, then for 10 s their processes (the shim and
+// runc's init waiting to exec the job) are watched: resident memory per
+// container (VmRSS of both, shared pages counted in each) and CPU time
+// per container per minute (utime+stime of both, from /proc); PSS
+// shares the pages the shims and inits have in common among them, so it
+// is what one more prepared container costs. Each
+// iteration takes the 10 s: run it with -benchtime=1x.
+func BenchmarkPreparedIdleCost(b *testing.B) {
+	addr := containerdtest.Start(b)
+	rt, err := containerd.New(context.Background(), containerd.Options{Address: addr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	c, err := client.New(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	nctx := namespaces.WithNamespace(ctx, containerd.DefaultNamespace)
+	const n = 8
+	window := 10 * time.Second
+	for it := 0; it < b.N; it++ {
+		var pids []int
+		for i := 0; i < n; i++ {
+			id := fmt.Sprintf("idle-%d-%d", it, i)
+			cfg := runtime.TaskConfig{ID: id, Image: runtime.ImageHost, Args: []string{"/bin/true"}, UID: 65534, GID: 65534, Hostname: "idle"}
+			if err := rt.Prepare(ctx, cfg); err != nil {
+				b.Fatal(err)
+			}
+			defer rt.Delete(ctx, id)
+			ctr, err := c.LoadContainer(nctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			task, err := ctr.Task(nctx, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			init := int(task.Pid())
+			pids = append(pids, init, procField(b, init, 3)) // runc init and its shim
+		}
+		cpu0 := 0
+		for _, p := range pids {
+			cpu0 += procField(b, p, 13) + procField(b, p, 14)
+		}
+		time.Sleep(window) // the thing measured is time passing
+		cpu1, rss, pss := 0, 0, 0
+		for _, p := range pids {
+			cpu1 += procField(b, p, 13) + procField(b, p, 14)
+			rss += procKiB(b, fmt.Sprintf("/proc/%d/status", p), "VmRSS:")
+			pss += procKiB(b, fmt.Sprintf("/proc/%d/smaps_rollup", p), "Pss:")
+		}
+		b.ReportMetric(float64(rss)/n, "KiB-rss/container")
+		b.ReportMetric(float64(pss)/n, "KiB-pss/container")
+		b.ReportMetric(float64(cpu1-cpu0)*10/n*(float64(time.Minute)/float64(window)), "cpu-ms/container/min")
+	}
+}
+
+// procField is field i (0-based, after the command) of /proc/pid/stat.
+func procField(b *testing.B, pid, i int) int {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := string(raw)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	v, err := strconv.Atoi(f[i-2])
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v
+}
+
+// procKiB is the kB value of the line starting with key in file.
+func procKiB(b *testing.B, file, key string) int {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(l, key); ok {
+			n, _ := strconv.Atoi(strings.Fields(v)[0])
+			return n
+		}
+	}
+	b.Fatalf("no %s in %s", key, file)
+	return 0
 }

@@ -160,7 +160,63 @@ func (r *Runtime) nsCtx(ctx context.Context) context.Context {
 }
 
 // Start creates the container and starts its task.
-func (r *Runtime) Start(ctx context.Context, cfg runtime.TaskConfig) (retErr error) {
+func (r *Runtime) Start(ctx context.Context, cfg runtime.TaskConfig) error {
+	return r.create(ctx, cfg, !r.createOnly)
+}
+
+// Prepare creates the container and its task, and leaves the task's
+// process waiting to be started (runtime.Preparer): runc has made its
+// namespaces, cgroup, mounts and devices; StartPrepared starts it.
+func (r *Runtime) Prepare(ctx context.Context, cfg runtime.TaskConfig) error {
+	return r.create(ctx, cfg, false)
+}
+
+// StartPrepared starts the process of container id, made by Prepare, for
+// the job cfg describes (runtime.Preparer).
+func (r *Runtime) StartPrepared(ctx context.Context, id string, cfg runtime.TaskConfig) error {
+	ctx = r.nsCtx(ctx)
+	ctr, err := r.client.LoadContainer(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return fmt.Errorf("start prepared container %s: %w", id, runtime.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("start prepared container %s: %w", id, err)
+	}
+	st, err := r.client.TaskService().Get(ctx, &tasks.GetRequest{ContainerID: id})
+	if err != nil {
+		if err := errgrpc.ToNative(err); errdefs.IsNotFound(err) {
+			return fmt.Errorf("start prepared container %s: no task: %w", id, runtime.ErrNotFound)
+		}
+		return fmt.Errorf("start prepared container %s: %w", id, err)
+	}
+	if st.Process.Status != tasktypes.Status_CREATED {
+		return fmt.Errorf("start prepared container %s: task is %s, not created: %w", id, st.Process.Status, os.ErrExist)
+	}
+	for _, p := range outputFiles(cfg) {
+		if err := createOutputFile(p, cfg.UID, cfg.GID, cfg.AdditionalGIDs, cfg.TruncateOutput); err != nil {
+			return fmt.Errorf("start prepared container %s: %w", id, err)
+		}
+	}
+	// The labels first: a restarted agent that finds the task running
+	// must know whose job it is; one that finds it still created removes
+	// it as a start that never happened.
+	if len(cfg.Labels) > 0 {
+		if _, err := ctr.SetLabels(ctx, cfg.Labels); err != nil {
+			return fmt.Errorf("start prepared container %s: set labels: %w", id, err)
+		}
+	}
+	// As in create: a start under way is not cut short by ctx.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	if _, err := r.client.TaskService().Start(ctx, &tasks.StartRequest{ContainerID: id}); err != nil {
+		return fmt.Errorf("start task %s: %w", id, errgrpc.ToNative(err))
+	}
+	return nil
+}
+
+// create creates the container and its task, and starts the task when
+// start is set.
+func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool) (retErr error) {
 	ctx = r.nsCtx(ctx)
 	if err := validate(cfg); err != nil {
 		return fmt.Errorf("start container %s: %w", cfg.ID, err)
@@ -244,7 +300,7 @@ func (r *Runtime) Start(ctx context.Context, cfg runtime.TaskConfig) (retErr err
 	if err != nil {
 		return fmt.Errorf("create task %s: %w", cfg.ID, err)
 	}
-	if r.createOnly {
+	if !start {
 		return nil
 	}
 	if err := task.Start(ctx); err != nil {

@@ -37,7 +37,7 @@ const CFSPeriod = 100000
 
 // ShellPath is the shell the output wrapper runs; it must exist in the
 // container's root (the host's, or the image's).
-const ShellPath = "/bin/sh"
+const ShellPath = runtime.ShellPath
 
 // Build returns the spec options for cfg, in the order they must apply. It is
 // the only place that composes a job's spec: later options override earlier
@@ -435,19 +435,7 @@ func WithShellWrapper(stdoutPath, stderrPath string) oci.SpecOpts {
 				return fmt.Errorf("redirect job output to %q: path is not absolute", p)
 			}
 		}
-		script := `"$@"`
-		if stdoutPath != "" {
-			script += " >>" + shellQuote(stdoutPath)
-		}
-		switch {
-		case stderrPath == "":
-		case stderrPath == stdoutPath:
-			script += " 2>&1"
-		default:
-			script += " 2>>" + shellQuote(stderrPath)
-		}
-		script += "; exit $?"
-		s.Process.Args = append([]string{ShellPath, "-c", script, "gpud-job"}, s.Process.Args...)
+		s.Process.Args = runtime.WrapperArgs(s.Process.Args, stdoutPath, stderrPath)
 		seen := map[string]bool{}
 		for _, p := range []string{stdoutPath, stderrPath} {
 			if p == "" || seen[p] {
@@ -465,9 +453,7 @@ func WithShellWrapper(stdoutPath, stderrPath string) oci.SpecOpts {
 
 // shellQuote quotes s for POSIX sh: inside single quotes nothing is special
 // except the single quote itself.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+func shellQuote(s string) string { return runtime.ShellQuote(s) }
 
 // WithEnvLast sets the job's environment on top of what is there (the
 // runtime default PATH, the image's, CDI's): an entry replaces a variable of

@@ -430,6 +430,21 @@ func (d *Dir) Rename(old string, to *Dir, new string) error {
 	return nil
 }
 
+// RenameNoReplace is Rename that fails with an error wrapping
+// fs.ErrExist, and changes nothing, when new exists (RENAME_NOREPLACE).
+func (d *Dir) RenameNoReplace(old string, to *Dir, new string) error {
+	if err := d.checkName("rename", old); err != nil {
+		return err
+	}
+	if err := to.checkName("rename", new); err != nil {
+		return err
+	}
+	if err := unix.Renameat2(d.fd, old, to.fd, new, unix.RENAME_NOREPLACE); err != nil {
+		return &os.LinkError{Op: "rename", Old: filepath.Join(d.path, old), New: filepath.Join(to.path, new), Err: err}
+	}
+	return nil
+}
+
 // Fd is the directory's descriptor, for system calls this package lacks.
 // It stays owned by d.
 func (d *Dir) Fd() int { return d.fd }

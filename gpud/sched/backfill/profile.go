@@ -309,3 +309,38 @@ func (p *Profile) Unhold(from, to int64, r Res) {
 		f.Allocs -= r.Allocs
 	}
 }
+
+// Span is part of what HoldFree took: GPUs over [From, To).
+type Span struct {
+	From, To int64
+	GPUs     uint64
+}
+
+// HoldFree takes, over [from, to), the GPUs of mask that are free at each
+// moment and appends what it took to out, for Unhold to give back span by
+// span. A GPU has one holder at a time, so giving back exactly what was
+// taken is the inverse even where a job holds part of mask (a GPU-count
+// advance reservation holds its GPUs around the jobs already on them).
+func (p *Profile) HoldFree(from, to int64, mask uint64, out []Span) []Span {
+	p.flush()
+	i := p.split(max(from, 0))
+	end := p.split(to)
+	for ; i < end; i++ {
+		f := &p.steps[i].free
+		take := f.GPUs & mask
+		if take == 0 {
+			continue
+		}
+		f.GPUs &^= take
+		at, until := p.steps[i].at, Forever
+		if i+1 < len(p.steps) {
+			until = p.steps[i+1].at
+		}
+		if n := len(out); n > 0 && out[n-1].GPUs == take && out[n-1].To == at {
+			out[n-1].To = until
+		} else {
+			out = append(out, Span{From: at, To: until, GPUs: take})
+		}
+	}
+	return out
+}

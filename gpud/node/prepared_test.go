@@ -1,0 +1,84 @@
+package node
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpud/gpud/runtime"
+)
+
+// TestShapeOf: what a claim supplies (ID, labels, command, environment,
+// output files, the container's own directories) does not change a shape;
+// everything a container fixes when it is made does.
+func TestShapeOf(t *testing.T) {
+	base := runtime.TaskConfig{ID: "a", Labels: map[string]string{"x": "1"}, Image: "host", Args: []string{"/bin/sh", "s"},
+		Env: []string{"A=1"}, Cwd: "/home/u", UID: 1000, GID: 1000, CPUs: 1, MemoryBytes: 1 << 30,
+		Mounts:     []runtime.Mount{{Source: "/jobs/a", Dest: "/jobs/a"}, {Source: "/jobs/a/tmp", Dest: "/tmp"}, {Source: "/ck/7", Dest: "/ck/7"}},
+		StdoutPath: "/home/u/o", CDIDevices: []string{"nvidia.com/gpu=GPU-0"}}
+	shape := shapeOf(base, "/jobs/a", "/ck/7")
+	same := base
+	same.ID, same.Labels, same.Args, same.Env, same.StdoutPath, same.TruncateOutput = "b", nil, []string{"x"}, nil, "/home/u/p", true
+	same.Mounts = []runtime.Mount{{Source: "/jobs/b", Dest: "/jobs/b"}, {Source: "/jobs/b/tmp", Dest: "/tmp"}, {Source: "/ck/slot", Dest: "/ck/slot"}}
+	if got := shapeOf(same, "/jobs/b", "/ck/slot"); got != shape {
+		t.Errorf("a claim's own parts changed the shape:\n%s\n%s", shape, got)
+	}
+	for name, change := range map[string]func(*runtime.TaskConfig){
+		"uid":     func(c *runtime.TaskConfig) { c.UID = 1001 },
+		"gid":     func(c *runtime.TaskConfig) { c.GID = 1001 },
+		"groups":  func(c *runtime.TaskConfig) { c.AdditionalGIDs = []uint32{27} },
+		"image":   func(c *runtime.TaskConfig) { c.Image = "docker.io/library/ubuntu:24.04" },
+		"cwd":     func(c *runtime.TaskConfig) { c.Cwd = "/home/u/other" },
+		"devices": func(c *runtime.TaskConfig) { c.CDIDevices = []string{"nvidia.com/gpu=GPU-1"} },
+		"memory":  func(c *runtime.TaskConfig) { c.MemoryBytes = 2 << 30 },
+		"cores":   func(c *runtime.TaskConfig) { c.CPUSet = "0-3" },
+		"mount": func(c *runtime.TaskConfig) {
+			c.Mounts = append(c.Mounts[:3:3], runtime.Mount{Source: "/data", Dest: "/data"})
+		},
+	} {
+		c := base
+		change(&c)
+		if shapeOf(c, "/jobs/a", "/ck/7") == shape {
+			t.Errorf("%s: a different %s gives the same shape", name, name)
+		}
+	}
+}
+
+// TestLauncher: the launcher a real sh runs sets the job's environment
+// (quotes, spaces, newlines intact) and execs what a cold start's process
+// runs, output appended to the job's files.
+func TestLauncher(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	cfg := runtime.TaskConfig{
+		Env:        []string{"A=it's $HOME `x`", "B=two\nlines", "C="},
+		Args:       []string{"/bin/sh", "-c", `printf '%s|%s|%s|%s\n' "$A" "$B" "$C" "$1"; echo err >&2`, "sh", "arg with 'quote'"},
+		StdoutPath: out, StderrPath: out,
+	}
+	p := filepath.Join(dir, "launch")
+	if err := os.WriteFile(p, launcher(cfg), 0o500); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", p)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	if b, err := cmd.CombinedOutput(); err != nil || len(b) > 0 {
+		t.Fatalf("launcher: %v, printed %q (want all in the output file)", err, b)
+	}
+	b, _ := os.ReadFile(out)
+	if want := "it's $HOME `x`|two\nlines||arg with 'quote'\nerr\n"; string(b) != want {
+		t.Errorf("output %q, want %q", b, want)
+	}
+}
+
+func TestShellName(t *testing.T) {
+	for k, want := range map[string]bool{"A": true, "_x9": true, "SLURM_JOB_ID": true, "": false, "9A": false, "A-B": false, "A.B": false, "Ä": false} {
+		if shellName(k) != want {
+			t.Errorf("shellName(%q) = %v, want %v", k, !want, want)
+		}
+	}
+	if !strings.HasPrefix(ContainerID(0, 3, "n1"), "gpud-0-") {
+		t.Fatal("prepared IDs are made from ContainerID's gpud-0- form")
+	}
+}
