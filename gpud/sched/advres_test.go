@@ -423,3 +423,35 @@ func TestPickReservationGPUs(t *testing.T) {
 		t.Errorf("every node avoided: found %d", n)
 	}
 }
+
+// A preemptor outside a GPU-count reservation does not preempt a job on
+// the reserved GPUs to take them across the window: what the victim
+// would free of them stays the reservation's. With the reservation gone
+// it does preempt (the test can fail).
+func TestGPUReservationPreemption(t *testing.T) {
+	t.Parallel()
+	n := node("a", 16, 1000, "h100", 8)
+	var running []RunningJob
+	for i, q := range []string{"low", "normal"} { // low on GPUs 0-3, normal on 4-7
+		var uuids []string
+		for k := 4 * i; k < 4*i+4; k++ {
+			n.GPUs[k].Free = false
+			uuids = append(uuids, n.GPUs[k].UUID)
+		}
+		running = append(running, RunningJob{ID: spec.JobID(10 + i), QOS: q, Priority: 1, Start: t0.Add(-time.Hour),
+			Nodes: []spec.NodeAlloc{{Node: "a", CPUs: 1, GPUs: uuids}}})
+	}
+	n.FreeCPUs, n.Allocs = 14, 2
+	qos := []QOS{{Name: "low"}, {Name: "normal", Priority: 100}, {Name: "high", Priority: 1000, Preempt: []string{"low"}}}
+	r := AdvanceReservation{Name: "g", Start: t0.Add(10 * time.Minute), End: t0.Add(70 * time.Minute), Nodes: []string{"a"},
+		GPUs: map[string]uint64{"a": 0x0f}, Users: []string{"alice"}}
+	hi := job(1, 1, 4, func(j *Job) { j.QOS, j.User, j.TimeLimit, j.Priority = "high", "bob", 2*time.Hour, 100 })
+	snap := &Snapshot{Nodes: []Node{n}, Running: running, QOS: qos, AdvanceReservations: []AdvanceReservation{r}, Jobs: []Job{hi}}
+	if p := Schedule(snap, t0, Config{}); len(p.Preemptions) != 0 {
+		t.Errorf("preempted %+v to take reserved GPUs across the window", p.Preemptions)
+	}
+	snap.AdvanceReservations = nil
+	if p := Schedule(snap, t0, Config{}); len(p.Preemptions) != 1 || p.Preemptions[0].Victim != 10 {
+		t.Errorf("without the reservation: preemptions %+v; want job 10", p.Preemptions)
+	}
+}
