@@ -65,3 +65,32 @@ func TestReservationUsage(t *testing.T) {
 		t.Error("an empty period was accepted")
 	}
 }
+
+// TestReservedIdle: the idle reserved GPU-time within a period, clipped
+// to it: a plain reservation's in reserved, a MAINT one's in maint, an
+// IGNORE_JOBS one's in neither.
+func TestReservedIdle(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, WithClock(func() time.Time { return at(10 * 3600).Time }))
+	ctx := context.Background()
+	j := MakeJob(1).Ran(1, 3600, node("n1", 1, "GPU-1")).End(2*3600, spec.StateCompleted).Obj()
+	j.Reservation = "lab"
+	record(t, db, j)
+	if err := db.RecordReservations(ctx, []spec.ResvRecord{
+		// 4 GPUs 1h-3h, one used 1h-2h: 7 idle GPU-hours; from 1.5h on,
+		// 6 held and 0.5 used: 5.5.
+		{Name: "lab", Start: at(3600), End: at(3 * 3600), GPUs: 4},
+		{Name: "fix", Start: at(0), End: at(3600), GPUs: 8, Flags: []string{"MAINT", "SPEC_NODES"}},
+		{Name: "ign", Start: at(0), End: at(4 * 3600), GPUs: 8, Flags: []string{"IGNORE_JOBS", "MAINT"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r, m, err := db.ReservedIdle(ctx, at(0).Time, at(5*3600).Time)
+	if err != nil || r != 7 || m != 8 {
+		t.Errorf("ReservedIdle over 0-5h = %v, %v, %v; want 7 reserved, 8 maint", r, m, err)
+	}
+	r, m, err = db.ReservedIdle(ctx, at(5400).Time, at(5*3600).Time)
+	if err != nil || r != 4*1.5-0.5 || m != 0 {
+		t.Errorf("ReservedIdle over 1.5h-5h = %v, %v, %v; want 5.5 reserved, 0 maint", r, m, err)
+	}
+}

@@ -676,6 +676,13 @@ type AcctClusterResponse struct {
 	Bucket int64            `json:"bucket_seconds"`
 	Rows   []AcctClusterRow `json:"rows"`
 	Series []AcctUtilPoint  `json:"series"`
+	// ReservedIdleGPUHours and MaintIdleGPUHours are the GPU-hours that
+	// advance reservations held in the window and their jobs left idle,
+	// within the rows' idle hours: of reservations without MAINT (sreport
+	// cluster utilization counts them as Allocated, as Slurm) and of MAINT
+	// ones (Planned Down); IGNORE_JOBS ones count in neither.
+	ReservedIdleGPUHours float64 `json:"reserved_idle_gpu_hours,omitempty"`
+	MaintIdleGPUHours    float64 `json:"maint_idle_gpu_hours,omitempty"`
 }
 
 // AcctResvRow is one window of a reservation in GET

@@ -35,7 +35,7 @@ type ReservationView struct {
 // schedResv is r as the scheduler takes it.
 func schedResv(r *spec.Reservation) sched.AdvanceReservation {
 	ar := sched.AdvanceReservation{Name: r.Name, Start: r.StartTime.Time, End: r.EndTime.Time, Nodes: r.Nodes,
-		Users: r.Users, Accounts: r.Accounts, Maint: r.Has(spec.ResvMaint), Flex: r.Has(spec.ResvFlex)}
+		Users: r.Users, Groups: r.Groups, Accounts: r.Accounts, Maint: r.Has(spec.ResvMaint), Flex: r.Has(spec.ResvFlex)}
 	if r.GPUs > 0 {
 		ar.GPUs = make(map[string]uint64, len(r.NodeGPUs))
 		for n, ks := range r.NodeGPUs {
@@ -115,8 +115,8 @@ func (c *Controller) CreateReservation(ctx context.Context, who Caller, u spec.R
 	if u.Nodes == nil && u.NodeCount == nil && (u.GPUs == nil || *u.GPUs == 0) {
 		bad("Nodes, NodeCnt or TRES=gres/gpu=N must be specified; e.g. Nodes=gpu-[01-02], Nodes=ALL, NodeCnt=2 or TRES=gres/gpu=16")
 	}
-	if (u.Users == nil || len(*u.Users) == 0) && (u.Accounts == nil || len(*u.Accounts) == 0) {
-		bad("Either Users or Accounts must be specified; e.g. Users=root or Accounts=physics")
+	if (u.Users == nil || len(*u.Users) == 0) && (u.Groups == nil || len(*u.Groups) == 0) && (u.Accounts == nil || len(*u.Accounts) == 0) {
+		bad("Either Users/Groups and/or Accounts must be specified; e.g. Users=root, Groups=bio or Accounts=physics")
 	}
 	if err := resvName(u.Name); err != nil {
 		problems = append(problems, err)
@@ -133,6 +133,8 @@ func (c *Controller) CreateReservation(ctx context.Context, who Caller, u spec.R
 				base = strings.TrimPrefix((*u.Users)[0], "-")
 			} else if u.Accounts != nil && len(*u.Accounts) > 0 {
 				base = (*u.Accounts)[0]
+			} else if u.Groups != nil && len(*u.Groups) > 0 {
+				base = (*u.Groups)[0]
 			}
 			for i := 1; ; i++ {
 				if n := base + "_" + strconv.Itoa(i); c.admin.resvs[n] == nil {
@@ -260,8 +262,20 @@ func (c *Controller) setResv(tx *txn, r *spec.Reservation, u spec.ReservationUpd
 	if u.Accounts != nil {
 		r.Accounts = slices.Clone(*u.Accounts)
 	}
-	if len(r.Users) == 0 && len(r.Accounts) == 0 {
-		bad("Either Users or Accounts must be specified")
+	if u.Groups != nil {
+		r.Groups = slices.Clone(*u.Groups)
+		for _, g := range r.Groups {
+			if g == "" || strings.HasPrefix(g, "-") {
+				bad("Groups=%s: name the groups whose members may use it (a group cannot be refused, as in Slurm); e.g. Groups=bio,chem", strings.Join(r.Groups, ","))
+				break
+			}
+		}
+	}
+	if len(r.Users) > 0 && len(r.Groups) > 0 {
+		bad("Users=%s and Groups=%s: Users and Groups are mutually exclusive (Slurm's rule); give one, or clear the other with Users= or Groups=", strings.Join(r.Users, ","), strings.Join(r.Groups, ","))
+	}
+	if len(r.Users) == 0 && len(r.Groups) == 0 && len(r.Accounts) == 0 {
+		bad("Either Users/Groups and/or Accounts must be specified")
 	}
 	for _, a := range r.Accounts {
 		if len(c.cfg.Accounts) > 0 && c.cfg.account(a) == nil {
@@ -640,9 +654,19 @@ func (c *Controller) checkResvAccess(js *spec.JobSpec, who Caller) error {
 	if r == nil {
 		return c.noResv(js.Reservation)
 	}
-	if ar := schedResv(r); who.UID != 0 && !ar.Admits(who.User, js.Account) {
-		return spec.Errorf(spec.ErrPermissionDenied, "Access denied to requested reservation: %s admits users %s and accounts %s", r.Name,
-			orDefault(strings.Join(r.Users, ","), "(none)"), orDefault(strings.Join(r.Accounts, ","), "(none)"))
+	if ar := schedResv(r); who.UID != 0 && !ar.Admits(who.User, js.Account, c.callerGroups(who, who.UID)) {
+		var need []string
+		if len(r.Users) > 0 {
+			need = append(need, "users "+strings.Join(r.Users, ","))
+		}
+		if len(r.Groups) > 0 {
+			need = append(need, "members of groups "+strings.Join(r.Groups, ","))
+		}
+		if len(r.Accounts) > 0 {
+			need = append(need, "accounts "+strings.Join(r.Accounts, ","))
+		}
+		return spec.Errorf(spec.ErrPermissionDenied, "Access denied to requested reservation: %s admits %s (each that is given must match: user %s, account %q)", r.Name,
+			strings.Join(need, " and "), who.User, js.Account)
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func TestReservationLifecycle(t *testing.T) {
 
 	// Refusals, all problems at once.
 	_, err := h.c.CreateReservation(ctx, root, spec.ReservationUpdate{})
-	for _, want := range []string{"StartTime must be specified", "Duration or EndTime must be specified", "Nodes, NodeCnt or TRES=gres/gpu=N must be specified", "Either Users or Accounts must be specified"} {
+	for _, want := range []string{"StartTime must be specified", "Duration or EndTime must be specified", "Nodes, NodeCnt or TRES=gres/gpu=N must be specified", "Either Users/Groups and/or Accounts must be specified"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("empty create: %v; want %q", err, want)
 		}
@@ -318,4 +318,64 @@ func TestReservationRecords(t *testing.T) {
 	// periodic housekeeping (nothing is pending, so no cycle runs).
 	h.advance(2 * time.Hour)
 	want("d", t0.Add(25*time.Hour), t0.Add(26*time.Hour), 12, false)
+}
+
+// TestReservationAccessFields: as Slurm, a job must be approved by each
+// access field a reservation has (Users and Accounts: both), Groups=
+// admits the members of its groups (the submitter's groups as the server
+// resolved them, also when the scheduler decides), and Users with Groups
+// is refused.
+func TestReservationAccessFields(t *testing.T) {
+	h := newHarness(t, newFakeStore(), nil)
+	ctx := context.Background()
+	h.register("n1", 8)
+	h.register("n2", 8)
+	if _, err := h.c.CreateReservation(ctx, root, resvReq("both", t0, time.Hour, []string{"n1"}, func(u *spec.ReservationUpdate) {
+		u.Groups = &[]string{"bio"}
+	})); err == nil || !strings.Contains(err.Error(), "Users and Groups are mutually exclusive") {
+		t.Fatalf("Users with Groups: %v", err)
+	}
+	if _, err := h.c.CreateReservation(ctx, root, resvReq("ua", t0, time.Hour, []string{"n1"}, func(u *spec.ReservationUpdate) {
+		u.Accounts = &[]string{"physics"}
+	})); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(who Caller, resv, account string) error {
+		_, err := h.c.Submit(ctx, who, spec.JobSpec{Name: "j", Script: "#!/bin/sh\n", WorkDir: "/tmp", Reservation: resv, Account: account,
+			TimeLimit: spec.Duration(10 * time.Minute), Resources: spec.Resources{Nodes: 1, GPUsPerNode: 1}})
+		return err
+	}
+	for _, tc := range []struct {
+		who     Caller
+		account string
+		ok      bool
+	}{
+		{alice, "physics", true},
+		{alice, "chem", false},  // her, but not the account
+		{bob, "physics", false}, // the account, but not him
+	} {
+		if err := submit(tc.who, "ua", tc.account); (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "Access denied to requested reservation") {
+			t.Errorf("%s with account %s in Users=alice Accounts=physics: %v; want ok %v", tc.who.User, tc.account, err, tc.ok)
+		}
+	}
+	groups := func(u *spec.ReservationUpdate) { u.Users, u.Groups = nil, &[]string{"bio"} }
+	name, err := h.c.CreateReservation(ctx, root, resvReq("", t0, time.Hour, []string{"n2"}, groups))
+	if err != nil || name != "bio_1" {
+		t.Fatalf("Groups=bio: %q, %v", name, err)
+	}
+	if vs, _ := h.c.Reservations(ctx); len(vs) != 2 || !slices.Equal(vs[0].Groups, []string{"bio"}) {
+		t.Errorf("reservations: %+v", vs)
+	}
+	carol := Caller{UID: 1002, GID: 1002, User: "carol", Known: true, Groups: []string{"carol", "bio"}}
+	dave := Caller{UID: 1003, GID: 1003, User: "dave", Known: true, Groups: []string{"dave", "chem"}}
+	if err := submit(dave, name, ""); err == nil || !strings.Contains(err.Error(), "members of groups bio") {
+		t.Errorf("dave (not in bio): %v", err)
+	}
+	id := h.submit(carol, func(j *spec.JobSpec) {
+		j.Reservation, j.TimeLimit = name, spec.Duration(10*time.Minute)
+		j.Resources.GPUsPerNode = 1
+	})
+	if j := h.job(id); j.State != spec.StateRunning || j.Alloc == nil || j.Alloc.Nodes[0].Node != "n2" {
+		t.Errorf("carol's job in Groups=bio: %s %q %+v", j.State, j.Reason, j.Alloc)
+	}
 }

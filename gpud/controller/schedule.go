@@ -529,7 +529,10 @@ func (c *Controller) fillSchedJob(sj *sched.Job, j *spec.Job) {
 	sj.ID, sj.Partition, sj.Priority, sj.Expedite = j.ID, j.Partition, j.Priority, j.Expedited
 	sj.SubmitTime, sj.BeginTime, sj.Held, sj.Req = j.SubmitTime.Time, j.BeginTime.Time, j.Hold, j.Resources
 	sj.Account, sj.User, sj.QOS, sj.Nice, sj.TimeLimit = j.Account, j.User, j.QOS, j.Nice, j.TimeLimit.Std()
-	sj.Reservation, sj.TimeMin = j.Reservation, j.TimeMin.Std()                // reservation.go, --time-min
+	sj.Reservation, sj.TimeMin = j.Reservation, j.TimeMin.Std() // reservation.go, --time-min
+	if j.Reservation != "" {
+		sj.Groups = c.st.groups[j.UID] // a reservation's Groups=
+	}
 	sj.HetJobID, sj.HetOffset, sj.HetSize = j.HetJobID, j.HetOffset, j.HetSize // het.go
 	if j.Image != "" && j.Image != spec.ImageHost {
 		sj.Image = spec.ImageKey(j.Image) // images.go

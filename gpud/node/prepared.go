@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/safefs"
 )
@@ -78,6 +80,42 @@ type preparedCtr struct {
 	made  time.Time
 	dir   string // its job directory
 	ckpt  string // its checkpoint slot
+	// binds are the identities of its binds' sources when it was made:
+	// a bind holds the directory it found, so a claim checks that each
+	// path still names it (a work directory removed and made again is
+	// another one, which only a new container sees).
+	binds map[string]fileID
+}
+
+// fileID identifies a file on the host.
+type fileID struct{ dev, ino uint64 }
+
+// bindIDs returns the identity of each bind source of mounts (a missing
+// one is left out: the container could not have been made with it).
+func bindIDs(mounts []runtime.Mount) map[string]fileID {
+	ids := map[string]fileID{}
+	for _, m := range mounts {
+		if m.Hide || m.Source == "" {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(m.Source, &st); err == nil {
+			ids[m.Source] = fileID{uint64(st.Dev), st.Ino}
+		}
+	}
+	return ids
+}
+
+// stale names a bind source of c that is no longer the file it bound,
+// or "".
+func (c *preparedCtr) stale() string {
+	for p, id := range c.binds {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil || (fileID{uint64(st.Dev), st.Ino}) != id {
+			return p
+		}
+	}
+	return ""
 }
 
 // newPreparedPool returns the pool, or nil when it is off or the runtime
@@ -339,6 +377,7 @@ func (p *preparedPool) prepare(ctx context.Context, tmpl runtime.TaskConfig, sha
 	cfg.Args = []string{runtime.ShellPath, filepath.Join(dir, "launch")}
 	cfg.Env = nil
 	cfg.StdoutPath, cfg.StderrPath, cfg.TruncateOutput = "", "", false
+	binds := bindIDs(cfg.Mounts) // before runc binds them: a change meanwhile reads as stale
 	if err := p.prep.Prepare(ctx, cfg); err != nil {
 		if derr := p.d.rt.Delete(context.WithoutCancel(ctx), id); derr != nil {
 			log.Warn("delete container after failed prepare", "err", derr)
@@ -346,7 +385,7 @@ func (p *preparedPool) prepare(ctx context.Context, tmpl runtime.TaskConfig, sha
 		return nil, err
 	}
 	log.Debug("prepared container", "uid", cfg.UID, "image", cfg.Image)
-	return &preparedCtr{id: id, shape: shape, made: p.d.clock.Now(), dir: dir, ckpt: ckpt}, nil
+	return &preparedCtr{id: id, shape: shape, made: p.d.clock.Now(), dir: dir, ckpt: ckpt, binds: binds}, nil
 }
 
 // prepared reports how many prepared containers wait.
@@ -417,6 +456,9 @@ func (r *runner) claim(ctx context.Context, c *preparedCtr, shape string) error 
 	cfg.Labels[LabelPrepared] = "" // removed: the container is the job's now
 	if got := shapeOf(cfg, c.dir, c.ckpt); got != shape {
 		return fmt.Errorf("prepared container %s does not fit the job: it was made for %s, the job needs %s", c.id, shape, got)
+	}
+	if p := c.stale(); p != "" {
+		return fmt.Errorf("prepared container %s binds an earlier %s (removed or replaced since)", c.id, p)
 	}
 	jobs, err := safefs.OpenDir(r.d.cfg.jobsDir())
 	if err != nil {

@@ -82,3 +82,37 @@ func TestShellName(t *testing.T) {
 		t.Fatal("prepared IDs are made from ContainerID's gpud-0- form")
 	}
 }
+
+// TestRecoveryRemovesPreparedLeftovers: a prepared container an earlier
+// agent of this node left (it crashed) is deleted with its job directory
+// and checkpoint slot, whether or not prepared containers are on now;
+// another node's (a standalone's nodes share containerd and the
+// checkpoint root) is left alone.
+func TestRecoveryRemovesPreparedLeftovers(t *testing.T) {
+	mine, theirs := "gpud-prep-3-node-1", "gpud-prep-3-node-2"
+	e := newEnv(t, func(e *env) {
+		for _, c := range []struct{ id, node string }{{mine, "node-1"}, {theirs, "node-2"}} {
+			cfg := runtime.TaskConfig{ID: c.id, Labels: map[string]string{LabelNode: c.node, LabelPrepared: "1", LabelUser: "alice"}}
+			if err := e.rt.Add(cfg, runtime.StatusCreated, runtime.ExitStatus{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []string{filepath.Join(e.dir, "checkpoints", c.id, "staging"), filepath.Join(e.dir, "jobs", c.id, "tmp")} {
+				if err := os.MkdirAll(d, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+	waitFor(t, "node-1's prepared leftovers removed", func() bool {
+		_, ok := e.rt.Status(mine)
+		_, errJ := os.Stat(filepath.Join(e.dir, "jobs", mine))
+		_, errC := os.Stat(filepath.Join(e.dir, "checkpoints", mine))
+		return !ok && os.IsNotExist(errJ) && os.IsNotExist(errC)
+	}, e.on()...)
+	if _, ok := e.rt.Status(theirs); !ok {
+		t.Error("node-2's prepared container was deleted by node-1")
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "checkpoints", theirs)); err != nil {
+		t.Errorf("node-2's checkpoint slot: %v, want it left alone", err)
+	}
+}

@@ -61,12 +61,13 @@ type AdvanceReservation struct {
 	// the GPUs it holds on each of its nodes, as a mask (bit k: the
 	// node's GPU k); it holds nothing else of them. Nil: whole nodes.
 	GPUs map[string]uint64
-	// Users and Accounts may use it (either matches); both empty: only
-	// root (the controller refuses to create such a reservation). Users
-	// all prefixed with '-' (Slurm's Users=-alice,-bob) are the ones it
-	// refuses: every other user may, where Accounts is empty or has the
-	// job's account.
-	Users, Accounts []string
+	// Users, Groups and Accounts are who may use it, as Slurm judges
+	// them: a job must be approved by each one given (its user in Users,
+	// or in one of Groups, and its account in Accounts). Users all
+	// prefixed with '-' (Slurm's Users=-alice,-bob) are the ones it
+	// refuses. Users and Groups are not both given; all empty: only root
+	// (the controller refuses to create such a reservation).
+	Users, Groups, Accounts []string
 	// Maint marks a maintenance window: the jobs it keeps off its nodes
 	// wait with spec.ReasonReservedMaint.
 	Maint bool
@@ -134,12 +135,28 @@ func (r *AdvanceReservation) Active(t time.Time) bool {
 	return ok && !s.After(t)
 }
 
-// Admits reports whether a job of user and account may use r.
-func (r *AdvanceReservation) Admits(user, account string) bool {
-	if spec.ResvUsersExcluded(r.Users) {
-		return !slices.Contains(r.Users, "-"+user) && (len(r.Accounts) == 0 || account != "" && slices.Contains(r.Accounts, account))
+// Admits reports whether a job of user (in groups) and account may use
+// r: every access field r has approves it (Slurm: "If multiple access
+// control fields are specified, a job must be approved by all of them").
+func (r *AdvanceReservation) Admits(user, account string, groups []string) bool {
+	if len(r.Users)+len(r.Groups)+len(r.Accounts) == 0 {
+		return false
 	}
-	return slices.Contains(r.Users, user) || account != "" && slices.Contains(r.Accounts, account)
+	switch {
+	case spec.ResvUsersExcluded(r.Users):
+		if slices.Contains(r.Users, "-"+user) {
+			return false
+		}
+	case len(r.Users) > 0:
+		if !slices.Contains(r.Users, user) {
+			return false
+		}
+	case len(r.Groups) > 0:
+		if !slices.ContainsFunc(groups, func(g string) bool { return slices.Contains(r.Groups, g) }) {
+			return false
+		}
+	}
+	return len(r.Accounts) == 0 || account != "" && slices.Contains(r.Accounts, account)
 }
 
 // window is a span of offsets from the cycle's now.
@@ -365,7 +382,7 @@ func (c *cycle) decideInResv(j *Job) {
 		c.pending(j, spec.ReasonReservationDeleted, "reservation "+j.Reservation+" does not exist")
 		return
 	}
-	if !ar.r.Admits(j.User, j.Account) {
+	if !ar.r.Admits(j.User, j.Account, j.Groups) {
 		c.pending(j, spec.ReasonReservation, "user "+j.User+" (account "+j.Account+") may not use reservation "+ar.r.Name)
 		return
 	}

@@ -233,24 +233,37 @@ func TestTimeMinFillsBackfillHole(t *testing.T) {
 	}
 }
 
-func TestAdmitsExcludedUsers(t *testing.T) {
+// TestAdmits: every access field given must approve the job (Slurm's
+// rule), Users=-name refuses those named, Groups= admits their members.
+func TestAdmits(t *testing.T) {
 	for _, tc := range []struct {
-		users, accounts []string
-		user, account   string
-		want            bool
+		users, groups, accounts []string
+		user, account           string
+		in                      []string
+		want                    bool
 	}{
-		{[]string{"alice"}, nil, "alice", "a", true},
-		{[]string{"alice"}, nil, "bob", "a", false},
-		{[]string{"alice"}, []string{"a"}, "bob", "a", true}, // either matches
-		{[]string{"-alice"}, nil, "bob", "a", true},
-		{[]string{"-alice", "-carol"}, nil, "carol", "a", false},
-		{[]string{"-alice"}, []string{"a"}, "bob", "a", true},
-		{[]string{"-alice"}, []string{"a"}, "bob", "b", false}, // not its account
-		{[]string{"-alice"}, []string{"a"}, "alice", "a", false},
+		{[]string{"alice"}, nil, nil, "alice", "a", nil, true},
+		{[]string{"alice"}, nil, nil, "bob", "a", nil, false},
+		{[]string{"alice"}, nil, []string{"a"}, "bob", "a", nil, false},   // the account alone is not enough
+		{[]string{"alice"}, nil, []string{"a"}, "alice", "b", nil, false}, // nor the user alone
+		{[]string{"alice"}, nil, []string{"a"}, "alice", "a", nil, true},
+		{nil, nil, []string{"a"}, "bob", "a", nil, true},
+		{nil, nil, []string{"a"}, "bob", "", nil, false},
+		{[]string{"-alice"}, nil, nil, "bob", "a", nil, true},
+		{[]string{"-alice", "-carol"}, nil, nil, "carol", "a", nil, false},
+		{[]string{"-alice"}, nil, []string{"a"}, "bob", "a", nil, true},
+		{[]string{"-alice"}, nil, []string{"a"}, "bob", "b", nil, false}, // not its account
+		{[]string{"-alice"}, nil, []string{"a"}, "alice", "a", nil, false},
+		{nil, []string{"bio", "chem"}, nil, "bob", "a", []string{"bob", "chem"}, true},
+		{nil, []string{"bio"}, nil, "bob", "a", []string{"bob", "chem"}, false},
+		{nil, []string{"bio"}, nil, "bob", "a", nil, false}, // groups unknown
+		{nil, []string{"bio"}, []string{"a"}, "bob", "b", []string{"bio"}, false},
+		{nil, []string{"bio"}, []string{"a"}, "bob", "a", []string{"bio"}, true},
+		{nil, nil, nil, "root", "a", nil, false},
 	} {
-		r := AdvanceReservation{Users: tc.users, Accounts: tc.accounts}
-		if got := r.Admits(tc.user, tc.account); got != tc.want {
-			t.Errorf("Users=%v Accounts=%v admits %s (account %s) = %v, want %v", tc.users, tc.accounts, tc.user, tc.account, got, tc.want)
+		r := AdvanceReservation{Users: tc.users, Groups: tc.groups, Accounts: tc.accounts}
+		if got := r.Admits(tc.user, tc.account, tc.in); got != tc.want {
+			t.Errorf("Users=%v Groups=%v Accounts=%v admits %s (account %s, groups %v) = %v, want %v", tc.users, tc.groups, tc.accounts, tc.user, tc.account, tc.in, got, tc.want)
 		}
 	}
 }
@@ -408,5 +421,37 @@ func TestPickReservationGPUs(t *testing.T) {
 	}
 	if _, n = PickReservationGPUs(nodes, 2, 0, "", "", nil, map[string]bool{"a": true, "b": true, "c": true}, nil); n != 0 {
 		t.Errorf("every node avoided: found %d", n)
+	}
+}
+
+// A preemptor outside a GPU-count reservation does not preempt a job on
+// the reserved GPUs to take them across the window: what the victim
+// would free of them stays the reservation's. With the reservation gone
+// it does preempt (the test can fail).
+func TestGPUReservationPreemption(t *testing.T) {
+	t.Parallel()
+	n := node("a", 16, 1000, "h100", 8)
+	var running []RunningJob
+	for i, q := range []string{"low", "normal"} { // low on GPUs 0-3, normal on 4-7
+		var uuids []string
+		for k := 4 * i; k < 4*i+4; k++ {
+			n.GPUs[k].Free = false
+			uuids = append(uuids, n.GPUs[k].UUID)
+		}
+		running = append(running, RunningJob{ID: spec.JobID(10 + i), QOS: q, Priority: 1, Start: t0.Add(-time.Hour),
+			Nodes: []spec.NodeAlloc{{Node: "a", CPUs: 1, GPUs: uuids}}})
+	}
+	n.FreeCPUs, n.Allocs = 14, 2
+	qos := []QOS{{Name: "low"}, {Name: "normal", Priority: 100}, {Name: "high", Priority: 1000, Preempt: []string{"low"}}}
+	r := AdvanceReservation{Name: "g", Start: t0.Add(10 * time.Minute), End: t0.Add(70 * time.Minute), Nodes: []string{"a"},
+		GPUs: map[string]uint64{"a": 0x0f}, Users: []string{"alice"}}
+	hi := job(1, 1, 4, func(j *Job) { j.QOS, j.User, j.TimeLimit, j.Priority = "high", "bob", 2*time.Hour, 100 })
+	snap := &Snapshot{Nodes: []Node{n}, Running: running, QOS: qos, AdvanceReservations: []AdvanceReservation{r}, Jobs: []Job{hi}}
+	if p := Schedule(snap, t0, Config{}); len(p.Preemptions) != 0 {
+		t.Errorf("preempted %+v to take reserved GPUs across the window", p.Preemptions)
+	}
+	snap.AdvanceReservations = nil
+	if p := Schedule(snap, t0, Config{}); len(p.Preemptions) != 1 || p.Preemptions[0].Victim != 10 {
+		t.Errorf("without the reservation: preemptions %+v; want job 10", p.Preemptions)
 	}
 }

@@ -235,6 +235,9 @@ type Job struct {
 	// Reservation is the advance reservation the job asks for
 	// (--reservation): it runs only on its nodes, in its windows.
 	Reservation string
+	// Groups are its owner's group names (primary and supplementary) as
+	// last seen, for a reservation's Groups= (nil: unknown).
+	Groups []string
 	// Image is the job's image as spec.ImageKey names it ("" for the
 	// host's root): a tie-breaker towards nodes that hold it (image.go).
 	Image string

@@ -292,7 +292,20 @@ func (s *Server) acctCluster(w http.ResponseWriter, r *http.Request) {
 	// accounting's rows and points are the API's types.
 	out.Rows = append(out.Rows, usage.Rows...)
 	out.Series = append(out.Series, usage.Series...)
+	if ri, ok := s.acct.(ReservedIdleAccounting); ok {
+		if out.ReservedIdleGPUHours, out.MaintIdleGPUHours, err = ri.ReservedIdle(r.Context(), f.Start, f.End); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	s.writeJSON(w, out)
+}
+
+// ReservedIdleAccounting is implemented by an Accounting that keeps
+// reservation windows (*accounting.DB): their idle reserved GPU-hours in
+// GET /v1/accounting/cluster.
+type ReservedIdleAccounting interface {
+	ReservedIdle(ctx context.Context, start, end time.Time) (reserved, maint float64, err error)
 }
 
 // ResvAccounting is implemented by an Accounting that keeps reservation

@@ -29,6 +29,10 @@ type Reservation struct {
 	NodeGPUs map[string][]int `json:"node_gpus,omitempty"`
 	Users    []string         `json:"users,omitempty"`
 	Accounts []string         `json:"accounts,omitempty"`
+	// Groups admits the members of these unix groups (Slurm's Groups=;
+	// not with Users). A job must be approved by each of Users (or
+	// Groups) and Accounts that is given, as Slurm judges it.
+	Groups []string `json:"groups,omitempty"`
 	// Flags are Slurm's names, upper case (ResvFlags lists them).
 	Flags []string `json:"flags,omitempty"`
 	// Creator is who created it; UsedAt is when a job last ran in it
@@ -91,6 +95,7 @@ type ReservationUpdate struct {
 	GPUs        *int      `json:"gpus,omitempty"`
 	GPUModel    *string   `json:"gpu_model,omitempty"`
 	Users       *[]string `json:"users,omitempty"`
+	Groups      *[]string `json:"groups,omitempty"`
 	Accounts    *[]string `json:"accounts,omitempty"`
 	Flags       *[]string `json:"flags,omitempty"`
 	FlagsAdd    []string  `json:"flags_add,omitempty"`

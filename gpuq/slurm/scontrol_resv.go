@@ -20,7 +20,7 @@ import (
 // reservation, and sinfo -T, in Slurm's words and layouts.
 
 // resvKeys are the keys scontrol create and update reservation take.
-const resvKeys = "ReservationName, StartTime, EndTime, Duration, Nodes, NodeCnt, TRES (gres/gpu=N, node=N), PartitionName, Users, Accounts, Flags (Flags+=, Flags-=)"
+const resvKeys = "ReservationName, StartTime, EndTime, Duration, Nodes, NodeCnt, TRES (gres/gpu=N, node=N), PartitionName, Users, Groups, Accounts, Flags (Flags+=, Flags-=)"
 
 // parseResv reads scontrol's Key=Value words for a reservation.
 func (c *Cmd) parseResv(args []string) (spec.ReservationUpdate, error) {
@@ -98,6 +98,9 @@ func (c *Cmd) parseResv(args []string) (spec.ReservationUpdate, error) {
 		case "accounts", "account":
 			as := splitList(v)
 			u.Accounts = &as
+		case "groups", "group":
+			gs := splitList(v)
+			u.Groups = &gs
 		case "flags", "flag":
 			fs := splitList(v)
 			switch op {
@@ -311,7 +314,7 @@ func (c *Cmd) showResv(ctx context.Context, name string, one bool) error {
 		lines = append(lines, perNode...)
 		c.writeShowRecord(append(lines, [][]string{
 			{"TRES=" + tres},
-			{"Users=" + orNull(strings.Join(r.Users, ",")), "Groups=(null)", "Accounts=" + orNull(strings.Join(r.Accounts, ",")),
+			{"Users=" + orNull(strings.Join(r.Users, ",")), "Groups=" + orNull(strings.Join(r.Groups, ",")), "Accounts=" + orNull(strings.Join(r.Accounts, ",")),
 				"Licenses=(null)", "State=" + r.State, "BurstBuffer=(null)", "Watts=n/a"},
 			{"MaxStartDelay=(null)"},
 		}...), one)

@@ -480,7 +480,10 @@ func TestHelpShortOption(t *testing.T) {
 func TestSreport(t *testing.T) {
 	ctl := fixture(t)
 	ctl.Set(func(s *fakectl.Server) {
-		s.Cluster = api.AcctClusterResponse{Rows: []api.AcctClusterRow{{Model: "h100", GPUs: 2, TotalGPUHours: 48, AllocatedGPUHours: 12, DownGPUHours: 6}}}
+		// 5 idle reserved GPU-hours count as Allocated, 2 of a MAINT
+		// reservation as PLND Down (Slurm's rule).
+		s.Cluster = api.AcctClusterResponse{Rows: []api.AcctClusterRow{{Model: "h100", GPUs: 2, TotalGPUHours: 48, AllocatedGPUHours: 12, DownGPUHours: 6}},
+			ReservedIdleGPUHours: 5, MaintIdleGPUHours: 2}
 		s.Acct[0].GPUHours, s.Acct[1].GPUHours = 2, 0.5 // alice's jobs 5 and 6
 		s.Acct = append(s.Acct, api.AcctJob{AcctRecord: api.AcctRecord{ID: 20, User: "bob", Account: "vision", GPUHours: 4, State: spec.StateCompleted}})
 		s.Resv.Rows = []api.AcctResvRow{
@@ -499,8 +502,8 @@ func TestSreport(t *testing.T) {
 			strings.Repeat("-", 80) + "\nCluster Utilization 2025-03-13T00:00:00 - 2025-03-13T23:59:59\nUsage reported in TRES Minutes\n" + strings.Repeat("-", 80) + "\n" +
 			"  Cluster      TRES Name     Allocated          Down     PLND Down          Idle    Planned       Reported\n" +
 			"--------- -------------- ------------- ------------- ------------- ------------- ---------- --------------\n" +
-			"     gpud       gres/gpu           720           360             0          1800          0           2880\n"},
-		{"cluster utilization percent, parsable", []string{"-nP", "-t", "percent", "cluster", "utilization"}, "gpud|gres/gpu|25.00%|12.50%|0.00%|62.50%|0.00%|100.00%\n"},
+			"     gpud       gres/gpu          1020           360           120          1380          0           2880\n"},
+		{"cluster utilization percent, parsable", []string{"-nP", "-t", "percent", "cluster", "utilization"}, "gpud|gres/gpu|35.42%|12.50%|4.17%|47.92%|0.00%|100.00%\n"},
 		{"user topusage", []string{"-nP", "-t", "hours", "user", "topusage", "topcount=1"}, "gpud|bob|bob|4|0\n"},
 		{"reservation utilization", []string{"reservation", "utilization", "start=2025-03-13", "end=2025-03-14", "nodes=n[1,3]"}, "" +
 			strings.Repeat("-", 80) + "\nReservation Utilization 2025-03-13T00:00:00 - 2025-03-13T23:59:59\nUsage reported in TRES Minutes\n" + strings.Repeat("-", 80) + "\n" +

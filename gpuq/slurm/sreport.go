@@ -140,6 +140,10 @@ func (c *Cmd) sreport(ctx context.Context) error {
 			down += r.DownGPUHours
 			plnd += r.PoweredDownGPUHours
 		}
+		// Slurm counts a reservation's idle time as Allocated, a MAINT
+		// one's as Planned Down.
+		alloc += cu.ReservedIdleGPUHours
+		plnd += cu.MaintIdleGPUHours
 		idle = max(total-alloc-down-plnd, 0)
 		title = "Cluster Utilization"
 		cols = []srCol{{"Cluster", 9, false}, {"TRES Name", 14, false}, {"Allocated", 13, false}, {"Down", 13, false},

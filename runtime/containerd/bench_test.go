@@ -165,7 +165,9 @@ func BenchmarkStartToRunning(b *testing.B) {
 // waits: 8 are prepared, then for 10 s their processes (the shim and
 // runc's init waiting to exec the job) are watched: resident memory per
 // container (VmRSS of both, shared pages counted in each) and CPU time
-// per container per minute (utime+stime of both, from /proc). Each
+// per container per minute (utime+stime of both, from /proc); PSS
+// shares the pages the shims and inits have in common among them, so it
+// is what one more prepared container costs. Each
 // iteration takes the 10 s: run it with -benchtime=1x.
 func BenchmarkPreparedIdleCost(b *testing.B) {
 	addr := containerdtest.Start(b)
@@ -208,12 +210,14 @@ func BenchmarkPreparedIdleCost(b *testing.B) {
 			cpu0 += procField(b, p, 13) + procField(b, p, 14)
 		}
 		time.Sleep(window) // the thing measured is time passing
-		cpu1, rss := 0, 0
+		cpu1, rss, pss := 0, 0, 0
 		for _, p := range pids {
 			cpu1 += procField(b, p, 13) + procField(b, p, 14)
-			rss += vmRSSKiB(b, p)
+			rss += procKiB(b, fmt.Sprintf("/proc/%d/status", p), "VmRSS:")
+			pss += procKiB(b, fmt.Sprintf("/proc/%d/smaps_rollup", p), "Pss:")
 		}
 		b.ReportMetric(float64(rss)/n, "KiB-rss/container")
+		b.ReportMetric(float64(pss)/n, "KiB-pss/container")
 		b.ReportMetric(float64(cpu1-cpu0)*10/n*(float64(time.Minute)/float64(window)), "cpu-ms/container/min")
 	}
 }
@@ -233,16 +237,18 @@ func procField(b *testing.B, pid, i int) int {
 	return v
 }
 
-func vmRSSKiB(b *testing.B, pid int) int {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+// procKiB is the kB value of the line starting with key in file.
+func procKiB(b *testing.B, file, key string) int {
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, l := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(l, key); ok {
 			n, _ := strconv.Atoi(strings.Fields(v)[0])
 			return n
 		}
 	}
+	b.Fatalf("no %s in %s", key, file)
 	return 0
 }

@@ -2,7 +2,11 @@ package clients
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,7 +40,16 @@ func BenchmarkGpusubmitBinary(b *testing.B) {
 // reports finished jobs per second. Compare with runtime/containerd's
 // BenchmarkBareContainerd on the same machine.
 func BenchmarkTrivialJobThroughput(b *testing.B) {
-	c := e2etest.StartCluster(b, 2, "--cpus", "8")
+	trivialJobs(b, e2etest.StartCluster(b, 2, "--cpus", "8"))
+}
+
+// BenchmarkTrivialJobThroughputPrepared is BenchmarkTrivialJobThroughput
+// with node.toml prepared_containers = 4 (the jobs share one shape).
+func BenchmarkTrivialJobThroughputPrepared(b *testing.B) {
+	trivialJobs(b, e2etest.StartCluster(b, 2, "--cpus", "8", "--node-config", preparedNodeConfig(b, 4)))
+}
+
+func trivialJobs(b *testing.B, c *e2etest.Cluster) {
 	work := b.TempDir()
 	cl := c.Client()
 	ctx := context.Background()
@@ -72,6 +85,91 @@ func BenchmarkTrivialJobThroughput(b *testing.B) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+	// How many started in a prepared container (the agents' JSON log).
+	var all, prepared int
+	for _, l := range strings.Split(c.Log.String(), "\n") {
+		if strings.Contains(l, "job container started") {
+			all++
+			if strings.Contains(l, `"prepared":true`) {
+				prepared++
+			}
+		}
+	}
+	if all > 0 {
+		b.ReportMetric(100*float64(prepared)/float64(all), "%prepared")
+	}
+}
+
+// BenchmarkIdleSubmitToRunning submits one container job at a time to an
+// idle two-node cluster and waits for it to end before the next: the time
+// from the submit call to the job's first instruction (its script writes
+// the time, in ns, as it begins), p50 and p99 in ms. "cold" makes each
+// job's container when it starts; "prepared" has node.toml
+// prepared_containers = 1, so after the first job of the shape each
+// starts in a container prepared while the cluster was idle.
+func BenchmarkIdleSubmitToRunning(b *testing.B) {
+	for _, mode := range []string{"cold", "prepared"} {
+		b.Run(mode, func(b *testing.B) {
+			extra := []string{"--cpus", "8"}
+			if mode == "prepared" {
+				extra = append(extra, "--node-config", preparedNodeConfig(b, 1))
+			}
+			c := e2etest.StartCluster(b, 2, extra...)
+			work := b.TempDir()
+			cl := c.Client()
+			ctx := context.Background()
+			js := spec.JobSpec{Name: "first", Script: "#!/bin/sh\ndate +%s%N > \"$SLURM_SUBMIT_DIR/began-$GPUD_JOB_ID\"\n",
+				WorkDir: work, SubmitDir: work, Output: filepath.Join(work, "t-%j.out"), TimeLimit: spec.Duration(time.Minute)}
+			var took []time.Duration
+			for i := 0; i < b.N+1; i++ { // the first makes the shape known
+				t0 := time.Now()
+				resp, err := cl.Submit(ctx, api.SubmitRequest{Job: js})
+				if err != nil {
+					b.Fatal(err)
+				}
+				wctx, cancel := context.WithTimeout(ctx, time.Minute)
+				j, err := cl.WaitJob(wctx, resp.ID)
+				cancel()
+				if err != nil || j.State != spec.StateCompleted {
+					b.Fatalf("job %d: %v %s %s", resp.ID, err, j.State, j.Reason)
+				}
+				raw, err := os.ReadFile(filepath.Join(work, fmt.Sprintf("began-%d", resp.ID)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ns, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if i > 0 {
+					took = append(took, time.Unix(0, ns).Sub(t0))
+				}
+				// Idle between jobs, as on a quiet cluster (and time for
+				// the node to prepare the next container).
+				time.Sleep(300 * time.Millisecond)
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms-p50")
+			b.ReportMetric(float64(took[(len(took)*99)/100].Microseconds())/1000, "ms-p99")
+		})
+	}
+}
+
+// preparedNodeConfig is etc/node.toml with prepared_containers = k.
+func preparedNodeConfig(b *testing.B, k int) string {
+	base, err := os.ReadFile(e2etest.RepoPath(b, "etc/node.toml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	conf := strings.Replace(string(base), "\nprepared_containers = 0\n", fmt.Sprintf("\nprepared_containers = %d\n", k), 1)
+	if conf == string(base) {
+		b.Fatal("etc/node.toml lacks prepared_containers = 0")
+	}
+	p := filepath.Join(b.TempDir(), "node.toml")
+	if err := os.WriteFile(p, []byte(conf), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return p
 }
 
 // submitConcurrently submits n copies of js over the API from 8

@@ -20,7 +20,10 @@ import (
 // alone. A job outside the reservation runs on the same node beside them
 // (on the other four), another that would need a reserved GPU waits, and
 // a job inside (--reservation) gets exactly the reserved four; scontrol
-// show reservation prints TRES=gres/gpu=4 and which GPUs.
+// show reservation prints TRES=gres/gpu=4 and which GPUs; sreport
+// reservation utilization reports its allocated and idle GPU-time from
+// the accounting database; a Groups= reservation admits the group's
+// members only.
 func TestGPUReservation(t *testing.T) {
 	t.Parallel()
 	inside := e2etest.AddUserTag(t, "gin")
@@ -121,6 +124,22 @@ func TestGPUReservation(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	// Groups=: the members of a unix group (here the inside user's own,
+	// as useradd made it) may use it; others are refused at submit.
+	if r := c.CLI(work, "scontrol", "create", "reservation", "ReservationName=grp", "StartTime=now", "Duration=60",
+		"TRES=gres/gpu=2", "Groups="+inside.Name); r.Code != 0 {
+		t.Fatalf("create grp: exit %d: %s", r.Code, r.Stderr)
+	}
+	if out := showResv(t, c, work, "grp"); !strings.Contains(out, "Users=(null) Groups="+inside.Name+" Accounts=(null)") {
+		t.Errorf("scontrol show reservation grp:\n%s", out)
+	}
+	if r := c.As(outside, nil, "sbatch", "--reservation=grp", "--time=5", "--wrap", "true"); r.Code == 0 ||
+		!strings.Contains(r.Stderr, "Access denied to requested reservation") {
+		t.Errorf("a user outside group %s with --reservation=grp: exit %d: %s", inside.Name, r.Code, r.Stderr)
+	}
+	member := submitAs(t, c, inside, "--reservation=grp", "--gpus-per-node=2", "--time=5", "--wrap", "true")
+	c.WaitState(member, time.Minute, "COMPLETED")
+
 	if r := c.CLI(work, "sreport", "reservation", "utilization", "start=now-1hours", "end=now"); r.Code != 0 ||
 		!regexp.MustCompile(`(?m)^  Cluster      Name               Start                 End      TRES Name            Allocated                 Idle$`).MatchString(r.Stdout) {
 		t.Errorf("sreport reservation utilization: exit %d:\n%s%s", r.Code, r.Stdout, r.Stderr)

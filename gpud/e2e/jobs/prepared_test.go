@@ -15,7 +15,7 @@ import (
 )
 
 // TestPreparedContainers runs a real gpud standalone with node.toml
-// prepared_containers = 1 and prepared_max_age = "4s":
+// prepared_containers = 1 and prepared_max_age = "10s":
 //   - after a user's GPU job, the node prepares a container of that shape
 //     (labelled for the node and the user, its task created, nothing
 //     running);
@@ -24,6 +24,9 @@ import (
 //     (named for the prepared container), the same devices as the cold
 //     start, its own job id in the environment;
 //   - a second user's job never gets it (it starts cold, as that user);
+//   - once the user's work directory was removed and made again, the
+//     container prepared with the old one (its bind holds that one) is
+//     not used: the job starts cold and writes into the new directory;
 //   - prepared containers nobody claims are destroyed after the age, with
 //     their job directories and checkpoint slots.
 func TestPreparedContainers(t *testing.T) {
@@ -38,7 +41,7 @@ func TestPreparedContainers(t *testing.T) {
 	conf := string(base)
 	for old, new := range map[string]string{
 		"\nprepared_containers = 0\n":    "\nprepared_containers = 1\n",
-		"\nprepared_max_age = \"60s\"\n": "\nprepared_max_age = \"4s\"\n",
+		"\nprepared_max_age = \"60s\"\n": "\nprepared_max_age = \"10s\"\n",
 	} {
 		if !strings.Contains(conf, old) {
 			t.Fatalf("etc/node.toml lacks %q", old)
@@ -134,7 +137,23 @@ func TestPreparedContainers(t *testing.T) {
 		t.Errorf("devices in the prepared container %q, in the cold one %q; want the same", out2[5], out1[5])
 	}
 
-	// Nobody claims the ones prepared after that: destroyed after 4s,
+	// The work directory made anew: the container prepared since binds
+	// the old one, so the next job must not start in it.
+	e2etest.WaitFor(t, 30*time.Second, "a container prepared for alice after her second job", func() bool { return len(prepared(alice.Name)) == 1 })
+	if err := os.Rename(alice.Home, alice.Home+".old"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(alice.Home + ".old") })
+	if err := os.Mkdir(alice.Home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(alice.Home, int(alice.UID), int(alice.GID)); err != nil {
+		t.Fatal(err)
+	}
+	id3, out3 := run(alice)
+	check(alice, id3, out3, false)
+
+	// Nobody claims the ones prepared after that: destroyed after 10s,
 	// with their directories.
 	e2etest.WaitFor(t, 30*time.Second, "prepared containers destroyed after prepared_max_age", func() bool { return len(prepared("")) == 0 })
 	left, _ := filepath.Glob(filepath.Join(c.Dir, "nodes", "*", "jobs", "gpud-prep-*"))

@@ -43,7 +43,7 @@ func TestReservations(t *testing.T) {
 
 	// Refusals in Slurm's words, all at once.
 	if r := c.CLI(work, "scontrol", "create", "reservation", "Nodes=node1"); r.Code == 0 ||
-		!strings.Contains(r.Stderr, "StartTime must be specified") || !strings.Contains(r.Stderr, "Either Users or Accounts must be specified") {
+		!strings.Contains(r.Stderr, "StartTime must be specified") || !strings.Contains(r.Stderr, "Either Users/Groups and/or Accounts must be specified") {
 		t.Errorf("incomplete create: exit %d: %s", r.Code, r.Stderr)
 	}
 
