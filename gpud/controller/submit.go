@@ -48,66 +48,74 @@ func (c *Controller) SubmitAll(ctx context.Context, who Caller, js spec.JobSpec)
 func (c *Controller) SubmitKeyed(ctx context.Context, who Caller, js spec.JobSpec, key string) ([]spec.JobID, error) {
 	var ids []spec.JobID
 	err := c.call(ctx, func(tx *txn) error {
-		ids = nil
-		j, err := c.newJob(who, js)
-		if err != nil {
-			return err
-		}
-		if key != "" {
-			if prev := c.st.keys[idemKey{j.UID, key}]; len(prev) > 0 {
-				ids = slices.Clone(prev)
-				return nil
-			}
-			j.IdempotencyKey = key
-		}
-		tasks := []int{-1}
-		if j.Array != "" {
-			tasks, _, err = parseArray(j.Array) // validated by newJob
-			if err != nil {
-				return err
-			}
-		}
-		if err := c.checkAccountLimits(j, len(tasks)); err != nil {
-			return err
-		}
-		if err := c.checkUserSubmitLimit(who, j, len(tasks)); err != nil {
-			return err
-		}
-		if err := c.checkSubmitSize(j, len(tasks)); err != nil {
-			return err
-		}
-		if err := c.checkUserSubmitSize(who, j, len(tasks)); err != nil {
-			return err
-		}
-		c.st.share(j)
-		first := c.st.nextID
-		for _, t := range tasks {
-			rec := &jobRec{job: *j}
-			nj := &rec.job
-			nj.ID = c.st.nextID
-			c.st.nextID++
-			if t >= 0 {
-				nj.ArrayJobID, nj.ArrayTaskID = first, t
-			}
-			resolveOutput(nj)
-			c.st.addJob(rec)
-			tx.saveJob(rec)
-			ids = append(ids, nj.ID)
-			switch {
-			case c.incrementalSubmit(nj):
-				tx.submitted = append(tx.submitted, nj.ID)
-			case nj.Hold:
-				// A held job cannot start, so it changes no plan: no
-				// full cycle (O(pending) each, for every sbatch --hold
-				// in a loop) until a release kicks one.
-			default:
-				tx.kick = true
-			}
-		}
-		tx.counter = true
-		return nil
+		var err error
+		ids, err = c.submitIn(tx, who, js, key)
+		return err
 	})
 	return ids, err
+}
+
+// submitIn is SubmitKeyed's work in the owner's transaction tx (the
+// fidelity harness submits in the same operation as the ends of the
+// second, as a controller answers them with one cycle).
+func (c *Controller) submitIn(tx *txn, who Caller, js spec.JobSpec, key string) ([]spec.JobID, error) {
+	j, err := c.newJob(who, js)
+	if err != nil {
+		return nil, err
+	}
+	if key != "" {
+		if prev := c.st.keys[idemKey{j.UID, key}]; len(prev) > 0 {
+			return slices.Clone(prev), nil
+		}
+		j.IdempotencyKey = key
+	}
+	tasks := []int{-1}
+	if j.Array != "" {
+		tasks, _, err = parseArray(j.Array) // validated by newJob
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := c.checkAccountLimits(j, len(tasks)); err != nil {
+		return nil, err
+	}
+	if err := c.checkUserSubmitLimit(who, j, len(tasks)); err != nil {
+		return nil, err
+	}
+	if err := c.checkSubmitSize(j, len(tasks)); err != nil {
+		return nil, err
+	}
+	if err := c.checkUserSubmitSize(who, j, len(tasks)); err != nil {
+		return nil, err
+	}
+	c.st.share(j)
+	first := c.st.nextID
+	var ids []spec.JobID
+	for _, t := range tasks {
+		rec := &jobRec{job: *j}
+		nj := &rec.job
+		nj.ID = c.st.nextID
+		c.st.nextID++
+		if t >= 0 {
+			nj.ArrayJobID, nj.ArrayTaskID = first, t
+		}
+		resolveOutput(nj)
+		c.st.addJob(rec)
+		tx.saveJob(rec)
+		ids = append(ids, nj.ID)
+		switch {
+		case c.incrementalSubmit(nj):
+			tx.submitted = append(tx.submitted, nj.ID)
+		case nj.Hold:
+			// A held job cannot start, so it changes no plan: no
+			// full cycle (O(pending) each, for every sbatch --hold
+			// in a loop) until a release kicks one.
+		default:
+			tx.kick = true
+		}
+	}
+	tx.counter = true
+	return ids, nil
 }
 
 // TestResult says what a --test-only submission would do now.

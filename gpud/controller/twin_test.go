@@ -17,6 +17,7 @@ import (
 	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/config"
+	"github.com/gpud/gpud/gpud/plot"
 	"github.com/gpud/gpud/gpud/sched"
 	"github.com/gpud/gpud/gpud/sim"
 	"github.com/gpud/gpud/gpud/sim/trace"
@@ -158,9 +159,12 @@ func twinWorkload(seed uint64, n int, span time.Duration) []twinJobSpec {
 var twinT0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 
 // runTwinController runs the workload on a controller over ends it
-// reports itself (each job's node reports it exited runtime after it
-// started; a preempted job's node at once), with the periodic cycle at
-// every interval, and returns the accounting it wrote.
+// reports itself, playing the nodes' side the way an agent does: after
+// every owner operation it reads the assignments of the nodes whose
+// generation moved (what an agent's long-poll returns), a new allocation
+// is a start whose exit comes runtime later, an allocation told to stop
+// (preempted) exits at once. The periodic cycle runs at every interval.
+// The accounting goes to dbPath.
 func runTwinController(t *testing.T, cfg Config, work []twinJobSpec, nodes, gpus int, dbPath string) {
 	db, err := accounting.Open(dbPath)
 	if err != nil {
@@ -193,63 +197,103 @@ func runTwinController(t *testing.T, cfg Config, work []twinJobSpec, nodes, gpus
 			t.Fatal(err)
 		}
 	}
-	type end struct {
-		at      time.Duration
-		id      spec.JobID
-		attempt int
+	// A node's exit report for one part of an allocation.
+	type exit struct {
+		node string
+		ev   NodeEvent
 	}
-	var ends []end
-	queued := map[[2]int]bool{} // (job, attempt) whose end is queued
-	ids := make([]spec.JobID, len(work))
-	runtime := map[spec.JobID]time.Duration{}
-	fails := map[spec.JobID]bool{}
-	interval := cfg.SchedInterval
-	nextTick := interval
-	next := 0
-	// scan queues the ends of jobs that started now and reports the
-	// exits of the ones told to stop (preempted).
-	var scan func(now time.Duration)
-	scan = func(now time.Duration) {
-		type exit struct {
-			node  string
-			ev    NodeEvent
-			state spec.JobState
-		}
-		var exits []exit
-		if err := h.c.query(ctx, func() error {
-			for _, rec := range h.c.st.jobs {
-				j := &rec.job
-				switch {
-				case j.State == spec.StateRunning && j.StopState == "" && !queued[[2]int{int(j.ID), j.Attempt}]:
-					queued[[2]int{int(j.ID), j.Attempt}] = true
-					ends = append(ends, end{at: now + runtime[j.ID], id: j.ID, attempt: j.Attempt})
-				case j.State == spec.StateCompleting && j.Alloc != nil:
-					for _, n := range j.Alloc.Nodes {
-						exits = append(exits, exit{node: n.Node, ev: NodeEvent{Seq: 1, AllocID: j.Alloc.ID, JobID: j.ID, Kind: EventExited,
-							State: j.StopState, Signal: 15}})
-					}
-				}
+	// report delivers exits in one owner operation, so that no cycle
+	// runs between them (the replay answers one second's events, and a
+	// cycle's preempted victims, with one cycle).
+	report := func(exits []exit) {
+		if err := h.c.call(ctx, func(tx *txn) error {
+			for _, x := range exits {
+				h.c.applyEvent(tx, x.node, x.ev)
 			}
 			return nil
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if len(exits) > 0 {
-			// In one owner operation, so that no cycle runs between them
-			// (the replay frees every victim before its next cycle).
-			if err := h.c.call(ctx, func(tx *txn) error {
-				for _, x := range exits {
-					h.c.applyEvent(tx, x.node, x.ev)
+	}
+	// A run's end: when its allocation exits by itself.
+	type end struct {
+		at    time.Duration
+		id    spec.JobID
+		alloc string
+		nodes []string
+	}
+	var ends []end
+	// live: the allocations started and not yet exited (an end whose
+	// allocation was preempted meanwhile is dropped); stopping: the
+	// allocation parts told to stop whose exit was reported.
+	live := map[string]bool{}
+	stopped := map[[2]string]bool{}
+	gens := map[string]uint64{}
+	ids := make([]spec.JobID, len(work))
+	runtime := map[spec.JobID]time.Duration{}
+	fails := map[spec.JobID]bool{}
+	depends := map[spec.JobID]spec.JobID{}
+	starts, stops := 0, 0
+	interval := cfg.SchedInterval
+	nextTick := interval
+	wall := time.Now()
+	next := 0
+	// scan reads the assignments of the nodes whose generation changed
+	// (the controller bumps it at every start and stop it orders there):
+	// it queues the end of each new allocation and reports the exit of
+	// each part told to stop, then settles and scans again until the
+	// controller orders nothing more.
+	scan := func(now time.Duration) {
+		for {
+			var exits []exit
+			if err := h.c.query(ctx, func() error {
+				for _, name := range h.c.st.nodeNames() {
+					n := h.c.st.nodes[name]
+					if n.gen == gens[name] {
+						continue
+					}
+					gens[name] = n.gen
+					for _, a := range h.c.assignments(n) {
+						id := a.Alloc.ID
+						switch {
+						case a.Stop:
+							if a.StopState != spec.StatePreempted {
+								t.Errorf("job %d on %s told to stop as %s: the workload only preempts", a.Job.ID, name, a.StopState)
+							}
+							if !stopped[[2]string{id, name}] {
+								stopped[[2]string{id, name}] = true
+								delete(live, id)
+								exits = append(exits, exit{node: name, ev: NodeEvent{Seq: 1, AllocID: id, JobID: a.Job.ID, Kind: EventExited,
+									State: a.StopState, Signal: 15}})
+							}
+						case !live[id] && !stopped[[2]string{id, name}]:
+							if a.Job.Alloc == nil || a.Job.Alloc.ID != id || len(a.Alloc.Nodes) == 0 {
+								t.Fatalf("job %d's assignment on %s has no allocation of its own", a.Job.ID, name)
+							}
+							if _, ok := runtime[a.Job.ID]; !ok {
+								t.Fatalf("job %d started on %s but was never submitted", a.Job.ID, name)
+							}
+							live[id] = true
+							starts++
+							e := end{at: now + runtime[a.Job.ID], id: a.Job.ID, alloc: id}
+							for _, p := range a.Alloc.Nodes {
+								e.nodes = append(e.nodes, p.Node)
+							}
+							ends = append(ends, e)
+						}
+					}
 				}
 				return nil
 			}); err != nil {
 				t.Fatal(err)
 			}
-		}
-		slices.SortFunc(ends, func(a, b end) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.id, b.id)) })
-		if len(exits) > 0 {
+			slices.SortFunc(ends, func(a, b end) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.id, b.id)) })
+			if len(exits) == 0 {
+				return
+			}
+			stops++
+			report(exits)
 			settle()
-			scan(now)
 		}
 	}
 	setClock := func(d time.Duration) {
@@ -267,71 +311,76 @@ func runTwinController(t *testing.T, cfg Config, work []twinJobSpec, nodes, gpus
 		}
 		setClock(now)
 		// Ends first, then submissions, then the periodic cycle: the
-		// replay's order within an instant.
-		// Every end of the instant in one owner operation: the replay
-		// answers them with one cycle.
-		var exits []struct {
-			node string
-			ev   NodeEvent
-		}
+		// replay's order within an instant. Every end of the instant in
+		// one owner operation: the replay answers them with one cycle.
+		var exits []exit
 		for len(ends) > 0 && ends[0].at == now {
 			e := ends[0]
 			ends = ends[1:]
-			var j spec.Job
-			if err := h.c.query(ctx, func() error {
-				if rec := h.c.st.jobs[e.id]; rec != nil {
-					j = rec.job
-				}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if j.State != spec.StateRunning || j.Attempt != e.attempt {
+			if !live[e.alloc] {
 				continue // preempted since
 			}
+			delete(live, e.alloc)
 			state, code := spec.StateCompleted, 0
-			if fails[j.ID] {
+			if fails[e.id] {
 				state, code = spec.StateFailed, 1
 			}
-			for _, n := range j.Alloc.Nodes {
-				exits = append(exits, struct {
-					node string
-					ev   NodeEvent
-				}{n.Node, NodeEvent{Seq: 1, AllocID: j.Alloc.ID, JobID: j.ID, Kind: EventExited, State: state, ExitCode: code}})
+			for _, n := range e.nodes {
+				exits = append(exits, exit{n, NodeEvent{Seq: 1, AllocID: e.alloc, JobID: e.id, Kind: EventExited, State: state, ExitCode: code}})
 			}
 		}
-		if len(exits) > 0 {
-			if err := h.c.call(ctx, func(tx *txn) error {
-				for _, x := range exits {
-					h.c.applyEvent(tx, x.node, x.ev)
-				}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			settle()
-			scan(now)
-		}
+		// The instant's submissions (distinct seconds: at most one) go in
+		// the same owner operation as its ends, so that one cycle answers
+		// them all, as the replay does: accounting's whole seconds do not
+		// say which came first, and a controller whose cycles are paced
+		// answers what arrived in the same second together.
+		var subs []twinJobSpec
 		for next < len(work) && work[next].at == now {
 			w := work[next]
 			if w.dependOn >= 0 {
 				w.js.Depend = "afterok:" + strconv.Itoa(int(ids[w.dependOn]))
 			}
-			id, err := h.c.Submit(ctx, w.who, w.js)
-			if err != nil {
-				t.Fatalf("submit %d: %v", next, err)
-			}
-			ids[next] = id
-			n := 1
-			if w.js.Array != "" {
-				idx, _, _ := spec.ParseArray(w.js.Array)
-				n = len(idx)
-			}
-			for k := range n {
-				runtime[id+spec.JobID(k)] = w.runtime
-				fails[id+spec.JobID(k)] = w.fail
-			}
+			subs = append(subs, w)
 			next++
+		}
+		if len(exits) > 0 || len(subs) > 0 {
+			var made [][]spec.JobID
+			if err := h.c.call(ctx, func(tx *txn) error {
+				for _, x := range exits {
+					h.c.applyEvent(tx, x.node, x.ev)
+				}
+				made = made[:0]
+				for _, w := range subs {
+					id, err := h.c.submitIn(tx, w.who, w.js, "")
+					if err != nil {
+						return fmt.Errorf("submit %s: %w", w.js.Name, err)
+					}
+					made = append(made, id)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			for k, w := range subs {
+				k0 := next - len(subs) + k
+				id := made[k][0]
+				ids[k0] = id
+				if w.dependOn >= 0 {
+					depends[id] = ids[w.dependOn]
+				}
+				for _, tid := range made[k] {
+					runtime[tid] = w.runtime
+					fails[tid] = w.fail
+				}
+				if (k0+1)%max(len(work)/10, 1) == 0 {
+					pending := 0
+					if err := h.c.query(ctx, func() error { pending = len(h.c.st.pending); return nil }); err != nil {
+						t.Fatal(err)
+					}
+					t.Logf("controller: %d of %d submitted at %s of virtual time, %d pending, %d running, %s wall", k0+1, len(work), now, pending, len(live),
+						time.Since(wall).Round(time.Second))
+				}
+			}
 			settle()
 			scan(now)
 		}
@@ -342,6 +391,32 @@ func runTwinController(t *testing.T, cfg Config, work []twinJobSpec, nodes, gpus
 			scan(now)
 		}
 	}
+	// Every job ended: nothing is left running, pending or stopping.
+	if err := h.c.query(ctx, func() error {
+		// Only jobs whose afterok can no longer be met (their
+		// dependency failed) may wait on, as in Slurm without
+		// kill_invalid_depend.
+		// A job whose dependency is such a job waits on too.
+		for id, rec := range h.c.st.pending {
+			dep, ok := depends[id]
+			if ok && (rec.job.Reason == spec.ReasonDependencyNeverSatisfied || rec.job.Reason == spec.ReasonDependency && h.c.st.pending[dep] != nil) {
+				continue
+			}
+			return fmt.Errorf("the run ended with job %d pending (%s, depending on %d)", id, rec.job.Reason, dep)
+		}
+		if len(live) > 0 {
+			return fmt.Errorf("the run ended with %d allocations live", len(live))
+		}
+		for _, name := range h.c.st.nodeNames() {
+			if a := h.c.st.nodes[name].allocs; len(a) > 0 {
+				return fmt.Errorf("node %s still holds %d allocations", name, len(a))
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("controller: %d runs started, %d rounds of preempted exits", starts, stops)
 	h.stop()
 }
 
@@ -383,7 +458,7 @@ func TestTwinMatchesController(t *testing.T) {
 	// make test's size: what a loaded 2-core machine runs in about a
 	// minute (under -race, a quarter of the jobs over half a day); make
 	// bench-twin runs 50,000 jobs (the bar).
-	n, span := 400, 24*time.Hour
+	n, span, nodes := 400, 24*time.Hour, 12
 	if testing.Short() || raceDetector {
 		n, span = 200, 12*time.Hour
 	}
@@ -392,7 +467,13 @@ func TestTwinMatchesController(t *testing.T) {
 		if n, err = strconv.Atoi(s); err != nil || n < 1 {
 			t.Fatalf("GPUD_TWIN_JOBS=%q: give a number of jobs", s)
 		}
-		span = max(24*time.Hour, time.Duration(n/400)*24*time.Hour)
+		// Over days, 25 submissions a simulated day per node: about 70%
+		// of the GPUs offered, so the queue forms and drains (at 33 a
+		// day per node the preempted reruns overload the cluster and
+		// the queue grows for as long as the run lasts). 20 nodes, so
+		// that 10% more is whole nodes (docs/simulator.md's what-if).
+		nodes = 20
+		span = max(24*time.Hour, time.Duration(n)*24*time.Hour/time.Duration(25*nodes))
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gpud.toml")
@@ -407,7 +488,7 @@ func TestTwinMatchesController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const nodes, gpus = 12, 8
+	const gpus = 8
 	work := twinWorkload(32, n, span)
 	dbPath := filepath.Join(dir, "accounting.db")
 	wall := time.Now()
@@ -451,6 +532,7 @@ func TestTwinMatchesController(t *testing.T) {
 		real, repl time.Duration
 	}
 	var misses []miss
+	var diffs []time.Duration // replay − real start of each job started in both
 	for i := range r.Jobs {
 		j, res := &r.Jobs[i], &r.Res[i]
 		preempted += res.Preempted
@@ -471,6 +553,7 @@ func TestTwinMatchesController(t *testing.T) {
 			continue
 		}
 		started++
+		diffs = append(diffs, res.Start.Sub(j.RealStart))
 		if d := res.Start.Sub(j.RealStart); d.Abs() <= cfg.SchedInterval {
 			within++
 		} else {
@@ -482,6 +565,27 @@ func TestTwinMatchesController(t *testing.T) {
 		"replay: %d preemptions, %d backfilled; %.2f%% within one interval (%s) of the real start",
 		stats.Replayed, stats.Records, deps, arrays, started, ctlWall.Round(time.Millisecond), r.Wall.Round(time.Millisecond), r.Cycles,
 		preempted, backfilled, 100*share, cfg.SchedInterval)
+	hist := twinHistogram(diffs, cfg.SchedInterval)
+	for _, b := range hist.bins {
+		t.Logf("replay − real start %-16s %6d jobs", b.label, b.n)
+	}
+	if out := os.Getenv("GPUD_TWIN_OUT"); out != "" {
+		f, err := os.Create(filepath.Join(out, "twin_fidelity.svg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bars := plot.Bars{Title: fmt.Sprintf("replay − real start, %d jobs on the live controller (interval %s)", len(diffs), cfg.SchedInterval),
+			XLabel: "jobs"}
+		for _, b := range hist.bins {
+			bars.Labels, bars.Values = append(bars.Labels, b.label), append(bars.Values, float64(b.n))
+		}
+		if err := plot.WriteSVG(f, bars); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for k, m := range misses {
 		if k == 10 {
 			t.Logf("... and %d more", len(misses)-10)
@@ -528,4 +632,48 @@ func keepTwinRun(t *testing.T, dir, dbPath string, nodes, gpus int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// twinBins is the distribution of replay − real start differences.
+type twinBins struct {
+	bins []struct {
+		label string
+		n     int
+	}
+}
+
+// twinHistogram counts differences into bins around one scheduling
+// interval: exact (same second), within the interval either way, and
+// wider bands beyond it.
+func twinHistogram(diffs []time.Duration, interval time.Duration) twinBins {
+	edges := []struct {
+		label  string
+		lo, hi time.Duration // lo < d <= hi
+	}{
+		{"< -1h", math.MinInt64, -time.Hour - 1},
+		{"-1h .. -5m", -time.Hour - 1, -5*time.Minute - 1},
+		{"-5m .. -iv", -5*time.Minute - 1, -interval - 1},
+		{"-iv .. -1s", -interval - 1, -time.Second},
+		{"0 (same s)", -time.Second, 0},
+		{"1s .. iv", 0, interval},
+		{"iv .. 5m", interval, 5 * time.Minute},
+		{"5m .. 1h", 5 * time.Minute, time.Hour},
+		{"> 1h", time.Hour, math.MaxInt64},
+	}
+	var h twinBins
+	for _, e := range edges {
+		h.bins = append(h.bins, struct {
+			label string
+			n     int
+		}{e.label, 0})
+	}
+	for _, d := range diffs {
+		for i, e := range edges {
+			if d > e.lo && d <= e.hi {
+				h.bins[i].n++
+				break
+			}
+		}
+	}
+	return h
 }

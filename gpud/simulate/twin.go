@@ -138,6 +138,12 @@ type TwinReport struct {
 
 // RunTwin replays o.Records and writes the report.
 func RunTwin(o TwinOptions) (*TwinReport, error) {
+	if o.Plot != "" {
+		// Said before the replays, not after them.
+		if ext := strings.ToLower(filepath.Ext(o.Plot)); ext != ".svg" && ext != ".png" {
+			return nil, spec.Errorf(spec.ErrInvalid, "--plot %q: name a .svg or .png file", o.Plot)
+		}
+	}
 	jobs, stats, err := trace.FromAccounting(o.Records, o.Start, o.End)
 	if err != nil {
 		return nil, err

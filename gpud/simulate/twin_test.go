@@ -157,6 +157,15 @@ func TestTwinChangedConfigAndBadNodes(t *testing.T) {
 	if !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), "g9 is not in the inventory") || !strings.Contains(err.Error(), "--add-nodes") {
 		t.Fatalf("bad node changes: %v, want both named", err)
 	}
+	// A plot name that cannot be drawn is refused before the replays,
+	// and no file is left behind.
+	bad := filepath.Join(t.TempDir(), "whatif")
+	if _, err = RunTwin(TwinOptions{Records: recs, Current: cur, Inventory: inv, Plot: bad}); !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), "--plot") {
+		t.Fatalf("--plot %s: %v, want it refused", bad, err)
+	}
+	if _, err := os.Stat(bad); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("--plot %s left a file: %v", bad, err)
+	}
 	// Without an inventory the nodes are inferred from the records.
 	rep, err = RunTwin(TwinOptions{Records: recs, Current: cur})
 	if err != nil || !rep.Inferred || rep.Current.Nodes != 1 || rep.Current.GPUs != 8 || rep.Current.Overall.Started != 100 {

@@ -821,17 +821,17 @@ func configOnly(what string) func(c *call) {
 	}
 }
 
-// reservations: gpud has none yet (issue 33 adds them); the answer says
-// so, shaped as Slurm's.
+// reservations: gpud has them (scontrol create reservation), but these
+// routes do not serve them yet; the answer says so, shaped as Slurm's.
 func getReservations(c *call) {
 	if !c.queryKnown("update_time") {
 		return
 	}
 	if c.param != "" {
-		c.fail(http.StatusNotFound, errReservationInvalid, fmt.Sprintf("no reservation %q: gpud has no advance reservations", clipText(c.param)), "reservation_name")
+		c.fail(http.StatusNotFound, errReservationInvalid, fmt.Sprintf("reservation %q: this API does not serve gpud's advance reservations yet; scontrol show reservation lists them", clipText(c.param)), "reservation_name")
 		return
 	}
-	c.warn("gpud has no advance reservations: the list is empty", "")
+	c.warn("this API does not serve gpud's advance reservations yet (the list is empty); scontrol show reservation lists them", "")
 	c.reply(func(w *jw) {
 		w.key("reservations")
 		w.arr(func() {})
@@ -840,7 +840,7 @@ func getReservations(c *call) {
 }
 
 func changeReservation(c *call) {
-	c.fail(http.StatusUnprocessableEntity, errNotSupported, "gpud has no advance reservations yet; jobs run wherever their partition allows", "")
+	c.fail(http.StatusUnprocessableEntity, errNotSupported, "this API does not change gpud's advance reservations yet; use scontrol create, update or delete reservation", "")
 }
 
 // getResources is GET resources/{job_id} (v0.0.44+): where a running

@@ -368,7 +368,7 @@ var descFields = []descField{
 	{name: "mail_type", ignored: "gpud sends no mail"},
 	{name: "mail_user", ignored: "gpud sends no mail"},
 	{name: "licenses", ignored: "gpud schedules no licenses; the job may start while none is free"},
-	{name: "reservation", ignored: "gpud has no advance reservations; the job runs wherever its partition allows"},
+	{name: "reservation", opt: "reservation"},
 	{name: "distribution", ignored: "tasks are laid out in blocks over the nodes, Slurm's default"},
 	{name: "overcommit", ignored: "gpud never gives a job fewer CPUs than it asks for"},
 	{name: "wait_all_nodes", ignored: "every node of a gpud job starts together"},
