@@ -46,10 +46,14 @@ type Base struct {
 	// dirty are the cycle positions touched since the last cycle.
 	dirty   []int
 	touched []bool
-	// ids, parts and ends are the running jobs, in the caller's order.
-	ids   []spec.JobID
-	parts [][]basePart
-	ends  []baseEnd
+	// ids, parts, runParts and ends are the running jobs, in the
+	// caller's order. runParts are the parts as a cycle has them (node
+	// and resources), kept between cycles: a cycle sets only their GPUs,
+	// and only where they changed.
+	ids      []spec.JobID
+	parts    [][]basePart
+	runParts [][]runPart
+	ends     []baseEnd
 	// perNode and endsPerNode count the parts on each node (by cycle
 	// position), of all running jobs and of those with a time limit;
 	// nparts and nends are their sums.
@@ -60,6 +64,14 @@ type Base struct {
 	buf baseBufs
 }
 
+// endScratch are the releases of a Base's cycle, one array cut per node
+// (deferEnds's layout): off[p] is where node p's start, next[p] where its
+// next goes.
+type endScratch struct {
+	off, next []int
+	buf       backfill.Endings
+}
+
 // baseBufs are a cycle's setup arrays (buildNodes, buildRunning).
 type baseBufs struct {
 	ws       []workNode
@@ -68,24 +80,18 @@ type baseBufs struct {
 	fracEnds []int64
 	steps    backfill.Buf
 	running  []runJob
-	perNode  []int32
 	onNode   []int
-	parts    []runPart
-	ends     []nodeEnd
 	endings  endScratch
 }
 
-// basePart is one node's part of a running job, resolved.
+// basePart is one node's part of a running job, resolved (parts on a
+// node the cluster does not have, or that ended, are left out, as a
+// cycle leaves them out).
 type basePart struct {
-	// node is its cycle position; -1: a node the cluster does not have,
-	// or a part that ended.
-	node int
 	// gpus are the node's GPUs (of its first 64) the part names.
 	gpus uint64
 	// frac: a fractional share (0 < GPUFraction < 1).
-	frac   bool
-	cpus   int
-	memMiB int64
+	frac bool
 }
 
 // baseEnd is a running job's expected end in nanoseconds; ok: it may
@@ -152,12 +158,11 @@ func (b *Base) Touch(i int) {
 // Running, as the caller appends it there). Its nodes should be touched
 // first or after: either way before the next cycle.
 func (b *Base) Start(r *RunningJob) {
-	ps := make([]basePart, len(r.Nodes))
+	ps, rps := make([]basePart, 0, len(r.Nodes)), make([]runPart, 0, len(r.Nodes))
 	for j := range r.Nodes {
 		a := &r.Nodes[j]
 		p, ok := b.byName[a.Node]
 		if !ok || a.Ended {
-			ps[j].node = -1
 			continue
 		}
 		n := b.tmpl[p].n
@@ -175,29 +180,28 @@ func (b *Base) Start(r *RunningJob) {
 				break
 			}
 		}
-		ps[j] = basePart{node: p, gpus: m, frac: a.GPUFraction > 0 && a.GPUFraction < 1, cpus: a.CPUs, memMiB: a.MemMiB}
+		ps = append(ps, basePart{gpus: m, frac: a.GPUFraction > 0 && a.GPUFraction < 1})
+		rps = append(rps, runPart{node: p, res: backfill.Res{CPUs: a.CPUs, MemMiB: a.MemMiB, Allocs: 1}})
 	}
 	e := baseEnd{limited: r.TimeLimit > 0}
 	if e.limited {
 		e.ns, e.ok = unixNanos(r.Start.Add(r.TimeLimit))
 	}
-	b.count(ps, e.limited, 1)
+	b.count(rps, e.limited, 1)
 	b.ids = append(b.ids, r.ID)
 	b.parts = append(b.parts, ps)
+	b.runParts = append(b.runParts, rps)
 	b.ends = append(b.ends, e)
 }
 
 // count adds (sign 1) or takes away (-1) a running job's parts from the
 // counts per node.
-func (b *Base) count(ps []basePart, limited bool, sign int) {
-	for _, bp := range ps {
-		if bp.node < 0 {
-			continue
-		}
-		b.perNode[bp.node] += sign
+func (b *Base) count(ps []runPart, limited bool, sign int) {
+	for _, p := range ps {
+		b.perNode[p.node] += sign
 		b.nparts += sign
 		if limited {
-			b.endsPerNode[bp.node] += sign
+			b.endsPerNode[p.node] += sign
 			b.nends += sign
 		}
 	}
@@ -206,10 +210,10 @@ func (b *Base) count(ps []basePart, limited bool, sign int) {
 // End removes running job i (its index in the snapshot's Running) the
 // way the caller does: the last running job takes its place.
 func (b *Base) End(i int) {
-	b.count(b.parts[i], b.ends[i].limited, -1)
+	b.count(b.runParts[i], b.ends[i].limited, -1)
 	last := len(b.ids) - 1
-	b.ids[i], b.parts[i], b.ends[i] = b.ids[last], b.parts[last], b.ends[last]
-	b.ids, b.parts, b.ends = b.ids[:last], b.parts[:last], b.ends[:last]
+	b.ids[i], b.parts[i], b.runParts[i], b.ends[i] = b.ids[last], b.parts[last], b.runParts[last], b.ends[last]
+	b.ids, b.parts, b.runParts, b.ends = b.ids[:last], b.parts[:last], b.runParts[:last], b.ends[:last]
 }
 
 // NewStateFrom is NewState for a snapshot whose nodes are b's and whose
@@ -272,8 +276,6 @@ func (b *Base) runningInto(c *cycle) {
 	shareEnd := map[[2]int]int64{}
 	bf.onNode = slices.Grow(bf.onNode[:0], b.nparts)[:b.nparts]
 	onNode := bf.onNode
-	// Each node's releases are cut from one array (deferEnds's layout):
-	// at[p] is where node p's start, next[p] where its next goes.
 	sc := &bf.endings
 	sc.off = slices.Grow(sc.off[:0], len(c.nodes))[:len(c.nodes)]
 	sc.next = slices.Grow(sc.next[:0], len(c.nodes))[:len(c.nodes)]
@@ -288,7 +290,6 @@ func (b *Base) runningInto(c *cycle) {
 		at[p], next[p] = k, k
 		k += b.endsPerNode[p]
 	}
-	parts := slices.Grow(bf.parts[:0], b.nparts)
 	nowNs, nowOK := unixNanos(now)
 	var lastQ string
 	var lastQOS *QOS
@@ -308,16 +309,13 @@ func (b *Base) runningInto(c *cycle) {
 				rj.end = max(int64(r.Start.Add(r.TimeLimit).Sub(now)), 1)
 			}
 		}
-		first := len(parts)
-		for _, bp := range b.parts[i] {
-			if bp.node < 0 {
-				continue
-			}
-			ni := bp.node
+		rps := b.runParts[i]
+		for k, bp := range b.parts[i] {
+			part := &rps[k]
+			ni := part.node
 			w := c.nodes[ni]
-			res := backfill.Res{CPUs: bp.cpus, MemMiB: bp.memMiB, Allocs: 1}
 			// Whole-GPU capable and not free now (buildRunning's test).
-			held := bp.gpus & w.ok &^ w.phys.GPUs
+			held, gpus := bp.gpus&w.ok&^w.phys.GPUs, uint64(0)
 			if bp.frac {
 				// Not in res: ending or preempting one sharer does not
 				// free the GPU.
@@ -327,23 +325,24 @@ func (b *Base) runningInto(c *cycle) {
 					rj.gpuCount++
 				}
 			} else {
-				res.GPUs = held
+				gpus = held
 			}
-			rj.gpuCount += bits.OnesCount64(res.GPUs)
-			parts = append(parts, runPart{node: ni, res: res})
+			if part.res.GPUs != gpus {
+				part.res.GPUs = gpus // written only when it changed: most never do
+			}
+			rj.gpuCount += bits.OnesCount64(gpus)
 			w.running = append(w.running, i)
 			if rj.end < backfill.Forever {
-				buf.Set(next[ni], rj.end, res)
+				buf.Set(next[ni], rj.end, part.res)
 				next[ni]++
 			}
 		}
-		if len(parts) > first {
-			rj.parts = parts[first:len(parts):len(parts)]
+		if len(rps) > 0 {
+			rj.parts = rps[:len(rps):len(rps)]
 		}
 		c.running[i] = rj
 		c.lim.add(r.QOS, r.User, r.Account, rj.gpuCount)
 	}
-	bf.parts = parts
 	for p, w := range c.nodes {
 		if at[p] < next[p] {
 			w.prof.Defer(buf[at[p]:next[p]:next[p]])

@@ -285,36 +285,18 @@ type nodeEnd struct {
 // deferEnds gives each node's profile its running jobs' ends, in one
 // array cut per node: a cycle on 1,000 nodes made thousands of small
 // allocations growing each profile one release at a time.
-func deferEnds(nodes []*workNode, ends []nodeEnd) { deferEndsIn(nodes, ends, nil) }
-
-// endScratch are deferEnds's arrays, kept by a Base between its cycles.
-type endScratch struct {
-	off, next []int
-	buf       backfill.Endings
-}
-
-// deferEndsIn is deferEnds with its arrays in sc (nil: new ones).
-func deferEndsIn(nodes []*workNode, ends []nodeEnd, sc *endScratch) {
+func deferEnds(nodes []*workNode, ends []nodeEnd) {
 	if len(ends) == 0 {
 		return
 	}
-	if sc == nil {
-		sc = &endScratch{}
-	}
-	sc.off = slices.Grow(sc.off[:0], len(nodes)+1)[:len(nodes)+1]
-	clear(sc.off)
-	off := sc.off
+	off := make([]int, len(nodes)+1)
 	for _, e := range ends {
 		off[e.node+1]++
 	}
 	for i := range nodes {
 		off[i+1] += off[i]
 	}
-	if cap(sc.buf) < len(ends) {
-		sc.buf = backfill.MakeEndings(len(ends) + len(ends)/4)
-	}
-	sc.next = append(sc.next[:0], off[:len(nodes)]...)
-	buf, next := sc.buf[:len(ends)], sc.next
+	buf, next := backfill.MakeEndings(len(ends)), slices.Clone(off[:len(nodes)])
 	for _, e := range ends {
 		buf.Set(next[e.node], e.at, e.res)
 		next[e.node]++

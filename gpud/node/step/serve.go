@@ -183,7 +183,12 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 			return
 		}
 	}
-	defer ledger.give(l, grant)
+	// The step's share goes back to the ledger before srun hears of its
+	// end (giveBack below): a script's next srun must find it free, not
+	// wait for this one's end to be written to disk ("Requested nodes
+	// are busy" between two back-to-back steps under load).
+	giveBack := sync.OnceFunc(func() { ledger.give(l, grant) })
+	defer giveBack()
 	step, err := al.newID(ctx) // record.go: numbered per job
 	if err != nil {
 		out.send(api.StepMsg{Kind: api.StepError, Error: err.Error()})
@@ -318,6 +323,7 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 	log.Info("step ended", "step", step, "exit_code", worst)
 	al.ends.add() // before srun hears: its script may end the job at once
 	defer al.ends.done()
+	giveBack() // its tasks have exited
 	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
 	// srun has the step's end: no part need be followed again.
 	for _, p := range parts {

@@ -1,9 +1,12 @@
 package step
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +80,58 @@ func TestStepCwdNotInContainer(t *testing.T) {
 	want := "0:gpud: warning: couldn't chdir to `/not/in/the/container': not in the job's container: going to /tmp instead\n0:hello\n"
 	if got := s.output(); got != want || s.done.Code != 0 {
 		t.Errorf("output %q (exit %d), want %q and exit 0", got, s.done.Code, want)
+	}
+}
+
+// TestStepFreesItsShareBeforeSrunHears: when srun reads a step's end, the
+// step's CPUs and GPUs are already back in the allocation's ledger, so a
+// script's next srun starts at once instead of printing "Requested nodes
+// are busy" while the ended step's record is written (seen in a full run
+// under load: TestHostFilesystem's second srun waited).
+func TestStepFreesItsShareBeforeSrunHears(t *testing.T) {
+	c := newTestCluster(t, "n1")
+	a := c.start("n1", false)
+	cli, srv := net.Pipe()
+	go a.al.serveConn(context.Background(), srv)
+	t.Cleanup(func() { cli.Close() })
+	// The share is read the moment the end is read, as srun would go on.
+	held := make(chan int, 1)
+	go func() {
+		br := bufio.NewReader(cli)
+		for {
+			m, err := api.ReadStepFrame(br)
+			if err != nil {
+				held <- -1
+				return
+			}
+			if m.Kind == api.StepDone {
+				n := 0
+				g := a.al.ledger()
+				g.mu.Lock()
+				for _, u := range g.nodes {
+					n += u.cpus
+					for _, b := range u.gpus {
+						if b {
+							n++
+						}
+					}
+				}
+				g.mu.Unlock()
+				held <- n
+				return
+			}
+		}
+	}()
+	if err := json.NewEncoder(cli).Encode(api.StepRequest{Args: []string{"work"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.rt.proc(t, execID(0, 0)).exit(0, 0)
+	select {
+	case n := <-held:
+		if n != 0 {
+			t.Errorf("srun had the step's end while the ledger still held %d of its CPUs and GPUs (-1: no end); want them given back first", n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no step end within 30 s")
 	}
 }

@@ -578,6 +578,9 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	log.Info("step ended", "step", step, "exit_code", worst)
 	al.ends.add() // before srun hears: its script may end the job at once
 	defer al.ends.done()
+	if rec.giveBack != nil {
+		rec.giveBack() // before srun hears, as serve does (once only)
+	}
 	out.send(api.StepMsg{Kind: api.StepDone, Step: step, Code: worst})
 	for _, p := range running {
 		p.done()
