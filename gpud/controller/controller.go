@@ -145,7 +145,14 @@ type Controller struct {
 	// rec is the recorder's queue, shared with its goroutine.
 	recMu    sync.Mutex
 	recQueue []spec.Job
-	recWake  chan struct{}
+	// unfed is the fairshare usage of ended attempts handed to the
+	// recorder that the usage feed has not read yet (usagefeed.go), each
+	// with its enqueue sequence (recSeq); recFlushed is the sequence the
+	// last successful flush covered.
+	unfed      []unfedUsage
+	recSeq     uint64
+	recFlushed atomic.Uint64
+	recWake    chan struct{}
 	// recLinger is how long a wake waits for more records (recorder.go).
 	recLinger time.Duration
 	// recFlush carries FlushRecords' requests to the recorder's loop.

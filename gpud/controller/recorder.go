@@ -97,6 +97,15 @@ func (c *Controller) enqueueRecords(jobs []spec.Job) {
 	}
 	c.recMu.Lock()
 	c.recQueue = append(c.recQueue, jobs...)
+	if c.feed != nil {
+		c.recSeq++
+		c.unfed = appendUnfed(c.unfed, jobs, c.recSeq)
+		if over := len(c.unfed) - maxRecordQueue; over > 0 {
+			// The feed has not read for long (accounting failing): bound
+			// what waits for it, as the queue is bounded.
+			c.unfed = append([]unfedUsage(nil), c.unfed[over:]...)
+		}
+	}
 	if over := len(c.recQueue) - maxRecordQueue; over > 0 {
 		c.log.Error("accounting recorder is behind; dropping ended jobs from its queue", "dropped", over)
 		c.recQueue = append([]spec.Job(nil), c.recQueue[over:]...)
@@ -253,7 +262,7 @@ func (c *Controller) flushResvRecords(ctx context.Context) bool {
 
 func (c *Controller) flushJobRecords(ctx context.Context) bool {
 	c.recMu.Lock()
-	batch := c.recQueue
+	batch, seq := c.recQueue, c.recSeq
 	c.recQueue = nil
 	c.recMu.Unlock()
 	if len(batch) == 0 {
@@ -266,6 +275,9 @@ func (c *Controller) flushJobRecords(ctx context.Context) bool {
 		c.recMu.Unlock()
 		return false
 	}
+	// A failed flush puts its batch back in front, so sequences are
+	// flushed in order: all up to seq are in accounting now.
+	c.recFlushed.Store(seq)
 	c.wakeFeed()
 	return true
 }
