@@ -155,7 +155,9 @@ type Controller struct {
 	recWake    chan struct{}
 	// recLinger is how long a wake waits for more records (recorder.go).
 	recLinger time.Duration
-	evQueue   []spec.NodeEvent
+	// recFlush carries FlushRecords' requests to the recorder's loop.
+	recFlush chan chan struct{}
+	evQueue  []spec.NodeEvent
 	// rvQueue holds reservation windows for a ReservationRecorder
 	// (reservation.go).
 	rvQueue []spec.ResvRecord
@@ -199,6 +201,7 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		stopped:    make(chan struct{}),
 		recWake:    make(chan struct{}, 1),
 		recLinger:  recordLinger,
+		recFlush:   make(chan chan struct{}),
 		feedWake:   make(chan struct{}, 1),
 		obs:        nopObserver{},
 		hookQueue:  make(chan IdleEvent, idleHookQueue),

@@ -41,24 +41,53 @@ func (c *Controller) recQueued() int {
 }
 
 // lingerRecords waits, after a wake, for more records to join the batch:
-// until recordBatchNow are queued, c.recLinger has passed or ctx ends.
-func (c *Controller) lingerRecords(ctx context.Context) {
+// until recordBatchNow are queued, c.recLinger has passed, a reader asks
+// for them (FlushRecords; its reply is returned) or ctx ends.
+func (c *Controller) lingerRecords(ctx context.Context) []chan struct{} {
 	if c.recLinger <= 0 || c.recQueued() >= recordBatchNow {
-		return
+		return nil
 	}
 	t := time.NewTimer(c.recLinger)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-			return
+			return nil
 		case <-ctx.Done():
-			return
+			return nil
+		case r := <-c.recFlush:
+			return []chan struct{}{r}
 		case <-c.recWake:
 			if c.recQueued() >= recordBatchNow {
-				return
+				return nil
 			}
 		}
+	}
+}
+
+// recordFlushWait bounds how long FlushRecords waits for the recorder.
+const recordFlushWait = 2 * time.Second
+
+// FlushRecords has the recorder write what it holds now, and returns once
+// it did (or tried: a failing accounting database is retried later), or
+// after recordFlushWait. A reader of accounting (sacct, gpuq acct) calls
+// it first, so a job that ended before the call is in what it reads,
+// whatever the recorder's linger.
+func (c *Controller) FlushRecords(ctx context.Context) {
+	if c.recorder == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, recordFlushWait)
+	defer cancel()
+	reply := make(chan struct{})
+	select {
+	case c.recFlush <- reply:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-reply:
+	case <-ctx.Done():
 	}
 }
 
@@ -98,6 +127,7 @@ func (c *Controller) recordLoop(ctx context.Context) {
 		if backoff > 0 {
 			retry = time.After(backoff)
 		}
+		var replies []chan struct{} // FlushRecords callers waiting for this flush
 		select {
 		case <-ctx.Done():
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -105,16 +135,21 @@ func (c *Controller) recordLoop(ctx context.Context) {
 			cancel()
 			return
 		case <-c.recWake:
-			c.lingerRecords(ctx)
+			replies = c.lingerRecords(ctx)
 			if ctx.Err() != nil {
-				continue // the stop above flushes
+				continue // the stop above flushes (and FlushRecords times out)
 			}
+		case r := <-c.recFlush:
+			replies = append(replies, r)
 		case <-retry:
 		}
 		if c.flushRecords(ctx) {
 			backoff = 0
 		} else {
 			backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
+		}
+		for _, r := range replies {
+			close(r)
 		}
 	}
 }
