@@ -41,3 +41,39 @@ func TestSubmitReservation(t *testing.T) {
 		t.Errorf("bob's submit in lab: %d %v; want refused with Slurm's words", b.status, b.errs())
 	}
 }
+
+// TestSubmitTimeMinimum: job/submit's time_minimum is --time-min (it was
+// ignored with a warning), job info shows it back in minutes, and an
+// infinite one is refused with what to give.
+func TestSubmitTimeMinimum(t *testing.T) {
+	requireDocs(t)
+	c := startCluster(t)
+	ctx := context.Background()
+	tok := c.token(t, alice)
+	a := c.call(t, tok, "POST", "/slurm/v0.0.45/job/submit", submitBody("flex", map[string]any{
+		"time_limit":   map[string]any{"set": true, "number": 60},
+		"time_minimum": map[string]any{"set": true, "number": 10}}))
+	if a.status != 200 {
+		t.Fatalf("submit with time_minimum: %d %s", a.status, a.raw)
+	}
+	id, err := strconv.ParseUint(fmt.Sprint(a.body["job_id"]), 10, 64)
+	if err != nil {
+		t.Fatalf("job_id %v: %v", a.body["job_id"], err)
+	}
+	if j, err := c.root.Job(ctx, spec.JobID(id)); err != nil || j.TimeMin.Std() != 10*time.Minute {
+		t.Fatalf("the job's time-min %v (%v); want 10m", j.TimeMin, err)
+	}
+	g := c.call(t, tok, "GET", fmt.Sprintf("/slurm/v0.0.45/job/%d", id), nil)
+	jobs, _ := g.body["jobs"].([]any)
+	if g.status != 200 || len(jobs) != 1 {
+		t.Fatalf("GET job %d: %d %s", id, g.status, g.raw)
+	}
+	if tm, _ := jobs[0].(map[string]any)["time_minimum"].(map[string]any); fmt.Sprint(tm["number"]) != "10" || tm["set"] != true {
+		t.Errorf("job info time_minimum %v; want set, 10 minutes", tm)
+	}
+	b := c.call(t, tok, "POST", "/slurm/v0.0.45/job/submit", submitBody("inf", map[string]any{
+		"time_minimum": map[string]any{"set": true, "infinite": true}}))
+	if b.status == 200 || !strings.Contains(strings.Join(b.errs(), " "), "time_minimum") {
+		t.Errorf("submit with an infinite time_minimum: %d %v; want refused naming time_minimum", b.status, b.errs())
+	}
+}
