@@ -73,7 +73,7 @@ func simulateCommand() *cli.Command {
 			&cli.DurationFlag{Name: "gpu-repair", Usage: "with --failures, mean time until a faulted GPU reads clean again", Value: 12 * time.Hour},
 			&cli.DurationFlag{Name: "node-repair", Usage: "with --failures, mean time until a failed node is back", Value: 4 * time.Hour},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
-			&cli.StringFlag{Name: "plot", Usage: "write wait/JCT CDFs and utilisation over time as SVG into this directory"},
+			&cli.StringFlag{Name: "plot", Usage: "write wait/JCT CDFs and utilisation over time as SVG into this directory; with --from-accounting, the what-if report's plot: a .svg or .png file"},
 		},
 		Action: func(c *cli.Context) error {
 			if src := c.String("from-accounting"); src != "" {

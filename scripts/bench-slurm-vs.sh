@@ -5,12 +5,18 @@
 #  2. scancel of 5,000 pending jobs by filter, until no job is pending
 #  3. squeue over 10,000 pending jobs (default format, output to /dev/null)
 #  4. sacct -P -a over 100,000 ended jobs
+#  5. trivial jobs end to end (submitted at once, until all ended; jobs/s):
+#     Slurm's sbatch --wrap true on its one node (CPUs=SLURM_CPUS, 16 by
+#     default, as gpud's two nodes of --cpus 8), and in the
+#     same run gpud on two nodes with node.toml prepared_containers 0 and 4
+#     and bare containerd (the Go benchmarks TrivialJobThroughput and
+#     BareContainerd, N_TRIVIAL jobs each)
 #
 # gpud is `gpud standalone` on a temporary state directory (no nodes; every
 # acknowledgement durable). Slurm is a throwaway cluster under a temporary
 # directory: its own munged (made-up key, own socket), slurmctld and slurmd
-# in the foreground as children of this script, one node (this host, CPUs from
-# nproc), no slurmdbd (AccountingStorageType=accounting_storage/none). No
+# in the foreground as children of this script, one node (this host, SLURM_CPUS CPUs,
+# default 16), no slurmdbd (AccountingStorageType=accounting_storage/none). No
 # system-wide Slurm or munge file is read or written: the Slurm commands run
 # by absolute path (/usr/bin/sbatch; bin/ has gpud's sbatch) with SLURM_CONF
 # set. Without Debian's slurm-wlm (apt-get install slurm-wlm) only gpud runs.
@@ -45,6 +51,10 @@ nsb=${N_SBATCH:-300}
 ncancel=${N_CANCEL:-5000}
 nsqueue=${N_SQUEUE:-10000}
 nsacct=${N_SACCT:-100000}
+ntriv=${N_TRIVIAL:-80}
+# Slurm's node offers SLURM_CPUS CPUs (config_overrides: more than the
+# machine has), as gpud's two nodes offer 2 x 8 in section 5.
+scpus=${SLURM_CPUS:-16}
 
 tmp=$(mktemp -d /tmp/bench-slurm-vs-XXXX)
 pids=()
@@ -114,7 +124,8 @@ if [[ ${SLURM:-1} != 0 && -x /usr/sbin/slurmctld && -x /usr/sbin/slurmd && -x /u
 		MaxJobCount=200000
 		MinJobAge=2
 		ReturnToService=2
-		NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+		SlurmdParameters=config_overrides
+		NodeName=$host NodeAddr=127.0.0.1 CPUs=$scpus State=UNKNOWN
 		PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 	EOF
 	export SLURM_CONF=$sd/slurm.conf # read by the Slurm commands only; gpud's ignore it
@@ -331,4 +342,21 @@ if ((dbd)); then
 elif ((slurm)); then
 	echo "   slurm  not measured: Slurm 22.05's sacct reads slurmdbd only, which needs MySQL/MariaDB: SLURMDBD=0, or slurmdbd or mariadb-server not installed (apt-get install slurmdbd mariadb-server)"
 fi
+echo "== 5. trivial jobs end to end, $ntriv submitted at once, until all ended: $rounds rounds"
+if ((slurm)); then
+	declare -a tv=()
+	for r in $(seq "$rounds"); do
+		t0=$(now)
+		for _ in $(seq "$ntriv"); do $S/sbatch --wrap true -o /dev/null >/dev/null || die "slurm: sbatch failed"; done
+		while [[ -n $($S/squeue -h -u "$me" -t PD,R,CG -o %i) ]]; do sleep 0.05; done
+		t1=$(now)
+		tv+=("$(awk -v n="$ntriv" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", n/(b-a)}')")
+	done
+	range slurm "jobs/s (its one node, CPUs=$scpus; sbatch in a loop, then until squeue lists none)" "%.1f" "${tv[@]}"
+fi
+echo "   gpud (2 nodes, jobs over the API; %prepared: started in a prepared container) and bare containerd (8 at a time), same run:"
+for r in $(seq "$rounds"); do
+	(cd "$root" && go test -run '^$' -bench 'BareContainerd' -benchtime "${ntriv}x" ./runtime/containerd/ 2>&1 | grep -E '^(Benchmark|FAIL)' | sed 's/^/   /')
+	(cd "$root" && go test -run '^$' -bench 'TrivialJobThroughput' -benchtime "${ntriv}x" -timeout 20m ./gpud/e2e/clients/ 2>&1 | grep -E '^(Benchmark|FAIL)' | sed 's/^/   /')
+done
 echo "   load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -145,10 +145,19 @@ type Controller struct {
 	// rec is the recorder's queue, shared with its goroutine.
 	recMu    sync.Mutex
 	recQueue []spec.Job
-	recWake  chan struct{}
+	// unfed is the fairshare usage of ended attempts handed to the
+	// recorder that the usage feed has not read yet (usagefeed.go), each
+	// with its enqueue sequence (recSeq); recFlushed is the sequence the
+	// last successful flush covered.
+	unfed      []unfedUsage
+	recSeq     uint64
+	recFlushed atomic.Uint64
+	recWake    chan struct{}
 	// recLinger is how long a wake waits for more records (recorder.go).
 	recLinger time.Duration
-	evQueue   []spec.NodeEvent
+	// recFlush carries FlushRecords' requests to the recorder's loop.
+	recFlush chan chan struct{}
+	evQueue  []spec.NodeEvent
 	// rvQueue holds reservation windows for a ReservationRecorder
 	// (reservation.go).
 	rvQueue []spec.ResvRecord
@@ -192,6 +201,7 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		stopped:    make(chan struct{}),
 		recWake:    make(chan struct{}, 1),
 		recLinger:  recordLinger,
+		recFlush:   make(chan chan struct{}),
 		feedWake:   make(chan struct{}, 1),
 		obs:        nopObserver{},
 		hookQueue:  make(chan IdleEvent, idleHookQueue),

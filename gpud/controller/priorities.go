@@ -83,10 +83,13 @@ func (c *Controller) fairshareConfig() fairshare.Config {
 // ended usage and the jobs running now.
 func (c *Controller) fairshareReport(now time.Time) *fairshare.Report {
 	var past []fairshare.Past
-	if c.feed != nil {
-		past = c.feed.past()
-	}
 	usage := c.fairshareUsage()
+	if c.feed != nil {
+		var covered uint64
+		past, covered = c.feed.past()
+		usage = c.unfedSince(covered, usage)
+		slices.SortFunc(usage, func(a, b fairshare.Usage) int { return a.Start.Compare(b.Start) })
+	}
 	return fairshare.ComputeWithPast(c.fairshareTree(past, usage), past, usage, now, c.fairshareConfig())
 }
 
@@ -179,30 +182,44 @@ func (c *Controller) fairshareUsage() []fairshare.Usage {
 			(c.feed != nil && j.State.Terminal()) {
 			continue
 		}
-		u := fairshare.Usage{Account: j.Account, User: j.User, Start: j.StartTime.Time,
-			Model: j.Resources.GPUModel, Profile: j.Resources.GPUProfile}
-		if j.State.Terminal() {
-			u.End = j.EndTime.Time
-			if u.End.IsZero() {
-				continue
-			}
+		u, ok := attemptUsage(j)
+		if !ok {
+			continue
 		}
 		for _, n := range j.Alloc.Nodes {
-			if n.GPUFraction > 0 {
-				u.Fraction += n.GPUFraction
-			} else {
-				u.GPUs += float64(len(n.GPUs))
-			}
 			if m := c.gpuModel(n.Node, n.GPUs); m != "" {
 				u.Model = m
 			}
 		}
-		if u.GPUs > 0 || u.Fraction > 0 {
-			out = append(out, u)
-		}
+		out = append(out, u)
 	}
 	slices.SortFunc(out, func(a, b fairshare.Usage) int { return a.Start.Compare(b.Start) })
 	return out
+}
+
+// attemptUsage is the fairshare usage of j's current attempt (started,
+// with an allocation; End set when it ended), with the model it asked
+// for; false when it bills nothing.
+func attemptUsage(j *spec.Job) (fairshare.Usage, bool) {
+	if j.StartTime.IsZero() || j.Alloc == nil {
+		return fairshare.Usage{}, false
+	}
+	u := fairshare.Usage{Account: j.Account, User: j.User, Start: j.StartTime.Time,
+		Model: j.Resources.GPUModel, Profile: j.Resources.GPUProfile}
+	if j.State.Terminal() {
+		u.End = j.EndTime.Time
+		if u.End.IsZero() {
+			return fairshare.Usage{}, false
+		}
+	}
+	for _, n := range j.Alloc.Nodes {
+		if n.GPUFraction > 0 {
+			u.Fraction += n.GPUFraction
+		} else {
+			u.GPUs += float64(len(n.GPUs))
+		}
+	}
+	return u, u.GPUs > 0 || u.Fraction > 0
 }
 
 // gpuModel is the model node reported for the first of uuids ("" if

@@ -72,3 +72,23 @@ func TestRecorderWritesFullBatchAtOnce(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestFlushRecordsWritesAtOnce: a reader of accounting (FlushRecords, as
+// sacct's handler calls it) gets the ended jobs written without waiting
+// for the recorder's linger.
+func TestFlushRecordsWritesAtOnce(t *testing.T) {
+	h := newHarnessAt(t, newFakeStore(), nil, t0, WithRecordLinger(time.Hour))
+	h.register("n1", 8)
+	id := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
+	h.exit("n1", h.job(id), spec.StateCompleted, 0)
+	start := time.Now()
+	h.c.FlushRecords(context.Background())
+	h.rec.mu.Lock()
+	got := len(h.rec.jobs)
+	h.rec.mu.Unlock()
+	if got != 1 {
+		t.Fatalf("after FlushRecords (%v) the recorder has %d jobs, want the ended one", time.Since(start), got)
+	}
+	// Nothing queued: it returns at once all the same.
+	h.c.FlushRecords(context.Background())
+}

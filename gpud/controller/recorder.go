@@ -41,24 +41,53 @@ func (c *Controller) recQueued() int {
 }
 
 // lingerRecords waits, after a wake, for more records to join the batch:
-// until recordBatchNow are queued, c.recLinger has passed or ctx ends.
-func (c *Controller) lingerRecords(ctx context.Context) {
+// until recordBatchNow are queued, c.recLinger has passed, a reader asks
+// for them (FlushRecords; its reply is returned) or ctx ends.
+func (c *Controller) lingerRecords(ctx context.Context) []chan struct{} {
 	if c.recLinger <= 0 || c.recQueued() >= recordBatchNow {
-		return
+		return nil
 	}
 	t := time.NewTimer(c.recLinger)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-			return
+			return nil
 		case <-ctx.Done():
-			return
+			return nil
+		case r := <-c.recFlush:
+			return []chan struct{}{r}
 		case <-c.recWake:
 			if c.recQueued() >= recordBatchNow {
-				return
+				return nil
 			}
 		}
+	}
+}
+
+// recordFlushWait bounds how long FlushRecords waits for the recorder.
+const recordFlushWait = 2 * time.Second
+
+// FlushRecords has the recorder write what it holds now, and returns once
+// it did (or tried: a failing accounting database is retried later), or
+// after recordFlushWait. A reader of accounting (sacct, gpuq acct) calls
+// it first, so a job that ended before the call is in what it reads,
+// whatever the recorder's linger.
+func (c *Controller) FlushRecords(ctx context.Context) {
+	if c.recorder == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, recordFlushWait)
+	defer cancel()
+	reply := make(chan struct{})
+	select {
+	case c.recFlush <- reply:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-reply:
+	case <-ctx.Done():
 	}
 }
 
@@ -68,6 +97,15 @@ func (c *Controller) enqueueRecords(jobs []spec.Job) {
 	}
 	c.recMu.Lock()
 	c.recQueue = append(c.recQueue, jobs...)
+	if c.feed != nil {
+		c.recSeq++
+		c.unfed = appendUnfed(c.unfed, jobs, c.recSeq)
+		if over := len(c.unfed) - maxRecordQueue; over > 0 {
+			// The feed has not read for long (accounting failing): bound
+			// what waits for it, as the queue is bounded.
+			c.unfed = append([]unfedUsage(nil), c.unfed[over:]...)
+		}
+	}
 	if over := len(c.recQueue) - maxRecordQueue; over > 0 {
 		c.log.Error("accounting recorder is behind; dropping ended jobs from its queue", "dropped", over)
 		c.recQueue = append([]spec.Job(nil), c.recQueue[over:]...)
@@ -89,6 +127,7 @@ func (c *Controller) recordLoop(ctx context.Context) {
 		if backoff > 0 {
 			retry = time.After(backoff)
 		}
+		var replies []chan struct{} // FlushRecords callers waiting for this flush
 		select {
 		case <-ctx.Done():
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -96,16 +135,21 @@ func (c *Controller) recordLoop(ctx context.Context) {
 			cancel()
 			return
 		case <-c.recWake:
-			c.lingerRecords(ctx)
+			replies = c.lingerRecords(ctx)
 			if ctx.Err() != nil {
-				continue // the stop above flushes
+				continue // the stop above flushes (and FlushRecords times out)
 			}
+		case r := <-c.recFlush:
+			replies = append(replies, r)
 		case <-retry:
 		}
 		if c.flushRecords(ctx) {
 			backoff = 0
 		} else {
 			backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
+		}
+		for _, r := range replies {
+			close(r)
 		}
 	}
 }
@@ -218,7 +262,7 @@ func (c *Controller) flushResvRecords(ctx context.Context) bool {
 
 func (c *Controller) flushJobRecords(ctx context.Context) bool {
 	c.recMu.Lock()
-	batch := c.recQueue
+	batch, seq := c.recQueue, c.recSeq
 	c.recQueue = nil
 	c.recMu.Unlock()
 	if len(batch) == 0 {
@@ -231,6 +275,9 @@ func (c *Controller) flushJobRecords(ctx context.Context) bool {
 		c.recMu.Unlock()
 		return false
 	}
+	// A failed flush puts its batch back in front, so sequences are
+	// flushed in order: all up to seq are in accounting now.
+	c.recFlushed.Store(seq)
 	c.wakeFeed()
 	return true
 }

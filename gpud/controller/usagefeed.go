@@ -69,7 +69,7 @@ const (
 // does no I/O. The owner reads the published totals.
 type usageFeed struct {
 	src       UsageSource
-	published atomic.Pointer[[]fairshare.Past]
+	published atomic.Pointer[fedUsage]
 
 	// The rest belongs to the refreshing goroutine.
 	cfg      fairshare.Config
@@ -87,18 +87,67 @@ type usageKey struct {
 	model   string
 }
 
-// past is the latest published usage (nil before the first read).
-func (f *usageFeed) past() []fairshare.Past {
+// fedUsage is one published read: the totals, and the recorder's flush
+// sequence (Controller.recFlushed) read before it, so every attempt
+// enqueued up to covered is in past.
+type fedUsage struct {
+	past    []fairshare.Past
+	covered uint64
+}
+
+// past is the latest published usage (nil before the first read) and the
+// recorder sequence it covers.
+func (f *usageFeed) past() ([]fairshare.Past, uint64) {
 	if p := f.published.Load(); p != nil {
-		return *p
+		return p.past, p.covered
 	}
-	return nil
+	return nil, 0
+}
+
+// unfedUsage is an ended attempt's usage, handed to the recorder with
+// enqueue sequence seq, that the feed may not have read yet: until a
+// read covers seq, fairshare bills it from here. Without it an attempt
+// that had just ended counted nowhere (no longer running, not yet read
+// from accounting) for up to a second and the recorder's linger, and a
+// cycle then ordered its account's next job as if it had used nothing
+// (TestFairshareOrdersAccounts failed so under load).
+type unfedUsage struct {
+	u   fairshare.Usage
+	seq uint64
+}
+
+// appendUnfed adds the billable usage of the ended attempts in jobs.
+func appendUnfed(to []unfedUsage, jobs []spec.Job, seq uint64) []unfedUsage {
+	for i := range jobs {
+		j := &jobs[i]
+		if u, ok := attemptUsage(j); ok && !u.End.IsZero() {
+			to = append(to, unfedUsage{u: u, seq: seq})
+		}
+	}
+	return to
+}
+
+// unfedSince prunes what the feed's read (covering covered) holds and
+// returns the rest's usage appended to out.
+func (c *Controller) unfedSince(covered uint64, out []fairshare.Usage) []fairshare.Usage {
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	keep := c.unfed[:0]
+	for _, e := range c.unfed {
+		if e.seq > covered {
+			keep = append(keep, e)
+			out = append(out, e.u)
+		}
+	}
+	clear(c.unfed[len(keep):])
+	c.unfed = keep
+	return out
 }
 
 // refresh reads what ended since the last read (or everything in the
 // horizon, when due or when the billing policy changed) and publishes the
 // new totals decayed to now.
-func (f *usageFeed) refresh(ctx context.Context, now time.Time, cfg fairshare.Config) error {
+func (f *usageFeed) refresh(ctx context.Context, now time.Time, cfg fairshare.Config, covered uint64) error {
 	full := f.totals == nil || now.Sub(f.lastFull) >= feedFullEvery || !sameBilling(f.cfg, cfg)
 	rctx, cancel := context.WithTimeout(ctx, feedTimeout)
 	defer cancel()
@@ -177,7 +226,7 @@ func (f *usageFeed) refresh(ctx context.Context, now time.Time, cfg fairshare.Co
 	slices.SortFunc(out, func(a, b fairshare.Past) int {
 		return cmp.Or(cmp.Compare(a.Account, b.Account), cmp.Compare(a.User, b.User))
 	})
-	f.published.Store(&out)
+	f.published.Store(&fedUsage{past: out, covered: covered})
 	return nil
 }
 
@@ -230,7 +279,7 @@ func (c *Controller) feedLoop(ctx context.Context, interval time.Duration) {
 			return nil
 		})
 		if err == nil {
-			if err := c.feed.refresh(ctx, now, cfg); err != nil && ctx.Err() == nil {
+			if err := c.feed.refresh(ctx, now, cfg, c.recFlushed.Load()); err != nil && ctx.Err() == nil {
 				c.log.Warn("reading fairshare usage from accounting failed; using the last read", "err", err)
 			}
 		}
@@ -242,7 +291,7 @@ func (c *Controller) feedLoop(ctx context.Context, interval time.Duration) {
 // loadFeed is the feed's first read, on the owner before it serves: the
 // first cycle after a restart must see the usage from before it.
 func (c *Controller) loadFeed(ctx context.Context) {
-	if err := c.feed.refresh(ctx, c.now(), c.fairshareConfig()); err != nil {
+	if err := c.feed.refresh(ctx, c.now(), c.fairshareConfig(), c.recFlushed.Load()); err != nil {
 		c.log.Warn("reading fairshare usage from accounting failed; fairshare counts running jobs only until the next read", "err", err)
 	}
 }

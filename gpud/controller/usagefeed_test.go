@@ -202,14 +202,14 @@ func TestUsageFeedRefreshesCountOnce(t *testing.T) {
 	now := t0.Add(72 * time.Hour)
 	sum := func() map[string]float64 {
 		out := map[string]float64{}
-		for _, p := range f.past() {
+		for _, p := range first(f.past()) {
 			out[p.User] += p.Raw
 		}
 		return out
 	}
 	want := map[string]float64{"alice": 2 * 2 * 3600, "bob": 2 * 300}
 	for i, at := range []time.Time{now, now.Add(time.Minute), now.Add(2 * time.Minute)} {
-		if err := f.refresh(ctx, at, cfg); err != nil {
+		if err := f.refresh(ctx, at, cfg, 0); err != nil {
 			t.Fatal(err)
 		}
 		if got := sum(); math.Abs(got["alice"]-want["alice"]) > 1e-6 || math.Abs(got["bob"]-want["bob"]) > 1e-6 {
@@ -219,7 +219,7 @@ func TestUsageFeedRefreshesCountOnce(t *testing.T) {
 	if err := db.RecordJobs(ctx, []spec.Job{job(4, "bob", 72*time.Hour, 72*time.Hour+time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.refresh(ctx, now.Add(3*time.Minute), cfg); err != nil {
+	if err := f.refresh(ctx, now.Add(3*time.Minute), cfg, 0); err != nil {
 		t.Fatal(err)
 	}
 	want["bob"] += 2 * 60
@@ -254,26 +254,26 @@ func TestUsageFeedLateRecordCountedOnce(t *testing.T) {
 	now := t0.Add(10*time.Minute + time.Second)
 	sum := func() float64 {
 		s := 0.0
-		for _, p := range f.past() {
+		for _, p := range first(f.past()) {
 			s += p.Raw
 		}
 		return s
 	}
-	if err := f.refresh(ctx, now, cfg); err != nil {
+	if err := f.refresh(ctx, now, cfg, 0); err != nil {
 		t.Fatal(err)
 	}
 	// Job 2 ended 2 minutes before job 1 but is recorded only now.
 	if err := db.RecordJobs(ctx, []spec.Job{job(2, 8*time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.refresh(ctx, now.Add(time.Second), cfg); err != nil {
+	if err := f.refresh(ctx, now.Add(time.Second), cfg, 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := sum(); math.Abs(got-60) > 1e-6 {
 		t.Errorf("a short read: usage %g, want 60 (job 2 is outside the short overlap)", got)
 	}
 	for i, at := range []time.Time{now.Add(feedOverlapEvery), now.Add(feedOverlapEvery + time.Second), now.Add(2 * feedOverlapEvery)} {
-		if err := f.refresh(ctx, at, cfg); err != nil {
+		if err := f.refresh(ctx, at, cfg, 0); err != nil {
 			t.Fatal(err)
 		}
 		if got := sum(); math.Abs(got-120) > 1e-6 {
@@ -314,10 +314,10 @@ func TestUsageTotalsDecayLikeAttempts(t *testing.T) {
 		exact.Add(&fairshare.Usage{GPUs: a.GPUs, Start: a.Start, End: a.End}, &cfg)
 	}
 	f := &usageFeed{src: db}
-	if err := f.refresh(ctx, now, cfg); err != nil {
+	if err := f.refresh(ctx, now, cfg, 0); err != nil {
 		t.Fatal(err)
 	}
-	got := f.past()
+	got, _ := f.past()
 	if len(got) != 1 || math.Abs(got[0].Raw-exact.Raw) > 1e-6 || math.Abs(got[0].Decayed-exact.Decayed) > 1e-3*exact.Decayed {
 		t.Errorf("feed %+v; per attempt raw %v decayed %v: want raw equal, decayed within 0.1%%", got, exact.Raw, exact.Decayed)
 	}
@@ -359,5 +359,63 @@ func TestUsageFeedWakesCoalesce(t *testing.T) {
 	}
 	if src.reads.Load() == first {
 		t.Errorf("no refresh within %s of the wakes", 5*feedMinGap)
+	}
+}
+
+// first is a pair's first value.
+func first[A, B any](a A, _ B) A { return a }
+
+// gatedRecorder records into db only once open is closed.
+type gatedRecorder struct {
+	db   *accounting.DB
+	open chan struct{}
+}
+
+func (r *gatedRecorder) RecordJobs(ctx context.Context, jobs []spec.Job) error {
+	select {
+	case <-r.open:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return r.db.RecordJobs(ctx, jobs)
+}
+
+// TestEndedUsageCountsBeforeTheFeedReadsIt: an attempt that has ended but
+// that the usage feed has not yet read from accounting (the recorder is
+// behind, or lingers) still bills its account, and once the feed has read
+// it, it is billed once. Before, it counted nowhere in between (no longer
+// running, not yet read), and a cycle then ordered that account's next
+// job as if it had used nothing (TestFairshareOrdersAccounts, under load).
+func TestEndedUsageCountsBeforeTheFeedReadsIt(t *testing.T) {
+	db, err := accounting.Open(t.TempDir() + "/accounting.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	rec := &gatedRecorder{db: db, open: make(chan struct{})}
+	h := newHarnessAt(t, newFakeStore(), func(c *Config) { fairshareConfig(c); c.SchedInterval = time.Hour }, t0,
+		WithRecorder(rec), WithUsageSource(db))
+	h.register("n1", 4)
+	a := h.submit(alice, func(j *spec.JobSpec) { j.Account = "physics"; j.Resources.GPUsPerNode = 2 })
+	first := h.job(a)
+	h.mu.Lock()
+	h.now = h.now.Add(time.Hour)
+	h.mu.Unlock()
+	h.exit("n1", first, spec.StateCompleted, 0)
+	want := 2 * time.Hour.Seconds()
+	if got := rawUsage(t, h)["alice"]; math.Abs(got-want) > 1e-6 {
+		t.Fatalf("alice's usage with her ended job not yet in accounting = %v GPU-s, want %v", got, want)
+	}
+	close(rec.open)
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if p := h.c.feed.published.Load(); p != nil && p.covered >= 1 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the usage feed did not read the recorded job within 10 s")
+		}
+	}
+	if got := rawUsage(t, h)["alice"]; math.Abs(got-want) > 1e-6 {
+		t.Errorf("alice's usage once the feed read her job = %v GPU-s, want %v (once)", got, want)
 	}
 }

@@ -76,9 +76,12 @@ func (c *cycle) preempt(j *Job, prio int64, dur int64) bool {
 			for _, p := range rj.parts {
 				freed = append(freed, p.node)
 				w := c.nodes[p.node]
-				w.prof.Release(0, p.res)
-				if rj.end < backfill.Forever {
-					w.prof.Hold(rj.end, backfill.Forever, p.res)
+				if rj.end > c.off {
+					// Free until its expected end, as it held them (as
+					// State.End: GPUs are a mask, so releasing from now on
+					// and holding again from its end left them taken
+					// forever after it).
+					w.prof.Unhold(c.off, rj.end, p.res)
 				}
 				// phys keeps the victim's part: it is stopped after this
 				// cycle, so only the preemptor's reservation may use it.
@@ -274,9 +277,8 @@ func (s *victimSearch) without(c *cycle, w *workNode, ni int, vs []preempt.Candi
 			if part.node != ni {
 				continue
 			}
-			p.Release(0, part.res)
-			if rj.end < backfill.Forever {
-				p.Hold(rj.end, backfill.Forever, part.res)
+			if rj.end > c.off {
+				p.Unhold(c.off, rj.end, part.res) // as in preempt
 			}
 		}
 	}

@@ -55,3 +55,32 @@ func TestVictimSearch(t *testing.T) {
 		t.Errorf("search with every victim under PreemptMinRuntime = %+v; want none", opts)
 	}
 }
+
+// TestVictimFreesPastItsEnd: a victim's GPUs are free for its preemptor
+// beyond the victim's own expected end. Free GPUs are a bit mask in the
+// profile, so releasing them from now on (a no-op past the victim's end,
+// where they were free already) and holding them again from its end on
+// left them taken forever after it: the preemptor's reservation, whose
+// time limit outlasted its victim's remaining time, held none of them.
+func TestVictimFreesPastItsEnd(t *testing.T) {
+	t.Parallel()
+	n := node("a", 16, 1000, "h100", 8)
+	var uuids []string
+	for k := range 8 {
+		n.GPUs[k].Free = false
+		uuids = append(uuids, n.GPUs[k].UUID)
+	}
+	n.FreeCPUs, n.Allocs = 15, 1
+	// 9 h into a 10 h limit: expected to end in an hour.
+	running := []RunningJob{{ID: 10, QOS: "low", Priority: 5, Start: t0.Add(-9 * time.Hour), TimeLimit: 10 * time.Hour,
+		Nodes: []spec.NodeAlloc{{Node: "a", CPUs: 1, GPUs: uuids}}}}
+	qos := []QOS{{Name: "low"}, {Name: "high", Priority: 1000, Preempt: []string{"low"}}}
+	hi := job(1, 1, 8, func(j *Job) { j.QOS, j.TimeLimit, j.Priority = "high", 2*time.Hour, 100 })
+	p := Schedule(&Snapshot{Nodes: []Node{n}, Running: running, QOS: qos, Jobs: []Job{hi}}, t0, Config{})
+	if len(p.Preemptions) != 1 || p.Preemptions[0].Victim != 10 {
+		t.Fatalf("preemptions %+v; want job 10", p.Preemptions)
+	}
+	if len(p.Reservations) != 1 || len(p.Reservations[0].Nodes) != 1 || len(p.Reservations[0].Nodes[0].GPUs) != 8 {
+		t.Errorf("the preemptor's reservation %+v; want the victim's 8 GPUs on node a for its 2 h", p.Reservations)
+	}
+}

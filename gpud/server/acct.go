@@ -62,6 +62,9 @@ func (s *Server) acctJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// Jobs that ended before this call are in what it reads, though the
+	// recorder batches its writes (controller.recordLinger).
+	s.c.FlushRecords(r.Context())
 	recs, err := s.acct.Jobs(r.Context(), f)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -220,6 +223,7 @@ func (s *Server) acctSummary(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.c.FlushRecords(r.Context()) // jobs ended before the call count
 	rows, err := s.acct.Summary(r.Context(), f, group)
 	if err != nil {
 		s.writeError(w, r, err)

@@ -821,24 +821,7 @@ func configOnly(what string) func(c *call) {
 	}
 }
 
-// reservations: gpud has them (scontrol create reservation), but these
-// routes do not serve them yet; the answer says so, shaped as Slurm's.
-func getReservations(c *call) {
-	if !c.queryKnown("update_time") {
-		return
-	}
-	if c.param != "" {
-		c.fail(http.StatusNotFound, errReservationInvalid, fmt.Sprintf("reservation %q: this API does not serve gpud's advance reservations yet; scontrol show reservation lists them", clipText(c.param)), "reservation_name")
-		return
-	}
-	c.warn("this API does not serve gpud's advance reservations yet (the list is empty); scontrol show reservation lists them", "")
-	c.reply(func(w *jw) {
-		w.key("reservations")
-		w.arr(func() {})
-		lastUpdate(w, c.h.o.Now())
-	})
-}
-
+// changeReservation: reservations are made and changed with scontrol.
 func changeReservation(c *call) {
 	c.fail(http.StatusUnprocessableEntity, errNotSupported, "this API does not change gpud's advance reservations yet; use scontrol create, update or delete reservation", "")
 }

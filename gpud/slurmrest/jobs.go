@@ -328,7 +328,7 @@ var jobFields = newTable([]field[jobRec]{
 	f("suspend_time", func(w *jw, j *jobRec) { w.num(0) }),
 	f("system_comment", constStr[jobRec]("")),
 	f("time_limit", func(w *jw, j *jobRec) { timeLimit(w, j.TimeLimit, j.TimeUnlimited) }),
-	f("time_minimum", func(w *jw, j *jobRec) { w.num(0) }),
+	f("time_minimum", func(w *jw, j *jobRec) { w.num(int64((j.TimeMin.Std() + time.Minute - 1) / time.Minute)) }),
 	f("threads_per_core", unsetNum[jobRec]()),
 	f("tres_bind", constStr[jobRec]("")),
 	f("tres_freq", constStr[jobRec]("")),

@@ -297,7 +297,16 @@ var descFields = []descField{
 		}
 		return opt("time", strconv.FormatInt(nv.n, 10)), nil
 	}},
-	{name: "time_minimum", ignored: "the job is scheduled with its full time_limit"},
+	{name: "time_minimum", conv: func(v any) ([]directive.Option, error) {
+		nv, err := asNoVal(v)
+		if err != nil || !nv.set || !nv.infinite && nv.n == 0 {
+			return nil, err
+		}
+		if nv.infinite || nv.n < 0 {
+			return nil, errors.New("want minutes > 0 (the least time the job may be started with; infinite is time_limit's)")
+		}
+		return opt("time-min", strconv.FormatInt(nv.n, 10)), nil
+	}},
 	{name: "tres_per_node", conv: tres("gres")},
 	{name: "tres_per_job", conv: tres("gpus")},
 	{name: "tres_per_task", conv: tres("gpus-per-task")},

@@ -164,13 +164,18 @@ func TestSqueueShowsPullProgress(t *testing.T) {
 			// Of the 48 MiB through the proxy, what the HTTP/2 window
 			// and the sockets' buffers hold is not yet in the store;
 			// the rest counts while the layer downloads.
-			if pct < 10 || pct >= 100 || m[2] != size {
+			// A heartbeat sent before the pull reached the proxy's hold
+			// carries less (6 % seen under load 25): wait for the later
+			// ones, which report the held point.
+			if pct >= 100 || m[2] != size {
 				t.Fatalf("squeue shows %q: want a pull part-way (10 <= %% < 100, the layer's bytes so far) of %s", last, size)
 			}
-			break
+			if pct >= 10 {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("squeue never showed the pull's progress within a minute; last: %q", last)
+			t.Fatalf("squeue never showed the pull's progress (10 <= %% < 100) within a minute; last: %q", last)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -1,0 +1,58 @@
+package server_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gpud/gpud/accounting"
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/controller"
+	"github.com/gpud/gpud/gpud/server"
+	"github.com/gpud/gpud/gpud/server/servertest"
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// TestAcctShowsJobThatJustEnded: sacct (GET /v1/accounting/jobs) right
+// after a job's end lists it, though the recorder waits to batch its
+// writes (here an hour: only the handler's flush can have written it).
+func TestAcctShowsJobThatJustEnded(t *testing.T) {
+	db, err := accounting.Open(filepath.Join(t.TempDir(), "accounting.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	addr, _, _ := servertest.Start(t, nil, servertest.Options{
+		ControllerOptions: []controller.Option{controller.WithRecorder(db), controller.WithRecordLinger(time.Hour)},
+		ServerOptions:     []server.Option{server.WithAccounting(db)}})
+	c := client(t, addr)
+	ctx := ctxT(t)
+	if _, err := c.Register(ctx, inventory("n1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	js := jobSpec("quick")
+	js.Resources.GPUsPerNode = 1
+	sub, err := c.Submit(ctx, api.SubmitRequest{Job: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := c.Assignments(ctx, "n1", 0, 0)
+	if err != nil || len(as.Assignments) != 1 {
+		t.Fatalf("Assignments = %+v, %v; want the job", as, err)
+	}
+	alloc := as.Assignments[0].Alloc.ID
+	if _, err := c.Events(ctx, "n1", []api.AllocEvent{
+		{Seq: 1, Node: "n1", AllocID: alloc, JobID: sub.ID, Kind: api.EventStarted, Time: spec.NewTime(time.Now())},
+		{Seq: 2, Node: "n1", AllocID: alloc, JobID: sub.ID, Kind: api.EventExited, State: spec.StateCompleted, Time: spec.NewTime(time.Now())},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.AcctJobs(ctx, api.AcctFilter{IDs: []spec.JobID{sub.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].State != spec.StateCompleted {
+		t.Fatalf("accounting right after the end = %s; want job %d COMPLETED", fmt.Sprint(got), sub.ID)
+	}
+}
