@@ -256,6 +256,7 @@ func (s *Server) acctCluster(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.c.FlushRecords(r.Context()) // what ended before the call counts
 	q := r.URL.Query()
 	f, err := acctFilter(url.Values{"start": q["start"], "end": q["end"]})
 	if err != nil {
@@ -331,6 +332,7 @@ func (s *Server) acctResv(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.c.FlushRecords(r.Context()) // what ended before the call counts
 	q := r.URL.Query()
 	f, err := acctFilter(url.Values{"start": q["start"], "end": q["end"]})
 	if err != nil {

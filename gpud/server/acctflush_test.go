@@ -56,3 +56,35 @@ func TestAcctShowsJobThatJustEnded(t *testing.T) {
 		t.Fatalf("accounting right after the end = %s; want job %d COMPLETED", fmt.Sprint(got), sub.ID)
 	}
 }
+
+// TestGPUHistoryShowsEventJustReported: GET /v1/health/events (gpuq
+// health) lists a GPU event a node reported before the call, though the
+// recorder batches its writes (a full run under load read the history
+// before the readmission reached accounting: TestXID94OnMIGInstance).
+func TestGPUHistoryShowsEventJustReported(t *testing.T) {
+	db, err := accounting.Open(filepath.Join(t.TempDir(), "accounting.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	addr, _, _ := servertest.Start(t, nil, servertest.Options{
+		ControllerOptions: []controller.Option{controller.WithRecorder(db), controller.WithRecordLinger(time.Hour)},
+		ServerOptions:     []server.Option{server.WithAccounting(db)}})
+	c := client(t, addr)
+	ctx := ctxT(t)
+	inv := inventory("n1", 1)
+	if _, err := c.Register(ctx, inv); err != nil {
+		t.Fatal(err)
+	}
+	ev := spec.GPUEvent{Time: spec.NewTime(time.Now()), Node: "n1", GPU: 0, UUID: inv.GPUs[0].UUID, Kind: spec.GPUEventDiag, Detail: "dcgmi diag -r 1 passed"}
+	if err := c.SendHeartbeat(ctx, "n1", api.HeartbeatRequest{Running: []string{}, GPUEvents: []spec.GPUEvent{ev}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GPUEvents(ctx, api.GPUEventQuery{Nodes: []string{"n1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Kind != spec.GPUEventDiag {
+		t.Fatalf("GPU history right after the heartbeat = %+v; want the diag event", got)
+	}
+}

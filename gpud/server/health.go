@@ -74,6 +74,9 @@ func (s *Server) gpuHealthSource(w http.ResponseWriter, r *http.Request) (GPUHea
 		s.writeError(w, r, err)
 		return nil, f, false
 	}
+	// Events the nodes reported before this call are in what it reads,
+	// though the recorder batches its writes (controller.recordLinger).
+	s.c.FlushRecords(r.Context())
 	return ga, f, true
 }
 
