@@ -241,7 +241,7 @@ func (c *Cmd) listpids(ctx context.Context, args []string) error {
 			j, err := cl.Job(ctx, k.job)
 			switch {
 			case err == nil:
-				if !ofJob(g, &j, k.attempt) {
+				if g = ofJob(g, &j, k.attempt); len(g) == 0 {
 					continue // another cluster's job of the same number on this host, or an old attempt
 				}
 				batch = !j.Interactive && (j.Alloc == nil || len(j.Alloc.Nodes) == 0 || sameNode(k.node, j.Alloc.Nodes[0].Node))
@@ -277,19 +277,22 @@ func (c *Cmd) listpids(ctx context.Context, args []string) error {
 	return nil
 }
 
-// ofJob says whether a container's processes g (attempt) are job j's: its
-// current attempt, started from its submit directory. Two clusters on one
-// host (gpud standalone, tests) number their jobs alike.
-func ofJob(g []procInfo, j *spec.Job, attempt int) bool {
+// ofJob returns those of a container's processes g (attempt) that are
+// job j's: none for another attempt; of the rest, each whose
+// SLURM_SUBMIT_DIR, where it has one, is the job's. Two clusters on one
+// host (tests run several at once) both have a job 1 on a node1, in
+// containers of the same name: judging the group by its first process
+// dropped the whole group, this job's processes too, whenever the other
+// cluster's came first (scontrol listpids said the running job did not
+// exist on the node).
+func ofJob(g []procInfo, j *spec.Job, attempt int) []procInfo {
 	if j.Alloc != nil && j.Alloc.Attempt != 0 && j.Alloc.Attempt != attempt {
-		return false
+		return nil
 	}
-	for _, p := range g {
-		if d, ok := p.env["SLURM_SUBMIT_DIR"]; ok {
-			return d == j.SubmitDir
-		}
-	}
-	return true
+	return slices.DeleteFunc(g, func(p procInfo) bool {
+		d, ok := p.env["SLURM_SUBMIT_DIR"]
+		return ok && d != j.SubmitDir
+	})
 }
 
 // sameNode says whether ctrNode, a container ID's node part, is node's

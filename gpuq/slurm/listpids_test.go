@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpud/gpud/gpud/spec"
 )
 
 // TestPidRows: a container's processes sorted into Slurm's steps and
@@ -56,5 +58,25 @@ func TestPidRows(t *testing.T) {
 		if got := sameNode(tc.ctr, tc.node); got != tc.want {
 			t.Errorf("sameNode(%q, %q) = %v", tc.ctr, tc.node, got)
 		}
+	}
+}
+
+// TestOfJobKeepsThisClustersProcesses: two clusters on one host both run
+// a job 1 on a node1, in containers of the same name; the processes of
+// this job are kept and the other cluster's dropped, whichever comes
+// first (the group was judged by its first process: a full run's
+// TestScontrolListpids saw its running job "not exist on this node").
+func TestOfJobKeepsThisClustersProcesses(t *testing.T) {
+	other := procInfo{pid: 10, env: map[string]string{"SLURM_SUBMIT_DIR": "/tmp/other"}}
+	mine := procInfo{pid: 20, env: map[string]string{"SLURM_SUBMIT_DIR": "/tmp/mine"}}
+	bare := procInfo{pid: 30, env: map[string]string{}}
+	j := &spec.Job{JobSpec: spec.JobSpec{SubmitDir: "/tmp/mine"}}
+	got := ofJob([]procInfo{other, mine, bare}, j, 1)
+	if len(got) != 2 || got[0].pid != 20 || got[1].pid != 30 {
+		t.Errorf("ofJob kept %+v; want pids 20 and 30", got)
+	}
+	j.Alloc = &spec.Alloc{Attempt: 2}
+	if got := ofJob([]procInfo{mine}, j, 1); len(got) != 0 {
+		t.Errorf("ofJob of attempt 1 for a job at attempt 2 kept %+v; want none", got)
 	}
 }
