@@ -242,6 +242,35 @@ type ClusterAccounting interface {
 	ClusterUsage(ctx context.Context, start, end time.Time, bucket time.Duration, inv []accounting.NodeGPUs) (accounting.ClusterUsage, error)
 }
 
+// acctWindow makes the checks of a cluster-wide accounting read (what):
+// no node's credential; the recorder's writes in first, so what ended
+// before the call counts; and reads its window, start and end, the last
+// 24 hours by default.
+func (s *Server) acctWindow(w http.ResponseWriter, r *http.Request, what string) (accounting.Filter, bool) {
+	if err := notNode(who(r), what); err != nil {
+		s.writeError(w, r, err)
+		return accounting.Filter{}, false
+	}
+	s.c.FlushRecords(r.Context())
+	q := r.URL.Query()
+	f, err := acctFilter(url.Values{"start": q["start"], "end": q["end"]})
+	if err != nil {
+		s.writeError(w, r, err)
+		return f, false
+	}
+	if f.End.IsZero() {
+		f.End = s.now().Truncate(time.Second)
+	}
+	if f.Start.IsZero() {
+		f.Start = f.End.Add(-24 * time.Hour)
+	}
+	if !f.End.After(f.Start) {
+		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "the window %s to %s is empty; pick an end after the start", f.Start.Format(time.RFC3339), f.End.Format(time.RFC3339)))
+		return f, false
+	}
+	return f, true
+}
+
 // acctCluster serves GET /v1/accounting/cluster (gpuq report cluster).
 // Any identified caller may read it: it shows cluster totals, no user's
 // usage (as sreport cluster utilization). The window defaults to the last
@@ -252,25 +281,9 @@ func (s *Server) acctCluster(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "this controller keeps no cluster accounting; start it with an accounting database to use gpuq report cluster"))
 		return
 	}
-	if err := notNode(who(r), "cluster accounting"); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.c.FlushRecords(r.Context()) // what ended before the call counts
 	q := r.URL.Query()
-	f, err := acctFilter(url.Values{"start": q["start"], "end": q["end"]})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if f.End.IsZero() {
-		f.End = s.now().Truncate(time.Second)
-	}
-	if f.Start.IsZero() {
-		f.Start = f.End.Add(-24 * time.Hour)
-	}
-	if !f.End.After(f.Start) {
-		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "the window %s to %s is empty; pick an end after the start", f.Start.Format(time.RFC3339), f.End.Format(time.RFC3339)))
+	f, ok := s.acctWindow(w, r, "cluster accounting")
+	if !ok {
 		return
 	}
 	bucket := max(time.Minute, (f.End.Sub(f.Start) / 100).Truncate(time.Second))
@@ -328,25 +341,9 @@ func (s *Server) acctResv(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrUnavailable, "this controller keeps no reservation accounting; start it with an accounting database to use sreport reservation utilization"))
 		return
 	}
-	if err := notNode(who(r), "reservation accounting"); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.c.FlushRecords(r.Context()) // what ended before the call counts
 	q := r.URL.Query()
-	f, err := acctFilter(url.Values{"start": q["start"], "end": q["end"]})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if f.End.IsZero() {
-		f.End = s.now().Truncate(time.Second)
-	}
-	if f.Start.IsZero() {
-		f.Start = f.End.Add(-24 * time.Hour)
-	}
-	if !f.End.After(f.Start) {
-		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "the window %s to %s is empty; pick an end after the start", f.Start.Format(time.RFC3339), f.End.Format(time.RFC3339)))
+	f, ok := s.acctWindow(w, r, "reservation accounting")
+	if !ok {
 		return
 	}
 	var names []string

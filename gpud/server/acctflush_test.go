@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -18,16 +19,7 @@ import (
 // after a job's end lists it, though the recorder waits to batch its
 // writes (here an hour: only the handler's flush can have written it).
 func TestAcctShowsJobThatJustEnded(t *testing.T) {
-	db, err := accounting.Open(filepath.Join(t.TempDir(), "accounting.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	addr, _, _ := servertest.Start(t, nil, servertest.Options{
-		ControllerOptions: []controller.Option{controller.WithRecorder(db), controller.WithRecordLinger(time.Hour)},
-		ServerOptions:     []server.Option{server.WithAccounting(db)}})
-	c := client(t, addr)
-	ctx := ctxT(t)
+	c, ctx := lingeringServer(t)
 	if _, err := c.Register(ctx, inventory("n1", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -62,16 +54,7 @@ func TestAcctShowsJobThatJustEnded(t *testing.T) {
 // recorder batches its writes (a full run under load read the history
 // before the readmission reached accounting: TestXID94OnMIGInstance).
 func TestGPUHistoryShowsEventJustReported(t *testing.T) {
-	db, err := accounting.Open(filepath.Join(t.TempDir(), "accounting.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	addr, _, _ := servertest.Start(t, nil, servertest.Options{
-		ControllerOptions: []controller.Option{controller.WithRecorder(db), controller.WithRecordLinger(time.Hour)},
-		ServerOptions:     []server.Option{server.WithAccounting(db)}})
-	c := client(t, addr)
-	ctx := ctxT(t)
+	c, ctx := lingeringServer(t)
 	inv := inventory("n1", 1)
 	if _, err := c.Register(ctx, inv); err != nil {
 		t.Fatal(err)
@@ -87,4 +70,21 @@ func TestGPUHistoryShowsEventJustReported(t *testing.T) {
 	if len(got) != 1 || got[0].Kind != spec.GPUEventDiag {
 		t.Fatalf("GPU history right after the heartbeat = %+v; want the diag event", got)
 	}
+}
+
+// lingeringServer serves accounting from a real database whose recorder
+// waits an hour before writing what it is handed: only a flush gets a
+// record in before a read.
+func lingeringServer(t *testing.T) (*api.Client, context.Context) {
+	db, err := accounting.Open(filepath.Join(t.TempDir(), "accounting.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	addr, _, _ := servertest.Start(t, nil, servertest.Options{
+		ControllerOptions: []controller.Option{controller.WithRecorder(db), controller.WithRecordLinger(time.Hour)},
+		ServerOptions:     []server.Option{server.WithAccounting(db)}})
+	c := client(t, addr)
+	ctx := ctxT(t)
+	return c, ctx
 }
