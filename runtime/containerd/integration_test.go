@@ -243,22 +243,7 @@ func TestMemoryLimitReportsOOMKilled(t *testing.T) {
 func TestCDIDeviceAndEnvOverride(t *testing.T) {
 	t.Parallel()
 	addr := containerdtest.Start(t)
-	cdiDir := t.TempDir()
-	spec := map[string]any{
-		"cdiVersion": "0.6.0",
-		"kind":       "gpud.test/dev",
-		"devices": []any{map[string]any{
-			"name": "d0",
-			"containerEdits": map[string]any{
-				"deviceNodes": []any{map[string]any{"path": "/dev/gpud-test0", "hostPath": "/dev/null", "type": "c", "major": 1, "minor": 3}},
-				"env":         []string{"GPUD_CDI_ENV=from-cdi", "GPUD_CDI_ONLY=cdi"},
-			},
-		}},
-	}
-	b, _ := json.Marshal(spec)
-	if err := os.WriteFile(filepath.Join(cdiDir, "test.json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cdiDir := writeTestCDI(t, "GPUD_CDI_ENV=from-cdi", "GPUD_CDI_ONLY=cdi")
 	rt := newRuntime(t, addr, cdiDir)
 	ctx := context.Background()
 
@@ -443,4 +428,28 @@ func TestDeleteCreatedTaskFreesID(t *testing.T) {
 	if err := rt.Delete(context.Background(), cfg.ID); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writeTestCDI writes a CDI spec of one device, gpud.test/dev=d0
+// (/dev/gpud-test0, the host's /dev/null), setting env in the container,
+// into a new directory it returns.
+func writeTestCDI(t *testing.T, env ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	edits := map[string]any{
+		"deviceNodes": []any{map[string]any{"path": "/dev/gpud-test0", "hostPath": "/dev/null", "type": "c", "major": 1, "minor": 3}},
+	}
+	if len(env) > 0 {
+		edits["env"] = env
+	}
+	spec := map[string]any{
+		"cdiVersion": "0.6.0",
+		"kind":       "gpud.test/dev",
+		"devices":    []any{map[string]any{"name": "d0", "containerEdits": edits}},
+	}
+	b, _ := json.Marshal(spec)
+	if err := os.WriteFile(filepath.Join(dir, "test.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -2,7 +2,6 @@ package containerd_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -21,21 +20,7 @@ import (
 func TestPreparedContainer(t *testing.T) {
 	t.Parallel()
 	addr := containerdtest.Start(t)
-	cdiDir := t.TempDir()
-	spec := map[string]any{
-		"cdiVersion": "0.6.0",
-		"kind":       "gpud.test/dev",
-		"devices": []any{map[string]any{
-			"name": "d0",
-			"containerEdits": map[string]any{
-				"deviceNodes": []any{map[string]any{"path": "/dev/gpud-test0", "hostPath": "/dev/null", "type": "c", "major": 1, "minor": 3}},
-			},
-		}},
-	}
-	b, _ := json.Marshal(spec)
-	if err := os.WriteFile(filepath.Join(cdiDir, "test.json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cdiDir := writeTestCDI(t)
 	rt := newRuntime(t, addr, cdiDir)
 	ctx := context.Background()
 	var _ runtime.Preparer = rt
