@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,6 +71,15 @@ type Options struct {
 	RuncRoot string
 	// Images configures pulls from registries and the image cache.
 	Images ImageOptions
+	// ShimGroupSize, when positive, lets up to that many containers of one
+	// user share a runc shim (shimgroup.go); 0 gives each its own.
+	ShimGroupSize int
+	// ShimKeeperIdle is how long a shim group's keeper stays with no job
+	// in its group (default DefaultShimKeeperIdle).
+	ShimKeeperIdle time.Duration
+	// Node labels this runtime's shim keepers; New deletes those of the
+	// same Node that an earlier runtime left.
+	Node string
 }
 
 // runcRoots holds the default runc roots, one per containerd address.
@@ -103,6 +113,11 @@ type Runtime struct {
 	memlock uint64
 	// images pulls from registries into the cache (pull.go).
 	images *imageCache
+	// groups, when not nil, puts containers in shared shims (shimgroup.go);
+	// node labels its keepers, stopKeepers ends their reaper.
+	groups      *shimGroups
+	node        string
+	stopKeepers func()
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -135,6 +150,21 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	r := &Runtime{client: c, address: opts.Address, ns: ns, cgroupRoot: "/sys/fs/cgroup", memlock: memlockLimit(), runcRoot: runcRoot,
 		scope: cgroupScope(runcRoot), images: imgs}
+	if opts.ShimGroupSize > 0 {
+		r.groups, r.node = newShimGroups(opts.ShimGroupSize), opts.Node
+		if err := r.deleteOldKeepers(ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("connect to containerd at %s: %w", opts.Address, err)
+		}
+		idle := opts.ShimKeeperIdle
+		if idle <= 0 {
+			idle = DefaultShimKeeperIdle
+		}
+		kctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); r.reapKeepers(kctx, idle) }()
+		r.stopKeepers = func() { cancel(); <-done }
+	}
 	if len(opts.CDISpecDirs) > 0 {
 		// An explicit cache, never CDI's global default: the node decides
 		// which directories count. No auto-refresh: it would start a file
@@ -150,7 +180,11 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 }
 
 // Close closes the connection to containerd; containers keep running.
+// Shim keepers of groups with no container left are deleted.
 func (r *Runtime) Close() error {
+	if r.stopKeepers != nil {
+		r.stopKeepers()
+	}
 	r.images.transport.CloseIdleConnections()
 	return r.client.Close()
 }
@@ -233,26 +267,47 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 	}
 
 	in := ocispec.Inputs{CDI: r.cdi, MemlockBytes: r.memlock}
+	labels := cfg.Labels
+	var group *shimGroup
+	if r.groups != nil {
+		var fresh bool
+		group, fresh = r.groups.join(cfg.UID)
+		if fresh {
+			_ = r.keepGroup(ctx, group) // without one, the group's shim ends with its last job
+		}
+		labels = maps.Clone(labels) // the caller's map stays as it is
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[shimGroupLabel] = group.name
+	}
 	copts := []client.NewContainerOpts{
-		client.WithContainerLabels(cfg.Labels),
+		client.WithContainerLabels(labels),
 		client.WithRuntime(runcRuntime, &runcoptions.Options{Root: r.runcRoot}),
 	}
 	if cfg.Image != runtime.ImageHost {
 		img, err := r.image(ctx, cfg.Image)
 		if err != nil {
+			r.groups.done(group, cfg.ID, false)
 			return fmt.Errorf("start container %s: %w", cfg.ID, err)
 		}
 		imgSpec, err := img.Spec(ctx)
 		if err != nil {
+			r.groups.done(group, cfg.ID, false)
 			return fmt.Errorf("start container %s: read config of image %s: %w", cfg.ID, cfg.Image, err)
 		}
 		in.ImageEnv, in.ImageCwd = imgSpec.Config.Env, imgSpec.Config.WorkingDir
 		copts = append(copts, client.WithImage(img), client.WithSnapshotter(Snapshotter), client.WithNewSnapshot(cfg.ID, img))
 	}
-	copts = append(copts, client.WithNewSpec(append(ocispec.Build(cfg, in), oci.WithCgroup(r.cgroupsPath(cfg.ID)))...))
+	sopts := append(ocispec.Build(cfg, in), oci.WithCgroup(r.cgroupsPath(cfg.ID)))
+	if group != nil {
+		sopts = append(sopts, withShimGroup(group.name))
+	}
+	copts = append(copts, client.WithNewSpec(sopts...))
 
 	ctr, err := r.client.NewContainer(ctx, cfg.ID, copts...)
 	if err != nil {
+		r.groups.done(group, cfg.ID, false)
 		if errdefs.IsAlreadyExists(err) {
 			return fmt.Errorf("start container %s: %w", cfg.ID, os.ErrExist)
 		}
@@ -276,29 +331,12 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 	// agent's stop or its next recovery deals with.
 	ctx, cancelStart := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancelStart()
-	task, err := ctr.NewTask(ctx, cio.NullIO)
-	// containerd 1.6 reports this one with code Unknown, so match the text.
-	if err != nil && (errdefs.IsAlreadyExists(errgrpc.ToNative(err)) || strings.Contains(err.Error(), "already exists")) {
-		// containerd killed mid-create reloads the half-made task from its
-		// bundle after restart, yet lists the container without it; the
-		// stale task blocks the ID until it is deleted.
-		if derr := r.deleteTask(ctx, cfg.ID); derr != nil {
-			return fmt.Errorf("create task %s: %w; removing the stale task failed: %v", cfg.ID, err, derr)
-		}
-		if task, err = ctr.NewTask(ctx, cio.NullIO); err != nil && strings.Contains(err.Error(), "already exists") {
-			// The bundle directory survives where the task does not; only a
-			// fresh ID gets past it.
-			return fmt.Errorf("create task %s: %w: %v", cfg.ID, runtime.ErrIDInUse, err)
-		}
-	}
-	if err != nil && staleBundle(err, r.ns, cfg.ID) {
-		// The same leftover, seen by the shim manager: containerd killed
-		// mid-create left the bundle directory, and a restarted one
-		// neither reloads nor removes it.
-		return fmt.Errorf("create task %s: %w: %v", cfg.ID, runtime.ErrIDInUse, err)
-	}
+	task, err := r.newTask(ctx, ctr, cfg.ID)
+	// Counted even when the create failed: its task may exist all the
+	// same, and the cleanup's delete then keeps the group's shim safe.
+	r.groups.done(group, cfg.ID, true)
 	if err != nil {
-		return fmt.Errorf("create task %s: %w", cfg.ID, err)
+		return err
 	}
 	if !start {
 		return nil
@@ -307,6 +345,36 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 		return fmt.Errorf("start task %s: %w", cfg.ID, err)
 	}
 	return nil
+}
+
+// newTask creates the task of container ctr (id), getting past what a
+// containerd killed mid-create leaves behind where it can.
+func (r *Runtime) newTask(ctx context.Context, ctr client.Container, id string) (client.Task, error) {
+	task, err := ctr.NewTask(ctx, cio.NullIO)
+	// containerd 1.6 reports this one with code Unknown, so match the text.
+	if err != nil && (errdefs.IsAlreadyExists(errgrpc.ToNative(err)) || strings.Contains(err.Error(), "already exists")) {
+		// containerd killed mid-create reloads the half-made task from its
+		// bundle after restart, yet lists the container without it; the
+		// stale task blocks the ID until it is deleted.
+		if derr := r.deleteTask(ctx, id); derr != nil {
+			return nil, fmt.Errorf("create task %s: %w; removing the stale task failed: %v", id, err, derr)
+		}
+		if task, err = ctr.NewTask(ctx, cio.NullIO); err != nil && strings.Contains(err.Error(), "already exists") {
+			// The bundle directory survives where the task does not; only a
+			// fresh ID gets past it.
+			return nil, fmt.Errorf("create task %s: %w: %v", id, runtime.ErrIDInUse, err)
+		}
+	}
+	if err != nil && staleBundle(err, r.ns, id) {
+		// The same leftover, seen by the shim manager: containerd killed
+		// mid-create left the bundle directory, and a restarted one
+		// neither reloads nor removes it.
+		return nil, fmt.Errorf("create task %s: %w: %v", id, runtime.ErrIDInUse, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create task %s: %w", id, err)
+	}
+	return task, nil
 }
 
 // staleBundle reports whether err is a shim start failing because
@@ -391,6 +459,9 @@ func (r *Runtime) Wait(ctx context.Context, id string) (runtime.ExitStatus, erro
 		err = errgrpc.ToNative(err)
 		if errdefs.IsNotFound(err) {
 			return runtime.ExitStatus{}, fmt.Errorf("wait for task %s: %w", id, runtime.ErrNotFound)
+		}
+		if ctx.Err() == nil {
+			r.groups.broken(id) // its shim failed: no new container joins it
 		}
 		return runtime.ExitStatus{}, fmt.Errorf("wait for task %s: %w", id, err)
 	}
@@ -542,7 +613,10 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 }
 
 func (r *Runtime) delete(ctx context.Context, id string) error {
-	if err := r.deleteTask(ctx, id); err != nil {
+	fin := r.groups.deleting(id)
+	err := r.deleteTask(ctx, id)
+	fin(err == nil)
+	if err != nil {
 		return err
 	}
 	ctr, err := r.client.LoadContainer(ctx, id)
@@ -608,6 +682,9 @@ func (r *Runtime) List(ctx context.Context) ([]runtime.TaskInfo, error) {
 		info, err := c.Info(ctx, client.WithoutRefreshedMetadata)
 		if err != nil {
 			return nil, fmt.Errorf("list containers: read container %s: %w", c.ID(), err)
+		}
+		if _, ok := info.Labels[keeperLabel]; ok {
+			continue // a shim group's (shimgroup.go), no job's
 		}
 		ti := runtime.TaskInfo{ID: c.ID(), Labels: info.Labels}
 		st, err := r.client.TaskService().Get(ctx, &tasks.GetRequest{ContainerID: c.ID()})
