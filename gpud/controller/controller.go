@@ -3,7 +3,6 @@ package controller
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -641,12 +640,9 @@ func (v *JobView) ListJSON() []byte {
 	v.rawOnce.Do(func() {
 		summary := v.job
 		summary.Script, summary.Args, summary.Env = "", nil, nil
-		raw, err := json.Marshal(&summary)
-		if err != nil {
-			// spec.Job has no types that can fail to encode.
-			panic(fmt.Sprintf("encode job %d: %v", v.job.ID, err))
-		}
-		v.raw = raw
+		// spec.Job.AppendJSON: json.Marshal's bytes, without reflection.
+		var scratch [2048]byte
+		v.raw = slices.Clone(summary.AppendJSON(scratch[:0]))
 	})
 	return v.raw
 }
