@@ -518,10 +518,7 @@ func TestTwinMatchesController(t *testing.T) {
 	}
 	pol := sim.TwinPolicy{Config: rp.Config, QOS: rp.QOS, Partitions: rp.Partitions, DownPartitions: rp.DownPartitions,
 		BasePriority: rp.BasePriority, Interval: cfg.SchedInterval, Accounts: rp.Accounts, Fairshare: rp.Fairshare,
-		AccountLimits: rp.AccountLimits,
-		// The harness's controller has no usage feed: it bills each
-		// job's last attempt only.
-		LastAttemptOnly: true}
+		AccountLimits: rp.AccountLimits}
 	r, err := sim.RunTwin(jobs, sim.TwinOptions{Nodes: inv, Policy: pol, Start: twinT0})
 	if err != nil {
 		t.Fatal(err)
