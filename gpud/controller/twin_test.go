@@ -26,12 +26,16 @@ import (
 
 // twinConfig has every feature the replay must follow: QOS tiers with
 // requeue preemption, multifactor priority with fairshare over an
-// account tree, backfill with a depth and a window, two partitions.
+// account tree, backfill with a depth and a window, two partitions. The
+// harness plays no heartbeats: node_timeout is beyond any run's span, and
+// so is a third of it, past which a silent node gets no new jobs
+// (lateAfter; at 1000h the nodes of a run longer than 333 simulated hours,
+// 8,000 submissions, all went UNKNOWN and the queue grew to the end).
 const twinConfig = `version = 1
 default_qos = "normal"
 default_account = "physics"
 [controller]
-node_timeout = "1000h"
+node_timeout = "100000h"
 min_job_age = "1000h"
 [scheduler]
 interval = "30s"
@@ -487,6 +491,9 @@ func TestTwinMatchesController(t *testing.T) {
 	cfg, err := FromConfig(file)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if late := max(2*cfg.HeartbeatInterval, cfg.NodeTimeout/3); span+span/2 > late {
+		t.Fatalf("%d jobs span %s of simulated time: over two thirds of %s, after which nodes that never heartbeat are not responding (the harness sends no heartbeats); raise twinConfig's node_timeout", n, span, late)
 	}
 	const gpus = 8
 	work := twinWorkload(32, n, span)
