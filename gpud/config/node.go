@@ -139,6 +139,10 @@ type NodeSection struct {
 	// PreparedMaxAge is how long a prepared container waits for a job
 	// of its shape before it is destroyed.
 	PreparedMaxAge Duration `toml:"prepared_max_age"`
+	// ShimGroupSize lets up to this many job containers of one user share
+	// one containerd runc shim (runtime/containerd shimgroup.go); 0 (the
+	// default) gives each container its own.
+	ShimGroupSize int `toml:"shim_group_size"`
 }
 
 // HostRoots are the values of [node] host_root.
@@ -338,6 +342,9 @@ func (n Node) Validate() error {
 	p.duration("[node] prepared_max_age", s.PreparedMaxAge, true)
 	if s.PreparedContainers < 0 {
 		p.addf("[node] prepared_containers: %d must not be negative (0 = no prepared containers)", s.PreparedContainers)
+	}
+	if s.ShimGroupSize < 0 {
+		p.addf("[node] shim_group_size: %d must not be negative (0 = a shim of its own for each job container)", s.ShimGroupSize)
 	}
 	if s.PreparedMax < 1 {
 		p.addf("[node] prepared_max: %d must be at least 1 (set prepared_containers = 0 to prepare none)", s.PreparedMax)

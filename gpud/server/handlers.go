@@ -649,13 +649,21 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := api.AssignmentsResponse{Generation: gen, Assignments: make([]api.Assignment, 0, len(list)),
-		Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey(), Now: s.c.Now()}
-	for _, a := range list {
-		out.Assignments = append(out.Assignments, api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
-			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault, ClusterName: a.ClusterName, Gate: a.Gate, Het: a.Het})
+	out := api.AssignmentsResponse{Generation: gen, Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey(), Now: s.c.Now()}
+	// Encoded by hand (api.AssignmentsResponse.AppendJSONEach, encoding/json's
+	// bytes), each assignment from the controller's record through one
+	// api.Assignment, with the newline json.Encoder adds.
+	var one api.Assignment
+	buf := out.AppendJSONEach(make([]byte, 0, 2048*len(list)+256), len(list), func(b []byte, i int) []byte {
+		a := &list[i]
+		one = api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
+			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault, ClusterName: a.ClusterName, Gate: a.Gate, Het: a.Het}
+		return one.AppendJSON(b)
+	})
+	w.Header().Set("Content-Type", "application/json")
+	if _, err := w.Write(append(buf, '\n')); err != nil {
+		s.log.Debug("write response", "err", err)
 	}
-	s.writeJSON(w, out)
 }
 
 // eventSkewTolerance is the difference between a node's clock as it sent
@@ -703,7 +711,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req api.EventsRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decodeWith(w, r, &req, func(b []byte) bool { return api.DecodeEventsRequest(b, &req) }); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

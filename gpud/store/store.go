@@ -494,6 +494,7 @@ func (s *Store) Encode(jobs []*spec.Job, nodes []*spec.Node, nextJobID spec.JobI
 	// added are the payloads rows r adds; they join s.payloads only
 	// once applied (ApplyRows, through s.pending).
 	var added map[int64]payload
+	var buf []byte
 	for _, j := range jobs {
 		key, p := payloadKey(j), payloadOf(j)
 		have, ok := added[key]
@@ -521,10 +522,10 @@ func (s *Store) Encode(jobs []*spec.Job, nodes []*spec.Node, nextJobID spec.JobI
 			strip(&stripped)
 			row, ref = &stripped, key
 		}
-		raw, err := json.Marshal(row)
-		if err != nil {
-			return nil, fmt.Errorf("encode job %d: %w", j.ID, err)
-		}
+		// Hand-written encoding (spec.Job.AppendJSON, json.Marshal's
+		// bytes) into one scratch buffer, then one exact copy per row.
+		buf = row.AppendJSON(buf[:0])
+		raw := bytes.Clone(buf)
 		r.Jobs = append(r.Jobs, JobRow{ID: j.ID, State: string(j.State), User: j.User, Job: raw, Payload: ref})
 	}
 	for _, n := range nodes {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,6 +71,9 @@ type Options struct {
 	RuncRoot string
 	// Images configures pulls from registries and the image cache.
 	Images ImageOptions
+	// ShimGroupSize, when positive, lets up to that many containers of one
+	// user share a runc shim (shimgroup.go); 0 gives each its own.
+	ShimGroupSize int
 }
 
 // runcRoots holds the default runc roots, one per containerd address.
@@ -103,6 +107,8 @@ type Runtime struct {
 	memlock uint64
 	// images pulls from registries into the cache (pull.go).
 	images *imageCache
+	// groups, when not nil, puts containers in shared shims (shimgroup.go).
+	groups *shimGroups
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -135,6 +141,9 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	r := &Runtime{client: c, address: opts.Address, ns: ns, cgroupRoot: "/sys/fs/cgroup", memlock: memlockLimit(), runcRoot: runcRoot,
 		scope: cgroupScope(runcRoot), images: imgs}
+	if opts.ShimGroupSize > 0 {
+		r.groups = newShimGroups(opts.ShimGroupSize)
+	}
 	if len(opts.CDISpecDirs) > 0 {
 		// An explicit cache, never CDI's global default: the node decides
 		// which directories count. No auto-refresh: it would start a file
@@ -233,26 +242,43 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 	}
 
 	in := ocispec.Inputs{CDI: r.cdi, MemlockBytes: r.memlock}
+	labels := cfg.Labels
+	var group *shimGroup
+	if r.groups != nil {
+		group = r.groups.join(cfg.UID)
+		labels = maps.Clone(labels) // the caller's map stays as it is
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[shimGroupLabel] = group.name
+	}
 	copts := []client.NewContainerOpts{
-		client.WithContainerLabels(cfg.Labels),
+		client.WithContainerLabels(labels),
 		client.WithRuntime(runcRuntime, &runcoptions.Options{Root: r.runcRoot}),
 	}
 	if cfg.Image != runtime.ImageHost {
 		img, err := r.image(ctx, cfg.Image)
 		if err != nil {
+			r.groups.done(group, cfg.ID, false)
 			return fmt.Errorf("start container %s: %w", cfg.ID, err)
 		}
 		imgSpec, err := img.Spec(ctx)
 		if err != nil {
+			r.groups.done(group, cfg.ID, false)
 			return fmt.Errorf("start container %s: read config of image %s: %w", cfg.ID, cfg.Image, err)
 		}
 		in.ImageEnv, in.ImageCwd = imgSpec.Config.Env, imgSpec.Config.WorkingDir
 		copts = append(copts, client.WithImage(img), client.WithSnapshotter(Snapshotter), client.WithNewSnapshot(cfg.ID, img))
 	}
-	copts = append(copts, client.WithNewSpec(append(ocispec.Build(cfg, in), oci.WithCgroup(r.cgroupsPath(cfg.ID)))...))
+	sopts := append(ocispec.Build(cfg, in), oci.WithCgroup(r.cgroupsPath(cfg.ID)))
+	if group != nil {
+		sopts = append(sopts, withShimGroup(group.name))
+	}
+	copts = append(copts, client.WithNewSpec(sopts...))
 
 	ctr, err := r.client.NewContainer(ctx, cfg.ID, copts...)
 	if err != nil {
+		r.groups.done(group, cfg.ID, false)
 		if errdefs.IsAlreadyExists(err) {
 			return fmt.Errorf("start container %s: %w", cfg.ID, os.ErrExist)
 		}
@@ -276,29 +302,12 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 	// agent's stop or its next recovery deals with.
 	ctx, cancelStart := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancelStart()
-	task, err := ctr.NewTask(ctx, cio.NullIO)
-	// containerd 1.6 reports this one with code Unknown, so match the text.
-	if err != nil && (errdefs.IsAlreadyExists(errgrpc.ToNative(err)) || strings.Contains(err.Error(), "already exists")) {
-		// containerd killed mid-create reloads the half-made task from its
-		// bundle after restart, yet lists the container without it; the
-		// stale task blocks the ID until it is deleted.
-		if derr := r.deleteTask(ctx, cfg.ID); derr != nil {
-			return fmt.Errorf("create task %s: %w; removing the stale task failed: %v", cfg.ID, err, derr)
-		}
-		if task, err = ctr.NewTask(ctx, cio.NullIO); err != nil && strings.Contains(err.Error(), "already exists") {
-			// The bundle directory survives where the task does not; only a
-			// fresh ID gets past it.
-			return fmt.Errorf("create task %s: %w: %v", cfg.ID, runtime.ErrIDInUse, err)
-		}
-	}
-	if err != nil && staleBundle(err, r.ns, cfg.ID) {
-		// The same leftover, seen by the shim manager: containerd killed
-		// mid-create left the bundle directory, and a restarted one
-		// neither reloads nor removes it.
-		return fmt.Errorf("create task %s: %w: %v", cfg.ID, runtime.ErrIDInUse, err)
-	}
+	task, err := r.newTask(ctx, ctr, cfg.ID)
+	// Counted even when the create failed: its task may exist all the
+	// same, and the cleanup's delete then keeps the group's shim safe.
+	r.groups.done(group, cfg.ID, true)
 	if err != nil {
-		return fmt.Errorf("create task %s: %w", cfg.ID, err)
+		return err
 	}
 	if !start {
 		return nil
@@ -307,6 +316,36 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 		return fmt.Errorf("start task %s: %w", cfg.ID, err)
 	}
 	return nil
+}
+
+// newTask creates the task of container ctr (id), getting past what a
+// containerd killed mid-create leaves behind where it can.
+func (r *Runtime) newTask(ctx context.Context, ctr client.Container, id string) (client.Task, error) {
+	task, err := ctr.NewTask(ctx, cio.NullIO)
+	// containerd 1.6 reports this one with code Unknown, so match the text.
+	if err != nil && (errdefs.IsAlreadyExists(errgrpc.ToNative(err)) || strings.Contains(err.Error(), "already exists")) {
+		// containerd killed mid-create reloads the half-made task from its
+		// bundle after restart, yet lists the container without it; the
+		// stale task blocks the ID until it is deleted.
+		if derr := r.deleteTask(ctx, id); derr != nil {
+			return nil, fmt.Errorf("create task %s: %w; removing the stale task failed: %v", id, err, derr)
+		}
+		if task, err = ctr.NewTask(ctx, cio.NullIO); err != nil && strings.Contains(err.Error(), "already exists") {
+			// The bundle directory survives where the task does not; only a
+			// fresh ID gets past it.
+			return nil, fmt.Errorf("create task %s: %w: %v", id, runtime.ErrIDInUse, err)
+		}
+	}
+	if err != nil && staleBundle(err, r.ns, id) {
+		// The same leftover, seen by the shim manager: containerd killed
+		// mid-create left the bundle directory, and a restarted one
+		// neither reloads nor removes it.
+		return nil, fmt.Errorf("create task %s: %w: %v", id, runtime.ErrIDInUse, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create task %s: %w", id, err)
+	}
+	return task, nil
 }
 
 // staleBundle reports whether err is a shim start failing because
@@ -542,7 +581,10 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 }
 
 func (r *Runtime) delete(ctx context.Context, id string) error {
-	if err := r.deleteTask(ctx, id); err != nil {
+	fin := r.groups.deleting(id)
+	err := r.deleteTask(ctx, id)
+	fin(err == nil)
+	if err != nil {
 		return err
 	}
 	ctr, err := r.client.LoadContainer(ctx, id)

@@ -49,6 +49,14 @@ func BenchmarkTrivialJobThroughputPrepared(b *testing.B) {
 	trivialJobs(b, e2etest.StartCluster(b, 2, "--cpus", "8", "--node-config", preparedNodeConfig(b, 4)))
 }
 
+// BenchmarkTrivialJobThroughputShimGroup is BenchmarkTrivialJobThroughput
+// with node.toml shim_group_size = 8 (the jobs, all of one user, share
+// runc shims up to 8 to a shim).
+func BenchmarkTrivialJobThroughputShimGroup(b *testing.B) {
+	trivialJobs(b, e2etest.StartCluster(b, 2, "--cpus", "8", "--node-config",
+		nodeConfigWith(b, "\nshim_group_size = 0\n", "\nshim_group_size = 8\n")))
+}
+
 func trivialJobs(b *testing.B, c *e2etest.Cluster) {
 	work := b.TempDir()
 	cl := c.Client()
@@ -62,7 +70,9 @@ func trivialJobs(b *testing.B, c *e2etest.Cluster) {
 		Requeue:   true,
 		TimeLimit: spec.Duration(time.Minute),
 	}
+	cpu := clusterCPU(b, c)
 	b.ResetTimer()
+	cpu0 := cpu()
 	start := time.Now()
 	ids := make([]spec.JobID, 0, b.N)
 	for range b.N {
@@ -85,6 +95,7 @@ func trivialJobs(b *testing.B, c *e2etest.Cluster) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+	b.ReportMetric(float64((cpu()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/job")
 	// How many started in a prepared container (the agents' JSON log).
 	var all, prepared int
 	for _, l := range strings.Split(c.Log.String(), "\n") {
@@ -155,15 +166,71 @@ func BenchmarkIdleSubmitToRunning(b *testing.B) {
 	}
 }
 
+// clusterCPU puts the processes of cluster c (gpud standalone with its
+// controller and agents, its containerd, the shims; runc and the
+// containers' runc init start in their containers' cgroups) into a cpuacct
+// cgroup of their own, and returns what reads their CPU time since then:
+// the cluster's CPU per job, which the other work on a shared machine
+// does not change as much as it does the jobs per second.
+func clusterCPU(b *testing.B, c *e2etest.Cluster) func() time.Duration {
+	const root = "/sys/fs/cgroup/cpuacct"
+	if _, err := os.Stat(filepath.Join(root, "cpuacct.usage")); err != nil {
+		b.Logf("no cgroup v1 cpuacct (%v): no cpu-ms/job", err)
+		return func() time.Duration { return 0 }
+	}
+	cg, err := os.MkdirTemp(root, "gpud-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		cmd, err := os.ReadFile(filepath.Join(p, "cmdline"))
+		if err == nil && strings.Contains(string(cmd), c.Dir+"/") {
+			_ = os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(filepath.Base(p)), 0) // gone meanwhile: no CPU to count
+		}
+	}
+	b.Cleanup(func() { // before the cluster's stop: back to the root cgroup
+		var err error
+		for try := 0; try < 100; try++ { // processes fork meanwhile
+			if raw, rerr := os.ReadFile(filepath.Join(cg, "cgroup.procs")); rerr == nil {
+				for _, pid := range strings.Fields(string(raw)) {
+					_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(pid), 0)
+				}
+			}
+			if err = os.Remove(cg); err == nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		b.Errorf("remove cgroup %s: %v", cg, err)
+	})
+	return func() time.Duration {
+		raw, err := os.ReadFile(filepath.Join(cg, "cpuacct.usage"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(n)
+	}
+}
+
 // preparedNodeConfig is etc/node.toml with prepared_containers = k.
 func preparedNodeConfig(b *testing.B, k int) string {
+	return nodeConfigWith(b, "\nprepared_containers = 0\n", fmt.Sprintf("\nprepared_containers = %d\n", k))
+}
+
+// nodeConfigWith is etc/node.toml with the line old replaced by new.
+func nodeConfigWith(b *testing.B, old, new string) string {
 	base, err := os.ReadFile(e2etest.RepoPath(b, "etc/node.toml"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	conf := strings.Replace(string(base), "\nprepared_containers = 0\n", fmt.Sprintf("\nprepared_containers = %d\n", k), 1)
+	conf := strings.Replace(string(base), old, new, 1)
 	if conf == string(base) {
-		b.Fatal("etc/node.toml lacks prepared_containers = 0")
+		b.Fatalf("etc/node.toml lacks %q", old)
 	}
 	p := filepath.Join(b.TempDir(), "node.toml")
 	if err := os.WriteFile(p, []byte(conf), 0o644); err != nil {

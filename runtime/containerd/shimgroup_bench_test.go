@@ -1,0 +1,181 @@
+package containerd_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/containerd/v2/pkg/oci"
+
+	"github.com/gpud/gpud/runtime/containerd/containerdtest"
+)
+
+// BenchmarkBareContainerdShimGroup is BenchmarkBareContainerd (8 at a
+// time) with each container's own runc v2 shim ("own") or all of them
+// in shims shared through the io.containerd.runc.v2.group annotation
+// ("grouped": one group per worker, kept alive by an anchor container
+// created but not started, so every container joins a running shim: the
+// most grouping can save). Besides containers/s it reports the CPU time
+// of containerd and everything it forks (shims, runc; a cpuacct cgroup of
+// their own) per container, which other load on the machine changes less.
+func BenchmarkBareContainerdShimGroup(b *testing.B) {
+	addr := containerdtest.Start(b)
+	rootfs := b.TempDir()
+	if err := os.MkdirAll(filepath.Join(rootfs, "bin"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		b.Skipf("SKIP (loud): /bin/busybox missing: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(rootfs, "bin", "busybox"), bb, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []string{"true", "sleep"} {
+		if err := os.Symlink("busybox", filepath.Join(rootfs, "bin", n)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c, err := client.New(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := namespaces.WithNamespace(context.Background(), "bench")
+	run := func(id, group string, start bool) error {
+		opts := []oci.SpecOpts{oci.WithRootFSPath(rootfs), oci.WithRootFSReadonly(), oci.WithProcessArgs("/bin/true")}
+		if group != "" {
+			opts = append(opts, oci.WithAnnotations(map[string]string{"io.containerd.runc.v2.group": group}))
+		}
+		ctr, err := c.NewContainer(ctx, id, client.WithNewSpec(opts...))
+		if err != nil {
+			return err
+		}
+		task, err := ctr.NewTask(ctx, cio.NullIO)
+		if err != nil {
+			ctr.Delete(ctx)
+			return err
+		}
+		if !start {
+			return nil
+		}
+		defer ctr.Delete(ctx)
+		exitc, err := task.Wait(ctx)
+		if err != nil {
+			return err
+		}
+		if err := task.Start(ctx); err != nil {
+			return err
+		}
+		st := <-exitc
+		if _, err := task.Delete(ctx); err != nil {
+			return err
+		}
+		if st.ExitCode() != 0 {
+			return fmt.Errorf("exit %d", st.ExitCode())
+		}
+		return nil
+	}
+	// containerd and everything it forks (shims, runc) in a cpuacct
+	// cgroup of their own: CPU per container, whatever else runs here.
+	cg := fmt.Sprintf("/sys/fs/cgroup/cpuacct/gpud-shimbench-%d", os.Getpid())
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { // containerd still runs: back to the root cgroup first
+		for try := 0; try < 100; try++ {
+			if raw, err := os.ReadFile(cg + "/cgroup.procs"); err == nil {
+				for _, pid := range strings.Fields(string(raw)) {
+					_ = os.WriteFile("/sys/fs/cgroup/cpuacct/cgroup.procs", []byte(pid), 0)
+				}
+			}
+			if os.Remove(cg) == nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		b.Errorf("cgroup %s left behind", cg)
+	}()
+	dir := filepath.Dir(strings.TrimPrefix(addr, "unix://"))
+	ents, _ := os.ReadDir("/proc")
+	moved := 0
+	for _, e := range ents {
+		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(cmd), dir) && strings.HasPrefix(filepath.Base(strings.Split(string(cmd), "\x00")[0]), "containerd") {
+			if err := os.WriteFile(cg+"/cgroup.procs", []byte(e.Name()), 0); err != nil {
+				b.Fatal(err)
+			}
+			moved++
+		}
+	}
+	if moved == 0 {
+		b.Fatalf("no containerd under %s", dir)
+	}
+	usage := func() time.Duration {
+		raw, err := os.ReadFile(cg + "/cpuacct.usage")
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+		return time.Duration(n)
+	}
+	var round atomic.Int64
+	for _, mode := range []string{"own", "grouped"} {
+		b.Run(mode, func(b *testing.B) {
+			const workers = 8
+			r := round.Add(1)
+			if mode == "grouped" {
+				for w := range workers {
+					id := fmt.Sprintf("anchor-%d-%d", r, w)
+					if err := run(id, fmt.Sprintf("g-%d-%d", r, w), false); err != nil {
+						b.Fatal(err)
+					}
+					defer func() {
+						if ctr, err := c.LoadContainer(ctx, id); err == nil {
+							if t, err := ctr.Task(ctx, nil); err == nil {
+								t.Delete(ctx)
+							}
+							ctr.Delete(ctx)
+						}
+					}()
+				}
+			}
+			b.ResetTimer()
+			cpu0 := usage()
+			start := time.Now()
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Go(func() {
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						g := ""
+						if mode == "grouped" {
+							g = fmt.Sprintf("g-%d-%d", r, w)
+						}
+						if err := run(fmt.Sprintf("%s-%d-%d", mode, r, i), g, true); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "containers/s")
+			b.ReportMetric(float64((usage()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/container")
+		})
+	}
+}
