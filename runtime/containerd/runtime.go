@@ -74,6 +74,12 @@ type Options struct {
 	// ShimGroupSize, when positive, lets up to that many containers of one
 	// user share a runc shim (shimgroup.go); 0 gives each its own.
 	ShimGroupSize int
+	// ShimKeeperIdle is how long a shim group's keeper stays with no job
+	// in its group (default DefaultShimKeeperIdle).
+	ShimKeeperIdle time.Duration
+	// Node labels this runtime's shim keepers; New deletes those of the
+	// same Node that an earlier runtime left.
+	Node string
 }
 
 // runcRoots holds the default runc roots, one per containerd address.
@@ -107,8 +113,11 @@ type Runtime struct {
 	memlock uint64
 	// images pulls from registries into the cache (pull.go).
 	images *imageCache
-	// groups, when not nil, puts containers in shared shims (shimgroup.go).
-	groups *shimGroups
+	// groups, when not nil, puts containers in shared shims (shimgroup.go);
+	// node labels its keepers, stopKeepers ends their reaper.
+	groups      *shimGroups
+	node        string
+	stopKeepers func()
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -142,7 +151,19 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	r := &Runtime{client: c, address: opts.Address, ns: ns, cgroupRoot: "/sys/fs/cgroup", memlock: memlockLimit(), runcRoot: runcRoot,
 		scope: cgroupScope(runcRoot), images: imgs}
 	if opts.ShimGroupSize > 0 {
-		r.groups = newShimGroups(opts.ShimGroupSize)
+		r.groups, r.node = newShimGroups(opts.ShimGroupSize), opts.Node
+		if err := r.deleteOldKeepers(ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("connect to containerd at %s: %w", opts.Address, err)
+		}
+		idle := opts.ShimKeeperIdle
+		if idle <= 0 {
+			idle = DefaultShimKeeperIdle
+		}
+		kctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); r.reapKeepers(kctx, idle) }()
+		r.stopKeepers = func() { cancel(); <-done }
 	}
 	if len(opts.CDISpecDirs) > 0 {
 		// An explicit cache, never CDI's global default: the node decides
@@ -159,7 +180,11 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 }
 
 // Close closes the connection to containerd; containers keep running.
+// Shim keepers of groups with no container left are deleted.
 func (r *Runtime) Close() error {
+	if r.stopKeepers != nil {
+		r.stopKeepers()
+	}
 	r.images.transport.CloseIdleConnections()
 	return r.client.Close()
 }
@@ -245,7 +270,11 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 	labels := cfg.Labels
 	var group *shimGroup
 	if r.groups != nil {
-		group = r.groups.join(cfg.UID)
+		var fresh bool
+		group, fresh = r.groups.join(cfg.UID)
+		if fresh {
+			_ = r.keepGroup(ctx, group) // without one, the group's shim ends with its last job
+		}
 		labels = maps.Clone(labels) // the caller's map stays as it is
 		if labels == nil {
 			labels = map[string]string{}
@@ -430,6 +459,9 @@ func (r *Runtime) Wait(ctx context.Context, id string) (runtime.ExitStatus, erro
 		err = errgrpc.ToNative(err)
 		if errdefs.IsNotFound(err) {
 			return runtime.ExitStatus{}, fmt.Errorf("wait for task %s: %w", id, runtime.ErrNotFound)
+		}
+		if ctx.Err() == nil {
+			r.groups.broken(id) // its shim failed: no new container joins it
 		}
 		return runtime.ExitStatus{}, fmt.Errorf("wait for task %s: %w", id, err)
 	}
@@ -650,6 +682,9 @@ func (r *Runtime) List(ctx context.Context) ([]runtime.TaskInfo, error) {
 		info, err := c.Info(ctx, client.WithoutRefreshedMetadata)
 		if err != nil {
 			return nil, fmt.Errorf("list containers: read container %s: %w", c.ID(), err)
+		}
+		if _, ok := info.Labels[keeperLabel]; ok {
+			continue // a shim group's (shimgroup.go), no job's
 		}
 		ti := runtime.TaskInfo{ID: c.ID(), Labels: info.Labels}
 		st, err := r.client.TaskService().Get(ctx, &tasks.GetRequest{ContainerID: c.ID()})

@@ -1,13 +1,23 @@
 package containerd
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
+	runcoptions "github.com/containerd/containerd/api/types/runc/options"
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
+
+	"github.com/gpud/gpud/runtime"
+	"github.com/gpud/gpud/runtime/ocispec"
 )
 
 // Shim groups (Options.ShimGroupSize, node.toml shim_group_size). Every
@@ -47,11 +57,31 @@ import (
 // and a restarted agent never puts new containers in the shims of the
 // containers it re-adopts (it does not know how full they are, nor when
 // their last one goes); those shims end with their last container.
+//
+// Jobs end and start at different times, so a group with nothing but
+// its jobs would often be empty, its shim gone, and the next job's create
+// would start a shim again (trivial jobs on two busy nodes: two creates in
+// three did). So each group gets a keeper when it starts: a container of
+// the group whose task is created and never started (runc's init waiting,
+// as user nobody, in a cgroup and namespaces of its own, running nothing),
+// which keeps the shim serving while the group's jobs come and go. A
+// keeper whose group had no job for Options.ShimKeeperIdle is deleted,
+// and its shim then exits; so are the idle ones at Close. Keepers are
+// labelled with Options.Node, and New deletes those an earlier runtime of
+// the same node left (their shims serve on for the jobs still in them);
+// List never shows them. A group whose container's Wait fails for
+// another reason than its task being gone (its shim died) is retired.
 const groupAnnotation = "io.containerd.runc.v2.group"
 
 // shimGroupLabel records a container's shim group (for whoever looks at
 // the node's containers: which ones share a shim).
 const shimGroupLabel = "gpud.shim-group"
+
+// keeperLabel marks a keeper; its value is the runtime's Options.Node.
+const keeperLabel = "gpud.shim-keeper"
+
+// DefaultShimKeeperIdle is Options.ShimKeeperIdle's default.
+const DefaultShimKeeperIdle = 30 * time.Second
 
 type shimGroups struct {
 	size int
@@ -65,6 +95,8 @@ type shimGroups struct {
 	next int
 	// of is the group of each container whose task this runtime counts.
 	of map[string]*shimGroup
+	// keepers are the groups whose keeper exists.
+	keepers []*shimGroup
 }
 
 // shimGroup is one group: its shim serves its tasks.
@@ -76,6 +108,11 @@ type shimGroup struct {
 	tasks, pending, deleting int
 	// retired: out of open, never joined again.
 	retired bool
+	// keeper is the id of its keeper container ("": none), keeping
+	// whether it is being created; idle is when its last task went.
+	keeper  string
+	keeping bool
+	idle    time.Time
 }
 
 func newShimGroups(size int) *shimGroups {
@@ -89,20 +126,69 @@ func newShimGroups(size int) *shimGroups {
 // join picks the shim group for a container of user uid and counts a
 // create under way in it; done must follow. Group names are
 // "<tag>-u<uid>-<n>" (shim sockets are per containerd and namespace
-// already).
-func (g *shimGroups) join(uid uint32) *shimGroup {
+// already). fresh is a group started for this create, which should get
+// a keeper (kept) before the create; a create that joins a group whose
+// keeper is being made waits for it (its shim is starting).
+func (g *shimGroups) join(uid uint32) (gr *shimGroup, fresh bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, gr := range g.open[uid] {
-		if gr.tasks-gr.deleting > 0 && gr.tasks+gr.pending < g.size {
+		if (gr.keeper != "" || gr.keeping || gr.tasks-gr.deleting > 0) && gr.tasks+gr.pending < g.size {
 			gr.pending++
-			return gr
+			for gr.keeping {
+				g.cond.Wait()
+			}
+			return gr, false
 		}
 	}
-	gr := &shimGroup{name: g.tag + "-u" + strconv.FormatUint(uint64(uid), 10) + "-" + strconv.Itoa(g.next), uid: uid, pending: 1}
+	gr = &shimGroup{name: g.tag + "-u" + strconv.FormatUint(uint64(uid), 10) + "-" + strconv.Itoa(g.next), uid: uid, pending: 1, keeping: true}
 	g.next++
 	g.open[uid] = append(g.open[uid], gr)
-	return gr
+	return gr, true
+}
+
+// kept ends the making of gr's keeper: container id, or none ("").
+func (g *shimGroups) kept(gr *shimGroup, id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gr.keeping = false
+	if id != "" {
+		gr.keeper = id
+		g.keepers = append(g.keepers, gr)
+	}
+	g.cond.Broadcast()
+}
+
+// idleKeepers takes out of their groups, and returns, the keepers of the
+// groups with no task nor create under way that are retired or have been
+// idle since before before (all of them when before is zero); their
+// groups are retired, so their shims may exit.
+func (g *shimGroups) idleKeepers(before time.Time) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var ids []string
+	g.keepers = slices.DeleteFunc(g.keepers, func(gr *shimGroup) bool {
+		if gr.tasks > 0 || gr.pending > 0 || !gr.retired && !before.IsZero() && !gr.idle.Before(before) {
+			return false
+		}
+		g.retire(gr)
+		ids = append(ids, gr.keeper)
+		gr.keeper = ""
+		return true
+	})
+	return ids
+}
+
+// broken retires the group of container id (its shim failed it).
+func (g *shimGroups) broken(id string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gr, ok := g.of[id]; ok {
+		g.retire(gr)
+	}
 }
 
 // done ends the create under way that join counted; created says whether
@@ -119,10 +205,21 @@ func (g *shimGroups) done(gr *shimGroup, id string, created bool) {
 		gr.tasks++
 		g.of[id] = gr
 	}
-	if gr.tasks == 0 && gr.pending == 0 {
-		g.retire(gr)
-	}
+	g.emptied(gr)
 	g.cond.Broadcast()
+}
+
+// emptied retires gr, or starts its idle time if it has a keeper, when
+// it has no task nor create under way.
+func (g *shimGroups) emptied(gr *shimGroup) {
+	if gr.tasks > 0 || gr.pending > 0 {
+		return
+	}
+	if gr.keeper == "" {
+		g.retire(gr)
+	} else {
+		gr.idle = time.Now()
+	}
 }
 
 // retire takes gr out of the groups containers join.
@@ -157,7 +254,7 @@ func (g *shimGroups) deleting(id string) func(gone bool) {
 		return func(bool) {}
 	}
 	gr.deleting++
-	if gr.tasks-gr.deleting <= 0 {
+	if gr.keeper == "" && gr.tasks-gr.deleting <= 0 {
 		g.retire(gr)
 		for gr.pending > 0 {
 			g.cond.Wait()
@@ -171,9 +268,7 @@ func (g *shimGroups) deleting(id string) func(gone bool) {
 			delete(g.of, id)
 			gr.tasks--
 		}
-		if gr.tasks == 0 && gr.pending == 0 {
-			g.retire(gr)
-		}
+		g.emptied(gr)
 		g.cond.Broadcast()
 	}
 }
@@ -181,4 +276,75 @@ func (g *shimGroups) deleting(id string) func(gone bool) {
 // withShimGroup puts a container in shim group name.
 func withShimGroup(name string) oci.SpecOpts {
 	return oci.WithAnnotations(map[string]string{groupAnnotation: name})
+}
+
+// keepGroup creates gr's keeper (see groupAnnotation); on failure the
+// group goes on without one.
+func (r *Runtime) keepGroup(ctx context.Context, gr *shimGroup) (err error) {
+	id := "shimkeeper-" + gr.name
+	defer func() {
+		if err != nil {
+			id = ""
+		}
+		r.groups.kept(gr, id)
+	}()
+	cfg := runtime.TaskConfig{ID: id, Image: runtime.ImageHost, Args: []string{"/bin/true"}, UID: nobodyID, GID: nobodyID,
+		Hostname: "shimkeeper", HostRootReadOnly: true}
+	sopts := append(ocispec.Build(cfg, ocispec.Inputs{MemlockBytes: r.memlock}), oci.WithCgroup(r.cgroupsPath(id)), withShimGroup(gr.name))
+	ctr, err := r.client.NewContainer(ctx, id,
+		client.WithContainerLabels(map[string]string{keeperLabel: r.node, shimGroupLabel: gr.name}),
+		client.WithRuntime(runcRuntime, &runcoptions.Options{Root: r.runcRoot}),
+		client.WithNewSpec(sopts...))
+	if err != nil {
+		return fmt.Errorf("create shim keeper %s: %w", id, err)
+	}
+	if _, err := ctr.NewTask(ctx, cio.NullIO); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		return errors.Join(fmt.Errorf("create shim keeper task %s: %w", id, err), r.delete(cctx, id))
+	}
+	return nil
+}
+
+// nobodyID is the uid and gid keepers' processes have.
+const nobodyID = 65534
+
+// reapKeepers deletes the keepers idle for ShimKeeperIdle, every half of
+// it, until ctx ends; then those of groups with nothing in them.
+func (r *Runtime) reapKeepers(ctx context.Context, idle time.Duration) {
+	t := time.NewTicker(idle / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.deleteKeepers(r.groups.idleKeepers(time.Time{}))
+			return
+		case <-t.C:
+			r.deleteKeepers(r.groups.idleKeepers(time.Now().Add(-idle)))
+		}
+	}
+}
+
+func (r *Runtime) deleteKeepers(ids []string) {
+	for _, id := range ids {
+		ctx, cancel := context.WithTimeout(r.nsCtx(context.Background()), cleanupTimeout)
+		_ = r.delete(ctx, id) // a keeper left behind goes at the next New
+		cancel()
+	}
+}
+
+// deleteOldKeepers deletes the keepers an earlier runtime of this node
+// left; the shims serve on for the containers still in them.
+func (r *Runtime) deleteOldKeepers(ctx context.Context) error {
+	ctx = r.nsCtx(ctx)
+	ctrs, err := r.client.Containers(ctx, "labels."+`"`+keeperLabel+`"==`+strconv.Quote(r.node))
+	if err != nil {
+		return fmt.Errorf("list shim keepers: %w", err)
+	}
+	for _, c := range ctrs {
+		if err := r.delete(ctx, c.ID()); err != nil {
+			return fmt.Errorf("delete shim keeper %s: %w", c.ID(), err)
+		}
+	}
+	return nil
 }

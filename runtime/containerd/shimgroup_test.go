@@ -147,7 +147,8 @@ func TestShimGroupLastDelete(t *testing.T) {
 	t.Parallel()
 	addr := containerdtest.Start(t)
 	ctx := context.Background()
-	rt, err := containerd.New(ctx, containerd.Options{Address: addr, ShimGroupSize: 8})
+	// Keepers go 200 ms after their group's last job: groups come and go.
+	rt, err := containerd.New(ctx, containerd.Options{Address: addr, ShimGroupSize: 8, ShimKeeperIdle: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestShimGroupLastDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The group's last container gone, its shim goes too.
+	// The group's last container gone, its keeper and shim go too.
 	deadline := time.Now().Add(10 * time.Second)
 	for len(shimsOf(addr)) > 0 {
 		if time.Now().After(deadline) {
@@ -259,4 +260,111 @@ func pidNS(t *testing.T, cfg runtime.TaskConfig, c *client.Client, nctx context.
 		t.Fatal(err)
 	}
 	return ns
+}
+
+// TestShimGroupKeeper: a group's keeper keeps its shim serving between
+// jobs (the next job joins the same shim), is never listed, goes with its
+// shim once the group has been idle for ShimKeeperIdle or at Close, and
+// one an earlier runtime of the same node left is deleted by the next
+// New of that node only.
+func TestShimGroupKeeper(t *testing.T) {
+	t.Parallel()
+	addr := containerdtest.Start(t)
+	ctx := context.Background()
+	rt, err := containerd.New(ctx, containerd.Options{Address: addr, ShimGroupSize: 4, Node: "n1", ShimKeeperIdle: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close() // at the end: it "crashes" (is not closed) before rt2
+	c, err := client.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	nctx := namespaces.WithNamespace(ctx, containerd.DefaultNamespace)
+	dir := jobDir(t)
+	run := func(rt *containerd.Runtime, name string) int {
+		t.Helper()
+		cfg := hostTask(t, dir, "/bin/sh", "-c", "read x") // waits for stdin: none, so it ends at once
+		cfg.ID += "-" + name
+		cfg.StdoutPath, cfg.StderrPath = "", ""
+		if err := rt.Prepare(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		sh := shimOf(t, cfg, c, nctx)
+		if err := rt.StartPrepared(ctx, cfg.ID, cfg); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, rt, cfg.ID)
+		if err := rt.Delete(ctx, cfg.ID); err != nil {
+			t.Fatal(err)
+		}
+		return sh
+	}
+	first := run(rt, "1")
+	if second := run(rt, "2"); second != first || !alive(first) {
+		t.Fatalf("jobs one after another ran in shims %d and %d (alive %v); want the group's one, kept serving", first, second, alive(first))
+	}
+	list, err := rt.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 0 {
+		t.Errorf("List shows %+v; want nothing (keepers are not jobs)", list)
+	}
+	keepers := func() int {
+		ctrs, err := c.Containers(nctx, `labels."gpud.shim-keeper"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ctrs)
+	}
+	if n := keepers(); n != 1 {
+		t.Fatalf("%d keepers; want 1", n)
+	}
+	// Another node's runtime leaves n1's keeper alone; n1's next one
+	// deletes it (rt "crashed": not closed), and the shim exits.
+	other, err := containerd.New(ctx, containerd.Options{Address: addr, ShimGroupSize: 4, Node: "n2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if n := keepers(); n != 1 {
+		t.Fatalf("a runtime of another node left %d keepers of n1; want 1", n)
+	}
+	rt2, err := containerd.New(ctx, containerd.Options{Address: addr, ShimGroupSize: 4, Node: "n1", ShimKeeperIdle: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := keepers(); n != 0 {
+		t.Fatalf("n1's next runtime left %d keepers of its predecessor; want 0", n)
+	}
+	waitGone(t, first)
+	// Idle for ShimKeeperIdle: the keeper and its shim go.
+	sh := run(rt2, "3")
+	waitGone(t, sh)
+	if n := keepers(); n != 0 {
+		t.Fatalf("%d keepers after their idle time; want 0", n)
+	}
+	// Close deletes the idle ones at once.
+	rt3, err := containerd.New(ctx, containerd.Options{Address: addr, ShimGroupSize: 4, Node: "n3", ShimKeeperIdle: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh = run(rt3, "4")
+	rt3.Close()
+	waitGone(t, sh)
+	rt2.Close()
+}
+
+// waitGone waits up to 10 s for process pid to end.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("shim %d still runs after 10 s", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
