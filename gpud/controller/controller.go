@@ -177,6 +177,9 @@ type Controller struct {
 	admin adminState
 	// power is power saving's bookkeeping (power.go).
 	power powerState
+	// endedUse is the ended attempts' fairshare usage without a usage feed
+	// (endedusage.go).
+	endedUse endedUsage
 }
 
 // op is one request to the owner. fn runs on the owner goroutine; done
@@ -291,6 +294,9 @@ func (c *Controller) load(ctx context.Context) error {
 		st.groups = c.st.groups
 	}
 	c.st = st
+	// Without a feed, fairshare's ended usage is the store's again
+	// (endedusage.go: what a restart keeps).
+	c.endedUse = endedUsage{}
 	c.attachAdmin()
 	c.declareCloudNodes() // power.go
 	c.overlayPartitions()
