@@ -166,11 +166,13 @@ bench-sim: ## Simulator: the FGD paper's table on Alibaba openb and its --compar
 
 # The twin's bars (issue 32; docs/simulator.md): the fidelity run at
 # TWIN_JOBS jobs on a live controller, replayed job by job, and the replay
-# of TWIN_RECORDS synthetic accounting records on 1,000 nodes. Hours on
-# the loaded 2-core dev machine at the defaults; make test runs 400 jobs.
+# of TWIN_RECORDS synthetic accounting records on 1,000 nodes. On the
+# 2-core dev machine at the defaults: about 5 minutes for the fidelity run
+# (4 min 48 s at load 8-12), 3.5 minutes for the replay alone, 10-27 under
+# load; make test runs 400 jobs.
 TWIN_JOBS ?= 50000
 TWIN_RECORDS ?= 1000000
-bench-twin: ## Simulator twin: fidelity against a live controller (TWIN_JOBS, default 50,000) and replay speed (TWIN_RECORDS on 1,000 nodes).
+bench-twin: ## Simulator twin: fidelity against a live controller (TWIN_JOBS, default 50,000: ~5 min) and replay speed (TWIN_RECORDS on 1,000 nodes: 3.5-27 min).
 	GPUD_TWIN_JOBS=$(TWIN_JOBS) $(GO) test -count=1 -timeout 0 -run 'TestTwinMatchesController$$' -v ./gpud/controller/
 	GPUD_TWIN_SPEED_RECORDS=$(TWIN_RECORDS) $(GO) test -count=1 -timeout 0 -run 'TestTwinSpeed$$' -v ./gpud/simulate/
 

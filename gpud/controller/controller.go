@@ -3,7 +3,6 @@ package controller
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -178,6 +177,9 @@ type Controller struct {
 	admin adminState
 	// power is power saving's bookkeeping (power.go).
 	power powerState
+	// endedUse is the ended attempts' fairshare usage without a usage feed
+	// (endedusage.go).
+	endedUse endedUsage
 }
 
 // op is one request to the owner. fn runs on the owner goroutine; done
@@ -292,6 +294,9 @@ func (c *Controller) load(ctx context.Context) error {
 		st.groups = c.st.groups
 	}
 	c.st = st
+	// Without a feed, fairshare's ended usage is the store's again
+	// (endedusage.go: what a restart keeps).
+	c.endedUse = endedUsage{}
 	c.attachAdmin()
 	c.declareCloudNodes() // power.go
 	c.overlayPartitions()
@@ -641,12 +646,9 @@ func (v *JobView) ListJSON() []byte {
 	v.rawOnce.Do(func() {
 		summary := v.job
 		summary.Script, summary.Args, summary.Env = "", nil, nil
-		raw, err := json.Marshal(&summary)
-		if err != nil {
-			// spec.Job has no types that can fail to encode.
-			panic(fmt.Sprintf("encode job %d: %v", v.job.ID, err))
-		}
-		v.raw = raw
+		// spec.Job.AppendJSON: json.Marshal's bytes, without reflection.
+		var scratch [2048]byte
+		v.raw = slices.Clone(summary.AppendJSON(scratch[:0]))
 	})
 	return v.raw
 }

@@ -495,6 +495,7 @@ func (c *Controller) finish(tx *txn, rec *jobRec, state spec.JobState, code, sig
 	c.dropInterrupted(rec)
 	tx.saveJob(rec)
 	tx.ended = append(tx.ended, *j)
+	c.noteEnded(j) // endedusage.go
 	if j.Alloc != nil && len(rec.liveNodes()) == 0 {
 		tx.freed = append(tx.freed, j.ID) // its resources are back
 	} else {
@@ -529,6 +530,7 @@ func (c *Controller) requeue(tx *txn, rec *jobRec, reason string) {
 		ended.EndTime = spec.NewTime(c.now())
 		ended.StopState, ended.StopReason, ended.StopCheckpoint = "", "", false
 		tx.ended = append(tx.ended, ended)
+		c.noteEnded(&ended) // endedusage.go
 	}
 	j.StopState, j.StopReason, j.StopCheckpoint = "", "", false
 	j.ExitCode, j.Signal = 0, 0

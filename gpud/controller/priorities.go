@@ -64,6 +64,7 @@ func (c *Controller) Priorities(ctx context.Context) ([]JobPriority, error) {
 // Fairshare computes the fairshare report (gpuq share) now: the
 // configured accounts and their users with shares, raw and decayed usage
 // and the Fair Tree factor. Usage is every ended attempt in accounting
+// (without accounting: every attempt the controller saw end, endedUsage)
 // plus the jobs running now (see fairshareUsage).
 func (c *Controller) Fairshare(ctx context.Context) (*fairshare.Report, error) {
 	var rep *fairshare.Report
@@ -79,8 +80,9 @@ func (c *Controller) fairshareConfig() fairshare.Config {
 	return fairshare.Config{HalfLife: max(c.cfg.FairshareHalfLife, 0), ModelWeights: c.cfg.FairshareModelWeights}
 }
 
-// fairshareReport builds the report from the account tree, the feed's
-// ended usage and the jobs running now.
+// fairshareReport builds the report from the account tree, the ended
+// usage (the feed's, or without a feed the controller's own: endedUsage)
+// and the jobs running now.
 func (c *Controller) fairshareReport(now time.Time) *fairshare.Report {
 	var past []fairshare.Past
 	usage := c.fairshareUsage()
@@ -89,6 +91,8 @@ func (c *Controller) fairshareReport(now time.Time) *fairshare.Report {
 		past, covered = c.feed.past()
 		usage = c.unfedSince(covered, usage)
 		slices.SortFunc(usage, func(a, b fairshare.Usage) int { return a.Start.Compare(b.Start) })
+	} else {
+		past = c.endedPast()
 	}
 	return fairshare.ComputeWithPast(c.fairshareTree(past, usage), past, usage, now, c.fairshareConfig())
 }
@@ -148,29 +152,21 @@ func (c *Controller) fairshareTree(past []fairshare.Past, usage []fairshare.Usag
 	return t
 }
 
-// fairshareUsage is the GPU usage the feed does not cover: the current
-// attempt of every job holding resources now, from its start to now,
-// found through the nodes' allocations. Without a feed (no accounting)
-// it is also every ended job the controller remembers, by its last
-// attempt only. GPUs count as accounting bills them: a MIG slice by its
-// profile's fraction, a share by its fraction, the model the node
+// fairshareUsage is the GPU usage of the current attempt of every job
+// holding resources now, from its start to now, found through the nodes'
+// allocations; ended attempts are billed elsewhere (the feed's totals,
+// or endedUsage). GPUs count as accounting bills them: a MIG slice by
+// its profile's fraction, a share by its fraction, the model the node
 // reported for the device.
 func (c *Controller) fairshareUsage() []fairshare.Usage {
 	var ids []spec.JobID
-	if c.feed != nil {
-		for _, n := range c.st.nodes {
-			for _, id := range n.allocs {
-				ids = append(ids, id)
-			}
-		}
-		slices.Sort(ids)
-		ids = slices.Compact(ids)
-	} else {
-		ids = make([]spec.JobID, 0, len(c.st.jobs))
-		for id := range c.st.jobs {
+	for _, n := range c.st.nodes {
+		for _, id := range n.allocs {
 			ids = append(ids, id)
 		}
 	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
 	var out []fairshare.Usage
 	for _, id := range ids {
 		rec := c.st.jobs[id]
@@ -178,8 +174,7 @@ func (c *Controller) fairshareUsage() []fairshare.Usage {
 			continue
 		}
 		j := &rec.job
-		if j.StartTime.IsZero() || j.Alloc == nil || j.State == spec.StatePending ||
-			(c.feed != nil && j.State.Terminal()) {
+		if j.StartTime.IsZero() || j.Alloc == nil || j.State == spec.StatePending || j.State.Terminal() {
 			continue
 		}
 		u, ok := attemptUsage(j)

@@ -341,8 +341,9 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 	snap.AccountLimits = c.accountLimits()
 	snap.AdvanceReservations = c.schedResvs() // reservation.go
 	if c.cfg.Priority.Fairshare != 0 && len(c.cfg.Accounts) > 0 {
-		// Costs a walk over every job remembered (usage has no feed of
-		// its own yet); only when fairshare weighs in.
+		// Costs a walk over the jobs running now and the pending jobs'
+		// users (ended usage is kept: the feed's, or endedusage.go);
+		// only when fairshare weighs in.
 		snap.Fairshare = c.fairshareReport(now)
 	}
 	for id, victims := range c.sched.waiting {

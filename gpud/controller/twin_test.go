@@ -26,12 +26,16 @@ import (
 
 // twinConfig has every feature the replay must follow: QOS tiers with
 // requeue preemption, multifactor priority with fairshare over an
-// account tree, backfill with a depth and a window, two partitions.
+// account tree, backfill with a depth and a window, two partitions. The
+// harness plays no heartbeats: node_timeout is beyond any run's span, and
+// so is a third of it, past which a silent node gets no new jobs
+// (lateAfter; at 1000h the nodes of a run longer than 333 simulated hours,
+// 8,000 submissions, all went UNKNOWN and the queue grew to the end).
 const twinConfig = `version = 1
 default_qos = "normal"
 default_account = "physics"
 [controller]
-node_timeout = "1000h"
+node_timeout = "100000h"
 min_job_age = "1000h"
 [scheduler]
 interval = "30s"
@@ -488,6 +492,9 @@ func TestTwinMatchesController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if late := max(2*cfg.HeartbeatInterval, cfg.NodeTimeout/3); span+span/2 > late {
+		t.Fatalf("%d jobs span %s of simulated time: over two thirds of %s, after which nodes that never heartbeat are not responding (the harness sends no heartbeats); raise twinConfig's node_timeout", n, span, late)
+	}
 	const gpus = 8
 	work := twinWorkload(32, n, span)
 	dbPath := filepath.Join(dir, "accounting.db")
@@ -518,10 +525,7 @@ func TestTwinMatchesController(t *testing.T) {
 	}
 	pol := sim.TwinPolicy{Config: rp.Config, QOS: rp.QOS, Partitions: rp.Partitions, DownPartitions: rp.DownPartitions,
 		BasePriority: rp.BasePriority, Interval: cfg.SchedInterval, Accounts: rp.Accounts, Fairshare: rp.Fairshare,
-		AccountLimits: rp.AccountLimits,
-		// The harness's controller has no usage feed: it bills each
-		// job's last attempt only.
-		LastAttemptOnly: true}
+		AccountLimits: rp.AccountLimits}
 	r, err := sim.RunTwin(jobs, sim.TwinOptions{Nodes: inv, Policy: pol, Start: twinT0})
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,8 @@ type UsageSource interface {
 }
 
 // WithUsageSource feeds fairshare from s; without it the controller bills
-// only the jobs it remembers, each by its latest attempt.
+// every attempt it sees end, and after a restart the ended jobs its state
+// store holds, each by its last attempt (endedusage.go).
 func WithUsageSource(s UsageSource) Option {
 	return func(c *Controller) { c.feed = &usageFeed{src: s} }
 }

@@ -91,11 +91,6 @@ type TwinPolicy struct {
 	// Reservations are the advance reservations, as the controller
 	// gives them to every cycle.
 	Reservations []sched.AdvanceReservation
-	// LastAttemptOnly bills each job's last attempt only, and nothing
-	// of a requeued job while it waits: the controller without
-	// accounting's usage feed does so. With the feed (production) every
-	// attempt is billed.
-	LastAttemptOnly bool
 }
 
 // TwinOptions configure one replay.
@@ -949,9 +944,7 @@ func (e *twin) finish(i int, preempted bool) {
 		e.base.End(r.at)
 	}
 	e.take(r.alloc, -1)
-	if !preempted || !e.o.Policy.LastAttemptOnly {
-		e.bill(i, r.start, r.alloc)
-	}
+	e.bill(i, r.start, r.alloc)
 	e.state[i] = tsDone
 	e.res[i].End = e.now
 	if preempted {
