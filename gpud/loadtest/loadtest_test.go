@@ -103,8 +103,9 @@ func TestLoadtestNothingLost(t *testing.T) {
 	if len(rep.NotUp) > 0 {
 		t.Errorf("nodes not idle at the end: %v", rep.NotUp)
 	}
-	if rep.HeartbeatsPerSec <= 0 || rep.SubmitStart[0] <= 0 || rep.EndFree[0] <= 0 {
-		t.Errorf("heartbeats/s %g, submit→start p50 %s, end→free p50 %s: want all measured", rep.HeartbeatsPerSec, rep.SubmitStart[0], rep.EndFree[0])
+	if rep.HeartbeatsPerSec <= 0 || rep.SubmitStart[0] <= 0 || rep.EndFree[0] <= 0 || rep.SubmitAck[0] <= 0 || rep.SubmitAck[1] > rep.SubmitStart[2] {
+		t.Errorf("heartbeats/s %g, submit→start p50 %s (max %s), submit→ack p50 %s p99 %s, end→free p50 %s: want all measured, acks before starts",
+			rep.HeartbeatsPerSec, rep.SubmitStart[0], rep.SubmitStart[2], rep.SubmitAck[0], rep.SubmitAck[1], rep.EndFree[0])
 	}
 	if fi, err := os.Stat(svg); err != nil || fi.Size() < 1000 {
 		t.Errorf("plot %s: %v (size %v)", svg, err, fi)

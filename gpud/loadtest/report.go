@@ -81,10 +81,14 @@ type Report struct {
 	SubmitPerSec                              float64
 	StartsPerSec, StartsPeak, StartsSustained float64
 	SubmitStart, EndFree                      [3]time.Duration // p50, p99, max
-	HeartbeatsPerSec, HeartbeatsExpected      float64
-	HeartbeatErrors, UsageSamples             int64
-	CPUWork, CPUHold, CPUPeak5s               float64 // controller cores
-	HarnessCPUWork, HarnessCPUHold            float64 // this process's cores
+	// SubmitAck is the submission call's own time: sent → acknowledged
+	// (the job durable), p50, p99, max; the rest of submit→start is the
+	// start (placement, the node's assignment, its runtime).
+	SubmitAck                            [3]time.Duration
+	HeartbeatsPerSec, HeartbeatsExpected float64
+	HeartbeatErrors, UsageSamples        int64
+	CPUWork, CPUHold, CPUPeak5s          float64 // controller cores
+	HarnessCPUWork, HarnessCPUHold       float64 // this process's cores
 	// CPUPer1kStarts is the controller's CPU seconds per 1,000 job starts
 	// from when jobs could start to the last exit: the cost of a start,
 	// which a loaded machine slows but does not inflate much.
@@ -124,11 +128,14 @@ func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time)
 	if d := subDone.Sub(wl).Seconds(); d > 0 {
 		r.SubmitPerSec = float64(r.Acked) / d
 	}
-	var ss, ef []time.Duration
+	var ss, sa, ef []time.Duration
 	var firstStart, lastStart time.Time
 	lt.mu.Lock()
 	r.Jobs = len(lt.jobs)
 	for _, j := range lt.jobs {
+		if !j.sentAt.IsZero() && !j.ackAt.IsZero() {
+			sa = append(sa, j.ackAt.Sub(j.sentAt))
+		}
 		if j.starts == 0 {
 			continue
 		}
@@ -148,7 +155,7 @@ func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time)
 		}
 	}
 	lt.mu.Unlock()
-	r.SubmitStart, r.EndFree = pct(ss), pct(ef)
+	r.SubmitStart, r.SubmitAck, r.EndFree = pct(ss), pct(sa), pct(ef)
 	if d := lastStart.Sub(firstStart).Seconds(); d > 0 {
 		r.StartsPerSec = float64(lt.started.Load()) / d
 	}
@@ -231,6 +238,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "job starts/s                 %.0f mean (first to last start), %.0f sustained (mean of the seconds with jobs queued), %.0f peak 1-s\n",
 		r.StartsPerSec, r.StartsSustained, r.StartsPeak)
 	fmt.Fprintf(w, "submit→start                 p50 %s  p99 %s  max %s\n", r.SubmitStart[0].Round(time.Millisecond), r.SubmitStart[1].Round(time.Millisecond), r.SubmitStart[2].Round(time.Millisecond))
+	fmt.Fprintf(w, "  of which submit→ack         p50 %s  p99 %s  max %s\n", r.SubmitAck[0].Round(time.Millisecond), r.SubmitAck[1].Round(time.Millisecond), r.SubmitAck[2].Round(time.Millisecond))
 	fmt.Fprintf(w, "end→node-free                p50 %s  p99 %s  max %s\n", r.EndFree[0].Round(time.Millisecond), r.EndFree[1].Round(time.Millisecond), r.EndFree[2].Round(time.Millisecond))
 	fmt.Fprintf(w, "heartbeats/s held            %.0f (expected %.0f), %d failed; %d usage samples taken\n", r.HeartbeatsPerSec, r.HeartbeatsExpected, r.HeartbeatErrors, r.UsageSamples)
 	fmt.Fprintf(w, "controller CPU               %.2f cores during the workload, %.2f during the hold, %.2f peak 5-s\n", r.CPUWork, r.CPUHold, r.CPUPeak5s)
