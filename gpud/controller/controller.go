@@ -140,6 +140,8 @@ type Controller struct {
 	started chan struct{} // closed when Run starts serving
 	stopped chan struct{} // closed when Run has stopped serving
 	runOnce sync.Once
+	// forget are kept audit entries to drop (auditcarry.go).
+	forget forgets
 
 	// rec is the recorder's queue, shared with its goroutine.
 	recMu    sync.Mutex
@@ -188,6 +190,9 @@ type op struct {
 	fn   func(tx *txn) error
 	err  error
 	done chan struct{}
+	// carry is the call's audit entry, committed with its changes when
+	// fn succeeds (auditcarry.go).
+	carry *AuditCarry
 }
 
 // New loads the state from store and returns a controller ready to Run.
@@ -426,7 +431,7 @@ func (c *Controller) call(ctx context.Context, fn func(tx *txn) error) error {
 }
 
 func (c *Controller) callOn(ctx context.Context, ops chan<- *op, fn func(tx *txn) error) error {
-	o := &op{fn: fn, done: make(chan struct{})}
+	o := &op{fn: fn, done: make(chan struct{}), carry: carryOf(ctx)}
 	select {
 	case ops <- o:
 	case <-ctx.Done():
@@ -456,6 +461,9 @@ func (c *Controller) runBatch(ctx context.Context, batch []*op) {
 	tx := newTxn()
 	for _, o := range batch {
 		o.err = c.safely("request", func() error { return o.fn(tx) })
+		if o.carry != nil && o.err == nil && c.CarriesAudit() {
+			tx.carries = append(tx.carries, o.carry)
+		}
 	}
 	inBatch := c.cycleInBatch(tx) // schedule.go
 	if err := c.commit(ctx, tx); err != nil {
@@ -489,7 +497,8 @@ func (c *Controller) safely(what string, f func() error) (err error) {
 // bumps (waking long-polls) and job waiters. On a store failure the state
 // is reloaded from disk, so memory never runs ahead of what is durable.
 func (c *Controller) commit(ctx context.Context, tx *txn) error {
-	if len(tx.persistJobs) > 0 || len(tx.persistNodes) > 0 || tx.counter || len(tx.admin) > 0 {
+	tx.forget = c.takeForgets()
+	if len(tx.persistJobs) > 0 || len(tx.persistNodes) > 0 || tx.counter || len(tx.admin) > 0 || len(tx.carries) > 0 || len(tx.forget) > 0 {
 		if c.following {
 			return c.refuseFollowerCommit(ctx)
 		}
@@ -509,10 +518,15 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 		start := time.Now()
 		err := c.commitAdmin(context.WithoutCancel(ctx), tx) // admin.go
 		if err == nil {
-			err = c.store.Apply(context.WithoutCancel(ctx), jobs, nodes, next)
+			if len(tx.carries) > 0 || len(tx.forget) > 0 {
+				err = c.applyAudited(context.WithoutCancel(ctx), tx, jobs, nodes, next) // auditcarry.go
+			} else {
+				err = c.store.Apply(context.WithoutCancel(ctx), jobs, nodes, next)
+			}
 		}
 		c.gather.took = time.Since(start)
 		if err != nil {
+			c.putForgetsBack(tx.forget)
 			c.log.Error("state commit failed; reloading state from the store", "err", err)
 			if lerr := c.load(ctx); lerr != nil {
 				// Memory may now be ahead of disk; nothing else is safe.
@@ -604,6 +618,11 @@ type txn struct {
 	// admin are changes of the admin's live state (admin.go), written
 	// before the jobs and nodes.
 	admin []spec.AdminRecord
+	// carries are the audit entries of the batch's calls that succeeded,
+	// committed with its changes; forget are kept entries now in the
+	// audit log, dropped with them (auditcarry.go).
+	carries []*AuditCarry
+	forget  []int64
 }
 
 func newTxn() *txn {
