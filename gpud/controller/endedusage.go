@@ -78,15 +78,22 @@ func (c *Controller) endedPast() []fairshare.Past {
 }
 
 // noteEnded bills an attempt that ended (j as it goes into txn.ended:
-// a terminal job, or a requeue's record of the attempt it ended) when
-// the controller keeps the ended usage itself (no feed). At once, not at
+// a terminal job, or a requeue's record of the attempt it ended): into
+// the ended usage the controller keeps without a feed, or with one into
+// batchEnded until the commit hands it to the recorder. At once, not at
 // the commit: a cycle the same batch runs before its commit
 // (cycleInBatch) must see it, or whether it did would depend on that
 // cycle's wall-clock pacing. A commit that fails reloads the state,
 // and with it this usage (load).
 func (c *Controller) noteEnded(j *spec.Job) {
 	if c.feed != nil {
-		return // the feed reads it from accounting
+		// The feed reads it from accounting; until its batch commits
+		// (and hands it to the recorder: unfed), fairshare bills it
+		// from here.
+		if u, ok := endedAttemptUsage(j); ok {
+			c.batchEnded = append(c.batchEnded, u)
+		}
+		return
 	}
 	if c.endedUse.past == nil || !sameBilling(c.endedUse.cfg, c.fairshareConfig()) {
 		// Built from the jobs the controller holds: j among them when
@@ -105,16 +112,9 @@ func (c *Controller) noteEnded(j *spec.Job) {
 // (fairshareUsage): the model the node reported for the device.
 func (c *Controller) billEnded(j *spec.Job) {
 	e := &c.endedUse
-	u, ok := attemptUsage(j)
+	u, ok := endedAttemptUsage(j)
 	if !ok {
 		return
-	}
-	if u.End.IsZero() {
-		// A requeue's record of the attempt it ended: the job is
-		// PENDING again, its EndTime is the attempt's end.
-		if u.End = j.EndTime.Time; u.End.IsZero() {
-			return
-		}
 	}
 	for _, n := range j.Alloc.Nodes {
 		if m := c.gpuModel(n.Node, n.GPUs); m != "" {
@@ -134,4 +134,19 @@ func (c *Controller) billEnded(j *spec.Job) {
 	}
 	p.Add(&u, &e.cfg)
 	e.sorted = nil
+}
+
+// endedAttemptUsage is the usage of the ended attempt j records (a
+// terminal job, or a requeue's record of the attempt it ended: the job
+// PENDING again, its EndTime the attempt's end); false when it bills
+// nothing.
+func endedAttemptUsage(j *spec.Job) (fairshare.Usage, bool) {
+	u, ok := attemptUsage(j)
+	if !ok {
+		return u, false
+	}
+	if u.End.IsZero() {
+		u.End = j.EndTime.Time
+	}
+	return u, !u.End.IsZero()
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/sched/fairshare"
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -144,6 +145,62 @@ func BenchmarkFairshareNoFeed(b *testing.B) {
 				return nil
 			}); err != nil {
 				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestEndedAttemptCountsInItsOwnBatch: fairshare computed in the batch
+// where an attempt ends (a cycle the batch runs before its commit,
+// cycleInBatch, when its pacing says one is due) already bills it, with
+// a usage feed or without. Before, it counted from the commit on (the
+// recorder's unfed usage, or a no-feed sum kept at the commit): whether
+// a cycle saw it depended on the wall clock.
+func TestEndedAttemptCountsInItsOwnBatch(t *testing.T) {
+	for _, fed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("feed=%v", fed), func(t *testing.T) {
+			var opts []Option
+			var gate chan struct{}
+			if fed {
+				db, err := accounting.Open(t.TempDir() + "/accounting.db")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				gate = make(chan struct{})
+				opts = append(opts, WithRecorder(&gatedRecorder{db: db, open: gate}), WithUsageSource(db))
+			}
+			h := newHarnessAt(t, newFakeStore(), func(c *Config) { fairshareConfig(c); c.SchedInterval = time.Hour }, t0, opts...)
+			if gate != nil {
+				t.Cleanup(func() { close(gate) }) // before the harness stops (and flushes)
+			}
+			h.register("n1", 4)
+			a := h.submit(alice, func(j *spec.JobSpec) { j.Account = "physics"; j.Resources.GPUsPerNode = 2 })
+			run := h.job(a)
+			h.mu.Lock()
+			h.now = h.now.Add(time.Hour)
+			h.mu.Unlock()
+			var got float64
+			if err := h.c.call(context.Background(), func(tx *txn) error {
+				h.c.applyEvent(tx, "n1", NodeEvent{Seq: 1, AllocID: run.Alloc.ID, JobID: a, Kind: EventExited, State: spec.StateCompleted})
+				if st := h.c.st.jobs[a].job.State; st != spec.StateCompleted {
+					return fmt.Errorf("job %d = %s after its exit, want COMPLETED", a, st)
+				}
+				for _, r := range h.c.fairshareReport(h.c.now()).Rows {
+					if r.User == "alice" {
+						got = r.RawUsage
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if want := 2 * time.Hour.Seconds(); math.Abs(got-want) > 1e-6 {
+				t.Errorf("alice's usage in the batch her job ended in = %v GPU-s, want %v", got, want)
+			}
+			// And once, after the commit.
+			if got, want := rawUsage(t, h)["alice"], 2*time.Hour.Seconds(); math.Abs(got-want) > 1e-6 {
+				t.Errorf("alice's usage after the commit = %v GPU-s, want %v", got, want)
 			}
 		})
 	}
