@@ -39,6 +39,11 @@ type endedUsage struct {
 	cfg  fairshare.Config
 	// sorted is past in (account, user) order, nil after a change.
 	sorted []fairshare.Past
+	// kept are the runs node silence interrupted (Job.Interrupted) whose
+	// attempt, ended by the requeue, is billed in past: a run that
+	// resumes is the same attempt, billed again when it ends, so its
+	// billing up to the interruption is taken back (resumedRun).
+	kept map[string]fairshare.Usage
 }
 
 // endedPast is the usage of the ended attempts, in (account, user)
@@ -150,3 +155,48 @@ func endedAttemptUsage(j *spec.Job) (fairshare.Usage, bool) {
 	}
 	return u, !u.End.IsZero()
 }
+
+// keptRun notes that the run of j, interrupted by node silence and kept
+// (Job.Interrupted), was billed when its requeue ended the attempt.
+func (c *Controller) keptRun(j *spec.Job) {
+	e := &c.endedUse
+	run := j.Interrupted
+	if c.feed != nil || e.past == nil || run == nil {
+		return
+	}
+	u, ok := attemptUsage(&spec.Job{JobSpec: j.JobSpec, User: j.User, StartTime: run.StartTime, Alloc: &run.Alloc})
+	if !ok {
+		return
+	}
+	u.End = run.At.Time
+	for _, n := range run.Alloc.Nodes {
+		if m := c.gpuModel(n.Node, n.GPUs); m != "" {
+			u.Model = m
+		}
+	}
+	if e.kept == nil {
+		e.kept = map[string]fairshare.Usage{}
+	}
+	e.kept[run.Alloc.ID] = u
+}
+
+// resumedRun takes back the billing of an interrupted run that resumes
+// (its attempt goes on, and is billed from its start when it ends);
+// droppedRun forgets it when the job starts again or ends instead.
+func (c *Controller) resumedRun(allocID string) {
+	e := &c.endedUse
+	u, ok := e.kept[allocID]
+	if !ok {
+		return
+	}
+	delete(e.kept, allocID)
+	p := e.past[[2]string{u.Account, u.User}]
+	if p == nil {
+		return
+	}
+	r, d := e.cfg.Billed(&u, p.At)
+	p.Raw, p.Decayed = max(p.Raw-r, 0), max(p.Decayed-d, 0)
+	e.sorted = nil
+}
+
+func (c *Controller) droppedRun(allocID string) { delete(c.endedUse.kept, allocID) }

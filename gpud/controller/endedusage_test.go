@@ -205,3 +205,42 @@ func TestEndedAttemptCountsInItsOwnBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestResumedRunIsBilledOnce: without a feed, a run that node silence
+// interrupted (its attempt ended by a requeue, and billed) and that then
+// resumes is the same attempt: it is billed once, from its start, not
+// once up to the interruption and again from its start.
+func TestResumedRunIsBilledOnce(t *testing.T) {
+	h := newHarness(t, newFakeStore(), func(c *Config) { fairshareConfig(c); c.NodeTimeout = 30 * time.Second })
+	h.register("n1", 1)
+	id := h.submit(alice, func(j *spec.JobSpec) { j.Account = "physics"; j.Requeue = true; j.Resources.GPUsPerNode = 1 })
+	j := h.job(id)
+	h.advance(31 * time.Second)
+	if got := h.job(id); got.State != spec.StatePending || got.Interrupted == nil {
+		t.Fatalf("job = %s interrupted %v, want PENDING keeping its run", got.State, got.Interrupted)
+	}
+	if got := rawUsage(t, h)["alice"]; math.Abs(got-31) > 1e-6 {
+		t.Errorf("alice's usage with her run interrupted at 31 s = %v GPU-s, want 31", got)
+	}
+	h.heartbeat("n1", j.Alloc.ID)
+	resumed := h.job(id)
+	if resumed.State != spec.StateRunning || resumed.Attempt != 1 {
+		t.Fatalf("after n1 came back: job = %s attempt %d, want RUNNING attempt 1", resumed.State, resumed.Attempt)
+	}
+	h.mu.Lock()
+	h.now = t0.Add(50 * time.Second)
+	h.mu.Unlock()
+	if got := rawUsage(t, h)["alice"]; math.Abs(got-50) > 1e-6 {
+		t.Errorf("alice's usage 50 s into her resumed run = %v GPU-s, want 50 (once)", got)
+	}
+	h.mu.Lock()
+	h.now = t0.Add(100 * time.Second)
+	h.mu.Unlock()
+	h.exit("n1", resumed, spec.StateCompleted, 0)
+	if got := h.job(id); got.State != spec.StateCompleted {
+		t.Fatalf("job = %s, want COMPLETED", got.State)
+	}
+	if got := rawUsage(t, h)["alice"]; math.Abs(got-100) > 1e-6 {
+		t.Errorf("alice's usage after her resumed run ended at 100 s = %v GPU-s, want 100 (once)", got)
+	}
+}
