@@ -100,3 +100,31 @@ func TestPruneAudit(t *testing.T) {
 		t.Errorf("accounting.db-wal is %d KiB; want under 5 MiB (automatic checkpoints)", fi.Size()>>10)
 	}
 }
+
+// TestCarriedAuditCopiedOnce: an entry carried into state.db is copied
+// with its number; copied again after a crash (Recovered) it adds no
+// second row, and the write still learns the row's ID.
+func TestCarriedAuditCopiedOnce(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	e := AuditEntry{Time: time.Unix(1000, 0), ActorName: "alice", Origin: "unix", Action: "POST /v1/jobs", Target: "job 7", Result: "200 ok"}
+	first := []AuditWrite{{Entry: e, Carried: 41}, {Entry: e, Carried: 42}}
+	if err := db.WriteAudits(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	e.Result, e.Target = "in progress", ""
+	again := []AuditWrite{{Entry: e, Carried: 42, Recovered: true}, {Entry: e, Carried: 43, Recovered: true}}
+	if err := db.WriteAudits(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if again[0].ID != first[1].ID || again[1].ID == 0 || again[1].ID == first[1].ID {
+		t.Errorf("IDs %d, %d after the second copy; want %d (the row already there) and a new one", again[0].ID, again[1].ID, first[1].ID)
+	}
+	got, err := db.AuditLog(ctx, AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[1].Result != "200 ok" || got[2].Result != "in progress" {
+		t.Fatalf("audit log %+v; want 3 rows: 41 and 42 complete, 43 in progress", got)
+	}
+}

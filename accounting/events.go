@@ -114,7 +114,7 @@ func (db *DB) AddAudits(ctx context.Context, as []AuditEntry) error {
 	defer st.Close()
 	var grew int64
 	for _, a := range as {
-		if _, err := st.ExecContext(ctx, a.Time.Unix(), a.ActorUID, a.ActorName, a.Role, a.Origin, a.Action, a.Target, a.Result, a.Summarised); err != nil {
+		if _, err := st.ExecContext(ctx, a.Time.Unix(), a.ActorUID, a.ActorName, a.Role, a.Origin, a.Action, a.Target, a.Result, a.Summarised, nil); err != nil {
 			return fmt.Errorf("add audit entry %s on %s by %s: %w", a.Action, a.Target, a.ActorName, err)
 		}
 		grew += rowBytes(a)
@@ -128,10 +128,11 @@ func (db *DB) AddAudits(ctx context.Context, as []AuditEntry) error {
 
 // WriteAudits' statements, prepared once (DB.auditIns, DB.auditUpd).
 const (
-	insertAuditSQL = `INSERT INTO audit (time, actor_uid, actor_name, role, origin, action, target, result, summarised)
-		VALUES (?,?,?,?,?,?,?,?,?)`
-	updateAuditSQL = `UPDATE audit SET action = ?, target = ?, result = ? WHERE id = ?`
-	deleteAuditSQL = `DELETE FROM audit WHERE id = ? RETURNING ` + auditRowBytes
+	insertAuditSQL = `INSERT INTO audit (time, actor_uid, actor_name, role, origin, action, target, result, summarised, carried)
+		VALUES (?,?,?,?,?,?,?,?,?,?)`
+	carriedAuditSQL = `SELECT id FROM audit WHERE carried = ?`
+	updateAuditSQL  = `UPDATE audit SET action = ?, target = ?, result = ? WHERE id = ?`
+	deleteAuditSQL  = `DELETE FROM audit WHERE id = ? RETURNING ` + auditRowBytes
 )
 
 // AuditWrite is one write in WriteAudits: a new entry (ID 0; WriteAudits
@@ -139,10 +140,19 @@ const (
 // its action, target and result replace the row's), or with Delete the
 // removal of an entry written before: a refused call's, which the API
 // server counts in a summary row instead.
+//
+// Carried, for a new entry, is the number of the pending row in the
+// controller's state.db that held the entry first (the call's state
+// change and its entry committed together); it is kept with the row.
+// With Recovered, the entry may already be in the log (copied before a
+// crash that left its pending row): it is added only if no row carries
+// that number, and ID is set to the row found or added.
 type AuditWrite struct {
-	ID     int64
-	Entry  AuditEntry
-	Delete bool
+	ID        int64
+	Entry     AuditEntry
+	Delete    bool
+	Carried   int64
+	Recovered bool
 }
 
 // WriteAudits applies ws in one transaction, all or none: the API server
@@ -190,7 +200,19 @@ func (db *DB) WriteAudits(ctx context.Context, ws []AuditWrite) error {
 			}
 			continue
 		}
-		res, err := ins.ExecContext(ctx, a.Time.Unix(), a.ActorUID, a.ActorName, a.Role, a.Origin, a.Action, a.Target, a.Result, a.Summarised)
+		var carried any // NULL: not carried
+		if w.Carried != 0 {
+			carried = w.Carried
+			if w.Recovered {
+				switch err := tx.QueryRowContext(ctx, carriedAuditSQL, w.Carried).Scan(&ids[i]); {
+				case err == nil:
+					continue // already copied
+				case !errors.Is(err, sql.ErrNoRows):
+					return fmt.Errorf("look for carried audit entry %d (%s by %s): %w", w.Carried, a.Action, a.ActorName, err)
+				}
+			}
+		}
+		res, err := ins.ExecContext(ctx, a.Time.Unix(), a.ActorUID, a.ActorName, a.Role, a.Origin, a.Action, a.Target, a.Result, a.Summarised, carried)
 		if err != nil {
 			return fmt.Errorf("add audit entry %s on %s by %s: %w", a.Action, a.Target, a.ActorName, err)
 		}

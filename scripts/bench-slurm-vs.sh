@@ -9,8 +9,10 @@
 #     Slurm's sbatch --wrap true on its one node (CPUs=SLURM_CPUS, 16 by
 #     default, as gpud's two nodes of --cpus 8), and in the
 #     same run gpud on two nodes with node.toml prepared_containers 0 and 4
-#     and bare containerd (the Go benchmarks TrivialJobThroughput and
-#     BareContainerd, N_TRIVIAL jobs each)
+#     and shim_group_size 8, and bare containerd (own shims, and grouped
+#     with the shims kept up) (the Go benchmarks TrivialJobThroughput* and
+#     BareContainerd*, N_TRIVIAL jobs each; cpu-ms/job and
+#     cpu-ms/container: the cluster's, or containerd's, CPU time per job)
 #
 # gpud is `gpud standalone` on a temporary state directory (no nodes; every
 # acknowledgement durable). Slurm is a throwaway cluster under a temporary

@@ -75,7 +75,7 @@ func TestArrayPayloadThroughStoreAndRestart(t *testing.T) {
 		if len(as) != 1 {
 			t.Fatalf("n1 has %d assignments, want 1", len(as))
 		}
-		return as[0].Job
+		return *as[0].Job
 	}
 	first := running(h)
 	payloadOK("dispatched to n1", first)

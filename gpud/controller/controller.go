@@ -3,7 +3,6 @@ package controller
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -142,6 +141,8 @@ type Controller struct {
 	started chan struct{} // closed when Run starts serving
 	stopped chan struct{} // closed when Run has stopped serving
 	runOnce sync.Once
+	// forget are kept audit entries to drop (auditcarry.go).
+	forget forgets
 
 	// rec is the recorder's queue, shared with its goroutine.
 	recMu    sync.Mutex
@@ -194,6 +195,9 @@ type op struct {
 	fn   func(tx *txn) error
 	err  error
 	done chan struct{}
+	// carry is the call's audit entry, committed with its changes when
+	// fn succeeds (auditcarry.go).
+	carry *AuditCarry
 }
 
 // New loads the state from store and returns a controller ready to Run.
@@ -432,7 +436,7 @@ func (c *Controller) call(ctx context.Context, fn func(tx *txn) error) error {
 }
 
 func (c *Controller) callOn(ctx context.Context, ops chan<- *op, fn func(tx *txn) error) error {
-	o := &op{fn: fn, done: make(chan struct{})}
+	o := &op{fn: fn, done: make(chan struct{}), carry: carryOf(ctx)}
 	select {
 	case ops <- o:
 	case <-ctx.Done():
@@ -462,6 +466,9 @@ func (c *Controller) runBatch(ctx context.Context, batch []*op) {
 	tx := newTxn()
 	for _, o := range batch {
 		o.err = c.safely("request", func() error { return o.fn(tx) })
+		if o.carry != nil && o.err == nil && c.CarriesAudit() {
+			tx.carries = append(tx.carries, o.carry)
+		}
 	}
 	inBatch := c.cycleInBatch(tx) // schedule.go
 	if err := c.commit(ctx, tx); err != nil {
@@ -498,7 +505,8 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 	// The batch's ended attempts are in unfed after it (enqueueRecords),
 	// or in the state reloaded after a failure.
 	defer func() { c.batchEnded = c.batchEnded[:0] }()
-	if len(tx.persistJobs) > 0 || len(tx.persistNodes) > 0 || tx.counter || len(tx.admin) > 0 {
+	tx.forget = c.takeForgets()
+	if len(tx.persistJobs) > 0 || len(tx.persistNodes) > 0 || tx.counter || len(tx.admin) > 0 || len(tx.carries) > 0 || len(tx.forget) > 0 {
 		if c.following {
 			return c.refuseFollowerCommit(ctx)
 		}
@@ -518,10 +526,15 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 		start := time.Now()
 		err := c.commitAdmin(context.WithoutCancel(ctx), tx) // admin.go
 		if err == nil {
-			err = c.store.Apply(context.WithoutCancel(ctx), jobs, nodes, next)
+			if len(tx.carries) > 0 || len(tx.forget) > 0 {
+				err = c.applyAudited(context.WithoutCancel(ctx), tx, jobs, nodes, next) // auditcarry.go
+			} else {
+				err = c.store.Apply(context.WithoutCancel(ctx), jobs, nodes, next)
+			}
 		}
 		c.gather.took = time.Since(start)
 		if err != nil {
+			c.putForgetsBack(tx.forget)
 			c.log.Error("state commit failed; reloading state from the store", "err", err)
 			if lerr := c.load(ctx); lerr != nil {
 				// Memory may now be ahead of disk; nothing else is safe.
@@ -613,6 +626,11 @@ type txn struct {
 	// admin are changes of the admin's live state (admin.go), written
 	// before the jobs and nodes.
 	admin []spec.AdminRecord
+	// carries are the audit entries of the batch's calls that succeeded,
+	// committed with its changes; forget are kept entries now in the
+	// audit log, dropped with them (auditcarry.go).
+	carries []*AuditCarry
+	forget  []int64
 }
 
 func newTxn() *txn {
@@ -655,12 +673,9 @@ func (v *JobView) ListJSON() []byte {
 	v.rawOnce.Do(func() {
 		summary := v.job
 		summary.Script, summary.Args, summary.Env = "", nil, nil
-		raw, err := json.Marshal(&summary)
-		if err != nil {
-			// spec.Job has no types that can fail to encode.
-			panic(fmt.Sprintf("encode job %d: %v", v.job.ID, err))
-		}
-		v.raw = raw
+		// spec.Job.AppendJSON: json.Marshal's bytes, without reflection.
+		var scratch [2048]byte
+		v.raw = slices.Clone(summary.AppendJSON(scratch[:0]))
 	})
 	return v.raw
 }

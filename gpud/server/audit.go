@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -9,12 +10,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/controller"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -190,6 +193,11 @@ type auditor struct {
 	stop   chan struct{}
 	done   chan struct{}
 	once   sync.Once
+	// failing: the last write failed (the writer's view, for callers).
+	failing atomic.Bool
+	// carried counts entries committed with their calls' state changes
+	// (state.db) and not yet copied to the audit log.
+	carried atomic.Int64
 }
 
 // start makes the queue of n (auditBuffer if 0) and starts the writer.
@@ -254,6 +262,10 @@ func (s *Server) runAudit() {
 		rt.p = nil
 	}
 	s.keep(rt, true)
+	// Entries committed with their calls' state changes that a stop (or a
+	// kill) left before they were copied: copied first, each once.
+	batch = append(batch, s.recoveredAudits()...)
+	var forget []int64
 	write := func() {
 		ops := append(held, batch...)
 		held, batch, waited = nil, batch[:0], false
@@ -273,9 +285,13 @@ func (s *Server) runAudit() {
 				failing = true
 				s.log.Error("write audit log; state-changing calls are refused until it can be written", "err", err)
 			}
+			a.failing.Store(err != nil)
 			for i, op := range ops[:n] {
 				if err == nil {
 					op.w.ID = ws[i].ID
+					if op.w.Carried != 0 {
+						forget = append(forget, op.w.Carried)
+					}
 				} else if !op.intent {
 					held = append(held, op)
 				}
@@ -285,6 +301,13 @@ func (s *Server) runAudit() {
 				}
 			}
 			ops = ops[n:]
+		}
+		if len(forget) > 0 {
+			// In the audit log now: their kept copies in state.db go with
+			// the controller's next commit.
+			a.carried.Add(-int64(len(forget)))
+			s.c.ForgetAudits(forget)
+			forget = forget[:0]
 		}
 		s.keep(rt, false)
 		// Outcomes are bounded by the calls in flight (no new call starts
@@ -329,6 +352,9 @@ func (s *Server) runAudit() {
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	lingering := false
+	if len(batch) > 0 {
+		write() // the recovered entries
+	}
 	for {
 		select {
 		case op := <-a.ch:
@@ -384,6 +410,61 @@ func (s *Server) runAudit() {
 			return
 		}
 	}
+}
+
+// recoveredAudits are the entries the controller kept with their calls'
+// state changes and had not copied to the audit log when it stopped,
+// as writes that add each only if the log does not hold it yet.
+func (s *Server) recoveredAudits() []*auditOp {
+	if s.c == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kept, err := s.c.CarriedAudits(ctx)
+	if err != nil {
+		s.log.Error("read the audit entries kept in state.db before the last stop; they are copied at the next start", "err", err)
+		return nil
+	}
+	var ops []*auditOp
+	for _, k := range kept {
+		var e accounting.AuditEntry
+		if err := json.Unmarshal(k.Entry, &e); err != nil {
+			s.log.Error("an audit entry kept in state.db cannot be read; it stays there", "seq", k.Seq, "err", err)
+			continue
+		}
+		ops = append(ops, &auditOp{w: accounting.AuditWrite{Entry: e, Carried: k.Seq, Recovered: true}})
+	}
+	if len(ops) > 0 {
+		s.log.Info("copying to the audit log the entries kept in state.db with their calls before the last stop", "entries", len(ops))
+		s.audit.carried.Add(int64(len(ops)))
+	}
+	return ops
+}
+
+// carriedRoutes are the calls whose audit entry the controller commits
+// with the call's state change (one durable write, not two): each makes
+// one controller call whose success is the whole of its change.
+var carriedRoutes = map[string]bool{
+	"POST /" + api.Version + "/jobs": true,
+}
+
+// carries says whether r's entry can ride with its state change: a
+// carried route, a controller whose store keeps entries, and an audit
+// log that is being written and not behind: fewer than its queue's
+// length of carried entries not yet copied (else the entry is written
+// to the log first, as for any call: a stalled log holds calls back, a
+// failing one refuses them). A true answer holds one of those places
+// (s.audit.carried), which the call gives back if it commits nothing.
+func (s *Server) carries(r *http.Request) bool {
+	if !carriedRoutes[r.Pattern] || s.c == nil || !s.c.CarriesAudit() || s.audit.failing.Load() {
+		return false
+	}
+	if s.audit.carried.Add(1) > int64(cap(s.audit.ch)) {
+		s.audit.carried.Add(-1)
+		return false
+	}
+	return true
 }
 
 // FlushAudit writes the audit entries queued so far (refusals and their
@@ -515,6 +596,10 @@ func (s *Server) recordAudit(next http.Handler) http.Handler {
 			return
 		}
 		aw := &auditWriter{ResponseWriter: w, code: http.StatusOK}
+		if s.carries(r) {
+			s.carryAudit(aw, r, next, source)
+			return
+		}
 		op := &auditOp{w: accounting.AuditWrite{Entry: s.auditEntry(r, aw)}, intent: true}
 		op.w.Entry.Result = auditInProgress
 		if err := s.audit.write(r.Context(), op, true); err != nil {
@@ -545,6 +630,44 @@ func (s *Server) recordAudit(next http.Handler) http.Handler {
 			s.log.Error("write the outcome of an audited call; retrying", "id", op.w.ID, "action", out.w.Entry.Action, "err", err)
 		}
 	})
+}
+
+// carryAudit is recordAudit for a call whose entry the controller
+// commits with the call's state change: nothing is written before the
+// call; its commit makes the entry durable (state.db) before the answer,
+// and the entry with its outcome is then queued for the audit log, which
+// has the kept copy dropped once written. A call that committed nothing
+// (refused, failed) changed nothing: its entry is queued after the fact,
+// a refusal counted and summarised as any other.
+func (s *Server) carryAudit(aw *auditWriter, r *http.Request, next http.Handler, source string) {
+	e := s.auditEntry(r, aw)
+	e.Result = auditInProgress
+	raw, err := json.Marshal(e)
+	if err != nil {
+		s.audit.carried.Add(-1)
+		s.writeError(aw, r, fmt.Errorf("encode the audit entry of %s: %w", r.Pattern, err))
+		return
+	}
+	carry := &controller.AuditCarry{Entry: raw}
+	next.ServeHTTP(aw, r.WithContext(controller.WithAuditCarry(r.Context(), carry)))
+	out := s.auditEntry(r, aw)
+	out.Time = e.Time // when the call came, as for any other
+	ctx := context.WithoutCancel(r.Context())
+	if seq := carry.Seq(); seq != 0 {
+		if err := s.audit.write(ctx, &auditOp{w: accounting.AuditWrite{Entry: out, Carried: seq}}, false); err != nil {
+			s.log.Error("copy a call's audit entry to the audit log; it stays in state.db and is copied at the next start",
+				"seq", seq, "action", out.Action, "err", err)
+		}
+		return
+	}
+	s.audit.carried.Add(-1)
+	if refused(aw.code) {
+		s.ref.spend(source)
+		if !s.ref.note(refusalOf(out, source, aw.code), aw.msg, out.Time) {
+			return
+		}
+	}
+	s.queueAudit(ctx, out)
 }
 
 // refused says whether an answer with status code refused the call (it

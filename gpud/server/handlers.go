@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpud/gpud/accounting"
@@ -652,19 +653,35 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	out := api.AssignmentsResponse{Generation: gen, Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey(), Now: s.c.Now()}
 	// Encoded by hand (api.AssignmentsResponse.AppendJSONEach, encoding/json's
 	// bytes), each assignment from the controller's record through one
-	// api.Assignment, with the newline json.Encoder adds.
+	// api.Assignment, with the newline json.Encoder adds, into a pooled
+	// buffer (an answer is ~2 KB per assignment; Write has copied or sent
+	// it when it returns).
+	pb := answerBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*pb) <= maxPooledAnswer {
+			answerBufs.Put(pb)
+		}
+	}()
 	var one api.Assignment
-	buf := out.AppendJSONEach(make([]byte, 0, 2048*len(list)+256), len(list), func(b []byte, i int) []byte {
+	buf := out.AppendJSONEach((*pb)[:0], len(list), func(b []byte, i int) []byte {
 		a := &list[i]
-		one = api.Assignment{Job: a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
+		one = api.Assignment{Job: *a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
 			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault, ClusterName: a.ClusterName, Gate: a.Gate, Het: a.Het}
 		return one.AppendJSON(b)
 	})
+	buf = append(buf, '\n')
+	*pb = buf
 	w.Header().Set("Content-Type", "application/json")
-	if _, err := w.Write(append(buf, '\n')); err != nil {
+	if _, err := w.Write(buf); err != nil {
 		s.log.Debug("write response", "err", err)
 	}
 }
+
+// answerBufs are the assignments answers' buffers, kept up to
+// maxPooledAnswer bytes.
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
+
+const maxPooledAnswer = 1 << 20
 
 // eventSkewTolerance is the difference between a node's clock as it sent
 // events and the controller's as it reads them that is taken for the

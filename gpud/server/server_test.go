@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -446,25 +447,38 @@ func submitParallel8(b *testing.B, addr string, keyed bool) {
 	ctx := context.Background()
 	js := jobSpec("bench")
 	var next atomic.Int64
+	lat := make([][]time.Duration, 8)
 	b.ResetTimer()
+	cpu0 := processCPU(b)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range 8 {
+	for i := range 8 {
 		wg.Go(func() {
 			for next.Add(1) <= int64(b.N) {
 				req := api.SubmitRequest{Job: js}
 				if keyed {
 					req.IdempotencyKey = api.NewIdempotencyKey()
 				}
+				sent := time.Now()
 				if _, err := c.Submit(ctx, req); err != nil {
 					b.Error(err)
 					return
 				}
+				lat[i] = append(lat[i], time.Since(sent))
 			}
 		})
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "submits/s")
+	// The CPU of this whole process (server, controller, SQLite and the 8
+	// clients) per submission, and each call's time to its answer.
+	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	if len(all) > 0 {
+		b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+	}
 }
 
 func BenchmarkListJobs100k(b *testing.B) {

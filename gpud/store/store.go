@@ -59,6 +59,12 @@ var schema = []string{
 	// reservations. A new table needs no new schema version: an older
 	// gpud ignores it.
 	`CREATE TABLE IF NOT EXISTS admin (kind TEXT NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (kind, name))`,
+	// The audit entries of calls whose state change they were committed
+	// with (ApplyAudited), until the API server has copied them to the
+	// audit log in accounting.db (ForgetAudits). AUTOINCREMENT: a number
+	// is never handed out twice, so the audit log can tell a copy it
+	// already holds by it. An older gpud ignores the table.
+	`CREATE TABLE IF NOT EXISTS audit_pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, entry BLOB NOT NULL)`,
 }
 
 // schemaAfter runs once the version is known to be current (a version-1
@@ -576,6 +582,72 @@ func (s *Store) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
 // payload never changes); should it hold another payload than the one
 // given, the jobs that refer to it in rs keep theirs inline instead.
 func (s *Store) ApplyRows(ctx context.Context, rs ...*Rows) error {
+	_, err := s.apply(ctx, rs, nil, nil)
+	return err
+}
+
+// ApplyAudited is Apply that also adds audits, the audit entries of the
+// calls whose changes these are (opaque to the store), to the
+// audit_pending table, and removes the pending rows forget names, all in
+// the same transaction: a call's state change is never durable without
+// its entry. It returns the pending rows' numbers, in the order of
+// audits. The API server copies each entry to the audit log and then
+// has its row forgotten (in a later ApplyAudited or ForgetAudits).
+func (s *Store) ApplyAudited(ctx context.Context, jobs []*spec.Job, nodes []*spec.Node, nextJobID spec.JobID, audits [][]byte, forget []int64) ([]int64, error) {
+	r := &Rows{}
+	if len(jobs) > 0 || len(nodes) > 0 || nextJobID != 0 {
+		var err error
+		if r, err = s.Encode(jobs, nodes, nextJobID); err != nil {
+			return nil, err
+		}
+	}
+	return s.apply(ctx, []*Rows{r}, audits, forget)
+}
+
+// PendingAudits returns the audit_pending rows' numbers and entries,
+// oldest first: at start, the entries a stop (or a kill) left before
+// they were copied to the audit log.
+func (s *Store) PendingAudits(ctx context.Context) ([]int64, [][]byte, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, entry FROM audit_pending ORDER BY seq`)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the pending audit entries of %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	var seqs []int64
+	var entries [][]byte
+	for rows.Next() {
+		var seq int64
+		var e []byte
+		if err := rows.Scan(&seq, &e); err != nil {
+			return nil, nil, fmt.Errorf("read the pending audit entries of %s: %w", s.path, err)
+		}
+		seqs, entries = append(seqs, seq), append(entries, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read the pending audit entries of %s: %w", s.path, err)
+	}
+	return seqs, entries, nil
+}
+
+// ForgetAudits removes the audit_pending rows seqs (copied to the audit
+// log) in one transaction.
+func (s *Store) ForgetAudits(ctx context.Context, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	_, err := s.apply(ctx, []*Rows{{}}, nil, seqs)
+	return err
+}
+
+// Statements of the audit_pending table, prepared once.
+const (
+	insertAudit = `INSERT INTO audit_pending(entry) VALUES (?)`
+	forgetAudit = `DELETE FROM audit_pending WHERE seq = ?`
+)
+
+// apply is ApplyRows with the audit_pending rows ApplyAudited adds and
+// removes; it returns the numbers of those added.
+func (s *Store) apply(ctx context.Context, rs []*Rows, audits [][]byte, forget []int64) ([]int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Prepared before the transaction takes the store's one connection.
@@ -586,13 +658,25 @@ func (s *Store) ApplyRows(ctx context.Context, rs ...*Rows) error {
 	}{{&stJob, upsertJob}, {&stPayload, insertPayload}, {&stNode, upsertNode}, {&stCounter, storeCounter}} {
 		st, err := s.stmt(ctx, q.q)
 		if err != nil {
-			return fmt.Errorf("prepare state write on %s: %w", s.path, err)
+			return nil, fmt.Errorf("prepare state write on %s: %w", s.path, err)
 		}
 		*q.st = st
 	}
+	var stAudit, stForget *sql.Stmt
+	var err error
+	if len(audits) > 0 {
+		if stAudit, err = s.stmt(ctx, insertAudit); err != nil {
+			return nil, fmt.Errorf("prepare audit entry write on %s: %w", s.path, err)
+		}
+	}
+	if len(forget) > 0 {
+		if stForget, err = s.stmt(ctx, forgetAudit); err != nil {
+			return nil, fmt.Errorf("prepare audit entry removal on %s: %w", s.path, err)
+		}
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("begin state transaction: %w", err)
+		return nil, fmt.Errorf("begin state transaction: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
 	jst, pst, nst := tx.StmtContext(ctx, stJob), tx.StmtContext(ctx, stPayload), tx.StmtContext(ctx, stNode)
@@ -605,12 +689,12 @@ func (s *Store) ApplyRows(ctx context.Context, rs ...*Rows) error {
 		for _, p := range r.Payloads {
 			res, err := pst.ExecContext(ctx, p.Key, p.Data)
 			if err != nil {
-				return fmt.Errorf("store the script and environment of job %d: %w", p.Key, err)
+				return nil, fmt.Errorf("store the script and environment of job %d: %w", p.Key, err)
 			}
 			if n, err := res.RowsAffected(); err != nil || n != 1 {
 				var have []byte
 				if err := tx.QueryRowContext(ctx, `SELECT data FROM payloads WHERE id = ?`, p.Key).Scan(&have); err != nil {
-					return fmt.Errorf("read the script and environment of job %d: %w", p.Key, err)
+					return nil, fmt.Errorf("read the script and environment of job %d: %w", p.Key, err)
 				}
 				if !bytes.Equal(have, p.Data) {
 					if refused == nil {
@@ -632,18 +716,18 @@ func (s *Store) ApplyRows(ctx context.Context, rs ...*Rows) error {
 				ref = j.Payload
 				if data, ok := refused[j.Payload]; ok {
 					if raw, err = inline(j.Job, data); err != nil {
-						return fmt.Errorf("store job %d: %w", j.ID, err)
+						return nil, fmt.Errorf("store job %d: %w", j.ID, err)
 					}
 					ref = nil
 				}
 			}
 			if _, err := jst.ExecContext(ctx, int64(j.ID), j.State, j.User, raw, ref); err != nil {
-				return fmt.Errorf("store job %d: %w", j.ID, err)
+				return nil, fmt.Errorf("store job %d: %w", j.ID, err)
 			}
 		}
 		for _, n := range r.Nodes {
 			if _, err := nst.ExecContext(ctx, n.Name, n.State, n.Reason, n.Inventory); err != nil {
-				return fmt.Errorf("store node %s: %w", n.Name, err)
+				return nil, fmt.Errorf("store node %s: %w", n.Name, err)
 			}
 		}
 		if r.NextID != 0 {
@@ -652,11 +736,33 @@ func (s *Store) ApplyRows(ctx context.Context, rs ...*Rows) error {
 	}
 	if next != 0 {
 		if _, err := tx.StmtContext(ctx, stCounter).ExecContext(ctx, int64(next)); err != nil {
-			return fmt.Errorf("store job id counter: %w", err)
+			return nil, fmt.Errorf("store job id counter: %w", err)
+		}
+	}
+	var seqs []int64
+	if len(audits) > 0 {
+		ast := tx.StmtContext(ctx, stAudit)
+		seqs = make([]int64, len(audits))
+		for i, a := range audits {
+			res, err := ast.ExecContext(ctx, a)
+			if err != nil {
+				return nil, fmt.Errorf("store a call's audit entry: %w", err)
+			}
+			if seqs[i], err = res.LastInsertId(); err != nil {
+				return nil, fmt.Errorf("store a call's audit entry: %w", err)
+			}
+		}
+	}
+	if len(forget) > 0 {
+		fst := tx.StmtContext(ctx, stForget)
+		for _, seq := range forget {
+			if _, err := fst.ExecContext(ctx, seq); err != nil {
+				return nil, fmt.Errorf("remove pending audit entry %d (copied to the audit log): %w", seq, err)
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit state transaction: %w", err)
+		return nil, fmt.Errorf("commit state transaction: %w", err)
 	}
 	// The rows this store encoded itself join what it knows each payloads
 	// row holds (sharing the jobs' strings); rows another member encoded
@@ -670,7 +776,7 @@ func (s *Store) ApplyRows(ctx context.Context, rs ...*Rows) error {
 	for key := range refused {
 		delete(s.pending, key)
 	}
-	return nil
+	return seqs, nil
 }
 
 // inline makes a job row that holds its own payload from one that refers

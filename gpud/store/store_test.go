@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -660,4 +661,50 @@ func written(b *testing.B) int64 {
 	}
 	b.Fatal("no wchar in /proc/self/io")
 	return 0
+}
+
+// TestAuditedApplyKeepsEntriesUntilForgotten: ApplyAudited commits the
+// calls' audit entries with the jobs (one transaction: a reopened store
+// has both), numbers them in order and never twice, and drops those
+// forgotten; a failed transaction keeps neither the jobs nor the entries.
+func TestAuditedApplyKeepsEntriesUntilForgotten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := open(t, path)
+	j := &spec.Job{ID: 1, JobSpec: spec.JobSpec{Name: "a", Script: "x"}, User: "alice", State: spec.StatePending}
+	seqs, err := s.ApplyAudited(ctx, []*spec.Job{j}, nil, 2, [][]byte{[]byte(`{"a":1}`), []byte(`{"a":2}`)}, nil)
+	if err != nil || len(seqs) != 2 || seqs[1] <= seqs[0] {
+		t.Fatalf("ApplyAudited = %v, %v; want two increasing numbers", seqs, err)
+	}
+	s.Close()
+	s = open(t, path)
+	jobs, _, next, err := s.Load(ctx)
+	if err != nil || len(jobs) != 1 || next != 2 {
+		t.Fatalf("Load after reopen: %d jobs, next %d, %v; want the job and counter", len(jobs), next, err)
+	}
+	got, entries, err := s.PendingAudits(ctx)
+	if err != nil || !slices.Equal(got, seqs) || string(entries[0]) != `{"a":1}` || string(entries[1]) != `{"a":2}` {
+		t.Fatalf("PendingAudits = %v %q, %v; want %v with both entries in order", got, entries, err, seqs)
+	}
+	// The first is forgotten with the next commit, the second on its own.
+	third, err := s.ApplyAudited(ctx, nil, nil, 0, [][]byte{[]byte(`{"a":3}`)}, seqs[:1])
+	if err != nil || third[0] <= seqs[1] {
+		t.Fatalf("ApplyAudited = %v, %v; want a number after %d", third, err, seqs[1])
+	}
+	if err := s.ForgetAudits(ctx, seqs[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := s.PendingAudits(ctx); err != nil || !slices.Equal(got, third) {
+		t.Fatalf("PendingAudits = %v, %v; want only %v", got, err, third)
+	}
+	// All or nothing: a job that cannot be stored takes its entry along.
+	s.db.Exec(`CREATE TRIGGER refuse BEFORE INSERT ON jobs WHEN NEW.id = 9 BEGIN SELECT RAISE(ABORT, 'refused'); END`)
+	bad := &spec.Job{ID: 9, JobSpec: spec.JobSpec{Name: "b", Script: "y"}, User: "bob", State: spec.StatePending}
+	if _, err := s.ApplyAudited(ctx, []*spec.Job{bad}, nil, 10, [][]byte{[]byte(`{"a":9}`)}, third); err == nil {
+		t.Fatal("ApplyAudited of a refused job succeeded")
+	}
+	if got, _, err := s.PendingAudits(ctx); err != nil || !slices.Equal(got, third) {
+		t.Fatalf("PendingAudits after a failed commit = %v, %v; want %v as it was", got, err, third)
+	}
 }

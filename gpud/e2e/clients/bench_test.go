@@ -117,13 +117,18 @@ func trivialJobs(b *testing.B, c *e2etest.Cluster) {
 // the time, in ns, as it begins), p50 and p99 in ms. "cold" makes each
 // job's container when it starts; "prepared" has node.toml
 // prepared_containers = 1, so after the first job of the shape each
-// starts in a container prepared while the cluster was idle.
+// starts in a container prepared while the cluster was idle; "shimgroup"
+// has shim_group_size = 8, so after the first each is created in the
+// user's shim, kept up by its keeper.
 func BenchmarkIdleSubmitToRunning(b *testing.B) {
-	for _, mode := range []string{"cold", "prepared"} {
+	for _, mode := range []string{"cold", "prepared", "shimgroup"} {
 		b.Run(mode, func(b *testing.B) {
 			extra := []string{"--cpus", "8"}
-			if mode == "prepared" {
+			switch mode {
+			case "prepared":
 				extra = append(extra, "--node-config", preparedNodeConfig(b, 1))
+			case "shimgroup":
+				extra = append(extra, "--node-config", nodeConfigWith(b, "\nshim_group_size = 0\n", "\nshim_group_size = 8\n"))
 			}
 			c := e2etest.StartCluster(b, 2, extra...)
 			work := b.TempDir()

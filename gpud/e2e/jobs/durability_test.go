@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +15,12 @@ import (
 // TestKill9DuringSubmissionBurst kills the controller (the whole
 // standalone tree) in the middle of a burst of submissions from 8 clients:
 // every submission that was acknowledged must be there after a restart on
-// the same state dir, with the id it was given, and no id twice.
+// the same state dir, with the id it was given, and no id twice. And no
+// job without its audit entry: each submission's entry is committed with
+// its job in state.db and copied to the audit log after the answer, so a
+// kill between the two leaves it to the restart to copy, once: every job
+// there has an entry naming it, or one of the calls the kill left "in
+// progress", and no job is named twice.
 func TestKill9DuringSubmissionBurst(t *testing.T) {
 	t.Parallel()
 	c := e2etest.StartCluster(t, 0)
@@ -88,6 +94,34 @@ func TestKill9DuringSubmissionBurst(t *testing.T) {
 		t.Fatalf("%d of %d acknowledged jobs lost", lost, len(acked))
 	}
 	t.Logf("%d acknowledged before kill -9, all present after restart (%d jobs in all: some were committed but not yet acknowledged)", len(acked), len(have))
+
+	entries, err := c.Client().Audit(context.Background(), api.AuditFilter{Action: "POST /v1/jobs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, inProgress := map[string]int{}, 0
+	for _, e := range entries {
+		switch {
+		case e.Result == "in progress":
+			inProgress++
+		case e.Result == "200 ok":
+			named[e.Target]++
+		}
+	}
+	unnamed := 0
+	for id := range have {
+		switch n := named["job "+strconv.FormatUint(uint64(id), 10)]; {
+		case n > 1:
+			t.Errorf("job %d's submission is in the audit log %d times", id, n)
+		case n == 0:
+			unnamed++
+		}
+	}
+	if unnamed > inProgress {
+		t.Fatalf("%d of %d jobs have no audit entry naming them and only %d calls read \"in progress\": %d jobs without their audit entry after kill -9",
+			unnamed, len(have), inProgress, unnamed-inProgress)
+	}
+	t.Logf("audit log after the restart: %d submissions complete, %d in progress (the kill came before their outcome was written), for %d jobs", len(named), inProgress, len(have))
 
 	// New submissions never reuse an id.
 	resp, err := c.Client().Submit(context.Background(), api.SubmitRequest{Job: js})
