@@ -189,27 +189,33 @@ func BenchmarkGPUUsageTotalsFull(b *testing.B) {
 	}
 }
 
-// BenchmarkRecordUsageSamples stores batches of 1,000 samples: a
-// controller taking one 30 s round of samples from 125 eight-GPU nodes.
+// BenchmarkRecordUsageSamples stores batches of 1,000 samples (a
+// controller taking one 30 s round of samples from 125 eight-GPU nodes)
+// and of 8 (one eight-GPU node's events request, as the controller records
+// them, one call per request).
 func BenchmarkRecordUsageSamples(b *testing.B) {
-	db := openTest(b)
-	ctx := context.Background()
-	const batch = 1000
-	samples := make([]UsageSample, batch)
-	var n int64
-	for b.Loop() {
-		for i := range samples {
-			n++
-			end := t0.Add(time.Duration(n) * time.Second)
-			samples[i] = UsageSample{ID: fmt.Sprintf("n%d/%d.1/%d", n%125, n/125, end.UnixNano()), JobID: spec.JobID(n/125 + 1),
-				Attempt: 1, Node: fmt.Sprintf("n%d", n%125), Start: end.Add(-30 * time.Second), End: end, GPUs: 8,
-				GPUUtilAvg: 55, GPUUtilMax: 90, GPUMemMiB: 8 * 40960, PowerW: 8 * 500, EnergyJ: 8 * 500 * 30, CPUSeconds: 30 * 16, MemMiB: 65536}
-		}
-		if err := db.RecordUsageSamples(ctx, samples); err != nil {
-			b.Fatal(err)
-		}
+	for _, batch := range []int{8, 1000} {
+		b.Run(fmt.Sprint(batch), func(b *testing.B) {
+			db := openTest(b)
+			ctx := context.Background()
+			samples := make([]UsageSample, batch)
+			var n int64
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range samples {
+					n++
+					end := t0.Add(time.Duration(n) * time.Second)
+					samples[i] = UsageSample{ID: fmt.Sprintf("n%d/%d.1/%d", n%125, n/125, end.UnixNano()), JobID: spec.JobID(n/125 + 1),
+						Attempt: 1, Node: fmt.Sprintf("n%d", n%125), Start: end.Add(-30 * time.Second), End: end, GPUs: 8,
+						GPUUtilAvg: 55, GPUUtilMax: 90, GPUMemMiB: 8 * 40960, PowerW: 8 * 500, EnergyJ: 8 * 500 * 30, CPUSeconds: 30 * 16, MemMiB: 65536}
+				}
+				if err := db.RecordUsageSamples(ctx, samples); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
+		})
 	}
-	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
 }
 
 // BenchmarkSummaryAll is gpuq report (by user) over a window holding a

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/config"
 	"github.com/gpud/gpud/gpud/daemon"
+	"github.com/gpud/gpud/gpud/process"
 )
 
 func standaloneCommand() *cli.Command {
@@ -32,6 +33,7 @@ func standaloneCommand() *cli.Command {
 			&cli.DurationFlag{Name: "usage-interval", Usage: "how often the nodes sample each running job's usage for accounting (0 for never)", Value: 30 * time.Second},
 			&cli.BoolFlag{Name: "steps-over-network", Usage: "the nodes start each other's shares of job steps over their step listeners (TLS with node certificates), as separate hosts do, instead of in process"},
 			&cli.BoolFlag{Name: "stop-jobs", Usage: "on a clean stop (SIGTERM, SIGINT) end the running jobs too (SIGTERM, --kill-grace, SIGKILL; they end NODE_FAIL and requeue if allowed) instead of leaving them running for the next start"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile (pprof) of this process (the controller and the node agents; not containerd, its shims or runc) to this file, finished when it exits"},
 		),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c, os.Stderr)
@@ -40,6 +42,13 @@ func standaloneCommand() *cli.Command {
 			}
 			if err := followTestClock(c.Context, log); err != nil {
 				return err
+			}
+			if p := c.String("cpuprofile"); p != "" {
+				stop, err := process.StartCPUProfile(p)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			n := c.Int("nodes")
 			if n < 0 || n > 64 {

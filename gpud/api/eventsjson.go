@@ -20,7 +20,10 @@ import (
 // (TestDecodeEventsRequestMatchesEncodingJSON).
 func DecodeEventsRequest(data []byte, req *EventsRequest) bool {
 	*req = EventsRequest{}
-	d := jobsDecoder{data: data, interned: make(map[string]string, 8)}
+	// No interning table: a request holds a few events, and hashing
+	// each string into a table cost more than its allocation (kinds and
+	// states, the strings that repeat, are matched against constants).
+	d := jobsDecoder{data: data}
 	var seen keySet
 	ok := d.object(func(key []byte) bool {
 		if !seen.first(key) {
@@ -88,12 +91,12 @@ func (d *jobsDecoder) allocEvent(e *AllocEvent) bool {
 			e.JobID = spec.JobID(n)
 			return ok
 		case "kind":
-			return d.str(&e.Kind)
+			return d.known(&e.Kind, eventKinds)
 		case "time":
 			return d.time(&e.Time)
 		case "state":
 			var s string
-			ok := d.str(&s)
+			ok := d.known(&s, eventStates)
 			e.State = spec.JobState(s)
 			return ok
 		case "exit_code":
@@ -184,6 +187,30 @@ func (d *jobsDecoder) strict(p any) bool {
 	dec := json.NewDecoder(bytes.NewReader(d.data[start:d.pos]))
 	dec.DisallowUnknownFields()
 	return dec.Decode(p) == nil
+}
+
+// eventKinds and eventStates are the strings an event's kind and state
+// take, shared instead of allocated per event.
+var (
+	eventKinds  = []string{EventStarted, EventExited, EventUsage, EventCheckpointed, EventStepStarted, EventStepEnded}
+	eventStates = []string{string(spec.StateCompleted), string(spec.StateFailed), string(spec.StateCancelled), string(spec.StateTimeout),
+		string(spec.StateNodeFail), string(spec.StateOutOfMemory), string(spec.StateRequeued), string(spec.StatePreempted)}
+)
+
+// known reads a string into p, sharing the constant in consts it equals
+// (no allocation), else as str does.
+func (d *jobsDecoder) known(p *string, consts []string) bool {
+	start := d.pos
+	if b, ok := d.rawString(); ok {
+		for _, c := range consts {
+			if string(b) == c {
+				*p = c
+				return true
+			}
+		}
+		d.pos = start
+	}
+	return d.str(p)
 }
 
 // keySet remembers the keys of one object seen so far (they alias the

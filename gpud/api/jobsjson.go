@@ -491,6 +491,9 @@ func (d *jobsDecoder) str(p *string) bool {
 }
 
 func (d *jobsDecoder) intern(b []byte) string {
+	if d.interned == nil {
+		return string(b)
+	}
 	if s, ok := d.interned[string(b)]; ok {
 		return s
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpud/gpud/gpud/sched/fairshare"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpud/wallclock"
 )
@@ -182,6 +183,10 @@ type Controller struct {
 	// endedUse is the ended attempts' fairshare usage without a usage feed
 	// (endedusage.go).
 	endedUse endedUsage
+	// batchEnded is, with a usage feed, the usage of the attempts that
+	// ended in the batch under way: its commit hands them to the
+	// recorder and unfed, and empties it (noteEnded).
+	batchEnded []fairshare.Usage
 }
 
 // op is one request to the owner. fn runs on the owner goroutine; done
@@ -497,6 +502,9 @@ func (c *Controller) safely(what string, f func() error) (err error) {
 // bumps (waking long-polls) and job waiters. On a store failure the state
 // is reloaded from disk, so memory never runs ahead of what is durable.
 func (c *Controller) commit(ctx context.Context, tx *txn) error {
+	// The batch's ended attempts are in unfed after it (enqueueRecords),
+	// or in the state reloaded after a failure.
+	defer func() { c.batchEnded = c.batchEnded[:0] }()
 	tx.forget = c.takeForgets()
 	if len(tx.persistJobs) > 0 || len(tx.persistNodes) > 0 || tx.counter || len(tx.admin) > 0 || len(tx.carries) > 0 || len(tx.forget) > 0 {
 		if c.following {

@@ -39,6 +39,11 @@ type endedUsage struct {
 	cfg  fairshare.Config
 	// sorted is past in (account, user) order, nil after a change.
 	sorted []fairshare.Past
+	// kept are the runs node silence interrupted (Job.Interrupted) whose
+	// attempt, ended by the requeue, is billed in past: a run that
+	// resumes is the same attempt, billed again when it ends, so its
+	// billing up to the interruption is taken back (resumedRun).
+	kept map[string]fairshare.Usage
 }
 
 // endedPast is the usage of the ended attempts, in (account, user)
@@ -78,15 +83,22 @@ func (c *Controller) endedPast() []fairshare.Past {
 }
 
 // noteEnded bills an attempt that ended (j as it goes into txn.ended:
-// a terminal job, or a requeue's record of the attempt it ended) when
-// the controller keeps the ended usage itself (no feed). At once, not at
+// a terminal job, or a requeue's record of the attempt it ended): into
+// the ended usage the controller keeps without a feed, or with one into
+// batchEnded until the commit hands it to the recorder. At once, not at
 // the commit: a cycle the same batch runs before its commit
 // (cycleInBatch) must see it, or whether it did would depend on that
 // cycle's wall-clock pacing. A commit that fails reloads the state,
 // and with it this usage (load).
 func (c *Controller) noteEnded(j *spec.Job) {
 	if c.feed != nil {
-		return // the feed reads it from accounting
+		// The feed reads it from accounting; until its batch commits
+		// (and hands it to the recorder: unfed), fairshare bills it
+		// from here.
+		if u, ok := endedAttemptUsage(j); ok {
+			c.batchEnded = append(c.batchEnded, u)
+		}
+		return
 	}
 	if c.endedUse.past == nil || !sameBilling(c.endedUse.cfg, c.fairshareConfig()) {
 		// Built from the jobs the controller holds: j among them when
@@ -105,16 +117,9 @@ func (c *Controller) noteEnded(j *spec.Job) {
 // (fairshareUsage): the model the node reported for the device.
 func (c *Controller) billEnded(j *spec.Job) {
 	e := &c.endedUse
-	u, ok := attemptUsage(j)
+	u, ok := endedAttemptUsage(j)
 	if !ok {
 		return
-	}
-	if u.End.IsZero() {
-		// A requeue's record of the attempt it ended: the job is
-		// PENDING again, its EndTime is the attempt's end.
-		if u.End = j.EndTime.Time; u.End.IsZero() {
-			return
-		}
 	}
 	for _, n := range j.Alloc.Nodes {
 		if m := c.gpuModel(n.Node, n.GPUs); m != "" {
@@ -135,3 +140,63 @@ func (c *Controller) billEnded(j *spec.Job) {
 	p.Add(&u, &e.cfg)
 	e.sorted = nil
 }
+
+// endedAttemptUsage is the usage of the ended attempt j records (a
+// terminal job, or a requeue's record of the attempt it ended: the job
+// PENDING again, its EndTime the attempt's end); false when it bills
+// nothing.
+func endedAttemptUsage(j *spec.Job) (fairshare.Usage, bool) {
+	u, ok := attemptUsage(j)
+	if !ok {
+		return u, false
+	}
+	if u.End.IsZero() {
+		u.End = j.EndTime.Time
+	}
+	return u, !u.End.IsZero()
+}
+
+// keptRun notes that the run of j, interrupted by node silence and kept
+// (Job.Interrupted), was billed when its requeue ended the attempt.
+func (c *Controller) keptRun(j *spec.Job) {
+	e := &c.endedUse
+	run := j.Interrupted
+	if c.feed != nil || e.past == nil || run == nil {
+		return
+	}
+	u, ok := attemptUsage(&spec.Job{JobSpec: j.JobSpec, User: j.User, StartTime: run.StartTime, Alloc: &run.Alloc})
+	if !ok {
+		return
+	}
+	u.End = run.At.Time
+	for _, n := range run.Alloc.Nodes {
+		if m := c.gpuModel(n.Node, n.GPUs); m != "" {
+			u.Model = m
+		}
+	}
+	if e.kept == nil {
+		e.kept = map[string]fairshare.Usage{}
+	}
+	e.kept[run.Alloc.ID] = u
+}
+
+// resumedRun takes back the billing of an interrupted run that resumes
+// (its attempt goes on, and is billed from its start when it ends);
+// droppedRun forgets it when the job starts again or ends instead.
+func (c *Controller) resumedRun(allocID string) {
+	e := &c.endedUse
+	u, ok := e.kept[allocID]
+	if !ok {
+		return
+	}
+	delete(e.kept, allocID)
+	p := e.past[[2]string{u.Account, u.User}]
+	if p == nil {
+		return
+	}
+	r, d := e.cfg.Billed(&u, p.At)
+	p.Raw, p.Decayed = max(p.Raw-r, 0), max(p.Decayed-d, 0)
+	e.sorted = nil
+}
+
+func (c *Controller) droppedRun(allocID string) { delete(c.endedUse.kept, allocID) }

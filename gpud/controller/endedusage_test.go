@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpud/gpud/accounting"
 	"github.com/gpud/gpud/gpud/sched/fairshare"
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -146,5 +147,100 @@ func BenchmarkFairshareNoFeed(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestEndedAttemptCountsInItsOwnBatch: fairshare computed in the batch
+// where an attempt ends (a cycle the batch runs before its commit,
+// cycleInBatch, when its pacing says one is due) already bills it, with
+// a usage feed or without. Before, it counted from the commit on (the
+// recorder's unfed usage, or a no-feed sum kept at the commit): whether
+// a cycle saw it depended on the wall clock.
+func TestEndedAttemptCountsInItsOwnBatch(t *testing.T) {
+	for _, fed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("feed=%v", fed), func(t *testing.T) {
+			var opts []Option
+			var gate chan struct{}
+			if fed {
+				db, err := accounting.Open(t.TempDir() + "/accounting.db")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				gate = make(chan struct{})
+				opts = append(opts, WithRecorder(&gatedRecorder{db: db, open: gate}), WithUsageSource(db))
+			}
+			h := newHarnessAt(t, newFakeStore(), func(c *Config) { fairshareConfig(c); c.SchedInterval = time.Hour }, t0, opts...)
+			if gate != nil {
+				t.Cleanup(func() { close(gate) }) // before the harness stops (and flushes)
+			}
+			h.register("n1", 4)
+			a := h.submit(alice, func(j *spec.JobSpec) { j.Account = "physics"; j.Resources.GPUsPerNode = 2 })
+			run := h.job(a)
+			h.mu.Lock()
+			h.now = h.now.Add(time.Hour)
+			h.mu.Unlock()
+			var got float64
+			if err := h.c.call(context.Background(), func(tx *txn) error {
+				h.c.applyEvent(tx, "n1", NodeEvent{Seq: 1, AllocID: run.Alloc.ID, JobID: a, Kind: EventExited, State: spec.StateCompleted})
+				if st := h.c.st.jobs[a].job.State; st != spec.StateCompleted {
+					return fmt.Errorf("job %d = %s after its exit, want COMPLETED", a, st)
+				}
+				for _, r := range h.c.fairshareReport(h.c.now()).Rows {
+					if r.User == "alice" {
+						got = r.RawUsage
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if want := 2 * time.Hour.Seconds(); math.Abs(got-want) > 1e-6 {
+				t.Errorf("alice's usage in the batch her job ended in = %v GPU-s, want %v", got, want)
+			}
+			// And once, after the commit.
+			if got, want := rawUsage(t, h)["alice"], 2*time.Hour.Seconds(); math.Abs(got-want) > 1e-6 {
+				t.Errorf("alice's usage after the commit = %v GPU-s, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestResumedRunIsBilledOnce: without a feed, a run that node silence
+// interrupted (its attempt ended by a requeue, and billed) and that then
+// resumes is the same attempt: it is billed once, from its start, not
+// once up to the interruption and again from its start.
+func TestResumedRunIsBilledOnce(t *testing.T) {
+	h := newHarness(t, newFakeStore(), func(c *Config) { fairshareConfig(c); c.NodeTimeout = 30 * time.Second })
+	h.register("n1", 1)
+	id := h.submit(alice, func(j *spec.JobSpec) { j.Account = "physics"; j.Requeue = true; j.Resources.GPUsPerNode = 1 })
+	j := h.job(id)
+	h.advance(31 * time.Second)
+	if got := h.job(id); got.State != spec.StatePending || got.Interrupted == nil {
+		t.Fatalf("job = %s interrupted %v, want PENDING keeping its run", got.State, got.Interrupted)
+	}
+	if got := rawUsage(t, h)["alice"]; math.Abs(got-31) > 1e-6 {
+		t.Errorf("alice's usage with her run interrupted at 31 s = %v GPU-s, want 31", got)
+	}
+	h.heartbeat("n1", j.Alloc.ID)
+	resumed := h.job(id)
+	if resumed.State != spec.StateRunning || resumed.Attempt != 1 {
+		t.Fatalf("after n1 came back: job = %s attempt %d, want RUNNING attempt 1", resumed.State, resumed.Attempt)
+	}
+	h.mu.Lock()
+	h.now = t0.Add(50 * time.Second)
+	h.mu.Unlock()
+	if got := rawUsage(t, h)["alice"]; math.Abs(got-50) > 1e-6 {
+		t.Errorf("alice's usage 50 s into her resumed run = %v GPU-s, want 50 (once)", got)
+	}
+	h.mu.Lock()
+	h.now = t0.Add(100 * time.Second)
+	h.mu.Unlock()
+	h.exit("n1", resumed, spec.StateCompleted, 0)
+	if got := h.job(id); got.State != spec.StateCompleted {
+		t.Fatalf("job = %s, want COMPLETED", got.State)
+	}
+	if got := rawUsage(t, h)["alice"]; math.Abs(got-100) > 1e-6 {
+		t.Errorf("alice's usage after her resumed run ended at 100 s = %v GPU-s, want 100 (once)", got)
 	}
 }

@@ -89,6 +89,7 @@ func (c *Controller) resumeInterrupted(tx *txn, allocID, from string) {
 	j.ExpectedStart, j.NodeReasons = spec.Time{}, ""
 	j.Interrupted = nil
 	delete(c.st.interrupted, allocID)
+	c.resumedRun(allocID) // endedusage.go
 	delete(c.st.pending, j.ID)
 	delete(c.sched.waiting, j.ID)
 	rec.silentParts = nil
@@ -107,6 +108,7 @@ func (c *Controller) resumeInterrupted(tx *txn, allocID, from string) {
 func (c *Controller) dropInterrupted(rec *jobRec) {
 	if run := rec.job.Interrupted; run != nil {
 		delete(c.st.interrupted, run.Alloc.ID)
+		c.droppedRun(run.Alloc.ID) // endedusage.go
 		rec.job.Interrupted = nil
 	}
 	rec.silentParts = nil

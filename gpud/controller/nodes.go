@@ -1172,6 +1172,7 @@ func (c *Controller) markDown(tx *txn, n *nodeRec, reason string, now time.Time)
 		if run != nil && rec.job.State == spec.StatePending {
 			run.At = spec.NewTime(now)
 			rec.job.Interrupted = run
+			c.keptRun(&rec.job) // endedusage.go
 			c.st.interrupted[run.Alloc.ID] = rec.job.ID
 			for _, p := range run.Alloc.Nodes {
 				c.heardRec(p.Node).resume.Store(true)

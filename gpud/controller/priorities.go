@@ -90,6 +90,7 @@ func (c *Controller) fairshareReport(now time.Time) *fairshare.Report {
 		var covered uint64
 		past, covered = c.feed.past()
 		usage = c.unfedSince(covered, usage)
+		usage = append(usage, c.batchEnded...)
 		slices.SortFunc(usage, func(a, b fairshare.Usage) int { return a.Start.Compare(b.Start) })
 	} else {
 		past = c.endedPast()

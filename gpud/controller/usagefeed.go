@@ -117,11 +117,13 @@ type unfedUsage struct {
 	seq uint64
 }
 
-// appendUnfed adds the billable usage of the ended attempts in jobs.
+// appendUnfed adds the billable usage of the ended attempts in jobs: a
+// requeue's record of the attempt it ended too (attemptUsage alone gives
+// it no end, the job being PENDING again, and it counted nowhere until
+// the feed read it).
 func appendUnfed(to []unfedUsage, jobs []spec.Job, seq uint64) []unfedUsage {
 	for i := range jobs {
-		j := &jobs[i]
-		if u, ok := attemptUsage(j); ok && !u.End.IsZero() {
+		if u, ok := endedAttemptUsage(&jobs[i]); ok {
 			to = append(to, unfedUsage{u: u, seq: seq})
 		}
 	}

@@ -419,3 +419,37 @@ func TestEndedUsageCountsBeforeTheFeedReadsIt(t *testing.T) {
 		t.Errorf("alice's usage once the feed read her job = %v GPU-s, want %v (once)", got, want)
 	}
 }
+
+// TestRequeuedAttemptCountsBeforeTheFeedReadsIt: the attempt a requeue
+// ended bills its account while accounting has not got it yet, as an
+// attempt that ended the job does (TestEndedUsageCountsBeforeTheFeedReadsIt).
+// Before, the requeue's record (the job PENDING again) gave no end time to
+// the unfed usage, and the attempt counted nowhere until the feed read it.
+func TestRequeuedAttemptCountsBeforeTheFeedReadsIt(t *testing.T) {
+	db, err := accounting.Open(t.TempDir() + "/accounting.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	rec := &gatedRecorder{db: db, open: make(chan struct{})}
+	h := newHarnessAt(t, newFakeStore(), func(c *Config) { fairshareConfig(c); c.SchedInterval = time.Hour }, t0,
+		WithRecorder(rec), WithUsageSource(db))
+	t.Cleanup(func() { close(rec.open) })
+	h.register("n1", 4)
+	a := h.submit(alice, func(j *spec.JobSpec) { j.Account = "physics"; j.Resources.GPUsPerNode = 2 })
+	first := h.job(a)
+	h.mu.Lock()
+	h.now = h.now.Add(time.Hour)
+	h.mu.Unlock()
+	if _, err := h.c.JobAction(context.Background(), alice, a, ActionRequeue, "again"); err != nil {
+		t.Fatal(err)
+	}
+	h.exit("n1", first, spec.StateCancelled, 0)
+	if j := h.job(a); j.State != spec.StateRunning || j.Attempt != 2 {
+		t.Fatalf("requeued job = %s attempt %d, want RUNNING attempt 2", j.State, j.Attempt)
+	}
+	want := 2 * time.Hour.Seconds() // the first attempt; the second has just started
+	if got := rawUsage(t, h)["alice"]; math.Abs(got-want) > 1e-6 {
+		t.Errorf("alice's usage with her requeued attempt not yet in accounting = %v GPU-s, want %v", got, want)
+	}
+}

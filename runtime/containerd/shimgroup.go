@@ -66,7 +66,8 @@ import (
 // as user nobody, in a cgroup and namespaces of its own, running nothing),
 // which keeps the shim serving while the group's jobs come and go. A
 // keeper whose group had no job for Options.ShimKeeperIdle is deleted,
-// and its shim then exits; so are the idle ones at Close. Keepers are
+// and its shim then exits; at Close all are deleted (the shims of groups
+// with jobs left serve on for them). Keepers are
 // labelled with Options.Node, and New deletes those an earlier runtime of
 // the same node left (their shims serve on for the jobs still in them);
 // List never shows them. A group whose container's Wait fails for
@@ -161,14 +162,18 @@ func (g *shimGroups) kept(gr *shimGroup, id string) {
 
 // idleKeepers takes out of their groups, and returns, the keepers of the
 // groups with no task nor create under way that are retired or have been
-// idle since before before (all of them when before is zero); their
-// groups are retired, so their shims may exit.
+// idle since before before; with a zero before (Close), those of every
+// group with no create under way: a group's jobs keep its shim serving
+// without the keeper, and nobody joins a group after Close (the next
+// runtime of the node would delete the keeper anyway, and where none
+// comes, a keeper left would wait forever). Their groups are retired, so
+// their shims may exit once their jobs are gone.
 func (g *shimGroups) idleKeepers(before time.Time) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var ids []string
 	g.keepers = slices.DeleteFunc(g.keepers, func(gr *shimGroup) bool {
-		if gr.tasks > 0 || gr.pending > 0 || !gr.retired && !before.IsZero() && !gr.idle.Before(before) {
+		if gr.pending > 0 || !before.IsZero() && (gr.tasks > 0 || !gr.retired && !gr.idle.Before(before)) {
 			return false
 		}
 		g.retire(gr)

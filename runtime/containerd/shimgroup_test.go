@@ -355,6 +355,37 @@ func TestShimGroupKeeper(t *testing.T) {
 	rt3.Close()
 	waitGone(t, sh)
 	rt2.Close()
+
+	// Close deletes the keeper of a group with a job still running too
+	// (no later runtime may come for it): the job's shim serves on, and
+	// goes with the job.
+	rt4, err := containerd.New(ctx, containerd.Options{Address: addr, ShimGroupSize: 4, Node: "n4", ShimKeeperIdle: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := hostTask(t, dir, "/bin/sleep", "300")
+	job.ID += "-5"
+	job.StdoutPath, job.StderrPath = "", ""
+	if err := rt4.Start(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	sh = shimOf(t, job, c, nctx)
+	rt4.Close()
+	if n := keepers(); n != 0 {
+		t.Fatalf("%d keepers after Close with a job running; want 0", n)
+	}
+	rt5, err := containerd.New(ctx, containerd.Options{Address: addr, ShimGroupSize: 4, Node: "n4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt5.Close()
+	if ti := listed(t, rt5, job.ID); ti.Status != runtime.StatusRunning || !alive(sh) {
+		t.Fatalf("after Close the job is %s and its shim alive=%v; want running under its shim", ti.Status, alive(sh))
+	}
+	if err := rt5.Delete(ctx, job.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, sh)
 }
 
 // waitGone waits up to 10 s for process pid to end.
