@@ -83,6 +83,11 @@ type Node struct {
 	host Host
 	// peerLog bounds the log lines a remote caller can trigger.
 	peerLog *guard.RateLog
+	// startedHook, when set (tests), is called as a step's tasks run and
+	// before the step is recorded as started: where a test kills the agent.
+	startedHook func()
+	// releasedHook, when set (tests), is srun's streams' (stream.go).
+	releasedHook func()
 }
 
 // NewNode returns the step service of the agent host.

@@ -125,6 +125,12 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out sin
 			mp.stop()
 		}
 	}
+	// srun's stream (this node serves the step, or an in-process peer
+	// does): what the tasks write while it holds their output is spooled
+	// here, so a kill of the agent does not lose it (early.go).
+	if s, ok := out.(*stream); ok && st.Step >= 0 {
+		out = earlySink{s: s, sp: &spool{al: al, step: st.Step}}
+	}
 	// Not here: the tasks' output may be held back until the step is
 	// recorded, and the line waits with it.
 	go warnCwd(out, st, cwdWarning)
@@ -143,8 +149,8 @@ func (n *Node) startTasks(ctx context.Context, allocID string, st tasks, out sin
 	}
 	startWG.Wait()
 	if err := errors.Join(execErrs...); err != nil {
-		if g, ok := out.(interface{ releaseOutput() }); ok {
-			g.releaseOutput() // the started tasks' waits drain their output
+		if e, ok := out.(earlySink); ok {
+			e.s.releaseOutput() // the started tasks' waits drain their output
 		}
 		p.signal(syscall.SIGKILL)
 		wg.Wait()

@@ -53,6 +53,25 @@ func (p *fakeProc) write(s string) {
 	_, _ = io.WriteString(p.out, s)
 }
 
+// readNow has the agent that reads the task's output now read s (as
+// containerd's copy reads a FIFO) and returns at once; done is closed
+// once the agent's writer returned. Unlike write, a kill of the agent
+// after readNow cannot hand s to the next agent: the old one read it.
+func (p *fakeProc) readNow(s string) (done chan struct{}) {
+	p.mu.Lock()
+	out := p.out
+	p.mu.Unlock()
+	done = make(chan struct{})
+	if out == nil {
+		panic("readNow: no agent reads the task's output")
+	}
+	go func() {
+		defer close(done)
+		_, _ = io.WriteString(out, s)
+	}()
+	return done
+}
+
 func (p *fakeProc) exit(code int, sig syscall.Signal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -684,5 +703,75 @@ func TestStepEndRecordedBeforeJobEnds(t *testing.T) {
 	}
 	if !ended {
 		t.Errorf("events %+v; want step 0's end, FAILED with exit code 2", a1.h.events)
+	}
+}
+
+// TestOutputReadWhileStepStartsSurvivesKill: the agent is killed -9 while
+// a step starts (its tasks run; the step is not yet recorded as started,
+// so srun's stream holds their output), after it read a task's first
+// line from the task's pipe (TestChaosShort lost one line of 80 so:
+// "1 of 80 step output lines lost [during agent kill -9 (step's node 0)]").
+// srun, sending its request again, gets that line once from the
+// restarted agent, then the rest.
+func TestOutputReadWhileStepStartsSurvivesKill(t *testing.T) {
+	c := newTestCluster(t, "n1")
+	a1 := c.start("n1", false)
+	reached := make(chan struct{})
+	a1.n.startedHook = func() { // the kill -9 comes here: never returns
+		close(reached)
+		<-c.rt.end
+	}
+	req := api.StepRequest{Args: []string{"work"}, Env: []string{}, Key: "k-1"}
+	s := runStep(t, a1.al, req)
+	task := c.rt.proc(t, execID(0, 0))
+	<-reached // the task runs; its output is held until the step is recorded
+	read := task.readNow("early\n")
+	select {
+	case <-read:
+	case <-time.After(5 * time.Second):
+		t.Error("a task's write waited for the step's start record (what the agent read of it is in its memory only)")
+	}
+	a1.kill()
+	s.c.Close() // the dead agent's socket
+	a1 = c.start("n1", true)
+	s = runStep(t, a1.al, req)
+	task.write("two\n")
+	task.exit(0, 0)
+	s.until("the step's end", func() bool { return s.done != nil })
+	if got, want := s.output(), "0:early\n0:two\n"; got != want {
+		t.Errorf("output %q, want %q (every line the task wrote, once)", got, want)
+	}
+}
+
+// TestEarlyOutputSentOnceAfterKill: the agent is killed -9 just after
+// srun's stream passed on a task's early output (srun has the step's
+// start and the line) and before it removed the line's spool: srun,
+// following the step again with what it received, does not get the
+// line twice.
+func TestEarlyOutputSentOnceAfterKill(t *testing.T) {
+	c := newTestCluster(t, "n1")
+	a1 := c.start("n1", false)
+	reached, passed := make(chan struct{}), make(chan struct{})
+	a1.n.startedHook = func() { <-reached }
+	a1.n.releasedHook = func() { // the kill -9 comes here: never returns
+		close(passed)
+		<-c.rt.end
+	}
+	s := runStep(t, a1.al, api.StepRequest{Args: []string{"work"}, Env: []string{}, Key: "k-1"})
+	task := c.rt.proc(t, execID(0, 0))
+	<-task.readNow("early\n")
+	close(reached)
+	<-passed
+	s.until("the early line", s.has("0:early\n"))
+	a1.kill()
+	s.c.Close()
+	a1 = c.start("n1", true)
+	s2 := runStep(t, a1.al, api.StepRequest{Attach: true, Step: 0,
+		Received: []api.StepCount{{Kind: api.StepStdout, Task: 0, Bytes: int64(len("early\n"))}}})
+	task.write("two\n")
+	task.exit(0, 0)
+	s2.until("the step's end", func() bool { return s2.done != nil })
+	if got, want := s2.output(), "0:two\n"; got != want {
+		t.Errorf("output after following the step again %q, want %q (srun had the early line)", got, want)
 	}
 }

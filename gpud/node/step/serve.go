@@ -258,6 +258,7 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 	endStdin := func() { stdinW.Close(); stdinR.Close() }
 	// Output waits until the step is recorded and srun told it started.
 	out.holdOutput()
+	out.releasedHook = al.n.releasedHook // before any task runs
 	defer out.releaseOutput()
 	// Every node starts its tasks at once (each exec is a runc run).
 	parts := make([]*part, len(l.nodes))
@@ -307,6 +308,9 @@ func (al *Alloc) run(ctx context.Context, req api.StepRequest, dec *json.Decoder
 	}
 	if sp != nil {
 		sp.started(func() { signalAll(syscall.SIGKILL) })
+	}
+	if h := al.n.startedHook; h != nil {
+		h()
 	}
 	served := al.started(ctx, step, req, l, grant, signalAll) // record.go
 	// For the restarted agent to record its end (state.go): recorded

@@ -173,6 +173,9 @@ type resumedPart struct {
 	taken     bool // a reattached srun follows it, or it was ended
 	// lost says a task's exit status was lost with the old agent.
 	lost bool
+	// early says its relay starts with the old agent's spool (early.go),
+	// removed once srun follows the step again.
+	early bool
 }
 
 func (al *Alloc) recordStep(rec stepRecord) {
@@ -229,6 +232,7 @@ func (al *Alloc) forgetPart(step int) {
 	al.resumed.mu.Unlock()
 	al.removeJobFile(partFile(step))
 	al.removeJobFile(stdinFile(step))
+	al.removeJobFile(earlyFile(step))
 }
 
 // writeJobFile writes v as JSON to name in the job directory, replacing
@@ -329,6 +333,18 @@ func (al *Alloc) readoptPart(ctx context.Context, log *slog.Logger, pr partRecor
 	node := al.n.cfg.Node
 	ctr := al.view().ctr
 	rp := &resumedPart{relay: newRelay(false), part: newPart(len(pr.Tasks))}
+	if early, ok := al.readEarly(pr.Step); ok {
+		// The old agent died while srun's stream held the tasks' output:
+		// all it read of them is in the spool (early.go), so the relay
+		// counts from the tasks' start.
+		rp.relay = newRelay(true)
+		for _, r := range early {
+			if slices.Contains(pr.Tasks, r.Task) {
+				rp.relay.output(r.Kind, r.Task, r.Data)
+			}
+		}
+		rp.early = true
+	}
 	exited := map[int]bool{}
 	for _, ex := range pr.Exits {
 		if slices.Contains(pr.Tasks, ex.Task) && !exited[ex.Task] {
@@ -504,13 +520,19 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	relays := make([]*relay, len(rec.Nodes))
 	var stdin *io.PipeWriter
 	var wg sync.WaitGroup
-	var lost []string // nodes whose tasks' exits are unknown
+	var lost []string    // nodes whose tasks' exits are unknown
+	var spooled []*Alloc // whose early output spools relays hold
 	for i, name := range rec.Nodes {
 		nd, _ := nodeAlloc(asg, name)
 		p, err := al.n.peer(nd)
 		if pn, ok := p.(*Node); ok && err == nil {
 			if rp := pn.resumedPart(al.allocID, step); rp != nil {
 				running[i], relays[i] = rp.part, rp.relay
+				if rp.early {
+					if pal := pn.host.Alloc(al.allocID); pal != nil {
+						spooled = append(spooled, pal)
+					}
+				}
 				if i == 0 {
 					stdin = rp.stdin
 				}
@@ -541,10 +563,16 @@ func (al *Alloc) reattach(ctx context.Context, dec *json.Decoder, out *stream, s
 	}
 	// This node's held output goes at once; another host's part may
 	// take a while to answer (its agent may be restarting too).
-	for _, r := range relays {
+	// srun's counts: a relay that starts with a dead agent's early
+	// output (early.go) sends only what srun lacks of it.
+	for i, r := range relays {
 		if r != nil {
-			r.attach(out, false, nil)
+			r.attach(out, false, countsOf(received, rec.Tasks[i]))
 		}
+	}
+	// Passed on: a later restart must not align its counts with it.
+	for _, pal := range spooled {
+		pal.removeJobFile(earlyFile(step))
 	}
 	wg.Wait()
 	for i := range running {
