@@ -31,10 +31,15 @@ type AuditStore interface {
 // when the controller stopped is handed back at the next start
 // (CarriedAudits).
 type AuditCarry struct {
-	// Entry is the entry, encoded by the API server.
-	Entry []byte
+	// Entry encodes the entry (the API server's encoding) once the call
+	// has run, given the jobs it made (none for a call that made none):
+	// the entry kept in state.db names them, so one a kill leaves "in
+	// progress" still says which jobs its call made.
+	Entry func(made []spec.JobID) []byte
 	taken atomic.Bool
 	seq   int64
+	// made are the ids the call handed out: [first, end).
+	first, end spec.JobID
 }
 
 // Seq is the number under which the entry was committed with the call's
@@ -145,7 +150,11 @@ func (c *Controller) applyAudited(ctx context.Context, tx *txn, jobs []*spec.Job
 	as := c.store.(AuditStore)
 	audits := make([][]byte, len(tx.carries))
 	for i, a := range tx.carries {
-		audits[i] = a.Entry
+		var made []spec.JobID
+		for id := a.first; id < a.end; id++ {
+			made = append(made, id)
+		}
+		audits[i] = a.Entry(made)
 	}
 	seqs, err := as.ApplyAudited(ctx, jobs, nodes, next, audits, tx.forget)
 	if err != nil {

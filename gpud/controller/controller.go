@@ -465,8 +465,11 @@ func (c *Controller) callOn(ctx context.Context, ops chan<- *op, fn func(tx *txn
 func (c *Controller) runBatch(ctx context.Context, batch []*op) {
 	tx := newTxn()
 	for _, o := range batch {
+		first := c.st.nextID
 		o.err = c.safely("request", func() error { return o.fn(tx) })
 		if o.carry != nil && o.err == nil && c.CarriesAudit() {
+			// The jobs it made: ids are handed out one after another.
+			o.carry.first, o.carry.end = first, c.st.nextID
 			tx.carries = append(tx.carries, o.carry)
 		}
 	}

@@ -642,13 +642,17 @@ func (s *Server) recordAudit(next http.Handler) http.Handler {
 func (s *Server) carryAudit(aw *auditWriter, r *http.Request, next http.Handler, source string) {
 	e := s.auditEntry(r, aw)
 	e.Result = auditInProgress
-	raw, err := json.Marshal(e)
-	if err != nil {
-		s.audit.carried.Add(-1)
-		s.writeError(aw, r, fmt.Errorf("encode the audit entry of %s: %w", r.Pattern, err))
-		return
-	}
-	carry := &controller.AuditCarry{Entry: raw}
+	carry := &controller.AuditCarry{Entry: func(made []spec.JobID) []byte {
+		k := e
+		if len(made) > 0 {
+			k.Target = submitTarget(made)
+		}
+		raw, err := json.Marshal(k)
+		if err != nil { // strings, numbers and a time: cannot happen
+			raw = fmt.Appendf(nil, `{"time":%q,"action":%q,"result":"in progress"}`, k.Time.Format(time.RFC3339Nano), k.Action)
+		}
+		return raw
+	}}
 	next.ServeHTTP(aw, r.WithContext(controller.WithAuditCarry(r.Context(), carry)))
 	out := s.auditEntry(r, aw)
 	out.Time = e.Time // when the call came, as for any other

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -87,8 +88,23 @@ func TestAuditBackpressure(t *testing.T) {
 		t.Fatalf("%d calls answered while the audit log is stalled, %d entries kept in state.db; want at most 4 kept (the queue's length), every call answered among them",
 			n, len(kept))
 	}
-	if jobs, err := c.Jobs(ctx, api.JobFilter{All: true}); err != nil || len(jobs) != len(kept) {
+	jobs, err := c.Jobs(ctx, api.JobFilter{All: true})
+	if err != nil || len(jobs) != len(kept) {
 		t.Fatalf("jobs while the audit log is stalled = %d, %v; want %d, those whose entries are kept (no call carried out before its entry is written)", len(jobs), err, len(kept))
+	}
+	// Each kept entry names its job, so one a kill leaves says which.
+	targets := map[string]bool{}
+	for _, k := range kept {
+		var e accounting.AuditEntry
+		if err := json.Unmarshal(k.Entry, &e); err != nil || e.Action != "POST /v1/jobs" || e.Result != "in progress" {
+			t.Fatalf("kept entry %s: %v; want a submission in progress", k.Entry, err)
+		}
+		targets[e.Target] = true
+	}
+	for _, j := range jobs {
+		if !targets["job "+strconv.FormatUint(uint64(j.ID), 10)] {
+			t.Errorf("job %d: no kept entry names it (kept: %v)", j.ID, targets)
+		}
 	}
 	t.Logf("%d of %d calls carried out with their entries kept in state.db while the audit log stalled, %d answered", len(kept), calls, n)
 	openGate()
