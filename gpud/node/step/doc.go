@@ -20,7 +20,8 @@
 //   - steps across a node agent's restart: step records in the job
 //     directory, re-attaching to running tasks (runtime.ExecAttacher) and
 //     holding their output until srun follows the step again (state.go,
-//     relay.go).
+//     relay.go), and the output read while srun's stream holds it until
+//     the step is recorded as started, kept on disk (early.go).
 //
 // What it asks of the node agent is Host (host.go), three calls, which
 // the agent implements: find an allocation's steps, commit an outbox

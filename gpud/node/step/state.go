@@ -52,6 +52,10 @@ import (
 //     it again over the step listener (StepFlagAttach) as it does when
 //     only the connection between the two agents was lost.
 //
+// What the old agent had read of its tasks' output while srun's stream
+// held it (the step not yet recorded as started) is in step-N.early, and
+// the re-adopted part's relay starts with it (early.go).
+//
 // When nobody comes back within stepReattachGrace, the step is ended as
 // if its srun had gone (its tasks are killed), and the node's log says
 // so.
