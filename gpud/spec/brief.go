@@ -115,15 +115,7 @@ func appendStringsField(b []byte, key string, ss []string) []byte {
 	if len(ss) == 0 {
 		return b
 	}
-	b = append(b, key...)
-	b = append(b, '[')
-	for i, s := range ss {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = AppendJSONString(b, s)
-	}
-	return append(b, ']')
+	return appendStrings(append(b, key...), ss)
 }
 
 // appendFloat encodes f as encoding/json does (the few values a GPU

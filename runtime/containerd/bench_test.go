@@ -29,20 +29,7 @@ import (
 // at a time, no gpud code in the path. It reports containers per second.
 func BenchmarkBareContainerd(b *testing.B) {
 	addr := containerdtest.Start(b)
-	rootfs := b.TempDir()
-	if err := os.MkdirAll(filepath.Join(rootfs, "bin"), 0o755); err != nil {
-		b.Fatal(err)
-	}
-	bb, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		b.Skipf("SKIP (loud): /bin/busybox missing (apt-get install busybox-static): %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(rootfs, "bin", "busybox"), bb, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.Symlink("busybox", filepath.Join(rootfs, "bin", "true")); err != nil {
-		b.Fatal(err)
-	}
+	rootfs := busyboxRootfs(b, "true")
 	c, err := client.New(addr)
 	if err != nil {
 		b.Fatal(err)
@@ -97,6 +84,28 @@ func BenchmarkBareContainerd(b *testing.B) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "containers/s")
+}
+
+// busyboxRootfs is a rootfs of /bin/busybox with the applets names linked
+// to it, for the bare-containerd benchmarks (skipped loudly without it).
+func busyboxRootfs(b *testing.B, names ...string) string {
+	rootfs := b.TempDir()
+	if err := os.MkdirAll(filepath.Join(rootfs, "bin"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		b.Skipf("SKIP (loud): /bin/busybox missing (apt-get install busybox-static): %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(rootfs, "bin", "busybox"), bb, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range names {
+		if err := os.Symlink("busybox", filepath.Join(rootfs, "bin", n)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return rootfs
 }
 
 // BenchmarkStartToRunning is one job container from the call to running,

@@ -30,22 +30,7 @@ import (
 // their own) per container, which other load on the machine changes less.
 func BenchmarkBareContainerdShimGroup(b *testing.B) {
 	addr := containerdtest.Start(b)
-	rootfs := b.TempDir()
-	if err := os.MkdirAll(filepath.Join(rootfs, "bin"), 0o755); err != nil {
-		b.Fatal(err)
-	}
-	bb, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		b.Skipf("SKIP (loud): /bin/busybox missing: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(rootfs, "bin", "busybox"), bb, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	for _, n := range []string{"true", "sleep"} {
-		if err := os.Symlink("busybox", filepath.Join(rootfs, "bin", n)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	rootfs := busyboxRootfs(b, "true", "sleep")
 	c, err := client.New(addr)
 	if err != nil {
 		b.Fatal(err)
