@@ -48,15 +48,53 @@ func WaitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// KillStrayShims ends shims left by a containerd of this cluster that was
-// killed while creating a task: they hold no process, and the restarted
-// containerd (which cleans up after them) no longer talks to them.
+// KillStrayShims ends the shims of this cluster's containerd that are
+// still running after the cluster stopped: those left by a containerd
+// killed while creating a task (they hold no process), and those of a
+// container the stop did not end (a node's part of a job whose end was
+// still on its way when the agents stopped). A shim's children, the
+// containers' first processes, are ended first: each is its container's
+// PID namespace's init, so the container's other processes end with it,
+// where killing the shim alone left them running with no parent but
+// init (step.HolderScript shells were found so after full runs).
 func KillStrayShims(t testing.TB, stateDir string) {
 	t.Helper()
 	for _, sh := range ShimProcs(stateDir) {
+		for _, pid := range childrenOf(sh.Pid) {
+			t.Logf("ending a container process %d of stray shim %d", pid, sh.Pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 		t.Logf("ending stray shim %d: %s", sh.Pid, sh.Cmdline)
 		_ = syscall.Kill(sh.Pid, syscall.SIGKILL)
 	}
+}
+
+// childrenOf lists the processes whose parent is pid (/proc/*/stat).
+func childrenOf(pid int) []int {
+	var out []int
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		stat, err := os.ReadFile(filepath.Join(p, "stat"))
+		if err != nil {
+			continue
+		}
+		// The command name may hold spaces and parentheses: the fields
+		// after it start past its last ')'.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat)[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil && ppid == pid {
+			if c, err := strconv.Atoi(filepath.Base(p)); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
 
 // ShimProc is a containerd-shim process: its pid and its command line
