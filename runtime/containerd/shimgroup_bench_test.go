@@ -55,21 +55,7 @@ func BenchmarkBareContainerdShimGroup(b *testing.B) {
 			return nil
 		}
 		defer ctr.Delete(ctx)
-		exitc, err := task.Wait(ctx)
-		if err != nil {
-			return err
-		}
-		if err := task.Start(ctx); err != nil {
-			return err
-		}
-		st := <-exitc
-		if _, err := task.Delete(ctx); err != nil {
-			return err
-		}
-		if st.ExitCode() != 0 {
-			return fmt.Errorf("exit %d", st.ExitCode())
-		}
-		return nil
+		return runToExit(ctx, task)
 	}
 	// containerd and everything it forks (shims, runc) in a cpuacct
 	// cgroup of their own: CPU per container, whatever else runs here.

@@ -74,27 +74,30 @@ func childrenOf(pid int) []int {
 	var out []int
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
-		stat, err := os.ReadFile(filepath.Join(p, "stat"))
+		c, err := strconv.Atoi(filepath.Base(p))
 		if err != nil {
 			continue
 		}
-		// The command name may hold spaces and parentheses: the fields
-		// after it start past its last ')'.
-		i := strings.LastIndexByte(string(stat), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat)[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		if ppid, err := strconv.Atoi(f[1]); err == nil && ppid == pid {
-			if c, err := strconv.Atoi(filepath.Base(p)); err == nil {
-				out = append(out, c)
-			}
+		if f := statFields(c); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// statFields is /proc/PID/stat's fields after the command name (state
+// first, then the parent's pid, ...); nil when pid is gone. The name may
+// hold spaces and parentheses: the fields start past its last ')'.
+func statFields(pid int) []string {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(stat)[i+1:])
 }
 
 // ShimProc is a containerd-shim process: its pid and its command line

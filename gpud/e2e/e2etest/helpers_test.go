@@ -56,12 +56,7 @@ func TestKillStrayShimsEndsTheirContainers(t *testing.T) {
 	// The child is not ours to reap: once its parent is gone init reaps
 	// it, so it is gone from /proc (or a zombie of init's for a moment).
 	WaitFor(t, 10*time.Second, "the stray shim's container process to end", func() bool {
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(child) + "/stat")
-		if err != nil {
-			return true
-		}
-		i := strings.LastIndexByte(string(stat), ')')
-		f := strings.Fields(string(stat)[i+1:])
-		return len(f) > 0 && f[0] == "Z"
+		f := statFields(child)
+		return len(f) == 0 || f[0] == "Z"
 	})
 }
