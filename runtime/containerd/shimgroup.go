@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	runcoptions "github.com/containerd/containerd/api/types/runc/options"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
@@ -295,10 +294,19 @@ func (r *Runtime) keepGroup(ctx context.Context, gr *shimGroup) (err error) {
 	}()
 	cfg := runtime.TaskConfig{ID: id, Image: runtime.ImageHost, Args: []string{"/bin/true"}, UID: nobodyID, GID: nobodyID,
 		Hostname: "shimkeeper", HostRootReadOnly: true}
+	if r.oci.crun {
+		// crun binds no host root read-only, and before 1.22 none at all
+		// (ociRuntime.hostRootProblem); the keeper's process never starts.
+		if !r.oci.hostRoot {
+			return fmt.Errorf("create shim keeper %s: %s", id, r.oci.hostRootProblem(cfg))
+		}
+		cfg.HostRootReadOnly = false
+	}
 	sopts := append(ocispec.Build(cfg, ocispec.Inputs{MemlockBytes: r.memlock}), oci.WithCgroup(r.cgroupsPath(id)), withShimGroup(gr.name))
+	sopts = append(sopts, r.runtimeSpecOpts()...)
 	ctr, err := r.client.NewContainer(ctx, id,
 		client.WithContainerLabels(map[string]string{keeperLabel: r.node, shimGroupLabel: gr.name}),
-		client.WithRuntime(runcRuntime, &runcoptions.Options{Root: r.runcRoot}),
+		client.WithRuntime(runcRuntime, r.shimOptions()),
 		client.WithNewSpec(sopts...))
 	if err != nil {
 		return fmt.Errorf("create shim keeper %s: %w", id, err)
