@@ -25,12 +25,17 @@ import (
 // job's first instruction, b.N times. "cold": prepared_containers = 0;
 // "prepared": prepared_containers = 1, and each round waits until node1
 // has prepared the queued job's container (the controller's expected
-// placement). Both with heartbeats and full cycles every second (the
+// placement). "array-": the same with the tasks of one array of b.N+1
+// 8-GPU tasks, each holding node1 until the next is queued behind it
+// ("array-prepared" waits until node1 has a prepared container: the next
+// task's expected one, or one of the array's shape prepared after the
+// task before it started). Both with heartbeats and full cycles every second (the
 // defaults are 5 s: the container is then ready up to ~10 s after the
 // job queues, not sooner). Jobs on the host's root, as root.
 func BenchmarkNodeFreeToRunning(b *testing.B) {
-	for _, mode := range []string{"cold", "prepared"} {
-		b.Run(mode, func(b *testing.B) {
+	for _, name := range []string{"cold", "prepared", "array-cold", "array-prepared"} {
+		mode, array := strings.TrimPrefix(name, "array-"), strings.HasPrefix(name, "array-")
+		b.Run(name, func(b *testing.B) {
 			dir := e2etest.ShortTempDir(b)
 			k := "0"
 			if mode == "prepared" {
@@ -99,13 +104,61 @@ func BenchmarkNodeFreeToRunning(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				return slices.ContainsFunc(all, func(ti runtime.TaskInfo) bool { return ti.Labels["gpud.prepared"] == strconv.Itoa(int(id)) })
+				// id 0: any prepared container on node1.
+				return slices.ContainsFunc(all, func(ti runtime.TaskInfo) bool {
+					if id == 0 {
+						return ti.Labels["gpud.prepared"] != "" && ti.Labels["gpud.node"] == "node1"
+					}
+					return ti.Labels["gpud.prepared"] == strconv.Itoa(int(id))
+				})
 			}
 			holdOn("node2", 30*time.Minute, "node2")
 			var took []time.Duration
 			inPrep := 0
+			ranPrepared := func(name string) {
+				if ck, err := os.ReadFile(filepath.Join(work, "ckpt-"+name)); err == nil && strings.Contains(string(ck), "gpud-prep-") {
+					inPrep++ // it ran in a prepared container
+				}
+			}
 			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
+			if array {
+				// One array of b.N+1 8-GPU tasks: task i holds node1 until
+				// its file goes; task i+1 waits in the queue meanwhile.
+				for i := 0; i <= b.N; i++ {
+					if err := os.WriteFile(hold(strconv.Itoa(i)), nil, 0o644); err != nil {
+						b.Fatal(err)
+					}
+				}
+				js := spec.JobSpec{Name: "array", WorkDir: work, SubmitDir: work, Output: "/dev/null", Array: fmt.Sprintf("0-%d", b.N),
+					TimeLimit: spec.Duration(5 * time.Minute), Resources: spec.Resources{GPUsPerNode: 8},
+					Script: "#!/bin/sh\nt=$SLURM_ARRAY_TASK_ID\ndate +%s%N > \"$SLURM_SUBMIT_DIR/began-$t\"\necho \"$GPUD_CHECKPOINT_DIR\" > \"$SLURM_SUBMIT_DIR/ckpt-$t\"\n" +
+						"while [ -e \"$SLURM_SUBMIT_DIR/hold-$t\" ]; do sleep 0.005; done\ndate +%s%N > \"$SLURM_SUBMIT_DIR/ended-$t\"\n"}
+				if _, err := cl.Submit(ctx, api.SubmitRequest{Job: js}); err != nil {
+					b.Fatal(err)
+				}
+				for i := 0; i < b.N; i++ {
+					e2etest.WaitFor(b, time.Minute, fmt.Sprintf("array task %d running", i), func() bool {
+						_, err := os.Stat(filepath.Join(work, fmt.Sprintf("ckpt-%d", i)))
+						return err == nil
+					})
+					if mode == "prepared" {
+						e2etest.WaitFor(b, 30*time.Second, "a container prepared for the next task", func() bool { return prepared(0) })
+					} else {
+						time.Sleep(2 * time.Second) // as long as the prepared rounds wait, about
+					}
+					if err := os.Remove(hold(strconv.Itoa(i))); err != nil {
+						b.Fatal(err)
+					}
+					e2etest.WaitFor(b, time.Minute, fmt.Sprintf("array task %d running", i+1), func() bool {
+						_, err := os.Stat(filepath.Join(work, fmt.Sprintf("ckpt-%d", i+1)))
+						return err == nil
+					})
+					took = append(took, readNS(filepath.Join(work, fmt.Sprintf("began-%d", i+1))).Sub(readNS(filepath.Join(work, fmt.Sprintf("ended-%d", i)))))
+					ranPrepared(strconv.Itoa(i + 1))
+				}
+				_ = os.Remove(hold(strconv.Itoa(b.N)))
+			}
+			for i := 0; i < b.N && !array; i++ {
 				tag := fmt.Sprintf("n1-%d", i)
 				holdOn("node1", 5*time.Minute, tag)
 				next := submit("next", "", time.Minute, "#!/bin/sh\ndate +%s%N > \"$SLURM_SUBMIT_DIR/began-$GPUD_JOB_ID\"\necho \"$GPUD_CHECKPOINT_DIR\" > \"$SLURM_SUBMIT_DIR/ckpt-$GPUD_JOB_ID\"\n")
@@ -127,9 +180,7 @@ func BenchmarkNodeFreeToRunning(b *testing.B) {
 					b.Fatalf("job %d ran on %s, want node1", next, j.Alloc.Nodes[0].Node)
 				}
 				took = append(took, readNS(filepath.Join(work, fmt.Sprintf("began-%d", next))).Sub(readNS(filepath.Join(work, "ended-"+tag))))
-				if ck, err := os.ReadFile(filepath.Join(work, fmt.Sprintf("ckpt-%d", next))); err == nil && strings.Contains(string(ck), "gpud-prep-") {
-					inPrep++ // it ran in a prepared container
-				}
+				ranPrepared(strconv.Itoa(int(next)))
 			}
 			b.StopTimer()
 			slices.Sort(took)
