@@ -131,7 +131,9 @@ type NodeSection struct {
 	// PreparedContainers is how many containers the agent keeps prepared
 	// for the next jobs of each shape (user, image, working directory,
 	// devices, limits, mounts) that it started: such a job's start is
-	// then only its process's start. 0 (the default) prepares none.
+	// then only its process's start; with it on, the agent also prepares
+	// one for each job the controller expects to place on the node next
+	// (gpud/node expect.go). 0 (the default) prepares none.
 	PreparedContainers int `toml:"prepared_containers"`
 	// PreparedMax bounds the prepared containers on the node, all shapes
 	// together.
