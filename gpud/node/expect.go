@@ -99,7 +99,7 @@ func (a *Agent) expectedTask(e *api.Expected) (expectIn, bool) {
 	if _, err := os.Lstat(d.ckpt.JobDir(e.Job.ID)); !errors.Is(err, fs.ErrNotExist) {
 		return expectIn{}, false // a checkpoint directory: it may restart from it
 	}
-	tmpl, err := buildTask(in)
+	tmpl, err := buildTask(&in)
 	if err != nil || !poolable(&in, tmpl) {
 		return expectIn{}, false
 	}

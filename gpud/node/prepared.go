@@ -485,7 +485,7 @@ func (r *runner) startPrepared(ctx context.Context, log *slog.Logger) (started b
 	if _, err := os.Lstat(r.d.ckpt.JobDir(r.jobID)); !errors.Is(err, fs.ErrNotExist) {
 		return false, nil // a checkpoint directory already: it may restart from it
 	}
-	tmpl, err := buildTask(in)
+	tmpl, err := buildTask(&in)
 	if err != nil || !poolable(&in, tmpl) {
 		return false, nil
 	}
@@ -518,7 +518,7 @@ func (r *runner) claim(ctx context.Context, c *preparedCtr, shape string) error 
 		return err
 	}
 	in.ContainerID = c.id
-	cfg, err := buildTask(in)
+	cfg, err := buildTask(&in)
 	if err != nil {
 		return err
 	}

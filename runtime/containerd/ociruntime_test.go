@@ -9,8 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpud/gpud/runtime"
@@ -230,5 +233,67 @@ func checkIsolation(t *testing.T, runcRoot, crunRoot string, byRunc, byCrun map[
 	}
 	if diff := cmp.Diff(same(byRunc), same(byCrun)); diff != "" {
 		t.Errorf("crun's job container differs from runc's (-runc +crun):\n%s", diff)
+	}
+}
+
+// TestOCIRuntimeCrunShimGroup: under crun with ShimGroupSize 2, a user's
+// first image job makes its group's keeper (created under crun on an empty
+// root: crun before 1.22 binds no host root) and the second job joins the
+// first one's shim; both run and exit 0.
+func TestOCIRuntimeCrunShimGroup(t *testing.T) {
+	containerdtest.RequireCrun(t)
+	t.Parallel()
+	addr := containerdtest.Start(t)
+	ctx := context.Background()
+	rt, err := containerd.New(ctx, containerd.Options{Address: addr, ShimGroupSize: 2, Node: "n1", OCIRuntime: containerd.OCIRuntimeCrun})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	const ref = "docker.io/gpud/busybox:test"
+	var archive bytes.Buffer
+	if err := containerd.WriteBusyboxImage(&archive, "/bin/busybox", ref); err != nil {
+		t.Fatalf("no static busybox to build an image from: %v", err)
+	}
+	if _, err := rt.ImportImage(ctx, &archive); err != nil {
+		t.Fatalf("ImportImage: %v", err)
+	}
+	c, err := client.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	nctx := namespaces.WithNamespace(ctx, containerd.DefaultNamespace)
+	dir := jobDir(t)
+	var cfgs []runtime.TaskConfig
+	var shims []int
+	for _, name := range []string{"a", "b"} {
+		cfg := hostTask(t, dir, "sleep", "300")
+		cfg.ID += "-" + name
+		cfg.Image, cfg.Env = ref, nil
+		cfg.StdoutPath, cfg.StderrPath = "", ""
+		if err := rt.Start(ctx, cfg); err != nil {
+			t.Fatalf("Start %s: %v", name, err)
+		}
+		t.Cleanup(func() { rt.Delete(context.Background(), cfg.ID) })
+		cfgs, shims = append(cfgs, cfg), append(shims, shimOf(t, cfg, c, nctx))
+	}
+	keepers, err := c.Containers(nctx, `labels."gpud.shim-keeper"==n1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keepers) != 1 {
+		t.Errorf("keepers: %d, want the group's one", len(keepers))
+	}
+	if shims[0] != shims[1] {
+		t.Errorf("shims %v of one user's two jobs (group size 2), want one shared", shims)
+	}
+	for _, cfg := range cfgs {
+		if err := rt.Signal(ctx, cfg.ID, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if es := wait(t, rt, cfg.ID); es.Signal != syscall.SIGTERM {
+			t.Errorf("%s after SIGTERM: %+v", cfg.ID, es)
+		}
 	}
 }
