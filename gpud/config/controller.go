@@ -87,11 +87,10 @@ type ControllerSection struct {
 	MPIDefault string `toml:"mpi_default"`
 	// GCPercent is the controller process's Go GC target percentage
 	// (GOGC), set at start (0: Go's own, 100); a GOGC in the environment
-	// wins. The heap
-	// may grow this far past what is live before a collection: 200 marks
-	// half as often as Go's 100, for more memory (issue 31: with 100,000
-	// jobs queued, 0.45 against 0.49 controller CPU-s per 1,000 starts
-	// and a 2.2 against 1.7 GB peak RSS; docs/fleet.md, Session 13 — ctl).
+	// wins. The heap may grow this far past what is live before a
+	// collection: 200 marks half as often as Go's 100, for more memory
+	// (issue 31, 100,000 jobs queued: GC 7 to 8% less of the controller's
+	// CPU, a 2.2 against 1.7 GiB peak RSS; docs/fleet.md, Session 13 — ctl).
 	GCPercent int `toml:"gc_percent"`
 }
 
