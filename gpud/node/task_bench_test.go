@@ -1,10 +1,16 @@
 package node
 
 import (
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
@@ -50,4 +56,57 @@ func BenchmarkBuildTask(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkJobFiles is what a runner does on the node's filesystem for
+// one job besides its container: the job directory made (tmp/ and the
+// script, through descriptors), the checkpoint directory readied (rank 0:
+// a fresh staging directory, the user's, and the newest checkpoint to
+// restart from), then at the end the job directory removed and the
+// job's checkpoints with it. cpu-ns/op is the process's CPU time
+// (getrusage), steadier than ns/op on a loaded machine.
+func BenchmarkJobFiles(b *testing.B) {
+	// On tmpfs where there is one (as the loadtest's agents are): on a
+	// disk the fsyncs of the new directories and the script dominate.
+	base, err := os.MkdirTemp("/dev/shm", "jobfiles-")
+	if err != nil {
+		base = b.TempDir()
+	} else {
+		b.Cleanup(func() { os.RemoveAll(base) })
+	}
+	cfg := Config{StateDir: filepath.Join(base, "state")}
+	if err := os.MkdirAll(cfg.jobsDir(), 0o711); err != nil {
+		b.Fatal(err)
+	}
+	store, err := checkpoint.New(filepath.Join(base, "ckpt"), 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := &runnerDeps{cfg: cfg, ckpt: store, log: slog.New(slog.DiscardHandler)}
+	uid, gid := os.Getuid(), os.Getgid()
+	if os.Geteuid() == 0 {
+		uid, gid = 65534, 65534
+	}
+	script := []byte("#!/bin/sh\ntrue\n")
+	var ru0, ru1 unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+	id := 0
+	for b.Loop() {
+		id++
+		asg := &api.Assignment{Job: spec.Job{ID: spec.JobID(id), UID: uint32(uid), GID: uint32(gid)}}
+		r := &runner{d: d, id: fmt.Sprintf("gpud-%d-1-n1", id), jobID: spec.JobID(id), asg: asg}
+		if err := makeJobDir(cfg.jobsDir(), r.id, script, uid, gid); err != nil {
+			b.Fatal(err)
+		}
+		if _, restart, err := r.prepareCheckpoints(uint32(uid), uint32(gid)); err != nil || restart != "" {
+			b.Fatal(err, restart)
+		}
+		d.removeJobDir(d.log, r.id)
+		if err := store.Remove(r.jobID); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
