@@ -3,10 +3,12 @@ package containerd_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/containerd/containerdtest"
@@ -122,4 +124,64 @@ func listed(t *testing.T, rt runtime.Runtime, id string) runtime.TaskInfo {
 	}
 	t.Fatalf("container %s not listed", id)
 	return runtime.TaskInfo{}
+}
+
+// TestDeleteCutShort: a Delete whose context ends while it runs (an
+// agent stopping while its runner deletes the container of a job that
+// just ended, or while it destroys a prepared one) either did nothing
+// (the context was done before it began) or deletes all: never half.
+// containerd 1.6 drops a task from its list before it shuts the task's
+// shim down with the request's context; a delete cut short between the
+// two left a container without a task and a shim nothing ever reaps (a
+// prepared container's shim, found after a standalone's stop).
+func TestDeleteCutShort(t *testing.T) {
+	t.Parallel()
+	addr := containerdtest.Start(t)
+	rt := newRuntime(t, addr)
+	dir := jobDir(t)
+	for i := range 24 {
+		cfg := hostTask(t, dir, "/bin/true")
+		cfg.ID = fmt.Sprintf("%s-%d", cfg.ID, i)
+		cfg.StdoutPath, cfg.StderrPath = "", ""
+		cfg.Labels = map[string]string{"gpud.node": "n1", "gpud.prepared": "1"}
+		if err := rt.Prepare(context.Background(), cfg); err != nil {
+			t.Fatalf("Prepare %s: %v", cfg.ID, err)
+		}
+		want := runtime.StatusCreated
+		if i%2 == 1 { // claimed, and its job ended
+			job := cfg
+			job.Labels = map[string]string{"gpud.node": "n1", "gpud.job": "43"}
+			if err := rt.StartPrepared(context.Background(), cfg.ID, job); err != nil {
+				t.Fatalf("StartPrepared %s: %v", cfg.ID, err)
+			}
+			wait(t, rt, cfg.ID)
+			want = runtime.StatusExited
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- rt.Delete(ctx, cfg.ID) }()
+		time.Sleep(time.Duration(i/2) * 2 * time.Millisecond) // where the cancel lands
+		cancel()
+		err := <-done
+		all, lerr := rt.List(context.Background())
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		for _, ti := range all {
+			if ti.ID == cfg.ID && (err == nil || ti.Status != want) {
+				t.Errorf("round %d (cancel after %d ms): Delete = %v left %s %s, want it %s as it was or gone", i, i/2*2, err, cfg.ID, ti.Status, want)
+			}
+		}
+		if err := rt.Delete(context.Background(), cfg.ID); err != nil {
+			t.Fatalf("Delete %s: %v", cfg.ID, err)
+		}
+		// A deleted container's shim exits at once; give it 5 s.
+		deadline := time.Now().Add(5 * time.Second)
+		for len(shimsOf(addr)) > 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if s := shimsOf(addr); len(s) > 0 {
+			t.Fatalf("round %d: shims %v outlive their deleted container %s", i, s, cfg.ID)
+		}
+	}
 }

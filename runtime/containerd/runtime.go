@@ -635,8 +635,19 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 }
 
 // Delete kills the task if it runs, deletes it and the container with its
-// snapshot. A missing ID is not an error.
+// snapshot. A missing ID is not an error. A ctx already done deletes
+// nothing; once begun, a delete runs to its end (bounded by
+// cleanupTimeout) even when ctx ends meanwhile (an agent shutting down):
+// a task delete cut short on our side goes on in containerd, which then
+// may have dropped the task without shutting its shim down, and a
+// container deleted next leaves a shim (and a prepared container's
+// waiting init, the job user's) that nothing ever reaps.
 func (r *Runtime) Delete(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete container %s: %w", id, err)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
 	if err := r.delete(r.nsCtx(ctx), id); err != nil {
 		return fmt.Errorf("delete container %s: %w", id, err)
 	}
