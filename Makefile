@@ -198,7 +198,7 @@ bench-fleet: build ## Fleet harness: 200 simulated nodes x 8 GPUs, 20,000-job bu
 # Issue 15's Must-show runs (docs/fleet.md), one target each.
 FLEET_1000 := --nodes 1000 --gpus-per-node 8 --submitters 8 --job-duration 5s --heartbeat 5s --usage-interval 10s --ramp 20s --sched-interval 5s --procs 2
 
-bench-fleet-burst: build ## 1,000 nodes x 8 GPUs, 100,000 jobs queued then started (aim >= 1,000 starts/s sustained); plot in bench-fleet-burst.svg.
+bench-fleet-burst: build ## 1,000 nodes x 8 GPUs, 100,000 jobs queued then started (aim >= 1,000 starts/s sustained); plot (starts/s, queue depth, p50/p99 submit->start) in bench-fleet-burst.svg.
 	nice -n 10 bin/gpud loadtest $(FLEET_1000) --jobs 100000 --preload --memory-outbox --plot bench-fleet-burst.svg
 
 bench-fleet-live: build ## 1,000 nodes x 8 GPUs, 20,000-job live burst with GPUs free (aim p99 submit->start < 1 s).

@@ -134,29 +134,37 @@ func parseCkptName(name string) (int, bool) {
 
 // openJob opens job id's directory, creating it (0711) when create is set.
 func (s *Store) openJob(id spec.JobID, create bool) (*safefs.Dir, error) {
+	jd, _, err := s.openJobMade(id, create)
+	return jd, err
+}
+
+// openJobMade is openJob, and says whether it made the directory (then
+// empty: nothing was ever staged or sealed in it).
+func (s *Store) openJobMade(id spec.JobID, create bool) (jd *safefs.Dir, made bool, err error) {
 	root, err := safefs.OpenDir(s.root)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer root.Close()
 	name := strconv.FormatUint(uint64(id), 10)
-	jd, err := root.OpenDir(name)
+	jd, err = root.OpenDir(name)
 	if err == nil || !create || !errors.Is(err, fs.ErrNotExist) {
-		return jd, err
+		return jd, false, err
 	}
 	jd, err = root.Mkdir(name, 0o711)
 	if errors.Is(err, fs.ErrExist) {
-		return root.OpenDir(name) // made by another rank's agent meanwhile
+		jd, err = root.OpenDir(name) // made by another rank's agent meanwhile
+		return jd, false, err
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// The job directory must survive a crash, or so would nothing in it.
 	if err := root.Sync(); err != nil {
 		jd.Close()
-		return nil, err
+		return nil, false, err
 	}
-	return jd, nil
+	return jd, true, nil
 }
 
 // Staging creates an empty staging directory for job id and returns its
@@ -169,13 +177,25 @@ func (s *Store) Staging(id spec.JobID) (string, error) {
 		return "", fmt.Errorf("create checkpoint dir of job %d: %w", id, err)
 	}
 	defer jd.Close()
+	if err := s.staging(id, jd, true, -1, -1); err != nil {
+		return "", err
+	}
+	return s.stagingDir(id), nil
+}
+
+// staging makes an empty staging directory in job id's open directory
+// jd, clearing what an earlier attempt left first if clear is set, and
+// gives it to uid:gid unless uid is negative.
+func (s *Store) staging(id spec.JobID, jd *safefs.Dir, clear bool, uid, gid int) error {
 	// On a shared checkpoint root the other ranks of a gang Join at the
 	// same time: one may make the directory between the clear and the
 	// make. It is new and empty, so clear it again (bounded: Join makes it
 	// at most once per rank).
 	for try := 0; ; try++ {
-		if err := jd.RemoveAll(stagingName); err != nil {
-			return "", fmt.Errorf("clear staging dir of job %d: %w", id, err)
+		if clear || try > 0 {
+			if err := jd.RemoveAll(stagingName); err != nil {
+				return fmt.Errorf("clear staging dir of job %d: %w", id, err)
+			}
 		}
 		// 0700: only the job's uid (after Chown) writes here, not its group,
 		// which is often shared by every user.
@@ -184,15 +204,46 @@ func (s *Store) Staging(id spec.JobID) (string, error) {
 			continue
 		}
 		if err != nil {
-			return "", fmt.Errorf("create staging dir of job %d: %w", id, err)
+			return fmt.Errorf("create staging dir of job %d: %w", id, err)
+		}
+		if uid >= 0 {
+			err = st.Chown(uid, gid)
 		}
 		st.Close()
+		if err != nil {
+			return fmt.Errorf("chown staging dir of job %d to %d:%d: %w", id, uid, gid, err)
+		}
 		break
 	}
 	if err := jd.Sync(); err != nil {
-		return "", fmt.Errorf("create staging dir of job %d: %w", id, err)
+		return fmt.Errorf("create staging dir of job %d: %w", id, err)
 	}
-	return s.stagingDir(id), nil
+	return nil
+}
+
+// Prepare readies job id's checkpoint directory for a start on the node
+// whose agent seals its checkpoints: Staging, then Chown to uid:gid
+// (none when uid is negative), then Latest, in one pass (the root and the
+// job's directory opened once; a job directory it has just made holds
+// nothing, so there is nothing to clear or list in it). It returns the
+// newest checkpoint that verifies, if any.
+func (s *Store) Prepare(id spec.JobID, uid, gid int) (latest Checkpoint, ok bool, err error) {
+	jd, made, err := s.openJobMade(id, true)
+	if err != nil {
+		return Checkpoint{}, false, fmt.Errorf("create checkpoint dir of job %d: %w", id, err)
+	}
+	defer jd.Close()
+	if err := s.staging(id, jd, !made, uid, gid); err != nil {
+		return Checkpoint{}, false, err
+	}
+	if made {
+		return Checkpoint{}, false, nil
+	}
+	valid, _, err := s.scanDir(id, jd)
+	if err != nil || len(valid) == 0 {
+		return Checkpoint{}, false, err
+	}
+	return valid[len(valid)-1], true, nil
 }
 
 // PrepareSlot makes a checkpoint directory before its job is known: the
@@ -519,8 +570,13 @@ func (s *Store) scanJob(id spec.JobID) (valid []Checkpoint, invalid []string, er
 	if err != nil {
 		return nil, nil, fmt.Errorf("list checkpoints of job %d: %w", id, err)
 	}
+	defer jd.Close()
+	return s.scanDir(id, jd)
+}
+
+// scanDir is scanJob in job id's open directory jd.
+func (s *Store) scanDir(id spec.JobID, jd *safefs.Dir) (valid []Checkpoint, invalid []string, err error) {
 	seqs, err := listSeqs(jd)
-	jd.Close()
 	if err != nil {
 		return nil, nil, fmt.Errorf("list checkpoints of job %d: %w", id, err)
 	}

@@ -710,7 +710,15 @@ func TestStagingJoinRace(t *testing.T) {
 	for i := range 2000 {
 		id := spec.JobID(i + 1)
 		errs := make(chan error, 2)
-		go func() { _, err := owner.Staging(id); errs <- err }()
+		go func() {
+			if i%2 == 1 { // Prepare: Staging without the first clear in a job dir it made
+				_, _, err := owner.Prepare(id, -1, -1)
+				errs <- err
+				return
+			}
+			_, err := owner.Staging(id)
+			errs <- err
+		}()
 		go func() { _, err := other.Join(id, -1, -1); errs <- err }()
 		for range 2 {
 			if err := <-errs; err != nil {
@@ -720,5 +728,70 @@ func TestStagingJoinRace(t *testing.T) {
 		if _, err := os.Stat(owner.stagingDir(id)); err != nil {
 			t.Fatalf("round %d: no staging dir after Staging and Join: %v", i, err)
 		}
+	}
+}
+
+// TestPrepare: Prepare leaves what Staging, Chown and Latest in turn
+// leave (an empty staging directory, 0700, the user's; the newest sealed
+// checkpoint), on a new job, after an interrupted attempt and after seals.
+func TestPrepare(t *testing.T) {
+	t.Parallel()
+	uid, gid := os.Getuid(), os.Getgid()
+	if os.Geteuid() == 0 {
+		uid, gid = 65534, 65534 // nobody: a real chown
+	}
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, s *Store)
+		seq   int // newest sealed, 0: none
+	}{
+		{name: "first attempt"},
+		{name: "leftovers of an interrupted attempt are removed", setup: func(t *testing.T, s *Store) {
+			st, err := s.Staging(7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeTree(t, st, map[string]string{"half.pt": "xx", "sub/x": "y", "link": "->/etc", ".done": ""})
+		}},
+		{name: "after seals, with leftovers", seq: 2, setup: func(t *testing.T, s *Store) {
+			sealFiles(t, s, 7, map[string]string{"a": "1"})
+			sealFiles(t, s, 7, map[string]string{"a": "2"})
+			st, err := s.Staging(7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeTree(t, st, map[string]string{"half.pt": "xx"})
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newTestStore(t, 2)
+			if tc.setup != nil {
+				tc.setup(t, s)
+			}
+			c, ok, err := s.Prepare(7, uid, gid)
+			if err != nil {
+				t.Fatalf("Prepare: %v", err)
+			}
+			if ok != (tc.seq > 0) || c.Seq != tc.seq {
+				t.Errorf("Prepare's newest checkpoint = %+v, %v; want seq %d", c, ok, tc.seq)
+			}
+			if want, _, _ := s.Latest(7); want != c {
+				t.Errorf("Prepare's newest checkpoint %+v, Latest's %+v", c, want)
+			}
+			st := s.stagingDir(7)
+			if diff := cmp.Diff([]string{}, dirNames(t, st)); diff != "" {
+				t.Errorf("staging not empty (-want +got):\n%s", diff)
+			}
+			fi, err := os.Stat(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sys := fi.Sys().(*syscall.Stat_t)
+			if fi.Mode().Perm() != 0o700 || int(sys.Uid) != uid || int(sys.Gid) != gid {
+				t.Errorf("staging is %v %d:%d, want 0700 %d:%d", fi.Mode().Perm(), sys.Uid, sys.Gid, uid, gid)
+			}
+		})
 	}
 }

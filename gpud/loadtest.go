@@ -49,7 +49,7 @@ func loadtestCommand() *cli.Command {
 			&cli.StringFlag{Name: "agent-dir", Usage: "agents' state dirs (outbox.db each); default a tmpfs dir under /dev/shm"},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the work directory"},
 			&cli.StringFlag{Name: "gpud", Usage: "gpud binary for the controller child (default: this executable)"},
-			&cli.StringFlag{Name: "plot", Usage: "write starts/s and queue depth over the run to this .svg or .png"},
+			&cli.StringFlag{Name: "plot", Usage: "write starts/s, queue depth and submit→start (p50, p99 of the jobs started each second) over the run to this .svg or .png"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write this process's (the agents' and submitters') CPU profile here (pprof)"},
 			&cli.IntFlag{Name: "procs", Value: 1, Usage: "run the agents in this many child processes (gpud loadtest itself, each with its share of --nodes; the same agent code over TCP/TLS), not in this one: more than one runtime, GC and scheduler for thousands of agents"},
 			&cli.BoolFlag{Name: "agents-child", Hidden: true, Usage: "internal: run the agents a parent gpud loadtest --procs gives on standard input, report on standard output"},

@@ -12,7 +12,12 @@
 #     and shim_group_size 8, and bare containerd (own shims, and grouped
 #     with the shims kept up) (the Go benchmarks TrivialJobThroughput* and
 #     BareContainerd*, N_TRIVIAL jobs each; cpu-ms/job and
-#     cpu-ms/container: the cluster's, or containerd's, CPU time per job)
+#     cpu-ms/container: the cluster's, or containerd's, CPU time per job);
+#     the crun rows: bare containerd with crun as the shim's OCI runtime
+#     (BareContainerdShimGroup/crun*), and gpud with oci_runtime = "crun"
+#     beside "runc" on jobs in a busybox image (TrivialJobThroughputImage:
+#     crun before 1.22 runs no job on the host's root), where crun can run
+#     (crun installed, cgroups it accepts: scripts/crun-cgroups.sh)
 #
 # gpud is `gpud standalone` on a temporary state directory (no nodes; every
 # acknowledgement durable). Slurm is a throwaway cluster under a temporary

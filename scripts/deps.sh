@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gpud's demo and tests need on Debian when it is missing:
-# containerd and runc (jobs run as real containers), busybox-static (a
+# containerd and runc (jobs run as real containers), crun (node.toml
+# oci_runtime = "crun"; its tests run where the cgroups allow it, see
+# scripts/crun-cgroups.sh), busybox-static (a
 # rootfs for image tests), gcc (cgo: SQLite and NVML), man-db (the man
 # page test renders every page), prometheus (the e2e test that scrapes
 # gpud with a real Prometheus; it runs its own on loopback, never the
@@ -20,6 +22,7 @@ set -euo pipefail
 missing=()
 command -v containerd >/dev/null || missing+=(containerd)
 command -v runc >/dev/null || missing+=(runc)
+command -v crun >/dev/null || missing+=(crun)
 [ -x /bin/busybox ] || missing+=(busybox-static)
 command -v gcc >/dev/null || missing+=(gcc libc6-dev)
 command -v man >/dev/null || missing+=(man-db)

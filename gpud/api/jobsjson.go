@@ -331,7 +331,7 @@ func (d *jobsDecoder) job(j *spec.Job) bool {
 		case "signal_target":
 			return d.str(&j.SignalTarget)
 		case "steps":
-			return d.raw(&j.Steps)
+			return d.steps(&j.Steps)
 		case "step_signals":
 			return d.raw(&j.StepSignals)
 		case "step_signal_seq":
@@ -421,23 +421,39 @@ func (d *jobsDecoder) checkpointRef(c *spec.CheckpointRef) bool {
 	})
 }
 
-// alloc hands the (rare, nested) allocation to encoding/json.
+// alloc decodes a job's allocation (every assignment's job has one) by
+// hand, or else hands it to encoding/json.
 func (d *jobsDecoder) alloc(p **spec.Alloc) bool {
 	start := d.pos
-	if !d.skip() {
-		return false
-	}
-	raw := d.data[start:d.pos]
-	if string(raw) == "null" {
+	if d.literal("null") {
 		*p = nil
 		return true
 	}
 	a := new(spec.Alloc)
-	if json.Unmarshal(raw, a) != nil {
+	if d.allocFields(a) { // assigndecode.go
+		*p = a
+		return true
+	}
+	d.pos = start
+	if !d.skip() {
+		return false
+	}
+	a = new(spec.Alloc)
+	if json.Unmarshal(d.data[start:d.pos], a) != nil {
 		return false
 	}
 	*p = a
 	return true
+}
+
+// steps decodes a job's steps by hand, or else with encoding/json.
+func (d *jobsDecoder) steps(p *[]spec.Step) bool {
+	start := d.pos
+	if d.stepList(p) { // assigndecode.go
+		return true
+	}
+	d.pos, *p = start, nil
+	return d.raw(p)
 }
 
 // raw decodes the next value into p with encoding/json (steps: rare, and

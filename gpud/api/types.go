@@ -193,6 +193,14 @@ type HeartbeatResponse struct {
 	// reservations), soonest first: the node pulls them into its cache
 	// while the jobs wait.
 	Prefetch []Prefetch `json:"prefetch,omitempty"`
+	// Prepare lists the single-node batch jobs that the last full
+	// scheduling cycle expects to start on this node next (backfill
+	// reservations: the head of the queue once running jobs end, the next
+	// tasks of an array), soonest first, at most a few; sent only to a node
+	// whose heartbeat said Prepares. The node prepares a container for each
+	// (node.toml prepared_containers) and destroys it when a later answer
+	// no longer lists the job.
+	Prepare []Expected `json:"prepare,omitempty"`
 	// ImagesVersion is the version of the node's image inventory the
 	// controller holds (ImageInventory.Version; "" for none): the node
 	// sends its inventory again when its own differs.
@@ -241,6 +249,19 @@ type Prefetch struct {
 	Start spec.Time `json:"start"`
 }
 
+// Expected is a pending job the controller expects to start on the node,
+// with what the node needs to make the container the job's start would
+// make: the job as it would be assigned (its script and environment left
+// out: the start brings them) and its planned part on the node (the GPUs,
+// CPUs and memory the reservation holds). The planned GPUs may differ
+// from those the start gets; the node then starts the job cold.
+type Expected struct {
+	Job  spec.Job       `json:"job"`
+	Node spec.NodeAlloc `json:"node"`
+	// Start is when the job is expected to start at the latest.
+	Start spec.Time `json:"start"`
+}
+
 // HeartbeatRequest is POST /v1/nodes/{name}/heartbeat. Running lists the
 // allocation IDs the agent has live containers for.
 type HeartbeatRequest struct {
@@ -265,6 +286,9 @@ type HeartbeatRequest struct {
 	Images *ImageInventory `json:"images,omitempty"`
 	// Pulls are the image pulls under way on the node for jobs.
 	Pulls []PullProgress `json:"pulls,omitempty"`
+	// Prepares says the node prepares containers for the jobs the
+	// controller expects to place on it (HeartbeatResponse.Prepare).
+	Prepares bool `json:"prepares,omitempty"`
 }
 
 // Assignment is the controller's desired state for one allocation on one

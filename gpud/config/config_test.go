@@ -401,6 +401,12 @@ func TestNodeValidate(t *testing.T) {
 			[]string{`[node] controller: "unix://gpud.sock" needs an absolute socket path`}},
 		{"controller list", func(n *Node) { n.Node.Controller = "https://c1:6817, c2:6817,https://" },
 			[]string{`[node] controller: "c2:6817" is not an address`, `[node] controller: "https://" has no host`}},
+		{"oci_runtime", func(n *Node) { n.Node.OCIRuntime = "crun-1.8" },
+			[]string{`[node] oci_runtime: "crun-1.8" is not "runc", "crun" or a clean absolute path to a runc-compatible binary`}},
+		{"oci_runtime relative", func(n *Node) { n.Node.OCIRuntime = "/usr/bin/../bin/runc" },
+			[]string{`[node] oci_runtime: "/usr/bin/../bin/runc" is not "runc", "crun" or a clean absolute path`}},
+		{"crun read-only root", func(n *Node) { n.Node.OCIRuntime, n.Node.HostRoot = "/usr/local/bin/crun", "read-only" },
+			[]string{`[node] oci_runtime: "/usr/local/bin/crun" with host_root = "read-only": crun leaves the host root writable`}},
 		{"metrics_listen", func(n *Node) { n.Node.MetricsListen = "9400" },
 			[]string{`[node] metrics_listen: "9400" is not host:port`}},
 		{"health limits", func(n *Node) {

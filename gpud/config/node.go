@@ -131,7 +131,9 @@ type NodeSection struct {
 	// PreparedContainers is how many containers the agent keeps prepared
 	// for the next jobs of each shape (user, image, working directory,
 	// devices, limits, mounts) that it started: such a job's start is
-	// then only its process's start. 0 (the default) prepares none.
+	// then only its process's start; with it on, the agent also prepares
+	// one for each job the controller expects to place on the node next
+	// (gpud/node expect.go). 0 (the default) prepares none.
 	PreparedContainers int `toml:"prepared_containers"`
 	// PreparedMax bounds the prepared containers on the node, all shapes
 	// together.
@@ -143,6 +145,10 @@ type NodeSection struct {
 	// one containerd runc shim (runtime/containerd shimgroup.go); 0 (the
 	// default) gives each container its own.
 	ShimGroupSize int `toml:"shim_group_size"`
+	// OCIRuntime is the OCI runtime containerd's runc shim runs for
+	// every job container: "runc" (the default), "crun", or the absolute
+	// path of a runc-compatible binary.
+	OCIRuntime string `toml:"oci_runtime"`
 }
 
 // HostRoots are the values of [node] host_root.
@@ -227,6 +233,7 @@ func DefaultNode() Node {
 			StepListen:        ":6818",
 			PreparedMax:       8,
 			PreparedMaxAge:    "60s",
+			OCIRuntime:        "runc",
 		},
 		Health: Health{GPUTempMaxC: 85, GPUTempSustain: "60s", Interval: "10s",
 			// The XIDs to drain on are the triage table's (gpud/health).
@@ -342,6 +349,14 @@ func (n Node) Validate() error {
 	p.duration("[node] prepared_max_age", s.PreparedMaxAge, true)
 	if s.PreparedContainers < 0 {
 		p.addf("[node] prepared_containers: %d must not be negative (0 = no prepared containers)", s.PreparedContainers)
+	}
+	switch {
+	case s.OCIRuntime == "runc" || s.OCIRuntime == "crun":
+	case s.OCIRuntime == "" || !filepath.IsAbs(s.OCIRuntime) || filepath.Clean(s.OCIRuntime) != s.OCIRuntime:
+		p.addf("[node] oci_runtime: %q is not \"runc\", \"crun\" or a clean absolute path to a runc-compatible binary", s.OCIRuntime)
+	}
+	if s.OCIRuntime != "runc" && s.HostRoot == "read-only" && strings.Contains(filepath.Base(s.OCIRuntime), "crun") {
+		p.addf("[node] oci_runtime: %q with host_root = \"read-only\": crun leaves the host root writable; use host_root = \"writable\" or oci_runtime = \"runc\"", s.OCIRuntime)
 	}
 	if s.ShimGroupSize < 0 {
 		p.addf("[node] shim_group_size: %d must not be negative (0 = a shim of its own for each job container)", s.ShimGroupSize)

@@ -105,6 +105,11 @@ type Controller struct {
 	// cycle's reservations (prefetch.go); read by heartbeats off the
 	// owner loop.
 	prefetch atomic.Pointer[map[string][]Prefetch]
+	// expect is each node's expected jobs to prepare containers for
+	// (expect.go), noted with prefetch.
+	expect atomic.Pointer[map[string][]Expected]
+	// expectAsked is set once a node asked for its expected jobs.
+	expectAsked atomic.Bool
 	// heard is each node's *heardRec: when its last heartbeat arrived,
 	// noted by Heartbeat off the owner loop (see Controller.Heartbeat and
 	// lastHeard).

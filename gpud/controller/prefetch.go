@@ -35,6 +35,7 @@ const prefetchPerNode = 4
 // pull ahead. Only full cycles have every reservation: incremental ones
 // leave the last full cycle's list.
 func (c *Controller) notePrefetch(plan sched.Plan, now time.Time) {
+	c.noteExpected(plan, now) // expect.go
 	var m map[string][]Prefetch
 	for _, r := range plan.Reservations {
 		rec := c.st.pending[r.JobID]
@@ -71,6 +72,18 @@ func (c *Controller) notePrefetch(plan sched.Plan, now time.Time) {
 		m[name] = ps[:min(len(ps), prefetchPerNode)]
 	}
 	c.prefetch.Store(&m)
+}
+
+// dropPrefetch forgets the last full cycle's images and expected jobs
+// when nothing is pending (no full cycle runs then to replace them: a
+// cancelled job would stay listed).
+func (c *Controller) dropPrefetch() {
+	if m := c.prefetch.Load(); m != nil && len(*m) > 0 {
+		c.prefetch.Store(nil)
+	}
+	if m := c.expect.Load(); m != nil && len(*m) > 0 {
+		c.expect.Store(nil)
+	}
 }
 
 // PrefetchFor returns the images node should pull ahead (see Prefetch);

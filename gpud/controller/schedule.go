@@ -152,6 +152,7 @@ func (c *Controller) nothingPending() bool {
 	if len(c.st.pending) > 0 {
 		return false
 	}
+	c.dropPrefetch() // prefetch.go: nothing pending, nothing expected
 	s := &c.sched
 	if !c.keepInc() {
 		s.inc = nil

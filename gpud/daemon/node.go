@@ -103,7 +103,8 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	inv.CRIU = detectCRIU(ctx)
 	rt, err := containerd.New(ctx, containerd.Options{Address: o.Containerd, CDISpecDirs: []string{s.CDIDir},
 		Images: containerd.ImageOptions{CacheBytes: o.Images.CacheMaxBytes(), Mirrors: o.Images.Mirrors, CAFile: o.Images.CAFile,
-			Downloads: o.Images.Downloads}, ShimGroupSize: s.ShimGroupSize, Node: o.Name})
+			Downloads: o.Images.Downloads}, ShimGroupSize: s.ShimGroupSize, Node: o.Name,
+		OCIRuntime: s.OCIRuntime})
 	if err != nil {
 		return fmt.Errorf("connect to containerd at %s: %w", o.Containerd, err)
 	}

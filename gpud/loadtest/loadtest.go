@@ -414,19 +414,19 @@ type meterRT struct {
 
 func (m *meterRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	path := req.URL.Path
-	// Only what the meter counts of api.EventsRequest: decoding whole
-	// events (usage samples and all) cost the harness more than it meters.
-	var evs struct {
-		Events []struct {
-			Kind    string `json:"kind"`
-			AllocID string `json:"alloc_id"`
-		} `json:"events"`
-	}
+	// The events the controller is asked to acknowledge, decoded by the
+	// controller's own hand-written decoder (api.DecodeEventsRequest: one
+	// pass, no reflection); a body it does not take (none the agents
+	// write) falls back to encoding/json.
+	var evs api.EventsRequest
 	isEvents := req.Method == http.MethodPost && strings.HasSuffix(path, "/events")
 	if isEvents && req.GetBody != nil {
 		if b, err := req.GetBody(); err == nil {
-			_ = json.NewDecoder(b).Decode(&evs)
+			data, err := io.ReadAll(b)
 			b.Close()
+			if err == nil && !api.DecodeEventsRequest(data, &evs) {
+				_ = json.Unmarshal(data, &evs)
+			}
 		}
 	}
 	resp, err := m.base.RoundTrip(req)

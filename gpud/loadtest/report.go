@@ -293,8 +293,9 @@ func (r *Report) Print(w io.Writer) {
 	}
 }
 
-// plot writes starts/s and queue depth (acknowledged, not started) over
-// the run.
+// plot writes starts/s, queue depth (acknowledged, not started) and
+// the submit→start latency (p50 and p99 of the jobs started in each
+// second) over the run.
 func (s *ltSampler) plot(path string) error {
 	var t, starts, queue []float64
 	t0 := s.samples[0].at
@@ -305,6 +306,7 @@ func (s *ltSampler) plot(path string) error {
 		starts = append(starts, float64(b.started-a.started)/b.at.Sub(a.at).Seconds())
 		queue = append(queue, float64(b.acked-b.started))
 	}
+	lt, p50, p99 := s.startLatency()
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -313,9 +315,44 @@ func (s *ltSampler) plot(path string) error {
 		plot.Lines{Title: fmt.Sprintf("gpud loadtest: job starts per second (%d nodes)", s.lt.o.Nodes), XLabel: "seconds", YLabel: "starts/s",
 			Series: []plot.Series{{Name: "starts/s", X: t, Y: starts}}},
 		plot.Lines{Title: "queue depth (acknowledged, not started)", XLabel: "seconds", YLabel: "jobs",
-			Series: []plot.Series{{Name: "queued", X: t, Y: queue}}})
+			Series: []plot.Series{{Name: "queued", X: t, Y: queue}}},
+		plot.Lines{Title: "submit→start of the jobs started in each second", XLabel: "seconds", YLabel: "seconds",
+			Series: []plot.Series{{Name: "p99", X: lt, Y: p99}, {Name: "p50", X: lt, Y: p50}}})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// startLatency is submit→start (seconds) of the jobs that started
+// between each two samples, p50 and p99, at the later sample's time
+// (seconds since the first); seconds with no start are left out.
+func (s *ltSampler) startLatency() (t, p50, p99 []float64) {
+	type st struct{ at, d time.Time }
+	s.lt.mu.Lock()
+	js := make([]st, 0, len(s.lt.jobs))
+	for _, j := range s.lt.jobs {
+		if j.starts > 0 && !j.sentAt.IsZero() {
+			js = append(js, st{j.startAt, j.sentAt})
+		}
+	}
+	s.lt.mu.Unlock()
+	slices.SortFunc(js, func(a, b st) int { return a.at.Compare(b.at) })
+	t0 := s.samples[0].at
+	k := 0
+	var ds []time.Duration
+	for i := 1; i < len(s.samples); i++ {
+		ds = ds[:0]
+		for ; k < len(js) && !js[k].at.After(s.samples[i].at); k++ {
+			ds = append(ds, js[k].at.Sub(js[k].d))
+		}
+		if len(ds) == 0 {
+			continue
+		}
+		p := pct(ds)
+		t = append(t, s.samples[i].at.Sub(t0).Seconds())
+		p50 = append(p50, p[0].Seconds())
+		p99 = append(p99, p[1].Seconds())
+	}
+	return t, p50, p99
 }

@@ -410,7 +410,8 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		events := a.health.pendingEvents()
 		nicReport, nicProblems := a.health.nicReport()
 		req := api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current(),
-			GPUEvents: events, NICReport: nicReport, NICProblems: nicProblems, Revocations: a.rev.Version()}
+			GPUEvents: events, NICReport: nicReport, NICProblems: nicProblems, Revocations: a.rev.Version(),
+			Prepares: a.pool != nil}
 		if puller, ok := a.rt.(runtime.ImagePuller); ok {
 			req.Images, req.Pulls = a.images.inventory(hctx, puller), a.images.pullsNow()
 		}
@@ -430,6 +431,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 			a.contactOK(sent, resp.NodeTimeout())
 			a.learnRevocations(sent, resp.Revocations)
 			a.prefetch(ctx, resp.Prefetch)
+			a.prepareExpected(ctx, resp.Prepare) // expect.go
 			a.images.answered(resp.ImagesVersion)
 			if a.heartbeatAnswered(sent) {
 				a.repoll() // a fence waits for an answer asked after this one

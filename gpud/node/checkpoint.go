@@ -96,26 +96,22 @@ func (r *runner) newestSealed() int {
 func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err error) {
 	st := r.d.ckpt
 	dir = st.JobDir(r.jobID)
+	owner := -1
+	if os.Geteuid() == 0 {
+		owner = int(uid)
+	}
+	var latest checkpoint.Checkpoint
+	var ok bool
 	if r.ownsCheckpoints() {
-		if _, err := st.Staging(r.jobID); err != nil {
-			return "", "", err
-		}
-		if os.Geteuid() == 0 {
-			if err := st.Chown(r.jobID, uid, gid); err != nil {
-				return "", "", err
-			}
-		}
+		// A fresh staging directory, the user's, and the newest
+		// checkpoint, in one pass.
+		latest, ok, err = st.Prepare(r.jobID, owner, int(gid))
 	} else {
 		// Create what is missing (a node-local root), clear nothing.
-		owner := -1
-		if os.Geteuid() == 0 {
-			owner = int(uid)
-		}
-		if _, err := st.Join(r.jobID, owner, int(gid)); err != nil {
-			return "", "", err
+		if _, err = st.Join(r.jobID, owner, int(gid)); err == nil {
+			latest, ok, err = st.Latest(r.jobID)
 		}
 	}
-	latest, ok, err := st.Latest(r.jobID)
 	if err != nil {
 		return "", "", err
 	}

@@ -108,6 +108,35 @@ func (p *cpuPins) pick(alloc string, n int, prefer []int) (cpus, mems string) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	got, mems := p.choose(n, prefer, nil)
+	if got == nil {
+		return "", ""
+	}
+	for _, c := range got {
+		p.owner[c] = alloc
+	}
+	return formatCPUList(got), mems
+}
+
+// peek is the cores pick would give n CPUs preferring NUMA nodes prefer
+// once the allocations freeing have ended (an expected job's start waits
+// for the jobs on its GPUs); it takes none.
+func (p *cpuPins) peek(n int, prefer []int, freeing map[string]bool) (cpus, mems string) {
+	if p == nil || n <= 0 || len(p.topo) == 0 {
+		return "", ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	got, mems := p.choose(n, prefer, freeing)
+	if got == nil {
+		return "", ""
+	}
+	return formatCPUList(got), mems
+}
+
+// choose picks n cores (sorted) as pick describes, skipping those owned
+// by an allocation not in freeing, or returns nil; p.mu is held.
+func (p *cpuPins) choose(n int, prefer []int, freeing map[string]bool) (got []int, mems string) {
 	numas := make([]int, 0, len(p.topo))
 	for k := range p.topo {
 		numas = append(numas, k)
@@ -122,14 +151,14 @@ func (p *cpuPins) pick(alloc string, n int, prefer []int) (cpus, mems string) {
 		}
 		return a - b
 	})
-	var got, from []int // cores and the NUMA nodes they came from
+	var from []int // the NUMA nodes the cores came from
 	onlyPreferred := true
 	for _, k := range numas {
 		for _, c := range p.topo[k] {
 			if len(got) == n {
 				break
 			}
-			if _, taken := p.owner[c]; taken {
+			if a, taken := p.owner[c]; taken && !freeing[a] {
 				continue
 			}
 			got = append(got, c)
@@ -142,10 +171,7 @@ func (p *cpuPins) pick(alloc string, n int, prefer []int) (cpus, mems string) {
 		}
 	}
 	if len(got) < n {
-		return "", ""
-	}
-	for _, c := range got {
-		p.owner[c] = alloc
+		return nil, ""
 	}
 	slices.Sort(got)
 	if onlyPreferred {
@@ -154,7 +180,7 @@ func (p *cpuPins) pick(alloc string, n int, prefer []int) (cpus, mems string) {
 		slices.Sort(from)
 		mems = formatCPUList(from)
 	}
-	return formatCPUList(got), mems
+	return got, mems
 }
 
 // newCPUPins reads the NUMA topology; without one (no sysfs) jobs are not

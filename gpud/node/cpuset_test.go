@@ -72,6 +72,36 @@ func TestCPUPins(t *testing.T) {
 	}
 }
 
+// TestCPUPinsPeek: peek names the cores pick will give once the
+// allocations that are freeing their cores have ended, and takes none.
+func TestCPUPinsPeek(t *testing.T) {
+	topo, err := readCPUTopology(writeNUMA(t, "0-3", "4-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cpuPins{topo: topo, owner: map[int]string{}}
+	p.pick("a", 4, []int{1}) // 4-7, the whole of node 1
+	p.pick("b", 2, []int{0}) // 0-1
+	for _, tc := range []struct {
+		n          int
+		freeing    map[string]bool
+		cpus, mems string
+	}{
+		{4, map[string]bool{"a": true}, "4-7", "1"}, // a's cores, once a ended
+		{2, nil, "2-3", ""},                         // nobody ends: the free ones, off the GPUs' node
+		{4, nil, "", ""},                            // too few free
+		{6, map[string]bool{"a": true, "b": true}, "0-1,4-7", ""},
+	} {
+		if cpus, mems := p.peek(tc.n, []int{1}, tc.freeing); cpus != tc.cpus || mems != tc.mems {
+			t.Errorf("peek(%d, [1], %v) = %q, %q; want %q, %q", tc.n, tc.freeing, cpus, mems, tc.cpus, tc.mems)
+		}
+	}
+	p.release("a")
+	if cpus, mems := p.pick("c", 4, []int{1}); cpus != "4-7" || mems != "1" {
+		t.Errorf("pick after a ended = %q, %q; want what peek said: 4-7, 1", cpus, mems)
+	}
+}
+
 func TestGPUJobPinnedToItsGPUsNUMANode(t *testing.T) {
 	sysfs := writeNUMA(t, "0-7", "8-15")
 	e := &env{fc: newFakeController(t), rt: fake.New(), clock: newFakeClock(), dir: t.TempDir()}

@@ -48,8 +48,8 @@ func TestBuildTaskHidesState(t *testing.T) {
 	if err := os.Symlink(filepath.Join(state, "nodes"), link); err != nil {
 		t.Fatal(err)
 	}
-	in := func(work string, uid uint32, image string) taskInput {
-		return taskInput{
+	in := func(work string, uid uint32, image string) *taskInput {
+		return &taskInput{
 			Asg: api.Assignment{
 				Job:   spec.Job{ID: 7, UID: uid, GID: uid, JobSpec: spec.JobSpec{Script: "echo\n", WorkDir: work, SubmitDir: work, Image: image}},
 				Alloc: spec.Alloc{ID: "a7", Nodes: []spec.NodeAlloc{{Node: "n1"}}},

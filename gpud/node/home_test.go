@@ -19,8 +19,8 @@ func TestBuildTaskHome(t *testing.T) {
 	state := filepath.Join(base, "state")
 	jobDir := filepath.Join(state, "jobs", "j")
 	work := filepath.Join(base, "work")
-	in := func(home, image string) taskInput {
-		return taskInput{
+	in := func(home, image string) *taskInput {
+		return &taskInput{
 			Asg: api.Assignment{
 				Job:   spec.Job{ID: 7, UID: 1000, GID: 1000, JobSpec: spec.JobSpec{Script: "echo\n", WorkDir: work, SubmitDir: work, Image: image}},
 				Alloc: spec.Alloc{ID: "a7", Nodes: []spec.NodeAlloc{{Node: "n1"}}},
@@ -54,7 +54,7 @@ func TestBuildTaskHome(t *testing.T) {
 	// The site's shared filesystems: read-write in host jobs, not in
 	// image jobs, never inside gpud's state.
 	scratch := filepath.Join(base, "scratch")
-	withMounts := func(image string) taskInput {
+	withMounts := func(image string) *taskInput {
 		x := in("", image)
 		x.Mounts = []string{scratch, filepath.Join(state, "shared")}
 		return x

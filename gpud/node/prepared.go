@@ -9,12 +9,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/safefs"
 )
@@ -41,7 +44,8 @@ import (
 // job; no checkpoint to restart from, whose directory exists already;
 // environment names a shell can export).
 
-// LabelPrepared marks a container prepared ahead of its job ("1"); the
+// LabelPrepared marks a container prepared ahead of its job: "1" for the
+// next job of a shape, the job's ID for an expected job (expect.go); the
 // claiming job's labels remove it.
 const LabelPrepared = "gpud.prepared"
 
@@ -71,6 +75,11 @@ type preparedPool struct {
 	seq     int
 	closed  bool
 	wg      sync.WaitGroup
+	// expected are the jobs the controller expects to start here
+	// (expect.go), started the jobs whose start came (by when), so that a
+	// list that still names one prepares nothing more for it.
+	expected map[spec.JobID]*expectation
+	started  map[spec.JobID]time.Time
 }
 
 // preparedCtr is one prepared container.
@@ -80,6 +89,9 @@ type preparedCtr struct {
 	made  time.Time
 	dir   string // its job directory
 	ckpt  string // its checkpoint slot
+	// forJob is the expected job it was prepared for (0: for the next
+	// job of a shape that started here).
+	forJob spec.JobID
 	// binds are the identities of its binds' sources when it was made:
 	// a bind holds the directory it found, so a claim checks that each
 	// path still names it (a work directory removed and made again is
@@ -126,7 +138,8 @@ func newPreparedPool(d *runnerDeps) *preparedPool {
 		return nil
 	}
 	return &preparedPool{d: d, prep: prep, perShape: d.cfg.PreparedContainers, max: d.cfg.PreparedMax,
-		maxAge: d.cfg.PreparedMaxAge, byShape: map[string][]*preparedCtr{}, making: map[string]int{}}
+		maxAge: d.cfg.PreparedMaxAge, byShape: map[string][]*preparedCtr{}, making: map[string]int{},
+		expected: map[spec.JobID]*expectation{}, started: map[spec.JobID]time.Time{}}
 }
 
 // shapeOf is what a container fixes when it is made, as one string: cfg
@@ -139,6 +152,17 @@ func shapeOf(cfg runtime.TaskConfig, jobDir, ckptDir string) string {
 	b, _ := json.Marshal(cfg) // plain data: cannot fail
 	return string(b)
 }
+
+// shapeKey is the pool's key: shapeOf, and the digest of the image the
+// container holds ("" on the host's root). A tag is resolved anew by each
+// job's pull: once it names other content, a container made from the old
+// content is another shape, never the job's.
+func shapeKey(cfg runtime.TaskConfig, jobDir, ckptDir, digest string) string {
+	return shapeOf(cfg, jobDir, ckptDir) + "\x00" + digest // JSON has no raw NUL
+}
+
+// keyDigest is the image digest of a shapeKey.
+func keyDigest(key string) string { return key[strings.LastIndexByte(key, 0)+1:] }
 
 // rebase returns mounts with paths at or below from1 (from2) moved to
 // to1 (to2).
@@ -217,7 +241,9 @@ func (p *preparedPool) run(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		every := max(p.maxAge/4, 100*time.Millisecond)
+		// At least every second: a withdrawn expectation's container
+		// goes within withdrawGrace and a second.
+		every := max(min(p.maxAge/4, time.Second), 100*time.Millisecond)
 		for {
 			select {
 			case <-sctx.Done():
@@ -250,18 +276,20 @@ func (p *preparedPool) run(ctx context.Context) (stop func()) {
 	}
 }
 
-// expire destroys the prepared containers older than maxAge.
+// expire destroys the prepared containers older than maxAge and those
+// of expectations withdrawn or aged out (expect.go).
 func (p *preparedPool) expire(ctx context.Context) {
 	now := p.d.clock.Now()
 	var old []*preparedCtr
 	p.mu.Lock()
+	p.pruneExpected(now)
 	for shape, cs := range p.byShape {
 		keep := cs[:0]
 		for _, c := range cs {
-			if now.Sub(c.made) >= p.maxAge {
-				old = append(old, c)
-			} else {
+			if c.forJob != 0 && p.expected[c.forJob].holds(c) || c.forJob == 0 && now.Sub(c.made) < p.maxAge {
 				keep = append(keep, c)
+			} else {
+				old = append(old, c)
 			}
 		}
 		if len(keep) == 0 {
@@ -292,21 +320,31 @@ func (p *preparedPool) destroy(ctx context.Context, c *preparedCtr, why string) 
 	}
 }
 
-// take removes and returns a prepared container of shape, or nil.
-func (p *preparedPool) take(shape string) *preparedCtr {
+// take removes and returns a prepared container of shape for job, or
+// nil: the one prepared for the job if any, else the newest of the shape
+// (they are alike: the same user, devices, limits and mounts).
+func (p *preparedPool) take(shape string, job spec.JobID) *preparedCtr {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cs := p.byShape[shape]
 	if len(cs) == 0 {
 		return nil
 	}
-	c := cs[len(cs)-1]
-	if len(cs) == 1 {
+	i := len(cs) - 1
+	if k := slices.IndexFunc(cs, func(c *preparedCtr) bool { return c.forJob == job }); k >= 0 {
+		i = k
+	}
+	c := cs[i]
+	cs = slices.Delete(cs, i, i+1)
+	if len(cs) == 0 {
 		delete(p.byShape, shape)
 	} else {
-		p.byShape[shape] = cs[:len(cs)-1]
+		p.byShape[shape] = cs
 	}
 	p.total--
+	if x := p.expected[c.forJob]; x.holds(c) {
+		x.ctr = nil // another job took it: the next list prepares another
+	}
 	return c
 }
 
@@ -316,39 +354,76 @@ func (p *preparedPool) take(shape string) *preparedCtr {
 func (p *preparedPool) refill(ctx context.Context, tmpl runtime.TaskConfig, shape string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for !p.closed && len(p.byShape[shape])+p.making[shape] < p.perShape && p.total < p.max {
-		p.making[shape]++
-		p.total++
-		p.seq++
-		id := ContainerID(0, p.seq, p.d.cfg.Name)
-		id = preparedPrefix + strings.TrimPrefix(id, "gpud-0-")
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			c, err := p.prepare(ctx, tmpl, shape, id)
-			p.mu.Lock()
-			p.making[shape]--
-			if p.making[shape] == 0 {
-				delete(p.making, shape)
-			}
-			if err != nil || p.closed {
-				p.total--
-			} else {
-				p.byShape[shape] = append(p.byShape[shape], c)
-			}
-			closed := p.closed
-			p.mu.Unlock()
-			if err != nil {
-				p.d.log.Debug("prepare container", "container", id, "err", err)
-			} else if closed {
-				p.destroy(ctx, c, "agent stopping")
-			}
-		}()
+	for !p.closed && p.countLearned(shape)+p.making[shape] < p.perShape && p.total < p.max {
+		p.launchLocked(ctx, tmpl, shape, nil)
 	}
 }
 
-// prepare makes one prepared container of tmpl's shape under id.
-func (p *preparedPool) prepare(ctx context.Context, tmpl runtime.TaskConfig, shape, id string) (c *preparedCtr, err error) {
+// countLearned counts shape's prepared containers that no expected job
+// holds.
+func (p *preparedPool) countLearned(shape string) int {
+	n := 0
+	for _, c := range p.byShape[shape] {
+		if c.forJob == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// launchLocked starts the preparation of one container of tmpl's shape in
+// the background: for expectation x, or (nil) for the next job of the
+// shape. p.mu is held.
+func (p *preparedPool) launchLocked(ctx context.Context, tmpl runtime.TaskConfig, shape string, x *expectation) {
+	p.making[shape]++
+	p.total++
+	p.seq++
+	id := ContainerID(0, p.seq, p.d.cfg.Name)
+	id = preparedPrefix + strings.TrimPrefix(id, "gpud-0-")
+	if x != nil {
+		x.making = true
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		var forJob spec.JobID
+		if x != nil {
+			forJob = x.job
+		}
+		c, err := p.prepare(ctx, tmpl, shape, id, forJob)
+		p.mu.Lock()
+		p.making[shape]--
+		if p.making[shape] == 0 {
+			delete(p.making, shape)
+		}
+		why := "agent stopping"
+		if x != nil {
+			x.making = false
+			if !p.closed && p.expected[x.job] != x {
+				why = "expectation withdrawn while it was prepared"
+			}
+		}
+		keep := err == nil && !p.closed && (x == nil || p.expected[x.job] == x)
+		if keep {
+			p.byShape[shape] = append(p.byShape[shape], c)
+			if x != nil {
+				x.ctr = c
+			}
+		} else {
+			p.total--
+		}
+		p.mu.Unlock()
+		if err != nil {
+			p.d.log.Debug("prepare container", "container", id, "err", err)
+		} else if !keep {
+			p.destroy(ctx, c, why)
+		}
+	}()
+}
+
+// prepare makes one prepared container of tmpl's shape under id, for
+// expected job forJob (0: none).
+func (p *preparedPool) prepare(ctx context.Context, tmpl runtime.TaskConfig, shape, id string, forJob spec.JobID) (c *preparedCtr, err error) {
 	log := p.d.log.With("container", id)
 	dir := filepath.Join(p.d.cfg.jobsDir(), id)
 	defer func() {
@@ -373,19 +448,50 @@ func (p *preparedPool) prepare(ctx context.Context, tmpl runtime.TaskConfig, sha
 	cfg := tmpl
 	cfg.ID = id
 	cfg.Mounts = rebase(tmpl.Mounts, shapeJobDir, dir, shapeCkptDir, ckpt)
-	cfg.Labels = map[string]string{LabelNode: p.d.cfg.Name, LabelPrepared: "1", LabelUser: tmpl.Labels[LabelUser]}
+	mark := "1"
+	if forJob != 0 {
+		mark = strconv.FormatUint(uint64(forJob), 10)
+	}
+	cfg.Labels = map[string]string{LabelNode: p.d.cfg.Name, LabelPrepared: mark, LabelUser: tmpl.Labels[LabelUser]}
 	cfg.Args = []string{runtime.ShellPath, filepath.Join(dir, "launch")}
 	cfg.Env = nil
 	cfg.StdoutPath, cfg.StderrPath, cfg.TruncateOutput = "", "", false
 	binds := bindIDs(cfg.Mounts) // before runc binds them: a change meanwhile reads as stale
-	if err := p.prep.Prepare(ctx, cfg); err != nil {
+	err = p.prep.Prepare(ctx, cfg)
+	if err == nil {
+		err = p.sameImage(ctx, cfg.Image, keyDigest(shape))
+	}
+	if err != nil {
 		if derr := p.d.rt.Delete(context.WithoutCancel(ctx), id); derr != nil {
 			log.Warn("delete container after failed prepare", "err", derr)
 		}
 		return nil, err
 	}
-	log.Debug("prepared container", "uid", cfg.UID, "image", cfg.Image)
-	return &preparedCtr{id: id, shape: shape, made: p.d.clock.Now(), dir: dir, ckpt: ckpt, binds: binds}, nil
+	log.Debug("prepared container", "uid", cfg.UID, "image", cfg.Image, "for_job", forJob)
+	return &preparedCtr{id: id, shape: shape, made: p.d.clock.Now(), dir: dir, ckpt: ckpt, binds: binds, forJob: forJob}, nil
+}
+
+// sameImage checks that the node's cache holds ref at digest (after a
+// container was made from it): a pull of a moved tag meanwhile made it
+// from other content than its shape says.
+func (p *preparedPool) sameImage(ctx context.Context, ref, digest string) error {
+	if digest == "" {
+		return nil
+	}
+	puller, ok := p.d.rt.(runtime.ImagePuller)
+	if !ok {
+		return nil
+	}
+	imgs, err := puller.CachedImages(ctx)
+	if err != nil {
+		return err
+	}
+	for _, im := range imgs {
+		if im.Ref == ref && im.Digest == digest {
+			return nil
+		}
+	}
+	return fmt.Errorf("image %s no longer at %s in the cache", ref, digest)
 }
 
 // prepared reports how many prepared containers wait.
@@ -409,6 +515,7 @@ func (r *runner) startPrepared(ctx context.Context, log *slog.Logger) (started b
 	if pool == nil {
 		return false, nil
 	}
+	pool.noteStarted(r.jobID) // expect.go: prepare nothing more for it
 	in, err := r.taskInput(shapeJobDir, shapeCkptDir, "")
 	if err != nil {
 		return false, nil
@@ -416,13 +523,13 @@ func (r *runner) startPrepared(ctx context.Context, log *slog.Logger) (started b
 	if _, err := os.Lstat(r.d.ckpt.JobDir(r.jobID)); !errors.Is(err, fs.ErrNotExist) {
 		return false, nil // a checkpoint directory already: it may restart from it
 	}
-	tmpl, err := buildTask(in)
+	tmpl, err := buildTask(&in)
 	if err != nil || !poolable(&in, tmpl) {
 		return false, nil
 	}
-	shape := shapeOf(tmpl, "", "")
+	shape := shapeKey(tmpl, "", "", r.pulled.Digest)
 	refill = func() { pool.refill(context.WithoutCancel(ctx), tmpl, shape) }
-	c := pool.take(shape)
+	c := pool.take(shape, r.jobID)
 	if c == nil {
 		return false, refill
 	}
@@ -449,13 +556,14 @@ func (r *runner) claim(ctx context.Context, c *preparedCtr, shape string) error 
 		return err
 	}
 	in.ContainerID = c.id
-	cfg, err := buildTask(in)
+	cfg, err := buildTask(&in)
 	if err != nil {
 		return err
 	}
 	cfg.Labels[LabelPrepared] = "" // removed: the container is the job's now
-	if got := shapeOf(cfg, c.dir, c.ckpt); got != shape {
-		return fmt.Errorf("prepared container %s does not fit the job: it was made for %s, the job needs %s", c.id, shape, got)
+	if got := shapeKey(cfg, c.dir, c.ckpt, r.pulled.Digest); got != shape {
+		return fmt.Errorf("prepared container %s does not fit the job: it was made for %s, the job needs %s", c.id,
+			strings.ReplaceAll(shape, "\x00", " image digest "), strings.ReplaceAll(got, "\x00", " image digest "))
 	}
 	if p := c.stale(); p != "" {
 		return fmt.Errorf("prepared container %s binds an earlier %s (removed or replaced since)", c.id, p)

@@ -407,7 +407,7 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 	if err != nil {
 		return runtime.TaskConfig{}, err
 	}
-	return buildTask(in)
+	return buildTask(&in)
 }
 
 // taskInput gathers what buildTask needs for the job, with dir as its

@@ -17,8 +17,8 @@ import (
 func TestBatchOnFirstNode(t *testing.T) {
 	dir := t.TempDir()
 	nodes := []spec.NodeAlloc{{Node: "n2", Rank: 1}, {Node: "n1", Rank: 0}}
-	in := func(self int) taskInput {
-		return taskInput{
+	in := func(self int) *taskInput {
+		return &taskInput{
 			Asg: api.Assignment{
 				Job: spec.Job{ID: 7, JobSpec: spec.JobSpec{Script: "echo once\n", WorkDir: dir, SubmitDir: dir,
 					Env: []string{"PATH=/opt/x:/usr/bin"}}},

@@ -129,7 +129,7 @@ func (in *taskInput) image() string {
 }
 
 // buildTask turns an assignment into the container to run.
-func buildTask(in taskInput) (runtime.TaskConfig, error) {
+func buildTask(in *taskInput) (runtime.TaskConfig, error) {
 	job, self := &in.Asg.Job, in.Self
 	devs, err := taskDevices(in)
 	if err != nil {
@@ -172,7 +172,7 @@ func buildTask(in taskInput) (runtime.TaskConfig, error) {
 
 // taskLabels are the container's labels: who it belongs to and when it
 // ends, so a restarted agent re-adopts it with the same deadline.
-func taskLabels(in taskInput) map[string]string {
+func taskLabels(in *taskInput) map[string]string {
 	deadline := ""
 	if !in.Deadline.IsZero() {
 		deadline = in.Deadline.UTC().Format(time.RFC3339Nano)

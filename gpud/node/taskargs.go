@@ -8,7 +8,7 @@ import (
 
 // taskArgs is the container's command: the batch script on the batch
 // node (with the job's arguments), the step holder elsewhere.
-func taskArgs(in taskInput) []string {
+func taskArgs(in *taskInput) []string {
 	if !in.batch() {
 		return []string{"/bin/sh", "-c", step.HolderScript}
 	}

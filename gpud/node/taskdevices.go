@@ -27,7 +27,7 @@ type taskDevs struct {
 
 // taskDevices finds the part's devices in the node's inventory; a GPU or
 // NIC the node does not have means the controller and the node disagree.
-func taskDevices(in taskInput) (taskDevs, error) {
+func taskDevices(in *taskInput) (taskDevs, error) {
 	self, allocID := in.Self, in.Asg.Alloc.ID
 	var d taskDevs
 	d.uuids = append(d.uuids, self.GPUs...)

@@ -48,7 +48,7 @@ func TestTaskDevices(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			in := taskInput{Asg: api.Assignment{Alloc: spec.Alloc{ID: "a7"}}, Self: tc.self, MIG: tc.mig, GPUs: gpus, NICs: nics}
-			got, err := taskDevices(in)
+			got, err := taskDevices(&in)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want %q", err, tc.wantErr)

@@ -18,7 +18,7 @@ import (
 // with the node's over them, so a job cannot spoof what the agent sets.
 
 // taskEnv is the container's environment.
-func taskEnv(in taskInput, d taskDevs) []string {
+func taskEnv(in *taskInput, d taskDevs) []string {
 	ours := jobEnv(in, d)
 	ours = append(ours, slurmEnv(in)...)
 	ours = append(ours, pathEnv(in)...)
@@ -33,7 +33,7 @@ func taskEnv(in taskInput, d taskDevs) []string {
 // hetEnv is a heterogeneous job's: its size, and each component's
 // variables with _HET_GROUP_N appended to the usual name (Slurm's
 // heterogeneous_jobs.html), in every component's containers.
-func hetEnv(in taskInput) []string {
+func hetEnv(in *taskInput) []string {
 	het := in.Asg.Het
 	if len(het) == 0 {
 		return nil
@@ -77,7 +77,7 @@ func hetEnv(in taskInput) []string {
 }
 
 // rankedNodes are the allocation's nodes in rank order.
-func rankedNodes(in taskInput) []spec.NodeAlloc {
+func rankedNodes(in *taskInput) []spec.NodeAlloc {
 	nodes := slices.Clone(in.Asg.Alloc.Nodes)
 	sort.SliceStable(nodes, func(i, j int) bool { return nodes[i].Rank < nodes[j].Rank })
 	return nodes
@@ -85,7 +85,7 @@ func rankedNodes(in taskInput) []spec.NodeAlloc {
 
 // masterAddr is MASTER_ADDR: the first node's address (its name when it
 // registered none), this node's own when it is the first.
-func masterAddr(in taskInput, nodes []spec.NodeAlloc) string {
+func masterAddr(in *taskInput, nodes []spec.NodeAlloc) string {
 	if len(nodes) == 0 || nodes[0].Node == in.NodeName {
 		return in.SelfAddr
 	}
@@ -103,7 +103,7 @@ func masterPort(id spec.JobID) int { return 20000 + int(uint64(id)%10000) }
 // jobEnv are the variables every job gets: who and where it is, its
 // nodes and rendezvous, its devices, its checkpoint directories and its
 // step socket.
-func jobEnv(in taskInput, d taskDevs) []string {
+func jobEnv(in *taskInput, d taskDevs) []string {
 	job, alloc, self := &in.Asg.Job, &in.Asg.Alloc, in.Self
 	nodes := rankedNodes(in)
 	names := make([]string, len(nodes))
@@ -160,7 +160,7 @@ func jobEnv(in taskInput, d taskDevs) []string {
 // known), the user's ids, the node's place (a flat topology), and the
 // job's GPUs as the node numbers them (SLURM_JOB_GPUS; nvidia-smi's
 // indices, not CUDA_VISIBLE_DEVICES's, which count the job's own).
-func slurmEnv(in taskInput) []string {
+func slurmEnv(in *taskInput) []string {
 	job := &in.Asg.Job
 	env := []string{
 		"SLURM_JOB_ACCOUNT=" + job.Account,
@@ -199,7 +199,7 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // pathEnv puts the gpud tools (srun ...) first on the job's PATH, and
 // names them in GPUD_TOOLS_DIR, whence /etc/profile.d/gpud.sh puts them
 // first again after a login shell reset PATH (#!/bin/bash -l).
-func pathEnv(in taskInput) []string {
+func pathEnv(in *taskInput) []string {
 	if in.ToolsDir == "" {
 		return nil
 	}
@@ -217,7 +217,7 @@ func pathEnv(in taskInput) []string {
 // cap, but only when an MPS control daemon serves the GPU and the
 // program does not override these variables; nothing here stops a job
 // that bypasses MPS from using the whole device.
-func shareEnv(in taskInput) []string {
+func shareEnv(in *taskInput) []string {
 	self := in.Self
 	f := self.GPUFraction
 	if f <= 0 || f >= 1 || len(self.GPUs) != 1 {
@@ -233,7 +233,7 @@ func shareEnv(in taskInput) []string {
 
 // layoutEnv is the job's task layout, as sbatch sets it; srun takes its
 // defaults from these.
-func layoutEnv(in taskInput) []string {
+func layoutEnv(in *taskInput) []string {
 	job := &in.Asg.Job
 	t := job.Tasks
 	var env []string
@@ -273,7 +273,7 @@ func layoutEnv(in taskInput) []string {
 
 // nicEnv has NCCL use exactly the part's HCAs (and the locked-memory limit
 // is unlimited for every job: runtime/ocispec).
-func nicEnv(in taskInput) []string {
+func nicEnv(in *taskInput) []string {
 	if len(in.Self.NICs) == 0 {
 		return nil
 	}
@@ -285,7 +285,7 @@ func nicEnv(in taskInput) []string {
 // and step (scripts that split work by index read them: a task handles
 // indices ID to ID+STEP-1). The step is the spacing of the indices, 1
 // when they are not evenly spaced.
-func arrayEnv(in taskInput) []string {
+func arrayEnv(in *taskInput) []string {
 	job := &in.Asg.Job
 	if job.ArrayJobID == 0 {
 		return nil

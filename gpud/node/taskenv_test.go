@@ -83,7 +83,7 @@ func TestTaskEnv(t *testing.T) {
 			t.Parallel()
 			in := base()
 			tc.change(&in)
-			env := taskEnv(in, tc.devs)
+			env := taskEnv(&in, tc.devs)
 			for _, w := range tc.want {
 				if !slices.Contains(env, w) {
 					t.Errorf("env lacks %q:\n%q", w, env)

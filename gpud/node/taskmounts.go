@@ -20,7 +20,7 @@ import (
 
 // taskMounts lists the container's mounts. A non-root job whose work,
 // submit or output directory is inside daemon state is refused.
-func taskMounts(in taskInput, out taskOutput) ([]runtime.Mount, error) {
+func taskMounts(in *taskInput, out taskOutput) ([]runtime.Mount, error) {
 	job := &in.Asg.Job
 	var mounts []runtime.Mount
 	seen := map[string]bool{}

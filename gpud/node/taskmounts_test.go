@@ -61,7 +61,7 @@ func TestTaskMounts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := taskMounts(tc.in, tc.out)
+			got, err := taskMounts(&tc.in, tc.out)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want %q", err, tc.wantErr)

@@ -23,7 +23,7 @@ type taskOutput struct {
 // batch node writes them; the files are truncated on the first start
 // only (Slurm appends once a job is requeued), and from rank 0 only, so
 // a node starting late cannot empty a file another node already writes.
-func taskOutputs(in taskInput) taskOutput {
+func taskOutputs(in *taskInput) taskOutput {
 	job := &in.Asg.Job
 	var out taskOutput
 	if in.batch() {

@@ -624,6 +624,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	for _, p := range s.c.PrefetchFor(r.PathValue("name")) {
 		resp.Prefetch = append(resp.Prefetch, api.Prefetch{Job: p.Job, Image: p.Image, UID: p.UID, GID: p.GID, Start: spec.NewTime(p.Start)})
 	}
+	if req.Prepares {
+		for _, e := range s.c.ExpectedFor(r.PathValue("name")) {
+			resp.Prepare = append(resp.Prepare, api.Expected{Job: e.Job, Node: e.Node, Start: spec.NewTime(e.Start)})
+		}
+	}
 	s.writeJSON(w, resp)
 }
 

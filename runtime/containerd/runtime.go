@@ -80,13 +80,17 @@ type Options struct {
 	// Node labels this runtime's shim keepers; New deletes those of the
 	// same Node that an earlier runtime left.
 	Node string
+	// OCIRuntime is the binary the shim runs for every container: "" or
+	// "runc" (the default), "crun", or an absolute path (ociruntime.go).
+	OCIRuntime string
 }
 
 // runcRoots holds the default runc roots, one per containerd address.
 const runcRoots = "/run/gpud/runc"
 
-// defaultRuncRoot gives each containerd address its own runc root.
-func defaultRuncRoot(address string) string {
+// DefaultRuncRoot gives each containerd address its own runc root (the OCI
+// runtime's state directory, runc's or crun's).
+func DefaultRuncRoot(address string) string {
 	sum := sha256.Sum256([]byte(address))
 	return filepath.Join(runcRoots, hex.EncodeToString(sum[:6]))
 }
@@ -109,6 +113,8 @@ type Runtime struct {
 	createOnly bool
 	// runcRoot is runc's state directory (see Options.RuncRoot).
 	runcRoot string
+	// oci is the OCI runtime the shim runs (Options.OCIRuntime).
+	oci ociRuntime
 	// memlock is the jobs' RLIMIT_MEMLOCK (0: unlimited), see memlockLimit.
 	memlock uint64
 	// images pulls from registries into the cache (pull.go).
@@ -141,15 +147,21 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	runcRoot := opts.RuncRoot
 	if runcRoot == "" {
-		runcRoot = defaultRuncRoot(opts.Address)
+		runcRoot = DefaultRuncRoot(opts.Address)
+	}
+	const cgroupRoot = "/sys/fs/cgroup"
+	ort, err := ociBinary(ctx, opts.OCIRuntime, cgroupRoot)
+	if err != nil {
+		c.Close()
+		return nil, err
 	}
 	imgs, err := newImageCache(opts.Images)
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	r := &Runtime{client: c, address: opts.Address, ns: ns, cgroupRoot: "/sys/fs/cgroup", memlock: memlockLimit(), runcRoot: runcRoot,
-		scope: cgroupScope(runcRoot), images: imgs}
+	r := &Runtime{client: c, address: opts.Address, ns: ns, cgroupRoot: cgroupRoot, memlock: memlockLimit(), runcRoot: runcRoot,
+		oci: ort, scope: cgroupScope(runcRoot), images: imgs}
 	if opts.ShimGroupSize > 0 {
 		r.groups, r.node = newShimGroups(opts.ShimGroupSize), opts.Node
 		if err := r.deleteOldKeepers(ctx); err != nil {
@@ -187,6 +199,12 @@ func (r *Runtime) Close() error {
 	}
 	r.images.transport.CloseIdleConnections()
 	return r.client.Close()
+}
+
+// shimOptions are the runc v2 shim's options for each container: runc's
+// (or crun's) state directory and the binary.
+func (r *Runtime) shimOptions() *runcoptions.Options {
+	return &runcoptions.Options{Root: r.runcRoot, BinaryName: r.oci.binary}
 }
 
 func (r *Runtime) nsCtx(ctx context.Context) context.Context {
@@ -255,6 +273,9 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 	if err := validate(cfg); err != nil {
 		return fmt.Errorf("start container %s: %w", cfg.ID, err)
 	}
+	if why := r.oci.hostRootProblem(cfg); why != "" {
+		return fmt.Errorf("start container %s: %s", cfg.ID, why)
+	}
 	if _, err := r.client.LoadContainer(ctx, cfg.ID); err == nil {
 		return fmt.Errorf("start container %s: %w", cfg.ID, os.ErrExist)
 	} else if !errdefs.IsNotFound(err) {
@@ -283,7 +304,7 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 	}
 	copts := []client.NewContainerOpts{
 		client.WithContainerLabels(labels),
-		client.WithRuntime(runcRuntime, &runcoptions.Options{Root: r.runcRoot}),
+		client.WithRuntime(runcRuntime, r.shimOptions()),
 	}
 	if cfg.Image != runtime.ImageHost {
 		img, err := r.image(ctx, cfg.Image)
@@ -300,6 +321,7 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 		copts = append(copts, client.WithImage(img), client.WithSnapshotter(Snapshotter), client.WithNewSnapshot(cfg.ID, img))
 	}
 	sopts := append(ocispec.Build(cfg, in), oci.WithCgroup(r.cgroupsPath(cfg.ID)))
+	sopts = append(sopts, r.runtimeSpecOpts()...)
 	if group != nil {
 		sopts = append(sopts, withShimGroup(group.name))
 	}

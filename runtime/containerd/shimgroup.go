@@ -6,15 +6,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
-	runcoptions "github.com/containerd/containerd/api/types/runc/options"
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/ocispec"
@@ -296,9 +298,13 @@ func (r *Runtime) keepGroup(ctx context.Context, gr *shimGroup) (err error) {
 	cfg := runtime.TaskConfig{ID: id, Image: runtime.ImageHost, Args: []string{"/bin/true"}, UID: nobodyID, GID: nobodyID,
 		Hostname: "shimkeeper", HostRootReadOnly: true}
 	sopts := append(ocispec.Build(cfg, ocispec.Inputs{MemlockBytes: r.memlock}), oci.WithCgroup(r.cgroupsPath(id)), withShimGroup(gr.name))
+	sopts = append(sopts, r.runtimeSpecOpts()...)
+	if r.oci.crun {
+		sopts = append(sopts, withCrunKeeperRoot)
+	}
 	ctr, err := r.client.NewContainer(ctx, id,
 		client.WithContainerLabels(map[string]string{keeperLabel: r.node, shimGroupLabel: gr.name}),
-		client.WithRuntime(runcRuntime, &runcoptions.Options{Root: r.runcRoot}),
+		client.WithRuntime(runcRuntime, r.shimOptions()),
 		client.WithNewSpec(sopts...))
 	if err != nil {
 		return fmt.Errorf("create shim keeper %s: %w", id, err)
@@ -308,6 +314,25 @@ func (r *Runtime) keepGroup(ctx context.Context, gr *shimGroup) (err error) {
 		defer cancel()
 		return errors.Join(fmt.Errorf("create shim keeper task %s: %w", id, err), r.delete(cctx, id))
 	}
+	return nil
+}
+
+// withCrunKeeperRoot gives a keeper under crun the bundle's empty root
+// instead of the host's: crun binds no host root read-only, and before
+// 1.22 none at all (ociRuntime.hostRootProblem). Its process never starts,
+// but crun looks the command (the wrapper's shell) up at create, so that
+// one file is bound in.
+func withCrunKeeperRoot(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+	if s.Process == nil || len(s.Process.Args) == 0 || !filepath.IsAbs(s.Process.Args[0]) {
+		return errors.New("shim keeper under crun: no absolute command in its spec")
+	}
+	cmd := s.Process.Args[0]
+	bin, err := filepath.EvalSymlinks(cmd)
+	if err != nil {
+		return fmt.Errorf("shim keeper under crun: %w", err)
+	}
+	s.Mounts = slices.DeleteFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == "/" && m.Source == "/" })
+	s.Mounts = append(s.Mounts, specs.Mount{Destination: cmd, Type: "bind", Source: bin, Options: []string{"bind", "ro", "nosuid", "nodev"}})
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	runcoptions "github.com/containerd/containerd/api/types/runc/options"
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
@@ -25,7 +28,9 @@ import (
 // in shims shared through the io.containerd.runc.v2.group annotation
 // ("grouped": one group per worker, kept alive by an anchor container
 // created but not started, so every container joins a running shim: the
-// most grouping can save). Besides containers/s it reports the CPU time
+// most grouping can save); "crun" and "crun-grouped" are the same with
+// crun as the shim's OCI runtime instead of runc (skipped where crun
+// cannot run, containerdtest.MissingCrun). Besides containers/s it reports the CPU time
 // of containerd and everything it forks (shims, runc; a cpuacct cgroup of
 // their own) per container, which other load on the machine changes less.
 func BenchmarkBareContainerdShimGroup(b *testing.B) {
@@ -37,12 +42,22 @@ func BenchmarkBareContainerdShimGroup(b *testing.B) {
 	}
 	defer c.Close()
 	ctx := namespaces.WithNamespace(context.Background(), "bench")
-	run := func(id, group string, start bool) error {
+	run := func(id, group, binary string, start bool) error {
 		opts := []oci.SpecOpts{oci.WithRootFSPath(rootfs), oci.WithRootFSReadonly(), oci.WithProcessArgs("/bin/true")}
 		if group != "" {
 			opts = append(opts, oci.WithAnnotations(map[string]string{"io.containerd.runc.v2.group": group}))
 		}
-		ctr, err := c.NewContainer(ctx, id, client.WithNewSpec(opts...))
+		copts := []client.NewContainerOpts{}
+		if binary != "" {
+			// As runtime/containerd does for crun (ociruntime.go): its
+			// binary, and an ociVersion crun 1.8 takes.
+			copts = append(copts, client.WithRuntime("io.containerd.runc.v2", &runcoptions.Options{BinaryName: binary}))
+			opts = append(opts, func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+				s.Version = "1.1.0"
+				return nil
+			})
+		}
+		ctr, err := c.NewContainer(ctx, id, append(copts, client.WithNewSpec(opts...))...)
 		if err != nil {
 			return err
 		}
@@ -101,14 +116,26 @@ func BenchmarkBareContainerdShimGroup(b *testing.B) {
 		return time.Duration(n)
 	}
 	var round atomic.Int64
-	for _, mode := range []string{"own", "grouped"} {
+	crun := ""
+	if containerdtest.MissingCrun() == "" {
+		crun, _ = exec.LookPath("crun")
+	}
+	for _, mode := range []string{"own", "grouped", "crun", "crun-grouped"} {
 		b.Run(mode, func(b *testing.B) {
 			const workers = 8
+			binary := ""
+			if strings.HasPrefix(mode, "crun") {
+				if crun == "" {
+					b.Skipf("SKIPPED: %s", containerdtest.MissingCrun())
+				}
+				binary = crun
+			}
+			grouped := strings.HasSuffix(mode, "grouped")
 			r := round.Add(1)
-			if mode == "grouped" {
+			if grouped {
 				for w := range workers {
 					id := fmt.Sprintf("anchor-%d-%d", r, w)
-					if err := run(id, fmt.Sprintf("g-%d-%d", r, w), false); err != nil {
+					if err := run(id, fmt.Sprintf("g-%d-%d", r, w), binary, false); err != nil {
 						b.Fatal(err)
 					}
 					defer func() {
@@ -134,10 +161,10 @@ func BenchmarkBareContainerdShimGroup(b *testing.B) {
 							return
 						}
 						g := ""
-						if mode == "grouped" {
+						if grouped {
 							g = fmt.Sprintf("g-%d-%d", r, w)
 						}
-						if err := run(fmt.Sprintf("%s-%d-%d", mode, r, i), g, true); err != nil {
+						if err := run(fmt.Sprintf("%s-%d-%d", mode, r, i), g, binary, true); err != nil {
 							b.Error(err)
 							return
 						}

@@ -205,7 +205,7 @@ func TestRemoveAllStaysInside(t *testing.T) {
 	d, dir, victim := setup(t)
 	outside := filepath.Dir(victim)
 	tree := filepath.Join(dir, "job")
-	for _, p := range []string{"a/b/c", "d"} {
+	for _, p := range []string{"a/b/c", "d", "g/h"} { // g/h: empty, inside one that is not
 		if err := os.MkdirAll(filepath.Join(tree, p), 0o777); err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package clients
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/e2e/e2etest"
 	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime/containerd"
+	"github.com/gpud/gpud/runtime/containerd/containerdtest"
 )
 
 // BenchmarkGpusubmitBinary runs the gpusubmit binary once per iteration,
@@ -57,7 +60,65 @@ func BenchmarkTrivialJobThroughputShimGroup(b *testing.B) {
 		nodeConfigWith(b, "\nshim_group_size = 0\n", "\nshim_group_size = 8\n")))
 }
 
-func trivialJobs(b *testing.B, c *e2etest.Cluster) {
+// BenchmarkTrivialJobThroughputImage is BenchmarkTrivialJobThroughput with
+// the jobs in an image (a static busybox, imported into the cluster's
+// containerd) under each OCI runtime (node.toml oci_runtime = "runc" and
+// "crun"), with each container's own shim and with shim_group_size = 8:
+// crun before 1.22 runs no job on the host's root (runtime/containerd
+// ociruntime.go), so runc and crun are compared on image jobs, alternated
+// in one process. The crun cases are skipped where crun cannot run.
+func BenchmarkTrivialJobThroughputImage(b *testing.B) {
+	for _, mode := range []string{"runc", "crun", "runc-shimgroup", "crun-shimgroup"} {
+		b.Run(mode, func(b *testing.B) {
+			ort, _, grouped := strings.Cut(mode, "-")
+			if ort == "crun" {
+				if why := containerdtest.MissingCrun(); why != "" {
+					b.Skipf("SKIPPED: %s", why)
+				}
+			}
+			conf := nodeConfigWith(b, "\noci_runtime = \"runc\"\n", fmt.Sprintf("\noci_runtime = %q # this benchmark's\n", ort))
+			if grouped {
+				raw, err := os.ReadFile(conf)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := os.WriteFile(conf, []byte(strings.Replace(string(raw), "\nshim_group_size = 0\n", "\nshim_group_size = 8\n", 1)), 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+			c := e2etest.StartCluster(b, 2, "--cpus", "8", "--node-config", conf)
+			trivialJobsIn(b, c, importBusybox(b, c))
+		})
+	}
+}
+
+// importBusybox puts a static busybox image into cluster c's containerd
+// and returns its reference.
+func importBusybox(b *testing.B, c *e2etest.Cluster) string {
+	const ref = "docker.io/gpud/busybox:bench"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rt, err := containerd.New(ctx, containerd.Options{Address: containerd.SocketPath(filepath.Join(c.Dir, "containerd"))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	var archive bytes.Buffer
+	if err := containerd.WriteBusyboxImage(&archive, "/bin/busybox", ref); err != nil {
+		b.Skipf("SKIPPED: no static busybox to build an image from: %v", err)
+	}
+	if _, err := rt.ImportImage(ctx, &archive); err != nil {
+		b.Fatal(err)
+	}
+	return ref
+}
+
+func trivialJobs(b *testing.B, c *e2etest.Cluster) { trivialJobsIn(b, c, "") }
+
+// trivialJobsIn runs b.N trivial jobs in image ("": the default, the
+// host's root) submitted at once, and reports jobs/s and the cluster's
+// CPU per job.
+func trivialJobsIn(b *testing.B, c *e2etest.Cluster, image string) {
 	work := b.TempDir()
 	cl := c.Client()
 	ctx := context.Background()
@@ -69,6 +130,7 @@ func trivialJobs(b *testing.B, c *e2etest.Cluster) {
 		Output:    filepath.Join(work, "t-%j.out"),
 		Requeue:   true,
 		TimeLimit: spec.Duration(time.Minute),
+		Image:     image,
 	}
 	cpu := clusterCPU(b, c)
 	b.ResetTimer()

@@ -37,7 +37,7 @@ func WaitJob(t *testing.T, cl *api.Client, id spec.JobID, timeout time.Duration,
 	}
 }
 
-func WaitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

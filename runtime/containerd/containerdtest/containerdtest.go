@@ -52,6 +52,32 @@ func Require(t testing.TB) {
 	}
 }
 
+// MissingCrun returns why job containers cannot run under crun here ("" if
+// they can): a private containerd cannot run (Missing), crun is not on
+// PATH, or crun refuses the host's cgroups (containerd.CrunCgroupProblem).
+func MissingCrun() string {
+	if why := Missing(); why != "" {
+		return why
+	}
+	if _, err := exec.LookPath("crun"); err != nil {
+		return "crun not on PATH (apt-get install crun)"
+	}
+	return containerd.CrunCgroupProblem("/sys/fs/cgroup")
+}
+
+// RequireCrun skips the test, loudly, where job containers cannot run
+// under crun (see MissingCrun); with CI=true it fails the test instead:
+// .ci/run installs crun and sets the cgroups up for it.
+func RequireCrun(t testing.TB) {
+	t.Helper()
+	if why := MissingCrun(); why != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("crun test cannot run: %s (CI=true, so this is a failure)", why)
+		}
+		t.Skipf("SKIPPED: crun test needs root, containerd and crun on cgroups crun accepts: %s", why)
+	}
+}
+
 // Start starts a private containerd in a short temporary directory and
 // returns its socket address. Cleanup deletes every container left in it,
 // stops it, prints its log if the test failed, and removes the directory.
