@@ -103,7 +103,7 @@ func (a *Agent) expectedTask(e *api.Expected) (expectIn, bool) {
 	if err != nil || !poolable(&in, tmpl) {
 		return expectIn{}, false
 	}
-	return expectIn{job: e.Job.ID, tmpl: tmpl, shape: shapeOf(tmpl, "", "")}, true
+	return expectIn{job: e.Job.ID, tmpl: tmpl, shape: shapeKey(tmpl, "", "", "")}, true // the host's root: no digest
 }
 
 // allocsOn returns the allocations running on any of gpus (the controller's

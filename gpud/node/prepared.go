@@ -153,6 +153,17 @@ func shapeOf(cfg runtime.TaskConfig, jobDir, ckptDir string) string {
 	return string(b)
 }
 
+// shapeKey is the pool's key: shapeOf, and the digest of the image the
+// container holds ("" on the host's root). A tag is resolved anew by each
+// job's pull: once it names other content, a container made from the old
+// content is another shape, never the job's.
+func shapeKey(cfg runtime.TaskConfig, jobDir, ckptDir, digest string) string {
+	return shapeOf(cfg, jobDir, ckptDir) + "\x00" + digest // JSON has no raw NUL
+}
+
+// keyDigest is the image digest of a shapeKey.
+func keyDigest(key string) string { return key[strings.LastIndexByte(key, 0)+1:] }
+
 // rebase returns mounts with paths at or below from1 (from2) moved to
 // to1 (to2).
 func rebase(mounts []runtime.Mount, from1, to1, from2, to2 string) []runtime.Mount {
@@ -446,7 +457,11 @@ func (p *preparedPool) prepare(ctx context.Context, tmpl runtime.TaskConfig, sha
 	cfg.Env = nil
 	cfg.StdoutPath, cfg.StderrPath, cfg.TruncateOutput = "", "", false
 	binds := bindIDs(cfg.Mounts) // before runc binds them: a change meanwhile reads as stale
-	if err := p.prep.Prepare(ctx, cfg); err != nil {
+	err = p.prep.Prepare(ctx, cfg)
+	if err == nil {
+		err = p.sameImage(ctx, cfg.Image, keyDigest(shape))
+	}
+	if err != nil {
 		if derr := p.d.rt.Delete(context.WithoutCancel(ctx), id); derr != nil {
 			log.Warn("delete container after failed prepare", "err", derr)
 		}
@@ -454,6 +469,29 @@ func (p *preparedPool) prepare(ctx context.Context, tmpl runtime.TaskConfig, sha
 	}
 	log.Debug("prepared container", "uid", cfg.UID, "image", cfg.Image, "for_job", forJob)
 	return &preparedCtr{id: id, shape: shape, made: p.d.clock.Now(), dir: dir, ckpt: ckpt, binds: binds, forJob: forJob}, nil
+}
+
+// sameImage checks that the node's cache holds ref at digest (after a
+// container was made from it): a pull of a moved tag meanwhile made it
+// from other content than its shape says.
+func (p *preparedPool) sameImage(ctx context.Context, ref, digest string) error {
+	if digest == "" {
+		return nil
+	}
+	puller, ok := p.d.rt.(runtime.ImagePuller)
+	if !ok {
+		return nil
+	}
+	imgs, err := puller.CachedImages(ctx)
+	if err != nil {
+		return err
+	}
+	for _, im := range imgs {
+		if im.Ref == ref && im.Digest == digest {
+			return nil
+		}
+	}
+	return fmt.Errorf("image %s no longer at %s in the cache", ref, digest)
 }
 
 // prepared reports how many prepared containers wait.
@@ -489,7 +527,7 @@ func (r *runner) startPrepared(ctx context.Context, log *slog.Logger) (started b
 	if err != nil || !poolable(&in, tmpl) {
 		return false, nil
 	}
-	shape := shapeOf(tmpl, "", "")
+	shape := shapeKey(tmpl, "", "", r.pulled.Digest)
 	refill = func() { pool.refill(context.WithoutCancel(ctx), tmpl, shape) }
 	c := pool.take(shape, r.jobID)
 	if c == nil {
@@ -523,8 +561,9 @@ func (r *runner) claim(ctx context.Context, c *preparedCtr, shape string) error 
 		return err
 	}
 	cfg.Labels[LabelPrepared] = "" // removed: the container is the job's now
-	if got := shapeOf(cfg, c.dir, c.ckpt); got != shape {
-		return fmt.Errorf("prepared container %s does not fit the job: it was made for %s, the job needs %s", c.id, shape, got)
+	if got := shapeKey(cfg, c.dir, c.ckpt, r.pulled.Digest); got != shape {
+		return fmt.Errorf("prepared container %s does not fit the job: it was made for %s, the job needs %s", c.id,
+			strings.ReplaceAll(shape, "\x00", " image digest "), strings.ReplaceAll(got, "\x00", " image digest "))
 	}
 	if p := c.stale(); p != "" {
 		return fmt.Errorf("prepared container %s binds an earlier %s (removed or replaced since)", c.id, p)

@@ -44,6 +44,11 @@ func TestShapeOf(t *testing.T) {
 			t.Errorf("%s: a different %s gives the same shape", name, name)
 		}
 	}
+	// The image's digest: a moved tag is another shape.
+	k1, k2 := shapeKey(base, "/jobs/a", "/ck/7", "sha256:aa"), shapeKey(base, "/jobs/a", "/ck/7", "sha256:bb")
+	if k1 == k2 || keyDigest(k1) != "sha256:aa" || keyDigest(shapeKey(base, "", "", "")) != "" {
+		t.Errorf("shapeKey ignores the image digest: %q %q", k1, k2)
+	}
 }
 
 // TestLauncher: the launcher a real sh runs sets the job's environment
