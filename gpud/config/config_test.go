@@ -275,6 +275,8 @@ func TestControllerValidate(t *testing.T) {
 			[]string{"[controller] node_timeout: 6s must be at least twice heartbeat_interval"}},
 		{"no listener", func(c *Controller) { c.Controller.ListenSocket = "" },
 			[]string{"[controller] listen_socket: empty while listen_tcp is empty"}},
+		{"gc percent", func(c *Controller) { c.Controller.GCPercent = 5 },
+			[]string{"[controller] gc_percent: 5 is out of range; use 25 to 1000"}},
 		{"bad tcp", func(c *Controller) { c.Controller.ListenTCP = "6817" },
 			[]string{`[controller] listen_tcp: "6817" is not host:port`}},
 		{"relative state dir", func(c *Controller) { c.Controller.StateDir = "state" },

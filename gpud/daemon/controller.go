@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -76,6 +77,15 @@ func loadControllerConfig(o ControllerOptions) (config.Controller, error) {
 	return cfg, nil
 }
 
+// setGCPercent sets the process's GC target percentage from [controller]
+// gc_percent (0 leaves Go's), unless GOGC is in the environment: an
+// operator's GOGC wins over the file.
+func setGCPercent(pct int) {
+	if pct > 0 && os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(pct)
+	}
+}
+
 // secureStateFiles makes the controller's state private before anything
 // opens it, and tightens (with a log line each) what an older gpud left
 // open: state.db and accounting.db with their -wal/-shm 0600, the state
@@ -131,6 +141,7 @@ func StartController(ctx context.Context, o ControllerOptions) (*Controller, err
 	if err := secureStateFiles(cfg, o.Log); err != nil {
 		return nil, err
 	}
+	setGCPercent(cfg.Controller.GCPercent)
 	// One revocation state for every listener of this daemon (the API,
 	// the Raft port), filled from the configuration and every reload.
 	p := &controllerParts{o: o, cfg: cfg, mets: metrics.NewController(), rev: auth.NewRevocations(nil)}

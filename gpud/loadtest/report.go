@@ -298,7 +298,7 @@ func (s *ltSampler) plot(path string) error {
 			Series: []plot.Series{{Name: "starts/s", X: t, Y: starts}}},
 		plot.Lines{Title: "queue depth (acknowledged, not started)", XLabel: "seconds", YLabel: "jobs",
 			Series: []plot.Series{{Name: "queued", X: t, Y: queue}}},
-		plot.Lines{Title: "submit→start of the jobs started in each second", XLabel: "seconds", YLabel: "seconds",
+		plot.Lines{Title: "submit to start of the jobs started in each second", XLabel: "seconds", YLabel: "seconds",
 			Series: []plot.Series{{Name: "p99", X: lt, Y: p99}, {Name: "p50", X: lt, Y: p50}}})
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -54,7 +54,7 @@ func TestStartLatencyPerSecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"starts/s", "queue depth", "submit→start", "p99", "p50"} {
+	for _, w := range []string{"starts/s", "queue depth", "submit to start", "p99", "p50"} {
 		if !bytes.Contains(b, []byte(w)) {
 			t.Errorf("plot has no %q", w)
 		}

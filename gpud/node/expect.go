@@ -43,7 +43,34 @@ type expectation struct {
 	seen   time.Time // when an answer last listed it
 	gone   time.Time // when an answer first no longer listed it (zero: listed)
 	making bool
-	ctr    *preparedCtr // its prepared container (nil: none yet, or taken)
+	// made is closed when a preparation under way ends (nil: none).
+	made chan struct{}
+	ctr  *preparedCtr // its prepared container (nil: none yet, or taken)
+}
+
+// madeWait bounds how long a job's start waits for the container being
+// prepared for it: most of a create is done by then.
+const madeWait = 2 * time.Second
+
+// awaitMade waits (up to madeWait) for the container of shape being
+// prepared for job, if one is; it reports whether it waited for one.
+func (p *preparedPool) awaitMade(ctx context.Context, job spec.JobID, shape string) bool {
+	p.mu.Lock()
+	x := p.expected[job]
+	var ch chan struct{}
+	if x != nil && x.making && x.shape == shape {
+		ch = x.made
+	}
+	p.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+	case <-p.d.clock.After(madeWait):
+	case <-ctx.Done():
+	}
+	return true
 }
 
 // holds says whether c is x's prepared container.
@@ -82,18 +109,23 @@ func (a *Agent) expectedTask(e *api.Expected) (expectIn, bool) {
 	}
 	asg := api.Assignment{Job: e.Job, Alloc: spec.Alloc{Nodes: []spec.NodeAlloc{e.Node}}}
 	r := &runner{d: d, jobID: e.Job.ID, asg: &asg, self: e.Node}
+	if img := (&taskInput{Asg: asg, DefaultImage: d.cfg.DefaultImage}).image(); img != runtime.ImageHost {
+		// An image's container names the reference and holds the
+		// content its pull stores: known once the image was prefetched
+		// for the job's user (prefetch.go), which the job's own pull
+		// then resolves anew (the same digest, or it starts cold).
+		res, ok := a.pf.prefetched(e.Job.Image, e.Job.UID)
+		if !ok {
+			return expectIn{}, false
+		}
+		r.pulled = res
+	}
 	if numa := gpuNUMA(e.Node, d.gpus); len(numa) > 0 {
 		// As acquire will pick them once the jobs on its GPUs ended.
 		r.cpus, r.mems = d.pins.peek(e.Node.CPUs, numa, a.allocsOn(e.Node.GPUs))
 	}
 	in, err := r.taskInput(shapeJobDir, shapeCkptDir, "")
 	if err != nil {
-		return expectIn{}, false
-	}
-	if in.image() != runtime.ImageHost {
-		// An image's container names the reference its pull stores,
-		// known once the job's own pull (with its user's credentials)
-		// has run: not prepared ahead (the image is prefetched).
 		return expectIn{}, false
 	}
 	if _, err := os.Lstat(d.ckpt.JobDir(e.Job.ID)); !errors.Is(err, fs.ErrNotExist) {
@@ -103,7 +135,7 @@ func (a *Agent) expectedTask(e *api.Expected) (expectIn, bool) {
 	if err != nil || !poolable(&in, tmpl) {
 		return expectIn{}, false
 	}
-	return expectIn{job: e.Job.ID, tmpl: tmpl, shape: shapeKey(tmpl, "", "", "")}, true // the host's root: no digest
+	return expectIn{job: e.Job.ID, tmpl: tmpl, shape: shapeKey(tmpl, "", "", r.pulled.Digest)}, true
 }
 
 // allocsOn returns the allocations running on any of gpus (the controller's

@@ -26,6 +26,19 @@ type prefetcher struct {
 	mu    sync.Mutex
 	busy  bool
 	tried map[prefetchKey]time.Time
+	// pulled is what each successful prefetch stored (its reference and
+	// digest), for the container prepared for the expected job
+	// (expect.go); forgotten with tried.
+	pulled map[prefetchKey]runtime.PullResult
+}
+
+// prefetched returns what the prefetch of image for uid stored, if one
+// succeeded lately.
+func (pf *prefetcher) prefetched(image string, uid uint32) (runtime.PullResult, bool) {
+	pf.mu.Lock()
+	defer pf.mu.Unlock()
+	res, ok := pf.pulled[prefetchKey{image, uid}]
+	return res, ok
 }
 
 type prefetchKey struct {
@@ -56,6 +69,7 @@ func (a *Agent) prefetch(ctx context.Context, ps []api.Prefetch) {
 	for k, at := range pf.tried {
 		if now.Sub(at) > prefetchRetry {
 			delete(pf.tried, k)
+			delete(pf.pulled, k)
 		}
 	}
 	var next *api.Prefetch
@@ -101,6 +115,12 @@ func (a *Agent) prefetch(ctx context.Context, ps []api.Prefetch) {
 			}
 			return
 		}
+		pf.mu.Lock()
+		if pf.pulled == nil {
+			pf.pulled = map[prefetchKey]runtime.PullResult{}
+		}
+		pf.pulled[prefetchKey{p.Image, p.UID}] = res
+		pf.mu.Unlock()
 		log.Info("image prefetched", "ref", res.Ref, "digest", res.Digest, "cached", res.Cached, "bytes", res.Bytes,
 			"pull_seconds", res.Duration.Seconds(), "expected_start", p.Start.Time)
 	}()

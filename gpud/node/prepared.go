@@ -381,7 +381,7 @@ func (p *preparedPool) launchLocked(ctx context.Context, tmpl runtime.TaskConfig
 	id := ContainerID(0, p.seq, p.d.cfg.Name)
 	id = preparedPrefix + strings.TrimPrefix(id, "gpud-0-")
 	if x != nil {
-		x.making = true
+		x.making, x.made = true, make(chan struct{})
 	}
 	p.wg.Add(1)
 	go func() {
@@ -399,6 +399,7 @@ func (p *preparedPool) launchLocked(ctx context.Context, tmpl runtime.TaskConfig
 		why := "agent stopping"
 		if x != nil {
 			x.making = false
+			defer close(x.made) // after p.mu is released, with x.ctr set
 			if !p.closed && p.expected[x.job] != x {
 				why = "expectation withdrawn while it was prepared"
 			}
@@ -530,6 +531,9 @@ func (r *runner) startPrepared(ctx context.Context, log *slog.Logger) (started b
 	shape := shapeKey(tmpl, "", "", r.pulled.Digest)
 	refill = func() { pool.refill(context.WithoutCancel(ctx), tmpl, shape) }
 	c := pool.take(shape, r.jobID)
+	if c == nil && pool.awaitMade(ctx, r.jobID, shape) {
+		c = pool.take(shape, r.jobID) // the one being prepared for it
+	}
 	if c == nil {
 		return false, refill
 	}

@@ -76,7 +76,7 @@ func isolation(t *testing.T, rt *containerd.Runtime, id, image string) map[strin
 		}
 	}
 	got["written.owner"] = fmt.Sprint(owner(t, filepath.Join(dir, "written")))
-	got["mounts"] = strings.ReplaceAll(got["mounts"], dir, "JOBDIR")
+	got["mounts"] = strings.ReplaceAll(strings.ReplaceAll(got["mounts"], dir, "JOBDIR"), "/"+id+"/", "/CONTAINER/")
 	// The host's view: the memory cgroup the job was in, with its limits.
 	cg := filepath.Join("/sys/fs/cgroup/memory", got["cg.memory"])
 	if v, err := os.ReadFile(filepath.Join(cg, "memory.limit_in_bytes")); err == nil {
@@ -124,7 +124,7 @@ func TestOCIRuntimeCrunIsolation(t *testing.T) {
 	}
 	t.Cleanup(func() { runc.Close() })
 	crun, err := containerd.New(ctx, containerd.Options{Address: addr, CDISpecDirs: []string{cdiDir}, RuncRoot: crunRoot,
-		OCIRuntime: containerd.OCIRuntimeCrun})
+		OCIRuntime: containerdtest.Crun()})
 	if err != nil {
 		t.Fatalf("New (crun): %v", err)
 	}
@@ -137,7 +137,7 @@ func TestOCIRuntimeCrunIsolation(t *testing.T) {
 	if _, err := runc.ImportImage(ctx, &archive); err != nil {
 		t.Fatalf("ImportImage: %v", err)
 	}
-	out, err := exec.Command("crun", "--version").Output()
+	out, err := exec.Command(containerdtest.Crun(), "--version").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestOCIRuntimeCrunShimGroup(t *testing.T) {
 	t.Parallel()
 	addr := containerdtest.Start(t)
 	ctx := context.Background()
-	rt, err := containerd.New(ctx, containerd.Options{Address: addr, ShimGroupSize: 2, Node: "n1", OCIRuntime: containerd.OCIRuntimeCrun})
+	rt, err := containerd.New(ctx, containerd.Options{Address: addr, ShimGroupSize: 2, Node: "n1", OCIRuntime: containerdtest.Crun()})
 	if err != nil {
 		t.Fatal(err)
 	}

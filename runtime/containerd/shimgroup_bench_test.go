@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -118,7 +117,7 @@ func BenchmarkBareContainerdShimGroup(b *testing.B) {
 	var round atomic.Int64
 	crun := ""
 	if containerdtest.MissingCrun() == "" {
-		crun, _ = exec.LookPath("crun")
+		crun = containerdtest.Crun()
 	}
 	for _, mode := range []string{"own", "grouped", "crun", "crun-grouped"} {
 		b.Run(mode, func(b *testing.B) {

@@ -35,7 +35,7 @@ func TestCrunJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf := strings.Replace(string(base), "\noci_runtime = \"runc\"\n", "\noci_runtime = \"crun\"\n", 1)
+	conf := strings.Replace(string(base), "\noci_runtime = \"runc\"\n", fmt.Sprintf("\noci_runtime = %q\n", containerdtest.Crun()), 1)
 	if conf == string(base) {
 		t.Fatal(`etc/node.toml lacks oci_runtime = "runc"`)
 	}
@@ -112,7 +112,7 @@ func TestCrunJobs(t *testing.T) {
 	}
 
 	// On the host's root.
-	v, err := exec.Command("crun", "--version").Output()
+	v, err := exec.Command(containerdtest.Crun(), "--version").Output()
 	if err != nil {
 		t.Fatal(err)
 	}

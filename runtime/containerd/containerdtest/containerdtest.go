@@ -59,10 +59,24 @@ func MissingCrun() string {
 	if why := Missing(); why != "" {
 		return why
 	}
-	if _, err := exec.LookPath("crun"); err != nil {
-		return "crun not on PATH (apt-get install crun)"
+	if Crun() == "" {
+		return "crun not on PATH (apt-get install crun) and GPUD_TEST_CRUN not set"
 	}
 	return containerd.CrunCgroupProblem("/sys/fs/cgroup")
+}
+
+// Crun is the crun the crun tests run: $GPUD_TEST_CRUN (an absolute path,
+// e.g. a newer crun than the distribution's), else crun on PATH; "" if
+// neither.
+func Crun() string {
+	if p := os.Getenv("GPUD_TEST_CRUN"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("crun")
+	if err != nil {
+		return ""
+	}
+	return p
 }
 
 // RequireCrun skips the test, loudly, where job containers cannot run
