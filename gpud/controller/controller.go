@@ -565,7 +565,7 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 	}
 	for name := range tx.bump {
 		if n := c.st.nodes[name]; n != nil {
-			n.bump()
+			c.bumpAnswering(n)
 		}
 	}
 	if len(tx.ended) > 0 {

@@ -628,7 +628,11 @@ type Assignment struct {
 // Assignments returns the node's generation and every allocation it
 // should run or stop. It returns at once if the generation differs from
 // after (newer, or older: the controller restarted), else waits up to
-// wait for a change.
+// wait for a change. The commit that changes the node answers the wait
+// itself (bumpAnswering): the answer is the node's assignments as that
+// commit left them, with no further turn of the owner loop (which would
+// make a start wait for the next batch's commit before its node hears
+// of it).
 func (c *Controller) Assignments(ctx context.Context, who Caller, name string, after uint64, wait time.Duration) (uint64, []Assignment, error) {
 	if err := requireRoot(who, "reading node assignments"); err != nil {
 		return 0, nil, err
@@ -638,6 +642,7 @@ func (c *Controller) Assignments(ctx context.Context, who Caller, name string, a
 		var gen uint64
 		var out []Assignment
 		var changed chan struct{}
+		var p *poller
 		err := c.query(ctx, func() error {
 			n, err := c.node(name)
 			if err != nil {
@@ -646,27 +651,72 @@ func (c *Controller) Assignments(ctx context.Context, who Caller, name string, a
 			gen = n.gen
 			if gen == after && timer == nil && wait > 0 {
 				changed = n.changed
+				p = &poller{ch: make(chan pollAnswer, 1)}
+				n.addPoller(p)
 				return nil
 			}
 			out = c.assignments(n)
 			return nil
 		})
 		if err != nil || changed == nil {
+			if p != nil {
+				p.gone.Store(true)
+			}
 			return gen, out, err
 		}
 		timer = time.NewTimer(wait)
 		select {
+		case a := <-p.ch:
+			timer.Stop()
+			return a.gen, a.out, nil
 		case <-changed:
+			// Answered with the bump (the answer is sent before changed
+			// is closed), or bumped by a path that does not answer
+			// (leadership, a reload): asked again below.
+			select {
+			case a := <-p.ch:
+				timer.Stop()
+				return a.gen, a.out, nil
+			default:
+			}
 		case <-timer.C:
 		case <-ctx.Done():
+			p.gone.Store(true)
 			timer.Stop()
 			return 0, nil, ctx.Err()
 		case <-c.stopped:
+			p.gone.Store(true)
 			timer.Stop()
 			return 0, nil, spec.Errorf(spec.ErrUnavailable, "the gpud controller stopped; retry when it is back")
 		}
+		p.gone.Store(true)
 		timer.Stop()
 	}
+}
+
+// bumpAnswering bumps n's generation (a commit changed its assignments),
+// first handing the polls waiting on it their answer: one list, made
+// once, shared by them (read only).
+func (c *Controller) bumpAnswering(n *nodeRec) {
+	var waiting bool
+	for _, p := range n.pollers {
+		if !p.gone.Load() {
+			waiting = true
+			break
+		}
+	}
+	if waiting {
+		a := pollAnswer{gen: n.gen + 1, out: c.assignments(n)}
+		for _, p := range n.pollers {
+			if !p.gone.Load() {
+				select {
+				case p.ch <- a:
+				default:
+				}
+			}
+		}
+	}
+	n.bump()
 }
 
 func (c *Controller) assignments(n *nodeRec) []Assignment {

@@ -3,6 +3,7 @@ package controller
 import (
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
@@ -295,6 +296,9 @@ type nodeRec struct {
 	// replaced) at each bump to wake long-polls.
 	gen     uint64
 	changed chan struct{}
+	// pollers are the long polls waiting on changed that the next commit
+	// bumping the node answers itself (Controller.bumpAnswering).
+	pollers []*poller
 	// allocs maps each live allocation on the node to its job.
 	allocs map[string]spec.JobID
 	// over is what an admin set on the node (admin.go); nil: nothing.
@@ -305,6 +309,28 @@ func (n *nodeRec) bump() {
 	n.gen++
 	close(n.changed)
 	n.changed = make(chan struct{})
+	n.pollers = n.pollers[:0]
+}
+
+// poller is a node's assignments long poll waiting for a change; the
+// commit that bumps the node hands it the answer in ch (buffered), so the
+// poll needs no turn of the owner loop of its own after the commit.
+type poller struct {
+	ch chan pollAnswer
+	// gone: the poll stopped waiting (timed out, cancelled); it is
+	// dropped at the node's next poll or bump.
+	gone atomic.Bool
+}
+
+type pollAnswer struct {
+	gen uint64
+	out []Assignment
+}
+
+// addPoller registers p, dropping the polls that stopped waiting.
+func (n *nodeRec) addPoller(p *poller) {
+	n.pollers = slices.DeleteFunc(n.pollers, func(q *poller) bool { return q.gone.Load() })
+	n.pollers = append(n.pollers, p)
 }
 
 // record is the node as the store keeps it: inventory, and the admin or

@@ -94,7 +94,12 @@ func (o *Options) check() error {
 type ltJob struct {
 	sentAt, ackAt time.Time // submission request sent, acknowledged
 	startAt       time.Time // the fake runtime started its container
-	starts        int       // container starts (more than 1: requeued)
+	// placeAt is the allocation's start as the agent got it (the
+	// controller's placement, moved to the agent's clock by the answer's
+	// own delay: see node's localStarts); recvAt is when the agent's last
+	// assignments answer before the start arrived. Both zero if unknown.
+	placeAt, recvAt time.Time
+	starts          int // container starts (more than 1: requeued)
 }
 
 // ltAlloc is one allocation's end as the harness sees it.
@@ -305,13 +310,13 @@ func (lt *loadtest) client(ctl *ltController, tok string, src net.IP, meter bool
 	if meter {
 		sink = lt
 	}
-	return ltClient(ctl.addr, ctl.ca, tok, src, sink)
+	return ltClient(ctl.addr, ctl.ca, tok, src, sink, nil)
 }
 
 // ltClient returns an https client of the controller at addr, dialling
 // from src; with a sink, a node client's calls are metered (heartbeats,
-// event acks).
-func ltClient(addr, ca, tok string, src net.IP, sink ltSink) (*api.Client, error) {
+// event acks, and into answers, when set, its assignments answers' times).
+func ltClient(addr, ca, tok string, src net.IP, sink ltSink, answers *atomic.Int64) (*api.Client, error) {
 	// 10,000 agents share this process and its starved CPU: the
 	// handshake and ping bounds a real agent uses (3 s, 5 s + 5 s) would
 	// close live connections here (docs/fleet.md), so the harness keeps
@@ -329,7 +334,7 @@ func ltClient(addr, ca, tok string, src net.IP, sink ltSink) (*api.Client, error
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	tr.DialContext = d.DialContext
 	if sink != nil {
-		hc.Transport = &meterRT{base: tr, sink: sink}
+		hc.Transport = &meterRT{base: tr, sink: sink, answers: answers}
 	}
 	return cl, nil
 }
@@ -337,8 +342,9 @@ func ltClient(addr, ca, tok string, src net.IP, sink ltSink) (*api.Client, error
 // ltSink takes what the agents see: the run's own state (agents in this
 // process) or a child's report to its parent (--procs).
 type ltSink interface {
-	// noteStarted: a container of job id started for allocation alloc.
-	noteStarted(id spec.JobID, alloc string, at time.Time)
+	// noteStarted: a container of job id started for allocation alloc at
+	// at; placed and recv are the job's ltJob.placeAt and recvAt.
+	noteStarted(id spec.JobID, alloc string, at, placed, recv time.Time)
 	// noteExited: the container of alloc exited (counted: its runtime took
 	// the exit).
 	noteExited(alloc string, at time.Time, counted bool)
@@ -349,12 +355,12 @@ type ltSink interface {
 	noteHeartbeat(ok bool)
 }
 
-func (lt *loadtest) noteStarted(id spec.JobID, alloc string, at time.Time) {
+func (lt *loadtest) noteStarted(id spec.JobID, alloc string, at, placed, recv time.Time) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	j := lt.job(id) // a job may start before its submitter hears the ack
 	if j.starts == 0 {
-		j.startAt = at
+		j.startAt, j.placeAt, j.recvAt = at, placed, recv
 		lt.started.Add(1)
 	}
 	j.starts++
@@ -401,6 +407,9 @@ func (lt *loadtest) noteHeartbeat(ok bool) {
 type meterRT struct {
 	base http.RoundTripper
 	sink ltSink
+	// answers, when set, is when the node's last assignments answer
+	// arrived (Unix ns), for its simRuntime's submit→start stages.
+	answers *atomic.Int64
 }
 
 func (m *meterRT) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -423,6 +432,9 @@ func (m *meterRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := m.base.RoundTrip(req)
 	ok := err == nil && resp.StatusCode/100 == 2
 	switch {
+	case m.answers != nil && ok && req.Method == http.MethodGet && strings.HasSuffix(path, "/assignments"):
+		// Its headers come with the whole answer (one Write).
+		m.answers.Store(time.Now().UnixNano())
 	case req.Method == http.MethodPost && strings.HasSuffix(path, "/heartbeat"):
 		m.sink.noteHeartbeat(ok)
 	case isEvents && ok:
@@ -447,6 +459,8 @@ func (m *meterRT) RoundTrip(req *http.Request) (*http.Response, error) {
 type simRuntime struct {
 	*fake.Runtime
 	sink ltSink
+	// answers is the node's meterRT.answers (nil: unknown).
+	answers *atomic.Int64
 }
 
 const envRunMS = "LOADTEST_RUN_MS"
@@ -464,7 +478,14 @@ func (r *simRuntime) Start(ctx context.Context, cfg runtime.TaskConfig) error {
 	}
 	id, _ := strconv.ParseUint(cfg.Labels[node.LabelJob], 10, 64)
 	alloc := cfg.Labels[node.LabelAlloc]
-	r.sink.noteStarted(spec.JobID(id), alloc, now)
+	placed, _ := time.Parse(time.RFC3339Nano, cfg.Labels[node.LabelStart])
+	var recv time.Time
+	if r.answers != nil {
+		if ns := r.answers.Load(); ns > 0 {
+			recv = time.Unix(0, ns)
+		}
+	}
+	r.sink.noteStarted(spec.JobID(id), alloc, now, placed, recv)
 	time.AfterFunc(time.Duration(ms)*time.Millisecond, func() {
 		at := time.Now()
 		r.sink.noteExited(alloc, at, r.Exit(cfg.ID, runtime.ExitStatus{}))

@@ -80,7 +80,8 @@ func (fc ltFleet) start(ctx context.Context, wg *sync.WaitGroup, sink ltSink, lo
 			agentLog.Close()
 			return nil, err
 		}
-		cl, err := ltClient(fc.Addr, fc.CA, tok, hostAddr(i), sink)
+		answers := new(atomic.Int64)
+		cl, err := ltClient(fc.Addr, fc.CA, tok, hostAddr(i), sink, answers)
 		if err != nil {
 			agentLog.Close()
 			return nil, err
@@ -100,7 +101,7 @@ func (fc ltFleet) start(ctx context.Context, wg *sync.WaitGroup, sink ltSink, lo
 			SysfsRoot:         sysfs,
 			UsageInterval:     fc.UsageInterval,
 			KillGrace:         time.Second,
-		}, cl, &simRuntime{Runtime: fake.New(), sink: sink}, agentOpts...)
+		}, cl, &simRuntime{Runtime: fake.New(), sink: sink, answers: answers}, agentOpts...)
 		if err != nil {
 			agentLog.Close()
 			return nil, err
@@ -122,7 +123,8 @@ func (fc ltFleet) start(ctx context.Context, wg *sync.WaitGroup, sink ltSink, lo
 
 // A child's report lines (standard output), one event each:
 //
-//	s JOB ALLOC NS       a container started (NS: Unix nanoseconds)
+//	s JOB ALLOC NS P R   a container started (NS: Unix nanoseconds; P, R:
+//	                     ltJob.placeAt and recvAt, 0 if unknown)
 //	x ALLOC NS 0|1       a container exited (1: its runtime took the exit)
 //	a USAGE NS ALLOC...  the controller acknowledged usage samples and exits
 //	h 0|1                a heartbeat failed or was answered
@@ -140,8 +142,16 @@ func (c *childSink) line(format string, args ...any) {
 	c.mu.Unlock()
 }
 
-func (c *childSink) noteStarted(id spec.JobID, alloc string, at time.Time) {
-	c.line("s %d %s %d\n", id, alloc, at.UnixNano())
+func (c *childSink) noteStarted(id spec.JobID, alloc string, at, placed, recv time.Time) {
+	c.line("s %d %s %d %d %d\n", id, alloc, at.UnixNano(), unixNano(placed), unixNano(recv))
+}
+
+// unixNano is t's Unix nanoseconds, 0 for the zero time.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 func (c *childSink) noteExited(alloc string, at time.Time, counted bool) {
@@ -308,15 +318,21 @@ func (lt *loadtest) readChild(r io.Reader, goroutines *atomic.Int64) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	ns := func(s string) time.Time { v, _ := strconv.ParseInt(s, 10, 64); return time.Unix(0, v) }
+	nsOrZero := func(s string) time.Time {
+		if v, _ := strconv.ParseInt(s, 10, 64); v > 0 {
+			return time.Unix(0, v)
+		}
+		return time.Time{}
+	}
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) == 0 {
 			continue
 		}
 		switch {
-		case f[0] == "s" && len(f) == 4:
+		case f[0] == "s" && len(f) == 6:
 			id, _ := strconv.ParseUint(f[1], 10, 64)
-			lt.noteStarted(spec.JobID(id), f[2], ns(f[3]))
+			lt.noteStarted(spec.JobID(id), f[2], ns(f[3]), nsOrZero(f[4]), nsOrZero(f[5]))
 		case f[0] == "x" && len(f) == 4:
 			lt.noteExited(f[1], ns(f[2]), f[3] == "1")
 		case f[0] == "a" && len(f) >= 3:

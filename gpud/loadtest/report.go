@@ -84,11 +84,17 @@ type Report struct {
 	// SubmitAck is the submission call's own time: sent → acknowledged
 	// (the job durable), p50, p99, max; the rest of submit→start is the
 	// start (placement, the node's assignment, its runtime).
-	SubmitAck                            [3]time.Duration
-	HeartbeatsPerSec, HeartbeatsExpected float64
-	HeartbeatErrors, UsageSamples        int64
-	CPUWork, CPUHold, CPUPeak5s          float64 // controller cores
-	HarnessCPUWork, HarnessCPUHold       float64 // this process's cores
+	SubmitAck [3]time.Duration
+	// Stages of submit→start, p50, p99, max, where the agent saw them
+	// (ltJob.placeAt, recvAt): sent → the allocation's start as the agent
+	// got it (the controller's placement plus the answer's delay),
+	// placed → the agent's assignments answer, answer → the runtime's
+	// start.
+	SubmitPlaced, PlacedAnswer, AnswerStart [3]time.Duration
+	HeartbeatsPerSec, HeartbeatsExpected    float64
+	HeartbeatErrors, UsageSamples           int64
+	CPUWork, CPUHold, CPUPeak5s             float64 // controller cores
+	HarnessCPUWork, HarnessCPUHold          float64 // this process's cores
 	// CPUPer1kStarts is the controller's CPU seconds per 1,000 job starts
 	// from when jobs could start to the last exit: the cost of a start,
 	// which a loaded machine slows but does not inflate much.
@@ -128,7 +134,7 @@ func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time)
 	if d := subDone.Sub(wl).Seconds(); d > 0 {
 		r.SubmitPerSec = float64(r.Acked) / d
 	}
-	var ss, sa, ef []time.Duration
+	var ss, sa, ef, sp, pa, as []time.Duration
 	var firstStart, lastStart time.Time
 	lt.mu.Lock()
 	r.Jobs = len(lt.jobs)
@@ -141,6 +147,11 @@ func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time)
 		}
 		if !j.sentAt.IsZero() {
 			ss = append(ss, j.startAt.Sub(j.sentAt))
+			if !j.placeAt.IsZero() && !j.recvAt.IsZero() {
+				sp = append(sp, j.placeAt.Sub(j.sentAt))
+				pa = append(pa, j.recvAt.Sub(j.placeAt))
+				as = append(as, j.startAt.Sub(j.recvAt))
+			}
 		}
 		if firstStart.IsZero() || j.startAt.Before(firstStart) {
 			firstStart = j.startAt
@@ -156,6 +167,7 @@ func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time)
 	}
 	lt.mu.Unlock()
 	r.SubmitStart, r.SubmitAck, r.EndFree = pct(ss), pct(sa), pct(ef)
+	r.SubmitPlaced, r.PlacedAnswer, r.AnswerStart = pct(sp), pct(pa), pct(as)
 	if d := lastStart.Sub(firstStart).Seconds(); d > 0 {
 		r.StartsPerSec = float64(lt.started.Load()) / d
 	}
@@ -239,6 +251,12 @@ func (r *Report) Print(w io.Writer) {
 		r.StartsPerSec, r.StartsSustained, r.StartsPeak)
 	fmt.Fprintf(w, "submit→start                 p50 %s  p99 %s  max %s\n", r.SubmitStart[0].Round(time.Millisecond), r.SubmitStart[1].Round(time.Millisecond), r.SubmitStart[2].Round(time.Millisecond))
 	fmt.Fprintf(w, "  of which submit→ack         p50 %s  p99 %s  max %s\n", r.SubmitAck[0].Round(time.Millisecond), r.SubmitAck[1].Round(time.Millisecond), r.SubmitAck[2].Round(time.Millisecond))
+	for _, st := range []struct {
+		name string
+		d    [3]time.Duration
+	}{{"submit→placed", r.SubmitPlaced}, {"placed→answer", r.PlacedAnswer}, {"answer→running", r.AnswerStart}} {
+		fmt.Fprintf(w, "  stage %-21s p50 %s  p99 %s  max %s\n", st.name, st.d[0].Round(time.Millisecond), st.d[1].Round(time.Millisecond), st.d[2].Round(time.Millisecond))
+	}
 	fmt.Fprintf(w, "end→node-free                p50 %s  p99 %s  max %s\n", r.EndFree[0].Round(time.Millisecond), r.EndFree[1].Round(time.Millisecond), r.EndFree[2].Round(time.Millisecond))
 	fmt.Fprintf(w, "heartbeats/s held            %.0f (expected %.0f), %d failed; %d usage samples taken\n", r.HeartbeatsPerSec, r.HeartbeatsExpected, r.HeartbeatErrors, r.UsageSamples)
 	fmt.Fprintf(w, "controller CPU               %.2f cores during the workload, %.2f during the hold, %.2f peak 5-s\n", r.CPUWork, r.CPUHold, r.CPUPeak5s)

@@ -39,7 +39,10 @@ func taskMounts(in *taskInput, out taskOutput) ([]runtime.Mount, error) {
 		}
 	}
 	if job.UID != 0 {
-		for _, d := range userDirs {
+		for i, d := range userDirs {
+			if slices.Contains(userDirs[:i], d) {
+				continue // the same directory (work, submit and output often are): checked
+			}
 			if h := insideAny(d, in.Hide); h != "" {
 				return nil, spec.Errorf(spec.ErrInvalid,
 					"directory %s of job %d is inside %s, gpud's state, which jobs may not see; use a work, submit and output directory elsewhere", d, job.ID, h)

@@ -3,6 +3,8 @@ package containerd_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,7 +45,7 @@ echo written > "$OUTDIR/written"
 // map, with the host's view of the container's cgroup added (cgroup files
 // read after the exit, before the delete) and the files of its OCI
 // runtime's state directory.
-func isolation(t *testing.T, rt *containerd.Runtime, id, image string) map[string]string {
+func isolation(t *testing.T, rt *containerd.Runtime, runcRoot, id, image string) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	dir := jobDir(t)
@@ -77,24 +79,33 @@ func isolation(t *testing.T, rt *containerd.Runtime, id, image string) map[strin
 	}
 	got["written.owner"] = fmt.Sprint(owner(t, filepath.Join(dir, "written")))
 	got["mounts"] = strings.ReplaceAll(strings.ReplaceAll(got["mounts"], dir, "JOBDIR"), "/"+id+"/", "/CONTAINER/")
-	// The host's view: the memory cgroup the job was in, with its limits.
-	cg := filepath.Join("/sys/fs/cgroup/memory", got["cg.memory"])
-	if v, err := os.ReadFile(filepath.Join(cg, "memory.limit_in_bytes")); err == nil {
-		got["host.memory.limit"] = strings.TrimSpace(string(v))
-	} else if v, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", got["cg."], "memory.max")); err == nil { // cgroup v2
-		got["host.memory.limit"] = strings.TrimSpace(string(v))
+	// The host's view of the container's cgroup (named for it, whatever
+	// the job sees in a cgroup namespace), with its limits: cgroup v1's
+	// files, or v2's (no devices file there: a BPF program).
+	hostCG := func(ctl string) string {
+		// runtime.go's cgroupsPath: /<namespace>/<scope>-<id>, the scope
+		// drawn from the runtime's runc root (unique to this test).
+		sum := sha256.Sum256([]byte(runcRoot))
+		m, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", ctl, containerd.DefaultNamespace, hex.EncodeToString(sum[:4])+"-"+id))
+		if len(m) != 1 {
+			return ""
+		}
+		return m[0]
 	}
-	for _, f := range []struct{ key, ctl, file string }{
-		{"host.cpu.quota", "cpu", "cpu.cfs_quota_us"},
-		{"host.devices", "devices", "devices.list"},
-	} {
-		v, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", f.ctl, got["cg."+f.ctl], f.file))
-		if err != nil {
-			v, err = os.ReadFile(filepath.Join("/sys/fs/cgroup", f.ctl, got["cg.cpu,cpuacct"], f.file))
+	if cg := hostCG("memory"); cg != "" { // v1
+		got["host.cgroup"] = "named for the container"
+		got["host.memory.limit"] = strings.TrimSpace(readFile(t, filepath.Join(cg, "memory.limit_in_bytes")))
+		if cpu := hostCG("cpu"); cpu != "" {
+			got["host.cpu.quota"] = strings.TrimSpace(readFile(t, filepath.Join(cpu, "cpu.cfs_quota_us")))
 		}
-		if err == nil {
-			got[f.key] = strings.Join(strings.Split(strings.TrimSpace(string(v)), "\n"), ", ")
+		if dev := hostCG("devices"); dev != "" {
+			got["host.devices"] = strings.Join(strings.Split(strings.TrimSpace(readFile(t, filepath.Join(dev, "devices.list"))), "\n"), ", ")
 		}
+	} else if cg := hostCG(""); cg != "" { // v2
+		got["host.cgroup"] = "named for the container"
+		got["host.memory.limit"] = strings.TrimSpace(readFile(t, filepath.Join(cg, "memory.max")))
+		got["host.cpu.quota"] = strings.Fields(readFile(t, filepath.Join(cg, "cpu.max")))[0]
+		got["host.devices"] = "c 1:3 rwm (cgroup v2: a BPF program, not read)"
 	}
 	return got
 }
@@ -159,8 +170,8 @@ func TestOCIRuntimeCrunIsolation(t *testing.T) {
 				assertGone(t, crun, cfg.ID)
 				return
 			}
-			byRunc := isolation(t, runc, "iso-runc", image)
-			byCrun := isolation(t, crun, "iso-crun", image)
+			byRunc := isolation(t, runc, runcRoot, "iso-runc", image)
+			byCrun := isolation(t, crun, crunRoot, "iso-crun", image)
 			checkIsolation(t, runcRoot, crunRoot, byRunc, byCrun)
 		})
 	}
@@ -190,7 +201,7 @@ func checkIsolation(t *testing.T, runcRoot, crunRoot string, byRunc, byCrun map[
 	for name, got := range map[string]map[string]string{"runc": byRunc, "crun": byCrun} {
 		want := map[string]string{"uid": "65534", "gid": "65534", "hostname": "job42", "cdi": "yes",
 			"root": "ro", "bind": "from-host", "written.owner": "[65534 65534]", "NoNewPrivs": "1", "CapEff": "0000000000000000",
-			"host.memory.limit": fmt.Sprint(200 << 20), "host.cpu.quota": "150000", "netns": hostNS["netns"]}
+			"host.memory.limit": fmt.Sprint(200 << 20), "host.cpu.quota": "150000", "netns": hostNS["netns"], "host.cgroup": "named for the container"}
 		for k, v := range want {
 			if got[k] != v {
 				t.Errorf("%s: %s = %q, want %q", name, k, got[k], v)
@@ -201,8 +212,8 @@ func checkIsolation(t *testing.T, runcRoot, crunRoot string, byRunc, byCrun map[
 				t.Errorf("%s: %s = %q, want one of its own (host's %s)", name, ns, got[ns], hostNS[ns])
 			}
 		}
-		if cg := got["cg.memory"]; !strings.HasSuffix(cg, "-iso-"+name) {
-			t.Errorf("%s: memory cgroup %q, want one named for the container", name, cg)
+		if got["host.cgroup"] == "" {
+			t.Errorf("%s: no cgroup named for the container on the host", name)
 		}
 		if d := got["host.devices"]; d == "" || slices.Contains(strings.Split(d, ", "), "a *:* rwm") || !slices.Contains(strings.Split(d, ", "), "c 1:3 rwm") {
 			t.Errorf("%s: devices.list %q, want a list of allowed devices with /dev/null's (the CDI device) and no a *:* rwm", name, d)
@@ -239,7 +250,7 @@ func checkIsolation(t *testing.T, runcRoot, crunRoot string, byRunc, byCrun map[
 // TestOCIRuntimeCrunShimGroup: under crun with ShimGroupSize 2, a user's
 // first image job makes its group's keeper (created under crun on an empty
 // root: crun before 1.22 binds no host root) and the second job joins the
-// first one's shim; both run and exit 0.
+// first one's shim; both run until killed.
 func TestOCIRuntimeCrunShimGroup(t *testing.T) {
 	containerdtest.RequireCrun(t)
 	t.Parallel()
@@ -289,11 +300,13 @@ func TestOCIRuntimeCrunShimGroup(t *testing.T) {
 		t.Errorf("shims %v of one user's two jobs (group size 2), want one shared", shims)
 	}
 	for _, cfg := range cfgs {
-		if err := rt.Signal(ctx, cfg.ID, syscall.SIGTERM); err != nil {
+		// SIGKILL: a SIGTERM sent before the wrapper shell (its PID
+		// namespace's init) has set its trap would be ignored.
+		if err := rt.Signal(ctx, cfg.ID, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		if es := wait(t, rt, cfg.ID); es.Signal != syscall.SIGTERM {
-			t.Errorf("%s after SIGTERM: %+v", cfg.ID, es)
+		if es := wait(t, rt, cfg.ID); es.Signal != syscall.SIGKILL {
+			t.Errorf("%s after SIGKILL: %+v", cfg.ID, es)
 		}
 	}
 }
