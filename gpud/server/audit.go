@@ -208,7 +208,11 @@ func (s *Server) startAudit(n int) {
 	a := s.audit
 	a.ch, a.flushc = make(chan *auditOp, n), make(chan chan struct{})
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
-	go s.runAudit()
+	// Read before the server takes its first call: an entry a call of
+	// this start keeps in state.db would otherwise be copied as one a
+	// stop left ("in progress"), beside the call's own complete entry.
+	recovered := s.recoveredAudits()
+	go s.runAudit(recovered)
 }
 
 // write queues op, waiting for room (backpressure) until ctx ends, and
@@ -243,7 +247,7 @@ func (a *auditor) write(ctx context.Context, op *auditOp, wait bool) error {
 	}
 }
 
-func (s *Server) runAudit() {
+func (s *Server) runAudit(recovered []*auditOp) {
 	a := s.audit
 	defer close(a.done)
 	tick := time.NewTicker(auditRetryEvery)
@@ -264,7 +268,7 @@ func (s *Server) runAudit() {
 	s.keep(rt, true)
 	// Entries committed with their calls' state changes that a stop (or a
 	// kill) left before they were copied: copied first, each once.
-	batch = append(batch, s.recoveredAudits()...)
+	batch = append(batch, recovered...)
 	var forget []int64
 	write := func() {
 		ops := append(held, batch...)
