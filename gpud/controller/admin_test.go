@@ -303,6 +303,7 @@ func TestNotify(t *testing.T) {
 		t.Fatalf("the node's assignment carries notices %+v", sent)
 	}
 	h.exit("n1", j, spec.StateCompleted, 0)
+	h.settle() // the freed GPU goes to the second job (a paced cycle, under load)
 	if _, err := h.c.JobAction(ctx, alice, run, ActionNotify, "too late"); !errors.Is(err, spec.ErrConflict) || !strings.Contains(err.Error(), "already completing or completed") {
 		t.Fatalf("notify of an ended job: %v", err)
 	}

@@ -144,7 +144,11 @@ func TestCutOffAgentSealsAgainWhenStillAssigned(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Advance(10 * time.Minute)
-	waitFor(t, "checkpoint signal", func() bool { return hasSignal(e.rt.Signals(cid), syscall.SIGUSR1) == 1 }, e.on()...)
+	// Signal sent; its deadline, the next interval and the .done poll
+	// wait (advancing before the poll's timer exists fires nothing).
+	waitFor(t, "checkpoint signal", func() bool {
+		return hasSignal(e.rt.Signals(cid), syscall.SIGUSR1) == 1 && e.clock.Waiters() == 3
+	}, e.on()...)
 	writeCheckpoint(t, staging, "3")
 	e.clock.Advance(checkpointPoll)
 	waitFor(t, "checkpoint sealed", func() bool { return len(checkpointEvents(e.eventsOf("a7"))) == 1 }, e.on()...)
