@@ -325,19 +325,7 @@ func preparedNodeConfig(b *testing.B, k int) string {
 
 // nodeConfigWith is etc/node.toml with the line old replaced by new.
 func nodeConfigWith(b *testing.B, old, new string) string {
-	base, err := os.ReadFile(e2etest.RepoPath(b, "etc/node.toml"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	conf := strings.Replace(string(base), old, new, 1)
-	if conf == string(base) {
-		b.Fatalf("etc/node.toml lacks %q", old)
-	}
-	p := filepath.Join(b.TempDir(), "node.toml")
-	if err := os.WriteFile(p, []byte(conf), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	return p
+	return e2etest.NodeConfig(b, b.TempDir(), old, new)
 }
 
 // submitConcurrently submits n copies of js over the API from 8

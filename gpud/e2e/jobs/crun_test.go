@@ -33,18 +33,7 @@ func TestCrunJobs(t *testing.T) {
 	e2etest.RequirePrereq(t)
 	alice := e2etest.AddUserTag(t, "cr")
 	dir := e2etest.ShortTempDir(t)
-	base, err := os.ReadFile(e2etest.RepoPath(t, "etc/node.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := strings.Replace(string(base), "\noci_runtime = \"runc\"\n", fmt.Sprintf("\noci_runtime = %q\n", containerdtest.Crun()), 1)
-	if conf == string(base) {
-		t.Fatal(`etc/node.toml lacks oci_runtime = "runc"`)
-	}
-	confPath := filepath.Join(dir, "node.toml")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	confPath := e2etest.NodeConfig(t, dir, "\noci_runtime = \"runc\"\n", fmt.Sprintf("\noci_runtime = %q\n", containerdtest.Crun()))
 	c := e2etest.StartCluster(t, 1, "--cpus", "4", "--node-config", confPath, "--kill-grace", "2s")
 	for _, d := range []string{c.Dir, e2etest.BinDir} {
 		if err := os.Chmod(d, 0o755); err != nil {

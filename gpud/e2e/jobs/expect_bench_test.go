@@ -41,15 +41,8 @@ func BenchmarkNodeFreeToRunning(b *testing.B) {
 			if mode == "prepared" {
 				k = "1"
 			}
-			base, err := os.ReadFile(e2etest.RepoPath(b, "etc/node.toml"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			nodeConf, ctlConf := filepath.Join(dir, "node.toml"), filepath.Join(dir, "gpud.toml")
-			conf := strings.Replace(string(base), "\nprepared_containers = 0\n", "\nprepared_containers = "+k+"\n", 1)
-			if err := os.WriteFile(nodeConf, []byte(conf), 0o644); err != nil {
-				b.Fatal(err)
-			}
+			nodeConf := e2etest.NodeConfig(b, dir, "\nprepared_containers = 0\n", "\nprepared_containers = "+k+"\n")
+			ctlConf := filepath.Join(dir, "gpud.toml")
 			if err := os.WriteFile(ctlConf, []byte("version = 1\n[controller]\nheartbeat_interval = \"1s\"\nnode_timeout = \"10s\"\n[scheduler]\ninterval = \"1s\"\n"), 0o644); err != nil {
 				b.Fatal(err)
 			}

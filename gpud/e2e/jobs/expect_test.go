@@ -35,25 +35,10 @@ func TestPreparedForExpectedJobs(t *testing.T) {
 	e2etest.RequirePrereq(t)
 	alice, bob := e2etest.AddUserTag(t, "a"), e2etest.AddUserTag(t, "b")
 	dir := e2etest.ShortTempDir(t)
-	base, err := os.ReadFile(e2etest.RepoPath(t, "etc/node.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := string(base)
-	for old, new := range map[string]string{
-		"\nprepared_containers = 0\n":    "\nprepared_containers = 1\n",
-		"\nprepared_max_age = \"60s\"\n": "\nprepared_max_age = \"30s\"\n",
-	} {
-		if !strings.Contains(conf, old) {
-			t.Fatalf("etc/node.toml lacks %q", old)
-		}
-		conf = strings.Replace(conf, old, new, 1)
-	}
-	nodeConf := filepath.Join(dir, "node.toml")
+	nodeConf := e2etest.NodeConfig(t, dir,
+		"\nprepared_containers = 0\n", "\nprepared_containers = 1\n",
+		"\nprepared_max_age = \"60s\"\n", "\nprepared_max_age = \"30s\"\n")
 	ctlConf := filepath.Join(dir, "gpud.toml")
-	if err := os.WriteFile(nodeConf, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.WriteFile(ctlConf, []byte("version = 1\n[controller]\nheartbeat_interval = \"1s\"\nnode_timeout = \"10s\"\n[scheduler]\ninterval = \"1s\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

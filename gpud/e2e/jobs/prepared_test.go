@@ -34,24 +34,9 @@ func TestPreparedContainers(t *testing.T) {
 	e2etest.RequirePrereq(t)
 	alice, bob := e2etest.AddUserTag(t, "a"), e2etest.AddUserTag(t, "b")
 	dir := e2etest.ShortTempDir(t)
-	base, err := os.ReadFile(e2etest.RepoPath(t, "etc/node.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := string(base)
-	for old, new := range map[string]string{
-		"\nprepared_containers = 0\n":    "\nprepared_containers = 1\n",
-		"\nprepared_max_age = \"60s\"\n": "\nprepared_max_age = \"10s\"\n",
-	} {
-		if !strings.Contains(conf, old) {
-			t.Fatalf("etc/node.toml lacks %q", old)
-		}
-		conf = strings.Replace(conf, old, new, 1)
-	}
-	confPath := filepath.Join(dir, "node.toml")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	confPath := e2etest.NodeConfig(t, dir,
+		"\nprepared_containers = 0\n", "\nprepared_containers = 1\n",
+		"\nprepared_max_age = \"60s\"\n", "\nprepared_max_age = \"10s\"\n")
 	c := e2etest.StartCluster(t, 1, "--node-config", confPath, "--kill-grace", "2s")
 	for _, d := range []string{c.Dir, e2etest.BinDir} {
 		if err := os.Chmod(d, 0o755); err != nil {

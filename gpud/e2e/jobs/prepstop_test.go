@@ -26,20 +26,8 @@ func TestPreparedStopRightAfterClaim(t *testing.T) {
 	e2etest.RequirePrereq(t)
 	alice := e2etest.AddUserTag(t, "s")
 	dir := e2etest.ShortTempDir(t)
-	base, err := os.ReadFile(e2etest.RepoPath(t, "etc/node.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := string(base)
-	if !strings.Contains(conf, "\nprepared_containers = 0\n") {
-		t.Fatal("etc/node.toml lacks prepared_containers = 0")
-	}
 	// Two per shape: the claim's refill makes one while another waits.
-	conf = strings.Replace(conf, "\nprepared_containers = 0\n", "\nprepared_containers = 2\n", 1)
-	confPath := filepath.Join(dir, "node.toml")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	confPath := e2etest.NodeConfig(t, dir, "\nprepared_containers = 0\n", "\nprepared_containers = 2\n")
 	c := e2etest.StartCluster(t, 1, "--node-config", confPath, "--kill-grace", "2s", "--stop-jobs")
 	for _, d := range []string{c.Dir, e2etest.BinDir} {
 		if err := os.Chmod(d, 0o755); err != nil {
@@ -85,6 +73,7 @@ func TestPreparedStopRightAfterClaim(t *testing.T) {
 	id := strings.TrimSpace(r.Stdout)
 	var b []byte
 	e2etest.WaitFor(t, time.Minute, "job "+id+"'s output", func() bool {
+		var err error
 		b, err = os.ReadFile(filepath.Join(alice.Home, "out-"+id+".txt"))
 		return err == nil && len(b) > 0
 	})

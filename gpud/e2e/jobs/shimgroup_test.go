@@ -23,18 +23,7 @@ func TestShimGroups(t *testing.T) {
 	e2etest.RequirePrereq(t)
 	alice, bob := e2etest.AddUserTag(t, "sa"), e2etest.AddUserTag(t, "sb")
 	dir := e2etest.ShortTempDir(t)
-	base, err := os.ReadFile(e2etest.RepoPath(t, "etc/node.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := strings.Replace(string(base), "\nshim_group_size = 0\n", "\nshim_group_size = 4\n", 1)
-	if conf == string(base) {
-		t.Fatal("etc/node.toml lacks shim_group_size = 0")
-	}
-	confPath := filepath.Join(dir, "node.toml")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	confPath := e2etest.NodeConfig(t, dir, "\nshim_group_size = 0\n", "\nshim_group_size = 4\n")
 	c := e2etest.StartCluster(t, 1, "--cpus", "8", "--node-config", confPath, "--kill-grace", "2s")
 	for _, d := range []string{c.Dir, e2etest.BinDir} {
 		if err := os.Chmod(d, 0o755); err != nil {
