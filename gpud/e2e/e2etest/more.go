@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/containerd"
 )
 
@@ -40,6 +41,20 @@ func (c *Cluster) ContainersOf(id string) int {
 // standalone's private containerd.
 func CountContainers(t testing.TB, stateDir, id string) int {
 	t.Helper()
+	n := 0
+	for _, task := range ListContainers(t, stateDir) {
+		if task.Labels["gpud.job"] == id {
+			n++
+		}
+	}
+	return n
+}
+
+// ListContainers lists the containers gpud made (with their labels) in
+// the private containerd of the standalone whose state directory is
+// stateDir.
+func ListContainers(t testing.TB, stateDir string) []runtime.TaskInfo {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rt, err := containerd.New(ctx, containerd.Options{Address: containerd.SocketPath(filepath.Join(stateDir, "containerd"))})
@@ -51,11 +66,5 @@ func CountContainers(t testing.TB, stateDir, id string) int {
 	if err != nil {
 		t.Fatalf("list containers: %v", err)
 	}
-	n := 0
-	for _, task := range tasks {
-		if task.Labels["gpud.job"] == id {
-			n++
-		}
-	}
-	return n
+	return tasks
 }

@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/gpud/gpud/gpud/e2e/e2etest"
 	"github.com/gpud/gpud/runtime"
-	"github.com/gpud/gpud/runtime/containerd"
 )
 
 // TestPreparedContainers runs a real gpud standalone with node.toml
@@ -70,17 +68,7 @@ func TestPreparedContainers(t *testing.T) {
 	}
 	prepared := func(user string) []runtime.TaskInfo {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		rt, err := containerd.New(ctx, containerd.Options{Address: containerd.SocketPath(filepath.Join(c.Dir, "containerd"))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rt.Close()
-		all, err := rt.List(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		all := e2etest.ListContainers(t, c.Dir)
 		var out []runtime.TaskInfo
 		for _, ti := range all {
 			if ti.Labels["gpud.prepared"] == "1" && (user == "" || ti.Labels["gpud.user"] == user) {

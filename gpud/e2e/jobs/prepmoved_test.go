@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/e2e/e2etest"
-	"github.com/gpud/gpud/runtime/containerd"
 	"github.com/gpud/gpud/runtime/containerd/registrytest"
 )
 
@@ -65,17 +63,7 @@ func TestPreparedContainerAfterTagMoved(t *testing.T) {
 		return string(out)
 	}
 	prepared := func() int {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		rt, err := containerd.New(ctx, containerd.Options{Address: containerd.SocketPath(filepath.Join(c.Dir, "containerd"))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rt.Close()
-		all, err := rt.List(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		all := e2etest.ListContainers(t, c.Dir)
 		n := 0
 		for _, ti := range all {
 			if ti.Labels["gpud.prepared"] != "" && ti.Labels["gpud.user"] == alice.Name {
@@ -142,17 +130,7 @@ func TestPreparedForExpectedImageJob(t *testing.T) {
 	id := submitAs(t, c, alice, "--image="+reg.EnrootRef("test/app:1"), "-G", "8", "--time", "2", "-o", "img-%j.out",
 		"--wrap", "cat /etc/os-release; echo $GPUD_CHECKPOINT_DIR")
 	prepared := func(label string) bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		rt, err := containerd.New(ctx, containerd.Options{Address: containerd.SocketPath(filepath.Join(c.Dir, "containerd"))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rt.Close()
-		all, err := rt.List(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		all := e2etest.ListContainers(t, c.Dir)
 		for _, ti := range all {
 			if l := ti.Labels["gpud.prepared"]; l == label || label == "" && l != "" {
 				return true
