@@ -113,3 +113,64 @@ func TestEmptyQueueKeepsState(t *testing.T) {
 		t.Fatal("a registration did not bring a full cycle")
 	}
 }
+
+// TestEmptyQueueKeepsStatePastInterval: the State is kept through an empty
+// queue past the scheduling interval (no full cycle runs then: nothing is
+// pending at its tick), so a live submission that fits starts in the
+// commit that acknowledges it, with no full cycle, on the GPU a full cycle
+// would give it. Before, the interval ended the State and that batch's
+// jobs waited for a full cycle after their commit, then a second commit
+// (about one batch in ten in the live burst, session 13). Where something
+// the State read moves with time alone (here a GPU-hour budget, spent as
+// jobs run), the interval still ends it.
+func TestEmptyQueueKeepsStatePastInterval(t *testing.T) {
+	gpu := func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 }
+	for _, budget := range []bool{false, true} {
+		store := newFakeStore()
+		h := newHarnessAt(t, store, func(c *Config) {
+			c.NodeTimeout = time.Hour // the nodes are not heard from: not late within the test
+			if budget {
+				c.Accounts = []Account{{Name: "lab", Shares: 1, MaxGPUHours: 1000, BudgetPeriod: 24 * time.Hour}}
+			}
+		}, t0, alwaysIncremental)
+		h.register("n1", 2)
+		a := h.submit(alice, gpu)
+		b := h.submit(alice, gpu)
+		ja := h.job(a)
+		h.exit("n1", ja, spec.StateCompleted, 0) // the queue is empty
+		h.settle()
+		for range 3 {
+			h.advance(h.c.cfg.SchedInterval) // ticks with nothing pending: no full cycle
+		}
+		full := h.fullCycles()
+		store.mu.Lock()
+		before := store.applies
+		store.mu.Unlock()
+		c := h.submit(alice, gpu)
+		jc, err := h.c.Job(context.Background(), c) // no settle: what the commit left, or a cycle after it
+		if err != nil {
+			t.Fatal(err)
+		}
+		cycles := h.fullCycles() - full // settles
+		store.mu.Lock()
+		writes := store.applies - before
+		store.mu.Unlock()
+		if budget {
+			if jc = h.job(c); jc.State != spec.StateRunning || cycles != 1 || writes != 2 {
+				t.Errorf("with a GPU-hour budget, job %d %s after %d full cycles and %d store writes past the interval; want RUNNING after one full cycle, its commit the second", c, jc.State, cycles, writes)
+			}
+			h.stop()
+			continue
+		}
+		if jc.State != spec.StateRunning || writes != 1 {
+			t.Fatalf("job %d submitted 3 intervals after the queue emptied: %s after %d store writes, want RUNNING after 1", c, jc.State, writes)
+		}
+		if cycles != 0 {
+			t.Fatalf("%d full cycles for a submission past the interval, want 0", cycles)
+		}
+		if jb := h.job(b); jc.GPUs[0] == jb.GPUs[0] || jc.GPUs[0] != ja.GPUs[0] {
+			t.Fatalf("job %d got %v; job %d holds %v, the freed GPU was %v", c, jc.GPUs, b, jb.GPUs, ja.GPUs)
+		}
+		h.stop()
+	}
+}
