@@ -174,3 +174,76 @@ func TestEmptyQueueKeepsStatePastInterval(t *testing.T) {
 		h.stop()
 	}
 }
+
+// TestEmptyQueueSubmissionsSkipFullCyclePacing: with full cycles cheaper
+// than incMin (a small queue) a submission was answered by a full cycle
+// in its batch only when the full cycles' pacing allowed one, and else
+// waited for it after its commit. Into an empty queue the State answers
+// it exactly as that full cycle would (sched.State.SubmitAll), so it
+// starts in its own commit whatever the pacing, and a batch's jobs start
+// in priority order, not in the order they came.
+func TestEmptyQueueSubmissionsSkipFullCyclePacing(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, store, func(c *Config) { c.Priority = PriorityWeights{JobSize: 1000} })
+	h.register("n1", 2)
+	gpus := func(n int) func(*spec.JobSpec) { return func(j *spec.JobSpec) { j.Resources.GPUsPerNode = n } }
+	a := h.submit(alice, gpus(1))
+	h.exit("n1", h.job(a), spec.StateCompleted, 0)
+	h.settle()
+	full := h.fullCycles()
+	notDue := func() {
+		t.Helper()
+		if err := h.c.query(context.Background(), func() error {
+			h.c.sched.lastDur, h.c.sched.lastEnd = time.Hour, time.Now() // the next full cycle not due for a second
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notDue()
+	store.mu.Lock()
+	before := store.applies
+	store.mu.Unlock()
+	b := h.submit(alice, gpus(1))
+	store.mu.Lock()
+	writes := store.applies - before
+	store.mu.Unlock()
+	jb, err := h.c.Job(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jb.State != spec.StateRunning || writes != 1 {
+		t.Fatalf("job %d into an empty queue, full cycles cheap and not due: %s after %d store writes, want RUNNING after 1", b, jb.State, writes)
+	}
+	if n := h.fullCycles(); n != full {
+		t.Fatalf("%d full cycles for a submission into an empty queue, want 0", n-full)
+	}
+	// Once b ended, one batch brings a 1-GPU job, then a 2-GPU job, for
+	// the 2 free GPUs: a full cycle takes the larger first (job size
+	// weight) though it came second, and so does the State.
+	h.exit("n1", jb, spec.StateCompleted, 0)
+	h.settle()
+	notDue()
+	var small, large spec.JobID
+	if err := h.c.callOn(context.Background(), h.c.ops, func(tx *txn) error {
+		ids, err := h.c.submitIn(tx, alice, spec.JobSpec{Name: "s", Script: "#!/bin/sh\ntrue\n", WorkDir: "/tmp", Resources: spec.Resources{GPUsPerNode: 1}}, "")
+		if err != nil {
+			return err
+		}
+		small = ids[0]
+		ids, err = h.c.submitIn(tx, alice, spec.JobSpec{Name: "l", Script: "#!/bin/sh\ntrue\n", WorkDir: "/tmp", Resources: spec.Resources{GPUsPerNode: 2}}, "")
+		if err != nil {
+			return err
+		}
+		large = ids[0]
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if js, jl := h.job(small), h.job(large); jl.State != spec.StateRunning || js.State != spec.StatePending {
+		t.Fatalf("one batch of a 1-GPU job (%d) then a 2-GPU job (%d) on 2 free GPUs: %s and %s, want PENDING and RUNNING (priority order)", small, large, js.State, jl.State)
+	}
+	if n := h.fullCycles(); n != full {
+		t.Fatalf("%d full cycles, want 0", n-full)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gpud/gpud/gpud/sched/priority"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -358,7 +359,7 @@ func TestStateThroughEmptyQueueMatchesFullCycle(t *testing.T) {
 			}
 			return snap
 		}
-		cfg := Config{BackfillDepth: 8}
+		cfg := Config{BackfillDepth: 8, Priority: priority.Config{Weights: priority.Weights{JobSize: 1000, Age: 100}, MaxAge: 24 * time.Hour}}
 		now := t0
 		next := spec.JobID(1)
 		newJob := func() Job {
@@ -416,23 +417,30 @@ func TestStateThroughEmptyQueueMatchesFullCycle(t *testing.T) {
 				end(ids[r.IntN(len(ids))], now) // ends early
 				continue
 			}
-			j := newJob()
-			want := func() Plan { _, p := NewState(snapshot(now, j), now, cfg); return p }()
-			got := st.Submit(j, now)
+			// One to three jobs submitted together (one batch), of
+			// different priorities: a full cycle decides the largest
+			// first (job size weight), whatever their ids' order.
+			jobs := make([]Job, 1+r.IntN(3))
+			for i := range jobs {
+				jobs[i] = newJob()
+			}
+			want := func() Plan { _, p := NewState(snapshot(now, jobs...), now, cfg); return p }()
+			got := st.SubmitAll(slices.Clone(jobs), now)
 			if now.Sub(built) > time.Hour {
 				aged++
 			}
 			compared++
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Fatalf("seed %d step %d: job %d (%+v) submitted at +%s into an empty queue: full cycle (-) vs State (+):\n%s",
-					seed, step, j.ID, j.Req, now.Sub(t0), diff)
+				t.Fatalf("seed %d step %d: jobs %+v submitted at +%s into an empty queue: full cycle (-) vs State (+):\n%s",
+					seed, step, jobs, now.Sub(t0), diff)
 			}
-			if len(got.Starts) == 0 {
+			for _, s := range got.Starts {
+				running[s.JobID] = RunningJob{ID: s.JobID, Start: now, TimeLimit: jobs[s.JobID-jobs[0].ID].TimeLimit, Nodes: s.Nodes}
+			}
+			if len(got.Starts) < len(jobs) {
 				waited++
-				rebuild() // it would wait: the queue is not empty any more
-				continue
+				rebuild() // some would wait: the queue is not empty any more
 			}
-			running[j.ID] = RunningJob{ID: j.ID, Start: now, TimeLimit: j.TimeLimit, Nodes: got.Starts[0].Nodes}
 		}
 		if aged < 50 || compared < 100 || waited == 0 {
 			t.Fatalf("seed %d: %d submissions compared, %d of them over an hour after the full cycle, %d left waiting: too few to say anything", seed, compared, aged, waited)
