@@ -17,7 +17,12 @@
 #     (BareContainerdShimGroup/crun*), and gpud with oci_runtime = "crun"
 #     beside "runc" on jobs in a busybox image (TrivialJobThroughputImage:
 #     crun before 1.22 runs no job on the host's root), where crun can run
-#     (crun installed, cgroups it accepts: scripts/crun-cgroups.sh)
+#     (crun installed, cgroups it accepts: scripts/crun-cgroups.sh); with
+#     GPUD_TEST_CRUN naming a crun 1.22 or later, host-root jobs under crun
+#     (TrivialJobThroughputCrun): own shims, shim_group_size 8, and
+#     shim_group_size 8 with prepared_containers 1 (gpud as a site runs
+#     it for such a stream); then a summary of every row over the rounds
+#     against Slurm's median round
 #
 # gpud is `gpud standalone` on a temporary state directory (no nodes; every
 # acknowledgement durable). Slurm is a throwaway cluster under a temporary
@@ -362,8 +367,45 @@ if ((slurm)); then
 	range slurm "jobs/s (its one node, CPUs=$scpus; sbatch in a loop, then until squeue lists none)" "%.1f" "${tv[@]}"
 fi
 echo "   gpud (2 nodes, jobs over the API; %prepared: started in a prepared container) and bare containerd (8 at a time), same run:"
+crunbin=${GPUD_TEST_CRUN:-$(command -v crun)}
+if [[ -n $crunbin ]]; then
+	echo "   crun rows: $crunbin, $("$crunbin" --version 2>&1 | head -1) (crun before 1.22 runs no host-root job: TrivialJobThroughputCrun needs GPUD_TEST_CRUN naming a newer one)"
+else
+	echo "   crun rows: skipped, no crun (apt-get install crun, or GPUD_TEST_CRUN)"
+fi
+sec5=$tmp/section5
+: >"$sec5"
 for r in $(seq "$rounds"); do
-	(cd "$root" && go test -run '^$' -bench 'BareContainerd' -benchtime "${ntriv}x" ./runtime/containerd/ 2>&1 | grep -E '^(Benchmark|FAIL)' | sed 's/^/   /')
-	(cd "$root" && go test -run '^$' -bench 'TrivialJobThroughput' -benchtime "${ntriv}x" -timeout 20m ./gpud/e2e/clients/ 2>&1 | grep -E '^(Benchmark|FAIL)' | sed 's/^/   /')
+	echo "   round $r, load average $(cut -d' ' -f1 /proc/loadavg)"
+	(cd "$root" && go test -run '^$' -bench 'BareContainerd' -benchtime "${ntriv}x" ./runtime/containerd/ 2>&1 | grep -E '^(Benchmark|FAIL)' | sed 's/^/   /') | tee -a "$sec5"
+	(cd "$root" && go test -run '^$' -bench 'TrivialJobThroughput' -benchtime "${ntriv}x" -timeout 20m ./gpud/e2e/clients/ 2>&1 | grep -E '^(Benchmark|FAIL)' | sed 's/^/   /') | tee -a "$sec5"
 done
+# The summary: each row's rate over the rounds, min-max (median), and its
+# median against Slurm's median round (x Slurm).
+smed=0
+if ((slurm)); then smed=$(printf '%s\n' "${tv[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'); fi
+echo "   summary over $rounds rounds (rate min-max, median; cpu-ms per job or container min-max; the median's multiple of Slurm's median $smed jobs/s):"
+awk -v smed="$smed" '$1 ~ /^Benchmark/ {
+		name = $1; sub(/^Benchmark/, "", name); sub(/-[0-9]+$/, "", name)
+		rate = ""; cpu = ""
+		for (i = 3; i < NF; i++) {
+			if ($(i+1) == "jobs/s" || $(i+1) == "containers/s") { rate = $i; unit = $(i+1) }
+			if ($(i+1) == "cpu-ms/job" || $(i+1) == "cpu-ms/container") cpu = $i
+		}
+		if (rate == "") next
+		if (!(name in n)) order[++names] = name
+		r[name, ++n[name]] = rate; u[name] = unit; c[name] = c[name] " " cpu
+	}
+	END {
+		for (k = 1; k <= names; k++) {
+			name = order[k]; m = n[name]
+			for (i = 1; i <= m; i++) v[i] = r[name, i]
+			for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+			med = v[int((m + 1) / 2)]
+			split(c[name], cs, " "); lo = ""; hi = ""
+			for (i in cs) if (cs[i] != "") { if (lo == "" || cs[i] + 0 < lo) lo = cs[i] + 0; if (hi == "" || cs[i] + 0 > hi) hi = cs[i] + 0 }
+			x = (smed > 0) ? sprintf("%.2fx Slurm", med / smed) : ""
+			printf "   %-58s %6.1f-%-6.1f %-13s (median %5.1f) cpu-ms %5.1f-%-5.1f %s\n", name, v[1], v[m], u[name], med, lo, hi, x
+		}
+	}' "$sec5"
 echo "   load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"

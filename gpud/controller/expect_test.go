@@ -24,7 +24,9 @@ func TestExpectedFollowsReservations(t *testing.T) {
 		{"beyond the horizon", prefetchHorizon + time.Hour, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, newFakeStore(), nil)
+			// Full cycles only, as in TestPrefetchFollowsReservations
+			// (the list is a full cycle's).
+			h := newHarnessAt(t, newFakeStore(), nil, t0, fullCyclesOnly)
 			h.register("n1", 2)
 			if h.c.ExpectedFor("n1") != nil { // a node asks: cycles note them from now on
 				t.Fatal("expected jobs before any was submitted")

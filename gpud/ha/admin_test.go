@@ -11,7 +11,7 @@ import (
 // scontrol update's live state travels through the log: every member's
 // state.db holds it and a follower's controller runs with it.
 func TestAdminStateReplicated(t *testing.T) {
-	g := startGroup(t, 3, nil)
+	g := startGroup(t, 3, steady)
 	l := g.leader(10 * time.Second)
 	ctx := context.Background()
 	ps, err := l.client().Partitions(ctx)

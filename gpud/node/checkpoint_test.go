@@ -127,7 +127,10 @@ func TestCheckpointEveryInterval(t *testing.T) {
 		return hasSignal(e.rt.Signals(cid), syscall.SIGUSR1) == 2 && e.clock.Waiters() == 3
 	}, e.on()...)
 	e.clock.Advance(DefaultCheckpointTimeout)
-	waitFor(t, "gave up on the second checkpoint", func() bool { return e.clock.Waiters() == 2 }, e.on()...)
+	// The poll that gives up has fired; the agent may handle it only with
+	// the third interval (the fake clock fires both in one Advance under
+	// load), and gives up on the second checkpoint then either way.
+	waitFor(t, "give-up poll fired", func() bool { return e.clock.Waiters() == 2 }, e.on()...)
 	e.clock.Advance(every - DefaultCheckpointTimeout)
 	waitFor(t, "third checkpoint signal", func() bool {
 		return hasSignal(e.rt.Signals(cid), syscall.SIGUSR1) == 3

@@ -25,7 +25,8 @@ import (
 // disarm (the job is being stopped) drops the timers: no new request
 // starts, but one being written still completes. One request at a time:
 // a request while writing starts nothing, unless the job has just marked
-// that one done (rank 0 seals it at once and asks anew). A fenced node
+// that one done (rank 0 seals it at once and asks anew) or its time is up
+// (given up at once, and asked anew). A fenced node
 // (fence.go) asks for none.
 //
 // The runner's wait loop selects on intervalC, beforeC and pollC and
@@ -126,6 +127,14 @@ func (m *checkpointMachine) request(why string) bool {
 		m.job.seal() // logged
 		m.until, m.pollC = time.Time{}, nil
 	}
+	if m.writing() && !m.clock.Now().Before(m.until) {
+		// The last one's time is up and the poll that would give up on
+		// it has not been handled yet (it fired with this timer, or the
+		// loop was late): given up here, and this request asks anew.
+		// Left writing, this request would be dropped and the job not
+		// asked for a whole interval.
+		m.giveUp()
+	}
 	if m.writing() {
 		return true // the job is still writing the last one
 	}
@@ -152,12 +161,19 @@ func (m *checkpointMachine) onPoll() (ended bool) {
 		// signalled and the checkpoint written.
 		m.log.Info("checkpoint of the job completed (sealed by rank 0's node)", "rank", p.rank)
 	case !m.clock.Now().Before(m.until):
-		m.log.Warn("job did not complete its checkpoint in time; it must write into $GPUD_CHECKPOINT_DIR and then touch .done there",
-			"timeout", m.timeout)
+		m.giveUp()
+		return true
 	default:
 		m.pollC = m.clock.After(checkpointPoll)
 		return false
 	}
 	m.until, m.pollC = time.Time{}, nil
 	return true
+}
+
+// giveUp ends the request out, its time up (back to idle).
+func (m *checkpointMachine) giveUp() {
+	m.log.Warn("job did not complete its checkpoint in time; it must write into $GPUD_CHECKPOINT_DIR and then touch .done there",
+		"timeout", m.timeout)
+	m.until, m.pollC = time.Time{}, nil
 }

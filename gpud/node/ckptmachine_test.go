@@ -153,6 +153,44 @@ func TestCheckpointMachineTimeoutAndOneAtATime(t *testing.T) {
 	}
 }
 
+// An interval that comes while the last checkpoint's time is up but its
+// poll not yet handled (both timers fired together, or the runner's loop
+// was late and its select took the interval first) gives up on the last
+// one and asks anew. Before, the request was dropped as "still writing",
+// the late poll then gave up, and the job was not asked for a whole
+// interval (TestCheckpointEveryInterval's "third checkpoint signal" under
+// load).
+func TestCheckpointMachineIntervalAfterTimeUpBeforePoll(t *testing.T) {
+	job := &fakeCkptJob{}
+	m, clock := newTestCkptMachine(job)
+	m.arm(&ckptPlan{sig: syscall.SIGUSR1, interval: 10 * time.Minute, owner: true}, time.Time{})
+	clock.Advance(10 * time.Minute)
+	if !fired(m.intervalC) {
+		t.Fatal("interval timer did not fire")
+	}
+	m.onInterval()
+	stalePoll := m.pollC
+	clock.Advance(10 * time.Minute) // the poll (long due) and the next interval
+	if !fired(m.intervalC) {
+		t.Fatal("second interval timer did not fire")
+	}
+	m.onInterval() // taken before the poll
+	if len(job.signals) != 2 || !m.writing() || m.pollC == stalePoll {
+		t.Fatalf("interval after the last one's time was up: %d signals, writing %v, new poll %v; want 2, writing, a fresh poll",
+			len(job.signals), m.writing(), m.pollC != stalePoll)
+	}
+	if want := clock.Now().Add(time.Minute); !m.until.Equal(want) {
+		t.Errorf("writing until %v, want %v (a full timeout from the new signal)", m.until, want)
+	}
+	clock.Advance(checkpointPoll)
+	if !fired(m.pollC) || m.onPoll() {
+		t.Fatal("the new request's first poll ended it before .done or its timeout")
+	}
+	if job.seals != 0 {
+		t.Errorf("%d seals, want none (the job wrote nothing)", job.seals)
+	}
+}
+
 // A stop that asks for a checkpoint first while an interval's checkpoint
 // is out and already marked done (the job wrote it; the next poll has not
 // come yet) is answered at once: that checkpoint is sealed and the job

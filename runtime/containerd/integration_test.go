@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -213,6 +214,38 @@ func TestSignalTermReachesJob(t *testing.T) {
 	}
 	if err := rt.Signal(ctx, "no-such-task", syscall.SIGTERM); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("Signal(missing) = %v, want ErrNotFound", err)
+	}
+}
+
+// TestSignalBeforeJobForkedReachesJob signals a task right after its
+// start, while its shell wrapper (PID 1, which the kernel shields from
+// signals it has no handler for) has not forked the job yet: the job must
+// still get the signal. The wrapper looks the job's command up in the
+// parent, before the fork, through a PATH of thousands of missing
+// directories, and the task's CPU quota (1 ms per 100 ms) stretches that
+// look-up over seconds, so the signal lands before the fork on any
+// machine; without Signal's catch-up the job sleeps on and Wait times out.
+func TestSignalBeforeJobForkedReachesJob(t *testing.T) {
+	t.Parallel()
+	addr := containerdtest.Start(t)
+	rt := newRuntime(t, addr)
+	ctx := context.Background()
+	cfg := hostTask(t, jobDir(t), "sleep", "600")
+	var path strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&path, "/nonexistent/d%d:", i)
+	}
+	cfg.Env = []string{"PATH=" + path.String() + "/usr/bin:/bin"}
+	cfg.CPUs = 0.01
+	if err := rt.Start(ctx, cfg); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := rt.Signal(ctx, cfg.ID, syscall.SIGTERM); err != nil {
+		t.Fatalf("Signal: %v", err)
+	}
+	es := wait(t, rt, cfg.ID)
+	if es.Signal != syscall.SIGTERM || es.Code != 128+15 {
+		t.Errorf("exit = %+v, want signal 15, code 143", es)
 	}
 }
 

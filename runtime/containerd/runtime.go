@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -124,6 +125,11 @@ type Runtime struct {
 	groups      *shimGroups
 	node        string
 	stopKeepers func()
+	// resignals are the catch-up signals of Signal still waiting for a
+	// job process to appear (see resignal); Close ends and waits for them.
+	resignals     sync.WaitGroup
+	stopResignals context.CancelFunc
+	resignalCtx   context.Context
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -162,6 +168,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	r := &Runtime{client: c, address: opts.Address, ns: ns, cgroupRoot: cgroupRoot, memlock: memlockLimit(), runcRoot: runcRoot,
 		oci: ort, scope: cgroupScope(runcRoot), images: imgs}
+	r.resignalCtx, r.stopResignals = context.WithCancel(context.Background())
 	if opts.ShimGroupSize > 0 {
 		r.groups, r.node = newShimGroups(opts.ShimGroupSize), opts.Node
 		if err := r.deleteOldKeepers(ctx); err != nil {
@@ -194,6 +201,8 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 // Close closes the connection to containerd; containers keep running.
 // Shim keepers of groups with no container left are deleted.
 func (r *Runtime) Close() error {
+	r.stopResignals()
+	r.resignals.Wait()
 	if r.stopKeepers != nil {
 		r.stopKeepers()
 	}
@@ -615,23 +624,92 @@ func oomKillCount(cgroupRoot, cgroupsPath string) (int, error) {
 
 // Signal delivers sig to every process of the task. Signalling a task that
 // already exited is not an error.
+//
+// All processes, as Slurm does: the job's shell wrapper is PID 1 and
+// ignores signals it has no handler for (the kernel drops them); the job
+// itself must see them. A signal sent while the wrapper is the container's
+// only process, before it has forked the job (a cancel right after the
+// start), would reach nobody: the job, forked a moment later, would run on
+// until the kill escalation. So when the wrapper was alone, Signal sends
+// the signal again, once, as soon as another process appears (resignal).
+// The one cost: a job forked between the look and the first kill gets the
+// signal twice, within milliseconds of its start.
 func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
 	ctx = r.nsCtx(ctx)
-	// All processes, as Slurm does: the job's shell wrapper is PID 1 and
-	// ignores signals it has no handler for; the job itself must see them.
-	_, err := r.client.TaskService().Kill(ctx, &tasks.KillRequest{ContainerID: id, Signal: uint32(sig), All: true})
+	ts := r.client.TaskService()
+	init, alone := r.initAlone(ctx, id)
+	_, err := ts.Kill(ctx, &tasks.KillRequest{ContainerID: id, Signal: uint32(sig), All: true})
 	if err == nil {
+		if alone {
+			r.resignals.Add(1)
+			go r.resignal(id, sig, init)
+		}
 		return nil
 	}
 	err = errgrpc.ToNative(err)
 	if errdefs.IsNotFound(err) {
-		st, gerr := r.client.TaskService().Get(ctx, &tasks.GetRequest{ContainerID: id})
+		st, gerr := ts.Get(ctx, &tasks.GetRequest{ContainerID: id})
 		if gerr == nil && st.Process.Status == tasktypes.Status_STOPPED {
 			return nil
 		}
 		return fmt.Errorf("signal task %s with %v: %w", id, sig, runtime.ErrNotFound)
 	}
 	return fmt.Errorf("signal task %s with %v: %w", id, sig, err)
+}
+
+// resignalWindow bounds how long Signal's catch-up waits for the wrapper to
+// fork the job; the wrapper forks within milliseconds of its start, so only
+// a host starved of CPU comes near it.
+const resignalWindow = 10 * time.Second
+
+// initAlone reports the task's init pid and whether it runs with no other
+// process in the container (the wrapper before it forked the job, or after
+// the job ended). Any error reads as not alone: Signal then does what it
+// did before the catch-up existed.
+func (r *Runtime) initAlone(ctx context.Context, id string) (uint32, bool) {
+	ts := r.client.TaskService()
+	st, err := ts.Get(ctx, &tasks.GetRequest{ContainerID: id})
+	if err != nil || st.Process == nil || st.Process.Status != tasktypes.Status_RUNNING {
+		return 0, false
+	}
+	ps, err := ts.ListPids(ctx, &tasks.ListPidsRequest{ContainerID: id})
+	if err != nil {
+		return 0, false
+	}
+	return st.Process.Pid, len(ps.Processes) == 1 && ps.Processes[0].Pid == st.Process.Pid
+}
+
+// resignal waits for a process other than init to appear in container id
+// and signals every process once more; it gives up when the task stops,
+// when resignalWindow passes, or when the runtime closes.
+func (r *Runtime) resignal(id string, sig syscall.Signal, init uint32) {
+	defer r.resignals.Done()
+	ctx, cancel := context.WithTimeout(r.nsCtx(r.resignalCtx), resignalWindow)
+	defer cancel()
+	ts := r.client.TaskService()
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		ps, err := ts.ListPids(ctx, &tasks.ListPidsRequest{ContainerID: id})
+		if err != nil {
+			return // the task is gone (or containerd is): nothing to catch up
+		}
+		for _, p := range ps.Processes {
+			if p.Pid != init {
+				_, _ = ts.Kill(ctx, &tasks.KillRequest{ContainerID: id, Signal: uint32(sig), All: true})
+				return
+			}
+		}
+		// init alone still: the job not forked yet, or already ended and
+		// the wrapper on its way out.
+		st, err := ts.Get(ctx, &tasks.GetRequest{ContainerID: id})
+		if err != nil || st.Process == nil || st.Process.Status != tasktypes.Status_RUNNING {
+			return
+		}
+	}
 }
 
 // Delete kills the task if it runs, deletes it and the container with its

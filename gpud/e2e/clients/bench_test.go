@@ -78,11 +78,13 @@ func BenchmarkTrivialJobThroughputImage(b *testing.B) {
 }
 
 // BenchmarkTrivialJobThroughputCrun is BenchmarkTrivialJobThroughput (jobs
-// on the host's root) and its ShimGroup case under crun: it needs crun
+// on the host's root) and its ShimGroup case under crun, and the grouped
+// case with prepared_containers = 1 (gpud as a site would run such a
+// stream: crun, shim groups, a container prepared ahead): it needs crun
 // 1.22 or later (GPUD_TEST_CRUN names one; Debian 12's 1.8.1 refuses
 // host-root jobs) and is skipped otherwise.
 func BenchmarkTrivialJobThroughputCrun(b *testing.B) {
-	for _, mode := range []string{"crun", "crun-shimgroup"} {
+	for _, mode := range []string{"crun", "crun-shimgroup", "crun-shimgroup-prepared"} {
 		b.Run(mode, func(b *testing.B) {
 			if why := containerdtest.MissingCrun(); why != "" {
 				b.Skipf("SKIPPED: %s", why)
@@ -102,11 +104,13 @@ func BenchmarkTrivialJobThroughputCrun(b *testing.B) {
 }
 
 // ociCluster starts the benchmarks' two-node cluster with node.toml
-// oci_runtime as mode says ("runc" or "crun", the crun tests' binary) and,
-// for "-shimgroup", shim_group_size = 8; crun modes are skipped where
-// crun cannot run.
+// oci_runtime as mode says ("runc" or "crun", the crun tests' binary),
+// for "-shimgroup" shim_group_size = 8 and for "-prepared"
+// prepared_containers = 1; crun modes are skipped where crun cannot run.
 func ociCluster(b *testing.B, mode string) *e2etest.Cluster {
-	ort, _, grouped := strings.Cut(mode, "-")
+	ort, rest, _ := strings.Cut(mode, "-")
+	grouped := strings.Contains(rest, "shimgroup")
+	prepared := strings.Contains(rest, "prepared")
 	if ort == "crun" {
 		if why := containerdtest.MissingCrun(); why != "" {
 			b.Skipf("SKIPPED: %s", why)
@@ -114,12 +118,24 @@ func ociCluster(b *testing.B, mode string) *e2etest.Cluster {
 		ort = containerdtest.Crun()
 	}
 	conf := nodeConfigWith(b, "\noci_runtime = \"runc\"\n", fmt.Sprintf("\noci_runtime = %q # this benchmark's\n", ort))
-	if grouped {
+	if grouped || prepared {
 		raw, err := os.ReadFile(conf)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := os.WriteFile(conf, []byte(strings.Replace(string(raw), "\nshim_group_size = 0\n", "\nshim_group_size = 8\n", 1)), 0o644); err != nil {
+		s := string(raw)
+		if grouped {
+			s = strings.Replace(s, "\nshim_group_size = 0\n", "\nshim_group_size = 8\n", 1)
+		}
+		if prepared {
+			s = strings.Replace(s, "\nprepared_containers = 0\n", "\nprepared_containers = 1\n", 1)
+		}
+		for on, line := range map[bool]string{grouped: "\nshim_group_size = 8\n", prepared: "\nprepared_containers = 1\n"} {
+			if on && !strings.Contains(s, line) {
+				b.Fatalf("etc/node.toml has no line to make %q", strings.TrimSpace(line))
+			}
+		}
+		if err := os.WriteFile(conf, []byte(s), 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -385,15 +385,46 @@ func TestToilSlurm(t *testing.T) {
 	if len(rows) < 3 {
 		t.Errorf("sacct lists %d jobs, want the root, its two children and the follow-on (at least 3: Toil may chain the follow-on):\n%s", len(rows), r.Stdout)
 	}
+	failed := false
 	for _, row := range rows {
 		f := strings.Split(row, "|")
 		if len(f) != 4 || !strings.HasPrefix(f[1], "toil_job_") || f[2] != "COMPLETED" || f[3] != "0:0" {
 			t.Errorf("sacct row %q: want a toil_job_* job COMPLETED 0:0", row)
+			failed = true
+			if len(f) > 0 {
+				logToilJobFiles(t, f[0])
+			}
 		}
+	}
+	if failed {
+		// Toil's leader logs a failed job's worker log and the batch
+		// system's non-empty output files: whose failure it was.
+		t.Logf("Toil's output (the workflow itself succeeded):\n%s", out)
 	}
 	for _, id := range ids {
 		if !slices.ContainsFunc(rows, func(row string) bool { return strings.HasPrefix(row, id+"|") }) {
 			t.Errorf("job %s, which ran a square, is not in sacct:\n%s", id, r.Stdout)
 		}
+	}
+}
+
+// logToilJobFiles logs the output and error files of Slurm job id that
+// Toil's Slurm batch system had sbatch write (-o, -e: toil_WORKFLOW.
+// TOILJOB.ID.{out,err}.log in Toil's work directory, by default the
+// temporary directory), so that a failed job's test log says why it failed.
+func logToilJobFiles(t *testing.T, id string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(os.TempDir(), "toil_*.*."+id+".*.log"))
+	if err != nil || len(files) == 0 {
+		t.Logf("job %s: no Toil output files for it in %s (%v)", id, os.TempDir(), err)
+		return
+	}
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Logf("job %s: %v", id, err)
+			continue
+		}
+		t.Logf("job %s: %s (%d bytes):\n%s", id, p, len(b), b)
 	}
 }

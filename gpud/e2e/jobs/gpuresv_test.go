@@ -99,6 +99,11 @@ func TestGPUReservation(t *testing.T) {
 	for _, id := range []string{beside, blocked} {
 		c.CLI(work, "scancel", id)
 	}
+	// The cancelled job beside holds its GPUs until its node reports the
+	// exit (the reservation grp below needs two of them).
+	for _, id := range []string{beside, blocked} {
+		c.WaitState(id, time.Minute, "CANCELLED")
+	}
 	st, err1 := time.Parse(time.RFC3339Nano, fmt.Sprint(j["start_time"]))
 	et, err2 := time.Parse(time.RFC3339Nano, fmt.Sprint(j["end_time"]))
 	if err1 != nil || err2 != nil {
