@@ -92,3 +92,57 @@ func TestBuildTaskHidesState(t *testing.T) {
 		t.Errorf("root job with work dir in the state dir: %v", err)
 	}
 }
+
+// TestHiddenFollowsChanges: the agent's hidden list (remembered between
+// jobs) is made again when a path to hide appears, goes, becomes another
+// directory or a link, so a job never gets a list made from what was
+// there before.
+func TestHiddenFollowsChanges(t *testing.T) {
+	base := t.TempDir()
+	state, ckpt := filepath.Join(base, "state"), filepath.Join(base, "ckpt")
+	scratch, other := filepath.Join(base, "scratch"), filepath.Join(base, "other")
+	for _, d := range []string{state, ckpt, other, filepath.Join(other, "inner")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := &runnerDeps{cfg: Config{StateDir: state, CheckpointRoot: ckpt, HidePaths: []string{scratch, filepath.Join(other, "inner")}}}
+	check := func(step string, want ...string) {
+		t.Helper()
+		for range 2 { // made, then remembered
+			got := d.hidden()
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s: hidden = %q, want %q", step, got, want)
+			}
+			if fresh := hiddenPaths(append([]string{state, ckpt}, d.cfg.HidePaths...)); !slices.Equal(got, fresh) {
+				t.Fatalf("%s: hidden = %q, hiddenPaths made now = %q", step, got, fresh)
+			}
+		}
+	}
+	check("start", ckpt, filepath.Join(other, "inner"), state)
+	if err := os.Mkdir(scratch, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	check("scratch made", ckpt, filepath.Join(other, "inner"), scratch, state)
+	// scratch becomes a link to other (both stay: a path is dropped only
+	// when it resolves to below another as written).
+	if err := os.Remove(scratch); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, scratch); err != nil {
+		t.Fatal(err)
+	}
+	check("scratch a link to other", ckpt, filepath.Join(other, "inner"), scratch, state)
+	if err := os.Remove(scratch); err != nil {
+		t.Fatal(err)
+	}
+	check("scratch gone", ckpt, filepath.Join(other, "inner"), state)
+	// A directory replaced by another at the same path.
+	if err := os.Rename(state, filepath.Join(base, "old-state")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(ckpt, state); err != nil {
+		t.Fatal(err)
+	}
+	check("state a link to ckpt", ckpt, filepath.Join(other, "inner"))
+}

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
@@ -26,7 +28,31 @@ import (
 type outbox struct {
 	db  *sql.DB
 	mem *memOutbox // instead of db with WithMemoryOutbox (outbox_mem.go)
+
+	// The events table's rows, mirrored in memory so that pending (the
+	// send loop reads after every kick, and once more to find the table
+	// empty) does not query SQLite: while mirrored, unacked holds exactly
+	// the table's rows in seq order, each as its committed body. mu is
+	// held across record's transaction and ack's delete, so a row enters
+	// the mirror in the order of its commit and only once committed (one
+	// connection serialises them anyway). The mirror starts once a read
+	// has seen the whole table (fewer rows than asked for) and stops
+	// (back to SQLite reads) past mirrorCap rows: a long outage's backlog
+	// stays on disk only.
+	mu        sync.Mutex
+	mirrored  bool
+	unacked   []outboxRow
+	mirrorCap int
 }
+
+// outboxRow is one row of the events table: its seq and body, as committed.
+type outboxRow struct {
+	seq  uint64
+	body string
+}
+
+// outboxMirrorCap is the most unacknowledged events the outbox mirrors.
+const outboxMirrorCap = 4096
 
 // allocRecord is what the outbox remembers about one allocation.
 type allocRecord struct {
@@ -127,7 +153,7 @@ func openOutboxDSN(ctx context.Context, path, dsn string, now time.Time) (*outbo
 		db.Close()
 		return nil, fmt.Errorf("prune step numbers in outbox %s: %w", path, err)
 	}
-	return &outbox{db: db}, nil
+	return &outbox{db: db, mirrorCap: outboxMirrorCap}, nil
 }
 
 func (o *outbox) Close() error {
@@ -152,6 +178,8 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 		}
 		return 0, fmt.Errorf("encode %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	tx, err := o.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("record %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
@@ -181,7 +209,17 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 		}
 	}
 	if err := tx.Commit(); err != nil {
+		// Committed or not is unknown (a failed commit can have
+		// reached the disk): reads go to SQLite again.
+		o.mirrored, o.unacked = false, nil
 		return 0, fmt.Errorf("commit %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
+	}
+	if o.mirrored {
+		if len(o.unacked) >= o.mirrorCap {
+			o.mirrored, o.unacked = false, nil
+		} else {
+			o.unacked = append(o.unacked, outboxRow{seq: uint64(seq), body: string(body)})
+		}
 	}
 	return uint64(seq), nil
 }
@@ -249,31 +287,60 @@ func (o *outbox) alloc(ctx context.Context, allocID string) (allocRecord, error)
 	return r, nil
 }
 
-// pending returns up to limit unacknowledged events in seq order.
+// pending returns up to limit unacknowledged events in seq order: from
+// the mirror while there is one, else from SQLite.
 func (o *outbox) pending(ctx context.Context, limit int) ([]api.AllocEvent, error) {
 	if o.mem != nil {
 		return o.mem.pending(ctx, limit)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var rows []outboxRow
+	if o.mirrored {
+		rows = o.unacked[:min(limit, len(o.unacked))]
+	} else {
+		var err error
+		if rows, err = o.readRows(ctx, limit); err != nil {
+			return nil, err
+		}
+		if len(rows) < limit && len(rows) <= o.mirrorCap {
+			// The whole table (no record commits while mu is held).
+			o.mirrored, o.unacked = true, slices.Clone(rows)
+		}
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	out := make([]api.AllocEvent, len(rows))
+	for i, row := range rows {
+		if !api.DecodeAllocEvent([]byte(row.body), &out[i]) { // the form record writes, by hand
+			if err := json.Unmarshal([]byte(row.body), &out[i]); err != nil {
+				return nil, fmt.Errorf("decode outbox event %d: %w", row.seq, err)
+			}
+		}
+		out[i].Seq = row.seq
+	}
+	return out, nil
+}
+
+// readRows reads up to limit rows of the events table in seq order.
+func (o *outbox) readRows(ctx context.Context, limit int) ([]outboxRow, error) {
 	rows, err := o.db.QueryContext(ctx, `SELECT seq, body FROM events ORDER BY seq LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox events: %w", err)
 	}
 	defer rows.Close()
-	var out []api.AllocEvent
+	var out []outboxRow
 	for rows.Next() {
 		var seq int64
 		var body string
 		if err := rows.Scan(&seq, &body); err != nil {
 			return nil, fmt.Errorf("read outbox events: %w", err)
 		}
-		var ev api.AllocEvent
-		if !api.DecodeAllocEvent([]byte(body), &ev) { // the form record writes, by hand
-			if err := json.Unmarshal([]byte(body), &ev); err != nil {
-				return nil, fmt.Errorf("decode outbox event %d: %w", seq, err)
-			}
-		}
-		ev.Seq = uint64(seq)
-		out = append(out, ev)
+		out = append(out, outboxRow{seq: uint64(seq), body: body})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read outbox events: %w", err)
@@ -286,8 +353,18 @@ func (o *outbox) ack(ctx context.Context, seq uint64) error {
 	if o.mem != nil {
 		return o.mem.ack(ctx, seq)
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if _, err := o.db.ExecContext(ctx, `DELETE FROM events WHERE seq <= ?`, int64(seq)); err != nil {
+		o.mirrored, o.unacked = false, nil // deleted or not is unknown
 		return fmt.Errorf("delete events up to %d from outbox: %w", seq, err)
+	}
+	if o.mirrored {
+		n := 0
+		for n < len(o.unacked) && o.unacked[n].seq <= seq {
+			n++
+		}
+		o.unacked = slices.Delete(o.unacked, 0, n)
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package node
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -388,5 +390,105 @@ func TestNoticeSeqDurable(t *testing.T) {
 	var n int
 	if err := ob.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM notices`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("notices left after the allocation was pruned: %d (%v)", n, err)
+	}
+}
+
+// TestOutboxMirrorMatchesTable runs random records, reads, acks and
+// reopens on outbox.db and checks after each that pending (from the
+// in-memory mirror while there is one) answers exactly what the events
+// table holds, with the mirror's cap small enough to be passed and with
+// the default one.
+func TestOutboxMirrorMatchesTable(t *testing.T) {
+	t.Parallel()
+	for _, capRows := range []int{3, outboxMirrorCap} {
+		t.Run(strconv.Itoa(capRows), func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			dir := t.TempDir()
+			open := func() *outbox {
+				ob, err := openOutbox(ctx, slog.Default(), dir, t0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ob.mirrorCap = capRows
+				return ob
+			}
+			ob := open()
+			defer func() { ob.Close() }()
+			rng := rand.New(rand.NewPCG(uint64(capRows), 31))
+			var last uint64
+			var mirroredSeen, capPassed int
+			for i := range 600 {
+				switch op := rng.IntN(10); {
+				case op < 5:
+					kind := []string{api.EventStarted, api.EventExited, api.EventUsage}[rng.IntN(3)]
+					ev := api.AllocEvent{Node: "n", AllocID: "a" + strconv.Itoa(rng.IntN(9)), JobID: spec.JobID(i), Kind: kind,
+						Time: spec.NewTime(t0.Add(time.Duration(i) * time.Millisecond)), Reason: strings.Repeat("x", rng.IntN(4))}
+					wasMirrored := ob.mirrored
+					seq, err := ob.record(ctx, ev)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if seq <= last {
+						t.Fatalf("op %d: seq %d after %d", i, seq, last)
+					}
+					last = seq
+					if wasMirrored && !ob.mirrored {
+						capPassed++
+					}
+				case op < 8:
+					got, err := ob.pending(ctx, 1+rng.IntN(6))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(got) > 0 && rng.IntN(2) == 0 {
+						if err := ob.ack(ctx, got[rng.IntN(len(got))].Seq); err != nil {
+							t.Fatal(err)
+						}
+					}
+				case op < 9:
+					if last > 0 {
+						if err := ob.ack(ctx, uint64(rng.IntN(int(last)+1))); err != nil {
+							t.Fatal(err)
+						}
+					}
+				default:
+					if err := ob.Close(); err != nil {
+						t.Fatal(err)
+					}
+					ob = open()
+				}
+				if ob.mirrored {
+					mirroredSeen++
+				}
+				// What the table holds, read past the mirror.
+				rows, err := ob.readRows(ctx, 1<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want []api.AllocEvent
+				for _, row := range rows {
+					var ev api.AllocEvent
+					if err := json.Unmarshal([]byte(row.body), &ev); err != nil {
+						t.Fatal(err)
+					}
+					ev.Seq = row.seq
+					want = append(want, ev)
+				}
+				got, err := ob.pending(ctx, 1<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Fatalf("op %d (mirrored %v): pending differs from the events table (-table +pending):\n%s", i, ob.mirrored, diff)
+				}
+			}
+			if mirroredSeen == 0 {
+				t.Error("the mirror was never used")
+			}
+			if capRows < outboxMirrorCap && capPassed == 0 {
+				t.Errorf("the mirror's cap of %d rows was never passed", capRows)
+			}
+		})
 	}
 }

@@ -4,7 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
@@ -63,6 +67,10 @@ type runnerDeps struct {
 	// holdGPUs marks GPUs held by a job until release: no background
 	// diagnostic runs on them (one running ends first); nil: none run.
 	holdGPUs func(uuids []string) (release func())
+
+	// hiddenMemo is the last hidden list and what its paths were when it
+	// was made (hidden).
+	hiddenMemo atomic.Pointer[hiddenMemo]
 }
 
 // backoff paces retries: exponential between the agent's bounds, with
@@ -116,8 +124,49 @@ func (d *runnerDeps) record(ctx context.Context, ev api.AllocEvent) error {
 
 // hidden are the directories of daemon state kept out of jobs' view: the
 // agent's state and checkpoint roots and Config.HidePaths.
+//
+// The list is made again only when one of those paths is no longer what
+// it was when the last list was made (another file or directory there,
+// or one gone or come): each is stat'ed per call, as hiddenPaths does,
+// but the symlink resolution hiddenPaths does to drop a path below
+// another (an lstat per component of each pair) is done once per change.
 func (d *runnerDeps) hidden() []string {
-	return hiddenPaths(append([]string{d.cfg.StateDir, d.cfg.CheckpointRoot}, d.cfg.HidePaths...))
+	cands := append([]string{d.cfg.StateDir, d.cfg.CheckpointRoot}, d.cfg.HidePaths...)
+	ids := make([]pathID, len(cands))
+	for i, p := range cands {
+		ids[i] = statPathID(p)
+	}
+	if m := d.hiddenMemo.Load(); m != nil && slices.Equal(m.ids, ids) {
+		return m.list
+	}
+	// ids were taken before the list is made: a path that changes in
+	// between makes the next call's ids differ, so it is made again.
+	list := slices.Clip(hiddenPaths(cands))
+	d.hiddenMemo.Store(&hiddenMemo{ids: ids, list: list})
+	return list
+}
+
+// hiddenMemo is a hidden list and the identities of the paths it was
+// made from.
+type hiddenMemo struct {
+	ids  []pathID
+	list []string
+}
+
+// pathID is what stat says a path is: its file (device and inode) and
+// type; the zero pathID when stat fails.
+type pathID struct {
+	dev, ino uint64
+	mode     uint32
+	ok       bool
+}
+
+func statPathID(p string) pathID {
+	var st unix.Stat_t
+	if p == "" || unix.Stat(p, &st) != nil {
+		return pathID{}
+	}
+	return pathID{dev: st.Dev, ino: st.Ino, mode: st.Mode & unix.S_IFMT, ok: true}
 }
 
 // removeJobDir removes job directory id (jobs/<id>, which its user owns)

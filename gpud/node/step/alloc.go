@@ -2,11 +2,13 @@ package step
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
@@ -175,8 +177,13 @@ func (al *Alloc) Serve(ctx context.Context, done <-chan struct{}) (stop func()) 
 	}
 	log := al.logger()
 	path := filepath.Join(al.jobDir(), SocketName)
-	_ = os.Remove(path)
 	ln, err := net.Listen("unix", path)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		// A socket an earlier agent left (a re-adopted job): a fresh
+		// job directory has none, so it costs no unlink per start.
+		_ = os.Remove(path)
+		ln, err = net.Listen("unix", path)
+	}
 	if err != nil {
 		log.Warn("listen on the job's step socket; srun will not work in this job", "err", err)
 		return func() {}

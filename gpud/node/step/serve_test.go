@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +135,48 @@ func TestStepFreesItsShareBeforeSrunHears(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no step end within 30 s")
+	}
+}
+
+// TestServeOverStaleSocket: the job's step socket is made on a fresh job
+// directory without an unlink first; one an earlier agent left there (a
+// kill -9 leaves the socket file) is replaced, and srun reaches the new
+// agent through it; the socket is the job user's, mode 0600.
+func TestServeOverStaleSocket(t *testing.T) {
+	n, h := testNode("n1")
+	for _, stale := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "job")
+		asg := &api.Assignment{Job: spec.Job{ID: 7, UID: uint32(os.Getuid()), GID: uint32(os.Getgid())},
+			Alloc: spec.Alloc{ID: "7.1", Nodes: []spec.NodeAlloc{{Node: "n1"}}}}
+		al := testAlloc(t, n, h, asg, dir)
+		path := filepath.Join(dir, SocketName)
+		if stale {
+			ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln.SetUnlinkOnClose(false)
+			ln.Close()
+		}
+		done := make(chan struct{})
+		stop := al.Serve(context.Background(), done)
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatalf("stale socket %v: srun cannot reach the step socket: %v", stale, err)
+		}
+		if _, err := c.Write([]byte("{}\n")); err != nil {
+			t.Fatal(err)
+		}
+		m, err := api.ReadStepFrame(bufio.NewReader(c))
+		c.Close()
+		if err != nil || m.Kind != api.StepError || !strings.Contains(m.Error, "no command given") {
+			t.Errorf("stale socket %v: answer %+v, %v; want the step socket's refusal of a step without a command", stale, m, err)
+		}
+		fi, err := os.Lstat(path)
+		if err != nil || fi.Mode() != os.ModeSocket|0o600 {
+			t.Errorf("stale socket %v: step socket %v, %v; want a socket of mode 0600", stale, fi.Mode(), err)
+		}
+		stop()
+		close(done)
 	}
 }
