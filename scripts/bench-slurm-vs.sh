@@ -405,7 +405,8 @@ awk -v smed="$smed" '$1 ~ /^Benchmark/ {
 			split(c[name], cs, " "); lo = ""; hi = ""
 			for (i in cs) if (cs[i] != "") { if (lo == "" || cs[i] + 0 < lo) lo = cs[i] + 0; if (hi == "" || cs[i] + 0 > hi) hi = cs[i] + 0 }
 			x = (smed > 0) ? sprintf("%.2fx Slurm", med / smed) : ""
-			printf "   %-58s %6.1f-%-6.1f %-13s (median %5.1f) cpu-ms %5.1f-%-5.1f %s\n", name, v[1], v[m], u[name], med, lo, hi, x
+			cms = (lo == "") ? "cpu-ms not measured" : sprintf("cpu-ms %5.1f-%-5.1f", lo, hi)
+			printf "   %-58s %6.1f-%-6.1f %-13s (median %5.1f) %-19s %s\n", name, v[1], v[m], u[name], med, cms, x
 		}
 	}' "$sec5"
 echo "   load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -113,3 +113,137 @@ func TestEmptyQueueKeepsState(t *testing.T) {
 		t.Fatal("a registration did not bring a full cycle")
 	}
 }
+
+// TestEmptyQueueKeepsStatePastInterval: the State is kept through an empty
+// queue past the scheduling interval (no full cycle runs then: nothing is
+// pending at its tick), so a live submission that fits starts in the
+// commit that acknowledges it, with no full cycle, on the GPU a full cycle
+// would give it. Before, the interval ended the State and that batch's
+// jobs waited for a full cycle after their commit, then a second commit
+// (about one batch in ten in the live burst, session 13). Where something
+// the State read moves with time alone (here a GPU-hour budget, spent as
+// jobs run), the interval still ends it.
+func TestEmptyQueueKeepsStatePastInterval(t *testing.T) {
+	gpu := func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 }
+	for _, budget := range []bool{false, true} {
+		store := newFakeStore()
+		h := newHarnessAt(t, store, func(c *Config) {
+			c.NodeTimeout = time.Hour // the nodes are not heard from: not late within the test
+			if budget {
+				c.Accounts = []Account{{Name: "lab", Shares: 1, MaxGPUHours: 1000, BudgetPeriod: 24 * time.Hour}}
+			}
+		}, t0, alwaysIncremental)
+		h.register("n1", 2)
+		a := h.submit(alice, gpu)
+		b := h.submit(alice, gpu)
+		ja := h.job(a)
+		h.exit("n1", ja, spec.StateCompleted, 0) // the queue is empty
+		h.settle()
+		for range 3 {
+			h.advance(h.c.cfg.SchedInterval) // ticks with nothing pending: no full cycle
+		}
+		full := h.fullCycles()
+		store.mu.Lock()
+		before := store.applies
+		store.mu.Unlock()
+		c := h.submit(alice, gpu)
+		jc, err := h.c.Job(context.Background(), c) // no settle: what the commit left, or a cycle after it
+		if err != nil {
+			t.Fatal(err)
+		}
+		cycles := h.fullCycles() - full // settles
+		store.mu.Lock()
+		writes := store.applies - before
+		store.mu.Unlock()
+		if budget {
+			if jc = h.job(c); jc.State != spec.StateRunning || cycles != 1 || writes != 2 {
+				t.Errorf("with a GPU-hour budget, job %d %s after %d full cycles and %d store writes past the interval; want RUNNING after one full cycle, its commit the second", c, jc.State, cycles, writes)
+			}
+			h.stop()
+			continue
+		}
+		if jc.State != spec.StateRunning || writes != 1 {
+			t.Fatalf("job %d submitted 3 intervals after the queue emptied: %s after %d store writes, want RUNNING after 1", c, jc.State, writes)
+		}
+		if cycles != 0 {
+			t.Fatalf("%d full cycles for a submission past the interval, want 0", cycles)
+		}
+		if jb := h.job(b); jc.GPUs[0] == jb.GPUs[0] || jc.GPUs[0] != ja.GPUs[0] {
+			t.Fatalf("job %d got %v; job %d holds %v, the freed GPU was %v", c, jc.GPUs, b, jb.GPUs, ja.GPUs)
+		}
+		h.stop()
+	}
+}
+
+// TestEmptyQueueSubmissionsSkipFullCyclePacing: with full cycles cheaper
+// than incMin (a small queue) a submission was answered by a full cycle
+// in its batch only when the full cycles' pacing allowed one, and else
+// waited for it after its commit. Into an empty queue the State answers
+// it exactly as that full cycle would (sched.State.SubmitAll), so it
+// starts in its own commit whatever the pacing, and a batch's jobs start
+// in priority order, not in the order they came.
+func TestEmptyQueueSubmissionsSkipFullCyclePacing(t *testing.T) {
+	store := newFakeStore()
+	h := newHarness(t, store, func(c *Config) { c.Priority = PriorityWeights{JobSize: 1000} })
+	h.register("n1", 2)
+	gpus := func(n int) func(*spec.JobSpec) { return func(j *spec.JobSpec) { j.Resources.GPUsPerNode = n } }
+	a := h.submit(alice, gpus(1))
+	h.exit("n1", h.job(a), spec.StateCompleted, 0)
+	h.settle()
+	full := h.fullCycles()
+	notDue := func() {
+		t.Helper()
+		if err := h.c.query(context.Background(), func() error {
+			h.c.sched.lastDur, h.c.sched.lastEnd = time.Hour, time.Now() // the next full cycle not due for a second
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notDue()
+	store.mu.Lock()
+	before := store.applies
+	store.mu.Unlock()
+	b := h.submit(alice, gpus(1))
+	store.mu.Lock()
+	writes := store.applies - before
+	store.mu.Unlock()
+	jb, err := h.c.Job(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jb.State != spec.StateRunning || writes != 1 {
+		t.Fatalf("job %d into an empty queue, full cycles cheap and not due: %s after %d store writes, want RUNNING after 1", b, jb.State, writes)
+	}
+	if n := h.fullCycles(); n != full {
+		t.Fatalf("%d full cycles for a submission into an empty queue, want 0", n-full)
+	}
+	// Once b ended, one batch brings a 1-GPU job, then a 2-GPU job, for
+	// the 2 free GPUs: a full cycle takes the larger first (job size
+	// weight) though it came second, and so does the State.
+	h.exit("n1", jb, spec.StateCompleted, 0)
+	h.settle()
+	notDue()
+	var small, large spec.JobID
+	if err := h.c.callOn(context.Background(), h.c.ops, func(tx *txn) error {
+		ids, err := h.c.submitIn(tx, alice, spec.JobSpec{Name: "s", Script: "#!/bin/sh\ntrue\n", WorkDir: "/tmp", Resources: spec.Resources{GPUsPerNode: 1}}, "")
+		if err != nil {
+			return err
+		}
+		small = ids[0]
+		ids, err = h.c.submitIn(tx, alice, spec.JobSpec{Name: "l", Script: "#!/bin/sh\ntrue\n", WorkDir: "/tmp", Resources: spec.Resources{GPUsPerNode: 2}}, "")
+		if err != nil {
+			return err
+		}
+		large = ids[0]
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if js, jl := h.job(small), h.job(large); jl.State != spec.StateRunning || js.State != spec.StatePending {
+		t.Fatalf("one batch of a 1-GPU job (%d) then a 2-GPU job (%d) on 2 free GPUs: %s and %s, want PENDING and RUNNING (priority order)", small, large, js.State, jl.State)
+	}
+	if n := h.fullCycles(); n != full {
+		t.Fatalf("%d full cycles, want 0", n-full)
+	}
+}

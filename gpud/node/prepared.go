@@ -414,10 +414,15 @@ func (p *preparedPool) launchLocked(ctx context.Context, tmpl runtime.TaskConfig
 			p.total--
 		}
 		p.mu.Unlock()
-		if err != nil {
+		switch {
+		case err != nil:
 			p.d.log.Debug("prepare container", "container", id, "err", err)
-		} else if !keep {
+		case !keep:
 			p.destroy(ctx, c, why)
+		default:
+			// Only now can a start take it (the e2e tests wait for this
+			// line: its record and task exist a while before).
+			p.d.log.Debug("prepared container", "container", id, "uid", tmpl.UID, "image", tmpl.Image, "for_job", forJob)
 		}
 	}()
 }
@@ -468,7 +473,6 @@ func (p *preparedPool) prepare(ctx context.Context, tmpl runtime.TaskConfig, sha
 		}
 		return nil, err
 	}
-	log.Debug("prepared container", "uid", cfg.UID, "image", cfg.Image, "for_job", forJob)
 	return &preparedCtr{id: id, shape: shape, made: p.d.clock.Now(), dir: dir, ckpt: ckpt, binds: binds, forJob: forJob}, nil
 }
 

@@ -107,24 +107,42 @@ func (st *State) at(now time.Time) {
 
 // Submit schedules one newly submitted job at now.
 func (st *State) Submit(j Job, now time.Time) Plan {
+	return st.SubmitAll([]Job{j}, now)
+}
+
+// SubmitAll schedules jobs submitted together at now, in the order a full
+// cycle decides them (queueOrder: priority, then submit time, then id),
+// with one Plan for them all. Into a State with no job pending it decides
+// them as a full cycle over a snapshot taken then would, at any age of
+// the State, as long as it was told every end
+// (TestStateThroughEmptyQueueMatchesFullCycle); with jobs pending it
+// answers each as Submit describes.
+func (st *State) SubmitAll(jobs []Job, now time.Time) Plan {
 	c := st.c
 	st.at(now)
-	jp := &j
-	wj := wjob{j: jp, prio: c.priority(jp).Total}
-	i, _ := slices.BinarySearchFunc(c.queue, wj, queueOrder)
-	c.queue = slices.Insert(c.queue, i, wj)
-	st.head = min(st.head, i)
-	if gpuless(jp) {
-		st.gpuless++
+	ws := make([]wjob, len(jobs))
+	for i := range jobs {
+		ws[i] = wjob{j: &jobs[i], prio: c.priority(&jobs[i]).Total}
 	}
-	if i > c.capAt {
-		// Behind jobs the full cycle's start limit held back: it waits
-		// for them (Resume decides it in its turn).
-		c.pending(jp, spec.ReasonPriority, capDetail)
-		return c.plan
+	if len(ws) > 1 {
+		slices.SortFunc(ws, queueOrder)
 	}
-	c.capAt++
-	c.decide(wj, false)
+	for _, wj := range ws {
+		i, _ := slices.BinarySearchFunc(c.queue, wj, queueOrder)
+		c.queue = slices.Insert(c.queue, i, wj)
+		st.head = min(st.head, i)
+		if gpuless(wj.j) {
+			st.gpuless++
+		}
+		if i > c.capAt {
+			// Behind jobs the full cycle's start limit held back: it
+			// waits for them (Resume decides it in its turn).
+			c.pending(wj.j, spec.ReasonPriority, capDetail)
+			continue
+		}
+		c.capAt++
+		c.decide(wj, false)
+	}
 	c.placementMetrics()
 	for _, s := range c.plan.Starts {
 		st.done[s.JobID] = true

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpud/gpud/gpud/sched/priority"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -318,5 +321,129 @@ func TestStateResumeStopsAtPreemptor(t *testing.T) {
 	p, ok = st.Resume(t0)
 	if ok || len(p.Starts) != 0 || !st.Capped() {
 		t.Fatalf("resume at job 3 (QOS high, may preempt): %+v ok=%v capped=%v, want nothing, false, still capped", p.Starts, ok, st.Capped())
+	}
+}
+
+// TestStateThroughEmptyQueueMatchesFullCycle: a State with no job pending,
+// told every job end (each at its time limit at the latest, as nodes stop
+// jobs there), answers a submission at any later time — hours past the
+// controller's scheduling interval — exactly as a full cycle over a
+// snapshot taken then: the same start on the same GPUs, or the same
+// reason, reservation and expected start. The controller keeps a State
+// through an empty queue past its interval on this (schedState.ageless).
+func TestStateThroughEmptyQueueMatchesFullCycle(t *testing.T) {
+	t.Parallel()
+	limits := []time.Duration{10 * time.Minute, time.Hour, 3 * time.Hour, 0}
+	for seed := range uint64(10) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		running := map[spec.JobID]RunningJob{}
+		// snapshot is what a controller would read at now: the nodes
+		// with what the running jobs hold, and the running jobs.
+		snapshot := func(now time.Time, jobs ...Job) *Snapshot {
+			snap := &Snapshot{Jobs: jobs}
+			for i := range 4 {
+				snap.Nodes = append(snap.Nodes, node(fmt.Sprintf("n%d", i), 32, 100000, "h100", 8))
+			}
+			for _, id := range slices.Sorted(maps.Keys(running)) {
+				rj := running[id]
+				snap.Running = append(snap.Running, rj)
+				for _, na := range rj.Nodes {
+					n := &snap.Nodes[na.Node[1]-'0']
+					n.FreeCPUs -= na.CPUs
+					n.FreeMemMiB -= na.MemMiB
+					n.Allocs++
+					for _, g := range na.GPUs {
+						n.GPUs[g[len(g)-1]-'0'].Free = false
+					}
+				}
+			}
+			return snap
+		}
+		cfg := Config{BackfillDepth: 8, Priority: priority.Config{Weights: priority.Weights{JobSize: 1000, Age: 100}, MaxAge: 24 * time.Hour}}
+		now := t0
+		next := spec.JobID(1)
+		newJob := func() Job {
+			next++
+			return job(next, 1+r.IntN(4), []int{1, 2, 4, 8}[r.IntN(4)], func(j *Job) {
+				j.TimeLimit, j.SubmitTime = limits[r.IntN(len(limits))], now
+				if r.IntN(8) == 0 {
+					j.Req.Nodes = 2
+				}
+			})
+		}
+		var st *State
+		var built time.Time
+		rebuild := func() {
+			var p Plan
+			st, p = NewState(snapshot(now), now, cfg)
+			built = now
+			if len(p.Starts)+len(p.Pending)+len(p.Reservations) > 0 {
+				t.Fatalf("seed %d: a full cycle with nothing pending planned %+v", seed, p)
+			}
+		}
+		end := func(id spec.JobID, at time.Time) {
+			delete(running, id)
+			if p := st.End(id, at); len(p.Starts)+len(p.Pending)+len(p.Reservations)+len(p.Preemptions) > 0 {
+				t.Fatalf("seed %d: end of job %d with nothing pending planned %+v", seed, id, p)
+			}
+		}
+		rebuild()
+		aged, compared, waited := 0, 0, 0
+		for step := range 300 {
+			// Time passes, minutes to hours; jobs that reach their limit
+			// end there, in order.
+			later := now.Add(time.Duration(r.IntN(4*3600)) * time.Second)
+			if r.IntN(3) > 0 {
+				later = now.Add(time.Duration(r.IntN(600)) * time.Second)
+			}
+			for {
+				var first spec.JobID
+				var at time.Time
+				for id, rj := range running {
+					if e := rj.Start.Add(rj.TimeLimit); rj.TimeLimit > 0 && !e.After(later) && (first == 0 || e.Before(at) || e.Equal(at) && id < first) {
+						first, at = id, e
+					}
+				}
+				if first == 0 {
+					break
+				}
+				if at.After(now) {
+					now = at
+				}
+				end(first, now)
+			}
+			now = later
+			if ids := slices.Sorted(maps.Keys(running)); len(ids) > 0 && r.IntN(3) == 0 {
+				end(ids[r.IntN(len(ids))], now) // ends early
+				continue
+			}
+			// One to three jobs submitted together (one batch), of
+			// different priorities: a full cycle decides the largest
+			// first (job size weight), whatever their ids' order.
+			jobs := make([]Job, 1+r.IntN(3))
+			for i := range jobs {
+				jobs[i] = newJob()
+			}
+			want := func() Plan { _, p := NewState(snapshot(now, jobs...), now, cfg); return p }()
+			got := st.SubmitAll(slices.Clone(jobs), now)
+			if now.Sub(built) > time.Hour {
+				aged++
+			}
+			compared++
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("seed %d step %d: jobs %+v submitted at +%s into an empty queue: full cycle (-) vs State (+):\n%s",
+					seed, step, jobs, now.Sub(t0), diff)
+			}
+			for _, s := range got.Starts {
+				running[s.JobID] = RunningJob{ID: s.JobID, Start: now, TimeLimit: jobs[s.JobID-jobs[0].ID].TimeLimit, Nodes: s.Nodes}
+			}
+			if len(got.Starts) < len(jobs) {
+				waited++
+				rebuild() // some would wait: the queue is not empty any more
+			}
+		}
+		if aged < 50 || compared < 100 || waited == 0 {
+			t.Fatalf("seed %d: %d submissions compared, %d of them over an hour after the full cycle, %d left waiting: too few to say anything", seed, compared, aged, waited)
+		}
 	}
 }

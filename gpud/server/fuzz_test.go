@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +24,15 @@ func FuzzDecodeSubmit(f *testing.F) {
 	f.Add([]byte(`{"job":{"time_limit":3155760000,"begin_time":"2199-12-31T23:59:59Z","resources":{"mem_mib_per_node":1073741824,"nodes":2147483648}}}`))
 	f.Add([]byte(`{"job":{"comment":"\u001b]0;x\u0007","args":["a\nb","\u009b"],"resources":{"gpu_fraction":1e308}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var req api.SubmitRequest
-		if decodeBytes(b, &req) != nil {
+		// The handler's decoding (by hand, else encoding/json) gives what
+		// encoding/json alone gives: the same request or the same error.
+		var req, want api.SubmitRequest
+		err := decodeBytesWith(b, &req, func(b []byte) bool { return api.DecodeSubmitRequest(b, &req) })
+		wantErr := decodeBytes(b, &want)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) || !reflect.DeepEqual(req, want) {
+			t.Fatalf("submission %q decodes to %+v, %v; encoding/json gives %+v, %v", b, req, err, want, wantErr)
+		}
+		if err != nil {
 			return
 		}
 		if checkJobSpec(&req.Job) != nil {

@@ -81,7 +81,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req api.SubmitRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decodeWith(w, r, &req, func(b []byte) bool { return api.DecodeSubmitRequest(b, &req) }); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

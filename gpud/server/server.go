@@ -374,6 +374,12 @@ func decodeWith(w http.ResponseWriter, r *http.Request, v any, fast func([]byte)
 		}
 		return spec.Errorf(spec.ErrInvalid, "read request body: %v", err)
 	}
+	return decodeBytesWith(b, v, fast)
+}
+
+// decodeBytesWith is decodeWith after the body is read (the fuzz
+// targets' entry).
+func decodeBytesWith(b []byte, v any, fast func([]byte) bool) error {
 	if fast != nil && len(b) <= maxBody && utf8.Valid(b) && fast(b) {
 		return nil
 	}

@@ -303,7 +303,14 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 		var fresh bool
 		group, fresh = r.groups.join(cfg.UID)
 		if fresh {
-			_ = r.keepGroup(ctx, group) // without one, the group's shim ends with its last job
+			// Not cut short by ctx, for the reason the task's creation
+			// below is not: a keeper's task creation cut short went on in
+			// containerd, keepGroup's cleanup deleted the keeper while its
+			// shim came up, and that shim served on with nothing to reap
+			// it (TestShimKeeperCutShort).
+			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+			_ = r.keepGroup(kctx, group) // without one, the group's shim ends with its last job
+			cancel()
 		}
 		labels = maps.Clone(labels) // the caller's map stays as it is
 		if labels == nil {

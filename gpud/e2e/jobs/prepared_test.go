@@ -35,7 +35,7 @@ func TestPreparedContainers(t *testing.T) {
 	confPath := e2etest.NodeConfig(t, dir,
 		"\nprepared_containers = 0\n", "\nprepared_containers = 1\n",
 		"\nprepared_max_age = \"60s\"\n", "\nprepared_max_age = \"10s\"\n")
-	c := e2etest.StartCluster(t, 1, "--node-config", confPath, "--kill-grace", "2s")
+	c := e2etest.StartCluster(t, 1, "--node-config", confPath, "--kill-grace", "2s", "--log-level", "debug")
 	for _, d := range []string{c.Dir, e2etest.BinDir} {
 		if err := os.Chmod(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -90,7 +90,9 @@ func TestPreparedContainers(t *testing.T) {
 
 	id1, out1 := run(alice)
 	check(alice, id1, out1, false)
-	e2etest.WaitFor(t, 30*time.Second, "a container prepared for alice", func() bool { return len(prepared(alice.Name)) == 1 })
+	e2etest.WaitFor(t, 30*time.Second, "a container prepared for alice", func() bool {
+		return len(prepared(alice.Name)) == 1 && preparedLogged(c, alice.UID) >= 1
+	})
 	for _, ti := range prepared(alice.Name) {
 		if ti.Status != runtime.StatusCreated || ti.Labels["gpud.job"] != "" {
 			t.Errorf("prepared container %s: %s, labels %v; want created and no job's", ti.ID, ti.Status, ti.Labels)
@@ -112,7 +114,9 @@ func TestPreparedContainers(t *testing.T) {
 
 	// The work directory made anew: the container prepared since binds
 	// the old one, so the next job must not start in it.
-	e2etest.WaitFor(t, 30*time.Second, "a container prepared for alice after her second job", func() bool { return len(prepared(alice.Name)) == 1 })
+	e2etest.WaitFor(t, 30*time.Second, "a container prepared for alice after her second job", func() bool {
+		return len(prepared(alice.Name)) == 1 && preparedLogged(c, alice.UID) >= 2
+	})
 	if err := os.Rename(alice.Home, alice.Home+".old"); err != nil {
 		t.Fatal(err)
 	}
@@ -134,4 +138,20 @@ func TestPreparedContainers(t *testing.T) {
 	if len(left)+len(slots) > 0 {
 		t.Errorf("left behind by destroyed prepared containers: %v %v", left, slots)
 	}
+}
+
+// preparedLogged counts the prepared containers the cluster's agents put
+// in their pools for uid: each logs "prepared container" (at debug: the
+// cluster runs with --log-level debug) once a start can take it. Its
+// record and task exist a while before (runc create, seconds under load):
+// a test that waited for the record alone had its next job start cold, in
+// a full run at load ~40 (TestPreparedContainerAfterTagMoved).
+func preparedLogged(c *e2etest.Cluster, uid uint32) int {
+	n := 0
+	for _, l := range strings.Split(c.Log.String(), "\n") {
+		if strings.Contains(l, `"msg":"prepared container"`) && strings.Contains(l, `"uid":`+strconv.Itoa(int(uid))+",") {
+			n++
+		}
+	}
+	return n
 }

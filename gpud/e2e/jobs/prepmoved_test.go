@@ -35,7 +35,7 @@ func TestPreparedContainerAfterTagMoved(t *testing.T) {
 	if err := os.WriteFile(path, []byte(on), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := e2etest.StartCluster(t, 1, "--node-config", path, "--kill-grace", "2s")
+	c := e2etest.StartCluster(t, 1, "--node-config", path, "--kill-grace", "2s", "--log-level", "debug")
 	for _, d := range []string{c.Dir, e2etest.BinDir} {
 		if err := os.Chmod(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -77,12 +77,14 @@ func TestPreparedContainerAfterTagMoved(t *testing.T) {
 	if out := run(); !strings.HasPrefix(out, "one\n") {
 		t.Fatalf("first job printed %q, want the image's version one", out)
 	}
-	e2etest.WaitFor(t, time.Minute, "a container prepared for alice's image job", func() bool { return prepared() == 1 })
+	e2etest.WaitFor(t, time.Minute, "a container prepared for alice's image job", func() bool {
+		return prepared() == 1 && preparedLogged(c, alice.UID) >= 1
+	})
 	// The same tag, once more: the prepared container serves it.
 	if out := run(); !strings.HasPrefix(out, "one\n") || !strings.Contains(out, "gpud-prep-") {
 		t.Fatalf("second job printed %q, want version one in the prepared container", out)
 	}
-	e2etest.WaitFor(t, time.Minute, "a container prepared again", func() bool { return prepared() == 1 })
+	e2etest.WaitFor(t, time.Minute, "a container prepared again", func() bool { return prepared() == 1 && preparedLogged(c, alice.UID) >= 2 })
 	push("two")
 	if out := run(); !strings.HasPrefix(out, "two\n") || strings.Contains(out, "gpud-prep-") {
 		t.Fatalf("job after the tag moved printed %q, want version two, started cold", out)
