@@ -374,11 +374,12 @@ func (c *cycle) startMIG(j *Job, allocs []spec.NodeAlloc, nodes []int, dur int64
 		w.prof.Hold(c.off, backfill.Add(c.off, dur), res)
 		parts = append(parts, runPart{node: ni, res: res})
 	}
+	lc := limCount{qos: j.QOS, user: j.User, account: j.Account, gpus: jobGPUs(j)}
 	if c.track {
-		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur)}
+		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur), lim: lc}
 	}
 	c.plan.Starts = append(c.plan.Starts, Start{JobID: j.ID, Nodes: allocs, Backfilled: c.reserving(j)})
-	c.lim.add(j.QOS, j.User, j.Account, jobGPUs(j))
+	c.lim.add(lc.qos, lc.user, lc.account, lc.gpus)
 }
 
 func describeMIG(r spec.Resources) string {

@@ -89,6 +89,9 @@ type runJob struct {
 type startRec struct {
 	parts   []runPart
 	at, end int64
+	// lim is what the start counted against QOS/association limits, for
+	// State.End to take back (started jobs only).
+	lim limCount
 	// who is the reserved job in scheduling order (reservations only),
 	// so a later start can tell whether it backfills under it.
 	who wjob
@@ -908,8 +911,9 @@ func (c *cycle) start(j *Job, picks []pick, dur int64) []runPart {
 		parts = append(parts, runPart{node: p.node, res: res})
 		c.rebucket(p.node)
 	}
+	lc := limCount{qos: j.QOS, user: j.User, account: j.Account, gpus: startGPUs(j, picks)}
 	if c.track {
-		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur)}
+		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur), lim: lc}
 	}
 	st := Start{JobID: j.ID, Nodes: allocs, Backfilled: c.reserving(j)}
 	if dur < durOf(j) {
@@ -919,8 +923,14 @@ func (c *cycle) start(j *Job, picks []pick, dur int64) []runPart {
 		st.Partition = j.Partition
 	}
 	c.plan.Starts = append(c.plan.Starts, st)
-	c.lim.add(j.QOS, j.User, j.Account, startGPUs(j, picks))
+	c.lim.add(lc.qos, lc.user, lc.account, lc.gpus)
 	return parts
+}
+
+// limCount is one start's count against the limits (c.lim).
+type limCount struct {
+	qos, user, account string
+	gpus               int
 }
 
 // startGPUs is how many GPUs j started on picks counts against limits.

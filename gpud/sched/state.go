@@ -168,6 +168,11 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 			}
 			freed = append(freed, p.node)
 		}
+		// Started since the full cycle (or by it): its count against
+		// the limits ends with it, as a snapshot running job's does
+		// below. (It was kept until the next full cycle, holding back
+		// the user's next job under a QOS MaxJobsPerUser that far.)
+		c.lim.remove(rec.lim.qos, rec.lim.user, rec.lim.account, rec.lim.gpus)
 		delete(c.started, id)
 	} else if ri, ok := st.running(id); ok && !c.running[ri].gone {
 		rj := &c.running[ri]
@@ -195,8 +200,16 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 	slices.Sort(freed)
 	freed = slices.Compact(freed)
 	c.reholdGPUs(freed) // a GPU-count reservation's GPUs it freed stay held
-	// Reservation bounds of the freed nodes may be earlier now.
+	// Reservation bounds of the freed nodes may be earlier now, and a
+	// shape that failed to place (the memo's cached failure and its
+	// cursor past nodes that did not fit) may fit them now: without
+	// this, the next submission of a shape that waited once stayed
+	// pending ("Priority") on a free node until the next full cycle.
 	for _, m := range c.memo {
+		m.failed = false
+		if len(freed) > 0 {
+			m.physCursor = min(m.physCursor, freed[0])
+		}
 		if m.key == nil {
 			continue
 		}

@@ -447,3 +447,57 @@ func TestStateThroughEmptyQueueMatchesFullCycle(t *testing.T) {
 		}
 	}
 }
+
+// TestStateEndLetsAFailedShapeFitAgain: a shape that once failed to place
+// (job 2 behind job 1 on the only GPU) is memoised as failing; an end
+// frees the GPU, so the next job of that shape, submitted after the queue
+// emptied, starts at once. Before End cleared the memo's failure, job 3
+// stayed pending ("Priority") on the free GPU until the next full cycle.
+func TestStateEndLetsAFailedShapeFitAgain(t *testing.T) {
+	t.Parallel()
+	snap := &Snapshot{Nodes: []Node{node("n1", 8, 100000, "h100", 1)},
+		Jobs: []Job{job(1, 1, 1), job(2, 1, 1)}}
+	st, plan := NewState(snap, t0, Config{})
+	if len(plan.Starts) != 1 || plan.Starts[0].JobID != 1 {
+		t.Fatalf("full cycle: %+v, want job 1 started", plan.Starts)
+	}
+	if p := st.End(1, t0.Add(time.Second)); len(p.Starts) != 1 || p.Starts[0].JobID != 2 {
+		t.Fatalf("end of job 1: %+v, want job 2 started", p)
+	}
+	if p := st.End(2, t0.Add(2*time.Second)); len(p.Starts) != 0 {
+		t.Fatalf("end of job 2: %+v, want no start (nothing pending)", p)
+	}
+	now := t0.Add(3 * time.Second)
+	p := st.Submit(job(3, 1, 1, func(j *Job) { j.SubmitTime = now }), now)
+	if len(p.Starts) != 1 || p.Starts[0].JobID != 3 {
+		t.Errorf("submit of job 3 with the GPU free: %+v, want it started", p)
+	}
+}
+
+// TestStateEndReturnsLimitCounts: a job the State started counts against
+// its user's QOS limit until it ends; its end gives the count back, so
+// the user's waiting job starts in that End. Before, only jobs running
+// at the full cycle gave theirs back: the waiting job stayed held
+// ("QOSLimit") until the next full cycle.
+func TestStateEndReturnsLimitCounts(t *testing.T) {
+	t.Parallel()
+	user := func(j *Job) { j.User, j.QOS = "alice", "normal" }
+	snap := &Snapshot{Nodes: []Node{node("n1", 8, 100000, "h100", 4)},
+		QOS:  []QOS{{Name: "normal", MaxJobsPerUser: 1}},
+		Jobs: []Job{job(1, 1, 1, user), job(2, 1, 1, user)}}
+	st, plan := NewState(snap, t0, Config{})
+	if len(plan.Starts) != 1 || plan.Starts[0].JobID != 1 {
+		t.Fatalf("full cycle: %+v, want job 1 started, job 2 held by the limit", plan.Starts)
+	}
+	p := st.End(1, t0.Add(time.Second))
+	if len(p.Starts) != 1 || p.Starts[0].JobID != 2 {
+		t.Fatalf("end of job 1: %+v, want job 2 started (alice under her limit again)", p)
+	}
+	// Job 2, started by the State, gives its count back too.
+	st.End(2, t0.Add(2*time.Second))
+	now := t0.Add(3 * time.Second)
+	p = st.Submit(job(3, 1, 1, func(j *Job) { user(j); j.SubmitTime = now }), now)
+	if len(p.Starts) != 1 || p.Starts[0].JobID != 3 {
+		t.Errorf("submit of alice's job 3 with none of hers running: %+v, want it started", p)
+	}
+}
