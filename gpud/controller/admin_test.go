@@ -258,7 +258,7 @@ func TestWeightOrdersEqualNodes(t *testing.T) {
 // nodes with the job; the owner and root may, others not; a pending, an
 // ended or an srun/salloc job is refused in Slurm's words.
 func TestNotify(t *testing.T) {
-	h := newHarness(t, newFakeStore(), nil)
+	h := newHarnessAt(t, newFakeStore(), nil, t0, fullCyclesOnly) // see fullCyclesOnly
 	ctx := context.Background()
 	h.register("n1", 1)
 	gpu := func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1; j.Resources.Nodes = 1 }

@@ -265,9 +265,9 @@ func TestHoldReleaseAndPermissions(t *testing.T) {
 }
 
 func TestPriorityOrderAndReasons(t *testing.T) {
-	h := newHarness(t, newFakeStore(), func(c *Config) {
+	h := newHarnessAt(t, newFakeStore(), func(c *Config) {
 		c.QOS = []QOS{{Name: "normal"}, {Name: "high", Priority: 10}}
-	})
+	}, t0, fullCyclesOnly) // reasons and order are a full cycle's
 	h.register("n1", 1)
 	// Keep the node busy so the rest queue up.
 	first := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })

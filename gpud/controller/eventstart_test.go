@@ -16,7 +16,9 @@ import (
 // before that reservation starts (backfill).
 func TestSubmitStartsInItsCommit(t *testing.T) {
 	store := newFakeStore()
-	h := newHarness(t, store, nil)
+	// The in-commit full cycle runs only while the last one took under
+	// incMin of wall time: see fullCyclesOnly.
+	h := newHarnessAt(t, store, nil, t0, fullCyclesOnly)
 	h.register("n1", 2)
 	ctx := context.Background()
 	// submit submits js with the cycle's pacing due (a test's requests

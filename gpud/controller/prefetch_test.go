@@ -15,6 +15,12 @@ import (
 // -race and load made the next submissions incremental, and a test that
 // settles once read the blocker's list: TestPrefetchFollowsReservations
 // failed so under -race at load ~20; alwaysIncremental fails it each time.
+// The same holds for every test whose subject is what a full cycle decides
+// (reasons, priority order, QOS limits of a waiting preemptor, the start
+// in the submission's own commit): with incMinFullCycle set to 0 (every
+// full cycle "slow"), TestNotify, TestPriorityOrderAndReasons,
+// TestSubmitStartsInItsCommit, TestWaitingPreemptorKeepsQOSLimits and
+// TestStatsAndObserver failed; they pin full cycles too.
 func fullCyclesOnly(c *Controller) { c.sched.incMin = 1000 * time.Hour }
 
 // TestPrefetchFollowsReservations: the images of pending jobs that the

@@ -214,10 +214,10 @@ func TestBackfillAndExpectedStart(t *testing.T) {
 // per-user counters were empty: it started on other free GPUs past
 // MaxJobsPerUser.)
 func TestWaitingPreemptorKeepsQOSLimits(t *testing.T) {
-	h := newHarness(t, newFakeStore(), func(c *Config) {
+	h := newHarnessAt(t, newFakeStore(), func(c *Config) {
 		multifactor(c)
 		c.QOS[2].MaxJobsPerUser = 1
-	})
+	}, t0, fullCyclesOnly) // see fullCyclesOnly
 	h.register("n1", 8)
 	lowJob := h.job(h.submit(alice, gpus(8, time.Hour, "low")))
 	h.advance(time.Minute)

@@ -59,9 +59,9 @@ func (o *fakeObserver) JobPreempted(p, m string) {
 
 func TestStatsAndObserver(t *testing.T) {
 	obs := &fakeObserver{started: map[string]int{}, ended: map[spec.JobState]int{}, requeued: map[string]int{}}
-	h := newHarness(t, newFakeStore(), nil)
-	// The harness takes no options; the owner reads c.obs only on its own
-	// goroutine, so setting it there is what WithObserver would do.
+	h := newHarnessAt(t, newFakeStore(), nil, t0, fullCyclesOnly) // pending reasons are a full cycle's
+	// The owner reads c.obs only on its own goroutine, so setting it there
+	// is what WithObserver would do.
 	if err := h.c.query(context.Background(), func() error { h.c.obs = obs; return nil }); err != nil {
 		t.Fatal(err)
 	}
