@@ -124,14 +124,21 @@ func TestEmptyQueueKeepsState(t *testing.T) {
 // jobs waited for a full cycle after their commit, then a second commit
 // (about one batch in ten in the live burst, session 13). Where something
 // the State read moves with time alone (here a GPU-hour budget, spent as
-// jobs run), the interval still ends it.
+// jobs run), the interval still ends it; a fairshare report, which only
+// orders pending jobs, is taken anew instead.
 func TestEmptyQueueKeepsStatePastInterval(t *testing.T) {
 	gpu := func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 }
-	for _, budget := range []bool{false, true} {
+	for _, tc := range []string{"plain", "fairshare", "budget"} {
+		budget := tc == "budget"
 		store := newFakeStore()
 		h := newHarnessAt(t, store, func(c *Config) {
 			c.NodeTimeout = time.Hour // the nodes are not heard from: not late within the test
-			if budget {
+			switch tc {
+			case "fairshare":
+				// Taken anew for the submission (cycleIncremental).
+				c.Priority = PriorityWeights{Fairshare: 10000}
+				c.Accounts = []Account{{Name: "lab", Shares: 1}}
+			case "budget":
 				c.Accounts = []Account{{Name: "lab", Shares: 1, MaxGPUHours: 1000, BudgetPeriod: 24 * time.Hour}}
 			}
 		}, t0, alwaysIncremental)
@@ -165,10 +172,19 @@ func TestEmptyQueueKeepsStatePastInterval(t *testing.T) {
 			continue
 		}
 		if jc.State != spec.StateRunning || writes != 1 {
-			t.Fatalf("job %d submitted 3 intervals after the queue emptied: %s after %d store writes, want RUNNING after 1", c, jc.State, writes)
+			t.Fatalf("%s: job %d submitted 3 intervals after the queue emptied: %s after %d store writes, want RUNNING after 1", tc, c, jc.State, writes)
 		}
 		if cycles != 0 {
-			t.Fatalf("%d full cycles for a submission past the interval, want 0", cycles)
+			t.Fatalf("%s: %d full cycles for a submission past the interval, want 0", tc, cycles)
+		}
+		if tc == "fairshare" {
+			var at time.Time
+			if err := h.c.query(context.Background(), func() error { at = h.c.sched.shareAt; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if want := t0.Add(3 * h.c.cfg.SchedInterval); !at.Equal(want) {
+				t.Fatalf("the State's fairshare report is from %s, want one taken at the submission (%s)", at, want)
+			}
 		}
 		if jb := h.job(b); jc.GPUs[0] == jb.GPUs[0] || jc.GPUs[0] != ja.GPUs[0] {
 			t.Fatalf("job %d got %v; job %d holds %v, the freed GPU was %v", c, jc.GPUs, b, jb.GPUs, ja.GPUs)

@@ -62,6 +62,12 @@ type schedState struct {
 	// maxKeptEvents a full cycle rebuilds it.
 	ageless   bool
 	incEvents int
+	// fairshare is set when inc's priorities read a fairshare report
+	// (which moves as jobs run); shareAt is when it was taken. A State
+	// past its interval gets a new one before it answers submissions
+	// into an empty queue (cycleIncremental).
+	fairshare bool
+	shareAt   time.Time
 }
 
 // maxKeptEvents bounds the submissions and ends one State answers: each
@@ -120,13 +126,16 @@ func (c *Controller) onlyNewPending() bool {
 // now would give, events told: within the scheduling interval of its
 // full cycle (the periodic full cycle renews it while jobs are pending),
 // or at any age when nothing it read changes with time alone (ageless),
-// up to maxKeptEvents events. A live burst empties the queue every few
+// up to maxKeptEvents events. A fairshare report does move, but it only
+// orders pending jobs: with none pending but new ones, a report taken
+// now (cycleIncremental) is all a full cycle would read anew. A live burst empties the queue every few
 // batches; with no job pending at the interval's tick no full cycle ran,
 // the State aged out and the next submissions waited for a full cycle
 // after their commit (~10 % of batches, session 13).
 func (c *Controller) incCurrent(now time.Time) bool {
 	s := &c.sched
-	return (now.Sub(s.incAt) < c.cfg.SchedInterval || s.ageless) && s.incEvents+len(s.submitted)+len(s.freed) <= maxKeptEvents
+	return (now.Sub(s.incAt) < c.cfg.SchedInterval || s.ageless && (!s.fairshare || c.onlyNewPending())) &&
+		s.incEvents+len(s.submitted)+len(s.freed) <= maxKeptEvents
 }
 
 // incrementalSubmit reports whether a new pending job can be answered by
@@ -248,7 +257,7 @@ func (c *Controller) scheduleInto(tx *txn, start time.Time) error {
 		snap := c.snapshot(now)
 		cfg := c.schedConfig()
 		st, plan := sched.NewState(snap, now, cfg)
-		s.inc, s.incAt, s.incEvents = st, now, 0
+		s.inc, s.incAt, s.incEvents, s.shareAt = st, now, 0, now
 		c.notePrefetch(plan, now)
 		s.incOK = !s.afterDeps && len(s.arrayLimited) == 0 && len(s.waiting) == 0 && !c.sched.anyDeps
 		if !cfg.Priority.Weights.Zero() {
@@ -352,6 +361,12 @@ func (c *Controller) cycleIncremental(tx *txn, now, start time.Time) {
 			jobs = append(jobs, c.schedJob(&rec.job))
 		}
 	}
+	if len(jobs) > 0 && s.fairshare && now.Sub(s.shareAt) >= c.cfg.SchedInterval && c.onlyNewPending() {
+		// Past the interval the report is old; with only the new jobs
+		// pending, the one a full cycle would take now (incCurrent).
+		s.inc.SetFairshare(c.fairshareReport(now))
+		s.shareAt = now
+	}
 	if len(jobs) > 0 {
 		c.apply(tx, s.inc.SubmitAll(jobs, now), now)
 	}
@@ -406,6 +421,7 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 		snap.Fairshare = c.fairshareReport(now)
 	}
 	c.sched.ageless = steady && ageless(snap)
+	c.sched.fairshare = snap.Fairshare != nil
 	for id, victims := range c.sched.waiting {
 		if c.st.pending[id] == nil || !slices.ContainsFunc(victims, c.stopping) {
 			delete(c.sched.waiting, id)
@@ -455,17 +471,18 @@ func (c *Controller) snapshot(now time.Time) *sched.Snapshot {
 	return snap
 }
 
-// ageless reports whether nothing in snap but its jobs and nodes moves
-// with time alone, so that a State built from it and told every event
-// since stays what a full cycle would build later (schedState.ageless):
-// no fairshare (usage accrues), no GPU-hour budget (it is spent as jobs
-// run), no advance reservation (their windows come and go). Running jobs
-// that stop or are suspended move their expected ends with time too
-// (runningJob); snapshot checks those. Job age is not among them: the
-// State ages its queue by now (sched.State.Submit), and with nothing
-// pending there is no order to drift.
+// ageless reports whether nothing in snap but its jobs, nodes and
+// fairshare moves with time alone, so that a State built from it and told
+// every event since stays what a full cycle would build later
+// (schedState.ageless): no GPU-hour budget (it is spent as jobs run), no
+// advance reservation (their windows come and go). Running jobs that stop
+// or are suspended move their expected ends with time too (runningJob);
+// snapshot checks those. The fairshare report is taken anew when needed
+// (schedState.fairshare). Job age is not among them: the State ages its
+// queue by now (sched.State.SubmitAll), and with nothing pending there is
+// no order to drift.
 func ageless(snap *sched.Snapshot) bool {
-	if snap.Fairshare != nil || len(snap.AdvanceReservations) > 0 {
+	if len(snap.AdvanceReservations) > 0 {
 		return false
 	}
 	for _, l := range snap.AccountLimits {

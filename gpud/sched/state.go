@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/sched/backfill"
+	"github.com/gpud/gpud/gpud/sched/fairshare"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -104,6 +105,12 @@ func (st *State) at(now time.Time) {
 	st.c.unplaced = st.c.unplaced[:0]
 	st.c.off = max(int64(now.Sub(st.c.now)), st.c.off)
 }
+
+// SetFairshare replaces the fairshare report the State's priorities read
+// (Snapshot.Fairshare). With no job pending in the State, a report taken
+// now makes its next SubmitAll what a full cycle now would give, however
+// old the State; jobs already queued keep the order they had.
+func (st *State) SetFairshare(r *fairshare.Report) { st.c.share = r }
 
 // Submit schedules one newly submitted job at now.
 func (st *State) Submit(j Job, now time.Time) Plan {
