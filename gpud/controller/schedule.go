@@ -134,7 +134,10 @@ func (c *Controller) onlyNewPending() bool {
 // after their commit (~10 % of batches, session 13).
 func (c *Controller) incCurrent(now time.Time) bool {
 	s := &c.sched
-	return (now.Sub(s.incAt) < c.cfg.SchedInterval || s.ageless && (!s.fairshare || c.onlyNewPending())) &&
+	// A State an End left stale (MIG slices, GPU shares it cannot give
+	// back) under-counts free capacity from then on: dynamic MIG jobs
+	// spread over GPUs a full cycle packs.
+	return !s.inc.Stale() && (now.Sub(s.incAt) < c.cfg.SchedInterval || s.ageless && (!s.fairshare || c.onlyNewPending())) &&
 		s.incEvents+len(s.submitted)+len(s.freed) <= maxKeptEvents
 }
 
@@ -236,7 +239,7 @@ func (c *Controller) keepInc() bool {
 			return false // nothing is pending to start: never expected; a full cycle sorts it out
 		}
 	}
-	return true
+	return !s.inc.Stale()
 }
 
 // scheduleInto runs one scheduling cycle's decisions into tx (a full

@@ -376,7 +376,7 @@ func (c *cycle) startMIG(j *Job, allocs []spec.NodeAlloc, nodes []int, dur int64
 	}
 	lc := limCount{qos: j.QOS, user: j.User, account: j.Account, gpus: jobGPUs(j)}
 	if c.track {
-		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur), lim: lc}
+		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur), lim: lc, partial: true}
 	}
 	c.plan.Starts = append(c.plan.Starts, Start{JobID: j.ID, Nodes: allocs, Backfilled: c.reserving(j)})
 	c.lim.add(lc.qos, lc.user, lc.account, lc.gpus)

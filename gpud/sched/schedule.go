@@ -92,6 +92,9 @@ type startRec struct {
 	// lim is what the start counted against QOS/association limits, for
 	// State.End to take back (started jobs only).
 	lim limCount
+	// partial: it holds MIG slices or a GPU share, which State.End cannot
+	// give back (see State.Stale).
+	partial bool
 	// who is the reserved job in scheduling order (reservations only),
 	// so a later start can tell whether it backfills under it.
 	who wjob
@@ -913,7 +916,7 @@ func (c *cycle) start(j *Job, picks []pick, dur int64) []runPart {
 	}
 	lc := limCount{qos: j.QOS, user: j.User, account: j.Account, gpus: startGPUs(j, picks)}
 	if c.track {
-		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur), lim: lc}
+		c.started[j.ID] = startRec{parts: parts, at: c.off, end: backfill.Add(c.off, dur), lim: lc, partial: isFrac(j)}
 	}
 	st := Start{JobID: j.ID, Nodes: allocs, Backfilled: c.reserving(j)}
 	if dur < durOf(j) {

@@ -41,6 +41,9 @@ type State struct {
 	// the queue, and walking thousands of started jobs at each End cost
 	// more than the End itself in a 100,000-job drain.
 	head int
+	// stale is set by an End that freed MIG slices or a GPU share (see
+	// Stale).
+	stale bool
 	// gpuless counts the jobs queued since the full cycle that ask for
 	// no GPU (whether they started or not): while there is none, CPUs
 	// left on a node with no GPU free are no room for anyone (room).
@@ -180,6 +183,7 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 		// below. (It was kept until the next full cycle, holding back
 		// the user's next job under a QOS MaxJobsPerUser that far.)
 		c.lim.remove(rec.lim.qos, rec.lim.user, rec.lim.account, rec.lim.gpus)
+		st.stale = st.stale || rec.partial
 		delete(c.started, id)
 	} else if ri, ok := st.running(id); ok && !c.running[ri].gone {
 		rj := &c.running[ri]
@@ -200,6 +204,7 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 			freed = append(freed, p.node)
 		}
 		c.lim.remove(rj.r.QOS, rj.r.User, rj.r.Account, rj.gpuCount)
+		st.stale = st.stale || slices.ContainsFunc(rj.r.Nodes, func(a spec.NodeAlloc) bool { return len(a.MIG) > 0 || a.GPUFraction > 0 })
 	} else {
 		return c.plan
 	}
@@ -298,6 +303,14 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 	}
 	return c.plan
 }
+
+// Stale reports whether an End freed what the State cannot give back:
+// MIG slices (and a GPU their first slice took from whole-GPU jobs) or a
+// fractional GPU share. The State stays safe (it under-counts what is
+// free, never over-allocates) but no longer answers as a full cycle
+// would: jobs wait, or slices spread over GPUs a full cycle would pack.
+// The controller then runs a full cycle instead of keeping it.
+func (st *State) Stale() bool { return st.stale }
 
 // Capped reports whether the full cycle's start limit
 // (Config.MaxStartsPerCycle) held back jobs that Resume has not decided

@@ -501,3 +501,29 @@ func TestStateEndReturnsLimitCounts(t *testing.T) {
 		t.Errorf("submit of alice's job 3 with none of hers running: %+v, want it started", p)
 	}
 }
+
+// TestStateStaleAfterPartialEnd: an End that frees a GPU share (or MIG
+// slices) leaves the State stale, since it cannot give them back; an End
+// of whole GPUs does not. (TestDynamicMIG in gpud/e2e/jobs shows what a
+// State kept past such an end did: slices spread 5+3 over two GPUs that a
+// full cycle packs 7+1.)
+func TestStateStaleAfterPartialEnd(t *testing.T) {
+	t.Parallel()
+	n := node("n1", 8, 100000, "h100", 2)
+	n.GPUs[0].Free, n.GPUs[0].FreeFraction = false, 0.5
+	n.GPUs[1].Free = false
+	n.FreeCPUs, n.Allocs = 6, 2
+	snap := &Snapshot{Nodes: []Node{n}, Running: []RunningJob{
+		{ID: 1, Start: t0, TimeLimit: time.Hour, Nodes: []spec.NodeAlloc{{Node: "n1", CPUs: 1, GPUs: []string{"GPU-n1-0"}, GPUFraction: 0.5}}},
+		{ID: 2, Start: t0, TimeLimit: time.Hour, Nodes: []spec.NodeAlloc{{Node: "n1", CPUs: 1, GPUs: []string{"GPU-n1-1"}}}},
+	}}
+	st, _ := NewState(snap, t0.Add(time.Second), Config{})
+	st.End(2, t0.Add(2*time.Second))
+	if st.Stale() {
+		t.Fatal("stale after the end of a whole-GPU job")
+	}
+	st.End(1, t0.Add(3*time.Second))
+	if !st.Stale() {
+		t.Fatal("not stale after the end of a job holding a GPU share")
+	}
+}
