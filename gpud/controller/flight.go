@@ -271,7 +271,9 @@ func (c *Controller) landInto(tx *txn, f *flight, r flightResult) error {
 	for _, name := range f.images {
 		st.SetImages(name, c.nodeImageSet(name))
 	}
-	s.inc, s.incAt, s.incOK, s.full = st, f.now, true, false
+	// Its fairshare report is the snapshot's, taken at f.now (as the
+	// synchronous full cycle's at its now).
+	s.inc, s.incAt, s.incOK, s.full, s.shareAt = st, f.now, true, false, f.now
 	s.incEvents = len(f.ended) + len(f.submitted)
 	c.apply(tx, st.Offer(now), now)
 	// Together, in the order a full cycle takes them (as cycleIncremental).

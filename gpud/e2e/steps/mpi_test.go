@@ -49,11 +49,14 @@ func mpiScript(launches []string) string {
 		// times: a full run hung twice in a row, each time with three of
 		// the four ranks in the barrier (the agents log each rank left
 		// there), MPICH's pattern; a fault of gpud's (a fence that never
-		// completes) fails every try.
+		// completes) fails every try. A launch takes 1-4 s even under
+		// -race (TestMPI runs in 2-4 s), so a try that takes 30 s hung;
+		// five tries, since a quiet full run hung three in a row (about
+		// one launch in twelve hangs here).
 		fmt.Fprintf(&b, `echo '== %[1]s =='
-for try in 1 2 3; do
-	timeout 120 %[2]s >%[1]s.try 2>&1; rc=$?
-	if [ $rc = 124 ] && [ $try -lt 3 ]; then echo 'mpich finalize hang: launching again'; continue; fi
+for try in 1 2 3 4 5; do
+	timeout 30 %[2]s >%[1]s.try 2>&1; rc=$?
+	if [ $rc = 124 ] && [ $try -lt 5 ]; then echo 'mpich finalize hang: launching again'; continue; fi
 	cat %[1]s.try; break
 done
 echo "rc=$rc"
