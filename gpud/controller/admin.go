@@ -498,7 +498,6 @@ func (c *Controller) overlayPartitions() {
 	}
 	c.cfg.Partitions = ps
 	c.pol = c.cfg.SchedPolicy()
-	c.policyChanged() // flight.go
 	cfg := c.cfg
 	c.published.Store(&cfg)
 	c.recheckAccess()

@@ -227,7 +227,6 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		pol:        cfg.SchedPolicy(),
 	}
 	c.sched.incMin = incMinFullCycle
-	c.sched.asyncMin, c.sched.flyMinJobs = asyncMinFullCycle, flyMinJobs
 	c.admin.fileParts = slices.Clone(cfg.Partitions)
 	c.nodeTimeout.Store(int64(cfg.NodeTimeout))
 	c.published.Store(&cfg)
@@ -319,7 +318,6 @@ func (c *Controller) load(ctx context.Context) error {
 	// The configuration may have changed while the controller was down.
 	c.recheckAccess()
 	c.sched.dirty, c.sched.full = true, true
-	c.sched.flight = nil // planned from what was in memory: dropped
 	return nil
 }
 
@@ -412,14 +410,12 @@ func (c *Controller) Run(ctx context.Context) error {
 				c.housekeep(ctx)
 			}
 		case <-cycleTimer.C:
-		case r := <-c.flightDone():
-			c.land(ctx, r) // flight.go
 		}
 		if c.following {
 			continue
 		}
 		if wait := c.cycleDue(); wait == 0 {
-			c.loopCycle(ctx)
+			c.cycle(ctx)
 		} else if wait > 0 {
 			cycleTimer.Reset(wait)
 		}
@@ -584,7 +580,6 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 	c.enqueueResvRecords(tx.resvRecs)
 	c.enqueueSteps(tx.steps)
 	c.noteSched(tx)
-	c.noteFlight(tx) // flight.go
 	return nil
 }
 
@@ -606,13 +601,6 @@ func (c *Controller) noteSched(tx *txn) {
 		c.sched.dirty = true
 		c.sched.submitted = append(c.sched.submitted, tx.submitted...)
 		c.sched.freed = append(c.sched.freed, tx.freed...)
-		if f := c.sched.flight; f != nil {
-			f.submitted = append(f.submitted, tx.submitted...)
-			f.ended = append(f.ended, tx.freed...)
-		}
-	}
-	if f := c.sched.flight; f != nil && tx.kick {
-		f.kicked = true
 	}
 }
 

@@ -1021,7 +1021,6 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg Config) (string, error
 	err := c.call(ctx, func(tx *txn) error {
 		changed := limitChanges(&c.cfg, &cfg)
 		c.cfg, c.pol = cfg, cfg.SchedPolicy()
-		c.policyChanged() // flight.go
 		c.nodeTimeout.Store(int64(cfg.NodeTimeout))
 		c.published.Store(&cfg)
 		diffs := c.setFilePartitions(tx) // admin.go: scontrol's live changes stay
@@ -1184,9 +1183,7 @@ func (c *Controller) housekeep(ctx context.Context) {
 			// an idle 10,000-node controller's CPU (gpud loadtest).
 			// Any change that can make a job pending runs its own cycle.
 			if len(c.st.pending) > 0 {
-				// stale, not full: nothing changed that the last State
-				// cannot follow (schedState.stale).
-				c.sched.dirty, c.sched.stale = true, true
+				c.sched.dirty, c.sched.full = true, true
 			}
 			// Reservations' new occurrences reach accounting without a
 			// cycle too (none runs with nothing pending).

@@ -54,22 +54,6 @@ type schedState struct {
 	incMin           time.Duration
 	full             bool
 	submitted, freed []spec.JobID
-	// stale: the periodic full cycle is due (housekeeping). Like full it
-	// makes the next cycle a full one, but nothing changed that the last
-	// State cannot follow: it may answer events while the full cycle
-	// plans off the owner loop (flight.go).
-	stale bool
-	// flight is the full cycle planning off the owner loop, nil when
-	// none; asyncMin and flyMinJobs are the full-cycle cost and the
-	// queue length from which cycles plan off it (flight.go; tests
-	// change them); flightHook, when set, runs on the
-	// flight's goroutine before it plans (tests hold a flight with it).
-	flight        *flight
-	asyncMin      time.Duration
-	flyMinJobs    int
-	flightHook    func()
-	flights       int // flights landed
-	flightDropped int // starts they planned that no longer held
 	// ageless is set when nothing the full cycle read changes with time
 	// alone (ageInputs): then inc stays what a full cycle would rebuild
 	// past its interval, as long as it is told every event, and the
@@ -112,23 +96,8 @@ func (c *Controller) maxIncEnds() int { return max(maxIncEvents, len(c.st.pendin
 // incremental reports whether the next cycle may use c.sched.inc.
 func (c *Controller) incremental(now time.Time) bool {
 	s := &c.sched
-	return c.incUsable(now, s.fullDur >= s.incMin || c.onlyNewPending()) && len(s.submitted) <= maxIncEvents && len(s.freed) <= c.maxIncEnds()
-}
-
-// incUsable reports whether c.sched.inc may answer events now: it
-// follows everything that happened since its full cycle, a full cycle
-// is not cheaper (worth), and it is current (incCurrent), or a full
-// cycle is planning off the owner loop meanwhile and nothing since the
-// last one needs a full cycle (the flight's oldInc).
-func (c *Controller) incUsable(now time.Time, worth bool) bool {
-	s := &c.sched
-	if s.inc == nil || !s.incOK || s.full || !worth {
-		return false
-	}
-	if s.flight != nil {
-		return s.flight.oldInc
-	}
-	return !s.stale && c.incCurrent(now)
+	return s.inc != nil && s.incOK && !s.full && (s.fullDur >= s.incMin || c.onlyNewPending()) &&
+		len(s.submitted) <= maxIncEvents && len(s.freed) <= c.maxIncEnds() && c.incCurrent(now)
 }
 
 // onlyNewPending reports whether every pending job is one submitted since
@@ -207,20 +176,14 @@ func (c *Controller) cycleDue() time.Duration {
 
 // cycle runs one scheduling cycle and applies its plan: persist the
 // starts first, then bump the nodes' generations (commit does both in
-// that order). A full cycle over a large queue may plan off the owner
-// loop (loopCycle, flight.go); cycle itself always decides at once.
-func (c *Controller) cycle(ctx context.Context) { c.cycleMay(ctx, false) }
-
-// loopCycle is the owner loop's cycle: a full one may fly.
-func (c *Controller) loopCycle(ctx context.Context) { c.cycleMay(ctx, true) }
-
-func (c *Controller) cycleMay(ctx context.Context, mayFly bool) {
+// that order).
+func (c *Controller) cycle(ctx context.Context) {
 	start := time.Now()
 	if c.nothingPending() {
 		return
 	}
 	tx := newTxn()
-	if err := c.scheduleInto(tx, start, mayFly); err != nil {
+	if err := c.scheduleInto(tx, start); err != nil {
 		c.sched.inc = nil
 	} else if c.commit(ctx, tx) != nil {
 		c.sched.inc = nil // logged by commit; inc may be ahead of the reloaded state
@@ -267,7 +230,7 @@ func (c *Controller) nothingPending() bool {
 func (c *Controller) keepInc() bool {
 	s := &c.sched
 	now := c.now()
-	if !c.incUsable(now, true) || len(s.freed) > c.maxIncEnds() {
+	if s.inc == nil || !s.incOK || s.full || !c.incCurrent(now) || len(s.freed) > c.maxIncEnds() {
 		return false
 	}
 	s.incEvents += len(s.freed)
@@ -283,7 +246,7 @@ func (c *Controller) keepInc() bool {
 // cycle, or an incremental one through the last full cycle's State); the
 // caller commits tx. An error (a panic in the cycle) leaves tx with what
 // the cycle had applied before it.
-func (c *Controller) scheduleInto(tx *txn, start time.Time, mayFly bool) error {
+func (c *Controller) scheduleInto(tx *txn, start time.Time) error {
 	s := &c.sched
 	s.dirty = false
 	return c.safely(fmt.Sprintf("scheduling cycle (snapshot %d)", s.snapID+1), func() error {
@@ -292,24 +255,9 @@ func (c *Controller) scheduleInto(tx *txn, start time.Time, mayFly bool) error {
 			c.cycleIncremental(tx, now, start)
 			return nil
 		}
-		if s.flight != nil {
-			// The events wait in the flight's lists: its State learns
-			// them when it lands.
-			s.submitted, s.freed = s.submitted[:0], s.freed[:0]
-			return nil
-		}
-		oldInc := !s.full && s.inc != nil && s.incOK && s.fullDur >= s.incMin
-		s.full, s.stale, s.submitted, s.freed = false, false, s.submitted[:0], s.freed[:0]
-		if !oldInc {
-			s.inc = nil
-		}
+		s.inc, s.full, s.submitted, s.freed = nil, false, s.submitted[:0], s.freed[:0]
 		c.imageMoves.take() // the snapshot reads every inventory as it is now
 		snap := c.snapshot(now)
-		if mayFly && c.mayFly(snap) {
-			c.fly(snap, now, time.Since(start), oldInc)
-			return nil
-		}
-		s.inc = nil
 		cfg := c.schedConfig()
 		st, plan := sched.NewState(snap, now, cfg)
 		s.inc, s.incAt, s.incEvents, s.shareAt = st, now, 0, now
@@ -376,7 +324,7 @@ func (c *Controller) cycleInBatch(tx *txn) bool {
 	if c.nothingPending() {
 		return false
 	}
-	if err := c.scheduleInto(tx, start, false); err != nil {
+	if err := c.scheduleInto(tx, start); err != nil {
 		s.inc = nil
 		s.dirty, s.full = true, true
 	}
@@ -399,19 +347,10 @@ func (c *Controller) cycleIncremental(tx *txn, now, start time.Time) {
 	for _, name := range c.imageMoves.take() {
 		// Inventories that came since the full cycle (images.go).
 		s.inc.SetImages(name, c.nodeImageSet(name))
-		if s.flight != nil {
-			s.flight.images = append(s.flight.images, name)
-		}
 	}
 	s.incEvents += len(s.freed) + len(s.submitted)
 	for i, id := range s.freed {
 		if i > 0 && time.Since(start) > s.fullDur {
-			if s.flight != nil {
-				// A full cycle is on its way: the rest wait for it (in
-				// the flight's lists); this State just holds them longer.
-				s.submitted, s.freed = s.submitted[:0], s.freed[:0]
-				return
-			}
 			tx.kick = true
 			s.submitted, s.freed = s.submitted[:0], s.freed[:0]
 			return
@@ -452,7 +391,7 @@ func (c *Controller) cycleIncremental(tx *txn, now, start time.Time) {
 // before a job that may preempt).
 func (c *Controller) resumable(now time.Time) bool {
 	s := &c.sched
-	return c.incUsable(now, s.fullDur >= s.incMin)
+	return s.inc != nil && s.incOK && !s.full && s.fullDur >= s.incMin && c.incCurrent(now)
 }
 
 // snapshot copies the state the scheduler needs.
@@ -760,9 +699,6 @@ func (c *Controller) apply(tx *txn, plan sched.Plan, now time.Time) {
 			names = append(names, p.Node)
 			gpus = append(gpus, p.GPUs...)
 			tx.bump[p.Node] = true
-		}
-		if f := c.sched.flight; f != nil {
-			f.started = append(f.started, j.ID)
 		}
 		j.Attempt = attempt
 		j.Alloc = a

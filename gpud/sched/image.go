@@ -83,19 +83,6 @@ func (c *cycle) bucketNodes(b int) []int {
 	return idx
 }
 
-// nodeIndex is the cycle's index of node name (the index by name is
-// built on first use where the cycle did not build it).
-func (c *cycle) nodeIndex(name string) (int, bool) {
-	if c.byName == nil {
-		c.byName = make(map[string]int, len(c.nodes))
-		for i, w := range c.nodes {
-			c.byName[w.n.Name] = i
-		}
-	}
-	i, ok := c.byName[name]
-	return i, ok
-}
-
 // SetImages replaces node name's inventory (Node.Images) in the State,
 // for the Submit, End and Resume answered after its full cycle: a node's
 // cache changes with its pulls, and a job submitted once its image
@@ -104,7 +91,13 @@ func (c *cycle) nodeIndex(name string) (int, bool) {
 // nothing the full cycle decided changes. An unknown name is ignored.
 func (st *State) SetImages(name string, images map[string]bool) {
 	c := st.c
-	i, ok := c.nodeIndex(name)
+	if c.byName == nil {
+		c.byName = make(map[string]int, len(c.nodes))
+		for i, w := range c.nodes {
+			c.byName[w.n.Name] = i
+		}
+	}
+	i, ok := c.byName[name]
 	if !ok {
 		return
 	}

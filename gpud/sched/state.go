@@ -41,8 +41,6 @@ type State struct {
 	// the queue, and walking thousands of started jobs at each End cost
 	// more than the End itself in a 100,000-job drain.
 	head int
-	// freed are the nodes release freed that offer has not offered yet.
-	freed []int
 	// stale is set by an End that freed MIG slices or a GPU share (see
 	// Stale).
 	stale bool
@@ -167,17 +165,9 @@ func (st *State) SubmitAll(jobs []Job, now time.Time) Plan {
 // priority order, that now fit on its nodes without delaying any
 // reservation.
 func (st *State) End(id spec.JobID, now time.Time) Plan {
-	st.at(now)
-	if !st.release(id) {
-		return st.c.plan
-	}
-	return st.offer()
-}
-
-// release frees running (or started) job id's resources into st.freed;
-// false when st knows no such job holding any.
-func (st *State) release(id spec.JobID) bool {
 	c := st.c
+	st.at(now)
+	var freed []int
 	if rec, ok := c.started[id]; ok {
 		for _, p := range rec.parts {
 			w := c.nodes[p.node]
@@ -186,7 +176,7 @@ func (st *State) release(id spec.JobID) bool {
 			if rec.end > c.off {
 				w.prof.Unhold(max(rec.at, c.off), rec.end, p.res)
 			}
-			st.freed = append(st.freed, p.node)
+			freed = append(freed, p.node)
 		}
 		// Started since the full cycle (or by it): its count against
 		// the limits ends with it, as a snapshot running job's does
@@ -211,24 +201,11 @@ func (st *State) release(id spec.JobID) bool {
 				// them until the next full cycle.)
 				w.prof.Unhold(c.off, rj.end, p.res)
 			}
-			st.freed = append(st.freed, p.node)
+			freed = append(freed, p.node)
 		}
 		c.lim.remove(rj.r.QOS, rj.r.User, rj.r.Account, rj.gpuCount)
 		st.stale = st.stale || slices.ContainsFunc(rj.r.Nodes, func(a spec.NodeAlloc) bool { return len(a.MIG) > 0 || a.GPUFraction > 0 })
 	} else {
-		return false
-	}
-	return true
-}
-
-// offer starts the pending single-node jobs, in priority order, that fit
-// on the nodes release freed (st.freed) without delaying any
-// reservation, and empties st.freed.
-func (st *State) offer() Plan {
-	c := st.c
-	freed := st.freed
-	st.freed = st.freed[:0]
-	if len(freed) == 0 {
 		return c.plan
 	}
 	c.gen++
@@ -325,136 +302,6 @@ func (st *State) offer() Plan {
 		}
 	}
 	return c.plan
-}
-
-// The corrections below let a controller keep a State whose full cycle
-// planned off its event loop, from a snapshot that events overtook
-// meanwhile: it applies only the plan's starts that still hold, then
-// tells the State what it did not apply (Retract), which snapshot jobs
-// ended meanwhile (Release), which jobs it started meanwhile by other
-// means (Taken), in that order, and offers what the ends freed (Offer).
-// The State is then as if its full cycle had seen those events, except
-// that its reservations and priorities are the snapshot's (as after any
-// End or Submit).
-
-// Release frees the resources of job id, running in the snapshot or
-// started by st, that ended since (as End, without offering them to
-// anyone: Offer does, once for all the releases); false when st knows no
-// such job holding any.
-func (st *State) Release(id spec.JobID) bool { return st.release(id) }
-
-// Offer offers what Release freed since the last Offer or End to the
-// pending jobs, as End does.
-func (st *State) Offer(now time.Time) Plan {
-	st.at(now)
-	return st.offer()
-}
-
-// Retract undoes st's start of job id that the controller did not apply:
-// its resources are free again and the job pending (End and Resume may
-// start it; the next full cycle decides it anyway). It reports false,
-// changing nothing, for a job st did not start or one it cannot undo (a
-// fractional share); the caller then drops the State.
-func (st *State) Retract(id spec.JobID) bool {
-	c := st.c
-	rec, ok := c.started[id]
-	if !ok || !st.done[id] {
-		return false
-	}
-	qi := slices.IndexFunc(c.queue, func(w wjob) bool { return w.j.ID == id })
-	if qi < 0 || isFrac(c.queue[qi].j) {
-		return false
-	}
-	for _, p := range rec.parts {
-		w := c.nodes[p.node]
-		addPhys(w, p.res)
-		c.rebucket(p.node)
-		if rec.end > c.off {
-			w.prof.Unhold(max(rec.at, c.off), rec.end, p.res)
-		}
-		st.freed = append(st.freed, p.node)
-	}
-	delete(c.started, id)
-	delete(st.done, id)
-	c.lim.remove(rec.lim.qos, rec.lim.user, rec.lim.account, rec.lim.gpus)
-	st.head = min(st.head, qi)
-	return true
-}
-
-// Taken tells st that the controller started job j on allocs at now by
-// other means than st (another State's answer to an event, while st's
-// full cycle was planned): st holds what it took until its time limit,
-// drops j's reservation, never starts j, and frees it at its End. It
-// reports false, changing nothing, for what it cannot follow (a
-// fractional share, MIG slices, a node or GPU the snapshot did not have);
-// the caller then drops the State.
-func (st *State) Taken(j Job, allocs []spec.NodeAlloc, now time.Time) bool {
-	c := st.c
-	if isFrac(&j) || len(allocs) == 0 {
-		return false
-	}
-	if _, ok := c.started[j.ID]; ok {
-		return false
-	}
-	parts := make([]runPart, 0, len(allocs))
-	for _, a := range allocs {
-		ni, ok := c.nodeIndex(a.Node)
-		if !ok || a.GPUFraction > 0 || len(a.MIG) > 0 {
-			return false
-		}
-		w := c.nodes[ni]
-		var mask uint64
-		for _, u := range a.GPUs {
-			k := slices.IndexFunc(w.n.GPUs, func(g GPU) bool { return g.UUID == u })
-			if k < 0 || k >= 64 {
-				return false
-			}
-			mask |= 1 << k
-		}
-		parts = append(parts, runPart{node: ni, res: backfill.Res{GPUs: mask, CPUs: a.CPUs, MemMiB: a.MemMiB, Allocs: 1}})
-	}
-	st.at(now)
-	if rec, ok := c.resv[j.ID]; ok {
-		st.unhold(rec)
-		delete(c.resv, j.ID)
-	}
-	end := backfill.Add(c.off, durOf(&j))
-	for _, p := range parts {
-		w := c.nodes[p.node]
-		w.phys.GPUs &^= p.res.GPUs
-		w.phys.CPUs -= p.res.CPUs
-		w.phys.MemMiB -= p.res.MemMiB
-		w.phys.Allocs++
-		w.prof.Hold(c.off, end, p.res)
-		c.rebucket(p.node)
-	}
-	c.gen++
-	lc := limCount{qos: j.QOS, user: j.User, account: j.Account, gpus: partsGPUs(&j, len(parts))}
-	c.started[j.ID] = startRec{parts: parts, at: c.off, end: end, lim: lc}
-	st.done[j.ID] = true
-	c.lim.add(lc.qos, lc.user, lc.account, lc.gpus)
-	return true
-}
-
-// Gone tells st that job id left the queue since its snapshot without
-// holding anything now (it started and ended meanwhile, or was
-// cancelled): st drops its reservation and never starts it.
-func (st *State) Gone(id spec.JobID) {
-	c := st.c
-	if rec, ok := c.resv[id]; ok {
-		st.unhold(rec)
-		delete(c.resv, id)
-		c.gen++
-	}
-	st.done[id] = true
-}
-
-// partsGPUs is startGPUs for a start on n nodes.
-func partsGPUs(j *Job, n int) int {
-	if n > max(j.Req.Nodes, 1) && !isFrac(j) {
-		return n * j.Req.GPUsPerNode
-	}
-	return jobGPUs(j)
 }
 
 // Stale reports whether an End freed what the State cannot give back:
