@@ -192,12 +192,11 @@ func TestOutputFileOfAnotherUserIsRefused(t *testing.T) {
 	assertGone(t, rt, cfg.ID)
 }
 
-func TestSignalTermReachesJob(t *testing.T) {
-	t.Parallel()
-	addr := containerdtest.Start(t)
-	rt := newRuntime(t, addr)
+// startThenTerm starts cfg, sends SIGTERM right away and requires the
+// task to end by it (signal 15, code 143).
+func startThenTerm(t *testing.T, rt *containerd.Runtime, cfg runtime.TaskConfig) {
+	t.Helper()
 	ctx := context.Background()
-	cfg := hostTask(t, jobDir(t), "sleep", "600")
 	if err := rt.Start(ctx, cfg); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -208,6 +207,15 @@ func TestSignalTermReachesJob(t *testing.T) {
 	if es.Signal != syscall.SIGTERM || es.Code != 128+15 {
 		t.Errorf("exit = %+v, want signal 15, code 143", es)
 	}
+}
+
+func TestSignalTermReachesJob(t *testing.T) {
+	t.Parallel()
+	addr := containerdtest.Start(t)
+	rt := newRuntime(t, addr)
+	ctx := context.Background()
+	cfg := hostTask(t, jobDir(t), "sleep", "600")
+	startThenTerm(t, rt, cfg)
 	// Signalling an exited task is harmless; a missing one is ErrNotFound.
 	if err := rt.Signal(ctx, cfg.ID, syscall.SIGTERM); err != nil {
 		t.Errorf("Signal after exit: %v", err)
@@ -229,7 +237,6 @@ func TestSignalBeforeJobForkedReachesJob(t *testing.T) {
 	t.Parallel()
 	addr := containerdtest.Start(t)
 	rt := newRuntime(t, addr)
-	ctx := context.Background()
 	cfg := hostTask(t, jobDir(t), "sleep", "600")
 	var path strings.Builder
 	for i := range 5000 {
@@ -237,16 +244,7 @@ func TestSignalBeforeJobForkedReachesJob(t *testing.T) {
 	}
 	cfg.Env = []string{"PATH=" + path.String() + "/usr/bin:/bin"}
 	cfg.CPUs = 0.01
-	if err := rt.Start(ctx, cfg); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	if err := rt.Signal(ctx, cfg.ID, syscall.SIGTERM); err != nil {
-		t.Fatalf("Signal: %v", err)
-	}
-	es := wait(t, rt, cfg.ID)
-	if es.Signal != syscall.SIGTERM || es.Code != 128+15 {
-		t.Errorf("exit = %+v, want signal 15, code 143", es)
-	}
+	startThenTerm(t, rt, cfg)
 }
 
 func TestMemoryLimitReportsOOMKilled(t *testing.T) {
