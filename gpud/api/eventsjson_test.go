@@ -102,29 +102,18 @@ func TestDecodeEventsRequestMatchesEncodingJSON(t *testing.T) {
 	}
 	// Mutations of a valid body: each either still decodes to what
 	// encoding/json gives, or is left to it.
-	mutate := func(body []byte) []byte {
-		s := string(body)
-		switch r.IntN(9) {
-		case 0:
-			return []byte(strings.Replace(s, `"seq":`, `"Seq":`, 1))
-		case 1:
-			return []byte(strings.Replace(s, `"kind":`, `"bogus":1,"kind":`, 1))
-		case 2:
-			return []byte(strings.Replace(s, `"node":`, `"node":"dup","node":`, 1))
-		case 3:
-			return []byte(strings.Replace(s, `"state":"`, `"state":null,"x":"`, 1))
-		case 4:
-			return []byte(strings.Replace(s, `"exit_code":`, `"exit_code":1.5,"y":`, 1))
-		case 5:
-			return append(body, " {}"...)
-		case 6:
-			return []byte(strings.Replace(s, `"usage":{`, `"usage":{"id":"u1",`, 1))
-		case 7:
-			return []byte(strings.Replace(s, `"events":[`, "\n\t\"events\" : [ ", 1))
-		default:
-			return []byte(strings.Replace(s, `"ckpt_seq":`, `"ckpt_seq":99999999999999999999,"z":`, 1))
-		}
+	mutations := [][2]string{
+		{`"seq":`, `"Seq":`},
+		{`"kind":`, `"bogus":1,"kind":`},
+		{`"node":`, `"node":"dup","node":`},
+		{`"state":"`, `"state":null,"x":"`},
+		{`"exit_code":`, `"exit_code":1.5,"y":`},
+		{"", " {}"}, // appended: trailing data
+		{`"usage":{`, `"usage":{"id":"u1",`},
+		{`"events":[`, "\n\t\"events\" : [ "},
+		{`"ckpt_seq":`, `"ckpt_seq":99999999999999999999,"z":`},
 	}
+	mutate := func(body []byte) []byte { return mutateOnce(r, body, mutations) }
 	compare([]byte(`{}`))
 	compare([]byte(`{"events":null}`))
 	compare([]byte(`{"events":[]}`))
@@ -174,4 +163,18 @@ func BenchmarkDecodeEventsRequest(b *testing.B) {
 			}
 		}
 	})
+}
+
+// mutateOnce makes one of mutations, picked by r, in a valid JSON body:
+// {old, new} replaces the first old with new; {"", new} appends new. The
+// hand decoders' equivalence tests feed such bodies (case-folded,
+// unknown, repeated and null keys, wrong types, overflows, trailing
+// data), which each decoder must either decode as encoding/json does or
+// leave to it.
+func mutateOnce(r *rand.Rand, body []byte, mutations [][2]string) []byte {
+	m := mutations[r.IntN(len(mutations))]
+	if m[0] == "" {
+		return append(body, m[1]...)
+	}
+	return []byte(strings.Replace(string(body), m[0], m[1], 1))
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -107,31 +106,19 @@ func TestDecodeSubmitRequestMatchesEncodingJSON(t *testing.T) {
 	// What the clients write (SubmitRequest.MarshalJSON) is always taken
 	// by the fast path; mutations of it are taken or left.
 	r := rand.New(rand.NewPCG(3, 4))
-	mutate := func(body []byte) []byte {
-		s := string(body)
-		switch r.IntN(10) {
-		case 0:
-			return []byte(strings.Replace(s, `"name":`, `"Name":`, 1))
-		case 1:
-			return []byte(strings.Replace(s, `"script":`, `"bogus":1,"script":`, 1))
-		case 2:
-			return []byte(strings.Replace(s, `"work_dir":`, `"work_dir":"dup","work_dir":`, 1))
-		case 3:
-			return []byte(strings.Replace(s, `"qos":"`, `"qos":null,"x":"`, 1))
-		case 4:
-			return []byte(strings.Replace(s, `"nodes":`, `"nodes":1.5,"y":`, 1))
-		case 5:
-			return append(body, " {}"...)
-		case 6:
-			return []byte(strings.Replace(s, `"resources":{`, `"resources":{"nodes":2,`, 1))
-		case 7:
-			return []byte(strings.Replace(s, `"job":{`, "\n\t\"job\" : { ", 1))
-		case 8:
-			return []byte(strings.Replace(s, `"time_limit":`, `"time_limit":99999999999999999999,"z":`, 1))
-		default:
-			return []byte(strings.Replace(s, `"account":`, `"account":"a","het":[],"account":`, 1))
-		}
+	mutations := [][2]string{
+		{`"name":`, `"Name":`},
+		{`"script":`, `"bogus":1,"script":`},
+		{`"work_dir":`, `"work_dir":"dup","work_dir":`},
+		{`"qos":"`, `"qos":null,"x":"`},
+		{`"nodes":`, `"nodes":1.5,"y":`},
+		{"", " {}"}, // appended: trailing data
+		{`"resources":{`, `"resources":{"nodes":2,`},
+		{`"job":{`, "\n\t\"job\" : { "},
+		{`"time_limit":`, `"time_limit":99999999999999999999,"z":`},
+		{`"account":`, `"account":"a","het":[],"account":`},
 	}
+	mutate := func(body []byte) []byte { return mutateOnce(r, body, mutations) }
 	for range 3000 {
 		var req SubmitRequest
 		randValue(t, r, reflect.ValueOf(&req).Elem(), 0)
