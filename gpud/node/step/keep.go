@@ -250,6 +250,7 @@ func (k *kept) forget() {
 		k.pmi.close()
 	}
 	k.part.done()
+	k.relay.close() // its spool's descriptor; the serving agent has all
 	al := k.al
 	al.resumed.mu.Lock()
 	if al.resumed.kept[k.step] == k {
@@ -361,6 +362,7 @@ func (n *Node) servePart(ctx context.Context, al *Alloc, p api.StepPart, dec *js
 	var r *relay
 	if st.Kept {
 		r = newRelay(true)
+		r.sp = newHeldSpool(al, p.Step) // before any output is read
 		sink = r
 	}
 	// The tasks' own context: a kept part outlives this connection.

@@ -775,3 +775,41 @@ func TestEarlyOutputSentOnceAfterKill(t *testing.T) {
 		t.Errorf("output after following the step again %q, want %q (srun had the early line)", got, want)
 	}
 }
+
+// TestHeldOutputSurvivesKillWhileAway: the network between the agents
+// breaks for good (the second node's listener is gone too, so the agent
+// serving the step cannot follow the part again), the second node's
+// agent reads a task's line meanwhile, which nobody acknowledges, and is
+// killed -9 before the network comes back. The line was only in the dead
+// agent's memory and the task's pipe has moved past it; its successor
+// has it from the part's spool (step-0.held), and srun gets every line
+// once.
+func TestHeldOutputSurvivesKillWhileAway(t *testing.T) {
+	c := newTestCluster(t, "n1", "n2")
+	a1 := c.start("n1", false)
+	a2 := c.start("n2", false)
+	s := runStep(t, a1.al, api.StepRequest{Args: []string{"work"}, Env: []string{}})
+	t0, t1 := c.rt.proc(t, execID(0, 0)), c.rt.proc(t, execID(0, 1))
+	t1.write("b1\n")
+	s.until("the first line", s.has("1:b1\n"))
+
+	a2.ln.Listener.Close() // no new connection gets through
+	a2.ln.cut()
+	select {
+	case <-t1.readNow("b2\n"): // n2's agent has read it
+	case <-time.After(5 * time.Second):
+		t.Fatal("the part's relay did not take a line while the serving agent was away")
+	}
+	a2.kill()
+	c.start("n2", true) // the network is back with the new agent
+	t1.write("b3\n")
+	t1.exit(0, 0)
+	t0.exit(0, 0)
+	s.until("the step's end", func() bool { return s.done != nil })
+	if got, want := s.output(), "1:b1\n1:b2\n1:b3\n"; got != want {
+		t.Errorf("output %q, want %q (the line n2's dead agent held, once)", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(c.dirs["n2"], heldFile(0))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("n2's %s after the step ended: %v, want it removed", heldFile(0), err)
+	}
+}

@@ -37,6 +37,9 @@ type relay struct {
 	next    map[streamID]int64
 	aligned bool
 	closed  bool
+	// sp, for a kept part's relay (aligned, its consumer acknowledging),
+	// spools what it holds to disk (heldspool.go); nil: memory only.
+	sp *heldSpool
 }
 
 // streamID names one task's stdout or stderr.
@@ -74,7 +77,11 @@ func (s *relay) output(kind string, task int, p []byte) {
 	case s.out != nil && !s.acked:
 		s.out.output(kind, task, p)
 	default:
-		s.held = append(s.held, heldOutput{kind, task, off, bytes.Clone(p)})
+		h := heldOutput{kind, task, off, bytes.Clone(p)}
+		if s.sp != nil && !s.sp.append(h) {
+			s.sp = nil
+		}
+		s.held = append(s.held, h)
 		s.size += len(p)
 		if s.out != nil {
 			s.out.output(kind, task, p)
@@ -143,6 +150,9 @@ func (s *relay) drop(have []api.StepCount) {
 	}
 	clear(s.held[len(kept):])
 	s.held = kept
+	if s.sp != nil && s.sp.size > heldCompactAt && !s.sp.rewrite(s.next, s.held) {
+		s.sp = nil
+	}
 }
 
 // detach holds the output again: the consumer's connection is gone.
@@ -158,5 +168,9 @@ func (s *relay) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.held, s.size, s.closed = nil, 0, true
+	if s.sp != nil {
+		s.sp.close()
+		s.sp = nil
+	}
 	s.cond.Broadcast()
 }

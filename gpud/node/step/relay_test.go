@@ -2,6 +2,8 @@ package step
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
 )
 
 // recSink collects a relay's output.
@@ -148,4 +151,59 @@ func TestRelayAlignedOnAttach(t *testing.T) {
 	if len(s.held) != 0 {
 		t.Errorf("after the consumer acknowledged 21 bytes (14 before, 7 since) the relay still holds %d bytes", s.size)
 	}
+}
+
+// TestHeldSpoolCompactsAndReadsBack: a kept part's spool (heldspool.go)
+// stays bounded while its consumer acknowledges (rewritten with each
+// stream's count past heldCompactAt), and a relay read back from it
+// after a kill holds exactly what was not acknowledged, counted from the
+// tasks' start: a follower with the acknowledged counts gets the rest.
+func TestHeldSpoolCompactsAndReadsBack(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "job")
+	n, h := testNode("n1")
+	asg := &api.Assignment{Job: spec.Job{ID: 7}, Alloc: spec.Alloc{ID: "7.1", Nodes: []spec.NodeAlloc{{Node: "n1"}}}}
+	al := testAlloc(t, n, h, asg, dir)
+	s := newRelay(true)
+	if s.sp = newHeldSpool(al, 3); s.sp == nil {
+		t.Fatal("no spool")
+	}
+	var first recSink
+	s.attach(&first, true, nil)
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	var acked int64
+	for range 3 * heldCompactAt / len(chunk) {
+		s.output(api.StepStdout, 0, chunk)
+		acked += int64(len(chunk))
+		s.ack([]api.StepCount{{Kind: api.StepStdout, Task: 0, Bytes: acked}})
+	}
+	fi, err := os.Stat(filepath.Join(dir, heldFile(3)))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("spool %v %v; want a file only root reads", fi, err)
+	}
+	if fi.Size() > heldCompactAt+2*int64(len(chunk)) {
+		t.Errorf("spool is %d bytes after %d acknowledged, want it compacted below %d", fi.Size(), acked, heldCompactAt)
+	}
+	s.output(api.StepStdout, 0, []byte("tail\n"))
+	s.output(api.StepStderr, 1, []byte("err\n"))
+	s.ack([]api.StepCount{{Kind: api.StepStdout, Task: 0, Bytes: acked + 2}}) // "ta" arrived
+
+	// kill -9: a new agent reads the spool back.
+	r, ok := al.readHeld(3)
+	if !ok || !r.aligned {
+		t.Fatalf("readHeld: %v aligned %v; want an aligned relay", ok, r != nil && r.aligned)
+	}
+	if got, want := r.next[streamID{api.StepStdout, 0}], acked+5; got != want {
+		t.Errorf("stdout of task 0 counted %d, want %d (from the task's start)", got, want)
+	}
+	var second recSink
+	r.attach(&second, true, []api.StepCount{{Kind: api.StepStdout, Task: 0, Bytes: acked + 2}})
+	if got, want := second.text(), "il\nerr\n"; got != want {
+		t.Errorf("the follower got %q, want %q (what it lacks, once)", got, want)
+	}
+	r.output(api.StepStdout, 0, []byte("more\n"))
+	if got := r.held[len(r.held)-1].off; got != acked+5 {
+		t.Errorf("the next write's offset %d, want %d", got, acked+5)
+	}
+	s.close()
+	r.close()
 }

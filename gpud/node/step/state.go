@@ -237,6 +237,7 @@ func (al *Alloc) forgetPart(step int) {
 	al.removeJobFile(partFile(step))
 	al.removeJobFile(stdinFile(step))
 	al.removeJobFile(earlyFile(step))
+	al.removeJobFile(heldFile(step))
 }
 
 // writeJobFile writes v as JSON to name in the job directory, replacing
@@ -348,6 +349,13 @@ func (al *Alloc) readoptPart(ctx context.Context, log *slog.Logger, pr partRecor
 			}
 		}
 		rp.early = true
+	}
+	if pr.Kept {
+		// What the old agent held for the serving agent is spooled, with
+		// each stream's count (heldspool.go).
+		if r, ok := al.readHeld(pr.Step); ok {
+			rp.relay = r
+		}
 	}
 	exited := map[int]bool{}
 	for _, ex := range pr.Exits {
