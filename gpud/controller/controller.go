@@ -227,6 +227,7 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 		pol:        cfg.SchedPolicy(),
 	}
 	c.sched.incMin = incMinFullCycle
+	c.sched.keptMax = maxKeptEvents
 	c.admin.fileParts = slices.Clone(cfg.Partitions)
 	c.nodeTimeout.Store(int64(cfg.NodeTimeout))
 	c.published.Store(&cfg)

@@ -116,6 +116,47 @@ func TestEmptyQueueKeepsState(t *testing.T) {
 	}
 }
 
+// TestKeptStateCompactedNotDropped: a State kept through an empty queue
+// answers a live burst's submissions and ends, and was dropped after
+// maxKeptEvents of them (its queue and profiles grew with each): the next
+// batch's jobs then waited for a full cycle after their commit (at
+// 1,000 × 8 the 20,000-job live burst passed it mid-burst). Compacted
+// whenever nothing is pending, it is kept: no full cycle however many
+// events, each job started by the commit that acknowledges it, never on
+// a GPU in use.
+func TestKeptStateCompactedNotDropped(t *testing.T) {
+	store := newFakeStore()
+	h := newHarnessAt(t, store, nil, t0, alwaysIncremental, func(c *Controller) { c.sched.keptMax = 16 })
+	h.register("n1", 2)
+	gpu := func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 }
+	prev := h.job(h.submit(alice, gpu))
+	full := h.fullCycles()
+	for i := range 60 {
+		store.mu.Lock()
+		before := store.applies
+		store.mu.Unlock()
+		id := h.submit(alice, gpu)
+		store.mu.Lock()
+		writes := store.applies - before
+		store.mu.Unlock()
+		j, err := h.c.Job(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != spec.StateRunning || writes != 1 {
+			t.Fatalf("round %d: job %d %s after %d store writes, want RUNNING after 1", i, id, j.State, writes)
+		}
+		if j.GPUs[0] == prev.GPUs[0] {
+			t.Fatalf("round %d: job %d got %v, which job %d holds", i, id, j.GPUs, prev.ID)
+		}
+		h.exit("n1", prev, spec.StateCompleted, 0)
+		prev = j
+	}
+	if n := h.fullCycles(); n != full {
+		t.Fatalf("%d full cycles for 120 submissions and ends into an empty queue (the State kept for 16 events), want 0", n-full)
+	}
+}
+
 // TestEmptyQueueKeepsStatePastInterval: the State is kept through an empty
 // queue past the scheduling interval (no full cycle runs then: nothing is
 // pending at its tick), so a live submission that fits starts in the

@@ -58,10 +58,13 @@ type schedState struct {
 	// alone (ageInputs): then inc stays what a full cycle would rebuild
 	// past its interval, as long as it is told every event, and the
 	// interval does not end it. incEvents counts the events inc answered
-	// since its full cycle (its queue and profiles grow with them): past
-	// maxKeptEvents a full cycle rebuilds it.
+	// since its full cycle or its last compaction (its queue and profiles
+	// grow with them): past keptMax (maxKeptEvents; tests lower it) a
+	// full cycle rebuilds it. With nothing pending it is compacted
+	// instead, every keptMax/8 events (compactInc).
 	ageless   bool
 	incEvents int
+	keptMax   int
 	// fairshare is set when inc's priorities read a fairshare report
 	// (which moves as jobs run); shareAt is when it was taken. A State
 	// past its interval gets a new one before it answers submissions
@@ -70,10 +73,12 @@ type schedState struct {
 	shareAt   time.Time
 }
 
-// maxKeptEvents bounds the submissions and ends one State answers: each
-// leaves a queue entry and profile steps behind, and a State kept through
-// an empty queue (ageless) is not renewed by the interval. In the live
-// burst at 1,000 × 8 a State answered ~10,000 events per 5-s interval.
+// maxKeptEvents bounds the submissions and ends one State answers between
+// compactions (compactInc): each leaves a queue entry and profile steps
+// behind, and a State kept through an empty queue (ageless) is not
+// renewed by the interval. In the live burst at 1,000 × 8 a State
+// answered ~10,000 events per 5-s interval; with jobs pending all along
+// (no compaction) the periodic full cycle renews it first.
 const maxKeptEvents = 32768
 
 // incMinFullCycle is schedState.incMin's default.
@@ -90,8 +95,17 @@ const maxIncEvents = 256
 // with more than 8 × maxIncEvents jobs pending, up to an eighth of their
 // number are answered incrementally: in the 100,000-job loadtest ends
 // came in thousands between two cycles, and each such pile brought a full
-// cycle over the whole queue.
-func (c *Controller) maxIncEnds() int { return max(maxIncEvents, len(c.st.pending)/8) }
+// cycle over the whole queue. With at most maxIncEvents pending, an end's
+// walk is short (and cycleIncremental stops at a full cycle's time):
+// up to 8 × maxIncEvents ends. In the live burst at 1,000 × 8 a batch
+// behind a slow commit brought more than 256 ends with a few jobs pending,
+// and its jobs waited for a full cycle after their commit.
+func (c *Controller) maxIncEnds() int {
+	if len(c.st.pending) <= maxIncEvents {
+		return 8 * maxIncEvents
+	}
+	return max(maxIncEvents, len(c.st.pending)/8)
+}
 
 // incremental reports whether the next cycle may use c.sched.inc.
 func (c *Controller) incremental(now time.Time) bool {
@@ -138,7 +152,21 @@ func (c *Controller) incCurrent(now time.Time) bool {
 	// back) under-counts free capacity from then on: dynamic MIG jobs
 	// spread over GPUs a full cycle packs.
 	return !s.inc.Stale() && (now.Sub(s.incAt) < c.cfg.SchedInterval || s.ageless && (!s.fairshare || c.onlyNewPending())) &&
-		s.incEvents+len(s.submitted)+len(s.freed) <= maxKeptEvents
+		s.incEvents+len(s.submitted)+len(s.freed) <= s.keptMax
+}
+
+// compactInc compacts c.sched.inc (sched.State.Compact) when no job is
+// pending and it has answered keptMax/8 events since its full cycle or
+// its last compaction (a compaction walks every node's profile). In a
+// live burst the queue empties after nearly every batch but the State
+// was never renewed: at 1,000 × 8, 20,000 submissions and their ends
+// passed maxKeptEvents, the State was dropped mid-burst, and the next
+// batch's jobs waited for a full cycle after their commit.
+func (c *Controller) compactInc(now time.Time) {
+	s := &c.sched
+	if s.inc != nil && len(c.st.pending) == 0 && s.incEvents >= s.keptMax/8 && s.inc.Compact(now) {
+		s.incEvents = 0
+	}
 }
 
 // incrementalSubmit reports whether a new pending job can be answered by
@@ -230,7 +258,9 @@ func (c *Controller) nothingPending() bool {
 func (c *Controller) keepInc() bool {
 	s := &c.sched
 	now := c.now()
-	if s.inc == nil || !s.incOK || s.full || !c.incCurrent(now) || len(s.freed) > c.maxIncEnds() {
+	// No bound on the ends: with nothing pending each End frees its nodes
+	// and offers them to nobody.
+	if s.inc == nil || !s.incOK || s.full || !c.incCurrent(now) {
 		return false
 	}
 	s.incEvents += len(s.freed)
@@ -239,7 +269,11 @@ func (c *Controller) keepInc() bool {
 			return false // nothing is pending to start: never expected; a full cycle sorts it out
 		}
 	}
-	return !s.inc.Stale()
+	if s.inc.Stale() {
+		return false
+	}
+	c.compactInc(now)
+	return true
 }
 
 // scheduleInto runs one scheduling cycle's decisions into tx (a full
@@ -383,6 +417,10 @@ func (c *Controller) cycleIncremental(tx *txn, now, start time.Time) {
 			tx.more = s.inc.Capped()
 		}
 	}
+	// Its submissions started (the queue emptied): a live burst's
+	// batches bring submissions and ends together, and a State compacted
+	// only between batches with ends alone grew past maxKeptEvents.
+	c.compactInc(now)
 }
 
 // resumable reports whether the jobs a full cycle's start limit held back

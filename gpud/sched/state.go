@@ -304,6 +304,44 @@ func (st *State) End(id spec.JobID, now time.Time) Plan {
 	return c.plan
 }
 
+// Compact drops what the State keeps of past events when no job is
+// pending in it: the queue entries of the jobs it started, the fit memos,
+// what the blocked jobs that since started left behind (the first
+// blocked job's "Resources", the backfill depth used), and every node
+// profile's steps before now (Profile.Fold). A State told every event
+// since its full cycle keeps the jobs it started and the snapshot's
+// running jobs, which is all a full cycle over an empty queue reads, so
+// it answers as before (TestStateThroughEmptyQueueMatchesFullCycle
+// compacts); but its size is that of what runs, not of every submission
+// and end since its full cycle. It reports false, changing nothing,
+// when a queued job has not started or a reservation is held.
+func (st *State) Compact(now time.Time) bool {
+	c := st.c
+	if len(c.resv) > 0 {
+		return false
+	}
+	for _, wj := range c.queue[st.head:] {
+		if !st.done[wj.j.ID] {
+			return false
+		}
+	}
+	st.at(now)
+	if cap(c.queue) > 1024 {
+		c.queue = nil
+	} else {
+		clear(c.queue)
+		c.queue = c.queue[:0]
+	}
+	c.capAt, st.head, st.gpuless = 0, 0, 0
+	clear(st.done)
+	c.blocked, c.nresv = false, 0
+	clear(c.memo)
+	for _, w := range c.nodes {
+		w.prof.Fold(c.off)
+	}
+	return true
+}
+
 // Stale reports whether an End freed what the State cannot give back:
 // MIG slices (and a GPU their first slice took from whole-GPU jobs) or a
 // fractional GPU share. The State stays safe (it under-counts what is

@@ -388,7 +388,7 @@ func TestStateThroughEmptyQueueMatchesFullCycle(t *testing.T) {
 			}
 		}
 		rebuild()
-		aged, compared, waited := 0, 0, 0
+		aged, compared, waited, compacted := 0, 0, 0, 0
 		for step := range 300 {
 			// Time passes, minutes to hours; jobs that reach their limit
 			// end there, in order.
@@ -425,6 +425,14 @@ func TestStateThroughEmptyQueueMatchesFullCycle(t *testing.T) {
 				jobs[i] = newJob()
 			}
 			want := func() Plan { _, p := NewState(snapshot(now, jobs...), now, cfg); return p }()
+			if r.IntN(3) == 0 {
+				// What the controller does when nothing is pending: the
+				// answers must not change.
+				if !st.Compact(now) {
+					t.Fatalf("seed %d step %d: Compact with nothing pending refused", seed, step)
+				}
+				compacted++
+			}
 			got := st.SubmitAll(slices.Clone(jobs), now)
 			if now.Sub(built) > time.Hour {
 				aged++
@@ -442,9 +450,111 @@ func TestStateThroughEmptyQueueMatchesFullCycle(t *testing.T) {
 				rebuild() // some would wait: the queue is not empty any more
 			}
 		}
-		if aged < 50 || compared < 100 || waited == 0 {
-			t.Fatalf("seed %d: %d submissions compared, %d of them over an hour after the full cycle, %d left waiting: too few to say anything", seed, compared, aged, waited)
+		if aged < 50 || compared < 100 || waited == 0 || compacted < 20 {
+			t.Fatalf("seed %d: %d submissions compared, %d of them over an hour after the full cycle, %d left waiting, %d after a Compact: too few to say anything", seed, compared, aged, waited, compacted)
 		}
+	}
+}
+
+// TestStateCompactKeepsSizeOfWhatRuns: a State told thousands of
+// submissions and ends, its queue emptying after each, holds an entry per
+// submission and profile steps per start and end (the controller dropped
+// it after maxKeptEvents for that, and the next submissions waited for a
+// full cycle after their commit); compacted whenever nothing is pending,
+// its queue is empty and its profiles have the steps of what runs, and it
+// still starts what fits and reserves for what waits (that it answers as
+// a full cycle would is TestStateThroughEmptyQueueMatchesFullCycle's).
+func TestStateCompactKeepsSizeOfWhatRuns(t *testing.T) {
+	t.Parallel()
+	nodes := []Node{node("n1", 64, 100000, "h100", 8), node("n2", 64, 100000, "h100", 8)}
+	limit := func(j *Job) { j.TimeLimit = time.Hour }
+	for _, compact := range []bool{false, true} {
+		st, _ := NewState(&Snapshot{Nodes: nodes}, t0, Config{})
+		now := t0
+		var running []spec.JobID // started, oldest first
+		for id := spec.JobID(1); id <= 4000; id++ {
+			now = now.Add(time.Second)
+			if len(running) == 12 {
+				st.End(running[0], now)
+				running = running[1:]
+			}
+			if compact && !st.Compact(now) {
+				t.Fatalf("job %d: Compact with nothing pending refused", id)
+			}
+			p := st.Submit(job(id, 1, 1, limit, func(j *Job) { j.SubmitTime = now }), now)
+			if len(p.Starts) != 1 {
+				t.Fatalf("job %d on 16 GPUs, 12 of them busy: %+v, want it started", id, p)
+			}
+			running = append(running, id)
+		}
+		steps := 0
+		for _, w := range st.c.nodes {
+			steps += w.prof.Steps()
+		}
+		if !compact {
+			if len(st.c.queue) != 4000 || steps < 4000 {
+				t.Fatalf("not compacted: %d queued, %d profile steps; want 4000 and at least 4000 (else this test shows nothing)", len(st.c.queue), steps)
+			}
+			continue
+		}
+		// 12 running, each a step at its start and one at its end.
+		if len(st.c.queue) != 1 || steps > 2*(12+2) {
+			t.Fatalf("compacted after each end: %d queued, %d profile steps; want 1 and at most %d", len(st.c.queue), steps, 2*(12+2))
+		}
+		// It still starts what fits and reserves for what waits.
+		st.Compact(now)
+		now = now.Add(time.Second)
+		jobs := []Job{job(5001, 1, 4, limit, func(j *Job) { j.SubmitTime = now }), job(5002, 1, 8, limit, func(j *Job) { j.SubmitTime = now })}
+		got := st.SubmitAll(jobs, now)
+		if len(got.Starts) != 1 || got.Starts[0].JobID != 5001 || len(got.Pending) != 1 || got.Pending[0].Reason != spec.ReasonResources || got.Pending[0].ExpectedStart.IsZero() {
+			t.Fatalf("4 then 8 GPUs with 4 free: %+v, want the 4-GPU job started and the other waiting for Resources with an expected start", got)
+		}
+	}
+}
+
+// TestStateCompactForgetsStartedBlockers: a job that waited ("Resources",
+// the cycle's first blocked job, with a reservation) and then started in
+// an End leaves the State marked as having a blocked job: the next job
+// that does not fit got "Priority" and no reservation where a full cycle
+// gives "Resources" and an expected start. Compact, with nothing pending,
+// forgets it.
+func TestStateCompactForgetsStartedBlockers(t *testing.T) {
+	t.Parallel()
+	nodes := []Node{node("n1", 8, 100000, "h100", 1)}
+	limit := func(j *Job) { j.TimeLimit = time.Hour }
+	cfg := Config{BackfillDepth: 1}
+	st, plan := NewState(&Snapshot{Nodes: nodes, Jobs: []Job{job(1, 1, 1, limit), job(2, 1, 1, limit)}}, t0, cfg)
+	if len(plan.Starts) != 1 || len(plan.Pending) != 1 || plan.Pending[0].Reason != spec.ReasonResources {
+		t.Fatalf("full cycle: %+v, want job 1 started and job 2 waiting for Resources", plan)
+	}
+	at := t0.Add(time.Minute)
+	if p := st.End(1, at); len(p.Starts) != 1 || p.Starts[0].JobID != 2 {
+		t.Fatalf("end of job 1: %+v, want job 2 started", p)
+	}
+	now := t0.Add(2 * time.Minute)
+	j3 := job(3, 1, 1, limit, func(j *Job) { j.SubmitTime = now })
+	snap := &Snapshot{Nodes: []Node{node("n1", 8, 100000, "h100", 1)}, Jobs: []Job{j3},
+		Running: []RunningJob{{ID: 2, Start: at, TimeLimit: time.Hour, Nodes: plan.Starts[0].Nodes}}}
+	snap.Nodes[0].GPUs[0].Free = false
+	snap.Nodes[0].FreeCPUs--
+	snap.Nodes[0].Allocs++
+	_, want := NewState(snap, now, cfg)
+	if !st.Compact(now) {
+		t.Fatal("Compact with nothing pending refused")
+	}
+	got := st.SubmitAll([]Job{j3}, now)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("job 3 behind job 2 on the only GPU: full cycle (-) vs compacted State (+):\n%s", diff)
+	}
+	if p := st.End(2, now.Add(time.Minute)); len(p.Starts) != 1 || p.Starts[0].JobID != 3 {
+		t.Fatalf("end of job 2: %+v, want job 3 started", p)
+	}
+	if st.Compact(now.Add(time.Minute)) != true {
+		t.Fatal("Compact with nothing pending refused")
+	}
+	st.SubmitAll([]Job{job(4, 1, 1, limit), job(5, 1, 1, limit)}, now.Add(2*time.Minute))
+	if st.Compact(now.Add(2 * time.Minute)) {
+		t.Fatal("Compact with job 5 pending (and reserved) did not refuse")
 	}
 }
 

@@ -296,6 +296,40 @@ func (p *Profile) Clone() Profile {
 	return Profile{steps: slices.Clone(p.steps), first: Forever}
 }
 
+// Fold forgets the profile before from, which is never asked again (a
+// State's now only moves on): the step in force at from becomes the
+// first (from 0), and a step that frees what the one before it frees is
+// merged into it. What is free at from and after is unchanged. A kept
+// profile gains a step at every start and end on its node; folded, it has
+// one per distinct change still ahead.
+func (p *Profile) Fold(from int64) {
+	p.flush()
+	i, found := slices.BinarySearchFunc(p.steps, from, func(s step, t int64) int {
+		switch {
+		case s.at < t:
+			return -1
+		case s.at > t:
+			return 1
+		}
+		return 0
+	})
+	if !found {
+		i-- // the steps start at 0 and from >= 0: i > 0
+	}
+	out := p.steps[:0] // in place: out never passes the step read
+	for k := i; k < len(p.steps); k++ {
+		s := p.steps[k]
+		if k == i {
+			s.at = 0
+		}
+		if n := len(out); n > 0 && out[n-1].free == s.free {
+			continue
+		}
+		out = append(out, s)
+	}
+	p.steps = out
+}
+
 // Unhold gives back r over [from, to): the inverse of Hold.
 func (p *Profile) Unhold(from, to int64, r Res) {
 	p.flush()

@@ -1,6 +1,10 @@
 package backfill
 
-import "testing"
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
 
 func TestProfile(t *testing.T) {
 	t.Parallel()
@@ -99,6 +103,61 @@ func TestHoldFree(t *testing.T) {
 	for _, at := range []int64{0, 10, 20, 30} {
 		if g, w := p.Avail(at, at+1), before.Avail(at, at+1); g != w {
 			t.Errorf("at %d: %+v, want %+v as before the holds", at, g, w)
+		}
+	}
+}
+
+// TestFoldKeepsWhatIsAhead: a profile through random holds and unholds
+// (starts, ends, reservations), folded at a time, gives from then on the
+// same Avail, Earliest and Times as before, with no more steps than it
+// has distinct changes ahead.
+func TestFoldKeepsWhatIsAhead(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		p := New(Res{GPUs: 0xff, CPUs: 64, MemMiB: 1000})
+		type hold struct {
+			from, to int64
+			res      Res
+		}
+		var held []hold
+		for range 1 + r.IntN(40) {
+			if len(held) > 0 && r.IntN(3) == 0 {
+				k := r.IntN(len(held))
+				p.Unhold(held[k].from, held[k].to, held[k].res)
+				held = slices.Delete(held, k, k+1)
+				continue
+			}
+			from := int64(r.IntN(100))
+			h := hold{from, Add(from, []int64{1 + int64(r.IntN(50)), Forever}[r.IntN(2)]), Res{GPUs: 1 << r.IntN(8), CPUs: 1 + r.IntN(4), MemMiB: 10, Allocs: 1}}
+			p.Hold(h.from, h.to, h.res)
+			held = append(held, h)
+		}
+		at := int64(r.IntN(120))
+		q := p.Clone()
+		q.Fold(at)
+		for _, d := range []int64{1, 5, 30, Forever} {
+			for from := at; from < at+60; from += 7 {
+				if a, b := p.Avail(from, Add(from, d)), q.Avail(from, Add(from, d)); a != b {
+					t.Fatalf("round %d, folded at %d: Avail(%d, +%d) %+v, before %+v", round, at, from, d, b, a)
+				}
+				for _, n := range []int{1, 4, 8} {
+					fits := func(r Res) bool { return r.NGPUs() >= n && r.CPUs >= 2*n }
+					a1, ok1 := p.Earliest(from, d, Forever, fits)
+					a2, ok2 := q.Earliest(from, d, Forever, fits)
+					if a1 != a2 || ok1 != ok2 {
+						t.Fatalf("round %d, folded at %d: Earliest(%d, %d, %d GPUs) %d %v, before %d %v", round, at, from, d, n, a2, ok2, a1, ok1)
+					}
+				}
+			}
+		}
+		if a, b := p.Times(at, Forever, nil), q.Times(at, Forever, nil); len(b) > len(a) {
+			t.Fatalf("round %d: folded at %d, step times ahead %v, before %v", round, at, b, a)
+		}
+		for i := 1; i < len(q.steps); i++ {
+			if q.steps[i].free == q.steps[i-1].free {
+				t.Fatalf("round %d: folded profile has two steps in a row freeing %+v", round, q.steps[i].free)
+			}
 		}
 	}
 }
