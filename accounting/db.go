@@ -217,3 +217,16 @@ func (db *DB) Close() error {
 	}
 	return nil
 }
+
+// execCtx is the context for the statements of a write transaction begun
+// with ctx: ctx without its cancellation. go-sqlite3 runs a statement
+// given a cancellable context on a goroutine of its own, one per
+// statement, to interrupt it on a cancel: the recorder's job records
+// (~5 statements per job), the usage samples and the audit log's writes
+// each paid a goroutine start and two switches per statement
+// (BenchmarkRecordJobsCancellable: 101-108 cpu-µs per job recorded
+// with them, 76-80 without; docs/fleet.md, "Session 15 — ctlcpu"). A cancel still
+// ends the transaction: database/sql rolls back a transaction whose
+// context ends, and its next statement fails; only a statement already
+// running (a single-row write here) finishes first.
+func execCtx(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

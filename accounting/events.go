@@ -109,6 +109,7 @@ func (db *DB) AddAudits(ctx context.Context, as []AuditEntry) error {
 	if err != nil {
 		return fmt.Errorf("add %d audit entries: %w", len(as), err)
 	}
+	ctx = execCtx(ctx) // the transaction still ends with ctx
 	defer tx.Rollback()
 	st := tx.StmtContext(ctx, db.auditIns)
 	defer st.Close()
@@ -171,6 +172,7 @@ func (db *DB) WriteAudits(ctx context.Context, ws []AuditWrite) error {
 	if err != nil {
 		return fmt.Errorf("write %d audit entries: %w", len(ws), err)
 	}
+	ctx = execCtx(ctx) // the transaction still ends with ctx
 	defer tx.Rollback()
 	ins, upd := tx.StmtContext(ctx, db.auditIns), tx.StmtContext(ctx, db.auditUpd)
 	defer ins.Close()

@@ -28,6 +28,7 @@ func (db *DB) RecordJobs(ctx context.Context, jobs []spec.Job) (err error) {
 	if err != nil {
 		return fmt.Errorf("record %d jobs: begin: %w", len(jobs), err)
 	}
+	ctx = execCtx(ctx) // the transaction still ends with ctx
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback() // the error that made us roll back is the one to report

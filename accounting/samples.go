@@ -49,6 +49,7 @@ func (db *DB) RecordUsageSamples(ctx context.Context, samples []UsageSample) (er
 	if err != nil {
 		return fmt.Errorf("record %d usage samples: begin: %w", len(samples), err)
 	}
+	ctx = execCtx(ctx) // the transaction still ends with ctx
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback() // the error that made us roll back is the one to report

@@ -35,6 +35,7 @@ func (db *DB) RecordSteps(ctx context.Context, steps []spec.JobSteps) (err error
 	if err != nil {
 		return fmt.Errorf("record steps: begin: %w", err)
 	}
+	ctx = execCtx(ctx) // the transaction still ends with ctx
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback() // the error that made us roll back is the one to report

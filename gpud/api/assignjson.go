@@ -64,8 +64,15 @@ func (r *AssignmentsResponse) appendJSON(b []byte, n int, each func(b []byte, i 
 // AppendJSON appends a's JSON encoding to b, byte for byte what
 // json.Marshal(a) writes.
 func (a *Assignment) AppendJSON(b []byte) []byte {
+	return a.AppendJSONWithJob(b, a.Job.AppendJSON)
+}
+
+// AppendJSONWithJob is AppendJSON with the job's JSON appended by job
+// (what a.Job.AppendJSON appends, from wherever the caller keeps it: the
+// controller keeps it with the job's published view); a.Job is not read.
+func (a *Assignment) AppendJSONWithJob(b []byte, job func(b []byte) []byte) []byte {
 	b = append(b, `{"job":`...)
-	b = a.Job.AppendJSON(b)
+	b = job(b)
 	b = append(b, `,"alloc":`...)
 	b = a.Alloc.AppendJSON(b)
 	if a.Stop {

@@ -77,6 +77,17 @@ func TestAssignmentsResponseAppendJSON(t *testing.T) {
 		if !bytes.Equal(got[1:], want) {
 			t.Fatalf("AppendJSON differs from json.Marshal:\n got %s\nwant %s", got[1:], want)
 		}
+		// The job's JSON given from elsewhere (the server's way), the
+		// assignments' jobs zero: the same bytes.
+		got = resp.AppendJSONEach([]byte("x"), len(resp.Assignments), func(b []byte, i int) []byte {
+			a := resp.Assignments[i]
+			job := a.Job.AppendJSON(nil)
+			a.Job = spec.Job{}
+			return a.AppendJSONWithJob(b, func(b []byte) []byte { return append(b, job...) })
+		})
+		if resp.Assignments != nil && !bytes.Equal(got[1:], want) {
+			t.Fatalf("AppendJSONWithJob differs from json.Marshal:\n got %s\nwant %s", got[1:], want)
+		}
 	}
 	check(&AssignmentsResponse{})
 	check(&AssignmentsResponse{Assignments: []Assignment{}})

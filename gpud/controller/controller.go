@@ -667,6 +667,32 @@ type JobView struct {
 	// a 100,000-job drain (BenchmarkDrain1000x8's profile).
 	rawOnce sync.Once
 	raw     []byte
+	// full is AppendJSON's encoding (nil until a node's assignments
+	// answer first sends the view).
+	full atomic.Pointer[[]byte]
+}
+
+// maxKeptJobJSON bounds the encoding a view keeps for AppendJSON: a job
+// with a larger script or environment is encoded at each answer instead
+// (kept, 8,000 running jobs of a 1 MiB script would hold 8 GiB).
+const maxKeptJobJSON = 16 << 10
+
+// AppendJSON appends the job's JSON to b: spec.Job.AppendJSON's bytes
+// (json.Marshal's), script and environment included. The first call
+// keeps them with the view (up to maxKeptJobJSON): a node's assignments
+// answer carries every job on the node and is sent again at each change
+// of any of them, while a running job's view changes rarely.
+func (v *JobView) AppendJSON(b []byte) []byte {
+	if p := v.full.Load(); p != nil {
+		return append(b, *p...)
+	}
+	n := len(b)
+	b = v.job.AppendJSON(b)
+	if len(b)-n <= maxKeptJobJSON {
+		kept := slices.Clone(b[n:])
+		v.full.Store(&kept)
+	}
+	return b
 }
 
 // Job returns a copy of the job. Its slices are shared and must not be

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -139,8 +138,10 @@ func submitSize(j *spec.Job, n int) (payload, perTask int64) {
 	rec.Script, rec.Args, rec.Env = "", nil, nil
 	rec.ID, rec.ArrayJobID, rec.ArrayTaskID = math.MaxUint32, math.MaxUint32, n
 	resolveOutput(&rec)
-	raw, _ := json.Marshal(&rec)
-	return payload, int64(len(raw))
+	// spec.Job.AppendJSON writes json.Marshal's bytes without reflection;
+	// only their length is kept, so they go to a buffer on the stack.
+	var buf [4096]byte
+	return payload, int64(len(rec.AppendJSON(buf[:0])))
 }
 
 // checkSubmitSize refuses a submission of n jobs like j that would store

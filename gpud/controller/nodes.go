@@ -604,7 +604,10 @@ func (c *Controller) hardwareRequeue(rec *jobRec) {
 type Assignment struct {
 	// Job is the job's published view (immutable: read it, never change
 	// it), not a copy: ~1.4 KB per assignment per answer otherwise.
-	Job        *spec.Job
+	Job *spec.Job
+	// View is the view Job belongs to (its AppendJSON keeps the job's
+	// encoding for the next answer).
+	View       *JobView
 	Alloc      spec.Alloc
 	Stop       bool
 	StopState  spec.JobState
@@ -730,7 +733,7 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 			continue
 		}
 		j := &rec.view.job
-		a := Assignment{Job: j, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName, Gate: StartGateQuick,
+		a := Assignment{Job: j, View: rec.view, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName, Gate: StartGateQuick,
 			Het: c.hetComponents(&rec.job)}
 		// The node measures the time limit from the start it is sent,
 		// against the controller's clock as it answers (localStarts):

@@ -618,6 +618,9 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 			}
 			continue
 		}
+		if a.ob.exitedHere(id) {
+			continue // ended here; the controller lists it until it applies the exit
+		}
 		rec, err := a.ob.alloc(ctx, id)
 		if err != nil {
 			a.log.Error("read outbox; will retry on the next assignments answer", "alloc_id", id, "err", err)

@@ -43,6 +43,20 @@ type outbox struct {
 	mirrored  bool
 	unacked   []outboxRow
 	mirrorCap int
+
+	// The allocs table's alloc_ids, each with whether its exit is
+	// committed, so that alloc and exitedHere answer without a query
+	// for an allocation the table does not hold (every new one an
+	// assignments answer brings) or holds as exited (each one the
+	// controller lists until it has applied its exit). Loaded at open;
+	// an id enters before any write of its row (so a write whose
+	// outcome is unknown leaves it known: alloc then asks SQLite, as it
+	// always did), its exited flag only after that commit. Rows are
+	// deleted only at open. nil: not kept (more than knownCap rows),
+	// every lookup asks SQLite.
+	kmu      sync.Mutex
+	known    map[string]bool
+	knownCap int
 }
 
 // outboxRow is one row of the events table: its seq and body, as committed.
@@ -53,6 +67,11 @@ type outboxRow struct {
 
 // outboxMirrorCap is the most unacknowledged events the outbox mirrors.
 const outboxMirrorCap = 4096
+
+// outboxKnownCap is the most allocations whose ids the outbox keeps in
+// memory (a few MiB): a node that ran more in the week it remembers
+// looks each one up in SQLite.
+const outboxKnownCap = 1 << 16
 
 // allocRecord is what the outbox remembers about one allocation.
 type allocRecord struct {
@@ -153,7 +172,70 @@ func openOutboxDSN(ctx context.Context, path, dsn string, now time.Time) (*outbo
 		db.Close()
 		return nil, fmt.Errorf("prune step numbers in outbox %s: %w", path, err)
 	}
-	return &outbox{db: db, mirrorCap: outboxMirrorCap}, nil
+	o := &outbox{db: db, mirrorCap: outboxMirrorCap, knownCap: outboxKnownCap}
+	if err := o.loadKnown(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("read allocations in outbox %s: %w", path, err)
+	}
+	return o, nil
+}
+
+// loadKnown fills known from the allocs table (or leaves it nil past
+// knownCap rows).
+func (o *outbox) loadKnown(ctx context.Context) error {
+	rows, err := o.db.QueryContext(ctx, `SELECT alloc_id, exited FROM allocs LIMIT ?`, o.knownCap+1)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	known := map[string]bool{}
+	for rows.Next() {
+		var id string
+		var exited bool
+		if err := rows.Scan(&id, &exited); err != nil {
+			return err
+		}
+		known[id] = exited
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	o.kmu.Lock()
+	defer o.kmu.Unlock()
+	if len(known) <= o.knownCap {
+		o.known = known
+	} else {
+		o.known = nil
+	}
+	return nil
+}
+
+// noteAlloc makes allocID known before a write of its allocs row.
+func (o *outbox) noteAlloc(allocID string) {
+	o.kmu.Lock()
+	defer o.kmu.Unlock()
+	if o.known == nil {
+		return
+	}
+	if _, ok := o.known[allocID]; ok {
+		return
+	}
+	if len(o.known) >= o.knownCap {
+		o.known = nil // too many: SQLite answers from now on
+		return
+	}
+	o.known[allocID] = false
+}
+
+// exitedHere reports whether allocID's exit is known committed without
+// a query; false means not known so (ask alloc).
+func (o *outbox) exitedHere(allocID string) bool {
+	if o.mem != nil {
+		return false // alloc is a map lookup there
+	}
+	o.kmu.Lock()
+	defer o.kmu.Unlock()
+	return o.known[allocID]
 }
 
 func (o *outbox) Close() error {
@@ -177,6 +259,9 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 			err = errors.New("a value JSON cannot hold")
 		}
 		return 0, fmt.Errorf("encode %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
+	}
+	if ev.Kind == api.EventStarted || ev.Kind == api.EventExited {
+		o.noteAlloc(ev.AllocID)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -214,6 +299,13 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 		o.mirrored, o.unacked = false, nil
 		return 0, fmt.Errorf("commit %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
 	}
+	if ev.Kind == api.EventExited {
+		o.kmu.Lock()
+		if _, ok := o.known[ev.AllocID]; ok { // not dropped meanwhile
+			o.known[ev.AllocID] = true
+		}
+		o.kmu.Unlock()
+	}
 	if o.mirrored {
 		if len(o.unacked) >= o.mirrorCap {
 			o.mirrored, o.unacked = false, nil
@@ -230,6 +322,7 @@ func (o *outbox) markStopping(ctx context.Context, allocID string, job spec.JobI
 	if o.mem != nil {
 		return o.mem.markStopping(ctx, allocID, state, why)
 	}
+	o.noteAlloc(allocID)
 	_, err := o.db.ExecContext(ctx, `INSERT INTO allocs (alloc_id, job_id, stop_state, stop_why, updated_ns) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT(alloc_id) DO UPDATE SET stop_state = excluded.stop_state, stop_why = excluded.stop_why, updated_ns = excluded.updated_ns
 		WHERE allocs.stop_state = ''`,
@@ -245,6 +338,7 @@ func (o *outbox) markSignal(ctx context.Context, allocID string, job spec.JobID,
 	if o.mem != nil {
 		return o.mem.markSignal(ctx, allocID, seq)
 	}
+	o.noteAlloc(allocID)
 	_, err := o.db.ExecContext(ctx, `INSERT INTO allocs (alloc_id, job_id, signal_seq, updated_ns) VALUES (?, ?, ?, ?)
 		ON CONFLICT(alloc_id) DO UPDATE SET signal_seq = excluded.signal_seq, updated_ns = excluded.updated_ns`,
 		allocID, int64(job), seq, now.UnixNano())
@@ -272,6 +366,22 @@ func (o *outbox) alloc(ctx context.Context, allocID string) (allocRecord, error)
 	if o.mem != nil {
 		return o.mem.alloc(ctx, allocID)
 	}
+	o.kmu.Lock()
+	_, known := o.known[allocID]
+	absent := o.known != nil && !known
+	o.kmu.Unlock()
+	if absent {
+		// No row, and none written since the table was read.
+		if err := ctx.Err(); err != nil {
+			return allocRecord{}, fmt.Errorf("read outbox record of alloc %s: %w", allocID, err)
+		}
+		return allocRecord{}, nil
+	}
+	return o.allocQuery(ctx, allocID)
+}
+
+// allocQuery reads allocID's record from SQLite.
+func (o *outbox) allocQuery(ctx context.Context, allocID string) (allocRecord, error) {
 	var r allocRecord
 	var state string
 	err := o.db.QueryRowContext(ctx, `SELECT started, exited, stop_state, stop_why, signal_seq,

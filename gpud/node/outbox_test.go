@@ -492,3 +492,140 @@ func TestOutboxMirrorMatchesTable(t *testing.T) {
 		})
 	}
 }
+
+// TestOutboxKnownAllocsMatchTable: the outbox's in-memory set of
+// allocation ids answers alloc and exitedHere as SQLite does, through
+// random records, stop and signal marks, notices and reopens (with a
+// 5-row cap that is passed, and the default): a write path that does
+// not note its id first makes alloc answer an empty record where the
+// table holds one, and this test fails.
+func TestOutboxKnownAllocsMatchTable(t *testing.T) {
+	t.Parallel()
+	for _, capRows := range []int{5, outboxKnownCap} {
+		t.Run(strconv.Itoa(capRows), func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			dir := t.TempDir()
+			open := func() *outbox {
+				ob, err := openOutbox(ctx, slog.Default(), dir, t0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ob.knownCap = capRows
+				if err := ob.loadKnown(ctx); err != nil { // again, under this cap
+					t.Fatal(err)
+				}
+				return ob
+			}
+			ob := open()
+			defer func() { ob.Close() }()
+			rng := rand.New(rand.NewPCG(uint64(capRows), 17))
+			ids := make([]string, 12)
+			for i := range ids {
+				ids[i] = "a" + strconv.Itoa(i)
+			}
+			var answeredBySet, dropped int
+			for i := range 400 {
+				id := ids[rng.IntN(len(ids))]
+				job := spec.JobID(1 + rng.IntN(5))
+				now := t0.Add(time.Duration(i) * time.Millisecond)
+				hadSet := ob.known != nil
+				switch op := rng.IntN(12); {
+				case op < 5:
+					kind := []string{api.EventStarted, api.EventExited, api.EventUsage, api.EventCheckpointed}[rng.IntN(4)]
+					if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: job, Kind: kind, Time: spec.NewTime(now)}); err != nil {
+						t.Fatal(err)
+					}
+				case op < 7:
+					if err := ob.markStopping(ctx, id, job, spec.StatePreempted, "why "+strconv.Itoa(i), now); err != nil {
+						t.Fatal(err)
+					}
+				case op < 9:
+					if err := ob.markSignal(ctx, id, job, i, now); err != nil {
+						t.Fatal(err)
+					}
+				case op < 11:
+					if err := ob.markNotice(ctx, id, i); err != nil {
+						t.Fatal(err)
+					}
+				default:
+					if err := ob.Close(); err != nil {
+						t.Fatal(err)
+					}
+					ob = open()
+				}
+				if hadSet && ob.known == nil {
+					dropped++
+				}
+				for _, id := range ids {
+					want, err := ob.allocQuery(ctx, id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := ob.alloc(ctx, id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got != want {
+						t.Fatalf("op %d: alloc %s = %+v, the table holds %+v", i, id, got, want)
+					}
+					if ob.exitedHere(id) && !want.Exited {
+						t.Fatalf("op %d: exitedHere(%s) but the table says not exited", i, id)
+					}
+					if ob.known != nil {
+						if _, ok := ob.known[id]; !ok || want.Exited == ob.exitedHere(id) {
+							answeredBySet++
+						}
+					}
+				}
+			}
+			if answeredBySet == 0 {
+				t.Error("the set never answered")
+			}
+			if capRows < outboxKnownCap && dropped == 0 {
+				t.Errorf("the set's cap of %d ids was never passed", capRows)
+			}
+		})
+	}
+}
+
+// BenchmarkOutboxAllocLookup: reconcile's lookups for an allocation the
+// outbox does not hold (each new one) and for one whose exit is
+// committed (listed until the controller applies it), answered by the
+// known set ("known") or by SQLite ("sqlite", what alloc always did).
+func BenchmarkOutboxAllocLookup(b *testing.B) {
+	ctx := b.Context()
+	ob, err := openOutbox(ctx, slog.Default(), b.TempDir(), t0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ob.Close()
+	for i := range 200 { // a node's recent allocations
+		id := "a" + strconv.Itoa(i)
+		for _, k := range []string{api.EventStarted, api.EventExited} {
+			if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: spec.JobID(i + 1), Kind: k, Time: spec.NewTime(t0)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("known", func(b *testing.B) {
+		for b.Loop() {
+			if r, err := ob.alloc(ctx, "new"); err != nil || r.Started {
+				b.Fatal(r, err)
+			}
+			if !ob.exitedHere("a7") {
+				b.Fatal("a7 not known exited")
+			}
+		}
+	})
+	b.Run("sqlite", func(b *testing.B) {
+		for b.Loop() {
+			if r, err := ob.allocQuery(ctx, "new"); err != nil || r.Started {
+				b.Fatal(r, err)
+			}
+			if r, err := ob.allocQuery(ctx, "a7"); err != nil || !r.Exited {
+				b.Fatal(r, err)
+			}
+		}
+	})
+}

@@ -660,7 +660,11 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	// bytes), each assignment from the controller's record through one
 	// api.Assignment, with the newline json.Encoder adds, into a pooled
 	// buffer (an answer is ~2 KB per assignment; Write has copied or sent
-	// it when it returns).
+	// it when it returns). The job's JSON is the one its published view
+	// keeps (controller.JobView.AppendJSON): the answer carries every job
+	// on the node and is sent again at each change of any of them, so a
+	// job was encoded ~20-40 times over its run (the answers' JSON was
+	// 2.5 % of the controller's CPU in a live burst, docs/fleet.md).
 	pb := answerBufs.Get().(*[]byte)
 	defer func() {
 		if cap(*pb) <= maxPooledAnswer {
@@ -670,9 +674,12 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	var one api.Assignment
 	buf := out.AppendJSONEach((*pb)[:0], len(list), func(b []byte, i int) []byte {
 		a := &list[i]
-		one = api.Assignment{Job: *a.Job, Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
+		one = api.Assignment{Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
 			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault, ClusterName: a.ClusterName, Gate: a.Gate, Het: a.Het}
-		return one.AppendJSON(b)
+		if a.View != nil {
+			return one.AppendJSONWithJob(b, a.View.AppendJSON)
+		}
+		return one.AppendJSONWithJob(b, a.Job.AppendJSON)
 	})
 	buf = append(buf, '\n')
 	*pb = buf

@@ -35,7 +35,7 @@ import (
 // server needs: the cluster CA and a server certificate for 127.0.0.1
 // (files, and the server's TLS config from them) and the token signing
 // keys. secureServerWith and joinServer set up alike through it.
-func testTLS(t *testing.T) (auth.Files, *tls.Config, *auth.Keys) {
+func testTLS(t testing.TB) (auth.Files, *tls.Config, *auth.Keys) {
 	t.Helper()
 	dir := t.TempDir()
 	files, err := auth.EnsureTLS(filepath.Join(dir, "tls"), "test", []string{"127.0.0.1"}, time.Now())
@@ -55,7 +55,7 @@ func testTLS(t *testing.T) (auth.Files, *tls.Config, *auth.Keys) {
 
 // secureServerWith is secureServer with a controller config change
 // (cfgFn nil: the defaults); secureServer calls it with nil.
-func secureServerWith(t *testing.T, cfgFn func(*controller.Config), opts ...server.Option) secure {
+func secureServerWith(t testing.TB, cfgFn func(*controller.Config), opts ...server.Option) secure {
 	t.Helper()
 	files, tlsCfg, keys := testTLS(t)
 	s := secure{ca: files.CA, keys: keys}

@@ -443,7 +443,11 @@ func TestSubmitIdempotencyKeyHeader(t *testing.T) {
 // reports acknowledged submissions per second; keyed sends a fresh
 // Idempotency-Key with each.
 func submitParallel8(b *testing.B, addr string, keyed bool) {
-	c := client(b, addr)
+	submitParallel8With(b, client(b, addr), keyed)
+}
+
+// submitParallel8With is submitParallel8 through c.
+func submitParallel8With(b *testing.B, c *api.Client, keyed bool) {
 	ctx := context.Background()
 	js := jobSpec("bench")
 	var next atomic.Int64
