@@ -22,7 +22,12 @@
 #     (TrivialJobThroughputCrun): own shims, shim_group_size 8, and
 #     shim_group_size 8 with prepared_containers 1 (gpud as a site runs
 #     it for such a stream); then a summary of every row over the rounds
-#     against Slurm's median round
+#     against Slurm's median round. gpud's rows have a second rate,
+#     jobs-deleted/s (the summary's "/deleted" rows): until every job's
+#     container is deleted too, the same end as bare containerd's loop
+#     (each container deleted in it) and Slurm's round (until no job is
+#     completing); jobs/s ends when the last job is COMPLETED, while the
+#     last jobs' containers are still being deleted
 #
 # gpud is `gpud standalone` on a temporary state directory (no nodes; every
 # acknowledgement durable). Slurm is a throwaway cluster under a temporary
@@ -385,16 +390,23 @@ done
 smed=0
 if ((slurm)); then smed=$(printf '%s\n' "${tv[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'); fi
 echo "   summary over $rounds rounds (rate min-max, median; cpu-ms per job or container min-max; the median's multiple of Slurm's median $smed jobs/s):"
-awk -v smed="$smed" '$1 ~ /^Benchmark/ {
+awk -v smed="$smed" 'function add(name, rate, unit, cpu) {
+		if (!(name in n)) order[++names] = name
+		r[name, ++n[name]] = rate; u[name] = unit; c[name] = c[name] " " cpu
+	}
+	$1 ~ /^Benchmark/ {
 		name = $1; sub(/^Benchmark/, "", name); sub(/-[0-9]+$/, "", name)
-		rate = ""; cpu = ""
+		rate = ""; cpu = ""; del = ""
 		for (i = 3; i < NF; i++) {
 			if ($(i+1) == "jobs/s" || $(i+1) == "containers/s") { rate = $i; unit = $(i+1) }
+			if ($(i+1) == "jobs-deleted/s") del = $i
 			if ($(i+1) == "cpu-ms/job" || $(i+1) == "cpu-ms/container") cpu = $i
 		}
 		if (rate == "") next
-		if (!(name in n)) order[++names] = name
-		r[name, ++n[name]] = rate; u[name] = unit; c[name] = c[name] " " cpu
+		add(name, rate, unit, cpu)
+		# gpud until the containers of its jobs are deleted too, as bare
+		# containerd deletes each in its loop (jobs-deleted/s).
+		if (del != "") add(name "/deleted", del, "jobs/s", cpu)
 	}
 	END {
 		for (k = 1; k <= names; k++) {

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -310,8 +313,19 @@ func TestRestartedAgentReadoptsTask(t *testing.T) {
 	if err := first.Start(ctx, cfg); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if err := first.Start(ctx, cfg); !errors.Is(err, os.ErrExist) {
+	// What the running job wrote stays: a second Start under its ID
+	// (even one asking for emptied output) is refused before it touches
+	// the output files.
+	if err := os.WriteFile(cfg.StdoutPath, []byte("written by the job\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again := cfg
+	again.TruncateOutput = true
+	if err := first.Start(ctx, again); !errors.Is(err, os.ErrExist) {
 		t.Errorf("second Start = %v, want os.ErrExist", err)
+	}
+	if got := readFile(t, cfg.StdoutPath); got != "written by the job\n" {
+		t.Errorf("the running job's output after a second Start = %q, want it untouched", got)
 	}
 	first.Close()
 
@@ -422,10 +436,24 @@ func TestBusyboxImageRuns(t *testing.T) {
 	if diff := cmp.Diff("image\n65534\n/bin\n", readFile(t, cfg.StdoutPath)); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
 	}
+	// The container had a snapshot of its own (key: its ID), made
+	// from the image: it goes with the container.
+	c, err := client.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	nctx := namespaces.WithNamespace(ctx, containerd.DefaultNamespace)
+	if _, err := c.SnapshotService(containerd.Snapshotter).Stat(nctx, cfg.ID); err != nil {
+		t.Fatalf("the job container's snapshot before Delete: %v", err)
+	}
 	if err := rt.Delete(ctx, cfg.ID); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
 	assertGone(t, rt, cfg.ID)
+	if _, err := c.SnapshotService(containerd.Snapshotter).Stat(nctx, cfg.ID); !errdefs.IsNotFound(err) {
+		t.Errorf("the job container's snapshot after Delete: Stat = %v, want not found", err)
+	}
 }
 
 // A kill -9 of the agent (or containerd) between task create and start
