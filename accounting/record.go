@@ -40,7 +40,7 @@ func (db *DB) RecordJobs(ctx context.Context, jobs []spec.Job) (err error) {
 		if err := db.recordJob(ctx, st, &jobs[i]); err != nil {
 			return fmt.Errorf("record job %d: %w", jobs[i].ID, err)
 		}
-		if _, err := st.totals.ExecContext(ctx, int64(jobs[i].ID)); err != nil {
+		if err := recordTotals(ctx, st, jobs[i].ID); err != nil {
 			return fmt.Errorf("record job %d: total its attempts: %w", jobs[i].ID, err)
 		}
 	}
@@ -48,6 +48,19 @@ func (db *DB) RecordJobs(ctx context.Context, jobs []spec.Job) (err error) {
 		return fmt.Errorf("record %d jobs: commit: %w", len(jobs), err)
 	}
 	return nil
+}
+
+// recordTotals keeps job id's totals (totalsSQL, clearTotalsSQL).
+func recordTotals(ctx context.Context, st *recordStmts, id spec.JobID) error {
+	res, err := st.totals.ExecContext(ctx, int64(id))
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	_, err = st.clearTotals.ExecContext(ctx, int64(id))
+	return err
 }
 
 // terminalStates is the SQL list of spec.JobState.Terminal states.
@@ -97,21 +110,29 @@ ON CONFLICT(job_id, attempt) DO UPDATE SET alloc_id=excluded.alloc_id, nodes=exc
 WHERE NOT (attempts.end_time IS NOT NULL AND excluded.end_time IS NULL)`
 
 type recordStmts struct {
-	job, attempt, delUsage, usage, totals, steps *sql.Stmt
+	job, attempt, delUsage, usage, totals, clearTotals, steps *sql.Stmt
 }
 
-// totalsSQL keeps a job's totals (migration 007): the sums over its
-// attempts once it has ended and none is open, NULL otherwise.
-var totalsSQL = func() string {
-	ended := `jobs.state IN ` + terminalStates + `
-		AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = ?1 AND a.end_time IS NULL)
-		AND NOT EXISTS (SELECT 1 FROM usage u WHERE u.job_id = ?1 AND u.end_time IS NULL)`
-	return `UPDATE jobs SET
-	gpu_seconds = CASE WHEN ` + ended + ` THEN (SELECT COALESCE(SUM((u.end_time - u.start_time) * u.fraction), 0) FROM usage u WHERE u.job_id = ?1) END,
-	cpu_seconds = CASE WHEN ` + ended + ` THEN (SELECT COALESCE(SUM((a.end_time - a.start_time) * a.cpus), 0) FROM attempts a WHERE a.job_id = ?1) END,
-	slice_seconds = CASE WHEN ` + ended + ` THEN (SELECT COALESCE(SUM(u.end_time - u.start_time), 0) FROM usage u WHERE u.job_id = ?1 AND u.mig_profile != '') END
-WHERE id = ?1`
-}()
+// totalsSQL keeps a job's totals (migration 007) once it has ended and
+// none of its attempts or usage rows is open: the sums over its attempts;
+// clearTotalsSQL, run when totalsSQL changed no row, makes them NULL (a
+// job back to pending, whose next attempt adds to them). One statement
+// with the condition in a CASE for each column (up to session 15) ran it
+// three times, nine subqueries a job, and was 58 % of RecordJobs (7 % of
+// the controller's CPU) in a live burst: BenchmarkRecordJobTotals 68-76
+// cpu-µs per ended job recorded with it, 29-30 with these (docs/fleet.md,
+// "Session 15 — ctlcpu"). TestJobTotalsMatchOneStatement checks them
+// against it.
+var totalsSQL = `UPDATE jobs SET
+	gpu_seconds = (SELECT COALESCE(SUM((u.end_time - u.start_time) * u.fraction), 0) FROM usage u WHERE u.job_id = ?1),
+	cpu_seconds = (SELECT COALESCE(SUM((a.end_time - a.start_time) * a.cpus), 0) FROM attempts a WHERE a.job_id = ?1),
+	slice_seconds = (SELECT COALESCE(SUM(u.end_time - u.start_time), 0) FROM usage u WHERE u.job_id = ?1 AND u.mig_profile != '')
+WHERE id = ?1 AND state IN ` + terminalStates + `
+	AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = ?1 AND a.end_time IS NULL)
+	AND NOT EXISTS (SELECT 1 FROM usage u WHERE u.job_id = ?1 AND u.end_time IS NULL)`
+
+const clearTotalsSQL = `UPDATE jobs SET gpu_seconds = NULL, cpu_seconds = NULL, slice_seconds = NULL
+WHERE id = ?1 AND (gpu_seconds IS NOT NULL OR cpu_seconds IS NOT NULL OR slice_seconds IS NOT NULL)`
 
 // prepareRecord prepares RecordJobs' statements once, on the writer's
 // connection (Open): preparing the six in every transaction was a tenth
@@ -126,6 +147,7 @@ func prepareRecord(ctx context.Context, w *sql.DB) (*recordStmts, error) {
 		{&st.attempt, upsertAttemptSQL},
 		{&st.delUsage, `DELETE FROM usage WHERE job_id = ? AND attempt = ?`},
 		{&st.totals, totalsSQL},
+		{&st.clearTotals, clearTotalsSQL},
 		{&st.steps, upsertStepSQL},
 		{&st.usage, `INSERT INTO usage (job_id, attempt, node, gpu_uuid, gpu_model, mig_profile,
 			fraction, gpu_seconds, billed_units, start_time, end_time, account, user) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`},
@@ -144,11 +166,11 @@ func prepareRecord(ctx context.Context, w *sql.DB) (*recordStmts, error) {
 func (st *recordStmts) in(ctx context.Context, tx *sql.Tx) *recordStmts {
 	return &recordStmts{job: tx.StmtContext(ctx, st.job), attempt: tx.StmtContext(ctx, st.attempt),
 		delUsage: tx.StmtContext(ctx, st.delUsage), usage: tx.StmtContext(ctx, st.usage),
-		totals: tx.StmtContext(ctx, st.totals), steps: tx.StmtContext(ctx, st.steps)}
+		totals: tx.StmtContext(ctx, st.totals), clearTotals: tx.StmtContext(ctx, st.clearTotals), steps: tx.StmtContext(ctx, st.steps)}
 }
 
 func (st *recordStmts) close() {
-	for _, s := range []*sql.Stmt{st.job, st.attempt, st.delUsage, st.usage, st.totals, st.steps} {
+	for _, s := range []*sql.Stmt{st.job, st.attempt, st.delUsage, st.usage, st.totals, st.clearTotals, st.steps} {
 		if s != nil {
 			_ = s.Close() // closing a prepared statement only frees memory
 		}

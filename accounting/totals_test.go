@@ -1,0 +1,120 @@
+package accounting
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gpud/gpud/gpud/spec"
+)
+
+// oneStatementTotals is what the totals were up to session 15: one
+// UPDATE with the "ended" condition in a CASE for each column, NULL when
+// it does not hold. Here as a SELECT of what it would set.
+var oneStatementTotals = func() string {
+	ended := `jobs.state IN ` + terminalStates + `
+		AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = jobs.id AND a.end_time IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM usage u WHERE u.job_id = jobs.id AND u.end_time IS NULL)`
+	return `SELECT id, gpu_seconds, cpu_seconds, slice_seconds,
+	CASE WHEN ` + ended + ` THEN (SELECT COALESCE(SUM((u.end_time - u.start_time) * u.fraction), 0) FROM usage u WHERE u.job_id = jobs.id) END,
+	CASE WHEN ` + ended + ` THEN (SELECT COALESCE(SUM((a.end_time - a.start_time) * a.cpus), 0) FROM attempts a WHERE a.job_id = jobs.id) END,
+	CASE WHEN ` + ended + ` THEN (SELECT COALESCE(SUM(u.end_time - u.start_time), 0) FROM usage u WHERE u.job_id = jobs.id AND u.mig_profile != '') END
+	FROM jobs ORDER BY id`
+}()
+
+// TestJobTotalsMatchOneStatement: after every RecordJobs of random
+// records of a few jobs (attempts rising over the rounds, of whole GPUs, shares and MIG
+// slices, running and ended, requeued to pending, terminal, stale ones
+// after newer ones, a job requeued after it ended), every job's totals are
+// what the one statement of before computed: the sums once the job has
+// ended with nothing open, NULL otherwise.
+func TestJobTotalsMatchOneStatement(t *testing.T) {
+	t.Parallel()
+	db := openTest(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(15, 31))
+	states := []spec.JobState{spec.StateCompleted, spec.StateFailed, spec.StateCancelled, spec.StatePending, spec.StateRunning, spec.StateTimeout}
+	set, cleared, reopened := 0, 0, 0
+	had := map[int64]bool{}
+	for round := range 400 {
+		var batch []spec.Job
+		for range 1 + r.IntN(4) {
+			id := spec.JobID(1 + r.IntN(6))
+			attempt := 1 + round/50 + r.IntN(2) // later rounds requeue ended jobs
+			start := int64(attempt*1000 + r.IntN(100))
+			n := node(fmt.Sprintf("n%d", r.IntN(3)), 1+r.IntN(8))
+			b := MakeJob(id)
+			switch r.IntN(3) {
+			case 0:
+				n.GPUs = []string{fmt.Sprintf("GPU-%d", r.IntN(4)), fmt.Sprintf("GPU-%d", 4+r.IntN(4))}
+			case 1:
+				n.GPUs, n.GPUFraction = []string{"GPU-9"}, 0.25
+			default:
+				n.MIG = []spec.MIGSlice{{GPU: "GPU-7", Profile: "3g.40gb", Placement: spec.MIGPlacement{Start: r.IntN(2) * 4}}}
+				b.Resources(spec.Resources{Nodes: 1, CPUsPerNode: 4, GPUProfile: "3g.40gb", GPUModel: "h100"})
+			}
+			b.Ran(attempt, start, n)
+			if s := states[r.IntN(len(states))]; s != spec.StateRunning {
+				b.End(start+int64(1+r.IntN(500)), s)
+			}
+			batch = append(batch, b.Obj())
+		}
+		if err := db.RecordJobs(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := db.r.QueryContext(ctx, oneStatementTotals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id int64
+			var g, c, s, wg, wc, ws sql.NullFloat64
+			if err := rows.Scan(&id, &g, &c, &s, &wg, &wc, &ws); err != nil {
+				t.Fatal(err)
+			}
+			if g != wg || c != wc || s != ws {
+				t.Fatalf("round %d, job %d: totals %v %v %v; the one statement gives %v %v %v", round, id, g, c, s, wg, wc, ws)
+			}
+			if g.Valid {
+				set++
+			} else {
+				cleared++
+				if had[id] {
+					reopened++
+				}
+			}
+			had[id] = g.Valid
+		}
+		rows.Close()
+	}
+	if set < 100 || cleared < 50 || reopened < 5 {
+		t.Fatalf("totals set %d times, NULL %d times (%d after being set) over the rounds; want each often", set, cleared, reopened)
+	}
+}
+
+// BenchmarkRecordJobTotals: RecordJobs of 100 ended one-GPU jobs a
+// batch, per job, with the totals as kept now; cpu-µs/job is this
+// process's CPU (BenchmarkRecordJobsCancellable records started jobs).
+func BenchmarkRecordJobTotals(b *testing.B) {
+	db := openTest(b)
+	ctx := context.Background()
+	const batch = 100
+	next := spec.JobID(1)
+	jobs := make([]spec.Job, batch)
+	var recorded int
+	cpu0 := processCPU(b)
+	for b.Loop() {
+		for i := range jobs {
+			jobs[i] = MakeJob(next).User(fmt.Sprintf("u%d", next%100)).
+				Ran(1, 60, node(fmt.Sprintf("n%d", next%64), 8, fmt.Sprintf("GPU-%d-a", next))).End(100, spec.StateCompleted).Obj()
+			next++
+		}
+		if err := db.RecordJobs(ctx, jobs); err != nil {
+			b.Fatal(err)
+		}
+		recorded += batch
+	}
+	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(recorded), "cpu-µs/job")
+}
