@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -683,5 +684,54 @@ func TestOutboxHeldByOneAgent(t *testing.T) {
 	got, err := second.pending(ctx, 10)
 	if err != nil || len(got) != 1 || got[0].AllocID != "a1" {
 		t.Errorf("pending after reopen: %+v, %v; want a1's start", got, err)
+	}
+}
+
+// TestOutboxFromBeforeFingerprints: an outbox.db an agent wrote before
+// allocations had fingerprints (no submit_ns column) opens with its rows
+// (fingerprint 0: taken for whichever job the ID names, as before), and
+// a fingerprint given afterwards is kept with the row it writes.
+func TestOutboxFromBeforeFingerprints(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "outbox.db")
+	db, err := sql.Open("sqlite3", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE allocs (alloc_id TEXT PRIMARY KEY, job_id INTEGER NOT NULL, started INTEGER NOT NULL DEFAULT 0,
+			exited INTEGER NOT NULL DEFAULT 0, stop_state TEXT NOT NULL DEFAULT '', stop_why TEXT NOT NULL DEFAULT '',
+			signal_seq INTEGER NOT NULL DEFAULT 0, updated_ns INTEGER NOT NULL)`,
+		`INSERT INTO allocs (alloc_id, job_id, started, exited, updated_ns) VALUES ('7.1', 7, 1, 1, ` + strconv.FormatInt(t0.UnixNano(), 10) + `)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	ob, err := openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ob.alloc(ctx, "7.1"); err != nil || !r.Exited || r.SubmitNS != 0 {
+		t.Errorf("the older agent's row: %+v %v, want exited, no fingerprint", r, err)
+	}
+	ob.fingerprint("8.1", 42)
+	if _, err := ob.record(ctx, api.AllocEvent{AllocID: "8.1", JobID: 8, Kind: api.EventStarted, Time: spec.NewTime(t0)}); err != nil {
+		t.Fatal(err)
+	}
+	ob.Close()
+	ob, err = openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	if r, err := ob.allocQuery(ctx, "8.1"); err != nil || !r.Started || r.SubmitNS != 42 {
+		t.Errorf("8.1 after a reopen: %+v %v, want started with fingerprint 42", r, err)
+	}
+	if !ob.sameJob("8.1", 42) || ob.sameJob("8.1", 43) || !ob.sameJob("7.1", 43) {
+		t.Error("sameJob: want 8.1 the job of fingerprint 42 only, 7.1 (no fingerprint) any")
 	}
 }
