@@ -618,13 +618,31 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 			}
 			continue
 		}
-		if a.ob.exitedHere(id) {
+		var sub int64 // the job's fingerprint (outbox subs)
+		if !asg.Job.SubmitTime.IsZero() {
+			sub = asg.Job.SubmitTime.UnixNano()
+		}
+		if a.ob.exitedHere(id) && (sub == 0 || a.ob.sameJob(id, sub)) {
 			continue // ended here; the controller lists it until it applies the exit
 		}
 		rec, err := a.ob.alloc(ctx, id)
 		if err != nil {
 			a.log.Error("read outbox; will retry on the next assignments answer", "alloc_id", id, "err", err)
 			continue
+		}
+		if sub != 0 && rec.SubmitNS != 0 && rec.SubmitNS != sub {
+			// Another job's allocation under this ID: the controller's
+			// state was reset (a new state.db numbers jobs from 1 again)
+			// while this node kept its outbox. Its record would have the
+			// new job taken for one that ended here, never run.
+			a.log.Warn("the outbox holds an allocation of another job under this ID (was the controller's state reset?); forgetting it, the assigned job runs",
+				"alloc_id", id, "job_id", asg.Job.ID, "submitted", asg.Job.SubmitTime.Time, "held_submitted", time.Unix(0, rec.SubmitNS).UTC(),
+				"held_started", rec.Started, "held_exited", rec.Exited)
+			if err := a.ob.forgetAlloc(ctx, id); err != nil {
+				a.log.Error("forget another job's allocation in the outbox; will retry on the next assignments answer", "alloc_id", id, "err", err)
+				continue
+			}
+			rec = allocRecord{}
 		}
 		if rec.Exited {
 			continue // ended here already; its exit is (being) reported
@@ -636,6 +654,9 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 				a.log.Error("record exit of a stopped allocation; will retry", "alloc_id", id, "err", err)
 			}
 			continue
+		}
+		if sub != 0 && rec.SubmitNS == 0 {
+			a.ob.fingerprint(id, sub)
 		}
 		a.startRunner(ctx, newRunner(&a.runnerDeps, &asg, self, rec))
 	}

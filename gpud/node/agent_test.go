@@ -598,3 +598,52 @@ func TestOverTimeLimit(t *testing.T) {
 		t.Errorf("signals (-want +got):\n%s", diff)
 	}
 }
+
+// TestAllocOfAnotherJobUnderSameIDRuns: a controller whose state was
+// reset (a new state.db) numbers its jobs from 1 again, so it assigns a
+// new job under an allocation ID this node's outbox holds as ended (it
+// keeps ended allocations a week). The job's submit time tells them
+// apart: the new job runs (the loadtest lost every job so when a second
+// run reused the agents' state directories), while the ended one, listed
+// again until the controller applies its exit, does not run again,
+// before and after an agent restart.
+func TestAllocOfAnotherJobUnderSameIDRuns(t *testing.T) {
+	e := newEnv(t, nil)
+	old := asg(7, e.home)
+	old.Job.SubmitTime = spec.NewTime(t0.Add(-time.Hour))
+	e.fc.Set(old)
+	e.waitStarted(t, cid)
+	e.rt.Exit(cid, runtime.ExitStatus{})
+	e.waitExited(t, "a7")
+	waitFor(t, "a7's container deleted", func() bool { _, ok := e.rt.Status(cid); return !ok }, e.on()...)
+	e.setAndWait(t, old)
+	if n := len(e.rt.Starts()); n != 1 {
+		t.Fatalf("starts = %d after the ended allocation was listed again, want 1", n)
+	}
+
+	// The controller's state is reset: job 7 is another job.
+	renewed := asg(7, e.home)
+	renewed.Job.SubmitTime = spec.NewTime(t0)
+	e.fc.Set(renewed)
+	waitFor(t, "the new job 7 started", func() bool { return len(e.rt.Starts()) == 2 }, e.on()...)
+	e.waitStarted(t, cid)
+	e.rt.Exit(cid, runtime.ExitStatus{Code: 3})
+	waitFor(t, "the new job's exit", func() bool {
+		evs := e.eventsOf("a7")
+		return len(evs) == 4 && evs[3].Kind == api.EventExited && evs[3].ExitCode == 3
+	}, e.on()...)
+	waitFor(t, "a7's container deleted", func() bool { _, ok := e.rt.Status(cid); return !ok }, e.on()...)
+
+	// After a restart (the outbox read back from outbox.db): the ended
+	// one is not run again; a third job under the ID is.
+	e.stop()
+	e.start(t)
+	e.setAndWait(t, renewed)
+	if n := len(e.rt.Starts()); n != 2 {
+		t.Fatalf("starts = %d after a restart with the ended allocation listed again, want 2", n)
+	}
+	third := asg(7, e.home)
+	third.Job.SubmitTime = spec.NewTime(t0.Add(time.Hour))
+	e.fc.Set(third)
+	waitFor(t, "the third job 7 started", func() bool { return len(e.rt.Starts()) == 3 }, e.on()...)
+}

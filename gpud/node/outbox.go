@@ -10,10 +10,11 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+	"github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
@@ -57,7 +58,18 @@ type outbox struct {
 	kmu      sync.Mutex
 	known    map[string]bool
 	knownCap int
+	// subs are allocations' fingerprints: the submit time (Unix ns) of
+	// the job each allocs row belongs to (submit_ns), and of the job an
+	// allocation's runner starts before its row is written (fingerprint).
+	// An allocation ID names one allocation only within one controller
+	// state: a controller whose state was reset (a new state.db) numbers
+	// its jobs from 1 again, and a row of an old job must not stand for
+	// the new one (reconcile). Loaded with known (not past knownCap).
+	subs map[string]int64
 }
+
+// errOutboxLocked: another process holds outbox.db.
+var errOutboxLocked = errors.New("another process holds it open (another gpud node agent with this state directory, or a sqlite3 shell?); stop that one first, or give this agent its own --state-dir")
 
 // outboxRow is one row of the events table: its seq and body, as committed.
 type outboxRow struct {
@@ -81,6 +93,9 @@ type allocRecord struct {
 	StopWhy   string
 	SignalSeq int
 	NoticeSeq int // the last notify message written (runnernotify.go)
+	// SubmitNS is the submit time (Unix ns) of the job the allocation
+	// belongs to; 0: not recorded (subs).
+	SubmitNS int64
 }
 
 // exitedRetention is how long an ended allocation is remembered. The
@@ -98,6 +113,7 @@ CREATE TABLE IF NOT EXISTS allocs (
 	job_id     INTEGER NOT NULL,
 	started    INTEGER NOT NULL DEFAULT 0,
 	exited     INTEGER NOT NULL DEFAULT 0,
+	submit_ns  INTEGER NOT NULL DEFAULT 0, -- the job's submit time: which job (subs)
 	stop_state TEXT NOT NULL DEFAULT '',
 	stop_why   TEXT NOT NULL DEFAULT '',
 	signal_seq INTEGER NOT NULL DEFAULT 0,
@@ -124,17 +140,35 @@ func openOutbox(ctx context.Context, log *slog.Logger, stateDir string, now time
 		return nil, fmt.Errorf("open outbox: %w", err)
 	}
 	statefile.Log(log, fixes)
+	return openOutboxDSN(ctx, path, outboxDSN(path, outboxBusyTimeout), now)
+}
+
+// outboxBusyTimeout is how long opening outbox.db waits for a lock
+// another process holds.
+const outboxBusyTimeout = 10 * time.Second
+
+// outboxDSN is outbox.db's DSN: its pragmas.
+func outboxDSN(path string, busy time.Duration) string {
 	q := url.Values{
 		"_journal_mode": {"WAL"},
 		"_synchronous":  {"FULL"},
-		"_busy_timeout": {"10000"},
+		"_busy_timeout": {strconv.FormatInt(busy.Milliseconds(), 10)},
 		"_txlock":       {"immediate"},
 		"_foreign_keys": {"1"},
+		// Only this agent's one connection ever opens outbox.db: it
+		// keeps its file locks from one transaction to the next instead
+		// of taking and dropping them around each (fewer fcntl calls
+		// per event; durability is the journal's and synchronous's,
+		// unchanged). A second agent on the same state directory (or
+		// the sqlite3 shell) now waits busy and fails to open it while
+		// this one runs (errOutboxLocked); a killed agent's locks go
+		// with it.
+		"_locking_mode": {"EXCLUSIVE"},
 		// The agent runs the same few statements over and over:
 		// prepared once per connection, not at every call.
 		"_stmt_cache_size": {"16"},
 	}
-	return openOutboxDSN(ctx, path, "file:"+path+"?"+q.Encode(), now)
+	return "file:" + path + "?" + q.Encode()
 }
 
 // openMemoryOutbox opens an outbox that lives in memory only (see
@@ -157,7 +191,19 @@ func openOutboxDSN(ctx context.Context, path, dsn string, now time.Time) (*outbo
 	db.SetConnMaxLifetime(0) // an in-memory outbox lives as long as its connection
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		db.Close()
+		if se := (sqlite3.Error{}); errors.As(err, &se) && se.Code == sqlite3.ErrBusy {
+			return nil, fmt.Errorf("open outbox %s: %w (%v)", path, errOutboxLocked, err)
+		}
 		return nil, fmt.Errorf("create outbox schema in %s: %w", path, err)
+	}
+	// An outbox.db from before allocations' fingerprints (subs).
+	var hasSubmit int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('allocs') WHERE name = 'submit_ns'`).Scan(&hasSubmit); err == nil && hasSubmit == 0 {
+		_, err = db.ExecContext(ctx, `ALTER TABLE allocs ADD COLUMN submit_ns INTEGER NOT NULL DEFAULT 0`)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("add the submit_ns column to outbox %s: %w", path, err)
+		}
 	}
 	cut := now.Add(-exitedRetention).UnixNano()
 	if _, err := db.ExecContext(ctx, `DELETE FROM allocs WHERE exited = 1 AND updated_ns < ?`, cut); err != nil {
@@ -183,19 +229,23 @@ func openOutboxDSN(ctx context.Context, path, dsn string, now time.Time) (*outbo
 // loadKnown fills known from the allocs table (or leaves it nil past
 // knownCap rows).
 func (o *outbox) loadKnown(ctx context.Context) error {
-	rows, err := o.db.QueryContext(ctx, `SELECT alloc_id, exited FROM allocs LIMIT ?`, o.knownCap+1)
+	rows, err := o.db.QueryContext(ctx, `SELECT alloc_id, exited, submit_ns FROM allocs LIMIT ?`, o.knownCap+1)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	known := map[string]bool{}
+	known, subs := map[string]bool{}, map[string]int64{}
 	for rows.Next() {
 		var id string
 		var exited bool
-		if err := rows.Scan(&id, &exited); err != nil {
+		var sub int64
+		if err := rows.Scan(&id, &exited, &sub); err != nil {
 			return err
 		}
 		known[id] = exited
+		if sub != 0 {
+			subs[id] = sub
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return err
@@ -203,10 +253,61 @@ func (o *outbox) loadKnown(ctx context.Context) error {
 	o.kmu.Lock()
 	defer o.kmu.Unlock()
 	if len(known) <= o.knownCap {
-		o.known = known
+		o.known, o.subs = known, subs
 	} else {
-		o.known = nil
+		o.known, o.subs = nil, map[string]int64{}
 	}
+	return nil
+}
+
+// fingerprint gives allocID the submit time of the job its runner
+// starts (sub, Unix ns), written with the allocation's row (subs).
+func (o *outbox) fingerprint(allocID string, sub int64) {
+	if o.mem != nil {
+		o.mem.fingerprint(allocID, sub)
+		return
+	}
+	o.kmu.Lock()
+	defer o.kmu.Unlock()
+	o.subs[allocID] = sub
+}
+
+// sameJob reports whether allocID's row is, as far as memory knows, the
+// job submitted at sub; false: ask alloc.
+func (o *outbox) sameJob(allocID string, sub int64) bool {
+	o.kmu.Lock()
+	defer o.kmu.Unlock()
+	if v, ok := o.subs[allocID]; ok {
+		return v == sub
+	}
+	return o.known != nil // a row without a fingerprint (an older agent's), or none
+}
+
+// forgetAlloc drops what the outbox holds about allocID: the row of
+// another job under the same ID (reconcile).
+func (o *outbox) forgetAlloc(ctx context.Context, allocID string) error {
+	if o.mem != nil {
+		return o.mem.forgetAlloc(ctx, allocID)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	tx, err := o.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("forget alloc %s: %w", allocID, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	for _, q := range []string{`DELETE FROM allocs WHERE alloc_id = ?`, `DELETE FROM notices WHERE alloc_id = ?`, `DELETE FROM step_ids WHERE alloc_id = ?`} {
+		if _, err := tx.ExecContext(ctx, q, allocID); err != nil {
+			return fmt.Errorf("forget alloc %s: %w", allocID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("forget alloc %s: %w", allocID, err)
+	}
+	o.kmu.Lock()
+	delete(o.known, allocID)
+	delete(o.subs, allocID)
+	o.kmu.Unlock()
 	return nil
 }
 
@@ -287,9 +388,13 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 	}
 	// Other kinds (checkpointed) say nothing about the alloc's life.
 	if col != "" {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO allocs (alloc_id, job_id, `+col+`, updated_ns) VALUES (?, ?, 1, ?)
-			ON CONFLICT(alloc_id) DO UPDATE SET `+col+` = 1, updated_ns = excluded.updated_ns`,
-			ev.AllocID, int64(ev.JobID), ev.Time.UnixNano()); err != nil {
+		o.kmu.Lock()
+		sub := o.subs[ev.AllocID]
+		o.kmu.Unlock()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO allocs (alloc_id, job_id, `+col+`, updated_ns, submit_ns) VALUES (?, ?, 1, ?, ?)
+			ON CONFLICT(alloc_id) DO UPDATE SET `+col+` = 1, updated_ns = excluded.updated_ns,
+			submit_ns = CASE WHEN excluded.submit_ns != 0 THEN excluded.submit_ns ELSE allocs.submit_ns END`,
+			ev.AllocID, int64(ev.JobID), ev.Time.UnixNano(), sub); err != nil {
 			return 0, fmt.Errorf("mark alloc %s %s: %w", ev.AllocID, ev.Kind, err)
 		}
 	}
@@ -303,6 +408,9 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 		o.kmu.Lock()
 		if _, ok := o.known[ev.AllocID]; ok { // not dropped meanwhile
 			o.known[ev.AllocID] = true
+		}
+		if o.known == nil {
+			delete(o.subs, ev.AllocID) // SQLite has it; only live runners' are kept
 		}
 		o.kmu.Unlock()
 	}
@@ -385,8 +493,8 @@ func (o *outbox) allocQuery(ctx context.Context, allocID string) (allocRecord, e
 	var r allocRecord
 	var state string
 	err := o.db.QueryRowContext(ctx, `SELECT started, exited, stop_state, stop_why, signal_seq,
-		COALESCE((SELECT seq FROM notices WHERE notices.alloc_id = allocs.alloc_id), 0) FROM allocs WHERE alloc_id = ?`, allocID).
-		Scan(&r.Started, &r.Exited, &state, &r.StopWhy, &r.SignalSeq, &r.NoticeSeq)
+		COALESCE((SELECT seq FROM notices WHERE notices.alloc_id = allocs.alloc_id), 0), submit_ns FROM allocs WHERE alloc_id = ?`, allocID).
+		Scan(&r.Started, &r.Exited, &state, &r.StopWhy, &r.SignalSeq, &r.NoticeSeq, &r.SubmitNS)
 	if errors.Is(err, sql.ErrNoRows) {
 		return allocRecord{}, nil
 	}

@@ -138,3 +138,22 @@ func (m *memOutbox) reserveStepIDs(ctx context.Context, allocID string, n int) (
 	m.stepIDs[allocID] = first + n
 	return first, nil
 }
+
+func (m *memOutbox) fingerprint(allocID string, sub int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.allocs[allocID]
+	r.SubmitNS = sub
+	m.allocs[allocID] = r
+}
+
+func (m *memOutbox) forgetAlloc(ctx context.Context, allocID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.allocs, allocID)
+	delete(m.stepIDs, allocID)
+	return nil
+}

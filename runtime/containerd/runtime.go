@@ -130,6 +130,10 @@ type Runtime struct {
 	resignals     sync.WaitGroup
 	stopResignals context.CancelFunc
 	resignalCtx   context.Context
+	// exited are the containers whose task Wait saw exit and that were
+	// not deleted since: their delete skips asking the task's status (a
+	// task whose init exited stays stopped until it is deleted).
+	exited sync.Map // container ID -> struct{}
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -285,16 +289,10 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 	if why := r.oci.hostRootProblem(cfg); why != "" {
 		return fmt.Errorf("start container %s: %s", cfg.ID, why)
 	}
-	if _, err := r.client.LoadContainer(ctx, cfg.ID); err == nil {
-		return fmt.Errorf("start container %s: %w", cfg.ID, os.ErrExist)
-	} else if !errdefs.IsNotFound(err) {
-		return fmt.Errorf("start container %s: %w", cfg.ID, err)
-	}
-	for _, p := range outputFiles(cfg) {
-		if err := createOutputFile(p, cfg.UID, cfg.GID, cfg.AdditionalGIDs, cfg.TruncateOutput); err != nil {
-			return fmt.Errorf("start container %s: %w", cfg.ID, err)
-		}
-	}
+	// No lookup first: NewContainer refuses an ID in use (os.ErrExist
+	// below) before anything is made, and the output files are made only
+	// after it succeeded, so a start under an ID in use (a running job
+	// the agent re-adopts) never empties that job's output.
 
 	in := ocispec.Inputs{CDI: r.cdi, MemlockBytes: r.memlock}
 	labels := cfg.Labels
@@ -361,6 +359,12 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 			}
 		}
 	}()
+	for _, p := range outputFiles(cfg) {
+		if err := createOutputFile(p, cfg.UID, cfg.GID, cfg.AdditionalGIDs, cfg.TruncateOutput); err != nil {
+			r.groups.done(group, cfg.ID, false)
+			return fmt.Errorf("start container %s: %w", cfg.ID, err)
+		}
+	}
 	// From here the start runs to its end even when ctx ends (an agent
 	// shutting down): a task creation cut short on our side goes on in
 	// containerd, and the cleanup above would delete the container while
@@ -505,6 +509,7 @@ func (r *Runtime) Wait(ctx context.Context, id string) (runtime.ExitStatus, erro
 	}
 	es := exitStatus(resp.ExitStatus, resp.ExitedAt.AsTime())
 	es.OOMKilled = r.oomKilled(ctx, id)
+	r.exited.Store(id, struct{}{})
 	return es, nil
 }
 
@@ -746,14 +751,23 @@ func (r *Runtime) delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	ctr, err := r.client.LoadContainer(ctx, id)
+	// What client.Container's Delete with WithSnapshotCleanup does, less
+	// its two lookups (the task, just deleted above, and the container
+	// again): the container's snapshot (image jobs), then its record.
+	cs := r.client.ContainerService()
+	c, err := cs.Get(ctx, id)
 	if errdefs.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("load container: %w", err)
 	}
-	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+	if c.SnapshotKey != "" && c.Snapshotter != "" {
+		if err := r.client.SnapshotService(c.Snapshotter).Remove(ctx, c.SnapshotKey); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("remove snapshot %s: %w", c.SnapshotKey, err)
+		}
+	}
+	if err := cs.Delete(ctx, id); err != nil && !errdefs.IsNotFound(err) {
 		return err
 	}
 	return nil
@@ -763,6 +777,14 @@ func (r *Runtime) delete(ctx context.Context, id string) error {
 // missing task is not an error.
 func (r *Runtime) deleteTask(ctx context.Context, id string) error {
 	ts := r.client.TaskService()
+	if _, ok := r.exited.LoadAndDelete(id); ok {
+		// Wait saw it exit: stopped, so no status to ask and nothing to
+		// kill. Anything else than a delete done goes the long way.
+		_, err := ts.Delete(ctx, &tasks.DeleteTaskRequest{ContainerID: id})
+		if err == nil {
+			return nil
+		}
+	}
 	st, err := ts.Get(ctx, &tasks.GetRequest{ContainerID: id})
 	switch err = errgrpc.ToNative(err); {
 	case errdefs.IsNotFound(err):
