@@ -42,9 +42,18 @@ func BenchmarkRecordJobs(b *testing.B) {
 // cancellation off its statements (execCtx). cpu-µs/op is this process's
 // CPU per job.
 func BenchmarkRecordJobsCancellable(b *testing.B) {
-	db := openTest(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	benchRecordBatches(b, ctx, func(id spec.JobID) spec.Job {
+		return MakeJob(id).User(fmt.Sprintf("u%d", id%100)).
+			Ran(1, 60, node(fmt.Sprintf("n%d", id%64), 8, fmt.Sprintf("GPU-%d-a", id), fmt.Sprintf("GPU-%d-b", id))).Obj()
+	})
+}
+
+// benchRecordBatches records batches of 100 jobs made by mk (ids from 1)
+// with ctx and reports this process's CPU per job recorded.
+func benchRecordBatches(b *testing.B, ctx context.Context, mk func(spec.JobID) spec.Job) {
+	db := openTest(b)
 	const batch = 100
 	next := spec.JobID(1)
 	jobs := make([]spec.Job, batch)
@@ -52,8 +61,7 @@ func BenchmarkRecordJobsCancellable(b *testing.B) {
 	cpu0 := processCPU(b)
 	for b.Loop() {
 		for i := range jobs {
-			jobs[i] = MakeJob(next).User(fmt.Sprintf("u%d", next%100)).
-				Ran(1, 60, node(fmt.Sprintf("n%d", next%64), 8, fmt.Sprintf("GPU-%d-a", next), fmt.Sprintf("GPU-%d-b", next))).Obj()
+			jobs[i] = mk(next)
 			next++
 		}
 		if err := db.RecordJobs(ctx, jobs); err != nil {

@@ -98,23 +98,8 @@ func TestJobTotalsMatchOneStatement(t *testing.T) {
 // batch, per job, with the totals as kept now; cpu-µs/job is this
 // process's CPU (BenchmarkRecordJobsCancellable records started jobs).
 func BenchmarkRecordJobTotals(b *testing.B) {
-	db := openTest(b)
-	ctx := context.Background()
-	const batch = 100
-	next := spec.JobID(1)
-	jobs := make([]spec.Job, batch)
-	var recorded int
-	cpu0 := processCPU(b)
-	for b.Loop() {
-		for i := range jobs {
-			jobs[i] = MakeJob(next).User(fmt.Sprintf("u%d", next%100)).
-				Ran(1, 60, node(fmt.Sprintf("n%d", next%64), 8, fmt.Sprintf("GPU-%d-a", next))).End(100, spec.StateCompleted).Obj()
-			next++
-		}
-		if err := db.RecordJobs(ctx, jobs); err != nil {
-			b.Fatal(err)
-		}
-		recorded += batch
-	}
-	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(recorded), "cpu-µs/job")
+	benchRecordBatches(b, context.Background(), func(id spec.JobID) spec.Job {
+		return MakeJob(id).User(fmt.Sprintf("u%d", id%100)).
+			Ran(1, 60, node(fmt.Sprintf("n%d", id%64), 8, fmt.Sprintf("GPU-%d-a", id))).End(100, spec.StateCompleted).Obj()
+	})
 }

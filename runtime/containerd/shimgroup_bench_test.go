@@ -3,9 +3,6 @@ package containerd_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,47 +70,7 @@ func BenchmarkBareContainerdShimGroup(b *testing.B) {
 	}
 	// containerd and everything it forks (shims, runc) in a cpuacct
 	// cgroup of their own: CPU per container, whatever else runs here.
-	cg := fmt.Sprintf("/sys/fs/cgroup/cpuacct/gpud-shimbench-%d", os.Getpid())
-	if err := os.Mkdir(cg, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { // containerd still runs: back to the root cgroup first
-		for try := 0; try < 100; try++ {
-			if raw, err := os.ReadFile(cg + "/cgroup.procs"); err == nil {
-				for _, pid := range strings.Fields(string(raw)) {
-					_ = os.WriteFile("/sys/fs/cgroup/cpuacct/cgroup.procs", []byte(pid), 0)
-				}
-			}
-			if os.Remove(cg) == nil {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		b.Errorf("cgroup %s left behind", cg)
-	}()
-	dir := filepath.Dir(strings.TrimPrefix(addr, "unix://"))
-	ents, _ := os.ReadDir("/proc")
-	moved := 0
-	for _, e := range ents {
-		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(string(cmd), dir) && strings.HasPrefix(filepath.Base(strings.Split(string(cmd), "\x00")[0]), "containerd") {
-			if err := os.WriteFile(cg+"/cgroup.procs", []byte(e.Name()), 0); err != nil {
-				b.Fatal(err)
-			}
-			moved++
-		}
-	}
-	if moved == 0 {
-		b.Fatalf("no containerd under %s", dir)
-	}
-	usage := func() time.Duration {
-		raw, err := os.ReadFile(cg + "/cpuacct.usage")
-		if err != nil {
-			b.Fatal(err)
-		}
-		n, _ := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
-		return time.Duration(n)
-	}
+	usage := containerdCPU(b, addr)
 	var round atomic.Int64
 	crun := ""
 	if containerdtest.MissingCrun() == "" {

@@ -20,15 +20,7 @@ func (p *eager) split(t int64) int {
 	if t >= Forever {
 		return len(p.steps)
 	}
-	i, found := slices.BinarySearchFunc(p.steps, t, func(s step, t int64) int {
-		switch {
-		case s.at < t:
-			return -1
-		case s.at > t:
-			return 1
-		}
-		return 0
-	})
+	i, found := slices.BinarySearchFunc(p.steps, t, byAt)
 	if found {
 		return i
 	}
@@ -69,15 +61,7 @@ func (p *eager) Steps() int { return len(p.steps) }
 // Avail is what is free during all of [from, to): the GPUs free
 // throughout, the least CPUs and memory, the most allocations.
 func (p *eager) Avail(from, to int64) Res {
-	i, _ := slices.BinarySearchFunc(p.steps, from, func(s step, t int64) int {
-		switch {
-		case s.at < t:
-			return -1
-		case s.at > t:
-			return 1
-		}
-		return 0
-	})
+	i, _ := slices.BinarySearchFunc(p.steps, from, byAt)
 	if i == len(p.steps) || p.steps[i].at > from {
 		i--
 	}

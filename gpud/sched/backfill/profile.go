@@ -5,6 +5,7 @@
 package backfill
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"slices"
@@ -74,20 +75,15 @@ func Add(t, d int64) int64 {
 	return t + d
 }
 
+// byAt orders a step against an instant (binary searches of steps).
+func byAt(s step, t int64) int { return cmp.Compare(s.at, t) }
+
 // split makes a step start at t and returns its index.
 func (p *Profile) split(t int64) int {
 	if t >= Forever {
 		return len(p.steps)
 	}
-	i, found := slices.BinarySearchFunc(p.steps, t, func(s step, t int64) int {
-		switch {
-		case s.at < t:
-			return -1
-		case s.at > t:
-			return 1
-		}
-		return 0
-	})
+	i, found := slices.BinarySearchFunc(p.steps, t, byAt)
 	if found {
 		return i
 	}
@@ -211,15 +207,7 @@ func (p *Profile) Avail(from, to int64) Res {
 		return p.steps[0].free
 	}
 	p.flush()
-	i, _ := slices.BinarySearchFunc(p.steps, from, func(s step, t int64) int {
-		switch {
-		case s.at < t:
-			return -1
-		case s.at > t:
-			return 1
-		}
-		return 0
-	})
+	i, _ := slices.BinarySearchFunc(p.steps, from, byAt)
 	if i == len(p.steps) || p.steps[i].at > from {
 		i--
 	}
@@ -304,15 +292,7 @@ func (p *Profile) Clone() Profile {
 // one per distinct change still ahead.
 func (p *Profile) Fold(from int64) {
 	p.flush()
-	i, found := slices.BinarySearchFunc(p.steps, from, func(s step, t int64) int {
-		switch {
-		case s.at < t:
-			return -1
-		case s.at > t:
-			return 1
-		}
-		return 0
-	})
+	i, found := slices.BinarySearchFunc(p.steps, from, byAt)
 	if !found {
 		i-- // the steps start at 0 and from >= 0: i > 0
 	}
