@@ -34,6 +34,14 @@ func (h *fakeHost) Alloc(id string) *Alloc {
 	return h.allocs[id]
 }
 
+// add makes al the host's allocation id: its node may serve peers
+// already (a restarted agent's, which they dial again at once).
+func (h *fakeHost) add(id string, al *Alloc) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.allocs[id] = al
+}
+
 func (h *fakeHost) Record(_ context.Context, ev api.AllocEvent) error {
 	h.mu.Lock()
 	hold := h.holdEnd
@@ -83,7 +91,7 @@ func testAlloc(t *testing.T, n *Node, h *fakeHost, asg *api.Assignment, dir stri
 	al := n.NewAlloc(asg.Alloc.ID, asg.Job.ID)
 	al.Ready(asg, asg.Alloc.Nodes[0], "c1", dir, []string{"A=1"}, n.cfg.Log)
 	h.mu.Lock()
-	h.allocs[asg.Alloc.ID] = al
+	h.add(asg.Alloc.ID, al)
 	h.mu.Unlock()
 	return al
 }
