@@ -35,9 +35,7 @@ func TestWaitGang(t *testing.T) {
 
 	// n2 starts its part a little late; n3 never does.
 	al2 := n2.NewAlloc("7.1", 7)
-	h2.mu.Lock()
 	h2.add("7.1", al2)
-	h2.mu.Unlock()
 	go func() {
 		time.Sleep(200 * time.Millisecond)
 		al2.Ready(asg, nodes[1], "c2", t.TempDir(), []string{"A=1"}, log)

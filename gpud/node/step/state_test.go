@@ -90,9 +90,7 @@ func testAlloc(t *testing.T, n *Node, h *fakeHost, asg *api.Assignment, dir stri
 	}
 	al := n.NewAlloc(asg.Alloc.ID, asg.Job.ID)
 	al.Ready(asg, asg.Alloc.Nodes[0], "c1", dir, []string{"A=1"}, n.cfg.Log)
-	h.mu.Lock()
 	h.add(asg.Alloc.ID, al)
-	h.mu.Unlock()
 	return al
 }
 
