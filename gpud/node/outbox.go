@@ -269,6 +269,9 @@ func (o *outbox) fingerprint(allocID string, sub int64) {
 	}
 	o.kmu.Lock()
 	defer o.kmu.Unlock()
+	if o.subs == nil {
+		o.subs = map[string]int64{}
+	}
 	o.subs[allocID] = sub
 }
 
