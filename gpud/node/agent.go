@@ -622,7 +622,7 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 		if !asg.Job.SubmitTime.IsZero() {
 			sub = asg.Job.SubmitTime.UnixNano()
 		}
-		if a.ob.exitedHere(id) && (sub == 0 || a.ob.sameJob(id, sub)) {
+		if a.ob.exitedHere(id, sub) {
 			continue // ended here; the controller lists it until it applies the exit
 		}
 		rec, err := a.ob.alloc(ctx, id)

@@ -275,17 +275,6 @@ func (o *outbox) fingerprint(allocID string, sub int64) {
 	o.subs[allocID] = sub
 }
 
-// sameJob reports whether allocID's row is, as far as memory knows, the
-// job submitted at sub; false: ask alloc.
-func (o *outbox) sameJob(allocID string, sub int64) bool {
-	o.kmu.Lock()
-	defer o.kmu.Unlock()
-	if v, ok := o.subs[allocID]; ok {
-		return v == sub
-	}
-	return o.known != nil // a row without a fingerprint (an older agent's), or none
-}
-
 // forgetAlloc drops what the outbox holds about allocID: the row of
 // another job under the same ID (reconcile).
 func (o *outbox) forgetAlloc(ctx context.Context, allocID string) error {
@@ -314,32 +303,41 @@ func (o *outbox) forgetAlloc(ctx context.Context, allocID string) error {
 	return nil
 }
 
-// noteAlloc makes allocID known before a write of its allocs row.
-func (o *outbox) noteAlloc(allocID string) {
+// noteAlloc makes allocID known before a write of its allocs row and
+// returns its fingerprint (0: none given), written with the row.
+func (o *outbox) noteAlloc(allocID string) (sub int64) {
 	o.kmu.Lock()
 	defer o.kmu.Unlock()
+	sub = o.subs[allocID]
 	if o.known == nil {
-		return
+		return sub
 	}
 	if _, ok := o.known[allocID]; ok {
-		return
+		return sub
 	}
 	if len(o.known) >= o.knownCap {
 		o.known = nil // too many: SQLite answers from now on
-		return
+		return sub
 	}
 	o.known[allocID] = false
+	return sub
 }
 
-// exitedHere reports whether allocID's exit is known committed without
-// a query; false means not known so (ask alloc).
-func (o *outbox) exitedHere(allocID string) bool {
+// exitedHere reports whether allocID's exit, of the job submitted at sub
+// (Unix ns; 0: whichever job), is known committed without a query; false
+// means not known so (ask alloc). A row without a fingerprint (an older
+// agent's) is taken for any job, as alloc's record is (reconcile).
+func (o *outbox) exitedHere(allocID string, sub int64) bool {
 	if o.mem != nil {
 		return false // alloc is a map lookup there
 	}
 	o.kmu.Lock()
 	defer o.kmu.Unlock()
-	return o.known[allocID]
+	if !o.known[allocID] {
+		return false
+	}
+	v, ok := o.subs[allocID]
+	return sub == 0 || !ok || v == sub
 }
 
 func (o *outbox) Close() error {
@@ -364,8 +362,9 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 		}
 		return 0, fmt.Errorf("encode %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
 	}
+	var sub int64 // the allocation's fingerprint (subs)
 	if ev.Kind == api.EventStarted || ev.Kind == api.EventExited {
-		o.noteAlloc(ev.AllocID)
+		sub = o.noteAlloc(ev.AllocID)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -391,9 +390,6 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 	}
 	// Other kinds (checkpointed) say nothing about the alloc's life.
 	if col != "" {
-		o.kmu.Lock()
-		sub := o.subs[ev.AllocID]
-		o.kmu.Unlock()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO allocs (alloc_id, job_id, `+col+`, updated_ns, submit_ns) VALUES (?, ?, 1, ?, ?)
 			ON CONFLICT(alloc_id) DO UPDATE SET `+col+` = 1, updated_ns = excluded.updated_ns,
 			submit_ns = CASE WHEN excluded.submit_ns != 0 THEN excluded.submit_ns ELSE allocs.submit_ns END`,

@@ -588,11 +588,11 @@ func TestOutboxKnownAllocsMatchTable(t *testing.T) {
 					if got != want {
 						t.Fatalf("op %d: alloc %s = %+v, the table holds %+v", i, id, got, want)
 					}
-					if ob.exitedHere(id) && !want.Exited {
+					if ob.exitedHere(id, 0) && !want.Exited {
 						t.Fatalf("op %d: exitedHere(%s) but the table says not exited", i, id)
 					}
 					if ob.known != nil {
-						if _, ok := ob.known[id]; !ok || want.Exited == ob.exitedHere(id) {
+						if _, ok := ob.known[id]; !ok || want.Exited == ob.exitedHere(id, 0) {
 							answeredBySet++
 						}
 					}
@@ -632,7 +632,7 @@ func BenchmarkOutboxAllocLookup(b *testing.B) {
 			if r, err := ob.alloc(ctx, "new"); err != nil || r.Started {
 				b.Fatal(r, err)
 			}
-			if !ob.exitedHere("a7") {
+			if !ob.exitedHere("a7", 0) {
 				b.Fatal("a7 not known exited")
 			}
 		}
@@ -719,8 +719,10 @@ func TestOutboxFromBeforeFingerprints(t *testing.T) {
 		t.Errorf("the older agent's row: %+v %v, want exited, no fingerprint", r, err)
 	}
 	ob.fingerprint("8.1", 42)
-	if _, err := ob.record(ctx, api.AllocEvent{AllocID: "8.1", JobID: 8, Kind: api.EventStarted, Time: spec.NewTime(t0)}); err != nil {
-		t.Fatal(err)
+	for _, kind := range []string{api.EventStarted, api.EventExited} {
+		if _, err := ob.record(ctx, api.AllocEvent{AllocID: "8.1", JobID: 8, Kind: kind, Time: spec.NewTime(t0)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ob.Close()
 	ob, err = openOutbox(ctx, slog.Default(), dir, t0)
@@ -728,10 +730,10 @@ func TestOutboxFromBeforeFingerprints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ob.Close()
-	if r, err := ob.allocQuery(ctx, "8.1"); err != nil || !r.Started || r.SubmitNS != 42 {
-		t.Errorf("8.1 after a reopen: %+v %v, want started with fingerprint 42", r, err)
+	if r, err := ob.allocQuery(ctx, "8.1"); err != nil || !r.Started || !r.Exited || r.SubmitNS != 42 {
+		t.Errorf("8.1 after a reopen: %+v %v, want started and exited with fingerprint 42", r, err)
 	}
-	if !ob.sameJob("8.1", 42) || ob.sameJob("8.1", 43) || !ob.sameJob("7.1", 43) {
-		t.Error("sameJob: want 8.1 the job of fingerprint 42 only, 7.1 (no fingerprint) any")
+	if !ob.exitedHere("8.1", 42) || ob.exitedHere("8.1", 43) || !ob.exitedHere("7.1", 43) {
+		t.Error("exitedHere: want 8.1 ended here as the job of fingerprint 42 only, 7.1 (no fingerprint) as any")
 	}
 }
