@@ -21,6 +21,7 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpud/statefile"
 	"github.com/gpud/gpud/runtime"
+	"github.com/gpud/gpud/runtime/safefs"
 )
 
 // Agent is a node agent. Create it with New and run it with Run, once.
@@ -226,6 +227,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		statefile.Log(a.log, fixes)
 	}
+	// jobs/ open for the whole run: each job's directory is made and
+	// removed through it (one open and close fewer at each).
+	jobs, err := safefs.OpenDir(a.cfg.jobsDir())
+	if err != nil {
+		return fmt.Errorf("open node state directory %s: %w", a.cfg.jobsDir(), err)
+	}
+	a.jobs = jobs
+	defer jobs.Close() // deferred first: runs after the runners and the pool are done
 	ckpt, err := checkpoint.New(a.cfg.CheckpointRoot, a.cfg.CheckpointKeep, checkpoint.WithClock(a.clock.Now))
 	if err != nil {
 		return fmt.Errorf("open checkpoint root of node %s: %w", a.cfg.Name, err)
