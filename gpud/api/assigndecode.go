@@ -77,6 +77,8 @@ func decodeAssignments(data []byte, r *AssignmentsResponse) bool {
 				return false
 			}
 			return r.Now.UnmarshalJSON(d.data[start:d.pos]) == nil
+		case "controller_id":
+			return d.str(&r.ControllerID)
 		}
 		return false
 	})

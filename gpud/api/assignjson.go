@@ -58,6 +58,9 @@ func (r *AssignmentsResponse) appendJSON(b []byte, n int, each func(b []byte, i 
 	if !r.Now.IsZero() {
 		b = appendMarshalled(b, `,"now":`, r.Now)
 	}
+	if r.ControllerID != "" {
+		b = spec.AppendJSONString(append(b, `,"controller_id":`...), r.ControllerID)
+	}
 	return append(b, '}')
 }
 

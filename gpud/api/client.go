@@ -574,8 +574,14 @@ func (c *Client) Events(ctx context.Context, node string, events []AllocEvent) (
 // EventsAt is Events saying the node's clock as it sends them (the
 // events' times are on it; EventsRequest.Now).
 func (c *Client) EventsAt(ctx context.Context, node string, events []AllocEvent, now time.Time) (EventsResponse, error) {
+	return c.EventsFor(ctx, node, events, now, "")
+}
+
+// EventsFor is EventsAt saying the identity of the controller the events
+// were recorded for (EventsRequest.ControllerID; "": not said).
+func (c *Client) EventsFor(ctx context.Context, node string, events []AllocEvent, now time.Time, controllerID string) (EventsResponse, error) {
 	var out EventsResponse
-	req := EventsRequest{Events: events, Now: now}
+	req := EventsRequest{Events: events, Now: now, ControllerID: controllerID}
 	var in any = req
 	if b, ok := req.appendJSON(make([]byte, 0, 64+384*len(events))); ok { // eventsencode.go: no reflection
 		in = encoded(b)

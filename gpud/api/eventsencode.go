@@ -157,6 +157,9 @@ func (r *EventsRequest) appendJSON(b []byte) ([]byte, bool) {
 		b = r.Now.AppendFormat(b, time.RFC3339Nano)
 		b = append(b, '"')
 	}
+	if r.ControllerID != "" {
+		b = spec.AppendJSONString(append(b, `,"controller_id":`...), r.ControllerID)
+	}
 	return append(b, '}'), true
 }
 

@@ -61,6 +61,8 @@ func DecodeEventsRequest(data []byte, req *EventsRequest) bool {
 				return false
 			}
 			return req.Now.UnmarshalJSON(d.data[start:d.pos]) == nil
+		case "controller_id":
+			return d.str(&req.ControllerID)
 		}
 		return false
 	})

@@ -181,6 +181,8 @@ type RegisterResponse struct {
 	// service (Problem is the mark): a restarted agent probes them before
 	// they come back.
 	GPUsOut []spec.GPUProblem `json:"gpus_out,omitempty"`
+	// ControllerID is the controller's identity (ControllerID doc).
+	ControllerID string `json:"controller_id,omitempty"`
 }
 
 // HeartbeatResponse answers a heartbeat (NodeTimeoutMS as in
@@ -348,6 +350,15 @@ type AssignmentsResponse struct {
 	// hour in its future or past (zero: a controller that does not say;
 	// the start is taken as it is).
 	Now time.Time `json:"now,omitzero"`
+	// ControllerID is the identity of the controller's state: made once
+	// with its state.db (an HA group's: with the group's replicated state,
+	// the same on every member; a restored backup keeps the backup's),
+	// new when that state is reset. Allocation IDs name allocations only
+	// within one identity: a node agent that sees it change keeps its
+	// runners, outbox rows and undelivered events of the old identity
+	// away from the new controller's allocations. Empty from a
+	// controller that has none (an older gpud).
+	ControllerID string `json:"controller_id,omitempty"`
 }
 
 // Event kinds a node reports.
@@ -440,6 +451,13 @@ type EventsRequest struct {
 	// run an hour already (zero: a node that does not say; taken as they
 	// are).
 	Now time.Time `json:"now,omitzero"`
+	// ControllerID is the identity (AssignmentsResponse.ControllerID) of
+	// the controller the events were recorded for: a controller with
+	// another identity refuses them (409) instead of applying an old
+	// allocation's events to its own allocation of the same ID. Empty: a
+	// node that does not say (an older agent, or one whose controller
+	// gave no identity); such events are taken as before.
+	ControllerID string `json:"controller_id,omitempty"`
 }
 
 // EventsResponse acknowledges every event up to and including AckedSeq.

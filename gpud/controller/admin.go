@@ -65,8 +65,24 @@ func (c *Controller) loadAdmin(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load admin state: %w", err)
 	}
+	ident := ""
+	defer func() {
+		if ident != "" {
+			c.ident.Store(&ident)
+		} else {
+			c.ident.Store(nil)
+		}
+	}()
 	for _, r := range recs {
 		switch r.Kind {
+		case spec.AdminController:
+			if r.Name != identityName {
+				c.log.Warn("controller admin record of an unknown name; a newer gpud wrote it", "name", r.Name)
+				continue
+			}
+			if ident, err = decodeIdentity(r); err != nil {
+				return err
+			}
 		case spec.AdminNode:
 			var o spec.NodeOverride
 			if err := json.Unmarshal(r.Data, &o); err != nil {

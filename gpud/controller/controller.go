@@ -134,6 +134,10 @@ type Controller struct {
 	// against nodes (overdue). Owner only.
 	leadSince time.Time
 
+	// ident is the state's identity (identity.go), set by load and
+	// ensureIdentity on the owner, read by the node protocol's answers.
+	ident atomic.Pointer[string]
+
 	// following is true on a member of an HA group that is not the
 	// leader (leader.go): no housekeeping, no cycles, no recorder.
 	following bool
@@ -238,6 +242,13 @@ func New(cfg Config, store Store, opts ...Option) (*Controller, error) {
 	c.leadSince = c.epoch
 	if err := c.load(context.Background()); err != nil {
 		return nil, err
+	}
+	if !c.following {
+		// An HA member's leader makes it when it leads (the group's
+		// log is not running yet).
+		if err := c.ensureIdentity(context.Background()); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
 }

@@ -34,6 +34,11 @@ func (c *Controller) Lead(ctx context.Context) error {
 		if err := c.load(ctx); err != nil {
 			return err
 		}
+		// The group's first leader makes the identity, through the log:
+		// every member has it, and the next leader finds it.
+		if err := c.ensureIdentity(ctx); err != nil {
+			return err
+		}
 		c.following = false
 		ended = c.ended()
 		return nil

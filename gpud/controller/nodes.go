@@ -661,11 +661,16 @@ func (c *Controller) Assignments(ctx context.Context, who Caller, name string, a
 			out = c.assignments(n)
 			return nil
 		})
-		if err != nil || changed == nil {
-			if p != nil {
-				p.gone.Store(true)
-			}
-			return gen, out, err
+		if err != nil {
+			// The query may not have run yet, and run later on the owner
+			// (ctx ended while it waited in the queue: a poller gone): its
+			// variables are not this goroutine's to read (-race saw it when
+			// a node agent stopped mid-poll, ident_test.go). One it did add
+			// is answered and dropped by the node's next change.
+			return 0, nil, err
+		}
+		if changed == nil {
+			return gen, out, nil
 		}
 		timer = time.NewTimer(wait)
 		select {

@@ -58,6 +58,7 @@ func (c *Controller) stepEvent(tx *txn, rec *jobRec, node string, ev NodeEvent) 
 			s.State = spec.StateCompleted
 		}
 		if i >= 0 {
+			j.Steps = slices.Clone(j.Steps) // shared with the published view (endSteps)
 			j.Steps[i] = s
 		} else {
 			j.Steps = append(j.Steps, s)
@@ -101,6 +102,14 @@ func batchStarted(j *spec.Job, part spec.NodeAlloc, at time.Time) {
 // requeued): the batch step with the job's state and exit code, the
 // others as Slurm shows steps killed with their job.
 func endSteps(j *spec.Job, state spec.JobState, code, sig int, at time.Time) {
+	if !slices.ContainsFunc(j.Steps, func(s spec.Step) bool { return s.Running() }) {
+		return
+	}
+	// The steps are shared with the job's published view (newView copies
+	// the job, not its steps), which readers off the owner loop encode
+	// (GET /jobs/ID): changed in a copy, never in place (-race saw a job
+	// read as it ended, gpud/server ident_test.go).
+	j.Steps = slices.Clone(j.Steps)
 	for i := range j.Steps {
 		s := &j.Steps[i]
 		if !s.Running() {

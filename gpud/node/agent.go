@@ -21,6 +21,7 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpud/statefile"
 	"github.com/gpud/gpud/runtime"
+	"github.com/gpud/gpud/runtime/safefs"
 )
 
 // Agent is a node agent. Create it with New and run it with Run, once.
@@ -72,6 +73,15 @@ type Agent struct {
 	// stepKey the key step tickets are verified with (revoke.go).
 	rev     *auth.Revocations
 	stepKey atomic.Pointer[string]
+
+	// The controller's identity (ident.go): identMu is held for reading
+	// while an answer is reconciled, for writing while a change of
+	// identity sets the old one's allocations apart; ctlSilent says the
+	// last answer had none; foreignStops are the old identity's runners
+	// being stopped (mu).
+	identMu      sync.RWMutex
+	ctlSilent    atomic.Bool
+	foreignStops map[*runner]bool
 }
 
 // New checks cfg and returns an agent that will talk to the controller
@@ -120,6 +130,8 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 		owners:  map[string]RunningJob{},
 		cgroups: map[string]runtime.TaskUsage{},
 		migs:    migDevs{whole: map[string]int{}},
+
+		foreignStops: map[*runner]bool{},
 	}
 	a.runnerDeps.pool = newPreparedPool(&a.runnerDeps)
 	a.runnerDeps.mayCheckpoint = a.mayCheckpoint
@@ -226,6 +238,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		statefile.Log(a.log, fixes)
 	}
+	// jobs/ open for the whole run: each job's directory is made and
+	// removed through it (one open and close fewer at each).
+	jobs, err := safefs.OpenDir(a.cfg.jobsDir())
+	if err != nil {
+		return fmt.Errorf("open node state directory %s: %w", a.cfg.jobsDir(), err)
+	}
+	a.jobs = jobs
+	defer jobs.Close() // deferred first: runs after the runners and the pool are done
 	ckpt, err := checkpoint.New(a.cfg.CheckpointRoot, a.cfg.CheckpointKeep, checkpoint.WithClock(a.clock.Now))
 	if err != nil {
 		return fmt.Errorf("open checkpoint root of node %s: %w", a.cfg.Name, err)
@@ -359,6 +379,9 @@ func (a *Agent) register(ctx context.Context) time.Duration {
 		// first) resume their interrupted runs as the node comes back.
 		resp, err := a.client.RegisterNode(rctx, api.RegisterRequest{Inventory: inv, Revocations: a.rev.Version(), Running: a.Running()})
 		cancel()
+		if err == nil && !a.learnController(ctx, resp.ControllerID) {
+			err = errors.New("the controller's identity could not be kept in the outbox")
+		}
 		if err == nil {
 			a.contactOK(sent, resp.NodeTimeout())
 			a.learnRevocations(sent, resp.Revocations)
@@ -497,6 +520,13 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 			}
 			continue
 		}
+		if !a.learnController(ctx, resp.ControllerID) {
+			d := bo.next()
+			if !sleep(ctx, d) {
+				return
+			}
+			continue
+		}
 		bo.reset()
 		a.learnRevocations(sent, resp.Revocations)
 		a.learnTicketKey(resp.StepTicketKey)
@@ -516,7 +546,9 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 			listed[asg.Alloc.ID] = true
 		}
 		a.confirmAssigned(sent, listed)
+		a.identMu.RLock()
 		a.reconcile(ctx, hb, a.opts.net.Now(), resp.Assignments)
+		a.identMu.RUnlock()
 		if ctx.Err() != nil {
 			return
 		}
@@ -600,6 +632,12 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 		a.mu.Lock()
 		r := a.runners[id]
 		a.mu.Unlock()
+		if r != nil && a.ob.foreignOf(id) != "" {
+			// An earlier controller's runner under this ID: never handed
+			// the new assignment; it runs afresh once the old one is gone.
+			a.stopForeign(r, a.ob.foreignOf(id))
+			continue
+		}
 		if r != nil {
 			r.learn(asg, self)
 			r.suspendTo(ctx, &asg) // runnersuspend.go
@@ -630,7 +668,17 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 			a.log.Error("read outbox; will retry on the next assignments answer", "alloc_id", id, "err", err)
 			continue
 		}
-		if sub != 0 && rec.SubmitNS != 0 && rec.SubmitNS != sub {
+		if old := a.ob.foreignOf(id); old != "" {
+			// An allocation of an earlier controller under this ID
+			// (ident.go): the assigned one is another.
+			a.log.Warn("the outbox holds an allocation of an earlier controller state under this ID; forgetting it, the assigned job runs",
+				"alloc_id", id, "job_id", asg.Job.ID, "old_controller_id", old, "held_started", rec.Started, "held_exited", rec.Exited)
+			if err := a.ob.forgetAlloc(ctx, id); err != nil {
+				a.log.Error("forget an earlier controller's allocation in the outbox; will retry on the next assignments answer", "alloc_id", id, "err", err)
+				continue
+			}
+			rec = allocRecord{}
+		} else if sub != 0 && rec.SubmitNS != 0 && rec.SubmitNS != sub {
 			// Another job's allocation under this ID: the controller's
 			// state was reset (a new state.db numbers jobs from 1 again)
 			// while this node kept its outbox. Its record would have the
@@ -664,13 +712,21 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 	// belongs to a job that was requeued or ended elsewhere, once the
 	// controller has heard what runs here (mayFence).
 	a.mu.Lock()
-	var fence []*runner
+	var fence, foreign []*runner
 	for id, r := range a.runners {
-		if !want[id] {
+		switch {
+		case a.ob.foreignOf(id) != "":
+			// An earlier controller's (ident.go): this one can never
+			// claim it, so no heartbeat need come first.
+			foreign = append(foreign, r)
+		case !want[id]:
 			fence = append(fence, r)
 		}
 	}
 	a.mu.Unlock()
+	for _, r := range foreign {
+		a.stopForeign(r, a.ob.foreignOf(r.allocID))
+	}
 	if len(fence) > 0 && !a.mayFence(hb, received) {
 		a.log.Info("controller does not list allocations that run here, but has not had this node's heartbeat since it answered; fencing waits for it",
 			"allocs", len(fence))
@@ -732,6 +788,10 @@ func (a *Agent) sendLoop(ctx context.Context) {
 	for {
 		failed := false
 		for {
+			// Read before the events: a change of identity between the two
+			// sends new events saying the old one, which are refused and
+			// sent again, never old ones saying the new (ident.go).
+			ctl := a.eventsController()
 			evs, err := a.ob.pending(ctx, 100)
 			if err != nil || len(evs) == 0 {
 				if err != nil && ctx.Err() == nil {
@@ -740,7 +800,7 @@ func (a *Agent) sendLoop(ctx context.Context) {
 				}
 				break
 			}
-			resp, err := a.client.EventsAt(ctx, a.cfg.Name, evs, a.runnerDeps.clock.Now())
+			resp, err := a.client.EventsFor(ctx, a.cfg.Name, evs, a.runnerDeps.clock.Now(), ctl)
 			if err != nil {
 				if ctx.Err() == nil {
 					a.log.Warn("deliver events to controller; will retry", "events", len(evs), "first_seq", evs[0].Seq, "err", err)

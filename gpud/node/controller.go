@@ -25,9 +25,10 @@ type ControllerClient interface {
 	// desired allocations newer than generation req.After (or revocation
 	// lists other than req.Revocations).
 	PollAssignments(ctx context.Context, node string, req api.AssignmentsRequest) (api.AssignmentsResponse, error)
-	// Events delivers outbox events in seq order; the answer says up to
-	// which seq the controller has them.
-	EventsAt(ctx context.Context, node string, events []api.AllocEvent, now time.Time) (api.EventsResponse, error)
+	// EventsFor delivers outbox events in seq order, saying the identity
+	// of the controller they were recorded for ("": not said); the answer
+	// says up to which seq the controller has them.
+	EventsFor(ctx context.Context, node string, events []api.AllocEvent, now time.Time, controllerID string) (api.EventsResponse, error)
 }
 
 var _ ControllerClient = (*api.Client)(nil)

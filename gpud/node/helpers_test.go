@@ -124,6 +124,11 @@ type fakeController struct {
 	signer *auth.StepTicketSigner
 	// gpusOut is what registration answers say gpud holds out.
 	gpusOut []spec.GPUProblem
+	// ctl is the controller identity the answers say ("": none, as an
+	// older controller); said is the identity each delivered event's
+	// request said, by seq (ident_test.go).
+	ctl  string
+	said map[uint64]string
 }
 
 const (
@@ -147,7 +152,7 @@ func newFakeController(t testing.TB) *fakeController {
 		t.Fatal(err)
 	}
 	fc := &fakeController{t: t, quit: make(chan struct{}), seen: map[uint64]bool{},
-		fail: map[string]bool{}, calls: map[string]int{}, changed: make(chan struct{})}
+		fail: map[string]bool{}, calls: map[string]int{}, changed: make(chan struct{}), said: map[uint64]string{}}
 	fc.rev, _ = auth.NewRevocationList(nil, nil)
 	if fc.signer, err = auth.NewStepTicketSigner([]byte("fake controller's step ticket key 0123456789"), nil); err != nil {
 		t.Fatal(err)
@@ -218,8 +223,9 @@ func (fc *fakeController) handleRegister(w http.ResponseWriter, r *http.Request)
 	nt := fc.nodeTimeout
 	rev := fc.revocationsLocked(req.Revocations)
 	out := fc.gpusOut
+	ctl := fc.ctl
 	fc.mu.Unlock()
-	writeJSON(w, http.StatusOK, api.RegisterResponse{HeartbeatIntervalSec: 1, NodeTimeoutMS: nt.Milliseconds(), Revocations: rev, GPUsOut: out})
+	writeJSON(w, http.StatusOK, api.RegisterResponse{HeartbeatIntervalSec: 1, NodeTimeoutMS: nt.Milliseconds(), Revocations: rev, GPUsOut: out, ControllerID: ctl})
 }
 
 func (fc *fakeController) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
@@ -259,7 +265,7 @@ func (fc *fakeController) handleAssignments(w http.ResponseWriter, r *http.Reque
 	for {
 		fc.mu.Lock()
 		gen, asgs, ch, failing := fc.gen, fc.asgs, fc.changed, fc.fail[epAssignments]
-		res := api.AssignmentsResponse{Generation: gen, Assignments: asgs, Revocations: fc.revocationsLocked(have), StepTicketKey: fc.signer.PublicKey(), Now: fc.now}
+		res := api.AssignmentsResponse{Generation: gen, Assignments: asgs, Revocations: fc.revocationsLocked(have), StepTicketKey: fc.signer.PublicKey(), Now: fc.now, ControllerID: fc.ctl}
 		fc.mu.Unlock()
 		if failing {
 			writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeUnavailable, Message: "controller is restarting"}})
@@ -298,6 +304,7 @@ func (fc *fakeController) handleEvents(w http.ResponseWriter, r *http.Request) {
 		if !fc.seen[ev.Seq] {
 			fc.seen[ev.Seq] = true
 			fc.events = append(fc.events, ev)
+			fc.said[ev.Seq] = req.ControllerID
 		}
 		acked = max(acked, ev.Seq)
 	}

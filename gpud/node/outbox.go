@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
@@ -78,6 +79,12 @@ type outbox struct {
 	// its jobs from 1 again, and a row of an old job must not stand for
 	// the new one (reconcile). Loaded with known (not past knownCap).
 	subs map[string]int64
+	// kept is the identity of the controller last served, foreign the
+	// allocations of earlier ones (allocs.ctl), anyForeign whether there
+	// are any (ident.go). kmu.
+	kept       string
+	foreign    map[string]string
+	anyForeign atomic.Bool
 }
 
 // errOutboxLocked: another process holds outbox.db.
@@ -108,6 +115,10 @@ type allocRecord struct {
 	// SubmitNS is the submit time (Unix ns) of the job the allocation
 	// belongs to; 0: not recorded (subs).
 	SubmitNS int64
+	// Ctl is the identity of the earlier controller the allocation
+	// belongs to; "": the kept one's (ident.go). Kept by the memory
+	// outbox only; outbox.db answers foreignOf from its foreign map.
+	Ctl string
 }
 
 // exitedRetention is how long an ended allocation is remembered. The
@@ -235,6 +246,10 @@ func openOutboxDSN(ctx context.Context, path, dsn string, now time.Time) (*outbo
 		db.Close()
 		return nil, fmt.Errorf("read allocations in outbox %s: %w", path, err)
 	}
+	if err := o.openIdent(ctx); err != nil { // ident.go
+		db.Close()
+		return nil, fmt.Errorf("open outbox %s: %w", path, err)
+	}
 	return o, nil
 }
 
@@ -311,6 +326,10 @@ func (o *outbox) forgetAlloc(ctx context.Context, allocID string) error {
 	o.kmu.Lock()
 	delete(o.known, allocID)
 	delete(o.subs, allocID)
+	if o.foreign[allocID] != "" {
+		delete(o.foreign, allocID)
+		o.anyForeign.Store(len(o.foreign) > 0)
+	}
 	o.kmu.Unlock()
 	return nil
 }
@@ -345,8 +364,8 @@ func (o *outbox) exitedHere(allocID string, sub int64) bool {
 	}
 	o.kmu.Lock()
 	defer o.kmu.Unlock()
-	if !o.known[allocID] {
-		return false
+	if !o.known[allocID] || o.anyForeign.Load() && o.foreign[allocID] != "" {
+		return false // an earlier controller's: not the one asked for (ident.go)
 	}
 	v, ok := o.subs[allocID]
 	return sub == 0 || !ok || v == sub
@@ -367,6 +386,15 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 		return o.mem.record(ctx, ev)
 	}
 	ev.Seq = 0
+	if o.anyForeign.Load() {
+		if old := o.foreignOf(ev.AllocID); old != "" {
+			// An earlier controller's allocation: a local record only
+			// (ident.go).
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			return 0, o.recordForeign(ctx, ev)
+		}
+	}
 	body, ok := ev.AppendJSON(make([]byte, 0, 384)) // json.Marshal's bytes, without reflection
 	if !ok {
 		_, err := json.Marshal(ev) // what it refuses, and why

@@ -22,6 +22,7 @@ type memOutbox struct {
 	events  []api.AllocEvent // unacknowledged, seq order, Seq set
 	allocs  map[string]allocRecord
 	stepIDs map[string]int // an allocation's next step number
+	kept    string         // the controller identity served (ident.go)
 }
 
 func newMemOutbox() *memOutbox {
@@ -34,9 +35,11 @@ func (m *memOutbox) record(ctx context.Context, ev api.AllocEvent) (uint64, erro
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.lastSeq++
-	ev.Seq = m.lastSeq
-	m.events = append(m.events, ev)
+	if m.allocs[ev.AllocID].Ctl == "" { // else an earlier controller's: a local record only (ident.go)
+		m.lastSeq++
+		ev.Seq = m.lastSeq
+		m.events = append(m.events, ev)
+	}
 	switch ev.Kind {
 	case api.EventStarted:
 		r := m.allocs[ev.AllocID]

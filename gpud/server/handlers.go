@@ -555,7 +555,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, api.RegisterResponse{HeartbeatIntervalSec: max(int(hb/time.Second), 1), NodeTimeoutMS: s.c.NodeTimeout().Milliseconds(),
-		Revocations: s.revocationsFor(req.Revocations, req.Revocations != ""), GPUsOut: out})
+		Revocations: s.revocationsFor(req.Revocations, req.Revocations != ""), GPUsOut: out, ControllerID: s.c.Identity()})
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
@@ -655,7 +655,8 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := api.AssignmentsResponse{Generation: gen, Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey(), Now: s.c.Now()}
+	out := api.AssignmentsResponse{Generation: gen, Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey(), Now: s.c.Now(),
+		ControllerID: s.c.Identity()}
 	// Encoded by hand (api.AssignmentsResponse.AppendJSONEach, encoding/json's
 	// bytes), each assignment from the controller's record through one
 	// api.Assignment, with the newline json.Encoder adds, into a pooled
@@ -734,6 +735,20 @@ func shiftEventTimes(req api.EventsRequest, now time.Time, log *slog.Logger, nod
 	}
 }
 
+// sameIdentity refuses events a node recorded for another controller
+// identity (api.EventsRequest.ControllerID): this controller's state was
+// reset or replaced since, and its allocation IDs may name other jobs'
+// allocations. The node agent drops such events itself once an answer
+// tells it the new identity; this is the defence behind it.
+func (s *Server) sameIdentity(theirs, node string, n int) error {
+	mine := s.c.Identity()
+	if theirs == "" || mine == "" || theirs == mine {
+		return nil
+	}
+	s.log.Warn("refused events a node recorded for another controller state", "node", node, "events", n, "their_controller_id", theirs, "controller_id", mine)
+	return spec.Errorf(spec.ErrConflict, "node %s sent %d events recorded for controller state %s, but this controller's state is %s (it was reset or replaced): they belong to allocations of the old state and are not applied; the node agent drops them once its next register or assignments answer tells it this identity", node, n, theirs, mine)
+}
+
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if _, err := nodeCaller(who(r), r.PathValue("name")); err != nil {
 		s.refuse(w, r, err)
@@ -745,6 +760,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := checkEvents(req.Events); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.sameIdentity(req.ControllerID, r.PathValue("name"), len(req.Events)); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

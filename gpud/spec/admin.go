@@ -71,6 +71,10 @@ const (
 	AdminNode        = "node"
 	AdminPartition   = "partition"
 	AdminReservation = "reservation"
+	// AdminController is the controller state's identity (one record,
+	// named "identity"; its Data a JSON string: gpud/controller
+	// identity.go). An older gpud ignores it, with a warning.
+	AdminController = "controller"
 )
 
 // AdminRecord is one object of the live administration state (a node or
