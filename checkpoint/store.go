@@ -159,11 +159,9 @@ func (s *Store) openJobMade(id spec.JobID, create bool) (jd *safefs.Dir, made bo
 	if err != nil {
 		return nil, false, err
 	}
-	// The job directory must survive a crash, or so would nothing in it.
-	if err := root.Sync(); err != nil {
-		jd.Close()
-		return nil, false, err
-	}
+	// Not fsynced here: until a checkpoint is sealed in it, a job
+	// directory lost in a crash holds nothing to lose, and the next start
+	// makes it again. SealUnless makes it durable with the first seal.
 	return jd, true, nil
 }
 
@@ -215,9 +213,9 @@ func (s *Store) staging(id spec.JobID, jd *safefs.Dir, clear bool, uid, gid int)
 		}
 		break
 	}
-	if err := jd.Sync(); err != nil {
-		return fmt.Errorf("create staging dir of job %d: %w", id, err)
-	}
+	// Not fsynced: a staging directory lost in a crash held no
+	// checkpoint (sealing renames it and fsyncs what it made), and the
+	// next start makes a fresh one.
 	return nil
 }
 
@@ -448,8 +446,9 @@ func (s *Store) MarkReady(id spec.JobID) error {
 // Seal turns job id's staging directory into the next numbered checkpoint:
 // it checks that the job marked it ready, hashes and fsyncs every file and
 // directory, writes and fsyncs MANIFEST.json, renames the directory to
-// ckpt-<seq> and fsyncs the job directory. It then removes checkpoints that
-// do not verify and all but the newest keep that do.
+// ckpt-<seq> and fsyncs the job directory and the store's root. It then
+// removes checkpoints that do not verify and all but the newest keep that
+// do.
 //
 // Seal refuses staging directories holding anything but regular files,
 // directories and symlinks that stay inside the checkpoint; the error names
@@ -513,6 +512,12 @@ func (s *Store) SealUnless(id spec.JobID, fenced func() error) (Checkpoint, erro
 	if err := jd.Sync(); err != nil {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
 	}
+	// The job's directory itself is made durable here, with the first
+	// checkpoint it holds (a start does not fsync the root, see
+	// openJobMade), so a sealed checkpoint survives a crash with it.
+	if err := s.syncRoot(); err != nil {
+		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
+	}
 	kept, err := s.prune(id, jd)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
@@ -524,6 +529,17 @@ func (s *Store) SealUnless(id spec.JobID, fenced func() error) (Checkpoint, erro
 			id, dst, doneName, ErrCorrupt)
 	}
 	return kept[len(kept)-1], nil
+}
+
+// syncRoot fsyncs the store's root, so the job directories made in it
+// survive a crash.
+func (s *Store) syncRoot() error {
+	root, err := safefs.OpenDir(s.root)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.Sync()
 }
 
 // Latest returns job id's newest checkpoint whose manifest verifies (every

@@ -21,6 +21,7 @@ import (
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/gpud/statefile"
 	"github.com/gpud/gpud/runtime"
+	"github.com/gpud/gpud/runtime/safefs"
 )
 
 // Agent is a node agent. Create it with New and run it with Run, once.
@@ -237,6 +238,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		statefile.Log(a.log, fixes)
 	}
+	// jobs/ open for the whole run: each job's directory is made and
+	// removed through it (one open and close fewer at each).
+	jobs, err := safefs.OpenDir(a.cfg.jobsDir())
+	if err != nil {
+		return fmt.Errorf("open node state directory %s: %w", a.cfg.jobsDir(), err)
+	}
+	a.jobs = jobs
+	defer jobs.Close() // deferred first: runs after the runners and the pool are done
 	ckpt, err := checkpoint.New(a.cfg.CheckpointRoot, a.cfg.CheckpointKeep, checkpoint.WithClock(a.clock.Now))
 	if err != nil {
 		return fmt.Errorf("open checkpoint root of node %s: %w", a.cfg.Name, err)
@@ -771,6 +780,11 @@ func (a *Agent) removeRunner(r *runner) {
 func (a *Agent) sendLoop(ctx context.Context) {
 	bo := a.newBackoff()
 	var retry <-chan time.Time
+	// Acknowledged rows are deleted with the next record's commit; flush
+	// deletes them once none came for ackFlushDelay (outbox.acked).
+	flushT := time.NewTimer(ackFlushDelay)
+	flushT.Stop()
+	defer flushT.Stop()
 	for {
 		failed := false
 		for {
@@ -812,12 +826,22 @@ func (a *Agent) sendLoop(ctx context.Context) {
 		if failed {
 			retry = time.After(bo.next())
 		}
+		var flush <-chan time.Time
+		if a.ob.unflushed() {
+			flushT.Reset(ackFlushDelay)
+			flush = flushT.C
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.kick:
 		case <-retry:
+		case <-flush:
+			if err := a.ob.flushAcks(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn("delete acknowledged events from outbox; will retry", "err", err)
+			}
 		}
+		flushT.Stop()
 	}
 }
 

@@ -97,7 +97,7 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 	st := r.d.ckpt
 	dir = st.JobDir(r.jobID)
 	owner := -1
-	if os.Geteuid() == 0 {
+	if euid == 0 {
 		owner = int(uid)
 	}
 	var latest checkpoint.Checkpoint

@@ -1,10 +1,13 @@
 package node
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/gpud/gpud/runtime"
 )
 
 // TestJobDirIgnoresPlantedEntries: a job directory left behind with
@@ -62,5 +65,42 @@ func TestJobDirIgnoresPlantedEntries(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "sub")); !os.IsNotExist(err) {
 		t.Errorf("leftover sub/ still there: %v", err)
+	}
+}
+
+// TestJobDirRemovedWithWhatTheJobLeft: a job that left files, directories
+// and a symlink to elsewhere in its tmp/, and a job directory holding more
+// than a start makes (a step's records), is removed whole once the job
+// has exited, without following the link: what it points to stays.
+func TestJobDirRemovedWithWhatTheJobLeft(t *testing.T) {
+	outside := t.TempDir()
+	kept := filepath.Join(outside, "kept")
+	if err := os.WriteFile(kept, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, nil)
+	e.fc.Set(asg(7, e.home))
+	e.waitStarted(t, cid)
+	dir := filepath.Join(e.dir, "jobs", cid)
+	if err := os.MkdirAll(filepath.Join(dir, "tmp", "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"tmp/a/b/out": "x", "tmp/top": "y", ".part-1.json": "{}"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "tmp", "elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	e.rt.Exit(cid, runtime.ExitStatus{})
+	e.waitExited(t, "a7")
+	waitFor(t, "container and job dir removed", func() bool {
+		_, ok := e.rt.Status(cid)
+		_, err := os.Lstat(dir)
+		return !ok && errors.Is(err, os.ErrNotExist)
+	}, e.on()...)
+	if b, err := os.ReadFile(kept); err != nil || string(b) != "mine" {
+		t.Fatalf("the link's target's file is now %q (%v)", b, err)
 	}
 }

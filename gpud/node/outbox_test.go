@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -310,6 +311,9 @@ func BenchmarkOutboxJobEvents(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer ob.Close()
+			// As the agent: runners record without cancel (runnerDeps.record),
+			// the send loop reads and acknowledges with its own context.
+			rctx := context.WithoutCancel(ctx)
 			var ru0, ru1 unix.Rusage
 			_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 			i := 0
@@ -320,7 +324,7 @@ func BenchmarkOutboxJobEvents(b *testing.B) {
 					b.Fatal(err)
 				}
 				for _, k := range []string{api.EventStarted, api.EventExited} {
-					if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: spec.JobID(i), Kind: k, Time: spec.NewTime(t0)}); err != nil {
+					if _, err := ob.record(rctx, api.AllocEvent{Node: "n", AllocID: id, JobID: spec.JobID(i), Kind: k, Time: spec.NewTime(t0)}); err != nil {
 						b.Fatal(err)
 					}
 					evs, err := ob.pending(ctx, 100)
@@ -736,4 +740,175 @@ func TestOutboxFromBeforeFingerprints(t *testing.T) {
 	if !ob.exitedHere("8.1", 42) || ob.exitedHere("8.1", 43) || !ob.exitedHere("7.1", 43) {
 		t.Error("exitedHere: want 8.1 ended here as the job of fingerprint 42 only, 7.1 (no fingerprint) as any")
 	}
+}
+
+// TestOutboxAcksFoldIntoRecords: an acknowledgement writes nothing by
+// itself; its rows leave the events table with the next record's commit,
+// or with flushAcks (the send loop, after a quiet while; Close), and
+// pending never returns them again. Rows acknowledged but not deleted when
+// the agent dies are sent again after the restart (the controller applies
+// an event once), and no unacknowledged one is lost.
+func TestOutboxAcksFoldIntoRecords(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	ob, err := openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := func() []uint64 {
+		t.Helper()
+		var seqs []uint64
+		rows, err := ob.db.QueryContext(ctx, `SELECT seq FROM events ORDER BY seq`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var s uint64
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			seqs = append(seqs, s)
+		}
+		return seqs
+	}
+	pendingSeqs := func() []uint64 {
+		t.Helper()
+		evs, err := ob.pending(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []uint64
+		for _, ev := range evs {
+			seqs = append(seqs, ev.Seq)
+		}
+		return seqs
+	}
+	rec := func(id, kind string) {
+		t.Helper()
+		if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: 1, Kind: kind, Time: spec.NewTime(t0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(step string, wantTable, wantPending []uint64, wantUnflushed bool) {
+		t.Helper()
+		if diff := cmp.Diff(wantTable, table()); diff != "" {
+			t.Errorf("%s: events table (-want +got):\n%s", step, diff)
+		}
+		if diff := cmp.Diff(wantPending, pendingSeqs()); diff != "" {
+			t.Errorf("%s: pending (-want +got):\n%s", step, diff)
+		}
+		if got := ob.unflushed(); got != wantUnflushed {
+			t.Errorf("%s: unflushed = %v, want %v", step, got, wantUnflushed)
+		}
+	}
+	rec("a1", api.EventStarted)
+	rec("a2", api.EventStarted)
+	rec("a1", api.EventExited)
+	check("three recorded", []uint64{1, 2, 3}, []uint64{1, 2, 3}, false)
+	if err := ob.ack(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	check("ack 2", []uint64{1, 2, 3}, []uint64{3}, true)
+	rec("a2", api.EventExited)
+	check("a record after ack 2", []uint64{3, 4}, []uint64{3, 4}, false)
+	if r, err := ob.alloc(ctx, "a2"); err != nil || !r.Started || !r.Exited {
+		t.Errorf("alloc a2 after the folded record = %+v, %v; want started and exited", r, err)
+	}
+	if err := ob.ack(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.flushAcks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("ack 3, flushed", []uint64{4}, []uint64{4}, false)
+	if err := ob.ack(ctx, 1); err != nil { // an old one changes nothing
+		t.Fatal(err)
+	}
+	check("ack 1 again", []uint64{4}, []uint64{4}, false)
+
+	// Died after ack 4 (no flush): row 4 is sent again, seqs go on.
+	if err := ob.ack(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	rec("a3", api.EventStarted) // seq 5, deletes 4
+	if err := ob.ack(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.db.Close(); err != nil { // as a kill -9: no flush
+		t.Fatal(err)
+	}
+	ob, err = openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("reopened after dying unflushed", []uint64{5}, []uint64{5}, false)
+	if err := ob.ack(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Close(); err != nil { // a clean stop flushes
+		t.Fatal(err)
+	}
+	ob, err = openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	check("reopened after a clean stop", nil, nil, false)
+	rec("a3", api.EventExited)
+	check("seqs are never reused", []uint64{6}, []uint64{6}, false)
+}
+
+// BenchmarkOutboxManyAgents is BenchmarkOutboxJobEvents/tmpfs over 200
+// outboxes in one process, each job on the next one in turn, as a
+// loadtest process holds its agents' (their page caches and growing WAL
+// files compete): a job's lookup, its two records, reads and acks, with
+// the contexts the agent uses (runners record without cancel).
+func BenchmarkOutboxManyAgents(b *testing.B) {
+	ctx := context.WithoutCancel(b.Context())
+	dir, err := os.MkdirTemp("/dev/shm", "outbox-bench-many")
+	if err != nil {
+		b.Skip(err)
+	}
+	defer os.RemoveAll(dir)
+	const n = 200
+	obs := make([]*outbox, n)
+	for i := range obs {
+		d := dir + "/" + strconv.Itoa(i)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		if obs[i], err = openOutbox(ctx, slog.Default(), d, t0); err != nil {
+			b.Fatal(err)
+		}
+		defer obs[i].Close()
+	}
+	var ru0, ru1 unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+	i := 0
+	for b.Loop() {
+		i++
+		ob := obs[i%n]
+		id := "a" + strconv.Itoa(i)
+		if _, err := ob.alloc(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range []string{api.EventStarted, api.EventExited} {
+			if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: spec.JobID(i), Kind: k, Time: spec.NewTime(t0), Reason: "a reason of some length to be like the real body of an event"}); err != nil {
+				b.Fatal(err)
+			}
+			evs, err := ob.pending(ctx, 100)
+			if err != nil || len(evs) != 1 {
+				b.Fatalf("pending: %d events, %v", len(evs), err)
+			}
+			if err := ob.ack(ctx, evs[0].Seq); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+	cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(ru1.Stime.Nano()-ru0.Stime.Nano())/float64(b.N), "sys-ns/op")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -92,6 +93,9 @@ type runner struct {
 	gateFailed []spec.GPUProblem
 	// release ends holdGPUs' hold (nil: none).
 	release func()
+	// dir is the job directory prepare made, open until removeJobDir
+	// (runner goroutine only; nil for a job started otherwise).
+	dir *safefs.Dir
 }
 
 // learned is an adopted runner's assignment and its part of it.
@@ -370,7 +374,7 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 		}
 		// A kill -9 mid-create left engine state under this ID; nothing
 		// ran, so start under a fresh one (labels, not IDs, identify it).
-		r.d.removeJobDir(log, r.id)
+		r.removeJobDir(log)
 		r.id = fmt.Sprintf("%s-r%d", base, try)
 		log.Warn("container ID held by stale state; starting under a fresh ID", "container", r.id, "err", err)
 	}
@@ -383,7 +387,7 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 	if ctx.Err() != nil {
 		// The agent is shutting down, not the job failing: record
 		// nothing, so the next agent starts it again.
-		r.d.removeJobDir(log, r.id)
+		r.removeJobDir(log)
 		return false
 	}
 	log.Error("start job container", "err", err)
@@ -392,11 +396,22 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 	return false
 }
 
-// prepare writes the job directory and returns the container config.
+// prepare writes the job directory and returns the container config. The
+// job directory stays open (r.dir) until removeJobDir removes it.
 func (r *runner) prepare() (runtime.TaskConfig, error) {
 	job := &r.asg.Job
 	dir := r.jobDir()
-	if err := makeJobDir(r.d.cfg.jobsDir(), r.id, []byte(job.Script), int(job.UID), int(job.GID)); err != nil {
+	if r.dir != nil { // a retry under a fresh ID: the old one is gone
+		r.dir.Close()
+		r.dir = nil
+	}
+	jobs, done, err := r.d.openJobs()
+	if err != nil {
+		return runtime.TaskConfig{}, err
+	}
+	r.dir, err = makeJobDir(jobs, r.id, []byte(job.Script), int(job.UID), int(job.GID))
+	done()
+	if err != nil {
 		return runtime.TaskConfig{}, err
 	}
 	ckpt, restart, err := r.prepareCheckpoints(job.UID, job.GID)
@@ -430,30 +445,39 @@ func (r *runner) taskInput(dir, ckpt, restart string) (taskInput, error) {
 	}, nil
 }
 
-// makeJobDir makes the job directory afresh: jobsDir/<id>/ with tmp/ and,
-// unless script is nil, the script. The user can traverse jobs/ and knows
-// the name, so everything is made through descriptors (safefs: nothing is
-// reused that was not just made, nothing is followed) while only root can
-// write there; tmp/ and script are handed to uid:gid with fchown once
-// complete. The directory itself stays root's (0711): the user can never
-// add, rename or swap an entry in it, so neither root's later removal nor
-// the runtime's bind mounts of tmp/ and the script can be pointed
-// elsewhere.
-func makeJobDir(jobsDir, id string, script []byte, uid, gid int) error {
-	jobs, err := safefs.OpenDir(jobsDir)
-	if err != nil {
-		return fmt.Errorf("open job directories: %w", err)
-	}
-	defer jobs.Close()
-	if err := jobs.RemoveAll(id); err != nil {
-		return fmt.Errorf("clear job directory: %w", err)
-	}
+// makeJobDir makes the job directory afresh in jobs (the node's jobs/):
+// <id>/ with tmp/ and, unless script is nil, the script, and returns it
+// open. The user can traverse jobs/ and knows the name, so everything is
+// made through descriptors (safefs: nothing is reused that was not just
+// made, nothing is followed) while only root can write there; tmp/ and
+// script are handed to uid:gid with fchown once complete. The directory
+// itself stays root's (0711): the user can never add, rename or swap an
+// entry in it, so neither root's later removal nor the runtime's bind
+// mounts of tmp/ and the script can be pointed elsewhere, and the
+// descriptor returned names jobs/<id> for as long as that exists.
+func makeJobDir(jobs *safefs.Dir, id string, script []byte, uid, gid int) (*safefs.Dir, error) {
 	d, err := jobs.Mkdir(id, 0o711)
-	if err != nil {
-		return fmt.Errorf("create job directory: %w", err)
+	if errors.Is(err, fs.ErrExist) {
+		// Left by a start that a kill -9 cut short: never reused.
+		if err := jobs.RemoveAll(id); err != nil {
+			return nil, fmt.Errorf("clear job directory: %w", err)
+		}
+		d, err = jobs.Mkdir(id, 0o711)
 	}
-	defer d.Close()
-	tmp, err := d.Mkdir("tmp", 0o700)
+	if err != nil {
+		return nil, fmt.Errorf("create job directory: %w", err)
+	}
+	if err := fillJobDir(d, script, uid, gid); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// fillJobDir makes tmp/ and the script (unless nil) in the new job
+// directory d.
+func fillJobDir(d *safefs.Dir, script []byte, uid, gid int) error {
+	tmp, err := d.Mkdir(jobTmpName, 0o700)
 	if err != nil {
 		return fmt.Errorf("create job directory: %w", err)
 	}
@@ -461,7 +485,7 @@ func makeJobDir(jobsDir, id string, script []byte, uid, gid int) error {
 	// Only root can give files away; an unprivileged agent (development)
 	// runs jobs as itself and keeps them.
 	owner := -1
-	if os.Geteuid() == 0 {
+	if euid == 0 {
 		owner = uid
 		if err := tmp.Chown(uid, gid); err != nil {
 			return fmt.Errorf("give job directory to uid %d: %w", uid, err)
@@ -471,10 +495,51 @@ func makeJobDir(jobsDir, id string, script []byte, uid, gid int) error {
 		return nil
 	}
 	// 0700: readable by the job's user only (the path is predictable).
-	if err := d.WriteFile("script", script, 0o700, owner, gid); err != nil {
+	// Not fsynced: after a crash of the machine the job's container is
+	// gone too, and its next start makes a fresh directory.
+	if err := d.WriteNew(jobScriptName, script, 0o700, owner, gid); err != nil {
 		return fmt.Errorf("write job script: %w", err)
 	}
 	return nil
+}
+
+// The entries a job start makes in its job directory (besides the step
+// socket, step.SocketName).
+const (
+	jobTmpName    = "tmp"
+	jobScriptName = "script"
+)
+
+// euid is the agent's effective uid, read once: no gpud process changes
+// its own credentials.
+var euid = os.Geteuid()
+
+// removeJobDir removes the runner's job directory and closes the
+// descriptor prepare kept (r.dir): through it, the entries a start makes
+// (the script, the step socket, tmp/ when the job left it empty), then
+// the directory; anything else there (a step's records, what the job
+// left in tmp/) is removed as runnerDeps.removeJobDir removes it, which
+// is also how a directory without a kept descriptor goes.
+func (r *runner) removeJobDir(log *slog.Logger) {
+	jd := r.dir
+	r.dir = nil
+	if jd != nil {
+		emptied := removeStartEntries(jd)
+		jd.Close()
+		if emptied && r.d.rmdirJob(r.id) == nil {
+			return
+		}
+	}
+	r.d.removeJobDir(log, r.id)
+}
+
+// removeStartEntries removes from job directory jd the entries a start
+// makes; it reports whether each is gone (tmp/ only when it was empty).
+func removeStartEntries(jd *safefs.Dir) bool {
+	gone := func(err error) bool { return err == nil || errors.Is(err, fs.ErrNotExist) }
+	ok := gone(jd.Unlink(jobScriptName))
+	ok = gone(jd.Unlink(step.SocketName)) && ok
+	return gone(jd.Rmdir(jobTmpName)) && ok
 }
 
 // wait follows the running container until it exits (then reports it) or
@@ -762,5 +827,7 @@ func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitSt
 			}
 		}
 	}
-	r.d.cleanup(ctx, log, r.id)
+	if r.d.deleteContainer(ctx, log, r.id) {
+		r.removeJobDir(log)
+	}
 }

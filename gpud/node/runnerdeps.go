@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -24,7 +25,7 @@ import (
 // the few questions only the agent can answer (the funcs below, which it
 // fills with its own methods). The agent embeds it and hands its runners
 // a pointer to it: a runner reaches no other part of the agent. Fields
-// are set by New, except ob and ckpt, set by Run before any runner
+// are set by New, except ob, ckpt and jobs, set by Run before any runner
 // starts; none changes afterwards (cfg.Inventory, which refreshMIGLayout
 // updates under Agent.invMu, is no runner's business).
 type runnerDeps struct {
@@ -67,6 +68,10 @@ type runnerDeps struct {
 	// holdGPUs marks GPUs held by a job until release: no background
 	// diagnostic runs on them (one running ends first); nil: none run.
 	holdGPUs func(uuids []string) (release func())
+
+	// jobs is the node's jobs/ directory, open (openJobs); set by Run
+	// before any runner starts, closed after the last one returned.
+	jobs *safefs.Dir
 
 	// hiddenMemo is the last hidden list and what its paths were when it
 	// was made (hidden).
@@ -169,27 +174,59 @@ func statPathID(p string) pathID {
 	return pathID{dev: st.Dev, ino: st.Ino, mode: st.Mode & unix.S_IFMT, ok: true}
 }
 
+// openJobs returns the node's jobs/ directory open: the agent's, which Run
+// opens once for its whole run (done does nothing), or, where there is
+// none (a runnerDeps made without Run), one opened now that done closes.
+func (d *runnerDeps) openJobs() (jobs *safefs.Dir, done func(), err error) {
+	if d.jobs != nil {
+		return d.jobs, func() {}, nil
+	}
+	jobs, err = safefs.OpenDir(d.cfg.jobsDir())
+	if err != nil {
+		return nil, nil, fmt.Errorf("open job directories: %w", err)
+	}
+	return jobs, func() { jobs.Close() }, nil
+}
+
 // removeJobDir removes job directory id (jobs/<id>, which its user owns)
 // without following anything the user put there. A failure is logged.
 func (d *runnerDeps) removeJobDir(log *slog.Logger, id string) {
-	jobs, err := safefs.OpenDir(d.cfg.jobsDir())
+	jobs, done, err := d.openJobs()
 	if err == nil {
 		err = jobs.RemoveAll(id)
-		jobs.Close()
+		done()
 	}
 	if err != nil {
 		log.Warn("remove job directory; the next agent start retries", "dir", id, "err", err)
 	}
 }
 
+// rmdirJob removes job directory id if it is empty.
+func (d *runnerDeps) rmdirJob(id string) error {
+	jobs, done, err := d.openJobs()
+	if err != nil {
+		return err
+	}
+	defer done()
+	return jobs.Rmdir(id)
+}
+
 // cleanup deletes container id and its job directory. A failure is only
 // logged: the exit is already recorded, so the next recovery retries.
 func (d *runnerDeps) cleanup(ctx context.Context, log *slog.Logger, id string) {
+	if d.deleteContainer(ctx, log, id) {
+		d.removeJobDir(log, id)
+	}
+}
+
+// deleteContainer deletes container id and reports whether it is gone;
+// a failure is only logged (see cleanup).
+func (d *runnerDeps) deleteContainer(ctx context.Context, log *slog.Logger, id string) bool {
 	if err := d.rt.Delete(ctx, id); err != nil {
 		if ctx.Err() == nil {
 			log.Warn("delete container; will retry at next agent start", "err", err)
 		}
-		return
+		return false
 	}
-	d.removeJobDir(log, id)
+	return true
 }

@@ -95,13 +95,18 @@ func BenchmarkJobFiles(b *testing.B) {
 		id++
 		asg := &api.Assignment{Job: spec.Job{ID: spec.JobID(id), UID: uint32(uid), GID: uint32(gid)}}
 		r := &runner{d: d, id: fmt.Sprintf("gpud-%d-1-n1", id), jobID: spec.JobID(id), asg: asg}
-		if err := makeJobDir(cfg.jobsDir(), r.id, script, uid, gid); err != nil {
+		jobs, done, err := d.openJobs()
+		if err != nil {
 			b.Fatal(err)
 		}
+		if r.dir, err = makeJobDir(jobs, r.id, script, uid, gid); err != nil {
+			b.Fatal(err)
+		}
+		done()
 		if _, restart, err := r.prepareCheckpoints(uint32(uid), uint32(gid)); err != nil || restart != "" {
 			b.Fatal(err, restart)
 		}
-		d.removeJobDir(d.log, r.id)
+		r.removeJobDir(d.log)
 		if err := store.Remove(r.jobID); err != nil {
 			b.Fatal(err)
 		}

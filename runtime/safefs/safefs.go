@@ -18,6 +18,7 @@ package safefs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -127,13 +128,18 @@ func (d *Dir) Mkdir(name string, perm fs.FileMode) (*Dir, error) {
 	return sub, nil
 }
 
+// euid is this process's effective uid. No gpud process changes it (Go
+// changes credentials only for children it starts), so it is read once:
+// a node agent checked it a few times for every job it starts.
+var euid = os.Geteuid()
+
 // checkOwn refuses a directory not owned by this process's euid.
 func (d *Dir) checkOwn() error {
 	var st unix.Stat_t
 	if err := unix.Fstat(d.fd, &st); err != nil {
 		return &fs.PathError{Op: "stat", Path: d.path, Err: err}
 	}
-	if int(st.Uid) != os.Geteuid() {
+	if int(st.Uid) != euid {
 		return &fs.PathError{Op: "mkdir", Path: d.path, Err: fmt.Errorf("the new directory belongs to uid %d: %w", st.Uid, ErrNotOwned)}
 	}
 	return nil
@@ -206,6 +212,47 @@ func (d *Dir) WriteFile(name string, data []byte, perm fs.FileMode, uid, gid int
 		return err
 	}
 	return f.Close()
+}
+
+// WriteNew is WriteFile without the fsync, for a file that need not
+// survive a crash of the machine (a job's script: the job's container does
+// not survive one either): it is created the same way (O_EXCL|O_NOFOLLOW,
+// mode perm exactly, fchown on the descriptor when uid is not negative),
+// through the bare descriptor.
+func (d *Dir) WriteNew(name string, data []byte, perm fs.FileMode, uid, gid int) error {
+	if err := d.checkName("create", name); err != nil {
+		return err
+	}
+	fd, err := openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return d.pathErr("create", name, err)
+	}
+	err = unix.Fchmod(fd, uint32(perm.Perm()))
+	if err != nil {
+		err = d.pathErr("chmod", name, err)
+	}
+	for b := data; err == nil && len(b) > 0; {
+		var n int
+		n, err = unix.Write(fd, b)
+		switch {
+		case err == unix.EINTR:
+			err = nil
+		case err != nil:
+			err = d.pathErr("write", name, err)
+		case n == 0:
+			err = d.pathErr("write", name, io.ErrShortWrite)
+		}
+		b = b[max(n, 0):]
+	}
+	if err == nil && uid >= 0 {
+		if err = unix.Fchown(fd, uid, gid); err != nil {
+			err = d.pathErr("chown", name, err)
+		}
+	}
+	if cerr := unix.Close(fd); err == nil && cerr != nil {
+		err = d.pathErr("close", name, cerr)
+	}
+	return err
 }
 
 // OpenRegular opens the regular file name for reading without following a
@@ -364,6 +411,33 @@ func (d *Dir) Remove(name string) error {
 		}
 	}
 	if err != nil {
+		return d.pathErr("remove", name, err)
+	}
+	return nil
+}
+
+// Unlink removes the entry name if it is not a directory (a symlink
+// itself, never its target). A missing entry is an error wrapping
+// fs.ErrNotExist; a directory one wrapping syscall.EISDIR.
+func (d *Dir) Unlink(name string) error {
+	if err := d.checkName("remove", name); err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(d.fd, name, 0); err != nil {
+		return d.pathErr("remove", name, err)
+	}
+	return nil
+}
+
+// Rmdir removes the empty directory name (never a symlink's target). A
+// missing entry is an error wrapping fs.ErrNotExist, one that is not
+// empty an error wrapping syscall.ENOTEMPTY, one that is not a directory
+// an error wrapping syscall.ENOTDIR.
+func (d *Dir) Rmdir(name string) error {
+	if err := d.checkName("remove", name); err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(d.fd, name, unix.AT_REMOVEDIR); err != nil {
 		return d.pathErr("remove", name, err)
 	}
 	return nil
