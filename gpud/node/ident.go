@@ -290,7 +290,6 @@ func (m *memOutbox) serve(id string, live []liveAlloc) (old string, dropped int,
 		switch {
 		case r.Exited && r.Ctl != id:
 			delete(m.allocs, aid)
-			delete(m.stepIDs, aid)
 			continue
 		case r.Ctl == "":
 			r.Ctl = old
@@ -298,6 +297,11 @@ func (m *memOutbox) serve(id string, live []liveAlloc) (old string, dropped int,
 			r.Ctl = ""
 		}
 		m.allocs[aid] = r
+	}
+	for aid := range m.stepIDs {
+		if _, ok := m.allocs[aid]; !ok {
+			delete(m.stepIDs, aid) // as outbox.db's step_ids without an allocs row
+		}
 	}
 	return old, dropped, nil
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -277,6 +278,35 @@ func TestMemoryOutboxAnswersLikeSQLite(t *testing.T) {
 		steps("a1", step.IDBlock)
 		steps("a1", step.IDBlock)
 		steps("a2", 1)
+		// The controller's identity (ident.go).
+		serve := func(id string, live ...liveAlloc) {
+			old, n, err := ob.serve(ctx, id, live, t0)
+			out = append(out, answer{Err: err != nil, Comment: fmt.Sprintf("serve %s: old %q, %d dropped", id, old, n)})
+		}
+		foreign := func(id string) {
+			out = append(out, answer{Comment: "foreign " + id + ": " + ob.foreignOf(id) + " " + ob.controllerID()})
+		}
+		x, y := strings.Repeat("1", 32), strings.Repeat("2", 32)
+		serve(x) // the first: adopted
+		rec(api.AllocEvent{Node: "n", AllocID: "a5", JobID: 5, Kind: api.EventStarted, Time: spec.NewTime(t0)})
+		steps("a5", 1)
+		serve(y, liveAlloc{id: "a5", job: 5}, liveAlloc{id: "a9", job: 9})
+		pend(100)
+		for _, id := range []string{"a1", "a2", "a3", "a5", "a9"} {
+			foreign(id)
+			look(id)
+		}
+		steps("a1", 1) // a1 ended under x: forgotten, numbered afresh
+		steps("a5", 1)
+		rec(api.AllocEvent{Node: "n", AllocID: "a5", JobID: 5, Kind: api.EventExited, Time: spec.NewTime(t0), State: spec.StateCancelled})
+		pend(100)
+		look("a5")
+		rec(api.AllocEvent{Node: "n", AllocID: "a6", JobID: 6, Kind: api.EventStarted, Time: spec.NewTime(t0)})
+		serve(x) // x's state back
+		for _, id := range []string{"a3", "a5", "a6", "a9"} {
+			foreign(id)
+			look(id)
+		}
 		return out
 	}
 	want, got := run(disk), run(mem)
