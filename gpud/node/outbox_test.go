@@ -942,3 +942,91 @@ func BenchmarkOutboxManyAgents(b *testing.B) {
 	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(ru1.Stime.Nano()-ru0.Stime.Nano())/float64(b.N), "sys-ns/op")
 }
+
+// TestOutboxNewFileLayout: a new outbox.db gets 1 KiB pages and an allocs
+// table without rowids (fewer bytes and pages per event's commit), in WAL
+// mode with its index in the agent's memory (no -shm file); an outbox.db
+// of an older agent (4 KiB pages, allocs with rowids) keeps its layout and
+// works as before.
+func TestOutboxNewFileLayout(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	layout := func(ob *outbox) (pageSize int, journal, allocs string) {
+		t.Helper()
+		if err := ob.db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
+			t.Fatal(err)
+		}
+		if err := ob.db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&journal); err != nil {
+			t.Fatal(err)
+		}
+		if err := ob.db.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = 'allocs'`).Scan(&allocs); err != nil {
+			t.Fatal(err)
+		}
+		return pageSize, journal, allocs
+	}
+	roundTrip := func(ob *outbox, id string) {
+		t.Helper()
+		for _, k := range []string{api.EventStarted, api.EventExited} {
+			if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: 1, Kind: k, Time: spec.NewTime(t0), Reason: strings.Repeat("r", 2000)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r, err := ob.allocQuery(ctx, id); err != nil || !r.Started || !r.Exited {
+			t.Errorf("alloc %s = %+v, %v; want started and exited", id, r, err)
+		}
+		evs, err := ob.pending(ctx, 100)
+		if err != nil || len(evs) < 2 || evs[len(evs)-1].Reason != strings.Repeat("r", 2000) {
+			t.Errorf("pending: %d events, %v; want the two just recorded, whole (a row longer than a page)", len(evs), err)
+		}
+	}
+
+	dir := t.TempDir()
+	ob, err := openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, journal, allocs := layout(ob)
+	if ps != outboxPageSize || journal != "wal" || !strings.Contains(allocs, "WITHOUT ROWID") {
+		t.Errorf("new outbox.db: page_size %d, journal_mode %s, allocs %q; want %d, wal, WITHOUT ROWID", ps, journal, allocs, outboxPageSize)
+	}
+	roundTrip(ob, "1.1")
+	if _, err := os.Lstat(filepath.Join(dir, "outbox.db-shm")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("outbox.db-shm: %v; want none (the WAL index in the agent's memory)", err)
+	}
+	ob.Close()
+	ob, err = openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ob.allocQuery(ctx, "1.1"); err != nil || !r.Exited {
+		t.Errorf("alloc 1.1 after a reopen = %+v, %v; want exited", r, err)
+	}
+	roundTrip(ob, "1.2")
+	if _, err := os.Lstat(filepath.Join(dir, "outbox.db-shm")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("outbox.db-shm after a reopen: %v; want none", err)
+	}
+	ob.Close()
+
+	// An older agent's outbox.db: made with SQLite's defaults.
+	old := t.TempDir()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(old, "outbox.db")+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE allocs (alloc_id TEXT PRIMARY KEY, job_id INTEGER NOT NULL, started INTEGER NOT NULL DEFAULT 0,
+		exited INTEGER NOT NULL DEFAULT 0, stop_state TEXT NOT NULL DEFAULT '', stop_why TEXT NOT NULL DEFAULT '',
+		signal_seq INTEGER NOT NULL DEFAULT 0, updated_ns INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	ob, err = openOutbox(ctx, slog.Default(), old, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	ps, journal, allocs = layout(ob)
+	if ps != 4096 || journal != "wal" || strings.Contains(allocs, "WITHOUT ROWID") {
+		t.Errorf("older outbox.db: page_size %d, journal_mode %s, allocs %q; want its own 4096, wal, with rowids", ps, journal, allocs)
+	}
+	roundTrip(ob, "2.1")
+}
