@@ -246,7 +246,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.jobs = jobs
 	defer jobs.Close() // deferred first: runs after the runners and the pool are done
-	ckpt, err := checkpoint.New(a.cfg.CheckpointRoot, a.cfg.CheckpointKeep, checkpoint.WithClock(a.clock.Now))
+	ckpt, err := checkpoint.New(a.cfg.CheckpointRoot, a.cfg.CheckpointKeep, checkpoint.WithClock(a.clock.Now), checkpoint.WithLogger(a.log))
 	if err != nil {
 		return fmt.Errorf("open checkpoint root of node %s: %w", a.cfg.Name, err)
 	}
@@ -780,6 +780,11 @@ func (a *Agent) removeRunner(r *runner) {
 func (a *Agent) sendLoop(ctx context.Context) {
 	bo := a.newBackoff()
 	var retry <-chan time.Time
+	// Acknowledged rows are deleted with the next record's commit; flush
+	// deletes them once none came for ackFlushDelay (outbox.acked).
+	flushT := time.NewTimer(ackFlushDelay)
+	flushT.Stop()
+	defer flushT.Stop()
 	for {
 		failed := false
 		for {
@@ -821,12 +826,22 @@ func (a *Agent) sendLoop(ctx context.Context) {
 		if failed {
 			retry = time.After(bo.next())
 		}
+		var flush <-chan time.Time
+		if a.ob.unflushed() {
+			flushT.Reset(ackFlushDelay)
+			flush = flushT.C
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.kick:
 		case <-retry:
+		case <-flush:
+			if err := a.ob.flushAcks(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn("delete acknowledged events from outbox; will retry", "err", err)
+			}
 		}
+		flushT.Stop()
 	}
 }
 

@@ -163,7 +163,9 @@ func (o *outbox) serve(ctx context.Context, id string, live []liveAlloc, now tim
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 	var foreign map[string]string
 	if kept != "" {
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM events`).Scan(&dropped); err != nil {
+		// Rows up to acked were delivered (their delete waits for a
+		// commit: outbox.acked); only the rest are dropped.
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM events WHERE seq > ?`, int64(o.acked)).Scan(&dropped); err != nil {
 			return "", 0, fmt.Errorf("count the old controller's events: %w", err)
 		}
 		for _, q := range []struct {
@@ -209,6 +211,7 @@ func (o *outbox) serve(ctx context.Context, id string, live []liveAlloc, now tim
 		return "", 0, nil
 	}
 	o.mirrored, o.unacked = false, nil
+	o.deleted = max(o.deleted, o.acked) // every row is gone
 	if err := o.loadKnown(ctx); err != nil {
 		// The rows are right; only the shortcut is lost.
 		o.kmu.Lock()
@@ -287,7 +290,6 @@ func (m *memOutbox) serve(id string, live []liveAlloc) (old string, dropped int,
 		switch {
 		case r.Exited && r.Ctl != id:
 			delete(m.allocs, aid)
-			delete(m.stepIDs, aid)
 			continue
 		case r.Ctl == "":
 			r.Ctl = old
@@ -295,6 +297,11 @@ func (m *memOutbox) serve(id string, live []liveAlloc) (old string, dropped int,
 			r.Ctl = ""
 		}
 		m.allocs[aid] = r
+	}
+	for aid := range m.stepIDs {
+		if _, ok := m.allocs[aid]; !ok {
+			delete(m.stepIDs, aid) // as outbox.db's step_ids without an allocs row
+		}
 	}
 	return old, dropped, nil
 }

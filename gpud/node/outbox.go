@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,17 @@ type outbox struct {
 	mirrored  bool
 	unacked   []outboxRow
 	mirrorCap int
+	// acked is the highest seq the controller acknowledged (ack), deleted
+	// the highest whose rows' delete is committed. An acknowledgement
+	// needs no transaction of its own: its delete is folded into the
+	// next record's transaction (which commits anyway), or made by
+	// flushAcks (the send loop, once no record came for ackFlushDelay;
+	// Close). Reads skip rows up to acked. A kill -9 in between leaves
+	// acknowledged rows that the restarted agent sends again, as it did
+	// when a response was lost: the controller applies each event to
+	// its allocation's state once (a resent one changes nothing) and
+	// acknowledges it again. Under mu.
+	acked, deleted uint64
 
 	// The allocs table's alloc_ids, each with whether its exit is
 	// committed, so that alloc and exitedHere answer without a query
@@ -129,7 +141,7 @@ CREATE TABLE IF NOT EXISTS allocs (
 	stop_why   TEXT NOT NULL DEFAULT '',
 	signal_seq INTEGER NOT NULL DEFAULT 0,
 	updated_ns INTEGER NOT NULL
-);
+) WITHOUT ROWID; -- one b-tree, not a table and its key's index: a page fewer per event
 CREATE TABLE IF NOT EXISTS notices (
 	alloc_id TEXT PRIMARY KEY,  -- an allocation whose batch job got notify messages
 	seq      INTEGER NOT NULL   -- the last one written to its stderr
@@ -154,6 +166,23 @@ func openOutbox(ctx context.Context, log *slog.Logger, stateDir string, now time
 	return openOutboxDSN(ctx, path, outboxDSN(path, outboxBusyTimeout), now)
 }
 
+// outboxPageSize is a new outbox.db's page size. Each event's commit
+// writes whole pages to the WAL (the events row's, the sequence's and the
+// allocs row's), and its rows are a few hundred bytes: 1 KiB pages write
+// and checksum a quarter of the bytes that SQLite's default 4 KiB do. A
+// WAL database's page size is fixed once it exists, so an outbox.db made
+// by an older agent keeps its own.
+const outboxPageSize = 1024
+
+// outboxLayout runs first on outbox.db's connection, after its DSN's
+// pragmas: the page size (a new file's: it is fixed once the database
+// enters WAL mode) and then WAL mode (kept in the file). The DSN sets no
+// journal mode, because the driver runs that pragma before the locking
+// mode's: a WAL database accessed before EXCLUSIVE locking mode is set
+// keeps its WAL index in a shared-memory file (outbox.db-shm, mapped)
+// instead of the agent's memory.
+var outboxLayout = []string{"PRAGMA page_size = " + strconv.Itoa(outboxPageSize), "PRAGMA journal_mode = WAL"}
+
 // outboxBusyTimeout is how long opening outbox.db waits for a lock
 // another process holds.
 const outboxBusyTimeout = 10 * time.Second
@@ -161,7 +190,6 @@ const outboxBusyTimeout = 10 * time.Second
 // outboxDSN is outbox.db's DSN: its pragmas.
 func outboxDSN(path string, busy time.Duration) string {
 	q := url.Values{
-		"_journal_mode": {"WAL"},
 		"_synchronous":  {"FULL"},
 		"_busy_timeout": {strconv.FormatInt(busy.Milliseconds(), 10)},
 		"_txlock":       {"immediate"},
@@ -200,12 +228,14 @@ func openOutboxDSN(ctx context.Context, path, dsn string, now time.Time) (*outbo
 	// pragmas applied to every statement.
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxLifetime(0) // an in-memory outbox lives as long as its connection
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		db.Close()
-		if se := (sqlite3.Error{}); errors.As(err, &se) && se.Code == sqlite3.ErrBusy {
-			return nil, fmt.Errorf("open outbox %s: %w (%v)", path, errOutboxLocked, err)
+	for _, q := range append(outboxLayout[:len(outboxLayout):len(outboxLayout)], schema) {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			db.Close()
+			if se := (sqlite3.Error{}); errors.As(err, &se) && se.Code == sqlite3.ErrBusy {
+				return nil, fmt.Errorf("open outbox %s: %w (%v)", path, errOutboxLocked, err)
+			}
+			return nil, fmt.Errorf("create outbox schema in %s: %w", path, err)
 		}
-		return nil, fmt.Errorf("create outbox schema in %s: %w", path, err)
 	}
 	// An outbox.db from before allocations' fingerprints (subs).
 	var hasSubmit int
@@ -363,7 +393,8 @@ func (o *outbox) Close() error {
 	if o.mem != nil {
 		return nil
 	}
-	return o.db.Close()
+	ferr := o.flushAcks(context.Background())
+	return errors.Join(ferr, o.db.Close())
 }
 
 // record commits ev (its Seq is assigned here) together with what it
@@ -394,43 +425,31 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 	if ev.Kind == api.EventStarted || ev.Kind == api.EventExited {
 		sub = o.noteAlloc(ev.AllocID)
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	tx, err := o.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("record %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
-	}
-	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	res, err := tx.ExecContext(ctx, `INSERT INTO events (body) VALUES (?)`, string(body))
-	if err != nil {
-		return 0, fmt.Errorf("record %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
-	}
-	seq, err := res.LastInsertId()
-	if err != nil {
-		return 0, fmt.Errorf("record %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
-	}
-	col := ""
+	var upsert string
 	switch ev.Kind {
 	case api.EventStarted:
-		col = "started"
+		upsert = upsertStarted
 	case api.EventExited:
-		col = "exited"
+		upsert = upsertExited
 	}
-	// Other kinds (checkpointed) say nothing about the alloc's life.
-	if col != "" {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO allocs (alloc_id, job_id, `+col+`, updated_ns, submit_ns) VALUES (?, ?, 1, ?, ?)
-			ON CONFLICT(alloc_id) DO UPDATE SET `+col+` = 1, updated_ns = excluded.updated_ns,
-			submit_ns = CASE WHEN excluded.submit_ns != 0 THEN excluded.submit_ns ELSE allocs.submit_ns END`,
-			ev.AllocID, int64(ev.JobID), ev.Time.UnixNano(), sub); err != nil {
-			return 0, fmt.Errorf("mark alloc %s %s: %w", ev.AllocID, ev.Kind, err)
+	// Other kinds (checkpointed, usage) say nothing about the alloc's life.
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	del := o.acked // acknowledged rows go with this commit (acked)
+	if del <= o.deleted {
+		del = 0
+	}
+	text := string(body)
+	seq, unknown, err := o.recordTx(ctx, text, upsert, ev, sub, del)
+	if err != nil {
+		if unknown {
+			// A failed commit can have reached the disk: reads go to
+			// SQLite again.
+			o.mirrored, o.unacked = false, nil
 		}
+		return 0, fmt.Errorf("record %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
 	}
-	if err := tx.Commit(); err != nil {
-		// Committed or not is unknown (a failed commit can have
-		// reached the disk): reads go to SQLite again.
-		o.mirrored, o.unacked = false, nil
-		return 0, fmt.Errorf("commit %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
-	}
+	o.deleted = max(o.deleted, del)
 	if ev.Kind == api.EventExited {
 		o.kmu.Lock()
 		if _, ok := o.known[ev.AllocID]; ok { // not dropped meanwhile
@@ -445,10 +464,77 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 		if len(o.unacked) >= o.mirrorCap {
 			o.mirrored, o.unacked = false, nil
 		} else {
-			o.unacked = append(o.unacked, outboxRow{seq: uint64(seq), body: string(body)})
+			o.unacked = append(o.unacked, outboxRow{seq: uint64(seq), body: text})
 		}
 	}
 	return uint64(seq), nil
+}
+
+// The allocs row's write with a started or exited event.
+const (
+	upsertStarted = `INSERT INTO allocs (alloc_id, job_id, started, updated_ns, submit_ns) VALUES (?, ?, 1, ?, ?)
+		ON CONFLICT(alloc_id) DO UPDATE SET started = 1, updated_ns = excluded.updated_ns,
+		submit_ns = CASE WHEN excluded.submit_ns != 0 THEN excluded.submit_ns ELSE allocs.submit_ns END`
+	upsertExited = `INSERT INTO allocs (alloc_id, job_id, exited, updated_ns, submit_ns) VALUES (?, ?, 1, ?, ?)
+		ON CONFLICT(alloc_id) DO UPDATE SET exited = 1, updated_ns = excluded.updated_ns,
+		submit_ns = CASE WHEN excluded.submit_ns != 0 THEN excluded.submit_ns ELSE allocs.submit_ns END`
+)
+
+// recordTx is record's one transaction, on the driver's connection
+// itself: BEGIN IMMEDIATE, the acknowledged rows' delete (up to del, 0:
+// none), the events row, the allocs row (upsert, "": none), COMMIT. Its
+// statements run on the caller's goroutine (database/sql's transaction
+// starts a goroutine per transaction, and the driver one per statement
+// whose context can be cancelled). The event is durable when it returns
+// nil, as before; unknown says a failed one failed at its COMMIT, so
+// whether it reached the disk is unknown. ctx counts until the
+// connection is taken; a record once begun is not interrupted (its
+// callers record without cancel anyway).
+func (o *outbox) recordTx(ctx context.Context, body, upsert string, ev api.AllocEvent, sub int64, del uint64) (seq int64, unknown bool, err error) {
+	conn, err := o.db.Conn(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	defer conn.Close()
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(*sqlite3.SQLiteConn)
+		if !ok {
+			return fmt.Errorf("outbox connection is a %T, not SQLite's", dc)
+		}
+		if _, err := c.Exec("BEGIN IMMEDIATE", nil); err != nil {
+			return err
+		}
+		done := false
+		defer func() {
+			if !done {
+				_, _ = c.Exec("ROLLBACK", nil) // SQLite: harmless when none is open
+			}
+		}()
+		if del > 0 {
+			if _, err := c.Exec(`DELETE FROM events WHERE seq <= ?`, []driver.Value{int64(del)}); err != nil {
+				return fmt.Errorf("delete acknowledged events: %w", err)
+			}
+		}
+		res, err := c.Exec(`INSERT INTO events (body) VALUES (?)`, []driver.Value{body})
+		if err != nil {
+			return err
+		}
+		if seq, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		if upsert != "" {
+			if _, err := c.Exec(upsert, []driver.Value{ev.AllocID, int64(ev.JobID), ev.Time.UnixNano(), sub}); err != nil {
+				return fmt.Errorf("mark alloc %s: %w", ev.Kind, err)
+			}
+		}
+		unknown = true
+		if _, err := c.Exec("COMMIT", nil); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		done = true
+		return nil
+	})
+	return seq, unknown, err
 }
 
 // markStopping remembers that the agent is ending alloc on purpose with
@@ -571,9 +657,10 @@ func (o *outbox) pending(ctx context.Context, limit int) ([]api.AllocEvent, erro
 	return out, nil
 }
 
-// readRows reads up to limit rows of the events table in seq order.
+// readRows reads up to limit rows of the events table after seq acked
+// (its acknowledged rows not yet deleted are skipped), in seq order.
 func (o *outbox) readRows(ctx context.Context, limit int) ([]outboxRow, error) {
-	rows, err := o.db.QueryContext(ctx, `SELECT seq, body FROM events ORDER BY seq LIMIT ?`, limit)
+	rows, err := o.db.QueryContext(ctx, `SELECT seq, body FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, int64(o.acked), limit)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox events: %w", err)
 	}
@@ -593,17 +680,19 @@ func (o *outbox) readRows(ctx context.Context, limit int) ([]outboxRow, error) {
 	return out, nil
 }
 
-// ack deletes every event up to and including seq.
+// ack drops every event up to and including seq: pending never returns
+// them again; their rows are deleted with the next record's commit or by
+// flushAcks (acked).
 func (o *outbox) ack(ctx context.Context, seq uint64) error {
 	if o.mem != nil {
 		return o.mem.ack(ctx, seq)
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("drop events up to %d from outbox: %w", seq, err)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if _, err := o.db.ExecContext(ctx, `DELETE FROM events WHERE seq <= ?`, int64(seq)); err != nil {
-		o.mirrored, o.unacked = false, nil // deleted or not is unknown
-		return fmt.Errorf("delete events up to %d from outbox: %w", seq, err)
-	}
+	o.acked = max(o.acked, seq)
 	if o.mirrored {
 		n := 0
 		for n < len(o.unacked) && o.unacked[n].seq <= seq {
@@ -611,6 +700,38 @@ func (o *outbox) ack(ctx context.Context, seq uint64) error {
 		}
 		o.unacked = slices.Delete(o.unacked, 0, n)
 	}
+	return nil
+}
+
+// ackFlushDelay is how long acknowledged rows wait for a record's commit
+// to take their delete along before flushAcks deletes them itself.
+const ackFlushDelay = time.Second
+
+// unflushed reports whether acknowledged rows wait for their delete.
+func (o *outbox) unflushed() bool {
+	if o.mem != nil {
+		return false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.acked > o.deleted
+}
+
+// flushAcks deletes the acknowledged rows no record's commit took along.
+func (o *outbox) flushAcks(ctx context.Context) error {
+	if o.mem != nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	del := o.acked
+	if del <= o.deleted {
+		return nil
+	}
+	if _, err := o.db.ExecContext(context.WithoutCancel(ctx), `DELETE FROM events WHERE seq <= ?`, int64(del)); err != nil {
+		return fmt.Errorf("delete events up to %d from outbox: %w", del, err)
+	}
+	o.deleted = del
 	return nil
 }
 

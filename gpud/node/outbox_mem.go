@@ -97,7 +97,9 @@ func (m *memOutbox) alloc(ctx context.Context, allocID string) (allocRecord, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.allocs[allocID], nil
+	r := m.allocs[allocID]
+	r.Ctl = "" // foreignOf's (outbox.db's record has none)
+	return r, nil
 }
 
 func (m *memOutbox) pending(ctx context.Context, limit int) ([]api.AllocEvent, error) {

@@ -2,9 +2,11 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -276,6 +278,35 @@ func TestMemoryOutboxAnswersLikeSQLite(t *testing.T) {
 		steps("a1", step.IDBlock)
 		steps("a1", step.IDBlock)
 		steps("a2", 1)
+		// The controller's identity (ident.go).
+		serve := func(id string, live ...liveAlloc) {
+			old, n, err := ob.serve(ctx, id, live, t0)
+			out = append(out, answer{Err: err != nil, Comment: fmt.Sprintf("serve %s: old %q, %d dropped", id, old, n)})
+		}
+		foreign := func(id string) {
+			out = append(out, answer{Comment: "foreign " + id + ": " + ob.foreignOf(id) + " " + ob.controllerID()})
+		}
+		x, y := strings.Repeat("1", 32), strings.Repeat("2", 32)
+		serve(x) // the first: adopted
+		rec(api.AllocEvent{Node: "n", AllocID: "a5", JobID: 5, Kind: api.EventStarted, Time: spec.NewTime(t0)})
+		steps("a5", 1)
+		serve(y, liveAlloc{id: "a5", job: 5}, liveAlloc{id: "a9", job: 9})
+		pend(100)
+		for _, id := range []string{"a1", "a2", "a3", "a5", "a9"} {
+			foreign(id)
+			look(id)
+		}
+		steps("a1", 1) // a1 ended under x: forgotten, numbered afresh
+		steps("a5", 1)
+		rec(api.AllocEvent{Node: "n", AllocID: "a5", JobID: 5, Kind: api.EventExited, Time: spec.NewTime(t0), State: spec.StateCancelled})
+		pend(100)
+		look("a5")
+		rec(api.AllocEvent{Node: "n", AllocID: "a6", JobID: 6, Kind: api.EventStarted, Time: spec.NewTime(t0)})
+		serve(x) // x's state back
+		for _, id := range []string{"a3", "a5", "a6", "a9"} {
+			foreign(id)
+			look(id)
+		}
 		return out
 	}
 	want, got := run(disk), run(mem)
@@ -310,6 +341,9 @@ func BenchmarkOutboxJobEvents(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer ob.Close()
+			// As the agent: runners record without cancel (runnerDeps.record),
+			// the send loop reads and acknowledges with its own context.
+			rctx := context.WithoutCancel(ctx)
 			var ru0, ru1 unix.Rusage
 			_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 			i := 0
@@ -320,7 +354,7 @@ func BenchmarkOutboxJobEvents(b *testing.B) {
 					b.Fatal(err)
 				}
 				for _, k := range []string{api.EventStarted, api.EventExited} {
-					if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: spec.JobID(i), Kind: k, Time: spec.NewTime(t0)}); err != nil {
+					if _, err := ob.record(rctx, api.AllocEvent{Node: "n", AllocID: id, JobID: spec.JobID(i), Kind: k, Time: spec.NewTime(t0)}); err != nil {
 						b.Fatal(err)
 					}
 					evs, err := ob.pending(ctx, 100)
@@ -736,4 +770,263 @@ func TestOutboxFromBeforeFingerprints(t *testing.T) {
 	if !ob.exitedHere("8.1", 42) || ob.exitedHere("8.1", 43) || !ob.exitedHere("7.1", 43) {
 		t.Error("exitedHere: want 8.1 ended here as the job of fingerprint 42 only, 7.1 (no fingerprint) as any")
 	}
+}
+
+// TestOutboxAcksFoldIntoRecords: an acknowledgement writes nothing by
+// itself; its rows leave the events table with the next record's commit,
+// or with flushAcks (the send loop, after a quiet while; Close), and
+// pending never returns them again. Rows acknowledged but not deleted when
+// the agent dies are sent again after the restart (the controller applies
+// an event once), and no unacknowledged one is lost.
+func TestOutboxAcksFoldIntoRecords(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	ob, err := openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := func() []uint64 {
+		t.Helper()
+		var seqs []uint64
+		rows, err := ob.db.QueryContext(ctx, `SELECT seq FROM events ORDER BY seq`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var s uint64
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			seqs = append(seqs, s)
+		}
+		return seqs
+	}
+	pendingSeqs := func() []uint64 {
+		t.Helper()
+		evs, err := ob.pending(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []uint64
+		for _, ev := range evs {
+			seqs = append(seqs, ev.Seq)
+		}
+		return seqs
+	}
+	rec := func(id, kind string) {
+		t.Helper()
+		if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: 1, Kind: kind, Time: spec.NewTime(t0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(step string, wantTable, wantPending []uint64, wantUnflushed bool) {
+		t.Helper()
+		if diff := cmp.Diff(wantTable, table()); diff != "" {
+			t.Errorf("%s: events table (-want +got):\n%s", step, diff)
+		}
+		if diff := cmp.Diff(wantPending, pendingSeqs()); diff != "" {
+			t.Errorf("%s: pending (-want +got):\n%s", step, diff)
+		}
+		if got := ob.unflushed(); got != wantUnflushed {
+			t.Errorf("%s: unflushed = %v, want %v", step, got, wantUnflushed)
+		}
+	}
+	rec("a1", api.EventStarted)
+	rec("a2", api.EventStarted)
+	rec("a1", api.EventExited)
+	check("three recorded", []uint64{1, 2, 3}, []uint64{1, 2, 3}, false)
+	if err := ob.ack(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	check("ack 2", []uint64{1, 2, 3}, []uint64{3}, true)
+	rec("a2", api.EventExited)
+	check("a record after ack 2", []uint64{3, 4}, []uint64{3, 4}, false)
+	if r, err := ob.alloc(ctx, "a2"); err != nil || !r.Started || !r.Exited {
+		t.Errorf("alloc a2 after the folded record = %+v, %v; want started and exited", r, err)
+	}
+	if err := ob.ack(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.flushAcks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("ack 3, flushed", []uint64{4}, []uint64{4}, false)
+	if err := ob.ack(ctx, 1); err != nil { // an old one changes nothing
+		t.Fatal(err)
+	}
+	check("ack 1 again", []uint64{4}, []uint64{4}, false)
+
+	// Died after ack 4 (no flush): row 4 is sent again, seqs go on.
+	if err := ob.ack(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	rec("a3", api.EventStarted) // seq 5, deletes 4
+	if err := ob.ack(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.db.Close(); err != nil { // as a kill -9: no flush
+		t.Fatal(err)
+	}
+	ob, err = openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("reopened after dying unflushed", []uint64{5}, []uint64{5}, false)
+	if err := ob.ack(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Close(); err != nil { // a clean stop flushes
+		t.Fatal(err)
+	}
+	ob, err = openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	check("reopened after a clean stop", nil, nil, false)
+	rec("a3", api.EventExited)
+	check("seqs are never reused", []uint64{6}, []uint64{6}, false)
+}
+
+// BenchmarkOutboxManyAgents is BenchmarkOutboxJobEvents/tmpfs over 200
+// outboxes in one process, each job on the next one in turn, as a
+// loadtest process holds its agents' (their page caches and growing WAL
+// files compete): a job's lookup, its two records, reads and acks, with
+// the contexts the agent uses (runners record without cancel).
+func BenchmarkOutboxManyAgents(b *testing.B) {
+	ctx := context.WithoutCancel(b.Context())
+	dir, err := os.MkdirTemp("/dev/shm", "outbox-bench-many")
+	if err != nil {
+		b.Skip(err)
+	}
+	defer os.RemoveAll(dir)
+	const n = 200
+	obs := make([]*outbox, n)
+	for i := range obs {
+		d := dir + "/" + strconv.Itoa(i)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		if obs[i], err = openOutbox(ctx, slog.Default(), d, t0); err != nil {
+			b.Fatal(err)
+		}
+		defer obs[i].Close()
+	}
+	var ru0, ru1 unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+	i := 0
+	for b.Loop() {
+		i++
+		ob := obs[i%n]
+		id := "a" + strconv.Itoa(i)
+		if _, err := ob.alloc(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range []string{api.EventStarted, api.EventExited} {
+			if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: spec.JobID(i), Kind: k, Time: spec.NewTime(t0), Reason: "a reason of some length to be like the real body of an event"}); err != nil {
+				b.Fatal(err)
+			}
+			evs, err := ob.pending(ctx, 100)
+			if err != nil || len(evs) != 1 {
+				b.Fatalf("pending: %d events, %v", len(evs), err)
+			}
+			if err := ob.ack(ctx, evs[0].Seq); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+	cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(ru1.Stime.Nano()-ru0.Stime.Nano())/float64(b.N), "sys-ns/op")
+}
+
+// TestOutboxNewFileLayout: a new outbox.db gets 1 KiB pages and an allocs
+// table without rowids (fewer bytes and pages per event's commit), in WAL
+// mode with its index in the agent's memory (no -shm file); an outbox.db
+// of an older agent (4 KiB pages, allocs with rowids) keeps its layout and
+// works as before.
+func TestOutboxNewFileLayout(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	layout := func(ob *outbox) (pageSize int, journal, allocs string) {
+		t.Helper()
+		if err := ob.db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
+			t.Fatal(err)
+		}
+		if err := ob.db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&journal); err != nil {
+			t.Fatal(err)
+		}
+		if err := ob.db.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = 'allocs'`).Scan(&allocs); err != nil {
+			t.Fatal(err)
+		}
+		return pageSize, journal, allocs
+	}
+	roundTrip := func(ob *outbox, id string) {
+		t.Helper()
+		for _, k := range []string{api.EventStarted, api.EventExited} {
+			if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: 1, Kind: k, Time: spec.NewTime(t0), Reason: strings.Repeat("r", 2000)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r, err := ob.allocQuery(ctx, id); err != nil || !r.Started || !r.Exited {
+			t.Errorf("alloc %s = %+v, %v; want started and exited", id, r, err)
+		}
+		evs, err := ob.pending(ctx, 100)
+		if err != nil || len(evs) < 2 || evs[len(evs)-1].Reason != strings.Repeat("r", 2000) {
+			t.Errorf("pending: %d events, %v; want the two just recorded, whole (a row longer than a page)", len(evs), err)
+		}
+	}
+
+	dir := t.TempDir()
+	ob, err := openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, journal, allocs := layout(ob)
+	if ps != outboxPageSize || journal != "wal" || !strings.Contains(allocs, "WITHOUT ROWID") {
+		t.Errorf("new outbox.db: page_size %d, journal_mode %s, allocs %q; want %d, wal, WITHOUT ROWID", ps, journal, allocs, outboxPageSize)
+	}
+	roundTrip(ob, "1.1")
+	if _, err := os.Lstat(filepath.Join(dir, "outbox.db-shm")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("outbox.db-shm: %v; want none (the WAL index in the agent's memory)", err)
+	}
+	ob.Close()
+	ob, err = openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ob.allocQuery(ctx, "1.1"); err != nil || !r.Exited {
+		t.Errorf("alloc 1.1 after a reopen = %+v, %v; want exited", r, err)
+	}
+	roundTrip(ob, "1.2")
+	if _, err := os.Lstat(filepath.Join(dir, "outbox.db-shm")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("outbox.db-shm after a reopen: %v; want none", err)
+	}
+	ob.Close()
+
+	// An older agent's outbox.db: made with SQLite's defaults.
+	old := t.TempDir()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(old, "outbox.db")+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE allocs (alloc_id TEXT PRIMARY KEY, job_id INTEGER NOT NULL, started INTEGER NOT NULL DEFAULT 0,
+		exited INTEGER NOT NULL DEFAULT 0, stop_state TEXT NOT NULL DEFAULT '', stop_why TEXT NOT NULL DEFAULT '',
+		signal_seq INTEGER NOT NULL DEFAULT 0, updated_ns INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	ob, err = openOutbox(ctx, slog.Default(), old, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	ps, journal, allocs = layout(ob)
+	if ps != 4096 || journal != "wal" || strings.Contains(allocs, "WITHOUT ROWID") {
+		t.Errorf("older outbox.db: page_size %d, journal_mode %s, allocs %q; want its own 4096, wal, with rowids", ps, journal, allocs)
+	}
+	roundTrip(ob, "2.1")
 }
