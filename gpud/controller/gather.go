@@ -33,8 +33,12 @@ type gatherState struct {
 // WithGroupCommit lets the owner loop wait up to max (and half the last
 // commit's duration) for more requests to join a batch that is smaller
 // than recent ones (see gatherState). For a store whose commit costs far
-// more than its requests' work (gpud/ha's group); a single controller,
-// whose commit is one SQLite transaction, does not use it.
+// more than its requests' work: gpud/ha's group (a Raft entry), and since
+// session 16 the single controller too (gpud/daemon, 3 ms), whose commit
+// is one SQLite transaction and its fsync: with the runtime's hand-offs
+// around the fsync, each commit costs more than its few requests' work
+// in a live burst (docs/fleet.md, "Session 16 — ctlsub"; session 11's
+// try at load 4-10 could not tell it from the noise).
 func WithGroupCommit(max time.Duration) Option {
 	return func(c *Controller) { c.gather.max = max }
 }

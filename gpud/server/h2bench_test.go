@@ -1,7 +1,10 @@
 package server_test
 
 import (
+	"context"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,4 +39,50 @@ func BenchmarkSubmitParallel8TLS(b *testing.B) {
 		b.Fatal(err)
 	}
 	submitParallel8With(b, c, false)
+}
+
+// BenchmarkGetJobParallel8TLS is the API's per-request cost without the
+// handler's own work: 8 clients over one TLS HTTP/2 connection (as
+// BenchmarkSubmitParallel8TLS) each asking for one small job again and
+// again, so every call passes edge, authentication, the tally and the
+// instrumentation and its answer is a few hundred bytes. Its cpu-µs/op is
+// the whole process's (server and clients) per call.
+func BenchmarkGetJobParallel8TLS(b *testing.B) {
+	s := secureServerWith(b, nil)
+	tok, err := s.keys.Issue(auth.Claims{User: "alice", UID: 1001, GID: 1001}, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Setenv("HOME", b.TempDir()) // no stray ~/.config/gpud
+	b.Setenv(api.EnvToken, "")
+	c, err := api.NewClientWith(s.https, api.ClientOptions{CAFile: s.ca, Token: tok})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	js := jobSpec("bench")
+	js.Hold = true
+	res, err := c.Submit(ctx, api.SubmitRequest{Job: js})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.Job(ctx, res.ID); err != nil { // the connection is up
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	b.ResetTimer()
+	cpu0 := processCPU(b)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if j, err := c.Job(ctx, res.ID); err != nil || j.ID != res.ID {
+					b.Errorf("job %d: got %d, %v", res.ID, j.ID, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 }
