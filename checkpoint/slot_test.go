@@ -28,7 +28,7 @@ func TestSlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	if err := s.AdoptSlot("gpud-prep-1-n1", 7); err != nil {
+	if err := s.AdoptSlot("gpud-prep-1-n1", 7, ""); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(s.JobDir(7), "staging", "f")); err != nil || string(b) != "x" {
@@ -41,7 +41,7 @@ func TestSlots(t *testing.T) {
 	if _, err := s.PrepareSlot("gpud-prep-2-n1", -1, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AdoptSlot("gpud-prep-2-n1", 7); !errors.Is(err, fs.ErrExist) {
+	if err := s.AdoptSlot("gpud-prep-2-n1", 7, ""); !errors.Is(err, fs.ErrExist) {
 		t.Errorf("AdoptSlot over job 7's directory = %v, want fs.ErrExist", err)
 	}
 	if b, err := os.ReadFile(filepath.Join(s.JobDir(7), "staging", "f")); err != nil || string(b) != "x" {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,6 +54,7 @@ type Store struct {
 	root string
 	keep int
 	now  func() time.Time
+	log  *slog.Logger
 }
 
 // Option configures a Store.
@@ -62,6 +64,12 @@ type Option func(*Store)
 // pass a fixed one so manifests are reproducible. The default is time.Now.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
+}
+
+// WithLogger sets where the store logs what it removes on its own (a
+// directory of another job of the same ID). The default discards.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Store) { s.log = l }
 }
 
 // New opens (creating if needed) a store rooted at root that keeps the newest
@@ -82,7 +90,7 @@ func New(root string, keep int, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(abs, 0o711); err != nil {
 		return nil, fmt.Errorf("open checkpoint store %s: %w", abs, err)
 	}
-	s := &Store{root: abs, keep: keep, now: time.Now}
+	s := &Store{root: abs, keep: keep, now: time.Now, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -181,6 +189,23 @@ func (s *Store) Staging(id spec.JobID) (string, error) {
 	return s.stagingDir(id), nil
 }
 
+// Restage is Staging then Chown to uid:gid (none when uid is negative)
+// for a job whose directory exists, after a seal: a missing directory is
+// not made again (an error wrapping fs.ErrNotExist), and one tagged for
+// another job than tag ("": no check) is left alone (ErrOtherJob), so an
+// old runner never clears or makes a new job's staging directory.
+func (s *Store) Restage(id spec.JobID, tag string, uid, gid int) (string, error) {
+	jd, _, err := s.openTagged(id, tag, false)
+	if err != nil {
+		return "", fmt.Errorf("re-create staging dir of job %d: %w", id, err)
+	}
+	defer jd.Close()
+	if err := s.staging(id, jd, true, uid, gid); err != nil {
+		return "", err
+	}
+	return s.stagingDir(id), nil
+}
+
 // staging makes an empty staging directory in job id's open directory
 // jd, clearing what an earlier attempt left first if clear is set, and
 // gives it to uid:gid unless uid is negative.
@@ -224,9 +249,11 @@ func (s *Store) staging(id spec.JobID, jd *safefs.Dir, clear bool, uid, gid int)
 // (none when uid is negative), then Latest, in one pass (the root and the
 // job's directory opened once; a job directory it has just made holds
 // nothing, so there is nothing to clear or list in it). It returns the
-// newest checkpoint that verifies, if any.
-func (s *Store) Prepare(id spec.JobID, uid, gid int) (latest Checkpoint, ok bool, err error) {
-	jd, made, err := s.openJobMade(id, true)
+// newest checkpoint that verifies, if any. tag is the job's (see
+// openTagged; "": none): a directory tagged for another job is replaced
+// before anything in it is cleared, given or offered.
+func (s *Store) Prepare(id spec.JobID, tag string, uid, gid int) (latest Checkpoint, ok bool, err error) {
+	jd, made, err := s.openTagged(id, tag, true)
 	if err != nil {
 		return Checkpoint{}, false, fmt.Errorf("create checkpoint dir of job %d: %w", id, err)
 	}
@@ -281,10 +308,15 @@ func (s *Store) PrepareSlot(name string, uid, gid int) (string, error) {
 }
 
 // AdoptSlot makes slot name job id's checkpoint directory (a rename, so
-// a container that binds the slot keeps it). It fails with an error
-// wrapping fs.ErrExist, and changes nothing, if the job has one already.
-func (s *Store) AdoptSlot(name string, id spec.JobID) error {
+// a container that binds the slot keeps it), tagged tag (none when ""),
+// the tag written before the rename. It fails with an error wrapping
+// fs.ErrExist, and changes nothing but the slot's tag, if the job has
+// one already.
+func (s *Store) AdoptSlot(name string, id spec.JobID, tag string) error {
 	if err := slotName(name); err != nil {
+		return err
+	}
+	if err := validTag(tag); err != nil {
 		return err
 	}
 	root, err := safefs.OpenDir(s.root)
@@ -292,6 +324,20 @@ func (s *Store) AdoptSlot(name string, id spec.JobID) error {
 		return fmt.Errorf("adopt checkpoint slot %s for job %d: %w", name, id, err)
 	}
 	defer root.Close()
+	if tag != "" {
+		slot, err := root.OpenDir(name)
+		if err == nil {
+			var have string
+			have, err = writeTag(slot, tag)
+			slot.Close()
+			if err == nil && have != tag {
+				err = fmt.Errorf("slot is tagged %q already", have)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("adopt checkpoint slot %s for job %d: %w", name, id, err)
+		}
+	}
 	if err := root.RenameNoReplace(name, root, strconv.FormatUint(uint64(id), 10)); err != nil {
 		return fmt.Errorf("adopt checkpoint slot %s for job %d: %w", name, id, err)
 	}
@@ -333,9 +379,10 @@ const raceRetries = 100
 // it creates job id's directory and staging directory if missing (giving
 // a new staging directory to uid:gid unless uid is negative) and clears
 // nothing, since the sealing rank may be using it. It returns the staging
-// directory's path.
-func (s *Store) Join(id spec.JobID, uid, gid int) (string, error) {
-	jd, err := s.openJob(id, true)
+// directory's path. tag is as Prepare's: a directory tagged for another
+// job is replaced, so Latest afterwards offers only the job's own.
+func (s *Store) Join(id spec.JobID, tag string, uid, gid int) (string, error) {
+	jd, _, err := s.openTagged(id, tag, true)
 	if err != nil {
 		return "", fmt.Errorf("create checkpoint dir of job %d: %w", id, err)
 	}
@@ -393,7 +440,17 @@ func (s *Store) openStaging(id spec.JobID) (*safefs.Dir, error) {
 // Ready reports whether job id has marked its staging directory complete by
 // creating a regular file named .done in it.
 func (s *Store) Ready(id spec.JobID) bool {
-	st, err := s.openStaging(id)
+	jd, err := s.openJob(id, false)
+	if err != nil {
+		return false
+	}
+	defer jd.Close()
+	return ready(jd)
+}
+
+// ready is Ready in job directory jd.
+func ready(jd *safefs.Dir) bool {
+	st, err := jd.OpenDir(stagingName)
 	if err != nil {
 		return false
 	}
@@ -455,27 +512,30 @@ func (s *Store) MarkReady(id spec.JobID) error {
 // the path; the refused staging directory stays, without .done, for the
 // next Staging to clear. After Seal the job has no staging directory until
 // Staging is called again.
-func (s *Store) Seal(id spec.JobID) (Checkpoint, error) { return s.SealUnless(id, nil) }
+func (s *Store) Seal(id spec.JobID) (Checkpoint, error) { return s.SealUnless(id, "", nil) }
 
 // SealUnless is Seal that asks fenced, when not nil, just before the
 // rename that makes the checkpoint visible, and seals nothing when it
 // returns an error (wrapped in the one returned). The node agent passes
 // its self-fence: an agent cut off from the controller must not add a
 // checkpoint to a lineage that a requeued attempt elsewhere may own now,
-// however long hashing the files took.
-func (s *Store) SealUnless(id spec.JobID, fenced func() error) (Checkpoint, error) {
+// however long hashing the files took. tag, when not "", is the job's
+// (see openTagged): a directory tagged for another job (an old runner
+// of a job whose ID a reset controller gave to a new one) is refused
+// with an error wrapping ErrOtherJob.
+func (s *Store) SealUnless(id spec.JobID, tag string, fenced func() error) (Checkpoint, error) {
 	st := s.stagingDir(id)
-	if !s.Ready(id) {
+	jd, _, err := s.openTagged(id, tag, false)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
+	}
+	defer jd.Close()
+	if !ready(jd) {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w: %s has no %s; the job must touch it after writing its files (or exit %d)",
 			id, ErrNotReady, st, doneName, ExitCodeCheckpointed)
 	}
 	// .done is protocol, not data: it must not be in the manifest or the
 	// restart directory, where a restarted job would take it for its own.
-	jd, err := s.openJob(id, false)
-	if err != nil {
-		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
-	}
-	defer jd.Close()
 	if err := removeDone(jd); err != nil {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
 	}

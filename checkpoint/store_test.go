@@ -709,17 +709,18 @@ func TestStagingJoinRace(t *testing.T) {
 	}
 	for i := range 2000 {
 		id := spec.JobID(i + 1)
+		tag := JobTag(int64(i % 3)) // 0: untagged; both tag at once otherwise
 		errs := make(chan error, 2)
 		go func() {
 			if i%2 == 1 { // Prepare: Staging without the first clear in a job dir it made
-				_, _, err := owner.Prepare(id, -1, -1)
+				_, _, err := owner.Prepare(id, tag, -1, -1)
 				errs <- err
 				return
 			}
 			_, err := owner.Staging(id)
 			errs <- err
 		}()
-		go func() { _, err := other.Join(id, -1, -1); errs <- err }()
+		go func() { _, err := other.Join(id, tag, -1, -1); errs <- err }()
 		for range 2 {
 			if err := <-errs; err != nil {
 				t.Fatalf("round %d: %v", i, err)
@@ -770,7 +771,7 @@ func TestPrepare(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t, s)
 			}
-			c, ok, err := s.Prepare(7, uid, gid)
+			c, ok, err := s.Prepare(7, "", uid, gid)
 			if err != nil {
 				t.Fatalf("Prepare: %v", err)
 			}

@@ -246,7 +246,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.jobs = jobs
 	defer jobs.Close() // deferred first: runs after the runners and the pool are done
-	ckpt, err := checkpoint.New(a.cfg.CheckpointRoot, a.cfg.CheckpointKeep, checkpoint.WithClock(a.clock.Now))
+	ckpt, err := checkpoint.New(a.cfg.CheckpointRoot, a.cfg.CheckpointKeep, checkpoint.WithClock(a.clock.Now), checkpoint.WithLogger(a.log))
 	if err != nil {
 		return fmt.Errorf("open checkpoint root of node %s: %w", a.cfg.Name, err)
 	}

@@ -89,6 +89,19 @@ func (r *runner) newestSealed() int {
 	return ck.Seq
 }
 
+// ckptTag is the tag of the job's checkpoint directory (checkpoint.JobTag):
+// its submit time, the same on every node and across its requeues, so a
+// reset controller's job of the same ID (numbered from 1 again) is never
+// offered this job's checkpoints, nor this job's runner let seal into
+// that job's directory. "" (no check, as before tags) when the controller
+// sent no submit time.
+func (r *runner) ckptTag() string {
+	if r.asg == nil || r.asg.Job.SubmitTime.IsZero() {
+		return ""
+	}
+	return checkpoint.JobTag(r.asg.Job.SubmitTime.UnixNano())
+}
+
 // prepareCheckpoints creates the job's fresh staging directory (owner), or
 // (other ranks, which must not clear a staging directory rank 0 may be
 // using) only what is missing, and returns the job's checkpoint
@@ -105,10 +118,11 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 	if r.ownsCheckpoints() {
 		// A fresh staging directory, the user's, and the newest
 		// checkpoint, in one pass.
-		latest, ok, err = st.Prepare(r.jobID, owner, int(gid))
+		latest, ok, err = st.Prepare(r.jobID, r.ckptTag(), owner, int(gid))
 	} else {
-		// Create what is missing (a node-local root), clear nothing.
-		if _, err = st.Join(r.jobID, owner, int(gid)); err == nil {
+		// Create what is missing (a node-local root), clear nothing;
+		// replace another job's directory of the same ID first.
+		if _, err = st.Join(r.jobID, r.ckptTag(), owner, int(gid)); err == nil {
 			latest, ok, err = st.Latest(r.jobID)
 		}
 	}
@@ -131,19 +145,21 @@ func (r *runner) sealCheckpoint(ctx context.Context, log *slog.Logger) error {
 	var ck checkpoint.Checkpoint
 	err := fenced()
 	if err == nil {
-		ck, err = st.SealUnless(r.jobID, fenced)
+		ck, err = st.SealUnless(r.jobID, r.ckptTag(), fenced)
 	}
 	if err != nil {
 		log.Warn("seal checkpoint; the job's staging directory is discarded", "err", err)
 	}
-	// A fresh staging directory for the next checkpoint; after a refused
-	// seal this also clears what the job left.
-	if _, serr := st.Staging(r.jobID); serr != nil {
+	// A fresh staging directory for the next checkpoint, the user's;
+	// after a refused seal this also clears what the job left. Never in
+	// another job's directory (the job's ID reused after a controller
+	// reset), nor making one that is gone.
+	owner := -1
+	if os.Geteuid() == 0 {
+		owner = int(r.asg.Job.UID)
+	}
+	if _, serr := st.Restage(r.jobID, r.ckptTag(), owner, int(r.asg.Job.GID)); serr != nil {
 		log.Warn("re-create checkpoint staging directory", "err", serr)
-	} else if os.Geteuid() == 0 {
-		if cerr := st.Chown(r.jobID, r.asg.Job.UID, r.asg.Job.GID); cerr != nil {
-			log.Warn("give checkpoint staging directory to the job's user", "err", cerr)
-		}
 	}
 	if err != nil {
 		return err

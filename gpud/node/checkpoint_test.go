@@ -1,9 +1,12 @@
 package node
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +25,7 @@ func ckptAsg(id spec.JobID, dir string, interval time.Duration, attempt int) api
 	a := asg(id, dir)
 	a.Job.Ckpt = spec.Duration(interval)
 	a.Job.Attempt = attempt
+	a.Job.SubmitTime = spec.NewTime(t0) // the same across requeues: the checkpoint directory's tag
 	a.Alloc.Attempt = attempt
 	a.Alloc.Nodes = []spec.NodeAlloc{{Node: "node-1", Rank: 0, CPUs: 4, MemMiB: 8192, GPUs: []string{"GPU-a"}}}
 	if attempt > 1 {
@@ -366,5 +370,48 @@ func TestOtherRanksSignalled(t *testing.T) {
 	}
 	if n := len(checkpointEvents(e.eventsOf("a14"))); n != 0 {
 		t.Errorf("rank 1 reported %d checkpoints; only rank 0 seals", n)
+	}
+}
+
+// TestCheckpointOfAnEarlierJobNotOffered: a reset controller's job 8 (its
+// jobs numbered from 1 again; another submit time) is never offered the
+// checkpoint an earlier job 8 sealed on this node, whose user's files it
+// must not see: the old directory is replaced before the start, and the
+// new job's checkpoints start from 1 in its own (a requeue of a job with
+// the same submit time restarting from its checkpoint:
+// TestRequeueCheckpointsFirstAndRestartsFromIt, tagged by ckptAsg).
+func TestCheckpointOfAnEarlierJobNotOffered(t *testing.T) {
+	e := newEnv(t, nil)
+	cid := ContainerID(8, 1, "node-1")
+	old := ckptAsg(8, e.home, time.Hour, 1)
+	old.Job.SubmitTime = spec.NewTime(t0.Add(-time.Hour))
+	e.fc.Set(old)
+	e.waitStarted(t, cid)
+	stop := old
+	stop.Stop, stop.StopState, stop.StopReason, stop.Checkpoint = true, spec.StateRequeued, "requeued by root", true
+	e.setAndWait(t, stop)
+	waitFor(t, "checkpoint signal before the stop", func() bool { return hasSignal(e.rt.Signals(cid), syscall.SIGUSR1) == 1 }, e.on()...)
+	jobDir := filepath.Join(e.dir, "checkpoints", "8")
+	writeCheckpoint(t, filepath.Join(jobDir, "staging"), "old job's")
+	waitFor(t, "poll timer", func() bool { return e.clock.Waiters() == 3 }, e.on()...)
+	e.clock.Advance(checkpointPoll)
+	e.waitExited(t, "a8")
+	if _, err := os.Stat(filepath.Join(jobDir, "ckpt-00000001", "counter")); err != nil {
+		t.Fatalf("the earlier job's checkpoint was not sealed: %v", err)
+	}
+
+	// The controller's state is reset: its job 8 is another job.
+	cid2 := ContainerID(8, 2, "node-1")
+	fresh := ckptAsg(8, e.home, time.Hour, 2) // submitted at t0
+	e.fc.Set(fresh)
+	e.waitStarted(t, cid2)
+	cfg, _ := e.rt.Config(cid2)
+	for _, kv := range cfg.Env {
+		if strings.HasPrefix(kv, "GPUD_RESTART_DIR=") && kv != "GPUD_RESTART_DIR=" {
+			t.Errorf("the new job 8 is offered the earlier job 8's checkpoint: %s", kv)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(jobDir, "ckpt-00000001")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the earlier job's checkpoint is still in the new job's directory: %v", err)
 	}
 }

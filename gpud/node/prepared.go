@@ -603,7 +603,7 @@ func (r *runner) claim(ctx context.Context, c *preparedCtr, shape string) error 
 	if err := d.WriteFile("launch", launcher(cfg), 0o500, owner, int(job.GID)); err != nil {
 		return fmt.Errorf("write job launcher: %w", err)
 	}
-	if err := r.d.ckpt.AdoptSlot(c.id, r.jobID); err != nil {
+	if err := r.d.ckpt.AdoptSlot(c.id, r.jobID, r.ckptTag()); err != nil {
 		return err
 	}
 	r.id = c.id
