@@ -68,9 +68,13 @@ type schedState struct {
 	// fairshare is set when inc's priorities read a fairshare report
 	// (which moves as jobs run); shareAt is when it was taken. A State
 	// past its interval gets a new one before it answers submissions
-	// into an empty queue (cycleIncremental).
-	fairshare bool
-	shareAt   time.Time
+	// into an empty queue (cycleIncremental). shareEnded says a job
+	// ended since it was taken: the end billed its account at once, so
+	// the report is old before its interval is over, and the next
+	// submissions into an empty queue get a new one too.
+	fairshare  bool
+	shareAt    time.Time
+	shareEnded bool
 }
 
 // maxKeptEvents bounds the submissions and ends one State answers between
@@ -264,6 +268,7 @@ func (c *Controller) keepInc() bool {
 		return false
 	}
 	s.incEvents += len(s.freed)
+	s.shareEnded = s.shareEnded || len(s.freed) > 0
 	for _, id := range s.freed {
 		if p := s.inc.End(id, now); len(p.Starts)+len(p.Preemptions) > 0 {
 			return false // nothing is pending to start: never expected; a full cycle sorts it out
@@ -294,7 +299,7 @@ func (c *Controller) scheduleInto(tx *txn, start time.Time) error {
 		snap := c.snapshot(now)
 		cfg := c.schedConfig()
 		st, plan := sched.NewState(snap, now, cfg)
-		s.inc, s.incAt, s.incEvents, s.shareAt = st, now, 0, now
+		s.inc, s.incAt, s.incEvents, s.shareAt, s.shareEnded = st, now, 0, now, false
 		c.notePrefetch(plan, now)
 		s.incOK = !s.afterDeps && len(s.arrayLimited) == 0 && len(s.waiting) == 0 && !c.sched.anyDeps
 		if !cfg.Priority.Weights.Zero() {
@@ -383,6 +388,7 @@ func (c *Controller) cycleIncremental(tx *txn, now, start time.Time) {
 		s.inc.SetImages(name, c.nodeImageSet(name))
 	}
 	s.incEvents += len(s.freed) + len(s.submitted)
+	s.shareEnded = s.shareEnded || len(s.freed) > 0
 	for i, id := range s.freed {
 		if i > 0 && time.Since(start) > s.fullDur {
 			tx.kick = true
@@ -398,11 +404,17 @@ func (c *Controller) cycleIncremental(tx *txn, now, start time.Time) {
 			jobs = append(jobs, c.schedJob(&rec.job))
 		}
 	}
-	if len(jobs) > 0 && s.fairshare && now.Sub(s.shareAt) >= c.cfg.SchedInterval && c.onlyNewPending() {
-		// Past the interval the report is old; with only the new jobs
-		// pending, the one a full cycle would take now (incCurrent).
+	if len(jobs) > 0 && s.fairshare && (s.shareEnded || now.Sub(s.shareAt) >= c.cfg.SchedInterval) && c.onlyNewPending() {
+		// Past the interval, or after an end billed an account, the
+		// report is old; with only the new jobs pending, the one a full
+		// cycle would take now (incCurrent). A job submitted after
+		// another ended is ordered with that job's usage, as gpuq prio
+		// shows it (TestFairshareSeesEndsWithinInterval). With older
+		// jobs pending, a new report would reorder them, which only a
+		// full cycle does: they keep their order until the next one,
+		// within the interval.
 		s.inc.SetFairshare(c.fairshareReport(now))
-		s.shareAt = now
+		s.shareAt, s.shareEnded = now, false
 	}
 	if len(jobs) > 0 {
 		c.apply(tx, s.inc.SubmitAll(jobs, now), now)

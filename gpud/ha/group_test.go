@@ -390,6 +390,7 @@ func TestAccountingReplicated(t *testing.T) {
 // snapshot: the leader has compacted the log it would need.
 func TestEmptyMemberCatchesUpFromSnapshot(t *testing.T) {
 	tune := func(c *ha.Config) {
+		steady(c) // a replication test: see TestGroupConfigReplicated
 		c.SnapshotThreshold, c.TrailingLogs, c.SnapshotInterval = 16, 4, 50*time.Millisecond
 	}
 	g := startGroup(t, 3, tune)
@@ -610,6 +611,10 @@ func TestGroupConfigReplicated(t *testing.T) {
 	var mu sync.Mutex
 	heard := map[string][]string{}
 	tune := func(c *ha.Config) {
+		// steady: a replication test, no failover; the full run of
+		// b2d3cfc (load 25) deposed the leader while one member was
+		// wiped ("leadership lost while committing log").
+		steady(c)
 		c.SnapshotThreshold, c.TrailingLogs, c.SnapshotInterval = 16, 4, 50*time.Millisecond
 		id := c.ID
 		c.OnConfig = func(data []byte) {
