@@ -170,3 +170,111 @@ func (s *Store) replaceOther(id spec.JobID, tag, other string) error {
 	}
 	return root.Sync()
 }
+
+// Mark names the attempt that last readied a job's directory (Claim): a
+// random value kept in the directory (claimName, root's), so another
+// attempt's Claim of the same job (a requeue started on a node sharing
+// the root) is told apart from the runner's own. The zero Mark is none.
+type Mark struct{ nonce string }
+
+const claimName = ".claim"
+
+// Claim marks job id's directory, which exists, as readied by the caller
+// (after Prepare or AdoptSlot), replacing an earlier attempt's mark, and
+// returns the mark for RemoveUnsealed. Not fsynced: a mark lost in a
+// crash only leaves the directory to stay.
+func (s *Store) Claim(id spec.JobID) (Mark, error) {
+	jd, err := s.openJob(id, false)
+	if err != nil {
+		return Mark{}, fmt.Errorf("claim checkpoint dir of job %d: %w", id, err)
+	}
+	defer jd.Close()
+	m := Mark{nonce: randHex()}
+	tmp := claimName + "-" + m.nonce
+	if err := jd.WriteNew(tmp, []byte(m.nonce), 0o600, -1, -1); err != nil {
+		return Mark{}, fmt.Errorf("claim checkpoint dir of job %d: %w", id, err)
+	}
+	if err := jd.Rename(tmp, jd, claimName); err != nil {
+		_ = jd.Remove(tmp)
+		return Mark{}, fmt.Errorf("claim checkpoint dir of job %d: %w", id, err)
+	}
+	return m, nil
+}
+
+// markOf reads the mark of open job directory jd (zero: none).
+func markOf(jd *safefs.Dir) Mark {
+	f, err := jd.OpenRegular(claimName)
+	if err != nil {
+		return Mark{}
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, tagMax))
+	if err != nil {
+		return Mark{}
+	}
+	return Mark{nonce: string(b)}
+}
+
+// RemoveUnsealed removes job id's directory when the job's part that
+// claimed it (mark) ends and nothing was sealed in it: no ckpt-* (valid
+// or not), the directory tagged tag ("": no check) and still marked mark
+// (not claimed by another attempt since). It reports
+// whether it removed it; a directory that does not qualify is left as it
+// is, and a missing one is not an error. The directory is moved aside
+// before it is looked at a last time, so a Prepare of another attempt
+// meanwhile makes its own (the move is undone when it no longer
+// qualifies).
+func (s *Store) RemoveUnsealed(id spec.JobID, tag string, mark Mark) (bool, error) {
+	if mark == (Mark{}) {
+		return false, nil
+	}
+	qualifies := func(jd *safefs.Dir) (bool, error) {
+		if have, err := readTag(jd); err != nil || (tag != "" && have != tag) {
+			return false, err
+		}
+		if seqs, err := listSeqs(jd); err != nil || len(seqs) > 0 {
+			return false, err
+		}
+		return markOf(jd) == mark, nil
+	}
+	jd, err := s.openJob(id, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("remove checkpoint dir of job %d: %w", id, err)
+	}
+	ok, err := qualifies(jd)
+	jd.Close()
+	if !ok || err != nil {
+		return false, err
+	}
+	root, err := safefs.OpenDir(s.root)
+	if err != nil {
+		return false, fmt.Errorf("remove checkpoint dir of job %d: %w", id, err)
+	}
+	defer root.Close()
+	name := strconv.FormatUint(uint64(id), 10)
+	trash := trashPrefix + name + "-" + randHex()
+	if err := root.RenameNoReplace(name, root, trash); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, fmt.Errorf("remove checkpoint dir of job %d: %w", id, err)
+	}
+	moved, err := root.OpenDir(trash)
+	if err == nil {
+		ok, err = qualifies(moved)
+		moved.Close()
+	}
+	if !ok || err != nil {
+		if rerr := root.RenameNoReplace(trash, root, name); rerr != nil {
+			return false, fmt.Errorf("put back checkpoint dir of job %d (at %s): %w", id, trash, rerr)
+		}
+		return false, err
+	}
+	if err := root.RemoveAll(trash); err != nil {
+		return false, fmt.Errorf("remove checkpoint dir of job %d (moved to %s): %w", id, trash, err)
+	}
+	return true, nil
+}

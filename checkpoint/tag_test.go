@@ -249,3 +249,83 @@ func TestTagAfterReset(t *testing.T) {
 		}
 	})
 }
+
+// TestRemoveUnsealed: a job's directory goes when the part that made its
+// staging directory ends with nothing sealed; it stays with a sealed
+// checkpoint (a requeued attempt restarts from it), once another attempt
+// has prepared it again, and when it is another job's.
+func TestRemoveUnsealed(t *testing.T) {
+	tag := JobTag(42)
+	prepared := func(t *testing.T, s *Store) Mark {
+		t.Helper()
+		if _, _, err := s.Prepare(7, tag, -1, -1); err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.Claim(7)
+		if err != nil || m == (Mark{}) {
+			t.Fatalf("Claim = %v, %v", m, err)
+		}
+		return m
+	}
+	t.Run("nothing sealed: removed, root left clean", func(t *testing.T) {
+		s := newTestStore(t, 2)
+		m := prepared(t, s)
+		writeTree(t, s.stagingDir(7), map[string]string{"half.pt": "never sealed"})
+		if ok, err := s.RemoveUnsealed(7, tag, m); !ok || err != nil {
+			t.Fatalf("RemoveUnsealed = %v, %v; want removed", ok, err)
+		}
+		if diff := cmp.Diff([]string{}, dirNames(t, s.Root())); diff != "" {
+			t.Errorf("root after removal (-want +got):\n%s", diff)
+		}
+		if ok, err := s.RemoveUnsealed(7, tag, m); ok || err != nil {
+			t.Errorf("RemoveUnsealed of a missing directory = %v, %v; want false, nil", ok, err)
+		}
+	})
+	t.Run("sealed: kept", func(t *testing.T) {
+		s := newTestStore(t, 2)
+		m := prepared(t, s)
+		writeTree(t, s.stagingDir(7), map[string]string{"a": "1"})
+		if err := s.MarkReady(7); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SealUnless(7, tag, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Restage(7, tag, -1, -1); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.RemoveUnsealed(7, tag, m); ok || err != nil {
+			t.Fatalf("RemoveUnsealed (first mark) = %v, %v; want kept", ok, err)
+		}
+		if c, ok, err := s.Latest(7); !ok || err != nil || c.Seq != 1 {
+			t.Errorf("Latest = %+v, %v, %v; want the sealed checkpoint", c, ok, err)
+		}
+	})
+	t.Run("prepared again by another attempt: kept", func(t *testing.T) {
+		s := newTestStore(t, 2)
+		m := prepared(t, s)
+		again := prepared(t, s)
+		if again == m {
+			t.Fatal("a second Claim kept the first's mark")
+		}
+		if ok, err := s.RemoveUnsealed(7, tag, m); ok || err != nil {
+			t.Fatalf("RemoveUnsealed with the first attempt's mark = %v, %v; want kept", ok, err)
+		}
+		if ok, err := s.RemoveUnsealed(7, tag, again); !ok || err != nil {
+			t.Fatalf("RemoveUnsealed with the newer attempt's mark = %v, %v; want removed", ok, err)
+		}
+	})
+	t.Run("another job's or no mark: kept", func(t *testing.T) {
+		s := newTestStore(t, 2)
+		m := prepared(t, s)
+		if ok, err := s.RemoveUnsealed(7, JobTag(43), m); ok || err != nil {
+			t.Errorf("RemoveUnsealed with another tag = %v, %v; want kept", ok, err)
+		}
+		if ok, err := s.RemoveUnsealed(7, tag, Mark{}); ok || err != nil {
+			t.Errorf("RemoveUnsealed without a mark = %v, %v; want kept", ok, err)
+		}
+		if _, err := os.Stat(s.stagingDir(7)); err != nil {
+			t.Errorf("staging gone: %v", err)
+		}
+	})
+}

@@ -119,6 +119,9 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 		// A fresh staging directory, the user's, and the newest
 		// checkpoint, in one pass.
 		latest, ok, err = st.Prepare(r.jobID, r.ckptTag(), owner, int(gid))
+		if err == nil {
+			r.claimCheckpoints(r.log())
+		}
 	} else {
 		// Create what is missing (a node-local root), clear nothing;
 		// replace another job's directory of the same ID first.
@@ -134,6 +137,38 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 		r.log().Info("job restarts from checkpoint", "seq", latest.Seq, "dir", latest.Dir, "bytes", latest.Bytes)
 	}
 	return dir, restart, nil
+}
+
+// claimCheckpoints marks the job's checkpoint directory as this runner's
+// (rank 0, after Prepare or adopting a slot), so that its end may remove
+// it if nothing gets sealed there. Without the mark it stays.
+func (r *runner) claimCheckpoints(log *slog.Logger) {
+	m, err := r.d.ckpt.Claim(r.jobID)
+	if err != nil {
+		log.Warn("mark the job's checkpoint directory as this attempt's; it stays after the job", "err", err)
+		return
+	}
+	r.ckptMark = m
+}
+
+// removeUnsealedCheckpoints removes the job's checkpoint directory when
+// its part on this node has ended (the container is gone) and the runner
+// claimed it (rank 0) and nothing was sealed there:
+// it holds nothing a restart could use. A directory with a sealed
+// checkpoint stays for a requeued attempt; so does one another attempt
+// has prepared since (a requeue started on a node sharing the root).
+func (r *runner) removeUnsealedCheckpoints(log *slog.Logger) {
+	if r.ckptMark == (checkpoint.Mark{}) {
+		return
+	}
+	removed, err := r.d.ckpt.RemoveUnsealed(r.jobID, r.ckptTag(), r.ckptMark)
+	if err != nil {
+		log.Warn("remove the job's checkpoint directory, which holds no checkpoint", "err", err)
+		return
+	}
+	if removed {
+		log.Debug("checkpoint directory without a checkpoint removed", "dir", r.d.ckpt.JobDir(r.jobID))
+	}
 }
 
 // sealCheckpoint seals the job's ready staging directory, gives the job a

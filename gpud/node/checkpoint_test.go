@@ -415,3 +415,35 @@ func TestCheckpointOfAnEarlierJobNotOffered(t *testing.T) {
 		t.Errorf("the earlier job's checkpoint is still in the new job's directory: %v", err)
 	}
 }
+
+// TestCheckpointDirRemovedWithoutSeal: every job's start makes its
+// checkpoint directory; when the job's part on the node of its rank 0
+// ends with nothing sealed there it is removed (nothing a restart could use), while one holding a sealed
+// checkpoint stays for the requeued attempt (which then restarts from it:
+// TestRequeueCheckpointsFirstAndRestartsFromIt).
+func TestCheckpointDirRemovedWithoutSeal(t *testing.T) {
+	e := newEnv(t, nil)
+	jobDir := filepath.Join(e.dir, "checkpoints", "7")
+	e.fc.Set(ckptAsg(7, e.home, 0, 1)) // rank 0, no --checkpoint
+	e.waitStarted(t, cid)
+	if _, err := os.Stat(filepath.Join(jobDir, "staging")); err != nil {
+		t.Fatalf("the running job has no checkpoint staging directory: %v", err)
+	}
+	e.rt.Exit(cid, runtime.ExitStatus{Code: 1})
+	waitFor(t, "a7's container deleted", func() bool { _, ok := e.rt.Status(cid); return !ok }, e.on()...)
+	waitFor(t, "the checkpoint directory without a checkpoint removed", func() bool {
+		_, err := os.Lstat(jobDir)
+		return errors.Is(err, fs.ErrNotExist)
+	}, e.on()...)
+
+	// Sealed, then ended: kept.
+	cid9 := ContainerID(9, 1, "node-1")
+	a := ckptAsg(9, e.home, time.Hour, 1)
+	e.fc.Set(a)
+	e.waitStarted(t, cid9)
+	e.rt.Exit(cid9, runtime.ExitStatus{Code: checkpoint.ExitCodeCheckpointed})
+	waitFor(t, "a9's container deleted", func() bool { _, ok := e.rt.Status(cid9); return !ok }, e.on()...)
+	if _, err := os.Stat(filepath.Join(e.dir, "checkpoints", "9", "ckpt-00000001")); err != nil {
+		t.Errorf("the sealed checkpoint of a job exited %d is gone: %v", checkpoint.ExitCodeCheckpointed, err)
+	}
+}

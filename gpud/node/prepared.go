@@ -612,6 +612,9 @@ func (r *runner) claim(ctx context.Context, c *preparedCtr, shape string) error 
 	if err := r.d.ckpt.AdoptSlot(c.id, r.jobID, r.ckptTag()); err != nil {
 		return err
 	}
+	if r.ownsCheckpoints() {
+		r.claimCheckpoints(r.log())
+	}
 	r.id = c.id
 	stopServe := r.serveSteps(ctx, cfg.Env)
 	if err := r.d.pool.prep.StartPrepared(ctx, c.id, cfg); err != nil {

@@ -38,6 +38,9 @@ type runner struct {
 	deadline time.Time // zero: no time limit
 	adopted  bool
 	rec      allocRecord // what the outbox knew when the runner was made
+	// ckptMark is this runner's claim of the job's checkpoint directory
+	// (rank 0; zero: none), for removeUnsealedCheckpoints (checkpoint.go).
+	ckptMark checkpoint.Mark
 	// ended is set before the exit is recorded: from then on the job is
 	// not running, and RunningJobs (usage samples, metrics) leaves it out
 	// though the runner is still cleaning up.
@@ -840,5 +843,6 @@ func (r *runner) finish(ctx context.Context, log *slog.Logger, st runtime.ExitSt
 	}
 	if r.d.deleteContainer(ctx, log, r.id) {
 		r.removeJobDir(log)
+		r.removeUnsealedCheckpoints(log) // checkpoint.go
 	}
 }
