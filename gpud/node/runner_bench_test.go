@@ -22,7 +22,8 @@ import (
 // BenchmarkRunnerJob is one job through a node agent's runner, start to
 // reported exit, as gpud loadtest's agents run them: a one-GPU batch job
 // on the host's root (the loadtest's job: a two-line script, output to
-// /dev/null) whose fake container exits at once. Each job's runner does
+// /dev/null, a submit time, so its checkpoint directory is tagged) whose
+// fake container exits at once. Each job's runner does
 // what it does on a node: the job directory, the checkpoint directory,
 // the step socket served, the container config, the started and exited
 // records (memory outbox, acknowledged as the sender would), the
@@ -88,7 +89,7 @@ func benchRunnerJob(b *testing.B, base string) {
 		id++
 		jid := spec.JobID(id)
 		asg := &api.Assignment{
-			Job: spec.Job{ID: jid, UID: uint32(uid), GID: uint32(gid), User: "lt", Attempt: 1, JobSpec: spec.JobSpec{
+			Job: spec.Job{ID: jid, UID: uint32(uid), GID: uint32(gid), User: "lt", Attempt: 1, SubmitTime: spec.NewTime(time.Now()), JobSpec: spec.JobSpec{
 				Name: "lt", Partition: "gpu", Script: "#!/bin/sh\ntrue\n", TimeLimit: spec.Duration(time.Hour),
 				Env: []string{"LOADTEST_RUN_MS=0"}, WorkDir: "/tmp", SubmitDir: "/tmp", Output: "/dev/null"}},
 			Alloc: spec.Alloc{ID: fmt.Sprintf("a%d", id), JobID: jid, Attempt: 1, StartTime: spec.NewTime(time.Now()),
