@@ -566,6 +566,13 @@ func (s *Store) SealUnless(id spec.JobID, tag string, fenced func() error) (Chec
 			return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
 		}
 	}
+	// The tag, written unsynced at the start, is made durable before
+	// the checkpoint is visible: a crash must not leave a sealed
+	// checkpoint in a directory whose tag is lost (then taken as any
+	// job's of the ID).
+	if err := syncTag(jd); err != nil {
+		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
+	}
 	if err := jd.Rename(stagingName, jd, ckptName(seq)); err != nil {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
 	}
