@@ -155,13 +155,15 @@ func (s *Store) openJobMade(id spec.JobID, create bool) (jd *safefs.Dir, made bo
 	}
 	defer root.Close()
 	name := strconv.FormatUint(uint64(id), 10)
-	jd, err = root.OpenDir(name)
-	if err == nil || !create || !errors.Is(err, fs.ErrNotExist) {
+	if !create {
+		jd, err = root.OpenDir(name)
 		return jd, false, err
 	}
+	// Made first, opened only when it is there already (a job's first
+	// start, the usual one, costs no failed open).
 	jd, err = root.Mkdir(name, 0o711)
 	if errors.Is(err, fs.ErrExist) {
-		jd, err = root.OpenDir(name) // made by another rank's agent meanwhile
+		jd, err = root.OpenDir(name) // an earlier attempt's, or another rank's agent's
 		return jd, false, err
 	}
 	if err != nil {

@@ -523,10 +523,16 @@ func (p *preparedPool) prepared() int {
 // starts it cold. refill, when not nil, asks for the containers of the
 // job's shape: the caller calls it once the job runs.
 func (r *runner) startPrepared(ctx context.Context, log *slog.Logger) (started bool, refill func()) {
-	pool := r.d.pool
-	if pool == nil {
+	if r.d.pool == nil {
 		return false, nil
 	}
+	return r.startPreparedIn(ctx, log, r.d.pool)
+}
+
+// startPreparedIn is startPrepared with a pool. Apart, so that a node
+// without a pool does not grow each runner's stack for this one's frame
+// (a job's taskInput and container config, a few KiB).
+func (r *runner) startPreparedIn(ctx context.Context, log *slog.Logger, pool *preparedPool) (started bool, refill func()) {
 	pool.noteStarted(r.jobID) // expect.go: prepare nothing more for it
 	in, err := r.taskInput(shapeJobDir, shapeCkptDir, "")
 	if err != nil {

@@ -99,6 +99,9 @@ type runner struct {
 	// dir is the job directory prepare made, open until removeJobDir
 	// (runner goroutine only; nil for a job started otherwise).
 	dir *safefs.Dir
+	// stopServe ends serveSteps' listener; run calls it when it returns
+	// (runner goroutine only; nil when it serves none).
+	stopServe func()
 }
 
 // learned is an adopted runner's assignment and its part of it.
@@ -205,7 +208,9 @@ func (r *runner) log() *slog.Logger {
 	if l := r.logger.Load(); l != nil && l.id == id {
 		return l.log
 	}
-	l := &runnerLog{id: id, log: r.d.log.With("job_id", r.jobID, "alloc_id", r.allocID, "container", id)}
+	// job_id as the number it is (a spec.JobID would be formatted by
+	// fmt, the same text at several times the cost).
+	l := &runnerLog{id: id, log: r.d.log.With(slog.Uint64("job_id", uint64(r.jobID)), slog.String("alloc_id", r.allocID), slog.String("container", id))}
 	r.logger.Store(l)
 	return l.log
 }
@@ -221,6 +226,9 @@ func (r *runner) jobDir() string { return filepath.Join(r.d.cfg.jobsDir(), r.id)
 func (r *runner) run(ctx context.Context) {
 	log := r.log()
 	defer func() {
+		if r.stopServe != nil {
+			r.stopServe() // the step socket's listener (serveSteps)
+		}
 		if r.release != nil {
 			r.release()
 		}
@@ -433,7 +441,10 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 // it restarts from (""). It changes nothing on the node.
 func (r *runner) taskInput(dir, ckpt, restart string) (taskInput, error) {
 	job := &r.asg.Job
-	groups, err := supplementaryGroups(job.UID, job.GID)
+	// One lookup for both the groups and the home (each checks that the
+	// user database's files did not change).
+	u := users.lookup(job.UID)
+	groups, err := u.supplementaryGroups(job.GID)
 	if err != nil {
 		r.log().Debug("no supplementary groups for job user", "uid", job.UID, "err", err)
 	}
@@ -442,7 +453,7 @@ func (r *runner) taskInput(dir, ckpt, restart string) (taskInput, error) {
 		DefaultImage: r.d.cfg.DefaultImage, GPUs: r.d.gpus, NICs: r.d.nics, MIG: r.mig, ContainerID: r.id, JobDir: dir,
 		CPUSet: r.cpus, CPUMems: r.mems,
 		ScriptPath: filepath.Join(dir, "script"), CkptDir: ckpt, RestartDir: restart, GroupIDs: groups, Deadline: r.deadline,
-		Hide: r.d.hidden(), Show: r.d.cfg.ShowPaths, Home: homeDir(job.UID),
+		Hide: r.d.hidden(), Show: r.d.cfg.ShowPaths, Home: u.homeDir(),
 		Mounts: existingDirs(r.d.cfg.Mounts), ToolsDir: r.d.cfg.ToolsDir, PulledImage: r.pulled.Ref,
 		HostRootReadOnly: r.d.cfg.HostRootReadOnly, SharedTmp: r.d.cfg.SharedTmp,
 	}, nil

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -28,7 +29,8 @@ import (
 // container deleted and the job directory removed. tmpfs: the state on
 // /dev/shm (as the loadtest's agents); disk: in the test's temp dir, as a
 // node's /var/lib/gpud. cpu-ns/op is the process's CPU time (getrusage),
-// steadier than ns/op on a loaded machine.
+// steadier than ns/op on a loaded machine. The agent logs as the
+// loadtest's agents do (text, warnings and errors only).
 func BenchmarkRunnerJob(b *testing.B) {
 	b.Run("tmpfs", func(b *testing.B) {
 		base, err := os.MkdirTemp("/dev/shm", "runnerjob-")
@@ -51,7 +53,7 @@ func benchRunnerJob(b *testing.B, base string) {
 		Inventory: spec.Inventory{CPUs: 128, MemMiB: 1 << 20, GPUs: []spec.GPU{{UUID: uuid, MemMiB: 81559}}},
 		KillGrace: time.Second, HeartbeatInterval: time.Second, PollWait: time.Second,
 		SysfsRoot: filepath.Join(base, "sysfs"),
-	}, fc.Client, rt, WithLogger(slog.New(slog.DiscardHandler)))
+	}, fc.Client, rt, WithLogger(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	if err != nil {
 		b.Fatal(err)
 	}

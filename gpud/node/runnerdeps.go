@@ -118,8 +118,11 @@ func (d *runnerDeps) record(ctx context.Context, ev api.AllocEvent) error {
 	if err != nil {
 		return err
 	}
-	d.log.Info("alloc "+ev.Kind, "seq", seq, "job_id", ev.JobID, "alloc_id", ev.AllocID, "state", ev.State,
-		"exit_code", ev.ExitCode, "reason", ev.Reason)
+	// Its arguments are made only for a log that takes Info lines.
+	if d.log.Enabled(ctx, slog.LevelInfo) {
+		d.log.Info("alloc "+ev.Kind, "seq", seq, "job_id", ev.JobID, "alloc_id", ev.AllocID, "state", ev.State,
+			"exit_code", ev.ExitCode, "reason", ev.Reason)
+	}
 	select {
 	case d.kick <- struct{}{}:
 	default:

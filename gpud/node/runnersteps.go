@@ -53,11 +53,13 @@ func (h stepHost) Fail(allocID, reason string) {
 }
 
 // serveSteps makes the job's steps Ready (its container's environment
-// cfgEnv) and listens on its step socket until ctx ends or the runner is
-// done, or until the returned func is called.
+// cfgEnv) and listens on its step socket until ctx ends or run returns
+// (r.stopServe, which run defers), or until the returned func is called.
 func (r *runner) serveSteps(ctx context.Context, env []string) (stop func()) {
 	r.steps.Ready(r.asg, r.self, r.id, r.jobDir(), env, r.log())
-	return r.steps.Serve(ctx, r.done)
+	stop = r.steps.Serve(ctx, nil)
+	r.stopServe = stop
+	return stop
 }
 
 // waitGang holds a multi-node batch job's script back until every node

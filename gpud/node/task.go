@@ -192,8 +192,11 @@ func allocStart(a *spec.Alloc) time.Time { return a.StartTime.Time }
 
 // homeDir is uid's home directory on this node when it is an existing
 // absolute directory other than /, else "".
-func homeDir(uid uint32) string {
-	u := users.lookup(uid)
+func homeDir(uid uint32) string { return users.lookup(uid).homeDir() }
+
+// homeDir is the entry's home directory when it is an existing absolute
+// directory other than /, else "".
+func (u userEntry) homeDir() string {
 	if u.err != nil || !filepath.IsAbs(u.home) || filepath.Clean(u.home) == "/" {
 		return ""
 	}
@@ -217,7 +220,11 @@ func existingDirs(paths []string) []string {
 // supplementaryGroups returns uid's groups other than gid, or nil when the
 // user is unknown on this node (the job then runs with its primary group).
 func supplementaryGroups(uid, gid uint32) ([]uint32, error) {
-	u := users.lookup(uid)
+	return users.lookup(uid).supplementaryGroups(gid)
+}
+
+// supplementaryGroups is the entry's groups other than gid.
+func (u userEntry) supplementaryGroups(gid uint32) ([]uint32, error) {
 	if u.err != nil {
 		return nil, u.err
 	}

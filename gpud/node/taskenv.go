@@ -19,7 +19,8 @@ import (
 
 // taskEnv is the container's environment.
 func taskEnv(in *taskInput, d taskDevs) []string {
-	ours := jobEnv(in, d)
+	ours := make([]string, 0, taskEnvCap)
+	ours = append(ours, jobEnv(in, d)...)
 	ours = append(ours, slurmEnv(in)...)
 	ours = append(ours, pathEnv(in)...)
 	ours = append(ours, shareEnv(in)...)
@@ -29,6 +30,10 @@ func taskEnv(in *taskInput, d taskDevs) []string {
 	ours = append(ours, hetEnv(in)...)
 	return step.MergeEnv(in.Asg.Job.Env, ours)
 }
+
+// taskEnvCap is room for the variables the node sets for a usual job
+// (about fifty), so taskEnv's appends do not grow its slice.
+const taskEnvCap = 64
 
 // hetEnv is a heterogeneous job's: its size, and each component's
 // variables with _HET_GROUP_N appended to the usual name (Slurm's

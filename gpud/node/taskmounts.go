@@ -22,13 +22,16 @@ import (
 // submit or output directory is inside daemon state is refused.
 func taskMounts(in *taskInput, out taskOutput) ([]runtime.Mount, error) {
 	job := &in.Asg.Job
-	var mounts []runtime.Mount
-	seen := map[string]bool{}
+	mounts := make([]runtime.Mount, 0, 16)
+	// seen: a bind of src at dst is listed already (a job has a dozen
+	// mounts: scanned, not kept in a map).
+	seen := func(src, dst string) bool {
+		return slices.ContainsFunc(mounts, func(m runtime.Mount) bool { return !m.Hide && m.Source == src && m.Dest == dst })
+	}
 	rw := func(src, dst string) {
-		if src == "" || seen[src+"\x00"+dst] {
+		if src == "" || seen(src, dst) {
 			return
 		}
-		seen[src+"\x00"+dst] = true
 		mounts = append(mounts, runtime.Mount{Source: src, Dest: dst})
 	}
 	// The user names these; the node adds the rest.
@@ -87,10 +90,9 @@ func taskMounts(in *taskInput, out taskOutput) ([]runtime.Mount, error) {
 			if _, err := os.Stat(m.Source); err != nil {
 				return nil, spec.Errorf(spec.ErrInvalid, "--container-mounts: %s does not exist on node %s (%v); mount a path every node has", m.Source, in.NodeName, err)
 			}
-			if seen[m.Source+"\x00"+m.Dest] {
+			if seen(m.Source, m.Dest) {
 				continue
 			}
-			seen[m.Source+"\x00"+m.Dest] = true
 			mounts = append(mounts, runtime.Mount{Source: m.Source, Dest: m.Dest, ReadOnly: m.ReadOnly})
 		}
 	}
@@ -107,7 +109,7 @@ func taskMounts(in *taskInput, out taskOutput) ([]runtime.Mount, error) {
 		rw(d, d)
 	}
 	rw(in.CkptDir, in.CkptDir)
-	if in.ToolsDir != "" && !seen[in.ToolsDir+"\x00"+in.ToolsDir] {
+	if in.ToolsDir != "" && !seen(in.ToolsDir, in.ToolsDir) {
 		mounts = append(mounts, runtime.Mount{Source: in.ToolsDir, Dest: in.ToolsDir, ReadOnly: true})
 	}
 	return mounts, nil

@@ -169,7 +169,10 @@ func (al *Alloc) jobDir() string {
 
 // Serve listens on the job's step socket until ctx ends or done is
 // closed (the runner returned), or until the returned func is called.
-// Only an allocation that is Ready serves steps.
+// A nil done is never closed: the caller calls stop when it is done, and
+// the listener then needs no goroutine of its own to watch for the end
+// (a node agent serves steps in every job it starts). Only an allocation
+// that is Ready serves steps.
 func (al *Alloc) Serve(ctx context.Context, done <-chan struct{}) (stop func()) {
 	v := al.view()
 	if v.asg == nil {
@@ -196,15 +199,6 @@ func (al *Alloc) Serve(ctx context.Context, done <-chan struct{}) (stop func()) 
 		}
 	}
 	_ = os.Chmod(path, 0o600)
-	stopC := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-done:
-		case <-stopC:
-		}
-		ln.Close()
-	}()
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -213,6 +207,21 @@ func (al *Alloc) Serve(ctx context.Context, done <-chan struct{}) (stop func()) 
 			}
 			go al.serveConn(ctx, c)
 		}
+	}()
+	if done == nil {
+		var once sync.Once
+		closeLn := func() { once.Do(func() { ln.Close() }) }
+		unwatch := context.AfterFunc(ctx, closeLn)
+		return func() { unwatch(); closeLn() }
+	}
+	stopC := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-done:
+		case <-stopC:
+		}
+		ln.Close()
 	}()
 	var once sync.Once
 	return func() { once.Do(func() { close(stopC) }) }

@@ -1,6 +1,7 @@
 package step
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/gpud/gpud/gpud/api"
@@ -11,12 +12,29 @@ import (
 // --export) and each key appears once.
 func MergeEnv(base, over []string) []string {
 	key := func(kv string) string { k, _, _ := strings.Cut(kv, "="); return k }
-	owned := map[string]bool{}
+	out := make([]string, 0, len(base)+len(over))
+	if len(base) <= mergeScanMax {
+		// A few variables of the job's own (a job submitted without
+		// --export=ALL): looked up by scanning, without the two maps
+		// (a node agent merges a job's environment at each start).
+		for _, kv := range base {
+			k := key(kv)
+			if slices.ContainsFunc(over, func(o string) bool { return key(o) == k }) {
+				continue
+			}
+			if i := slices.IndexFunc(out, func(o string) bool { return key(o) == k }); i >= 0 {
+				out[i] = kv // last one wins, as in a shell
+				continue
+			}
+			out = append(out, kv)
+		}
+		return append(out, over...)
+	}
+	owned := make(map[string]bool, len(over))
 	for _, kv := range over {
 		owned[key(kv)] = true
 	}
-	out := make([]string, 0, len(base)+len(over))
-	dup := map[string]int{}
+	dup := make(map[string]int, len(base))
 	for _, kv := range base {
 		k := key(kv)
 		if owned[k] {
@@ -31,6 +49,10 @@ func MergeEnv(base, over []string) []string {
 	}
 	return append(out, over...)
 }
+
+// mergeScanMax is the most variables of its own a job may have for
+// MergeEnv to look them up by scanning rather than in maps.
+const mergeScanMax = 8
 
 // nodeEnvKeys are the job variables that differ between nodes: on each
 // node its own value wins over the one srun's environment carries. The
