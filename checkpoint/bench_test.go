@@ -63,7 +63,7 @@ func benchSeal(b *testing.B, fill func(staging string)) {
 			b.Fatal(err)
 		}
 		fill(st)
-		if err := s.MarkReady(1); err != nil {
+		if err := s.MarkReady(1, ""); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
