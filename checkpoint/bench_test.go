@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/gpud/gpud/gpud/spec"
 )
 
 // BenchmarkSeal seals 64 MiB in 16 files per iteration; -benchmem aside, the
@@ -61,12 +63,54 @@ func benchSeal(b *testing.B, fill func(staging string)) {
 			b.Fatal(err)
 		}
 		fill(st)
-		if err := s.MarkReady(1); err != nil {
+		if err := s.MarkReady(1, ""); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
 		if _, err := s.Seal(1); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkPrepareNewJob is a job's first start on the node: Prepare of
+// a new job directory, untagged (as before tags), tagged, and tagged then
+// claimed (what the node agent's rank 0 does at every start), and the
+// removal at its end when nothing was sealed.
+func BenchmarkPrepareNewJob(b *testing.B) {
+	for _, tc := range []struct {
+		name         string
+		tag          string
+		claim, clean bool
+	}{
+		{name: "untagged"},
+		{name: "tagged", tag: JobTag(1)},
+		{name: "tagged+claim", tag: JobTag(1), claim: true},
+		{name: "tagged+claim+remove", tag: JobTag(1), claim: true, clean: true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, err := New(b.TempDir(), 2)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				id := spec.JobID(i + 1)
+				if _, _, err := s.Prepare(id, tc.tag, -1, -1); err != nil {
+					b.Fatal(err)
+				}
+				var m Mark
+				if tc.claim {
+					if m, err = s.Claim(id); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if tc.clean {
+					if ok, err := s.RemoveUnsealed(id, tc.tag, m); !ok || err != nil {
+						b.Fatal(ok, err)
+					}
+				}
+			}
+		})
 	}
 }

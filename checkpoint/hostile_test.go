@@ -64,7 +64,7 @@ func TestMarkReadyRefusesPlanted(t *testing.T) {
 			writeTree(t, st, map[string]string{"model.pt": "weights"})
 			tc.plant(t, filepath.Join(st, doneName))
 			within(t, "MarkReady", func() {
-				err = s.MarkReady(1)
+				err = s.MarkReady(1, "")
 			})
 			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("MarkReady: %v; want ErrRefused naming a %s", err, tc.want)
@@ -115,7 +115,7 @@ func TestFIFOsDoNotHang(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(st, "d"), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MarkReady(1); err != nil {
+	if err := s.MarkReady(1, ""); err != nil {
 		t.Fatal(err)
 	}
 	within(t, "Seal", func() {
@@ -140,7 +140,7 @@ func TestSealDoesNotFollowPlantedLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeTree(t, st, map[string]string{"out": "->" + outside})
-	if err := s.MarkReady(1); err != nil {
+	if err := s.MarkReady(1, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Seal(1); err == nil || !strings.Contains(err.Error(), "must be relative") {
@@ -158,7 +158,7 @@ func TestSealDoesNotFollowPlantedLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeTree(t, st, map[string]string{manifestName: "->" + filepath.Join(outside, "m")})
-	if err := s.MarkReady(1); err != nil {
+	if err := s.MarkReady(1, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Seal(1); err == nil {
@@ -185,7 +185,7 @@ func TestSealRefusesOthersFiles(t *testing.T) {
 	if err := os.Chown(filepath.Join(st, "theirs"), 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MarkReady(1); err != nil {
+	if err := s.MarkReady(1, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Seal(1); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {

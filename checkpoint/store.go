@@ -470,9 +470,18 @@ var ErrRefused = errors.New("checkpoint refused")
 // can no longer write, so what is in staging is final. The job owns the
 // directory: an existing regular .done is accepted as is, anything else
 // there (a symlink, FIFO, device or directory) is refused, never opened,
-// and a new .done is created with O_EXCL|O_NOFOLLOW.
-func (s *Store) MarkReady(id spec.JobID) error {
-	st, err := s.openStaging(id)
+// and a new .done is created with O_EXCL|O_NOFOLLOW. tag, when not "", is
+// the job's: a directory tagged for another job (an old runner's job of
+// an ID a reset controller gave to a new one) is refused with an error
+// wrapping ErrOtherJob, so the new job's half-written staging is never
+// marked complete.
+func (s *Store) MarkReady(id spec.JobID, tag string) error {
+	jd, _, err := s.openTagged(id, tag, false)
+	if err != nil {
+		return fmt.Errorf("mark staging dir of job %d ready: %w", id, err)
+	}
+	st, err := jd.OpenDir(stagingName)
+	jd.Close()
 	if err != nil {
 		return fmt.Errorf("mark staging dir of job %d ready: %w", id, err)
 	}
@@ -567,6 +576,13 @@ func (s *Store) SealUnless(id spec.JobID, tag string, fenced func() error) (Chec
 		if err := fenced(); err != nil {
 			return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
 		}
+	}
+	// The tag, written unsynced at the start, is made durable before
+	// the checkpoint is visible: a crash must not leave a sealed
+	// checkpoint in a directory whose tag is lost (then taken as any
+	// job's of the ID).
+	if err := syncTag(jd); err != nil {
+		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)
 	}
 	if err := jd.Rename(stagingName, jd, ckptName(seq)); err != nil {
 		return Checkpoint{}, fmt.Errorf("seal checkpoint of job %d: %w", id, err)

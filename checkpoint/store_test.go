@@ -59,7 +59,7 @@ func sealFiles(t *testing.T, s *Store, id spec.JobID, files map[string]string) C
 		t.Fatalf("Staging: %v", err)
 	}
 	writeTree(t, st, files)
-	if err := s.MarkReady(id); err != nil {
+	if err := s.MarkReady(id, ""); err != nil {
 		t.Fatalf("MarkReady: %v", err)
 	}
 	c, err := s.Seal(id)
@@ -265,14 +265,14 @@ func TestReady(t *testing.T) {
 		if _, err := s.Staging(1); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.MarkReady(1); err != nil {
+		if err := s.MarkReady(1, ""); err != nil {
 			t.Fatalf("MarkReady: %v", err)
 		}
 		if !s.Ready(1) {
 			t.Errorf("Ready = false after MarkReady")
 		}
 		// Idempotent: the job may have touched .done and exited 85.
-		if err := s.MarkReady(1); err != nil {
+		if err := s.MarkReady(1, ""); err != nil {
 			t.Errorf("second MarkReady: %v", err)
 		}
 	})
@@ -395,7 +395,7 @@ func TestSealRefuses(t *testing.T) {
 				tc.special(t, st)
 			}
 			if !tc.noDone {
-				if err := s.MarkReady(9); err != nil {
+				if err := s.MarkReady(9, ""); err != nil {
 					t.Fatal(err)
 				}
 			}

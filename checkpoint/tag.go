@@ -72,17 +72,19 @@ func readTag(jd *safefs.Dir) (string, error) {
 
 // writeTag tags open job directory jd with tag unless it has a tag
 // already, and returns the tag it has then. The tag file is written
-// under a temporary name, fsynced and renamed into place without
-// replacing, so a reader never sees half a tag and two ranks of a gang
-// tagging at once keep the first.
+// under a temporary name and renamed into place without replacing, so a
+// reader never sees half a tag and two ranks of a gang tagging at once
+// keep the first. It is not fsynced here (no fsync on a job's start):
+// a tag matters once a checkpoint is sealed, and SealUnless makes it
+// durable first (syncTag).
 func writeTag(jd *safefs.Dir, tag string) (string, error) {
 	tmp := tagName + "-" + randHex()
-	if err := jd.WriteFile(tmp, []byte(tag+"\n"), 0o600, -1, -1); err != nil {
+	if err := jd.WriteNew(tmp, []byte(tag+"\n"), 0o600, -1, -1); err != nil {
 		return "", err
 	}
 	err := jd.RenameNoReplace(tmp, jd, tagName)
 	if err == nil {
-		return tag, jd.Sync()
+		return tag, nil
 	}
 	if rerr := jd.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 		return "", rerr
@@ -91,6 +93,20 @@ func writeTag(jd *safefs.Dir, tag string) (string, error) {
 		return "", err
 	}
 	return readTag(jd)
+}
+
+// syncTag fsyncs open job directory jd's tag file, if any (its entry
+// is made durable with the directory's fsync that follows a seal).
+func syncTag(jd *safefs.Dir) error {
+	f, err := jd.OpenRegular(tagName)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 func randHex() string {

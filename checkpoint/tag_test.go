@@ -43,7 +43,7 @@ func sealAs(t *testing.T, s *Store, id spec.JobID, tag string, uid int, files ma
 	if err := os.Chmod(st, 0o755); err != nil { // as the job's user may
 		t.Fatal(err)
 	}
-	if err := s.MarkReady(id); err != nil {
+	if err := s.MarkReady(id, ""); err != nil {
 		t.Fatal(err)
 	}
 	c, err := s.SealUnless(id, tag, nil)
@@ -171,11 +171,24 @@ func TestTagAfterReset(t *testing.T) {
 		if err := os.Chown(filepath.Join(s.stagingDir(7), "new.pt"), newUID, newUID); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.MarkReady(7); err != nil {
+		if err := s.MarkReady(7, ""); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.SealUnless(7, oldTag, nil); !errors.Is(err, ErrOtherJob) {
 			t.Errorf("the old runner's seal: %v; want ErrOtherJob", err)
+		}
+		if err := os.Remove(filepath.Join(s.stagingDir(7), doneName)); err != nil {
+			t.Fatal(err)
+		}
+		// The old job exits 85: its runner marks "its" staging ready.
+		if err := s.MarkReady(7, oldTag); !errors.Is(err, ErrOtherJob) {
+			t.Errorf("the old runner's MarkReady: %v; want ErrOtherJob", err)
+		}
+		if s.Ready(7) {
+			t.Error("the new job's staging is marked complete by the old runner")
+		}
+		if err := s.MarkReady(7, newTag); err != nil {
+			t.Fatal(err)
 		}
 		if _, err := s.Restage(7, oldTag, oldUID, oldUID); !errors.Is(err, ErrOtherJob) {
 			t.Errorf("the old runner's restage: %v; want ErrOtherJob", err)
@@ -285,7 +298,7 @@ func TestRemoveUnsealed(t *testing.T) {
 		s := newTestStore(t, 2)
 		m := prepared(t, s)
 		writeTree(t, s.stagingDir(7), map[string]string{"a": "1"})
-		if err := s.MarkReady(7); err != nil {
+		if err := s.MarkReady(7, ""); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.SealUnless(7, tag, nil); err != nil {

@@ -768,7 +768,7 @@ func (r *runner) checkpointAtExit(ctx context.Context, log *slog.Logger, st runt
 	}
 	byCode := st.Code == checkpoint.ExitCodeCheckpointed && st.Signal == 0 && !st.OOMKilled
 	if byCode {
-		if err := r.d.ckpt.MarkReady(r.jobID); err != nil {
+		if err := r.d.ckpt.MarkReady(r.jobID, r.ckptTag()); err != nil {
 			log.Warn("job exited with the checkpoint exit code but its staging directory cannot be sealed", "err", err)
 			return false, fmt.Sprintf("exited with code %d but its checkpoint was refused: %v", checkpoint.ExitCodeCheckpointed, err)
 		}
