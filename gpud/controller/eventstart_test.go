@@ -340,7 +340,7 @@ func TestFairshareSeesEndsWithinInterval(t *testing.T) {
 		// Some usage, within the interval, without a tick: no full
 		// cycle takes a new report on the way.
 		h.mu.Lock()
-		h.now = h.now.Add(time.Second)
+		h.now = h.now.Add(shareAfterEnd)
 		h.mu.Unlock()
 		h.exit("n1", past, spec.StateCompleted, 0)
 		h.settle()
@@ -361,5 +361,45 @@ func TestFairshareSeesEndsWithinInterval(t *testing.T) {
 			t.Fatalf("queued=%v: after the blocker ended, light's job %s, heavy's %s; want light's RUNNING (its account used nothing), heavy's PENDING", queued, jl.State, jh.State)
 		}
 		h.stop()
+	}
+}
+
+// TestFairshareAfterEndsAtMostEverySecond: an end has the fairshare
+// report taken anew for the next submissions only once the report is
+// shareAfterEnd old. Taken at every batch after an end (the default
+// configuration weighs fairshare), the report's walk over the running
+// jobs raised the controller's CPU per start in the live burst at
+// 1,000 x 8 by 80 %.
+func TestFairshareAfterEndsAtMostEverySecond(t *testing.T) {
+	h := newHarnessAt(t, newFakeStore(), func(c *Config) {
+		c.NodeTimeout = time.Hour
+		c.Priority = PriorityWeights{Fairshare: 10000}
+		c.Accounts = []Account{{Name: "lab", Shares: 1}}
+	}, t0, alwaysIncremental)
+	h.register("n1", 1)
+	gpu := func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 }
+	shareAt := func() time.Time {
+		var at time.Time
+		if err := h.c.query(context.Background(), func() error { at = h.c.sched.shareAt; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	skip := func(d time.Duration) { h.mu.Lock(); h.now = h.now.Add(d); h.mu.Unlock() } // no tick: no full cycle
+	a := h.job(h.submit(alice, gpu))
+	first := shareAt()
+	skip(shareAfterEnd / 2)
+	h.exit("n1", a, spec.StateCompleted, 0)
+	h.settle()
+	b := h.job(h.submit(alice, gpu)) // the report is younger than shareAfterEnd: it stays
+	if at := shareAt(); !at.Equal(first) {
+		t.Fatalf("a submission %v after the report, after an end, took a new one (%s, the last at %s); want none within %v", shareAfterEnd/2, at, first, shareAfterEnd)
+	}
+	skip(shareAfterEnd / 2)
+	h.exit("n1", b, spec.StateCompleted, 0)
+	h.settle()
+	h.job(h.submit(alice, gpu))
+	if at, want := shareAt(), first.Add(shareAfterEnd); !at.Equal(want) {
+		t.Fatalf("the fairshare report is from %s after an end %v later; want one taken then (%s)", at, shareAfterEnd, want)
 	}
 }

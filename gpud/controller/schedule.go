@@ -77,6 +77,15 @@ type schedState struct {
 	shareEnded bool
 }
 
+// shareAfterEnd is how old the kept State's fairshare report must be for
+// an end to have it taken anew (cycleIncremental). A report walks every
+// running job: taken at every batch after an end (the default
+// configuration weighs fairshare, one account), it cost the controller
+// ~0.75 CPU-ms per start in the live burst at 1,000 x 8 (8,000 running
+// jobs; 0.84 -> 1.5-1.75 CPU-s per 1,000, /work/notes/bench16.log).
+// Once a second is what the usage feed's refresh costs already.
+const shareAfterEnd = time.Second
+
 // maxKeptEvents bounds the submissions and ends one State answers between
 // compactions (compactInc): each leaves a queue entry and profile steps
 // behind, and a State kept through an empty queue (ageless) is not
@@ -404,15 +413,15 @@ func (c *Controller) cycleIncremental(tx *txn, now, start time.Time) {
 			jobs = append(jobs, c.schedJob(&rec.job))
 		}
 	}
-	if len(jobs) > 0 && s.fairshare && (s.shareEnded || now.Sub(s.shareAt) >= c.cfg.SchedInterval) && c.onlyNewPending() {
+	if age := now.Sub(s.shareAt); len(jobs) > 0 && s.fairshare && (s.shareEnded && age >= shareAfterEnd || age >= c.cfg.SchedInterval) && c.onlyNewPending() {
 		// Past the interval, or after an end billed an account, the
 		// report is old; with only the new jobs pending, the one a full
 		// cycle would take now (incCurrent). A job submitted after
 		// another ended is ordered with that job's usage, as gpuq prio
-		// shows it (TestFairshareSeesEndsWithinInterval). With older
-		// jobs pending, a new report would reorder them, which only a
-		// full cycle does: they keep their order until the next one,
-		// within the interval.
+		// shows it (TestFairshareSeesEndsWithinInterval), once the
+		// report is shareAfterEnd old. With older jobs pending, a new
+		// report would reorder them, which only a full cycle does: they
+		// keep their order until the next one, within the interval.
 		s.inc.SetFairshare(c.fairshareReport(now))
 		s.shareAt, s.shareEnded = now, false
 	}
