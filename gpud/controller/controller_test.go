@@ -166,6 +166,13 @@ func (h *harness) advance(d time.Duration) {
 	h.tick <- now
 }
 
+// skip moves the clock on by d without a tick: no cycle runs for it.
+func (h *harness) skip(d time.Duration) {
+	h.mu.Lock()
+	h.now = h.now.Add(d)
+	h.mu.Unlock()
+}
+
 // settle runs the pending scheduling cycle, if any, on the owner now,
 // rather than waiting for the loop's pacing.
 func (h *harness) settle() {
@@ -408,8 +415,7 @@ func TestEveryEndedAttemptIsRecorded(t *testing.T) {
 	id := h.submit(alice, func(j *spec.JobSpec) { j.Resources.GPUsPerNode = 1 })
 	first := h.job(id)
 	// Move the clock without a tick: a tick would find n1 silent and down.
-	skip := func(d time.Duration) { h.mu.Lock(); h.now = h.now.Add(d); h.mu.Unlock() }
-	skip(10 * time.Minute)
+	h.skip(10 * time.Minute)
 	if _, err := h.c.JobAction(ctx, alice, id, ActionRequeue, "try again"); err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +424,7 @@ func TestEveryEndedAttemptIsRecorded(t *testing.T) {
 	if second.State != spec.StateRunning || second.Attempt != 2 {
 		t.Fatalf("requeued job = %s attempt %d, want RUNNING attempt 2", second.State, second.Attempt)
 	}
-	skip(5 * time.Minute)
+	h.skip(5 * time.Minute)
 	h.exit("n1", second, spec.StateCompleted, 0)
 	if got := h.job(id); got.State != spec.StateCompleted {
 		t.Fatalf("job = %s, want COMPLETED", got.State)

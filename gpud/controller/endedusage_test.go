@@ -24,12 +24,11 @@ func TestFairshareWithoutAccountingBillsEveryAttempt(t *testing.T) {
 	halfLife := func(c *Config) { fairshareConfig(c); c.FairshareHalfLife = time.Hour }
 	h := newHarnessAt(t, store, halfLife, t0)
 	h.register("n1", 4)
-	skip := func(d time.Duration) { h.mu.Lock(); h.now = h.now.Add(d); h.mu.Unlock() }
 
 	// alice: 2 GPUs for an hour, requeued, then 30 minutes more.
 	a := h.submit(alice, func(j *spec.JobSpec) { j.Account = "physics"; j.Resources.GPUsPerNode = 2 })
 	first := h.job(a)
-	skip(time.Hour)
+	h.skip(time.Hour)
 	if _, err := h.c.JobAction(ctx, alice, a, ActionRequeue, "again"); err != nil {
 		t.Fatal(err)
 	}
@@ -44,12 +43,12 @@ func TestFairshareWithoutAccountingBillsEveryAttempt(t *testing.T) {
 	if bobJob.State != spec.StateRunning {
 		t.Fatalf("bob's job = %s, want RUNNING", bobJob.State)
 	}
-	skip(30 * time.Minute)
+	h.skip(30 * time.Minute)
 	h.exit("n1", second, spec.StateCompleted, 0)
 	if j := h.job(a); j.State != spec.StateCompleted {
 		t.Fatalf("alice's job = %s, want COMPLETED", j.State)
 	}
-	skip(10 * time.Minute)
+	h.skip(10 * time.Minute)
 	now := h.clock()
 
 	rep, err := h.c.Fairshare(ctx)

@@ -339,9 +339,7 @@ func TestFairshareSeesEndsWithinInterval(t *testing.T) {
 		}
 		// Some usage, within the interval, without a tick: no full
 		// cycle takes a new report on the way.
-		h.mu.Lock()
-		h.now = h.now.Add(shareAfterEnd)
-		h.mu.Unlock()
+		h.skip(shareAfterEnd)
 		h.exit("n1", past, spec.StateCompleted, 0)
 		h.settle()
 		if !queued {
@@ -385,17 +383,16 @@ func TestFairshareAfterEndsAtMostEverySecond(t *testing.T) {
 		}
 		return at
 	}
-	skip := func(d time.Duration) { h.mu.Lock(); h.now = h.now.Add(d); h.mu.Unlock() } // no tick: no full cycle
 	a := h.job(h.submit(alice, gpu))
 	first := shareAt()
-	skip(shareAfterEnd / 2)
+	h.skip(shareAfterEnd / 2)
 	h.exit("n1", a, spec.StateCompleted, 0)
 	h.settle()
 	b := h.job(h.submit(alice, gpu)) // the report is younger than shareAfterEnd: it stays
 	if at := shareAt(); !at.Equal(first) {
 		t.Fatalf("a submission %v after the report, after an end, took a new one (%s, the last at %s); want none within %v", shareAfterEnd/2, at, first, shareAfterEnd)
 	}
-	skip(shareAfterEnd / 2)
+	h.skip(shareAfterEnd / 2)
 	h.exit("n1", b, spec.StateCompleted, 0)
 	h.settle()
 	h.job(h.submit(alice, gpu))

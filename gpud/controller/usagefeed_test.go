@@ -50,12 +50,11 @@ func TestFairshareFromAccountingSurvivesRestart(t *testing.T) {
 	store := newFakeStore()
 	h := newHarnessAt(t, store, fairshareConfig, t0, WithRecorder(db), WithUsageSource(db))
 	h.register("n1", 4)
-	skip := func(d time.Duration) { h.mu.Lock(); h.now = h.now.Add(d); h.mu.Unlock() }
 
 	// alice: 2 GPUs for an hour, requeued, then 30 minutes more.
 	a := h.submit(alice, func(j *spec.JobSpec) { j.Account = "physics"; j.Resources.GPUsPerNode = 2 })
 	first := h.job(a)
-	skip(time.Hour)
+	h.skip(time.Hour)
 	if _, err := h.c.JobAction(ctx, alice, a, ActionRequeue, "again"); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +68,7 @@ func TestFairshareFromAccountingSurvivesRestart(t *testing.T) {
 	if j := h.job(b); j.State != spec.StateRunning {
 		t.Fatalf("bob's job = %s, want RUNNING", j.State)
 	}
-	skip(30 * time.Minute)
+	h.skip(30 * time.Minute)
 	h.exit("n1", second, spec.StateCompleted, 0)
 	if j := h.job(a); j.State != spec.StateCompleted {
 		t.Fatalf("alice's job = %s, want COMPLETED", j.State)
