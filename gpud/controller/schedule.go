@@ -82,7 +82,8 @@ type schedState struct {
 // running job: taken at every batch after an end (the default
 // configuration weighs fairshare, one account), it cost the controller
 // ~0.75 CPU-ms per start in the live burst at 1,000 x 8 (8,000 running
-// jobs; 0.84 -> 1.5-1.75 CPU-s per 1,000, /work/notes/bench16.log).
+// jobs; 0.84 -> 1.5-1.75 CPU-s per 1,000, docs/fleet.md "Session 16 —
+// the lead").
 // Once a second is what the usage feed's refresh costs already.
 const shareAfterEnd = time.Second
 
