@@ -349,22 +349,7 @@ func BenchmarkOutboxJobEvents(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i++
-				id := "a" + strconv.Itoa(i)
-				if _, err := ob.alloc(ctx, id); err != nil {
-					b.Fatal(err)
-				}
-				for _, k := range []string{api.EventStarted, api.EventExited} {
-					if _, err := ob.record(rctx, api.AllocEvent{Node: "n", AllocID: id, JobID: spec.JobID(i), Kind: k, Time: spec.NewTime(t0)}); err != nil {
-						b.Fatal(err)
-					}
-					evs, err := ob.pending(ctx, 100)
-					if err != nil || len(evs) != 1 {
-						b.Fatalf("pending: %d events, %v", len(evs), err)
-					}
-					if err := ob.ack(ctx, evs[0].Seq); err != nil {
-						b.Fatal(err)
-					}
-				}
+				benchJobEvents(b, ob, ctx, rctx, i, "")
 			}
 			_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
 			cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
@@ -890,6 +875,29 @@ func TestOutboxAcksFoldIntoRecords(t *testing.T) {
 	check("seqs are never reused", []uint64{6}, []uint64{6}, false)
 }
 
+// benchJobEvents runs job i's events through ob as a node agent does:
+// the allocation's lookup, its started and exited records (with rctx, the
+// runner's context), each read back and acknowledged (with ctx, the send
+// loop's).
+func benchJobEvents(b *testing.B, ob *outbox, ctx, rctx context.Context, i int, reason string) {
+	id := "a" + strconv.Itoa(i)
+	if _, err := ob.alloc(ctx, id); err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range []string{api.EventStarted, api.EventExited} {
+		if _, err := ob.record(rctx, api.AllocEvent{Node: "n", AllocID: id, JobID: spec.JobID(i), Kind: k, Time: spec.NewTime(t0), Reason: reason}); err != nil {
+			b.Fatal(err)
+		}
+		evs, err := ob.pending(ctx, 100)
+		if err != nil || len(evs) != 1 {
+			b.Fatalf("pending: %d events, %v", len(evs), err)
+		}
+		if err := ob.ack(ctx, evs[0].Seq); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkOutboxManyAgents is BenchmarkOutboxJobEvents/tmpfs over 200
 // outboxes in one process, each job on the next one in turn, as a
 // loadtest process holds its agents' (their page caches and growing WAL
@@ -919,23 +927,7 @@ func BenchmarkOutboxManyAgents(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		ob := obs[i%n]
-		id := "a" + strconv.Itoa(i)
-		if _, err := ob.alloc(ctx, id); err != nil {
-			b.Fatal(err)
-		}
-		for _, k := range []string{api.EventStarted, api.EventExited} {
-			if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: spec.JobID(i), Kind: k, Time: spec.NewTime(t0), Reason: "a reason of some length to be like the real body of an event"}); err != nil {
-				b.Fatal(err)
-			}
-			evs, err := ob.pending(ctx, 100)
-			if err != nil || len(evs) != 1 {
-				b.Fatalf("pending: %d events, %v", len(evs), err)
-			}
-			if err := ob.ack(ctx, evs[0].Seq); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchJobEvents(b, obs[i%n], ctx, ctx, i, "a reason of some length to be like the real body of an event")
 	}
 	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
 	cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()

@@ -28,16 +28,7 @@ func BenchmarkSubmitParallel8TLS(b *testing.B) {
 	}
 	b.Cleanup(func() { db.Close() })
 	s := secureServerWith(b, nil, server.WithAudit(db, nil))
-	tok, err := s.keys.Issue(auth.Claims{User: "alice", UID: 1001, GID: 1001}, time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Setenv("HOME", b.TempDir()) // no stray ~/.config/gpud
-	b.Setenv(api.EnvToken, "")
-	c, err := api.NewClientWith(s.https, api.ClientOptions{CAFile: s.ca, Token: tok})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := aliceTLSClient(b, s)
 	submitParallel8With(b, c, false)
 }
 
@@ -49,16 +40,7 @@ func BenchmarkSubmitParallel8TLS(b *testing.B) {
 // the whole process's (server and clients) per call.
 func BenchmarkGetJobParallel8TLS(b *testing.B) {
 	s := secureServerWith(b, nil)
-	tok, err := s.keys.Issue(auth.Claims{User: "alice", UID: 1001, GID: 1001}, time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Setenv("HOME", b.TempDir()) // no stray ~/.config/gpud
-	b.Setenv(api.EnvToken, "")
-	c, err := api.NewClientWith(s.https, api.ClientOptions{CAFile: s.ca, Token: tok})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := aliceTLSClient(b, s)
 	ctx := context.Background()
 	js := jobSpec("bench")
 	js.Hold = true
@@ -85,4 +67,20 @@ func BenchmarkGetJobParallel8TLS(b *testing.B) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+// aliceTLSClient is an API client of alice's over s's TLS port (one
+// HTTP/2 connection), with no stray ~/.config/gpud or token variable.
+func aliceTLSClient(b *testing.B, s secure) *api.Client {
+	tok, err := s.keys.Issue(auth.Claims{User: "alice", UID: 1001, GID: 1001}, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Setenv("HOME", b.TempDir())
+	b.Setenv(api.EnvToken, "")
+	c, err := api.NewClientWith(s.https, api.ClientOptions{CAFile: s.ca, Token: tok})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
 }
