@@ -563,6 +563,9 @@ type exitInfo struct {
 	reason   string
 	at       time.Time
 	nodeFail bool
+	// reported: the node itself reported the part's exit (its exited
+	// event), so it need not be told that the part left its assignments.
+	reported bool
 }
 
 // partEnded records that rec's part on node ended and decides the job's
@@ -582,7 +585,16 @@ func (c *Controller) partEnded(tx *txn, rec *jobRec, node string, ev exitInfo) {
 	if n := c.st.nodes[node]; n != nil {
 		delete(n.allocs, a.ID)
 	}
-	tx.bump[node] = true
+	if !ev.reported {
+		// A part the node did not end itself (NODE_FAIL of a silent
+		// node): its agent is told by its next answer. One the node
+		// reported wakes nothing: the node acts on nothing in that answer
+		// (its runner is gone, the allocation only leaves the list), and
+		// a wake-up per exit was two fifths of the assignments answers in
+		// a live burst (docs/fleet.md, "Session 17 — watch"); the next
+		// change of the node carries the shorter list.
+		tx.bump[node] = true
+	}
 	tx.saveJob(rec)
 	live := len(rec.liveNodes())
 

@@ -885,7 +885,7 @@ func (c *Controller) applyEvent(tx *txn, node string, ev NodeEvent) {
 			c.gateFailed(tx, rec, node, ev, at)
 			return
 		}
-		c.partEnded(tx, rec, node, exitInfo{state: ev.State, code: ev.ExitCode, signal: ev.Signal, reason: ev.Reason, at: at})
+		c.partEnded(tx, rec, node, exitInfo{state: ev.State, code: ev.ExitCode, signal: ev.Signal, reason: ev.Reason, at: at, reported: true})
 	default:
 		c.log.Warn("unknown node event kind ignored", "node", node, "kind", ev.Kind, "job_id", ev.JobID)
 	}

@@ -236,6 +236,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	goroutines := lt.harnessGoroutines()
 	_, harnessIdle, _ := lt.harnessStat()
 
+	// The node requests the controller answered before the workload: the
+	// report counts those of the workload per start.
+	reqsBefore, reqsErr := readNodeRequests(ctx, user, ctl.addr)
 	// The workload, sampled once a second.
 	samp := newSampler(lt, ctl)
 	sampCtx, stopSamp := context.WithCancel(ctx)
@@ -262,7 +265,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	stopSamp()
 	<-sampDone
+	var reqsAfter nodeRequests
+	if reqsErr == nil {
+		reqsAfter, reqsErr = readNodeRequests(ctx, user, ctl.addr)
+	}
 	rep := lt.report(samp, wl, opened, subDone, drained)
+	if reqsErr != nil {
+		fmt.Fprintf(o.Out, "loadtest: node requests per start not counted: %v\n", reqsErr)
+	} else if total > 0 {
+		rep.AssignmentsPerStart = (reqsAfter.assignments - reqsBefore.assignments) / float64(total)
+		rep.EventsPerStart = (reqsAfter.events - reqsBefore.events) / float64(total)
+	}
 	rep.RSSBare = rssBare
 	rep.HarnessGoroutines, rep.HarnessRSSIdle = goroutines, harnessIdle
 	// A stalled drain (a job that ended otherwise than by its exit, such

@@ -93,8 +93,13 @@ type Report struct {
 	SubmitPlaced, PlacedAnswer, AnswerStart [3]time.Duration
 	HeartbeatsPerSec, HeartbeatsExpected    float64
 	HeartbeatErrors, UsageSamples           int64
-	CPUWork, CPUHold, CPUPeak5s             float64 // controller cores
-	HarnessCPUWork, HarnessCPUHold          float64 // this process's cores
+	// AssignmentsPerStart and EventsPerStart are the node requests the
+	// controller answered during the workload (its /metrics, every node
+	// together: assignments long-poll answers, events posts) per job
+	// acknowledged, each of which starts once.
+	AssignmentsPerStart, EventsPerStart float64
+	CPUWork, CPUHold, CPUPeak5s         float64 // controller cores
+	HarnessCPUWork, HarnessCPUHold      float64 // this process's cores
 	// CPUPer1kStarts is the controller's CPU seconds per 1,000 job starts
 	// from when jobs could start to the last exit: the cost of a start,
 	// which a loaded machine slows but does not inflate much.
@@ -259,6 +264,9 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "end→node-free                p50 %s  p99 %s  max %s\n", r.EndFree[0].Round(time.Millisecond), r.EndFree[1].Round(time.Millisecond), r.EndFree[2].Round(time.Millisecond))
 	fmt.Fprintf(w, "heartbeats/s held            %.0f (expected %.0f), %d failed; %d usage samples taken\n", r.HeartbeatsPerSec, r.HeartbeatsExpected, r.HeartbeatErrors, r.UsageSamples)
+	if r.AssignmentsPerStart > 0 {
+		fmt.Fprintf(w, "node requests per start      %.2f assignments answers, %.2f events posts (every node, during the workload)\n", r.AssignmentsPerStart, r.EventsPerStart)
+	}
 	fmt.Fprintf(w, "controller CPU               %.2f cores during the workload, %.2f during the hold, %.2f peak 5-s\n", r.CPUWork, r.CPUHold, r.CPUPeak5s)
 	if r.CPUPer1kStarts > 0 {
 		fmt.Fprintf(w, "controller CPU per start     %.2f CPU-seconds per 1,000 starts (jobs startable to last exit): %.0f starts per controller core-second; harness %.2f CPU-seconds per 1,000\n",
