@@ -5,3 +5,6 @@ func (r *Runtime) SetCreateOnly(v bool) { r.createOnly = v }
 
 // DaemonCopiesRuntime is daemonCopiesRuntime.
 var DaemonCopiesRuntime = daemonCopiesRuntime
+
+// ReadOnlyOCI is readOnlyOCI.
+var ReadOnlyOCI = readOnlyOCI
