@@ -224,21 +224,15 @@ func (s *Store) staging(id spec.JobID, jd *safefs.Dir, clear bool, uid, gid int)
 				return fmt.Errorf("clear staging dir of job %d: %w", id, err)
 			}
 		}
-		// 0700: only the job's uid (after Chown) writes here, not its group,
-		// which is often shared by every user.
-		st, err := jd.Mkdir(stagingName, 0o700)
+		// 0700: only the job's uid writes here, not its group, which is
+		// often shared by every user. Given away by name: jd is root's,
+		// 0711, and only root adds entries to it (safefs.MkdirFor).
+		err := jd.MkdirFor(stagingName, 0o700, uid, gid)
 		if errors.Is(err, fs.ErrExist) && try < raceRetries {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("create staging dir of job %d: %w", id, err)
-		}
-		if uid >= 0 {
-			err = st.Chown(uid, gid)
-		}
-		st.Close()
-		if err != nil {
-			return fmt.Errorf("chown staging dir of job %d to %d:%d: %w", id, uid, gid, err)
+			return fmt.Errorf("create staging dir of job %d owned by %d:%d: %w", id, uid, gid, err)
 		}
 		break
 	}

@@ -140,6 +140,51 @@ func (d *Dir) Mkdir(name string, perm fs.FileMode) (*Dir, error) {
 	return sub, nil
 }
 
+// MkdirFor creates the subdirectory name with mode perm (exactly: the
+// umask does not apply) and gives it to uid:gid (none when uid is
+// negative), without opening it. It
+// is for a directory d that only this process writes (a job's directory
+// or checkpoint directory, root's, 0711): the entry just made cannot be
+// swapped there, so it is given away by name, fchownat without following
+// it (a symlink would be changed itself, never its target), and an lstat
+// checks that it is the directory made, with its mode and owner (a
+// directory whose mode the umask changed is opened and fchmod'ed, as
+// Mkdir does). An existing entry of that name is an error wrapping
+// fs.ErrExist. perm must not let others write (an error otherwise).
+func (d *Dir) MkdirFor(name string, perm fs.FileMode, uid, gid int) error {
+	if err := d.checkName("mkdir", name); err != nil {
+		return err
+	}
+	mode := uint32(perm.Perm())
+	if mode&0o022 != 0 {
+		return d.pathErr("mkdir", name, fmt.Errorf("mode %v lets others write; use Mkdir: %w", perm, fs.ErrInvalid))
+	}
+	if err := unix.Mkdirat(d.fd, name, mode); err != nil {
+		return d.pathErr("mkdir", name, err)
+	}
+	if uid >= 0 {
+		if err := unix.Fchownat(d.fd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return d.pathErr("chown", name, err)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return d.pathErr("lstat", name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || (uid >= 0 && int(st.Uid) != uid) {
+		return d.pathErr("mkdir", name, fmt.Errorf("the new entry is a %s of uid %d: %w", TypeName(st.Mode), st.Uid, ErrNotOwned))
+	}
+	if st.Mode&0o7777 == mode {
+		return nil
+	}
+	sub, err := d.OpenDir(name)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	return sub.Chmod(perm)
+}
+
 // euid is this process's effective uid. No gpud process changes it (Go
 // changes credentials only for children it starts), so it is read once:
 // a node agent checked it a few times for every job it starts.

@@ -156,6 +156,54 @@ func TestMkdirModeExactUnderAnyUmask(t *testing.T) {
 	}
 }
 
+// TestMkdirFor: the directory is made with its mode under any umask and
+// given away; an existing entry (a symlink, a directory) is refused and
+// left as it was; a mode that lets others write is refused.
+func TestMkdirFor(t *testing.T) {
+	d, dir, victim := setup(t)
+	if os.Geteuid() != 0 {
+		t.Skip("gives directories away: needs root")
+	}
+	for i, umask := range []int{0, 0o022, 0o077, 0o277, 0o777} {
+		old := syscall.Umask(umask)
+		name := fmt.Sprintf("d%d", i)
+		err := d.MkdirFor(name, 0o700, 65534, 65534)
+		syscall.Umask(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		if err != nil || fi.Mode() != fs.ModeDir|0o700 {
+			t.Errorf("MkdirFor under umask %03o: %v %v, want drwx------", umask, fi.Mode(), err)
+			continue
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 || st.Gid != 65534 {
+			t.Errorf("MkdirFor under umask %03o: owner %d:%d, want 65534:65534", umask, st.Uid, st.Gid)
+		}
+	}
+	if err := d.MkdirFor("mine", 0o711, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "mine")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+		t.Errorf("MkdirFor without an owner: %v, %v; want the caller's", fi, err)
+	}
+	if err := os.Symlink(filepath.Dir(victim), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"link", "mine"} {
+		if err := d.MkdirFor(name, 0o700, 65534, 65534); !errors.Is(err, fs.ErrExist) {
+			t.Errorf("MkdirFor over existing %s: %v, want fs.ErrExist", name, err)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "mine")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+		t.Errorf("the existing directory was given away: %v, %v", fi, err)
+	}
+	if err := d.MkdirFor("open", 0o770, 65534, 65534); !errors.Is(err, fs.ErrInvalid) {
+		t.Errorf("MkdirFor 0770 = %v, want fs.ErrInvalid", err)
+	}
+	checkVictim(t, victim)
+}
+
 // TestTouchAndOpenDirNames: Touch never opens what is there (a symlink,
 // a file); OpenDirNames lists a directory and refuses a symlink or FIFO.
 func TestTouchAndOpenDirNames(t *testing.T) {
