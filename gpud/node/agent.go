@@ -135,6 +135,7 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 	}
 	a.runnerDeps.pool = newPreparedPool(&a.runnerDeps)
 	a.runnerDeps.mayCheckpoint = a.mayCheckpoint
+	a.runnerDeps.otherAttempt = a.otherAttempt
 	a.runnerDeps.acquireDevices = a.acquireDevices
 	a.runnerDeps.releaseDevices = a.releaseDevices
 	a.runnerDeps.refreshMIGLayout = a.refreshMIGLayout
@@ -765,6 +766,20 @@ func (a *Agent) startRunner(ctx context.Context, r *runner) {
 		defer a.removeRunner(r)
 		r.run(ctx)
 	}()
+}
+
+// otherAttempt reports whether the agent has a runner, not ended, for
+// another allocation of r's job (checkpoint.go: its checkpoint directory
+// then stays).
+func (a *Agent) otherAttempt(r *runner) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, o := range a.runners {
+		if o != r && o.jobID == r.jobID && o.allocID != r.allocID && !o.ended.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *Agent) removeRunner(r *runner) {

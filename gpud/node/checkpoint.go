@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -115,6 +116,9 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 	}
 	var latest checkpoint.Checkpoint
 	var ok bool
+	mu := r.d.ckptLock(r.jobID)
+	mu.Lock()
+	defer mu.Unlock()
 	if r.ownsCheckpoints() {
 		// A fresh staging directory, the user's, the newest checkpoint
 		// and this runner's claim, in one pass.
@@ -136,6 +140,27 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 	return dir, restart, nil
 }
 
+// ckptLock is the lock of job id's checkpoint directory on this node
+// (runnerDeps.ckptMu).
+func (d *runnerDeps) ckptLock(id spec.JobID) *sync.Mutex {
+	return &d.ckptMu[uint64(id)%uint64(len(d.ckptMu))]
+}
+
+// adoptCheckpointSlot makes prepared container slot the job's checkpoint
+// directory and, on rank 0, claims it, under the job's ckptLock.
+func (r *runner) adoptCheckpointSlot(slot string) error {
+	mu := r.d.ckptLock(r.jobID)
+	mu.Lock()
+	defer mu.Unlock()
+	if err := r.d.ckpt.AdoptSlot(slot, r.jobID, r.ckptTag()); err != nil {
+		return err
+	}
+	if r.ownsCheckpoints() {
+		r.claimCheckpoints(r.log())
+	}
+	return nil
+}
+
 // claimCheckpoints marks the job's checkpoint directory as this runner's
 // (rank 0, after adopting a slot; prepareCheckpoints claims it with
 // PrepareClaim), so that its end may remove it if nothing gets sealed
@@ -155,8 +180,23 @@ func (r *runner) claimCheckpoints(log *slog.Logger) {
 // it holds nothing a restart could use. A directory with a sealed
 // checkpoint stays for a requeued attempt; so does one another attempt
 // has prepared since (a requeue started on a node sharing the root).
+//
+// Another attempt of the job on this node keeps it too: a requeued job
+// placed back here while this attempt stops (its rank 0 claims the
+// directory, but a rank that only joins it does not), and the directory
+// is moved aside while RemoveUnsealed looks at it a last time, so an
+// attempt preparing or mounting it meanwhile would find it missing (the
+// chaos suite's node cuts did: "error mounting <checkpoint_root>/<id>").
+// Both run under the job's ckptLock.
 func (r *runner) removeUnsealedCheckpoints(log *slog.Logger) {
 	if r.ckptMark == (checkpoint.Mark{}) {
+		return
+	}
+	mu := r.d.ckptLock(r.jobID)
+	mu.Lock()
+	defer mu.Unlock()
+	if r.d.otherAttempt != nil && r.d.otherAttempt(r) {
+		log.Debug("checkpoint directory kept: another attempt of the job runs on this node", "dir", r.d.ckpt.JobDir(r.jobID))
 		return
 	}
 	removed, err := r.d.ckpt.RemoveUnsealed(r.jobID, r.ckptMark)

@@ -447,3 +447,29 @@ func TestCheckpointDirRemovedWithoutSeal(t *testing.T) {
 		t.Errorf("the sealed checkpoint of a job exited %d is gone: %v", checkpoint.ExitCodeCheckpointed, err)
 	}
 }
+
+// TestCheckpointDirKeptForAnotherAttempt: a requeued job placed back on
+// this node while its old attempt stops (the chaos suite's node cuts) has
+// its new attempt join the job's checkpoint directory there as a rank
+// other than 0, which claims nothing; the old attempt's rank 0, ending
+// after it, must not remove the directory the new attempt is using.
+func TestCheckpointDirKeptForAnotherAttempt(t *testing.T) {
+	e := newEnv(t, nil)
+	jobDir := filepath.Join(e.dir, "checkpoints", "7")
+	old := ckptAsg(7, e.home, 0, 1) // rank 0 here, GPU-a: claims the directory
+	again := ckptAsg(7, e.home, 0, 2)
+	again.Alloc.Nodes = []spec.NodeAlloc{
+		{Node: "node-0", Rank: 0, Addr: "10.0.0.1", CPUs: 4, MemMiB: 8192, GPUs: []string{"GPU-x"}},
+		{Node: "node-1", Rank: 1, CPUs: 4, MemMiB: 8192, GPUs: []string{"GPU-b"}},
+	}
+	cid2 := ContainerID(7, 2, "node-1")
+	e.fc.Set(old)
+	e.waitStarted(t, cid)
+	e.fc.Set(old, again)
+	e.waitStarted(t, cid2)
+	e.rt.Exit(cid, runtime.ExitStatus{Code: 1})
+	waitFor(t, "the old attempt's runner gone", func() bool { return !slices.Contains(e.agent.Running(), old.Alloc.ID) }, e.on()...)
+	if _, err := os.Stat(filepath.Join(jobDir, "staging")); err != nil {
+		t.Fatalf("the old attempt's end removed the checkpoint directory its new attempt uses: %v", err)
+	}
+}

@@ -609,11 +609,8 @@ func (r *runner) claim(ctx context.Context, c *preparedCtr, shape string) error 
 	if err := d.WriteFile("launch", launcher(cfg), 0o500, owner, int(job.GID)); err != nil {
 		return fmt.Errorf("write job launcher: %w", err)
 	}
-	if err := r.d.ckpt.AdoptSlot(c.id, r.jobID, r.ckptTag()); err != nil {
+	if err := r.adoptCheckpointSlot(c.id); err != nil {
 		return err
-	}
-	if r.ownsCheckpoints() {
-		r.claimCheckpoints(r.log())
 	}
 	r.id = c.id
 	stopServe := r.serveSteps(ctx, cfg.Env)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,6 +54,15 @@ type runnerDeps struct {
 	pool *preparedPool
 	// backoffMin and backoffMax bound retry pacing (newBackoff).
 	backoffMin, backoffMax time.Duration
+	// ckptMu serialises, per job (striped by job ID), what makes, joins
+	// or claims a job's checkpoint directory with what removes it
+	// (checkpoint.go, ckptLock), so that no attempt of a job prepares or
+	// mounts it while another attempt's end has it moved aside.
+	ckptMu [16]sync.Mutex
+	// otherAttempt reports whether the agent has a runner, not ended,
+	// for another allocation of r's job (a requeued attempt placed back
+	// on this node while the old one stops); nil: none.
+	otherAttempt func(r *runner) bool
 
 	// The agent's answers (its methods of the same names). mayCheckpoint:
 	// self-fencing (fence.go). acquireDevices, releaseDevices and
