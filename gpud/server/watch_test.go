@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/auth"
+	"github.com/gpud/gpud/gpud/server"
 	"github.com/gpud/gpud/gpud/server/servertest"
 	"github.com/gpud/gpud/gpud/spec"
 )
@@ -206,5 +207,41 @@ func TestWatchEndsWhenItsCredentialIsRevoked(t *testing.T) {
 	case err := <-d1:
 		t.Fatalf("n1's watch stream (not revoked) ended: %v", err)
 	case <-time.After(time.Second):
+	}
+}
+
+// TestWatchEndsWhenLeadershipEnds: a watch stream on an HA group's leader
+// ends when the member stops leading (no answer of a follower goes out on
+// it), and the node's next request is answered not_leader, as a poll is.
+func TestWatchEndsWhenLeadershipEnds(t *testing.T) {
+	h := &electedHA{elected: true}
+	h.inCharge.Store(time.Now().UnixNano())
+	addr, _, _ := servertest.Start(t, nil, servertest.Options{ServerOptions: []server.Option{server.WithHA(h)}})
+	c := client(t, addr)
+	ctx := ctxT(t)
+	if _, err := c.Register(ctx, inventory("n1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	frames, done := watch(ctx, c, "n1", time.Second)
+	nextFrame(t, frames, "the leader's first answer")
+	h.inCharge.Store(0) // no longer leading
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the stream ended with %v; want the controller's end (nil)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch stream went on after the member stopped leading")
+	}
+	for len(frames) > 0 {
+		// Answers written before the change are fine; none comes after.
+		<-frames
+	}
+	_, err := c.WatchAssignments(ctx, "n1", api.AssignmentsRequest{Wait: time.Second}, func(*api.AssignmentsResponse) error {
+		t.Error("a follower answered the watch")
+		return nil
+	})
+	if !errors.Is(err, spec.ErrNotLeader) {
+		t.Fatalf("watch at a follower: %v; want not_leader", err)
 	}
 }
