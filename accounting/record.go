@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -37,8 +38,12 @@ func (db *DB) RecordJobs(ctx context.Context, jobs []spec.Job) (err error) {
 	st := db.rec.in(ctx, tx)
 	defer st.close()
 	for i := range jobs {
-		if err := db.recordJob(ctx, st, &jobs[i]); err != nil {
+		totalled, err := db.recordJob(ctx, st, &jobs[i])
+		if err != nil {
 			return fmt.Errorf("record job %d: %w", jobs[i].ID, err)
+		}
+		if totalled {
+			continue
 		}
 		if err := recordTotals(ctx, st, jobs[i].ID); err != nil {
 			return fmt.Errorf("record job %d: total its attempts: %w", jobs[i].ID, err)
@@ -74,13 +79,28 @@ var terminalStates = func() string {
 	return "(" + strings.Join(q, ",") + ")"
 }()
 
+// jobColumns are the job row's columns RecordJobs writes, in the order
+// of recordJob's arguments.
+const jobColumns = `id, name, user, uid, account, "partition", qos, state, reason,
+	exit_code, signal, submit_time, eligible_time, start_time, end_time, time_limit, nodes, gpus,
+	gpu_count, gpu_model, gpu_profile, gpu_fraction, cpus, mem_mib, attempts, work_dir,
+	array_job_id, array_task_id, wckey, ntasks, request, dependency, nice, array_max, pull_ms, pull_bytes, het_job_id, het_offset, reservation`
+
+// insertNewJobSQL writes a job accounting has no row of yet, with its
+// totals (newTotals), and nothing when it has one (upsertJobSQL then).
+// The controller records a job when it ends, so in a burst nearly every
+// record is of a new job; for those the attempt's usage rows need no
+// delete (none can exist: foreign keys) and the totals no statement of
+// their own. BenchmarkRecordJobsPerBatch and docs/fleet.md ("Session 17
+// — acct") have what that saves.
+const insertNewJobSQL = `INSERT INTO jobs (` + jobColumns + `, gpu_seconds, cpu_seconds, slice_seconds)
+VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT(id) DO NOTHING`
+
 // The upsert keeps the stored row when the incoming one is older: a lower
 // attempt, or the same attempt going from a terminal state back to a
 // non-terminal one.
-var upsertJobSQL = `INSERT INTO jobs (id, name, user, uid, account, "partition", qos, state, reason,
-	exit_code, signal, submit_time, eligible_time, start_time, end_time, time_limit, nodes, gpus,
-	gpu_count, gpu_model, gpu_profile, gpu_fraction, cpus, mem_mib, attempts, work_dir,
-	array_job_id, array_task_id, wckey, ntasks, request, dependency, nice, array_max, pull_ms, pull_bytes, het_job_id, het_offset, reservation)
+var upsertJobSQL = `INSERT INTO jobs (` + jobColumns + `)
 VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(id) DO UPDATE SET name=excluded.name, user=excluded.user, uid=excluded.uid,
 	account=excluded.account, "partition"=excluded."partition", qos=excluded.qos,
@@ -110,7 +130,7 @@ ON CONFLICT(job_id, attempt) DO UPDATE SET alloc_id=excluded.alloc_id, nodes=exc
 WHERE NOT (attempts.end_time IS NOT NULL AND excluded.end_time IS NULL)`
 
 type recordStmts struct {
-	job, attempt, delUsage, usage, totals, clearTotals, steps *sql.Stmt
+	newJob, job, attempt, delUsage, usage, totals, clearTotals, steps *sql.Stmt
 }
 
 // totalsSQL keeps a job's totals (migration 007) once it has ended and
@@ -143,6 +163,7 @@ func prepareRecord(ctx context.Context, w *sql.DB) (*recordStmts, error) {
 		dst **sql.Stmt
 		sql string
 	}{
+		{&st.newJob, insertNewJobSQL},
 		{&st.job, upsertJobSQL},
 		{&st.attempt, upsertAttemptSQL},
 		{&st.delUsage, `DELETE FROM usage WHERE job_id = ? AND attempt = ?`},
@@ -164,20 +185,23 @@ func prepareRecord(ctx context.Context, w *sql.DB) (*recordStmts, error) {
 
 // in returns the statements bound to tx (closed with it, or by close).
 func (st *recordStmts) in(ctx context.Context, tx *sql.Tx) *recordStmts {
-	return &recordStmts{job: tx.StmtContext(ctx, st.job), attempt: tx.StmtContext(ctx, st.attempt),
+	return &recordStmts{newJob: tx.StmtContext(ctx, st.newJob), job: tx.StmtContext(ctx, st.job), attempt: tx.StmtContext(ctx, st.attempt),
 		delUsage: tx.StmtContext(ctx, st.delUsage), usage: tx.StmtContext(ctx, st.usage),
 		totals: tx.StmtContext(ctx, st.totals), clearTotals: tx.StmtContext(ctx, st.clearTotals), steps: tx.StmtContext(ctx, st.steps)}
 }
 
 func (st *recordStmts) close() {
-	for _, s := range []*sql.Stmt{st.job, st.attempt, st.delUsage, st.usage, st.totals, st.clearTotals, st.steps} {
+	for _, s := range []*sql.Stmt{st.newJob, st.job, st.attempt, st.delUsage, st.usage, st.totals, st.clearTotals, st.steps} {
 		if s != nil {
 			_ = s.Close() // closing a prepared statement only frees memory
 		}
 	}
 }
 
-func (db *DB) recordJob(ctx context.Context, st *recordStmts, j *spec.Job) error {
+// recordJob writes j's job row, steps, attempt and usage rows; totalled
+// says its totals are written too (a new row whose totals newTotals
+// computed), so RecordJobs runs no totals statement for it.
+func (db *DB) recordJob(ctx context.Context, st *recordStmts, j *spec.Job) (totalled bool, err error) {
 	r := &j.Resources
 	nodes, gpus := j.Nodes, j.GPUs
 	cpus, mem := r.CPUsPerNode*max(r.Nodes, 1), r.MemMiB*int64(max(r.Nodes, 1))
@@ -216,41 +240,67 @@ func (db *DB) recordJob(ctx context.Context, st *recordStmts, j *spec.Job) error
 	if j.BeginTime.After(eligible) {
 		eligible = j.BeginTime.Time
 	}
-	_, err := st.job.ExecContext(ctx, int64(j.ID), j.Name, j.User, j.UID, j.Account, j.Partition,
+	span := spanOf(j)
+	tot := db.newTotals(j, span, cpus)
+	args := []any{int64(j.ID), j.Name, j.User, j.UID, j.Account, j.Partition,
 		j.QOS, string(j.State), j.Reason, j.ExitCode, j.Signal, unixOrNull(j.SubmitTime.Time),
 		unixOrNull(eligible), unixOrNull(j.StartTime.Time), unixOrNull(j.EndTime.Time),
-		int64(j.TimeLimit.Std()/time.Second), strings.Join(nodes, ","), strings.Join(gpus, ","),
+		int64(j.TimeLimit.Std() / time.Second), strings.Join(nodes, ","), strings.Join(gpus, ","),
 		gpuCount, model, r.GPUProfile, r.GPUFraction, cpus, mem, j.Attempt, j.WorkDir,
 		int64(j.ArrayJobID), j.ArrayTaskID, j.WCKey, ntasks(j), request(r), j.Depend, j.Nice, arrayMax(j), pullMS, pullBytes,
-		int64(j.HetJobID), j.HetOffset, j.Reservation)
+		int64(j.HetJobID), j.HetOffset, j.Reservation,
+		tot.gpu, tot.cpu, tot.slice}
+	res, err := st.newJob.ExecContext(ctx, args...)
 	if err != nil {
-		return fmt.Errorf("upsert job row: %w", err)
+		return false, fmt.Errorf("insert job row: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("insert job row: %w", err)
+	}
+	// A new row: no attempt or usage row of the job can exist (foreign
+	// keys), so this record's are all there will be.
+	isNew := n == 1
+	if !isNew {
+		if _, err := st.job.ExecContext(ctx, args[:len(args)-3]...); err != nil {
+			return false, fmt.Errorf("upsert job row: %w", err)
+		}
 	}
 	// A stale job row (the upsert kept the newer stored one) may still carry
 	// the only record of its attempt's end, so the attempt is written anyway
 	// under its own staleness rule.
 	if j.Alloc == nil {
-		return nil
+		return isNew && tot.exact, nil
 	}
 	if len(j.Steps) > 0 {
-		attempt := j.Alloc.Attempt
-		if attempt == 0 {
-			attempt = j.Attempt
-		}
-		if err := recordSteps(ctx, st.steps, j.ID, attempt, j.Steps); err != nil {
-			return err
+		if err := recordSteps(ctx, st.steps, j.ID, span.attempt, j.Steps); err != nil {
+			return false, err
 		}
 	}
-	return db.recordAttempt(ctx, st, j, nodes, cpus, mem)
+	if err := db.recordAttempt(ctx, st, j, span, nodes, cpus, mem, isNew); err != nil {
+		return false, err
+	}
+	return isNew && tot.exact, nil
 }
 
-// recordAttempt writes the attempt of j.Alloc and its usage rows, if it has
-// started.
-func (db *DB) recordAttempt(ctx context.Context, st *recordStmts, j *spec.Job, nodes []string, cpus int, mem int64) error {
+// span is what recordAttempt writes of j's attempt: its number, whether
+// it started (if not, nothing is written), its start and its end (NULL:
+// open).
+type span struct {
+	attempt int
+	started bool
+	start   int64
+	end     sql.NullInt64
+}
+
+func spanOf(j *spec.Job) span {
 	a := j.Alloc
-	attempt := a.Attempt
-	if attempt == 0 {
-		attempt = j.Attempt
+	if a == nil {
+		return span{}
+	}
+	s := span{attempt: a.Attempt}
+	if s.attempt == 0 {
+		s.attempt = j.Attempt
 	}
 	// The job's start is when its container started (rank 0's report);
 	// the allocation's is when the controller placed it, a moment before.
@@ -261,13 +311,84 @@ func (db *DB) recordAttempt(ctx context.Context, st *recordStmts, j *spec.Job, n
 		start = js
 	}
 	if start.IsZero() {
-		return nil // placed but not started: nothing used yet
+		return s // placed but not started: nothing used yet
 	}
-	startS := start.Unix()
-	var end sql.NullInt64
+	s.started, s.start = true, start.Unix()
 	// EndTime before this attempt's start belongs to an earlier attempt.
-	if !j.EndTime.IsZero() && j.EndTime.Unix() >= startS {
-		end = sql.NullInt64{Int64: j.EndTime.Unix(), Valid: true}
+	if !j.EndTime.IsZero() && j.EndTime.Unix() >= s.start {
+		s.end = sql.NullInt64{Int64: j.EndTime.Unix(), Valid: true}
+	}
+	return s
+}
+
+// totals are a job row's gpu_seconds, cpu_seconds and slice_seconds.
+type totals struct {
+	gpu, cpu, slice sql.NullFloat64
+	// exact: they are what totalsSQL and clearTotalsSQL would leave on a
+	// new row after this record's attempt and usage rows are written.
+	exact bool
+}
+
+// newTotals is what totalsSQL (or clearTotalsSQL) makes of a job row
+// that did not exist before this record, computed here instead of by a
+// statement: the only attempt and usage rows of the job are then the ones
+// recordAttempt writes of span (cpus each its attempt's). The sums are
+// NULL unless the job is terminal with its attempt ended. SQLite's SUM
+// of several REAL products may round differently from a sum here, so
+// several shared GPUs whose products are not whole numbers are left to
+// the statement (exact false). TestNewJobTotalsMatchOneStatement checks
+// these against the statement.
+func (db *DB) newTotals(j *spec.Job, s span, cpus int) totals {
+	if !j.State.Terminal() {
+		return totals{exact: true}
+	}
+	zero := sql.NullFloat64{Valid: true}
+	if j.Alloc == nil || !s.started {
+		return totals{gpu: zero, cpu: zero, slice: zero, exact: true} // no attempt: sums of nothing
+	}
+	if !s.end.Valid {
+		return totals{exact: true} // the attempt is open
+	}
+	d := s.end.Int64 - s.start
+	var gpu float64
+	terms, whole := 0, true
+	for _, n := range j.Alloc.Nodes {
+		for _, dev := range devices(&n) {
+			model := j.Resources.GPUModel
+			if db.opts.modelOf != nil {
+				if m := db.opts.modelOf(dev.gpu); m != "" {
+					model = m
+				}
+			}
+			t := float64(d) * db.fraction(&j.Resources, &n, model)
+			gpu += t
+			terms++
+			whole = whole && t == math.Trunc(t) && math.Abs(t) < 1<<52
+		}
+	}
+	if terms > 1 && !whole {
+		return totals{} // the statement sums them
+	}
+	slice := int64(0)
+	if j.Resources.GPUProfile != "" {
+		slice = d * int64(terms)
+	}
+	return totals{
+		gpu:   sql.NullFloat64{Float64: gpu, Valid: true},
+		cpu:   sql.NullFloat64{Float64: float64(d * int64(cpus)), Valid: true},
+		slice: sql.NullFloat64{Float64: float64(slice), Valid: true},
+		exact: true,
+	}
+}
+
+// recordAttempt writes the attempt of j.Alloc (s) and its usage rows, if
+// it has started. isNew: the job's row was new in this transaction, so no
+// usage row of it can exist to replace.
+func (db *DB) recordAttempt(ctx context.Context, st *recordStmts, j *spec.Job, s span, nodes []string, cpus int, mem int64, isNew bool) error {
+	a := j.Alloc
+	attempt, startS, end := s.attempt, s.start, s.end
+	if !s.started {
+		return nil // placed but not started: nothing used yet
 	}
 	// The controller records a requeued attempt with its job back in the
 	// queue (PENDING). LostWork is the latest requeue's and stays on the
@@ -293,8 +414,10 @@ func (db *DB) recordAttempt(ctx context.Context, st *recordStmts, j *spec.Job, n
 	}
 	// Replace rather than upsert the usage rows, so a device no longer in
 	// the allocation does not linger.
-	if _, err := st.delUsage.ExecContext(ctx, int64(j.ID), attempt); err != nil {
-		return fmt.Errorf("replace usage of attempt %d: %w", attempt, err)
+	if !isNew {
+		if _, err := st.delUsage.ExecContext(ctx, int64(j.ID), attempt); err != nil {
+			return fmt.Errorf("replace usage of attempt %d: %w", attempt, err)
+		}
 	}
 	for _, n := range a.Nodes {
 		for _, d := range devices(&n) {

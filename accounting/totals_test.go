@@ -103,3 +103,106 @@ func BenchmarkRecordJobTotals(b *testing.B) {
 			Ran(1, 60, node(fmt.Sprintf("n%d", id%64), 8, fmt.Sprintf("GPU-%d-a", id))).End(100, spec.StateCompleted).Obj()
 	})
 }
+
+// TestNewJobTotalsMatchOneStatement: jobs recorded for the first time
+// (as the controller records a job when it ends) get their totals from
+// newTotals in the job row's insert, not from the statements; after each
+// RecordJobs of random new jobs (whole GPUs, shares, MIG slices, CPU
+// only, one or two nodes, running, pending, placed but not started,
+// ended, an end before the start, no allocation), every job's totals are
+// what the one statement of before computes. Both ways are taken often:
+// totals computed here, and left to the statement (shared GPUs whose
+// products are not whole numbers).
+func TestNewJobTotalsMatchOneStatement(t *testing.T) {
+	t.Parallel()
+	db := openTest(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(17, 31))
+	states := []spec.JobState{spec.StateCompleted, spec.StateFailed, spec.StateCancelled, spec.StateTimeout,
+		spec.StateNodeFail, spec.StateOutOfMemory, spec.StatePending, spec.StateRunning}
+	next := spec.JobID(1)
+	computed, left, nulls := 0, 0, 0
+	for round := range 300 {
+		var batch []spec.Job
+		for range 1 + r.IntN(6) {
+			b := MakeJob(next)
+			next++
+			start := int64(r.IntN(1000))
+			var nodes []spec.NodeAlloc
+			for k := range 1 + r.IntN(2) {
+				n := node(fmt.Sprintf("n%d", k), 1+r.IntN(16))
+				switch r.IntN(5) {
+				case 0:
+					for g := range 1 + r.IntN(3) {
+						n.GPUs = append(n.GPUs, fmt.Sprintf("GPU-%d-%d", k, g))
+					}
+				case 1:
+					n.GPUs, n.GPUFraction = []string{"GPU-9"}, []float64{0.25, 0.3, 0.5, 1.0 / 3}[r.IntN(4)]
+					if r.IntN(2) == 0 {
+						n.GPUs = append(n.GPUs, "GPU-8")
+					}
+				case 2:
+					for m := range 1 + r.IntN(2) {
+						n.MIG = append(n.MIG, spec.MIGSlice{GPU: "GPU-7", Profile: "3g.40gb", Placement: spec.MIGPlacement{Start: m * 4}})
+					}
+					b.Resources(spec.Resources{Nodes: 1, CPUsPerNode: 4, GPUProfile: "3g.40gb", GPUModel: "h100"})
+				case 3:
+					b.Resources(spec.Resources{Nodes: 1, CPUsPerNode: 4, GPUFraction: 0.5, GPUModel: "h100"})
+					n.GPUs = []string{"GPU-6"}
+				}
+				nodes = append(nodes, n)
+			}
+			switch r.IntN(8) {
+			case 0: // never placed
+			case 1: // placed, not started
+				b.Ran(1, start, nodes...)
+				j := b.Obj()
+				j.StartTime, j.Alloc.StartTime = spec.Time{}, spec.Time{}
+				b = &jobBuilder{j: j}
+			default:
+				b.Ran(1, start, nodes...)
+			}
+			switch s := states[r.IntN(len(states))]; {
+			case s == spec.StateRunning || s == spec.StatePending:
+				b.State(s)
+			case r.IntN(10) == 0:
+				b.End(start-1-int64(r.IntN(5)), s) // an end before this attempt's start
+			default:
+				b.End(start+int64(r.IntN(5000)), s)
+			}
+			j := b.Obj()
+			if tot := db.newTotals(&j, spanOf(&j), 0); !tot.exact {
+				left++
+			} else if tot.gpu.Valid {
+				computed++
+			} else {
+				nulls++
+			}
+			batch = append(batch, j)
+		}
+		if err := db.RecordJobs(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := db.r.QueryContext(ctx, oneStatementTotals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id int64
+			var g, c, s, wg, wc, ws sql.NullFloat64
+			if err := rows.Scan(&id, &g, &c, &s, &wg, &wc, &ws); err != nil {
+				t.Fatal(err)
+			}
+			if g != wg || c != wc || s != ws {
+				t.Fatalf("round %d, job %d: totals %v %v %v; the one statement gives %v %v %v", round, id, g, c, s, wg, wc, ws)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+	}
+	if computed < 200 || left < 30 || nulls < 100 {
+		t.Fatalf("totals computed on insert %d times, left to the statement %d, NULL %d; want each often", computed, left, nulls)
+	}
+}

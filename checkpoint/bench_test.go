@@ -74,8 +74,8 @@ func benchSeal(b *testing.B, fill func(staging string)) {
 }
 
 // BenchmarkPrepareNewJob is a job's first start on the node: Prepare of
-// a new job directory, untagged (as before tags), tagged, and tagged then
-// claimed (what the node agent's rank 0 does at every start), and the
+// a new job directory, untagged (as before tags), tagged, and tagged and
+// claimed (PrepareClaim: what the node agent's rank 0 does at every start), and the
 // removal at its end when nothing was sealed.
 func BenchmarkPrepareNewJob(b *testing.B) {
 	for _, tc := range []struct {
@@ -96,17 +96,16 @@ func BenchmarkPrepareNewJob(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				id := spec.JobID(i + 1)
-				if _, _, err := s.Prepare(id, tc.tag, -1, -1); err != nil {
-					b.Fatal(err)
-				}
 				var m Mark
 				if tc.claim {
-					if m, err = s.Claim(id); err != nil {
+					if _, _, m, err = s.PrepareClaim(id, tc.tag, -1, -1); err != nil {
 						b.Fatal(err)
 					}
+				} else if _, _, err := s.Prepare(id, tc.tag, -1, -1); err != nil {
+					b.Fatal(err)
 				}
 				if tc.clean {
-					if ok, err := s.RemoveUnsealed(id, tc.tag, m); !ok || err != nil {
+					if ok, err := s.RemoveUnsealed(id, m); !ok || err != nil {
 						b.Fatal(ok, err)
 					}
 				}

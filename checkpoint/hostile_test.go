@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -190,5 +191,72 @@ func TestSealRefusesOthersFiles(t *testing.T) {
 	}
 	if _, err := s.Seal(1); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
 		t.Fatalf("Seal with another uid's file: %v; want it refused", err)
+	}
+}
+
+// TestRemoveUnsealedAsJobUser attacks the removal at a job's end as the
+// job's user (a real second uid), who owns its staging directory and
+// nothing above it: what it plants in staging (a symlink to a victim, a
+// FIFO, a deep tree, a claim's name, its staging made unreadable) goes
+// without anything outside being touched, and it can neither add an
+// entry beside staging (a claim or a ckpt-* that would keep the
+// directory forever) nor move staging away.
+func TestRemoveUnsealedAsJobUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("runs as a second user: needs root")
+	}
+	s := traversable(t)
+	victimDir := t.TempDir()
+	victim := filepath.Join(victimDir, "precious")
+	if err := os.WriteFile(victim, []byte("keep"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(victimDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, _, m, err := s.PrepareClaim(7, JobTag(42), oldUID, oldUID)
+	if err != nil || m == (Mark{}) {
+		t.Fatalf("PrepareClaim = %v, %v", m, err)
+	}
+	jd, st := s.JobDir(7), s.stagingDir(7)
+	sh := func(script string) (string, error) {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: oldUID, Gid: oldUID}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := sh(`set -e; cd '` + st + `'
+ln -s '` + victimDir + `' link; ln -s '` + victim + `' file-link; mkfifo fifo
+mkdir -p a/b/c/d; echo x > a/b/c/d/e; ln -s '` + victimDir + `' a/b/c/up
+touch .claim-0123456789abcdef
+chmod 000 a/b
+chmod 000 .`); err != nil {
+		t.Fatalf("planting as uid %d: %v: %s", oldUID, err, out)
+	}
+	for _, try := range []string{
+		"touch " + filepath.Join(jd, ".claim-fedcba9876543210"),
+		"mkdir " + filepath.Join(jd, ckptName(1)),
+		"mv " + st + " " + filepath.Join(jd, "moved"),
+		"mv " + st + " " + filepath.Join(victimDir, "moved"),
+		"rm -rf " + jd,
+	} {
+		if out, err := sh(try); err == nil {
+			t.Errorf("as uid %d, %q succeeded (%s); want it refused", oldUID, try, out)
+		}
+	}
+	within(t, "RemoveUnsealed", func() {
+		var ok bool
+		if ok, err = s.RemoveUnsealed(7, m); !ok || err != nil {
+			t.Errorf("RemoveUnsealed = %v, %v; want removed", ok, err)
+		}
+	})
+	if diff := dirNames(t, s.Root()); len(diff) != 0 {
+		t.Errorf("root after removal holds %q", diff)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep" {
+		t.Errorf("victim changed: %q, %v", b, err)
+	}
+	if names := dirNames(t, victimDir); len(names) != 1 {
+		t.Errorf("victim's directory holds %q, want only precious", names)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime/safefs"
 )
@@ -222,21 +224,15 @@ func (s *Store) staging(id spec.JobID, jd *safefs.Dir, clear bool, uid, gid int)
 				return fmt.Errorf("clear staging dir of job %d: %w", id, err)
 			}
 		}
-		// 0700: only the job's uid (after Chown) writes here, not its group,
-		// which is often shared by every user.
-		st, err := jd.Mkdir(stagingName, 0o700)
+		// 0700: only the job's uid writes here, not its group, which is
+		// often shared by every user. Given away by name: jd is root's,
+		// 0711, and only root adds entries to it (safefs.MkdirFor).
+		err := jd.MkdirFor(stagingName, 0o700, uid, gid)
 		if errors.Is(err, fs.ErrExist) && try < raceRetries {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("create staging dir of job %d: %w", id, err)
-		}
-		if uid >= 0 {
-			err = st.Chown(uid, gid)
-		}
-		st.Close()
-		if err != nil {
-			return fmt.Errorf("chown staging dir of job %d to %d:%d: %w", id, uid, gid, err)
+			return fmt.Errorf("create staging dir of job %d owned by %d:%d: %w", id, uid, gid, err)
 		}
 		break
 	}
@@ -255,22 +251,49 @@ func (s *Store) staging(id spec.JobID, jd *safefs.Dir, clear bool, uid, gid int)
 // openTagged; "": none): a directory tagged for another job is replaced
 // before anything in it is cleared, given or offered.
 func (s *Store) Prepare(id spec.JobID, tag string, uid, gid int) (latest Checkpoint, ok bool, err error) {
+	latest, ok, _, err = s.prepare(id, tag, uid, gid, false)
+	return latest, ok, err
+}
+
+// PrepareClaim is Prepare then Claim, in the same pass: the claim is
+// made in the directory Prepare opened and found tagged tag. It is what
+// the node agent's rank 0 does at each start. A claim that cannot be
+// made is logged and the Mark is zero (the directory then stays after
+// the job); the start goes on.
+func (s *Store) PrepareClaim(id spec.JobID, tag string, uid, gid int) (latest Checkpoint, ok bool, m Mark, err error) {
+	return s.prepare(id, tag, uid, gid, true)
+}
+
+func (s *Store) prepare(id spec.JobID, tag string, uid, gid int, claimIt bool) (latest Checkpoint, ok bool, m Mark, err error) {
 	jd, made, err := s.openTagged(id, tag, true)
 	if err != nil {
-		return Checkpoint{}, false, fmt.Errorf("create checkpoint dir of job %d: %w", id, err)
+		return Checkpoint{}, false, Mark{}, fmt.Errorf("create checkpoint dir of job %d: %w", id, err)
 	}
 	defer jd.Close()
 	if err := s.staging(id, jd, !made, uid, gid); err != nil {
-		return Checkpoint{}, false, err
+		return Checkpoint{}, false, Mark{}, err
+	}
+	var names []string
+	if !made {
+		if names, err = jd.Names(); err != nil {
+			return Checkpoint{}, false, Mark{}, fmt.Errorf("list checkpoints of job %d: %w", id, err)
+		}
+	}
+	if claimIt {
+		var cerr error
+		if m, cerr = claim(jd, names); cerr != nil {
+			// The start goes on; only the removal at its end is lost.
+			s.log.Warn("mark the job's checkpoint directory as this attempt's; it stays after the job", "job_id", uint64(id), "err", cerr)
+		}
 	}
 	if made {
-		return Checkpoint{}, false, nil
+		return Checkpoint{}, false, m, nil
 	}
-	valid, _, err := s.scanDir(id, jd)
+	valid, _, err := s.scanNames(id, jd, names)
 	if err != nil || len(valid) == 0 {
-		return Checkpoint{}, false, err
+		return Checkpoint{}, false, m, err
 	}
-	return valid[len(valid)-1], true, nil
+	return valid[len(valid)-1], true, m, nil
 }
 
 // PrepareSlot makes a checkpoint directory before its job is known: the
@@ -442,12 +465,13 @@ func (s *Store) openStaging(id spec.JobID) (*safefs.Dir, error) {
 // Ready reports whether job id has marked its staging directory complete by
 // creating a regular file named .done in it.
 func (s *Store) Ready(id spec.JobID) bool {
-	jd, err := s.openJob(id, false)
-	if err != nil {
-		return false
-	}
-	defer jd.Close()
-	return ready(jd)
+	// One lstat of <root>/<id>/staging/.done: only its last component is
+	// the job's to make (staging/ is the user's, the directories above it
+	// root's, 0711, and nothing but root adds entries to them), and
+	// lstat does not follow it.
+	var st unix.Stat_t
+	err := unix.Fstatat(unix.AT_FDCWD, filepath.Join(s.stagingDir(id), doneName), &st, unix.AT_SYMLINK_NOFOLLOW)
+	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
 }
 
 // ready is Ready in job directory jd.
@@ -670,10 +694,16 @@ func (s *Store) scanJob(id spec.JobID) (valid []Checkpoint, invalid []string, er
 
 // scanDir is scanJob in job id's open directory jd.
 func (s *Store) scanDir(id spec.JobID, jd *safefs.Dir) (valid []Checkpoint, invalid []string, err error) {
-	seqs, err := listSeqs(jd)
+	names, err := jd.Names()
 	if err != nil {
 		return nil, nil, fmt.Errorf("list checkpoints of job %d: %w", id, err)
 	}
+	return s.scanNames(id, jd, names)
+}
+
+// scanNames is scanDir with jd's entries listed already (names).
+func (s *Store) scanNames(id spec.JobID, jd *safefs.Dir, names []string) (valid []Checkpoint, invalid []string, err error) {
+	seqs := seqsIn(jd, names)
 	slices.Sort(seqs)
 	for _, seq := range seqs {
 		dir := filepath.Join(s.jobDir(id), ckptName(seq))
@@ -742,6 +772,11 @@ func listSeqs(jd *safefs.Dir) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	return seqsIn(jd, names), nil
+}
+
+// seqsIn is listSeqs of jd's entries names.
+func seqsIn(jd *safefs.Dir, names []string) []int {
 	var seqs []int
 	for _, n := range names {
 		seq, ok := parseCkptName(n)
@@ -752,7 +787,7 @@ func listSeqs(jd *safefs.Dir) ([]int, error) {
 			seqs = append(seqs, seq)
 		}
 	}
-	return seqs, nil
+	return seqs
 }
 
 // removeDone removes .done from jd's staging directory (whatever it is: an

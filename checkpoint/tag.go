@@ -131,7 +131,12 @@ func (s *Store) openTagged(id spec.JobID, tag string, create bool) (jd *safefs.D
 		if err != nil || tag == "" {
 			return jd, made, err
 		}
-		have, err := readTag(jd)
+		// A directory just made has no tag unless another rank of the
+		// job tagged it meanwhile, which writeTag finds.
+		var have string
+		if !made {
+			have, err = readTag(jd)
+		}
 		if err == nil && have == "" {
 			have, err = writeTag(jd, tag)
 		}
@@ -187,83 +192,111 @@ func (s *Store) replaceOther(id spec.JobID, tag, other string) error {
 	return root.Sync()
 }
 
-// Mark names the attempt that last readied a job's directory (Claim): a
-// random value kept in the directory (claimName, root's), so another
-// attempt's Claim of the same job (a requeue started on a node sharing
-// the root) is told apart from the runner's own. The zero Mark is none.
+// Mark names the attempt that last readied a job's directory (Claim,
+// PrepareClaim): a random value, kept in the directory as the name of an
+// empty file (claimPrefix+value, root's), so that another attempt's claim
+// of the same job (a requeue started on a node sharing the root, or on
+// this node) is told apart from the runner's own by listing the
+// directory, which RemoveUnsealed does anyway to see that nothing was
+// sealed. A claim replaces the claims before it (removes their files);
+// a directory holding any other claim, or none, is not the holder's to
+// remove. The zero Mark is none.
+//
+// A claim is only ever made in a directory the claimer has opened and
+// found tagged for its job (openTagged), and a tag never changes once
+// written (a directory of another job is moved aside whole, never
+// retagged): a directory holding the caller's claim is the caller's
+// job's, so RemoveUnsealed needs no second look at the tag.
 type Mark struct{ nonce string }
 
-const claimName = ".claim"
+const (
+	claimPrefix = ".claim-"
+	// oldClaimName is where agents before claims by name kept the claim's
+	// value; such a file is another attempt's claim.
+	oldClaimName = ".claim"
+)
 
-// Claim marks job id's directory, which exists, as readied by the caller
-// (after Prepare or AdoptSlot), replacing an earlier attempt's mark, and
-// returns the mark for RemoveUnsealed. Not fsynced: a mark lost in a
-// crash only leaves the directory to stay.
-func (s *Store) Claim(id spec.JobID) (Mark, error) {
-	jd, err := s.openJob(id, false)
+func (m Mark) name() string { return claimPrefix + m.nonce }
+
+// isClaim reports whether entry name of a job directory is a claim.
+func isClaim(name string) bool {
+	return name == oldClaimName || strings.HasPrefix(name, claimPrefix)
+}
+
+// Claim marks job id's directory, which exists and is tagged tag (""
+// : no check; another job's is refused with an error wrapping
+// ErrOtherJob), as readied by the caller (after AdoptSlot), replacing an
+// earlier attempt's mark, and returns the mark for RemoveUnsealed. Not
+// fsynced: a mark lost in a crash only leaves the directory to stay.
+func (s *Store) Claim(id spec.JobID, tag string) (Mark, error) {
+	jd, _, err := s.openTagged(id, tag, false)
 	if err != nil {
 		return Mark{}, fmt.Errorf("claim checkpoint dir of job %d: %w", id, err)
 	}
 	defer jd.Close()
-	m := Mark{nonce: randHex()}
-	tmp := claimName + "-" + m.nonce
-	if err := jd.WriteNew(tmp, []byte(m.nonce), 0o600, -1, -1); err != nil {
+	names, err := jd.Names()
+	if err != nil {
 		return Mark{}, fmt.Errorf("claim checkpoint dir of job %d: %w", id, err)
 	}
-	if err := jd.Rename(tmp, jd, claimName); err != nil {
-		_ = jd.Remove(tmp)
+	m, err := claim(jd, names)
+	if err != nil {
 		return Mark{}, fmt.Errorf("claim checkpoint dir of job %d: %w", id, err)
 	}
 	return m, nil
 }
 
-// markOf reads the mark of open job directory jd (zero: none).
-func markOf(jd *safefs.Dir) Mark {
-	f, err := jd.OpenRegular(claimName)
-	if err != nil {
-		return Mark{}
+// claim marks open job directory jd, whose entries were names when it
+// was listed last (nil: a directory just made), as the caller's: its
+// claim file is made, then the earlier claims among names are removed.
+func claim(jd *safefs.Dir, names []string) (Mark, error) {
+	m := Mark{nonce: randHex()}
+	if err := jd.Touch(m.name()); err != nil {
+		return Mark{}, err
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, tagMax))
-	if err != nil {
-		return Mark{}
+	for _, n := range names {
+		if isClaim(n) && n != m.name() {
+			if err := jd.Unlink(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return Mark{}, err
+			}
+		}
 	}
-	return Mark{nonce: string(b)}
+	return m, nil
+}
+
+// removable reports whether a job directory holding names may be
+// removed by the holder of mark: no ckpt-* (valid or not, of any type)
+// and no claim but mark's.
+func removable(names []string, mark Mark) bool {
+	mine := false
+	for _, n := range names {
+		switch {
+		case n == mark.name():
+			mine = true
+		case isClaim(n):
+			return false
+		default:
+			if _, ok := parseCkptName(n); ok {
+				return false
+			}
+		}
+	}
+	return mine
 }
 
 // RemoveUnsealed removes job id's directory when the job's part that
 // claimed it (mark) ends and nothing was sealed in it: no ckpt-* (valid
-// or not), the directory tagged tag ("": no check) and still marked mark
-// (not claimed by another attempt since). It reports
-// whether it removed it; a directory that does not qualify is left as it
-// is, and a missing one is not an error. The directory is moved aside
-// before it is looked at a last time, so a Prepare of another attempt
-// meanwhile makes its own (the move is undone when it no longer
-// qualifies).
-func (s *Store) RemoveUnsealed(id spec.JobID, tag string, mark Mark) (bool, error) {
+// or not) and no other attempt's claim since. It reports whether it
+// removed it; a directory that does not qualify is left as it is, and a
+// missing one is not an error. The directory is moved aside before it is
+// looked at a last time, so a Prepare of another attempt meanwhile makes
+// its own (the move is undone when it no longer qualifies). What is
+// removed is what the last look listed, each entry by name (the
+// directory is root's, 0711: only root adds entries to it; the staging
+// directory, the user's, is walked only when the job left something
+// there), so a job that never checkpointed costs no walk.
+func (s *Store) RemoveUnsealed(id spec.JobID, mark Mark) (bool, error) {
 	if mark == (Mark{}) {
 		return false, nil
-	}
-	qualifies := func(jd *safefs.Dir) (bool, error) {
-		if have, err := readTag(jd); err != nil || (tag != "" && have != tag) {
-			return false, err
-		}
-		if seqs, err := listSeqs(jd); err != nil || len(seqs) > 0 {
-			return false, err
-		}
-		return markOf(jd) == mark, nil
-	}
-	jd, err := s.openJob(id, false)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("remove checkpoint dir of job %d: %w", id, err)
-	}
-	ok, err := qualifies(jd)
-	jd.Close()
-	if !ok || err != nil {
-		return false, err
 	}
 	root, err := safefs.OpenDir(s.root)
 	if err != nil {
@@ -271,6 +304,19 @@ func (s *Store) RemoveUnsealed(id spec.JobID, tag string, mark Mark) (bool, erro
 	}
 	defer root.Close()
 	name := strconv.FormatUint(uint64(id), 10)
+	jd, names, err := root.OpenDirNames(name)
+	if err == nil {
+		jd.Close()
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("remove checkpoint dir of job %d: %w", id, err)
+	}
+	if !removable(names, mark) {
+		return false, nil
+	}
 	trash := trashPrefix + name + "-" + randHex()
 	if err := root.RenameNoReplace(name, root, trash); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -278,19 +324,36 @@ func (s *Store) RemoveUnsealed(id spec.JobID, tag string, mark Mark) (bool, erro
 		}
 		return false, fmt.Errorf("remove checkpoint dir of job %d: %w", id, err)
 	}
-	moved, err := root.OpenDir(trash)
-	if err == nil {
-		ok, err = qualifies(moved)
-		moved.Close()
-	}
-	if !ok || err != nil {
+	moved, names, err := root.OpenDirNames(trash)
+	if err != nil || !removable(names, mark) {
+		if moved != nil {
+			moved.Close()
+		}
 		if rerr := root.RenameNoReplace(trash, root, name); rerr != nil {
 			return false, fmt.Errorf("put back checkpoint dir of job %d (at %s): %w", id, trash, rerr)
 		}
 		return false, err
 	}
-	if err := root.RemoveAll(trash); err != nil {
-		return false, fmt.Errorf("remove checkpoint dir of job %d (moved to %s): %w", id, trash, err)
+	for _, n := range names {
+		// staging/ is a directory, empty unless the job left files
+		// there: one rmdir, the walk only when that fails.
+		if n != stagingName || moved.Rmdir(n) != nil {
+			err = moved.RemoveAll(n)
+		}
+		if err != nil {
+			break
+		}
+	}
+	moved.Close()
+	if err == nil {
+		err = root.Rmdir(trash)
+	}
+	if err != nil {
+		// Something appeared meanwhile (nothing but root adds entries):
+		// the full walk.
+		if err := root.RemoveAll(trash); err != nil {
+			return false, fmt.Errorf("remove checkpoint dir of job %d (moved to %s): %w", id, trash, err)
+		}
 	}
 	return true, nil
 }

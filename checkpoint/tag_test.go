@@ -266,32 +266,46 @@ func TestTagAfterReset(t *testing.T) {
 // TestRemoveUnsealed: a job's directory goes when the part that made its
 // staging directory ends with nothing sealed; it stays with a sealed
 // checkpoint (a requeued attempt restarts from it), once another attempt
-// has prepared it again, and when it is another job's.
+// has claimed it again (PrepareClaim, or Claim after adopting a slot), and
+// when it is another job's.
 func TestRemoveUnsealed(t *testing.T) {
 	tag := JobTag(42)
 	prepared := func(t *testing.T, s *Store) Mark {
 		t.Helper()
-		if _, _, err := s.Prepare(7, tag, -1, -1); err != nil {
-			t.Fatal(err)
-		}
-		m, err := s.Claim(7)
+		_, _, m, err := s.PrepareClaim(7, tag, -1, -1)
 		if err != nil || m == (Mark{}) {
-			t.Fatalf("Claim = %v, %v", m, err)
+			t.Fatalf("PrepareClaim = %v, %v", m, err)
 		}
 		return m
 	}
 	t.Run("nothing sealed: removed, root left clean", func(t *testing.T) {
 		s := newTestStore(t, 2)
 		m := prepared(t, s)
-		writeTree(t, s.stagingDir(7), map[string]string{"half.pt": "never sealed"})
-		if ok, err := s.RemoveUnsealed(7, tag, m); !ok || err != nil {
+		if ok, err := s.RemoveUnsealed(7, m); !ok || err != nil {
 			t.Fatalf("RemoveUnsealed = %v, %v; want removed", ok, err)
 		}
 		if diff := cmp.Diff([]string{}, dirNames(t, s.Root())); diff != "" {
 			t.Errorf("root after removal (-want +got):\n%s", diff)
 		}
-		if ok, err := s.RemoveUnsealed(7, tag, m); ok || err != nil {
+		if ok, err := s.RemoveUnsealed(7, m); ok || err != nil {
 			t.Errorf("RemoveUnsealed of a missing directory = %v, %v; want false, nil", ok, err)
+		}
+	})
+	t.Run("what the job left in staging: removed", func(t *testing.T) {
+		s := newTestStore(t, 2)
+		m := prepared(t, s)
+		writeTree(t, s.stagingDir(7), map[string]string{"half.pt": "never sealed", "d/e/f": "deep"})
+		if err := os.Symlink("/etc", filepath.Join(s.stagingDir(7), "link")); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.RemoveUnsealed(7, m); !ok || err != nil {
+			t.Fatalf("RemoveUnsealed = %v, %v; want removed", ok, err)
+		}
+		if diff := cmp.Diff([]string{}, dirNames(t, s.Root())); diff != "" {
+			t.Errorf("root after removal (-want +got):\n%s", diff)
+		}
+		if _, err := os.Stat("/etc/passwd"); err != nil {
+			t.Errorf("the symlink's target went with it: %v", err)
 		}
 	})
 	t.Run("sealed: kept", func(t *testing.T) {
@@ -307,38 +321,93 @@ func TestRemoveUnsealed(t *testing.T) {
 		if _, err := s.Restage(7, tag, -1, -1); err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := s.RemoveUnsealed(7, tag, m); ok || err != nil {
+		if ok, err := s.RemoveUnsealed(7, m); ok || err != nil {
 			t.Fatalf("RemoveUnsealed (first mark) = %v, %v; want kept", ok, err)
 		}
 		if c, ok, err := s.Latest(7); !ok || err != nil || c.Seq != 1 {
 			t.Errorf("Latest = %+v, %v, %v; want the sealed checkpoint", c, ok, err)
 		}
 	})
-	t.Run("prepared again by another attempt: kept", func(t *testing.T) {
+	t.Run("a ckpt-* of any kind: kept", func(t *testing.T) {
+		s := newTestStore(t, 2)
+		m := prepared(t, s)
+		if err := os.WriteFile(filepath.Join(s.JobDir(7), ckptName(3)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.RemoveUnsealed(7, m); ok || err != nil {
+			t.Fatalf("RemoveUnsealed = %v, %v; want kept", ok, err)
+		}
+	})
+	t.Run("claimed again by another attempt: kept", func(t *testing.T) {
 		s := newTestStore(t, 2)
 		m := prepared(t, s)
 		again := prepared(t, s)
 		if again == m {
-			t.Fatal("a second Claim kept the first's mark")
+			t.Fatal("a second claim kept the first's mark")
 		}
-		if ok, err := s.RemoveUnsealed(7, tag, m); ok || err != nil {
+		if ok, err := s.RemoveUnsealed(7, m); ok || err != nil {
 			t.Fatalf("RemoveUnsealed with the first attempt's mark = %v, %v; want kept", ok, err)
 		}
-		if ok, err := s.RemoveUnsealed(7, tag, again); !ok || err != nil {
-			t.Fatalf("RemoveUnsealed with the newer attempt's mark = %v, %v; want removed", ok, err)
+		// Claim (after adopting a slot) replaces the claim as well.
+		third, err := s.Claim(7, tag)
+		if err != nil || third == again || third == (Mark{}) {
+			t.Fatalf("Claim = %v, %v", third, err)
+		}
+		if ok, err := s.RemoveUnsealed(7, again); ok || err != nil {
+			t.Fatalf("RemoveUnsealed with the second attempt's mark = %v, %v; want kept", ok, err)
+		}
+		if ok, err := s.RemoveUnsealed(7, third); !ok || err != nil {
+			t.Fatalf("RemoveUnsealed with the newest attempt's mark = %v, %v; want removed", ok, err)
 		}
 	})
-	t.Run("another job's or no mark: kept", func(t *testing.T) {
+	t.Run("claimed by an agent before claims by name: kept until claimed again", func(t *testing.T) {
 		s := newTestStore(t, 2)
 		m := prepared(t, s)
-		if ok, err := s.RemoveUnsealed(7, JobTag(43), m); ok || err != nil {
-			t.Errorf("RemoveUnsealed with another tag = %v, %v; want kept", ok, err)
+		if err := os.WriteFile(filepath.Join(s.JobDir(7), oldClaimName), []byte("0123456789abcdef"), 0o600); err != nil {
+			t.Fatal(err)
 		}
-		if ok, err := s.RemoveUnsealed(7, tag, Mark{}); ok || err != nil {
-			t.Errorf("RemoveUnsealed without a mark = %v, %v; want kept", ok, err)
+		if ok, err := s.RemoveUnsealed(7, m); ok || err != nil {
+			t.Fatalf("RemoveUnsealed beside an old agent's claim = %v, %v; want kept", ok, err)
 		}
-		if _, err := os.Stat(s.stagingDir(7)); err != nil {
-			t.Errorf("staging gone: %v", err)
+		again := prepared(t, s)
+		if diff := cmp.Diff([]string{again.name(), tagName, stagingName}, dirNames(t, s.JobDir(7))); diff != "" {
+			t.Errorf("after a new claim (-want +got):\n%s", diff)
+		}
+		if ok, err := s.RemoveUnsealed(7, again); !ok || err != nil {
+			t.Fatalf("RemoveUnsealed = %v, %v; want removed", ok, err)
 		}
 	})
+	t.Run("another job's now, or no mark: kept", func(t *testing.T) {
+		s := newTestStore(t, 2)
+		m := prepared(t, s)
+		if ok, err := s.RemoveUnsealed(7, Mark{}); ok || err != nil {
+			t.Errorf("RemoveUnsealed without a mark = %v, %v; want kept", ok, err)
+		}
+		// A reset controller's job 7 replaces the directory.
+		if _, _, err := s.Prepare(7, JobTag(43), -1, -1); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.RemoveUnsealed(7, m); ok || err != nil {
+			t.Errorf("RemoveUnsealed of the earlier job 7 = %v, %v; want the new job's kept", ok, err)
+		}
+		if have := tagOf(t, s, 7); have != JobTag(43) {
+			t.Errorf("job 7's directory is tagged %q, want the new job's %q", have, JobTag(43))
+		}
+		if _, err := os.Stat(s.stagingDir(7)); err != nil {
+			t.Errorf("the new job's staging gone: %v", err)
+		}
+		if _, err := s.Claim(7, tag); !errors.Is(err, ErrOtherJob) {
+			t.Errorf("Claim of another job's directory = %v, want ErrOtherJob", err)
+		}
+	})
+}
+
+// tagOf reads job id's tag as the store does.
+func tagOf(t *testing.T, s *Store, id spec.JobID) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.JobDir(id), tagName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSuffix(string(b), "\n")
 }

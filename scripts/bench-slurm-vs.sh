@@ -14,7 +14,9 @@
 #     BareContainerd*, N_TRIVIAL jobs each; cpu-ms/job and
 #     cpu-ms/container: the cluster's, or containerd's, CPU time per job);
 #     the crun rows: bare containerd with crun as the shim's OCI runtime
-#     (BareContainerdShimGroup/crun*), and gpud with oci_runtime = "crun"
+#     (BareContainerdShimGroup/crun*; crun-grouped-robind: crun run from
+#     the read-only bind gpud's node agent gives its shims, bare containerd
+#     given the same cut), and gpud with oci_runtime = "crun"
 #     beside "runc" on jobs in a busybox image (TrivialJobThroughputImage:
 #     crun before 1.22 runs no job on the host's root), where crun can run
 #     (crun installed, cgroups it accepts: scripts/crun-cgroups.sh); with

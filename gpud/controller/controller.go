@@ -163,7 +163,10 @@ type Controller struct {
 	unfed      []unfedUsage
 	recSeq     uint64
 	recFlushed atomic.Uint64
-	recWake    chan struct{}
+	// feedLow is the earliest end time of the jobs flushed to accounting
+	// since the usage feed last read (zero: none; recMu; usagefeed.go).
+	feedLow time.Time
+	recWake chan struct{}
 	// recLinger is how long a wake waits for more records (recorder.go).
 	recLinger time.Duration
 	// recFlush carries FlushRecords' requests to the recorder's loop.

@@ -277,6 +277,9 @@ func (c *Controller) flushJobRecords(ctx context.Context) bool {
 	}
 	// A failed flush puts its batch back in front, so sequences are
 	// flushed in order: all up to seq are in accounting now.
+	if c.feed != nil {
+		c.lowerFeedLow(earliestEnd(batch))
+	}
 	c.recFlushed.Store(seq)
 	c.wakeFeed()
 	return true

@@ -37,17 +37,23 @@ func WithUsageSource(s UsageSource) Option {
 // anything recorded later than the overlap: as daily totals summed in
 // SQLite up to feedOverlap ago, and attempt by attempt after that.
 //
-// Most refreshes reread only feedShortOverlap before the latest end read;
-// the whole feedOverlap is reread every feedOverlapEvery. Rereading the
-// whole overlap every scheduling interval cost a fifth of the
-// controller's CPU in a 100,000-job burst on 1,000 nodes (gpud loadtest,
-// docs/fleet.md): hundreds of attempts end each second, so it read ~100,000
-// rows a second to find a few hundred new ones. A record that reaches
-// accounting later than the short overlap is counted within
-// feedOverlapEvery; seen keeps it from being counted twice.
+// Most refreshes reread only feedShortOverlap before the latest end read,
+// or from the earliest end the recorder flushed since the last read
+// (feedLow), if earlier: every attempt flushed since is read, however late
+// it reached accounting. A fixed 10-s overlap (up to session 16) read ~10 s
+// of ends at every refresh to find ~1 s of new ones (3.4 % of the
+// controller's CPU in gpud loadtest's live burst; docs/fleet.md, "Session
+// 17 — acct"), and missed a record later than that until the next long
+// read. The whole feedOverlap is reread every feedOverlapEvery (a record
+// written by anything but this controller's recorder is counted then);
+// seen keeps an attempt from being counted twice. Rereading the whole
+// overlap every scheduling interval cost a fifth of the controller's CPU
+// in a 100,000-job burst on 1,000 nodes (gpud loadtest, docs/fleet.md):
+// hundreds of attempts end each second, so it read ~100,000 rows a second
+// to find a few hundred new ones.
 const (
 	feedOverlap      = 10 * time.Minute
-	feedShortOverlap = 10 * time.Second
+	feedShortOverlap = time.Second
 	feedOverlapEvery = time.Minute
 	feedFullEvery    = time.Hour
 	// feedMinGap is the least time between two refreshes a record flush
@@ -150,13 +156,20 @@ func (c *Controller) unfedSince(covered uint64, out []fairshare.Usage) []fairsha
 // refresh reads what ended since the last read (or everything in the
 // horizon, when due or when the billing policy changed) and publishes the
 // new totals decayed to now.
-func (f *usageFeed) refresh(ctx context.Context, now time.Time, cfg fairshare.Config, covered uint64) error {
+//
+// low is the earliest end time of the attempts flushed to accounting
+// since the last refresh (zero: none or unknown); the read reaches back
+// to it.
+func (f *usageFeed) refresh(ctx context.Context, now time.Time, cfg fairshare.Config, covered uint64, low time.Time) error {
 	full := f.totals == nil || now.Sub(f.lastFull) >= feedFullEvery || !sameBilling(f.cfg, cfg)
 	rctx, cancel := context.WithTimeout(ctx, feedTimeout)
 	defer cancel()
 	var totals []spec.GPUUsageTotal
 	long := now.Sub(f.lastLong) >= feedOverlapEvery
 	since := f.mark.Add(-feedShortOverlap)
+	if !low.IsZero() && low.Before(since) {
+		since = low
+	}
 	if long {
 		since = f.mark.Add(-feedOverlap)
 	}
@@ -282,7 +295,10 @@ func (c *Controller) feedLoop(ctx context.Context, interval time.Duration) {
 			return nil
 		})
 		if err == nil {
-			if err := c.feed.refresh(ctx, now, cfg, c.recFlushed.Load()); err != nil && ctx.Err() == nil {
+			covered := c.recFlushed.Load()
+			low := c.takeFeedLow()
+			if err := c.feed.refresh(ctx, now, cfg, covered, low); err != nil && ctx.Err() == nil {
+				c.lowerFeedLow(low) // the next read reaches back to it
 				c.log.Warn("reading fairshare usage from accounting failed; using the last read", "err", err)
 			}
 		}
@@ -294,9 +310,47 @@ func (c *Controller) feedLoop(ctx context.Context, interval time.Duration) {
 // loadFeed is the feed's first read, on the owner before it serves: the
 // first cycle after a restart must see the usage from before it.
 func (c *Controller) loadFeed(ctx context.Context) {
-	if err := c.feed.refresh(ctx, c.now(), c.fairshareConfig(), c.recFlushed.Load()); err != nil {
+	covered := c.recFlushed.Load()
+	low := c.takeFeedLow()
+	if err := c.feed.refresh(ctx, c.now(), c.fairshareConfig(), covered, low); err != nil {
+		c.lowerFeedLow(low)
 		c.log.Warn("reading fairshare usage from accounting failed; fairshare counts running jobs only until the next read", "err", err)
 	}
+}
+
+// earliestEnd is the earliest end time of jobs (zero if none ended): no
+// usage row accounting writes of them ends before it.
+func earliestEnd(jobs []spec.Job) time.Time {
+	var low time.Time
+	for i := range jobs {
+		if e := jobs[i].EndTime.Time; !e.IsZero() && (low.IsZero() || e.Before(low)) {
+			low = e
+		}
+	}
+	return low
+}
+
+// lowerFeedLow makes the next feed read reach back to end (zero: no
+// change). Called after a flush committed, so the read that takes it
+// sees that flush's rows.
+func (c *Controller) lowerFeedLow(end time.Time) {
+	if end.IsZero() {
+		return
+	}
+	c.recMu.Lock()
+	if c.feedLow.IsZero() || end.Before(c.feedLow) {
+		c.feedLow = end
+	}
+	c.recMu.Unlock()
+}
+
+// takeFeedLow returns and clears feedLow, before a read.
+func (c *Controller) takeFeedLow() time.Time {
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	low := c.feedLow
+	c.feedLow = time.Time{}
+	return low
 }
 
 // wakeFeed asks for a refresh soon (ended attempts were just recorded).

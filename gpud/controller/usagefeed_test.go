@@ -208,7 +208,7 @@ func TestUsageFeedRefreshesCountOnce(t *testing.T) {
 	}
 	want := map[string]float64{"alice": 2 * 2 * 3600, "bob": 2 * 300}
 	for i, at := range []time.Time{now, now.Add(time.Minute), now.Add(2 * time.Minute)} {
-		if err := f.refresh(ctx, at, cfg, 0); err != nil {
+		if err := f.refresh(ctx, at, cfg, 0, time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 		if got := sum(); math.Abs(got["alice"]-want["alice"]) > 1e-6 || math.Abs(got["bob"]-want["bob"]) > 1e-6 {
@@ -218,7 +218,7 @@ func TestUsageFeedRefreshesCountOnce(t *testing.T) {
 	if err := db.RecordJobs(ctx, []spec.Job{job(4, "bob", 72*time.Hour, 72*time.Hour+time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.refresh(ctx, now.Add(3*time.Minute), cfg, 0); err != nil {
+	if err := f.refresh(ctx, now.Add(3*time.Minute), cfg, 0, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	want["bob"] += 2 * 60
@@ -258,25 +258,94 @@ func TestUsageFeedLateRecordCountedOnce(t *testing.T) {
 		}
 		return s
 	}
-	if err := f.refresh(ctx, now, cfg, 0); err != nil {
+	if err := f.refresh(ctx, now, cfg, 0, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	// Job 2 ended 2 minutes before job 1 but is recorded only now.
 	if err := db.RecordJobs(ctx, []spec.Job{job(2, 8*time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.refresh(ctx, now.Add(time.Second), cfg, 0); err != nil {
+	if err := f.refresh(ctx, now.Add(time.Second), cfg, 0, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := sum(); math.Abs(got-60) > 1e-6 {
 		t.Errorf("a short read: usage %g, want 60 (job 2 is outside the short overlap)", got)
 	}
 	for i, at := range []time.Time{now.Add(feedOverlapEvery), now.Add(feedOverlapEvery + time.Second), now.Add(2 * feedOverlapEvery)} {
-		if err := f.refresh(ctx, at, cfg, 0); err != nil {
+		if err := f.refresh(ctx, at, cfg, 0, time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 		if got := sum(); math.Abs(got-120) > 1e-6 {
 			t.Errorf("refresh %d after the overlap's reread: usage %g, want 120 (both jobs, once)", i, got)
+		}
+	}
+}
+
+// TestUsageFeedReadsLateFlushAtOnce: a refresh reaches back to the
+// earliest end the recorder flushed since the last read (low), so an
+// attempt that reached accounting late (its end well before the latest end
+// read) is counted at the next short read, once, and later reads do not
+// count it again; without low a short read reads only feedShortOverlap
+// before the latest end (reading less is what the cut is for).
+func TestUsageFeedReadsLateFlushAtOnce(t *testing.T) {
+	db, err := accounting.Open(t.TempDir() + "/accounting.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	job := func(id spec.JobID, end time.Duration) spec.Job {
+		start := end - time.Minute
+		return spec.Job{ID: id, JobSpec: spec.JobSpec{Account: "physics"}, User: "carol", State: spec.StateCompleted, Attempt: 1,
+			StartTime: spec.NewTime(t0.Add(start)), EndTime: spec.NewTime(t0.Add(end)),
+			Alloc: &spec.Alloc{ID: "a", JobID: id, Attempt: 1, StartTime: spec.NewTime(t0.Add(start)),
+				Nodes: []spec.NodeAlloc{{Node: "n1", GPUs: []string{"G1"}}}}}
+	}
+	if err := db.RecordJobs(ctx, []spec.Job{job(1, 10*time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	f := &usageFeed{src: db}
+	cfg := fairshare.Config{}
+	now := t0.Add(10*time.Minute + time.Second)
+	sum := func() float64 {
+		s := 0.0
+		for _, p := range first(f.past()) {
+			s += p.Raw
+		}
+		return s
+	}
+	if err := f.refresh(ctx, now, cfg, 0, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	// Job 3 ended 2 s before job 1: a short read without low misses it.
+	late := []spec.Job{job(3, 10*time.Minute-2*time.Second)}
+	if err := db.RecordJobs(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.refresh(ctx, now.Add(time.Second), cfg, 0, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sum(); math.Abs(got-60) > 1e-6 {
+		t.Fatalf("a short read without low: usage %g, want 60 (job 3 is outside feedShortOverlap)", got)
+	}
+	// Job 2 ended 2 minutes before job 1 and is flushed now: the read
+	// reaches back to its end.
+	flushed := []spec.Job{job(2, 8*time.Minute), {ID: 9, State: spec.StatePending}}
+	if err := db.RecordJobs(ctx, flushed); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.refresh(ctx, now.Add(2*time.Second), cfg, 0, earliestEnd(flushed)); err != nil {
+		t.Fatal(err)
+	}
+	if got := sum(); math.Abs(got-180) > 1e-6 {
+		t.Errorf("the read after job 2's flush: usage %g, want 180 (jobs 1, 2 and 3)", got)
+	}
+	for i, at := range []time.Time{now.Add(3 * time.Second), now.Add(feedOverlapEvery), now.Add(2 * feedOverlapEvery)} {
+		if err := f.refresh(ctx, at, cfg, 0, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := sum(); math.Abs(got-180) > 1e-6 {
+			t.Errorf("refresh %d after: usage %g, want 180 (each job once)", i, got)
 		}
 	}
 }
@@ -313,7 +382,7 @@ func TestUsageTotalsDecayLikeAttempts(t *testing.T) {
 		exact.Add(&fairshare.Usage{GPUs: a.GPUs, Start: a.Start, End: a.End}, &cfg)
 	}
 	f := &usageFeed{src: db}
-	if err := f.refresh(ctx, now, cfg, 0); err != nil {
+	if err := f.refresh(ctx, now, cfg, 0, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := f.past()

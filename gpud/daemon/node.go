@@ -109,6 +109,9 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		return fmt.Errorf("connect to containerd at %s: %w", o.Containerd, err)
 	}
 	defer rt.Close()
+	if bin, why := rt.OCIRuntime(); bin != "" {
+		log.Info("OCI runtime", "binary", bin, "read_only_bind", why == "", "why_not", why)
+	}
 	// containerd's root and state and runc's: every job's spec is there.
 	daemonDirs, err := rt.DaemonDirs(ctx)
 	if err != nil {

@@ -116,12 +116,9 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 	var latest checkpoint.Checkpoint
 	var ok bool
 	if r.ownsCheckpoints() {
-		// A fresh staging directory, the user's, and the newest
-		// checkpoint, in one pass.
-		latest, ok, err = st.Prepare(r.jobID, r.ckptTag(), owner, int(gid))
-		if err == nil {
-			r.claimCheckpoints(r.log())
-		}
+		// A fresh staging directory, the user's, the newest checkpoint
+		// and this runner's claim, in one pass.
+		latest, ok, r.ckptMark, err = st.PrepareClaim(r.jobID, r.ckptTag(), owner, int(gid))
 	} else {
 		// Create what is missing (a node-local root), clear nothing;
 		// replace another job's directory of the same ID first.
@@ -140,10 +137,11 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 }
 
 // claimCheckpoints marks the job's checkpoint directory as this runner's
-// (rank 0, after Prepare or adopting a slot), so that its end may remove
-// it if nothing gets sealed there. Without the mark it stays.
+// (rank 0, after adopting a slot; prepareCheckpoints claims it with
+// PrepareClaim), so that its end may remove it if nothing gets sealed
+// there. Without the mark it stays.
 func (r *runner) claimCheckpoints(log *slog.Logger) {
-	m, err := r.d.ckpt.Claim(r.jobID)
+	m, err := r.d.ckpt.Claim(r.jobID, r.ckptTag())
 	if err != nil {
 		log.Warn("mark the job's checkpoint directory as this attempt's; it stays after the job", "err", err)
 		return
@@ -161,7 +159,7 @@ func (r *runner) removeUnsealedCheckpoints(log *slog.Logger) {
 	if r.ckptMark == (checkpoint.Mark{}) {
 		return
 	}
-	removed, err := r.d.ckpt.RemoveUnsealed(r.jobID, r.ckptTag(), r.ckptMark)
+	removed, err := r.d.ckpt.RemoveUnsealed(r.jobID, r.ckptMark)
 	if err != nil {
 		log.Warn("remove the job's checkpoint directory, which holds no checkpoint", "err", err)
 		return

@@ -491,19 +491,16 @@ func makeJobDir(jobs *safefs.Dir, id string, script []byte, uid, gid int) (*safe
 // fillJobDir makes tmp/ and the script (unless nil) in the new job
 // directory d.
 func fillJobDir(d *safefs.Dir, script []byte, uid, gid int) error {
-	tmp, err := d.Mkdir(jobTmpName, 0o700)
-	if err != nil {
-		return fmt.Errorf("create job directory: %w", err)
-	}
-	defer tmp.Close()
 	// Only root can give files away; an unprivileged agent (development)
 	// runs jobs as itself and keeps them.
 	owner := -1
 	if euid == 0 {
 		owner = uid
-		if err := tmp.Chown(uid, gid); err != nil {
-			return fmt.Errorf("give job directory to uid %d: %w", uid, err)
-		}
+	}
+	// tmp/ given away by name: d is root's, 0711, and only root adds
+	// entries to it (safefs.MkdirFor).
+	if err := d.MkdirFor(jobTmpName, 0o700, owner, gid); err != nil {
+		return fmt.Errorf("create job directory's tmp/ for uid %d: %w", uid, err)
 	}
 	if script == nil {
 		return nil

@@ -128,6 +128,9 @@ func StartDaemon(ctx context.Context, opts DaemonOptions) (*Daemon, error) {
 	// Not CommandContext: the daemon must outlive ctx and this process.
 	cmd := exec.Command(bin, "--config", cfgPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its shims' OCI runtime may then run from the read-only bind the
+	// runtime makes instead of copying itself at each run (ocireadonly.go).
+	cmd.Env = append(os.Environ(), clonedBinaryEnv+"=1")
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -66,6 +66,9 @@ type ociRuntime struct {
 	crun, hostRoot bool
 	// version is its first line of --version ("" for runc by default).
 	version string
+	// notReadOnly says why binary is not a read-only bind made by
+	// readOnlyOCI ("" when it is, or for runc by default).
+	notReadOnly string
 }
 
 // ociBinary resolves name ("" or "runc": runc from the shim's PATH, as

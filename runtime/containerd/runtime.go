@@ -165,6 +165,13 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		c.Close()
 		return nil, err
 	}
+	if ort.binary != "" {
+		if ro, why := readOnlyOCI(opts.Address, ort.binary); ro != "" {
+			ort.binary = ro
+		} else {
+			ort.notReadOnly = why
+		}
+	}
 	imgs, err := newImageCache(opts.Images)
 	if err != nil {
 		c.Close()
@@ -213,6 +220,11 @@ func (r *Runtime) Close() error {
 	r.images.transport.CloseIdleConnections()
 	return r.client.Close()
 }
+
+// OCIRuntime is the binary the shims run for every container ("": runc
+// from their PATH) and, when it is not a read-only bind the runtime made
+// (ocireadonly.go), why not ("" for runc by default).
+func (r *Runtime) OCIRuntime() (binary, notReadOnly string) { return r.oci.binary, r.oci.notReadOnly }
 
 // shimOptions are the runc v2 shim's options for each container: runc's
 // (or crun's) state directory and the binary.

@@ -3,6 +3,7 @@ package containerd_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
 
+	"github.com/gpud/gpud/runtime/containerd"
 	"github.com/gpud/gpud/runtime/containerd/containerdtest"
 )
 
@@ -26,7 +28,10 @@ import (
 // created but not started, so every container joins a running shim: the
 // most grouping can save); "crun" and "crun-grouped" are the same with
 // crun as the shim's OCI runtime instead of runc (skipped where crun
-// cannot run, containerdtest.MissingCrun). Besides containers/s it reports the CPU time
+// cannot run, containerdtest.MissingCrun); "crun-grouped-robind" is
+// crun-grouped with crun run from the read-only bind gpud's node agent
+// gives its shims (ocireadonly.go: crun then does not copy and re-execute
+// itself at each run), bare containerd given the same. Besides containers/s it reports the CPU time
 // of containerd and everything it forks (shims, runc; a cpuacct cgroup of
 // their own) per container, which other load on the machine changes less.
 func BenchmarkBareContainerdShimGroup(b *testing.B) {
@@ -76,7 +81,7 @@ func BenchmarkBareContainerdShimGroup(b *testing.B) {
 	if containerdtest.MissingCrun() == "" {
 		crun = containerdtest.Crun()
 	}
-	for _, mode := range []string{"own", "grouped", "crun", "crun-grouped"} {
+	for _, mode := range []string{"own", "grouped", "crun", "crun-grouped", "crun-grouped-robind"} {
 		b.Run(mode, func(b *testing.B) {
 			const workers = 8
 			binary := ""
@@ -86,7 +91,18 @@ func BenchmarkBareContainerdShimGroup(b *testing.B) {
 				}
 				binary = crun
 			}
-			grouped := strings.HasSuffix(mode, "grouped")
+			if strings.HasSuffix(mode, "-robind") {
+				real, err := filepath.EvalSymlinks(crun)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bound, why := containerd.ReadOnlyOCI(addr, real)
+				if bound == "" {
+					b.Skipf("SKIPPED: no read-only bind of %s: %s", real, why)
+				}
+				binary = bound
+			}
+			grouped := strings.Contains(mode, "grouped")
 			r := round.Add(1)
 			if grouped {
 				for w := range workers {

@@ -110,22 +110,79 @@ func (d *Dir) Mkdir(name string, perm fs.FileMode) (*Dir, error) {
 	if err := d.checkName("mkdir", name); err != nil {
 		return nil, err
 	}
-	if err := unix.Mkdirat(d.fd, name, 0o700); err != nil {
+	// Made with perm itself unless that lets others write (then 0700
+	// until checked): nobody but this process can add anything to it
+	// before it is checked to be the one made.
+	mode := uint32(perm.Perm())
+	if mode&0o022 != 0 {
+		mode = 0o700
+	}
+	if err := unix.Mkdirat(d.fd, name, mode); err != nil {
 		return nil, d.pathErr("mkdir", name, err)
 	}
 	sub, err := d.OpenDir(name)
 	if err != nil {
 		return nil, err
 	}
-	if err := sub.checkOwn(); err != nil {
+	have, err := sub.checkOwn()
+	if err != nil {
 		sub.Close()
 		return nil, err
 	}
-	if err := unix.Fchmod(sub.fd, uint32(perm.Perm())); err != nil {
-		sub.Close()
-		return nil, d.pathErr("chmod", name, err)
+	// The umask (or a set-group-ID parent) may have changed the mode;
+	// most often it did not, and the fchmod is skipped.
+	if have&0o7777 != uint32(perm.Perm()) {
+		if err := unix.Fchmod(sub.fd, uint32(perm.Perm())); err != nil {
+			sub.Close()
+			return nil, d.pathErr("chmod", name, err)
+		}
 	}
 	return sub, nil
+}
+
+// MkdirFor creates the subdirectory name with mode perm (exactly: the
+// umask does not apply) and gives it to uid:gid (none when uid is
+// negative), without opening it. It
+// is for a directory d that only this process writes (a job's directory
+// or checkpoint directory, root's, 0711): the entry just made cannot be
+// swapped there, so it is given away by name, fchownat without following
+// it (a symlink would be changed itself, never its target), and an lstat
+// checks that it is the directory made, with its mode and owner (a
+// directory whose mode the umask changed is opened and fchmod'ed, as
+// Mkdir does). An existing entry of that name is an error wrapping
+// fs.ErrExist. perm must not let others write (an error otherwise).
+func (d *Dir) MkdirFor(name string, perm fs.FileMode, uid, gid int) error {
+	if err := d.checkName("mkdir", name); err != nil {
+		return err
+	}
+	mode := uint32(perm.Perm())
+	if mode&0o022 != 0 {
+		return d.pathErr("mkdir", name, fmt.Errorf("mode %v lets others write; use Mkdir: %w", perm, fs.ErrInvalid))
+	}
+	if err := unix.Mkdirat(d.fd, name, mode); err != nil {
+		return d.pathErr("mkdir", name, err)
+	}
+	if uid >= 0 {
+		if err := unix.Fchownat(d.fd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return d.pathErr("chown", name, err)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return d.pathErr("lstat", name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || (uid >= 0 && int(st.Uid) != uid) {
+		return d.pathErr("mkdir", name, fmt.Errorf("the new entry is a %s of uid %d: %w", TypeName(st.Mode), st.Uid, ErrNotOwned))
+	}
+	if st.Mode&0o7777 == mode {
+		return nil
+	}
+	sub, err := d.OpenDir(name)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	return sub.Chmod(perm)
 }
 
 // euid is this process's effective uid. No gpud process changes it (Go
@@ -133,16 +190,17 @@ func (d *Dir) Mkdir(name string, perm fs.FileMode) (*Dir, error) {
 // a node agent checked it a few times for every job it starts.
 var euid = os.Geteuid()
 
-// checkOwn refuses a directory not owned by this process's euid.
-func (d *Dir) checkOwn() error {
+// checkOwn refuses a directory not owned by this process's euid, and
+// returns its st_mode.
+func (d *Dir) checkOwn() (uint32, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(d.fd, &st); err != nil {
-		return &fs.PathError{Op: "stat", Path: d.path, Err: err}
+		return 0, &fs.PathError{Op: "stat", Path: d.path, Err: err}
 	}
 	if int(st.Uid) != euid {
-		return &fs.PathError{Op: "mkdir", Path: d.path, Err: fmt.Errorf("the new directory belongs to uid %d: %w", st.Uid, ErrNotOwned)}
+		return 0, &fs.PathError{Op: "mkdir", Path: d.path, Err: fmt.Errorf("the new directory belongs to uid %d: %w", st.Uid, ErrNotOwned)}
 	}
-	return nil
+	return st.Mode, nil
 }
 
 // Chown gives the directory itself to uid:gid (fchown on its descriptor).
@@ -253,6 +311,23 @@ func (d *Dir) WriteNew(name string, data []byte, perm fs.FileMode, uid, gid int)
 		err = d.pathErr("close", name, cerr)
 	}
 	return err
+}
+
+// Touch creates name as an empty regular file, the caller's, 0600 or
+// less (the umask applies: it is a marker, known by its name only). Like
+// Create it never opens an existing entry.
+func (d *Dir) Touch(name string) error {
+	if err := d.checkName("create", name); err != nil {
+		return err
+	}
+	fd, err := openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return d.pathErr("create", name, err)
+	}
+	if err := unix.Close(fd); err != nil {
+		return d.pathErr("close", name, err)
+	}
+	return nil
 }
 
 // OpenRegular opens the regular file name for reading without following a
@@ -378,7 +453,29 @@ func (d *Dir) Names() ([]string, error) {
 	defer unix.Close(fd)
 	// getdents on the descriptor itself: an os.File around it cost a
 	// fcntl and a refused epoll registration per call, and a node agent
-	// lists a job's directories at every job's start and end.
+	// lists a job's directories at every job's start and end. A fresh
+	// descriptor (".") for its own offset: d may be listed again, or by
+	// several goroutines.
+	return getdents(fd, d.path)
+}
+
+// OpenDirNames is OpenDir then Names of the directory opened, listed
+// through its new descriptor (no second open of it).
+func (d *Dir) OpenDirNames(name string) (*Dir, []string, error) {
+	sub, err := d.OpenDir(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	names, err := getdents(sub.fd, sub.path)
+	if err != nil {
+		sub.Close()
+		return nil, nil, err
+	}
+	return sub, names, nil
+}
+
+// getdents lists the entries of directory fd from its current offset.
+func getdents(fd int, path string) ([]string, error) {
 	var buf [4096]byte
 	var names []string
 	for {
@@ -387,7 +484,7 @@ func (d *Dir) Names() ([]string, error) {
 			continue
 		}
 		if err != nil {
-			return nil, &fs.PathError{Op: "readdirent", Path: d.path, Err: err}
+			return nil, &fs.PathError{Op: "readdirent", Path: path, Err: err}
 		}
 		if n <= 0 {
 			return names, nil

@@ -134,6 +134,127 @@ func TestMkdirRefusesExisting(t *testing.T) {
 	checkVictim(t, victim)
 }
 
+// TestMkdirModeExactUnderAnyUmask: Mkdir's mode is perm whatever the
+// umask, whether the mkdir made it so (no fchmod) or a fchmod did.
+func TestMkdirModeExactUnderAnyUmask(t *testing.T) {
+	d, dir, _ := setup(t)
+	for i, tc := range []struct {
+		umask int
+		perm  fs.FileMode
+	}{{0, 0o711}, {0o022, 0o711}, {0o022, 0o700}, {0o077, 0o700}, {0o777, 0o711}, {0, 0o775}, {0o022, 0o775}} {
+		old := syscall.Umask(tc.umask)
+		name := fmt.Sprintf("d%d", i)
+		sub, err := d.Mkdir(name, tc.perm)
+		syscall.Umask(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub.Close()
+		if fi, err := os.Lstat(filepath.Join(dir, name)); err != nil || fi.Mode() != fs.ModeDir|tc.perm {
+			t.Errorf("Mkdir(%v) under umask %03o: %v %v", tc.perm, tc.umask, fi.Mode(), err)
+		}
+	}
+}
+
+// TestMkdirFor: the directory is made with its mode under any umask and
+// given away; an existing entry (a symlink, a directory) is refused and
+// left as it was; a mode that lets others write is refused.
+func TestMkdirFor(t *testing.T) {
+	d, dir, victim := setup(t)
+	if os.Geteuid() != 0 {
+		t.Skip("gives directories away: needs root")
+	}
+	for i, umask := range []int{0, 0o022, 0o077, 0o277, 0o777} {
+		old := syscall.Umask(umask)
+		name := fmt.Sprintf("d%d", i)
+		err := d.MkdirFor(name, 0o700, 65534, 65534)
+		syscall.Umask(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		if err != nil || fi.Mode() != fs.ModeDir|0o700 {
+			t.Errorf("MkdirFor under umask %03o: %v %v, want drwx------", umask, fi.Mode(), err)
+			continue
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 || st.Gid != 65534 {
+			t.Errorf("MkdirFor under umask %03o: owner %d:%d, want 65534:65534", umask, st.Uid, st.Gid)
+		}
+	}
+	if err := d.MkdirFor("mine", 0o711, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "mine")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+		t.Errorf("MkdirFor without an owner: %v, %v; want the caller's", fi, err)
+	}
+	if err := os.Symlink(filepath.Dir(victim), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"link", "mine"} {
+		if err := d.MkdirFor(name, 0o700, 65534, 65534); !errors.Is(err, fs.ErrExist) {
+			t.Errorf("MkdirFor over existing %s: %v, want fs.ErrExist", name, err)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "mine")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+		t.Errorf("the existing directory was given away: %v, %v", fi, err)
+	}
+	if err := d.MkdirFor("open", 0o770, 65534, 65534); !errors.Is(err, fs.ErrInvalid) {
+		t.Errorf("MkdirFor 0770 = %v, want fs.ErrInvalid", err)
+	}
+	checkVictim(t, victim)
+}
+
+// TestTouchAndOpenDirNames: Touch never opens what is there (a symlink,
+// a file); OpenDirNames lists a directory and refuses a symlink or FIFO.
+func TestTouchAndOpenDirNames(t *testing.T) {
+	d, dir, victim := setup(t)
+	if err := os.Symlink(victim, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"link", "fifo"} {
+		withTimeout(t, "Touch "+name, func() {
+			if err := d.Touch(name); !errors.Is(err, fs.ErrExist) {
+				t.Errorf("Touch(%s) = %v, want fs.ErrExist", name, err)
+			}
+		})
+	}
+	if err := d.Touch("mark"); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "mark")); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 || fi.Mode().Perm()&^0o600 != 0 {
+		t.Errorf("Touch made %v (%v), want an empty file 0600 or less", fi, err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 { // more than one getdents buffer
+		if err := os.WriteFile(filepath.Join(dir, "sub", fmt.Sprintf("file-with-a-long-name-%03d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub, names, err := d.OpenDirNames("sub")
+	if err != nil || len(names) != 300 {
+		t.Fatalf("OpenDirNames(sub) = %d names, %v; want 300", len(names), err)
+	}
+	again, err := sub.Names()
+	sub.Close()
+	if err != nil || len(again) != 300 {
+		t.Errorf("Names after OpenDirNames = %d names, %v; want 300", len(again), err)
+	}
+	for _, name := range []string{"link", "fifo"} {
+		withTimeout(t, "OpenDirNames "+name, func() {
+			if sub, _, err := d.OpenDirNames(name); err == nil {
+				sub.Close()
+				t.Errorf("OpenDirNames(%s) succeeded; want it refused", name)
+			}
+		})
+	}
+	checkVictim(t, victim)
+}
+
 func TestOpenDirRefusesSymlinkAndFIFO(t *testing.T) {
 	d, dir, victim := setup(t)
 	if err := os.Symlink(filepath.Dir(victim), filepath.Join(dir, "link")); err != nil {

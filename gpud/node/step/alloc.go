@@ -167,6 +167,10 @@ func (al *Alloc) jobDir() string {
 	return al.dir
 }
 
+// euid is the agent's effective uid, read once (no gpud process changes
+// its own credentials).
+var euid = os.Geteuid()
+
 // Serve listens on the job's step socket until ctx ends or done is
 // closed (the runner returned), or until the returned func is called.
 // A nil done is never closed: the caller calls stop when it is done, and
@@ -193,12 +197,18 @@ func (al *Alloc) Serve(ctx context.Context, done <-chan struct{}) (stop func()) 
 	}
 	// The job directory is root's (0711) and only root writes it, so the
 	// path cannot have been swapped for a link.
-	if os.Geteuid() == 0 {
+	if euid == 0 {
 		if err := os.Chown(path, int(v.asg.Job.UID), int(v.asg.Job.GID)); err != nil {
 			log.Warn("give the step socket to the job's user", "err", err)
 		}
 	}
 	_ = os.Chmod(path, 0o600)
+	// The socket goes with the job directory (the runner removes both), or
+	// a later agent's Serve replaces it (a re-adopted job): no unlink of
+	// it when the listener closes.
+	if ul, ok := ln.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(false)
+	}
 	go func() {
 		for {
 			c, err := ln.Accept()

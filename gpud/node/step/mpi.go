@@ -115,7 +115,7 @@ func (n *Node) startPMI2(ctx context.Context, al *Alloc, uid, gid int, st tasks)
 	}
 	// The job directory is root's and only root writes it: the path is
 	// the socket just made (as the step socket, alloc.go).
-	if os.Geteuid() == 0 {
+	if euid == 0 {
 		if err := os.Chown(path, uid, gid); err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("--mpi=pmi2 on node %s: give the PMI socket to the job's user: %w", n.cfg.Node, err)
