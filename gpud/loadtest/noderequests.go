@@ -10,15 +10,15 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
-	"github.com/gpud/gpud/gpud/server"
 )
 
 // The node routes whose requests the report counts per start (the
 // controller's gpud_api_request_duration_seconds, by route).
 const (
 	routeAssignments = "GET /v1/nodes/{name}/assignments"
-	// Each answer on a node's assignments watch stream (server.WatchAnswerRoute).
-	routeWatchAnswer = server.WatchAnswerRoute
+	// Each answer on a node's assignments watch stream: server.WatchAnswerRoute
+	// (the harness does not import the controller's packages).
+	routeWatchAnswer = "GET /v1/nodes/{name}/assignments?watch=1 answer"
 	routeEvents      = "POST /v1/nodes/{name}/events"
 )
 

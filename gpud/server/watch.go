@@ -21,7 +21,8 @@ const defaultWatchWait = 30 * time.Second
 // WatchAnswerRoute is the route label each answer on an assignments watch
 // stream is observed under (WithMetrics: one observation a line, with the
 // time it waited for its change), as each long poll's answer is under
-// its request's route.
+// its request's route. gpud loadtest counts the answers by this name
+// (gpud/loadtest, noderequests.go).
 const WatchAnswerRoute = "GET /v1/nodes/{name}/assignments?watch=1 answer"
 
 // watchAssignments answers the node's assignments as a watch stream
