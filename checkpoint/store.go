@@ -151,21 +151,18 @@ func (s *Store) openJob(id spec.JobID, create bool) (*safefs.Dir, error) {
 // openJobMade is openJob, and says whether it made the directory (then
 // empty: nothing was ever staged or sealed in it).
 func (s *Store) openJobMade(id spec.JobID, create bool) (jd *safefs.Dir, made bool, err error) {
-	root, err := safefs.OpenDir(s.root)
-	if err != nil {
-		return nil, false, err
-	}
-	defer root.Close()
-	name := strconv.FormatUint(uint64(id), 10)
+	// By its path: the root is the admin's and only root adds entries to
+	// it, so its own descriptor is not needed (safefs.MkdirPath).
+	path := s.jobDir(id)
 	if !create {
-		jd, err = root.OpenDir(name)
+		jd, err = safefs.OpenDir(path)
 		return jd, false, err
 	}
 	// Made first, opened only when it is there already (a job's first
 	// start, the usual one, costs no failed open).
-	jd, err = root.Mkdir(name, 0o711)
+	jd, err = safefs.MkdirPath(path, 0o711)
 	if errors.Is(err, fs.ErrExist) {
-		jd, err = root.OpenDir(name) // an earlier attempt's, or another rank's agent's
+		jd, err = safefs.OpenDir(path) // an earlier attempt's, or another rank's agent's
 		return jd, false, err
 	}
 	if err != nil {
@@ -265,7 +262,7 @@ func (s *Store) PrepareClaim(id spec.JobID, tag string, uid, gid int) (latest Ch
 }
 
 func (s *Store) prepare(id spec.JobID, tag string, uid, gid int, claimIt bool) (latest Checkpoint, ok bool, m Mark, err error) {
-	jd, made, err := s.openTagged(id, tag, true)
+	jd, made, m, err := s.openTaggedClaim(id, tag, true, claimIt)
 	if err != nil {
 		return Checkpoint{}, false, Mark{}, fmt.Errorf("create checkpoint dir of job %d: %w", id, err)
 	}
@@ -279,7 +276,7 @@ func (s *Store) prepare(id spec.JobID, tag string, uid, gid int, claimIt bool) (
 			return Checkpoint{}, false, Mark{}, fmt.Errorf("list checkpoints of job %d: %w", id, err)
 		}
 	}
-	if claimIt {
+	if claimIt && m == (Mark{}) {
 		var cerr error
 		if m, cerr = claim(jd, names); cerr != nil {
 			// The start goes on; only the removal at its end is lost.

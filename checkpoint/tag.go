@@ -7,8 +7,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime/safefs"
@@ -95,6 +99,29 @@ func writeTag(jd *safefs.Dir, tag string) (string, error) {
 	return readTag(jd)
 }
 
+// claimTag claims and tags open job directory jd, which the caller has
+// just made, in one file: the claim (claimPrefix+nonce, root's, 0600)
+// holds the tag and is hard-linked as the tag without replacing (linkat:
+// the tag is complete when it appears, as writeTag's rename makes it; a
+// rank that tagged first keeps its tag, which is returned). Where the
+// file system has no hard links the tag is written as writeTag does.
+func claimTag(jd *safefs.Dir, tag string) (Mark, string, error) {
+	m := Mark{nonce: randHex()}
+	if err := jd.WriteNew(m.name(), []byte(tag+"\n"), 0o600, -1, -1); err != nil {
+		return Mark{}, "", err
+	}
+	err := jd.Link(m.name(), jd, tagName)
+	switch {
+	case err == nil:
+		return m, tag, nil
+	case errors.Is(err, fs.ErrExist):
+		have, err := readTag(jd)
+		return m, have, err
+	}
+	have, err := writeTag(jd, tag)
+	return m, have, err
+}
+
 // syncTag fsyncs open job directory jd's tag file, if any (its entry
 // is made durable with the directory's fsync that follows a seal).
 func syncTag(jd *safefs.Dir) error {
@@ -123,13 +150,22 @@ func randHex() string {
 // wrapping fs.ErrNotExist and another job's one wrapping ErrOtherJob.
 // made says the directory is new (empty but for its tag).
 func (s *Store) openTagged(id spec.JobID, tag string, create bool) (jd *safefs.Dir, made bool, err error) {
+	jd, made, _, err = s.openTaggedClaim(id, tag, create, false)
+	return jd, made, err
+}
+
+// openTaggedClaim is openTagged that, with claimIt, claims a directory it
+// has just made and tags together (claimTag) and returns the mark; the
+// mark is zero when it made no claim (the caller claims).
+func (s *Store) openTaggedClaim(id spec.JobID, tag string, create, claimIt bool) (jd *safefs.Dir, made bool, m Mark, err error) {
 	if err := validTag(tag); err != nil {
-		return nil, false, err
+		return nil, false, Mark{}, err
 	}
 	for try := 0; ; try++ {
+		m = Mark{}
 		jd, made, err = s.openJobMade(id, create)
 		if err != nil || tag == "" {
-			return jd, made, err
+			return jd, made, Mark{}, err
 		}
 		// A directory just made has no tag unless another rank of the
 		// job tagged it meanwhile, which writeTag finds.
@@ -138,24 +174,28 @@ func (s *Store) openTagged(id spec.JobID, tag string, create bool) (jd *safefs.D
 			have, err = readTag(jd)
 		}
 		if err == nil && have == "" {
-			have, err = writeTag(jd, tag)
+			if made && claimIt {
+				m, have, err = claimTag(jd, tag)
+			} else {
+				have, err = writeTag(jd, tag)
+			}
 		}
 		if err != nil {
 			jd.Close()
-			return nil, false, fmt.Errorf("tag of checkpoint dir of job %d: %w", id, err)
+			return nil, false, Mark{}, fmt.Errorf("tag of checkpoint dir of job %d: %w", id, err)
 		}
 		if have == tag {
-			return jd, made, nil
+			return jd, made, m, nil
 		}
 		jd.Close()
 		if !create {
-			return nil, false, fmt.Errorf("checkpoint dir %s is tagged %q, the job %q: %w", s.jobDir(id), have, tag, ErrOtherJob)
+			return nil, false, Mark{}, fmt.Errorf("checkpoint dir %s is tagged %q, the job %q: %w", s.jobDir(id), have, tag, ErrOtherJob)
 		}
 		if try >= raceRetries {
-			return nil, false, fmt.Errorf("checkpoint dir %s of job %d keeps being replaced by another job's (tagged %q, the job %q)", s.jobDir(id), id, have, tag)
+			return nil, false, Mark{}, fmt.Errorf("checkpoint dir %s of job %d keeps being replaced by another job's (tagged %q, the job %q)", s.jobDir(id), id, have, tag)
 		}
 		if err := s.replaceOther(id, tag, have); err != nil {
-			return nil, false, err
+			return nil, false, Mark{}, err
 		}
 	}
 }
@@ -193,8 +233,9 @@ func (s *Store) replaceOther(id spec.JobID, tag, other string) error {
 }
 
 // Mark names the attempt that last readied a job's directory (Claim,
-// PrepareClaim): a random value, kept in the directory as the name of an
-// empty file (claimPrefix+value, root's), so that another attempt's claim
+// PrepareClaim): a random value, kept in the directory as the name of a
+// file (claimPrefix+value, root's; empty, or, for the claim that tagged
+// the directory, the tag's hard link), so that another attempt's claim
 // of the same job (a requeue started on a node sharing the root, or on
 // this node) is told apart from the runner's own by listing the
 // directory, which RemoveUnsealed does anyway to see that nothing was
@@ -298,13 +339,12 @@ func (s *Store) RemoveUnsealed(id spec.JobID, mark Mark) (bool, error) {
 	if mark == (Mark{}) {
 		return false, nil
 	}
-	root, err := safefs.OpenDir(s.root)
-	if err != nil {
-		return false, fmt.Errorf("remove checkpoint dir of job %d: %w", id, err)
-	}
-	defer root.Close()
+	// By paths from the root: it is the admin's and only root adds
+	// entries to it or to the job's directory (no descriptor of the root
+	// needed; renames and rmdirs never follow their last component).
 	name := strconv.FormatUint(uint64(id), 10)
-	jd, names, err := root.OpenDirNames(name)
+	path := filepath.Join(s.root, name)
+	jd, names, err := safefs.OpenDirNamesPath(path)
 	if err == nil {
 		jd.Close()
 	}
@@ -317,19 +357,19 @@ func (s *Store) RemoveUnsealed(id spec.JobID, mark Mark) (bool, error) {
 	if !removable(names, mark) {
 		return false, nil
 	}
-	trash := trashPrefix + name + "-" + randHex()
-	if err := root.RenameNoReplace(name, root, trash); err != nil {
+	trash := filepath.Join(s.root, trashPrefix+name+"-"+randHex())
+	if err := renameNoReplace(path, trash); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
 		}
 		return false, fmt.Errorf("remove checkpoint dir of job %d: %w", id, err)
 	}
-	moved, names, err := root.OpenDirNames(trash)
+	moved, names, err := safefs.OpenDirNamesPath(trash)
 	if err != nil || !removable(names, mark) {
 		if moved != nil {
 			moved.Close()
 		}
-		if rerr := root.RenameNoReplace(trash, root, name); rerr != nil {
+		if rerr := renameNoReplace(trash, path); rerr != nil {
 			return false, fmt.Errorf("put back checkpoint dir of job %d (at %s): %w", id, trash, rerr)
 		}
 		return false, err
@@ -346,14 +386,31 @@ func (s *Store) RemoveUnsealed(id spec.JobID, mark Mark) (bool, error) {
 	}
 	moved.Close()
 	if err == nil {
-		err = root.Rmdir(trash)
+		if rerr := unix.Rmdir(trash); rerr != nil {
+			err = &fs.PathError{Op: "remove", Path: trash, Err: rerr}
+		}
 	}
 	if err != nil {
 		// Something appeared meanwhile (nothing but root adds entries):
 		// the full walk.
-		if err := root.RemoveAll(trash); err != nil {
-			return false, fmt.Errorf("remove checkpoint dir of job %d (moved to %s): %w", id, trash, err)
+		root, rerr := safefs.OpenDir(s.root)
+		if rerr == nil {
+			rerr = root.RemoveAll(filepath.Base(trash))
+			root.Close()
+		}
+		if rerr != nil {
+			return false, fmt.Errorf("remove checkpoint dir of job %d (moved to %s): %w", id, trash, rerr)
 		}
 	}
 	return true, nil
+}
+
+// renameNoReplace renames old to new, paths in the store's root (whose
+// entries only root makes), failing with an error wrapping fs.ErrExist
+// when new exists; the last component of neither is followed.
+func renameNoReplace(old, new string) error {
+	if err := unix.Renameat2(unix.AT_FDCWD, old, unix.AT_FDCWD, new, unix.RENAME_NOREPLACE); err != nil {
+		return &os.LinkError{Op: "rename", Old: old, New: new, Err: err}
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime/safefs"
 )
 
 const (
@@ -410,4 +411,42 @@ func tagOf(t *testing.T, s *Store, id spec.JobID) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSuffix(string(b), "\n")
+}
+
+// TestClaimTagKeepsTheFirstTag: the claim that tags a directory just made
+// (PrepareClaim) never replaces a tag another rank wrote first, and the
+// tag it writes is whole when it appears (a hard link of the claim).
+func TestClaimTagKeepsTheFirstTag(t *testing.T) {
+	s := newTestStore(t, 2)
+	if err := os.Mkdir(s.JobDir(7), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	jd, err := safefs.OpenDir(s.JobDir(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jd.Close()
+	m, have, err := claimTag(jd, JobTag(42))
+	if err != nil || have != JobTag(42) || m == (Mark{}) {
+		t.Fatalf("claimTag = %v, %q, %v; want a mark and the tag", m, have, err)
+	}
+	if diff := cmp.Diff([]string{m.name(), tagName}, dirNames(t, s.JobDir(7))); diff != "" {
+		t.Errorf("entries (-want +got):\n%s", diff)
+	}
+	// Another rank (or attempt) tags second: the first tag stays.
+	m2, have, err := claimTag(jd, JobTag(43))
+	if err != nil || have != JobTag(42) {
+		t.Fatalf("second claimTag = %q, %v; want the first tag %q", have, err, JobTag(42))
+	}
+	if tagOf(t, s, 7) != JobTag(42) {
+		t.Errorf("tag = %q, want %q", tagOf(t, s, 7), JobTag(42))
+	}
+	// The first claim's file is the tag's: a later claim removes it, the
+	// tag stays.
+	if _, err := claim(jd, []string{m.name(), m2.name(), tagName}); err != nil {
+		t.Fatal(err)
+	}
+	if tagOf(t, s, 7) != JobTag(42) {
+		t.Errorf("tag after a later claim = %q, want %q", tagOf(t, s, 7), JobTag(42))
+	}
 }

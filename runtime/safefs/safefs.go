@@ -110,6 +110,19 @@ func (d *Dir) Mkdir(name string, perm fs.FileMode) (*Dir, error) {
 	if err := d.checkName("mkdir", name); err != nil {
 		return nil, err
 	}
+	return mkdirAt(d.fd, name, filepath.Join(d.path, name), perm)
+}
+
+// MkdirPath is Mkdir of the last component of path, whose directories
+// before it are resolved normally: as OpenDir's, they must be directories
+// only root can change (the daemon's checkpoint root), and the last
+// component's directory one only this process writes. It spares opening
+// the parent.
+func MkdirPath(path string, perm fs.FileMode) (*Dir, error) {
+	return mkdirAt(unix.AT_FDCWD, path, filepath.Clean(path), perm)
+}
+
+func mkdirAt(dirfd int, name, path string, perm fs.FileMode) (*Dir, error) {
 	// Made with perm itself unless that lets others write (then 0700
 	// until checked): nobody but this process can add anything to it
 	// before it is checked to be the one made.
@@ -117,13 +130,14 @@ func (d *Dir) Mkdir(name string, perm fs.FileMode) (*Dir, error) {
 	if mode&0o022 != 0 {
 		mode = 0o700
 	}
-	if err := unix.Mkdirat(d.fd, name, mode); err != nil {
-		return nil, d.pathErr("mkdir", name, err)
+	if err := unix.Mkdirat(dirfd, name, mode); err != nil {
+		return nil, &fs.PathError{Op: "mkdir", Path: path, Err: err}
 	}
-	sub, err := d.OpenDir(name)
+	fd, err := openDirAt(dirfd, name)
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open directory", Path: path, Err: err}
 	}
+	sub := &Dir{fd: fd, path: path}
 	have, err := sub.checkOwn()
 	if err != nil {
 		sub.Close()
@@ -134,7 +148,7 @@ func (d *Dir) Mkdir(name string, perm fs.FileMode) (*Dir, error) {
 	if have&0o7777 != uint32(perm.Perm()) {
 		if err := unix.Fchmod(sub.fd, uint32(perm.Perm())); err != nil {
 			sub.Close()
-			return nil, d.pathErr("chmod", name, err)
+			return nil, &fs.PathError{Op: "chmod", Path: path, Err: err}
 		}
 	}
 	return sub, nil
@@ -466,12 +480,27 @@ func (d *Dir) OpenDirNames(name string) (*Dir, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	names, err := getdents(sub.fd, sub.path)
+	return listNew(sub)
+}
+
+// OpenDirNamesPath is OpenDir(path) then Names, listed through the new
+// descriptor.
+func OpenDirNamesPath(path string) (*Dir, []string, error) {
+	d, err := OpenDir(path)
 	if err != nil {
-		sub.Close()
 		return nil, nil, err
 	}
-	return sub, names, nil
+	return listNew(d)
+}
+
+// listNew lists d, just opened (its offset is at the start).
+func listNew(d *Dir) (*Dir, []string, error) {
+	names, err := getdents(d.fd, d.path)
+	if err != nil {
+		d.Close()
+		return nil, nil, err
+	}
+	return d, names, nil
 }
 
 // getdents lists the entries of directory fd from its current offset.
@@ -618,6 +647,23 @@ func (d *Dir) Rename(old string, to *Dir, new string) error {
 	}
 	if err := unix.Renameat(d.fd, old, to.fd, new); err != nil {
 		return &os.LinkError{Op: "rename", Old: filepath.Join(d.path, old), New: filepath.Join(to.path, new), Err: err}
+	}
+	return nil
+}
+
+// Link makes new in dir to a hard link to the entry old of d (linkat
+// without AT_SYMLINK_FOLLOW: a symlink old is linked itself, never its
+// target). An existing new is an error wrapping fs.ErrExist, and is left
+// as it is.
+func (d *Dir) Link(old string, to *Dir, new string) error {
+	if err := d.checkName("link", old); err != nil {
+		return err
+	}
+	if err := to.checkName("link", new); err != nil {
+		return err
+	}
+	if err := unix.Linkat(d.fd, old, to.fd, new, 0); err != nil {
+		return &os.LinkError{Op: "link", Old: filepath.Join(d.path, old), New: filepath.Join(to.path, new), Err: err}
 	}
 	return nil
 }

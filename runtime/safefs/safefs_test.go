@@ -564,3 +564,60 @@ func TestPrepareUserFile(t *testing.T) {
 		t.Errorf("after AsUser, the process is no longer root: %v", err)
 	}
 }
+
+// TestMkdirPathAndLink: MkdirPath makes and opens the path's last
+// component with its mode, refusing an existing entry (a symlink is never
+// followed); OpenDirNamesPath refuses a symlink; Link never replaces an
+// existing entry and links a symlink itself, not its target.
+func TestMkdirPathAndLink(t *testing.T) {
+	d, dir, victim := setup(t)
+	old := syscall.Umask(0o077)
+	sub, err := MkdirPath(filepath.Join(dir, "made"), 0o711)
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Close()
+	if fi, err := os.Lstat(filepath.Join(dir, "made")); err != nil || fi.Mode() != fs.ModeDir|0o711 {
+		t.Errorf("MkdirPath: %v %v; want drwx--x--x", fi.Mode(), err)
+	}
+	if err := os.Symlink(filepath.Dir(victim), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"made", "link"} {
+		if sub, err := MkdirPath(filepath.Join(dir, name), 0o711); !errors.Is(err, fs.ErrExist) {
+			if sub != nil {
+				sub.Close()
+			}
+			t.Errorf("MkdirPath over existing %s: %v, want fs.ErrExist", name, err)
+		}
+	}
+	if sub, _, err := OpenDirNamesPath(filepath.Join(dir, "link")); err == nil {
+		sub.Close()
+		t.Error("OpenDirNamesPath followed a symlink")
+	}
+	if sub, names, err := OpenDirNamesPath(dir); err != nil || len(names) != 2 {
+		t.Errorf("OpenDirNamesPath = %q, %v; want made and link", names, err)
+	} else {
+		sub.Close()
+	}
+	if err := d.WriteNew("file", []byte("x"), 0o600, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Link("file", d, "made"); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("Link over an existing directory: %v, want fs.ErrExist", err)
+	}
+	if err := d.Link("link", d, "link2"); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "link2")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("Link of a symlink made %v (%v), want the symlink itself", fi, err)
+	}
+	if err := d.Link("file", d, "file2"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "file2")); err != nil || string(b) != "x" {
+		t.Errorf("file2 = %q, %v", b, err)
+	}
+	checkVictim(t, victim)
+}
