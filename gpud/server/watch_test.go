@@ -245,3 +245,76 @@ func TestWatchEndsWhenLeadershipEnds(t *testing.T) {
 		t.Fatalf("watch at a follower: %v; want not_leader", err)
 	}
 }
+
+// TestWatchSlowReaderHoldsOnlyItsStream: a node that stops reading its
+// watch stream holds back its own stream's next answer, never the
+// controller: 200 changes of its jobs are made at the usual pace while it
+// reads nothing, and once it reads again its stream catches up to the
+// newest set with the changes in between coalesced (no queue of
+// answers kept for it).
+func TestWatchSlowReaderHoldsOnlyItsStream(t *testing.T) {
+	addr, _ := servertest.TestServer(t, nil)
+	c := client(t, addr)
+	ctx := ctxT(t)
+	if _, err := c.Register(ctx, inventory("n1", 8)); err != nil {
+		t.Fatal(err)
+	}
+	var ids []spec.JobID
+	for range 8 {
+		js := jobSpec("big")
+		js.Resources.GPUsPerNode = 1
+		js.Comment = strings.Repeat("x", 4000) // each answer ~50 KB: the buffers fill
+		sub, err := c.Submit(ctx, api.SubmitRequest{Job: js})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sub.ID)
+	}
+	waitAssignment(t, c, "n1", func(a api.Assignment) bool { return a.Job.ID == ids[7] })
+	release := make(chan struct{})
+	var got atomic.Int64
+	var last atomic.Int64 // the newest answer's signal seq of ids[0]
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.WatchAssignments(wctx, "n1", api.AssignmentsRequest{Wait: 30 * time.Second}, func(r *api.AssignmentsResponse) error {
+			if got.Add(1) == 2 {
+				<-release // stops reading after the first change
+			}
+			for _, a := range r.Assignments {
+				if a.Job.ID == ids[0] {
+					last.Store(int64(a.SignalSeq))
+				}
+			}
+			return nil
+		})
+		done <- err
+	}()
+	const changes = 200
+	began := time.Now()
+	for i := range changes {
+		start := time.Now()
+		if _, err := c.JobAction(ctx, ids[i%len(ids)], "cancel", api.JobActionRequest{Signal: "USR1"}); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("change %d took %s while a node did not read its watch stream", i, d)
+		}
+	}
+	t.Logf("%d changes in %s while the node read nothing", changes, time.Since(began).Round(time.Millisecond))
+	close(release)
+	want := int64(changes / len(ids))
+	for deadline := time.Now().Add(20 * time.Second); last.Load() != want; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream did not catch up: job %d's signal seq %d in its newest answer, want %d", ids[0], last.Load(), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := got.Load(); n >= changes {
+		t.Fatalf("%d answers for %d changes made while the node read nothing; want the ones in between coalesced", n, changes)
+	}
+	t.Logf("%d answers for %d changes", got.Load(), changes)
+	stop()
+	<-done
+}
