@@ -233,8 +233,9 @@ func (s *Store) replaceOther(id spec.JobID, tag, other string) error {
 }
 
 // Mark names the attempt that last readied a job's directory (Claim,
-// PrepareClaim): a random value, kept in the directory as the name of an
-// empty file (claimPrefix+value, root's), so that another attempt's claim
+// PrepareClaim): a random value, kept in the directory as the name of a
+// file (claimPrefix+value, root's; empty, or, for the claim that tagged
+// the directory, the tag's hard link), so that another attempt's claim
 // of the same job (a requeue started on a node sharing the root, or on
 // this node) is told apart from the runner's own by listing the
 // directory, which RemoveUnsealed does anyway to see that nothing was

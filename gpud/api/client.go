@@ -262,53 +262,11 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 
 // doWith is do with extra request headers.
 func (c *Client) doWith(ctx context.Context, method, path string, q url.Values, hdr http.Header, in, out any) error {
-	var body io.Reader
-	if enc, ok := in.(encoded); ok {
-		body = bytes.NewReader(enc)
-	} else if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("encode request: %w", err)
-		}
-		body = bytes.NewReader(b)
-	}
-	u := c.base + "/" + Version + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	resp, err := c.send(ctx, method, path, q, hdr, in)
 	if err != nil {
 		return err
 	}
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.Token != "" && c.tls {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		err = c.groupErr(err)
-		return spec.Errorf(spec.ErrUnavailable, "cannot reach the gpud controller: %v; is it running, and is %s right?", err, EnvController)
-	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		var eb ErrorBody
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, &eb) != nil || eb.Error.Message == "" {
-			eb.Error.Message = fmt.Sprintf("controller answered %s: %s", resp.Status, strings.TrimSpace(string(b)))
-		}
-		if eb.Error.Code == CodeNotLeader {
-			eb.Error.Message = c.notLeaderMessage(eb.Error.Message, resp.Header.Get(HeaderLeader))
-		}
-		return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
-	}
 	if out == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
@@ -329,6 +287,59 @@ func (c *Client) doWith(ctx context.Context, method, path string, q url.Values, 
 		return fmt.Errorf("decode %s %s response: %w", method, path, err)
 	}
 	return nil
+}
+
+// send sends a call and returns its successful response, whose body the
+// caller reads and closes; a failed call's answer is its error.
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, hdr http.Header, in any) (*http.Response, error) {
+	var body io.Reader
+	if enc, ok := in.(encoded); ok {
+		body = bytes.NewReader(enc)
+	} else if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	u := c.base + "/" + Version + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" && c.tls {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		err = c.groupErr(err)
+		return nil, spec.Errorf(spec.ErrUnavailable, "cannot reach the gpud controller: %v; is it running, and is %s right?", err, EnvController)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		var eb ErrorBody
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(b, &eb) != nil || eb.Error.Message == "" {
+			eb.Error.Message = fmt.Sprintf("controller answered %s: %s", resp.Status, strings.TrimSpace(string(b)))
+		}
+		if eb.Error.Code == CodeNotLeader {
+			eb.Error.Message = c.notLeaderMessage(eb.Error.Message, resp.Header.Get(HeaderLeader))
+		}
+		return nil, &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+	}
+	return resp, nil
 }
 
 // maxPresize caps the buffer readBody allocates up front on the server's

@@ -1,13 +1,19 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/gpud/gpud/gpud/spec"
 )
 
 // HeartbeatAnswer is SendHeartbeat that returns the controller's answer
@@ -40,6 +46,87 @@ type AssignmentsRequest struct {
 	// another version, with them. Empty: not asked.
 	Revocations string
 }
+
+// HeaderWatch, set to "1" on an assignments answer, says the answer is a
+// watch stream (WatchAssignments): a sequence of answers, one a line.
+const HeaderWatch = "Gpud-Watch"
+
+// WatchAssignments asks for the node's assignments as a watch stream: one
+// long-lived answer on the node's open connection whose body is a
+// sequence of AssignmentsResponse, one JSON object a line, the first at
+// once, each next one when the node's assignments (or the revocation
+// lists) change, or after req.Wait without a change. fn gets each in
+// order; the stream ends when fn returns an error (returned), ctx ends,
+// the controller ends it (nil: ask again), the connection fails, or no
+// answer came for req.Wait plus watchGrace (a dead link the pings missed).
+// A controller that does not stream (an older one) answers the query as
+// a long poll: fn gets that one answer and streamed is false.
+func (c *Client) WatchAssignments(ctx context.Context, node string, req AssignmentsRequest, fn func(*AssignmentsResponse) error) (streamed bool, err error) {
+	q := url.Values{
+		"after": {strconv.FormatUint(req.After, 10)},
+		"wait":  {strconv.Itoa(int(req.Wait / time.Second))},
+		"watch": {"1"},
+	}
+	if req.Revocations != "" {
+		q.Set("revocations", req.Revocations)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	resp, err := c.send(withCall(ctx, callOpts{patience: req.Wait}), http.MethodGet, "/nodes/"+url.PathEscape(node)+"/assignments", q, nil, nil)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get(HeaderWatch) != "1" {
+		var out AssignmentsResponse
+		b, err := readBody(resp)
+		if err == nil {
+			err = out.UnmarshalJSON(b)
+		}
+		if err != nil {
+			return false, fmt.Errorf("decode the assignments answer: %w", err)
+		}
+		return false, fn(&out)
+	}
+	// The controller answers at least every req.Wait: silence beyond it
+	// is a dead link or controller.
+	idle := time.AfterFunc(req.Wait+watchGrace, cancel)
+	defer idle.Stop()
+	br := bufio.NewReaderSize(resp.Body, 32<<10)
+	var line []byte
+	for {
+		line = line[:0]
+		for {
+			frag, err := br.ReadSlice('\n')
+			line = append(line, frag...)
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil {
+				if errors.Is(err, io.EOF) && len(line) == 0 {
+					return true, nil // the controller ended the stream
+				}
+				if ctx.Err() != nil {
+					return true, spec.Errorf(spec.ErrUnavailable, "the assignments watch stream was silent for more than %s, or was cancelled: %v", req.Wait+watchGrace, err)
+				}
+				return true, spec.Errorf(spec.ErrUnavailable, "the assignments watch stream broke: %v", err)
+			}
+			break
+		}
+		idle.Reset(req.Wait + watchGrace)
+		var out AssignmentsResponse
+		if err := out.UnmarshalJSON(line); err != nil {
+			return true, fmt.Errorf("decode an assignments watch answer: %w", err)
+		}
+		if err := fn(&out); err != nil {
+			return true, err
+		}
+	}
+}
+
+// watchGrace is how much longer than its wait a watch stream may be
+// silent before the node takes it for dead.
+const watchGrace = 15 * time.Second
 
 // PollAssignments is Assignments with the whole query.
 func (c *Client) PollAssignments(ctx context.Context, node string, req AssignmentsRequest) (AssignmentsResponse, error) {

@@ -16,11 +16,15 @@ import (
 // controller's gpud_api_request_duration_seconds, by route).
 const (
 	routeAssignments = "GET /v1/nodes/{name}/assignments"
+	// Each answer on a node's assignments watch stream: server.WatchAnswerRoute
+	// (the harness does not import the controller's packages).
+	routeWatchAnswer = "GET /v1/nodes/{name}/assignments?watch=1 answer"
 	routeEvents      = "POST /v1/nodes/{name}/events"
 )
 
 // nodeRequests are the controller's count of node requests answered so
-// far, by route (its /metrics).
+// far, by route (its /metrics): assignments counts long polls' answers and
+// watch streams' answers (a stream's request, at its end, counts too).
 type nodeRequests struct {
 	assignments, events float64
 }
@@ -68,7 +72,7 @@ func (n *nodeRequests) add(line string) {
 		return
 	}
 	switch {
-	case strings.Contains(labels, `route="`+routeAssignments+`"`):
+	case strings.Contains(labels, `route="`+routeAssignments+`"`), strings.Contains(labels, `route="`+routeWatchAnswer+`"`):
 		n.assignments += v
 	case strings.Contains(labels, `route="`+routeEvents+`"`):
 		n.events += v

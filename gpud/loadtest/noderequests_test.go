@@ -13,13 +13,14 @@ func TestNodeRequestsAdd(t *testing.T) {
 		`gpud_api_request_duration_seconds_bucket{code="200",route="GET /v1/nodes/{name}/assignments",le="0.005"} 900`,
 		`gpud_api_request_duration_seconds_sum{code="200",route="GET /v1/nodes/{name}/assignments"} 12.5`,
 		`gpud_api_request_duration_seconds_count{code="200",route="POST /v1/nodes/{name}/events"} 300`,
+		`gpud_api_request_duration_seconds_count{code="200",route="GET /v1/nodes/{name}/assignments?watch=1 answer"} 40`,
 		`gpud_api_request_duration_seconds_count{code="200",route="POST /v1/nodes/{name}/heartbeat"} 40`,
 		`gpud_api_request_duration_seconds_count{code="200",route="GET /v1/nodes/{name}/assignments"} notanumber`,
 		`# HELP gpud_api_request_duration_seconds API request latency`,
 	} {
 		n.add(l)
 	}
-	if n.assignments != 1507 || n.events != 300 {
-		t.Fatalf("counted assignments %v, events %v; want 1507 and 300", n.assignments, n.events)
+	if n.assignments != 1547 || n.events != 300 {
+		t.Fatalf("counted assignments %v, events %v; want 1547 and 300", n.assignments, n.events)
 	}
 }

@@ -489,12 +489,16 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// assignmentsLoop long-polls the node's assignments and reconciles on
-// every answer, unchanged ones included (level-triggered: a missed or
-// failed action is retried by the next answer).
+// assignmentsLoop follows the node's assignments and reconciles on every
+// answer, unchanged ones included (level-triggered: a missed or failed
+// action is retried by the next answer): on a watch stream when the
+// client has one (AssignmentsWatcher: one long-lived answer on the open
+// connection, a line per change), by long polls otherwise and with a
+// controller that does not stream (it answers the watch as a poll).
 func (a *Agent) assignmentsLoop(ctx context.Context) {
 	var after uint64
 	bo := a.newBackoff()
+	watcher, _ := a.client.(AssignmentsWatcher)
 	for {
 		sent := a.opts.net.Now()
 		hb := a.lastHeartbeat()
@@ -502,58 +506,92 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 		if a.pollCancel(cancel) {
 			after = 0 // asked to poll again: an answer at once
 		}
-		resp, err := a.client.PollAssignments(pctx, a.cfg.Name, api.AssignmentsRequest{After: after, Wait: a.cfg.PollWait, Revocations: a.rev.Version()})
+		req := api.AssignmentsRequest{After: after, Wait: a.cfg.PollWait, Revocations: a.rev.Version()}
+		var answers int
+		var foreign bool
+		take := func(resp *api.AssignmentsResponse) error {
+			if !a.learnController(ctx, resp.ControllerID) {
+				foreign = true
+				return errForeignAnswer
+			}
+			answers++
+			bo.reset()
+			a.answered(ctx, sent, hb, resp)
+			// A restarted controller starts again from generation 0 and
+			// answers at once; follow it down as well as up.
+			after = resp.Generation
+			if ctx.Err() == nil && answers > 1 && a.rejoinedSince(sent) {
+				// Back after a cut the stream outlived: answers to a
+				// request sent after the rejoin may un-fence checkpoints
+				// (confirmAssigned); ask again.
+				return errResync
+			}
+			return ctx.Err()
+		}
+		var err error
+		if watcher != nil {
+			_, err = watcher.WatchAssignments(pctx, a.cfg.Name, req, take)
+		} else {
+			var resp api.AssignmentsResponse
+			if resp, err = a.client.PollAssignments(pctx, a.cfg.Name, req); err == nil {
+				err = take(&resp)
+			}
+		}
 		a.pollCancel(nil)
 		repolled := pctx.Err() != nil
 		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case foreign:
+			d := bo.next()
+			if !sleep(ctx, d) {
 				return
 			}
-			if repolled {
-				after = 0
-				continue
-			}
+		case err == nil || errors.Is(err, errResync):
+		case repolled:
+			after = 0
+		case answers > 0:
+			// A stream that broke after answering: asked again at once
+			// (its first answer comes at once, the whole set).
+			a.log.Info("assignments watch stream from the controller ended; asking again", "err", err)
+		default:
 			d := bo.next()
 			a.log.Warn("poll assignments from controller; retrying", "err", err, "retry_in", d)
 			if !sleep(ctx, d) {
 				return
 			}
-			continue
-		}
-		if !a.learnController(ctx, resp.ControllerID) {
-			d := bo.next()
-			if !sleep(ctx, d) {
-				return
-			}
-			continue
-		}
-		bo.reset()
-		a.learnRevocations(sent, resp.Revocations)
-		a.learnTicketKey(resp.StepTicketKey)
-		a.localStarts(&resp)
-		// A restarted controller starts again from generation 0 and
-		// answers at once; follow it down as well as up.
-		after = resp.Generation
-		// Only a successful answer reaches reconcile, so nothing is
-		// stopped or fenced before the agent knows what the controller
-		// wants.
-		// An allocation the answer lists (to run, or to stop: either way
-		// not requeued elsewhere yet) may checkpoint again if the node
-		// was out of touch; done before reconcile, so a stop that asks
-		// for a checkpoint first gets one.
-		listed := make(map[string]bool, len(resp.Assignments))
-		for _, asg := range resp.Assignments {
-			listed[asg.Alloc.ID] = true
-		}
-		a.confirmAssigned(sent, listed)
-		a.identMu.RLock()
-		a.reconcile(ctx, hb, a.opts.net.Now(), resp.Assignments)
-		a.identMu.RUnlock()
-		if ctx.Err() != nil {
-			return
 		}
 	}
+}
+
+var (
+	errForeignAnswer = errors.New("an answer of another controller identity")
+	errResync        = errors.New("the assignments are asked again")
+)
+
+// answered takes one assignments answer to a request sent at sent, when
+// the last answered heartbeat had been sent at hb.
+func (a *Agent) answered(ctx context.Context, sent, hb time.Time, resp *api.AssignmentsResponse) {
+	a.learnRevocations(sent, resp.Revocations)
+	a.learnTicketKey(resp.StepTicketKey)
+	a.localStarts(resp)
+	// Only a successful answer reaches reconcile, so nothing is
+	// stopped or fenced before the agent knows what the controller
+	// wants.
+	// An allocation the answer lists (to run, or to stop: either way
+	// not requeued elsewhere yet) may checkpoint again if the node
+	// was out of touch; done before reconcile, so a stop that asks
+	// for a checkpoint first gets one.
+	listed := make(map[string]bool, len(resp.Assignments))
+	for _, asg := range resp.Assignments {
+		listed[asg.Alloc.ID] = true
+	}
+	a.confirmAssigned(sent, listed)
+	a.identMu.RLock()
+	a.reconcile(ctx, hb, a.opts.net.Now(), resp.Assignments)
+	a.identMu.RUnlock()
 }
 
 // localStarts translates the allocations' start times, stamped on the

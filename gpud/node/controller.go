@@ -32,3 +32,12 @@ type ControllerClient interface {
 }
 
 var _ ControllerClient = (*api.Client)(nil)
+
+// AssignmentsWatcher is a ControllerClient that follows the node's
+// assignments on a watch stream (api.Client.WatchAssignments): the agent
+// then does, and long-polls with a client that is not one.
+type AssignmentsWatcher interface {
+	WatchAssignments(ctx context.Context, node string, req api.AssignmentsRequest, fn func(*api.AssignmentsResponse) error) (streamed bool, err error)
+}
+
+var _ AssignmentsWatcher = (*api.Client)(nil)

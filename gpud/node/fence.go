@@ -211,6 +211,15 @@ func (a *Agent) heartbeatAnswered(sent time.Time) bool {
 	return d
 }
 
+// rejoinedSince reports whether the node came back after a cut (a
+// heartbeat answered after it) later than sent.
+func (a *Agent) rejoinedSince(sent time.Time) bool {
+	a.fenceMu.Lock()
+	defer a.fenceMu.Unlock()
+	f := &a.fence
+	return !f.cutAt.IsZero() && !f.rejoined.Before(f.cutAt) && f.rejoined.After(sent)
+}
+
 // lastHeartbeat is when the last heartbeat the controller answered was
 // sent (zero: none yet): an assignments poll notes it as it is sent.
 func (a *Agent) lastHeartbeat() time.Time {

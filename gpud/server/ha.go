@@ -143,6 +143,10 @@ func (f *fenced) WriteHeader(code int) {
 	}
 }
 
+// Unwrap lets http.ResponseController flush an assignments watch stream
+// (watch.go) through it.
+func (f *fenced) Unwrap() http.ResponseWriter { return f.ResponseWriter }
+
 func (f *fenced) Write(b []byte) (int, error) {
 	if f.decide() {
 		return f.ResponseWriter.Write(b)

@@ -648,13 +648,34 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.longPoll(w, wait)
 	have, asked := r.URL.Query().Get("revocations"), r.URL.Query().Has("revocations")
+	if r.URL.Query().Get("watch") == "1" {
+		s.watchAssignments(w, r, as, r.PathValue("name"), after, wait, have, asked) // watch.go
+		return
+	}
+	s.longPoll(w, wait)
 	gen, list, err := s.pollAssignments(r, as, r.PathValue("name"), after, wait, have, asked)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	pb := answerBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*pb) <= maxPooledAnswer {
+			answerBufs.Put(pb)
+		}
+	}()
+	*pb, _ = s.appendAssignments((*pb)[:0], gen, list, have, asked)
+	w.Header().Set("Content-Type", "application/json")
+	if _, err := w.Write(*pb); err != nil {
+		s.log.Debug("write response", "err", err)
+	}
+}
+
+// appendAssignments appends the answer of generation gen with list to b,
+// for a node that holds revocation lists version have (asked: it said),
+// and returns the lists' version it carries ("": none).
+func (s *Server) appendAssignments(b []byte, gen uint64, list []controller.Assignment, have string, asked bool) ([]byte, string) {
 	out := api.AssignmentsResponse{Generation: gen, Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey(), Now: s.c.Now(),
 		ControllerID: s.c.Identity()}
 	// Encoded by hand (api.AssignmentsResponse.AppendJSONEach, encoding/json's
@@ -666,14 +687,8 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	// on the node and is sent again at each change of any of them, so a
 	// job was encoded ~20-40 times over its run (the answers' JSON was
 	// 2.5 % of the controller's CPU in a live burst, docs/fleet.md).
-	pb := answerBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*pb) <= maxPooledAnswer {
-			answerBufs.Put(pb)
-		}
-	}()
 	var one api.Assignment
-	buf := out.AppendJSONEach((*pb)[:0], len(list), func(b []byte, i int) []byte {
+	b = out.AppendJSONEach(b, len(list), func(b []byte, i int) []byte {
 		a := &list[i]
 		one = api.Assignment{Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
 			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault, ClusterName: a.ClusterName, Gate: a.Gate, Het: a.Het}
@@ -682,12 +697,11 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		}
 		return one.AppendJSONWithJob(b, a.Job.AppendJSON)
 	})
-	buf = append(buf, '\n')
-	*pb = buf
-	w.Header().Set("Content-Type", "application/json")
-	if _, err := w.Write(buf); err != nil {
-		s.log.Debug("write response", "err", err)
+	var version string
+	if out.Revocations != nil {
+		version = out.Revocations.Version
 	}
+	return append(b, '\n'), version
 }
 
 // answerBufs are the assignments answers' buffers, kept up to
