@@ -446,8 +446,11 @@ func (m *meterRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	ok := err == nil && resp.StatusCode/100 == 2
 	switch {
 	case m.answers != nil && ok && req.Method == http.MethodGet && strings.HasSuffix(path, "/assignments"):
-		// Its headers come with the whole answer (one Write).
+		// A poll's headers come with the whole answer (one Write); a watch
+		// stream's answers come later, a line each, as its body is read:
+		// each read that returns bytes is an answer arriving.
 		m.answers.Store(time.Now().UnixNano())
+		resp.Body = &answerBody{ReadCloser: resp.Body, at: m.answers}
 	case req.Method == http.MethodPost && strings.HasSuffix(path, "/heartbeat"):
 		m.sink.noteHeartbeat(ok)
 	case isEvents && ok:
@@ -464,6 +467,24 @@ func (m *meterRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		m.sink.noteAcked(usage, ended, time.Now())
 	}
 	return resp, err
+}
+
+// answerBody is an assignments answer's body that notes when its bytes
+// arrive (meterRT.answers): the watch stream's answers are lines of one
+// long body, so the response's headers say when the stream began, not
+// when an answer came (the stages placed→answer and answer→running read
+// -23 s and +23 s without it).
+type answerBody struct {
+	io.ReadCloser
+	at *atomic.Int64
+}
+
+func (b *answerBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.at.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 // simRuntime is a node's fake container runtime whose containers run for
