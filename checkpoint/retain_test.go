@@ -20,7 +20,7 @@ type stepClock struct {
 	t  time.Time
 }
 
-func (c *stepClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *stepClock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *stepClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
 // TestSealed: only job directories holding a ckpt-* are listed, oldest

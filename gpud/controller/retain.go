@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 
-	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -55,7 +54,7 @@ func endedFor(rec *jobRec, tag string) bool {
 	}
 	var jobTag string
 	if !rec.job.SubmitTime.IsZero() {
-		jobTag = checkpoint.JobTag(rec.job.SubmitTime.UnixNano())
+		jobTag = spec.CheckpointTag(rec.job.SubmitTime.UnixNano())
 	}
 	if tag != "" && jobTag != "" && tag != jobTag {
 		return true

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/spec"
 )
 
@@ -32,7 +31,7 @@ func TestEndedCheckpoints(t *testing.T) {
 	if _, err := h.c.JobAction(ctx, alice, requeued, ActionRequeue, ""); err != nil {
 		t.Fatal(err)
 	}
-	tag := func(id spec.JobID) string { return checkpoint.JobTag(h.job(id).SubmitTime.UnixNano()) }
+	tag := func(id spec.JobID) string { return spec.CheckpointTag(h.job(id).SubmitTime.UnixNano()) }
 	ended := func() []CkptDir {
 		t.Helper()
 		h.settle()
@@ -41,8 +40,8 @@ func TestEndedCheckpoints(t *testing.T) {
 			dirs = append(dirs, CkptDir{Job: id, Tag: tag(id)}, CkptDir{Job: id})
 		}
 		dirs = append(dirs,
-			CkptDir{Job: requeued, Tag: checkpoint.JobTag(1)}, // another job of the ID (a reset state's)
-			CkptDir{Job: 999, Tag: checkpoint.JobTag(2)},      // no job of the ID
+			CkptDir{Job: requeued, Tag: spec.CheckpointTag(1)}, // another job of the ID (a reset state's)
+			CkptDir{Job: 999, Tag: spec.CheckpointTag(2)},      // no job of the ID
 			CkptDir{Job: 998})
 		got, err := h.c.EndedCheckpoints(ctx, root, dirs)
 		if err != nil {
@@ -53,8 +52,8 @@ func TestEndedCheckpoints(t *testing.T) {
 	want := []CkptDir{
 		{Job: done, Tag: tag(done)}, {Job: done},
 		{Job: cancelled, Tag: tag(cancelled)}, {Job: cancelled},
-		{Job: requeued, Tag: checkpoint.JobTag(1)},
-		{Job: 999, Tag: checkpoint.JobTag(2)}, {Job: 998},
+		{Job: requeued, Tag: spec.CheckpointTag(1)},
+		{Job: 999, Tag: spec.CheckpointTag(2)}, {Job: 998},
 	}
 	if j := h.job(requeued); j.State != spec.StateCompleting || j.StopState != spec.StateRequeued {
 		t.Fatalf("requeued job %s (stop %s), want COMPLETING to be requeued", j.State, j.StopState)
