@@ -215,6 +215,10 @@ type HeartbeatResponse struct {
 	// checkpoint_retention. An older controller sends none: nothing is
 	// removed.
 	Ended []CkptDir `json:"ended,omitempty"`
+	// Sealed says the controller takes HeartbeatRequest.Sealed: the node
+	// sends its list only after an answer said so (an older controller
+	// refuses a field it does not know, failing the heartbeat).
+	Sealed bool `json:"sealed,omitempty"`
 }
 
 // MaxNodeImages bounds an image inventory: a node with more cached
@@ -303,7 +307,8 @@ type HeartbeatRequest struct {
 	// hold a sealed checkpoint and have no runner of their job on the
 	// node, oldest first, at most MaxSealed; sent every few minutes while
 	// there are any. The controller answers with those it may remove
-	// (HeartbeatResponse.Ended).
+	// (HeartbeatResponse.Ended). Sent only to a controller whose last
+	// answer said it takes it (HeartbeatResponse.Sealed).
 	Sealed []CkptDir `json:"sealed,omitempty"`
 }
 

@@ -461,7 +461,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 			a.prefetch(ctx, resp.Prefetch)
 			a.prepareExpected(ctx, resp.Prepare) // expect.go
 			a.images.answered(resp.ImagesVersion)
-			a.retainEnded(ctx, resp.Ended) // retain.go
+			a.retainEnded(ctx, resp.Sealed, resp.Ended) // retain.go
 			if a.heartbeatAnswered(sent) {
 				a.repoll() // a fence waits for an answer asked after this one
 			}
@@ -486,6 +486,11 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 				t.Reset(iv)
 			}
 		default:
+			if req.Sealed != nil {
+				// Not again until an answer says the controller takes
+				// the list (one rolled back to an older version refuses it).
+				a.retain.takes.Store(false)
+			}
 			if !failing {
 				a.log.Warn("heartbeat to controller failed; retrying", "err", err, "retry_in", next)
 			}

@@ -256,7 +256,7 @@ func (fc *fakeController) handleHeartbeat(w http.ResponseWriter, r *http.Request
 		w.WriteHeader(http.StatusNoContent) // as an older controller
 		return
 	}
-	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Revocations: rev, Ended: ended})
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Revocations: rev, Ended: ended, Sealed: true})
 }
 
 func (fc *fakeController) handleAssignments(w http.ResponseWriter, r *http.Request) {

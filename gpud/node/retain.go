@@ -19,12 +19,16 @@ import (
 // controller names back those no job will restart from
 // (HeartbeatResponse.Ended), and the agent removes each once its last
 // change (the job's end on the node, Touch) is older than
-// CheckpointRetention. An older controller names none: nothing is
-// removed. Scans and removals run beside the heartbeat loop, one at a
+// CheckpointRetention. An older controller, whose answers do not say
+// it takes the list (HeartbeatResponse.Sealed), is never sent one:
+// nothing is removed. Scans and removals run beside the heartbeat loop, one at a
 // time, never delaying a heartbeat.
 
 // retainer is the agent's state of that exchange.
 type retainer struct {
+	// takes: the controller's last heartbeat answer said it takes the
+	// list (an older controller refuses a field it does not know).
+	takes atomic.Bool
 	busy  atomic.Bool // a scan or removal runs
 	mu    sync.Mutex
 	next  time.Time      // when to scan next
@@ -36,6 +40,9 @@ type retainer struct {
 // starts a scan when one is due.
 func (a *Agent) sealedReport() []api.CkptDir {
 	rt := &a.retain
+	if !rt.takes.Load() {
+		return nil
+	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if rt.ready != nil {
@@ -71,11 +78,13 @@ func (a *Agent) sealedReport() []api.CkptDir {
 	return nil
 }
 
-// retainEnded removes, beside the heartbeat loop, the directories the
+// retainEnded notes whether the controller takes the list (takes) and
+// removes, beside the heartbeat loop, the directories the
 // controller named (HeartbeatResponse.Ended) that are older than the
 // retention.
-func (a *Agent) retainEnded(ctx context.Context, ended []api.CkptDir) {
+func (a *Agent) retainEnded(ctx context.Context, takes bool, ended []api.CkptDir) {
 	rt := &a.retain
+	rt.takes.Store(takes)
 	if len(ended) == 0 || !rt.busy.CompareAndSwap(false, true) {
 		return // the next report names them again
 	}

@@ -108,3 +108,36 @@ func TestRetainRemovesEndedCheckpoints(t *testing.T) {
 		t.Errorf("job 12's young checkpoint directory: %v; want kept", err)
 	}
 }
+
+// TestRetainNothingWithOlderController: a controller whose answers do
+// not say it takes the list (an older one, which would refuse the field
+// and fail the heartbeat) is never sent it, and nothing is removed.
+func TestRetainNothingWithOlderController(t *testing.T) {
+	old := t0.Add(-48 * time.Hour)
+	e := newEnv(t, func(e *env) {
+		e.fc.noRev = true // answers 204, as an older controller
+		e.fc.ended = []api.CkptDir{{Job: 21, Tag: checkpoint.JobTag(21)}}
+		e.cfgExtra = func(c *Config) {
+			c.CheckpointRetention = -1
+			c.CheckpointReportEvery = time.Minute
+		}
+		st, err := checkpoint.New(filepath.Join(e.dir, "checkpoints"), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sealIn(t, st, 21, checkpoint.JobTag(21), old)
+	})
+	for range 3 {
+		n := len(e.fc.Heartbeats())
+		e.clock.Advance(time.Minute)
+		waitFor(t, "two more heartbeats", func() bool { return len(e.fc.Heartbeats()) >= n+2 }, e.on()...)
+	}
+	for _, hb := range e.fc.Heartbeats() {
+		if hb.Sealed != nil {
+			t.Fatalf("a heartbeat listed %+v to a controller that does not take it", hb.Sealed)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "checkpoints", "21")); err != nil {
+		t.Errorf("job 21's checkpoint directory: %v; want kept", err)
+	}
+}

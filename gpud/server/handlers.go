@@ -620,7 +620,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := api.HeartbeatResponse{NodeTimeoutMS: s.c.NodeTimeout().Milliseconds(),
-		Revocations: s.revocationsFor(req.Revocations, req.Revocations != ""), ImagesVersion: imagesVersion}
+		Revocations: s.revocationsFor(req.Revocations, req.Revocations != ""), ImagesVersion: imagesVersion, Sealed: true}
 	for _, p := range s.c.PrefetchFor(r.PathValue("name")) {
 		resp.Prefetch = append(resp.Prefetch, api.Prefetch{Job: p.Job, Image: p.Image, UID: p.UID, GID: p.GID, Start: spec.NewTime(p.Start)})
 	}
