@@ -43,12 +43,7 @@ var ErrOtherJob = errors.New("checkpoint directory belongs to another job of the
 
 // JobTag is the tag of the job submitted at submitNS (its submit time in
 // Unix nanoseconds), "" (untagged) when that is unknown (0).
-func JobTag(submitNS int64) string {
-	if submitNS == 0 {
-		return ""
-	}
-	return "submit_ns=" + strconv.FormatInt(submitNS, 10)
-}
+func JobTag(submitNS int64) string { return spec.CheckpointTag(submitNS) }
 
 func validTag(tag string) error {
 	if len(tag) > tagMax-1 || strings.ContainsAny(tag, "\n\x00") {

@@ -207,6 +207,14 @@ type HeartbeatResponse struct {
 	// controller holds (ImageInventory.Version; "" for none): the node
 	// sends its inventory again when its own differs.
 	ImagesVersion string `json:"images_version,omitempty"`
+	// Ended names the directories of the heartbeat's Sealed whose
+	// checkpoints no job will restart from: their job ended for good
+	// (a terminal state: never requeued), or the controller knows no job
+	// of the ID (purged, or a reset state's) or knows it under another
+	// tag. The node removes each once older than its
+	// checkpoint_retention. An older controller sends none: nothing is
+	// removed.
+	Ended []CkptDir `json:"ended,omitempty"`
 }
 
 // MaxNodeImages bounds an image inventory: a node with more cached
@@ -291,6 +299,23 @@ type HeartbeatRequest struct {
 	// Prepares says the node prepares containers for the jobs the
 	// controller expects to place on it (HeartbeatResponse.Prepare).
 	Prepares bool `json:"prepares,omitempty"`
+	// Sealed lists job directories in the node's checkpoint root that
+	// hold a sealed checkpoint and have no runner of their job on the
+	// node, oldest first, at most MaxSealed; sent every few minutes while
+	// there are any. The controller answers with those it may remove
+	// (HeartbeatResponse.Ended).
+	Sealed []CkptDir `json:"sealed,omitempty"`
+}
+
+// MaxSealed bounds HeartbeatRequest.Sealed.
+const MaxSealed = 256
+
+// CkptDir is a job's checkpoint directory on a node: the job's ID and
+// the directory's tag (checkpoint.JobTag: the job's submit time; "" for
+// an untagged one).
+type CkptDir struct {
+	Job spec.JobID `json:"job"`
+	Tag string     `json:"tag,omitempty"`
 }
 
 // Assignment is the controller's desired state for one allocation on one

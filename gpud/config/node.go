@@ -102,6 +102,10 @@ type NodeSection struct {
 	// after the signal; a checkpoint-first stop (requeue, checkpoint-mode
 	// preemption, drain) then goes ahead without one.
 	CheckpointTimeout Duration `toml:"checkpoint_timeout"`
+	// CheckpointRetention is how long the sealed checkpoints of a job
+	// that ended for good stay on the node after its end ("0": removed
+	// as soon as the controller says so).
+	CheckpointRetention Duration `toml:"checkpoint_retention"`
 	// MetricsListen is the host:port the agent serves Prometheus /metrics
 	// on (per-GPU DCGM-style gauges); empty serves none.
 	MetricsListen string `toml:"metrics_listen"`
@@ -212,28 +216,29 @@ func DefaultNode() Node {
 	return Node{
 		Version: Version,
 		Node: NodeSection{
-			Controller:        "unix:///run/gpud/gpud.sock",
-			StateDir:          "/var/lib/gpud/node",
-			GPUs:              "auto",
-			Features:          []string{},
-			HostRoot:          "writable",
-			PrivateTmp:        true,
-			Mounts:            []string{},
-			CDIDir:            "/var/run/cdi",
-			ContainerdAddress: "/run/containerd/containerd.sock",
-			DefaultImage:      "host",
-			KillGrace:         "30s",
-			OverTimeLimit:     "0s",
-			CheckpointRoot:    "/var/lib/gpud/checkpoints",
-			CheckpointTimeout: "60s",
-			MIG:               "off",
-			MIGGPUs:           map[string]string{},
-			RDMASysfs:         "/sys",
-			UsageInterval:     "30s",
-			StepListen:        ":6818",
-			PreparedMax:       8,
-			PreparedMaxAge:    "60s",
-			OCIRuntime:        "runc",
+			Controller:          "unix:///run/gpud/gpud.sock",
+			StateDir:            "/var/lib/gpud/node",
+			GPUs:                "auto",
+			Features:            []string{},
+			HostRoot:            "writable",
+			PrivateTmp:          true,
+			Mounts:              []string{},
+			CDIDir:              "/var/run/cdi",
+			ContainerdAddress:   "/run/containerd/containerd.sock",
+			DefaultImage:        "host",
+			KillGrace:           "30s",
+			OverTimeLimit:       "0s",
+			CheckpointRoot:      "/var/lib/gpud/checkpoints",
+			CheckpointTimeout:   "60s",
+			CheckpointRetention: "7d",
+			MIG:                 "off",
+			MIGGPUs:             map[string]string{},
+			RDMASysfs:           "/sys",
+			UsageInterval:       "30s",
+			StepListen:          ":6818",
+			PreparedMax:         8,
+			PreparedMaxAge:      "60s",
+			OCIRuntime:          "runc",
 		},
 		Health: Health{GPUTempMaxC: 85, GPUTempSustain: "60s", Interval: "10s",
 			// The XIDs to drain on are the triage table's (gpud/health).
@@ -345,6 +350,7 @@ func (n Node) Validate() error {
 	p.duration("[node] kill_grace", s.KillGrace, true)
 	p.duration("[node] over_time_limit", s.OverTimeLimit, false)
 	p.duration("[node] checkpoint_timeout", s.CheckpointTimeout, true)
+	p.duration("[node] checkpoint_retention", s.CheckpointRetention, false)
 	p.duration("[node] usage_interval", s.UsageInterval, false)
 	p.duration("[node] prepared_max_age", s.PreparedMaxAge, true)
 	if s.PreparedContainers < 0 {

@@ -161,8 +161,11 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		// The grace of a checkpoint-first stop: requeue, checkpoint-mode
 		// preemption, drain, unhealthy GPU.
 		CheckpointTimeout: s.CheckpointTimeout.Std(),
-		Version:           o.Version,
-		UsageInterval:     usageInterval(s.UsageInterval.Std()),
+		// "0" removes an ended job's checkpoints at once: negative to
+		// the agent, whose zero is its default.
+		CheckpointRetention: retention(s.CheckpointRetention.Std()),
+		Version:             o.Version,
+		UsageInterval:       usageInterval(s.UsageInterval.Std()),
 		// The controller's state, should it run on this host (a missing
 		// directory is skipped), and containerd's; the controller's socket
 		// stays reachable.
@@ -341,6 +344,15 @@ func nicReader(sysfs string) func(context.Context) (map[string]string, error) {
 // agent's (negative: never; zero would mean its default).
 func usageInterval(d time.Duration) time.Duration {
 	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
+// retention maps node.toml checkpoint_retention onto node.Config's
+// (where 0 is the default): "0" removes at once.
+func retention(d time.Duration) time.Duration {
+	if d == 0 {
 		return -1
 	}
 	return d

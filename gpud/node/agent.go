@@ -31,6 +31,9 @@ type Agent struct {
 	// runners see of it (runnerdeps.go). ob and ckpt are set by Run
 	// before any goroutine starts.
 	runnerDeps
+	// retain: the sealed checkpoint directories' report and removal
+	// (retain.go).
+	retain retainer
 	client ControllerClient
 	opts   options
 	// invMu guards cfg.Inventory, which refreshMIGLayout updates.
@@ -413,6 +416,7 @@ func (a *Agent) register(ctx context.Context) time.Duration {
 // node_timeout of three, the node would then be one more loss from
 // DOWN).
 func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
+	defer a.retain.wg.Wait() // a checkpoint scan or removal (retain.go)
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	bo := a.newBackoff()
@@ -435,7 +439,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		nicReport, nicProblems := a.health.nicReport()
 		req := api.HeartbeatRequest{Running: a.Running(), GPUProblems: a.health.current(),
 			GPUEvents: events, NICReport: nicReport, NICProblems: nicProblems, Revocations: a.rev.Version(),
-			Prepares: a.pool != nil}
+			Prepares: a.pool != nil, Sealed: a.sealedReport()}
 		if puller, ok := a.rt.(runtime.ImagePuller); ok {
 			req.Images, req.Pulls = a.images.inventory(hctx, puller), a.images.pullsNow()
 		}
@@ -457,6 +461,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 			a.prefetch(ctx, resp.Prefetch)
 			a.prepareExpected(ctx, resp.Prepare) // expect.go
 			a.images.answered(resp.ImagesVersion)
+			a.retainEnded(ctx, resp.Ended) // retain.go
 			if a.heartbeatAnswered(sent) {
 				a.repoll() // a fence waits for an answer asked after this one
 			}

@@ -240,6 +240,13 @@ func (r *runner) removeUnsealedCheckpoints(log *slog.Logger) {
 	}
 	if removed {
 		log.Debug("checkpoint directory without a checkpoint removed", "dir", r.d.ckpt.JobDir(r.jobID))
+		return
+	}
+	// It stays (a sealed checkpoint, or another attempt's claim): its
+	// retention, once the controller says the job ended for good,
+	// counts from now (retain.go).
+	if err := r.d.ckpt.Touch(r.jobID); err != nil {
+		log.Warn("note the job's end on its checkpoint directory; its retention counts from its last seal", "err", err)
 	}
 }
 

@@ -70,6 +70,17 @@ type Config struct {
 	// with checkpoint.ExitCodeCheckpointed); a stop that asked for a
 	// checkpoint first then goes ahead without one.
 	CheckpointTimeout time.Duration
+	// CheckpointRetention is how long a job directory holding sealed
+	// checkpoints stays after the controller said no job will restart
+	// from it (its job ended for good, or is unknown to it), counted
+	// from the job's end or the directory's last change, whichever is
+	// later (retain.go). 0 means DefaultCheckpointRetention; negative
+	// removes at once (node.toml checkpoint_retention = "0").
+	CheckpointRetention time.Duration
+	// CheckpointReportEvery is how often the heartbeat lists the job
+	// directories holding sealed checkpoints that no runner on the node
+	// uses; 0 means DefaultCheckpointReportEvery.
+	CheckpointReportEvery time.Duration
 	// Version of the agent, reported in the inventory.
 	Version string
 	// SysfsRoot is where the NUMA topology is read
@@ -119,9 +130,13 @@ const (
 	DefaultPollWait          = 30 * time.Second
 	DefaultCheckpointKeep    = 3
 	DefaultCheckpointTimeout = time.Minute
-	DefaultUsageInterval     = 30 * time.Second
-	DefaultPreparedMax       = 8
-	DefaultPreparedMaxAge    = time.Minute
+	// DefaultCheckpointRetention keeps an ended job's checkpoints for a
+	// week: time to look at or copy them.
+	DefaultCheckpointRetention   = 7 * 24 * time.Hour
+	DefaultCheckpointReportEvery = 5 * time.Minute
+	DefaultUsageInterval         = 30 * time.Second
+	DefaultPreparedMax           = 8
+	DefaultPreparedMaxAge        = time.Minute
 )
 
 // withDefaults returns c with zero fields filled in.
@@ -140,6 +155,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CheckpointTimeout <= 0 {
 		c.CheckpointTimeout = DefaultCheckpointTimeout
+	}
+	if c.CheckpointRetention == 0 {
+		c.CheckpointRetention = DefaultCheckpointRetention
+	}
+	if c.CheckpointReportEvery <= 0 {
+		c.CheckpointReportEvery = DefaultCheckpointReportEvery
 	}
 	if c.UsageInterval == 0 {
 		c.UsageInterval = DefaultUsageInterval

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -129,6 +130,9 @@ type fakeController struct {
 	// request said, by seq (ident_test.go).
 	ctl  string
 	said map[uint64]string
+	// ended is what the controller says no job restarts from: heartbeat
+	// answers name those of the node's sealed list among them (retain.go).
+	ended []api.CkptDir
 }
 
 const (
@@ -241,12 +245,18 @@ func (fc *fakeController) handleHeartbeat(w http.ResponseWriter, r *http.Request
 	fc.beats = append(fc.beats, req)
 	fc.changedLocked()
 	rev := fc.revocationsLocked(req.Revocations)
+	var ended []api.CkptDir
+	for _, d := range req.Sealed {
+		if slices.Contains(fc.ended, d) {
+			ended = append(ended, d)
+		}
+	}
 	fc.mu.Unlock()
-	if rev == nil {
+	if rev == nil && ended == nil {
 		w.WriteHeader(http.StatusNoContent) // as an older controller
 		return
 	}
-	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Revocations: rev})
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Revocations: rev, Ended: ended})
 }
 
 func (fc *fakeController) handleAssignments(w http.ResponseWriter, r *http.Request) {

@@ -572,7 +572,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := errors.Join(checkGPUProblems(req.GPUProblems), checkGPUEvents(req.GPUEvents), checkImageReport(req.Images, req.Pulls)); err != nil {
+	if err := errors.Join(checkGPUProblems(req.GPUProblems), checkGPUEvents(req.GPUEvents), checkImageReport(req.Images, req.Pulls), checkSealed(req.Sealed)); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -629,7 +629,36 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 			resp.Prepare = append(resp.Prepare, api.Expected{Job: e.Job, Node: e.Node, Start: spec.NewTime(e.Start)})
 		}
 	}
+	if len(req.Sealed) > 0 {
+		// The node's sealed checkpoint directories: those no job will
+		// restart from are named back for it to remove (retain.go).
+		dirs := make([]controller.CkptDir, len(req.Sealed))
+		for i, d := range req.Sealed {
+			dirs[i] = controller.CkptDir{Job: d.Job, Tag: d.Tag}
+		}
+		ended, err := s.c.EndedCheckpoints(r.Context(), as, dirs)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		for _, d := range ended {
+			resp.Ended = append(resp.Ended, api.CkptDir{Job: d.Job, Tag: d.Tag})
+		}
+	}
 	s.writeJSON(w, resp)
+}
+
+// checkSealed bounds a heartbeat's list of sealed checkpoint directories.
+func checkSealed(dirs []api.CkptDir) error {
+	if len(dirs) > api.MaxSealed {
+		return spec.Errorf(spec.ErrInvalid, "heartbeat lists %d sealed checkpoint directories; at most %d (the oldest first)", len(dirs), api.MaxSealed)
+	}
+	for _, d := range dirs {
+		if d.Job == 0 {
+			return spec.Errorf(spec.ErrInvalid, "heartbeat lists a sealed checkpoint directory of job 0; job IDs start at 1")
+		}
+	}
+	return nil
 }
 
 func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
