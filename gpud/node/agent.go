@@ -782,6 +782,7 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 		return
 	}
 	for _, r := range fence {
+		r.unassigned.Store(true)
 		r.stop(spec.StateCancelled, fmt.Sprintf("fenced: allocation %s is no longer assigned to node %s", r.allocID, a.cfg.Name))
 	}
 }

@@ -140,6 +140,28 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 	return dir, restart, nil
 }
 
+// mayRunAgain reports whether the part's end may be followed by another
+// attempt of the job: the agent stopped it (or an earlier agent had begun
+// to: rec.StopState) for a reason other than the job's final end (a
+// requeue, a preemption, a node failure), or because the controller no
+// longer lists it (unassigned). A part that ended by itself, or was
+// cancelled, timed out or failed by the controller's word, is the job's
+// last on this node.
+func (r *runner) mayRunAgain() bool {
+	if r.unassigned.Load() {
+		return true
+	}
+	state, _ := r.ending()
+	if state == "" {
+		state = r.rec.StopState
+	}
+	switch state {
+	case "", spec.StateCancelled, spec.StateTimeout, spec.StateCompleted, spec.StateFailed, spec.StateOutOfMemory:
+		return false
+	}
+	return true
+}
+
 // ckptLock is the lock of job id's checkpoint directory on this node
 // (runnerDeps.ckptMu).
 func (d *runnerDeps) ckptLock(id spec.JobID) *sync.Mutex {
@@ -188,8 +210,20 @@ func (r *runner) claimCheckpoints(log *slog.Logger) {
 // attempt preparing or mounting it meanwhile would find it missing (the
 // chaos suite's node cuts did: "error mounting <checkpoint_root>/<id>").
 // Both run under the job's ckptLock.
+//
+// A part the agent stopped while the job may run again keeps it as well
+// (mayRunAgain): the next attempt, on this node or on another node
+// sharing the checkpoint root, may be preparing or mounting it right
+// now, and RemoveUnsealed's move aside would pull it from under that
+// attempt (the chaos suite's node cuts, with the root shared by the
+// nodes: "error mounting <checkpoint_root>/<id>"). The next attempt's
+// rank 0 claims it and removes it at its own end.
 func (r *runner) removeUnsealedCheckpoints(log *slog.Logger) {
 	if r.ckptMark == (checkpoint.Mark{}) {
+		return
+	}
+	if r.mayRunAgain() {
+		log.Debug("checkpoint directory kept: the job may run again", "dir", r.d.ckpt.JobDir(r.jobID))
 		return
 	}
 	mu := r.d.ckptLock(r.jobID)

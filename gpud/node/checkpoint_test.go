@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -471,5 +472,46 @@ func TestCheckpointDirKeptForAnotherAttempt(t *testing.T) {
 	waitFor(t, "the old attempt's runner gone", func() bool { return !slices.Contains(e.agent.Running(), old.Alloc.ID) }, e.on()...)
 	if _, err := os.Stat(filepath.Join(jobDir, "staging")); err != nil {
 		t.Fatalf("the old attempt's end removed the checkpoint directory its new attempt uses: %v", err)
+	}
+}
+
+// TestCheckpointDirKeptWhenTheJobMayRunAgain: a part the agent stops
+// because the controller no longer lists it (fenced: requeued while the
+// node was cut off) or asks a requeue of keeps the job's checkpoint
+// directory, which the next attempt (on a node sharing the root, too) may
+// be preparing or mounting; a part cancelled by the controller removes it.
+func TestCheckpointDirKeptWhenTheJobMayRunAgain(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, c := range []struct {
+		id       spec.JobID
+		end      func(a api.Assignment)
+		kept     bool
+		wantStop spec.JobState
+	}{
+		{7, func(api.Assignment) { e.fc.Set() }, true, spec.StateCancelled},
+		{8, func(a api.Assignment) {
+			a.Stop, a.StopState, a.StopReason = true, spec.StateRequeued, "requeued by root"
+			e.fc.Set(a)
+		}, true, spec.StateRequeued},
+		{9, func(a api.Assignment) {
+			a.Stop, a.StopState, a.StopReason = true, spec.StateCancelled, "cancelled by alice"
+			e.fc.Set(a)
+		}, false, spec.StateCancelled},
+	} {
+		a := ckptAsg(c.id, e.home, 0, 1) // rank 0 here: claims the directory
+		e.fc.Set(a)
+		e.waitStarted(t, ContainerID(c.id, 1, "node-1"))
+		c.end(a)
+		if got := e.waitExited(t, a.Alloc.ID); got.State != c.wantStop {
+			t.Fatalf("job %d ended %+v, want %s", c.id, got, c.wantStop)
+		}
+		waitFor(t, "the runner gone", func() bool { return !slices.Contains(e.agent.Running(), a.Alloc.ID) }, e.on()...)
+		_, err := os.Lstat(filepath.Join(e.dir, "checkpoints", strconv.FormatUint(uint64(c.id), 10)))
+		if c.kept && err != nil {
+			t.Errorf("job %d stopped %s: its checkpoint directory is gone (%v); the job may run again", c.id, c.wantStop, err)
+		}
+		if !c.kept && !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("job %d stopped %s: its checkpoint directory stays (%v)", c.id, c.wantStop, err)
+		}
 	}
 }

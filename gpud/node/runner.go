@@ -61,6 +61,12 @@ type runner struct {
 	stopCh   chan struct{}
 	stopOnce sync.Once
 
+	// unassigned: the agent stops it because the controller no longer
+	// lists its allocation (reconcile's fence): the job may run again
+	// elsewhere (requeued while the node was cut off), so its checkpoint
+	// directory stays (checkpoint.go, mayRunAgain).
+	unassigned atomic.Bool
+
 	mu        sync.Mutex
 	stopState spec.JobState // why the agent is ending it; first reason wins
 	stopWhy   string
