@@ -17,12 +17,16 @@ import (
 
 // A job directory holding a sealed checkpoint outlives the job's part on
 // the node (RemoveUnsealed keeps it): the node cannot tell a job that
-// ended for good from one that may be requeued and restart from it. The
-// node agent lists such directories (Sealed) for the controller, which
-// names those whose job ended for good, and removes them once old
+// ended for good from one that may be requeued and restart from it. So
+// do two kinds without one: the directory of a part stopped while its
+// job may run again (the node agent keeps it for the next attempt,
+// which may run on another node), and the empty one a rank other than 0
+// leaves on a node-local root. The node agent lists every job directory
+// with no runner of its job on the node (Sealed) for the controller,
+// which names those whose job ended for good, and removes them once old
 // enough (RemoveSealed).
 
-// SealedDir is a job directory in the root that holds a sealed
+// SealedDir is a job directory in the root, with or without a sealed
 // checkpoint.
 type SealedDir struct {
 	ID spec.JobID
@@ -35,9 +39,9 @@ type SealedDir struct {
 	Changed time.Time
 }
 
-// Sealed lists the job directories in the root that hold a sealed
-// checkpoint (a ckpt-* directory, valid or not: not verified here),
-// oldest change first, at most limit (<= 0: all), skipping the jobs skip
+// Sealed lists the job directories in the root (with a sealed
+// checkpoint or not: named for what they mostly hold), oldest change
+// first, at most limit (<= 0: all), skipping the jobs skip
 // reports (the node agent's: a runner of the job on the node). Slots,
 // trash and anything not a directory are left out.
 func (s *Store) Sealed(limit int, skip func(spec.JobID) bool) ([]SealedDir, error) {
@@ -77,10 +81,10 @@ func (s *Store) Sealed(limit int, skip func(spec.JobID) bool) ([]SealedDir, erro
 	return out, nil
 }
 
-// sealedDir describes root's entry name, job id's directory, when it
-// holds a sealed checkpoint. A vanished entry is not an error.
+// sealedDir describes root's entry name, job id's directory. A vanished
+// entry is not an error.
 func (s *Store) sealedDir(root *safefs.Dir, name string, id spec.JobID) (SealedDir, bool, error) {
-	jd, names, err := root.OpenDirNames(name)
+	jd, err := root.OpenDir(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return SealedDir{}, false, nil
 	}
@@ -88,9 +92,6 @@ func (s *Store) sealedDir(root *safefs.Dir, name string, id spec.JobID) (SealedD
 		return SealedDir{}, false, err
 	}
 	defer jd.Close()
-	if len(seqsIn(jd, names)) == 0 {
-		return SealedDir{}, false, nil
-	}
 	tag, err := readTag(jd)
 	if err != nil {
 		return SealedDir{}, false, err

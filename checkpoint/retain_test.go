@@ -37,7 +37,7 @@ func TestSealed(t *testing.T) {
 	sealAs(t, s, 3, "", -1, map[string]string{"a": "3"})
 	sealAs(t, s, 4, JobTag(400), -1, map[string]string{"a": "4"})
 	sealAs(t, s, 5, JobTag(500), -1, map[string]string{"a": "5"})
-	if _, _, err := s.Prepare(2, JobTag(200), -1, -1); err != nil { // nothing sealed
+	if _, _, err := s.Prepare(2, JobTag(200), -1, -1); err != nil { // nothing sealed: listed too
 		t.Fatal(err)
 	}
 	if _, err := s.PrepareSlot("slot-a", -1, -1); err != nil {
@@ -47,7 +47,7 @@ func TestSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Ends: 4 first, then 1, then 3.
-	for i, id := range []spec.JobID{4, 1, 3, 5} {
+	for i, id := range []spec.JobID{4, 1, 3, 5, 2} {
 		clk.set(testTime.Add(time.Duration(i+1) * time.Hour))
 		if err := s.Touch(id); err != nil {
 			t.Fatal(err)
@@ -65,6 +65,7 @@ func TestSealed(t *testing.T) {
 		{ID: 4, Tag: JobTag(400), Changed: testTime.Add(time.Hour)},
 		{ID: 1, Tag: JobTag(100), Changed: testTime.Add(2 * time.Hour)},
 		{ID: 3, Tag: "", Changed: testTime.Add(3 * time.Hour)},
+		{ID: 2, Tag: JobTag(200), Changed: testTime.Add(5 * time.Hour)},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Sealed (-want +got):\n%s", diff)

@@ -303,9 +303,9 @@ type HeartbeatRequest struct {
 	// Prepares says the node prepares containers for the jobs the
 	// controller expects to place on it (HeartbeatResponse.Prepare).
 	Prepares bool `json:"prepares,omitempty"`
-	// Sealed lists job directories in the node's checkpoint root that
-	// hold a sealed checkpoint and have no runner of their job on the
-	// node, oldest first, at most MaxSealed; sent every few minutes while
+	// Sealed lists job directories in the node's checkpoint root (with
+	// a sealed checkpoint or not) that have no runner of their job on
+	// the node, oldest first, at most MaxSealed; sent every few minutes while
 	// there are any. The controller answers with those it may remove
 	// (HeartbeatResponse.Ended). Sent only to a controller whose last
 	// answer said it takes it (HeartbeatResponse.Sealed).

@@ -13,7 +13,9 @@ import (
 // A job directory in the checkpoint root that holds a sealed checkpoint
 // stays after the job's part on the node ends (removeUnsealedCheckpoints):
 // the node cannot tell a job that ended for good from one that will be
-// requeued and restart from it. So every CheckpointReportEvery the agent
+// requeued and restart from it; so does one of a part stopped while its
+// job may run again (mayRunAgain), and a rank other than 0's on a
+// node-local root. So every CheckpointReportEvery the agent
 // lists those that no runner on the node uses (checkpoint.Store.Sealed,
 // oldest first, at most api.MaxSealed) in its next heartbeat; the
 // controller names back those no job will restart from
