@@ -194,6 +194,33 @@ func TestSealRefusesOthersFiles(t *testing.T) {
 	}
 }
 
+// plantVictim makes a directory anyone may write holding the file
+// "precious" ("keep"): what a job's user points its links at.
+func plantVictim(t *testing.T) (dir, file string) {
+	t.Helper()
+	dir = t.TempDir()
+	file = filepath.Join(dir, "precious")
+	if err := os.WriteFile(file, []byte("keep"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir, file
+}
+
+// checkVictimKept fails unless plantVictim's directory holds its file
+// alone, unchanged.
+func checkVictimKept(t *testing.T, dir, file string) {
+	t.Helper()
+	if b, err := os.ReadFile(file); err != nil || string(b) != "keep" {
+		t.Errorf("victim changed: %q, %v", b, err)
+	}
+	if names := dirNames(t, dir); len(names) != 1 {
+		t.Errorf("victim's directory holds %q, want only precious", names)
+	}
+}
+
 // TestRemoveUnsealedAsJobUser attacks the removal at a job's end as the
 // job's user (a real second uid), who owns its staging directory and
 // nothing above it: what it plants in staging (a symlink to a victim, a
@@ -206,14 +233,7 @@ func TestRemoveUnsealedAsJobUser(t *testing.T) {
 		t.Skip("runs as a second user: needs root")
 	}
 	s := traversable(t)
-	victimDir := t.TempDir()
-	victim := filepath.Join(victimDir, "precious")
-	if err := os.WriteFile(victim, []byte("keep"), 0o666); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(victimDir, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	victimDir, victim := plantVictim(t)
 	_, _, m, err := s.PrepareClaim(7, JobTag(42), oldUID, oldUID)
 	if err != nil || m == (Mark{}) {
 		t.Fatalf("PrepareClaim = %v, %v", m, err)
@@ -253,10 +273,5 @@ chmod 000 .`); err != nil {
 	if diff := dirNames(t, s.Root()); len(diff) != 0 {
 		t.Errorf("root after removal holds %q", diff)
 	}
-	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep" {
-		t.Errorf("victim changed: %q, %v", b, err)
-	}
-	if names := dirNames(t, victimDir); len(names) != 1 {
-		t.Errorf("victim's directory holds %q, want only precious", names)
-	}
+	checkVictimKept(t, victimDir, victim)
 }
