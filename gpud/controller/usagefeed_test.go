@@ -227,40 +227,49 @@ func TestUsageFeedRefreshesCountOnce(t *testing.T) {
 	}
 }
 
-// TestUsageFeedLateRecordCountedOnce: most refreshes reread only a short
-// overlap; an attempt that reaches accounting later than that (its end
-// well before the latest end read) is counted at the next read of the
-// whole overlap, exactly once.
-func TestUsageFeedLateRecordCountedOnce(t *testing.T) {
+// lateFeedSetup is the late-record tests' start: an accounting.db with
+// carol's one-minute job 1 ended at t0+10m, a feed that has read it (at
+// t0+10m1s), job(id, end) making another such job ended at t0+end, and
+// sum the feed's usage.
+func lateFeedSetup(t *testing.T) (db *accounting.DB, job func(spec.JobID, time.Duration) spec.Job, f *usageFeed, sum func() float64) {
+	t.Helper()
 	db, err := accounting.Open(t.TempDir() + "/accounting.db")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	ctx := context.Background()
-	job := func(id spec.JobID, end time.Duration) spec.Job {
+	job = func(id spec.JobID, end time.Duration) spec.Job {
 		start := end - time.Minute
 		return spec.Job{ID: id, JobSpec: spec.JobSpec{Account: "physics"}, User: "carol", State: spec.StateCompleted, Attempt: 1,
 			StartTime: spec.NewTime(t0.Add(start)), EndTime: spec.NewTime(t0.Add(end)),
 			Alloc: &spec.Alloc{ID: "a", JobID: id, Attempt: 1, StartTime: spec.NewTime(t0.Add(start)),
 				Nodes: []spec.NodeAlloc{{Node: "n1", GPUs: []string{"G1"}}}}}
 	}
+	ctx := context.Background()
 	if err := db.RecordJobs(ctx, []spec.Job{job(1, 10*time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	f := &usageFeed{src: db}
-	cfg := fairshare.Config{}
-	now := t0.Add(10*time.Minute + time.Second)
-	sum := func() float64 {
+	f = &usageFeed{src: db}
+	sum = func() float64 {
 		s := 0.0
 		for _, p := range first(f.past()) {
 			s += p.Raw
 		}
 		return s
 	}
-	if err := f.refresh(ctx, now, cfg, 0, time.Time{}); err != nil {
+	if err := f.refresh(ctx, t0.Add(10*time.Minute+time.Second), fairshare.Config{}, 0, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
+	return db, job, f, sum
+}
+
+// TestUsageFeedLateRecordCountedOnce: most refreshes reread only a short
+// overlap; an attempt that reaches accounting later than that (its end
+// well before the latest end read) is counted at the next read of the
+// whole overlap, exactly once.
+func TestUsageFeedLateRecordCountedOnce(t *testing.T) {
+	db, job, f, sum := lateFeedSetup(t)
+	ctx, cfg, now := context.Background(), fairshare.Config{}, t0.Add(10*time.Minute+time.Second)
 	// Job 2 ended 2 minutes before job 1 but is recorded only now.
 	if err := db.RecordJobs(ctx, []spec.Job{job(2, 8*time.Minute)}); err != nil {
 		t.Fatal(err)
@@ -288,35 +297,8 @@ func TestUsageFeedLateRecordCountedOnce(t *testing.T) {
 // count it again; without low a short read reads only feedShortOverlap
 // before the latest end (reading less is what the cut is for).
 func TestUsageFeedReadsLateFlushAtOnce(t *testing.T) {
-	db, err := accounting.Open(t.TempDir() + "/accounting.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ctx := context.Background()
-	job := func(id spec.JobID, end time.Duration) spec.Job {
-		start := end - time.Minute
-		return spec.Job{ID: id, JobSpec: spec.JobSpec{Account: "physics"}, User: "carol", State: spec.StateCompleted, Attempt: 1,
-			StartTime: spec.NewTime(t0.Add(start)), EndTime: spec.NewTime(t0.Add(end)),
-			Alloc: &spec.Alloc{ID: "a", JobID: id, Attempt: 1, StartTime: spec.NewTime(t0.Add(start)),
-				Nodes: []spec.NodeAlloc{{Node: "n1", GPUs: []string{"G1"}}}}}
-	}
-	if err := db.RecordJobs(ctx, []spec.Job{job(1, 10*time.Minute)}); err != nil {
-		t.Fatal(err)
-	}
-	f := &usageFeed{src: db}
-	cfg := fairshare.Config{}
-	now := t0.Add(10*time.Minute + time.Second)
-	sum := func() float64 {
-		s := 0.0
-		for _, p := range first(f.past()) {
-			s += p.Raw
-		}
-		return s
-	}
-	if err := f.refresh(ctx, now, cfg, 0, time.Time{}); err != nil {
-		t.Fatal(err)
-	}
+	db, job, f, sum := lateFeedSetup(t)
+	ctx, cfg, now := context.Background(), fairshare.Config{}, t0.Add(10*time.Minute+time.Second)
 	// Job 3 ended 2 s before job 1: a short read without low misses it.
 	late := []spec.Job{job(3, 10*time.Minute-2*time.Second)}
 	if err := db.RecordJobs(ctx, late); err != nil {
