@@ -33,7 +33,6 @@ var oneStatementTotals = func() string {
 func TestJobTotalsMatchOneStatement(t *testing.T) {
 	t.Parallel()
 	db := openTest(t)
-	ctx := context.Background()
 	r := rand.New(rand.NewPCG(15, 31))
 	states := []spec.JobState{spec.StateCompleted, spec.StateFailed, spec.StateCancelled, spec.StatePending, spec.StateRunning, spec.StateTimeout}
 	set, cleared, reopened := 0, 0, 0
@@ -61,22 +60,7 @@ func TestJobTotalsMatchOneStatement(t *testing.T) {
 			}
 			batch = append(batch, b.Obj())
 		}
-		if err := db.RecordJobs(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
-		rows, err := db.r.QueryContext(ctx, oneStatementTotals)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var id int64
-			var g, c, s, wg, wc, ws sql.NullFloat64
-			if err := rows.Scan(&id, &g, &c, &s, &wg, &wc, &ws); err != nil {
-				t.Fatal(err)
-			}
-			if g != wg || c != wc || s != ws {
-				t.Fatalf("round %d, job %d: totals %v %v %v; the one statement gives %v %v %v", round, id, g, c, s, wg, wc, ws)
-			}
+		recordAndCompareTotals(t, db, round, batch, func(id int64, g sql.NullFloat64) {
 			if g.Valid {
 				set++
 			} else {
@@ -86,8 +70,7 @@ func TestJobTotalsMatchOneStatement(t *testing.T) {
 				}
 			}
 			had[id] = g.Valid
-		}
-		rows.Close()
+		})
 	}
 	if set < 100 || cleared < 50 || reopened < 5 {
 		t.Fatalf("totals set %d times, NULL %d times (%d after being set) over the rounds; want each often", set, cleared, reopened)
@@ -116,7 +99,6 @@ func BenchmarkRecordJobTotals(b *testing.B) {
 func TestNewJobTotalsMatchOneStatement(t *testing.T) {
 	t.Parallel()
 	db := openTest(t)
-	ctx := context.Background()
 	r := rand.New(rand.NewPCG(17, 31))
 	states := []spec.JobState{spec.StateCompleted, spec.StateFailed, spec.StateCancelled, spec.StateTimeout,
 		spec.StateNodeFail, spec.StateOutOfMemory, spec.StatePending, spec.StateRunning}
@@ -180,29 +162,41 @@ func TestNewJobTotalsMatchOneStatement(t *testing.T) {
 			}
 			batch = append(batch, j)
 		}
-		if err := db.RecordJobs(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
-		rows, err := db.r.QueryContext(ctx, oneStatementTotals)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var id int64
-			var g, c, s, wg, wc, ws sql.NullFloat64
-			if err := rows.Scan(&id, &g, &c, &s, &wg, &wc, &ws); err != nil {
-				t.Fatal(err)
-			}
-			if g != wg || c != wc || s != ws {
-				t.Fatalf("round %d, job %d: totals %v %v %v; the one statement gives %v %v %v", round, id, g, c, s, wg, wc, ws)
-			}
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		rows.Close()
+		recordAndCompareTotals(t, db, round, batch, nil)
 	}
 	if computed < 200 || left < 30 || nulls < 100 {
 		t.Fatalf("totals computed on insert %d times, left to the statement %d, NULL %d; want each often", computed, left, nulls)
+	}
+}
+
+// recordAndCompareTotals records batch and fails unless every job's
+// kept totals are what oneStatementTotals works out; each (nil: none) is
+// given every job's ID and GPU total.
+func recordAndCompareTotals(t *testing.T, db *DB, round int, batch []spec.Job, each func(id int64, g sql.NullFloat64)) {
+	t.Helper()
+	ctx := context.Background()
+	if err := db.RecordJobs(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.r.QueryContext(ctx, oneStatementTotals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var g, c, s, wg, wc, ws sql.NullFloat64
+		if err := rows.Scan(&id, &g, &c, &s, &wg, &wc, &ws); err != nil {
+			t.Fatal(err)
+		}
+		if g != wg || c != wc || s != ws {
+			t.Fatalf("round %d, job %d: totals %v %v %v; the one statement gives %v %v %v", round, id, g, c, s, wg, wc, ws)
+		}
+		if each != nil {
+			each(id, g)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
