@@ -23,6 +23,15 @@ func TestEndedCheckpoints(t *testing.T) {
 	requeued := h.submit(alice, ckpt)
 	held := h.submit(alice, func(j *spec.JobSpec) { ckpt(j); j.Hold = true })
 	cancelled := h.submit(alice, ckpt)
+	// Placed before anything is asked of them (h.job runs the cycle a
+	// submission left due): the cycle's pacing is the wall clock's, and
+	// under load a job could still be pending at its cancel, without the
+	// allocation h.exit reports on.
+	for _, id := range []spec.JobID{done, requeued, cancelled} {
+		if j := h.job(id); j.State != spec.StateRunning {
+			t.Fatalf("job %d %s, want RUNNING", id, j.State)
+		}
+	}
 	if _, err := h.c.JobAction(ctx, alice, cancelled, ActionCancel, ""); err != nil {
 		t.Fatal(err)
 	}
