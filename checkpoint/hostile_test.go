@@ -209,6 +209,15 @@ func plantVictim(t *testing.T) (dir, file string) {
 	return dir, file
 }
 
+// shAsJobUser runs script with sh as the job's user (oldUID, a real
+// second uid) and returns its output.
+func shAsJobUser(script string) (string, error) {
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: oldUID, Gid: oldUID}}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
 // checkVictimKept fails unless plantVictim's directory holds its file
 // alone, unchanged.
 func checkVictimKept(t *testing.T, dir, file string) {
@@ -239,12 +248,7 @@ func TestRemoveUnsealedAsJobUser(t *testing.T) {
 		t.Fatalf("PrepareClaim = %v, %v", m, err)
 	}
 	jd, st := s.JobDir(7), s.stagingDir(7)
-	sh := func(script string) (string, error) {
-		cmd := exec.Command("sh", "-c", script)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: oldUID, Gid: oldUID}}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	sh := shAsJobUser
 	if out, err := sh(`set -e; cd '` + st + `'
 ln -s '` + victimDir + `' link; ln -s '` + victim + `' file-link; mkfifo fifo
 mkdir -p a/b/c/d; echo x > a/b/c/d/e; ln -s '` + victimDir + `' a/b/c/up

@@ -2,10 +2,8 @@ package checkpoint
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -131,12 +129,7 @@ func TestRemoveSealedAsJobUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	jd, st := s.JobDir(7), s.stagingDir(7)
-	sh := func(script string) (string, error) {
-		cmd := exec.Command("sh", "-c", script)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: oldUID, Gid: oldUID}}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	sh := shAsJobUser
 	for _, dir := range []string{st, ck.Dir} {
 		if out, err := sh(`set -e; cd '` + dir + `'
 ln -s '` + victimDir + `' link; ln -s '` + victim + `' file-link; mkfifo fifo

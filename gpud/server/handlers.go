@@ -688,12 +688,8 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	pb := answerBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*pb) <= maxPooledAnswer {
-			answerBufs.Put(pb)
-		}
-	}()
+	pb, release := answerBuf()
+	defer release()
 	*pb, _ = s.appendAssignments((*pb)[:0], gen, list, have, asked)
 	w.Header().Set("Content-Type", "application/json")
 	if _, err := w.Write(*pb); err != nil {
@@ -738,6 +734,17 @@ func (s *Server) appendAssignments(b []byte, gen uint64, list []controller.Assig
 var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
 
 const maxPooledAnswer = 1 << 20
+
+// answerBuf takes an assignments answer's buffer from answerBufs; release
+// gives it back unless it grew past maxPooledAnswer.
+func answerBuf() (pb *[]byte, release func()) {
+	pb = answerBufs.Get().(*[]byte)
+	return pb, func() {
+		if cap(*pb) <= maxPooledAnswer {
+			answerBufs.Put(pb)
+		}
+	}
+}
 
 // eventSkewTolerance is the difference between a node's clock as it sent
 // events and the controller's as it reads them that is taken for the

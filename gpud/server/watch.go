@@ -47,12 +47,8 @@ func (s *Server) watchAssignments(w http.ResponseWriter, r *http.Request, as con
 		s.writeError(w, r, err)
 		return
 	}
-	pb := answerBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*pb) <= maxPooledAnswer {
-			answerBufs.Put(pb)
-		}
-	}()
+	pb, release := answerBuf()
+	defer release()
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set(api.HeaderWatch, "1")
