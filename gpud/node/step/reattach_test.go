@@ -277,6 +277,7 @@ func newTestCluster(t *testing.T, names ...string) *testCluster {
 		}
 	})
 	asg := &api.Assignment{Job: spec.Job{ID: 7}, Alloc: spec.Alloc{ID: "7.1"}}
+	jobs := jobDirs(t)
 	for i, name := range names {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -284,11 +285,38 @@ func newTestCluster(t *testing.T, names ...string) *testCluster {
 		}
 		c.ports[name] = ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
-		c.dirs[name] = filepath.Join(t.TempDir(), "job-"+name)
+		c.dirs[name] = filepath.Join(jobs, "job-"+name)
 		asg.Alloc.Nodes = append(asg.Alloc.Nodes, spec.NodeAlloc{Node: name, Rank: i, Addr: "127.0.0.1", StepPort: c.ports[name], CPUs: 1})
 	}
 	c.asg = asg
 	return c
+}
+
+// jobDirs returns a directory for the agents' job directories, removed
+// after the agents stopped. A stopped (or killed) agent of a test is not
+// a dead process: its goroutines can still write or drop a step's
+// records (step-N.tasks.json, step-N.held) for a moment after the test
+// ended, and t.TempDir's single RemoveAll then fails with "directory not
+// empty". The removal is tried again until nothing comes back.
+func jobDirs(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "steptest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered before any agent's stop, so it runs after them.
+	t.Cleanup(func() {
+		for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			err := os.RemoveAll(dir)
+			if err == nil {
+				return
+			}
+			if time.Now().After(end) {
+				t.Errorf("remove the agents' job directories: %v", err)
+				return
+			}
+		}
+	})
+	return dir
 }
 
 func (c *testCluster) cert(name string) tls.Certificate {
