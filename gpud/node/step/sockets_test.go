@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,7 +35,7 @@ func askJob(t *testing.T, path string, uid, gid int) (string, error) {
 		// This thread alone takes the caller's credentials (the kernel
 		// keeps them per thread) and dies with the goroutine: it is
 		// never unlocked.
-		runtime.LockOSThread()
+		goruntime.LockOSThread()
 		if uid >= 0 {
 			if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, ^uintptr(0), uintptr(gid), ^uintptr(0)); e != 0 {
 				ch <- answer{err: fmt.Errorf("setresgid: %w", e)}
