@@ -158,7 +158,15 @@ func (h *harness) clock() time.Time {
 
 // advance moves the clock and delivers one tick; the tick is received
 // (unbuffered) before advance returns, and the next call is served after it.
+//
+// A cycle already due runs first, at the time it became due: in a real
+// controller it runs within milliseconds (the loop's pacing follows the
+// wall clock), long before a jump of d could pass. Without this, under
+// load the loop's paced cycle could run after the clock moved but
+// before the tick's housekeeping, e.g. starting a job on a node the
+// housekeeping then marks DOWN (session 17: TestReservationLifecycle).
 func (h *harness) advance(d time.Duration) {
+	h.settle()
 	h.mu.Lock()
 	h.now = h.now.Add(d)
 	now := h.now

@@ -107,13 +107,6 @@ func TestReservationLifecycle(t *testing.T) {
 		t.Fatalf("after restart: %+v, %v", vs, err)
 	}
 	// Its window opens: the job in it starts, on its nodes.
-	// The cycle the restart left due runs first, at the restart's time:
-	// its pacing is the wall clock's, and under load it ran after advance
-	// had moved the clock but before the tick's housekeeping marked the
-	// silent nodes DOWN, starting the job on n1 at 00:11 only for the
-	// housekeeping to fail it NODE_FAIL (one run in ~3,000 under six CPU
-	// hogs).
-	h2.settle()
 	h2.advance(11 * time.Minute)
 	h2.register("n1", 8) // a restarted controller hears from its nodes again
 	h2.register("n2", 8)
@@ -248,13 +241,6 @@ func TestGPUReservation(t *testing.T) {
 	// Restarted, the window open: alice's job gets exactly GPUs 2-5.
 	h.stop()
 	h2 := newHarnessAt(t, store, nil, t0)
-	// The cycle the restart left due runs first, at the restart's time:
-	// its pacing is the wall clock's, and under load it ran after advance
-	// had moved the clock but before the tick's housekeeping marked the
-	// silent nodes DOWN, starting the job on n1 at 00:11 only for the
-	// housekeeping to fail it NODE_FAIL (one run in ~3,000 under six CPU
-	// hogs).
-	h2.settle()
 	h2.advance(11 * time.Minute)
 	h2.register("n1", 8)
 	h2.kickCycle()

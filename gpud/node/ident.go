@@ -173,6 +173,7 @@ func (o *outbox) serve(ctx context.Context, id string, live []liveAlloc, now tim
 			args []any
 		}{
 			{`DELETE FROM events`, nil},
+			{upsertSeqFloor, []any{int64(o.lastSeq)}}, // seqs go on from there (upsertSeqFloor)
 			// Ended allocations of any other identity: nothing of theirs
 			// is asked any more.
 			{`DELETE FROM allocs WHERE exited = 1 AND ctl != ?`, []any{id}},

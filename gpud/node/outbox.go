@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,6 +56,10 @@ type outbox struct {
 	// its allocation's state once (a resent one changes nothing) and
 	// acknowledges it again. Under mu.
 	acked, deleted uint64
+	// lastSeq is the highest seq given to an event (record gives the
+	// next; one whose transaction failed is not given again). Loaded at
+	// open from the events table and events_seq (upsertSeqFloor). Under mu.
+	lastSeq uint64
 
 	// The allocs table's alloc_ids, each with whether its exit is
 	// committed, so that alloc and exitedHere answer without a query
@@ -128,8 +131,12 @@ const exitedRetention = 7 * 24 * time.Hour
 
 const schema = `
 CREATE TABLE IF NOT EXISTS events (
-	seq  INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused, even after deletes
-	body TEXT NOT NULL                      -- api.AllocEvent as JSON, seq omitted
+	seq  INTEGER PRIMARY KEY, -- given by record: never reused, even after deletes (events_seq)
+	body TEXT NOT NULL        -- api.AllocEvent as JSON, seq omitted
+);
+CREATE TABLE IF NOT EXISTS events_seq (
+	one INTEGER PRIMARY KEY CHECK (one = 1),
+	seq INTEGER NOT NULL -- at least every seq given, once the events table may hold none of them
 );
 CREATE TABLE IF NOT EXISTS allocs (
 	alloc_id   TEXT PRIMARY KEY,
@@ -220,10 +227,7 @@ func openMemoryOutbox(ctx context.Context) (*outbox, error) {
 }
 
 func openOutboxDSN(ctx context.Context, path, dsn string, now time.Time) (*outbox, error) {
-	db, err := sql.Open("sqlite3", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open outbox %s: %w", path, err)
-	}
+	db := sql.OpenDB(outboxConnector{dsn: dsn, drv: &sqlite3.SQLiteDriver{}}) // outbox_conn.go
 	// One connection: writes are serialised anyway, and it keeps the
 	// pragmas applied to every statement.
 	db.SetMaxOpenConns(1)
@@ -260,6 +264,10 @@ func openOutboxDSN(ctx context.Context, path, dsn string, now time.Time) (*outbo
 		return nil, fmt.Errorf("prune step numbers in outbox %s: %w", path, err)
 	}
 	o := &outbox{db: db, mirrorCap: outboxMirrorCap, knownCap: outboxKnownCap}
+	if err := o.loadLastSeq(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("read the last event number in outbox %s: %w", path, err)
+	}
 	if err := o.loadKnown(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("read allocations in outbox %s: %w", path, err)
@@ -270,6 +278,40 @@ func openOutboxDSN(ctx context.Context, path, dsn string, now time.Time) (*outbo
 	}
 	return o, nil
 }
+
+// loadLastSeq sets lastSeq: the highest seq of the events table, of
+// events_seq (upsertSeqFloor), and of SQLite's sequence of an events table an
+// older agent made (AUTOINCREMENT, which writes that sequence's page in
+// every event's commit; a new outbox.db's events table has none).
+func (o *outbox) loadLastSeq(ctx context.Context) error {
+	var last int64
+	if err := o.db.QueryRowContext(ctx, `SELECT MAX(COALESCE((SELECT MAX(seq) FROM events), 0),
+		COALESCE((SELECT seq FROM events_seq WHERE one = 1), 0))`).Scan(&last); err != nil {
+		return err
+	}
+	var auto int
+	if err := o.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'sqlite_sequence'`).Scan(&auto); err != nil {
+		return err
+	}
+	if auto > 0 {
+		var s int64
+		switch err := o.db.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = 'events'`).Scan(&s); {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			last = max(last, s)
+		}
+	}
+	o.lastSeq = uint64(last)
+	return nil
+}
+
+// upsertSeqFloor keeps lastSeq in events_seq, written in every
+// transaction that may leave the events table without the highest seq
+// given (flushAcks, serve), so that a reopened outbox goes on from there:
+// record's own delete never does (its new row is the highest).
+const upsertSeqFloor = `INSERT INTO events_seq (one, seq) VALUES (1, ?) ON CONFLICT(one) DO UPDATE SET seq = MAX(seq, excluded.seq)`
 
 // loadKnown fills known from the allocs table (or leaves it nil past
 // knownCap rows).
@@ -425,12 +467,9 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 	if ev.Kind == api.EventStarted || ev.Kind == api.EventExited {
 		sub = o.noteAlloc(ev.AllocID)
 	}
-	var upsert string
-	switch ev.Kind {
-	case api.EventStarted:
-		upsert = upsertStarted
-	case api.EventExited:
-		upsert = upsertExited
+	upsert := ev.Kind // started or exited: the allocs row's write (recordTx)
+	if upsert != api.EventStarted && upsert != api.EventExited {
+		upsert = ""
 	}
 	// Other kinds (checkpointed, usage) say nothing about the alloc's life.
 	o.mu.Lock()
@@ -440,7 +479,9 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 		del = 0
 	}
 	text := string(body)
-	seq, unknown, err := o.recordTx(ctx, text, upsert, ev, sub, del)
+	seq := o.lastSeq + 1
+	o.lastSeq = seq // given, even if its transaction fails (its outcome can be unknown)
+	unknown, err := o.recordTx(ctx, seq, text, upsert, ev, sub, del)
 	if err != nil {
 		if unknown {
 			// A failed commit can have reached the disk: reads go to
@@ -464,10 +505,10 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 		if len(o.unacked) >= o.mirrorCap {
 			o.mirrored, o.unacked = false, nil
 		} else {
-			o.unacked = append(o.unacked, outboxRow{seq: uint64(seq), body: text})
+			o.unacked = append(o.unacked, outboxRow{seq: seq, body: text})
 		}
 	}
-	return uint64(seq), nil
+	return seq, nil
 }
 
 // The allocs row's write with a started or exited event.
@@ -481,60 +522,42 @@ const (
 )
 
 // recordTx is record's one transaction, on the driver's connection
-// itself: BEGIN IMMEDIATE, the acknowledged rows' delete (up to del, 0:
-// none), the events row, the allocs row (upsert, "": none), COMMIT. Its
-// statements run on the caller's goroutine (database/sql's transaction
-// starts a goroutine per transaction, and the driver one per statement
-// whose context can be cancelled). The event is durable when it returns
-// nil, as before; unknown says a failed one failed at its COMMIT, so
-// whether it reached the disk is unknown. ctx counts until the
-// connection is taken; a record once begun is not interrupted (its
-// callers record without cancel anyway).
-func (o *outbox) recordTx(ctx context.Context, body, upsert string, ev api.AllocEvent, sub int64, del uint64) (seq int64, unknown bool, err error) {
-	conn, err := o.db.Conn(ctx)
-	if err != nil {
-		return 0, false, err
-	}
-	defer conn.Close()
-	err = conn.Raw(func(dc any) error {
-		c, ok := dc.(*sqlite3.SQLiteConn)
-		if !ok {
-			return fmt.Errorf("outbox connection is a %T, not SQLite's", dc)
-		}
-		if _, err := c.Exec("BEGIN IMMEDIATE", nil); err != nil {
-			return err
-		}
-		done := false
-		defer func() {
-			if !done {
-				_, _ = c.Exec("ROLLBACK", nil) // SQLite: harmless when none is open
+// itself with its statements prepared once (outbox_conn.go): BEGIN
+// IMMEDIATE, the acknowledged rows' delete (up to del, 0: none), the
+// events row (seq), the allocs row (upsert: started or exited, "":
+// none), COMMIT. Its statements run on the caller's goroutine
+// (database/sql's transaction starts a goroutine per transaction, and the
+// driver one per statement whose context can be cancelled). The event is
+// durable when it returns nil, as before; unknown says a failed one
+// failed at its COMMIT, so whether it reached the disk is unknown. ctx
+// counts until the connection is taken; a record once begun is not
+// interrupted (its callers record without cancel anyway).
+func (o *outbox) recordTx(ctx context.Context, seq uint64, body, upsert string, ev api.AllocEvent, sub int64, del uint64) (unknown bool, err error) {
+	err = o.withConn(ctx, func(st *recordStmts) error {
+		unknown, err = st.inTx(func() error {
+			if del > 0 {
+				if err := st.exec(st.deleteAcked, int64(del)); err != nil {
+					return fmt.Errorf("delete acknowledged events: %w", err)
+				}
 			}
-		}()
-		if del > 0 {
-			if _, err := c.Exec(`DELETE FROM events WHERE seq <= ?`, []driver.Value{int64(del)}); err != nil {
-				return fmt.Errorf("delete acknowledged events: %w", err)
+			if err := st.exec(st.insert, int64(seq), body); err != nil {
+				return err
 			}
-		}
-		res, err := c.Exec(`INSERT INTO events (body) VALUES (?)`, []driver.Value{body})
-		if err != nil {
-			return err
-		}
-		if seq, err = res.LastInsertId(); err != nil {
-			return err
-		}
-		if upsert != "" {
-			if _, err := c.Exec(upsert, []driver.Value{ev.AllocID, int64(ev.JobID), ev.Time.UnixNano(), sub}); err != nil {
+			up := st.upStarted
+			switch upsert {
+			case "":
+				return nil
+			case api.EventExited:
+				up = st.upExited
+			}
+			if err := st.exec(up, ev.AllocID, int64(ev.JobID), ev.Time.UnixNano(), sub); err != nil {
 				return fmt.Errorf("mark alloc %s: %w", ev.Kind, err)
 			}
-		}
-		unknown = true
-		if _, err := c.Exec("COMMIT", nil); err != nil {
-			return fmt.Errorf("commit: %w", err)
-		}
-		done = true
-		return nil
+			return nil
+		})
+		return err
 	})
-	return seq, unknown, err
+	return unknown, err
 }
 
 // markStopping remembers that the agent is ending alloc on purpose with
@@ -728,7 +751,18 @@ func (o *outbox) flushAcks(ctx context.Context) error {
 	if del <= o.deleted {
 		return nil
 	}
-	if _, err := o.db.ExecContext(context.WithoutCancel(ctx), `DELETE FROM events WHERE seq <= ?`, int64(del)); err != nil {
+	// The rows' delete and lastSeq in events_seq: the table may be left
+	// empty (upsertSeqFloor).
+	err := o.withConn(context.WithoutCancel(ctx), func(st *recordStmts) error {
+		_, err := st.inTx(func() error {
+			if err := st.exec(st.deleteAcked, int64(del)); err != nil {
+				return err
+			}
+			return st.exec(st.floor, int64(o.lastSeq))
+		})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("delete events up to %d from outbox: %w", del, err)
 	}
 	o.deleted = del

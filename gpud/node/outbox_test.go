@@ -1022,3 +1022,99 @@ func TestOutboxNewFileLayout(t *testing.T) {
 	}
 	roundTrip(ob, "2.1")
 }
+
+// TestOutboxSeqsNeverReused: a new outbox.db's events table has no
+// AUTOINCREMENT (whose sequence row is another page written with every
+// event's commit); record numbers events on from the highest seq given,
+// which events_seq keeps whenever the table may be left without it, so
+// no seq comes again after the table was emptied by acknowledgements (a
+// flush, then a kill -9) or by a change of controller identity. An older
+// agent's outbox.db (AUTOINCREMENT) goes on from SQLite's sequence.
+func TestOutboxSeqsNeverReused(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	ob, err := openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ob.Close() }()
+	var seqTables int
+	if err := ob.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'sqlite_sequence'`).Scan(&seqTables); err != nil || seqTables != 0 {
+		t.Errorf("new outbox.db: %d sqlite_sequence tables (%v), want none (no AUTOINCREMENT)", seqTables, err)
+	}
+	rec := func(id string, want uint64) {
+		t.Helper()
+		seq, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: 1, Kind: api.EventStarted, Time: spec.NewTime(t0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seq != want {
+			t.Errorf("record %s: seq %d, want %d", id, seq, want)
+		}
+	}
+	kill := func() { // as a kill -9: nothing flushed, then a restart
+		t.Helper()
+		if err := ob.db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if ob, err = openOutbox(ctx, slog.Default(), dir, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec("1.1", 1)
+	rec("2.1", 2)
+	rec("3.1", 3)
+	if err := ob.ack(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.flushAcks(ctx); err != nil { // the table is empty now
+		t.Fatal(err)
+	}
+	kill()
+	if evs, err := ob.pending(ctx, 10); err != nil || len(evs) != 0 {
+		t.Errorf("pending after the flush and a restart: %d events, %v; want none", len(evs), err)
+	}
+	rec("4.1", 4)
+
+	// A change of controller identity drops the undelivered events.
+	if _, _, err := ob.serve(ctx, "ctl-a", nil, t0); err != nil {
+		t.Fatal(err)
+	}
+	rec("5.1", 5)
+	if _, dropped, err := ob.serve(ctx, "ctl-b", nil, t0); err != nil || dropped != 2 {
+		t.Fatalf("serve ctl-b: dropped %d, %v; want the 2 undelivered", dropped, err)
+	}
+	kill()
+	rec("6.1", 6)
+
+	// An older agent's outbox.db, its events table AUTOINCREMENT and
+	// emptied (SQLite's sequence at 10).
+	old := t.TempDir()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(old, "outbox.db")+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, body TEXT NOT NULL)`,
+		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10) INSERT INTO events (body) SELECT '{}' FROM n`,
+		`DELETE FROM events`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	ob.Close()
+	dir = old
+	if ob, err = openOutbox(ctx, slog.Default(), dir, t0); err != nil {
+		t.Fatal(err)
+	}
+	rec("7.1", 11)
+	var sq int64
+	if err := ob.db.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = 'events'`).Scan(&sq); err != nil || sq != 11 {
+		t.Errorf("older outbox.db's sequence: %d, %v; want 11 (an older agent goes on from there)", sq, err)
+	}
+	kill()
+	rec("8.1", 12)
+}

@@ -324,3 +324,36 @@ func (s *Server) connState(c net.Conn, st http.ConnState) {
 		lc.release()
 	}
 }
+
+// freshConns are a server's connections that have not yet sent their
+// first request. http.Server.Shutdown counts such a connection as busy
+// until it is 5 seconds old, so one a client dialed but never used (an
+// HTTP/1.1 transport dials a spare connection for concurrent calls and
+// keeps it when another connection served the call) held every
+// shutdown for the whole 5-s deadline, which it then missed
+// (TestAuditBackpressure, once in a full run). With no request on them
+// they carry nothing to finish: close runs when Shutdown has closed
+// the listeners (RegisterOnShutdown) and closes them.
+type freshConns struct {
+	mu sync.Mutex
+	m  map[net.Conn]struct{}
+}
+
+func (f *freshConns) note(c net.Conn, st http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st == http.StateNew {
+		f.m[c] = struct{}{}
+	} else {
+		delete(f.m, c)
+	}
+}
+
+func (f *freshConns) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.m {
+		c.Close()
+		delete(f.m, c)
+	}
+}

@@ -254,17 +254,31 @@ func TestNodeCertificatesLeaveTheAddressCap(t *testing.T) {
 	}
 	// idle_timeout (1 s) closes the joins' connections; over HTTP/2 a
 	// GOAWAY goes first and the close follows up to 1 s later.
-	time.Sleep(2500 * time.Millisecond)
+	noneCounted := func(what string) {
+		t.Helper()
+		for end := time.Now().Add(30 * time.Second); s.srv.OpenConns() > 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: %d connections still counted against the caps after 30 s", what, s.srv.OpenConns())
+			}
+		}
+	}
+	noneCounted("the joins' connections closed as idle")
 	l := shortLimits
 	l.PerIP = 2
 	s.srv.SetLimits(l)
 	errc := make(chan error, len(nodes))
 	for i, c := range nodes {
+		// A short call first: once it is answered, the node's connection
+		// has shown its certificate and counts no more (a fixed pause
+		// here was too short under load: a third connection still in its
+		// handshake was refused).
+		if _, err := c.Assignments(ctxT(t), fmt.Sprintf("n%d", i), 1<<40, 0); err != nil {
+			t.Fatalf("node n%d's first call under a per-address cap of 2: %v", i, err)
+		}
 		go func() {
 			_, err := c.Assignments(ctxT(t), fmt.Sprintf("n%d", i), 1<<40, 2*time.Second)
 			errc <- err
 		}()
-		time.Sleep(200 * time.Millisecond) // handshake and first request: released
 	}
 	alice := s.client(t, s.token(t, auth.Claims{User: "alice", UID: 1001}, time.Hour))
 	if _, err := alice.Nodes(ctxT(t)); err != nil {
@@ -277,7 +291,7 @@ func TestNodeCertificatesLeaveTheAddressCap(t *testing.T) {
 	}
 	// Without certificates, the third connection is closed at accept
 	// (once alice's keep-alive has been closed as idle, GOAWAY first).
-	time.Sleep(2500 * time.Millisecond)
+	noneCounted("alice's connection closed as idle")
 	var open []net.Conn
 	for range 2 {
 		open = append(open, tlsDial(t, s.https))

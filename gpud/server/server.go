@@ -254,12 +254,17 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes: 64 << 10,
 		BaseContext:    func(net.Listener) context.Context { return baseCtx },
 		ConnContext:    s.connContext,
-		ConnState:      s.connState,
 		// One line per failed TLS handshake, which anyone who can
 		// connect can make: rate-limited.
 		ErrorLog: log.New(s.peerLog.Writer(slog.LevelWarn, "API connection error"), "", 0),
 		HTTP2:    &http.HTTP2Config{MaxConcurrentStreams: maxStreams},
 	}
+	fresh := &freshConns{m: map[net.Conn]struct{}{}}
+	hs.ConnState = func(c net.Conn, st http.ConnState) {
+		fresh.note(c, st)
+		s.connState(c, st)
+	}
+	hs.RegisterOnShutdown(fresh.close)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -626,3 +626,30 @@ func TestSubmitValidationAllProblems(t *testing.T) {
 		}
 	}
 }
+
+// TestShutdownClosesUnusedConnections: a connection a client dialed but
+// never sent a request on does not hold the server's shutdown. Before,
+// http.Server.Shutdown counted it busy until it was 5 seconds old and so
+// missed its 5-s deadline ("shut down API server: context deadline
+// exceeded", which servertest reports as the test's error).
+func TestShutdownClosesUnusedConnections(t *testing.T) {
+	addr, _, stop := servertest.Start(t, nil, servertest.Options{})
+	conn, err := net.Dial("unix", strings.TrimPrefix(addr, "unix://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A client dialed after it is accepted after it (the listener's
+	// queue is in order), so once its call is answered the unused
+	// connection is the server's, with no request yet.
+	if _, err := client(t, addr).Jobs(ctxT(t), api.JobFilter{All: true}); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	// The server closed it: a read ends at once rather than at the
+	// deadline.
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := conn.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("unused connection after shutdown: read %d bytes, err %v; want it closed", n, err)
+	}
+}

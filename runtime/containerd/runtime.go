@@ -22,6 +22,7 @@ import (
 	runcoptions "github.com/containerd/containerd/api/types/runc/options"
 	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
@@ -134,12 +135,21 @@ type Runtime struct {
 	// not deleted since: their delete skips asking the task's status (a
 	// task whose init exited stays stopped until it is deleted).
 	exited sync.Map // container ID -> struct{}
+	// hostRoot are the host-root containers this runtime made and has
+	// not deleted: they have no snapshot, so their delete removes the
+	// record without reading it first (a container made by an earlier
+	// runtime is read: it may be an image's).
+	hostRoot sync.Map // container ID -> struct{}
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
 
 // New connects to containerd at opts.Address and checks that it serves.
-func New(ctx context.Context, opts Options) (*Runtime, error) {
+func New(ctx context.Context, opts Options) (*Runtime, error) { return newRuntime(ctx, opts) }
+
+// newRuntime is New with more options for containerd's client (the
+// tests': what the runtime asks of containerd).
+func newRuntime(ctx context.Context, opts Options, copts ...client.Opt) (*Runtime, error) {
 	if opts.Address == "" {
 		return nil, errors.New("connect to containerd: no socket address given; set the node's containerd socket")
 	}
@@ -147,7 +157,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if ns == "" {
 		ns = DefaultNamespace
 	}
-	c, err := client.New(opts.Address, client.WithDefaultNamespace(ns), client.WithDefaultRuntime(runcRuntime))
+	c, err := client.New(opts.Address, append([]client.Opt{client.WithDefaultNamespace(ns), client.WithDefaultRuntime(runcRuntime)}, copts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to containerd at %s: %w", opts.Address, err)
 	}
@@ -252,13 +262,8 @@ func (r *Runtime) Prepare(ctx context.Context, cfg runtime.TaskConfig) error {
 // the job cfg describes (runtime.Preparer).
 func (r *Runtime) StartPrepared(ctx context.Context, id string, cfg runtime.TaskConfig) error {
 	ctx = r.nsCtx(ctx)
-	ctr, err := r.client.LoadContainer(ctx, id)
-	if errdefs.IsNotFound(err) {
-		return fmt.Errorf("start prepared container %s: %w", id, runtime.ErrNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("start prepared container %s: %w", id, err)
-	}
+	// The task's status only: a container without one is not found (its
+	// record, if any, is not read; the labels' update below needs none).
 	st, err := r.client.TaskService().Get(ctx, &tasks.GetRequest{ContainerID: id})
 	if err != nil {
 		if err := errgrpc.ToNative(err); errdefs.IsNotFound(err) {
@@ -278,7 +283,13 @@ func (r *Runtime) StartPrepared(ctx context.Context, id string, cfg runtime.Task
 	// must know whose job it is; one that finds it still created removes
 	// it as a start that never happened.
 	if len(cfg.Labels) > 0 {
-		if _, err := ctr.SetLabels(ctx, cfg.Labels); err != nil {
+		// client.Container's SetLabels, without the record's lookup it
+		// needs first.
+		paths := make([]string, 0, len(cfg.Labels))
+		for k := range cfg.Labels {
+			paths = append(paths, "labels."+k)
+		}
+		if _, err := r.client.ContainerService().Update(ctx, containers.Container{ID: id, Labels: cfg.Labels}, paths...); err != nil {
 			return fmt.Errorf("start prepared container %s: set labels: %w", id, err)
 		}
 	}
@@ -353,7 +364,13 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 	}
 	copts = append(copts, client.WithNewSpec(sopts...))
 
-	ctr, err := r.client.NewContainer(ctx, cfg.ID, copts...)
+	var ctr client.Container // an image's container (newTask needs its snapshot's mounts)
+	var err error
+	if cfg.Image == runtime.ImageHost {
+		err = r.newHostContainer(ctx, cfg.ID, copts...)
+	} else {
+		ctr, err = r.client.NewContainer(ctx, cfg.ID, copts...)
+	}
 	if err != nil {
 		r.groups.done(group, cfg.ID, false)
 		if errdefs.IsAlreadyExists(err) {
@@ -385,7 +402,7 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 	// agent's stop or its next recovery deals with.
 	ctx, cancelStart := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancelStart()
-	task, err := r.newTask(ctx, ctr, cfg.ID)
+	err = r.newTask(ctx, ctr, cfg.ID)
 	// Counted even when the create failed: its task may exist all the
 	// same, and the cleanup's delete then keeps the group's shim safe.
 	r.groups.done(group, cfg.ID, true)
@@ -395,40 +412,77 @@ func (r *Runtime) create(ctx context.Context, cfg runtime.TaskConfig, start bool
 	if !start {
 		return nil
 	}
-	if err := task.Start(ctx); err != nil {
-		return fmt.Errorf("start task %s: %w", cfg.ID, err)
+	if _, err := r.client.TaskService().Start(ctx, &tasks.StartRequest{ContainerID: cfg.ID}); err != nil {
+		return fmt.Errorf("start task %s: %w", cfg.ID, errgrpc.ToNative(err))
 	}
 	return nil
 }
 
-// newTask creates the task of container ctr (id), getting past what a
-// containerd killed mid-create leaves behind where it can.
-func (r *Runtime) newTask(ctx context.Context, ctr client.Container, id string) (client.Task, error) {
-	task, err := ctr.NewTask(ctx, cio.NullIO)
+// newHostContainer makes the record of container id, whose root is the
+// host's (no image, no snapshot), with opts: what client.NewContainer
+// does, less its lease and the lookups around it. The lease keeps what a
+// container's creation makes (an image's snapshot, content) from
+// containerd's garbage collector until the record names it; a host-root
+// container's creation makes nothing, so its lease guarded nothing, and
+// cost two more writes of containerd's metadata database per job (the
+// lease's create and delete, each a transaction with its fsync, under
+// the database's one writer lock that every create and delete waits for).
+func (r *Runtime) newHostContainer(ctx context.Context, id string, opts ...client.NewContainerOpts) error {
+	c := containers.Container{ID: id}
+	for _, o := range opts {
+		if err := o(ctx, r.client, &c); err != nil {
+			return err
+		}
+	}
+	if c.SnapshotKey != "" || c.Image != "" {
+		return fmt.Errorf("container %s: a host-root container with an image or snapshot", id) // a caller's mistake
+	}
+	if _, err := r.client.ContainerService().Create(ctx, c); err != nil {
+		return err
+	}
+	r.hostRoot.Store(id, struct{}{})
+	return nil
+}
+
+// newTask creates the task of container id, getting past what a
+// containerd killed mid-create leaves behind where it can. ctr is an
+// image's container (nil: a host-root one): client.Container's NewTask
+// looks the container up twice to find its snapshot's mounts, which a
+// host-root container has none of, so its task is created directly.
+func (r *Runtime) newTask(ctx context.Context, ctr client.Container, id string) error {
+	mk := func() error {
+		if ctr != nil {
+			_, err := ctr.NewTask(ctx, cio.NullIO)
+			return err
+		}
+		_, err := r.client.TaskService().Create(ctx, &tasks.CreateTaskRequest{ContainerID: id})
+		return errgrpc.ToNative(err)
+	}
+	err := mk()
 	// containerd 1.6 reports this one with code Unknown, so match the text.
 	if err != nil && (errdefs.IsAlreadyExists(errgrpc.ToNative(err)) || strings.Contains(err.Error(), "already exists")) {
 		// containerd killed mid-create reloads the half-made task from its
 		// bundle after restart, yet lists the container without it; the
 		// stale task blocks the ID until it is deleted.
 		if derr := r.deleteTask(ctx, id); derr != nil {
-			return nil, fmt.Errorf("create task %s: %w; removing the stale task failed: %v", id, err, derr)
+			return fmt.Errorf("create task %s: %w; removing the stale task failed: %v", id, err, derr)
 		}
-		if task, err = ctr.NewTask(ctx, cio.NullIO); err != nil && strings.Contains(err.Error(), "already exists") {
+		if err = mk(); err != nil && strings.Contains(err.Error(), "already exists") {
 			// The bundle directory survives where the task does not; only a
 			// fresh ID gets past it.
-			return nil, fmt.Errorf("create task %s: %w: %v", id, runtime.ErrIDInUse, err)
+			return fmt.Errorf("create task %s: %w: %v", id, runtime.ErrIDInUse, err)
 		}
 	}
 	if err != nil && staleBundle(err, r.ns, id) {
 		// The same leftover, seen by the shim manager: containerd killed
 		// mid-create left the bundle directory, and a restarted one
 		// neither reloads nor removes it.
-		return nil, fmt.Errorf("create task %s: %w: %v", id, runtime.ErrIDInUse, err)
+		return fmt.Errorf("create task %s: %w: %v", id, runtime.ErrIDInUse, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create task %s: %w", id, err)
+		return fmt.Errorf("create task %s: %w", id, err)
 	}
-	return task, nil
+	return nil
 }
 
 // staleBundle reports whether err is a shim start failing because
@@ -767,6 +821,13 @@ func (r *Runtime) delete(ctx context.Context, id string) error {
 	// its two lookups (the task, just deleted above, and the container
 	// again): the container's snapshot (image jobs), then its record.
 	cs := r.client.ContainerService()
+	if _, ok := r.hostRoot.Load(id); ok {
+		if err := cs.Delete(ctx, id); err != nil && !errdefs.IsNotFound(err) {
+			return err
+		}
+		r.hostRoot.Delete(id)
+		return nil
+	}
 	c, err := cs.Get(ctx, id)
 	if errdefs.IsNotFound(err) {
 		return nil

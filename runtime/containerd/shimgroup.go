@@ -12,10 +12,11 @@ import (
 	"sync"
 	"time"
 
+	tasks "github.com/containerd/containerd/api/services/tasks/v1"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
-	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/containerd/errdefs/pkg/errgrpc"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/gpud/gpud/runtime"
@@ -302,14 +303,17 @@ func (r *Runtime) keepGroup(ctx context.Context, gr *shimGroup) (err error) {
 	if r.oci.crun {
 		sopts = append(sopts, withCrunKeeperRoot)
 	}
-	ctr, err := r.client.NewContainer(ctx, id,
+	// On the host's root, like a host-root job's container: no lease
+	// (newHostContainer).
+	err = r.newHostContainer(ctx, id,
 		client.WithContainerLabels(map[string]string{keeperLabel: r.node, shimGroupLabel: gr.name}),
 		client.WithRuntime(runcRuntime, r.shimOptions()),
 		client.WithNewSpec(sopts...))
 	if err != nil {
 		return fmt.Errorf("create shim keeper %s: %w", id, err)
 	}
-	if _, err := ctr.NewTask(ctx, cio.NullIO); err != nil {
+	if _, err := r.client.TaskService().Create(ctx, &tasks.CreateTaskRequest{ContainerID: id}); err != nil {
+		err = errgrpc.ToNative(err)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		return errors.Join(fmt.Errorf("create shim keeper task %s: %w", id, err), r.delete(cctx, id))

@@ -2,13 +2,10 @@ package step
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
@@ -182,45 +179,23 @@ func (al *Alloc) Serve(ctx context.Context, done <-chan struct{}) (stop func()) 
 	if v.asg == nil {
 		return func() {}
 	}
-	log := al.logger()
-	path := filepath.Join(al.jobDir(), SocketName)
-	ln, err := net.Listen("unix", path)
-	if errors.Is(err, syscall.EADDRINUSE) {
-		// A socket an earlier agent left (a re-adopted job): a fresh
-		// job directory has none, so it costs no unlink per start.
-		_ = os.Remove(path)
-		ln, err = net.Listen("unix", path)
+	// The socket is one of the process's job sockets (sockets.go): one
+	// acceptor serves them all, none has a goroutine of its own.
+	set, err := acquireSockets()
+	var closeSock func()
+	if err == nil {
+		closeSock, err = set.listen(ctx, al, filepath.Join(al.jobDir(), SocketName), int(v.asg.Job.UID), int(v.asg.Job.GID))
+		if err != nil {
+			releaseSockets()
+		}
 	}
 	if err != nil {
-		log.Warn("listen on the job's step socket; srun will not work in this job", "err", err)
+		al.logger().Warn("listen on the job's step socket; srun will not work in this job", "err", err)
 		return func() {}
 	}
-	// The job directory is root's (0711) and only root writes it, so the
-	// path cannot have been swapped for a link.
-	if euid == 0 {
-		if err := os.Chown(path, int(v.asg.Job.UID), int(v.asg.Job.GID)); err != nil {
-			log.Warn("give the step socket to the job's user", "err", err)
-		}
-	}
-	_ = os.Chmod(path, 0o600)
-	// The socket goes with the job directory (the runner removes both), or
-	// a later agent's Serve replaces it (a re-adopted job): no unlink of
-	// it when the listener closes.
-	if ul, ok := ln.(*net.UnixListener); ok {
-		ul.SetUnlinkOnClose(false)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go al.serveConn(ctx, c)
-		}
-	}()
+	var once sync.Once
+	closeLn := func() { once.Do(func() { closeSock(); releaseSockets() }) }
 	if done == nil {
-		var once sync.Once
-		closeLn := func() { once.Do(func() { ln.Close() }) }
 		unwatch := context.AfterFunc(ctx, closeLn)
 		return func() { unwatch(); closeLn() }
 	}
@@ -231,8 +206,8 @@ func (al *Alloc) Serve(ctx context.Context, done <-chan struct{}) (stop func()) 
 		case <-done:
 		case <-stopC:
 		}
-		ln.Close()
+		closeLn()
 	}()
-	var once sync.Once
-	return func() { once.Do(func() { close(stopC) }) }
+	var stopOnce sync.Once
+	return func() { stopOnce.Do(func() { close(stopC) }) }
 }

@@ -109,6 +109,13 @@ func NewNode(cfg Config, host Host) *Node {
 // listener's accept loop).
 func (n *Node) Run(ctx context.Context) (stop func()) {
 	stops := []func(){}
+	// The jobs' step sockets' acceptor (sockets.go) stays while the node
+	// runs, not made again for each job.
+	if _, err := acquireSockets(); err == nil {
+		stops = append(stops, releaseSockets)
+	} else {
+		n.cfg.Log.Warn("no step socket acceptor yet; each job's start tries again", "err", err)
+	}
 	if p := n.cfg.Peers; p != nil {
 		p.add(n)
 		stops = append(stops, func() { p.remove(n) })
