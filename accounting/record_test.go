@@ -402,3 +402,25 @@ func TestImagePullCost(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestIsMarshal: the request column holds the resources as
+// json.Marshal writes them (request encodes them by hand).
+func TestRequestIsMarshal(t *testing.T) {
+	t.Parallel()
+	for _, r := range []spec.Resources{
+		{},
+		{Nodes: 1, CPUsPerNode: 1, MemMiB: 1024, GPUsPerNode: 1},
+		{Nodes: 2, MaxNodes: 4, CPUsPerNode: 8, MemMiB: 1 << 20, MemWholeNode: true, GPUsPerNode: 8, GPUModel: "H100 \"sxm\"",
+			RDMA: 2, Exclusive: true, NodeList: []string{"n1", "n<2>"}, Exclude: []string{"n3"}, Constraint: "ib&nvlink"},
+		{Nodes: 1, GPUProfile: "1g.10gb", TotalGPUs: 3},
+		{Nodes: 1, GPUFraction: 0.25, GPUModel: "é\u2028"},
+	} {
+		want, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := request(&r); got != string(want) {
+			t.Errorf("request(%+v) = %s; want %s", r, got, want)
+		}
+	}
+}

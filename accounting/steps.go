@@ -60,9 +60,9 @@ func (db *DB) RecordSteps(ctx context.Context, steps []spec.JobSteps) (err error
 func recordSteps(ctx context.Context, st *sql.Stmt, id spec.JobID, attempt int, steps []spec.Step) error {
 	for i := range steps {
 		s := &steps[i]
-		if _, err := st.ExecContext(ctx, int64(id), attempt, s.ID, s.Name, string(s.State), s.ExitCode, s.Signal,
-			unixOrNull(s.StartTime.Time), unixOrNull(s.EndTime.Time), strings.Join(s.Nodes, ","), s.NTasks,
-			s.CPUs, s.GPUs, s.Reason); err != nil {
+		if _, err := st.ExecContext(ctx, int64(id), int64(attempt), s.ID, s.Name, string(s.State), int64(s.ExitCode), int64(s.Signal),
+			unixArg(s.StartTime.Time), unixArg(s.EndTime.Time), strings.Join(s.Nodes, ","), int64(s.NTasks),
+			int64(s.CPUs), int64(s.GPUs), s.Reason); err != nil {
 			return fmt.Errorf("record step %d.%s: %w", id, s.ID, err)
 		}
 	}

@@ -20,8 +20,10 @@ import (
 // taskEnv is the container's environment.
 func taskEnv(in *taskInput, d taskDevs) []string {
 	ours := make([]string, 0, taskEnvCap)
-	ours = append(ours, jobEnv(in, d)...)
-	ours = append(ours, slurmEnv(in)...)
+	var e envBuf
+	e.jobEnv(in, d)
+	e.slurmEnv(in)
+	ours = e.appendTo(ours)
 	ours = append(ours, pathEnv(in)...)
 	ours = append(ours, shareEnv(in)...)
 	ours = append(ours, layoutEnv(in)...)
@@ -109,6 +111,13 @@ func masterPort(id spec.JobID) int { return 20000 + int(uint64(id)%10000) }
 // nodes and rendezvous, its devices, its checkpoint directories and its
 // step socket.
 func jobEnv(in *taskInput, d taskDevs) []string {
+	var e envBuf
+	e.jobEnv(in, d)
+	return e.appendTo(nil)
+}
+
+// jobEnv adds jobEnv's variables to e.
+func (e *envBuf) jobEnv(in *taskInput, d taskDevs) {
 	job, alloc, self := &in.Asg.Job, &in.Asg.Alloc, in.Self
 	nodes := rankedNodes(in)
 	names := make([]string, len(nodes))
@@ -116,48 +125,45 @@ func jobEnv(in *taskInput, d taskDevs) []string {
 	for i, n := range nodes {
 		names[i], cpus[i] = n.Node, n.CPUs
 	}
-	id := strconv.FormatUint(uint64(job.ID), 10)
-	rank := strconv.Itoa(self.Rank)
-	nn := strconv.Itoa(len(names))
-	return []string{
-		"GPUD_JOB_ID=" + id,
-		"GPUD_NODELIST=" + strings.Join(names, ","),
-		"GPUD_NODEID=" + rank,
-		"GPUD_NNODES=" + nn,
-		"GPUD_GPUS=" + strings.Join(d.uuids, ","),
-		"GPUD_CHECKPOINT_DIR=" + filepath.Join(in.CkptDir, "staging"),
-		"GPUD_RESTART_DIR=" + in.RestartDir,
-		// The image the job runs in ("host": the node's root): srun
-		// checks a step's --container-image against it.
-		"GPUD_IMAGE=" + in.image(),
-		"MASTER_ADDR=" + masterAddr(in, nodes),
-		"MASTER_PORT=" + strconv.Itoa(masterPort(job.ID)),
-		"WORLD_SIZE=" + nn,
-		"NODE_RANK=" + rank,
-		"SLURM_JOB_ID=" + id,
-		// The older name, which Open MPI still reads to find it runs in
-		// a Slurm job (its ras/slurm and schizo/slurm).
-		"SLURM_JOBID=" + id,
-		"SLURM_JOB_NODELIST=" + hostlist.Compress(names),
-		"SLURM_NODELIST=" + hostlist.Compress(names),
-		"SLURM_NODEID=" + rank,
-		"SLURM_NNODES=" + nn,
-		"SLURM_JOB_NUM_NODES=" + nn,
-		"SLURM_SUBMIT_DIR=" + job.SubmitDir,
-		"SLURM_JOB_NAME=" + job.Name,
-		"SLURM_JOB_USER=" + job.User,
-		"SLURM_JOB_PARTITION=" + job.Partition,
-		"SLURM_CPUS_ON_NODE=" + strconv.Itoa(self.CPUs),
-		"SLURM_JOB_CPUS_PER_NODE=" + step.Counts(cpus),
-		"SLURM_MEM_PER_NODE=" + strconv.FormatInt(self.MemMiB, 10),
-		// Requeues and preemptions so far: a script can tell a rerun.
-		"SLURM_RESTART_COUNT=" + strconv.Itoa(max(alloc.Attempt-1, 0)),
-		"CUDA_VISIBLE_DEVICES=" + d.cudaVisible,
-		"NVIDIA_VISIBLE_DEVICES=" + d.nvidiaVisible,
-		"SLURMD_NODENAME=" + in.NodeName,
-		"SLURM_GPUS_ON_NODE=" + strconv.Itoa(len(d.uuids)),
-		api.EnvStepSocket + "=" + filepath.Join(in.JobDir, step.SocketName),
-	}
+	id, rank, nn := uint64(job.ID), int64(self.Rank), int64(len(names))
+	compressed := hostlist.Compress(names)
+	e.uint("GPUD_JOB_ID=", id)
+	e.join("GPUD_NODELIST=", names)
+	e.int("GPUD_NODEID=", rank)
+	e.int("GPUD_NNODES=", nn)
+	e.join("GPUD_GPUS=", d.uuids)
+	e.add("GPUD_CHECKPOINT_DIR=", filepath.Join(in.CkptDir, "staging"))
+	e.add("GPUD_RESTART_DIR=", in.RestartDir)
+	// The image the job runs in ("host": the node's root): srun
+	// checks a step's --container-image against it.
+	e.add("GPUD_IMAGE=", in.image())
+	e.add("MASTER_ADDR=", masterAddr(in, nodes))
+	e.int("MASTER_PORT=", int64(masterPort(job.ID)))
+	e.int("WORLD_SIZE=", nn)
+	e.int("NODE_RANK=", rank)
+	e.uint("SLURM_JOB_ID=", id)
+	// The older name, which Open MPI still reads to find it runs in
+	// a Slurm job (its ras/slurm and schizo/slurm).
+	e.uint("SLURM_JOBID=", id)
+	e.add("SLURM_JOB_NODELIST=", compressed)
+	e.add("SLURM_NODELIST=", compressed)
+	e.int("SLURM_NODEID=", rank)
+	e.int("SLURM_NNODES=", nn)
+	e.int("SLURM_JOB_NUM_NODES=", nn)
+	e.add("SLURM_SUBMIT_DIR=", job.SubmitDir)
+	e.add("SLURM_JOB_NAME=", job.Name)
+	e.add("SLURM_JOB_USER=", job.User)
+	e.add("SLURM_JOB_PARTITION=", job.Partition)
+	e.int("SLURM_CPUS_ON_NODE=", int64(self.CPUs))
+	e.add("SLURM_JOB_CPUS_PER_NODE=", step.Counts(cpus))
+	e.int("SLURM_MEM_PER_NODE=", self.MemMiB)
+	// Requeues and preemptions so far: a script can tell a rerun.
+	e.int("SLURM_RESTART_COUNT=", int64(max(alloc.Attempt-1, 0)))
+	e.add("CUDA_VISIBLE_DEVICES=", d.cudaVisible)
+	e.add("NVIDIA_VISIBLE_DEVICES=", d.nvidiaVisible)
+	e.add("SLURMD_NODENAME=", in.NodeName)
+	e.int("SLURM_GPUS_ON_NODE=", int64(len(d.uuids)))
+	e.add(api.EnvStepSocket+"=", filepath.Join(in.JobDir, step.SocketName))
 }
 
 // slurmEnv is the rest of sbatch(1)'s OUTPUT ENVIRONMENT that has a
@@ -166,20 +172,25 @@ func jobEnv(in *taskInput, d taskDevs) []string {
 // job's GPUs as the node numbers them (SLURM_JOB_GPUS; nvidia-smi's
 // indices, not CUDA_VISIBLE_DEVICES's, which count the job's own).
 func slurmEnv(in *taskInput) []string {
+	var e envBuf
+	e.slurmEnv(in)
+	return e.appendTo(nil)
+}
+
+// slurmEnv adds slurmEnv's variables to e.
+func (e *envBuf) slurmEnv(in *taskInput) {
 	job := &in.Asg.Job
-	env := []string{
-		"SLURM_JOB_ACCOUNT=" + job.Account,
-		"SLURM_JOB_QOS=" + job.QOS,
-		"SLURM_JOB_UID=" + strconv.FormatUint(uint64(job.UID), 10),
-		"SLURM_JOB_GID=" + strconv.FormatUint(uint64(job.GID), 10),
-		"SLURM_TOPOLOGY_ADDR=" + in.NodeName,
-		"SLURM_TOPOLOGY_ADDR_PATTERN=node",
-	}
+	e.add("SLURM_JOB_ACCOUNT=", job.Account)
+	e.add("SLURM_JOB_QOS=", job.QOS)
+	e.uint("SLURM_JOB_UID=", uint64(job.UID))
+	e.uint("SLURM_JOB_GID=", uint64(job.GID))
+	e.add("SLURM_TOPOLOGY_ADDR=", in.NodeName)
+	e.add("SLURM_TOPOLOGY_ADDR_PATTERN=", "node")
 	if in.Asg.ClusterName != "" {
-		env = append(env, "SLURM_CLUSTER_NAME="+in.Asg.ClusterName)
+		e.add("SLURM_CLUSTER_NAME=", in.Asg.ClusterName)
 	}
 	if job.SubmitHost != "" {
-		env = append(env, "SLURM_SUBMIT_HOST="+job.SubmitHost)
+		e.add("SLURM_SUBMIT_HOST=", job.SubmitHost)
 	}
 	var idx []int
 	for _, u := range in.Self.GPUs {
@@ -189,13 +200,80 @@ func slurmEnv(in *taskInput) []string {
 	}
 	if len(idx) > 0 {
 		slices.Sort(idx)
-		s := make([]string, len(idx))
+		e.start("SLURM_JOB_GPUS=")
+		var b [20]byte
 		for i, n := range idx {
-			s[i] = strconv.Itoa(n)
+			if i > 0 {
+				e.b.WriteByte(',')
+			}
+			e.b.Write(strconv.AppendInt(b[:0], int64(n), 10))
 		}
-		env = append(env, "SLURM_JOB_GPUS="+strings.Join(s, ","))
+		e.end()
 	}
-	return env
+}
+
+// envBuf makes "NAME=value" variables in one buffer: each is a slice of
+// one string (a job's forty-odd variables were as many allocations).
+// Each ends with a NUL, which no variable holds.
+type envBuf struct {
+	b strings.Builder // String does not copy
+}
+
+// envBufBytes is room for jobEnv's and slurmEnv's variables of a usual
+// job (~830 bytes for the loadtest's), so the buffer does not grow.
+const envBufBytes = 1024
+
+func (e *envBuf) start(prefix string) {
+	if e.b.Cap() == 0 {
+		e.b.Grow(envBufBytes)
+	}
+	e.b.WriteString(prefix)
+}
+
+func (e *envBuf) end() { e.b.WriteByte(0) }
+
+// add adds prefix ("NAME=") followed by v.
+func (e *envBuf) add(prefix, v string) {
+	e.start(prefix)
+	e.b.WriteString(v)
+	e.end()
+}
+
+func (e *envBuf) int(prefix string, v int64) {
+	e.start(prefix)
+	var n [20]byte
+	e.b.Write(strconv.AppendInt(n[:0], v, 10))
+	e.end()
+}
+
+func (e *envBuf) uint(prefix string, v uint64) {
+	e.start(prefix)
+	var n [20]byte
+	e.b.Write(strconv.AppendUint(n[:0], v, 10))
+	e.end()
+}
+
+// join adds prefix followed by elems joined by commas.
+func (e *envBuf) join(prefix string, elems []string) {
+	e.start(prefix)
+	for i, s := range elems {
+		if i > 0 {
+			e.b.WriteByte(',')
+		}
+		e.b.WriteString(s)
+	}
+	e.end()
+}
+
+// appendTo appends the variables to dst, as slices of one string.
+func (e *envBuf) appendTo(dst []string) []string {
+	s := e.b.String()
+	for s != "" {
+		i := strings.IndexByte(s, 0)
+		dst = append(dst, s[:i])
+		s = s[i+1:]
+	}
+	return dst
 }
 
 // defaultPath is PATH for a job whose environment has none.

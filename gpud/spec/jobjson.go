@@ -159,6 +159,9 @@ func (j *Job) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+// AppendJSON appends r as json.Marshal writes it.
+func (r *Resources) AppendJSON(b []byte) []byte { return r.appendJSON(b) }
+
 // appendJSON appends r as json.Marshal writes it.
 func (r *Resources) appendJSON(b []byte) []byte {
 	b = append(b, `{"nodes":`...)

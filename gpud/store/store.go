@@ -70,7 +70,16 @@ var schema = []string{
 // schemaAfter runs once the version is known to be current (a version-1
 // jobs table has no payload column until migrate adds it).
 var schemaAfter = []string{
-	`CREATE INDEX IF NOT EXISTS jobs_payload ON jobs(payload)`,
+	// jobs_shared_payload finds the rows that refer to another job's
+	// payloads row (an array's tasks but the one whose id is the array's),
+	// for DeleteJobs; a row that refers to its own id's payloads row (a
+	// plain job, the array's first task) is found by its id. Up to session
+	// 17 jobs_payload indexed every row, so every new job cost its commit
+	// an index entry, and an index page written per commit
+	// (BenchmarkLiveMix; docs/fleet.md "Session 18 — commit"). An older
+	// gpud creates jobs_payload again, harmlessly.
+	`DROP INDEX IF EXISTS jobs_payload`,
+	`CREATE INDEX IF NOT EXISTS jobs_shared_payload ON jobs(payload) WHERE payload != id`,
 	// jobs_state (an index on jobs(state), up to session 11) served no
 	// query: Load reads every row, the rest goes by id. It cost every
 	// change of a job's state an index entry deleted and one inserted,
@@ -552,9 +561,16 @@ type pendingPayload struct {
 }
 
 // Statements ApplyRows runs, prepared once on the store's connection.
+// upsertJob leaves a stored row's payload column alone (an update that
+// sets an indexed column rewrites its index entry, even to the same
+// value) and changes nothing when the row's payload differs; movePayload
+// then rewrites the row whole (a version-1 row moving its payload out, a
+// refused payloads row keeping its jobs' payloads inline).
 const (
 	upsertJob = `INSERT INTO jobs(id, state, user, job, payload) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT(id) DO UPDATE SET state = excluded.state, user = excluded.user, job = excluded.job, payload = excluded.payload`
+			ON CONFLICT(id) DO UPDATE SET state = excluded.state, user = excluded.user, job = excluded.job
+			WHERE payload IS excluded.payload`
+	movePayload   = `UPDATE jobs SET state = ?, user = ?, job = ?, payload = ? WHERE id = ?`
 	insertPayload = `INSERT INTO payloads(id, data) VALUES (?, ?) ON CONFLICT(id) DO NOTHING`
 	upsertNode    = `INSERT INTO nodes(name, state, reason, inventory) VALUES (?, ?, ?, ?)
 			ON CONFLICT(name) DO UPDATE SET state = excluded.state, reason = excluded.reason, inventory = excluded.inventory`
@@ -721,8 +737,14 @@ func (s *Store) apply(ctx context.Context, rs []*Rows, audits [][]byte, forget [
 					ref = nil
 				}
 			}
-			if _, err := jst.ExecContext(ctx, int64(j.ID), j.State, j.User, raw, ref); err != nil {
+			res, err := jst.ExecContext(ctx, int64(j.ID), j.State, j.User, raw, ref)
+			if err != nil {
 				return nil, fmt.Errorf("store job %d: %w", j.ID, err)
+			}
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				if _, err := tx.ExecContext(ctx, movePayload, j.State, j.User, raw, ref, int64(j.ID)); err != nil {
+					return nil, fmt.Errorf("store job %d: %w", j.ID, err)
+				}
 			}
 		}
 		for _, n := range r.Nodes {
@@ -794,6 +816,12 @@ func inline(job, data []byte) ([]byte, error) {
 	return json.Marshal(&j)
 }
 
+// deleteUnusedPayload removes payloads row ?1 when no job refers to it:
+// neither job ?1 itself (its id) nor another (jobs_shared_payload).
+const deleteUnusedPayload = `DELETE FROM payloads WHERE id = ?1
+	AND NOT EXISTS (SELECT 1 FROM jobs WHERE id = ?1 AND payload = ?1)
+	AND NOT EXISTS (SELECT 1 FROM jobs WHERE payload = ?1 AND payload != id)`
+
 // DeleteJobs removes jobs (ended ones the controller no longer keeps),
 // and the payloads no remaining job refers to.
 func (s *Store) DeleteJobs(ctx context.Context, ids []spec.JobID) error {
@@ -817,7 +845,7 @@ func (s *Store) DeleteJobs(ctx context.Context, ids []spec.JobID) error {
 	}
 	var gone []int64
 	for key := range keys {
-		res, err := tx.ExecContext(ctx, `DELETE FROM payloads WHERE id = ? AND NOT EXISTS (SELECT 1 FROM jobs WHERE payload = ?)`, key, key)
+		res, err := tx.ExecContext(ctx, deleteUnusedPayload, key)
 		if err != nil {
 			return fmt.Errorf("delete payload %d: %w", key, err)
 		}

@@ -288,6 +288,25 @@ func TestDeleteJobsDropsUnusedPayloads(t *testing.T) {
 	if n := count(); n != 0 {
 		t.Fatalf("payload rows after deleting every task = %d, want 0", n)
 	}
+	// The array's own task (id 10, its payload's key) is the one left: it
+	// is found by its id (jobs_shared_payload leaves it out). And a plain
+	// job's payload goes with it.
+	if err := s.Apply(ctx, append(arrayJobs(10, 3, spec.JobSpec{Script: "B"}),
+		&spec.Job{ID: 13, User: "bob", State: spec.StatePending, JobSpec: spec.JobSpec{Script: "C"}}), nil, 14); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteJobs(ctx, []spec.JobID{11, 12, 13}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("payload rows after deleting tasks 11 and 12 of array 10 and plain job 13 = %d, want 1 (task 10 still needs its array's)", n)
+	}
+	if err := s.DeleteJobs(ctx, []spec.JobID{10}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("payload rows after deleting every job = %d, want 0", n)
+	}
 	// A job saved again after its payload went is stored whole.
 	j := arrayJobs(1, 1, spec.JobSpec{Script: "A"})[0]
 	if err := s.Apply(ctx, []*spec.Job{j}, nil, 0); err != nil {
@@ -572,16 +591,53 @@ func TestNoStateIndex(t *testing.T) {
 	if hasIndex(t, s, "jobs_state") {
 		t.Fatal("a new state.db has index jobs_state")
 	}
-	if !hasIndex(t, s, "jobs_payload") {
-		t.Fatal("a new state.db lacks index jobs_payload (DeleteJobs needs it)")
+	if !hasIndex(t, s, "jobs_shared_payload") {
+		t.Fatal("a new state.db lacks index jobs_shared_payload (DeleteJobs needs it)")
 	}
-	if _, err := s.db.Exec(`CREATE INDEX jobs_state ON jobs(state)`); err != nil { // as an older gpud made it
-		t.Fatal(err)
+	if hasIndex(t, s, "jobs_payload") {
+		t.Fatal("a new state.db has index jobs_payload (every row's payload)")
+	}
+	for _, q := range []string{`CREATE INDEX jobs_state ON jobs(state)`, `CREATE INDEX jobs_payload ON jobs(payload)`} { // as an older gpud made them
+		if _, err := s.db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s.Close()
 	s = open(t, path)
 	if hasIndex(t, s, "jobs_state") {
 		t.Fatal("reopened, a state.db with index jobs_state kept it; want it dropped")
+	}
+	if hasIndex(t, s, "jobs_payload") || !hasIndex(t, s, "jobs_shared_payload") {
+		t.Fatal("reopened, a state.db with index jobs_payload kept it or lacks jobs_shared_payload; want it replaced")
+	}
+}
+
+// TestDeletePayloadUsesIndexes: DeleteJobs' check that no job refers to a
+// payloads row looks the rows up by id and by jobs_shared_payload, never
+// by a scan of the jobs table.
+func TestDeletePayloadUsesIndexes(t *testing.T) {
+	t.Parallel()
+	s := open(t, filepath.Join(t.TempDir(), "state.db"))
+	rows, err := s.db.Query(`EXPLAIN QUERY PLAN `+deleteUnusedPayload, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(plan, "\n")
+	if !strings.Contains(all, "INDEX jobs_shared_payload (payload=?)") || !strings.Contains(all, "SEARCH jobs USING INTEGER PRIMARY KEY") || strings.Contains(all, "SCAN jobs") {
+		t.Fatalf("query plan of the payload delete:\n%s\nwant jobs searched by id and by jobs_shared_payload, not scanned", all)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -199,6 +200,32 @@ func (d *Dir) MkdirFor(name string, perm fs.FileMode, uid, gid int) error {
 	return sub.Chmod(perm)
 }
 
+// umask is this process's umask, read once (Umask).
+var umask = readUmask()
+
+// Umask is this process's umask, read once from /proc/self/status: no
+// gpud process changes its umask (nothing calls umask(2) after start-up),
+// so a mode the umask cannot narrow needs no fchmod after a create. When
+// it cannot be read it is 0o777: every mode is then set explicitly.
+func Umask() uint32 { return umask }
+
+func readUmask() uint32 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0o777
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			if err != nil {
+				return 0o777
+			}
+			return uint32(m)
+		}
+	}
+	return 0o777
+}
+
 // euid is this process's effective uid. No gpud process changes it (Go
 // changes credentials only for children it starts), so it is read once:
 // a node agent checked it a few times for every job it starts.
@@ -295,13 +322,19 @@ func (d *Dir) WriteNew(name string, data []byte, perm fs.FileMode, uid, gid int)
 	if err := d.checkName("create", name); err != nil {
 		return err
 	}
-	fd, err := openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	// Made with the owner's bits of perm alone (nobody else can open it
+	// before it is complete); fchmod'ed when perm gives others more or
+	// the umask took some of the owner's (never so for gpud's daemons:
+	// their umask is 022 or 077, and the fchmod is skipped).
+	mode := uint32(perm.Perm())
+	fd, err := openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode&0o700)
 	if err != nil {
 		return d.pathErr("create", name, err)
 	}
-	err = unix.Fchmod(fd, uint32(perm.Perm()))
-	if err != nil {
-		err = d.pathErr("chmod", name, err)
+	if mode&^0o700 != 0 || umask&mode&0o700 != 0 {
+		if err = unix.Fchmod(fd, mode); err != nil {
+			err = d.pathErr("chmod", name, err)
+		}
 	}
 	for b := data; err == nil && len(b) > 0; {
 		var n int

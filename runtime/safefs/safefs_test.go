@@ -621,3 +621,36 @@ func TestMkdirPathAndLink(t *testing.T) {
 	}
 	checkVictim(t, victim)
 }
+
+// TestWriteNewMode: WriteNew's file has mode perm exactly, whether the
+// create made it so (perm within the owner's bits: no fchmod) or a
+// fchmod did (perm giving others more), and is given away; the process's
+// umask is the one Umask read (a test that changes the umask meanwhile
+// is not what a gpud process does).
+func TestWriteNewMode(t *testing.T) {
+	d, dir, _ := setup(t)
+	if got, want := Umask(), readUmask(); got != want {
+		t.Fatalf("Umask() = %03o, the process's is %03o", got, want)
+	}
+	uid, gid := -1, -1
+	if os.Geteuid() == 0 {
+		uid, gid = 65534, 65534
+	}
+	for i, perm := range []fs.FileMode{0o700, 0o600, 0o400, 0o644, 0o755} {
+		name := fmt.Sprintf("f%d", i)
+		if err := d.WriteNew(name, []byte("data\n"), perm, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		if err != nil || fi.Mode() != perm {
+			t.Errorf("WriteNew(%v) under umask %03o: %v %v", perm, Umask(), fi.Mode(), err)
+			continue
+		}
+		if st := fi.Sys().(*syscall.Stat_t); uid >= 0 && (int(st.Uid) != uid || int(st.Gid) != gid) {
+			t.Errorf("WriteNew(%v): owner %d:%d, want %d:%d", perm, st.Uid, st.Gid, uid, gid)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != "data\n" {
+			t.Errorf("WriteNew(%v): holds %q, %v", perm, b, err)
+		}
+	}
+}

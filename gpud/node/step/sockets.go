@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpud/gpud/runtime/safefs"
 )
 
 // The jobs' step sockets and the one acceptor that serves them all.
@@ -216,7 +216,7 @@ func (s *socketSet) listen(ctx context.Context, al *Alloc, path string, uid, gid
 	}
 	// A umask that took the owner's bits too (never so for a daemon,
 	// but not assumed): the socket file's mode set by its path.
-	if umask&0o600 != 0 {
+	if safefs.Umask()&0o600 != 0 {
 		if err := unix.Fchmodat(unix.AT_FDCWD, path, 0o600, 0); err != nil {
 			unix.Close(fd)
 			return nil, &os.PathError{Op: "chmod", Path: path, Err: err}
@@ -252,25 +252,3 @@ func (s *socketSet) listen(ctx context.Context, al *Alloc, path string, uid, gid
 // listenBacklog is a job socket's backlog (the kernel caps it at
 // net.core.somaxconn), as the net package's.
 const listenBacklog = 4096
-
-// umask is this process's umask, read once from /proc/self/status (no
-// gpud process changes it); 0o777 when it cannot be read: the socket's
-// mode is then set by its path as well.
-var umask = readUmask()
-
-func readUmask() uint32 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0o777
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
-			m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
-			if err != nil {
-				return 0o777
-			}
-			return uint32(m)
-		}
-	}
-	return 0o777
-}
