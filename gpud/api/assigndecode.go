@@ -42,6 +42,14 @@ func decodeAssignments(data []byte, r *AssignmentsResponse) bool {
 			n, ok := d.uint(64)
 			r.Generation = n
 			return ok
+		case "delta":
+			return d.bool(&r.Delta)
+		case "base":
+			n, ok := d.uint(64)
+			r.Base = n
+			return ok
+		case "removed":
+			return d.strs(&r.Removed)
 		case "assignments":
 			if d.literal("null") {
 				r.Assignments = nil

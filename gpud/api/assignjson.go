@@ -36,6 +36,12 @@ func (r *AssignmentsResponse) AppendJSONEach(b []byte, n int, each func(b []byte
 func (r *AssignmentsResponse) appendJSON(b []byte, n int, each func(b []byte, i int) []byte) []byte {
 	b = append(b, `{"generation":`...)
 	b = strconv.AppendUint(b, r.Generation, 10)
+	if r.Delta {
+		b = append(b, `,"delta":true`...)
+	}
+	if r.Base != 0 {
+		b = strconv.AppendUint(append(b, `,"base":`...), r.Base, 10)
+	}
 	b = append(b, `,"assignments":`...)
 	if n < 0 {
 		b = append(b, "null"...)
@@ -46,6 +52,16 @@ func (r *AssignmentsResponse) appendJSON(b []byte, n int, each func(b []byte, i 
 				b = append(b, ',')
 			}
 			b = each(b, i)
+		}
+		b = append(b, ']')
+	}
+	if len(r.Removed) > 0 {
+		b = append(b, `,"removed":[`...)
+		for i, id := range r.Removed {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = spec.AppendJSONString(b, id)
 		}
 		b = append(b, ']')
 	}

@@ -40,6 +40,8 @@ func setSome(t *testing.T, r *rand.Rand, v reflect.Value, seen map[string]bool) 
 			fv.Set(reflect.ValueOf(&Revocations{Version: "v3", Lists: &RevocationLists{Certs: []string{"ab"}}}))
 		case time.Time:
 			fv.Set(reflect.ValueOf(time.Unix(1.7e9, 123).In(time.FixedZone("X", 3600))))
+		case []string:
+			fv.Set(reflect.ValueOf(strs[:1+r.IntN(len(strs))]))
 		case []Assignment:
 			n := r.IntN(4)
 			as := make([]Assignment, n)

@@ -10,7 +10,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpud/gpud/gpud/spec"
@@ -66,6 +68,9 @@ func (c *Client) WatchAssignments(ctx context.Context, node string, req Assignme
 		"after": {strconv.FormatUint(req.After, 10)},
 		"wait":  {strconv.Itoa(int(req.Wait / time.Second))},
 		"watch": {"1"},
+		// Deltas: lines after the first carry only what changed; an
+		// older controller ignores the parameter and sends whole sets.
+		"deltas": {"1"},
 	}
 	if req.Revocations != "" {
 		q.Set("revocations", req.Revocations)
@@ -94,6 +99,7 @@ func (c *Client) WatchAssignments(ctx context.Context, node string, req Assignme
 	defer idle.Stop()
 	br := bufio.NewReaderSize(resp.Body, 32<<10)
 	var line []byte
+	var held heldSet
 	for {
 		line = line[:0]
 		for {
@@ -118,10 +124,72 @@ func (c *Client) WatchAssignments(ctx context.Context, node string, req Assignme
 		if err := out.UnmarshalJSON(line); err != nil {
 			return true, fmt.Errorf("decode an assignments watch answer: %w", err)
 		}
+		if err := held.apply(&out); err != nil {
+			return true, err
+		}
 		if err := fn(&out); err != nil {
 			return true, err
 		}
 	}
+}
+
+// ErrWatchOutOfStep is WatchAssignments' error when a delta line of the
+// stream does not apply to the set the node holds (its Base is not the
+// generation of the line before): the line is not handed over, the
+// stream is dropped, and the node asks again (a new stream's first line
+// is the whole set).
+var ErrWatchOutOfStep = errors.New("an assignments delta line does not follow the generation held")
+
+// heldSet is the node's whole set as a watch stream's lines have made it
+// (the controller's allocation order: by ID), with its generation.
+type heldSet struct {
+	ok   bool
+	gen  uint64
+	asgs []Assignment
+}
+
+// apply takes one line of the stream into h and makes resp the whole set
+// as it now is (Delta false, Base 0, Removed nil), with Assignments a
+// slice of its own (the node changes the answers it is handed: their
+// start times to its clock). A delta that does not follow h's generation
+// (or comes before any whole set) changes nothing and is
+// ErrWatchOutOfStep. A whole-set line (the first; every line of an
+// older controller's stream) replaces h.
+func (h *heldSet) apply(resp *AssignmentsResponse) error {
+	if !resp.Delta {
+		h.ok, h.gen = true, resp.Generation
+		h.asgs = append(h.asgs[:0], resp.Assignments...)
+		resp.Assignments = slices.Clone(h.asgs)
+		resp.Base, resp.Removed = 0, nil
+		return nil
+	}
+	if !h.ok || resp.Base != h.gen {
+		held := "none"
+		if h.ok {
+			held = strconv.FormatUint(h.gen, 10)
+		}
+		return fmt.Errorf("%w: the line is generation %d on %d, the node holds %s; asking for the whole set again", ErrWatchOutOfStep, resp.Generation, resp.Base, held)
+	}
+	if len(resp.Removed) > 0 {
+		h.asgs = slices.DeleteFunc(h.asgs, func(a Assignment) bool { return slices.Contains(resp.Removed, a.Alloc.ID) })
+	}
+	added := false
+	for _, a := range resp.Assignments {
+		i := slices.IndexFunc(h.asgs, func(x Assignment) bool { return x.Alloc.ID == a.Alloc.ID })
+		if i < 0 {
+			h.asgs = append(h.asgs, a)
+			added = true
+			continue
+		}
+		h.asgs[i] = a
+	}
+	if added {
+		slices.SortStableFunc(h.asgs, func(x, y Assignment) int { return strings.Compare(x.Alloc.ID, y.Alloc.ID) })
+	}
+	h.gen = resp.Generation
+	resp.Assignments = slices.Clone(h.asgs)
+	resp.Delta, resp.Base, resp.Removed = false, 0, nil
+	return nil
 }
 
 // watchGrace is how much longer than its wait a watch stream may be

@@ -363,8 +363,24 @@ type Assignment struct {
 // the revocation lists are not (or no longer) at VERSION, or when wait
 // elapses (with the unchanged set).
 type AssignmentsResponse struct {
-	Generation  uint64       `json:"generation"`
+	Generation uint64 `json:"generation"`
+	// Delta says this answer is a delta line of a watch stream asked with
+	// deltas (watch=1&deltas=1; api.Client.WatchAssignments asks): it
+	// carries what changed since generation Base, the generation of the
+	// stream's line before it. Assignments are then only the allocations
+	// added or changed since Base (each whole, with its job), Removed the
+	// IDs of those no longer listed; every other allocation is as the
+	// line before had it. A stream's first line is the whole set (Delta
+	// false). A node applies a delta only onto the set of generation Base
+	// it holds from the same stream, and otherwise asks again (a new
+	// stream, whose first line is the whole set). Answers to a long poll,
+	// and every line of a stream asked without deltas, are whole sets.
+	Delta bool `json:"delta,omitempty"`
+	// Base is the generation a delta line applies to (0 when omitted).
+	Base        uint64       `json:"base,omitempty"`
 	Assignments []Assignment `json:"assignments"`
+	// Removed are the allocation IDs a delta line drops from the set.
+	Removed []string `json:"removed,omitempty"`
 	// Revocations: see Revocations (with revocations=VERSION asked).
 	Revocations *Revocations `json:"revocations,omitempty"`
 	// StepTicketKey is the public key (Ed25519, base64url) the node's

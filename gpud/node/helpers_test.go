@@ -133,6 +133,11 @@ type fakeController struct {
 	// ended is what the controller says no job restarts from: heartbeat
 	// answers name those of the node's sealed list among them (retain.go).
 	ended []api.CkptDir
+	// watch, when set, answers the assignments requests that ask for a
+	// watch stream (the test writes the stream's lines); n counts them
+	// from 1.
+	watch   func(w http.ResponseWriter, r *http.Request, n int)
+	watches int
 }
 
 const (
@@ -263,6 +268,17 @@ func (fc *fakeController) handleAssignments(w http.ResponseWriter, r *http.Reque
 	if !fc.enter(w, epAssignments) {
 		return
 	}
+	fc.mu.Lock()
+	watch := fc.watch
+	if watch != nil && r.URL.Query().Get("watch") == "1" {
+		fc.watches++
+		n := fc.watches
+		fc.changedLocked()
+		fc.mu.Unlock()
+		watch(w, r, n)
+		return
+	}
+	fc.mu.Unlock()
 	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
 	wait, _ := strconv.Atoi(r.URL.Query().Get("wait"))
 	have := r.URL.Query().Get("revocations")

@@ -679,7 +679,8 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	}
 	have, asked := r.URL.Query().Get("revocations"), r.URL.Query().Has("revocations")
 	if r.URL.Query().Get("watch") == "1" {
-		s.watchAssignments(w, r, as, r.PathValue("name"), after, wait, have, asked) // watch.go
+		deltas := r.URL.Query().Get("deltas") == "1"
+		s.watchAssignments(w, r, as, r.PathValue("name"), after, wait, have, asked, deltas) // watch.go
 		return
 	}
 	s.longPoll(w, wait)
@@ -690,7 +691,7 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	}
 	pb, release := answerBuf()
 	defer release()
-	*pb, _ = s.appendAssignments((*pb)[:0], gen, list, have, asked)
+	*pb, _ = s.appendAssignments((*pb)[:0], gen, list, have, asked, nil)
 	w.Header().Set("Content-Type", "application/json")
 	if _, err := w.Write(*pb); err != nil {
 		s.log.Debug("write response", "err", err)
@@ -699,10 +700,17 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 
 // appendAssignments appends the answer of generation gen with list to b,
 // for a node that holds revocation lists version have (asked: it said),
-// and returns the lists' version it carries ("": none).
-func (s *Server) appendAssignments(b []byte, gen uint64, list []controller.Assignment, have string, asked bool) ([]byte, string) {
+// and returns the lists' version it carries ("": none). With delta (a
+// watch stream's line after its first, watch.go) list is not read: the
+// answer is delta's line, the changes since the stream's line before.
+func (s *Server) appendAssignments(b []byte, gen uint64, list []controller.Assignment, have string, asked bool, delta *sentSet) ([]byte, string) {
 	out := api.AssignmentsResponse{Generation: gen, Revocations: s.revocationsFor(have, asked), StepTicketKey: s.steps.publicKey(), Now: s.c.Now(),
 		ControllerID: s.c.Identity()}
+	n, at := len(list), func(i int) *controller.Assignment { return &list[i] }
+	if delta != nil {
+		out.Delta, out.Base, out.Removed = true, delta.base, delta.removed
+		n, at = len(delta.changed), func(i int) *controller.Assignment { return &delta.cur[delta.changed[i]] }
+	}
 	// Encoded by hand (api.AssignmentsResponse.AppendJSONEach, encoding/json's
 	// bytes), each assignment from the controller's record through one
 	// api.Assignment, with the newline json.Encoder adds, into a pooled
@@ -712,21 +720,29 @@ func (s *Server) appendAssignments(b []byte, gen uint64, list []controller.Assig
 	// on the node and is sent again at each change of any of them, so a
 	// job was encoded ~20-40 times over its run (the answers' JSON was
 	// 2.5 % of the controller's CPU in a live burst, docs/fleet.md).
-	var one api.Assignment
-	b = out.AppendJSONEach(b, len(list), func(b []byte, i int) []byte {
-		a := &list[i]
-		one = api.Assignment{Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
-			Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault, ClusterName: a.ClusterName, Gate: a.Gate, Het: a.Het}
-		if a.View != nil {
-			return one.AppendJSONWithJob(b, a.View.AppendJSON)
-		}
-		return one.AppendJSONWithJob(b, a.Job.AppendJSON)
-	})
+	b = out.AppendJSONEach(b, n, func(b []byte, i int) []byte { return appendAssignment(b, at(i)) })
 	var version string
 	if out.Revocations != nil {
 		version = out.Revocations.Version
 	}
 	return append(b, '\n'), version
+}
+
+// appendAssignment appends a's JSON (api.Assignment's), its job's from
+// the job's published view where it has one.
+func appendAssignment(b []byte, a *controller.Assignment) []byte {
+	one := wireAssignment(a)
+	if a.View != nil {
+		return one.AppendJSONWithJob(b, a.View.AppendJSON)
+	}
+	return one.AppendJSONWithJob(b, a.Job.AppendJSON)
+}
+
+// wireAssignment is a as api.Assignment, without its job (appended from
+// the view by AppendJSONWithJob).
+func wireAssignment(a *controller.Assignment) api.Assignment {
+	return api.Assignment{Alloc: a.Alloc, Stop: a.Stop, StopState: a.StopState, StopReason: a.StopReason,
+		Checkpoint: a.Checkpoint, Signal: a.Signal, SignalSeq: a.SignalSeq, MPIDefault: a.MPIDefault, ClusterName: a.ClusterName, Gate: a.Gate, Het: a.Het}
 }
 
 // answerBufs are the assignments answers' buffers, kept up to

@@ -1,11 +1,15 @@
 package server
 
 import (
+	"bytes"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/controller"
+	"github.com/gpud/gpud/gpud/spec"
 )
 
 // watchMaxAge bounds one assignments watch stream: the node asks again,
@@ -37,7 +41,14 @@ const WatchAnswerRoute = "GET /v1/nodes/{name}/assignments?watch=1 answer"
 // first error (the node asks again). The owner loop only hands each
 // answer over (controller.Assignments' poller): a node that reads slowly
 // holds back its own stream's next answer, never the loop.
-func (s *Server) watchAssignments(w http.ResponseWriter, r *http.Request, as controller.Caller, name string, after uint64, wait time.Duration, have string, asked bool) {
+//
+// With deltas (watch=1&deltas=1, asked by api.Client.WatchAssignments)
+// every line after the first carries only what changed since the line
+// before (api.AssignmentsResponse.Delta): the allocations added or
+// changed, each whole, and the IDs of those gone. A node holds ~8
+// assignments and a change is mostly one of them; the whole set at each
+// change was most of what the node decoded and the stream carried.
+func (s *Server) watchAssignments(w http.ResponseWriter, r *http.Request, as controller.Caller, name string, after uint64, wait time.Duration, have string, asked bool, deltas bool) {
 	if wait <= 0 {
 		wait = defaultWatchWait
 	}
@@ -54,9 +65,22 @@ func (s *Server) watchAssignments(w http.ResponseWriter, r *http.Request, as con
 	w.Header().Set(api.HeaderWatch, "1")
 	began := time.Now()
 	waited := began
-	for {
+	var set *sentSet
+	if deltas {
+		set = new(sentSet)
+	}
+	for lines := 0; ; lines++ {
 		var sent string
-		*pb, sent = s.appendAssignments((*pb)[:0], gen, list, have, asked)
+		switch {
+		case set == nil:
+			*pb, sent = s.appendAssignments((*pb)[:0], gen, list, have, asked, nil)
+		case lines == 0:
+			set.diff(list, gen)
+			*pb, sent = s.appendAssignments((*pb)[:0], gen, set.cur, have, asked, nil)
+		default:
+			set.diff(list, gen)
+			*pb, sent = s.appendAssignments((*pb)[:0], gen, nil, have, asked, set)
+		}
 		if asked {
 			have = sent // with the lists when they differed
 		}
@@ -97,4 +121,92 @@ func (s *Server) leading() bool {
 	}
 	ok, _ := s.ha.Leader()
 	return ok
+}
+
+// sentSet is what a delta stream has sent its node: per allocation, in ID
+// order, the job's published view and the rest of the assignment's JSON
+// (its envelope: the allocation, stop, signal, gate, ...) as last sent.
+// diff compares the node's set at a change with it: an assignment goes on
+// the line when its view is another (a job's view is replaced at each of
+// its changes, never changed) or its envelope's bytes differ, so the line
+// carries every difference a whole set would show.
+type sentSet struct {
+	gen  uint64
+	ents []sentEnt
+	buf  []byte // ents' envelopes
+	next []sentEnt
+	nbuf []byte
+
+	// The line diff made: base is the generation it applies to; cur the
+	// node's set (copies, by allocation ID; start times as sent), changed
+	// the indices in cur of what the line carries, removed the IDs gone.
+	base    uint64
+	cur     []controller.Assignment
+	changed []int
+	removed []string
+}
+
+type sentEnt struct {
+	alloc    string
+	view     *controller.JobView
+	start    time.Time
+	from, to int // the envelope in buf
+}
+
+// startTolerance is how far an allocation's start (as the controller
+// answers it: the stamped start moved by how far its wall clock was
+// stepped since, read with the monotonic clock, so it jitters by the
+// nanoseconds between the two clocks' readings) may move before a delta
+// stream sends the allocation again. Within it the node keeps the start
+// it was sent: its time limit is measured within a millisecond of the
+// true start; a step of the controller's clock moves it by more and is
+// sent.
+const startTolerance = time.Millisecond
+
+// noJob appends no job: the envelope alone is compared.
+func noJob(b []byte) []byte { return b }
+
+func byAlloc(a, b controller.Assignment) int { return strings.Compare(a.Alloc.ID, b.Alloc.ID) }
+
+// diff takes the node's set list of generation gen: it fills the line
+// (base, cur, changed, removed) and keeps list as the set sent.
+func (s *sentSet) diff(list []controller.Assignment, gen uint64) {
+	s.base, s.gen = s.gen, gen
+	// list is the controller's, shared by every poll it answered: the
+	// copies are this stream's to change.
+	s.cur = append(s.cur[:0], list...)
+	if !slices.IsSortedFunc(s.cur, byAlloc) {
+		slices.SortStableFunc(s.cur, byAlloc)
+	}
+	s.next, s.nbuf = s.next[:0], s.nbuf[:0]
+	s.changed, s.removed = s.changed[:0], s.removed[:0]
+	j := 0
+	for i := range s.cur {
+		a := &s.cur[i]
+		for j < len(s.ents) && s.ents[j].alloc < a.Alloc.ID {
+			s.removed = append(s.removed, s.ents[j].alloc)
+			j++
+		}
+		var prev *sentEnt
+		if j < len(s.ents) && s.ents[j].alloc == a.Alloc.ID {
+			prev = &s.ents[j]
+			j++
+		}
+		if prev != nil && !prev.start.IsZero() && !a.Alloc.StartTime.IsZero() && a.Alloc.StartTime.Sub(prev.start).Abs() < startTolerance {
+			a.Alloc.StartTime = spec.Time{Time: prev.start}
+		}
+		from := len(s.nbuf)
+		one := wireAssignment(a)
+		s.nbuf = one.AppendJSONWithJob(s.nbuf, noJob)
+		if prev == nil || a.View == nil || a.View != prev.view || !bytes.Equal(s.nbuf[from:], s.buf[prev.from:prev.to]) {
+			s.changed = append(s.changed, i)
+		}
+		s.next = append(s.next, sentEnt{alloc: a.Alloc.ID, view: a.View, start: a.Alloc.StartTime.Time, from: from, to: len(s.nbuf)})
+	}
+	for ; j < len(s.ents); j++ {
+		s.removed = append(s.removed, s.ents[j].alloc)
+	}
+	s.ents, s.next = s.next, s.ents
+	s.buf, s.nbuf = s.nbuf, s.buf
+	clear(s.next) // the views of the set before: not kept alive
 }
