@@ -36,9 +36,10 @@ type jobSocket struct {
 // socketSet is the process's acceptor: its epoll set and the job sockets
 // in it, by the token each was added with.
 type socketSet struct {
-	mu  sync.Mutex
-	ep  *os.File // the epoll set, nonblocking, in Go's netpoller
-	raw interface {
+	mu   sync.Mutex
+	ep   *os.File // the epoll set, nonblocking, in Go's netpoller
+	epfd int      // ep's descriptor (ep.Fd would make it blocking)
+	raw  interface {
 		Read(func(uintptr) bool) error
 	}
 	socks map[uint64]*jobSocket
@@ -102,7 +103,7 @@ func newSocketSet() (*socketSet, error) {
 		ep.Close()
 		return nil, fmt.Errorf("poll the step sockets' epoll set: %w", err)
 	}
-	s := &socketSet{ep: ep, raw: rc, socks: map[uint64]*jobSocket{}, done: make(chan struct{})}
+	s := &socketSet{ep: ep, epfd: fd, raw: rc, socks: map[uint64]*jobSocket{}, done: make(chan struct{})}
 	go s.loop()
 	return s, nil
 }
@@ -227,7 +228,7 @@ func (s *socketSet) listen(ctx context.Context, al *Alloc, path string, uid, gid
 	s.next++
 	tok := s.next
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(tok >> 32), Pad: int32(uint32(tok))}
-	if err := unix.EpollCtl(int(s.ep.Fd()), unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		s.mu.Unlock()
 		unix.Close(fd)
 		return nil, os.NewSyscallError("epoll_ctl", err)
