@@ -56,8 +56,23 @@ func (c testCA) nodeCert(t *testing.T, name string) tls.Certificate {
 // stepAnswer dials the listener at addr as node (with cert, or none),
 // expecting the listener to be node-1's, sends hello and returns the
 // first answer frame (or the error reaching it).
+//
+// An answer that node-1 has not started its part yet is asked again, as
+// srun does, for up to 10 s: the tests connect once the fake container
+// exists, which can be before the runner has made its part (a flake of
+// TestStepListenerRevocation under -race). Other answers with Retry are
+// what the tests look for, and come back at once.
 func stepAnswer(t *testing.T, addr string, pool *x509.CertPool, cert *tls.Certificate, hello api.StepHello) (api.StepMsg, error) {
 	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		m, err := stepAnswerOnce(addr, pool, cert, hello)
+		if err != nil || !m.Retry || !strings.Contains(m.Error, "node node-1 has not started") || time.Now().After(end) {
+			return m, err
+		}
+	}
+}
+
+func stepAnswerOnce(addr string, pool *x509.CertPool, cert *tls.Certificate, hello api.StepHello) (api.StepMsg, error) {
 	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, auth.StepClientTLS(pool, "node-1", cert))
 	if err != nil {
 		return api.StepMsg{}, err
