@@ -65,15 +65,20 @@ func TestHostJobCalls(t *testing.T) {
 	if err := rt.Start(ctx, cfg); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
+	if got, want := log.take(), []string{"Containers/Create", "Tasks/Create", "Tasks/Start"}; !slices.Equal(got, want) {
+		t.Errorf("a host-root job's start called containerd's\n  %v\nwant\n  %v", got, want)
+	}
 	if es := wait(t, rt, cfg.ID); es.Code != 0 {
 		t.Fatalf("exit %+v, want 0", es)
 	}
+	// Wait's own calls are not this test's: where the cgroup has no
+	// memory controller to read an OOM kill from, it reads the spec.
+	log.take()
 	if err := rt.Delete(ctx, cfg.ID); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	want := []string{"Containers/Create", "Tasks/Create", "Tasks/Start", "Tasks/Wait", "Tasks/Delete", "Containers/Delete"}
-	if got := log.take(); !slices.Equal(got, want) {
-		t.Errorf("a host-root job's life called containerd's\n  %v\nwant\n  %v", got, want)
+	if got, want := log.take(), []string{"Tasks/Delete", "Containers/Delete"}; !slices.Equal(got, want) {
+		t.Errorf("a host-root job's delete called containerd's\n  %v\nwant\n  %v", got, want)
 	}
 	if _, err := rt.Wait(ctx, cfg.ID); err == nil {
 		t.Errorf("Wait after Delete found the task still")
