@@ -109,6 +109,10 @@ type KeyOption func(*Keys)
 // WithSkew sets the tolerated clock skew (default DefaultSkew).
 func WithSkew(d time.Duration) KeyOption { return func(k *Keys) { k.skew = d } }
 
+// Skew is the clock skew Verify tolerates: a token is taken until its
+// expiry plus the skew (a long request opened with it ends by then).
+func (k *Keys) Skew() time.Duration { return k.skew }
+
 // WithClock replaces time.Now (tests).
 func WithClock(now func() time.Time) KeyOption { return func(k *Keys) { k.now = now } }
 

@@ -25,6 +25,13 @@ type TokenVerifier interface {
 	Verify(raw string) (auth.Claims, error)
 }
 
+// skewedVerifier is a TokenVerifier that takes a token for a while past
+// its expiry (auth.Keys: the tolerated clock skew); a request that
+// outlives a token (a watch stream) ends when the verifier stops taking it.
+type skewedVerifier interface {
+	Skew() time.Duration
+}
+
 // WithTokens accepts bearer tokens that v verifies on non-unix
 // connections. Without it every TCP request but /healthz gets 401.
 func WithTokens(v TokenVerifier) Option { return func(s *Server) { s.tokens = v } }
@@ -202,6 +209,13 @@ type identity struct {
 	// cred is the credential the caller proved its identity with (what
 	// a step ticket it obtains is bound to).
 	cred auth.Credential
+	// expires is when a token stops being taken (its expiry plus the
+	// verifier's skew); a request that outlives it (a watch stream) ends
+	// by then. Zero for the rest: a unix socket's peer, and a node
+	// certificate, which is checked at the TLS handshake only (a
+	// connection made before its NotAfter goes on after it; a stream
+	// ended at NotAfter would be asked again on that connection at once).
+	expires time.Time
 }
 
 type identityKey struct{}
@@ -451,6 +465,12 @@ func (s *Server) verify(r *http.Request) (identity, string, error) {
 		return identity{}, RefusedBadToken, fmt.Errorf("%s %q is not the token's user %q: gpud acts only as the token's user; send that user's own token", slurmUserHeader, clip(name), c.User)
 	}
 	id := identity{caller: controller.Caller{UID: c.UID, GID: c.GID, User: c.User, Known: true}, role: c.Role, remote: true, cred: auth.TokenCredential(c.ID)}
+	if c.ExpiresAt != nil {
+		id.expires = c.ExpiresAt.Time
+		if sv, ok := s.tokens.(skewedVerifier); ok {
+			id.expires = id.expires.Add(sv.Skew())
+		}
+	}
 	if c.Role != auth.RoleNode {
 		id.caller.Groups = s.groupsOf(c.UID, c.GID)
 	}

@@ -14,8 +14,21 @@ import (
 
 // watchMaxAge bounds one assignments watch stream: the node asks again,
 // and its credentials are checked again, at least this often (a revoked
-// credential's connection is closed at once: auth.Revocations.Set).
+// credential's connection is closed at once: auth.Revocations.Set; an
+// expiring one ends the stream when it expires: watchEnd).
 const watchMaxAge = 10 * time.Minute
+
+// watchEnd is when a stream that began at began ends at the latest:
+// after watchMaxAge, or when the node token it was opened with stops
+// being taken (expires: its expiry plus the verifier's skew), so that no
+// line goes out on a token no new request would be taken with.
+func watchEnd(began, expires time.Time) time.Time {
+	end := began.Add(watchMaxAge)
+	if !expires.IsZero() && expires.Before(end) {
+		end = expires
+	}
+	return end
+}
 
 // defaultWatchWait is how long a watch stream goes without an answer when
 // the node does not say (wait=0): an unchanged set is sent again after it,
@@ -36,7 +49,8 @@ const WatchAnswerRoute = "GET /v1/nodes/{name}/assignments?watch=1 answer"
 // the first at once, the next at each change of the node's assignments
 // (or of the revocation lists), or after wait without one. Each is the
 // node's whole set, as a poll's answer is. The stream ends when the node
-// goes, after watchMaxAge, when this controller stops leading its HA
+// goes, after watchMaxAge or when its credential expires (watchEnd),
+// when this controller stops leading its HA
 // group (the node asks again and is answered as a poll is), or at the
 // first error (the node asks again). The owner loop only hands each
 // answer over (controller.Assignments' poller): a node that reads slowly
@@ -65,6 +79,7 @@ func (s *Server) watchAssignments(w http.ResponseWriter, r *http.Request, as con
 	w.Header().Set(api.HeaderWatch, "1")
 	began := time.Now()
 	waited := began
+	end := watchEnd(began, who(r).expires)
 	var set *sentSet
 	if deltas {
 		set = new(sentSet)
@@ -95,19 +110,20 @@ func (s *Server) watchAssignments(w http.ResponseWriter, r *http.Request, as con
 		if s.observe != nil {
 			s.observe(WatchAnswerRoute, http.StatusOK, time.Since(waited))
 		}
-		if time.Since(began) > watchMaxAge || !s.leading() {
+		left := time.Until(end)
+		if left <= 0 || !s.leading() {
 			return
 		}
 		after = gen
 		waited = time.Now()
-		s.longPoll(w, wait)
-		if gen, list, err = s.pollAssignments(r, as, name, after, wait, have, asked); err != nil {
+		s.longPoll(w, min(wait, left))
+		if gen, list, err = s.pollAssignments(r, as, name, after, min(wait, left), have, asked); err != nil {
 			// The node asks again: its next request gets the error, or
 			// an answer, as a poll does.
 			s.log.Debug("assignments watch stream ends", "node", name, "err", err)
 			return
 		}
-		if !s.leading() {
+		if !s.leading() || !time.Now().Before(end) {
 			return
 		}
 	}

@@ -210,6 +210,43 @@ func TestWatchEndsWhenItsCredentialIsRevoked(t *testing.T) {
 	}
 }
 
+// TestWatchEndsWhenItsTokenExpires: a watch stream opened with a node
+// token ends when the token expires, not after watchMaxAge (10 min): no
+// line goes out on a credential no new request would be taken with, and
+// the node's next request with it is refused as expired.
+func TestWatchEndsWhenItsTokenExpires(t *testing.T) {
+	// Tokens taken for 1 s past their expiry (the clock skew; 2 min by
+	// default), so the stream must end 1 s after it.
+	keys, err := auth.NewKeys([]byte("0123456789abcdef0123456789abcdef"), "test", auth.WithSkew(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := secureServer(t, server.WithTokens(keys))
+	ctx := ctxT(t)
+	tok, err := keys.Issue(auth.Claims{User: "n1", Role: auth.RoleNode, Node: "n1"}, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1 := s.client(t, tok)
+	if _, err := n1.Register(ctx, inventory("n1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	// A quiet stream answers again only after its wait (30 s): an end
+	// before that is the expiry's.
+	frames, done := watch(ctx, n1, "n1", 30*time.Second)
+	nextFrame(t, frames, "n1's first answer")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("n1's watch stream ended with %v; want its end at the token's expiry", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("n1's watch stream went on 20 s after its 3-s token (1-s skew) was issued")
+	}
+	_, err = n1.Assignments(ctx, "n1", 0, 0)
+	wantStatus(t, "a poll with the expired token", err, 401, spec.ErrPermissionDenied, "expired")
+}
+
 // TestWatchEndsWhenLeadershipEnds: a watch stream on an HA group's leader
 // ends when the member stops leading (no answer of a follower goes out on
 // it), and the node's next request is answered not_leader, as a poll is.
