@@ -180,6 +180,12 @@ func (c *Controller) UpdateJob(ctx context.Context, who Caller, ref spec.JobRef,
 		}
 		counted := rec.charged != 0
 		c.st.uncountActive(rec)
+		if next.TimeLimit != j.TimeLimit || next.TimeUnlimited != j.TimeUnlimited {
+			// Its nodes enforce the limit (each runner's deadline): they
+			// hear of the new one now, not at their next other change, or
+			// an extension would end the job TIMEOUT at the old limit.
+			c.bumpLive(tx, rec)
+		}
 		j.JobSpec = next
 		if counted {
 			c.st.countActive(rec)

@@ -66,7 +66,7 @@ func allocOf(as []Assignment, id spec.JobID) *Assignment {
 // assignments that its agent acts on answers the node's waiting long
 // poll, with the change in the answer: a stop (cancel, requeue), a
 // checkpoint before a stop (drain), a signal, a suspend, a notify
-// message and a step signal. A new allocation:
+// message, a step signal and a running job's new time limit. A new allocation:
 // TestCommitAnswersWaitingPoll; a gang peer's failure:
 // TestGangPeerFailureWakesThePeer; a reload's start gate:
 // TestStartGateReloadWakesThePoll. (The other things a node is told come elsewhere: revocation
@@ -147,6 +147,17 @@ func TestEveryActionableChangeWakesThePoll(t *testing.T) {
 			}
 			return func(a *Assignment) bool { return len(a.Job.StepSignals) == 1 }
 		}},
+		{name: "time limit", mod: func(js *spec.JobSpec) { js.TimeLimit = spec.Duration(time.Hour) },
+			act: func(t *testing.T, h *harness, j spec.Job) func(*Assignment) bool {
+				// The node enforces the limit (its runner's deadline): an
+				// extension it did not hear of would end the job TIMEOUT
+				// at the old one (scontrol update TimeLimit=...).
+				d := 3 * time.Hour
+				if _, err := h.c.UpdateJob(ctx, root, spec.JobRef{ID: j.ID}, JobUpdate{TimeLimit: &d}); err != nil {
+					t.Fatal(err)
+				}
+				return func(a *Assignment) bool { return a.Job.TimeLimit.Std() == d }
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, newFakeStore(), tc.reach)
