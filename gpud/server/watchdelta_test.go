@@ -132,7 +132,9 @@ func sameAsPoll(t *testing.T, c *api.Client, node string, got api.AssignmentsRes
 // TestWatchDeltaLines: with deltas (the client asks) a stream's first line
 // is the whole set and each next one only what changed: a placement
 // carries the new job alone, a cancel the cancelled one alone, a node's
-// own exit its allocation's ID in removed (on the next change's line);
+// own exit its allocation's ID in removed (on the next change's line), a
+// running job's new time limit that job alone (it wakes the stream: the
+// node enforces the limit);
 // the set the client makes of them is, at every line, the set a poll
 // answers.
 func TestWatchDeltaLines(t *testing.T) {
@@ -217,17 +219,17 @@ func TestWatchDeltaLines(t *testing.T) {
 	if f.Assignments[0].Signal != "USR1" {
 		t.Fatalf("after the signal: %+v; want b signalled", f.Assignments[0])
 	}
-	// A change of b's job alone (its time limit, which wakes no stream):
-	// the next change's line carries b again, its job's JSON another.
+	// A new time limit wakes the stream (the node enforces it): its line
+	// carries b alone.
 	limit := spec.Duration(2 * time.Hour)
 	if _, err := c.UpdateJob(ctx, spec.JobRef{ID: b}, api.JobUpdateRequest{TimeLimit: &limit}); err != nil {
 		t.Fatal(err)
 	}
-	e := submit()
-	f = next(f, "a new time limit of job b, then e placed", []spec.JobID{b, e}, nil)
+	f = next(f, "a new time limit of job b", []spec.JobID{b}, nil)
 	if f.Assignments[0].Job.TimeLimit != limit {
 		t.Fatalf("after the update: b's time limit %v, want %v", f.Assignments[0].Job.TimeLimit, limit)
 	}
+	next(f, "placing job e", []spec.JobID{submit()}, nil)
 	stop()
 	<-done
 }
