@@ -129,6 +129,24 @@ func sameAsPoll(t *testing.T, c *api.Client, node string, got api.AssignmentsRes
 	}
 }
 
+// deltaWatch starts a test server with node n1 (4 GPUs) registered and
+// follows n1's watch stream through a tapped client (stripDeltas: the
+// deltas parameter taken off its requests, as a controller from before
+// them ignores it); stop ends the stream, whose end comes on done.
+func deltaWatch(t *testing.T, stripDeltas bool) (c *api.Client, rt *tapRT, frames <-chan api.AssignmentsResponse, done <-chan error, stop func()) {
+	t.Helper()
+	addr, _ := servertest.TestServer(t, nil)
+	c = client(t, addr)
+	rt = tapped(c, stripDeltas)
+	ctx := ctxT(t)
+	if _, err := c.Register(ctx, inventory("n1", 4)); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	frames, done = watch(wctx, c, "n1", 20*time.Second)
+	return c, rt, frames, done, stop
+}
+
 // TestWatchDeltaLines: with deltas (the client asks) a stream's first line
 // is the whole set and each next one only what changed: a placement
 // carries the new job alone, a cancel the cancelled one alone, a node's
@@ -138,16 +156,9 @@ func sameAsPoll(t *testing.T, c *api.Client, node string, got api.AssignmentsRes
 // the set the client makes of them is, at every line, the set a poll
 // answers.
 func TestWatchDeltaLines(t *testing.T) {
-	addr, _ := servertest.TestServer(t, nil)
-	c := client(t, addr)
-	rt := tapped(c, false)
-	ctx := ctxT(t)
-	if _, err := c.Register(ctx, inventory("n1", 4)); err != nil {
-		t.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(ctx)
+	c, rt, frames, done, stop := deltaWatch(t, false)
 	defer stop()
-	frames, done := watch(wctx, c, "n1", 20*time.Second)
+	ctx := ctxT(t)
 	first := nextFrame(t, frames, "the first answer")
 	if l := rt.line(t, first.Generation); l.Delta {
 		t.Fatalf("the first line is a delta: %+v", l)
@@ -239,16 +250,9 @@ func TestWatchDeltaLines(t *testing.T) {
 // the parameter) is whole sets, line after line, and the client that
 // asked for deltas takes them as such.
 func TestWatchDeltasBothWaysCompatible(t *testing.T) {
-	addr, _ := servertest.TestServer(t, nil)
-	c := client(t, addr)
-	rt := tapped(c, true)
-	ctx := ctxT(t)
-	if _, err := c.Register(ctx, inventory("n1", 4)); err != nil {
-		t.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(ctx)
+	c, rt, frames, done, stop := deltaWatch(t, true)
 	defer stop()
-	frames, done := watch(wctx, c, "n1", 20*time.Second)
+	ctx := ctxT(t)
 	f := nextFrame(t, frames, "the first answer")
 	for i := range 3 {
 		js := jobSpec("train")
