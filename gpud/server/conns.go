@@ -351,9 +351,16 @@ func (f *freshConns) note(c net.Conn, st http.ConnState) {
 
 func (f *freshConns) close() {
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	cs := make([]net.Conn, 0, len(f.m))
 	for c := range f.m {
-		c.Close()
+		cs = append(cs, c)
 		delete(f.m, c)
+	}
+	f.mu.Unlock()
+	// Closed outside the lock: a TLS connection's close may wait (up to
+	// its 5-s write deadline) to send its close alert, and other
+	// connections' state changes must not wait on that.
+	for _, c := range cs {
+		c.Close()
 	}
 }
