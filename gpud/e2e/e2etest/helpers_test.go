@@ -47,6 +47,13 @@ func TestKillStrayShimsEndsTheirContainers(t *testing.T) {
 		return err == nil && child > 0
 	})
 	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	// The pid is written as soon as the child is forked; until it has
+	// run sleep it is a copy of the shim, command line and all, and
+	// ShimProcs counts two shims (a full run's flake).
+	WaitFor(t, 10*time.Second, "the fake shim's child to run sleep", func() bool {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(child), "cmdline"))
+		return err == nil && strings.HasPrefix(string(b), "sleep\x00")
+	})
 	if len(ShimProcs(state)) != 1 {
 		t.Fatalf("ShimProcs(%s) = %v; want the fake shim", state, ShimProcs(state))
 	}
