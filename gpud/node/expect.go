@@ -109,7 +109,7 @@ func (a *Agent) expectedTask(e *api.Expected) (expectIn, bool) {
 	}
 	asg := api.Assignment{Job: e.Job, Alloc: spec.Alloc{Nodes: []spec.NodeAlloc{e.Node}}}
 	r := &runner{d: d, jobID: e.Job.ID, asg: &asg, self: e.Node}
-	if img := (&taskInput{Asg: asg, DefaultImage: d.cfg.DefaultImage}).image(); img != runtime.ImageHost {
+	if img := (&taskInput{Asg: &asg, DefaultImage: d.cfg.DefaultImage}).image(); img != runtime.ImageHost {
 		// An image's container names the reference and holds the
 		// content its pull stores: known once the image was prefetched
 		// for the job's user (prefetch.go), which the job's own pull

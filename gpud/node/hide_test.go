@@ -50,7 +50,7 @@ func TestBuildTaskHidesState(t *testing.T) {
 	}
 	in := func(work string, uid uint32, image string) *taskInput {
 		return &taskInput{
-			Asg: api.Assignment{
+			Asg: &api.Assignment{
 				Job:   spec.Job{ID: 7, UID: uid, GID: uid, JobSpec: spec.JobSpec{Script: "echo\n", WorkDir: work, SubmitDir: work, Image: image}},
 				Alloc: spec.Alloc{ID: "a7", Nodes: []spec.NodeAlloc{{Node: "n1"}}},
 			},

@@ -21,7 +21,7 @@ func TestBuildTaskHome(t *testing.T) {
 	work := filepath.Join(base, "work")
 	in := func(home, image string) *taskInput {
 		return &taskInput{
-			Asg: api.Assignment{
+			Asg: &api.Assignment{
 				Job:   spec.Job{ID: 7, UID: 1000, GID: 1000, JobSpec: spec.JobSpec{Script: "echo\n", WorkDir: work, SubmitDir: work, Image: image}},
 				Alloc: spec.Alloc{ID: "a7", Nodes: []spec.NodeAlloc{{Node: "n1"}}},
 			},

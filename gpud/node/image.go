@@ -16,7 +16,7 @@ import (
 // that cannot succeed fails the job before it starts, with what went
 // wrong and what to do; it reports whether the job may go on.
 func (r *runner) pullImage(ctx context.Context, log *slog.Logger) bool {
-	ref := (&taskInput{Asg: *r.asg, DefaultImage: r.d.cfg.DefaultImage}).image()
+	ref := (&taskInput{Asg: r.asg, DefaultImage: r.d.cfg.DefaultImage}).image()
 	puller, ok := r.d.rt.(runtime.ImagePuller)
 	if !ok || ref == "" || ref == runtime.ImageHost {
 		return true

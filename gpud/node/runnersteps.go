@@ -95,7 +95,7 @@ func (r *runner) waitGang(ctx context.Context, log *slog.Logger) bool {
 func (r *runner) resumeSteps(ctx context.Context, log *slog.Logger) {
 	groups, _ := supplementaryGroups(r.asg.Job.UID, r.asg.Job.GID)
 	cfg, err := buildTask(&taskInput{
-		Asg: *r.asg, Self: r.self, NodeName: r.d.cfg.Name, Hostname: r.d.cfg.Hostname, SelfAddr: r.d.cfg.Addr,
+		Asg: r.asg, Self: r.self, NodeName: r.d.cfg.Name, Hostname: r.d.cfg.Hostname, SelfAddr: r.d.cfg.Addr,
 		DefaultImage: r.d.cfg.DefaultImage, GPUs: r.d.gpus, NICs: r.d.nics, MIG: r.mig, ContainerID: r.id, JobDir: r.jobDir(),
 		ScriptPath: filepath.Join(r.jobDir(), "script"), GroupIDs: groups, Hide: r.d.hidden(), Show: r.d.cfg.ShowPaths,
 		ToolsDir: r.d.cfg.ToolsDir,

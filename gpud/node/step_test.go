@@ -19,7 +19,7 @@ func TestBatchOnFirstNode(t *testing.T) {
 	nodes := []spec.NodeAlloc{{Node: "n2", Rank: 1}, {Node: "n1", Rank: 0}}
 	in := func(self int) *taskInput {
 		return &taskInput{
-			Asg: api.Assignment{
+			Asg: &api.Assignment{
 				Job: spec.Job{ID: 7, JobSpec: spec.JobSpec{Script: "echo once\n", WorkDir: dir, SubmitDir: dir,
 					Env: []string{"PATH=/opt/x:/usr/bin"}}},
 				Alloc: spec.Alloc{ID: "a7", Nodes: nodes},

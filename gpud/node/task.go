@@ -74,7 +74,10 @@ func ContainerID(job spec.JobID, attempt int, node string) string {
 
 // taskInput is everything buildTask needs, gathered by the runner.
 type taskInput struct {
-	Asg          api.Assignment
+	// Asg is the runner's assignment, shared, never changed: a copy
+	// would put its 1.5 KiB in every frame that holds a taskInput (the
+	// start path's grew the runner's stack at every job).
+	Asg          *api.Assignment
 	Self         spec.NodeAlloc
 	NodeName     string
 	Hostname     string

@@ -40,7 +40,7 @@ func BenchmarkBuildTask(b *testing.B) {
 		Alloc: spec.Alloc{ID: "a7", JobID: 7, Attempt: 1, Nodes: []spec.NodeAlloc{self}},
 	}
 	in := taskInput{
-		Asg: asg, Self: self, NodeName: "n1", Hostname: "n1", SelfAddr: "10.0.0.1", DefaultImage: runtime.ImageHost,
+		Asg: &asg, Self: self, NodeName: "n1", Hostname: "n1", SelfAddr: "10.0.0.1", DefaultImage: runtime.ImageHost,
 		GPUs: map[string]spec.GPU{uuid: {UUID: uuid, MemMiB: 81559}}, ContainerID: "gpud-7-1-n1", JobDir: jobDir,
 		ScriptPath: filepath.Join(jobDir, "script"), CkptDir: filepath.Join(state, "checkpoints", "7"),
 		Hide: []string{state}, Home: base,

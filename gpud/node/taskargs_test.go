@@ -30,7 +30,7 @@ func TestTaskArgs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			in := taskInput{Asg: api.Assignment{Job: spec.Job{JobSpec: spec.JobSpec{Script: tc.script, Args: tc.args, Interactive: tc.interactive}}},
+			in := taskInput{Asg: &api.Assignment{Job: spec.Job{JobSpec: spec.JobSpec{Script: tc.script, Args: tc.args, Interactive: tc.interactive}}},
 				Self: spec.NodeAlloc{Rank: tc.rank}, ScriptPath: "/j/script"}
 			if diff := cmp.Diff(tc.want, taskArgs(&in)); diff != "" {
 				t.Errorf("taskArgs (-want +got):\n%s", diff)

@@ -47,7 +47,7 @@ func TestTaskDevices(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			in := taskInput{Asg: api.Assignment{Alloc: spec.Alloc{ID: "a7"}}, Self: tc.self, MIG: tc.mig, GPUs: gpus, NICs: nics}
+			in := taskInput{Asg: &api.Assignment{Alloc: spec.Alloc{ID: "a7"}}, Self: tc.self, MIG: tc.mig, GPUs: gpus, NICs: nics}
 			got, err := taskDevices(&in)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {

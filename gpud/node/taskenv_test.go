@@ -16,7 +16,7 @@ func TestTaskEnv(t *testing.T) {
 	n2 := spec.NodeAlloc{Node: "n2", Rank: 1, CPUs: 4, MemMiB: 100}
 	base := func() taskInput {
 		return taskInput{
-			Asg: api.Assignment{
+			Asg: &api.Assignment{
 				Job:   spec.Job{ID: 7, JobSpec: spec.JobSpec{Name: "train", SubmitDir: "/s", Env: []string{"PATH=/opt/x:/usr/bin", "HOME=/h"}}, User: "alice"},
 				Alloc: spec.Alloc{ID: "a7", Attempt: 1, Nodes: []spec.NodeAlloc{n2, n1}},
 			},

@@ -30,7 +30,7 @@ func TestTaskMounts(t *testing.T) {
 	jobMounts := []runtime.Mount{rw(job), {Source: filepath.Join(job, "tmp"), Dest: "/tmp"}}
 	in := func(image string, uid uint32) taskInput {
 		return taskInput{
-			Asg:          api.Assignment{Job: spec.Job{ID: 7, UID: uid, JobSpec: spec.JobSpec{WorkDir: work, SubmitDir: work, Image: image}}},
+			Asg:          &api.Assignment{Job: spec.Job{ID: 7, UID: uid, JobSpec: spec.JobSpec{WorkDir: work, SubmitDir: work, Image: image}}},
 			DefaultImage: runtime.ImageHost, JobDir: job, CkptDir: filepath.Join(base, "ck"), Hide: []string{state}, Show: []string{sock, "/not/hidden.sock"},
 			Mounts: []string{site, filepath.Join(state, "shared")}, Home: home,
 		}

@@ -100,7 +100,7 @@ func TestTaskOutputs(t *testing.T) {
 			if tc.append {
 				job.OpenMode = spec.OpenAppend
 			}
-			in := taskInput{Asg: api.Assignment{Job: job}, Self: spec.NodeAlloc{Rank: tc.rank}, NodeName: "n1"}
+			in := taskInput{Asg: &api.Assignment{Job: job}, Self: spec.NodeAlloc{Rank: tc.rank}, NodeName: "n1"}
 			if diff := cmp.Diff(tc.want, taskOutputs(&in), cmp.AllowUnexported(taskOutput{})); diff != "" {
 				t.Errorf("taskOutputs (-want +got):\n%s", diff)
 			}

@@ -2,13 +2,13 @@ package node
 
 import (
 	"errors"
-	"os"
 	"os/user"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // userDB answers what a job start asks of the node's user database (the
@@ -69,29 +69,36 @@ type fileStamp struct {
 	mtime     int64
 }
 
+// stampOf stats path (following a symlink, as os.Stat) into a stamp
+// without allocating: every job start stamps the user database's files.
 func stampOf(path string) fileStamp {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fileStamp{}
+	var st unix.Stat_t
+	for {
+		err := unix.Stat(path, &st)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fileStamp{}
+		}
+		return fileStamp{ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano()}
 	}
-	s := fileStamp{size: uint64(fi.Size()), mtime: fi.ModTime().UnixNano()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		s.ino = st.Ino
-	}
-	return s
 }
 
 // lookup returns uid's entry, from the cache while it is fresh.
 func (db *userDB) lookup(uid uint32) userEntry {
-	stamps := make([]fileStamp, len(db.files))
-	for i, f := range db.files {
-		stamps[i] = stampOf(f)
+	// On the stack for the node's two files: kept (cloned) only when
+	// they changed.
+	var buf [2]fileStamp
+	stamps := buf[:0]
+	for _, f := range db.files {
+		stamps = append(stamps, stampOf(f))
 	}
 	now := db.now()
 	db.mu.Lock()
 	if !slices.Equal(stamps, db.stamps) {
 		clear(db.m)
-		db.stamps = stamps
+		db.stamps = slices.Clone(stamps)
 	}
 	e, ok := db.m[uid]
 	db.mu.Unlock()
