@@ -2,7 +2,9 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -102,5 +104,86 @@ func TestJobDirRemovedWithWhatTheJobLeft(t *testing.T) {
 	}, e.on()...)
 	if b, err := os.ReadFile(kept); err != nil || string(b) != "mine" {
 		t.Fatalf("the link's target's file is now %q (%v)", b, err)
+	}
+}
+
+// TestJobDirAttackedByItsUser: the job's user (uid 1000 here), who can
+// reach the running job's directory, can change nothing in it but its
+// tmp/ (and its own script): no entry added, removed, renamed or swapped
+// in jobs/<id>/ or in jobs/. That is what lets root reach the directory's
+// entries as <id>/<entry> from jobs/'s descriptor (safefs.Sub) instead
+// of through a descriptor of its own. Links the user leaves in tmp/ are
+// removed at the end without being followed.
+func TestJobDirAttackedByItsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: runs commands as the job's user")
+	}
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "passwd")
+	if err := os.WriteFile(victim, []byte("root:x:0:0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, nil)
+	// The user must reach the job directory for the attack to mean
+	// anything: open the test's directories above jobs/ for traversal
+	// (root's; nobody else can write them).
+	for _, d := range []string{filepath.Dir(e.dir), e.dir, filepath.Dir(outside), outside} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := asg(7, e.home)
+	e.fc.Set(a)
+	e.waitStarted(t, cid)
+	jobs := filepath.Join(e.dir, "jobs")
+	dir := filepath.Join(jobs, cid)
+	asUser := func(cmd string) error {
+		c := exec.Command("/bin/sh", "-c", cmd)
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: a.Job.UID, Gid: a.Job.GID}}
+		c.Env = []string{"D=" + dir, "J=" + jobs, "V=" + victim, "O=" + outside}
+		out, err := c.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+	// What the user may do: write in tmp/ (this also shows that the
+	// refusals below are the directories' modes, not an unreachable path).
+	for _, cmd := range []string{`ln -s "$V" "$D/tmp/passwd"`, `ln -s "$O" "$D/tmp/outside"`, `echo x > "$D/tmp/file"`} {
+		if err := asUser(cmd); err != nil {
+			t.Fatalf("as the job's user, %s: %v", cmd, err)
+		}
+	}
+	for _, cmd := range []string{
+		`ln -s "$V" "$D/planted"`,         // an entry beside script and tmp/
+		`rm -f "$D/script"`,               // the script root removes by name
+		`mv "$D/tmp" "$D/tmp.old"`,        // tmp/ swapped ...
+		`ln -s "$O" "$D/tmp2"`,            // ... for a link
+		`mv "$D" "$J/moved"`,              // the job directory itself
+		`ln -s "$O" "$J/gpud-8-1-node-1"`, // a job directory planted ahead
+	} {
+		if err := asUser(cmd); err == nil {
+			t.Errorf("as the job's user, %s succeeded; want it refused", cmd)
+		}
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || fi.Mode().Perm() != 0o711 || !fi.IsDir() {
+		t.Fatalf("job directory is %v of uid %d; want root's 0711 directory", fi.Mode(), st.Uid)
+	}
+	e.rt.Exit(cid, runtime.ExitStatus{})
+	e.waitExited(t, "a7")
+	waitFor(t, "container and job dir removed", func() bool {
+		_, ok := e.rt.Status(cid)
+		_, err := os.Lstat(dir)
+		return !ok && errors.Is(err, os.ErrNotExist)
+	}, e.on()...)
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "root:x:0:0\n" {
+		t.Fatalf("victim now %q (%v)", b, err)
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Fatalf("the directory a link in tmp/ named: %v", err)
 	}
 }

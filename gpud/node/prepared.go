@@ -444,12 +444,11 @@ func (p *preparedPool) prepare(ctx context.Context, tmpl runtime.TaskConfig, sha
 	if err != nil {
 		return nil, err
 	}
-	jd, err := makeJobDir(jobs, id, nil, int(tmpl.UID), int(tmpl.GID))
+	err = makeJobDir(jobs, id, nil, int(tmpl.UID), int(tmpl.GID))
 	done()
 	if err != nil {
 		return nil, err
 	}
-	jd.Close()
 	owner := -1
 	if os.Geteuid() == 0 {
 		owner = int(tmpl.UID)

@@ -102,9 +102,10 @@ type runner struct {
 	gateFailed []spec.GPUProblem
 	// release ends holdGPUs' hold (nil: none).
 	release func()
-	// dir is the job directory prepare made, open until removeJobDir
-	// (runner goroutine only; nil for a job started otherwise).
-	dir *safefs.Dir
+	// madeDir says prepare made the job directory (makeJobDir) and it
+	// holds what a start makes, for removeJobDir (runner goroutine only;
+	// false for a job started otherwise).
+	madeDir bool
 	// stopServe ends serveSteps' listener; run calls it when it returns
 	// (runner goroutine only; nil when it serves none).
 	stopServe func()
@@ -443,24 +444,21 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 	return false
 }
 
-// prepare writes the job directory and returns the container config. The
-// job directory stays open (r.dir) until removeJobDir removes it.
+// prepare writes the job directory and returns the container config.
 func (r *runner) prepare() (runtime.TaskConfig, error) {
 	job := &r.asg.Job
 	dir := r.jobDir()
-	if r.dir != nil { // a retry under a fresh ID: the old one is gone
-		r.dir.Close()
-		r.dir = nil
-	}
+	r.madeDir = false // a retry under a fresh ID: the old one is gone
 	jobs, done, err := r.d.openJobs()
 	if err != nil {
 		return runtime.TaskConfig{}, err
 	}
-	r.dir, err = makeJobDir(jobs, r.id, []byte(job.Script), int(job.UID), int(job.GID))
+	err = makeJobDir(jobs, r.id, []byte(job.Script), int(job.UID), int(job.GID))
 	done()
 	if err != nil {
 		return runtime.TaskConfig{}, err
 	}
+	r.madeDir = true
 	ckpt, restart, err := r.prepareCheckpoints(job.UID, job.GID)
 	if err != nil {
 		return runtime.TaskConfig{}, err
@@ -496,37 +494,38 @@ func (r *runner) taskInput(dir, ckpt, restart string) (taskInput, error) {
 }
 
 // makeJobDir makes the job directory afresh in jobs (the node's jobs/):
-// <id>/ with tmp/ and, unless script is nil, the script, and returns it
-// open. The user can traverse jobs/ and knows the name, so everything is
-// made through descriptors (safefs: nothing is reused that was not just
-// made, nothing is followed) while only root can write there; tmp/ and
-// script are handed to uid:gid with fchown once complete. The directory
-// itself stays root's (0711): the user can never add, rename or swap an
-// entry in it, so neither root's later removal nor the runtime's bind
-// mounts of tmp/ and the script can be pointed elsewhere, and the
-// descriptor returned names jobs/<id> for as long as that exists.
-func makeJobDir(jobs *safefs.Dir, id string, script []byte, uid, gid int) (*safefs.Dir, error) {
-	d, err := jobs.Mkdir(id, 0o711)
+// <id>/ with tmp/ and, unless script is nil, the script. The user can
+// traverse jobs/ and knows the name, so nothing is reused that was not
+// just made and nothing is followed (safefs) while only root can write
+// there; tmp/ and script are handed to uid:gid (fchownat without
+// following, fchown on the script's descriptor) once complete. The
+// directory itself stays root's (0711): the user can never add, rename
+// or swap an entry in it, so neither root's later removal nor the
+// runtime's bind mounts of tmp/ and the script can be pointed elsewhere.
+// That is also why it is a safefs.Sub, reached as <id>/<entry> from
+// jobs/'s descriptor, which the agent holds for its whole run: only
+// root writes jobs/ and <id>/, so the path reaches what a descriptor of
+// <id>/ would, without opening, checking and keeping one per job, nor
+// lstat'ing tmp/ to check it (4 system calls per start and a descriptor
+// per running job; TestJobDirAttackedByItsUser).
+func makeJobDir(jobs *safefs.Dir, id string, script []byte, uid, gid int) error {
+	d, err := jobs.MkdirSub(id, 0o711)
 	if errors.Is(err, fs.ErrExist) {
 		// Left by a start that a kill -9 cut short: never reused.
 		if err := jobs.RemoveAll(id); err != nil {
-			return nil, fmt.Errorf("clear job directory: %w", err)
+			return fmt.Errorf("clear job directory: %w", err)
 		}
-		d, err = jobs.Mkdir(id, 0o711)
+		d, err = jobs.MkdirSub(id, 0o711)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create job directory: %w", err)
+		return fmt.Errorf("create job directory: %w", err)
 	}
-	if err := fillJobDir(d, script, uid, gid); err != nil {
-		d.Close()
-		return nil, err
-	}
-	return d, nil
+	return fillJobDir(d, script, uid, gid)
 }
 
 // fillJobDir makes tmp/ and the script (unless nil) in the new job
 // directory d.
-func fillJobDir(d *safefs.Dir, script []byte, uid, gid int) error {
+func fillJobDir(d safefs.Sub, script []byte, uid, gid int) error {
 	// Only root can give files away; an unprivileged agent (development)
 	// runs jobs as itself and keeps them.
 	owner := -1
@@ -534,7 +533,7 @@ func fillJobDir(d *safefs.Dir, script []byte, uid, gid int) error {
 		owner = uid
 	}
 	// tmp/ given away by name: d is root's, 0711, and only root adds
-	// entries to it (safefs.MkdirFor).
+	// entries to it (safefs.Sub.MkdirFor).
 	if err := d.MkdirFor(jobTmpName, 0o700, owner, gid); err != nil {
 		return fmt.Errorf("create job directory's tmp/ for uid %d: %w", uid, err)
 	}
@@ -561,32 +560,30 @@ const (
 // its own credentials.
 var euid = os.Geteuid()
 
-// removeJobDir removes the runner's job directory and closes the
-// descriptor prepare kept (r.dir): through it, the entries a start makes
-// (the script, the step socket, tmp/ when the job left it empty), then
-// the directory; anything else there (a step's records, what the job
-// left in tmp/) is removed as runnerDeps.removeJobDir removes it, which
-// is also how a directory without a kept descriptor goes.
+// removeJobDir removes the runner's job directory: when prepare made it,
+// the entries a start makes (the script, the step socket, tmp/ when the
+// job left it empty), by name, then the directory; anything else there
+// (a step's records, what the job left in tmp/) is removed as
+// runnerDeps.removeJobDir removes it, which is also how a directory the
+// runner did not make goes.
 func (r *runner) removeJobDir(log *slog.Logger) {
-	jd := r.dir
-	r.dir = nil
-	if jd != nil {
-		emptied := removeStartEntries(jd)
-		jd.Close()
-		if emptied && r.d.rmdirJob(r.id) == nil {
-			return
-		}
+	made := r.madeDir
+	r.madeDir = false
+	if made && r.d.removeMadeJobDir(r.id) {
+		return
 	}
 	r.d.removeJobDir(log, r.id)
 }
 
 // removeStartEntries removes from job directory jd the entries a start
-// makes; it reports whether each is gone (tmp/ only when it was empty).
-func removeStartEntries(jd *safefs.Dir) bool {
+// makes, and jd once they are gone; it reports whether jd is gone (tmp/
+// goes only when it is empty, and jd only when nothing else is there).
+func removeStartEntries(jd safefs.Sub) bool {
 	gone := func(err error) bool { return err == nil || errors.Is(err, fs.ErrNotExist) }
 	ok := gone(jd.Unlink(jobScriptName))
 	ok = gone(jd.Unlink(step.SocketName)) && ok
-	return gone(jd.Rmdir(jobTmpName)) && ok
+	ok = gone(jd.Rmdir(jobTmpName)) && ok
+	return ok && jd.Remove() == nil
 }
 
 // wait follows the running container until it exits (then reports it) or

@@ -214,14 +214,17 @@ func (d *runnerDeps) removeJobDir(log *slog.Logger, id string) {
 	}
 }
 
-// rmdirJob removes job directory id if it is empty.
-func (d *runnerDeps) rmdirJob(id string) error {
+// removeMadeJobDir removes job directory id, which makeJobDir made, if
+// it holds only what a start makes (removeStartEntries), and reports
+// whether it is gone.
+func (d *runnerDeps) removeMadeJobDir(id string) bool {
 	jobs, done, err := d.openJobs()
 	if err != nil {
-		return err
+		return false
 	}
 	defer done()
-	return jobs.Rmdir(id)
+	jd, err := jobs.Sub(id)
+	return err == nil && removeStartEntries(jd)
 }
 
 // cleanup deletes container id and its job directory. A failure is only

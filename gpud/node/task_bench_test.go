@@ -99,9 +99,10 @@ func BenchmarkJobFiles(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if r.dir, err = makeJobDir(jobs, r.id, script, uid, gid); err != nil {
+		if err = makeJobDir(jobs, r.id, script, uid, gid); err != nil {
 			b.Fatal(err)
 		}
+		r.madeDir = true
 		done()
 		if _, restart, err := r.prepareCheckpoints(uint32(uid), uint32(gid)); err != nil || restart != "" {
 			b.Fatal(err, restart)

@@ -170,34 +170,46 @@ func (d *Dir) MkdirFor(name string, perm fs.FileMode, uid, gid int) error {
 	if err := d.checkName("mkdir", name); err != nil {
 		return err
 	}
+	return mkdirFor(d.fd, d.path, name, perm, uid, gid)
+}
+
+// mkdirFor is MkdirFor of name relative to dirfd, the directory at dir
+// (for messages).
+func mkdirFor(dirfd int, dir, name string, perm fs.FileMode, uid, gid int) error {
+	pathErr := func(op string, err error) error {
+		return &fs.PathError{Op: op, Path: filepath.Join(dir, name), Err: err}
+	}
 	mode := uint32(perm.Perm())
 	if mode&0o022 != 0 {
-		return d.pathErr("mkdir", name, fmt.Errorf("mode %v lets others write; use Mkdir: %w", perm, fs.ErrInvalid))
+		return pathErr("mkdir", fmt.Errorf("mode %v lets others write; use Mkdir: %w", perm, fs.ErrInvalid))
 	}
-	if err := unix.Mkdirat(d.fd, name, mode); err != nil {
-		return d.pathErr("mkdir", name, err)
+	if err := unix.Mkdirat(dirfd, name, mode); err != nil {
+		return pathErr("mkdir", err)
 	}
 	if uid >= 0 {
-		if err := unix.Fchownat(d.fd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return d.pathErr("chown", name, err)
+		if err := unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return pathErr("chown", err)
 		}
 	}
 	var st unix.Stat_t
-	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return d.pathErr("lstat", name, err)
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return pathErr("lstat", err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR || (uid >= 0 && int(st.Uid) != uid) {
-		return d.pathErr("mkdir", name, fmt.Errorf("the new entry is a %s of uid %d: %w", TypeName(st.Mode), st.Uid, ErrNotOwned))
+		return pathErr("mkdir", fmt.Errorf("the new entry is a %s of uid %d: %w", TypeName(st.Mode), st.Uid, ErrNotOwned))
 	}
 	if st.Mode&0o7777 == mode {
 		return nil
 	}
-	sub, err := d.OpenDir(name)
+	fd, err := openDirAt(dirfd, name)
 	if err != nil {
-		return err
+		return pathErr("open directory", err)
 	}
-	defer sub.Close()
-	return sub.Chmod(perm)
+	defer unix.Close(fd)
+	if err := unix.Fchmod(fd, mode); err != nil {
+		return pathErr("chmod", err)
+	}
+	return nil
 }
 
 // umask is this process's umask, read once (Umask).
@@ -322,18 +334,27 @@ func (d *Dir) WriteNew(name string, data []byte, perm fs.FileMode, uid, gid int)
 	if err := d.checkName("create", name); err != nil {
 		return err
 	}
+	return writeNew(d.fd, d.path, name, data, perm, uid, gid)
+}
+
+// writeNew is WriteNew of name relative to dirfd, the directory at dir
+// (for messages).
+func writeNew(dirfd int, dir, name string, data []byte, perm fs.FileMode, uid, gid int) error {
+	pathErr := func(op string, err error) error {
+		return &fs.PathError{Op: op, Path: filepath.Join(dir, name), Err: err}
+	}
 	// Made with the owner's bits of perm alone (nobody else can open it
 	// before it is complete); fchmod'ed when perm gives others more or
 	// the umask took some of the owner's (never so for gpud's daemons:
 	// their umask is 022 or 077, and the fchmod is skipped).
 	mode := uint32(perm.Perm())
-	fd, err := openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode&0o700)
+	fd, err := openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode&0o700)
 	if err != nil {
-		return d.pathErr("create", name, err)
+		return pathErr("create", err)
 	}
 	if mode&^0o700 != 0 || umask&mode&0o700 != 0 {
 		if err = unix.Fchmod(fd, mode); err != nil {
-			err = d.pathErr("chmod", name, err)
+			err = pathErr("chmod", err)
 		}
 	}
 	for b := data; err == nil && len(b) > 0; {
@@ -343,19 +364,19 @@ func (d *Dir) WriteNew(name string, data []byte, perm fs.FileMode, uid, gid int)
 		case err == unix.EINTR:
 			err = nil
 		case err != nil:
-			err = d.pathErr("write", name, err)
+			err = pathErr("write", err)
 		case n == 0:
-			err = d.pathErr("write", name, io.ErrShortWrite)
+			err = pathErr("write", io.ErrShortWrite)
 		}
 		b = b[max(n, 0):]
 	}
 	if err == nil && uid >= 0 {
 		if err = unix.Fchown(fd, uid, gid); err != nil {
-			err = d.pathErr("chown", name, err)
+			err = pathErr("chown", err)
 		}
 	}
 	if cerr := unix.Close(fd); err == nil && cerr != nil {
-		err = d.pathErr("close", name, cerr)
+		err = pathErr("close", cerr)
 	}
 	return err
 }
