@@ -15,10 +15,10 @@ import (
 //
 // Why: an events post costs the controller a whole request (TLS record,
 // HTTP/2 frames, authentication, a decode, a trip through its owner
-// loop) and the agent a client request, ~0.27 CPU-ms for the two in the
+// loop) and the agent a client request, ~0.3 CPU-ms for the two in the
 // live burst at 1,000 nodes, more than the events it carries; there a
-// node's started events came ~1–8 to a post, the first of a burst's
-// starts often alone (docs/fleet.md, session 19 — evpost).
+// node's started events came 2.6 to a post on average, the first of a
+// burst's starts often alone (docs/fleet.md, session 19 — evpost).
 //
 // Bounded and narrow: only a batch of started events (and usage samples
 // recorded beside them) waits, and never longer than startedHold after
