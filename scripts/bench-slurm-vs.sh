@@ -63,7 +63,7 @@
 #   SECTIONS=5 scripts/bench-slurm-vs.sh      # only the trivial jobs (any of 1-5, space-separated)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
+export CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations"
 sections=${SECTIONS:-1 2 3 4 5}
 want() { [[ " $sections " == *" $1 "* ]]; }
 bad=()
