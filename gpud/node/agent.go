@@ -602,8 +602,8 @@ func (a *Agent) answered(ctx context.Context, sent, hb time.Time, resp *api.Assi
 	// was out of touch; done before reconcile, so a stop that asks
 	// for a checkpoint first gets one.
 	listed := make(map[string]bool, len(resp.Assignments))
-	for _, asg := range resp.Assignments {
-		listed[asg.Alloc.ID] = true
+	for i := range resp.Assignments { // by index: a copy of each is ~1.6 KB
+		listed[resp.Assignments[i].Alloc.ID] = true
 	}
 	a.confirmAssigned(sent, listed)
 	a.identMu.RLock()
