@@ -91,7 +91,7 @@ fmt: ## Fail if any file needs gofmt.
 fix-fmt: ## Rewrite files with gofmt.
 	gofmt -w $$(git ls-files '*.go')
 
-vet: ## go vet every package.
+vet: deps ## go vet every package (deps first: gpud-pmix's cgo needs OpenPMIx's headers).
 	$(GO) vet $(PKGS)
 
 check-imports: ## Enforce the package import allow-list and the runtime import names (gpud/imports_test.go), keep bin/sbatch free of the HTTP, TLS and CLI stacks, and make test's no-race packages free of goroutines.

@@ -88,6 +88,9 @@ type Agent struct {
 	identMu      sync.RWMutex
 	ctlSilent    atomic.Bool
 	foreignStops map[*runner]bool
+
+	// hold is the send loop's hold of started events (sendhold.go).
+	hold sendHold
 }
 
 // New checks cfg and returns an agent that will talk to the controller
@@ -908,8 +911,13 @@ func (a *Agent) sendLoop(ctx context.Context) {
 	flushT := time.NewTimer(ackFlushDelay)
 	flushT.Stop()
 	defer flushT.Stop()
+	// holdT ends a hold of started events (sendhold.go).
+	holdT := time.NewTimer(time.Hour)
+	holdT.Stop()
+	defer holdT.Stop()
 	for {
 		failed := false
+		var hold <-chan time.Time
 		for {
 			// Read before the events: a change of identity between the two
 			// sends new events saying the old one, which are refused and
@@ -921,8 +929,17 @@ func (a *Agent) sendLoop(ctx context.Context) {
 					a.log.Error("read outbox", "err", err)
 					failed = true
 				}
+				a.held()
 				break
 			}
+			if d := a.holdFor(evs); d > 0 {
+				// Started events only: posted with what comes next, an
+				// exit at once, or at the hold's bound.
+				holdT.Reset(d)
+				hold = holdT.C
+				break
+			}
+			a.held()
 			resp, err := a.client.EventsFor(ctx, a.cfg.Name, evs, a.runnerDeps.clock.Now(), ctl)
 			if err != nil {
 				if ctx.Err() == nil {
@@ -959,12 +976,14 @@ func (a *Agent) sendLoop(ctx context.Context) {
 			return
 		case <-a.kick:
 		case <-retry:
+		case <-hold:
 		case <-flush:
 			if err := a.ob.flushAcks(ctx); err != nil && ctx.Err() == nil {
 				a.log.Warn("delete acknowledged events from outbox; will retry", "err", err)
 			}
 		}
 		flushT.Stop()
+		holdT.Stop()
 	}
 }
 
