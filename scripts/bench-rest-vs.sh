@@ -12,7 +12,7 @@
 #   SLURM=0 scripts/bench-rest-vs.sh    # gpud only (GPUD=0: Slurm only)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
+export CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations"
 make --no-print-directory build >/dev/null || exit 1
 root=$PWD
 njobs=${N_JOBS:-10000}

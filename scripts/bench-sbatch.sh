@@ -9,7 +9,7 @@
 #   RUNS=3 N=1000 scripts/bench-sbatch.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export CGO_CFLAGS=-Wno-deprecated-declarations
+export CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations"
 make --no-print-directory build >/dev/null || exit 1
 export PATH="$PWD/bin:$PATH"
 runs=${RUNS:-5}

@@ -60,9 +60,18 @@
 #   ROUNDS=5 N_SBATCH=1000 scripts/bench-slurm-vs.sh
 #   SLURM=0 scripts/bench-slurm-vs.sh         # gpud only
 #   SLURMDBD=0 scripts/bench-slurm-vs.sh      # no Slurm sacct figure
+#   SECTIONS=5 scripts/bench-slurm-vs.sh      # only the trivial jobs (any of 1-5, space-separated)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
+export CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations"
+sections=${SECTIONS:-1 2 3 4 5}
+want() { [[ " $sections " == *" $1 "* ]]; }
+bad=()
+for n in $sections; do [[ $n == [1-5] ]] || bad+=("$n"); done
+if ((${#bad[@]})); then
+	echo "bench-slurm-vs: SECTIONS=\"$sections\": not a section: ${bad[*]}; give numbers from 1 to 5, e.g. SECTIONS=\"1 5\"" >&2
+	exit 2
+fi
 make --no-print-directory build >/dev/null || exit 1
 root=$PWD
 rounds=${ROUNDS:-3}
@@ -213,214 +222,224 @@ else
 	echo "   Slurm not measured: SLURM=0, or /usr/sbin/slurmctld, slurmd, munged or /usr/bin/sbatch missing (apt-get install slurm-wlm)"
 fi
 
-echo "== 1. sbatch --hold --wrap true in a shell loop, one submitter: $rounds rounds of $nsb"
-declare -A sb
-for r in $(seq "$rounds"); do
+if want 1; then
+	echo "== 1. sbatch --hold --wrap true in a shell loop, one submitter: $rounds rounds of $nsb"
+	declare -A sb
+	for r in $(seq "$rounds"); do
+		for i in "${!systems[@]}"; do
+			sys=${systems[i]}
+			t0=$(now)
+			for _ in $(seq "$nsb"); do "$sys/sbatch" --hold --wrap true >/dev/null || die "${names[i]}: sbatch failed"; done
+			t1=$(now)
+			sb[$i]+=" $(awk -v n="$nsb" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n/(b-a)}')"
+			empty "$sys"
+		done
+	done
+	for i in "${!systems[@]}"; do range "${names[i]}" "submissions/s" "%.0f" ${sb[$i]}; done
+
+fi
+if want 2; then
+	echo "== 2. scancel -u $me -t PD over $ncancel pending jobs, until none is pending: $rounds rounds"
+	declare -A cn
+	for r in $(seq "$rounds"); do
+		for i in "${!systems[@]}"; do
+			sys=${systems[i]}
+			fill "$sys" "$ncancel" cancelme
+			t0=$(now)
+			"$sys/scancel" -u "$me" -t PD || die "${names[i]}: scancel failed"
+			while [[ $(pending "$sys") != 0 ]]; do sleep 0.02; done
+			t1=$(now)
+			cn[$i]+=" $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b-a}')"
+		done
+	done
+	for i in "${!systems[@]}"; do range "${names[i]}" "s" "%.3f" ${cn[$i]}; done
+
+fi
+if want 3; then
+	echo "== 3. squeue over $nsqueue pending jobs (default format): $rounds rounds of 3 listings"
+	declare -A sq
 	for i in "${!systems[@]}"; do
 		sys=${systems[i]}
-		t0=$(now)
-		for _ in $(seq "$nsb"); do "$sys/sbatch" --hold --wrap true >/dev/null || die "${names[i]}: sbatch failed"; done
-		t1=$(now)
-		sb[$i]+=" $(awk -v n="$nsb" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n/(b-a)}')"
+		fill "$sys" "$nsqueue" listme
+		lines=$("$sys/squeue" -h | wc -l)
+		for r in $(seq "$rounds"); do
+			t0=$(now)
+			for _ in 1 2 3; do "$sys/squeue" >/dev/null; done
+			t1=$(now)
+			sq[$i]+=" $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b-a)/3}')"
+		done
+		echo "   ${names[i]}: $lines lines"
 		empty "$sys"
 	done
-done
-for i in "${!systems[@]}"; do range "${names[i]}" "submissions/s" "%.0f" ${sb[$i]}; done
+	for i in "${!systems[@]}"; do range "${names[i]}" "s per listing" "%.3f" ${sq[$i]}; done
 
-echo "== 2. scancel -u $me -t PD over $ncancel pending jobs, until none is pending: $rounds rounds"
-declare -A cn
-for r in $(seq "$rounds"); do
-	for i in "${!systems[@]}"; do
-		sys=${systems[i]}
-		fill "$sys" "$ncancel" cancelme
-		t0=$(now)
-		"$sys/scancel" -u "$me" -t PD || die "${names[i]}: scancel failed"
-		while [[ $(pending "$sys") != 0 ]]; do sleep 0.02; done
-		t1=$(now)
-		cn[$i]+=" $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b-a}')"
-	done
-done
-for i in "${!systems[@]}"; do range "${names[i]}" "s" "%.3f" ${cn[$i]}; done
-
-echo "== 3. squeue over $nsqueue pending jobs (default format): $rounds rounds of 3 listings"
-declare -A sq
-for i in "${!systems[@]}"; do
-	sys=${systems[i]}
-	fill "$sys" "$nsqueue" listme
-	lines=$("$sys/squeue" -h | wc -l)
-	for r in $(seq "$rounds"); do
-		t0=$(now)
-		for _ in 1 2 3; do "$sys/squeue" >/dev/null; done
-		t1=$(now)
-		sq[$i]+=" $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b-a)/3}')"
-	done
-	echo "   ${names[i]}: $lines lines"
-	empty "$sys"
-done
-for i in "${!systems[@]}"; do range "${names[i]}" "s per listing" "%.3f" ${sq[$i]}; done
-
-echo "== 4. sacct -P -a -S 2026-01-01 -o JobID,State,ExitCode,Elapsed over $nsacct ended jobs: $rounds rounds"
-acct=$tmp/gpud-acct
-mkdir -p "$acct"
-"$tmp/acctfill" -db "$acct/accounting.db" -jobs "$nsacct" -start 2026-01-02 || die "acctfill failed"
-"$root/bin/gpud" standalone --state-dir "$acct" --nodes 0 >"$tmp/gpud-acct.log" 2>&1 &
-pids+=($!)
-export GPUD_CONTROLLER="unix://$acct/gpud.sock"
-for _ in $(seq 100); do "$G/squeue" -h >/dev/null 2>&1 && break; sleep 0.1; done
-rows=$("$G/sacct" -P -n -a -S 2026-01-01 -o JobID | wc -l)
-declare -a sa=()
-for r in $(seq "$rounds"); do
-	t0=$(now)
-	"$G/sacct" -P -a -S 2026-01-01 -o JobID,State,ExitCode,Elapsed >/dev/null || die "gpud: sacct failed"
-	t1=$(now)
-	sa+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b-a}')")
-done
-range gpud "s ($rows rows)" "%.3f" "${sa[@]}"
-dbd=0
-if ((slurm)) && [[ ${SLURMDBD:-1} != 0 && -x /usr/sbin/slurmdbd && -x /usr/sbin/mariadbd && -x /usr/bin/mariadb-install-db && -x /usr/bin/mariadb ]]; then
-	dbd=1
 fi
-if ((dbd)); then
-	# MariaDB: its own datadir, socket and loopback port under $tmp.
-	db=$tmp/mariadb
-	mkdir -p "$db"
-	/usr/bin/mariadb-install-db --no-defaults --datadir="$db/data" --user=root --auth-root-authentication-method=normal \
-		--skip-test-db >"$db/install.log" 2>&1 || die "mariadb-install-db failed: $(tail -5 "$db/install.log")"
-	dbport=$((port + 2))
-	/usr/sbin/mariadbd --no-defaults --datadir="$db/data" --socket="$db/mysqld.sock" --port="$dbport" --bind-address=127.0.0.1 \
-		--user=root --pid-file="$db/mysqld.pid" --log-error="$db/mysqld.err" --innodb-buffer-pool-size=512M \
-		--max-allowed-packet=64M >"$db/mysqld.out" 2>&1 &
+if want 4; then
+	echo "== 4. sacct -P -a -S 2026-01-01 -o JobID,State,ExitCode,Elapsed over $nsacct ended jobs: $rounds rounds"
+	acct=$tmp/gpud-acct
+	mkdir -p "$acct"
+	"$tmp/acctfill" -db "$acct/accounting.db" -jobs "$nsacct" -start 2026-01-02 || die "acctfill failed"
+	"$root/bin/gpud" standalone --state-dir "$acct" --nodes 0 >"$tmp/gpud-acct.log" 2>&1 &
 	pids+=($!)
-	sql() { /usr/bin/mariadb --no-defaults -S "$db/mysqld.sock" -u root -N -B "$@"; }
-	for _ in $(seq 100); do sql -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.2; done
-	sql -e "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'bench'; GRANT ALL ON *.* TO 'slurm'@'127.0.0.1'" ||
-		die "mariadbd did not start: $(tail -5 "$db/mysqld.err")"
-	dbdport=$((port + 3))
-	cat >"$sd/slurmdbd.conf" <<-EOF
-		AuthType=auth/munge
-		AuthInfo=socket=$sd/munge/munge.sock
-		DbdHost=localhost
-		DbdPort=$dbdport
-		SlurmUser=root
-		LogFile=$sd/log/slurmdbd.log
-		PidFile=$sd/slurmdbd.pid
-		DebugLevel=error
-		StorageType=accounting_storage/mysql
-		StorageHost=127.0.0.1
-		StoragePort=$dbport
-		StorageUser=slurm
-		StoragePass=bench
-		StorageLoc=slurm_acct_db
-	EOF
-	chmod 600 "$sd/slurmdbd.conf" # slurmdbd reads it from $SLURM_CONF's directory
-	/usr/sbin/slurmdbd -D >"$sd/log/slurmdbd.out" 2>&1 &
-	pids+=($!)
-	# slurmctld and slurmd again, now recording to slurmdbd (the munge
-	# socket for slurmdbd connections is AccountingStoragePass).
-	kill -TERM "$ctld" "$slurmd"
-	wait "$ctld" "$slurmd" 2>/dev/null
-	sed -i -e 's|^AccountingStorageType=.*|AccountingStorageType=accounting_storage/slurmdbd|' "$SLURM_CONF"
-	printf '%s\n' AccountingStorageHost=localhost "AccountingStoragePort=$dbdport" "AccountingStoragePass=$sd/munge/munge.sock" >>"$SLURM_CONF"
-	for _ in $(seq 100); do $S/sacctmgr -n list cluster >/dev/null 2>&1 && break; sleep 0.2; done
-	$S/sacctmgr -i add cluster bench >/dev/null || die "slurmdbd: sacctmgr add cluster failed: $(tail -5 "$sd/log/slurmdbd.log" "$sd/log/slurmdbd.out")"
-	start_slurm
-	# One real job to its end: its row is the template of the others. A
-	# job slurmctld runs before it has registered with slurmdbd, or whose
-	# start record is still queued, has a placeholder row (name
-	# "allocation", no eligible time): wait for the real one.
-	for _ in $(seq 150); do [[ -n $($S/sacctmgr -n -P list cluster bench format=ControlHost 2>/dev/null) ]] && break; sleep 0.2; done
-	tid=$($S/sbatch --parsable -J acct-template --wrap true) || die "slurm: template job submit failed"
-	row() { sql slurm_acct_db -e "SELECT COUNT(*) FROM bench_job_table WHERE id_job = $tid AND job_name = 'acct-template' AND time_eligible > 0 AND time_end > 0"; }
-	for _ in $(seq 300); do [[ $(row) == 1 ]] && break; sleep 0.2; done
-	[[ $(row) == 1 ]] || die "slurm: template job $tid has no complete row in slurmdbd: $(sql slurm_acct_db -e "SELECT * FROM bench_job_table WHERE id_job = $tid")"
-	names=$(sql slurm_acct_db -e "SELECT column_name FROM information_schema.columns
-		WHERE table_schema = 'slurm_acct_db' AND table_name = 'bench_job_table' AND column_name <> 'job_db_inx' ORDER BY ordinal_position")
-	cols=$(awk '{printf "%s`%s`", (NR > 1 ? "," : ""), $1}' <<<"$names") # partition is a reserved word
-	exprs=$(awk '{
-		e = "t.`" $1 "`"
-		if ($1 == "id_job") e = "1000000 + s.seq"
-		else if ($1 == "time_submit" || $1 == "time_eligible") e = "@base + 30 * s.seq"
-		else if ($1 == "time_start") e = "@base + 30 * s.seq + 1"
-		else if ($1 == "time_end" || $1 == "mod_time") e = "@base + 30 * s.seq + 1 + (t.time_end - t.time_start)"
-		printf "%s%s", (NR > 1 ? "," : ""), e }' <<<"$names")
-	t0=$(now)
-	sql slurm_acct_db -e "SET @base = UNIX_TIMESTAMP('2026-01-02 00:00:00');
-		INSERT INTO bench_job_table ($cols) SELECT $exprs FROM bench_job_table t JOIN seq_1_to_$((nsacct - 1)) s
-		WHERE t.id_job = $tid" || die "slurm: cloning the template job failed"
-	t1=$(now)
-	srows=$($S/sacct -P -n -a -S 2026-01-01 -o JobID | wc -l)
-	echo "   slurm  job $tid (acct-template, run to its end) and $((nsacct - 1)) clones of its row put into slurmdbd's bench_job_table by SQL in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b-a}') s"
-	declare -a ss=()
+	export GPUD_CONTROLLER="unix://$acct/gpud.sock"
+	for _ in $(seq 100); do "$G/squeue" -h >/dev/null 2>&1 && break; sleep 0.1; done
+	rows=$("$G/sacct" -P -n -a -S 2026-01-01 -o JobID | wc -l)
+	declare -a sa=()
 	for r in $(seq "$rounds"); do
 		t0=$(now)
-		$S/sacct -P -a -S 2026-01-01 -o JobID,State,ExitCode,Elapsed >/dev/null || die "slurm: sacct failed"
+		"$G/sacct" -P -a -S 2026-01-01 -o JobID,State,ExitCode,Elapsed >/dev/null || die "gpud: sacct failed"
 		t1=$(now)
-		ss+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b-a}')")
+		sa+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b-a}')")
 	done
-	range slurm "s ($srows rows; slurmdbd + MariaDB $(sql -e 'SELECT VERSION()'))" "%.3f" "${ss[@]}"
-elif ((slurm)); then
-	echo "   slurm  not measured: Slurm 22.05's sacct reads slurmdbd only, which needs MySQL/MariaDB: SLURMDBD=0, or slurmdbd or mariadb-server not installed (apt-get install slurmdbd mariadb-server)"
-fi
-echo "== 5. trivial jobs end to end, $ntriv submitted at once, until all ended: $rounds rounds"
-if ((slurm)); then
-	declare -a tv=()
-	for r in $(seq "$rounds"); do
+	range gpud "s ($rows rows)" "%.3f" "${sa[@]}"
+	dbd=0
+	if ((slurm)) && [[ ${SLURMDBD:-1} != 0 && -x /usr/sbin/slurmdbd && -x /usr/sbin/mariadbd && -x /usr/bin/mariadb-install-db && -x /usr/bin/mariadb ]]; then
+		dbd=1
+	fi
+	if ((dbd)); then
+		# MariaDB: its own datadir, socket and loopback port under $tmp.
+		db=$tmp/mariadb
+		mkdir -p "$db"
+		/usr/bin/mariadb-install-db --no-defaults --datadir="$db/data" --user=root --auth-root-authentication-method=normal \
+			--skip-test-db >"$db/install.log" 2>&1 || die "mariadb-install-db failed: $(tail -5 "$db/install.log")"
+		dbport=$((port + 2))
+		/usr/sbin/mariadbd --no-defaults --datadir="$db/data" --socket="$db/mysqld.sock" --port="$dbport" --bind-address=127.0.0.1 \
+			--user=root --pid-file="$db/mysqld.pid" --log-error="$db/mysqld.err" --innodb-buffer-pool-size=512M \
+			--max-allowed-packet=64M >"$db/mysqld.out" 2>&1 &
+		pids+=($!)
+		sql() { /usr/bin/mariadb --no-defaults -S "$db/mysqld.sock" -u root -N -B "$@"; }
+		for _ in $(seq 100); do sql -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.2; done
+		sql -e "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'bench'; GRANT ALL ON *.* TO 'slurm'@'127.0.0.1'" ||
+			die "mariadbd did not start: $(tail -5 "$db/mysqld.err")"
+		dbdport=$((port + 3))
+		cat >"$sd/slurmdbd.conf" <<-EOF
+			AuthType=auth/munge
+			AuthInfo=socket=$sd/munge/munge.sock
+			DbdHost=localhost
+			DbdPort=$dbdport
+			SlurmUser=root
+			LogFile=$sd/log/slurmdbd.log
+			PidFile=$sd/slurmdbd.pid
+			DebugLevel=error
+			StorageType=accounting_storage/mysql
+			StorageHost=127.0.0.1
+			StoragePort=$dbport
+			StorageUser=slurm
+			StoragePass=bench
+			StorageLoc=slurm_acct_db
+		EOF
+		chmod 600 "$sd/slurmdbd.conf" # slurmdbd reads it from $SLURM_CONF's directory
+		/usr/sbin/slurmdbd -D >"$sd/log/slurmdbd.out" 2>&1 &
+		pids+=($!)
+		# slurmctld and slurmd again, now recording to slurmdbd (the munge
+		# socket for slurmdbd connections is AccountingStoragePass).
+		kill -TERM "$ctld" "$slurmd"
+		wait "$ctld" "$slurmd" 2>/dev/null
+		sed -i -e 's|^AccountingStorageType=.*|AccountingStorageType=accounting_storage/slurmdbd|' "$SLURM_CONF"
+		printf '%s\n' AccountingStorageHost=localhost "AccountingStoragePort=$dbdport" "AccountingStoragePass=$sd/munge/munge.sock" >>"$SLURM_CONF"
+		for _ in $(seq 100); do $S/sacctmgr -n list cluster >/dev/null 2>&1 && break; sleep 0.2; done
+		$S/sacctmgr -i add cluster bench >/dev/null || die "slurmdbd: sacctmgr add cluster failed: $(tail -5 "$sd/log/slurmdbd.log" "$sd/log/slurmdbd.out")"
+		start_slurm
+		# One real job to its end: its row is the template of the others. A
+		# job slurmctld runs before it has registered with slurmdbd, or whose
+		# start record is still queued, has a placeholder row (name
+		# "allocation", no eligible time): wait for the real one.
+		for _ in $(seq 150); do [[ -n $($S/sacctmgr -n -P list cluster bench format=ControlHost 2>/dev/null) ]] && break; sleep 0.2; done
+		tid=$($S/sbatch --parsable -J acct-template --wrap true) || die "slurm: template job submit failed"
+		row() { sql slurm_acct_db -e "SELECT COUNT(*) FROM bench_job_table WHERE id_job = $tid AND job_name = 'acct-template' AND time_eligible > 0 AND time_end > 0"; }
+		for _ in $(seq 300); do [[ $(row) == 1 ]] && break; sleep 0.2; done
+		[[ $(row) == 1 ]] || die "slurm: template job $tid has no complete row in slurmdbd: $(sql slurm_acct_db -e "SELECT * FROM bench_job_table WHERE id_job = $tid")"
+		names=$(sql slurm_acct_db -e "SELECT column_name FROM information_schema.columns
+			WHERE table_schema = 'slurm_acct_db' AND table_name = 'bench_job_table' AND column_name <> 'job_db_inx' ORDER BY ordinal_position")
+		cols=$(awk '{printf "%s`%s`", (NR > 1 ? "," : ""), $1}' <<<"$names") # partition is a reserved word
+		exprs=$(awk '{
+			e = "t.`" $1 "`"
+			if ($1 == "id_job") e = "1000000 + s.seq"
+			else if ($1 == "time_submit" || $1 == "time_eligible") e = "@base + 30 * s.seq"
+			else if ($1 == "time_start") e = "@base + 30 * s.seq + 1"
+			else if ($1 == "time_end" || $1 == "mod_time") e = "@base + 30 * s.seq + 1 + (t.time_end - t.time_start)"
+			printf "%s%s", (NR > 1 ? "," : ""), e }' <<<"$names")
 		t0=$(now)
-		for _ in $(seq "$ntriv"); do $S/sbatch --wrap true -o /dev/null >/dev/null || die "slurm: sbatch failed"; done
-		while [[ -n $($S/squeue -h -u "$me" -t PD,R,CG -o %i) ]]; do sleep 0.05; done
+		sql slurm_acct_db -e "SET @base = UNIX_TIMESTAMP('2026-01-02 00:00:00');
+			INSERT INTO bench_job_table ($cols) SELECT $exprs FROM bench_job_table t JOIN seq_1_to_$((nsacct - 1)) s
+			WHERE t.id_job = $tid" || die "slurm: cloning the template job failed"
 		t1=$(now)
-		tv+=("$(awk -v n="$ntriv" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", n/(b-a)}')")
+		srows=$($S/sacct -P -n -a -S 2026-01-01 -o JobID | wc -l)
+		echo "   slurm  job $tid (acct-template, run to its end) and $((nsacct - 1)) clones of its row put into slurmdbd's bench_job_table by SQL in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b-a}') s"
+		declare -a ss=()
+		for r in $(seq "$rounds"); do
+			t0=$(now)
+			$S/sacct -P -a -S 2026-01-01 -o JobID,State,ExitCode,Elapsed >/dev/null || die "slurm: sacct failed"
+			t1=$(now)
+			ss+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b-a}')")
+		done
+		range slurm "s ($srows rows; slurmdbd + MariaDB $(sql -e 'SELECT VERSION()'))" "%.3f" "${ss[@]}"
+	elif ((slurm)); then
+		echo "   slurm  not measured: Slurm 22.05's sacct reads slurmdbd only, which needs MySQL/MariaDB: SLURMDBD=0, or slurmdbd or mariadb-server not installed (apt-get install slurmdbd mariadb-server)"
+	fi
+fi
+if want 5; then
+	echo "== 5. trivial jobs end to end, $ntriv submitted at once, until all ended: $rounds rounds"
+	if ((slurm)); then
+		declare -a tv=()
+		for r in $(seq "$rounds"); do
+			t0=$(now)
+			for _ in $(seq "$ntriv"); do $S/sbatch --wrap true -o /dev/null >/dev/null || die "slurm: sbatch failed"; done
+			while [[ -n $($S/squeue -h -u "$me" -t PD,R,CG -o %i) ]]; do sleep 0.05; done
+			t1=$(now)
+			tv+=("$(awk -v n="$ntriv" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", n/(b-a)}')")
+		done
+		range slurm "jobs/s (its one node, CPUs=$scpus; sbatch in a loop, then until squeue lists none)" "%.1f" "${tv[@]}"
+	fi
+	echo "   gpud (2 nodes, jobs over the API; %prepared: started in a prepared container) and bare containerd (8 at a time), same run:"
+	crunbin=${GPUD_TEST_CRUN:-$(command -v crun)}
+	if [[ -n $crunbin ]]; then
+		echo "   crun rows: $crunbin, $("$crunbin" --version 2>&1 | head -1) (crun before 1.22 runs no host-root job: TrivialJobThroughputCrun needs GPUD_TEST_CRUN naming a newer one)"
+	else
+		echo "   crun rows: skipped, no crun (apt-get install crun, or GPUD_TEST_CRUN)"
+	fi
+	sec5=$tmp/section5
+	: >"$sec5"
+	for r in $(seq "$rounds"); do
+		echo "   round $r, load average $(cut -d' ' -f1 /proc/loadavg)"
+		(cd "$root" && go test -run '^$' -bench 'BareContainerd' -benchtime "${ntriv}x" ./runtime/containerd/ 2>&1 | grep -E '^(Benchmark|FAIL)' | sed 's/^/   /') | tee -a "$sec5"
+		(cd "$root" && go test -run '^$' -bench 'TrivialJobThroughput' -benchtime "${ntriv}x" -timeout 20m ./gpud/e2e/clients/ 2>&1 | grep -E '^(Benchmark|FAIL)' | sed 's/^/   /') | tee -a "$sec5"
 	done
-	range slurm "jobs/s (its one node, CPUs=$scpus; sbatch in a loop, then until squeue lists none)" "%.1f" "${tv[@]}"
-fi
-echo "   gpud (2 nodes, jobs over the API; %prepared: started in a prepared container) and bare containerd (8 at a time), same run:"
-crunbin=${GPUD_TEST_CRUN:-$(command -v crun)}
-if [[ -n $crunbin ]]; then
-	echo "   crun rows: $crunbin, $("$crunbin" --version 2>&1 | head -1) (crun before 1.22 runs no host-root job: TrivialJobThroughputCrun needs GPUD_TEST_CRUN naming a newer one)"
-else
-	echo "   crun rows: skipped, no crun (apt-get install crun, or GPUD_TEST_CRUN)"
-fi
-sec5=$tmp/section5
-: >"$sec5"
-for r in $(seq "$rounds"); do
-	echo "   round $r, load average $(cut -d' ' -f1 /proc/loadavg)"
-	(cd "$root" && go test -run '^$' -bench 'BareContainerd' -benchtime "${ntriv}x" ./runtime/containerd/ 2>&1 | grep -E '^(Benchmark|FAIL)' | sed 's/^/   /') | tee -a "$sec5"
-	(cd "$root" && go test -run '^$' -bench 'TrivialJobThroughput' -benchtime "${ntriv}x" -timeout 20m ./gpud/e2e/clients/ 2>&1 | grep -E '^(Benchmark|FAIL)' | sed 's/^/   /') | tee -a "$sec5"
-done
-# The summary: each row's rate over the rounds, min-max (median), and its
-# median against Slurm's median round (x Slurm).
-smed=0
-if ((slurm)); then smed=$(printf '%s\n' "${tv[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'); fi
-echo "   summary over $rounds rounds (rate min-max, median; cpu-ms per job or container min-max; the median's multiple of Slurm's median $smed jobs/s):"
-awk -v smed="$smed" 'function add(name, rate, unit, cpu) {
-		if (!(name in n)) order[++names] = name
-		r[name, ++n[name]] = rate; u[name] = unit; c[name] = c[name] " " cpu
-	}
-	$1 ~ /^Benchmark/ {
-		name = $1; sub(/^Benchmark/, "", name); sub(/-[0-9]+$/, "", name)
-		rate = ""; cpu = ""; del = ""
-		for (i = 3; i < NF; i++) {
-			if ($(i+1) == "jobs/s" || $(i+1) == "containers/s") { rate = $i; unit = $(i+1) }
-			if ($(i+1) == "jobs-deleted/s") del = $i
-			if ($(i+1) == "cpu-ms/job" || $(i+1) == "cpu-ms/container") cpu = $i
+	# The summary: each row's rate over the rounds, min-max (median), and its
+	# median against Slurm's median round (x Slurm).
+	smed=0
+	if ((slurm)); then smed=$(printf '%s\n' "${tv[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'); fi
+	echo "   summary over $rounds rounds (rate min-max, median; cpu-ms per job or container min-max; the median's multiple of Slurm's median $smed jobs/s):"
+	awk -v smed="$smed" 'function add(name, rate, unit, cpu) {
+			if (!(name in n)) order[++names] = name
+			r[name, ++n[name]] = rate; u[name] = unit; c[name] = c[name] " " cpu
 		}
-		if (rate == "") next
-		add(name, rate, unit, cpu)
-		# gpud until the containers of its jobs are deleted too, as bare
-		# containerd deletes each in its loop (jobs-deleted/s).
-		if (del != "") add(name "/deleted", del, "jobs/s", cpu)
-	}
-	END {
-		for (k = 1; k <= names; k++) {
-			name = order[k]; m = n[name]
-			for (i = 1; i <= m; i++) v[i] = r[name, i]
-			for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-			med = v[int((m + 1) / 2)]
-			split(c[name], cs, " "); lo = ""; hi = ""
-			for (i in cs) if (cs[i] != "") { if (lo == "" || cs[i] + 0 < lo) lo = cs[i] + 0; if (hi == "" || cs[i] + 0 > hi) hi = cs[i] + 0 }
-			x = (smed > 0) ? sprintf("%.2fx Slurm", med / smed) : ""
-			cms = (lo == "") ? "cpu-ms not measured" : sprintf("cpu-ms %5.1f-%-5.1f", lo, hi)
-			printf "   %-58s %6.1f-%-6.1f %-13s (median %5.1f) %-19s %s\n", name, v[1], v[m], u[name], med, cms, x
+		$1 ~ /^Benchmark/ {
+			name = $1; sub(/^Benchmark/, "", name); sub(/-[0-9]+$/, "", name)
+			rate = ""; cpu = ""; del = ""
+			for (i = 3; i < NF; i++) {
+				if ($(i+1) == "jobs/s" || $(i+1) == "containers/s") { rate = $i; unit = $(i+1) }
+				if ($(i+1) == "jobs-deleted/s") del = $i
+				if ($(i+1) == "cpu-ms/job" || $(i+1) == "cpu-ms/container") cpu = $i
+			}
+			if (rate == "") next
+			add(name, rate, unit, cpu)
+			# gpud until the containers of its jobs are deleted too, as bare
+			# containerd deletes each in its loop (jobs-deleted/s).
+			if (del != "") add(name "/deleted", del, "jobs/s", cpu)
 		}
-	}' "$sec5"
+		END {
+			for (k = 1; k <= names; k++) {
+				name = order[k]; m = n[name]
+				for (i = 1; i <= m; i++) v[i] = r[name, i]
+				for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+				med = v[int((m + 1) / 2)]
+				split(c[name], cs, " "); lo = ""; hi = ""
+				for (i in cs) if (cs[i] != "") { if (lo == "" || cs[i] + 0 < lo) lo = cs[i] + 0; if (hi == "" || cs[i] + 0 > hi) hi = cs[i] + 0 }
+				x = (smed > 0) ? sprintf("%.2fx Slurm", med / smed) : ""
+				cms = (lo == "") ? "cpu-ms not measured" : sprintf("cpu-ms %5.1f-%-5.1f", lo, hi)
+				printf "   %-58s %6.1f-%-6.1f %-13s (median %5.1f) %-19s %s\n", name, v[1], v[m], u[name], med, cms, x
+			}
+		}' "$sec5"
+fi
 echo "   load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"

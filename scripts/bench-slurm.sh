@@ -8,7 +8,7 @@
 # (make bench-slurm).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export CGO_CFLAGS=-Wno-deprecated-declarations
+export CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations"
 make --no-print-directory build >/dev/null
 export PATH="$PWD/bin:$PATH"
 

@@ -6,7 +6,7 @@
 #  4. end-to-end trivial-job throughput beside bare containerd
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export CGO_CFLAGS=-Wno-deprecated-declarations
+export CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations"
 make --no-print-directory build >/dev/null
 
 echo "== 1. API submissions, 8 concurrent clients (gpud/server BenchmarkSubmitParallel8)"

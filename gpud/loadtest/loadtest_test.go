@@ -39,7 +39,7 @@ func gpudBinary(t *testing.T) string {
 		builtDir = dir
 		bin := filepath.Join(dir, "gpud")
 		cmd := exec.Command("go", "build", "-o", bin, "github.com/gpud/gpud/gpud")
-		cmd.Env = append(os.Environ(), "CGO_CFLAGS=-Wno-deprecated-declarations")
+		cmd.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("build gpud: %v\n%s", err, out)
 			return

@@ -44,6 +44,9 @@ type Agent struct {
 	// skewWarned: the log said once that this node's clock differs
 	// from the controller's (localStarts).
 	skewWarned atomic.Bool
+	// starts are the allocations' starts on this node's clock
+	// (localStarts; the assignments loop's goroutine alone).
+	starts localStartsState
 	// health is nil unless WithHealth was given.
 	health *healthWatcher
 
@@ -85,6 +88,9 @@ type Agent struct {
 	identMu      sync.RWMutex
 	ctlSilent    atomic.Bool
 	foreignStops map[*runner]bool
+
+	// hold is the send loop's hold of started events (sendhold.go).
+	hold sendHold
 }
 
 // New checks cfg and returns an agent that will talk to the controller
@@ -516,7 +522,9 @@ func (a *Agent) assignmentsLoop(ctx context.Context) {
 		if a.pollCancel(cancel) {
 			after = 0 // asked to poll again: an answer at once
 		}
-		req := api.AssignmentsRequest{After: after, Wait: a.cfg.PollWait, Revocations: a.rev.Version()}
+		// Borrow: answered reads the stream's set in place (no copy of
+		// it per line) and keeps nothing of it.
+		req := api.AssignmentsRequest{After: after, Wait: a.cfg.PollWait, Revocations: a.rev.Version(), Borrow: true}
 		var answers int
 		var foreign bool
 		take := func(resp *api.AssignmentsResponse) error {
@@ -582,11 +590,13 @@ var (
 )
 
 // answered takes one assignments answer to a request sent at sent, when
-// the last answered heartbeat had been sent at hb.
+// the last answered heartbeat had been sent at hb. It changes nothing in
+// resp's assignments and keeps no pointer into them (a watch stream's
+// are borrowed: AssignmentsRequest.Borrow); what it keeps is copied.
 func (a *Agent) answered(ctx context.Context, sent, hb time.Time, resp *api.AssignmentsResponse) {
 	a.learnRevocations(sent, resp.Revocations)
 	a.learnTicketKey(resp.StepTicketKey)
-	a.localStarts(resp)
+	starts := a.localStarts(resp)
 	// Only a successful answer reaches reconcile, so nothing is
 	// stopped or fenced before the agent knows what the controller
 	// wants.
@@ -595,12 +605,12 @@ func (a *Agent) answered(ctx context.Context, sent, hb time.Time, resp *api.Assi
 	// was out of touch; done before reconcile, so a stop that asks
 	// for a checkpoint first gets one.
 	listed := make(map[string]bool, len(resp.Assignments))
-	for _, asg := range resp.Assignments {
-		listed[asg.Alloc.ID] = true
+	for i := range resp.Assignments { // by index: a copy of each is ~1.6 KB
+		listed[resp.Assignments[i].Alloc.ID] = true
 	}
 	a.confirmAssigned(sent, listed)
 	a.identMu.RLock()
-	a.reconcile(ctx, hb, a.opts.net.Now(), resp.Assignments)
+	a.reconcile(ctx, hb, a.opts.net.Now(), resp.Assignments, starts)
 	a.identMu.RUnlock()
 }
 
@@ -610,25 +620,75 @@ func (a *Agent) answered(ctx context.Context, sent, hb time.Time, resp *api.Assi
 // started before it answered. A node whose clock is an hour ahead of the
 // controller's would otherwise time every job out at once, and one an
 // hour behind give every job an hour more (a clock step of either does
-// the same).
-func (a *Agent) localStarts(resp *api.AssignmentsResponse) {
-	if resp.Now.IsZero() {
-		return // a controller that does not say: taken as they are
-	}
-	got := a.runnerDeps.clock.Now()
-	if skew := resp.Now.Sub(got).Abs(); skew > time.Second && a.skewWarned.CompareAndSwap(false, true) {
-		a.log.Warn("this node's clock differs from the controller's; job time limits are measured from each job's start as the controller saw it, on this node's clock", "controller_ahead_by", resp.Now.Sub(got).Round(time.Millisecond))
+// the same). It returns them in the answer's order (zero: none; as
+// stamped when the controller does not say its clock), in a slice valid
+// until the next answer.
+//
+// An allocation keeps the start it was first given here while the
+// controller stamps the same start (the controller measures a run on its
+// monotonic clock and a watch stream keeps the start it sent: most
+// lines repeat it): translated again at each answer it moved by the
+// answers' delays, and each runner's deadline timer was armed again at
+// every line. A stamp that moves (a step of the controller's clock, a
+// new stream's first line, another member's answer) is translated anew.
+// The translation keeps this node's monotonic reading, so keeping it
+// outlives a step of this node's clock as translating again did.
+func (a *Agent) localStarts(resp *api.AssignmentsResponse) []time.Time {
+	out := a.starts.buf[:0]
+	a.starts.mark = !a.starts.mark
+	var got time.Time
+	if !resp.Now.IsZero() {
+		got = a.runnerDeps.clock.Now()
+		if skew := resp.Now.Sub(got).Abs(); skew > time.Second && a.skewWarned.CompareAndSwap(false, true) {
+			a.log.Warn("this node's clock differs from the controller's; job time limits are measured from each job's start as the controller saw it, on this node's clock", "controller_ahead_by", resp.Now.Sub(got).Round(time.Millisecond))
+		}
 	}
 	for i := range resp.Assignments {
 		al := &resp.Assignments[i].Alloc
-		if !al.StartTime.IsZero() {
-			// Not spec.NewTime: the start keeps got's monotonic reading,
-			// so a deadline taken from it and armed later (a gang
-			// start's wait, an image pull) is not moved by a step of
-			// this node's clock in between.
-			al.StartTime = spec.Time{Time: got.Add(-resp.Now.Sub(al.StartTime.Time))}
+		start := al.StartTime.Time
+		if !start.IsZero() && !got.IsZero() {
+			k := a.starts.kept[al.ID]
+			if k == nil {
+				if a.starts.kept == nil {
+					a.starts.kept = map[string]*keptStart{}
+				}
+				k = &keptStart{}
+				a.starts.kept[al.ID] = k
+			}
+			if k.local.IsZero() || !k.stamped.Equal(start) {
+				// Not spec.NewTime: the start keeps got's monotonic
+				// reading, so a deadline taken from it and armed later (a
+				// gang start's wait, an image pull) is not moved by a step
+				// of this node's clock in between.
+				k.stamped, k.local = start, got.Add(-resp.Now.Sub(start))
+			}
+			k.mark = a.starts.mark
+			start = k.local
+		}
+		out = append(out, start)
+	}
+	for id, k := range a.starts.kept {
+		if k.mark != a.starts.mark {
+			delete(a.starts.kept, id) // no longer listed (or stamped)
 		}
 	}
+	a.starts.buf = out
+	return out
+}
+
+// localStartsState is what localStarts keeps between answers (the
+// assignments loop's goroutine alone uses it).
+type localStartsState struct {
+	kept map[string]*keptStart // by allocation ID
+	mark bool                  // flips at each answer: what it did not list goes
+	buf  []time.Time
+}
+
+// keptStart is an allocation's start as the controller stamped it and as
+// translated to this node's clock when that stamp first came.
+type keptStart struct {
+	stamped, local time.Time
+	mark           bool
 }
 
 // pollCancel sets the cancel function of the assignments poll in flight
@@ -658,8 +718,10 @@ func (a *Agent) repoll() {
 
 // reconcile moves the node towards the controller's desired set, as
 // answered at received to a poll sent when the last answered heartbeat
-// had been sent at hb (mayFence).
-func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []api.Assignment) {
+// had been sent at hb (mayFence); starts are the allocations' starts on
+// this node's clock (localStarts), in asgs' order. asgs are read in
+// place (~1.6 KB each, every line): what a runner keeps is a copy.
+func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []api.Assignment, starts []time.Time) {
 	want := make(map[string]bool, len(asgs))
 	owners := make(map[string]RunningJob, len(asgs))
 	defer func() {
@@ -668,7 +730,7 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 		a.mu.Unlock()
 	}()
 	for i := range asgs {
-		asg := asgs[i]
+		asg, start := &asgs[i], starts[i]
 		id := asg.Alloc.ID
 		self, ok := nodeAllocOf(&asg.Alloc, a.cfg.Name)
 		if id == "" || !ok {
@@ -677,7 +739,7 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 		}
 		want[id] = true
 		owners[id] = RunningJob{JobID: asg.Job.ID, AllocID: id, User: asg.Job.User, Account: asg.Job.Account, GPUs: self.GPUs,
-			Attempt: asg.Alloc.Attempt, Start: asg.Alloc.StartTime.Time, GPUFraction: self.GPUFraction}
+			Attempt: asg.Alloc.Attempt, Start: start, GPUFraction: self.GPUFraction}
 		a.mu.Lock()
 		r := a.runners[id]
 		a.mu.Unlock()
@@ -688,8 +750,8 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 			continue
 		}
 		if r != nil {
-			r.learn(asg, self)
-			r.suspendTo(ctx, &asg) // runnersuspend.go
+			r.learn(asg, start, self)
+			r.suspendTo(ctx, asg, start) // runnersuspend.go
 			if asg.Stop {
 				r.stopAfter(stopState(asg), asg.StopReason, asg.Checkpoint)
 			} else {
@@ -700,7 +762,7 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 					r.steps.Signals(ctx, asg.Job.StepSignals)
 				}
 				if len(asg.Job.Notices) > 0 {
-					r.notify(ctx, &asg, self) // runnernotify.go
+					r.notify(ctx, asg, self) // runnernotify.go
 				}
 			}
 			continue
@@ -755,7 +817,7 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 		if sub != 0 && rec.SubmitNS == 0 {
 			a.ob.fingerprint(id, sub)
 		}
-		a.startRunner(ctx, newRunner(&a.runnerDeps, &asg, self, rec))
+		a.startRunner(ctx, newRunner(&a.runnerDeps, localAssignment(asg, start), self, rec))
 	}
 	// Fence: a container whose allocation the controller no longer lists
 	// belongs to a job that was requeued or ended elsewhere, once the
@@ -787,7 +849,7 @@ func (a *Agent) reconcile(ctx context.Context, hb, received time.Time, asgs []ap
 	}
 }
 
-func stopState(asg api.Assignment) spec.JobState {
+func stopState(asg *api.Assignment) spec.JobState {
 	if asg.StopState == "" {
 		return spec.StateCancelled
 	}
@@ -849,8 +911,13 @@ func (a *Agent) sendLoop(ctx context.Context) {
 	flushT := time.NewTimer(ackFlushDelay)
 	flushT.Stop()
 	defer flushT.Stop()
+	// holdT ends a hold of started events (sendhold.go).
+	holdT := time.NewTimer(time.Hour)
+	holdT.Stop()
+	defer holdT.Stop()
 	for {
 		failed := false
+		var hold <-chan time.Time
 		for {
 			// Read before the events: a change of identity between the two
 			// sends new events saying the old one, which are refused and
@@ -862,8 +929,17 @@ func (a *Agent) sendLoop(ctx context.Context) {
 					a.log.Error("read outbox", "err", err)
 					failed = true
 				}
+				a.held()
 				break
 			}
+			if d := a.holdFor(evs); d > 0 {
+				// Started events only: posted with what comes next, an
+				// exit at once, or at the hold's bound.
+				holdT.Reset(d)
+				hold = holdT.C
+				break
+			}
+			a.held()
 			resp, err := a.client.EventsFor(ctx, a.cfg.Name, evs, a.runnerDeps.clock.Now(), ctl)
 			if err != nil {
 				if ctx.Err() == nil {
@@ -900,12 +976,14 @@ func (a *Agent) sendLoop(ctx context.Context) {
 			return
 		case <-a.kick:
 		case <-retry:
+		case <-hold:
 		case <-flush:
 			if err := a.ob.flushAcks(ctx); err != nil && ctx.Err() == nil {
 				a.log.Warn("delete acknowledged events from outbox; will retry", "err", err)
 			}
 		}
 		flushT.Stop()
+		holdT.Stop()
 	}
 }
 

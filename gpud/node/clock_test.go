@@ -32,8 +32,7 @@ func TestLocalStartsOutliveAStep(t *testing.T) {
 	a := &Agent{runnerDeps: runnerDeps{clock: c, log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	ctl := time.Now().Add(time.Hour).Round(0) // the controller's clock, an hour ahead
 	resp := api.AssignmentsResponse{Now: ctl, Assignments: []api.Assignment{{Alloc: spec.Alloc{StartTime: spec.NewTime(ctl.Add(-time.Minute))}}}}
-	a.localStarts(&resp)
-	deadline := resp.Assignments[0].Alloc.StartTime.Add(30 * time.Minute)
+	deadline := a.localStarts(&resp)[0].Add(30 * time.Minute)
 	c.off.Store(0) // the node's clock stepped an hour forward
 	if left := deadline.Sub(c.Now()); left < 29*time.Minute-5*time.Second || left > 29*time.Minute {
 		t.Errorf("after the step, %s left of a 30-minute limit a minute in; want about 29m", left)

@@ -251,6 +251,9 @@ type options struct {
 	// net is the clock of the agent's contact with the controller (the
 	// self-fence, fence.go); real time unless a test injects one.
 	net Clock
+	// startedHold bounds the send loop's hold of started events
+	// (sendhold.go); 0: defaultStartedHold, negative: no hold (tests).
+	startedHold time.Duration
 }
 
 // WithMemoryOutbox keeps the outbox in the agent's memory (outbox_mem.go)
@@ -320,6 +323,9 @@ func (o *options) fill() {
 	}
 	if o.backoffMax < o.backoffMin {
 		o.backoffMax = max(30*time.Second, o.backoffMin)
+	}
+	if o.startedHold == 0 {
+		o.startedHold = defaultStartedHold
 	}
 }
 

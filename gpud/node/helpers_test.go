@@ -138,6 +138,8 @@ type fakeController struct {
 	// from 1.
 	watch   func(w http.ResponseWriter, r *http.Request, n int)
 	watches int
+	// posts is each accepted events post's events, as sent (sendhold_test.go).
+	posts [][]api.AllocEvent
 }
 
 const (
@@ -325,6 +327,7 @@ func (fc *fakeController) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
+	fc.posts = append(fc.posts, req.Events)
 	var acked uint64
 	for _, ev := range req.Events {
 		if !fc.seen[ev.Seq] {
@@ -402,6 +405,13 @@ func (fc *fakeController) Events() []api.AllocEvent {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	return append([]api.AllocEvent(nil), fc.events...)
+}
+
+// Posts returns the events of each accepted events post, in order.
+func (fc *fakeController) Posts() [][]api.AllocEvent {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return slices.Clone(fc.posts)
 }
 
 func (fc *fakeController) Calls(ep string) int {

@@ -80,6 +80,11 @@ type runner struct {
 	// carries the time limit's changes to the runner goroutine.
 	frozen bool
 	timing chan runTiming
+	// sentTiming is the timing last sent on timing (timingSent: one
+	// was, or the runner's own was taken for it); reconcile's goroutine
+	// alone uses them (suspendTo).
+	sentTiming runTiming
+	timingSent bool
 
 	// learnC (adopted runners only) carries the job's assignment, which
 	// container labels do not hold, from the first assignments answer
@@ -119,11 +124,20 @@ type learned struct {
 
 // learn hands an adopted runner its assignment; only the first call
 // counts, and runners that started the job themselves ignore it.
-func (r *runner) learn(asg api.Assignment, self spec.NodeAlloc) {
+func (r *runner) learn(asg *api.Assignment, start time.Time, self spec.NodeAlloc) {
 	if r.learnC == nil {
-		return
+		return // asg is the answer's, read only until reconcile returns
 	}
-	r.learnOnce.Do(func() { r.learnC <- learned{asg: &asg, self: self} })
+	r.learnOnce.Do(func() { r.learnC <- learned{asg: localAssignment(asg, start), self: self} })
+}
+
+// localAssignment is a copy of asg, kept by a runner, with the start on
+// this node's clock (localStarts).
+func localAssignment(asg *api.Assignment, start time.Time) *api.Assignment {
+	c := new(api.Assignment)
+	*c = *asg
+	c.Alloc.StartTime = spec.Time{Time: start}
+	return c
 }
 
 func newRunner(d *runnerDeps, asg *api.Assignment, self spec.NodeAlloc, rec allocRecord) *runner {

@@ -36,9 +36,13 @@ func (r *runner) timingC() chan runTiming {
 
 // suspendTo freezes the container when asg says the job is SUSPENDED and
 // thaws it otherwise (a stop thaws first, so the job gets its signals),
-// then hands the runner goroutine the deadline asg's time limit gives. A
-// failed freeze or thaw is retried by the next assignments answer.
-func (r *runner) suspendTo(ctx context.Context, asg *api.Assignment) {
+// then hands the runner goroutine the deadline asg's time limit gives
+// from start (the allocation's start on this node's clock, localStarts),
+// when that timing is not the one the goroutine has: every assignments
+// line reaches every runner, and most change nothing in its timing (a
+// send wakes the runner's goroutine). A failed freeze or thaw is retried
+// by the next assignments answer. Called by reconcile alone.
+func (r *runner) suspendTo(ctx context.Context, asg *api.Assignment, start time.Time) {
 	want := asg.Job.State == spec.StateSuspended && !asg.Stop
 	r.mu.Lock()
 	was := r.frozen
@@ -64,9 +68,20 @@ func (r *runner) suspendTo(ctx context.Context, asg *api.Assignment) {
 		log.Info(what)
 	}
 	t := runTiming{frozen: want}
-	if tl := asg.Job.TimeLimit.Std(); tl > 0 && !asg.Alloc.StartTime.IsZero() {
-		t.deadline = asg.Alloc.StartTime.Add(tl)
+	if tl := asg.Job.TimeLimit.Std(); tl > 0 && !start.IsZero() {
+		t.deadline = start.Add(tl)
 	}
+	if !r.timingSent && !r.adopted {
+		// Nothing sent yet: the goroutine has the timing it was made
+		// with (r.deadline, which only retime writes, on a timing sent).
+		// A re-adopted container's deadline came from its label: it is
+		// sent the assignment's at once.
+		r.timingSent, r.sentTiming = true, runTiming{deadline: r.deadline}
+	}
+	if r.timingSent && t.frozen == r.sentTiming.frozen && t.deadline.Equal(r.sentTiming.deadline) {
+		return
+	}
+	r.timingSent, r.sentTiming = true, t
 	c := r.timingC()
 	select {
 	case <-c: // replaced by the newer

@@ -89,7 +89,7 @@ func installBinaries(dir string) error {
 	}
 	for b, pkg := range programs {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "github.com/gpud/gpud/"+pkg)
-		cmd.Env = append(os.Environ(), "CGO_CFLAGS=-Wno-deprecated-declarations")
+		cmd.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
 		if b != "gpud" && b != "gpud-pmix" {
 			cmd.Env = append(cmd.Env, "CGO_ENABLED=0") // as make build: static CLIs
 		}

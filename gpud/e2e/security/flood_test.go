@@ -128,7 +128,7 @@ func startFloodClusterWith(tb testing.TB, more map[string]string) *floodCluster 
 			continue
 		}
 		cmd := exec.Command("go", "build", "-o", filepath.Join(fc.bins, b), "github.com/gpud/gpud/"+b)
-		cmd.Env = append(os.Environ(), "CGO_CFLAGS=-Wno-deprecated-declarations")
+		cmd.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			tb.Fatalf("build %s: %v\n%s", b, err, out)
 		}
