@@ -1,23 +1,15 @@
 package node
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/fake"
-	"github.com/gpud/gpud/runtime/safefs"
 )
 
 // BenchmarkAssignmentsLine is what a node agent does with one line of its
@@ -37,44 +29,12 @@ func BenchmarkAssignmentsLine(b *testing.B) {
 		b.Cleanup(func() { os.RemoveAll(base) })
 	}
 	rt := fake.New() // the jobs run until they are stopped
-	fc := newFakeController(b)
-	var gpus []spec.GPU
-	for i := range 8 {
-		gpus = append(gpus, spec.GPU{Index: i, UUID: fmt.Sprintf("GPU-%04d", i), MemMiB: 81559})
+	gpus := make([]spec.GPU, 8)
+	for i := range gpus {
+		gpus[i] = spec.GPU{Index: i, UUID: fmt.Sprintf("GPU-%04d", i), MemMiB: 81559}
 	}
-	a, err := New(Config{
-		Name: "n1", StateDir: filepath.Join(base, "state"), Hostname: "n1", Version: "bench",
-		Inventory: spec.Inventory{CPUs: 128, MemMiB: 1 << 20, GPUs: gpus},
-		KillGrace: time.Second, HeartbeatInterval: time.Second, PollWait: time.Second,
-		SysfsRoot: filepath.Join(base, "sysfs"),
-	}, fc.Client, rt, WithLogger(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.MkdirAll(a.cfg.jobsDir(), 0o711); err != nil {
-		b.Fatal(err)
-	}
-	if a.jobs, err = safefs.OpenDir(a.cfg.jobsDir()); err != nil {
-		b.Fatal(err)
-	}
-	defer a.jobs.Close()
-	if a.ckpt, err = checkpoint.New(a.cfg.CheckpointRoot, 2); err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopSteps := a.steps.Run(ctx)
-	if a.ob, err = openMemoryOutbox(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		cancel() // the runners return, their containers left running
-		a.runnerWG.Wait()
-		stopSteps()
-	}()
-	uid, gid := os.Getuid(), os.Getgid()
-	if os.Geteuid() == 0 {
-		uid, gid = 65534, 65534
-	}
+	a, ctx := benchAgent(b, base, rt, gpus)
+	uid, gid := benchJobIDs()
 	started := time.Now().Add(-time.Minute)
 	set := make([]api.Assignment, 8)
 	for i := range set {
@@ -109,8 +69,7 @@ func BenchmarkAssignmentsLine(b *testing.B) {
 		}
 	}
 	lines := make([]*api.AssignmentsResponse, 0, 1024)
-	var ru0, ru1 unix.Rusage
-	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+	cpu0 := processCPU()
 	b.ReportAllocs()
 	for b.Loop() {
 		if len(lines) == 0 {
@@ -126,9 +85,7 @@ func BenchmarkAssignmentsLine(b *testing.B) {
 		lines = lines[:len(lines)-1]
 		a.answered(ctx, time.Now(), time.Now(), r)
 	}
-	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
-	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	if n := len(a.RunningJobs()); n != len(set) {
 		b.Fatalf("%d jobs running after the lines; want %d", n, len(set))
 	}

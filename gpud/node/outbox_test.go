@@ -344,16 +344,13 @@ func BenchmarkOutboxJobEvents(b *testing.B) {
 			// As the agent: runners record without cancel (runnerDeps.record),
 			// the send loop reads and acknowledges with its own context.
 			rctx := context.WithoutCancel(ctx)
-			var ru0, ru1 unix.Rusage
-			_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+			cpu0 := processCPU()
 			i := 0
 			for b.Loop() {
 				i++
 				benchJobEvents(b, ob, ctx, rctx, i, "")
 			}
-			_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
-			cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
-			b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op") // steadier than ns/op on a loaded machine
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

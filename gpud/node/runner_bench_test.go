@@ -15,6 +15,7 @@ import (
 	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
 	"github.com/gpud/gpud/gpud/spec"
+	"github.com/gpud/gpud/runtime"
 	"github.com/gpud/gpud/runtime/fake"
 	"github.com/gpud/gpud/runtime/safefs"
 )
@@ -47,42 +48,11 @@ func BenchmarkRunnerJob(b *testing.B) {
 func benchRunnerJob(b *testing.B, base string) {
 	rt := fake.New()
 	rt.SetDefault(fake.Script{ExitAtOnce: true})
-	fc := newFakeController(b)
 	const uuid = "GPU-0000"
-	a, err := New(Config{
-		Name: "n1", StateDir: filepath.Join(base, "state"), Hostname: "n1", Version: "bench",
-		Inventory: spec.Inventory{CPUs: 128, MemMiB: 1 << 20, GPUs: []spec.GPU{{UUID: uuid, MemMiB: 81559}}},
-		KillGrace: time.Second, HeartbeatInterval: time.Second, PollWait: time.Second,
-		SysfsRoot: filepath.Join(base, "sysfs"),
-	}, fc.Client, rt, WithLogger(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.MkdirAll(a.cfg.jobsDir(), 0o711); err != nil {
-		b.Fatal(err)
-	}
-	// As Run: jobs/ open for the whole run.
-	if a.jobs, err = safefs.OpenDir(a.cfg.jobsDir()); err != nil {
-		b.Fatal(err)
-	}
-	defer a.jobs.Close()
-	if a.ckpt, err = checkpoint.New(a.cfg.CheckpointRoot, 2); err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stopSteps := a.steps.Run(ctx)
-	defer stopSteps()
-	if a.ob, err = openMemoryOutbox(ctx); err != nil {
-		b.Fatal(err)
-	}
-	uid, gid := os.Getuid(), os.Getgid()
-	if os.Geteuid() == 0 {
-		uid, gid = 65534, 65534
-	}
+	a, ctx := benchAgent(b, base, rt, []spec.GPU{{UUID: uuid, MemMiB: 81559}})
+	uid, gid := benchJobIDs()
 	self := spec.NodeAlloc{Node: "n1", CPUs: 1, MemMiB: 1024, GPUs: []string{uuid}}
-	var ru0, ru1 unix.Rusage
-	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+	cpu0 := processCPU()
 	id := 0
 	b.ReportAllocs()
 	for b.Loop() {
@@ -109,10 +79,66 @@ func benchRunnerJob(b *testing.B, base string) {
 			b.Fatal(err)
 		}
 	}
-	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
-	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	if _, err := os.Stat(filepath.Join(a.cfg.jobsDir(), ContainerID(spec.JobID(id), 1, "n1"))); !os.IsNotExist(err) {
 		b.Fatalf("the last job's directory is still there: %v", err)
 	}
+}
+
+// benchAgent is a node agent for the benchmarks that drive its runners
+// directly (no Run): its state under base, jobs/ open and the checkpoint
+// root made as Run does, the step sockets served, a memory outbox, and
+// the agent logging as the loadtest's agents do (text, warnings and
+// errors only). At the benchmark's end its context is cancelled and its
+// runners have returned.
+func benchAgent(b *testing.B, base string, rt runtime.Runtime, gpus []spec.GPU) (*Agent, context.Context) {
+	fc := newFakeController(b)
+	a, err := New(Config{
+		Name: "n1", StateDir: filepath.Join(base, "state"), Hostname: "n1", Version: "bench",
+		Inventory: spec.Inventory{CPUs: 128, MemMiB: 1 << 20, GPUs: gpus},
+		KillGrace: time.Second, HeartbeatInterval: time.Second, PollWait: time.Second,
+		SysfsRoot: filepath.Join(base, "sysfs"),
+	}, fc.Client, rt, WithLogger(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(a.cfg.jobsDir(), 0o711); err != nil {
+		b.Fatal(err)
+	}
+	// As Run: jobs/ open for the whole run.
+	if a.jobs, err = safefs.OpenDir(a.cfg.jobsDir()); err != nil {
+		b.Fatal(err)
+	}
+	if a.ckpt, err = checkpoint.New(a.cfg.CheckpointRoot, 2); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopSteps := a.steps.Run(ctx)
+	b.Cleanup(func() {
+		cancel() // the runners return, containers still running left so
+		a.runnerWG.Wait()
+		stopSteps()
+		a.jobs.Close()
+	})
+	if a.ob, err = openMemoryOutbox(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return a, ctx
+}
+
+// benchJobIDs are the uid and gid the benchmarks' jobs run as: nobody's
+// when the benchmark runs as root (as a node's jobs never run as root).
+func benchJobIDs() (uid, gid int) {
+	if os.Geteuid() == 0 {
+		return 65534, 65534
+	}
+	return os.Getuid(), os.Getgid()
+}
+
+// processCPU is this process's CPU time so far (user and system, every
+// goroutine's): steadier than wall time on a loaded machine.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

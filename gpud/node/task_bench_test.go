@@ -6,9 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
@@ -83,13 +80,9 @@ func BenchmarkJobFiles(b *testing.B) {
 		b.Fatal(err)
 	}
 	d := &runnerDeps{cfg: cfg, ckpt: store, log: slog.New(slog.DiscardHandler)}
-	uid, gid := os.Getuid(), os.Getgid()
-	if os.Geteuid() == 0 {
-		uid, gid = 65534, 65534
-	}
+	uid, gid := benchJobIDs()
 	script := []byte("#!/bin/sh\ntrue\n")
-	var ru0, ru1 unix.Rusage
-	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+	cpu0 := processCPU()
 	id := 0
 	for b.Loop() {
 		id++
@@ -112,7 +105,5 @@ func BenchmarkJobFiles(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
-	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
