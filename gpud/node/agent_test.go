@@ -203,11 +203,7 @@ func TestExitStates(t *testing.T) {
 			if diff := cmp.Diff(tc.wantEvents, e.eventsOf("a7")); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
-			waitFor(t, "container and job dir removed", func() bool {
-				_, ok := e.rt.Status(cid)
-				_, err := os.Stat(filepath.Join(e.dir, "jobs", cid))
-				return !ok && errors.Is(err, os.ErrNotExist)
-			}, e.on()...)
+			e.waitGone(t, cid)
 			if got := len(e.rt.Starts()); got != map[bool]int{true: 1, false: 0}[tc.wantStarted] {
 				t.Errorf("starts = %d, want started %v", got, tc.wantStarted)
 			}

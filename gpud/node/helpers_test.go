@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -545,6 +546,18 @@ func (e *env) eventsOf(alloc string) []api.AllocEvent {
 		}
 	}
 	return out
+}
+
+// waitGone waits until container cid is deleted and its job directory
+// (jobs/cid) is removed, as a runner leaves a node after its job.
+func (e *env) waitGone(t *testing.T, cid string) {
+	t.Helper()
+	dir := filepath.Join(e.dir, "jobs", cid)
+	waitFor(t, "container and job dir removed", func() bool {
+		_, ok := e.rt.Status(cid)
+		_, err := os.Lstat(dir)
+		return !ok && errors.Is(err, os.ErrNotExist)
+	}, e.on()...)
 }
 
 func (e *env) waitExited(t *testing.T, alloc string) api.AllocEvent {

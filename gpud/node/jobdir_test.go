@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -97,11 +96,7 @@ func TestJobDirRemovedWithWhatTheJobLeft(t *testing.T) {
 	}
 	e.rt.Exit(cid, runtime.ExitStatus{})
 	e.waitExited(t, "a7")
-	waitFor(t, "container and job dir removed", func() bool {
-		_, ok := e.rt.Status(cid)
-		_, err := os.Lstat(dir)
-		return !ok && errors.Is(err, os.ErrNotExist)
-	}, e.on()...)
+	e.waitGone(t, cid)
 	if b, err := os.ReadFile(kept); err != nil || string(b) != "mine" {
 		t.Fatalf("the link's target's file is now %q (%v)", b, err)
 	}
@@ -175,11 +170,7 @@ func TestJobDirAttackedByItsUser(t *testing.T) {
 	}
 	e.rt.Exit(cid, runtime.ExitStatus{})
 	e.waitExited(t, "a7")
-	waitFor(t, "container and job dir removed", func() bool {
-		_, ok := e.rt.Status(cid)
-		_, err := os.Lstat(dir)
-		return !ok && errors.Is(err, os.ErrNotExist)
-	}, e.on()...)
+	e.waitGone(t, cid)
 	if b, err := os.ReadFile(victim); err != nil || string(b) != "root:x:0:0\n" {
 		t.Fatalf("victim now %q (%v)", b, err)
 	}
