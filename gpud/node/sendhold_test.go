@@ -114,9 +114,7 @@ func TestStartedEventsOfOneAnswerGoInOnePost(t *testing.T) {
 	// Job 7 is running and its started event recorded; 8 and 9 are held
 	// in their containers' start. The send loop must hold 7's event, not
 	// post it.
-	waitFor(t, "job 7's started event held or posted", func() bool {
-		return e.agent.hold.holds.Load() > 0 || postOf(e.fc.Posts(), "a7", api.EventStarted) >= 0
-	}, e.on()...)
+	waitHeldOrPosted(t, e, "a7")
 	if posts := e.fc.Posts(); postOf(posts, "a7", api.EventStarted) >= 0 {
 		t.Fatalf("job 7's started event was posted while jobs 8 and 9 of the same answer were still starting: posts %s", describePosts(posts))
 	}
@@ -165,9 +163,7 @@ func TestExitedEventEndsTheHold(t *testing.T) {
 	})
 	e.fc.Set(asg(7, e.home), asg(8, e.home))
 	e.waitStarted(t, cid)
-	waitFor(t, "job 7's started event held or posted", func() bool {
-		return e.agent.hold.holds.Load() > 0 || postOf(e.fc.Posts(), "a7", api.EventStarted) >= 0
-	}, e.on()...)
+	waitHeldOrPosted(t, e, "a7")
 	// Job 7 ends while 8 is still starting: its exit must not wait for 8.
 	e.rt.Exit(cid, runtime.ExitStatus{Code: 0})
 	e.waitExited(t, "a7")
@@ -228,9 +224,7 @@ func TestFailedStartEndsTheHold(t *testing.T) {
 	})
 	e.fc.Set(asg(7, e.home), asg(8, e.home))
 	e.waitStarted(t, cid)
-	waitFor(t, "job 7's started event held or posted", func() bool {
-		return e.agent.hold.holds.Load() > 0 || postOf(e.fc.Posts(), "a7", api.EventStarted) >= 0
-	}, e.on()...)
+	waitHeldOrPosted(t, e, "a7")
 	rt.open("gpud-8-1-node-1")
 	e.waitExited(t, "a8")
 	posts := e.fc.Posts()
@@ -238,4 +232,13 @@ func TestFailedStartEndsTheHold(t *testing.T) {
 		t.Errorf("job 7's started event in post %d, job 8's failed start in post %d; want both in one (posts %s)", ps, pe, describePosts(posts))
 	}
 	checkSeqOrder(t, posts)
+}
+
+// waitHeldOrPosted waits until alloc's started event is held by the send
+// loop or already posted: the agent has taken it, whichever way it went.
+func waitHeldOrPosted(t *testing.T, e *env, alloc string) {
+	t.Helper()
+	waitFor(t, alloc+"'s started event held or posted", func() bool {
+		return e.agent.hold.holds.Load() > 0 || postOf(e.fc.Posts(), alloc, api.EventStarted) >= 0
+	}, e.on()...)
 }
