@@ -48,6 +48,7 @@ var boundaries = []struct {
 	{"gpud/launch", []string{module + "/gpud/api", module + "/gpud/node", module + "/gpud/spec", module + "/runtime", "net/http", "crypto/tls"},
 		"the task launcher runs in every binding step's container (inside gpuq): binding and PMI_FD, nothing more"},
 	{"gpud/signame", []string{module + "/", "github.com/containerd"}, "signame is a leaf (stdlib and x/sys) the CLIs, the controller, the node agent and checkpoint share"},
+	{"gpud/growstack", []string{module + "/"}, "growstack (a goroutine's stack grown once) is a leaf the server's request goroutines and the node agent's runners share"},
 	{"gpud/config", []string{module + "/gpud/sched", module + "/gpud/controller", module + "/gpud/server", module + "/gpud/store", module + "/gpud/node",
 		module + "/accounting", module + "/runtime", "database/sql", "net/http"},
 		"config reads and validates files with the leaves' parsers (spec's sizes, auth's serials); gpud/controller maps it onto the scheduler"},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpud/gpud/checkpoint"
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/growstack"
 	"github.com/gpud/gpud/gpud/node/step"
 	"github.com/gpud/gpud/gpud/signame"
 	"github.com/gpud/gpud/gpud/spec"
@@ -276,7 +277,9 @@ func (r *runner) jobDir() string { return filepath.Join(r.d.cfg.jobsDir(), r.id)
 
 func (r *runner) run(ctx context.Context) {
 	if !r.adopted {
-		_ = growStack() // first: before the start's deep calls
+		// First, while shallow: the start goes deep (prepare, buildTask,
+		// taskMounts, EvalSymlinks), where the stack grew by doubling.
+		growstack.Grow()
 	}
 	log := r.log()
 	defer func() {
@@ -318,33 +321,6 @@ func (r *runner) run(ctx context.Context) {
 	}
 	r.wait(ctx, log)
 }
-
-// startStack is a frame size that makes the runner goroutine's stack
-// (which starts at Go's adaptive initial size) grow to one that holds a
-// job's whole start, in one step (bytes; the stack becomes at least
-// twice this).
-const startStack = 8 << 10
-
-// growStack grows the runner goroutine's stack once, while it is
-// shallow, to what the start path needs (startStack). Without it the
-// stack grew in the middle of the start, deep below prepare, buildTask,
-// taskMounts and EvalSymlinks, where the runtime copies and adjusts a
-// dozen frames (at 06f32c9 prepare's own 6.6 KiB frame made it grow at
-// prepare's entry, and pullImage's before it). BenchmarkRunnerJob/tmpfs's
-// profile: runtime.newstack 5.9 % of the CPU without it (3.5 % at
-// 06f32c9), 0.9 % with it, none below growStack.
-//
-//go:noinline
-func growStack() byte {
-	var pad [startStack]byte
-	return touchStack(&pad)
-}
-
-// touchStack keeps growStack's frame: a pad whose address goes nowhere
-// would be optimised away.
-//
-//go:noinline
-func touchStack(p *[startStack]byte) byte { return p[startStack-1] }
 
 // gate runs the start gate the job's partition asks for (Assignment.Gate
 // "quick"): the node's health model judges a fresh reading of the job's

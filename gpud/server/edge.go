@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/growstack"
 	"github.com/gpud/gpud/gpud/slurmrest"
 )
 
@@ -44,7 +45,9 @@ func bodyLimit(r *http.Request) int64 {
 // explicit), and the response gets WriteTimeout.
 func (s *Server) edge(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		growStack(0)
+		// net/http serves each HTTP/2 request on a new goroutine: its
+		// stack grown once, before the handler goes deep (growstack).
+		growstack.Grow()
 		l := s.limits.Load()
 		rc := http.NewResponseController(w)
 		_ = rc.SetWriteDeadline(time.Now().Add(l.WriteTimeout))
@@ -91,27 +94,4 @@ func closeAfter(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 	}
-}
-
-// handlerStack is the stack frame growStack takes.
-const handlerStack = 12 << 10
-
-// growStack grows the calling goroutine's stack in one step to what a
-// request's handler needs, while the stack is still shallow. net/http
-// serves each HTTP/2 request (every node agent's and remote client's
-// call) on a new goroutine, whose stack starts at the average size of the
-// process's goroutines, small here (thousands of idle long polls and
-// connection readers); the handler then grew it by doubling, 3-4 times,
-// each time copying a deeper stack and adjusting every frame on it:
-// runtime.newstack was 4.6 % of the controller's CPU in a live burst
-// (docs/fleet.md, "Session 15 — ctlcpu"). A 12 KiB frame makes the
-// runtime move the few frames above it once, to a 16 KiB stack (the
-// largest size its per-P stack caches hold). CockroachDB's growstack
-// package does the same for its request goroutines.
-//
-//go:noinline
-func growStack(i int) byte {
-	var frame [handlerStack]byte
-	frame[i] = 1
-	return frame[(i+1)%handlerStack]
 }
