@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -151,16 +150,7 @@ func FuzzAssignmentsResponseUnmarshal(f *testing.F) {
 func BenchmarkAssignmentsResponseUnmarshal(b *testing.B) {
 	resp := AssignmentsResponse{Generation: 42, Now: time.Now().UTC()}
 	for i := range 8 {
-		id := spec.JobID(1000 + i)
-		alloc := spec.Alloc{ID: fmt.Sprintf("a-%d-1", id), JobID: id, Attempt: 1, StartTime: spec.NewTime(time.Now()),
-			Nodes: []spec.NodeAlloc{{Node: "node0001", CPUs: 2, MemMiB: 8192, GPUs: []string{"GPU-0000000" + string(rune('0'+i))}}}}
-		job := spec.Job{ID: id, JobSpec: spec.JobSpec{Name: "bench", Partition: "gpu", Account: "acct",
-			Resources: spec.Resources{Nodes: 1, GPUsPerNode: 1}, TimeLimit: spec.Duration(time.Hour),
-			Script: "#!/bin/sh\ntrue\n", Env: []string{"LOADTEST_RUN_MS=5000", "PATH=/usr/bin:/bin"}, WorkDir: "/tmp", SubmitDir: "/tmp"},
-			User: "root", State: spec.StateRunning, Priority: 100, SubmitTime: spec.NewTime(time.Now()), StartTime: spec.NewTime(time.Now()),
-			Attempt: 1, Nodes: []string{"node0001"}, GPUs: alloc.Nodes[0].GPUs, Alloc: &alloc,
-			Steps: []spec.Step{{ID: spec.StepBatch, Name: "batch", State: spec.StateRunning, StartTime: spec.NewTime(time.Now()), Nodes: []string{"node0001"}, NTasks: 1}}}
-		resp.Assignments = append(resp.Assignments, Assignment{Job: job, Alloc: alloc, ClusterName: "gpud", Gate: "off"})
+		resp.Assignments = append(resp.Assignments, loadedAssignment(i))
 	}
 	body := resp.AppendJSON(nil)
 	if !strings.Contains(string(body), `"steps":[{`) {

@@ -55,16 +55,7 @@ func (r *AssignmentsResponse) appendJSON(b []byte, n int, each func(b []byte, i 
 		}
 		b = append(b, ']')
 	}
-	if len(r.Removed) > 0 {
-		b = append(b, `,"removed":[`...)
-		for i, id := range r.Removed {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = spec.AppendJSONString(b, id)
-		}
-		b = append(b, ']')
-	}
+	b = spec.AppendJSONStringsField(b, `,"removed":`, r.Removed)
 	if r.Revocations != nil {
 		b = appendMarshalled(b, `,"revocations":`, r.Revocations)
 	}

@@ -38,16 +38,7 @@ func (e *AllocEvent) AppendJSON(b []byte) ([]byte, bool) {
 	b = appendStringField(b, `,"reason":`, e.Reason)
 	b = appendIntField(b, `,"ckpt_seq":`, int64(e.CkptSeq))
 	b = appendIntField(b, `,"ckpt_bytes":`, e.CkptBytes)
-	if len(e.MIG) > 0 {
-		b = append(b, `,"mig":[`...)
-		for i, m := range e.MIG {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = spec.AppendJSONString(b, m)
-		}
-		b = append(b, ']')
-	}
+	b = spec.AppendJSONStringsField(b, `,"mig":`, e.MIG)
 	b = appendIntField(b, `,"pull_ms":`, e.PullMS)
 	b = appendIntField(b, `,"pull_bytes":`, e.PullBytes)
 	if u := e.Usage; u != nil {

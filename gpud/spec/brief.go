@@ -19,7 +19,7 @@ func (j *Job) AppendBriefJSON(b []byte) []byte {
 	b = appendStringField(b, `,"user":`, j.User)
 	b = appendStringField(b, `,"account":`, j.Account)
 	b = appendStringField(b, `,"partition":`, j.Partition)
-	b = appendStringsField(b, `,"partitions":`, j.Partitions)
+	b = AppendJSONStringsField(b, `,"partitions":`, j.Partitions)
 	b = appendStringField(b, `,"qos":`, j.QOS)
 	b = appendStringField(b, `,"state":`, string(j.State))
 	b = appendStringField(b, `,"reason":`, j.Reason)
@@ -72,8 +72,8 @@ func (j *Job) AppendBriefJSON(b []byte) []byte {
 	b = appendTimeField(b, `,"start_time":`, j.StartTime)
 	b = appendTimeField(b, `,"end_time":`, j.EndTime)
 	b = appendTimeField(b, `,"expected_start":`, j.ExpectedStart)
-	b = appendStringsField(b, `,"nodes":`, j.Nodes)
-	b = appendStringsField(b, `,"gpus":`, j.GPUs)
+	b = AppendJSONStringsField(b, `,"nodes":`, j.Nodes)
+	b = AppendJSONStringsField(b, `,"gpus":`, j.GPUs)
 	// The table's node count and GPU ask (%D, %b).
 	if r := &j.Resources; r.Nodes != 0 || r.GPUsPerNode != 0 || r.GPUModel != "" || r.GPUProfile != "" || r.GPUFraction != 0 || r.TotalGPUs != 0 {
 		b = append(b, `,"resources":{"nodes":`...)
@@ -111,7 +111,9 @@ func appendTimeField(b []byte, key string, t Time) []byte {
 	return t.AppendJSON(append(b, key...))
 }
 
-func appendStringsField(b []byte, key string, ss []string) []byte {
+// AppendJSONStringsField appends key (`,"name":`) and ss as a JSON array
+// of strings, nothing when ss is empty (an omitempty field).
+func AppendJSONStringsField(b []byte, key string, ss []string) []byte {
 	if len(ss) == 0 {
 		return b
 	}

@@ -32,8 +32,8 @@ func (j *Job) AppendJSON(b []byte) []byte {
 	b = appendBoolField(b, `,"time_unlimited":true`, s.TimeUnlimited)
 	b = append(b, `,"script":`...)
 	b = AppendJSONString(b, s.Script)
-	b = appendStringsField(b, `,"args":`, s.Args)
-	b = appendStringsField(b, `,"env":`, s.Env)
+	b = AppendJSONStringsField(b, `,"args":`, s.Args)
+	b = AppendJSONStringsField(b, `,"env":`, s.Env)
 	b = append(b, `,"work_dir":`...)
 	b = AppendJSONString(b, s.WorkDir)
 	b = append(b, `,"submit_dir":`...)
@@ -123,7 +123,7 @@ func (j *Job) AppendJSON(b []byte) []byte {
 	b = appendStringField(b, `,"stderr_path":`, j.StderrPath)
 	b = append(b, `,"expected_start":`...)
 	b = j.ExpectedStart.AppendJSON(b)
-	b = appendStringsField(b, `,"partitions":`, j.Partitions)
+	b = AppendJSONStringsField(b, `,"partitions":`, j.Partitions)
 	b = appendStringField(b, `,"node_reasons":`, j.NodeReasons)
 	b = appendStringField(b, `,"signal_alloc":`, j.SignalAlloc)
 	b = appendStringField(b, `,"signal_name":`, j.SignalName)
@@ -183,8 +183,8 @@ func (r *Resources) appendJSON(b []byte) []byte {
 	b = appendIntField(b, `,"total_gpus":`, int64(r.TotalGPUs))
 	b = appendIntField(b, `,"rdma":`, int64(r.RDMA))
 	b = appendBoolField(b, `,"exclusive":true`, r.Exclusive)
-	b = appendStringsField(b, `,"nodelist":`, r.NodeList)
-	b = appendStringsField(b, `,"exclude":`, r.Exclude)
+	b = AppendJSONStringsField(b, `,"nodelist":`, r.NodeList)
+	b = AppendJSONStringsField(b, `,"exclude":`, r.Exclude)
 	b = appendStringField(b, `,"constraint":`, r.Constraint)
 	return append(b, '}')
 }
@@ -243,7 +243,7 @@ func (n *NodeAlloc) appendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(n.CPUs), 10)
 	b = append(b, `,"mem_mib":`...)
 	b = strconv.AppendInt(b, n.MemMiB, 10)
-	b = appendStringsField(b, `,"gpus":`, n.GPUs)
+	b = AppendJSONStringsField(b, `,"gpus":`, n.GPUs)
 	if n.GPUFraction != 0 {
 		b = append(b, `,"gpu_fraction":`...)
 		b = appendFloat(b, n.GPUFraction)
@@ -251,7 +251,7 @@ func (n *NodeAlloc) appendJSON(b []byte) []byte {
 	if len(n.MIG) > 0 {
 		b = appendMarshalled(b, `,"mig":`, n.MIG)
 	}
-	b = appendStringsField(b, `,"nics":`, n.NICs)
+	b = AppendJSONStringsField(b, `,"nics":`, n.NICs)
 	b = appendBoolField(b, `,"ended":true`, n.Ended)
 	b = appendIntField(b, `,"pull_ms":`, n.PullMS)
 	b = appendIntField(b, `,"pull_bytes":`, n.PullBytes)
