@@ -17,7 +17,7 @@ PREFIX ?= /usr/local
 SYSCONFDIR ?= /etc
 PKGS := ./...
 
-.PHONY: help deps build install test test-clients test-chaos test-step-kills check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-twin bench-sim-traces bench-goodput bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm bench-flood clean
+.PHONY: help deps build install test test-clients test-chaos test-step-kills check bench-rest gen-slurmclient check-slurmclient fmt fix-fmt vet check-imports man check-man tidy-check demo bench bench-api bench-sched bench-controller bench-acct bench-sim bench-twin bench-sim-traces bench-goodput bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-rate bench-fleet-heartbeats bench-ha bench-sbatch bench-slurm bench-flood clean
 
 help: ## Show this help.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -140,7 +140,7 @@ check-slurmclient: ## Fail if the generated Slurm REST clients differ from what 
 demo: ## Install what is missing, start a 2-node simulated H100 cluster, run an example job, show queue and accounting.
 	./scripts/demo.sh
 
-bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-heartbeats bench-ha ## Run the benchmarks that print the issues' figures.
+bench: bench-api bench-sched bench-controller bench-acct bench-sim bench-sim-traces bench-fleet bench-fleet-burst bench-fleet-live bench-fleet-rate bench-fleet-heartbeats bench-ha ## Run the benchmarks that print the issues' figures.
 
 bench-flood: ## Issue 24's Must-show (root): 5 min of one client's bad-token flood on the TCP port; another user's sbatch/squeue p50/p99 idle and under it, and state file growth (GPUD_BENCH_FLOOD_SECS to shorten).
 	$(GO) test -run '^$$' -bench BadTokenFlood -benchtime 1x -timeout 60m -v ./gpud/e2e/security/ | grep -E 'badtoken_test|Benchmark|ok|FAIL'
@@ -209,6 +209,9 @@ bench-fleet-burst: build ## 1,000 nodes x 8 GPUs, 100,000 jobs queued then start
 
 bench-fleet-live: build ## 1,000 nodes x 8 GPUs, 20,000-job live burst with GPUs free (aim p99 submit->start < 1 s).
 	nice -n 10 bin/gpud loadtest $(FLEET_1000) --jobs 20000
+
+bench-fleet-rate: build ## 1,000 nodes x 8 GPUs, 20,000 jobs offered at 2,000 submissions/s from 32 clients, GPUs free (open loop; aim: all acknowledged and started at 2,000/s, p99 submit->start < 100 ms counted from when each job was due).
+	nice -n 10 bin/gpud loadtest $(FLEET_1000) --jobs 20000 --submitters 32 --rate 2000
 
 bench-fleet-heartbeats: build ## 10,000 nodes heartbeating every 10 s, agents in 4 processes (aim: controller under one core, none DOWN).
 	nice -n 10 bin/gpud loadtest --nodes 10000 --memory-outbox --jobs 0 --heartbeat 10s --hold 120s --ramp 120s --procs 4

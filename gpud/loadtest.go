@@ -21,7 +21,8 @@ func loadtestCommand() *cli.Command {
 			"runs --nodes real node agents (gpud/node) in this process, each with a fake runtime whose jobs\n" +
 			"run for their virtual duration and exit, each authenticated with its own node token and\n" +
 			"dialling from its own loopback address (127.10.x.y) as a separate host would. Users submit\n" +
-			"--jobs jobs over the API from --submitters clients as fast as it takes them (C1M style), or\n" +
+			"--jobs jobs over the API from --submitters clients as fast as it takes them (C1M style) or at\n" +
+			"--rate submissions/s, or\n" +
 			"replay --trace's arrivals sped up --trace-speed times. It prints submissions/s, starts/s,\n" +
 			"submit→start and end→node-free latencies, heartbeats/s, the controller's CPU and RSS and the\n" +
 			"databases' write rates and sizes, and checks that every acknowledged job ended exactly once in\n" +
@@ -31,6 +32,7 @@ func loadtestCommand() *cli.Command {
 			&cli.IntFlag{Name: "gpus-per-node", Value: 8, Usage: "GPUs of each simulated node"},
 			&cli.IntFlag{Name: "jobs", Value: 500, Usage: "jobs to submit (C1M-style burst); 0 with --hold runs heartbeats only"},
 			&cli.IntFlag{Name: "submitters", Value: 4, Usage: "concurrent submitting API clients"},
+			&cli.Float64Flag{Name: "rate", Usage: "offer the burst at this many submissions/s (open loop; latencies count from when each job was due); 0: each client submits its next job as soon as the last is answered"},
 			&cli.DurationFlag{Name: "job-duration", Value: 2 * time.Second, Usage: "how long each burst job runs"},
 			&cli.IntFlag{Name: "job-gpus", Value: 1, Usage: "GPUs each burst job asks for"},
 			&cli.BoolFlag{Name: "preload", Usage: "submit the whole burst with the partition DOWN, then bring it UP (SIGHUP): measures how fast the controller starts a full queue"},
@@ -68,7 +70,7 @@ func loadtestCommand() *cli.Command {
 			o := loadtest.Options{
 				Nodes: c.Int("nodes"), GPUsPerNode: c.Int("gpus-per-node"), Jobs: c.Int("jobs"),
 				Submitters: c.Int("submitters"), JobDuration: c.Duration("job-duration"), JobGPUs: c.Int("job-gpus"),
-				Trace: c.String("trace"), TraceSpeed: c.Float64("trace-speed"), Hold: c.Duration("hold"),
+				Trace: c.String("trace"), TraceSpeed: c.Float64("trace-speed"), Rate: c.Float64("rate"), Hold: c.Duration("hold"),
 				Heartbeat: c.Duration("heartbeat"), NodeTimeout: c.Duration("node-timeout"),
 				UsageInterval: c.Duration("usage-interval"), SchedInterval: c.Duration("sched-interval"),
 				MaxJobsPerCycle: c.Int("max-jobs-per-cycle"), Ramp: c.Duration("ramp"), Timeout: c.Duration("timeout"),

@@ -38,16 +38,23 @@ type Options struct {
 	JobDuration                                   time.Duration
 	Trace                                         string
 	TraceSpeed                                    float64
-	Hold, Heartbeat, NodeTimeout, UsageInterval   time.Duration
-	SchedInterval                                 time.Duration
-	MaxJobsPerCycle, Procs, AgentsGOGC            int
-	Ramp, Timeout                                 time.Duration
-	Dir, AgentDir, Gpud, Plot                     string
-	CtlProfile                                    string // the controller's CPU profile (pprof)
-	AgentsProfile                                 string // each agents child's CPU profile, .N added (pprof)
-	Keep, MemoryOutbox, Preload                   bool
-	Log                                           *slog.Logger
-	Out                                           io.Writer
+	// Rate paces the burst: job i is due i/Rate seconds into the workload
+	// (open loop), sent by the first free submitter; 0 sends each as soon
+	// as a submitter is free (closed loop: the rate is what --submitters
+	// clients get answered at). A paced job's submit→ack and submit→start
+	// count from when it was due, so a harness behind schedule shows as
+	// latency rather than as a slower offered rate (coordinated omission).
+	Rate                                        float64
+	Hold, Heartbeat, NodeTimeout, UsageInterval time.Duration
+	SchedInterval                               time.Duration
+	MaxJobsPerCycle, Procs, AgentsGOGC          int
+	Ramp, Timeout                               time.Duration
+	Dir, AgentDir, Gpud, Plot                   string
+	CtlProfile                                  string // the controller's CPU profile (pprof)
+	AgentsProfile                               string // each agents child's CPU profile, .N added (pprof)
+	Keep, MemoryOutbox, Preload                 bool
+	Log                                         *slog.Logger
+	Out                                         io.Writer
 	// Version is gpud's, registered with each simulated node.
 	Version string
 }
@@ -83,6 +90,9 @@ func (o *Options) check() error {
 	}
 	if ext := strings.ToLower(filepath.Ext(o.Plot)); o.Plot != "" && ext != ".svg" && ext != ".png" {
 		return spec.Errorf(spec.ErrInvalid, "--plot %q: name a .svg or .png file", o.Plot)
+	}
+	if o.Rate < 0 || o.Rate > 0 && o.Trace != "" {
+		return spec.Errorf(spec.ErrInvalid, "--rate %g: give submissions per second for the burst (not with --trace, whose arrivals pace it), or 0 for as fast as answered", o.Rate)
 	}
 	if o.Trace != "" && o.TraceSpeed <= 0 {
 		return spec.Errorf(spec.ErrInvalid, "--trace-speed %g must be positive", o.TraceSpeed)
@@ -542,6 +552,9 @@ func (lt *loadtest) workload() ([]ltWork, error) {
 		w := make([]ltWork, o.Jobs)
 		for i := range w {
 			w[i] = ltWork{gpus: o.JobGPUs, run: o.JobDuration}
+			if o.Rate > 0 {
+				w[i].at = time.Duration(float64(i) / o.Rate * float64(time.Second))
+			}
 		}
 		return w, nil
 	}
@@ -579,7 +592,11 @@ func (lt *loadtest) submitAll(ctx context.Context, ctl *ltController, tok string
 	for _, w := range work {
 		lt.longest = max(lt.longest, w.run)
 	}
-	fmt.Fprintf(lt.o.Out, "loadtest: submitting %d jobs from %d clients\n", len(work), lt.o.Submitters)
+	if lt.o.Rate > 0 {
+		fmt.Fprintf(lt.o.Out, "loadtest: submitting %d jobs from %d clients at %g/s\n", len(work), lt.o.Submitters, lt.o.Rate)
+	} else {
+		fmt.Fprintf(lt.o.Out, "loadtest: submitting %d jobs from %d clients\n", len(work), lt.o.Submitters)
+	}
 	var next atomic.Int64
 	start := time.Now()
 	errc := make(chan error, lt.o.Submitters)
@@ -600,7 +617,11 @@ func (lt *loadtest) submitAll(ctx context.Context, ctl *ltController, tok string
 					errc <- ctx.Err()
 					return
 				}
-				if err := lt.submit(ctx, cl, w); err != nil {
+				due := time.Time{}
+				if lt.o.Rate > 0 {
+					due = start.Add(w.at)
+				}
+				if err := lt.submit(ctx, cl, w, due); err != nil {
 					errc <- err
 					return
 				}
@@ -617,7 +638,9 @@ func (lt *loadtest) submitAll(ctx context.Context, ctl *ltController, tok string
 
 // submit submits one job, retrying refusals (rate limit, busy) with a
 // short pause: the harness measures what the API takes.
-func (lt *loadtest) submit(ctx context.Context, cl *api.Client, w ltWork) error {
+// due, when not zero, is when the job was due (--rate): its latencies
+// count from then.
+func (lt *loadtest) submit(ctx context.Context, cl *api.Client, w ltWork, due time.Time) error {
 	js := spec.JobSpec{
 		Name:      "lt",
 		Script:    "#!/bin/sh\ntrue\n",
@@ -636,6 +659,9 @@ func (lt *loadtest) submit(ctx context.Context, cl *api.Client, w ltWork) error 
 			lt.mu.Lock()
 			j := lt.job(resp.ID)
 			j.sentAt, j.ackAt = sent, now
+			if !due.IsZero() && due.Before(sent) {
+				j.sentAt = due
+			}
 			lt.mu.Unlock()
 			lt.acked.Add(1)
 			return nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -115,7 +116,8 @@ func TestLoadtestNothingLost(t *testing.T) {
 // TestLoadtestProcs runs the agents in two child processes (--procs 2):
 // each child's agents register, start and end their jobs, and the
 // parent, which sees them only through the children's reports, measures
-// and checks the run as with the agents in-process.
+// and checks the run as with the agents in-process. Its burst is paced
+// (--rate).
 func TestLoadtestProcs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a controller and two agents children")
@@ -129,7 +131,7 @@ func TestLoadtestProcs(t *testing.T) {
 		Nodes: 10, GPUsPerNode: 4, Jobs: 200, Submitters: 2, JobGPUs: 1, JobDuration: 500 * time.Millisecond,
 		Heartbeat: time.Second, NodeTimeout: time.Minute, UsageInterval: time.Second, SchedInterval: time.Second, MaxJobsPerCycle: 1000,
 		Timeout: 3 * time.Minute, Dir: filepath.Join(dir, "work"), AgentDir: filepath.Join(dir, "agents"),
-		Gpud: exe, Procs: 2, MemoryOutbox: true, Log: node.TestLogger(t), Out: &out,
+		Gpud: exe, Procs: 2, MemoryOutbox: true, Rate: 100, Log: node.TestLogger(t), Out: &out,
 	})
 	if rep != nil {
 		rep.Print(&out)
@@ -147,6 +149,11 @@ func TestLoadtestProcs(t *testing.T) {
 	if rep.HeartbeatsPerSec <= 0 || rep.SubmitStart[0] <= 0 || rep.EndFree[0] <= 0 || rep.UsageSamples == 0 {
 		t.Errorf("heartbeats/s %g, submit→start p50 %s, end→free p50 %s, usage samples %d: want all measured from the children's reports",
 			rep.HeartbeatsPerSec, rep.SubmitStart[0], rep.EndFree[0], rep.UsageSamples)
+	}
+	// Paced at 100/s (--rate): the 200th job is due 1.99 s in; two
+	// clients unpaced submit several hundred a second.
+	if rep.Offered != 100 || rep.SubmitPerSec > 105 || !strings.Contains(out.String(), "of 100 offered") {
+		t.Errorf("offered %g/s, acknowledged %.0f/s: want at most the offered 100/s, and the report to say it", rep.Offered, rep.SubmitPerSec)
 	}
 	if rep.HarnessGoroutines < 10*4 {
 		t.Errorf("harness goroutines %d: want the children's counted (several per agent)", rep.HarnessGoroutines)
@@ -202,5 +209,31 @@ func TestLoadtestCheckFindsProblems(t *testing.T) {
 	}
 	if rep.Accounted != 3 {
 		t.Errorf("accounted once = %d, want 3 (jobs 1, 2 and 5 are there once)", rep.Accounted)
+	}
+}
+
+// TestRateChecked: a negative --rate, or one beside --trace (whose
+// arrivals pace the run), is refused with the flag named; a rate paces
+// the burst's jobs 1/rate apart.
+func TestRateChecked(t *testing.T) {
+	for _, o := range []Options{
+		{Nodes: 1, GPUsPerNode: 1, JobGPUs: 1, Submitters: 1, Heartbeat: time.Second, Rate: -1},
+		{Nodes: 1, GPUsPerNode: 1, JobGPUs: 1, Submitters: 1, Heartbeat: time.Second, Rate: 10, Trace: "x.swf", TraceSpeed: 1},
+	} {
+		if err := o.check(); err == nil || !strings.Contains(err.Error(), "--rate") {
+			t.Errorf("rate %g trace %q: error %v, want one about --rate", o.Rate, o.Trace, err)
+		}
+	}
+	lt := &loadtest{o: Options{Jobs: 3, JobGPUs: 1, JobDuration: time.Second, Rate: 4}}
+	w, err := lt.workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at []time.Duration
+	for _, x := range w {
+		at = append(at, x.at)
+	}
+	if want := []time.Duration{0, 250 * time.Millisecond, 500 * time.Millisecond}; !slices.Equal(at, want) {
+		t.Errorf("paced at 4/s: due %v, want %v", at, want)
 	}
 }

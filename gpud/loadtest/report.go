@@ -78,6 +78,7 @@ func (s *ltSampler) window(from, to time.Time) (a, b ltSample, ok bool) {
 type Report struct {
 	Nodes, GPUsPerNode, Jobs, Procs           int
 	Acked, Rejected                           int64
+	Offered                                   float64 // --rate: submissions/s offered (0: closed loop)
 	SubmitPerSec                              float64
 	StartsPerSec, StartsPeak, StartsSustained float64
 	SubmitStart, EndFree                      [3]time.Duration // p50, p99, max
@@ -132,7 +133,7 @@ func pct(ds []time.Duration) [3]time.Duration {
 // last submission was acknowledged, drained when the last exit was.
 func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time) *Report {
 	o := lt.o
-	r := &Report{Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Procs: o.Procs, Acked: lt.acked.Load(), Rejected: lt.rejected.Load(),
+	r := &Report{Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Procs: o.Procs, Acked: lt.acked.Load(), Rejected: lt.rejected.Load(), Offered: o.Rate,
 		HeartbeatErrors: lt.hbErrors.Load(), UsageSamples: lt.usage.Load()}
 	end := s.samples[len(s.samples)-1].at
 	r.Workload, r.Hold = drained.Sub(wl), end.Sub(drained)
@@ -251,7 +252,11 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "\n== gpud loadtest: %d nodes × %d GPUs, %d jobs acknowledged (%d refusals retried)\n", r.Nodes, r.GPUsPerNode, r.Acked, r.Rejected)
 	fmt.Fprintf(w, "workload %s, then hold %s\n", r.Workload.Round(time.Millisecond), r.Hold.Round(time.Millisecond))
-	fmt.Fprintf(w, "submissions/s acknowledged   %.0f\n", r.SubmitPerSec)
+	if r.Offered > 0 {
+		fmt.Fprintf(w, "submissions/s acknowledged   %.0f of %.0f offered (latencies from when each job was due)\n", r.SubmitPerSec, r.Offered)
+	} else {
+		fmt.Fprintf(w, "submissions/s acknowledged   %.0f\n", r.SubmitPerSec)
+	}
 	fmt.Fprintf(w, "job starts/s                 %.0f mean (first to last start), %.0f sustained (mean of the seconds with jobs queued), %.0f peak 1-s\n",
 		r.StartsPerSec, r.StartsSustained, r.StartsPeak)
 	fmt.Fprintf(w, "submit→start                 p50 %s  p99 %s  max %s\n", r.SubmitStart[0].Round(time.Millisecond), r.SubmitStart[1].Round(time.Millisecond), r.SubmitStart[2].Round(time.Millisecond))
