@@ -98,7 +98,7 @@ func NewController() *Controller {
 	}
 	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gpud_api_refusals_total",
-		Help: "API requests refused, by class: before authentication (no_tls, no_token, bad_token, expired_token, revoked_token, revoked_node_cert, bad_join_token) or after (denied, invalid, not_found, conflict, rate_limited, other). The audit log keeps the first of each kind per source and minute and a summary of the rest.",
+		Help: "API requests refused, by class: before authentication (no_tls, no_token, bad_token, expired_token, revoked_token, revoked_node_cert, expired_node_cert, bad_join_token) or after (denied, invalid, not_found, conflict, rate_limited, other). The audit log keeps the first of each kind per source and minute and a summary of the rest.",
 	}, []string{"class"})
 	m.reg.MustRegister(m.cycle, m.started, m.ended, m.requeued, m.gpuEvents, m.preempted, m.backfilled, m.idle, m.requests, m.auditDrops, m.refusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -210,11 +210,10 @@ type identity struct {
 	// a step ticket it obtains is bound to).
 	cred auth.Credential
 	// expires is when a token stops being taken (its expiry plus the
-	// verifier's skew); a request that outlives it (a watch stream) ends
-	// by then. Zero for the rest: a unix socket's peer, and a node
-	// certificate, which is checked at the TLS handshake only (a
-	// connection made before its NotAfter goes on after it; a stream
-	// ended at NotAfter would be asked again on that connection at once).
+	// verifier's skew), or a node certificate's NotAfter; a request that
+	// outlives it (a watch stream) ends by then, and authenticate refuses
+	// the next one (TLS checks a certificate at the handshake only, and a
+	// node's connection may outlive it). Zero for a unix socket's peer.
 	expires time.Time
 }
 
@@ -341,9 +340,18 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 					s.refuseUnidentified(w, r, RefusedRevokedCert, http.StatusUnauthorized, api.CodePermissionDenied, msg)
 					return
 				}
+				if now := s.now(); now.After(leaf.NotAfter) {
+					// Valid at the handshake, expired since on a
+					// connection kept open.
+					msg := fmt.Sprintf("node certificate %s of node %s expired at %s; join the node again: remove state_dir/tls/node.pem on the node and restart gpud node, which joins with node.toml's join_token_file",
+						auth.Serial(leaf), node, leaf.NotAfter.UTC().Format(time.RFC3339))
+					s.peerLog.Warn("expired node certificate refused", "node", node, "serial", auth.Serial(leaf), "remote", r.RemoteAddr, "not_after", leaf.NotAfter)
+					s.refuseUnidentified(w, r, RefusedExpiredCert, http.StatusUnauthorized, api.CodePermissionDenied, msg)
+					return
+				}
 				// A node certificate from joining: the node's identity,
 				// bound to its name (nodeCaller checks each request).
-				id := identity{caller: controller.Caller{User: "node:" + node}, role: auth.RoleNode, node: node, remote: true, cred: auth.CertCredential(leaf)}
+				id := identity{caller: controller.Caller{User: "node:" + node}, role: auth.RoleNode, node: node, remote: true, cred: auth.CertCredential(leaf), expires: leaf.NotAfter}
 				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 				return
 			}

@@ -63,6 +63,7 @@ const (
 	RefusedExpired     = "expired_token"
 	RefusedRevoked     = "revoked_token"
 	RefusedRevokedCert = "revoked_node_cert"
+	RefusedExpiredCert = "expired_node_cert"
 	RefusedJoinToken   = "bad_join_token"
 	RefusedDenied      = "denied"
 	RefusedInvalid     = "invalid"
@@ -73,7 +74,7 @@ const (
 )
 
 // RefusalClasses lists every class, for a metric's help and tests.
-var RefusalClasses = []string{RefusedNoTLS, RefusedNoToken, RefusedBadToken, RefusedExpired, RefusedRevoked, RefusedRevokedCert,
+var RefusalClasses = []string{RefusedNoTLS, RefusedNoToken, RefusedBadToken, RefusedExpired, RefusedRevoked, RefusedRevokedCert, RefusedExpiredCert,
 	RefusedJoinToken, RefusedDenied, RefusedInvalid, RefusedNotFound, RefusedConflict, RefusedRateLimited, RefusedOther}
 
 // statusClass is the class of a refusal after authentication.

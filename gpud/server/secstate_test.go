@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,6 +239,32 @@ func TestRevokedNodeCert(t *testing.T) {
 	s.srv.SetRevokedNodeCerts(nil)
 	if err := n1.Heartbeat(ctx, "n1", nil); err != nil {
 		t.Errorf("n1 after its serial left the list: %v", err)
+	}
+}
+
+// TestExpiredNodeCert: TLS checks a node certificate at the handshake
+// only; a node whose connection outlives the certificate's NotAfter is
+// refused from its next request on that same connection, with what to do.
+func TestExpiredNodeCert(t *testing.T) {
+	const joinToken = "0123456789abcdef0123456789abcdef-join"
+	var now atomic.Pointer[time.Time]
+	t0 := time.Now()
+	now.Store(&t0)
+	s := joinServer(t, joinToken, server.WithClock(func() time.Time { return *now.Load() }))
+	ctx := ctxT(t)
+	n1, cert1 := joinWithCert(t, s, "n1", joinToken)
+	if _, err := n1.Register(ctx, inventory("n1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Heartbeat(ctx, "n1", nil); err != nil {
+		t.Fatalf("n1 before its certificate's NotAfter: %v", err)
+	}
+	later := cert1.NotAfter.Add(time.Second)
+	now.Store(&later)
+	err := n1.Heartbeat(ctx, "n1", nil) // the connection made while it was valid
+	wantStatus(t, "expired node certificate's heartbeat", err, 401, spec.ErrPermissionDenied, "expired")
+	if err == nil || !strings.Contains(err.Error(), "join") {
+		t.Errorf("refusal %v: want it to say how to join again", err)
 	}
 }
 
