@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1241,5 +1242,53 @@ func TestOutboxGroupCommit(t *testing.T) {
 		if r, err := ob.allocQuery(ctx, ev.AllocID); ev.Seq != uint64(i+1) || ev.AllocID != "a"+strconv.Itoa(i) || err != nil || !r.Started {
 			t.Errorf("event %d: seq %d alloc %s (started %v, %v)", i, ev.Seq, ev.AllocID, r.Started, err)
 		}
+	}
+}
+
+// BenchmarkOutboxConcurrentJobs is BenchmarkOutboxJobEvents with eight
+// runners recording at once into one outbox (a node's jobs starting and
+// ending together): what group commit saves. disk: each commit's fsync
+// on the test's temp dir (a node's /var/lib/gpud); tmpfs: SQLite's CPU
+// alone. Each op is one job's started and exited records and their ack.
+func BenchmarkOutboxConcurrentJobs(b *testing.B) {
+	for _, kind := range []string{"tmpfs", "disk"} {
+		b.Run(kind, func(b *testing.B) {
+			dir := b.TempDir()
+			if kind == "tmpfs" {
+				d, err := os.MkdirTemp("/dev/shm", "outbox-bench")
+				if err != nil {
+					b.Skip("no /dev/shm:", err)
+				}
+				defer os.RemoveAll(d)
+				dir = d
+			}
+			ctx := context.WithoutCancel(b.Context())
+			ob, err := openOutbox(ctx, slog.Default(), dir, t0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ob.Close()
+			var next atomic.Int64
+			cpu0 := processCPU()
+			b.SetParallelism(4) // 8 goroutines on 2 CPUs
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := next.Add(1)
+					id := "a" + strconv.FormatInt(i, 10)
+					var seq uint64
+					for _, k := range []string{api.EventStarted, api.EventExited} {
+						if seq, err = ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: spec.JobID(i), Kind: k, Time: spec.NewTime(t0)}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+					if err := ob.ack(ctx, seq); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
 	}
 }
