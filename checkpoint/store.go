@@ -507,28 +507,33 @@ func (s *Store) MarkReady(id spec.JobID, tag string) error {
 		return fmt.Errorf("mark staging dir of job %d ready: %w", id, err)
 	}
 	defer st.Close()
+	if err := markReady(st); err != nil {
+		return fmt.Errorf("mark staging dir of job %d ready: %w", id, err)
+	}
+	return nil
+}
+
+// markReady is MarkReady in the open staging directory st (the job's).
+func markReady(st *safefs.Dir) error {
 	for try := 0; ; try++ {
 		fi, err := st.Lstat(doneName)
 		switch {
 		case err == nil && fi.IsRegular():
 			return nil
 		case err == nil:
-			return fmt.Errorf("mark staging dir of job %d ready: %w: %s is a %s, not a regular file; a job marks its checkpoint complete with a plain file (touch \"$GPUD_CHECKPOINT_DIR/%s\") or by exiting %d",
-				id, ErrRefused, filepath.Join(st.Path(), doneName), fi.Type(), doneName, ExitCodeCheckpointed)
+			return fmt.Errorf("%w: %s is a %s, not a regular file; a job marks its checkpoint complete with a plain file (touch \"$GPUD_CHECKPOINT_DIR/%s\") or by exiting %d",
+				ErrRefused, filepath.Join(st.Path(), doneName), fi.Type(), doneName, ExitCodeCheckpointed)
 		case !errors.Is(err, fs.ErrNotExist):
-			return fmt.Errorf("mark staging dir of job %d ready: %w", id, err)
+			return err
 		}
 		f, err := st.Create(doneName, 0o600)
 		if errors.Is(err, fs.ErrExist) && try == 0 {
 			continue // appeared meanwhile: look at what it is
 		}
 		if err != nil {
-			return fmt.Errorf("mark staging dir of job %d ready: %w", id, err)
+			return err
 		}
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("mark staging dir of job %d ready: %w", id, err)
-		}
-		return nil
+		return f.Close()
 	}
 }
 

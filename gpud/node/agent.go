@@ -1068,6 +1068,7 @@ func (a *Agent) recoverContainers(ctx context.Context) error {
 			a.removeJobDir(a.log, e.Name())
 		}
 	}
+	a.removeLeftRuns(keep) // checkpoint.go
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -119,6 +120,20 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 	mu := r.d.ckptLock(r.jobID)
 	mu.Lock()
 	defer mu.Unlock()
+	if r.exitOnlyCheckpoints() {
+		// The usual job: no job directory yet (nothing to restart from),
+		// and it can checkpoint only as it exits. Its run directory is
+		// its staging directory until then (checkpoint/run.go).
+		name := checkpoint.RunName(r.id)
+		run, made, err := st.PrepareRun(name, r.jobID, owner, int(gid))
+		if err != nil {
+			return "", "", err
+		}
+		if made {
+			r.ckptRun = name
+			return run, "", nil
+		}
+	}
 	if r.ownsCheckpoints() {
 		// A fresh staging directory, the user's, the newest checkpoint
 		// and this runner's claim, in one pass.
@@ -138,6 +153,102 @@ func (r *runner) prepareCheckpoints(uid, gid uint32) (dir, restart string, err e
 		r.log().Info("job restarts from checkpoint", "seq", latest.Seq, "dir", latest.Dir, "bytes", latest.Bytes)
 	}
 	return dir, restart, nil
+}
+
+// exitOnlyCheckpoints reports whether the job can checkpoint only as it
+// exits (.done, or the checkpoint exit code), on this one node, which
+// seals: no --checkpoint or --signal (nothing signals it to checkpoint
+// while it runs, nor before a stop: the checkpoint machine has no plan),
+// one node (the ranks of a gang share the job's staging directory on a
+// shared root), rank 0. Such a job's checkpoint directory is a run
+// directory while it has no job directory (prepareCheckpoints).
+func (r *runner) exitOnlyCheckpoints() bool {
+	if !r.ownsCheckpoints() {
+		return false
+	}
+	job := &r.asg.Job
+	return job.Ckpt <= 0 && job.JobSpec.Signal == "" && len(r.asg.Alloc.Nodes) == 1
+}
+
+// findRun sets ckptRun for an adopted runner whose job's checkpoint
+// directory is a run directory (the agent before the restart made it):
+// what the runner knew is not in the container's labels.
+func (r *runner) findRun() {
+	if r.adopted && r.ckptRun == "" && r.d.ckpt.RunExists(checkpoint.RunName(r.id)) {
+		r.ckptRun = checkpoint.RunName(r.id)
+	}
+}
+
+// removeRun removes the job's run directory, if it has one: at its end,
+// and before a start under a fresh container ID makes another.
+func (r *runner) removeRun(log *slog.Logger) {
+	if r.ckptRun == "" {
+		return
+	}
+	if err := r.d.ckpt.RemoveRun(r.ckptRun); err != nil {
+		log.Warn("remove the job's checkpoint run directory; the next agent start retries", "dir", r.ckptRun, "err", err)
+	}
+	r.ckptRun = ""
+}
+
+// removeLeftRuns removes the run directories of this node's containers
+// that are gone (keep: the containers re-adopted), left by a start or an
+// end that a crash of the agent cut short: an exit the agent was down
+// for seals nothing, as in a job's directory, where the next attempt's
+// start clears what it left. Other nodes' (a shared root) are theirs.
+func (a *Agent) removeLeftRuns(keep map[string]bool) {
+	names, err := a.ckpt.Runs()
+	if err != nil {
+		a.log.Warn("list checkpoint run directories left by an earlier agent; they stay", "err", err)
+		return
+	}
+	for _, n := range names {
+		cid, _ := checkpoint.RunContainer(n)
+		if keep[cid] || !a.ownContainer(cid) {
+			continue
+		}
+		if err := a.ckpt.RemoveRun(n); err != nil {
+			a.log.Warn("remove checkpoint run directory an earlier agent left", "dir", n, "err", err)
+		}
+	}
+}
+
+// ownContainer reports whether container ID cid is one of this node's
+// jobs' (ContainerID, or a fresh ID after a stale one: "-r<try>").
+func (a *Agent) ownContainer(cid string) bool {
+	rest, ok := strings.CutPrefix(cid, "gpud-")
+	for i := 0; ok && i < 2; i++ { // the job ID and the attempt
+		var num string
+		num, rest, ok = strings.Cut(rest, "-")
+		ok = ok && num != "" && strings.Trim(num, "0123456789") == ""
+	}
+	if !ok {
+		return false
+	}
+	node := strings.TrimPrefix(ContainerID(0, 0, a.cfg.Name), "gpud-0-0-")
+	if rest == node {
+		return true
+	}
+	try, ok := strings.CutPrefix(rest, node+"-r")
+	return ok && try != "" && strings.Trim(try, "0123456789") == ""
+}
+
+// adoptRun makes the job's run directory, which holds the checkpoint
+// it exited with, the staging directory of its job directory (made and
+// claimed now), to be sealed there as any other (checkpointAtExit).
+func (r *runner) adoptRun() error {
+	if err := r.d.mayCheckpoint(r); err != nil {
+		return err
+	}
+	mu := r.d.ckptLock(r.jobID)
+	mu.Lock()
+	defer mu.Unlock()
+	m, err := r.d.ckpt.AdoptRun(r.ckptRun, r.jobID, r.ckptTag())
+	if err != nil {
+		return err
+	}
+	r.ckptRun, r.ckptMark = "", m
+	return nil
 }
 
 // mayRunAgain reports whether the part's end may be followed by another
@@ -219,6 +330,14 @@ func (r *runner) claimCheckpoints(log *slog.Logger) {
 // nodes: "error mounting <checkpoint_root>/<id>"). The next attempt's
 // rank 0 claims it and removes it at its own end.
 func (r *runner) removeUnsealedCheckpoints(log *slog.Logger) {
+	// A run directory is the run's alone: no other attempt prepares or
+	// mounts it, so it goes whatever the end (nothing was sealed in it:
+	// a seal moves it into the job's directory first).
+	r.findRun()
+	if r.ckptRun != "" {
+		r.removeRun(log)
+		return
+	}
 	if r.ckptMark == (checkpoint.Mark{}) {
 		return
 	}

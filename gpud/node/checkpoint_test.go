@@ -419,19 +419,52 @@ func TestCheckpointOfAnEarlierJobNotOffered(t *testing.T) {
 
 // TestCheckpointDirRemovedWithoutSeal: every job's start makes its
 // checkpoint directory; when the job's part on the node of its rank 0
-// ends with nothing sealed there it is removed (nothing a restart could use), while one holding a sealed
-// checkpoint stays for the requeued attempt (which then restarts from it:
-// TestRequeueCheckpointsFirstAndRestartsFromIt).
+// ends with nothing sealed there it is removed (nothing a restart could
+// use), while one holding a sealed checkpoint stays for the requeued
+// attempt (which then restarts from it:
+// TestRequeueCheckpointsFirstAndRestartsFromIt). A job that can
+// checkpoint only as it exits (no --checkpoint or --signal, one node)
+// and has no job directory gets a run directory as its staging
+// directory instead, the job directory only if it seals
+// (TestRunDirOfAJobThatCheckpointsAtExit).
 func TestCheckpointDirRemovedWithoutSeal(t *testing.T) {
 	e := newEnv(t, nil)
-	jobDir := filepath.Join(e.dir, "checkpoints", "7")
-	e.fc.Set(ckptAsg(7, e.home, 0, 1)) // rank 0, no --checkpoint
+	ckpts := filepath.Join(e.dir, "checkpoints")
+	e.fc.Set(ckptAsg(7, e.home, 0, 1)) // rank 0, no --checkpoint: a run directory
 	e.waitStarted(t, cid)
-	if _, err := os.Stat(filepath.Join(jobDir, "staging")); err != nil {
-		t.Fatalf("the running job has no checkpoint staging directory: %v", err)
+	run := filepath.Join(ckpts, checkpoint.RunName(cid))
+	cfg, _ := e.rt.Config(cid)
+	if fi, err := os.Lstat(run); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the running job's run directory %s: %v, %v; want a directory, 0700", run, fi, err)
+	}
+	if !slices.Contains(cfg.Env, "GPUD_CHECKPOINT_DIR="+run) || !slices.Contains(cfg.Env, "GPUD_RESTART_DIR=") ||
+		!slices.Contains(cfg.Mounts, runtime.Mount{Source: run, Dest: run}) {
+		t.Errorf("env %q, mounts %+v; want GPUD_CHECKPOINT_DIR=%s, mounted, and no restart directory", cfg.Env, cfg.Mounts, run)
+	}
+	if _, err := os.Lstat(filepath.Join(ckpts, "7")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("job 7 has a job directory while it runs (%v); want none until it seals", err)
 	}
 	e.rt.Exit(cid, runtime.ExitStatus{Code: 1})
 	waitFor(t, "a7's container deleted", func() bool { _, ok := e.rt.Status(cid); return !ok }, e.on()...)
+	waitFor(t, "the run directory removed", func() bool {
+		_, err := os.Lstat(run)
+		return errors.Is(err, fs.ErrNotExist)
+	}, e.on()...)
+	if _, err := os.Lstat(filepath.Join(ckpts, "7")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("job 7's end made a job directory (%v)", err)
+	}
+
+	// --checkpoint: the job's directory from the start, removed at the
+	// end without a seal.
+	cid8 := ContainerID(8, 1, "node-1")
+	jobDir := filepath.Join(ckpts, "8")
+	e.fc.Set(ckptAsg(8, e.home, time.Hour, 1))
+	e.waitStarted(t, cid8)
+	if _, err := os.Stat(filepath.Join(jobDir, "staging")); err != nil {
+		t.Fatalf("the running job has no checkpoint staging directory: %v", err)
+	}
+	e.rt.Exit(cid8, runtime.ExitStatus{Code: 1})
+	waitFor(t, "a8's container deleted", func() bool { _, ok := e.rt.Status(cid8); return !ok }, e.on()...)
 	waitFor(t, "the checkpoint directory without a checkpoint removed", func() bool {
 		_, err := os.Lstat(jobDir)
 		return errors.Is(err, fs.ErrNotExist)
@@ -446,6 +479,160 @@ func TestCheckpointDirRemovedWithoutSeal(t *testing.T) {
 	waitFor(t, "a9's container deleted", func() bool { _, ok := e.rt.Status(cid9); return !ok }, e.on()...)
 	if _, err := os.Stat(filepath.Join(e.dir, "checkpoints", "9", "ckpt-00000001")); err != nil {
 		t.Errorf("the sealed checkpoint of a job exited %d is gone: %v", checkpoint.ExitCodeCheckpointed, err)
+	}
+}
+
+// TestRunDirOfAJobThatCheckpointsAtExit: a job without --checkpoint
+// writes into its run directory and exits with the checkpoint code (or
+// touches .done and ends): the run directory becomes the staging
+// directory of the job's directory, made then, tagged and claimed, and
+// is sealed there; the requeued attempt restarts from it as from any
+// checkpoint (its job directory exists: no run directory); a run
+// directory whose .done is not a regular file is refused and removed.
+func TestRunDirOfAJobThatCheckpointsAtExit(t *testing.T) {
+	e := newEnv(t, nil)
+	ckpts := filepath.Join(e.dir, "checkpoints")
+	for _, c := range []struct {
+		id     spec.JobID
+		byCode bool
+	}{{7, true}, {8, false}} {
+		a := ckptAsg(c.id, e.home, 0, 1)
+		cid := ContainerID(c.id, 1, "node-1")
+		e.fc.Set(a)
+		e.waitStarted(t, cid)
+		run := filepath.Join(ckpts, checkpoint.RunName(cid))
+		writeAsJob(t, run, "state", "abc")
+		st := runtime.ExitStatus{Code: checkpoint.ExitCodeCheckpointed}
+		if !c.byCode {
+			writeAsJob(t, run, ".done", "")
+			st.Code = 0
+		}
+		e.rt.Exit(cid, st)
+		ex := e.waitExited(t, a.Alloc.ID)
+		if want := map[bool]spec.JobState{true: spec.StateRequeued, false: spec.StateCompleted}[c.byCode]; ex.State != want {
+			t.Errorf("job %d: exit %s (%s), want %s", c.id, ex.State, ex.Reason, want)
+		}
+		cks := checkpointEvents(e.eventsOf(a.Alloc.ID))
+		if len(cks) != 1 || cks[0].CkptSeq != 1 || cks[0].CkptBytes != 3 {
+			t.Errorf("job %d: checkpointed events = %+v, want seq 1 with 3 bytes", c.id, cks)
+		}
+		waitFor(t, "the container deleted", func() bool { _, ok := e.rt.Status(cid); return !ok }, e.on()...)
+		jd := filepath.Join(ckpts, strconv.FormatUint(uint64(c.id), 10))
+		if b, err := os.ReadFile(filepath.Join(jd, "ckpt-00000001", "state")); err != nil || string(b) != "abc" {
+			t.Errorf("job %d: sealed state %q, %v; want abc", c.id, b, err)
+		}
+		if tag, err := os.ReadFile(filepath.Join(jd, ".job")); err != nil || strings.TrimSpace(string(tag)) != checkpoint.JobTag(t0.UnixNano()) {
+			t.Errorf("job %d: tag %q, %v; want the job's", c.id, tag, err)
+		}
+		if _, err := os.Lstat(run); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("job %d: the run directory stays (%v)", c.id, err)
+		}
+	}
+
+	// The requeued attempt of job 7 restarts from the checkpoint, in the
+	// job's directory.
+	again := ckptAsg(7, e.home, 0, 2)
+	cid2 := ContainerID(7, 2, "node-1")
+	e.fc.Set(again)
+	e.waitStarted(t, cid2)
+	cfg, _ := e.rt.Config(cid2)
+	jd := filepath.Join(ckpts, "7")
+	if want := "GPUD_RESTART_DIR=" + filepath.Join(jd, "ckpt-00000001"); !slices.Contains(cfg.Env, want) ||
+		!slices.Contains(cfg.Env, "GPUD_CHECKPOINT_DIR="+filepath.Join(jd, "staging")) {
+		t.Errorf("the requeued attempt's env %q; want %s and the job directory's staging", cfg.Env, want)
+	}
+	if _, err := os.Lstat(filepath.Join(ckpts, checkpoint.RunName(cid2))); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the requeued attempt has a run directory (%v); want its job directory's", err)
+	}
+	e.rt.Exit(cid2, runtime.ExitStatus{})
+	e.waitExited(t, again.Alloc.ID)
+
+	// .done planted as a symlink, then exit 85: refused, nothing sealed,
+	// the run directory and what it held removed without following.
+	target := filepath.Join(e.home, "precious")
+	if err := os.WriteFile(target, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := ckptAsg(9, e.home, 0, 1)
+	cid9 := ContainerID(9, 1, "node-1")
+	e.fc.Set(a)
+	e.waitStarted(t, cid9)
+	run := filepath.Join(ckpts, checkpoint.RunName(cid9))
+	if err := os.Symlink(target, filepath.Join(run, ".done")); err != nil {
+		t.Fatal(err)
+	}
+	e.rt.Exit(cid9, runtime.ExitStatus{Code: checkpoint.ExitCodeCheckpointed})
+	ex := e.waitExited(t, a.Alloc.ID)
+	if ex.State == spec.StateRequeued || !strings.Contains(ex.Reason, "is a symlink") {
+		t.Errorf("exit %s (%q); want not requeued, the symlink named", ex.State, ex.Reason)
+	}
+	waitFor(t, "the run directory removed", func() bool {
+		_, err := os.Lstat(run)
+		return errors.Is(err, fs.ErrNotExist)
+	}, e.on()...)
+	if b, err := os.ReadFile(target); err != nil || string(b) != "x" {
+		t.Errorf("the symlink's target: %q, %v; want it untouched", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(ckpts, "9")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused checkpoint made job 9's directory (%v)", err)
+	}
+}
+
+// TestRunDirsAfterAgentRestart: a restarted agent keeps the run
+// directory of a job it re-adopts (and the job's checkpoint at exit is
+// sealed from it), and removes the run directories of its own
+// containers that are gone; another node's (a shared root) stay.
+func TestRunDirsAfterAgentRestart(t *testing.T) {
+	cid12 := ContainerID(12, 1, "node-1")
+	var ckpts string
+	e := newEnv(t, func(e *env) {
+		c := planted(cid12, "node-1", "a12", "12", t0.Add(time.Hour).Format(time.RFC3339))
+		if err := e.rt.Add(c, runtime.StatusRunning, runtime.ExitStatus{}); err != nil {
+			t.Fatal(err)
+		}
+		ckpts = filepath.Join(e.dir, "checkpoints")
+		for _, c := range []string{cid12, ContainerID(13, 1, "node-1"), ContainerID(14, 1, "node-1") + "-r2", ContainerID(13, 1, "node-10"), ContainerID(15, 1, "x-node-1")} {
+			if err := os.MkdirAll(filepath.Join(ckpts, checkpoint.RunName(c)), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		writeAsJobOrFail(t, filepath.Join(ckpts, checkpoint.RunName(ContainerID(13, 1, "node-1"))), "left")
+	})
+	a := ckptAsg(12, e.home, 0, 1)
+	a.Alloc.ID = "a12"
+	e.setAndWait(t, a)
+	have, err := os.ReadDir(ckpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range have {
+		names = append(names, d.Name())
+	}
+	want := []string{checkpoint.RunName(ContainerID(15, 1, "x-node-1")), checkpoint.RunName(ContainerID(13, 1, "node-10")), checkpoint.RunName(cid12)}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("checkpoint root after the restart (-want +got):\n%s", diff)
+	}
+	run := filepath.Join(ckpts, checkpoint.RunName(cid12))
+	writeAsJob(t, run, "state", "abcd")
+	e.rt.Exit(cid12, runtime.ExitStatus{Code: checkpoint.ExitCodeCheckpointed})
+	if ex := e.waitExited(t, "a12"); ex.State != spec.StateRequeued {
+		t.Errorf("the re-adopted job exited %s (%s), want REQUEUED from its checkpoint", ex.State, ex.Reason)
+	}
+	waitFor(t, "the re-adopted job's run directory sealed", func() bool {
+		_, err := os.Lstat(run)
+		_, serr := os.Stat(filepath.Join(ckpts, "12", "ckpt-00000001", "state"))
+		return errors.Is(err, fs.ErrNotExist) && serr == nil
+	}, e.on()...)
+}
+
+// writeAsJobOrFail writes a file into dir (before the agent runs: no
+// owner to copy but the test's).
+func writeAsJobOrFail(t *testing.T, dir, name string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -498,7 +685,7 @@ func TestCheckpointDirKeptWhenTheJobMayRunAgain(t *testing.T) {
 			e.fc.Set(a)
 		}, false, spec.StateCancelled},
 	} {
-		a := ckptAsg(c.id, e.home, 0, 1) // rank 0 here: claims the directory
+		a := ckptAsg(c.id, e.home, time.Hour, 1) // rank 0 here, --checkpoint: claims the job's directory
 		e.fc.Set(a)
 		e.waitStarted(t, ContainerID(c.id, 1, "node-1"))
 		c.end(a)

@@ -1,13 +1,17 @@
 package node
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 
+	"github.com/gpud/gpud/checkpoint"
+	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 )
 
@@ -176,5 +180,81 @@ func TestJobDirAttackedByItsUser(t *testing.T) {
 	}
 	if _, err := os.Stat(outside); err != nil {
 		t.Fatalf("the directory a link in tmp/ named: %v", err)
+	}
+}
+
+// TestRunDirAttackedByItsUser: the checkpoint run directory of a job
+// without --checkpoint (checkpoint/run.go) is the job's user's, in the
+// checkpoint root, which only root writes. As that user (uid 1000, the
+// directories above open for traversal): writing in it works; moving or
+// removing it, planting a run directory ahead or the job's directory
+// (where a seal would move it) are refused. What the user leaves in it
+// is never followed: a checkpoint holding a link out of it is refused at
+// the seal, and the run directory, then the job's directory made for the
+// seal, are removed without touching what the links name.
+func TestRunDirAttackedByItsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: runs commands as the job's user")
+	}
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "passwd")
+	if err := os.WriteFile(victim, []byte("root:x:0:0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, nil)
+	for _, d := range []string{filepath.Dir(e.dir), e.dir, filepath.Dir(outside), outside} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := ckptAsg(7, e.home, 0, 1) // no --checkpoint, one node: a run directory
+	a.Job.UID, a.Job.GID = 1000, 1000
+	e.fc.Set(a)
+	e.waitStarted(t, cid)
+	ckpts := filepath.Join(e.dir, "checkpoints")
+	run := filepath.Join(ckpts, checkpoint.RunName(cid))
+	asUser := func(cmd string) error {
+		c := exec.Command("/bin/sh", "-c", cmd)
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: a.Job.UID, Gid: a.Job.GID}}
+		c.Env = []string{"R=" + run, "C=" + ckpts, "V=" + victim, "O=" + outside}
+		out, err := c.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+	for _, cmd := range []string{`echo abc > "$R/state"`, `ln -s "$V" "$R/passwd"`, `mkdir "$R/sub" && ln -s "$O" "$R/sub/outside"`, `touch "$R/.done"`} {
+		if err := asUser(cmd); err != nil {
+			t.Fatalf("as the job's user, %s: %v", cmd, err)
+		}
+	}
+	for _, cmd := range []string{
+		`mv "$R" "$C/moved"`,                  // the run directory moved, to be swapped
+		`ln -s "$O" "$C/run-gpud-8-1-node-1"`, // a run directory planted ahead
+		`ln -s "$O" "$C/7"`,                   // the job's directory, where the seal moves it
+	} {
+		if err := asUser(cmd); err == nil {
+			t.Errorf("as the job's user, %s succeeded; want it refused", cmd)
+		}
+	}
+	if fi, err := os.Lstat(run); err != nil || !fi.IsDir() || fi.Sys().(*syscall.Stat_t).Uid != 1000 {
+		t.Fatalf("run directory %v (%v); want the user's directory, in place", fi, err)
+	}
+	e.rt.Exit(cid, runtime.ExitStatus{}) // .done made: sealed at exit, refused (links out of it)
+	ex := e.waitExited(t, "a7")
+	if cks := checkpointEvents(e.eventsOf("a7")); len(cks) != 0 || ex.State != spec.StateCompleted {
+		t.Errorf("exit %s, checkpoints %+v; want COMPLETED, none sealed (its links leave it)", ex.State, cks)
+	}
+	e.waitGone(t, cid)
+	waitFor(t, "the run directory and the job's directory removed", func() bool {
+		_, err := os.Lstat(run)
+		_, jerr := os.Lstat(filepath.Join(ckpts, "7"))
+		return errors.Is(err, fs.ErrNotExist) && errors.Is(jerr, fs.ErrNotExist)
+	}, e.on()...)
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "root:x:0:0\n" {
+		t.Fatalf("victim now %q (%v)", b, err)
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Fatalf("the directory a link named: %v", err)
 	}
 }

@@ -41,7 +41,13 @@ type outbox struct {
 	// has seen the whole table (fewer rows than asked for) and stops
 	// (back to SQLite reads) past mirrorCap rows: a long outage's backlog
 	// stays on disk only.
-	mu        sync.Mutex
+	mu sync.Mutex
+	// queue holds the records waiting for the next transaction (group
+	// commit: recordAll); qmu guards it alone, so a record joins it
+	// while another record's transaction holds mu.
+	qmu       sync.Mutex
+	queue     []*recordReq
+	commits   atomic.Int64 // recordAll's transactions (tests)
 	mirrored  bool
 	unacked   []outboxRow
 	mirrorCap int
@@ -445,70 +451,194 @@ func (o *outbox) record(ctx context.Context, ev api.AllocEvent) (uint64, error) 
 	if o.mem != nil {
 		return o.mem.record(ctx, ev)
 	}
-	ev.Seq = 0
-	if o.anyForeign.Load() {
-		if old := o.foreignOf(ev.AllocID); old != "" {
-			// An earlier controller's allocation: a local record only
-			// (ident.go).
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			return 0, o.recordForeign(ctx, ev)
+	var seq [1]uint64
+	err := o.recordAll(ctx, []api.AllocEvent{ev}, seq[:])
+	return seq[0], err
+}
+
+// recordAll is record of each of evs, committed together in one
+// transaction (the usage samples of one sampling: one commit, one fsync,
+// instead of one per running job), their seqs in evs' order written to
+// seqs (len(evs)). Either all are recorded or none is.
+func (o *outbox) recordAll(ctx context.Context, evs []api.AllocEvent, seqs []uint64) error {
+	if o.mem != nil {
+		for i, ev := range evs {
+			seq, err := o.mem.record(ctx, ev)
+			if err != nil {
+				return err
+			}
+			seqs[i] = seq
 		}
+		return nil
 	}
-	body, ok := ev.AppendJSON(make([]byte, 0, 384)) // json.Marshal's bytes, without reflection
-	if !ok {
-		_, err := json.Marshal(ev) // what it refuses, and why
-		if err == nil {
-			err = errors.New("a value JSON cannot hold")
+	if o.anyForeign.Load() && len(evs) > 1 {
+		// An earlier controller's allocation among them records locally
+		// only (ident.go): one at a time, as record.
+		for i, ev := range evs {
+			seq, err := o.record(ctx, ev)
+			if err != nil {
+				return err
+			}
+			seqs[i] = seq
 		}
-		return 0, fmt.Errorf("encode %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
+		return nil
 	}
-	var sub int64 // the allocation's fingerprint (subs)
-	if ev.Kind == api.EventStarted || ev.Kind == api.EventExited {
-		sub = o.noteAlloc(ev.AllocID)
+	req := &recordReq{}
+	rows := req.one[:0]
+	if len(evs) > 1 {
+		rows = make([]txRow, 0, len(evs))
 	}
-	upsert := ev.Kind // started or exited: the allocs row's write (recordTx)
-	if upsert != api.EventStarted && upsert != api.EventExited {
-		upsert = ""
+	for _, ev := range evs {
+		ev.Seq = 0
+		if o.anyForeign.Load() {
+			if old := o.foreignOf(ev.AllocID); old != "" {
+				// An earlier controller's allocation: a local record only
+				// (ident.go).
+				o.mu.Lock()
+				defer o.mu.Unlock()
+				seqs[0] = 0
+				return o.recordForeign(ctx, ev)
+			}
+		}
+		body, ok := ev.AppendJSON(make([]byte, 0, 384)) // json.Marshal's bytes, without reflection
+		if !ok {
+			return encodeError(ev)
+		}
+		row := txRow{body: string(body), allocID: ev.AllocID, job: ev.JobID, timeNS: ev.Time.UnixNano()}
+		// Other kinds (checkpointed, usage) say nothing about the alloc's life.
+		if ev.Kind == api.EventStarted || ev.Kind == api.EventExited {
+			row.upsert = ev.Kind // the allocs row's write (recordTx)
+			row.sub = o.noteAlloc(ev.AllocID)
+		}
+		rows = append(rows, row)
 	}
-	// Other kinds (checkpointed, usage) say nothing about the alloc's life.
+	// Group commit: the request joins the queue, then waits for the
+	// transaction in progress (o.mu). Whoever takes o.mu next commits
+	// every request queued by then in one transaction, so records that
+	// arrive while a commit runs (runners starting or ending together;
+	// on a disk, an fsync's milliseconds) share the next one. A request
+	// is answered only once its transaction committed or failed.
+	if err := ctx.Err(); err != nil { // ctx counts until the request is queued
+		return fmt.Errorf("record %s event of alloc %s: %w", evs[0].Kind, evs[0].AllocID, err)
+	}
+	req.rows = rows
+	o.qmu.Lock()
+	o.queue = append(o.queue, req)
+	o.qmu.Unlock()
 	o.mu.Lock()
-	defer o.mu.Unlock()
+	if !req.done {
+		o.commitQueued()
+	}
+	o.mu.Unlock()
+	if req.err != nil {
+		if len(evs) == 1 {
+			return fmt.Errorf("record %s event of alloc %s: %w", evs[0].Kind, evs[0].AllocID, req.err)
+		}
+		return fmt.Errorf("record %d events (%s of alloc %s, ...): %w", len(evs), evs[0].Kind, evs[0].AllocID, req.err)
+	}
+	for i := range rows {
+		seqs[i] = rows[i].seq
+	}
+	return nil
+}
+
+// recordReq is one recordAll call's rows waiting for their commit
+// (outbox.queue); done and err are set under o.mu.
+type recordReq struct {
+	one  [1]txRow // rows' array for one event (record)
+	rows []txRow
+	done bool
+	err  error
+}
+
+// commitQueued commits every request queued (the caller's among them)
+// in one transaction and answers them. o.mu is held.
+func (o *outbox) commitQueued() {
+	o.qmu.Lock()
+	reqs := o.queue
+	o.queue = nil
+	o.qmu.Unlock()
+	rows := reqs[0].rows
+	if len(reqs) > 1 {
+		rows = nil
+		for _, r := range reqs {
+			rows = append(rows, r.rows...)
+		}
+	}
 	del := o.acked // acknowledged rows go with this commit (acked)
 	if del <= o.deleted {
 		del = 0
 	}
-	text := string(body)
-	seq := o.lastSeq + 1
-	o.lastSeq = seq // given, even if its transaction fails (its outcome can be unknown)
-	unknown, err := o.recordTx(ctx, seq, text, upsert, ev, sub, del)
+	for i := range rows {
+		o.lastSeq++ // given, even if its transaction fails (its outcome can be unknown)
+		rows[i].seq = o.lastSeq
+	}
+	// Others' records ride on it: the caller's cancel (checked when it
+	// queued) does not interrupt them.
+	unknown, err := o.recordTx(context.Background(), rows, del)
+	o.commits.Add(1)
+	if len(reqs) > 1 { // the seqs back into each request's rows
+		i := 0
+		for _, r := range reqs {
+			i += copy(r.rows, rows[i:i+len(r.rows)])
+		}
+	}
+	for _, r := range reqs {
+		r.done, r.err = true, err
+	}
 	if err != nil {
 		if unknown {
 			// A failed commit can have reached the disk: reads go to
 			// SQLite again.
 			o.mirrored, o.unacked = false, nil
 		}
-		return 0, fmt.Errorf("record %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
+		return
 	}
 	o.deleted = max(o.deleted, del)
-	if ev.Kind == api.EventExited {
+	for i := range rows {
+		if rows[i].upsert != api.EventExited {
+			continue
+		}
 		o.kmu.Lock()
-		if _, ok := o.known[ev.AllocID]; ok { // not dropped meanwhile
-			o.known[ev.AllocID] = true
+		if _, ok := o.known[rows[i].allocID]; ok { // not dropped meanwhile
+			o.known[rows[i].allocID] = true
 		}
 		if o.known == nil {
-			delete(o.subs, ev.AllocID) // SQLite has it; only live runners' are kept
+			delete(o.subs, rows[i].allocID) // SQLite has it; only live runners' are kept
 		}
 		o.kmu.Unlock()
 	}
 	if o.mirrored {
-		if len(o.unacked) >= o.mirrorCap {
+		if len(o.unacked)+len(rows) > o.mirrorCap {
 			o.mirrored, o.unacked = false, nil
 		} else {
-			o.unacked = append(o.unacked, outboxRow{seq: seq, body: text})
+			for i := range rows {
+				o.unacked = append(o.unacked, outboxRow{seq: rows[i].seq, body: rows[i].body})
+			}
 		}
 	}
-	return seq, nil
+}
+
+// encodeError says why ev cannot be encoded (AppendJSON refused it).
+// Apart from recordAll so that its events are not moved to the heap.
+func encodeError(ev api.AllocEvent) error {
+	_, err := json.Marshal(ev) // what it refuses, and why
+	if err == nil {
+		err = errors.New("a value JSON cannot hold")
+	}
+	return fmt.Errorf("encode %s event of alloc %s: %w", ev.Kind, ev.AllocID, err)
+}
+
+// txRow is one event's rows in recordTx: its events row (seq, body) and,
+// for a started or exited event (upsert), its allocs row's write.
+type txRow struct {
+	seq     uint64
+	body    string
+	upsert  string // api.EventStarted or api.EventExited; "": none
+	allocID string
+	job     spec.JobID
+	timeNS  int64
+	sub     int64 // the allocation's fingerprint (subs)
 }
 
 // The allocs row's write with a started or exited event.
@@ -523,16 +653,16 @@ const (
 
 // recordTx is record's one transaction, on the driver's connection
 // itself with its statements prepared once (outbox_conn.go): BEGIN
-// IMMEDIATE, the acknowledged rows' delete (up to del, 0: none), the
-// events row (seq), the allocs row (upsert: started or exited, "":
-// none), COMMIT. Its statements run on the caller's goroutine
+// IMMEDIATE, the acknowledged rows' delete (up to del, 0: none), each
+// row's events row and allocs row (started or exited), COMMIT. Its
+// statements run on the caller's goroutine
 // (database/sql's transaction starts a goroutine per transaction, and the
-// driver one per statement whose context can be cancelled). The event is
+// driver one per statement whose context can be cancelled). The events are
 // durable when it returns nil, as before; unknown says a failed one
 // failed at its COMMIT, so whether it reached the disk is unknown. ctx
 // counts until the connection is taken; a record once begun is not
 // interrupted (its callers record without cancel anyway).
-func (o *outbox) recordTx(ctx context.Context, seq uint64, body, upsert string, ev api.AllocEvent, sub int64, del uint64) (unknown bool, err error) {
+func (o *outbox) recordTx(ctx context.Context, rows []txRow, del uint64) (unknown bool, err error) {
 	err = o.withConn(ctx, func(st *recordStmts) error {
 		unknown, err = st.inTx(func() error {
 			if del > 0 {
@@ -540,18 +670,21 @@ func (o *outbox) recordTx(ctx context.Context, seq uint64, body, upsert string, 
 					return fmt.Errorf("delete acknowledged events: %w", err)
 				}
 			}
-			if err := st.exec(st.insert, int64(seq), body); err != nil {
-				return err
-			}
-			up := st.upStarted
-			switch upsert {
-			case "":
-				return nil
-			case api.EventExited:
-				up = st.upExited
-			}
-			if err := st.exec(up, ev.AllocID, int64(ev.JobID), ev.Time.UnixNano(), sub); err != nil {
-				return fmt.Errorf("mark alloc %s: %w", ev.Kind, err)
+			for i := range rows {
+				r := &rows[i]
+				if err := st.exec(st.insert, int64(r.seq), r.body); err != nil {
+					return err
+				}
+				up := st.upStarted
+				switch r.upsert {
+				case "":
+					continue
+				case api.EventExited:
+					up = st.upExited
+				}
+				if err := st.exec(up, r.allocID, int64(r.job), r.timeNS, r.sub); err != nil {
+					return fmt.Errorf("mark alloc %s: %w", r.upsert, err)
+				}
 			}
 			return nil
 		})

@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1114,4 +1117,178 @@ func TestOutboxSeqsNeverReused(t *testing.T) {
 	}
 	kill()
 	rec("8.1", 12)
+}
+
+// TestOutboxRecordAll: events recorded together (a sampling's usage
+// samples) are one transaction: consecutive seqs in their order, each
+// read back and an exited one's allocation marked, all there after a
+// kill -9 (the database closed without a flush); one that cannot be
+// encoded fails the whole call and records none of them.
+func TestOutboxRecordAll(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	ob, err := openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ob.record(ctx, api.AllocEvent{Node: "n", AllocID: "a1", JobID: 1, Kind: api.EventStarted, Time: spec.NewTime(t0)}); err != nil {
+		t.Fatal(err)
+	}
+	usage := func(alloc string, v float64) api.AllocEvent {
+		return api.AllocEvent{Node: "n", AllocID: alloc, JobID: 1, Kind: api.EventUsage, Time: spec.NewTime(t0),
+			Usage: &api.UsageSample{ID: alloc, GPUUtilAvg: v}}
+	}
+	bad := []api.AllocEvent{usage("a1", 1), usage("a2", math.NaN()), usage("a3", 3)}
+	if err := ob.recordAll(ctx, bad, make([]uint64, len(bad))); err == nil {
+		t.Fatal("recordAll with a NaN succeeded")
+	}
+	evs := []api.AllocEvent{usage("a1", 1), usage("a2", 2),
+		{Node: "n", AllocID: "a1", JobID: 1, Kind: api.EventExited, Time: spec.NewTime(t0), State: spec.StateCompleted}}
+	seqs := make([]uint64, len(evs))
+	if err := ob.recordAll(ctx, evs, seqs); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]uint64{2, 3, 4}, seqs); diff != "" {
+		t.Errorf("seqs (-want +got):\n%s", diff)
+	}
+	check := func(when string) {
+		t.Helper()
+		got, err := ob.pending(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kinds []string
+		for _, ev := range got {
+			kinds = append(kinds, fmt.Sprintf("%d %s %s", ev.Seq, ev.AllocID, ev.Kind))
+		}
+		want := []string{"1 a1 started", "2 a1 usage", "3 a2 usage", "4 a1 exited"}
+		if diff := cmp.Diff(want, kinds); diff != "" {
+			t.Errorf("%s: pending (-want +got):\n%s", when, diff)
+		}
+		if r, err := ob.allocQuery(ctx, "a1"); err != nil || !r.Started || !r.Exited {
+			t.Errorf("%s: alloc a1 = %+v, %v; want started and exited", when, r, err)
+		}
+	}
+	check("recorded")
+	if err := ob.db.Close(); err != nil { // as a kill -9: no flush
+		t.Fatal(err)
+	}
+	if ob, err = openOutbox(ctx, slog.Default(), dir, t0); err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	check("reopened")
+	if got, err := ob.record(ctx, usage("a2", 5)); err != nil || got != 5 {
+		t.Errorf("the next record after the failed call's seqs = %d, %v; want 5 (none reused)", got, err)
+	}
+}
+
+// TestOutboxGroupCommit: records that queue while a transaction runs
+// (here: while the test holds it) are committed together in the next
+// one, each answered with its own seq once that commit is done, in the
+// order they queued; nothing is answered before its commit.
+func TestOutboxGroupCommit(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	ob, err := openOutbox(ctx, slog.Default(), dir, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	ob.mu.Lock() // a transaction in progress
+	const n = 4
+	seqs := make([]uint64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		// One at a time into the queue, so the order is known.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			seqs[i], errs[i] = ob.record(ctx, api.AllocEvent{Node: "n", AllocID: "a" + strconv.Itoa(i), JobID: spec.JobID(i), Kind: api.EventStarted, Time: spec.NewTime(t0)})
+		}()
+		waitFor(t, "record queued", func() bool {
+			ob.qmu.Lock()
+			defer ob.qmu.Unlock()
+			return len(ob.queue) == i+1
+		})
+	}
+	if c := ob.commits.Load(); c != 0 {
+		t.Fatalf("%d commits while the transaction was held", c)
+	}
+	before := ob.commits.Load()
+	ob.mu.Unlock()
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || seqs[i] != uint64(i+1) {
+			t.Errorf("record %d: seq %d, %v; want %d", i, seqs[i], errs[i], i+1)
+		}
+	}
+	if c := ob.commits.Load() - before; c != 1 {
+		t.Errorf("%d commits for %d queued records, want 1", c, n)
+	}
+	if err := ob.db.Close(); err != nil { // as a kill -9
+		t.Fatal(err)
+	}
+	if ob, err = openOutbox(ctx, slog.Default(), dir, t0); err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	evs, err := ob.pending(ctx, 100)
+	if err != nil || len(evs) != n {
+		t.Fatalf("after a kill -9: %d events, %v; want %d", len(evs), err, n)
+	}
+	for i, ev := range evs {
+		if r, err := ob.allocQuery(ctx, ev.AllocID); ev.Seq != uint64(i+1) || ev.AllocID != "a"+strconv.Itoa(i) || err != nil || !r.Started {
+			t.Errorf("event %d: seq %d alloc %s (started %v, %v)", i, ev.Seq, ev.AllocID, r.Started, err)
+		}
+	}
+}
+
+// BenchmarkOutboxConcurrentJobs is BenchmarkOutboxJobEvents with eight
+// runners recording at once into one outbox (a node's jobs starting and
+// ending together): what group commit saves. disk: each commit's fsync
+// on the test's temp dir (a node's /var/lib/gpud); tmpfs: SQLite's CPU
+// alone. Each op is one job's started and exited records and their ack.
+func BenchmarkOutboxConcurrentJobs(b *testing.B) {
+	for _, kind := range []string{"tmpfs", "disk"} {
+		b.Run(kind, func(b *testing.B) {
+			dir := b.TempDir()
+			if kind == "tmpfs" {
+				d, err := os.MkdirTemp("/dev/shm", "outbox-bench")
+				if err != nil {
+					b.Skip("no /dev/shm:", err)
+				}
+				defer os.RemoveAll(d)
+				dir = d
+			}
+			ctx := context.WithoutCancel(b.Context())
+			ob, err := openOutbox(ctx, slog.Default(), dir, t0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ob.Close()
+			var next atomic.Int64
+			cpu0 := processCPU()
+			b.SetParallelism(4) // 8 goroutines on 2 CPUs
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := next.Add(1)
+					id := "a" + strconv.FormatInt(i, 10)
+					var seq uint64
+					for _, k := range []string{api.EventStarted, api.EventExited} {
+						if seq, err = ob.record(ctx, api.AllocEvent{Node: "n", AllocID: id, JobID: spec.JobID(i), Kind: k, Time: spec.NewTime(t0)}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+					if err := ob.ack(ctx, seq); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
+	}
 }

@@ -42,6 +42,10 @@ type runner struct {
 	// ckptMark is this runner's claim of the job's checkpoint directory
 	// (rank 0; zero: none), for removeUnsealedCheckpoints (checkpoint.go).
 	ckptMark checkpoint.Mark
+	// ckptRun is the name of the job's run directory (checkpoint.RunName)
+	// while that is its checkpoint directory (checkpoint.go,
+	// prepareCheckpoints); "": the job's directory is.
+	ckptRun string
 	// ended is set before the exit is recorded: from then on the job is
 	// not running, and RunningJobs (usage samples, metrics) leaves it out
 	// though the runner is still cleaning up.
@@ -456,6 +460,7 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 		// The agent is shutting down, not the job failing: record
 		// nothing, so the next agent starts it again.
 		r.removeJobDir(log)
+		r.removeRun(log)
 		return false
 	}
 	log.Error("start job container", "err", err)
@@ -468,7 +473,8 @@ func (r *runner) start(ctx context.Context, log *slog.Logger) bool {
 func (r *runner) prepare() (runtime.TaskConfig, error) {
 	job := &r.asg.Job
 	dir := r.jobDir()
-	r.madeDir = false // a retry under a fresh ID: the old one is gone
+	r.madeDir = false    // a retry under a fresh ID: the old one is gone
+	r.removeRun(r.log()) // and its run directory (checkpoint.go)
 	jobs, done, err := r.d.openJobs()
 	if err != nil {
 		return runtime.TaskConfig{}, err
@@ -487,6 +493,7 @@ func (r *runner) prepare() (runtime.TaskConfig, error) {
 	if err != nil {
 		return runtime.TaskConfig{}, err
 	}
+	in.CkptIsStaging = r.ckptRun != "" // a run directory (checkpoint.go)
 	return buildTask(&in)
 }
 
@@ -817,7 +824,26 @@ func (r *runner) checkpointAtExit(ctx context.Context, log *slog.Logger, st runt
 		return false, ""
 	}
 	byCode := st.Code == checkpoint.ExitCodeCheckpointed && st.Signal == 0 && !st.OOMKilled
-	if byCode {
+	if r.findRun(); r.ckptRun != "" {
+		// A run directory (checkpoint.go): marked and looked at in
+		// place, then moved into the job's directory to be sealed.
+		if byCode {
+			if err := r.d.ckpt.MarkRunReady(r.ckptRun); err != nil {
+				log.Warn("job exited with the checkpoint exit code but its staging directory cannot be sealed", "err", err)
+				return false, fmt.Sprintf("exited with code %d but its checkpoint was refused: %v", checkpoint.ExitCodeCheckpointed, err)
+			}
+		}
+		if !r.d.ckpt.RunReady(r.ckptRun) {
+			return false, ""
+		}
+		if err := r.adoptRun(); err != nil {
+			log.Warn("seal checkpoint; the job's staging directory is discarded", "err", err)
+			if byCode {
+				return false, fmt.Sprintf("exited with code %d but its checkpoint was refused: %v", checkpoint.ExitCodeCheckpointed, err)
+			}
+			return false, ""
+		}
+	} else if byCode {
 		if err := r.d.ckpt.MarkReady(r.jobID, r.ckptTag()); err != nil {
 			log.Warn("job exited with the checkpoint exit code but its staging directory cannot be sealed", "err", err)
 			return false, fmt.Sprintf("exited with code %d but its checkpoint was refused: %v", checkpoint.ExitCodeCheckpointed, err)

@@ -23,8 +23,9 @@ import (
 // BenchmarkRunnerJob is one job through a node agent's runner, start to
 // reported exit, as gpud loadtest's agents run them: a one-GPU batch job
 // on the host's root (the loadtest's job: a two-line script, output to
-// /dev/null, a submit time, so its checkpoint directory is tagged) whose
-// fake container exits at once. Each job's runner does
+// /dev/null, a submit time, no --checkpoint, so its checkpoint directory
+// is a run directory: checkpoint/run.go) whose fake container exits at
+// once. Each job's runner does
 // what it does on a node: the job directory, the checkpoint directory,
 // the step socket served, the container config, the started and exited
 // records (memory outbox, acknowledged as the sender would), the

@@ -92,9 +92,12 @@ type taskInput struct {
 	JobDir       string
 	ScriptPath   string
 	CkptDir      string // this job's checkpoint directory (staging inside)
-	RestartDir   string // newest sealed checkpoint, "" if none
-	GroupIDs     []uint32
-	Deadline     time.Time
+	// CkptIsStaging says CkptDir is the staging directory itself (a run
+	// directory: checkpoint.PrepareRun).
+	CkptIsStaging bool
+	RestartDir    string // newest sealed checkpoint, "" if none
+	GroupIDs      []uint32
+	Deadline      time.Time
 	// Hide are the directories of daemon state to keep out of the job's
 	// view (see Config.HidePaths); Show the files below them it keeps.
 	Hide, Show []string

@@ -132,7 +132,11 @@ func (e *envBuf) jobEnv(in *taskInput, d taskDevs) {
 	e.int("GPUD_NODEID=", rank)
 	e.int("GPUD_NNODES=", nn)
 	e.join("GPUD_GPUS=", d.uuids)
-	e.add("GPUD_CHECKPOINT_DIR=", filepath.Join(in.CkptDir, "staging"))
+	if in.CkptIsStaging {
+		e.add("GPUD_CHECKPOINT_DIR=", in.CkptDir)
+	} else {
+		e.add("GPUD_CHECKPOINT_DIR=", filepath.Join(in.CkptDir, "staging"))
+	}
 	e.add("GPUD_RESTART_DIR=", in.RestartDir)
 	// The image the job runs in ("host": the node's root): srun
 	// checks a step's --container-image against it.

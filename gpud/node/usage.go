@@ -63,6 +63,7 @@ func (a *Agent) sampleUsage(ctx context.Context, last map[string]usagePoint) {
 	}
 	reader, _ := a.rt.(runtime.UsageReader)
 	live := make(map[string]bool, len(jobs))
+	var evs []api.AllocEvent
 	for _, j := range jobs {
 		live[j.AllocID] = true
 		if j.Attempt == 0 {
@@ -97,11 +98,13 @@ func (a *Agent) sampleUsage(ctx context.Context, last map[string]usagePoint) {
 		last[j.AllocID] = usagePoint{at: now, cpu: tu.CPUSeconds}
 		u := jobSample(j, byUUID, prev, now, tu)
 		u.ID = fmt.Sprintf("%s/%s/%d", a.cfg.Name, j.AllocID, now.UnixNano())
-		ev := api.AllocEvent{Node: a.cfg.Name, AllocID: j.AllocID, JobID: j.JobID, Kind: api.EventUsage,
-			Time: spec.NewTime(now), Usage: &u}
-		if _, err := a.ob.record(context.WithoutCancel(ctx), ev); err != nil {
-			a.log.Error("keep usage sample in the outbox; it is lost", "alloc_id", j.AllocID, "err", err)
-			continue
+		evs = append(evs, api.AllocEvent{Node: a.cfg.Name, AllocID: j.AllocID, JobID: j.JobID, Kind: api.EventUsage,
+			Time: spec.NewTime(now), Usage: &u})
+	}
+	// One commit for the sampling's events, not one per job.
+	if len(evs) > 0 {
+		if err := a.ob.recordAll(context.WithoutCancel(ctx), evs, make([]uint64, len(evs))); err != nil {
+			a.log.Error("keep usage samples in the outbox; they are lost", "jobs", len(evs), "err", err)
 		}
 	}
 	for id := range last {

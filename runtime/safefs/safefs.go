@@ -173,6 +173,15 @@ func (d *Dir) MkdirFor(name string, perm fs.FileMode, uid, gid int) error {
 	return mkdirFor(d.fd, d.path, name, perm, uid, gid)
 }
 
+// MkdirPathFor is MkdirFor of the last component of path, whose
+// directories before it are resolved normally: as MkdirPath's, they must
+// be directories only root can change, and the last component's
+// directory one only this process writes (the checkpoint root). It
+// spares opening the parent.
+func MkdirPathFor(path string, perm fs.FileMode, uid, gid int) error {
+	return mkdirFor(unix.AT_FDCWD, "", filepath.Clean(path), perm, uid, gid)
+}
+
 // mkdirFor is MkdirFor of name relative to dirfd, the directory at dir
 // (for messages).
 func mkdirFor(dirfd int, dir, name string, perm fs.FileMode, uid, gid int) error {

@@ -109,23 +109,35 @@ func TestCheckpointRequeueResumes(t *testing.T) {
 	t.Logf("resumed from %s after %d checkpoints; lost work %v; %v end to end", last, j.Checkpoints, j.LostWork.Std(), time.Since(start).Round(time.Millisecond))
 }
 
-// TestCheckpointDirGoesWithoutSeal: every job's start makes its directory
-// under the checkpoint root; a job that sealed nothing leaves none behind
-// once it has ended (before, one stayed per job ever started).
+// TestCheckpointDirGoesWithoutSeal: every job's start makes its
+// checkpoint directory under the checkpoint root (this job, without
+// --checkpoint on one node: its run directory, checkpoint/run.go); a job
+// that sealed nothing leaves none behind once it has ended (before, one
+// stayed per job ever started).
 func TestCheckpointDirGoesWithoutSeal(t *testing.T) {
 	c := e2etest.StartCluster(t, 1, "--kill-grace", "2s")
 	work := t.TempDir()
-	e2etest.WriteScript(t, work, "plain.sh", "#!/bin/sh\necho plain\nsleep 1\n")
+	e2etest.WriteScript(t, work, "plain.sh", "#!/bin/sh\n[ -d \"$GPUD_CHECKPOINT_DIR\" ] && [ -w \"$GPUD_CHECKPOINT_DIR\" ] && echo ckpt=$GPUD_CHECKPOINT_DIR\nsleep 1\n")
 	r := c.CLI(work, "gpusubmit", "--parsable", "--time", "5", "--output", "plain-%j.out", "plain.sh")
 	if r.Code != 0 {
 		t.Fatalf("gpusubmit: exit %d: %s", r.Code, r.Stderr)
 	}
 	id := strings.TrimSpace(r.Stdout)
-	dir := filepath.Join(c.Dir, "checkpoints", id)
+	root := filepath.Join(c.Dir, "checkpoints")
+	mine := func() []string {
+		runs, _ := filepath.Glob(filepath.Join(root, "run-gpud-"+id+"-*"))
+		if _, err := os.Lstat(filepath.Join(root, id)); err == nil {
+			runs = append(runs, filepath.Join(root, id))
+		}
+		return runs
+	}
 	c.WaitState(id, 30*time.Second, "RUNNING", "COMPLETED")
 	c.WaitState(id, 30*time.Second, "COMPLETED")
-	e2etest.WaitFor(t, 10*time.Second, dir+" removed after the job", func() bool {
-		_, err := os.Lstat(dir)
-		return os.IsNotExist(err)
+	e2etest.WaitFor(t, 10*time.Second, "job "+id+"'s checkpoint directory removed after the job", func() bool {
+		return len(mine()) == 0
 	})
+	out, err := os.ReadFile(filepath.Join(work, "plain-"+id+".out"))
+	if want := "ckpt=" + filepath.Join(root, "run-gpud-"+id+"-1-node1") + "\n"; err != nil || string(out) != want {
+		t.Errorf("the job's output %q, %v; want %q (its run directory, there and writable)", out, err, want)
+	}
 }

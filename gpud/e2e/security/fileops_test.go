@@ -232,8 +232,12 @@ func TestJobsCannotSeeDaemonState(t *testing.T) {
 		script += fmt.Sprintf("[ -n \"$(ls -A %[1]q 2>/dev/null)\" ] && echo \"VISIBLE %[1]s\"\n", d)
 	}
 	// The path down to the job's own directory exists; nothing beside it.
+	// The checkpoint root's one entry is the job's checkpoint directory:
+	// the job's directory, or (this job: no --checkpoint) its run
+	// directory, GPUD_CHECKPOINT_DIR itself (checkpoint/run.go).
 	script += `[ "$(ls -A ` + filepath.Join(node, "jobs") + `)" = "$(basename "$(dirname "$0")")" ] && echo JOBS-ONLY-OWN
-[ "$(ls -A ` + filepath.Join(c.Dir, "checkpoints") + `)" = "$GPUD_JOB_ID" ] && echo CKPTS-ONLY-OWN
+own="${GPUD_CHECKPOINT_DIR#` + filepath.Join(c.Dir, "checkpoints") + `/}"
+[ "$(ls -A ` + filepath.Join(c.Dir, "checkpoints") + `)" = "${own%%/*}" ] && echo CKPTS-ONLY-OWN
 touch "$GPUD_CHECKPOINT_DIR/probe" && echo CKPT-OK
 [ -d /tmp ] && [ -w /tmp ] && echo TMP-OK
 [ -S ` + filepath.Join(c.Dir, "gpud.sock") + ` ] && echo SOCKET-OK
