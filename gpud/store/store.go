@@ -148,7 +148,31 @@ type Store struct {
 	pending map[int64]pendingPayload
 	// stmts are ApplyRows's prepared statements by query (mu).
 	stmts map[string]*sql.Stmt
+	// audits numbers the audit_pending rows (mu; see auditSeqs).
+	audits auditSeqs
 }
+
+// auditSeqs hands out the numbers of audit_pending rows. The table is
+// AUTOINCREMENT (older gpuds insert into it so), and SQLite keeps its
+// highest number in sqlite_sequence, a page of its own that every commit
+// carrying an entry wrote again: one WAL frame (4 KiB, two writes and
+// its fsync's writeback) of ~10 in a live submission's commit
+// (BenchmarkLiveMixPhases; docs/fleet.md "Session 20 — ctlstore"). The
+// store numbers the rows itself instead, below a mark it stores in
+// sqlite_sequence ahead of use, auditReserve numbers at a time: SQLite
+// does not write sqlite_sequence for a row whose number is at or below
+// the stored one. So no number is handed out twice, across a kill too
+// (a restart goes on above the stored mark, leaving the rest of the
+// block unused), and an older gpud's AUTOINCREMENT goes on above it.
+type auditSeqs struct {
+	known bool
+	// next is the next number to hand out; reserved the one stored in
+	// sqlite_sequence (every number handed out is at or below it).
+	next, reserved int64
+}
+
+// auditReserve is how many numbers a write of sqlite_sequence reserves.
+const auditReserve = 4096
 
 // Option configures Open.
 type Option func(*options)
@@ -657,9 +681,34 @@ func (s *Store) ForgetAudits(ctx context.Context, seqs []int64) error {
 
 // Statements of the audit_pending table, prepared once.
 const (
-	insertAudit = `INSERT INTO audit_pending(entry) VALUES (?)`
+	insertAudit = `INSERT INTO audit_pending(seq, entry) VALUES (?, ?)`
 	forgetAudit = `DELETE FROM audit_pending WHERE seq = ?`
+	// reserveAudits stores the mark below which the store numbers
+	// audit_pending rows (auditSeqs); sqlite_sequence has no row for the
+	// table before its first AUTOINCREMENT insert.
+	reserveAudits  = `UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'audit_pending'`
+	firstAuditMark = `INSERT INTO sqlite_sequence(name, seq) SELECT 'audit_pending', ?1
+		WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'audit_pending')`
 )
+
+// loadAuditSeqs reads the stored mark (and, should a row be above it,
+// the highest row: never, unless sqlite_sequence was edited by hand), in
+// tx; s.mu held.
+func (s *Store) loadAuditSeqs(ctx context.Context, tx *sql.Tx) error {
+	if s.audits.known {
+		return nil
+	}
+	var mark, top sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT max(seq) FROM sqlite_sequence WHERE name = 'audit_pending'`).Scan(&mark); err != nil {
+		return err
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT max(seq) FROM audit_pending`).Scan(&top); err != nil {
+		return err
+	}
+	r := max(mark.Int64, top.Int64)
+	s.audits = auditSeqs{known: true, next: r + 1, reserved: r}
+	return nil
+}
 
 // apply is ApplyRows with the audit_pending rows ApplyAudited adds and
 // removes; it returns the numbers of those added.
@@ -762,15 +811,26 @@ func (s *Store) apply(ctx context.Context, rs []*Rows, audits [][]byte, forget [
 		}
 	}
 	var seqs []int64
+	nums := s.audits
 	if len(audits) > 0 {
+		if err := s.loadAuditSeqs(ctx, tx); err != nil {
+			return nil, fmt.Errorf("read the audit entries' numbering: %w", err)
+		}
+		nums = s.audits
+		if last := nums.next + int64(len(audits)) - 1; last > nums.reserved {
+			nums.reserved = last + auditReserve
+			for _, q := range []string{reserveAudits, firstAuditMark} {
+				if _, err := tx.ExecContext(ctx, q, nums.reserved); err != nil {
+					return nil, fmt.Errorf("reserve numbers for audit entries: %w", err)
+				}
+			}
+		}
 		ast := tx.StmtContext(ctx, stAudit)
 		seqs = make([]int64, len(audits))
 		for i, a := range audits {
-			res, err := ast.ExecContext(ctx, a)
-			if err != nil {
-				return nil, fmt.Errorf("store a call's audit entry: %w", err)
-			}
-			if seqs[i], err = res.LastInsertId(); err != nil {
+			seqs[i] = nums.next
+			nums.next++
+			if _, err := ast.ExecContext(ctx, seqs[i], a); err != nil {
 				return nil, fmt.Errorf("store a call's audit entry: %w", err)
 			}
 		}
@@ -786,6 +846,9 @@ func (s *Store) apply(ctx context.Context, rs []*Rows, audits [][]byte, forget [
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit state transaction: %w", err)
 	}
+	// Numbers are handed out only once durable; a failed commit's are
+	// handed out again.
+	s.audits = nums
 	// The rows this store encoded itself join what it knows each payloads
 	// row holds (sharing the jobs' strings); rows another member encoded
 	// are compared again the next time this one encodes their jobs.
@@ -881,5 +944,8 @@ func (s *Store) Restore(ctx context.Context, path string) error {
 	}
 	s.payloads = map[int64]payload{}
 	clear(s.pending)
+	// The copy brings its own audit_pending rows (and not
+	// sqlite_sequence): numbered again from what the file now holds.
+	s.audits = auditSeqs{}
 	return nil
 }

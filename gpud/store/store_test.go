@@ -764,3 +764,96 @@ func TestAuditedApplyKeepsEntriesUntilForgotten(t *testing.T) {
 		t.Fatalf("PendingAudits after a failed commit = %v, %v; want %v as it was", got, err, third)
 	}
 }
+
+// auditMark is the number sqlite_sequence holds for audit_pending.
+func auditMark(t *testing.T, s *Store) int64 {
+	t.Helper()
+	var mark int64
+	if err := s.db.QueryRow(`SELECT seq FROM sqlite_sequence WHERE name = 'audit_pending'`).Scan(&mark); err != nil {
+		t.Fatalf("read audit_pending's sqlite_sequence row: %v", err)
+	}
+	return mark
+}
+
+// TestAuditNumbersNeverReused: the store numbers audit entries itself
+// below the mark it keeps in sqlite_sequence (auditSeqs), so a store
+// reopened after a stop or a kill (a second store on the same file, the
+// first never closed), and an older gpud's AUTOINCREMENT insert, both
+// go on above every number handed out, even with all entries forgotten;
+// and a batch larger than a reservation raises the mark past it.
+func TestAuditNumbersNeverReused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	entries := func(n int) [][]byte {
+		out := make([][]byte, n)
+		for i := range out {
+			out[i] = []byte(fmt.Sprintf(`{"n":%d}`, i))
+		}
+		return out
+	}
+	s := open(t, path)
+	seqs, err := s.ApplyAudited(ctx, nil, nil, 0, entries(3), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ForgetAudits(ctx, seqs); err != nil {
+		t.Fatal(err)
+	}
+	top := seqs[2]
+	// A restart after a kill: the first store is left as it is.
+	s2 := open(t, path)
+	more, err := s2.ApplyAudited(ctx, nil, nil, 0, entries(auditReserve+5), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if more[0] <= top {
+		t.Fatalf("after a restart the first number is %d; want above %d, handed out before", more[0], top)
+	}
+	for i := 1; i < len(more); i++ {
+		if more[i] != more[i-1]+1 {
+			t.Fatalf("numbers %d and %d of one batch are %d and %d; want consecutive", i-1, i, more[i-1], more[i])
+		}
+	}
+	last := more[len(more)-1]
+	if m := auditMark(t, s2); m < last {
+		t.Fatalf("sqlite_sequence holds %d for audit_pending; want at least %d, the highest number handed out", m, last)
+	}
+	if err := s2.ForgetAudits(ctx, more); err != nil {
+		t.Fatal(err)
+	}
+	// An older gpud inserts with AUTOINCREMENT.
+	res, err := s2.db.Exec(`INSERT INTO audit_pending(entry) VALUES ('{"old":1}')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old, err := res.LastInsertId(); err != nil || old <= last {
+		t.Fatalf("an AUTOINCREMENT insert got %d, %v; want above %d, handed out before", old, err, last)
+	}
+}
+
+// TestAuditMarkWrittenOncePerReserve: commits that carry audit entries
+// leave sqlite_sequence alone while their numbers are below the stored
+// mark, so its page is not in their WAL frames (BenchmarkLiveMixPhases:
+// one frame in ten of a live submission's commit).
+func TestAuditMarkWrittenOncePerReserve(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "state.db"))
+	var first int64
+	var forget []int64
+	for i := range 10 {
+		seqs, err := s.ApplyAudited(ctx, nil, nil, 0, [][]byte{[]byte(`{"a":1}`), []byte(`{"a":2}`), []byte(`{"a":3}`)}, forget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forget = seqs
+		m := auditMark(t, s)
+		if i == 0 {
+			first = m
+		}
+		if m != first || m < seqs[2] {
+			t.Fatalf("commit %d: sqlite_sequence holds %d for audit_pending (after the first commit %d), numbers up to %d; want it unchanged and at or above them", i, m, first, seqs[2])
+		}
+	}
+}
