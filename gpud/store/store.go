@@ -712,9 +712,18 @@ func (s *Store) loadAuditSeqs(ctx context.Context, tx *sql.Tx) error {
 
 // apply is ApplyRows with the audit_pending rows ApplyAudited adds and
 // removes; it returns the numbers of those added.
-func (s *Store) apply(ctx context.Context, rs []*Rows, audits [][]byte, forget []int64) ([]int64, error) {
+func (s *Store) apply(ctx context.Context, rs []*Rows, audits [][]byte, forget []int64) (_ []int64, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer func() { // before the unlock
+		if err != nil {
+			// A COMMIT that failed can have reached the disk (an fsync
+			// error after the WAL's frames were written): the next
+			// transaction reads the numbering again from the file rather
+			// than hand out numbers its rows may hold.
+			s.audits = auditSeqs{}
+		}
+	}()
 	// Prepared before the transaction takes the store's one connection.
 	var stJob, stPayload, stNode, stCounter *sql.Stmt
 	for _, q := range []struct {
@@ -728,7 +737,6 @@ func (s *Store) apply(ctx context.Context, rs []*Rows, audits [][]byte, forget [
 		*q.st = st
 	}
 	var stAudit, stForget *sql.Stmt
-	var err error
 	if len(audits) > 0 {
 		if stAudit, err = s.stmt(ctx, insertAudit); err != nil {
 			return nil, fmt.Errorf("prepare audit entry write on %s: %w", s.path, err)

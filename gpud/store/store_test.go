@@ -781,6 +781,34 @@ func auditMark(t *testing.T, s *Store) int64 {
 // first never closed), and an older gpud's AUTOINCREMENT insert, both
 // go on above every number handed out, even with all entries forgotten;
 // and a batch larger than a reservation raises the mark past it.
+// TestAuditNumbersReadAgainAfterAFailure: a transaction that failed may
+// have left rows under numbers the store believes free (a COMMIT whose
+// fsync failed after its frames were written); here such a row is put
+// in by hand. The failed transaction's retry must read the numbering
+// again and succeed, not fail on the same number for ever.
+func TestAuditNumbersReadAgainAfterAFailure(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "state.db"))
+	seqs, err := s.ApplyAudited(ctx, nil, nil, 0, [][]byte{[]byte(`{"n":1}`)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec(`INSERT INTO audit_pending(seq, entry) VALUES (?, '{"left":1}')`, seqs[0]+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ApplyAudited(ctx, nil, nil, 0, [][]byte{[]byte(`{"n":2}`)}, nil); err == nil {
+		t.Fatal("an entry under a number a row holds was stored; want the transaction refused")
+	}
+	again, err := s.ApplyAudited(ctx, nil, nil, 0, [][]byte{[]byte(`{"n":2}`)}, nil)
+	if err != nil {
+		t.Fatalf("the retry after a failed transaction: %v; want it numbered above the rows the file holds", err)
+	}
+	if again[0] <= seqs[0]+1 {
+		t.Errorf("the retry's entry got %d; want above %d", again[0], seqs[0]+1)
+	}
+}
+
 func TestAuditNumbersNeverReused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
