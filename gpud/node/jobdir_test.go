@@ -114,38 +114,14 @@ func TestJobDirRemovedWithWhatTheJobLeft(t *testing.T) {
 // of through a descriptor of its own. Links the user leaves in tmp/ are
 // removed at the end without being followed.
 func TestJobDirAttackedByItsUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: runs commands as the job's user")
-	}
-	outside := t.TempDir()
-	victim := filepath.Join(outside, "passwd")
-	if err := os.WriteFile(victim, []byte("root:x:0:0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t, nil)
-	// The user must reach the job directory for the attack to mean
-	// anything: open the test's directories above jobs/ for traversal
-	// (root's; nobody else can write them).
-	for _, d := range []string{filepath.Dir(e.dir), e.dir, filepath.Dir(outside), outside} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
+	u := newUserAttack(t)
+	e := u.e
 	a := asg(7, e.home)
 	e.fc.Set(a)
 	e.waitStarted(t, cid)
 	jobs := filepath.Join(e.dir, "jobs")
 	dir := filepath.Join(jobs, cid)
-	asUser := func(cmd string) error {
-		c := exec.Command("/bin/sh", "-c", cmd)
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: a.Job.UID, Gid: a.Job.GID}}
-		c.Env = []string{"D=" + dir, "J=" + jobs, "V=" + victim, "O=" + outside}
-		out, err := c.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%w: %s", err, out)
-		}
-		return nil
-	}
+	asUser := func(cmd string) error { return u.as(a.Job.UID, a.Job.GID, cmd, "D="+dir, "J="+jobs) }
 	// What the user may do: write in tmp/ (this also shows that the
 	// refusals below are the directories' modes, not an unreachable path).
 	for _, cmd := range []string{`ln -s "$V" "$D/tmp/passwd"`, `ln -s "$O" "$D/tmp/outside"`, `echo x > "$D/tmp/file"`} {
@@ -175,12 +151,7 @@ func TestJobDirAttackedByItsUser(t *testing.T) {
 	e.rt.Exit(cid, runtime.ExitStatus{})
 	e.waitExited(t, "a7")
 	e.waitGone(t, cid)
-	if b, err := os.ReadFile(victim); err != nil || string(b) != "root:x:0:0\n" {
-		t.Fatalf("victim now %q (%v)", b, err)
-	}
-	if _, err := os.Stat(outside); err != nil {
-		t.Fatalf("the directory a link in tmp/ named: %v", err)
-	}
+	u.untouched(t)
 }
 
 // TestRunDirAttackedByItsUser: the checkpoint run directory of a job
@@ -193,36 +164,15 @@ func TestJobDirAttackedByItsUser(t *testing.T) {
 // the seal, and the run directory, then the job's directory made for the
 // seal, are removed without touching what the links name.
 func TestRunDirAttackedByItsUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: runs commands as the job's user")
-	}
-	outside := t.TempDir()
-	victim := filepath.Join(outside, "passwd")
-	if err := os.WriteFile(victim, []byte("root:x:0:0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t, nil)
-	for _, d := range []string{filepath.Dir(e.dir), e.dir, filepath.Dir(outside), outside} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
+	u := newUserAttack(t)
+	e := u.e
 	a := ckptAsg(7, e.home, 0, 1) // no --checkpoint, one node: a run directory
 	a.Job.UID, a.Job.GID = 1000, 1000
 	e.fc.Set(a)
 	e.waitStarted(t, cid)
 	ckpts := filepath.Join(e.dir, "checkpoints")
 	run := filepath.Join(ckpts, checkpoint.RunName(cid))
-	asUser := func(cmd string) error {
-		c := exec.Command("/bin/sh", "-c", cmd)
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: a.Job.UID, Gid: a.Job.GID}}
-		c.Env = []string{"R=" + run, "C=" + ckpts, "V=" + victim, "O=" + outside}
-		out, err := c.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%w: %s", err, out)
-		}
-		return nil
-	}
+	asUser := func(cmd string) error { return u.as(a.Job.UID, a.Job.GID, cmd, "R="+run, "C="+ckpts) }
 	for _, cmd := range []string{`echo abc > "$R/state"`, `ln -s "$V" "$R/passwd"`, `mkdir "$R/sub" && ln -s "$O" "$R/sub/outside"`, `touch "$R/.done"`} {
 		if err := asUser(cmd); err != nil {
 			t.Fatalf("as the job's user, %s: %v", cmd, err)
@@ -251,10 +201,60 @@ func TestRunDirAttackedByItsUser(t *testing.T) {
 		_, jerr := os.Lstat(filepath.Join(ckpts, "7"))
 		return errors.Is(err, fs.ErrNotExist) && errors.Is(jerr, fs.ErrNotExist)
 	}, e.on()...)
-	if b, err := os.ReadFile(victim); err != nil || string(b) != "root:x:0:0\n" {
+	u.untouched(t)
+}
+
+// userAttack is the scaffolding of the tests that attack a job's
+// directories as the job's user (root only): a victim file in a directory
+// outside everything the agent writes, and the test's directories above
+// jobs/ and the checkpoints opened for traversal (root's; nobody else can
+// write them), so that the user reaches the job's directories and the
+// attack means something.
+type userAttack struct {
+	e               *env
+	victim, outside string
+}
+
+func newUserAttack(t *testing.T) *userAttack {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: runs commands as the job's user")
+	}
+	u := &userAttack{outside: t.TempDir()}
+	u.victim = filepath.Join(u.outside, "passwd")
+	if err := os.WriteFile(u.victim, []byte("root:x:0:0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u.e = newEnv(t, nil)
+	for _, d := range []string{filepath.Dir(u.e.dir), u.e.dir, filepath.Dir(u.outside), u.outside} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return u
+}
+
+// as runs cmd in a shell as uid:gid, with env and V (the victim) and O
+// (the outside directory) in its environment.
+func (u *userAttack) as(uid, gid uint32, cmd string, env ...string) error {
+	c := exec.Command("/bin/sh", "-c", cmd)
+	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	c.Env = append(env, "V="+u.victim, "O="+u.outside)
+	out, err := c.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	return nil
+}
+
+// untouched fails t unless the victim and the outside directory (what the
+// user's links named) are as they were.
+func (u *userAttack) untouched(t *testing.T) {
+	t.Helper()
+	if b, err := os.ReadFile(u.victim); err != nil || string(b) != "root:x:0:0\n" {
 		t.Fatalf("victim now %q (%v)", b, err)
 	}
-	if _, err := os.Stat(outside); err != nil {
+	if _, err := os.Stat(u.outside); err != nil {
 		t.Fatalf("the directory a link named: %v", err)
 	}
 }
