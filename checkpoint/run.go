@@ -190,12 +190,7 @@ func (s *Store) RemoveRun(name string) error {
 	case nil, unix.ENOENT:
 		return nil
 	}
-	root, err := safefs.OpenDir(s.root)
-	if err == nil {
-		err = root.RemoveAll(name)
-		root.Close()
-	}
-	if err != nil {
+	if err := s.removeAll(name); err != nil {
 		return fmt.Errorf("remove checkpoint run dir %s: %w", name, err)
 	}
 	return nil

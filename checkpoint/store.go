@@ -374,12 +374,7 @@ func (s *Store) RemoveSlot(name string) error {
 	if err := slotName(name); err != nil {
 		return err
 	}
-	root, err := safefs.OpenDir(s.root)
-	if err == nil {
-		err = root.RemoveAll(name)
-		root.Close()
-	}
-	if err != nil {
+	if err := s.removeAll(name); err != nil {
 		return fmt.Errorf("remove checkpoint slot %s: %w", name, err)
 	}
 	return nil
@@ -669,15 +664,22 @@ func (s *Store) List(id spec.JobID) ([]Checkpoint, error) {
 // Remove deletes everything the store holds for job id. Removing a job that
 // has nothing stored is not an error.
 func (s *Store) Remove(id spec.JobID) error {
-	root, err := safefs.OpenDir(s.root)
-	if err == nil {
-		err = root.RemoveAll(strconv.FormatUint(uint64(id), 10))
-		root.Close()
-	}
-	if err != nil {
+	if err := s.removeAll(strconv.FormatUint(uint64(id), 10)); err != nil {
 		return fmt.Errorf("remove checkpoints of job %d: %w", id, err)
 	}
 	return nil
+}
+
+// removeAll removes the root's entry name and what it holds, through
+// descriptors (nothing a job left in it is followed); a missing one is
+// not an error.
+func (s *Store) removeAll(name string) error {
+	root, err := safefs.OpenDir(s.root)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.RemoveAll(name)
 }
 
 // scanJob quick-verifies every ckpt-* directory of job id and returns the
