@@ -68,12 +68,25 @@ func newCA(t testing.TB) *auth.CA {
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	return freeAddrs(t, 1)[0]
+}
+
+// freeAddrs returns n distinct free loopback addresses: each listener is
+// held until all are taken, since the kernel may hand a port closed a
+// moment ago to the next bind to port 0 ("found duplicate address in
+// configuration" once in a full run).
+func freeAddrs(t testing.TB, n int) []string {
+	t.Helper()
+	addrs := make([]string, n)
+	for i := range addrs {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		addrs[i] = l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs
 }
 
 func shortDir(t testing.TB) string {
@@ -99,9 +112,9 @@ func startGroup(t testing.TB, n int, tune func(*ha.Config)) *group {
 	t.Helper()
 	ca := newCA(t)
 	var peers []ha.Peer
-	for i := range n {
+	for i, addr := range freeAddrs(t, n) {
 		id := string(rune('a' + i))
-		peers = append(peers, ha.Peer{ID: id, Raft: freeAddr(t), API: "https://" + id + ".example:6817"})
+		peers = append(peers, ha.Peer{ID: id, Raft: addr, API: "https://" + id + ".example:6817"})
 	}
 	g := &group{t: t}
 	for _, p := range peers {

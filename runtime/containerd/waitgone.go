@@ -31,7 +31,12 @@ func (r *Runtime) WaitGone(ctx context.Context, match func(id string, labels map
 		select {
 		case <-evs:
 		case err := <-errs:
-			if err == nil {
+			if ctx.Err() != nil {
+				// The stream ended with ctx: say so as the ctx error,
+				// not as containerd's status for it (callers test for
+				// the deadline; TestWaitGone failed so at random).
+				err = ctx.Err()
+			} else if err == nil {
 				err = errors.New("event stream ended")
 			}
 			return fmt.Errorf("wait for %d containers to go: %w", left, err)
