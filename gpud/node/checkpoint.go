@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -214,22 +215,30 @@ func (a *Agent) removeLeftRuns(keep map[string]bool) {
 }
 
 // ownContainer reports whether container ID cid is one of this node's
-// jobs' (ContainerID, or a fresh ID after a stale one: "-r<try>").
+// jobs' (ContainerID, or a fresh ID after a stale one: "-r<try>"). The
+// job and attempt are read from the ID's head and ContainerID itself
+// says what this node's ID for them is: a long node name's ID is cut
+// and ends in a hash of the whole (job and attempt included), which no
+// suffix of the node's name matches.
 func (a *Agent) ownContainer(cid string) bool {
 	rest, ok := strings.CutPrefix(cid, "gpud-")
-	for i := 0; ok && i < 2; i++ { // the job ID and the attempt
+	var nums [2]uint64 // the job ID and the attempt
+	for i := range nums {
 		var num string
-		num, rest, ok = strings.Cut(rest, "-")
-		ok = ok && num != "" && strings.Trim(num, "0123456789") == ""
+		if num, rest, ok = strings.Cut(rest, "-"); !ok {
+			return false
+		}
+		n, err := strconv.ParseUint(num, 10, 64)
+		if err != nil {
+			return false
+		}
+		nums[i] = n
 	}
-	if !ok {
-		return false
-	}
-	node := strings.TrimPrefix(ContainerID(0, 0, a.cfg.Name), "gpud-0-0-")
-	if rest == node {
+	own := ContainerID(spec.JobID(nums[0]), int(nums[1]), a.cfg.Name)
+	if cid == own {
 		return true
 	}
-	try, ok := strings.CutPrefix(rest, node+"-r")
+	try, ok := strings.CutPrefix(cid, own+"-r")
 	return ok && try != "" && strings.Trim(try, "0123456789") == ""
 }
 

@@ -702,3 +702,34 @@ func TestCheckpointDirKeptWhenTheJobMayRunAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnContainer: the run directories a restarted agent sweeps are
+// those of its own node's containers, whose IDs ContainerID makes, also
+// under a fresh ID ("-r<try>") and for a node name long enough that the
+// ID is cut and ends in a hash of the whole; another node's, however
+// alike its name, and IDs gpud did not make are not.
+func TestOwnContainer(t *testing.T) {
+	long := strings.Repeat("rack17-gpu-node-", 5) + "042"
+	for _, tc := range []struct {
+		node, cid string
+		want      bool
+	}{
+		{"node-1", ContainerID(12, 1, "node-1"), true},
+		{"node-1", ContainerID(12, 1, "node-1") + "-r2", true},
+		{"node-1", ContainerID(12, 1, "node-10"), false},
+		{"node-1", ContainerID(12, 1, "node-1") + "-rx", false},
+		{long, ContainerID(7, 3, long), true},
+		{long, ContainerID(7, 3, long) + "-r1", true},
+		{long, ContainerID(7, 3, long[:len(long)-1]+"3"), false},
+		{"node-1", "gpud-x-1-node-1", false},
+		{"node-1", "other-12-1-node-1", false},
+	} {
+		a := &Agent{runnerDeps: runnerDeps{cfg: Config{Name: tc.node}}}
+		if got := a.ownContainer(tc.cid); got != tc.want {
+			t.Errorf("node %q, container %q: own = %v, want %v", tc.node, tc.cid, got, tc.want)
+		}
+	}
+	if id := ContainerID(7, 3, long); len(id) >= len("gpud-7-3-"+long) {
+		t.Fatalf("ContainerID(7, 3, a %d-byte name) = %q: not cut, so the test does not test the long case", len(long), id)
+	}
+}
