@@ -209,7 +209,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	var agents sync.WaitGroup
 	defer func() { stopAgents(); agents.Wait() }()
 	lt.t0 = time.Now()
-	_, rssBare, _ := procStat(ctl.cmd.Process.Pid)
+	rssBare := procStat(ctl.cmd.Process.Pid).rss
 	fmt.Fprintf(o.Out, "loadtest: controller pid %d on %s; starting %d agents × %d GPUs in %d process(es) (state in %s)\n",
 		ctl.cmd.Process.Pid, ctl.addr, o.Nodes, o.GPUsPerNode, o.Procs, o.AgentDir)
 	fc := ltFleet{Addr: ctl.addr, CA: ctl.ca, KeyPath: ctl.cfg.TokenKeyPath(), Cluster: ctl.cfg.Auth.ClusterName,
@@ -244,7 +244,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	fmt.Fprintf(o.Out, "loadtest: %d nodes registered and idle after %s\n", o.Nodes, time.Since(lt.t0).Round(time.Millisecond))
 	goroutines := lt.harnessGoroutines()
-	_, harnessIdle, _ := lt.harnessStat()
+	harnessIdle := lt.harnessStat().rss
 
 	// The node requests the controller answered before the workload: the
 	// report counts those of the workload per start.
@@ -972,17 +972,31 @@ func dbSize(path string) int64 {
 	return n
 }
 
-// procStat reads a process's CPU seconds (user+system), RSS bytes and
-// bytes written to storage from /proc.
-func procStat(pid int) (cpu float64, rss, written int64) {
+// procUse is what /proc says a process has used so far.
+type procUse struct {
+	cpu          float64 // CPU seconds, user and system
+	rss, written int64   // resident bytes; bytes written to storage
+	// minflt is its minor page faults: most are first touches of memory
+	// it grows into, which cost far more in a VM whose freed memory goes
+	// back to the host (docs/fleet.md, "Session 21 — the lead").
+	minflt int64
+}
+
+func (u procUse) plus(v procUse) procUse {
+	return procUse{cpu: u.cpu + v.cpu, rss: u.rss + v.rss, written: u.written + v.written, minflt: u.minflt + v.minflt}
+}
+
+// procStat reads a process's use from /proc.
+func procStat(pid int) (u procUse) {
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
 		// Fields after the command name, which may hold spaces.
 		if i := bytes.LastIndexByte(b, ')'); i > 0 {
 			f := strings.Fields(string(b[i+1:]))
 			if len(f) > 13 {
+				u.minflt, _ = strconv.ParseInt(f[7], 10, 64)
 				ut, _ := strconv.ParseFloat(f[11], 64)
 				st, _ := strconv.ParseFloat(f[12], 64)
-				cpu = (ut + st) / 100 // USER_HZ is 100 on Linux
+				u.cpu = (ut + st) / 100 // USER_HZ is 100 on Linux
 			}
 		}
 	}
@@ -990,18 +1004,48 @@ func procStat(pid int) (cpu float64, rss, written int64) {
 		for _, l := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
 				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-				rss = kb << 10
+				u.rss = kb << 10
 			}
 		}
 	}
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid)); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, "write_bytes:"); ok {
-				written, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				u.written, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			}
 		}
 	}
-	return cpu, rss, written
+	return u
+}
+
+// machineCPU reads the machine's CPU time so far from /proc/stat, in
+// clock ticks: all of it, and the part spent idle or waiting for I/O,
+// and the part in the kernel (system, interrupts).
+func machineCPU() (total, idle, kernel int64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, 0
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, 0, 0
+	}
+	// user nice system idle iowait irq softirq steal ...
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if i >= 8 { // guest time is counted in user already
+			break
+		}
+		total += n
+		switch i {
+		case 3, 4:
+			idle += n
+		case 2, 5, 6:
+			kernel += n
+		}
+	}
+	return total, idle, kernel
 }
 
 // ltSleep waits d or until ctx ends; it reports whether ctx is still live.

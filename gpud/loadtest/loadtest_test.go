@@ -155,6 +155,13 @@ func TestLoadtestProcs(t *testing.T) {
 	if rep.Offered != 100 || rep.SubmitPerSec > 105 || !strings.Contains(out.String(), "of 100 offered") {
 		t.Errorf("offered %g/s, acknowledged %.0f/s: want at most the offered 100/s, and the report to say it", rep.Offered, rep.SubmitPerSec)
 	}
+	// Read from /proc over the workload: the whole machine's CPU, and the
+	// page faults of the controller and of the children with the parent.
+	if rep.MachineBusy <= 0 || rep.MachineBusy > 1 || rep.MachineKernel <= 0 || rep.MachineKernel > rep.MachineBusy ||
+		rep.FaultsPerJob <= 0 || rep.HarnessFaultsPerJob <= 0 || !strings.Contains(out.String(), "minor page faults per job") {
+		t.Errorf("machine busy %g (kernel %g), page faults per job controller %g harness %g: want a busy fraction in (0, 1] and faults counted",
+			rep.MachineBusy, rep.MachineKernel, rep.FaultsPerJob, rep.HarnessFaultsPerJob)
+	}
 	if rep.HarnessGoroutines < 10*4 {
 		t.Errorf("harness goroutines %d: want the children's counted (several per agent)", rep.HarnessGoroutines)
 	}

@@ -385,15 +385,14 @@ func (k *ltChildren) stop() {
 
 // harnessStat is the harness's CPU seconds and RSS: this process and its
 // agents' children.
-func (lt *loadtest) harnessStat() (cpu float64, rss, written int64) {
-	cpu, rss, written = procStat(os.Getpid())
+func (lt *loadtest) harnessStat() procUse {
+	u := procStat(os.Getpid())
 	if lt.children != nil {
 		for _, cmd := range lt.children.cmds {
-			c, r, w := procStat(cmd.Process.Pid)
-			cpu, rss, written = cpu+c, rss+r, written+w
+			u = u.plus(procStat(cmd.Process.Pid))
 		}
 	}
-	return cpu, rss, written
+	return u
 }
 
 // harnessGoroutines is this process's goroutines and those the children

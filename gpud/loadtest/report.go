@@ -23,6 +23,8 @@ type ltSample struct {
 	harnessRSS                               int64   // this process (the agents)
 	harnessCPU                               float64 // this process's CPU seconds so far
 	load1                                    float64 // the machine's 1-minute load average
+	minflt, harnessMinflt                    int64   // minor page faults so far
+	machineTotal, machineIdle, machineKernel int64   // the machine's CPU ticks so far (/proc/stat)
 }
 
 // ltSampler takes an ltSample every second.
@@ -39,12 +41,14 @@ func newSampler(lt *loadtest, ctl *ltController) *ltSampler {
 }
 
 func (s *ltSampler) take() {
-	cpu, rss, wr := procStat(s.ctl.cmd.Process.Pid)
-	hcpu, hrss, _ := s.lt.harnessStat()
+	c := procStat(s.ctl.cmd.Process.Pid)
+	h := s.lt.harnessStat()
+	total, idle, kernel := machineCPU()
 	dir := s.ctl.cfg.Controller.StateDir
 	s.samples = append(s.samples, ltSample{at: time.Now(), acked: s.lt.acked.Load(), started: s.lt.started.Load(),
 		freed: s.lt.freed.Load(), heartbeats: s.lt.heartbeats.Load(), usage: s.lt.usage.Load(),
-		cpu: cpu, rss: rss, harnessRSS: hrss, harnessCPU: hcpu, load1: loadAvg1(), written: wr, stateDB: dbSize(filepath.Join(dir, "state.db")), acctDB: dbSize(s.ctl.cfg.AccountingPath())})
+		cpu: c.cpu, rss: c.rss, harnessRSS: h.rss, harnessCPU: h.cpu, load1: loadAvg1(), written: c.written, stateDB: dbSize(filepath.Join(dir, "state.db")), acctDB: dbSize(s.ctl.cfg.AccountingPath()),
+		minflt: c.minflt, harnessMinflt: h.minflt, machineTotal: total, machineIdle: idle, machineKernel: kernel})
 }
 
 func (s *ltSampler) run(ctx context.Context) {
@@ -104,9 +108,16 @@ type Report struct {
 	// CPUPer1kStarts is the controller's CPU seconds per 1,000 job starts
 	// from when jobs could start to the last exit: the cost of a start,
 	// which a loaded machine slows but does not inflate much.
-	CPUPer1kStarts                    float64
-	HarnessPer1kStarts                float64 // the same for the harness (agents and submitters)
-	LoadMin, LoadMax                  float64 // the machine's 1-minute load average over the run
+	CPUPer1kStarts     float64
+	HarnessPer1kStarts float64 // the same for the harness (agents and submitters)
+	LoadMin, LoadMax   float64 // the machine's 1-minute load average over the run
+	// MachineBusy and MachineKernel are the fractions of the machine's
+	// CPU time (every process, /proc/stat) not idle, and in the kernel,
+	// during the workload: near 1, requests queue for a core.
+	MachineBusy, MachineKernel float64
+	// FaultsPerJob and HarnessFaultsPerJob are the controller's and the
+	// harness's minor page faults during the workload per job acknowledged.
+	FaultsPerJob, HarnessFaultsPerJob float64
 	RSSBare, RSSIdle, RSSPeak, RSSEnd int64
 	WrittenPerSec                     float64 // controller bytes/s to storage
 	StateGrowth, AcctGrowth           float64 // bytes/s of the databases (with WAL)
@@ -210,6 +221,14 @@ func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time)
 		r.WrittenPerSec = float64(b.written-a.written) / d
 		r.StateGrowth = float64(b.stateDB-a.stateDB) / d
 		r.AcctGrowth = float64(b.acctDB-a.acctDB) / d
+		if t := b.machineTotal - a.machineTotal; t > 0 {
+			r.MachineBusy = 1 - float64(b.machineIdle-a.machineIdle)/float64(t)
+			r.MachineKernel = float64(b.machineKernel-a.machineKernel) / float64(t)
+		}
+		if n := b.acked - a.acked; n > 0 {
+			r.FaultsPerJob = float64(b.minflt-a.minflt) / float64(n)
+			r.HarnessFaultsPerJob = float64(b.harnessMinflt-a.harnessMinflt) / float64(n)
+		}
 	}
 	if a, b, ok := s.window(opened, drained); ok && b.started > a.started {
 		r.CPUPer1kStarts = (b.cpu - a.cpu) / float64(b.started-a.started) * 1000
@@ -279,6 +298,12 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "harness CPU                  %.2f cores during the workload, %.2f during the hold\n", r.HarnessCPUWork, r.HarnessCPUHold)
 	fmt.Fprintf(w, "machine load average (1 min) %.1f–%.1f over the run\n", r.LoadMin, r.LoadMax)
+	if r.MachineBusy > 0 {
+		fmt.Fprintf(w, "machine CPU busy             %.0f%% during the workload (%.0f%% in the kernel)\n", 100*r.MachineBusy, 100*r.MachineKernel)
+	}
+	if r.FaultsPerJob > 0 {
+		fmt.Fprintf(w, "minor page faults per job    controller %.1f, harness %.1f during the workload (each a first touch of memory the process grows into)\n", r.FaultsPerJob, r.HarnessFaultsPerJob)
+	}
 	perJob := "no jobs"
 	if r.Acked > 0 {
 		perJob = fmt.Sprintf("%.1f KiB/job over idle", float64(r.RSSPeak-r.RSSIdle)/1024/float64(r.Acked))
