@@ -55,6 +55,7 @@ func loadtestCommand() *cli.Command {
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write this process's (the agents' and submitters') CPU profile here (pprof)"},
 			&cli.IntFlag{Name: "procs", Value: 1, Usage: "run the agents in this many child processes (gpud loadtest itself, each with its share of --nodes; the same agent code over TCP/TLS), not in this one: more than one runtime, GC and scheduler for thousands of agents"},
 			&cli.BoolFlag{Name: "agents-child", Hidden: true, Usage: "internal: run the agents a parent gpud loadtest --procs gives on standard input, report on standard output"},
+			&cli.IntFlag{Name: "agents-nice", Usage: "with --procs: run the agents children N (1-19) nicer than the controller (nice(1)), so that on a machine they share the controller's CPU comes first, as on a controller host of its own; their part of each latency still counts"},
 			&cli.IntFlag{Name: "agents-gogc", Value: 400, Usage: "with --procs: the agents children's GC target percentage (GOGC), capped by a memory limit of a quarter of the host's memory shared among them; 0: Go's default (a GOGC or GOMEMLIMIT in the environment wins)"},
 			&cli.StringFlag{Name: "agents-cpuprofile", Usage: "with --procs: write each agents child's CPU profile to this path with .N (the child's number) added (pprof)"},
 			&cli.StringFlag{Name: "controller-cpuprofile", Usage: "write the controller child's CPU profile here (pprof; gpud controller --cpuprofile), finished when the run ends"},
@@ -75,7 +76,7 @@ func loadtestCommand() *cli.Command {
 				UsageInterval: c.Duration("usage-interval"), SchedInterval: c.Duration("sched-interval"),
 				MaxJobsPerCycle: c.Int("max-jobs-per-cycle"), Ramp: c.Duration("ramp"), Timeout: c.Duration("timeout"),
 				Dir: c.String("dir"), AgentDir: c.String("agent-dir"), Keep: c.Bool("keep"), MemoryOutbox: c.Bool("memory-outbox"), Preload: c.Bool("preload"), Gpud: c.String("gpud"),
-				Plot: c.String("plot"), CtlProfile: c.String("controller-cpuprofile"), AgentsProfile: c.String("agents-cpuprofile"), AgentsGOGC: c.Int("agents-gogc"), Procs: c.Int("procs"), Log: log, Out: c.App.Writer, Version: version,
+				Plot: c.String("plot"), CtlProfile: c.String("controller-cpuprofile"), AgentsProfile: c.String("agents-cpuprofile"), AgentsGOGC: c.Int("agents-gogc"), AgentsNice: c.Int("agents-nice"), Procs: c.Int("procs"), Log: log, Out: c.App.Writer, Version: version,
 			}
 			if p := c.String("cpuprofile"); p != "" {
 				stop, err := process.StartCPUProfile(p)

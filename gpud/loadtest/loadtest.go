@@ -48,13 +48,18 @@ type Options struct {
 	Hold, Heartbeat, NodeTimeout, UsageInterval time.Duration
 	SchedInterval                               time.Duration
 	MaxJobsPerCycle, Procs, AgentsGOGC          int
-	Ramp, Timeout                               time.Duration
-	Dir, AgentDir, Gpud, Plot                   string
-	CtlProfile                                  string // the controller's CPU profile (pprof)
-	AgentsProfile                               string // each agents child's CPU profile, .N added (pprof)
-	Keep, MemoryOutbox, Preload                 bool
-	Log                                         *slog.Logger
-	Out                                         io.Writer
+	// AgentsNice runs the agents children this much nicer than the
+	// controller (nice(1)): on a machine the harness shares with the
+	// controller, the controller's CPU comes first, as on a host of its
+	// own. The agents' part of each latency still counts.
+	AgentsNice                  int
+	Ramp, Timeout               time.Duration
+	Dir, AgentDir, Gpud, Plot   string
+	CtlProfile                  string // the controller's CPU profile (pprof)
+	AgentsProfile               string // each agents child's CPU profile, .N added (pprof)
+	Keep, MemoryOutbox, Preload bool
+	Log                         *slog.Logger
+	Out                         io.Writer
 	// Version is gpud's, registered with each simulated node.
 	Version string
 }
@@ -81,6 +86,9 @@ func (o *Options) check() error {
 	o.Procs = min(o.Procs, o.Nodes)
 	if o.AgentsGOGC < 0 {
 		return spec.Errorf(spec.ErrInvalid, "--agents-gogc %d: give a percentage, or 0 for Go's default", o.AgentsGOGC)
+	}
+	if o.AgentsNice < 0 || o.AgentsNice > 19 || o.AgentsNice > 0 && o.Procs < 2 {
+		return spec.Errorf(spec.ErrInvalid, "--agents-nice %d: give 0 to 19, with --procs 2 or more (the agents in their own processes)", o.AgentsNice)
 	}
 	if o.AgentsProfile != "" && o.Procs < 2 {
 		return spec.Errorf(spec.ErrInvalid, "--agents-cpuprofile is for the children of --procs 2 or more; with one process use --cpuprofile")
@@ -980,6 +988,7 @@ type procUse struct {
 	// it grows into, which cost far more in a VM whose freed memory goes
 	// back to the host (docs/fleet.md, "Session 21 — the lead").
 	minflt int64
+	nice   int64 // its niceness (of its first thread)
 }
 
 func (u procUse) plus(v procUse) procUse {
@@ -992,8 +1001,9 @@ func procStat(pid int) (u procUse) {
 		// Fields after the command name, which may hold spaces.
 		if i := bytes.LastIndexByte(b, ')'); i > 0 {
 			f := strings.Fields(string(b[i+1:]))
-			if len(f) > 13 {
+			if len(f) > 16 {
 				u.minflt, _ = strconv.ParseInt(f[7], 10, 64)
+				u.nice, _ = strconv.ParseInt(f[16], 10, 64)
 				ut, _ := strconv.ParseFloat(f[11], 64)
 				st, _ := strconv.ParseFloat(f[12], 64)
 				u.cpu = (ut + st) / 100 // USER_HZ is 100 on Linux

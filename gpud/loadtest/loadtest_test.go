@@ -131,7 +131,7 @@ func TestLoadtestProcs(t *testing.T) {
 		Nodes: 10, GPUsPerNode: 4, Jobs: 200, Submitters: 2, JobGPUs: 1, JobDuration: 500 * time.Millisecond,
 		Heartbeat: time.Second, NodeTimeout: time.Minute, UsageInterval: time.Second, SchedInterval: time.Second, MaxJobsPerCycle: 1000,
 		Timeout: 3 * time.Minute, Dir: filepath.Join(dir, "work"), AgentDir: filepath.Join(dir, "agents"),
-		Gpud: exe, Procs: 2, MemoryOutbox: true, Rate: 100, Log: node.TestLogger(t), Out: &out,
+		Gpud: exe, Procs: 2, AgentsNice: 3, MemoryOutbox: true, Rate: 100, Log: node.TestLogger(t), Out: &out,
 	})
 	if rep != nil {
 		rep.Print(&out)
@@ -161,6 +161,9 @@ func TestLoadtestProcs(t *testing.T) {
 		rep.FaultsPerJob <= 0 || rep.HarnessFaultsPerJob <= 0 || !strings.Contains(out.String(), "minor page faults per job") {
 		t.Errorf("machine busy %g (kernel %g), page faults per job controller %g harness %g: want a busy fraction in (0, 1] and faults counted",
 			rep.MachineBusy, rep.MachineKernel, rep.FaultsPerJob, rep.HarnessFaultsPerJob)
+	}
+	if rep.AgentsNiceSeen != 3 || !strings.Contains(out.String(), "nice +3 over the controller") {
+		t.Errorf("agents children at nice %+d over the controller: want +3 (AgentsNice), and the report to say it", rep.AgentsNiceSeen)
 	}
 	if rep.HarnessGoroutines < 10*4 {
 		t.Errorf("harness goroutines %d: want the children's counted (several per agent)", rep.HarnessGoroutines)
@@ -229,6 +232,15 @@ func TestRateChecked(t *testing.T) {
 	} {
 		if err := o.check(); err == nil || !strings.Contains(err.Error(), "--rate") {
 			t.Errorf("rate %g trace %q: error %v, want one about --rate", o.Rate, o.Trace, err)
+		}
+	}
+	for _, o := range []Options{
+		{Nodes: 2, GPUsPerNode: 1, JobGPUs: 1, Submitters: 1, Heartbeat: time.Second, AgentsNice: 5},            // agents in-process
+		{Nodes: 2, GPUsPerNode: 1, JobGPUs: 1, Submitters: 1, Heartbeat: time.Second, AgentsNice: 20, Procs: 2}, // past nice(1)'s range
+		{Nodes: 2, GPUsPerNode: 1, JobGPUs: 1, Submitters: 1, Heartbeat: time.Second, AgentsNice: -1, Procs: 2},
+	} {
+		if err := o.check(); err == nil || !strings.Contains(err.Error(), "--agents-nice") {
+			t.Errorf("agents nice %d, procs %d: error %v, want one about --agents-nice", o.AgentsNice, o.Procs, err)
 		}
 	}
 	lt := &loadtest{o: Options{Jobs: 3, JobGPUs: 1, JobDuration: time.Second, Rate: 4}}

@@ -276,7 +276,20 @@ func (lt *loadtest) startChildren(o Options, fc ltFleet) (*ltChildren, error) {
 			k.stop()
 			return nil, err
 		}
-		cmd := exec.Command(o.Gpud, "loadtest", "--agents-child", "--log-level", "warn")
+		args := []string{o.Gpud, "loadtest", "--agents-child", "--log-level", "warn"}
+		if o.AgentsNice > 0 {
+			// nice(1) execs the child with every thread it will make at
+			// the lower priority; setpriority on the child's pid would
+			// reach its first thread only.
+			niceBin, err := exec.LookPath("nice")
+			if err != nil {
+				logf.Close()
+				k.stop()
+				return nil, fmt.Errorf("loadtest: --agents-nice needs nice(1) (coreutils): %w", err)
+			}
+			args = append([]string{niceBin, "-n", strconv.Itoa(o.AgentsNice)}, args...)
+		}
+		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Stderr = logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		stdin, err := cmd.StdinPipe()
@@ -393,6 +406,23 @@ func (lt *loadtest) harnessStat() procUse {
 		}
 	}
 	return u
+}
+
+// childrenNice is how much nicer than the controller (pid ctl) the first
+// agents child runs; ok is false without children or when either's
+// /proc entry is gone.
+func (lt *loadtest) childrenNice(ctl int) (d int64, ok bool) {
+	if lt.children == nil || len(lt.children.cmds) == 0 {
+		return 0, false
+	}
+	child := lt.children.cmds[0].Process.Pid
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/stat", child)); err != nil {
+		return 0, false
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/stat", ctl)); err != nil {
+		return 0, false
+	}
+	return procStat(child).nice - procStat(ctl).nice, true
 }
 
 // harnessGoroutines is this process's goroutines and those the children

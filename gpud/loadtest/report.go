@@ -32,6 +32,9 @@ type ltSampler struct {
 	lt      *loadtest
 	ctl     *ltController
 	samples []ltSample
+	// niceSeen is the agents children's niceness over the controller's
+	// at the last sample that could read both.
+	niceSeen int64
 }
 
 func newSampler(lt *loadtest, ctl *ltController) *ltSampler {
@@ -44,6 +47,9 @@ func (s *ltSampler) take() {
 	c := procStat(s.ctl.cmd.Process.Pid)
 	h := s.lt.harnessStat()
 	total, idle, kernel := machineCPU()
+	if d, ok := s.lt.childrenNice(s.ctl.cmd.Process.Pid); ok {
+		s.niceSeen = d
+	}
 	dir := s.ctl.cfg.Controller.StateDir
 	s.samples = append(s.samples, ltSample{at: time.Now(), acked: s.lt.acked.Load(), started: s.lt.started.Load(),
 		freed: s.lt.freed.Load(), heartbeats: s.lt.heartbeats.Load(), usage: s.lt.usage.Load(),
@@ -81,6 +87,8 @@ func (s *ltSampler) window(from, to time.Time) (a, b ltSample, ok bool) {
 // Report is what a run measured.
 type Report struct {
 	Nodes, GPUsPerNode, Jobs, Procs           int
+	AgentsNice                                int   // the agents children's niceness over the controller's, asked
+	AgentsNiceSeen                            int64 // and as /proc showed it during the run
 	Acked, Rejected                           int64
 	Offered                                   float64 // --rate: submissions/s offered (0: closed loop)
 	SubmitPerSec                              float64
@@ -144,7 +152,7 @@ func pct(ds []time.Duration) [3]time.Duration {
 // last submission was acknowledged, drained when the last exit was.
 func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time) *Report {
 	o := lt.o
-	r := &Report{Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Procs: o.Procs, Acked: lt.acked.Load(), Rejected: lt.rejected.Load(), Offered: o.Rate,
+	r := &Report{Nodes: o.Nodes, GPUsPerNode: o.GPUsPerNode, Procs: o.Procs, AgentsNice: o.AgentsNice, Acked: lt.acked.Load(), Rejected: lt.rejected.Load(), Offered: o.Rate,
 		HeartbeatErrors: lt.hbErrors.Load(), UsageSamples: lt.usage.Load()}
 	end := s.samples[len(s.samples)-1].at
 	r.Workload, r.Hold = drained.Sub(wl), end.Sub(drained)
@@ -212,6 +220,7 @@ func (lt *loadtest) report(s *ltSampler, wl, opened, subDone, drained time.Time)
 		}
 		r.StartsSustained = sum / float64(len(busy))
 	}
+	r.AgentsNiceSeen = s.niceSeen
 	first := s.samples[0]
 	r.RSSIdle, r.RSSEnd = first.rss, s.samples[len(s.samples)-1].rss
 	if a, b, ok := s.window(wl, drained); ok {
@@ -296,7 +305,11 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "controller CPU per start     %.2f CPU-seconds per 1,000 starts (jobs startable to last exit): %.0f starts per controller core-second; harness %.2f CPU-seconds per 1,000\n",
 			r.CPUPer1kStarts, 1000/r.CPUPer1kStarts, r.HarnessPer1kStarts)
 	}
-	fmt.Fprintf(w, "harness CPU                  %.2f cores during the workload, %.2f during the hold\n", r.HarnessCPUWork, r.HarnessCPUHold)
+	nice := ""
+	if r.AgentsNiceSeen != 0 {
+		nice = fmt.Sprintf(" (the agents children at nice %+d over the controller: --agents-nice)", r.AgentsNiceSeen)
+	}
+	fmt.Fprintf(w, "harness CPU                  %.2f cores during the workload, %.2f during the hold%s\n", r.HarnessCPUWork, r.HarnessCPUHold, nice)
 	fmt.Fprintf(w, "machine load average (1 min) %.1f–%.1f over the run\n", r.LoadMin, r.LoadMax)
 	if r.MachineBusy > 0 {
 		fmt.Fprintf(w, "machine CPU busy             %.0f%% during the workload (%.0f%% in the kernel)\n", 100*r.MachineBusy, 100*r.MachineKernel)
