@@ -841,7 +841,13 @@ func (r *runner) checkpointAtExit(ctx context.Context, log *slog.Logger, st runt
 				return false, fmt.Sprintf("exited with code %d but its checkpoint was refused: %v", checkpoint.ExitCodeCheckpointed, err)
 			}
 		}
-		if !r.d.ckpt.RunReady(r.ckptRun) {
+		// An empty run directory goes here (removeRun has nothing left
+		// to do); one with files stays until the seal or removeRun.
+		ready, gone := r.d.ckpt.EndRun(r.ckptRun)
+		if gone {
+			r.ckptRun = ""
+		}
+		if !ready {
 			return false, ""
 		}
 		if err := r.adoptRun(); err != nil {
