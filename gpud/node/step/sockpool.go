@@ -29,8 +29,8 @@ import (
 // hard-link it) or connected just as the job ended, so whatever reaches
 // the socket after its job could reach it before, and another user's job
 // never gets a socket a user held. While it waits in the pool it is
-// nobody's: callers that reach it (through such a link) are closed, and
-// those that waited as its job ended are closed when it goes there.
+// nobody's: callers that reach it (through such a link, or queued as its
+// job ended) are closed by the acceptor.
 
 // maxPooledSockets bounds a node's idle sockets (a listening unix socket
 // and its file: a few KiB of kernel memory each).

@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/spec"
 )
 
 // asThread runs fn on a thread of its own with uid:gid's credentials
@@ -201,5 +204,58 @@ func TestSocketPoolBounded(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(n.cfg.SocketPool); len(ents) != maxPooledSockets-3 {
 		t.Errorf("pool holds %d sockets after 3 starts; want %d", len(ents), maxPooledSockets-3)
+	}
+}
+
+// BenchmarkJobSocket is one job's step socket, served from its job's
+// start to its end (the job directory made and removed around it, as the
+// runner does): made and closed each time (fresh), or from and back to
+// the node's pool (pooled). cpu-ns/op is the process's CPU time.
+func BenchmarkJobSocket(b *testing.B) {
+	for _, pooled := range []bool{false, true} {
+		b.Run(map[bool]string{false: "fresh", true: "pooled"}[pooled], func(b *testing.B) {
+			base, err := os.MkdirTemp("/dev/shm", "jobsock-")
+			if err != nil {
+				b.Skip("no /dev/shm:", err)
+			}
+			b.Cleanup(func() { os.RemoveAll(base) })
+			n, h := testNode("n1")
+			if pooled {
+				n.cfg.SocketPool = filepath.Join(base, "pool")
+				n.pool.dir = n.cfg.SocketPool
+			}
+			stopNode := n.Run(context.Background())
+			defer stopNode()
+			uid, gid := os.Getuid(), os.Getgid()
+			if uid == 0 {
+				uid, gid = 65534, 65534
+			}
+			var ru0, ru1 unix.Rusage
+			_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+			id := 0
+			for b.Loop() {
+				id++
+				dir := filepath.Join(base, fmt.Sprint(id))
+				if err := os.Mkdir(dir, 0o711); err != nil {
+					b.Fatal(err)
+				}
+				asg := &api.Assignment{Job: spec.Job{ID: spec.JobID(id), UID: uint32(uid), GID: uint32(gid)},
+					Alloc: spec.Alloc{ID: fmt.Sprint(id), Nodes: []spec.NodeAlloc{{Node: "n1"}}}}
+				al := n.NewAlloc(asg.Alloc.ID, asg.Job.ID)
+				al.Ready(asg, asg.Alloc.Nodes[0], "c1", dir, nil, n.cfg.Log)
+				h.add(asg.Alloc.ID, al)
+				stop := al.Serve(context.Background(), nil)
+				if !al.EndServe() {
+					_ = unix.Unlink(filepath.Join(dir, SocketName))
+				}
+				stop()
+				if err := unix.Rmdir(dir); err != nil {
+					b.Fatal(err)
+				}
+			}
+			_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+			cpu := (ru1.Utime.Nano() + ru1.Stime.Nano()) - (ru0.Utime.Nano() + ru0.Stime.Nano())
+			b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+		})
 	}
 }
