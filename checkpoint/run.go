@@ -117,6 +117,26 @@ func (s *Store) RunReady(name string) bool {
 	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
 }
 
+// EndRun is RunReady for run directory name once its job has exited
+// (nothing of the job writes there any more): an empty run directory
+// (the usual job's) holds no .done, so it is removed at once, one rmdir
+// where RunReady's lstat and RemoveRun's rmdir were two; gone reports
+// that it is not there any more. Otherwise ready is RunReady's answer
+// and the directory stays (to be adopted, or removed by RemoveRun).
+func (s *Store) EndRun(name string) (ready, gone bool) {
+	path, err := s.runPath(name)
+	if err != nil {
+		return false, false
+	}
+	// rmdir never follows its last component, and removes only an
+	// empty directory: nothing the job left is touched.
+	switch err := unix.Rmdir(path); err {
+	case nil, unix.ENOENT:
+		return false, true
+	}
+	return s.RunReady(name), false
+}
+
 // MarkRunReady is MarkReady for run directory name (the job exited
 // ExitCodeCheckpointed): .done made on the job's behalf, anything else
 // than a regular file there refused (an error wrapping ErrRefused).

@@ -134,3 +134,60 @@ func TestRunDirs(t *testing.T) {
 		t.Errorf("Sealed = %+v, %v; want job 7's only", dirs, err)
 	}
 }
+
+// TestEndRun: at its job's exit an empty run directory is removed at
+// once (not ready, gone); one with a file the job left stays, not ready;
+// one with .done stays, ready; a .done that is a symlink is not ready and
+// is not followed; what the job left is untouched.
+func TestEndRun(t *testing.T) {
+	s, err := New(t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "x")
+	if err := os.WriteFile(outside, []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		left      map[string]string // file → content ("->" prefix: a symlink to outside)
+		wantReady bool
+		wantGone  bool
+	}{
+		{"empty", nil, false, true},
+		{"a file left", map[string]string{"state": "abc"}, false, false},
+		{"done", map[string]string{"state": "abc", doneName: ""}, true, false},
+		{"done a symlink", map[string]string{doneName: "->"}, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			name := "run-gpud-" + strings.ReplaceAll(c.name, " ", "") + "-1-n1"
+			dir, ok, err := s.PrepareRun(name, 9, -1, 0)
+			if err != nil || !ok {
+				t.Fatalf("PrepareRun: %v %v", ok, err)
+			}
+			for f, content := range c.left {
+				if content == "->" {
+					err = os.Symlink(outside, filepath.Join(dir, f))
+				} else {
+					err = os.WriteFile(filepath.Join(dir, f), []byte(content), 0o600)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			ready, gone := s.EndRun(name)
+			if ready != c.wantReady || gone != c.wantGone {
+				t.Errorf("EndRun = ready %v, gone %v; want %v, %v", ready, gone, c.wantReady, c.wantGone)
+			}
+			if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) != c.wantGone {
+				t.Errorf("run directory after EndRun: %v; want gone %v", err, c.wantGone)
+			}
+			if b, err := os.ReadFile(outside); err != nil || string(b) != "mine" {
+				t.Errorf("outside file now %q (%v)", b, err)
+			}
+			if err := s.RemoveRun(name); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}

@@ -31,11 +31,23 @@ func (r *AssignmentsResponse) UnmarshalJSON(data []byte) error {
 	return json.Unmarshal(data, (*plain)(r))
 }
 
+// maxBackedAnswer bounds the answers whose strings share one copy of the
+// answer (jobsDecoder.backing): a delta line carries one or a few
+// assignments (~1.4 KiB each); a node's whole set may be large, and each
+// runner started from it would keep all of it.
+const maxBackedAnswer = 8 << 10
+
 // decodeAssignments is the fast path of UnmarshalJSON: false (and *r
 // zero) where it leaves the body to encoding/json.
 func decodeAssignments(data []byte, r *AssignmentsResponse) bool {
 	*r = AssignmentsResponse{}
 	d := jobsDecoder{data: data}
+	if len(data) <= maxBackedAnswer {
+		// The answer's strings share one copy of it (one allocation
+		// where each string was one): what a runner keeps of its
+		// assignment keeps the answer it came in, small.
+		d.backing = string(data)
+	}
 	ok := d.object(func(key []byte) bool {
 		switch string(key) {
 		case "generation":

@@ -44,6 +44,10 @@ type jobsDecoder struct {
 	interned map[string]string
 	// fallbacks counts job objects handed to encoding/json (for tests).
 	fallbacks int
+	// backing, when set, is data as a string: a string without escapes
+	// is then a substring of it, not an allocation of its own
+	// (decodeAssignments).
+	backing string
 }
 
 func (d *jobsDecoder) ws() {
@@ -491,12 +495,21 @@ func (d *jobsDecoder) str(p *string) bool {
 	}
 	start := d.pos
 	if b, ok := d.rawString(); ok {
-		*p = d.intern(b)
+		if d.backing != "" {
+			*p = d.backing[start+1 : d.pos-1]
+		} else {
+			*p = d.intern(b)
+		}
 		return true
 	}
-	// Escapes or non-ASCII: find the end, let encoding/json decode it.
+	// Escapes or non-ASCII: find the end; the usual escapes (a script's
+	// newlines, quotes) are undone here, anything else by encoding/json.
 	if !d.skip() {
 		return false
+	}
+	if s, ok := unescape(d.data[start+1 : d.pos-1]); ok {
+		*p = s
+		return true
 	}
 	var s string
 	if json.Unmarshal(d.data[start:d.pos], &s) != nil {
@@ -504,6 +517,46 @@ func (d *jobsDecoder) str(p *string) bool {
 	}
 	*p = s
 	return true
+}
+
+// unescape returns the JSON string body raw (between its quotes) with its
+// escapes undone, as encoding/json would, in one allocation; false (for
+// encoding/json) for a \u escape, a control character or invalid UTF-8.
+func unescape(raw []byte) (string, bool) {
+	if !utf8.Valid(raw) {
+		return "", false
+	}
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case c < 0x20:
+			return "", false
+		case c != '\\':
+			out = append(out, c)
+			continue
+		}
+		if i++; i == len(raw) {
+			return "", false
+		}
+		switch raw[i] {
+		case '"', '\\', '/':
+			out = append(out, raw[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		default:
+			return "", false
+		}
+	}
+	return string(out), true
 }
 
 func (d *jobsDecoder) intern(b []byte) string {

@@ -163,7 +163,7 @@ func New(cfg Config, client ControllerClient, rt runtime.Runtime, opts ...Option
 	a.rev = auth.NewRevocationCopy(a.fenceAfter(), o.net.Now)
 	a.runnerDeps.steps = step.NewNode(step.Config{Node: cfg.Name, Version: cfg.Version, KillGrace: cfg.KillGrace,
 		Runtime: rt, Clock: o.clock, Log: a.log, Peers: o.peers, Net: o.stepNet, Tools: cfg.ToolsDir, GPUNUMA: numa,
-		Revocations: a.rev, TicketKey: a.ticketKey, Now: o.net.Now}, stepHost{a})
+		Revocations: a.rev, TicketKey: a.ticketKey, Now: o.net.Now, SocketPool: cfg.stepSocketPool()}, stepHost{a})
 	return a, nil
 }
 

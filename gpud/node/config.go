@@ -330,3 +330,8 @@ func (o *options) fill() {
 }
 
 func (c Config) jobsDir() string { return filepath.Join(c.StateDir, "jobs") }
+
+// stepSocketPool is where the step sockets of ended jobs wait for their
+// users' next jobs (gpud/node/step's sockpool.go): beside jobs/, on its
+// filesystem (a socket moves between them by rename), root's, 0700.
+func (c Config) stepSocketPool() string { return filepath.Join(c.StateDir, "step-sockets") }

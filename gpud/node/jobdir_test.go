@@ -1,16 +1,22 @@
 package node
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpud/gpud/checkpoint"
+	"github.com/gpud/gpud/gpud/api"
+	"github.com/gpud/gpud/gpud/node/step"
 	"github.com/gpud/gpud/gpud/spec"
 	"github.com/gpud/gpud/runtime"
 )
@@ -256,5 +262,58 @@ func (u *userAttack) untouched(t *testing.T) {
 	}
 	if _, err := os.Stat(u.outside); err != nil {
 		t.Fatalf("the directory a link named: %v", err)
+	}
+}
+
+// TestEndedJobsStepSocketPooled: a job's step socket leaves its job
+// directory at the job's end for the node's pool (root's, 0700, beside
+// jobs/), and the next job of the same user serves its steps on it, in
+// its own job directory, mode 0600 (gpud/node/step's sockpool.go).
+func TestEndedJobsStepSocketPooled(t *testing.T) {
+	e := newEnv(t, nil)
+	a := asg(7, e.home)
+	e.fc.Set(a)
+	e.waitStarted(t, cid)
+	var st syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(e.dir, "jobs", cid, step.SocketName), &st); err != nil {
+		t.Fatal(err)
+	}
+	ino := st.Ino
+	e.rt.Exit(cid, runtime.ExitStatus{})
+	e.waitExited(t, "a7")
+	e.waitGone(t, cid)
+	pool := filepath.Join(e.dir, "step-sockets")
+	if err := syscall.Lstat(pool, &st); err != nil || st.Mode&0o7777 != 0o700 || int(st.Uid) != os.Geteuid() {
+		t.Fatalf("pool directory mode %o uid %d (%v); want the agent's, 0700", st.Mode&0o7777, st.Uid, err)
+	}
+	if ents, err := os.ReadDir(pool); err != nil || len(ents) != 1 {
+		t.Fatalf("pool after job 7's end: %v (%v); want its socket", ents, err)
+	}
+	b := asg(8, e.home)
+	e.fc.Set(b)
+	cid8 := ContainerID(8, 1, "node-1")
+	e.waitStarted(t, cid8)
+	sock := filepath.Join(e.dir, "jobs", cid8, step.SocketName)
+	if err := syscall.Lstat(sock, &st); err != nil || st.Ino != ino || st.Mode&0o7777 != 0o600 || st.Mode&syscall.S_IFMT != syscall.S_IFSOCK {
+		t.Fatalf("job 8's step socket: inode %d (job 7's %d), mode %o (%v); want job 7's socket, 0600", st.Ino, ino, st.Mode, err)
+	}
+	if os.Geteuid() == 0 && st.Uid != b.Job.UID {
+		t.Errorf("job 8's step socket is uid %d's; want %d", st.Uid, b.Job.UID)
+	}
+	if ents, err := os.ReadDir(pool); err != nil || len(ents) != 0 {
+		t.Errorf("pool while job 8 runs: %v (%v); want it empty", ents, err)
+	}
+	c, err := net.DialTimeout("unix", sock, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte(`{"args":["x"],"het_group":2}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := api.ReadStepFrame(bufio.NewReader(c))
+	if err != nil || m.Kind != api.StepError || !strings.Contains(m.Error, "job 8 ") {
+		t.Fatalf("a step on job 8's socket: %+v (%v); want job 8's refusal of the het group", m, err)
 	}
 }

@@ -593,22 +593,30 @@ var euid = os.Geteuid()
 // (a step's records, what the job left in tmp/) is removed as
 // runnerDeps.removeJobDir removes it, which is also how a directory the
 // runner did not make goes.
+//
+// The step socket's service ends first (its container is gone): its file
+// leaves the directory for the node's pool of idle sockets when it can
+// (gpud/node/step's sockpool.go), and is not unlinked then.
 func (r *runner) removeJobDir(log *slog.Logger) {
 	made := r.madeDir
 	r.madeDir = false
-	if made && r.d.removeMadeJobDir(r.id) {
+	sockMoved := r.steps != nil && r.steps.EndServe()
+	if made && r.d.removeMadeJobDir(r.id, sockMoved) {
 		return
 	}
 	r.d.removeJobDir(log, r.id)
 }
 
 // removeStartEntries removes from job directory jd the entries a start
-// makes, and jd once they are gone; it reports whether jd is gone (tmp/
-// goes only when it is empty, and jd only when nothing else is there).
-func removeStartEntries(jd safefs.Sub) bool {
+// makes (the step socket unless sockMoved: it left already), and jd once
+// they are gone; it reports whether jd is gone (tmp/ goes only when it is
+// empty, and jd only when nothing else is there).
+func removeStartEntries(jd safefs.Sub, sockMoved bool) bool {
 	gone := func(err error) bool { return err == nil || errors.Is(err, fs.ErrNotExist) }
 	ok := gone(jd.Unlink(jobScriptName))
-	ok = gone(jd.Unlink(step.SocketName)) && ok
+	if !sockMoved {
+		ok = gone(jd.Unlink(step.SocketName)) && ok
+	}
 	ok = gone(jd.Rmdir(jobTmpName)) && ok
 	return ok && jd.Remove() == nil
 }
@@ -833,7 +841,13 @@ func (r *runner) checkpointAtExit(ctx context.Context, log *slog.Logger, st runt
 				return false, fmt.Sprintf("exited with code %d but its checkpoint was refused: %v", checkpoint.ExitCodeCheckpointed, err)
 			}
 		}
-		if !r.d.ckpt.RunReady(r.ckptRun) {
+		// An empty run directory goes here (removeRun has nothing left
+		// to do); one with files stays until the seal or removeRun.
+		ready, gone := r.d.ckpt.EndRun(r.ckptRun)
+		if gone {
+			r.ckptRun = ""
+		}
+		if !ready {
 			return false, ""
 		}
 		if err := r.adoptRun(); err != nil {

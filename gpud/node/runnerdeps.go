@@ -215,16 +215,16 @@ func (d *runnerDeps) removeJobDir(log *slog.Logger, id string) {
 }
 
 // removeMadeJobDir removes job directory id, which makeJobDir made, if
-// it holds only what a start makes (removeStartEntries), and reports
-// whether it is gone.
-func (d *runnerDeps) removeMadeJobDir(id string) bool {
+// it holds only what a start makes (removeStartEntries; its step socket
+// unless sockMoved), and reports whether it is gone.
+func (d *runnerDeps) removeMadeJobDir(id string, sockMoved bool) bool {
 	jobs, done, err := d.openJobs()
 	if err != nil {
 		return false
 	}
 	defer done()
 	jd, err := jobs.Sub(id)
-	return err == nil && removeStartEntries(jd)
+	return err == nil && removeStartEntries(jd, sockMoved)
 }
 
 // cleanup deletes container id and its job directory. A failure is only

@@ -46,6 +46,11 @@ type Alloc struct {
 	running bool
 	log     *slog.Logger
 
+	// endSock ends the step socket Serve listens on (nil: none),
+	// recycling it or not; it reports whether its file left the job
+	// directory (EndServe).
+	endSock func(recycle bool) bool
+
 	reg     registry   // record.go
 	resumed stateSteps // state.go
 	// ends counts the steps served here whose end srun has heard and
@@ -164,6 +169,17 @@ func (al *Alloc) jobDir() string {
 	return al.dir
 }
 
+// EndServe stops serving the job's step socket for good: the job ended
+// and its container is gone, so the socket may wait in the node's pool
+// for its user's next job (sockpool.go). It reports whether the socket's
+// file left the job directory (the caller need not remove it).
+func (al *Alloc) EndServe() (moved bool) {
+	al.mu.Lock()
+	end := al.endSock
+	al.mu.Unlock()
+	return end != nil && end(true)
+}
+
 // euid is the agent's effective uid, read once (no gpud process changes
 // its own credentials).
 var euid = os.Geteuid()
@@ -181,20 +197,22 @@ func (al *Alloc) Serve(ctx context.Context, done <-chan struct{}) (stop func()) 
 	}
 	// The socket is one of the process's job sockets (sockets.go): one
 	// acceptor serves them all, none has a goroutine of its own.
-	set, err := acquireSockets()
-	var closeSock func()
-	if err == nil {
-		closeSock, err = set.listen(ctx, al, filepath.Join(al.jobDir(), SocketName), int(v.asg.Job.UID), int(v.asg.Job.GID))
-		if err != nil {
-			releaseSockets()
-		}
-	}
+	path := filepath.Join(al.jobDir(), SocketName)
+	h, err := al.n.openSocket(ctx, al, path, int(v.asg.Job.UID), int(v.asg.Job.GID))
 	if err != nil {
 		al.logger().Warn("listen on the job's step socket; srun will not work in this job", "err", err)
 		return func() {}
 	}
 	var once sync.Once
-	closeLn := func() { once.Do(func() { closeSock(); releaseSockets() }) }
+	var moved bool
+	end := func(recycle bool) bool {
+		once.Do(func() { moved = al.n.closeSocket(h, path, recycle) })
+		return moved
+	}
+	al.mu.Lock()
+	al.endSock = end
+	al.mu.Unlock()
+	closeLn := func() { end(false) }
 	if done == nil {
 		unwatch := context.AfterFunc(ctx, closeLn)
 		return func() { unwatch(); closeLn() }

@@ -73,6 +73,11 @@ type Config struct {
 	// Now is the wall clock tickets' expiry is judged by (nil:
 	// time.Now); Clock may be a test's.
 	Now func() time.Time
+	// SocketPool is a directory for the step sockets of ended jobs to
+	// wait in for their users' next jobs (sockpool.go): the node's own,
+	// made afresh by Run (0700), on the job directories' filesystem.
+	// "": each job's socket is made and closed.
+	SocketPool string
 }
 
 // Node is a node agent's step service: it starts its node's parts of
@@ -81,6 +86,8 @@ type Config struct {
 type Node struct {
 	cfg  Config
 	host Host
+	// pool is the idle step sockets (sockpool.go), while Run runs.
+	pool *socketPool
 	// peerLog bounds the log lines a remote caller can trigger.
 	peerLog *guard.RateLog
 	// startedHook, when set (tests), is called as a step's tasks run and
@@ -101,7 +108,7 @@ func NewNode(cfg Config, host Host) *Node {
 	if cfg.Revocations == nil {
 		cfg.Revocations = auth.NewRevocationCopy(time.Minute, cfg.Now)
 	}
-	return &Node{cfg: cfg, host: host, peerLog: guard.NewRateLog(cfg.Log)}
+	return &Node{cfg: cfg, host: host, peerLog: guard.NewRateLog(cfg.Log), pool: &socketPool{dir: cfg.SocketPool, closed: true}}
 }
 
 // Run joins the in-process peers and serves the step listener, when the
@@ -116,6 +123,12 @@ func (n *Node) Run(ctx context.Context) (stop func()) {
 	} else {
 		n.cfg.Log.Warn("no step socket acceptor yet; each job's start tries again", "err", err)
 	}
+	if err := n.pool.open(); err != nil {
+		n.cfg.Log.Warn("no pool for ended jobs' step sockets; each job makes its own", "dir", n.cfg.SocketPool, "err", err)
+	}
+	// Before the acceptor's reference goes (stops run in order): the
+	// idle sockets hold references of their own.
+	stops = append([]func(){n.pool.close}, stops...)
 	if p := n.cfg.Peers; p != nil {
 		p.add(n)
 		stops = append(stops, func() { p.remove(n) })

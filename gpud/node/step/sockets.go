@@ -138,7 +138,8 @@ func (s *socketSet) loop() {
 // accept takes every caller waiting on the socket of token tok and
 // serves each in its job. It holds s.mu while it accepts, so a socket
 // closed meanwhile (its descriptor perhaps reused) is never accepted on:
-// a token not in the set (closed since) is skipped.
+// a token not in the set (closed since) is skipped. A socket that waits
+// in its node's pool (no job: socketPool) has its callers closed.
 func (s *socketSet) accept(tok uint64) {
 	s.mu.Lock()
 	js := s.socks[tok]
@@ -146,6 +147,7 @@ func (s *socketSet) accept(tok uint64) {
 		s.mu.Unlock()
 		return
 	}
+	al, ctx := js.al, js.ctx
 	var conns []int
 	var aerr error
 	for {
@@ -159,28 +161,32 @@ func (s *socketSet) accept(tok uint64) {
 			}
 			break
 		}
+		if al == nil {
+			unix.Close(cfd) // pooled: nobody's step
+			continue
+		}
 		conns = append(conns, cfd)
 	}
 	s.mu.Unlock()
-	if aerr != nil {
-		js.al.logger().Warn("accept on the job's step socket", "err", aerr)
+	if aerr != nil && al != nil {
+		al.logger().Warn("accept on the job's step socket", "err", aerr)
 	}
 	for _, cfd := range conns {
 		f := os.NewFile(uintptr(cfd), "step-conn")
 		c, err := net.FileConn(f)
 		f.Close()
 		if err != nil {
-			js.al.logger().Warn("take a connection on the job's step socket", "err", err)
+			al.logger().Warn("take a connection on the job's step socket", "err", err)
 			continue
 		}
-		go js.al.serveConn(js.ctx, c)
+		go al.serveConn(ctx, c)
 	}
 }
 
 // listen makes the listening socket at path, the job user's (uid:gid,
 // when this process is root) with mode 0600, and adds it to the set; its
-// connections are al's steps, served with ctx. close takes it out.
-func (s *socketSet) listen(ctx context.Context, al *Alloc, path string, uid, gid int) (close func(), err error) {
+// connections are al's steps, served with ctx. Its close takes it out.
+func (s *socketSet) listen(ctx context.Context, al *Alloc, path string, uid, gid int) (*heldSocket, error) {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, os.NewSyscallError("socket", err)
@@ -235,19 +241,51 @@ func (s *socketSet) listen(ctx context.Context, al *Alloc, path string, uid, gid
 	}
 	s.socks[tok] = js
 	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if js.fd < 0 {
-			return
-		}
-		// Closing leaves the epoll set (nothing else holds the socket);
-		// the socket file stays for the runner, which removes it with
-		// the job directory.
-		unix.Close(js.fd)
-		js.fd = -1
-		delete(s.socks, tok)
-	}, nil
+	return &heldSocket{s: s, js: js, tok: tok, uid: uid, gid: gid}, nil
+}
+
+// heldSocket is a listening job socket in the acceptor, with one of its
+// references: serving a job, or waiting in a node's pool for the next
+// job of the same user (socketPool).
+type heldSocket struct {
+	s        *socketSet
+	js       *jobSocket
+	tok      uint64
+	uid, gid int    // its file's owner
+	pooled   string // its path in the pool while it waits there
+}
+
+// close takes the socket out of the set. Closing leaves the epoll set
+// (nothing else holds the socket); the socket file stays where it is
+// (the runner removes it with the job directory). It does not give back
+// the reference.
+func (h *heldSocket) close() {
+	s := h.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.js.fd < 0 {
+		return
+	}
+	unix.Close(h.js.fd)
+	h.js.fd = -1
+	delete(s.socks, h.tok)
+}
+
+// serve makes the socket al's (its callers served with ctx), or nobody's
+// (al nil: the callers the acceptor finds then are closed, accept).
+//
+// Going to nobody, the callers already waiting are not drained here (an
+// accept4 per job's end: ~0.1 of the live agents' 13 CPU-s): the
+// acceptor has their readiness to handle and closes them if it handles
+// it while the socket is nobody's. One it handles after the socket went
+// to its user's next job is served there: it came through a path or a
+// link only that user (or root) could connect on, to a job of that same
+// user, which it could reach anyway (sockpool.go).
+func (h *heldSocket) serve(ctx context.Context, al *Alloc) {
+	s := h.s
+	s.mu.Lock()
+	h.js.al, h.js.ctx = al, ctx
+	s.mu.Unlock()
 }
 
 // listenBacklog is a job socket's backlog (the kernel caps it at
