@@ -199,6 +199,12 @@ type Controller struct {
 	// ended in the batch under way: its commit hands them to the
 	// recorder and unfed, and empties it (noteEnded).
 	batchEnded []fairshare.Usage
+	// endedBuf is a committed txn's ended slice, emptied, for the next
+	// txn that ends a job to take (endJobCopy): one array reused on the
+	// owner loop, rather than each batch growing its own from nil (a
+	// spec.Job is 1,360 bytes, and growing by appends allocated about
+	// twice each ended job).
+	endedBuf []spec.Job
 }
 
 // op is one request to the owner. fn runs on the owner goroutine; done
@@ -587,7 +593,9 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 		for i := range tx.ended {
 			c.recordModel(&tx.ended[i])
 		}
-		c.enqueueRecords(tx.ended)
+		c.enqueueRecords(tx.ended) // copies them
+		clear(tx.ended)            // holds no ended job's strings
+		c.endedBuf = tx.ended[:0]
 	}
 	c.queueHooks(tx.hooks)
 	c.queuePower(tx.power)
@@ -661,6 +669,15 @@ func newTxn() *txn {
 		touched: map[spec.JobID]*jobRec{}, bump: map[string]bool{}}
 }
 
+// endJobCopy adds a copy of j to tx.ended, in the owner's reused array
+// (endedBuf) if no other txn has taken it.
+func (c *Controller) endJobCopy(tx *txn, j *spec.Job) {
+	if tx.ended == nil {
+		tx.ended, c.endedBuf = c.endedBuf, nil
+	}
+	tx.ended = append(tx.ended, *j)
+}
+
 // saveJob marks rec to be persisted and republished.
 func (tx *txn) saveJob(rec *jobRec) {
 	tx.persistJobs[rec.job.ID] = rec
@@ -672,15 +689,18 @@ func (tx *txn) saveNode(n *nodeRec) { tx.persistNodes[n.inv.Name] = n }
 // JobView is a published, immutable view of a job. Readers share it;
 // the owner replaces it when the job changes.
 type JobView struct {
-	job   spec.Job
-	brief []byte
-	// raw is ListJSON's encoding, made by the first reader: the owner
-	// loop publishes a view at every change of a job (submit, start,
-	// end, ...), and most are replaced before anyone lists them, so
-	// encoding each at publication cost the loop a quarter of its CPU in
-	// a 100,000-job drain (BenchmarkDrain1000x8's profile).
-	rawOnce sync.Once
-	raw     []byte
+	job spec.Job
+	// brief and raw are BriefJSON's and ListJSON's encodings, made by
+	// the first reader: the owner loop publishes a view at every change
+	// of a job (submit, start, end, ...), and most are replaced before
+	// anyone lists them, so encoding each at publication cost the loop a
+	// quarter of its CPU in a 100,000-job drain (BenchmarkDrain1000x8's
+	// profile), and an ended job held its brief (~300 bytes) until
+	// purged. Two readers racing both encode the same bytes; either
+	// store wins. Pointers, not a sync.Once and a slice each, keep the
+	// view in the 1,408-byte size class (a spec.Job is 1,360).
+	brief atomic.Pointer[[]byte]
+	raw   atomic.Pointer[[]byte]
 	// full is AppendJSON's encoding (nil until a node's assignments
 	// answer first sends the view).
 	full atomic.Pointer[[]byte]
@@ -719,31 +739,36 @@ func (v *JobView) Job() spec.Job { return v.job }
 // computed once per view, by the first reader (off the owner loop), so a
 // listing encodes only the jobs that changed since the last one.
 func (v *JobView) ListJSON() []byte {
-	v.rawOnce.Do(func() {
-		summary := v.job
-		summary.Script, summary.Args, summary.Env = "", nil, nil
-		// spec.Job.AppendJSON: json.Marshal's bytes, without reflection.
-		var scratch [2048]byte
-		v.raw = slices.Clone(summary.AppendJSON(scratch[:0]))
-	})
-	return v.raw
+	if p := v.raw.Load(); p != nil {
+		return *p
+	}
+	summary := v.job
+	summary.Script, summary.Args, summary.Env = "", nil, nil
+	// spec.Job.AppendJSON: json.Marshal's bytes, without reflection.
+	var scratch [2048]byte
+	raw := slices.Clone(summary.AppendJSON(scratch[:0]))
+	v.raw.Store(&raw)
+	return raw
 }
 
 // BriefJSON returns the job's brief listing encoding (spec.Job's
 // AppendBriefJSON: what gpuq's table shows, zero values omitted),
-// computed when the view is published (squeue's listing reads it).
-func (v *JobView) BriefJSON() []byte { return v.brief }
-
-func newView(j *spec.Job) *JobView {
-	v := &JobView{job: *j}
-	if j.Alloc != nil {
-		a := cloneAlloc(j.Alloc)
-		v.job.Alloc = a
+// computed once per view by its first reader (squeue's listing).
+func (v *JobView) BriefJSON() []byte {
+	if p := v.brief.Load(); p != nil {
+		return *p
 	}
 	var scratch [512]byte
-	v.brief = slices.Clone(v.job.AppendBriefJSON(scratch[:0]))
-	return v
+	brief := slices.Clone(v.job.AppendBriefJSON(scratch[:0]))
+	v.brief.Store(&brief)
+	return brief
 }
+
+// newView publishes j as it is now. It shares j's Alloc: the owner
+// replaces a job's Alloc (cloneAlloc, then its change), never changes
+// one in place, so a view's stays as published without a copy per view
+// (an ended job kept one until purged).
+func newView(j *spec.Job) *JobView { return &JobView{job: *j} }
 
 func cloneAlloc(a *spec.Alloc) *spec.Alloc {
 	if a == nil {

@@ -107,7 +107,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "%s header: want 1 to %d printable ASCII characters without spaces (api.NewIdempotencyKey makes one)", api.HeaderIdempotencyKey, api.MaxIdempotencyKey))
 		return
 	}
-	ids, err := s.c.SubmitHet(r.Context(), id.caller, req.Job, req.Het, key) // SubmitKeyed without req.Het
+	ids, err := s.c.SubmitHet(r.Context(), id.caller, &req.Job, req.Het, key) // SubmitKeyed without req.Het
 	if err != nil {
 		s.writeError(w, r, err)
 		return
