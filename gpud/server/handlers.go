@@ -113,7 +113,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	noteTarget(w, submitTarget(ids))
-	s.writeJSON(w, api.SubmitResponse{ID: ids[0], IDs: ids})
+	s.writeSubmitted(w, ids) // api.SubmitResponse{ID: ids[0], IDs: ids}
 }
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
@@ -892,7 +892,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("idle-GPU policy did not see usage samples", "node", r.PathValue("name"), "err", err)
 	}
 	s.latest.add(samples)
-	s.writeJSON(w, api.EventsResponse{AckedSeq: max(acked, usageSeq)})
+	s.writeAcked(w, max(acked, usageSeq)) // api.EventsResponse
 }
 
 // refuse answers a request refused before its body was read, and closes

@@ -329,7 +329,7 @@ func (s *Server) userName(uid uint32) string {
 
 // writeJSON writes v with status 200.
 func (s *Server) writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	if err := json.NewEncoder(w).Encode(v); err != nil {
 		s.log.Debug("write response", "err", err)
 	}
