@@ -199,6 +199,14 @@ type Controller struct {
 	// ended in the batch under way: its commit hands them to the
 	// recorder and unfed, and empties it (noteEnded).
 	batchEnded []fairshare.Usage
+	// endedBuf is a committed txn's ended slice, emptied, for the next
+	// txn that ends a job to take (endJobCopy): one array reused on the
+	// owner loop, rather than each batch growing its own from nil (a
+	// spec.Job is 1,360 bytes, and growing by appends allocated about
+	// twice each ended job).
+	endedBuf []spec.Job
+	// txFree is the last batch's txn, emptied, for the next (takeTxn).
+	txFree *txn
 }
 
 // op is one request to the owner. fn runs on the owner goroutine; done
@@ -483,7 +491,8 @@ func (c *Controller) callOn(ctx context.Context, ops chan<- *op, fn func(tx *txn
 // runBatch applies ops in order, commits their changes in one transaction
 // and only then replies to them.
 func (c *Controller) runBatch(ctx context.Context, batch []*op) {
-	tx := newTxn()
+	tx := c.takeTxn()
+	defer c.giveTxn(tx)
 	for _, o := range batch {
 		first := c.st.nextID
 		o.err = c.safely("request", func() error { return o.fn(tx) })
@@ -587,7 +596,9 @@ func (c *Controller) commit(ctx context.Context, tx *txn) error {
 		for i := range tx.ended {
 			c.recordModel(&tx.ended[i])
 		}
-		c.enqueueRecords(tx.ended)
+		c.enqueueRecords(tx.ended) // copies them
+		clear(tx.ended)            // holds no ended job's strings
+		c.endedBuf = tx.ended[:0]
 	}
 	c.queueHooks(tx.hooks)
 	c.queuePower(tx.power)
@@ -661,6 +672,48 @@ func newTxn() *txn {
 		touched: map[spec.JobID]*jobRec{}, bump: map[string]bool{}}
 }
 
+// maxReusedTxn bounds the entries a batch's txn may have held in each of
+// its maps to be reused: clearing a map costs its capacity, which a full
+// cycle's thousands of jobs would leave to every later small batch.
+const maxReusedTxn = 256
+
+// takeTxn is a txn for the owner loop's next batch: the last batch's,
+// emptied (giveTxn), or a new one. Its four maps were a quarter of what a
+// live burst's owner loop allocated besides the jobs themselves
+// (BenchmarkLiveBurst1000x8's profile: a txn per batch of a few calls).
+func (c *Controller) takeTxn() *txn {
+	if tx := c.txFree; tx != nil {
+		c.txFree = nil
+		return tx
+	}
+	return newTxn()
+}
+
+// giveTxn keeps tx's maps, emptied, for the next batch (takeTxn); its
+// slices are dropped, as what the commit handed on may hold them. Only
+// the owner loop calls it, after the batch's ops are answered.
+func (c *Controller) giveTxn(tx *txn) {
+	if max(len(tx.persistJobs), len(tx.persistNodes), len(tx.touched), len(tx.bump)) > maxReusedTxn {
+		return
+	}
+	pj, pn, t, b := tx.persistJobs, tx.persistNodes, tx.touched, tx.bump
+	clear(pj)
+	clear(pn)
+	clear(t)
+	clear(b)
+	*tx = txn{persistJobs: pj, persistNodes: pn, touched: t, bump: b}
+	c.txFree = tx
+}
+
+// endJobCopy adds a copy of j to tx.ended, in the owner's reused array
+// (endedBuf) if no other txn has taken it.
+func (c *Controller) endJobCopy(tx *txn, j *spec.Job) {
+	if tx.ended == nil {
+		tx.ended, c.endedBuf = c.endedBuf, nil
+	}
+	tx.ended = append(tx.ended, *j)
+}
+
 // saveJob marks rec to be persisted and republished.
 func (tx *txn) saveJob(rec *jobRec) {
 	tx.persistJobs[rec.job.ID] = rec
@@ -672,15 +725,18 @@ func (tx *txn) saveNode(n *nodeRec) { tx.persistNodes[n.inv.Name] = n }
 // JobView is a published, immutable view of a job. Readers share it;
 // the owner replaces it when the job changes.
 type JobView struct {
-	job   spec.Job
-	brief []byte
-	// raw is ListJSON's encoding, made by the first reader: the owner
-	// loop publishes a view at every change of a job (submit, start,
-	// end, ...), and most are replaced before anyone lists them, so
-	// encoding each at publication cost the loop a quarter of its CPU in
-	// a 100,000-job drain (BenchmarkDrain1000x8's profile).
-	rawOnce sync.Once
-	raw     []byte
+	job spec.Job
+	// brief and raw are BriefJSON's and ListJSON's encodings, made by
+	// the first reader: the owner loop publishes a view at every change
+	// of a job (submit, start, end, ...), and most are replaced before
+	// anyone lists them, so encoding each at publication cost the loop a
+	// quarter of its CPU in a 100,000-job drain (BenchmarkDrain1000x8's
+	// profile), and an ended job held its brief (~300 bytes) until
+	// purged. Two readers racing both encode the same bytes; either
+	// store wins. Pointers, not a sync.Once and a slice each, keep the
+	// view in the 1,408-byte size class (a spec.Job is 1,360).
+	brief atomic.Pointer[[]byte]
+	raw   atomic.Pointer[[]byte]
 	// full is AppendJSON's encoding (nil until a node's assignments
 	// answer first sends the view).
 	full atomic.Pointer[[]byte]
@@ -719,31 +775,36 @@ func (v *JobView) Job() spec.Job { return v.job }
 // computed once per view, by the first reader (off the owner loop), so a
 // listing encodes only the jobs that changed since the last one.
 func (v *JobView) ListJSON() []byte {
-	v.rawOnce.Do(func() {
-		summary := v.job
-		summary.Script, summary.Args, summary.Env = "", nil, nil
-		// spec.Job.AppendJSON: json.Marshal's bytes, without reflection.
-		var scratch [2048]byte
-		v.raw = slices.Clone(summary.AppendJSON(scratch[:0]))
-	})
-	return v.raw
+	if p := v.raw.Load(); p != nil {
+		return *p
+	}
+	summary := v.job
+	summary.Script, summary.Args, summary.Env = "", nil, nil
+	// spec.Job.AppendJSON: json.Marshal's bytes, without reflection.
+	var scratch [2048]byte
+	raw := slices.Clone(summary.AppendJSON(scratch[:0]))
+	v.raw.Store(&raw)
+	return raw
 }
 
 // BriefJSON returns the job's brief listing encoding (spec.Job's
 // AppendBriefJSON: what gpuq's table shows, zero values omitted),
-// computed when the view is published (squeue's listing reads it).
-func (v *JobView) BriefJSON() []byte { return v.brief }
-
-func newView(j *spec.Job) *JobView {
-	v := &JobView{job: *j}
-	if j.Alloc != nil {
-		a := cloneAlloc(j.Alloc)
-		v.job.Alloc = a
+// computed once per view by its first reader (squeue's listing).
+func (v *JobView) BriefJSON() []byte {
+	if p := v.brief.Load(); p != nil {
+		return *p
 	}
 	var scratch [512]byte
-	v.brief = slices.Clone(v.job.AppendBriefJSON(scratch[:0]))
-	return v
+	brief := slices.Clone(v.job.AppendBriefJSON(scratch[:0]))
+	v.brief.Store(&brief)
+	return brief
 }
+
+// newView publishes j as it is now. It shares j's Alloc: the owner
+// replaces a job's Alloc (cloneAlloc, then its change), never changes
+// one in place, so a view's stays as published without a copy per view
+// (an ended job kept one until purged).
+func newView(j *spec.Job) *JobView { return &JobView{job: *j} }
 
 func cloneAlloc(a *spec.Alloc) *spec.Alloc {
 	if a == nil {

@@ -21,18 +21,21 @@ import (
 // whose further components are comps, in one transaction, and returns
 // their ids (consecutive, the leader's first): every component is
 // validated and checked against policy as a job of its own, and every
-// problem is named with its component. key is SubmitKeyed's.
-func (c *Controller) SubmitHet(ctx context.Context, who Caller, lead spec.JobSpec, comps []spec.JobSpec, key string) ([]spec.JobID, error) {
+// problem is named with its component. key is SubmitKeyed's. lead is
+// read, not changed, and must not change until SubmitHet returns: the
+// server passes the request it decoded, which a value parameter would copy
+// to the heap again (656 bytes a submission) for the owner loop's closure.
+func (c *Controller) SubmitHet(ctx context.Context, who Caller, lead *spec.JobSpec, comps []spec.JobSpec, key string) ([]spec.JobID, error) {
 	if len(comps) == 0 {
-		return c.SubmitKeyed(ctx, who, lead, key)
+		return c.submitKeyed(ctx, who, lead, key)
 	}
 	// The structural checks of the whole (an array, each component's
 	// fields) first, worded per component.
-	if err := spec.ValidateHet(&lead, comps); err != nil {
+	if err := spec.ValidateHet(lead, comps); err != nil {
 		return nil, err
 	}
 	specs := make([]spec.JobSpec, 0, 1+len(comps))
-	specs = append(specs, lead)
+	specs = append(specs, *lead)
 	for _, comp := range comps {
 		comp.Script, comp.Args, comp.Interactive = spec.HetScript, nil, true
 		specs = append(specs, comp)

@@ -174,12 +174,20 @@ func (c *Controller) pullCost(rec *jobRec, node string, ev NodeEvent) bool {
 	if ev.PullMS == 0 && ev.PullBytes == 0 {
 		return changed
 	}
-	for i := range rec.job.Alloc.Nodes {
-		p := &rec.job.Alloc.Nodes[i]
+	// The published view shares the Alloc (newView): a changed part goes
+	// into a copy.
+	var a *spec.Alloc
+	for i, p := range rec.job.Alloc.Nodes {
 		if p.Node == node && !p.Ended && (p.PullMS != ev.PullMS || p.PullBytes != ev.PullBytes) {
-			p.PullMS, p.PullBytes = ev.PullMS, ev.PullBytes
-			changed = true
+			if a == nil {
+				a = cloneAlloc(rec.job.Alloc)
+			}
+			a.Nodes[i].PullMS, a.Nodes[i].PullBytes = ev.PullMS, ev.PullBytes
 		}
+	}
+	if a != nil {
+		rec.job.Alloc = a
+		changed = true
 	}
 	return changed
 }

@@ -62,6 +62,11 @@ func TestPullNotesSpeakForOwnJobs(t *testing.T) {
 	if p := got.Alloc.Nodes[0]; p.PullMS != 1500 || p.PullBytes != 12345 {
 		t.Errorf("part on %s: PullMS %d, PullBytes %d; want 1500, 12345", on, p.PullMS, p.PullBytes)
 	}
+	// The view read before the event shares its Alloc with the owner's
+	// copy then (newView): the event must not have changed it in place.
+	if p := j.Alloc.Nodes[0]; p.PullMS != 0 || p.PullBytes != 0 {
+		t.Errorf("a view published before the started event shows PullMS %d, PullBytes %d; want it unchanged (0, 0)", p.PullMS, p.PullBytes)
+	}
 }
 
 // TestInventoryReachesTheScheduler: a node's inventory is what the

@@ -494,7 +494,7 @@ func (c *Controller) finish(tx *txn, rec *jobRec, state spec.JobState, code, sig
 	c.forgetIdle(j.ID)
 	c.dropInterrupted(rec)
 	tx.saveJob(rec)
-	tx.ended = append(tx.ended, *j)
+	c.endJobCopy(tx, j)
 	c.noteEnded(j) // endedusage.go
 	if j.Alloc != nil && len(rec.liveNodes()) == 0 {
 		tx.freed = append(tx.freed, j.ID) // its resources are back
@@ -529,7 +529,7 @@ func (c *Controller) requeue(tx *txn, rec *jobRec, reason string) {
 		ended.Alloc = cloneAlloc(j.Alloc)
 		ended.EndTime = spec.NewTime(c.now())
 		ended.StopState, ended.StopReason, ended.StopCheckpoint = "", "", false
-		tx.ended = append(tx.ended, ended)
+		c.endJobCopy(tx, &ended)
 		c.noteEnded(&ended) // endedusage.go
 	}
 	j.StopState, j.StopReason, j.StopCheckpoint = "", "", false

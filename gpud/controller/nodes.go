@@ -738,7 +738,9 @@ func (c *Controller) assignments(n *nodeRec) []Assignment {
 			continue
 		}
 		j := &rec.view.job
-		a := Assignment{Job: j, View: rec.view, Alloc: *cloneAlloc(rec.job.Alloc), MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName, Gate: StartGateQuick,
+		// Alloc is a copy whose Nodes are shared: the owner replaces them,
+		// never changes them in place (newView), and the answer only reads.
+		a := Assignment{Job: j, View: rec.view, Alloc: *rec.job.Alloc, MPIDefault: c.cfg.MPIDefault, ClusterName: c.cfg.ClusterName, Gate: StartGateQuick,
 			Het: c.hetComponents(&rec.job)}
 		// The node measures the time limit from the start it is sent,
 		// against the controller's clock as it answers (localStarts):

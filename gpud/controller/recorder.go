@@ -263,7 +263,12 @@ func (c *Controller) flushResvRecords(ctx context.Context) bool {
 func (c *Controller) flushJobRecords(ctx context.Context) bool {
 	c.recMu.Lock()
 	batch, seq := c.recQueue, c.recSeq
-	c.recQueue = nil
+	// The next batch is likely about as long: one array of that size
+	// rather than a chain of doublings from nil (a spec.Job is 1,360
+	// bytes), bounded so a backlog's flush does not reserve as much again.
+	// The batch's own array is not reused: a Recorder (the HA group's)
+	// may keep it.
+	c.recQueue = make([]spec.Job, 0, min(len(batch), 2*recordBatchNow))
 	c.recMu.Unlock()
 	if len(batch) == 0 {
 		return true

@@ -238,7 +238,8 @@ func (s *state) addNode(n *spec.Node, now time.Time) *nodeRec {
 func (s *state) nodeNames() []string { return s.names }
 
 // jobRec is one job. job is the owner's copy: its slices and Alloc are
-// replaced, never modified in place, once published in view.
+// replaced, never modified in place, once published in view (the view
+// shares them: newView).
 type jobRec struct {
 	job  spec.Job
 	view *JobView

@@ -46,10 +46,15 @@ func (c *Controller) SubmitAll(ctx context.Context, who Caller, js spec.JobSpec)
 // key is stored with the job (state.db, replicated in HA), so a new
 // leader answers a resend of a submission the old one committed.
 func (c *Controller) SubmitKeyed(ctx context.Context, who Caller, js spec.JobSpec, key string) ([]spec.JobID, error) {
+	return c.submitKeyed(ctx, who, &js, key)
+}
+
+// submitKeyed is SubmitKeyed of *js, which it does not change.
+func (c *Controller) submitKeyed(ctx context.Context, who Caller, js *spec.JobSpec, key string) ([]spec.JobID, error) {
 	var ids []spec.JobID
 	err := c.call(ctx, func(tx *txn) error {
 		var err error
-		ids, err = c.submitIn(tx, who, js, key)
+		ids, err = c.submitIn(tx, who, *js, key)
 		return err
 	})
 	return ids, err
@@ -59,10 +64,13 @@ func (c *Controller) SubmitKeyed(ctx context.Context, who Caller, js spec.JobSpe
 // fidelity harness submits in the same operation as the ends of the
 // second, as a controller answers them with one cycle).
 func (c *Controller) submitIn(tx *txn, who Caller, js spec.JobSpec, key string) ([]spec.JobID, error) {
-	j, err := c.newJob(who, js)
-	if err != nil {
+	// A plain job (one task) is made in its record; an array's tasks are
+	// copies of it.
+	rec0 := new(jobRec)
+	if err := c.fillJob(&rec0.job, who, js); err != nil {
 		return nil, err
 	}
+	j := &rec0.job
 	if key != "" {
 		if prev := c.st.keys[idemKey{j.UID, key}]; len(prev) > 0 {
 			return slices.Clone(prev), nil
@@ -71,6 +79,7 @@ func (c *Controller) submitIn(tx *txn, who Caller, js spec.JobSpec, key string) 
 	}
 	tasks := []int{-1}
 	if j.Array != "" {
+		var err error
 		tasks, _, err = parseArray(j.Array) // validated by newJob
 		if err != nil {
 			return nil, err
@@ -92,7 +101,10 @@ func (c *Controller) submitIn(tx *txn, who Caller, js spec.JobSpec, key string) 
 	first := c.st.nextID
 	var ids []spec.JobID
 	for _, t := range tasks {
-		rec := &jobRec{job: *j}
+		rec := rec0
+		if len(tasks) > 1 {
+			rec = &jobRec{job: *j}
+		}
 		nj := &rec.job
 		nj.ID = c.st.nextID
 		c.st.nextID++
@@ -198,11 +210,22 @@ func (c *Controller) TestSubmit(ctx context.Context, who Caller, js spec.JobSpec
 // newJob validates a submission and returns the job it makes, with every
 // problem named at once.
 func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
+	j := new(spec.Job)
+	if err := c.fillJob(j, who, js); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// fillJob is newJob into *j, which it overwrites when js is valid: a
+// submission makes the job in its jobRec, not in a spec.Job of its own
+// (1,360 bytes) that the record then copies.
+func (c *Controller) fillJob(j *spec.Job, who Caller, js spec.JobSpec) error {
 	if !who.Known {
-		return nil, spec.Errorf(spec.ErrPermissionDenied, "cannot tell who is submitting: connect through the controller's unix socket")
+		return spec.Errorf(spec.ErrPermissionDenied, "cannot tell who is submitting: connect through the controller's unix socket")
 	}
 	if who.UID == 0 && !c.cfg.AllowRootJobs {
-		return nil, spec.Errorf(spec.ErrRefused, "jobs may not run as root; submit as a regular user (or set allow_root_jobs in gpud.toml)")
+		return spec.Errorf(spec.ErrRefused, "jobs may not run as root; submit as a regular user (or set allow_root_jobs in gpud.toml)")
 	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, spec.Errorf(spec.ErrInvalid, format, args...)) }
@@ -346,11 +369,11 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return err
 	}
 
 	now := spec.NewTime(c.now())
-	j := &spec.Job{
+	*j = spec.Job{
 		JobSpec:    js,
 		User:       who.User,
 		UID:        who.UID,
@@ -366,7 +389,7 @@ func (c *Controller) newJob(who Caller, js spec.JobSpec) (*spec.Job, error) {
 		j.Reason = spec.ReasonHeld
 	}
 	j.Partitions = c.partitionChoices(listed, j, o)
-	return j, nil
+	return nil
 }
 
 // checkSatisfiable refuses a request that no registered node of the

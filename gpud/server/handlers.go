@@ -107,13 +107,13 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, spec.Errorf(spec.ErrInvalid, "%s header: want 1 to %d printable ASCII characters without spaces (api.NewIdempotencyKey makes one)", api.HeaderIdempotencyKey, api.MaxIdempotencyKey))
 		return
 	}
-	ids, err := s.c.SubmitHet(r.Context(), id.caller, req.Job, req.Het, key) // SubmitKeyed without req.Het
+	ids, err := s.c.SubmitHet(r.Context(), id.caller, &req.Job, req.Het, key) // SubmitKeyed without req.Het
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	noteTarget(w, submitTarget(ids))
-	s.writeJSON(w, api.SubmitResponse{ID: ids[0], IDs: ids})
+	s.writeSubmitted(w, ids) // api.SubmitResponse{ID: ids[0], IDs: ids}
 }
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
@@ -892,7 +892,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("idle-GPU policy did not see usage samples", "node", r.PathValue("name"), "err", err)
 	}
 	s.latest.add(samples)
-	s.writeJSON(w, api.EventsResponse{AckedSeq: max(acked, usageSeq)})
+	s.writeAcked(w, max(acked, usageSeq)) // api.EventsResponse
 }
 
 // refuse answers a request refused before its body was read, and closes
