@@ -716,6 +716,9 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 	ctx = r.nsCtx(ctx)
 	ts := r.client.TaskService()
 	init, alone := r.initAlone(ctx, id)
+	if alone {
+		waitInitExec(ctx, init, sig)
+	}
 	_, err := ts.Kill(ctx, &tasks.KillRequest{ContainerID: id, Signal: uint32(sig), All: true})
 	if err == nil {
 		if alone {
@@ -739,6 +742,53 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 // fork the job; the wrapper forks within milliseconds of its start, so only
 // a host starved of CPU comes near it.
 const resignalWindow = 10 * time.Second
+
+// initExecWait bounds how long Signal waits for a container's init to
+// stop catching the signal (waitInitExec).
+const initExecWait = time.Second
+
+// waitInitExec waits, up to initExecWait, while process pid (a container's
+// init, as the host sees it) catches sig. Right after a start the init may
+// still be the OCI runtime's own (runc init, a Go program, between reading
+// its start signal and exec'ing the job's wrapper): Go catches SIGTERM and
+// re-raises it to die of it, which the kernel ignores for a PID namespace's
+// init, so it exits 2 instead. A job cancelled within a moment of its start
+// then ended with exit code 2, its wrapper never run (seen twice in full
+// test runs: TestSignalBeforeJobForkedReachesJob). The wrapper shell
+// catches no signal; one that does (an image's own /bin/sh) is signalled
+// after the bound. A status that cannot be read (another PID namespace)
+// waits for nothing.
+func waitInitExec(ctx context.Context, pid uint32, sig syscall.Signal) {
+	deadline := time.Now().Add(initExecWait)
+	for wait := 100 * time.Microsecond; catchesSignal(pid, sig) && time.Now().Before(deadline); wait = min(2*wait, 10*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// catchesSignal reports whether process pid has a handler for sig
+// (/proc/PID/status SigCgt); false when it cannot be read.
+func catchesSignal(pid uint32, sig syscall.Signal) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	return err == nil && sigCaught(b, sig)
+}
+
+// sigCaught reads /proc/PID/status's SigCgt mask (hexadecimal, bit n-1
+// for signal n) for sig.
+func sigCaught(status []byte, sig syscall.Signal) bool {
+	for line := range strings.Lines(string(status)) {
+		hex, ok := strings.CutPrefix(line, "SigCgt:")
+		if !ok {
+			continue
+		}
+		mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+		return err == nil && sig >= 1 && sig <= 64 && mask&(1<<(sig-1)) != 0
+	}
+	return false
+}
 
 // initAlone reports the task's init pid and whether it runs with no other
 // process in the container (the wrapper before it forked the job, or after
