@@ -101,15 +101,7 @@ func TestJobSocketsAttacked(t *testing.T) {
 		t.Skip("needs root: the sockets are given to the jobs' users")
 	}
 	const alice, bob, mallory = 61001, 61002, 61003
-	base, err := os.MkdirTemp("", "stepsock-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	// Traversable by everyone, as a node's jobs/ (0711).
-	if err := os.Chmod(base, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	base := attackBase(t, "stepsock-")
 	n, h := testNode("n1")
 	stopNode := n.Run(context.Background())
 	defer stopNode()
@@ -202,4 +194,21 @@ func TestJobSocketsConcurrent(t *testing.T) {
 	if set != nil || refs != 0 {
 		t.Errorf("after the last socket and the node: acceptor %v with %d references; want none", set, refs)
 	}
+}
+
+// attackBase is a new directory for the attacks' job directories,
+// traversable by everyone, as a node's jobs/ (0711); under os.TempDir,
+// not t.TempDir, whose parents only root may traverse. It is removed
+// when the test ends.
+func attackBase(t *testing.T, prefix string) string {
+	t.Helper()
+	base, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return base
 }

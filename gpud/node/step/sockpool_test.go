@@ -59,14 +59,7 @@ func TestPooledSocketsAttacked(t *testing.T) {
 		t.Skip("needs root: the sockets are given to the jobs' users")
 	}
 	const alice, bob, mallory = 61001, 61002, 61003
-	base, err := os.MkdirTemp("", "sockpool-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	base := attackBase(t, "sockpool-")
 	// alice's own directory, which others may traverse.
 	mine := filepath.Join(base, "alice")
 	if err := os.Mkdir(mine, 0o711); err != nil {
