@@ -252,7 +252,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	fmt.Fprintf(o.Out, "loadtest: %d nodes registered and idle after %s\n", o.Nodes, time.Since(lt.t0).Round(time.Millisecond))
 	goroutines := lt.harnessGoroutines()
-	harnessIdle := lt.harnessStat().rss
+	all, _ := lt.harnessStat()
+	harnessIdle := all.rss
 
 	// The node requests the controller answered before the workload: the
 	// report counts those of the workload per start.
@@ -989,6 +990,7 @@ type procUse struct {
 	// back to the host (docs/fleet.md, "Session 21 — the lead").
 	minflt int64
 	nice   int64 // its niceness (of its first thread)
+	read   bool  // its /proc/PID/stat was read (the process lives)
 }
 
 func (u procUse) plus(v procUse) procUse {
@@ -1002,6 +1004,7 @@ func procStat(pid int) (u procUse) {
 		if i := bytes.LastIndexByte(b, ')'); i > 0 {
 			f := strings.Fields(string(b[i+1:]))
 			if len(f) > 16 {
+				u.read = true
 				u.minflt, _ = strconv.ParseInt(f[7], 10, 64)
 				u.nice, _ = strconv.ParseInt(f[16], 10, 64)
 				ut, _ := strconv.ParseFloat(f[11], 64)

@@ -396,33 +396,22 @@ func (k *ltChildren) stop() {
 	})
 }
 
-// harnessStat is the harness's CPU seconds and RSS: this process and its
-// agents' children.
-func (lt *loadtest) harnessStat() procUse {
-	u := procStat(os.Getpid())
+// harnessStat is the harness's use: this process's and its agents
+// children's together (all), and the first child's alone (first; zero
+// without children), whose niceness the report compares with the
+// controller's.
+func (lt *loadtest) harnessStat() (all, first procUse) {
+	all = procStat(os.Getpid())
 	if lt.children != nil {
-		for _, cmd := range lt.children.cmds {
-			u = u.plus(procStat(cmd.Process.Pid))
+		for i, cmd := range lt.children.cmds {
+			u := procStat(cmd.Process.Pid)
+			if i == 0 {
+				first = u
+			}
+			all = all.plus(u)
 		}
 	}
-	return u
-}
-
-// childrenNice is how much nicer than the controller (pid ctl) the first
-// agents child runs; ok is false without children or when either's
-// /proc entry is gone.
-func (lt *loadtest) childrenNice(ctl int) (d int64, ok bool) {
-	if lt.children == nil || len(lt.children.cmds) == 0 {
-		return 0, false
-	}
-	child := lt.children.cmds[0].Process.Pid
-	if _, err := os.Stat(fmt.Sprintf("/proc/%d/stat", child)); err != nil {
-		return 0, false
-	}
-	if _, err := os.Stat(fmt.Sprintf("/proc/%d/stat", ctl)); err != nil {
-		return 0, false
-	}
-	return procStat(child).nice - procStat(ctl).nice, true
+	return all, first
 }
 
 // harnessGoroutines is this process's goroutines and those the children

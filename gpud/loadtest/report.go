@@ -45,10 +45,10 @@ func newSampler(lt *loadtest, ctl *ltController) *ltSampler {
 
 func (s *ltSampler) take() {
 	c := procStat(s.ctl.cmd.Process.Pid)
-	h := s.lt.harnessStat()
+	h, child := s.lt.harnessStat()
 	total, idle, kernel := machineCPU()
-	if d, ok := s.lt.childrenNice(s.ctl.cmd.Process.Pid); ok {
-		s.niceSeen = d
+	if c.read && child.read {
+		s.niceSeen = child.nice - c.nice
 	}
 	dir := s.ctl.cfg.Controller.StateDir
 	s.samples = append(s.samples, ltSample{at: time.Now(), acked: s.lt.acked.Load(), started: s.lt.started.Load(),
